@@ -1,0 +1,157 @@
+//! Domain ⇄ wire: prompt blocks to parts, updates to `session/update`, errors to JSON-RPC errors.
+//!
+//! The only place where cairn's types meet `agent-client-protocol-schema`'s.
+
+use agent_client_protocol_schema::v1 as acp;
+use serde_json::Value;
+
+use crate::history::{Part, ToolPart, ToolState};
+use crate::ids::MessageId;
+use crate::session::{SessionError, SessionView, Update};
+use crate::store::StoreError;
+
+/// A prompt block as a part to store and send to the model.
+pub fn block_to_part(block: acp::ContentBlock) -> Result<Part, acp::Error> {
+    Ok(match block {
+        acp::ContentBlock::Text(text) => Part::Text { text: text.text },
+        acp::ContentBlock::Image(image) => Part::Image { mime_type: image.mime_type, data: image.data, uri: image.uri },
+        acp::ContentBlock::ResourceLink(link) => Part::ResourceLink {
+            uri: link.uri,
+            name: link.name,
+            mime_type: link.mime_type,
+            title: link.title,
+            description: link.description,
+            size: link.size,
+        },
+        acp::ContentBlock::Resource(embedded) => match embedded.resource {
+            acp::EmbeddedResourceResource::TextResourceContents(text) => {
+                Part::Resource { uri: text.uri, mime_type: text.mime_type, text: text.text }
+            }
+            acp::EmbeddedResourceResource::BlobResourceContents(blob) => {
+                Part::BlobResource { uri: blob.uri, mime_type: blob.mime_type, blob: blob.blob }
+            }
+            _ => return Err(invalid_params("prompt: this kind of embedded resource is not supported")),
+        },
+        acp::ContentBlock::Audio(_) => {
+            return Err(invalid_params(
+                "prompt: audio content is not supported (promptCapabilities.audio is false); send text or an image",
+            ));
+        }
+        _ => return Err(invalid_params("prompt: unknown content block type")),
+    })
+}
+
+/// A stored part as the content block a client shows.
+pub fn part_to_block(part: &Part) -> Option<acp::ContentBlock> {
+    Some(match part {
+        Part::Text { text } | Part::Reasoning { text } => acp::ContentBlock::Text(acp::TextContent::new(text.clone())),
+        Part::Image { mime_type, data, uri } => {
+            acp::ContentBlock::Image(acp::ImageContent::new(data.clone(), mime_type.clone()).uri(uri.clone()))
+        }
+        Part::ResourceLink { uri, name, mime_type, title, description, size } => acp::ContentBlock::ResourceLink(
+            acp::ResourceLink::new(name.clone(), uri.clone())
+                .mime_type(mime_type.clone())
+                .title(title.clone())
+                .description(description.clone())
+                .size(*size),
+        ),
+        Part::Resource { uri, mime_type, text } => acp::ContentBlock::Resource(acp::EmbeddedResource::new(
+            acp::EmbeddedResourceResource::TextResourceContents(
+                acp::TextResourceContents::new(text.clone(), uri.clone()).mime_type(mime_type.clone()),
+            ),
+        )),
+        Part::BlobResource { uri, mime_type, blob } => acp::ContentBlock::Resource(acp::EmbeddedResource::new(
+            acp::EmbeddedResourceResource::BlobResourceContents(
+                acp::BlobResourceContents::new(blob.clone(), uri.clone()).mime_type(mime_type.clone()),
+            ),
+        )),
+        Part::Tool(_) => return None,
+    })
+}
+
+/// The `session/update` for an update, or `None` if this client should not get it.
+pub fn update_to_wire(update: Update, notices: bool) -> Option<acp::SessionUpdate> {
+    let chunk = |message: MessageId, block: acp::ContentBlock| {
+        acp::ContentChunk::new(block).message_id(acp::MessageId::new(message.as_str()))
+    };
+    Some(match update {
+        Update::UserChunk { message, part } => {
+            acp::SessionUpdate::UserMessageChunk(chunk(message, part_to_block(&part)?))
+        }
+        Update::AgentText { message, text } => acp::SessionUpdate::AgentMessageChunk(chunk(message, text.into())),
+        Update::AgentThought { message, text } => acp::SessionUpdate::AgentThoughtChunk(chunk(message, text.into())),
+        Update::ToolCall(tool) => acp::SessionUpdate::ToolCall(
+            acp::ToolCall::new(tool.call_id.clone(), tool.name.clone())
+                .name(tool.name.clone())
+                .kind(acp::ToolKind::Other)
+                .status(tool_status(tool.state))
+                .raw_input(raw_input(&tool))
+                .content(tool_content(&tool)),
+        ),
+        Update::ToolCallUpdate(tool) => acp::SessionUpdate::ToolCallUpdate(acp::ToolCallUpdate::new(
+            tool.call_id.clone(),
+            acp::ToolCallUpdateFields::new().status(tool_status(tool.state)).content(tool_content(&tool)),
+        )),
+        Update::Title(title) => acp::SessionUpdate::SessionInfoUpdate(acp::SessionInfoUpdate::new().title(title)),
+        Update::Retrying { attempt, delay, reason } if notices => acp::SessionUpdate::Notice(
+            acp::Notice::new(
+                acp::NoticeSeverity::Warning,
+                format!("Model request failed; retry {attempt} in {:.1} s", delay.as_secs_f64()),
+            )
+            .description(reason),
+        ),
+        Update::Retrying { .. } => return None,
+    })
+}
+
+fn tool_status(state: ToolState) -> acp::ToolCallStatus {
+    match state {
+        ToolState::InputAvailable => acp::ToolCallStatus::Pending,
+        ToolState::OutputAvailable => acp::ToolCallStatus::Completed,
+        ToolState::OutputError => acp::ToolCallStatus::Failed,
+    }
+}
+
+fn raw_input(tool: &ToolPart) -> Value {
+    serde_json::from_str(&tool.input).unwrap_or_else(|_| Value::String(tool.input.clone()))
+}
+
+fn tool_content(tool: &ToolPart) -> Vec<acp::ToolCallContent> {
+    tool.output
+        .iter()
+        .map(|output| acp::ToolCallContent::Content(acp::Content::new(acp::ContentBlock::from(output.clone()))))
+        .collect()
+}
+
+/// The session's config options: the model picker.
+pub fn config_options(view: &SessionView) -> Vec<acp::SessionConfigOption> {
+    let options: Vec<acp::SessionConfigSelectOption> =
+        view.models.iter().map(|model| acp::SessionConfigSelectOption::new(model.clone(), model.clone())).collect();
+    vec![
+        acp::SessionConfigOption::select("model", "Model", view.model.clone(), options)
+            .category(acp::SessionConfigOptionCategory::Model)
+            .description("The model that answers; a change applies from the next prompt".to_owned()),
+    ]
+}
+
+pub fn invalid_params(why: impl Into<String>) -> acp::Error {
+    acp::Error::new(acp::ErrorCode::InvalidParams.into(), why)
+}
+
+/// A session failure as the JSON-RPC error the client sees; the message says what to do.
+pub fn session_error(err: &SessionError) -> acp::Error {
+    let code = match err {
+        SessionError::NotFound(_) | SessionError::Closed(_) => acp::ErrorCode::ResourceNotFound,
+        SessionError::UnknownModel { .. }
+        | SessionError::UnknownOption(_)
+        | SessionError::Store(StoreError::InvalidCursor(_)) => acp::ErrorCode::InvalidParams,
+        SessionError::Store(_) | SessionError::Turn(_) | SessionError::Model(_) => acp::ErrorCode::InternalError,
+    };
+    let error = acp::Error::new(code.into(), err.to_string());
+    match err {
+        SessionError::NotFound(id) | SessionError::Closed(id) => {
+            error.data(serde_json::json!({ "sessionId": id.as_str() }))
+        }
+        _ => error,
+    }
+}

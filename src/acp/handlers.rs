@@ -1,0 +1,286 @@
+//! One function per ACP method, dispatched by name from the peer's reader loop.
+//!
+//! Each handler parses its params (a failure names the field), does whatever must happen in wire
+//! order synchronously (queueing a prompt, cancelling), and returns the rest as a future.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use agent_client_protocol_schema::v1 as acp;
+use futures::FutureExt;
+use futures::future::BoxFuture;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use super::convert::{block_to_part, config_options, invalid_params, session_error, update_to_wire};
+use super::rpc::{Handler, Peer};
+use crate::ids::SessionId;
+use crate::session::{Registry, SessionError, Update, UpdateSink, replay};
+
+/// Sessions per `session/list` page.
+const PAGE_SIZE: usize = 50;
+
+type Answer = Result<BoxFuture<'static, Result<Value, acp::Error>>, acp::Error>;
+
+/// Sends session updates to the editor as `session/update` notifications.
+pub struct WireSink {
+    peer: Peer,
+    /// Whether the client advertised `session.notices`.
+    notices: AtomicBool,
+}
+
+impl WireSink {
+    pub fn new(peer: Peer) -> Self {
+        Self { peer, notices: AtomicBool::new(false) }
+    }
+}
+
+impl UpdateSink for WireSink {
+    fn send(&self, session: &SessionId, update: Update) {
+        if let Some(update) = update_to_wire(update, self.notices.load(Ordering::Relaxed)) {
+            self.peer.notify("session/update", &acp::SessionNotification::new(session.as_str().to_owned(), update));
+        }
+    }
+}
+
+/// The ACP agent: what `cairn` serves on stdio.
+pub struct Agent {
+    sink: Arc<WireSink>,
+    /// The sessions, or why they could not be set up (bad config, unusable database).
+    sessions: Result<Registry, String>,
+}
+
+impl Agent {
+    pub fn new(sink: Arc<WireSink>, sessions: Result<Registry, String>) -> Self {
+        Self { sink, sessions }
+    }
+
+    fn sessions(&self) -> Result<Registry, acp::Error> {
+        self.sessions.clone().map_err(|why| acp::Error::new(acp::ErrorCode::InternalError.into(), why))
+    }
+
+    fn initialize(&self, params: Value) -> Answer {
+        let request: acp::InitializeRequest = parse("initialize", params)?;
+        let notices = request.client_capabilities.session.as_ref().is_some_and(|s| s.notices.is_some());
+        self.sink.notices.store(notices, Ordering::Relaxed);
+        let capabilities = acp::AgentCapabilities::new()
+            .load_session(true)
+            .prompt_capabilities(acp::PromptCapabilities::new().image(true).audio(false).embedded_context(true))
+            .session_capabilities(
+                acp::SessionCapabilities::new()
+                    .list(acp::SessionListCapabilities::new())
+                    .resume(acp::SessionResumeCapabilities::new())
+                    .close(acp::SessionCloseCapabilities::new())
+                    .delete(acp::SessionDeleteCapabilities::new()),
+            );
+        let response = acp::InitializeResponse::new(agent_client_protocol_schema::ProtocolVersion::V1)
+            .agent_capabilities(capabilities)
+            .auth_methods(Vec::new())
+            .agent_info(acp::Implementation::new("cairn", env!("CARGO_PKG_VERSION")).title("cairn".to_owned()));
+        ready(&response)
+    }
+
+    fn new_session(&self, params: Value) -> Answer {
+        let request: acp::NewSessionRequest = parse("session/new", params)?;
+        let cwd = absolute("cwd", request.cwd)?;
+        let sessions = self.sessions()?;
+        Ok(async move {
+            let view = sessions.create(&cwd).await.map_err(|err| session_error(&err))?;
+            to_value(&acp::NewSessionResponse::new(view.id.to_string()).config_options(config_options(&view)))
+        }
+        .boxed())
+    }
+
+    fn load_session(&self, params: Value) -> Answer {
+        let request: acp::LoadSessionRequest = parse("session/load", params)?;
+        absolute("cwd", request.cwd)?;
+        let sessions = self.sessions()?;
+        let sink = Arc::clone(&self.sink);
+        let id = session_id(&request.session_id);
+        Ok(async move {
+            let (view, messages) = sessions.load(&id).await.map_err(|err| session_error(&err))?;
+            for update in replay(&messages) {
+                sink.send(&id, update);
+            }
+            to_value(&acp::LoadSessionResponse::new().config_options(config_options(&view)))
+        }
+        .boxed())
+    }
+
+    fn resume_session(&self, params: Value) -> Answer {
+        let request: acp::ResumeSessionRequest = parse("session/resume", params)?;
+        absolute("cwd", request.cwd)?;
+        let resumed = self.sessions()?.resume(&session_id(&request.session_id));
+        Ok(async move {
+            let view = resumed.await.map_err(|err| session_error(&err))?;
+            to_value(&acp::ResumeSessionResponse::new().config_options(config_options(&view)))
+        }
+        .boxed())
+    }
+
+    fn close_session(&self, params: Value) -> Answer {
+        let request: acp::CloseSessionRequest = parse("session/close", params)?;
+        let sessions = self.sessions()?;
+        let id = session_id(&request.session_id);
+        Ok(async move {
+            sessions.close(&id).await.map_err(|err| session_error(&err))?;
+            to_value(&acp::CloseSessionResponse::new())
+        }
+        .boxed())
+    }
+
+    fn delete_session(&self, params: Value) -> Answer {
+        let request: acp::DeleteSessionRequest = parse("session/delete", params)?;
+        let sessions = self.sessions()?;
+        let id = session_id(&request.session_id);
+        Ok(async move {
+            sessions.delete(&id).await.map_err(|err| session_error(&err))?;
+            to_value(&acp::DeleteSessionResponse::new())
+        }
+        .boxed())
+    }
+
+    fn list_sessions(&self, params: Value) -> Answer {
+        let request: acp::ListSessionsRequest = parse("session/list", params)?;
+        let cwd = request.cwd.map(|cwd| absolute("cwd", cwd)).transpose()?;
+        let sessions = self.sessions()?;
+        Ok(async move {
+            let cwd = cwd.map(|cwd| cwd.to_string_lossy().into_owned());
+            let page = sessions.list(cwd, request.cursor, PAGE_SIZE).await.map_err(|err| session_error(&err))?;
+            let infos = page
+                .sessions
+                .into_iter()
+                .map(|row| {
+                    acp::SessionInfo::new(row.id.to_string(), row.cwd)
+                        .title(row.title)
+                        .updated_at(iso8601(row.updated_at))
+                })
+                .collect();
+            to_value(&acp::ListSessionsResponse::new(infos).next_cursor(page.next_cursor))
+        }
+        .boxed())
+    }
+
+    fn set_config_option(&self, params: Value) -> Answer {
+        let request: acp::SetSessionConfigOptionRequest = parse("session/set_config_option", params)?;
+        let id = session_id(&request.session_id);
+        if &*request.config_id.0 != "model" {
+            return Err(session_error(&SessionError::UnknownOption(request.config_id.0.to_string())));
+        }
+        let Some(value) = request.value.as_value_id() else {
+            return Err(invalid_params("session/set_config_option: `value` of `model` must be a model name string"));
+        };
+        let changed = self.sessions()?.set_model(&id, value.0.to_string());
+        Ok(async move {
+            let view = changed.await.map_err(|err| session_error(&err))?;
+            to_value(&acp::SetSessionConfigOptionResponse::new(config_options(&view)))
+        }
+        .boxed())
+    }
+
+    fn prompt(&self, params: Value) -> Answer {
+        let request: acp::PromptRequest = parse("session/prompt", params)?;
+        if request.prompt.is_empty() {
+            return Err(invalid_params("session/prompt: `prompt` must hold at least one content block"));
+        }
+        let parts = request.prompt.into_iter().map(block_to_part).collect::<Result<Vec<_>, _>>()?;
+        let turn = self.sessions()?.prompt(&session_id(&request.session_id), parts);
+        Ok(async move {
+            let stop = turn.await.map_err(|err| session_error(&err))?;
+            let stop = match stop {
+                crate::agent::StopReason::EndTurn => acp::StopReason::EndTurn,
+                crate::agent::StopReason::MaxTokens => acp::StopReason::MaxTokens,
+                crate::agent::StopReason::MaxTurnRequests => acp::StopReason::MaxTurnRequests,
+                crate::agent::StopReason::Refusal => acp::StopReason::Refusal,
+                crate::agent::StopReason::Cancelled => acp::StopReason::Cancelled,
+            };
+            to_value(&acp::PromptResponse::new(stop))
+        }
+        .boxed())
+    }
+}
+
+impl Handler for Agent {
+    fn request(&self, method: &str, params: Value) -> Answer {
+        match method {
+            "initialize" => self.initialize(params),
+            "authenticate" => Err(invalid_params(
+                "authenticate: cairn advertises no auth methods; set the provider's API key (e.g. OPENAI_API_KEY) instead",
+            )),
+            "session/new" => self.new_session(params),
+            "session/load" => self.load_session(params),
+            "session/resume" => self.resume_session(params),
+            "session/close" => self.close_session(params),
+            "session/delete" => self.delete_session(params),
+            "session/list" => self.list_sessions(params),
+            "session/set_config_option" => self.set_config_option(params),
+            "session/prompt" => self.prompt(params),
+            _ => Err(acp::Error::method_not_found().data(serde_json::json!({ "method": method }))),
+        }
+    }
+
+    fn notification(&self, method: &str, params: Value) {
+        match method {
+            "session/cancel" => match parse::<acp::CancelNotification>(method, params) {
+                Ok(cancel) => {
+                    if let Ok(sessions) = &self.sessions {
+                        sessions.cancel(&session_id(&cancel.session_id));
+                    }
+                }
+                Err(err) => tracing::warn!(%err, "ignoring a malformed session/cancel"),
+            },
+            _ => tracing::debug!(method, "ignoring an unknown notification"),
+        }
+    }
+
+    fn shutdown(&self) -> BoxFuture<'static, ()> {
+        match &self.sessions {
+            Ok(sessions) => {
+                let sessions = sessions.clone();
+                async move { sessions.shutdown().await }.boxed()
+            }
+            Err(_) => async {}.boxed(),
+        }
+    }
+}
+
+fn session_id(id: &acp::SessionId) -> SessionId {
+    SessionId::from_string(id.0.clone())
+}
+
+/// Deserializes params; a failure names the method and the field.
+fn parse<T: DeserializeOwned>(method: &str, params: Value) -> Result<T, acp::Error> {
+    let params = if params.is_null() { Value::Object(serde_json::Map::new()) } else { params };
+    serde_path_to_error::deserialize(params).map_err(|err| {
+        let path = err.path().to_string();
+        let why = if path == "." {
+            format!("{method}: {}", err.inner())
+        } else {
+            format!("{method}: `{path}`: {}", err.inner())
+        };
+        invalid_params(why)
+    })
+}
+
+fn absolute(field: &str, path: PathBuf) -> Result<PathBuf, acp::Error> {
+    if Path::new(&path).is_absolute() {
+        Ok(path)
+    } else {
+        Err(invalid_params(format!("`{field}` must be an absolute path, got `{}`", path.display())))
+    }
+}
+
+fn iso8601(ms: i64) -> Option<String> {
+    chrono::DateTime::from_timestamp_millis(ms).map(|at| at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true))
+}
+
+fn to_value<T: Serialize>(value: &T) -> Result<Value, acp::Error> {
+    serde_json::to_value(value).map_err(|err| acp::Error::internal_error().data(err.to_string()))
+}
+
+fn ready<T: Serialize>(value: &T) -> Answer {
+    let value = to_value(value);
+    Ok(async move { value }.boxed())
+}

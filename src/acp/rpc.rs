@@ -1,0 +1,354 @@
+//! A JSON-RPC 2.0 peer over newline-delimited JSON: the only code that writes stdout.
+//!
+//! One reader loop handles lines in wire order. A request's [`Handler::request`] runs
+//! synchronously in that loop (so it can enqueue work before the next line is read) and returns
+//! a future, which runs as its own task; its result is the response. Notifications are handled
+//! inline. Responses to our own requests are matched by id through the pending map; strays are
+//! ignored. One writer task owns the output and flushes whenever its queue runs dry, so a burst
+//! of updates costs one flush. `$/cancel_request` aborts the named request and answers -32800.
+//! On end of input the handler shuts down, the writer drains, and [`serve`] returns.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use agent_client_protocol_schema::v1::{Error, ErrorCode};
+use futures::future::{AbortHandle, Abortable, BoxFuture};
+use serde::Serialize;
+use serde_json::Value;
+use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWrite, AsyncWriteExt, BufReader};
+use tokio::sync::{mpsc, oneshot};
+
+/// The longest line we accept; anything longer is answered -32700 and skipped.
+pub const MAX_LINE: usize = 128 * 1024 * 1024;
+
+/// What a peer serves.
+pub trait Handler: Send + Sync + 'static {
+    /// Starts handling a request. The synchronous part runs in wire order; the future is the answer.
+    fn request(&self, method: &str, params: Value) -> Result<BoxFuture<'static, Result<Value, Error>>, Error>;
+    /// Handles a notification, in wire order. Never answered.
+    fn notification(&self, method: &str, params: Value);
+    /// The input ended: stop work and make it durable before the process exits.
+    fn shutdown(&self) -> BoxFuture<'static, ()>;
+}
+
+enum Outgoing {
+    Line(Vec<u8>),
+    Close(oneshot::Sender<()>),
+}
+
+/// Our end of the connection: sends notifications, requests and responses.
+#[derive(Clone)]
+pub struct Peer {
+    inner: Arc<PeerInner>,
+}
+
+struct PeerInner {
+    out: mpsc::UnboundedSender<Outgoing>,
+    /// Our requests awaiting an answer, by the id we gave them.
+    pending: Mutex<HashMap<u64, oneshot::Sender<Result<Value, Error>>>>,
+    next_id: AtomicU64,
+    /// Incoming requests still running, by their id's JSON text.
+    inflight: Mutex<HashMap<String, AbortHandle>>,
+}
+
+#[derive(Serialize)]
+struct NotificationOut<'a, P> {
+    jsonrpc: &'static str,
+    method: &'a str,
+    params: &'a P,
+}
+
+#[derive(Serialize)]
+struct RequestOut<'a, P> {
+    jsonrpc: &'static str,
+    id: u64,
+    method: &'a str,
+    params: &'a P,
+}
+
+#[derive(Serialize)]
+struct SuccessOut<'a> {
+    jsonrpc: &'static str,
+    id: &'a Value,
+    result: &'a Value,
+}
+
+#[derive(Serialize)]
+struct ErrorOut<'a> {
+    jsonrpc: &'static str,
+    id: &'a Value,
+    error: &'a Error,
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+impl Peer {
+    fn send<T: Serialize>(&self, message: &T) {
+        match serde_json::to_vec(message) {
+            Ok(mut line) => {
+                line.push(b'\n');
+                let _ = self.inner.out.send(Outgoing::Line(line));
+            }
+            Err(err) => tracing::error!(%err, "could not serialize an outgoing message"),
+        }
+    }
+
+    /// Sends a notification.
+    pub fn notify<P: Serialize>(&self, method: &str, params: &P) {
+        self.send(&NotificationOut { jsonrpc: "2.0", method, params });
+    }
+
+    /// Sends a request to the client and waits for its answer. Dropping the future sends
+    /// `$/cancel_request` for it.
+    pub async fn request<P: Serialize>(&self, method: &str, params: &P) -> Result<Value, Error> {
+        let id = self.inner.next_id.fetch_add(1, Ordering::Relaxed);
+        let (tx, rx) = oneshot::channel();
+        // Registered before sending, so an immediate answer finds its waiter.
+        lock(&self.inner.pending).insert(id, tx);
+        self.send(&RequestOut { jsonrpc: "2.0", id, method, params });
+        let mut guard = CancelOnDrop { peer: self, id: Some(id) };
+        let answer = rx.await;
+        guard.id = None;
+        answer.unwrap_or_else(|_| Err(Error::internal_error().data("the connection closed before the client answered")))
+    }
+
+    fn respond(&self, id: &Value, result: Result<Value, Error>) {
+        match &result {
+            Ok(result) => self.send(&SuccessOut { jsonrpc: "2.0", id, result }),
+            Err(error) => self.send(&ErrorOut { jsonrpc: "2.0", id, error }),
+        }
+    }
+
+    fn invalid_request(&self, id: &Value, why: &str) {
+        self.respond(id, Err(Error::invalid_request().data(why)));
+    }
+
+    /// Claims an incoming request's right to answer; false if `$/cancel_request` already did.
+    fn finish_inflight(&self, key: &str) -> bool {
+        lock(&self.inner.inflight).remove(key).is_some()
+    }
+}
+
+struct CancelOnDrop<'a> {
+    peer: &'a Peer,
+    id: Option<u64>,
+}
+
+impl Drop for CancelOnDrop<'_> {
+    fn drop(&mut self) {
+        if let Some(id) = self.id.take()
+            && lock(&self.peer.inner.pending).remove(&id).is_some()
+        {
+            self.peer.notify("$/cancel_request", &serde_json::json!({ "requestId": id }));
+        }
+    }
+}
+
+/// Serves `handler` on `input`/`output` until the input ends, then shuts it down and drains.
+pub async fn serve<R, W, H>(input: R, output: W, make_handler: impl FnOnce(Peer) -> H)
+where
+    R: tokio::io::AsyncRead + Unpin,
+    W: AsyncWrite + Unpin + Send + 'static,
+    H: Handler,
+{
+    let (tx, rx) = mpsc::unbounded_channel();
+    let writer = tokio::spawn(write_loop(rx, output));
+    let peer = Peer {
+        inner: Arc::new(PeerInner {
+            out: tx,
+            pending: Mutex::new(HashMap::new()),
+            next_id: AtomicU64::new(0),
+            inflight: Mutex::new(HashMap::new()),
+        }),
+    };
+    let handler = Arc::new(make_handler(peer.clone()));
+    let mut input = BufReader::with_capacity(64 * 1024, input);
+    let mut line = Vec::with_capacity(4096);
+    loop {
+        match read_line(&mut input, &mut line).await {
+            Ok(Line::Complete) => handle_line(&peer, &handler, &line),
+            Ok(Line::TooLong) => {
+                let why = format!("line longer than {MAX_LINE} bytes; it was skipped");
+                peer.respond(&Value::Null, Err(Error::parse_error().data(why)));
+            }
+            Ok(Line::Eof) => break,
+            Err(err) => {
+                tracing::warn!(%err, "reading stdin failed; shutting down");
+                break;
+            }
+        }
+    }
+    tracing::debug!("input closed; shutting down");
+    for (_, waiter) in lock(&peer.inner.pending).drain() {
+        let _ = waiter.send(Err(Error::internal_error().data("the client disconnected")));
+    }
+    handler.shutdown().await;
+    let (done_tx, done_rx) = oneshot::channel();
+    let _ = peer.inner.out.send(Outgoing::Close(done_tx));
+    let _ = done_rx.await;
+    let _ = writer.await;
+}
+
+enum Line {
+    Complete,
+    TooLong,
+    Eof,
+}
+
+/// Reads one line into `line` (without its newline), refusing to buffer more than [`MAX_LINE`].
+async fn read_line<R: AsyncBufRead + Unpin>(input: &mut R, line: &mut Vec<u8>) -> std::io::Result<Line> {
+    line.clear();
+    let mut too_long = false;
+    loop {
+        let buf = input.fill_buf().await?;
+        if buf.is_empty() {
+            return Ok(if line.is_empty() && !too_long {
+                Line::Eof
+            } else if too_long {
+                Line::TooLong
+            } else {
+                Line::Complete
+            });
+        }
+        let (chunk, found) = match buf.iter().position(|b| *b == b'\n') {
+            Some(at) => (&buf[..at], Some(at)),
+            None => (buf, None),
+        };
+        if !too_long && line.len() + chunk.len() <= MAX_LINE {
+            line.extend_from_slice(chunk);
+        } else {
+            too_long = true;
+            line.clear();
+        }
+        let used = found.map_or(buf.len(), |at| at + 1);
+        input.consume(used);
+        if found.is_some() {
+            return Ok(if too_long { Line::TooLong } else { Line::Complete });
+        }
+    }
+}
+
+fn handle_line<H: Handler>(peer: &Peer, handler: &Arc<H>, line: &[u8]) {
+    let line = line.strip_suffix(b"\r").unwrap_or(line);
+    if line.iter().all(u8::is_ascii_whitespace) {
+        return;
+    }
+    let value: Value = match serde_json::from_slice(line) {
+        Ok(value) => value,
+        Err(err) => {
+            let why = format!("invalid JSON: {err}");
+            return peer.respond(&Value::Null, Err(Error::parse_error().data(why)));
+        }
+    };
+    let Value::Object(mut message) = value else {
+        return peer.invalid_request(&Value::Null, "a JSON-RPC message must be a JSON object");
+    };
+    let id = message.remove("id");
+    let reply_id = match &id {
+        Some(id @ (Value::Number(_) | Value::String(_))) => id.clone(),
+        _ => Value::Null,
+    };
+    if message.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
+        return peer.invalid_request(&reply_id, "\"jsonrpc\" must be \"2.0\"");
+    }
+    if let Some(Value::Bool(_) | Value::Array(_) | Value::Object(_)) = id {
+        return peer.invalid_request(&Value::Null, "\"id\" must be a string, a number or null");
+    }
+    let params = message.remove("params").unwrap_or(Value::Null);
+    match (message.remove("method"), id) {
+        (Some(Value::String(method)), Some(id)) => handle_request(peer, handler, id, &method, params),
+        (Some(Value::String(method)), None) => handle_notification(peer, handler.as_ref(), &method, params),
+        (Some(_), id) => peer.invalid_request(&id.unwrap_or(Value::Null), "\"method\" must be a string"),
+        (None, Some(id)) if message.contains_key("result") || message.contains_key("error") => {
+            handle_response(peer, &id, message);
+        }
+        (None, id) => peer
+            .invalid_request(&id.unwrap_or(Value::Null), "a message needs a \"method\", or a \"result\" or \"error\""),
+    }
+}
+
+fn handle_request<H: Handler>(peer: &Peer, handler: &Arc<H>, id: Value, method: &str, params: Value) {
+    let future = match handler.request(method, params) {
+        Ok(future) => future,
+        Err(err) => return peer.respond(&id, Err(err)),
+    };
+    let key = id.to_string();
+    let (abort, registration) = AbortHandle::new_pair();
+    if lock(&peer.inner.inflight).insert(key.clone(), abort).is_some() {
+        tracing::warn!(%key, "a request reused the id of one still running");
+    }
+    let peer = peer.clone();
+    tokio::spawn(async move {
+        if let Ok(result) = Abortable::new(future, registration).await
+            && peer.finish_inflight(&key)
+        {
+            peer.respond(&id, result);
+        }
+    });
+}
+
+fn handle_notification(peer: &Peer, handler: &dyn Handler, method: &str, params: Value) {
+    if method != "$/cancel_request" {
+        return handler.notification(method, params);
+    }
+    let Some(id) = params.get("requestId").filter(|id| id.is_number() || id.is_string()) else {
+        return tracing::debug!("$/cancel_request without a usable requestId");
+    };
+    let aborted = lock(&peer.inner.inflight).remove(&id.to_string());
+    if let Some(abort) = aborted {
+        abort.abort();
+        peer.respond(id, Err(Error::from(ErrorCode::RequestCancelled)));
+    }
+}
+
+fn handle_response(peer: &Peer, id: &Value, mut message: serde_json::Map<String, Value>) {
+    let waiter = id.as_u64().and_then(|id| lock(&peer.inner.pending).remove(&id));
+    let Some(waiter) = waiter else {
+        return tracing::debug!(%id, "ignoring a response to no request of ours");
+    };
+    let result = match message.remove("error") {
+        Some(error) => {
+            Err(serde_json::from_value(error.clone()).unwrap_or_else(|_| Error::internal_error().data(error)))
+        }
+        None => Ok(message.remove("result").unwrap_or(Value::Null)),
+    };
+    let _ = waiter.send(result);
+}
+
+async fn write_loop<W: AsyncWrite + Unpin>(mut rx: mpsc::UnboundedReceiver<Outgoing>, output: W) {
+    let mut output = tokio::io::BufWriter::with_capacity(64 * 1024, output);
+    let mut broken = false;
+    while let Some(first) = rx.recv().await {
+        let mut next = Some(first);
+        let mut close = None;
+        while let Some(message) = next.take() {
+            match message {
+                Outgoing::Line(line) if !broken => {
+                    if let Err(err) = output.write_all(&line).await {
+                        tracing::warn!(%err, "stdout is closed; dropping further output");
+                        broken = true;
+                    }
+                }
+                Outgoing::Line(_) => {}
+                Outgoing::Close(done) => close = Some(done),
+            }
+            if close.is_none() {
+                next = rx.try_recv().ok();
+            }
+        }
+        if !broken && let Err(err) = output.flush().await {
+            tracing::warn!(%err, "stdout is closed; dropping further output");
+            broken = true;
+        }
+        if let Some(done) = close {
+            let _ = done.send(());
+            return;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

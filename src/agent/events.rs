@@ -1,0 +1,65 @@
+//! What a turn reports as it runs, and the recorder it reports to.
+//!
+//! The turn never writes to the wire or the database itself: it hands every [`AgentEvent`] to a
+//! [`Recorder`], which the session layer implements by committing rows and then emitting
+//! `session/update`s. Events carry deltas, not whole texts, so relaying a chunk costs its size.
+
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+
+use crate::history::{Message, MessageMeta, Part};
+use crate::ids::MessageId;
+
+/// Which kind of streamed part a delta belongs to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StreamKind {
+    Text,
+    Reasoning,
+}
+
+impl StreamKind {
+    /// The empty part a stream of this kind starts from.
+    pub fn empty_part(self) -> Part {
+        match self {
+            StreamKind::Text => Part::Text { text: String::new() },
+            StreamKind::Reasoning => Part::Reasoning { text: String::new() },
+        }
+    }
+}
+
+/// One thing that happened in a turn, in order.
+#[derive(Clone, Debug, PartialEq)]
+pub enum AgentEvent {
+    /// The user's prompt; it is committed before the model is called.
+    UserMessage(Message),
+    /// An assistant message begins: one per model request.
+    AssistantStarted { message: MessageId, model: String },
+    /// A text or reasoning part opens at `index` of the message.
+    PartStarted { message: MessageId, index: u32, kind: StreamKind },
+    /// More text for the open part.
+    Delta { message: MessageId, index: u32, kind: StreamKind, text: String },
+    /// The open part is complete.
+    PartFinished { message: MessageId, index: u32 },
+    /// A whole part was written or replaced (tool calls move through their states this way).
+    PartUpdated { message: MessageId, index: u32, part: Part },
+    /// The assistant message is complete; `meta.finish` says how it ended.
+    AssistantFinished { message: MessageId, meta: MessageMeta },
+    /// A model request failed and will be sent again after `delay`.
+    Retrying { attempt: u32, delay: Duration, reason: String },
+}
+
+/// A failure to make the turn durable; the turn stops on the first one.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+#[error("{0}")]
+pub struct RecordError(pub String);
+
+/// Where a turn's events go: persisted, then shown.
+pub trait Recorder: Send {
+    /// Takes one event; never blocks.
+    fn record(&mut self, event: AgentEvent);
+    /// Resolves once everything recorded so far is committed and shown.
+    fn flush(&mut self) -> BoxFuture<'static, Result<(), RecordError>>;
+    /// The first write that failed since the turn began, if any.
+    fn failure(&self) -> Option<RecordError>;
+}

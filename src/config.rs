@@ -1,0 +1,281 @@
+//! Configuration: environment over `config.toml` over defaults. The only module that reads env.
+//!
+//! Settings: `CAIRN_MODEL` (`provider/model`, provider defaults to `openai`), `OPENAI_BASE_URL`,
+//! `OPENAI_API_KEY`, `CAIRN_HOME` (data directory) and `CAIRN_CONFIG` (config file path). The file,
+//! `$XDG_CONFIG_HOME/cairn/config.toml` by default, holds the same settings plus extra
+//! OpenAI-compatible providers (`[providers.<name>]`) and turn limits (`[limits]`).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+
+/// The model used when neither `CAIRN_MODEL` nor `model` in the config file says otherwise.
+pub const DEFAULT_MODEL: &str = "openai/gpt-5";
+const OPENAI_BASE_URL: &str = "https://api.openai.com/v1";
+const OPENAI_MODELS: &[&str] = &["gpt-5", "gpt-5-mini", "gpt-4.1", "gpt-4.1-mini"];
+
+/// Everything cairn needs to know before it serves a request.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// Where the database lives (`CAIRN_HOME`).
+    pub data_dir: PathBuf,
+    /// The model for new sessions, as `provider/model`.
+    pub model: String,
+    /// Every provider by name; `openai` is always present.
+    pub providers: BTreeMap<String, ProviderConfig>,
+    pub limits: Limits,
+    /// The config file that was read, if one existed.
+    pub file: Option<PathBuf>,
+}
+
+/// An OpenAI-compatible endpoint.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ProviderConfig {
+    pub base_url: String,
+    /// The environment variable holding the API key; `None` sends no key (local servers).
+    pub api_key_env: Option<String>,
+    /// The key read from `api_key_env` when the configuration was loaded.
+    pub api_key: Option<Secret>,
+    /// Models offered in the editor's model picker.
+    pub models: Vec<String>,
+}
+
+/// Bounds on one turn. Defaults follow design.md §5.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Limits {
+    /// Longest silence between two chunks of a model stream.
+    pub stream_idle_timeout: Duration,
+    /// Model requests per turn before the turn stops with `max_turn_requests`.
+    pub max_rounds: u32,
+    /// Retries of a failed model request (429, 5xx, dropped connection).
+    pub retries: u32,
+    /// First retry delay; each retry doubles it unless the server sends `Retry-After`.
+    pub retry_base: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            stream_idle_timeout: Duration::from_secs(120),
+            max_rounds: 50,
+            retries: 2,
+            retry_base: Duration::from_millis(500),
+        }
+    }
+}
+
+/// Why the configuration could not be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read config file {path}: {source}")]
+    Read { path: PathBuf, source: std::io::Error },
+    #[error("config file {path} is invalid: {message}")]
+    Parse { path: PathBuf, message: String },
+    #[error("no data directory: set CAIRN_HOME (or XDG_DATA_HOME) to where cairn may keep its database")]
+    NoDataDir,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileConfig {
+    model: Option<String>,
+    home: Option<PathBuf>,
+    #[serde(default)]
+    providers: BTreeMap<String, FileProvider>,
+    #[serde(default)]
+    limits: FileLimits,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileProvider {
+    base_url: Option<String>,
+    api_key_env: Option<String>,
+    #[serde(default)]
+    models: Vec<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileLimits {
+    stream_idle_timeout_secs: Option<u64>,
+    max_rounds: Option<u32>,
+    retries: Option<u32>,
+    retry_base_ms: Option<u64>,
+}
+
+impl Config {
+    /// Reads the process environment and the config file it points to.
+    pub fn load() -> Result<Self, ConfigError> {
+        Self::from_env(&|name| std::env::var(name).ok().filter(|v| !v.is_empty()))
+    }
+
+    /// Builds the configuration from an environment lookup (tests pass their own).
+    pub fn from_env(env: &dyn Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
+        let path = env("CAIRN_CONFIG").map(PathBuf::from).or_else(|| {
+            env("XDG_CONFIG_HOME")
+                .map(PathBuf::from)
+                .or_else(dirs::config_dir)
+                .map(|dir| dir.join("cairn").join("config.toml"))
+        });
+        let (file, file_path) = match &path {
+            Some(path) => match std::fs::read_to_string(path) {
+                Ok(text) => (parse_file(path, &text)?, Some(path.clone())),
+                Err(err) if err.kind() == std::io::ErrorKind::NotFound => (FileConfig::default(), None),
+                Err(source) => return Err(ConfigError::Read { path: path.clone(), source }),
+            },
+            None => (FileConfig::default(), None),
+        };
+
+        let data_dir = env("CAIRN_HOME")
+            .map(PathBuf::from)
+            .or(file.home)
+            .or_else(|| env("XDG_DATA_HOME").map(PathBuf::from).or_else(dirs::data_dir).map(|d| d.join("cairn")))
+            .ok_or(ConfigError::NoDataDir)?;
+
+        let mut providers = BTreeMap::new();
+        providers.insert(
+            "openai".to_owned(),
+            ProviderConfig {
+                base_url: OPENAI_BASE_URL.to_owned(),
+                api_key_env: Some("OPENAI_API_KEY".to_owned()),
+                api_key: None,
+                models: OPENAI_MODELS.iter().map(|m| (*m).to_owned()).collect(),
+            },
+        );
+        for (name, given) in file.providers {
+            let entry = providers.entry(name).or_insert_with(|| ProviderConfig {
+                base_url: String::new(),
+                api_key_env: None,
+                api_key: None,
+                models: Vec::new(),
+            });
+            if let Some(base_url) = given.base_url {
+                entry.base_url = base_url;
+            }
+            if given.api_key_env.is_some() {
+                entry.api_key_env = given.api_key_env;
+            }
+            if !given.models.is_empty() {
+                entry.models = given.models;
+            }
+        }
+        if let (Some(url), Some(openai)) = (env("OPENAI_BASE_URL"), providers.get_mut("openai")) {
+            openai.base_url = url;
+        }
+        for provider in providers.values_mut() {
+            provider.api_key = provider.api_key_env.as_deref().and_then(env).map(Secret);
+        }
+        let defaults = Limits::default();
+        let limits = Limits {
+            stream_idle_timeout: file
+                .limits
+                .stream_idle_timeout_secs
+                .map_or(defaults.stream_idle_timeout, Duration::from_secs),
+            max_rounds: file.limits.max_rounds.unwrap_or(defaults.max_rounds),
+            retries: file.limits.retries.unwrap_or(defaults.retries),
+            retry_base: file.limits.retry_base_ms.map_or(defaults.retry_base, Duration::from_millis),
+        };
+        let model = env("CAIRN_MODEL").or(file.model).unwrap_or_else(|| DEFAULT_MODEL.to_owned());
+        Ok(Self { data_dir, model: normalize_model(&model), providers, limits, file: file_path })
+    }
+
+    /// The database file inside the data directory.
+    pub fn database_path(&self) -> PathBuf {
+        self.data_dir.join("cairn.db")
+    }
+
+    /// Every model the editor may pick, as `provider/model`, the default first.
+    pub fn models(&self) -> Vec<String> {
+        let mut models = vec![self.model.clone()];
+        for (provider, config) in &self.providers {
+            for model in &config.models {
+                let full = format!("{provider}/{model}");
+                if !models.contains(&full) {
+                    models.push(full);
+                }
+            }
+        }
+        models
+    }
+}
+
+/// A credential; its `Debug` output never shows the value, so it cannot leak into logs.
+#[derive(Clone, PartialEq)]
+pub struct Secret(String);
+
+impl Secret {
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Secret(***)")
+    }
+}
+
+/// Splits `provider/model`; a bare model name belongs to `openai`.
+pub fn split_model(model: &str) -> (&str, &str) {
+    model.split_once('/').unwrap_or(("openai", model))
+}
+
+fn normalize_model(model: &str) -> String {
+    let (provider, name) = split_model(model.trim());
+    format!("{provider}/{name}")
+}
+
+fn parse_file(path: &Path, text: &str) -> Result<FileConfig, ConfigError> {
+    toml::from_str(text).map_err(|err| ConfigError::Parse { path: path.to_owned(), message: err.to_string() })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config_with(vars: &[(&str, &str)]) -> Result<Config, ConfigError> {
+        let vars: Vec<(String, String)> = vars.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
+        Config::from_env(&move |name| vars.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone()))
+    }
+
+    #[test]
+    fn env_overrides_file_and_bare_models_belong_to_openai() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("config.toml");
+        std::fs::write(
+            &file,
+            "model = \"ollama/qwen3\"\nhome = \"/from/file\"\n[providers.ollama]\nbase_url = \"http://127.0.0.1:11434/v1\"\nmodels = [\"qwen3\", \"llama3\"]\n[limits]\nretries = 5\n",
+        )
+        .unwrap();
+        let path = file.to_str().unwrap();
+        let config = config_with(&[("CAIRN_CONFIG", path)]).unwrap();
+        assert_eq!(config.model, "ollama/qwen3");
+        assert_eq!(config.data_dir, PathBuf::from("/from/file"));
+        assert_eq!(config.limits.retries, 5);
+        assert_eq!(config.providers["ollama"].api_key_env, None);
+        assert!(config.models().contains(&"ollama/llama3".to_owned()));
+
+        let config = config_with(&[
+            ("CAIRN_CONFIG", path),
+            ("CAIRN_MODEL", "gpt-4.1"),
+            ("CAIRN_HOME", "/from/env"),
+            ("OPENAI_BASE_URL", "http://127.0.0.1:9/v1"),
+        ])
+        .unwrap();
+        assert_eq!(config.model, "openai/gpt-4.1");
+        assert_eq!(config.data_dir, PathBuf::from("/from/env"));
+        assert_eq!(config.providers["openai"].base_url, "http://127.0.0.1:9/v1");
+    }
+
+    #[test]
+    fn a_typo_in_the_file_names_the_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("config.toml");
+        std::fs::write(&file, "modle = \"x\"\n").unwrap();
+        let err = config_with(&[("CAIRN_CONFIG", file.to_str().unwrap()), ("CAIRN_HOME", "/x")]).unwrap_err();
+        assert!(err.to_string().contains("modle"), "{err}");
+    }
+}

@@ -1,0 +1,152 @@
+//! Headless mode: `cairn exec` runs one turn through the same session machinery and prints the
+//! answer as it streams; `cairn sessions list` prints the stored sessions.
+//!
+//! Besides `acp::rpc` this is the only code that writes stdout, and only in these modes. Answer
+//! text goes to stdout; reasoning, tool calls, retries and the session id go to stderr, so the
+//! output can be piped.
+
+use std::io::Write as _;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use crate::agent::StopReason;
+use crate::config::Config;
+use crate::ids::SessionId;
+use crate::session::{Registry, SessionError, Update, UpdateSink};
+use crate::store::Store;
+
+/// Prints a turn as it streams.
+struct Printer {
+    printed: AtomicBool,
+}
+
+impl UpdateSink for Printer {
+    fn send(&self, _session: &SessionId, update: Update) {
+        match update {
+            Update::AgentText { text, .. } => {
+                let mut out = std::io::stdout().lock();
+                let _ = out.write_all(text.as_bytes()).and_then(|()| out.flush());
+                self.printed.store(!text.ends_with('\n'), Ordering::Relaxed);
+            }
+            Update::AgentThought { text, .. } => {
+                let _ = std::io::stderr().lock().write_all(text.as_bytes());
+            }
+            Update::ToolCall(tool) => {
+                let _ = writeln!(std::io::stderr().lock(), "\n[tool call: {} {}]", tool.name, tool.input);
+            }
+            Update::ToolCallUpdate(tool) => {
+                let _ = writeln!(std::io::stderr().lock(), "[tool {}: {}]", tool.name, tool.output.unwrap_or_default());
+            }
+            Update::Retrying { attempt, delay, reason } => {
+                let _ = writeln!(
+                    std::io::stderr().lock(),
+                    "[model request failed ({reason}); retry {attempt} in {:.1} s]",
+                    delay.as_secs_f64()
+                );
+            }
+            Update::UserChunk { .. } | Update::Title(_) => {}
+        }
+    }
+}
+
+/// Why `cairn exec` failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ExecError {
+    #[error(transparent)]
+    Session(#[from] SessionError),
+    #[error("the turn was cancelled")]
+    Cancelled,
+}
+
+/// Runs `prompt` in a new session in `cwd`, or continues `session`. Returns the session id.
+pub async fn exec(
+    store: Store,
+    config: Arc<Config>,
+    prompt: String,
+    session: Option<String>,
+    cwd: PathBuf,
+) -> Result<SessionId, ExecError> {
+    let printer = Arc::new(Printer { printed: AtomicBool::new(false) });
+    let registry = Registry::new(store, config, printer.clone());
+    let result = run(&registry, prompt, session, &cwd).await;
+    registry.shutdown().await;
+    if printer.printed.load(Ordering::Relaxed) {
+        let _ = std::io::stdout().lock().write_all(b"\n");
+    }
+    result
+}
+
+async fn run(
+    registry: &Registry,
+    prompt: String,
+    session: Option<String>,
+    cwd: &std::path::Path,
+) -> Result<SessionId, ExecError> {
+    let id = match session {
+        Some(id) => registry.resume(&SessionId::from_string(id)).await?.id,
+        None => registry.create(cwd).await?.id,
+    };
+    let _ = writeln!(std::io::stderr().lock(), "session: {id}");
+    let turn = registry.prompt(&id, vec![crate::history::Part::Text { text: prompt }]);
+    tokio::pin!(turn);
+    let stop = tokio::select! {
+        stop = &mut turn => stop?,
+        _ = tokio::signal::ctrl_c() => {
+            registry.cancel(&id);
+            turn.await?
+        }
+    };
+    match stop {
+        StopReason::Cancelled => Err(ExecError::Cancelled),
+        StopReason::MaxTokens => {
+            let _ = writeln!(std::io::stderr().lock(), "\n[stopped: the model hit its output limit]");
+            Ok(id)
+        }
+        StopReason::MaxTurnRequests => {
+            let _ = writeln!(std::io::stderr().lock(), "\n[stopped: too many model requests in one turn]");
+            Ok(id)
+        }
+        StopReason::Refusal => {
+            let _ = writeln!(std::io::stderr().lock(), "\n[stopped: the model refused]");
+            Ok(id)
+        }
+        StopReason::EndTurn => Ok(id),
+    }
+}
+
+/// Prints every stored session (optionally only those in `cwd`), newest first.
+pub async fn list_sessions(store: Store, cwd: Option<String>, json: bool) -> Result<(), SessionError> {
+    let mut cursor = None;
+    let mut out = Vec::new();
+    if !json {
+        out.extend_from_slice(format!("{:<30}  {:<20}  {:<40}  {}\n", "ID", "UPDATED", "TITLE", "CWD").as_bytes());
+    }
+    loop {
+        let page = store.list_sessions(cwd.clone(), cursor.take(), 200).await?;
+        for row in &page.sessions {
+            let updated = chrono::DateTime::from_timestamp_millis(row.updated_at)
+                .map(|at| at.format("%Y-%m-%d %H:%M:%S").to_string())
+                .unwrap_or_default();
+            let line = if json {
+                serde_json::json!({
+                    "id": row.id.as_str(), "cwd": row.cwd, "title": row.title, "model": row.model,
+                    "createdAt": row.created_at, "updatedAt": row.updated_at,
+                })
+                .to_string()
+                    + "\n"
+            } else {
+                let title: String = row.title.as_deref().unwrap_or("(untitled)").chars().take(40).collect();
+                format!("{:<30}  {updated:<20}  {title:<40}  {}\n", row.id.as_str(), row.cwd)
+            };
+            out.extend_from_slice(line.as_bytes());
+        }
+        match page.next_cursor {
+            Some(next) => cursor = Some(next),
+            None => break,
+        }
+    }
+    let _ = std::io::stdout().lock().write_all(&out);
+    store.shutdown().await;
+    Ok(())
+}

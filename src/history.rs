@@ -1,0 +1,182 @@
+//! The conversation as cairn stores and reasons about it: messages made of parts.
+//!
+//! These types are the one shape shared by the turn loop, the providers, the store (which keeps
+//! each `Part` verbatim as `data_json`) and the ACP adapter (which converts them to wire content).
+//! They are snake_case at rest; the wire's camelCase lives only in `acp::convert`.
+
+use serde::{Deserialize, Serialize};
+
+use crate::ids::MessageId;
+
+/// Who wrote a message.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    User,
+    Assistant,
+}
+
+impl Role {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::User => "user",
+            Role::Assistant => "assistant",
+        }
+    }
+}
+
+/// One message of a session, in order.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Message {
+    pub id: MessageId,
+    pub role: Role,
+    pub parts: Vec<Part>,
+    pub meta: MessageMeta,
+}
+
+impl Message {
+    pub fn new(role: Role, parts: Vec<Part>, meta: MessageMeta) -> Self {
+        Self { id: MessageId::generate(), role, parts, meta }
+    }
+}
+
+/// What we know about a message besides its parts (`messages.metadata_json`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct MessageMeta {
+    /// The `provider/model` that wrote (assistant) or was chosen for (user) this message.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// How an assistant message ended; `None` while it streams, or if the process died mid-stream.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finish: Option<Finish>,
+    /// The error that ended the message, when `finish` is `error`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// Token usage the provider reported for this step.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<Usage>,
+}
+
+/// Why an assistant message stopped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Finish {
+    /// The model finished its answer.
+    EndTurn,
+    /// The model hit its output-token limit.
+    MaxTokens,
+    /// The provider refused or filtered the content.
+    Refusal,
+    /// The model asked for tools; the turn goes on.
+    ToolUse,
+    /// The user cancelled; the text stops where it stopped.
+    Interrupted,
+    /// The stream failed; `MessageMeta::error` says why.
+    Error,
+}
+
+/// Token usage of one model step, already normalized: `input` excludes cached tokens.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Usage {
+    pub input: u64,
+    pub output: u64,
+    pub reasoning: u64,
+    pub cache_read: u64,
+    pub cache_write: u64,
+}
+
+/// One piece of a message, stored verbatim as `parts.data_json`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Part {
+    Text {
+        text: String,
+    },
+    Reasoning {
+        text: String,
+    },
+    Image {
+        mime_type: String,
+        /// Base64, as the client sent it.
+        data: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        uri: Option<String>,
+    },
+    ResourceLink {
+        uri: String,
+        name: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        mime_type: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        title: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        description: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        size: Option<i64>,
+    },
+    /// A text resource embedded in the prompt (an @-mentioned file, a selection).
+    Resource {
+        uri: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        mime_type: Option<String>,
+        text: String,
+    },
+    /// A binary resource embedded in the prompt, base64.
+    BlobResource {
+        uri: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        mime_type: Option<String>,
+        blob: String,
+    },
+    /// A tool call the model made, with its outcome once known.
+    Tool(ToolPart),
+}
+
+impl Part {
+    /// The `parts.type` column value.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Part::Text { .. } => "text",
+            Part::Reasoning { .. } => "reasoning",
+            Part::Image { .. } => "image",
+            Part::ResourceLink { .. } => "resource_link",
+            Part::Resource { .. } => "resource",
+            Part::BlobResource { .. } => "blob_resource",
+            Part::Tool(_) => "tool",
+        }
+    }
+}
+
+/// A tool call and its result; `state` moves forward only.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ToolPart {
+    pub call_id: String,
+    pub name: String,
+    /// The arguments exactly as the model produced them (a JSON text, possibly malformed).
+    pub input: String,
+    pub state: ToolState,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<String>,
+}
+
+/// Where a tool call is in its life.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolState {
+    /// The model finished the call; it has not run yet.
+    InputAvailable,
+    /// It ran and produced `output`.
+    OutputAvailable,
+    /// It failed, was refused or was interrupted; `output` says why.
+    OutputError,
+}
+
+impl ToolState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ToolState::InputAvailable => "input_available",
+            ToolState::OutputAvailable => "output_available",
+            ToolState::OutputError => "output_error",
+        }
+    }
+}

@@ -1,0 +1,21 @@
+//! cairn is an AI coding agent that editors launch as an Agent Client Protocol (ACP) subprocess.
+//!
+//! Bird's-eye view: an editor writes JSON-RPC lines to our stdin; [`acp`] parses them and calls
+//! into [`session`], where one actor per session owns that session's history and runs at most one
+//! turn at a time. A turn is the explicit state machine in [`agent`]: it samples a model through an
+//! [`llm::Provider`], relays every chunk as an [`agent::AgentEvent`], and the session's recorder
+//! commits each chunk to the [`store`] before the matching `session/update` is written to stdout.
+//! `cairn exec` drives the same session machinery headless ([`exec`]).
+//!
+//! Boundaries: only `acp` knows JSON-RPC or ACP wire types, only `store` contains SQL, and
+//! `agent`/`llm` import neither. `ARCHITECTURE.md` lists the invariants.
+
+pub mod acp;
+pub mod agent;
+pub mod config;
+pub mod exec;
+pub mod history;
+pub mod ids;
+pub mod llm;
+pub mod session;
+pub mod store;

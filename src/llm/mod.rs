@@ -1,0 +1,174 @@
+//! Model providers behind one streaming interface.
+//!
+//! A [`Provider`] turns a [`ModelRequest`] (the conversation as [`crate::history`] messages) into a
+//! stream of provider-neutral [`StreamEvent`]s. Each wire API lives in its own file; this module
+//! owns the shared types, the error type whose messages say what to set or check, and
+//! [`resolve`], which maps a `provider/model` name to a provider through the configuration.
+//! Retries and timeouts are the turn's business (see [`retry`]); dropping a stream closes its
+//! HTTP connection.
+
+pub mod openai_chat;
+pub mod retry;
+
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use futures::stream::BoxStream;
+
+use crate::config::{Config, split_model};
+use crate::history::{Message, Usage};
+
+/// What a turn asks of a model.
+#[derive(Clone, Debug)]
+pub struct ModelRequest {
+    /// The model name as the provider knows it (without the `provider/` prefix).
+    pub model: String,
+    pub system: String,
+    pub messages: Vec<Message>,
+}
+
+/// One increment of a model's answer.
+#[derive(Clone, Debug, PartialEq)]
+pub enum StreamEvent {
+    TextDelta(String),
+    ReasoningDelta(String),
+    /// A tool call is being written; its arguments are still streaming.
+    ToolCallStarted {
+        id: String,
+        name: String,
+    },
+    /// A tool call is complete, its arguments accumulated across deltas.
+    ToolCall(ToolCallRequest),
+    /// Usage for the whole step, as the provider reported it at the end.
+    Usage(Usage),
+    Finish(FinishReason),
+}
+
+/// A finished tool call from the model.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ToolCallRequest {
+    pub id: String,
+    pub name: String,
+    /// The raw JSON arguments text.
+    pub arguments: String,
+}
+
+/// Why the model stopped, mapped from each provider's vocabulary.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum FinishReason {
+    Stop,
+    Length,
+    ToolCalls,
+    ContentFilter,
+    Other(String),
+}
+
+pub type EventStream = BoxStream<'static, Result<StreamEvent, LlmError>>;
+
+/// A model API. `stream` returns once the response headers arrived with success.
+pub trait Provider: Send + Sync {
+    fn stream<'a>(&'a self, request: &'a ModelRequest) -> BoxFuture<'a, Result<EventStream, LlmError>>;
+}
+
+/// A failure talking to a model. Every message says what to set or check.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum LlmError {
+    #[error("no API key for provider `{provider}`: set {env}")]
+    MissingKey { provider: String, env: String },
+    #[error(
+        "unknown provider `{provider}` in model `{model}`; known providers: {known}. Define [providers.{provider}] in config.toml or fix CAIRN_MODEL"
+    )]
+    UnknownProvider { provider: String, model: String, known: String },
+    #[error("provider `{provider}` has no base_url; set base_url under [providers.{provider}] in config.toml")]
+    NoBaseUrl { provider: String },
+    #[error("{url} rejected the API key (HTTP {status}): check {env}. Server said: {detail}")]
+    Unauthorized { url: String, status: u16, env: String, detail: String },
+    #[error(
+        "model `{model}` is not available at {url}: check CAIRN_MODEL or the model names in config.toml. Server said: {detail}"
+    )]
+    UnknownModel { model: String, url: String, detail: String },
+    #[error(
+        "cannot reach {url}: {detail}. Check that the server is running, or OPENAI_BASE_URL / base_url in config.toml"
+    )]
+    Unreachable { url: String, detail: String, retryable: bool },
+    #[error("{url} answered HTTP {status}: {detail}")]
+    Status { url: String, status: u16, detail: String, retry_after: Option<Duration> },
+    #[error("the model stream broke: {0}")]
+    Stream(String),
+    #[error("the model sent nothing for {} s; the request was abandoned", .0.as_secs())]
+    IdleTimeout(Duration),
+}
+
+impl LlmError {
+    /// Whether the same request may succeed if sent again.
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            LlmError::Status { status, .. } => *status == 429 || *status == 408 || *status >= 500,
+            LlmError::Unreachable { retryable, .. } => *retryable,
+            LlmError::MissingKey { .. }
+            | LlmError::UnknownProvider { .. }
+            | LlmError::NoBaseUrl { .. }
+            | LlmError::Unauthorized { .. }
+            | LlmError::UnknownModel { .. }
+            | LlmError::Stream(_)
+            | LlmError::IdleTimeout(_) => false,
+        }
+    }
+
+    /// The delay the server asked for, if any.
+    pub fn retry_after(&self) -> Option<Duration> {
+        match self {
+            LlmError::Status { retry_after, .. } => *retry_after,
+            LlmError::MissingKey { .. }
+            | LlmError::UnknownProvider { .. }
+            | LlmError::NoBaseUrl { .. }
+            | LlmError::Unauthorized { .. }
+            | LlmError::UnknownModel { .. }
+            | LlmError::Unreachable { .. }
+            | LlmError::Stream(_)
+            | LlmError::IdleTimeout(_) => None,
+        }
+    }
+}
+
+/// A provider ready to serve one model.
+pub struct Resolved {
+    pub provider: Arc<dyn Provider>,
+    /// The model name without its provider prefix.
+    pub model: String,
+}
+
+/// Finds the provider for `provider/model` and checks it can be called (key present).
+pub fn resolve(config: &Config, model: &str) -> Result<Resolved, LlmError> {
+    let (provider_name, model_name) = split_model(model);
+    let Some(provider) = config.providers.get(provider_name) else {
+        return Err(LlmError::UnknownProvider {
+            provider: provider_name.to_owned(),
+            model: model.to_owned(),
+            known: config.providers.keys().cloned().collect::<Vec<_>>().join(", "),
+        });
+    };
+    if provider.base_url.is_empty() {
+        return Err(LlmError::NoBaseUrl { provider: provider_name.to_owned() });
+    }
+    if let (Some(env), None) = (&provider.api_key_env, &provider.api_key) {
+        return Err(LlmError::MissingKey { provider: provider_name.to_owned(), env: env.clone() });
+    }
+    let chat = openai_chat::OpenAiChat::new(http_client(), provider);
+    Ok(Resolved { provider: Arc::new(chat), model: model_name.to_owned() })
+}
+
+/// One HTTP client for the process: connection pools and TLS setup are shared, and built on
+/// first use rather than at startup.
+fn http_client() -> reqwest::Client {
+    static CLIENT: OnceLock<reqwest::Client> = OnceLock::new();
+    CLIENT
+        .get_or_init(|| {
+            reqwest::Client::builder().connect_timeout(Duration::from_secs(30)).build().unwrap_or_else(|err| {
+                tracing::warn!(%err, "HTTP client setup failed; using defaults");
+                reqwest::Client::new()
+            })
+        })
+        .clone()
+}

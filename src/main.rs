@@ -1,0 +1,132 @@
+//! The `cairn` binary: ACP on stdio by default, `cairn exec` and `cairn sessions` headless.
+//!
+//! Parses the command line, loads the configuration, opens the store and hands over. Logs go
+//! to stderr (filtered by `CAIRN_LOG`, e.g. `CAIRN_LOG=debug`) and optionally to `--log-file`.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use cairn::config::Config;
+use cairn::store::Store;
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(name = "cairn", version, about = "An AI coding agent for editors, speaking ACP on stdio")]
+struct Cli {
+    /// Also append logs to this file.
+    #[arg(long, global = true)]
+    log_file: Option<PathBuf>,
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run one prompt headless and print the answer as it streams.
+    Exec {
+        /// What to ask.
+        prompt: String,
+        /// Continue this session instead of starting a new one.
+        #[arg(long)]
+        session: Option<String>,
+        /// The working directory of a new session (default: the current directory).
+        #[arg(long)]
+        cwd: Option<PathBuf>,
+    },
+    /// Inspect stored sessions.
+    Sessions {
+        #[command(subcommand)]
+        command: SessionsCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum SessionsCommand {
+    /// List stored sessions, most recent first.
+    List {
+        /// Only sessions whose working directory is this (absolute) path.
+        #[arg(long)]
+        cwd: Option<PathBuf>,
+        /// One JSON object per line instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging(cli.log_file.as_deref());
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(runtime) => runtime,
+        Err(err) => return fail(&format!("cannot start the async runtime: {err}")),
+    };
+    let code = runtime.block_on(run(cli.command));
+    // Do not wait for a stdin read that may still be parked on a blocking thread.
+    runtime.shutdown_timeout(Duration::from_millis(100));
+    code
+}
+
+async fn run(command: Option<Command>) -> ExitCode {
+    let setup = Config::load().map_err(|err| err.to_string()).and_then(|config| {
+        let store = Store::open(&config.database_path()).map_err(|err| err.to_string())?;
+        Ok((store, Arc::new(config)))
+    });
+    match command {
+        None => {
+            if let Err(why) = &setup {
+                tracing::error!("{why}");
+            }
+            cairn::acp::serve(setup).await;
+            ExitCode::SUCCESS
+        }
+        Some(Command::Exec { prompt, session, cwd }) => {
+            let (store, config) = match setup {
+                Ok(setup) => setup,
+                Err(why) => return fail(&why),
+            };
+            let cwd = match cwd.map_or_else(std::env::current_dir, std::path::absolute) {
+                Ok(cwd) => cwd,
+                Err(err) => return fail(&format!("cannot resolve the working directory: {err}")),
+            };
+            match cairn::exec::exec(store, config, prompt, session, cwd).await {
+                Ok(_) => ExitCode::SUCCESS,
+                Err(cairn::exec::ExecError::Cancelled) => ExitCode::from(130),
+                Err(err) => fail(&err.to_string()),
+            }
+        }
+        Some(Command::Sessions { command: SessionsCommand::List { cwd, json } }) => {
+            let (store, _) = match setup {
+                Ok(setup) => setup,
+                Err(why) => return fail(&why),
+            };
+            let cwd = match cwd.map(std::path::absolute).transpose() {
+                Ok(cwd) => cwd.map(|cwd| cwd.to_string_lossy().into_owned()),
+                Err(err) => return fail(&format!("cannot resolve --cwd: {err}")),
+            };
+            match cairn::exec::list_sessions(store, cwd, json).await {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(err) => fail(&err.to_string()),
+            }
+        }
+    }
+}
+
+fn fail(why: &str) -> ExitCode {
+    use std::io::Write as _;
+    let _ = writeln!(std::io::stderr().lock(), "cairn: {why}");
+    ExitCode::FAILURE
+}
+
+fn init_logging(file: Option<&std::path::Path>) {
+    use tracing_subscriber::EnvFilter;
+    use tracing_subscriber::fmt::writer::MakeWriterExt;
+    let filter = EnvFilter::try_from_env("CAIRN_LOG").unwrap_or_else(|_| EnvFilter::new("warn"));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_target(false);
+    let log_file = file.and_then(|path| std::fs::OpenOptions::new().create(true).append(true).open(path).ok());
+    match log_file {
+        Some(log_file) => builder.with_ansi(false).with_writer(std::io::stderr.and(Arc::new(log_file))).init(),
+        None => builder.with_writer(std::io::stderr).init(),
+    }
+}

@@ -1,0 +1,98 @@
+//! Live sessions: one actor per session, found through the in-process registry.
+//!
+//! The [`Registry`] creates, restores, closes and deletes sessions; each live session is an
+//! actor (`actor`) that owns its history and runs at most one turn at a time, queueing prompts
+//! that arrive while it is busy. A turn's events are persisted by the `recorder`, which hands
+//! each [`Update`] to the [`UpdateSink`] only after its row is committed. The sink is the ACP
+//! connection in editor mode and a printer in `cairn exec`.
+
+mod actor;
+mod recorder;
+mod registry;
+
+use std::time::Duration;
+
+use crate::agent::TurnError;
+use crate::history::{Part, ToolPart};
+use crate::ids::{MessageId, SessionId};
+use crate::llm::LlmError;
+use crate::store::StoreError;
+
+pub use registry::{PromptFuture, Registry};
+
+/// Something the editor should be shown about a session, in domain terms.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Update {
+    /// A piece of a user message (replayed by `session/load`).
+    UserChunk { message: MessageId, part: Part },
+    /// Answer text, live or replayed.
+    AgentText { message: MessageId, text: String },
+    /// Reasoning text, live or replayed.
+    AgentThought { message: MessageId, text: String },
+    /// A tool call appears, in whatever state it is.
+    ToolCall(ToolPart),
+    /// A known tool call changed state.
+    ToolCallUpdate(ToolPart),
+    /// The session got a title.
+    Title(String),
+    /// A model request failed and will be retried.
+    Retrying { attempt: u32, delay: Duration, reason: String },
+}
+
+/// Where updates go once their rows are committed. Called from the store's writer thread, in
+/// commit order, so it must not block.
+pub trait UpdateSink: Send + Sync + 'static {
+    fn send(&self, session: &SessionId, update: Update);
+}
+
+/// What a session looks like from outside: enough to describe it to an editor.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SessionView {
+    pub id: SessionId,
+    pub cwd: String,
+    pub title: Option<String>,
+    /// The `provider/model` the next turn uses.
+    pub model: String,
+    /// Every model the session may switch to.
+    pub models: Vec<String>,
+}
+
+/// Why a session operation failed.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum SessionError {
+    #[error("session {0} not found; call session/list to see the stored sessions")]
+    NotFound(SessionId),
+    #[error("unknown model `{value}`; choose one of: {}", .choices.join(", "))]
+    UnknownModel { value: String, choices: Vec<String> },
+    #[error("unknown config option `{0}`; this session has: model")]
+    UnknownOption(String),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Turn(#[from] TurnError),
+    #[error(transparent)]
+    Model(#[from] LlmError),
+    #[error("session {0} was closed")]
+    Closed(SessionId),
+}
+
+/// The updates that show a stored conversation again, in order (`session/load`).
+pub fn replay(messages: &[crate::history::Message]) -> impl Iterator<Item = Update> + '_ {
+    use crate::history::Role;
+    messages.iter().flat_map(|message| {
+        message.parts.iter().filter_map(move |part| {
+            let id = message.id.clone();
+            match (message.role, part) {
+                (_, Part::Tool(tool)) => Some(Update::ToolCall(tool.clone())),
+                (Role::Assistant, Part::Text { text }) if !text.is_empty() => {
+                    Some(Update::AgentText { message: id, text: text.clone() })
+                }
+                (Role::Assistant, Part::Reasoning { text }) if !text.is_empty() => {
+                    Some(Update::AgentThought { message: id, text: text.clone() })
+                }
+                (Role::User, part) => Some(Update::UserChunk { message: id, part: part.clone() }),
+                (Role::Assistant, _) => None,
+            }
+        })
+    })
+}

@@ -1,0 +1,268 @@
+//! The in-process registry of live sessions, keyed by id.
+//!
+//! Methods that must keep wire order (prompt, cancel, set_model, resume) do their part
+//! synchronously: they find or spawn the session's actor and enqueue the command before they
+//! return a future, so a `session/cancel` read right after a `session/prompt` always reaches the
+//! actor after that prompt. A session that is stored but not live is restored on first use.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::{mpsc, oneshot};
+
+use super::actor::{self, Command, Init, Services};
+use super::{SessionError, SessionView, UpdateSink};
+use crate::agent::StopReason;
+use crate::config::Config;
+use crate::history::{Message, Part};
+use crate::ids::{SessionId, now_ms};
+use crate::store::{ListPage, SessionRow, Store, Write};
+
+/// How long shutdown waits for running turns to wind down before it lets go.
+const SHUTDOWN_GRACE: Duration = Duration::from_millis(500);
+
+/// A cloneable handle to the live sessions.
+#[derive(Clone)]
+pub struct Registry {
+    inner: Arc<Inner>,
+}
+
+pub struct Inner {
+    store: Store,
+    config: Arc<Config>,
+    sink: Arc<dyn UpdateSink>,
+    live: Mutex<HashMap<SessionId, Live>>,
+    counter: AtomicU64,
+}
+
+struct Live {
+    tx: mpsc::UnboundedSender<Command>,
+    generation: u64,
+}
+
+impl Inner {
+    /// Drops a finished actor's entry, unless a newer actor replaced it.
+    pub fn forget(&self, id: &SessionId, generation: u64) {
+        let mut live = self.live.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if live.get(id).is_some_and(|entry| entry.generation == generation) {
+            live.remove(id);
+        }
+    }
+}
+
+/// The answer to a prompt. Dropping it before it resolves cancels that prompt.
+pub struct PromptFuture {
+    reply: oneshot::Receiver<Result<StopReason, SessionError>>,
+    guard: Option<(mpsc::UnboundedSender<Command>, u64)>,
+    id: SessionId,
+}
+
+impl Future for PromptFuture {
+    type Output = Result<StopReason, SessionError>;
+
+    fn poll(mut self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<Self::Output> {
+        let this = &mut *self;
+        std::pin::Pin::new(&mut this.reply).poll(cx).map(|result| {
+            this.guard = None;
+            result.unwrap_or_else(|_| Err(SessionError::Closed(this.id.clone())))
+        })
+    }
+}
+
+impl Drop for PromptFuture {
+    fn drop(&mut self) {
+        if let Some((tx, ticket)) = self.guard.take() {
+            let _ = tx.send(Command::CancelPrompt { ticket });
+        }
+    }
+}
+
+impl Registry {
+    pub fn new(store: Store, config: Arc<Config>, sink: Arc<dyn UpdateSink>) -> Self {
+        let inner = Inner { store, config, sink, live: Mutex::new(HashMap::new()), counter: AtomicU64::new(0) };
+        Self { inner: Arc::new(inner) }
+    }
+
+    pub fn store(&self) -> &Store {
+        &self.inner.store
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.inner.config
+    }
+
+    /// Stores a new session and makes it live. Answers once the row is committed.
+    pub async fn create(&self, cwd: &Path) -> Result<SessionView, SessionError> {
+        let now = now_ms();
+        let row = SessionRow {
+            id: SessionId::generate(),
+            cwd: cwd.to_string_lossy().into_owned(),
+            title: None,
+            model: self.inner.config.model.clone(),
+            created_at: now,
+            updated_at: now,
+        };
+        self.inner.store.commit(Write::InsertSession(row.clone())).await?;
+        let id = row.id.clone();
+        let tx = self.ensure(Init::Ready { row, history: Vec::new() });
+        describe(&id, &tx).await
+    }
+
+    /// Reads a stored session for replay and makes it live (keeping a live actor if there is one).
+    pub async fn load(&self, id: &SessionId) -> Result<(SessionView, Vec<Message>), SessionError> {
+        let store = &self.inner.store;
+        let row = store.session(id).await?.ok_or_else(|| SessionError::NotFound(id.clone()))?;
+        let history = store.messages(id).await?;
+        let tx = self.ensure(Init::Ready { row, history: history.clone() });
+        Ok((describe(id, &tx).await?, history))
+    }
+
+    /// Attaches to a live session, or restores it from the store without replay.
+    pub fn resume(&self, id: &SessionId) -> impl Future<Output = Result<SessionView, SessionError>> + use<> {
+        describe(id, &self.live_or_restore(id))
+    }
+
+    /// Queues a prompt now; the future resolves when its turn ends.
+    pub fn prompt(&self, id: &SessionId, parts: Vec<Part>) -> PromptFuture {
+        let tx = self.live_or_restore(id);
+        let ticket = self.inner.counter.fetch_add(1, Ordering::Relaxed);
+        let (reply, rx) = oneshot::channel();
+        let sent = tx.send(Command::Prompt { ticket, parts, reply }).is_ok();
+        PromptFuture { reply: rx, guard: sent.then_some((tx, ticket)), id: id.clone() }
+    }
+
+    /// Cancels the running turn and queued prompts of a live session; idle or unknown ones ignore it.
+    pub fn cancel(&self, id: &SessionId) {
+        if let Some(tx) = self.live(id) {
+            let _ = tx.send(Command::Cancel);
+        }
+    }
+
+    /// Switches the model from the next turn on.
+    pub fn set_model(
+        &self,
+        id: &SessionId,
+        model: String,
+    ) -> impl Future<Output = Result<SessionView, SessionError>> + use<> {
+        let (reply, rx) = oneshot::channel();
+        let sent = self.live_or_restore(id).send(Command::SetModel { model, reply }).is_ok();
+        let id = id.clone();
+        async move {
+            if !sent {
+                return Err(SessionError::Closed(id));
+            }
+            rx.await.unwrap_or(Err(SessionError::Closed(id)))
+        }
+    }
+
+    /// Cancels any running turn, waits for it to end, and frees the session. Rows stay.
+    pub async fn close(&self, id: &SessionId) -> Result<(), SessionError> {
+        let live = self.take(id);
+        match live {
+            Some(tx) => {
+                close(&tx).await;
+                Ok(())
+            }
+            None => match self.inner.store.session(id).await? {
+                Some(_) => Ok(()),
+                None => Err(SessionError::NotFound(id.clone())),
+            },
+        }
+    }
+
+    /// Closes the session if live, then removes its rows. Unknown ids succeed.
+    pub async fn delete(&self, id: &SessionId) -> Result<(), SessionError> {
+        if let Some(tx) = self.take(id) {
+            close(&tx).await;
+        }
+        self.inner.store.commit(Write::DeleteSession { id: id.clone() }).await?;
+        Ok(())
+    }
+
+    pub async fn list(
+        &self,
+        cwd: Option<String>,
+        cursor: Option<String>,
+        limit: usize,
+    ) -> Result<ListPage, SessionError> {
+        Ok(self.inner.store.list_sessions(cwd, cursor, limit).await?)
+    }
+
+    /// Cancels every running turn, gives them a moment to finish, and flushes the store.
+    pub async fn shutdown(&self) {
+        let all: Vec<_> = {
+            let mut live = self.inner.live.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            live.drain().map(|(_, entry)| entry.tx).collect()
+        };
+        let closing = futures::future::join_all(all.iter().map(close));
+        if tokio::time::timeout(SHUTDOWN_GRACE, closing).await.is_err() {
+            tracing::warn!("some turns did not stop within {SHUTDOWN_GRACE:?}");
+        }
+        self.inner.store.shutdown().await;
+    }
+
+    fn live(&self, id: &SessionId) -> Option<mpsc::UnboundedSender<Command>> {
+        let live = self.inner.live.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        live.get(id).filter(|entry| !entry.tx.is_closed()).map(|entry| entry.tx.clone())
+    }
+
+    fn take(&self, id: &SessionId) -> Option<mpsc::UnboundedSender<Command>> {
+        let mut live = self.inner.live.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        live.remove(id).map(|entry| entry.tx)
+    }
+
+    fn live_or_restore(&self, id: &SessionId) -> mpsc::UnboundedSender<Command> {
+        self.ensure(Init::Restore(id.clone()))
+    }
+
+    /// Returns the live actor of the session `init` names, spawning one from `init` if none is.
+    fn ensure(&self, init: Init) -> mpsc::UnboundedSender<Command> {
+        let id = match &init {
+            Init::Ready { row, .. } => row.id.clone(),
+            Init::Restore(id) => id.clone(),
+        };
+        let mut live = self.inner.live.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(entry) = live.get(&id).filter(|entry| !entry.tx.is_closed()) {
+            return entry.tx.clone();
+        }
+        let generation = self.inner.counter.fetch_add(1, Ordering::Relaxed);
+        let (tx, rx) = mpsc::unbounded_channel();
+        let services = Services {
+            store: self.inner.store.clone(),
+            config: Arc::clone(&self.inner.config),
+            sink: Arc::clone(&self.inner.sink),
+            registry: Arc::downgrade(&self.inner),
+            generation,
+        };
+        tokio::spawn(actor::run(init, services, rx));
+        live.insert(id, Live { tx: tx.clone(), generation });
+        tx
+    }
+}
+
+/// Asks an actor to describe itself; the request is queued before this returns.
+fn describe(
+    id: &SessionId,
+    tx: &mpsc::UnboundedSender<Command>,
+) -> impl Future<Output = Result<SessionView, SessionError>> + use<> {
+    let (reply, rx) = oneshot::channel();
+    let sent = tx.send(Command::Describe { reply }).is_ok();
+    let id = id.clone();
+    async move {
+        if !sent {
+            return Err(SessionError::Closed(id));
+        }
+        rx.await.unwrap_or(Err(SessionError::Closed(id)))
+    }
+}
+
+async fn close(tx: &mpsc::UnboundedSender<Command>) {
+    let (reply, rx) = oneshot::channel();
+    if tx.send(Command::Close { reply }).is_ok() {
+        let _ = rx.await;
+    }
+}

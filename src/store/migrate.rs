@@ -1,0 +1,42 @@
+//! Schema migrations: the numbered files in `schema/`, applied in order, tracked by
+//! `PRAGMA user_version`. A database stamped newer than we know is refused, never touched.
+
+use std::path::Path;
+
+use rusqlite::{Connection, TransactionBehavior};
+
+use super::StoreError;
+
+/// `schema/NNNN_*.sql`, in order; the schema version is the number applied.
+const MIGRATIONS: &[&str] = &[include_str!("../../schema/0001_init.sql")];
+
+/// The schema version this build writes.
+pub const LATEST: i64 = MIGRATIONS.len() as i64;
+
+/// Brings the database up to [`LATEST`] in one transaction. Two processes opening a fresh file at
+/// once are safe: the second waits for the first's write lock, then sees its version.
+pub fn to_latest(conn: &mut Connection, path: &Path) -> Result<(), StoreError> {
+    let sqlite = |err: rusqlite::Error| StoreError::from_sqlite(path, &err);
+    let found = version(conn).map_err(sqlite)?;
+    if found > LATEST {
+        return Err(StoreError::TooNew { path: path.to_owned(), found, supported: LATEST });
+    }
+    if found == LATEST {
+        return Ok(());
+    }
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(sqlite)?;
+    let found = version(&tx).map_err(sqlite)?;
+    if found > LATEST {
+        return Err(StoreError::TooNew { path: path.to_owned(), found, supported: LATEST });
+    }
+    let applied = usize::try_from(found).unwrap_or(0);
+    for sql in MIGRATIONS.iter().skip(applied) {
+        tx.execute_batch(sql).map_err(sqlite)?;
+    }
+    tx.pragma_update(None, "user_version", LATEST).map_err(sqlite)?;
+    tx.commit().map_err(sqlite)
+}
+
+fn version(conn: &Connection) -> rusqlite::Result<i64> {
+    conn.pragma_query_value(None, "user_version", |row| row.get(0))
+}

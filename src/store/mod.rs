@@ -1,0 +1,236 @@
+//! The durable store: one SQLite file (WAL), one writer thread, one read connection.
+//!
+//! Writes are queued as [`Write`]s and committed in batches by the writer thread (group commit);
+//! each write may carry an [`AfterCommit`] callback that runs, in queue order, once its rows are
+//! committed or have failed. The session recorder uses that to emit a `session/update` only after
+//! the row it shows is on disk. Reads run on a second connection under `spawn_blocking`, so WAL
+//! readers never wait for the writer. This module and its children hold all of cairn's SQL.
+
+mod migrate;
+mod rows;
+mod writer;
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use rusqlite::{Connection, OpenFlags};
+use tokio::sync::oneshot;
+
+use crate::history::{Message, MessageMeta, Part};
+use crate::ids::{MessageId, SessionId};
+
+pub use rows::{ListPage, SessionRow};
+
+/// A callback run on the writer thread once a write is committed (`Ok`) or rolled back (`Err`).
+/// It must be quick: it runs between batches.
+pub type AfterCommit = Box<dyn FnOnce(Result<(), StoreError>) + Send>;
+
+/// Why the store could not do what was asked. Cloneable: one failed batch fails many writes.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum StoreError {
+    #[error(
+        "cannot open the database {path}: {detail}; check that the directory exists and is writable, or set CAIRN_HOME"
+    )]
+    Open { path: PathBuf, detail: String },
+    #[error(
+        "the database {path} has schema version {found}, newer than this cairn supports ({supported}); upgrade cairn, or set CAIRN_HOME to use another database"
+    )]
+    TooNew { path: PathBuf, found: i64, supported: i64 },
+    #[error(
+        "the database {path} is corrupt or not a cairn database ({detail}); it was left untouched: move it aside (or set CAIRN_HOME) to start a new one"
+    )]
+    Corrupt { path: PathBuf, detail: String },
+    #[error("the disk holding {path} is full; nothing more can be saved until space is freed")]
+    DiskFull { path: PathBuf },
+    #[error("database error in {path}: {detail}")]
+    Sqlite { path: PathBuf, detail: String },
+    #[error("invalid cursor `{0}`: pass back the nextCursor of an earlier session/list page")]
+    InvalidCursor(String),
+    #[error("the store has shut down")]
+    Closed,
+}
+
+impl StoreError {
+    fn from_sqlite(path: &Path, err: &rusqlite::Error) -> Self {
+        use rusqlite::ErrorCode;
+        let path = path.to_owned();
+        let detail = err.to_string();
+        match err.sqlite_error_code() {
+            Some(ErrorCode::DiskFull) => StoreError::DiskFull { path },
+            Some(ErrorCode::NotADatabase | ErrorCode::DatabaseCorrupt) => StoreError::Corrupt { path, detail },
+            Some(ErrorCode::CannotOpen | ErrorCode::PermissionDenied | ErrorCode::ReadOnly) => {
+                StoreError::Open { path, detail }
+            }
+            _ => StoreError::Sqlite { path, detail },
+        }
+    }
+}
+
+/// One queued change. Streaming text goes through `OpenPart`/`AppendPart`/`ClosePart` so a chunk
+/// costs an append in memory; the part's row is rewritten once per batch, not once per chunk.
+#[derive(Debug)]
+pub enum Write {
+    InsertSession(SessionRow),
+    SetSessionModel {
+        id: SessionId,
+        model: String,
+    },
+    SetSessionTitle {
+        id: SessionId,
+        title: String,
+    },
+    /// Inserts a message with the parts it already has.
+    InsertMessage {
+        session_id: SessionId,
+        message: Message,
+    },
+    SetMessageMeta {
+        message_id: MessageId,
+        meta: MessageMeta,
+    },
+    /// Inserts or replaces one part of a message.
+    PutPart {
+        session_id: SessionId,
+        message_id: MessageId,
+        index: u32,
+        part: Part,
+    },
+    /// Starts a text or reasoning part that will grow by `AppendPart`.
+    OpenPart {
+        session_id: SessionId,
+        message_id: MessageId,
+        index: u32,
+        part: Part,
+    },
+    AppendPart {
+        message_id: MessageId,
+        index: u32,
+        delta: String,
+    },
+    /// Writes the part a last time and forgets its buffer.
+    ClosePart {
+        message_id: MessageId,
+        index: u32,
+    },
+    DeleteSession {
+        id: SessionId,
+    },
+    /// Changes nothing; its callback runs once everything queued before it is committed.
+    Barrier,
+}
+
+/// A cloneable handle to the database.
+#[derive(Clone)]
+pub struct Store {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    path: PathBuf,
+    writer: writer::Handle,
+    reader: Mutex<Connection>,
+}
+
+impl Store {
+    /// Opens (creating if needed) and migrates the database. Refuses a newer or corrupt file
+    /// without changing it.
+    pub fn open(path: &Path) -> Result<Self, StoreError> {
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir)
+                .map_err(|err| StoreError::Open { path: path.to_owned(), detail: err.to_string() })?;
+        }
+        let sqlite = |err: rusqlite::Error| StoreError::from_sqlite(path, &err);
+        let mut conn = Connection::open(path).map_err(sqlite)?;
+        configure(&conn).map_err(sqlite)?;
+        migrate::to_latest(&mut conn, path)?;
+        let reader = Connection::open_with_flags(
+            path,
+            OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX | OpenFlags::SQLITE_OPEN_URI,
+        )
+        .map_err(sqlite)?;
+        reader.busy_timeout(std::time::Duration::from_secs(5)).map_err(sqlite)?;
+        let writer = writer::spawn(conn, path.to_owned()).map_err(|err| StoreError::Open {
+            path: path.to_owned(),
+            detail: format!("cannot start the writer thread: {err}"),
+        })?;
+        Ok(Self { inner: Arc::new(Inner { path: path.to_owned(), writer, reader: Mutex::new(reader) }) })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.inner.path
+    }
+
+    /// Queues a write; `after` runs once it is committed or has failed. Never blocks.
+    pub fn submit(&self, write: Write, after: Option<AfterCommit>) {
+        self.inner.writer.submit(write, after);
+    }
+
+    /// Queues a write and waits until it is committed.
+    pub async fn commit(&self, write: Write) -> Result<(), StoreError> {
+        let (tx, rx) = oneshot::channel();
+        self.submit(
+            write,
+            Some(Box::new(move |result| {
+                let _ = tx.send(result);
+            })),
+        );
+        rx.await.unwrap_or(Err(StoreError::Closed))
+    }
+
+    /// Waits until everything queued so far is committed.
+    pub async fn flush(&self) -> Result<(), StoreError> {
+        self.commit(Write::Barrier).await
+    }
+
+    /// Commits what is queued, then stops the writer thread and closes its connection.
+    pub async fn shutdown(&self) {
+        let _ = self.flush().await;
+        self.inner.writer.shutdown().await;
+    }
+
+    pub async fn session(&self, id: &SessionId) -> Result<Option<SessionRow>, StoreError> {
+        let id = id.clone();
+        self.read(move |conn| rows::session(conn, &id)).await
+    }
+
+    /// Every visible message of a session, oldest first, with its parts.
+    pub async fn messages(&self, id: &SessionId) -> Result<Vec<Message>, StoreError> {
+        let id = id.clone();
+        self.read(move |conn| rows::messages(conn, &id)).await
+    }
+
+    /// One page of sessions, most recently updated first.
+    pub async fn list_sessions(
+        &self,
+        cwd: Option<String>,
+        cursor: Option<String>,
+        limit: usize,
+    ) -> Result<ListPage, StoreError> {
+        self.read(move |conn| rows::list_sessions(conn, cwd.as_deref(), cursor.as_deref(), limit)).await
+    }
+
+    async fn read<T, F>(&self, query: F) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> Result<T, rows::ReadError> + Send + 'static,
+    {
+        let inner = Arc::clone(&self.inner);
+        let joined = tokio::task::spawn_blocking(move || {
+            let conn = inner.reader.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            query(&conn).map_err(|err| err.into_store_error(&inner.path))
+        })
+        .await;
+        joined.unwrap_or(Err(StoreError::Closed))
+    }
+}
+
+fn configure(conn: &Connection) -> rusqlite::Result<()> {
+    conn.busy_timeout(std::time::Duration::from_secs(5))?;
+    let _mode: String = conn.pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get(0))?;
+    conn.pragma_update(None, "synchronous", "NORMAL")?;
+    conn.pragma_update(None, "foreign_keys", "ON")?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests;

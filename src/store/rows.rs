@@ -1,0 +1,238 @@
+//! Row ⇄ domain conversions: every SQL statement cairn runs, one function each.
+
+use std::path::Path;
+
+use rusqlite::{Connection, OptionalExtension, params};
+
+use super::StoreError;
+use crate::history::{Message, MessageMeta, Part, Role};
+use crate::ids::{MessageId, SessionId, new_id};
+
+/// A session as `session/list` and the registry see it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SessionRow {
+    pub id: SessionId,
+    /// The absolute working directory the session was created in.
+    pub cwd: String,
+    /// A short title taken from the first prompt.
+    pub title: Option<String>,
+    /// The `provider/model` its next turn uses.
+    pub model: String,
+    pub created_at: i64,
+    pub updated_at: i64,
+}
+
+/// One page of `session/list`.
+#[derive(Debug, PartialEq)]
+pub struct ListPage {
+    pub sessions: Vec<SessionRow>,
+    /// Pass back to get the next page; `None` at the end.
+    pub next_cursor: Option<String>,
+}
+
+/// A read failure before it learns which file it happened in.
+pub enum ReadError {
+    Sqlite(rusqlite::Error),
+    InvalidCursor(String),
+}
+
+impl From<rusqlite::Error> for ReadError {
+    fn from(err: rusqlite::Error) -> Self {
+        ReadError::Sqlite(err)
+    }
+}
+
+impl ReadError {
+    pub fn into_store_error(self, path: &Path) -> StoreError {
+        match self {
+            ReadError::Sqlite(err) => StoreError::from_sqlite(path, &err),
+            ReadError::InvalidCursor(cursor) => StoreError::InvalidCursor(cursor),
+        }
+    }
+}
+
+const SESSION_COLUMNS: &str = "id, cwd, title, model, created_at, updated_at";
+
+fn session_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<SessionRow> {
+    Ok(SessionRow {
+        id: SessionId::from_string(row.get::<_, String>(0)?),
+        cwd: row.get(1)?,
+        title: row.get(2)?,
+        model: row.get(3)?,
+        created_at: row.get(4)?,
+        updated_at: row.get(5)?,
+    })
+}
+
+pub fn session(conn: &Connection, id: &SessionId) -> Result<Option<SessionRow>, ReadError> {
+    let sql = format!("SELECT {SESSION_COLUMNS} FROM sessions WHERE id = ?1");
+    Ok(conn.prepare_cached(&sql)?.query_row([id.as_str()], session_from_row).optional()?)
+}
+
+pub fn messages(conn: &Connection, id: &SessionId) -> Result<Vec<Message>, ReadError> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT m.id, m.role, m.metadata_json, p.data_json
+         FROM messages m LEFT JOIN parts p ON p.message_id = m.id
+         WHERE m.session_id = ?1 AND m.hidden_at IS NULL
+         ORDER BY m.id, p.idx",
+    )?;
+    let mut rows = stmt.query([id.as_str()])?;
+    let mut messages: Vec<Message> = Vec::new();
+    while let Some(row) = rows.next()? {
+        let message_id: String = row.get_ref(0)?.as_str().map_err(rusqlite::Error::from)?.to_owned();
+        let is_new = messages.last().is_none_or(|last| last.id.as_str() != message_id);
+        if is_new {
+            let role = match row.get_ref(1)?.as_str().map_err(rusqlite::Error::from)? {
+                "assistant" => Role::Assistant,
+                _ => Role::User,
+            };
+            let meta_json = row.get_ref(2)?.as_str().map_err(rusqlite::Error::from)?;
+            let meta = serde_json::from_str(meta_json).unwrap_or_else(|err| {
+                tracing::warn!(message = %message_id, %err, "unreadable message metadata; using defaults");
+                MessageMeta::default()
+            });
+            messages.push(Message { id: MessageId::from_string(message_id), role, parts: Vec::new(), meta });
+        }
+        let Some(data) = row.get_ref(3)?.as_str_or_null().map_err(rusqlite::Error::from)? else { continue };
+        match serde_json::from_str::<Part>(data) {
+            Ok(part) => {
+                if let Some(message) = messages.last_mut() {
+                    message.parts.push(part);
+                }
+            }
+            Err(err) => tracing::warn!(session = %id, %err, "skipping a part this version cannot read"),
+        }
+    }
+    Ok(messages)
+}
+
+pub fn list_sessions(
+    conn: &Connection,
+    cwd: Option<&str>,
+    cursor: Option<&str>,
+    limit: usize,
+) -> Result<ListPage, ReadError> {
+    let (after_at, after_id) = match cursor {
+        None => (i64::MAX, String::new()),
+        Some(cursor) => parse_cursor(cursor).ok_or_else(|| ReadError::InvalidCursor(cursor.to_owned()))?,
+    };
+    let sql = format!(
+        "SELECT {SESSION_COLUMNS} FROM sessions
+         WHERE archived_at IS NULL AND (?1 IS NULL OR cwd = ?1)
+           AND (updated_at < ?2 OR (updated_at = ?2 AND id < ?3))
+         ORDER BY updated_at DESC, id DESC LIMIT ?4"
+    );
+    let fetch = i64::try_from(limit).unwrap_or(i64::MAX).saturating_add(1);
+    let mut stmt = conn.prepare_cached(&sql)?;
+    let mut sessions = stmt
+        .query_map(params![cwd, after_at, after_id, fetch], session_from_row)?
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    let next_cursor = if sessions.len() > limit {
+        sessions.truncate(limit);
+        sessions.last().map(|last| format!("{}.{}", last.updated_at, last.id))
+    } else {
+        None
+    };
+    Ok(ListPage { sessions, next_cursor })
+}
+
+fn parse_cursor(cursor: &str) -> Option<(i64, String)> {
+    let (at, id) = cursor.split_once('.')?;
+    Some((at.parse().ok()?, id.starts_with("ses_").then(|| id.to_owned())?))
+}
+
+pub fn insert_session(conn: &Connection, row: &SessionRow) -> rusqlite::Result<()> {
+    conn.prepare_cached(
+        "INSERT INTO sessions (id, cwd, title, model, created_at, updated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+    )?
+    .execute(params![row.id.as_str(), row.cwd, row.title, row.model, row.created_at, row.updated_at])?;
+    Ok(())
+}
+
+pub fn set_session_model(conn: &Connection, id: &SessionId, model: &str, at: i64) -> rusqlite::Result<()> {
+    conn.prepare_cached("UPDATE sessions SET model = ?2, updated_at = ?3 WHERE id = ?1")?.execute(params![
+        id.as_str(),
+        model,
+        at
+    ])?;
+    Ok(())
+}
+
+pub fn set_session_title(conn: &Connection, id: &SessionId, title: &str, at: i64) -> rusqlite::Result<()> {
+    conn.prepare_cached("UPDATE sessions SET title = ?2, updated_at = ?3 WHERE id = ?1")?.execute(params![
+        id.as_str(),
+        title,
+        at
+    ])?;
+    Ok(())
+}
+
+pub fn insert_message(conn: &Connection, session_id: &SessionId, message: &Message, at: i64) -> rusqlite::Result<()> {
+    conn.prepare_cached(
+        "INSERT INTO messages (id, session_id, role, metadata_json, created_at, updated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?5)",
+    )?
+    .execute(params![message.id.as_str(), session_id.as_str(), message.role.as_str(), to_json(&message.meta), at])?;
+    conn.prepare_cached("UPDATE sessions SET updated_at = ?2 WHERE id = ?1")?
+        .execute(params![session_id.as_str(), at])?;
+    for (index, part) in message.parts.iter().enumerate() {
+        upsert_part(conn, session_id, &message.id, u32::try_from(index).unwrap_or(u32::MAX), part, at)?;
+    }
+    Ok(())
+}
+
+pub fn set_message_meta(conn: &Connection, id: &MessageId, meta: &MessageMeta, at: i64) -> rusqlite::Result<()> {
+    conn.prepare_cached("UPDATE messages SET metadata_json = ?2, updated_at = ?3 WHERE id = ?1")?.execute(params![
+        id.as_str(),
+        to_json(meta),
+        at
+    ])?;
+    Ok(())
+}
+
+pub fn upsert_part(
+    conn: &Connection,
+    session_id: &SessionId,
+    message_id: &MessageId,
+    index: u32,
+    part: &Part,
+    at: i64,
+) -> rusqlite::Result<()> {
+    let (tool_call_id, tool_state) = match part {
+        Part::Tool(tool) => (Some(tool.call_id.as_str()), Some(tool.state.as_str())),
+        Part::Text { .. }
+        | Part::Reasoning { .. }
+        | Part::Image { .. }
+        | Part::ResourceLink { .. }
+        | Part::Resource { .. }
+        | Part::BlobResource { .. } => (None, None),
+    };
+    conn.prepare_cached(
+        "INSERT INTO parts (id, message_id, session_id, idx, type, data_json, tool_call_id, tool_state, created_at, updated_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?9)
+         ON CONFLICT (message_id, idx) DO UPDATE SET
+           type = excluded.type, data_json = excluded.data_json, tool_call_id = excluded.tool_call_id,
+           tool_state = excluded.tool_state, updated_at = excluded.updated_at",
+    )?
+    .execute(params![
+        new_id("prt"),
+        message_id.as_str(),
+        session_id.as_str(),
+        index,
+        part.kind(),
+        to_json(part),
+        tool_call_id,
+        tool_state,
+        at
+    ])?;
+    Ok(())
+}
+
+pub fn delete_session(conn: &Connection, id: &SessionId) -> rusqlite::Result<()> {
+    conn.prepare_cached("DELETE FROM sessions WHERE id = ?1")?.execute([id.as_str()])?;
+    Ok(())
+}
+
+fn to_json<T: serde::Serialize>(value: &T) -> String {
+    // Our own plain data types always serialize; an empty object is the safe fallback.
+    serde_json::to_string(value).unwrap_or_else(|_| "{}".to_owned())
+}

@@ -1,0 +1,229 @@
+//! The writer thread: owns the write connection and commits queued writes in batches.
+//!
+//! It blocks on its queue, drains whatever else is waiting (up to `MAX_BATCH`), applies the lot in
+//! one `BEGIN IMMEDIATE` transaction with a savepoint per SQL write (so one bad write fails alone),
+//! commits, and only then runs the writes' callbacks in queue order. Streaming parts live in memory
+//! between `OpenPart` and `ClosePart`; a batch rewrites each part it touched once, whatever the
+//! number of chunks appended to it.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Mutex;
+use std::sync::mpsc;
+
+use rusqlite::Connection;
+use tokio::sync::oneshot;
+
+use super::{AfterCommit, StoreError, Write, rows};
+use crate::history::Part;
+use crate::ids::{MessageId, SessionId, now_ms};
+
+const MAX_BATCH: usize = 4096;
+
+enum Job {
+    Write(Write, Option<AfterCommit>),
+    Shutdown(oneshot::Sender<()>),
+}
+
+/// The queue into the writer thread.
+pub struct Handle {
+    tx: Mutex<Option<mpsc::Sender<Job>>>,
+}
+
+pub fn spawn(conn: Connection, path: PathBuf) -> std::io::Result<Handle> {
+    let (tx, rx) = mpsc::channel();
+    std::thread::Builder::new().name("cairn-store".into()).spawn(move || {
+        Writer { conn, path, open: HashMap::new() }.run(&rx);
+    })?;
+    Ok(Handle { tx: Mutex::new(Some(tx)) })
+}
+
+impl Handle {
+    pub fn submit(&self, write: Write, after: Option<AfterCommit>) {
+        let job = Job::Write(write, after);
+        let unsent = match self.tx.lock().unwrap_or_else(std::sync::PoisonError::into_inner).as_ref() {
+            Some(tx) => tx.send(job).err().map(|mpsc::SendError(job)| job),
+            None => Some(job),
+        };
+        if let Some(Job::Write(_, Some(after))) = unsent {
+            after(Err(StoreError::Closed));
+        }
+    }
+
+    /// Lets the thread finish what is queued, close the connection and exit.
+    pub async fn shutdown(&self) {
+        let (ack_tx, ack_rx) = oneshot::channel();
+        let tx = self.tx.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take();
+        if let Some(tx) = tx
+            && tx.send(Job::Shutdown(ack_tx)).is_ok()
+        {
+            let _ = ack_rx.await;
+        }
+    }
+}
+
+type PartKey = (MessageId, u32);
+
+/// A text or reasoning part still receiving chunks.
+struct OpenPart {
+    session_id: SessionId,
+    part: Part,
+}
+
+struct Writer {
+    conn: Connection,
+    path: PathBuf,
+    open: HashMap<PartKey, OpenPart>,
+}
+
+impl Writer {
+    fn run(mut self, rx: &mpsc::Receiver<Job>) {
+        while let Ok(first) = rx.recv() {
+            let mut writes = Vec::new();
+            let mut shutdown = None;
+            let mut next = Some(first);
+            while let Some(job) = next.take() {
+                match job {
+                    Job::Write(write, after) => writes.push((write, after)),
+                    Job::Shutdown(ack) => {
+                        shutdown = Some(ack);
+                        break;
+                    }
+                }
+                if writes.len() < MAX_BATCH {
+                    next = rx.try_recv().ok();
+                }
+            }
+            let results = self.apply(&writes);
+            for ((_, after), result) in writes.into_iter().zip(results) {
+                if let Some(after) = after {
+                    after(result);
+                }
+            }
+            if let Some(ack) = shutdown {
+                drop(self.conn);
+                let _ = ack.send(());
+                return;
+            }
+        }
+    }
+
+    fn error(&self, err: &rusqlite::Error) -> StoreError {
+        StoreError::from_sqlite(&self.path, err)
+    }
+
+    fn apply(&mut self, writes: &[(Write, Option<AfterCommit>)]) -> Vec<Result<(), StoreError>> {
+        let mut results: Vec<Result<(), StoreError>> = vec![Ok(()); writes.len()];
+        if let Err(err) = self.conn.execute_batch("BEGIN IMMEDIATE") {
+            let err = self.error(&err);
+            return vec![Err(err); writes.len()];
+        }
+        let now = now_ms();
+        // Which writes each touched streaming part answers for, until it is written.
+        let mut dirty: HashMap<PartKey, Vec<usize>> = HashMap::new();
+        for (i, (write, _)) in writes.iter().enumerate() {
+            match write {
+                Write::OpenPart { session_id, message_id, index, part } => {
+                    let key = (message_id.clone(), *index);
+                    self.open.insert(key.clone(), OpenPart { session_id: session_id.clone(), part: part.clone() });
+                    dirty.entry(key).or_default().push(i);
+                }
+                Write::AppendPart { message_id, index, delta } => {
+                    let key = (message_id.clone(), *index);
+                    match self.open.get_mut(&key) {
+                        Some(open) => {
+                            append(&mut open.part, delta);
+                            dirty.entry(key).or_default().push(i);
+                        }
+                        None => {
+                            results[i] = Err(StoreError::Sqlite {
+                                path: self.path.clone(),
+                                detail: format!("chunk for part {index} of {message_id}, which is not open"),
+                            });
+                        }
+                    }
+                }
+                Write::ClosePart { message_id, index } => {
+                    let key = (message_id.clone(), *index);
+                    let mut answered = dirty.remove(&key).unwrap_or_default();
+                    answered.push(i);
+                    if let Some(open) = self.open.remove(&key) {
+                        let result = self.savepoint(|conn| {
+                            rows::upsert_part(conn, &open.session_id, message_id, *index, &open.part, now)
+                        });
+                        for job in answered {
+                            results[job] = result.clone();
+                        }
+                    }
+                }
+                Write::DeleteSession { id } => {
+                    self.open.retain(|_, open| open.session_id != *id);
+                    results[i] = self.savepoint(|conn| rows::delete_session(conn, id));
+                }
+                Write::InsertSession(row) => results[i] = self.savepoint(|conn| rows::insert_session(conn, row)),
+                Write::SetSessionModel { id, model } => {
+                    results[i] = self.savepoint(|conn| rows::set_session_model(conn, id, model, now));
+                }
+                Write::SetSessionTitle { id, title } => {
+                    results[i] = self.savepoint(|conn| rows::set_session_title(conn, id, title, now));
+                }
+                Write::InsertMessage { session_id, message } => {
+                    results[i] = self.savepoint(|conn| rows::insert_message(conn, session_id, message, now));
+                }
+                Write::SetMessageMeta { message_id, meta } => {
+                    results[i] = self.savepoint(|conn| rows::set_message_meta(conn, message_id, meta, now));
+                }
+                Write::PutPart { session_id, message_id, index, part } => {
+                    results[i] =
+                        self.savepoint(|conn| rows::upsert_part(conn, session_id, message_id, *index, part, now));
+                }
+                Write::Barrier => {}
+            }
+        }
+        for (key, jobs) in dirty {
+            let Some(open) = self.open.get(&key) else { continue };
+            let result =
+                self.savepoint(|conn| rows::upsert_part(conn, &open.session_id, &key.0, key.1, &open.part, now));
+            for job in jobs {
+                if results[job].is_ok() {
+                    results[job] = result.clone();
+                }
+            }
+        }
+        if let Err(err) = self.conn.execute_batch("COMMIT") {
+            let err = self.error(&err);
+            let _ = self.conn.execute_batch("ROLLBACK");
+            return vec![Err(err); writes.len()];
+        }
+        results
+    }
+
+    /// Runs one write inside a savepoint, so its failure rolls back only its own rows.
+    fn savepoint(&self, write: impl FnOnce(&Connection) -> rusqlite::Result<()>) -> Result<(), StoreError> {
+        let run = || -> rusqlite::Result<()> {
+            self.conn.prepare_cached("SAVEPOINT w")?.execute([])?;
+            match write(&self.conn) {
+                Ok(()) => {
+                    self.conn.prepare_cached("RELEASE w")?.execute([])?;
+                    Ok(())
+                }
+                Err(err) => {
+                    self.conn.execute_batch("ROLLBACK TO w; RELEASE w")?;
+                    Err(err)
+                }
+            }
+        };
+        run().map_err(|err| self.error(&err))
+    }
+}
+
+fn append(part: &mut Part, delta: &str) {
+    match part {
+        Part::Text { text } | Part::Reasoning { text } => text.push_str(delta),
+        Part::Image { .. }
+        | Part::ResourceLink { .. }
+        | Part::Resource { .. }
+        | Part::BlobResource { .. }
+        | Part::Tool(_) => {}
+    }
+}

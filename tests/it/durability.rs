@@ -1,0 +1,1 @@
+//! durability tests.

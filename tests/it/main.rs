@@ -1,0 +1,16 @@
+//! The integration tests: one binary that drives the real `cairn` over pipes.
+//!
+//! Each module reads as a spec of one area; `support` holds the process harness and the mock
+//! model server.
+
+mod support;
+
+mod cancel;
+mod durability;
+mod headless;
+mod official_client;
+mod prompt;
+mod protocol;
+mod provider;
+mod sessions;
+mod tidy;

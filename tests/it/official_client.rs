@@ -1,0 +1,1 @@
+//! official_client tests.

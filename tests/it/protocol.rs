@@ -1,0 +1,1 @@
+//! The JSON-RPC peer and `initialize`: negotiation, capabilities, and every kind of bad input.

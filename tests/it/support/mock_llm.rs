@@ -1,0 +1,204 @@
+//! A scripted OpenAI-compatible model server on 127.0.0.1:0 for tests and benchmarks.
+//!
+//! Each `POST /v1/chat/completions` takes the next [`Reply`] from the script: an SSE stream of
+//! chunks with a delay before each, or an HTTP error. Requests are recorded, and a stream the
+//! client abandons before its end is counted as dropped, so tests can see cancellation reach the
+//! HTTP connection.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::Response;
+use axum::routing::post;
+use serde_json::{Value, json};
+
+/// One scripted answer.
+#[derive(Clone, Debug)]
+pub enum Reply {
+    /// SSE events (the `data:` payloads), each sent after `delay`.
+    Stream { events: Vec<String>, delay: Duration },
+    /// An HTTP error with a body and optional `Retry-After`.
+    Status { status: u16, body: String, retry_after: Option<String> },
+}
+
+impl Reply {
+    /// A streamed answer made of these text deltas, ending with `stop`, usage and `[DONE]`.
+    pub fn text(deltas: &[&str]) -> Self {
+        Self::text_with_delay(deltas, Duration::ZERO)
+    }
+
+    pub fn text_with_delay(deltas: &[&str], delay: Duration) -> Self {
+        let mut events: Vec<String> = deltas.iter().map(|d| delta(json!({"content": d}))).collect();
+        events.extend(finish("stop"));
+        Reply::Stream { events, delay }
+    }
+
+    /// Reasoning deltas, then text deltas.
+    pub fn thinking_then_text(thoughts: &[&str], deltas: &[&str]) -> Self {
+        let mut events: Vec<String> = thoughts.iter().map(|d| delta(json!({"reasoning_content": d}))).collect();
+        events.extend(deltas.iter().map(|d| delta(json!({"content": d}))));
+        events.extend(finish("stop"));
+        Reply::Stream { events, delay: Duration::ZERO }
+    }
+
+    /// Text deltas that never finish: the stream stays open, sending one delta per `delay`.
+    pub fn endless(delay: Duration) -> Self {
+        let events = (0..100_000).map(|i| delta(json!({"content": format!("tick {i} ")}))).collect();
+        Reply::Stream { events, delay }
+    }
+
+    /// Text deltas, then the given finish reason.
+    pub fn finishing(deltas: &[&str], reason: &str) -> Self {
+        let mut events: Vec<String> = deltas.iter().map(|d| delta(json!({"content": d}))).collect();
+        events.extend(finish(reason));
+        Reply::Stream { events, delay: Duration::ZERO }
+    }
+
+    pub fn status(status: u16, message: &str) -> Self {
+        let body = json!({"error": {"message": message, "type": "mock"}}).to_string();
+        Reply::Status { status, body, retry_after: None }
+    }
+
+    pub fn retry_after(mut self, value: &str) -> Self {
+        if let Reply::Status { retry_after, .. } = &mut self {
+            *retry_after = Some(value.to_owned());
+        }
+        self
+    }
+}
+
+/// A `chat.completion.chunk` with one choice holding `delta`.
+pub fn delta(delta: Value) -> String {
+    json!({"id": "c", "object": "chat.completion.chunk", "choices": [{"index": 0, "delta": delta, "finish_reason": null}]})
+        .to_string()
+}
+
+/// The finish chunk, a usage chunk and `[DONE]`.
+pub fn finish(reason: &str) -> Vec<String> {
+    vec![
+        json!({"id": "c", "object": "chat.completion.chunk", "choices": [{"index": 0, "delta": {}, "finish_reason": reason}]})
+            .to_string(),
+        json!({"id": "c", "object": "chat.completion.chunk", "choices": [], "usage": {
+            "prompt_tokens": 12, "completion_tokens": 5, "prompt_tokens_details": {"cached_tokens": 2}}})
+        .to_string(),
+        "[DONE]".to_owned(),
+    ]
+}
+
+#[derive(Default)]
+struct Shared {
+    script: Mutex<VecDeque<Reply>>,
+    requests: Mutex<Vec<(HeaderMap, Value)>>,
+    dropped: AtomicUsize,
+    completed: AtomicUsize,
+}
+
+/// The running server. It stops when the test's runtime ends.
+#[derive(Clone)]
+pub struct MockLlm {
+    /// The base URL to put in `OPENAI_BASE_URL`, ending in `/v1`.
+    pub url: String,
+    shared: Arc<Shared>,
+}
+
+impl MockLlm {
+    pub async fn start() -> Self {
+        let shared = Arc::new(Shared::default());
+        let app = Router::new().route("/v1/chat/completions", post(complete)).with_state(Arc::clone(&shared));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind the mock model server");
+        let address = listener.local_addr().expect("mock address");
+        tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        Self { url: format!("http://{address}/v1"), shared }
+    }
+
+    /// Queues replies, served in order.
+    pub fn push(&self, reply: Reply) -> &Self {
+        self.shared.script.lock().unwrap().push_back(reply);
+        self
+    }
+
+    /// The JSON bodies received so far.
+    pub fn requests(&self) -> Vec<Value> {
+        self.shared.requests.lock().unwrap().iter().map(|(_, body)| body.clone()).collect()
+    }
+
+    pub fn request_headers(&self) -> Vec<HeaderMap> {
+        self.shared.requests.lock().unwrap().iter().map(|(headers, _)| headers.clone()).collect()
+    }
+
+    /// Streams the client abandoned before their end.
+    pub fn dropped(&self) -> usize {
+        self.shared.dropped.load(Ordering::SeqCst)
+    }
+
+    /// Waits until at least `n` streams were dropped, or panics after `within`.
+    pub async fn wait_dropped(&self, n: usize, within: Duration) {
+        let deadline = tokio::time::Instant::now() + within;
+        while self.dropped() < n {
+            assert!(tokio::time::Instant::now() < deadline, "the model stream was not dropped within {within:?}");
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+    }
+}
+
+async fn complete(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Bytes) -> Response {
+    let json: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    shared.requests.lock().unwrap().push((headers, json));
+    let reply = shared.script.lock().unwrap().pop_front();
+    let Some(reply) = reply else {
+        return error_response(500, r#"{"error":{"message":"mock: no scripted reply left"}}"#.to_owned(), None);
+    };
+    match reply {
+        Reply::Status { status, body, retry_after } => error_response(status, body, retry_after),
+        Reply::Stream { events, delay } => {
+            let guard = DropGuard { shared: Arc::clone(&shared), finished: false };
+            let stream = futures::stream::unfold((events.into_iter(), guard), move |(mut events, mut guard)| async move {
+                let Some(event) = events.next() else {
+                    guard.finished = true;
+                    return None;
+                };
+                if !delay.is_zero() {
+                    tokio::time::sleep(delay).await;
+                }
+                let frame = Bytes::from(format!("data: {event}\n\n"));
+                Some((Ok::<_, std::io::Error>(frame), (events, guard)))
+            });
+            Response::builder()
+                .header("content-type", "text/event-stream")
+                .header("cache-control", "no-cache")
+                .body(Body::from_stream(stream))
+                .unwrap()
+        }
+    }
+}
+
+fn error_response(status: u16, body: String, retry_after: Option<String>) -> Response {
+    let mut response = Response::builder()
+        .status(StatusCode::from_u16(status).unwrap())
+        .header("content-type", "application/json");
+    if let Some(value) = retry_after {
+        response = response.header("retry-after", value);
+    }
+    response.body(Body::from(body)).unwrap()
+}
+
+/// Counts a stream as dropped if it is dropped before its last event.
+struct DropGuard {
+    shared: Arc<Shared>,
+    finished: bool,
+}
+
+impl Drop for DropGuard {
+    fn drop(&mut self) {
+        let counter = if self.finished { &self.shared.completed } else { &self.shared.dropped };
+        counter.fetch_add(1, Ordering::SeqCst);
+    }
+}

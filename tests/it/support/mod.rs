@@ -1,0 +1,281 @@
+//! Test support: the real `cairn` binary driven over pipes, against a mock model server.
+//!
+//! [`TestEnv`] owns a temporary home (database, config, workspace) and a [`MockLlm`];
+//! [`Agent`] is one `cairn` process speaking ACP on its stdin/stdout. Every stdout line must be
+//! JSON: anything else fails the test, because stdout is the protocol.
+
+pub mod mock_llm;
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::process::{Child, ChildStdin, Command};
+use tokio::sync::mpsc;
+
+pub use mock_llm::{MockLlm, Reply};
+
+/// How long any single expected message may take before the test fails.
+pub const PATIENCE: Duration = Duration::from_secs(10);
+
+/// A temporary cairn home and a mock model server.
+pub struct TestEnv {
+    pub dir: tempfile::TempDir,
+    pub mock: MockLlm,
+    env: Vec<(String, String)>,
+}
+
+impl TestEnv {
+    pub async fn new() -> Self {
+        let dir = tempfile::tempdir().expect("temp dir");
+        std::fs::create_dir_all(dir.path().join("work")).unwrap();
+        std::fs::create_dir_all(dir.path().join("config/cairn")).unwrap();
+        let mock = MockLlm::start().await;
+        Self { dir, mock, env: Vec::new() }
+    }
+
+    /// A workspace directory for `cwd`.
+    pub fn workspace(&self) -> PathBuf {
+        self.dir.path().join("work")
+    }
+
+    pub fn cwd(&self) -> String {
+        self.workspace().to_string_lossy().into_owned()
+    }
+
+    pub fn home(&self) -> PathBuf {
+        self.dir.path().join("home")
+    }
+
+    pub fn database(&self) -> PathBuf {
+        self.home().join("cairn.db")
+    }
+
+    /// Writes `config.toml` where cairn looks for it.
+    pub fn write_config(&self, toml: &str) {
+        std::fs::write(self.dir.path().join("config/cairn/config.toml"), toml).unwrap();
+    }
+
+    /// Sets (or overrides) one environment variable of the agents started later.
+    pub fn set_env(&mut self, name: &str, value: &str) {
+        self.env.retain(|(k, _)| k != name);
+        self.env.push((name.to_owned(), value.to_owned()));
+    }
+
+    /// A `cairn` command with this environment and nothing inherited that could change it.
+    pub fn command(&self) -> Command {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_cairn"));
+        command
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("HOME", self.dir.path())
+            .env("XDG_CONFIG_HOME", self.dir.path().join("config"))
+            .env("XDG_DATA_HOME", self.dir.path().join("data"))
+            .env("CAIRN_HOME", self.home())
+            .env("CAIRN_MODEL", "openai/mock-model")
+            .env("OPENAI_BASE_URL", &self.mock.url)
+            .env("OPENAI_API_KEY", "sk-test")
+            .env("CAIRN_LOG", "cairn=debug")
+            .current_dir(self.workspace());
+        for (name, value) in &self.env {
+            command.env(name, value);
+        }
+        command
+    }
+
+    pub async fn spawn(&self) -> Agent {
+        Agent::spawn(self.command()).await
+    }
+
+    /// Spawns an agent and initializes it.
+    pub async fn ready(&self) -> Agent {
+        let mut agent = self.spawn().await;
+        agent.initialize().await;
+        agent
+    }
+}
+
+/// One `cairn` process speaking ACP.
+pub struct Agent {
+    pub child: Child,
+    stdin: Option<ChildStdin>,
+    lines: mpsc::UnboundedReceiver<Value>,
+    stderr: Arc<Mutex<String>>,
+    next_id: i64,
+}
+
+impl Agent {
+    pub async fn spawn(mut command: Command) -> Self {
+        command.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).kill_on_drop(true);
+        let mut child = command.spawn().expect("spawn cairn");
+        let stdout = child.stdout.take().unwrap();
+        let stderr_pipe = child.stderr.take().unwrap();
+        let (tx, lines) = mpsc::unbounded_channel();
+        tokio::spawn(async move {
+            let mut reader = BufReader::new(stdout).lines();
+            while let Ok(Some(line)) = reader.next_line().await {
+                let value: Value = serde_json::from_str(&line)
+                    .unwrap_or_else(|err| panic!("stdout carried a non-JSON line ({err}): {line}"));
+                if tx.send(value).is_err() {
+                    break;
+                }
+            }
+        });
+        let stderr = Arc::new(Mutex::new(String::new()));
+        let sink = Arc::clone(&stderr);
+        tokio::spawn(async move {
+            let mut pipe = stderr_pipe;
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = pipe.read(&mut buf).await {
+                if n == 0 {
+                    break;
+                }
+                sink.lock().unwrap().push_str(&String::from_utf8_lossy(&buf[..n]));
+            }
+        });
+        Self { stdin: child.stdin.take(), child, lines, stderr, next_id: 1 }
+    }
+
+    /// What the agent wrote to stderr so far.
+    pub fn stderr(&self) -> String {
+        self.stderr.lock().unwrap().clone()
+    }
+
+    /// Writes one raw line (a newline is added).
+    pub async fn send_raw(&mut self, line: &str) {
+        let stdin = self.stdin.as_mut().expect("stdin is open");
+        stdin.write_all(line.as_bytes()).await.unwrap();
+        stdin.write_all(b"\n").await.unwrap();
+        stdin.flush().await.unwrap();
+    }
+
+    pub async fn send(&mut self, message: Value) {
+        self.send_raw(&message.to_string()).await;
+    }
+
+    /// Sends a request and returns its id.
+    pub async fn request(&mut self, method: &str, params: Value) -> i64 {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})).await;
+        id
+    }
+
+    pub async fn notify(&mut self, method: &str, params: Value) {
+        self.send(json!({"jsonrpc": "2.0", "method": method, "params": params})).await;
+    }
+
+    /// The next message from the agent.
+    pub async fn recv(&mut self) -> Value {
+        match tokio::time::timeout(PATIENCE, self.lines.recv()).await {
+            Ok(Some(value)) => value,
+            Ok(None) => panic!("cairn closed stdout; stderr:\n{}", self.stderr()),
+            Err(_) => panic!("no message from cairn within {PATIENCE:?}; stderr:\n{}", self.stderr()),
+        }
+    }
+
+    /// The next message, if one arrives within `wait`.
+    pub async fn try_recv(&mut self, wait: Duration) -> Option<Value> {
+        tokio::time::timeout(wait, self.lines.recv()).await.ok().flatten()
+    }
+
+    /// Reads until the response to `id`; returns it with the notifications seen on the way.
+    pub async fn response(&mut self, id: i64) -> (Value, Vec<Value>) {
+        let mut notifications = Vec::new();
+        loop {
+            let message = self.recv().await;
+            if message.get("id") == Some(&json!(id)) && message.get("method").is_none() {
+                return (message, notifications);
+            }
+            notifications.push(message);
+        }
+    }
+
+    /// Calls a method and returns its result; panics on an error response.
+    pub async fn call(&mut self, method: &str, params: Value) -> Value {
+        let id = self.request(method, params).await;
+        let (response, _) = self.response(id).await;
+        match response.get("result") {
+            Some(result) => result.clone(),
+            None => panic!("{method} failed: {response}"),
+        }
+    }
+
+    /// Calls a method expecting an error; returns the error object.
+    pub async fn call_err(&mut self, method: &str, params: Value) -> Value {
+        let id = self.request(method, params).await;
+        let (response, _) = self.response(id).await;
+        response.get("error").cloned().unwrap_or_else(|| panic!("{method} should have failed: {response}"))
+    }
+
+    pub async fn initialize(&mut self) -> Value {
+        self.call("initialize", json!({"protocolVersion": 1, "clientCapabilities": {}})).await
+    }
+
+    pub async fn new_session(&mut self, cwd: &str) -> String {
+        let result = self.call("session/new", json!({"cwd": cwd, "mcpServers": []})).await;
+        result["sessionId"].as_str().unwrap().to_owned()
+    }
+
+    /// Sends a text prompt and returns the request id.
+    pub async fn prompt(&mut self, session: &str, text: &str) -> i64 {
+        self.request("session/prompt", json!({"sessionId": session, "prompt": [{"type": "text", "text": text}]}))
+            .await
+    }
+
+    /// Closes stdin, as an editor does when it is done.
+    pub fn close_stdin(&mut self) {
+        self.stdin = None;
+    }
+
+    /// Waits for the process to exit and returns how long that took.
+    pub async fn wait_exit(&mut self) -> (std::process::ExitStatus, Duration) {
+        let started = std::time::Instant::now();
+        let status = tokio::time::timeout(PATIENCE, self.child.wait()).await.expect("cairn did not exit").unwrap();
+        (status, started.elapsed())
+    }
+
+    pub async fn kill9(&mut self) {
+        self.child.start_kill().unwrap();
+        let _ = self.child.wait().await;
+    }
+}
+
+/// The `session/update` payloads among `messages` for one session.
+pub fn updates<'a>(messages: &'a [Value], session: &str) -> Vec<&'a Value> {
+    messages
+        .iter()
+        .filter(|m| m["method"] == "session/update" && m["params"]["sessionId"] == session)
+        .map(|m| &m["params"]["update"])
+        .collect()
+}
+
+/// The concatenated text of the updates of one kind (`agent_message_chunk`, …).
+pub fn text_of(updates: &[&Value], kind: &str) -> String {
+    updates
+        .iter()
+        .filter(|u| u["sessionUpdate"] == kind)
+        .map(|u| u["content"]["text"].as_str().unwrap_or_default())
+        .collect()
+}
+
+/// `(messageId, text)` of each message of one kind, chunks joined, in order of first appearance.
+pub fn messages_of(updates: &[&Value], kind: &str) -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = Vec::new();
+    for update in updates.iter().filter(|u| u["sessionUpdate"] == kind) {
+        let id = update["messageId"].as_str().unwrap_or_default().to_owned();
+        let text = update["content"]["text"].as_str().unwrap_or_default();
+        match out.iter_mut().find(|(seen, _)| *seen == id) {
+            Some((_, all)) => all.push_str(text),
+            None => out.push((id, text.to_owned())),
+        }
+    }
+    out
+}
+
+pub fn path_str(path: &Path) -> String {
+    path.to_string_lossy().into_owned()
+}
