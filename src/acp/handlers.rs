@@ -83,7 +83,7 @@ impl Agent {
     }
 
     fn new_session(&self, params: Value) -> Answer {
-        let request: acp::NewSessionRequest = parse("session/new", params)?;
+        let request: acp::NewSessionRequest = parse("session/new", with_mcp_servers(params))?;
         let cwd = absolute("cwd", request.cwd)?;
         let sessions = self.sessions()?;
         Ok(async move {
@@ -94,7 +94,7 @@ impl Agent {
     }
 
     fn load_session(&self, params: Value) -> Answer {
-        let request: acp::LoadSessionRequest = parse("session/load", params)?;
+        let request: acp::LoadSessionRequest = parse("session/load", with_mcp_servers(params))?;
         absolute("cwd", request.cwd)?;
         let sessions = self.sessions()?;
         let sink = Arc::clone(&self.sink);
@@ -217,7 +217,8 @@ impl Handler for Agent {
             "session/list" => self.list_sessions(params),
             "session/set_config_option" => self.set_config_option(params),
             "session/prompt" => self.prompt(params),
-            _ => Err(acp::Error::method_not_found().data(serde_json::json!({ "method": method }))),
+            _ => Err(super::rpc::error(acp::ErrorCode::MethodNotFound, format!("Method not found: `{method}`"))
+                .data(serde_json::json!({ "method": method }))),
         }
     }
 
@@ -262,6 +263,14 @@ fn parse<T: DeserializeOwned>(method: &str, params: Value) -> Result<T, acp::Err
         };
         invalid_params(why)
     })
+}
+
+/// `mcpServers` is required on the wire, but clients omit it; treat a missing list as empty.
+fn with_mcp_servers(mut params: Value) -> Value {
+    if let Value::Object(fields) = &mut params {
+        fields.entry("mcpServers").or_insert_with(|| Value::Array(Vec::new()));
+    }
+    params
 }
 
 fn absolute(field: &str, path: PathBuf) -> Result<PathBuf, acp::Error> {

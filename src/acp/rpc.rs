@@ -81,6 +81,11 @@ struct ErrorOut<'a> {
     error: &'a Error,
 }
 
+/// A JSON-RPC error whose message says what went wrong.
+pub fn error(code: ErrorCode, message: impl Into<String>) -> Error {
+    Error::new(code.into(), message)
+}
+
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
@@ -123,7 +128,7 @@ impl Peer {
     }
 
     fn invalid_request(&self, id: &Value, why: &str) {
-        self.respond(id, Err(Error::invalid_request().data(why)));
+        self.respond(id, Err(error(ErrorCode::InvalidRequest, format!("Invalid request: {why}"))));
     }
 
     /// Claims an incoming request's right to answer; false if `$/cancel_request` already did.
@@ -171,8 +176,8 @@ where
         match read_line(&mut input, &mut line).await {
             Ok(Line::Complete) => handle_line(&peer, &handler, &line),
             Ok(Line::TooLong) => {
-                let why = format!("line longer than {MAX_LINE} bytes; it was skipped");
-                peer.respond(&Value::Null, Err(Error::parse_error().data(why)));
+                let why = format!("Parse error: line longer than {MAX_LINE} bytes; it was skipped");
+                peer.respond(&Value::Null, Err(error(ErrorCode::ParseError, why)));
             }
             Ok(Line::Eof) => break,
             Err(err) => {
@@ -239,8 +244,8 @@ fn handle_line<H: Handler>(peer: &Peer, handler: &Arc<H>, line: &[u8]) {
     let value: Value = match serde_json::from_slice(line) {
         Ok(value) => value,
         Err(err) => {
-            let why = format!("invalid JSON: {err}");
-            return peer.respond(&Value::Null, Err(Error::parse_error().data(why)));
+            let why = format!("Parse error: invalid JSON ({err}); send one JSON-RPC message per line");
+            return peer.respond(&Value::Null, Err(error(ErrorCode::ParseError, why)));
         }
     };
     let Value::Object(mut message) = value else {

@@ -1,1 +1,201 @@
 //! The JSON-RPC peer and `initialize`: negotiation, capabilities, and every kind of bad input.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::support::{Reply, TestEnv};
+
+fn error_code(response: &Value) -> i64 {
+    response["error"]["code"].as_i64().unwrap_or_else(|| panic!("not an error: {response}"))
+}
+
+fn message(response: &Value) -> &str {
+    response["error"]["message"].as_str().unwrap()
+}
+
+#[tokio::test]
+async fn initialize_answers_version_1_whatever_is_asked_and_advertises_what_works() {
+    let env = TestEnv::new().await;
+    for asked in [1, 2, 65535] {
+        let mut agent = env.spawn().await;
+        let result = agent
+            .call("initialize", json!({"protocolVersion": asked, "clientCapabilities": {}, "clientInfo": {"name": "t", "version": "1"}}))
+            .await;
+        assert_eq!(
+            result,
+            json!({
+                "protocolVersion": 1,
+                "agentCapabilities": {
+                    "loadSession": true,
+                    "promptCapabilities": {"image": true, "audio": false, "embeddedContext": true},
+                    "mcpCapabilities": {"http": false, "sse": false},
+                    "sessionCapabilities": {"list": {}, "delete": {}, "resume": {}, "close": {}},
+                    "auth": {}
+                },
+                "authMethods": [],
+                "agentInfo": {"name": "cairn", "title": "cairn", "version": env!("CARGO_PKG_VERSION")}
+            }),
+            "asked for version {asked}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn malformed_json_gets_a_parse_error_with_a_null_id_and_the_agent_carries_on() {
+    let env = TestEnv::new().await;
+    let mut agent = env.ready().await;
+    for line in ["{not json", "{\"jsonrpc\":\"2.0\",\"id\":1,", "\u{1b}[A"] {
+        agent.send_raw(line).await;
+        let response = agent.recv().await;
+        assert_eq!(response["id"], Value::Null, "{line}: {response}");
+        assert_eq!(error_code(&response), -32700);
+        assert!(message(&response).contains("invalid JSON"), "{response}");
+    }
+    let result = agent.call("session/list", json!({})).await;
+    assert_eq!(result, json!({"sessions": []}));
+}
+
+#[tokio::test]
+async fn invalid_utf8_and_blank_lines_do_not_break_the_stream() {
+    use tokio::io::AsyncWriteExt;
+    let env = TestEnv::new().await;
+    let mut command = env.command();
+    command.stdin(std::process::Stdio::piped()).stdout(std::process::Stdio::piped());
+    let mut child = command.spawn().unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(b"\n   \n\xff\xfe{}\n{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"session/list\"}\n").await.unwrap();
+    drop(stdin);
+    let output = child.wait_with_output().await.unwrap();
+    let lines: Vec<Value> =
+        String::from_utf8(output.stdout).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(lines.len(), 2, "{lines:?}");
+    assert_eq!((lines[0]["id"].clone(), error_code(&lines[0])), (Value::Null, -32700));
+    assert_eq!(lines[1], json!({"jsonrpc": "2.0", "id": 7, "result": {"sessions": []}}));
+}
+
+#[tokio::test]
+async fn messages_that_are_not_requests_get_invalid_request() {
+    let env = TestEnv::new().await;
+    let mut agent = env.ready().await;
+    let cases = [
+        (json!([1, 2, 3]), Value::Null),
+        (json!("hello"), Value::Null),
+        (json!({"jsonrpc": "1.0", "id": 3, "method": "session/list"}), json!(3)),
+        (json!({"id": 4, "method": "session/list"}), json!(4)),
+        (json!({"jsonrpc": "2.0", "id": 5}), json!(5)),
+        (json!({"jsonrpc": "2.0", "id": 6, "method": 42}), json!(6)),
+        (json!({"jsonrpc": "2.0", "id": {"a": 1}, "method": "session/list"}), Value::Null),
+        (json!({"jsonrpc": "2.0", "method": 42}), Value::Null),
+    ];
+    for (sent, id) in cases {
+        agent.send(sent.clone()).await;
+        let response = agent.recv().await;
+        assert_eq!(response["id"], id, "{sent}: {response}");
+        assert_eq!(error_code(&response), -32600, "{sent}: {response}");
+    }
+}
+
+#[tokio::test]
+async fn unknown_methods_are_not_found_and_string_ids_are_echoed() {
+    let env = TestEnv::new().await;
+    let mut agent = env.ready().await;
+    for method in ["session/teleport", "_zed.dev/workspace/buffers", "session/set_model"] {
+        agent.send(json!({"jsonrpc": "2.0", "id": "req-7", "method": method, "params": {}})).await;
+        let response = agent.recv().await;
+        assert_eq!(response["id"], "req-7");
+        assert_eq!(error_code(&response), -32601, "{method}");
+        assert!(message(&response).contains(method), "{response}");
+    }
+}
+
+#[tokio::test]
+async fn bad_params_are_invalid_params_naming_the_field() {
+    let env = TestEnv::new().await;
+    let mut agent = env.ready().await;
+    let cases = [
+        ("session/new", json!({}), "cwd"),
+        ("session/new", json!({"cwd": 5}), "cwd"),
+        ("session/new", json!({"cwd": "relative/dir"}), "absolute"),
+        ("session/prompt", json!({"sessionId": "ses_x"}), "prompt"),
+        ("session/prompt", json!({"sessionId": "ses_x", "prompt": [{"type": "text"}]}), "text"),
+        ("session/prompt", json!({"sessionId": "ses_x", "prompt": []}), "at least one"),
+        ("session/load", json!({"sessionId": 12, "cwd": "/"}), "sessionId"),
+        ("session/list", json!({"cursor": "garbage"}), "cursor"),
+        ("initialize", json!({"protocolVersion": "1.0.0"}), "protocolVersion"),
+        ("session/set_config_option", json!({"sessionId": "ses_x", "configId": "colour", "value": "red"}), "colour"),
+    ];
+    for (method, params, named) in cases {
+        let error = agent.call_err(method, params.clone()).await;
+        assert_eq!(error["code"], -32602, "{method} {params}: {error}");
+        assert!(error["message"].as_str().unwrap().contains(named), "{method} {params}: {error}");
+    }
+}
+
+#[tokio::test]
+async fn notifications_are_never_answered() {
+    let env = TestEnv::new().await;
+    let mut agent = env.ready().await;
+    agent.notify("_zed.dev/something", json!({"x": 1})).await;
+    agent.notify("session/cancel", json!({"sessionId": "ses_unknown"})).await;
+    agent.notify("session/cancel", json!({"nonsense": true})).await;
+    agent.notify("some/unknown_notification", json!({})).await;
+    agent.send(json!({"jsonrpc": "2.0", "id": 99, "result": {"stray": true}})).await;
+    agent.send(json!({"jsonrpc": "2.0", "id": 98, "error": {"code": -1, "message": "stray"}})).await;
+    let id = agent.request("session/list", json!({})).await;
+    let next = agent.recv().await;
+    assert_eq!(next["id"], id, "the first message after the notifications must answer the request: {next}");
+}
+
+#[tokio::test]
+async fn cancel_request_aborts_the_named_request_with_32800() {
+    let env = TestEnv::new().await;
+    env.mock.push(Reply::endless(Duration::from_millis(20)));
+    env.mock.push(Reply::text(&["still fine"]));
+    let mut agent = env.ready().await;
+    let session = agent.new_session(&env.cwd()).await;
+    let id = agent.prompt(&session, "go on forever").await;
+    loop {
+        let message = agent.recv().await;
+        if message["params"]["update"]["sessionUpdate"] == "agent_message_chunk" {
+            break;
+        }
+    }
+    agent.notify("$/cancel_request", json!({"requestId": id})).await;
+    let (response, _) = agent.response(id).await;
+    assert_eq!(error_code(&response), -32800, "{response}");
+    env.mock.wait_dropped(1, Duration::from_secs(2)).await;
+
+    let id = agent.prompt(&session, "and now?").await;
+    let (response, _) = agent.response(id).await;
+    assert_eq!(response["result"]["stopReason"], "end_turn");
+}
+
+#[tokio::test]
+async fn stdin_eof_cancels_the_running_turn_flushes_and_exits_within_a_second() {
+    let env = TestEnv::new().await;
+    env.mock.push(Reply::endless(Duration::from_millis(10)));
+    let mut agent = env.ready().await;
+    let session = agent.new_session(&env.cwd()).await;
+    agent.prompt(&session, "stream until I leave").await;
+    let mut seen = String::new();
+    while seen.len() < 40 {
+        let message = agent.recv().await;
+        seen.push_str(message["params"]["update"]["content"]["text"].as_str().unwrap_or_default());
+    }
+    agent.close_stdin();
+    let (status, took) = agent.wait_exit().await;
+    assert!(status.success(), "{status}");
+    assert!(took < Duration::from_secs(1), "exit took {took:?}");
+    env.mock.wait_dropped(1, Duration::from_secs(1)).await;
+
+    let mut agent = env.ready().await;
+    let id = agent.request("session/load", json!({"sessionId": session, "cwd": env.cwd(), "mcpServers": []})).await;
+    let (_, replay) = agent.response(id).await;
+    let replayed: String = replay
+        .iter()
+        .filter(|m| m["params"]["update"]["sessionUpdate"] == "agent_message_chunk")
+        .map(|m| m["params"]["update"]["content"]["text"].as_str().unwrap())
+        .collect();
+    assert!(replayed.starts_with(&seen), "replayed {replayed:?} does not hold what was shown {seen:?}");
+}

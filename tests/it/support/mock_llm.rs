@@ -160,17 +160,18 @@ async fn complete(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: B
         Reply::Status { status, body, retry_after } => error_response(status, body, retry_after),
         Reply::Stream { events, delay } => {
             let guard = DropGuard { shared: Arc::clone(&shared), finished: false };
-            let stream = futures::stream::unfold((events.into_iter(), guard), move |(mut events, mut guard)| async move {
-                let Some(event) = events.next() else {
-                    guard.finished = true;
-                    return None;
-                };
-                if !delay.is_zero() {
-                    tokio::time::sleep(delay).await;
-                }
-                let frame = Bytes::from(format!("data: {event}\n\n"));
-                Some((Ok::<_, std::io::Error>(frame), (events, guard)))
-            });
+            let stream =
+                futures::stream::unfold((events.into_iter(), guard), move |(mut events, mut guard)| async move {
+                    let Some(event) = events.next() else {
+                        guard.finished = true;
+                        return None;
+                    };
+                    if !delay.is_zero() {
+                        tokio::time::sleep(delay).await;
+                    }
+                    let frame = Bytes::from(format!("data: {event}\n\n"));
+                    Some((Ok::<_, std::io::Error>(frame), (events, guard)))
+                });
             Response::builder()
                 .header("content-type", "text/event-stream")
                 .header("cache-control", "no-cache")
@@ -181,9 +182,8 @@ async fn complete(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: B
 }
 
 fn error_response(status: u16, body: String, retry_after: Option<String>) -> Response {
-    let mut response = Response::builder()
-        .status(StatusCode::from_u16(status).unwrap())
-        .header("content-type", "application/json");
+    let mut response =
+        Response::builder().status(StatusCode::from_u16(status).unwrap()).header("content-type", "application/json");
     if let Some(value) = retry_after {
         response = response.header("retry-after", value);
     }

@@ -222,8 +222,7 @@ impl Agent {
 
     /// Sends a text prompt and returns the request id.
     pub async fn prompt(&mut self, session: &str, text: &str) -> i64 {
-        self.request("session/prompt", json!({"sessionId": session, "prompt": [{"type": "text", "text": text}]}))
-            .await
+        self.request("session/prompt", json!({"sessionId": session, "prompt": [{"type": "text", "text": text}]})).await
     }
 
     /// Closes stdin, as an editor does when it is done.
