@@ -194,6 +194,23 @@ impl Agent {
         }
     }
 
+    /// Reads until every id in `ids` is answered, whatever the order; returns the responses in
+    /// the order of `ids`, and the notifications seen on the way.
+    pub async fn responses(&mut self, ids: &[i64]) -> (Vec<Value>, Vec<Value>) {
+        let mut answers: Vec<Option<Value>> = vec![None; ids.len()];
+        let mut notifications = Vec::new();
+        while answers.iter().any(Option::is_none) {
+            let message = self.recv().await;
+            let slot =
+                ids.iter().position(|id| message.get("method").is_none() && message.get("id") == Some(&json!(id)));
+            match slot {
+                Some(at) => answers[at] = Some(message),
+                None => notifications.push(message),
+            }
+        }
+        (answers.into_iter().flatten().collect(), notifications)
+    }
+
     /// Calls a method and returns its result; panics on an error response.
     pub async fn call(&mut self, method: &str, params: Value) -> Value {
         let id = self.request(method, params).await;
