@@ -11,6 +11,7 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use agent_client_protocol_schema::v1::{Error, ErrorCode};
 use futures::future::{AbortHandle, Abortable, BoxFuture};
@@ -18,9 +19,14 @@ use serde::Serialize;
 use serde_json::Value;
 use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::sync::{mpsc, oneshot};
+use tokio_util::task::TaskTracker;
 
 /// The longest line we accept; anything longer is answered -32700 and skipped.
 pub const MAX_LINE: usize = 128 * 1024 * 1024;
+
+/// After the input ends and the handler has shut down, how long requests still running may take
+/// to produce their answers.
+const DRAIN: Duration = Duration::from_millis(300);
 
 /// What a peer serves.
 pub trait Handler: Send + Sync + 'static {
@@ -50,6 +56,8 @@ struct PeerInner {
     next_id: AtomicU64,
     /// Incoming requests still running, by their id's JSON text.
     inflight: Mutex<HashMap<String, AbortHandle>>,
+    /// The tasks answering incoming requests, so shutdown can let them finish.
+    tasks: TaskTracker,
 }
 
 #[derive(Serialize)]
@@ -167,6 +175,7 @@ where
             pending: Mutex::new(HashMap::new()),
             next_id: AtomicU64::new(0),
             inflight: Mutex::new(HashMap::new()),
+            tasks: TaskTracker::new(),
         }),
     };
     let handler = Arc::new(make_handler(peer.clone()));
@@ -191,6 +200,10 @@ where
         let _ = waiter.send(Err(Error::internal_error().data("the client disconnected")));
     }
     handler.shutdown().await;
+    peer.inner.tasks.close();
+    if tokio::time::timeout(DRAIN, peer.inner.tasks.wait()).await.is_err() {
+        tracing::warn!("some requests were still running at exit and got no answer");
+    }
     let (done_tx, done_rx) = oneshot::channel();
     let _ = peer.inner.out.send(Outgoing::Close(done_tx));
     let _ = done_rx.await;
@@ -285,8 +298,9 @@ fn handle_request<H: Handler>(peer: &Peer, handler: &Arc<H>, id: Value, method: 
     if lock(&peer.inner.inflight).insert(key.clone(), abort).is_some() {
         tracing::warn!(%key, "a request reused the id of one still running");
     }
-    let peer = peer.clone();
-    tokio::spawn(async move {
+    let task_peer = peer.clone();
+    peer.inner.tasks.spawn(async move {
+        let peer = task_peer;
         if let Ok(result) = Abortable::new(future, registration).await
             && peer.finish_inflight(&key)
         {

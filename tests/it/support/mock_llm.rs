@@ -23,6 +23,8 @@ use serde_json::{Value, json};
 pub enum Reply {
     /// SSE events (the `data:` payloads), each sent after `delay`.
     Stream { events: Vec<String>, delay: Duration },
+    /// Text deltas `tick 0 `, `tick 1 `, … one per `delay`, never finishing.
+    Endless { delay: Duration },
     /// An HTTP error with a body and optional `Retry-After`.
     Status { status: u16, body: String, retry_after: Option<String> },
 }
@@ -49,8 +51,7 @@ impl Reply {
 
     /// Text deltas that never finish: the stream stays open, sending one delta per `delay`.
     pub fn endless(delay: Duration) -> Self {
-        let events = (0..100_000).map(|i| delta(json!({"content": format!("tick {i} ")}))).collect();
-        Reply::Stream { events, delay }
+        Reply::Endless { delay }
     }
 
     /// Text deltas, then the given finish reason.
@@ -156,29 +157,35 @@ async fn complete(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: B
     let Some(reply) = reply else {
         return error_response(500, r#"{"error":{"message":"mock: no scripted reply left"}}"#.to_owned(), None);
     };
+    let guard = DropGuard { shared: Arc::clone(&shared), finished: false };
     match reply {
         Reply::Status { status, body, retry_after } => error_response(status, body, retry_after),
-        Reply::Stream { events, delay } => {
-            let guard = DropGuard { shared: Arc::clone(&shared), finished: false };
-            let stream =
-                futures::stream::unfold((events.into_iter(), guard), move |(mut events, mut guard)| async move {
-                    let Some(event) = events.next() else {
-                        guard.finished = true;
-                        return None;
-                    };
-                    if !delay.is_zero() {
-                        tokio::time::sleep(delay).await;
-                    }
-                    let frame = Bytes::from(format!("data: {event}\n\n"));
-                    Some((Ok::<_, std::io::Error>(frame), (events, guard)))
-                });
-            Response::builder()
-                .header("content-type", "text/event-stream")
-                .header("cache-control", "no-cache")
-                .body(Body::from_stream(stream))
-                .unwrap()
+        Reply::Endless { delay } => {
+            let ticks = (0..).map(|i: u64| delta(json!({"content": format!("tick {i} ")})));
+            sse(ticks, delay, guard)
         }
+        Reply::Stream { events, delay } => sse(events.into_iter(), delay, guard),
     }
+}
+
+/// An SSE response sending each event after `delay`; `guard` learns whether all were sent.
+fn sse(events: impl Iterator<Item = String> + Send + 'static, delay: Duration, guard: DropGuard) -> Response {
+    let stream = futures::stream::unfold((events, guard), move |(mut events, mut guard)| async move {
+        let Some(event) = events.next() else {
+            guard.finished = true;
+            return None;
+        };
+        if !delay.is_zero() {
+            tokio::time::sleep(delay).await;
+        }
+        let frame = Bytes::from(format!("data: {event}\n\n"));
+        Some((Ok::<_, std::io::Error>(frame), (events, guard)))
+    });
+    Response::builder()
+        .header("content-type", "text/event-stream")
+        .header("cache-control", "no-cache")
+        .body(Body::from_stream(stream))
+        .unwrap()
 }
 
 fn error_response(status: u16, body: String, retry_after: Option<String>) -> Response {
