@@ -82,12 +82,12 @@ impl OpenAiChat {
 }
 
 fn transport_error(url: &str, err: &reqwest::Error) -> LlmError {
-    let mut detail = err.to_string();
-    let mut source = std::error::Error::source(err);
-    while let Some(cause) = source {
-        detail = format!("{detail}: {cause}");
-        source = cause.source();
+    // reqwest's own message repeats the URL; the innermost cause says what actually happened.
+    let mut root: &dyn std::error::Error = err;
+    while let Some(cause) = root.source() {
+        root = cause;
     }
+    let detail = if err.is_timeout() { format!("timed out ({root})") } else { root.to_string() };
     // A server that is not there will not be there in a second either; a reset or a timeout may be.
     LlmError::Unreachable { url: url.to_owned(), detail, retryable: !err.is_connect() }
 }
