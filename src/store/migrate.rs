@@ -13,6 +13,16 @@ const MIGRATIONS: &[&str] = &[include_str!("../../schema/0001_init.sql")];
 /// The schema version this build writes.
 pub const LATEST: i64 = MIGRATIONS.len() as i64;
 
+/// Fails if the database is unreadable or stamped newer than [`LATEST`]; writes nothing.
+pub fn check_version(conn: &Connection, path: &Path) -> Result<(), StoreError> {
+    conn.busy_timeout(std::time::Duration::from_secs(5)).map_err(|err| StoreError::from_sqlite(path, &err))?;
+    let found = version(conn).map_err(|err| StoreError::from_sqlite(path, &err))?;
+    if found > LATEST {
+        return Err(StoreError::TooNew { path: path.to_owned(), found, supported: LATEST });
+    }
+    Ok(())
+}
+
 /// Brings the database up to [`LATEST`] in one transaction. Two processes opening a fresh file at
 /// once are safe: the second waits for the first's write lock, then sees its version.
 pub fn to_latest(conn: &mut Connection, path: &Path) -> Result<(), StoreError> {

@@ -141,6 +141,8 @@ impl Store {
         }
         let sqlite = |err: rusqlite::Error| StoreError::from_sqlite(path, &err);
         let mut conn = Connection::open(path).map_err(sqlite)?;
+        // Refuse a file we must not touch before any pragma writes to it.
+        migrate::check_version(&conn, path)?;
         configure(&conn).map_err(sqlite)?;
         migrate::to_latest(&mut conn, path)?;
         let reader = Connection::open_with_flags(
