@@ -182,7 +182,7 @@ where
     let mut input = BufReader::with_capacity(64 * 1024, input);
     let mut line = Vec::with_capacity(4096);
     loop {
-        match read_line(&mut input, &mut line).await {
+        match read_line(&mut input, &mut line, MAX_LINE).await {
             Ok(Line::Complete) => handle_line(&peer, &handler, &line),
             Ok(Line::TooLong) => {
                 let why = format!("Parse error: line longer than {MAX_LINE} bytes; it was skipped");
@@ -216,8 +216,8 @@ enum Line {
     Eof,
 }
 
-/// Reads one line into `line` (without its newline), refusing to buffer more than [`MAX_LINE`].
-async fn read_line<R: AsyncBufRead + Unpin>(input: &mut R, line: &mut Vec<u8>) -> std::io::Result<Line> {
+/// Reads one line into `line` (without its newline), refusing to buffer more than `limit` bytes.
+async fn read_line<R: AsyncBufRead + Unpin>(input: &mut R, line: &mut Vec<u8>, limit: usize) -> std::io::Result<Line> {
     line.clear();
     let mut too_long = false;
     loop {
@@ -235,7 +235,7 @@ async fn read_line<R: AsyncBufRead + Unpin>(input: &mut R, line: &mut Vec<u8>) -
             Some(at) => (&buf[..at], Some(at)),
             None => (buf, None),
         };
-        if !too_long && line.len() + chunk.len() <= MAX_LINE {
+        if !too_long && line.len() + chunk.len() <= limit {
             line.extend_from_slice(chunk);
         } else {
             too_long = true;

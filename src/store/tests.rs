@@ -1,1 +1,148 @@
-//! Unit tests.
+//! Unit tests of the store: round trips, streaming parts, isolation of failed writes, paging.
+
+use std::sync::{Arc, Mutex};
+
+use super::*;
+use crate::history::{Finish, Role};
+use crate::ids::now_ms;
+
+fn open() -> (tempfile::TempDir, Store) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&dir.path().join("cairn.db")).unwrap();
+    (dir, store)
+}
+
+fn row(cwd: &str) -> SessionRow {
+    let now = now_ms();
+    SessionRow {
+        id: SessionId::generate(),
+        cwd: cwd.into(),
+        title: None,
+        model: "openai/m".into(),
+        created_at: now,
+        updated_at: now,
+    }
+}
+
+fn text(text: &str) -> Part {
+    Part::Text { text: text.into() }
+}
+
+#[tokio::test]
+async fn streamed_parts_are_stored_whole_and_read_back_in_order() {
+    let (_dir, store) = open();
+    let session = row("/w");
+    store.commit(Write::InsertSession(session.clone())).await.unwrap();
+    let user = Message::new(Role::User, vec![text("hi")], MessageMeta::default());
+    store.submit(Write::InsertMessage { session_id: session.id.clone(), message: user.clone() }, None);
+    let answer = Message::new(Role::Assistant, Vec::new(), MessageMeta::default());
+    let message_id = answer.id.clone();
+    store.submit(Write::InsertMessage { session_id: session.id.clone(), message: answer }, None);
+    store.submit(
+        Write::OpenPart { session_id: session.id.clone(), message_id: message_id.clone(), index: 0, part: text("") },
+        None,
+    );
+    let shown = Arc::new(Mutex::new(Vec::new()));
+    for (i, delta) in ["Hel", "lo", "!"].iter().enumerate() {
+        let seen = Arc::clone(&shown);
+        store.submit(
+            Write::AppendPart { message_id: message_id.clone(), index: 0, delta: (*delta).into() },
+            Some(Box::new(move |result| seen.lock().unwrap().push((i, result.is_ok())))),
+        );
+    }
+    store.submit(Write::ClosePart { message_id: message_id.clone(), index: 0 }, None);
+    let meta = MessageMeta { finish: Some(Finish::EndTurn), ..MessageMeta::default() };
+    store.commit(Write::SetMessageMeta { message_id: message_id.clone(), meta: meta.clone() }).await.unwrap();
+
+    assert_eq!(*shown.lock().unwrap(), [(0, true), (1, true), (2, true)], "callbacks run in order, after commit");
+    let messages = store.messages(&session.id).await.unwrap();
+    assert_eq!(messages.len(), 2);
+    assert_eq!(messages[0], user);
+    assert_eq!(messages[1].id, message_id);
+    assert_eq!(messages[1].parts, [text("Hello!")]);
+    assert_eq!(messages[1].meta, meta);
+}
+
+#[tokio::test]
+async fn a_failing_write_fails_alone_and_withholds_only_its_callback() {
+    let (_dir, store) = open();
+    let session = row("/w");
+    store.commit(Write::InsertSession(session.clone())).await.unwrap();
+    let results = Arc::new(Mutex::new(Vec::new()));
+    let record = |name: &'static str| -> Option<AfterCommit> {
+        let results = Arc::clone(&results);
+        Some(Box::new(move |result: Result<(), StoreError>| results.lock().unwrap().push((name, result.is_ok()))))
+    };
+    let orphan = Message::new(Role::User, vec![text("x")], MessageMeta::default());
+    store.submit(
+        Write::InsertMessage { session_id: SessionId::from_string("ses_missing"), message: orphan },
+        record("orphan"),
+    );
+    let good = Message::new(Role::User, vec![text("y")], MessageMeta::default());
+    store.submit(Write::InsertMessage { session_id: session.id.clone(), message: good }, record("good"));
+    store.submit(
+        Write::AppendPart { message_id: MessageId::generate(), index: 0, delta: "z".into() },
+        record("stray chunk"),
+    );
+    store.flush().await.unwrap();
+    assert_eq!(*results.lock().unwrap(), [("orphan", false), ("good", true), ("stray chunk", false)]);
+    assert_eq!(store.messages(&session.id).await.unwrap().len(), 1);
+}
+
+#[tokio::test]
+async fn sessions_page_newest_first_and_filter_by_cwd() {
+    let (_dir, store) = open();
+    let mut ids = Vec::new();
+    for i in 0..7 {
+        let mut session = row(if i % 2 == 0 { "/a" } else { "/b" });
+        session.updated_at = 1_000 + i64::from(i / 2);
+        ids.push(session.id.clone());
+        store.commit(Write::InsertSession(session)).await.unwrap();
+    }
+    let mut seen = Vec::new();
+    let mut cursor = None;
+    loop {
+        let page = store.list_sessions(None, cursor.take(), 3).await.unwrap();
+        assert!(page.sessions.len() <= 3);
+        seen.extend(page.sessions.into_iter().map(|s| s.id));
+        match page.next_cursor {
+            Some(next) => cursor = Some(next),
+            None => break,
+        }
+    }
+    ids.reverse();
+    assert_eq!(seen, ids, "newest first, ties broken by id, nothing twice");
+    let only_b = store.list_sessions(Some("/b".into()), None, 50).await.unwrap();
+    assert_eq!(only_b.sessions.len(), 3);
+    assert!(matches!(store.list_sessions(None, Some("ses_x".into()), 3).await, Err(StoreError::InvalidCursor(_))));
+}
+
+#[tokio::test]
+async fn deleting_a_session_removes_its_messages_and_parts() {
+    let (_dir, store) = open();
+    let session = row("/w");
+    store.commit(Write::InsertSession(session.clone())).await.unwrap();
+    let message = Message::new(Role::User, vec![text("a"), text("b")], MessageMeta::default());
+    store.commit(Write::InsertMessage { session_id: session.id.clone(), message }).await.unwrap();
+    store.commit(Write::DeleteSession { id: session.id.clone() }).await.unwrap();
+    assert_eq!(store.session(&session.id).await.unwrap(), None);
+    assert!(store.messages(&session.id).await.unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn reopening_keeps_everything_and_the_schema_version() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("cairn.db");
+    let session = row("/w");
+    {
+        let store = Store::open(&path).unwrap();
+        store.commit(Write::InsertSession(session.clone())).await.unwrap();
+        store.shutdown().await;
+        assert_eq!(store.commit(Write::Barrier).await, Err(StoreError::Closed));
+    }
+    let store = Store::open(&path).unwrap();
+    assert_eq!(store.session(&session.id).await.unwrap(), Some(session));
+    let conn = Connection::open(&path).unwrap();
+    let version: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0)).unwrap();
+    assert_eq!(version, migrate::LATEST);
+}

@@ -1,1 +1,79 @@
-//! official_client tests.
+//! Conformance with the official Rust ACP client (`agent-client-protocol`): it spawns `cairn`,
+//! and drives initialize → new → prompt → load through its own typed API.
+
+use std::sync::{Arc, Mutex};
+
+use agent_client_protocol::schema::ProtocolVersion;
+use agent_client_protocol::v1::ConnectionTo;
+use agent_client_protocol::v1::schema::{
+    ContentBlock, InitializeRequest, LoadSessionRequest, NewSessionRequest, PromptRequest, SessionNotification,
+    SessionUpdate, StopReason, TextContent,
+};
+use agent_client_protocol::{AcpAgent, AcpAgentConfig, Agent};
+
+use crate::support::{Reply, TestEnv};
+
+#[tokio::test]
+async fn the_official_client_drives_initialize_new_prompt_and_load() {
+    let env = TestEnv::new().await;
+    env.mock.push(Reply::text(&["Hello ", "from ", "cairn."]));
+    let config = AcpAgentConfig::new(env!("CARGO_BIN_EXE_cairn")).envs([
+        ("CAIRN_HOME", env.home().to_string_lossy().into_owned()),
+        ("XDG_CONFIG_HOME", env.dir.path().join("config").to_string_lossy().into_owned()),
+        ("CAIRN_MODEL", "openai/mock-model".to_owned()),
+        ("OPENAI_BASE_URL", env.mock.url.clone()),
+        ("OPENAI_API_KEY", "sk-test".to_owned()),
+    ]);
+    let seen: Arc<Mutex<Vec<SessionUpdate>>> = Arc::default();
+    let sink = Arc::clone(&seen);
+    let cwd = env.workspace();
+
+    let (stop, live, replayed) = agent_client_protocol::Client
+        .v1()
+        .on_receive_notification(
+            async move |notification: SessionNotification, _cx| {
+                sink.lock().unwrap().push(notification.update);
+                Ok(())
+            },
+            agent_client_protocol::on_receive_notification!(),
+        )
+        .connect_with(AcpAgent::new(config), |connection: ConnectionTo<Agent>| async move {
+            let init = connection.send_request(InitializeRequest::new(ProtocolVersion::V1)).block_task().await?;
+            assert_eq!(init.protocol_version, ProtocolVersion::V1);
+            assert!(init.agent_capabilities.load_session);
+
+            let session = connection.send_request(NewSessionRequest::new(cwd.clone())).block_task().await?;
+            let prompt =
+                PromptRequest::new(session.session_id.clone(), vec![ContentBlock::Text(TextContent::new("Say hello"))]);
+            let response = connection.send_request(prompt).block_task().await?;
+            let live = std::mem::take(&mut *seen.lock().unwrap());
+
+            connection.send_request(LoadSessionRequest::new(session.session_id, cwd)).block_task().await?;
+            let replayed = std::mem::take(&mut *seen.lock().unwrap());
+            Ok((response.stop_reason, live, replayed))
+        })
+        .await
+        .expect("the official client completes its session");
+
+    assert_eq!(stop, StopReason::EndTurn);
+    let text = |updates: &[SessionUpdate]| -> (String, Vec<String>) {
+        let mut text = String::new();
+        let mut ids = Vec::new();
+        for update in updates {
+            if let SessionUpdate::AgentMessageChunk(chunk) = update {
+                if let ContentBlock::Text(content) = &chunk.content {
+                    text.push_str(&content.text);
+                }
+                ids.extend(chunk.message_id.as_ref().map(|id| id.0.to_string()));
+            }
+        }
+        ids.dedup();
+        (text, ids)
+    };
+    let (live_text, live_ids) = text(&live);
+    let (replayed_text, replayed_ids) = text(&replayed);
+    assert_eq!(live_text, "Hello from cairn.");
+    assert_eq!(replayed_text, live_text);
+    assert_eq!(replayed_ids, live_ids);
+    assert!(matches!(replayed.first(), Some(SessionUpdate::UserMessageChunk(_))), "{replayed:?}");
+}

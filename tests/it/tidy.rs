@@ -1,1 +1,93 @@
-//! tidy tests.
+//! Tidy checks: the conventions and boundaries of ARCHITECTURE.md, enforced on every test run.
+
+use std::path::{Path, PathBuf};
+
+const MAX_LINES: usize = 600;
+
+fn rust_files(dir: &Path) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    let mut pending = vec![dir.to_path_buf()];
+    while let Some(dir) = pending.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                pending.push(path);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                files.push(path);
+            }
+        }
+    }
+    files.sort();
+    files
+}
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn source(path: &Path) -> String {
+    std::fs::read_to_string(path).unwrap()
+}
+
+#[test]
+fn every_file_opens_with_a_module_doc_and_stays_short() {
+    let mut problems = Vec::new();
+    for dir in ["src", "tests", "benches"] {
+        for file in rust_files(&root().join(dir)) {
+            let text = source(&file);
+            if !text.starts_with("//!") {
+                problems.push(format!("{} does not open with a `//!` paragraph", file.display()));
+            }
+            let lines = text.lines().count();
+            if lines > MAX_LINES {
+                problems.push(format!(
+                    "{} has {lines} lines (limit {MAX_LINES}); split it along a real seam",
+                    file.display()
+                ));
+            }
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+#[test]
+fn the_layers_keep_to_their_boundaries() {
+    let mut problems = Vec::new();
+    for file in rust_files(&root().join("src")) {
+        let relative = file.strip_prefix(root().join("src")).unwrap().to_string_lossy().into_owned();
+        let text = source(&file);
+        let in_acp = relative.starts_with("acp/");
+        let in_store = relative.starts_with("store/");
+        if !in_acp && text.contains("agent_client_protocol") {
+            problems.push(format!("{relative} uses ACP wire types; only acp/ may"));
+        }
+        if !in_store && text.contains("rusqlite") {
+            problems.push(format!("{relative} uses rusqlite; only store/ may"));
+        }
+        for keyword in ["SELECT ", "INSERT INTO", "UPDATE sessions", "DELETE FROM"] {
+            if !in_store && text.contains(keyword) {
+                problems.push(format!("{relative} contains SQL (`{keyword}`); only store/ may"));
+            }
+        }
+        let writes_stdout = text.contains("io::stdout()") || text.contains("tokio::io::stdout");
+        if writes_stdout && relative != "exec.rs" && relative != "acp/mod.rs" {
+            problems.push(format!("{relative} writes stdout; stdout is the protocol (acp::rpc) or exec's output"));
+        }
+        if relative.starts_with("agent/") || relative.starts_with("llm/") {
+            for forbidden in ["crate::acp", "crate::store", "crate::session"] {
+                if text.contains(forbidden) {
+                    problems.push(format!("{relative} imports {forbidden}; the turn and providers stay below it"));
+                }
+            }
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+#[test]
+fn ci_runs_exactly_the_test_command_of_the_readme() {
+    let readme = source(&root().join("README.md"));
+    let ci = source(&root().join(".ci/run"));
+    let command = ci.lines().map(str::trim).rfind(|line| !line.is_empty() && !line.starts_with('#')).unwrap();
+    assert!(readme.contains(&format!("\n{command}\n")), "the README's test command is `{command}`, as .ci/run runs it");
+}

@@ -1,1 +1,124 @@
-//! Unit tests.
+//! Unit tests of the peer over in-memory pipes: both directions at once, strays, long lines.
+
+use std::time::Duration;
+
+use futures::FutureExt;
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, DuplexStream};
+
+use super::*;
+
+/// A handler whose `ask` request asks the client a question and answers with the reply.
+struct Asker {
+    peer: Peer,
+}
+
+impl Handler for Asker {
+    fn request(&self, method: &str, params: Value) -> Result<BoxFuture<'static, Result<Value, Error>>, Error> {
+        let peer = self.peer.clone();
+        match method {
+            "ask" => Ok(async move { peer.request("client/question", &params).await }.boxed()),
+            "wait" => Ok(async move {
+                tokio::time::sleep(Duration::from_secs(60)).await;
+                Ok(Value::Null)
+            }
+            .boxed()),
+            _ => Err(error(ErrorCode::MethodNotFound, method.to_owned())),
+        }
+    }
+
+    fn notification(&self, _method: &str, _params: Value) {}
+
+    fn shutdown(&self) -> BoxFuture<'static, ()> {
+        async {}.boxed()
+    }
+}
+
+struct Client {
+    to_agent: DuplexStream,
+    from_agent: tokio::io::Lines<BufReader<DuplexStream>>,
+}
+
+impl Client {
+    async fn send(&mut self, message: Value) {
+        self.to_agent.write_all(format!("{message}\n").as_bytes()).await.unwrap();
+    }
+
+    async fn recv(&mut self) -> Value {
+        let line = tokio::time::timeout(Duration::from_secs(5), self.from_agent.next_line()).await.unwrap().unwrap();
+        serde_json::from_str(&line.unwrap()).unwrap()
+    }
+}
+
+fn start() -> (Client, tokio::task::JoinHandle<()>) {
+    let (to_agent, agent_in) = tokio::io::duplex(1 << 16);
+    let (agent_out, from_agent) = tokio::io::duplex(1 << 16);
+    let served = tokio::spawn(serve(agent_in, agent_out, |peer| Asker { peer }));
+    (Client { to_agent, from_agent: BufReader::new(from_agent).lines() }, served)
+}
+
+#[tokio::test]
+async fn the_agent_asks_the_client_while_the_clients_request_is_pending() {
+    let (mut client, _) = start();
+    client.send(json!({"jsonrpc": "2.0", "id": "outer", "method": "ask", "params": {"q": 1}})).await;
+    let question = client.recv().await;
+    assert_eq!(question["method"], "client/question");
+    assert_eq!(question["params"], json!({"q": 1}));
+    // A stray answer first: ignored, and the real one still lands.
+    client.send(json!({"jsonrpc": "2.0", "id": 12345, "result": "stray"})).await;
+    client.send(json!({"jsonrpc": "2.0", "id": question["id"], "result": {"a": 2}})).await;
+    assert_eq!(client.recv().await, json!({"jsonrpc": "2.0", "id": "outer", "result": {"a": 2}}));
+}
+
+#[tokio::test]
+async fn a_client_error_answer_reaches_the_waiting_request() {
+    let (mut client, _) = start();
+    client.send(json!({"jsonrpc": "2.0", "id": 1, "method": "ask", "params": {}})).await;
+    let question = client.recv().await;
+    client.send(json!({"jsonrpc": "2.0", "id": question["id"], "error": {"code": -32000, "message": "nope"}})).await;
+    assert_eq!(client.recv().await, json!({"jsonrpc": "2.0", "id": 1, "error": {"code": -32000, "message": "nope"}}));
+}
+
+#[tokio::test]
+async fn cancelling_a_request_whose_future_asks_the_client_cancels_that_question_too() {
+    let (mut client, _) = start();
+    client.send(json!({"jsonrpc": "2.0", "id": 7, "method": "ask", "params": {}})).await;
+    let question = client.recv().await;
+    client.send(json!({"jsonrpc": "2.0", "method": "$/cancel_request", "params": {"requestId": 7}})).await;
+    let mut seen = vec![client.recv().await, client.recv().await];
+    seen.sort_by_key(|m| m.get("method").is_some());
+    assert_eq!(seen[0]["id"], 7);
+    assert_eq!(seen[0]["error"]["code"], -32800);
+    assert_eq!(
+        seen[1],
+        json!({"jsonrpc": "2.0", "method": "$/cancel_request", "params": {"requestId": question["id"]}})
+    );
+}
+
+#[tokio::test]
+async fn end_of_input_answers_what_is_pending_and_returns() {
+    let (mut client, served) = start();
+    client.send(json!({"jsonrpc": "2.0", "id": 1, "method": "ask", "params": {}})).await;
+    let _question = client.recv().await;
+    client.to_agent.shutdown().await.unwrap();
+    let answer = client.recv().await;
+    assert_eq!(answer["id"], 1);
+    assert!(answer["error"]["data"].as_str().unwrap().contains("disconnected"), "{answer}");
+    tokio::time::timeout(Duration::from_secs(2), served).await.unwrap().unwrap();
+}
+
+#[tokio::test]
+async fn lines_over_the_limit_are_skipped_whole() {
+    let input = b"short\nthis line is far too long\nok\nlast".to_vec();
+    let mut reader = BufReader::with_capacity(4, &input[..]);
+    let mut line = Vec::new();
+    let mut seen = Vec::new();
+    loop {
+        match read_line(&mut reader, &mut line, 10).await.unwrap() {
+            Line::Complete => seen.push(String::from_utf8(line.clone()).unwrap()),
+            Line::TooLong => seen.push("<too long>".to_owned()),
+            Line::Eof => break,
+        }
+    }
+    assert_eq!(seen, ["short", "<too long>", "ok", "last"]);
+}

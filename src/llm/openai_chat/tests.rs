@@ -1,1 +1,130 @@
-//! Unit tests.
+//! Unit tests of the Chat Completions adapter: request bodies and SSE decoding.
+
+use futures::StreamExt;
+use serde_json::json;
+
+use super::*;
+use crate::history::{MessageMeta, ToolPart};
+
+fn event(data: &str) -> Result<eventsource_stream::Event, std::convert::Infallible> {
+    Ok(eventsource_stream::Event { data: data.to_owned(), ..Default::default() })
+}
+
+async fn decode_all(data: &[&str]) -> Vec<Result<StreamEvent, LlmError>> {
+    let events: Vec<_> = data.iter().map(|d| event(d)).collect();
+    decode(futures::stream::iter(events)).collect().await
+}
+
+#[tokio::test]
+async fn text_reasoning_usage_and_finish_are_decoded_in_order() {
+    let got = decode_all(&[
+        r#"{"choices":[{"delta":{"reasoning_content":"think"}}]}"#,
+        r#"{"choices":[{"delta":{"reasoning":"more"}}]}"#,
+        r#"{"choices":[{"delta":{"content":"Hi"},"finish_reason":null}]}"#,
+        r#"{"choices":[{"delta":{},"finish_reason":"stop"}]}"#,
+        r#"{"choices":[],"usage":{"prompt_tokens":100,"completion_tokens":20,"prompt_tokens_details":{"cached_tokens":60},"completion_tokens_details":{"reasoning_tokens":5}}}"#,
+        "[DONE]",
+    ])
+    .await;
+    let got: Vec<StreamEvent> = got.into_iter().map(Result::unwrap).collect();
+    assert_eq!(
+        got,
+        [
+            StreamEvent::ReasoningDelta("think".into()),
+            StreamEvent::ReasoningDelta("more".into()),
+            StreamEvent::TextDelta("Hi".into()),
+            StreamEvent::Finish(FinishReason::Stop),
+            StreamEvent::Usage(Usage { input: 40, output: 20, reasoning: 5, cache_read: 60, cache_write: 0 }),
+        ]
+    );
+}
+
+#[tokio::test]
+async fn tool_call_deltas_are_accumulated_per_index() {
+    let got = decode_all(&[
+        r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"id":"call_a","function":{"name":"read","arguments":""}}]}}]}"#,
+        r#"{"choices":[{"delta":{"tool_calls":[{"index":1,"id":"call_b","function":{"name":"grep","arguments":"{\"q\":"}}]}}]}"#,
+        r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{\"path\":\"a\"}"}}]}}]}"#,
+        r#"{"choices":[{"delta":{"tool_calls":[{"index":1,"function":{"arguments":"\"x\"}"}}]}}]}"#,
+        r#"{"choices":[{"delta":{},"finish_reason":"tool_calls"}]}"#,
+        "[DONE]",
+    ])
+    .await;
+    let got: Vec<StreamEvent> = got.into_iter().map(Result::unwrap).collect();
+    let call = |id: &str, name: &str, arguments: &str| {
+        StreamEvent::ToolCall(ToolCallRequest { id: id.into(), name: name.into(), arguments: arguments.into() })
+    };
+    assert_eq!(
+        got,
+        [
+            StreamEvent::ToolCallStarted { id: "call_a".into(), name: "read".into() },
+            StreamEvent::ToolCallStarted { id: "call_b".into(), name: "grep".into() },
+            call("call_a", "read", r#"{"path":"a"}"#),
+            call("call_b", "grep", r#"{"q":"x"}"#),
+            StreamEvent::Finish(FinishReason::ToolCalls),
+        ]
+    );
+}
+
+#[tokio::test]
+async fn a_stream_cut_before_the_finish_is_an_error_but_one_without_done_is_not() {
+    let cut = decode_all(&[r#"{"choices":[{"delta":{"content":"par"}}]}"#]).await;
+    assert_eq!(cut[0], Ok(StreamEvent::TextDelta("par".into())));
+    assert!(matches!(&cut[1], Err(LlmError::Stream(why)) if why.contains("closed before")));
+
+    let no_done = decode_all(&[r#"{"choices":[{"delta":{"content":"ok"},"finish_reason":"stop"}]}"#]).await;
+    assert!(no_done.iter().all(Result::is_ok), "{no_done:?}");
+}
+
+#[tokio::test]
+async fn garbage_and_in_stream_errors_end_the_stream_with_their_reason() {
+    let garbage = decode_all(&["{not json", r#"{"choices":[{"delta":{"content":"never"}}]}"#]).await;
+    assert_eq!(garbage.len(), 1);
+    assert!(matches!(&garbage[0], Err(LlmError::Stream(why)) if why.contains("unreadable chunk")));
+
+    let reported = decode_all(&[r#"{"error":{"message":"overloaded"}}"#]).await;
+    assert!(matches!(&reported[0], Err(LlmError::Stream(why)) if why.contains("overloaded")));
+}
+
+#[test]
+fn the_request_carries_history_tool_results_and_images() {
+    let user = Message::new(
+        Role::User,
+        vec![
+            Part::Text { text: "look".into() },
+            Part::Image { mime_type: "image/png".into(), data: "AAA=".into(), uri: None },
+        ],
+        MessageMeta::default(),
+    );
+    let tool = ToolPart {
+        call_id: "c1".into(),
+        name: "read".into(),
+        input: "{}".into(),
+        state: ToolState::OutputError,
+        output: Some("no such tool".into()),
+    };
+    let assistant = Message::new(
+        Role::Assistant,
+        vec![Part::Reasoning { text: "hidden".into() }, Part::Text { text: "Let me read.".into() }, Part::Tool(tool)],
+        MessageMeta::default(),
+    );
+    let empty =
+        Message::new(Role::Assistant, vec![Part::Reasoning { text: "only thoughts".into() }], MessageMeta::default());
+    let request = ModelRequest { model: "m".into(), system: "sys".into(), messages: vec![user, assistant, empty] };
+    let body = request_body(&request);
+    assert_eq!(
+        body["messages"],
+        json!([
+            {"role": "system", "content": "sys"},
+            {"role": "user", "content": [
+                {"type": "text", "text": "look"},
+                {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAA="}}
+            ]},
+            {"role": "assistant", "content": "Let me read.", "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "read", "arguments": "{}"}}
+            ]},
+            {"role": "tool", "tool_call_id": "c1", "content": "no such tool"}
+        ])
+    );
+    assert_eq!(body["stream_options"], json!({"include_usage": true}));
+}
