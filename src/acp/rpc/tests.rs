@@ -85,7 +85,7 @@ async fn cancelling_a_request_whose_future_asks_the_client_cancels_that_question
     client.send(json!({"jsonrpc": "2.0", "id": 7, "method": "ask", "params": {}})).await;
     let question = client.recv().await;
     client.send(json!({"jsonrpc": "2.0", "method": "$/cancel_request", "params": {"requestId": 7}})).await;
-    let mut seen = vec![client.recv().await, client.recv().await];
+    let mut seen = [client.recv().await, client.recv().await];
     seen.sort_by_key(|m| m.get("method").is_some());
     assert_eq!(seen[0]["id"], 7);
     assert_eq!(seen[0]["error"]["code"], -32800);

@@ -172,7 +172,7 @@ async fn complete(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: B
 fn sse(events: impl Iterator<Item = String> + Send + 'static, delay: Duration, guard: DropGuard) -> Response {
     let stream = futures::stream::unfold((events, guard), move |(mut events, mut guard)| async move {
         let Some(event) = events.next() else {
-            guard.finished = true;
+            guard.finish();
             return None;
         };
         if !delay.is_zero() {
@@ -201,6 +201,12 @@ fn error_response(status: u16, body: String, retry_after: Option<String>) -> Res
 struct DropGuard {
     shared: Arc<Shared>,
     finished: bool,
+}
+
+impl DropGuard {
+    fn finish(&mut self) {
+        self.finished = true;
+    }
 }
 
 impl Drop for DropGuard {

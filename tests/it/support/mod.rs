@@ -6,7 +6,7 @@
 
 pub mod mock_llm;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -290,8 +290,4 @@ pub fn messages_of(updates: &[&Value], kind: &str) -> Vec<(String, String)> {
         }
     }
     out
-}
-
-pub fn path_str(path: &Path) -> String {
-    path.to_string_lossy().into_owned()
 }
