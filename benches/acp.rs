@@ -1,1 +1,238 @@
-fn main() {}
+//! The figures of design.md §8, measured on the real binary over pipes: `cargo bench --bench acp`.
+//!
+//! Each figure drives `cairn` exactly as an editor would, against the mock model server of the
+//! integration tests (answering at once unless said otherwise), and prints the median and p90 of
+//! its samples. Nothing here asserts: the numbers go to BENCHMARKS.md.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout, clippy::print_stderr)]
+
+#[path = "../tests/it/support/mod.rs"]
+#[allow(dead_code)]
+mod support;
+
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+
+use cairn::history::{Message, MessageMeta, Part, Role};
+use cairn::ids::{SessionId, now_ms};
+use cairn::store::{SessionRow, Store, Write};
+use support::{Agent, Reply, TestEnv};
+
+fn stats(name: &str, target: &str, mut samples: Vec<Duration>) {
+    samples.sort();
+    let at = |q: f64| samples[((samples.len() as f64 - 1.0) * q).round() as usize];
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    println!(
+        "| {name} | {:.2} ms | {:.2} ms | {:.2} ms | {} | {target} |",
+        ms(at(0.5)),
+        ms(at(0.9)),
+        ms(samples[samples.len() - 1]),
+        samples.len()
+    );
+}
+
+fn rss_kib(pid: u32, field: &str) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(field))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
+async fn first_chunk(agent: &mut Agent) {
+    loop {
+        let message = agent.recv().await;
+        if message["params"]["update"]["sessionUpdate"] == "agent_message_chunk" {
+            return;
+        }
+    }
+}
+
+#[tokio::main]
+async fn main() {
+    let mut env = TestEnv::new().await;
+    // Logging is part of the product, but debug logs are not what an editor runs with.
+    env.set_env("CAIRN_LOG", "warn");
+    println!("| figure | median | p90 | max | samples | target |");
+    println!("|---|---|---|---|---|---|");
+
+    // Spawn → initialize response, peak RSS after initialize, exit after stdin EOF.
+    let mut spawn = Vec::new();
+    let mut exits = Vec::new();
+    let mut peak = Vec::new();
+    for _ in 0..30 {
+        let started = Instant::now();
+        let mut agent = env.spawn().await;
+        agent.initialize().await;
+        spawn.push(started.elapsed());
+        let pid = agent.child.id().unwrap();
+        peak.push(rss_kib(pid, "VmHWM:"));
+        agent.close_stdin();
+        exits.push(agent.wait_exit().await.1);
+    }
+    stats("spawn → initialize response", "≤ 10 ms", spawn);
+    stats("exit after stdin EOF (idle)", "≤ 1 s", exits);
+
+    // session/new.
+    let mut agent = env.ready().await;
+    let mut new = Vec::new();
+    for _ in 0..200 {
+        let started = Instant::now();
+        agent.new_session(&env.cwd()).await;
+        new.push(started.elapsed());
+    }
+    stats("session/new", "≤ 5 ms", new);
+
+    // Prompt → first text, model answering at once.
+    let session = agent.new_session(&env.cwd()).await;
+    let mut first = Vec::new();
+    for _ in 0..100 {
+        env.mock.push(Reply::text(&["Hi", " there"]));
+        let started = Instant::now();
+        let id = agent.prompt(&session, "hello").await;
+        first_chunk(&mut agent).await;
+        first.push(started.elapsed());
+        agent.response(id).await;
+    }
+    stats("prompt → first text", "≤ 5 ms", first);
+
+    // Cancel → `cancelled` response, and cancel → model HTTP stream closed.
+    let mut cancel = Vec::new();
+    let mut closed = Vec::new();
+    for round in 0..50 {
+        env.mock.push(Reply::endless(Duration::from_millis(20)));
+        let id = agent.prompt(&session, "go on").await;
+        first_chunk(&mut agent).await;
+        let started = Instant::now();
+        agent.notify("session/cancel", json!({"sessionId": session})).await;
+        agent.response(id).await;
+        cancel.push(started.elapsed());
+        while env.mock.dropped() <= round {
+            tokio::time::sleep(Duration::from_micros(50)).await;
+        }
+        closed.push(started.elapsed());
+    }
+    stats("session/cancel → cancelled response", "≤ 5 ms", cancel);
+    stats("cancel → model HTTP stream closed", "≤ 50 ms", closed);
+    let pid = agent.child.id().unwrap();
+    let busy_peak = rss_kib(pid, "VmHWM:");
+
+    // Exit after stdin EOF in the middle of a streaming turn.
+    let mut exits = Vec::new();
+    for _ in 0..10 {
+        env.mock.push(Reply::endless(Duration::from_millis(5)));
+        let mut agent = env.ready().await;
+        let session = agent.new_session(&env.cwd()).await;
+        agent.prompt(&session, "stream").await;
+        first_chunk(&mut agent).await;
+        agent.close_stdin();
+        exits.push(agent.wait_exit().await.1);
+    }
+    stats("exit after stdin EOF (mid-turn)", "≤ 1 s", exits);
+
+    // Chunks relayed to stdout with per-chunk persistence.
+    let chunks = 50_000;
+    let deltas: Vec<String> = (0..chunks).map(|i| format!("w{i} ")).collect();
+    let deltas: Vec<&str> = deltas.iter().map(String::as_str).collect();
+    let mut rates = Vec::new();
+    for _ in 0..3 {
+        env.mock.push(Reply::text(&deltas));
+        let mut child = {
+            let mut command = env.command();
+            command.stdin(std::process::Stdio::piped()).stdout(std::process::Stdio::piped());
+            command.spawn().unwrap()
+        };
+        let mut stdin = child.stdin.take().unwrap();
+        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        stdin
+            .write_all(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\",\"params\":{\"protocolVersion\":1}}\n")
+            .await
+            .unwrap();
+        let new = json!({"jsonrpc":"2.0","id":2,"method":"session/new","params":{"cwd": env.cwd()}});
+        stdin.write_all(format!("{new}\n").as_bytes()).await.unwrap();
+        let mut session = String::new();
+        while session.is_empty() {
+            let line = lines.next_line().await.unwrap().unwrap();
+            if let Some(at) = line.find("\"sessionId\":\"") {
+                session = line[at + 13..].split('"').next().unwrap().to_owned();
+            }
+        }
+        let prompt = json!({"jsonrpc":"2.0","id":3,"method":"session/prompt","params":{"sessionId": session, "prompt":[{"type":"text","text":"flood"}]}});
+        stdin.write_all(format!("{prompt}\n").as_bytes()).await.unwrap();
+        let mut seen = 0;
+        let mut started = None;
+        while let Some(line) = lines.next_line().await.unwrap() {
+            if line.contains("agent_message_chunk") {
+                seen += 1;
+                started.get_or_insert_with(Instant::now);
+            } else if line.contains("\"id\":3") {
+                break;
+            }
+        }
+        let took = started.unwrap().elapsed();
+        assert_eq!(seen, chunks);
+        rates.push(f64::from(chunks) / took.as_secs_f64());
+        drop(stdin);
+        let _ = child.wait().await;
+    }
+    rates.sort_by(f64::total_cmp);
+    println!(
+        "| chunks relayed to stdout with per-chunk persistence | {:.0} /s | — | best {:.0} /s | 3 × {chunks} | ≥ 50,000 /s |",
+        rates[1], rates[2]
+    );
+
+    // session/load of a 10,000-message session.
+    let stored = SessionId::generate();
+    {
+        let store = Store::open(&env.database()).unwrap();
+        let now = now_ms();
+        let row = SessionRow {
+            id: stored.clone(),
+            cwd: env.cwd(),
+            title: None,
+            model: "openai/mock-model".into(),
+            created_at: now,
+            updated_at: now,
+        };
+        store.commit(Write::InsertSession(row)).await.unwrap();
+        for i in 0..10_000 {
+            let (role, text) = if i % 2 == 0 {
+                (Role::User, format!("question {i}"))
+            } else {
+                (Role::Assistant, format!("answer {i} ").repeat(20))
+            };
+            let message = Message::new(role, vec![Part::Text { text }], MessageMeta::default());
+            store.submit(Write::InsertMessage { session_id: stored.clone(), message }, None);
+        }
+        store.shutdown().await;
+    }
+    let mut loads = Vec::new();
+    for _ in 0..10 {
+        let mut agent = env.ready().await;
+        let started = Instant::now();
+        let id = agent.request("session/load", json!({"sessionId": stored, "cwd": env.cwd(), "mcpServers": []})).await;
+        let (_, replay) = agent.response(id).await;
+        loads.push(started.elapsed());
+        assert_eq!(replay.len(), 10_000);
+        agent.close_stdin();
+        agent.wait_exit().await;
+    }
+    stats("session/load of 10,000 messages", "≤ 300 ms", loads);
+
+    peak.sort_unstable();
+    println!(
+        "| peak RSS (VmHWM) idle after initialize | {:.1} MB | {:.1} MB | {:.1} MB | {} | ≤ 15 MB |",
+        peak[peak.len() / 2] as f64 / 1024.0,
+        peak[peak.len() * 9 / 10] as f64 / 1024.0,
+        peak[peak.len() - 1] as f64 / 1024.0,
+        peak.len()
+    );
+    println!(
+        "| peak RSS after 450 prompts and 50 cancels in one process | {:.1} MB | — | — | 1 | — |",
+        busy_peak as f64 / 1024.0
+    );
+}
