@@ -91,3 +91,12 @@ fn ci_runs_exactly_the_test_command_of_the_readme() {
     let command = ci.lines().map(str::trim).rfind(|line| !line.is_empty() && !line.starts_with('#')).unwrap();
     assert!(readme.contains(&format!("\n{command}\n")), "the README's test command is `{command}`, as .ci/run runs it");
 }
+
+#[test]
+fn the_zed_entry_launches_cairn() {
+    let settings: serde_json::Value = serde_json::from_str(&source(&root().join("editors/zed/settings.json"))).unwrap();
+    let entry = &settings["agent_servers"]["cairn"];
+    assert_eq!(entry["command"], "cairn");
+    assert_eq!(entry["args"], serde_json::json!([]));
+    assert_eq!(entry["type"], "custom");
+}
