@@ -275,7 +275,8 @@ fn with_mcp_servers(mut params: Value) -> Value {
 
 fn absolute(field: &str, path: PathBuf) -> Result<PathBuf, acp::Error> {
     if Path::new(&path).is_absolute() {
-        Ok(path)
+        // One spelling per directory, so `/w/` and `/w` are the same session root.
+        Ok(path.components().collect())
     } else {
         Err(invalid_params(format!("`{field}` must be an absolute path, got `{}`", path.display())))
     }

@@ -108,8 +108,7 @@ impl Registry {
         };
         self.inner.store.commit(Write::InsertSession(row.clone())).await?;
         let id = row.id.clone();
-        let tx = self.ensure(Init::Ready { row, history: Vec::new() });
-        describe(&id, &tx).await
+        self.ask(&id, Init::Ready { row, history: Vec::new() }, |reply| Command::Describe { reply }).await
     }
 
     /// Reads a stored session for replay and makes it live (keeping a live actor if there is one).
@@ -117,22 +116,21 @@ impl Registry {
         let store = &self.inner.store;
         let row = store.session(id).await?.ok_or_else(|| SessionError::NotFound(id.clone()))?;
         let history = store.messages(id).await?;
-        let tx = self.ensure(Init::Ready { row, history: history.clone() });
-        Ok((describe(id, &tx).await?, history))
+        let init = Init::Ready { row, history: history.clone() };
+        Ok((self.ask(id, init, |reply| Command::Describe { reply }).await?, history))
     }
 
     /// Attaches to a live session, or restores it from the store without replay.
     pub fn resume(&self, id: &SessionId) -> impl Future<Output = Result<SessionView, SessionError>> + use<> {
-        describe(id, &self.live_or_restore(id))
+        self.ask(id, Init::Restore(id.clone()), |reply| Command::Describe { reply })
     }
 
     /// Queues a prompt now; the future resolves when its turn ends.
     pub fn prompt(&self, id: &SessionId, parts: Vec<Part>) -> PromptFuture {
-        let tx = self.live_or_restore(id);
         let ticket = self.inner.counter.fetch_add(1, Ordering::Relaxed);
         let (reply, rx) = oneshot::channel();
-        let sent = tx.send(Command::Prompt { ticket, parts, reply }).is_ok();
-        PromptFuture { reply: rx, guard: sent.then_some((tx, ticket)), id: id.clone() }
+        let tx = self.ensure(Init::Restore(id.clone()), Command::Prompt { ticket, parts, reply });
+        PromptFuture { reply: rx, guard: tx.map(|tx| (tx, ticket)), id: id.clone() }
     }
 
     /// Cancels the running turn and queued prompts of a live session; idle or unknown ones ignore it.
@@ -148,15 +146,7 @@ impl Registry {
         id: &SessionId,
         model: String,
     ) -> impl Future<Output = Result<SessionView, SessionError>> + use<> {
-        let (reply, rx) = oneshot::channel();
-        let sent = self.live_or_restore(id).send(Command::SetModel { model, reply }).is_ok();
-        let id = id.clone();
-        async move {
-            if !sent {
-                return Err(SessionError::Closed(id));
-            }
-            rx.await.unwrap_or(Err(SessionError::Closed(id)))
-        }
+        self.ask(id, Init::Restore(id.clone()), |reply| Command::SetModel { model, reply })
     }
 
     /// Cancels any running turn, waits for it to end, and frees the session. Rows stay.
@@ -215,22 +205,43 @@ impl Registry {
         live.remove(id).map(|entry| entry.tx)
     }
 
-    fn live_or_restore(&self, id: &SessionId) -> mpsc::UnboundedSender<Command> {
-        self.ensure(Init::Restore(id.clone()))
+    /// Sends `make(reply)` to the session's actor (see [`Self::ensure`]) and awaits the reply.
+    fn ask<T, F>(
+        &self,
+        id: &SessionId,
+        init: Init,
+        make: F,
+    ) -> impl Future<Output = Result<T, SessionError>> + use<T, F>
+    where
+        T: Send + 'static,
+        F: FnOnce(actor::Reply<T>) -> Command,
+    {
+        let (reply, rx) = oneshot::channel();
+        let sent = self.ensure(init, make(reply)).is_some();
+        let id = id.clone();
+        async move {
+            if !sent {
+                return Err(SessionError::Closed(id));
+            }
+            rx.await.unwrap_or(Err(SessionError::Closed(id)))
+        }
     }
 
-    /// Returns the live actor of the session `init` names, spawning one from `init` if none is.
-    fn ensure(&self, init: Init) -> mpsc::UnboundedSender<Command> {
+    /// Queues `command` for the live actor of the session `init` names, spawning one from `init`
+    /// if none is live. A new actor gets the command before it starts, so even one that finds no
+    /// such session answers it. Returns the actor's sender, or `None` if it was already gone.
+    fn ensure(&self, init: Init, command: Command) -> Option<mpsc::UnboundedSender<Command>> {
         let id = match &init {
             Init::Ready { row, .. } => row.id.clone(),
             Init::Restore(id) => id.clone(),
         };
         let mut live = self.inner.live.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         if let Some(entry) = live.get(&id).filter(|entry| !entry.tx.is_closed()) {
-            return entry.tx.clone();
+            return entry.tx.send(command).is_ok().then(|| entry.tx.clone());
         }
         let generation = self.inner.counter.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = mpsc::unbounded_channel();
+        let _ = tx.send(command);
         let services = Services {
             store: self.inner.store.clone(),
             config: Arc::clone(&self.inner.config),
@@ -240,23 +251,7 @@ impl Registry {
         };
         tokio::spawn(actor::run(init, services, rx));
         live.insert(id, Live { tx: tx.clone(), generation });
-        tx
-    }
-}
-
-/// Asks an actor to describe itself; the request is queued before this returns.
-fn describe(
-    id: &SessionId,
-    tx: &mpsc::UnboundedSender<Command>,
-) -> impl Future<Output = Result<SessionView, SessionError>> + use<> {
-    let (reply, rx) = oneshot::channel();
-    let sent = tx.send(Command::Describe { reply }).is_ok();
-    let id = id.clone();
-    async move {
-        if !sent {
-            return Err(SessionError::Closed(id));
-        }
-        rx.await.unwrap_or(Err(SessionError::Closed(id)))
+        Some(tx)
     }
 }
 

@@ -20,6 +20,15 @@ pub fn check_version(conn: &Connection, path: &Path) -> Result<(), StoreError> {
     if found > LATEST {
         return Err(StoreError::TooNew { path: path.to_owned(), found, supported: LATEST });
     }
+    if found == 0 {
+        let tables: i64 = conn
+            .query_row("SELECT count(*) FROM sqlite_master", [], |row| row.get(0))
+            .map_err(|err| StoreError::from_sqlite(path, &err))?;
+        if tables > 0 {
+            let detail = format!("it is a SQLite database with {tables} schema objects but no cairn schema version");
+            return Err(StoreError::Corrupt { path: path.to_owned(), detail });
+        }
+    }
     Ok(())
 }
 

@@ -138,3 +138,20 @@ async fn a_corrupt_database_is_refused_untouched() {
     agent.wait_exit().await;
     assert!(std::fs::read(env.database()).unwrap() == garbage, "never reset");
 }
+
+#[tokio::test]
+async fn someone_elses_sqlite_database_is_refused_untouched() {
+    let env = TestEnv::new().await;
+    std::fs::create_dir_all(env.home()).unwrap();
+    {
+        let conn = rusqlite::Connection::open(env.database()).unwrap();
+        conn.execute_batch("CREATE TABLE sessions (something_else TEXT);").unwrap();
+    }
+    let before = std::fs::read(env.database()).unwrap();
+    let mut agent = env.ready().await;
+    let error = agent.call_err("session/new", json!({"cwd": env.cwd(), "mcpServers": []})).await;
+    assert!(error["message"].as_str().unwrap().contains("no cairn schema version"), "{error}");
+    agent.close_stdin();
+    agent.wait_exit().await;
+    assert!(std::fs::read(env.database()).unwrap() == before, "the file is left as it was");
+}

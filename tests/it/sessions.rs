@@ -174,7 +174,7 @@ async fn list_pages_by_cursor_filters_by_cwd_and_titles_from_the_first_prompt() 
     created.sort();
     assert_eq!(all, created, "every session exactly once");
 
-    let filtered = agent.call("session/list", json!({"cwd": other})).await;
+    let filtered = agent.call("session/list", json!({"cwd": format!("{other}/")})).await;
     let filtered = filtered["sessions"].as_array().unwrap();
     assert_eq!(filtered.len(), 11);
     assert!(filtered.iter().all(|s| s["cwd"] == other.as_str()));
