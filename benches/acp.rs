@@ -18,7 +18,7 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use cairn::history::{Message, MessageMeta, Part, Role};
 use cairn::ids::{SessionId, now_ms};
 use cairn::store::{SessionRow, Store, Write};
-use support::{Agent, Reply, TestEnv};
+use support::{Reply, TestEnv};
 
 fn stats(name: &str, target: &str, mut samples: Vec<Duration>) {
     samples.sort();
@@ -41,15 +41,6 @@ fn rss_kib(pid: u32, field: &str) -> u64 {
         .and_then(|v| v.split_whitespace().next())
         .and_then(|v| v.parse().ok())
         .unwrap_or(0)
-}
-
-async fn first_chunk(agent: &mut Agent) {
-    loop {
-        let message = agent.recv().await;
-        if message["params"]["update"]["sessionUpdate"] == "agent_message_chunk" {
-            return;
-        }
-    }
 }
 
 #[tokio::main]
@@ -94,7 +85,7 @@ async fn main() {
         env.mock.push(Reply::text(&["Hi", " there"]));
         let started = Instant::now();
         let id = agent.prompt(&session, "hello").await;
-        first_chunk(&mut agent).await;
+        agent.next_chunk().await;
         first.push(started.elapsed());
         agent.response(id).await;
     }
@@ -106,7 +97,7 @@ async fn main() {
     for round in 0..50 {
         env.mock.push(Reply::endless(Duration::from_millis(20)));
         let id = agent.prompt(&session, "go on").await;
-        first_chunk(&mut agent).await;
+        agent.next_chunk().await;
         let started = Instant::now();
         agent.notify("session/cancel", json!({"sessionId": session})).await;
         agent.response(id).await;
@@ -128,7 +119,7 @@ async fn main() {
         let mut agent = env.ready().await;
         let session = agent.new_session(&env.cwd()).await;
         agent.prompt(&session, "stream").await;
-        first_chunk(&mut agent).await;
+        agent.next_chunk().await;
         agent.close_stdin();
         exits.push(agent.wait_exit().await.1);
     }

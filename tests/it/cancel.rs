@@ -17,8 +17,7 @@ async fn cancel_mid_stream_answers_cancelled_drops_the_stream_and_keeps_the_part
     let prompt = agent.prompt(&session, "Count forever").await;
     let mut shown = String::new();
     while shown.len() < 30 {
-        let message = agent.recv().await;
-        shown.push_str(message["params"]["update"]["content"]["text"].as_str().unwrap_or_default());
+        shown.push_str(&agent.next_chunk().await);
     }
 
     agent.notify("session/cancel", json!({"sessionId": session})).await;
@@ -26,7 +25,8 @@ async fn cancel_mid_stream_answers_cancelled_drops_the_stream_and_keeps_the_part
     let (response, late) = agent.response(prompt).await;
     let took = sent.elapsed();
     assert_eq!(response["result"], json!({"stopReason": "cancelled"}));
-    assert!(took < Duration::from_millis(500), "cancel took {took:?}");
+    // The stream is endless: only an immediate cancel ends the turn. (Speed is measured in benches.)
+    assert!(took < Duration::from_secs(2), "cancel took {took:?}");
     shown.push_str(&text_of(&updates(&late, &session), "agent_message_chunk"));
     env.mock.wait_dropped(1, Duration::from_secs(1)).await;
     // Nothing of the cancelled turn arrives after its answer.

@@ -26,16 +26,8 @@ async fn kill_9_mid_stream_loses_nothing_the_editor_was_shown() {
         let mut shown = String::new();
         // Kill at a different point each round, including right after the first chunk.
         let wanted = round * 37;
-        let mut chunks = 0;
-        loop {
-            let message = agent.recv().await;
-            if message["params"]["update"]["sessionUpdate"] == "agent_message_chunk" {
-                shown.push_str(message["params"]["update"]["content"]["text"].as_str().unwrap());
-                chunks += 1;
-                if chunks > wanted {
-                    break;
-                }
-            }
+        for _ in 0..=wanted {
+            shown.push_str(&agent.next_chunk().await);
         }
         agent.kill9().await;
         // Whatever was already on the pipe was shown too.

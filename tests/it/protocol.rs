@@ -155,12 +155,7 @@ async fn cancel_request_aborts_the_named_request_with_32800() {
     let mut agent = env.ready().await;
     let session = agent.new_session(&env.cwd()).await;
     let id = agent.prompt(&session, "go on forever").await;
-    loop {
-        let message = agent.recv().await;
-        if message["params"]["update"]["sessionUpdate"] == "agent_message_chunk" {
-            break;
-        }
-    }
+    agent.next_chunk().await;
     agent.notify("$/cancel_request", json!({"requestId": id})).await;
     let (response, _) = agent.response(id).await;
     assert_eq!(error_code(&response), -32800, "{response}");
@@ -180,8 +175,7 @@ async fn stdin_eof_cancels_the_running_turn_flushes_and_exits_within_a_second() 
     agent.prompt(&session, "stream until I leave").await;
     let mut seen = String::new();
     while seen.len() < 40 {
-        let message = agent.recv().await;
-        seen.push_str(message["params"]["update"]["content"]["text"].as_str().unwrap_or_default());
+        seen.push_str(&agent.next_chunk().await);
     }
     agent.close_stdin();
     let (status, took) = agent.wait_exit().await;

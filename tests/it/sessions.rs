@@ -187,7 +187,7 @@ async fn close_mid_turn_ends_the_prompt_cancelled_and_keeps_the_rows() {
     let mut agent = env.ready().await;
     let session = agent.new_session(&env.cwd()).await;
     let prompt = agent.prompt(&session, "Keep talking").await;
-    wait_for_chunk(&mut agent).await;
+    agent.next_chunk().await;
     let close = agent.request("session/close", json!({"sessionId": session})).await;
     let (answers, _) = agent.responses(&[prompt, close]).await;
     assert_eq!(answers[0]["result"]["stopReason"], "cancelled");
@@ -208,7 +208,7 @@ async fn delete_mid_turn_cancels_then_removes_the_rows() {
     let session = agent.new_session(&env.cwd()).await;
     let keep = agent.new_session(&env.cwd()).await;
     let prompt = agent.prompt(&session, "Keep talking").await;
-    wait_for_chunk(&mut agent).await;
+    agent.next_chunk().await;
     let delete = agent.request("session/delete", json!({"sessionId": session})).await;
     let (answers, _) = agent.responses(&[prompt, delete]).await;
     assert_eq!(answers[0]["result"]["stopReason"], "cancelled");
@@ -267,13 +267,4 @@ async fn set_config_option_switches_the_model_from_the_next_turn() {
     let mut agent = env.ready().await;
     let resumed = agent.call("session/resume", load_params(&session, &env)).await;
     assert_eq!(resumed["configOptions"][0]["currentValue"], "openai/mock-large");
-}
-
-async fn wait_for_chunk(agent: &mut crate::support::Agent) {
-    loop {
-        let message = agent.recv().await;
-        if message["params"]["update"]["sessionUpdate"] == "agent_message_chunk" {
-            return;
-        }
-    }
 }

@@ -242,6 +242,17 @@ impl Agent {
         self.request("session/prompt", json!({"sessionId": session, "prompt": [{"type": "text", "text": text}]})).await
     }
 
+    /// Reads until the next `agent_message_chunk` and returns its text.
+    pub async fn next_chunk(&mut self) -> String {
+        loop {
+            let message = self.recv().await;
+            let update = &message["params"]["update"];
+            if update["sessionUpdate"] == "agent_message_chunk" {
+                return update["content"]["text"].as_str().unwrap_or_default().to_owned();
+            }
+        }
+    }
+
     /// Closes stdin, as an editor does when it is done.
     pub fn close_stdin(&mut self) {
         self.stdin = None;
