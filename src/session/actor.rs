@@ -163,13 +163,14 @@ impl Actor {
                         self.finish_turn().await;
                         return;
                     }
-                    Some(Command::Close { reply }) => {
-                        self.cancel_all();
-                        self.finish_turn().await;
-                        let _ = reply.send(());
-                        return;
+                    Some(command) => {
+                        if let Some(closed) = self.handle(command) {
+                            self.cancel_all();
+                            self.finish_turn().await;
+                            let _ = closed.send(());
+                            return;
+                        }
                     }
-                    Some(command) => self.handle(command),
                 },
                 outcome = wait_turn(&mut self.turn), if self.turn.is_some() => {
                     self.turn = None;
@@ -179,7 +180,9 @@ impl Actor {
         }
     }
 
-    fn handle(&mut self, command: Command) {
+    /// Serves one command; returns the reply channel of a `Close`, which `serve` completes once
+    /// the turn has ended.
+    fn handle(&mut self, command: Command) -> Option<oneshot::Sender<()>> {
         match command {
             Command::Prompt { ticket, parts, reply } => {
                 self.queue.push_back(Queued { ticket, parts, reply });
@@ -201,11 +204,9 @@ impl Actor {
             Command::Describe { reply } => {
                 let _ = reply.send(Ok(self.view()));
             }
-            Command::Close { reply } => {
-                // Handled in `serve`, which must wait for the turn; kept for exhaustiveness.
-                let _ = reply.send(());
-            }
+            Command::Close { reply } => return Some(reply),
         }
+        None
     }
 
     fn view(&self) -> SessionView {
