@@ -186,10 +186,12 @@ async fn main() {
             cwd: env.cwd(),
             title: None,
             model: "openai/mock-model".into(),
+            mode: None,
+            rules: Vec::new(),
             created_at: now,
             updated_at: now,
         };
-        store.commit(Write::InsertSession(row)).await.unwrap();
+        store.commit(Write::InsertSession(Box::new(row))).await.unwrap();
         for i in 0..10_000 {
             let (role, text) = if i % 2 == 0 {
                 (Role::User, format!("question {i}"))

@@ -53,6 +53,8 @@ pub struct Limits {
     pub retries: u32,
     /// First retry delay; each retry doubles it unless the server sends `Retry-After`.
     pub retry_base: Duration,
+    /// The longest a tool other than `bash` may run (`bash` has its own `timeout_ms`).
+    pub tool_timeout: Duration,
 }
 
 impl Default for Limits {
@@ -62,6 +64,7 @@ impl Default for Limits {
             max_rounds: 50,
             retries: 2,
             retry_base: Duration::from_millis(500),
+            tool_timeout: Duration::from_secs(30),
         }
     }
 }
@@ -104,6 +107,7 @@ struct FileLimits {
     max_rounds: Option<u32>,
     retries: Option<u32>,
     retry_base_ms: Option<u64>,
+    tool_timeout_secs: Option<u64>,
 }
 
 impl Config {
@@ -177,6 +181,7 @@ impl Config {
             max_rounds: file.limits.max_rounds.unwrap_or(defaults.max_rounds),
             retries: file.limits.retries.unwrap_or(defaults.retries),
             retry_base: file.limits.retry_base_ms.map_or(defaults.retry_base, Duration::from_millis),
+            tool_timeout: file.limits.tool_timeout_secs.map_or(defaults.tool_timeout, Duration::from_secs),
         };
         let model = env("CAIRN_MODEL").or(file.model).unwrap_or_else(|| DEFAULT_MODEL.to_owned());
         Ok(Self { data_dir, model: normalize_model(&model), providers, limits, file: file_path })

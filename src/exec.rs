@@ -12,9 +12,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::agent::StopReason;
 use crate::config::Config;
+use crate::history::PlanStatus;
 use crate::ids::SessionId;
+use crate::permissions::Mode;
 use crate::session::{Registry, SessionError, Update, UpdateSink};
 use crate::store::Store;
+use crate::tools::{Host, NoEditor};
 
 /// Prints a turn as it streams.
 struct Printer {
@@ -45,8 +48,24 @@ impl UpdateSink for Printer {
                     delay.as_secs_f64()
                 );
             }
+            Update::Plan(entries) => {
+                let mut out = std::io::stderr().lock();
+                let _ = writeln!(out, "[plan]");
+                for entry in entries {
+                    let mark = match entry.status {
+                        PlanStatus::Completed => "x",
+                        PlanStatus::InProgress => ">",
+                        PlanStatus::Pending => " ",
+                    };
+                    let _ = writeln!(out, "  [{mark}] {}", entry.content);
+                }
+            }
             Update::UserChunk { .. } | Update::Title(_) => {}
         }
+    }
+
+    fn host(&self, _session: &SessionId) -> Arc<dyn Host> {
+        Arc::new(NoEditor)
     }
 }
 
@@ -66,10 +85,11 @@ pub async fn exec(
     prompt: String,
     session: Option<String>,
     cwd: PathBuf,
+    mode: Option<Mode>,
 ) -> Result<SessionId, ExecError> {
     let printer = Arc::new(Printer { printed: AtomicBool::new(false) });
     let registry = Registry::new(store, config, printer.clone());
-    let result = run(&registry, prompt, session, &cwd).await;
+    let result = run(&registry, prompt, session, &cwd, mode).await;
     registry.shutdown().await;
     if printer.printed.load(Ordering::Relaxed) {
         let _ = std::io::stdout().lock().write_all(b"\n");
@@ -82,11 +102,15 @@ async fn run(
     prompt: String,
     session: Option<String>,
     cwd: &std::path::Path,
+    mode: Option<Mode>,
 ) -> Result<SessionId, ExecError> {
     let id = match session {
         Some(id) => registry.resume(&SessionId::from_string(id)).await?.id,
         None => registry.create(cwd).await?.id,
     };
+    if let Some(mode) = mode {
+        registry.set_mode(&id, mode).await?;
+    }
     let _ = writeln!(std::io::stderr().lock(), "session: {id}");
     let turn = registry.prompt(&id, vec![crate::history::Part::Text { text: prompt }]);
     tokio::pin!(turn);

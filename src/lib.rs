@@ -17,5 +17,7 @@ pub mod exec;
 pub mod history;
 pub mod ids;
 pub mod llm;
+pub mod permissions;
 pub mod session;
 pub mod store;
+pub mod tools;

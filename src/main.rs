@@ -9,6 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use cairn::config::Config;
+use cairn::permissions::Mode;
 use cairn::store::Store;
 use clap::{Parser, Subcommand};
 
@@ -34,6 +35,10 @@ enum Command {
         /// The working directory of a new session (default: the current directory).
         #[arg(long)]
         cwd: Option<PathBuf>,
+        /// Permission mode: ask (questions become refusals, as nobody can answer them),
+        /// accept-edits, read-only or bypass. Default: the session's mode, `ask` for a new one.
+        #[arg(long, value_parser = parse_mode)]
+        mode: Option<Mode>,
     },
     /// Inspect stored sessions.
     Sessions {
@@ -81,7 +86,7 @@ async fn run(command: Option<Command>) -> ExitCode {
             cairn::acp::serve(setup).await;
             ExitCode::SUCCESS
         }
-        Some(Command::Exec { prompt, session, cwd }) => {
+        Some(Command::Exec { prompt, session, cwd, mode }) => {
             let (store, config) = match setup {
                 Ok(setup) => setup,
                 Err(why) => return fail(&why),
@@ -90,7 +95,7 @@ async fn run(command: Option<Command>) -> ExitCode {
                 Ok(cwd) => cwd,
                 Err(err) => return fail(&format!("cannot resolve the working directory: {err}")),
             };
-            match cairn::exec::exec(store, config, prompt, session, cwd).await {
+            match cairn::exec::exec(store, config, prompt, session, cwd, mode).await {
                 Ok(_) => ExitCode::SUCCESS,
                 Err(cairn::exec::ExecError::Cancelled) => ExitCode::from(130),
                 Err(err) => fail(&err.to_string()),
@@ -111,6 +116,13 @@ async fn run(command: Option<Command>) -> ExitCode {
             }
         }
     }
+}
+
+fn parse_mode(id: &str) -> Result<Mode, String> {
+    Mode::parse(id).ok_or_else(|| {
+        let known: Vec<&str> = Mode::ALL.iter().map(|mode| mode.id()).collect();
+        format!("unknown mode `{id}`; choose one of: {}", known.join(", "))
+    })
 }
 
 fn fail(why: &str) -> ExitCode {

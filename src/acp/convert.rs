@@ -5,8 +5,9 @@
 use agent_client_protocol_schema::v1 as acp;
 use serde_json::Value;
 
-use crate::history::{Part, ToolPart, ToolState};
+use crate::history::{CallState, Part, PlanPriority, PlanStatus, ToolContent, ToolKind, ToolPart};
 use crate::ids::MessageId;
+use crate::permissions::Mode;
 use crate::session::{SessionError, SessionView, Update};
 use crate::store::StoreError;
 
@@ -81,16 +82,22 @@ pub fn update_to_wire(update: Update, notices: bool) -> Option<acp::SessionUpdat
         Update::AgentText { message, text } => acp::SessionUpdate::AgentMessageChunk(chunk(message, text.into())),
         Update::AgentThought { message, text } => acp::SessionUpdate::AgentThoughtChunk(chunk(message, text.into())),
         Update::ToolCall(tool) => acp::SessionUpdate::ToolCall(
-            acp::ToolCall::new(tool.call_id.clone(), tool.name.clone())
+            acp::ToolCall::new(tool.call_id.clone(), tool.title.clone())
                 .name(tool.name.clone())
-                .kind(acp::ToolKind::Other)
+                .kind(tool_kind(tool.kind))
                 .status(tool_status(tool.state))
+                .locations(locations(&tool))
                 .raw_input(raw_input(&tool))
                 .content(tool_content(&tool)),
         ),
-        Update::ToolCallUpdate(tool) => acp::SessionUpdate::ToolCallUpdate(acp::ToolCallUpdate::new(
-            tool.call_id.clone(),
-            acp::ToolCallUpdateFields::new().status(tool_status(tool.state)).content(tool_content(&tool)),
+        Update::ToolCallUpdate(tool) => acp::SessionUpdate::ToolCallUpdate(tool_update(&tool)),
+        Update::Plan(entries) => acp::SessionUpdate::Plan(acp::Plan::new(
+            entries
+                .into_iter()
+                .map(|entry| {
+                    acp::PlanEntry::new(entry.content, plan_priority(entry.priority), plan_status(entry.status))
+                })
+                .collect(),
         )),
         Update::Title(title) => acp::SessionUpdate::SessionInfoUpdate(acp::SessionInfoUpdate::new().title(title)),
         Update::Retrying { attempt, delay, reason } if notices => acp::SessionUpdate::Notice(
@@ -104,34 +111,122 @@ pub fn update_to_wire(update: Update, notices: bool) -> Option<acp::SessionUpdat
     })
 }
 
-fn tool_status(state: ToolState) -> acp::ToolCallStatus {
+/// A tool call's whole current state as a `tool_call_update` (also what a permission request shows).
+pub fn tool_update(tool: &ToolPart) -> acp::ToolCallUpdate {
+    acp::ToolCallUpdate::new(
+        tool.call_id.clone(),
+        acp::ToolCallUpdateFields::new()
+            .title(tool.title.clone())
+            .kind(tool_kind(tool.kind))
+            .status(tool_status(tool.state))
+            .locations(locations(tool))
+            .raw_input(raw_input(tool))
+            .content(tool_content(tool)),
+    )
+}
+
+fn tool_status(state: CallState) -> acp::ToolCallStatus {
     match state {
-        ToolState::InputAvailable => acp::ToolCallStatus::Pending,
-        ToolState::OutputAvailable => acp::ToolCallStatus::Completed,
-        ToolState::OutputError => acp::ToolCallStatus::Failed,
+        CallState::New | CallState::Suspended | CallState::Resuming => acp::ToolCallStatus::Pending,
+        CallState::Running => acp::ToolCallStatus::InProgress,
+        CallState::Succeeded => acp::ToolCallStatus::Completed,
+        CallState::Failed | CallState::Cancelled => acp::ToolCallStatus::Failed,
     }
 }
 
-fn raw_input(tool: &ToolPart) -> Value {
-    serde_json::from_str(&tool.input).unwrap_or_else(|_| Value::String(tool.input.clone()))
+fn tool_kind(kind: ToolKind) -> acp::ToolKind {
+    match kind {
+        ToolKind::Read => acp::ToolKind::Read,
+        ToolKind::Edit => acp::ToolKind::Edit,
+        ToolKind::Search => acp::ToolKind::Search,
+        ToolKind::Execute => acp::ToolKind::Execute,
+        ToolKind::Think => acp::ToolKind::Think,
+        ToolKind::Other => acp::ToolKind::Other,
+    }
 }
 
+fn plan_priority(priority: PlanPriority) -> acp::PlanEntryPriority {
+    match priority {
+        PlanPriority::High => acp::PlanEntryPriority::High,
+        PlanPriority::Medium => acp::PlanEntryPriority::Medium,
+        PlanPriority::Low => acp::PlanEntryPriority::Low,
+    }
+}
+
+fn plan_status(status: PlanStatus) -> acp::PlanEntryStatus {
+    match status {
+        PlanStatus::Pending => acp::PlanEntryStatus::Pending,
+        PlanStatus::InProgress => acp::PlanEntryStatus::InProgress,
+        PlanStatus::Completed => acp::PlanEntryStatus::Completed,
+    }
+}
+
+fn locations(tool: &ToolPart) -> Vec<acp::ToolCallLocation> {
+    tool.locations.iter().map(|at| acp::ToolCallLocation::new(at.path.clone()).line(at.line)).collect()
+}
+
+/// The arguments as JSON; `None` while they are still streaming.
+fn raw_input(tool: &ToolPart) -> Option<Value> {
+    if tool.input.trim().is_empty() {
+        return None;
+    }
+    Some(serde_json::from_str(&tool.input).unwrap_or_else(|_| Value::String(tool.input.clone())))
+}
+
+/// What the call shows; a failure without content of its own shows its message.
 fn tool_content(tool: &ToolPart) -> Vec<acp::ToolCallContent> {
-    tool.output
+    if tool.content.is_empty() {
+        let failed = matches!(tool.state, CallState::Failed | CallState::Cancelled);
+        return match (&tool.output, failed) {
+            (Some(output), true) => vec![text_content(output.clone())],
+            _ => Vec::new(),
+        };
+    }
+    tool.content
         .iter()
-        .map(|output| acp::ToolCallContent::Content(acp::Content::new(acp::ContentBlock::from(output.clone()))))
+        .map(|content| match content {
+            ToolContent::Text { text } => text_content(text.clone()),
+            ToolContent::Diff { path, old_text, new_text } => {
+                acp::ToolCallContent::Diff(acp::Diff::new(path.clone(), new_text.clone()).old_text(old_text.clone()))
+            }
+            ToolContent::Terminal { terminal_id } => {
+                acp::ToolCallContent::Terminal(acp::Terminal::new(terminal_id.clone()))
+            }
+        })
         .collect()
 }
 
-/// The session's config options: the model picker.
+fn text_content(text: String) -> acp::ToolCallContent {
+    acp::ToolCallContent::Content(acp::Content::new(acp::ContentBlock::from(text)))
+}
+
+/// The session's config options: the model picker, then the permission mode.
 pub fn config_options(view: &SessionView) -> Vec<acp::SessionConfigOption> {
-    let options: Vec<acp::SessionConfigSelectOption> =
+    let models: Vec<acp::SessionConfigSelectOption> =
         view.models.iter().map(|model| acp::SessionConfigSelectOption::new(model.clone(), model.clone())).collect();
+    let modes: Vec<acp::SessionConfigSelectOption> = Mode::ALL
+        .iter()
+        .map(|mode| {
+            acp::SessionConfigSelectOption::new(mode.id(), mode.name()).description(mode.description().to_owned())
+        })
+        .collect();
     vec![
-        acp::SessionConfigOption::select("model", "Model", view.model.clone(), options)
+        acp::SessionConfigOption::select("model", "Model", view.model.clone(), models)
             .category(acp::SessionConfigOptionCategory::Model)
             .description("The model that answers; a change applies from the next prompt".to_owned()),
+        acp::SessionConfigOption::select("mode", "Mode", view.mode.id(), modes)
+            .category(acp::SessionConfigOptionCategory::Mode)
+            .description("When cairn asks before editing files or running commands".to_owned()),
     ]
+}
+
+/// The session's modes, for clients that use `session/set_mode` rather than config options.
+pub fn modes(view: &SessionView) -> acp::SessionModeState {
+    let available = Mode::ALL
+        .iter()
+        .map(|mode| acp::SessionMode::new(mode.id(), mode.name()).description(mode.description().to_owned()))
+        .collect();
+    acp::SessionModeState::new(view.mode.id(), available)
 }
 
 pub fn invalid_params(why: impl Into<String>) -> acp::Error {
@@ -144,6 +239,7 @@ pub fn session_error(err: &SessionError) -> acp::Error {
         SessionError::NotFound(_) | SessionError::Closed(_) => acp::ErrorCode::ResourceNotFound,
         SessionError::UnknownModel { .. }
         | SessionError::UnknownOption(_)
+        | SessionError::UnknownMode(_)
         | SessionError::Store(StoreError::InvalidCursor(_)) => acp::ErrorCode::InvalidParams,
         SessionError::Store(_) | SessionError::Turn(_) | SessionError::Model(_) => acp::ErrorCode::InternalError,
     };

@@ -5,7 +5,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 
 use agent_client_protocol_schema::v1 as acp;
 use futures::FutureExt;
@@ -14,34 +14,45 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use super::convert::{block_to_part, config_options, invalid_params, session_error, update_to_wire};
+use super::client::{AcpHost, ClientFeatures};
+use super::convert::{block_to_part, config_options, invalid_params, modes, session_error, update_to_wire};
 use super::rpc::{Handler, Peer};
 use crate::ids::SessionId;
+use crate::permissions::Mode;
 use crate::session::{Registry, SessionError, Update, UpdateSink, replay};
+use crate::tools::Host;
 
 /// Sessions per `session/list` page.
 const PAGE_SIZE: usize = 50;
 
 type Answer = Result<BoxFuture<'static, Result<Value, acp::Error>>, acp::Error>;
 
-/// Sends session updates to the editor as `session/update` notifications.
+/// The editor seen from the sessions: `session/update` notifications, and its services.
 pub struct WireSink {
     peer: Peer,
-    /// Whether the client advertised `session.notices`.
-    notices: AtomicBool,
+    features: Arc<ClientFeatures>,
 }
 
 impl WireSink {
     pub fn new(peer: Peer) -> Self {
-        Self { peer, notices: AtomicBool::new(false) }
+        Self { peer, features: Arc::new(ClientFeatures::default()) }
+    }
+
+    /// Sends an update that has no row behind it (mode and option changes).
+    fn send_wire(&self, session: &SessionId, update: acp::SessionUpdate) {
+        self.peer.notify("session/update", &acp::SessionNotification::new(session.as_str().to_owned(), update));
     }
 }
 
 impl UpdateSink for WireSink {
     fn send(&self, session: &SessionId, update: Update) {
-        if let Some(update) = update_to_wire(update, self.notices.load(Ordering::Relaxed)) {
+        if let Some(update) = update_to_wire(update, self.features.notices.load(Ordering::Relaxed)) {
             self.peer.notify("session/update", &acp::SessionNotification::new(session.as_str().to_owned(), update));
         }
+    }
+
+    fn host(&self, session: &SessionId) -> Arc<dyn Host> {
+        Arc::new(AcpHost { peer: self.peer.clone(), session: session.clone(), features: Arc::clone(&self.features) })
     }
 }
 
@@ -63,8 +74,7 @@ impl Agent {
 
     fn initialize(&self, params: Value) -> Answer {
         let request: acp::InitializeRequest = parse("initialize", params)?;
-        let notices = request.client_capabilities.session.as_ref().is_some_and(|s| s.notices.is_some());
-        self.sink.notices.store(notices, Ordering::Relaxed);
+        self.sink.features.learn(&request.client_capabilities);
         let capabilities = acp::AgentCapabilities::new()
             .load_session(true)
             .prompt_capabilities(acp::PromptCapabilities::new().image(true).audio(false).embedded_context(true))
@@ -88,7 +98,11 @@ impl Agent {
         let sessions = self.sessions()?;
         Ok(async move {
             let view = sessions.create(&cwd).await.map_err(|err| session_error(&err))?;
-            to_value(&acp::NewSessionResponse::new(view.id.to_string()).config_options(config_options(&view)))
+            to_value(
+                &acp::NewSessionResponse::new(view.id.to_string())
+                    .modes(modes(&view))
+                    .config_options(config_options(&view)),
+            )
         }
         .boxed())
     }
@@ -104,7 +118,7 @@ impl Agent {
             for update in replay(&messages) {
                 sink.send(&id, update);
             }
-            to_value(&acp::LoadSessionResponse::new().config_options(config_options(&view)))
+            to_value(&acp::LoadSessionResponse::new().modes(modes(&view)).config_options(config_options(&view)))
         }
         .boxed())
     }
@@ -115,7 +129,7 @@ impl Agent {
         let resumed = self.sessions()?.resume(&session_id(&request.session_id));
         Ok(async move {
             let view = resumed.await.map_err(|err| session_error(&err))?;
-            to_value(&acp::ResumeSessionResponse::new().config_options(config_options(&view)))
+            to_value(&acp::ResumeSessionResponse::new().modes(modes(&view)).config_options(config_options(&view)))
         }
         .boxed())
     }
@@ -166,16 +180,47 @@ impl Agent {
     fn set_config_option(&self, params: Value) -> Answer {
         let request: acp::SetSessionConfigOptionRequest = parse("session/set_config_option", params)?;
         let id = session_id(&request.session_id);
-        if &*request.config_id.0 != "model" {
-            return Err(session_error(&SessionError::UnknownOption(request.config_id.0.to_string())));
-        }
-        let Some(value) = request.value.as_value_id() else {
-            return Err(invalid_params("session/set_config_option: `value` of `model` must be a model name string"));
+        let Some(value) = request.value.as_value_id().map(|value| value.0.to_string()) else {
+            return Err(invalid_params("session/set_config_option: `value` must be one of the option's string values"));
         };
-        let changed = self.sessions()?.set_model(&id, value.0.to_string());
+        let sessions = self.sessions()?;
+        let changed = match &*request.config_id.0 {
+            "model" => sessions.set_model(&id, value).boxed(),
+            "mode" => {
+                let mode =
+                    Mode::parse(&value).ok_or_else(|| session_error(&SessionError::UnknownMode(value.clone())))?;
+                sessions.set_mode(&id, mode).boxed()
+            }
+            other => return Err(session_error(&SessionError::UnknownOption(other.to_owned()))),
+        };
+        let sink = Arc::clone(&self.sink);
+        let mode_changed = &*request.config_id.0 == "mode";
         Ok(async move {
             let view = changed.await.map_err(|err| session_error(&err))?;
+            if mode_changed {
+                // Keep clients that follow the legacy modes API in step.
+                sink.send_wire(&id, acp::SessionUpdate::CurrentModeUpdate(acp::CurrentModeUpdate::new(view.mode.id())));
+            }
             to_value(&acp::SetSessionConfigOptionResponse::new(config_options(&view)))
+        }
+        .boxed())
+    }
+
+    fn set_mode(&self, params: Value) -> Answer {
+        let request: acp::SetSessionModeRequest = parse("session/set_mode", params)?;
+        let id = session_id(&request.session_id);
+        let mode = Mode::parse(&request.mode_id.0)
+            .ok_or_else(|| session_error(&SessionError::UnknownMode(request.mode_id.0.to_string())))?;
+        let changed = self.sessions()?.set_mode(&id, mode);
+        let sink = Arc::clone(&self.sink);
+        Ok(async move {
+            let view = changed.await.map_err(|err| session_error(&err))?;
+            // Keep clients that follow config options in step.
+            sink.send_wire(
+                &id,
+                acp::SessionUpdate::ConfigOptionUpdate(acp::ConfigOptionUpdate::new(config_options(&view))),
+            );
+            to_value(&acp::SetSessionModeResponse::new())
         }
         .boxed())
     }
@@ -216,6 +261,7 @@ impl Handler for Agent {
             "session/delete" => self.delete_session(params),
             "session/list" => self.list_sessions(params),
             "session/set_config_option" => self.set_config_option(params),
+            "session/set_mode" => self.set_mode(params),
             "session/prompt" => self.prompt(params),
             _ => Err(super::rpc::error(acp::ErrorCode::MethodNotFound, format!("Method not found: `{method}`"))
                 .data(serde_json::json!({ "method": method }))),

@@ -10,6 +10,7 @@ use futures::future::BoxFuture;
 
 use crate::history::{Message, MessageMeta, Part};
 use crate::ids::MessageId;
+use crate::permissions::Rule;
 
 /// Which kind of streamed part a delta belongs to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -47,6 +48,8 @@ pub enum AgentEvent {
     AssistantFinished { message: MessageId, meta: MessageMeta },
     /// A model request failed and will be sent again after `delay`.
     Retrying { attempt: u32, delay: Duration, reason: String },
+    /// The user answered "always"; the rule is to be remembered in its scope.
+    RuleAdded(Rule),
 }
 
 /// A failure to make the turn durable; the turn stops on the first one.

@@ -5,21 +5,27 @@
 //! the round limit. Everything the turn produces leaves through the [`Recorder`]; this module
 //! imports neither the wire protocol nor the database.
 
+mod calls;
 pub mod events;
 pub mod prompt;
 pub mod state;
 mod steps;
 
+use std::sync::Arc;
+
+use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::Limits;
 use crate::history::{Message, MessageMeta, Part, Role};
 use crate::llm::Provider;
+use crate::permissions::{Mode, Rule};
+use crate::tools::{Host, Workspace};
 
 pub use events::{AgentEvent, RecordError, Recorder, StreamKind};
 pub use state::{DoneReason, ModelStop, StopReason, TurnError, TurnState};
 
-/// Everything one turn works with. The session actor lends it its history for the turn.
+/// Everything one turn works with. The session actor lends it its history and rules for the turn.
 pub struct Turn<'a> {
     pub provider: &'a dyn Provider,
     /// The model name the provider knows.
@@ -32,24 +38,19 @@ pub struct Turn<'a> {
     /// Cancelled by `session/cancel`, `session/close` or shutdown; every await races it.
     pub cancel: CancellationToken,
     pub limits: Limits,
+    pub tools: Toolbox<'a>,
     /// Model requests made so far in this turn.
-    rounds: u32,
+    pub rounds: u32,
 }
 
-impl<'a> Turn<'a> {
-    #[allow(clippy::too_many_arguments)]
-    pub fn new(
-        provider: &'a dyn Provider,
-        model: String,
-        model_ref: String,
-        system: String,
-        history: &'a mut Vec<Message>,
-        recorder: &'a mut dyn Recorder,
-        cancel: CancellationToken,
-        limits: Limits,
-    ) -> Self {
-        Self { provider, model, model_ref, system, history, recorder, cancel, limits, rounds: 0 }
-    }
+/// What tool calls run with: where, through which editor, and under which permissions.
+pub struct Toolbox<'a> {
+    pub workspace: Workspace,
+    pub host: Arc<dyn Host>,
+    /// The session's mode; it may change while the turn runs.
+    pub mode: watch::Receiver<Mode>,
+    /// Session and project rules; "always" answers add to them.
+    pub rules: &'a mut Vec<Rule>,
 }
 
 /// Runs one turn for `prompt` to its end. The prompt is committed before the model is called,
@@ -71,10 +72,11 @@ pub async fn run_turn(mut turn: Turn<'_>, prompt: Vec<Part>) -> Result<StopReaso
         state = match state {
             TurnState::Sampling => steps::sampling(&mut turn).await,
             TurnState::Streaming(streaming) => steps::streaming(&mut turn, streaming).await,
-            TurnState::Executing(calls) => steps::executing(&mut turn, calls),
-            TurnState::Confirming | TurnState::Dispatching | TurnState::Compacting => TurnState::Done(
-                DoneReason::Error(TurnError::Internal(format!("{state:?} is not available in this build"))),
-            ),
+            TurnState::Executing(queue) => calls::executing(&mut turn, queue).await,
+            TurnState::Confirming(queue) => calls::confirming(&mut turn, queue).await,
+            TurnState::Dispatching | TurnState::Compacting => TurnState::Done(DoneReason::Error(TurnError::Internal(
+                format!("{state:?} is not available in this build"),
+            ))),
             TurnState::Done(reason) => {
                 let flushed = turn.recorder.flush().await;
                 let cancelled = turn.cancel.is_cancelled();

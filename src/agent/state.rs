@@ -6,8 +6,12 @@
 
 use std::fmt;
 
+use std::collections::VecDeque;
+
 use crate::history::Message;
-use crate::llm::{EventStream, FinishReason, LlmError, ToolCallRequest};
+use crate::ids::MessageId;
+use crate::llm::{EventStream, FinishReason, LlmError};
+use crate::tools::{Invocation, ToolError};
 
 use super::events::{RecordError, StreamKind};
 
@@ -17,10 +21,10 @@ pub enum TurnState {
     Sampling,
     /// Relaying the model's answer as it arrives.
     Streaming(Streaming),
-    /// Running the tool calls the model asked for.
-    Executing(Vec<ToolCallRequest>),
-    /// Waiting for the user to allow a tool call (a pending `session/request_permission`).
-    Confirming,
+    /// Running the tool calls the model asked for, in order.
+    Executing(CallQueue),
+    /// Waiting for the user to allow the first queued call (a pending `session/request_permission`).
+    Confirming(CallQueue),
     /// Running a sub-agent for a `task` call.
     Dispatching,
     /// Summarizing older history to fit the context window.
@@ -34,8 +38,8 @@ impl fmt::Debug for TurnState {
         match self {
             TurnState::Sampling => f.write_str("Sampling"),
             TurnState::Streaming(streaming) => write!(f, "Streaming({})", streaming.message.id),
-            TurnState::Executing(calls) => write!(f, "Executing({} calls)", calls.len()),
-            TurnState::Confirming => f.write_str("Confirming"),
+            TurnState::Executing(queue) => write!(f, "Executing({} calls)", queue.calls.len()),
+            TurnState::Confirming(queue) => write!(f, "Confirming({} calls)", queue.calls.len()),
             TurnState::Dispatching => f.write_str("Dispatching"),
             TurnState::Compacting => f.write_str("Compacting"),
             TurnState::Done(reason) => write!(f, "Done({reason:?})"),
@@ -49,8 +53,26 @@ pub struct Streaming {
     pub message: Message,
     /// The text or reasoning part receiving deltas, by index in `message.parts`.
     pub open: Option<(u32, StreamKind)>,
-    pub calls: Vec<ToolCallRequest>,
+    /// The tool calls named so far: call id and part index.
+    pub calls: Vec<(String, u32)>,
     pub finish: Option<FinishReason>,
+}
+
+/// The tool calls of one answer still to run, in the order the model made them.
+pub struct CallQueue {
+    /// The assistant message holding the calls' parts.
+    pub message: MessageId,
+    pub calls: VecDeque<QueuedCall>,
+}
+
+/// One call waiting to run.
+pub struct QueuedCall {
+    /// Its part's index in the message.
+    pub index: u32,
+    /// The validated call, or what is wrong with it.
+    pub invocation: Result<Invocation, ToolError>,
+    /// The user allowed this call when asked.
+    pub approved: bool,
 }
 
 /// Why a turn ended.

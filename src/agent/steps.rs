@@ -8,10 +8,11 @@ use futures::StreamExt;
 
 use super::Turn;
 use super::events::{AgentEvent, StreamKind};
-use super::state::{DoneReason, ModelStop, Streaming, TurnError, TurnState};
-use crate::history::{Finish, Message, MessageMeta, Part, Role, ToolPart, ToolState};
+use super::state::{CallQueue, DoneReason, ModelStop, QueuedCall, Streaming, TurnState};
+use crate::history::{CallState, Finish, Message, MessageMeta, Part, Role, ToolPart};
 use crate::llm::retry::RetryPolicy;
-use crate::llm::{FinishReason, LlmError, ModelRequest, StreamEvent, ToolCallRequest};
+use crate::llm::{FinishReason, LlmError, ModelRequest, StreamEvent};
+use crate::tools::{self, Invocation};
 
 /// Sends the conversation to the model, retrying what may succeed on a second try.
 pub async fn sampling(turn: &mut Turn<'_>) -> TurnState {
@@ -19,8 +20,12 @@ pub async fn sampling(turn: &mut Turn<'_>) -> TurnState {
         return TurnState::Done(DoneReason::MaxTurns);
     }
     turn.rounds += 1;
-    let request =
-        ModelRequest { model: turn.model.clone(), system: turn.system.clone(), messages: turn.history.clone() };
+    let request = ModelRequest {
+        model: turn.model.clone(),
+        system: turn.system.clone(),
+        messages: turn.history.clone(),
+        tools: tools::NAMES.iter().filter_map(|name| tools::spec(name)).collect(),
+    };
     let policy = RetryPolicy { retries: turn.limits.retries, base: turn.limits.retry_base };
     let mut attempt = 0;
     let events = loop {
@@ -79,46 +84,41 @@ pub async fn streaming(turn: &mut Turn<'_>, mut s: Streaming) -> TurnState {
         match event {
             StreamEvent::TextDelta(text) => delta(turn, &mut s, StreamKind::Text, text),
             StreamEvent::ReasoningDelta(text) => delta(turn, &mut s, StreamKind::Reasoning, text),
-            StreamEvent::ToolCallStarted { id, name } => tracing::debug!(%id, %name, "tool call streaming"),
+            StreamEvent::ToolCallStarted { id, name } => {
+                close_part(turn, &mut s);
+                let index = next_index(&s.message);
+                let part = Part::Tool(ToolPart::new(id.clone(), name));
+                s.message.parts.push(part.clone());
+                s.calls.push((id, index));
+                turn.recorder.record(AgentEvent::PartUpdated { message: s.message.id.clone(), index, part });
+            }
             StreamEvent::ToolCall(call) => {
                 close_part(turn, &mut s);
-                let part = Part::Tool(ToolPart {
-                    call_id: call.id.clone(),
-                    name: call.name.clone(),
-                    input: call.arguments.clone(),
-                    state: ToolState::InputAvailable,
-                    output: None,
-                });
-                let index = next_index(&s.message);
-                s.message.parts.push(part.clone());
-                turn.recorder.record(AgentEvent::PartUpdated { message: s.message.id.clone(), index, part });
-                s.calls.push(call);
+                let index = match s.calls.iter().find(|(id, _)| *id == call.id) {
+                    Some((_, index)) => *index,
+                    None => {
+                        let index = next_index(&s.message);
+                        s.message.parts.push(Part::Tool(ToolPart::new(call.id.clone(), call.name.clone())));
+                        s.calls.push((call.id.clone(), index));
+                        index
+                    }
+                };
+                let workspace = &turn.tools.workspace;
+                if let Some(Part::Tool(tool)) = s.message.parts.get_mut(index as usize) {
+                    tool.input = call.arguments.clone();
+                    if let Ok(invocation) = Invocation::parse(&call.name, &call.arguments) {
+                        tool.title = invocation.title(workspace);
+                        tool.kind = invocation.kind();
+                        tool.locations = invocation.locations(workspace);
+                    }
+                    let part = Part::Tool(tool.clone());
+                    turn.recorder.record(AgentEvent::PartUpdated { message: s.message.id.clone(), index, part });
+                }
             }
             StreamEvent::Usage(usage) => s.message.meta.usage = Some(usage),
             StreamEvent::Finish(reason) => s.finish = Some(reason),
         }
     }
-}
-
-/// Answers every tool call. No tool is registered yet, so each call gets an error result naming
-/// the problem, and the model is asked again with those results.
-pub fn executing(turn: &mut Turn<'_>, calls: Vec<ToolCallRequest>) -> TurnState {
-    let Some(message) = turn.history.last_mut() else {
-        return TurnState::Done(DoneReason::Error(TurnError::Internal("tool calls without a message".into())));
-    };
-    for call in calls {
-        let found = message.parts.iter_mut().enumerate().find_map(|(index, part)| match part {
-            Part::Tool(tool) if tool.call_id == call.id => Some((index, tool)),
-            _ => None,
-        });
-        let Some((index, tool)) = found else { continue };
-        tool.state = ToolState::OutputError;
-        tool.output = Some(format!("Unknown tool `{}`: this session has no tools available.", call.name));
-        let part = Part::Tool(tool.clone());
-        let index = u32::try_from(index).unwrap_or(u32::MAX);
-        turn.recorder.record(AgentEvent::PartUpdated { message: message.id.clone(), index, part });
-    }
-    TurnState::Sampling
 }
 
 fn next_index(message: &Message) -> u32 {
@@ -162,9 +162,21 @@ fn answered(turn: &mut Turn<'_>, mut s: Streaming) -> TurnState {
             if s.calls.is_empty() {
                 (Finish::EndTurn, DoneReason::ModelStop(ModelStop::EndTurn))
             } else {
-                let calls = std::mem::take(&mut s.calls);
+                let calls = s
+                    .calls
+                    .iter()
+                    .filter_map(|(_, index)| match s.message.parts.get(*index as usize) {
+                        Some(Part::Tool(tool)) => Some(QueuedCall {
+                            index: *index,
+                            invocation: Invocation::parse(&tool.name, &tool.input),
+                            approved: false,
+                        }),
+                        _ => None,
+                    })
+                    .collect();
+                let queue = CallQueue { message: s.message.id.clone(), calls };
                 complete(turn, s, Finish::ToolUse, None);
-                return TurnState::Executing(calls);
+                return TurnState::Executing(queue);
             }
         }
     };
@@ -177,9 +189,21 @@ fn finish(turn: &mut Turn<'_>, s: Streaming, finish: Finish, error: Option<Strin
     TurnState::Done(done)
 }
 
-/// Completes the assistant message and moves it into the history, whatever ended it.
+/// Completes the assistant message and moves it into the history, whatever ended it. Tool calls
+/// of an answer that will not run them are cancelled.
 fn complete(turn: &mut Turn<'_>, mut s: Streaming, finish: Finish, error: Option<String>) {
     close_part(turn, &mut s);
+    if finish != Finish::ToolUse {
+        for (_, index) in &s.calls {
+            if let Some(Part::Tool(tool)) = s.message.parts.get_mut(*index as usize)
+                && tool.state.advance(CallState::Cancelled).is_ok()
+            {
+                tool.output = Some("The answer ended before this call could run.".to_owned());
+                let part = Part::Tool(tool.clone());
+                turn.recorder.record(AgentEvent::PartUpdated { message: s.message.id.clone(), index: *index, part });
+            }
+        }
+    }
     s.message.meta.finish = Some(finish);
     s.message.meta.error = error;
     turn.recorder.record(AgentEvent::AssistantFinished { message: s.message.id.clone(), meta: s.message.meta.clone() });

@@ -26,6 +26,8 @@ pub struct ModelRequest {
     pub model: String,
     pub system: String,
     pub messages: Vec<Message>,
+    /// The tools the model may call: `{name, description, parameters}` JSON schemas.
+    pub tools: Vec<serde_json::Value>,
 }
 
 /// One increment of a model's answer.

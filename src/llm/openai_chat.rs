@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 use super::retry::parse_retry_after;
 use super::{EventStream, FinishReason, LlmError, ModelRequest, Provider, StreamEvent, ToolCallRequest};
 use crate::config::{ProviderConfig, Secret};
-use crate::history::{Message, Part, Role, ToolState, Usage};
+use crate::history::{Message, Part, Role, Usage};
 
 /// How much of an error body we quote back to the user.
 const DETAIL_LIMIT: usize = 600;
@@ -103,12 +103,18 @@ fn request_body(request: &ModelRequest) -> Value {
             Role::Assistant => messages.extend(assistant_messages(message)),
         }
     }
-    json!({
+    let mut body = json!({
         "model": request.model,
         "messages": messages,
         "stream": true,
         "stream_options": {"include_usage": true},
-    })
+    });
+    if !request.tools.is_empty() {
+        let tools: Vec<Value> =
+            request.tools.iter().map(|spec| json!({"type": "function", "function": spec})).collect();
+        body["tools"] = Value::Array(tools);
+    }
+    body
 }
 
 fn user_message(message: &Message) -> Option<Value> {
@@ -168,11 +174,7 @@ fn assistant_messages(message: &Message) -> Vec<Value> {
                     "id": tool.call_id, "type": "function",
                     "function": {"name": tool.name, "arguments": tool.input},
                 }));
-                let output = match tool.state {
-                    ToolState::InputAvailable => "The tool call was interrupted before it produced a result.",
-                    ToolState::OutputAvailable | ToolState::OutputError => tool.output.as_deref().unwrap_or(""),
-                };
-                results.push(json!({"role": "tool", "tool_call_id": tool.call_id, "content": output}));
+                results.push(json!({"role": "tool", "tool_call_id": tool.call_id, "content": tool.model_output()}));
             }
             Part::Reasoning { .. }
             | Part::Image { .. }

@@ -9,19 +9,21 @@ use std::collections::VecDeque;
 use std::path::PathBuf;
 use std::sync::{Arc, Weak};
 
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use super::recorder::StoreRecorder;
 use super::registry::Inner;
 use super::{SessionError, SessionView, Update, UpdateSink};
-use crate::agent::{self, StopReason, Turn, TurnError};
+use crate::agent::{self, StopReason, Toolbox, Turn, TurnError};
 use crate::config::Config;
-use crate::history::{Message, Part};
+use crate::history::{Message, Part, finalize_orphans};
 use crate::ids::SessionId;
 use crate::llm;
+use crate::permissions::{Mode, Rule};
 use crate::store::{SessionRow, Store, Write};
+use crate::tools::Workspace;
 
 pub type Reply<T> = oneshot::Sender<Result<T, SessionError>>;
 
@@ -40,6 +42,10 @@ pub enum Command {
     },
     SetModel {
         model: String,
+        reply: Reply<SessionView>,
+    },
+    SetMode {
+        mode: Mode,
         reply: Reply<SessionView>,
     },
     Describe {
@@ -79,13 +85,16 @@ struct Running {
     reply: Reply<StopReason>,
 }
 
-type TurnOutcome = (Vec<Message>, Result<StopReason, TurnError>);
+type TurnOutcome = (Vec<Message>, Vec<Rule>, Result<StopReason, TurnError>);
 
 struct Actor {
     services: Services,
     row: SessionRow,
     /// `None` while a turn has it.
     history: Option<Vec<Message>>,
+    /// Session and project permission rules; lent to a turn with the history.
+    rules: Vec<Rule>,
+    mode: watch::Sender<Mode>,
     queue: VecDeque<Queued>,
     running: Option<Running>,
     turn: Option<JoinHandle<TurnOutcome>>,
@@ -104,15 +113,26 @@ pub async fn run(init: Init, services: Services, mut rx: mpsc::UnboundedReceiver
         },
     };
     let id = row.id.clone();
-    let mut actor = Actor { services, row, history: Some(history), queue: VecDeque::new(), running: None, turn: None };
+    let mut rules = row.rules.clone();
+    match services.store.project_rules(&row.cwd).await {
+        Ok(project) => rules.extend(project),
+        Err(err) => tracing::warn!(session = %id, %err, "project permission rules could not be read"),
+    }
+    let mode = watch::Sender::new(row.mode.as_deref().and_then(Mode::parse).unwrap_or(Mode::Ask));
+    let mut actor =
+        Actor { services, row, history: Some(history), rules, mode, queue: VecDeque::new(), running: None, turn: None };
     actor.serve(&mut rx).await;
     forget(&actor.services, &id);
     refuse_all(&mut rx, &SessionError::Closed(id));
 }
 
-async fn restore(store: &Store, id: &SessionId) -> Result<(SessionRow, Vec<Message>), SessionError> {
+/// Reads a session from the store, finishing the tool calls a crash left open.
+pub async fn restore(store: &Store, id: &SessionId) -> Result<(SessionRow, Vec<Message>), SessionError> {
     let row = store.session(id).await?.ok_or_else(|| SessionError::NotFound(id.clone()))?;
-    let history = store.messages(id).await?;
+    let mut history = store.messages(id).await?;
+    for (message_id, index, part) in finalize_orphans(&mut history) {
+        store.submit(Write::PutPart { session_id: id.clone(), message_id, index, part }, None);
+    }
     Ok((row, history))
 }
 
@@ -134,7 +154,7 @@ fn refuse_all(rx: &mut mpsc::UnboundedReceiver<Command>, err: &SessionError) {
                     other => Err(other.clone()),
                 });
             }
-            Command::SetModel { reply, .. } | Command::Describe { reply } => {
+            Command::SetModel { reply, .. } | Command::SetMode { reply, .. } | Command::Describe { reply } => {
                 let _ = reply.send(Err(err.clone()));
             }
             Command::Close { reply } => {
@@ -201,6 +221,14 @@ impl Actor {
             Command::SetModel { model, reply } => {
                 let _ = reply.send(self.set_model(model));
             }
+            Command::SetMode { mode, reply } => {
+                self.mode.send_replace(mode);
+                self.row.mode = Some(mode.id().to_owned());
+                self.services
+                    .store
+                    .submit(Write::SetSessionMode { id: self.row.id.clone(), mode: mode.id().to_owned() }, None);
+                let _ = reply.send(Ok(self.view()));
+            }
             Command::Describe { reply } => {
                 let _ = reply.send(Ok(self.view()));
             }
@@ -220,6 +248,7 @@ impl Actor {
             title: self.row.title.clone(),
             model: self.row.model.clone(),
             models,
+            mode: *self.mode.borrow(),
         }
     }
 
@@ -252,8 +281,9 @@ impl Actor {
 
     async fn turn_ended(&mut self, outcome: Result<TurnOutcome, tokio::task::JoinError>) {
         let result = match outcome {
-            Ok((history, result)) => {
+            Ok((history, rules, result)) => {
                 self.history = Some(history);
+                self.rules = rules;
                 result
             }
             Err(err) => {
@@ -304,25 +334,37 @@ impl Actor {
             );
         }
         let cancel = CancellationToken::new();
-        let mut recorder =
-            StoreRecorder::new(self.row.id.clone(), self.services.store.clone(), Arc::clone(&self.services.sink));
-        let system = agent::prompt::system_prompt(&PathBuf::from(&self.row.cwd));
+        let mut recorder = StoreRecorder::new(
+            self.row.id.clone(),
+            self.row.cwd.clone(),
+            self.services.store.clone(),
+            Arc::clone(&self.services.sink),
+        );
+        let cwd = PathBuf::from(&self.row.cwd);
+        let system = agent::prompt::system_prompt(&cwd);
+        let workspace = Workspace::new(&cwd, &[]);
+        let host = self.services.sink.host(&self.row.id);
+        let mode = self.mode.subscribe();
+        let mut rules = std::mem::take(&mut self.rules);
+        self.rules.clone_from(&rules);
         let model_ref = self.row.model.clone();
         let token = cancel.clone();
         let parts = queued.parts;
         self.turn = Some(tokio::spawn(async move {
-            let turn = Turn::new(
-                resolved.provider.as_ref(),
-                resolved.model,
+            let turn = Turn {
+                provider: resolved.provider.as_ref(),
+                model: resolved.model,
                 model_ref,
                 system,
-                &mut history,
-                &mut recorder,
-                token,
-                config.limits.clone(),
-            );
+                history: &mut history,
+                recorder: &mut recorder,
+                cancel: token,
+                limits: config.limits.clone(),
+                tools: Toolbox { workspace, host, mode, rules: &mut rules },
+                rounds: 0,
+            };
             let result = agent::run_turn(turn, parts).await;
-            (history, result)
+            (history, rules, result)
         }));
         self.running = Some(Running { ticket: queued.ticket, cancel, reply: queued.reply });
     }

@@ -10,13 +10,16 @@ mod actor;
 mod recorder;
 mod registry;
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::agent::TurnError;
-use crate::history::{Part, ToolPart};
+use crate::history::{Part, PlanEntry, ToolPart};
 use crate::ids::{MessageId, SessionId};
 use crate::llm::LlmError;
+use crate::permissions::Mode;
 use crate::store::StoreError;
+use crate::tools::Host;
 
 pub use registry::{PromptFuture, Registry};
 
@@ -33,16 +36,21 @@ pub enum Update {
     ToolCall(ToolPart),
     /// A known tool call changed state.
     ToolCallUpdate(ToolPart),
+    /// The agent's plan, whole (set by the `todo` tool).
+    Plan(Vec<PlanEntry>),
     /// The session got a title.
     Title(String),
     /// A model request failed and will be retried.
     Retrying { attempt: u32, delay: Duration, reason: String },
 }
 
-/// Where updates go once their rows are committed. Called from the store's writer thread, in
-/// commit order, so it must not block.
+/// The other side: where updates go once their rows are committed, and the editor services the
+/// tools may use. `send` is called from the store's writer thread, in commit order, so it must
+/// not block.
 pub trait UpdateSink: Send + Sync + 'static {
     fn send(&self, session: &SessionId, update: Update);
+    /// The editor's services for one session's tools.
+    fn host(&self, session: &SessionId) -> Arc<dyn Host>;
 }
 
 /// What a session looks like from outside: enough to describe it to an editor.
@@ -55,6 +63,8 @@ pub struct SessionView {
     pub model: String,
     /// Every model the session may switch to.
     pub models: Vec<String>,
+    /// The permission mode.
+    pub mode: Mode,
 }
 
 /// Why a session operation failed.
@@ -64,8 +74,10 @@ pub enum SessionError {
     NotFound(SessionId),
     #[error("unknown model `{value}`; choose one of: {}", .choices.join(", "))]
     UnknownModel { value: String, choices: Vec<String> },
-    #[error("unknown config option `{0}`; this session has: model")]
+    #[error("unknown config option `{0}`; this session has: model, mode")]
     UnknownOption(String),
+    #[error("unknown mode `{0}`; choose one of: ask, accept-edits, read-only, bypass")]
+    UnknownMode(String),
     #[error(transparent)]
     Store(#[from] StoreError),
     #[error(transparent)]
@@ -80,10 +92,13 @@ pub enum SessionError {
 pub fn replay(messages: &[crate::history::Message]) -> impl Iterator<Item = Update> + '_ {
     use crate::history::Role;
     messages.iter().flat_map(|message| {
-        message.parts.iter().filter_map(move |part| {
+        message.parts.iter().flat_map(move |part| {
             let id = message.id.clone();
-            match (message.role, part) {
-                (_, Part::Tool(tool)) => Some(Update::ToolCall(tool.clone())),
+            let one = match (message.role, part) {
+                (_, Part::Tool(tool)) => {
+                    let plan = tool.plan.clone().map(Update::Plan);
+                    return std::iter::once(Update::ToolCall(tool.clone())).chain(plan).collect::<Vec<_>>();
+                }
                 (Role::Assistant, Part::Text { text }) if !text.is_empty() => {
                     Some(Update::AgentText { message: id, text: text.clone() })
                 }
@@ -92,7 +107,8 @@ pub fn replay(messages: &[crate::history::Message]) -> impl Iterator<Item = Upda
                 }
                 (Role::User, part) => Some(Update::UserChunk { message: id, part: part.clone() }),
                 (Role::Assistant, _) => None,
-            }
+            };
+            one.into_iter().collect()
         })
     })
 }

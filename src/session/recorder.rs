@@ -5,36 +5,42 @@
 //! update before its row is committed" holds without a round trip per chunk: the writer thread
 //! commits in batches and runs the callbacks in order.
 
+use std::collections::HashSet;
 use std::sync::{Arc, OnceLock};
 
 use futures::future::BoxFuture;
 
 use super::{Update, UpdateSink};
 use crate::agent::{AgentEvent, RecordError, Recorder, StreamKind};
-use crate::history::{Message, MessageMeta, Part, Role, ToolState};
+use crate::history::{CallState, Message, MessageMeta, Part, Role};
 use crate::ids::SessionId;
+use crate::permissions::Scope;
 use crate::store::{AfterCommit, Store, StoreError, Write};
 
 pub struct StoreRecorder {
     session: SessionId,
+    /// The project a project-scope rule belongs to: the session's working directory.
+    project: String,
     store: Store,
     sink: Arc<dyn UpdateSink>,
     failure: Arc<OnceLock<RecordError>>,
+    /// Tool calls already shown with `tool_call`; later changes are `tool_call_update`s.
+    shown_calls: HashSet<String>,
 }
 
 impl StoreRecorder {
-    pub fn new(session: SessionId, store: Store, sink: Arc<dyn UpdateSink>) -> Self {
-        Self { session, store, sink, failure: Arc::new(OnceLock::new()) }
+    pub fn new(session: SessionId, project: String, store: Store, sink: Arc<dyn UpdateSink>) -> Self {
+        Self { session, project, store, sink, failure: Arc::new(OnceLock::new()), shown_calls: HashSet::new() }
     }
 
-    /// A callback that shows `update` once committed, or remembers the failure.
-    fn then_show(&self, update: Option<Update>) -> AfterCommit {
+    /// A callback that shows `updates` once committed, or remembers the failure.
+    fn then_show(&self, updates: Vec<Update>) -> AfterCommit {
         let failure = Arc::clone(&self.failure);
         let sink = Arc::clone(&self.sink);
         let session = self.session.clone();
         Box::new(move |result: Result<(), StoreError>| match result {
             Ok(()) => {
-                if let Some(update) = update {
+                for update in updates {
                     sink.send(&session, update);
                 }
             }
@@ -45,8 +51,8 @@ impl StoreRecorder {
         })
     }
 
-    fn write(&self, write: Write, update: Option<Update>) {
-        self.store.submit(write, Some(self.then_show(update)));
+    fn write(&self, write: Write, updates: Vec<Update>) {
+        self.store.submit(write, Some(self.then_show(updates)));
     }
 }
 
@@ -54,43 +60,52 @@ impl Recorder for StoreRecorder {
     fn record(&mut self, event: AgentEvent) {
         let session_id = self.session.clone();
         match event {
-            AgentEvent::UserMessage(message) => self.write(Write::InsertMessage { session_id, message }, None),
+            AgentEvent::UserMessage(message) => self.write(Write::InsertMessage { session_id, message }, Vec::new()),
             AgentEvent::AssistantStarted { message, model } => {
                 let meta = MessageMeta { model: Some(model), ..MessageMeta::default() };
                 let message = Message { id: message, role: Role::Assistant, parts: Vec::new(), meta };
-                self.write(Write::InsertMessage { session_id, message }, None);
+                self.write(Write::InsertMessage { session_id, message }, Vec::new());
             }
             AgentEvent::PartStarted { message, index, kind } => {
-                self.write(Write::OpenPart { session_id, message_id: message, index, part: kind.empty_part() }, None);
+                let part = kind.empty_part();
+                self.write(Write::OpenPart { session_id, message_id: message, index, part }, Vec::new());
             }
             AgentEvent::Delta { message, index, kind, text } => {
                 let update = match kind {
                     StreamKind::Text => Update::AgentText { message: message.clone(), text: text.clone() },
                     StreamKind::Reasoning => Update::AgentThought { message: message.clone(), text: text.clone() },
                 };
-                self.write(Write::AppendPart { message_id: message, index, delta: text }, Some(update));
+                self.write(Write::AppendPart { message_id: message, index, delta: text }, vec![update]);
             }
             AgentEvent::PartFinished { message, index } => {
-                self.write(Write::ClosePart { message_id: message, index }, None);
+                self.write(Write::ClosePart { message_id: message, index }, Vec::new());
             }
             AgentEvent::PartUpdated { message, index, part } => {
-                let update = match &part {
-                    Part::Tool(tool) if tool.state == ToolState::InputAvailable => Some(Update::ToolCall(tool.clone())),
-                    Part::Tool(tool) => Some(Update::ToolCallUpdate(tool.clone())),
-                    Part::Text { .. }
-                    | Part::Reasoning { .. }
-                    | Part::Image { .. }
-                    | Part::ResourceLink { .. }
-                    | Part::Resource { .. }
-                    | Part::BlobResource { .. } => None,
-                };
-                self.write(Write::PutPart { session_id, message_id: message, index, part }, update);
+                let mut updates = Vec::new();
+                if let Part::Tool(tool) = &part {
+                    if self.shown_calls.insert(tool.call_id.clone()) {
+                        updates.push(Update::ToolCall(tool.clone()));
+                    } else {
+                        updates.push(Update::ToolCallUpdate(tool.clone()));
+                    }
+                    if let (Some(plan), CallState::Succeeded) = (&tool.plan, tool.state) {
+                        updates.push(Update::Plan(plan.clone()));
+                    }
+                }
+                self.write(Write::PutPart { session_id, message_id: message, index, part }, updates);
             }
             AgentEvent::AssistantFinished { message, meta } => {
-                self.write(Write::SetMessageMeta { message_id: message, meta }, None);
+                self.write(Write::SetMessageMeta { message_id: message, meta }, Vec::new());
             }
             AgentEvent::Retrying { attempt, delay, reason } => {
                 self.sink.send(&self.session, Update::Retrying { attempt, delay, reason });
+            }
+            AgentEvent::RuleAdded(rule) => {
+                let write = match rule.source {
+                    Scope::Session => Write::AddSessionRule { id: session_id, rule },
+                    Scope::Project => Write::AddProjectRule { project: self.project.clone(), rule },
+                };
+                self.write(write, Vec::new());
             }
         }
     }

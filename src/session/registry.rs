@@ -20,6 +20,7 @@ use crate::agent::StopReason;
 use crate::config::Config;
 use crate::history::{Message, Part};
 use crate::ids::{SessionId, now_ms};
+use crate::permissions::Mode;
 use crate::store::{ListPage, SessionRow, Store, Write};
 
 /// How long shutdown waits for running turns to wind down before it lets go.
@@ -103,19 +104,27 @@ impl Registry {
             cwd: cwd.to_string_lossy().into_owned(),
             title: None,
             model: self.inner.config.model.clone(),
+            mode: None,
+            rules: Vec::new(),
             created_at: now,
             updated_at: now,
         };
-        self.inner.store.commit(Write::InsertSession(row.clone())).await?;
+        self.inner.store.commit(Write::InsertSession(Box::new(row.clone()))).await?;
         let id = row.id.clone();
         self.ask(&id, Init::Ready { row, history: Vec::new() }, |reply| Command::Describe { reply }).await
     }
 
     /// Reads a stored session for replay and makes it live (keeping a live actor if there is one).
+    /// Tool calls a crash left open are finished first (unless the session is live here, where
+    /// they may be running), so the replay shows them failed.
     pub async fn load(&self, id: &SessionId) -> Result<(SessionView, Vec<Message>), SessionError> {
         let store = &self.inner.store;
-        let row = store.session(id).await?.ok_or_else(|| SessionError::NotFound(id.clone()))?;
-        let history = store.messages(id).await?;
+        let (row, history) = if self.live(id).is_some() {
+            let row = store.session(id).await?.ok_or_else(|| SessionError::NotFound(id.clone()))?;
+            (row, store.messages(id).await?)
+        } else {
+            actor::restore(store, id).await?
+        };
         let init = Init::Ready { row, history: history.clone() };
         Ok((self.ask(id, init, |reply| Command::Describe { reply }).await?, history))
     }
@@ -147,6 +156,15 @@ impl Registry {
         model: String,
     ) -> impl Future<Output = Result<SessionView, SessionError>> + use<> {
         self.ask(id, Init::Restore(id.clone()), |reply| Command::SetModel { model, reply })
+    }
+
+    /// Changes the permission mode, for the running turn's next decision and every later one.
+    pub fn set_mode(
+        &self,
+        id: &SessionId,
+        mode: Mode,
+    ) -> impl Future<Output = Result<SessionView, SessionError>> + use<> {
+        self.ask(id, Init::Restore(id.clone()), move |reply| Command::SetMode { mode, reply })
     }
 
     /// Cancels any running turn, waits for it to end, and frees the session. Rows stay.

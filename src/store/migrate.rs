@@ -8,7 +8,8 @@ use rusqlite::{Connection, TransactionBehavior};
 use super::StoreError;
 
 /// `schema/NNNN_*.sql`, in order; the schema version is the number applied.
-const MIGRATIONS: &[&str] = &[include_str!("../../schema/0001_init.sql")];
+const MIGRATIONS: &[&str] =
+    &[include_str!("../../schema/0001_init.sql"), include_str!("../../schema/0002_permission_rules.sql")];
 
 /// The schema version this build writes.
 pub const LATEST: i64 = MIGRATIONS.len() as i64;

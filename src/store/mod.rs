@@ -18,6 +18,7 @@ use tokio::sync::oneshot;
 
 use crate::history::{Message, MessageMeta, Part};
 use crate::ids::{MessageId, SessionId};
+use crate::permissions::Rule;
 
 pub use rows::{ListPage, SessionRow};
 
@@ -70,7 +71,7 @@ impl StoreError {
 /// costs an append in memory; the part's row is rewritten once per batch, not once per chunk.
 #[derive(Debug)]
 pub enum Write {
-    InsertSession(SessionRow),
+    InsertSession(Box<SessionRow>),
     SetSessionModel {
         id: SessionId,
         model: String,
@@ -78,6 +79,20 @@ pub enum Write {
     SetSessionTitle {
         id: SessionId,
         title: String,
+    },
+    SetSessionMode {
+        id: SessionId,
+        mode: String,
+    },
+    /// Remembers a rule for this session only.
+    AddSessionRule {
+        id: SessionId,
+        rule: Rule,
+    },
+    /// Remembers a rule for every session in `project` (a working directory).
+    AddProjectRule {
+        project: String,
+        rule: Rule,
     },
     /// Inserts a message with the parts it already has.
     InsertMessage {
@@ -199,6 +214,12 @@ impl Store {
     pub async fn messages(&self, id: &SessionId) -> Result<Vec<Message>, StoreError> {
         let id = id.clone();
         self.read(move |conn| rows::messages(conn, &id)).await
+    }
+
+    /// The rules remembered for every session in `project`.
+    pub async fn project_rules(&self, project: &str) -> Result<Vec<Rule>, StoreError> {
+        let project = project.to_owned();
+        self.read(move |conn| rows::project_rules(conn, &project)).await
     }
 
     /// One page of sessions, most recently updated first.

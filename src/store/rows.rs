@@ -7,6 +7,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 use super::StoreError;
 use crate::history::{Message, MessageMeta, Part, Role};
 use crate::ids::{MessageId, SessionId, new_id};
+use crate::permissions::{Action, Permission, Rule, Scope};
 
 /// A session as `session/list` and the registry see it.
 #[derive(Clone, Debug, PartialEq)]
@@ -18,6 +19,10 @@ pub struct SessionRow {
     pub title: Option<String>,
     /// The `provider/model` its next turn uses.
     pub model: String,
+    /// The permission mode id (`ask`, `accept-edits`, …); `None` until one is set.
+    pub mode: Option<String>,
+    /// Permission rules remembered for this session.
+    pub rules: Vec<Rule>,
     pub created_at: i64,
     pub updated_at: i64,
 }
@@ -51,7 +56,7 @@ impl ReadError {
     }
 }
 
-const SESSION_COLUMNS: &str = "id, cwd, title, model, created_at, updated_at";
+const SESSION_COLUMNS: &str = "id, cwd, title, model, created_at, updated_at, mode, permissions_json";
 
 fn session_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<SessionRow> {
     Ok(SessionRow {
@@ -61,6 +66,11 @@ fn session_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<SessionRow> {
         model: row.get(3)?,
         created_at: row.get(4)?,
         updated_at: row.get(5)?,
+        mode: row.get(6)?,
+        rules: serde_json::from_str(row.get_ref(7)?.as_str().unwrap_or("[]")).unwrap_or_else(|err| {
+            tracing::warn!(%err, "unreadable session permission rules; ignoring them");
+            Vec::new()
+        }),
     })
 }
 
@@ -143,9 +153,19 @@ fn parse_cursor(cursor: &str) -> Option<(i64, String)> {
 
 pub fn insert_session(conn: &Connection, row: &SessionRow) -> rusqlite::Result<()> {
     conn.prepare_cached(
-        "INSERT INTO sessions (id, cwd, title, model, created_at, updated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+        "INSERT INTO sessions (id, cwd, title, model, mode, permissions_json, created_at, updated_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
     )?
-    .execute(params![row.id.as_str(), row.cwd, row.title, row.model, row.created_at, row.updated_at])?;
+    .execute(params![
+        row.id.as_str(),
+        row.cwd,
+        row.title,
+        row.model,
+        row.mode,
+        to_json(&row.rules),
+        row.created_at,
+        row.updated_at
+    ])?;
     Ok(())
 }
 
@@ -165,6 +185,63 @@ pub fn set_session_title(conn: &Connection, id: &SessionId, title: &str, at: i64
         at
     ])?;
     Ok(())
+}
+
+pub fn set_session_mode(conn: &Connection, id: &SessionId, mode: &str, at: i64) -> rusqlite::Result<()> {
+    conn.prepare_cached("UPDATE sessions SET mode = ?2, updated_at = ?3 WHERE id = ?1")?.execute(params![
+        id.as_str(),
+        mode,
+        at
+    ])?;
+    Ok(())
+}
+
+pub fn add_session_rule(conn: &Connection, id: &SessionId, rule: &Rule) -> rusqlite::Result<()> {
+    conn.prepare_cached(
+        "UPDATE sessions SET permissions_json = json_insert(permissions_json, '$[#]', json(?2)) WHERE id = ?1",
+    )?
+    .execute(params![id.as_str(), to_json(rule)])?;
+    Ok(())
+}
+
+pub fn add_project_rule(conn: &Connection, project: &str, rule: &Rule, at: i64) -> rusqlite::Result<()> {
+    conn.prepare_cached(
+        "INSERT OR IGNORE INTO permission_rules (project, permission, pattern, action, created_at) VALUES (?1, ?2, ?3, ?4, ?5)",
+    )?
+    .execute(params![project, rule.permission.as_str(), rule.pattern, action_name(rule.action), at])?;
+    Ok(())
+}
+
+pub fn project_rules(conn: &Connection, project: &str) -> Result<Vec<Rule>, ReadError> {
+    let mut stmt =
+        conn.prepare_cached("SELECT permission, pattern, action FROM permission_rules WHERE project = ?1 ORDER BY id")?;
+    let rules = stmt
+        .query_map([project], |row| {
+            let permission: String = row.get(0)?;
+            let action: String = row.get(2)?;
+            Ok((permission, row.get::<_, String>(1)?, action))
+        })?
+        .collect::<rusqlite::Result<Vec<_>>>()?
+        .into_iter()
+        .filter_map(|(permission, pattern, action)| {
+            let permission = match permission.as_str() {
+                "read" => Permission::Read,
+                "edit" => Permission::Edit,
+                "bash" => Permission::Bash,
+                _ => return None,
+            };
+            let action = if action == "deny" { Action::Deny } else { Action::Allow };
+            Some(Rule { permission, pattern, action, source: Scope::Project })
+        })
+        .collect();
+    Ok(rules)
+}
+
+fn action_name(action: Action) -> &'static str {
+    match action {
+        Action::Allow => "allow",
+        Action::Deny => "deny",
+    }
 }
 
 pub fn insert_message(conn: &Connection, session_id: &SessionId, message: &Message, at: i64) -> rusqlite::Result<()> {

@@ -19,6 +19,8 @@ fn row(cwd: &str) -> SessionRow {
         cwd: cwd.into(),
         title: None,
         model: "openai/m".into(),
+        mode: None,
+        rules: Vec::new(),
         created_at: now,
         updated_at: now,
     }
@@ -32,7 +34,7 @@ fn text(text: &str) -> Part {
 async fn streamed_parts_are_stored_whole_and_read_back_in_order() {
     let (_dir, store) = open();
     let session = row("/w");
-    store.commit(Write::InsertSession(session.clone())).await.unwrap();
+    store.commit(Write::InsertSession(Box::new(session.clone()))).await.unwrap();
     let user = Message::new(Role::User, vec![text("hi")], MessageMeta::default());
     store.submit(Write::InsertMessage { session_id: session.id.clone(), message: user.clone() }, None);
     let answer = Message::new(Role::Assistant, Vec::new(), MessageMeta::default());
@@ -67,7 +69,7 @@ async fn streamed_parts_are_stored_whole_and_read_back_in_order() {
 async fn a_failing_write_fails_alone_and_withholds_only_its_callback() {
     let (_dir, store) = open();
     let session = row("/w");
-    store.commit(Write::InsertSession(session.clone())).await.unwrap();
+    store.commit(Write::InsertSession(Box::new(session.clone()))).await.unwrap();
     let results = Arc::new(Mutex::new(Vec::new()));
     let record = |name: &'static str| -> Option<AfterCommit> {
         let results = Arc::clone(&results);
@@ -97,7 +99,7 @@ async fn sessions_page_newest_first_and_filter_by_cwd() {
         let mut session = row(if i % 2 == 0 { "/a" } else { "/b" });
         session.updated_at = 1_000 + i64::from(i / 2);
         ids.push(session.id.clone());
-        store.commit(Write::InsertSession(session)).await.unwrap();
+        store.commit(Write::InsertSession(Box::new(session))).await.unwrap();
     }
     let mut seen = Vec::new();
     let mut cursor = None;
@@ -121,7 +123,7 @@ async fn sessions_page_newest_first_and_filter_by_cwd() {
 async fn deleting_a_session_removes_its_messages_and_parts() {
     let (_dir, store) = open();
     let session = row("/w");
-    store.commit(Write::InsertSession(session.clone())).await.unwrap();
+    store.commit(Write::InsertSession(Box::new(session.clone()))).await.unwrap();
     let message = Message::new(Role::User, vec![text("a"), text("b")], MessageMeta::default());
     store.commit(Write::InsertMessage { session_id: session.id.clone(), message }).await.unwrap();
     store.commit(Write::DeleteSession { id: session.id.clone() }).await.unwrap();
@@ -136,7 +138,7 @@ async fn reopening_keeps_everything_and_the_schema_version() {
     let session = row("/w");
     {
         let store = Store::open(&path).unwrap();
-        store.commit(Write::InsertSession(session.clone())).await.unwrap();
+        store.commit(Write::InsertSession(Box::new(session.clone()))).await.unwrap();
         store.shutdown().await;
         assert_eq!(store.commit(Write::Barrier).await, Err(StoreError::Closed));
     }

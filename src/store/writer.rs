@@ -20,6 +20,8 @@ use crate::ids::{MessageId, SessionId, now_ms};
 
 const MAX_BATCH: usize = 4096;
 
+// `Shutdown` is sent once per process; boxing every write instead would cost an allocation per chunk.
+#[allow(clippy::large_enum_variant)]
 enum Job {
     Write(Write, Option<AfterCommit>),
     Shutdown(oneshot::Sender<()>),
@@ -166,6 +168,15 @@ impl Writer {
                 }
                 Write::SetSessionTitle { id, title } => {
                     results[i] = self.savepoint(|conn| rows::set_session_title(conn, id, title, now));
+                }
+                Write::SetSessionMode { id, mode } => {
+                    results[i] = self.savepoint(|conn| rows::set_session_mode(conn, id, mode, now));
+                }
+                Write::AddSessionRule { id, rule } => {
+                    results[i] = self.savepoint(|conn| rows::add_session_rule(conn, id, rule));
+                }
+                Write::AddProjectRule { project, rule } => {
+                    results[i] = self.savepoint(|conn| rows::add_project_rule(conn, project, rule, now));
                 }
                 Write::InsertMessage { session_id, message } => {
                     results[i] = self.savepoint(|conn| rows::insert_message(conn, session_id, message, now));

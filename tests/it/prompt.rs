@@ -1,7 +1,5 @@
 //! A prompt turn: streamed chunks, stop reasons, content blocks, and the queue of a busy session.
 
-use std::time::Duration;
-
 use serde_json::json;
 
 use crate::support::{Reply, TestEnv, messages_of, text_of, updates};
@@ -108,35 +106,4 @@ async fn reasoning_is_relayed_as_thought_chunks_of_the_same_message() {
     assert_eq!(thoughts[0].1, "Hmm, 2+2.");
     assert_eq!(answer[0].1, "4");
     assert_eq!(thoughts[0].0, answer[0].0, "one model step is one message");
-}
-
-#[tokio::test]
-async fn a_tool_call_without_tools_gets_an_error_result_and_the_model_goes_on() {
-    use crate::support::mock_llm::{delta, finish};
-    let env = TestEnv::new().await;
-    let mut events = vec![
-        delta(
-            json!({"tool_calls": [{"index": 0, "id": "call_1", "type": "function", "function": {"name": "read", "arguments": ""}}]}),
-        ),
-        delta(json!({"tool_calls": [{"index": 0, "function": {"arguments": "{\"path\":"}}]})),
-        delta(json!({"tool_calls": [{"index": 0, "function": {"arguments": "\"a.txt\"}"}}]})),
-    ];
-    events.extend(finish("tool_calls"));
-    env.mock.push(Reply::Stream { events, delay: Duration::ZERO });
-    env.mock.push(Reply::text(&["I cannot read files yet."]));
-    let mut agent = env.ready().await;
-    let session = agent.new_session(&env.cwd()).await;
-    let id = agent.prompt(&session, "read a.txt").await;
-    let (response, notifications) = agent.response(id).await;
-    assert_eq!(response["result"]["stopReason"], "end_turn");
-    let updates = updates(&notifications, &session);
-    let call = updates.iter().find(|u| u["sessionUpdate"] == "tool_call").expect("a tool_call update");
-    assert_eq!(call["toolCallId"], "call_1");
-    assert_eq!(call["rawInput"], json!({"path": "a.txt"}));
-    let done = updates.iter().find(|u| u["sessionUpdate"] == "tool_call_update").expect("a tool_call_update");
-    assert_eq!(done["status"], "failed");
-    let second = &env.mock.requests()[1]["messages"];
-    assert_eq!(second[2]["tool_calls"][0]["function"]["arguments"], "{\"path\":\"a.txt\"}");
-    assert_eq!(second[3]["role"], "tool");
-    assert!(second[3]["content"].as_str().unwrap().contains("Unknown tool `read`"));
 }

@@ -4,7 +4,7 @@ use futures::StreamExt;
 use serde_json::json;
 
 use super::*;
-use crate::history::{MessageMeta, ToolPart};
+use crate::history::{CallState, MessageMeta, ToolPart};
 
 fn event(data: &str) -> Result<eventsource_stream::Event, std::convert::Infallible> {
     Ok(eventsource_stream::Event { data: data.to_owned(), ..Default::default() })
@@ -96,13 +96,10 @@ fn the_request_carries_history_tool_results_and_images() {
         ],
         MessageMeta::default(),
     );
-    let tool = ToolPart {
-        call_id: "c1".into(),
-        name: "read".into(),
-        input: "{}".into(),
-        state: ToolState::OutputError,
-        output: Some("no such tool".into()),
-    };
+    let mut tool = ToolPart::new("c1".into(), "read".into());
+    tool.input = "{}".into();
+    tool.state = CallState::Failed;
+    tool.output = Some("no such tool".into());
     let assistant = Message::new(
         Role::Assistant,
         vec![Part::Reasoning { text: "hidden".into() }, Part::Text { text: "Let me read.".into() }, Part::Tool(tool)],
@@ -110,7 +107,12 @@ fn the_request_carries_history_tool_results_and_images() {
     );
     let empty =
         Message::new(Role::Assistant, vec![Part::Reasoning { text: "only thoughts".into() }], MessageMeta::default());
-    let request = ModelRequest { model: "m".into(), system: "sys".into(), messages: vec![user, assistant, empty] };
+    let request = ModelRequest {
+        model: "m".into(),
+        system: "sys".into(),
+        messages: vec![user, assistant, empty],
+        tools: Vec::new(),
+    };
     let body = request_body(&request);
     assert_eq!(
         body["messages"],

@@ -61,6 +61,20 @@ impl Reply {
         Reply::Stream { events, delay: Duration::ZERO }
     }
 
+    /// Tool calls `(id, name, arguments JSON)`, streamed as OpenAI deltas, then `tool_calls`.
+    pub fn tool_calls(calls: &[(&str, &str, Value)]) -> Self {
+        let mut events = Vec::new();
+        for (index, (id, name, arguments)) in calls.iter().enumerate() {
+            let arguments = arguments.to_string();
+            let (first, rest) = arguments.split_at(arguments.len() / 2);
+            events.push(delta(json!({"tool_calls": [{"index": index, "id": id, "type": "function",
+                "function": {"name": name, "arguments": first}}]})));
+            events.push(delta(json!({"tool_calls": [{"index": index, "function": {"arguments": rest}}]})));
+        }
+        events.extend(finish("tool_calls"));
+        Reply::Stream { events, delay: Duration::ZERO }
+    }
+
     pub fn status(status: u16, message: &str) -> Self {
         let body = json!({"error": {"message": message, "type": "mock"}}).to_string();
         Reply::Status { status, body, retry_after: None }

@@ -4,6 +4,7 @@
 //! [`Agent`] is one `cairn` process speaking ACP on its stdin/stdout. Every stdout line must be
 //! JSON: anything else fails the test, because stdout is the protocol.
 
+pub mod editor;
 pub mod mock_llm;
 
 use std::path::PathBuf;
@@ -16,6 +17,7 @@ use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, ChildStdin, Command};
 use tokio::sync::mpsc;
 
+pub use editor::Editor;
 pub use mock_llm::{MockLlm, Reply};
 
 /// How long any single expected message may take before the test fails.
@@ -87,12 +89,17 @@ impl TestEnv {
     }
 
     pub async fn spawn(&self) -> Agent {
-        Agent::spawn(self.command()).await
+        Agent::spawn(self.command(), Editor::default()).await
     }
 
     /// Spawns an agent and initializes it.
     pub async fn ready(&self) -> Agent {
-        let mut agent = self.spawn().await;
+        self.ready_with(Editor::default()).await
+    }
+
+    /// Spawns an agent whose client is `editor`, and initializes it with the editor's capabilities.
+    pub async fn ready_with(&self, editor: Editor) -> Agent {
+        let mut agent = Agent::spawn(self.command(), editor).await;
         agent.initialize().await;
         agent
     }
@@ -101,24 +108,42 @@ impl TestEnv {
 /// One `cairn` process speaking ACP.
 pub struct Agent {
     pub child: Child,
-    stdin: Option<ChildStdin>,
+    /// The simulated editor answering the agent's requests.
+    pub editor: Editor,
+    stdin: Option<mpsc::UnboundedSender<Vec<u8>>>,
     lines: mpsc::UnboundedReceiver<Value>,
     stderr: Arc<Mutex<String>>,
     next_id: i64,
 }
 
 impl Agent {
-    pub async fn spawn(mut command: Command) -> Self {
+    pub async fn spawn(mut command: Command, editor: Editor) -> Self {
         command.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).kill_on_drop(true);
         let mut child = command.spawn().expect("spawn cairn");
         let stdout = child.stdout.take().unwrap();
         let stderr_pipe = child.stderr.take().unwrap();
+        let mut pipe: ChildStdin = child.stdin.take().unwrap();
+        let (stdin, mut to_write) = mpsc::unbounded_channel::<Vec<u8>>();
+        tokio::spawn(async move {
+            while let Some(bytes) = to_write.recv().await {
+                if pipe.write_all(&bytes).await.is_err() || pipe.flush().await.is_err() {
+                    break;
+                }
+            }
+        });
         let (tx, lines) = mpsc::unbounded_channel();
+        // Weak, so closing the test's stdin really closes the pipe.
+        let (serving, reply) = (editor.clone(), stdin.downgrade());
         tokio::spawn(async move {
             let mut reader = BufReader::new(stdout).lines();
             while let Ok(Some(line)) = reader.next_line().await {
                 let value: Value = serde_json::from_str(&line)
                     .unwrap_or_else(|err| panic!("stdout carried a non-JSON line ({err}): {line}"));
+                if let Some(reply) = reply.upgrade()
+                    && serving.handle(&value, &reply)
+                {
+                    continue;
+                }
                 if tx.send(value).is_err() {
                     break;
                 }
@@ -136,7 +161,7 @@ impl Agent {
                 sink.lock().unwrap().push_str(&String::from_utf8_lossy(&buf[..n]));
             }
         });
-        Self { stdin: child.stdin.take(), child, lines, stderr, next_id: 1 }
+        Self { child, editor, stdin: Some(stdin), lines, stderr, next_id: 1 }
     }
 
     /// What the agent wrote to stderr so far.
@@ -146,10 +171,13 @@ impl Agent {
 
     /// Writes one raw line (a newline is added).
     pub async fn send_raw(&mut self, line: &str) {
-        let stdin = self.stdin.as_mut().expect("stdin is open");
-        stdin.write_all(line.as_bytes()).await.unwrap();
-        stdin.write_all(b"\n").await.unwrap();
-        stdin.flush().await.unwrap();
+        let stdin = self.stdin.as_ref().expect("stdin is open");
+        stdin.send(format!("{line}\n").into_bytes()).expect("the stdin writer is running");
+    }
+
+    /// Answers a request the agent sent to the client.
+    pub async fn respond(&mut self, id: &Value, result: Value) {
+        self.send(json!({"jsonrpc": "2.0", "id": id, "result": result})).await;
     }
 
     pub async fn send(&mut self, message: Value) {
@@ -229,7 +257,8 @@ impl Agent {
     }
 
     pub async fn initialize(&mut self) -> Value {
-        self.call("initialize", json!({"protocolVersion": 1, "clientCapabilities": {}})).await
+        let capabilities = self.editor.capabilities();
+        self.call("initialize", json!({"protocolVersion": 1, "clientCapabilities": capabilities})).await
     }
 
     pub async fn new_session(&mut self, cwd: &str) -> String {

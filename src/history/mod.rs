@@ -2,11 +2,18 @@
 //!
 //! These types are the one shape shared by the turn loop, the providers, the store (which keeps
 //! each `Part` verbatim as `data_json`) and the ACP adapter (which converts them to wire content).
-//! They are snake_case at rest; the wire's camelCase lives only in `acp::convert`.
+//! They are snake_case at rest; the wire's camelCase lives only in `acp::convert`. Tool calls and
+//! their lifecycle are in `tool`.
+
+mod tool;
 
 use serde::{Deserialize, Serialize};
 
 use crate::ids::MessageId;
+
+pub use tool::{
+    CallState, IllegalTransition, Location, PlanEntry, PlanPriority, PlanStatus, ToolContent, ToolKind, ToolPart,
+};
 
 /// Who wrote a message.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -147,36 +154,25 @@ impl Part {
     }
 }
 
-/// A tool call and its result; `state` moves forward only.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct ToolPart {
-    pub call_id: String,
-    pub name: String,
-    /// The arguments exactly as the model produced them (a JSON text, possibly malformed).
-    pub input: String,
-    pub state: ToolState,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub output: Option<String>,
-}
-
-/// Where a tool call is in its life.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ToolState {
-    /// The model finished the call; it has not run yet.
-    InputAvailable,
-    /// It ran and produced `output`.
-    OutputAvailable,
-    /// It failed, was refused or was interrupted; `output` says why.
-    OutputError,
-}
-
-impl ToolState {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ToolState::InputAvailable => "input_available",
-            ToolState::OutputAvailable => "output_available",
-            ToolState::OutputError => "output_error",
+/// Ends every tool call a crash left unfinished, so it is shown failed and never run again.
+/// Returns the parts it changed, by message and index, for the caller to store.
+pub fn finalize_orphans(messages: &mut [Message]) -> Vec<(MessageId, u32, Part)> {
+    let mut changed = Vec::new();
+    for message in messages {
+        for (index, part) in message.parts.iter_mut().enumerate() {
+            let Part::Tool(tool) = part else { continue };
+            if tool.state.is_terminal() {
+                continue;
+            }
+            // A call waiting for permission may only be cancelled; the others fail.
+            if tool.state.advance(CallState::Failed).is_err() {
+                let _ = tool.state.advance(CallState::Cancelled);
+            }
+            let why = "Interrupted by a restart of the agent; the call did not finish and was not run again.";
+            tool.output = Some(why.to_owned());
+            tool.content = vec![ToolContent::Text { text: why.to_owned() }];
+            changed.push((message.id.clone(), u32::try_from(index).unwrap_or(u32::MAX), part.clone()));
         }
     }
+    changed
 }

@@ -1,0 +1,182 @@
+//! The editor's services over ACP: `fs/*`, `terminal/*` and `session/request_permission`, as a
+//! [`Host`] for one session's tools.
+//!
+//! Only what the client advertised at `initialize` is offered; a tool never calls a method the
+//! client did not announce. Dropping a pending request (a cancelled turn) sends
+//! `$/cancel_request` for it, which withdraws a permission question from the editor's UI.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use agent_client_protocol_schema::v1 as acp;
+use futures::FutureExt;
+use futures::future::BoxFuture;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use super::convert::tool_update;
+use super::rpc::Peer;
+use crate::history::ToolPart;
+use crate::ids::SessionId;
+use crate::tools::host::{
+    ExitStatus, Host, HostError, OptionKind, PermissionAnswer, PermissionOption, TerminalOutput, TerminalRequest,
+};
+
+/// What the client said it can do, set at `initialize`.
+#[derive(Default)]
+pub struct ClientFeatures {
+    pub read_files: AtomicBool,
+    pub write_files: AtomicBool,
+    pub terminals: AtomicBool,
+    pub notices: AtomicBool,
+}
+
+impl ClientFeatures {
+    pub fn learn(&self, capabilities: &acp::ClientCapabilities) {
+        self.read_files.store(capabilities.fs.read_text_file, Ordering::Relaxed);
+        self.write_files.store(capabilities.fs.write_text_file, Ordering::Relaxed);
+        self.terminals.store(capabilities.terminal, Ordering::Relaxed);
+        let notices = capabilities.session.as_ref().is_some_and(|s| s.notices.is_some());
+        self.notices.store(notices, Ordering::Relaxed);
+    }
+}
+
+/// One session's view of the editor.
+pub struct AcpHost {
+    pub peer: Peer,
+    pub session: SessionId,
+    pub features: Arc<ClientFeatures>,
+}
+
+impl AcpHost {
+    async fn call<P: Serialize, R: DeserializeOwned>(&self, method: &str, params: &P) -> Result<R, HostError> {
+        let value = self.peer.request(method, params).await.map_err(|err| HostError(format!("{method}: {err}")))?;
+        // Some clients answer `null` for empty results.
+        let value = if value.is_null() { serde_json::json!({}) } else { value };
+        serde_json::from_value(value).map_err(|err| HostError(format!("{method} answered something unexpected: {err}")))
+    }
+
+    fn id(&self) -> acp::SessionId {
+        acp::SessionId::new(self.session.as_str())
+    }
+}
+
+impl Host for AcpHost {
+    fn reads_files(&self) -> bool {
+        self.features.read_files.load(Ordering::Relaxed)
+    }
+
+    fn writes_files(&self) -> bool {
+        self.features.write_files.load(Ordering::Relaxed)
+    }
+
+    fn runs_terminals(&self) -> bool {
+        self.features.terminals.load(Ordering::Relaxed)
+    }
+
+    fn can_ask(&self) -> bool {
+        true
+    }
+
+    fn read_text_file<'a>(&'a self, path: &'a Path) -> BoxFuture<'a, Result<String, HostError>> {
+        async move {
+            let request = acp::ReadTextFileRequest::new(self.id(), path);
+            let response: acp::ReadTextFileResponse = self.call("fs/read_text_file", &request).await?;
+            Ok(response.content)
+        }
+        .boxed()
+    }
+
+    fn write_text_file<'a>(&'a self, path: &'a Path, content: &'a str) -> BoxFuture<'a, Result<(), HostError>> {
+        async move {
+            let request = acp::WriteTextFileRequest::new(self.id(), path, content);
+            let _: acp::WriteTextFileResponse = self.call("fs/write_text_file", &request).await?;
+            Ok(())
+        }
+        .boxed()
+    }
+
+    fn create_terminal<'a>(&'a self, request: &'a TerminalRequest) -> BoxFuture<'a, Result<String, HostError>> {
+        async move {
+            let create = acp::CreateTerminalRequest::new(self.id(), request.command.clone())
+                .args(request.args.clone())
+                .cwd(request.cwd.clone())
+                .output_byte_limit(request.output_byte_limit);
+            let response: acp::CreateTerminalResponse = self.call("terminal/create", &create).await?;
+            Ok(response.terminal_id.0.to_string())
+        }
+        .boxed()
+    }
+
+    fn wait_for_terminal_exit<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<ExitStatus, HostError>> {
+        async move {
+            let request = acp::WaitForTerminalExitRequest::new(self.id(), id.to_owned());
+            let response: acp::WaitForTerminalExitResponse = self.call("terminal/wait_for_exit", &request).await?;
+            Ok(exit_status(response.exit_status))
+        }
+        .boxed()
+    }
+
+    fn terminal_output<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<TerminalOutput, HostError>> {
+        async move {
+            let request = acp::TerminalOutputRequest::new(self.id(), id.to_owned());
+            let response: acp::TerminalOutputResponse = self.call("terminal/output", &request).await?;
+            Ok(TerminalOutput { output: response.output, truncated: response.truncated })
+        }
+        .boxed()
+    }
+
+    fn kill_terminal<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<(), HostError>> {
+        async move {
+            let request = acp::KillTerminalRequest::new(self.id(), id.to_owned());
+            let _: acp::KillTerminalResponse = self.call("terminal/kill", &request).await?;
+            Ok(())
+        }
+        .boxed()
+    }
+
+    fn release_terminal<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<(), HostError>> {
+        async move {
+            let request = acp::ReleaseTerminalRequest::new(self.id(), id.to_owned());
+            let _: acp::ReleaseTerminalResponse = self.call("terminal/release", &request).await?;
+            Ok(())
+        }
+        .boxed()
+    }
+
+    fn request_permission<'a>(
+        &'a self,
+        call: &'a ToolPart,
+        options: &'a [PermissionOption],
+    ) -> BoxFuture<'a, Result<PermissionAnswer, HostError>> {
+        async move {
+            let options = options
+                .iter()
+                .map(|option| {
+                    let kind = match option.kind {
+                        OptionKind::AllowOnce => acp::PermissionOptionKind::AllowOnce,
+                        OptionKind::AllowAlways => acp::PermissionOptionKind::AllowAlways,
+                        OptionKind::RejectOnce => acp::PermissionOptionKind::RejectOnce,
+                        OptionKind::RejectAlways => acp::PermissionOptionKind::RejectAlways,
+                    };
+                    acp::PermissionOption::new(option.id, option.label.clone(), kind)
+                })
+                .collect();
+            let request = acp::RequestPermissionRequest::new(self.id(), tool_update(call), options);
+            let response: acp::RequestPermissionResponse = self.call("session/request_permission", &request).await?;
+            Ok(match response.outcome {
+                acp::RequestPermissionOutcome::Selected(selected) => {
+                    PermissionAnswer::Selected(selected.option_id.0.to_string())
+                }
+                acp::RequestPermissionOutcome::Cancelled => PermissionAnswer::Cancelled,
+                _ => PermissionAnswer::Cancelled,
+            })
+        }
+        .boxed()
+    }
+}
+
+fn exit_status(status: acp::TerminalExitStatus) -> ExitStatus {
+    ExitStatus { code: status.exit_code, signal: status.signal }
+}

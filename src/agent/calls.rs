@@ -1,0 +1,295 @@
+//! The Executing and Confirming states: running the model's tool calls under the permissions.
+//!
+//! Calls run in the order the model made them. A run of leading read-only calls that need no
+//! question runs concurrently; writes and shell commands run one at a time. A call that must ask
+//! moves the turn to Confirming, which asks the editor and comes back with the answer. Every state
+//! change of a call goes through [`CallState::advance`] and is recorded, so the editor sees
+//! pending → in progress → completed/failed. Results reach the model in call order because they
+//! live in the calls' parts.
+
+use std::time::Duration;
+
+use futures::future::join_all;
+use tokio::sync::mpsc;
+
+use super::Turn;
+use super::events::AgentEvent;
+use super::state::{CallQueue, DoneReason, QueuedCall, TurnState};
+use crate::history::{CallState, Part, ToolContent, ToolPart};
+use crate::ids::MessageId;
+use crate::permissions::{self, Action, Decision, Mode, Scope};
+use crate::tools::host::{OptionKind, PermissionAnswer, PermissionOption};
+use crate::tools::{Access, Invocation, ToolContext, ToolError, ToolOutcome};
+
+/// After a cancel, how long running tools get to stop on their own (and clean up) before they
+/// are dropped.
+const CANCEL_GRACE: Duration = Duration::from_secs(2);
+/// A tool's own time limit plus this margin is the hard stop for it.
+const TIMEOUT_MARGIN: Duration = Duration::from_secs(5);
+
+const DENIED_BY_USER: &str = "The user denied this tool call. Do not retry it without asking the user first.";
+
+/// Runs the next calls of the queue, or asks about the first one.
+pub async fn executing(turn: &mut Turn<'_>, mut queue: CallQueue) -> TurnState {
+    let Some(head) = queue.calls.front() else { return TurnState::Sampling };
+    let index = head.index;
+    let invocation = match &head.invocation {
+        Ok(invocation) => invocation.clone(),
+        Err(err) => {
+            let why = err.0.clone();
+            queue.calls.pop_front();
+            fail(turn, &queue.message, index, why);
+            return TurnState::Executing(queue);
+        }
+    };
+    match decision(turn, head) {
+        Decision::Deny(why) => {
+            queue.calls.pop_front();
+            fail(turn, &queue.message, index, format!("Permission denied: {why}."));
+            TurnState::Executing(queue)
+        }
+        Decision::Ask if !turn.tools.host.can_ask() => {
+            queue.calls.pop_front();
+            let why = "this call needs the user's permission and there is nobody to ask; \
+                       run with --mode accept-edits or --mode bypass to allow it";
+            fail(turn, &queue.message, index, format!("Permission denied: {why}."));
+            TurnState::Executing(queue)
+        }
+        Decision::Ask => TurnState::Confirming(queue),
+        Decision::Allow => {
+            let mut batch = vec![(index, invocation.clone())];
+            queue.calls.pop_front();
+            if invocation.access() == Access::ReadOnly {
+                while let Some(next) = queue.calls.front() {
+                    let Ok(next_invocation) = &next.invocation else { break };
+                    if next_invocation.access() != Access::ReadOnly || decision(turn, next) != Decision::Allow {
+                        break;
+                    }
+                    batch.push((next.index, next_invocation.clone()));
+                    queue.calls.pop_front();
+                }
+            }
+            if run(turn, &queue.message, batch).await.is_err() {
+                cancel_all(turn, &queue);
+                return TurnState::Done(DoneReason::UserAbort);
+            }
+            TurnState::Executing(queue)
+        }
+    }
+}
+
+/// Asks the user about the first queued call, then goes back to executing.
+pub async fn confirming(turn: &mut Turn<'_>, mut queue: CallQueue) -> TurnState {
+    let Some(head) = queue.calls.front_mut() else { return TurnState::Sampling };
+    let Ok(invocation) = head.invocation.clone() else { return TurnState::Executing(queue) };
+    let index = head.index;
+    let Some(request) = invocation.permission(&turn.tools.workspace) else {
+        head.approved = true;
+        return TurnState::Executing(queue);
+    };
+    let Some(part) = change(turn, &queue.message, index, |tool| tool.state.advance(CallState::Suspended).is_ok())
+    else {
+        return TurnState::Executing(queue);
+    };
+    let session_rule = permissions::rule_for(&request, Action::Allow, Scope::Session);
+    let what = permissions::describe_rule(&session_rule);
+    let options = [
+        PermissionOption { id: "allow_once", label: "Allow once".into(), kind: OptionKind::AllowOnce },
+        PermissionOption {
+            id: "allow_session",
+            label: format!("Always allow {what} in this session"),
+            kind: OptionKind::AllowAlways,
+        },
+        PermissionOption {
+            id: "allow_project",
+            label: format!("Always allow {what} in this project"),
+            kind: OptionKind::AllowAlways,
+        },
+        PermissionOption { id: "reject_once", label: "Reject".into(), kind: OptionKind::RejectOnce },
+        PermissionOption {
+            id: "reject_always",
+            label: format!("Always reject {what}"),
+            kind: OptionKind::RejectAlways,
+        },
+    ];
+    let host = std::sync::Arc::clone(&turn.tools.host);
+    let answer = tokio::select! {
+        biased;
+        () = turn.cancel.cancelled() => None,
+        answer = host.request_permission(&part, &options) => Some(answer),
+    };
+    let chosen = match answer {
+        None | Some(Ok(PermissionAnswer::Cancelled)) if turn.cancel.is_cancelled() => {
+            cancel_all(turn, &queue);
+            return TurnState::Done(DoneReason::UserAbort);
+        }
+        None | Some(Ok(PermissionAnswer::Cancelled)) => "reject_once".to_owned(),
+        Some(Ok(PermissionAnswer::Selected(option))) => option,
+        Some(Err(err)) => {
+            tracing::warn!(%err, "the permission request failed; treating it as a rejection");
+            "reject_once".to_owned()
+        }
+    };
+    let remember = |action, source| {
+        let rule = permissions::rule_for(&request, action, source);
+        (rule.clone(), AgentEvent::RuleAdded(rule))
+    };
+    let (allowed, rule) = match chosen.as_str() {
+        "allow_once" => (true, None),
+        "allow_session" => (true, Some(remember(Action::Allow, Scope::Session))),
+        "allow_project" => (true, Some(remember(Action::Allow, Scope::Project))),
+        "reject_always" => (false, Some(remember(Action::Deny, Scope::Session))),
+        _ => (false, None),
+    };
+    if let Some((rule, event)) = rule {
+        turn.tools.rules.push(rule);
+        turn.recorder.record(event);
+    }
+    change(turn, &queue.message, index, |tool| tool.state.advance(CallState::Resuming).is_ok());
+    if allowed {
+        if let Some(head) = queue.calls.front_mut() {
+            head.approved = true;
+        }
+    } else {
+        queue.calls.pop_front();
+        fail(turn, &queue.message, index, DENIED_BY_USER.to_owned());
+    }
+    TurnState::Executing(queue)
+}
+
+/// What the permissions say about a queued call now (the mode may have changed).
+fn decision(turn: &Turn<'_>, call: &QueuedCall) -> Decision {
+    if call.approved {
+        return Decision::Allow;
+    }
+    let Ok(invocation) = &call.invocation else { return Decision::Allow };
+    let mode: Mode = *turn.tools.mode.borrow();
+    match invocation.permission(&turn.tools.workspace) {
+        Some(request) => permissions::decide(&request, mode, turn.tools.rules),
+        None => Decision::Allow,
+    }
+}
+
+/// Changes one call's part with `edit` (which says whether it changed anything) and records it.
+fn change(
+    turn: &mut Turn<'_>,
+    message: &MessageId,
+    index: u32,
+    edit: impl FnOnce(&mut ToolPart) -> bool,
+) -> Option<ToolPart> {
+    let owner = turn.history.iter_mut().rev().find(|m| m.id == *message)?;
+    let Some(Part::Tool(tool)) = owner.parts.get_mut(index as usize) else { return None };
+    if !edit(tool) {
+        tracing::warn!(call = %tool.call_id, state = ?tool.state, "ignored an illegal tool call transition");
+        return None;
+    }
+    let part = tool.clone();
+    turn.recorder.record(AgentEvent::PartUpdated { message: message.clone(), index, part: Part::Tool(part.clone()) });
+    Some(part)
+}
+
+fn fail(turn: &mut Turn<'_>, message: &MessageId, index: u32, why: String) {
+    change(turn, message, index, |tool| {
+        let moved = tool.state.advance(CallState::Failed).is_ok();
+        tool.output = Some(why);
+        moved
+    });
+}
+
+/// Marks every call not yet finished as cancelled.
+fn cancel_all(turn: &mut Turn<'_>, queue: &CallQueue) {
+    let indexes: Vec<u32> = match turn.history.iter().rev().find(|m| m.id == queue.message) {
+        Some(message) => (0..message.parts.len()).filter_map(|i| u32::try_from(i).ok()).collect(),
+        None => return,
+    };
+    for index in indexes {
+        change(turn, &queue.message, index, |tool| {
+            let moved = tool.state.advance(CallState::Cancelled).is_ok();
+            if moved {
+                tool.output = Some("Cancelled by the user.".to_owned());
+            }
+            moved
+        });
+    }
+}
+
+/// Runs a batch of allowed calls (concurrently when there are several) and records their results.
+/// `Err` if the turn was cancelled meanwhile.
+async fn run(turn: &mut Turn<'_>, message: &MessageId, batch: Vec<(u32, Invocation)>) -> Result<(), ()> {
+    for (index, _) in &batch {
+        change(turn, message, *index, |tool| tool.state.advance(CallState::Running).is_ok());
+    }
+    let (progress_tx, mut progress_rx) = mpsc::unbounded_channel::<Vec<ToolContent>>();
+    let single = batch.len() == 1;
+    let cancel = turn.cancel.child_token();
+    let default_timeout = turn.limits.tool_timeout;
+    let contexts: Vec<ToolContext> = batch
+        .iter()
+        .map(|_| ToolContext {
+            workspace: turn.tools.workspace.clone(),
+            host: std::sync::Arc::clone(&turn.tools.host),
+            cancel: cancel.clone(),
+            progress: single.then(|| progress_tx.clone()),
+        })
+        .collect();
+    drop(progress_tx);
+    let runs = join_all(batch.iter().zip(&contexts).map(|((_, invocation), ctx)| async move {
+        let limit = invocation.timeout(default_timeout);
+        match tokio::time::timeout(limit + TIMEOUT_MARGIN, invocation.run(ctx)).await {
+            Ok(result) => result,
+            Err(_) => Err(ToolError(format!("The tool did not finish within {} s and was stopped.", limit.as_secs()))),
+        }
+    }));
+    tokio::pin!(runs);
+    let mut progress_open = true;
+    let results = loop {
+        tokio::select! {
+            results = &mut runs => break Some(results),
+            () = turn.cancel.cancelled() => break tokio::time::timeout(CANCEL_GRACE, &mut runs).await.ok(),
+            shown = progress_rx.recv(), if progress_open => match shown {
+                Some(content) => {
+                    if let Some((index, _)) = batch.first() {
+                        change(turn, message, *index, |tool| {
+                            tool.content = content;
+                            true
+                        });
+                    }
+                }
+                None => progress_open = false,
+            },
+        }
+    };
+    let cancelled = turn.cancel.is_cancelled();
+    let results = results.unwrap_or_default();
+    for (position, (index, _)) in batch.iter().enumerate() {
+        match results.get(position) {
+            Some(result) if !cancelled => record_result(turn, message, *index, result.clone()),
+            _ => {
+                change(turn, message, *index, |tool| {
+                    tool.output = Some("Cancelled by the user; the tool was stopped.".to_owned());
+                    tool.state.advance(CallState::Cancelled).is_ok()
+                });
+            }
+        }
+    }
+    if cancelled { Err(()) } else { Ok(()) }
+}
+
+fn record_result(turn: &mut Turn<'_>, message: &MessageId, index: u32, result: Result<ToolOutcome, ToolError>) {
+    change(turn, message, index, |tool| match result {
+        Ok(outcome) => {
+            let to = if outcome.failed { CallState::Failed } else { CallState::Succeeded };
+            tool.output = Some(outcome.output);
+            if !outcome.content.is_empty() || tool.content.is_empty() {
+                tool.content = outcome.content;
+            }
+            tool.plan = outcome.plan;
+            tool.state.advance(to).is_ok()
+        }
+        Err(err) => {
+            tool.content = vec![ToolContent::Text { text: err.0.clone() }];
+            tool.output = Some(err.0);
+            tool.state.advance(CallState::Failed).is_ok()
+        }
+    });
+}

@@ -1,0 +1,261 @@
+//! A tool call as stored: its input, its place in the call lifecycle, what the editor was shown
+//! and what the model is told.
+//!
+//! [`CallState`] is the lifecycle of design.md §5 (New → Running → Succeeded | Failed | Cancelled,
+//! with Suspended → Resuming while a permission is pending); [`CallState::advance`] is the one place
+//! that decides which moves are legal, and terminal states never change.
+
+use std::borrow::Cow;
+
+use serde::{Deserialize, Serialize};
+
+/// Output longer than this many characters reaches the model snipped.
+pub const SNIP_OVER: usize = 20_000;
+/// How much of the head and of the tail of a snipped output the model still sees.
+pub const SNIP_KEEP: usize = 2_000;
+
+/// A tool call the model made, with everything shown about it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ToolPart {
+    pub call_id: String,
+    pub name: String,
+    /// The arguments exactly as the model produced them (a JSON text, possibly malformed).
+    pub input: String,
+    pub state: CallState,
+    /// What the editor shows, e.g. "Read src/lib.rs".
+    #[serde(default)]
+    pub title: String,
+    #[serde(default = "ToolKind::other")]
+    pub kind: ToolKind,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub locations: Vec<Location>,
+    /// What the editor shows as the call's content (text, diffs, terminals).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub content: Vec<ToolContent>,
+    /// The full result for the model; snipped only when it is sent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<String>,
+    /// The todo list this call set, shown as the session's plan.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plan: Option<Vec<PlanEntry>>,
+}
+
+impl ToolPart {
+    /// A call the model has just named; its arguments may still be streaming.
+    pub fn new(call_id: String, name: String) -> Self {
+        Self {
+            title: name.clone(),
+            call_id,
+            name,
+            input: String::new(),
+            state: CallState::New,
+            kind: ToolKind::Other,
+            locations: Vec::new(),
+            content: Vec::new(),
+            output: None,
+            plan: None,
+        }
+    }
+
+    /// What the model is told about this call: its output, snipped to head and tail when long.
+    pub fn model_output(&self) -> Cow<'_, str> {
+        let output = match (self.state, self.output.as_deref()) {
+            (CallState::New | CallState::Suspended | CallState::Resuming | CallState::Running, _) => {
+                return Cow::Borrowed("The tool call was interrupted before it produced a result.");
+            }
+            (_, Some(output)) => output,
+            (_, None) => "",
+        };
+        snip(output)
+    }
+}
+
+/// `text` as the model sees it: whole up to [`SNIP_OVER`] characters, else head and tail.
+pub fn snip(text: &str) -> Cow<'_, str> {
+    let total = text.chars().count();
+    if total <= SNIP_OVER {
+        return Cow::Borrowed(text);
+    }
+    let head: String = text.chars().take(SNIP_KEEP).collect();
+    let tail: String = text.chars().skip(total - SNIP_KEEP).collect();
+    let omitted = total - 2 * SNIP_KEEP;
+    Cow::Owned(format!(
+        "{head}\n[... {omitted} characters snipped; the full output was {total} characters. Narrow the request to see the middle ...]\n{tail}"
+    ))
+}
+
+/// Where a tool call is in its life.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CallState {
+    /// Named by the model; not started.
+    New,
+    /// Waiting for the user's permission.
+    Suspended,
+    /// Permission granted; about to run.
+    Resuming,
+    Running,
+    Succeeded,
+    Failed,
+    Cancelled,
+}
+
+/// A move the lifecycle does not allow.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("a tool call cannot go from {from:?} to {to:?}")]
+pub struct IllegalTransition {
+    pub from: CallState,
+    pub to: CallState,
+}
+
+impl CallState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CallState::New => "new",
+            CallState::Suspended => "suspended",
+            CallState::Resuming => "resuming",
+            CallState::Running => "running",
+            CallState::Succeeded => "succeeded",
+            CallState::Failed => "failed",
+            CallState::Cancelled => "cancelled",
+        }
+    }
+
+    pub fn is_terminal(self) -> bool {
+        match self {
+            CallState::Succeeded | CallState::Failed | CallState::Cancelled => true,
+            CallState::New | CallState::Suspended | CallState::Resuming | CallState::Running => false,
+        }
+    }
+
+    /// Moves to `to` if the lifecycle allows it.
+    pub fn advance(&mut self, to: CallState) -> Result<(), IllegalTransition> {
+        use CallState::{Cancelled, Failed, New, Resuming, Running, Succeeded, Suspended};
+        let legal = match (*self, to) {
+            (New, Running | Suspended | Failed | Cancelled) => true,
+            (Suspended, Resuming | Cancelled) => true,
+            (Resuming, Running | Suspended | Failed | Cancelled) => true,
+            (Running, Succeeded | Failed | Cancelled) => true,
+            (New | Suspended | Resuming | Running | Succeeded | Failed | Cancelled, _) => false,
+        };
+        if legal {
+            *self = to;
+            Ok(())
+        } else {
+            Err(IllegalTransition { from: *self, to })
+        }
+    }
+}
+
+/// The editor's icon for a call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolKind {
+    Read,
+    Edit,
+    Search,
+    Execute,
+    Think,
+    Other,
+}
+
+impl ToolKind {
+    fn other() -> Self {
+        ToolKind::Other
+    }
+}
+
+/// A file a call touches, for "follow the agent".
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Location {
+    /// Absolute.
+    pub path: String,
+    /// 1-based.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub line: Option<u32>,
+}
+
+/// What a call shows in the editor.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ToolContent {
+    Text {
+        text: String,
+    },
+    /// A whole-file change; `old_text` is `None` for a new file.
+    Diff {
+        path: String,
+        old_text: Option<String>,
+        new_text: String,
+    },
+    /// A terminal the editor runs and renders.
+    Terminal {
+        terminal_id: String,
+    },
+}
+
+/// One entry of the agent's plan (the todo list).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PlanEntry {
+    pub content: String,
+    pub status: PlanStatus,
+    #[serde(default = "PlanPriority::medium")]
+    pub priority: PlanPriority,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PlanStatus {
+    Pending,
+    InProgress,
+    Completed,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PlanPriority {
+    High,
+    Medium,
+    Low,
+}
+
+impl PlanPriority {
+    fn medium() -> Self {
+        PlanPriority::Medium
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn terminal_states_never_change_and_suspension_only_resumes_or_cancels() {
+        for terminal in [CallState::Succeeded, CallState::Failed, CallState::Cancelled] {
+            for to in [CallState::New, CallState::Running, CallState::Succeeded, CallState::Cancelled] {
+                assert!(terminal.clone().advance(to).is_err(), "{terminal:?} → {to:?}");
+            }
+        }
+        let mut state = CallState::New;
+        assert!(state.advance(CallState::Suspended).is_ok());
+        assert!(state.clone().advance(CallState::Running).is_err());
+        assert!(state.clone().advance(CallState::Failed).is_err());
+        assert!(state.advance(CallState::Resuming).is_ok());
+        assert!(state.advance(CallState::Running).is_ok());
+        assert!(state.advance(CallState::Succeeded).is_ok());
+        assert_eq!(state, CallState::Succeeded);
+    }
+
+    #[test]
+    fn long_output_reaches_the_model_as_head_and_tail() {
+        let long: String = (0..30_000).map(|i| char::from(b'a' + (i % 26) as u8)).collect();
+        let mut part = ToolPart::new("c".into(), "bash".into());
+        part.state = CallState::Succeeded;
+        part.output = Some(long.clone());
+        let seen = part.model_output();
+        assert!(seen.starts_with(&long[..2_000]) && seen.ends_with(&long[28_000..]));
+        assert!(seen.contains("26000 characters snipped; the full output was 30000 characters"));
+        part.output = Some("short".into());
+        assert_eq!(part.model_output(), "short");
+    }
+}

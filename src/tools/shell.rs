@@ -1,0 +1,235 @@
+//! `bash`: in an editor terminal when the client offers `terminal`, else in a local process group.
+//!
+//! A local command runs in its own process group; stopping it (timeout, cancel, or the future
+//! being dropped) kills the whole group, so a `sleep` a command left in the background dies with
+//! it. Its output streams to the editor while it runs. A delegated command is always killed (if
+//! still running) and released, even when the call is abandoned.
+
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::io::AsyncReadExt;
+use tokio::time::Instant;
+
+use super::host::{Host, TerminalRequest};
+use super::{BashArgs, ToolContext, ToolError, ToolOutcome};
+use crate::history::ToolContent;
+
+/// How much output is kept: this much of the start and this much of the end.
+const KEEP_HEAD: usize = 100 * 1024;
+const KEEP_TAIL: usize = 100 * 1024;
+/// How often running output is shown.
+const PROGRESS_EVERY: Duration = Duration::from_millis(250);
+/// After the shell exits, how long to wait for the rest of its output.
+const DRAIN_AFTER_EXIT: Duration = Duration::from_millis(100);
+
+pub async fn bash(args: &BashArgs, ctx: &ToolContext) -> Result<ToolOutcome, ToolError> {
+    let timeout = super::Invocation::Bash(args.clone()).timeout(Duration::ZERO);
+    if ctx.host.runs_terminals() { delegated(args, ctx, timeout).await } else { local(args, ctx, timeout).await }
+}
+
+/// Kills a process group when dropped.
+struct GroupKiller(Option<u32>);
+
+impl Drop for GroupKiller {
+    fn drop(&mut self) {
+        if let Some(group) = self.0 {
+            kill_group(group);
+        }
+    }
+}
+
+#[allow(unsafe_code)]
+fn kill_group(group: u32) {
+    let Ok(group) = libc::pid_t::try_from(group) else { return };
+    // SAFETY: killpg takes plain integers and touches no memory of ours; a group that is gone
+    // makes it fail with ESRCH, which is fine.
+    unsafe {
+        libc::killpg(group, libc::SIGKILL);
+    }
+}
+
+/// The start and the end of a long output, with a count of what was dropped between them.
+#[derive(Default)]
+struct Capture {
+    head: Vec<u8>,
+    tail: std::collections::VecDeque<u8>,
+    dropped: usize,
+}
+
+impl Capture {
+    fn push(&mut self, bytes: &[u8]) {
+        let room = KEEP_HEAD.saturating_sub(self.head.len());
+        let (first, rest) = bytes.split_at(room.min(bytes.len()));
+        self.head.extend_from_slice(first);
+        self.tail.extend(rest);
+        while self.tail.len() > KEEP_TAIL {
+            self.tail.pop_front();
+            self.dropped += 1;
+        }
+    }
+
+    fn text(&self) -> String {
+        let mut text = String::from_utf8_lossy(&self.head).into_owned();
+        if self.dropped > 0 {
+            text.push_str(&format!("\n[... {} bytes of output dropped ...]\n", self.dropped));
+        }
+        let tail: Vec<u8> = self.tail.iter().copied().collect();
+        text.push_str(&String::from_utf8_lossy(&tail));
+        text
+    }
+}
+
+async fn local(args: &BashArgs, ctx: &ToolContext, timeout: Duration) -> Result<ToolOutcome, ToolError> {
+    let mut child = tokio::process::Command::new("bash")
+        .arg("-c")
+        .arg(&args.command)
+        .current_dir(ctx.workspace.cwd())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|err| ToolError(format!("cannot start bash: {err}")))?;
+    let _group = GroupKiller(child.id());
+    let mut stdout = child.stdout.take();
+    let mut stderr = child.stderr.take();
+    let mut capture = Capture::default();
+    let (mut out_buf, mut err_buf) = ([0u8; 8192], [0u8; 8192]);
+    let deadline = Instant::now() + timeout;
+    let mut drain_until: Option<Instant> = None;
+    let mut status = None;
+    let mut shown = 0usize;
+    let mut tick = tokio::time::interval(PROGRESS_EVERY);
+    let stopped = loop {
+        if stdout.is_none() && stderr.is_none() && status.is_some() {
+            break None;
+        }
+        tokio::select! {
+            read = read_some(&mut stdout, &mut out_buf) => if let Some(n) = read { capture.push(&out_buf[..n]) },
+            read = read_some(&mut stderr, &mut err_buf) => if let Some(n) = read { capture.push(&err_buf[..n]) },
+            exited = child.wait(), if status.is_none() => {
+                status = Some(exited.map_err(|err| ToolError(format!("waiting for bash failed: {err}")))?);
+                drain_until = Some(Instant::now() + DRAIN_AFTER_EXIT);
+            }
+            () = sleep_until(drain_until) => break None,
+            () = tokio::time::sleep_until(deadline) => break Some(format!("timed out after {} s", timeout.as_secs())),
+            () = ctx.cancel.cancelled() => break Some("cancelled".to_owned()),
+            _ = tick.tick() => {
+                let size = capture.head.len() + capture.tail.len() + capture.dropped;
+                if size != shown && let Some(progress) = &ctx.progress {
+                    shown = size;
+                    let _ = progress.send(vec![ToolContent::Text { text: capture.text() }]);
+                }
+            }
+        }
+    };
+    let text = capture.text();
+    if let Some(why) = stopped {
+        return Err(ToolError(format!("The command {why}; it was killed. Output so far:\n{text}")));
+    }
+    let code = status.and_then(|s| s.code());
+    let ending = match code {
+        Some(code) => format!("[exit status {code}]"),
+        None => "[killed by a signal]".to_owned(),
+    };
+    let output = if text.is_empty() { ending } else { format!("{text}\n{ending}") };
+    Ok(ToolOutcome {
+        content: vec![ToolContent::Text { text: output.clone() }],
+        output,
+        plan: None,
+        failed: code != Some(0),
+    })
+}
+
+/// Reads from a pipe; `None` (and the pipe closed) at its end. Never resolves for a closed pipe.
+async fn read_some<R: tokio::io::AsyncRead + Unpin>(pipe: &mut Option<R>, buf: &mut [u8]) -> Option<usize> {
+    let Some(reader) = pipe.as_mut() else { return std::future::pending().await };
+    match reader.read(buf).await {
+        Ok(0) | Err(_) => {
+            *pipe = None;
+            None
+        }
+        Ok(n) => Some(n),
+    }
+}
+
+async fn sleep_until(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Kills and releases an editor terminal when dropped before [`Self::disarm`].
+struct TerminalGuard {
+    host: Arc<dyn Host>,
+    id: Option<String>,
+}
+
+impl TerminalGuard {
+    fn disarm(&mut self) {
+        self.id = None;
+    }
+}
+
+impl Drop for TerminalGuard {
+    fn drop(&mut self) {
+        if let Some(id) = self.id.take() {
+            let host = Arc::clone(&self.host);
+            tokio::spawn(async move {
+                let _ = host.kill_terminal(&id).await;
+                let _ = host.release_terminal(&id).await;
+            });
+        }
+    }
+}
+
+async fn delegated(args: &BashArgs, ctx: &ToolContext, timeout: Duration) -> Result<ToolOutcome, ToolError> {
+    let host = &ctx.host;
+    let request = TerminalRequest {
+        command: "bash".to_owned(),
+        args: vec!["-c".to_owned(), args.command.clone()],
+        cwd: ctx.workspace.cwd().to_path_buf(),
+        output_byte_limit: (KEEP_HEAD + KEEP_TAIL) as u64,
+    };
+    let id =
+        host.create_terminal(&request).await.map_err(|err| ToolError(format!("cannot start the command: {err}")))?;
+    let mut guard = TerminalGuard { host: Arc::clone(host), id: Some(id.clone()) };
+    if let Some(progress) = &ctx.progress {
+        let _ = progress.send(vec![ToolContent::Terminal { terminal_id: id.clone() }]);
+    }
+    let stopped = tokio::select! {
+        exit = host.wait_for_terminal_exit(&id) => match exit {
+            Ok(exit) => Ok(exit),
+            Err(err) => Err(format!("failed: {err}")),
+        },
+        () = tokio::time::sleep(timeout) => Err(format!("timed out after {} s", timeout.as_secs())),
+        () = ctx.cancel.cancelled() => Err("cancelled".to_owned()),
+    };
+    if stopped.is_err() {
+        let _ = host.kill_terminal(&id).await;
+    }
+    let output = host.terminal_output(&id).await;
+    let _ = host.release_terminal(&id).await;
+    guard.disarm();
+    let content = vec![ToolContent::Terminal { terminal_id: id.clone() }];
+    let text = match output {
+        Ok(output) if output.truncated => format!("[output truncated at the start]\n{}", output.output),
+        Ok(output) => output.output,
+        Err(err) => format!("[the output could not be read: {err}]"),
+    };
+    let exit = match stopped {
+        Ok(exit) => exit,
+        Err(why) => return Err(ToolError(format!("The command {why}; it was killed. Output so far:\n{text}"))),
+    };
+    let ending = match (exit.code, &exit.signal) {
+        (Some(code), _) => format!("[exit status {code}]"),
+        (None, Some(signal)) => format!("[killed by {signal}]"),
+        (None, None) => "[exit status unknown]".to_owned(),
+    };
+    let output = if text.is_empty() { ending } else { format!("{text}\n{ending}") };
+    Ok(ToolOutcome { output, content, plan: None, failed: exit.code != Some(0) })
+}
