@@ -87,7 +87,9 @@ pub async fn streaming(turn: &mut Turn<'_>, mut s: Streaming) -> TurnState {
             StreamEvent::ToolCallStarted { id, name } => {
                 close_part(turn, &mut s);
                 let index = next_index(&s.message);
-                let part = Part::Tool(ToolPart::new(id.clone(), name));
+                let mut tool = ToolPart::new(id.clone(), name);
+                tool.kind = tools::kind_for(&tool.name);
+                let part = Part::Tool(tool);
                 s.message.parts.push(part.clone());
                 s.calls.push((id, index));
                 turn.recorder.record(AgentEvent::PartUpdated { message: s.message.id.clone(), index, part });

@@ -31,6 +31,18 @@ pub use workspace::Workspace;
 /// Every tool, in the order the model sees them.
 pub const NAMES: [&str; 7] = ["read", "write", "edit", "glob", "grep", "bash", "todo"];
 
+/// The editor's icon for a tool, known from its name before its arguments arrive.
+pub fn kind_for(name: &str) -> ToolKind {
+    match name {
+        "read" => ToolKind::Read,
+        "write" | "edit" => ToolKind::Edit,
+        "glob" | "grep" => ToolKind::Search,
+        "bash" => ToolKind::Execute,
+        "todo" => ToolKind::Think,
+        _ => ToolKind::Other,
+    }
+}
+
 /// What a tool needs while it runs.
 pub struct ToolContext {
     pub workspace: Workspace,
@@ -187,14 +199,20 @@ impl Invocation {
         })
     }
 
-    pub fn kind(&self) -> ToolKind {
+    pub fn name(&self) -> &'static str {
         match self {
-            Invocation::Read(_) => ToolKind::Read,
-            Invocation::Write(_) | Invocation::Edit(_) => ToolKind::Edit,
-            Invocation::Glob(_) | Invocation::Grep(_) => ToolKind::Search,
-            Invocation::Bash(_) => ToolKind::Execute,
-            Invocation::Todo(_) => ToolKind::Think,
+            Invocation::Read(_) => "read",
+            Invocation::Write(_) => "write",
+            Invocation::Edit(_) => "edit",
+            Invocation::Glob(_) => "glob",
+            Invocation::Grep(_) => "grep",
+            Invocation::Bash(_) => "bash",
+            Invocation::Todo(_) => "todo",
         }
+    }
+
+    pub fn kind(&self) -> ToolKind {
+        kind_for(self.name())
     }
 
     pub fn access(&self) -> Access {

@@ -16,3 +16,4 @@ mod protocol;
 mod provider;
 mod sessions;
 mod tidy;
+mod tools;
