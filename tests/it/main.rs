@@ -11,6 +11,7 @@ mod cancel;
 mod durability;
 mod headless;
 mod official_client;
+mod permissions;
 mod prompt;
 mod protocol;
 mod provider;

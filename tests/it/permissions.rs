@@ -1,0 +1,278 @@
+//! Permissions and cancellation around tools: asking, remembering, modes, the workspace boundary,
+//! cancels that reach permission questions and process trees, and calls cut off by a crash.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::support::{Agent, Editor, Reply, TestEnv, updates};
+use crate::tools::{call, set_mode, tool_results, turn};
+
+fn write(id: &str, path: &str) -> Reply {
+    Reply::tool_calls(&[(id, "write", json!({"path": path, "content": "x\n"}))])
+}
+
+fn asked(agent: &Agent) -> usize {
+    agent.editor.requests("session/request_permission").len()
+}
+
+async fn load(agent: &mut Agent, env: &TestEnv, session: &str) -> Vec<Value> {
+    let id = agent.request("session/load", json!({"sessionId": session, "cwd": env.cwd(), "mcpServers": []})).await;
+    let (response, replay) = agent.response(id).await;
+    assert!(response.get("result").is_some(), "{response}");
+    updates(&replay, session).into_iter().cloned().collect()
+}
+
+#[tokio::test]
+async fn a_rejection_reaches_the_model_and_the_turn_goes_on() {
+    let env = TestEnv::new().await;
+    env.mock.push(write("c1", "a.txt")).push(Reply::text(&["Understood."]));
+    let editor = Editor::default();
+    editor.answer(&["reject_once"]);
+    let mut agent = env.ready_with(editor).await;
+    let session = agent.new_session(&env.cwd()).await;
+    let (response, updates) = turn(&mut agent, &session, "write a.txt").await;
+    assert_eq!(response["result"]["stopReason"], "end_turn");
+    assert!(!env.workspace().join("a.txt").exists());
+    assert!(tool_results(&env, 1)[0]["content"].as_str().unwrap().starts_with("The user denied this tool call."));
+    assert_eq!(call(&updates, "c1").last().unwrap()["status"], "failed");
+}
+
+#[tokio::test]
+async fn always_answers_are_remembered_per_session_and_per_project_across_restarts() {
+    let env = TestEnv::new().await;
+    let editor = Editor::default();
+    editor.answer(&["allow_session"]);
+    let mut agent = env.ready_with(editor).await;
+    let first = agent.new_session(&env.cwd()).await;
+    env.mock.push(write("c1", "one.txt")).push(Reply::text(&["ok"]));
+    env.mock.push(write("c2", "two.txt")).push(Reply::text(&["ok"]));
+    turn(&mut agent, &first, "one").await;
+    turn(&mut agent, &first, "two").await;
+    assert_eq!(asked(&agent), 1, "allowed for the session after the first answer");
+    assert!(env.workspace().join("two.txt").exists());
+    agent.close_stdin();
+    agent.wait_exit().await;
+
+    // A new process remembers the session's rule; another session in the same project asks.
+    let editor = Editor::default();
+    editor.answer(&["allow_project"]);
+    let mut agent = env.ready_with(editor).await;
+    load(&mut agent, &env, &first).await;
+    env.mock.push(write("c3", "three.txt")).push(Reply::text(&["ok"]));
+    turn(&mut agent, &first, "three").await;
+    assert_eq!(asked(&agent), 0);
+    let second = agent.new_session(&env.cwd()).await;
+    env.mock.push(write("c4", "four.txt")).push(Reply::text(&["ok"]));
+    turn(&mut agent, &second, "four").await;
+    assert_eq!(asked(&agent), 1, "session rules stay with their session");
+    agent.close_stdin();
+    agent.wait_exit().await;
+
+    let mut agent = env.ready_with(Editor::default()).await;
+    let third = agent.new_session(&env.cwd()).await;
+    env.mock.push(write("c5", "five.txt")).push(Reply::text(&["ok"]));
+    let (response, _) = turn(&mut agent, &third, "five").await;
+    assert_eq!(response["result"]["stopReason"], "end_turn");
+    assert!(env.workspace().join("five.txt").exists(), "the project rule covers every session in the project");
+}
+
+#[tokio::test]
+async fn outside_the_workspace_and_through_symlinks_it_always_asks() {
+    let env = TestEnv::new().await;
+    let outside = env.dir.path().join("outside");
+    std::fs::create_dir_all(&outside).unwrap();
+    std::fs::write(outside.join("secret.txt"), "secret\n").unwrap();
+    std::os::unix::fs::symlink(&outside, env.workspace().join("link")).unwrap();
+    std::fs::write(env.workspace().join("inside.txt"), "fine\n").unwrap();
+    env.mock.push(Reply::tool_calls(&[
+        ("c1", "read", json!({"path": "inside.txt"})),
+        ("c2", "read", json!({"path": "link/secret.txt"})),
+        ("c3", "write", json!({"path": "../outside/new.txt", "content": "x"})),
+    ]));
+    env.mock.push(Reply::text(&["ok"]));
+    let editor = Editor::default();
+    editor.answer(&["reject_once", "reject_once"]);
+    let mut agent = env.ready_with(editor).await;
+    let session = agent.new_session(&env.cwd()).await;
+    set_mode(&mut agent, &session, "accept-edits").await;
+    turn(&mut agent, &session, "go").await;
+    let questions: Vec<String> = agent
+        .editor
+        .requests("session/request_permission")
+        .iter()
+        .map(|r| r["params"]["toolCall"]["toolCallId"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(questions, ["c2", "c3"], "accept-edits still asks outside the workspace");
+    assert!(!outside.join("new.txt").exists());
+    assert_eq!(tool_results(&env, 1)[0]["content"], "     1\tfine\n");
+}
+
+#[tokio::test]
+async fn read_only_mode_refuses_edits_and_commands_without_asking() {
+    let env = TestEnv::new().await;
+    std::fs::write(env.workspace().join("a.txt"), "a\n").unwrap();
+    env.mock.push(Reply::tool_calls(&[
+        ("c1", "read", json!({"path": "a.txt"})),
+        ("c2", "edit", json!({"path": "a.txt", "old_string": "a", "new_string": "b"})),
+        ("c3", "bash", json!({"command": "touch made.txt"})),
+    ]));
+    env.mock.push(Reply::text(&["ok"]));
+    let mut agent = env.ready().await;
+    let session = agent.new_session(&env.cwd()).await;
+    let id = agent.request("session/set_mode", json!({"sessionId": session, "modeId": "read-only"})).await;
+    let (response, notifications) = agent.response(id).await;
+    assert_eq!(response["result"], json!({}));
+    let option = &updates(&notifications, &session)[0]["configOptions"][1];
+    assert_eq!((option["id"].as_str(), option["currentValue"].as_str()), (Some("mode"), Some("read-only")));
+    turn(&mut agent, &session, "go").await;
+    let results = tool_results(&env, 1);
+    assert_eq!(results[0]["content"], "     1\ta\n");
+    for refused in &results[1..] {
+        assert!(refused["content"].as_str().unwrap().contains("read-only mode"), "{refused}");
+    }
+    assert_eq!(asked(&agent), 0);
+    assert_eq!(std::fs::read_to_string(env.workspace().join("a.txt")).unwrap(), "a\n");
+    assert!(!env.workspace().join("made.txt").exists());
+
+    // The mode is also a config option, and it is stored with the session.
+    let changed = agent
+        .call("session/set_config_option", json!({"sessionId": session, "configId": "mode", "value": "bypass"}))
+        .await;
+    assert_eq!(changed["configOptions"][1]["currentValue"], "bypass");
+    let resumed = agent.call("session/resume", json!({"sessionId": session, "cwd": env.cwd()})).await;
+    assert_eq!(resumed["modes"]["currentModeId"], "bypass");
+}
+
+#[tokio::test]
+async fn cancel_kills_the_whole_process_tree_of_a_running_command() {
+    let env = TestEnv::new().await;
+    let pid_file = env.workspace().join("pid");
+    let command = format!("sleep 60 & echo $! > {}; sleep 60", pid_file.display());
+    env.mock.push(Reply::tool_calls(&[("c1", "bash", json!({"command": command}))]));
+    let mut agent = env.ready().await;
+    let session = agent.new_session(&env.cwd()).await;
+    set_mode(&mut agent, &session, "bypass").await;
+    let prompt = agent.prompt(&session, "go").await;
+    while !pid_file.exists() || std::fs::read_to_string(&pid_file).unwrap().trim().is_empty() {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let pid = std::fs::read_to_string(&pid_file).unwrap().trim().to_owned();
+    agent.notify("session/cancel", json!({"sessionId": session})).await;
+    let (response, notifications) = agent.response(prompt).await;
+    assert_eq!(response["result"]["stopReason"], "cancelled");
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(!alive(&pid), "the background sleep is gone 100 ms after the answer");
+    let shown = updates(&notifications, &session);
+    let last = shown.iter().rev().find(|u| u["toolCallId"] == "c1").unwrap();
+    assert_eq!(last["status"], "failed");
+}
+
+#[tokio::test]
+async fn cancel_withdraws_a_pending_permission_question() {
+    let env = TestEnv::new().await;
+    env.mock.push(write("c1", "a.txt"));
+    let mut agent = env.ready().await;
+    let session = agent.new_session(&env.cwd()).await;
+    let prompt = agent.prompt(&session, "go").await;
+    let question = loop {
+        let message = agent.recv().await;
+        if message["method"] == "session/request_permission" {
+            break message;
+        }
+    };
+    agent.notify("session/cancel", json!({"sessionId": session})).await;
+    let mut withdrawn = false;
+    let mut answered = false;
+    while !(withdrawn && answered) {
+        let message = agent.recv().await;
+        if message["method"] == "$/cancel_request" {
+            assert_eq!(message["params"]["requestId"], question["id"]);
+            withdrawn = true;
+        }
+        if message["id"] == prompt && message.get("method").is_none() {
+            assert_eq!(message["result"]["stopReason"], "cancelled");
+            answered = true;
+        }
+    }
+    // The client may still answer; the agent ignores it.
+    agent.respond(&question["id"], json!({"outcome": {"outcome": "cancelled"}})).await;
+    assert!(!env.workspace().join("a.txt").exists());
+}
+
+#[tokio::test]
+async fn contiguous_reads_run_concurrently() {
+    let env = TestEnv::new().await;
+    for name in ["a", "b", "c"] {
+        std::fs::write(env.workspace().join(name), name).unwrap();
+    }
+    env.mock.push(Reply::tool_calls(&[
+        ("c1", "read", json!({"path": "a"})),
+        ("c2", "read", json!({"path": "b"})),
+        ("c3", "read", json!({"path": "c"})),
+    ]));
+    env.mock.push(Reply::text(&["read"]));
+    let mut editor = Editor::with_fs();
+    editor.read_delay = Duration::from_millis(200);
+    let mut agent = env.ready_with(editor).await;
+    let session = agent.new_session(&env.cwd()).await;
+    turn(&mut agent, &session, "go").await;
+    assert_eq!(agent.editor.max_concurrent_reads.load(std::sync::atomic::Ordering::SeqCst), 3);
+    let order: Vec<Value> = tool_results(&env, 1).iter().map(|m| m["tool_call_id"].clone()).collect();
+    assert_eq!(order, [json!("c1"), json!("c2"), json!("c3")], "results go back in call order");
+}
+
+#[tokio::test]
+async fn a_call_cut_off_by_a_crash_is_finalized_and_never_run_again() {
+    let env = TestEnv::new().await;
+    let marker = env.workspace().join("runs");
+    let command = format!("echo run >> {}; sleep 5", marker.display());
+    env.mock.push(Reply::tool_calls(&[("c1", "bash", json!({"command": command}))]));
+    let mut agent = env.ready().await;
+    let session = agent.new_session(&env.cwd()).await;
+    set_mode(&mut agent, &session, "bypass").await;
+    agent.prompt(&session, "go").await;
+    loop {
+        let message = agent.recv().await;
+        if message["params"]["update"]["status"] == "in_progress" {
+            break;
+        }
+    }
+    agent.kill9().await;
+
+    let mut agent = env.ready().await;
+    let replay = load(&mut agent, &env, &session).await;
+    let shown = call(&replay, "c1");
+    assert_eq!(shown[0]["status"], "failed");
+    assert!(shown[0]["content"][0]["content"]["text"].as_str().unwrap().contains("Interrupted by a restart"));
+    env.mock.push(Reply::text(&["I see it was interrupted."]));
+    let (response, _) = turn(&mut agent, &session, "what happened?").await;
+    assert_eq!(response["result"]["stopReason"], "end_turn");
+    assert!(tool_results(&env, 1)[0]["content"].as_str().unwrap().contains("Interrupted by a restart"));
+    assert_eq!(std::fs::read_to_string(&marker).unwrap(), "run\n", "the command ran once");
+}
+
+fn alive(pid: &str) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .is_ok_and(|status| !status.lines().any(|line| line.starts_with("State:") && line.contains('Z')))
+}
+
+#[tokio::test]
+async fn cancel_kills_and_releases_an_editor_terminal() {
+    let env = TestEnv::new().await;
+    env.mock.push(Reply::tool_calls(&[("c1", "bash", json!({"command": "sleep 60"}))]));
+    let mut agent = env.ready_with(Editor::with_terminal()).await;
+    let session = agent.new_session(&env.cwd()).await;
+    set_mode(&mut agent, &session, "bypass").await;
+    let prompt = agent.prompt(&session, "go").await;
+    while agent.editor.requests("terminal/wait_for_exit").is_empty() {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    agent.notify("session/cancel", json!({"sessionId": session})).await;
+    let (response, _) = agent.response(prompt).await;
+    assert_eq!(response["result"]["stopReason"], "cancelled");
+    let methods: Vec<String> =
+        agent.editor.log.lock().unwrap().iter().map(|r| r["method"].as_str().unwrap().to_owned()).collect();
+    let tail: Vec<&str> = methods.iter().rev().take(3).rev().map(String::as_str).collect();
+    assert_eq!(tail, ["terminal/kill", "terminal/output", "terminal/release"], "{methods:?}");
+}
