@@ -43,6 +43,12 @@ fn rss_kib(pid: u32, field: &str) -> u64 {
         .unwrap_or(0)
 }
 
+/// Whether a process still runs (a zombie awaiting its reaper does not).
+fn running(pid: &str) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .is_ok_and(|status| !status.lines().any(|line| line.starts_with("State:") && line.contains('Z')))
+}
+
 #[tokio::main]
 async fn main() {
     let mut env = TestEnv::new().await;
@@ -215,6 +221,55 @@ async fn main() {
         agent.wait_exit().await;
     }
     stats("session/load of 10,000 messages", "≤ 300 ms", loads);
+
+    // Tool round trip: from the end of the model's tool-call stream to the next model request.
+    let mut agent = env.ready().await;
+    let session = agent.new_session(&env.cwd()).await;
+    agent.call("session/set_mode", json!({"sessionId": session, "modeId": "bypass"})).await;
+    std::fs::write(env.workspace().join("bench.txt"), "one\ntwo\nthree\n".repeat(100)).unwrap();
+    for (name, arguments) in [("read", json!({"path": "bench.txt"})), ("bash", json!({"command": "true"}))] {
+        let mut overhead = Vec::new();
+        for _ in 0..50 {
+            let (before, _) = env.mock.timeline();
+            env.mock.push(Reply::tool_calls(&[("c1", name, arguments.clone())]));
+            env.mock.push(Reply::text(&["ok"]));
+            let id = agent.prompt(&session, "use the tool").await;
+            agent.response(id).await;
+            let (arrived, finished) = env.mock.timeline();
+            let asked_again = arrived[before.len() + 1];
+            let calls_sent = *finished.iter().rfind(|at| **at < asked_again).unwrap();
+            overhead.push(asked_again - calls_sent);
+        }
+        let label = if name == "read" {
+            "tool round trip, `read` of a 1,400-byte file"
+        } else {
+            "tool round trip, local `bash true`"
+        };
+        stats(label, "—", overhead);
+    }
+
+    // Cancel → the shell's whole process tree gone.
+    let mut gone = Vec::new();
+    for round in 0..10 {
+        let pid_file = env.workspace().join(format!("pid{round}"));
+        let command = format!("sleep 60 & echo $! > {}; sleep 60", pid_file.display());
+        env.mock.push(Reply::tool_calls(&[("c1", "bash", json!({"command": command}))]));
+        let id = agent.prompt(&session, "run it").await;
+        let pid = loop {
+            match std::fs::read_to_string(&pid_file) {
+                Ok(pid) if !pid.trim().is_empty() => break pid.trim().to_owned(),
+                _ => tokio::time::sleep(Duration::from_millis(5)).await,
+            }
+        };
+        let started = Instant::now();
+        agent.notify("session/cancel", json!({"sessionId": session})).await;
+        while running(&pid) {
+            tokio::time::sleep(Duration::from_micros(200)).await;
+        }
+        gone.push(started.elapsed());
+        agent.response(id).await;
+    }
+    stats("cancel → shell process tree gone", "≤ 100 ms", gone);
 
     peak.sort_unstable();
     println!(

@@ -24,7 +24,7 @@ pub async fn sampling(turn: &mut Turn<'_>) -> TurnState {
         model: turn.model.clone(),
         system: turn.system.clone(),
         messages: turn.history.clone(),
-        tools: tools::NAMES.iter().filter_map(|name| tools::spec(name)).collect(),
+        tools: tools::specs().to_vec(),
     };
     let policy = RetryPolicy { retries: turn.limits.retries, base: turn.limits.retry_base };
     let mut attempt = 0;

@@ -333,6 +333,13 @@ fn todo_plan(todo: &TodoArgs) -> ToolOutcome {
     }
 }
 
+/// Every tool's schema, built once.
+pub fn specs() -> &'static [Value] {
+    static SPECS: std::sync::LazyLock<Vec<Value>> =
+        std::sync::LazyLock::new(|| NAMES.iter().filter_map(|name| spec(name)).collect());
+    &SPECS
+}
+
 /// The schema of one tool as the model sees it: `{name, description, parameters}`.
 pub fn spec(name: &str) -> Option<Value> {
     let (description, parameters) = match name {

@@ -8,7 +8,7 @@
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use axum::Router;
 use axum::body::{Body, Bytes};
@@ -112,6 +112,10 @@ struct Shared {
     requests: Mutex<Vec<(HeaderMap, Value)>>,
     dropped: AtomicUsize,
     completed: AtomicUsize,
+    /// When each request arrived.
+    arrived: Mutex<Vec<Instant>>,
+    /// When each stream sent its last event.
+    finished: Mutex<Vec<Instant>>,
 }
 
 /// The running server. It stops when the test's runtime ends.
@@ -149,6 +153,12 @@ impl MockLlm {
         self.shared.requests.lock().unwrap().iter().map(|(headers, _)| headers.clone()).collect()
     }
 
+    /// When each request arrived, and when each stream sent its last event (for the benchmarks).
+    #[allow(dead_code)]
+    pub fn timeline(&self) -> (Vec<Instant>, Vec<Instant>) {
+        (self.shared.arrived.lock().unwrap().clone(), self.shared.finished.lock().unwrap().clone())
+    }
+
     /// Streams the client abandoned before their end.
     pub fn dropped(&self) -> usize {
         self.shared.dropped.load(Ordering::SeqCst)
@@ -166,6 +176,7 @@ impl MockLlm {
 
 async fn complete(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Bytes) -> Response {
     let json: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    shared.arrived.lock().unwrap().push(Instant::now());
     shared.requests.lock().unwrap().push((headers, json));
     let reply = shared.script.lock().unwrap().pop_front();
     let Some(reply) = reply else {
@@ -220,6 +231,7 @@ struct DropGuard {
 impl DropGuard {
     fn finish(&mut self) {
         self.finished = true;
+        self.shared.finished.lock().unwrap().push(Instant::now());
     }
 }
 
