@@ -43,12 +43,6 @@ fn rss_kib(pid: u32, field: &str) -> u64 {
         .unwrap_or(0)
 }
 
-/// Whether a process still runs (a zombie awaiting its reaper does not).
-fn running(pid: &str) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .is_ok_and(|status| !status.lines().any(|line| line.starts_with("State:") && line.contains('Z')))
-}
-
 #[tokio::main]
 async fn main() {
     let mut env = TestEnv::new().await;
@@ -263,7 +257,7 @@ async fn main() {
         };
         let started = Instant::now();
         agent.notify("session/cancel", json!({"sessionId": session})).await;
-        while running(&pid) {
+        while support::alive(&pid) {
             tokio::time::sleep(Duration::from_micros(200)).await;
         }
         gone.push(started.elapsed());

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::support::{Agent, Editor, Reply, TestEnv, updates};
+use crate::support::{Agent, Editor, Reply, TestEnv, alive, updates};
 use crate::tools::{call, set_mode, tool_results, turn};
 
 fn write(id: &str, path: &str) -> Reply {
@@ -252,11 +252,6 @@ async fn a_call_cut_off_by_a_crash_is_finalized_and_never_run_again() {
     assert_eq!(std::fs::read_to_string(&marker).unwrap(), "run\n", "the command ran once");
 }
 
-fn alive(pid: &str) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .is_ok_and(|status| !status.lines().any(|line| line.starts_with("State:") && line.contains('Z')))
-}
-
 #[tokio::test]
 async fn cancel_kills_and_releases_an_editor_terminal() {
     let env = TestEnv::new().await;
@@ -271,8 +266,7 @@ async fn cancel_kills_and_releases_an_editor_terminal() {
     agent.notify("session/cancel", json!({"sessionId": session})).await;
     let (response, _) = agent.response(prompt).await;
     assert_eq!(response["result"]["stopReason"], "cancelled");
-    let methods: Vec<String> =
-        agent.editor.log.lock().unwrap().iter().map(|r| r["method"].as_str().unwrap().to_owned()).collect();
+    let methods = agent.editor.methods();
     let tail: Vec<&str> = methods.iter().rev().take(3).rev().map(String::as_str).collect();
     assert_eq!(tail, ["terminal/kill", "terminal/output", "terminal/release"], "{methods:?}");
 }

@@ -147,8 +147,7 @@ async fn shell_commands_run_in_an_editor_terminal_that_is_always_released() {
     assert_eq!(created[0]["params"]["command"], "bash");
     assert_eq!(created[0]["params"]["args"], json!(["-c", "echo hi; exit 3"]));
     assert_eq!(created[0]["params"]["cwd"], env.cwd());
-    let methods: Vec<String> =
-        agent.editor.log.lock().unwrap().iter().map(|r| r["method"].as_str().unwrap().to_owned()).collect();
+    let methods = agent.editor.methods();
     assert_eq!(methods.last().map(String::as_str), Some("terminal/release"));
     let shown = call(&updates, "c1");
     let last = shown.last().unwrap();

@@ -60,6 +60,11 @@ impl Editor {
         self.log.lock().unwrap().iter().filter(|r| r["method"] == method).cloned().collect()
     }
 
+    /// The methods of every request the agent sent, in order.
+    pub fn methods(&self) -> Vec<String> {
+        self.log.lock().unwrap().iter().map(|r| r["method"].as_str().unwrap_or_default().to_owned()).collect()
+    }
+
     /// The `clientCapabilities` to announce at `initialize`.
     pub fn capabilities(&self) -> Value {
         json!({"fs": {"readTextFile": self.fs, "writeTextFile": self.fs}, "terminal": self.terminal})

@@ -331,3 +331,9 @@ pub fn messages_of(updates: &[&Value], kind: &str) -> Vec<(String, String)> {
     }
     out
 }
+
+/// Whether a process still runs (a zombie awaiting its reaper does not).
+pub fn alive(pid: &str) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .is_ok_and(|status| !status.lines().any(|line| line.starts_with("State:") && line.contains('Z')))
+}
