@@ -199,7 +199,13 @@ fn fail(turn: &mut Turn<'_>, message: &MessageId, index: u32, why: String) {
 /// Marks every call not yet finished as cancelled.
 fn cancel_all(turn: &mut Turn<'_>, queue: &CallQueue) {
     let indexes: Vec<u32> = match turn.history.iter().rev().find(|m| m.id == queue.message) {
-        Some(message) => (0..message.parts.len()).filter_map(|i| u32::try_from(i).ok()).collect(),
+        Some(message) => message
+            .parts
+            .iter()
+            .enumerate()
+            .filter(|(_, part)| matches!(part, Part::Tool(tool) if !tool.state.is_terminal()))
+            .filter_map(|(i, _)| u32::try_from(i).ok())
+            .collect(),
         None => return,
     };
     for index in indexes {
