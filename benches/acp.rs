@@ -188,6 +188,8 @@ async fn main() {
             model: "openai/mock-model".into(),
             mode: None,
             rules: Vec::new(),
+            cost_usd: 0.0,
+            thought_level: None,
             created_at: now,
             updated_at: now,
         };

@@ -15,6 +15,8 @@ use serde::Deserialize;
 pub const DEFAULT_MODEL: &str = "openai/gpt-5";
 const OPENAI_BASE_URL: &str = "https://api.openai.com/v1";
 const OPENAI_MODELS: &[&str] = &["gpt-5", "gpt-5-mini", "gpt-4.1", "gpt-4.1-mini"];
+const ANTHROPIC_BASE_URL: &str = "https://api.anthropic.com/v1";
+const ANTHROPIC_MODELS: &[&str] = &["claude-sonnet-4-5", "claude-opus-4-1", "claude-haiku-4-5"];
 
 /// Everything cairn needs to know before it serves a request.
 #[derive(Clone, Debug)]
@@ -26,13 +28,45 @@ pub struct Config {
     /// Every provider by name; `openai` is always present.
     pub providers: BTreeMap<String, ProviderConfig>,
     pub limits: Limits,
+    /// Per-model overrides of the built-in catalog, by `provider/model`.
+    pub models: BTreeMap<String, ModelOverride>,
+    /// The model that writes session titles; `None` uses the session's model.
+    pub title_model: Option<String>,
     /// The config file that was read, if one existed.
     pub file: Option<PathBuf>,
 }
 
-/// An OpenAI-compatible endpoint.
+/// Which wire API a provider speaks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Api {
+    /// `POST /chat/completions` (OpenAI and every compatible server).
+    OpenaiChat,
+    /// `POST /responses`.
+    OpenaiResponses,
+    /// `POST /messages`.
+    Anthropic,
+}
+
+/// What `config.toml` may say about one model (`[models."provider/model"]`); prices are USD per
+/// million tokens.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelOverride {
+    pub context_window: Option<u64>,
+    pub max_output: Option<u64>,
+    pub input_price: Option<f64>,
+    pub output_price: Option<f64>,
+    pub cache_read_price: Option<f64>,
+    pub cache_write_price: Option<f64>,
+    /// Whether the model takes a reasoning effort or thinking budget.
+    pub reasoning: Option<bool>,
+}
+
+/// A model endpoint.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ProviderConfig {
+    pub api: Api,
     pub base_url: String,
     /// The environment variable holding the API key; `None` sends no key (local servers).
     pub api_key_env: Option<String>,
@@ -40,6 +74,8 @@ pub struct ProviderConfig {
     pub api_key: Option<Secret>,
     /// Models offered in the editor's model picker.
     pub models: Vec<String>,
+    /// Ask the server's `GET /models` for more (OpenAI-compatible servers).
+    pub discover_models: bool,
 }
 
 /// Bounds on one turn. Defaults follow design.md §5.
@@ -89,12 +125,18 @@ struct FileConfig {
     providers: BTreeMap<String, FileProvider>,
     #[serde(default)]
     limits: FileLimits,
+    #[serde(default)]
+    models: BTreeMap<String, ModelOverride>,
+    title_model: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct FileProvider {
+    api: Option<Api>,
     base_url: Option<String>,
+    #[serde(default)]
+    discover_models: bool,
     api_key_env: Option<String>,
     #[serde(default)]
     models: Vec<String>,
@@ -139,23 +181,38 @@ impl Config {
             .or_else(|| env("XDG_DATA_HOME").map(PathBuf::from).or_else(dirs::data_dir).map(|d| d.join("cairn")))
             .ok_or(ConfigError::NoDataDir)?;
 
+        let builtin = |api, url: &str, key: &str, models: &[&str]| ProviderConfig {
+            api,
+            base_url: url.to_owned(),
+            api_key_env: Some(key.to_owned()),
+            api_key: None,
+            models: models.iter().map(|m| (*m).to_owned()).collect(),
+            discover_models: false,
+        };
         let mut providers = BTreeMap::new();
+        providers
+            .insert("openai".to_owned(), builtin(Api::OpenaiChat, OPENAI_BASE_URL, "OPENAI_API_KEY", OPENAI_MODELS));
         providers.insert(
-            "openai".to_owned(),
-            ProviderConfig {
-                base_url: OPENAI_BASE_URL.to_owned(),
-                api_key_env: Some("OPENAI_API_KEY".to_owned()),
-                api_key: None,
-                models: OPENAI_MODELS.iter().map(|m| (*m).to_owned()).collect(),
-            },
+            "openai-responses".to_owned(),
+            builtin(Api::OpenaiResponses, OPENAI_BASE_URL, "OPENAI_API_KEY", OPENAI_MODELS),
+        );
+        providers.insert(
+            "anthropic".to_owned(),
+            builtin(Api::Anthropic, ANTHROPIC_BASE_URL, "ANTHROPIC_API_KEY", ANTHROPIC_MODELS),
         );
         for (name, given) in file.providers {
             let entry = providers.entry(name).or_insert_with(|| ProviderConfig {
+                api: Api::OpenaiChat,
                 base_url: String::new(),
                 api_key_env: None,
                 api_key: None,
                 models: Vec::new(),
+                discover_models: false,
             });
+            if let Some(api) = given.api {
+                entry.api = api;
+            }
+            entry.discover_models |= given.discover_models;
             if let Some(base_url) = given.base_url {
                 entry.base_url = base_url;
             }
@@ -166,8 +223,17 @@ impl Config {
                 entry.models = given.models;
             }
         }
-        if let (Some(url), Some(openai)) = (env("OPENAI_BASE_URL"), providers.get_mut("openai")) {
-            openai.base_url = url;
+        // The environment wins over the file for the built-in providers' endpoints.
+        for (variable, names) in
+            [("OPENAI_BASE_URL", &["openai", "openai-responses"][..]), ("ANTHROPIC_BASE_URL", &["anthropic"][..])]
+        {
+            if let Some(url) = env(variable) {
+                for name in names {
+                    if let Some(provider) = providers.get_mut(*name) {
+                        provider.base_url.clone_from(&url);
+                    }
+                }
+            }
         }
         for provider in providers.values_mut() {
             provider.api_key = provider.api_key_env.as_deref().and_then(env).map(Secret);
@@ -184,7 +250,9 @@ impl Config {
             tool_timeout: file.limits.tool_timeout_secs.map_or(defaults.tool_timeout, Duration::from_secs),
         };
         let model = env("CAIRN_MODEL").or(file.model).unwrap_or_else(|| DEFAULT_MODEL.to_owned());
-        Ok(Self { data_dir, model: normalize_model(&model), providers, limits, file: file_path })
+        let models = file.models.into_iter().map(|(name, given)| (normalize_model(&name), given)).collect();
+        let title_model = file.title_model.as_deref().map(normalize_model);
+        Ok(Self { data_dir, model: normalize_model(&model), providers, limits, models, title_model, file: file_path })
     }
 
     /// The database file inside the data directory.

@@ -41,13 +41,10 @@ impl UpdateSink for Printer {
             Update::ToolCallUpdate(tool) => {
                 let _ = writeln!(std::io::stderr().lock(), "[tool {}: {}]", tool.name, tool.output.unwrap_or_default());
             }
-            Update::Retrying { attempt, delay, reason } => {
-                let _ = writeln!(
-                    std::io::stderr().lock(),
-                    "[model request failed ({reason}); retry {attempt} in {:.1} s]",
-                    delay.as_secs_f64()
-                );
+            Update::Notice { text, .. } => {
+                let _ = writeln!(std::io::stderr().lock(), "[{text}]");
             }
+            Update::Usage { .. } => {}
             Update::Plan(entries) => {
                 let mut out = std::io::stderr().lock();
                 let _ = writeln!(out, "[plan]");

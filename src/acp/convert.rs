@@ -7,6 +7,7 @@ use serde_json::Value;
 
 use crate::history::{CallState, Part, PlanPriority, PlanStatus, ToolContent, ToolKind, ToolPart};
 use crate::ids::MessageId;
+use crate::llm::catalog::ThoughtLevel;
 use crate::permissions::Mode;
 use crate::session::{SessionError, SessionView, Update};
 use crate::store::StoreError;
@@ -45,7 +46,10 @@ pub fn block_to_part(block: acp::ContentBlock) -> Result<Part, acp::Error> {
 /// A stored part as the content block a client shows.
 pub fn part_to_block(part: &Part) -> Option<acp::ContentBlock> {
     Some(match part {
-        Part::Text { text } | Part::Reasoning { text } => acp::ContentBlock::Text(acp::TextContent::new(text.clone())),
+        Part::Text { text } | Part::Reasoning { text, .. } | Part::Notice { text } => {
+            acp::ContentBlock::Text(acp::TextContent::new(text.clone()))
+        }
+        Part::RedactedReasoning { .. } => return None,
         Part::Image { mime_type, data, uri } => {
             acp::ContentBlock::Image(acp::ImageContent::new(data.clone(), mime_type.clone()).uri(uri.clone()))
         }
@@ -100,14 +104,14 @@ pub fn update_to_wire(update: Update, notices: bool) -> Option<acp::SessionUpdat
                 .collect(),
         )),
         Update::Title(title) => acp::SessionUpdate::SessionInfoUpdate(acp::SessionInfoUpdate::new().title(title)),
-        Update::Retrying { attempt, delay, reason } if notices => acp::SessionUpdate::Notice(
-            acp::Notice::new(
-                acp::NoticeSeverity::Warning,
-                format!("Model request failed; retry {attempt} in {:.1} s", delay.as_secs_f64()),
-            )
-            .description(reason),
+        Update::Notice { text, .. } if notices => {
+            acp::SessionUpdate::Notice(acp::Notice::new(acp::NoticeSeverity::Warning, text))
+        }
+        // Clients without notices see the note as a short agent message.
+        Update::Notice { message, text } => acp::SessionUpdate::AgentMessageChunk(chunk(message, text.into())),
+        Update::Usage { used, size, cost } => acp::SessionUpdate::UsageUpdate(
+            acp::UsageUpdate::new(used, size).cost(cost.map(|amount| acp::Cost::new(amount, "USD"))),
         ),
-        Update::Retrying { .. } => return None,
     })
 }
 
@@ -210,14 +214,41 @@ pub fn config_options(view: &SessionView) -> Vec<acp::SessionConfigOption> {
             acp::SessionConfigSelectOption::new(mode.id(), mode.name()).description(mode.description().to_owned())
         })
         .collect();
-    vec![
+    let mut options = vec![
         acp::SessionConfigOption::select("model", "Model", view.model.clone(), models)
             .category(acp::SessionConfigOptionCategory::Model)
             .description("The model that answers; a change applies from the next prompt".to_owned()),
         acp::SessionConfigOption::select("mode", "Mode", view.mode.id(), modes)
             .category(acp::SessionConfigOptionCategory::Mode)
             .description("When cairn asks before editing files or running commands".to_owned()),
-    ]
+    ];
+    if let Some(level) = view.thought {
+        let levels: Vec<acp::SessionConfigSelectOption> = ThoughtLevel::ALL
+            .iter()
+            .map(|level| acp::SessionConfigSelectOption::new(level.id(), thought_name(*level)))
+            .collect();
+        options.push(
+            acp::SessionConfigOption::select("thought_level", "Thinking", level.id(), levels)
+                .category(acp::SessionConfigOptionCategory::ThoughtLevel)
+                .description("How much the model reasons before it answers".to_owned()),
+        );
+    }
+    options
+}
+
+fn thought_name(level: ThoughtLevel) -> &'static str {
+    match level {
+        ThoughtLevel::Off => "Off",
+        ThoughtLevel::Low => "Low",
+        ThoughtLevel::Medium => "Medium",
+        ThoughtLevel::High => "High",
+    }
+}
+
+/// The context and cost of a session as a `usage_update`.
+pub fn usage_update(view: &SessionView) -> acp::SessionUpdate {
+    update_to_wire(Update::Usage { used: view.usage.used, size: view.usage.size, cost: view.usage.cost }, false)
+        .unwrap_or(acp::SessionUpdate::UsageUpdate(acp::UsageUpdate::new(view.usage.used, view.usage.size)))
 }
 
 /// The session's modes, for clients that use `session/set_mode` rather than config options.
@@ -240,6 +271,8 @@ pub fn session_error(err: &SessionError) -> acp::Error {
         SessionError::UnknownModel { .. }
         | SessionError::UnknownOption(_)
         | SessionError::UnknownMode(_)
+        | SessionError::UnknownThought(_)
+        | SessionError::ModelTooSmall { .. }
         | SessionError::Store(StoreError::InvalidCursor(_)) => acp::ErrorCode::InvalidParams,
         SessionError::Store(_) | SessionError::Turn(_) | SessionError::Model(_) => acp::ErrorCode::InternalError,
     };

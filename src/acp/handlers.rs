@@ -15,9 +15,12 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use super::client::{AcpHost, ClientFeatures};
-use super::convert::{block_to_part, config_options, invalid_params, modes, session_error, update_to_wire};
+use super::convert::{
+    block_to_part, config_options, invalid_params, modes, session_error, update_to_wire, usage_update,
+};
 use super::rpc::{Handler, Peer};
 use crate::ids::SessionId;
+use crate::llm::catalog::ThoughtLevel;
 use crate::permissions::Mode;
 use crate::session::{Registry, SessionError, Update, UpdateSink, replay};
 use crate::tools::Host;
@@ -118,6 +121,7 @@ impl Agent {
             for update in replay(&messages) {
                 sink.send(&id, update);
             }
+            sink.send_wire(&id, usage_update(&view));
             to_value(&acp::LoadSessionResponse::new().modes(modes(&view)).config_options(config_options(&view)))
         }
         .boxed())
@@ -126,9 +130,12 @@ impl Agent {
     fn resume_session(&self, params: Value) -> Answer {
         let request: acp::ResumeSessionRequest = parse("session/resume", params)?;
         absolute("cwd", request.cwd)?;
-        let resumed = self.sessions()?.resume(&session_id(&request.session_id));
+        let id = session_id(&request.session_id);
+        let resumed = self.sessions()?.resume(&id);
+        let sink = Arc::clone(&self.sink);
         Ok(async move {
             let view = resumed.await.map_err(|err| session_error(&err))?;
+            sink.send_wire(&id, usage_update(&view));
             to_value(&acp::ResumeSessionResponse::new().modes(modes(&view)).config_options(config_options(&view)))
         }
         .boxed())
@@ -191,15 +198,28 @@ impl Agent {
                     Mode::parse(&value).ok_or_else(|| session_error(&SessionError::UnknownMode(value.clone())))?;
                 sessions.set_mode(&id, mode).boxed()
             }
+            "thought_level" => {
+                let level = ThoughtLevel::parse(&value)
+                    .ok_or_else(|| session_error(&SessionError::UnknownThought(value.clone())))?;
+                sessions.set_thought(&id, level).boxed()
+            }
             other => return Err(session_error(&SessionError::UnknownOption(other.to_owned()))),
         };
         let sink = Arc::clone(&self.sink);
-        let mode_changed = &*request.config_id.0 == "mode";
+        let option = request.config_id.0.to_string();
         Ok(async move {
             let view = changed.await.map_err(|err| session_error(&err))?;
-            if mode_changed {
+            match option.as_str() {
                 // Keep clients that follow the legacy modes API in step.
-                sink.send_wire(&id, acp::SessionUpdate::CurrentModeUpdate(acp::CurrentModeUpdate::new(view.mode.id())));
+                "mode" => sink
+                    .send_wire(&id, acp::SessionUpdate::CurrentModeUpdate(acp::CurrentModeUpdate::new(view.mode.id()))),
+                // A new model may change the other options (thinking) and the window.
+                "model" => {
+                    let options = acp::ConfigOptionUpdate::new(config_options(&view));
+                    sink.send_wire(&id, acp::SessionUpdate::ConfigOptionUpdate(options));
+                    sink.send_wire(&id, usage_update(&view));
+                }
+                _ => {}
             }
             to_value(&acp::SetSessionConfigOptionResponse::new(config_options(&view)))
         }

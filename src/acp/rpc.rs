@@ -26,7 +26,7 @@ pub const MAX_LINE: usize = 128 * 1024 * 1024;
 
 /// After the input ends and the handler has shut down, how long requests still running may take
 /// to produce their answers.
-const DRAIN: Duration = Duration::from_millis(300);
+const DRAIN: Duration = Duration::from_millis(200);
 
 /// What a peer serves.
 pub trait Handler: Send + Sync + 'static {

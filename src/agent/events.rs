@@ -4,8 +4,6 @@
 //! [`Recorder`], which the session layer implements by committing rows and then emitting
 //! `session/update`s. Events carry deltas, not whole texts, so relaying a chunk costs its size.
 
-use std::time::Duration;
-
 use futures::future::BoxFuture;
 
 use crate::history::{Message, MessageMeta, Part};
@@ -24,7 +22,7 @@ impl StreamKind {
     pub fn empty_part(self) -> Part {
         match self {
             StreamKind::Text => Part::Text { text: String::new() },
-            StreamKind::Reasoning => Part::Reasoning { text: String::new() },
+            StreamKind::Reasoning => Part::Reasoning { text: String::new(), signature: None },
         }
     }
 }
@@ -46,8 +44,11 @@ pub enum AgentEvent {
     PartUpdated { message: MessageId, index: u32, part: Part },
     /// The assistant message is complete; `meta.finish` says how it ended.
     AssistantFinished { message: MessageId, meta: MessageMeta },
-    /// A model request failed and will be sent again after `delay`.
-    Retrying { attempt: u32, delay: Duration, reason: String },
+    /// Something the user should know that is not part of the conversation (a retry under way);
+    /// kept as its own message so a reload shows it too.
+    Notice { message: MessageId, text: String },
+    /// How full the context is after a step, and what the session has cost so far.
+    ContextUsage { used: u64, size: u64, cost: Option<f64> },
     /// The user answered "always"; the rule is to be remembered in its scope.
     RuleAdded(Rule),
 }

@@ -19,6 +19,7 @@ use tokio_util::sync::CancellationToken;
 use crate::config::Limits;
 use crate::history::{Message, MessageMeta, Part, Role};
 use crate::llm::Provider;
+use crate::llm::catalog::{ModelInfo, ThoughtLevel};
 use crate::permissions::{Mode, Rule};
 use crate::tools::{Host, Workspace};
 
@@ -39,8 +40,16 @@ pub struct Turn<'a> {
     pub cancel: CancellationToken,
     pub limits: Limits,
     pub tools: Toolbox<'a>,
+    /// The model's window, output limit and prices.
+    pub info: ModelInfo,
+    /// The session's reasoning level, for models that reason.
+    pub thought: Option<ThoughtLevel>,
+    /// What the session has cost so far (USD), for `usage_update`.
+    pub spent: f64,
     /// Model requests made so far in this turn.
     pub rounds: u32,
+    /// Failed attempts at the current request.
+    pub attempts: u32,
 }
 
 /// What tool calls run with: where, through which editor, and under which permissions.

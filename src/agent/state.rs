@@ -51,6 +51,8 @@ impl fmt::Debug for TurnState {
 pub struct Streaming {
     pub events: EventStream,
     pub message: Message,
+    /// The stream produced something; the message exists in the store from then on.
+    pub started: bool,
     /// The text or reasoning part receiving deltas, by index in `message.parts`.
     pub open: Option<(u32, StreamKind)>,
     /// The tool calls named so far: call id and part index.

@@ -10,50 +10,69 @@ use super::Turn;
 use super::events::{AgentEvent, StreamKind};
 use super::state::{CallQueue, DoneReason, ModelStop, QueuedCall, Streaming, TurnState};
 use crate::history::{CallState, Finish, Message, MessageMeta, Part, Role, ToolPart};
+use crate::ids::MessageId;
 use crate::llm::retry::RetryPolicy;
-use crate::llm::{FinishReason, LlmError, ModelRequest, StreamEvent};
+use crate::llm::{FinishReason, LlmError, ModelRequest, StreamEvent, catalog};
 use crate::tools::{self, Invocation};
 
 /// Sends the conversation to the model, retrying what may succeed on a second try.
 pub async fn sampling(turn: &mut Turn<'_>) -> TurnState {
-    if turn.rounds >= turn.limits.max_rounds {
-        return TurnState::Done(DoneReason::MaxTurns);
+    if turn.attempts == 0 {
+        if turn.rounds >= turn.limits.max_rounds {
+            return TurnState::Done(DoneReason::MaxTurns);
+        }
+        turn.rounds += 1;
     }
-    turn.rounds += 1;
     let request = ModelRequest {
         model: turn.model.clone(),
         system: turn.system.clone(),
         messages: turn.history.clone(),
         tools: tools::specs().to_vec(),
+        max_output: turn.info.max_output,
+        thought: turn.thought.filter(|_| turn.info.reasoning),
     };
-    let policy = RetryPolicy { retries: turn.limits.retries, base: turn.limits.retry_base };
-    let mut attempt = 0;
     let events = loop {
         let sent = tokio::select! {
             biased;
             () = turn.cancel.cancelled() => return TurnState::Done(DoneReason::UserAbort),
             sent = turn.provider.stream(&request) => sent,
         };
-        let err = match sent {
+        match sent {
             Ok(events) => break events,
-            Err(err) => err,
-        };
-        attempt += 1;
-        let Some(delay) = policy.delay(attempt, &err) else {
-            return TurnState::Done(DoneReason::Error(err.into()));
-        };
-        tracing::warn!(attempt, ?delay, %err, "model request failed; retrying");
-        turn.recorder.record(AgentEvent::Retrying { attempt, delay, reason: err.to_string() });
-        tokio::select! {
-            biased;
-            () = turn.cancel.cancelled() => return TurnState::Done(DoneReason::UserAbort),
-            () = tokio::time::sleep(delay) => {}
+            Err(err) => {
+                if let Some(done) = wait_to_retry(turn, err).await {
+                    return done;
+                }
+            }
         }
     };
     let meta = MessageMeta { model: Some(turn.model_ref.clone()), ..MessageMeta::default() };
     let message = Message::new(Role::Assistant, Vec::new(), meta);
-    turn.recorder.record(AgentEvent::AssistantStarted { message: message.id.clone(), model: turn.model_ref.clone() });
-    TurnState::Streaming(Streaming { events, message, open: None, calls: Vec::new(), finish: None })
+    TurnState::Streaming(Streaming { events, message, started: false, open: None, calls: Vec::new(), finish: None })
+}
+
+/// After a failed request: tells the user and sleeps before the next attempt (`None`), or ends
+/// the turn when the error is final or the retries are spent.
+async fn wait_to_retry(turn: &mut Turn<'_>, err: LlmError) -> Option<TurnState> {
+    let policy = RetryPolicy { retries: turn.limits.retries, base: turn.limits.retry_base };
+    turn.attempts += 1;
+    let Some(delay) = policy.delay(turn.attempts, &err) else {
+        turn.attempts = 0;
+        return Some(TurnState::Done(DoneReason::Error(err.into())));
+    };
+    tracing::warn!(attempt = turn.attempts, ?delay, %err, "model request failed; retrying");
+    let text = format!(
+        "The model request failed ({err}); retry {} of {} in {:.1} s.",
+        turn.attempts,
+        policy.retries,
+        delay.as_secs_f64()
+    );
+    turn.recorder.record(AgentEvent::Notice { message: MessageId::generate(), text });
+    tokio::select! {
+        biased;
+        () = turn.cancel.cancelled() => Some(TurnState::Done(DoneReason::UserAbort)),
+        () = tokio::time::sleep(delay) => None,
+    }
 }
 
 /// Relays the model's answer chunk by chunk until it ends, fails, stalls or is cancelled.
@@ -76,14 +95,51 @@ pub async fn streaming(turn: &mut Turn<'_>, mut s: Streaming) -> TurnState {
                 return finish(turn, s, Finish::Error, Some(err.to_string()), DoneReason::Error(err.into()));
             }
             Ok(None) => return answered(turn, s),
+            Ok(Some(Err(err))) if !s.started && err.is_retryable() => {
+                // Nothing was shown yet: this attempt can be forgotten and the request sent again.
+                return match wait_to_retry(turn, err).await {
+                    Some(done) => done,
+                    None => TurnState::Sampling,
+                };
+            }
             Ok(Some(Err(err))) => {
                 return finish(turn, s, Finish::Error, Some(err.to_string()), DoneReason::Error(err.into()));
             }
             Ok(Some(Ok(event))) => event,
         };
+        if !s.started {
+            s.started = true;
+            turn.attempts = 0;
+            let started = AgentEvent::AssistantStarted { message: s.message.id.clone(), model: turn.model_ref.clone() };
+            turn.recorder.record(started);
+        }
         match event {
             StreamEvent::TextDelta(text) => delta(turn, &mut s, StreamKind::Text, text),
             StreamEvent::ReasoningDelta(text) => delta(turn, &mut s, StreamKind::Reasoning, text),
+            StreamEvent::ReasoningSignature(signature) => {
+                let index = match s.open {
+                    Some((index, StreamKind::Reasoning)) => index,
+                    _ => {
+                        close_part(turn, &mut s);
+                        s.message.parts.push(Part::Reasoning { text: String::new(), signature: None });
+                        next_index(&s.message) - 1
+                    }
+                };
+                close_part(turn, &mut s);
+                if let Some(Part::Reasoning { signature: slot, .. }) = s.message.parts.get_mut(index as usize) {
+                    *slot = Some(signature);
+                }
+                if let Some(part) = s.message.parts.get(index as usize).cloned() {
+                    turn.recorder.record(AgentEvent::PartUpdated { message: s.message.id.clone(), index, part });
+                }
+            }
+            StreamEvent::RedactedReasoning(data) => {
+                close_part(turn, &mut s);
+                let index = next_index(&s.message);
+                let part = Part::RedactedReasoning { data };
+                s.message.parts.push(part.clone());
+                turn.recorder.record(AgentEvent::PartUpdated { message: s.message.id.clone(), index, part });
+            }
             StreamEvent::ToolCallStarted { id, name } => {
                 close_part(turn, &mut s);
                 let index = next_index(&s.message);
@@ -139,7 +195,7 @@ fn delta(turn: &mut Turn<'_>, s: &mut Streaming, kind: StreamKind, text: String)
             index
         }
     };
-    if let Some(Part::Text { text: all } | Part::Reasoning { text: all }) = s.message.parts.last_mut() {
+    if let Some(Part::Text { text: all } | Part::Reasoning { text: all, .. }) = s.message.parts.last_mut() {
         all.push_str(&text);
     }
     turn.recorder.record(AgentEvent::Delta { message: s.message.id.clone(), index, kind, text });
@@ -194,6 +250,10 @@ fn finish(turn: &mut Turn<'_>, s: Streaming, finish: Finish, error: Option<Strin
 /// Completes the assistant message and moves it into the history, whatever ended it. Tool calls
 /// of an answer that will not run them are cancelled.
 fn complete(turn: &mut Turn<'_>, mut s: Streaming, finish: Finish, error: Option<String>) {
+    if !s.started {
+        // The model said nothing: there is no message to keep.
+        return;
+    }
     close_part(turn, &mut s);
     if finish != Finish::ToolUse {
         for (_, index) in &s.calls {
@@ -208,6 +268,15 @@ fn complete(turn: &mut Turn<'_>, mut s: Streaming, finish: Finish, error: Option
     }
     s.message.meta.finish = Some(finish);
     s.message.meta.error = error;
+    if let Some(usage) = s.message.meta.usage {
+        s.message.meta.cost = turn.info.prices.map(|prices| catalog::cost(&usage, &prices));
+    }
     turn.recorder.record(AgentEvent::AssistantFinished { message: s.message.id.clone(), meta: s.message.meta.clone() });
+    if let Some(usage) = s.message.meta.usage {
+        turn.spent += s.message.meta.cost.unwrap_or(0.0);
+        let used = usage.input + usage.cache_read + usage.cache_write + usage.output;
+        let cost = turn.info.prices.map(|_| turn.spent);
+        turn.recorder.record(AgentEvent::ContextUsage { used, size: turn.info.context_window, cost });
+    }
     turn.history.push(s.message);
 }

@@ -62,6 +62,9 @@ pub struct MessageMeta {
     /// Token usage the provider reported for this step.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage: Option<Usage>,
+    /// What this step cost in USD, when the model's prices are known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost: Option<f64>,
 }
 
 /// Why an assistant message stopped.
@@ -99,7 +102,19 @@ pub enum Part {
     Text {
         text: String,
     },
+    /// The model's visible reasoning. For Anthropic thinking, `signature` must go back with the
+    /// text, byte for byte, on every later request.
     Reasoning {
+        text: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        signature: Option<String>,
+    },
+    /// Reasoning the provider encrypted (Anthropic `redacted_thinking`); sent back as it came.
+    RedactedReasoning {
+        data: String,
+    },
+    /// A note for the user that is not part of the conversation with the model (a retry, a limit).
+    Notice {
         text: String,
     },
     Image {
@@ -145,6 +160,8 @@ impl Part {
         match self {
             Part::Text { .. } => "text",
             Part::Reasoning { .. } => "reasoning",
+            Part::RedactedReasoning { .. } => "redacted_reasoning",
+            Part::Notice { .. } => "notice",
             Part::Image { .. } => "image",
             Part::ResourceLink { .. } => "resource_link",
             Part::Resource { .. } => "resource",

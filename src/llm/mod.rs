@@ -7,8 +7,12 @@
 //! Retries and timeouts are the turn's business (see [`retry`]); dropping a stream closes its
 //! HTTP connection.
 
+pub mod anthropic;
+pub mod catalog;
 pub mod openai_chat;
+pub mod openai_responses;
 pub mod retry;
+pub mod sse;
 
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -16,8 +20,9 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use futures::stream::BoxStream;
 
-use crate::config::{Config, split_model};
-use crate::history::{Message, Usage};
+use crate::config::{Api, Config, split_model};
+use crate::history::{Message, Part, Usage};
+use catalog::ThoughtLevel;
 
 /// What a turn asks of a model.
 #[derive(Clone, Debug)]
@@ -28,6 +33,10 @@ pub struct ModelRequest {
     pub messages: Vec<Message>,
     /// The tools the model may call: `{name, description, parameters}` JSON schemas.
     pub tools: Vec<serde_json::Value>,
+    /// The most output tokens to ask for.
+    pub max_output: u64,
+    /// How hard a reasoning model should think; `None` for models that do not reason.
+    pub thought: Option<ThoughtLevel>,
 }
 
 /// One increment of a model's answer.
@@ -35,6 +44,10 @@ pub struct ModelRequest {
 pub enum StreamEvent {
     TextDelta(String),
     ReasoningDelta(String),
+    /// The signature that closes the current reasoning block (Anthropic); it must go back verbatim.
+    ReasoningSignature(String),
+    /// A whole reasoning block the provider encrypted (Anthropic `redacted_thinking`).
+    RedactedReasoning(String),
     /// A tool call is being written; its arguments are still streaming.
     ToolCallStarted {
         id: String,
@@ -98,6 +111,10 @@ pub enum LlmError {
     Status { url: String, status: u16, detail: String, retry_after: Option<Duration> },
     #[error("the model stream broke: {0}")]
     Stream(String),
+    #[error(
+        "the conversation no longer fits the model's context window ({detail}); start a new session, or pick a model with a larger window"
+    )]
+    ContextTooLong { detail: String },
     #[error("the model sent nothing for {} s; the request was abandoned", .0.as_secs())]
     IdleTimeout(Duration),
 }
@@ -106,6 +123,7 @@ impl LlmError {
     /// Whether the same request may succeed if sent again.
     pub fn is_retryable(&self) -> bool {
         match self {
+            // 529 is Anthropic's "overloaded".
             LlmError::Status { status, .. } => *status == 429 || *status == 408 || *status >= 500,
             LlmError::Unreachable { retryable, .. } => *retryable,
             LlmError::MissingKey { .. }
@@ -114,6 +132,7 @@ impl LlmError {
             | LlmError::Unauthorized { .. }
             | LlmError::UnknownModel { .. }
             | LlmError::Stream(_)
+            | LlmError::ContextTooLong { .. }
             | LlmError::IdleTimeout(_) => false,
         }
     }
@@ -129,9 +148,49 @@ impl LlmError {
             | LlmError::UnknownModel { .. }
             | LlmError::Unreachable { .. }
             | LlmError::Stream(_)
+            | LlmError::ContextTooLong { .. }
             | LlmError::IdleTimeout(_) => None,
         }
     }
+}
+
+/// A user message's content as every API can express it: text and images.
+pub(crate) enum UserBlock<'a> {
+    Text(std::borrow::Cow<'a, str>),
+    Image { mime_type: &'a str, data: &'a str },
+}
+
+/// The blocks of a user message: resources become text the model can read, image blobs images.
+pub(crate) fn user_blocks(message: &Message) -> Vec<UserBlock<'_>> {
+    use std::borrow::Cow;
+    let mut blocks = Vec::new();
+    for part in &message.parts {
+        let block = match part {
+            Part::Text { text } => UserBlock::Text(Cow::Borrowed(text)),
+            Part::Image { mime_type, data, .. } => UserBlock::Image { mime_type, data },
+            Part::ResourceLink { uri, name, title, description, .. } => {
+                let mut text = format!("[@{name}]({uri})");
+                for extra in [title, description].into_iter().flatten() {
+                    text.push_str(&format!(" — {extra}"));
+                }
+                UserBlock::Text(Cow::Owned(text))
+            }
+            Part::Resource { uri, text, .. } => {
+                UserBlock::Text(Cow::Owned(format!("<resource uri=\"{uri}\">\n{text}\n</resource>")))
+            }
+            Part::BlobResource { uri, mime_type, blob } => match mime_type.as_deref() {
+                Some(mime) if mime.starts_with("image/") => UserBlock::Image { mime_type: mime, data: blob },
+                other => UserBlock::Text(Cow::Owned(format!(
+                    "<resource uri=\"{uri}\">binary content ({}, {} base64 bytes) not shown</resource>",
+                    other.unwrap_or("unknown type"),
+                    blob.len()
+                ))),
+            },
+            Part::Reasoning { .. } | Part::RedactedReasoning { .. } | Part::Notice { .. } | Part::Tool(_) => continue,
+        };
+        blocks.push(block);
+    }
+    blocks
 }
 
 /// A provider ready to serve one model.
@@ -157,13 +216,17 @@ pub fn resolve(config: &Config, model: &str) -> Result<Resolved, LlmError> {
     if let (Some(env), None) = (&provider.api_key_env, &provider.api_key) {
         return Err(LlmError::MissingKey { provider: provider_name.to_owned(), env: env.clone() });
     }
-    let chat = openai_chat::OpenAiChat::new(http_client(), provider);
-    Ok(Resolved { provider: Arc::new(chat), model: model_name.to_owned() })
+    let provider: Arc<dyn Provider> = match provider.api {
+        Api::OpenaiChat => Arc::new(openai_chat::OpenAiChat::new(http_client(), provider)),
+        Api::OpenaiResponses => Arc::new(openai_responses::OpenAiResponses::new(http_client(), provider)),
+        Api::Anthropic => Arc::new(anthropic::Anthropic::new(http_client(), provider)),
+    };
+    Ok(Resolved { provider, model: model_name.to_owned() })
 }
 
 /// One HTTP client for the process: connection pools and TLS setup are shared, and built on
 /// first use rather than at startup.
-fn http_client() -> reqwest::Client {
+pub(crate) fn http_client() -> reqwest::Client {
     static CLIENT: OnceLock<reqwest::Client> = OnceLock::new();
     CLIENT
         .get_or_init(|| {

@@ -7,19 +7,15 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
-use eventsource_stream::Eventsource;
 use futures::future::BoxFuture;
-use futures::{Stream, StreamExt};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::retry::parse_retry_after;
-use super::{EventStream, FinishReason, LlmError, ModelRequest, Provider, StreamEvent, ToolCallRequest};
+use super::{
+    EventStream, FinishReason, LlmError, ModelRequest, Provider, StreamEvent, ToolCallRequest, UserBlock, sse,
+};
 use crate::config::{ProviderConfig, Secret};
 use crate::history::{Message, Part, Role, Usage};
-
-/// How much of an error body we quote back to the user.
-const DETAIL_LIMIT: usize = 600;
 
 pub struct OpenAiChat {
     client: reqwest::Client,
@@ -46,50 +42,9 @@ impl Provider for OpenAiChat {
             if let Some(key) = &self.api_key {
                 http = http.bearer_auth(key.expose());
             }
-            let response = http.send().await.map_err(|err| transport_error(&self.url, &err))?;
-            let status = response.status().as_u16();
-            if !(200..300).contains(&status) {
-                let retry_after = response
-                    .headers()
-                    .get(reqwest::header::RETRY_AFTER)
-                    .and_then(|value| value.to_str().ok())
-                    .and_then(parse_retry_after);
-                let body = response.text().await.unwrap_or_default();
-                return Err(self.status_error(status, &body, &request.model, retry_after));
-            }
-            Ok(decode(response.bytes_stream().eventsource()).boxed())
+            sse::post(http, &self.url, &request.model, &self.key_env, Decoder::default()).await
         })
     }
-}
-
-impl OpenAiChat {
-    fn status_error(&self, status: u16, body: &str, model: &str, retry_after: Option<std::time::Duration>) -> LlmError {
-        let parsed: Option<Value> = serde_json::from_str(body).ok();
-        let error = parsed.as_ref().and_then(|v| v.get("error"));
-        let code = error.and_then(|e| e.get("code")).and_then(Value::as_str).unwrap_or_default();
-        let detail =
-            error.and_then(|e| e.get("message").and_then(Value::as_str).or_else(|| e.as_str())).unwrap_or(body);
-        let detail: String = detail.chars().take(DETAIL_LIMIT).collect();
-        let url = self.url.clone();
-        if status == 401 || status == 403 {
-            return LlmError::Unauthorized { url, status, env: self.key_env.clone(), detail };
-        }
-        if code == "model_not_found" || (status == 404 && detail.to_lowercase().contains("model")) {
-            return LlmError::UnknownModel { model: model.to_owned(), url, detail };
-        }
-        LlmError::Status { url, status, detail, retry_after }
-    }
-}
-
-fn transport_error(url: &str, err: &reqwest::Error) -> LlmError {
-    // reqwest's own message repeats the URL; the innermost cause says what actually happened.
-    let mut root: &dyn std::error::Error = err;
-    while let Some(cause) = root.source() {
-        root = cause;
-    }
-    let detail = if err.is_timeout() { format!("timed out ({root})") } else { root.to_string() };
-    // A server that is not there will not be there in a second either; a reset or a timeout may be.
-    LlmError::Unreachable { url: url.to_owned(), detail, retryable: !err.is_connect() }
 }
 
 fn request_body(request: &ModelRequest) -> Value {
@@ -114,45 +69,36 @@ fn request_body(request: &ModelRequest) -> Value {
             request.tools.iter().map(|spec| json!({"type": "function", "function": spec})).collect();
         body["tools"] = Value::Array(tools);
     }
+    if let Some(thought) = request.thought {
+        body["reasoning_effort"] = json!(thought.effort());
+    }
     body
 }
 
 fn user_message(message: &Message) -> Option<Value> {
-    let mut content = Vec::new();
-    for part in &message.parts {
-        let item = match part {
-            Part::Text { text } => json!({"type": "text", "text": text}),
-            Part::Image { mime_type, data, .. } => image(mime_type, data),
-            Part::ResourceLink { uri, name, title, description, .. } => {
-                let mut text = format!("[@{name}]({uri})");
-                for extra in [title, description].into_iter().flatten() {
-                    text.push_str(&format!(" — {extra}"));
-                }
-                json!({"type": "text", "text": text})
-            }
-            Part::Resource { uri, text, .. } => {
-                json!({"type": "text", "text": format!("<resource uri=\"{uri}\">\n{text}\n</resource>")})
-            }
-            Part::BlobResource { uri, mime_type, blob } => match mime_type.as_deref() {
-                Some(mime) if mime.starts_with("image/") => image(mime, blob),
-                other => json!({"type": "text", "text": format!(
-                    "<resource uri=\"{uri}\">binary content ({}, {} base64 bytes) not shown</resource>",
-                    other.unwrap_or("unknown type"),
-                    blob.len()
-                )}),
-            },
-            Part::Reasoning { .. } | Part::Tool(_) => continue,
-        };
-        content.push(item);
-    }
-    if content.is_empty() {
+    let blocks = super::user_blocks(message);
+    if blocks.is_empty() {
         return None;
     }
-    let all_text = content.iter().all(|item| item["type"] == "text");
+    let all_text = blocks.iter().all(|block| matches!(block, UserBlock::Text(_)));
     let content = if all_text {
-        Value::String(content.iter().filter_map(|item| item["text"].as_str()).collect::<Vec<_>>().join("\n\n"))
+        let texts: Vec<&str> = blocks
+            .iter()
+            .filter_map(|block| match block {
+                UserBlock::Text(text) => Some(text.as_ref()),
+                UserBlock::Image { .. } => None,
+            })
+            .collect();
+        Value::String(texts.join("\n\n"))
     } else {
-        Value::Array(content)
+        let items = blocks
+            .iter()
+            .map(|block| match block {
+                UserBlock::Text(text) => json!({"type": "text", "text": text}),
+                UserBlock::Image { mime_type, data } => image(mime_type, data),
+            })
+            .collect();
+        Value::Array(items)
     };
     Some(json!({"role": "user", "content": content}))
 }
@@ -177,6 +123,8 @@ fn assistant_messages(message: &Message) -> Vec<Value> {
                 results.push(json!({"role": "tool", "tool_call_id": tool.call_id, "content": tool.model_output()}));
             }
             Part::Reasoning { .. }
+            | Part::RedactedReasoning { .. }
+            | Part::Notice { .. }
             | Part::Image { .. }
             | Part::ResourceLink { .. }
             | Part::Resource { .. }
@@ -274,70 +222,38 @@ struct PartialCall {
     arguments: String,
 }
 
-/// Turns SSE events into [`StreamEvent`]s, keeping what spans several chunks.
-struct Decoder {
-    pending: VecDeque<StreamEvent>,
+/// Keeps what spans several chunks: tool calls being written, and whether the model finished.
+#[derive(Default)]
+pub struct Decoder {
     calls: BTreeMap<u32, PartialCall>,
     finished: bool,
-    ended: bool,
 }
 
-fn decode<S, E>(events: S) -> impl Stream<Item = Result<StreamEvent, LlmError>>
-where
-    S: Stream<Item = Result<eventsource_stream::Event, E>> + Unpin,
-    E: std::fmt::Display,
-{
-    let decoder = Decoder { pending: VecDeque::new(), calls: BTreeMap::new(), finished: false, ended: false };
-    futures::stream::unfold((events, decoder), |(mut events, mut decoder)| async move {
-        loop {
-            if let Some(event) = decoder.pending.pop_front() {
-                return Some((Ok(event), (events, decoder)));
-            }
-            if decoder.ended {
-                return None;
-            }
-            let error = match events.next().await {
-                Some(Ok(event)) if event.data.trim() == "[DONE]" => {
-                    decoder.release_calls();
-                    decoder.ended = true;
-                    continue;
-                }
-                Some(Ok(event)) => match decoder.chunk(&event.data) {
-                    Ok(()) => continue,
-                    Err(err) => err,
-                },
-                Some(Err(err)) => LlmError::Stream(err.to_string()),
-                None if decoder.finished => {
-                    decoder.release_calls();
-                    decoder.ended = true;
-                    continue;
-                }
-                None => LlmError::Stream("the connection closed before the answer was complete".to_owned()),
-            };
-            decoder.ended = true;
-            return Some((Err(error), (events, decoder)));
+impl sse::Decode for Decoder {
+    fn event(&mut self, _name: &str, data: &str, out: &mut VecDeque<StreamEvent>) -> Result<bool, LlmError> {
+        if data.trim() == "[DONE]" {
+            self.release_calls(out);
+            return Ok(true);
         }
-    })
-}
-
-impl Decoder {
-    fn chunk(&mut self, data: &str) -> Result<(), LlmError> {
         if data.trim().is_empty() {
-            return Ok(());
+            return Ok(false);
         }
         let chunk: Chunk = serde_json::from_str(data)
-            .map_err(|err| LlmError::Stream(format!("unreadable chunk ({err}): {}", truncate(data))))?;
+            .map_err(|err| LlmError::Stream(format!("unreadable chunk ({err}): {}", sse::excerpt(data))))?;
         if let Some(error) = chunk.error {
             let message = error.get("message").and_then(Value::as_str).map_or_else(|| error.to_string(), str::to_owned);
+            if sse::is_context_error("", &message) {
+                return Err(LlmError::ContextTooLong { detail: message });
+            }
             return Err(LlmError::Stream(format!("the server reported an error: {message}")));
         }
         for choice in chunk.choices {
             let delta = choice.delta;
             if let Some(text) = delta.reasoning_content.or(delta.reasoning).filter(|t| !t.is_empty()) {
-                self.pending.push_back(StreamEvent::ReasoningDelta(text));
+                out.push_back(StreamEvent::ReasoningDelta(text));
             }
             if let Some(text) = delta.content.filter(|t| !t.is_empty()) {
-                self.pending.push_back(StreamEvent::TextDelta(text));
+                out.push_back(StreamEvent::TextDelta(text));
             }
             for call in delta.tool_calls {
                 let partial = self.calls.entry(call.index).or_default();
@@ -350,14 +266,13 @@ impl Decoder {
                     partial.arguments.push_str(function.arguments.as_deref().unwrap_or_default());
                 }
                 if !was_named && !partial.name.is_empty() {
-                    let started = StreamEvent::ToolCallStarted { id: partial.id.clone(), name: partial.name.clone() };
-                    self.pending.push_back(started);
+                    out.push_back(StreamEvent::ToolCallStarted { id: partial.id.clone(), name: partial.name.clone() });
                 }
             }
             if let Some(reason) = choice.finish_reason {
-                self.release_calls();
+                self.release_calls(out);
                 self.finished = true;
-                self.pending.push_back(StreamEvent::Finish(match reason.as_str() {
+                out.push_back(StreamEvent::Finish(match reason.as_str() {
                     "stop" => FinishReason::Stop,
                     "length" => FinishReason::Length,
                     "tool_calls" | "function_call" => FinishReason::ToolCalls,
@@ -368,7 +283,8 @@ impl Decoder {
         }
         if let Some(usage) = chunk.usage {
             let cache_read = usage.prompt_tokens_details.map_or(0, |d| d.cached_tokens);
-            self.pending.push_back(StreamEvent::Usage(Usage {
+            // `prompt_tokens` counts the cached tokens too; `completion_tokens` includes reasoning.
+            out.push_back(StreamEvent::Usage(Usage {
                 input: usage.prompt_tokens.saturating_sub(cache_read),
                 output: usage.completion_tokens,
                 reasoning: usage.completion_tokens_details.map_or(0, |d| d.reasoning_tokens),
@@ -376,23 +292,25 @@ impl Decoder {
                 cache_write: 0,
             }));
         }
-        Ok(())
+        Ok(false)
     }
 
-    fn release_calls(&mut self) {
-        for (index, call) in std::mem::take(&mut self.calls) {
-            let id = if call.id.is_empty() { format!("call_{index}") } else { call.id };
-            self.pending.push_back(StreamEvent::ToolCall(ToolCallRequest {
-                id,
-                name: call.name,
-                arguments: call.arguments,
-            }));
+    fn closed(&mut self, out: &mut VecDeque<StreamEvent>) -> Result<(), LlmError> {
+        if !self.finished {
+            return Err(LlmError::Stream("the connection closed before the answer was complete".to_owned()));
         }
+        self.release_calls(out);
+        Ok(())
     }
 }
 
-fn truncate(text: &str) -> String {
-    text.chars().take(200).collect()
+impl Decoder {
+    fn release_calls(&mut self, out: &mut VecDeque<StreamEvent>) {
+        for (index, call) in std::mem::take(&mut self.calls) {
+            let id = if call.id.is_empty() { format!("call_{index}") } else { call.id };
+            out.push_back(StreamEvent::ToolCall(ToolCallRequest { id, name: call.name, arguments: call.arguments }));
+        }
+    }
 }
 
 #[cfg(test)]

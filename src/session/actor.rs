@@ -15,12 +15,13 @@ use tokio_util::sync::CancellationToken;
 
 use super::recorder::StoreRecorder;
 use super::registry::Inner;
-use super::{SessionError, SessionView, Update, UpdateSink};
+use super::{ContextUsage, SessionError, SessionView, Update, UpdateSink, title};
 use crate::agent::{self, StopReason, Toolbox, Turn, TurnError};
 use crate::config::Config;
 use crate::history::{Message, Part, finalize_orphans};
 use crate::ids::SessionId;
 use crate::llm;
+use crate::llm::catalog::{self, ThoughtLevel};
 use crate::permissions::{Mode, Rule};
 use crate::store::{SessionRow, Store, Write};
 use crate::tools::Workspace;
@@ -48,6 +49,10 @@ pub enum Command {
         mode: Mode,
         reply: Reply<SessionView>,
     },
+    SetThought {
+        level: ThoughtLevel,
+        reply: Reply<SessionView>,
+    },
     Describe {
         reply: Reply<SessionView>,
     },
@@ -67,6 +72,10 @@ pub enum Init {
 
 pub struct Services {
     pub store: Store,
+    /// Models found through the providers' `GET /models`.
+    pub discovered: Arc<catalog::Discovered>,
+    /// Where background work (title writing) runs, so shutdown can wait for it briefly.
+    pub background: tokio_util::task::TaskTracker,
     pub config: Arc<Config>,
     pub sink: Arc<dyn UpdateSink>,
     pub registry: Weak<Inner>,
@@ -81,6 +90,8 @@ struct Queued {
 
 struct Running {
     ticket: u64,
+    /// How many messages the history had when the turn began.
+    history_len: usize,
     cancel: CancellationToken,
     reply: Reply<StopReason>,
 }
@@ -95,6 +106,10 @@ struct Actor {
     /// Session and project permission rules; lent to a turn with the history.
     rules: Vec<Rule>,
     mode: watch::Sender<Mode>,
+    /// Context in use after the last step (input + cache + output tokens).
+    context_used: u64,
+    /// The first prompt's text while the session waits for a model-written title.
+    title_pending: Option<String>,
     queue: VecDeque<Queued>,
     running: Option<Running>,
     turn: Option<JoinHandle<TurnOutcome>>,
@@ -119,8 +134,19 @@ pub async fn run(init: Init, services: Services, mut rx: mpsc::UnboundedReceiver
         Err(err) => tracing::warn!(session = %id, %err, "project permission rules could not be read"),
     }
     let mode = watch::Sender::new(row.mode.as_deref().and_then(Mode::parse).unwrap_or(Mode::Ask));
-    let mut actor =
-        Actor { services, row, history: Some(history), rules, mode, queue: VecDeque::new(), running: None, turn: None };
+    let context_used = last_context(&history);
+    let mut actor = Actor {
+        services,
+        row,
+        history: Some(history),
+        rules,
+        mode,
+        context_used,
+        title_pending: None,
+        queue: VecDeque::new(),
+        running: None,
+        turn: None,
+    };
     actor.serve(&mut rx).await;
     forget(&actor.services, &id);
     refuse_all(&mut rx, &SessionError::Closed(id));
@@ -154,7 +180,10 @@ fn refuse_all(rx: &mut mpsc::UnboundedReceiver<Command>, err: &SessionError) {
                     other => Err(other.clone()),
                 });
             }
-            Command::SetModel { reply, .. } | Command::SetMode { reply, .. } | Command::Describe { reply } => {
+            Command::SetModel { reply, .. }
+            | Command::SetMode { reply, .. }
+            | Command::SetThought { reply, .. }
+            | Command::Describe { reply } => {
                 let _ = reply.send(Err(err.clone()));
             }
             Command::Close { reply } => {
@@ -229,6 +258,17 @@ impl Actor {
                     .submit(Write::SetSessionMode { id: self.row.id.clone(), mode: mode.id().to_owned() }, None);
                 let _ = reply.send(Ok(self.view()));
             }
+            Command::SetThought { level, reply } => {
+                let answer = if catalog::info(&self.services.config, &self.row.model).reasoning {
+                    self.row.thought_level = Some(level.id().to_owned());
+                    let write = Write::SetSessionThought { id: self.row.id.clone(), level: level.id().to_owned() };
+                    self.services.store.submit(write, None);
+                    Ok(self.view())
+                } else {
+                    Err(SessionError::UnknownOption("thought_level".to_owned()))
+                };
+                let _ = reply.send(answer);
+            }
             Command::Describe { reply } => {
                 let _ = reply.send(Ok(self.view()));
             }
@@ -239,6 +279,11 @@ impl Actor {
 
     fn view(&self) -> SessionView {
         let mut models = self.services.config.models();
+        for model in self.services.discovered.list() {
+            if !models.contains(&model) {
+                models.push(model);
+            }
+        }
         if !models.contains(&self.row.model) {
             models.insert(0, self.row.model.clone());
         }
@@ -249,6 +294,26 @@ impl Actor {
             model: self.row.model.clone(),
             models,
             mode: *self.mode.borrow(),
+            thought: self.thought(),
+            usage: self.usage(),
+        }
+    }
+
+    /// The reasoning level shown for the session's model; `None` if the model does not reason.
+    fn thought(&self) -> Option<ThoughtLevel> {
+        if !catalog::info(&self.services.config, &self.row.model).reasoning {
+            return None;
+        }
+        let chosen = self.row.thought_level.as_deref().and_then(ThoughtLevel::parse);
+        Some(chosen.unwrap_or_else(|| default_thought(&self.services.config, &self.row.model)))
+    }
+
+    fn usage(&self) -> ContextUsage {
+        let info = catalog::info(&self.services.config, &self.row.model);
+        ContextUsage {
+            used: self.context_used,
+            size: info.context_window,
+            cost: info.prices.map(|_| self.row.cost_usd),
         }
     }
 
@@ -256,6 +321,10 @@ impl Actor {
         let choices = self.view().models;
         if !choices.contains(&model) {
             return Err(SessionError::UnknownModel { value: model, choices });
+        }
+        let window = catalog::info(&self.services.config, &model).context_window;
+        if window < self.context_used {
+            return Err(SessionError::ModelTooSmall { model, window, used: self.context_used });
         }
         self.row.model.clone_from(&model);
         self.services.store.submit(Write::SetSessionModel { id: self.row.id.clone(), model }, None);
@@ -282,6 +351,9 @@ impl Actor {
     async fn turn_ended(&mut self, outcome: Result<TurnOutcome, tokio::task::JoinError>) {
         let result = match outcome {
             Ok((history, rules, result)) => {
+                let before = self.running.as_ref().map_or(history.len(), |running| running.history_len);
+                self.row.cost_usd += history.iter().skip(before).filter_map(|m| m.meta.cost).sum::<f64>();
+                self.context_used = last_context(&history);
                 self.history = Some(history);
                 self.rules = rules;
                 result
@@ -295,6 +367,9 @@ impl Actor {
         };
         if let Some(running) = self.running.take() {
             let _ = running.reply.send(result.map_err(SessionError::from));
+        }
+        if let Some(prompt) = self.title_pending.take() {
+            title::spawn(&self.services, &self.row, prompt);
         }
         self.start_next();
     }
@@ -321,6 +396,7 @@ impl Actor {
             && let Some(title) = title_from(&queued.parts)
         {
             self.row.title = Some(title.clone());
+            self.title_pending = Some(prompt_text(&queued.parts));
             let show = Arc::clone(&self.services.sink);
             let id = self.row.id.clone();
             let update = Update::Title(title.clone());
@@ -348,6 +424,11 @@ impl Actor {
         let mut rules = std::mem::take(&mut self.rules);
         self.rules.clone_from(&rules);
         let model_ref = self.row.model.clone();
+        let info = catalog::info(&config, &model_ref);
+        // Only a level the user chose is sent; otherwise the provider's default applies.
+        let thought = self.row.thought_level.as_deref().and_then(ThoughtLevel::parse);
+        let spent = self.row.cost_usd;
+        let history_len = history.len();
         let token = cancel.clone();
         let parts = queued.parts;
         self.turn = Some(tokio::spawn(async move {
@@ -361,12 +442,16 @@ impl Actor {
                 cancel: token,
                 limits: config.limits.clone(),
                 tools: Toolbox { workspace, host, mode, rules: &mut rules },
+                info,
+                thought,
+                spent,
                 rounds: 0,
+                attempts: 0,
             };
             let result = agent::run_turn(turn, parts).await;
             (history, rules, result)
         }));
-        self.running = Some(Running { ticket: queued.ticket, cancel, reply: queued.reply });
+        self.running = Some(Running { ticket: queued.ticket, history_len, cancel, reply: queued.reply });
     }
 }
 
@@ -382,4 +467,31 @@ fn title_from(parts: &[Part]) -> Option<String> {
         title.push('…');
     }
     Some(title)
+}
+
+/// The context in use after the last step that reported usage.
+fn last_context(history: &[Message]) -> u64 {
+    history.iter().rev().find_map(|m| m.meta.usage).map_or(0, |u| u.input + u.cache_read + u.cache_write + u.output)
+}
+
+/// The level a reasoning model runs at when the user chose none: Anthropic thinks only when
+/// asked; OpenAI's reasoning models default to medium effort.
+fn default_thought(config: &Config, model: &str) -> ThoughtLevel {
+    let (provider, _) = crate::config::split_model(model);
+    match config.providers.get(provider).map(|p| p.api) {
+        Some(crate::config::Api::Anthropic) => ThoughtLevel::Off,
+        Some(crate::config::Api::OpenaiChat | crate::config::Api::OpenaiResponses) | None => ThoughtLevel::Medium,
+    }
+}
+
+/// The text of a prompt, for the title writer.
+fn prompt_text(parts: &[Part]) -> String {
+    parts
+        .iter()
+        .filter_map(|part| match part {
+            Part::Text { text } => Some(text.as_str()),
+            _ => None,
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
 }

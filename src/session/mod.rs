@@ -9,14 +9,15 @@
 mod actor;
 mod recorder;
 mod registry;
+mod title;
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use crate::agent::TurnError;
 use crate::history::{Part, PlanEntry, ToolPart};
 use crate::ids::{MessageId, SessionId};
 use crate::llm::LlmError;
+use crate::llm::catalog::ThoughtLevel;
 use crate::permissions::Mode;
 use crate::store::StoreError;
 use crate::tools::Host;
@@ -40,8 +41,10 @@ pub enum Update {
     Plan(Vec<PlanEntry>),
     /// The session got a title.
     Title(String),
-    /// A model request failed and will be retried.
-    Retrying { attempt: u32, delay: Duration, reason: String },
+    /// A note for the user outside the conversation (a retry under way).
+    Notice { message: MessageId, text: String },
+    /// How full the context window is, and what the session has cost (USD) when prices are known.
+    Usage { used: u64, size: u64, cost: Option<f64> },
 }
 
 /// The other side: where updates go once their rows are committed, and the editor services the
@@ -65,6 +68,20 @@ pub struct SessionView {
     pub models: Vec<String>,
     /// The permission mode.
     pub mode: Mode,
+    /// The reasoning level, when the model reasons.
+    pub thought: Option<ThoughtLevel>,
+    pub usage: ContextUsage,
+}
+
+/// How full the context window is, and what the session has cost.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ContextUsage {
+    /// Tokens in the context after the last step.
+    pub used: u64,
+    /// The model's window.
+    pub size: u64,
+    /// USD so far, when the model's prices are known.
+    pub cost: Option<f64>,
 }
 
 /// Why a session operation failed.
@@ -78,6 +95,12 @@ pub enum SessionError {
     UnknownOption(String),
     #[error("unknown mode `{0}`; choose one of: ask, accept-edits, read-only, bypass")]
     UnknownMode(String),
+    #[error("unknown thought level `{0}`; choose one of: off, low, medium, high")]
+    UnknownThought(String),
+    #[error(
+        "{model} has a {window}-token context window, smaller than the {used} tokens this session already uses; start a new session (or fork) to use it"
+    )]
+    ModelTooSmall { model: String, window: u64, used: u64 },
     #[error(transparent)]
     Store(#[from] StoreError),
     #[error(transparent)]
@@ -102,9 +125,10 @@ pub fn replay(messages: &[crate::history::Message]) -> impl Iterator<Item = Upda
                 (Role::Assistant, Part::Text { text }) if !text.is_empty() => {
                     Some(Update::AgentText { message: id, text: text.clone() })
                 }
-                (Role::Assistant, Part::Reasoning { text }) if !text.is_empty() => {
+                (Role::Assistant, Part::Reasoning { text, .. }) if !text.is_empty() => {
                     Some(Update::AgentThought { message: id, text: text.clone() })
                 }
+                (_, Part::Notice { text }) => Some(Update::AgentText { message: id, text: text.clone() }),
                 (Role::User, part) => Some(Update::UserChunk { message: id, part: part.clone() }),
                 (Role::Assistant, _) => None,
             };

@@ -95,10 +95,22 @@ impl Recorder for StoreRecorder {
                 self.write(Write::PutPart { session_id, message_id: message, index, part }, updates);
             }
             AgentEvent::AssistantFinished { message, meta } => {
-                self.write(Write::SetMessageMeta { message_id: message, meta }, Vec::new());
+                self.write(Write::FinishMessage { session_id, message_id: message, meta }, Vec::new());
             }
-            AgentEvent::Retrying { attempt, delay, reason } => {
-                self.sink.send(&self.session, Update::Retrying { attempt, delay, reason });
+            AgentEvent::Notice { message, text } => {
+                let notice = Message {
+                    id: message.clone(),
+                    role: Role::Assistant,
+                    parts: vec![Part::Notice { text: text.clone() }],
+                    meta: MessageMeta::default(),
+                };
+                self.write(
+                    Write::InsertMessage { session_id, message: notice },
+                    vec![Update::Notice { message, text }],
+                );
+            }
+            AgentEvent::ContextUsage { used, size, cost } => {
+                self.write(Write::Barrier, vec![Update::Usage { used, size, cost }]);
             }
             AgentEvent::RuleAdded(rule) => {
                 let write = match rule.source {

@@ -20,11 +20,14 @@ use crate::agent::StopReason;
 use crate::config::Config;
 use crate::history::{Message, Part};
 use crate::ids::{SessionId, now_ms};
+use crate::llm::catalog::{self, ThoughtLevel};
 use crate::permissions::Mode;
 use crate::store::{ListPage, SessionRow, Store, Write};
 
 /// How long shutdown waits for running turns to wind down before it lets go.
-const SHUTDOWN_GRACE: Duration = Duration::from_millis(500);
+const SHUTDOWN_GRACE: Duration = Duration::from_millis(400);
+/// How long shutdown then waits for background work such as a title being written.
+const BACKGROUND_GRACE: Duration = Duration::from_millis(200);
 
 /// A cloneable handle to the live sessions.
 #[derive(Clone)]
@@ -34,6 +37,9 @@ pub struct Registry {
 
 pub struct Inner {
     store: Store,
+    /// Background work that outlives turns (title writing); shutdown gives it a moment.
+    background: tokio_util::task::TaskTracker,
+    discovered: Arc<catalog::Discovered>,
     config: Arc<Config>,
     sink: Arc<dyn UpdateSink>,
     live: Mutex<HashMap<SessionId, Live>>,
@@ -84,7 +90,20 @@ impl Drop for PromptFuture {
 
 impl Registry {
     pub fn new(store: Store, config: Arc<Config>, sink: Arc<dyn UpdateSink>) -> Self {
-        let inner = Inner { store, config, sink, live: Mutex::new(HashMap::new()), counter: AtomicU64::new(0) };
+        let discovered = Arc::new(catalog::Discovered::default());
+        if config.providers.values().any(|provider| provider.discover_models) {
+            let (filling, config) = (Arc::clone(&discovered), Arc::clone(&config));
+            tokio::spawn(async move { filling.fill(&config).await });
+        }
+        let inner = Inner {
+            store,
+            background: tokio_util::task::TaskTracker::new(),
+            discovered,
+            config,
+            sink,
+            live: Mutex::new(HashMap::new()),
+            counter: AtomicU64::new(0),
+        };
         Self { inner: Arc::new(inner) }
     }
 
@@ -106,6 +125,8 @@ impl Registry {
             model: self.inner.config.model.clone(),
             mode: None,
             rules: Vec::new(),
+            cost_usd: 0.0,
+            thought_level: None,
             created_at: now,
             updated_at: now,
         };
@@ -167,6 +188,15 @@ impl Registry {
         self.ask(id, Init::Restore(id.clone()), move |reply| Command::SetMode { mode, reply })
     }
 
+    /// Changes how hard the session's model reasons, from the next request on.
+    pub fn set_thought(
+        &self,
+        id: &SessionId,
+        level: ThoughtLevel,
+    ) -> impl Future<Output = Result<SessionView, SessionError>> + use<> {
+        self.ask(id, Init::Restore(id.clone()), move |reply| Command::SetThought { level, reply })
+    }
+
     /// Cancels any running turn, waits for it to end, and frees the session. Rows stay.
     pub async fn close(&self, id: &SessionId) -> Result<(), SessionError> {
         let live = self.take(id);
@@ -209,6 +239,10 @@ impl Registry {
         let closing = futures::future::join_all(all.iter().map(close));
         if tokio::time::timeout(SHUTDOWN_GRACE, closing).await.is_err() {
             tracing::warn!("some turns did not stop within {SHUTDOWN_GRACE:?}");
+        }
+        self.inner.background.close();
+        if tokio::time::timeout(BACKGROUND_GRACE, self.inner.background.wait()).await.is_err() {
+            tracing::info!("left a session title unwritten at exit");
         }
         self.inner.store.shutdown().await;
     }
@@ -262,6 +296,8 @@ impl Registry {
         let _ = tx.send(command);
         let services = Services {
             store: self.inner.store.clone(),
+            discovered: Arc::clone(&self.inner.discovered),
+            background: self.inner.background.clone(),
             config: Arc::clone(&self.inner.config),
             sink: Arc::clone(&self.inner.sink),
             registry: Arc::downgrade(&self.inner),

@@ -84,6 +84,10 @@ pub enum Write {
         id: SessionId,
         mode: String,
     },
+    SetSessionThought {
+        id: SessionId,
+        level: String,
+    },
     /// Remembers a rule for this session only.
     AddSessionRule {
         id: SessionId,
@@ -100,6 +104,13 @@ pub enum Write {
         message: Message,
     },
     SetMessageMeta {
+        message_id: MessageId,
+        meta: MessageMeta,
+    },
+    /// Sets a finished message's metadata and adds its usage and cost to the session's totals,
+    /// in one transaction.
+    FinishMessage {
+        session_id: SessionId,
         message_id: MessageId,
         meta: MessageMeta,
     },

@@ -23,6 +23,10 @@ pub struct SessionRow {
     pub mode: Option<String>,
     /// Permission rules remembered for this session.
     pub rules: Vec<Rule>,
+    /// What the session has cost so far, in USD.
+    pub cost_usd: f64,
+    /// The chosen reasoning level (`thought_level` option), if any.
+    pub thought_level: Option<String>,
     pub created_at: i64,
     pub updated_at: i64,
 }
@@ -56,7 +60,7 @@ impl ReadError {
     }
 }
 
-const SESSION_COLUMNS: &str = "id, cwd, title, model, created_at, updated_at, mode, permissions_json";
+const SESSION_COLUMNS: &str = "id, cwd, title, model, created_at, updated_at, mode, permissions_json, cost_usd, json_extract(metadata_json, '$.thought_level')";
 
 fn session_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<SessionRow> {
     Ok(SessionRow {
@@ -67,6 +71,8 @@ fn session_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<SessionRow> {
         created_at: row.get(4)?,
         updated_at: row.get(5)?,
         mode: row.get(6)?,
+        cost_usd: row.get(8)?,
+        thought_level: row.get(9)?,
         rules: serde_json::from_str(row.get_ref(7)?.as_str().unwrap_or("[]")).unwrap_or_else(|err| {
             tracing::warn!(%err, "unreadable session permission rules; ignoring them");
             Vec::new()
@@ -196,6 +202,14 @@ pub fn set_session_mode(conn: &Connection, id: &SessionId, mode: &str, at: i64) 
     Ok(())
 }
 
+pub fn set_session_thought(conn: &Connection, id: &SessionId, level: &str, at: i64) -> rusqlite::Result<()> {
+    conn.prepare_cached(
+        "UPDATE sessions SET metadata_json = json_set(metadata_json, '$.thought_level', ?2), updated_at = ?3 WHERE id = ?1",
+    )?
+    .execute(params![id.as_str(), level, at])?;
+    Ok(())
+}
+
 pub fn add_session_rule(conn: &Connection, id: &SessionId, rule: &Rule) -> rusqlite::Result<()> {
     conn.prepare_cached(
         "UPDATE sessions SET permissions_json = json_insert(permissions_json, '$[#]', json(?2)) WHERE id = ?1",
@@ -266,6 +280,37 @@ pub fn set_message_meta(conn: &Connection, id: &MessageId, meta: &MessageMeta, a
     Ok(())
 }
 
+pub fn finish_message(
+    conn: &Connection,
+    session_id: &SessionId,
+    id: &MessageId,
+    meta: &MessageMeta,
+    at: i64,
+) -> rusqlite::Result<()> {
+    set_message_meta(conn, id, meta, at)?;
+    let Some(usage) = meta.usage else { return Ok(()) };
+    let total = usage.input + usage.output + usage.cache_read + usage.cache_write;
+    let tokens = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
+    conn.prepare_cached(
+        "UPDATE sessions SET prompt_tokens = prompt_tokens + ?2, completion_tokens = completion_tokens + ?3,
+           reasoning_tokens = reasoning_tokens + ?4, cache_read = cache_read + ?5, cache_write = cache_write + ?6,
+           total_tokens = total_tokens + ?7, cost_usd = cost_usd + ?8, updated_at = ?9
+         WHERE id = ?1",
+    )?
+    .execute(params![
+        session_id.as_str(),
+        tokens(usage.input),
+        tokens(usage.output),
+        tokens(usage.reasoning),
+        tokens(usage.cache_read),
+        tokens(usage.cache_write),
+        tokens(total),
+        meta.cost.unwrap_or(0.0),
+        at
+    ])?;
+    Ok(())
+}
+
 pub fn upsert_part(
     conn: &Connection,
     session_id: &SessionId,
@@ -278,6 +323,8 @@ pub fn upsert_part(
         Part::Tool(tool) => (Some(tool.call_id.as_str()), Some(tool.state.as_str())),
         Part::Text { .. }
         | Part::Reasoning { .. }
+        | Part::RedactedReasoning { .. }
+        | Part::Notice { .. }
         | Part::Image { .. }
         | Part::ResourceLink { .. }
         | Part::Resource { .. }

@@ -21,6 +21,8 @@ fn row(cwd: &str) -> SessionRow {
         model: "openai/m".into(),
         mode: None,
         rules: Vec::new(),
+        cost_usd: 0.0,
+        thought_level: None,
         created_at: now,
         updated_at: now,
     }

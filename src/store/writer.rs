@@ -169,6 +169,9 @@ impl Writer {
                 Write::SetSessionTitle { id, title } => {
                     results[i] = self.savepoint(|conn| rows::set_session_title(conn, id, title, now));
                 }
+                Write::SetSessionThought { id, level } => {
+                    results[i] = self.savepoint(|conn| rows::set_session_thought(conn, id, level, now));
+                }
                 Write::SetSessionMode { id, mode } => {
                     results[i] = self.savepoint(|conn| rows::set_session_mode(conn, id, mode, now));
                 }
@@ -180,6 +183,9 @@ impl Writer {
                 }
                 Write::InsertMessage { session_id, message } => {
                     results[i] = self.savepoint(|conn| rows::insert_message(conn, session_id, message, now));
+                }
+                Write::FinishMessage { session_id, message_id, meta } => {
+                    results[i] = self.savepoint(|conn| rows::finish_message(conn, session_id, message_id, meta, now));
                 }
                 Write::SetMessageMeta { message_id, meta } => {
                     results[i] = self.savepoint(|conn| rows::set_message_meta(conn, message_id, meta, now));
@@ -230,8 +236,10 @@ impl Writer {
 
 fn append(part: &mut Part, delta: &str) {
     match part {
-        Part::Text { text } | Part::Reasoning { text } => text.push_str(delta),
-        Part::Image { .. }
+        Part::Text { text } | Part::Reasoning { text, .. } => text.push_str(delta),
+        Part::RedactedReasoning { .. }
+        | Part::Notice { .. }
+        | Part::Image { .. }
         | Part::ResourceLink { .. }
         | Part::Resource { .. }
         | Part::BlobResource { .. }

@@ -35,7 +35,7 @@ async fn server_errors_are_retried_with_backoff_and_shown_as_notices() {
     let notices: Vec<_> = updates.iter().filter(|u| u["sessionUpdate"] == "notice").collect();
     assert_eq!(notices.len(), 2, "{updates:?}");
     assert_eq!(notices[0]["severity"], "warning");
-    assert!(notices[1]["description"].as_str().unwrap().contains("still booming"), "{notices:?}");
+    assert!(notices[1]["title"].as_str().unwrap().contains("still booming"), "{notices:?}");
     assert_eq!(text_of(&updates, "agent_message_chunk"), "made it");
 }
 

@@ -72,7 +72,8 @@ async fn load_in_a_new_process_replays_the_same_text_with_the_same_message_ids()
             "agent_thought_chunk",
             "agent_message_chunk",
             "user_message_chunk",
-            "agent_message_chunk"
+            "agent_message_chunk",
+            "usage_update"
         ]
     );
 
@@ -113,7 +114,7 @@ async fn resume_restores_a_stored_session_without_replay_and_attaches_to_a_live_
     // Attaching to the live session in the same process.
     let id = agent.request("session/resume", load_params(&session, &env)).await;
     let (response, before) = agent.response(id).await;
-    assert!(before.is_empty(), "resume must not replay: {before:?}");
+    assert_not_replayed(&before, &session);
     assert_eq!(response["result"]["configOptions"][0]["id"], "model");
     agent.close_stdin();
     agent.wait_exit().await;
@@ -121,7 +122,7 @@ async fn resume_restores_a_stored_session_without_replay_and_attaches_to_a_live_
     let mut agent = env.ready().await;
     let id = agent.request("session/resume", load_params(&session, &env)).await;
     let (response, before) = agent.response(id).await;
-    assert!(before.is_empty(), "resume must not replay: {before:?}");
+    assert_not_replayed(&before, &session);
     assert!(response["result"].is_object(), "{response}");
     env.mock.push(Reply::text(&["I remember."]));
     let id = agent.prompt(&session, "Do you?").await;
@@ -154,12 +155,22 @@ async fn list_pages_by_cursor_filters_by_cwd_and_titles_from_the_first_prompt() 
         .cloned()
         .collect();
     assert_eq!(info, [json!({"sessionUpdate": "session_info_update", "title": "Fix the flaky login test"})]);
+    // Then the model's title replaces the first line.
+    loop {
+        let message = agent.recv().await;
+        if message["params"]["update"]["sessionUpdate"] == "session_info_update" {
+            assert_eq!(message["params"]["update"]["title"], crate::support::mock_llm::MOCK_TITLE);
+            break;
+        }
+    }
+    assert_eq!(env.mock.title_requests().len(), 1);
+    assert!(env.mock.title_requests()[0]["messages"][1]["content"].as_str().unwrap().starts_with("Fix the flaky"));
 
     let first = agent.call("session/list", Value::Null).await;
     let page: &Vec<Value> = first["sessions"].as_array().unwrap();
     assert_eq!(page.len(), 50);
     assert_eq!(page[0]["sessionId"], titled.as_str(), "the most recently updated comes first");
-    assert_eq!(page[0]["title"], "Fix the flaky login test");
+    assert_eq!(page[0]["title"], crate::support::mock_llm::MOCK_TITLE);
     assert!(page[0]["updatedAt"].as_str().unwrap().ends_with('Z'));
     let cursor = first["nextCursor"].as_str().expect("a next page");
     let second = agent.call("session/list", json!({"cursor": cursor})).await;
@@ -267,4 +278,15 @@ async fn set_config_option_switches_the_model_from_the_next_turn() {
     let mut agent = env.ready().await;
     let resumed = agent.call("session/resume", load_params(&session, &env)).await;
     assert_eq!(resumed["configOptions"][0]["currentValue"], "openai/mock-large");
+}
+
+/// A resume sends no conversation: only the session's state (title, usage) may precede its answer.
+fn assert_not_replayed(before: &[Value], session: &str) {
+    let shown: Vec<&str> =
+        updates(before, session).iter().map(|u| u["sessionUpdate"].as_str().unwrap_or_default()).collect();
+    assert!(
+        shown.iter().all(|kind| matches!(*kind, "usage_update" | "session_info_update")),
+        "resume must not replay: {shown:?}"
+    );
+    assert!(shown.contains(&"usage_update"), "the context in use is shown: {shown:?}");
 }

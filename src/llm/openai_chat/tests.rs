@@ -12,7 +12,7 @@ fn event(data: &str) -> Result<eventsource_stream::Event, std::convert::Infallib
 
 async fn decode_all(data: &[&str]) -> Vec<Result<StreamEvent, LlmError>> {
     let events: Vec<_> = data.iter().map(|d| event(d)).collect();
-    decode(futures::stream::iter(events)).collect().await
+    sse::decode(futures::stream::iter(events), Decoder::default()).collect().await
 }
 
 #[tokio::test]
@@ -102,16 +102,25 @@ fn the_request_carries_history_tool_results_and_images() {
     tool.output = Some("no such tool".into());
     let assistant = Message::new(
         Role::Assistant,
-        vec![Part::Reasoning { text: "hidden".into() }, Part::Text { text: "Let me read.".into() }, Part::Tool(tool)],
+        vec![
+            Part::Reasoning { text: "hidden".into(), signature: None },
+            Part::Text { text: "Let me read.".into() },
+            Part::Tool(tool),
+        ],
         MessageMeta::default(),
     );
-    let empty =
-        Message::new(Role::Assistant, vec![Part::Reasoning { text: "only thoughts".into() }], MessageMeta::default());
+    let empty = Message::new(
+        Role::Assistant,
+        vec![Part::Reasoning { text: "only thoughts".into(), signature: None }],
+        MessageMeta::default(),
+    );
     let request = ModelRequest {
         model: "m".into(),
         system: "sys".into(),
         messages: vec![user, assistant, empty],
         tools: Vec::new(),
+        max_output: 1000,
+        thought: None,
     };
     let body = request_body(&request);
     assert_eq!(

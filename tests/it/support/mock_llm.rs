@@ -75,6 +75,14 @@ impl Reply {
         Reply::Stream { events, delay: Duration::ZERO }
     }
 
+    /// The events of a stream reply.
+    pub fn events(self) -> Vec<String> {
+        match self {
+            Reply::Stream { events, .. } => events,
+            Reply::Endless { .. } | Reply::Status { .. } => Vec::new(),
+        }
+    }
+
     pub fn status(status: u16, message: &str) -> Self {
         let body = json!({"error": {"message": message, "type": "mock"}}).to_string();
         Reply::Status { status, body, retry_after: None }
@@ -114,6 +122,8 @@ struct Shared {
     completed: AtomicUsize,
     /// When each request arrived.
     arrived: Mutex<Vec<Instant>>,
+    /// Title requests, answered at once and kept out of `requests`.
+    titles: Mutex<Vec<Value>>,
     /// When each stream sent its last event.
     finished: Mutex<Vec<Instant>>,
 }
@@ -129,7 +139,11 @@ pub struct MockLlm {
 impl MockLlm {
     pub async fn start() -> Self {
         let shared = Arc::new(Shared::default());
-        let app = Router::new().route("/v1/chat/completions", post(complete)).with_state(Arc::clone(&shared));
+        let app = Router::new()
+            .route("/v1/chat/completions", post(|state, headers, body| complete(state, headers, body, Api::Chat)))
+            .route("/v1/messages", post(|state, headers, body| complete(state, headers, body, Api::Anthropic)))
+            .route("/v1/responses", post(|state, headers, body| complete(state, headers, body, Api::Responses)))
+            .with_state(Arc::clone(&shared));
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind the mock model server");
         let address = listener.local_addr().expect("mock address");
         tokio::spawn(async move {
@@ -159,6 +173,11 @@ impl MockLlm {
         (self.shared.arrived.lock().unwrap().clone(), self.shared.finished.lock().unwrap().clone())
     }
 
+    /// The title requests received so far.
+    pub fn title_requests(&self) -> Vec<Value> {
+        self.shared.titles.lock().unwrap().clone()
+    }
+
     /// Streams the client abandoned before their end.
     pub fn dropped(&self) -> usize {
         self.shared.dropped.load(Ordering::SeqCst)
@@ -174,8 +193,69 @@ impl MockLlm {
     }
 }
 
-async fn complete(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Bytes) -> Response {
+/// Which wire API a route speaks.
+#[derive(Clone, Copy)]
+enum Api {
+    Chat,
+    Anthropic,
+    Responses,
+}
+
+/// The marker of cairn's title requests (`session::title::INSTRUCTION`).
+const TITLE_MARKER: &str = "You write short titles";
+
+/// The title the mock writes for every session.
+pub const MOCK_TITLE: &str = "Mock Title";
+
+fn is_title_request(body: &Value) -> bool {
+    let system = [body.pointer("/messages/0/content"), body.pointer("/system/0/text"), body.get("instructions")];
+    system.into_iter().flatten().any(|text| text.as_str().is_some_and(|t| t.starts_with(TITLE_MARKER)))
+}
+
+/// A title answer in the route's dialect.
+fn title_answer(api: Api) -> Vec<String> {
+    match api {
+        Api::Chat => Reply::text(&[MOCK_TITLE]).events(),
+        Api::Anthropic => anthropic_text(MOCK_TITLE),
+        Api::Responses => vec![
+            json!({"type": "response.output_text.delta", "delta": MOCK_TITLE}).to_string(),
+            json!({"type": "response.completed", "response": {"status": "completed"}}).to_string(),
+        ],
+    }
+}
+
+/// A plain Anthropic answer, as SSE frames with event names.
+pub fn anthropic_text(text: &str) -> Vec<String> {
+    let frame = |name: &str, data: Value| format!("event: {name}\ndata: {data}");
+    vec![
+        frame(
+            "message_start",
+            json!({"type": "message_start", "message": {"usage": {"input_tokens": 5, "output_tokens": 1}}}),
+        ),
+        frame(
+            "content_block_start",
+            json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}),
+        ),
+        frame(
+            "content_block_delta",
+            json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": text}}),
+        ),
+        frame("content_block_stop", json!({"type": "content_block_stop", "index": 0})),
+        frame(
+            "message_delta",
+            json!({"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 3}}),
+        ),
+        frame("message_stop", json!({"type": "message_stop"})),
+    ]
+}
+
+async fn complete(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Bytes, api: Api) -> Response {
     let json: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    if is_title_request(&json) {
+        shared.titles.lock().unwrap().push(json);
+        let guard = DropGuard { shared: Arc::clone(&shared), finished: true };
+        return sse(title_answer(api).into_iter(), Duration::ZERO, guard);
+    }
     shared.arrived.lock().unwrap().push(Instant::now());
     shared.requests.lock().unwrap().push((headers, json));
     let reply = shared.script.lock().unwrap().pop_front();
@@ -203,7 +283,9 @@ fn sse(events: impl Iterator<Item = String> + Send + 'static, delay: Duration, g
         if !delay.is_zero() {
             tokio::time::sleep(delay).await;
         }
-        let frame = Bytes::from(format!("data: {event}\n\n"));
+        // Frames that name their event (Anthropic) go out as they are.
+        let frame = if event.starts_with("event:") { format!("{event}\n\n") } else { format!("data: {event}\n\n") };
+        let frame = Bytes::from(frame);
         Some((Ok::<_, std::io::Error>(frame), (events, guard)))
     });
     Response::builder()

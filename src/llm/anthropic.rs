@@ -1,0 +1,373 @@
+//! Anthropic Messages over SSE (`POST /messages`).
+//!
+//! Thinking blocks stream as reasoning deltas and close with a `signature_delta`; both are stored
+//! and sent back unchanged in later requests (Anthropic rejects a tool-use turn whose thinking was
+//! altered), redacted thinking goes back as the opaque data it came as, and thinking without a
+//! signature (cut off mid-stream) is left out. Tool results travel as `tool_result` blocks in the
+//! next user message. Prompt-cache breakpoints sit on the system prompt and on the latest user
+//! content. Usage: `input_tokens` here already excludes cached tokens.
+
+use std::collections::{BTreeMap, VecDeque};
+
+use futures::future::BoxFuture;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::{
+    EventStream, FinishReason, LlmError, ModelRequest, Provider, StreamEvent, ToolCallRequest, UserBlock, sse,
+};
+use crate::config::{ProviderConfig, Secret};
+use crate::history::{CallState, Message, Part, Role, Usage};
+
+const API_VERSION: &str = "2023-06-01";
+
+pub struct Anthropic {
+    client: reqwest::Client,
+    url: String,
+    api_key: Option<Secret>,
+    key_env: String,
+}
+
+impl Anthropic {
+    pub fn new(client: reqwest::Client, config: &ProviderConfig) -> Self {
+        Self {
+            client,
+            url: format!("{}/messages", config.base_url.trim_end_matches('/')),
+            api_key: config.api_key.clone(),
+            key_env: config.api_key_env.clone().unwrap_or_else(|| "the provider's api_key_env".to_owned()),
+        }
+    }
+}
+
+impl Provider for Anthropic {
+    fn stream<'a>(&'a self, request: &'a ModelRequest) -> BoxFuture<'a, Result<EventStream, LlmError>> {
+        Box::pin(async move {
+            let mut http =
+                self.client.post(&self.url).header("anthropic-version", API_VERSION).json(&request_body(request));
+            if let Some(key) = &self.api_key {
+                http = http.header("x-api-key", key.expose());
+            }
+            sse::post(http, &self.url, &request.model, &self.key_env, Decoder::default()).await
+        })
+    }
+}
+
+/// The request body; public for the decoder benchmark and the tests.
+pub fn request_body(request: &ModelRequest) -> Value {
+    let mut messages: Vec<Value> = Vec::new();
+    let mut push = |role: &str, mut content: Vec<Value>| {
+        if content.is_empty() {
+            return;
+        }
+        // The API wants roles to alternate: merge what follows a message of the same role.
+        match messages.last_mut() {
+            Some(last) if last["role"] == role => {
+                if let Some(existing) = last["content"].as_array_mut() {
+                    existing.append(&mut content);
+                }
+            }
+            _ => messages.push(json!({"role": role, "content": content})),
+        }
+    };
+    for message in &request.messages {
+        match message.role {
+            Role::User => push("user", user_content(message)),
+            Role::Assistant => {
+                let (said, results) = assistant_content(message);
+                push("assistant", said);
+                push("user", results);
+            }
+        }
+    }
+    // Cache everything up to the latest user content.
+    if let Some(block) = messages
+        .iter_mut()
+        .rev()
+        .find(|m| m["role"] == "user")
+        .and_then(|m| m["content"].as_array_mut())
+        .and_then(|content| content.last_mut())
+    {
+        block["cache_control"] = json!({"type": "ephemeral"});
+    }
+    let mut body = json!({
+        "model": request.model,
+        "max_tokens": request.max_output,
+        "stream": true,
+        "messages": messages,
+    });
+    if !request.system.is_empty() {
+        body["system"] = json!([{"type": "text", "text": request.system, "cache_control": {"type": "ephemeral"}}]);
+    }
+    if !request.tools.is_empty() {
+        let tools: Vec<Value> = request
+            .tools
+            .iter()
+            .map(|spec| json!({"name": spec["name"], "description": spec["description"], "input_schema": spec["parameters"]}))
+            .collect();
+        body["tools"] = Value::Array(tools);
+    }
+    if let Some(budget) = request.thought.and_then(|level| level.thinking_budget()) {
+        body["thinking"] = json!({"type": "enabled", "budget_tokens": budget});
+        // The answer must fit after the thinking.
+        body["max_tokens"] = json!(request.max_output.max(budget + 4_096));
+    }
+    body
+}
+
+fn user_content(message: &Message) -> Vec<Value> {
+    super::user_blocks(message)
+        .into_iter()
+        .filter_map(|block| match block {
+            UserBlock::Text(text) if text.is_empty() => None,
+            UserBlock::Text(text) => Some(json!({"type": "text", "text": text})),
+            UserBlock::Image { mime_type, data } => {
+                Some(json!({"type": "image", "source": {"type": "base64", "media_type": mime_type, "data": data}}))
+            }
+        })
+        .collect()
+}
+
+/// What the assistant said, in order, and the tool results that answer its calls.
+fn assistant_content(message: &Message) -> (Vec<Value>, Vec<Value>) {
+    let mut said = Vec::new();
+    let mut results = Vec::new();
+    for part in &message.parts {
+        match part {
+            Part::Reasoning { text, signature: Some(signature) } => {
+                said.push(json!({"type": "thinking", "thinking": text, "signature": signature}));
+            }
+            Part::RedactedReasoning { data } => said.push(json!({"type": "redacted_thinking", "data": data})),
+            Part::Text { text } if !text.is_empty() => said.push(json!({"type": "text", "text": text})),
+            Part::Tool(tool) => {
+                let input: Value = serde_json::from_str(&tool.input).unwrap_or_else(|_| json!({}));
+                said.push(json!({"type": "tool_use", "id": tool.call_id, "name": tool.name, "input": input}));
+                let failed = !matches!(tool.state, CallState::Succeeded);
+                results.push(json!({
+                    "type": "tool_result", "tool_use_id": tool.call_id,
+                    "content": tool.model_output(), "is_error": failed,
+                }));
+            }
+            Part::Reasoning { signature: None, .. }
+            | Part::Text { .. }
+            | Part::Notice { .. }
+            | Part::Image { .. }
+            | Part::ResourceLink { .. }
+            | Part::Resource { .. }
+            | Part::BlobResource { .. } => {}
+        }
+    }
+    (said, results)
+}
+
+#[derive(Deserialize)]
+struct Envelope {
+    #[serde(rename = "type")]
+    kind: String,
+    #[serde(default)]
+    index: usize,
+    #[serde(default)]
+    message: Option<MessageStart>,
+    #[serde(default)]
+    content_block: Option<Value>,
+    #[serde(default)]
+    delta: Option<Value>,
+    #[serde(default)]
+    usage: Option<WireUsage>,
+    #[serde(default)]
+    error: Option<WireError>,
+}
+
+#[derive(Deserialize)]
+struct MessageStart {
+    #[serde(default)]
+    usage: Option<WireUsage>,
+}
+
+#[derive(Clone, Copy, Default, Deserialize)]
+struct WireUsage {
+    #[serde(default)]
+    input_tokens: Option<u64>,
+    #[serde(default)]
+    output_tokens: Option<u64>,
+    #[serde(default)]
+    cache_read_input_tokens: Option<u64>,
+    #[serde(default)]
+    cache_creation_input_tokens: Option<u64>,
+}
+
+#[derive(Deserialize)]
+struct WireError {
+    #[serde(rename = "type", default)]
+    kind: String,
+    #[serde(default)]
+    message: String,
+}
+
+/// A content block being streamed.
+enum Block {
+    Text,
+    Thinking { signature: String },
+    Tool { id: String, name: String, input: String },
+    Other,
+}
+
+/// Keeps the open blocks, the usage so far, and whether the message ended.
+#[derive(Default)]
+pub struct Decoder {
+    blocks: BTreeMap<usize, Block>,
+    usage: Usage,
+    finished: bool,
+}
+
+fn text_of<'a>(value: &'a Value, key: &str) -> &'a str {
+    value.get(key).and_then(Value::as_str).unwrap_or_default()
+}
+
+impl sse::Decode for Decoder {
+    fn event(&mut self, _name: &str, data: &str, out: &mut VecDeque<StreamEvent>) -> Result<bool, LlmError> {
+        if data.trim().is_empty() {
+            return Ok(false);
+        }
+        let event: Envelope = serde_json::from_str(data)
+            .map_err(|err| LlmError::Stream(format!("unreadable event ({err}): {}", sse::excerpt(data))))?;
+        match event.kind.as_str() {
+            "message_start" => {
+                if let Some(usage) = event.message.and_then(|m| m.usage) {
+                    self.add_usage(usage);
+                }
+            }
+            "content_block_start" => {
+                let block = event.content_block.unwrap_or_default();
+                let opened = match text_of(&block, "type") {
+                    "text" => {
+                        let text = text_of(&block, "text");
+                        if !text.is_empty() {
+                            out.push_back(StreamEvent::TextDelta(text.to_owned()));
+                        }
+                        Block::Text
+                    }
+                    "thinking" => {
+                        let text = text_of(&block, "thinking");
+                        if !text.is_empty() {
+                            out.push_back(StreamEvent::ReasoningDelta(text.to_owned()));
+                        }
+                        Block::Thinking { signature: text_of(&block, "signature").to_owned() }
+                    }
+                    "redacted_thinking" => {
+                        out.push_back(StreamEvent::RedactedReasoning(text_of(&block, "data").to_owned()));
+                        Block::Other
+                    }
+                    "tool_use" => {
+                        let (id, name) = (text_of(&block, "id").to_owned(), text_of(&block, "name").to_owned());
+                        out.push_back(StreamEvent::ToolCallStarted { id: id.clone(), name: name.clone() });
+                        Block::Tool { id, name, input: String::new() }
+                    }
+                    _ => Block::Other,
+                };
+                self.blocks.insert(event.index, opened);
+            }
+            "content_block_delta" => {
+                let delta = event.delta.unwrap_or_default();
+                match (self.blocks.get_mut(&event.index), text_of(&delta, "type")) {
+                    (Some(Block::Text), "text_delta") => {
+                        out.push_back(StreamEvent::TextDelta(text_of(&delta, "text").to_owned()));
+                    }
+                    (Some(Block::Thinking { .. }), "thinking_delta") => {
+                        out.push_back(StreamEvent::ReasoningDelta(text_of(&delta, "thinking").to_owned()));
+                    }
+                    (Some(Block::Thinking { signature }), "signature_delta") => {
+                        signature.push_str(text_of(&delta, "signature"));
+                    }
+                    (Some(Block::Tool { input, .. }), "input_json_delta") => {
+                        input.push_str(text_of(&delta, "partial_json"));
+                    }
+                    _ => {}
+                }
+            }
+            "content_block_stop" => match self.blocks.remove(&event.index) {
+                Some(Block::Thinking { signature }) => out.push_back(StreamEvent::ReasoningSignature(signature)),
+                Some(Block::Tool { id, name, input }) => {
+                    let arguments = if input.trim().is_empty() { "{}".to_owned() } else { input };
+                    out.push_back(StreamEvent::ToolCall(ToolCallRequest { id, name, arguments }));
+                }
+                Some(Block::Text | Block::Other) | None => {}
+            },
+            "message_delta" => {
+                if let Some(usage) = event.usage {
+                    self.add_usage(usage);
+                }
+                let reason = event.delta.as_ref().map(|d| text_of(d, "stop_reason").to_owned()).unwrap_or_default();
+                if !reason.is_empty() {
+                    self.finished = true;
+                    out.push_back(StreamEvent::Usage(self.usage));
+                    out.push_back(StreamEvent::Finish(match reason.as_str() {
+                        "end_turn" | "stop_sequence" => FinishReason::Stop,
+                        "max_tokens" => FinishReason::Length,
+                        "tool_use" => FinishReason::ToolCalls,
+                        "refusal" => FinishReason::ContentFilter,
+                        _ => FinishReason::Other(reason),
+                    }));
+                }
+            }
+            "message_stop" => return Ok(true),
+            "error" => {
+                let error = event.error.unwrap_or(WireError { kind: String::new(), message: data.to_owned() });
+                return Err(stream_error(&error));
+            }
+            _ => {}
+        }
+        Ok(false)
+    }
+
+    fn closed(&mut self, _out: &mut VecDeque<StreamEvent>) -> Result<(), LlmError> {
+        if self.finished {
+            Ok(())
+        } else {
+            Err(LlmError::Stream("the connection closed before the answer was complete".to_owned()))
+        }
+    }
+}
+
+impl Decoder {
+    /// Anthropic reports usage in pieces; later numbers replace earlier ones.
+    fn add_usage(&mut self, usage: WireUsage) {
+        let target = &mut self.usage;
+        if let Some(input) = usage.input_tokens {
+            target.input = input;
+        }
+        if let Some(output) = usage.output_tokens {
+            target.output = output;
+        }
+        if let Some(read) = usage.cache_read_input_tokens {
+            target.cache_read = read;
+        }
+        if let Some(write) = usage.cache_creation_input_tokens {
+            target.cache_write = write;
+        }
+    }
+}
+
+/// An `error` event as an [`LlmError`]; overload and server errors may be retried.
+fn stream_error(error: &WireError) -> LlmError {
+    let status = match error.kind.as_str() {
+        "overloaded_error" => Some(529),
+        "api_error" => Some(500),
+        "rate_limit_error" => Some(429),
+        _ => None,
+    };
+    match status {
+        Some(status) => LlmError::Status {
+            url: "the Anthropic stream".to_owned(),
+            status,
+            detail: format!("{}: {}", error.kind, error.message),
+            retry_after: None,
+        },
+        None if sse::is_context_error(&error.kind, &error.message) => {
+            LlmError::ContextTooLong { detail: error.message.clone() }
+        }
+        None => LlmError::Stream(format!("{}: {}", error.kind, error.message)),
+    }
+}
+
+#[cfg(test)]
+mod tests;

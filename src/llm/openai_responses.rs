@@ -1,0 +1,264 @@
+//! OpenAI Responses over SSE (`POST /responses`).
+//!
+//! The conversation goes out as input items (messages, `function_call`s and their
+//! `function_call_output`s); the answer streams as typed events: output text deltas, reasoning
+//! summary deltas (shown as thoughts), function-call items whose arguments stream by item id, and
+//! a final `response.completed` (or `response.incomplete`) carrying the usage.
+
+use std::collections::{HashMap, VecDeque};
+
+use futures::future::BoxFuture;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::{
+    EventStream, FinishReason, LlmError, ModelRequest, Provider, StreamEvent, ToolCallRequest, UserBlock, sse,
+};
+use crate::config::{ProviderConfig, Secret};
+use crate::history::{Message, Part, Role, Usage};
+
+pub struct OpenAiResponses {
+    client: reqwest::Client,
+    url: String,
+    api_key: Option<Secret>,
+    key_env: String,
+}
+
+impl OpenAiResponses {
+    pub fn new(client: reqwest::Client, config: &ProviderConfig) -> Self {
+        Self {
+            client,
+            url: format!("{}/responses", config.base_url.trim_end_matches('/')),
+            api_key: config.api_key.clone(),
+            key_env: config.api_key_env.clone().unwrap_or_else(|| "the provider's api_key_env".to_owned()),
+        }
+    }
+}
+
+impl Provider for OpenAiResponses {
+    fn stream<'a>(&'a self, request: &'a ModelRequest) -> BoxFuture<'a, Result<EventStream, LlmError>> {
+        Box::pin(async move {
+            let mut http = self.client.post(&self.url).json(&request_body(request));
+            if let Some(key) = &self.api_key {
+                http = http.bearer_auth(key.expose());
+            }
+            sse::post(http, &self.url, &request.model, &self.key_env, Decoder::default()).await
+        })
+    }
+}
+
+pub fn request_body(request: &ModelRequest) -> Value {
+    let mut input = Vec::new();
+    for message in &request.messages {
+        match message.role {
+            Role::User => {
+                let content: Vec<Value> = super::user_blocks(message)
+                    .into_iter()
+                    .map(|block| match block {
+                        UserBlock::Text(text) => json!({"type": "input_text", "text": text}),
+                        UserBlock::Image { mime_type, data } => {
+                            json!({"type": "input_image", "image_url": format!("data:{mime_type};base64,{data}")})
+                        }
+                    })
+                    .collect();
+                if !content.is_empty() {
+                    input.push(json!({"role": "user", "content": content}));
+                }
+            }
+            Role::Assistant => assistant_items(message, &mut input),
+        }
+    }
+    let mut body = json!({
+        "model": request.model,
+        "input": input,
+        "stream": true,
+        "store": false,
+        "max_output_tokens": request.max_output,
+    });
+    if !request.system.is_empty() {
+        body["instructions"] = json!(request.system);
+    }
+    if !request.tools.is_empty() {
+        let tools: Vec<Value> = request
+            .tools
+            .iter()
+            .map(|spec| {
+                json!({"type": "function", "name": spec["name"], "description": spec["description"], "parameters": spec["parameters"]})
+            })
+            .collect();
+        body["tools"] = Value::Array(tools);
+    }
+    if let Some(thought) = request.thought {
+        body["reasoning"] = json!({"effort": thought.effort(), "summary": "auto"});
+    }
+    body
+}
+
+fn assistant_items(message: &Message, input: &mut Vec<Value>) {
+    let mut text = String::new();
+    for part in &message.parts {
+        match part {
+            Part::Text { text: said } => text.push_str(said),
+            Part::Tool(tool) => {
+                if !text.is_empty() {
+                    input.push(json!({"role": "assistant", "content": [{"type": "output_text", "text": std::mem::take(&mut text)}]}));
+                }
+                input.push(json!({"type": "function_call", "call_id": tool.call_id, "name": tool.name, "arguments": tool.input}));
+                input.push(
+                    json!({"type": "function_call_output", "call_id": tool.call_id, "output": tool.model_output()}),
+                );
+            }
+            Part::Reasoning { .. }
+            | Part::RedactedReasoning { .. }
+            | Part::Notice { .. }
+            | Part::Image { .. }
+            | Part::ResourceLink { .. }
+            | Part::Resource { .. }
+            | Part::BlobResource { .. } => {}
+        }
+    }
+    if !text.is_empty() {
+        input.push(json!({"role": "assistant", "content": [{"type": "output_text", "text": text}]}));
+    }
+}
+
+#[derive(Deserialize)]
+struct Event {
+    #[serde(rename = "type", default)]
+    kind: String,
+    #[serde(default)]
+    delta: Option<String>,
+    #[serde(default)]
+    item_id: Option<String>,
+    #[serde(default)]
+    item: Option<Value>,
+    #[serde(default)]
+    response: Option<Value>,
+    #[serde(default)]
+    message: Option<String>,
+    #[serde(default)]
+    code: Option<String>,
+}
+
+#[derive(Deserialize, Default)]
+struct WireUsage {
+    #[serde(default)]
+    input_tokens: u64,
+    #[serde(default)]
+    output_tokens: u64,
+    #[serde(default)]
+    input_tokens_details: Option<Details>,
+    #[serde(default)]
+    output_tokens_details: Option<Details>,
+}
+
+#[derive(Deserialize, Default)]
+struct Details {
+    #[serde(default)]
+    cached_tokens: u64,
+    #[serde(default)]
+    reasoning_tokens: u64,
+}
+
+/// Function calls by item id (`call_id`, name, arguments so far), and whether it finished.
+#[derive(Default)]
+pub struct Decoder {
+    calls: HashMap<String, (String, String, String)>,
+    called: bool,
+    finished: bool,
+}
+
+impl sse::Decode for Decoder {
+    fn event(&mut self, _name: &str, data: &str, out: &mut VecDeque<StreamEvent>) -> Result<bool, LlmError> {
+        if data.trim().is_empty() || data.trim() == "[DONE]" {
+            return Ok(false);
+        }
+        let event: Event = serde_json::from_str(data)
+            .map_err(|err| LlmError::Stream(format!("unreadable event ({err}): {}", sse::excerpt(data))))?;
+        let field = |value: &Value, key: &str| value.get(key).and_then(Value::as_str).unwrap_or_default().to_owned();
+        match event.kind.as_str() {
+            "response.output_text.delta" => out.push_back(StreamEvent::TextDelta(event.delta.unwrap_or_default())),
+            "response.reasoning_summary_text.delta" => {
+                out.push_back(StreamEvent::ReasoningDelta(event.delta.unwrap_or_default()));
+            }
+            "response.output_item.added" => {
+                let item = event.item.unwrap_or_default();
+                if field(&item, "type") == "function_call" {
+                    let (call_id, name) = (field(&item, "call_id"), field(&item, "name"));
+                    out.push_back(StreamEvent::ToolCallStarted { id: call_id.clone(), name: name.clone() });
+                    self.calls.insert(field(&item, "id"), (call_id, name, field(&item, "arguments")));
+                }
+            }
+            "response.function_call_arguments.delta" => {
+                if let Some(call) = event.item_id.and_then(|id| self.calls.get_mut(&id)) {
+                    call.2.push_str(&event.delta.unwrap_or_default());
+                }
+            }
+            "response.output_item.done" => {
+                let item = event.item.unwrap_or_default();
+                if field(&item, "type") == "function_call" {
+                    let streamed = self.calls.remove(&field(&item, "id"));
+                    let arguments = match (field(&item, "arguments"), streamed) {
+                        (whole, _) if !whole.is_empty() => whole,
+                        (_, Some((_, _, streamed))) => streamed,
+                        (empty, None) => empty,
+                    };
+                    self.called = true;
+                    out.push_back(StreamEvent::ToolCall(ToolCallRequest {
+                        id: field(&item, "call_id"),
+                        name: field(&item, "name"),
+                        arguments,
+                    }));
+                }
+            }
+            "response.completed" | "response.incomplete" => {
+                let response = event.response.unwrap_or_default();
+                if let Some(usage) =
+                    response.get("usage").cloned().and_then(|u| serde_json::from_value::<WireUsage>(u).ok())
+                {
+                    let cache_read = usage.input_tokens_details.as_ref().map_or(0, |d| d.cached_tokens);
+                    // `input_tokens` counts the cached tokens too; `output_tokens` includes reasoning.
+                    out.push_back(StreamEvent::Usage(Usage {
+                        input: usage.input_tokens.saturating_sub(cache_read),
+                        output: usage.output_tokens,
+                        reasoning: usage.output_tokens_details.as_ref().map_or(0, |d| d.reasoning_tokens),
+                        cache_read,
+                        cache_write: 0,
+                    }));
+                }
+                let incomplete = response.pointer("/incomplete_details/reason").and_then(Value::as_str);
+                out.push_back(StreamEvent::Finish(match incomplete {
+                    Some("max_output_tokens") => FinishReason::Length,
+                    Some("content_filter") => FinishReason::ContentFilter,
+                    Some(other) => FinishReason::Other(other.to_owned()),
+                    None if self.called => FinishReason::ToolCalls,
+                    None => FinishReason::Stop,
+                }));
+                self.finished = true;
+                return Ok(true);
+            }
+            "response.failed" | "error" => {
+                let response = event.response.unwrap_or_default();
+                let code = event.code.unwrap_or_else(|| field(&response["error"], "code"));
+                let message = event.message.unwrap_or_else(|| field(&response["error"], "message"));
+                if sse::is_context_error(&code, &message) {
+                    return Err(LlmError::ContextTooLong { detail: message });
+                }
+                return Err(LlmError::Stream(format!("the server reported an error ({code}): {message}")));
+            }
+            _ => {}
+        }
+        Ok(false)
+    }
+
+    fn closed(&mut self, _out: &mut VecDeque<StreamEvent>) -> Result<(), LlmError> {
+        if self.finished {
+            Ok(())
+        } else {
+            Err(LlmError::Stream("the connection closed before the answer was complete".to_owned()))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,132 @@
+//! What the HTTP adapters share: sending a streaming request, classifying HTTP errors into
+//! [`LlmError`]s that say what to fix, and running a per-API [`Decode`] over the SSE events.
+
+use std::collections::VecDeque;
+
+use eventsource_stream::Eventsource;
+use futures::{Stream, StreamExt};
+use serde_json::Value;
+
+use super::retry::parse_retry_after;
+use super::{EventStream, LlmError, StreamEvent};
+
+/// How much of an error body we quote back to the user.
+const DETAIL_LIMIT: usize = 600;
+
+/// Turns one API's SSE events into [`StreamEvent`]s.
+pub trait Decode: Send + 'static {
+    /// Takes one event (`event:` name, `data:` payload) and pushes what it means onto `out`.
+    /// Returns `true` when the answer is complete.
+    fn event(&mut self, name: &str, data: &str, out: &mut VecDeque<StreamEvent>) -> Result<bool, LlmError>;
+
+    /// The connection closed without a completing event; `Ok` if that is still a proper end.
+    fn closed(&mut self, out: &mut VecDeque<StreamEvent>) -> Result<(), LlmError>;
+}
+
+/// Runs `decoder` over an SSE byte stream.
+pub fn decode<S, E, D>(events: S, decoder: D) -> impl Stream<Item = Result<StreamEvent, LlmError>> + Send
+where
+    S: Stream<Item = Result<eventsource_stream::Event, E>> + Unpin + Send,
+    E: std::fmt::Display,
+    D: Decode,
+{
+    let state = (events, decoder, VecDeque::new(), false);
+    futures::stream::unfold(state, |(mut events, mut decoder, mut pending, mut ended)| async move {
+        loop {
+            if let Some(event) = pending.pop_front() {
+                return Some((Ok(event), (events, decoder, pending, ended)));
+            }
+            if ended {
+                return None;
+            }
+            let outcome = match events.next().await {
+                Some(Ok(event)) => decoder.event(&event.event, &event.data, &mut pending),
+                Some(Err(err)) => Err(LlmError::Stream(err.to_string())),
+                None => decoder.closed(&mut pending).map(|()| true),
+            };
+            match outcome {
+                Ok(done) => ended = done,
+                Err(err) => {
+                    // A chunk that failed halfway is dropped whole.
+                    pending.clear();
+                    return Some((Err(err), (events, decoder, pending, true)));
+                }
+            }
+        }
+    })
+}
+
+/// Sends a streaming POST and returns its decoded events once the headers say success.
+pub async fn post<D: Decode>(
+    request: reqwest::RequestBuilder,
+    url: &str,
+    model: &str,
+    key_env: &str,
+    decoder: D,
+) -> Result<EventStream, LlmError> {
+    let response = request.send().await.map_err(|err| transport_error(url, &err))?;
+    let status = response.status().as_u16();
+    if !(200..300).contains(&status) {
+        let retry_after = response
+            .headers()
+            .get(reqwest::header::RETRY_AFTER)
+            .and_then(|value| value.to_str().ok())
+            .and_then(parse_retry_after);
+        let body = response.text().await.unwrap_or_default();
+        return Err(status_error(url, status, &body, model, key_env, retry_after));
+    }
+    Ok(decode(response.bytes_stream().eventsource(), decoder).boxed())
+}
+
+/// An HTTP error as an [`LlmError`] that names the cause.
+pub fn status_error(
+    url: &str,
+    status: u16,
+    body: &str,
+    model: &str,
+    key_env: &str,
+    retry_after: Option<std::time::Duration>,
+) -> LlmError {
+    let parsed: Option<Value> = serde_json::from_str(body).ok();
+    let error = parsed.as_ref().and_then(|v| v.get("error"));
+    let code = error.and_then(|e| e.get("code").or_else(|| e.get("type"))).and_then(Value::as_str).unwrap_or_default();
+    let detail = error.and_then(|e| e.get("message").and_then(Value::as_str).or_else(|| e.as_str())).unwrap_or(body);
+    let detail: String = detail.chars().take(DETAIL_LIMIT).collect();
+    let url = url.to_owned();
+    if status == 401 || status == 403 {
+        return LlmError::Unauthorized { url, status, env: key_env.to_owned(), detail };
+    }
+    if code == "model_not_found" || (status == 404 && detail.to_lowercase().contains("model")) {
+        return LlmError::UnknownModel { model: model.to_owned(), url, detail };
+    }
+    if is_context_error(code, &detail) {
+        return LlmError::ContextTooLong { detail };
+    }
+    LlmError::Status { url, status, detail, retry_after }
+}
+
+/// Whether an error is the provider saying the prompt is longer than the window.
+pub fn is_context_error(code: &str, detail: &str) -> bool {
+    let detail = detail.to_lowercase();
+    code == "context_length_exceeded"
+        || detail.contains("context length")
+        || detail.contains("context window")
+        || detail.contains("maximum context")
+        || detail.contains("prompt is too long")
+}
+
+pub fn transport_error(url: &str, err: &reqwest::Error) -> LlmError {
+    // reqwest's own message repeats the URL; the innermost cause says what actually happened.
+    let mut root: &dyn std::error::Error = err;
+    while let Some(cause) = root.source() {
+        root = cause;
+    }
+    let detail = if err.is_timeout() { format!("timed out ({root})") } else { root.to_string() };
+    // A server that is not there will not be there in a second either; a reset or a timeout may be.
+    LlmError::Unreachable { url: url.to_owned(), detail, retryable: !err.is_connect() }
+}
+
+/// The first characters of a payload, for error messages.
+pub fn excerpt(text: &str) -> String {
+    text.chars().take(200).collect()
+}

@@ -1,0 +1,89 @@
+//! Session titles written by a model after the first turn.
+//!
+//! The first prompt's first line is the title at once; when the first turn ends, a small model
+//! (`title_model` in config.toml, else the session's own) is asked for a better one in the
+//! background. Its answer replaces the title in the store and reaches the editor as a
+//! `session_info_update`; any failure leaves the first-line title and never touches the turn.
+
+use std::time::Duration;
+
+use futures::StreamExt;
+
+use super::Update;
+use super::actor::Services;
+use crate::history::{Message, MessageMeta, Part, Role};
+use crate::llm::{self, ModelRequest, StreamEvent};
+use crate::store::{SessionRow, Write};
+
+/// The instruction that asks for a title; mock servers recognize title requests by it.
+pub const INSTRUCTION: &str = "You write short titles for coding conversations. Reply with the title only: at most six words, no quotes, no trailing period.";
+
+const DEADLINE: Duration = Duration::from_secs(20);
+const MAX_CHARS: usize = 80;
+
+/// Asks for a title in the background.
+pub fn spawn(services: &Services, row: &SessionRow, prompt: String) {
+    let config = std::sync::Arc::clone(&services.config);
+    let model = config.title_model.clone().unwrap_or_else(|| row.model.clone());
+    let (store, sink, id) = (services.store.clone(), std::sync::Arc::clone(&services.sink), row.id.clone());
+    services.background.spawn(async move {
+        let title = match tokio::time::timeout(DEADLINE, write_title(&config, &model, prompt)).await {
+            Ok(Ok(title)) => title,
+            Ok(Err(why)) => {
+                return tracing::info!(session = %id, %why, "no model-written title; keeping the first line");
+            }
+            Err(_) => return tracing::info!(session = %id, "the title model took too long; keeping the first line"),
+        };
+        let update = Update::Title(title.clone());
+        let shown = id.clone();
+        store.submit(
+            Write::SetSessionTitle { id, title },
+            Some(Box::new(move |result| {
+                if result.is_ok() {
+                    sink.send(&shown, update);
+                }
+            })),
+        );
+    });
+}
+
+async fn write_title(config: &crate::config::Config, model: &str, prompt: String) -> Result<String, String> {
+    let resolved = llm::resolve(config, model).map_err(|err| err.to_string())?;
+    let prompt: String = prompt.chars().take(4_000).collect();
+    let request = ModelRequest {
+        model: resolved.model,
+        system: INSTRUCTION.to_owned(),
+        messages: vec![Message::new(Role::User, vec![Part::Text { text: prompt }], MessageMeta::default())],
+        tools: Vec::new(),
+        max_output: 64,
+        thought: None,
+    };
+    let mut events = resolved.provider.stream(&request).await.map_err(|err| err.to_string())?;
+    let mut text = String::new();
+    while let Some(event) = events.next().await {
+        match event.map_err(|err| err.to_string())? {
+            StreamEvent::TextDelta(delta) => text.push_str(&delta),
+            StreamEvent::Finish(_) => break,
+            _ => {}
+        }
+    }
+    clean(&text).ok_or_else(|| "the model's title was empty".to_owned())
+}
+
+/// The first non-empty line, without quotes or a final period, at most 80 characters.
+fn clean(text: &str) -> Option<String> {
+    let line = text.lines().map(str::trim).find(|line| !line.is_empty())?;
+    let line = line.trim_matches(|c| matches!(c, '"' | '\'' | '`' | '*' | '#')).trim().trim_end_matches('.');
+    let title: String = line.chars().take(MAX_CHARS).collect();
+    (!title.is_empty()).then_some(title)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn titles_are_one_clean_line() {
+        assert_eq!(super::clean("\n  \"Fix the login test.\"\nmore").as_deref(), Some("Fix the login test"));
+        assert_eq!(super::clean("# Refactor the store"), Some("Refactor the store".to_owned()));
+        assert_eq!(super::clean("   \n"), None);
+    }
+}
