@@ -130,3 +130,9 @@ pub fn transport_error(url: &str, err: &reqwest::Error) -> LlmError {
 pub fn excerpt(text: &str) -> String {
     text.chars().take(200).collect()
 }
+
+/// Decodes a whole recorded SSE transcript (tests, benchmarks, replaying captured streams).
+pub async fn decode_transcript<D: Decode>(transcript: &str, decoder: D) -> Vec<Result<StreamEvent, LlmError>> {
+    let bytes = futures::stream::iter([Ok::<_, std::convert::Infallible>(transcript.as_bytes().to_vec())]);
+    decode(bytes.eventsource(), decoder).collect().await
+}

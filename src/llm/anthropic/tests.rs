@@ -1,1 +1,108 @@
-//! Unit tests.
+//! The Anthropic adapter against recorded streams, and the requests it builds.
+
+use serde_json::json;
+
+use super::*;
+use crate::history::{MessageMeta, ToolPart};
+use crate::llm::sse::decode_transcript;
+
+const THINKING: &str = include_str!("../../../tests/fixtures/anthropic_thinking_tool_use.sse");
+const OVERLOADED: &str = include_str!("../../../tests/fixtures/anthropic_overloaded.sse");
+
+#[tokio::test]
+async fn a_recorded_stream_decodes_event_by_event() {
+    let events: Vec<StreamEvent> =
+        decode_transcript(THINKING, Decoder::default()).await.into_iter().map(Result::unwrap).collect();
+    assert_eq!(
+        events,
+        [
+            StreamEvent::ReasoningDelta("Let me look ".into()),
+            StreamEvent::ReasoningDelta("at the file.\n  Indented, \"quoted\", ünïcödé 🦀".into()),
+            StreamEvent::ReasoningSignature("EqQBCgIYAhIM1gbcDa9GJwZA2b3hGgxDYjEz+/==".into()),
+            StreamEvent::RedactedReasoning("EmwKAhgBEgy3va3pzix/LafPsn4aDFIT2Xlxh0L5L8rLVyIwxtE3rAFBa8cr3qpP".into()),
+            StreamEvent::TextDelta("I'll read it.".into()),
+            StreamEvent::ToolCallStarted { id: "toolu_01".into(), name: "read".into() },
+            StreamEvent::ToolCall(ToolCallRequest {
+                id: "toolu_01".into(),
+                name: "read".into(),
+                arguments: "{\"path\": \"src/lib.rs\"}".into()
+            }),
+            // Anthropic's input_tokens already leave out the cached ones.
+            StreamEvent::Usage(Usage { input: 1200, output: 89, reasoning: 0, cache_read: 5000, cache_write: 300 }),
+            StreamEvent::Finish(FinishReason::ToolCalls),
+        ]
+    );
+}
+
+#[tokio::test]
+async fn overload_before_any_content_is_a_retryable_error() {
+    let events = decode_transcript(OVERLOADED, Decoder::default()).await;
+    assert_eq!(events.len(), 1);
+    let err = events[0].clone().unwrap_err();
+    assert!(err.is_retryable(), "{err}");
+    assert!(err.to_string().contains("overloaded_error"), "{err}");
+}
+
+#[tokio::test]
+async fn a_stream_cut_mid_event_ends_with_an_error_after_what_arrived() {
+    let cut = &THINKING[..THINKING.find("c/lib.rs").unwrap()];
+    let events = decode_transcript(cut, Decoder::default()).await;
+    let (last, before) = events.split_last().unwrap();
+    assert!(matches!(last, Err(LlmError::Stream(why)) if why.contains("closed before")), "{last:?}");
+    assert!(before.iter().all(Result::is_ok));
+    assert!(before.contains(&Ok(StreamEvent::TextDelta("I'll read it.".into()))));
+}
+
+#[test]
+fn thinking_goes_back_byte_for_byte_with_tool_results_and_cache_breakpoints() {
+    let thinking = "at the file.\n  Indented, \"quoted\", ünïcödé 🦀";
+    let signature = "EqQBCgIYAhIM1gbcDa9GJwZA2b3hGgxDYjEz+/==";
+    let mut tool = ToolPart::new("toolu_01".into(), "read".into());
+    tool.input = "{\"path\": \"src/lib.rs\"}".into();
+    tool.state = CallState::Succeeded;
+    tool.output = Some("     1\tfn main() {}\n".into());
+    let user = Message::new(Role::User, vec![Part::Text { text: "Read lib.rs".into() }], MessageMeta::default());
+    let assistant = Message::new(
+        Role::Assistant,
+        vec![
+            Part::Reasoning { text: thinking.into(), signature: Some(signature.into()) },
+            Part::RedactedReasoning { data: "EmwKAhgB".into() },
+            Part::Reasoning { text: "cut off".into(), signature: None },
+            Part::Text { text: "I'll read it.".into() },
+            Part::Tool(tool),
+        ],
+        MessageMeta::default(),
+    );
+    let request = ModelRequest {
+        model: "claude-sonnet-4-5".into(),
+        system: "be brief".into(),
+        messages: vec![user, assistant],
+        tools: vec![json!({"name": "read", "description": "Read a file", "parameters": {"type": "object"}})],
+        max_output: 8_000,
+        thought: Some(crate::llm::catalog::ThoughtLevel::Low),
+    };
+    let body = request_body(&request);
+    assert_eq!(body["system"], json!([{"type": "text", "text": "be brief", "cache_control": {"type": "ephemeral"}}]));
+    assert_eq!(body["thinking"], json!({"type": "enabled", "budget_tokens": 4096}));
+    assert_eq!(body["max_tokens"], 8_192, "room for the answer after the thinking budget");
+    assert_eq!(
+        body["tools"],
+        json!([{"name": "read", "description": "Read a file", "input_schema": {"type": "object"}}])
+    );
+    assert_eq!(
+        body["messages"],
+        json!([
+            {"role": "user", "content": [{"type": "text", "text": "Read lib.rs"}]},
+            {"role": "assistant", "content": [
+                {"type": "thinking", "thinking": thinking, "signature": signature},
+                {"type": "redacted_thinking", "data": "EmwKAhgB"},
+                {"type": "text", "text": "I'll read it."},
+                {"type": "tool_use", "id": "toolu_01", "name": "read", "input": {"path": "src/lib.rs"}}
+            ]},
+            {"role": "user", "content": [{
+                "type": "tool_result", "tool_use_id": "toolu_01", "content": "     1\tfn main() {}\n",
+                "is_error": false, "cache_control": {"type": "ephemeral"}
+            }]}
+        ])
+    );
+}

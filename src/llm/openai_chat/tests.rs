@@ -40,6 +40,22 @@ async fn text_reasoning_usage_and_finish_are_decoded_in_order() {
 }
 
 #[tokio::test]
+async fn a_recorded_stream_with_comments_and_crlf_decodes() {
+    let transcript = include_str!("../../../tests/fixtures/openai_chat_reasoning_usage.sse");
+    let events: Vec<StreamEvent> =
+        sse::decode_transcript(transcript, Decoder::default()).await.into_iter().map(Result::unwrap).collect();
+    assert_eq!(
+        events,
+        [
+            StreamEvent::ReasoningDelta("hmm".into()),
+            StreamEvent::TextDelta("Hi".into()),
+            StreamEvent::Finish(FinishReason::Stop),
+            StreamEvent::Usage(Usage { input: 40, output: 20, reasoning: 5, cache_read: 60, cache_write: 0 }),
+        ]
+    );
+}
+
+#[tokio::test]
 async fn tool_call_deltas_are_accumulated_per_index() {
     let got = decode_all(&[
         r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"id":"call_a","function":{"name":"read","arguments":""}}]}}]}"#,
