@@ -10,6 +10,7 @@ mod support;
 mod cancel;
 mod durability;
 mod headless;
+mod models;
 mod official_client;
 mod permissions;
 mod prompt;

@@ -75,6 +75,26 @@ impl Reply {
         Reply::Stream { events, delay: Duration::ZERO }
     }
 
+    /// A recorded transcript (`tests/fixtures/*.sse`), frame by frame.
+    pub fn transcript(text: &str) -> Self {
+        let events = text.split("\n\n").filter(|frame| !frame.trim().is_empty()).map(str::to_owned).collect();
+        Reply::Stream { events, delay: Duration::ZERO }
+    }
+
+    /// A plain Anthropic answer.
+    pub fn anthropic(text: &str) -> Self {
+        Reply::Stream { events: anthropic_text(text), delay: Duration::ZERO }
+    }
+
+    /// A plain OpenAI Responses answer with usage.
+    pub fn responses(text: &str) -> Self {
+        let events = vec![
+            json!({"type": "response.output_text.delta", "delta": text}).to_string(),
+            json!({"type": "response.completed", "response": {"status": "completed", "usage": {"input_tokens": 50, "output_tokens": 5}}}).to_string(),
+        ];
+        Reply::Stream { events, delay: Duration::ZERO }
+    }
+
     /// The events of a stream reply.
     pub fn events(self) -> Vec<String> {
         match self {
@@ -143,6 +163,12 @@ impl MockLlm {
             .route("/v1/chat/completions", post(|state, headers, body| complete(state, headers, body, Api::Chat)))
             .route("/v1/messages", post(|state, headers, body| complete(state, headers, body, Api::Anthropic)))
             .route("/v1/responses", post(|state, headers, body| complete(state, headers, body, Api::Responses)))
+            .route(
+                "/v1/models",
+                axum::routing::get(|| async {
+                    axum::Json(json!({"object": "list", "data": [{"id": "found-a"}, {"id": "found-b"}]}))
+                }),
+            )
             .with_state(Arc::clone(&shared));
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind the mock model server");
         let address = listener.local_addr().expect("mock address");
@@ -284,7 +310,8 @@ fn sse(events: impl Iterator<Item = String> + Send + 'static, delay: Duration, g
             tokio::time::sleep(delay).await;
         }
         // Frames that name their event (Anthropic) go out as they are.
-        let frame = if event.starts_with("event:") { format!("{event}\n\n") } else { format!("data: {event}\n\n") };
+        let raw = event.starts_with("event:") || event.starts_with("data:") || event.starts_with(':');
+        let frame = if raw { format!("{event}\n\n") } else { format!("data: {event}\n\n") };
         let frame = Bytes::from(frame);
         Some((Ok::<_, std::io::Error>(frame), (events, guard)))
     });
