@@ -47,7 +47,8 @@ impl Provider for OpenAiChat {
     }
 }
 
-fn request_body(request: &ModelRequest) -> Value {
+/// The request body; public for the benchmarks.
+pub fn request_body(request: &ModelRequest) -> Value {
     let mut messages = Vec::with_capacity(request.messages.len() + 1);
     if !request.system.is_empty() {
         messages.push(json!({"role": "system", "content": request.system}));

@@ -131,8 +131,12 @@ pub fn excerpt(text: &str) -> String {
     text.chars().take(200).collect()
 }
 
-/// Decodes a whole recorded SSE transcript (tests, benchmarks, replaying captured streams).
+/// Decodes a whole recorded SSE transcript (tests, benchmarks, replaying captured streams),
+/// delivered in 16 KiB pieces.
 pub async fn decode_transcript<D: Decode>(transcript: &str, decoder: D) -> Vec<Result<StreamEvent, LlmError>> {
-    let bytes = futures::stream::iter([Ok::<_, std::convert::Infallible>(transcript.as_bytes().to_vec())]);
+    // Fed in network-sized pieces, as a socket would deliver it.
+    let pieces: Vec<Result<Vec<u8>, std::convert::Infallible>> =
+        transcript.as_bytes().chunks(16 * 1024).map(|piece| Ok(piece.to_vec())).collect();
+    let bytes = futures::stream::iter(pieces);
     decode(bytes.eventsource(), decoder).collect().await
 }
