@@ -212,7 +212,7 @@ async fn main() {
         let id = agent.request("session/load", json!({"sessionId": stored, "cwd": env.cwd(), "mcpServers": []})).await;
         let (_, replay) = agent.response(id).await;
         loads.push(started.elapsed());
-        assert_eq!(replay.len(), 10_000);
+        assert_eq!(replay.len(), 10_001, "every message, then the usage_update");
         agent.close_stdin();
         agent.wait_exit().await;
     }
