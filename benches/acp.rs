@@ -181,18 +181,7 @@ async fn main() {
     {
         let store = Store::open(&env.database()).unwrap();
         let now = now_ms();
-        let row = SessionRow {
-            id: stored.clone(),
-            cwd: env.cwd(),
-            title: None,
-            model: "openai/mock-model".into(),
-            mode: None,
-            rules: Vec::new(),
-            cost_usd: 0.0,
-            thought_level: None,
-            created_at: now,
-            updated_at: now,
-        };
+        let row = SessionRow::new(stored.clone(), env.cwd(), "openai/mock-model".into(), now);
         store.commit(Write::InsertSession(Box::new(row))).await.unwrap();
         for i in 0..10_000 {
             let (role, text) = if i % 2 == 0 {

@@ -27,17 +27,30 @@ fn chat_transcript() -> String {
 fn anthropic_transcript() -> String {
     let frame = |name: &str, data: serde_json::Value| format!("event: {name}\ndata: {data}\n\n");
     let mut text = frame("message_start", json!({"type": "message_start", "message": {"usage": {"input_tokens": 10}}}));
-    text.push_str(&frame("content_block_start", json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}})));
-    text.push_str(&frame("content_block_delta", json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "word "}})).repeat(EVENTS));
+    text.push_str(&frame(
+        "content_block_start",
+        json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}),
+    ));
+    text.push_str(
+        &frame(
+            "content_block_delta",
+            json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "word "}}),
+        )
+        .repeat(EVENTS),
+    );
     text.push_str(&frame("content_block_stop", json!({"type": "content_block_stop", "index": 0})));
-    text.push_str(&frame("message_delta", json!({"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 5}})));
+    text.push_str(&frame(
+        "message_delta",
+        json!({"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 5}}),
+    ));
     text.push_str(&frame("message_stop", json!({"type": "message_stop"})));
     text
 }
 
 fn responses_transcript() -> String {
     let frame = |data: serde_json::Value| format!("event: {}\ndata: {data}\n\n", data["type"].as_str().unwrap());
-    let mut text = frame(json!({"type": "response.output_text.delta", "item_id": "m", "delta": "word "})).repeat(EVENTS);
+    let mut text =
+        frame(json!({"type": "response.output_text.delta", "item_id": "m", "delta": "word "})).repeat(EVENTS);
     text.push_str(&frame(json!({"type": "response.completed", "response": {"status": "completed"}})));
     text
 }
@@ -58,10 +71,17 @@ async fn throughput<D: Decode>(name: &str, transcript: &str, decoder: impl Fn() 
 fn conversation() -> ModelRequest {
     let mut messages = Vec::new();
     for i in 0..50 {
-        messages.push(Message::new(Role::User, vec![Part::Text { text: format!("question {i} ").repeat(30) }], MessageMeta::default()));
+        messages.push(Message::new(
+            Role::User,
+            vec![Part::Text { text: format!("question {i} ").repeat(30) }],
+            MessageMeta::default(),
+        ));
         messages.push(Message::new(
             Role::Assistant,
-            vec![Part::Reasoning { text: "thinking ".repeat(40), signature: Some("sig".repeat(30)) }, Part::Text { text: format!("answer {i} ").repeat(60) }],
+            vec![
+                Part::Reasoning { text: "thinking ".repeat(40), signature: Some("sig".repeat(30)) },
+                Part::Text { text: format!("answer {i} ").repeat(60) },
+            ],
             MessageMeta::default(),
         ));
     }
@@ -85,7 +105,11 @@ fn build(name: &str, request: &ModelRequest, body: fn(&ModelRequest) -> serde_js
         })
         .collect();
     times.sort();
-    println!("| {name} request for 100 messages (build + serialize) | {:.0} µs | p90 {:.0} µs | — |", times[100].as_secs_f64() * 1e6, times[180].as_secs_f64() * 1e6);
+    println!(
+        "| {name} request for 100 messages (build + serialize) | {:.0} µs | p90 {:.0} µs | — |",
+        times[100].as_secs_f64() * 1e6,
+        times[180].as_secs_f64() * 1e6
+    );
 }
 
 #[tokio::main]

@@ -16,39 +16,22 @@ use serde_json::{Value, json};
 use super::{
     EventStream, FinishReason, LlmError, ModelRequest, Provider, StreamEvent, ToolCallRequest, UserBlock, sse,
 };
-use crate::config::{ProviderConfig, Secret};
+use crate::config::ProviderConfig;
 use crate::history::{CallState, Message, Part, Role, Usage};
 
-const API_VERSION: &str = "2023-06-01";
-
 pub struct Anthropic {
-    client: reqwest::Client,
-    url: String,
-    api_key: Option<Secret>,
-    key_env: String,
+    endpoint: sse::Endpoint,
 }
 
 impl Anthropic {
     pub fn new(client: reqwest::Client, config: &ProviderConfig) -> Self {
-        Self {
-            client,
-            url: format!("{}/messages", config.base_url.trim_end_matches('/')),
-            api_key: config.api_key.clone(),
-            key_env: config.api_key_env.clone().unwrap_or_else(|| "the provider's api_key_env".to_owned()),
-        }
+        Self { endpoint: sse::Endpoint::new(client, config, "messages", sse::Auth::Anthropic) }
     }
 }
 
 impl Provider for Anthropic {
     fn stream<'a>(&'a self, request: &'a ModelRequest) -> BoxFuture<'a, Result<EventStream, LlmError>> {
-        Box::pin(async move {
-            let mut http =
-                self.client.post(&self.url).header("anthropic-version", API_VERSION).json(&request_body(request));
-            if let Some(key) = &self.api_key {
-                http = http.header("x-api-key", key.expose());
-            }
-            sse::post(http, &self.url, &request.model, &self.key_env, Decoder::default()).await
-        })
+        Box::pin(async move { self.endpoint.stream(&request_body(request), &request.model, Decoder::default()).await })
     }
 }
 

@@ -56,6 +56,54 @@ where
     })
 }
 
+/// How an endpoint wants its key.
+#[derive(Clone, Copy)]
+pub enum Auth {
+    /// `Authorization: Bearer <key>` (OpenAI and compatible servers).
+    Bearer,
+    /// `x-api-key` plus `anthropic-version` (Anthropic).
+    Anthropic,
+}
+
+/// One streaming endpoint of a provider: where it is and how to authenticate.
+pub struct Endpoint {
+    client: reqwest::Client,
+    url: String,
+    api_key: Option<crate::config::Secret>,
+    key_env: String,
+    auth: Auth,
+}
+
+impl Endpoint {
+    /// The endpoint at `path` under the provider's base URL.
+    pub fn new(client: reqwest::Client, config: &crate::config::ProviderConfig, path: &str, auth: Auth) -> Self {
+        Self {
+            client,
+            url: format!("{}/{path}", config.base_url.trim_end_matches('/')),
+            api_key: config.api_key.clone(),
+            key_env: config.api_key_env.clone().unwrap_or_else(|| "the provider's api_key_env".to_owned()),
+            auth,
+        }
+    }
+
+    /// POSTs `body` and decodes the answer's events with `decoder`.
+    pub async fn stream<D: Decode>(&self, body: &Value, model: &str, decoder: D) -> Result<EventStream, LlmError> {
+        let mut request = self.client.post(&self.url).json(body);
+        request = match (self.auth, &self.api_key) {
+            (Auth::Bearer, Some(key)) => request.bearer_auth(key.expose()),
+            (Auth::Anthropic, key) => {
+                let request = request.header("anthropic-version", "2023-06-01");
+                match key {
+                    Some(key) => request.header("x-api-key", key.expose()),
+                    None => request,
+                }
+            }
+            (Auth::Bearer, None) => request,
+        };
+        post(request, &self.url, model, &self.key_env, decoder).await
+    }
+}
+
 /// Sends a streaming POST and returns its decoded events once the headers say success.
 pub async fn post<D: Decode>(
     request: reqwest::RequestBuilder,

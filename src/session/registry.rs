@@ -118,18 +118,12 @@ impl Registry {
     /// Stores a new session and makes it live. Answers once the row is committed.
     pub async fn create(&self, cwd: &Path) -> Result<SessionView, SessionError> {
         let now = now_ms();
-        let row = SessionRow {
-            id: SessionId::generate(),
-            cwd: cwd.to_string_lossy().into_owned(),
-            title: None,
-            model: self.inner.config.model.clone(),
-            mode: None,
-            rules: Vec::new(),
-            cost_usd: 0.0,
-            thought_level: None,
-            created_at: now,
-            updated_at: now,
-        };
+        let row = SessionRow::new(
+            SessionId::generate(),
+            cwd.to_string_lossy().into_owned(),
+            self.inner.config.model.clone(),
+            now,
+        );
         self.inner.store.commit(Write::InsertSession(Box::new(row.clone()))).await?;
         let id = row.id.clone();
         self.ask(&id, Init::Ready { row, history: Vec::new() }, |reply| Command::Describe { reply }).await

@@ -31,6 +31,24 @@ pub struct SessionRow {
     pub updated_at: i64,
 }
 
+impl SessionRow {
+    /// A session just created: untitled, default mode, no rules, nothing spent.
+    pub fn new(id: SessionId, cwd: String, model: String, now: i64) -> Self {
+        Self {
+            id,
+            cwd,
+            title: None,
+            model,
+            mode: None,
+            rules: Vec::new(),
+            cost_usd: 0.0,
+            thought_level: None,
+            created_at: now,
+            updated_at: now,
+        }
+    }
+}
+
 /// One page of `session/list`.
 #[derive(Debug, PartialEq)]
 pub struct ListPage {

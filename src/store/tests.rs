@@ -14,18 +14,7 @@ fn open() -> (tempfile::TempDir, Store) {
 
 fn row(cwd: &str) -> SessionRow {
     let now = now_ms();
-    SessionRow {
-        id: SessionId::generate(),
-        cwd: cwd.into(),
-        title: None,
-        model: "openai/m".into(),
-        mode: None,
-        rules: Vec::new(),
-        cost_usd: 0.0,
-        thought_level: None,
-        created_at: now,
-        updated_at: now,
-    }
+    SessionRow::new(SessionId::generate(), cwd.into(), "openai/m".into(), now)
 }
 
 fn text(text: &str) -> Part {
