@@ -216,10 +216,30 @@ pub fn resolve(config: &Config, model: &str) -> Result<Resolved, LlmError> {
     if let (Some(env), None) = (&provider.api_key_env, &provider.api_key) {
         return Err(LlmError::MissingKey { provider: provider_name.to_owned(), env: env.clone() });
     }
+    use sse::{Auth, Endpoint};
+    let client = http_client();
     let provider: Arc<dyn Provider> = match provider.api {
-        Api::OpenaiChat => Arc::new(openai_chat::OpenAiChat::new(http_client(), provider)),
-        Api::OpenaiResponses => Arc::new(openai_responses::OpenAiResponses::new(http_client(), provider)),
-        Api::Anthropic => Arc::new(anthropic::Anthropic::new(http_client(), provider)),
+        Api::OpenaiChat => Arc::new(Endpoint::<openai_chat::Decoder>::new(
+            client,
+            provider,
+            "chat/completions",
+            Auth::Bearer,
+            openai_chat::request_body,
+        )),
+        Api::OpenaiResponses => Arc::new(Endpoint::<openai_responses::Decoder>::new(
+            client,
+            provider,
+            "responses",
+            Auth::Bearer,
+            openai_responses::request_body,
+        )),
+        Api::Anthropic => Arc::new(Endpoint::<anthropic::Decoder>::new(
+            client,
+            provider,
+            "messages",
+            Auth::Anthropic,
+            anthropic::request_body,
+        )),
     };
     Ok(Resolved { provider, model: model_name.to_owned() })
 }

@@ -7,31 +7,11 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
-use futures::future::BoxFuture;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::{
-    EventStream, FinishReason, LlmError, ModelRequest, Provider, StreamEvent, ToolCallRequest, UserBlock, sse,
-};
-use crate::config::ProviderConfig;
+use super::{FinishReason, LlmError, ModelRequest, StreamEvent, ToolCallRequest, UserBlock, sse};
 use crate::history::{Message, Part, Role, Usage};
-
-pub struct OpenAiChat {
-    endpoint: sse::Endpoint,
-}
-
-impl OpenAiChat {
-    pub fn new(client: reqwest::Client, config: &ProviderConfig) -> Self {
-        Self { endpoint: sse::Endpoint::new(client, config, "chat/completions", sse::Auth::Bearer) }
-    }
-}
-
-impl Provider for OpenAiChat {
-    fn stream<'a>(&'a self, request: &'a ModelRequest) -> BoxFuture<'a, Result<EventStream, LlmError>> {
-        Box::pin(async move { self.endpoint.stream(&request_body(request), &request.model, Decoder::default()).await })
-    }
-}
 
 /// The request body; public for the benchmarks.
 pub fn request_body(request: &ModelRequest) -> Value {

@@ -7,31 +7,11 @@
 
 use std::collections::{HashMap, VecDeque};
 
-use futures::future::BoxFuture;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::{
-    EventStream, FinishReason, LlmError, ModelRequest, Provider, StreamEvent, ToolCallRequest, UserBlock, sse,
-};
-use crate::config::ProviderConfig;
+use super::{FinishReason, LlmError, ModelRequest, StreamEvent, ToolCallRequest, UserBlock, sse};
 use crate::history::{Message, Part, Role, Usage};
-
-pub struct OpenAiResponses {
-    endpoint: sse::Endpoint,
-}
-
-impl OpenAiResponses {
-    pub fn new(client: reqwest::Client, config: &ProviderConfig) -> Self {
-        Self { endpoint: sse::Endpoint::new(client, config, "responses", sse::Auth::Bearer) }
-    }
-}
-
-impl Provider for OpenAiResponses {
-    fn stream<'a>(&'a self, request: &'a ModelRequest) -> BoxFuture<'a, Result<EventStream, LlmError>> {
-        Box::pin(async move { self.endpoint.stream(&request_body(request), &request.model, Decoder::default()).await })
-    }
-}
 
 pub fn request_body(request: &ModelRequest) -> Value {
     let mut input = Vec::new();

@@ -8,7 +8,9 @@ use futures::{Stream, StreamExt};
 use serde_json::Value;
 
 use super::retry::parse_retry_after;
-use super::{EventStream, LlmError, StreamEvent};
+use futures::future::BoxFuture;
+
+use super::{EventStream, LlmError, ModelRequest, Provider, StreamEvent};
 
 /// How much of an error body we quote back to the user.
 const DETAIL_LIMIT: usize = 600;
@@ -65,42 +67,56 @@ pub enum Auth {
     Anthropic,
 }
 
-/// One streaming endpoint of a provider: where it is and how to authenticate.
-pub struct Endpoint {
+/// A streaming model API at one endpoint: where it is, how to authenticate, how to write a
+/// request (`body`) and how to read the answer (`D`). Each wire API is one of these.
+pub struct Endpoint<D> {
     client: reqwest::Client,
     url: String,
     api_key: Option<crate::config::Secret>,
     key_env: String,
     auth: Auth,
+    body: fn(&ModelRequest) -> Value,
+    decoder: std::marker::PhantomData<fn() -> D>,
 }
 
-impl Endpoint {
-    /// The endpoint at `path` under the provider's base URL.
-    pub fn new(client: reqwest::Client, config: &crate::config::ProviderConfig, path: &str, auth: Auth) -> Self {
+impl<D: Decode + Default> Endpoint<D> {
+    /// The API at `path` under the provider's base URL.
+    pub fn new(
+        client: reqwest::Client,
+        config: &crate::config::ProviderConfig,
+        path: &str,
+        auth: Auth,
+        body: fn(&ModelRequest) -> Value,
+    ) -> Self {
         Self {
             client,
             url: format!("{}/{path}", config.base_url.trim_end_matches('/')),
             api_key: config.api_key.clone(),
             key_env: config.api_key_env.clone().unwrap_or_else(|| "the provider's api_key_env".to_owned()),
             auth,
+            body,
+            decoder: std::marker::PhantomData,
         }
     }
+}
 
-    /// POSTs `body` and decodes the answer's events with `decoder`.
-    pub async fn stream<D: Decode>(&self, body: &Value, model: &str, decoder: D) -> Result<EventStream, LlmError> {
-        let mut request = self.client.post(&self.url).json(body);
-        request = match (self.auth, &self.api_key) {
-            (Auth::Bearer, Some(key)) => request.bearer_auth(key.expose()),
-            (Auth::Anthropic, key) => {
-                let request = request.header("anthropic-version", "2023-06-01");
-                match key {
-                    Some(key) => request.header("x-api-key", key.expose()),
-                    None => request,
+impl<D: Decode + Default> Provider for Endpoint<D> {
+    fn stream<'a>(&'a self, request: &'a ModelRequest) -> BoxFuture<'a, Result<EventStream, LlmError>> {
+        Box::pin(async move {
+            let mut http = self.client.post(&self.url).json(&(self.body)(request));
+            http = match (self.auth, &self.api_key) {
+                (Auth::Bearer, Some(key)) => http.bearer_auth(key.expose()),
+                (Auth::Anthropic, key) => {
+                    let http = http.header("anthropic-version", "2023-06-01");
+                    match key {
+                        Some(key) => http.header("x-api-key", key.expose()),
+                        None => http,
+                    }
                 }
-            }
-            (Auth::Bearer, None) => request,
-        };
-        post(request, &self.url, model, &self.key_env, decoder).await
+                (Auth::Bearer, None) => http,
+            };
+            post(http, &self.url, &request.model, &self.key_env, D::default()).await
+        })
     }
 }
 
