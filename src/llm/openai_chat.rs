@@ -264,7 +264,7 @@ impl sse::Decode for Decoder {
 
     fn closed(&mut self, out: &mut VecDeque<StreamEvent>) -> Result<(), LlmError> {
         if !self.finished {
-            return Err(LlmError::Stream("the connection closed before the answer was complete".to_owned()));
+            return Err(sse::cut_short());
         }
         self.release_calls(out);
         Ok(())

@@ -218,11 +218,7 @@ impl sse::Decode for Decoder {
     }
 
     fn closed(&mut self, _out: &mut VecDeque<StreamEvent>) -> Result<(), LlmError> {
-        if self.finished {
-            Ok(())
-        } else {
-            Err(LlmError::Stream("the connection closed before the answer was complete".to_owned()))
-        }
+        if self.finished { Ok(()) } else { Err(sse::cut_short()) }
     }
 }
 

@@ -190,6 +190,11 @@ pub fn transport_error(url: &str, err: &reqwest::Error) -> LlmError {
     LlmError::Unreachable { url: url.to_owned(), detail, retryable: !err.is_connect() }
 }
 
+/// The connection ended before the answer did.
+pub fn cut_short() -> LlmError {
+    LlmError::Stream("the connection closed before the answer was complete".to_owned())
+}
+
 /// The first characters of a payload, for error messages.
 pub fn excerpt(text: &str) -> String {
     text.chars().take(200).collect()
