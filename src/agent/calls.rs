@@ -13,7 +13,7 @@ use futures::future::join_all;
 use tokio::sync::mpsc;
 
 use super::Turn;
-use super::events::AgentEvent;
+use super::events::{AgentEvent, Phase};
 use super::state::{CallQueue, DoneReason, QueuedCall, TurnState};
 use crate::history::{CallState, Part, ToolContent, ToolPart};
 use crate::ids::MessageId;
@@ -223,6 +223,7 @@ fn cancel_all(turn: &mut Turn<'_>, queue: &CallQueue) {
 /// `Err` if the turn was cancelled meanwhile.
 async fn run(turn: &mut Turn<'_>, message: &MessageId, batch: Vec<(u32, Invocation)>) -> Result<(), ()> {
     for (index, _) in &batch {
+        turn.phase(Phase::BeforeTool);
         change(turn, message, *index, |tool| tool.state.advance(CallState::Running).is_ok());
     }
     let (progress_tx, mut progress_rx) = mpsc::unbounded_channel::<Vec<ToolContent>>();
@@ -268,6 +269,7 @@ async fn run(turn: &mut Turn<'_>, message: &MessageId, batch: Vec<(u32, Invocati
     let cancelled = turn.cancel.is_cancelled();
     let results = results.unwrap_or_default();
     for (position, (index, _)) in batch.iter().enumerate() {
+        turn.phase(Phase::AfterTool);
         match results.get(position) {
             Some(result) if !cancelled => record_result(turn, message, *index, result.clone()),
             _ => {
@@ -282,8 +284,12 @@ async fn run(turn: &mut Turn<'_>, message: &MessageId, batch: Vec<(u32, Invocati
 }
 
 fn record_result(turn: &mut Turn<'_>, message: &MessageId, index: u32, result: Result<ToolOutcome, ToolError>) {
+    let mut reminders = Vec::new();
     change(turn, message, index, |tool| match result {
         Ok(outcome) => {
+            if let Some(reminder) = outcome.reminder {
+                reminders.push(reminder);
+            }
             let to = if outcome.failed { CallState::Failed } else { CallState::Succeeded };
             tool.output = Some(outcome.output);
             if !outcome.content.is_empty() || tool.content.is_empty() {
@@ -298,4 +304,7 @@ fn record_result(turn: &mut Turn<'_>, message: &MessageId, index: u32, result: R
             tool.state.advance(CallState::Failed).is_ok()
         }
     });
+    for reminder in reminders {
+        turn.remind(reminder);
+    }
 }

@@ -27,6 +27,21 @@ impl StreamKind {
     }
 }
 
+/// The run-level points of a turn, in the order they come (design: hooks/phases). `RunEnd`
+/// always comes, whatever ended the turn; a step is one model request and the tools it asked for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Phase {
+    RunStart,
+    StepStart,
+    BeforeInference,
+    AfterInference,
+    BeforeTool,
+    AfterTool,
+    /// The step's rows are committed (the checkpoint), then the stop conditions are checked.
+    StepEnd,
+    RunEnd,
+}
+
 /// One thing that happened in a turn, in order.
 #[derive(Clone, Debug, PartialEq)]
 pub enum AgentEvent {
@@ -51,6 +66,8 @@ pub enum AgentEvent {
     ContextUsage { used: u64, size: u64, cost: Option<f64> },
     /// The user answered "always"; the rule is to be remembered in its scope.
     RuleAdded(Rule),
+    /// The turn reached one of its run-level points; nothing to store.
+    Phase(Phase),
 }
 
 /// A failure to make the turn durable; the turn stops on the first one.

@@ -1,15 +1,22 @@
 //! The turn state machine: from a user prompt to a [`StopReason`].
 //!
 //! [`run_turn`] records the prompt, then drives a [`TurnState`] through one handler per state
-//! (`steps`) until it reaches `Done`. Between transitions it checks the cancellation token and
-//! the round limit. Everything the turn produces leaves through the [`Recorder`]; this module
-//! imports neither the wire protocol nor the database.
+//! (`steps`, `calls`) until it reaches `Done`. The driver owns the run-level phases ([`Phase`]):
+//! run start, step start, before inference (the request is built here: reminders, tools on
+//! cooldown), after inference, step end (checkpoint, then the stop conditions of `stop` and the
+//! loop guard of `loops`) and run end, which always comes. Between every two states it checks
+//! cancellation and the turn's deadline. Everything the turn produces leaves through the
+//! [`Recorder`]; this module imports neither the wire protocol nor the database.
 
 mod calls;
 pub mod events;
+mod loops;
 pub mod prompt;
 pub mod state;
 mod steps;
+pub mod stop;
+#[cfg(test)]
+mod tests;
 
 use std::sync::Arc;
 
@@ -18,13 +25,16 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::Limits;
 use crate::history::{Message, MessageMeta, Part, Role};
-use crate::llm::Provider;
+use crate::ids::MessageId;
 use crate::llm::catalog::{ModelInfo, ThoughtLevel};
+use crate::llm::{ModelRequest, Provider};
 use crate::permissions::{Mode, Rule};
-use crate::tools::{Host, Workspace};
+use crate::tools::{self, Host, Workspace};
 
-pub use events::{AgentEvent, RecordError, Recorder, StreamKind};
+pub use events::{AgentEvent, Phase, RecordError, Recorder, StreamKind};
+use loops::{LoopGuard, Verdict};
 pub use state::{DoneReason, ModelStop, StopReason, TurnError, TurnState};
+use stop::{Stats, Stop};
 
 /// Everything one turn works with. The session actor lends it its history and rules for the turn.
 pub struct Turn<'a> {
@@ -46,10 +56,38 @@ pub struct Turn<'a> {
     pub thought: Option<ThoughtLevel>,
     /// What the session has cost so far (USD), for `usage_update`.
     pub spent: f64,
-    /// Model requests made so far in this turn.
-    pub rounds: u32,
+    /// What the run keeps between its steps; `Run::default()` for a new turn.
+    pub run: Run,
+}
+
+/// What one run keeps between its steps; it starts empty with each prompt.
+#[derive(Default)]
+pub struct Run {
+    stats: Stats,
+    guard: LoopGuard,
+    /// Notes for the model, sent once with the next request.
+    reminders: Vec<String>,
+    /// Tools taken away for repeating themselves, with the requests they still sit out.
+    cooldowns: Vec<(String, u32)>,
+    /// Answers cut off inside a tool call that were asked to continue.
+    continuations: u32,
+    /// The current step's request, kept for its retries.
+    request: Option<ModelRequest>,
     /// Failed attempts at the current request.
-    pub attempts: u32,
+    attempts: u32,
+    /// History length when the step began: the step's messages come after it.
+    step_from: usize,
+}
+
+impl Turn<'_> {
+    /// Queues a note for the model; it goes out with the next request only.
+    pub fn remind(&mut self, text: impl Into<String>) {
+        self.run.reminders.push(text.into());
+    }
+
+    fn phase(&mut self, phase: Phase) {
+        self.recorder.record(AgentEvent::Phase(phase));
+    }
 }
 
 /// What tool calls run with: where, through which editor, and under which permissions.
@@ -65,35 +103,164 @@ pub struct Toolbox<'a> {
 /// Runs one turn for `prompt` to its end. The prompt is committed before the model is called,
 /// and every update of the turn is flushed before this returns.
 pub async fn run_turn(mut turn: Turn<'_>, prompt: Vec<Part>) -> Result<StopReason, TurnError> {
-    let user =
+    // Handlers race `turn.cancel`; it fires on the user's cancel or at the turn's deadline, and
+    // `user` tells the two apart.
+    let user = std::mem::replace(&mut turn.cancel, CancellationToken::new());
+    turn.cancel = user.child_token();
+    let _deadline = turn.limits.timeout.map(|limit| Deadline::arm(limit, turn.cancel.clone()));
+    turn.phase(Phase::RunStart);
+    let user_message =
         Message::new(Role::User, prompt, MessageMeta { model: Some(turn.model_ref.clone()), ..MessageMeta::default() });
-    turn.recorder.record(AgentEvent::UserMessage(user.clone()));
-    turn.history.push(user);
+    turn.recorder.record(AgentEvent::UserMessage(user_message.clone()));
+    turn.history.push(user_message);
     let mut state = match turn.recorder.flush().await {
         Ok(()) => TurnState::Sampling,
         Err(err) => TurnState::Done(DoneReason::Error(err.into())),
     };
+    let mut in_step = false;
     loop {
         if turn.cancel.is_cancelled() && !matches!(state, TurnState::Streaming(_) | TurnState::Done(_)) {
             state = TurnState::Done(DoneReason::UserAbort);
         }
         tracing::debug!(?state, "turn state");
-        state = match state {
-            TurnState::Sampling => steps::sampling(&mut turn).await,
-            TurnState::Streaming(streaming) => steps::streaming(&mut turn, streaming).await,
+        let next = match state {
+            TurnState::Sampling => {
+                if !in_step {
+                    in_step = true;
+                    turn.run.stats.rounds += 1;
+                    turn.run.step_from = turn.history.len();
+                    turn.phase(Phase::StepStart);
+                    before_inference(&mut turn);
+                }
+                steps::sampling(&mut turn).await
+            }
+            TurnState::Streaming(streaming) => {
+                let next = steps::streaming(&mut turn, streaming).await;
+                if !matches!(next, TurnState::Sampling) {
+                    turn.phase(Phase::AfterInference);
+                }
+                next
+            }
             TurnState::Executing(queue) => calls::executing(&mut turn, queue).await,
             TurnState::Confirming(queue) => calls::confirming(&mut turn, queue).await,
-            TurnState::Dispatching | TurnState::Compacting => TurnState::Done(DoneReason::Error(TurnError::Internal(
-                format!("{state:?} is not available in this build"),
-            ))),
-            TurnState::Done(reason) => {
-                let flushed = turn.recorder.flush().await;
-                let cancelled = turn.cancel.is_cancelled();
-                return match (reason.into_result(cancelled), flushed) {
-                    (Ok(_), Err(err)) => Err(err.into()),
-                    (result, _) => result,
-                };
-            }
+            TurnState::Done(reason) => return run_end(&mut turn, &user, reason).await,
         };
+        let step_over =
+            matches!(next, TurnState::Done(_)) || (matches!(next, TurnState::Sampling) && turn.run.attempts == 0);
+        state = if in_step && step_over {
+            in_step = false;
+            step_end(&mut turn, next).await
+        } else {
+            next
+        };
+    }
+}
+
+/// Builds the step's request: the conversation, the tools not on cooldown, and the reminders,
+/// which are sent this once.
+fn before_inference(turn: &mut Turn<'_>) {
+    turn.phase(Phase::BeforeInference);
+    let cooling: Vec<String> = turn.run.cooldowns.iter().map(|(tool, _)| tool.clone()).collect();
+    turn.run.cooldowns.retain_mut(|(_, left)| {
+        *left = left.saturating_sub(1);
+        *left > 0
+    });
+    let tools =
+        tools::specs().iter().filter(|spec| !cooling.iter().any(|tool| spec["name"] == **tool)).cloned().collect();
+    let mut messages = turn.history.clone();
+    if !turn.run.reminders.is_empty() {
+        let text = std::mem::take(&mut turn.run.reminders).join("\n\n");
+        messages.push(Message::new(Role::User, vec![Part::Text { text }], MessageMeta::default()));
+    }
+    turn.run.request = Some(ModelRequest {
+        model: turn.model.clone(),
+        system: turn.system.clone(),
+        messages,
+        tools,
+        max_output: turn.info.max_output,
+        thought: turn.thought.filter(|_| turn.info.reasoning),
+    });
+}
+
+/// The step is over: commit it (the checkpoint), then let the stop conditions and the loop guard
+/// decide whether the turn goes on.
+async fn step_end(turn: &mut Turn<'_>, next: TurnState) -> TurnState {
+    turn.phase(Phase::StepEnd);
+    turn.run.request = None;
+    if let Err(err) = turn.recorder.flush().await {
+        return TurnState::Done(DoneReason::Error(err.into()));
+    }
+    if !matches!(next, TurnState::Sampling) {
+        return next;
+    }
+    let step: Vec<&Message> =
+        turn.history.iter().skip(turn.run.step_from).filter(|m| m.role == Role::Assistant).collect();
+    for message in &step {
+        turn.run.stats.add_step(message);
+    }
+    if let Some(stop) = turn.run.stats.check(&turn.limits, step.last().copied()) {
+        return TurnState::Done(DoneReason::Stopped(stop));
+    }
+    let calls: Vec<(String, serde_json::Value)> = step
+        .iter()
+        .flat_map(|m| m.parts.iter())
+        .filter_map(|part| match part {
+            Part::Tool(tool) => Some((tool.name.clone(), serde_json::from_str(&tool.input).unwrap_or_default())),
+            _ => None,
+        })
+        .collect();
+    match turn.run.guard.observe(turn.limits.loop_detection, calls) {
+        Verdict::Fine => {}
+        Verdict::Warn { tool, count } => turn.remind(format!(
+            "[System Notice — Warning] You have called {tool} {count} times with similar parameters. Try a different approach."
+        )),
+        Verdict::Cooldown { tool, count } => {
+            let rounds = turn.limits.loop_detection.cooldown_rounds;
+            turn.remind(format!(
+                "[System Notice — Loop] You have called {tool} {count} times with similar parameters. {tool} is unavailable for the next {rounds} requests. Change your approach, or stop and ask the user."
+            ));
+            turn.run.cooldowns.retain(|(name, _)| *name != tool);
+            turn.run.cooldowns.push((tool, rounds));
+        }
+        Verdict::Stop { tool, count } => return TurnState::Done(DoneReason::Stopped(Stop::Loop { tool, count })),
+    }
+    next
+}
+
+/// The end of every run: say which limit stopped it, commit everything, answer the prompt.
+async fn run_end(turn: &mut Turn<'_>, user: &CancellationToken, reason: DoneReason) -> Result<StopReason, TurnError> {
+    // An interruption nobody asked for was the deadline.
+    let reason = match (reason, turn.cancel.is_cancelled() && !user.is_cancelled(), turn.limits.timeout) {
+        (DoneReason::UserAbort | DoneReason::Error(_), true, Some(limit)) => DoneReason::Stopped(Stop::Timeout(limit)),
+        (reason, _, _) => reason,
+    };
+    if let DoneReason::Stopped(stop) = &reason {
+        tracing::info!(?stop, "turn stopped by a limit");
+        turn.recorder.record(AgentEvent::Notice { message: MessageId::generate(), text: stop.message() });
+    }
+    turn.phase(Phase::RunEnd);
+    let flushed = turn.recorder.flush().await;
+    match (reason.into_result(user.is_cancelled()), flushed) {
+        (Ok(_), Err(err)) => Err(err.into()),
+        (result, _) => result,
+    }
+}
+
+/// Cancels the turn's token when its time is up; disarmed when dropped.
+struct Deadline(tokio::task::JoinHandle<()>);
+
+impl Deadline {
+    fn arm(limit: std::time::Duration, token: CancellationToken) -> Self {
+        Self(tokio::spawn(async move {
+            tokio::time::sleep(limit).await;
+            tracing::info!(?limit, "the turn reached its time limit");
+            token.cancel();
+        }))
+    }
+}
+
+impl Drop for Deadline {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }

@@ -4,9 +4,8 @@
 //! returns the next. `Done` is terminal. [`DoneReason`] keeps the full story of why a turn ended;
 //! [`StopReason`] is what the editor is told.
 
-use std::fmt;
-
 use std::collections::VecDeque;
+use std::fmt;
 
 use crate::history::Message;
 use crate::ids::MessageId;
@@ -14,6 +13,7 @@ use crate::llm::{EventStream, FinishReason, LlmError};
 use crate::tools::{Invocation, ToolError};
 
 use super::events::{RecordError, StreamKind};
+use super::stop::Stop;
 
 /// Where a turn is.
 pub enum TurnState {
@@ -25,10 +25,6 @@ pub enum TurnState {
     Executing(CallQueue),
     /// Waiting for the user to allow the first queued call (a pending `session/request_permission`).
     Confirming(CallQueue),
-    /// Running a sub-agent for a `task` call.
-    Dispatching,
-    /// Summarizing older history to fit the context window.
-    Compacting,
     /// The turn is over.
     Done(DoneReason),
 }
@@ -40,8 +36,6 @@ impl fmt::Debug for TurnState {
             TurnState::Streaming(streaming) => write!(f, "Streaming({})", streaming.message.id),
             TurnState::Executing(queue) => write!(f, "Executing({} calls)", queue.calls.len()),
             TurnState::Confirming(queue) => write!(f, "Confirming({} calls)", queue.calls.len()),
-            TurnState::Dispatching => f.write_str("Dispatching"),
-            TurnState::Compacting => f.write_str("Compacting"),
             TurnState::Done(reason) => write!(f, "Done({reason:?})"),
         }
     }
@@ -51,6 +45,8 @@ impl fmt::Debug for TurnState {
 pub struct Streaming {
     pub events: EventStream,
     pub message: Message,
+    /// When this request's step time is up.
+    pub deadline: tokio::time::Instant,
     /// The stream produced something; the message exists in the store from then on.
     pub started: bool,
     /// The text or reasoning part receiving deltas, by index in `message.parts`.
@@ -82,18 +78,12 @@ pub struct QueuedCall {
 pub enum DoneReason {
     /// The model stopped on its own.
     ModelStop(ModelStop),
-    /// The turn made as many model requests as it may.
-    MaxTurns,
     /// The user cancelled.
     UserAbort,
     /// The turn failed.
     Error(TurnError),
-    /// The session's token budget is spent.
-    BudgetExceeded,
-    /// The model kept repeating the same tool call.
-    LoopDetected,
-    /// A configured stop condition fired.
-    Stopped(String),
+    /// A configured limit ended the turn (rounds, time, tokens, errors, a tool, a match, a loop).
+    Stopped(Stop),
 }
 
 /// How the model ended its last answer.
@@ -133,9 +123,7 @@ impl DoneReason {
             DoneReason::ModelStop(ModelStop::EndTurn) => Ok(StopReason::EndTurn),
             DoneReason::ModelStop(ModelStop::MaxTokens) => Ok(StopReason::MaxTokens),
             DoneReason::ModelStop(ModelStop::Refusal) => Ok(StopReason::Refusal),
-            DoneReason::MaxTurns | DoneReason::BudgetExceeded | DoneReason::LoopDetected | DoneReason::Stopped(_) => {
-                Ok(StopReason::MaxTurnRequests)
-            }
+            DoneReason::Stopped(stop) => Ok(stop.stop_reason()),
             DoneReason::UserAbort => Ok(StopReason::Cancelled),
             DoneReason::Error(_) if cancelled => Ok(StopReason::Cancelled),
             DoneReason::Error(err) => Err(err),

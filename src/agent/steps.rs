@@ -5,40 +5,34 @@
 //! partial answer is kept, marked `interrupted`.
 
 use futures::StreamExt;
+use tokio::time::Instant;
 
 use super::Turn;
 use super::events::{AgentEvent, StreamKind};
-use super::state::{CallQueue, DoneReason, ModelStop, QueuedCall, Streaming, TurnState};
+use super::state::{CallQueue, DoneReason, ModelStop, QueuedCall, Streaming, TurnError, TurnState};
 use crate::history::{CallState, Finish, Message, MessageMeta, Part, Role, ToolPart};
 use crate::ids::MessageId;
 use crate::llm::retry::RetryPolicy;
-use crate::llm::{FinishReason, LlmError, ModelRequest, StreamEvent, catalog};
+use crate::llm::{FinishReason, LlmError, StreamEvent, catalog};
 use crate::tools::{self, Invocation};
 
-/// Sends the conversation to the model, retrying what may succeed on a second try.
+/// Sends the step's request to the model, retrying what may succeed on a second try.
 pub async fn sampling(turn: &mut Turn<'_>) -> TurnState {
-    if turn.attempts == 0 {
-        if turn.rounds >= turn.limits.max_rounds {
-            return TurnState::Done(DoneReason::MaxTurns);
-        }
-        turn.rounds += 1;
-    }
-    let request = ModelRequest {
-        model: turn.model.clone(),
-        system: turn.system.clone(),
-        messages: turn.history.clone(),
-        tools: tools::specs().to_vec(),
-        max_output: turn.info.max_output,
-        thought: turn.thought.filter(|_| turn.info.reasoning),
+    let Some(request) = turn.run.request.take() else {
+        return TurnState::Done(DoneReason::Error(TurnError::Internal("a step began without its request".into())));
     };
-    let events = loop {
+    let step_timeout = turn.limits.step_timeout;
+    let (events, deadline) = loop {
+        let deadline = Instant::now() + step_timeout;
         let sent = tokio::select! {
             biased;
             () = turn.cancel.cancelled() => return TurnState::Done(DoneReason::UserAbort),
-            sent = turn.provider.stream(&request) => sent,
+            sent = tokio::time::timeout_at(deadline, turn.provider.stream(&request)) => {
+                sent.unwrap_or(Err(LlmError::StepTimeout(step_timeout)))
+            }
         };
         match sent {
-            Ok(events) => break events,
+            Ok(events) => break (events, deadline),
             Err(err) => {
                 if let Some(done) = wait_to_retry(turn, err).await {
                     return done;
@@ -46,24 +40,33 @@ pub async fn sampling(turn: &mut Turn<'_>) -> TurnState {
             }
         }
     };
+    turn.run.request = Some(request);
     let meta = MessageMeta { model: Some(turn.model_ref.clone()), ..MessageMeta::default() };
     let message = Message::new(Role::Assistant, Vec::new(), meta);
-    TurnState::Streaming(Streaming { events, message, started: false, open: None, calls: Vec::new(), finish: None })
+    TurnState::Streaming(Streaming {
+        events,
+        message,
+        deadline,
+        started: false,
+        open: None,
+        calls: Vec::new(),
+        finish: None,
+    })
 }
 
 /// After a failed request: tells the user and sleeps before the next attempt (`None`), or ends
 /// the turn when the error is final or the retries are spent.
 async fn wait_to_retry(turn: &mut Turn<'_>, err: LlmError) -> Option<TurnState> {
     let policy = RetryPolicy { retries: turn.limits.retries, base: turn.limits.retry_base };
-    turn.attempts += 1;
-    let Some(delay) = policy.delay(turn.attempts, &err) else {
-        turn.attempts = 0;
+    turn.run.attempts += 1;
+    let Some(delay) = policy.delay(turn.run.attempts, &err) else {
+        turn.run.attempts = 0;
         return Some(TurnState::Done(DoneReason::Error(err.into())));
     };
-    tracing::warn!(attempt = turn.attempts, ?delay, %err, "model request failed; retrying");
+    tracing::warn!(attempt = turn.run.attempts, ?delay, %err, "model request failed; retrying");
     let text = format!(
         "The model request failed ({err}); retry {} of {} in {:.1} s.",
-        turn.attempts,
+        turn.run.attempts,
         policy.retries,
         delay.as_secs_f64()
     );
@@ -87,11 +90,11 @@ pub async fn streaming(turn: &mut Turn<'_>, mut s: Streaming) -> TurnState {
             () = turn.cancel.cancelled() => {
                 return finish(turn, s, Finish::Interrupted, None, DoneReason::UserAbort);
             }
-            next = tokio::time::timeout(idle, s.events.next()) => next,
+            () = tokio::time::sleep_until(s.deadline) => Err(LlmError::StepTimeout(turn.limits.step_timeout)),
+            next = tokio::time::timeout(idle, s.events.next()) => next.map_err(|_| LlmError::IdleTimeout(idle)),
         };
         let event = match next {
-            Err(_elapsed) => {
-                let err = LlmError::IdleTimeout(idle);
+            Err(err) => {
                 return finish(turn, s, Finish::Error, Some(err.to_string()), DoneReason::Error(err.into()));
             }
             Ok(None) => return answered(turn, s),
@@ -109,7 +112,7 @@ pub async fn streaming(turn: &mut Turn<'_>, mut s: Streaming) -> TurnState {
         };
         if !s.started {
             s.started = true;
-            turn.attempts = 0;
+            turn.run.attempts = 0;
             let started = AgentEvent::AssistantStarted { message: s.message.id.clone(), model: turn.model_ref.clone() };
             turn.recorder.record(started);
         }
@@ -207,38 +210,64 @@ fn close_part(turn: &mut Turn<'_>, s: &mut Streaming) {
     }
 }
 
-/// The stream ended cleanly: decide between answering and running tools.
+/// The stream ended cleanly: decide between answering and running tools. An answer cut off by
+/// the output limit inside a tool call's arguments is asked to continue in smaller pieces, up to
+/// `max_continuations` times.
 fn answered(turn: &mut Turn<'_>, mut s: Streaming) -> TurnState {
     let finish_reason = s.finish.take();
     if finish_reason.is_none() {
         tracing::debug!("model stream ended without a finish reason");
     }
-    let (ending, next) = match finish_reason {
-        Some(FinishReason::Length) => (Finish::MaxTokens, DoneReason::ModelStop(ModelStop::MaxTokens)),
-        Some(FinishReason::ContentFilter) => (Finish::Refusal, DoneReason::ModelStop(ModelStop::Refusal)),
-        Some(FinishReason::Stop | FinishReason::ToolCalls | FinishReason::Other(_)) | None => {
+    let broken_call = s.calls.iter().any(|(_, index)| match s.message.parts.get(*index as usize) {
+        Some(Part::Tool(tool)) => serde_json::from_str::<serde_json::Value>(&tool.input).is_err(),
+        _ => false,
+    });
+    match finish_reason {
+        Some(FinishReason::Length) if s.calls.is_empty() => {
+            finish(turn, s, Finish::MaxTokens, None, DoneReason::ModelStop(ModelStop::MaxTokens))
+        }
+        Some(FinishReason::Length) if broken_call => {
+            if turn.run.continuations >= turn.limits.max_continuations {
+                return finish(turn, s, Finish::MaxTokens, None, DoneReason::ModelStop(ModelStop::MaxTokens));
+            }
+            turn.run.continuations += 1;
+            turn.remind(CUT_OFF);
+            run_calls(turn, s)
+        }
+        Some(FinishReason::ContentFilter) => {
+            finish(turn, s, Finish::Refusal, None, DoneReason::ModelStop(ModelStop::Refusal))
+        }
+        Some(FinishReason::Length | FinishReason::Stop | FinishReason::ToolCalls | FinishReason::Other(_)) | None => {
             if s.calls.is_empty() {
-                (Finish::EndTurn, DoneReason::ModelStop(ModelStop::EndTurn))
+                finish(turn, s, Finish::EndTurn, None, DoneReason::ModelStop(ModelStop::EndTurn))
             } else {
-                let calls = s
-                    .calls
-                    .iter()
-                    .filter_map(|(_, index)| match s.message.parts.get(*index as usize) {
-                        Some(Part::Tool(tool)) => Some(QueuedCall {
-                            index: *index,
-                            invocation: Invocation::parse(&tool.name, &tool.input),
-                            approved: false,
-                        }),
-                        _ => None,
-                    })
-                    .collect();
-                let queue = CallQueue { message: s.message.id.clone(), calls };
-                complete(turn, s, Finish::ToolUse, None);
-                return TurnState::Executing(queue);
+                run_calls(turn, s)
             }
         }
-    };
-    finish(turn, s, ending, None, next)
+    }
+}
+
+const CUT_OFF: &str = "Your previous answer was cut off at the output-token limit while writing a tool call, so \
+that call could not run. Break the work into smaller pieces: write a large file in several smaller edits and keep \
+each call's arguments short.";
+
+/// Completes the message and queues its tool calls in the order the model made them.
+fn run_calls(turn: &mut Turn<'_>, s: Streaming) -> TurnState {
+    let calls = s
+        .calls
+        .iter()
+        .filter_map(|(_, index)| match s.message.parts.get(*index as usize) {
+            Some(Part::Tool(tool)) => Some(QueuedCall {
+                index: *index,
+                invocation: Invocation::parse(&tool.name, &tool.input),
+                approved: false,
+            }),
+            _ => None,
+        })
+        .collect();
+    let queue = CallQueue { message: s.message.id.clone(), calls };
+    complete(turn, s, Finish::ToolUse, None);
+    TurnState::Executing(queue)
 }
 
 /// Completes the assistant message and ends the turn with `done`.

@@ -115,8 +115,16 @@ pub enum LlmError {
         "the conversation no longer fits the model's context window ({detail}); start a new session, or pick a model with a larger window"
     )]
     ContextTooLong { detail: String },
-    #[error("the model sent nothing for {} s; the request was abandoned", .0.as_secs())]
+    #[error(
+        "the model sent nothing for {} s; the request was abandoned (raise [limits] stream_idle_timeout_secs if the model is just slow)",
+        .0.as_secs()
+    )]
     IdleTimeout(Duration),
+    #[error(
+        "the model's answer took longer than {} s and was abandoned; ask for a shorter answer or raise [limits] step_timeout_secs",
+        .0.as_secs()
+    )]
+    StepTimeout(Duration),
 }
 
 impl LlmError {
@@ -133,7 +141,8 @@ impl LlmError {
             | LlmError::UnknownModel { .. }
             | LlmError::Stream(_)
             | LlmError::ContextTooLong { .. }
-            | LlmError::IdleTimeout(_) => false,
+            | LlmError::IdleTimeout(_)
+            | LlmError::StepTimeout(_) => false,
         }
     }
 
@@ -149,7 +158,8 @@ impl LlmError {
             | LlmError::Unreachable { .. }
             | LlmError::Stream(_)
             | LlmError::ContextTooLong { .. }
-            | LlmError::IdleTimeout(_) => None,
+            | LlmError::IdleTimeout(_)
+            | LlmError::StepTimeout(_) => None,
         }
     }
 }

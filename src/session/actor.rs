@@ -445,8 +445,7 @@ impl Actor {
                 info,
                 thought,
                 spent,
-                rounds: 0,
-                attempts: 0,
+                run: agent::Run::default(),
             };
             let result = agent::run_turn(turn, parts).await;
             (history, rules, result)

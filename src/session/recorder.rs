@@ -119,6 +119,7 @@ impl Recorder for StoreRecorder {
                 };
                 self.write(write, Vec::new());
             }
+            AgentEvent::Phase(phase) => tracing::trace!(session = %session_id, ?phase, "turn phase"),
         }
     }
 

@@ -64,6 +64,8 @@ pub struct ToolOutcome {
     pub plan: Option<Vec<PlanEntry>>,
     /// The tool ran but reports failure (a non-zero exit status).
     pub failed: bool,
+    /// A note for the model's next request only (not part of the result).
+    pub reminder: Option<String>,
 }
 
 /// A tool run that could not happen; the message is for the model and the user.
@@ -325,11 +327,18 @@ fn todo_plan(todo: &TodoArgs) -> ToolOutcome {
         })
         .collect();
     let done = plan.iter().filter(|e| e.status == PlanStatus::Completed).count();
+    let working = plan.iter().filter(|e| e.status == PlanStatus::InProgress).count();
+    let reminder = (working > 1).then(|| {
+        format!(
+            "{working} todo items are in_progress at once. Work on one item at a time: finish it, mark it completed, then start the next."
+        )
+    });
     ToolOutcome {
         output: format!("The plan now has {} items, {done} completed.", plan.len()),
         content: Vec::new(),
         plan: Some(plan),
         failed: false,
+        reminder,
     }
 }
 

@@ -139,8 +139,8 @@ async fn local(args: &BashArgs, ctx: &ToolContext, timeout: Duration) -> Result<
     Ok(ToolOutcome {
         content: vec![ToolContent::Text { text: output.clone() }],
         output,
-        plan: None,
         failed: code != Some(0),
+        ..ToolOutcome::default()
     })
 }
 
@@ -231,5 +231,5 @@ async fn delegated(args: &BashArgs, ctx: &ToolContext, timeout: Duration) -> Res
         (None, None) => "[exit status unknown]".to_owned(),
     };
     let output = if text.is_empty() { ending } else { format!("{text}\n{ending}") };
-    Ok(ToolOutcome { output, content, plan: None, failed: exit.code != Some(0) })
+    Ok(ToolOutcome { output, content, failed: exit.code != Some(0), ..ToolOutcome::default() })
 }

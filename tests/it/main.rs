@@ -10,6 +10,7 @@ mod support;
 mod cancel;
 mod durability;
 mod headless;
+mod limits;
 mod models;
 mod official_client;
 mod permissions;

@@ -3,13 +3,17 @@
 //! Settings: `CAIRN_MODEL` (`provider/model`, provider defaults to `openai`), `OPENAI_BASE_URL`,
 //! `OPENAI_API_KEY`, `CAIRN_HOME` (data directory) and `CAIRN_CONFIG` (config file path). The file,
 //! `$XDG_CONFIG_HOME/cairn/config.toml` by default, holds the same settings plus extra
-//! OpenAI-compatible providers (`[providers.<name>]`) and turn limits (`[limits]`).
+//! OpenAI-compatible providers (`[providers.<name>]`), model overrides (`[models."p/m"]`), turn
+//! limits (`[limits]`, in `limits`) and compaction settings (`[compaction]`).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use serde::Deserialize;
+
+mod limits;
+
+pub use limits::{Compaction, ContentPattern, Limits, LoopLimits};
 
 /// The model used when neither `CAIRN_MODEL` nor `model` in the config file says otherwise.
 pub const DEFAULT_MODEL: &str = "openai/gpt-5";
@@ -28,6 +32,7 @@ pub struct Config {
     /// Every provider by name; `openai` is always present.
     pub providers: BTreeMap<String, ProviderConfig>,
     pub limits: Limits,
+    pub compaction: Compaction,
     /// Per-model overrides of the built-in catalog, by `provider/model`.
     pub models: BTreeMap<String, ModelOverride>,
     /// The model that writes session titles; `None` uses the session's model.
@@ -78,33 +83,6 @@ pub struct ProviderConfig {
     pub discover_models: bool,
 }
 
-/// Bounds on one turn. Defaults follow design.md §5.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Limits {
-    /// Longest silence between two chunks of a model stream.
-    pub stream_idle_timeout: Duration,
-    /// Model requests per turn before the turn stops with `max_turn_requests`.
-    pub max_rounds: u32,
-    /// Retries of a failed model request (429, 5xx, dropped connection).
-    pub retries: u32,
-    /// First retry delay; each retry doubles it unless the server sends `Retry-After`.
-    pub retry_base: Duration,
-    /// The longest a tool other than `bash` may run (`bash` has its own `timeout_ms`).
-    pub tool_timeout: Duration,
-}
-
-impl Default for Limits {
-    fn default() -> Self {
-        Self {
-            stream_idle_timeout: Duration::from_secs(120),
-            max_rounds: 50,
-            retries: 2,
-            retry_base: Duration::from_millis(500),
-            tool_timeout: Duration::from_secs(30),
-        }
-    }
-}
-
 /// Why the configuration could not be loaded.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -124,7 +102,9 @@ struct FileConfig {
     #[serde(default)]
     providers: BTreeMap<String, FileProvider>,
     #[serde(default)]
-    limits: FileLimits,
+    limits: limits::FileLimits,
+    #[serde(default)]
+    compaction: limits::FileCompaction,
     #[serde(default)]
     models: BTreeMap<String, ModelOverride>,
     title_model: Option<String>,
@@ -140,16 +120,6 @@ struct FileProvider {
     api_key_env: Option<String>,
     #[serde(default)]
     models: Vec<String>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct FileLimits {
-    stream_idle_timeout_secs: Option<u64>,
-    max_rounds: Option<u32>,
-    retries: Option<u32>,
-    retry_base_ms: Option<u64>,
-    tool_timeout_secs: Option<u64>,
 }
 
 impl Config {
@@ -238,21 +208,24 @@ impl Config {
         for provider in providers.values_mut() {
             provider.api_key = provider.api_key_env.as_deref().and_then(env).map(Secret);
         }
-        let defaults = Limits::default();
-        let limits = Limits {
-            stream_idle_timeout: file
-                .limits
-                .stream_idle_timeout_secs
-                .map_or(defaults.stream_idle_timeout, Duration::from_secs),
-            max_rounds: file.limits.max_rounds.unwrap_or(defaults.max_rounds),
-            retries: file.limits.retries.unwrap_or(defaults.retries),
-            retry_base: file.limits.retry_base_ms.map_or(defaults.retry_base, Duration::from_millis),
-            tool_timeout: file.limits.tool_timeout_secs.map_or(defaults.tool_timeout, Duration::from_secs),
-        };
+        let limits = file
+            .limits
+            .resolve()
+            .map_err(|message| ConfigError::Parse { path: file_path.clone().unwrap_or_default(), message })?;
+        let compaction = file.compaction.resolve(normalize_model);
         let model = env("CAIRN_MODEL").or(file.model).unwrap_or_else(|| DEFAULT_MODEL.to_owned());
         let models = file.models.into_iter().map(|(name, given)| (normalize_model(&name), given)).collect();
         let title_model = file.title_model.as_deref().map(normalize_model);
-        Ok(Self { data_dir, model: normalize_model(&model), providers, limits, models, title_model, file: file_path })
+        Ok(Self {
+            data_dir,
+            model: normalize_model(&model),
+            providers,
+            limits,
+            compaction,
+            models,
+            title_model,
+            file: file_path,
+        })
     }
 
     /// The database file inside the data directory.
