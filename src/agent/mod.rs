@@ -43,7 +43,8 @@ pub struct Turn<'a> {
     pub model: String,
     /// `provider/model`, stored on each message.
     pub model_ref: String,
-    pub system: String,
+    /// The session's system prompt, the same bytes for every turn of the session.
+    pub system: Arc<prompt::SystemPrompt>,
     pub history: &'a mut Vec<Message>,
     pub recorder: &'a mut dyn Recorder,
     /// Cancelled by `session/cancel`, `session/close` or shutdown; every await races it.
@@ -174,7 +175,7 @@ fn before_inference(turn: &mut Turn<'_>) {
     }
     turn.run.request = Some(ModelRequest {
         model: turn.model.clone(),
-        system: turn.system.clone(),
+        system: turn.system.text.clone(),
         messages,
         tools,
         max_output: turn.info.max_output,

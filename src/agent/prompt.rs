@@ -1,21 +1,306 @@
-//! The system prompt: base instructions, then the environment the session runs in.
+//! The system prompt: assembled once per session in a fixed order, and its SHA-256 digest.
 //!
-//! Kept byte-stable for a session (no clock, no git status) so providers can cache the prefix.
-//! Project instructions, skills and the tool catalog join it as later issues land, in the order
-//! design.md §7 fixes.
+//! Order (never shuffled, so the provider's prompt cache keeps hitting): base instructions →
+//! project instructions (`AGENTS.md`, `CLAUDE.md`; user level first, then from the project root
+//! down to the working directory, nearest last; capped, with a warning) → skills index
+//! (`.agents/skills/*/SKILL.md`: name and one line) → environment (cwd, platform, date, git
+//! branch and status) → tool catalog. [`gather`] reads the disk and git; [`assemble`] is pure.
+//! The session computes it once, so it is byte-stable across that session's turns.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde_json::Value;
 
 const BASE: &str = "You are cairn, a coding agent working inside the user's editor. \
 Answer precisely and concisely. When you refer to code, name files by their paths relative to the \
-working directory. Say so plainly when you are unsure.";
+working directory. Say so plainly when you are unsure. Instructions from the project below take \
+precedence over your defaults; nearer files take precedence over farther ones.";
 
-/// The system prompt for a session working in `cwd`.
-pub fn system_prompt(cwd: &Path) -> String {
-    format!(
-        "{BASE}\n\n# Environment\n- Working directory: {}\n- Platform: {} ({})",
-        cwd.display(),
+/// How many characters of project instructions the prompt takes (about 8,000 tokens).
+pub const INSTRUCTIONS_CAP: usize = 32_000;
+const INSTRUCTION_FILES: &[&str] = &["AGENTS.md", "CLAUDE.md"];
+const SKILL_DIRS: &[&str] = &[".agents/skills", ".claude/skills"];
+const GIT_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// A session's system prompt, its digest, and what went wrong assembling it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SystemPrompt {
+    pub text: String,
+    /// Lowercase hex SHA-256 of `text`, stored on every assistant message.
+    pub digest: String,
+    /// For the user: instructions that were cut to fit the cap.
+    pub warnings: Vec<String>,
+}
+
+/// What the prompt is made of, read from the disk and git.
+#[derive(Clone, Debug, Default)]
+pub struct Sources {
+    pub cwd: PathBuf,
+    /// Instruction files, outermost first, with their text.
+    pub instructions: Vec<(PathBuf, String)>,
+    /// Skills: name, one line, where.
+    pub skills: Vec<(String, String, PathBuf)>,
+    pub date: String,
+    /// "branch main, 3 changed files", or why there is none.
+    pub git: String,
+    /// The tool catalog: `{name, description, parameters}` specs.
+    pub tools: Vec<Value>,
+}
+
+/// Reads everything the prompt of a session in `cwd` needs.
+pub async fn gather(cwd: &Path, home: Option<&Path>, tools: &[Value]) -> Sources {
+    let chain = project_dirs(cwd, home);
+    let user: Vec<PathBuf> = home.map(|h| vec![h.join(".agents"), h.join(".claude")]).unwrap_or_default();
+    let mut instructions = Vec::new();
+    for dir in user.iter().chain(&chain) {
+        for name in INSTRUCTION_FILES {
+            let path = dir.join(name);
+            if let Ok(text) = tokio::fs::read_to_string(&path).await
+                && !text.trim().is_empty()
+            {
+                instructions.push((path, text));
+            }
+        }
+    }
+    // Nearest first: the first skill of a name wins.
+    let mut skill_roots: Vec<PathBuf> =
+        chain.iter().rev().flat_map(|d| SKILL_DIRS.iter().map(move |s| d.join(s))).collect();
+    if let Some(home) = home {
+        skill_roots.extend(SKILL_DIRS.iter().map(|s| home.join(s)));
+    }
+    let mut skills: Vec<(String, String, PathBuf)> = Vec::new();
+    for root in skill_roots {
+        for skill in read_skills(&root) {
+            if skills.iter().any(|(name, _, _)| *name == skill.0) {
+                tracing::warn!(skill = %skill.0, path = %skill.2.display(), "a skill of this name was found earlier; this one is ignored");
+            } else {
+                skills.push(skill);
+            }
+        }
+    }
+    Sources {
+        cwd: cwd.to_owned(),
+        instructions,
+        skills,
+        date: chrono::Utc::now().format("%Y-%m-%d").to_string(),
+        git: git_summary(cwd).await,
+        tools: tools.to_vec(),
+    }
+}
+
+/// The project's directories, outermost first: from the project root (the nearest ancestor with
+/// `.git`, else the outermost ancestor below the home directory) down to `cwd`.
+fn project_dirs(cwd: &Path, home: Option<&Path>) -> Vec<PathBuf> {
+    let mut chain = Vec::new();
+    for dir in cwd.ancestors() {
+        if Some(dir) == home || dir.parent().is_none() {
+            break;
+        }
+        chain.push(dir.to_owned());
+        if dir.join(".git").exists() {
+            break;
+        }
+    }
+    chain.reverse();
+    chain
+}
+
+/// The skills under one `skills` directory, by directory name order.
+fn read_skills(root: &Path) -> Vec<(String, String, PathBuf)> {
+    let Ok(entries) = std::fs::read_dir(root) else { return Vec::new() };
+    let mut dirs: Vec<PathBuf> = entries.filter_map(Result::ok).map(|e| e.path()).filter(|p| p.is_dir()).collect();
+    dirs.sort();
+    dirs.into_iter()
+        .filter_map(|dir| {
+            let path = dir.join("SKILL.md");
+            let text = std::fs::read_to_string(&path).ok()?;
+            let fallback = dir.file_name()?.to_string_lossy().into_owned();
+            let (name, line) = describe_skill(&text, fallback);
+            Some((name, line, path))
+        })
+        .collect()
+}
+
+/// A skill's name and one-line description: from `name:` / `description:` front matter, else the
+/// directory name and the first line of prose.
+fn describe_skill(text: &str, fallback: String) -> (String, String) {
+    let mut name = None;
+    let mut description = None;
+    let mut body = text;
+    if let Some(rest) = text.strip_prefix("---\n")
+        && let Some(end) = rest.find("\n---")
+    {
+        for line in rest[..end].lines() {
+            if let Some((key, value)) = line.split_once(':') {
+                let value = value.trim().trim_matches('"').to_owned();
+                match key.trim() {
+                    "name" if !value.is_empty() => name = Some(value),
+                    "description" if !value.is_empty() => description = Some(value),
+                    _ => {}
+                }
+            }
+        }
+        body = &rest[end + 4..];
+    }
+    let first_line =
+        || body.lines().map(str::trim).find(|l| !l.is_empty() && !l.starts_with('#')).unwrap_or("").to_owned();
+    let line: String = description.unwrap_or_else(first_line).chars().take(200).collect();
+    (name.unwrap_or(fallback), line)
+}
+
+/// The branch and how many files changed, from `git status --porcelain --branch`.
+async fn git_summary(cwd: &Path) -> String {
+    let run = tokio::process::Command::new("git")
+        .args(["status", "--porcelain=v1", "--branch", "--untracked-files=normal"])
+        .current_dir(cwd)
+        .stdin(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .output();
+    let output = match tokio::time::timeout(GIT_TIMEOUT, run).await {
+        Ok(Ok(output)) if output.status.success() => output,
+        Ok(Ok(_)) => return "not a git repository".to_owned(),
+        Ok(Err(_)) => return "git is not available".to_owned(),
+        Err(_) => return "git status took too long".to_owned(),
+    };
+    let text = String::from_utf8_lossy(&output.stdout);
+    let mut lines = text.lines();
+    let branch = lines
+        .next()
+        .and_then(|l| l.strip_prefix("## "))
+        .map(|l| l.split("...").next().unwrap_or(l).trim().to_owned())
+        .unwrap_or_default();
+    let changed = lines.filter(|l| !l.trim().is_empty()).count();
+    let files = if changed == 1 { "file" } else { "files" };
+    format!("branch {branch}, {changed} changed {files}")
+}
+
+/// Puts the prompt together from its sources, in the fixed order.
+pub fn assemble(sources: &Sources) -> SystemPrompt {
+    let mut text = String::from(BASE);
+    let mut warnings = Vec::new();
+    if !sources.instructions.is_empty() {
+        text.push_str("\n\n# Project instructions\n");
+        let mut room = INSTRUCTIONS_CAP;
+        for (path, body) in &sources.instructions {
+            let body = body.trim();
+            if room == 0 {
+                warnings.push(format!(
+                    "{} was left out: the project instructions exceed {INSTRUCTIONS_CAP} characters",
+                    path.display()
+                ));
+                continue;
+            }
+            text.push_str(&format!("\n## {}\n", path.display()));
+            if body.len() <= room {
+                text.push_str(body);
+                room -= body.len();
+            } else {
+                let cut = floor_char_boundary(body, room);
+                text.push_str(&body[..cut]);
+                text.push_str("\n[… truncated: the project instructions exceed the cap]");
+                warnings.push(format!(
+                    "{} was truncated: the project instructions exceed {INSTRUCTIONS_CAP} characters",
+                    path.display()
+                ));
+                room = 0;
+            }
+            text.push('\n');
+        }
+    }
+    if !sources.skills.is_empty() {
+        text.push_str("\n\n# Skills\nRead a skill's SKILL.md with the read tool when the task matches it.\n");
+        for (name, line, path) in &sources.skills {
+            text.push_str(&format!("- {name}: {line} ({})\n", path.display()));
+        }
+    }
+    text.push_str(&format!(
+        "\n\n# Environment\n- Working directory: {}\n- Platform: {} ({})\n- Date: {}\n- Git: {}",
+        sources.cwd.display(),
         std::env::consts::OS,
-        std::env::consts::ARCH
-    )
+        std::env::consts::ARCH,
+        sources.date,
+        sources.git
+    ));
+    if !sources.tools.is_empty() {
+        text.push_str("\n\n# Tools\n");
+        for spec in &sources.tools {
+            let name = spec["name"].as_str().unwrap_or_default();
+            let description = spec["description"].as_str().unwrap_or_default();
+            text.push_str(&format!("- {name}: {description}\n"));
+        }
+    }
+    for warning in &warnings {
+        tracing::warn!("{warning}");
+    }
+    let digest = sha256_hex(text.as_bytes());
+    SystemPrompt { text, digest, warnings }
+}
+
+fn floor_char_boundary(text: &str, at: usize) -> usize {
+    (0..=at.min(text.len())).rev().find(|i| text.is_char_boundary(*i)).unwrap_or(0)
+}
+
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    ring::digest::digest(&ring::digest::SHA256, bytes).as_ref().iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn instructions_layer_from_the_user_level_down_to_the_workspace_nearest_last() {
+        let root = tempfile::tempdir().unwrap();
+        let home = root.path().join("home");
+        let repo = home.join("code/repo");
+        let sub = repo.join("crates/app");
+        std::fs::create_dir_all(sub.join(".agents/skills/release")).unwrap();
+        std::fs::create_dir_all(repo.join(".git")).unwrap();
+        std::fs::create_dir_all(home.join(".agents")).unwrap();
+        std::fs::write(home.join("code/AGENTS.md"), "outside the repo: never read").unwrap();
+        std::fs::write(home.join(".agents/AGENTS.md"), "user level").unwrap();
+        std::fs::write(repo.join("AGENTS.md"), "repo root").unwrap();
+        std::fs::write(repo.join("CLAUDE.md"), "repo root, claude").unwrap();
+        std::fs::write(sub.join("AGENTS.md"), "nearest").unwrap();
+        std::fs::write(
+            sub.join(".agents/skills/release/SKILL.md"),
+            "---\nname: release\ndescription: Cut a release of the crate\n---\n# Release\nSteps…",
+        )
+        .unwrap();
+        let sources = gather(&sub, Some(&home), &[]).await;
+        let prompt = assemble(&sources);
+        let at =
+            |needle: &str| prompt.text.find(needle).unwrap_or_else(|| panic!("{needle} missing:\n{}", prompt.text));
+        assert!(at("You are cairn") < at("user level"));
+        assert!(at("user level") < at("repo root\n"));
+        assert!(at("repo root\n") < at("repo root, claude"));
+        assert!(at("repo root, claude") < at("nearest"));
+        assert!(at("nearest") < at("# Skills"));
+        assert!(at("- release: Cut a release of the crate") < at("# Environment"));
+        assert!(!prompt.text.contains("never read"), "the walk stops at the repository root");
+        assert_eq!(prompt.digest.len(), 64);
+        assert_eq!(assemble(&sources), prompt, "the same sources give the same bytes");
+    }
+
+    #[test]
+    fn instructions_over_the_cap_are_cut_with_a_warning() {
+        let sources = Sources {
+            cwd: PathBuf::from("/w"),
+            instructions: vec![
+                (PathBuf::from("/w/AGENTS.md"), "x".repeat(INSTRUCTIONS_CAP + 10)),
+                (PathBuf::from("/w/sub/AGENTS.md"), "more".into()),
+            ],
+            ..Sources::default()
+        };
+        let prompt = assemble(&sources);
+        assert!(prompt.text.contains("[… truncated"));
+        assert_eq!(prompt.warnings.len(), 2, "{:?}", prompt.warnings);
+        assert!(prompt.text.len() < INSTRUCTIONS_CAP + 1_000);
+    }
+
+    #[test]
+    fn the_digest_is_sha256() {
+        assert_eq!(sha256_hex(b"abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+    }
 }

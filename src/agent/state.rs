@@ -20,7 +20,7 @@ pub enum TurnState {
     /// About to send the conversation to the model (with retries).
     Sampling,
     /// Relaying the model's answer as it arrives.
-    Streaming(Streaming),
+    Streaming(Box<Streaming>),
     /// Running the tool calls the model asked for, in order.
     Executing(CallQueue),
     /// Waiting for the user to allow the first queued call (a pending `session/request_permission`).

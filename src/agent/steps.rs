@@ -41,9 +41,13 @@ pub async fn sampling(turn: &mut Turn<'_>) -> TurnState {
         }
     };
     turn.run.request = Some(request);
-    let meta = MessageMeta { model: Some(turn.model_ref.clone()), ..MessageMeta::default() };
+    let meta = MessageMeta {
+        model: Some(turn.model_ref.clone()),
+        system_digest: Some(turn.system.digest.clone()),
+        ..MessageMeta::default()
+    };
     let message = Message::new(Role::Assistant, Vec::new(), meta);
-    TurnState::Streaming(Streaming {
+    TurnState::Streaming(Box::new(Streaming {
         events,
         message,
         deadline,
@@ -51,7 +55,7 @@ pub async fn sampling(turn: &mut Turn<'_>) -> TurnState {
         open: None,
         calls: Vec::new(),
         finish: None,
-    })
+    }))
 }
 
 /// After a failed request: tells the user and sleeps before the next attempt (`None`), or ends
@@ -79,7 +83,8 @@ async fn wait_to_retry(turn: &mut Turn<'_>, err: LlmError) -> Option<TurnState> 
 }
 
 /// Relays the model's answer chunk by chunk until it ends, fails, stalls or is cancelled.
-pub async fn streaming(turn: &mut Turn<'_>, mut s: Streaming) -> TurnState {
+pub async fn streaming(turn: &mut Turn<'_>, s: Box<Streaming>) -> TurnState {
+    let mut s = *s;
     let idle = turn.limits.stream_idle_timeout;
     loop {
         if let Some(err) = turn.recorder.failure() {

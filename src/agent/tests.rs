@@ -53,6 +53,21 @@ async fn run(
     script: Vec<Result<Vec<StreamEvent>, LlmError>>,
     limits: Limits,
 ) -> (Vec<Phase>, Result<StopReason, TurnError>) {
+    let (log, result) = run_logged(script, limits).await;
+    let phases = log
+        .iter()
+        .filter_map(|event| match event {
+            AgentEvent::Phase(phase) => Some(*phase),
+            _ => None,
+        })
+        .collect();
+    (phases, result)
+}
+
+async fn run_logged(
+    script: Vec<Result<Vec<StreamEvent>, LlmError>>,
+    limits: Limits,
+) -> (Vec<AgentEvent>, Result<StopReason, TurnError>) {
     let dir = tempfile::tempdir().unwrap();
     let provider = Scripted(Mutex::new(script.into()));
     let mut history = Vec::new();
@@ -63,7 +78,7 @@ async fn run(
         provider: &provider,
         model: "m".into(),
         model_ref: "test/m".into(),
-        system: "system".into(),
+        system: Arc::new(prompt::assemble(&prompt::Sources::default())),
         history: &mut history,
         recorder: &mut log,
         cancel: CancellationToken::new(),
@@ -80,15 +95,7 @@ async fn run(
         run: Run::default(),
     };
     let result = run_turn(turn, vec![Part::Text { text: "go".into() }]).await;
-    let phases = log
-        .0
-        .iter()
-        .filter_map(|event| match event {
-            AgentEvent::Phase(phase) => Some(*phase),
-            _ => None,
-        })
-        .collect();
-    (phases, result)
+    (log.0, result)
 }
 
 #[tokio::test]
@@ -128,4 +135,18 @@ async fn the_run_end_comes_after_a_failure_and_after_a_limit() {
     assert_eq!(result, Ok(StopReason::MaxTurnRequests));
     assert_eq!(phases.last(), Some(&RunEnd));
     assert_eq!(phases.iter().filter(|p| **p == StepStart).count(), 1);
+}
+
+#[tokio::test]
+async fn every_assistant_message_records_the_system_prompt_digest() {
+    let (log, _) = run_logged(vec![Ok(glob_call("a")), Ok(text("done"))], Limits::default()).await;
+    let expected = prompt::assemble(&prompt::Sources::default()).digest;
+    let digests: Vec<_> = log
+        .iter()
+        .filter_map(|event| match event {
+            AgentEvent::AssistantFinished { meta, .. } => Some(meta.system_digest.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(digests, [Some(expected.clone()), Some(expected)]);
 }

@@ -39,6 +39,8 @@ pub struct Config {
     pub title_model: Option<String>,
     /// The config file that was read, if one existed.
     pub file: Option<PathBuf>,
+    /// The user's home, where user-level instructions and skills live (`~/.agents`).
+    pub home_dir: Option<PathBuf>,
 }
 
 /// Which wire API a provider speaks.
@@ -225,6 +227,7 @@ impl Config {
             models,
             title_model,
             file: file_path,
+            home_dir: env("HOME").map(PathBuf::from).or_else(dirs::home_dir),
         })
     }
 

@@ -65,6 +65,9 @@ pub struct MessageMeta {
     /// What this step cost in USD, when the model's prices are known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cost: Option<f64>,
+    /// SHA-256 (hex) of the system prompt this assistant message was written under.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub system_digest: Option<String>,
 }
 
 /// Why an assistant message stopped.

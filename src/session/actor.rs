@@ -16,15 +16,16 @@ use tokio_util::sync::CancellationToken;
 use super::recorder::StoreRecorder;
 use super::registry::Inner;
 use super::{ContextUsage, SessionError, SessionView, Update, UpdateSink, title};
-use crate::agent::{self, StopReason, Toolbox, Turn, TurnError};
+use crate::agent::prompt::SystemPrompt;
+use crate::agent::{self, AgentEvent, Recorder, StopReason, Toolbox, Turn, TurnError};
 use crate::config::Config;
 use crate::history::{Message, Part, finalize_orphans};
-use crate::ids::SessionId;
+use crate::ids::{MessageId, SessionId};
 use crate::llm;
 use crate::llm::catalog::{self, ThoughtLevel};
 use crate::permissions::{Mode, Rule};
 use crate::store::{SessionRow, Store, Write};
-use crate::tools::Workspace;
+use crate::tools::{self, Workspace};
 
 pub type Reply<T> = oneshot::Sender<Result<T, SessionError>>;
 
@@ -96,7 +97,13 @@ struct Running {
     reply: Reply<StopReason>,
 }
 
-type TurnOutcome = (Vec<Message>, Vec<Rule>, Result<StopReason, TurnError>);
+/// What a turn task gives back to the actor.
+struct TurnOutcome {
+    history: Vec<Message>,
+    rules: Vec<Rule>,
+    system: Arc<SystemPrompt>,
+    result: Result<StopReason, TurnError>,
+}
 
 struct Actor {
     services: Services,
@@ -108,6 +115,8 @@ struct Actor {
     mode: watch::Sender<Mode>,
     /// Context in use after the last step (input + cache + output tokens).
     context_used: u64,
+    /// The system prompt, assembled by the session's first turn and kept for the others.
+    system: Option<Arc<SystemPrompt>>,
     /// The first prompt's text while the session waits for a model-written title.
     title_pending: Option<String>,
     queue: VecDeque<Queued>,
@@ -142,6 +151,7 @@ pub async fn run(init: Init, services: Services, mut rx: mpsc::UnboundedReceiver
         rules,
         mode,
         context_used,
+        system: None,
         title_pending: None,
         queue: VecDeque::new(),
         running: None,
@@ -350,7 +360,8 @@ impl Actor {
 
     async fn turn_ended(&mut self, outcome: Result<TurnOutcome, tokio::task::JoinError>) {
         let result = match outcome {
-            Ok((history, rules, result)) => {
+            Ok(TurnOutcome { history, rules, system, result }) => {
+                self.system = Some(system);
                 let before = self.running.as_ref().map_or(history.len(), |running| running.history_len);
                 self.row.cost_usd += history.iter().skip(before).filter_map(|m| m.meta.cost).sum::<f64>();
                 self.context_used = last_context(&history);
@@ -417,7 +428,8 @@ impl Actor {
             Arc::clone(&self.services.sink),
         );
         let cwd = PathBuf::from(&self.row.cwd);
-        let system = agent::prompt::system_prompt(&cwd);
+        let system = self.system.clone();
+        let home = config.home_dir.clone();
         let workspace = Workspace::new(&cwd, &[]);
         let host = self.services.sink.host(&self.row.id);
         let mode = self.mode.subscribe();
@@ -432,11 +444,23 @@ impl Actor {
         let token = cancel.clone();
         let parts = queued.parts;
         self.turn = Some(tokio::spawn(async move {
+            let system = match system {
+                Some(system) => system,
+                None => {
+                    let sources = agent::prompt::gather(&cwd, home.as_deref(), tools::specs()).await;
+                    let system = agent::prompt::assemble(&sources);
+                    for warning in &system.warnings {
+                        let text = format!("Project instructions: {warning}.");
+                        recorder.record(AgentEvent::Notice { message: MessageId::generate(), text });
+                    }
+                    Arc::new(system)
+                }
+            };
             let turn = Turn {
                 provider: resolved.provider.as_ref(),
                 model: resolved.model,
                 model_ref,
-                system,
+                system: Arc::clone(&system),
                 history: &mut history,
                 recorder: &mut recorder,
                 cancel: token,
@@ -448,7 +472,7 @@ impl Actor {
                 run: agent::Run::default(),
             };
             let result = agent::run_turn(turn, parts).await;
-            (history, rules, result)
+            TurnOutcome { history, rules, system, result }
         }));
         self.running = Some(Running { ticket: queued.ticket, history_len, cancel, reply: queued.reply });
     }

@@ -18,5 +18,6 @@ mod prompt;
 mod protocol;
 mod provider;
 mod sessions;
+mod system_prompt;
 mod tidy;
 mod tools;
