@@ -44,7 +44,7 @@ impl UpdateSink for Printer {
             Update::Notice { text, .. } => {
                 let _ = writeln!(std::io::stderr().lock(), "[{text}]");
             }
-            Update::Usage { .. } => {}
+            Update::Usage { .. } | Update::Options(_) => {}
             Update::Plan(entries) => {
                 let mut out = std::io::stderr().lock();
                 let _ = writeln!(out, "[plan]");

@@ -112,6 +112,9 @@ pub fn update_to_wire(update: Update, notices: bool) -> Option<acp::SessionUpdat
         Update::Usage { used, size, cost } => acp::SessionUpdate::UsageUpdate(
             acp::UsageUpdate::new(used, size).cost(cost.map(|amount| acp::Cost::new(amount, "USD"))),
         ),
+        Update::Options(view) => {
+            acp::SessionUpdate::ConfigOptionUpdate(acp::ConfigOptionUpdate::new(config_options(&view)))
+        }
     })
 }
 
@@ -273,12 +276,13 @@ pub fn session_error(err: &SessionError) -> acp::Error {
         | SessionError::UnknownMode(_)
         | SessionError::UnknownThought(_)
         | SessionError::ModelTooSmall { .. }
+        | SessionError::Busy(_)
         | SessionError::Store(StoreError::InvalidCursor(_)) => acp::ErrorCode::InvalidParams,
         SessionError::Store(_) | SessionError::Turn(_) | SessionError::Model(_) => acp::ErrorCode::InternalError,
     };
     let error = acp::Error::new(code.into(), err.to_string());
     match err {
-        SessionError::NotFound(id) | SessionError::Closed(id) => {
+        SessionError::NotFound(id) | SessionError::Closed(id) | SessionError::Busy(id) => {
             error.data(serde_json::json!({ "sessionId": id.as_str() }))
         }
         _ => error,

@@ -22,7 +22,7 @@ use super::rpc::{Handler, Peer};
 use crate::ids::SessionId;
 use crate::llm::catalog::ThoughtLevel;
 use crate::permissions::Mode;
-use crate::session::{Registry, SessionError, Update, UpdateSink, replay};
+use crate::session::{COMMANDS, Registry, SessionError, Update, UpdateSink, replay};
 use crate::tools::Host;
 
 /// Sessions per `session/list` page.
@@ -44,6 +44,25 @@ impl WireSink {
     /// Sends an update that has no row behind it (mode and option changes).
     fn send_wire(&self, session: &SessionId, update: acp::SessionUpdate) {
         self.peer.notify("session/update", &acp::SessionNotification::new(session.as_str().to_owned(), update));
+    }
+
+    /// Sends the slash commands right after the response that tells the client about the session.
+    fn send_commands_after_response(&self, session: &SessionId) {
+        let commands = COMMANDS
+            .iter()
+            .map(|command| {
+                acp::AvailableCommand::new(command.name, command.description).input(
+                    command
+                        .hint
+                        .map(|hint| acp::AvailableCommandInput::Unstructured(acp::UnstructuredCommandInput::new(hint))),
+                )
+            })
+            .collect();
+        let update = acp::SessionUpdate::AvailableCommandsUpdate(acp::AvailableCommandsUpdate::new(commands));
+        self.peer.notify_after_response(
+            "session/update",
+            &acp::SessionNotification::new(session.as_str().to_owned(), update),
+        );
     }
 }
 
@@ -86,7 +105,8 @@ impl Agent {
                     .list(acp::SessionListCapabilities::new())
                     .resume(acp::SessionResumeCapabilities::new())
                     .close(acp::SessionCloseCapabilities::new())
-                    .delete(acp::SessionDeleteCapabilities::new()),
+                    .delete(acp::SessionDeleteCapabilities::new())
+                    .fork(acp::SessionForkCapabilities::new()),
             );
         let response = acp::InitializeResponse::new(agent_client_protocol_schema::ProtocolVersion::V1)
             .agent_capabilities(capabilities)
@@ -99,8 +119,10 @@ impl Agent {
         let request: acp::NewSessionRequest = parse("session/new", with_mcp_servers(params))?;
         let cwd = absolute("cwd", request.cwd)?;
         let sessions = self.sessions()?;
+        let sink = Arc::clone(&self.sink);
         Ok(async move {
             let view = sessions.create(&cwd).await.map_err(|err| session_error(&err))?;
+            sink.send_commands_after_response(&view.id);
             to_value(
                 &acp::NewSessionResponse::new(view.id.to_string())
                     .modes(modes(&view))
@@ -122,6 +144,7 @@ impl Agent {
                 sink.send(&id, update);
             }
             sink.send_wire(&id, usage_update(&view));
+            sink.send_commands_after_response(&id);
             to_value(&acp::LoadSessionResponse::new().modes(modes(&view)).config_options(config_options(&view)))
         }
         .boxed())
@@ -136,7 +159,26 @@ impl Agent {
         Ok(async move {
             let view = resumed.await.map_err(|err| session_error(&err))?;
             sink.send_wire(&id, usage_update(&view));
+            sink.send_commands_after_response(&id);
             to_value(&acp::ResumeSessionResponse::new().modes(modes(&view)).config_options(config_options(&view)))
+        }
+        .boxed())
+    }
+
+    fn fork_session(&self, params: Value) -> Answer {
+        let request: acp::ForkSessionRequest = parse("session/fork", params)?;
+        let cwd = absolute("cwd", request.cwd)?;
+        let parent = session_id(&request.session_id);
+        let sessions = self.sessions()?;
+        let sink = Arc::clone(&self.sink);
+        Ok(async move {
+            let view = sessions.fork(&parent, &cwd).await.map_err(|err| session_error(&err))?;
+            sink.send_commands_after_response(&view.id);
+            to_value(
+                &acp::ForkSessionResponse::new(view.id.to_string())
+                    .modes(modes(&view))
+                    .config_options(config_options(&view)),
+            )
         }
         .boxed())
     }
@@ -174,9 +216,13 @@ impl Agent {
                 .sessions
                 .into_iter()
                 .map(|row| {
+                    let status = sessions.status(&row.id);
+                    let mut meta = acp::Meta::new();
+                    meta.insert("cairn".to_owned(), serde_json::json!({ "status": status.as_str() }));
                     acp::SessionInfo::new(row.id.to_string(), row.cwd)
                         .title(row.title)
                         .updated_at(iso8601(row.updated_at))
+                        .meta(meta)
                 })
                 .collect();
             to_value(&acp::ListSessionsResponse::new(infos).next_cursor(page.next_cursor))
@@ -277,6 +323,7 @@ impl Handler for Agent {
             "session/new" => self.new_session(params),
             "session/load" => self.load_session(params),
             "session/resume" => self.resume_session(params),
+            "session/fork" => self.fork_session(params),
             "session/close" => self.close_session(params),
             "session/delete" => self.delete_session(params),
             "session/list" => self.list_sessions(params),

@@ -28,6 +28,11 @@ pub const MAX_LINE: usize = 128 * 1024 * 1024;
 /// to produce their answers.
 const DRAIN: Duration = Duration::from_millis(200);
 
+tokio::task_local! {
+    /// Lines a request's future asked to send after its response.
+    static AFTER_RESPONSE: std::cell::RefCell<Vec<Vec<u8>>>;
+}
+
 /// What a peer serves.
 pub trait Handler: Send + Sync + 'static {
     /// Starts handling a request. The synchronous part runs in wire order; the future is the answer.
@@ -112,6 +117,23 @@ impl Peer {
     /// Sends a notification.
     pub fn notify<P: Serialize>(&self, method: &str, params: &P) {
         self.send(&NotificationOut { jsonrpc: "2.0", method, params });
+    }
+
+    /// Sends a notification right after the response of the request whose future is running
+    /// (e.g. what a client may only accept once it knows the new session); outside a request's
+    /// future it is sent at once.
+    pub fn notify_after_response<P: Serialize>(&self, method: &str, params: &P) {
+        let line = match serde_json::to_vec(&NotificationOut { jsonrpc: "2.0", method, params }) {
+            Ok(mut line) => {
+                line.push(b'\n');
+                line
+            }
+            Err(err) => return tracing::error!(%err, "could not serialize an outgoing message"),
+        };
+        let deferred = AFTER_RESPONSE.try_with(|after| after.borrow_mut().push(line.clone()));
+        if deferred.is_err() {
+            let _ = self.inner.out.send(Outgoing::Line(line));
+        }
     }
 
     /// Sends a request to the client and waits for its answer. Dropping the future sends
@@ -299,14 +321,17 @@ fn handle_request<H: Handler>(peer: &Peer, handler: &Arc<H>, id: Value, method: 
         tracing::warn!(%key, "a request reused the id of one still running");
     }
     let task_peer = peer.clone();
-    peer.inner.tasks.spawn(async move {
+    peer.inner.tasks.spawn(AFTER_RESPONSE.scope(std::cell::RefCell::new(Vec::new()), async move {
         let peer = task_peer;
         if let Ok(result) = Abortable::new(future, registration).await
             && peer.finish_inflight(&key)
         {
             peer.respond(&id, result);
+            for line in AFTER_RESPONSE.with(|after| std::mem::take(&mut *after.borrow_mut())) {
+                let _ = peer.inner.out.send(Outgoing::Line(line));
+            }
         }
-    });
+    }));
 }
 
 fn handle_notification(peer: &Peer, handler: &dyn Handler, method: &str, params: Value) {

@@ -68,6 +68,8 @@ pub enum AgentEvent {
     RuleAdded(Rule),
     /// The turn reached one of its run-level points; nothing to store.
     Phase(Phase),
+    /// A model request failed and will be sent again (attempt 1 is the first retry).
+    Retrying { attempt: u32 },
 }
 
 /// A failure to make the turn durable; the turn stops on the first one.

@@ -75,6 +75,7 @@ async fn wait_to_retry(turn: &mut Turn<'_>, err: LlmError) -> Option<TurnState> 
         delay.as_secs_f64()
     );
     turn.recorder.record(AgentEvent::Notice { message: MessageId::generate(), text });
+    turn.recorder.record(AgentEvent::Retrying { attempt: turn.run.attempts });
     tokio::select! {
         biased;
         () = turn.cancel.cancelled() => Some(TurnState::Done(DoneReason::UserAbort)),

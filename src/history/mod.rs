@@ -158,6 +158,21 @@ pub enum Part {
 }
 
 impl Part {
+    /// Rewrites message ids this part refers to, after its session's messages were renamed.
+    pub fn remap_ids(&mut self, _renamed: &[(MessageId, MessageId)]) {
+        match self {
+            Part::Text { .. }
+            | Part::Reasoning { .. }
+            | Part::RedactedReasoning { .. }
+            | Part::Notice { .. }
+            | Part::Image { .. }
+            | Part::ResourceLink { .. }
+            | Part::Resource { .. }
+            | Part::BlobResource { .. }
+            | Part::Tool(_) => {}
+        }
+    }
+
     /// The `parts.type` column value.
     pub fn kind(&self) -> &'static str {
         match self {
@@ -195,4 +210,21 @@ pub fn finalize_orphans(messages: &mut [Message]) -> Vec<(MessageId, u32, Part)>
         }
     }
     changed
+}
+
+/// The same messages under fresh ids (in order, so they still sort), with every reference from
+/// one message to another rewritten to the new ids. Parts are otherwise copied verbatim.
+pub fn with_new_ids(messages: Vec<Message>) -> Vec<Message> {
+    let renamed: Vec<(MessageId, MessageId)> = messages.iter().map(|m| (m.id.clone(), MessageId::generate())).collect();
+    messages
+        .into_iter()
+        .zip(&renamed)
+        .map(|(mut message, (_, new))| {
+            message.id = new.clone();
+            for part in &mut message.parts {
+                part.remap_ids(&renamed);
+            }
+            message
+        })
+        .collect()
 }

@@ -7,6 +7,7 @@
 //! connection in editor mode and a printer in `cairn exec`.
 
 mod actor;
+pub mod commands;
 mod recorder;
 mod registry;
 mod title;
@@ -22,6 +23,7 @@ use crate::permissions::Mode;
 use crate::store::StoreError;
 use crate::tools::Host;
 
+pub use commands::COMMANDS;
 pub use registry::{PromptFuture, Registry};
 
 /// Something the editor should be shown about a session, in domain terms.
@@ -45,6 +47,34 @@ pub enum Update {
     Notice { message: MessageId, text: String },
     /// How full the context window is, and what the session has cost (USD) when prices are known.
     Usage { used: u64, size: u64, cost: Option<f64> },
+    /// The session's options changed from inside (a `/model` command).
+    Options(Box<SessionView>),
+}
+
+/// What a session is doing, for `/status` and `session/list`. Kept in memory only: after a
+/// restart every session is idle.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum Status {
+    #[default]
+    Idle,
+    Busy,
+    /// A model request failed and is being tried again.
+    Retrying {
+        attempt: u32,
+    },
+    /// The last turn failed; cleared by the next prompt.
+    Error(String),
+}
+
+impl Status {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Status::Idle => "idle",
+            Status::Busy => "busy",
+            Status::Retrying { .. } => "retrying",
+            Status::Error(_) => "error",
+        }
+    }
 }
 
 /// The other side: where updates go once their rows are committed, and the editor services the
@@ -98,7 +128,7 @@ pub enum SessionError {
     #[error("unknown thought level `{0}`; choose one of: off, low, medium, high")]
     UnknownThought(String),
     #[error(
-        "{model} has a {window}-token context window, smaller than the {used} tokens this session already uses; start a new session (or fork) to use it"
+        "{model} has a {window}-token context window, smaller than the {used} tokens this session already uses; run /compact first, or /fork and switch the copy"
     )]
     ModelTooSmall { model: String, window: u64, used: u64 },
     #[error(transparent)]
@@ -109,6 +139,8 @@ pub enum SessionError {
     Model(#[from] LlmError),
     #[error("session {0} was closed")]
     Closed(SessionId),
+    #[error("session {0} is busy (a turn is running or queued); wait for it to end or cancel it, then try again")]
+    Busy(SessionId),
 }
 
 /// The updates that show a stored conversation again, in order (`session/load`).

@@ -9,8 +9,9 @@ use std::collections::HashSet;
 use std::sync::{Arc, OnceLock};
 
 use futures::future::BoxFuture;
+use tokio::sync::watch;
 
-use super::{Update, UpdateSink};
+use super::{Status, Update, UpdateSink};
 use crate::agent::{AgentEvent, RecordError, Recorder, StreamKind};
 use crate::history::{CallState, Message, MessageMeta, Part, Role};
 use crate::ids::SessionId;
@@ -26,11 +27,19 @@ pub struct StoreRecorder {
     failure: Arc<OnceLock<RecordError>>,
     /// Tool calls already shown with `tool_call`; later changes are `tool_call_update`s.
     shown_calls: HashSet<String>,
+    /// The session's status: retrying while a request is tried again, busy once it streams.
+    status: Arc<watch::Sender<Status>>,
 }
 
 impl StoreRecorder {
-    pub fn new(session: SessionId, project: String, store: Store, sink: Arc<dyn UpdateSink>) -> Self {
-        Self { session, project, store, sink, failure: Arc::new(OnceLock::new()), shown_calls: HashSet::new() }
+    pub fn new(
+        session: SessionId,
+        project: String,
+        store: Store,
+        sink: Arc<dyn UpdateSink>,
+        status: Arc<watch::Sender<Status>>,
+    ) -> Self {
+        Self { session, project, store, sink, failure: Arc::new(OnceLock::new()), shown_calls: HashSet::new(), status }
     }
 
     /// A callback that shows `updates` once committed, or remembers the failure.
@@ -62,6 +71,13 @@ impl Recorder for StoreRecorder {
         match event {
             AgentEvent::UserMessage(message) => self.write(Write::InsertMessage { session_id, message }, Vec::new()),
             AgentEvent::AssistantStarted { message, model } => {
+                self.status.send_if_modified(|status| {
+                    let retrying = matches!(status, Status::Retrying { .. });
+                    if retrying {
+                        *status = Status::Busy;
+                    }
+                    retrying
+                });
                 let meta = MessageMeta { model: Some(model), ..MessageMeta::default() };
                 let message = Message { id: message, role: Role::Assistant, parts: Vec::new(), meta };
                 self.write(Write::InsertMessage { session_id, message }, Vec::new());
@@ -120,6 +136,9 @@ impl Recorder for StoreRecorder {
                 self.write(write, Vec::new());
             }
             AgentEvent::Phase(phase) => tracing::trace!(session = %session_id, ?phase, "turn phase"),
+            AgentEvent::Retrying { attempt } => {
+                self.status.send_replace(Status::Retrying { attempt });
+            }
         }
     }
 

@@ -12,10 +12,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, watch};
 
 use super::actor::{self, Command, Init, Services};
-use super::{SessionError, SessionView, UpdateSink};
+use super::{SessionError, SessionView, Status, UpdateSink};
 use crate::agent::StopReason;
 use crate::config::Config;
 use crate::history::{Message, Part};
@@ -49,6 +49,7 @@ pub struct Inner {
 struct Live {
     tx: mpsc::UnboundedSender<Command>,
     generation: u64,
+    status: watch::Receiver<Status>,
 }
 
 impl Inner {
@@ -224,6 +225,20 @@ impl Registry {
         Ok(self.inner.store.list_sessions(cwd, cursor, limit).await?)
     }
 
+    /// What a session is doing; sessions that are not live are idle.
+    pub fn status(&self, id: &SessionId) -> Status {
+        let live = self.inner.live.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        live.get(id).map(|entry| entry.status.borrow().clone()).unwrap_or_default()
+    }
+
+    /// Copies a session (refused while it is busy) into a new live session in `cwd`.
+    pub async fn fork(&self, parent: &SessionId, cwd: &Path) -> Result<SessionView, SessionError> {
+        let cwd = cwd.to_string_lossy().into_owned();
+        let id = self.ask(parent, Init::Restore(parent.clone()), |reply| Command::Fork { cwd, reply }).await?;
+        let (row, history) = actor::restore(&self.inner.store, &id).await?;
+        self.ask(&id, Init::Ready { row, history }, |reply| Command::Describe { reply }).await
+    }
+
     /// Cancels every running turn, gives them a moment to finish, and flushes the store.
     pub async fn shutdown(&self) {
         let all: Vec<_> = {
@@ -287,6 +302,7 @@ impl Registry {
         }
         let generation = self.inner.counter.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = mpsc::unbounded_channel();
+        let (status, status_rx) = watch::channel(Status::Idle);
         let _ = tx.send(command);
         let services = Services {
             store: self.inner.store.clone(),
@@ -296,9 +312,10 @@ impl Registry {
             sink: Arc::clone(&self.inner.sink),
             registry: Arc::downgrade(&self.inner),
             generation,
+            status: Arc::new(status),
         };
         tokio::spawn(actor::run(init, services, rx));
-        live.insert(id, Live { tx: tx.clone(), generation });
+        live.insert(id, Live { tx: tx.clone(), generation, status: status_rx });
         Some(tx)
     }
 }

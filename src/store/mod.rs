@@ -141,6 +141,27 @@ pub enum Write {
     DeleteSession {
         id: SessionId,
     },
+    /// Hides `from` and every later message of the session (rewind); nothing is deleted.
+    HideFrom {
+        session_id: SessionId,
+        from: MessageId,
+    },
+    /// Replaces the session's remembered rules (a revoke).
+    SetSessionRules {
+        id: SessionId,
+        rules: Vec<Rule>,
+    },
+    /// Forgets a project-scope rule.
+    RemoveProjectRule {
+        project: String,
+        rule: Rule,
+    },
+    /// Creates `row` as a copy of `parent`'s visible messages (new ids, parts verbatim), records
+    /// the parent and the fork point, and recomputes the rollups from the copied messages.
+    ForkSession {
+        row: Box<SessionRow>,
+        parent: SessionId,
+    },
     /// Changes nothing; its callback runs once everything queued before it is committed.
     Barrier,
 }

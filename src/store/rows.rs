@@ -369,6 +369,69 @@ pub fn upsert_part(
     Ok(())
 }
 
+pub fn hide_from(conn: &Connection, session_id: &SessionId, from: &MessageId, at: i64) -> rusqlite::Result<()> {
+    conn.prepare_cached("UPDATE messages SET hidden_at = ?3 WHERE session_id = ?1 AND id >= ?2 AND hidden_at IS NULL")?
+        .execute(params![session_id.as_str(), from.as_str(), at])?;
+    conn.prepare_cached("UPDATE sessions SET updated_at = ?2 WHERE id = ?1")?
+        .execute(params![session_id.as_str(), at])?;
+    Ok(())
+}
+
+pub fn set_session_rules(conn: &Connection, id: &SessionId, rules: &[Rule], at: i64) -> rusqlite::Result<()> {
+    conn.prepare_cached("UPDATE sessions SET permissions_json = ?2, updated_at = ?3 WHERE id = ?1")?
+        .execute(params![id.as_str(), to_json(&rules), at])?;
+    Ok(())
+}
+
+pub fn remove_project_rule(conn: &Connection, project: &str, rule: &Rule) -> rusqlite::Result<()> {
+    conn.prepare_cached(
+        "DELETE FROM permission_rules WHERE project = ?1 AND permission = ?2 AND pattern = ?3 AND action = ?4",
+    )?
+    .execute(params![project, rule.permission.as_str(), rule.pattern, action_name(rule.action)])?;
+    Ok(())
+}
+
+/// See [`super::Write::ForkSession`].
+pub fn fork_session(conn: &Connection, row: &SessionRow, parent: &SessionId, at: i64) -> rusqlite::Result<()> {
+    let copied = messages(conn, parent).map_err(|err| match err {
+        ReadError::Sqlite(err) => err,
+        ReadError::InvalidCursor(_) => rusqlite::Error::InvalidQuery,
+    })?;
+    insert_session(conn, row)?;
+    let point = copied.last().map(|m| m.id.as_str().to_owned());
+    conn.prepare_cached(
+        "UPDATE sessions SET parent_id = ?2, parent_message_id = ?3,
+           metadata_json = (SELECT metadata_json FROM sessions WHERE id = ?2) WHERE id = ?1",
+    )?
+    .execute(params![row.id.as_str(), parent.as_str(), point])?;
+    let renamed = crate::history::with_new_ids(copied);
+    for message in &renamed {
+        insert_message(conn, &row.id, message, at)?;
+    }
+    recompute_rollups(conn, &row.id)
+}
+
+/// Sets a session's token and cost totals from its visible messages.
+fn recompute_rollups(conn: &Connection, id: &SessionId) -> rusqlite::Result<()> {
+    conn.prepare_cached(
+        "UPDATE sessions SET
+           prompt_tokens = t.input, completion_tokens = t.output, reasoning_tokens = t.reasoning,
+           cache_read = t.cache_read, cache_write = t.cache_write,
+           total_tokens = t.input + t.output + t.cache_read + t.cache_write, cost_usd = t.cost
+         FROM (SELECT
+                 coalesce(sum(json_extract(metadata_json, '$.usage.input')), 0) AS input,
+                 coalesce(sum(json_extract(metadata_json, '$.usage.output')), 0) AS output,
+                 coalesce(sum(json_extract(metadata_json, '$.usage.reasoning')), 0) AS reasoning,
+                 coalesce(sum(json_extract(metadata_json, '$.usage.cache_read')), 0) AS cache_read,
+                 coalesce(sum(json_extract(metadata_json, '$.usage.cache_write')), 0) AS cache_write,
+                 coalesce(sum(json_extract(metadata_json, '$.cost')), 0.0) AS cost
+               FROM messages WHERE session_id = ?1 AND hidden_at IS NULL) AS t
+         WHERE sessions.id = ?1",
+    )?
+    .execute([id.as_str()])?;
+    Ok(())
+}
+
 pub fn delete_session(conn: &Connection, id: &SessionId) -> rusqlite::Result<()> {
     conn.prepare_cached("DELETE FROM sessions WHERE id = ?1")?.execute([id.as_str()])?;
     Ok(())

@@ -163,6 +163,18 @@ impl Writer {
                     results[i] = self.savepoint(|conn| rows::delete_session(conn, id));
                 }
                 Write::InsertSession(row) => results[i] = self.savepoint(|conn| rows::insert_session(conn, row)),
+                Write::HideFrom { session_id, from } => {
+                    results[i] = self.savepoint(|conn| rows::hide_from(conn, session_id, from, now));
+                }
+                Write::SetSessionRules { id, rules } => {
+                    results[i] = self.savepoint(|conn| rows::set_session_rules(conn, id, rules, now));
+                }
+                Write::RemoveProjectRule { project, rule } => {
+                    results[i] = self.savepoint(|conn| rows::remove_project_rule(conn, project, rule));
+                }
+                Write::ForkSession { row, parent } => {
+                    results[i] = self.savepoint(|conn| rows::fork_session(conn, row, parent, now));
+                }
                 Write::SetSessionModel { id, model } => {
                     results[i] = self.savepoint(|conn| rows::set_session_model(conn, id, model, now));
                 }

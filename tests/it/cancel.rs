@@ -90,7 +90,13 @@ async fn a_prompt_sent_while_busy_is_queued_and_runs_after_the_current_turn() {
         .filter(|u| u["sessionUpdate"] == "agent_message_chunk")
         .map(|u| u["content"]["text"].as_str().unwrap().to_owned())
         .collect();
-    assert_eq!(texts, ["first ", "answer", "second answer"], "never interleaved");
+    let (queued, answers): (Vec<String>, Vec<String>) = texts.into_iter().partition(|t| t.contains("queued"));
+    assert_eq!(answers, ["first ", "answer", "second answer"], "never interleaved");
+    assert_eq!(
+        queued,
+        ["This prompt is queued behind 1 turn; it runs when the session is free."],
+        "the queue is shown"
+    );
     let requests = env.mock.requests();
     assert_eq!(requests.len(), 2);
     let second_request = requests[1]["messages"].as_array().unwrap();

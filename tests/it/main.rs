@@ -8,6 +8,7 @@
 mod support;
 
 mod cancel;
+mod commands;
 mod durability;
 mod headless;
 mod limits;

@@ -123,7 +123,8 @@ async fn read_only_mode_refuses_edits_and_commands_without_asking() {
     let id = agent.request("session/set_mode", json!({"sessionId": session, "modeId": "read-only"})).await;
     let (response, notifications) = agent.response(id).await;
     assert_eq!(response["result"], json!({}));
-    let option = &updates(&notifications, &session)[0]["configOptions"][1];
+    let changed = updates(&notifications, &session);
+    let option = &changed.iter().find(|u| u["sessionUpdate"] == "config_option_update").unwrap()["configOptions"][1];
     assert_eq!((option["id"].as_str(), option["currentValue"].as_str()), (Some("mode"), Some("read-only")));
     turn(&mut agent, &session, "go").await;
     let results = tool_results(&env, 1);

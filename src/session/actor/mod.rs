@@ -4,28 +4,30 @@
 //! task that borrows the history (by moving it in and back out), so the actor stays free to hear
 //! `Cancel` while the turn streams. Prompts that arrive while a turn runs wait in a queue and run
 //! in arrival order; a cancel ends the running turn and answers every queued prompt `cancelled`.
+//! Slash commands (`slash`) either answer at once or wait in the same queue; model turns are
+//! started and taken back in `turn`.
+
+mod slash;
+mod turn;
 
 use std::collections::VecDeque;
-use std::path::PathBuf;
 use std::sync::{Arc, Weak};
 
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use super::recorder::StoreRecorder;
+use super::commands::{self, Slash};
 use super::registry::Inner;
-use super::{ContextUsage, SessionError, SessionView, Update, UpdateSink, title};
+use super::{ContextUsage, SessionError, SessionView, Status, UpdateSink};
 use crate::agent::prompt::SystemPrompt;
-use crate::agent::{self, AgentEvent, Recorder, StopReason, Toolbox, Turn, TurnError};
+use crate::agent::{StopReason, TurnError};
 use crate::config::Config;
 use crate::history::{Message, Part, finalize_orphans};
-use crate::ids::{MessageId, SessionId};
-use crate::llm;
+use crate::ids::SessionId;
 use crate::llm::catalog::{self, ThoughtLevel};
 use crate::permissions::{Mode, Rule};
 use crate::store::{SessionRow, Store, Write};
-use crate::tools::{self, Workspace};
 
 pub type Reply<T> = oneshot::Sender<Result<T, SessionError>>;
 
@@ -57,6 +59,12 @@ pub enum Command {
     Describe {
         reply: Reply<SessionView>,
     },
+    /// `session/fork`: copy the session (refused while it is busy); answers the new session's id
+    /// once its rows are committed.
+    Fork {
+        cwd: String,
+        reply: Reply<SessionId>,
+    },
     /// Cancel everything, wait for the turn to end, then stop.
     Close {
         reply: oneshot::Sender<()>,
@@ -81,12 +89,20 @@ pub struct Services {
     pub sink: Arc<dyn UpdateSink>,
     pub registry: Weak<Inner>,
     pub generation: u64,
+    /// What the session is doing, read by `session/list` through the registry.
+    pub status: Arc<watch::Sender<Status>>,
 }
 
 struct Queued {
     ticket: u64,
-    parts: Vec<Part>,
+    work: Work,
     reply: Reply<StopReason>,
+}
+
+/// What a queued prompt asks for.
+enum Work {
+    Prompt(Vec<Part>),
+    Slash(Slash),
 }
 
 struct Running {
@@ -190,6 +206,9 @@ fn refuse_all(rx: &mut mpsc::UnboundedReceiver<Command>, err: &SessionError) {
                     other => Err(other.clone()),
                 });
             }
+            Command::Fork { reply, .. } => {
+                let _ = reply.send(Err(err.clone()));
+            }
             Command::SetModel { reply, .. }
             | Command::SetMode { reply, .. }
             | Command::SetThought { reply, .. }
@@ -243,10 +262,19 @@ impl Actor {
     /// the turn has ended.
     fn handle(&mut self, command: Command) -> Option<oneshot::Sender<()>> {
         match command {
-            Command::Prompt { ticket, parts, reply } => {
-                self.queue.push_back(Queued { ticket, parts, reply });
-                self.start_next();
-            }
+            Command::Prompt { ticket, parts, reply } => match commands::parse(&parts) {
+                Some(Err(usage)) => {
+                    self.say(usage);
+                    let _ = reply.send(Ok(StopReason::EndTurn));
+                }
+                Some(Ok(slash)) if slash.is_immediate() => {
+                    let text = self.run_immediate(slash);
+                    self.say(text);
+                    let _ = reply.send(Ok(StopReason::EndTurn));
+                }
+                Some(Ok(slash)) => self.enqueue(Queued { ticket, work: Work::Slash(slash), reply }),
+                None => self.enqueue(Queued { ticket, work: Work::Prompt(parts), reply }),
+            },
             Command::Cancel => self.cancel_all(),
             Command::CancelPrompt { ticket } => {
                 if let Some(running) = self.running.as_ref().filter(|r| r.ticket == ticket) {
@@ -281,6 +309,13 @@ impl Actor {
             }
             Command::Describe { reply } => {
                 let _ = reply.send(Ok(self.view()));
+            }
+            Command::Fork { cwd, reply } => {
+                if self.running.is_some() || !self.queue.is_empty() {
+                    let _ = reply.send(Err(SessionError::Busy(self.row.id.clone())));
+                } else {
+                    self.fork(cwd, reply);
+                }
             }
             Command::Close { reply } => return Some(reply),
         }
@@ -341,6 +376,18 @@ impl Actor {
         Ok(self.view())
     }
 
+    /// Queues work behind the running turn, telling the user where it stands.
+    fn enqueue(&mut self, queued: Queued) {
+        if self.running.is_some() {
+            let ahead = self.queue.len() + 1;
+            let what = if matches!(queued.work, Work::Prompt(_)) { "This prompt" } else { "This command" };
+            let turns = if ahead == 1 { "turn" } else { "turns" };
+            self.tell(format!("{what} is queued behind {ahead} {turns}; it runs when the session is free."));
+        }
+        self.queue.push_back(queued);
+        self.start_next();
+    }
+
     fn cancel_all(&mut self) {
         if let Some(running) = &self.running {
             running.cancel.cancel();
@@ -348,133 +395,6 @@ impl Actor {
         for queued in self.queue.drain(..) {
             let _ = queued.reply.send(Ok(StopReason::Cancelled));
         }
-    }
-
-    /// Waits for a running turn to end and answers its prompt.
-    async fn finish_turn(&mut self) {
-        if let Some(handle) = self.turn.take() {
-            let outcome = handle.await;
-            self.turn_ended(outcome).await;
-        }
-    }
-
-    async fn turn_ended(&mut self, outcome: Result<TurnOutcome, tokio::task::JoinError>) {
-        let result = match outcome {
-            Ok(TurnOutcome { history, rules, system, result }) => {
-                self.system = Some(system);
-                let before = self.running.as_ref().map_or(history.len(), |running| running.history_len);
-                self.row.cost_usd += history.iter().skip(before).filter_map(|m| m.meta.cost).sum::<f64>();
-                self.context_used = last_context(&history);
-                self.history = Some(history);
-                self.rules = rules;
-                result
-            }
-            Err(err) => {
-                // The turn task panicked; what it committed is the truth, so reread it.
-                tracing::error!(session = %self.row.id, %err, "turn task failed");
-                self.history = Some(self.services.store.messages(&self.row.id).await.unwrap_or_default());
-                Err(TurnError::Internal(format!("the turn stopped unexpectedly: {err}")))
-            }
-        };
-        if let Some(running) = self.running.take() {
-            let _ = running.reply.send(result.map_err(SessionError::from));
-        }
-        if let Some(prompt) = self.title_pending.take() {
-            title::spawn(&self.services, &self.row, prompt);
-        }
-        self.start_next();
-    }
-
-    fn start_next(&mut self) {
-        if self.running.is_some() {
-            return;
-        }
-        let Some(queued) = self.queue.pop_front() else { return };
-        let Some(mut history) = self.history.take() else {
-            self.queue.push_front(queued);
-            return;
-        };
-        let config = Arc::clone(&self.services.config);
-        let resolved = match llm::resolve(&config, &self.row.model) {
-            Ok(resolved) => resolved,
-            Err(err) => {
-                self.history = Some(history);
-                let _ = queued.reply.send(Err(err.into()));
-                return self.start_next();
-            }
-        };
-        if self.row.title.is_none()
-            && let Some(title) = title_from(&queued.parts)
-        {
-            self.row.title = Some(title.clone());
-            self.title_pending = Some(prompt_text(&queued.parts));
-            let show = Arc::clone(&self.services.sink);
-            let id = self.row.id.clone();
-            let update = Update::Title(title.clone());
-            self.services.store.submit(
-                Write::SetSessionTitle { id: self.row.id.clone(), title },
-                Some(Box::new(move |result| {
-                    if result.is_ok() {
-                        show.send(&id, update);
-                    }
-                })),
-            );
-        }
-        let cancel = CancellationToken::new();
-        let mut recorder = StoreRecorder::new(
-            self.row.id.clone(),
-            self.row.cwd.clone(),
-            self.services.store.clone(),
-            Arc::clone(&self.services.sink),
-        );
-        let cwd = PathBuf::from(&self.row.cwd);
-        let system = self.system.clone();
-        let home = config.home_dir.clone();
-        let workspace = Workspace::new(&cwd, &[]);
-        let host = self.services.sink.host(&self.row.id);
-        let mode = self.mode.subscribe();
-        let mut rules = std::mem::take(&mut self.rules);
-        self.rules.clone_from(&rules);
-        let model_ref = self.row.model.clone();
-        let info = catalog::info(&config, &model_ref);
-        // Only a level the user chose is sent; otherwise the provider's default applies.
-        let thought = self.row.thought_level.as_deref().and_then(ThoughtLevel::parse);
-        let spent = self.row.cost_usd;
-        let history_len = history.len();
-        let token = cancel.clone();
-        let parts = queued.parts;
-        self.turn = Some(tokio::spawn(async move {
-            let system = match system {
-                Some(system) => system,
-                None => {
-                    let sources = agent::prompt::gather(&cwd, home.as_deref(), tools::specs()).await;
-                    let system = agent::prompt::assemble(&sources);
-                    for warning in &system.warnings {
-                        let text = format!("Project instructions: {warning}.");
-                        recorder.record(AgentEvent::Notice { message: MessageId::generate(), text });
-                    }
-                    Arc::new(system)
-                }
-            };
-            let turn = Turn {
-                provider: resolved.provider.as_ref(),
-                model: resolved.model,
-                model_ref,
-                system: Arc::clone(&system),
-                history: &mut history,
-                recorder: &mut recorder,
-                cancel: token,
-                limits: config.limits.clone(),
-                tools: Toolbox { workspace, host, mode, rules: &mut rules },
-                info,
-                thought,
-                spent,
-                run: agent::Run::default(),
-            };
-            let result = agent::run_turn(turn, parts).await;
-            TurnOutcome { history, rules, system, result }
-        }));
-        self.running = Some(Running { ticket: queued.ticket, history_len, cancel, reply: queued.reply });
     }
 }
 

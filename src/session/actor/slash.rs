@@ -1,0 +1,223 @@
+//! The session actor's slash commands: `/status`, `/permissions`, `/model` answer at once;
+//! `/rewind`, `/fork`, `/compact` and revocations wait their turn in the queue, so they never
+//! change a history a turn is using. Answers are short agent messages that are not stored and
+//! never reach the model.
+
+use std::fmt::Write as _;
+
+use super::{Actor, Reply, last_context};
+use crate::agent::StopReason;
+use crate::history::{Part, Role};
+use crate::ids::{MessageId, SessionId, now_ms};
+use crate::llm::catalog;
+use crate::permissions::{self, Action, Scope};
+use crate::session::commands::{Revoke, Slash};
+use crate::session::{SessionError, Status, Update};
+use crate::store::{SessionRow, Write};
+
+impl Actor {
+    /// A short agent message for the user alone: shown, not stored, never sent to the model.
+    pub(super) fn say(&self, text: String) {
+        self.services.sink.send(&self.row.id, Update::AgentText { message: MessageId::generate(), text });
+    }
+
+    /// A note outside the conversation (a `notice` where the client takes them).
+    pub(super) fn tell(&self, text: String) {
+        self.services.sink.send(&self.row.id, Update::Notice { message: MessageId::generate(), text });
+    }
+
+    pub(super) fn run_immediate(&mut self, slash: Slash) -> String {
+        match slash {
+            Slash::Status => self.status_text(),
+            Slash::Permissions(None) => self.rules_text(),
+            Slash::Model(None) => {
+                let view = self.view();
+                let mut text = format!("Model: {}. Switch with /model <name>; available:", view.model);
+                for model in view.models {
+                    let _ = write!(text, "\n- {model}");
+                }
+                text
+            }
+            Slash::Model(Some(model)) => match self.set_model(model) {
+                Ok(view) => {
+                    let text = format!("Model: {} from the next turn.", view.model);
+                    let usage = Update::Usage { used: view.usage.used, size: view.usage.size, cost: view.usage.cost };
+                    self.services.sink.send(&self.row.id, Update::Options(Box::new(view)));
+                    self.services.sink.send(&self.row.id, usage);
+                    text
+                }
+                Err(err) => format!("The model was not changed: {err}."),
+            },
+            Slash::Permissions(Some(_)) | Slash::Rewind(_) | Slash::Fork | Slash::Compact(_) => {
+                "This command waits for the running turn.".to_owned()
+            }
+        }
+    }
+
+    /// Stand-in until compaction lands.
+    fn compact(&mut self, _instructions: Option<String>, reply: Reply<StopReason>) {
+        self.say("Compaction is not available yet.".to_owned());
+        let _ = reply.send(Ok(StopReason::EndTurn));
+    }
+
+    /// Runs a command that waited in the queue; the session is idle now.
+    pub(super) fn run_queued(&mut self, slash: Slash, reply: Reply<StopReason>) {
+        let text = match slash {
+            Slash::Rewind(n) => self.rewind(n),
+            Slash::Permissions(Some(revoke)) => self.revoke(revoke),
+            Slash::Fork => {
+                let (tx, rx) = tokio::sync::oneshot::channel();
+                self.fork(self.row.cwd.clone(), tx);
+                let sink = std::sync::Arc::clone(&self.services.sink);
+                let id = self.row.id.clone();
+                tokio::spawn(async move {
+                    let text = match rx.await {
+                        Ok(Ok(fork)) => format!(
+                            "Forked into session {fork}: a copy of this conversation with its own history. Open it from the session list."
+                        ),
+                        Ok(Err(err)) => format!("The session was not forked: {err}."),
+                        Err(_) => "The session was not forked: it closed.".to_owned(),
+                    };
+                    sink.send(&id, Update::AgentText { message: MessageId::generate(), text });
+                    let _ = reply.send(Ok(StopReason::EndTurn));
+                });
+                return;
+            }
+            Slash::Compact(instructions) => return self.compact(instructions, reply),
+            Slash::Status | Slash::Permissions(None) | Slash::Model(_) => self.run_immediate(slash),
+        };
+        self.say(text);
+        let _ = reply.send(Ok(StopReason::EndTurn));
+    }
+
+    fn status_text(&self) -> String {
+        let status = self.services.status.borrow().clone();
+        let state = match &status {
+            Status::Idle => "idle".to_owned(),
+            Status::Busy => "busy (a turn is running)".to_owned(),
+            Status::Retrying { attempt } => format!("retrying a model request (retry {attempt})"),
+            Status::Error(err) => format!("error: the last turn failed ({err})"),
+        };
+        let usage = self.usage();
+        let info = catalog::info(&self.services.config, &self.row.model);
+        let threshold =
+            info.context_window.saturating_sub(self.services.config.compaction.reserve_tokens.min(info.max_output));
+        let percent = (usage.used * 100).checked_div(usage.size).unwrap_or(0);
+        let limits = &self.services.config.limits;
+        let off = |n: u64| if n == 0 { "off".to_owned() } else { n.to_string() };
+        let l = limits.loop_detection;
+        let mut text = format!(
+            "Status: {state}; {} queued.\nModel: {}; context {} of {} tokens ({percent}%), compaction at {threshold}.\nMode: {}.",
+            self.queue.len(),
+            self.row.model,
+            usage.used,
+            usage.size,
+            self.view().mode.id(),
+        );
+        if let Some(cost) = usage.cost {
+            let _ = write!(text, " Cost so far: ${cost:.4}.");
+        }
+        let _ = write!(
+            text,
+            "\nLimits per turn: {} model requests, {} s, {} tool errors in a row, token budget {}, loop detection {}/{}/{}.",
+            off(u64::from(limits.max_rounds)),
+            limits.timeout.map_or_else(|| "no limit on".to_owned(), |t| t.as_secs().to_string()),
+            off(u64::from(limits.consecutive_errors)),
+            limits.token_budget.map_or_else(|| "off".to_owned(), |b| b.to_string()),
+            l.warn,
+            l.cooldown,
+            l.stop,
+        );
+        text
+    }
+
+    fn rules_text(&self) -> String {
+        if self.rules.is_empty() {
+            return "No remembered permission rules. Answering \"always\" to a permission question adds one."
+                .to_owned();
+        }
+        let mut text = "Remembered permission rules (revoke with /permissions revoke <n> or revoke all):".to_owned();
+        for (n, rule) in self.rules.iter().enumerate() {
+            let action = match rule.action {
+                Action::Allow => "allow",
+                Action::Deny => "reject",
+            };
+            let scope = match rule.source {
+                Scope::Session => "this session",
+                Scope::Project => "this project",
+            };
+            let _ = write!(text, "\n{}. {action} {} ({scope})", n + 1, permissions::describe_rule(rule));
+        }
+        text
+    }
+
+    fn revoke(&mut self, revoke: Revoke) -> String {
+        let gone = match revoke {
+            Revoke::All => std::mem::take(&mut self.rules),
+            Revoke::One(n) if n <= self.rules.len() => vec![self.rules.remove(n - 1)],
+            Revoke::One(n) => return format!("There is no rule {n}; /permissions lists {} rules.", self.rules.len()),
+        };
+        let session: Vec<_> = self.rules.iter().filter(|r| r.source == Scope::Session).cloned().collect();
+        if gone.iter().any(|r| r.source == Scope::Session) {
+            self.row.rules.clone_from(&session);
+            self.services.store.submit(Write::SetSessionRules { id: self.row.id.clone(), rules: session }, None);
+        }
+        for rule in gone.iter().filter(|r| r.source == Scope::Project) {
+            let write = Write::RemoveProjectRule { project: self.row.cwd.clone(), rule: rule.clone() };
+            self.services.store.submit(write, None);
+        }
+        let rules = if gone.len() == 1 { "rule" } else { "rules" };
+        format!("Revoked {} {rules}; cairn will ask again.", gone.len())
+    }
+
+    /// Hides the last `n` user turns (everything from the n-th last prompt on). The next prompt
+    /// continues from there; the hidden rows stay in the database.
+    fn rewind(&mut self, n: usize) -> String {
+        let Some(history) = self.history.as_mut() else { return "The session is busy.".to_owned() };
+        let prompts: Vec<usize> = history
+            .iter()
+            .enumerate()
+            .filter(|(_, m)| m.role == Role::User && !m.parts.iter().all(|p| matches!(p, Part::Notice { .. })))
+            .map(|(i, _)| i)
+            .collect();
+        if prompts.is_empty() {
+            return "Nothing to rewind: this session has no turns yet.".to_owned();
+        }
+        let n = n.min(prompts.len());
+        let at = prompts[prompts.len() - n];
+        let first_line = history[at]
+            .parts
+            .iter()
+            .find_map(|p| match p {
+                Part::Text { text } => text.lines().find(|l| !l.trim().is_empty()).map(str::to_owned),
+                _ => None,
+            })
+            .unwrap_or_default();
+        let from = history[at].id.clone();
+        history.truncate(at);
+        self.context_used = last_context(history);
+        self.services.store.submit(Write::HideFrom { session_id: self.row.id.clone(), from }, None);
+        let usage = self.usage();
+        self.services.sink.send(&self.row.id, Update::Usage { used: usage.used, size: usage.size, cost: usage.cost });
+        let turns = if n == 1 { "turn" } else { "turns" };
+        format!(
+            "Rewound {n} {turns}: the next prompt continues from before “{first_line}”. The hidden messages are kept in the database; files were not changed."
+        )
+    }
+
+    /// Copies the session into a new one (see `Write::ForkSession`), answering its id once the
+    /// rows are committed.
+    pub(super) fn fork(&mut self, cwd: String, reply: Reply<SessionId>) {
+        let mut row = SessionRow::new(SessionId::generate(), cwd, self.row.model.clone(), now_ms());
+        row.title = self.row.title.as_ref().map(|title| format!("{title} (copy)"));
+        row.mode.clone_from(&self.row.mode);
+        let id = row.id.clone();
+        let write = Write::ForkSession { row: Box::new(row), parent: self.row.id.clone() };
+        self.services.store.submit(
+            write,
+            Some(Box::new(move |result| {
+                let _ = reply.send(result.map(|()| id).map_err(SessionError::from));
+            })),
+        );
+    }
+}

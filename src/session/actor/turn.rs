@@ -1,0 +1,160 @@
+//! The actor's model turns: starting one on its own task with the history and rules lent to it,
+//! and taking them back when it ends (answering its prompt, updating status, cost and context).
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use tokio_util::sync::CancellationToken;
+
+use super::{Actor, Reply, Running, TurnOutcome, Work, last_context, prompt_text, title_from};
+use crate::agent::{self, AgentEvent, Recorder, StopReason, Toolbox, Turn, TurnError};
+use crate::history::Part;
+use crate::ids::MessageId;
+use crate::llm;
+use crate::llm::catalog::{self, ThoughtLevel};
+use crate::session::recorder::StoreRecorder;
+use crate::session::{SessionError, Status, Update, title};
+use crate::store::Write;
+use crate::tools::{self, Workspace};
+
+impl Actor {
+    /// Waits for a running turn to end and answers its prompt.
+    pub(super) async fn finish_turn(&mut self) {
+        if let Some(handle) = self.turn.take() {
+            let outcome = handle.await;
+            self.turn_ended(outcome).await;
+        }
+    }
+
+    pub(super) async fn turn_ended(&mut self, outcome: Result<TurnOutcome, tokio::task::JoinError>) {
+        let result = match outcome {
+            Ok(TurnOutcome { history, rules, system, result }) => {
+                self.system = Some(system);
+                let before = self.running.as_ref().map_or(history.len(), |running| running.history_len);
+                self.row.cost_usd += history.iter().skip(before).filter_map(|m| m.meta.cost).sum::<f64>();
+                self.context_used = last_context(&history);
+                self.history = Some(history);
+                self.rules = rules;
+                result
+            }
+            Err(err) => {
+                // The turn task panicked; what it committed is the truth, so reread it.
+                tracing::error!(session = %self.row.id, %err, "turn task failed");
+                self.history = Some(self.services.store.messages(&self.row.id).await.unwrap_or_default());
+                Err(TurnError::Internal(format!("the turn stopped unexpectedly: {err}")))
+            }
+        };
+        self.services.status.send_replace(match &result {
+            Ok(_) => Status::Idle,
+            Err(err) => Status::Error(err.to_string()),
+        });
+        if let Some(running) = self.running.take() {
+            let _ = running.reply.send(result.map_err(SessionError::from));
+        }
+        if let Some(prompt) = self.title_pending.take() {
+            title::spawn(&self.services, &self.row, prompt);
+        }
+        self.start_next();
+    }
+
+    /// Starts the queued work in order until something is running or the queue is empty.
+    pub(super) fn start_next(&mut self) {
+        while self.running.is_none() && self.history.is_some() {
+            let Some(queued) = self.queue.pop_front() else { return };
+            match queued.work {
+                Work::Prompt(parts) => self.spawn_turn(queued.ticket, parts, queued.reply),
+                Work::Slash(slash) => self.run_queued(slash, queued.reply),
+            }
+        }
+    }
+
+    /// Starts a model turn for `parts` on its own task, lending it the history and rules.
+    fn spawn_turn(&mut self, ticket: u64, parts: Vec<Part>, reply: Reply<StopReason>) {
+        let Some(mut history) = self.history.take() else {
+            let _ = reply.send(Err(SessionError::Turn(TurnError::Internal("the history is lent out".into()))));
+            return;
+        };
+        let config = Arc::clone(&self.services.config);
+        let resolved = match llm::resolve(&config, &self.row.model) {
+            Ok(resolved) => resolved,
+            Err(err) => {
+                self.history = Some(history);
+                let _ = reply.send(Err(err.into()));
+                return;
+            }
+        };
+        if self.row.title.is_none()
+            && let Some(title) = title_from(&parts)
+        {
+            self.row.title = Some(title.clone());
+            self.title_pending = Some(prompt_text(&parts));
+            let show = Arc::clone(&self.services.sink);
+            let id = self.row.id.clone();
+            let update = Update::Title(title.clone());
+            self.services.store.submit(
+                Write::SetSessionTitle { id: self.row.id.clone(), title },
+                Some(Box::new(move |result| {
+                    if result.is_ok() {
+                        show.send(&id, update);
+                    }
+                })),
+            );
+        }
+        let cancel = CancellationToken::new();
+        let mut recorder = StoreRecorder::new(
+            self.row.id.clone(),
+            self.row.cwd.clone(),
+            self.services.store.clone(),
+            Arc::clone(&self.services.sink),
+            Arc::clone(&self.services.status),
+        );
+        self.services.status.send_replace(Status::Busy);
+        let cwd = PathBuf::from(&self.row.cwd);
+        let system = self.system.clone();
+        let home = config.home_dir.clone();
+        let workspace = Workspace::new(&cwd, &[]);
+        let host = self.services.sink.host(&self.row.id);
+        let mode = self.mode.subscribe();
+        let mut rules = std::mem::take(&mut self.rules);
+        self.rules.clone_from(&rules);
+        let model_ref = self.row.model.clone();
+        let info = catalog::info(&config, &model_ref);
+        // Only a level the user chose is sent; otherwise the provider's default applies.
+        let thought = self.row.thought_level.as_deref().and_then(ThoughtLevel::parse);
+        let spent = self.row.cost_usd;
+        let history_len = history.len();
+        let token = cancel.clone();
+        self.turn = Some(tokio::spawn(async move {
+            let system = match system {
+                Some(system) => system,
+                None => {
+                    let sources = agent::prompt::gather(&cwd, home.as_deref(), tools::specs()).await;
+                    let system = agent::prompt::assemble(&sources);
+                    for warning in &system.warnings {
+                        let text = format!("Project instructions: {warning}.");
+                        recorder.record(AgentEvent::Notice { message: MessageId::generate(), text });
+                    }
+                    Arc::new(system)
+                }
+            };
+            let turn = Turn {
+                provider: resolved.provider.as_ref(),
+                model: resolved.model,
+                model_ref,
+                system: Arc::clone(&system),
+                history: &mut history,
+                recorder: &mut recorder,
+                cancel: token,
+                limits: config.limits.clone(),
+                tools: Toolbox { workspace, host, mode, rules: &mut rules },
+                info,
+                thought,
+                spent,
+                run: agent::Run::default(),
+            };
+            let result = agent::run_turn(turn, parts).await;
+            TurnOutcome { history, rules, system, result }
+        }));
+        self.running = Some(Running { ticket, history_len, cancel, reply });
+    }
+}
