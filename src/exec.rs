@@ -44,7 +44,15 @@ impl UpdateSink for Printer {
             Update::Notice { text, .. } => {
                 let _ = writeln!(std::io::stderr().lock(), "[{text}]");
             }
-            Update::Usage { .. } | Update::Options(_) => {}
+            Update::Usage { .. } | Update::Options(_) | Update::CompactionSummary { .. } => {}
+            Update::Compaction {
+                note,
+                state: crate::session::CompactionState::Completed | crate::session::CompactionState::Failed,
+                ..
+            } => {
+                let _ = writeln!(std::io::stderr().lock(), "[{note}]");
+            }
+            Update::Compaction { .. } => {}
             Update::Plan(entries) => {
                 let mut out = std::io::stderr().lock();
                 let _ = writeln!(out, "[plan]");

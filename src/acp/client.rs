@@ -23,6 +23,15 @@ use crate::tools::host::{
     ExitStatus, Host, HostError, OptionKind, PermissionAnswer, PermissionOption, TerminalOutput, TerminalRequest,
 };
 
+/// The optional `session/update` kinds a client advertised.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Shown {
+    /// `notice`; otherwise notes are short agent messages.
+    pub notices: bool,
+    /// `compaction_update` and `compaction_summary_chunk`; otherwise a short agent message.
+    pub compaction: bool,
+}
+
 /// What the client said it can do, set at `initialize`.
 #[derive(Default)]
 pub struct ClientFeatures {
@@ -30,6 +39,7 @@ pub struct ClientFeatures {
     pub write_files: AtomicBool,
     pub terminals: AtomicBool,
     pub notices: AtomicBool,
+    pub compaction: AtomicBool,
 }
 
 impl ClientFeatures {
@@ -39,6 +49,13 @@ impl ClientFeatures {
         self.terminals.store(capabilities.terminal, Ordering::Relaxed);
         let notices = capabilities.session.as_ref().is_some_and(|s| s.notices.is_some());
         self.notices.store(notices, Ordering::Relaxed);
+        let compaction = capabilities.session.as_ref().is_some_and(|s| s.compaction.is_some());
+        self.compaction.store(compaction, Ordering::Relaxed);
+    }
+
+    /// Which optional updates this client takes.
+    pub fn shown(&self) -> Shown {
+        Shown { notices: self.notices.load(Ordering::Relaxed), compaction: self.compaction.load(Ordering::Relaxed) }
     }
 }
 

@@ -5,11 +5,12 @@
 use agent_client_protocol_schema::v1 as acp;
 use serde_json::Value;
 
+use super::client::Shown;
 use crate::history::{CallState, Part, PlanPriority, PlanStatus, ToolContent, ToolKind, ToolPart};
 use crate::ids::MessageId;
 use crate::llm::catalog::ThoughtLevel;
 use crate::permissions::Mode;
-use crate::session::{SessionError, SessionView, Update};
+use crate::session::{CompactionState, SessionError, SessionView, Update};
 use crate::store::StoreError;
 
 /// A prompt block as a part to store and send to the model.
@@ -70,12 +71,12 @@ pub fn part_to_block(part: &Part) -> Option<acp::ContentBlock> {
                 acp::BlobResourceContents::new(blob.clone(), uri.clone()).mime_type(mime_type.clone()),
             ),
         )),
-        Part::Tool(_) => return None,
+        Part::Tool(_) | Part::Compaction(_) => return None,
     })
 }
 
 /// The `session/update` for an update, or `None` if this client should not get it.
-pub fn update_to_wire(update: Update, notices: bool) -> Option<acp::SessionUpdate> {
+pub fn update_to_wire(update: Update, shown: Shown) -> Option<acp::SessionUpdate> {
     let chunk = |message: MessageId, block: acp::ContentBlock| {
         acp::ContentChunk::new(block).message_id(acp::MessageId::new(message.as_str()))
     };
@@ -104,7 +105,7 @@ pub fn update_to_wire(update: Update, notices: bool) -> Option<acp::SessionUpdat
                 .collect(),
         )),
         Update::Title(title) => acp::SessionUpdate::SessionInfoUpdate(acp::SessionInfoUpdate::new().title(title)),
-        Update::Notice { text, .. } if notices => {
+        Update::Notice { text, .. } if shown.notices => {
             acp::SessionUpdate::Notice(acp::Notice::new(acp::NoticeSeverity::Warning, text))
         }
         // Clients without notices see the note as a short agent message.
@@ -114,6 +115,26 @@ pub fn update_to_wire(update: Update, notices: bool) -> Option<acp::SessionUpdat
         ),
         Update::Options(view) => {
             acp::SessionUpdate::ConfigOptionUpdate(acp::ConfigOptionUpdate::new(config_options(&view)))
+        }
+        Update::CompactionSummary { id, text } if shown.compaction => acp::SessionUpdate::CompactionSummaryChunk(
+            acp::CompactionSummaryChunk::new(id.as_str().to_owned(), text.into()),
+        ),
+        Update::Compaction { id, state, error, .. } if shown.compaction => {
+            let status = match state {
+                CompactionState::InProgress => acp::CompactionStatus::InProgress,
+                CompactionState::Completed => acp::CompactionStatus::Completed,
+                CompactionState::Failed => acp::CompactionStatus::Failed,
+            };
+            acp::SessionUpdate::CompactionUpdate(
+                acp::CompactionUpdate::new(id.as_str().to_owned(), status).error(error),
+            )
+        }
+        // Clients without compaction updates see one short agent message when it is over.
+        Update::Compaction { id, state: CompactionState::Completed | CompactionState::Failed, note, .. } => {
+            acp::SessionUpdate::AgentMessageChunk(chunk(id, note.into()))
+        }
+        Update::Compaction { state: CompactionState::InProgress, .. } | Update::CompactionSummary { .. } => {
+            return None;
         }
     })
 }
@@ -250,8 +271,11 @@ fn thought_name(level: ThoughtLevel) -> &'static str {
 
 /// The context and cost of a session as a `usage_update`.
 pub fn usage_update(view: &SessionView) -> acp::SessionUpdate {
-    update_to_wire(Update::Usage { used: view.usage.used, size: view.usage.size, cost: view.usage.cost }, false)
-        .unwrap_or(acp::SessionUpdate::UsageUpdate(acp::UsageUpdate::new(view.usage.used, view.usage.size)))
+    update_to_wire(
+        Update::Usage { used: view.usage.used, size: view.usage.size, cost: view.usage.cost },
+        Shown::default(),
+    )
+    .unwrap_or(acp::SessionUpdate::UsageUpdate(acp::UsageUpdate::new(view.usage.used, view.usage.size)))
 }
 
 /// The session's modes, for clients that use `session/set_mode` rather than config options.

@@ -5,7 +5,6 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 
 use agent_client_protocol_schema::v1 as acp;
 use futures::FutureExt;
@@ -68,7 +67,7 @@ impl WireSink {
 
 impl UpdateSink for WireSink {
     fn send(&self, session: &SessionId, update: Update) {
-        if let Some(update) = update_to_wire(update, self.features.notices.load(Ordering::Relaxed)) {
+        if let Some(update) = update_to_wire(update, self.features.shown()) {
             self.peer.notify("session/update", &acp::SessionNotification::new(session.as_str().to_owned(), update));
         }
     }

@@ -70,6 +70,12 @@ pub enum AgentEvent {
     Phase(Phase),
     /// A model request failed and will be sent again (attempt 1 is the first retry).
     Retrying { attempt: u32 },
+    /// A compaction began; `id` will be its marker message's id.
+    CompactionStarted { id: MessageId },
+    /// The compaction's marker message (one `Compaction` part; the summarizer's usage on it).
+    CompactionFinished(Message),
+    /// The compaction failed; nothing changed.
+    CompactionFailed { id: MessageId, error: String },
 }
 
 /// A failure to make the turn durable; the turn stops on the first one.

@@ -9,6 +9,7 @@
 //! [`Recorder`]; this module imports neither the wire protocol nor the database.
 
 mod calls;
+pub mod compact;
 pub mod events;
 mod loops;
 pub mod prompt;
@@ -24,16 +25,16 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::Limits;
-use crate::history::{Message, MessageMeta, Part, Role};
+use crate::history::{Message, MessageMeta, Part, Role, view};
 use crate::ids::MessageId;
 use crate::llm::catalog::{ModelInfo, ThoughtLevel};
-use crate::llm::{ModelRequest, Provider};
+use crate::llm::{LlmError, ModelRequest, Provider};
 use crate::permissions::{Mode, Rule};
 use crate::tools::{self, Host, Workspace};
 
 pub use events::{AgentEvent, Phase, RecordError, Recorder, StreamKind};
 use loops::{LoopGuard, Verdict};
-pub use state::{DoneReason, ModelStop, StopReason, TurnError, TurnState};
+pub use state::{DoneReason, ModelStop, StopReason, TurnError, TurnState, Why};
 use stop::{Stats, Stop};
 
 /// Everything one turn works with. The session actor lends it its history and rules for the turn.
@@ -57,6 +58,10 @@ pub struct Turn<'a> {
     pub thought: Option<ThoughtLevel>,
     /// What the session has cost so far (USD), for `usage_update`.
     pub spent: f64,
+    /// The context in use (the provider's count after the last step, or a compaction's estimate).
+    pub context_used: u64,
+    /// Who writes summaries when the context fills up; `None` turns compaction off.
+    pub summarizer: Option<compact::Summarizer<'a>>,
     /// What the run keeps between its steps; `Run::default()` for a new turn.
     pub run: Run,
 }
@@ -78,6 +83,12 @@ pub struct Run {
     attempts: u32,
     /// History length when the step began: the step's messages come after it.
     step_from: usize,
+    /// A compaction was tried in this step (never twice in one step).
+    compacted: bool,
+    /// An automatic compaction failed in this turn; do not try again until the next prompt.
+    compaction_failed: bool,
+    /// A request refused as too long was compacted and retried once.
+    overflow_retried: bool,
 }
 
 impl Turn<'_> {
@@ -124,17 +135,24 @@ pub async fn run_turn(mut turn: Turn<'_>, prompt: Vec<Part>) -> Result<StopReaso
             state = TurnState::Done(DoneReason::UserAbort);
         }
         tracing::debug!(?state, "turn state");
+        // A step ends when its answer and its tools are done, not when a retry or a compaction
+        // sends the same step back to Sampling.
+        let ran_tools = matches!(state, TurnState::Executing(_) | TurnState::Confirming(_));
         let next = match state {
             TurnState::Sampling => {
                 if !in_step {
                     in_step = true;
                     turn.run.stats.rounds += 1;
                     turn.run.step_from = turn.history.len();
+                    turn.run.compacted = false;
                     turn.phase(Phase::StepStart);
-                    before_inference(&mut turn);
                 }
-                steps::sampling(&mut turn).await
+                match turn.run.request.is_none().then(|| before_inference(&mut turn)).flatten() {
+                    Some(compacting) => compacting,
+                    None => steps::sampling(&mut turn).await,
+                }
             }
+            TurnState::Compacting(why) => compacting(&mut turn, why).await,
             TurnState::Streaming(streaming) => {
                 let next = steps::streaming(&mut turn, streaming).await;
                 if !matches!(next, TurnState::Sampling) {
@@ -146,8 +164,7 @@ pub async fn run_turn(mut turn: Turn<'_>, prompt: Vec<Part>) -> Result<StopReaso
             TurnState::Confirming(queue) => calls::confirming(&mut turn, queue).await,
             TurnState::Done(reason) => return run_end(&mut turn, &user, reason).await,
         };
-        let step_over =
-            matches!(next, TurnState::Done(_)) || (matches!(next, TurnState::Sampling) && turn.run.attempts == 0);
+        let step_over = matches!(next, TurnState::Done(_)) || (ran_tools && matches!(next, TurnState::Sampling));
         state = if in_step && step_over {
             in_step = false;
             step_end(&mut turn, next).await
@@ -157,10 +174,20 @@ pub async fn run_turn(mut turn: Turn<'_>, prompt: Vec<Part>) -> Result<StopReaso
     }
 }
 
-/// Builds the step's request: the conversation, the tools not on cooldown, and the reminders,
-/// which are sent this once.
-fn before_inference(turn: &mut Turn<'_>) {
+/// Builds the step's request: the conversation as the model sees it (from the latest compaction
+/// marker), the tools not on cooldown, and the reminders, which are sent this once. Goes to
+/// Compacting first when the context in use has reached the threshold.
+fn before_inference(turn: &mut Turn<'_>) -> Option<TurnState> {
     turn.phase(Phase::BeforeInference);
+    if let Some(summarizer) = &turn.summarizer
+        && summarizer.settings.auto
+        && !turn.run.compacted
+        && !turn.run.compaction_failed
+        && turn.context_used
+            >= compact::usable(turn.info.context_window, turn.info.max_output, summarizer.settings.reserve_tokens)
+    {
+        return Some(TurnState::Compacting(Why::Threshold));
+    }
     let cooling: Vec<String> = turn.run.cooldowns.iter().map(|(tool, _)| tool.clone()).collect();
     turn.run.cooldowns.retain_mut(|(_, left)| {
         *left = left.saturating_sub(1);
@@ -168,7 +195,7 @@ fn before_inference(turn: &mut Turn<'_>) {
     });
     let tools =
         tools::specs().iter().filter(|spec| !cooling.iter().any(|tool| spec["name"] == **tool)).cloned().collect();
-    let mut messages = turn.history.clone();
+    let mut messages = view::model_view(turn.history);
     if !turn.run.reminders.is_empty() {
         let text = std::mem::take(&mut turn.run.reminders).join("\n\n");
         messages.push(Message::new(Role::User, vec![Part::Text { text }], MessageMeta::default()));
@@ -181,6 +208,49 @@ fn before_inference(turn: &mut Turn<'_>) {
         max_output: turn.info.max_output,
         thought: turn.thought.filter(|_| turn.info.reasoning),
     });
+    None
+}
+
+/// The Compacting state: one compaction, then the step's request is built again.
+async fn compacting(turn: &mut Turn<'_>, why: Why) -> TurnState {
+    turn.run.compacted = true;
+    turn.run.request = None;
+    let Some(summarizer) = &turn.summarizer else { return TurnState::Sampling };
+    let job = compact::Job {
+        history: turn.history,
+        recorder: turn.recorder,
+        cancel: &turn.cancel,
+        window: turn.info.context_window,
+        max_output: turn.info.max_output,
+        // A refused request held at least a full window, whatever the last step counted.
+        context_used: match why {
+            Why::Overflow(_) => turn.context_used.max(turn.info.context_window),
+            Why::Threshold => turn.context_used,
+        },
+        auto: true,
+        instructions: None,
+        spent: turn.spent,
+    };
+    tracing::info!(?why, context = turn.context_used, "compacting");
+    let threshold = compact::usable(turn.info.context_window, turn.info.max_output, summarizer.settings.reserve_tokens);
+    match compact::run(summarizer, job).await {
+        Ok(compaction) => {
+            turn.context_used = compaction.tokens_after;
+            turn.spent = turn.history.last().and_then(|m| m.meta.cost).map_or(turn.spent, |cost| turn.spent + cost);
+            // Not enough freed: do not summarize again at every step of this turn.
+            turn.run.compaction_failed = compaction.tokens_after >= threshold;
+        }
+        Err(compact::CompactError::Cancelled) => return TurnState::Done(DoneReason::UserAbort),
+        Err(err) => {
+            turn.run.compaction_failed = true;
+            if let Why::Overflow(detail) = why {
+                // Sending the same request again would only be refused again.
+                tracing::warn!(%err, "the request is too long and could not be compacted");
+                return TurnState::Done(DoneReason::Error(LlmError::ContextTooLong { detail }.into()));
+            }
+        }
+    }
+    TurnState::Sampling
 }
 
 /// The step is over: commit it (the checkpoint), then let the stop conditions and the loop guard

@@ -25,6 +25,8 @@ pub enum TurnState {
     Executing(CallQueue),
     /// Waiting for the user to allow the first queued call (a pending `session/request_permission`).
     Confirming(CallQueue),
+    /// Making the history fit the context window again, then back to Sampling.
+    Compacting(Why),
     /// The turn is over.
     Done(DoneReason),
 }
@@ -36,9 +38,19 @@ impl fmt::Debug for TurnState {
             TurnState::Streaming(streaming) => write!(f, "Streaming({})", streaming.message.id),
             TurnState::Executing(queue) => write!(f, "Executing({} calls)", queue.calls.len()),
             TurnState::Confirming(queue) => write!(f, "Confirming({} calls)", queue.calls.len()),
+            TurnState::Compacting(why) => write!(f, "Compacting({why:?})"),
             TurnState::Done(reason) => write!(f, "Done({reason:?})"),
         }
     }
+}
+
+/// What sent the turn to Compacting.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Why {
+    /// The context in use reached the threshold before a request.
+    Threshold,
+    /// The provider refused a request as too long for the window (its words).
+    Overflow(String),
 }
 
 /// An answer being streamed: the provider's events and the assistant message they build.

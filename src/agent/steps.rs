@@ -9,7 +9,7 @@ use tokio::time::Instant;
 
 use super::Turn;
 use super::events::{AgentEvent, StreamKind};
-use super::state::{CallQueue, DoneReason, ModelStop, QueuedCall, Streaming, TurnError, TurnState};
+use super::state::{CallQueue, DoneReason, ModelStop, QueuedCall, Streaming, TurnError, TurnState, Why};
 use crate::history::{CallState, Finish, Message, MessageMeta, Part, Role, ToolPart};
 use crate::ids::MessageId;
 use crate::llm::retry::RetryPolicy;
@@ -33,6 +33,13 @@ pub async fn sampling(turn: &mut Turn<'_>) -> TurnState {
         };
         match sent {
             Ok(events) => break (events, deadline),
+            Err(LlmError::ContextTooLong { detail })
+                if !turn.run.overflow_retried && turn.summarizer.is_some() && turn.run.attempts == 0 =>
+            {
+                // One compaction and one more try; a second refusal is the turn's error.
+                turn.run.overflow_retried = true;
+                return TurnState::Compacting(Why::Overflow(detail));
+            }
             Err(err) => {
                 if let Some(done) = wait_to_retry(turn, err).await {
                     return done;
@@ -310,6 +317,7 @@ fn complete(turn: &mut Turn<'_>, mut s: Streaming, finish: Finish, error: Option
     if let Some(usage) = s.message.meta.usage {
         turn.spent += s.message.meta.cost.unwrap_or(0.0);
         let used = usage.input + usage.cache_read + usage.cache_write + usage.output;
+        turn.context_used = used;
         let cost = turn.info.prices.map(|_| turn.spent);
         turn.recorder.record(AgentEvent::ContextUsage { used, size: turn.info.context_window, cost });
     }

@@ -92,6 +92,8 @@ async fn run_logged(
         info: ModelInfo { context_window: 100_000, max_output: 4_000, prices: None, reasoning: false },
         thought: None,
         spent: 0.0,
+        context_used: 0,
+        summarizer: None,
         run: Run::default(),
     };
     let result = run_turn(turn, vec![Part::Text { text: "go".into() }]).await;

@@ -6,6 +6,7 @@
 //! their lifecycle are in `tool`.
 
 mod tool;
+pub mod view;
 
 use serde::{Deserialize, Serialize};
 
@@ -155,12 +156,32 @@ pub enum Part {
     },
     /// A tool call the model made, with its outcome once known.
     Tool(ToolPart),
+    /// A compaction marker: the summary and where the verbatim tail starts (see `view`).
+    Compaction(view::Compaction),
 }
 
 impl Part {
     /// Rewrites message ids this part refers to, after its session's messages were renamed.
-    pub fn remap_ids(&mut self, _renamed: &[(MessageId, MessageId)]) {
+    pub fn remap_ids(&mut self, renamed: &[(MessageId, MessageId)]) {
+        let remap = |id: &mut Option<MessageId>| {
+            if let Some((_, new)) = renamed.iter().find(|(old, _)| id.as_ref() == Some(old)) {
+                *id = Some(new.clone());
+            }
+        };
         match self {
+            Part::Compaction(compaction) => {
+                remap(&mut compaction.tail_start);
+                // `pruned_before` may name the marker's own (later) id or any id: map it to the
+                // first copied message at or after it, so the same messages stay pruned.
+                if let Some(before) = &compaction.pruned_before {
+                    compaction.pruned_before = Some(
+                        renamed
+                            .iter()
+                            .find(|(old, _)| old >= before)
+                            .map_or_else(MessageId::generate, |(_, new)| new.clone()),
+                    );
+                }
+            }
             Part::Text { .. }
             | Part::Reasoning { .. }
             | Part::RedactedReasoning { .. }
@@ -185,6 +206,7 @@ impl Part {
             Part::Resource { .. } => "resource",
             Part::BlobResource { .. } => "blob_resource",
             Part::Tool(_) => "tool",
+            Part::Compaction(_) => "compaction",
         }
     }
 }

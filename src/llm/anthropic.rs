@@ -116,7 +116,8 @@ fn assistant_content(message: &Message) -> (Vec<Value>, Vec<Value>) {
             | Part::Image { .. }
             | Part::ResourceLink { .. }
             | Part::Resource { .. }
-            | Part::BlobResource { .. } => {}
+            | Part::BlobResource { .. }
+            | Part::Compaction(_) => {}
         }
     }
     (said, results)

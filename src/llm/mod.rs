@@ -196,7 +196,11 @@ pub(crate) fn user_blocks(message: &Message) -> Vec<UserBlock<'_>> {
                     blob.len()
                 ))),
             },
-            Part::Reasoning { .. } | Part::RedactedReasoning { .. } | Part::Notice { .. } | Part::Tool(_) => continue,
+            Part::Reasoning { .. }
+            | Part::RedactedReasoning { .. }
+            | Part::Notice { .. }
+            | Part::Tool(_)
+            | Part::Compaction(_) => continue,
         };
         blocks.push(block);
     }

@@ -95,7 +95,8 @@ fn assistant_messages(message: &Message) -> Vec<Value> {
             | Part::Image { .. }
             | Part::ResourceLink { .. }
             | Part::Resource { .. }
-            | Part::BlobResource { .. } => {}
+            | Part::BlobResource { .. }
+            | Part::Compaction(_) => {}
         }
     }
     if text.is_empty() && calls.is_empty() {

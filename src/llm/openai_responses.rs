@@ -80,7 +80,8 @@ fn assistant_items(message: &Message, input: &mut Vec<Value>) {
             | Part::Image { .. }
             | Part::ResourceLink { .. }
             | Part::Resource { .. }
-            | Part::BlobResource { .. } => {}
+            | Part::BlobResource { .. }
+            | Part::Compaction(_) => {}
         }
     }
     if !text.is_empty() {

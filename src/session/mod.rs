@@ -15,6 +15,7 @@ mod title;
 use std::sync::Arc;
 
 use crate::agent::TurnError;
+use crate::history::view::{Compaction, Method};
 use crate::history::{Part, PlanEntry, ToolPart};
 use crate::ids::{MessageId, SessionId};
 use crate::llm::LlmError;
@@ -49,6 +50,44 @@ pub enum Update {
     Usage { used: u64, size: u64, cost: Option<f64> },
     /// The session's options changed from inside (a `/model` command).
     Options(Box<SessionView>),
+    /// A compaction's progress; `note` is the short message for clients without compaction
+    /// updates, `error` why it failed.
+    Compaction { id: MessageId, state: CompactionState, note: String, error: Option<String> },
+    /// A compaction's summary, sent before it completes.
+    CompactionSummary { id: MessageId, text: String },
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CompactionState {
+    InProgress,
+    Completed,
+    Failed,
+}
+
+/// What a user without compaction updates is told about a finished compaction.
+pub fn compaction_note(compaction: &Compaction) -> String {
+    let what = match compaction.method {
+        Method::Pruned => "pruned old tool outputs".to_owned(),
+        Method::Summary => format!("summarized {} earlier messages", compaction.summarized),
+        Method::Chunked => format!("summarized {} earlier messages in parts", compaction.summarized),
+        Method::DropMiddle => {
+            format!(
+                "summarized the start and end of {} earlier messages (the middle was too long)",
+                compaction.summarized
+            )
+        }
+    };
+    format!(
+        "Compacted the conversation: {what} (about {} → {} tokens). Nothing was deleted; /rewind brings it back.",
+        compaction.tokens_before, compaction.tokens_after
+    )
+}
+
+/// What a user is told about a failed compaction.
+pub fn compaction_failed_note(error: &str) -> String {
+    format!(
+        "Compaction failed ({error}); the conversation is unchanged and the session stays usable. Try /compact again, or /fork and continue with a larger-window model."
+    )
 }
 
 /// What a session is doing, for `/status` and `session/list`. Kept in memory only: after a
@@ -161,6 +200,17 @@ pub fn replay(messages: &[crate::history::Message]) -> impl Iterator<Item = Upda
                     Some(Update::AgentThought { message: id, text: text.clone() })
                 }
                 (_, Part::Notice { text }) => Some(Update::AgentText { message: id, text: text.clone() }),
+                (_, Part::Compaction(compaction)) => {
+                    let summary = (!compaction.summary.is_empty())
+                        .then(|| Update::CompactionSummary { id: id.clone(), text: compaction.summary.clone() });
+                    let done = Update::Compaction {
+                        id,
+                        state: CompactionState::Completed,
+                        note: compaction_note(compaction),
+                        error: None,
+                    };
+                    return summary.into_iter().chain(std::iter::once(done)).collect::<Vec<_>>();
+                }
                 (Role::User, part) => Some(Update::UserChunk { message: id, part: part.clone() }),
                 (Role::Assistant, _) => None,
             };

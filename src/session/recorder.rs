@@ -11,7 +11,7 @@ use std::sync::{Arc, OnceLock};
 use futures::future::BoxFuture;
 use tokio::sync::watch;
 
-use super::{Status, Update, UpdateSink};
+use super::{CompactionState, Status, Update, UpdateSink, compaction_failed_note, compaction_note};
 use crate::agent::{AgentEvent, RecordError, Recorder, StreamKind};
 use crate::history::{CallState, Message, MessageMeta, Part, Role};
 use crate::ids::SessionId;
@@ -136,6 +136,41 @@ impl Recorder for StoreRecorder {
                 self.write(write, Vec::new());
             }
             AgentEvent::Phase(phase) => tracing::trace!(session = %session_id, ?phase, "turn phase"),
+            AgentEvent::CompactionStarted { id } => {
+                let update =
+                    Update::Compaction { id, state: CompactionState::InProgress, note: String::new(), error: None };
+                self.write(Write::Barrier, vec![update]);
+            }
+            AgentEvent::CompactionFinished(message) => {
+                let mut updates = Vec::new();
+                if let Some(Part::Compaction(compaction)) = message.parts.first() {
+                    if !compaction.summary.is_empty() {
+                        updates.push(Update::CompactionSummary {
+                            id: message.id.clone(),
+                            text: compaction.summary.clone(),
+                        });
+                    }
+                    updates.push(Update::Compaction {
+                        id: message.id.clone(),
+                        state: CompactionState::Completed,
+                        note: compaction_note(compaction),
+                        error: None,
+                    });
+                }
+                let (message_id, meta) = (message.id.clone(), message.meta.clone());
+                self.write(Write::InsertMessage { session_id: session_id.clone(), message }, Vec::new());
+                // The summarizer's tokens and cost count toward the session's totals.
+                self.write(Write::FinishMessage { session_id, message_id, meta }, updates);
+            }
+            AgentEvent::CompactionFailed { id, error } => {
+                let update = Update::Compaction {
+                    id,
+                    state: CompactionState::Failed,
+                    note: compaction_failed_note(&error),
+                    error: Some(error),
+                };
+                self.write(Write::Barrier, vec![update]);
+            }
             AgentEvent::Retrying { attempt } => {
                 self.status.send_replace(Status::Retrying { attempt });
             }

@@ -346,7 +346,8 @@ pub fn upsert_part(
         | Part::Image { .. }
         | Part::ResourceLink { .. }
         | Part::Resource { .. }
-        | Part::BlobResource { .. } => (None, None),
+        | Part::BlobResource { .. }
+        | Part::Compaction(_) => (None, None),
     };
     conn.prepare_cached(
         "INSERT INTO parts (id, message_id, session_id, idx, type, data_json, tool_call_id, tool_state, created_at, updated_at)

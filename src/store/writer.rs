@@ -255,6 +255,7 @@ fn append(part: &mut Part, delta: &str) {
         | Part::ResourceLink { .. }
         | Part::Resource { .. }
         | Part::BlobResource { .. }
-        | Part::Tool(_) => {}
+        | Part::Tool(_)
+        | Part::Compaction(_) => {}
     }
 }

@@ -9,6 +9,7 @@ mod support;
 
 mod cancel;
 mod commands;
+mod compaction;
 mod durability;
 mod headless;
 mod limits;

@@ -118,6 +118,8 @@ struct TurnOutcome {
     history: Vec<Message>,
     rules: Vec<Rule>,
     system: Arc<SystemPrompt>,
+    /// The system prompt is the session's (a compaction task has none to give back).
+    keep_system: bool,
     result: Result<StopReason, TurnError>,
 }
 
@@ -412,9 +414,9 @@ fn title_from(parts: &[Part]) -> Option<String> {
     Some(title)
 }
 
-/// The context in use after the last step that reported usage.
+/// The context in use: the last step's usage, or the estimate of a compaction after it.
 fn last_context(history: &[Message]) -> u64 {
-    history.iter().rev().find_map(|m| m.meta.usage).map_or(0, |u| u.input + u.cache_read + u.cache_write + u.output)
+    crate::history::view::context_used(history)
 }
 
 /// The level a reasoning model runs at when the user chose none: Anthropic thinks only when

@@ -54,14 +54,8 @@ impl Actor {
         }
     }
 
-    /// Stand-in until compaction lands.
-    fn compact(&mut self, _instructions: Option<String>, reply: Reply<StopReason>) {
-        self.say("Compaction is not available yet.".to_owned());
-        let _ = reply.send(Ok(StopReason::EndTurn));
-    }
-
     /// Runs a command that waited in the queue; the session is idle now.
-    pub(super) fn run_queued(&mut self, slash: Slash, reply: Reply<StopReason>) {
+    pub(super) fn run_queued(&mut self, ticket: u64, slash: Slash, reply: Reply<StopReason>) {
         let text = match slash {
             Slash::Rewind(n) => self.rewind(n),
             Slash::Permissions(Some(revoke)) => self.revoke(revoke),
@@ -83,7 +77,7 @@ impl Actor {
                 });
                 return;
             }
-            Slash::Compact(instructions) => return self.compact(instructions, reply),
+            Slash::Compact(instructions) => return self.spawn_compaction(ticket, instructions, reply),
             Slash::Status | Slash::Permissions(None) | Slash::Model(_) => self.run_immediate(slash),
         };
         self.say(text);
@@ -100,8 +94,8 @@ impl Actor {
         };
         let usage = self.usage();
         let info = catalog::info(&self.services.config, &self.row.model);
-        let threshold =
-            info.context_window.saturating_sub(self.services.config.compaction.reserve_tokens.min(info.max_output));
+        let reserve = self.services.config.compaction.reserve_tokens;
+        let threshold = crate::agent::compact::usable(info.context_window, info.max_output, reserve);
         let percent = (usage.used * 100).checked_div(usage.size).unwrap_or(0);
         let limits = &self.services.config.limits;
         let off = |n: u64| if n == 0 { "off".to_owned() } else { n.to_string() };

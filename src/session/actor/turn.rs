@@ -7,11 +7,14 @@ use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 use super::{Actor, Reply, Running, TurnOutcome, Work, last_context, prompt_text, title_from};
+use crate::agent::compact::{self, CompactError, Summarizer};
 use crate::agent::{self, AgentEvent, Recorder, StopReason, Toolbox, Turn, TurnError};
+use crate::config::Config;
 use crate::history::Part;
 use crate::ids::MessageId;
 use crate::llm;
 use crate::llm::catalog::{self, ThoughtLevel};
+use crate::llm::retry::RetryPolicy;
 use crate::session::recorder::StoreRecorder;
 use crate::session::{SessionError, Status, Update, title};
 use crate::store::Write;
@@ -28,8 +31,10 @@ impl Actor {
 
     pub(super) async fn turn_ended(&mut self, outcome: Result<TurnOutcome, tokio::task::JoinError>) {
         let result = match outcome {
-            Ok(TurnOutcome { history, rules, system, result }) => {
-                self.system = Some(system);
+            Ok(TurnOutcome { history, rules, system, result, keep_system }) => {
+                if keep_system {
+                    self.system = Some(system);
+                }
                 let before = self.running.as_ref().map_or(history.len(), |running| running.history_len);
                 self.row.cost_usd += history.iter().skip(before).filter_map(|m| m.meta.cost).sum::<f64>();
                 self.context_used = last_context(&history);
@@ -63,7 +68,7 @@ impl Actor {
             let Some(queued) = self.queue.pop_front() else { return };
             match queued.work {
                 Work::Prompt(parts) => self.spawn_turn(queued.ticket, parts, queued.reply),
-                Work::Slash(slash) => self.run_queued(slash, queued.reply),
+                Work::Slash(slash) => self.run_queued(queued.ticket, slash, queued.reply),
             }
         }
     }
@@ -124,6 +129,8 @@ impl Actor {
         let spent = self.row.cost_usd;
         let history_len = history.len();
         let token = cancel.clone();
+        let context_used = self.context_used;
+        let (summarizer, summarizer_ref) = summarizer_model(&config, &self.row.model, &resolved);
         self.turn = Some(tokio::spawn(async move {
             let system = match system {
                 Some(system) => system,
@@ -150,11 +157,101 @@ impl Actor {
                 info,
                 thought,
                 spent,
+                context_used,
+                summarizer: Some(summarizer_for(&config, &summarizer, summarizer_ref)),
                 run: agent::Run::default(),
             };
             let result = agent::run_turn(turn, parts).await;
-            TurnOutcome { history, rules, system, result }
+            TurnOutcome { history, rules, system, result, keep_system: true }
         }));
         self.running = Some(Running { ticket, history_len, cancel, reply });
+    }
+
+    /// `/compact`: a compaction with no kept tail, run like a turn (it holds the history, and
+    /// a cancel stops it).
+    pub(super) fn spawn_compaction(&mut self, ticket: u64, instructions: Option<String>, reply: Reply<StopReason>) {
+        let Some(mut history) = self.history.take() else {
+            let _ = reply.send(Err(SessionError::Turn(TurnError::Internal("the history is lent out".into()))));
+            return;
+        };
+        let config = Arc::clone(&self.services.config);
+        let resolved = match llm::resolve(&config, &self.row.model) {
+            Ok(resolved) => resolved,
+            Err(err) => {
+                self.history = Some(history);
+                let _ = reply.send(Err(err.into()));
+                return;
+            }
+        };
+        let (summarizer, summarizer_ref) = summarizer_model(&config, &self.row.model, &resolved);
+        let mut recorder = StoreRecorder::new(
+            self.row.id.clone(),
+            self.row.cwd.clone(),
+            self.services.store.clone(),
+            Arc::clone(&self.services.sink),
+            Arc::clone(&self.services.status),
+        );
+        self.services.status.send_replace(Status::Busy);
+        let info = catalog::info(&config, &self.row.model);
+        let cancel = CancellationToken::new();
+        let token = cancel.clone();
+        let (context_used, spent, rules) = (self.context_used, self.row.cost_usd, self.rules.clone());
+        let system = self.system.clone();
+        let history_len = history.len();
+        self.turn = Some(tokio::spawn(async move {
+            let summarizer = summarizer_for(&config, &summarizer, summarizer_ref);
+            let job = compact::Job {
+                history: &mut history,
+                recorder: &mut recorder,
+                cancel: &token,
+                window: info.context_window,
+                max_output: info.max_output,
+                context_used,
+                auto: false,
+                instructions,
+                spent,
+            };
+            let result = match compact::run(&summarizer, job).await {
+                Ok(_)
+                | Err(
+                    CompactError::NothingToDo | CompactError::Model(_) | CompactError::Empty | CompactError::Timeout(_),
+                ) => Ok(StopReason::EndTurn),
+                Err(CompactError::Cancelled) => Ok(StopReason::Cancelled),
+            };
+            let flushed = recorder.flush().await;
+            let result = match (result, flushed) {
+                (Ok(_), Err(err)) => Err(err.into()),
+                (result, _) => result,
+            };
+            let system = system.unwrap_or_else(|| Arc::new(agent::prompt::assemble(&Default::default())));
+            TurnOutcome { history, rules, system, result, keep_system: false }
+        }));
+        self.running = Some(Running { ticket, history_len, cancel, reply });
+    }
+}
+
+/// The model that writes summaries: `[compaction] model`, else `title_model`, else the
+/// session's own. One that cannot be used (unknown, no key) falls back to the session's model.
+fn summarizer_model(config: &Config, session_model: &str, session: &llm::Resolved) -> (llm::Resolved, String) {
+    let wanted = config.compaction.model.clone().or_else(|| config.title_model.clone());
+    if let Some(model) = wanted {
+        match llm::resolve(config, &model) {
+            Ok(resolved) => return (resolved, model),
+            Err(err) => {
+                tracing::warn!(%model, %err, "the compaction model cannot be used; the session's model summarizes")
+            }
+        }
+    }
+    (llm::Resolved { provider: Arc::clone(&session.provider), model: session.model.clone() }, session_model.to_owned())
+}
+
+fn summarizer_for<'a>(config: &Config, resolved: &'a llm::Resolved, model_ref: String) -> Summarizer<'a> {
+    Summarizer {
+        provider: resolved.provider.as_ref(),
+        model: resolved.model.clone(),
+        info: catalog::info(config, &model_ref),
+        model_ref,
+        settings: config.compaction.clone(),
+        retry: RetryPolicy { retries: config.compaction.retries, base: config.limits.retry_base },
     }
 }
