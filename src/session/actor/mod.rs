@@ -117,9 +117,6 @@ struct Running {
 struct TurnOutcome {
     history: Vec<Message>,
     rules: Vec<Rule>,
-    system: Arc<SystemPrompt>,
-    /// The system prompt is the session's (a compaction task has none to give back).
-    keep_system: bool,
     result: Result<StopReason, TurnError>,
 }
 
@@ -133,8 +130,11 @@ struct Actor {
     mode: watch::Sender<Mode>,
     /// Context in use after the last step (input + cache + output tokens).
     context_used: u64,
-    /// The system prompt, assembled by the session's first turn and kept for the others.
-    system: Option<Arc<SystemPrompt>>,
+    /// The system prompt, assembled in the background from the moment the session goes live, so
+    /// the first prompt rarely waits for the disk and git; every turn gets the same one.
+    system: SystemFuture,
+    /// Its warnings (instructions cut to fit) were shown, with the first turn.
+    system_warned: bool,
     /// The first prompt's text while the session waits for a model-written title.
     title_pending: Option<String>,
     queue: VecDeque<Queued>,
@@ -155,6 +155,7 @@ pub async fn run(init: Init, services: Services, mut rx: mpsc::UnboundedReceiver
         },
     };
     let id = row.id.clone();
+    let system = prepare_system(&services.config, &row.cwd);
     let mut rules = row.rules.clone();
     match services.store.project_rules(&row.cwd).await {
         Ok(project) => rules.extend(project),
@@ -169,7 +170,8 @@ pub async fn run(init: Init, services: Services, mut rx: mpsc::UnboundedReceiver
         rules,
         mode,
         context_used,
-        system: None,
+        system,
+        system_warned: false,
         title_pending: None,
         queue: VecDeque::new(),
         running: None,
@@ -412,6 +414,26 @@ fn title_from(parts: &[Part]) -> Option<String> {
         title.push('…');
     }
     Some(title)
+}
+
+type SystemFuture = futures::future::Shared<futures::future::BoxFuture<'static, Arc<SystemPrompt>>>;
+
+/// Starts assembling a session's system prompt on its own task.
+fn prepare_system(config: &Config, cwd: &str) -> SystemFuture {
+    use futures::FutureExt;
+    let (cwd, home) = (std::path::PathBuf::from(cwd), config.home_dir.clone());
+    let task = tokio::spawn(async move {
+        let sources = crate::agent::prompt::gather(&cwd, home.as_deref(), crate::tools::specs()).await;
+        Arc::new(crate::agent::prompt::assemble(&sources))
+    });
+    async move {
+        task.await.unwrap_or_else(|err| {
+            tracing::error!(%err, "assembling the system prompt failed; using the base instructions");
+            Arc::new(crate::agent::prompt::assemble(&crate::agent::prompt::Sources::default()))
+        })
+    }
+    .boxed()
+    .shared()
 }
 
 /// The context in use: the last step's usage, or the estimate of a compaction after it.

@@ -18,7 +18,7 @@ use crate::llm::retry::RetryPolicy;
 use crate::session::recorder::StoreRecorder;
 use crate::session::{SessionError, Status, Update, title};
 use crate::store::Write;
-use crate::tools::{self, Workspace};
+use crate::tools::Workspace;
 
 impl Actor {
     /// Waits for a running turn to end and answers its prompt.
@@ -31,10 +31,7 @@ impl Actor {
 
     pub(super) async fn turn_ended(&mut self, outcome: Result<TurnOutcome, tokio::task::JoinError>) {
         let result = match outcome {
-            Ok(TurnOutcome { history, rules, system, result, keep_system }) => {
-                if keep_system {
-                    self.system = Some(system);
-                }
+            Ok(TurnOutcome { history, rules, result }) => {
                 let before = self.running.as_ref().map_or(history.len(), |running| running.history_len);
                 self.row.cost_usd += history.iter().skip(before).filter_map(|m| m.meta.cost).sum::<f64>();
                 self.context_used = last_context(&history);
@@ -116,7 +113,7 @@ impl Actor {
         self.services.status.send_replace(Status::Busy);
         let cwd = PathBuf::from(&self.row.cwd);
         let system = self.system.clone();
-        let home = config.home_dir.clone();
+        let warn = !std::mem::replace(&mut self.system_warned, true);
         let workspace = Workspace::new(&cwd, &[]);
         let host = self.services.sink.host(&self.row.id);
         let mode = self.mode.subscribe();
@@ -132,23 +129,16 @@ impl Actor {
         let context_used = self.context_used;
         let (summarizer, summarizer_ref) = summarizer_model(&config, &self.row.model, &resolved);
         self.turn = Some(tokio::spawn(async move {
-            let system = match system {
-                Some(system) => system,
-                None => {
-                    let sources = agent::prompt::gather(&cwd, home.as_deref(), tools::specs()).await;
-                    let system = agent::prompt::assemble(&sources);
-                    for warning in &system.warnings {
-                        let text = format!("Project instructions: {warning}.");
-                        recorder.record(AgentEvent::Notice { message: MessageId::generate(), text });
-                    }
-                    Arc::new(system)
-                }
-            };
+            let system = system.await;
+            for warning in system.warnings.iter().filter(|_| warn) {
+                let text = format!("Project instructions: {warning}.");
+                recorder.record(AgentEvent::Notice { message: MessageId::generate(), text });
+            }
             let turn = Turn {
                 provider: resolved.provider.as_ref(),
                 model: resolved.model,
                 model_ref,
-                system: Arc::clone(&system),
+                system,
                 history: &mut history,
                 recorder: &mut recorder,
                 cancel: token,
@@ -162,7 +152,7 @@ impl Actor {
                 run: agent::Run::default(),
             };
             let result = agent::run_turn(turn, parts).await;
-            TurnOutcome { history, rules, system, result, keep_system: true }
+            TurnOutcome { history, rules, result }
         }));
         self.running = Some(Running { ticket, history_len, cancel, reply });
     }
@@ -196,7 +186,6 @@ impl Actor {
         let cancel = CancellationToken::new();
         let token = cancel.clone();
         let (context_used, spent, rules) = (self.context_used, self.row.cost_usd, self.rules.clone());
-        let system = self.system.clone();
         let history_len = history.len();
         self.turn = Some(tokio::spawn(async move {
             let summarizer = summarizer_for(&config, &summarizer, summarizer_ref);
@@ -223,8 +212,7 @@ impl Actor {
                 (Ok(_), Err(err)) => Err(err.into()),
                 (result, _) => result,
             };
-            let system = system.unwrap_or_else(|| Arc::new(agent::prompt::assemble(&Default::default())));
-            TurnOutcome { history, rules, system, result, keep_system: false }
+            TurnOutcome { history, rules, result }
         }));
         self.running = Some(Running { ticket, history_len, cancel, reply });
     }
