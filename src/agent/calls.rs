@@ -33,6 +33,14 @@ const DENIED_BY_USER: &str = "The user denied this tool call. Do not retry it wi
 pub async fn executing(turn: &mut Turn<'_>, mut queue: CallQueue) -> TurnState {
     let Some(head) = queue.calls.front() else { return TurnState::Sampling };
     let index = head.index;
+    if let Some((tool, left)) = head.invocation.as_ref().ok().and_then(|call| cooling(turn, call.name())) {
+        queue.calls.pop_front();
+        let why = format!(
+            "{tool} is paused for {left} more requests because it was called repeatedly with similar arguments; try a different approach"
+        );
+        fail(turn, &queue.message, index, why);
+        return TurnState::Executing(queue);
+    }
     let invocation = match &head.invocation {
         Ok(invocation) => invocation.clone(),
         Err(err) => {
@@ -155,6 +163,11 @@ pub async fn confirming(turn: &mut Turn<'_>, mut queue: CallQueue) -> TurnState 
         fail(turn, &queue.message, index, DENIED_BY_USER.to_owned());
     }
     TurnState::Executing(queue)
+}
+
+/// The tool's cooldown, if loop detection took it away for a while.
+fn cooling(turn: &Turn<'_>, name: &str) -> Option<(String, u32)> {
+    turn.run.cooldowns.iter().find(|(tool, _)| tool == name).cloned()
 }
 
 /// What the permissions say about a queued call now (the mode may have changed).

@@ -169,6 +169,67 @@ async fn a_fork_copies_the_conversation_and_its_next_prompt_sends_all_of_it() {
 }
 
 #[tokio::test]
+async fn a_fork_leaves_session_rules_behind_and_recomputes_the_totals() {
+    let env = TestEnv::new().await;
+    let editor = Editor::default();
+    editor.answer(&["allow_session"]);
+    let mut agent = env.ready_with(editor).await;
+    let parent = agent.new_session(&env.cwd()).await;
+    env.mock.push(Reply::tool_calls(&[("c1", "bash", json!({"command": "echo hi"}))]));
+    env.mock.push(Reply::text(&["ran"]));
+    say(&mut agent, &parent, "run echo").await;
+    let forked = agent.call("session/fork", json!({"sessionId": parent, "cwd": env.cwd()})).await;
+    let fork = forked["sessionId"].as_str().unwrap().to_owned();
+    let (_, listed) = say(&mut agent, &fork, "/permissions").await;
+    assert!(listed.contains("No remembered permission rules"), "{listed}");
+    let (_, listed) = say(&mut agent, &parent, "/permissions").await;
+    assert!(listed.contains("1. allow `echo hi` commands (this session)"), "{listed}");
+
+    let db = rusqlite::Connection::open(env.database()).unwrap();
+    let totals = |id: &str| -> (i64, i64, String, String) {
+        db.query_row(
+            "SELECT total_tokens, prompt_tokens, coalesce(parent_id, ''), coalesce(parent_message_id, '') FROM sessions WHERE id = ?1",
+            [id],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+        )
+        .unwrap()
+    };
+    let (parent_total, parent_prompt, _, _) = totals(&parent);
+    let (fork_total, fork_prompt, fork_parent, fork_point) = totals(&fork);
+    assert_eq!((fork_total, fork_prompt), (parent_total, parent_prompt), "two steps of 17 tokens each");
+    assert_eq!(fork_total, 34);
+    assert_eq!(fork_parent, parent);
+    assert!(fork_point.starts_with("msg_"));
+    let copied: i64 =
+        db.query_row("SELECT count(*) FROM messages WHERE session_id = ?1", [&fork], |r| r.get(0)).unwrap();
+    let shared: i64 = db
+        .query_row(
+            "SELECT count(*) FROM messages a JOIN messages b ON a.id = b.id WHERE a.session_id = ?1 AND b.session_id = ?2",
+            [&fork, &parent],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!((copied, shared), (3, 0), "every message copied under a new id");
+}
+
+#[tokio::test]
+async fn a_session_retrying_a_request_is_listed_as_retrying() {
+    let env = TestEnv::new().await;
+    env.mock.push(Reply::status(503, "busy").retry_after("1"));
+    env.mock.push(Reply::text(&["made it"]));
+    let mut agent = env.ready().await;
+    let session = agent.new_session(&env.cwd()).await;
+    let id = agent.prompt(&session, "hello").await;
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let listed = agent.call("session/list", json!({})).await;
+    assert_eq!(listed["sessions"][0]["_meta"]["cairn"]["status"], "retrying");
+    let (response, _) = agent.response(id).await;
+    assert_eq!(response["result"]["stopReason"], "end_turn");
+    let listed = agent.call("session/list", json!({})).await;
+    assert_eq!(listed["sessions"][0]["_meta"]["cairn"]["status"], "idle");
+}
+
+#[tokio::test]
 async fn forking_a_busy_session_is_refused_and_fork_by_command_works_when_idle() {
     let env = TestEnv::new().await;
     env.mock.push(Reply::text_with_delay(&["slow ", "answer"], Duration::from_millis(300)));

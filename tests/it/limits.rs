@@ -202,3 +202,23 @@ async fn an_answer_cut_off_inside_a_tool_call_gets_two_continuations() {
     }
     assert!(!env.workspace().join("big.txt").exists(), "a cut-off call never runs");
 }
+
+#[tokio::test]
+async fn a_reminder_queued_by_a_tool_reaches_the_next_request_only() {
+    let env = TestEnv::new().await;
+    let items = json!({"items": [
+        {"content": "parse", "status": "in_progress"},
+        {"content": "print", "status": "in_progress"}
+    ]});
+    env.mock.push(Reply::tool_calls(&[("c1", "todo", items)]));
+    env.mock.push(glob("c2", "*.rs"));
+    env.mock.push(Reply::text(&["done"]));
+    let (stop, _) = turn(&env, "plan it").await;
+    assert_eq!(stop, "end_turn");
+    let requests = env.mock.requests();
+    let reminded =
+        |n: usize| user_texts(&requests[n]).iter().any(|t| t.contains("2 todo items are in_progress at once"));
+    assert!(!reminded(0));
+    assert!(reminded(1), "injected at the next inference");
+    assert!(!reminded(2), "and then cleared");
+}
