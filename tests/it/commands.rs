@@ -6,24 +6,13 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::support::{Agent, Editor, Reply, TestEnv, text_of, updates};
+use crate::support::{Agent, Editor, Reply, TestEnv, text_of, updates, user_texts};
 
 /// Sends a prompt and returns its stop reason and the agent text it showed.
 async fn say(agent: &mut Agent, session: &str, text: &str) -> (Value, String) {
     let id = agent.prompt(session, text).await;
     let (response, notifications) = agent.response(id).await;
     (response["result"]["stopReason"].clone(), text_of(&updates(&notifications, session), "agent_message_chunk"))
-}
-
-/// The user-role texts of a chat request, in order.
-fn user_texts(request: &Value) -> Vec<String> {
-    request["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|m| m["role"] == "user")
-        .map(|m| m["content"].as_str().map_or_else(|| m["content"][0]["text"].to_string(), str::to_owned))
-        .collect()
 }
 
 #[tokio::test]

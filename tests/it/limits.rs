@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use crate::support::mock_llm::{delta, finish};
-use crate::support::{Reply, TestEnv, text_of, updates};
+use crate::support::{Reply, TestEnv, text_of, updates, user_texts};
 
 /// Runs one prompt; returns the stop reason (or the error) and the text the user saw.
 async fn turn(env: &TestEnv, prompt: &str) -> (Value, String) {
@@ -21,17 +21,6 @@ async fn turn(env: &TestEnv, prompt: &str) -> (Value, String) {
 
 fn glob(id: &str, pattern: &str) -> Reply {
     Reply::tool_calls(&[(id, "glob", json!({"pattern": pattern}))])
-}
-
-/// The text of every user-role message of a chat request, joined.
-fn user_texts(request: &Value) -> Vec<String> {
-    request["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|m| m["role"] == "user")
-        .map(|m| m["content"].to_string())
-        .collect()
 }
 
 fn tool_names(request: &Value) -> Vec<String> {

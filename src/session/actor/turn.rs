@@ -10,7 +10,7 @@ use super::{Actor, Reply, Running, TurnOutcome, Work, last_context, prompt_text,
 use crate::agent::compact::{self, CompactError, Summarizer};
 use crate::agent::{self, AgentEvent, Recorder, StopReason, Toolbox, Turn, TurnError};
 use crate::config::Config;
-use crate::history::Part;
+use crate::history::{Message, Part};
 use crate::ids::MessageId;
 use crate::llm;
 use crate::llm::catalog::{self, ThoughtLevel};
@@ -70,21 +70,38 @@ impl Actor {
         }
     }
 
-    /// Starts a model turn for `parts` on its own task, lending it the history and rules.
-    fn spawn_turn(&mut self, ticket: u64, parts: Vec<Part>, reply: Reply<StopReason>) {
-        let Some(mut history) = self.history.take() else {
+    /// Takes the history and resolves the session's model for work that runs on its own task.
+    /// On failure `reply` is answered and the history stays.
+    fn lend(&mut self, reply: Reply<StopReason>) -> Option<(Vec<Message>, llm::Resolved, Reply<StopReason>)> {
+        let Some(history) = self.history.take() else {
             let _ = reply.send(Err(SessionError::Turn(TurnError::Internal("the history is lent out".into()))));
-            return;
+            return None;
         };
-        let config = Arc::clone(&self.services.config);
-        let resolved = match llm::resolve(&config, &self.row.model) {
-            Ok(resolved) => resolved,
+        match llm::resolve(&self.services.config, &self.row.model) {
+            Ok(resolved) => Some((history, resolved, reply)),
             Err(err) => {
                 self.history = Some(history);
                 let _ = reply.send(Err(err.into()));
-                return;
+                None
             }
-        };
+        }
+    }
+
+    /// A recorder for this session's next piece of work.
+    fn recorder(&self) -> StoreRecorder {
+        StoreRecorder::new(
+            self.row.id.clone(),
+            self.row.cwd.clone(),
+            self.services.store.clone(),
+            Arc::clone(&self.services.sink),
+            Arc::clone(&self.services.status),
+        )
+    }
+
+    /// Starts a model turn for `parts` on its own task, lending it the history and rules.
+    fn spawn_turn(&mut self, ticket: u64, parts: Vec<Part>, reply: Reply<StopReason>) {
+        let Some((mut history, resolved, reply)) = self.lend(reply) else { return };
+        let config = Arc::clone(&self.services.config);
         if self.row.title.is_none()
             && let Some(title) = title_from(&parts)
         {
@@ -103,13 +120,7 @@ impl Actor {
             );
         }
         let cancel = CancellationToken::new();
-        let mut recorder = StoreRecorder::new(
-            self.row.id.clone(),
-            self.row.cwd.clone(),
-            self.services.store.clone(),
-            Arc::clone(&self.services.sink),
-            Arc::clone(&self.services.status),
-        );
+        let mut recorder = self.recorder();
         self.services.status.send_replace(Status::Busy);
         let cwd = PathBuf::from(&self.row.cwd);
         let system = self.system.clone();
@@ -160,27 +171,10 @@ impl Actor {
     /// `/compact`: a compaction with no kept tail, run like a turn (it holds the history, and
     /// a cancel stops it).
     pub(super) fn spawn_compaction(&mut self, ticket: u64, instructions: Option<String>, reply: Reply<StopReason>) {
-        let Some(mut history) = self.history.take() else {
-            let _ = reply.send(Err(SessionError::Turn(TurnError::Internal("the history is lent out".into()))));
-            return;
-        };
+        let Some((mut history, resolved, reply)) = self.lend(reply) else { return };
         let config = Arc::clone(&self.services.config);
-        let resolved = match llm::resolve(&config, &self.row.model) {
-            Ok(resolved) => resolved,
-            Err(err) => {
-                self.history = Some(history);
-                let _ = reply.send(Err(err.into()));
-                return;
-            }
-        };
         let (summarizer, summarizer_ref) = summarizer_model(&config, &self.row.model, &resolved);
-        let mut recorder = StoreRecorder::new(
-            self.row.id.clone(),
-            self.row.cwd.clone(),
-            self.services.store.clone(),
-            Arc::clone(&self.services.sink),
-            Arc::clone(&self.services.status),
-        );
+        let mut recorder = self.recorder();
         self.services.status.send_replace(Status::Busy);
         let info = catalog::info(&config, &self.row.model);
         let cancel = CancellationToken::new();

@@ -332,6 +332,17 @@ pub fn messages_of(updates: &[&Value], kind: &str) -> Vec<(String, String)> {
     out
 }
 
+/// The text of each user-role message of a chat completions request, in order.
+pub fn user_texts(request: &Value) -> Vec<String> {
+    request["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "user")
+        .map(|m| m["content"].as_str().map_or_else(|| m["content"].to_string(), str::to_owned))
+        .collect()
+}
+
 /// Whether a process still runs (a zombie awaiting its reaper does not).
 pub fn alive(pid: &str) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
