@@ -125,9 +125,12 @@ pub fn update_to_wire(update: Update, shown: Shown) -> Option<acp::SessionUpdate
                 CompactionState::Completed => acp::CompactionStatus::Completed,
                 CompactionState::Failed => acp::CompactionStatus::Failed,
             };
-            acp::SessionUpdate::CompactionUpdate(
-                acp::CompactionUpdate::new(id.as_str().to_owned(), status).error(error),
-            )
+            let update = acp::CompactionUpdate::new(id.as_str().to_owned(), status);
+            // `error` has patch semantics: leave it out rather than send null.
+            acp::SessionUpdate::CompactionUpdate(match error {
+                Some(error) => update.error(error),
+                None => update,
+            })
         }
         // Clients without compaction updates see one short agent message when it is over.
         Update::Compaction { id, state: CompactionState::Completed | CompactionState::Failed, note, .. } => {

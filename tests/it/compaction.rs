@@ -259,3 +259,24 @@ async fn old_tool_outputs_are_pruned_first_when_that_frees_enough() {
     let note = text_of(&shown.iter().collect::<Vec<_>>(), "agent_message_chunk");
     assert!(note.starts_with("Compacted the conversation: pruned old tool outputs"), "{note}");
 }
+
+#[tokio::test]
+async fn clients_with_compaction_updates_see_a_failure_as_one() {
+    let env = TestEnv::new().await;
+    env.write_config("[compaction]\nretries = 0\n");
+    env.mock.push(Reply::text(&["a1"])).push(Reply::status(400, "bad summary request"));
+    let mut agent = env.spawn().await;
+    agent
+        .call("initialize", json!({"protocolVersion": 1, "clientCapabilities": {"session": {"compaction": {}}}}))
+        .await;
+    let session = agent.new_session(&env.cwd()).await;
+    say(&mut agent, &session, "one").await;
+    let (_, shown) = say(&mut agent, &session, "/compact").await;
+    let updates: Vec<&Value> = shown.iter().filter(|u| u["sessionUpdate"] == "compaction_update").collect();
+    assert_eq!(updates.len(), 2, "{shown:?}");
+    assert_eq!(updates[0]["status"], "in_progress");
+    assert!(updates[0].get("error").is_none(), "no null error while it runs");
+    assert_eq!(updates[1]["status"], "failed");
+    assert!(updates[1]["error"].as_str().unwrap().contains("bad summary request"), "{}", updates[1]);
+    assert!(text_of(&shown.iter().collect::<Vec<_>>(), "agent_message_chunk").is_empty());
+}
