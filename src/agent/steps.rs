@@ -316,7 +316,7 @@ fn complete(turn: &mut Turn<'_>, mut s: Streaming, finish: Finish, error: Option
     turn.recorder.record(AgentEvent::AssistantFinished { message: s.message.id.clone(), meta: s.message.meta.clone() });
     if let Some(usage) = s.message.meta.usage {
         turn.spent += s.message.meta.cost.unwrap_or(0.0);
-        let used = usage.input + usage.cache_read + usage.cache_write + usage.output;
+        let used = usage.context();
         turn.context_used = used;
         let cost = turn.info.prices.map(|_| turn.spent);
         turn.recorder.record(AgentEvent::ContextUsage { used, size: turn.info.context_window, cost });

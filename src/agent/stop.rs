@@ -81,7 +81,7 @@ impl Stats {
     /// Takes in a finished step's assistant message.
     pub fn add_step(&mut self, message: &Message) {
         if let Some(usage) = message.meta.usage {
-            self.input_tokens += usage.input + usage.cache_read + usage.cache_write;
+            self.input_tokens += usage.prompt();
             self.output_tokens += usage.output;
         }
         for part in &message.parts {

@@ -99,6 +99,18 @@ pub struct Usage {
     pub cache_write: u64,
 }
 
+impl Usage {
+    /// Everything the request sent: new input and cached input, read or written.
+    pub fn prompt(&self) -> u64 {
+        self.input + self.cache_read + self.cache_write
+    }
+
+    /// The context this step leaves in use: its prompt plus its answer.
+    pub fn context(&self) -> u64 {
+        self.prompt() + self.output
+    }
+}
+
 /// One piece of a message, stored verbatim as `parts.data_json`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]

@@ -115,7 +115,7 @@ pub fn context_used(history: &[Message]) -> u64 {
             return compaction.tokens_after;
         }
         if let Some(u) = message.meta.usage {
-            return u.input + u.cache_read + u.cache_write + u.output;
+            return u.context();
         }
     }
     0

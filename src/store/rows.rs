@@ -307,7 +307,7 @@ pub fn finish_message(
 ) -> rusqlite::Result<()> {
     set_message_meta(conn, id, meta, at)?;
     let Some(usage) = meta.usage else { return Ok(()) };
-    let total = usage.input + usage.output + usage.cache_read + usage.cache_write;
+    let total = usage.context();
     let tokens = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
     conn.prepare_cached(
         "UPDATE sessions SET prompt_tokens = prompt_tokens + ?2, completion_tokens = completion_tokens + ?3,

@@ -23,6 +23,7 @@ use super::{ContextUsage, SessionError, SessionView, Status, UpdateSink};
 use crate::agent::prompt::SystemPrompt;
 use crate::agent::{StopReason, TurnError};
 use crate::config::Config;
+use crate::history::view::context_used;
 use crate::history::{Message, Part, finalize_orphans};
 use crate::ids::SessionId;
 use crate::llm::catalog::{self, ThoughtLevel};
@@ -162,7 +163,7 @@ pub async fn run(init: Init, services: Services, mut rx: mpsc::UnboundedReceiver
         Err(err) => tracing::warn!(session = %id, %err, "project permission rules could not be read"),
     }
     let mode = watch::Sender::new(row.mode.as_deref().and_then(Mode::parse).unwrap_or(Mode::Ask));
-    let context_used = last_context(&history);
+    let context_used = context_used(&history);
     let mut actor = Actor {
         services,
         row,
@@ -434,11 +435,6 @@ fn prepare_system(config: &Config, cwd: &str) -> SystemFuture {
     }
     .boxed()
     .shared()
-}
-
-/// The context in use: the last step's usage, or the estimate of a compaction after it.
-fn last_context(history: &[Message]) -> u64 {
-    crate::history::view::context_used(history)
 }
 
 /// The level a reasoning model runs at when the user chose none: Anthropic thinks only when

@@ -5,8 +5,9 @@
 
 use std::fmt::Write as _;
 
-use super::{Actor, Reply, last_context};
+use super::{Actor, Reply};
 use crate::agent::StopReason;
+use crate::history::view::context_used;
 use crate::history::{Part, Role};
 use crate::ids::{MessageId, SessionId, now_ms};
 use crate::llm::catalog;
@@ -106,7 +107,7 @@ impl Actor {
             self.row.model,
             usage.used,
             usage.size,
-            self.view().mode.id(),
+            self.mode.borrow().id(),
         );
         if let Some(cost) = usage.cost {
             let _ = write!(text, " Cost so far: ${cost:.4}.");
@@ -189,7 +190,7 @@ impl Actor {
             .unwrap_or_default();
         let from = history[at].id.clone();
         history.truncate(at);
-        self.context_used = last_context(history);
+        self.context_used = context_used(history);
         self.services.store.submit(Write::HideFrom { session_id: self.row.id.clone(), from }, None);
         let usage = self.usage();
         self.services.sink.send(&self.row.id, Update::Usage { used: usage.used, size: usage.size, cost: usage.cost });

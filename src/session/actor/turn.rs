@@ -6,10 +6,11 @@ use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 
-use super::{Actor, Reply, Running, TurnOutcome, Work, last_context, prompt_text, title_from};
+use super::{Actor, Reply, Running, TurnOutcome, Work, prompt_text, title_from};
 use crate::agent::compact::{self, CompactError, Summarizer};
 use crate::agent::{self, AgentEvent, Recorder, StopReason, Toolbox, Turn, TurnError};
 use crate::config::Config;
+use crate::history::view::context_used;
 use crate::history::{Message, Part};
 use crate::ids::MessageId;
 use crate::llm;
@@ -34,7 +35,7 @@ impl Actor {
             Ok(TurnOutcome { history, rules, result }) => {
                 let before = self.running.as_ref().map_or(history.len(), |running| running.history_len);
                 self.row.cost_usd += history.iter().skip(before).filter_map(|m| m.meta.cost).sum::<f64>();
-                self.context_used = last_context(&history);
+                self.context_used = context_used(&history);
                 self.history = Some(history);
                 self.rules = rules;
                 result
