@@ -129,6 +129,7 @@ async fn manual_compact_keeps_no_tail_and_rewinding_past_it_brings_the_history_b
     let requests = env.mock.requests();
     let asked = requests[2]["messages"][1]["content"].as_str().unwrap();
     assert!(asked.contains("User: two") && asked.ends_with("The user asks the summary to keep: keep the API names"));
+    assert_eq!(requests[2]["model"], "gpt-5-mini", "the provider's small model summarizes by default");
 
     say(&mut agent, &session, "three").await;
     let requests = env.mock.requests();

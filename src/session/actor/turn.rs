@@ -213,10 +213,16 @@ impl Actor {
     }
 }
 
-/// The model that writes summaries: `[compaction] model`, else `title_model`, else the
-/// session's own. One that cannot be used (unknown, no key) falls back to the session's model.
+/// The model that writes summaries: `[compaction] model`, else `title_model`, else the small
+/// model of the session's provider, else the session's own. One that cannot be used (unknown,
+/// no key) falls back to the session's model.
 fn summarizer_model(config: &Config, session_model: &str, session: &llm::Resolved) -> (llm::Resolved, String) {
-    let wanted = config.compaction.model.clone().or_else(|| config.title_model.clone());
+    let wanted = config
+        .compaction
+        .model
+        .clone()
+        .or_else(|| config.title_model.clone())
+        .or_else(|| config.small_model(session_model));
     if let Some(model) = wanted {
         match llm::resolve(config, &model) {
             Ok(resolved) => return (resolved, model),
