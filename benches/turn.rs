@@ -113,6 +113,39 @@ impl Setup {
         let (tx, rx) = watch::channel(Mode::Bypass);
         Self { dir: tempfile::tempdir().unwrap(), mode: rx, _mode: tx }
     }
+
+    /// A turn with default limits, no summarizer and nothing spent yet.
+    fn turn<'a>(
+        &self,
+        provider: &'a dyn Provider,
+        history: &'a mut Vec<Message>,
+        recorder: &'a mut Null,
+        rules: &'a mut Vec<cairn::permissions::Rule>,
+        info: ModelInfo,
+    ) -> Turn<'a> {
+        Turn {
+            provider,
+            model: "m".into(),
+            model_ref: "bench/m".into(),
+            system: Arc::new(assemble(&Sources::default())),
+            history,
+            recorder,
+            cancel: CancellationToken::new(),
+            limits: Limits::default(),
+            tools: Toolbox {
+                workspace: Workspace::new(self.dir.path(), &[]),
+                host: Arc::new(NoEditor),
+                mode: self.mode.clone(),
+                rules,
+            },
+            info,
+            thought: None,
+            spent: 0.0,
+            context_used: 0,
+            summarizer: None,
+            run: Run::default(),
+        }
+    }
 }
 
 fn info(window: u64, max_output: u64) -> ModelInfo {
@@ -135,28 +168,8 @@ async fn overhead(setup: &Setup, prior: usize, steps: u32) -> Duration {
     let mut recorder = Null::default();
     let mut rules = Vec::new();
     let limits = Limits { max_rounds: steps + 1, ..Limits::default() };
-    let turn = Turn {
-        provider: &provider,
-        model: "m".into(),
-        model_ref: "bench/m".into(),
-        system: Arc::new(assemble(&Sources::default())),
-        history: &mut history,
-        recorder: &mut recorder,
-        cancel: CancellationToken::new(),
-        limits,
-        tools: Toolbox {
-            workspace: Workspace::new(setup.dir.path(), &[]),
-            host: Arc::new(NoEditor),
-            mode: setup.mode.clone(),
-            rules: &mut rules,
-        },
-        info: info(1_000_000, 16_000),
-        thought: None,
-        spent: 0.0,
-        context_used: 0,
-        summarizer: None,
-        run: Run::default(),
-    };
+    let turn =
+        Turn { limits, ..setup.turn(&provider, &mut history, &mut recorder, &mut rules, info(1_000_000, 16_000)) };
     let started = Instant::now();
     run_turn(turn, vec![Part::Text { text: "go".into() }]).await.unwrap();
     started.elapsed() / steps
@@ -181,26 +194,9 @@ async fn compaction_cost(setup: &Setup, turns: usize) {
             retry: RetryPolicy { retries: 0, base: Duration::from_millis(1) },
         };
         let turn = Turn {
-            provider: &model,
-            model: "m".into(),
-            model_ref: "bench/m".into(),
-            system: Arc::new(assemble(&Sources::default())),
-            history: &mut history,
-            recorder: &mut recorder,
-            cancel: CancellationToken::new(),
-            limits: Limits::default(),
-            tools: Toolbox {
-                workspace: Workspace::new(setup.dir.path(), &[]),
-                host: Arc::new(NoEditor),
-                mode: setup.mode.clone(),
-                rules: &mut rules,
-            },
-            info: info(window, 4_000),
-            thought: None,
-            spent: 0.0,
             context_used,
             summarizer: Some(summarizer),
-            run: Run::default(),
+            ..setup.turn(&model, &mut history, &mut recorder, &mut rules, info(window, 4_000))
         };
         let prompt = format!("Turn {n}: change the parser so that {}", "it handles one more case, ".repeat(12));
         run_turn(turn, vec![Part::Text { text: prompt }]).await.unwrap();

@@ -274,11 +274,8 @@ fn thought_name(level: ThoughtLevel) -> &'static str {
 
 /// The context and cost of a session as a `usage_update`.
 pub fn usage_update(view: &SessionView) -> acp::SessionUpdate {
-    update_to_wire(
-        Update::Usage { used: view.usage.used, size: view.usage.size, cost: view.usage.cost },
-        Shown::default(),
-    )
-    .unwrap_or(acp::SessionUpdate::UsageUpdate(acp::UsageUpdate::new(view.usage.used, view.usage.size)))
+    update_to_wire(view.usage.into(), Shown::default())
+        .unwrap_or(acp::SessionUpdate::UsageUpdate(acp::UsageUpdate::new(view.usage.used, view.usage.size)))
 }
 
 /// The session's modes, for clients that use `session/set_mode` rather than config options.

@@ -185,7 +185,7 @@ async fn compact(
         return Err(CompactError::NothingToDo);
     }
     let summarize_until = tail.unwrap_or(history.len());
-    let old: Vec<&Message> = history[from..summarize_until].iter().filter(|m| !is_marker(m)).collect();
+    let old: Vec<&Message> = history[from..summarize_until].iter().filter(|m| view::marker(m).is_none()).collect();
     if old.is_empty() {
         return Err(CompactError::NothingToDo);
     }
@@ -260,10 +260,6 @@ async fn compact(
     Ok((compaction, spent))
 }
 
-fn is_marker(message: &Message) -> bool {
-    message.parts.iter().any(|p| matches!(p, Part::Compaction(_)))
-}
-
 /// The estimated view if `compaction` were the latest marker.
 fn estimate_with(history: &[Message], compaction: &Compaction) -> u64 {
     let marker = Message::new(Role::Assistant, vec![Part::Compaction(compaction.clone())], MessageMeta::default());
@@ -275,19 +271,18 @@ fn estimate_with(history: &[Message], compaction: &Compaction) -> u64 {
 /// Where the kept tail starts: the earliest of the last user-led turns that fit `budget`
 /// (at least the latest turn, whatever its size). `None` if there is nothing before it.
 fn tail_start(history: &[Message], from: usize, budget: u64, keep: usize) -> Option<usize> {
-    let turns: Vec<usize> =
-        (from..history.len()).filter(|&i| history[i].role == Role::User && !is_marker(&history[i])).collect();
+    // Markers are assistant messages, so every user message starts a turn.
+    let turns: Vec<usize> = (from..history.len()).filter(|&i| history[i].role == Role::User).collect();
+    let kept = |start: usize| view::estimate(history[start..].iter().filter(|m| view::marker(m).is_none()));
     let latest = *turns.last()?;
     let mut start = latest;
     for &candidate in turns.iter().rev().skip(1).take(keep.saturating_sub(1)) {
-        let kept: Vec<Message> = history[candidate..].iter().filter(|m| !is_marker(m)).cloned().collect();
-        if view::estimate(&kept) > budget {
+        if kept(candidate) > budget {
             break;
         }
         start = candidate;
     }
-    let kept: Vec<Message> = history[start..].iter().filter(|m| !is_marker(m)).cloned().collect();
-    if view::estimate(&kept) > budget {
+    if kept(start) > budget {
         tracing::warn!(budget, "the latest turn alone is over the tail budget; keeping it anyway");
     }
     (start > from).then_some(start)

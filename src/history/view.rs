@@ -56,7 +56,8 @@ impl Compaction {
     }
 }
 
-fn marker(message: &Message) -> Option<&Compaction> {
+/// The message's compaction marker, if it is a marker message.
+pub fn marker(message: &Message) -> Option<&Compaction> {
     message.parts.iter().find_map(|part| match part {
         Part::Compaction(compaction) => Some(compaction),
         _ => None,
@@ -127,9 +128,9 @@ pub fn estimate_text(text: &str) -> u64 {
     (text.len() as u64).div_ceil(4)
 }
 
-/// The estimated tokens of messages as the model sees them.
-pub fn estimate(messages: &[Message]) -> u64 {
-    messages.iter().flat_map(|m| &m.parts).map(estimate_part).sum::<u64>() + 4 * messages.len() as u64
+/// The estimated tokens of messages as the model sees them (4 per message for its framing).
+pub fn estimate<'a>(messages: impl IntoIterator<Item = &'a Message>) -> u64 {
+    messages.into_iter().map(|m| 4 + m.parts.iter().map(estimate_part).sum::<u64>()).sum()
 }
 
 fn estimate_part(part: &Part) -> u64 {

@@ -153,6 +153,12 @@ pub struct ContextUsage {
     pub cost: Option<f64>,
 }
 
+impl From<ContextUsage> for Update {
+    fn from(usage: ContextUsage) -> Self {
+        Update::Usage { used: usage.used, size: usage.size, cost: usage.cost }
+    }
+}
+
 /// Why a session operation failed.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
 pub enum SessionError {

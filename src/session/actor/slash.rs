@@ -5,10 +5,10 @@
 
 use std::fmt::Write as _;
 
-use super::{Actor, Reply};
+use super::{Actor, Reply, title_from};
 use crate::agent::StopReason;
+use crate::history::Role;
 use crate::history::view::context_used;
-use crate::history::{Part, Role};
 use crate::ids::{MessageId, SessionId, now_ms};
 use crate::llm::catalog;
 use crate::permissions::{self, Action, Scope};
@@ -42,7 +42,7 @@ impl Actor {
             Slash::Model(Some(model)) => match self.set_model(model) {
                 Ok(view) => {
                     let text = format!("Model: {} from the next turn.", view.model);
-                    let usage = Update::Usage { used: view.usage.used, size: view.usage.size, cost: view.usage.cost };
+                    let usage = Update::from(view.usage);
                     self.services.sink.send(&self.row.id, Update::Options(Box::new(view)));
                     self.services.sink.send(&self.row.id, usage);
                     text
@@ -169,31 +169,19 @@ impl Actor {
     /// continues from there; the hidden rows stay in the database.
     fn rewind(&mut self, n: usize) -> String {
         let Some(history) = self.history.as_mut() else { return "The session is busy.".to_owned() };
-        let prompts: Vec<usize> = history
-            .iter()
-            .enumerate()
-            .filter(|(_, m)| m.role == Role::User && !m.parts.iter().all(|p| matches!(p, Part::Notice { .. })))
-            .map(|(i, _)| i)
-            .collect();
+        let prompts: Vec<usize> =
+            history.iter().enumerate().filter(|(_, m)| m.role == Role::User).map(|(i, _)| i).collect();
         if prompts.is_empty() {
             return "Nothing to rewind: this session has no turns yet.".to_owned();
         }
         let n = n.min(prompts.len());
         let at = prompts[prompts.len() - n];
-        let first_line = history[at]
-            .parts
-            .iter()
-            .find_map(|p| match p {
-                Part::Text { text } => text.lines().find(|l| !l.trim().is_empty()).map(str::to_owned),
-                _ => None,
-            })
-            .unwrap_or_default();
+        let first_line = title_from(&history[at].parts).unwrap_or_default();
         let from = history[at].id.clone();
         history.truncate(at);
         self.context_used = context_used(history);
         self.services.store.submit(Write::HideFrom { session_id: self.row.id.clone(), from }, None);
-        let usage = self.usage();
-        self.services.sink.send(&self.row.id, Update::Usage { used: usage.used, size: usage.size, cost: usage.cost });
+        self.services.sink.send(&self.row.id, self.usage().into());
         let turns = if n == 1 { "turn" } else { "turns" };
         format!(
             "Rewound {n} {turns}: the next prompt continues from before “{first_line}”. The hidden messages are kept in the database; files were not changed."
