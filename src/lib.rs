@@ -21,3 +21,4 @@ pub mod permissions;
 pub mod session;
 pub mod store;
 pub mod tools;
+pub mod workspace;

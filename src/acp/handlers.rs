@@ -67,8 +67,21 @@ impl WireSink {
 
 impl UpdateSink for WireSink {
     fn send(&self, session: &SessionId, update: Update) {
-        if let Some(update) = update_to_wire(update, self.features.shown()) {
-            self.peer.notify("session/update", &acp::SessionNotification::new(session.as_str().to_owned(), update));
+        let Some(update) = update_to_wire(update, self.features.shown()) else { return };
+        let notification = acp::SessionNotification::new(session.as_str().to_owned(), update);
+        if !matches!(notification.update, acp::SessionUpdate::ToolCall(_)) {
+            return self.peer.notify("session/update", &notification);
+        }
+        // The schema leaves `pending` out as the default; say it, so no client shows a card
+        // without a status.
+        match serde_json::to_value(&notification) {
+            Ok(mut value) => {
+                if let Some(update) = value.get_mut("update").and_then(serde_json::Value::as_object_mut) {
+                    update.entry("status").or_insert_with(|| "pending".into());
+                }
+                self.peer.notify("session/update", &value);
+            }
+            Err(err) => tracing::error!(%err, "could not serialize a tool call"),
         }
     }
 

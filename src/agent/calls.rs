@@ -17,7 +17,7 @@ use super::events::{AgentEvent, Phase};
 use super::state::{CallQueue, DoneReason, QueuedCall, TurnState};
 use crate::history::{CallState, Part, ToolContent, ToolPart};
 use crate::ids::MessageId;
-use crate::permissions::{self, Action, Decision, Mode, Scope};
+use crate::permissions::{self, Action, Decision, Mode, Rule, Scope};
 use crate::tools::host::{OptionKind, PermissionAnswer, PermissionOption};
 use crate::tools::{Access, Invocation, ToolContext, ToolError, ToolOutcome};
 
@@ -56,14 +56,16 @@ pub async fn executing(turn: &mut Turn<'_>, mut queue: CallQueue) -> TurnState {
             fail(turn, &queue.message, index, format!("Permission denied: {why}."));
             TurnState::Executing(queue)
         }
-        Decision::Ask if !turn.tools.host.can_ask() => {
+        Decision::Ask(why) if !turn.tools.host.can_ask() => {
             queue.calls.pop_front();
-            let why = "this call needs the user's permission and there is nobody to ask; \
-                       run with --mode accept-edits or --mode bypass to allow it";
+            let why = format!(
+                "this call needs the user's permission ({why}) and there is nobody to ask; \
+                 run with --mode accept-edits or --mode bypass to allow it"
+            );
             fail(turn, &queue.message, index, format!("Permission denied: {why}."));
             TurnState::Executing(queue)
         }
-        Decision::Ask => TurnState::Confirming(queue),
+        Decision::Ask(why) => TurnState::Confirming(queue, why),
         Decision::Allow => {
             let mut batch = vec![(index, invocation.clone())];
             queue.calls.pop_front();
@@ -86,45 +88,44 @@ pub async fn executing(turn: &mut Turn<'_>, mut queue: CallQueue) -> TurnState {
     }
 }
 
-/// Asks the user about the first queued call, then goes back to executing.
-pub async fn confirming(turn: &mut Turn<'_>, mut queue: CallQueue) -> TurnState {
+/// Asks the user about the first queued call, then goes back to executing. The question shows
+/// the call's card with what it would do (the diff of an edit, the command line) and why cairn
+/// asks; the "always" options offer exactly the rule that would be remembered, and only when a
+/// rule may cover the call at all.
+pub async fn confirming(turn: &mut Turn<'_>, mut queue: CallQueue, why: String) -> TurnState {
     let Some(head) = queue.calls.front_mut() else { return TurnState::Sampling };
     let Ok(invocation) = head.invocation.clone() else { return TurnState::Executing(queue) };
     let index = head.index;
     let Some(request) = invocation.permission(&turn.tools.workspace) else {
-        head.approved = true;
+        head.approved = Some(String::new());
         return TurnState::Executing(queue);
+    };
+    let ctx = context(turn, turn.cancel.child_token(), None);
+    let preview = match invocation.preview(&ctx).await {
+        Ok(preview) => preview,
+        Err(err) => {
+            // The call cannot succeed (an edit whose text is not there): nothing to ask about.
+            queue.calls.pop_front();
+            fail(turn, &queue.message, index, err.0);
+            return TurnState::Executing(queue);
+        }
     };
     let Some(part) = change(turn, &queue.message, index, |tool| tool.state.advance(CallState::Suspended).is_ok())
     else {
         return TurnState::Executing(queue);
     };
-    let session_rule = permissions::rule_for(&request, Action::Allow, Scope::Session);
-    let what = permissions::describe_rule(&session_rule);
-    let options = [
-        PermissionOption { id: "allow_once", label: "Allow once".into(), kind: OptionKind::AllowOnce },
-        PermissionOption {
-            id: "allow_session",
-            label: format!("Always allow {what} in this session"),
-            kind: OptionKind::AllowAlways,
-        },
-        PermissionOption {
-            id: "allow_project",
-            label: format!("Always allow {what} in this project"),
-            kind: OptionKind::AllowAlways,
-        },
-        PermissionOption { id: "reject_once", label: "Reject".into(), kind: OptionKind::RejectOnce },
-        PermissionOption {
-            id: "reject_always",
-            label: format!("Always reject {what}"),
-            kind: OptionKind::RejectAlways,
-        },
-    ];
+    let rules: &[Rule] = turn.tools.rules;
+    let allow = permissions::rule_for(&request, Action::Allow, Scope::Session, rules);
+    let deny = permissions::rule_for(&request, Action::Deny, Scope::Session, rules);
+    let options = options(allow.as_ref(), deny.as_ref());
+    let mut shown = part;
+    shown.content = preview;
+    shown.content.push(ToolContent::Text { text: format!("cairn asks because {why}.") });
     let host = std::sync::Arc::clone(&turn.tools.host);
     let answer = tokio::select! {
         biased;
         () = turn.cancel.cancelled() => None,
-        answer = host.request_permission(&part, &options) => Some(answer),
+        answer = host.request_permission(&shown, &options) => Some(answer),
     };
     let chosen = match answer {
         None | Some(Ok(PermissionAnswer::Cancelled)) if turn.cancel.is_cancelled() => {
@@ -138,25 +139,21 @@ pub async fn confirming(turn: &mut Turn<'_>, mut queue: CallQueue) -> TurnState 
             "reject_once".to_owned()
         }
     };
-    let remember = |action, source| {
-        let rule = permissions::rule_for(&request, action, source);
-        (rule.clone(), AgentEvent::RuleAdded(rule))
-    };
     let (allowed, rule) = match chosen.as_str() {
         "allow_once" => (true, None),
-        "allow_session" => (true, Some(remember(Action::Allow, Scope::Session))),
-        "allow_project" => (true, Some(remember(Action::Allow, Scope::Project))),
-        "reject_always" => (false, Some(remember(Action::Deny, Scope::Session))),
+        "allow_session" => (true, allow),
+        "allow_project" => (true, allow.map(|rule| Rule { source: Scope::Project, ..rule })),
+        "reject_always" => (false, deny),
         _ => (false, None),
     };
-    if let Some((rule, event)) = rule {
-        turn.tools.rules.push(rule);
-        turn.recorder.record(event);
+    if let Some(rule) = rule {
+        turn.tools.rules.push(rule.clone());
+        turn.recorder.record(AgentEvent::RuleAdded(rule));
     }
     change(turn, &queue.message, index, |tool| tool.state.advance(CallState::Resuming).is_ok());
     if allowed {
         if let Some(head) = queue.calls.front_mut() {
-            head.approved = true;
+            head.approved = Some(request.target);
         }
     } else {
         queue.calls.pop_front();
@@ -165,21 +162,63 @@ pub async fn confirming(turn: &mut Turn<'_>, mut queue: CallQueue) -> TurnState 
     TurnState::Executing(queue)
 }
 
+/// The choices of a question: "always" ones only for the rules that may be remembered, each
+/// labelled with the rule's own description (the same words `/permissions` lists).
+fn options(allow: Option<&Rule>, deny: Option<&Rule>) -> Vec<PermissionOption> {
+    let mut options =
+        vec![PermissionOption { id: "allow_once", label: "Allow once".into(), kind: OptionKind::AllowOnce }];
+    if let Some(rule) = allow {
+        let what = permissions::describe_rule(rule);
+        options.push(PermissionOption {
+            id: "allow_session",
+            label: format!("Always allow {what} in this session"),
+            kind: OptionKind::AllowAlways,
+        });
+        options.push(PermissionOption {
+            id: "allow_project",
+            label: format!("Always allow {what} in this project"),
+            kind: OptionKind::AllowAlways,
+        });
+    }
+    options.push(PermissionOption { id: "reject_once", label: "Reject".into(), kind: OptionKind::RejectOnce });
+    if let Some(rule) = deny {
+        options.push(PermissionOption {
+            id: "reject_always",
+            label: format!("Always reject {}", permissions::describe_rule(rule)),
+            kind: OptionKind::RejectAlways,
+        });
+    }
+    options
+}
+
 /// The tool's cooldown, if loop detection took it away for a while.
 fn cooling(turn: &Turn<'_>, name: &str) -> Option<(String, u32)> {
     turn.run.cooldowns.iter().find(|(tool, _)| tool == name).cloned()
 }
 
-/// What the permissions say about a queued call now (the mode may have changed).
+/// What the permissions say about a queued call now (the mode may have changed). An approval
+/// holds only while the call's target is the one the user saw.
 fn decision(turn: &Turn<'_>, call: &QueuedCall) -> Decision {
-    if call.approved {
-        return Decision::Allow;
-    }
     let Ok(invocation) = &call.invocation else { return Decision::Allow };
     let mode: Mode = *turn.tools.mode.borrow();
     match invocation.permission(&turn.tools.workspace) {
+        Some(request) if call.approved.as_deref() == Some(request.target.as_str()) => Decision::Allow,
         Some(request) => permissions::decide(&request, mode, turn.tools.rules),
         None => Decision::Allow,
+    }
+}
+
+/// The context a tool runs (or is previewed) with.
+fn context(
+    turn: &Turn<'_>,
+    cancel: tokio_util::sync::CancellationToken,
+    progress: Option<mpsc::UnboundedSender<Vec<ToolContent>>>,
+) -> ToolContext {
+    ToolContext {
+        workspace: turn.tools.workspace.clone(),
+        host: std::sync::Arc::clone(&turn.tools.host),
+        cancel,
+        progress,
     }
 }
 
@@ -243,15 +282,8 @@ async fn run(turn: &mut Turn<'_>, message: &MessageId, batch: Vec<(u32, Invocati
     let single = batch.len() == 1;
     let cancel = turn.cancel.child_token();
     let default_timeout = turn.limits.tool_timeout;
-    let contexts: Vec<ToolContext> = batch
-        .iter()
-        .map(|_| ToolContext {
-            workspace: turn.tools.workspace.clone(),
-            host: std::sync::Arc::clone(&turn.tools.host),
-            cancel: cancel.clone(),
-            progress: single.then(|| progress_tx.clone()),
-        })
-        .collect();
+    let contexts: Vec<ToolContext> =
+        batch.iter().map(|_| context(turn, cancel.clone(), single.then(|| progress_tx.clone()))).collect();
     drop(progress_tx);
     let runs = join_all(batch.iter().zip(&contexts).map(|((_, invocation), ctx)| async move {
         let limit = invocation.timeout(default_timeout);

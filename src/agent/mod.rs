@@ -137,7 +137,7 @@ pub async fn run_turn(mut turn: Turn<'_>, prompt: Vec<Part>) -> Result<StopReaso
         tracing::debug!(?state, "turn state");
         // A step ends when its answer and its tools are done, not when a retry or a compaction
         // sends the same step back to Sampling.
-        let ran_tools = matches!(state, TurnState::Executing(_) | TurnState::Confirming(_));
+        let ran_tools = matches!(state, TurnState::Executing(_) | TurnState::Confirming(..));
         let next = match state {
             TurnState::Sampling => {
                 if !in_step {
@@ -161,7 +161,7 @@ pub async fn run_turn(mut turn: Turn<'_>, prompt: Vec<Part>) -> Result<StopReaso
                 next
             }
             TurnState::Executing(queue) => calls::executing(&mut turn, queue).await,
-            TurnState::Confirming(queue) => calls::confirming(&mut turn, queue).await,
+            TurnState::Confirming(queue, why) => calls::confirming(&mut turn, queue, why).await,
             TurnState::Done(reason) => return run_end(&mut turn, &user, reason).await,
         };
         let step_over = matches!(next, TurnState::Done(_)) || (ran_tools && matches!(next, TurnState::Sampling));

@@ -23,8 +23,9 @@ pub enum TurnState {
     Streaming(Box<Streaming>),
     /// Running the tool calls the model asked for, in order.
     Executing(CallQueue),
-    /// Waiting for the user to allow the first queued call (a pending `session/request_permission`).
-    Confirming(CallQueue),
+    /// Waiting for the user to allow the first queued call (a pending `session/request_permission`),
+    /// with the reason cairn asks.
+    Confirming(CallQueue, String),
     /// Making the history fit the context window again, then back to Sampling.
     Compacting(Why),
     /// The turn is over.
@@ -37,7 +38,7 @@ impl fmt::Debug for TurnState {
             TurnState::Sampling => f.write_str("Sampling"),
             TurnState::Streaming(streaming) => write!(f, "Streaming({})", streaming.message.id),
             TurnState::Executing(queue) => write!(f, "Executing({} calls)", queue.calls.len()),
-            TurnState::Confirming(queue) => write!(f, "Confirming({} calls)", queue.calls.len()),
+            TurnState::Confirming(queue, _) => write!(f, "Confirming({} calls)", queue.calls.len()),
             TurnState::Compacting(why) => write!(f, "Compacting({why:?})"),
             TurnState::Done(reason) => write!(f, "Done({reason:?})"),
         }
@@ -81,8 +82,9 @@ pub struct QueuedCall {
     pub index: u32,
     /// The validated call, or what is wrong with it.
     pub invocation: Result<Invocation, ToolError>,
-    /// The user allowed this call when asked.
-    pub approved: bool,
+    /// The user allowed this call when asked, for this target (a path's final target or the
+    /// command line); if the target is no longer the same when it runs, it is decided again.
+    pub approved: Option<String>,
 }
 
 /// Why a turn ended.

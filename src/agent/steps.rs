@@ -157,14 +157,13 @@ pub async fn streaming(turn: &mut Turn<'_>, s: Box<Streaming>) -> TurnState {
                 turn.recorder.record(AgentEvent::PartUpdated { message: s.message.id.clone(), index, part });
             }
             StreamEvent::ToolCallStarted { id, name } => {
+                // The call is shown once its arguments are complete, with its real title.
                 close_part(turn, &mut s);
                 let index = next_index(&s.message);
                 let mut tool = ToolPart::new(id.clone(), name);
                 tool.kind = tools::kind_for(&tool.name);
-                let part = Part::Tool(tool);
-                s.message.parts.push(part.clone());
+                s.message.parts.push(Part::Tool(tool));
                 s.calls.push((id, index));
-                turn.recorder.record(AgentEvent::PartUpdated { message: s.message.id.clone(), index, part });
             }
             StreamEvent::ToolCall(call) => {
                 close_part(turn, &mut s);
@@ -273,7 +272,7 @@ fn run_calls(turn: &mut Turn<'_>, s: Streaming) -> TurnState {
             Some(Part::Tool(tool)) => Some(QueuedCall {
                 index: *index,
                 invocation: Invocation::parse(&tool.name, &tool.input),
-                approved: false,
+                approved: None,
             }),
             _ => None,
         })

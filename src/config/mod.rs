@@ -39,6 +39,8 @@ pub struct Config {
     pub title_model: Option<String>,
     /// The config file that was read, if one existed.
     pub file: Option<PathBuf>,
+    /// Where the config file lives (or would), which tools must not change unasked.
+    pub config_dir: Option<PathBuf>,
     /// The user's home, where user-level instructions and skills live (`~/.agents`).
     pub home_dir: Option<PathBuf>,
 }
@@ -227,6 +229,7 @@ impl Config {
             models,
             title_model,
             file: file_path,
+            config_dir: path.as_deref().and_then(Path::parent).map(Path::to_path_buf),
             home_dir: env("HOME").map(PathBuf::from).or_else(dirs::home_dir),
         })
     }

@@ -5,7 +5,7 @@
 //! update before its row is committed" holds without a round trip per chunk: the writer thread
 //! commits in batches and runs the callbacks in order.
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
 
 use futures::future::BoxFuture;
@@ -13,7 +13,7 @@ use tokio::sync::watch;
 
 use super::{CompactionState, Status, Update, UpdateSink, compaction_failed_note, compaction_note};
 use crate::agent::{AgentEvent, RecordError, Recorder, StreamKind};
-use crate::history::{CallState, Message, MessageMeta, Part, Role};
+use crate::history::{CallState, Message, MessageMeta, Part, Role, ToolPart};
 use crate::ids::SessionId;
 use crate::permissions::Scope;
 use crate::store::{AfterCommit, Store, StoreError, Write};
@@ -25,8 +25,9 @@ pub struct StoreRecorder {
     store: Store,
     sink: Arc<dyn UpdateSink>,
     failure: Arc<OnceLock<RecordError>>,
-    /// Tool calls already shown with `tool_call`; later changes are `tool_call_update`s.
-    shown_calls: HashSet<String>,
+    /// Tool calls already shown with `tool_call`, as last shown; later changes are
+    /// `tool_call_update`s, sent only when they change what the editor shows.
+    shown_calls: HashMap<String, ToolPart>,
     /// The session's status: retrying while a request is tried again, busy once it streams.
     status: Arc<watch::Sender<Status>>,
 }
@@ -39,7 +40,7 @@ impl StoreRecorder {
         sink: Arc<dyn UpdateSink>,
         status: Arc<watch::Sender<Status>>,
     ) -> Self {
-        Self { session, project, store, sink, failure: Arc::new(OnceLock::new()), shown_calls: HashSet::new(), status }
+        Self { session, project, store, sink, failure: Arc::new(OnceLock::new()), shown_calls: HashMap::new(), status }
     }
 
     /// A callback that shows `updates` once committed, or remembers the failure.
@@ -99,10 +100,12 @@ impl Recorder for StoreRecorder {
             AgentEvent::PartUpdated { message, index, part } => {
                 let mut updates = Vec::new();
                 if let Part::Tool(tool) = &part {
-                    if self.shown_calls.insert(tool.call_id.clone()) {
-                        updates.push(Update::ToolCall(tool.clone()));
-                    } else {
-                        updates.push(Update::ToolCallUpdate(tool.clone()));
+                    let seen = as_shown(tool);
+                    match self.shown_calls.insert(tool.call_id.clone(), seen.clone()) {
+                        None => updates.push(Update::ToolCall(tool.clone())),
+                        // Waiting for and getting permission change nothing the editor shows.
+                        Some(before) if before == seen => {}
+                        Some(_) => updates.push(Update::ToolCallUpdate(tool.clone())),
                     }
                     if let (Some(plan), CallState::Succeeded) = (&tool.plan, tool.state) {
                         updates.push(Update::Plan(plan.clone()));
@@ -189,4 +192,13 @@ impl Recorder for StoreRecorder {
     fn failure(&self) -> Option<RecordError> {
         self.failure.get().cloned()
     }
+}
+
+/// A tool call as the editor sees it: the states before running all show as pending.
+fn as_shown(tool: &ToolPart) -> ToolPart {
+    let mut shown = tool.clone();
+    if matches!(shown.state, CallState::Suspended | CallState::Resuming) {
+        shown.state = CallState::New;
+    }
+    shown
 }

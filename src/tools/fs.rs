@@ -69,41 +69,52 @@ pub async fn write(args: &WriteArgs, ctx: &ToolContext) -> Result<ToolOutcome, T
 pub async fn edit(args: &EditArgs, ctx: &ToolContext) -> Result<ToolOutcome, ToolError> {
     let path = target(ctx, &args.path);
     let shown = ctx.workspace.display(&path);
-    if args.old_string.is_empty() {
-        return Err(ToolError("old_string is empty; use `write` to create or replace a whole file".into()));
-    }
-    if args.old_string == args.new_string {
-        return Err(ToolError("old_string and new_string are the same; there is nothing to change".into()));
-    }
     let old = load(ctx, &path).await?.ok_or_else(|| not_found(ctx, &path))?;
-    let found = old.matches(&args.old_string).count();
-    let new = match (found, args.replace_all) {
-        (0, _) => {
-            return Err(ToolError(format!(
-                "old_string was not found in {shown}. Read the file and copy the text exactly, whitespace included."
-            )));
-        }
-        (1, _) | (_, true) => {
-            if args.replace_all {
-                old.replace(&args.old_string, &args.new_string)
-            } else {
-                old.replacen(&args.old_string, &args.new_string, 1)
-            }
-        }
-        (_, false) => {
-            return Err(ToolError(format!(
-                "old_string occurs {found} times in {shown}; include more surrounding lines to make it unique, or set replace_all"
-            )));
-        }
-    };
+    let (new, replaced) = apply(args, &old, &shown)?;
     save(ctx, &path, &new).await?;
-    let replaced = if args.replace_all { found } else { 1 };
     let content = vec![ToolContent::Diff { path: path.display().to_string(), old_text: Some(old), new_text: new }];
     Ok(ToolOutcome {
         output: format!("Edited {shown}: replaced {replaced} occurrence{}.", if replaced == 1 { "" } else { "s" }),
         content,
         ..ToolOutcome::default()
     })
+}
+
+/// The diff `write` would show, for the permission question.
+pub async fn preview_write(args: &WriteArgs, ctx: &ToolContext) -> Result<Vec<ToolContent>, ToolError> {
+    let path = target(ctx, &args.path);
+    let old = load(ctx, &path).await?;
+    Ok(vec![ToolContent::Diff { path: path.display().to_string(), old_text: old, new_text: args.content.clone() }])
+}
+
+/// The diff `edit` would show, for the permission question; `Err` if the edit cannot apply.
+pub async fn preview_edit(args: &EditArgs, ctx: &ToolContext) -> Result<Vec<ToolContent>, ToolError> {
+    let path = target(ctx, &args.path);
+    let shown = ctx.workspace.display(&path);
+    let old = load(ctx, &path).await?.ok_or_else(|| not_found(ctx, &path))?;
+    let (new, _) = apply(args, &old, &shown)?;
+    Ok(vec![ToolContent::Diff { path: path.display().to_string(), old_text: Some(old), new_text: new }])
+}
+
+/// `old` with the edit applied, and how many occurrences it replaced.
+fn apply(args: &EditArgs, old: &str, shown: &str) -> Result<(String, usize), ToolError> {
+    if args.old_string.is_empty() {
+        return Err(ToolError("old_string is empty; use `write` to create or replace a whole file".into()));
+    }
+    if args.old_string == args.new_string {
+        return Err(ToolError("old_string and new_string are the same; there is nothing to change".into()));
+    }
+    let found = old.matches(&args.old_string).count();
+    match (found, args.replace_all) {
+        (0, _) => Err(ToolError(format!(
+            "old_string was not found in {shown}. Read the file and copy the text exactly, whitespace included."
+        ))),
+        (_, true) => Ok((old.replace(&args.old_string, &args.new_string), found)),
+        (1, false) => Ok((old.replacen(&args.old_string, &args.new_string, 1), 1)),
+        (_, false) => Err(ToolError(format!(
+            "old_string occurs {found} times in {shown}; include more surrounding lines to make it unique, or set replace_all"
+        ))),
+    }
 }
 
 fn not_found(ctx: &ToolContext, path: &Path) -> ToolError {

@@ -10,7 +10,6 @@ mod fs;
 pub mod host;
 mod search;
 mod shell;
-pub mod workspace;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -25,8 +24,8 @@ use tokio_util::sync::CancellationToken;
 use crate::history::{Location, PlanEntry, PlanPriority, PlanStatus, ToolContent, ToolKind};
 use crate::permissions::{Permission, PermissionRequest};
 
+pub use crate::workspace::Workspace;
 pub use host::{Host, NoEditor};
-pub use workspace::Workspace;
 
 /// Every tool, in the order the model sees them.
 pub const NAMES: [&str; 7] = ["read", "write", "edit", "glob", "grep", "bash", "todo"];
@@ -225,9 +224,18 @@ impl Invocation {
         }
     }
 
-    /// A short description for the editor.
+    /// A short description for the editor. A path that a symlink sends elsewhere is shown with
+    /// where it lands: `Write notes.txt → /elsewhere/notes.txt`.
     pub fn title(&self, workspace: &Workspace) -> String {
-        let shown = |path: &str| workspace.display(&workspace.resolve(path));
+        let shown = |path: &str| {
+            let given = workspace.resolve(path);
+            let landed = real_target(workspace, &given);
+            if landed == given {
+                workspace.display(&given)
+            } else {
+                format!("{} → {}", workspace.display(&given), workspace.display(&landed))
+            }
+        };
         match self {
             Invocation::Read(read) => match (read.offset, read.limit) {
                 (None, None) => format!("Read {}", shown(&read.path)),
@@ -253,10 +261,11 @@ impl Invocation {
         }
     }
 
-    /// The files this call touches.
+    /// The files this call touches, at their final targets.
     pub fn locations(&self, workspace: &Workspace) -> Vec<Location> {
         let at = |path: &str, line: Option<u32>| {
-            vec![Location { path: workspace.resolve(path).display().to_string(), line }]
+            let landed = real_target(workspace, &workspace.resolve(path));
+            vec![Location { path: landed.display().to_string(), line }]
         };
         match self {
             Invocation::Read(read) => at(&read.path, read.offset),
@@ -282,8 +291,19 @@ impl Invocation {
             Invocation::Write(WriteArgs { path, .. }) | Invocation::Edit(EditArgs { path, .. }) => {
                 Some(path_request(Permission::Edit, path))
             }
-            Invocation::Bash(bash) => Some(PermissionRequest::for_command(&bash.command)),
+            Invocation::Bash(bash) => Some(PermissionRequest::for_command(&bash.command, workspace)),
             Invocation::Todo(_) => None,
+        }
+    }
+
+    /// What the user sees when asked about this call: the whole-file diff an edit would make,
+    /// the command line a shell call would run. `Err` when the call cannot succeed as it is.
+    pub async fn preview(&self, ctx: &ToolContext) -> Result<Vec<ToolContent>, ToolError> {
+        match self {
+            Invocation::Write(write) => fs::preview_write(write, ctx).await,
+            Invocation::Edit(edit) => fs::preview_edit(edit, ctx).await,
+            Invocation::Bash(bash) => Ok(vec![ToolContent::Text { text: bash.command.clone() }]),
+            Invocation::Read(_) | Invocation::Glob(_) | Invocation::Grep(_) | Invocation::Todo(_) => Ok(Vec::new()),
         }
     }
 
@@ -411,9 +431,15 @@ pub fn spec(name: &str) -> Option<Value> {
     Some(json!({"name": name, "description": description, "parameters": parameters}))
 }
 
-/// A path argument resolved, for tools that take one.
+/// A path argument resolved to where an access lands: every symlink followed, so what the
+/// tool touches is what the permission judged (and a link is never written through blindly).
 fn target(ctx: &ToolContext, path: &str) -> PathBuf {
-    ctx.workspace.resolve(path)
+    real_target(&ctx.workspace, &ctx.workspace.resolve(path))
+}
+
+/// `path`'s final target, or `path` itself when it cannot be resolved (the OS then reports why).
+fn real_target(workspace: &Workspace, path: &std::path::Path) -> PathBuf {
+    workspace.locate(path).real.unwrap_or_else(|| path.to_path_buf())
 }
 
 #[cfg(test)]

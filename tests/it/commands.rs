@@ -65,7 +65,7 @@ async fn permissions_lists_and_revokes_remembered_rules() {
     env.mock.push(Reply::text(&["ran"]));
     say(&mut agent, &session, "run echo").await;
     let (_, listed) = say(&mut agent, &session, "/permissions").await;
-    assert!(listed.contains("1. allow `echo hi` commands (this session)"), "{listed}");
+    assert!(listed.contains("1. allow `echo` on files in this workspace (this session)"), "{listed}");
     let (_, revoked) = say(&mut agent, &session, "/permissions revoke 1").await;
     assert!(revoked.contains("Revoked 1 rule"), "{revoked}");
     let (_, listed) = say(&mut agent, &session, "/permissions").await;
@@ -172,7 +172,7 @@ async fn a_fork_leaves_session_rules_behind_and_recomputes_the_totals() {
     let (_, listed) = say(&mut agent, &fork, "/permissions").await;
     assert!(listed.contains("No remembered permission rules"), "{listed}");
     let (_, listed) = say(&mut agent, &parent, "/permissions").await;
-    assert!(listed.contains("1. allow `echo hi` commands (this session)"), "{listed}");
+    assert!(listed.contains("1. allow `echo` on files in this workspace (this session)"), "{listed}");
 
     let db = rusqlite::Connection::open(env.database()).unwrap();
     let totals = |id: &str| -> (i64, i64, String, String) {

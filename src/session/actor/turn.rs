@@ -126,7 +126,8 @@ impl Actor {
         let cwd = PathBuf::from(&self.row.cwd);
         let system = self.system.clone();
         let warn = !std::mem::replace(&mut self.system_warned, true);
-        let workspace = Workspace::new(&cwd, &[]);
+        let own = [Some(config.data_dir.clone()), config.config_dir.clone()];
+        let workspace = Workspace::new(&cwd, &[]).protecting(own.into_iter().flatten());
         let host = self.services.sink.host(&self.row.id);
         let mode = self.mode.subscribe();
         let mut rules = std::mem::take(&mut self.rules);

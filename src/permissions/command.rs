@@ -1,0 +1,346 @@
+//! What a parsed command line runs: every program however it is spelled or wrapped (`/bin/rm`,
+//! `\rm`, `'rm'`, `command rm`, `env rm`, `xargs rm`, `bash -c 'rm …'`, `find -exec rm`), and
+//! which commands are too powerful to be remembered beyond their exact text.
+//!
+//! Which commands are too powerful to be remembered beyond their exact text lives in
+//! [`kinds`].
+
+mod kinds;
+
+use super::shell::{self, Script, Word, WordKind};
+pub use kinds::{STATEFUL_BUILTINS, exact_only, rule_words};
+
+/// How deep `bash -c '…'` strings are followed before the rest counts as unknown.
+const MAX_DEPTH: usize = 8;
+/// How many programs a line may be read to run before the rest counts as unknown.
+const MAX_RUNS: usize = 512;
+
+/// A program a command line runs, as far as it can be known before it runs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Run {
+    /// The program's name (the last part of its path), or `None` when the shell computes it.
+    pub program: Option<String>,
+    /// Its arguments.
+    pub args: Vec<Word>,
+}
+
+/// Every program `script` runs, wrappers and `-c` strings looked through.
+pub fn runs(script: &Script) -> Vec<Run> {
+    let mut out = Vec::new();
+    for command in &script.commands {
+        runs_of(&command.words, 0, &mut out);
+    }
+    out
+}
+
+fn runs_of(words: &[Word], depth: usize, out: &mut Vec<Run>) {
+    let Some(first) = words.first() else { return };
+    if depth > MAX_DEPTH || out.len() > MAX_RUNS {
+        if out.last().is_none_or(|run| run.program.is_some()) {
+            out.push(Run { program: None, args: Vec::new() });
+        }
+        return;
+    }
+    let program = program_name(first);
+    let args = &words[1..];
+    out.push(Run { program: program.clone(), args: args.to_vec() });
+    let Some(name) = program else { return };
+    match inner(&name, args) {
+        Inner::None => {}
+        Inner::Program(at) => runs_of(&args[at..], depth + 1, out),
+        Inner::Programs(starts) => {
+            for (from, to) in starts {
+                runs_of(&args[from..to], depth + 1, out);
+            }
+        }
+        Inner::Shell(text) => match shell::parse(&text) {
+            Ok(script) => {
+                for command in &script.commands {
+                    runs_of(&command.words, depth + 1, out);
+                }
+            }
+            Err(_) => out.push(Run { program: None, args: Vec::new() }),
+        },
+        Inner::Unknown => out.push(Run { program: None, args: Vec::new() }),
+        Inner::Candidates(from) => {
+            // Options this reading does not know: any later word may be the program.
+            for at in from..args.len() {
+                runs_of(&args[at..], depth + 1, out);
+            }
+        }
+    }
+}
+
+/// The name a command word runs: the last part of its path, once quotes are removed; `None`
+/// when the shell computes it (`$CMD`, `{rm,x}`, `/bin/r?`).
+pub fn program_name(word: &Word) -> Option<String> {
+    match word.kind {
+        WordKind::Literal => Some(word.text.rsplit('/').next().unwrap_or(&word.text).to_owned()),
+        WordKind::Glob(_) | WordKind::Dynamic => None,
+    }
+}
+
+/// What a wrapper runs.
+enum Inner {
+    /// Not a wrapper.
+    None,
+    /// The program starts at this argument.
+    Program(usize),
+    /// `find -exec …` and the like: programs in these argument ranges.
+    Programs(Vec<(usize, usize)>),
+    /// A string the wrapper hands to a shell.
+    Shell(String),
+    /// The wrapper runs something this reading cannot see (a computed word).
+    Unknown,
+    /// Unknown options: every argument from here may be the program.
+    Candidates(usize),
+}
+
+/// Options of a wrapper: those that take a separate value, and how many plain arguments come
+/// before the program (`timeout 5 …`, `chroot DIR …`).
+struct Wrapper {
+    values: &'static [&'static str],
+    flags: &'static [&'static str],
+    positionals: usize,
+    /// Takes `NAME=value` words before the program (`env`).
+    assignments: bool,
+}
+
+const fn wrapper(values: &'static [&'static str], flags: &'static [&'static str], positionals: usize) -> Wrapper {
+    Wrapper { values, flags, positionals, assignments: false }
+}
+
+fn wrapper_spec(name: &str) -> Option<Wrapper> {
+    Some(match name {
+        "command" => wrapper(&[], &["-p", "-v", "-V"], 0),
+        "builtin" | "nohup" | "exec" | "busybox" | "eatmydata" | "fakeroot" | "catchsegv" | "caffeinate" => {
+            wrapper(&["-a"], &["-c", "-l"], 0)
+        }
+        "setsid" => wrapper(&[], &["-c", "-f", "-w", "--ctty", "--fork", "--wait"], 0),
+        "time" => wrapper(&["-f", "-o", "--format", "--output"], &["-p", "-a", "-v", "--append", "--verbose"], 0),
+        "nice" => wrapper(&["-n", "--adjustment"], &[], 0),
+        "ionice" => wrapper(&["-c", "-n", "-p", "-P", "-u", "--class", "--classdata"], &["-t", "--ignore"], 0),
+        "timeout" => wrapper(
+            &["-k", "-s", "--kill-after", "--signal"],
+            &["-v", "--verbose", "--preserve-status", "--foreground"],
+            1,
+        ),
+        "stdbuf" => wrapper(&["-i", "-o", "-e", "--input", "--output", "--error"], &[], 0),
+        "env" => Wrapper {
+            values: &["-u", "-C", "--unset", "--chdir"],
+            flags: &["-i", "-0", "--ignore-environment", "--null", "-"],
+            positionals: 0,
+            assignments: true,
+        },
+        "sudo" => wrapper(
+            &["-u", "-g", "-C", "-D", "-h", "-p", "-r", "-t", "-T", "-U", "--user", "--group", "--chdir", "--prompt"],
+            &["-A", "-b", "-E", "-H", "-k", "-n", "-P", "-S", "-i", "-s", "--preserve-env", "--login", "--shell"],
+            0,
+        ),
+        "doas" => wrapper(&["-u", "-C"], &["-n", "-s", "-L"], 0),
+        "chroot" => wrapper(&["--userspec", "--groups"], &["--skip-chdir"], 1),
+        "taskset" | "chrt" => wrapper(&[], &["-a", "-c", "-p", "-f", "-r", "-o", "-b", "-i", "-d", "-m"], 1),
+        "strace" | "ltrace" => wrapper(
+            &["-o", "-e", "-p", "-s", "-u", "-E", "-P", "-X", "-n"],
+            &["-f", "-ff", "-c", "-t", "-tt", "-T", "-q", "-v", "-y"],
+            0,
+        ),
+        "xargs" => wrapper(
+            &[
+                "-a",
+                "-d",
+                "-E",
+                "-I",
+                "-L",
+                "-n",
+                "-P",
+                "-s",
+                "--arg-file",
+                "--delimiter",
+                "--max-args",
+                "--max-procs",
+                "--max-chars",
+                "--max-lines",
+                "--process-slot-var",
+                "--replace",
+            ],
+            &[
+                "-0",
+                "-e",
+                "-i",
+                "-l",
+                "-o",
+                "-p",
+                "-r",
+                "-t",
+                "-x",
+                "--null",
+                "--no-run-if-empty",
+                "--verbose",
+                "--interactive",
+                "--open-tty",
+                "--exit",
+            ],
+            0,
+        ),
+        "entr" => wrapper(&[], &["-a", "-c", "-cc", "-d", "-n", "-p", "-r", "-s", "-z"], 0),
+        "xvfb-run" | "dbus-run-session" | "proxychains" | "proxychains4" | "torsocks" | "firejail" | "unshare"
+        | "nsenter" | "numactl" | "valgrind" | "runuser" | "sg" | "systemd-run" | "bwrap" | "gdb" | "perf"
+        | "parallel" | "hyperfine" | "flatpak-spawn" | "distrobox-enter" => wrapper(&[], &[], usize::MAX),
+        _ => return None,
+    })
+}
+
+/// Shells: `-c STRING` runs the string; otherwise the first argument is a script file.
+fn is_shell(name: &str) -> bool {
+    matches!(name, "sh" | "bash" | "zsh" | "dash" | "ksh" | "mksh" | "ash" | "fish" | "yash" | "posh" | "csh" | "tcsh")
+}
+
+fn inner(name: &str, args: &[Word]) -> Inner {
+    if is_shell(name) {
+        return shell_string(args);
+    }
+    match name {
+        "eval" => return joined(args),
+        "watch" => {
+            return after_options(args, &["-n", "-d", "--interval", "--differences"])
+                .map_or(Inner::None, |at| joined(&args[at..]));
+        }
+        "su" | "script" | "flock" => {
+            return match args.iter().position(|w| w.text == "-c" || w.text == "--command") {
+                Some(at) => match args.get(at + 1) {
+                    Some(word) if word.kind == WordKind::Literal => Inner::Shell(word.text.clone()),
+                    Some(_) => Inner::Unknown,
+                    None => Inner::None,
+                },
+                None if name == "flock" => Inner::Candidates(0),
+                None => Inner::None,
+            };
+        }
+        "find" => return find_exec(args),
+        _ => {}
+    }
+    let Some(spec) = wrapper_spec(name) else { return Inner::None };
+    if spec.positionals == usize::MAX {
+        return Inner::Candidates(0);
+    }
+    let mut at = 0;
+    let mut positionals = spec.positionals;
+    while let Some(word) = args.get(at) {
+        let text = word.text.as_str();
+        if word.kind != WordKind::Literal {
+            return Inner::Unknown;
+        }
+        if text == "--" {
+            at += 1;
+            continue;
+        }
+        if name == "env" && (text == "-S" || text == "--split-string" || text.starts_with("-S")) {
+            let string = if text.len() > 2 && !text.starts_with("--") {
+                Some(text[2..].to_owned())
+            } else {
+                args.get(at + 1).map(|w| w.text.clone())
+            };
+            return string.map_or(Inner::Unknown, Inner::Shell);
+        }
+        if text.starts_with('-') && text.len() > 1 {
+            let option = text.split('=').next().unwrap_or(text);
+            let known = spec.values.contains(&option) || spec.flags.contains(&option);
+            if spec.values.contains(&option) && !text.contains('=') {
+                at += 2;
+            } else if known || is_numeric_flag(name, text) || attached_value(spec.values, text) {
+                at += 1;
+            } else {
+                return Inner::Candidates(at + 1);
+            }
+            continue;
+        }
+        if spec.assignments && shell::is_assignment(text) {
+            at += 1;
+            continue;
+        }
+        if positionals > 0 {
+            positionals -= 1;
+            at += 1;
+            continue;
+        }
+        return Inner::Program(at);
+    }
+    Inner::None
+}
+
+/// `nice -10 cmd`, `xargs -n1`-style flags with their number attached.
+fn is_numeric_flag(name: &str, text: &str) -> bool {
+    name == "nice" && text[1..].chars().all(|c| c.is_ascii_digit())
+}
+
+/// `-uroot`, `-n5`: a short value option with its value attached.
+fn attached_value(values: &[&str], text: &str) -> bool {
+    !text.starts_with("--") && text.len() > 2 && values.iter().any(|v| v.len() == 2 && text.starts_with(v))
+}
+
+/// The index of the first argument after `options` (each taking a value) and flags.
+fn after_options(args: &[Word], values: &[&str]) -> Option<usize> {
+    let mut at = 0;
+    while let Some(word) = args.get(at) {
+        if !word.text.starts_with('-') {
+            return Some(at);
+        }
+        at += if values.contains(&word.text.as_str()) { 2 } else { 1 };
+    }
+    None
+}
+
+/// `bash -c 'STRING'`, `bash -lc 'STRING'`: the string; `bash script.sh`: unseen.
+fn shell_string(args: &[Word]) -> Inner {
+    let mut at = 0;
+    let mut command = false;
+    while let Some(word) = args.get(at) {
+        let text = word.text.as_str();
+        if word.kind != WordKind::Literal {
+            return Inner::Unknown;
+        }
+        if matches!(text, "-o" | "+o" | "-O" | "+O" | "--rcfile" | "--init-file") {
+            at += 2;
+            continue;
+        }
+        if text.starts_with('-') && !text.starts_with("--") && text.len() > 1 {
+            command |= text.contains('c');
+            at += 1;
+            continue;
+        }
+        if text.starts_with("--") || text.starts_with('+') {
+            at += 1;
+            continue;
+        }
+        return if command { Inner::Shell(text.to_owned()) } else { Inner::None };
+    }
+    Inner::None
+}
+
+/// `eval a b c`: the arguments joined by spaces, read as a command line.
+fn joined(args: &[Word]) -> Inner {
+    if args.iter().any(|w| w.kind != WordKind::Literal) {
+        return Inner::Unknown;
+    }
+    Inner::Shell(args.iter().map(|w| w.text.as_str()).collect::<Vec<_>>().join(" "))
+}
+
+/// `find … -exec PROGRAM … ;` (and `-execdir`, `-ok`, `-okdir`).
+fn find_exec(args: &[Word]) -> Inner {
+    let mut ranges = Vec::new();
+    let mut at = 0;
+    while at < args.len() {
+        if matches!(args[at].text.as_str(), "-exec" | "-execdir" | "-ok" | "-okdir") {
+            let from = at + 1;
+            let to = args[from..].iter().position(|w| w.text == ";" || w.text == "+").map_or(args.len(), |n| from + n);
+            ranges.push((from, to));
+            at = to;
+        }
+        at += 1;
+    }
+    if ranges.is_empty() { Inner::None } else { Inner::Programs(ranges) }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,266 @@
+//! Which commands may be remembered as "this program on files in this workspace" and which
+//! only as their exact text: shells, wrappers and interpreters (`bash`, `env`, `xargs`, `sudo`,
+//! `python`, `awk`, …) run whatever their arguments say, and a few options turn ordinary tools
+//! into such runners (`find -exec`, `git -c`, `tar --to-command`). Also the words a program
+//! rule remembers (`cargo test`, `npm run build`).
+
+use super::{is_shell, program_name, wrapper_spec};
+use crate::permissions::shell::{self, Command};
+
+/// Why a command can only be remembered as its exact text, if it can't be remembered as
+/// "this program on files in this workspace".
+pub fn exact_only(command: &Command) -> Option<String> {
+    let Some(first) = command.words.first() else { return Some("it runs no program".into()) };
+    if !command.assignments.is_empty() {
+        return Some("it sets environment variables for the program".into());
+    }
+    let Some(name) = program_name(first) else { return Some("the program's name is computed when it runs".into()) };
+    if first.text.contains('/') {
+        return Some(format!("`{}` is run by its path, and what is there can change", first.text));
+    }
+    if is_shell(&name) || wrapper_spec(&name).is_some() || is_interpreter(&name) {
+        return Some(format!("`{name}` runs whatever its arguments say"));
+    }
+    if STATEFUL_BUILTINS.contains(&name.as_str()) {
+        return Some(format!("`{name}` changes how the rest of the command line runs"));
+    }
+    let args: Vec<&str> = command.words[1..].iter().map(|w| w.text.as_str()).collect();
+    if let Some(flag) = runner_option(&name, &args) {
+        return Some(format!("`{name} {flag}` can run other programs or write anywhere"));
+    }
+    None
+}
+
+/// Builtins that change the shell's state for the commands after them (directory, variables,
+/// options): they make the other commands of the line mean something else.
+pub const STATEFUL_BUILTINS: [&str; 21] = [
+    "cd", "pushd", "popd", "export", "unset", "set", "shopt", "alias", "unalias", "declare", "typeset", "local",
+    "readonly", "trap", "enable", "hash", "source", ".", "umask", "ulimit", "exec",
+];
+
+/// Programs that run code given in their arguments or files (language interpreters, stream
+/// editors with commands that execute or write, remote shells, terminal multiplexers, …).
+fn is_interpreter(name: &str) -> bool {
+    const NAMES: [&str; 51] = [
+        "python",
+        "python2",
+        "python3",
+        "pypy",
+        "awk",
+        "gawk",
+        "mawk",
+        "nawk",
+        "sed",
+        "gsed",
+        "perl",
+        "node",
+        "nodejs",
+        "deno",
+        "bun",
+        "bunx",
+        "npx",
+        "pnpx",
+        "uvx",
+        "pipx",
+        "ruby",
+        "irb",
+        "php",
+        "lua",
+        "luajit",
+        "tclsh",
+        "wish",
+        "Rscript",
+        "R",
+        "julia",
+        "osascript",
+        "pwsh",
+        "powershell",
+        "java",
+        "jshell",
+        "expect",
+        "ssh",
+        "scp",
+        "sftp",
+        "nc",
+        "ncat",
+        "socat",
+        "telnet",
+        "tmux",
+        "screen",
+        "vi",
+        "vim",
+        "nvim",
+        "emacs",
+        "ed",
+        "ex",
+    ];
+    const MORE: [&str; 17] = [
+        "less",
+        "more",
+        "man",
+        "open",
+        "xdg-open",
+        "docker",
+        "podman",
+        "kubectl",
+        "systemctl",
+        "crontab",
+        "at",
+        "kill",
+        "pkill",
+        "killall",
+        "batch",
+        "watch",
+        "dotnet-script",
+    ];
+    NAMES.contains(&name)
+        || MORE.contains(&name)
+        || ["python", "pypy", "ruby", "perl", "php", "lua", "node"].iter().any(|prefix| {
+            name.strip_prefix(prefix)
+                .is_some_and(|v| !v.is_empty() && v.chars().all(|c| c.is_ascii_digit() || c == '.'))
+        })
+}
+
+/// An option or subcommand that makes an ordinary program run others or write anywhere.
+fn runner_option<'a>(name: &str, args: &[&'a str]) -> Option<&'a str> {
+    let option = |flags: &[&str]| {
+        args.iter().copied().find(|arg| flags.iter().any(|f| arg == f || arg.starts_with(&format!("{f}="))))
+    };
+    match name {
+        "find" => option(&["-exec", "-execdir", "-ok", "-okdir", "-delete", "-fprint", "-fprint0", "-fprintf", "-fls"]),
+        "git" => {
+            let sub = args.iter().copied().find(|a| !a.starts_with('-'));
+            option(&[
+                "-c",
+                "--config-env",
+                "--exec-path",
+                "--upload-pack",
+                "--receive-pack",
+                "--template",
+                "--exec",
+                "-x",
+                "--extcmd",
+                "--tool",
+            ])
+            .or_else(|| args.iter().copied().find(|a| a.starts_with("-c")))
+            .or_else(|| {
+                sub.filter(|s| {
+                    [
+                        "config",
+                        "submodule",
+                        "bisect",
+                        "filter-branch",
+                        "filter-repo",
+                        "difftool",
+                        "mergetool",
+                        "send-email",
+                        "daemon",
+                        "instaweb",
+                        "credential",
+                        "hook",
+                        "alias",
+                    ]
+                    .contains(s)
+                })
+            })
+            .or_else(|| {
+                sub.filter(|s| ["clone", "fetch", "pull", "ls-remote", "archive"].contains(s))
+                    .and_then(|_| option(&["-u"]))
+            })
+        }
+        "tar" => option(&[
+            "--to-command",
+            "-I",
+            "--use-compress-program",
+            "--checkpoint-action",
+            "-F",
+            "--info-script",
+            "--new-volume-script",
+            "--rsh-command",
+        ]),
+        "rsync" => option(&["-e", "--rsh", "--rsync-path"]),
+        "make" | "gmake" => option(&["-f", "--file", "--makefile", "-E", "--eval", "-C", "--directory"])
+            .or_else(|| args.iter().copied().find(|a| shell::is_assignment(a))),
+        "sort" => option(&["--compress-program"]),
+        "zip" => option(&["-T", "-TT", "--unzip-command"]),
+        "cargo" => option(&["--config", "-Z"])
+            .or_else(|| args.first().copied().filter(|s| ["install", "uninstall"].contains(s))),
+        "npm" | "pnpm" | "yarn" => option(&["-g", "--global", "--prefix"])
+            .or_else(|| args.first().copied().filter(|s| ["exec", "x", "dlx", "create", "init", "link"].contains(s))),
+        "pip" | "pip3" | "uv" | "poetry" | "pdm" | "hatch" | "rye" | "conda" | "mamba" | "gem" | "go" | "brew"
+        | "apt" | "apt-get" | "dnf" | "yum" | "pacman" | "nix" | "bundle" | "pipenv" | "rustup" => {
+            args.first().copied().filter(|s| {
+                ["install", "run", "exec", "tool", "shell", "develop", "add", "upgrade", "update", "pip"].contains(s)
+            })
+        }
+        _ => None,
+    }
+}
+
+/// The words a program rule for `command` remembers: the program, and its subcommand for
+/// programs that have them (`git status`, `cargo test`, `npm run build`).
+pub fn rule_words(command: &Command) -> Vec<String> {
+    let words: Vec<&str> = command.words.iter().map(|w| w.text.as_str()).collect();
+    let Some(name) = command.words.first().and_then(program_name) else { return Vec::new() };
+    let plain = |w: &&str| {
+        !w.is_empty() && !w.starts_with('-') && w.chars().all(|c| c.is_ascii_alphanumeric() || "-_:.".contains(c))
+    };
+    let mut out = vec![name.clone()];
+    if HAS_SUBCOMMANDS.contains(&name.as_str())
+        && let Some(sub) = words.get(1).copied().filter(plain)
+    {
+        out.push(sub.to_owned());
+        if ["npm", "pnpm", "yarn"].contains(&name.as_str())
+            && ["run", "run-script"].contains(&sub)
+            && let Some(script) = words.get(2).copied().filter(plain)
+        {
+            out.push(script.to_owned());
+        }
+    }
+    out
+}
+
+const HAS_SUBCOMMANDS: [&str; 42] = [
+    "git",
+    "cargo",
+    "go",
+    "npm",
+    "pnpm",
+    "yarn",
+    "pip",
+    "pip3",
+    "uv",
+    "poetry",
+    "pdm",
+    "hatch",
+    "rye",
+    "just",
+    "make",
+    "gmake",
+    "gh",
+    "rustup",
+    "dotnet",
+    "mvn",
+    "gradle",
+    "gradlew",
+    "terraform",
+    "helm",
+    "rake",
+    "mix",
+    "cabal",
+    "stack",
+    "zig",
+    "flutter",
+    "dart",
+    "composer",
+    "brew",
+    "apt",
+    "apt-get",
+    "conda",
+    "nix",
+    "bazel",
+    "swift",
+    "tox",
+    "nox",
+    "task",
+];

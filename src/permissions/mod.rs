@@ -1,0 +1,278 @@
+//! Permission policy, pure: (request, mode, remembered rules) → allow, ask or deny.
+//!
+//! A request carries the facts: for a path, where its final target lies (inside the workspace,
+//! protected, outside, unknown); for a command line, what it runs once parsed and which of its
+//! arguments reach outside the workspace. From those, [`decide`] applies these rules:
+//! - A rejection rule holds in every mode, bypass included, however the program is spelled or
+//!   wrapped; when a line's programs cannot all be known and a rejection exists, it asks.
+//! - Reads inside the workspace run freely, except secrets (`.env*`, cairn's data).
+//! - Outside the workspace, in protected places, and wherever a path or a line cannot be read,
+//!   it asks (bypass aside), and no remembered "allow" applies.
+//! - A remembered command rule covers a program (and subcommand) whose arguments stay in the
+//!   workspace, or one exact line; a line is allowed when each of its commands is covered.
+//!   Shells, wrappers and interpreters are only ever remembered exactly.
+
+pub mod command;
+mod facts;
+pub mod pattern;
+pub mod shell;
+
+use serde::{Deserialize, Serialize};
+
+pub use facts::{CommandFacts, Paths, Subject};
+use pattern::Pattern;
+
+use crate::workspace::Place;
+
+/// What a tool call wants to do.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Permission {
+    Read,
+    Edit,
+    Bash,
+}
+
+impl Permission {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Permission::Read => "read",
+            Permission::Edit => "edit",
+            Permission::Bash => "bash",
+        }
+    }
+}
+
+/// One thing to decide about.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PermissionRequest {
+    pub permission: Permission,
+    /// What the user is asked about: a path's final target, or the command line.
+    pub target: String,
+    pub subject: Subject,
+}
+
+/// The session's permission posture (`session/set_mode`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// Ask before edits and commands.
+    Ask,
+    /// Edits inside the workspace run; commands still ask.
+    AcceptEdits,
+    /// Edits and commands are refused.
+    ReadOnly,
+    /// Everything runs without asking, except what a rule rejects.
+    Bypass,
+}
+
+impl Mode {
+    pub const ALL: [Mode; 4] = [Mode::Ask, Mode::AcceptEdits, Mode::ReadOnly, Mode::Bypass];
+
+    pub fn id(self) -> &'static str {
+        match self {
+            Mode::Ask => "ask",
+            Mode::AcceptEdits => "accept-edits",
+            Mode::ReadOnly => "read-only",
+            Mode::Bypass => "bypass",
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Ask => "Ask",
+            Mode::AcceptEdits => "Accept edits",
+            Mode::ReadOnly => "Read only",
+            Mode::Bypass => "Bypass permissions",
+        }
+    }
+
+    pub fn description(self) -> &'static str {
+        match self {
+            Mode::Ask => "Ask before editing files or running commands",
+            Mode::AcceptEdits => "Edit files in the workspace without asking; ask before commands",
+            Mode::ReadOnly => "Read and search only; edits and commands are refused",
+            Mode::Bypass => "Run everything without asking, except what a rule rejects",
+        }
+    }
+
+    pub fn parse(id: &str) -> Option<Mode> {
+        Mode::ALL.into_iter().find(|mode| mode.id() == id)
+    }
+}
+
+/// What a remembered rule does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Action {
+    Allow,
+    Deny,
+}
+
+/// Where a rule lives: with the session, or with the project (every session in that directory).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Scope {
+    Session,
+    Project,
+}
+
+/// A remembered answer: `{permission, pattern, action, source}`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Rule {
+    pub permission: Permission,
+    /// A command rule (`cargo test`, `=exact line`) or a path glob; see [`pattern`].
+    pub pattern: String,
+    pub action: Action,
+    pub source: Scope,
+}
+
+impl Rule {
+    /// A stand-in for a stored rule that could not be read: it makes decisions ask until it is
+    /// revoked, since it may have been a rejection.
+    pub fn unreadable(raw: &str, source: Scope) -> Self {
+        let raw: String = raw.chars().take(200).collect();
+        Rule {
+            permission: Permission::Bash,
+            pattern: format!("{}{raw}", pattern::UNREADABLE),
+            action: Action::Deny,
+            source,
+        }
+    }
+}
+
+/// The verdict on one request.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Decision {
+    Allow,
+    /// Ask the user; the reason is shown with the question.
+    Ask(String),
+    /// Refused without asking; the reason is for the model.
+    Deny(String),
+}
+
+/// Decides a request under a mode and the remembered rules.
+pub fn decide(request: &PermissionRequest, mode: Mode, rules: &[Rule]) -> Decision {
+    let mut unreadable = None;
+    for rule in rules {
+        let pattern = Pattern::read(rule);
+        let applies = rule.permission == request.permission || rule.pattern.starts_with(pattern::UNREADABLE);
+        if let Pattern::Unreadable(why) = &pattern
+            && applies
+        {
+            unreadable.get_or_insert_with(|| format!("{why}; revoke it with /permissions"));
+            continue;
+        }
+        if rule.action == Action::Deny && rule.permission == request.permission {
+            match rejects(&pattern, request) {
+                Some(Rejects::Yes) => {
+                    return Decision::Deny(format!("a remembered rule rejects {}", describe_rule(rule)));
+                }
+                Some(Rejects::Maybe(why)) => {
+                    return Decision::Ask(format!(
+                        "{why}, so cairn cannot tell whether it runs what a remembered rule rejects ({})",
+                        describe_rule(rule)
+                    ));
+                }
+                None => {}
+            }
+        }
+    }
+    let decision = by_mode_and_rules(request, mode, rules);
+    match (decision, unreadable) {
+        (Decision::Allow, Some(why)) => Decision::Ask(why),
+        (decision, _) => decision,
+    }
+}
+
+enum Rejects {
+    Yes,
+    /// Cannot be ruled out; why.
+    Maybe(String),
+}
+
+fn rejects(pattern: &Pattern, request: &PermissionRequest) -> Option<Rejects> {
+    match (&request.subject, pattern) {
+        (Subject::Command(facts), Pattern::Exact(line)) => (facts.line == *line).then_some(Rejects::Yes),
+        (Subject::Command(facts), Pattern::Program(words)) => facts.runs_program(words),
+        (Subject::Path { place }, Pattern::Paths { .. }) => {
+            pattern.covers_path(place, &request.target).then_some(Rejects::Yes)
+        }
+        (Subject::Command(_), Pattern::Paths { .. } | Pattern::Unreadable(_))
+        | (Subject::Path { .. }, Pattern::Program(_) | Pattern::Exact(_) | Pattern::Unreadable(_)) => None,
+    }
+}
+
+fn by_mode_and_rules(request: &PermissionRequest, mode: Mode, rules: &[Rule]) -> Decision {
+    let allowed = || {
+        rules
+            .iter()
+            .filter(|rule| rule.action == Action::Allow && rule.permission == request.permission)
+            .map(Pattern::read)
+            .collect::<Vec<_>>()
+    };
+    match &request.subject {
+        Subject::Path { place } => {
+            let edit = request.permission != Permission::Read;
+            match (mode, place) {
+                (Mode::Bypass, _) => Decision::Allow,
+                (Mode::ReadOnly, _) if edit => Decision::Deny(READ_ONLY.into()),
+                (_, Place::Unknown(why)) => Decision::Ask(why.clone()),
+                (_, Place::Outside) => Decision::Ask(format!("{} is outside the workspace", request.target)),
+                (_, Place::Protected { why, secret, .. }) if edit || *secret => {
+                    Decision::Ask(format!("{} is protected: {why}", request.target))
+                }
+                (_, Place::Inside { .. } | Place::Protected { .. }) if !edit => Decision::Allow,
+                (Mode::AcceptEdits, Place::Inside { .. }) => Decision::Allow,
+                (Mode::Ask | Mode::AcceptEdits | Mode::ReadOnly, _) => {
+                    if allowed().iter().any(|p| p.covers_path(place, &request.target)) {
+                        Decision::Allow
+                    } else {
+                        Decision::Ask("edits ask in this mode".into())
+                    }
+                }
+            }
+        }
+        Subject::Command(facts) => match mode {
+            Mode::Bypass => Decision::Allow,
+            Mode::ReadOnly => Decision::Deny(READ_ONLY.into()),
+            Mode::Ask | Mode::AcceptEdits => match facts.uncovered(&allowed()) {
+                Ok(()) => Decision::Allow,
+                Err(why) => Decision::Ask(why),
+            },
+        },
+    }
+}
+
+const READ_ONLY: &str = "the session is in read-only mode; switch the mode to allow edits and commands";
+
+/// The rule an "always" answer to `request` remembers, given the rules already remembered;
+/// `None` when no rule may cover it (outside the workspace, protected, unreadable).
+pub fn rule_for(request: &PermissionRequest, action: Action, source: Scope, rules: &[Rule]) -> Option<Rule> {
+    let pattern = match (&request.subject, action) {
+        (Subject::Path { place: Place::Inside { .. } }, Action::Allow) => "**".to_owned(),
+        (Subject::Path { .. }, Action::Allow) => return None,
+        (Subject::Path { place: Place::Inside { relative } | Place::Protected { relative, .. } }, Action::Deny) => {
+            pattern::escape_glob(relative)
+        }
+        (Subject::Path { place: Place::Outside }, Action::Deny) => pattern::escape_glob(&request.target),
+        (Subject::Path { place: Place::Unknown(_) }, Action::Deny) => return None,
+        (Subject::Command(facts), Action::Allow) => {
+            let existing: Vec<Pattern> = rules
+                .iter()
+                .filter(|r| r.action == Action::Allow && r.permission == Permission::Bash)
+                .map(Pattern::read)
+                .collect();
+            facts.allow_pattern(&existing)?
+        }
+        (Subject::Command(facts), Action::Deny) => facts.deny_pattern(),
+    };
+    Some(Rule { permission: request.permission, pattern, action, source })
+}
+
+/// How a rule is described to the user, in the question that offers it and in `/permissions`.
+pub fn describe_rule(rule: &Rule) -> String {
+    pattern::describe(rule)
+}
+
+#[cfg(test)]
+mod tests;

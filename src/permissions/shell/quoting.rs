@@ -1,0 +1,316 @@
+//! Quotes and expansions inside a word: `'…'`, `"…"`, `$'…'` (ANSI-C, decoded, so `$'\x72m'`
+//! reads as `rm`), `$VAR`, `${…}`, `$(…)`, `$((…))` and backquotes. Substitutions are read as
+//! nested command lines, so the commands they run are seen too.
+
+use super::{End, ParseError, Parser, Word, WordKind};
+
+/// A word as it is read: its literal text, its glob pattern and what the shell will still do.
+#[derive(Default)]
+pub(super) struct WordBuilder {
+    text: String,
+    /// The text as a glob pattern: quoted metacharacters escaped.
+    pattern: String,
+    pub quoted: bool,
+    pub dynamic: bool,
+    pub glob: bool,
+}
+
+impl WordBuilder {
+    pub fn push(&mut self, c: char) {
+        self.text.push(c);
+        self.pattern.push(c);
+    }
+
+    /// A character that came from inside quotes (or after a backslash): never special.
+    pub fn push_quoted(&mut self, c: char) {
+        self.text.push(c);
+        if matches!(c, '*' | '?' | '[' | ']' | '{' | '}' | '\\') {
+            self.pattern.push('\\');
+        }
+        self.pattern.push(c);
+    }
+
+    pub fn build(self) -> Word {
+        let kind = if self.dynamic {
+            WordKind::Dynamic
+        } else if self.glob {
+            WordKind::Glob(self.pattern)
+        } else {
+            WordKind::Literal
+        };
+        Word { text: self.text, kind, quoted: self.quoted }
+    }
+}
+
+impl Parser {
+    /// A quote or an expansion starting at the current character (`'`, `"`, `$` or a backquote).
+    pub(super) fn expansion_or_quote(&mut self, word: &mut WordBuilder) -> Result<(), ParseError> {
+        match self.peek() {
+            Some('\'') => {
+                word.quoted = true;
+                self.pos += 1;
+                loop {
+                    match self.peek() {
+                        None => return Err(self.error("a single quote is never closed")),
+                        Some('\'') => {
+                            self.pos += 1;
+                            return Ok(());
+                        }
+                        Some(c) => {
+                            word.push_quoted(c);
+                            self.pos += 1;
+                        }
+                    }
+                }
+            }
+            Some('"') => {
+                self.pos += 1;
+                self.double_quoted(word)
+            }
+            Some('`') => {
+                self.backquoted()?;
+                word.dynamic = true;
+                Ok(())
+            }
+            Some('$') => self.dollar(word),
+            Some('\\') => {
+                word.quoted = true;
+                if let Some(next) = self.peek_at(1) {
+                    word.push_quoted(next);
+                }
+                self.pos += 2;
+                Ok(())
+            }
+            _ => {
+                self.pos += 1;
+                Ok(())
+            }
+        }
+    }
+
+    /// The inside of `"…"`, after the opening quote.
+    fn double_quoted(&mut self, word: &mut WordBuilder) -> Result<(), ParseError> {
+        word.quoted = true;
+        loop {
+            match self.peek() {
+                None => return Err(self.error("a double quote is never closed")),
+                Some('"') => {
+                    self.pos += 1;
+                    return Ok(());
+                }
+                Some('\\') => {
+                    match self.peek_at(1) {
+                        Some('\n') => {}
+                        Some(next @ ('$' | '`' | '"' | '\\')) => word.push_quoted(next),
+                        Some(next) => {
+                            word.push_quoted('\\');
+                            word.push_quoted(next);
+                        }
+                        None => return Err(self.error("a double quote is never closed")),
+                    }
+                    self.pos += 2;
+                }
+                Some('$') if matches!(self.peek_at(1), Some('\'' | '"')) => {
+                    // `$'` and `$"` are not special inside double quotes.
+                    word.push_quoted('$');
+                    self.pos += 1;
+                }
+                Some('$' | '`') => {
+                    let mut inner = WordBuilder::default();
+                    self.expansion_or_quote(&mut inner)?;
+                    if inner.dynamic {
+                        word.dynamic = true;
+                    }
+                    for c in inner.text.chars() {
+                        word.push_quoted(c);
+                    }
+                }
+                Some(c) => {
+                    word.push_quoted(c);
+                    self.pos += 1;
+                }
+            }
+        }
+    }
+
+    /// `$…` at the current character.
+    fn dollar(&mut self, word: &mut WordBuilder) -> Result<(), ParseError> {
+        match self.peek_at(1) {
+            Some('\'') => {
+                self.pos += 2;
+                self.ansi_c(word)
+            }
+            Some('"') => {
+                self.pos += 1;
+                self.expansion_or_quote(word)
+            }
+            Some('(') if self.peek_at(2) == Some('(') => {
+                self.pos += 3;
+                self.arithmetic()?;
+                word.dynamic = true;
+                Ok(())
+            }
+            Some('(') => {
+                self.pos += 2;
+                self.nested(End::Paren)?;
+                word.dynamic = true;
+                Ok(())
+            }
+            Some('{') => {
+                self.pos += 2;
+                self.parameter()?;
+                word.dynamic = true;
+                Ok(())
+            }
+            Some(c) if c.is_ascii_alphabetic() || c == '_' => {
+                self.pos += 1;
+                while self.peek().is_some_and(|c| c.is_ascii_alphanumeric() || c == '_') {
+                    self.pos += 1;
+                }
+                word.dynamic = true;
+                Ok(())
+            }
+            Some(c) if c.is_ascii_digit() || matches!(c, '@' | '*' | '#' | '?' | '$' | '!' | '-') => {
+                self.pos += 2;
+                word.dynamic = true;
+                Ok(())
+            }
+            _ => {
+                word.push('$');
+                self.pos += 1;
+                Ok(())
+            }
+        }
+    }
+
+    /// `${…}`, after `${`: up to the matching `}`, reading nested quotes and substitutions.
+    fn parameter(&mut self) -> Result<(), ParseError> {
+        let mut open = 0usize;
+        loop {
+            match self.peek() {
+                None => return Err(self.error("a `${` is never closed")),
+                Some('}') if open == 0 => {
+                    self.pos += 1;
+                    return Ok(());
+                }
+                Some('}') => {
+                    open -= 1;
+                    self.pos += 1;
+                }
+                Some('{') => {
+                    open += 1;
+                    self.pos += 1;
+                }
+                Some('\'' | '"' | '$' | '`' | '\\') => {
+                    let mut sink = WordBuilder::default();
+                    self.expansion_or_quote(&mut sink)?;
+                }
+                Some(_) => self.pos += 1,
+            }
+        }
+    }
+
+    /// A backquoted command substitution: its text (with `\``, `\\` and `\$` unescaped) is read
+    /// as a nested command line.
+    fn backquoted(&mut self) -> Result<(), ParseError> {
+        if self.depth >= super::MAX_NESTING {
+            return Err(self.error("substitutions are nested too deeply to be checked"));
+        }
+        let start = self.pos;
+        self.pos += 1;
+        let mut inner = String::new();
+        loop {
+            match self.peek() {
+                None => {
+                    self.pos = start;
+                    return Err(self.error("a backquote is never closed"));
+                }
+                Some('`') => {
+                    self.pos += 1;
+                    break;
+                }
+                Some('\\') if matches!(self.peek_at(1), Some('`' | '\\' | '$')) => {
+                    inner.extend(self.peek_at(1));
+                    self.pos += 2;
+                }
+                Some(c) => {
+                    inner.push(c);
+                    self.pos += 1;
+                }
+            }
+        }
+        let mut nested = Parser {
+            chars: inner.chars().collect(),
+            pos: 0,
+            depth: self.depth + 1,
+            script: Default::default(),
+            heredocs: Vec::new(),
+        };
+        nested.list(End::Eof).map_err(|err| ParseError { why: err.why, at: start })?;
+        self.absorb(nested.script);
+        Ok(())
+    }
+
+    /// `$'…'`, after `$'`: backslash escapes decoded.
+    fn ansi_c(&mut self, word: &mut WordBuilder) -> Result<(), ParseError> {
+        word.quoted = true;
+        loop {
+            match self.peek() {
+                None => return Err(self.error("a `$'` quote is never closed")),
+                Some('\'') => {
+                    self.pos += 1;
+                    return Ok(());
+                }
+                Some('\\') => {
+                    self.pos += 1;
+                    match self.escape() {
+                        Some(c) => word.push_quoted(c),
+                        // `\c…` and the like: not worth guessing at.
+                        None => word.dynamic = true,
+                    }
+                }
+                Some(c) => {
+                    word.push_quoted(c);
+                    self.pos += 1;
+                }
+            }
+        }
+    }
+
+    /// One escape of `$'…'`, after its backslash.
+    fn escape(&mut self) -> Option<char> {
+        let c = self.peek()?;
+        self.pos += 1;
+        let simple = match c {
+            'a' => Some('\u{7}'),
+            'b' => Some('\u{8}'),
+            'e' | 'E' => Some('\u{1b}'),
+            'f' => Some('\u{c}'),
+            'n' => Some('\n'),
+            'r' => Some('\r'),
+            't' => Some('\t'),
+            'v' => Some('\u{b}'),
+            '\\' | '\'' | '"' | '?' => Some(c),
+            _ => None,
+        };
+        if simple.is_some() {
+            return simple;
+        }
+        let (radix, most) = match c {
+            'x' => (16, 2),
+            'u' => (16, 4),
+            'U' => (16, 8),
+            '0'..='7' => {
+                self.pos -= 1;
+                (8, 3)
+            }
+            _ => return None,
+        };
+        let digits: String = self.chars[self.pos..].iter().take(most).take_while(|d| d.is_digit(radix)).collect();
+        if digits.is_empty() {
+            return None;
+        }
+        self.pos += digits.len();
+        u32::from_str_radix(&digits, radix).ok().and_then(char::from_u32)
+    }
+}

@@ -1,0 +1,290 @@
+//! Paths as the tools and the permissions see them: resolved against the session's working
+//! directory, then followed through every symlink to their final target (existing or not) and
+//! judged there: inside a workspace root, outside, protected, or impossible to tell.
+//!
+//! A dangling link is followed to where a write would land, so `ln -s /elsewhere/new.txt x`
+//! makes `x` outside until proven inside; a link loop, an unreadable directory or a target that
+//! is not UTF-8 cannot be judged and says why. Protected paths (`.git/`, agent configuration,
+//! `.env*` files, cairn's own configuration and data) are named with the reason they matter.
+
+use std::io::ErrorKind;
+use std::path::{Component, Path, PathBuf};
+
+/// Symlinks followed before a path is declared a loop (Linux's own limit).
+const MAX_LINKS: usize = 40;
+/// Matches a glob may have before it is too many to check one by one.
+const MAX_GLOB_MATCHES: usize = 256;
+
+/// The session's roots: its `cwd` and any additional directories.
+#[derive(Clone, Debug)]
+pub struct Workspace {
+    cwd: PathBuf,
+    /// The roots with symlinks resolved, for containment checks.
+    real_roots: Vec<PathBuf>,
+    /// Directories of cairn's own (configuration, data) that a tool must not change unasked.
+    private: Vec<PathBuf>,
+}
+
+/// Where a path ends up.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Place {
+    /// Inside a root, relative to `cwd` (or to its root when it lies outside `cwd`).
+    Inside { relative: String },
+    /// Inside a root, but somewhere a change has effects beyond the file: asks in every mode
+    /// but bypass. `secret` places (`.env*`, cairn's data) ask before reads too.
+    Protected { relative: String, why: &'static str, secret: bool },
+    /// Outside every root.
+    Outside,
+    /// Cannot be judged (a symlink loop, an unreadable directory, not UTF-8).
+    Unknown(String),
+}
+
+/// A path followed to its final target.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Located {
+    /// The final target, every symlink followed; `None` when it cannot be resolved.
+    pub real: Option<PathBuf>,
+    pub place: Place,
+}
+
+impl Workspace {
+    pub fn new(cwd: &Path, additional: &[PathBuf]) -> Self {
+        let cwd = normalize(cwd);
+        let real_roots =
+            std::iter::once(&cwd).chain(additional).map(|root| real_or_lexical(&normalize(root))).collect();
+        Self { cwd, real_roots, private: Vec::new() }
+    }
+
+    /// Marks cairn's own directories (configuration, data) as protected.
+    pub fn protecting(mut self, dirs: impl IntoIterator<Item = PathBuf>) -> Self {
+        self.private.extend(dirs.into_iter().map(|dir| real_or_lexical(&normalize(&dir))));
+        self
+    }
+
+    pub fn cwd(&self) -> &Path {
+        &self.cwd
+    }
+
+    /// The roots, symlinks resolved.
+    pub fn roots(&self) -> &[PathBuf] {
+        &self.real_roots
+    }
+
+    /// `path` made absolute (relative paths start at `cwd`) with `.` and `..` resolved. This is
+    /// the path the OS is given.
+    pub fn resolve(&self, path: &str) -> PathBuf {
+        let path = Path::new(path);
+        if path.is_absolute() { normalize(path) } else { normalize(&self.cwd.join(path)) }
+    }
+
+    /// Follows `path` (absolute) to its final target and judges it.
+    pub fn locate(&self, path: &Path) -> Located {
+        match final_target(path) {
+            Ok(real) => {
+                let place = self.place(path, &real);
+                Located { real: Some(real), place }
+            }
+            Err(why) => Located { real: None, place: Place::Unknown(why) },
+        }
+    }
+
+    /// Whether `path` (absolute) lies inside a root once every symlink on it is followed.
+    pub fn contains(&self, path: &Path) -> bool {
+        matches!(self.locate(path).place, Place::Inside { .. } | Place::Protected { .. })
+    }
+
+    fn place(&self, given: &Path, real: &Path) -> Place {
+        if let Some(why) = self.private.iter().find(|dir| real.starts_with(dir)).map(|_| PRIVATE) {
+            return match self.relative(real) {
+                Some(Ok(relative)) => Place::Protected { relative, why, secret: true },
+                Some(Err(why)) => Place::Unknown(why),
+                None => Place::Outside,
+            };
+        }
+        let relative = match self.relative(real) {
+            Some(Ok(relative)) => relative,
+            Some(Err(why)) => return Place::Unknown(why),
+            None => return Place::Outside,
+        };
+        // The path as written and as resolved: a link into `.git` is as protected as `.git`.
+        let protection = [given, real].into_iter().find_map(|path| {
+            let root = self.real_roots.iter().chain(std::iter::once(&self.cwd)).find(|r| path.starts_with(r))?;
+            protected(path.strip_prefix(root).ok()?)
+        });
+        match protection {
+            Some((why, secret)) => Place::Protected { relative, why, secret },
+            None => Place::Inside { relative },
+        }
+    }
+
+    /// `real` relative to `cwd` (or to its root); `None` outside every root.
+    fn relative(&self, real: &Path) -> Option<Result<String, String>> {
+        let root = self.real_roots.iter().find(|root| real.starts_with(root))?;
+        let real_cwd = self.real_roots.first().unwrap_or(root);
+        let relative = real.strip_prefix(real_cwd).or_else(|_| real.strip_prefix(root)).ok()?;
+        Some(match relative.to_str() {
+            Some("") => Ok(".".to_owned()),
+            Some(text) => Ok(text.to_owned()),
+            None => Err(format!("{} is not valid UTF-8", real.display())),
+        })
+    }
+
+    /// `path` relative to `cwd` when it is inside, else as it is.
+    pub fn display(&self, path: &Path) -> String {
+        let relative = path.strip_prefix(&self.cwd).or_else(|_| match self.real_roots.first() {
+            Some(real_cwd) => path.strip_prefix(real_cwd),
+            None => path.strip_prefix(&self.cwd),
+        });
+        match relative {
+            Ok(relative) if relative.as_os_str().is_empty() => ".".to_owned(),
+            Ok(relative) => relative.display().to_string(),
+            Err(_) => path.display().to_string(),
+        }
+    }
+
+    /// The paths a glob pattern (relative to `cwd`, or absolute) matches now, as bash would
+    /// expand it (no hidden files unless the pattern asks for them). `Err` when there are too
+    /// many to check.
+    pub fn expand(&self, pattern: &str) -> Result<Vec<PathBuf>, String> {
+        let (mut found, parts) = if let Some(rest) = pattern.strip_prefix('/') {
+            (vec![PathBuf::from("/")], rest)
+        } else {
+            (vec![self.cwd.clone()], pattern)
+        };
+        for part in parts.split('/').filter(|p| !p.is_empty()) {
+            let is_glob = part.contains(['*', '?', '[']);
+            let mut next = Vec::new();
+            for dir in &found {
+                if !is_glob {
+                    next.push(dir.join(unescape(part)));
+                    continue;
+                }
+                let matcher = globset::GlobBuilder::new(part)
+                    .literal_separator(true)
+                    .backslash_escape(true)
+                    .build()
+                    .map_err(|err| format!("`{pattern}` is not a pattern cairn can check: {err}"))?
+                    .compile_matcher();
+                let Ok(entries) = std::fs::read_dir(dir) else { continue };
+                for entry in entries.flatten() {
+                    let name = entry.file_name();
+                    let hidden = name.to_string_lossy().starts_with('.');
+                    if (!hidden || part.starts_with('.')) && matcher.is_match(Path::new(&name)) {
+                        next.push(dir.join(&name));
+                    }
+                }
+            }
+            if next.len() > MAX_GLOB_MATCHES {
+                return Err(format!("`{pattern}` matches more than {MAX_GLOB_MATCHES} paths"));
+            }
+            found = next;
+        }
+        found.retain(|path| std::fs::symlink_metadata(path).is_ok());
+        Ok(found)
+    }
+}
+
+const PRIVATE: &str = "cairn's own configuration and data";
+
+/// Whether a path inside a root (given relative to it) is protected, and whether it is secret.
+fn protected(relative: &Path) -> Option<(&'static str, bool)> {
+    let names: Vec<&std::ffi::OsStr> = relative
+        .components()
+        .filter_map(|c| match c {
+            Component::Normal(name) => Some(name),
+            Component::Prefix(_) | Component::RootDir | Component::CurDir | Component::ParentDir => None,
+        })
+        .collect();
+    for name in &names {
+        let name = name.to_string_lossy();
+        match name.as_ref() {
+            ".git" => return Some(("git's hooks and configuration run code at the next git command", false)),
+            ".cairn" | ".agents" | ".claude" => {
+                return Some(("agent configuration and instructions change what agents do", false));
+            }
+            _ if name.starts_with(".env") => return Some(("environment files hold secrets and run code", true)),
+            _ => {}
+        }
+    }
+    None
+}
+
+/// Resolves `.` and `..` without touching the disk.
+pub fn normalize(path: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for component in path.components() {
+        match component {
+            Component::ParentDir => {
+                out.pop();
+            }
+            Component::CurDir => {}
+            Component::Prefix(_) | Component::RootDir | Component::Normal(_) => out.push(component),
+        }
+    }
+    out
+}
+
+/// `\*` → `*`: a literal path component of a glob pattern.
+fn unescape(part: &str) -> String {
+    let mut out = String::with_capacity(part.len());
+    let mut chars = part.chars();
+    while let Some(c) = chars.next() {
+        if c == '\\' {
+            out.extend(chars.next());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// The path where an access to `path` (absolute) lands: every symlink on it followed, the
+/// last one too, whether or not its target exists. Errors say why it cannot be told.
+pub fn final_target(path: &Path) -> Result<PathBuf, String> {
+    let mut resolved = PathBuf::from("/");
+    let mut pending: Vec<PathBuf> = path.components().rev().map(|c| PathBuf::from(c.as_os_str())).collect();
+    let mut links = 0usize;
+    let mut missing = false;
+    while let Some(part) = pending.pop() {
+        match part.components().next() {
+            Some(Component::RootDir) => resolved = PathBuf::from("/"),
+            Some(Component::ParentDir) => {
+                resolved.pop();
+            }
+            Some(Component::CurDir) | None => {}
+            Some(Component::Prefix(_)) => return Err(format!("{} has a path prefix", path.display())),
+            Some(Component::Normal(name)) => {
+                let candidate = resolved.join(name);
+                if missing {
+                    resolved = candidate;
+                    continue;
+                }
+                match std::fs::symlink_metadata(&candidate) {
+                    Ok(meta) if meta.file_type().is_symlink() => {
+                        links += 1;
+                        if links > MAX_LINKS {
+                            return Err(format!("{} is a symlink loop", path.display()));
+                        }
+                        let target = std::fs::read_link(&candidate)
+                            .map_err(|err| format!("cannot read the link {}: {err}", candidate.display()))?;
+                        pending.extend(target.components().rev().map(|c| PathBuf::from(c.as_os_str())));
+                    }
+                    Ok(_) => resolved = candidate,
+                    Err(err) if matches!(err.kind(), ErrorKind::NotFound | ErrorKind::NotADirectory) => {
+                        missing = true;
+                        resolved = candidate;
+                    }
+                    Err(err) => return Err(format!("cannot tell where {} leads: {err}", candidate.display())),
+                }
+            }
+        }
+    }
+    Ok(resolved)
+}
+
+fn real_or_lexical(path: &Path) -> PathBuf {
+    final_target(path).unwrap_or_else(|_| path.to_path_buf())
+}
+
+#[cfg(test)]
+mod tests;

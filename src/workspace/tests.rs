@@ -1,0 +1,112 @@
+//! Path resolution and judgement on a real disk: `..`, links in and out, dangling links, loops,
+//! protected places, globs and names that are not UTF-8.
+
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::symlink;
+
+use super::*;
+
+fn project() -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("project");
+    std::fs::create_dir_all(root.join("src")).unwrap();
+    (dir, root)
+}
+
+fn inside(relative: &str) -> Place {
+    Place::Inside { relative: relative.to_owned() }
+}
+
+#[test]
+fn relative_paths_resolve_against_cwd_and_dot_dot_cannot_hide() {
+    let (_dir, root) = project();
+    let workspace = Workspace::new(&root, &[]);
+    assert_eq!(workspace.resolve("src/../src/lib.rs"), root.join("src/lib.rs"));
+    assert_eq!(workspace.locate(&workspace.resolve("src/new/file.rs")).place, inside("src/new/file.rs"));
+    assert_eq!(workspace.locate(&workspace.resolve("../outside.txt")).place, Place::Outside);
+    assert_eq!(workspace.display(&root.join("src/lib.rs")), "src/lib.rs");
+}
+
+#[test]
+fn a_symlink_pointing_out_is_outside_unless_its_target_is_a_root() {
+    let (dir, root) = project();
+    let secret = dir.path().join("secret");
+    std::fs::create_dir_all(&secret).unwrap();
+    symlink(&secret, root.join("link")).unwrap();
+    let workspace = Workspace::new(&root, &[]);
+    assert_eq!(workspace.locate(&workspace.resolve("link/passwords.txt")).place, Place::Outside);
+    let extra = Workspace::new(&root, std::slice::from_ref(&secret));
+    assert!(extra.contains(&extra.resolve("link/passwords.txt")));
+}
+
+#[test]
+fn a_dangling_symlink_is_followed_to_where_a_write_would_land() {
+    let (dir, root) = project();
+    let elsewhere = dir.path().join("elsewhere");
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    symlink(elsewhere.join("new.txt"), root.join("dangling")).unwrap();
+    symlink("src/later.rs", root.join("inner")).unwrap();
+    let workspace = Workspace::new(&root, &[]);
+    let located = workspace.locate(&root.join("dangling"));
+    assert_eq!(located.place, Place::Outside);
+    assert_eq!(located.real, Some(elsewhere.join("new.txt")));
+    // Not even the directory exists: still followed.
+    symlink("/nonexistent/dir/file", root.join("nowhere")).unwrap();
+    assert_eq!(workspace.locate(&root.join("nowhere")).real, Some(PathBuf::from("/nonexistent/dir/file")));
+    // A relative link that stays inside is inside, at its target.
+    assert_eq!(workspace.locate(&root.join("inner")).place, inside("src/later.rs"));
+}
+
+#[test]
+fn loops_and_names_that_are_not_utf8_cannot_be_judged() {
+    let (_dir, root) = project();
+    symlink(root.join("b"), root.join("a")).unwrap();
+    symlink(root.join("a"), root.join("b")).unwrap();
+    let workspace = Workspace::new(&root, &[]);
+    let Place::Unknown(why) = workspace.locate(&root.join("a/x")).place else { panic!("a loop is unknown") };
+    assert!(why.contains("symlink loop"), "{why}");
+    let odd = std::ffi::OsStr::from_bytes(b"caf\xe9.txt");
+    symlink(root.join(odd), root.join("odd")).unwrap();
+    let Place::Unknown(why) = workspace.locate(&root.join("odd")).place else { panic!("not UTF-8 is unknown") };
+    assert!(why.contains("not valid UTF-8"), "{why}");
+}
+
+#[test]
+fn protected_places_say_why_whether_written_or_linked_to() {
+    let (dir, root) = project();
+    std::fs::create_dir_all(root.join(".git/hooks")).unwrap();
+    symlink(root.join(".git/hooks"), root.join("hooks")).unwrap();
+    let data = dir.path().join("data");
+    std::fs::create_dir_all(&data).unwrap();
+    let workspace = Workspace::new(&root, std::slice::from_ref(&data)).protecting([data.clone()]);
+    for path in [".git/hooks/pre-commit", "hooks/pre-commit", "sub/.git/config", ".claude/settings.json", ".agents/x"] {
+        let place = workspace.locate(&workspace.resolve(path)).place;
+        assert!(matches!(place, Place::Protected { secret: false, .. }), "{path}: {place:?}");
+    }
+    for path in [".env", "config/.env.local", ".envrc"] {
+        let place = workspace.locate(&workspace.resolve(path)).place;
+        assert!(matches!(place, Place::Protected { secret: true, .. }), "{path}: {place:?}");
+    }
+    let place = workspace.locate(&data.join("cairn.db")).place;
+    assert!(matches!(place, Place::Protected { why: PRIVATE, secret: true, .. }), "{place:?}");
+    assert_eq!(workspace.locate(&workspace.resolve("src/git.rs")).place, inside("src/git.rs"));
+}
+
+#[test]
+fn globs_expand_as_bash_would_and_too_many_matches_are_refused() {
+    let (_dir, root) = project();
+    for name in ["a.rs", "b.rs", ".hidden.rs", "src/c.rs"] {
+        std::fs::write(root.join(name), "").unwrap();
+    }
+    let workspace = Workspace::new(&root, &[]);
+    let mut found = workspace.expand("*.rs").unwrap();
+    found.sort();
+    assert_eq!(found, [root.join("a.rs"), root.join("b.rs")]);
+    assert_eq!(workspace.expand(".*.rs").unwrap(), [root.join(".hidden.rs")]);
+    assert_eq!(workspace.expand("s?c/*.rs").unwrap(), [root.join("src/c.rs")]);
+    assert_eq!(workspace.expand("nothing*").unwrap(), Vec::<PathBuf>::new());
+    for n in 0..300 {
+        std::fs::write(root.join(format!("f{n}")), "").unwrap();
+    }
+    assert!(workspace.expand("f*").unwrap_err().contains("more than"));
+}
