@@ -91,10 +91,7 @@ fn session_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<SessionRow> {
         mode: row.get(6)?,
         cost_usd: row.get(8)?,
         thought_level: row.get(9)?,
-        rules: serde_json::from_str(row.get_ref(7)?.as_str().unwrap_or("[]")).unwrap_or_else(|err| {
-            tracing::warn!(%err, "unreadable session permission rules; ignoring them");
-            Vec::new()
-        }),
+        rules: session_rules(row.get_ref(7)?.as_str().unwrap_or("[]")),
     })
 }
 
@@ -255,18 +252,46 @@ pub fn project_rules(conn: &Connection, project: &str) -> Result<Vec<Rule>, Read
         })?
         .collect::<rusqlite::Result<Vec<_>>>()?
         .into_iter()
-        .filter_map(|(permission, pattern, action)| {
+        .map(|(permission, pattern, action)| {
             let permission = match permission.as_str() {
-                "read" => Permission::Read,
-                "edit" => Permission::Edit,
-                "bash" => Permission::Bash,
-                _ => return None,
+                "read" => Some(Permission::Read),
+                "edit" => Some(Permission::Edit),
+                "bash" => Some(Permission::Bash),
+                _ => None,
             };
-            let action = if action == "deny" { Action::Deny } else { Action::Allow };
-            Some(Rule { permission, pattern, action, source: Scope::Project })
+            let action = match action.as_str() {
+                "allow" => Some(Action::Allow),
+                "deny" => Some(Action::Deny),
+                _ => None,
+            };
+            match (permission, action) {
+                (Some(permission), Some(action)) => Rule { permission, pattern, action, source: Scope::Project },
+                // Never guess: an unreadable row may have been a rejection.
+                _ => Rule::unreadable(&format!("{permission:?} {pattern} {action:?}"), Scope::Project),
+            }
         })
         .collect();
     Ok(rules)
+}
+
+/// A session's rules from their JSON; an entry (or a whole text) that cannot be read becomes
+/// a stand-in that makes decisions ask until it is revoked.
+fn session_rules(json: &str) -> Vec<Rule> {
+    match serde_json::from_str::<Vec<serde_json::Value>>(json) {
+        Ok(entries) => entries
+            .into_iter()
+            .map(|entry| {
+                serde_json::from_value(entry.clone()).unwrap_or_else(|err| {
+                    tracing::warn!(%err, "a session permission rule cannot be read");
+                    Rule::unreadable(&entry.to_string(), Scope::Session)
+                })
+            })
+            .collect(),
+        Err(err) => {
+            tracing::warn!(%err, "the session's permission rules cannot be read");
+            vec![Rule::unreadable(json, Scope::Session)]
+        }
+    }
 }
 
 fn action_name(action: Action) -> &'static str {

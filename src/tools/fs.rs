@@ -80,18 +80,21 @@ pub async fn edit(args: &EditArgs, ctx: &ToolContext) -> Result<ToolOutcome, Too
     })
 }
 
-/// The diff `write` would show, for the permission question.
+/// The diff `write` would show, for the permission question. A file that cannot be read
+/// (a link loop, no access) shows no diff; the question still comes, and says why.
 pub async fn preview_write(args: &WriteArgs, ctx: &ToolContext) -> Result<Vec<ToolContent>, ToolError> {
     let path = target(ctx, &args.path);
-    let old = load(ctx, &path).await?;
+    let Ok(old) = load(ctx, &path).await else { return Ok(Vec::new()) };
     Ok(vec![ToolContent::Diff { path: path.display().to_string(), old_text: old, new_text: args.content.clone() }])
 }
 
-/// The diff `edit` would show, for the permission question; `Err` if the edit cannot apply.
+/// The diff `edit` would show, for the permission question; `Err` if the edit cannot apply to
+/// the file as it is (then there is nothing to ask about).
 pub async fn preview_edit(args: &EditArgs, ctx: &ToolContext) -> Result<Vec<ToolContent>, ToolError> {
     let path = target(ctx, &args.path);
     let shown = ctx.workspace.display(&path);
-    let old = load(ctx, &path).await?.ok_or_else(|| not_found(ctx, &path))?;
+    let Ok(old) = load(ctx, &path).await else { return Ok(Vec::new()) };
+    let old = old.ok_or_else(|| not_found(ctx, &path))?;
     let (new, _) = apply(args, &old, &shown)?;
     Ok(vec![ToolContent::Diff { path: path.display().to_string(), old_text: Some(old), new_text: new }])
 }

@@ -23,3 +23,4 @@ mod sessions;
 mod system_prompt;
 mod tidy;
 mod tools;
+mod trust;
