@@ -142,7 +142,9 @@ pub async fn confirming(turn: &mut Turn<'_>, mut queue: CallQueue, why: String) 
     let (allowed, rule) = match chosen.as_str() {
         "allow_once" => (true, None),
         "allow_session" => (true, allow),
-        "allow_project" => (true, allow.map(|rule| Rule { source: Scope::Project, ..rule })),
+        "allow_project" => {
+            (true, allow.map(|rule| Rule::new(rule.permission, &rule.pattern, rule.action, Scope::Project)))
+        }
         "reject_always" => (false, deny),
         _ => (false, None),
     };

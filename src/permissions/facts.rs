@@ -5,6 +5,8 @@
 //! Gathering asks a [`Paths`] (the workspace, or a fake in tests) where paths lead; deciding is
 //! pure over the facts.
 
+use std::borrow::Cow;
+use std::cell::OnceCell;
 use std::path::Path;
 
 use super::command::{self, Run};
@@ -148,14 +150,14 @@ fn place_escape(shown: &str, place: Place, out: &mut Vec<String>) {
 
 impl CommandFacts {
     /// Whether the line runs the program `words` (and its subcommand), however spelled.
-    pub(super) fn runs_program(&self, words: &[String]) -> Option<Rejects> {
+    pub(super) fn runs_program(&self, words: &[String], runs: &OnceCell<Vec<Run>>) -> Option<Rejects> {
         let script = match &self.script {
             Ok(script) => script,
             Err(err) => return Some(Rejects::Maybe(format!("the command line does not parse as shell ({err})"))),
         };
         let name = words.first().map(|w| w.rsplit('/').next().unwrap_or(w))?;
         let mut unknown = None;
-        for run in command::runs(script) {
+        for run in runs.get_or_init(|| command::runs(script)) {
             match &run.program {
                 Some(program) if program == name && leading(&run).starts_with(&words[1..]) => {
                     return Some(Rejects::Yes);
@@ -168,13 +170,13 @@ impl CommandFacts {
     }
 
     /// `Ok` when remembered `allowed` patterns cover the whole line; else why not.
-    pub(super) fn uncovered(&self, allowed: &[Pattern]) -> Result<(), String> {
+    pub(super) fn uncovered(&self, allowed: &[Cow<'_, Pattern>]) -> Result<(), String> {
         let script = self.script.as_ref().map_err(|err| format!("the command line does not parse as shell ({err})"))?;
         if let Some(escape) = self.escapes.first() {
             let more = self.escapes.len() - 1;
             return Err(if more > 0 { format!("{escape} (and {more} more)") } else { escape.clone() });
         }
-        if allowed.iter().any(|p| matches!(p, Pattern::Exact(line) if *line == self.line)) {
+        if allowed.iter().any(|p| matches!(p.as_ref(), Pattern::Exact(line) if *line == self.line)) {
             return Ok(());
         }
         if let Some(why) = self.computed.first() {
@@ -183,7 +185,8 @@ impl CommandFacts {
         if let Some(why) = not_plain(script) {
             return Err(why);
         }
-        match script.commands.iter().find(|c| !allowed.iter().any(|p| covers(p, c))) {
+        let open = |c: &&Command| command::exact_only(c).is_some() || !allowed.iter().any(|p| covers(p, c));
+        match script.commands.iter().find(open) {
             None => Ok(()),
             Some(command) => Err(format!("no remembered rule covers `{}`", shown(command))),
         }
@@ -191,7 +194,7 @@ impl CommandFacts {
 
     /// The command rule an "always allow" remembers: the program rule of the one command no
     /// existing rule covers, or else the exact line; `None` if nothing may cover it.
-    pub(super) fn allow_pattern(&self, existing: &[Pattern]) -> Option<String> {
+    pub(super) fn allow_pattern(&self, existing: &[Cow<'_, Pattern>]) -> Option<String> {
         let script = self.script.as_ref().ok()?;
         if !self.escapes.is_empty() {
             return None;
@@ -200,7 +203,11 @@ impl CommandFacts {
         if !self.computed.is_empty() || not_plain(script).is_some() {
             return Some(exact);
         }
-        let open: Vec<&Command> = script.commands.iter().filter(|c| !existing.iter().any(|p| covers(p, c))).collect();
+        let open: Vec<&Command> = script
+            .commands
+            .iter()
+            .filter(|c| command::exact_only(c).is_some() || !existing.iter().any(|p| covers(p, c)))
+            .collect();
         match open.as_slice() {
             [one] if command::exact_only(one).is_none() => Some(command::rule_words(one).join(" ")),
             _ => Some(exact),
@@ -243,10 +250,11 @@ fn not_plain(script: &Script) -> Option<String> {
         .map(|name| format!("`{name}` changes how the rest of the command line runs"))
 }
 
-/// Whether a remembered program pattern covers one top-level command.
-fn covers(pattern: &Pattern, command: &Command) -> bool {
-    let Pattern::Program(words) = pattern else { return false };
-    if command::exact_only(command).is_some() || command.words.len() < words.len() {
+/// Whether a remembered program pattern covers one top-level command (which must not be
+/// exact-only: the caller checks that once).
+fn covers(pattern: &Cow<'_, Pattern>, command: &Command) -> bool {
+    let Pattern::Program(words) = pattern.as_ref() else { return false };
+    if command.words.len() < words.len() {
         return false;
     }
     command.words.iter().zip(words).all(|(word, expected)| word.kind == WordKind::Literal && word.text == *expected)

@@ -17,6 +17,10 @@ mod facts;
 pub mod pattern;
 pub mod shell;
 
+use std::borrow::Cow;
+use std::cell::OnceCell;
+use std::sync::OnceLock;
+
 use serde::{Deserialize, Serialize};
 
 pub use facts::{CommandFacts, Paths, Subject};
@@ -117,26 +121,44 @@ pub enum Scope {
 }
 
 /// A remembered answer: `{permission, pattern, action, source}`.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Rule {
     pub permission: Permission,
     /// A command rule (`cargo test`, `=exact line`) or a path glob; see [`pattern`].
     pub pattern: String,
     pub action: Action,
     pub source: Scope,
+    /// The pattern as read, the first time a decision needed it (with the text it was read
+    /// from, so a changed pattern is read again).
+    #[serde(skip)]
+    read: OnceLock<(String, Pattern)>,
 }
 
+impl PartialEq for Rule {
+    fn eq(&self, other: &Self) -> bool {
+        (self.permission, &self.pattern, self.action, self.source)
+            == (other.permission, &other.pattern, other.action, other.source)
+    }
+}
+
+impl Eq for Rule {}
+
 impl Rule {
+    pub fn new(permission: Permission, pattern: &str, action: Action, source: Scope) -> Self {
+        Rule { permission, pattern: pattern.to_owned(), action, source, read: OnceLock::new() }
+    }
+
+    /// The pattern, read once (globs compiled) and kept with the rule.
+    fn read(&self) -> Cow<'_, Pattern> {
+        let (text, pattern) = self.read.get_or_init(|| (self.pattern.clone(), Pattern::read(self)));
+        if *text == self.pattern { Cow::Borrowed(pattern) } else { Cow::Owned(Pattern::read(self)) }
+    }
+
     /// A stand-in for a stored rule that could not be read: it makes decisions ask until it is
     /// revoked, since it may have been a rejection.
     pub fn unreadable(raw: &str, source: Scope) -> Self {
         let raw: String = raw.chars().take(200).collect();
-        Rule {
-            permission: Permission::Bash,
-            pattern: format!("{}{raw}", pattern::UNREADABLE),
-            action: Action::Deny,
-            source,
-        }
+        Rule::new(Permission::Bash, &format!("{}{raw}", pattern::UNREADABLE), Action::Deny, source)
     }
 }
 
@@ -153,17 +175,19 @@ pub enum Decision {
 /// Decides a request under a mode and the remembered rules.
 pub fn decide(request: &PermissionRequest, mode: Mode, rules: &[Rule]) -> Decision {
     let mut unreadable = None;
+    // What a command line runs, worked out once if a rejection needs it.
+    let runs = OnceCell::new();
     for rule in rules {
-        let pattern = Pattern::read(rule);
+        let pattern = rule.read();
         let applies = rule.permission == request.permission || rule.pattern.starts_with(pattern::UNREADABLE);
-        if let Pattern::Unreadable(why) = &pattern
+        if let Pattern::Unreadable(why) = pattern.as_ref()
             && applies
         {
             unreadable.get_or_insert_with(|| format!("{why}; revoke it with /permissions"));
             continue;
         }
         if rule.action == Action::Deny && rule.permission == request.permission {
-            match rejects(&pattern, request) {
+            match rejects(&pattern, request, &runs) {
                 Some(Rejects::Yes) => {
                     return Decision::Deny(format!("a remembered rule rejects {}", describe_rule(rule)));
                 }
@@ -190,10 +214,10 @@ enum Rejects {
     Maybe(String),
 }
 
-fn rejects(pattern: &Pattern, request: &PermissionRequest) -> Option<Rejects> {
+fn rejects(pattern: &Pattern, request: &PermissionRequest, runs: &OnceCell<Vec<command::Run>>) -> Option<Rejects> {
     match (&request.subject, pattern) {
         (Subject::Command(facts), Pattern::Exact(line)) => (facts.line == *line).then_some(Rejects::Yes),
-        (Subject::Command(facts), Pattern::Program(words)) => facts.runs_program(words),
+        (Subject::Command(facts), Pattern::Program(words)) => facts.runs_program(words, runs),
         (Subject::Path { place }, Pattern::Paths { .. }) => {
             pattern.covers_path(place, &request.target).then_some(Rejects::Yes)
         }
@@ -207,7 +231,7 @@ fn by_mode_and_rules(request: &PermissionRequest, mode: Mode, rules: &[Rule]) ->
         rules
             .iter()
             .filter(|rule| rule.action == Action::Allow && rule.permission == request.permission)
-            .map(Pattern::read)
+            .map(Rule::read)
             .collect::<Vec<_>>()
     };
     match &request.subject {
@@ -257,16 +281,16 @@ pub fn rule_for(request: &PermissionRequest, action: Action, source: Scope, rule
         (Subject::Path { place: Place::Outside }, Action::Deny) => pattern::escape_glob(&request.target),
         (Subject::Path { place: Place::Unknown(_) }, Action::Deny) => return None,
         (Subject::Command(facts), Action::Allow) => {
-            let existing: Vec<Pattern> = rules
+            let existing: Vec<_> = rules
                 .iter()
                 .filter(|r| r.action == Action::Allow && r.permission == Permission::Bash)
-                .map(Pattern::read)
+                .map(Rule::read)
                 .collect();
             facts.allow_pattern(&existing)?
         }
         (Subject::Command(facts), Action::Deny) => facts.deny_pattern(),
     };
-    Some(Rule { permission: request.permission, pattern, action, source })
+    Some(Rule::new(request.permission, &pattern, action, source))
 }
 
 /// How a rule is described to the user, in the question that offers it and in `/permissions`.

@@ -57,7 +57,7 @@ fn bash(line: &str) -> PermissionRequest {
 }
 
 fn rule(permission: Permission, pattern: &str, action: Action) -> Rule {
-    Rule { permission, pattern: pattern.into(), action, source: Scope::Session }
+    Rule::new(permission, pattern, action, Scope::Session)
 }
 
 /// The rule "always allow" would remember for `line`, remembered.

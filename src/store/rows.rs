@@ -265,7 +265,7 @@ pub fn project_rules(conn: &Connection, project: &str) -> Result<Vec<Rule>, Read
                 _ => None,
             };
             match (permission, action) {
-                (Some(permission), Some(action)) => Rule { permission, pattern, action, source: Scope::Project },
+                (Some(permission), Some(action)) => Rule::new(permission, &pattern, action, Scope::Project),
                 // Never guess: an unreadable row may have been a rejection.
                 _ => Rule::unreadable(&format!("{permission:?} {pattern} {action:?}"), Scope::Project),
             }

@@ -124,7 +124,9 @@ fn is_interpreter(name: &str) -> bool {
 /// An option or subcommand that makes an ordinary program run others or write anywhere.
 fn runner_option<'a>(name: &str, args: &[&'a str]) -> Option<&'a str> {
     let option = |flags: &[&str]| {
-        args.iter().copied().find(|arg| flags.iter().any(|f| arg == f || arg.starts_with(&format!("{f}="))))
+        args.iter().copied().find(|arg| {
+            flags.iter().any(|f| arg.strip_prefix(f).is_some_and(|rest| rest.is_empty() || rest.starts_with('=')))
+        })
     };
     match name {
         "find" => option(&["-exec", "-execdir", "-ok", "-okdir", "-delete", "-fprint", "-fprint0", "-fprintf", "-fls"]),
