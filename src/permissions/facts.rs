@@ -159,7 +159,7 @@ impl CommandFacts {
         let mut unknown = None;
         for run in runs.get_or_init(|| command::runs(script)) {
             match &run.program {
-                Some(program) if program == name && leading(&run).starts_with(&words[1..]) => {
+                Some(program) if program == name && leading(run).starts_with(&words[1..]) => {
                     return Some(Rejects::Yes);
                 }
                 Some(_) => {}
@@ -252,8 +252,8 @@ fn not_plain(script: &Script) -> Option<String> {
 
 /// Whether a remembered program pattern covers one top-level command (which must not be
 /// exact-only: the caller checks that once).
-fn covers(pattern: &Cow<'_, Pattern>, command: &Command) -> bool {
-    let Pattern::Program(words) = pattern.as_ref() else { return false };
+fn covers(pattern: &Pattern, command: &Command) -> bool {
+    let Pattern::Program(words) = pattern else { return false };
     if command.words.len() < words.len() {
         return false;
     }
