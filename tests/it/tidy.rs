@@ -73,6 +73,13 @@ fn the_layers_keep_to_their_boundaries() {
         if writes_stdout && relative != "exec.rs" && relative != "acp/mod.rs" {
             problems.push(format!("{relative} writes stdout; stdout is the protocol (acp::rpc) or exec's output"));
         }
+        if relative.starts_with("permissions/") || relative == "workspace.rs" {
+            for forbidden in ["crate::tools", "crate::agent", "crate::acp", "crate::store", "crate::session"] {
+                if text.contains(forbidden) {
+                    problems.push(format!("{relative} imports {forbidden}; the policy and paths stay leaves"));
+                }
+            }
+        }
         if relative.starts_with("agent/") || relative.starts_with("llm/") {
             for forbidden in ["crate::acp", "crate::store", "crate::session"] {
                 if text.contains(forbidden) {
