@@ -1,54 +1,112 @@
 //! `read`, `write` and `edit`: through the editor's buffers when it offers `fs/*`, else on disk.
 //!
-//! Reading through the editor sees unsaved changes; writing through it lets the editor track and
-//! review the edit. Local writes go to a temporary file that replaces the target, keeping its
-//! permissions, so a crash never leaves half a file.
+//! Reading through the editor sees unsaved changes and asks it for just the lines wanted; writing
+//! through it lets the editor track and review the edit. A local `read` streams the file and costs
+//! what it returns ([`super::page`]); `write` and `edit` need the old text whole, so they load at
+//! most [`MAX_WHOLE_BYTES`] of it. Only regular files are opened, and without blocking, so a FIFO
+//! or a device given as the path fails at once. Local writes go to a temporary file that replaces
+//! the target, keeping its permissions, so a crash never leaves half a file.
 
-use std::io::ErrorKind;
+use std::fs::File;
+use std::io::{self, BufReader, ErrorKind, Read};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
-use super::{EditArgs, ReadArgs, ToolContext, ToolError, ToolOutcome, WriteArgs, target};
+use super::host::LineRange;
+use super::page::{self, DEFAULT_LINES, Page, PageError, Start, Total, human_size};
+use super::{EditArgs, ReadArgs, ToolContext, ToolError, ToolOutcome, WriteArgs, blocking, target};
 use crate::history::ToolContent;
 
-/// Lines `read` returns when the model gives no limit.
-const DEFAULT_LINES: u32 = 2_000;
-/// The most `read` returns at once, whatever the limit.
-const MAX_READ_BYTES: usize = 200 * 1024;
-/// Longer lines are cut, so one minified line cannot fill the context.
-const MAX_LINE_CHARS: usize = 2_000;
+/// The largest old text `write` shows in its diff and `edit` changes. The diff carries the old
+/// and the new text to the editor and into the session's history, so this bounds one call at
+/// about twice as much; 16 MiB still covers the biggest sources people edit (amalgamated C files,
+/// generated bindings), and past it a file is data, better changed with a command.
+const MAX_WHOLE_BYTES: u64 = 16 << 20;
+/// A NUL byte among the first bytes marks a binary file.
+const BINARY_PROBE: u64 = 8192;
 
 pub async fn read(args: &ReadArgs, ctx: &ToolContext) -> Result<ToolOutcome, ToolError> {
     let path = target(ctx, &args.path);
-    let text = load(ctx, &path).await?.ok_or_else(|| not_found(ctx, &path))?;
-    let total = text.lines().count();
-    let first = usize::try_from(args.offset.unwrap_or(1).max(1)).unwrap_or(usize::MAX);
-    let limit = usize::try_from(args.limit.unwrap_or(DEFAULT_LINES).max(1)).unwrap_or(usize::MAX);
-    if first > total.max(1) {
-        return Err(ToolError(format!(
-            "{} has {total} lines; offset {first} is past its end",
-            ctx.workspace.display(&path)
-        )));
-    }
-    let mut output = String::new();
-    let mut last = first - 1;
-    for (number, line) in text.lines().enumerate().skip(first - 1).take(limit) {
-        if output.len() + line.len() > MAX_READ_BYTES {
-            break;
+    let shown = ctx.workspace.display(&path);
+    let first = args.offset.unwrap_or(1).max(1);
+    let limit = args.limit.unwrap_or(DEFAULT_LINES).max(1);
+    let (page, size) = if ctx.host.reads_files() {
+        (editor_page(ctx, &path, &shown, first, limit).await?, None)
+    } else {
+        let (page, size) = local_page(ctx, &path, &shown, first, limit).await?;
+        (page, Some(size))
+    };
+    let mut output = page.text;
+    match page.total {
+        Total::Known(0) => output.push_str("(the file is empty)\n"),
+        Total::Known(total) if first > 1 || page.last < total => {
+            output.push_str(&format!("(lines {first}–{} of {total}; use offset and limit to read others)\n", page.last))
         }
-        let line: String = if line.chars().count() > MAX_LINE_CHARS {
-            line.chars().take(MAX_LINE_CHARS).chain(" [line cut]".chars()).collect()
-        } else {
-            line.to_owned()
-        };
-        output.push_str(&format!("{:>6}\t{line}\n", number + 1));
-        last = number + 1;
-    }
-    if total == 0 {
-        output.push_str("(the file is empty)\n");
-    } else if first > 1 || last < total {
-        output.push_str(&format!("(lines {first}–{last} of {total}; use offset and limit to read others)\n"));
+        Total::Known(_) => {}
+        Total::GoesOn => {
+            let size = size.map(|size| format!(", {} in all", human_size(size))).unwrap_or_default();
+            output.push_str(&format!(
+                "(lines {first}–{}; the file goes on{size}; use offset and limit to read others)\n",
+                page.last
+            ));
+        }
     }
     Ok(ToolOutcome { output, ..ToolOutcome::default() })
+}
+
+/// Lines `first..first + limit` from the editor's buffer. One line more is asked for, to tell
+/// whether the file goes on; the editor's slice says nothing about the total beyond that.
+async fn editor_page(ctx: &ToolContext, path: &Path, shown: &str, first: u32, limit: u32) -> Result<Page, ToolError> {
+    // The editor reports a missing file as an error; check the disk to tell it apart.
+    match tokio::fs::metadata(path).await {
+        Ok(metadata) => check_kind(&metadata, shown)?,
+        Err(_) => return Err(not_found(shown)),
+    }
+    let range = LineRange { line: first, limit: limit.saturating_add(1) };
+    let text = ctx.host.read_text_file(path, Some(range)).await.map_err(|err| cannot_read(shown, &err))?;
+    let (first, limit) = (u64::from(first), u64::from(limit));
+    match page::page(text.as_bytes(), first, limit, Start::AtFirst, &|| false) {
+        Ok(Page { total: Total::Known(total), text, last }) if total - (first - 1) > limit => {
+            Ok(Page { text, last, total: Total::GoesOn })
+        }
+        Ok(page) => Ok(page),
+        Err(PageError::PastEnd(_)) => {
+            Err(ToolError(format!("{shown} has fewer than {first} lines; offset {first} is past its end")))
+        }
+        Err(PageError::Io(err)) => Err(cannot_read(shown, &err)),
+        Err(PageError::Cancelled) => Err(ToolError("cancelled".into())),
+    }
+}
+
+/// Lines `first..first + limit` streamed from the disk, and the file's size.
+async fn local_page(
+    ctx: &ToolContext,
+    path: &Path,
+    shown: &str,
+    first: u32,
+    limit: u32,
+) -> Result<(Page, u64), ToolError> {
+    let (path, shown) = (path.to_owned(), shown.to_owned());
+    blocking(ctx, move |cancel| {
+        let (file, size) = open_regular(&path, &shown)?.ok_or_else(|| not_found(&shown))?;
+        let mut head = Vec::new();
+        let mut file = BufReader::with_capacity(64 * 1024, file);
+        (&mut file).take(BINARY_PROBE).read_to_end(&mut head).map_err(|err| cannot_read(&shown, &err))?;
+        if head.contains(&0) {
+            return Err(binary(&shown));
+        }
+        let reader = BufReader::with_capacity(64 * 1024, io::Cursor::new(head).chain(file));
+        let stop = || cancel.is_cancelled();
+        match page::page(reader, u64::from(first), u64::from(limit), Start::FileStart, &stop) {
+            Ok(page) => Ok((page, size)),
+            Err(PageError::PastEnd(total)) => {
+                Err(ToolError(format!("{shown} has {total} lines; offset {first} is past its end")))
+            }
+            Err(PageError::Io(err)) => Err(cannot_read(&shown, &err)),
+            Err(PageError::Cancelled) => Err(ToolError("cancelled".into())),
+        }
+    })
+    .await
 }
 
 pub async fn write(args: &WriteArgs, ctx: &ToolContext) -> Result<ToolOutcome, ToolError> {
@@ -57,12 +115,26 @@ pub async fn write(args: &WriteArgs, ctx: &ToolContext) -> Result<ToolOutcome, T
     save(ctx, &path, &args.content).await?;
     let shown = ctx.workspace.display(&path);
     let lines = args.content.lines().count();
-    let output = match &old {
-        Some(_) => format!("Wrote {shown} ({lines} lines)."),
-        None => format!("Created {shown} ({lines} lines)."),
+    let mut output = match &old {
+        Old::Missing => format!("Created {shown} ({lines} lines)."),
+        Old::Text(_) | Old::TooLarge(_) => format!("Wrote {shown} ({lines} lines)."),
     };
-    let content =
-        vec![ToolContent::Diff { path: path.display().to_string(), old_text: old, new_text: args.content.clone() }];
+    let (old_text, unshown) = match old {
+        Old::Missing => (None, None),
+        Old::Text(text) => (Some(text), None),
+        Old::TooLarge(size) => (None, Some(size)),
+    };
+    let mut content =
+        vec![ToolContent::Diff { path: path.display().to_string(), old_text, new_text: args.content.clone() }];
+    if let Some(size) = unshown {
+        let note = format!(
+            "The previous content ({}) is too large to show; the diff shows only the new text.",
+            human_size(size)
+        );
+        output.push(' ');
+        output.push_str(&note);
+        content.push(ToolContent::Text { text: note });
+    }
     Ok(ToolOutcome { output, content, ..ToolOutcome::default() })
 }
 
@@ -75,7 +147,17 @@ pub async fn edit(args: &EditArgs, ctx: &ToolContext) -> Result<ToolOutcome, Too
     if args.old_string == args.new_string {
         return Err(ToolError("old_string and new_string are the same; there is nothing to change".into()));
     }
-    let old = load(ctx, &path).await?.ok_or_else(|| not_found(ctx, &path))?;
+    let old = match load(ctx, &path).await? {
+        Old::Text(text) => text,
+        Old::Missing => return Err(not_found(&shown)),
+        Old::TooLarge(size) => {
+            return Err(ToolError(format!(
+                "{shown} is {}; edit changes files of up to {}. Change a file this large with a command (sed, a script) through bash.",
+                human_size(size),
+                human_size(MAX_WHOLE_BYTES)
+            )));
+        }
+    };
     let found = old.matches(&args.old_string).count();
     let new = match (found, args.replace_all) {
         (0, _) => {
@@ -106,38 +188,91 @@ pub async fn edit(args: &EditArgs, ctx: &ToolContext) -> Result<ToolOutcome, Too
     })
 }
 
-fn not_found(ctx: &ToolContext, path: &Path) -> ToolError {
-    ToolError(format!("{} does not exist; use glob to find the right path", ctx.workspace.display(path)))
+fn not_found(shown: &str) -> ToolError {
+    ToolError(format!("{shown} does not exist; use glob to find the right path"))
 }
 
-/// The file's text, or `None` if it does not exist.
-async fn load(ctx: &ToolContext, path: &Path) -> Result<Option<String>, ToolError> {
+fn cannot_read(shown: &str, err: &dyn std::fmt::Display) -> ToolError {
+    ToolError(format!("cannot read {shown}: {err}"))
+}
+
+fn binary(shown: &str) -> ToolError {
+    ToolError(format!("{shown} is a binary file; it cannot be read as text"))
+}
+
+/// A file's old text, as `write` and `edit` need it.
+enum Old {
+    Missing,
+    Text(String),
+    /// Larger than [`MAX_WHOLE_BYTES`]: not loaded. The size in bytes.
+    TooLarge(u64),
+}
+
+/// The whole text of a file, if it exists and is not too large.
+async fn load(ctx: &ToolContext, path: &Path) -> Result<Old, ToolError> {
     let shown = ctx.workspace.display(path);
     if ctx.host.reads_files() {
         // The editor reports a missing file as an error; check the disk to tell it apart.
-        if tokio::fs::metadata(path).await.is_err() {
-            return Ok(None);
+        let Ok(metadata) = tokio::fs::metadata(path).await else { return Ok(Old::Missing) };
+        check_kind(&metadata, &shown)?;
+        if metadata.len() > MAX_WHOLE_BYTES {
+            return Ok(Old::TooLarge(metadata.len()));
         }
-        return ctx
-            .host
-            .read_text_file(path)
-            .await
-            .map(Some)
-            .map_err(|err| ToolError(format!("cannot read {shown}: {err}")));
+        let text = ctx.host.read_text_file(path, None).await.map_err(|err| cannot_read(&shown, &err))?;
+        let size = text.len() as u64;
+        return Ok(if size > MAX_WHOLE_BYTES { Old::TooLarge(size) } else { Old::Text(text) });
     }
-    match tokio::fs::read(path).await {
-        Ok(bytes) => {
-            if bytes.iter().take(8192).any(|b| *b == 0) {
-                return Err(ToolError(format!("{shown} is a binary file; it cannot be read as text")));
-            }
-            Ok(Some(String::from_utf8_lossy(&bytes).into_owned()))
+    let path = path.to_owned();
+    blocking(ctx, move |_| {
+        let Some((file, size)) = open_regular(&path, &shown)? else { return Ok(Old::Missing) };
+        if size > MAX_WHOLE_BYTES {
+            return Ok(Old::TooLarge(size));
         }
-        Err(err) if err.kind() == ErrorKind::NotFound => Ok(None),
-        Err(err) if err.kind() == ErrorKind::IsADirectory => {
-            Err(ToolError(format!("{shown} is a directory; use glob to list its files")))
+        let mut bytes = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
+        file.take(MAX_WHOLE_BYTES + 1).read_to_end(&mut bytes).map_err(|err| cannot_read(&shown, &err))?;
+        if bytes.len() as u64 > MAX_WHOLE_BYTES {
+            // It grew since it was measured.
+            return Ok(Old::TooLarge(bytes.len() as u64));
         }
-        Err(err) => Err(ToolError(format!("cannot read {shown}: {err}"))),
+        if bytes.iter().take(BINARY_PROBE as usize).any(|b| *b == 0) {
+            return Err(binary(&shown));
+        }
+        Ok(Old::Text(String::from_utf8_lossy(&bytes).into_owned()))
+    })
+    .await
+}
+
+/// Opens `path` for reading if it is a regular file, with its size; `None` if it does not exist.
+/// The kind is checked before opening (opening a device can have effects) and again on the open
+/// file, in case it was swapped; `O_NONBLOCK` keeps a FIFO swapped in between from blocking the
+/// open, and changes nothing for a regular file.
+fn open_regular(path: &Path, shown: &str) -> Result<Option<(File, u64)>, ToolError> {
+    let missing_or =
+        |err: io::Error| if err.kind() == ErrorKind::NotFound { Ok(None) } else { Err(cannot_read(shown, &err)) };
+    match std::fs::metadata(path) {
+        Ok(metadata) => check_kind(&metadata, shown)?,
+        Err(err) => return missing_or(err),
     }
+    let file = match std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY).open(path) {
+        Ok(file) => file,
+        Err(err) => return missing_or(err),
+    };
+    let metadata = file.metadata().map_err(|err| cannot_read(shown, &err))?;
+    check_kind(&metadata, shown)?;
+    Ok(Some((file, metadata.len())))
+}
+
+/// Only regular files hold text to read.
+fn check_kind(metadata: &std::fs::Metadata, shown: &str) -> Result<(), ToolError> {
+    if metadata.is_dir() {
+        return Err(ToolError(format!("{shown} is a directory; use glob to list its files")));
+    }
+    if !metadata.is_file() {
+        return Err(ToolError(format!(
+            "{shown} is not a regular file (a FIFO, socket or device); it cannot be read as text"
+        )));
+    }
+    Ok(())
 }
 
 async fn save(ctx: &ToolContext, path: &Path, text: &str) -> Result<(), ToolError> {

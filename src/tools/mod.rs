@@ -8,6 +8,7 @@
 
 mod fs;
 pub mod host;
+mod page;
 mod search;
 mod shell;
 pub mod workspace;
@@ -414,6 +415,20 @@ pub fn spec(name: &str) -> Option<Value> {
 /// A path argument resolved, for tools that take one.
 fn target(ctx: &ToolContext, path: &str) -> PathBuf {
     ctx.workspace.resolve(path)
+}
+
+/// Runs blocking work (a walk, a read) on a blocking thread; dropping the returned future cancels
+/// the token the work is given, which it checks to stop early.
+async fn blocking<T, F>(ctx: &ToolContext, work: F) -> Result<T, ToolError>
+where
+    T: Send + 'static,
+    F: FnOnce(CancellationToken) -> Result<T, ToolError> + Send + 'static,
+{
+    let cancel = ctx.cancel.child_token();
+    let _stop_on_drop = cancel.clone().drop_guard();
+    tokio::task::spawn_blocking(move || work(cancel))
+        .await
+        .map_err(|err| ToolError(format!("the tool stopped unexpectedly: {err}")))?
 }
 
 #[cfg(test)]

@@ -10,7 +10,7 @@ use grep_searcher::{BinaryDetection, SearcherBuilder};
 use ignore::WalkBuilder;
 use tokio_util::sync::CancellationToken;
 
-use super::{GlobArgs, GrepArgs, ToolContext, ToolError, ToolOutcome, target};
+use super::{GlobArgs, GrepArgs, ToolContext, ToolError, ToolOutcome, blocking, target};
 use crate::history::ToolContent;
 
 /// The most paths `glob` returns.
@@ -145,17 +145,4 @@ fn walk(root: &Path, cancel: &CancellationToken) -> Result<Vec<PathBuf>, ToolErr
     }
     files.sort();
     Ok(files)
-}
-
-/// Runs a walk on a blocking thread; dropping the returned future tells the walk to stop.
-async fn blocking<T, F>(ctx: &ToolContext, work: F) -> Result<T, ToolError>
-where
-    T: Send + 'static,
-    F: FnOnce(CancellationToken) -> Result<T, ToolError> + Send + 'static,
-{
-    let cancel = ctx.cancel.child_token();
-    let _stop_on_drop = cancel.clone().drop_guard();
-    tokio::task::spawn_blocking(move || work(cancel))
-        .await
-        .map_err(|err| ToolError(format!("the search stopped unexpectedly: {err}")))?
 }

@@ -1,5 +1,6 @@
 //! Unit tests of the tools on the local disk and in local processes (no editor).
 
+use std::os::unix::fs::FileTypeExt;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -49,6 +50,72 @@ async fn read_numbers_lines_and_pages() {
     assert!(missing.0.contains("nope.txt does not exist"), "{missing}");
     std::fs::write(dir.path().join("bin"), [0u8, 1, 2]).unwrap();
     assert!(run(&ctx, "read", json!({"path": "bin"})).await.unwrap_err().0.contains("binary"));
+}
+
+/// A file of `size` bytes that starts with `head` and reads as NUL bytes after it, without taking
+/// disk space or time to make.
+fn sparse(path: &std::path::Path, head: &str, size: u64) {
+    std::fs::write(path, head).unwrap();
+    std::fs::File::options().write(true).open(path).unwrap().set_len(size).unwrap();
+}
+
+#[tokio::test]
+async fn read_stops_at_what_it_returns_and_says_the_file_goes_on() {
+    let dir = tempfile::tempdir().unwrap();
+    // Text past the first 8 KiB, where binary files are told apart; NUL bytes after it.
+    let head: String = (1..=2_000).map(|i| format!("line {i}\n")).collect();
+    sparse(&dir.path().join("huge.log"), &head, 3 << 30);
+    let ctx = context(dir.path());
+    let page = run(&ctx, "read", json!({"path": "huge.log", "limit": 5})).await.unwrap();
+    assert_eq!(
+        page.output,
+        "     1\tline 1\n     2\tline 2\n     3\tline 3\n     4\tline 4\n     5\tline 5\n\
+         (lines 1–5; the file goes on, 3.0 GiB in all; use offset and limit to read others)\n"
+    );
+    let later = run(&ctx, "read", json!({"path": "huge.log", "offset": 9, "limit": 1})).await.unwrap();
+    assert!(later.output.starts_with("     9\tline 9\n(lines 9–9; the file goes on"), "{}", later.output);
+}
+
+#[tokio::test]
+async fn read_refuses_directories_fifos_and_devices_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let ctx = context(dir.path());
+    std::fs::create_dir(dir.path().join("sub")).unwrap();
+    let fifo = dir.path().join("pipe");
+    assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    let within = |call| tokio::time::timeout(Duration::from_secs(10), call);
+    let directory = within(run(&ctx, "read", json!({"path": "sub"}))).await.unwrap().unwrap_err();
+    assert!(directory.0.contains("sub is a directory"), "{directory}");
+    for path in ["pipe", "/dev/zero"] {
+        let refused = within(run(&ctx, "read", json!({"path": path}))).await.expect("no hang").unwrap_err();
+        assert!(refused.0.contains("is not a regular file"), "{refused}");
+    }
+    let over = within(run(&ctx, "write", json!({"path": "pipe", "content": "x"}))).await.unwrap().unwrap_err();
+    assert!(over.0.contains("is not a regular file"), "{over}");
+    assert!(std::fs::symlink_metadata(&fifo).unwrap().file_type().is_fifo(), "the FIFO is left as it was");
+}
+
+#[tokio::test]
+async fn write_and_edit_do_not_load_a_huge_old_text() {
+    let dir = tempfile::tempdir().unwrap();
+    let ctx = context(dir.path());
+    let big = dir.path().join("big.txt");
+    sparse(&big, "needle\n", 20 << 20);
+    let edit = run(&ctx, "edit", json!({"path": "big.txt", "old_string": "needle", "new_string": "pin"})).await;
+    let refused = edit.unwrap_err();
+    assert!(refused.0.contains("big.txt is 20.0 MiB; edit changes files of up to 16.0 MiB"), "{refused}");
+    assert_eq!(std::fs::metadata(&big).unwrap().len(), 20 << 20, "unchanged");
+    let wrote = run(&ctx, "write", json!({"path": "big.txt", "content": "small now\n"})).await.unwrap();
+    let note = "The previous content (20.0 MiB) is too large to show; the diff shows only the new text.";
+    assert_eq!(wrote.output, format!("Wrote big.txt (1 lines). {note}"));
+    assert_eq!(
+        wrote.content,
+        [
+            ToolContent::Diff { path: big.display().to_string(), old_text: None, new_text: "small now\n".into() },
+            ToolContent::Text { text: note.into() }
+        ]
+    );
+    assert_eq!(std::fs::read_to_string(&big).unwrap(), "small now\n");
 }
 
 #[tokio::test]

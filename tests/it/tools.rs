@@ -133,6 +133,44 @@ async fn through_the_editor_reads_see_unsaved_buffers_and_writes_go_to_the_edito
 }
 
 #[tokio::test]
+async fn through_the_editor_a_read_asks_for_just_its_lines() {
+    let env = TestEnv::new().await;
+    let a = env.workspace().join("a.txt");
+    std::fs::write(&a, "saved\n").unwrap();
+    env.mock.push(Reply::tool_calls(&[
+        ("c1", "read", json!({"path": "a.txt", "offset": 3, "limit": 2})),
+        ("c2", "read", json!({"path": "a.txt", "offset": 9, "limit": 5})),
+        ("c3", "read", json!({"path": "a.txt", "offset": 20})),
+    ]));
+    env.mock.push(Reply::text(&["ok"]));
+    let editor = Editor::with_fs();
+    let unsaved: String = (1..=10).map(|i| format!("unsaved {i}\n")).collect();
+    editor.buffers.lock().unwrap().insert(a.clone(), unsaved);
+    let mut agent = env.ready_with(editor).await;
+    let session = agent.new_session(&env.cwd()).await;
+    turn(&mut agent, &session, "read parts").await;
+    let asked: Vec<(Value, Value)> = agent
+        .editor
+        .requests("fs/read_text_file")
+        .iter()
+        .map(|r| (r["params"]["line"].clone(), r["params"]["limit"].clone()))
+        .collect();
+    assert_eq!(asked.len(), 3);
+    for range in [(json!(3), json!(3)), (json!(9), json!(6)), (json!(20), json!(2001))] {
+        assert!(asked.contains(&range), "one line more than wanted, to tell whether the file goes on: {asked:?}");
+    }
+    let results: Vec<Value> = tool_results(&env, 1).iter().map(|r| r["content"].clone()).collect();
+    assert_eq!(
+        results,
+        [
+            "     3\tunsaved 3\n     4\tunsaved 4\n(lines 3–4; the file goes on; use offset and limit to read others)\n",
+            "     9\tunsaved 9\n    10\tunsaved 10\n(lines 9–10 of 10; use offset and limit to read others)\n",
+            "a.txt has fewer than 20 lines; offset 20 is past its end",
+        ]
+    );
+}
+
+#[tokio::test]
 async fn shell_commands_run_in_an_editor_terminal_that_is_always_released() {
     let env = TestEnv::new().await;
     env.mock.push(Reply::tool_calls(&[("c1", "bash", json!({"command": "echo hi; exit 3", "description": "Say hi"}))]));
