@@ -4,13 +4,15 @@
 //! through it lets the editor track and review the edit. A local `read` streams the file and costs
 //! what it returns ([`super::page`]); `write` and `edit` need the old text whole, so they load at
 //! most [`MAX_WHOLE_BYTES`] of it. Only regular files are opened, and without blocking, so a FIFO
-//! or a device given as the path fails at once. Local writes go to a temporary file that replaces
-//! the target, keeping its permissions, so a crash never leaves half a file.
+//! or a device given as the path fails at once. Local writes go to a temporary file created
+//! exclusively under an unpredictable name (a file or symlink planted next to the target cannot
+//! redirect them), synced, then renamed over the target with its permissions: a crash never
+//! leaves half a file, and a failure leaves no temporary file behind.
 
 use std::fs::File;
-use std::io::{self, BufReader, ErrorKind, Read};
+use std::io::{self, BufReader, ErrorKind, Read, Write};
 use std::os::unix::fs::OpenOptionsExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use super::host::LineRange;
 use super::page::{self, DEFAULT_LINES, Page, PageError, Start, Total, human_size};
@@ -24,6 +26,8 @@ use crate::history::ToolContent;
 const MAX_WHOLE_BYTES: u64 = 16 << 20;
 /// A NUL byte among the first bytes marks a binary file.
 const BINARY_PROBE: u64 = 8192;
+/// Tries at a fresh temporary name before giving up.
+const TEMPORARY_ATTEMPTS: usize = 8;
 
 pub async fn read(args: &ReadArgs, ctx: &ToolContext) -> Result<ToolOutcome, ToolError> {
     let path = target(ctx, &args.path);
@@ -281,17 +285,73 @@ async fn save(ctx: &ToolContext, path: &Path, text: &str) -> Result<(), ToolErro
     if ctx.host.writes_files() {
         return ctx.host.write_text_file(path, text).await.map_err(|err| failed(&err));
     }
-    let Some(dir) = path.parent() else { return Err(failed(&"it has no parent directory")) };
-    tokio::fs::create_dir_all(dir).await.map_err(|err| failed(&err))?;
+    let (path, text) = (path.to_owned(), text.to_owned());
+    // Not cancellable: once started, the write runs to its end or cleans up after itself.
+    let saved = tokio::task::spawn_blocking(move || save_local(&path, text.as_bytes(), &mut random_suffix)).await;
+    match saved {
+        Ok(result) => result.map_err(|err| failed(&err)),
+        Err(err) => Err(failed(&err)),
+    }
+}
+
+/// Writes `text` to a fresh temporary file next to `path`, then renames it over `path`.
+/// `suffix` names the temporary files tried.
+pub(super) fn save_local(path: &Path, text: &[u8], suffix: &mut dyn FnMut() -> io::Result<String>) -> io::Result<()> {
+    let Some(dir) = path.parent() else { return Err(io::Error::other("it has no parent directory")) };
+    std::fs::create_dir_all(dir)?;
     let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let temporary = dir.join(format!(".{name}.cairn-{}", std::process::id()));
-    tokio::fs::write(&temporary, text).await.map_err(|err| failed(&err))?;
-    if let Ok(metadata) = tokio::fs::metadata(path).await {
-        let _ = tokio::fs::set_permissions(&temporary, metadata.permissions()).await;
+    let permissions = std::fs::metadata(path).ok().map(|metadata| metadata.permissions());
+    let (mut file, temporary) = create_temporary(dir, &name, permissions.is_some(), suffix)?;
+    let finish = || {
+        if let Some(permissions) = permissions {
+            file.set_permissions(permissions)?;
+        }
+        file.write_all(text)?;
+        file.sync_data()?;
+        std::fs::rename(&temporary, path)
+    };
+    let result = finish();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&temporary);
     }
-    if let Err(err) = tokio::fs::rename(&temporary, path).await {
-        let _ = tokio::fs::remove_file(&temporary).await;
-        return Err(failed(&err));
+    result
+}
+
+/// Creates `.{name}.cairn-{suffix}` in `dir` exclusively, never following a symlink: a name that
+/// exists already, whatever it is, is left alone and the next suffix tried. A file that will
+/// replace an existing one starts private (`0600`) until it takes that file's permissions.
+fn create_temporary(
+    dir: &Path,
+    name: &str,
+    private: bool,
+    suffix: &mut dyn FnMut() -> io::Result<String>,
+) -> io::Result<(File, PathBuf)> {
+    // Room for the prefix and suffix within the usual 255-byte limit of a file name.
+    let mut end = name.len().min(200);
+    while !name.is_char_boundary(end) {
+        end -= 1;
     }
-    Ok(())
+    for _ in 0..TEMPORARY_ATTEMPTS {
+        let temporary = dir.join(format!(".{}.cairn-{}", &name[..end], suffix()?));
+        let created = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .custom_flags(libc::O_NOFOLLOW)
+            .mode(if private { 0o600 } else { 0o666 })
+            .open(&temporary);
+        match created {
+            Ok(file) => return Ok((file, temporary)),
+            Err(err) if err.kind() == ErrorKind::AlreadyExists => {}
+            Err(err) => return Err(err),
+        }
+    }
+    Err(io::Error::new(ErrorKind::AlreadyExists, "every temporary name tried next to it was taken"))
+}
+
+/// 64 bits from the system's secure random source, as hex: a name nobody can plant in advance.
+fn random_suffix() -> io::Result<String> {
+    use ring::rand::SecureRandom;
+    let mut bytes = [0u8; 8];
+    ring::rand::SystemRandom::new().fill(&mut bytes).map_err(|_| io::Error::other("no random numbers available"))?;
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
 }

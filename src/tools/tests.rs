@@ -1,6 +1,6 @@
 //! Unit tests of the tools on the local disk and in local processes (no editor).
 
-use std::os::unix::fs::FileTypeExt;
+use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -116,6 +116,73 @@ async fn write_and_edit_do_not_load_a_huge_old_text() {
         ]
     );
     assert_eq!(std::fs::read_to_string(&big).unwrap(), "small now\n");
+}
+
+/// The names in `dir`, sorted.
+fn names(dir: &std::path::Path) -> Vec<String> {
+    let mut names: Vec<String> =
+        std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    names.sort();
+    names
+}
+
+#[tokio::test]
+async fn a_planted_symlink_cannot_redirect_a_local_write() {
+    let dir = tempfile::tempdir().unwrap();
+    let (work, outside) = (dir.path().join("work"), dir.path().join("outside"));
+    std::fs::create_dir_all(&work).unwrap();
+    std::fs::create_dir_all(&outside).unwrap();
+    let secret = outside.join("secret.txt");
+    std::fs::write(&secret, "secret\n").unwrap();
+    let target = work.join("target.txt");
+    std::fs::write(&target, "old\n").unwrap();
+    std::fs::set_permissions(&target, std::fs::Permissions::from_mode(0o640)).unwrap();
+    // The name a write used before, and one an attacker might guess.
+    let planted = [format!(".target.txt.cairn-{}", std::process::id()), ".target.txt.cairn-0000000000000000".into()];
+    for name in &planted {
+        std::os::unix::fs::symlink(&secret, work.join(name)).unwrap();
+    }
+    let ctx = context(&work);
+    run(&ctx, "write", json!({"path": "target.txt", "content": "new\n"})).await.unwrap();
+    run(&ctx, "edit", json!({"path": "target.txt", "old_string": "new", "new_string": "newer"})).await.unwrap();
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "newer\n");
+    assert_eq!(std::fs::metadata(&target).unwrap().permissions().mode() & 0o777, 0o640, "permissions kept");
+    assert_eq!(std::fs::read_to_string(&secret).unwrap(), "secret\n");
+    for name in &planted {
+        assert_eq!(std::fs::read_link(work.join(name)).unwrap(), secret, "{name} is left alone");
+    }
+    let mut expected = vec!["target.txt".to_owned()];
+    expected.extend(planted.iter().cloned());
+    expected.sort();
+    assert_eq!(names(&work), expected, "no temporary file is left behind");
+}
+
+#[test]
+fn a_taken_temporary_name_is_skipped_and_every_failure_cleans_up() {
+    let dir = tempfile::tempdir().unwrap();
+    let secret = dir.path().join("secret.txt");
+    std::fs::write(&secret, "secret\n").unwrap();
+    let work = dir.path().join("work");
+    std::fs::create_dir_all(&work).unwrap();
+    std::os::unix::fs::symlink(&secret, work.join(".t.txt.cairn-guessed")).unwrap();
+    let mut suffixes = ["guessed", "fresh"].into_iter().map(|s| Ok(s.to_owned()));
+    let mut next = || suffixes.next().unwrap();
+    fs::save_local(&work.join("t.txt"), b"text\n", &mut next).unwrap();
+    assert_eq!(std::fs::read_to_string(work.join("t.txt")).unwrap(), "text\n");
+    assert_eq!(std::fs::read_to_string(&secret).unwrap(), "secret\n");
+    assert_eq!(std::fs::read_link(work.join(".t.txt.cairn-guessed")).unwrap(), secret);
+    assert_eq!(names(&work), [".t.txt.cairn-guessed", "t.txt"]);
+
+    let mut always_taken = || Ok("guessed".to_owned());
+    let taken = fs::save_local(&work.join("t.txt"), b"other\n", &mut always_taken).unwrap_err();
+    assert_eq!(taken.kind(), std::io::ErrorKind::AlreadyExists);
+    assert_eq!(std::fs::read_to_string(work.join("t.txt")).unwrap(), "text\n", "unchanged");
+
+    std::fs::create_dir(work.join("d")).unwrap();
+    std::fs::write(work.join("d/keep"), "").unwrap();
+    let mut fresh = || Ok("fresh".to_owned());
+    assert!(fs::save_local(&work.join("d"), b"x", &mut fresh).is_err(), "a directory cannot be replaced by a file");
+    assert_eq!(names(&work), [".t.txt.cairn-guessed", "d", "t.txt"], "the temporary file was removed");
 }
 
 #[tokio::test]
