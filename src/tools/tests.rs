@@ -247,6 +247,30 @@ async fn glob_and_grep_skip_ignored_files_and_cap_results() {
 }
 
 #[tokio::test]
+async fn grep_skips_huge_files_and_giant_lines_and_says_which() {
+    let dir = tempfile::tempdir().unwrap();
+    let ctx = context(dir.path());
+    std::fs::write(dir.path().join("a.txt"), "needle\n").unwrap();
+    std::fs::write(dir.path().join("b.txt"), b"caf\xe9 needle\n").unwrap();
+    // Text over the searcher's first buffer (it stops at the first NUL byte it sees), then NULs.
+    sparse(&dir.path().join("huge.log"), &format!("needle\n{}", "hay\n".repeat(32 << 10)), 65 << 20);
+    let mut giant = vec![b'x'; 9 << 20];
+    giant.extend_from_slice(b" needle\n");
+    std::fs::write(dir.path().join("min.js"), giant).unwrap();
+    let found = run(&ctx, "grep", json!({"pattern": "needle"})).await.unwrap();
+    assert_eq!(
+        found.output,
+        "a.txt:1:needle\nb.txt:1:caf\u{fffd} needle\n(2 files not searched:\n  \
+         huge.log: 65.0 MiB, over 64.0 MiB; name it as path to search it\n  \
+         min.js: a line is longer than 8.0 MiB\n)\n"
+    );
+    let alone = run(&ctx, "grep", json!({"pattern": "needle", "path": "huge.log"})).await.unwrap();
+    assert_eq!(alone.output, "huge.log:1:needle\n", "named as path, a big file is searched");
+    let none = run(&ctx, "grep", json!({"pattern": "absent", "glob": "*.log"})).await.unwrap();
+    assert!(none.output.starts_with("No matches for `absent` in ..\n(1 file not searched:\n"), "{}", none.output);
+}
+
+#[tokio::test]
 async fn bash_reports_output_and_status_and_kills_its_group_on_timeout() {
     let dir = tempfile::tempdir().unwrap();
     let ctx = context(dir.path());
