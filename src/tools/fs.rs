@@ -121,11 +121,11 @@ pub async fn write(args: &WriteArgs, ctx: &ToolContext) -> Result<ToolOutcome, T
     let lines = args.content.lines().count();
     let mut output = match &old {
         Old::Missing => format!("Created {shown} ({lines} lines)."),
-        Old::Text(_) | Old::TooLarge(_) => format!("Wrote {shown} ({lines} lines)."),
+        Old::Text(_) | Old::NotUtf8 { .. } | Old::TooLarge(_) => format!("Wrote {shown} ({lines} lines)."),
     };
     let (old_text, unshown) = match old {
         Old::Missing => (None, None),
-        Old::Text(text) => (Some(text), None),
+        Old::Text(text) | Old::NotUtf8 { shown: text, .. } => (Some(text), None),
         Old::TooLarge(size) => (None, Some(size)),
     };
     let mut content =
@@ -154,6 +154,11 @@ pub async fn edit(args: &EditArgs, ctx: &ToolContext) -> Result<ToolOutcome, Too
     let old = match load(ctx, &path).await? {
         Old::Text(text) => text,
         Old::Missing => return Err(not_found(&shown)),
+        Old::NotUtf8 { valid_up_to, .. } => {
+            return Err(ToolError(format!(
+                "{shown} is not valid UTF-8 (from byte {valid_up_to}); edit would replace every invalid byte in it. Change it with a command (sed, iconv, a script) through bash."
+            )));
+        }
         Old::TooLarge(size) => {
             return Err(ToolError(format!(
                 "{shown} is {}; edit changes files of up to {}. Change a file this large with a command (sed, a script) through bash.",
@@ -208,6 +213,11 @@ fn binary(shown: &str) -> ToolError {
 enum Old {
     Missing,
     Text(String),
+    /// Bytes that are not UTF-8: fit to show (invalid bytes replaced), not to edit and save back.
+    NotUtf8 {
+        shown: String,
+        valid_up_to: usize,
+    },
     /// Larger than [`MAX_WHOLE_BYTES`]: not loaded. The size in bytes.
     TooLarge(u64),
 }
@@ -241,7 +251,13 @@ async fn load(ctx: &ToolContext, path: &Path) -> Result<Old, ToolError> {
         if bytes.iter().take(BINARY_PROBE as usize).any(|b| *b == 0) {
             return Err(binary(&shown));
         }
-        Ok(Old::Text(String::from_utf8_lossy(&bytes).into_owned()))
+        Ok(match String::from_utf8(bytes) {
+            Ok(text) => Old::Text(text),
+            Err(err) => Old::NotUtf8 {
+                valid_up_to: err.utf8_error().valid_up_to(),
+                shown: String::from_utf8_lossy(err.as_bytes()).into_owned(),
+            },
+        })
     })
     .await
 }

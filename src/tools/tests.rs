@@ -118,6 +118,23 @@ async fn write_and_edit_do_not_load_a_huge_old_text() {
     assert_eq!(std::fs::read_to_string(&big).unwrap(), "small now\n");
 }
 
+#[tokio::test]
+async fn edit_refuses_a_file_that_is_not_utf8_rather_than_replace_its_other_bytes() {
+    let dir = tempfile::tempdir().unwrap();
+    let ctx = context(dir.path());
+    let latin1 = b"caf\xe9\nna\xefve\n";
+    std::fs::write(dir.path().join("l.txt"), latin1).unwrap();
+    let read = run(&ctx, "read", json!({"path": "l.txt"})).await.unwrap();
+    assert_eq!(read.output, "     1\tcaf\u{fffd}\n     2\tna\u{fffd}ve\n", "shown with replacements");
+    let edit = run(&ctx, "edit", json!({"path": "l.txt", "old_string": "na", "new_string": "NA"})).await;
+    let refused = edit.unwrap_err();
+    assert!(refused.0.contains("l.txt is not valid UTF-8 (from byte 3)"), "{refused}");
+    assert_eq!(std::fs::read(dir.path().join("l.txt")).unwrap(), latin1, "unchanged");
+    let wrote = run(&ctx, "write", json!({"path": "l.txt", "content": "plain\n"})).await.unwrap();
+    let ToolContent::Diff { old_text, .. } = &wrote.content[0] else { panic!("{:?}", wrote.content) };
+    assert_eq!(old_text.as_deref(), Some("caf\u{fffd}\nna\u{fffd}ve\n"), "the diff shows the old text as read");
+}
+
 /// The names in `dir`, sorted.
 fn names(dir: &std::path::Path) -> Vec<String> {
     let mut names: Vec<String> =
