@@ -2,8 +2,8 @@
 //!
 //! Each sample is a fresh `cairn` process driven over pipes against the mock model server, so its
 //! peak RSS (VmHWM) is what that one operation cost on top of an idle agent: a `read` with
-//! `limit 5` of a 1 GiB generated text file, and a model request answered with an HTTP error
-//! whose body is 64 MiB. Times are the tool round trip (end of the model's tool-call stream → the
+//! `limit 5` of a 1 GiB generated text file, at its start and deep into it, and a model request
+//! answered with an HTTP error whose body is 64 MiB. Times are the tool round trip (end of the model's tool-call stream → the
 //! next model request) and, for the error, prompt → error response. Nothing here asserts.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout, clippy::print_stderr)]
@@ -70,38 +70,43 @@ async fn main() {
     println!("| figure | median | max | samples |");
     println!("|---|---|---|---|");
 
-    let (mut times, mut peaks, mut idle) = (Vec::new(), Vec::new(), Vec::new());
-    for _ in 0..SAMPLES {
-        let mut agent = env.ready().await;
-        let pid = agent.child.id().unwrap();
-        let session = agent.new_session(&env.cwd()).await;
-        idle.push(vm_hwm_mb(pid));
-        let (before, _) = env.mock.timeline();
-        env.mock.push(Reply::tool_calls(&[("c1", "read", json!({"path": "big.log", "limit": 5}))]));
-        env.mock.push(Reply::text(&["ok"]));
-        let id = agent.prompt(&session, "read the head of the log").await;
-        agent.response(id).await;
-        let (arrived, finished) = env.mock.timeline();
-        let asked_again = arrived[before.len() + 1];
-        let calls_sent = *finished.iter().rfind(|at| **at < asked_again).unwrap();
-        times.push(asked_again - calls_sent);
-        peaks.push(vm_hwm_mb(pid));
-        let requests = env.mock.requests();
-        let messages = requests.last().unwrap()["messages"].as_array().unwrap();
-        let tail = messages.last().unwrap()["content"].as_str().unwrap_or_default().to_owned();
-        eprintln!("read answered: {:?}", tail.lines().last().unwrap_or_default());
-        agent.close_stdin();
-        agent.wait_exit().await;
-    }
+    let mut idle = Vec::new();
     let ms = |d: Duration| d.as_secs_f64() * 1e3;
-    let (time, worst) = median(times);
-    println!(
-        "| `read` limit 5 of a 1 GiB file: tool round trip | {:.2} ms | {:.2} ms | {SAMPLES} |",
-        ms(time),
-        ms(worst)
-    );
-    let (peak, worst) = median(peaks);
-    println!("| `read` limit 5 of a 1 GiB file: agent peak RSS (VmHWM) | {peak:.1} MB | {worst:.1} MB | {SAMPLES} |");
+    for (label, arguments) in [
+        ("`read` limit 5 of a 1 GiB file", json!({"path": "big.log", "limit": 5})),
+        (
+            "`read` offset 10,000,000 limit 5 of it (83 % in)",
+            json!({"path": "big.log", "offset": 10_000_000, "limit": 5}),
+        ),
+    ] {
+        let (mut times, mut peaks) = (Vec::new(), Vec::new());
+        for _ in 0..SAMPLES {
+            let mut agent = env.ready().await;
+            let pid = agent.child.id().unwrap();
+            let session = agent.new_session(&env.cwd()).await;
+            idle.push(vm_hwm_mb(pid));
+            let (before, _) = env.mock.timeline();
+            env.mock.push(Reply::tool_calls(&[("c1", "read", arguments.clone())]));
+            env.mock.push(Reply::text(&["ok"]));
+            let id = agent.prompt(&session, "read the log").await;
+            agent.response(id).await;
+            let (arrived, finished) = env.mock.timeline();
+            let asked_again = arrived[before.len() + 1];
+            let calls_sent = *finished.iter().rfind(|at| **at < asked_again).unwrap();
+            times.push(asked_again - calls_sent);
+            peaks.push(vm_hwm_mb(pid));
+            let requests = env.mock.requests();
+            let messages = requests.last().unwrap()["messages"].as_array().unwrap();
+            let tail = messages.last().unwrap()["content"].as_str().unwrap_or_default().to_owned();
+            eprintln!("read answered: {:?}", tail.lines().last().unwrap_or_default());
+            agent.close_stdin();
+            agent.wait_exit().await;
+        }
+        let (time, worst) = median(times);
+        println!("| {label}: tool round trip | {:.2} ms | {:.2} ms | {SAMPLES} |", ms(time), ms(worst));
+        let (peak, worst) = median(peaks);
+        println!("| {label}: agent peak RSS (VmHWM) | {peak:.1} MB | {worst:.1} MB | {SAMPLES} |");
+    }
 
     let body = format!("upstream failure: {}", "x".repeat(ERROR_BODY));
     let (mut times, mut peaks) = (Vec::new(), Vec::new());
