@@ -94,8 +94,7 @@ async fn local_page(
     blocking(ctx, move |cancel| {
         let (file, size) = open_regular(&path, &shown)?.ok_or_else(|| not_found(&shown))?;
         let mut head = Vec::new();
-        let mut file = BufReader::with_capacity(64 * 1024, file);
-        (&mut file).take(BINARY_PROBE).read_to_end(&mut head).map_err(|err| cannot_read(&shown, &err))?;
+        (&file).take(BINARY_PROBE).read_to_end(&mut head).map_err(|err| cannot_read(&shown, &err))?;
         if head.contains(&0) {
             return Err(binary(&shown));
         }

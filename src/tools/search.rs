@@ -26,9 +26,9 @@ const MAX_MATCHES: usize = 200;
 /// Matching lines longer than this are cut.
 const MAX_MATCH_CHARS: usize = 500;
 /// Files larger than this are left out of a directory search, and listed. A search runs at
-/// about 1 GB/s, so each would take seconds of the call's time, and a file that big is data (a
-/// log, a dump, a dataset) whose matches would crowd out the sources'. Named as `path`, a file
-/// of any size is searched.
+/// 0.3–5 GB/s depending on the pattern, so a few such files would take seconds of the call's
+/// time, and a file that big is data (a log, a dump, a dataset) whose matches would crowd out the
+/// sources'. Named as `path`, a file of any size is searched.
 const MAX_WALKED_FILE: u64 = 64 << 20;
 /// The longest line a search holds in memory. The searcher's buffer grows to hold a whole line,
 /// so without a limit one giant line could take gigabytes; minified bundles and source maps run
@@ -195,7 +195,8 @@ struct Interruptible<'a> {
 impl Read for Interruptible<'_> {
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
         if self.cancel.is_cancelled() {
-            return Err(std::io::Error::new(std::io::ErrorKind::Interrupted, "cancelled"));
+            // Not `Interrupted`: readers retry that.
+            return Err(std::io::Error::other("cancelled"));
         }
         self.inner.read(buf)
     }
