@@ -20,7 +20,8 @@ use super::rpc::Peer;
 use crate::history::ToolPart;
 use crate::ids::SessionId;
 use crate::tools::host::{
-    ExitStatus, Host, HostError, OptionKind, PermissionAnswer, PermissionOption, TerminalOutput, TerminalRequest,
+    ExitStatus, Host, HostError, LineRange, OptionKind, PermissionAnswer, PermissionOption, TerminalOutput,
+    TerminalRequest,
 };
 
 /// The optional `session/update` kinds a client advertised.
@@ -96,9 +97,15 @@ impl Host for AcpHost {
         true
     }
 
-    fn read_text_file<'a>(&'a self, path: &'a Path) -> BoxFuture<'a, Result<String, HostError>> {
+    fn read_text_file<'a>(
+        &'a self,
+        path: &'a Path,
+        range: Option<LineRange>,
+    ) -> BoxFuture<'a, Result<String, HostError>> {
         async move {
-            let request = acp::ReadTextFileRequest::new(self.id(), path);
+            let request = acp::ReadTextFileRequest::new(self.id(), path)
+                .line(range.map(|r| r.line))
+                .limit(range.map(|r| r.limit));
             let response: acp::ReadTextFileResponse = self.call("fs/read_text_file", &request).await?;
             Ok(response.content)
         }

@@ -114,6 +114,10 @@ pub async fn confirming(turn: &mut Turn<'_>, mut queue: CallQueue, why: String) 
     else {
         return TurnState::Executing(queue);
     };
+    // The card reaches the editor before the question about it.
+    if let Err(err) = turn.recorder.flush().await {
+        return TurnState::Done(DoneReason::Error(err.into()));
+    }
     let rules: &[Rule] = turn.tools.rules;
     let allow = permissions::rule_for(&request, Action::Allow, Scope::Session, rules);
     let deny = permissions::rule_for(&request, Action::Deny, Scope::Session, rules);

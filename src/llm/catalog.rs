@@ -182,13 +182,32 @@ struct ModelEntry {
     id: String,
 }
 
-async fn list_models(provider: &ProviderConfig) -> Result<Vec<String>, reqwest::Error> {
+/// The largest model list read. Lists with every model's metadata run to a few hundred KiB.
+const MAX_MODEL_LIST: usize = 8 << 20;
+
+#[derive(Debug, thiserror::Error)]
+enum DiscoveryError {
+    #[error(transparent)]
+    Http(#[from] reqwest::Error),
+    #[error("the model list is larger than {MAX_MODEL_LIST} bytes")]
+    TooLarge,
+    #[error("the model list is not the expected JSON: {0}")]
+    Json(#[from] serde_json::Error),
+}
+
+async fn list_models(provider: &ProviderConfig) -> Result<Vec<String>, DiscoveryError> {
     let url = format!("{}/models", provider.base_url.trim_end_matches('/'));
     let mut request = super::http_client().get(url).timeout(Duration::from_secs(5));
     if let Some(key) = &provider.api_key {
         request = request.bearer_auth(key.expose());
     }
-    let list: ModelList = request.send().await?.error_for_status()?.json().await?;
+    // An error status drops the response unread.
+    let mut response = request.send().await?.error_for_status()?;
+    let mut body = Vec::new();
+    if !super::sse::read_at_most(&mut response, &mut body, MAX_MODEL_LIST).await? {
+        return Err(DiscoveryError::TooLarge);
+    }
+    let list: ModelList = serde_json::from_slice(&body)?;
     Ok(list.data.into_iter().map(|entry| entry.id).collect())
 }
 

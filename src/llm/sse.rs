@@ -1,5 +1,7 @@
 //! What the HTTP adapters share: sending a streaming request, classifying HTTP errors into
 //! [`LlmError`]s that say what to fix, and running a per-API [`Decode`] over the SSE events.
+//! An error body is read only as far as its message needs ([`read_at_most`]); the rest is never
+//! downloaded.
 
 use std::collections::VecDeque;
 
@@ -14,6 +16,11 @@ use super::{EventStream, LlmError, ModelRequest, Provider, StreamEvent};
 
 /// How much of an error body we quote back to the user.
 const DETAIL_LIMIT: usize = 600;
+/// How much of an error body is read: more than any provider's JSON error, and the rest is never
+/// downloaded (dropping the response closes the connection), so a huge body costs nothing.
+const ERROR_BODY_LIMIT: usize = 64 * 1024;
+/// How long an error body may take to arrive; what came by then is used.
+const ERROR_BODY_TIME: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// Turns one API's SSE events into [`StreamEvent`]s.
 pub trait Decode: Send + 'static {
@@ -128,7 +135,7 @@ pub async fn post<D: Decode>(
     key_env: &str,
     decoder: D,
 ) -> Result<EventStream, LlmError> {
-    let response = request.send().await.map_err(|err| transport_error(url, &err))?;
+    let mut response = request.send().await.map_err(|err| transport_error(url, &err))?;
     let status = response.status().as_u16();
     if !(200..300).contains(&status) {
         let retry_after = response
@@ -136,10 +143,31 @@ pub async fn post<D: Decode>(
             .get(reqwest::header::RETRY_AFTER)
             .and_then(|value| value.to_str().ok())
             .and_then(parse_retry_after);
-        let body = response.text().await.unwrap_or_default();
+        let mut body = Vec::new();
+        // A body that fails, trickles or never ends is cut where it is: the status says enough.
+        let _ = tokio::time::timeout(ERROR_BODY_TIME, read_at_most(&mut response, &mut body, ERROR_BODY_LIMIT)).await;
+        body.truncate(ERROR_BODY_LIMIT);
+        drop(response);
+        let body = String::from_utf8_lossy(&body);
         return Err(status_error(url, status, &body, model, key_env, retry_after));
     }
     Ok(decode(response.bytes_stream().eventsource(), decoder).boxed())
+}
+
+/// Reads `response`'s body into `body` chunk by chunk until it ends or holds more than `limit`
+/// bytes (at most one chunk more); `true` if it ended within `limit`. The rest is left unread.
+pub async fn read_at_most(
+    response: &mut reqwest::Response,
+    body: &mut Vec<u8>,
+    limit: usize,
+) -> Result<bool, reqwest::Error> {
+    while body.len() <= limit {
+        match response.chunk().await? {
+            Some(chunk) => body.extend_from_slice(&chunk),
+            None => return Ok(true),
+        }
+    }
+    Ok(false)
 }
 
 /// An HTTP error as an [`LlmError`] that names the cause.

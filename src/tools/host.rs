@@ -13,6 +13,13 @@ use futures::future::BoxFuture;
 #[error("the editor could not do it: {0}")]
 pub struct HostError(pub String);
 
+/// Lines of a file to read: `limit` lines from `line` (1-based).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LineRange {
+    pub line: u32,
+    pub limit: u32,
+}
+
 /// How a command in a terminal ended.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ExitStatus {
@@ -71,7 +78,12 @@ pub trait Host: Send + Sync {
     /// Whether there is a user to ask at all.
     fn can_ask(&self) -> bool;
 
-    fn read_text_file<'a>(&'a self, path: &'a Path) -> BoxFuture<'a, Result<String, HostError>>;
+    /// The buffer's text, or only the lines of `range` (the editor cuts them out).
+    fn read_text_file<'a>(
+        &'a self,
+        path: &'a Path,
+        range: Option<LineRange>,
+    ) -> BoxFuture<'a, Result<String, HostError>>;
     fn write_text_file<'a>(&'a self, path: &'a Path, content: &'a str) -> BoxFuture<'a, Result<(), HostError>>;
     fn create_terminal<'a>(&'a self, request: &'a TerminalRequest) -> BoxFuture<'a, Result<String, HostError>>;
     fn wait_for_terminal_exit<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<ExitStatus, HostError>>;
@@ -106,7 +118,11 @@ impl Host for NoEditor {
     fn can_ask(&self) -> bool {
         false
     }
-    fn read_text_file<'a>(&'a self, _path: &'a Path) -> BoxFuture<'a, Result<String, HostError>> {
+    fn read_text_file<'a>(
+        &'a self,
+        _path: &'a Path,
+        _range: Option<LineRange>,
+    ) -> BoxFuture<'a, Result<String, HostError>> {
         unavailable()
     }
     fn write_text_file<'a>(&'a self, _path: &'a Path, _content: &'a str) -> BoxFuture<'a, Result<(), HostError>> {

@@ -8,6 +8,7 @@
 
 mod fs;
 pub mod host;
+mod page;
 mod search;
 mod shell;
 
@@ -440,6 +441,20 @@ fn target(ctx: &ToolContext, path: &str) -> PathBuf {
 /// `path`'s final target, or `path` itself when it cannot be resolved (the OS then reports why).
 fn real_target(workspace: &Workspace, path: &std::path::Path) -> PathBuf {
     workspace.locate(path).real.unwrap_or_else(|| path.to_path_buf())
+}
+
+/// Runs blocking work (a walk, a read) on a blocking thread; dropping the returned future cancels
+/// the token the work is given, which it checks to stop early.
+async fn blocking<T, F>(ctx: &ToolContext, work: F) -> Result<T, ToolError>
+where
+    T: Send + 'static,
+    F: FnOnce(CancellationToken) -> Result<T, ToolError> + Send + 'static,
+{
+    let cancel = ctx.cancel.child_token();
+    let _stop_on_drop = cancel.clone().drop_guard();
+    tokio::task::spawn_blocking(move || work(cancel))
+        .await
+        .map_err(|err| ToolError(format!("the tool stopped unexpectedly: {err}")))?
 }
 
 #[cfg(test)]

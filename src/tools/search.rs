@@ -1,16 +1,22 @@
 //! `glob` and `grep`: gitignore-aware walks with capped results, on a blocking thread that stops
-//! when the call is cancelled or times out.
+//! when the call is cancelled or times out, inside a big file too. `grep` bounds what one file can
+//! cost: huge files are left out of directory searches, a line longer than the searcher may hold
+//! skips its file, and the result lists what was not searched.
 
+use std::fs::File;
+use std::io::Read;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use globset::{Glob, GlobMatcher};
 use grep_regex::RegexMatcherBuilder;
-use grep_searcher::sinks::UTF8;
+use grep_searcher::sinks::Lossy;
 use grep_searcher::{BinaryDetection, SearcherBuilder};
 use ignore::WalkBuilder;
 use tokio_util::sync::CancellationToken;
 
-use super::{GlobArgs, GrepArgs, ToolContext, ToolError, ToolOutcome, target};
+use super::page::human_size;
+use super::{GlobArgs, GrepArgs, ToolContext, ToolError, ToolOutcome, blocking, target};
 use crate::history::ToolContent;
 
 /// The most paths `glob` returns.
@@ -19,6 +25,17 @@ const MAX_PATHS: usize = 1_000;
 const MAX_MATCHES: usize = 200;
 /// Matching lines longer than this are cut.
 const MAX_MATCH_CHARS: usize = 500;
+/// Files larger than this are left out of a directory search, and listed. A search runs at
+/// 0.3–5 GB/s depending on the pattern, so a few such files would take seconds of the call's
+/// time, and a file that big is data (a log, a dump, a dataset) whose matches would crowd out the
+/// sources'. Named as `path`, a file of any size is searched.
+const MAX_WALKED_FILE: u64 = 64 << 20;
+/// The longest line a search holds in memory. The searcher's buffer grows to hold a whole line,
+/// so without a limit one giant line could take gigabytes; minified bundles and source maps run
+/// to a few MiB a line, and stay searchable. A file with a longer line is skipped, and listed.
+const MAX_LINE_BYTES: usize = 8 << 20;
+/// Skipped files named in the result; the rest are counted.
+const MAX_SKIPPED_LISTED: usize = 10;
 
 pub async fn glob(args: &GlobArgs, ctx: &ToolContext) -> Result<ToolOutcome, ToolError> {
     let root = target(ctx, args.path.as_deref().unwrap_or("."));
@@ -64,11 +81,19 @@ pub async fn grep(args: &GrepArgs, ctx: &ToolContext) -> Result<ToolOutcome, Too
     let only = args.glob.as_deref().map(compile_glob).transpose()?;
     let workspace = ctx.workspace.clone();
     let shown_root = ctx.workspace.display(&root);
-    let (lines, more) = blocking(ctx, move |cancel| {
-        let mut searcher = SearcherBuilder::new().binary_detection(BinaryDetection::quit(0)).line_number(true).build();
+    let (lines, more, skipped) = blocking(ctx, move |cancel| {
+        let mut searcher = SearcherBuilder::new()
+            .binary_detection(BinaryDetection::quit(0))
+            .line_number(true)
+            .heap_limit(Some(MAX_LINE_BYTES))
+            .build();
         let mut lines: Vec<String> = Vec::new();
         let mut more = false;
+        let mut skipped: Vec<(String, String)> = Vec::new();
         for path in walk(&root, &cancel)? {
+            if cancel.is_cancelled() {
+                return Err(ToolError("cancelled".into()));
+            }
             if let Some(only) = &only {
                 let relative = path.strip_prefix(&root).unwrap_or(&path);
                 let name = path.file_name().map(Path::new).unwrap_or(relative);
@@ -77,10 +102,28 @@ pub async fn grep(args: &GrepArgs, ctx: &ToolContext) -> Result<ToolOutcome, Too
                 }
             }
             let shown = workspace.display(&path);
-            let result = searcher.search_path(
+            let file = match open_file(&path) {
+                Ok(Some((file, size))) if size > MAX_WALKED_FILE && path != root => {
+                    let reason = format!(
+                        "{}, over {}; name it as path to search it",
+                        human_size(size),
+                        human_size(MAX_WALKED_FILE)
+                    );
+                    skipped.push((shown, reason));
+                    drop(file);
+                    continue;
+                }
+                Ok(Some((file, _))) => file,
+                Ok(None) => continue,
+                Err(err) => {
+                    skipped.push((shown, err.to_string()));
+                    continue;
+                }
+            };
+            let result = searcher.search_reader(
                 &matcher,
-                &path,
-                UTF8(|number, line| {
+                Interruptible { inner: file, cancel: &cancel },
+                Lossy(|number, line| {
                     if lines.len() == MAX_MATCHES {
                         more = true;
                         return Ok(false);
@@ -91,26 +134,72 @@ pub async fn grep(args: &GrepArgs, ctx: &ToolContext) -> Result<ToolOutcome, Too
                     Ok(true)
                 }),
             );
+            if cancel.is_cancelled() {
+                return Err(ToolError("cancelled".into()));
+            }
             if let Err(err) = result {
                 tracing::debug!(path = %path.display(), %err, "grep skipped a file");
+                let reason = if err.to_string().contains("allocation limit") {
+                    format!("a line is longer than {}", human_size(MAX_LINE_BYTES as u64))
+                } else {
+                    err.to_string()
+                };
+                skipped.push((workspace.display(&path), reason));
             }
             if more {
                 break;
             }
         }
-        Ok((lines, more))
+        Ok((lines, more, skipped))
     })
     .await?;
+    let mut notes = String::new();
+    if more {
+        notes.push_str(&format!("(only the first {MAX_MATCHES} matches are listed; narrow the pattern or the path)\n"));
+    }
+    if !skipped.is_empty() {
+        let count = skipped.len();
+        notes.push_str(&format!("({count} file{} not searched:\n", if count == 1 { "" } else { "s" }));
+        for (path, reason) in skipped.iter().take(MAX_SKIPPED_LISTED) {
+            notes.push_str(&format!("  {path}: {reason}\n"));
+        }
+        if count > MAX_SKIPPED_LISTED {
+            notes.push_str(&format!("  and {} more\n", count - MAX_SKIPPED_LISTED));
+        }
+        notes.push_str(")\n");
+    }
     if lines.is_empty() {
-        return Ok(text(format!("No matches for `{}` in {shown_root}.", args.pattern)));
+        let none = format!("No matches for `{}` in {shown_root}.", args.pattern);
+        return Ok(text(if notes.is_empty() { none } else { format!("{none}\n{notes}") }));
     }
     let mut output = lines.join("\n");
     output.push('\n');
-    if more {
-        output
-            .push_str(&format!("(only the first {MAX_MATCHES} matches are listed; narrow the pattern or the path)\n"));
-    }
+    output.push_str(&notes);
     Ok(text(output))
+}
+
+/// Opens a file to search if it is (still) a regular file; `O_NONBLOCK` keeps a FIFO swapped in
+/// since the walk from blocking the open.
+fn open_file(path: &Path) -> std::io::Result<Option<(File, u64)>> {
+    let file = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY).open(path)?;
+    let metadata = file.metadata()?;
+    Ok(metadata.is_file().then_some((file, metadata.len())))
+}
+
+/// A reader that fails once the call is cancelled, so a search stops inside a big file too.
+struct Interruptible<'a> {
+    inner: File,
+    cancel: &'a CancellationToken,
+}
+
+impl Read for Interruptible<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        if self.cancel.is_cancelled() {
+            // Not `Interrupted`: readers retry that.
+            return Err(std::io::Error::other("cancelled"));
+        }
+        self.inner.read(buf)
+    }
 }
 
 fn text(output: String) -> ToolOutcome {
@@ -145,17 +234,4 @@ fn walk(root: &Path, cancel: &CancellationToken) -> Result<Vec<PathBuf>, ToolErr
     }
     files.sort();
     Ok(files)
-}
-
-/// Runs a walk on a blocking thread; dropping the returned future tells the walk to stop.
-async fn blocking<T, F>(ctx: &ToolContext, work: F) -> Result<T, ToolError>
-where
-    T: Send + 'static,
-    F: FnOnce(CancellationToken) -> Result<T, ToolError> + Send + 'static,
-{
-    let cancel = ctx.cancel.child_token();
-    let _stop_on_drop = cancel.clone().drop_guard();
-    tokio::task::spawn_blocking(move || work(cancel))
-        .await
-        .map_err(|err| ToolError(format!("the search stopped unexpectedly: {err}")))?
 }

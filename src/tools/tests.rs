@@ -1,5 +1,6 @@
 //! Unit tests of the tools on the local disk and in local processes (no editor).
 
+use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -49,6 +50,156 @@ async fn read_numbers_lines_and_pages() {
     assert!(missing.0.contains("nope.txt does not exist"), "{missing}");
     std::fs::write(dir.path().join("bin"), [0u8, 1, 2]).unwrap();
     assert!(run(&ctx, "read", json!({"path": "bin"})).await.unwrap_err().0.contains("binary"));
+}
+
+/// A file of `size` bytes that starts with `head` and reads as NUL bytes after it, without taking
+/// disk space or time to make.
+fn sparse(path: &std::path::Path, head: &str, size: u64) {
+    std::fs::write(path, head).unwrap();
+    std::fs::File::options().write(true).open(path).unwrap().set_len(size).unwrap();
+}
+
+#[tokio::test]
+async fn read_stops_at_what_it_returns_and_says_the_file_goes_on() {
+    let dir = tempfile::tempdir().unwrap();
+    // Text past the first 8 KiB, where binary files are told apart; NUL bytes after it.
+    let head: String = (1..=2_000).map(|i| format!("line {i}\n")).collect();
+    sparse(&dir.path().join("huge.log"), &head, 3 << 30);
+    let ctx = context(dir.path());
+    let page = run(&ctx, "read", json!({"path": "huge.log", "limit": 5})).await.unwrap();
+    assert_eq!(
+        page.output,
+        "     1\tline 1\n     2\tline 2\n     3\tline 3\n     4\tline 4\n     5\tline 5\n\
+         (lines 1–5; the file goes on, 3.0 GiB in all; use offset and limit to read others)\n"
+    );
+    let later = run(&ctx, "read", json!({"path": "huge.log", "offset": 9, "limit": 1})).await.unwrap();
+    assert!(later.output.starts_with("     9\tline 9\n(lines 9–9; the file goes on"), "{}", later.output);
+}
+
+#[tokio::test]
+async fn read_refuses_directories_fifos_and_devices_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let ctx = context(dir.path());
+    std::fs::create_dir(dir.path().join("sub")).unwrap();
+    let fifo = dir.path().join("pipe");
+    assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    let within = |call| tokio::time::timeout(Duration::from_secs(10), call);
+    let directory = within(run(&ctx, "read", json!({"path": "sub"}))).await.unwrap().unwrap_err();
+    assert!(directory.0.contains("sub is a directory"), "{directory}");
+    for path in ["pipe", "/dev/zero"] {
+        let refused = within(run(&ctx, "read", json!({"path": path}))).await.expect("no hang").unwrap_err();
+        assert!(refused.0.contains("is not a regular file"), "{refused}");
+    }
+    let over = within(run(&ctx, "write", json!({"path": "pipe", "content": "x"}))).await.unwrap().unwrap_err();
+    assert!(over.0.contains("is not a regular file"), "{over}");
+    assert!(std::fs::symlink_metadata(&fifo).unwrap().file_type().is_fifo(), "the FIFO is left as it was");
+}
+
+#[tokio::test]
+async fn write_and_edit_do_not_load_a_huge_old_text() {
+    let dir = tempfile::tempdir().unwrap();
+    let ctx = context(dir.path());
+    let big = dir.path().join("big.txt");
+    sparse(&big, "needle\n", 20 << 20);
+    let edit = run(&ctx, "edit", json!({"path": "big.txt", "old_string": "needle", "new_string": "pin"})).await;
+    let refused = edit.unwrap_err();
+    assert!(refused.0.contains("big.txt is 20.0 MiB; edit changes files of up to 16.0 MiB"), "{refused}");
+    assert_eq!(std::fs::metadata(&big).unwrap().len(), 20 << 20, "unchanged");
+    let wrote = run(&ctx, "write", json!({"path": "big.txt", "content": "small now\n"})).await.unwrap();
+    let note = "The previous content (20.0 MiB) is too large to show; the diff shows only the new text.";
+    assert_eq!(wrote.output, format!("Wrote big.txt (1 lines). {note}"));
+    assert_eq!(
+        wrote.content,
+        [
+            ToolContent::Diff { path: big.display().to_string(), old_text: None, new_text: "small now\n".into() },
+            ToolContent::Text { text: note.into() }
+        ]
+    );
+    assert_eq!(std::fs::read_to_string(&big).unwrap(), "small now\n");
+}
+
+#[tokio::test]
+async fn edit_refuses_a_file_that_is_not_utf8_rather_than_replace_its_other_bytes() {
+    let dir = tempfile::tempdir().unwrap();
+    let ctx = context(dir.path());
+    let latin1 = b"caf\xe9\nna\xefve\n";
+    std::fs::write(dir.path().join("l.txt"), latin1).unwrap();
+    let read = run(&ctx, "read", json!({"path": "l.txt"})).await.unwrap();
+    assert_eq!(read.output, "     1\tcaf\u{fffd}\n     2\tna\u{fffd}ve\n", "shown with replacements");
+    let edit = run(&ctx, "edit", json!({"path": "l.txt", "old_string": "na", "new_string": "NA"})).await;
+    let refused = edit.unwrap_err();
+    assert!(refused.0.contains("l.txt is not valid UTF-8 (from byte 3)"), "{refused}");
+    assert_eq!(std::fs::read(dir.path().join("l.txt")).unwrap(), latin1, "unchanged");
+    let wrote = run(&ctx, "write", json!({"path": "l.txt", "content": "plain\n"})).await.unwrap();
+    let ToolContent::Diff { old_text, .. } = &wrote.content[0] else { panic!("{:?}", wrote.content) };
+    assert_eq!(old_text.as_deref(), Some("caf\u{fffd}\nna\u{fffd}ve\n"), "the diff shows the old text as read");
+}
+
+/// The names in `dir`, sorted.
+fn names(dir: &std::path::Path) -> Vec<String> {
+    let mut names: Vec<String> =
+        std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    names.sort();
+    names
+}
+
+#[tokio::test]
+async fn a_planted_symlink_cannot_redirect_a_local_write() {
+    let dir = tempfile::tempdir().unwrap();
+    let (work, outside) = (dir.path().join("work"), dir.path().join("outside"));
+    std::fs::create_dir_all(&work).unwrap();
+    std::fs::create_dir_all(&outside).unwrap();
+    let secret = outside.join("secret.txt");
+    std::fs::write(&secret, "secret\n").unwrap();
+    let target = work.join("target.txt");
+    std::fs::write(&target, "old\n").unwrap();
+    std::fs::set_permissions(&target, std::fs::Permissions::from_mode(0o640)).unwrap();
+    // The name a write used before, and one an attacker might guess.
+    let planted = [format!(".target.txt.cairn-{}", std::process::id()), ".target.txt.cairn-0000000000000000".into()];
+    for name in &planted {
+        std::os::unix::fs::symlink(&secret, work.join(name)).unwrap();
+    }
+    let ctx = context(&work);
+    run(&ctx, "write", json!({"path": "target.txt", "content": "new\n"})).await.unwrap();
+    run(&ctx, "edit", json!({"path": "target.txt", "old_string": "new", "new_string": "newer"})).await.unwrap();
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "newer\n");
+    assert_eq!(std::fs::metadata(&target).unwrap().permissions().mode() & 0o777, 0o640, "permissions kept");
+    assert_eq!(std::fs::read_to_string(&secret).unwrap(), "secret\n");
+    for name in &planted {
+        assert_eq!(std::fs::read_link(work.join(name)).unwrap(), secret, "{name} is left alone");
+    }
+    let mut expected = vec!["target.txt".to_owned()];
+    expected.extend(planted.iter().cloned());
+    expected.sort();
+    assert_eq!(names(&work), expected, "no temporary file is left behind");
+}
+
+#[test]
+fn a_taken_temporary_name_is_skipped_and_every_failure_cleans_up() {
+    let dir = tempfile::tempdir().unwrap();
+    let secret = dir.path().join("secret.txt");
+    std::fs::write(&secret, "secret\n").unwrap();
+    let work = dir.path().join("work");
+    std::fs::create_dir_all(&work).unwrap();
+    std::os::unix::fs::symlink(&secret, work.join(".t.txt.cairn-guessed")).unwrap();
+    let mut suffixes = ["guessed", "fresh"].into_iter().map(|s| Ok(s.to_owned()));
+    let mut next = || suffixes.next().unwrap();
+    fs::save_local(&work.join("t.txt"), b"text\n", &mut next).unwrap();
+    assert_eq!(std::fs::read_to_string(work.join("t.txt")).unwrap(), "text\n");
+    assert_eq!(std::fs::read_to_string(&secret).unwrap(), "secret\n");
+    assert_eq!(std::fs::read_link(work.join(".t.txt.cairn-guessed")).unwrap(), secret);
+    assert_eq!(names(&work), [".t.txt.cairn-guessed", "t.txt"]);
+
+    let mut always_taken = || Ok("guessed".to_owned());
+    let taken = fs::save_local(&work.join("t.txt"), b"other\n", &mut always_taken).unwrap_err();
+    assert_eq!(taken.kind(), std::io::ErrorKind::AlreadyExists);
+    assert_eq!(std::fs::read_to_string(work.join("t.txt")).unwrap(), "text\n", "unchanged");
+
+    std::fs::create_dir(work.join("d")).unwrap();
+    std::fs::write(work.join("d/keep"), "").unwrap();
+    let mut fresh = || Ok("fresh".to_owned());
+    assert!(fs::save_local(&work.join("d"), b"x", &mut fresh).is_err(), "a directory cannot be replaced by a file");
+    assert_eq!(names(&work), [".t.txt.cairn-guessed", "d", "t.txt"], "the temporary file was removed");
 }
 
 #[tokio::test]
@@ -110,6 +261,30 @@ async fn glob_and_grep_skip_ignored_files_and_cap_results() {
     assert_eq!(capped.output.lines().filter(|l| l.contains(":1:needle")).count(), 200);
     assert!(capped.output.contains("only the first 200 matches"));
     assert!(run(&ctx, "grep", json!({"pattern": "("})).await.unwrap_err().0.contains("not a valid regular expression"));
+}
+
+#[tokio::test]
+async fn grep_skips_huge_files_and_giant_lines_and_says_which() {
+    let dir = tempfile::tempdir().unwrap();
+    let ctx = context(dir.path());
+    std::fs::write(dir.path().join("a.txt"), "needle\n").unwrap();
+    std::fs::write(dir.path().join("b.txt"), b"caf\xe9 needle\n").unwrap();
+    // Text over the searcher's first buffer (it stops at the first NUL byte it sees), then NULs.
+    sparse(&dir.path().join("huge.log"), &format!("needle\n{}", "hay\n".repeat(32 << 10)), 65 << 20);
+    let mut giant = vec![b'x'; 9 << 20];
+    giant.extend_from_slice(b" needle\n");
+    std::fs::write(dir.path().join("min.js"), giant).unwrap();
+    let found = run(&ctx, "grep", json!({"pattern": "needle"})).await.unwrap();
+    assert_eq!(
+        found.output,
+        "a.txt:1:needle\nb.txt:1:caf\u{fffd} needle\n(2 files not searched:\n  \
+         huge.log: 65.0 MiB, over 64.0 MiB; name it as path to search it\n  \
+         min.js: a line is longer than 8.0 MiB\n)\n"
+    );
+    let alone = run(&ctx, "grep", json!({"pattern": "needle", "path": "huge.log"})).await.unwrap();
+    assert_eq!(alone.output, "huge.log:1:needle\n", "named as path, a big file is searched");
+    let none = run(&ctx, "grep", json!({"pattern": "absent", "glob": "*.log"})).await.unwrap();
+    assert!(none.output.starts_with("No matches for `absent` in ..\n(1 file not searched:\n"), "{}", none.output);
 }
 
 #[tokio::test]

@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::support::{Reply, TestEnv, text_of, updates};
+use crate::support::{PATIENCE, Reply, TestEnv, text_of, updates};
 
 async fn prompt_error(env: &TestEnv) -> (Value, crate::support::Agent, String) {
     let mut agent = env.ready().await;
@@ -51,6 +51,26 @@ async fn retries_honour_retry_after_and_give_up_after_two() {
     assert_eq!(env.mock.requests().len(), 3, "one request and two retries");
     assert_eq!(error["code"], -32603);
     assert!(error["message"].as_str().unwrap().contains("429"), "{error}");
+}
+
+#[tokio::test]
+async fn a_huge_error_body_is_read_only_as_far_as_its_message_needs() {
+    let env = TestEnv::new().await;
+    let head = "upstream exploded: ";
+    let size = 32 << 20;
+    // The same error with a short body, for the message it gives.
+    let short = format!("{head}{}", "x".repeat(2_000));
+    env.mock.push(Reply::Status { status: 400, body: short, retry_after: None });
+    env.mock.push(Reply::Flood { status: 400, head: head.into(), size });
+    let (expected, mut agent, session) = prompt_error(&env).await;
+    assert!(expected["message"].as_str().unwrap().contains(&format!("{head}{}", "x".repeat(581))), "{expected}");
+    let id = agent.prompt(&session, "hello").await;
+    let (response, _) = agent.response(id).await;
+    assert_eq!(response["error"], expected, "the same message: the body's first 600 characters");
+    env.mock.wait_flood_cut(PATIENCE).await;
+    let sent = env.mock.flood_sent();
+    assert!(sent < size / 2, "cairn closed the connection after {sent} of {size} bytes");
+    assert_eq!(env.mock.requests().len(), 2, "a 400 is not retried");
 }
 
 #[tokio::test]

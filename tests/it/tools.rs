@@ -133,6 +133,85 @@ async fn through_the_editor_reads_see_unsaved_buffers_and_writes_go_to_the_edito
 }
 
 #[tokio::test]
+async fn through_the_editor_a_read_asks_for_just_its_lines() {
+    let env = TestEnv::new().await;
+    let a = env.workspace().join("a.txt");
+    std::fs::write(&a, "saved\n").unwrap();
+    env.mock.push(Reply::tool_calls(&[
+        ("c1", "read", json!({"path": "a.txt", "offset": 3, "limit": 2})),
+        ("c2", "read", json!({"path": "a.txt", "offset": 9, "limit": 5})),
+        ("c3", "read", json!({"path": "a.txt", "offset": 20})),
+    ]));
+    env.mock.push(Reply::text(&["ok"]));
+    let editor = Editor::with_fs();
+    let unsaved: String = (1..=10).map(|i| format!("unsaved {i}\n")).collect();
+    editor.buffers.lock().unwrap().insert(a.clone(), unsaved);
+    let mut agent = env.ready_with(editor).await;
+    let session = agent.new_session(&env.cwd()).await;
+    turn(&mut agent, &session, "read parts").await;
+    let asked: Vec<(Value, Value)> = agent
+        .editor
+        .requests("fs/read_text_file")
+        .iter()
+        .map(|r| (r["params"]["line"].clone(), r["params"]["limit"].clone()))
+        .collect();
+    assert_eq!(asked.len(), 3);
+    for range in [(json!(3), json!(3)), (json!(9), json!(6)), (json!(20), json!(2001))] {
+        assert!(asked.contains(&range), "one line more than wanted, to tell whether the file goes on: {asked:?}");
+    }
+    let results: Vec<Value> = tool_results(&env, 1).iter().map(|r| r["content"].clone()).collect();
+    assert_eq!(
+        results,
+        [
+            "     3\tunsaved 3\n     4\tunsaved 4\n(lines 3–4; the file goes on; use offset and limit to read others)\n",
+            "     9\tunsaved 9\n    10\tunsaved 10\n(lines 9–10 of 10; use offset and limit to read others)\n",
+            "a.txt has fewer than 20 lines; offset 20 is past its end",
+        ]
+    );
+}
+
+#[tokio::test]
+async fn in_bypass_a_planted_symlink_cannot_redirect_a_local_write() {
+    let env = TestEnv::new().await;
+    let secret = env.dir.path().join("outside/secret.txt");
+    std::fs::create_dir_all(secret.parent().unwrap()).unwrap();
+    std::fs::write(&secret, "secret\n").unwrap();
+    std::fs::write(env.workspace().join("target.txt"), "old\n").unwrap();
+    env.mock.push(Reply::tool_calls(&[("c1", "write", json!({"path": "target.txt", "content": "new\n"}))]));
+    env.mock.push(Reply::text(&["written"]));
+    let mut agent = env.ready().await;
+    let pid = agent.child.id().unwrap();
+    // The temporary name cairn used to write through, and names an attacker might guess.
+    let planted = [
+        format!(".target.txt.cairn-{pid}"),
+        ".target.txt.cairn-0".to_owned(),
+        ".target.txt.cairn-0000000000000000".to_owned(),
+        ".target.txt.cairn-ffffffffffffffff".to_owned(),
+    ];
+    for name in &planted {
+        std::os::unix::fs::symlink(&secret, env.workspace().join(name)).unwrap();
+    }
+    let session = agent.new_session(&env.cwd()).await;
+    set_mode(&mut agent, &session, "bypass").await;
+    let (_, updates) = turn(&mut agent, &session, "write it").await;
+    assert_eq!(call(&updates, "c1").last().unwrap()["status"], "completed");
+    assert_eq!(std::fs::read_to_string(env.workspace().join("target.txt")).unwrap(), "new\n");
+    assert_eq!(std::fs::read_to_string(&secret).unwrap(), "secret\n", "the outside file is untouched");
+    for name in &planted {
+        assert_eq!(std::fs::read_link(env.workspace().join(name)).unwrap(), secret, "{name} is left alone");
+    }
+    let mut names: Vec<String> = std::fs::read_dir(env.workspace())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    let mut expected: Vec<String> = planted.to_vec();
+    expected.push("target.txt".to_owned());
+    expected.sort();
+    assert_eq!(names, expected, "no temporary file is left behind");
+}
+
+#[tokio::test]
 async fn shell_commands_run_in_an_editor_terminal_that_is_always_released() {
     let env = TestEnv::new().await;
     env.mock.push(Reply::tool_calls(&[("c1", "bash", json!({"command": "echo hi; exit 3", "description": "Say hi"}))]));

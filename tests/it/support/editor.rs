@@ -1,7 +1,8 @@
 //! A simulated editor for the tests: it answers the agent's `fs/*`, `terminal/*` and (scripted)
 //! `session/request_permission` requests the way an ACP client does, and logs every request.
 //!
-//! Files are read from an overlay of unsaved buffers first, then from disk; writes go to disk.
+//! Files are read from an overlay of unsaved buffers first, then from disk, cut to the requested
+//! lines; writes go to disk.
 //! Terminals run their command as a real local process. Permission requests take the next
 //! scripted answer; with none scripted they are handed to the test like any other message.
 
@@ -115,6 +116,10 @@ impl Editor {
                     Some(content) => content,
                     None => std::fs::read_to_string(&path).map_err(|err| err.to_string())?,
                 };
+                // `line` (1-based) and `limit` cut out a slice of whole lines, as ACP says.
+                let skip = params["line"].as_u64().map_or(0, |line| line.saturating_sub(1) as usize);
+                let take = params["limit"].as_u64().map_or(usize::MAX, |limit| limit as usize);
+                let content: String = content.split_inclusive('\n').skip(skip).take(take).collect();
                 Ok(json!({"content": content}))
             }
             "fs/write_text_file" => {

@@ -1,9 +1,9 @@
 //! A scripted OpenAI-compatible model server on 127.0.0.1:0 for tests and benchmarks.
 //!
 //! Each `POST /v1/chat/completions` takes the next [`Reply`] from the script: an SSE stream of
-//! chunks with a delay before each, or an HTTP error. Requests are recorded, and a stream the
-//! client abandons before its end is counted as dropped, so tests can see cancellation reach the
-//! HTTP connection.
+//! chunks with a delay before each, or an HTTP error (whose body may be made as it is sent, to see
+//! how much of it the client reads). Requests are recorded, and a stream the client abandons
+//! before its end is counted as dropped, so tests can see cancellation reach the HTTP connection.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -27,6 +27,10 @@ pub enum Reply {
     Endless { delay: Duration },
     /// An HTTP error with a body and optional `Retry-After`.
     Status { status: u16, body: String, retry_after: Option<String> },
+    /// An HTTP error whose body is `head` then `x`s, `size` bytes in all, made as it is sent in
+    /// 64 KiB pieces; the bytes handed to the connection are counted ([`MockLlm::flood_sent`]) and
+    /// the body counts as dropped if the client closes before its end.
+    Flood { status: u16, head: String, size: usize },
 }
 
 impl Reply {
@@ -99,7 +103,7 @@ impl Reply {
     pub fn events(self) -> Vec<String> {
         match self {
             Reply::Stream { events, .. } => events,
-            Reply::Endless { .. } | Reply::Status { .. } => Vec::new(),
+            Reply::Endless { .. } | Reply::Status { .. } | Reply::Flood { .. } => Vec::new(),
         }
     }
 
@@ -146,6 +150,10 @@ struct Shared {
     titles: Mutex<Vec<Value>>,
     /// When each stream sent its last event.
     finished: Mutex<Vec<Instant>>,
+    /// Bytes of `Flood` bodies handed to the connection.
+    flood_sent: AtomicUsize,
+    /// `Flood` bodies whose connection closed before their end.
+    flood_cut: AtomicUsize,
 }
 
 /// The running server. It stops when the test's runtime ends.
@@ -202,6 +210,21 @@ impl MockLlm {
     /// The title requests received so far.
     pub fn title_requests(&self) -> Vec<Value> {
         self.shared.titles.lock().unwrap().clone()
+    }
+
+    /// Bytes of `Flood` error bodies handed to the connection so far.
+    pub fn flood_sent(&self) -> usize {
+        self.shared.flood_sent.load(Ordering::SeqCst)
+    }
+
+    /// Waits until a `Flood` body's connection closed before the body's end, or panics after
+    /// `within`.
+    pub async fn wait_flood_cut(&self, within: Duration) {
+        let deadline = tokio::time::Instant::now() + within;
+        while self.shared.flood_cut.load(Ordering::SeqCst) == 0 {
+            assert!(tokio::time::Instant::now() < deadline, "the error body was not cut short within {within:?}");
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
     }
 
     /// Streams the client abandoned before their end.
@@ -296,6 +319,47 @@ async fn complete(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: B
             sse(ticks, delay, guard)
         }
         Reply::Stream { events, delay } => sse(events.into_iter(), delay, guard),
+        Reply::Flood { status, head, size } => flood(status, head, size, Arc::clone(&shared)),
+    }
+}
+
+/// An error response whose body is made piece by piece as the connection takes it.
+fn flood(status: u16, head: String, size: usize, shared: Arc<Shared>) -> Response {
+    const PIECE: usize = 64 * 1024;
+    let guard = FloodGuard { shared, sent: 0, size };
+    let stream = futures::stream::unfold((Bytes::from(head), guard), |(head, mut guard)| async move {
+        if guard.sent >= guard.size {
+            return None;
+        }
+        let piece = if guard.sent == 0 && !head.is_empty() {
+            head.slice(..head.len().min(guard.size))
+        } else {
+            Bytes::from(vec![b'x'; PIECE.min(guard.size - guard.sent)])
+        };
+        guard.sent += piece.len();
+        guard.shared.flood_sent.fetch_add(piece.len(), Ordering::SeqCst);
+        Some((Ok::<_, std::io::Error>(piece), (head, guard)))
+    });
+    Response::builder()
+        .status(StatusCode::from_u16(status).unwrap())
+        .header("content-type", "text/plain")
+        .header("content-length", size.to_string())
+        .body(Body::from_stream(stream))
+        .unwrap()
+}
+
+/// Counts a `Flood` body as cut if it is dropped before all of it was handed to the connection.
+struct FloodGuard {
+    shared: Arc<Shared>,
+    sent: usize,
+    size: usize,
+}
+
+impl Drop for FloodGuard {
+    fn drop(&mut self) {
+        if self.sent < self.size {
+            self.shared.flood_cut.fetch_add(1, Ordering::SeqCst);
+        }
     }
 }
 
