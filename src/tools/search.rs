@@ -102,6 +102,11 @@ pub async fn grep(args: &GrepArgs, ctx: &ToolContext) -> Result<ToolOutcome, Too
                 }
             }
             let shown = workspace.display(&path);
+            let secret = path.file_name().is_some_and(|name| name.to_string_lossy().starts_with(".env"));
+            if secret && path != root {
+                skipped.push((shown, "may hold secrets; name it as path to search it (cairn asks first)".into()));
+                continue;
+            }
             let file = match open_file(&path) {
                 Ok(Some((file, size))) if size > MAX_WALKED_FILE && path != root => {
                     let reason = format!(

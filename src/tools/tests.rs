@@ -257,6 +257,11 @@ async fn glob_and_grep_skip_ignored_files_and_cap_results() {
     for i in 0..300 {
         std::fs::write(dir.path().join(format!("src/many{i}.txt")), "needle\n").unwrap();
     }
+    std::fs::write(dir.path().join("src/.env.local"), "TODO_TOKEN=sk-live\n").unwrap();
+    let guarded = run(&ctx, "grep", json!({"pattern": "TODO_TOKEN"})).await.unwrap();
+    assert!(guarded.output.contains("src/.env.local: may hold secrets") && !guarded.output.contains("sk-live"));
+    let named = run(&ctx, "grep", json!({"pattern": "TODO_TOKEN", "path": "src/.env.local"})).await.unwrap();
+    assert!(named.output.contains("sk-live"), "named as path (the permission asked first), it is searched");
     let capped = run(&ctx, "grep", json!({"pattern": "needle"})).await.unwrap();
     assert_eq!(capped.output.lines().filter(|l| l.contains(":1:needle")).count(), 200);
     assert!(capped.output.contains("only the first 200 matches"));
