@@ -1,7 +1,8 @@
 //! The `cairn` binary: ACP on stdio by default, `cairn exec` and `cairn sessions` headless.
 //!
 //! Parses the command line, loads the configuration, opens the store and hands over. Logs go
-//! to stderr (filtered by `CAIRN_LOG`, e.g. `CAIRN_LOG=debug`) and optionally to `--log-file`.
+//! to stderr (filtered by `CAIRN_LOG`, e.g. `CAIRN_LOG=debug`) and optionally to `--log-file`
+//! (mode 0600).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -136,9 +137,21 @@ fn init_logging(file: Option<&std::path::Path>) {
     use tracing_subscriber::fmt::writer::MakeWriterExt;
     let filter = EnvFilter::try_from_env("CAIRN_LOG").unwrap_or_else(|_| EnvFilter::new("warn"));
     let builder = tracing_subscriber::fmt().with_env_filter(filter).with_target(false);
-    let log_file = file.and_then(|path| std::fs::OpenOptions::new().create(true).append(true).open(path).ok());
+    let log_file = file.and_then(|path| open_private(path).ok());
     match log_file {
         Some(log_file) => builder.with_ansi(false).with_writer(std::io::stderr.and(Arc::new(log_file))).init(),
         None => builder.with_writer(std::io::stderr).init(),
     }
+}
+
+/// Opens a log file for appending, readable by its owner only (a new file is created 0600 and an
+/// existing regular file is tightened to 0600, whatever the umask): logs may quote prompts.
+fn open_private(path: &std::path::Path) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    let file = std::fs::OpenOptions::new().create(true).append(true).mode(0o600).open(path)?;
+    let metadata = file.metadata()?;
+    if metadata.is_file() && metadata.permissions().mode() & 0o777 != 0o600 {
+        file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+    }
+    Ok(file)
 }
