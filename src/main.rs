@@ -2,7 +2,8 @@
 //!
 //! Parses the command line, loads the configuration, opens the store and hands over. Logs go
 //! to stderr (filtered by `CAIRN_LOG`, e.g. `CAIRN_LOG=debug`) and optionally to `--log-file`
-//! (mode 0600).
+//! (mode 0600). Started as `cairn __supervise …`, it is instead the supervisor of one local
+//! command (`process::supervisor`), decided before anything else is set up.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -11,6 +12,7 @@ use std::time::Duration;
 
 use cairn::config::Config;
 use cairn::permissions::Mode;
+use cairn::process::Launcher;
 use cairn::store::Store;
 use clap::{Parser, Subcommand};
 
@@ -61,7 +63,16 @@ enum SessionsCommand {
     },
 }
 
+/// How cairn starts itself as a supervisor: through the running executable, even if the file
+/// was replaced or deleted since.
+const SELF_EXE: &str = "/proc/self/exe";
+
 fn main() -> ExitCode {
+    if let Some(code) = cairn::process::supervisor::intercept() {
+        return code;
+    }
+    // Keys live in this process's environment and memory; commands run as the same user.
+    cairn::process::deny_inspection();
     let cli = Cli::parse();
     init_logging(cli.log_file.as_deref());
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
@@ -75,7 +86,8 @@ fn main() -> ExitCode {
 }
 
 async fn run(command: Option<Command>) -> ExitCode {
-    let setup = Config::load().map_err(|err| err.to_string()).and_then(|config| {
+    let setup = Config::load().map_err(|err| err.to_string()).and_then(|mut config| {
+        Arc::make_mut(&mut config.process).launcher = Launcher::Supervisor(PathBuf::from(SELF_EXE));
         let store = Store::open(&config.database_path()).map_err(|err| err.to_string())?;
         Ok((store, Arc::new(config)))
     });

@@ -250,6 +250,7 @@ async fn run(turn: &mut Turn<'_>, message: &MessageId, batch: Vec<(u32, Invocati
             host: std::sync::Arc::clone(&turn.tools.host),
             cancel: cancel.clone(),
             progress: single.then(|| progress_tx.clone()),
+            process: std::sync::Arc::clone(&turn.tools.process),
         })
         .collect();
     drop(progress_tx);

@@ -4,16 +4,22 @@
 //! `OPENAI_API_KEY`, `CAIRN_HOME` (data directory) and `CAIRN_CONFIG` (config file path). The file,
 //! `$XDG_CONFIG_HOME/cairn/config.toml` by default, holds the same settings plus extra
 //! OpenAI-compatible providers (`[providers.<name>]`), model overrides (`[models."p/m"]`), turn
-//! limits (`[limits]`, in `limits`) and compaction settings (`[compaction]`).
+//! limits (`[limits]`, in `limits`), compaction settings (`[compaction]`), and what local
+//! processes get (`[sandbox]`, `[tools]`, in `process`).
 
 use std::collections::BTreeMap;
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use serde::Deserialize;
 
 mod limits;
+mod process;
 
 pub use limits::{Compaction, ContentPattern, Limits, LoopLimits};
+
+use crate::process::ProcessPolicy;
 
 /// The model used when neither `CAIRN_MODEL` nor `model` in the config file says otherwise.
 pub const DEFAULT_MODEL: &str = "openai/gpt-5";
@@ -41,6 +47,8 @@ pub struct Config {
     pub file: Option<PathBuf>,
     /// The user's home, where user-level instructions and skills live (`~/.agents`).
     pub home_dir: Option<PathBuf>,
+    /// Sandbox, environment and launcher of local commands (`[sandbox]`, `[tools]`).
+    pub process: Arc<ProcessPolicy>,
 }
 
 /// Which wire API a provider speaks.
@@ -110,6 +118,10 @@ struct FileConfig {
     #[serde(default)]
     models: BTreeMap<String, ModelOverride>,
     title_model: Option<String>,
+    #[serde(default)]
+    sandbox: process::FileSandbox,
+    #[serde(default)]
+    tools: process::FileTools,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -127,11 +139,21 @@ struct FileProvider {
 impl Config {
     /// Reads the process environment and the config file it points to.
     pub fn load() -> Result<Self, ConfigError> {
-        Self::from_env(&|name| std::env::var(name).ok().filter(|v| !v.is_empty()))
+        let vars: Vec<(OsString, OsString)> = std::env::vars_os().collect();
+        let lookup = |name: &str| {
+            let value = vars.iter().find(|(k, _)| k == name).and_then(|(_, v)| v.to_str());
+            value.filter(|v| !v.is_empty()).map(str::to_owned)
+        };
+        Self::build(&lookup, &vars)
     }
 
-    /// Builds the configuration from an environment lookup (tests pass their own).
+    /// Builds the configuration from an environment lookup (tests pass their own). Keys copied
+    /// under other names are not found this way; [`Config::load`] finds them.
     pub fn from_env(env: &dyn Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
+        Self::build(env, &[])
+    }
+
+    fn build(env: &dyn Fn(&str) -> Option<String>, vars: &[(OsString, OsString)]) -> Result<Self, ConfigError> {
         let path = env("CAIRN_CONFIG").map(PathBuf::from).or_else(|| {
             env("XDG_CONFIG_HOME")
                 .map(PathBuf::from)
@@ -218,6 +240,10 @@ impl Config {
         let model = env("CAIRN_MODEL").or(file.model).unwrap_or_else(|| DEFAULT_MODEL.to_owned());
         let models = file.models.into_iter().map(|(name, given)| (normalize_model(&name), given)).collect();
         let title_model = file.title_model.as_deref().map(normalize_model);
+        let home_dir = env("HOME").map(PathBuf::from).or_else(dirs::home_dir);
+        let environment = process::Environment { lookup: env, vars, home: home_dir.as_deref() };
+        let process = process::policy(file.sandbox, &file.tools, &providers, &environment)
+            .map_err(|message| ConfigError::Parse { path: file_path.clone().unwrap_or_default(), message })?;
         Ok(Self {
             data_dir,
             model: normalize_model(&model),
@@ -227,7 +253,8 @@ impl Config {
             models,
             title_model,
             file: file_path,
-            home_dir: env("HOME").map(PathBuf::from).or_else(dirs::home_dir),
+            home_dir,
+            process,
         })
     }
 

@@ -22,6 +22,11 @@ impl Workspace {
         &self.cwd
     }
 
+    /// The roots with symlinks resolved (where a sandboxed command may write).
+    pub fn roots(&self) -> &[PathBuf] {
+        &self.real_roots
+    }
+
     /// `path` made absolute (relative paths start at `cwd`) with `.` and `..` resolved.
     pub fn resolve(&self, path: &str) -> PathBuf {
         let path = Path::new(path);
