@@ -372,6 +372,33 @@ mod tests {
     }
 
     #[test]
+    fn sandbox_and_tools_tables_are_read_and_checked() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("config.toml");
+        let path = file.to_str().unwrap();
+        let config = config_with(&[("CAIRN_CONFIG", path), ("CAIRN_HOME", "/x")]).unwrap();
+        assert_eq!(config.process.sandbox, crate::process::SandboxMode::WorkspaceWrite, "the default");
+        assert!(config.process.network);
+        std::fs::write(
+            &file,
+            "[sandbox]\nmode = \"read-only\"\nnetwork = false\nwritable = [\"~/.cache\"]\n[tools]\nenv_passthrough = [\"OPENAI_API_KEY\"]\n",
+        )
+        .unwrap();
+        let config =
+            config_with(&[("CAIRN_CONFIG", path), ("CAIRN_HOME", "/x"), ("HOME", "/home/u"), ("TMPDIR", "/scratch")])
+                .unwrap();
+        assert_eq!(config.process.sandbox, crate::process::SandboxMode::ReadOnly);
+        assert!(!config.process.network);
+        assert!(config.process.writable.contains(&PathBuf::from("/home/u/.cache")));
+        assert!(config.process.writable.contains(&PathBuf::from("/scratch")));
+        assert!(!config.process.env.remove.iter().any(|name| name == "OPENAI_API_KEY"));
+        for bad in ["[sandbox]\nwritable = [\"cache\"]\n", "[sandbox]\nmode = \"none\"\n", "[tools]\npass = []\n"] {
+            std::fs::write(&file, bad).unwrap();
+            assert!(config_with(&[("CAIRN_CONFIG", path), ("CAIRN_HOME", "/x")]).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
     fn a_typo_in_the_file_names_the_key() {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("config.toml");
