@@ -137,6 +137,7 @@ impl Setup {
                 host: Arc::new(NoEditor),
                 mode: self.mode.clone(),
                 rules,
+                process: Arc::default(),
             },
             info,
             thought: None,

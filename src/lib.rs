@@ -18,6 +18,7 @@ pub mod history;
 pub mod ids;
 pub mod llm;
 pub mod permissions;
+pub mod process;
 pub mod session;
 pub mod store;
 pub mod tools;

@@ -1,7 +1,9 @@
 //! The `cairn` binary: ACP on stdio by default, `cairn exec` and `cairn sessions` headless.
 //!
 //! Parses the command line, loads the configuration, opens the store and hands over. Logs go
-//! to stderr (filtered by `CAIRN_LOG`, e.g. `CAIRN_LOG=debug`) and optionally to `--log-file`.
+//! to stderr (filtered by `CAIRN_LOG`, e.g. `CAIRN_LOG=debug`) and optionally to `--log-file`
+//! (mode 0600). Started as `cairn __supervise …`, it is instead the supervisor of one local
+//! command (`process::supervisor`), decided before anything else is set up.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -10,6 +12,7 @@ use std::time::Duration;
 
 use cairn::config::Config;
 use cairn::permissions::Mode;
+use cairn::process::Launcher;
 use cairn::store::Store;
 use clap::{Parser, Subcommand};
 
@@ -60,7 +63,16 @@ enum SessionsCommand {
     },
 }
 
+/// How cairn starts itself as a supervisor: through the running executable, even if the file
+/// was replaced or deleted since.
+const SELF_EXE: &str = "/proc/self/exe";
+
 fn main() -> ExitCode {
+    if let Some(code) = cairn::process::supervisor::intercept() {
+        return code;
+    }
+    // Keys live in this process's environment and memory; commands run as the same user.
+    cairn::process::deny_inspection();
     let cli = Cli::parse();
     init_logging(cli.log_file.as_deref());
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
@@ -74,7 +86,8 @@ fn main() -> ExitCode {
 }
 
 async fn run(command: Option<Command>) -> ExitCode {
-    let setup = Config::load().map_err(|err| err.to_string()).and_then(|config| {
+    let setup = Config::load().map_err(|err| err.to_string()).and_then(|mut config| {
+        Arc::make_mut(&mut config.process).launcher = Launcher::Supervisor(PathBuf::from(SELF_EXE));
         let store = Store::open(&config.database_path()).map_err(|err| err.to_string())?;
         Ok((store, Arc::new(config)))
     });
@@ -136,9 +149,21 @@ fn init_logging(file: Option<&std::path::Path>) {
     use tracing_subscriber::fmt::writer::MakeWriterExt;
     let filter = EnvFilter::try_from_env("CAIRN_LOG").unwrap_or_else(|_| EnvFilter::new("warn"));
     let builder = tracing_subscriber::fmt().with_env_filter(filter).with_target(false);
-    let log_file = file.and_then(|path| std::fs::OpenOptions::new().create(true).append(true).open(path).ok());
+    let log_file = file.and_then(|path| open_private(path).ok());
     match log_file {
         Some(log_file) => builder.with_ansi(false).with_writer(std::io::stderr.and(Arc::new(log_file))).init(),
         None => builder.with_writer(std::io::stderr).init(),
     }
+}
+
+/// Opens a log file for appending, readable by its owner only (a new file is created 0600 and an
+/// existing regular file is tightened to 0600, whatever the umask): logs may quote prompts.
+fn open_private(path: &std::path::Path) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    let file = std::fs::OpenOptions::new().create(true).append(true).mode(0o600).open(path)?;
+    let metadata = file.metadata()?;
+    if metadata.is_file() && metadata.permissions().mode() & 0o777 != 0o600 {
+        file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+    }
+    Ok(file)
 }

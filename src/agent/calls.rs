@@ -225,6 +225,7 @@ fn context(
         host: std::sync::Arc::clone(&turn.tools.host),
         cancel,
         progress,
+        process: std::sync::Arc::clone(&turn.tools.process),
     }
 }
 

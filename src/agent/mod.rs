@@ -110,6 +110,8 @@ pub struct Toolbox<'a> {
     pub mode: watch::Receiver<Mode>,
     /// Session and project rules; "always" answers add to them.
     pub rules: &'a mut Vec<Rule>,
+    /// How local commands are started (environment, sandbox, supervisor).
+    pub process: Arc<crate::process::ProcessPolicy>,
 }
 
 /// Runs one turn for `prompt` to its end. The prompt is committed before the model is called,

@@ -88,6 +88,7 @@ async fn run_logged(
             host: Arc::new(NoEditor),
             mode,
             rules: &mut rules,
+            process: Arc::default(),
         },
         info: ModelInfo { context_window: 100_000, max_output: 4_000, prices: None, reasoning: false },
         thought: None,

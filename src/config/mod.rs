@@ -4,16 +4,22 @@
 //! `OPENAI_API_KEY`, `CAIRN_HOME` (data directory) and `CAIRN_CONFIG` (config file path). The file,
 //! `$XDG_CONFIG_HOME/cairn/config.toml` by default, holds the same settings plus extra
 //! OpenAI-compatible providers (`[providers.<name>]`), model overrides (`[models."p/m"]`), turn
-//! limits (`[limits]`, in `limits`) and compaction settings (`[compaction]`).
+//! limits (`[limits]`, in `limits`), compaction settings (`[compaction]`), and what local
+//! processes get (`[sandbox]`, `[tools]`, in `process`).
 
 use std::collections::BTreeMap;
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use serde::Deserialize;
 
 mod limits;
+mod process;
 
 pub use limits::{Compaction, ContentPattern, Limits, LoopLimits};
+
+use crate::process::ProcessPolicy;
 
 /// The model used when neither `CAIRN_MODEL` nor `model` in the config file says otherwise.
 pub const DEFAULT_MODEL: &str = "openai/gpt-5";
@@ -43,6 +49,8 @@ pub struct Config {
     pub config_dir: Option<PathBuf>,
     /// The user's home, where user-level instructions and skills live (`~/.agents`).
     pub home_dir: Option<PathBuf>,
+    /// Sandbox, environment and launcher of local commands (`[sandbox]`, `[tools]`).
+    pub process: Arc<ProcessPolicy>,
 }
 
 /// Which wire API a provider speaks.
@@ -112,6 +120,10 @@ struct FileConfig {
     #[serde(default)]
     models: BTreeMap<String, ModelOverride>,
     title_model: Option<String>,
+    #[serde(default)]
+    sandbox: process::FileSandbox,
+    #[serde(default)]
+    tools: process::FileTools,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -129,11 +141,21 @@ struct FileProvider {
 impl Config {
     /// Reads the process environment and the config file it points to.
     pub fn load() -> Result<Self, ConfigError> {
-        Self::from_env(&|name| std::env::var(name).ok().filter(|v| !v.is_empty()))
+        let vars: Vec<(OsString, OsString)> = std::env::vars_os().collect();
+        let lookup = |name: &str| {
+            let value = vars.iter().find(|(k, _)| k == name).and_then(|(_, v)| v.to_str());
+            value.filter(|v| !v.is_empty()).map(str::to_owned)
+        };
+        Self::build(&lookup, &vars)
     }
 
-    /// Builds the configuration from an environment lookup (tests pass their own).
+    /// Builds the configuration from an environment lookup (tests pass their own). Keys copied
+    /// under other names are not found this way; [`Config::load`] finds them.
     pub fn from_env(env: &dyn Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
+        Self::build(env, &[])
+    }
+
+    fn build(env: &dyn Fn(&str) -> Option<String>, vars: &[(OsString, OsString)]) -> Result<Self, ConfigError> {
         let path = env("CAIRN_CONFIG").map(PathBuf::from).or_else(|| {
             env("XDG_CONFIG_HOME")
                 .map(PathBuf::from)
@@ -220,6 +242,10 @@ impl Config {
         let model = env("CAIRN_MODEL").or(file.model).unwrap_or_else(|| DEFAULT_MODEL.to_owned());
         let models = file.models.into_iter().map(|(name, given)| (normalize_model(&name), given)).collect();
         let title_model = file.title_model.as_deref().map(normalize_model);
+        let home_dir = env("HOME").map(PathBuf::from).or_else(dirs::home_dir);
+        let environment = process::Environment { lookup: env, vars, home: home_dir.as_deref() };
+        let process = process::policy(file.sandbox, &file.tools, &providers, &environment)
+            .map_err(|message| ConfigError::Parse { path: file_path.clone().unwrap_or_default(), message })?;
         Ok(Self {
             data_dir,
             model: normalize_model(&model),
@@ -230,7 +256,8 @@ impl Config {
             title_model,
             file: file_path,
             config_dir: path.as_deref().and_then(Path::parent).map(Path::to_path_buf),
-            home_dir: env("HOME").map(PathBuf::from).or_else(dirs::home_dir),
+            home_dir,
+            process,
         })
     }
 
@@ -345,6 +372,33 @@ mod tests {
         assert_eq!(config.small_model("anthropic/claude-opus-4-1").as_deref(), Some("anthropic/claude-haiku-4-5"));
         assert_eq!(config.small_model("local/qwen3"), None, "a provider that does not list it keeps its own model");
         assert_eq!(config.small_model("nowhere/x"), None);
+    }
+
+    #[test]
+    fn sandbox_and_tools_tables_are_read_and_checked() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("config.toml");
+        let path = file.to_str().unwrap();
+        let config = config_with(&[("CAIRN_CONFIG", path), ("CAIRN_HOME", "/x")]).unwrap();
+        assert_eq!(config.process.sandbox, crate::process::SandboxMode::WorkspaceWrite, "the default");
+        assert!(config.process.network);
+        std::fs::write(
+            &file,
+            "[sandbox]\nmode = \"read-only\"\nnetwork = false\nwritable = [\"~/.cache\"]\n[tools]\nenv_passthrough = [\"OPENAI_API_KEY\"]\n",
+        )
+        .unwrap();
+        let config =
+            config_with(&[("CAIRN_CONFIG", path), ("CAIRN_HOME", "/x"), ("HOME", "/home/u"), ("TMPDIR", "/scratch")])
+                .unwrap();
+        assert_eq!(config.process.sandbox, crate::process::SandboxMode::ReadOnly);
+        assert!(!config.process.network);
+        assert!(config.process.writable.contains(&PathBuf::from("/home/u/.cache")));
+        assert!(config.process.writable.contains(&PathBuf::from("/scratch")));
+        assert!(!config.process.env.remove.iter().any(|name| name == "OPENAI_API_KEY"));
+        for bad in ["[sandbox]\nwritable = [\"cache\"]\n", "[sandbox]\nmode = \"none\"\n", "[tools]\npass = []\n"] {
+            std::fs::write(&file, bad).unwrap();
+            assert!(config_with(&[("CAIRN_CONFIG", path), ("CAIRN_HOME", "/x")]).is_err(), "{bad}");
+        }
     }
 
     #[test]

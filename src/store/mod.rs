@@ -5,6 +5,9 @@
 //! committed or have failed. The session recorder uses that to emit a `session/update` only after
 //! the row it shows is on disk. Reads run on a second connection under `spawn_blocking`, so WAL
 //! readers never wait for the writer. This module and its children hold all of cairn's SQL.
+//!
+//! Conversations are private: a data directory cairn creates is 0700, and the database with its
+//! `-wal` and `-shm` files is 0600 whatever the umask (SQLite gives those the database's mode).
 
 mod migrate;
 mod rows;
@@ -182,14 +185,22 @@ impl Store {
     /// Opens (creating if needed) and migrates the database. Refuses a newer or corrupt file
     /// without changing it.
     pub fn open(path: &Path) -> Result<Self, StoreError> {
+        let io = |err: std::io::Error| StoreError::Open { path: path.to_owned(), detail: err.to_string() };
         if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir)
-                .map_err(|err| StoreError::Open { path: path.to_owned(), detail: err.to_string() })?;
+            private_dir(dir).map_err(io)?;
         }
+        private_file(path).map_err(io)?;
         let sqlite = |err: rusqlite::Error| StoreError::from_sqlite(path, &err);
         let mut conn = Connection::open(path).map_err(sqlite)?;
         // Refuse a file we must not touch before any pragma writes to it.
         migrate::check_version(&conn, path)?;
+        for suffix in ["", "-wal", "-shm"] {
+            let mut file = path.as_os_str().to_owned();
+            file.push(suffix);
+            if let Err(err) = tighten(Path::new(&file)) {
+                tracing::warn!(file = %Path::new(&file).display(), %err, "cannot make the file private (0600)");
+            }
+        }
         configure(&conn).map_err(sqlite)?;
         migrate::to_latest(&mut conn, path)?;
         let reader = Connection::open_with_flags(
@@ -276,6 +287,48 @@ impl Store {
         })
         .await;
         joined.unwrap_or(Err(StoreError::Closed))
+    }
+}
+
+/// Creates the data directory 0700 if it is missing (its parents as usual). An existing one is
+/// left as it is: it may be a directory the user shares on purpose, and the files in it are
+/// 0600 anyway.
+fn private_dir(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+    if dir.as_os_str().is_empty() || dir.is_dir() {
+        return Ok(());
+    }
+    if let Some(parent) = dir.parent() {
+        std::fs::create_dir_all(parent)?;
+    }
+    match std::fs::DirBuilder::new().mode(0o700).create(dir) {
+        // The umask may have taken more than asked; set exactly 0700.
+        Ok(()) => std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)),
+        Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(err) => Err(err),
+    }
+}
+
+/// Creates the database file 0600 before SQLite does (which would use 0644 less the umask).
+fn private_file(path: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    match std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(path) {
+        Ok(_) => tighten(path),
+        Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(err) => Err(err),
+    }
+}
+
+/// Sets a file that exists to 0600 (only its owner reads or writes it).
+fn tighten(path: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    match std::fs::metadata(path) {
+        Ok(metadata) if metadata.is_file() && metadata.permissions().mode() & 0o777 != 0o600 => {
+            std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
+        }
+        Ok(_) => Ok(()),
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(err) => Err(err),
     }
 }
 

@@ -139,3 +139,20 @@ async fn reopening_keeps_everything_and_the_schema_version() {
     let version: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0)).unwrap();
     assert_eq!(version, migrate::LATEST);
 }
+
+#[tokio::test]
+async fn an_existing_readable_database_is_made_private_and_its_directory_left_alone() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("shared/cairn.db");
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::set_permissions(path.parent().unwrap(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    Store::open(&path).unwrap().shutdown().await;
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let store = Store::open(&path).unwrap();
+    let mode = |path: &Path| std::fs::metadata(path).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&path), 0o600);
+    assert_eq!(mode(&dir.path().join("shared/cairn.db-wal")), 0o600, "SQLite copies the database's mode");
+    assert_eq!(mode(path.parent().unwrap()), 0o755, "a directory cairn did not create keeps its mode");
+    store.shutdown().await;
+}

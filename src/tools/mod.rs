@@ -51,6 +51,8 @@ pub struct ToolContext {
     pub cancel: CancellationToken,
     /// Partial content (a shell's output so far, a terminal id) to show while the tool runs.
     pub progress: Option<mpsc::UnboundedSender<Vec<ToolContent>>>,
+    /// How local commands are started: environment, sandbox, supervisor.
+    pub process: Arc<crate::process::ProcessPolicy>,
 }
 
 /// A finished tool run.

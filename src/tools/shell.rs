@@ -1,11 +1,13 @@
-//! `bash`: in an editor terminal when the client offers `terminal`, else in a local process group.
+//! `bash`: in an editor terminal when the client offers `terminal`, else as a local process.
 //!
-//! A local command runs in its own process group; stopping it (timeout, cancel, or the future
-//! being dropped) kills the whole group, so a `sleep` a command left in the background dies with
-//! it. Its output streams to the editor while it runs. A delegated command is always killed (if
-//! still running) and released, even when the call is abandoned.
+//! A local command is started under the session's [`crate::process::ProcessPolicy`]: in its own
+//! process group, without the provider keys, and (under cairn's supervisor) in the Landlock
+//! sandbox and dying with cairn. Stopping it (timeout, cancel, or the future being dropped) kills
+//! everything it started, so a `sleep` a command left in the background dies with it. Its output
+//! streams to the editor while it runs. A delegated command is the editor's: it gets none of
+//! this, and is always killed (if still running) and released, even when the call is abandoned.
 
-use std::process::Stdio;
+use std::ffi::OsStr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -27,27 +29,6 @@ const DRAIN_AFTER_EXIT: Duration = Duration::from_millis(100);
 pub async fn bash(args: &BashArgs, ctx: &ToolContext) -> Result<ToolOutcome, ToolError> {
     let timeout = super::Invocation::Bash(args.clone()).timeout(Duration::ZERO);
     if ctx.host.runs_terminals() { delegated(args, ctx, timeout).await } else { local(args, ctx, timeout).await }
-}
-
-/// Kills a process group when dropped.
-struct GroupKiller(Option<u32>);
-
-impl Drop for GroupKiller {
-    fn drop(&mut self) {
-        if let Some(group) = self.0 {
-            kill_group(group);
-        }
-    }
-}
-
-#[allow(unsafe_code)]
-fn kill_group(group: u32) {
-    let Ok(group) = libc::pid_t::try_from(group) else { return };
-    // SAFETY: killpg takes plain integers and touches no memory of ours; a group that is gone
-    // makes it fail with ESRCH, which is fine.
-    unsafe {
-        libc::killpg(group, libc::SIGKILL);
-    }
 }
 
 /// The start and the end of a long output, with a count of what was dropped between them.
@@ -82,20 +63,14 @@ impl Capture {
 }
 
 async fn local(args: &BashArgs, ctx: &ToolContext, timeout: Duration) -> Result<ToolOutcome, ToolError> {
-    let mut child = tokio::process::Command::new("bash")
-        .arg("-c")
-        .arg(&args.command)
-        .current_dir(ctx.workspace.cwd())
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0)
-        .kill_on_drop(true)
-        .spawn()
+    let script = [OsStr::new("-c"), OsStr::new(&args.command)];
+    // Dropping `child` (any return below) kills whatever the command left running.
+    let mut child = ctx
+        .process
+        .spawn(OsStr::new("bash"), &script, ctx.workspace.cwd(), ctx.workspace.roots())
         .map_err(|err| ToolError(format!("cannot start bash: {err}")))?;
-    let _group = GroupKiller(child.id());
-    let mut stdout = child.stdout.take();
-    let mut stderr = child.stderr.take();
+    let mut stdout = child.take_stdout();
+    let mut stderr = child.take_stderr();
     let mut capture = Capture::default();
     let (mut out_buf, mut err_buf) = ([0u8; 8192], [0u8; 8192]);
     let deadline = Instant::now() + timeout;

@@ -12,6 +12,7 @@ fn context(dir: &std::path::Path) -> ToolContext {
         host: Arc::new(NoEditor),
         cancel: CancellationToken::new(),
         progress: None,
+        process: Arc::default(),
     }
 }
 

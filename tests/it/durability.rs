@@ -1,11 +1,12 @@
 //! Durability: what the editor was shown survives `kill -9`, two processes share one database,
-//! and a database we cannot trust is refused without being touched.
+//! a database we cannot trust is refused without being touched, and what is stored is readable
+//! by its owner only.
 
 use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::support::{Agent, Reply, TestEnv, text_of, updates};
+use crate::support::{Agent, Editor, Reply, TestEnv, text_of, updates};
 
 async fn replayed_text(agent: &mut Agent, env: &TestEnv, session: &str) -> (String, Vec<Value>) {
     let id = agent.request("session/load", json!({"sessionId": session, "cwd": env.cwd(), "mcpServers": []})).await;
@@ -146,4 +147,30 @@ async fn someone_elses_sqlite_database_is_refused_untouched() {
     agent.close_stdin();
     agent.wait_exit().await;
     assert!(std::fs::read(env.database()).unwrap() == before, "the file is left as it was");
+}
+
+#[tokio::test]
+async fn the_data_directory_database_and_log_are_private_whatever_the_umask() {
+    use std::os::unix::fs::PermissionsExt;
+    let env = TestEnv::new().await;
+    env.mock.push(Reply::text(&["private"]));
+    let log = env.dir.path().join("cairn.log");
+    let mut command = env.command_with_umask("000");
+    command.arg("--log-file").arg(&log);
+    let mut agent = Agent::spawn(command, Editor::default()).await;
+    agent.initialize().await;
+    let session = agent.new_session(&env.cwd()).await;
+    let id = agent.prompt(&session, "remember this").await;
+    agent.response(id).await;
+    let mode = |path: &std::path::Path| {
+        std::fs::metadata(path)
+            .map(|m| m.permissions().mode() & 0o777)
+            .map_err(|e| format!("{}: {e}", path.display()))
+            .unwrap()
+    };
+    assert_eq!(mode(&env.home()), 0o700, "the data directory cairn created");
+    for file in ["cairn.db", "cairn.db-wal", "cairn.db-shm"] {
+        assert_eq!(mode(&env.home().join(file)), 0o600, "{file}");
+    }
+    assert_eq!(mode(&log), 0o600, "the log file");
 }

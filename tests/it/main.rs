@@ -19,6 +19,7 @@ mod permissions;
 mod prompt;
 mod protocol;
 mod provider;
+mod sandbox;
 mod sessions;
 mod system_prompt;
 mod tidy;

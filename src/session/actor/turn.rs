@@ -156,7 +156,7 @@ impl Actor {
                 recorder: &mut recorder,
                 cancel: token,
                 limits: config.limits.clone(),
-                tools: Toolbox { workspace, host, mode, rules: &mut rules },
+                tools: Toolbox { workspace, host, mode, rules: &mut rules, process: Arc::clone(&config.process) },
                 info,
                 thought,
                 spent,

@@ -69,7 +69,17 @@ impl TestEnv {
 
     /// A `cairn` command with this environment and nothing inherited that could change it.
     pub fn command(&self) -> Command {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_cairn"));
+        self.with_env(Command::new(env!("CARGO_BIN_EXE_cairn")))
+    }
+
+    /// [`Self::command`] started by a shell that first sets this umask.
+    pub fn command_with_umask(&self, umask: &str) -> Command {
+        let mut shell = Command::new("sh");
+        shell.arg("-c").arg(format!("umask {umask} && exec \"$0\" \"$@\"")).arg(env!("CARGO_BIN_EXE_cairn"));
+        self.with_env(shell)
+    }
+
+    fn with_env(&self, mut command: Command) -> Command {
         command
             .env_clear()
             .env("PATH", std::env::var("PATH").unwrap_or_default())

@@ -1,0 +1,154 @@
+//! What local processes get: the `[sandbox]` and `[tools]` tables of `config.toml`, and the
+//! environment a child inherits (computed here because only `config` reads the environment).
+//!
+//! A child never sees a provider key (`OPENAI_API_KEY`, `ANTHROPIC_API_KEY`, every provider's
+//! `api_key_env`) unless `[tools] env_passthrough` names it, nor any other variable holding a
+//! key's value; its `PATH` loses empty and relative entries, so a planted `./cat` in the
+//! workspace cannot shadow `cat`.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use serde::Deserialize;
+
+use super::ProviderConfig;
+use crate::process::{ChildEnv, DEFAULT_PATH, ProcessPolicy, SandboxMode};
+
+/// The keys of the built-in providers, removed even when no provider names them.
+const KNOWN_KEYS: [&str; 2] = ["OPENAI_API_KEY", "ANTHROPIC_API_KEY"];
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct FileSandbox {
+    mode: Option<SandboxMode>,
+    network: Option<bool>,
+    /// More places local commands may write under `workspace-write` (absolute, or `~/…`).
+    #[serde(default)]
+    writable: Vec<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct FileTools {
+    /// Provider keys that local commands may see after all.
+    #[serde(default)]
+    env_passthrough: Vec<String>,
+}
+
+/// What the process side of cairn needs to know about the environment.
+pub(super) struct Environment<'a> {
+    pub lookup: &'a dyn Fn(&str) -> Option<String>,
+    /// Every variable, to find keys copied under other names (empty when only `lookup` is known).
+    pub vars: &'a [(OsString, OsString)],
+    pub home: Option<&'a Path>,
+}
+
+/// The process policy (with the direct launcher; `main` picks the supervisor).
+pub(super) fn policy(
+    sandbox: FileSandbox,
+    tools: &FileTools,
+    providers: &BTreeMap<String, ProviderConfig>,
+    env: &Environment<'_>,
+) -> Result<Arc<ProcessPolicy>, String> {
+    let mut writable = vec![PathBuf::from("/tmp"), PathBuf::from("/dev/shm")];
+    if let Some(tmp) = (env.lookup)("TMPDIR").map(PathBuf::from).filter(|tmp| tmp.is_absolute()) {
+        writable.push(tmp);
+    }
+    for given in &sandbox.writable {
+        let path = match (given.strip_prefix("~/"), env.home) {
+            (Some(rest), Some(home)) => home.join(rest),
+            _ => PathBuf::from(given),
+        };
+        if !path.is_absolute() {
+            return Err(format!("[sandbox] writable: `{given}` must be an absolute path (or start with ~/)"));
+        }
+        writable.push(path);
+    }
+    Ok(Arc::new(ProcessPolicy {
+        sandbox: sandbox.mode.unwrap_or(SandboxMode::WorkspaceWrite),
+        network: sandbox.network.unwrap_or(true),
+        writable,
+        env: child_env(providers, &tools.env_passthrough, env),
+        ..ProcessPolicy::default()
+    }))
+}
+
+fn child_env(providers: &BTreeMap<String, ProviderConfig>, passthrough: &[String], env: &Environment<'_>) -> ChildEnv {
+    let passed = |name: &str| passthrough.iter().any(|allowed| allowed == name);
+    let names: BTreeSet<&str> = KNOWN_KEYS
+        .into_iter()
+        .chain(providers.values().filter_map(|provider| provider.api_key_env.as_deref()))
+        .filter(|name| !passed(name))
+        .collect();
+    let secrets: BTreeSet<String> =
+        names.iter().filter_map(|name| (env.lookup)(name)).filter(|secret| !secret.is_empty()).collect();
+    let mut remove: Vec<OsString> = names.iter().map(OsString::from).collect();
+    for (name, value) in env.vars {
+        let copy = value.to_str().is_some_and(|value| secrets.contains(value));
+        if copy && !name.to_str().is_some_and(passed) && !remove.contains(name) {
+            remove.push(name.clone());
+        }
+    }
+    let path = (env.lookup)("PATH").unwrap_or_default();
+    let kept: Vec<&str> = path.split(':').filter(|entry| entry.starts_with('/')).collect();
+    let path = if kept.is_empty() { DEFAULT_PATH.to_owned() } else { kept.join(":") };
+    ChildEnv { remove, path: Some(path.into()) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Api;
+
+    fn provider(key_env: &str) -> ProviderConfig {
+        ProviderConfig {
+            api: Api::OpenaiChat,
+            base_url: String::new(),
+            api_key_env: Some(key_env.to_owned()),
+            api_key: None,
+            models: Vec::new(),
+            discover_models: false,
+        }
+    }
+
+    fn env_of(vars: &[(&str, &str)], passthrough: &[&str]) -> ChildEnv {
+        let vars: Vec<(OsString, OsString)> = vars.iter().map(|(k, v)| ((*k).into(), (*v).into())).collect();
+        let lookup = |name: &str| vars.iter().find(|(k, _)| k == name).and_then(|(_, v)| v.to_str()).map(str::to_owned);
+        let providers = BTreeMap::from([("local".to_owned(), provider("LOCAL_TOKEN"))]);
+        let passthrough: Vec<String> = passthrough.iter().map(|name| (*name).to_owned()).collect();
+        child_env(&providers, &passthrough, &Environment { lookup: &lookup, vars: &vars, home: None })
+    }
+
+    #[test]
+    fn keys_and_their_copies_are_removed_unless_passed_through() {
+        let vars = [
+            ("OPENAI_API_KEY", "sk-1"),
+            ("LOCAL_TOKEN", "tok-local"),
+            ("COPY", "sk-1"),
+            ("OTHER", "fine"),
+            ("EMPTY", ""),
+            ("ANTHROPIC_API_KEY", ""),
+        ];
+        let env = env_of(&vars, &[]);
+        let mut removed: Vec<&str> = env.remove.iter().filter_map(|name| name.to_str()).collect();
+        removed.sort_unstable();
+        assert_eq!(removed, ["ANTHROPIC_API_KEY", "COPY", "LOCAL_TOKEN", "OPENAI_API_KEY"]);
+
+        let env = env_of(&vars, &["OPENAI_API_KEY"]);
+        let removed: Vec<&str> = env.remove.iter().filter_map(|name| name.to_str()).collect();
+        assert!(!removed.contains(&"OPENAI_API_KEY") && !removed.contains(&"COPY"), "{removed:?}");
+        assert!(removed.contains(&"LOCAL_TOKEN"));
+    }
+
+    #[test]
+    fn path_keeps_only_absolute_entries() {
+        let env = env_of(&[("PATH", ".:/usr/bin::bin:/bin:")], &[]);
+        assert_eq!(env.path.as_deref(), Some("/usr/bin:/bin".as_ref()));
+        let env = env_of(&[("PATH", "./x:")], &[]);
+        assert_eq!(env.path.as_deref(), Some(DEFAULT_PATH.as_ref()), "nothing usable left: the default");
+        let env = env_of(&[], &[]);
+        assert_eq!(env.path.as_deref(), Some(DEFAULT_PATH.as_ref()), "bash's own default would end with `.`");
+    }
+}

@@ -1,0 +1,250 @@
+//! Local child processes and the trust boundary around them: what environment they get, whether
+//! they die with cairn, and which OS sandbox they run in.
+//!
+//! [`ProcessPolicy`] is built by `config` (the only module that reads the environment) and set up
+//! by `main`, which picks the [`Launcher`]. [`ProcessPolicy::spawn`] starts a program in its own
+//! process group with [`ChildEnv`] applied (no provider keys, no relative `PATH` entries). With the
+//! supervisor launcher, cairn starts itself as a small supervisor (`supervisor.rs`) that builds
+//! the Landlock sandbox (`sandbox.rs`) in its fresh single-threaded process, runs the program in
+//! it, and kills the program's whole process tree (`tree.rs`) when the program ends, when cairn
+//! closes the pipe it watches (timeout, cancel) or when cairn dies. [`Local`] is the running program; dropping
+//! it before the program ended kills everything it started.
+
+mod sandbox;
+pub mod supervisor;
+mod tree;
+
+use std::ffi::{OsStr, OsString};
+use std::path::{Path, PathBuf};
+use std::process::{ExitStatus, Stdio};
+use std::sync::Once;
+use std::time::Duration;
+
+use serde::Deserialize;
+use tokio::process::{Child, ChildStderr, ChildStdin, ChildStdout, Command};
+
+pub use sandbox::{Support, support as landlock_support};
+pub use tree::deny_inspection;
+
+/// What an unset or emptied `PATH` becomes: bash's own default without its trailing `.`.
+pub const DEFAULT_PATH: &str = "/usr/local/bin:/usr/local/sbin:/usr/bin:/usr/sbin:/bin:/sbin";
+
+/// How long a supervisor gets to kill its process tree after cairn closed its pipe, before cairn
+/// kills the process group itself.
+const SUPERVISOR_GRACE: Duration = Duration::from_secs(2);
+
+/// Where a local command may write (`[sandbox] mode`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SandboxMode {
+    /// The workspace roots, the temp dirs, `[sandbox] writable` and the terminal devices.
+    WorkspaceWrite,
+    /// Only the terminal devices (`/dev/null`, `/dev/tty`, …).
+    ReadOnly,
+    /// Anywhere the user may.
+    Off,
+}
+
+impl SandboxMode {
+    pub fn id(self) -> &'static str {
+        match self {
+            SandboxMode::WorkspaceWrite => "workspace-write",
+            SandboxMode::ReadOnly => "read-only",
+            SandboxMode::Off => "off",
+        }
+    }
+
+    pub fn parse(id: &str) -> Option<Self> {
+        [SandboxMode::WorkspaceWrite, SandboxMode::ReadOnly, SandboxMode::Off].into_iter().find(|mode| mode.id() == id)
+    }
+}
+
+/// How a local program is started.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Launcher {
+    /// Directly: no sandbox, and it does not die with cairn. For the library used where the
+    /// executable is not cairn (unit tests, benches).
+    Direct,
+    /// Through this cairn executable (normally `/proc/self/exe`) as a supervisor.
+    Supervisor(PathBuf),
+}
+
+/// What a child process inherits of cairn's environment: everything but these.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ChildEnv {
+    /// Variables removed: the provider keys and any variable holding a key's value.
+    pub remove: Vec<OsString>,
+    /// `PATH` with its empty and relative entries dropped; `None` leaves `PATH` as it is.
+    pub path: Option<OsString>,
+}
+
+impl ChildEnv {
+    /// Applies the removals and the `PATH` to a command (for any child: a shell, an MCP server).
+    pub fn apply(&self, command: &mut Command) {
+        for name in &self.remove {
+            command.env_remove(name);
+        }
+        if let Some(path) = &self.path {
+            command.env("PATH", path);
+        }
+    }
+}
+
+/// Everything cairn decides about the local processes it starts.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProcessPolicy {
+    pub sandbox: SandboxMode,
+    /// Whether sandboxed commands may open TCP connections and listen (`[sandbox] network`).
+    pub network: bool,
+    /// Writable under `workspace-write` besides the workspace roots: the temp dirs and
+    /// `[sandbox] writable`.
+    pub writable: Vec<PathBuf>,
+    pub env: ChildEnv,
+    pub launcher: Launcher,
+}
+
+impl Default for ProcessPolicy {
+    fn default() -> Self {
+        Self {
+            sandbox: SandboxMode::WorkspaceWrite,
+            network: true,
+            writable: vec![PathBuf::from("/tmp")],
+            env: ChildEnv::default(),
+            launcher: Launcher::Direct,
+        }
+    }
+}
+
+impl ProcessPolicy {
+    /// Starts `program` with `args` in `cwd`, in its own process group, stdin `/dev/null`,
+    /// stdout and stderr piped. Under the supervisor, writes are confined to `roots` (and the
+    /// policy's other writable places) as `sandbox` says.
+    pub fn spawn(&self, program: &OsStr, args: &[&OsStr], cwd: &Path, roots: &[PathBuf]) -> std::io::Result<Local> {
+        let mut command = match &self.launcher {
+            Launcher::Direct => {
+                let mut command = Command::new(program);
+                command.args(args).stdin(Stdio::null()).kill_on_drop(true);
+                command
+            }
+            Launcher::Supervisor(exe) => {
+                self.warn_once();
+                let mut command = Command::new(exe);
+                command.args(supervisor::arguments(self, roots, program, args)).stdin(Stdio::piped());
+                command
+            }
+        };
+        self.env.apply(&mut command);
+        command.current_dir(cwd).stdout(Stdio::piped()).stderr(Stdio::piped()).process_group(0);
+        let mut child = command.spawn()?;
+        let watch = child.stdin.take();
+        Ok(Local { group: child.id(), child: Some(child), watch, exited: false })
+    }
+
+    /// Says once per process, on stderr, what the kernel cannot enforce of the sandbox.
+    fn warn_once(&self) {
+        static WARNED: Once = Once::new();
+        let (fs_wanted, net_wanted) = (self.sandbox != SandboxMode::Off, !self.network);
+        if !fs_wanted && !net_wanted {
+            return;
+        }
+        WARNED.call_once(|| {
+            let support = landlock_support();
+            let missing = if !support.filesystem {
+                Some("this kernel has no Landlock; local commands run without the sandbox")
+            } else if net_wanted && !support.network {
+                Some("this kernel's Landlock cannot restrict the network (needs Linux 6.7); local commands keep network access")
+            } else {
+                None
+            };
+            if let Some(why) = missing {
+                use std::io::Write as _;
+                let _ = writeln!(std::io::stderr().lock(), "cairn: warning: {why} ([sandbox] in config.toml)");
+            }
+        });
+    }
+}
+
+/// A running local program. Dropping it before the program ended kills the program and
+/// everything it started; after it ended, whatever it left in its process group.
+pub struct Local {
+    child: Option<Child>,
+    group: Option<u32>,
+    /// The supervisor's stdin: cairn never writes it, and closing it tells the supervisor to kill
+    /// its whole tree. `None` for a direct child.
+    watch: Option<ChildStdin>,
+    exited: bool,
+}
+
+impl Local {
+    pub fn take_stdout(&mut self) -> Option<ChildStdout> {
+        self.child.as_mut().and_then(|child| child.stdout.take())
+    }
+
+    pub fn take_stderr(&mut self) -> Option<ChildStderr> {
+        self.child.as_mut().and_then(|child| child.stderr.take())
+    }
+
+    /// Waits for the program to end. A program killed by a signal has no exit code.
+    pub async fn wait(&mut self) -> std::io::Result<ExitStatus> {
+        let Some(child) = self.child.as_mut() else { return Err(std::io::ErrorKind::NotFound.into()) };
+        let status = child.wait().await?;
+        self.exited = true;
+        Ok(status)
+    }
+}
+
+impl Drop for Local {
+    fn drop(&mut self) {
+        let Some(group) = self.group else { return };
+        if self.exited || self.watch.is_none() {
+            tree::kill_group(group);
+            return;
+        }
+        // Supervised and still running: at EOF on its stdin the supervisor kills every process
+        // the program started, setsid'd ones included, then its own group. Should it not manage
+        // to, the group is killed here. The supervisor is not reaped before that, so its pid
+        // (the group id) cannot be reused meanwhile.
+        self.watch = None;
+        let child = self.child.take();
+        match (child, tokio::runtime::Handle::try_current()) {
+            (Some(mut child), Ok(runtime)) => {
+                runtime.spawn(async move {
+                    if tokio::time::timeout(SUPERVISOR_GRACE, child.wait()).await.is_err() {
+                        tree::kill_group(group);
+                        let _ = child.wait().await;
+                    }
+                });
+            }
+            (_, _) => tree::kill_group(group),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn modes_round_trip_through_their_ids() {
+        for mode in [SandboxMode::WorkspaceWrite, SandboxMode::ReadOnly, SandboxMode::Off] {
+            assert_eq!(SandboxMode::parse(mode.id()), Some(mode));
+        }
+        assert_eq!(SandboxMode::parse("none"), None);
+    }
+
+    #[tokio::test]
+    async fn a_direct_child_gets_the_cleaned_environment() {
+        let dir = tempfile::tempdir().unwrap();
+        let policy = ProcessPolicy {
+            env: ChildEnv { remove: vec!["HOME".into()], path: Some("/usr/bin:/bin".into()) },
+            ..ProcessPolicy::default()
+        };
+        let script = OsStr::new("echo \"[$HOME][$PATH]\"");
+        let mut local = policy.spawn(OsStr::new("bash"), &[OsStr::new("-c"), script], dir.path(), &[]).unwrap();
+        let mut stdout = local.take_stdout().unwrap();
+        let mut out = String::new();
+        tokio::io::AsyncReadExt::read_to_string(&mut stdout, &mut out).await.unwrap();
+        assert!(local.wait().await.unwrap().success());
+        assert_eq!(out, "[][/usr/bin:/bin]\n");
+    }
+}

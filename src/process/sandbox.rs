@@ -1,0 +1,92 @@
+//! The Landlock sandbox of local commands: writes confined to a list of places, TCP optionally
+//! refused, signals to processes outside the sandbox refused, reads left alone. The supervisor (a
+//! fresh single-threaded process) builds the ruleset and the command enters it between fork and
+//! exec, so the command and everything it starts are inside and the supervisor is not: the
+//! command can neither kill its supervisor (and so escape its cleanup) nor cairn or the editor.
+//!
+//! Best effort by kernel ABI: write rights up to ABI 3 (file truncation), TCP bind and connect at
+//! ABI 4, the signal scope at ABI 6. UDP and other protocols are not covered. [`support`] asks the
+//! kernel what it enforces.
+
+use std::path::PathBuf;
+
+use landlock::{
+    ABI, Access, AccessFs, AccessNet, CompatLevel, Compatible, Ruleset, RulesetAttr, RulesetCreated,
+    RulesetCreatedAttr, Scope, path_beneath_rules,
+};
+
+use super::SandboxMode;
+
+/// Writable in every sandboxed mode: what commands need to work.
+const DEVICES: &[&str] =
+    &["/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty", "/dev/ptmx", "/dev/pts"];
+
+/// The newest ABI whose write rights were tested with cairn (ABI 3 added truncation).
+const FS_ABI: ABI = ABI::V3;
+/// TCP bind and connect came with ABI 4.
+const NET_ABI: ABI = ABI::V4;
+
+/// What the running kernel's Landlock can enforce.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Support {
+    /// Confining writes (Landlock at all).
+    pub filesystem: bool,
+    /// Refusing TCP connect and bind (ABI ≥ 4).
+    pub network: bool,
+    /// Refusing signals to processes outside the sandbox (ABI ≥ 6).
+    pub signals: bool,
+}
+
+/// Asks the kernel (by creating and discarding rulesets that must be enforced fully).
+pub fn support() -> Support {
+    let fs = Ruleset::default()
+        .set_compatibility(CompatLevel::HardRequirement)
+        .handle_access(AccessFs::from_write(ABI::V1))
+        .and_then(Ruleset::create);
+    let net = Ruleset::default()
+        .set_compatibility(CompatLevel::HardRequirement)
+        .handle_access(AccessNet::from_all(NET_ABI))
+        .and_then(Ruleset::create);
+    let signals = Ruleset::default()
+        .set_compatibility(CompatLevel::HardRequirement)
+        .scope(Scope::Signal)
+        .and_then(Ruleset::create);
+    Support { filesystem: fs.is_ok(), network: net.is_ok(), signals: signals.is_ok() }
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("cannot set up the sandbox: {0}")]
+pub struct SandboxError(#[from] landlock::RulesetError);
+
+/// The ruleset for a command: under `mode`, writes only beneath `writable` and [`DEVICES`];
+/// without `network`, no TCP connect or bind; signals only within. `None` when neither the
+/// filesystem nor the network is to be confined (`off` with the network allowed). What the
+/// kernel cannot enforce is left out (cairn warns about it once).
+pub fn prepare(mode: SandboxMode, network: bool, writable: &[PathBuf]) -> Result<Option<RulesetCreated>, SandboxError> {
+    let confine_fs = match mode {
+        SandboxMode::WorkspaceWrite | SandboxMode::ReadOnly => true,
+        SandboxMode::Off => false,
+    };
+    if !confine_fs && network {
+        return Ok(None);
+    }
+    let mut ruleset = Ruleset::default().scope(Scope::Signal)?;
+    if confine_fs {
+        ruleset = ruleset.handle_access(AccessFs::from_write(FS_ABI))?;
+    }
+    if !network {
+        ruleset = ruleset.handle_access(AccessNet::from_all(NET_ABI))?;
+    }
+    let mut created = ruleset.create()?;
+    if confine_fs {
+        let places = DEVICES.iter().map(PathBuf::from).chain(writable.iter().cloned());
+        created = created.add_rules(path_beneath_rules(places, AccessFs::from_write(FS_ABI)))?;
+    }
+    Ok(Some(created))
+}
+
+/// Puts the calling process (and its future children) into the ruleset, with `no_new_privs`.
+/// Not enforced (or partly) means the kernel lacks it; cairn has said so already.
+pub fn enter(ruleset: RulesetCreated) -> std::io::Result<()> {
+    ruleset.restrict_self().map(drop).map_err(std::io::Error::other)
+}

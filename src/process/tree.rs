@@ -1,0 +1,153 @@
+//! Process trees: killing a process group, finding and killing every descendant of a process
+//! (through `/proc`), and the few `prctl`s and signals the supervisor needs. Every `unsafe` call
+//! of the process module is here, one per function.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+/// How often the descendants are looked for again while some are still dying.
+const KILL_ROUNDS: usize = 200;
+const KILL_PAUSE: Duration = Duration::from_millis(1);
+
+#[allow(unsafe_code)]
+pub fn kill_group(group: u32) {
+    let Ok(group) = libc::pid_t::try_from(group) else { return };
+    // SAFETY: killpg takes plain integers and touches no memory of ours; a group that is gone makes it fail with ESRCH, which is fine.
+    unsafe { libc::killpg(group, libc::SIGKILL) };
+}
+
+#[allow(unsafe_code)]
+fn kill_pid(pid: u32) {
+    let Ok(pid) = libc::pid_t::try_from(pid) else { return };
+    // SAFETY: kill takes plain integers and touches no memory of ours; a process that is gone makes it fail with ESRCH.
+    unsafe { libc::kill(pid, libc::SIGKILL) };
+}
+
+/// Makes orphaned descendants of this process its children instead of init's, so that a
+/// process that `setsid`s and double-forks away from its group can still be found and killed.
+#[allow(unsafe_code)]
+pub fn become_subreaper() {
+    // SAFETY: prctl with PR_SET_CHILD_SUBREAPER takes an integer flag and touches no memory of ours.
+    unsafe {
+        libc::prctl(
+            libc::PR_SET_CHILD_SUBREAPER,
+            1 as libc::c_ulong,
+            0 as libc::c_ulong,
+            0 as libc::c_ulong,
+            0 as libc::c_ulong,
+        )
+    };
+}
+
+/// Makes this process undumpable: its `/proc/<pid>/environ` and memory become unreadable to
+/// other processes of the same user (a command cannot read the keys out of cairn), and it
+/// never dumps core.
+#[allow(unsafe_code)]
+pub fn deny_inspection() {
+    // SAFETY: prctl with PR_SET_DUMPABLE takes an integer flag and touches no memory of ours.
+    unsafe {
+        libc::prctl(
+            libc::PR_SET_DUMPABLE,
+            0 as libc::c_ulong,
+            0 as libc::c_ulong,
+            0 as libc::c_ulong,
+            0 as libc::c_ulong,
+        )
+    };
+}
+
+/// Ends this process the way `signal` ended its child, so the parent sees the same.
+pub fn die_by(signal: i32) -> ! {
+    deny_inspection();
+    reset_signal(signal);
+    raise(signal);
+    std::process::exit(128 + signal)
+}
+
+#[allow(unsafe_code)]
+fn reset_signal(signal: i32) {
+    // SAFETY: restores the default action of a signal; no handler of ours is involved.
+    unsafe { libc::signal(signal, libc::SIG_DFL) };
+}
+
+#[allow(unsafe_code)]
+fn raise(signal: i32) {
+    // SAFETY: sends a signal to this process; with its default action it ends the process.
+    unsafe { libc::raise(signal) };
+}
+
+/// Kills every live descendant of `root` (not `root` itself), again and again until none is
+/// left: a parent killed first hands its children to the nearest subreaper, found next round.
+pub fn kill_descendants(root: u32) {
+    for _ in 0..KILL_ROUNDS {
+        let found = descendants(root);
+        if found.is_empty() {
+            return;
+        }
+        for pid in found {
+            kill_pid(pid);
+        }
+        std::thread::sleep(KILL_PAUSE);
+    }
+}
+
+/// The live (not zombie) descendants of `root`, from one pass over `/proc`.
+fn descendants(root: u32) -> Vec<u32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else { return Vec::new() };
+    let mut children: HashMap<u32, Vec<u32>> = HashMap::new();
+    for entry in entries.flatten() {
+        let Some(pid) = entry.file_name().to_str().and_then(|name| name.parse::<u32>().ok()) else { continue };
+        if let Some((state, parent)) = stat(pid)
+            && !matches!(state, 'Z' | 'X')
+        {
+            children.entry(parent).or_default().push(pid);
+        }
+    }
+    let mut found = Vec::new();
+    let mut pending = vec![root];
+    while let Some(pid) = pending.pop() {
+        if let Some(kids) = children.get(&pid) {
+            found.extend(kids);
+            pending.extend(kids);
+        }
+    }
+    found
+}
+
+/// State and parent of a process, from `/proc/<pid>/stat` (`pid (comm) S ppid …`; the command
+/// name may itself hold spaces and parentheses, so the fields are read after the last `)`).
+fn stat(pid: u32) -> Option<(char, u32)> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let mut fields = text.get(text.rfind(')')? + 1..)?.split_whitespace();
+    let state = fields.next()?.chars().next()?;
+    let parent = fields.next()?.parse().ok()?;
+    Some((state, parent))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn descendants_are_found_through_every_generation_and_killed() {
+        let mut child = std::process::Command::new("bash").args(["-c", "(sleep 60; true) & sleep 60"]).spawn().unwrap();
+        let root = child.id();
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while descendants(root).len() < 3 && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        // The subshell, its sleep (a grandchild) and the other sleep.
+        assert_eq!(descendants(root).len(), 3);
+        kill_descendants(root);
+        assert!(descendants(root).is_empty());
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+
+    #[test]
+    fn stat_reads_past_a_command_name_with_spaces_and_parentheses() {
+        let (state, parent) = stat(std::process::id()).unwrap();
+        assert!(state.is_ascii_alphabetic());
+        assert!(parent > 0);
+    }
+}

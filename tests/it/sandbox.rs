@@ -1,0 +1,200 @@
+//! The process side of the trust boundary: local commands get no provider keys and no relative
+//! `PATH` entries, die with cairn (whatever they started), and run in the Landlock sandbox —
+//! writes inside the workspace and the temp dirs only, TCP refused when `network = false`.
+//!
+//! Commands run in `bypass` mode, so permissions never interfere. The sandbox tests skip, with
+//! the reason printed, where the kernel has no Landlock.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+
+use crate::support::{Agent, Reply, TestEnv, alive};
+use crate::tools::{set_mode, tool_results, turn};
+
+/// Runs `command` as the model's one `bash` call in a new bypass session; the output the model got.
+async fn bash(env: &TestEnv, command: &str) -> String {
+    env.mock.push(Reply::tool_calls(&[("c1", "bash", json!({"command": command}))]));
+    env.mock.push(Reply::text(&["done"]));
+    let mut agent = env.ready().await;
+    let session = agent.new_session(&env.cwd()).await;
+    set_mode(&mut agent, &session, "bypass").await;
+    let before = env.mock.requests().len();
+    let (response, _) = turn(&mut agent, &session, "run it").await;
+    assert_eq!(response["result"]["stopReason"], "end_turn");
+    finish(&mut agent).await;
+    tool_results(env, before + 1)[0]["content"].as_str().unwrap().to_owned()
+}
+
+async fn finish(agent: &mut Agent) {
+    agent.close_stdin();
+    agent.wait_exit().await;
+}
+
+/// A directory outside every place the sandbox allows (the test's temp dirs are under `/tmp`).
+fn outside(name: &str) -> PathBuf {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("sandbox-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn landlock(what: &str) -> bool {
+    let support = cairn::process::landlock_support();
+    let there = match what {
+        "network" => support.network,
+        "signals" => support.signals,
+        _ => support.filesystem,
+    };
+    if !there {
+        println!("skipped: this kernel's Landlock cannot restrict the {what} ({support:?})");
+    }
+    there
+}
+
+#[tokio::test]
+async fn commands_never_see_the_provider_keys_unless_passed_through() {
+    let mut env = TestEnv::new().await;
+    env.set_env("KEY_COPY", "sk-test");
+    let output = bash(&env, "printenv OPENAI_API_KEY; echo \"[$OPENAI_API_KEY][$KEY_COPY]\"").await;
+    assert_eq!(output, "[][]\n\n[exit status 0]", "the key and a copy of it under another name are gone");
+    let mut store = Vec::new();
+    for file in ["cairn.db", "cairn.db-wal"] {
+        store.extend(std::fs::read(env.home().join(file)).unwrap_or_default());
+    }
+    assert!(!store.is_empty());
+    assert!(!store.windows(7).any(|bytes| bytes == b"sk-test"), "the key is nowhere in the database");
+
+    env.write_config("[tools]\nenv_passthrough = [\"OPENAI_API_KEY\"]\n");
+    let output = bash(&env, "printenv OPENAI_API_KEY; echo \"[$OPENAI_API_KEY][$KEY_COPY]\"").await;
+    assert_eq!(output, "sk-test\n[sk-test][sk-test]\n\n[exit status 0]", "named in env_passthrough, it is passed");
+}
+
+#[tokio::test]
+async fn a_program_planted_in_the_workspace_cannot_shadow_a_command() {
+    let mut env = TestEnv::new().await;
+    let planted = env.workspace().join("cat");
+    std::fs::write(&planted, "#!/bin/sh\necho planted\n").unwrap();
+    std::fs::set_permissions(&planted, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    env.set_env("PATH", &format!(".::{}", std::env::var("PATH").unwrap()));
+    let output = bash(&env, "echo real | cat; echo \"$PATH\" | tr ':' '\\n' | grep -v '^/' | wc -l").await;
+    assert_eq!(output, "real\n0\n\n[exit status 0]", "no empty or relative entry is left in PATH");
+}
+
+#[tokio::test]
+async fn kill_9_of_cairn_kills_every_process_a_running_command_started() {
+    let env = TestEnv::new().await;
+    let pids = env.workspace().join("pids");
+    let command = format!(
+        "sleep 60 & echo $! > {pids}; setsid sleep 60 & echo $! >> {pids}; (echo $BASHPID >> {pids}; exec sleep 60)",
+        pids = pids.display()
+    );
+    env.mock.push(Reply::tool_calls(&[("c1", "bash", json!({"command": command}))]));
+    let mut agent = env.ready().await;
+    let session = agent.new_session(&env.cwd()).await;
+    set_mode(&mut agent, &session, "bypass").await;
+    agent.prompt(&session, "go").await;
+    let started = Instant::now();
+    let running = loop {
+        let listed = std::fs::read_to_string(&pids).unwrap_or_default();
+        let running: Vec<String> = listed.lines().map(str::to_owned).collect();
+        if running.len() == 3 && running.iter().all(|pid| alive(pid)) {
+            break running;
+        }
+        assert!(started.elapsed() < Duration::from_secs(10), "the command did not start: {listed:?}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    };
+    agent.kill9().await;
+    let killed = Instant::now();
+    while running.iter().any(|pid| alive(pid)) && killed.elapsed() < Duration::from_secs(2) {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let left: Vec<&String> = running.iter().filter(|pid| alive(pid)).collect();
+    assert!(left.is_empty(), "background, setsid'd and foreground sleeps die with cairn; alive: {left:?}");
+}
+
+#[tokio::test]
+async fn workspace_write_allows_the_workspace_and_refuses_outside() {
+    if !landlock("filesystem") {
+        return;
+    }
+    let env = TestEnv::new().await;
+    let outside = outside("ww");
+    let command = format!("touch {}/x; echo \"outside=$?\"; touch inside.txt; echo \"inside=$?\"", outside.display());
+    let output = bash(&env, &command).await;
+    assert!(output.contains("Permission denied") && output.contains("outside=1"), "{output}");
+    assert!(output.contains("inside=0"), "{output}");
+    assert!(!outside.join("x").exists());
+    assert!(env.workspace().join("inside.txt").exists());
+}
+
+#[tokio::test]
+async fn symlinks_proc_paths_and_renames_do_not_lead_out() {
+    if !landlock("filesystem") {
+        return;
+    }
+    let env = TestEnv::new().await;
+    let out = outside("links");
+    let command = format!(
+        "{{ ln -s {out} link; echo x > link/a; ln -s {out} /tmp/link-$$; echo x > /tmp/link-$$/b; \
+         echo x > /proc/self/root{out}/c; echo x > d; mv d {out}/d; rm /tmp/link-$$; ls {out} | wc -l; }} 2>&1",
+        out = out.display()
+    );
+    let output = bash(&env, &command).await;
+    assert_eq!(output.matches("Permission denied").count(), 4, "{output}");
+    assert!(output.ends_with("0\n\n[exit status 0]"), "nothing was written outside: {output}");
+}
+
+#[tokio::test]
+async fn a_command_cannot_signal_its_supervisor_or_cairn() {
+    if !landlock("signals") {
+        return;
+    }
+    let env = TestEnv::new().await;
+    let command =
+        "kill -0 $PPID; echo \"supervisor=$?\"; kill -0 $(awk '{print $4}' /proc/$PPID/stat); echo \"cairn=$?\"";
+    let output = bash(&env, command).await;
+    assert!(output.contains("supervisor=1") && output.contains("cairn=1"), "{output}");
+}
+
+#[tokio::test]
+async fn read_only_refuses_writes_even_in_the_workspace() {
+    if !landlock("filesystem") {
+        return;
+    }
+    let env = TestEnv::new().await;
+    env.write_config("[sandbox]\nmode = \"read-only\"\n");
+    let command = "{ cat /etc/hostname > /dev/null && echo read; touch inside.txt; echo \"inside=$?\"; } 2>&1";
+    let output = bash(&env, command).await;
+    assert!(output.starts_with("read\n") && output.contains("inside=1"), "{output}");
+    assert!(!env.workspace().join("inside.txt").exists());
+}
+
+#[tokio::test]
+async fn off_allows_writing_anywhere_the_user_may() {
+    let env = TestEnv::new().await;
+    env.write_config("[sandbox]\nmode = \"off\"\n");
+    let outside = outside("off");
+    let output = bash(&env, &format!("touch {}/x; echo \"outside=$?\"", outside.display())).await;
+    assert!(output.contains("outside=0"), "{output}");
+    assert!(outside.join("x").exists());
+}
+
+#[tokio::test]
+async fn network_false_refuses_tcp_and_true_allows_it() {
+    if !landlock("network") {
+        return;
+    }
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let connect = format!("exec 3<>/dev/tcp/127.0.0.1/{port} && echo connected");
+    let env = TestEnv::new().await;
+    env.write_config("[sandbox]\nnetwork = false\n");
+    let output = bash(&env, &connect).await;
+    assert!(!output.contains("connected") && output.contains("Permission denied"), "{output}");
+
+    env.write_config("[sandbox]\nnetwork = true\n");
+    let output = bash(&env, &connect).await;
+    assert!(output.starts_with("connected"), "{output}");
+}
