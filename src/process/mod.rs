@@ -140,6 +140,20 @@ impl ProcessPolicy {
         Ok(Local { group: child.id(), child: Some(child), watch, exited: false })
     }
 
+    /// What the model is told when a sandboxed command fails on a refused write, so it can tell
+    /// the user instead of retrying blindly; `None` when commands run unsandboxed.
+    pub fn refusal_hint(&self) -> Option<String> {
+        if self.launcher == Launcher::Direct || self.sandbox == SandboxMode::Off || !landlock_support().filesystem {
+            return None;
+        }
+        Some(format!(
+            "[cairn's sandbox ({}) lets local commands write only inside the workspace, the temp dirs and \
+             `[sandbox] writable` in cairn's config.toml; a refused write fails with \"Permission denied\" or \
+             \"Read-only file system\". If the command needs to write elsewhere, tell the user.]",
+            self.sandbox.id()
+        ))
+    }
+
     /// Says once per process, on stderr, what the kernel cannot enforce of the sandbox.
     fn warn_once(&self) {
         static WARNED: Once = Once::new();

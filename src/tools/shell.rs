@@ -111,9 +111,15 @@ async fn local(args: &BashArgs, ctx: &ToolContext, timeout: Duration) -> Result<
         None => "[killed by a signal]".to_owned(),
     };
     let output = if text.is_empty() { ending } else { format!("{text}\n{ending}") };
+    let refused = ["Permission denied", "Read-only file system", "Operation not permitted"];
+    let hint =
+        (code != Some(0) && refused.iter().any(|r| text.contains(r))).then(|| ctx.process.refusal_hint()).flatten();
     Ok(ToolOutcome {
         content: vec![ToolContent::Text { text: output.clone() }],
-        output,
+        output: match hint {
+            Some(hint) => format!("{output}\n{hint}"),
+            None => output,
+        },
         failed: code != Some(0),
         ..ToolOutcome::default()
     })

@@ -127,6 +127,11 @@ async fn workspace_write_allows_the_workspace_and_refuses_outside() {
     assert!(output.contains("inside=0"), "{output}");
     assert!(!outside.join("x").exists());
     assert!(env.workspace().join("inside.txt").exists());
+    let refused = bash(&env, &format!("touch {}/y", outside.display())).await;
+    assert!(
+        refused.contains("[exit status 1]\n[cairn's sandbox (workspace-write) lets local commands write only"),
+        "{refused}"
+    );
 }
 
 #[tokio::test]
