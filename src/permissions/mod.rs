@@ -300,3 +300,5 @@ pub fn describe_rule(rule: &Rule) -> String {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod attack_tests;
