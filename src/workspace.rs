@@ -5,7 +5,9 @@
 //! A dangling link is followed to where a write would land, so `ln -s /elsewhere/new.txt x`
 //! makes `x` outside until proven inside; a link loop, an unreadable directory or a target that
 //! is not UTF-8 cannot be judged and says why. Protected paths (`.git/`, agent configuration,
-//! `.env*` files, cairn's own configuration and data) are named with the reason they matter.
+//! `.env*` files, configuration that tools run as code such as `.cargo/` or `.husky/`, cairn's
+//! own configuration and data) are named with the reason they matter; names are compared
+//! without case.
 
 use std::io::ErrorKind;
 use std::path::{Component, Path, PathBuf};
@@ -185,6 +187,7 @@ impl Workspace {
 }
 
 const PRIVATE: &str = "cairn's own configuration and data";
+const TOOL_CONFIG: &str = "tool configuration that builds, tests and commits run as code";
 
 /// Whether a path inside a root (given relative to it) is protected, and whether it is secret.
 fn protected(relative: &Path) -> Option<(&'static str, bool)> {
@@ -195,14 +198,29 @@ fn protected(relative: &Path) -> Option<(&'static str, bool)> {
             Component::Prefix(_) | Component::RootDir | Component::CurDir | Component::ParentDir => None,
         })
         .collect();
-    for name in &names {
-        let name = name.to_string_lossy();
-        match name.as_ref() {
+    let last = names.len().saturating_sub(1);
+    for (at, name) in names.iter().enumerate() {
+        // Compared without case: on case-insensitive disks `.GIT/hooks` is git's hooks.
+        let name = name.to_string_lossy().to_ascii_lowercase();
+        match name.as_str() {
             ".git" => return Some(("git's hooks and configuration run code at the next git command", false)),
             ".cairn" | ".agents" | ".claude" => {
                 return Some(("agent configuration and instructions change what agents do", false));
             }
             _ if name.starts_with(".env") => return Some(("environment files hold secrets and run code", true)),
+            ".cargo" | ".husky" | ".vscode" | ".idea" | ".devcontainer" => return Some((TOOL_CONFIG, false)),
+            ".npmrc"
+            | ".yarnrc"
+            | ".yarnrc.yml"
+            | ".pre-commit-config.yaml"
+            | "lefthook.yml"
+            | ".lefthook.yml"
+            | "rust-toolchain"
+            | "rust-toolchain.toml"
+                if at == last =>
+            {
+                return Some((TOOL_CONFIG, false));
+            }
             _ => {}
         }
     }

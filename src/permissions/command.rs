@@ -45,8 +45,17 @@ fn runs_of(words: &[Word], depth: usize, out: &mut Vec<Run>) {
     let args = &words[1..];
     out.push(Run { program: program.clone(), args: args.to_vec() });
     let Some(name) = program else { return };
+    if unseen(first, &name, args) {
+        // What it runs is in a file, on stdin or in code: this reading cannot see it.
+        out.push(Run { program: None, args: Vec::new() });
+    }
     match inner(&name, args) {
         Inner::None => {}
+        Inner::Program(at) if name == "xargs" && feeds_unknown(&args[at..]) => {
+            // xargs appends what it reads: to a shell or a wrapper, that is the program.
+            runs_of(&args[at..], depth + 1, out);
+            out.push(Run { program: None, args: Vec::new() });
+        }
         Inner::Program(at) => runs_of(&args[at..], depth + 1, out),
         Inner::Programs(starts) => {
             for (from, to) in starts {
@@ -69,6 +78,39 @@ fn runs_of(words: &[Word], depth: usize, out: &mut Vec<Run>) {
             }
         }
     }
+}
+
+/// Whether a run hides what it finally runs: a program run by its path (a copy of `rm` under
+/// another name), a shell reading a script or stdin, an interpreter given code, a builtin
+/// that evaluates its computed arguments, git with configuration (aliases) on its command line.
+fn unseen(first: &Word, name: &str, args: &[Word]) -> bool {
+    let literal = |w: &Word| w.kind == WordKind::Literal;
+    let text = |w: &Word| w.text.clone();
+    if first.text.contains('/') || kinds::runs_code(name) {
+        return true;
+    }
+    if is_shell(name) {
+        return !args
+            .iter()
+            .any(|w| literal(w) && w.text.starts_with('-') && !w.text.starts_with("--") && w.text.contains('c'));
+    }
+    match name {
+        "source" | "." | "alias" | "enable" | "bind" | "fc" | "complete" | "compgen" | "parallel" | "hyperfine" => true,
+        "let" | "declare" | "typeset" | "local" | "readonly" | "export" | "printf" | "read" | "mapfile"
+        | "readarray" | "test" | "[" | "unset" | "shopt" => args.iter().any(|w| !literal(w) || w.text.contains('[')),
+        "git" => args.iter().map(text).any(|a| a.starts_with("-c") || a.starts_with("--config-env")),
+        "make" | "gmake" => args
+            .iter()
+            .map(text)
+            .any(|a| ["-f", "--file", "--makefile", "-E", "--eval"].iter().any(|o| a.starts_with(o))),
+        "xargs" => args.iter().any(|w| ["-I", "-i", "--replace"].iter().any(|o| w.text.starts_with(o))),
+        _ => false,
+    }
+}
+
+/// Whether the program xargs starts is one that runs its (appended) arguments.
+fn feeds_unknown(words: &[Word]) -> bool {
+    words.first().and_then(program_name).is_some_and(|name| is_shell(&name) || wrapper_spec(&name).is_some())
 }
 
 /// The name a command word runs: the last part of its path, once quotes are removed; `None`
@@ -186,14 +228,20 @@ fn wrapper_spec(name: &str) -> Option<Wrapper> {
         "entr" => wrapper(&[], &["-a", "-c", "-cc", "-d", "-n", "-p", "-r", "-s", "-z"], 0),
         "xvfb-run" | "dbus-run-session" | "proxychains" | "proxychains4" | "torsocks" | "firejail" | "unshare"
         | "nsenter" | "numactl" | "valgrind" | "runuser" | "sg" | "systemd-run" | "bwrap" | "gdb" | "perf"
-        | "parallel" | "hyperfine" | "flatpak-spawn" | "distrobox-enter" => wrapper(&[], &[], usize::MAX),
+        | "parallel" | "hyperfine" | "flatpak-spawn" | "distrobox-enter" | "prlimit" | "setpriv" | "unbuffer"
+        | "rlwrap" | "ssh-agent" | "dbus-launch" | "pkexec" | "runcon" | "chpst" | "newgrp" | "script" => {
+            wrapper(&[], &[], usize::MAX)
+        }
         _ => return None,
     })
 }
 
 /// Shells: `-c STRING` runs the string; otherwise the first argument is a script file.
 fn is_shell(name: &str) -> bool {
-    matches!(name, "sh" | "bash" | "zsh" | "dash" | "ksh" | "mksh" | "ash" | "fish" | "yash" | "posh" | "csh" | "tcsh")
+    matches!(
+        name,
+        "sh" | "bash" | "rbash" | "zsh" | "dash" | "ksh" | "mksh" | "ash" | "fish" | "yash" | "posh" | "csh" | "tcsh"
+    )
 }
 
 fn inner(name: &str, args: &[Word]) -> Inner {
@@ -202,6 +250,24 @@ fn inner(name: &str, args: &[Word]) -> Inner {
     }
     match name {
         "eval" => return joined(args),
+        "trap" => {
+            // `trap 'COMMANDS' SIGNAL…`: the first argument is code.
+            return match args.iter().find(|w| !w.text.starts_with('-')) {
+                Some(word) if word.kind == WordKind::Literal => Inner::Shell(word.text.clone()),
+                Some(_) => Inner::Unknown,
+                None => Inner::None,
+            };
+        }
+        "mapfile" | "readarray" => {
+            return match args.iter().position(|w| w.text == "-C") {
+                Some(at) => match args.get(at + 1) {
+                    Some(word) if word.kind == WordKind::Literal => Inner::Shell(word.text.clone()),
+                    _ => Inner::Unknown,
+                },
+                None if args.iter().any(|w| w.text.starts_with("-C")) => Inner::Unknown,
+                None => Inner::None,
+            };
+        }
         "watch" => {
             return after_options(args, &["-n", "-d", "--interval", "--differences"])
                 .map_or(Inner::None, |at| joined(&args[at..]));
@@ -235,13 +301,17 @@ fn inner(name: &str, args: &[Word]) -> Inner {
             at += 1;
             continue;
         }
-        if name == "env" && (text == "-S" || text == "--split-string" || text.starts_with("-S")) {
-            let string = if text.len() > 2 && !text.starts_with("--") {
-                Some(text[2..].to_owned())
-            } else {
-                args.get(at + 1).map(|w| w.text.clone())
-            };
-            return string.map_or(Inner::Unknown, Inner::Shell);
+        if name == "env" {
+            // `-S STRING`, `-iS'…'`, `--split-string=…`: a command line env splits and runs.
+            if let Some(string) = text.strip_prefix("--split-string=") {
+                return Inner::Shell(string.to_owned());
+            }
+            let cluster = text.starts_with('-') && !text.starts_with("--");
+            if text == "--split-string" || (cluster && text.contains('S')) {
+                let attached = text.split_once('S').map(|(_, rest)| rest).filter(|rest| !rest.is_empty());
+                let string = attached.map(str::to_owned).or_else(|| args.get(at + 1).map(|w| w.text.clone()));
+                return string.map_or(Inner::Unknown, Inner::Shell);
+            }
         }
         if text.starts_with('-') && text.len() > 1 {
             let option = text.split('=').next().unwrap_or(text);

@@ -48,12 +48,21 @@ pub trait Paths {
 }
 
 impl Paths for Workspace {
+    /// A program resolves `..` after following the links before it (`link/../x`), as the kernel
+    /// does, so an argument is not normalized first.
     fn place(&self, path: &str) -> Place {
-        self.locate(&self.resolve(path)).place
+        let joined = if Path::new(path).is_absolute() { Path::new(path).to_path_buf() } else { self.cwd().join(path) };
+        self.locate(&joined).place
     }
 
     fn glob(&self, pattern: &str) -> Result<Vec<String>, String> {
-        Ok(self.expand(pattern)?.into_iter().map(|p| p.display().to_string()).collect())
+        self.expand(pattern)?
+            .into_iter()
+            .map(|path| match path.to_str() {
+                Some(text) => Ok(text.to_owned()),
+                None => Err(format!("`{pattern}` matches {}, which is not valid UTF-8", path.display())),
+            })
+            .collect()
     }
 }
 
@@ -108,24 +117,43 @@ fn word_escapes(word: &Word, paths: &dyn Paths, out: &mut Vec<String>, computed:
     }
 }
 
-/// The parts of an argument that may be paths: the whole, an option's value (`--out=x`,
-/// `-I/usr/include`), what follows `=` or `:` (`of=/dev/sda`, `host:/etc`), each
-/// whitespace-separated piece (a script handed to a program).
+/// The parts of an argument that may be paths: the whole; an option's value, attached to any
+/// letter of a cluster of short options (`-I/usr/include`, `-at/etc` is `-a -t /etc`) or after
+/// `=` (`--out=x`); what follows `=`, `:` or `,` (`of=/dev/sda`, `host:/etc`); a response file
+/// (`@/etc/passwd`); each whitespace-separated piece (a script handed to a program).
 fn literal_escapes(text: &str, paths: &dyn Paths, out: &mut Vec<String>) {
+    if text.chars().count() > MAX_ARGUMENT {
+        out.push(format!("an argument is too long to check ({} characters)", text.chars().count()));
+        return;
+    }
     let mut candidates: Vec<&str> = Vec::new();
     for piece in text.split_whitespace() {
+        let piece = piece.trim_start_matches('@');
         if let Some(option) = piece.strip_prefix("--") {
             candidates.extend(option.split_once('=').map(|(_, value)| value));
         } else if let Some(option) = piece.strip_prefix('-') {
-            candidates.extend(option.char_indices().nth(1).map(|(at, _)| &option[at..]));
+            candidates.extend(option.char_indices().skip(1).map(|(at, _)| &option[at..]));
         } else {
             candidates.push(piece);
         }
         for (at, c) in piece.char_indices() {
             if c == '=' || c == ':' || c == ',' {
-                candidates.push(&piece[at + c.len_utf8()..]);
+                candidates.push(piece[at + c.len_utf8()..].trim_start_matches('@'));
             }
         }
+    }
+    if candidates.len() <= 4 * MAX_CANDIDATES {
+        let mut seen = Vec::with_capacity(candidates.len());
+        candidates.retain(|c| {
+            !seen.contains(c) && {
+                seen.push(*c);
+                true
+            }
+        });
+    }
+    if candidates.len() > MAX_CANDIDATES {
+        out.push(format!("an argument has too many parts that may be paths to check ({})", candidates.len()));
+        return;
     }
     for candidate in candidates {
         if candidate.is_empty() || HARMLESS.contains(&candidate) {
@@ -138,6 +166,11 @@ fn literal_escapes(text: &str, paths: &dyn Paths, out: &mut Vec<String>) {
         place_escape(candidate, paths.place(candidate), out);
     }
 }
+
+/// Arguments longer than this are not taken apart (a hostile line could make that slow).
+const MAX_ARGUMENT: usize = 4096;
+/// Parts of one argument that may be paths, checked one by one at most.
+const MAX_CANDIDATES: usize = 64;
 
 fn place_escape(shown: &str, place: Place, out: &mut Vec<String>) {
     match place {
@@ -156,14 +189,19 @@ impl CommandFacts {
             Err(err) => return Some(Rejects::Maybe(format!("the command line does not parse as shell ({err})"))),
         };
         let name = words.first().map(|w| w.rsplit('/').next().unwrap_or(w))?;
-        let mut unknown = None;
+        let mut unknown =
+            script.latent.then(|| Rejects::Maybe("the command line holds code that bash may still evaluate".into()));
         for run in runs.get_or_init(|| command::runs(script)) {
             match &run.program {
                 Some(program) if program == name && leading(run).starts_with(&words[1..]) => {
                     return Some(Rejects::Yes);
                 }
                 Some(_) => {}
-                None => unknown = Some(Rejects::Maybe("a program in the line is computed when it runs".into())),
+                None => {
+                    unknown = Some(Rejects::Maybe(
+                        "a program in the line is computed when it runs, or runs code cairn cannot see".into(),
+                    ));
+                }
             }
         }
         unknown
@@ -209,7 +247,9 @@ impl CommandFacts {
             .filter(|c| command::exact_only(c).is_some() || !existing.iter().any(|p| covers(p, c)))
             .collect();
         match open.as_slice() {
-            [one] if command::exact_only(one).is_none() => Some(command::rule_words(one).join(" ")),
+            [one] if command::exact_only(one).is_none() => {
+                Some(command::rule_words(one).map_or(exact, |words| words.join(" ")))
+            }
             _ => Some(exact),
         }
     }
@@ -228,7 +268,11 @@ impl CommandFacts {
             let program = Word { text: name, kind: WordKind::Literal, quoted: false };
             let words: Vec<Word> = std::iter::once(program).chain(run.args).collect();
             let command = Command { words, ..Command::default() };
-            command::exact_only(&command).is_none().then(|| command::rule_words(&command).join(" "))
+            command::exact_only(&command)
+                .is_none()
+                .then(|| command::rule_words(&command))
+                .flatten()
+                .map(|w| w.join(" "))
         });
         found.unwrap_or(exact)
     }
@@ -236,6 +280,11 @@ impl CommandFacts {
 
 /// Why a line is more than lists and pipelines of commands at its top level.
 fn not_plain(script: &Script) -> Option<String> {
+    if script.latent {
+        return Some(
+            "the command line holds code that bash may still evaluate ($((…)), [[ … ]], a quoted $(…))".into(),
+        );
+    }
     if script.compound {
         return Some("the command line uses shell control structures, subshells or functions".into());
     }
@@ -271,7 +320,18 @@ fn leading(run: &Run) -> Vec<String> {
         }
         let text = word.text.as_str();
         if text.starts_with('-') || text.starts_with('+') {
-            skip_value = matches!(text, "-C" | "-c" | "--git-dir" | "--work-tree" | "--namespace" | "--manifest-path");
+            skip_value = matches!(
+                text,
+                "-C" | "-c"
+                    | "--git-dir"
+                    | "--work-tree"
+                    | "--namespace"
+                    | "--config-env"
+                    | "--attr-source"
+                    | "--super-prefix"
+                    | "--exec-path"
+                    | "--manifest-path"
+            );
             continue;
         }
         out.push(text.to_owned());

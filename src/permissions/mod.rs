@@ -299,6 +299,6 @@ pub fn describe_rule(rule: &Rule) -> String {
 }
 
 #[cfg(test)]
-mod tests;
+mod attacks;
 #[cfg(test)]
-mod attack_tests;
+mod tests;

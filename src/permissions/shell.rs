@@ -18,6 +18,10 @@ pub struct Script {
     /// Uses more than lists and pipelines of simple commands: control structures, subshells,
     /// groups, function definitions, tests or arithmetic.
     pub compound: bool,
+    /// Holds text that bash may still run as code without it appearing as a command here: a
+    /// quoted `$(…)` or backquote (which `printf -v`, `declare`, `[[ -eq ]]` or arithmetic can
+    /// evaluate), arithmetic on variables, `${x@P}`, `${!x}`, aliases.
+    pub latent: bool,
 }
 
 /// One simple command: assignments, words and redirections.
@@ -131,19 +135,63 @@ struct Parser {
     heredocs: Vec<Heredoc>,
 }
 
-/// How deep substitutions and subshells may nest before a line is refused as unreadable.
+/// How deep substitutions, expansions and compound commands may nest before a line is
+/// refused as unreadable.
 const MAX_NESTING: usize = 64;
+/// How far a `[` or `{` looks ahead for its closing character.
+const LOOKAHEAD: usize = 256;
 
 const KEYWORDS_COMPOUND: [&str; 10] = ["if", "then", "else", "elif", "do", "while", "until", "!", "{", "coproc"];
 const KEYWORDS_CLOSING: [&str; 4] = ["fi", "done", "esac", "}"];
 
 impl Parser {
+    /// The index of the first character at or after `i` that no line continuation (`\` and a
+    /// newline, which bash removes before it reads words) hides.
+    fn join(&self, mut i: usize) -> usize {
+        while self.chars.get(i) == Some(&'\\') && self.chars.get(i + 1) == Some(&'\n') {
+            i += 2;
+        }
+        i
+    }
+
+    /// The next character, line continuations skipped.
     fn peek(&self) -> Option<char> {
-        self.chars.get(self.pos).copied()
+        self.chars.get(self.join(self.pos)).copied()
     }
 
     fn peek_at(&self, ahead: usize) -> Option<char> {
-        self.chars.get(self.pos + ahead).copied()
+        let mut i = self.join(self.pos);
+        for _ in 0..ahead {
+            i = self.join(i + 1);
+        }
+        self.chars.get(i).copied()
+    }
+
+    /// Consumes `n` characters, and the line continuations before them.
+    fn bump(&mut self, n: usize) {
+        for _ in 0..n {
+            self.pos = self.join(self.pos) + 1;
+        }
+    }
+
+    /// The next character as written, where continuations are not removed (inside single
+    /// quotes, `$'…'`, comments and quoted here-documents).
+    fn raw(&self) -> Option<char> {
+        self.chars.get(self.pos).copied()
+    }
+
+    /// One level deeper into substitutions, expansions and compound commands; refused past
+    /// [`MAX_NESTING`] so a hostile line cannot exhaust the stack.
+    fn enter(&mut self) -> Result<(), ParseError> {
+        if self.depth >= MAX_NESTING {
+            return Err(self.error("substitutions are nested too deeply to be checked"));
+        }
+        self.depth += 1;
+        Ok(())
+    }
+
+    fn leave(&mut self) {
+        self.depth -= 1;
     }
 
     fn starts_with(&self, text: &str) -> bool {
@@ -155,18 +203,16 @@ impl Parser {
     }
 
     fn skip_blanks(&mut self) {
-        loop {
-            match self.peek() {
-                Some(' ' | '\t') => self.pos += 1,
-                Some('\\') if self.peek_at(1) == Some('\n') => self.pos += 2,
-                _ => return,
-            }
+        while let Some(' ' | '\t') = self.peek() {
+            self.bump(1);
         }
     }
 
+    /// A comment runs to the end of its line; a backslash at its end continues nothing.
     fn skip_comment(&mut self) {
         if self.peek() == Some('#') {
-            while self.peek().is_some_and(|c| c != '\n') {
+            self.pos = self.join(self.pos);
+            while self.raw().is_some_and(|c| c != '\n') {
                 self.pos += 1;
             }
         }
@@ -179,49 +225,44 @@ impl Parser {
             self.skip_comment();
             let Some(c) = self.peek() else {
                 return match end {
-                    End::Eof => {
-                        if self.heredocs.is_empty() {
-                            Ok(Ended::Eof)
-                        } else {
-                            Err(self.error("a here-document has no body"))
-                        }
-                    }
+                    // bash ends a here-document still open at the end of the input there.
+                    End::Eof => Ok(Ended::Eof),
                     End::Paren => Err(self.error("a `(` or `$(` is never closed")),
                     End::CaseItem => Err(self.error("a `case` is never closed with `esac`")),
                 };
             };
             match c {
                 '\n' => {
-                    self.pos += 1;
+                    self.bump(1);
                     self.heredoc_bodies()?;
                 }
                 ')' if end == End::Paren => {
-                    self.pos += 1;
+                    self.bump(1);
                     return Ok(Ended::Paren);
                 }
                 ')' => return Err(self.error("unexpected `)`")),
                 ';' if end == End::CaseItem && self.peek_at(1) == Some(';') => {
-                    self.pos += 2;
+                    self.bump(2);
                     if self.peek() == Some('&') {
-                        self.pos += 1;
+                        self.bump(1);
                     }
                     return Ok(Ended::Item);
                 }
                 ';' if end == End::CaseItem && self.peek_at(1) == Some('&') => {
-                    self.pos += 2;
+                    self.bump(2);
                     return Ok(Ended::Item);
                 }
                 ';' if self.peek_at(1) == Some(';') => return Err(self.error("unexpected `;;` outside a `case`")),
-                ';' => self.pos += 1,
+                ';' => self.bump(1),
                 '&' if self.peek_at(1) == Some('>') => {
                     if self.command(end)? == Next::Esac {
                         return Ok(Ended::Esac);
                     }
                 }
                 '&' | '|' => {
-                    self.pos += 1;
+                    self.bump(1);
                     if matches!(self.peek(), Some('&' | '|')) {
-                        self.pos += 1;
+                        self.bump(1);
                     }
                 }
                 _ => {
@@ -248,22 +289,22 @@ impl Parser {
                 }
                 Some('(') if at_start && self.peek_at(1) == Some('(') => {
                     self.script.compound = true;
-                    self.pos += 2;
+                    self.bump(2);
                     self.arithmetic()?;
                 }
                 Some('(') if at_start => {
                     self.script.compound = true;
-                    self.pos += 1;
+                    self.bump(1);
                     self.nested(End::Paren)?;
                 }
                 Some('(') if command.words.len() == 1 && command.assignments.is_empty() => {
                     // `name () { …; }`: a function definition.
-                    self.pos += 1;
+                    self.bump(1);
                     self.skip_blanks();
                     if self.peek() != Some(')') {
                         return Err(self.error("expected `)` in a function definition"));
                     }
-                    self.pos += 1;
+                    self.bump(1);
                     self.script.compound = true;
                     command.words.clear();
                 }
@@ -277,11 +318,11 @@ impl Parser {
                     command.redirects.push(redirect);
                 }
                 Some(_) => {
-                    let start = self.pos;
                     let word = self.word()?;
                     if matches!(self.peek(), Some('<' | '>'))
                         && self.peek_at(1) != Some('(')
-                        && is_descriptor(&self.chars[start..self.pos])
+                        && !word.quoted
+                        && is_descriptor(&word.text)
                     {
                         let redirect = self.redirect(Some(word))?;
                         command.redirects.push(redirect);
@@ -298,7 +339,7 @@ impl Parser {
                             }
                             None if is_assignment(&word.text) => {
                                 if word.text.ends_with('=') && self.peek() == Some('(') {
-                                    self.pos += 1;
+                                    self.bump(1);
                                     self.array()?;
                                 }
                                 command.assignments.push(word);
@@ -308,7 +349,7 @@ impl Parser {
                         }
                     } else if command.words.is_empty() && !word.quoted && is_assignment(&word.text) {
                         if word.text.ends_with('=') && self.peek() == Some('(') {
-                            self.pos += 1;
+                            self.bump(1);
                             self.array()?;
                         }
                         command.assignments.push(word);
@@ -330,12 +371,14 @@ impl Parser {
 
     /// A list nested one level deeper (subshell, command or process substitution).
     fn nested(&mut self, end: End) -> Result<(), ParseError> {
-        if self.depth >= MAX_NESTING {
-            return Err(self.error("substitutions are nested too deeply to be checked"));
-        }
-        self.depth += 1;
+        self.enter()?;
+        // A here-document declared outside is read after the outer line's newline, not after
+        // one inside the substitution (bash reads the whole substitution first).
+        let outer = std::mem::take(&mut self.heredocs);
         let result = self.list(end);
-        self.depth -= 1;
+        let inner = std::mem::replace(&mut self.heredocs, outer);
+        self.heredocs.extend(inner);
+        self.leave();
         result.map(|_| ())
     }
 
@@ -348,7 +391,7 @@ impl Parser {
         if op == "&" {
             return Err(self.error("unexpected `&`"));
         }
-        self.pos += op.chars().count();
+        self.bump(op.chars().count());
         self.skip_blanks();
         if matches!(self.peek(), None | Some('\n' | ';' | '|' | '&' | '(' | ')' | '<' | '>')) {
             return Err(self.error("a redirection has no target"));
@@ -373,6 +416,7 @@ impl Parser {
 
     fn absorb(&mut self, script: Script) {
         self.script.compound |= script.compound;
+        self.script.latent |= script.latent;
         self.script.commands.extend(script.commands.into_iter().map(|mut c| {
             c.nested = true;
             c
@@ -382,6 +426,7 @@ impl Parser {
     /// One word, up to an unquoted metacharacter.
     fn word(&mut self) -> Result<Word, ParseError> {
         let mut word = WordBuilder::default();
+        self.pos = self.join(self.pos);
         let start = self.pos;
         while let Some(c) = self.peek() {
             match c {
@@ -389,7 +434,7 @@ impl Parser {
                 // An array value, a function definition, or a syntax error: the command decides.
                 '(' => break,
                 '<' | '>' if self.peek_at(1) == Some('(') => {
-                    self.pos += 2;
+                    self.bump(2);
                     self.nested(End::Paren)?;
                     word.dynamic = true;
                 }
@@ -397,61 +442,91 @@ impl Parser {
                 '#' if self.pos == start => break,
                 '\\' => {
                     word.quoted = true;
-                    match self.peek_at(1) {
-                        Some('\n') => self.pos += 2,
-                        Some(next) => {
-                            word.push_quoted(next);
-                            self.pos += 2;
-                        }
-                        None => {
-                            self.pos += 1;
-                        }
+                    if let Some(next) = self.peek_at(1) {
+                        word.push_quoted(next);
                     }
+                    self.bump(2);
                 }
                 '\'' | '"' | '$' | '`' => self.expansion_or_quote(&mut word)?,
                 '~' if self.pos == start => {
                     word.dynamic = true;
                     word.push(c);
-                    self.pos += 1;
+                    self.bump(1);
                 }
                 '*' | '?' => {
                     word.glob = true;
                     word.push(c);
-                    self.pos += 1;
+                    self.bump(1);
                 }
                 '[' => {
-                    if self.chars[self.pos + 1..].iter().take_while(|c| !is_meta(**c)).any(|c| *c == ']') {
-                        word.glob = true;
+                    match self.closes_ahead(']') {
+                        Some(true) => word.glob = true,
+                        Some(false) => {}
+                        // Too far to look: a pattern this reading does not follow.
+                        None => word.dynamic = true,
                     }
                     word.push(c);
-                    self.pos += 1;
+                    self.bump(1);
                 }
                 '{' => {
-                    if self.brace_expansion_ahead() {
+                    if !word.dynamic && self.brace_expansion_ahead() {
                         word.dynamic = true;
                     }
                     word.push(c);
-                    self.pos += 1;
+                    self.bump(1);
                 }
                 _ => {
                     word.push(c);
-                    self.pos += 1;
+                    self.bump(1);
                 }
             }
         }
         if self.pos == start {
             return Err(self.error("unexpected character"));
         }
+        if word.latent() {
+            self.script.latent = true;
+        }
         Ok(word.build())
     }
 
-    /// Whether an unquoted `{` here opens a brace expansion (`{a,b}`, `{1..3}`).
+    /// Whether `close` comes before the end of the word; `None` past [`LOOKAHEAD`] characters.
+    fn closes_ahead(&self, close: char) -> Option<bool> {
+        let mut i = self.join(self.pos);
+        for _ in 0..LOOKAHEAD {
+            i = self.join(i + 1);
+            match self.chars.get(i) {
+                None => return Some(false),
+                Some(c) if is_meta(*c) => return Some(false),
+                Some(c) if *c == close => return Some(true),
+                Some(_) => {}
+            }
+        }
+        None
+    }
+
+    /// Whether an unquoted `{` here opens a brace expansion (`{a,b}`, `{'/x',y}`, `{1..3}`):
+    /// quotes inside the braces do not stop one. Past [`LOOKAHEAD`] characters, assume it does.
     fn brace_expansion_ahead(&self) -> bool {
         let mut depth = 0usize;
         let mut range = false;
         let mut previous = '{';
-        for c in self.chars[self.pos..].iter().copied() {
+        let mut quote: Option<char> = None;
+        let mut i = self.join(self.pos);
+        for _ in 0..LOOKAHEAD {
+            let Some(c) = self.chars.get(i).copied() else { return false };
+            i = self.join(i + 1);
+            if let Some(open) = quote {
+                if c == open {
+                    quote = None;
+                } else if c == '\\' && open == '"' {
+                    i = self.join(i + 1);
+                }
+                continue;
+            }
             match c {
+                '\'' | '"' => quote = Some(c),
+                '\\' => i = self.join(i + 1),
                 '{' => depth += 1,
                 '}' => {
                     depth = depth.saturating_sub(1);
@@ -461,12 +536,12 @@ impl Parser {
                 }
                 ',' if depth == 1 => return true,
                 '.' if depth == 1 && previous == '.' => range = true,
-                c if is_meta(c) || c == '\'' || c == '"' || c == '\\' => return false,
+                c if is_meta(c) => return false,
                 _ => {}
             }
             previous = c;
         }
-        false
+        true
     }
 }
 
@@ -489,12 +564,10 @@ fn is_meta(c: char) -> bool {
 }
 
 /// `2`, `10` or `{fd}` right before a redirection operator.
-fn is_descriptor(raw: &[char]) -> bool {
-    (!raw.is_empty() && raw.iter().all(char::is_ascii_digit))
-        || (raw.len() > 2
-            && raw[0] == '{'
-            && raw[raw.len() - 1] == '}'
-            && raw[1..raw.len() - 1].iter().all(|c| c.is_ascii_alphanumeric() || *c == '_'))
+fn is_descriptor(text: &str) -> bool {
+    let name = text.strip_prefix('{').and_then(|t| t.strip_suffix('}'));
+    (!text.is_empty() && text.chars().all(|c| c.is_ascii_digit()))
+        || name.is_some_and(|n| !n.is_empty() && n.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'))
 }
 
 /// The target of `>&` / `<&` that copies or closes a descriptor rather than naming a file.

@@ -1,8 +1,8 @@
 //! Which commands may be remembered as "this program on files in this workspace" and which
 //! only as their exact text: shells, wrappers and interpreters (`bash`, `env`, `xargs`, `sudo`,
-//! `python`, `awk`, …) run whatever their arguments say, and a few options turn ordinary tools
-//! into such runners (`find -exec`, `git -c`, `tar --to-command`). Also the words a program
-//! rule remembers (`cargo test`, `npm run build`).
+//! `python`, `awk`, `sqlite3`, …) run whatever their arguments say, and a few options turn
+//! ordinary tools into such runners (`find -exec`, `git -c`, `git grep -O`, `tar
+//! --to-command`). Also the words a program rule remembers (`cargo test`, `npm run build`).
 
 use super::{is_shell, program_name, wrapper_spec};
 use crate::permissions::shell::{self, Command};
@@ -18,7 +18,7 @@ pub fn exact_only(command: &Command) -> Option<String> {
     if first.text.contains('/') {
         return Some(format!("`{}` is run by its path, and what is there can change", first.text));
     }
-    if is_shell(&name) || wrapper_spec(&name).is_some() || is_interpreter(&name) {
+    if is_shell(&name) || wrapper_spec(&name).is_some() || runs_code(&name) || listed(OTHER_RUNNERS, &name) {
         return Some(format!("`{name}` runs whatever its arguments say"));
     }
     if STATEFUL_BUILTINS.contains(&name.as_str()) {
@@ -38,83 +38,27 @@ pub const STATEFUL_BUILTINS: [&str; 21] = [
     "readonly", "trap", "enable", "hash", "source", ".", "umask", "ulimit", "exec",
 ];
 
-/// Programs that run code given in their arguments or files (language interpreters, stream
-/// editors with commands that execute or write, remote shells, terminal multiplexers, …).
-fn is_interpreter(name: &str) -> bool {
-    const NAMES: [&str; 51] = [
-        "python",
-        "python2",
-        "python3",
-        "pypy",
-        "awk",
-        "gawk",
-        "mawk",
-        "nawk",
-        "sed",
-        "gsed",
-        "perl",
-        "node",
-        "nodejs",
-        "deno",
-        "bun",
-        "bunx",
-        "npx",
-        "pnpx",
-        "uvx",
-        "pipx",
-        "ruby",
-        "irb",
-        "php",
-        "lua",
-        "luajit",
-        "tclsh",
-        "wish",
-        "Rscript",
-        "R",
-        "julia",
-        "osascript",
-        "pwsh",
-        "powershell",
-        "java",
-        "jshell",
-        "expect",
-        "ssh",
-        "scp",
-        "sftp",
-        "nc",
-        "ncat",
-        "socat",
-        "telnet",
-        "tmux",
-        "screen",
-        "vi",
-        "vim",
-        "nvim",
-        "emacs",
-        "ed",
-        "ex",
-    ];
-    const MORE: [&str; 17] = [
-        "less",
-        "more",
-        "man",
-        "open",
-        "xdg-open",
-        "docker",
-        "podman",
-        "kubectl",
-        "systemctl",
-        "crontab",
-        "at",
-        "kill",
-        "pkill",
-        "killall",
-        "batch",
-        "watch",
-        "dotnet-script",
-    ];
-    NAMES.contains(&name)
-        || MORE.contains(&name)
+/// Programs that run code given in their arguments or files: language interpreters, stream
+/// editors with commands that execute or write, database shells with shell escapes, remote
+/// shells, editors and multiplexers.
+const INTERPRETERS: &str = "python python2 python3 pypy pypy3 awk gawk mawk nawk sed gsed perl node nodejs deno \
+    bun bunx npx pnpx uvx pipx ruby irb php lua luajit tclsh wish Rscript R julia osascript pwsh powershell java \
+    jshell expect sqlite3 psql mysql mariadb dc m4 guile racket ocaml ghci erl iex elixir scala groovy kotlin \
+    clojure swipl gnuplot octave nix-shell toybox ssh scp sftp nc ncat socat telnet tmux screen vi vim nvim emacs \
+    ed ex dotnet-script";
+
+/// Programs that act beyond the workspace's files or the session (other processes, the desktop,
+/// containers, services, timers): only ever remembered exactly.
+const OTHER_RUNNERS: &str =
+    "less more man open xdg-open docker podman kubectl systemctl crontab at batch kill pkill killall watch";
+
+fn listed(list: &str, name: &str) -> bool {
+    list.split_whitespace().any(|n| n == name)
+}
+
+/// Whether a program runs code given in its arguments or files (`python3.12` too).
+pub fn runs_code(name: &str) -> bool {
+    listed(INTERPRETERS, name)
         || ["python", "pypy", "ruby", "perl", "php", "lua", "node"].iter().any(|prefix| {
             name.strip_prefix(prefix)
                 .is_some_and(|v| !v.is_empty() && v.chars().all(|c| c.is_ascii_digit() || c == '.'))
@@ -123,94 +67,73 @@ fn is_interpreter(name: &str) -> bool {
 
 /// An option or subcommand that makes an ordinary program run others or write anywhere.
 fn runner_option<'a>(name: &str, args: &[&'a str]) -> Option<&'a str> {
-    let option = |flags: &[&str]| {
+    let option = |flags: &str| {
         args.iter().copied().find(|arg| {
-            flags.iter().any(|f| arg.strip_prefix(f).is_some_and(|rest| rest.is_empty() || rest.starts_with('=')))
+            flags
+                .split_whitespace()
+                .any(|f| arg.strip_prefix(f).is_some_and(|rest| rest.is_empty() || rest.starts_with('=')))
         })
     };
+    // Short options whose value may be attached (`-ccore.pager=sh`, `-O'cmd'`).
+    let attached = |flags: &str| {
+        args.iter().copied().find(|arg| flags.split_whitespace().any(|f| arg.starts_with(f) && !arg.starts_with("--")))
+    };
+    let first = args.first().copied();
     match name {
-        "find" => option(&["-exec", "-execdir", "-ok", "-okdir", "-delete", "-fprint", "-fprint0", "-fprintf", "-fls"]),
+        "find" => option("-exec -execdir -ok -okdir -delete -fprint -fprint0 -fprintf -fls"),
         "git" => {
             let sub = args.iter().copied().find(|a| !a.starts_with('-'));
-            option(&[
-                "-c",
-                "--config-env",
-                "--exec-path",
-                "--upload-pack",
-                "--receive-pack",
-                "--template",
-                "--exec",
-                "-x",
-                "--extcmd",
-                "--tool",
-            ])
-            .or_else(|| args.iter().copied().find(|a| a.starts_with("-c")))
+            option(
+                "-c --config-env --exec-path --upload-pack --receive-pack --template --exec -x --extcmd --tool \
+                 --open-files-in-pager",
+            )
+            .or_else(|| attached("-c -O"))
             .or_else(|| {
                 sub.filter(|s| {
-                    [
-                        "config",
-                        "submodule",
-                        "bisect",
-                        "filter-branch",
-                        "filter-repo",
-                        "difftool",
-                        "mergetool",
-                        "send-email",
-                        "daemon",
-                        "instaweb",
-                        "credential",
-                        "hook",
-                        "alias",
-                    ]
-                    .contains(s)
+                    listed(
+                        "config submodule bisect filter-branch filter-repo difftool mergetool send-email daemon \
+                         instaweb credential hook alias",
+                        s,
+                    )
                 })
             })
-            .or_else(|| {
-                sub.filter(|s| ["clone", "fetch", "pull", "ls-remote", "archive"].contains(s))
-                    .and_then(|_| option(&["-u"]))
-            })
+            .or_else(|| sub.filter(|s| listed("clone fetch pull ls-remote archive", s)).and_then(|_| option("-u")))
         }
-        "tar" => option(&[
-            "--to-command",
-            "-I",
-            "--use-compress-program",
-            "--checkpoint-action",
-            "-F",
-            "--info-script",
-            "--new-volume-script",
-            "--rsh-command",
-        ]),
-        "rsync" => option(&["-e", "--rsh", "--rsync-path"]),
-        "make" | "gmake" => option(&["-f", "--file", "--makefile", "-E", "--eval", "-C", "--directory"])
+        "tar" => option(
+            "--to-command -I --use-compress-program --checkpoint-action -F --info-script --new-volume-script \
+             --rsh-command",
+        ),
+        "rsync" => option("-e --rsh --rsync-path"),
+        "make" | "gmake" => option("-f --file --makefile -E --eval -C --directory")
             .or_else(|| args.iter().copied().find(|a| shell::is_assignment(a))),
-        "sort" => option(&["--compress-program"]),
-        "zip" => option(&["-T", "-TT", "--unzip-command"]),
-        "cargo" => option(&["--config", "-Z"])
-            .or_else(|| args.first().copied().filter(|s| ["install", "uninstall"].contains(s))),
-        "npm" | "pnpm" | "yarn" => option(&["-g", "--global", "--prefix"])
-            .or_else(|| args.first().copied().filter(|s| ["exec", "x", "dlx", "create", "init", "link"].contains(s))),
+        "sort" => option("--compress-program"),
+        "zip" => option("-T -TT --unzip-command"),
+        "cargo" => option("--config -Z").or_else(|| first.filter(|s| listed("install uninstall", s))),
+        "npm" | "pnpm" | "yarn" => {
+            option("-g --global --prefix").or_else(|| first.filter(|s| listed("exec x dlx create init link", s)))
+        }
         "pip" | "pip3" | "uv" | "poetry" | "pdm" | "hatch" | "rye" | "conda" | "mamba" | "gem" | "go" | "brew"
         | "apt" | "apt-get" | "dnf" | "yum" | "pacman" | "nix" | "bundle" | "pipenv" | "rustup" => {
-            args.first().copied().filter(|s| {
-                ["install", "run", "exec", "tool", "shell", "develop", "add", "upgrade", "update", "pip"].contains(s)
-            })
+            first.filter(|s| listed("install run exec tool shell develop add upgrade update pip", s))
         }
         _ => None,
     }
 }
 
 /// The words a program rule for `command` remembers: the program, and its subcommand for
-/// programs that have them (`git status`, `cargo test`, `npm run build`).
-pub fn rule_words(command: &Command) -> Vec<String> {
+/// programs that have them (`git status`, `cargo test`, `npm run build`). `None` when such a
+/// program's subcommand is not where it can be told (`git --no-pager log`, `cargo +nightly
+/// test`): remembering the whole program would cover every subcommand, so only the exact line
+/// is remembered.
+pub fn rule_words(command: &Command) -> Option<Vec<String>> {
     let words: Vec<&str> = command.words.iter().map(|w| w.text.as_str()).collect();
-    let Some(name) = command.words.first().and_then(program_name) else { return Vec::new() };
+    let name = command.words.first().and_then(program_name)?;
     let plain = |w: &&str| {
         !w.is_empty() && !w.starts_with('-') && w.chars().all(|c| c.is_ascii_alphanumeric() || "-_:.".contains(c))
     };
     let mut out = vec![name.clone()];
-    if HAS_SUBCOMMANDS.contains(&name.as_str())
-        && let Some(sub) = words.get(1).copied().filter(plain)
-    {
+    if listed(HAS_SUBCOMMANDS, &name) {
+        let sub = words.get(1).copied().filter(plain)?;
         out.push(sub.to_owned());
         if ["npm", "pnpm", "yarn"].contains(&name.as_str())
             && ["run", "run-script"].contains(&sub)
@@ -219,50 +142,9 @@ pub fn rule_words(command: &Command) -> Vec<String> {
             out.push(script.to_owned());
         }
     }
-    out
+    Some(out)
 }
 
-const HAS_SUBCOMMANDS: [&str; 42] = [
-    "git",
-    "cargo",
-    "go",
-    "npm",
-    "pnpm",
-    "yarn",
-    "pip",
-    "pip3",
-    "uv",
-    "poetry",
-    "pdm",
-    "hatch",
-    "rye",
-    "just",
-    "make",
-    "gmake",
-    "gh",
-    "rustup",
-    "dotnet",
-    "mvn",
-    "gradle",
-    "gradlew",
-    "terraform",
-    "helm",
-    "rake",
-    "mix",
-    "cabal",
-    "stack",
-    "zig",
-    "flutter",
-    "dart",
-    "composer",
-    "brew",
-    "apt",
-    "apt-get",
-    "conda",
-    "nix",
-    "bazel",
-    "swift",
-    "tox",
-    "nox",
-    "task",
-];
+const HAS_SUBCOMMANDS: &str = "git cargo go npm pnpm yarn pip pip3 uv poetry pdm hatch rye just make gmake gh rustup \
+    dotnet mvn gradle gradlew terraform helm rake mix cabal stack zig flutter dart composer brew apt apt-get conda nix \
+    bazel swift tox nox task";

@@ -16,8 +16,8 @@ fn first(line: &str) -> Command {
 fn a_program_is_found_however_it_is_spelled_or_wrapped() {
     let cases: &[(&str, &[&str])] = &[
         ("rm -rf build", &["rm"]),
-        ("/bin/rm x", &["rm"]),
-        ("./node_modules/.bin/rm x", &["rm"]),
+        ("/bin/rm x", &["rm", "?"]),
+        ("./node_modules/.bin/rm x", &["rm", "?"]),
         ("\\rm x", &["rm"]),
         ("'rm' x", &["rm"]),
         ("\"rm\" x", &["rm"]),
@@ -33,7 +33,7 @@ fn a_program_is_found_however_it_is_spelled_or_wrapped() {
         ("env -S 'rm -rf x'", &["env", "rm"]),
         ("xargs rm", &["xargs", "rm"]),
         ("xargs -0 -n 1 rm", &["xargs", "rm"]),
-        ("xargs -I{} rm {}", &["xargs", "rm"]),
+        ("xargs -I{} rm {}", &["xargs", "?", "rm"]),
         ("sudo rm x", &["sudo", "rm"]),
         ("sudo -u root -E rm x", &["sudo", "rm"]),
         ("nice -n 10 rm x", &["nice", "rm"]),
@@ -46,7 +46,7 @@ fn a_program_is_found_however_it_is_spelled_or_wrapped() {
         ("sh -c \"ls; rm x\"", &["sh", "ls", "rm"]),
         ("bash -lc 'cd x && rm y'", &["bash", "cd", "rm"]),
         ("bash -o pipefail -c 'rm x'", &["bash", "rm"]),
-        ("bash script.sh", &["bash"]),
+        ("bash script.sh", &["bash", "?"]),
         ("eval rm x", &["eval", "rm"]),
         ("eval 'rm x; ls'", &["eval", "rm", "ls"]),
         ("find . -name '*.o' -exec rm {} \\;", &["find", "rm"]),
@@ -159,15 +159,17 @@ fn a_program_rule_remembers_the_program_and_its_subcommand() {
         ("ls -la /tmp", "ls"),
         ("grep foo src", "grep"),
         ("cargo test --lib", "cargo test"),
-        ("cargo +nightly test", "cargo"),
+        ("cargo +nightly test", "(exact)"),
         ("git status", "git status"),
-        ("git --no-pager log", "git"),
+        ("git --no-pager log", "(exact)"),
+        ("make", "(exact)"),
         ("npm run build -- --watch", "npm run build"),
         ("npm test", "npm test"),
         ("make test", "make test"),
         ("'cat' x", "cat"),
     ];
     for (line, words) in cases {
-        assert_eq!(rule_words(&first(line)).join(" "), words, "{line}");
+        let remembered = rule_words(&first(line)).map_or_else(|| "(exact)".to_owned(), |w| w.join(" "));
+        assert_eq!(remembered, words, "{line}");
     }
 }

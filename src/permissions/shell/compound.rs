@@ -22,7 +22,7 @@ impl Parser {
                 self.script.compound = true;
                 self.skip_blanks();
                 if self.starts_with("-p") && self.peek_at(2).is_none_or(is_blank_or_end) {
-                    self.pos += 2;
+                    self.bump(2);
                 }
                 Ok(Some(Next::More))
             }
@@ -30,7 +30,7 @@ impl Parser {
                 self.script.compound = true;
                 self.skip_blanks();
                 if self.starts_with("((") {
-                    self.pos += 2;
+                    self.bump(2);
                     self.arithmetic()?;
                     return Ok(Some(Next::More));
                 }
@@ -48,18 +48,24 @@ impl Parser {
                 self.word()?;
                 self.skip_blanks();
                 if self.starts_with("()") {
-                    self.pos += 2;
+                    self.bump(2);
                 }
                 Ok(Some(Next::More))
             }
             "[[" => {
                 self.script.compound = true;
-                self.test()?;
+                self.enter()?;
+                let result = self.test();
+                self.leave();
+                result?;
                 Ok(Some(Next::More))
             }
             "case" => {
                 self.script.compound = true;
-                self.case()?;
+                self.enter()?;
+                let result = self.case();
+                self.leave();
+                result?;
                 Ok(Some(Next::More))
             }
             _ => Ok(None),
@@ -88,26 +94,24 @@ impl Parser {
                 }
                 self.pos = start;
             } else {
-                self.pos += 1;
+                self.bump(1);
             }
             // Patterns separated by `|`, up to `)`.
             loop {
                 self.skip_blanks();
                 match self.peek() {
                     Some(')') => {
-                        self.pos += 1;
+                        self.bump(1);
                         break;
                     }
-                    Some('|') => self.pos += 1,
+                    Some('|') => self.bump(1),
                     None => return Err(self.error("a `case` pattern is never closed with `)`")),
                     Some(_) => {
                         self.word()?;
                     }
                 }
             }
-            self.depth += 1;
             let ended = self.list(End::CaseItem);
-            self.depth -= 1;
             match ended? {
                 Ended::Esac => return Ok(()),
                 Ended::Item => {}
@@ -121,24 +125,26 @@ impl Parser {
             self.skip_blanks();
             self.skip_comment();
             if self.peek() == Some('\n') {
-                self.pos += 1;
+                self.bump(1);
             } else {
                 return;
             }
         }
     }
 
-    /// `[[ … ]]`, after `[[`: words and operators up to `]]`.
+    /// `[[ … ]]`, after `[[`: words and operators up to `]]`. Its arithmetic comparisons
+    /// evaluate what variables hold, so the line is marked latent.
     fn test(&mut self) -> Result<(), ParseError> {
+        self.script.latent = true;
         loop {
             self.skip_blanks();
             match self.peek() {
                 None => return Err(self.error("a `[[` is never closed with `]]`")),
                 Some(']') if self.peek_at(1) == Some(']') && self.peek_at(2).is_none_or(is_word_end) => {
-                    self.pos += 2;
+                    self.bump(2);
                     return Ok(());
                 }
-                Some('<' | '>' | '(' | ')' | '&' | '|' | '!' | '\n') => self.pos += 1,
+                Some('<' | '>' | '(' | ')' | '&' | '|' | '!' | '\n') => self.bump(1),
                 Some(';') => return Err(self.error("unexpected `;` inside `[[ … ]]`")),
                 Some(_) => {
                     self.word()?;
@@ -147,44 +153,60 @@ impl Parser {
         }
     }
 
-    /// `(( … ))` or `$(( … ))`, after the opening `((`: up to the matching `))`.
+    /// `(( … ))` or `$(( … ))`, after the opening `((`: up to the matching `))`. Arithmetic
+    /// evaluates what variables hold (array subscripts included), so the line is marked latent.
     pub(super) fn arithmetic(&mut self) -> Result<(), ParseError> {
+        self.enter()?;
+        let result = self.arithmetic_body();
+        self.leave();
+        result
+    }
+
+    fn arithmetic_body(&mut self) -> Result<(), ParseError> {
+        self.script.latent = true;
         let mut open = 0usize;
         loop {
             match self.peek() {
                 None => return Err(self.error("a `((` is never closed with `))`")),
                 Some('(') => {
                     open += 1;
-                    self.pos += 1;
+                    self.bump(1);
                 }
                 Some(')') if open == 0 => {
                     if self.peek_at(1) != Some(')') {
                         return Err(self.error("a `((` is closed by a single `)`"));
                     }
-                    self.pos += 2;
+                    self.bump(2);
                     return Ok(());
                 }
                 Some(')') => {
                     open -= 1;
-                    self.pos += 1;
+                    self.bump(1);
                 }
                 Some('$' | '`' | '\'' | '"' | '\\') => {
                     let mut sink = WordBuilder::default();
                     self.expansion_or_quote(&mut sink)?;
                 }
-                Some(_) => self.pos += 1,
+                Some(_) => self.bump(1),
             }
         }
     }
 
     /// `name=( … )`, after the `(`: array elements up to `)`.
     pub(super) fn array(&mut self) -> Result<(), ParseError> {
+        self.enter()?;
+        let result = self.array_body();
+        self.leave();
+        result
+    }
+
+    fn array_body(&mut self) -> Result<(), ParseError> {
         loop {
             self.skip_space_and_newlines();
             match self.peek() {
                 None => return Err(self.error("an array assignment is never closed with `)`")),
                 Some(')') => {
-                    self.pos += 1;
+                    self.bump(1);
                     return Ok(());
                 }
                 Some(_) => {
@@ -194,51 +216,63 @@ impl Parser {
         }
     }
 
-    /// The bodies of pending here-documents, after a newline.
+    /// The bodies of pending here-documents, after a newline. With an unquoted delimiter, a
+    /// line ending in a backslash continues on the next (before the delimiter is looked for,
+    /// as bash does), and the body is expanded like a double-quoted string: its substitutions
+    /// run. With a quoted delimiter, the body is read as written.
     pub(super) fn heredoc_bodies(&mut self) -> Result<(), ParseError> {
         for heredoc in std::mem::take(&mut self.heredocs) {
-            loop {
-                if self.peek().is_none() {
-                    // bash warns and ends the document at the end of input.
-                    return Ok(());
-                }
-                let start = self.pos;
-                while self.peek().is_some_and(|c| c != '\n') {
-                    self.pos += 1;
-                }
-                let line: String = self.chars[start..self.pos].iter().collect();
-                if self.peek() == Some('\n') {
-                    self.pos += 1;
-                }
-                let line = if heredoc.strip_tabs { line.trim_start_matches('\t') } else { &line };
-                if line == heredoc.delimiter {
+            let mut body = String::new();
+            // bash warns and ends a document at the end of the input.
+            while self.raw().is_some() {
+                let mut line = String::new();
+                loop {
+                    while let Some(c) = self.raw().filter(|c| *c != '\n') {
+                        line.push(c);
+                        self.pos += 1;
+                    }
+                    let ended = self.raw() == Some('\n');
+                    if ended {
+                        self.pos += 1;
+                    }
+                    let backslashes = line.chars().rev().take_while(|c| *c == '\\').count();
+                    if heredoc.expands && ended && backslashes % 2 == 1 {
+                        line.pop();
+                        continue;
+                    }
                     break;
                 }
-                if heredoc.expands && (line.contains("$(") || line.contains('`')) {
-                    // The body is expanded like a double-quoted string: its substitutions run.
-                    let mut body = Parser {
-                        chars: line.chars().collect(),
-                        pos: 0,
-                        depth: self.depth + 1,
-                        script: Script::default(),
-                        heredocs: Vec::new(),
-                    };
-                    body.double_quoted_text()?;
-                    self.absorb(body.script);
+                let shown = if heredoc.strip_tabs { line.trim_start_matches('\t') } else { &line };
+                if shown == heredoc.delimiter {
+                    break;
                 }
+                body.push_str(shown);
+                body.push('\n');
+            }
+            if heredoc.expands && (body.contains('$') || body.contains('`')) {
+                let mut parser = Parser {
+                    chars: body.chars().collect(),
+                    pos: 0,
+                    depth: self.depth,
+                    script: Script::default(),
+                    heredocs: Vec::new(),
+                };
+                parser.enter()?;
+                parser.double_quoted_text()?;
+                self.absorb(parser.script);
             }
         }
         Ok(())
     }
 
-    /// Reads a here-document line as the inside of double quotes, for its substitutions.
+    /// Reads a here-document body as the inside of double quotes, for its substitutions.
     fn double_quoted_text(&mut self) -> Result<(), ParseError> {
         let mut sink = WordBuilder::default();
         while let Some(c) = self.peek() {
             match c {
-                '\\' => self.pos += 2,
+                '\\' => self.bump(2),
                 '$' | '`' => self.expansion_or_quote(&mut sink)?,
-                _ => self.pos += 1,
+                _ => self.bump(1),
             }
         }
         Ok(())

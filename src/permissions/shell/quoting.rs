@@ -30,6 +30,12 @@ impl WordBuilder {
         self.pattern.push(c);
     }
 
+    /// Quoted text that reads like code (`'$(rm x)'`, a backquote): a builtin that evaluates
+    /// strings (`printf -v`, `declare`, arithmetic) may run it.
+    pub fn latent(&self) -> bool {
+        self.quoted && (self.text.contains("$(") || self.text.contains('`'))
+    }
+
     pub fn build(self) -> Word {
         let kind = if self.dynamic {
             WordKind::Dynamic
@@ -48,9 +54,10 @@ impl Parser {
         match self.peek() {
             Some('\'') => {
                 word.quoted = true;
-                self.pos += 1;
+                self.bump(1);
+                // Inside single quotes nothing is special, a line continuation neither.
                 loop {
-                    match self.peek() {
+                    match self.raw() {
                         None => return Err(self.error("a single quote is never closed")),
                         Some('\'') => {
                             self.pos += 1;
@@ -64,7 +71,7 @@ impl Parser {
                 }
             }
             Some('"') => {
-                self.pos += 1;
+                self.bump(1);
                 self.double_quoted(word)
             }
             Some('`') => {
@@ -78,11 +85,11 @@ impl Parser {
                 if let Some(next) = self.peek_at(1) {
                     word.push_quoted(next);
                 }
-                self.pos += 2;
+                self.bump(2);
                 Ok(())
             }
             _ => {
-                self.pos += 1;
+                self.bump(1);
                 Ok(())
             }
         }
@@ -95,7 +102,7 @@ impl Parser {
             match self.peek() {
                 None => return Err(self.error("a double quote is never closed")),
                 Some('"') => {
-                    self.pos += 1;
+                    self.bump(1);
                     return Ok(());
                 }
                 Some('\\') => {
@@ -108,12 +115,12 @@ impl Parser {
                         }
                         None => return Err(self.error("a double quote is never closed")),
                     }
-                    self.pos += 2;
+                    self.bump(2);
                 }
                 Some('$') if matches!(self.peek_at(1), Some('\'' | '"')) => {
                     // `$'` and `$"` are not special inside double quotes.
                     word.push_quoted('$');
-                    self.pos += 1;
+                    self.bump(1);
                 }
                 Some('$' | '`') => {
                     let mut inner = WordBuilder::default();
@@ -127,7 +134,7 @@ impl Parser {
                 }
                 Some(c) => {
                     word.push_quoted(c);
-                    self.pos += 1;
+                    self.bump(1);
                 }
             }
         }
@@ -137,75 +144,89 @@ impl Parser {
     fn dollar(&mut self, word: &mut WordBuilder) -> Result<(), ParseError> {
         match self.peek_at(1) {
             Some('\'') => {
-                self.pos += 2;
+                self.bump(2);
                 self.ansi_c(word)
             }
             Some('"') => {
-                self.pos += 1;
+                self.bump(1);
                 self.expansion_or_quote(word)
             }
             Some('(') if self.peek_at(2) == Some('(') => {
-                self.pos += 3;
+                self.bump(3);
                 self.arithmetic()?;
                 word.dynamic = true;
                 Ok(())
             }
             Some('(') => {
-                self.pos += 2;
+                self.bump(2);
                 self.nested(End::Paren)?;
                 word.dynamic = true;
                 Ok(())
             }
             Some('{') => {
-                self.pos += 2;
+                self.bump(2);
                 self.parameter()?;
                 word.dynamic = true;
                 Ok(())
             }
             Some(c) if c.is_ascii_alphabetic() || c == '_' => {
-                self.pos += 1;
+                self.bump(1);
                 while self.peek().is_some_and(|c| c.is_ascii_alphanumeric() || c == '_') {
-                    self.pos += 1;
+                    self.bump(1);
                 }
                 word.dynamic = true;
                 Ok(())
             }
             Some(c) if c.is_ascii_digit() || matches!(c, '@' | '*' | '#' | '?' | '$' | '!' | '-') => {
-                self.pos += 2;
+                self.bump(2);
                 word.dynamic = true;
                 Ok(())
             }
             _ => {
                 word.push('$');
-                self.pos += 1;
+                self.bump(1);
                 Ok(())
             }
         }
     }
 
     /// `${…}`, after `${`: up to the matching `}`, reading nested quotes and substitutions.
+    /// Indirection (`${!x}`) and prompt expansion (`${x@P}`) may run what a variable holds.
     fn parameter(&mut self) -> Result<(), ParseError> {
+        self.enter()?;
+        let result = self.parameter_body();
+        self.leave();
+        result
+    }
+
+    fn parameter_body(&mut self) -> Result<(), ParseError> {
+        if self.peek() == Some('!') {
+            self.script.latent = true;
+        }
         let mut open = 0usize;
         loop {
+            if self.peek() == Some('@') && self.peek_at(1) == Some('P') {
+                self.script.latent = true;
+            }
             match self.peek() {
                 None => return Err(self.error("a `${` is never closed")),
                 Some('}') if open == 0 => {
-                    self.pos += 1;
+                    self.bump(1);
                     return Ok(());
                 }
                 Some('}') => {
                     open -= 1;
-                    self.pos += 1;
+                    self.bump(1);
                 }
                 Some('{') => {
                     open += 1;
-                    self.pos += 1;
+                    self.bump(1);
                 }
                 Some('\'' | '"' | '$' | '`' | '\\') => {
                     let mut sink = WordBuilder::default();
                     self.expansion_or_quote(&mut sink)?;
                 }
-                Some(_) => self.pos += 1,
+                Some(_) => self.bump(1),
             }
         }
     }
@@ -216,8 +237,9 @@ impl Parser {
         if self.depth >= super::MAX_NESTING {
             return Err(self.error("substitutions are nested too deeply to be checked"));
         }
+        self.pos = self.join(self.pos);
         let start = self.pos;
-        self.pos += 1;
+        self.bump(1);
         let mut inner = String::new();
         loop {
             match self.peek() {
@@ -226,16 +248,16 @@ impl Parser {
                     return Err(self.error("a backquote is never closed"));
                 }
                 Some('`') => {
-                    self.pos += 1;
+                    self.bump(1);
                     break;
                 }
                 Some('\\') if matches!(self.peek_at(1), Some('`' | '\\' | '$')) => {
                     inner.extend(self.peek_at(1));
-                    self.pos += 2;
+                    self.bump(2);
                 }
                 Some(c) => {
                     inner.push(c);
-                    self.pos += 1;
+                    self.bump(1);
                 }
             }
         }
@@ -251,11 +273,13 @@ impl Parser {
         Ok(())
     }
 
-    /// `$'…'`, after `$'`: backslash escapes decoded.
+    /// `$'…'`, after `$'`: backslash escapes decoded. An escape that yields a byte rather than
+    /// a character (`\xff`, `\377`) makes the word unknown: a name that is not UTF-8 cannot be
+    /// judged.
     fn ansi_c(&mut self, word: &mut WordBuilder) -> Result<(), ParseError> {
         word.quoted = true;
         loop {
-            match self.peek() {
+            match self.raw() {
                 None => return Err(self.error("a `$'` quote is never closed")),
                 Some('\'') => {
                     self.pos += 1;
@@ -265,7 +289,7 @@ impl Parser {
                     self.pos += 1;
                     match self.escape() {
                         Some(c) => word.push_quoted(c),
-                        // `\c…` and the like: not worth guessing at.
+                        // `\c…`, bytes past ASCII and the like: not worth guessing at.
                         None => word.dynamic = true,
                     }
                 }
@@ -277,9 +301,9 @@ impl Parser {
         }
     }
 
-    /// One escape of `$'…'`, after its backslash.
+    /// One escape of `$'…'`, after its backslash, read as written (no continuations).
     fn escape(&mut self) -> Option<char> {
-        let c = self.peek()?;
+        let c = self.raw()?;
         self.pos += 1;
         let simple = match c {
             'a' => Some('\u{7}'),
@@ -296,13 +320,13 @@ impl Parser {
         if simple.is_some() {
             return simple;
         }
-        let (radix, most) = match c {
-            'x' => (16, 2),
-            'u' => (16, 4),
-            'U' => (16, 8),
+        let (radix, most, byte) = match c {
+            'x' => (16, 2, true),
+            'u' => (16, 4, false),
+            'U' => (16, 8, false),
             '0'..='7' => {
                 self.pos -= 1;
-                (8, 3)
+                (8, 3, true)
             }
             _ => return None,
         };
@@ -311,6 +335,13 @@ impl Parser {
             return None;
         }
         self.pos += digits.len();
-        u32::from_str_radix(&digits, radix).ok().and_then(char::from_u32)
+        let value = u32::from_str_radix(&digits, radix).ok()?;
+        // bash keeps the low byte of `\nnn` and `\xHH`: `\457` is `/`. Past ASCII it is a
+        // raw byte, not a character.
+        let value = if byte { value & 0xff } else { value };
+        if byte && value >= 0x80 {
+            return None;
+        }
+        char::from_u32(value)
     }
 }
