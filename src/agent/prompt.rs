@@ -149,10 +149,14 @@ fn describe_skill(text: &str, fallback: String) -> (String, String) {
     (name.unwrap_or(fallback), line)
 }
 
-/// The branch and how many files changed, from `git status --porcelain --branch`.
+/// The branch and how many files changed, from `git status --porcelain --branch`. The
+/// workspace may be a directory nobody vetted: git is told to run none of its configured
+/// commands (fsmonitor), not to take it for a bare repository it found by itself, not to
+/// descend into submodules, and not to take locks.
 async fn git_summary(cwd: &Path) -> String {
     let run = tokio::process::Command::new("git")
-        .args(["status", "--porcelain=v1", "--branch", "--untracked-files=normal"])
+        .args(["-c", "core.fsmonitor=false", "-c", "safe.bareRepository=explicit", "--no-optional-locks"])
+        .args(["status", "--porcelain=v1", "--branch", "--untracked-files=normal", "--ignore-submodules=all"])
         .current_dir(cwd)
         .stdin(std::process::Stdio::null())
         .kill_on_drop(true)

@@ -94,7 +94,21 @@ fn child_env(providers: &BTreeMap<String, ProviderConfig>, passthrough: &[String
     let path = (env.lookup)("PATH").unwrap_or_default();
     let kept: Vec<&str> = path.split(':').filter(|entry| entry.starts_with('/')).collect();
     let path = if kept.is_empty() { DEFAULT_PATH.to_owned() } else { kept.join(":") };
-    ChildEnv { remove, path: Some(path.into()) }
+    ChildEnv { remove, path: Some(path.into()), set: git_refuses_implicit_bare_repositories(env) }
+}
+
+/// Git settings for every child, added after any the user passes the same way: git will not
+/// treat a directory the model wrote (`HEAD`, `config` with `core.fsmonitor`, `objects/`) as
+/// a bare repository found by itself, which would run that config's commands at `git status`.
+fn git_refuses_implicit_bare_repositories(env: &Environment<'_>) -> Vec<(OsString, OsString)> {
+    let Ok(count) = (env.lookup)("GIT_CONFIG_COUNT").unwrap_or_else(|| "0".to_owned()).parse::<u32>() else {
+        return Vec::new();
+    };
+    vec![
+        (format!("GIT_CONFIG_KEY_{count}").into(), "safe.bareRepository".into()),
+        (format!("GIT_CONFIG_VALUE_{count}").into(), "explicit".into()),
+        ("GIT_CONFIG_COUNT".into(), (count + 1).to_string().into()),
+    ]
 }
 
 #[cfg(test)]
@@ -140,6 +154,22 @@ mod tests {
         let removed: Vec<&str> = env.remove.iter().filter_map(|name| name.to_str()).collect();
         assert!(!removed.contains(&"OPENAI_API_KEY") && !removed.contains(&"COPY"), "{removed:?}");
         assert!(removed.contains(&"LOCAL_TOKEN"));
+    }
+
+    #[test]
+    fn git_is_told_to_refuse_bare_repositories_it_finds_by_itself() {
+        let env = env_of(&[], &[]);
+        let set: Vec<(&str, &str)> = env.set.iter().map(|(k, v)| (k.to_str().unwrap(), v.to_str().unwrap())).collect();
+        assert_eq!(
+            set,
+            [
+                ("GIT_CONFIG_KEY_0", "safe.bareRepository"),
+                ("GIT_CONFIG_VALUE_0", "explicit"),
+                ("GIT_CONFIG_COUNT", "1")
+            ]
+        );
+        let env = env_of(&[("GIT_CONFIG_COUNT", "2")], &[]);
+        assert_eq!(env.set[0].0.to_str(), Some("GIT_CONFIG_KEY_2"), "after the user's own settings");
     }
 
     #[test]

@@ -76,6 +76,8 @@ pub struct ChildEnv {
     pub remove: Vec<OsString>,
     /// `PATH` with its empty and relative entries dropped; `None` leaves `PATH` as it is.
     pub path: Option<OsString>,
+    /// Variables set (git's protective settings).
+    pub set: Vec<(OsString, OsString)>,
 }
 
 impl ChildEnv {
@@ -86,6 +88,9 @@ impl ChildEnv {
         }
         if let Some(path) = &self.path {
             command.env("PATH", path);
+        }
+        for (name, value) in &self.set {
+            command.env(name, value);
         }
     }
 }
@@ -250,7 +255,7 @@ mod tests {
     async fn a_direct_child_gets_the_cleaned_environment() {
         let dir = tempfile::tempdir().unwrap();
         let policy = ProcessPolicy {
-            env: ChildEnv { remove: vec!["HOME".into()], path: Some("/usr/bin:/bin".into()) },
+            env: ChildEnv { remove: vec!["HOME".into()], path: Some("/usr/bin:/bin".into()), set: Vec::new() },
             ..ProcessPolicy::default()
         };
         let script = OsStr::new("echo \"[$HOME][$PATH]\"");

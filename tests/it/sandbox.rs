@@ -203,3 +203,20 @@ async fn network_false_refuses_tcp_and_true_allows_it() {
     let output = bash(&env, &connect).await;
     assert!(output.starts_with("connected"), "{output}");
 }
+
+#[tokio::test]
+async fn git_does_not_run_the_config_of_a_bare_repository_the_model_wrote() {
+    // Files any edit can write: git would take the workspace for a bare repository and run
+    // its fsmonitor command at `git status`.
+    let env = TestEnv::new().await;
+    let ws = env.workspace();
+    std::fs::write(ws.join("HEAD"), "ref: refs/heads/main\n").unwrap();
+    let config =
+        "[core]\n\trepositoryformatversion = 0\n\tbare = false\n\tworktree = .\n\tfsmonitor = \"touch pwned; false\"\n";
+    std::fs::write(ws.join("config"), config).unwrap();
+    std::fs::create_dir_all(ws.join("objects")).unwrap();
+    std::fs::create_dir_all(ws.join("refs/heads")).unwrap();
+    let output = bash(&env, "git status 2>&1; true").await;
+    assert!(output.contains("safe.bareRepository"), "{output}");
+    assert!(!ws.join("pwned").exists(), "the planted command did not run");
+}
