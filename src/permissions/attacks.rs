@@ -9,37 +9,9 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::symlink;
 use std::path::PathBuf;
 
+use super::fake::{Fake, bash};
 use super::*;
 use crate::workspace::Workspace;
-
-/// A workspace at `/w` (like the one in `tests.rs`): paths with `..` or starting with `/` are
-/// outside, `.git/` and `.env*` protected.
-struct Fake;
-
-impl Paths for Fake {
-    fn place(&self, path: &str) -> Place {
-        let relative = path.strip_prefix("/w/").unwrap_or(path);
-        if relative.starts_with('/') || relative.split('/').any(|part| part == "..") {
-            return Place::Outside;
-        }
-        let relative = relative.to_owned();
-        if relative.split('/').any(|part| part == ".git") {
-            return Place::Protected { relative, why: "git runs hooks", secret: false };
-        }
-        if relative.rsplit('/').next().is_some_and(|name| name.starts_with(".env")) {
-            return Place::Protected { relative, why: "secrets", secret: true };
-        }
-        Place::Inside { relative }
-    }
-
-    fn glob(&self, _pattern: &str) -> Result<Vec<String>, String> {
-        Ok(Vec::new())
-    }
-}
-
-fn bash(line: &str) -> PermissionRequest {
-    PermissionRequest::for_command(line, &Fake)
-}
 
 /// The rules "always allow" remembers for each of `approved`, in order.
 fn approved(lines: &[&str]) -> Vec<Rule> {

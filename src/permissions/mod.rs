@@ -301,4 +301,6 @@ pub fn describe_rule(rule: &Rule) -> String {
 #[cfg(test)]
 mod attacks;
 #[cfg(test)]
+mod fake;
+#[cfg(test)]
 mod tests;

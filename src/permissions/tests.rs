@@ -1,43 +1,8 @@
 //! The permission policy as tables: modes, remembered rules and what they cover, the escapes a
 //! hostile model tries, rejections however spelled, and input that cannot be read.
 
+use super::fake::{Fake, bash};
 use super::*;
-
-/// A workspace at `/w`: `link` is a symlink out of it, `loop` a symlink loop, `.git/` and
-/// `.env*` are protected; `l*` matches `link`, `*.rs` two files, `many*` too many.
-struct Fake;
-
-impl Paths for Fake {
-    fn place(&self, path: &str) -> Place {
-        let relative = path.strip_prefix("/w/").unwrap_or(path);
-        if relative.starts_with('/') || relative.split('/').any(|part| part == "..") {
-            return Place::Outside;
-        }
-        if relative == "link" || relative.starts_with("link/") {
-            return Place::Outside;
-        }
-        if relative == "loop" {
-            return Place::Unknown("loop is a symlink loop".into());
-        }
-        let relative = relative.to_owned();
-        if relative.split('/').any(|part| part == ".git") {
-            return Place::Protected { relative, why: "git runs hooks", secret: false };
-        }
-        if relative.rsplit('/').next().is_some_and(|name| name.starts_with(".env")) {
-            return Place::Protected { relative, why: "secrets", secret: true };
-        }
-        Place::Inside { relative }
-    }
-
-    fn glob(&self, pattern: &str) -> Result<Vec<String>, String> {
-        match pattern {
-            "l*" => Ok(vec!["link".into()]),
-            "*.rs" => Ok(vec!["a.rs".into(), "b.rs".into()]),
-            "many*" => Err("`many*` matches more than 256 paths".into()),
-            _ => Ok(Vec::new()),
-        }
-    }
-}
 
 fn path(permission: Permission, relative: &str) -> PermissionRequest {
     let place = Fake.place(relative);
@@ -50,10 +15,6 @@ fn edit(relative: &str) -> PermissionRequest {
 
 fn read(relative: &str) -> PermissionRequest {
     path(Permission::Read, relative)
-}
-
-fn bash(line: &str) -> PermissionRequest {
-    PermissionRequest::for_command(line, &Fake)
 }
 
 fn rule(permission: Permission, pattern: &str, action: Action) -> Rule {
