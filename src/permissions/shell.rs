@@ -76,7 +76,7 @@ pub struct ParseError {
 
 impl fmt::Display for ParseError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} (at character {})", self.why, self.at + 1)
+        write!(f, "{}, at character {}", self.why, self.at + 1)
     }
 }
 
