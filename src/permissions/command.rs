@@ -7,7 +7,7 @@
 
 mod kinds;
 
-use super::shell::{self, Script, Word, WordKind};
+use super::shell::{self, Command, Script, Word, WordKind};
 pub use kinds::{STATEFUL_BUILTINS, exact_only, rule_words};
 
 /// How deep `bash -c '…'` strings are followed before the rest counts as unknown.
@@ -28,6 +28,10 @@ pub struct Run {
 pub fn runs(script: &Script) -> Vec<Run> {
     let mut out = Vec::new();
     for command in &script.commands {
+        if command.assignments.iter().any(|a| a.kind != WordKind::Literal || changes_what_runs(&a.text)) {
+            // `PATH=/tmp zz` or a bare `PATH=…` for the rest of the line: names mean other programs.
+            out.push(Run { program: None, args: Vec::new() });
+        }
         runs_of(&command.words, 0, &mut out);
     }
     out
@@ -81,12 +85,13 @@ fn runs_of(words: &[Word], depth: usize, out: &mut Vec<Run>) {
 }
 
 /// Whether a run hides what it finally runs: a program run by its path (a copy of `rm` under
-/// another name), a shell reading a script or stdin, an interpreter given code, a builtin
-/// that evaluates its computed arguments, git with configuration (aliases) on its command line.
+/// another name), a shell reading a script or stdin, an interpreter given code, a program or
+/// option that runs other programs (`git rebase -x`, `tar --to-command`, `fd -x`), a builtin
+/// that evaluates its computed arguments or changes what a name runs (`hash -p`), a variable
+/// that changes what runs (`PATH=…`, `BASH_ENV=…`).
 fn unseen(first: &Word, name: &str, args: &[Word]) -> bool {
     let literal = |w: &Word| w.kind == WordKind::Literal;
-    let text = |w: &Word| w.text.clone();
-    if first.text.contains('/') || kinds::runs_code(name) {
+    if first.text.contains('/') || kinds::runs_unseen(name) {
         return true;
     }
     if is_shell(name) {
@@ -94,18 +99,62 @@ fn unseen(first: &Word, name: &str, args: &[Word]) -> bool {
             .iter()
             .any(|w| literal(w) && w.text.starts_with('-') && !w.text.starts_with("--") && w.text.contains('c'));
     }
+    let texts: Vec<&str> = args.iter().map(|w| w.text.as_str()).collect();
+    // `find -exec` shows what it runs, and is followed there.
+    if name != "find" && kinds::runs_others(name, &texts).is_some() {
+        return true;
+    }
     match name {
-        "source" | "." | "alias" | "enable" | "bind" | "fc" | "complete" | "compgen" | "parallel" | "hyperfine" => true,
+        "source" | "." | "alias" | "enable" | "bind" | "fc" | "complete" | "compgen" | "hash" | "parallel" | "sem"
+        | "hyperfine" => true,
+        "export" | "declare" | "typeset" | "local" | "readonly" | "env"
+            if texts.iter().any(|t| changes_what_runs(t)) =>
+        {
+            true
+        }
         "let" | "declare" | "typeset" | "local" | "readonly" | "export" | "printf" | "read" | "mapfile"
         | "readarray" | "test" | "[" | "unset" | "shopt" => args.iter().any(|w| !literal(w) || w.text.contains('[')),
-        "git" => args.iter().map(text).any(|a| a.starts_with("-c") || a.starts_with("--config-env")),
-        "make" | "gmake" => args
-            .iter()
-            .map(text)
-            .any(|a| ["-f", "--file", "--makefile", "-E", "--eval"].iter().any(|o| a.starts_with(o))),
-        "xargs" => args.iter().any(|w| ["-I", "-i", "--replace"].iter().any(|o| w.text.starts_with(o))),
+        "xargs" => texts.iter().any(|t| ["-I", "-i", "--replace"].iter().any(|o| t.starts_with(o))),
         _ => false,
     }
+}
+
+/// Whether an assignment changes which program a name runs or what a shell runs first.
+pub fn changes_what_runs(assignment: &str) -> bool {
+    let Some((name, _)) = assignment.split_once('=') else { return false };
+    let name = name.trim_end_matches('+');
+    matches!(
+        name,
+        "PATH"
+            | "BASH_ENV"
+            | "ENV"
+            | "LD_PRELOAD"
+            | "LD_LIBRARY_PATH"
+            | "LD_AUDIT"
+            | "IFS"
+            | "SHELLOPTS"
+            | "BASHOPTS"
+            | "CDPATH"
+            | "PAGER"
+            | "EDITOR"
+            | "VISUAL"
+            | "MANPAGER"
+            | "LESSOPEN"
+            | "PROMPT_COMMAND"
+            | "SHELL"
+    ) || name.starts_with("GIT_")
+}
+
+/// Whether a command's point is to run other programs: a shell, a wrapper, an interpreter, or
+/// an ordinary program with an option that runs others (`find -exec`).
+pub fn is_runner(command: &Command) -> bool {
+    let Some(first) = command.words.first() else { return false };
+    let Some(name) = program_name(first) else { return false };
+    let texts: Vec<&str> = command.words[1..].iter().map(|w| w.text.as_str()).collect();
+    is_shell(&name)
+        || wrapper_spec(&name).is_some()
+        || kinds::runs_unseen(&name)
+        || kinds::runs_others(&name, &texts).is_some()
 }
 
 /// Whether the program xargs starts is one that runs its (appended) arguments.
@@ -229,9 +278,8 @@ fn wrapper_spec(name: &str) -> Option<Wrapper> {
         "xvfb-run" | "dbus-run-session" | "proxychains" | "proxychains4" | "torsocks" | "firejail" | "unshare"
         | "nsenter" | "numactl" | "valgrind" | "runuser" | "sg" | "systemd-run" | "bwrap" | "gdb" | "perf"
         | "parallel" | "hyperfine" | "flatpak-spawn" | "distrobox-enter" | "prlimit" | "setpriv" | "unbuffer"
-        | "rlwrap" | "ssh-agent" | "dbus-launch" | "pkexec" | "runcon" | "chpst" | "newgrp" | "script" => {
-            wrapper(&[], &[], usize::MAX)
-        }
+        | "rlwrap" | "ssh-agent" | "dbus-launch" | "pkexec" | "runcon" | "chpst" | "newgrp" | "script" | "direnv"
+        | "chronic" | "ifne" | "tini" | "dumb-init" | "sem" => wrapper(&[], &[], usize::MAX),
         _ => return None,
     })
 }

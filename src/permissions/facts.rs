@@ -268,11 +268,7 @@ impl CommandFacts {
             let program = Word { text: name, kind: WordKind::Literal, quoted: false };
             let words: Vec<Word> = std::iter::once(program).chain(run.args).collect();
             let command = Command { words, ..Command::default() };
-            command::exact_only(&command)
-                .is_none()
-                .then(|| command::rule_words(&command))
-                .flatten()
-                .map(|w| w.join(" "))
+            (!command::is_runner(&command)).then(|| command::rule_words(&command)).flatten().map(|w| w.join(" "))
         });
         found.unwrap_or(exact)
     }

@@ -183,10 +183,7 @@ impl Parser {
                     open -= 1;
                     self.bump(1);
                 }
-                Some('$' | '`' | '\'' | '"' | '\\') => {
-                    let mut sink = WordBuilder::default();
-                    self.expansion_or_quote(&mut sink)?;
-                }
+                Some('$' | '`' | '"' | '\\') => self.expansion_or_literal_quote()?,
                 Some(_) => self.bump(1),
             }
         }
@@ -271,6 +268,8 @@ impl Parser {
         while let Some(c) = self.peek() {
             match c {
                 '\\' => self.bump(2),
+                // `$'` and `$"` mean nothing special here: what follows is still expanded.
+                '$' if matches!(self.peek_at(1), Some('\'' | '"')) => self.bump(1),
                 '$' | '`' => self.expansion_or_quote(&mut sink)?,
                 _ => self.bump(1),
             }

@@ -222,13 +222,23 @@ impl Parser {
                     open += 1;
                     self.bump(1);
                 }
-                Some('\'' | '"' | '$' | '`' | '\\') => {
-                    let mut sink = WordBuilder::default();
-                    self.expansion_or_quote(&mut sink)?;
-                }
+                Some('"' | '$' | '`' | '\\') => self.expansion_or_literal_quote()?,
                 Some(_) => self.bump(1),
             }
         }
+    }
+
+    /// Inside `${…}` and `$((…))`, an expansion, a double-quoted part or an escape. A single
+    /// quote is read as an ordinary character (within double quotes it is one, and `$(…)`
+    /// inside it still runs), and so is the `$` of `$'`: reading more substitutions than bash
+    /// runs is safe, fewer is not.
+    pub(super) fn expansion_or_literal_quote(&mut self) -> Result<(), ParseError> {
+        if self.peek() == Some('$') && matches!(self.peek_at(1), Some('\'' | '"')) {
+            self.bump(1);
+            return Ok(());
+        }
+        let mut sink = WordBuilder::default();
+        self.expansion_or_quote(&mut sink)
     }
 
     /// A backquoted command substitution: its text (with `\``, `\\` and `\$` unescaped) is read
