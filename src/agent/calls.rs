@@ -103,12 +103,15 @@ pub async fn confirming(turn: &mut Turn<'_>, mut queue: CallQueue, why: String) 
     let ctx = context(turn, turn.cancel.child_token(), None);
     let preview = match invocation.preview(&ctx).await {
         Ok(preview) => preview,
-        Err(err) => {
-            // The call cannot succeed (an edit whose text is not there): nothing to ask about.
+        // The call cannot succeed (an edit whose text is not there): nothing to ask about, when
+        // the model may read the file anyway. Otherwise the failure would tell it what the file
+        // holds without anyone asked: ask, with no diff.
+        Err(err) if readable_unasked(turn, &invocation) => {
             queue.calls.pop_front();
             fail(turn, &queue.message, index, err.0);
             return TurnState::Executing(queue);
         }
+        Err(_) => Vec::new(),
     };
     let Some(part) = change(turn, &queue.message, index, |tool| tool.state.advance(CallState::Suspended).is_ok())
     else {
@@ -166,6 +169,14 @@ pub async fn confirming(turn: &mut Turn<'_>, mut queue: CallQueue, why: String) 
         fail(turn, &queue.message, index, DENIED_BY_USER.to_owned());
     }
     TurnState::Executing(queue)
+}
+
+/// Whether the model may read what this call's path holds without a question.
+fn readable_unasked(turn: &Turn<'_>, invocation: &Invocation) -> bool {
+    let mode: Mode = *turn.tools.mode.borrow();
+    invocation
+        .read_request(&turn.tools.workspace)
+        .is_some_and(|request| permissions::decide(&request, mode, turn.tools.rules) == Decision::Allow)
 }
 
 /// The choices of a question: "always" ones only for the rules that may be remembered, each

@@ -96,8 +96,11 @@ fn supervise(spec: &Spec) -> ExitCode {
     tree::become_subreaper();
     let mut command = Command::new(&spec.program);
     command.args(&spec.args).stdin(Stdio::null());
-    let enter = move || ruleset.take().map_or(Ok(()), sandbox::enter);
-    // SAFETY: the supervisor has a single thread when it forks (the watcher starts afterwards), so the child may allocate; it only enters the Landlock ruleset built before the fork.
+    let enter = move || {
+        tree::detach()?;
+        ruleset.take().map_or(Ok(()), sandbox::enter)
+    };
+    // SAFETY: the supervisor has a single thread when it forks (the watcher starts afterwards), so the child may allocate; it only leaves the terminal's session and enters the Landlock ruleset built before the fork.
     #[allow(unsafe_code)]
     unsafe {
         command.pre_exec(enter)

@@ -39,6 +39,16 @@ pub fn become_subreaper() {
     };
 }
 
+/// Starts a new session for this (just forked) process: it loses the controlling terminal it
+/// shared with cairn, so it cannot open `/dev/tty` and push keystrokes into the user's shell
+/// (`TIOCSTI`) to run something outside the sandbox. The supervisor still finds and kills it.
+#[allow(unsafe_code)]
+pub fn detach() -> std::io::Result<()> {
+    // SAFETY: setsid takes no arguments and touches no memory; after fork it is async-signal-safe.
+    let session = unsafe { libc::setsid() };
+    if session < 0 { Err(std::io::Error::last_os_error()) } else { Ok(()) }
+}
+
 /// Makes this process undumpable: its `/proc/<pid>/environ` and memory become unreadable to
 /// other processes of the same user (a command cannot read the keys out of cairn), and it
 /// never dumps core.

@@ -280,6 +280,20 @@ impl Invocation {
         }
     }
 
+    /// Reading the file this call changes, for calls that change one (what its preview reads).
+    pub fn read_request(&self, workspace: &Workspace) -> Option<PermissionRequest> {
+        match self {
+            Invocation::Write(WriteArgs { path, .. }) | Invocation::Edit(EditArgs { path, .. }) => {
+                Some(PermissionRequest::for_path(Permission::Read, workspace, &workspace.resolve(path)))
+            }
+            Invocation::Read(_)
+            | Invocation::Glob(_)
+            | Invocation::Grep(_)
+            | Invocation::Bash(_)
+            | Invocation::Todo(_) => None,
+        }
+    }
+
     /// What must be allowed before this call runs; `None` needs nothing.
     pub fn permission(&self, workspace: &Workspace) -> Option<PermissionRequest> {
         let path_request = |permission: Permission, path: &str| {

@@ -220,3 +220,22 @@ async fn git_does_not_run_the_config_of_a_bare_repository_the_model_wrote() {
     assert!(output.contains("safe.bareRepository"), "{output}");
     assert!(!ws.join("pwned").exists(), "the planted command did not run");
 }
+
+#[tokio::test]
+async fn a_command_runs_in_its_own_session_without_the_terminal_cairn_has() {
+    // Sharing cairn's session would give it cairn's controlling terminal, where TIOCSTI can push
+    // keystrokes into the user's shell, outside the sandbox.
+    let env = TestEnv::new().await;
+    env.mock.push(Reply::tool_calls(&[("c1", "bash", json!({"command": "cut -d' ' -f6 /proc/$$/stat"}))]));
+    env.mock.push(Reply::text(&["done"]));
+    let mut agent = env.ready().await;
+    let session = agent.new_session(&env.cwd()).await;
+    set_mode(&mut agent, &session, "bypass").await;
+    let cairn = agent.child.id().unwrap();
+    let own = std::fs::read_to_string(format!("/proc/{cairn}/stat")).unwrap();
+    let own_session = own.rsplit(')').next().unwrap().split_whitespace().nth(3).unwrap().to_owned();
+    turn(&mut agent, &session, "run it").await;
+    let output = tool_results(&env, 1)[0]["content"].as_str().unwrap().to_owned();
+    let command_session = output.lines().next().unwrap().trim().to_owned();
+    assert_ne!(command_session, own_session, "{output}");
+}

@@ -330,3 +330,37 @@ async fn what_cannot_be_read_asks_and_says_why() {
     assert!(!ws.join("src/a.txt").exists(), "an unreadable rule never allows, not even in bypass");
     assert!(listed(&mut agent, &new).await.contains("an unreadable rule `src/[`"));
 }
+
+#[tokio::test]
+async fn an_edit_tells_nothing_about_a_file_the_model_may_not_read_before_the_user_agrees() {
+    let env = TestEnv::new().await;
+    std::fs::write(env.workspace().join(".env"), "API_KEY=hunter2\n").unwrap();
+    std::fs::write(env.workspace().join("notes.txt"), "alpha\n").unwrap();
+    let edit = |id: &str, path: &str, old: &str| {
+        (id.to_owned(), "edit".to_owned(), json!({"path": path, "old_string": old, "new_string": "x"}))
+    };
+    let editor = Editor::default();
+    editor.answer(&["reject_once", "reject_once"]);
+    let mut agent = env.ready_with(editor).await;
+    let session = agent.new_session(&env.cwd()).await;
+    set_mode(&mut agent, &session, "accept-edits").await;
+    script(
+        &env,
+        &[
+            edit("c1", ".env", "API_KEY=guess"),
+            edit("c2", ".env", "API_KEY=hunter2"),
+            edit("c3", "notes.txt", "missing"),
+        ],
+    );
+    turn(&mut agent, &session, "guess").await;
+    let asked: Vec<String> = questions(&agent).into_iter().map(|(id, _)| id).collect();
+    assert_eq!(asked, ["c1", "c2"], "a wrong guess and a right one look the same: both ask");
+    let results = tool_results(&env, 1);
+    for result in &results[..2] {
+        assert!(result["content"].as_str().unwrap().starts_with("The user denied"), "{result}");
+    }
+    assert!(
+        results[2]["content"].as_str().unwrap().contains("old_string was not found"),
+        "a readable file fails at once"
+    );
+}
