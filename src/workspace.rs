@@ -59,7 +59,8 @@ impl Workspace {
 
     /// Marks cairn's own directories (configuration, data) as protected.
     pub fn protecting(mut self, dirs: impl IntoIterator<Item = PathBuf>) -> Self {
-        self.private.extend(dirs.into_iter().map(|dir| real_or_lexical(&normalize(&dir))));
+        let dirs = dirs.into_iter().filter(|dir| dir.is_absolute());
+        self.private.extend(dirs.map(|dir| real_or_lexical(&normalize(&dir))));
         self
     }
 

@@ -12,6 +12,8 @@ use std::time::Duration;
 
 use serde_json::Value;
 
+use crate::process::ChildEnv;
+
 const BASE: &str = "You are cairn, a coding agent working inside the user's editor. \
 Answer precisely and concisely. When you refer to code, name files by their paths relative to the \
 working directory. Say so plainly when you are unsure. Instructions from the project below take \
@@ -49,7 +51,7 @@ pub struct Sources {
 }
 
 /// Reads everything the prompt of a session in `cwd` needs.
-pub async fn gather(cwd: &Path, home: Option<&Path>, tools: &[Value]) -> Sources {
+pub async fn gather(cwd: &Path, home: Option<&Path>, tools: &[Value], env: &ChildEnv) -> Sources {
     let chain = project_dirs(cwd, home);
     let user: Vec<PathBuf> = home.map(|h| vec![h.join(".agents"), h.join(".claude")]).unwrap_or_default();
     let mut instructions = Vec::new();
@@ -84,7 +86,7 @@ pub async fn gather(cwd: &Path, home: Option<&Path>, tools: &[Value]) -> Sources
         instructions,
         skills,
         date: chrono::Utc::now().format("%Y-%m-%d").to_string(),
-        git: git_summary(cwd).await,
+        git: git_summary(cwd, env).await,
         tools: tools.to_vec(),
     }
 }
@@ -153,8 +155,11 @@ fn describe_skill(text: &str, fallback: String) -> (String, String) {
 /// workspace may be a directory nobody vetted: git is told to run none of its configured
 /// commands (fsmonitor), not to take it for a bare repository it found by itself, not to
 /// descend into submodules, and not to take locks.
-async fn git_summary(cwd: &Path) -> String {
-    let run = tokio::process::Command::new("git")
+async fn git_summary(cwd: &Path, env: &ChildEnv) -> String {
+    let mut git = tokio::process::Command::new("git");
+    // Like any child: no provider keys, no relative `PATH` entry that could be a planted `git`.
+    env.apply(&mut git);
+    let run = git
         .args(["-c", "core.fsmonitor=false", "-c", "safe.bareRepository=explicit", "--no-optional-locks"])
         .args(["status", "--porcelain=v1", "--branch", "--untracked-files=normal", "--ignore-submodules=all"])
         .current_dir(cwd)
@@ -272,7 +277,7 @@ mod tests {
             "---\nname: release\ndescription: Cut a release of the crate\n---\n# Release\nSteps…",
         )
         .unwrap();
-        let sources = gather(&sub, Some(&home), &[]).await;
+        let sources = gather(&sub, Some(&home), &[], &ChildEnv::default()).await;
         let prompt = assemble(&sources);
         let at =
             |needle: &str| prompt.text.find(needle).unwrap_or_else(|| panic!("{needle} missing:\n{}", prompt.text));

@@ -162,6 +162,8 @@ impl Config {
                 .or_else(dirs::config_dir)
                 .map(|dir| dir.join("cairn").join("config.toml"))
         });
+        // Relative settings mean the directory cairn was started in, now and later.
+        let path = path.map(|path| std::path::absolute(&path).unwrap_or(path));
         let (file, file_path) = match &path {
             Some(path) => match std::fs::read_to_string(path) {
                 Ok(text) => (parse_file(path, &text)?, Some(path.clone())),
@@ -176,6 +178,7 @@ impl Config {
             .or(file.home)
             .or_else(|| env("XDG_DATA_HOME").map(PathBuf::from).or_else(dirs::data_dir).map(|d| d.join("cairn")))
             .ok_or(ConfigError::NoDataDir)?;
+        let data_dir = std::path::absolute(&data_dir).unwrap_or(data_dir);
 
         let builtin = |api, url: &str, key: &str, models: &[&str]| ProviderConfig {
             api,
@@ -399,6 +402,14 @@ mod tests {
             std::fs::write(&file, bad).unwrap();
             assert!(config_with(&[("CAIRN_CONFIG", path), ("CAIRN_HOME", "/x")]).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn relative_locations_are_taken_from_where_cairn_starts() {
+        let config = config_with(&[("CAIRN_CONFIG", "cairn.toml"), ("CAIRN_HOME", "data")]).unwrap();
+        let here = std::env::current_dir().unwrap();
+        assert_eq!(config.data_dir, here.join("data"));
+        assert_eq!(config.config_dir, Some(here), "not the empty path, which would protect `/`");
     }
 
     #[test]

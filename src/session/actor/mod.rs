@@ -423,8 +423,9 @@ type SystemFuture = futures::future::Shared<futures::future::BoxFuture<'static, 
 fn prepare_system(config: &Config, cwd: &str) -> SystemFuture {
     use futures::FutureExt;
     let (cwd, home) = (std::path::PathBuf::from(cwd), config.home_dir.clone());
+    let process = Arc::clone(&config.process);
     let task = tokio::spawn(async move {
-        let sources = crate::agent::prompt::gather(&cwd, home.as_deref(), crate::tools::specs()).await;
+        let sources = crate::agent::prompt::gather(&cwd, home.as_deref(), crate::tools::specs(), &process.env).await;
         Arc::new(crate::agent::prompt::assemble(&sources))
     });
     async move {
