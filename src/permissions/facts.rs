@@ -10,8 +10,9 @@ use std::cell::OnceCell;
 use std::path::Path;
 
 use super::command::{self, Run};
+use super::gather;
 use super::pattern::{self, Pattern};
-use super::shell::{self, Command, ParseError, Script, Word, WordKind};
+use super::shell::{Command, ParseError, Script, Word, WordKind};
 use super::{Permission, PermissionRequest, Rejects};
 use crate::workspace::{Place, Workspace};
 
@@ -34,9 +35,11 @@ pub struct CommandFacts {
     /// Arguments and redirections that reach outside the workspace, into a protected place,
     /// or somewhere that cannot be judged: no remembered rule covers the line.
     pub escapes: Vec<String>,
-    /// Arguments the shell computes when it runs (`$X`, `$(…)`, `{a,b}`): only the exact
-    /// line can be remembered.
+    /// Arguments the shell computes when it runs (`$X`, `$(…)`, `{a,b}`) or that reach the
+    /// network (`https://…`): only the exact line can be remembered.
     pub computed: Vec<String>,
+    /// Files the line writes by redirection (`> out.txt`): edits, which ask in `ask` mode.
+    pub writes: Vec<String>,
 }
 
 /// Where the paths a command names lead.
@@ -76,108 +79,8 @@ impl PermissionRequest {
 
     /// A request to run `line` in the working directory.
     pub fn for_command(line: &str, paths: &dyn Paths) -> Self {
-        let line = line.trim().to_owned();
-        let script = shell::parse(&line);
-        let mut facts = CommandFacts { line: line.clone(), script, escapes: Vec::new(), computed: Vec::new() };
-        if let Ok(script) = &facts.script {
-            for command in &script.commands {
-                let targets = command.redirects.iter().filter_map(|r| r.target.as_ref());
-                for word in command.words.iter().skip(1).chain(targets) {
-                    word_escapes(word, paths, &mut facts.escapes, &mut facts.computed);
-                }
-            }
-        }
-        facts.escapes.dedup();
-        Self { permission: Permission::Bash, target: line, subject: Subject::Command(facts) }
-    }
-}
-
-/// Paths a command may touch without leaving the workspace's concerns.
-const HARMLESS: [&str; 6] = ["/dev/null", "/dev/stdin", "/dev/stdout", "/dev/stderr", "/dev/tty", "-"];
-
-fn word_escapes(word: &Word, paths: &dyn Paths, out: &mut Vec<String>, computed: &mut Vec<String>) {
-    match &word.kind {
-        WordKind::Dynamic if word.text.starts_with('~') => {
-            out.push(format!("`{}` is in a home directory, outside the workspace", word.text));
-        }
-        WordKind::Dynamic => computed.push(format!(
-            "an argument (`{}…`) is computed when the command runs ($…, `…` or {{…}})",
-            word.text.chars().take(40).collect::<String>()
-        )),
-        WordKind::Glob(pattern) => match paths.glob(pattern) {
-            Ok(found) if found.is_empty() => literal_escapes(&word.text, paths, out),
-            Ok(found) => {
-                for path in found {
-                    place_escape(&path, paths.place(&path), out);
-                }
-            }
-            Err(why) => out.push(why),
-        },
-        WordKind::Literal => literal_escapes(&word.text, paths, out),
-    }
-}
-
-/// The parts of an argument that may be paths: the whole; an option's value, attached to any
-/// letter of a cluster of short options (`-I/usr/include`, `-at/etc` is `-a -t /etc`) or after
-/// `=` (`--out=x`); what follows `=`, `:` or `,` (`of=/dev/sda`, `host:/etc`); a response file
-/// (`@/etc/passwd`); each whitespace-separated piece (a script handed to a program).
-fn literal_escapes(text: &str, paths: &dyn Paths, out: &mut Vec<String>) {
-    if text.chars().count() > MAX_ARGUMENT {
-        out.push(format!("an argument is too long to check ({} characters)", text.chars().count()));
-        return;
-    }
-    let mut candidates: Vec<&str> = Vec::new();
-    for piece in text.split_whitespace() {
-        let piece = piece.trim_start_matches('@');
-        if let Some(option) = piece.strip_prefix("--") {
-            candidates.extend(option.split_once('=').map(|(_, value)| value));
-        } else if let Some(option) = piece.strip_prefix('-') {
-            candidates.extend(option.char_indices().skip(1).map(|(at, _)| &option[at..]));
-        } else {
-            candidates.push(piece);
-        }
-        for (at, c) in piece.char_indices() {
-            if c == '=' || c == ':' || c == ',' {
-                candidates.push(piece[at + c.len_utf8()..].trim_start_matches('@'));
-            }
-        }
-    }
-    if candidates.len() <= 4 * MAX_CANDIDATES {
-        let mut seen = Vec::with_capacity(candidates.len());
-        candidates.retain(|c| {
-            !seen.contains(c) && {
-                seen.push(*c);
-                true
-            }
-        });
-    }
-    if candidates.len() > MAX_CANDIDATES {
-        out.push(format!("an argument has too many parts that may be paths to check ({})", candidates.len()));
-        return;
-    }
-    for candidate in candidates {
-        if candidate.is_empty() || HARMLESS.contains(&candidate) {
-            continue;
-        }
-        if candidate.starts_with('~') {
-            out.push(format!("`{candidate}` is in a home directory, outside the workspace"));
-            continue;
-        }
-        place_escape(candidate, paths.place(candidate), out);
-    }
-}
-
-/// Arguments longer than this are not taken apart (a hostile line could make that slow).
-const MAX_ARGUMENT: usize = 4096;
-/// Parts of one argument that may be paths, checked one by one at most.
-const MAX_CANDIDATES: usize = 64;
-
-fn place_escape(shown: &str, place: Place, out: &mut Vec<String>) {
-    match place {
-        Place::Inside { .. } => {}
-        Place::Protected { why, .. } => out.push(format!("`{shown}` is protected: {why}")),
-        Place::Outside => out.push(format!("`{shown}` is outside the workspace")),
-        Place::Unknown(why) => out.push(why),
+        let facts = gather::command(line, paths);
+        Self { permission: Permission::Bash, target: facts.line.clone(), subject: Subject::Command(facts) }
     }
 }
 
@@ -193,7 +96,7 @@ impl CommandFacts {
             script.latent.then(|| Rejects::Maybe("the command line holds code that bash may still evaluate".into()));
         for run in runs.get_or_init(|| command::runs(script)) {
             match &run.program {
-                Some(program) if program == name && leading(run).starts_with(&words[1..]) => {
+                Some(program) if program == name && in_order(&leading(run), &words[1..]) => {
                     return Some(Rejects::Yes);
                 }
                 Some(_) => {}
@@ -208,7 +111,7 @@ impl CommandFacts {
     }
 
     /// `Ok` when remembered `allowed` patterns cover the whole line; else why not.
-    pub(super) fn uncovered(&self, allowed: &[Cow<'_, Pattern>]) -> Result<(), String> {
+    pub(super) fn uncovered(&self, allowed: &[Cow<'_, Pattern>], edits_allowed: bool) -> Result<(), String> {
         let script = self.script.as_ref().map_err(|err| format!("the command line does not parse as shell ({err})"))?;
         if let Some(escape) = self.escapes.first() {
             let more = self.escapes.len() - 1;
@@ -219,6 +122,9 @@ impl CommandFacts {
         }
         if let Some(why) = self.computed.first() {
             return Err(why.clone());
+        }
+        if let Some(file) = self.writes.first().filter(|_| !edits_allowed) {
+            return Err(format!("the line writes `{file}`, and edits ask in this mode"));
         }
         if let Some(why) = not_plain(script) {
             return Err(why);
@@ -238,7 +144,7 @@ impl CommandFacts {
             return None;
         }
         let exact = format!("{}{}", pattern::EXACT, self.line);
-        if !self.computed.is_empty() || not_plain(script).is_some() {
+        if !self.computed.is_empty() || !self.writes.is_empty() || not_plain(script).is_some() {
             return Some(exact);
         }
         let open: Vec<&Command> = script
@@ -305,7 +211,14 @@ fn covers(pattern: &Pattern, command: &Command) -> bool {
     command.words.iter().zip(words).all(|(word, expected)| word.kind == WordKind::Literal && word.text == *expected)
 }
 
-/// A run's leading words after its options: the subcommand (`git -C x push` → `push`).
+/// Whether `wanted` appear in `words` in that order, others between them allowed: a rejected
+/// `cargo publish` is still `cargo --color always publish`.
+fn in_order(words: &[String], wanted: &[String]) -> bool {
+    let mut words = words.iter();
+    wanted.iter().all(|w| words.any(|word| word == w))
+}
+
+/// A run's words after its options: the subcommand (`git -C x push` → `push`) and the rest.
 fn leading(run: &Run) -> Vec<String> {
     let mut out = Vec::new();
     let mut skip_value = false;

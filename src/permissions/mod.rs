@@ -14,6 +14,7 @@
 
 pub mod command;
 mod facts;
+mod gather;
 pub mod pattern;
 pub mod shell;
 
@@ -259,7 +260,7 @@ fn by_mode_and_rules(request: &PermissionRequest, mode: Mode, rules: &[Rule]) ->
         Subject::Command(facts) => match mode {
             Mode::Bypass => Decision::Allow,
             Mode::ReadOnly => Decision::Deny(READ_ONLY.into()),
-            Mode::Ask | Mode::AcceptEdits => match facts.uncovered(&allowed()) {
+            Mode::Ask | Mode::AcceptEdits => match facts.uncovered(&allowed(), mode == Mode::AcceptEdits) {
                 Ok(()) => Decision::Allow,
                 Err(why) => Decision::Ask(why),
             },

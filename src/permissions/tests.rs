@@ -93,7 +93,7 @@ fn approving_a_command_remembers_its_program_on_files_in_the_workspace() {
     let remembered = approve("cat README.md", &mut rules);
     assert_eq!(remembered.pattern, "cat");
     assert_eq!(describe_rule(&remembered), "`cat` on files in this workspace");
-    for allowed in ["cat README.md", "cat src/lib.rs docs/a.md", "cat -n README.md > out.txt", "cat *.rs", "'cat' x"] {
+    for allowed in ["cat README.md", "cat src/lib.rs docs/a.md", "cat *.rs", "'cat' x", "cat x 2>/dev/null"] {
         assert_eq!(decide(&bash(allowed), Mode::Ask, &rules), Decision::Allow, "{allowed}");
     }
     let escapes = [
@@ -108,7 +108,8 @@ fn approving_a_command_remembers_its_program_on_files_in_the_workspace() {
         ("cat x > /etc/y", "`/etc/y` is outside"),
         ("cat --file=/etc/x", "`/etc/x` is outside"),
         ("cat -I/usr/include", "`/usr/include` is outside"),
-        ("cat https://example.com/x", "outside"),
+        ("cat https://example.com/x", "`https://example.com/x` reaches the network"),
+        ("cat -n README.md > notes.txt", "the line writes `notes.txt`, and edits ask in this mode"),
         ("cat loop", "symlink loop"),
         ("/usr/bin/cat README.md", "no remembered rule covers"),
         ("CAT=1 cat README.md", "no remembered rule covers"),

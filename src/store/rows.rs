@@ -410,6 +410,15 @@ pub fn set_session_rules(conn: &Connection, id: &SessionId, rules: &[Rule], at: 
 }
 
 pub fn remove_project_rule(conn: &Connection, project: &str, rule: &Rule) -> rusqlite::Result<()> {
+    if rule.pattern.starts_with(crate::permissions::pattern::UNREADABLE) {
+        // The stand-in for rows that could not be read: remove those rows.
+        conn.prepare_cached(
+            "DELETE FROM permission_rules WHERE project = ?1
+             AND (permission NOT IN ('read', 'edit', 'bash') OR action NOT IN ('allow', 'deny'))",
+        )?
+        .execute(params![project])?;
+        return Ok(());
+    }
     conn.prepare_cached(
         "DELETE FROM permission_rules WHERE project = ?1 AND permission = ?2 AND pattern = ?3 AND action = ?4",
     )?

@@ -156,3 +156,23 @@ async fn an_existing_readable_database_is_made_private_and_its_directory_left_al
     assert_eq!(mode(path.parent().unwrap()), 0o755, "a directory cairn did not create keeps its mode");
     store.shutdown().await;
 }
+
+#[tokio::test]
+async fn a_project_rule_row_that_cannot_be_read_stands_in_as_unreadable_until_revoked() {
+    let (dir, store) = open();
+    {
+        // A row the current schema's checks would refuse: written by hand, or by a newer cairn.
+        let raw = rusqlite::Connection::open(dir.path().join("cairn.db")).unwrap();
+        raw.execute_batch("PRAGMA ignore_check_constraints = ON;").unwrap();
+        raw.execute(
+            "INSERT INTO permission_rules (project, permission, pattern, action, created_at) VALUES ('/w', 'mcp', 'x', 'allow', 0)",
+            [],
+        )
+        .unwrap();
+    }
+    let rules = store.project_rules("/w").await.unwrap();
+    assert_eq!(rules.len(), 1);
+    assert!(crate::permissions::describe_rule(&rules[0]).starts_with("an unreadable rule"), "{rules:?}");
+    store.commit(Write::RemoveProjectRule { project: "/w".into(), rule: rules[0].clone() }).await.unwrap();
+    assert!(store.project_rules("/w").await.unwrap().is_empty(), "revoking the stand-in removes the row");
+}

@@ -301,3 +301,27 @@ fn rules_for_tools_that_install_push_or_run_others_cover_only_what_was_approved(
     .concat();
     assert!(found.is_empty(), "{found:#?}");
 }
+
+#[test]
+fn a_rejected_subcommand_is_found_past_options_before_it() {
+    let found = [
+        not_rejected("cargo publish", &["cargo --color always publish", "cargo -Z x publish"]),
+        not_rejected("npm publish", &["npm --registry x publish", "npm -w pkg publish"]),
+        not_rejected("kubectl delete", &["kubectl -n ns delete pod x"]),
+    ]
+    .concat();
+    assert!(found.is_empty(), "{found:#?}");
+}
+
+#[test]
+fn a_redirection_that_writes_is_an_edit_and_a_url_is_the_network() {
+    use crate::permissions::fake::bash;
+    use crate::permissions::*;
+    let rules = vec![Rule::new(Permission::Bash, "echo", Action::Allow, Scope::Session)];
+    let line = bash("echo x > src/main.rs");
+    assert!(matches!(decide(&line, Mode::Ask, &rules), Decision::Ask(why) if why.contains("writes `src/main.rs`")));
+    assert_eq!(decide(&line, Mode::AcceptEdits, &rules), Decision::Allow, "edits inside run in accept-edits");
+    let clone = bash("git clone https://example.com/repo.git");
+    let offered = rule_for(&clone, Action::Allow, Scope::Session, &[]).unwrap();
+    assert_eq!(offered.pattern, "=git clone https://example.com/repo.git", "a URL is remembered exactly");
+}
