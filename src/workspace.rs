@@ -16,6 +16,8 @@ use std::path::{Component, Path, PathBuf};
 const MAX_LINKS: usize = 40;
 /// Matches a glob may have before it is too many to check one by one.
 const MAX_GLOB_MATCHES: usize = 256;
+/// Directory entries a glob may read on its way (a hostile `*/*/*/*` stays cheap).
+const MAX_GLOB_ENTRIES: usize = 4096;
 
 /// The session's roots: its `cwd` and any additional directories.
 #[derive(Clone, Debug)]
@@ -154,22 +156,27 @@ impl Workspace {
         } else {
             (vec![self.cwd.clone()], pattern)
         };
+        let too_much = || format!("`{pattern}` needs more than {MAX_GLOB_ENTRIES} directory entries read to check");
+        let mut entries_read = 0usize;
         for part in parts.split('/').filter(|p| !p.is_empty()) {
-            let is_glob = part.contains(['*', '?', '[']);
+            if !part.contains(['*', '?', '[']) {
+                found = found.iter().map(|dir| dir.join(unescape(part))).collect();
+                continue;
+            }
+            let matcher = globset::GlobBuilder::new(part)
+                .literal_separator(true)
+                .backslash_escape(true)
+                .build()
+                .map_err(|err| format!("`{pattern}` is not a pattern cairn can check: {err}"))?
+                .compile_matcher();
             let mut next = Vec::new();
             for dir in &found {
-                if !is_glob {
-                    next.push(dir.join(unescape(part)));
-                    continue;
-                }
-                let matcher = globset::GlobBuilder::new(part)
-                    .literal_separator(true)
-                    .backslash_escape(true)
-                    .build()
-                    .map_err(|err| format!("`{pattern}` is not a pattern cairn can check: {err}"))?
-                    .compile_matcher();
                 let Ok(entries) = std::fs::read_dir(dir) else { continue };
                 for entry in entries.flatten() {
+                    entries_read += 1;
+                    if entries_read > MAX_GLOB_ENTRIES {
+                        return Err(too_much());
+                    }
                     let name = entry.file_name();
                     let hidden = name.to_string_lossy().starts_with('.');
                     if (!hidden || part.starts_with('.')) && matcher.is_match(Path::new(&name)) {
@@ -209,7 +216,7 @@ fn protected(relative: &Path) -> Option<(&'static str, bool)> {
                 return Some(("agent configuration and instructions change what agents do", false));
             }
             _ if name.starts_with(".env") => return Some(("environment files hold secrets and run code", true)),
-            ".cargo" | ".husky" | ".vscode" | ".idea" | ".devcontainer" => return Some((TOOL_CONFIG, false)),
+            ".cargo" | ".husky" | ".vscode" | ".zed" | ".idea" | ".devcontainer" => return Some((TOOL_CONFIG, false)),
             ".npmrc"
             | ".yarnrc"
             | ".yarnrc.yml"

@@ -139,21 +139,24 @@ pub async fn confirming(turn: &mut Turn<'_>, mut queue: CallQueue, why: String) 
             cancel_all(turn, &queue);
             return TurnState::Done(DoneReason::UserAbort);
         }
-        None | Some(Ok(PermissionAnswer::Cancelled)) => "reject_once".to_owned(),
-        Some(Ok(PermissionAnswer::Selected(option))) => option,
+        None | Some(Ok(PermissionAnswer::Cancelled)) => Choice::RejectOnce,
+        Some(Ok(PermissionAnswer::Selected(option))) => Choice::parse(&option).unwrap_or_else(|| {
+            tracing::warn!(%option, "the editor chose an option cairn did not offer; treating it as a rejection");
+            Choice::RejectOnce
+        }),
         Some(Err(err)) => {
             tracing::warn!(%err, "the permission request failed; treating it as a rejection");
-            "reject_once".to_owned()
+            Choice::RejectOnce
         }
     };
-    let (allowed, rule) = match chosen.as_str() {
-        "allow_once" => (true, None),
-        "allow_session" => (true, allow),
-        "allow_project" => {
+    let (allowed, rule) = match chosen {
+        Choice::AllowOnce => (true, None),
+        Choice::AllowSession => (true, allow),
+        Choice::AllowProject => {
             (true, allow.map(|rule| Rule::new(rule.permission, &rule.pattern, rule.action, Scope::Project)))
         }
-        "reject_always" => (false, deny),
-        _ => (false, None),
+        Choice::RejectOnce => (false, None),
+        Choice::RejectAlways => (false, deny),
     };
     if let Some(rule) = rule {
         turn.tools.rules.push(rule.clone());
@@ -179,31 +182,57 @@ fn readable_unasked(turn: &Turn<'_>, invocation: &Invocation) -> bool {
         .is_some_and(|request| permissions::decide(&request, mode, turn.tools.rules) == Decision::Allow)
 }
 
+/// An answer a question offers, by its option id.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Choice {
+    AllowOnce,
+    AllowSession,
+    AllowProject,
+    RejectOnce,
+    RejectAlways,
+}
+
+impl Choice {
+    const ALL: [Choice; 5] =
+        [Choice::AllowOnce, Choice::AllowSession, Choice::AllowProject, Choice::RejectOnce, Choice::RejectAlways];
+
+    fn id(self) -> &'static str {
+        match self {
+            Choice::AllowOnce => "allow_once",
+            Choice::AllowSession => "allow_session",
+            Choice::AllowProject => "allow_project",
+            Choice::RejectOnce => "reject_once",
+            Choice::RejectAlways => "reject_always",
+        }
+    }
+
+    fn parse(id: &str) -> Option<Choice> {
+        Choice::ALL.into_iter().find(|choice| choice.id() == id)
+    }
+
+    fn offer(self, label: String) -> PermissionOption {
+        let kind = match self {
+            Choice::AllowOnce => OptionKind::AllowOnce,
+            Choice::AllowSession | Choice::AllowProject => OptionKind::AllowAlways,
+            Choice::RejectOnce => OptionKind::RejectOnce,
+            Choice::RejectAlways => OptionKind::RejectAlways,
+        };
+        PermissionOption { id: self.id(), label, kind }
+    }
+}
+
 /// The choices of a question: "always" ones only for the rules that may be remembered, each
 /// labelled with the rule's own description (the same words `/permissions` lists).
 fn options(allow: Option<&Rule>, deny: Option<&Rule>) -> Vec<PermissionOption> {
-    let mut options =
-        vec![PermissionOption { id: "allow_once", label: "Allow once".into(), kind: OptionKind::AllowOnce }];
+    let mut options = vec![Choice::AllowOnce.offer("Allow once".into())];
     if let Some(rule) = allow {
         let what = permissions::describe_rule(rule);
-        options.push(PermissionOption {
-            id: "allow_session",
-            label: format!("Always allow {what} in this session"),
-            kind: OptionKind::AllowAlways,
-        });
-        options.push(PermissionOption {
-            id: "allow_project",
-            label: format!("Always allow {what} in this project"),
-            kind: OptionKind::AllowAlways,
-        });
+        options.push(Choice::AllowSession.offer(format!("Always allow {what} in this session")));
+        options.push(Choice::AllowProject.offer(format!("Always allow {what} in this project")));
     }
-    options.push(PermissionOption { id: "reject_once", label: "Reject".into(), kind: OptionKind::RejectOnce });
+    options.push(Choice::RejectOnce.offer("Reject".into()));
     if let Some(rule) = deny {
-        options.push(PermissionOption {
-            id: "reject_always",
-            label: format!("Always reject {}", permissions::describe_rule(rule)),
-            kind: OptionKind::RejectAlways,
-        });
+        options.push(Choice::RejectAlways.offer(format!("Always reject {}", permissions::describe_rule(rule))));
     }
     options
 }

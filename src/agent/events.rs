@@ -57,6 +57,9 @@ pub enum AgentEvent {
     PartFinished { message: MessageId, index: u32 },
     /// A whole part was written or replaced (tool calls move through their states this way).
     PartUpdated { message: MessageId, index: u32, part: Part },
+    /// A tool call was named and its arguments are still streaming: the part is kept (so the
+    /// message's parts stay numbered without gaps) but not shown until it is complete.
+    ToolNamed { message: MessageId, index: u32, part: Part },
     /// The assistant message is complete; `meta.finish` says how it ended.
     AssistantFinished { message: MessageId, meta: MessageMeta },
     /// Something the user should know that is not part of the conversation (a retry under way);

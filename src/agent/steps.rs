@@ -162,8 +162,10 @@ pub async fn streaming(turn: &mut Turn<'_>, s: Box<Streaming>) -> TurnState {
                 let index = next_index(&s.message);
                 let mut tool = ToolPart::new(id.clone(), name);
                 tool.kind = tools::kind_for(&tool.name);
-                s.message.parts.push(Part::Tool(tool));
+                let part = Part::Tool(tool);
+                s.message.parts.push(part.clone());
                 s.calls.push((id, index));
+                turn.recorder.record(AgentEvent::ToolNamed { message: s.message.id.clone(), index, part });
             }
             StreamEvent::ToolCall(call) => {
                 close_part(turn, &mut s);

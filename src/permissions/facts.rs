@@ -250,7 +250,5 @@ fn leading(run: &Run) -> Vec<String> {
 
 fn shown(command: &Command) -> String {
     let text: Vec<&str> = command.words.iter().map(|w| w.text.as_str()).collect();
-    let text = text.join(" ");
-    let cut: String = text.chars().take(60).collect();
-    if cut.len() < text.len() { format!("{cut}…") } else { cut }
+    pattern::shorten(&text.join(" "), 60)
 }

@@ -78,8 +78,8 @@ impl Pattern {
 pub fn describe(rule: &Rule) -> String {
     let pattern = Pattern::read(rule);
     match (&pattern, rule.permission) {
-        (Pattern::Unreadable(why), _) => format!("an unreadable rule `{}` ({why})", shorten(&rule.pattern)),
-        (Pattern::Exact(line), _) => format!("exactly `{}`", shorten(line)),
+        (Pattern::Unreadable(why), _) => format!("an unreadable rule `{}` ({why})", shorten(&rule.pattern, 80)),
+        (Pattern::Exact(line), _) => format!("exactly `{}`", shorten(line, 80)),
         (Pattern::Program(words), _) => match rule.action {
             Action::Allow => format!("`{}` on files in this workspace", words.join(" ")),
             Action::Deny => format!("`{}`, however it is run", words.join(" ")),
@@ -91,10 +91,11 @@ pub fn describe(rule: &Rule) -> String {
     }
 }
 
-/// A command line as shown in a rule's description: its first line, at most 80 characters.
-fn shorten(text: &str) -> String {
+/// A command line as shown in a rule's description or a reason: its first line, at most `most`
+/// characters, with `…` where it was cut.
+pub fn shorten(text: &str, most: usize) -> String {
     let first = text.lines().next().unwrap_or_default();
-    let cut: String = first.chars().take(80).collect();
+    let cut: String = first.chars().take(most).collect();
     if cut.len() < text.len() { format!("{cut}…") } else { cut }
 }
 

@@ -14,7 +14,7 @@ use tokio::sync::watch;
 use super::{CompactionState, Status, Update, UpdateSink, compaction_failed_note, compaction_note};
 use crate::agent::{AgentEvent, RecordError, Recorder, StreamKind};
 use crate::history::{CallState, Message, MessageMeta, Part, Role, ToolPart};
-use crate::ids::SessionId;
+use crate::ids::{MessageId, SessionId};
 use crate::permissions::Scope;
 use crate::store::{AfterCommit, Store, StoreError, Write};
 
@@ -25,9 +25,10 @@ pub struct StoreRecorder {
     store: Store,
     sink: Arc<dyn UpdateSink>,
     failure: Arc<OnceLock<RecordError>>,
-    /// Tool calls already shown with `tool_call`, as last shown; later changes are
-    /// `tool_call_update`s, sent only when they change what the editor shows.
-    shown_calls: HashMap<String, ToolPart>,
+    /// Tool calls already shown with `tool_call`, by message and call id (a provider may reuse
+    /// an id in a later answer), as last shown; later changes are `tool_call_update`s, sent
+    /// only when they change what the editor shows.
+    shown_calls: HashMap<(MessageId, String), ToolPart>,
     /// The session's status: retrying while a request is tried again, busy once it streams.
     status: Arc<watch::Sender<Status>>,
 }
@@ -101,7 +102,7 @@ impl Recorder for StoreRecorder {
                 let mut updates = Vec::new();
                 if let Part::Tool(tool) = &part {
                     let seen = as_shown(tool);
-                    match self.shown_calls.insert(tool.call_id.clone(), seen.clone()) {
+                    match self.shown_calls.insert((message.clone(), tool.call_id.clone()), seen.clone()) {
                         None => updates.push(Update::ToolCall(tool.clone())),
                         // Waiting for and getting permission change nothing the editor shows.
                         Some(before) if before == seen => {}
@@ -112,6 +113,9 @@ impl Recorder for StoreRecorder {
                     }
                 }
                 self.write(Write::PutPart { session_id, message_id: message, index, part }, updates);
+            }
+            AgentEvent::ToolNamed { message, index, part } => {
+                self.write(Write::PutPart { session_id, message_id: message, index, part }, Vec::new());
             }
             AgentEvent::AssistantFinished { message, meta } => {
                 self.write(Write::FinishMessage { session_id, message_id: message, meta }, Vec::new());

@@ -336,8 +336,11 @@ pub(super) fn save_local(path: &Path, text: &[u8], suffix: &mut dyn FnMut() -> i
     let permissions = std::fs::metadata(path).ok().map(|metadata| metadata.permissions());
     let (mut file, temporary) = create_temporary(dir, &name, permissions.is_some(), suffix)?;
     let finish = || {
-        if let Some(permissions) = permissions {
-            file.set_permissions(permissions)?;
+        if let Some(permissions) = permissions
+            && let Err(err) = file.set_permissions(permissions)
+        {
+            // Some filesystems refuse modes (vfat, some FUSE mounts); the text still matters more.
+            tracing::warn!(path = %path.display(), %err, "could not keep the file's permissions");
         }
         file.write_all(text)?;
         file.sync_data()?;

@@ -244,7 +244,8 @@ impl Invocation {
                 (None, None) => format!("Read {}", shown(&read.path)),
                 (offset, limit) => {
                     let from = offset.unwrap_or(1);
-                    let to = limit.map_or_else(String::new, |limit| (from + limit.saturating_sub(1)).to_string());
+                    let to = limit
+                        .map_or_else(String::new, |limit| from.saturating_add(limit.saturating_sub(1)).to_string());
                     format!("Read {} ({from}–{to})", shown(&read.path))
                 }
             },

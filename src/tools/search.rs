@@ -102,7 +102,9 @@ pub async fn grep(args: &GrepArgs, ctx: &ToolContext) -> Result<ToolOutcome, Too
                 }
             }
             let shown = workspace.display(&path);
-            let secret = path.file_name().is_some_and(|name| name.to_string_lossy().starts_with(".env"));
+            let inner = path.strip_prefix(&root).unwrap_or(&path);
+            let secret =
+                inner.components().any(|c| c.as_os_str().to_string_lossy().to_ascii_lowercase().starts_with(".env"));
             if secret && path != root {
                 skipped.push((shown, "may hold secrets; name it as path to search it (cairn asks first)".into()));
                 continue;

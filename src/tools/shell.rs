@@ -111,9 +111,10 @@ async fn local(args: &BashArgs, ctx: &ToolContext, timeout: Duration) -> Result<
         None => "[killed by a signal]".to_owned(),
     };
     let output = if text.is_empty() { ending } else { format!("{text}\n{ending}") };
-    let refused = ["Permission denied", "Read-only file system", "Operation not permitted"];
+    let lower = text.to_ascii_lowercase();
+    let refused = ["permission denied", "read-only file system", "operation not permitted", "eacces", "eperm", "erofs"];
     let hint =
-        (code != Some(0) && refused.iter().any(|r| text.contains(r))).then(|| ctx.process.refusal_hint()).flatten();
+        (code != Some(0) && refused.iter().any(|r| lower.contains(r))).then(|| ctx.process.refusal_hint()).flatten();
     Ok(ToolOutcome {
         content: vec![ToolContent::Text { text: output.clone() }],
         output: match hint {
