@@ -74,15 +74,8 @@ fn protected_names_are_compared_without_case() {
     // `.ENV` the secrets file.
     let (_dir, root, workspace) = disk();
     std::fs::create_dir_all(root.join(".git/hooks")).unwrap();
-    let found: Vec<String> = [".GIT/hooks/pre-commit", ".Git/config", ".ENV", ".Claude/settings.json"]
-        .into_iter()
-        .map(|name| {
-            let request = PermissionRequest::for_path(Permission::Edit, &workspace, &root.join(name));
-            (name, decide(&request, Mode::AcceptEdits, &[]))
-        })
-        .filter(|(_, decision)| !matches!(decision, Decision::Ask(_)))
-        .map(|(name, decision)| format!("{name}: {decision:?}"))
-        .collect();
+    let found =
+        edits_not_asked(&workspace, &root, &[".GIT/hooks/pre-commit", ".Git/config", ".ENV", ".Claude/settings.json"]);
     assert!(found.is_empty(), "{found:#?}");
 }
 
@@ -91,15 +84,30 @@ fn configuration_that_tools_run_as_code_is_protected() {
     // A program rule for `cargo test`, `npm test`, `make test`, `git commit` runs what these
     // files say, so writing them asks even in accept-edits.
     let (_dir, root, workspace) = disk();
-    let found: Vec<String> =
-        [".cargo/config.toml", ".husky/pre-commit", ".npmrc", ".vscode/tasks.json", "rust-toolchain.toml"]
-            .into_iter()
-            .map(|name| {
-                let request = PermissionRequest::for_path(Permission::Edit, &workspace, &root.join(name));
-                (name, decide(&request, Mode::AcceptEdits, &[]))
-            })
-            .filter(|(_, decision)| !matches!(decision, Decision::Ask(_)))
-            .map(|(name, decision)| format!("{name}: {decision:?}"))
-            .collect();
+    let found = edits_not_asked(
+        &workspace,
+        &root,
+        &[
+            ".cargo/config.toml",
+            ".husky/pre-commit",
+            ".npmrc",
+            ".vscode/tasks.json",
+            "rust-toolchain.toml",
+            ".zed/settings.json",
+        ],
+    );
     assert!(found.is_empty(), "{found:#?}");
+}
+
+/// The names under `root` that accept-edits writes without asking.
+fn edits_not_asked(workspace: &Workspace, root: &std::path::Path, names: &[&str]) -> Vec<String> {
+    names
+        .iter()
+        .map(|name| {
+            let request = PermissionRequest::for_path(Permission::Edit, workspace, &root.join(name));
+            (name, decide(&request, Mode::AcceptEdits, &[]))
+        })
+        .filter(|(_, decision)| !matches!(decision, Decision::Ask(_)))
+        .map(|(name, decision)| format!("{name}: {decision:?}"))
+        .collect()
 }
