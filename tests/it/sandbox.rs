@@ -32,12 +32,21 @@ async fn finish(agent: &mut Agent) {
     agent.wait_exit().await;
 }
 
-/// A directory outside every place the sandbox allows (the test's temp dirs are under `/tmp`).
-fn outside(name: &str) -> PathBuf {
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("sandbox-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+/// A directory outside every place the sandbox allows: not under `/tmp` (where the test's own
+/// temp dirs are, and where a checkout may be), removed when dropped. `None` (the test skips)
+/// where no such place can be made.
+fn outside(name: &str) -> Option<tempfile::TempDir> {
+    let allowed = |dir: &std::path::Path| ["/tmp", "/dev/shm"].iter().any(|a| dir.starts_with(a));
+    let bases = [PathBuf::from(env!("CARGO_TARGET_TMPDIR")), PathBuf::from("/var/tmp")];
+    let made = bases
+        .iter()
+        .filter_map(|base| base.canonicalize().ok())
+        .filter(|base| !allowed(base))
+        .find_map(|base| tempfile::Builder::new().prefix(&format!("cairn-sandbox-{name}-")).tempdir_in(base).ok());
+    if made.is_none() {
+        println!("skipped: no directory outside /tmp to write to ({bases:?})");
+    }
+    made
 }
 
 fn landlock(what: &str) -> bool {
@@ -120,7 +129,8 @@ async fn workspace_write_allows_the_workspace_and_refuses_outside() {
         return;
     }
     let env = TestEnv::new().await;
-    let outside = outside("ww");
+    let Some(outside) = outside("ww") else { return };
+    let outside = outside.path();
     let command = format!("touch {}/x; echo \"outside=$?\"; touch inside.txt; echo \"inside=$?\"", outside.display());
     let output = bash(&env, &command).await;
     assert!(output.contains("Permission denied") && output.contains("outside=1"), "{output}");
@@ -140,7 +150,8 @@ async fn symlinks_proc_paths_and_renames_do_not_lead_out() {
         return;
     }
     let env = TestEnv::new().await;
-    let out = outside("links");
+    let Some(out) = outside("links") else { return };
+    let out = out.path();
     let command = format!(
         "{{ ln -s {out} link; echo x > link/a; ln -s {out} /tmp/link-$$; echo x > /tmp/link-$$/b; \
          echo x > /proc/self/root{out}/c; echo x > d; mv d {out}/d; rm /tmp/link-$$; ls {out} | wc -l; }} 2>&1",
@@ -180,7 +191,8 @@ async fn read_only_refuses_writes_even_in_the_workspace() {
 async fn off_allows_writing_anywhere_the_user_may() {
     let env = TestEnv::new().await;
     env.write_config("[sandbox]\nmode = \"off\"\n");
-    let outside = outside("off");
+    let Some(outside) = outside("off") else { return };
+    let outside = outside.path();
     let output = bash(&env, &format!("touch {}/x; echo \"outside=$?\"", outside.display())).await;
     assert!(output.contains("outside=0"), "{output}");
     assert!(outside.join("x").exists());
