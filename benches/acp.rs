@@ -1,4 +1,5 @@
-//! The figures of design.md §8, measured on the real binary over pipes: `cargo bench --bench acp`.
+//! The project's performance targets (start-up, latency, throughput, memory), measured on the
+//! real binary over pipes: `cargo bench --bench acp`.
 //!
 //! Each figure drives `cairn` exactly as an editor would, against the mock model server of the
 //! integration tests (answering at once unless said otherwise), and prints the median and p90 of

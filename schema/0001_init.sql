@@ -1,4 +1,4 @@
--- cairn schema v1: sessions hold messages, messages hold parts (design.md §4).
+-- cairn schema v1: sessions hold messages, messages hold parts.
 -- Timestamps are Unix milliseconds. Ids sort by creation time (see src/ids.rs).
 -- Only picker, filter and rollup fields are columns; the rest is JSON kept verbatim.
 

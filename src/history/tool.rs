@@ -1,7 +1,7 @@
 //! A tool call as stored: its input, its place in the call lifecycle, what the editor was shown
 //! and what the model is told.
 //!
-//! [`CallState`] is the lifecycle of design.md §5 (New → Running → Succeeded | Failed | Cancelled,
+//! [`CallState`] is a tool call's lifecycle (New → Running → Succeeded | Failed | Cancelled,
 //! with Suspended → Resuming while a permission is pending); [`CallState::advance`] is the one place
 //! that decides which moves are legal, and terminal states never change.
 
