@@ -14,10 +14,10 @@ use tokio::sync::mpsc;
 
 use super::Turn;
 use super::events::{AgentEvent, Phase};
-use super::state::{CallQueue, DoneReason, QueuedCall, TurnState};
+use super::state::{CallQueue, DoneReason, Question, QueuedCall, TurnError, TurnState};
 use crate::history::{CallState, Part, ToolContent, ToolPart};
 use crate::ids::MessageId;
-use crate::permissions::{self, Action, Decision, Mode, Rule, Scope};
+use crate::permissions::{self, Action, Decision, Mode, PermissionRequest, Rule, Scope};
 use crate::tools::host::{OptionKind, PermissionAnswer, PermissionOption};
 use crate::tools::{Access, Invocation, ToolContext, ToolError, ToolOutcome};
 
@@ -50,7 +50,8 @@ pub async fn executing(turn: &mut Turn<'_>, mut queue: CallQueue) -> TurnState {
             return TurnState::Executing(queue);
         }
     };
-    match decision(turn, head) {
+    let (verdict, request) = judged(turn, head);
+    match verdict {
         Decision::Deny(why) => {
             queue.calls.pop_front();
             fail(turn, &queue.message, index, format!("Permission denied: {why}."));
@@ -65,7 +66,10 @@ pub async fn executing(turn: &mut Turn<'_>, mut queue: CallQueue) -> TurnState {
             fail(turn, &queue.message, index, format!("Permission denied: {why}."));
             TurnState::Executing(queue)
         }
-        Decision::Ask(why) => TurnState::Confirming(queue, why),
+        Decision::Ask(why) => match request {
+            Some(request) => TurnState::Confirming(queue, Box::new(Question { request, why })),
+            None => TurnState::Done(DoneReason::Error(TurnError::Internal("a question about nothing".into()))),
+        },
         Decision::Allow => {
             let mut batch = vec![(index, invocation.clone())];
             queue.calls.pop_front();
@@ -92,14 +96,11 @@ pub async fn executing(turn: &mut Turn<'_>, mut queue: CallQueue) -> TurnState {
 /// the call's card with what it would do (the diff of an edit, the command line) and why cairn
 /// asks; the "always" options offer exactly the rule that would be remembered, and only when a
 /// rule may cover the call at all.
-pub async fn confirming(turn: &mut Turn<'_>, mut queue: CallQueue, why: String) -> TurnState {
+pub async fn confirming(turn: &mut Turn<'_>, mut queue: CallQueue, question: Question) -> TurnState {
     let Some(head) = queue.calls.front_mut() else { return TurnState::Sampling };
     let Ok(invocation) = head.invocation.clone() else { return TurnState::Executing(queue) };
     let index = head.index;
-    let Some(request) = invocation.permission(&turn.tools.workspace) else {
-        head.approved = Some(String::new());
-        return TurnState::Executing(queue);
-    };
+    let Question { request, why } = question;
     let ctx = context(turn, turn.cancel.child_token(), None);
     let preview = match invocation.preview(&ctx).await {
         Ok(preview) => preview,
@@ -245,12 +246,17 @@ fn cooling(turn: &Turn<'_>, name: &str) -> Option<(String, u32)> {
 /// What the permissions say about a queued call now (the mode may have changed). An approval
 /// holds only while the call's target is the one the user saw.
 fn decision(turn: &Turn<'_>, call: &QueuedCall) -> Decision {
-    let Ok(invocation) = &call.invocation else { return Decision::Allow };
+    judged(turn, call).0
+}
+
+/// The decision, with the request it was made about (which a question then shows).
+fn judged(turn: &Turn<'_>, call: &QueuedCall) -> (Decision, Option<PermissionRequest>) {
+    let Ok(invocation) = &call.invocation else { return (Decision::Allow, None) };
     let mode: Mode = *turn.tools.mode.borrow();
     match invocation.permission(&turn.tools.workspace) {
-        Some(request) if call.approved.as_deref() == Some(request.target.as_str()) => Decision::Allow,
-        Some(request) => permissions::decide(&request, mode, turn.tools.rules),
-        None => Decision::Allow,
+        Some(request) if call.approved.as_deref() == Some(request.target.as_str()) => (Decision::Allow, Some(request)),
+        Some(request) => (permissions::decide(&request, mode, turn.tools.rules), Some(request)),
+        None => (Decision::Allow, None),
     }
 }
 

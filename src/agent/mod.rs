@@ -163,7 +163,7 @@ pub async fn run_turn(mut turn: Turn<'_>, prompt: Vec<Part>) -> Result<StopReaso
                 next
             }
             TurnState::Executing(queue) => calls::executing(&mut turn, queue).await,
-            TurnState::Confirming(queue, why) => calls::confirming(&mut turn, queue, why).await,
+            TurnState::Confirming(queue, question) => calls::confirming(&mut turn, queue, *question).await,
             TurnState::Done(reason) => return run_end(&mut turn, &user, reason).await,
         };
         let step_over = matches!(next, TurnState::Done(_)) || (ran_tools && matches!(next, TurnState::Sampling));

@@ -10,6 +10,7 @@ use std::fmt;
 use crate::history::Message;
 use crate::ids::MessageId;
 use crate::llm::{EventStream, FinishReason, LlmError};
+use crate::permissions::PermissionRequest;
 use crate::tools::{Invocation, ToolError};
 
 use super::events::{RecordError, StreamKind};
@@ -23,9 +24,8 @@ pub enum TurnState {
     Streaming(Box<Streaming>),
     /// Running the tool calls the model asked for, in order.
     Executing(CallQueue),
-    /// Waiting for the user to allow the first queued call (a pending `session/request_permission`),
-    /// with the reason cairn asks.
-    Confirming(CallQueue, String),
+    /// Waiting for the user to allow the first queued call (a pending `session/request_permission`).
+    Confirming(CallQueue, Box<Question>),
     /// Making the history fit the context window again, then back to Sampling.
     Compacting(Why),
     /// The turn is over.
@@ -74,6 +74,13 @@ pub struct CallQueue {
     /// The assistant message holding the calls' parts.
     pub message: MessageId,
     pub calls: VecDeque<QueuedCall>,
+}
+
+/// The question about the first queued call: what it is about, as judged when it was decided,
+/// and why cairn asks.
+pub struct Question {
+    pub request: PermissionRequest,
+    pub why: String,
 }
 
 /// One call waiting to run.
