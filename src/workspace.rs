@@ -93,11 +93,6 @@ impl Workspace {
         }
     }
 
-    /// Whether `path` (absolute) lies inside a root once every symlink on it is followed.
-    pub fn contains(&self, path: &Path) -> bool {
-        matches!(self.locate(path).place, Place::Inside { .. } | Place::Protected { .. })
-    }
-
     fn place(&self, given: &Path, real: &Path) -> Place {
         if let Some(why) = self.private.iter().find(|dir| real.starts_with(dir)).map(|_| PRIVATE) {
             return match self.relative(real) {
