@@ -290,13 +290,19 @@ fn open_regular(path: &Path, shown: &str) -> Result<Option<(File, u64)>, ToolErr
         Ok(metadata) => check_kind(&metadata, shown)?,
         Err(err) => return missing_or(err),
     }
-    let file = match std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY).open(path) {
+    let file = match open_for_reading(path) {
         Ok(file) => file,
         Err(err) => return missing_or(err),
     };
     let metadata = file.metadata().map_err(|err| cannot_read(shown, &err))?;
     check_kind(&metadata, shown)?;
     Ok(Some((file, metadata.len())))
+}
+
+/// Opens a file to read without blocking on it (a FIFO swapped in since it was checked) and
+/// without taking it as a controlling terminal.
+pub(super) fn open_for_reading(path: &Path) -> io::Result<File> {
+    std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY).open(path)
 }
 
 /// Only regular files hold text to read.

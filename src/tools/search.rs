@@ -5,7 +5,6 @@
 
 use std::fs::File;
 use std::io::Read;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use globset::{Glob, GlobMatcher};
@@ -188,7 +187,7 @@ pub async fn grep(args: &GrepArgs, ctx: &ToolContext) -> Result<ToolOutcome, Too
 /// Opens a file to search if it is (still) a regular file; `O_NONBLOCK` keeps a FIFO swapped in
 /// since the walk from blocking the open.
 fn open_file(path: &Path) -> std::io::Result<Option<(File, u64)>> {
-    let file = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY).open(path)?;
+    let file = super::fs::open_for_reading(path)?;
     let metadata = file.metadata()?;
     Ok(metadata.is_file().then_some((file, metadata.len())))
 }
