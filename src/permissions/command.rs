@@ -95,9 +95,8 @@ fn unseen(first: &Word, name: &str, args: &[Word]) -> bool {
         return true;
     }
     if is_shell(name) {
-        return !args
-            .iter()
-            .any(|w| literal(w) && w.text.starts_with('-') && !w.text.starts_with("--") && w.text.contains('c'));
+        // No `-c STRING`: the shell reads a script file or stdin.
+        return matches!(shell_string(args), Inner::None);
     }
     let texts: Vec<&str> = args.iter().map(|w| w.text.as_str()).collect();
     // `find -exec` shows what it runs, and is followed there.
