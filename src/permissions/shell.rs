@@ -180,18 +180,16 @@ impl Parser {
         self.chars.get(self.pos).copied()
     }
 
-    /// One level deeper into substitutions, expansions and compound commands; refused past
+    /// Reads one level deeper into substitutions, expansions and compound commands; refused past
     /// [`MAX_NESTING`] so a hostile line cannot exhaust the stack.
-    fn enter(&mut self) -> Result<(), ParseError> {
+    fn deeper<T>(&mut self, read: impl FnOnce(&mut Self) -> Result<T, ParseError>) -> Result<T, ParseError> {
         if self.depth >= MAX_NESTING {
             return Err(self.error("substitutions are nested too deeply to be checked"));
         }
         self.depth += 1;
-        Ok(())
-    }
-
-    fn leave(&mut self) {
+        let result = read(self);
         self.depth -= 1;
+        result
     }
 
     fn starts_with(&self, text: &str) -> bool {
@@ -371,15 +369,15 @@ impl Parser {
 
     /// A list nested one level deeper (subshell, command or process substitution).
     fn nested(&mut self, end: End) -> Result<(), ParseError> {
-        self.enter()?;
-        // A here-document declared outside is read after the outer line's newline, not after
-        // one inside the substitution (bash reads the whole substitution first).
-        let outer = std::mem::take(&mut self.heredocs);
-        let result = self.list(end);
-        let inner = std::mem::replace(&mut self.heredocs, outer);
-        self.heredocs.extend(inner);
-        self.leave();
-        result.map(|_| ())
+        self.deeper(|parser| {
+            // A here-document declared outside is read after the outer line's newline, not after
+            // one inside the substitution (bash reads the whole substitution first).
+            let outer = std::mem::take(&mut parser.heredocs);
+            let result = parser.list(end);
+            let inner = std::mem::replace(&mut parser.heredocs, outer);
+            parser.heredocs.extend(inner);
+            result.map(|_| ())
+        })
     }
 
     /// A redirection operator and its target; `fd` is a descriptor word such as `2` or `{fd}`.

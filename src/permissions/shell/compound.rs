@@ -54,18 +54,12 @@ impl Parser {
             }
             "[[" => {
                 self.script.compound = true;
-                self.enter()?;
-                let result = self.test();
-                self.leave();
-                result?;
+                self.deeper(Self::test)?;
                 Ok(Some(Next::More))
             }
             "case" => {
                 self.script.compound = true;
-                self.enter()?;
-                let result = self.case();
-                self.leave();
-                result?;
+                self.deeper(Self::case)?;
                 Ok(Some(Next::More))
             }
             _ => Ok(None),
@@ -156,10 +150,7 @@ impl Parser {
     /// `(( … ))` or `$(( … ))`, after the opening `((`: up to the matching `))`. Arithmetic
     /// evaluates what variables hold (array subscripts included), so the line is marked latent.
     pub(super) fn arithmetic(&mut self) -> Result<(), ParseError> {
-        self.enter()?;
-        let result = self.arithmetic_body();
-        self.leave();
-        result
+        self.deeper(Self::arithmetic_body)
     }
 
     fn arithmetic_body(&mut self) -> Result<(), ParseError> {
@@ -191,10 +182,7 @@ impl Parser {
 
     /// `name=( … )`, after the `(`: array elements up to `)`.
     pub(super) fn array(&mut self) -> Result<(), ParseError> {
-        self.enter()?;
-        let result = self.array_body();
-        self.leave();
-        result
+        self.deeper(Self::array_body)
     }
 
     fn array_body(&mut self) -> Result<(), ParseError> {
@@ -254,8 +242,7 @@ impl Parser {
                     script: Script::default(),
                     heredocs: Vec::new(),
                 };
-                parser.enter()?;
-                parser.double_quoted_text()?;
+                parser.deeper(Self::double_quoted_text)?;
                 self.absorb(parser.script);
             }
         }

@@ -193,10 +193,7 @@ impl Parser {
     /// `${…}`, after `${`: up to the matching `}`, reading nested quotes and substitutions.
     /// Indirection (`${!x}`) and prompt expansion (`${x@P}`) may run what a variable holds.
     fn parameter(&mut self) -> Result<(), ParseError> {
-        self.enter()?;
-        let result = self.parameter_body();
-        self.leave();
-        result
+        self.deeper(Self::parameter_body)
     }
 
     fn parameter_body(&mut self) -> Result<(), ParseError> {
