@@ -89,7 +89,7 @@ fn conversation() -> ModelRequest {
         model: "m".into(),
         system: "system prompt ".repeat(200),
         messages,
-        tools: cairn::tools::specs().to_vec(),
+        tools: cairn::tools::Registry::builtin().specs().to_vec(),
         max_output: 16_000,
         thought: None,
     }

@@ -138,6 +138,7 @@ impl Setup {
                 mode: self.mode.clone(),
                 rules,
                 process: Arc::default(),
+                registry: Arc::new(cairn::tools::Registry::builtin()),
             },
             info,
             thought: None,

@@ -30,7 +30,7 @@ use crate::ids::MessageId;
 use crate::llm::catalog::{ModelInfo, ThoughtLevel};
 use crate::llm::{LlmError, ModelRequest, Provider};
 use crate::permissions::{Mode, Rule};
-use crate::tools::{self, Host, Workspace};
+use crate::tools::{Host, Registry, Workspace};
 
 pub use events::{AgentEvent, Phase, RecordError, Recorder, StreamKind};
 use loops::{LoopGuard, Verdict};
@@ -112,6 +112,8 @@ pub struct Toolbox<'a> {
     pub rules: &'a mut Vec<Rule>,
     /// How local commands are started (environment, sandbox, supervisor).
     pub process: Arc<crate::process::ProcessPolicy>,
+    /// The tools the model may call.
+    pub registry: Arc<Registry>,
 }
 
 /// Runs one turn for `prompt` to its end. The prompt is committed before the model is called,
@@ -195,8 +197,14 @@ fn before_inference(turn: &mut Turn<'_>) -> Option<TurnState> {
         *left = left.saturating_sub(1);
         *left > 0
     });
-    let tools =
-        tools::specs().iter().filter(|spec| !cooling.iter().any(|tool| spec["name"] == **tool)).cloned().collect();
+    let tools = turn
+        .tools
+        .registry
+        .specs()
+        .iter()
+        .filter(|spec| !cooling.iter().any(|tool| spec["name"] == **tool))
+        .cloned()
+        .collect();
     let mut messages = view::model_view(turn.history);
     if !turn.run.reminders.is_empty() {
         let text = std::mem::take(&mut turn.run.reminders).join("\n\n");

@@ -14,7 +14,6 @@ use crate::history::{CallState, Finish, Message, MessageMeta, Part, Role, ToolPa
 use crate::ids::MessageId;
 use crate::llm::retry::RetryPolicy;
 use crate::llm::{FinishReason, LlmError, StreamEvent, catalog};
-use crate::tools::{self, Invocation};
 
 /// Sends the step's request to the model, retrying what may succeed on a second try.
 pub async fn sampling(turn: &mut Turn<'_>) -> TurnState {
@@ -161,7 +160,7 @@ pub async fn streaming(turn: &mut Turn<'_>, s: Box<Streaming>) -> TurnState {
                 close_part(turn, &mut s);
                 let index = next_index(&s.message);
                 let mut tool = ToolPart::new(id.clone(), name);
-                tool.kind = tools::kind_for(&tool.name);
+                tool.kind = turn.tools.registry.kind(&tool.name);
                 let part = Part::Tool(tool);
                 s.message.parts.push(part.clone());
                 s.calls.push((id, index));
@@ -181,7 +180,7 @@ pub async fn streaming(turn: &mut Turn<'_>, s: Box<Streaming>) -> TurnState {
                 let workspace = &turn.tools.workspace;
                 if let Some(Part::Tool(tool)) = s.message.parts.get_mut(index as usize) {
                     tool.input = call.arguments.clone();
-                    if let Ok(invocation) = Invocation::parse(&call.name, &call.arguments) {
+                    if let Ok(invocation) = turn.tools.registry.parse(&call.name, &call.arguments) {
                         tool.title = invocation.title(workspace);
                         tool.kind = invocation.kind();
                         tool.locations = invocation.locations(workspace);
@@ -273,7 +272,7 @@ fn run_calls(turn: &mut Turn<'_>, s: Streaming) -> TurnState {
         .filter_map(|(_, index)| match s.message.parts.get(*index as usize) {
             Some(Part::Tool(tool)) => Some(QueuedCall {
                 index: *index,
-                invocation: Invocation::parse(&tool.name, &tool.input),
+                invocation: turn.tools.registry.parse(&tool.name, &tool.input),
                 approved: None,
             }),
             _ => None,

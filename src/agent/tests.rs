@@ -89,6 +89,7 @@ async fn run_logged(
             mode,
             rules: &mut rules,
             process: Arc::default(),
+            registry: Arc::new(crate::tools::Registry::builtin()),
         },
         info: ModelInfo { context_window: 100_000, max_output: 4_000, prices: None, reasoning: false },
         thought: None,

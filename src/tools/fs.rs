@@ -1,233 +1,44 @@
-//! `read`, `write` and `edit`: through the editor's buffers when it offers `fs/*`, else on disk.
+//! What `read`, `write` and `edit` share: opening files safely, loading a file's whole text,
+//! and saving one.
 //!
-//! Reading through the editor sees unsaved changes and asks it for just the lines wanted; writing
-//! through it lets the editor track and review the edit. A local `read` streams the file and costs
-//! what it returns ([`super::page`]); `write` and `edit` need the old text whole, so they load at
-//! most [`MAX_WHOLE_BYTES`] of it. Only regular files are opened, and without blocking, so a FIFO
-//! or a device given as the path fails at once. Local writes go to a temporary file created
-//! exclusively under an unpredictable name (a file or symlink planted next to the target cannot
-//! redirect them), synced, then renamed over the target with its permissions: a crash never
-//! leaves half a file, and a failure leaves no temporary file behind.
+//! Only regular files are opened, and without blocking, so a FIFO or a device fails at once.
+//! `write` and `edit` need the old text whole, so they load at most [`MAX_WHOLE_BYTES`] of it.
+//! Local writes go to a temporary file created exclusively under an unpredictable name (a file
+//! or symlink planted next to the target cannot redirect them), synced, then renamed over the
+//! target with its permissions: a crash never leaves half a file, and a failure leaves no
+//! temporary file behind. Through the editor, loading and saving use its buffers.
 
 use std::fs::File;
-use std::io::{self, BufReader, ErrorKind, Read, Write};
+use std::io::{self, ErrorKind, Read, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
-use super::host::LineRange;
-use super::page::{self, DEFAULT_LINES, Page, PageError, Start, Total, human_size};
-use super::{EditArgs, ReadArgs, ToolContext, ToolError, ToolOutcome, WriteArgs, blocking, target};
-use crate::history::ToolContent;
+use super::{ToolContext, ToolError, blocking};
 
 /// The largest old text `write` shows in its diff and `edit` changes. The diff carries the old
 /// and the new text to the editor and into the session's history, so this bounds one call at
 /// about twice as much; 16 MiB still covers the biggest sources people edit (amalgamated C files,
 /// generated bindings), and past it a file is data, better changed with a command.
-const MAX_WHOLE_BYTES: u64 = 16 << 20;
+pub(super) const MAX_WHOLE_BYTES: u64 = 16 << 20;
 /// A NUL byte among the first bytes marks a binary file.
-const BINARY_PROBE: u64 = 8192;
+pub(super) const BINARY_PROBE: u64 = 8192;
 /// Tries at a fresh temporary name before giving up.
 const TEMPORARY_ATTEMPTS: usize = 8;
 
-pub async fn read(args: &ReadArgs, ctx: &ToolContext) -> Result<ToolOutcome, ToolError> {
-    let path = target(ctx, &args.path);
-    let shown = ctx.workspace.display(&path);
-    let first = args.offset.unwrap_or(1).max(1);
-    let limit = args.limit.unwrap_or(DEFAULT_LINES).max(1);
-    let (page, size) = if ctx.host.reads_files() {
-        (editor_page(ctx, &path, &shown, first, limit).await?, None)
-    } else {
-        let (page, size) = local_page(ctx, &path, &shown, first, limit).await?;
-        (page, Some(size))
-    };
-    let mut output = page.text;
-    match page.total {
-        Total::Known(0) => output.push_str("(the file is empty)\n"),
-        Total::Known(total) if first > 1 || page.last < total => {
-            output.push_str(&format!("(lines {first}–{} of {total}; use offset and limit to read others)\n", page.last))
-        }
-        Total::Known(_) => {}
-        Total::GoesOn => {
-            let size = size.map(|size| format!(", {} in all", human_size(size))).unwrap_or_default();
-            output.push_str(&format!(
-                "(lines {first}–{}; the file goes on{size}; use offset and limit to read others)\n",
-                page.last
-            ));
-        }
-    }
-    Ok(ToolOutcome { output, ..ToolOutcome::default() })
-}
-
-/// Lines `first..first + limit` from the editor's buffer. One line more is asked for, to tell
-/// whether the file goes on; the editor's slice says nothing about the total beyond that.
-async fn editor_page(ctx: &ToolContext, path: &Path, shown: &str, first: u32, limit: u32) -> Result<Page, ToolError> {
-    // The editor reports a missing file as an error; check the disk to tell it apart.
-    match tokio::fs::metadata(path).await {
-        Ok(metadata) => check_kind(&metadata, shown)?,
-        Err(_) => return Err(not_found(shown)),
-    }
-    let range = LineRange { line: first, limit: limit.saturating_add(1) };
-    let text = ctx.host.read_text_file(path, Some(range)).await.map_err(|err| cannot_read(shown, &err))?;
-    let (first, limit) = (u64::from(first), u64::from(limit));
-    match page::page(text.as_bytes(), first, limit, Start::AtFirst, &|| false) {
-        Ok(Page { total: Total::Known(total), text, last }) if total - (first - 1) > limit => {
-            Ok(Page { text, last, total: Total::GoesOn })
-        }
-        Ok(page) => Ok(page),
-        Err(PageError::PastEnd(_)) => {
-            Err(ToolError(format!("{shown} has fewer than {first} lines; offset {first} is past its end")))
-        }
-        Err(PageError::Io(err)) => Err(cannot_read(shown, &err)),
-        Err(PageError::Cancelled) => Err(ToolError("cancelled".into())),
-    }
-}
-
-/// Lines `first..first + limit` streamed from the disk, and the file's size.
-async fn local_page(
-    ctx: &ToolContext,
-    path: &Path,
-    shown: &str,
-    first: u32,
-    limit: u32,
-) -> Result<(Page, u64), ToolError> {
-    let (path, shown) = (path.to_owned(), shown.to_owned());
-    blocking(ctx, move |cancel| {
-        let (file, size) = open_regular(&path, &shown)?.ok_or_else(|| not_found(&shown))?;
-        let mut head = Vec::new();
-        (&file).take(BINARY_PROBE).read_to_end(&mut head).map_err(|err| cannot_read(&shown, &err))?;
-        if head.contains(&0) {
-            return Err(binary(&shown));
-        }
-        let reader = BufReader::with_capacity(64 * 1024, io::Cursor::new(head).chain(file));
-        let stop = || cancel.is_cancelled();
-        match page::page(reader, u64::from(first), u64::from(limit), Start::FileStart, &stop) {
-            Ok(page) => Ok((page, size)),
-            Err(PageError::PastEnd(total)) => {
-                Err(ToolError(format!("{shown} has {total} lines; offset {first} is past its end")))
-            }
-            Err(PageError::Io(err)) => Err(cannot_read(&shown, &err)),
-            Err(PageError::Cancelled) => Err(ToolError("cancelled".into())),
-        }
-    })
-    .await
-}
-
-pub async fn write(args: &WriteArgs, ctx: &ToolContext) -> Result<ToolOutcome, ToolError> {
-    let path = target(ctx, &args.path);
-    let old = load(ctx, &path).await?;
-    save(ctx, &path, &args.content).await?;
-    let shown = ctx.workspace.display(&path);
-    let lines = args.content.lines().count();
-    let mut output = match &old {
-        Old::Missing => format!("Created {shown} ({lines} lines)."),
-        Old::Text(_) | Old::NotUtf8 { .. } | Old::TooLarge(_) => format!("Wrote {shown} ({lines} lines)."),
-    };
-    let (old_text, unshown) = match old {
-        Old::Missing => (None, None),
-        Old::Text(text) | Old::NotUtf8 { shown: text, .. } => (Some(text), None),
-        Old::TooLarge(size) => (None, Some(size)),
-    };
-    let mut content =
-        vec![ToolContent::Diff { path: path.display().to_string(), old_text, new_text: args.content.clone() }];
-    if let Some(size) = unshown {
-        let note = format!(
-            "The previous content ({}) is too large to show; the diff shows only the new text.",
-            human_size(size)
-        );
-        output.push(' ');
-        output.push_str(&note);
-        content.push(ToolContent::Text { text: note });
-    }
-    Ok(ToolOutcome { output, content, ..ToolOutcome::default() })
-}
-
-pub async fn edit(args: &EditArgs, ctx: &ToolContext) -> Result<ToolOutcome, ToolError> {
-    let path = target(ctx, &args.path);
-    let shown = ctx.workspace.display(&path);
-    let old = editable(load(ctx, &path).await?, &shown)?;
-    let (new, replaced) = apply(args, &old, &shown)?;
-    save(ctx, &path, &new).await?;
-    let content = vec![ToolContent::Diff { path: path.display().to_string(), old_text: Some(old), new_text: new }];
-    Ok(ToolOutcome {
-        output: format!("Edited {shown}: replaced {replaced} occurrence{}.", if replaced == 1 { "" } else { "s" }),
-        content,
-        ..ToolOutcome::default()
-    })
-}
-
-/// The diff `write` would show, for the permission question. A file that cannot be read
-/// (a link loop, no access) shows no diff; the question still comes, and says why.
-pub async fn preview_write(args: &WriteArgs, ctx: &ToolContext) -> Result<Vec<ToolContent>, ToolError> {
-    let path = target(ctx, &args.path);
-    let old_text = match load(ctx, &path).await {
-        Ok(Old::Text(text) | Old::NotUtf8 { shown: text, .. }) => Some(text),
-        Ok(Old::Missing | Old::TooLarge(_)) | Err(_) => None,
-    };
-    Ok(vec![ToolContent::Diff { path: path.display().to_string(), old_text, new_text: args.content.clone() }])
-}
-
-/// The diff `edit` would show, for the permission question; `Err` if the edit cannot apply to
-/// the file as it is (then there is nothing to ask about).
-pub async fn preview_edit(args: &EditArgs, ctx: &ToolContext) -> Result<Vec<ToolContent>, ToolError> {
-    let path = target(ctx, &args.path);
-    let shown = ctx.workspace.display(&path);
-    let Ok(old) = load(ctx, &path).await else { return Ok(Vec::new()) };
-    let old = editable(old, &shown)?;
-    let (new, _) = apply(args, &old, &shown)?;
-    Ok(vec![ToolContent::Diff { path: path.display().to_string(), old_text: Some(old), new_text: new }])
-}
-
-/// The text `edit` may change, or why it may not.
-fn editable(old: Old, shown: &str) -> Result<String, ToolError> {
-    match old {
-        Old::Text(text) => Ok(text),
-        Old::Missing => Err(not_found(shown)),
-        Old::NotUtf8 { valid_up_to, .. } => Err(ToolError(format!(
-            "{shown} is not valid UTF-8 (from byte {valid_up_to}); edit would replace every invalid byte in it. Change it with a command (sed, iconv, a script) through bash."
-        ))),
-        Old::TooLarge(size) => Err(ToolError(format!(
-            "{shown} is {}; edit changes files of up to {}. Change a file this large with a command (sed, a script) through bash.",
-            human_size(size),
-            human_size(MAX_WHOLE_BYTES)
-        ))),
-    }
-}
-
-/// `old` with the edit applied, and how many occurrences it replaced.
-fn apply(args: &EditArgs, old: &str, shown: &str) -> Result<(String, usize), ToolError> {
-    if args.old_string.is_empty() {
-        return Err(ToolError("old_string is empty; use `write` to create or replace a whole file".into()));
-    }
-    if args.old_string == args.new_string {
-        return Err(ToolError("old_string and new_string are the same; there is nothing to change".into()));
-    }
-    let found = old.matches(&args.old_string).count();
-    match (found, args.replace_all) {
-        (0, _) => Err(ToolError(format!(
-            "old_string was not found in {shown}. Read the file and copy the text exactly, whitespace included."
-        ))),
-        (_, true) => Ok((old.replace(&args.old_string, &args.new_string), found)),
-        (1, false) => Ok((old.replacen(&args.old_string, &args.new_string, 1), 1)),
-        (_, false) => Err(ToolError(format!(
-            "old_string occurs {found} times in {shown}; include more surrounding lines to make it unique, or set replace_all"
-        ))),
-    }
-}
-
-fn not_found(shown: &str) -> ToolError {
+pub(super) fn not_found(shown: &str) -> ToolError {
     ToolError(format!("{shown} does not exist; use glob to find the right path"))
 }
 
-fn cannot_read(shown: &str, err: &dyn std::fmt::Display) -> ToolError {
+pub(super) fn cannot_read(shown: &str, err: &dyn std::fmt::Display) -> ToolError {
     ToolError(format!("cannot read {shown}: {err}"))
 }
 
-fn binary(shown: &str) -> ToolError {
+pub(super) fn binary(shown: &str) -> ToolError {
     ToolError(format!("{shown} is a binary file; it cannot be read as text"))
 }
 
 /// A file's old text, as `write` and `edit` need it.
-enum Old {
+pub(super) enum Old {
     Missing,
     Text(String),
     /// Bytes that are not UTF-8: fit to show (invalid bytes replaced), not to edit and save back.
@@ -240,7 +51,7 @@ enum Old {
 }
 
 /// The whole text of a file, if it exists and is not too large.
-async fn load(ctx: &ToolContext, path: &Path) -> Result<Old, ToolError> {
+pub(super) async fn load(ctx: &ToolContext, path: &Path) -> Result<Old, ToolError> {
     let shown = ctx.workspace.display(path);
     if ctx.host.reads_files() {
         // The editor reports a missing file as an error; check the disk to tell it apart.
@@ -283,7 +94,7 @@ async fn load(ctx: &ToolContext, path: &Path) -> Result<Old, ToolError> {
 /// The kind is checked before opening (opening a device can have effects) and again on the open
 /// file, in case it was swapped; `O_NONBLOCK` keeps a FIFO swapped in between from blocking the
 /// open, and changes nothing for a regular file.
-fn open_regular(path: &Path, shown: &str) -> Result<Option<(File, u64)>, ToolError> {
+pub(super) fn open_regular(path: &Path, shown: &str) -> Result<Option<(File, u64)>, ToolError> {
     let missing_or =
         |err: io::Error| if err.kind() == ErrorKind::NotFound { Ok(None) } else { Err(cannot_read(shown, &err)) };
     match std::fs::metadata(path) {
@@ -306,7 +117,7 @@ pub(super) fn open_for_reading(path: &Path) -> io::Result<File> {
 }
 
 /// Only regular files hold text to read.
-fn check_kind(metadata: &std::fs::Metadata, shown: &str) -> Result<(), ToolError> {
+pub(super) fn check_kind(metadata: &std::fs::Metadata, shown: &str) -> Result<(), ToolError> {
     if metadata.is_dir() {
         return Err(ToolError(format!("{shown} is a directory; use glob to list its files")));
     }
@@ -318,7 +129,7 @@ fn check_kind(metadata: &std::fs::Metadata, shown: &str) -> Result<(), ToolError
     Ok(())
 }
 
-async fn save(ctx: &ToolContext, path: &Path, text: &str) -> Result<(), ToolError> {
+pub(super) async fn save(ctx: &ToolContext, path: &Path, text: &str) -> Result<(), ToolError> {
     let shown = ctx.workspace.display(path);
     let failed = |err: &dyn std::fmt::Display| ToolError(format!("cannot write {shown}: {err}"));
     if ctx.host.writes_files() {

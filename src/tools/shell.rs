@@ -1,4 +1,5 @@
-//! `bash`: in an editor terminal when the client offers `terminal`, else as a local process.
+//! How `bash` runs a command: in an editor terminal when the client offers `terminal`, else as a
+//! local process.
 //!
 //! A local command is started under the session's [`crate::process::ProcessPolicy`]: in its own
 //! process group, without the provider keys, and (under cairn's supervisor) in the Landlock
@@ -14,8 +15,9 @@ use std::time::Duration;
 use tokio::io::AsyncReadExt;
 use tokio::time::Instant;
 
+use super::bash::BashArgs;
 use super::host::{Host, TerminalRequest};
-use super::{BashArgs, ToolContext, ToolError, ToolOutcome};
+use super::{ToolContext, ToolError, ToolOutcome};
 use crate::history::ToolContent;
 
 /// How much output is kept: this much of the start and this much of the end.
@@ -25,11 +27,6 @@ const KEEP_TAIL: usize = 100 * 1024;
 const PROGRESS_EVERY: Duration = Duration::from_millis(250);
 /// After the shell exits, how long to wait for the rest of its output.
 const DRAIN_AFTER_EXIT: Duration = Duration::from_millis(100);
-
-pub async fn bash(args: &BashArgs, ctx: &ToolContext) -> Result<ToolOutcome, ToolError> {
-    let timeout = super::Invocation::Bash(args.clone()).timeout(Duration::ZERO);
-    if ctx.host.runs_terminals() { delegated(args, ctx, timeout).await } else { local(args, ctx, timeout).await }
-}
 
 /// The start and the end of a long output, with a count of what was dropped between them.
 #[derive(Default)]
@@ -62,7 +59,7 @@ impl Capture {
     }
 }
 
-async fn local(args: &BashArgs, ctx: &ToolContext, timeout: Duration) -> Result<ToolOutcome, ToolError> {
+pub(super) async fn local(args: &BashArgs, ctx: &ToolContext, timeout: Duration) -> Result<ToolOutcome, ToolError> {
     let script = [OsStr::new("-c"), OsStr::new(&args.command)];
     // Dropping `child` (any return below) kills whatever the command left running.
     let mut child = ctx
@@ -169,7 +166,7 @@ impl Drop for TerminalGuard {
     }
 }
 
-async fn delegated(args: &BashArgs, ctx: &ToolContext, timeout: Duration) -> Result<ToolOutcome, ToolError> {
+pub(super) async fn delegated(args: &BashArgs, ctx: &ToolContext, timeout: Duration) -> Result<ToolOutcome, ToolError> {
     let host = &ctx.host;
     let request = TerminalRequest {
         command: "bash".to_owned(),

@@ -4,6 +4,10 @@ use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use serde_json::json;
+
+use crate::history::{PlanPriority, ToolContent};
+
 use super::*;
 
 fn context(dir: &std::path::Path) -> ToolContext {
@@ -17,22 +21,19 @@ fn context(dir: &std::path::Path) -> ToolContext {
 }
 
 async fn run(ctx: &ToolContext, name: &str, input: serde_json::Value) -> Result<ToolOutcome, ToolError> {
-    Invocation::parse(name, &input.to_string())?.run(ctx).await
+    Registry::builtin().parse(name, &input.to_string())?.run(ctx).await
 }
 
 #[test]
 fn bad_calls_say_what_to_fix() {
-    let unknown = Invocation::parse("fly", "{}").unwrap_err();
+    let unknown = Registry::builtin().parse("fly", "{}").unwrap_err();
     assert!(unknown.0.contains("Unknown tool `fly`") && unknown.0.contains("read, write, edit"), "{unknown}");
-    let missing = Invocation::parse("read", "{}").unwrap_err();
+    let missing = Registry::builtin().parse("read", "{}").unwrap_err();
     assert!(missing.0.contains("missing field `path`") && missing.0.contains("\"required\""), "{missing}");
-    let extra = Invocation::parse("bash", r#"{"command":"ls","sudo":true}"#).unwrap_err();
+    let extra = Registry::builtin().parse("bash", r#"{"command":"ls","sudo":true}"#).unwrap_err();
     assert!(extra.0.contains("unknown field `sudo`"), "{extra}");
-    let broken = Invocation::parse("edit", "{\"path\":").unwrap_err();
+    let broken = Registry::builtin().parse("edit", "{\"path\":").unwrap_err();
     assert!(broken.0.contains("not valid JSON"), "{broken}");
-    for name in NAMES {
-        assert!(spec(name).is_some(), "{name} has a schema");
-    }
 }
 
 #[tokio::test]
@@ -339,4 +340,58 @@ async fn todo_sets_the_plan() {
 pub fn alive(pid: &str) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
         .is_ok_and(|status| !status.lines().any(|line| line.starts_with("State:") && line.contains('Z')))
+}
+
+/// The schemas derived from the argument structs are the ones the model was always shown.
+#[test]
+fn derived_schemas_are_the_catalog_the_model_knows() {
+    let expected = [
+        json!({"type": "object", "properties": {
+            "path": {"type": "string", "description": "Absolute, or relative to the working directory"},
+            "offset": {"type": "integer", "minimum": 1, "description": "First line to read (1-based)"},
+            "limit": {"type": "integer", "minimum": 1, "description": "How many lines to read"}
+        }, "required": ["path"], "additionalProperties": false}),
+        json!({"type": "object", "properties": {
+            "path": {"type": "string"}, "content": {"type": "string"}
+        }, "required": ["path", "content"], "additionalProperties": false}),
+        json!({"type": "object", "properties": {
+            "path": {"type": "string"}, "old_string": {"type": "string"}, "new_string": {"type": "string"},
+            "replace_all": {"type": "boolean", "default": false}
+        }, "required": ["path", "old_string", "new_string"], "additionalProperties": false}),
+        json!({"type": "object", "properties": {
+            "pattern": {"type": "string"}, "path": {"type": "string", "description": "Directory to search (default: the working directory)"}
+        }, "required": ["pattern"], "additionalProperties": false}),
+        json!({"type": "object", "properties": {
+            "pattern": {"type": "string", "description": "A regular expression"},
+            "path": {"type": "string", "description": "File or directory to search (default: the working directory)"},
+            "glob": {"type": "string", "description": "Only files matching this glob, e.g. *.rs"},
+            "case_insensitive": {"type": "boolean", "default": false}
+        }, "required": ["pattern"], "additionalProperties": false}),
+        json!({"type": "object", "properties": {
+            "command": {"type": "string"},
+            "timeout_ms": {"type": "integer", "minimum": 1, "description": "Default 120000, at most 600000"},
+            "description": {"type": "string", "description": "A few words saying what the command does"}
+        }, "required": ["command"], "additionalProperties": false}),
+        json!({"type": "object", "properties": {
+            "items": {"type": "array", "items": {"type": "object", "properties": {
+                "content": {"type": "string"},
+                "status": {"type": "string", "enum": ["pending", "in_progress", "completed"]},
+                "priority": {"type": "string", "enum": ["high", "medium", "low"]}
+            }, "required": ["content", "status"], "additionalProperties": false}}
+        }, "required": ["items"], "additionalProperties": false}),
+    ];
+    let registry = Registry::builtin();
+    let names: Vec<&str> = registry.names().collect();
+    assert_eq!(names, ["read", "write", "edit", "glob", "grep", "bash", "todo"]);
+    for (spec, expected) in registry.specs().iter().zip(expected) {
+        assert_eq!(spec["parameters"], expected, "{}", spec["name"]);
+        assert!(spec["description"].as_str().is_some_and(|d| d.len() > 20), "{spec}");
+    }
+}
+
+#[test]
+fn a_second_tool_by_one_name_is_refused() {
+    let mut registry = Registry::builtin();
+    assert_eq!(registry.add(super::read::Read), Err(super::registry::Collision("read".into())));
+    assert_eq!(registry.specs().len(), 7);
 }

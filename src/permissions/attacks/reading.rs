@@ -87,6 +87,10 @@ fn octal_escapes_wrap_at_a_byte_as_in_bash() {
 // ---------------------------------------------------------------------------------------------
 
 /// How long deciding about `line` takes, with a `cat` rule, on the real disk.
+/// Far above what a linear reading of 100 KB takes on a loaded machine (under a second in a debug
+/// build), far below a quadratic one (minutes): the bound separates the two, it measures no speed.
+const LINEAR: std::time::Duration = std::time::Duration::from_secs(20);
+
 fn time_to_decide(line: &str) -> std::time::Duration {
     let (_dir, _root, workspace) = disk();
     let rules = vec![Rule::new(Permission::Bash, "cat", Action::Allow, Scope::Session)];
@@ -102,7 +106,7 @@ fn many_opening_braces_and_brackets_are_read_in_linear_time() {
         .iter()
         .map(|line| (line[..8].to_owned(), time_to_decide(line)))
         .collect();
-    assert!(took.iter().all(|(_, took)| took.as_secs() < 1), "{took:?}");
+    assert!(took.iter().all(|(_, took)| *took < LINEAR), "{took:?}");
 }
 
 #[test]
@@ -113,7 +117,7 @@ fn many_separators_inside_a_word_are_checked_in_bounded_time() {
         .iter()
         .map(|line| (line[..8].to_owned(), time_to_decide(line)))
         .collect();
-    assert!(took.iter().all(|(_, took)| took.as_secs() < 1), "{took:?}");
+    assert!(took.iter().all(|(_, took)| *took < LINEAR), "{took:?}");
 }
 
 /// Reading `line` on a thread with tokio's default worker stack (2 MiB).

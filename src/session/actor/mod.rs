@@ -425,7 +425,13 @@ fn prepare_system(config: &Config, cwd: &str) -> SystemFuture {
     let (cwd, home) = (std::path::PathBuf::from(cwd), config.home_dir.clone());
     let process = Arc::clone(&config.process);
     let task = tokio::spawn(async move {
-        let sources = crate::agent::prompt::gather(&cwd, home.as_deref(), crate::tools::specs(), &process.env).await;
+        let sources = crate::agent::prompt::gather(
+            &cwd,
+            home.as_deref(),
+            crate::tools::Registry::builtin().specs(),
+            &process.env,
+        )
+        .await;
         Arc::new(crate::agent::prompt::assemble(&sources))
     });
     async move {

@@ -1,0 +1,265 @@
+//! The [`Registry`]: a session's tools behind one object-safe face, and the [`Invocation`] a
+//! parsed call becomes.
+//!
+//! A [`Tool`] is generic over its arguments; the registry keeps each one as an `Entry` (name,
+//! kind, schema, parse) and a parsed call as a `Call` that carries the tool and its typed
+//! arguments together, so the turn handles every tool alike without knowing any of them. The
+//! catalog the model sees is built once, when a tool is added.
+
+use std::fmt;
+use std::sync::{Arc, LazyLock};
+use std::time::Duration;
+
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+
+use super::{Access, Tool, ToolContext, ToolError, ToolOutcome, Workspace};
+use crate::history::{Location, ToolContent, ToolKind};
+use crate::permissions::PermissionRequest;
+
+/// A set of tools, in the order the model sees them.
+#[derive(Clone, Default)]
+pub struct Registry {
+    entries: Vec<Arc<dyn Entry>>,
+    /// `{name, description, parameters}` of each tool, in the same order.
+    specs: Vec<Value>,
+}
+
+/// Two tools by one name: the second is not added.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+#[error("a tool named `{0}` is already registered")]
+pub struct Collision(pub String);
+
+impl Registry {
+    /// The built-in tools: `read`, `write`, `edit`, `glob`, `grep`, `bash` and `todo`.
+    pub fn builtin() -> Registry {
+        static BUILTIN: LazyLock<Registry> = LazyLock::new(|| {
+            let mut registry = Registry::default();
+            let added = [
+                registry.add(super::read::Read),
+                registry.add(super::write::Write),
+                registry.add(super::edit::Edit),
+                registry.add(super::glob::Glob),
+                registry.add(super::grep::Grep),
+                registry.add(super::bash::Bash),
+                registry.add(super::todo::Todo),
+            ];
+            debug_assert!(added.iter().all(Result::is_ok), "built-in tool names are distinct");
+            registry
+        });
+        BUILTIN.clone()
+    }
+
+    /// Adds a tool after the others; a name already taken is refused.
+    pub fn add<T: Tool>(&mut self, tool: T) -> Result<(), Collision> {
+        if self.entries.iter().any(|entry| entry.name() == tool.name()) {
+            return Err(Collision(tool.name().to_owned()));
+        }
+        let spec = json!({"name": tool.name(), "description": tool.description(), "parameters": tool.parameters()});
+        self.entries.push(Arc::new(Arc::new(tool)));
+        self.specs.push(spec);
+        Ok(())
+    }
+
+    /// The catalog the model sees: `{name, description, parameters}` per tool.
+    pub fn specs(&self) -> &[Value] {
+        &self.specs
+    }
+
+    /// The tools' names, in order.
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.entries.iter().map(|entry| entry.name())
+    }
+
+    /// The editor's icon for a call to `name`; [`ToolKind::Other`] for a name nobody has.
+    pub fn kind(&self, name: &str) -> ToolKind {
+        self.entry(name).map_or(ToolKind::Other, |entry| entry.kind())
+    }
+
+    /// Validates a model's call; the error tells the model what to fix.
+    pub fn parse(&self, name: &str, input: &str) -> Result<Invocation, ToolError> {
+        match self.entry(name) {
+            Some(entry) => entry.parse(input),
+            None => {
+                let names: Vec<&str> = self.names().collect();
+                Err(ToolError(format!("Unknown tool `{name}`. Available tools: {}.", names.join(", "))))
+            }
+        }
+    }
+
+    fn entry(&self, name: &str) -> Option<&Arc<dyn Entry>> {
+        self.entries.iter().find(|entry| entry.name() == name)
+    }
+}
+
+impl fmt::Debug for Registry {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list().entries(self.names()).finish()
+    }
+}
+
+/// A tool as the registry keeps it, its argument type erased.
+trait Entry: Send + Sync {
+    fn name(&self) -> &str;
+    fn kind(&self) -> ToolKind;
+    fn parse(&self, input: &str) -> Result<Invocation, ToolError>;
+}
+
+impl<T: Tool> Entry for Arc<T> {
+    fn name(&self) -> &str {
+        Tool::name(self.as_ref())
+    }
+
+    fn kind(&self) -> ToolKind {
+        Tool::kind(self.as_ref())
+    }
+
+    fn parse(&self, input: &str) -> Result<Invocation, ToolError> {
+        let args = Tool::parse(self.as_ref(), input)?;
+        Ok(Invocation(Arc::new(Bound { tool: Arc::clone(self), args })))
+    }
+}
+
+/// A validated call: a tool with its arguments. Cheap to clone.
+#[derive(Clone)]
+pub struct Invocation(Arc<dyn Call>);
+
+impl Invocation {
+    pub fn name(&self) -> &str {
+        self.0.name()
+    }
+
+    pub fn kind(&self) -> ToolKind {
+        self.0.kind()
+    }
+
+    pub fn access(&self) -> Access {
+        self.0.access()
+    }
+
+    /// A short description for the editor. A path that a symlink sends elsewhere is shown with
+    /// where it lands: `Write notes.txt → /elsewhere/notes.txt`.
+    pub fn title(&self, workspace: &Workspace) -> String {
+        self.0.title(workspace)
+    }
+
+    /// The files this call touches, at their final targets.
+    pub fn locations(&self, workspace: &Workspace) -> Vec<Location> {
+        self.0.locations(workspace)
+    }
+
+    /// What must be allowed before this call runs; `None` needs nothing.
+    pub fn permission(&self, workspace: &Workspace) -> Option<PermissionRequest> {
+        self.0.permission(workspace)
+    }
+
+    /// Reading the file this call changes, for calls that change one (what its preview reads).
+    pub fn read_request(&self, workspace: &Workspace) -> Option<PermissionRequest> {
+        self.0.read_request(workspace)
+    }
+
+    /// What the user sees when asked about this call: the whole-file diff an edit would make,
+    /// the command line a shell call would run. `Err` when the call cannot succeed as it is.
+    pub async fn preview(&self, ctx: &ToolContext) -> Result<Vec<ToolContent>, ToolError> {
+        self.0.preview(ctx).await
+    }
+
+    /// How long the call may run.
+    pub fn timeout(&self, default: Duration) -> Duration {
+        self.0.timeout(default)
+    }
+
+    /// Runs the call. Dropping the future stops it (and kills any process it started).
+    pub async fn run(&self, ctx: &ToolContext) -> Result<ToolOutcome, ToolError> {
+        self.0.run(ctx).await
+    }
+}
+
+impl fmt::Debug for Invocation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.debug(f)
+    }
+}
+
+/// A call with its tool, its argument type erased.
+#[async_trait::async_trait]
+trait Call: Send + Sync {
+    fn name(&self) -> &str;
+    fn kind(&self) -> ToolKind;
+    fn access(&self) -> Access;
+    fn title(&self, workspace: &Workspace) -> String;
+    fn locations(&self, workspace: &Workspace) -> Vec<Location>;
+    fn permission(&self, workspace: &Workspace) -> Option<PermissionRequest>;
+    fn read_request(&self, workspace: &Workspace) -> Option<PermissionRequest>;
+    async fn preview(&self, ctx: &ToolContext) -> Result<Vec<ToolContent>, ToolError>;
+    fn timeout(&self, default: Duration) -> Duration;
+    async fn run(&self, ctx: &ToolContext) -> Result<ToolOutcome, ToolError>;
+    fn debug(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result;
+}
+
+struct Bound<T: Tool> {
+    tool: Arc<T>,
+    args: T::Args,
+}
+
+#[async_trait::async_trait]
+impl<T: Tool> Call for Bound<T> {
+    fn name(&self) -> &str {
+        self.tool.name()
+    }
+    fn kind(&self) -> ToolKind {
+        self.tool.kind()
+    }
+    fn access(&self) -> Access {
+        self.tool.access(&self.args)
+    }
+    fn title(&self, workspace: &Workspace) -> String {
+        self.tool.title(&self.args, workspace)
+    }
+    fn locations(&self, workspace: &Workspace) -> Vec<Location> {
+        self.tool.locations(&self.args, workspace)
+    }
+    fn permission(&self, workspace: &Workspace) -> Option<PermissionRequest> {
+        self.tool.permission(&self.args, workspace)
+    }
+    fn read_request(&self, workspace: &Workspace) -> Option<PermissionRequest> {
+        self.tool.read_request(&self.args, workspace)
+    }
+    async fn preview(&self, ctx: &ToolContext) -> Result<Vec<ToolContent>, ToolError> {
+        self.tool.preview(&self.args, ctx).await
+    }
+    fn timeout(&self, default: Duration) -> Duration {
+        self.tool.timeout(&self.args, default)
+    }
+    async fn run(&self, ctx: &ToolContext) -> Result<ToolOutcome, ToolError> {
+        self.tool.run(&self.args, ctx).await
+    }
+    fn debug(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}({:?})", self.tool.name(), self.args)
+    }
+}
+
+/// A call's JSON arguments as `T`; the error says what is wrong and shows the schema.
+pub(super) fn parse_args<T: DeserializeOwned>(
+    name: &str,
+    input: &str,
+    schema: &dyn Fn() -> Value,
+) -> Result<T, ToolError> {
+    let value: Value = if input.trim().is_empty() {
+        json!({})
+    } else {
+        serde_json::from_str(input).map_err(|err| {
+            ToolError(format!(
+                "The arguments of `{name}` are not valid JSON ({err}). Send a JSON object matching its schema."
+            ))
+        })?
+    };
+    serde_path_to_error::deserialize(value).map_err(|err| {
+        ToolError(format!(
+            "Invalid arguments for `{name}`: {} (at `{}`). Expected: {}",
+            err.inner(),
+            err.path(),
+            schema()
+        ))
+    })
+}
