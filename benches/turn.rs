@@ -13,8 +13,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use futures::future::BoxFuture;
-use futures::{FutureExt, StreamExt};
+use futures::StreamExt;
 use serde_json::json;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
@@ -35,12 +34,13 @@ use cairn::tools::{NoEditor, Workspace};
 #[derive(Default)]
 struct Null(u64);
 
+#[async_trait::async_trait]
 impl Recorder for Null {
     fn record(&mut self, _event: AgentEvent) {
         self.0 += 1;
     }
-    fn flush(&mut self) -> BoxFuture<'static, Result<(), RecordError>> {
-        async { Ok(()) }.boxed()
+    async fn flush(&mut self) -> Result<(), RecordError> {
+        Ok(())
     }
     fn failure(&self) -> Option<RecordError> {
         None
@@ -52,8 +52,9 @@ struct Stepper {
     left: Mutex<u32>,
 }
 
+#[async_trait::async_trait]
 impl Provider for Stepper {
-    fn stream<'a>(&'a self, _request: &'a ModelRequest) -> BoxFuture<'a, Result<EventStream, LlmError>> {
+    async fn stream(&self, _request: &ModelRequest) -> Result<EventStream, LlmError> {
         let mut left = self.left.lock().unwrap();
         *left = left.saturating_sub(1);
         let events = if *left == 0 {
@@ -63,7 +64,7 @@ impl Provider for Stepper {
             let call = ToolCallRequest { id: format!("c{left}"), name: "todo".into(), arguments: items.to_string() };
             vec![StreamEvent::ToolCall(call), StreamEvent::Finish(FinishReason::ToolCalls)]
         };
-        async move { Ok(futures::stream::iter(events.into_iter().map(Ok)).boxed()) }.boxed()
+        Ok(futures::stream::iter(events.into_iter().map(Ok)).boxed())
     }
 }
 
@@ -78,8 +79,9 @@ struct Scripted {
     summary_output: AtomicU64,
 }
 
+#[async_trait::async_trait]
 impl Provider for Scripted {
-    fn stream<'a>(&'a self, request: &'a ModelRequest) -> BoxFuture<'a, Result<EventStream, LlmError>> {
+    async fn stream(&self, request: &ModelRequest) -> Result<EventStream, LlmError> {
         let input = estimate(&request.messages) + (request.system.len() as u64).div_ceil(4) + 1_500;
         let summary = request.system.starts_with("You compact");
         let text = if summary {
@@ -98,7 +100,7 @@ impl Provider for Scripted {
         let usage = Usage { input, output, ..Usage::default() };
         let events =
             vec![StreamEvent::TextDelta(text), StreamEvent::Usage(usage), StreamEvent::Finish(FinishReason::Stop)];
-        async move { Ok(futures::stream::iter(events.into_iter().map(Ok)).boxed()) }.boxed()
+        Ok(futures::stream::iter(events.into_iter().map(Ok)).boxed())
     }
 }
 

@@ -10,8 +10,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use agent_client_protocol_schema::v1 as acp;
-use futures::FutureExt;
-use futures::future::BoxFuture;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
@@ -80,6 +78,7 @@ impl AcpHost {
     }
 }
 
+#[async_trait::async_trait]
 impl Host for AcpHost {
     fn reads_files(&self) -> bool {
         self.features.read_files.load(Ordering::Relaxed)
@@ -97,107 +96,78 @@ impl Host for AcpHost {
         true
     }
 
-    fn read_text_file<'a>(
-        &'a self,
-        path: &'a Path,
-        range: Option<LineRange>,
-    ) -> BoxFuture<'a, Result<String, HostError>> {
-        async move {
-            let request = acp::ReadTextFileRequest::new(self.id(), path)
-                .line(range.map(|r| r.line))
-                .limit(range.map(|r| r.limit));
-            let response: acp::ReadTextFileResponse = self.call("fs/read_text_file", &request).await?;
-            Ok(response.content)
-        }
-        .boxed()
+    async fn read_text_file(&self, path: &Path, range: Option<LineRange>) -> Result<String, HostError> {
+        let request =
+            acp::ReadTextFileRequest::new(self.id(), path).line(range.map(|r| r.line)).limit(range.map(|r| r.limit));
+        let response: acp::ReadTextFileResponse = self.call("fs/read_text_file", &request).await?;
+        Ok(response.content)
     }
 
-    fn write_text_file<'a>(&'a self, path: &'a Path, content: &'a str) -> BoxFuture<'a, Result<(), HostError>> {
-        async move {
-            let request = acp::WriteTextFileRequest::new(self.id(), path, content);
-            let _: acp::WriteTextFileResponse = self.call("fs/write_text_file", &request).await?;
-            Ok(())
-        }
-        .boxed()
+    async fn write_text_file(&self, path: &Path, content: &str) -> Result<(), HostError> {
+        let request = acp::WriteTextFileRequest::new(self.id(), path, content);
+        let _: acp::WriteTextFileResponse = self.call("fs/write_text_file", &request).await?;
+        Ok(())
     }
 
-    fn create_terminal<'a>(&'a self, request: &'a TerminalRequest) -> BoxFuture<'a, Result<String, HostError>> {
-        async move {
-            let create = acp::CreateTerminalRequest::new(self.id(), request.command.clone())
-                .args(request.args.clone())
-                .cwd(request.cwd.clone())
-                .output_byte_limit(request.output_byte_limit);
-            let response: acp::CreateTerminalResponse = self.call("terminal/create", &create).await?;
-            Ok(response.terminal_id.0.to_string())
-        }
-        .boxed()
+    async fn create_terminal(&self, request: &TerminalRequest) -> Result<String, HostError> {
+        let create = acp::CreateTerminalRequest::new(self.id(), request.command.clone())
+            .args(request.args.clone())
+            .cwd(request.cwd.clone())
+            .output_byte_limit(request.output_byte_limit);
+        let response: acp::CreateTerminalResponse = self.call("terminal/create", &create).await?;
+        Ok(response.terminal_id.0.to_string())
     }
 
-    fn wait_for_terminal_exit<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<ExitStatus, HostError>> {
-        async move {
-            let request = acp::WaitForTerminalExitRequest::new(self.id(), id.to_owned());
-            let response: acp::WaitForTerminalExitResponse = self.call("terminal/wait_for_exit", &request).await?;
-            Ok(exit_status(response.exit_status))
-        }
-        .boxed()
+    async fn wait_for_terminal_exit(&self, id: &str) -> Result<ExitStatus, HostError> {
+        let request = acp::WaitForTerminalExitRequest::new(self.id(), id.to_owned());
+        let response: acp::WaitForTerminalExitResponse = self.call("terminal/wait_for_exit", &request).await?;
+        Ok(exit_status(response.exit_status))
     }
 
-    fn terminal_output<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<TerminalOutput, HostError>> {
-        async move {
-            let request = acp::TerminalOutputRequest::new(self.id(), id.to_owned());
-            let response: acp::TerminalOutputResponse = self.call("terminal/output", &request).await?;
-            Ok(TerminalOutput { output: response.output, truncated: response.truncated })
-        }
-        .boxed()
+    async fn terminal_output(&self, id: &str) -> Result<TerminalOutput, HostError> {
+        let request = acp::TerminalOutputRequest::new(self.id(), id.to_owned());
+        let response: acp::TerminalOutputResponse = self.call("terminal/output", &request).await?;
+        Ok(TerminalOutput { output: response.output, truncated: response.truncated })
     }
 
-    fn kill_terminal<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<(), HostError>> {
-        async move {
-            let request = acp::KillTerminalRequest::new(self.id(), id.to_owned());
-            let _: acp::KillTerminalResponse = self.call("terminal/kill", &request).await?;
-            Ok(())
-        }
-        .boxed()
+    async fn kill_terminal(&self, id: &str) -> Result<(), HostError> {
+        let request = acp::KillTerminalRequest::new(self.id(), id.to_owned());
+        let _: acp::KillTerminalResponse = self.call("terminal/kill", &request).await?;
+        Ok(())
     }
 
-    fn release_terminal<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<(), HostError>> {
-        async move {
-            let request = acp::ReleaseTerminalRequest::new(self.id(), id.to_owned());
-            let _: acp::ReleaseTerminalResponse = self.call("terminal/release", &request).await?;
-            Ok(())
-        }
-        .boxed()
+    async fn release_terminal(&self, id: &str) -> Result<(), HostError> {
+        let request = acp::ReleaseTerminalRequest::new(self.id(), id.to_owned());
+        let _: acp::ReleaseTerminalResponse = self.call("terminal/release", &request).await?;
+        Ok(())
     }
 
-    fn request_permission<'a>(
-        &'a self,
-        call: &'a ToolPart,
-        options: &'a [PermissionOption],
-    ) -> BoxFuture<'a, Result<PermissionAnswer, HostError>> {
-        async move {
-            let options = options
-                .iter()
-                .map(|option| {
-                    let kind = match option.kind {
-                        OptionKind::AllowOnce => acp::PermissionOptionKind::AllowOnce,
-                        OptionKind::AllowAlways => acp::PermissionOptionKind::AllowAlways,
-                        OptionKind::RejectOnce => acp::PermissionOptionKind::RejectOnce,
-                        OptionKind::RejectAlways => acp::PermissionOptionKind::RejectAlways,
-                    };
-                    acp::PermissionOption::new(option.id, option.label.clone(), kind)
-                })
-                .collect();
-            let request = acp::RequestPermissionRequest::new(self.id(), tool_update(call), options);
-            let response: acp::RequestPermissionResponse = self.call("session/request_permission", &request).await?;
-            Ok(match response.outcome {
-                acp::RequestPermissionOutcome::Selected(selected) => {
-                    PermissionAnswer::Selected(selected.option_id.0.to_string())
-                }
-                acp::RequestPermissionOutcome::Cancelled => PermissionAnswer::Cancelled,
-                _ => PermissionAnswer::Cancelled,
+    async fn request_permission(
+        &self,
+        call: &ToolPart,
+        options: &[PermissionOption],
+    ) -> Result<PermissionAnswer, HostError> {
+        let options = options
+            .iter()
+            .map(|option| {
+                let kind = match option.kind {
+                    OptionKind::AllowOnce => acp::PermissionOptionKind::AllowOnce,
+                    OptionKind::AllowAlways => acp::PermissionOptionKind::AllowAlways,
+                    OptionKind::RejectOnce => acp::PermissionOptionKind::RejectOnce,
+                    OptionKind::RejectAlways => acp::PermissionOptionKind::RejectAlways,
+                };
+                acp::PermissionOption::new(option.id, option.label.clone(), kind)
             })
-        }
-        .boxed()
+            .collect();
+        let request = acp::RequestPermissionRequest::new(self.id(), tool_update(call), options);
+        let response: acp::RequestPermissionResponse = self.call("session/request_permission", &request).await?;
+        Ok(match response.outcome {
+            acp::RequestPermissionOutcome::Selected(selected) => {
+                PermissionAnswer::Selected(selected.option_id.0.to_string())
+            }
+            acp::RequestPermissionOutcome::Cancelled => PermissionAnswer::Cancelled,
+            _ => PermissionAnswer::Cancelled,
+        })
     }
 }
 

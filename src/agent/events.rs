@@ -4,8 +4,6 @@
 //! [`Recorder`], which the session layer implements by committing rows and then emitting
 //! `session/update`s. Events carry deltas, not whole texts, so relaying a chunk costs its size.
 
-use futures::future::BoxFuture;
-
 use crate::history::{Message, MessageMeta, Part};
 use crate::ids::MessageId;
 use crate::permissions::Rule;
@@ -87,11 +85,12 @@ pub enum AgentEvent {
 pub struct RecordError(pub String);
 
 /// Where a turn's events go: persisted, then shown.
+#[async_trait::async_trait]
 pub trait Recorder: Send {
     /// Takes one event; never blocks.
     fn record(&mut self, event: AgentEvent);
     /// Resolves once everything recorded so far is committed and shown.
-    fn flush(&mut self) -> BoxFuture<'static, Result<(), RecordError>>;
+    async fn flush(&mut self) -> Result<(), RecordError>;
     /// The first write that failed since the turn began, if any.
     fn failure(&self) -> Option<RecordError>;
 }

@@ -4,8 +4,7 @@
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 
-use futures::future::BoxFuture;
-use futures::{FutureExt, StreamExt};
+use futures::StreamExt;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
@@ -17,22 +16,24 @@ use crate::tools::NoEditor;
 /// Answers each request with the next script entry.
 struct Scripted(Mutex<VecDeque<Result<Vec<StreamEvent>, LlmError>>>);
 
+#[async_trait::async_trait]
 impl Provider for Scripted {
-    fn stream<'a>(&'a self, _request: &'a ModelRequest) -> BoxFuture<'a, Result<EventStream, LlmError>> {
+    async fn stream(&self, _request: &ModelRequest) -> Result<EventStream, LlmError> {
         let next = self.0.lock().unwrap().pop_front().unwrap_or_else(|| Ok(text("out of script")));
-        async move { next.map(|events| futures::stream::iter(events.into_iter().map(Ok)).boxed()) }.boxed()
+        next.map(|events| futures::stream::iter(events.into_iter().map(Ok)).boxed())
     }
 }
 
 #[derive(Default)]
 struct Log(Vec<AgentEvent>);
 
+#[async_trait::async_trait]
 impl Recorder for Log {
     fn record(&mut self, event: AgentEvent) {
         self.0.push(event);
     }
-    fn flush(&mut self) -> BoxFuture<'static, Result<(), RecordError>> {
-        async { Ok(()) }.boxed()
+    async fn flush(&mut self) -> Result<(), RecordError> {
+        Ok(())
     }
     fn failure(&self) -> Option<RecordError> {
         None

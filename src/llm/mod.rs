@@ -17,7 +17,6 @@ pub mod sse;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use futures::future::BoxFuture;
 use futures::stream::BoxStream;
 
 use crate::config::{Api, Config, split_model};
@@ -82,8 +81,9 @@ pub enum FinishReason {
 pub type EventStream = BoxStream<'static, Result<StreamEvent, LlmError>>;
 
 /// A model API. `stream` returns once the response headers arrived with success.
+#[async_trait::async_trait]
 pub trait Provider: Send + Sync {
-    fn stream<'a>(&'a self, request: &'a ModelRequest) -> BoxFuture<'a, Result<EventStream, LlmError>>;
+    async fn stream(&self, request: &ModelRequest) -> Result<EventStream, LlmError>;
 }
 
 /// A failure talking to a model. Every message says what to set or check.

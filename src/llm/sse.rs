@@ -10,7 +10,6 @@ use futures::{Stream, StreamExt};
 use serde_json::Value;
 
 use super::retry::parse_retry_after;
-use futures::future::BoxFuture;
 
 use super::{EventStream, LlmError, ModelRequest, Provider, StreamEvent};
 
@@ -107,23 +106,22 @@ impl<D: Decode + Default> Endpoint<D> {
     }
 }
 
+#[async_trait::async_trait]
 impl<D: Decode + Default> Provider for Endpoint<D> {
-    fn stream<'a>(&'a self, request: &'a ModelRequest) -> BoxFuture<'a, Result<EventStream, LlmError>> {
-        Box::pin(async move {
-            let mut http = self.client.post(&self.url).json(&(self.body)(request));
-            http = match (self.auth, &self.api_key) {
-                (Auth::Bearer, Some(key)) => http.bearer_auth(key.expose()),
-                (Auth::Anthropic, key) => {
-                    let http = http.header("anthropic-version", "2023-06-01");
-                    match key {
-                        Some(key) => http.header("x-api-key", key.expose()),
-                        None => http,
-                    }
+    async fn stream(&self, request: &ModelRequest) -> Result<EventStream, LlmError> {
+        let mut http = self.client.post(&self.url).json(&(self.body)(request));
+        http = match (self.auth, &self.api_key) {
+            (Auth::Bearer, Some(key)) => http.bearer_auth(key.expose()),
+            (Auth::Anthropic, key) => {
+                let http = http.header("anthropic-version", "2023-06-01");
+                match key {
+                    Some(key) => http.header("x-api-key", key.expose()),
+                    None => http,
                 }
-                (Auth::Bearer, None) => http,
-            };
-            post(http, &self.url, &request.model, &self.key_env, D::default()).await
-        })
+            }
+            (Auth::Bearer, None) => http,
+        };
+        post(http, &self.url, &request.model, &self.key_env, D::default()).await
     }
 }
 

@@ -8,7 +8,6 @@
 use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
 
-use futures::future::BoxFuture;
 use tokio::sync::watch;
 
 use super::{CompactionState, Status, Update, UpdateSink, compaction_failed_note, compaction_note};
@@ -67,6 +66,7 @@ impl StoreRecorder {
     }
 }
 
+#[async_trait::async_trait]
 impl Recorder for StoreRecorder {
     fn record(&mut self, event: AgentEvent) {
         let session_id = self.session.clone();
@@ -184,13 +184,9 @@ impl Recorder for StoreRecorder {
         }
     }
 
-    fn flush(&mut self) -> BoxFuture<'static, Result<(), RecordError>> {
-        let store = self.store.clone();
-        let failure = Arc::clone(&self.failure);
-        Box::pin(async move {
-            store.flush().await.map_err(|err| RecordError(err.to_string()))?;
-            failure.get().cloned().map_or(Ok(()), Err)
-        })
+    async fn flush(&mut self) -> Result<(), RecordError> {
+        self.store.flush().await.map_err(|err| RecordError(err.to_string()))?;
+        self.failure.get().cloned().map_or(Ok(()), Err)
     }
 
     fn failure(&self) -> Option<RecordError> {

@@ -5,9 +5,6 @@
 
 use std::path::{Path, PathBuf};
 
-use futures::FutureExt;
-use futures::future::BoxFuture;
-
 /// A failed request to the editor.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
 #[error("the editor could not do it: {0}")]
@@ -68,6 +65,7 @@ pub enum PermissionAnswer {
 }
 
 /// The editor's services. Methods for capabilities the client did not advertise are never called.
+#[async_trait::async_trait]
 pub trait Host: Send + Sync {
     /// The client advertised `fs.readTextFile`.
     fn reads_files(&self) -> bool;
@@ -79,32 +77,29 @@ pub trait Host: Send + Sync {
     fn can_ask(&self) -> bool;
 
     /// The buffer's text, or only the lines of `range` (the editor cuts them out).
-    fn read_text_file<'a>(
-        &'a self,
-        path: &'a Path,
-        range: Option<LineRange>,
-    ) -> BoxFuture<'a, Result<String, HostError>>;
-    fn write_text_file<'a>(&'a self, path: &'a Path, content: &'a str) -> BoxFuture<'a, Result<(), HostError>>;
-    fn create_terminal<'a>(&'a self, request: &'a TerminalRequest) -> BoxFuture<'a, Result<String, HostError>>;
-    fn wait_for_terminal_exit<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<ExitStatus, HostError>>;
-    fn terminal_output<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<TerminalOutput, HostError>>;
-    fn kill_terminal<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<(), HostError>>;
-    fn release_terminal<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<(), HostError>>;
+    async fn read_text_file(&self, path: &Path, range: Option<LineRange>) -> Result<String, HostError>;
+    async fn write_text_file(&self, path: &Path, content: &str) -> Result<(), HostError>;
+    async fn create_terminal(&self, request: &TerminalRequest) -> Result<String, HostError>;
+    async fn wait_for_terminal_exit(&self, id: &str) -> Result<ExitStatus, HostError>;
+    async fn terminal_output(&self, id: &str) -> Result<TerminalOutput, HostError>;
+    async fn kill_terminal(&self, id: &str) -> Result<(), HostError>;
+    async fn release_terminal(&self, id: &str) -> Result<(), HostError>;
     /// Shows `call` (its title, kind, input) and asks which of `options` the user picks.
-    fn request_permission<'a>(
-        &'a self,
-        call: &'a crate::history::ToolPart,
-        options: &'a [PermissionOption],
-    ) -> BoxFuture<'a, Result<PermissionAnswer, HostError>>;
+    async fn request_permission(
+        &self,
+        call: &crate::history::ToolPart,
+        options: &[PermissionOption],
+    ) -> Result<PermissionAnswer, HostError>;
 }
 
 /// No editor: tools use the local disk and processes, and nobody can be asked.
 pub struct NoEditor;
 
-fn unavailable<'a, T: Send + 'a>() -> BoxFuture<'a, Result<T, HostError>> {
-    async { Err(HostError("there is no editor to ask".to_owned())) }.boxed()
+fn unavailable() -> HostError {
+    HostError("there is no editor to ask".to_owned())
 }
 
+#[async_trait::async_trait]
 impl Host for NoEditor {
     fn reads_files(&self) -> bool {
         false
@@ -118,36 +113,32 @@ impl Host for NoEditor {
     fn can_ask(&self) -> bool {
         false
     }
-    fn read_text_file<'a>(
-        &'a self,
-        _path: &'a Path,
-        _range: Option<LineRange>,
-    ) -> BoxFuture<'a, Result<String, HostError>> {
-        unavailable()
+    async fn read_text_file(&self, _path: &Path, _range: Option<LineRange>) -> Result<String, HostError> {
+        Err(unavailable())
     }
-    fn write_text_file<'a>(&'a self, _path: &'a Path, _content: &'a str) -> BoxFuture<'a, Result<(), HostError>> {
-        unavailable()
+    async fn write_text_file(&self, _path: &Path, _content: &str) -> Result<(), HostError> {
+        Err(unavailable())
     }
-    fn create_terminal<'a>(&'a self, _request: &'a TerminalRequest) -> BoxFuture<'a, Result<String, HostError>> {
-        unavailable()
+    async fn create_terminal(&self, _request: &TerminalRequest) -> Result<String, HostError> {
+        Err(unavailable())
     }
-    fn wait_for_terminal_exit<'a>(&'a self, _id: &'a str) -> BoxFuture<'a, Result<ExitStatus, HostError>> {
-        unavailable()
+    async fn wait_for_terminal_exit(&self, _id: &str) -> Result<ExitStatus, HostError> {
+        Err(unavailable())
     }
-    fn terminal_output<'a>(&'a self, _id: &'a str) -> BoxFuture<'a, Result<TerminalOutput, HostError>> {
-        unavailable()
+    async fn terminal_output(&self, _id: &str) -> Result<TerminalOutput, HostError> {
+        Err(unavailable())
     }
-    fn kill_terminal<'a>(&'a self, _id: &'a str) -> BoxFuture<'a, Result<(), HostError>> {
-        unavailable()
+    async fn kill_terminal(&self, _id: &str) -> Result<(), HostError> {
+        Err(unavailable())
     }
-    fn release_terminal<'a>(&'a self, _id: &'a str) -> BoxFuture<'a, Result<(), HostError>> {
-        unavailable()
+    async fn release_terminal(&self, _id: &str) -> Result<(), HostError> {
+        Err(unavailable())
     }
-    fn request_permission<'a>(
-        &'a self,
-        _call: &'a crate::history::ToolPart,
-        _options: &'a [PermissionOption],
-    ) -> BoxFuture<'a, Result<PermissionAnswer, HostError>> {
-        unavailable()
+    async fn request_permission(
+        &self,
+        _call: &crate::history::ToolPart,
+        _options: &[PermissionOption],
+    ) -> Result<PermissionAnswer, HostError> {
+        Err(unavailable())
     }
 }
