@@ -24,6 +24,13 @@ pub enum Subject {
         place: Place,
     },
     Command(CommandFacts),
+    /// A call to a tool of another program, by its name (the request's target).
+    Tool {
+        /// The tool says it only reads (an MCP server's `readOnlyHint`).
+        read_only: bool,
+        /// Whose tool it is, as the question says it (`the MCP server `github``).
+        owner: String,
+    },
 }
 
 /// A command line, read.
@@ -75,6 +82,15 @@ impl PermissionRequest {
         let located = workspace.locate(path);
         let target = located.real.as_deref().unwrap_or(path).display().to_string();
         Self { permission, target, subject: Subject::Path { place: located.place } }
+    }
+
+    /// A request to call the tool `name` of another program.
+    pub fn for_tool(name: &str, owner: &str, read_only: bool) -> Self {
+        Self {
+            permission: Permission::Tool,
+            target: name.to_owned(),
+            subject: Subject::Tool { read_only, owner: owner.to_owned() },
+        }
     }
 
     /// A request to run `line` in the working directory.

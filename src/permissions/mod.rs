@@ -36,6 +36,8 @@ pub enum Permission {
     Read,
     Edit,
     Bash,
+    /// A tool of another program (an MCP server's), known by its name.
+    Tool,
 }
 
 impl Permission {
@@ -44,6 +46,7 @@ impl Permission {
             Permission::Read => "read",
             Permission::Edit => "edit",
             Permission::Bash => "bash",
+            Permission::Tool => "tool",
         }
     }
 }
@@ -222,8 +225,16 @@ fn rejects(pattern: &Pattern, request: &PermissionRequest, runs: &OnceCell<Vec<c
         (Subject::Path { place }, Pattern::Paths { .. }) => {
             pattern.covers_path(place, &request.target).then_some(Rejects::Yes)
         }
-        (Subject::Command(_), Pattern::Paths { .. } | Pattern::Unreadable(_))
-        | (Subject::Path { .. }, Pattern::Program(_) | Pattern::Exact(_) | Pattern::Unreadable(_)) => None,
+        (Subject::Tool { .. }, Pattern::Names(glob)) => glob.is_match(&request.target).then_some(Rejects::Yes),
+        (Subject::Command(_), Pattern::Paths { .. } | Pattern::Names(_) | Pattern::Unreadable(_))
+        | (
+            Subject::Path { .. },
+            Pattern::Program(_) | Pattern::Exact(_) | Pattern::Names(_) | Pattern::Unreadable(_),
+        )
+        | (
+            Subject::Tool { .. },
+            Pattern::Program(_) | Pattern::Exact(_) | Pattern::Paths { .. } | Pattern::Unreadable(_),
+        ) => None,
     }
 }
 
@@ -265,6 +276,21 @@ fn by_mode_and_rules(request: &PermissionRequest, mode: Mode, rules: &[Rule]) ->
                 Err(why) => Decision::Ask(why),
             },
         },
+        Subject::Tool { read_only, owner } => match mode {
+            Mode::Bypass => Decision::Allow,
+            Mode::ReadOnly if !read_only => Decision::Deny(READ_ONLY.into()),
+            Mode::AcceptEdits if *read_only => Decision::Allow,
+            Mode::Ask | Mode::AcceptEdits | Mode::ReadOnly => {
+                if allowed().iter().any(|pattern| pattern.covers_name(&request.target)) {
+                    Decision::Allow
+                } else {
+                    Decision::Ask(format!(
+                        "`{}` is a tool of {owner}, and cairn cannot see what it does",
+                        request.target
+                    ))
+                }
+            }
+        },
     }
 }
 
@@ -290,6 +316,7 @@ pub fn rule_for(request: &PermissionRequest, action: Action, source: Scope, rule
             facts.allow_pattern(&existing)?
         }
         (Subject::Command(facts), Action::Deny) => facts.deny_pattern(),
+        (Subject::Tool { .. }, Action::Allow | Action::Deny) => pattern::escape_glob(&request.target),
     };
     Some(Rule::new(request.permission, &pattern, action, source))
 }

@@ -23,6 +23,8 @@ pub enum Pattern {
     Exact(String),
     /// Paths matching a glob: relative to the workspace, or absolute final targets.
     Paths { glob: globset::GlobMatcher, absolute: bool },
+    /// Tool names matching a glob (`mcp__github__*`).
+    Names(globset::GlobMatcher),
     /// Not readable; the reason.
     Unreadable(String),
 }
@@ -58,7 +60,17 @@ impl Pattern {
                     Err(err) => Pattern::Unreadable(format!("`{text}` is not a valid path pattern: {err}")),
                 }
             }
+            Permission::Tool => match globset::GlobBuilder::new(text).backslash_escape(true).build() {
+                Ok(glob) if !text.is_empty() => Pattern::Names(glob.compile_matcher()),
+                Ok(_) => Pattern::Unreadable("a tool rule is empty".into()),
+                Err(err) => Pattern::Unreadable(format!("`{text}` is not a valid tool-name pattern: {err}")),
+            },
         }
+    }
+
+    /// Whether this tool pattern covers the tool `name`.
+    pub fn covers_name(&self, name: &str) -> bool {
+        matches!(self, Pattern::Names(glob) if glob.is_match(name))
     }
 
     /// Whether this path pattern covers a path at `place` whose final target is `target`.
@@ -87,7 +99,13 @@ pub fn describe(rule: &Rule) -> String {
         (Pattern::Paths { .. }, Permission::Read) if rule.pattern == "**" => "reads in the workspace".to_owned(),
         (Pattern::Paths { .. }, Permission::Edit) if rule.pattern == "**" => "edits in the workspace".to_owned(),
         (Pattern::Paths { .. }, Permission::Read) => format!("reads of `{}`", rule.pattern),
-        (Pattern::Paths { .. }, Permission::Edit | Permission::Bash) => format!("edits of `{}`", rule.pattern),
+        (Pattern::Paths { .. }, Permission::Edit | Permission::Bash | Permission::Tool) => {
+            format!("edits of `{}`", rule.pattern)
+        }
+        (Pattern::Names(_), _) if rule.pattern.contains(['*', '?', '[', '{']) => {
+            format!("tools matching `{}`", rule.pattern)
+        }
+        (Pattern::Names(_), _) => format!("the tool `{}`", rule.pattern.replace('\\', "")),
     }
 }
 

@@ -289,3 +289,60 @@ fn what_cannot_be_read_asks_and_says_why() {
     let old_prefix = [rule(Permission::Bash, "./run.sh x", Action::Allow)];
     assert!(asks(&decide(&bash("./run.sh x"), Mode::Ask, &old_prefix)), "a path-run program is never a program rule");
 }
+
+fn tool(name: &str, read_only: bool) -> PermissionRequest {
+    PermissionRequest::for_tool(name, "the MCP server `github`", read_only)
+}
+
+#[test]
+fn tools_of_other_programs_ask_unless_a_mode_or_rule_says_otherwise() {
+    let cases = [
+        (tool("mcp__github__create_issue", false), Mode::Ask, None),
+        (tool("mcp__github__list_issues", true), Mode::Ask, None),
+        (tool("mcp__github__create_issue", false), Mode::AcceptEdits, None),
+        (tool("mcp__github__list_issues", true), Mode::AcceptEdits, Some(Decision::Allow)),
+        (tool("mcp__github__create_issue", false), Mode::Bypass, Some(Decision::Allow)),
+        (tool("mcp__github__create_issue", false), Mode::ReadOnly, Some(Decision::Deny(READ_ONLY.into()))),
+        (tool("mcp__github__list_issues", true), Mode::ReadOnly, None),
+    ];
+    for (request, mode, expected) in cases {
+        let decision = decide(&request, mode, &[]);
+        match expected {
+            Some(expected) => assert_eq!(decision, expected, "{} in {mode:?}", request.target),
+            None => {
+                let Decision::Ask(why) = &decision else { panic!("{} in {mode:?}: {decision:?}", request.target) };
+                assert!(why.contains("the MCP server `github`") && why.contains(&request.target), "{why}");
+            }
+        }
+    }
+}
+
+#[test]
+fn tool_rules_cover_a_name_or_a_glob_of_names_and_rejections_hold_in_bypass() {
+    let request = tool("mcp__github__create_issue", false);
+    let remembered = rule_for(&request, Action::Allow, Scope::Session, &[]).unwrap();
+    assert_eq!((remembered.permission, remembered.pattern.as_str()), (Permission::Tool, "mcp__github__create_issue"));
+    assert_eq!(describe_rule(&remembered), "the tool `mcp__github__create_issue`");
+    assert_eq!(decide(&request, Mode::Ask, std::slice::from_ref(&remembered)), Decision::Allow);
+    assert!(asks(&decide(&tool("mcp__github__delete_repo", false), Mode::Ask, &[remembered])));
+
+    let server = [rule(Permission::Tool, "mcp__github__*", Action::Allow)];
+    assert_eq!(describe_rule(&server[0]), "tools matching `mcp__github__*`");
+    assert_eq!(decide(&tool("mcp__github__delete_repo", false), Mode::Ask, &server), Decision::Allow);
+    assert!(asks(&decide(&tool("mcp__gitlab__delete_repo", false), Mode::Ask, &server)));
+    // A command or path rule says nothing about tools, nor a tool rule about commands.
+    let other = [rule(Permission::Bash, "mcp__github__delete_repo", Action::Allow)];
+    assert!(asks(&decide(&tool("mcp__github__delete_repo", false), Mode::Ask, &other)));
+    assert!(asks(&decide(&bash("mcp__github__delete_repo"), Mode::Ask, &server)));
+
+    let rejected = [rule(Permission::Tool, "mcp__github__delete_*", Action::Deny)];
+    for mode in Mode::ALL {
+        let decision = decide(&tool("mcp__github__delete_repo", true), mode, &rejected);
+        assert!(
+            matches!(&decision, Decision::Deny(why) if why.contains("mcp__github__delete_*")),
+            "{mode:?}: {decision:?}"
+        );
+    }
+    let unreadable = [rule(Permission::Tool, "mcp__{", Action::Allow)];
+    assert!(asks(&decide(&tool("mcp__github__list", true), Mode::Bypass, &unreadable)));
+}
