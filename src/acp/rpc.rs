@@ -29,8 +29,13 @@ pub const MAX_LINE: usize = 128 * 1024 * 1024;
 const DRAIN: Duration = Duration::from_millis(200);
 
 tokio::task_local! {
-    /// Lines a request's future asked to send after its response.
-    static AFTER_RESPONSE: std::cell::RefCell<Vec<Vec<u8>>>;
+    /// What a request's future asked for after its response: lines to send, and who to tell.
+    static AFTER_RESPONSE: std::cell::RefCell<Vec<AfterResponse>>;
+}
+
+enum AfterResponse {
+    Line(Vec<u8>),
+    Signal(tokio::sync::oneshot::Sender<()>),
 }
 
 /// What a peer serves.
@@ -130,10 +135,21 @@ impl Peer {
             }
             Err(err) => return tracing::error!(%err, "could not serialize an outgoing message"),
         };
-        let deferred = AFTER_RESPONSE.try_with(|after| after.borrow_mut().push(line.clone()));
+        let deferred = AFTER_RESPONSE.try_with(|after| after.borrow_mut().push(AfterResponse::Line(line.clone())));
         if deferred.is_err() {
             let _ = self.inner.out.send(Outgoing::Line(line));
         }
+    }
+
+    /// Resolves once the response of the request whose future is running has been queued, so
+    /// that whatever is sent after it reaches the client after the response (updates of a
+    /// session the response announces). Outside a request's future, or when the request ends
+    /// without an answer (cancelled), it resolves at once with `Err`.
+    pub fn after_response(&self) -> tokio::sync::oneshot::Receiver<()> {
+        let (signal, answered) = tokio::sync::oneshot::channel();
+        // Outside a request the closure never runs: the signal is dropped, which resolves it.
+        let _ = AFTER_RESPONSE.try_with(|after| after.borrow_mut().push(AfterResponse::Signal(signal)));
+        answered
     }
 
     /// Sends a request to the client and waits for its answer. Dropping the future sends
@@ -327,8 +343,15 @@ fn handle_request<H: Handler>(peer: &Peer, handler: &Arc<H>, id: Value, method: 
             && peer.finish_inflight(&key)
         {
             peer.respond(&id, result);
-            for line in AFTER_RESPONSE.with(|after| std::mem::take(&mut *after.borrow_mut())) {
-                let _ = peer.inner.out.send(Outgoing::Line(line));
+            for after in AFTER_RESPONSE.with(|after| std::mem::take(&mut *after.borrow_mut())) {
+                match after {
+                    AfterResponse::Line(line) => {
+                        let _ = peer.inner.out.send(Outgoing::Line(line));
+                    }
+                    AfterResponse::Signal(signal) => {
+                        let _ = signal.send(());
+                    }
+                }
             }
         }
     }));

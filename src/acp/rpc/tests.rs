@@ -18,6 +18,18 @@ impl Handler for Asker {
         let peer = self.peer.clone();
         match method {
             "ask" => Ok(async move { peer.request("client/question", &params).await }.boxed()),
+            "announce" => Ok(async move {
+                // Something running beside the request that may only speak after its answer.
+                let announced = peer.after_response();
+                let beside = peer.clone();
+                tokio::spawn(async move {
+                    let _ = announced.await;
+                    beside.notify("announced/later", &json!({}));
+                });
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                Ok(json!("the answer"))
+            }
+            .boxed()),
             "wait" => Ok(async move {
                 tokio::time::sleep(Duration::from_secs(60)).await;
                 Ok(Value::Null)
@@ -121,4 +133,12 @@ async fn lines_over_the_limit_are_skipped_whole() {
         }
     }
     assert_eq!(seen, ["short", "<too long>", "ok", "last"]);
+}
+
+#[tokio::test]
+async fn what_waits_for_a_response_is_sent_after_it() {
+    let (mut client, _) = start();
+    client.send(json!({"jsonrpc": "2.0", "id": 7, "method": "announce"})).await;
+    assert_eq!(client.recv().await, json!({"jsonrpc": "2.0", "id": 7, "result": "the answer"}));
+    assert_eq!(client.recv().await["method"], "announced/later");
 }
