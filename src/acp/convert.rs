@@ -223,6 +223,9 @@ fn tool_content(tool: &ToolPart) -> Vec<acp::ToolCallContent> {
             ToolContent::Terminal { terminal_id } => {
                 acp::ToolCallContent::Terminal(acp::Terminal::new(terminal_id.clone()))
             }
+            ToolContent::Image { mime_type, data } => acp::ToolCallContent::Content(acp::Content::new(
+                acp::ContentBlock::Image(acp::ImageContent::new(data.clone(), mime_type.clone())),
+            )),
         })
         .collect()
 }

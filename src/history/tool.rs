@@ -192,6 +192,11 @@ pub enum ToolContent {
     Terminal {
         terminal_id: String,
     },
+    /// An image a tool returned (an MCP server's), as base64 `data`.
+    Image {
+        mime_type: String,
+        data: String,
+    },
 }
 
 /// One entry of the agent's plan (the todo list).
