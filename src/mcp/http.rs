@@ -1,10 +1,30 @@
-//! A streamable HTTP server's URL and headers, checked (by `config`, when it reads
-//! `config.toml`).
+//! A streamable HTTP server's transport, over cairn's reqwest, with the configured headers.
+//! The header checks are shared with `config`, which runs them when `config.toml` is read.
+
+use std::collections::HashMap;
 
 use reqwest::header::{HeaderName, HeaderValue};
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 
 /// Headers the transport sets itself; a configured one would clash.
 const RESERVED: [&str; 4] = ["accept", "mcp-session-id", "mcp-protocol-version", "last-event-id"];
+
+/// The transport to `url`; the error names what is wrong with the settings.
+pub(super) fn transport(
+    url: &str,
+    headers: &[(String, String)],
+) -> Result<StreamableHttpClientTransport<reqwest::Client>, String> {
+    check_url(url)?;
+    let mut map = HashMap::new();
+    for (name, value) in headers {
+        let (name, value) = header(name, value)?;
+        map.insert(name, value);
+    }
+    let client = reqwest::Client::builder().build().map_err(|err| format!("cannot build an HTTP client: {err}"))?;
+    let config = StreamableHttpClientTransportConfig::with_uri(url).custom_headers(map);
+    Ok(StreamableHttpClientTransport::with_client(client, config))
+}
 
 /// Whether `url` is an `http` or `https` URL.
 pub fn check_url(url: &str) -> Result<(), String> {
