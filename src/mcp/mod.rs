@@ -138,6 +138,11 @@ impl Servers {
         self.shared.view.borrow().tools.as_ref().clone()
     }
 
+    /// The offered tool the model calls `qualified`, which says which server and tool to call.
+    pub fn find(&self, qualified: &str) -> Option<McpTool> {
+        self.shared.view.borrow().tools.iter().find(|tool| tool.qualified == qualified).cloned()
+    }
+
     /// Every server's state, in configuration order.
     pub fn status(&self) -> Vec<ServerStatus> {
         self.shared.view.borrow().servers.clone()

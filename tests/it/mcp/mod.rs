@@ -112,6 +112,9 @@ async fn tools_are_discovered_with_their_names_schemas_and_hints() {
     assert_eq!(tools[0].description, "the echo tool");
     assert_eq!(tools[0].input_schema["properties"]["text"]["type"], "string");
     assert_eq!(session.state("fx"), ServerState::Ready { tools: 9 });
+    let found = session.servers.find("mcp__fx__peek").unwrap();
+    assert_eq!((found.server.as_str(), found.name.as_str()), ("fx", "peek"));
+    assert!(session.servers.find("mcp__fx__bad_schema").is_none());
     let notices = session.drain();
     assert_eq!(notices.len(), 1, "{notices:?}");
     assert!(
