@@ -4,8 +4,9 @@
 //! `OPENAI_API_KEY`, `CAIRN_HOME` (data directory) and `CAIRN_CONFIG` (config file path). The file,
 //! `$XDG_CONFIG_HOME/cairn/config.toml` by default, holds the same settings plus extra
 //! OpenAI-compatible providers (`[providers.<name>]`), model overrides (`[models."p/m"]`), turn
-//! limits (`[limits]`, in `limits`), compaction settings (`[compaction]`), and what local
-//! processes get (`[sandbox]`, `[tools]`, in `process`).
+//! limits (`[limits]`, in `limits`), compaction settings (`[compaction]`), what local
+//! processes get (`[sandbox]`, `[tools]`, in `process`) and MCP servers (`[mcp_servers.<name>]`,
+//! `[mcp]`, in `mcp`).
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
@@ -15,10 +16,12 @@ use std::sync::Arc;
 use serde::Deserialize;
 
 mod limits;
+mod mcp;
 mod process;
 
 pub use limits::{Compaction, ContentPattern, Limits, LoopLimits};
 
+use crate::mcp::{McpSettings, ServerConfig};
 use crate::process::ProcessPolicy;
 
 /// The model used when neither `CAIRN_MODEL` nor `model` in the config file says otherwise.
@@ -51,6 +54,10 @@ pub struct Config {
     pub home_dir: Option<PathBuf>,
     /// Sandbox, environment and launcher of local commands (`[sandbox]`, `[tools]`).
     pub process: Arc<ProcessPolicy>,
+    /// Every session's MCP servers from the file (`[mcp_servers.<name>]`), enabled ones only.
+    pub mcp_servers: Vec<ServerConfig>,
+    /// `[mcp]`.
+    pub mcp: McpSettings,
 }
 
 /// Which wire API a provider speaks.
@@ -124,6 +131,10 @@ struct FileConfig {
     sandbox: process::FileSandbox,
     #[serde(default)]
     tools: process::FileTools,
+    #[serde(default)]
+    mcp_servers: BTreeMap<String, mcp::FileMcpServer>,
+    #[serde(default)]
+    mcp: mcp::FileMcp,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -249,6 +260,9 @@ impl Config {
         let environment = process::Environment { lookup: env, vars, home: home_dir.as_deref() };
         let process = process::policy(file.sandbox, &file.tools, &providers, &environment)
             .map_err(|message| ConfigError::Parse { path: file_path.clone().unwrap_or_default(), message })?;
+        let invalid = |message| ConfigError::Parse { path: file_path.clone().unwrap_or_default(), message };
+        let mcp_servers = mcp::servers(file.mcp_servers).map_err(invalid)?;
+        let mcp = mcp::settings(&file.mcp).map_err(invalid)?;
         Ok(Self {
             data_dir,
             model: normalize_model(&model),
@@ -261,6 +275,8 @@ impl Config {
             config_dir: path.as_deref().and_then(Path::parent).map(Path::to_path_buf),
             home_dir,
             process,
+            mcp_servers,
+            mcp,
         })
     }
 

@@ -13,6 +13,7 @@ mod compaction;
 mod durability;
 mod headless;
 mod limits;
+mod mcp;
 mod models;
 mod official_client;
 mod permissions;

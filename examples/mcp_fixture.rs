@@ -1,0 +1,53 @@
+//! The tests' MCP server on stdin/stdout (see `tests/it/mcp/fixture.rs` for its tools).
+//!
+//! `mcp_fixture` serves; `mcp_fixture garbage` answers every line with a line that is not
+//! JSON-RPC; `mcp_fixture exit-at-start` writes to stderr and exits 1 at once.
+
+#![allow(clippy::print_stdout, clippy::print_stderr, clippy::unwrap_used, clippy::expect_used)]
+
+#[path = "../tests/it/mcp/fixture.rs"]
+mod fixture;
+
+use std::io::{BufRead, Write};
+
+use fixture::{Action, Fixture};
+
+fn main() {
+    let mode = std::env::args().nth(1).unwrap_or_default();
+    if mode == "exit-at-start" {
+        eprintln!("fixture: starting");
+        eprintln!("fixture: cannot open the database");
+        std::process::exit(1);
+    }
+    let mut fixture = Fixture::default();
+    let stdin = std::io::stdin();
+    let mut stdout = std::io::stdout();
+    for line in stdin.lock().lines() {
+        let Ok(line) = line else { break };
+        if mode == "garbage" {
+            writeln!(stdout, "Welcome to the fixture! Type HELP for help.").unwrap();
+            stdout.flush().unwrap();
+            continue;
+        }
+        let Ok(message) = serde_json::from_str(&line) else { continue };
+        match fixture.handle(&message) {
+            Action::Send(messages) => {
+                for message in messages {
+                    writeln!(stdout, "{message}").unwrap();
+                }
+                stdout.flush().unwrap();
+            }
+            Action::Nothing => {}
+            Action::Crash(why) => {
+                eprintln!("{why}");
+                std::process::exit(3);
+            }
+            Action::Cancelled(id) => {
+                if let Ok(path) = std::env::var("MCP_FIXTURE_CANCEL_LOG") {
+                    let mut log = std::fs::OpenOptions::new().create(true).append(true).open(path).unwrap();
+                    writeln!(log, "{id}").unwrap();
+                }
+            }
+        }
+    }
+}

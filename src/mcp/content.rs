@@ -1,0 +1,307 @@
+//! What servers send, read from the JSON of the wire (so an odd tool or block is skipped, not
+//! the whole answer): the tools a server lists ([`McpTool`], with the checks on their schemas)
+//! and the result of a call ([`CallOutcome`]), with what the model and the editor get of it.
+
+use serde_json::{Map, Value};
+
+use super::config::qualified;
+use crate::history::ToolContent;
+
+/// A tool of a ready server.
+#[derive(Clone, Debug, PartialEq)]
+pub struct McpTool {
+    pub server: String,
+    /// The server's own name for it.
+    pub name: String,
+    /// The name the model calls it by ([`qualified`]).
+    pub qualified: String,
+    pub description: String,
+    /// A JSON Schema of `"type": "object"`.
+    pub input_schema: Value,
+    /// The server says the tool does not change anything (`readOnlyHint`). A hint from the
+    /// server, not a guarantee.
+    pub read_only: bool,
+}
+
+/// Reads one page of `tools/list`: the tools, and a notice for each tool left out.
+pub(super) fn read_tools(server: &str, page: &Value, tools: &mut Vec<McpTool>, skipped: &mut Vec<String>) {
+    let Some(listed) = page.get("tools").and_then(Value::as_array) else {
+        skipped.push("its tool list has no `tools` array".to_owned());
+        return;
+    };
+    for tool in listed {
+        match read_tool(server, tool) {
+            Ok(tool) => tools.push(tool),
+            Err(why) => skipped.push(why),
+        }
+    }
+}
+
+fn read_tool(server: &str, tool: &Value) -> Result<McpTool, String> {
+    let name = tool.get("name").and_then(Value::as_str).filter(|name| !name.is_empty());
+    let Some(name) = name else { return Err("a tool without a name was left out".to_owned()) };
+    let schema = match tool.get("inputSchema") {
+        Some(Value::Object(schema)) => schema.clone(),
+        Some(other) => return Err(format!("tool `{name}` was left out: its input schema is {}", shape(other))),
+        None => return Err(format!("tool `{name}` was left out: it has no input schema")),
+    };
+    let schema = object_schema(schema).map_err(|why| format!("tool `{name}` was left out: {why}"))?;
+    let description = tool.get("description").and_then(Value::as_str).unwrap_or_default();
+    let read_only = tool.pointer("/annotations/readOnlyHint").and_then(Value::as_bool).unwrap_or(false);
+    Ok(McpTool {
+        server: server.to_owned(),
+        name: name.to_owned(),
+        qualified: qualified(server, name),
+        description: description.to_owned(),
+        input_schema: Value::Object(schema),
+        read_only,
+    })
+}
+
+/// The schema of a tool's arguments, which must describe an object (what model APIs take);
+/// one that says nothing of its type is taken as an object schema.
+fn object_schema(mut schema: Map<String, Value>) -> Result<Map<String, Value>, String> {
+    match schema.get("type") {
+        None => {
+            schema.insert("type".to_owned(), Value::String("object".to_owned()));
+            Ok(schema)
+        }
+        Some(Value::String(kind)) if kind == "object" => Ok(schema),
+        Some(other) => Err(format!("its input schema has type {other}, not \"object\"")),
+    }
+}
+
+fn shape(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// The result of a tool call.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct CallOutcome {
+    pub blocks: Vec<Block>,
+    /// `structuredContent`, when the server sent it.
+    pub structured: Option<Value>,
+    /// The server says the call failed (`isError`); the blocks say why.
+    pub is_error: bool,
+}
+
+/// One content block of a result.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Block {
+    Text(String),
+    /// Base64 data.
+    Image {
+        data: String,
+        mime_type: String,
+    },
+    Audio {
+        data: String,
+        mime_type: String,
+    },
+    /// A resource, linked or embedded; `text` is the embedded text, `bytes` the size of
+    /// embedded binary data.
+    Resource {
+        uri: String,
+        name: Option<String>,
+        mime_type: Option<String>,
+        text: Option<String>,
+        bytes: Option<usize>,
+    },
+    /// A block of a type this version does not know.
+    Other(String),
+}
+
+impl CallOutcome {
+    /// Reads a `tools/call` result.
+    pub(super) fn read(result: &Value) -> Self {
+        let blocks =
+            result.get("content").and_then(Value::as_array).map(|blocks| blocks.iter().map(read_block).collect());
+        Self {
+            blocks: blocks.unwrap_or_default(),
+            structured: result.get("structuredContent").filter(|value| !value.is_null()).cloned(),
+            is_error: result.get("isError").and_then(Value::as_bool).unwrap_or(false),
+        }
+    }
+
+    /// What the model is told. Images and audio become a line saying what was left out (the
+    /// tool output the model gets is text); structured content is given as JSON when no text
+    /// block carries it already.
+    pub fn model_text(&self) -> String {
+        let mut parts: Vec<String> = self.blocks.iter().map(Block::model_text).collect();
+        if let Some(structured) = self.structured_shown() {
+            parts.push(structured.to_string());
+        }
+        if parts.is_empty() {
+            return "(the tool returned no content)".to_owned();
+        }
+        parts.join("\n")
+    }
+
+    /// What the editor shows: a text content per block (an image as a line naming it: the
+    /// editor's tool-call content has no image yet), and the structured content as JSON.
+    pub fn editor_content(&self) -> Vec<ToolContent> {
+        let mut content: Vec<ToolContent> =
+            self.blocks.iter().map(|block| ToolContent::Text { text: block.editor_text() }).collect();
+        if let Some(structured) = self.structured_shown() {
+            let text = serde_json::to_string_pretty(structured).unwrap_or_else(|_| structured.to_string());
+            content.push(ToolContent::Text { text: format!("```json\n{text}\n```") });
+        }
+        content
+    }
+
+    fn structured_shown(&self) -> Option<&Value> {
+        let has_text = self.blocks.iter().any(|block| matches!(block, Block::Text(_)));
+        self.structured.as_ref().filter(|_| !has_text)
+    }
+}
+
+impl Block {
+    fn model_text(&self) -> String {
+        match self {
+            Block::Text(text) => text.clone(),
+            Block::Image { data, mime_type } | Block::Audio { data, mime_type } => {
+                let what = if matches!(self, Block::Image { .. }) { "image" } else { "audio" };
+                format!(
+                    "[{what} ({mime_type}, {} bytes) returned by the tool; it is shown to the user, not to you]",
+                    decoded_len(data)
+                )
+            }
+            Block::Resource { uri, text: Some(text), .. } => format!("[resource {uri}]\n{text}"),
+            Block::Resource { uri, name, mime_type, text: None, bytes } => {
+                let mut line = format!("[resource {uri}");
+                if let Some(name) = name {
+                    line.push_str(&format!(" \"{name}\""));
+                }
+                if let Some(mime_type) = mime_type {
+                    line.push_str(&format!(", {mime_type}"));
+                }
+                if let Some(bytes) = bytes {
+                    line.push_str(&format!(", {bytes} bytes of binary data not shown"));
+                }
+                line.push(']');
+                line
+            }
+            Block::Other(kind) => format!("[content of type `{kind}` left out]"),
+        }
+    }
+
+    fn editor_text(&self) -> String {
+        match self {
+            Block::Image { data, mime_type } => format!("[image: {mime_type}, {}]", size(decoded_len(data))),
+            Block::Audio { data, mime_type } => format!("[audio: {mime_type}, {}]", size(decoded_len(data))),
+            other => other.model_text(),
+        }
+    }
+}
+
+fn read_block(block: &Value) -> Block {
+    let text = |key: &str| block.get(key).and_then(Value::as_str).map(str::to_owned);
+    let kind = text("type").unwrap_or_default();
+    match kind.as_str() {
+        "text" => Block::Text(text("text").unwrap_or_default()),
+        "image" | "audio" => {
+            let (data, mime_type) = (text("data").unwrap_or_default(), text("mimeType").unwrap_or_default());
+            if kind == "image" { Block::Image { data, mime_type } } else { Block::Audio { data, mime_type } }
+        }
+        "resource_link" => Block::Resource {
+            uri: text("uri").unwrap_or_default(),
+            name: text("name"),
+            mime_type: text("mimeType"),
+            text: None,
+            bytes: None,
+        },
+        "resource" => {
+            let resource = block.get("resource");
+            let field = |key: &str| resource.and_then(|r| r.get(key)).and_then(Value::as_str);
+            Block::Resource {
+                uri: field("uri").unwrap_or_default().to_owned(),
+                name: None,
+                mime_type: field("mimeType").map(str::to_owned),
+                text: field("text").map(str::to_owned),
+                bytes: field("blob").map(decoded_len),
+            }
+        }
+        _ => Block::Other(kind),
+    }
+}
+
+/// The size of base64 data once decoded.
+fn decoded_len(data: &str) -> usize {
+    let data = data.trim_end();
+    let padding = data.bytes().rev().take_while(|b| *b == b'=').count();
+    (data.len() / 4 * 3 + (data.len() % 4).saturating_sub(1)).saturating_sub(padding)
+}
+
+fn size(bytes: usize) -> String {
+    if bytes < 1024 { format!("{bytes} bytes") } else { format!("{:.1} KiB", bytes as f64 / 1024.0) }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn tools_with_unusable_schemas_are_left_out_with_a_reason() {
+        let page = json!({"tools": [
+            {"name": "ok", "description": "fine", "inputSchema": {"type": "object"}, "annotations": {"readOnlyHint": true}},
+            {"name": "untyped", "inputSchema": {"properties": {}}},
+            {"name": "scalar", "inputSchema": {"type": "string"}},
+            {"name": "number", "inputSchema": 42},
+            {"name": "none"},
+            {"inputSchema": {"type": "object"}},
+        ]});
+        let (mut tools, mut skipped) = (Vec::new(), Vec::new());
+        read_tools("srv", &page, &mut tools, &mut skipped);
+        let names: Vec<&str> = tools.iter().map(|tool| tool.qualified.as_str()).collect();
+        assert_eq!(names, ["mcp__srv__ok", "mcp__srv__untyped"]);
+        assert!(tools[0].read_only && !tools[1].read_only);
+        assert_eq!(tools[1].input_schema["type"], "object");
+        assert_eq!(skipped.len(), 4, "{skipped:?}");
+        assert!(skipped[0].contains("`scalar`") && skipped[0].contains("\"string\""), "{}", skipped[0]);
+        assert!(skipped[1].contains("a number"), "{}", skipped[1]);
+    }
+
+    #[test]
+    fn results_become_text_for_the_model_and_content_for_the_editor() {
+        let result = json!({"content": [
+            {"type": "text", "text": "hello"},
+            {"type": "image", "data": "iVBORw0KGgo=", "mimeType": "image/png"},
+            {"type": "resource", "resource": {"uri": "file:///a.txt", "text": "inside"}},
+            {"type": "resource_link", "uri": "file:///b", "name": "b"},
+            {"type": "hologram"},
+        ], "structuredContent": {"n": 1}, "isError": true});
+        let outcome = CallOutcome::read(&result);
+        assert!(outcome.is_error);
+        let text = outcome.model_text();
+        assert!(text.starts_with("hello\n[image (image/png, 8 bytes)"), "{text}");
+        assert!(text.contains("[resource file:///a.txt]\ninside") && text.contains("[resource file:///b \"b\"]"));
+        assert!(
+            text.ends_with("[content of type `hologram` left out]"),
+            "structured content rides on the text: {text}"
+        );
+        let editor = outcome.editor_content();
+        assert_eq!(editor.len(), 5);
+        assert_eq!(editor[1], ToolContent::Text { text: "[image: image/png, 8 bytes]".to_owned() });
+
+        let structured_only = CallOutcome::read(&json!({"content": [], "structuredContent": {"n": 1}}));
+        assert_eq!(structured_only.model_text(), "{\"n\":1}");
+        assert_eq!(structured_only.editor_content().len(), 1);
+        assert_eq!(CallOutcome::read(&json!({"content": []})).model_text(), "(the tool returned no content)");
+    }
+
+    #[test]
+    fn base64_sizes_are_those_of_the_decoded_data() {
+        for (data, len) in [("", 0), ("QQ==", 1), ("QUI=", 2), ("QUJD", 3), ("QUJDRA==", 4), ("QUJDRA", 4)] {
+            assert_eq!(decoded_len(data), len, "{data}");
+        }
+    }
+}
