@@ -239,6 +239,11 @@ async fn a_call_cut_off_by_a_crash_is_finalized_and_never_run_again() {
             break;
         }
     }
+    // Killed while the command runs (it has started once its line is written).
+    let started = std::time::Instant::now();
+    while !marker.exists() && started.elapsed() < Duration::from_secs(10) {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     agent.kill9().await;
 
     let mut agent = env.ready().await;
