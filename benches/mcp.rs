@@ -3,10 +3,16 @@
 //! With the fixture server (`examples/mcp_fixture.rs`, a release build found next to this
 //! bench): how long `Servers::start` takes with 0 and with 5 stdio servers (it must not wait for
 //! them), how long until all are ready (spawned, handshake done, tools listed), the first tool
-//! call's round trip after that, later round trips, and `shutdown`. Prints median and p90;
-//! nothing here asserts.
+//! call's round trip after that, later round trips, and `shutdown`. Then through the binary, as
+//! an editor drives it: `session/new` with no servers and with 5 in `mcpServers`, and a prompt
+//! whose model calls one MCP tool (the session's first prompt, and later ones). Prints median
+//! and p90; nothing here asserts.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout, clippy::print_stderr)]
+
+#[path = "../tests/it/support/mod.rs"]
+#[allow(dead_code)]
+mod support;
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -86,4 +92,49 @@ async fn main() {
     }
     Figures(later).row("later `echo` calls, one at a time");
     servers.shutdown().await;
+    through_the_binary().await;
+}
+
+/// `session/new` and a prompt with one MCP call, over pipes against the mock model.
+async fn through_the_binary() {
+    use serde_json::json;
+    use support::{Reply, TestEnv};
+
+    let mut env = TestEnv::new().await;
+    env.set_env("CAIRN_LOG", "warn");
+    let exe = fixture();
+    let five: Vec<serde_json::Value> =
+        (0..5).map(|i| json!({"name": format!("fx{i}"), "command": exe, "args": [], "env": []})).collect();
+    let mut agent = env.ready().await;
+    for (servers, name) in [(json!([]), "`session/new`, no MCP servers"), (json!(five), "`session/new`, 5 stdio MCP servers")] {
+        let mut new = Vec::new();
+        for _ in 0..SESSIONS {
+            let began = Instant::now();
+            let result = agent.call("session/new", json!({"cwd": env.cwd(), "mcpServers": servers})).await;
+            new.push(began.elapsed());
+            let session = result["sessionId"].as_str().unwrap().to_owned();
+            agent.call("session/close", json!({"sessionId": session})).await;
+            // The closed session's servers stop in the background; let them, so that each
+            // sample measures one session/new and not the last one's cleanup.
+            tokio::time::sleep(Duration::from_millis(30)).await;
+        }
+        Figures(new).row(name);
+    }
+    let (mut first, mut later) = (Vec::new(), Vec::new());
+    for _ in 0..SESSIONS {
+        let result = agent.call("session/new", json!({"cwd": env.cwd(), "mcpServers": [five[0]]})).await;
+        let session = result["sessionId"].as_str().unwrap().to_owned();
+        agent.call("session/set_mode", json!({"sessionId": session, "modeId": "bypass"})).await;
+        for round in 0..3 {
+            env.mock.push(Reply::tool_calls(&[("c", "mcp__fx0__echo", json!({"text": "ping"}))]));
+            env.mock.push(Reply::text(&["ok"]));
+            let began = Instant::now();
+            let id = agent.prompt(&session, "call it").await;
+            agent.response(id).await;
+            if round == 0 { first.push(began.elapsed()) } else { later.push(began.elapsed()) }
+        }
+        agent.call("session/close", json!({"sessionId": session})).await;
+    }
+    Figures(first).row("prompt with one MCP call → end of turn, right after `session/new` (server starting)");
+    Figures(later).row("prompt with one MCP call → end of turn, later prompts");
 }

@@ -15,7 +15,7 @@ use crate::config::Config;
 use crate::history::PlanStatus;
 use crate::ids::SessionId;
 use crate::permissions::Mode;
-use crate::session::{Registry, SessionError, Update, UpdateSink};
+use crate::session::{Attach, Registry, SessionError, Update, UpdateSink};
 use crate::store::Store;
 use crate::tools::{Host, NoEditor};
 
@@ -110,8 +110,8 @@ async fn run(
     mode: Option<Mode>,
 ) -> Result<SessionId, ExecError> {
     let id = match session {
-        Some(id) => registry.resume(&SessionId::from_string(id)).await?.id,
-        None => registry.create(cwd).await?.id,
+        Some(id) => registry.resume(&SessionId::from_string(id), Attach::alone()).await?.id,
+        None => registry.create(cwd, Attach::alone()).await?.id,
     };
     if let Some(mode) = mode {
         registry.set_mode(&id, mode).await?;

@@ -8,6 +8,7 @@ use serde_json::Value;
 use super::client::Shown;
 use crate::history::{CallState, Part, PlanPriority, PlanStatus, ToolContent, ToolKind, ToolPart};
 use crate::ids::MessageId;
+use crate::mcp::{ServerConfig, Transport};
 use crate::llm::catalog::ThoughtLevel;
 use crate::permissions::Mode;
 use crate::session::{CompactionState, SessionError, SessionView, Update};
@@ -314,4 +315,36 @@ pub fn session_error(err: &SessionError) -> acp::Error {
         }
         _ => error,
     }
+}
+
+/// The client's MCP servers as cairn starts them, and a note for each it cannot use (SSE, which
+/// cairn does not speak; it advertises `mcpCapabilities.sse: false`).
+pub fn mcp_servers(servers: Vec<acp::McpServer>) -> (Vec<ServerConfig>, Vec<String>) {
+    let mut configs = Vec::new();
+    let mut notes = Vec::new();
+    for server in servers {
+        match server {
+            acp::McpServer::Stdio(stdio) => configs.push(ServerConfig {
+                name: stdio.name,
+                transport: Transport::Stdio {
+                    command: stdio.command.to_string_lossy().into_owned(),
+                    args: stdio.args,
+                    env: stdio.env.into_iter().map(|var| (var.name, var.value)).collect(),
+                },
+            }),
+            acp::McpServer::Http(http) => configs.push(ServerConfig {
+                name: http.name,
+                transport: Transport::Http {
+                    url: http.url,
+                    headers: http.headers.into_iter().map(|header| (header.name, header.value)).collect(),
+                },
+            }),
+            acp::McpServer::Sse(sse) => notes.push(format!(
+                "MCP server `{}` was left out: it uses the SSE transport, which cairn does not support; give its streamable HTTP endpoint instead.",
+                sse.name
+            )),
+            _ => notes.push("An MCP server of a transport cairn does not know was left out.".to_owned()),
+        }
+    }
+    (configs, notes)
 }

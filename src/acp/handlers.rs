@@ -21,7 +21,7 @@ use super::rpc::{Handler, Peer};
 use crate::ids::SessionId;
 use crate::llm::catalog::ThoughtLevel;
 use crate::permissions::Mode;
-use crate::session::{COMMANDS, Registry, SessionError, Update, UpdateSink, replay};
+use crate::session::{Attach, COMMANDS, Registry, SessionError, Update, UpdateSink, replay};
 use crate::tools::Host;
 
 /// Sessions per `session/list` page.
@@ -43,6 +43,14 @@ impl WireSink {
     /// Sends an update that has no row behind it (mode and option changes).
     fn send_wire(&self, session: &SessionId, update: acp::SessionUpdate) {
         self.peer.notify("session/update", &acp::SessionNotification::new(session.as_str().to_owned(), update));
+    }
+
+    /// What a session the running request opens gets: the client's MCP servers, and the signal
+    /// that the response announcing the session is on its way (call it inside the request's
+    /// future).
+    fn attach(&self, servers: Vec<acp::McpServer>) -> Attach {
+        let (mcp, notes) = super::convert::mcp_servers(servers);
+        Attach { mcp, notes, announced: self.peer.after_response() }
     }
 
     /// Sends the slash commands right after the response that tells the client about the session.
@@ -112,6 +120,7 @@ impl Agent {
         let capabilities = acp::AgentCapabilities::new()
             .load_session(true)
             .prompt_capabilities(acp::PromptCapabilities::new().image(true).audio(false).embedded_context(true))
+            .mcp_capabilities(acp::McpCapabilities::new().http(true).sse(false))
             .session_capabilities(
                 acp::SessionCapabilities::new()
                     .list(acp::SessionListCapabilities::new())
@@ -133,7 +142,8 @@ impl Agent {
         let sessions = self.sessions()?;
         let sink = Arc::clone(&self.sink);
         Ok(async move {
-            let view = sessions.create(&cwd).await.map_err(|err| session_error(&err))?;
+            let attach = sink.attach(request.mcp_servers);
+            let view = sessions.create(&cwd, attach).await.map_err(|err| session_error(&err))?;
             sink.send_commands_after_response(&view.id);
             to_value(
                 &acp::NewSessionResponse::new(view.id.to_string())
@@ -151,7 +161,8 @@ impl Agent {
         let sink = Arc::clone(&self.sink);
         let id = session_id(&request.session_id);
         Ok(async move {
-            let (view, messages) = sessions.load(&id).await.map_err(|err| session_error(&err))?;
+            let attach = sink.attach(request.mcp_servers);
+            let (view, messages) = sessions.load(&id, attach).await.map_err(|err| session_error(&err))?;
             for update in replay(&messages) {
                 sink.send(&id, update);
             }
@@ -163,13 +174,14 @@ impl Agent {
     }
 
     fn resume_session(&self, params: Value) -> Answer {
-        let request: acp::ResumeSessionRequest = parse("session/resume", params)?;
+        let request: acp::ResumeSessionRequest = parse("session/resume", with_mcp_servers(params))?;
         absolute("cwd", request.cwd)?;
         let id = session_id(&request.session_id);
-        let resumed = self.sessions()?.resume(&id);
+        let sessions = self.sessions()?;
         let sink = Arc::clone(&self.sink);
         Ok(async move {
-            let view = resumed.await.map_err(|err| session_error(&err))?;
+            let attach = sink.attach(request.mcp_servers);
+            let view = sessions.resume(&id, attach).await.map_err(|err| session_error(&err))?;
             sink.send_wire(&id, usage_update(&view));
             sink.send_commands_after_response(&id);
             to_value(&acp::ResumeSessionResponse::new().modes(modes(&view)).config_options(config_options(&view)))
@@ -178,13 +190,14 @@ impl Agent {
     }
 
     fn fork_session(&self, params: Value) -> Answer {
-        let request: acp::ForkSessionRequest = parse("session/fork", params)?;
+        let request: acp::ForkSessionRequest = parse("session/fork", with_mcp_servers(params))?;
         let cwd = absolute("cwd", request.cwd)?;
         let parent = session_id(&request.session_id);
         let sessions = self.sessions()?;
         let sink = Arc::clone(&self.sink);
         Ok(async move {
-            let view = sessions.fork(&parent, &cwd).await.map_err(|err| session_error(&err))?;
+            let attach = sink.attach(request.mcp_servers);
+            let view = sessions.fork(&parent, &cwd, attach).await.map_err(|err| session_error(&err))?;
             sink.send_commands_after_response(&view.id);
             to_value(
                 &acp::ForkSessionResponse::new(view.id.to_string())

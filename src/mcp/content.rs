@@ -144,11 +144,10 @@ impl CallOutcome {
         parts.join("\n")
     }
 
-    /// What the editor shows: a text content per block (an image as a line naming it: the
-    /// editor's tool-call content has no image yet), and the structured content as JSON.
+    /// What the editor shows: a content per block (images as images, audio as a line naming
+    /// it), and the structured content as JSON.
     pub fn editor_content(&self) -> Vec<ToolContent> {
-        let mut content: Vec<ToolContent> =
-            self.blocks.iter().map(|block| ToolContent::Text { text: block.editor_text() }).collect();
+        let mut content: Vec<ToolContent> = self.blocks.iter().map(Block::editor_content).collect();
         if let Some(structured) = self.structured_shown() {
             let text = serde_json::to_string_pretty(structured).unwrap_or_else(|_| structured.to_string());
             content.push(ToolContent::Text { text: format!("```json\n{text}\n```") });
@@ -192,11 +191,13 @@ impl Block {
         }
     }
 
-    fn editor_text(&self) -> String {
+    fn editor_content(&self) -> ToolContent {
         match self {
-            Block::Image { data, mime_type } => format!("[image: {mime_type}, {}]", size(decoded_len(data))),
-            Block::Audio { data, mime_type } => format!("[audio: {mime_type}, {}]", size(decoded_len(data))),
-            other => other.model_text(),
+            Block::Image { data, mime_type } => ToolContent::Image { mime_type: mime_type.clone(), data: data.clone() },
+            Block::Audio { data, mime_type } => {
+                ToolContent::Text { text: format!("[audio: {mime_type}, {}]", size(decoded_len(data))) }
+            }
+            other => ToolContent::Text { text: other.model_text() },
         }
     }
 }
@@ -290,7 +291,7 @@ mod tests {
         );
         let editor = outcome.editor_content();
         assert_eq!(editor.len(), 5);
-        assert_eq!(editor[1], ToolContent::Text { text: "[image: image/png, 8 bytes]".to_owned() });
+        assert_eq!(editor[1], ToolContent::Image { mime_type: "image/png".into(), data: "iVBORw0KGgo=".into() });
 
         let structured_only = CallOutcome::read(&json!({"content": [], "structuredContent": {"n": 1}}));
         assert_eq!(structured_only.model_text(), "{\"n\":1}");

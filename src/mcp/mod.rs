@@ -82,6 +82,20 @@ impl Servers {
     /// Starts every server in the background and returns at once, with the receiver of the
     /// notices. A name given twice keeps its first server. Must be called within a Tokio runtime.
     pub fn start(configs: Vec<ServerConfig>, settings: &McpSettings, env: &ChildEnv, cwd: &Path) -> (Self, Notices) {
+        Self::start_after(configs, settings, env, cwd, std::future::ready(()))
+    }
+
+    /// [`Self::start`], but the servers start only once `begin` resolves (meanwhile they are
+    /// `Starting`): a session starts its servers once the response that announces it is sent,
+    /// so that spawning them never delays that response.
+    pub fn start_after(
+        configs: Vec<ServerConfig>,
+        settings: &McpSettings,
+        env: &ChildEnv,
+        cwd: &Path,
+        begin: impl Future<Output = ()> + Send + 'static,
+    ) -> (Self, Notices) {
+        use futures::FutureExt;
         let (notices_tx, notices) = mpsc::unbounded_channel();
         let mut unique: Vec<ServerConfig> = Vec::new();
         let mut duplicates = Vec::new();
@@ -110,6 +124,7 @@ impl Servers {
             env: env.clone(),
             cwd: cwd.to_path_buf(),
             startup_timeout: settings.startup_timeout,
+            begin: begin.boxed().shared(),
         });
         let names = unique.iter().map(|config| config.name.clone()).collect();
         let actors = unique

@@ -36,6 +36,8 @@ pub(super) struct Launch {
     pub env: ChildEnv,
     pub cwd: PathBuf,
     pub startup_timeout: Duration,
+    /// Resolves when the servers may start (see `Servers::start_after`).
+    pub begin: futures::future::Shared<futures::future::BoxFuture<'static, ()>>,
 }
 
 /// What callers ask of the actor.
@@ -146,6 +148,11 @@ struct Actor {
 
 impl Actor {
     async fn run(mut self) {
+        tokio::select! {
+            biased;
+            () = self.stop.cancelled() => return,
+            () = self.launch.begin.clone() => {}
+        }
         let mut live = match self.start().await {
             Ok(live) => Some(live),
             Err(_) if self.stop.is_cancelled() => None,

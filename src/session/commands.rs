@@ -24,6 +24,7 @@ pub const COMMANDS: &[CommandInfo] = &[
     CommandInfo { name: "fork", description: "Copy this conversation into a new session", hint: None },
     CommandInfo { name: "model", description: "Show the models, or switch to one", hint: Some("provider/model") },
     CommandInfo { name: "status", description: "Context in use, limits, queue and state", hint: None },
+    CommandInfo { name: "mcp", description: "The MCP servers: state, tools, errors", hint: None },
     CommandInfo {
         name: "permissions",
         description: "List remembered permission rules, or revoke them",
@@ -39,6 +40,7 @@ pub enum Slash {
     Fork,
     Model(Option<String>),
     Status,
+    Mcp,
     Permissions(Option<Revoke>),
 }
 
@@ -54,7 +56,7 @@ impl Slash {
     /// the history or the rules a turn is using wait their turn in the queue like a prompt.
     pub fn is_immediate(&self) -> bool {
         match self {
-            Slash::Status | Slash::Permissions(None) | Slash::Model(_) => true,
+            Slash::Status | Slash::Mcp | Slash::Permissions(None) | Slash::Model(_) => true,
             Slash::Compact(_) | Slash::Rewind(_) | Slash::Fork | Slash::Permissions(Some(_)) => false,
         }
     }
@@ -79,6 +81,7 @@ pub fn parse(parts: &[Part]) -> Option<Result<Slash, String>> {
             "fork" => Ok(Slash::Fork),
             "model" => Ok(Slash::Model(arg)),
             "status" => Ok(Slash::Status),
+            "mcp" => Ok(Slash::Mcp),
             "permissions" => match rest.split_whitespace().collect::<Vec<_>>()[..] {
                 [] => Ok(Slash::Permissions(None)),
                 ["revoke", "all"] => Ok(Slash::Permissions(Some(Revoke::All))),

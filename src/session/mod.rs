@@ -27,6 +27,28 @@ use crate::tools::Host;
 pub use commands::COMMANDS;
 pub use registry::{PromptFuture, Registry};
 
+/// What the client gives a session it opens (new, load, resume, fork): its MCP servers, and
+/// when the session may start telling it things.
+pub struct Attach {
+    /// The client's MCP servers, used with those of `config.toml`.
+    pub mcp: Vec<crate::mcp::ServerConfig>,
+    /// What the client gave that cannot be used (an SSE server), told to the user.
+    pub notes: Vec<String>,
+    /// Resolves once the response that announces the session is on its way; until then the
+    /// session sends nothing of its own (a client may drop updates of a session it does not
+    /// know yet).
+    pub announced: tokio::sync::oneshot::Receiver<()>,
+}
+
+impl Attach {
+    /// No client servers, and nothing to wait for (headless runs, tests).
+    pub fn alone() -> Self {
+        let (ready, announced) = tokio::sync::oneshot::channel();
+        let _ = ready.send(());
+        Self { mcp: Vec::new(), notes: Vec::new(), announced }
+    }
+}
+
 /// Something the editor should be shown about a session, in domain terms.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Update {

@@ -15,7 +15,7 @@ use std::time::Duration;
 use tokio::sync::{mpsc, oneshot, watch};
 
 use super::actor::{self, Command, Init, Services};
-use super::{SessionError, SessionView, Status, UpdateSink};
+use super::{Attach, SessionError, SessionView, Status, UpdateSink};
 use crate::agent::StopReason;
 use crate::config::Config;
 use crate::history::{Message, Part};
@@ -117,7 +117,7 @@ impl Registry {
     }
 
     /// Stores a new session and makes it live. Answers once the row is committed.
-    pub async fn create(&self, cwd: &Path) -> Result<SessionView, SessionError> {
+    pub async fn create(&self, cwd: &Path, attach: Attach) -> Result<SessionView, SessionError> {
         let now = now_ms();
         let row = SessionRow::new(
             SessionId::generate(),
@@ -127,13 +127,13 @@ impl Registry {
         );
         self.inner.store.commit(Write::InsertSession(Box::new(row.clone()))).await?;
         let id = row.id.clone();
-        self.ask(&id, Init::Ready { row, history: Vec::new() }, |reply| Command::Describe { reply }).await
+        self.ask(&id, Init::Ready { row, history: Vec::new() }, |reply| Command::Attach { attach, reply }).await
     }
 
     /// Reads a stored session for replay and makes it live (keeping a live actor if there is one).
     /// Tool calls a crash left open are finished first (unless the session is live here, where
     /// they may be running), so the replay shows them failed.
-    pub async fn load(&self, id: &SessionId) -> Result<(SessionView, Vec<Message>), SessionError> {
+    pub async fn load(&self, id: &SessionId, attach: Attach) -> Result<(SessionView, Vec<Message>), SessionError> {
         let store = &self.inner.store;
         let (row, history) = if self.live(id).is_some() {
             let row = store.session(id).await?.ok_or_else(|| SessionError::NotFound(id.clone()))?;
@@ -142,12 +142,16 @@ impl Registry {
             actor::restore(store, id).await?
         };
         let init = Init::Ready { row, history: history.clone() };
-        Ok((self.ask(id, init, |reply| Command::Describe { reply }).await?, history))
+        Ok((self.ask(id, init, |reply| Command::Attach { attach, reply }).await?, history))
     }
 
     /// Attaches to a live session, or restores it from the store without replay.
-    pub fn resume(&self, id: &SessionId) -> impl Future<Output = Result<SessionView, SessionError>> + use<> {
-        self.ask(id, Init::Restore(id.clone()), |reply| Command::Describe { reply })
+    pub fn resume(
+        &self,
+        id: &SessionId,
+        attach: Attach,
+    ) -> impl Future<Output = Result<SessionView, SessionError>> + use<> {
+        self.ask(id, Init::Restore(id.clone()), |reply| Command::Attach { attach, reply })
     }
 
     /// Queues a prompt now; the future resolves when its turn ends.
@@ -232,11 +236,11 @@ impl Registry {
     }
 
     /// Copies a session (refused while it is busy) into a new live session in `cwd`.
-    pub async fn fork(&self, parent: &SessionId, cwd: &Path) -> Result<SessionView, SessionError> {
+    pub async fn fork(&self, parent: &SessionId, cwd: &Path, attach: Attach) -> Result<SessionView, SessionError> {
         let cwd = cwd.to_string_lossy().into_owned();
         let id = self.ask(parent, Init::Restore(parent.clone()), |reply| Command::Fork { cwd, reply }).await?;
         let (row, history) = actor::restore(&self.inner.store, &id).await?;
-        self.ask(&id, Init::Ready { row, history }, |reply| Command::Describe { reply }).await
+        self.ask(&id, Init::Ready { row, history }, |reply| Command::Attach { attach, reply }).await
     }
 
     /// Cancels every running turn, gives them a moment to finish, and flushes the store.

@@ -14,6 +14,7 @@ mod bash;
 mod edit;
 mod fs;
 mod glob;
+mod mcp;
 mod grep;
 pub mod host;
 mod page;
@@ -40,6 +41,7 @@ use crate::permissions::PermissionRequest;
 pub use crate::workspace::Workspace;
 pub use bash::{BASH_DEFAULT_TIMEOUT, BASH_MAX_TIMEOUT};
 pub use host::{Host, NoEditor};
+pub use mcp::add_server_tools;
 pub use registry::{Invocation, Registry};
 pub use schema::schema_of;
 

@@ -29,7 +29,7 @@ async fn initialize_answers_version_1_whatever_is_asked_and_advertises_what_work
                 "agentCapabilities": {
                     "loadSession": true,
                     "promptCapabilities": {"image": true, "audio": false, "embeddedContext": true},
-                    "mcpCapabilities": {"http": false, "sse": false},
+                    "mcpCapabilities": {"http": true, "sse": false},
                     "sessionCapabilities": {"list": {}, "delete": {}, "resume": {}, "close": {}, "fork": {}},
                     "auth": {}
                 },

@@ -7,6 +7,7 @@
 //! Slash commands (`slash`) either answer at once or wait in the same queue; model turns are
 //! started and taken back in `turn`.
 
+mod mcp;
 mod slash;
 mod turn;
 
@@ -57,7 +58,9 @@ pub enum Command {
         level: ThoughtLevel,
         reply: Reply<SessionView>,
     },
-    Describe {
+    /// A client opened the session (new, load, resume, fork): use its MCP servers.
+    Attach {
+        attach: super::Attach,
         reply: Reply<SessionView>,
     },
     /// `session/fork`: copy the session (refused while it is busy); answers the new session's id
@@ -141,6 +144,8 @@ struct Actor {
     queue: VecDeque<Queued>,
     running: Option<Running>,
     turn: Option<JoinHandle<TurnOutcome>>,
+    /// The session's MCP servers, once a client opened it (or `cairn exec` ran it).
+    mcp: Option<mcp::Mcp>,
 }
 
 pub async fn run(init: Init, services: Services, mut rx: mpsc::UnboundedReceiver<Command>) {
@@ -177,8 +182,10 @@ pub async fn run(init: Init, services: Services, mut rx: mpsc::UnboundedReceiver
         queue: VecDeque::new(),
         running: None,
         turn: None,
+        mcp: None,
     };
     actor.serve(&mut rx).await;
+    actor.stop_mcp().await;
     forget(&actor.services, &id);
     refuse_all(&mut rx, &SessionError::Closed(id));
 }
@@ -217,7 +224,7 @@ fn refuse_all(rx: &mut mpsc::UnboundedReceiver<Command>, err: &SessionError) {
             Command::SetModel { reply, .. }
             | Command::SetMode { reply, .. }
             | Command::SetThought { reply, .. }
-            | Command::Describe { reply } => {
+            | Command::Attach { reply, .. } => {
                 let _ = reply.send(Err(err.clone()));
             }
             Command::Close { reply } => {
@@ -312,7 +319,8 @@ impl Actor {
                 };
                 let _ = reply.send(answer);
             }
-            Command::Describe { reply } => {
+            Command::Attach { attach, reply } => {
+                self.attach(attach);
                 let _ = reply.send(Ok(self.view()));
             }
             Command::Fork { cwd, reply } => {

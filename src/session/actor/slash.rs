@@ -1,4 +1,4 @@
-//! The session actor's slash commands: `/status`, `/permissions`, `/model` answer at once;
+//! The session actor's slash commands: `/status`, `/mcp`, `/permissions`, `/model` answer at once;
 //! `/rewind`, `/fork`, `/compact` and revocations wait their turn in the queue, so they never
 //! change a history a turn is using. Answers are short agent messages that are not stored and
 //! never reach the model.
@@ -30,6 +30,7 @@ impl Actor {
     pub(super) fn run_immediate(&mut self, slash: Slash) -> String {
         match slash {
             Slash::Status => self.status_text(),
+            Slash::Mcp => self.mcp_text(),
             Slash::Permissions(None) => self.rules_text(),
             Slash::Model(None) => {
                 let view = self.view();
@@ -79,7 +80,7 @@ impl Actor {
                 return;
             }
             Slash::Compact(instructions) => return self.spawn_compaction(ticket, instructions, reply),
-            Slash::Status | Slash::Permissions(None) | Slash::Model(_) => self.run_immediate(slash),
+            Slash::Status | Slash::Mcp | Slash::Permissions(None) | Slash::Model(_) => self.run_immediate(slash),
         };
         self.say(text);
         let _ = reply.send(Ok(StopReason::EndTurn));
@@ -123,6 +124,10 @@ impl Actor {
             l.cooldown,
             l.stop,
         );
+        if let Some(mcp) = self.mcp_status_line() {
+            text.push('\n');
+            text.push_str(&mcp);
+        }
         text
     }
 

@@ -141,8 +141,11 @@ impl Actor {
         let token = cancel.clone();
         let context_used = self.context_used;
         let (summarizer, summarizer_ref) = summarizer_model(&config, &self.row.model, &resolved);
+        let servers = self.servers_for_turn();
         self.turn = Some(tokio::spawn(async move {
             let system = system.await;
+            let registry = super::mcp::turn_tools(servers.as_ref(), config.mcp.startup_timeout, &token, &mut recorder);
+            let registry = Arc::new(registry.await);
             for warning in system.warnings.iter().filter(|_| warn) {
                 let text = format!("Project instructions: {warning}.");
                 recorder.record(AgentEvent::Notice { message: MessageId::generate(), text });
@@ -162,7 +165,7 @@ impl Actor {
                     mode,
                     rules: &mut rules,
                     process: Arc::clone(&config.process),
-                    registry: Arc::new(crate::tools::Registry::builtin()),
+                    registry,
                 },
                 info,
                 thought,

@@ -9,6 +9,7 @@ mod failures;
 pub mod fixture;
 mod http;
 mod lifecycle;
+mod session;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -136,15 +137,13 @@ async fn text_images_errors_and_structured_content_come_back() {
     let picture = session.call("fx", "picture", json!({})).await.unwrap();
     assert_eq!(picture.blocks[1], Block::Image { data: fixture::PNG.into(), mime_type: "image/png".into() });
     assert!(picture.model_text().starts_with("a red dot\n[image (image/png, 70 bytes)"), "{}", picture.model_text());
-    let shown: Vec<String> = picture
-        .editor_content()
-        .into_iter()
-        .map(|content| match content {
-            cairn::history::ToolContent::Text { text } => text,
-            other => panic!("{other:?}"),
-        })
-        .collect();
-    assert_eq!(shown, ["a red dot", "[image: image/png, 70 bytes]"]);
+    assert_eq!(
+        picture.editor_content(),
+        [
+            cairn::history::ToolContent::Text { text: "a red dot".into() },
+            cairn::history::ToolContent::Image { mime_type: "image/png".into(), data: fixture::PNG.into() },
+        ]
+    );
 
     let failed = session.call("fx", "fail", json!({})).await.unwrap();
     assert!(failed.is_error);
