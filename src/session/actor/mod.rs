@@ -75,7 +75,7 @@ pub enum Command {
 /// How an actor gets its state.
 pub enum Init {
     /// The caller has the row and history already (new and loaded sessions).
-    Ready { row: SessionRow, history: Vec<Message> },
+    Ready { row: Box<SessionRow>, history: Vec<Message> },
     /// Read them from the store first (resume, or a prompt for a session not loaded yet).
     Restore(SessionId),
 }
@@ -145,7 +145,7 @@ struct Actor {
 
 pub async fn run(init: Init, services: Services, mut rx: mpsc::UnboundedReceiver<Command>) {
     let (row, history) = match init {
-        Init::Ready { row, history } => (row, history),
+        Init::Ready { row, history } => (*row, history),
         Init::Restore(id) => match restore(&services.store, &id).await {
             Ok(state) => state,
             Err(err) => {
