@@ -424,14 +424,11 @@ fn prepare_system(config: &Config, cwd: &str) -> SystemFuture {
     use futures::FutureExt;
     let (cwd, home) = (std::path::PathBuf::from(cwd), config.home_dir.clone());
     let process = Arc::clone(&config.process);
+    let subagents = config.subagents.clone();
     let task = tokio::spawn(async move {
-        let sources = crate::agent::prompt::gather(
-            &cwd,
-            home.as_deref(),
-            crate::tools::Registry::builtin().specs(),
-            &process.env,
-        )
-        .await;
+        let (agents, _warned) = crate::tools::agents::load(&cwd, home.as_deref());
+        let tools = super::subagent::catalog(&subagents, &crate::tools::Registry::builtin(), &agents);
+        let sources = crate::agent::prompt::gather(&cwd, home.as_deref(), &tools, &process.env).await;
         Arc::new(crate::agent::prompt::assemble(&sources))
     });
     async move {
