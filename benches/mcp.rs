@@ -106,7 +106,9 @@ async fn through_the_binary() {
     let five: Vec<serde_json::Value> =
         (0..5).map(|i| json!({"name": format!("fx{i}"), "command": exe, "args": [], "env": []})).collect();
     let mut agent = env.ready().await;
-    for (servers, name) in [(json!([]), "`session/new`, no MCP servers"), (json!(five), "`session/new`, 5 stdio MCP servers")] {
+    for (servers, name) in
+        [(json!([]), "`session/new`, no MCP servers"), (json!(five), "`session/new`, 5 stdio MCP servers")]
+    {
         let mut new = Vec::new();
         for _ in 0..SESSIONS {
             let began = Instant::now();

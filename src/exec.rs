@@ -152,7 +152,7 @@ pub async fn list_sessions(store: Store, cwd: Option<String>, json: bool) -> Res
         out.extend_from_slice(format!("{:<30}  {:<20}  {:<40}  {}\n", "ID", "UPDATED", "TITLE", "CWD").as_bytes());
     }
     loop {
-        let page = store.list_sessions(cwd.clone(), cursor.take(), 200).await?;
+        let page = store.list_sessions(cwd.clone(), cursor.take(), 200, false).await?;
         for row in &page.sessions {
             let updated = chrono::DateTime::from_timestamp_millis(row.updated_at)
                 .map(|at| at.format("%Y-%m-%d %H:%M:%S").to_string())

@@ -19,6 +19,23 @@ const MAX_GLOB_MATCHES: usize = 256;
 /// Directory entries a glob may read on its way (a hostile `*/*/*/*` stays cheap).
 const MAX_GLOB_ENTRIES: usize = 4096;
 
+/// The project's directories, outermost first: from the project root (the nearest ancestor with
+/// `.git`, else the outermost ancestor below the home directory) down to `cwd`.
+pub fn project_dirs(cwd: &Path, home: Option<&Path>) -> Vec<PathBuf> {
+    let mut chain = Vec::new();
+    for dir in cwd.ancestors() {
+        if Some(dir) == home || dir.parent().is_none() {
+            break;
+        }
+        chain.push(dir.to_owned());
+        if dir.join(".git").exists() {
+            break;
+        }
+    }
+    chain.reverse();
+    chain
+}
+
 /// The session's roots: its `cwd` and any additional directories.
 #[derive(Clone, Debug)]
 pub struct Workspace {

@@ -233,17 +233,33 @@ impl Agent {
     fn list_sessions(&self, params: Value) -> Answer {
         let request: acp::ListSessionsRequest = parse("session/list", params)?;
         let cwd = request.cwd.map(|cwd| absolute("cwd", cwd)).transpose()?;
+        // `{"_meta": {"cairn": {"subagents": true}}}` lists sub-agents' sessions too.
+        let subagents = request
+            .meta
+            .as_ref()
+            .and_then(|meta| meta.get("cairn"))
+            .and_then(|cairn| cairn.get("subagents"))
+            .and_then(Value::as_bool)
+            .unwrap_or(false);
         let sessions = self.sessions()?;
         Ok(async move {
             let cwd = cwd.map(|cwd| cwd.to_string_lossy().into_owned());
-            let page = sessions.list(cwd, request.cursor, PAGE_SIZE).await.map_err(|err| session_error(&err))?;
+            let page =
+                sessions.list(cwd, request.cursor, PAGE_SIZE, subagents).await.map_err(|err| session_error(&err))?;
             let infos = page
                 .sessions
                 .into_iter()
                 .map(|row| {
                     let status = sessions.status(&row.id);
                     let mut meta = acp::Meta::new();
-                    meta.insert("cairn".to_owned(), serde_json::json!({ "status": status.as_str() }));
+                    let mut cairn = serde_json::json!({ "status": status.as_str() });
+                    if let Some(parent) = &row.parent_id {
+                        cairn["parentId"] = parent.as_str().into();
+                    }
+                    if let Some(agent) = &row.subagent {
+                        cairn["subagent"] = agent.as_str().into();
+                    }
+                    meta.insert("cairn".to_owned(), cairn);
                     acp::SessionInfo::new(row.id.to_string(), row.cwd)
                         .title(row.title)
                         .updated_at(iso8601(row.updated_at))

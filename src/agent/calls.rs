@@ -1,7 +1,8 @@
 //! The Executing and Confirming states: running the model's tool calls under the permissions.
 //!
 //! Calls run in the order the model made them. A run of leading read-only calls that need no
-//! question runs concurrently; writes and shell commands run one at a time. A call that must ask
+//! question runs concurrently; writes and shell commands run one at a time; a run of `task`
+//! calls goes to Dispatching (`dispatch`), which runs them through the same [`run`]. A call that must ask
 //! moves the turn to Confirming, which asks the editor and comes back with the answer. Every state
 //! change of a call goes through [`CallState::advance`] and is recorded, so the editor sees
 //! pending → in progress → completed/failed. Results reach the model in call order because they
@@ -9,7 +10,7 @@
 
 use std::time::Duration;
 
-use futures::future::join_all;
+use futures::StreamExt;
 use tokio::sync::mpsc;
 
 use super::Turn;
@@ -19,7 +20,7 @@ use crate::history::{CallState, Part, ToolContent, ToolPart};
 use crate::ids::MessageId;
 use crate::permissions::{self, Action, Decision, Mode, PermissionRequest, Rule, Scope};
 use crate::tools::host::{OptionKind, PermissionAnswer, PermissionOption};
-use crate::tools::{Access, Invocation, ToolContext, ToolError, ToolOutcome};
+use crate::tools::{Access, Caller, Invocation, ToolContext, ToolError, ToolOutcome};
 
 /// After a cancel, how long running tools get to stop on their own (and clean up) before they
 /// are dropped.
@@ -70,6 +71,19 @@ pub async fn executing(turn: &mut Turn<'_>, mut queue: CallQueue) -> TurnState {
             Some(request) => TurnState::Confirming(queue, Box::new(Question { request, why })),
             None => TurnState::Done(DoneReason::Error(TurnError::Internal("a question about nothing".into()))),
         },
+        Decision::Allow if invocation.access() == Access::Delegate => {
+            let mut batch = vec![(index, invocation)];
+            queue.calls.pop_front();
+            while let Some(next) = queue.calls.front() {
+                let Ok(next_invocation) = &next.invocation else { break };
+                if next_invocation.access() != Access::Delegate || decision(turn, next) != Decision::Allow {
+                    break;
+                }
+                batch.push((next.index, next_invocation.clone()));
+                queue.calls.pop_front();
+            }
+            TurnState::Dispatching(queue, batch)
+        }
         Decision::Allow => {
             let mut batch = vec![(index, invocation.clone())];
             queue.calls.pop_front();
@@ -83,7 +97,8 @@ pub async fn executing(turn: &mut Turn<'_>, mut queue: CallQueue) -> TurnState {
                     queue.calls.pop_front();
                 }
             }
-            if run(turn, &queue.message, batch).await.is_err() {
+            let at_once = batch.len();
+            if run(turn, &queue.message, batch, at_once).await.is_err() {
                 cancel_all(turn, &queue);
                 return TurnState::Done(DoneReason::UserAbort);
             }
@@ -272,6 +287,7 @@ fn context(
         cancel,
         progress,
         process: std::sync::Arc::clone(&turn.tools.process),
+        caller: None,
     }
 }
 
@@ -302,7 +318,7 @@ fn fail(turn: &mut Turn<'_>, message: &MessageId, index: u32, why: String) {
 }
 
 /// Marks every call not yet finished as cancelled.
-fn cancel_all(turn: &mut Turn<'_>, queue: &CallQueue) {
+pub(super) fn cancel_all(turn: &mut Turn<'_>, queue: &CallQueue) {
     let indexes: Vec<u32> = match turn.history.iter().rev().find(|m| m.id == queue.message) {
         Some(message) => message
             .parts
@@ -324,36 +340,51 @@ fn cancel_all(turn: &mut Turn<'_>, queue: &CallQueue) {
     }
 }
 
-/// Runs a batch of allowed calls (concurrently when there are several) and records their results.
-/// `Err` if the turn was cancelled meanwhile.
-async fn run(turn: &mut Turn<'_>, message: &MessageId, batch: Vec<(u32, Invocation)>) -> Result<(), ()> {
+/// Runs a batch of allowed calls side by side, at most `at_once` at a time, and records their
+/// results in call order. Each call shows its own progress. `Err` if the turn was cancelled
+/// meanwhile.
+pub(super) async fn run(
+    turn: &mut Turn<'_>,
+    message: &MessageId,
+    batch: Vec<(u32, Invocation)>,
+    at_once: usize,
+) -> Result<(), ()> {
     for (index, _) in &batch {
         turn.phase(Phase::BeforeTool);
         change(turn, message, *index, |tool| tool.state.advance(CallState::Running).is_ok());
     }
-    let (progress_tx, mut progress_rx) = mpsc::unbounded_channel::<Vec<ToolContent>>();
-    let single = batch.len() == 1;
     let cancel = turn.cancel.child_token();
     let default_timeout = turn.limits.tool_timeout;
-    let contexts: Vec<ToolContext> =
-        batch.iter().map(|_| context(turn, cancel.clone(), single.then(|| progress_tx.clone()))).collect();
-    drop(progress_tx);
-    let runs = join_all(batch.iter().zip(&contexts).map(|((_, invocation), ctx)| async move {
-        let limit = invocation.timeout(default_timeout);
-        match tokio::time::timeout(limit + TIMEOUT_MARGIN, invocation.run(ctx)).await {
-            Ok(result) => result,
-            Err(_) => Err(ToolError(format!("The tool did not finish within {} s and was stopped.", limit.as_secs()))),
+    let mut receivers = Vec::with_capacity(batch.len());
+    let mut contexts = Vec::with_capacity(batch.len());
+    for (position, (_, invocation)) in batch.iter().enumerate() {
+        let (progress_tx, progress_rx) = mpsc::unbounded_channel::<Vec<ToolContent>>();
+        receivers.push(Box::pin(futures::stream::unfold(progress_rx, move |mut rx| async move {
+            rx.recv().await.map(|content| ((position, content), rx))
+        })));
+        let mut ctx = context(turn, cancel.clone(), Some(progress_tx));
+        if invocation.access() == Access::Delegate {
+            ctx.caller = Some(Caller { mode: turn.tools.mode.clone(), rules: turn.tools.rules.clone() });
         }
-    }));
+        contexts.push(ctx);
+    }
+    let mut progress = futures::stream::select_all(receivers);
+    let runs: Vec<_> = batch
+        .iter()
+        .zip(&contexts)
+        .enumerate()
+        .map(|(position, ((_, invocation), ctx))| run_one(position, invocation, ctx, default_timeout))
+        .collect();
+    let runs = futures::stream::iter(runs).buffer_unordered(at_once.max(1)).collect::<Vec<_>>();
     tokio::pin!(runs);
-    let mut progress_open = true;
-    let results = loop {
+    let mut progress_open = !batch.is_empty();
+    let finished = loop {
         tokio::select! {
-            results = &mut runs => break Some(results),
+            finished = &mut runs => break Some(finished),
             () = turn.cancel.cancelled() => break tokio::time::timeout(CANCEL_GRACE, &mut runs).await.ok(),
-            shown = progress_rx.recv(), if progress_open => match shown {
-                Some(content) => {
-                    if let Some((index, _)) = batch.first() {
+            shown = progress.next(), if progress_open => match shown {
+                Some((position, content)) => {
+                    if let Some((index, _)) = batch.get(position) {
                         change(turn, message, *index, |tool| {
                             tool.content = content;
                             true
@@ -365,11 +396,16 @@ async fn run(turn: &mut Turn<'_>, message: &MessageId, batch: Vec<(u32, Invocati
         }
     };
     let cancelled = turn.cancel.is_cancelled();
-    let results = results.unwrap_or_default();
-    for (position, (index, _)) in batch.iter().enumerate() {
+    let mut results: Vec<Option<Result<ToolOutcome, ToolError>>> = batch.iter().map(|_| None).collect();
+    for (position, result) in finished.unwrap_or_default() {
+        if let Some(slot) = results.get_mut(position) {
+            *slot = Some(result);
+        }
+    }
+    for ((index, _), result) in batch.iter().zip(results) {
         turn.phase(Phase::AfterTool);
-        match results.get(position) {
-            Some(result) if !cancelled => record_result(turn, message, *index, result.clone()),
+        match result {
+            Some(result) if !cancelled => record_result(turn, message, *index, result),
             _ => {
                 change(turn, message, *index, |tool| {
                     tool.output = Some("Cancelled by the user; the tool was stopped.".to_owned());
@@ -381,13 +417,30 @@ async fn run(turn: &mut Turn<'_>, message: &MessageId, batch: Vec<(u32, Invocati
     if cancelled { Err(()) } else { Ok(()) }
 }
 
+/// One call of a batch, stopped at its time limit; `position` tags its result.
+async fn run_one(
+    position: usize,
+    invocation: &Invocation,
+    ctx: &ToolContext,
+    default_timeout: Duration,
+) -> (usize, Result<ToolOutcome, ToolError>) {
+    let limit = invocation.timeout(default_timeout);
+    let result = match tokio::time::timeout(limit + TIMEOUT_MARGIN, invocation.run(ctx)).await {
+        Ok(result) => result,
+        Err(_) => Err(ToolError(format!("The tool did not finish within {} s and was stopped.", limit.as_secs()))),
+    };
+    (position, result)
+}
+
 fn record_result(turn: &mut Turn<'_>, message: &MessageId, index: u32, result: Result<ToolOutcome, ToolError>) {
     let mut reminders = Vec::new();
+    let mut spent = 0.0;
     change(turn, message, index, |tool| match result {
         Ok(outcome) => {
             if let Some(reminder) = outcome.reminder {
                 reminders.push(reminder);
             }
+            spent += outcome.cost;
             let to = if outcome.failed { CallState::Failed } else { CallState::Succeeded };
             tool.output = Some(outcome.output);
             if !outcome.content.is_empty() || tool.content.is_empty() {
@@ -405,4 +458,5 @@ fn record_result(turn: &mut Turn<'_>, message: &MessageId, index: u32, result: R
     for reminder in reminders {
         turn.remind(reminder);
     }
+    turn.spent += spent;
 }

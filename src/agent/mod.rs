@@ -10,6 +10,7 @@
 
 mod calls;
 pub mod compact;
+mod dispatch;
 pub mod events;
 mod loops;
 pub mod prompt;
@@ -136,12 +137,19 @@ pub async fn run_turn(mut turn: Turn<'_>, prompt: Vec<Part>) -> Result<StopReaso
     let mut in_step = false;
     loop {
         if turn.cancel.is_cancelled() && !matches!(state, TurnState::Streaming(_) | TurnState::Done(_)) {
+            // Calls that will not run now are shown cancelled, not left pending.
+            if let TurnState::Executing(queue) | TurnState::Confirming(queue, _) | TurnState::Dispatching(queue, _) =
+                &state
+            {
+                calls::cancel_all(&mut turn, queue);
+            }
             state = TurnState::Done(DoneReason::UserAbort);
         }
         tracing::debug!(?state, "turn state");
         // A step ends when its answer and its tools are done, not when a retry or a compaction
         // sends the same step back to Sampling.
-        let ran_tools = matches!(state, TurnState::Executing(_) | TurnState::Confirming(..));
+        let ran_tools =
+            matches!(state, TurnState::Executing(_) | TurnState::Confirming(..) | TurnState::Dispatching(..));
         let next = match state {
             TurnState::Sampling => {
                 if !in_step {
@@ -166,6 +174,7 @@ pub async fn run_turn(mut turn: Turn<'_>, prompt: Vec<Part>) -> Result<StopReaso
             }
             TurnState::Executing(queue) => calls::executing(&mut turn, queue).await,
             TurnState::Confirming(queue, question) => calls::confirming(&mut turn, queue, *question).await,
+            TurnState::Dispatching(queue, batch) => dispatch::dispatching(&mut turn, queue, batch).await,
             TurnState::Done(reason) => return run_end(&mut turn, &user, reason).await,
         };
         let step_over = matches!(next, TurnState::Done(_)) || (ran_tools && matches!(next, TurnState::Sampling));

@@ -1,7 +1,7 @@
 //! The system prompt: assembled once per session in a fixed order, and its SHA-256 digest.
 //!
 //! Order (never shuffled, so the provider's prompt cache keeps hitting): base instructions →
-//! project instructions (`AGENTS.md`, `CLAUDE.md`; user level first, then from the project root
+//! a sub-agent's role (only in a sub-agent's prompt) → project instructions (`AGENTS.md`, `CLAUDE.md`; user level first, then from the project root
 //! down to the working directory, nearest last; capped, with a warning) → skills index
 //! (`.agents/skills/*/SKILL.md`: name and one line) → environment (cwd, platform, date, git
 //! branch and status) → tool catalog. [`gather`] reads the disk and git; [`assemble`] is pure.
@@ -48,11 +48,13 @@ pub struct Sources {
     pub git: String,
     /// The tool catalog: `{name, description, parameters}` specs.
     pub tools: Vec<Value>,
+    /// For a sub-agent: what it is and its agent's instructions, right after the base.
+    pub role: Option<String>,
 }
 
 /// Reads everything the prompt of a session in `cwd` needs.
 pub async fn gather(cwd: &Path, home: Option<&Path>, tools: &[Value], env: &ChildEnv) -> Sources {
-    let chain = project_dirs(cwd, home);
+    let chain = crate::workspace::project_dirs(cwd, home);
     let user: Vec<PathBuf> = home.map(|h| vec![h.join(".agents"), h.join(".claude")]).unwrap_or_default();
     let mut instructions = Vec::new();
     for dir in user.iter().chain(&chain) {
@@ -88,24 +90,8 @@ pub async fn gather(cwd: &Path, home: Option<&Path>, tools: &[Value], env: &Chil
         date: chrono::Utc::now().format("%Y-%m-%d").to_string(),
         git: git_summary(cwd, env).await,
         tools: tools.to_vec(),
+        role: None,
     }
-}
-
-/// The project's directories, outermost first: from the project root (the nearest ancestor with
-/// `.git`, else the outermost ancestor below the home directory) down to `cwd`.
-fn project_dirs(cwd: &Path, home: Option<&Path>) -> Vec<PathBuf> {
-    let mut chain = Vec::new();
-    for dir in cwd.ancestors() {
-        if Some(dir) == home || dir.parent().is_none() {
-            break;
-        }
-        chain.push(dir.to_owned());
-        if dir.join(".git").exists() {
-            break;
-        }
-    }
-    chain.reverse();
-    chain
 }
 
 /// The skills under one `skills` directory, by directory name order.
@@ -188,6 +174,10 @@ async fn git_summary(cwd: &Path, env: &ChildEnv) -> String {
 pub fn assemble(sources: &Sources) -> SystemPrompt {
     let mut text = String::from(BASE);
     let mut warnings = Vec::new();
+    if let Some(role) = &sources.role {
+        text.push_str("\n\n# Sub-agent\n");
+        text.push_str(role.trim());
+    }
     if !sources.instructions.is_empty() {
         text.push_str("\n\n# Project instructions\n");
         let mut room = INSTRUCTIONS_CAP;

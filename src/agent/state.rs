@@ -26,6 +26,9 @@ pub enum TurnState {
     Executing(CallQueue),
     /// Waiting for the user to allow the first queued call (a pending `session/request_permission`).
     Confirming(CallQueue, Box<Question>),
+    /// Waiting for sub-agents: the allowed `task` calls at the head of the queue run side by
+    /// side (at most `tasks_at_once` at a time), each showing its child's progress.
+    Dispatching(CallQueue, Vec<(u32, Invocation)>),
     /// Making the history fit the context window again, then back to Sampling.
     Compacting(Why),
     /// The turn is over.
@@ -39,6 +42,9 @@ impl fmt::Debug for TurnState {
             TurnState::Streaming(streaming) => write!(f, "Streaming({})", streaming.message.id),
             TurnState::Executing(queue) => write!(f, "Executing({} calls)", queue.calls.len()),
             TurnState::Confirming(queue, _) => write!(f, "Confirming({} calls)", queue.calls.len()),
+            TurnState::Dispatching(queue, batch) => {
+                write!(f, "Dispatching({} sub-agents, {} calls after)", batch.len(), queue.calls.len())
+            }
             TurnState::Compacting(why) => write!(f, "Compacting({why:?})"),
             TurnState::Done(reason) => write!(f, "Done({reason:?})"),
         }

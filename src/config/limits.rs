@@ -38,6 +38,8 @@ pub struct Limits {
     pub tool_timeout: Duration,
     /// How often an answer cut off inside a tool call's arguments is asked to continue.
     pub max_continuations: u32,
+    /// How many `task` calls of one step run at once (`[subagents] max_concurrent`).
+    pub tasks_at_once: usize,
 }
 
 impl Default for Limits {
@@ -56,6 +58,7 @@ impl Default for Limits {
             retry_base: Duration::from_millis(500),
             tool_timeout: Duration::from_secs(30),
             max_continuations: 2,
+            tasks_at_once: 4,
         }
     }
 }
@@ -235,6 +238,7 @@ impl FileLimits {
             retry_base: self.retry_base_ms.map_or(d.retry_base, Duration::from_millis),
             tool_timeout: secs(self.tool_timeout_secs, d.tool_timeout),
             max_continuations: self.max_continuations.unwrap_or(d.max_continuations),
+            tasks_at_once: d.tasks_at_once,
         })
     }
 }

@@ -4,9 +4,9 @@
 //! `OPENAI_API_KEY`, `CAIRN_HOME` (data directory) and `CAIRN_CONFIG` (config file path). The file,
 //! `$XDG_CONFIG_HOME/cairn/config.toml` by default, holds the same settings plus extra
 //! OpenAI-compatible providers (`[providers.<name>]`), model overrides (`[models."p/m"]`), turn
-//! limits (`[limits]`, in `limits`), compaction settings (`[compaction]`), what local
-//! processes get (`[sandbox]`, `[tools]`, in `process`) and MCP servers (`[mcp_servers.<name>]`,
-//! `[mcp]`, in `mcp`).
+//! limits (`[limits]`, in `limits`), compaction settings (`[compaction]`), sub-agents
+//! (`[subagents]`, in `subagents`), what local processes get (`[sandbox]`, `[tools]`, in
+//! `process`) and MCP servers (`[mcp_servers.<name>]`, `[mcp]`, in `mcp`).
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
@@ -18,8 +18,10 @@ use serde::Deserialize;
 mod limits;
 mod mcp;
 mod process;
+mod subagents;
 
 pub use limits::{Compaction, ContentPattern, Limits, LoopLimits};
+pub use subagents::Subagents;
 
 use crate::mcp::{McpSettings, ServerConfig};
 use crate::process::ProcessPolicy;
@@ -42,6 +44,8 @@ pub struct Config {
     pub providers: BTreeMap<String, ProviderConfig>,
     pub limits: Limits,
     pub compaction: Compaction,
+    /// What bounds the sub-agents of the `task` tool (`[subagents]`).
+    pub subagents: Subagents,
     /// Per-model overrides of the built-in catalog, by `provider/model`.
     pub models: BTreeMap<String, ModelOverride>,
     /// The model that writes session titles; `None` uses the session's model.
@@ -135,6 +139,8 @@ struct FileConfig {
     mcp_servers: BTreeMap<String, mcp::FileMcpServer>,
     #[serde(default)]
     mcp: mcp::FileMcp,
+    #[serde(default)]
+    subagents: subagents::FileSubagents,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -248,11 +254,16 @@ impl Config {
         for provider in providers.values_mut() {
             provider.api_key = provider.api_key_env.as_deref().and_then(env).map(Secret);
         }
-        let limits = file
+        let mut limits = file
             .limits
             .resolve()
             .map_err(|message| ConfigError::Parse { path: file_path.clone().unwrap_or_default(), message })?;
         let compaction = file.compaction.resolve(normalize_model);
+        let subagents = file
+            .subagents
+            .resolve(&providers)
+            .map_err(|message| ConfigError::Parse { path: file_path.clone().unwrap_or_default(), message })?;
+        limits.tasks_at_once = subagents.max_concurrent;
         let model = env("CAIRN_MODEL").or(file.model).unwrap_or_else(|| DEFAULT_MODEL.to_owned());
         let models = file.models.into_iter().map(|(name, given)| (normalize_model(&name), given)).collect();
         let title_model = file.title_model.as_deref().map(normalize_model);
@@ -269,6 +280,7 @@ impl Config {
             providers,
             limits,
             compaction,
+            subagents,
             models,
             title_model,
             file: file_path,

@@ -4,12 +4,14 @@
 //! actor (`actor`) that owns its history and runs at most one turn at a time, queueing prompts
 //! that arrive while it is busy. A turn's events are persisted by the `recorder`, which hands
 //! each [`Update`] to the [`UpdateSink`] only after its row is committed. The sink is the ACP
-//! connection in editor mode and a printer in `cairn exec`.
+//! connection in editor mode and a printer in `cairn exec`. A `task` call's sub-agent is a
+//! session of its own, run inside that call by `subagent`.
 
 mod actor;
 pub mod commands;
 mod recorder;
 mod registry;
+mod subagent;
 mod title;
 
 use std::sync::Arc;

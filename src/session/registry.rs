@@ -127,7 +127,11 @@ impl Registry {
         );
         self.inner.store.commit(Write::InsertSession(Box::new(row.clone()))).await?;
         let id = row.id.clone();
-        self.ask(&id, Init::Ready { row, history: Vec::new() }, |reply| Command::Attach { attach, reply }).await
+        self.ask(&id, Init::Ready { row: Box::new(row), history: Vec::new() }, |reply| Command::Attach {
+            attach,
+            reply,
+        })
+        .await
     }
 
     /// Reads a stored session for replay and makes it live (keeping a live actor if there is one).
@@ -141,7 +145,7 @@ impl Registry {
         } else {
             actor::restore(store, id).await?
         };
-        let init = Init::Ready { row, history: history.clone() };
+        let init = Init::Ready { row: Box::new(row), history: history.clone() };
         Ok((self.ask(id, init, |reply| Command::Attach { attach, reply }).await?, history))
     }
 
@@ -220,13 +224,15 @@ impl Registry {
         Ok(())
     }
 
+    /// One page of sessions; sub-agents' sessions only when `subagents` asks for them.
     pub async fn list(
         &self,
         cwd: Option<String>,
         cursor: Option<String>,
         limit: usize,
+        subagents: bool,
     ) -> Result<ListPage, SessionError> {
-        Ok(self.inner.store.list_sessions(cwd, cursor, limit).await?)
+        Ok(self.inner.store.list_sessions(cwd, cursor, limit, subagents).await?)
     }
 
     /// What a session is doing; sessions that are not live are idle.
@@ -240,7 +246,7 @@ impl Registry {
         let cwd = cwd.to_string_lossy().into_owned();
         let id = self.ask(parent, Init::Restore(parent.clone()), |reply| Command::Fork { cwd, reply }).await?;
         let (row, history) = actor::restore(&self.inner.store, &id).await?;
-        self.ask(&id, Init::Ready { row, history }, |reply| Command::Attach { attach, reply }).await
+        self.ask(&id, Init::Ready { row: Box::new(row), history }, |reply| Command::Attach { attach, reply }).await
     }
 
     /// Cancels every running turn, gives them a moment to finish, and flushes the store.

@@ -8,8 +8,11 @@ use rusqlite::{Connection, TransactionBehavior};
 use super::StoreError;
 
 /// `schema/NNNN_*.sql`, in order; the schema version is the number applied.
-const MIGRATIONS: &[&str] =
-    &[include_str!("../../schema/0001_init.sql"), include_str!("../../schema/0002_permission_rules.sql")];
+const MIGRATIONS: &[&str] = &[
+    include_str!("../../schema/0001_init.sql"),
+    include_str!("../../schema/0002_permission_rules.sql"),
+    include_str!("../../schema/0003_subagents.sql"),
+];
 
 /// The schema version this build writes.
 pub const LATEST: i64 = MIGRATIONS.len() as i64;

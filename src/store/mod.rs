@@ -141,6 +141,7 @@ pub enum Write {
         message_id: MessageId,
         index: u32,
     },
+    /// Removes a session's rows, and those of the sub-agents it started; forks stay.
     DeleteSession {
         id: SessionId,
     },
@@ -265,14 +266,16 @@ impl Store {
         self.read(move |conn| rows::project_rules(conn, &project)).await
     }
 
-    /// One page of sessions, most recently updated first.
+    /// One page of sessions, most recently updated first; sub-agents' sessions only when
+    /// `subagents` asks for them.
     pub async fn list_sessions(
         &self,
         cwd: Option<String>,
         cursor: Option<String>,
         limit: usize,
+        subagents: bool,
     ) -> Result<ListPage, StoreError> {
-        self.read(move |conn| rows::list_sessions(conn, cwd.as_deref(), cursor.as_deref(), limit)).await
+        self.read(move |conn| rows::list_sessions(conn, cwd.as_deref(), cursor.as_deref(), limit, subagents)).await
     }
 
     async fn read<T, F>(&self, query: F) -> Result<T, StoreError>

@@ -27,6 +27,11 @@ pub struct SessionRow {
     pub cost_usd: f64,
     /// The chosen reasoning level (`thought_level` option), if any.
     pub thought_level: Option<String>,
+    /// The session this one was forked from, or the one whose `task` call started it.
+    pub parent_id: Option<SessionId>,
+    /// For a sub-agent's session, the agent's name (`task` when unnamed); `None` for sessions a
+    /// user opened, forks included.
+    pub subagent: Option<String>,
     pub created_at: i64,
     pub updated_at: i64,
 }
@@ -43,6 +48,8 @@ impl SessionRow {
             rules: Vec::new(),
             cost_usd: 0.0,
             thought_level: None,
+            parent_id: None,
+            subagent: None,
             created_at: now,
             updated_at: now,
         }
@@ -78,7 +85,7 @@ impl ReadError {
     }
 }
 
-const SESSION_COLUMNS: &str = "id, cwd, title, model, created_at, updated_at, mode, permissions_json, cost_usd, json_extract(metadata_json, '$.thought_level')";
+const SESSION_COLUMNS: &str = "id, cwd, title, model, created_at, updated_at, mode, permissions_json, cost_usd, json_extract(metadata_json, '$.thought_level'), parent_id, subagent";
 
 fn session_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<SessionRow> {
     Ok(SessionRow {
@@ -91,6 +98,8 @@ fn session_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<SessionRow> {
         mode: row.get(6)?,
         cost_usd: row.get(8)?,
         thought_level: row.get(9)?,
+        parent_id: row.get::<_, Option<String>>(10)?.map(SessionId::from_string),
+        subagent: row.get(11)?,
         rules: session_rules(row.get_ref(7)?.as_str().unwrap_or("[]")),
     })
 }
@@ -137,11 +146,13 @@ pub fn messages(conn: &Connection, id: &SessionId) -> Result<Vec<Message>, ReadE
     Ok(messages)
 }
 
+/// One page of sessions, newest first; sub-agents' sessions only when `subagents` asks for them.
 pub fn list_sessions(
     conn: &Connection,
     cwd: Option<&str>,
     cursor: Option<&str>,
     limit: usize,
+    subagents: bool,
 ) -> Result<ListPage, ReadError> {
     let (after_at, after_id) = match cursor {
         None => (i64::MAX, String::new()),
@@ -149,14 +160,14 @@ pub fn list_sessions(
     };
     let sql = format!(
         "SELECT {SESSION_COLUMNS} FROM sessions
-         WHERE archived_at IS NULL AND (?1 IS NULL OR cwd = ?1)
+         WHERE archived_at IS NULL AND (?1 IS NULL OR cwd = ?1) AND (?5 OR subagent IS NULL)
            AND (updated_at < ?2 OR (updated_at = ?2 AND id < ?3))
          ORDER BY updated_at DESC, id DESC LIMIT ?4"
     );
     let fetch = i64::try_from(limit).unwrap_or(i64::MAX).saturating_add(1);
     let mut stmt = conn.prepare_cached(&sql)?;
     let mut sessions = stmt
-        .query_map(params![cwd, after_at, after_id, fetch], session_from_row)?
+        .query_map(params![cwd, after_at, after_id, fetch, subagents], session_from_row)?
         .collect::<rusqlite::Result<Vec<_>>>()?;
     let next_cursor = if sessions.len() > limit {
         sessions.truncate(limit);
@@ -174,8 +185,8 @@ fn parse_cursor(cursor: &str) -> Option<(i64, String)> {
 
 pub fn insert_session(conn: &Connection, row: &SessionRow) -> rusqlite::Result<()> {
     conn.prepare_cached(
-        "INSERT INTO sessions (id, cwd, title, model, mode, permissions_json, created_at, updated_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+        "INSERT INTO sessions (id, cwd, title, model, mode, permissions_json, created_at, updated_at, parent_id, subagent)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
     )?
     .execute(params![
         row.id.as_str(),
@@ -185,7 +196,9 @@ pub fn insert_session(conn: &Connection, row: &SessionRow) -> rusqlite::Result<(
         row.mode,
         to_json(&row.rules),
         row.created_at,
-        row.updated_at
+        row.updated_at,
+        row.parent_id.as_ref().map(SessionId::as_str),
+        row.subagent
     ])?;
     Ok(())
 }
@@ -334,11 +347,17 @@ pub fn finish_message(
     let Some(usage) = meta.usage else { return Ok(()) };
     let total = usage.context();
     let tokens = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
+    // The session and, for a sub-agent, every session above it up to the one a user opened.
     conn.prepare_cached(
-        "UPDATE sessions SET prompt_tokens = prompt_tokens + ?2, completion_tokens = completion_tokens + ?3,
+        "WITH RECURSIVE up(id, subagent, parent_id) AS (
+           SELECT id, subagent, parent_id FROM sessions WHERE id = ?1
+           UNION SELECT s.id, s.subagent, s.parent_id FROM sessions s JOIN up ON s.id = up.parent_id
+             WHERE up.subagent IS NOT NULL
+         )
+         UPDATE sessions SET prompt_tokens = prompt_tokens + ?2, completion_tokens = completion_tokens + ?3,
            reasoning_tokens = reasoning_tokens + ?4, cache_read = cache_read + ?5, cache_write = cache_write + ?6,
            total_tokens = total_tokens + ?7, cost_usd = cost_usd + ?8, updated_at = ?9
-         WHERE id = ?1",
+         WHERE id IN (SELECT id FROM up)",
     )?
     .execute(params![
         session_id.as_str(),
@@ -467,8 +486,15 @@ fn recompute_rollups(conn: &Connection, id: &SessionId) -> rusqlite::Result<()> 
     Ok(())
 }
 
+/// Deletes a session with the sub-agents it started (and theirs); forks stay.
 pub fn delete_session(conn: &Connection, id: &SessionId) -> rusqlite::Result<()> {
-    conn.prepare_cached("DELETE FROM sessions WHERE id = ?1")?.execute([id.as_str()])?;
+    conn.prepare_cached(
+        "WITH RECURSIVE down(id) AS (
+           SELECT ?1 UNION SELECT s.id FROM sessions s JOIN down ON s.parent_id = down.id WHERE s.subagent IS NOT NULL
+         )
+         DELETE FROM sessions WHERE id IN (SELECT id FROM down)",
+    )?
+    .execute([id.as_str()])?;
     Ok(())
 }
 

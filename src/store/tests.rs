@@ -95,7 +95,7 @@ async fn sessions_page_newest_first_and_filter_by_cwd() {
     let mut seen = Vec::new();
     let mut cursor = None;
     loop {
-        let page = store.list_sessions(None, cursor.take(), 3).await.unwrap();
+        let page = store.list_sessions(None, cursor.take(), 3, false).await.unwrap();
         assert!(page.sessions.len() <= 3);
         seen.extend(page.sessions.into_iter().map(|s| s.id));
         match page.next_cursor {
@@ -105,9 +105,12 @@ async fn sessions_page_newest_first_and_filter_by_cwd() {
     }
     ids.reverse();
     assert_eq!(seen, ids, "newest first, ties broken by id, nothing twice");
-    let only_b = store.list_sessions(Some("/b".into()), None, 50).await.unwrap();
+    let only_b = store.list_sessions(Some("/b".into()), None, 50, false).await.unwrap();
     assert_eq!(only_b.sessions.len(), 3);
-    assert!(matches!(store.list_sessions(None, Some("ses_x".into()), 3).await, Err(StoreError::InvalidCursor(_))));
+    assert!(matches!(
+        store.list_sessions(None, Some("ses_x".into()), 3, false).await,
+        Err(StoreError::InvalidCursor(_))
+    ));
 }
 
 #[tokio::test]

@@ -42,6 +42,8 @@ pub fn add_server_tools(registry: &mut Registry, servers: &Servers) {
 impl Tool for ServerTool {
     type Args = Map<String, Value>;
 
+    /// The name the model calls it by, `mcp__<server>__<tool>` (not the server's own name).
+    #[allow(clippy::misnamed_getters)]
     fn name(&self) -> &str {
         &self.tool.qualified
     }

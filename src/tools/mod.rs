@@ -1,5 +1,6 @@
 //! The tools the model can call. Each built-in tool is one file that implements [`Tool`]: `read`,
-//! `write`, `edit`, `glob`, `grep`, `bash` and `todo`.
+//! `write`, `edit`, `glob`, `grep`, `bash` and `todo`; `task` (a sub-agent) joins them when the
+//! session can run sub-agents, through a [`task::Delegate`] the session layer provides.
 //!
 //! A [`Tool`] is typed by its arguments: it names itself, describes itself to the model (the
 //! argument schema is derived from the argument struct, never written beside it), and for one
@@ -10,19 +11,21 @@
 //! it for the catalog, to parse a call into an [`Invocation`], and runs that. Nothing here knows
 //! the wire protocol or the database.
 
+pub mod agents;
 mod bash;
 mod edit;
 mod fs;
 mod glob;
-mod mcp;
 mod grep;
 pub mod host;
+mod mcp;
 mod page;
 mod read;
 mod registry;
 mod schema;
 mod search;
 mod shell;
+pub mod task;
 mod todo;
 mod write;
 
@@ -32,11 +35,11 @@ use std::time::Duration;
 
 use serde::de::DeserializeOwned;
 use serde_json::Value;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
 use crate::history::{Location, PlanEntry, ToolContent, ToolKind};
-use crate::permissions::PermissionRequest;
+use crate::permissions::{Mode, PermissionRequest, Rule};
 
 pub use crate::workspace::Workspace;
 pub use bash::{BASH_DEFAULT_TIMEOUT, BASH_MAX_TIMEOUT};
@@ -55,6 +58,16 @@ pub struct ToolContext {
     pub progress: Option<mpsc::UnboundedSender<Vec<ToolContent>>>,
     /// How local commands are started: environment, sandbox, supervisor.
     pub process: Arc<crate::process::ProcessPolicy>,
+    /// For a call that starts a sub-agent ([`Access::Delegate`]): what the sub-agent inherits.
+    pub caller: Option<Caller>,
+}
+
+/// What a sub-agent inherits from the turn whose call starts it: never more than that turn has.
+pub struct Caller {
+    /// The session's mode, the same watch: a change reaches the sub-agent's next decision.
+    pub mode: watch::Receiver<Mode>,
+    /// A copy of the turn's permission rules as they are when the call starts.
+    pub rules: Vec<Rule>,
 }
 
 /// A finished tool run.
@@ -70,6 +83,9 @@ pub struct ToolOutcome {
     pub failed: bool,
     /// A note for the model's next request only (not part of the result).
     pub reminder: Option<String>,
+    /// What the call spent on model requests (a sub-agent's), in USD; it counts toward the
+    /// session's cost.
+    pub cost: f64,
 }
 
 /// A tool run that could not happen; the message is for the model and the user.
@@ -88,6 +104,8 @@ pub enum Access {
     Execute,
     /// Does what cairn cannot see (a tool of another program): runs alone.
     Other,
+    /// Starts a sub-agent, whose own calls are judged one by one: runs beside other sub-agents.
+    Delegate,
 }
 
 /// One tool, typed by its arguments. Implementations are registered in a [`Registry`], which

@@ -23,6 +23,8 @@ pub struct Registry {
     entries: Vec<Arc<dyn Entry>>,
     /// `{name, description, parameters}` of each tool, in the same order.
     specs: Vec<Value>,
+    /// Tools left out on purpose, with why: what a call to one of them is told.
+    withheld: Vec<(String, String)>,
 }
 
 /// Two tools by one name: the second is not added.
@@ -55,10 +57,34 @@ impl Registry {
         if self.entries.iter().any(|entry| entry.name() == tool.name()) {
             return Err(Collision(tool.name().to_owned()));
         }
+        self.withheld.retain(|(name, _)| name != tool.name());
         let spec = json!({"name": tool.name(), "description": tool.description(), "parameters": tool.parameters()});
         self.entries.push(Arc::new(Arc::new(tool)));
         self.specs.push(spec);
         Ok(())
+    }
+
+    /// This set without the tool `name` (present or not); a call to it is told `why`.
+    pub fn withhold(&self, name: &str, why: &str) -> Registry {
+        let mut kept = self.keep(|tool| tool != name, why);
+        kept.withheld.retain(|(withheld, _)| withheld != name);
+        kept.withheld.push((name.to_owned(), why.to_owned()));
+        kept
+    }
+
+    /// This set with only the tools `keep` accepts; a call to another is told `why`.
+    pub fn keep(&self, keep: impl Fn(&str) -> bool, why: &str) -> Registry {
+        let mut kept = Registry { withheld: self.withheld.clone(), ..Registry::default() };
+        for (entry, spec) in self.entries.iter().zip(&self.specs) {
+            if keep(entry.name()) {
+                kept.entries.push(Arc::clone(entry));
+                kept.specs.push(spec.clone());
+            } else {
+                kept.withheld.retain(|(name, _)| name != entry.name());
+                kept.withheld.push((entry.name().to_owned(), why.to_owned()));
+            }
+        }
+        kept
     }
 
     /// The catalog the model sees: `{name, description, parameters}` per tool.
@@ -82,7 +108,13 @@ impl Registry {
             Some(entry) => entry.parse(input),
             None => {
                 let names: Vec<&str> = self.names().collect();
-                Err(ToolError(format!("Unknown tool `{name}`. Available tools: {}.", names.join(", "))))
+                let names = names.join(", ");
+                match self.withheld.iter().find(|(withheld, _)| withheld == name) {
+                    Some((_, why)) => Err(ToolError(format!(
+                        "The tool `{name}` is not available here: {why}. Available tools: {names}."
+                    ))),
+                    None => Err(ToolError(format!("Unknown tool `{name}`. Available tools: {names}."))),
+                }
             }
         }
     }

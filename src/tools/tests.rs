@@ -17,6 +17,7 @@ fn context(dir: &std::path::Path) -> ToolContext {
         cancel: CancellationToken::new(),
         progress: None,
         process: Arc::default(),
+        caller: None,
     }
 }
 
@@ -394,4 +395,16 @@ fn a_second_tool_by_one_name_is_refused() {
     let mut registry = Registry::builtin();
     assert_eq!(registry.add(super::read::Read), Err(super::registry::Collision("read".into())));
     assert_eq!(registry.specs().len(), 7);
+}
+
+#[test]
+fn a_withheld_tool_is_left_out_of_the_catalog_and_a_call_to_it_says_why() {
+    let registry = Registry::builtin().keep(|tool| tool == "read" || tool == "grep", "only reading here");
+    assert_eq!(registry.names().collect::<Vec<_>>(), ["read", "grep"]);
+    assert_eq!(registry.specs().len(), 2);
+    let refused = registry.parse("bash", "{}").unwrap_err();
+    assert_eq!(refused.0, "The tool `bash` is not available here: only reading here. Available tools: read, grep.");
+    let registry = registry.withhold("task", "too deep");
+    assert!(registry.parse("task", "{}").unwrap_err().0.contains("not available here: too deep"));
+    assert!(registry.parse("fly", "{}").unwrap_err().0.starts_with("Unknown tool `fly`."));
 }

@@ -86,5 +86,6 @@ fn plan(todo: &TodoArgs) -> ToolOutcome {
         plan: Some(plan),
         failed: false,
         reminder,
+        cost: 0.0,
     }
 }

@@ -22,6 +22,7 @@ mod protocol;
 mod provider;
 mod sandbox;
 mod sessions;
+mod subagents;
 mod system_prompt;
 mod tidy;
 mod tools;

@@ -80,6 +80,13 @@ fn the_layers_keep_to_their_boundaries() {
                 }
             }
         }
+        if relative.starts_with("tools/") {
+            for forbidden in ["crate::agent", "crate::acp", "crate::store", "crate::session"] {
+                if text.contains(forbidden) {
+                    problems.push(format!("{relative} imports {forbidden}; tools reach sessions only through traits"));
+                }
+            }
+        }
         if relative.starts_with("agent/") || relative.starts_with("llm/") {
             for forbidden in ["crate::acp", "crate::store", "crate::session"] {
                 if text.contains(forbidden) {

@@ -78,7 +78,7 @@ pub enum Command {
 /// How an actor gets its state.
 pub enum Init {
     /// The caller has the row and history already (new and loaded sessions).
-    Ready { row: SessionRow, history: Vec<Message> },
+    Ready { row: Box<SessionRow>, history: Vec<Message> },
     /// Read them from the store first (resume, or a prompt for a session not loaded yet).
     Restore(SessionId),
 }
@@ -150,7 +150,7 @@ struct Actor {
 
 pub async fn run(init: Init, services: Services, mut rx: mpsc::UnboundedReceiver<Command>) {
     let (row, history) = match init {
-        Init::Ready { row, history } => (row, history),
+        Init::Ready { row, history } => (*row, history),
         Init::Restore(id) => match restore(&services.store, &id).await {
             Ok(state) => state,
             Err(err) => {
@@ -432,14 +432,11 @@ fn prepare_system(config: &Config, cwd: &str) -> SystemFuture {
     use futures::FutureExt;
     let (cwd, home) = (std::path::PathBuf::from(cwd), config.home_dir.clone());
     let process = Arc::clone(&config.process);
+    let subagents = config.subagents.clone();
     let task = tokio::spawn(async move {
-        let sources = crate::agent::prompt::gather(
-            &cwd,
-            home.as_deref(),
-            crate::tools::Registry::builtin().specs(),
-            &process.env,
-        )
-        .await;
+        let (agents, _warned) = crate::tools::agents::load(&cwd, home.as_deref());
+        let tools = super::subagent::catalog(&subagents, &crate::tools::Registry::builtin(), &agents);
+        let sources = crate::agent::prompt::gather(&cwd, home.as_deref(), &tools, &process.env).await;
         Arc::new(crate::agent::prompt::assemble(&sources))
     });
     async move {

@@ -17,6 +17,7 @@ use crate::llm;
 use crate::llm::catalog::{self, ThoughtLevel};
 use crate::llm::retry::RetryPolicy;
 use crate::session::recorder::StoreRecorder;
+use crate::session::subagent;
 use crate::session::{SessionError, Status, Update, title};
 use crate::store::Write;
 use crate::tools::Workspace;
@@ -34,7 +35,12 @@ impl Actor {
         let result = match outcome {
             Ok(TurnOutcome { history, rules, result }) => {
                 let before = self.running.as_ref().map_or(history.len(), |running| running.history_len);
-                self.row.cost_usd += history.iter().skip(before).filter_map(|m| m.meta.cost).sum::<f64>();
+                let own = history.iter().skip(before).filter_map(|m| m.meta.cost).sum::<f64>();
+                // The store adds sub-agents' costs to this row too: the row is the truth.
+                self.row.cost_usd = match self.services.store.session(&self.row.id).await {
+                    Ok(Some(row)) => row.cost_usd,
+                    _ => self.row.cost_usd + own,
+                };
                 self.context_used = context_used(&history);
                 self.history = Some(history);
                 self.rules = rules;
@@ -142,10 +148,12 @@ impl Actor {
         let context_used = self.context_used;
         let (summarizer, summarizer_ref) = summarizer_model(&config, &self.row.model, &resolved);
         let servers = self.servers_for_turn();
+        let (store, session, project) = (self.services.store.clone(), self.row.id.clone(), self.row.cwd.clone());
         self.turn = Some(tokio::spawn(async move {
             let system = system.await;
-            let registry = super::mcp::turn_tools(servers.as_ref(), config.mcp.startup_timeout, &token, &mut recorder);
-            let registry = Arc::new(registry.await);
+            let parent = subagent::Parent::new(store, Arc::clone(&config), session, project, model_ref.clone());
+            let tools = super::mcp::turn_tools(servers.as_ref(), config.mcp.startup_timeout, &token, &mut recorder);
+            let registry = Arc::new(subagent::tools(&tools.await, parent));
             for warning in system.warnings.iter().filter(|_| warn) {
                 let text = format!("Project instructions: {warning}.");
                 recorder.record(AgentEvent::Notice { message: MessageId::generate(), text });

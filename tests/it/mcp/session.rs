@@ -70,7 +70,12 @@ async fn an_editor_servers_tools_are_offered_called_shown_and_replayed() {
     }
     assert!(!tools.iter().any(|t| t.contains("bad_schema")), "a tool with an unusable schema is left out");
     let requests = env.mock.requests();
-    let echo = &requests[0]["tools"].as_array().unwrap().iter().find(|t| t["function"]["name"] == "mcp__fx__echo").unwrap()["function"];
+    let echo = &requests[0]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["function"]["name"] == "mcp__fx__echo")
+        .unwrap()["function"];
     assert_eq!(echo["description"], "the echo tool");
     assert_eq!(echo["parameters"]["properties"]["text"]["type"], "string");
 
@@ -181,8 +186,15 @@ async fn a_server_that_fails_is_told_after_the_session_is_announced_and_listed_b
     assert!(told[0].contains("cannot open the database"), "the notice carries its stderr: {}", told[0]);
     assert!(told[2].contains("SSE"), "{}", told[2]);
 
-    let (_, updates) = turn(&mut agent, &session, "/mcp").await;
-    let text = crate::support::text_of(&updates.iter().collect::<Vec<_>>(), "agent_message_chunk");
+    let mut text = String::new();
+    for _ in 0..200 {
+        let (_, updates) = turn(&mut agent, &session, "/mcp").await;
+        text = crate::support::text_of(&updates.iter().collect::<Vec<_>>(), "agent_message_chunk");
+        if !text.contains("starting") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     assert!(text.contains("broken (stdio): failed"), "{text}");
     assert!(text.contains("cannot open the database"), "{text}");
     assert!(text.contains("ghost (stdio): failed"), "{text}");
@@ -203,10 +215,14 @@ async fn configured_and_http_servers_serve_every_session_and_headless_runs() {
         fixture_exe().display()
     ));
     env.mock
-        .push(Reply::tool_calls(&[("c1", "mcp__local__echo", json!({"text": "one"})), ("c2", "mcp__web__echo", json!({"text": "two"}))]))
+        .push(Reply::tool_calls(&[
+            ("c1", "mcp__local__echo", json!({"text": "one"})),
+            ("c2", "mcp__web__echo", json!({"text": "two"})),
+        ]))
         .push(Reply::text(&["ok"]));
     let mut agent = env.ready().await;
-    let session = new_session_with(&mut agent, &env, json!([{"type": "http", "name": "web", "url": url, "headers": []}])).await;
+    let session =
+        new_session_with(&mut agent, &env, json!([{"type": "http", "name": "web", "url": url, "headers": []}])).await;
     set_mode(&mut agent, &session, "bypass").await;
     let (response, _) = turn(&mut agent, &session, "both").await;
     assert_eq!(response["result"]["stopReason"], "end_turn");

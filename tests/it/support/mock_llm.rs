@@ -4,6 +4,9 @@
 //! chunks with a delay before each, or an HTTP error (whose body may be made as it is sent, to see
 //! how much of it the client reads). Requests are recorded, and a stream the client abandons
 //! before its end is counted as dropped, so tests can see cancellation reach the HTTP connection.
+//! A request whose first user message contains a [`MockLlm::route`] marker takes its reply from
+//! that route's own script instead (how a test answers a sub-agent apart from its parent), and
+//! the streams open at once are counted.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -154,6 +157,11 @@ struct Shared {
     flood_sent: AtomicUsize,
     /// `Flood` bodies whose connection closed before their end.
     flood_cut: AtomicUsize,
+    /// Replies for requests whose first user message contains the marker, by marker.
+    routes: Mutex<Vec<(String, VecDeque<Reply>)>>,
+    /// Streams open now, and the most ever open at once.
+    open: AtomicUsize,
+    most_open: AtomicUsize,
 }
 
 /// The running server. It stops when the test's runtime ends.
@@ -190,6 +198,31 @@ impl MockLlm {
     pub fn push(&self, reply: Reply) -> &Self {
         self.shared.script.lock().unwrap().push_back(reply);
         self
+    }
+
+    /// Queues a reply for requests whose first user message contains `marker`.
+    pub fn route(&self, marker: &str, reply: Reply) -> &Self {
+        let mut routes = self.shared.routes.lock().unwrap();
+        match routes.iter_mut().find(|(known, _)| known == marker) {
+            Some((_, replies)) => replies.push_back(reply),
+            None => routes.push((marker.to_owned(), VecDeque::from([reply]))),
+        }
+        self
+    }
+
+    /// The requests whose first user message contains `marker`.
+    pub fn requests_with(&self, marker: &str) -> Vec<Value> {
+        self.requests().into_iter().filter(|body| first_user_text(body).contains(marker)).collect()
+    }
+
+    /// The most model streams that were open at once.
+    pub fn most_open(&self) -> usize {
+        self.shared.most_open.load(Ordering::SeqCst)
+    }
+
+    /// Model streams open now.
+    pub fn open(&self) -> usize {
+        self.shared.open.load(Ordering::SeqCst)
     }
 
     /// The JSON bodies received so far.
@@ -256,6 +289,17 @@ const TITLE_MARKER: &str = "You write short titles";
 /// The title the mock writes for every session.
 pub const MOCK_TITLE: &str = "Mock Title";
 
+/// The text of a request's first user message, whatever the wire API.
+pub fn first_user_text(body: &Value) -> String {
+    let Some(first) = body["messages"].as_array().and_then(|m| m.iter().find(|m| m["role"] == "user")) else {
+        return String::new();
+    };
+    match &first["content"] {
+        Value::String(text) => text.clone(),
+        other => other.to_string(),
+    }
+}
+
 fn is_title_request(body: &Value) -> bool {
     let system = [body.pointer("/messages/0/content"), body.pointer("/system/0/text"), body.get("instructions")];
     system.into_iter().flatten().any(|text| text.as_str().is_some_and(|t| t.starts_with(TITLE_MARKER)))
@@ -302,16 +346,26 @@ async fn complete(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: B
     let json: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
     if is_title_request(&json) {
         shared.titles.lock().unwrap().push(json);
-        let guard = DropGuard { shared: Arc::clone(&shared), finished: true };
+        let guard = DropGuard { shared: Arc::clone(&shared), finished: true, counted: false };
         return sse(title_answer(api).into_iter(), Duration::ZERO, guard);
     }
     shared.arrived.lock().unwrap().push(Instant::now());
+    let first = first_user_text(&json);
     shared.requests.lock().unwrap().push((headers, json));
-    let reply = shared.script.lock().unwrap().pop_front();
+    let routed = shared
+        .routes
+        .lock()
+        .unwrap()
+        .iter_mut()
+        .find(|(marker, replies)| first.contains(marker.as_str()) && !replies.is_empty())
+        .and_then(|(_, replies)| replies.pop_front());
+    let reply = routed.or_else(|| shared.script.lock().unwrap().pop_front());
     let Some(reply) = reply else {
         return error_response(500, r#"{"error":{"message":"mock: no scripted reply left"}}"#.to_owned(), None);
     };
-    let guard = DropGuard { shared: Arc::clone(&shared), finished: false };
+    let now = shared.open.fetch_add(1, Ordering::SeqCst) + 1;
+    shared.most_open.fetch_max(now, Ordering::SeqCst);
+    let guard = DropGuard { shared: Arc::clone(&shared), finished: false, counted: true };
     match reply {
         Reply::Status { status, body, retry_after } => error_response(status, body, retry_after),
         Reply::Endless { delay } => {
@@ -399,6 +453,8 @@ fn error_response(status: u16, body: String, retry_after: Option<String>) -> Res
 struct DropGuard {
     shared: Arc<Shared>,
     finished: bool,
+    /// Counted among the open streams.
+    counted: bool,
 }
 
 impl DropGuard {
@@ -412,5 +468,8 @@ impl Drop for DropGuard {
     fn drop(&mut self) {
         let counter = if self.finished { &self.shared.completed } else { &self.shared.dropped };
         counter.fetch_add(1, Ordering::SeqCst);
+        if self.counted {
+            self.shared.open.fetch_sub(1, Ordering::SeqCst);
+        }
     }
 }

@@ -1,0 +1,64 @@
+//! The editor as a sub-agent sees it: the parent's [`Host`], with every permission question
+//! titled with the sub-agent that asks, so the user knows whose call it is.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use crate::history::ToolPart;
+use crate::tools::Host;
+use crate::tools::host::{
+    ExitStatus, HostError, LineRange, PermissionAnswer, PermissionOption, TerminalOutput, TerminalRequest,
+};
+
+/// The parent's host; questions are asked as `{who} › {call title}`.
+pub struct NamedHost {
+    pub inner: Arc<dyn Host>,
+    /// The sub-agent's card title in the parent (`Sub-agent reviewer: check the parser`).
+    pub who: String,
+}
+
+#[async_trait::async_trait]
+impl Host for NamedHost {
+    fn reads_files(&self) -> bool {
+        self.inner.reads_files()
+    }
+    fn writes_files(&self) -> bool {
+        self.inner.writes_files()
+    }
+    fn runs_terminals(&self) -> bool {
+        self.inner.runs_terminals()
+    }
+    fn can_ask(&self) -> bool {
+        self.inner.can_ask()
+    }
+    async fn read_text_file(&self, path: &Path, range: Option<LineRange>) -> Result<String, HostError> {
+        self.inner.read_text_file(path, range).await
+    }
+    async fn write_text_file(&self, path: &Path, content: &str) -> Result<(), HostError> {
+        self.inner.write_text_file(path, content).await
+    }
+    async fn create_terminal(&self, request: &TerminalRequest) -> Result<String, HostError> {
+        self.inner.create_terminal(request).await
+    }
+    async fn wait_for_terminal_exit(&self, id: &str) -> Result<ExitStatus, HostError> {
+        self.inner.wait_for_terminal_exit(id).await
+    }
+    async fn terminal_output(&self, id: &str) -> Result<TerminalOutput, HostError> {
+        self.inner.terminal_output(id).await
+    }
+    async fn kill_terminal(&self, id: &str) -> Result<(), HostError> {
+        self.inner.kill_terminal(id).await
+    }
+    async fn release_terminal(&self, id: &str) -> Result<(), HostError> {
+        self.inner.release_terminal(id).await
+    }
+    async fn request_permission(
+        &self,
+        call: &ToolPart,
+        options: &[PermissionOption],
+    ) -> Result<PermissionAnswer, HostError> {
+        let mut named = call.clone();
+        named.title = format!("{} › {}", self.who, call.title);
+        self.inner.request_permission(&named, options).await
+    }
+}

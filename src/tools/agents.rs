@@ -1,0 +1,220 @@
+//! Named agents: the sub-agents a project defines in `.agents/agents/*.md` and
+//! `.claude/agents/*.md`, which a `task` call may ask for by name.
+//!
+//! A file is front matter between `---` lines, then the agent's extra instructions:
+//!
+//! ```text
+//! ---
+//! name: reviewer
+//! description: Reviews a change for bugs
+//! model: openai/gpt-5-mini
+//! tools: read, grep, glob
+//! ---
+//! You review code. …
+//! ```
+//!
+//! `name` and `description` are required; `model` and `tools` (a list, written `a, b`, `[a, b]`
+//! or one `- a` per line; it restricts the agent to those tools) are optional, and other keys
+//! are ignored. Files are looked for from the working directory up to the project root, nearest
+//! first; the first agent of a name wins. A file that cannot be read as an agent is skipped with
+//! a warning that names it, and never stops the session.
+
+use std::path::{Path, PathBuf};
+
+/// Where named agents live, under each project directory.
+const AGENT_DIRS: &[&str] = &[".agents/agents", ".claude/agents"];
+/// A larger file is not an agent definition.
+const MAX_FILE: u64 = 256 * 1024;
+
+/// An agent a project defined.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NamedAgent {
+    pub name: String,
+    /// One line for the `task` tool's description.
+    pub description: String,
+    /// The model it runs on (`provider/model`), when it says.
+    pub model: Option<String>,
+    /// The only tools it gets, when it says (lowercase names).
+    pub tools: Option<Vec<String>>,
+    /// Its extra system instructions.
+    pub instructions: String,
+    pub path: PathBuf,
+}
+
+/// The named agents of the project around `cwd`, nearest first, and a warning per file skipped.
+pub fn load(cwd: &Path, home: Option<&Path>) -> (Vec<NamedAgent>, Vec<String>) {
+    let mut agents: Vec<NamedAgent> = Vec::new();
+    let mut warnings = Vec::new();
+    for dir in crate::workspace::project_dirs(cwd, home).iter().rev() {
+        for sub in AGENT_DIRS {
+            let Ok(entries) = std::fs::read_dir(dir.join(sub)) else { continue };
+            let mut files: Vec<PathBuf> = entries
+                .filter_map(Result::ok)
+                .map(|entry| entry.path())
+                .filter(|path| path.extension().is_some_and(|ext| ext == "md"))
+                .collect();
+            files.sort();
+            for path in files {
+                match read(&path) {
+                    Ok(agent) if agents.iter().any(|known| known.name == agent.name) => {
+                        tracing::debug!(agent = %agent.name, path = %path.display(), "an agent of this name was found nearer; this one is ignored");
+                    }
+                    Ok(agent) => agents.push(agent),
+                    Err(why) => {
+                        let warning = format!("the agent file {} was skipped: {why}", path.display());
+                        tracing::warn!("{warning}");
+                        warnings.push(warning);
+                    }
+                }
+            }
+        }
+    }
+    (agents, warnings)
+}
+
+fn read(path: &Path) -> Result<NamedAgent, String> {
+    let metadata = std::fs::metadata(path).map_err(|err| err.to_string())?;
+    if !metadata.is_file() {
+        return Err("it is not a regular file".to_owned());
+    }
+    if metadata.len() > MAX_FILE {
+        return Err(format!("it is larger than {} KiB", MAX_FILE / 1024));
+    }
+    let text = std::fs::read_to_string(path).map_err(|err| err.to_string())?;
+    parse(&text, path)
+}
+
+/// Reads one agent file's text.
+pub fn parse(text: &str, path: &Path) -> Result<NamedAgent, String> {
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text).replace("\r\n", "\n");
+    let rest = text.strip_prefix("---\n").ok_or("it does not start with front matter (a `---` line)")?;
+    let (front, body) = match rest.find("\n---") {
+        Some(end) => {
+            let after = &rest[end + 4..];
+            (&rest[..end], after.split_once('\n').map_or("", |(_, body)| body))
+        }
+        None => return Err("its front matter has no closing `---` line".to_owned()),
+    };
+    let mut name = None;
+    let mut description = None;
+    let mut model = None;
+    let mut tools: Option<Vec<String>> = None;
+    let mut in_tools_list = false;
+    for (number, line) in front.lines().enumerate() {
+        if line.trim().is_empty() || line.trim_start().starts_with('#') {
+            continue;
+        }
+        if let Some(item) = line.trim_start().strip_prefix("- ")
+            && in_tools_list
+        {
+            tools.get_or_insert_with(Vec::new).push(tool_name(item));
+            continue;
+        }
+        in_tools_list = false;
+        let Some((key, value)) = line.split_once(':') else {
+            return Err(format!("line {} of its front matter is not `key: value`", number + 2));
+        };
+        let value = unquote(value.trim());
+        match key.trim() {
+            "name" => name = Some(value.to_owned()),
+            "description" => description = Some(value.to_owned()),
+            "model" => model = (!value.is_empty()).then(|| value.to_owned()),
+            "tools" if value.is_empty() => {
+                in_tools_list = true;
+                tools = Some(Vec::new());
+            }
+            "tools" => {
+                let list = value.strip_prefix('[').and_then(|v| v.strip_suffix(']')).unwrap_or(value);
+                tools = Some(list.split(',').map(tool_name).filter(|tool| !tool.is_empty()).collect());
+            }
+            _ => {}
+        }
+    }
+    let name = name.filter(|name| !name.is_empty()).ok_or("its front matter has no `name`")?;
+    if !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') {
+        return Err(format!("its name `{name}` may only use letters, digits, `-` and `_`"));
+    }
+    let description = description.filter(|d| !d.is_empty()).ok_or("its front matter has no `description`")?;
+    Ok(NamedAgent {
+        name,
+        description: description.chars().take(300).collect(),
+        model,
+        tools,
+        instructions: body.trim().to_owned(),
+        path: path.to_owned(),
+    })
+}
+
+fn unquote(value: &str) -> &str {
+    for quote in ['"', '\''] {
+        if let Some(inner) = value.strip_prefix(quote).and_then(|v| v.strip_suffix(quote)) {
+            return inner;
+        }
+    }
+    value
+}
+
+/// A tool as a list names it: `Read` and `"read"` are `read`.
+fn tool_name(item: &str) -> String {
+    unquote(item.trim()).trim().to_lowercase()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn front_matter_in_its_usual_shapes() {
+        let path = Path::new("x.md");
+        let agent = parse(
+            "---\nname: reviewer\ndescription: \"Reviews code\"\nmodel: openai/gpt-5-mini\ntools: Read, grep\ncolor: red\n---\nBe strict.\n",
+            path,
+        )
+        .unwrap();
+        assert_eq!(agent.name, "reviewer");
+        assert_eq!(agent.description, "Reviews code");
+        assert_eq!(agent.model.as_deref(), Some("openai/gpt-5-mini"));
+        assert_eq!(agent.tools, Some(vec!["read".to_owned(), "grep".to_owned()]));
+        assert_eq!(agent.instructions, "Be strict.");
+        let listed = parse("---\nname: a\ndescription: d\ntools:\n  - read\n  - 'glob'\n---\n", path).unwrap();
+        assert_eq!(listed.tools, Some(vec!["read".to_owned(), "glob".to_owned()]));
+        let inline = parse("---\nname: a\ndescription: d\ntools: [bash]\n---\nbody", path).unwrap();
+        assert_eq!(inline.tools, Some(vec!["bash".to_owned()]));
+        assert_eq!(parse("---\nname: a\ndescription: d\n---\n", path).unwrap().tools, None);
+    }
+
+    #[test]
+    fn malformed_files_say_why() {
+        let path = Path::new("x.md");
+        for (text, why) in [
+            ("name: a\n", "front matter"),
+            ("---\nname: a\ndescription: d\n", "closing"),
+            ("---\ndescription: d\n---\n", "no `name`"),
+            ("---\nname: a b\ndescription: d\n---\n", "may only use"),
+            ("---\nname: a\n---\n", "no `description`"),
+            ("---\nname: a\ndescription: d\njust words\n---\n", "line 4"),
+        ] {
+            let err = parse(text, path).unwrap_err();
+            assert!(err.contains(why), "{text:?}: {err}");
+        }
+    }
+
+    #[test]
+    fn nearest_wins_and_bad_files_are_skipped_with_a_warning() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("repo");
+        let sub = root.join("sub");
+        std::fs::create_dir_all(root.join(".git")).unwrap();
+        std::fs::create_dir_all(root.join(".claude/agents")).unwrap();
+        std::fs::create_dir_all(sub.join(".agents/agents")).unwrap();
+        std::fs::write(root.join(".claude/agents/a.md"), "---\nname: a\ndescription: far\n---\n").unwrap();
+        std::fs::write(root.join(".claude/agents/b.md"), "---\nname: b\ndescription: only\n---\n").unwrap();
+        std::fs::write(sub.join(".agents/agents/a.md"), "---\nname: a\ndescription: near\n---\n").unwrap();
+        std::fs::write(sub.join(".agents/agents/bad.md"), "no front matter").unwrap();
+        let (agents, warnings) = load(&sub, None);
+        let found: Vec<(&str, &str)> = agents.iter().map(|a| (a.name.as_str(), a.description.as_str())).collect();
+        assert_eq!(found, [("a", "near"), ("b", "only")]);
+        assert_eq!(warnings.len(), 1);
+        assert!(warnings[0].contains("bad.md"), "{warnings:?}");
+    }
+}
