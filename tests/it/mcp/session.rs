@@ -230,3 +230,49 @@ async fn configured_and_http_servers_serve_every_session_and_headless_runs() {
     assert_eq!(results, [json!("echo: one"), json!("echo: two")]);
     assert!(!offered(&env, 0).iter().any(|t| t.starts_with("mcp__off__")));
 }
+
+/// The fixture's pid and the pid of the `sleep` it left in its process group, through a prompt.
+async fn server_pids(agent: &mut Agent, env: &TestEnv, session: &str, call: &str) -> (String, String) {
+    env.mock.push(Reply::tool_calls(&[(call, "mcp__fx__about", json!({}))])).push(Reply::text(&["ok"]));
+    let before = env.mock.requests().len();
+    let (response, _) = turn(agent, session, "who are you").await;
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    let results = tool_results(env, before + 1);
+    let about: Value = serde_json::from_str(results.last().unwrap()["content"].as_str().unwrap()).unwrap();
+    let (pid, sleeper) = (about["pid"].to_string(), about["sleeper"].to_string());
+    assert!(crate::support::alive(&pid) && crate::support::alive(&sleeper), "{about}");
+    (pid, sleeper)
+}
+
+async fn gone(pids: &[&str]) -> bool {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while pids.iter().any(|pid| crate::support::alive(pid)) {
+        if std::time::Instant::now() > deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    true
+}
+
+#[tokio::test]
+async fn each_session_has_its_own_servers_and_closing_or_exiting_stops_them_whole() {
+    let env = TestEnv::new().await;
+    let mut agent = env.ready().await;
+    let first = new_session_with(&mut agent, &env, json!([stdio("fx", &[], &[])])).await;
+    let second = new_session_with(&mut agent, &env, json!([stdio("fx", &[], &[])])).await;
+    for session in [&first, &second] {
+        set_mode(&mut agent, session, "bypass").await;
+    }
+    let (server, sleeper) = server_pids(&mut agent, &env, &first, "c1").await;
+    let (other, other_sleeper) = server_pids(&mut agent, &env, &second, "c2").await;
+    assert_ne!(server, other, "the same configuration in two sessions is two processes");
+
+    agent.call("session/close", json!({"sessionId": first})).await;
+    assert!(gone(&[&server, &sleeper]).await, "closing a session kills its server's process group");
+    assert!(crate::support::alive(&other), "the other session's server runs on");
+
+    agent.close_stdin();
+    agent.wait_exit().await;
+    assert!(gone(&[&other, &other_sleeper]).await, "exiting kills every server's process group");
+}
