@@ -153,14 +153,17 @@ impl Delegate for Spawner {
         })?;
         let tools = match agent.and_then(|agent| agent.tools.as_ref().map(|tools| (agent, tools))) {
             Some((agent, allowed)) => {
-                for unknown in
-                    allowed.iter().filter(|tool| *tool != task::NAME && !self.base.names().any(|n| n == *tool))
+                // The agent's list is lowercased; tool names need not be (`mcp__GitHub__getIssue`).
+                let listed = |tool: &str| allowed.iter().any(|allowed| allowed.eq_ignore_ascii_case(tool));
+                for unknown in allowed
+                    .iter()
+                    .filter(|tool| *tool != task::NAME && !self.base.names().any(|n| n.eq_ignore_ascii_case(tool)))
                 {
                     tracing::warn!(agent = %agent.name, path = %agent.path.display(), tool = %unknown, "the agent lists a tool cairn does not have");
                 }
                 let why = format!("the agent `{}` may only use: {}", agent.name, allowed.join(", "));
-                let cut = self.base.keep(|tool| allowed.iter().any(|allowed| allowed == tool), &why);
-                if allowed.iter().any(|tool| tool == task::NAME) {
+                let cut = self.base.keep(listed, &why);
+                if listed(task::NAME) {
                     with_task(&cut, &self.base, parent, depth)
                 } else {
                     cut.withhold(task::NAME, &why)
