@@ -306,6 +306,8 @@ async fn a_childs_permission_question_names_the_child_and_follows_the_parents_mo
     assert_eq!(asked[0]["params"]["sessionId"], session.as_str(), "asked in the user's session");
     let title = asked[0]["params"]["toolCall"]["title"].as_str().unwrap();
     assert!(title.starts_with("Sub-agent: make notes › "), "{title}");
+    let id = asked[0]["params"]["toolCall"]["toolCallId"].as_str().unwrap();
+    assert!(id.starts_with("ses_") && id.ends_with("/k1"), "scoped to the child's session: {id}");
     assert!(env.workspace().join("n.txt").exists());
 
     set_mode(&mut agent, &session, "read-only").await;

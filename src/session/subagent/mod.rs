@@ -193,7 +193,8 @@ impl Delegate for Spawner {
         sources.role = Some(role(depth, agent));
         let system = Arc::new(prompt::assemble(&sources));
 
-        let host: Arc<dyn crate::tools::Host> = Arc::new(NamedHost { inner: Arc::clone(&ctx.host), who });
+        let host: Arc<dyn crate::tools::Host> =
+            Arc::new(NamedHost { inner: Arc::clone(&ctx.host), who, session: child.clone() });
         let (updates, mut shown) = mpsc::unbounded_channel();
         let sink = Arc::new(ChildSink { updates, host: Arc::clone(&host) });
         let status = Arc::new(watch::Sender::new(Status::Busy));
