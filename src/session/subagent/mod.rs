@@ -58,9 +58,16 @@ pub struct Parent {
 }
 
 impl Parent {
-    /// What the sub-agents of the session `session` share; reads the project's named agents.
-    pub fn new(store: Store, config: Arc<Config>, session: SessionId, cwd: String, model: String) -> Self {
-        let (agents, _warned) = crate::tools::agents::load(Path::new(&cwd), config.home_dir.as_deref());
+    /// What the sub-agents of the session `session` share; reads the project's named agents
+    /// (on a blocking thread: a walk up the project's directories).
+    pub async fn new(store: Store, config: Arc<Config>, session: SessionId, cwd: String, model: String) -> Self {
+        let (dir, home) = (std::path::PathBuf::from(&cwd), config.home_dir.clone());
+        let agents = tokio::task::spawn_blocking(move || crate::tools::agents::load(&dir, home.as_deref()).0)
+            .await
+            .unwrap_or_else(|err| {
+                tracing::warn!(%err, "reading the named agents failed; the task tool offers none");
+                Vec::new()
+            });
         Self { store, config, session, cwd, model, agents: agents.into() }
     }
 }
