@@ -53,6 +53,15 @@ impl WireSink {
         Attach { mcp, notes, announced: self.peer.after_response() }
     }
 
+    /// [`Self::attach`] for the synchronous part of a handler, which queues the session's
+    /// command in wire order: the returned signal must be handed to
+    /// [`Peer::signal_after_response`] inside the request's future.
+    fn attach_early(&self, servers: Vec<acp::McpServer>) -> (Attach, tokio::sync::oneshot::Sender<()>) {
+        let (mcp, notes) = super::convert::mcp_servers(servers);
+        let (signal, announced) = tokio::sync::oneshot::channel();
+        (Attach { mcp, notes, announced }, signal)
+    }
+
     /// Sends the slash commands right after the response that tells the client about the session.
     fn send_commands_after_response(&self, session: &SessionId) {
         let commands = COMMANDS
@@ -177,11 +186,14 @@ impl Agent {
         let request: acp::ResumeSessionRequest = parse("session/resume", with_mcp_servers(params))?;
         absolute("cwd", request.cwd)?;
         let id = session_id(&request.session_id);
-        let sessions = self.sessions()?;
+        // Queued now, in wire order: a prompt right behind this request finds the session
+        // attached to these servers, not started without them and then restarted.
+        let (attach, announced) = self.sink.attach_early(request.mcp_servers);
+        let resumed = self.sessions()?.resume(&id, attach);
         let sink = Arc::clone(&self.sink);
         Ok(async move {
-            let attach = sink.attach(request.mcp_servers);
-            let view = sessions.resume(&id, attach).await.map_err(|err| session_error(&err))?;
+            sink.peer.signal_after_response(announced);
+            let view = resumed.await.map_err(|err| session_error(&err))?;
             sink.send_wire(&id, usage_update(&view));
             sink.send_commands_after_response(&id);
             to_value(&acp::ResumeSessionResponse::new().modes(modes(&view)).config_options(config_options(&view)))

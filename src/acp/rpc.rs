@@ -147,9 +147,17 @@ impl Peer {
     /// without an answer (cancelled), it resolves at once with `Err`.
     pub fn after_response(&self) -> tokio::sync::oneshot::Receiver<()> {
         let (signal, answered) = tokio::sync::oneshot::channel();
+        self.signal_after_response(signal);
+        answered
+    }
+
+    /// [`Self::after_response`] for a channel made before the request's future runs (by the
+    /// synchronous part of a handler, which must queue its work in wire order): `signal` is sent
+    /// once the response of the request whose future is running has been queued, or dropped
+    /// when there is none.
+    pub fn signal_after_response(&self, signal: tokio::sync::oneshot::Sender<()>) {
         // Outside a request the closure never runs: the signal is dropped, which resolves it.
         let _ = AFTER_RESPONSE.try_with(|after| after.borrow_mut().push(AfterResponse::Signal(signal)));
-        answered
     }
 
     /// Sends a request to the client and waits for its answer. Dropping the future sends

@@ -254,24 +254,18 @@ impl Config {
         for provider in providers.values_mut() {
             provider.api_key = provider.api_key_env.as_deref().and_then(env).map(Secret);
         }
-        let mut limits = file
-            .limits
-            .resolve()
-            .map_err(|message| ConfigError::Parse { path: file_path.clone().unwrap_or_default(), message })?;
+        // A setting the file gets wrong: the message names it.
+        let invalid = |message| ConfigError::Parse { path: file_path.clone().unwrap_or_default(), message };
+        let mut limits = file.limits.resolve().map_err(invalid)?;
         let compaction = file.compaction.resolve(normalize_model);
-        let subagents = file
-            .subagents
-            .resolve(&providers)
-            .map_err(|message| ConfigError::Parse { path: file_path.clone().unwrap_or_default(), message })?;
+        let subagents = file.subagents.resolve(&providers).map_err(invalid)?;
         limits.tasks_at_once = subagents.max_concurrent;
         let model = env("CAIRN_MODEL").or(file.model).unwrap_or_else(|| DEFAULT_MODEL.to_owned());
         let models = file.models.into_iter().map(|(name, given)| (normalize_model(&name), given)).collect();
         let title_model = file.title_model.as_deref().map(normalize_model);
         let home_dir = env("HOME").map(PathBuf::from).or_else(dirs::home_dir);
         let environment = process::Environment { lookup: env, vars, home: home_dir.as_deref() };
-        let process = process::policy(file.sandbox, &file.tools, &providers, &environment)
-            .map_err(|message| ConfigError::Parse { path: file_path.clone().unwrap_or_default(), message })?;
-        let invalid = |message| ConfigError::Parse { path: file_path.clone().unwrap_or_default(), message };
+        let process = process::policy(file.sandbox, &file.tools, &providers, &environment).map_err(invalid)?;
         let mcp_servers = mcp::servers(file.mcp_servers).map_err(invalid)?;
         let mcp = mcp::settings(&file.mcp).map_err(invalid)?;
         Ok(Self {

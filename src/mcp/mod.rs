@@ -215,9 +215,15 @@ impl Servers {
             Err(ServiceError::TransportClosed | ServiceError::TransportSend(_)) => {
                 let (reply, answer) = oneshot::channel();
                 let lost = server::Request::Lost { generation: connection.generation, reply };
-                let why = match actor.send(lost).await {
-                    Ok(()) => answer.await.unwrap_or_else(|_| "it was shut down".to_owned()),
-                    Err(_) => "it was shut down".to_owned(),
+                // The actor may take a while to answer (it waits for the process to exit, or is
+                // restarting the server for another call): a cancel does not wait for it.
+                let why = tokio::select! {
+                    biased;
+                    () = cancel.cancelled() => return Err(McpError::Cancelled { server, tool }),
+                    why = async {
+                        actor.send(lost).await.ok()?;
+                        answer.await.ok()
+                    } => why.unwrap_or_else(|| "it was shut down".to_owned()),
                 };
                 Err(McpError::Crashed { server, tool, why })
             }

@@ -293,8 +293,15 @@ impl Actor {
         with_stderr(format!("MCP server `{}` {what}: {}", self.name(), failure.why), &failure.stderr)
     }
 
+    /// Lists the tools again; stopping the session's servers abandons it.
     async fn refresh(&mut self, peer: &Peer<RoleClient>) {
-        match tokio::time::timeout(self.launch.startup_timeout, list_tools(self.name(), peer)).await {
+        let stop = self.stop.clone();
+        let listed = tokio::select! {
+            biased;
+            () = stop.cancelled() => return,
+            listed = tokio::time::timeout(self.launch.startup_timeout, list_tools(self.name(), peer)) => listed,
+        };
+        match listed {
             Ok(Ok((tools, skipped))) => {
                 self.skipped(&skipped);
                 self.tools = tools;

@@ -35,7 +35,8 @@ pub struct TaskArgs {
 pub trait Delegate: Send + Sync + 'static {
     /// Runs a sub-agent for `task` (as `agent` when it is a named one) to its end. Its final
     /// answer is the result; its progress goes to `ctx.progress`; it stops when `ctx.cancel`
-    /// fires. A sub-agent that fails or reaches a limit is an `Err` (a failed call), never more.
+    /// fires. A sub-agent that fails or reaches a limit is a failed outcome (`failed`, with its
+    /// last words), never more; `Err` when it could not even start.
     async fn run(
         &self,
         task: &TaskArgs,

@@ -271,6 +271,23 @@ async fn named_agents_bring_their_instructions_and_only_their_tools() {
 }
 
 #[tokio::test]
+async fn a_named_agents_tool_list_matches_mcp_tool_names_without_case() {
+    let env = TestEnv::new().await;
+    env.write_config(&format!("[mcp_servers.Fx]\ncommand = \"{}\"\n", crate::mcp::fixture_exe().display()));
+    write_agent(&env, "echo.md", "---\nname: echoer\ndescription: Echoes\ntools: read, mcp__Fx__echo\n---\n");
+    let mut named = task("t1", "echo it", "CHILD-E");
+    named.2["agent"] = json!("echoer");
+    env.mock.push(calls(&[named])).push(Reply::text(&["ok"]));
+    env.mock.route("CHILD-E", Reply::text(&["echoed"]));
+    let mut agent = env.ready().await;
+    let session = agent.new_session(&env.cwd()).await;
+    let (response, _) = turn(&mut agent, &session, "PARENT").await;
+    assert_eq!(response["result"]["stopReason"], "end_turn");
+    let child = env.mock.requests_with("CHILD-E");
+    assert_eq!(tool_names(&child[0]), ["read", "mcp__Fx__echo"]);
+}
+
+#[tokio::test]
 async fn a_childs_permission_question_names_the_child_and_follows_the_parents_mode() {
     let env = TestEnv::new().await;
     env.mock.push(calls(&[task("t1", "make notes", "CHILD-W")])).push(Reply::text(&["ok"]));
@@ -289,6 +306,8 @@ async fn a_childs_permission_question_names_the_child_and_follows_the_parents_mo
     assert_eq!(asked[0]["params"]["sessionId"], session.as_str(), "asked in the user's session");
     let title = asked[0]["params"]["toolCall"]["title"].as_str().unwrap();
     assert!(title.starts_with("Sub-agent: make notes › "), "{title}");
+    let id = asked[0]["params"]["toolCall"]["toolCallId"].as_str().unwrap();
+    assert!(id.starts_with("ses_") && id.ends_with("/k1"), "scoped to the child's session: {id}");
     assert!(env.workspace().join("n.txt").exists());
 
     set_mode(&mut agent, &session, "read-only").await;

@@ -87,6 +87,15 @@ fn the_layers_keep_to_their_boundaries() {
                 }
             }
         }
+        if relative.starts_with("mcp/") {
+            for forbidden in ["crate::tools", "crate::agent", "crate::acp", "crate::store", "crate::session"] {
+                if text.contains(forbidden) {
+                    problems.push(format!(
+                        "{relative} imports {forbidden}; MCP clients get the editor's servers converted and serve tools/"
+                    ));
+                }
+            }
+        }
         if relative.starts_with("agent/") || relative.starts_with("llm/") {
             for forbidden in ["crate::acp", "crate::store", "crate::session"] {
                 if text.contains(forbidden) {

@@ -151,7 +151,7 @@ impl Actor {
         let (store, session, project) = (self.services.store.clone(), self.row.id.clone(), self.row.cwd.clone());
         self.turn = Some(tokio::spawn(async move {
             let system = system.await;
-            let parent = subagent::Parent::new(store, Arc::clone(&config), session, project, model_ref.clone());
+            let parent = subagent::Parent::new(store, Arc::clone(&config), session, project, model_ref.clone()).await;
             let tools = super::mcp::turn_tools(servers.as_ref(), config.mcp.startup_timeout, &token, &mut recorder);
             let registry = Arc::new(subagent::tools(&tools.await, parent));
             for warning in system.warnings.iter().filter(|_| warn) {

@@ -58,9 +58,16 @@ pub struct Parent {
 }
 
 impl Parent {
-    /// What the sub-agents of the session `session` share; reads the project's named agents.
-    pub fn new(store: Store, config: Arc<Config>, session: SessionId, cwd: String, model: String) -> Self {
-        let (agents, _warned) = crate::tools::agents::load(Path::new(&cwd), config.home_dir.as_deref());
+    /// What the sub-agents of the session `session` share; reads the project's named agents
+    /// (on a blocking thread: a walk up the project's directories).
+    pub async fn new(store: Store, config: Arc<Config>, session: SessionId, cwd: String, model: String) -> Self {
+        let (dir, home) = (std::path::PathBuf::from(&cwd), config.home_dir.clone());
+        let agents = tokio::task::spawn_blocking(move || crate::tools::agents::load(&dir, home.as_deref()).0)
+            .await
+            .unwrap_or_else(|err| {
+                tracing::warn!(%err, "reading the named agents failed; the task tool offers none");
+                Vec::new()
+            });
         Self { store, config, session, cwd, model, agents: agents.into() }
     }
 }
@@ -153,14 +160,17 @@ impl Delegate for Spawner {
         })?;
         let tools = match agent.and_then(|agent| agent.tools.as_ref().map(|tools| (agent, tools))) {
             Some((agent, allowed)) => {
-                for unknown in
-                    allowed.iter().filter(|tool| *tool != task::NAME && !self.base.names().any(|n| n == *tool))
+                // The agent's list is lowercased; tool names need not be (`mcp__GitHub__getIssue`).
+                let listed = |tool: &str| allowed.iter().any(|allowed| allowed.eq_ignore_ascii_case(tool));
+                for unknown in allowed
+                    .iter()
+                    .filter(|tool| *tool != task::NAME && !self.base.names().any(|n| n.eq_ignore_ascii_case(tool)))
                 {
                     tracing::warn!(agent = %agent.name, path = %agent.path.display(), tool = %unknown, "the agent lists a tool cairn does not have");
                 }
                 let why = format!("the agent `{}` may only use: {}", agent.name, allowed.join(", "));
-                let cut = self.base.keep(|tool| allowed.iter().any(|allowed| allowed == tool), &why);
-                if allowed.iter().any(|tool| tool == task::NAME) {
+                let cut = self.base.keep(listed, &why);
+                if listed(task::NAME) {
                     with_task(&cut, &self.base, parent, depth)
                 } else {
                     cut.withhold(task::NAME, &why)
@@ -190,7 +200,8 @@ impl Delegate for Spawner {
         sources.role = Some(role(depth, agent));
         let system = Arc::new(prompt::assemble(&sources));
 
-        let host: Arc<dyn crate::tools::Host> = Arc::new(NamedHost { inner: Arc::clone(&ctx.host), who });
+        let host: Arc<dyn crate::tools::Host> =
+            Arc::new(NamedHost { inner: Arc::clone(&ctx.host), who, session: child.clone() });
         let (updates, mut shown) = mpsc::unbounded_channel();
         let sink = Arc::new(ChildSink { updates, host: Arc::clone(&host) });
         let status = Arc::new(watch::Sender::new(Status::Busy));

@@ -276,3 +276,24 @@ async fn each_session_has_its_own_servers_and_closing_or_exiting_stops_them_whol
     agent.wait_exit().await;
     assert!(gone(&[&other, &other_sleeper]).await, "exiting kills every server's process group");
 }
+
+#[tokio::test]
+async fn a_prompt_right_behind_session_resume_gets_the_servers_the_resume_passed() {
+    let env = TestEnv::new().await;
+    env.mock.push(Reply::text(&["ok"]));
+    let mut agent = env.ready().await;
+    let session = agent.new_session(&env.cwd()).await;
+    agent.call("session/close", json!({"sessionId": session})).await;
+    // Both lines in one write, before any answer: the resume is applied first, in wire order,
+    // so the prompt's turn has the servers it passed (not none, replaced under it).
+    let resume = json!({"jsonrpc": "2.0", "id": 900, "method": "session/resume",
+        "params": {"sessionId": session, "cwd": env.cwd(), "mcpServers": [stdio("fx", &[], &[])]}});
+    let prompt = json!({"jsonrpc": "2.0", "id": 901, "method": "session/prompt",
+        "params": {"sessionId": session, "prompt": [{"type": "text", "text": "hi"}]}});
+    agent.send_raw(&format!("{resume}\n{prompt}")).await;
+    let (responses, _) = agent.responses(&[900, 901]).await;
+    assert!(responses[0]["result"].is_object(), "{}", responses[0]);
+    assert_eq!(responses[1]["result"]["stopReason"], "end_turn", "{}", responses[1]);
+    let tools = offered(&env, 0);
+    assert!(tools.iter().any(|t| t == "mcp__fx__echo"), "{tools:?}");
+}
