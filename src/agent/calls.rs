@@ -291,6 +291,15 @@ fn context(
     }
 }
 
+/// The id of the call whose part is at `index` of `message`.
+fn call_id(turn: &Turn<'_>, message: &MessageId, index: u32) -> Option<String> {
+    let owner = turn.history.iter().rev().find(|m| m.id == *message)?;
+    match owner.parts.get(index as usize) {
+        Some(Part::Tool(tool)) => Some(tool.call_id.clone()),
+        _ => None,
+    }
+}
+
 /// Changes one call's part with `edit` (which says whether it changed anything) and records it.
 fn change(
     turn: &mut Turn<'_>,
@@ -357,14 +366,15 @@ pub(super) async fn run(
     let default_timeout = turn.limits.tool_timeout;
     let mut receivers = Vec::with_capacity(batch.len());
     let mut contexts = Vec::with_capacity(batch.len());
-    for (position, (_, invocation)) in batch.iter().enumerate() {
+    for (position, (index, invocation)) in batch.iter().enumerate() {
         let (progress_tx, progress_rx) = mpsc::unbounded_channel::<Vec<ToolContent>>();
         receivers.push(Box::pin(futures::stream::unfold(progress_rx, move |mut rx| async move {
             rx.recv().await.map(|content| ((position, content), rx))
         })));
         let mut ctx = context(turn, cancel.clone(), Some(progress_tx));
         if invocation.access() == Access::Delegate {
-            ctx.caller = Some(Caller { mode: turn.tools.mode.clone(), rules: turn.tools.rules.clone() });
+            let call_id = call_id(turn, message, *index).unwrap_or_default();
+            ctx.caller = Some(Caller { mode: turn.tools.mode.clone(), rules: turn.tools.rules.clone(), call_id });
         }
         contexts.push(ctx);
     }

@@ -68,6 +68,8 @@ pub struct Caller {
     pub mode: watch::Receiver<Mode>,
     /// A copy of the turn's permission rules as they are when the call starts.
     pub rules: Vec<Rule>,
+    /// The id of the call that starts the sub-agent: the card its questions are asked on.
+    pub call_id: String,
 }
 
 /// A finished tool run.

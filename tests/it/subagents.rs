@@ -307,7 +307,9 @@ async fn a_childs_permission_question_names_the_child_and_follows_the_parents_mo
     let title = asked[0]["params"]["toolCall"]["title"].as_str().unwrap();
     assert!(title.starts_with("Sub-agent: make notes › "), "{title}");
     let id = asked[0]["params"]["toolCall"]["toolCallId"].as_str().unwrap();
-    assert!(id.starts_with("ses_") && id.ends_with("/k1"), "scoped to the child's session: {id}");
+    assert_eq!(id, "t1", "asked on the card the editor knows: the task call's");
+    let shown = asked[0]["params"]["toolCall"]["content"].to_string();
+    assert!(shown.contains("n.txt"), "what the child's call would do: {shown}");
     assert!(env.workspace().join("n.txt").exists());
 
     set_mode(&mut agent, &session, "read-only").await;

@@ -38,9 +38,9 @@ impl Actor {
             };
             return self.announce(notes, announced, None);
         }
-        if let Some(old) = self.mcp.take() {
-            tokio::spawn(async move { old.servers.shutdown().await });
-        }
+        // The old servers stop when their last handle goes: at once, or when the running turn,
+        // which holds one, ends (its calls are not cut off under it).
+        drop(self.mcp.take());
         let config = &self.services.config;
         let announced = async move {
             let _ = announced.await;

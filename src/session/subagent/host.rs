@@ -1,14 +1,13 @@
 //! The editor as a sub-agent sees it: the parent's [`Host`], with every permission question
-//! titled with the sub-agent that asks, so the user knows whose call it is, and its call id
-//! scoped to the sub-agent's session: the question is asked in the parent's session, whose own
-//! calls may carry the same provider-made ids (`call_0`), and must not land on one of their
-//! cards.
+//! asked on the card of the `task` call that started the sub-agent (the one card of it the
+//! editor knows: the sub-agent's own calls are shown inside that card, never as cards of their
+//! own, and the parent's calls may carry the same provider-made ids, `call_0`), titled with the
+//! sub-agent and its call, and showing what that call would do.
 
 use std::path::Path;
 use std::sync::Arc;
 
 use crate::history::ToolPart;
-use crate::ids::SessionId;
 use crate::tools::Host;
 use crate::tools::host::{
     ExitStatus, HostError, LineRange, PermissionAnswer, PermissionOption, TerminalOutput, TerminalRequest,
@@ -19,8 +18,8 @@ pub struct NamedHost {
     pub inner: Arc<dyn Host>,
     /// The sub-agent's card title in the parent (`Sub-agent reviewer: check the parser`).
     pub who: String,
-    /// The sub-agent's session, which scopes its call ids in the parent's session.
-    pub session: SessionId,
+    /// The id of the `task` call in the parent: the card every question is asked on.
+    pub card: String,
 }
 
 #[async_trait::async_trait]
@@ -65,7 +64,7 @@ impl Host for NamedHost {
     ) -> Result<PermissionAnswer, HostError> {
         let mut named = call.clone();
         named.title = format!("{} › {}", self.who, call.title);
-        named.call_id = format!("{}/{}", self.session, call.call_id);
+        named.call_id.clone_from(&self.card);
         self.inner.request_permission(&named, options).await
     }
 }

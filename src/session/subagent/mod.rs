@@ -201,7 +201,7 @@ impl Delegate for Spawner {
         let system = Arc::new(prompt::assemble(&sources));
 
         let host: Arc<dyn crate::tools::Host> =
-            Arc::new(NamedHost { inner: Arc::clone(&ctx.host), who, session: child.clone() });
+            Arc::new(NamedHost { inner: Arc::clone(&ctx.host), who, card: caller.call_id.clone() });
         let (updates, mut shown) = mpsc::unbounded_channel();
         let sink = Arc::new(ChildSink { updates, host: Arc::clone(&host) });
         let status = Arc::new(watch::Sender::new(Status::Busy));
