@@ -1,11 +1,14 @@
-//! Sub-agents attacked as a hostile model and a hostile workspace would: a restricted named
-//! agent reaching wider tools through a nested `task`, a model-written task description forging
-//! the title of a permission question.
+//! Sub-agents and MCP servers attacked as a hostile model, a hostile server and a hostile
+//! workspace would: a restricted named agent reaching wider tools through a nested `task`, a
+//! model-written task description forging the title of a permission question, a server's
+//! result too large to hold, a server's tool name pushing its owner out of a question's title.
 
 use serde_json::{Value, json};
 
-use crate::support::{Editor, Reply, TestEnv};
-use crate::tools::turn;
+use crate::mcp::fixture::{FORGED, HUGE};
+use crate::mcp::fixture_exe;
+use crate::support::{Agent, Editor, Reply, TestEnv};
+use crate::tools::{call, set_mode, tool_results, turn};
 
 fn task(id: &str, description: &str, prompt: &str) -> (String, String, Value) {
     (id.to_owned(), "task".to_owned(), json!({"description": description, "prompt": prompt}))
@@ -90,4 +93,47 @@ async fn a_question_title_is_one_line_whatever_the_model_or_a_server_writes_into
             assert!(!title.contains(bad), "card title {title:?}");
         }
     }
+}
+
+async fn hostile_session(agent: &mut Agent, env: &TestEnv) -> String {
+    let server = json!({"name": "fx", "command": fixture_exe(), "args": ["hostile"], "env": []});
+    let result = agent.call("session/new", json!({"cwd": env.cwd(), "mcpServers": [server]})).await;
+    result["sessionId"].as_str().unwrap().to_owned()
+}
+
+#[tokio::test]
+async fn a_huge_mcp_result_is_kept_and_shown_bounded_like_a_commands_output() {
+    let env = TestEnv::new().await;
+    env.mock
+        .push(Reply::tool_calls(&[("c1", "mcp__fx__huge", json!({})), ("c2", "mcp__fx__huge_image", json!({}))]))
+        .push(Reply::text(&["ok"]));
+    let mut agent = env.ready().await;
+    let session = hostile_session(&mut agent, &env).await;
+    set_mode(&mut agent, &session, "bypass").await;
+    let (response, updates) = turn(&mut agent, &session, "go").await;
+    assert_eq!(response["result"]["stopReason"], "end_turn");
+    let results = tool_results(&env, 1);
+    assert!(results[0]["content"].as_str().unwrap().len() < 8 * 1024, "the model sees it snipped");
+    let text = call(&updates, "c1").last().unwrap().to_string();
+    assert!(text.len() <= 256 * 1024, "the editor is sent {} bytes of a {HUGE}-byte text", text.len());
+    assert!(text.contains("bytes of the result left out"), "and is told what was left out");
+    let image = call(&updates, "c2").last().unwrap().to_string();
+    assert!(image.len() <= 4 * 1024, "the editor is sent {} bytes for a 12 MiB image", image.len());
+    assert!(image.contains("too large to show"), "{image}");
+}
+
+#[tokio::test]
+async fn a_servers_tool_name_cannot_push_the_server_out_of_a_title() {
+    let env = TestEnv::new().await;
+    let forged = format!("mcp__fx__{}", FORGED.replace(|c: char| !c.is_ascii_alphanumeric(), "_"));
+    env.mock.push(Reply::tool_calls(&[("c1", &forged, json!({}))])).push(Reply::text(&["ok"]));
+    let editor = Editor::default();
+    editor.answer(&["reject_once"]);
+    let mut agent = env.ready_with(editor).await;
+    let session = hostile_session(&mut agent, &env).await;
+    turn(&mut agent, &session, "go").await;
+    let asked = agent.editor.requests("session/request_permission");
+    assert_eq!(asked.len(), 1, "read-only by its own word, and still asked in ask mode");
+    let title = asked[0]["params"]["toolCall"]["title"].as_str().unwrap();
+    assert_eq!(title, "Read README.md (fx MCP server)");
 }
