@@ -53,7 +53,9 @@ fn main() {
         }
     }
     // A hostile server does not end when its stdin does.
-    while fixture.hostile {
-        std::thread::sleep(std::time::Duration::from_secs(3600));
+    if fixture.hostile {
+        loop {
+            std::thread::sleep(std::time::Duration::from_secs(3600));
+        }
     }
 }

@@ -137,3 +137,44 @@ async fn a_servers_tool_name_cannot_push_the_server_out_of_a_title() {
     let title = asked[0]["params"]["toolCall"]["title"].as_str().unwrap();
     assert_eq!(title, "Read README.md (fx MCP server)");
 }
+
+/// The processes whose parent is `parent`.
+fn children(parent: u32) -> Vec<u32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else { return Vec::new() };
+    entries
+        .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            let fields: Vec<&str> = stat.rsplit(')').next().unwrap_or_default().split_whitespace().collect();
+            fields.get(1).and_then(|ppid| ppid.parse::<u32>().ok()) == Some(parent) && fields[0] != "Z"
+        })
+        .collect()
+}
+
+fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|stat| stat.rsplit(')').next().and_then(|rest| rest.split_whitespace().next()).map(str::to_owned))
+        .is_some_and(|state| state != "Z" && state != "X")
+}
+
+#[tokio::test]
+async fn a_server_that_ignores_the_end_of_its_stdin_dies_with_a_killed_cairn() {
+    let env = TestEnv::new().await;
+    env.mock.push(Reply::text(&["ok"]));
+    let mut agent = env.ready().await;
+    let session = hostile_session(&mut agent, &env).await;
+    turn(&mut agent, &session, "go").await;
+    let cairn = agent.child.id().unwrap();
+    let servers = children(cairn);
+    assert_eq!(servers.len(), 1, "the server runs: {servers:?}");
+    agent.kill9().await;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while alive(servers[0]) {
+        if std::time::Instant::now() > deadline {
+            let _ = std::process::Command::new("kill").args(["-9", &servers[0].to_string()]).status();
+            panic!("the server outlived cairn's kill -9");
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
