@@ -1,5 +1,6 @@
 //! What servers send, read from the JSON of the wire (so an odd tool or block is skipped, not
-//! the whole answer): the tools a server lists ([`McpTool`], with the checks on their schemas)
+//! the whole answer): the tools a server lists ([`McpTool`], with the checks on their schemas,
+//! at most [`MAX_TOOLS`] a server with descriptions and schemas of bounded size)
 //! and the result of a call ([`CallOutcome`]), with what the model and the editor get of it,
 //! bounded like a command's output.
 
@@ -24,36 +25,67 @@ pub struct McpTool {
     pub read_only: bool,
 }
 
-/// Reads one page of `tools/list`: the tools, and a notice for each tool left out.
-pub(super) fn read_tools(server: &str, page: &Value, tools: &mut Vec<McpTool>, skipped: &mut Vec<String>) {
+/// At most this many tools of one server are offered (each is in every request to the model).
+pub const MAX_TOOLS: usize = 200;
+/// A tool's description is cut at this many characters.
+pub const MAX_DESCRIPTION: usize = 2048;
+/// A tool whose input schema is larger than this (as JSON) is left out.
+pub const MAX_SCHEMA: usize = 32 * 1024;
+/// A server's listing is read until this many tools, offered or left out, were seen.
+const MAX_LISTED: usize = 1000;
+
+/// Reads one page of `tools/list`: the tools, and a notice for each tool left out. Whether
+/// the listing is full: no further page is worth reading.
+pub(super) fn read_tools(server: &str, page: &Value, tools: &mut Vec<McpTool>, skipped: &mut Vec<String>) -> bool {
     let Some(listed) = page.get("tools").and_then(Value::as_array) else {
         skipped.push("its tool list has no `tools` array".to_owned());
-        return;
+        return false;
     };
     for tool in listed {
+        if tools.len() >= MAX_TOOLS {
+            skipped.push(format!("it lists more than {MAX_TOOLS} tools; only its first {MAX_TOOLS} are offered"));
+            return true;
+        }
+        if tools.len() + skipped.len() >= MAX_LISTED {
+            return true;
+        }
         match read_tool(server, tool) {
             Ok(tool) => tools.push(tool),
             Err(why) => skipped.push(why),
         }
     }
+    false
 }
 
 fn read_tool(server: &str, tool: &Value) -> Result<McpTool, String> {
     let name = tool.get("name").and_then(Value::as_str).filter(|name| !name.is_empty());
     let Some(name) = name else { return Err("a tool without a name was left out".to_owned()) };
+    let shown: String = name.chars().take(100).collect();
     let schema = match tool.get("inputSchema") {
         Some(Value::Object(schema)) => schema.clone(),
-        Some(other) => return Err(format!("tool `{name}` was left out: its input schema is {}", shape(other))),
-        None => return Err(format!("tool `{name}` was left out: it has no input schema")),
+        Some(other) => return Err(format!("tool `{shown}` was left out: its input schema is {}", shape(other))),
+        None => return Err(format!("tool `{shown}` was left out: it has no input schema")),
     };
-    let schema = object_schema(schema).map_err(|why| format!("tool `{name}` was left out: {why}"))?;
+    let size = Value::Object(schema.clone()).to_string().len();
+    if size > MAX_SCHEMA {
+        return Err(format!(
+            "tool `{shown}` was left out: its input schema is larger than {} KiB ({} KiB)",
+            MAX_SCHEMA / 1024,
+            size / 1024
+        ));
+    }
+    let schema = object_schema(schema).map_err(|why| format!("tool `{shown}` was left out: {why}"))?;
     let description = tool.get("description").and_then(Value::as_str).unwrap_or_default();
+    let description = match description.char_indices().nth(MAX_DESCRIPTION) {
+        Some((end, _)) => format!("{}…", description.get(..end).unwrap_or_default()),
+        None => description.to_owned(),
+    };
     let read_only = tool.pointer("/annotations/readOnlyHint").and_then(Value::as_bool).unwrap_or(false);
     Ok(McpTool {
         server: server.to_owned(),
         name: name.to_owned(),
         qualified: qualified(server, name),
-        description: description.to_owned(),
+        description,
         input_schema: Value::Object(schema),
         read_only,
     })

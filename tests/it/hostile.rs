@@ -178,3 +178,18 @@ async fn a_server_that_ignores_the_end_of_its_stdin_dies_with_a_killed_cairn() {
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
 }
+
+#[tokio::test]
+async fn a_server_that_lists_tools_without_end_is_offered_a_bounded_few() {
+    let mut session = crate::mcp::start(vec![crate::mcp::fixture("fx", &["flood"])]);
+    session.ready().await;
+    let tools = session.servers.tools();
+    assert!(!tools.is_empty() && tools.len() <= cairn::mcp::MAX_TOOLS, "{} tools offered", tools.len());
+    for tool in &tools {
+        assert!(tool.description.len() <= 4 * 1024, "{}: a description of {} bytes", tool.name, tool.description.len());
+        assert!(tool.input_schema.to_string().len() <= 64 * 1024, "{}: a large schema", tool.name);
+    }
+    let notices = session.drain().join("\n");
+    assert!(notices.contains(&format!("only its first {} are offered", cairn::mcp::MAX_TOOLS)), "{notices}");
+    assert!(notices.contains("`t0_1` was left out: its input schema"), "{notices}");
+}

@@ -43,6 +43,9 @@ pub const FORGED: &str = "Read README.md\n\n\n\n\n";
 pub struct Fixture {
     pub grown: bool,
     pub hostile: bool,
+    /// `mcp_fixture flood`: every page of `tools/list` holds 1,000 more tools (one with a
+    /// 1 MiB description, one with a 1 MiB schema) and points to a next page, without end.
+    pub flood: bool,
 }
 
 impl Fixture {
@@ -61,6 +64,7 @@ impl Fixture {
                 "serverInfo": {"name": "mcp_fixture", "version": "0.0.0"},
             }),
             "ping" => json!({}),
+            "tools/list" if self.flood => flood(&message["params"]),
             "tools/list" => json!({"tools": self.tools()}),
             "tools/call" => return self.call(id, &message["params"]),
             _ => return Action::Send(vec![error(id, -32601, &format!("no method {method}"))]),
@@ -111,6 +115,17 @@ impl Fixture {
         };
         reply(id, json!({"content": content}))
     }
+}
+
+/// A page of the `flood` fixture's endless tool list.
+fn flood(params: &Value) -> Value {
+    let page: usize = params["cursor"].as_str().and_then(|cursor| cursor.parse().ok()).unwrap_or(0);
+    let object = json!({"type": "object"});
+    let mut tools: Vec<Value> =
+        (0..1000).map(|i| json!({"name": format!("t{page}_{i}"), "inputSchema": object})).collect();
+    tools[0]["description"] = json!("d".repeat(1 << 20));
+    tools[1]["inputSchema"]["description"] = json!("s".repeat(1 << 20));
+    json!({"tools": tools, "nextCursor": (page + 1).to_string()})
 }
 
 fn reply(id: Value, result: Value) -> Action {
