@@ -1,7 +1,9 @@
 //! The tests' MCP server on stdin/stdout (see `tests/it/mcp/fixture.rs` for its tools).
 //!
-//! `mcp_fixture` serves; `mcp_fixture garbage` answers every line with a line that is not
-//! JSON-RPC; `mcp_fixture exit-at-start` writes to stderr and exits 1 at once.
+//! `mcp_fixture` serves; `mcp_fixture hostile` serves more tools (see `Fixture::hostile`) and
+//! keeps running after its stdin ends; `mcp_fixture flood` lists tools without end (see
+//! `Fixture::flood`); `mcp_fixture garbage` answers every line with a line that is not JSON-RPC;
+//! `mcp_fixture exit-at-start` writes to stderr and exits 1 at once.
 
 #![allow(clippy::print_stdout, clippy::print_stderr, clippy::unwrap_used, clippy::expect_used)]
 
@@ -19,7 +21,7 @@ fn main() {
         eprintln!("fixture: cannot open the database");
         std::process::exit(1);
     }
-    let mut fixture = Fixture::default();
+    let mut fixture = Fixture { hostile: mode == "hostile", flood: mode == "flood", ..Fixture::default() };
     let stdin = std::io::stdin();
     let mut stdout = std::io::stdout();
     for line in stdin.lock().lines() {
@@ -48,6 +50,12 @@ fn main() {
                     writeln!(log, "{id}").unwrap();
                 }
             }
+        }
+    }
+    // A hostile server does not end when its stdin does.
+    if fixture.hostile {
+        loop {
+            std::thread::sleep(std::time::Duration::from_secs(3600));
         }
     }
 }

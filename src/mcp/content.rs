@@ -1,6 +1,8 @@
 //! What servers send, read from the JSON of the wire (so an odd tool or block is skipped, not
-//! the whole answer): the tools a server lists ([`McpTool`], with the checks on their schemas)
-//! and the result of a call ([`CallOutcome`]), with what the model and the editor get of it.
+//! the whole answer): the tools a server lists ([`McpTool`], with the checks on their schemas,
+//! at most [`MAX_TOOLS`] a server with descriptions and schemas of bounded size)
+//! and the result of a call ([`CallOutcome`]), with what the model and the editor get of it,
+//! bounded like a command's output.
 
 use serde_json::{Map, Value};
 
@@ -23,36 +25,67 @@ pub struct McpTool {
     pub read_only: bool,
 }
 
-/// Reads one page of `tools/list`: the tools, and a notice for each tool left out.
-pub(super) fn read_tools(server: &str, page: &Value, tools: &mut Vec<McpTool>, skipped: &mut Vec<String>) {
+/// At most this many tools of one server are offered (each is in every request to the model).
+pub const MAX_TOOLS: usize = 200;
+/// A tool's description is cut at this many characters.
+pub const MAX_DESCRIPTION: usize = 2048;
+/// A tool whose input schema is larger than this (as JSON) is left out.
+pub const MAX_SCHEMA: usize = 32 * 1024;
+/// A server's listing is read until this many tools, offered or left out, were seen.
+const MAX_LISTED: usize = 1000;
+
+/// Reads one page of `tools/list`: the tools, and a notice for each tool left out. Whether
+/// the listing is full: no further page is worth reading.
+pub(super) fn read_tools(server: &str, page: &Value, tools: &mut Vec<McpTool>, skipped: &mut Vec<String>) -> bool {
     let Some(listed) = page.get("tools").and_then(Value::as_array) else {
         skipped.push("its tool list has no `tools` array".to_owned());
-        return;
+        return false;
     };
     for tool in listed {
+        if tools.len() >= MAX_TOOLS {
+            skipped.push(format!("it lists more than {MAX_TOOLS} tools; only its first {MAX_TOOLS} are offered"));
+            return true;
+        }
+        if tools.len() + skipped.len() >= MAX_LISTED {
+            return true;
+        }
         match read_tool(server, tool) {
             Ok(tool) => tools.push(tool),
             Err(why) => skipped.push(why),
         }
     }
+    false
 }
 
 fn read_tool(server: &str, tool: &Value) -> Result<McpTool, String> {
     let name = tool.get("name").and_then(Value::as_str).filter(|name| !name.is_empty());
     let Some(name) = name else { return Err("a tool without a name was left out".to_owned()) };
+    let shown: String = name.chars().take(100).collect();
     let schema = match tool.get("inputSchema") {
         Some(Value::Object(schema)) => schema.clone(),
-        Some(other) => return Err(format!("tool `{name}` was left out: its input schema is {}", shape(other))),
-        None => return Err(format!("tool `{name}` was left out: it has no input schema")),
+        Some(other) => return Err(format!("tool `{shown}` was left out: its input schema is {}", shape(other))),
+        None => return Err(format!("tool `{shown}` was left out: it has no input schema")),
     };
-    let schema = object_schema(schema).map_err(|why| format!("tool `{name}` was left out: {why}"))?;
+    let size = Value::Object(schema.clone()).to_string().len();
+    if size > MAX_SCHEMA {
+        return Err(format!(
+            "tool `{shown}` was left out: its input schema is larger than {} KiB ({} KiB)",
+            MAX_SCHEMA / 1024,
+            size / 1024
+        ));
+    }
+    let schema = object_schema(schema).map_err(|why| format!("tool `{shown}` was left out: {why}"))?;
     let description = tool.get("description").and_then(Value::as_str).unwrap_or_default();
+    let description = match description.char_indices().nth(MAX_DESCRIPTION) {
+        Some((end, _)) => format!("{}…", description.get(..end).unwrap_or_default()),
+        None => description.to_owned(),
+    };
     let read_only = tool.pointer("/annotations/readOnlyHint").and_then(Value::as_bool).unwrap_or(false);
     Ok(McpTool {
         server: server.to_owned(),
         name: name.to_owned(),
         qualified: qualified(server, name),
-        description: description.to_owned(),
+        description,
         input_schema: Value::Object(schema),
         read_only,
     })
@@ -80,6 +113,33 @@ fn shape(value: &Value) -> &'static str {
         Value::Array(_) => "an array",
         Value::Object(_) => "an object",
     }
+}
+
+/// At most this many bytes of a result's text reach the model (or one text block the editor),
+/// as much as a command's output: its first and last halves, the middle left out.
+pub const MAX_TEXT: usize = 200 * 1024;
+/// A larger image (its base64 data) is named, not shown.
+pub const MAX_IMAGE: usize = 5 << 20;
+/// At most this many bytes of a result's blocks reach the editor.
+const MAX_SHOWN: usize = 6 << 20;
+
+/// `text` if it holds at most `max` bytes, else its start and end with a line in between that
+/// says how much was left out.
+fn cut(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_owned();
+    }
+    let half = max / 2;
+    let mut head = half;
+    while !text.is_char_boundary(head) {
+        head -= 1;
+    }
+    let mut tail = text.len() - half;
+    while !text.is_char_boundary(tail) {
+        tail += 1;
+    }
+    let (start, end) = (text.get(..head).unwrap_or_default(), text.get(tail..).unwrap_or_default());
+    format!("{start}\n[… {} bytes of the result left out …]\n{end}", tail - head)
 }
 
 /// The result of a tool call.
@@ -130,9 +190,9 @@ impl CallOutcome {
         }
     }
 
-    /// What the model is told. Images and audio become a line saying what was left out (the
-    /// tool output the model gets is text); structured content is given as JSON when no text
-    /// block carries it already.
+    /// What the model is told, at most [`MAX_TEXT`] bytes (its start and its end). Images and
+    /// audio become a line saying what was left out (the tool output the model gets is text);
+    /// structured content is given as JSON when no text block carries it already.
     pub fn model_text(&self) -> String {
         let mut parts: Vec<String> = self.blocks.iter().map(Block::model_text).collect();
         if let Some(structured) = self.structured_shown() {
@@ -141,18 +201,37 @@ impl CallOutcome {
         if parts.is_empty() {
             return "(the tool returned no content)".to_owned();
         }
-        parts.join("\n")
+        cut(&parts.join("\n"), MAX_TEXT)
     }
 
     /// What the editor shows: a content per block (images as images, audio as a line naming
-    /// it), and the structured content as JSON.
+    /// it), and the structured content as JSON; texts cut like the model's, an image larger
+    /// than [`MAX_IMAGE`] named instead of shown, and blocks past [`MAX_SHOWN`] bytes in all
+    /// left out with a line that says so.
     pub fn editor_content(&self) -> Vec<ToolContent> {
         let mut content: Vec<ToolContent> = self.blocks.iter().map(Block::editor_content).collect();
         if let Some(structured) = self.structured_shown() {
             let text = serde_json::to_string_pretty(structured).unwrap_or_else(|_| structured.to_string());
-            content.push(ToolContent::Text { text: format!("```json\n{text}\n```") });
+            content.push(ToolContent::Text { text: cut(&format!("```json\n{text}\n```"), MAX_TEXT) });
         }
-        content
+        let mut shown = 0;
+        let mut kept = Vec::with_capacity(content.len());
+        let total = content.len();
+        for (position, block) in content.into_iter().enumerate() {
+            let size = match &block {
+                ToolContent::Text { text } => text.len(),
+                ToolContent::Image { data, .. } => data.len(),
+                _ => 0,
+            };
+            if shown + size > MAX_SHOWN {
+                let text = format!("[{} more blocks of the result left out: too large to show]", total - position);
+                kept.push(ToolContent::Text { text });
+                break;
+            }
+            shown += size;
+            kept.push(block);
+        }
+        kept
     }
 
     fn structured_shown(&self) -> Option<&Value> {
@@ -193,11 +272,14 @@ impl Block {
 
     fn editor_content(&self) -> ToolContent {
         match self {
+            Block::Image { data, mime_type } if data.len() > MAX_IMAGE => ToolContent::Text {
+                text: format!("[image: {mime_type}, {}, too large to show]", size(decoded_len(data))),
+            },
             Block::Image { data, mime_type } => ToolContent::Image { mime_type: mime_type.clone(), data: data.clone() },
             Block::Audio { data, mime_type } => {
                 ToolContent::Text { text: format!("[audio: {mime_type}, {}]", size(decoded_len(data))) }
             }
-            other => ToolContent::Text { text: other.model_text() },
+            other => ToolContent::Text { text: cut(&other.model_text(), MAX_TEXT) },
         }
     }
 }
@@ -297,6 +379,23 @@ mod tests {
         assert_eq!(structured_only.model_text(), "{\"n\":1}");
         assert_eq!(structured_only.editor_content().len(), 1);
         assert_eq!(CallOutcome::read(&json!({"content": []})).model_text(), "(the tool returned no content)");
+    }
+
+    #[test]
+    fn large_results_are_cut_at_their_middle_and_large_images_named() {
+        let text = format!("{}{}", "é".repeat(MAX_TEXT), "end");
+        let outcome = CallOutcome::read(&json!({"content": [{"type": "text", "text": text}]}));
+        let told = outcome.model_text();
+        assert!(told.len() <= MAX_TEXT + 100, "{}", told.len());
+        assert!(told.starts_with('é') && told.ends_with("éend") && told.contains("bytes of the result left out"));
+        let image = json!({"type": "image", "data": "A".repeat(MAX_IMAGE + 4), "mimeType": "image/png"});
+        let shown = CallOutcome::read(&json!({"content": [image]})).editor_content();
+        assert!(matches!(&shown[..], [ToolContent::Text { text }] if text.contains("too large to show")), "{shown:?}");
+        let many: Vec<Value> = (0..100).map(|_| json!({"type": "text", "text": "x".repeat(MAX_TEXT)})).collect();
+        let shown = CallOutcome::read(&json!({"content": many})).editor_content();
+        let bytes: usize = shown.iter().map(|c| if let ToolContent::Text { text } = c { text.len() } else { 0 }).sum();
+        assert!(bytes <= MAX_SHOWN + 100, "{bytes}");
+        assert!(matches!(shown.last(), Some(ToolContent::Text { text }) if text.contains("more blocks")));
     }
 
     #[test]

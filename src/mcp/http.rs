@@ -1,4 +1,5 @@
-//! A streamable HTTP server's transport, over cairn's reqwest, with the configured headers.
+//! A streamable HTTP server's transport, over cairn's reqwest, with the configured headers,
+//! which follows redirects only within the configured origin.
 //! The header checks are shared with `config`, which runs them when `config.toml` is read.
 
 use std::collections::HashMap;
@@ -21,9 +22,29 @@ pub(super) fn transport(
         let (name, value) = header(name, value)?;
         map.insert(name, value);
     }
-    let client = reqwest::Client::builder().build().map_err(|err| format!("cannot build an HTTP client: {err}"))?;
+    let client = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::custom(same_origin))
+        .build()
+        .map_err(|err| format!("cannot build an HTTP client: {err}"))?;
     let config = StreamableHttpClientTransportConfig::with_uri(url).custom_headers(map);
     Ok(StreamableHttpClientTransport::with_client(client, config))
+}
+
+/// At most this many redirects are followed.
+const MAX_REDIRECTS: usize = 5;
+
+/// Follows a redirect only within the configured URL's origin (scheme, host and port): the
+/// configured headers (a token) never go to another server, nor from `https` to `http`.
+fn same_origin(attempt: reqwest::redirect::Attempt<'_>) -> reqwest::redirect::Action {
+    let first = attempt.previous().first().map(reqwest::Url::origin);
+    if first.is_some_and(|origin| origin != attempt.url().origin()) {
+        let to = attempt.url().to_string();
+        attempt.error(format!("it redirects to another server ({to}), which is not followed"))
+    } else if attempt.previous().len() > MAX_REDIRECTS {
+        attempt.error(format!("it redirects more than {MAX_REDIRECTS} times"))
+    } else {
+        attempt.follow()
+    }
 }
 
 /// Whether `url` is an `http` or `https` URL.

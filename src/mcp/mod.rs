@@ -38,7 +38,7 @@ pub use board::{Notice, ServerState, ServerStatus, Snapshot};
 pub use config::{
     DEFAULT_STARTUP_TIMEOUT, MAX_TOOL_NAME, McpSettings, ServerConfig, Transport, TransportKind, check_name, qualified,
 };
-pub use content::{Block, CallOutcome, McpTool};
+pub use content::{Block, CallOutcome, MAX_DESCRIPTION, MAX_SCHEMA, MAX_TOOLS, McpTool};
 pub use http::{check_url, header as check_header};
 pub use server::MAX_RESTARTS;
 

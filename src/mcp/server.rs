@@ -30,6 +30,8 @@ pub const MAX_RESTARTS: u32 = 3;
 const SETTLE: Duration = Duration::from_millis(500);
 /// At most this many pages of `tools/list`.
 const MAX_PAGES: usize = 100;
+/// A notice about tools left out gives at most this many reasons (and the last one).
+const REASONS_TOLD: usize = 10;
 
 /// What every server of a session is started with.
 pub(super) struct Launch {
@@ -313,10 +315,19 @@ impl Actor {
         }
     }
 
+    /// Tells why tools were left out: the first [`REASONS_TOLD`] reasons and how many more.
     fn skipped(&self, skipped: &[String]) {
-        if !skipped.is_empty() {
-            self.board.notice(self.name(), format!("MCP server `{}`: {}", self.name(), skipped.join("; ")));
+        if skipped.is_empty() {
+            return;
         }
+        let mut told = skipped.iter().take(REASONS_TOLD).cloned().collect::<Vec<_>>().join("; ");
+        if let Some(more) = skipped.len().checked_sub(REASONS_TOLD).filter(|more| *more > 0) {
+            told.push_str(&format!("; and {more} more"));
+            if let Some(last) = skipped.last() {
+                told.push_str(&format!(", the last: {last}"));
+            }
+        }
+        self.board.notice(self.name(), format!("MCP server `{}`: {told}", self.name()));
     }
 
     /// Starts the server and lists its tools, within the startup timeout.
@@ -410,9 +421,9 @@ async fn list_tools(name: &str, peer: &Peer<RoleClient>) -> Result<(Vec<McpTool>
         let request = ClientRequest::ListToolsRequest(ListToolsRequest::with_param(params));
         let result = peer.send_request(request).await.map_err(|err| format!("listing its tools failed: {err}"))?;
         let page = serde_json::to_value(&result).map_err(|err| format!("its tool list cannot be read: {err}"))?;
-        read_tools(name, &page, &mut tools, &mut skipped);
+        let full = read_tools(name, &page, &mut tools, &mut skipped);
         cursor = page.get("nextCursor").and_then(serde_json::Value::as_str).map(str::to_owned);
-        if cursor.is_none() {
+        if full || cursor.is_none() {
             break;
         }
     }

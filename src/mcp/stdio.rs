@@ -2,7 +2,8 @@
 //! environment every child gets (no provider keys, absolute `PATH`) plus its own variables, in
 //! the session's directory; its stderr read into a bounded tail (and logged at debug, never
 //! passed on); its stdout watched for lines that are not JSON-RPC; its whole group killed when
-//! it is dropped.
+//! it is dropped, and the program itself killed by the kernel when cairn dies (a server that
+//! ignores the end of its stdin would otherwise outlive a `kill -9`).
 //!
 //! It runs without cairn's supervisor and so without Landlock: the supervisor takes the
 //! program's stdin as the pipe it watches for cairn's death, and an MCP server needs stdin and
@@ -66,6 +67,7 @@ impl Process {
             .stderr(Stdio::piped())
             .process_group(0)
             .kill_on_drop(true);
+        crate::process::die_with_parent(&mut cmd);
         let mut child = cmd.spawn().map_err(|err| format!("cannot start `{command}`: {err}"))?;
         let group = Group(child.id());
         let (Some(stdin), Some(stdout), Some(stderr)) = (child.stdin.take(), child.stdout.take(), child.stderr.take())

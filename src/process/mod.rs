@@ -24,7 +24,7 @@ use serde::Deserialize;
 use tokio::process::{Child, ChildStderr, ChildStdin, ChildStdout, Command};
 
 pub use sandbox::{Support, support as landlock_support};
-pub use tree::{deny_inspection, kill_group};
+pub use tree::{deny_inspection, die_with_parent, kill_group};
 
 /// What an unset or emptied `PATH` becomes: bash's own default without its trailing `.`.
 pub const DEFAULT_PATH: &str = "/usr/local/bin:/usr/local/sbin:/usr/bin:/usr/sbin:/bin:/sbin";

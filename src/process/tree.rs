@@ -1,5 +1,5 @@
 //! Process trees: killing a process group, finding and killing every descendant of a process
-//! (through `/proc`), and the few `prctl`s and signals the supervisor needs. Every `unsafe` call
+//! (through `/proc`), and the few `prctl`s and signals the supervisor and MCP servers need. Every `unsafe` call
 //! of the process module is here, one per function.
 
 use std::collections::HashMap;
@@ -37,6 +37,38 @@ pub fn become_subreaper() {
             0 as libc::c_ulong,
         )
     };
+}
+
+/// Makes the program `command` starts die (SIGKILL) when the thread that started it ends, which
+/// for a Tokio worker is when cairn ends, `kill -9` included: a program that outlives the end of
+/// its stdin (an MCP server) does not run on forever. If cairn is already gone by the time the
+/// program is set up, the program does not start.
+#[allow(unsafe_code)]
+pub fn die_with_parent(command: &mut tokio::process::Command) {
+    let parent = std::process::id();
+    let set_up = move || {
+        // SAFETY: prctl with PR_SET_PDEATHSIG takes integers and getppid takes nothing; both
+        // are async-signal-safe and touch no memory of ours, as is required between fork and exec.
+        let (set, now) = unsafe {
+            let set = libc::prctl(
+                libc::PR_SET_PDEATHSIG,
+                libc::SIGKILL as libc::c_ulong,
+                0 as libc::c_ulong,
+                0 as libc::c_ulong,
+                0 as libc::c_ulong,
+            );
+            (set, libc::getppid())
+        };
+        if set < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        if u32::try_from(now).ok() != Some(parent) {
+            return Err(std::io::Error::other("cairn ended while the program was starting"));
+        }
+        Ok(())
+    };
+    // SAFETY: the closure only makes the two calls above, which are allowed in a forked child.
+    unsafe { command.pre_exec(set_up) };
 }
 
 /// Starts a new session for this (just forked) process: it loses the controlling terminal it

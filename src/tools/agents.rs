@@ -16,8 +16,9 @@
 //! `name` and `description` are required; `model` and `tools` (a list, written `a, b`, `[a, b]`
 //! or one `- a` per line; it restricts the agent to those tools) are optional, and other keys
 //! are ignored. Files are looked for from the working directory up to the project root, nearest
-//! first; the first agent of a name wins. A file that cannot be read as an agent is skipped with
-//! a warning that names it, and never stops the session.
+//! first; the first agent of a name wins, and at most [`MAX_AGENTS`] are read. A file that
+//! cannot be read as an agent is skipped with a warning that names it, and never stops the
+//! session.
 
 use std::path::{Path, PathBuf};
 
@@ -25,6 +26,8 @@ use std::path::{Path, PathBuf};
 const AGENT_DIRS: &[&str] = &[".agents/agents", ".claude/agents"];
 /// A larger file is not an agent definition.
 const MAX_FILE: u64 = 256 * 1024;
+/// At most this many named agents are read (each is listed in every request's `task` tool).
+pub const MAX_AGENTS: usize = 64;
 
 /// An agent a project defined.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -55,6 +58,15 @@ pub fn load(cwd: &Path, home: Option<&Path>) -> (Vec<NamedAgent>, Vec<String>) {
                 .collect();
             files.sort();
             for path in files {
+                if agents.len() >= MAX_AGENTS {
+                    let warning = format!(
+                        "the agent file {} and any further ones were skipped: at most {MAX_AGENTS} named agents are read",
+                        path.display()
+                    );
+                    tracing::warn!("{warning}");
+                    warnings.push(warning);
+                    return (agents, warnings);
+                }
                 match read(&path) {
                     Ok(agent) if agents.iter().any(|known| known.name == agent.name) => {
                         tracing::debug!(agent = %agent.name, path = %path.display(), "an agent of this name was found nearer; this one is ignored");
@@ -197,6 +209,21 @@ mod tests {
             let err = parse(text, path).unwrap_err();
             assert!(err.contains(why), "{text:?}: {err}");
         }
+    }
+
+    #[test]
+    fn a_workspace_with_countless_agent_files_gets_a_bounded_few() {
+        let dir = tempfile::tempdir().unwrap();
+        let agents_dir = dir.path().join(".agents/agents");
+        std::fs::create_dir_all(&agents_dir).unwrap();
+        for n in 0..MAX_AGENTS + 50 {
+            let text = format!("---\nname: a{n:03}\ndescription: {}\n---\n", "d".repeat(300));
+            std::fs::write(agents_dir.join(format!("a{n:03}.md")), text).unwrap();
+        }
+        let (agents, warnings) = load(dir.path(), None);
+        assert_eq!(agents.len(), MAX_AGENTS);
+        assert_eq!(warnings.len(), 1, "{warnings:?}");
+        assert!(warnings[0].contains(&format!("a{MAX_AGENTS:03}.md and any further ones")), "{warnings:?}");
     }
 
     #[test]

@@ -45,7 +45,7 @@ pub use crate::workspace::Workspace;
 pub use bash::{BASH_DEFAULT_TIMEOUT, BASH_MAX_TIMEOUT};
 pub use host::{Host, NoEditor};
 pub use mcp::add_server_tools;
-pub use registry::{Invocation, Registry};
+pub use registry::{Invocation, Registry, one_line};
 pub use schema::schema_of;
 
 /// What a tool needs while it runs.

@@ -124,6 +124,35 @@ impl Registry {
     }
 }
 
+/// At most this many characters of a title.
+const MAX_TITLE: usize = 200;
+
+/// `text` as one line of at most [`MAX_TITLE`] characters for a title the user reads: line
+/// breaks, other control characters (terminal escapes) and the invisible characters that
+/// reorder text (bidirectional overrides and isolates) become spaces, so nothing the model or
+/// a server writes can push the rest of a title out of sight or make it read differently.
+pub fn one_line(text: &str) -> String {
+    let hidden =
+        |c: char| c.is_control() || ('\u{202a}'..='\u{202e}').contains(&c) || ('\u{2066}'..='\u{2069}').contains(&c);
+    let mut line = String::with_capacity(text.len().min(MAX_TITLE * 4));
+    let mut count = 0;
+    for word in text.split(|c: char| c.is_whitespace() || hidden(c)).filter(|word| !word.is_empty()) {
+        if count > 0 {
+            line.push(' ');
+            count += 1;
+        }
+        for c in word.chars() {
+            if count >= MAX_TITLE {
+                line.push('…');
+                return line;
+            }
+            line.push(c);
+            count += 1;
+        }
+    }
+    line
+}
+
 impl fmt::Debug for Registry {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_list().entries(self.names()).finish()
@@ -169,10 +198,11 @@ impl Invocation {
         self.0.access()
     }
 
-    /// A short description for the editor. A path that a symlink sends elsewhere is shown with
-    /// where it lands: `Write notes.txt → /elsewhere/notes.txt`.
+    /// A short description for the editor, on one line ([`one_line`]: the model and MCP
+    /// servers write parts of it). A path that a symlink sends elsewhere is shown with where it
+    /// lands: `Write notes.txt → /elsewhere/notes.txt`.
     pub fn title(&self, workspace: &Workspace) -> String {
-        self.0.title(workspace)
+        one_line(&self.0.title(workspace))
     }
 
     /// The files this call touches, at their final targets.

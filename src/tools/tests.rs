@@ -408,3 +408,12 @@ fn a_withheld_tool_is_left_out_of_the_catalog_and_a_call_to_it_says_why() {
     assert!(registry.parse("task", "{}").unwrap_err().0.contains("not available here: too deep"));
     assert!(registry.parse("fly", "{}").unwrap_err().0.starts_with("Unknown tool `fly`."));
 }
+
+#[test]
+fn titles_are_one_bounded_line() {
+    assert_eq!(one_line("  Read a.txt\n\n\u{1b}[2K rm\t-rf \u{202e}x\u{2066} "), "Read a.txt [2K rm -rf x");
+    assert_eq!(one_line("Run `ls`"), "Run `ls`");
+    let long = one_line(&"é".repeat(500));
+    assert_eq!(long.chars().count(), 201);
+    assert!(long.ends_with('…'));
+}

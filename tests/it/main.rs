@@ -12,6 +12,7 @@ mod commands;
 mod compaction;
 mod durability;
 mod headless;
+mod hostile;
 mod limits;
 mod mcp;
 mod models;

@@ -142,9 +142,11 @@ impl Delegate for Spawner {
         let settings = &config.subagents;
         let depth = self.depth + 1;
         let name = agent.map_or(task::NAME, |agent| agent.name.as_str());
+        // The model writes the description: one line, so it cannot hide what follows it.
+        let description = crate::tools::one_line(&task.description);
         let who = match agent {
-            Some(agent) => format!("Sub-agent {}: {}", agent.name, task.description.trim()),
-            None => format!("Sub-agent: {}", task.description.trim()),
+            Some(agent) => format!("Sub-agent {}: {description}", agent.name),
+            None => format!("Sub-agent: {description}"),
         };
         let model_ref = agent
             .and_then(|agent| agent.model.clone())
@@ -170,8 +172,9 @@ impl Delegate for Spawner {
                 }
                 let why = format!("the agent `{}` may only use: {}", agent.name, allowed.join(", "));
                 let cut = self.base.keep(listed, &why);
+                // Its own sub-agents get what it has, never the tools it was cut from.
                 if listed(task::NAME) {
-                    with_task(&cut, &self.base, parent, depth)
+                    with_task(&cut, &cut, parent, depth)
                 } else {
                     cut.withhold(task::NAME, &why)
                 }
@@ -180,7 +183,7 @@ impl Delegate for Spawner {
         };
 
         let mut row = SessionRow::new(SessionId::generate(), parent.cwd.clone(), model_ref.clone(), now_ms());
-        row.title = Some(task.description.trim().chars().take(80).collect());
+        row.title = Some(description.chars().take(80).collect());
         row.parent_id = Some(parent.session.clone());
         row.subagent = Some(name.to_owned());
         row.rules = caller.rules.iter().filter(|rule| rule.source == Scope::Session).cloned().collect();
