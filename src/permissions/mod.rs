@@ -41,6 +41,13 @@ pub enum Permission {
 }
 
 impl Permission {
+    pub const ALL: [Permission; 4] = [Permission::Read, Permission::Edit, Permission::Bash, Permission::Tool];
+
+    /// The permission an [`as_str`](Self::as_str) name stands for.
+    pub fn parse(name: &str) -> Option<Permission> {
+        Permission::ALL.into_iter().find(|permission| permission.as_str() == name)
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             Permission::Read => "read",

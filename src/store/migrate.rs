@@ -8,10 +8,11 @@ use rusqlite::{Connection, TransactionBehavior};
 use super::StoreError;
 
 /// `schema/NNNN_*.sql`, in order; the schema version is the number applied.
-const MIGRATIONS: &[&str] = &[
+pub(super) const MIGRATIONS: &[&str] = &[
     include_str!("../../schema/0001_init.sql"),
     include_str!("../../schema/0002_permission_rules.sql"),
     include_str!("../../schema/0003_subagents.sql"),
+    include_str!("../../schema/0004_tool_rules.sql"),
 ];
 
 /// The schema version this build writes.

@@ -248,7 +248,8 @@ pub fn add_session_rule(conn: &Connection, id: &SessionId, rule: &Rule) -> rusql
 
 pub fn add_project_rule(conn: &Connection, project: &str, rule: &Rule, at: i64) -> rusqlite::Result<()> {
     conn.prepare_cached(
-        "INSERT OR IGNORE INTO permission_rules (project, permission, pattern, action, created_at) VALUES (?1, ?2, ?3, ?4, ?5)",
+        "INSERT INTO permission_rules (project, permission, pattern, action, created_at) VALUES (?1, ?2, ?3, ?4, ?5)
+         ON CONFLICT (project, permission, pattern, action) DO NOTHING",
     )?
     .execute(params![project, rule.permission.as_str(), rule.pattern, action_name(rule.action), at])?;
     Ok(())
@@ -266,12 +267,7 @@ pub fn project_rules(conn: &Connection, project: &str) -> Result<Vec<Rule>, Read
         .collect::<rusqlite::Result<Vec<_>>>()?
         .into_iter()
         .map(|(permission, pattern, action)| {
-            let permission = match permission.as_str() {
-                "read" => Some(Permission::Read),
-                "edit" => Some(Permission::Edit),
-                "bash" => Some(Permission::Bash),
-                _ => None,
-            };
+            let permission = Permission::parse(&permission);
             let action = match action.as_str() {
                 "allow" => Some(Action::Allow),
                 "deny" => Some(Action::Deny),

@@ -179,3 +179,45 @@ async fn a_project_rule_row_that_cannot_be_read_stands_in_as_unreadable_until_re
     store.commit(Write::RemoveProjectRule { project: "/w".into(), rule: rules[0].clone() }).await.unwrap();
     assert!(store.project_rules("/w").await.unwrap().is_empty(), "revoking the stand-in removes the row");
 }
+
+#[tokio::test]
+async fn rules_of_every_permission_are_kept_for_the_project_and_an_old_table_keeps_its_rows() {
+    use crate::permissions::{Action, Permission, Rule, Scope};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("cairn.db");
+    {
+        // A database of schema 3, whose rule table knew read, edit and bash only.
+        let mut raw = rusqlite::Connection::open(&path).unwrap();
+        let tx = raw.transaction().unwrap();
+        for sql in &super::migrate::MIGRATIONS[..3] {
+            tx.execute_batch(sql).unwrap();
+        }
+        tx.pragma_update(None, "user_version", 3).unwrap();
+        tx.execute(
+            "INSERT INTO permission_rules (project, permission, pattern, action, created_at) VALUES ('/w', 'bash', 'cargo test', 'allow', 0)",
+            [],
+        )
+        .unwrap();
+        tx.commit().unwrap();
+    }
+    let store = Store::open(&path).unwrap();
+    for permission in Permission::ALL {
+        let rule = Rule::new(permission, "mcp__fx__*", Action::Deny, Scope::Project);
+        store.commit(Write::AddProjectRule { project: "/w".into(), rule: rule.clone() }).await.unwrap();
+        // Remembered twice, kept once.
+        store.commit(Write::AddProjectRule { project: "/w".into(), rule }).await.unwrap();
+    }
+    let rules = store.project_rules("/w").await.unwrap();
+    let kept: Vec<(Permission, &str)> = rules.iter().map(|rule| (rule.permission, rule.pattern.as_str())).collect();
+    assert_eq!(
+        kept,
+        [
+            (Permission::Bash, "cargo test"),
+            (Permission::Read, "mcp__fx__*"),
+            (Permission::Edit, "mcp__fx__*"),
+            (Permission::Bash, "mcp__fx__*"),
+            (Permission::Tool, "mcp__fx__*"),
+        ]
+    );
+    store.shutdown().await;
+}

@@ -173,11 +173,7 @@ impl Delegate for Spawner {
                 let why = format!("the agent `{}` may only use: {}", agent.name, allowed.join(", "));
                 let cut = self.base.keep(listed, &why);
                 // Its own sub-agents get what it has, never the tools it was cut from.
-                if listed(task::NAME) {
-                    with_task(&cut, &cut, parent, depth)
-                } else {
-                    cut.withhold(task::NAME, &why)
-                }
+                if listed(task::NAME) { with_task(&cut, &cut, parent, depth) } else { cut.withhold(task::NAME, &why) }
             }
             None => with_task(&self.base, &self.base, parent, depth),
         };

@@ -297,3 +297,39 @@ async fn a_prompt_right_behind_session_resume_gets_the_servers_the_resume_passed
     let tools = offered(&env, 0);
     assert!(tools.iter().any(|t| t == "mcp__fx__echo"), "{tools:?}");
 }
+
+#[tokio::test]
+async fn a_remembered_rule_for_a_servers_tools_by_glob_runs_them_without_asking() {
+    let env = TestEnv::new().await;
+    {
+        // A rule remembered for the project, as "always allow" answers store them.
+        std::fs::create_dir_all(env.home()).unwrap();
+        let store = cairn::store::Store::open(&env.database()).unwrap();
+        let rule = cairn::permissions::Rule::new(
+            cairn::permissions::Permission::Tool,
+            "mcp__fx__*",
+            cairn::permissions::Action::Allow,
+            cairn::permissions::Scope::Project,
+        );
+        store.commit(cairn::store::Write::AddProjectRule { project: env.cwd(), rule }).await.unwrap();
+        store.shutdown().await;
+    }
+    env.mock
+        .push(Reply::tool_calls(&[
+            ("c1", "mcp__fx__echo", json!({"text": "a"})),
+            ("c2", "mcp__gx__echo", json!({"text": "b"})),
+        ]))
+        .push(Reply::text(&["ok"]));
+    let editor = Editor::default();
+    editor.answer(&["reject_once"]);
+    let mut agent = env.ready_with(editor).await;
+    let session = new_session_with(&mut agent, &env, json!([stdio("fx", &[], &[]), stdio("gx", &[], &[])])).await;
+    let (_, updates) = turn(&mut agent, &session, "both").await;
+    assert_eq!(call(&updates, "c1").last().unwrap()["status"], "completed", "covered by mcp__fx__*");
+    let asked = agent.editor.requests("session/request_permission");
+    assert_eq!(asked.len(), 1, "another server's tool still asks");
+    assert_eq!(asked[0]["params"]["toolCall"]["toolCallId"], "c2");
+    let (_, updates) = turn(&mut agent, &session, "/permissions").await;
+    let text = crate::support::text_of(&updates.iter().collect::<Vec<_>>(), "agent_message_chunk");
+    assert!(text.contains("allow tools matching `mcp__fx__*` (this project)"), "{text}");
+}
