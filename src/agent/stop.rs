@@ -123,14 +123,7 @@ impl Stats {
             return Some(Stop::StopOnTool(tool.clone()));
         }
         if let Some(pattern) = &limits.stop_on_content {
-            let text: String = step
-                .parts
-                .iter()
-                .filter_map(|p| match p {
-                    Part::Text { text } => Some(text.as_str()),
-                    _ => None,
-                })
-                .collect();
+            let text: String = crate::history::texts(&step.parts).collect();
             if pattern.is_match(&text) {
                 return Some(Stop::ContentMatch(pattern.source.clone()));
             }

@@ -48,6 +48,14 @@ impl Message {
     }
 }
 
+/// The text of the text parts among `parts`, in order (reasoning, tools and the rest left out).
+pub fn texts(parts: &[Part]) -> impl Iterator<Item = &str> {
+    parts.iter().filter_map(|part| match part {
+        Part::Text { text } => Some(text.as_str()),
+        _ => None,
+    })
+}
+
 /// What we know about a message besides its parts (`messages.metadata_json`).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct MessageMeta {

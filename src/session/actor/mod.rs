@@ -461,12 +461,5 @@ fn default_thought(config: &Config, model: &str) -> ThoughtLevel {
 
 /// The text of a prompt, for the title writer.
 fn prompt_text(parts: &[Part]) -> String {
-    parts
-        .iter()
-        .filter_map(|part| match part {
-            Part::Text { text } => Some(text.as_str()),
-            _ => None,
-        })
-        .collect::<Vec<_>>()
-        .join("\n")
+    crate::history::texts(parts).collect::<Vec<_>>().join("\n")
 }

@@ -334,14 +334,7 @@ fn role(depth: u32, agent: Option<&NamedAgent>) -> String {
 /// The text of the last assistant message that has any.
 fn last_text(history: &[Message]) -> Option<String> {
     history.iter().rev().filter(|message| message.role == Role::Assistant).find_map(|message| {
-        let text: String = message
-            .parts
-            .iter()
-            .filter_map(|part| match part {
-                Part::Text { text } => Some(text.as_str()),
-                _ => None,
-            })
-            .collect();
+        let text: String = crate::history::texts(&message.parts).collect();
         (!text.trim().is_empty()).then(|| text.trim().to_owned())
     })
 }
