@@ -123,3 +123,23 @@ fn the_zed_entry_launches_cairn() {
     assert_eq!(entry["args"], serde_json::json!([]));
     assert_eq!(entry["type"], "custom");
 }
+
+#[test]
+fn no_file_keeps_a_merge_conflict() {
+    let mut files = rust_files(&root().join("src"));
+    files.extend(rust_files(&root().join("tests")));
+    files.extend(rust_files(&root().join("benches")));
+    for name in ["README.md", "ARCHITECTURE.md", "BENCHMARKS.md", "Cargo.toml"] {
+        files.push(root().join(name));
+    }
+    for entry in std::fs::read_dir(root().join("schema")).unwrap() {
+        files.push(entry.unwrap().path());
+    }
+    for file in files {
+        let text = source(&file);
+        let marked = text.lines().any(|line| {
+            line.starts_with("<<<<<<< ") || line.starts_with(">>>>>>> ") || line.trim_end() == "======="
+        });
+        assert!(!marked, "{} holds a merge conflict marker", file.display());
+    }
+}
