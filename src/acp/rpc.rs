@@ -50,6 +50,8 @@ pub trait Handler: Send + Sync + 'static {
 
 enum Outgoing {
     Line(Vec<u8>),
+    /// Told once every line before it is written and flushed.
+    Written(oneshot::Sender<()>),
     Close(oneshot::Sender<()>),
 }
 
@@ -141,10 +143,11 @@ impl Peer {
         }
     }
 
-    /// Resolves once the response of the request whose future is running has been queued, so
-    /// that whatever is sent after it reaches the client after the response (updates of a
-    /// session the response announces). Outside a request's future, or when the request ends
-    /// without an answer (cancelled), it resolves at once with `Err`.
+    /// Resolves once the response of the request whose future is running has been written to
+    /// the client, so that whatever is sent after it comes after the response (updates of a
+    /// session the response announces) and work started then (a session's MCP servers) does not
+    /// delay it. Outside a request's future, or when the request ends without an answer
+    /// (cancelled), it resolves at once with `Err`.
     pub fn after_response(&self) -> tokio::sync::oneshot::Receiver<()> {
         let (signal, answered) = tokio::sync::oneshot::channel();
         self.signal_after_response(signal);
@@ -153,7 +156,7 @@ impl Peer {
 
     /// [`Self::after_response`] for a channel made before the request's future runs (by the
     /// synchronous part of a handler, which must queue its work in wire order): `signal` is sent
-    /// once the response of the request whose future is running has been queued, or dropped
+    /// once the response of the request whose future is running has been written, or dropped
     /// when there is none.
     pub fn signal_after_response(&self, signal: tokio::sync::oneshot::Sender<()>) {
         // Outside a request the closure never runs: the signal is dropped, which resolves it.
@@ -357,7 +360,7 @@ fn handle_request<H: Handler>(peer: &Peer, handler: &Arc<H>, id: Value, method: 
                         let _ = peer.inner.out.send(Outgoing::Line(line));
                     }
                     AfterResponse::Signal(signal) => {
-                        let _ = signal.send(());
+                        let _ = peer.inner.out.send(Outgoing::Written(signal));
                     }
                 }
             }
@@ -396,6 +399,7 @@ fn handle_response(peer: &Peer, id: &Value, mut message: serde_json::Map<String,
 async fn write_loop<W: AsyncWrite + Unpin>(mut rx: mpsc::UnboundedReceiver<Outgoing>, output: W) {
     let mut output = tokio::io::BufWriter::with_capacity(64 * 1024, output);
     let mut broken = false;
+    let mut written = Vec::new();
     while let Some(first) = rx.recv().await {
         let mut next = Some(first);
         let mut close = None;
@@ -408,6 +412,7 @@ async fn write_loop<W: AsyncWrite + Unpin>(mut rx: mpsc::UnboundedReceiver<Outgo
                     }
                 }
                 Outgoing::Line(_) => {}
+                Outgoing::Written(signal) => written.push(signal),
                 Outgoing::Close(done) => close = Some(done),
             }
             if close.is_none() {
@@ -417,6 +422,9 @@ async fn write_loop<W: AsyncWrite + Unpin>(mut rx: mpsc::UnboundedReceiver<Outgo
         if !broken && let Err(err) = output.flush().await {
             tracing::warn!(%err, "stdout is closed; dropping further output");
             broken = true;
+        }
+        for signal in written.drain(..) {
+            let _ = signal.send(());
         }
         if let Some(done) = close {
             let _ = done.send(());

@@ -137,9 +137,9 @@ fn no_file_keeps_a_merge_conflict() {
     }
     for file in files {
         let text = source(&file);
-        let marked = text.lines().any(|line| {
-            line.starts_with("<<<<<<< ") || line.starts_with(">>>>>>> ") || line.trim_end() == "======="
-        });
+        let marked = text
+            .lines()
+            .any(|line| line.starts_with("<<<<<<< ") || line.starts_with(">>>>>>> ") || line.trim_end() == "=======");
         assert!(!marked, "{} holds a merge conflict marker", file.display());
     }
 }
