@@ -1,5 +1,6 @@
 //! Conformance with the official Rust ACP client (`agent-client-protocol`): it spawns `cairn`,
-//! and drives initialize → new → prompt → load through its own typed API.
+//! and drives initialize → new → prompt → load through its own typed API, and a session with an
+//! MCP server of its own.
 
 use std::sync::{Arc, Mutex};
 
@@ -78,4 +79,56 @@ async fn the_official_client_drives_initialize_new_prompt_and_load() {
     // The model-written title may arrive at any point after the first turn.
     let first = replayed.iter().find(|u| !matches!(u, SessionUpdate::SessionInfoUpdate(_)));
     assert!(matches!(first, Some(SessionUpdate::UserMessageChunk(_))), "{replayed:?}");
+}
+
+#[tokio::test]
+async fn the_official_client_passes_an_mcp_server_whose_tool_the_model_calls() {
+    use agent_client_protocol::v1::schema::{McpServer, McpServerStdio, SetSessionModeRequest, ToolCallStatus};
+
+    let env = TestEnv::new().await;
+    env.mock
+        .push(Reply::tool_calls(&[("c1", "mcp__fx__echo", serde_json::json!({"text": "through the SDK"}))]))
+        .push(Reply::text(&["Echoed."]));
+    let config = AcpAgentConfig::new(env!("CARGO_BIN_EXE_cairn")).envs([
+        ("CAIRN_HOME", env.home().to_string_lossy().into_owned()),
+        ("XDG_CONFIG_HOME", env.dir.path().join("config").to_string_lossy().into_owned()),
+        ("CAIRN_MODEL", "openai/mock-model".to_owned()),
+        ("OPENAI_BASE_URL", env.mock.url.clone()),
+        ("OPENAI_API_KEY", "sk-test".to_owned()),
+    ]);
+    let seen: Arc<Mutex<Vec<SessionUpdate>>> = Arc::default();
+    let sink = Arc::clone(&seen);
+    let cwd = env.workspace();
+    let server = McpServer::Stdio(McpServerStdio::new("fx", crate::mcp::fixture_exe()));
+
+    let stop = agent_client_protocol::Client
+        .v1()
+        .on_receive_notification(
+            async move |notification: SessionNotification, _cx| {
+                sink.lock().unwrap().push(notification.update);
+                Ok(())
+            },
+            agent_client_protocol::on_receive_notification!(),
+        )
+        .connect_with(AcpAgent::new(config), |connection: ConnectionTo<Agent>| async move {
+            connection.send_request(InitializeRequest::new(ProtocolVersion::V1)).block_task().await?;
+            let session =
+                connection.send_request(NewSessionRequest::new(cwd).mcp_servers(vec![server])).block_task().await?;
+            let bypass = SetSessionModeRequest::new(session.session_id.clone(), "bypass");
+            connection.send_request(bypass).block_task().await?;
+            let prompt = PromptRequest::new(session.session_id, vec![ContentBlock::Text(TextContent::new("echo"))]);
+            Ok(connection.send_request(prompt).block_task().await?.stop_reason)
+        })
+        .await
+        .expect("the official client completes its session");
+
+    assert_eq!(stop, StopReason::EndTurn);
+    let updates = seen.lock().unwrap().clone();
+    let finished = updates.iter().rev().find_map(|update| match update {
+        SessionUpdate::ToolCallUpdate(update) if update.tool_call_id.0.as_ref() == "c1" => update.fields.status,
+        _ => None,
+    });
+    assert_eq!(finished, Some(ToolCallStatus::Completed), "{updates:?}");
+    let result = env.mock.requests()[1]["messages"].as_array().unwrap().iter().find(|m| m["role"] == "tool").cloned();
+    assert_eq!(result.unwrap()["content"], "echo: through the SDK");
 }
