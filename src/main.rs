@@ -148,11 +148,15 @@ fn init_logging(file: Option<&std::path::Path>) {
     use tracing_subscriber::EnvFilter;
     use tracing_subscriber::fmt::writer::MakeWriterExt;
     let filter = EnvFilter::try_from_env("CAIRN_LOG").unwrap_or_else(|_| EnvFilter::new("warn"));
+    // Colour only for a person at a terminal: editors show stderr as text (or as error events),
+    // where escape codes are noise; and never when NO_COLOR is set.
+    let colour = std::io::IsTerminal::is_terminal(&std::io::stderr())
+        && std::env::var_os("NO_COLOR").is_none_or(|value| value.is_empty());
     let builder = tracing_subscriber::fmt().with_env_filter(filter).with_target(false);
     let log_file = file.and_then(|path| open_private(path).ok());
     match log_file {
         Some(log_file) => builder.with_ansi(false).with_writer(std::io::stderr.and(Arc::new(log_file))).init(),
-        None => builder.with_writer(std::io::stderr).init(),
+        None => builder.with_ansi(colour).with_writer(std::io::stderr).init(),
     }
 }
 

@@ -193,3 +193,18 @@ async fn stdin_eof_cancels_the_running_turn_flushes_and_exits_within_a_second() 
         .collect();
     assert!(replayed.starts_with(&seen), "replayed {replayed:?} does not hold what was shown {seen:?}");
 }
+
+#[tokio::test]
+async fn stderr_is_plain_text_when_it_is_not_a_terminal() {
+    let env = TestEnv::new().await;
+    env.mock.push(Reply::text(&["Hi."]));
+    let mut agent = env.ready().await;
+    let session = agent.new_session(&env.cwd()).await;
+    let id = agent.prompt(&session, "hello").await;
+    agent.response(id).await;
+    agent.close_stdin();
+    agent.wait_exit().await;
+    let stderr = agent.stderr();
+    assert!(stderr.contains("turn state"), "the debug log was written: {stderr}");
+    assert!(!stderr.contains('\u{1b}'), "no escape codes for an editor to show raw: {stderr:?}");
+}
