@@ -105,7 +105,8 @@ async fn run(command: Option<Command>) -> ExitCode {
                 Err(why) => return fail(&why),
             };
             let cwd = match cwd.map_or_else(std::env::current_dir, std::path::absolute) {
-                Ok(cwd) => cwd,
+                Ok(cwd) if cwd.is_dir() => cwd,
+                Ok(cwd) => return fail(&format!("--cwd {} is not a directory that exists", cwd.display())),
                 Err(err) => return fail(&format!("cannot resolve the working directory: {err}")),
             };
             match cairn::exec::exec(store, config, prompt, session, cwd, mode).await {

@@ -147,7 +147,7 @@ impl Agent {
 
     fn new_session(&self, params: Value) -> Answer {
         let request: acp::NewSessionRequest = parse("session/new", with_mcp_servers(params))?;
-        let cwd = absolute("cwd", request.cwd)?;
+        let cwd = directory("cwd", request.cwd)?;
         let sessions = self.sessions()?;
         let sink = Arc::clone(&self.sink);
         Ok(async move {
@@ -165,7 +165,7 @@ impl Agent {
 
     fn load_session(&self, params: Value) -> Answer {
         let request: acp::LoadSessionRequest = parse("session/load", with_mcp_servers(params))?;
-        absolute("cwd", request.cwd)?;
+        directory("cwd", request.cwd)?;
         let sessions = self.sessions()?;
         let sink = Arc::clone(&self.sink);
         let id = session_id(&request.session_id);
@@ -184,7 +184,7 @@ impl Agent {
 
     fn resume_session(&self, params: Value) -> Answer {
         let request: acp::ResumeSessionRequest = parse("session/resume", with_mcp_servers(params))?;
-        absolute("cwd", request.cwd)?;
+        directory("cwd", request.cwd)?;
         let id = session_id(&request.session_id);
         // Queued now, in wire order: a prompt right behind this request finds the session
         // attached to these servers, not started without them and then restarted.
@@ -203,7 +203,7 @@ impl Agent {
 
     fn fork_session(&self, params: Value) -> Answer {
         let request: acp::ForkSessionRequest = parse("session/fork", with_mcp_servers(params))?;
-        let cwd = absolute("cwd", request.cwd)?;
+        let cwd = directory("cwd", request.cwd)?;
         let parent = session_id(&request.session_id);
         let sessions = self.sessions()?;
         let sink = Arc::clone(&self.sink);
@@ -445,6 +445,20 @@ fn absolute(field: &str, path: PathBuf) -> Result<PathBuf, acp::Error> {
         Ok(path.components().collect())
     } else {
         Err(invalid_params(format!("`{field}` must be an absolute path, got `{}`", path.display())))
+    }
+}
+
+/// [`absolute`], and a directory that exists: a session's tools run there, and would otherwise
+/// fail later with "No such file or directory".
+fn directory(field: &str, path: PathBuf) -> Result<PathBuf, acp::Error> {
+    let path = absolute(field, path)?;
+    match std::fs::metadata(&path) {
+        Ok(metadata) if metadata.is_dir() => Ok(path),
+        Ok(_) => Err(invalid_params(format!("`{field}` {} is not a directory", path.display()))),
+        Err(err) => Err(invalid_params(format!(
+            "`{field}` {} cannot be used as the session's directory: {err}",
+            path.display()
+        ))),
     }
 }
 

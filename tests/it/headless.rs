@@ -71,6 +71,10 @@ async fn exec_fails_with_a_clear_message_and_a_non_zero_status() {
     assert_eq!(output.status.code(), Some(1));
     assert!(stderr.contains("ses_missing not found"), "{stderr}");
 
+    let (output, _, stderr) = run(&env, &["exec", "--cwd", "/nonexistent/cairn-dir", "hello"]).await;
+    assert_eq!(output.status.code(), Some(1));
+    assert!(stderr.contains("--cwd /nonexistent/cairn-dir is not a directory"), "{stderr}");
+
     env.set_env("OPENAI_API_KEY", "");
     let (output, _, stderr) = run(&env, &["exec", "hello"]).await;
     assert_eq!(output.status.code(), Some(1));

@@ -113,7 +113,16 @@ async fn unknown_methods_are_not_found_and_string_ids_are_echoed() {
 async fn bad_params_are_invalid_params_naming_the_field() {
     let env = TestEnv::new().await;
     let mut agent = env.ready().await;
+    let file = env.workspace().join("a-file");
+    std::fs::write(&file, "x").unwrap();
+    let file = file.to_string_lossy().into_owned();
+    let session = agent.new_session(&env.cwd()).await;
     let cases = [
+        ("session/new", json!({"cwd": "/nonexistent/cairn-dir"}), "/nonexistent/cairn-dir"),
+        ("session/new", json!({"cwd": file}), "is not a directory"),
+        ("session/load", json!({"sessionId": session, "cwd": "/nonexistent/cairn-dir"}), "/nonexistent/cairn-dir"),
+        ("session/resume", json!({"sessionId": session, "cwd": file}), "is not a directory"),
+        ("session/fork", json!({"sessionId": session, "cwd": "/nonexistent/cairn-dir"}), "/nonexistent/cairn-dir"),
         ("session/new", json!({}), "cwd"),
         ("session/new", json!({"cwd": 5}), "cwd"),
         ("session/new", json!({"cwd": "relative/dir"}), "absolute"),
