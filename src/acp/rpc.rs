@@ -338,15 +338,20 @@ fn handle_line<H: Handler>(peer: &Peer, handler: &Arc<H>, line: &[u8]) {
 }
 
 fn handle_request<H: Handler>(peer: &Peer, handler: &Arc<H>, id: Value, method: &str, params: Value) {
+    let key = id.to_string();
+    // Two requests by one id could not be told apart: not their answers, not a cancel.
+    if lock(&peer.inner.inflight).contains_key(&key) {
+        return peer.invalid_request(
+            &id,
+            &format!("the id {key} is already used by a request still running; give every request its own id"),
+        );
+    }
     let future = match handler.request(method, params) {
         Ok(future) => future,
         Err(err) => return peer.respond(&id, Err(err)),
     };
-    let key = id.to_string();
     let (abort, registration) = AbortHandle::new_pair();
-    if lock(&peer.inner.inflight).insert(key.clone(), abort).is_some() {
-        tracing::warn!(%key, "a request reused the id of one still running");
-    }
+    lock(&peer.inner.inflight).insert(key.clone(), abort);
     let task_peer = peer.clone();
     peer.inner.tasks.spawn(AFTER_RESPONSE.scope(std::cell::RefCell::new(Vec::new()), async move {
         let peer = task_peer;

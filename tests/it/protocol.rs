@@ -217,3 +217,32 @@ async fn stderr_is_plain_text_when_it_is_not_a_terminal() {
     assert!(stderr.contains("turn state"), "the debug log was written: {stderr}");
     assert!(!stderr.contains('\u{1b}'), "no escape codes for an editor to show raw: {stderr:?}");
 }
+
+#[tokio::test]
+async fn a_request_reusing_a_running_requests_id_is_refused() {
+    let env = TestEnv::new().await;
+    env.mock.push(Reply::endless(Duration::from_millis(20)));
+    let mut agent = env.ready().await;
+    let session = agent.new_session(&env.cwd()).await;
+    let prompt = json!({"sessionId": session, "prompt": [{"type": "text", "text": "go"}]});
+    agent.send(json!({"jsonrpc": "2.0", "id": 77, "method": "session/prompt", "params": prompt})).await;
+    agent.next_chunk().await;
+    agent.send(json!({"jsonrpc": "2.0", "id": 77, "method": "session/list", "params": {}})).await;
+    let refused = loop {
+        let message = agent.recv().await;
+        if message.get("id").is_some() {
+            break message;
+        }
+    };
+    assert_eq!(refused["id"], 77);
+    assert_eq!(refused["error"]["code"], -32600, "{refused}");
+    agent.notify("session/cancel", json!({"sessionId": session})).await;
+    let answered = loop {
+        let message = agent.recv().await;
+        if message.get("id").is_some() {
+            break message;
+        }
+    };
+    assert_eq!(answered["id"], 77);
+    assert_eq!(answered["result"]["stopReason"], "cancelled", "the running prompt keeps its id: {answered}");
+}

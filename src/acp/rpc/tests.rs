@@ -142,3 +142,19 @@ async fn what_waits_for_a_response_is_sent_after_it() {
     assert_eq!(client.recv().await, json!({"jsonrpc": "2.0", "id": 7, "result": "the answer"}));
     assert_eq!(client.recv().await["method"], "announced/later");
 }
+
+#[tokio::test]
+async fn a_request_reusing_the_id_of_one_still_running_is_refused_and_not_run() {
+    let (mut client, _) = start();
+    client.send(json!({"jsonrpc": "2.0", "id": 9, "method": "wait"})).await;
+    client.send(json!({"jsonrpc": "2.0", "id": 9, "method": "announce"})).await;
+    let refused = client.recv().await;
+    assert_eq!(refused["id"], 9);
+    assert_eq!(refused["error"]["code"], -32600, "{refused}");
+    assert!(refused["error"]["message"].as_str().unwrap().contains("already used"), "{refused}");
+    // Not run: had it run, its notification would follow its answer. The same id as a string is
+    // another id.
+    client.send(json!({"jsonrpc": "2.0", "id": "9", "method": "announce"})).await;
+    assert_eq!(client.recv().await, json!({"jsonrpc": "2.0", "id": "9", "result": "the answer"}));
+    assert_eq!(client.recv().await["method"], "announced/later");
+}
