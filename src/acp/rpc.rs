@@ -14,6 +14,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use agent_client_protocol_schema::v1::{Error, ErrorCode};
+use futures::FutureExt;
 use futures::future::{AbortHandle, Abortable, BoxFuture};
 use serde::Serialize;
 use serde_json::Value;
@@ -346,18 +347,22 @@ fn handle_request<H: Handler>(peer: &Peer, handler: &Arc<H>, id: Value, method: 
             &format!("the id {key} is already used by a request still running; give every request its own id"),
         );
     }
-    let future = match handler.request(method, params) {
-        Ok(future) => future,
-        Err(err) => return peer.respond(&id, Err(err)),
+    let started = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| handler.request(method, params)));
+    let future = match started {
+        Ok(Ok(future)) => future,
+        Ok(Err(err)) => return peer.respond(&id, Err(err)),
+        Err(panic) => return peer.respond(&id, Err(panicked(method, panic.as_ref()))),
     };
+    let method = method.to_owned();
     let (abort, registration) = AbortHandle::new_pair();
     lock(&peer.inner.inflight).insert(key.clone(), abort);
     let task_peer = peer.clone();
     peer.inner.tasks.spawn(AFTER_RESPONSE.scope(std::cell::RefCell::new(Vec::new()), async move {
         let peer = task_peer;
-        if let Ok(result) = Abortable::new(future, registration).await
+        if let Ok(result) = Abortable::new(std::panic::AssertUnwindSafe(future).catch_unwind(), registration).await
             && peer.finish_inflight(&key)
         {
+            let result = result.unwrap_or_else(|panic| Err(panicked(&method, panic.as_ref())));
             peer.respond(&id, result);
             for after in AFTER_RESPONSE.with(|after| std::mem::take(&mut *after.borrow_mut())) {
                 match after {
@@ -373,9 +378,28 @@ fn handle_request<H: Handler>(peer: &Peer, handler: &Arc<H>, id: Value, method: 
     }));
 }
 
+/// The answer to a request whose handler panicked: the process goes on, and the client is told.
+fn panicked(method: &str, panic: &(dyn std::any::Any + Send)) -> Error {
+    let what = panic
+        .downcast_ref::<&str>()
+        .map(|text| (*text).to_owned())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "no message".to_owned());
+    tracing::error!(%method, %what, "a request handler panicked");
+    error(
+        ErrorCode::InternalError,
+        format!("cairn failed while handling {method} ({what}); this is a bug in cairn, please report it"),
+    )
+}
+
 fn handle_notification(peer: &Peer, handler: &dyn Handler, method: &str, params: Value) {
     if method != "$/cancel_request" {
-        return handler.notification(method, params);
+        let handled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| handler.notification(method, params)));
+        if let Err(panic) = handled {
+            // Nobody to answer; the log says what failed, and the process goes on.
+            let _ = panicked(method, panic.as_ref());
+        }
+        return;
     }
     let Some(id) = params.get("requestId").filter(|id| id.is_number() || id.is_string()) else {
         return tracing::debug!("$/cancel_request without a usable requestId");

@@ -30,6 +30,12 @@ impl Handler for Asker {
                 Ok(json!("the answer"))
             }
             .boxed()),
+            "boom" => panic!("a handler bug"),
+            "boom-later" => Ok(async move {
+                tokio::task::yield_now().await;
+                panic!("{}", String::from("a bug in a future"))
+            }
+            .boxed()),
             "wait" => Ok(async move {
                 tokio::time::sleep(Duration::from_secs(60)).await;
                 Ok(Value::Null)
@@ -157,4 +163,19 @@ async fn a_request_reusing_the_id_of_one_still_running_is_refused_and_not_run() 
     client.send(json!({"jsonrpc": "2.0", "id": "9", "method": "announce"})).await;
     assert_eq!(client.recv().await, json!({"jsonrpc": "2.0", "id": "9", "result": "the answer"}));
     assert_eq!(client.recv().await["method"], "announced/later");
+}
+
+#[tokio::test]
+async fn a_handler_that_panics_is_answered_and_the_peer_goes_on() {
+    let (mut client, _) = start();
+    for (id, method, what) in [(1, "boom", "a handler bug"), (2, "boom-later", "a bug in a future")] {
+        client.send(json!({"jsonrpc": "2.0", "id": id, "method": method})).await;
+        let answer = client.recv().await;
+        assert_eq!(answer["id"], id);
+        assert_eq!(answer["error"]["code"], -32603, "{answer}");
+        let message = answer["error"]["message"].as_str().unwrap();
+        assert!(message.contains(method) && message.contains(what) && message.contains("bug"), "{message}");
+    }
+    client.send(json!({"jsonrpc": "2.0", "id": 3, "method": "announce"})).await;
+    assert_eq!(client.recv().await["result"], "the answer");
 }
