@@ -16,8 +16,9 @@ use std::time::Duration;
 use agent_client_protocol_schema::v1::{Error, ErrorCode};
 use futures::FutureExt;
 use futures::future::{AbortHandle, Abortable, BoxFuture};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use serde_json::value::RawValue;
 use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::task::TaskTracker;
@@ -67,8 +68,9 @@ struct PeerInner {
     /// Our requests awaiting an answer, by the id we gave them.
     pending: Mutex<HashMap<u64, oneshot::Sender<Result<Value, Error>>>>,
     next_id: AtomicU64,
-    /// Incoming requests still running, by their id's JSON text.
-    inflight: Mutex<HashMap<String, AbortHandle>>,
+    /// Incoming requests still running, by their id's JSON text: how to stop one, and the id
+    /// its answer carries.
+    inflight: Mutex<HashMap<String, (AbortHandle, Box<RawValue>)>>,
     /// The tasks answering incoming requests, so shutdown can let them finish.
     tasks: TaskTracker,
 }
@@ -91,14 +93,14 @@ struct RequestOut<'a, P> {
 #[derive(Serialize)]
 struct SuccessOut<'a> {
     jsonrpc: &'static str,
-    id: &'a Value,
+    id: &'a RawValue,
     result: &'a Value,
 }
 
 #[derive(Serialize)]
 struct ErrorOut<'a> {
     jsonrpc: &'static str,
-    id: &'a Value,
+    id: &'a RawValue,
     error: &'a Error,
 }
 
@@ -178,14 +180,14 @@ impl Peer {
         answer.unwrap_or_else(|_| Err(Error::internal_error().data("the connection closed before the client answered")))
     }
 
-    fn respond(&self, id: &Value, result: Result<Value, Error>) {
+    fn respond(&self, id: &RawValue, result: Result<Value, Error>) {
         match &result {
             Ok(result) => self.send(&SuccessOut { jsonrpc: "2.0", id, result }),
             Err(error) => self.send(&ErrorOut { jsonrpc: "2.0", id, error }),
         }
     }
 
-    fn invalid_request(&self, id: &Value, why: &str) {
+    fn invalid_request(&self, id: &RawValue, why: &str) {
         self.respond(id, Err(error(ErrorCode::InvalidRequest, format!("Invalid request: {why}"))));
     }
 
@@ -236,7 +238,7 @@ where
             Ok(Line::Complete) => handle_line(&peer, &handler, &line),
             Ok(Line::TooLong) => {
                 let why = format!("Parse error: line longer than {MAX_LINE} bytes; it was skipped");
-                peer.respond(&Value::Null, Err(error(ErrorCode::ParseError, why)));
+                peer.respond(RawValue::NULL, Err(error(ErrorCode::ParseError, why)));
             }
             Ok(Line::Eof) => break,
             Err(err) => {
@@ -308,38 +310,65 @@ fn handle_line<H: Handler>(peer: &Peer, handler: &Arc<H>, line: &[u8]) {
         Ok(value) => value,
         Err(err) => {
             let why = format!("Parse error: invalid JSON ({err}); send one JSON-RPC message per line");
-            return peer.respond(&Value::Null, Err(error(ErrorCode::ParseError, why)));
+            return peer.respond(RawValue::NULL, Err(error(ErrorCode::ParseError, why)));
         }
     };
     let Value::Object(mut message) = value else {
-        return peer.invalid_request(&Value::Null, "a JSON-RPC message must be a JSON object");
+        return peer.invalid_request(RawValue::NULL, "a JSON-RPC message must be a JSON object");
     };
     let id = message.remove("id");
-    let reply_id = match &id {
-        Some(id @ (Value::Number(_) | Value::String(_))) => id.clone(),
-        _ => Value::Null,
-    };
+    let reply_id = reply_id(id.as_ref(), line);
     if message.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
         return peer.invalid_request(&reply_id, "\"jsonrpc\" must be \"2.0\"");
     }
     if let Some(Value::Bool(_) | Value::Array(_) | Value::Object(_)) = id {
-        return peer.invalid_request(&Value::Null, "\"id\" must be a string, a number or null");
+        return peer.invalid_request(RawValue::NULL, "\"id\" must be a string, a number or null");
     }
     let params = message.remove("params").unwrap_or(Value::Null);
     match (message.remove("method"), id) {
-        (Some(Value::String(method)), Some(id)) => handle_request(peer, handler, id, &method, params),
+        (Some(Value::String(method)), Some(id)) => handle_request(peer, handler, &id, &reply_id, &method, params),
         (Some(Value::String(method)), None) => handle_notification(peer, handler.as_ref(), &method, params),
-        (Some(_), id) => peer.invalid_request(&id.unwrap_or(Value::Null), "\"method\" must be a string"),
+        (Some(_), _) => peer.invalid_request(&reply_id, "\"method\" must be a string"),
         (None, Some(id)) if message.contains_key("result") || message.contains_key("error") => {
             handle_response(peer, &id, message);
         }
-        (None, id) => peer
-            .invalid_request(&id.unwrap_or(Value::Null), "a message needs a \"method\", or a \"result\" or \"error\""),
+        (None, _) => peer.invalid_request(&reply_id, "a message needs a \"method\", or a \"result\" or \"error\""),
     }
 }
 
-fn handle_request<H: Handler>(peer: &Peer, handler: &Arc<H>, id: Value, method: &str, params: Value) {
+/// The id a response carries: the request's, byte for byte as the client wrote it when parsing
+/// it as JSON would change it (`18446744073709551616` is not an `f64`), `null` for none.
+fn reply_id(id: Option<&Value>, line: &[u8]) -> Box<RawValue> {
+    #[derive(Deserialize)]
+    struct Written<'a> {
+        #[serde(borrow)]
+        id: Option<&'a RawValue>,
+    }
+    let as_written =
+        || serde_json::from_slice::<Written<'_>>(line).ok().and_then(|written| written.id.map(RawValue::to_owned));
+    let exact = match id {
+        Some(Value::Number(number)) if number.is_f64() => as_written(),
+        _ => None,
+    };
+    let parsed = || match id {
+        Some(id @ (Value::Number(_) | Value::String(_))) => serde_json::value::to_raw_value(id).ok(),
+        _ => None,
+    };
+    exact.or_else(parsed).unwrap_or_else(|| RawValue::NULL.to_owned())
+}
+
+/// Starts one request. `id` keys it (for `$/cancel_request` and reuse); `reply` is the id its
+/// answer carries.
+fn handle_request<H: Handler>(
+    peer: &Peer,
+    handler: &Arc<H>,
+    id: &Value,
+    reply: &RawValue,
+    method: &str,
+    params: Value,
+) {
     let key = id.to_string();
+    let id = reply.to_owned();
     // Two requests by one id could not be told apart: not their answers, not a cancel.
     if lock(&peer.inner.inflight).contains_key(&key) {
         return peer.invalid_request(
@@ -355,7 +384,7 @@ fn handle_request<H: Handler>(peer: &Peer, handler: &Arc<H>, id: Value, method: 
     };
     let method = method.to_owned();
     let (abort, registration) = AbortHandle::new_pair();
-    lock(&peer.inner.inflight).insert(key.clone(), abort);
+    lock(&peer.inner.inflight).insert(key.clone(), (abort, id.clone()));
     let task_peer = peer.clone();
     peer.inner.tasks.spawn(AFTER_RESPONSE.scope(std::cell::RefCell::new(Vec::new()), async move {
         let peer = task_peer;
@@ -405,9 +434,9 @@ fn handle_notification(peer: &Peer, handler: &dyn Handler, method: &str, params:
         return tracing::debug!("$/cancel_request without a usable requestId");
     };
     let aborted = lock(&peer.inner.inflight).remove(&id.to_string());
-    if let Some(abort) = aborted {
+    if let Some((abort, reply)) = aborted {
         abort.abort();
-        peer.respond(id, Err(Error::from(ErrorCode::RequestCancelled)));
+        peer.respond(&reply, Err(Error::from(ErrorCode::RequestCancelled)));
     }
 }
 

@@ -246,3 +246,20 @@ async fn a_request_reusing_a_running_requests_id_is_refused() {
     assert_eq!(answered["id"], 77);
     assert_eq!(answered["result"]["stopReason"], "cancelled", "the running prompt keeps its id: {answered}");
 }
+
+#[tokio::test]
+async fn request_ids_come_back_exactly_as_sent() {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+    let env = TestEnv::new().await;
+    let mut command = env.command();
+    command.stdin(std::process::Stdio::piped()).stdout(std::process::Stdio::piped()).kill_on_drop(true);
+    let mut child = command.spawn().unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    for id in ["18446744073709551616", "123456789012345678901234567890", "-0.0", "3"] {
+        let line = format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"initialize","params":{{"protocolVersion":1}}}}"#);
+        stdin.write_all(format!("{line}\n").as_bytes()).await.unwrap();
+        let answer = tokio::time::timeout(Duration::from_secs(10), lines.next_line()).await.unwrap().unwrap().unwrap();
+        assert!(answer.starts_with(&format!(r#"{{"jsonrpc":"2.0","id":{id},"result""#)), "{id}: {answer}");
+    }
+}

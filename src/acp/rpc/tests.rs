@@ -179,3 +179,20 @@ async fn a_handler_that_panics_is_answered_and_the_peer_goes_on() {
     client.send(json!({"jsonrpc": "2.0", "id": 3, "method": "announce"})).await;
     assert_eq!(client.recv().await["result"], "the answer");
 }
+
+#[tokio::test]
+async fn ids_come_back_exactly_as_they_were_written() {
+    let (mut client, _) = start();
+    // Numbers a parse would change come back as written; a string comes back as the same string.
+    for id in ["18446744073709551616", "-9223372036854775809", "1.50", "1e3", "\"x\"", "7"] {
+        let line = format!(r#"{{"jsonrpc": "2.0", "id": {id}, "method": "announce"}}"#);
+        client.to_agent.write_all(format!("{line}\n").as_bytes()).await.unwrap();
+        let answer = tokio::time::timeout(Duration::from_secs(5), client.from_agent.next_line())
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
+        assert!(answer.contains(&format!(r#""id":{id}"#)), "{id}: {answer}");
+        assert_eq!(client.recv().await["method"], "announced/later");
+    }
+}
