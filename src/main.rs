@@ -74,7 +74,9 @@ fn main() -> ExitCode {
     // Keys live in this process's environment and memory; commands run as the same user.
     cairn::process::deny_inspection();
     let cli = Cli::parse();
-    init_logging(cli.log_file.as_deref());
+    if let Err(why) = init_logging(cli.log_file.as_deref()) {
+        return fail(&why);
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(runtime) => runtime,
         Err(err) => return fail(&format!("cannot start the async runtime: {err}")),
@@ -145,7 +147,9 @@ fn fail(why: &str) -> ExitCode {
     ExitCode::FAILURE
 }
 
-fn init_logging(file: Option<&std::path::Path>) {
+/// Logs to stderr, and to `file` when given; a log file that cannot be opened is refused, not
+/// silently left out.
+fn init_logging(file: Option<&std::path::Path>) -> Result<(), String> {
     use tracing_subscriber::EnvFilter;
     use tracing_subscriber::fmt::writer::MakeWriterExt;
     let filter = EnvFilter::try_from_env("CAIRN_LOG").unwrap_or_else(|_| EnvFilter::new("warn"));
@@ -154,11 +158,14 @@ fn init_logging(file: Option<&std::path::Path>) {
     let colour = std::io::IsTerminal::is_terminal(&std::io::stderr())
         && std::env::var_os("NO_COLOR").is_none_or(|value| value.is_empty());
     let builder = tracing_subscriber::fmt().with_env_filter(filter).with_target(false);
-    let log_file = file.and_then(|path| open_private(path).ok());
+    let log_file = file
+        .map(|path| open_private(path).map_err(|err| format!("--log-file {}: cannot open it: {err}", path.display())))
+        .transpose()?;
     match log_file {
         Some(log_file) => builder.with_ansi(false).with_writer(std::io::stderr.and(Arc::new(log_file))).init(),
         None => builder.with_ansi(colour).with_writer(std::io::stderr).init(),
     }
+    Ok(())
 }
 
 /// Opens a log file for appending, readable by its owner only (a new file is created 0600 and an

@@ -15,6 +15,7 @@ use std::sync::Arc;
 
 use serde::Deserialize;
 
+mod checks;
 mod limits;
 mod mcp;
 mod process;
@@ -115,6 +116,8 @@ pub enum ConfigError {
     Parse { path: PathBuf, message: String },
     #[error("no data directory: set CAIRN_HOME (or XDG_DATA_HOME) to where cairn may keep its database")]
     NoDataDir,
+    #[error("{setting}: {why}")]
+    Setting { setting: String, why: String },
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -184,14 +187,24 @@ impl Config {
         let (file, file_path) = match &path {
             Some(path) => match std::fs::read_to_string(path) {
                 Ok(text) => (parse_file(path, &text)?, Some(path.clone())),
-                Err(err) if err.kind() == std::io::ErrorKind::NotFound => (FileConfig::default(), None),
+                // The default place may hold no file; a file named on purpose must exist.
+                Err(err) if err.kind() == std::io::ErrorKind::NotFound && env("CAIRN_CONFIG").is_none() => {
+                    (FileConfig::default(), None)
+                }
+                Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
+                    return Err(ConfigError::Setting {
+                        setting: "CAIRN_CONFIG".to_owned(),
+                        why: format!("{} does not exist; create it, or unset CAIRN_CONFIG", path.display()),
+                    });
+                }
                 Err(source) => return Err(ConfigError::Read { path: path.clone(), source }),
             },
             None => (FileConfig::default(), None),
         };
 
         let data_dir = env("CAIRN_HOME")
-            .map(PathBuf::from)
+            .map(|home| checks::home(&home))
+            .transpose()?
             .or(file.home)
             .or_else(|| env("XDG_DATA_HOME").map(PathBuf::from).or_else(dirs::data_dir).map(|d| d.join("cairn")))
             .ok_or(ConfigError::NoDataDir)?;
@@ -217,6 +230,7 @@ impl Config {
             builtin(Api::Anthropic, ANTHROPIC_BASE_URL, "ANTHROPIC_API_KEY", ANTHROPIC_MODELS),
         );
         for (name, given) in file.providers {
+            let entry_name = name.clone();
             let entry = providers.entry(name).or_insert_with(|| ProviderConfig {
                 api: Api::OpenaiChat,
                 base_url: String::new(),
@@ -230,6 +244,7 @@ impl Config {
             }
             entry.discover_models |= given.discover_models;
             if let Some(base_url) = given.base_url {
+                checks::base_url(&format!("[providers.{entry_name}] base_url"), &base_url)?;
                 entry.base_url = base_url;
             }
             if given.api_key_env.is_some() {
@@ -244,6 +259,7 @@ impl Config {
             [("OPENAI_BASE_URL", &["openai", "openai-responses"][..]), ("ANTHROPIC_BASE_URL", &["anthropic"][..])]
         {
             if let Some(url) = env(variable) {
+                checks::base_url(variable, &url)?;
                 for name in names {
                     if let Some(provider) = providers.get_mut(*name) {
                         provider.base_url.clone_from(&url);
@@ -260,7 +276,11 @@ impl Config {
         let compaction = file.compaction.resolve(normalize_model);
         let subagents = file.subagents.resolve(&providers).map_err(invalid)?;
         limits.tasks_at_once = subagents.max_concurrent;
-        let model = env("CAIRN_MODEL").or(file.model).unwrap_or_else(|| DEFAULT_MODEL.to_owned());
+        let model = match (env("CAIRN_MODEL"), file.model) {
+            (Some(model), _) => checks::model("CAIRN_MODEL", &model).map(|()| model)?,
+            (None, Some(model)) => checks::model("model (config.toml)", &model).map(|()| model)?,
+            (None, None) => DEFAULT_MODEL.to_owned(),
+        };
         let models = file.models.into_iter().map(|(name, given)| (normalize_model(&name), given)).collect();
         let title_model = file.title_model.as_deref().map(normalize_model);
         let home_dir = env("HOME").map(PathBuf::from).or_else(dirs::home_dir);
@@ -403,6 +423,7 @@ mod tests {
     fn sandbox_and_tools_tables_are_read_and_checked() {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("config.toml");
+        std::fs::write(&file, "").unwrap();
         let path = file.to_str().unwrap();
         let config = config_with(&[("CAIRN_CONFIG", path), ("CAIRN_HOME", "/x")]).unwrap();
         assert_eq!(config.process.sandbox, crate::process::SandboxMode::WorkspaceWrite, "the default");
@@ -427,11 +448,32 @@ mod tests {
     }
 
     #[test]
-    fn relative_locations_are_taken_from_where_cairn_starts() {
-        let config = config_with(&[("CAIRN_CONFIG", "cairn.toml"), ("CAIRN_HOME", "data")]).unwrap();
+    fn a_relative_config_file_is_found_from_where_cairn_starts_and_a_relative_home_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("cairn.toml"), "").unwrap();
         let here = std::env::current_dir().unwrap();
-        assert_eq!(config.data_dir, here.join("data"));
-        assert_eq!(config.config_dir, Some(here), "not the empty path, which would protect `/`");
+        let up = "../".repeat(here.components().count() - 1);
+        let relative = format!("{up}{}", dir.path().join("cairn.toml").display().to_string().trim_start_matches('/'));
+        let config = config_with(&[("CAIRN_CONFIG", &relative), ("CAIRN_HOME", "/x")]).unwrap();
+        assert_eq!(config.file.as_deref().map(std::path::Path::is_absolute), Some(true));
+        assert!(config.config_dir.is_some_and(|dir| dir.is_absolute()), "not the empty path, which would protect `/`");
+
+        let err = config_with(&[("CAIRN_CONFIG", &relative), ("CAIRN_HOME", "data")]).unwrap_err().to_string();
+        assert!(err.starts_with("CAIRN_HOME: `data` is relative"), "{err}");
+        let err = config_with(&[("CAIRN_CONFIG", "/nonexistent/cairn.toml")]).unwrap_err().to_string();
+        assert!(err.starts_with("CAIRN_CONFIG: /nonexistent/cairn.toml does not exist"), "{err}");
+        let err = config_with(&[("CAIRN_CONFIG", &relative), ("CAIRN_HOME", "/x"), ("CAIRN_MODEL", "openai/")])
+            .unwrap_err()
+            .to_string();
+        assert!(err.starts_with("CAIRN_MODEL: "), "{err}");
+        let err =
+            config_with(&[("CAIRN_CONFIG", &relative), ("CAIRN_HOME", "/x"), ("OPENAI_BASE_URL", "api.openai.com")])
+                .unwrap_err()
+                .to_string();
+        assert!(err.starts_with("OPENAI_BASE_URL: `api.openai.com` has no http:// or https:// scheme"), "{err}");
+        std::fs::write(dir.path().join("cairn.toml"), "[providers.local]\nbase_url = \"localhost:8080\"\n").unwrap();
+        let err = config_with(&[("CAIRN_CONFIG", &relative), ("CAIRN_HOME", "/x")]).unwrap_err().to_string();
+        assert!(err.starts_with("[providers.local] base_url: "), "{err}");
     }
 
     #[test]

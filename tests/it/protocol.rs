@@ -263,3 +263,26 @@ async fn request_ids_come_back_exactly_as_sent() {
         assert!(answer.starts_with(&format!(r#"{{"jsonrpc":"2.0","id":{id},"result""#)), "{id}: {answer}");
     }
 }
+
+#[tokio::test]
+async fn wrong_settings_are_refused_naming_the_setting() {
+    let mut env = TestEnv::new().await;
+    env.set_env("CAIRN_MODEL", "openai/");
+    let mut agent = env.ready().await;
+    let error = agent.call_err("session/new", json!({"cwd": env.cwd(), "mcpServers": []})).await;
+    assert!(error["message"].as_str().unwrap().contains("CAIRN_MODEL: `openai/` is not `provider/model`"), "{error}");
+
+    let mut env = TestEnv::new().await;
+    env.set_env("CAIRN_HOME", "relative/home");
+    let mut agent = env.ready().await;
+    let error = agent.call_err("session/new", json!({"cwd": env.cwd(), "mcpServers": []})).await;
+    assert!(error["message"].as_str().unwrap().contains("CAIRN_HOME: `relative/home` is relative"), "{error}");
+
+    let env = TestEnv::new().await;
+    let mut command = env.command();
+    command.arg("--log-file").arg("/nonexistent/dir/cairn.log").stdin(std::process::Stdio::null());
+    let output = command.output().await.unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("--log-file /nonexistent/dir/cairn.log: cannot open it"), "{stderr}");
+}
