@@ -81,6 +81,10 @@ pub enum ExecError {
     Session(#[from] SessionError),
     #[error("the turn was cancelled")]
     Cancelled,
+    #[error("the prompt is empty; give the task as an argument, e.g. cairn exec \"fix the failing test\"")]
+    EmptyPrompt,
+    #[error("session {0} not found; `cairn sessions list` shows the stored sessions")]
+    UnknownSession(String),
 }
 
 /// Runs `prompt` in a new session in `cwd`, or continues `session`. Returns the session id.
@@ -109,23 +113,46 @@ async fn run(
     cwd: &std::path::Path,
     mode: Option<Mode>,
 ) -> Result<SessionId, ExecError> {
-    let id = match session {
-        Some(id) => registry.resume(&SessionId::from_string(id), Attach::alone()).await?.id,
-        None => registry.create(cwd, Attach::alone()).await?.id,
+    if prompt.trim().is_empty() {
+        return Err(ExecError::EmptyPrompt);
+    }
+    let (id, created) = match session {
+        Some(id) => match registry.resume(&SessionId::from_string(id.clone()), Attach::alone()).await {
+            Ok(view) => (view.id, false),
+            Err(SessionError::NotFound(_)) => return Err(ExecError::UnknownSession(id)),
+            Err(err) => return Err(err.into()),
+        },
+        None => (registry.create(cwd, Attach::alone()).await?.id, true),
     };
     if let Some(mode) = mode {
         registry.set_mode(&id, mode).await?;
     }
-    let _ = writeln!(std::io::stderr().lock(), "session: {id}");
+    if !created {
+        let _ = writeln!(std::io::stderr().lock(), "session: {id}");
+    }
     let turn = registry.prompt(&id, vec![crate::history::Part::Text { text: prompt }]);
     tokio::pin!(turn);
     let stop = tokio::select! {
-        stop = &mut turn => stop?,
+        stop = &mut turn => stop,
         _ = tokio::signal::ctrl_c() => {
             registry.cancel(&id);
-            turn.await?
+            turn.await
         }
     };
+    let stop = match stop {
+        Ok(stop) => stop,
+        // A new session whose only turn failed holds nothing worth keeping.
+        Err(err) if created => {
+            if let Err(removed) = registry.delete(&id).await {
+                tracing::warn!(session = %id, %removed, "the failed run's session could not be removed");
+            }
+            return Err(err.into());
+        }
+        Err(err) => return Err(err.into()),
+    };
+    if created {
+        let _ = writeln!(std::io::stderr().lock(), "session: {id}");
+    }
     match stop {
         StopReason::Cancelled => Err(ExecError::Cancelled),
         StopReason::MaxTokens => {
@@ -160,7 +187,7 @@ pub async fn list_sessions(store: Store, cwd: Option<String>, json: bool) -> Res
             let line = if json {
                 serde_json::json!({
                     "id": row.id.as_str(), "cwd": row.cwd, "title": row.title, "model": row.model,
-                    "createdAt": row.created_at, "updatedAt": row.updated_at,
+                    "createdAt": iso8601(row.created_at), "updatedAt": iso8601(row.updated_at),
                 })
                 .to_string()
                     + "\n"
@@ -178,4 +205,9 @@ pub async fn list_sessions(store: Store, cwd: Option<String>, json: bool) -> Res
     let _ = std::io::stdout().lock().write_all(&out);
     store.shutdown().await;
     Ok(())
+}
+
+/// A stored time as ISO 8601 in UTC with milliseconds, as ACP writes `updatedAt`.
+fn iso8601(ms: i64) -> Option<String> {
+    chrono::DateTime::from_timestamp_millis(ms).map(|at| at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true))
 }

@@ -114,6 +114,10 @@ async fn run(command: Option<Command>) -> ExitCode {
             match cairn::exec::exec(store, config, prompt, session, cwd, mode).await {
                 Ok(_) => ExitCode::SUCCESS,
                 Err(cairn::exec::ExecError::Cancelled) => ExitCode::from(130),
+                Err(err @ cairn::exec::ExecError::EmptyPrompt) => {
+                    fail(&err.to_string());
+                    ExitCode::from(2)
+                }
                 Err(err) => fail(&err.to_string()),
             }
         }
@@ -122,8 +126,11 @@ async fn run(command: Option<Command>) -> ExitCode {
                 Ok(setup) => setup,
                 Err(why) => return fail(&why),
             };
+            // One spelling per directory, as sessions store it: `/w/` is `/w`.
             let cwd = match cwd.map(std::path::absolute).transpose() {
-                Ok(cwd) => cwd.map(|cwd| cwd.to_string_lossy().into_owned()),
+                Ok(cwd) => {
+                    cwd.map(|cwd| cwd.components().collect::<std::path::PathBuf>().to_string_lossy().into_owned())
+                }
                 Err(err) => return fail(&format!("cannot resolve --cwd: {err}")),
             };
             match cairn::exec::list_sessions(store, cwd, json).await {

@@ -66,10 +66,18 @@ async fn exec_fails_with_a_clear_message_and_a_non_zero_status() {
     assert_eq!(output.status.code(), Some(1));
     assert!(stdout.is_empty());
     assert!(stderr.contains("cairn: ") && stderr.contains("OPENAI_API_KEY"), "{stderr}");
+    assert!(!stderr.contains("session: "), "no session to name: {stderr}");
+    let (_, listed, _) = run(&env, &["sessions", "list", "--json"]).await;
+    assert!(listed.is_empty(), "the failed run left no session behind: {listed}");
+    assert!(env.mock.title_requests().is_empty(), "no title is asked for a turn that failed");
 
     let (output, _, stderr) = run(&env, &["exec", "--session", "ses_missing", "hello"]).await;
     assert_eq!(output.status.code(), Some(1));
-    assert!(stderr.contains("ses_missing not found"), "{stderr}");
+    assert!(stderr.contains("ses_missing not found; `cairn sessions list` shows"), "{stderr}");
+
+    let (output, _, stderr) = run(&env, &["exec", "  "]).await;
+    assert_eq!(output.status.code(), Some(2));
+    assert!(stderr.contains("the prompt is empty"), "{stderr}");
 
     let (output, _, stderr) = run(&env, &["exec", "--cwd", "/nonexistent/cairn-dir", "hello"]).await;
     assert_eq!(output.status.code(), Some(1));
@@ -105,6 +113,15 @@ async fn sessions_list_prints_the_stored_sessions() {
     let title = rows[0]["title"].as_str().unwrap();
     assert!(title == "Second task" || title == crate::support::mock_llm::MOCK_TITLE, "{title}");
     assert_eq!(rows[0]["cwd"], env.cwd());
+    let updated = rows[0]["updatedAt"].as_str().unwrap();
+    assert!(
+        chrono::DateTime::parse_from_rfc3339(updated).is_ok() && updated.ends_with('Z'),
+        "ISO 8601 like ACP: {updated}"
+    );
+    for cwd in [env.cwd(), format!("{}/", env.cwd())] {
+        let (_, stdout, _) = run(&env, &["sessions", "list", "--json", "--cwd", &cwd]).await;
+        assert_eq!(stdout.lines().count(), 2, "with or without the trailing slash: {cwd}");
+    }
 
     let (_, stdout, _) = run(&env, &["sessions", "list", "--json", "--cwd", "/nowhere"]).await;
     assert!(stdout.is_empty());

@@ -57,10 +57,13 @@ impl Actor {
             Ok(_) => Status::Idle,
             Err(err) => Status::Error(err.to_string()),
         });
+        // A turn that failed (a bad key, a server down) would fail the title request too: the
+        // title waits for a turn that works.
+        let worked = result.is_ok();
         if let Some(running) = self.running.take() {
             let _ = running.reply.send(result.map_err(SessionError::from));
         }
-        if let Some(prompt) = self.title_pending.take() {
+        if worked && let Some(prompt) = self.title_pending.take() {
             title::spawn(&self.services, &self.row, prompt);
         }
         self.start_next();
