@@ -16,8 +16,25 @@ use cairn::process::Launcher;
 use cairn::store::Store;
 use clap::{Parser, Subcommand};
 
+/// What `cairn --help` adds after the options: how it is used and where its settings live.
+const AFTER_HELP: &str = "\
+With no command, cairn serves the Agent Client Protocol (JSON-RPC lines) on stdin and stdout:
+it is started by an editor (Zed, Neovim, Emacs, JetBrains) or a client such as acpx, not typed.
+
+Model:   CAIRN_MODEL=provider/model (openai/gpt-5, anthropic/claude-sonnet-4-5, or a provider
+         of your own from config.toml); the editor's model menu switches it per session.
+Keys:    OPENAI_API_KEY, ANTHROPIC_API_KEY (or the variable a provider's api_key_env names).
+Config:  $XDG_CONFIG_HOME/cairn/config.toml (~/.config/cairn/config.toml), or CAIRN_CONFIG.
+Data:    $XDG_DATA_HOME/cairn (~/.local/share/cairn), or CAIRN_HOME.
+Logs:    stderr, filtered by CAIRN_LOG (e.g. CAIRN_LOG=debug); --log-file to keep them.";
+
 #[derive(Parser)]
-#[command(name = "cairn", version, about = "An AI coding agent for editors, speaking ACP on stdio")]
+#[command(
+    name = "cairn",
+    version,
+    about = "An AI coding agent for editors, speaking ACP on stdio",
+    after_help = AFTER_HELP
+)]
 struct Cli {
     /// Also append logs to this file.
     #[arg(long, global = true)]
@@ -97,6 +114,13 @@ async fn run(command: Option<Command>) -> ExitCode {
         None => {
             if let Err(why) = &setup {
                 tracing::error!("{why}");
+            }
+            if std::io::IsTerminal::is_terminal(&std::io::stdin()) {
+                use std::io::Write as _;
+                let _ = writeln!(
+                    std::io::stderr().lock(),
+                    "cairn serves ACP on stdin/stdout for an editor; try `cairn --help` or `cairn exec \"…\"`"
+                );
             }
             cairn::acp::serve(setup).await;
             ExitCode::SUCCESS

@@ -126,3 +126,19 @@ async fn sessions_list_prints_the_stored_sessions() {
     let (_, stdout, _) = run(&env, &["sessions", "list", "--json", "--cwd", "/nowhere"]).await;
     assert!(stdout.is_empty());
 }
+
+#[tokio::test]
+async fn help_says_how_to_pick_a_model_where_settings_live_and_what_no_command_does() {
+    let env = TestEnv::new().await;
+    let (output, stdout, _) = run(&env, &["--help"]).await;
+    assert!(output.status.success());
+    for needed in [
+        "serves the Agent Client Protocol",
+        "CAIRN_MODEL=provider/model",
+        "OPENAI_API_KEY",
+        "config.toml",
+        "CAIRN_HOME",
+    ] {
+        assert!(stdout.contains(needed), "{needed}: {stdout}");
+    }
+}
