@@ -6,8 +6,10 @@ use agent_client_protocol_schema::v1 as acp;
 use serde_json::Value;
 
 use super::client::Shown;
+use crate::agent::TurnError;
 use crate::history::{CallState, Part, PlanPriority, PlanStatus, ToolContent, ToolKind, ToolPart};
 use crate::ids::MessageId;
+use crate::llm::LlmError;
 use crate::llm::catalog::ThoughtLevel;
 use crate::mcp::{ServerConfig, Transport};
 use crate::permissions::Mode;
@@ -306,6 +308,11 @@ pub fn session_error(err: &SessionError) -> acp::Error {
         | SessionError::ModelTooSmall { .. }
         | SessionError::Busy(_)
         | SessionError::Store(StoreError::InvalidCursor(_)) => acp::ErrorCode::InvalidParams,
+        // A missing or refused key: editors show their login flow for this code.
+        SessionError::Model(LlmError::MissingKey { .. } | LlmError::Unauthorized { .. })
+        | SessionError::Turn(TurnError::Model(LlmError::MissingKey { .. } | LlmError::Unauthorized { .. })) => {
+            acp::ErrorCode::AuthRequired
+        }
         SessionError::Store(_) | SessionError::Turn(_) | SessionError::Model(_) => acp::ErrorCode::InternalError,
     };
     let error = acp::Error::new(code.into(), err.to_string());

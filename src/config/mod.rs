@@ -323,10 +323,27 @@ impl Config {
         provider.models.iter().any(|m| m == small).then(|| format!("{name}/{small}"))
     }
 
-    /// Every model the editor may pick, as `provider/model`, the default first.
+    /// The variable to set for `model`'s provider, when it needs a key and has none.
+    pub fn missing_key(&self, model: &str) -> Option<&str> {
+        self.provider_missing_key(split_model(model).0)
+    }
+
+    fn provider_missing_key(&self, provider: &str) -> Option<&str> {
+        let config = self.providers.get(provider)?;
+        match (&config.api_key, &config.api_key_env) {
+            (None, Some(variable)) => Some(variable),
+            _ => None,
+        }
+    }
+
+    /// Every model the editor may pick, as `provider/model`, the default first; providers
+    /// without their key are left out (choosing one would fail at the first prompt).
     pub fn models(&self) -> Vec<String> {
         let mut models = vec![self.model.clone()];
         for (provider, config) in &self.providers {
+            if self.provider_missing_key(provider).is_some() {
+                continue;
+            }
             for model in &config.models {
                 let full = format!("{provider}/{model}");
                 if !models.contains(&full) {

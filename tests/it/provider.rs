@@ -94,8 +94,16 @@ async fn a_missing_key_names_the_variable_to_set() {
     let mut env = TestEnv::new().await;
     env.set_env("OPENAI_API_KEY", "");
     let (error, _, _) = prompt_error(&env).await;
+    assert_eq!(error["code"], -32000, "ACP's auth-required, which editors answer with their login: {error}");
     assert!(error["message"].as_str().unwrap().contains("set OPENAI_API_KEY"), "{error}");
     assert!(env.mock.requests().is_empty());
+
+    // A key the server refuses is the same to the editor.
+    let env = TestEnv::new().await;
+    env.mock.push(Reply::status(401, "bad key"));
+    let (error, _, _) = prompt_error(&env).await;
+    assert_eq!(error["code"], -32000, "{error}");
+    assert!(error["message"].as_str().unwrap().contains("check OPENAI_API_KEY"), "{error}");
 }
 
 #[tokio::test]
@@ -188,4 +196,33 @@ async fn a_broken_config_file_is_reported_on_every_session_call() {
     let error = agent.call_err("session/new", json!({"cwd": env.cwd(), "mcpServers": []})).await;
     let message = error["message"].as_str().unwrap();
     assert!(message.contains("config.toml") && message.contains("modle"), "{message}");
+}
+
+#[tokio::test]
+async fn the_model_menu_leaves_out_providers_without_a_key_and_choosing_one_asks_for_it() {
+    let models = |result: &Value| -> Vec<String> {
+        result["configOptions"][0]["options"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|o| o["value"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let env = TestEnv::new().await;
+    let mut agent = env.ready().await;
+    let result = agent.call("session/new", json!({"cwd": env.cwd(), "mcpServers": []})).await;
+    let offered = models(&result);
+    assert!(offered.iter().any(|m| m == "openai/gpt-5"), "{offered:?}");
+    assert!(!offered.iter().any(|m| m.starts_with("anthropic/")), "no ANTHROPIC_API_KEY: {offered:?}");
+    let session = result["sessionId"].as_str().unwrap();
+    let chosen = json!({"sessionId": session, "configId": "model", "value": "anthropic/claude-haiku-4-5"});
+    let error = agent.call_err("session/set_config_option", chosen).await;
+    assert_eq!(error["code"], -32000, "{error}");
+    assert!(error["message"].as_str().unwrap().contains("set ANTHROPIC_API_KEY"), "{error}");
+
+    let mut env = TestEnv::new().await;
+    env.set_env("ANTHROPIC_API_KEY", "sk-ant-test");
+    let mut agent = env.ready().await;
+    let result = agent.call("session/new", json!({"cwd": env.cwd(), "mcpServers": []})).await;
+    assert!(models(&result).iter().any(|m| m == "anthropic/claude-haiku-4-5"), "{:?}", models(&result));
 }

@@ -376,6 +376,13 @@ impl Actor {
     }
 
     fn set_model(&mut self, model: String) -> Result<SessionView, SessionError> {
+        if let Some(env) = self.services.config.missing_key(&model) {
+            let (provider, _) = crate::config::split_model(&model);
+            return Err(SessionError::Model(crate::llm::LlmError::MissingKey {
+                provider: provider.to_owned(),
+                env: env.to_owned(),
+            }));
+        }
         let choices = self.view().models;
         if !choices.contains(&model) {
             return Err(SessionError::UnknownModel { value: model, choices });
