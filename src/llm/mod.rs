@@ -111,6 +111,9 @@ pub enum LlmError {
     Status { url: String, status: u16, detail: String, retry_after: Option<Duration> },
     #[error("the model stream broke: {0}")]
     Stream(String),
+    /// The connection dropped mid-answer; before any of the answer arrived, a retry may work.
+    #[error("the connection to the model broke: {0}")]
+    Reset(String),
     #[error(
         "the conversation no longer fits the model's context window ({detail}); start a new session, or pick a model with a larger window"
     )]
@@ -134,6 +137,7 @@ impl LlmError {
             // 529 is Anthropic's "overloaded".
             LlmError::Status { status, .. } => *status == 429 || *status == 408 || *status >= 500,
             LlmError::Unreachable { retryable, .. } => *retryable,
+            LlmError::Reset(_) => true,
             LlmError::MissingKey { .. }
             | LlmError::UnknownProvider { .. }
             | LlmError::NoBaseUrl { .. }
@@ -157,6 +161,7 @@ impl LlmError {
             | LlmError::UnknownModel { .. }
             | LlmError::Unreachable { .. }
             | LlmError::Stream(_)
+            | LlmError::Reset(_)
             | LlmError::ContextTooLong { .. }
             | LlmError::IdleTimeout(_)
             | LlmError::StepTimeout(_) => None,

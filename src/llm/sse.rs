@@ -32,10 +32,10 @@ pub trait Decode: Send + 'static {
 }
 
 /// Runs `decoder` over an SSE byte stream.
-pub fn decode<S, E, D>(events: S, decoder: D) -> impl Stream<Item = Result<StreamEvent, LlmError>> + Send
+pub fn decode<S, T, D>(events: S, decoder: D) -> impl Stream<Item = Result<StreamEvent, LlmError>> + Send
 where
-    S: Stream<Item = Result<eventsource_stream::Event, E>> + Unpin + Send,
-    E: std::fmt::Display,
+    S: Stream<Item = Result<eventsource_stream::Event, eventsource_stream::EventStreamError<T>>> + Unpin + Send,
+    T: std::fmt::Display,
     D: Decode,
 {
     let state = (events, decoder, VecDeque::new(), false);
@@ -49,6 +49,9 @@ where
             }
             let outcome = match events.next().await {
                 Some(Ok(event)) => decoder.event(&event.event, &event.data, &mut pending),
+                Some(Err(eventsource_stream::EventStreamError::Transport(err))) => {
+                    Err(LlmError::Reset(err.to_string()))
+                }
                 Some(Err(err)) => Err(LlmError::Stream(err.to_string())),
                 None => decoder.closed(&mut pending).map(|()| true),
             };
@@ -218,7 +221,7 @@ pub fn transport_error(url: &str, err: &reqwest::Error) -> LlmError {
 
 /// The connection ended before the answer did.
 pub fn cut_short() -> LlmError {
-    LlmError::Stream("the connection closed before the answer was complete".to_owned())
+    LlmError::Reset("the connection closed before the answer was complete".to_owned())
 }
 
 /// The first characters of a payload, for error messages.

@@ -226,3 +226,23 @@ async fn the_model_menu_leaves_out_providers_without_a_key_and_choosing_one_asks
     let result = agent.call("session/new", json!({"cwd": env.cwd(), "mcpServers": []})).await;
     assert!(models(&result).iter().any(|m| m == "anthropic/claude-haiku-4-5"), "{:?}", models(&result));
 }
+
+#[tokio::test]
+async fn a_stream_cut_after_the_headers_before_any_token_is_retried() {
+    let env = TestEnv::new().await;
+    // 200 and its headers, then the connection closes with nothing of the answer.
+    env.mock.push(Reply::Stream { events: Vec::new(), delay: Duration::ZERO });
+    env.mock.push(Reply::text(&["made it"]));
+    let mut agent = env.ready().await;
+    let session = agent.new_session(&env.cwd()).await;
+    let id = agent.prompt(&session, "hello").await;
+    let (response, notifications) = agent.response(id).await;
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    assert_eq!(env.mock.requests().len(), 2, "sent again");
+    let updates = updates(&notifications, &session);
+    let shown = text_of(&updates, "agent_message_chunk");
+    assert!(
+        shown.contains("retry 1 of 2") && shown.ends_with("made it"),
+        "the retry is told, then the answer: {shown}"
+    );
+}

@@ -48,7 +48,7 @@ async fn a_stream_cut_mid_event_ends_with_an_error_after_what_arrived() {
     let cut = &THINKING[..THINKING.find("c/lib.rs").unwrap()];
     let events = decode_transcript(cut, Decoder::default()).await;
     let (last, before) = events.split_last().unwrap();
-    assert!(matches!(last, Err(LlmError::Stream(why)) if why.contains("closed before")), "{last:?}");
+    assert!(matches!(last, Err(LlmError::Reset(why)) if why.contains("closed before")), "{last:?}");
     assert!(before.iter().all(Result::is_ok));
     assert!(before.contains(&Ok(StreamEvent::TextDelta("I'll read it.".into()))));
 }

@@ -6,7 +6,9 @@ use serde_json::json;
 use super::*;
 use crate::history::{CallState, MessageMeta, ToolPart};
 
-fn event(data: &str) -> Result<eventsource_stream::Event, std::convert::Infallible> {
+fn event(
+    data: &str,
+) -> Result<eventsource_stream::Event, eventsource_stream::EventStreamError<std::convert::Infallible>> {
     Ok(eventsource_stream::Event { data: data.to_owned(), ..Default::default() })
 }
 
@@ -86,7 +88,7 @@ async fn tool_call_deltas_are_accumulated_per_index() {
 async fn a_stream_cut_before_the_finish_is_an_error_but_one_without_done_is_not() {
     let cut = decode_all(&[r#"{"choices":[{"delta":{"content":"par"}}]}"#]).await;
     assert_eq!(cut[0], Ok(StreamEvent::TextDelta("par".into())));
-    assert!(matches!(&cut[1], Err(LlmError::Stream(why)) if why.contains("closed before")));
+    assert!(matches!(&cut[1], Err(LlmError::Reset(why)) if why.contains("closed before")));
 
     let no_done = decode_all(&[r#"{"choices":[{"delta":{"content":"ok"},"finish_reason":"stop"}]}"#]).await;
     assert!(no_done.iter().all(Result::is_ok), "{no_done:?}");

@@ -34,7 +34,7 @@ async fn a_recorded_stream_decodes_event_by_event() {
 async fn a_cut_stream_and_a_failed_response_are_errors() {
     let cut = &STREAM[..STREAM.find("response.completed").unwrap()];
     let events = decode_transcript(cut, Decoder::default()).await;
-    assert!(matches!(events.last(), Some(Err(LlmError::Stream(_)))));
+    assert!(matches!(events.last(), Some(Err(LlmError::Reset(_)))), "{events:?}");
     let failed = "event: response.failed\ndata: {\"type\":\"response.failed\",\"response\":{\"error\":{\"code\":\"context_length_exceeded\",\"message\":\"Your input exceeds the context window\"}}}\n\n";
     let events = decode_transcript(failed, Decoder::default()).await;
     assert!(matches!(&events[0], Err(LlmError::ContextTooLong { .. })), "{events:?}");
