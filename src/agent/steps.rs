@@ -73,7 +73,8 @@ async fn wait_to_retry(turn: &mut Turn<'_>, err: LlmError) -> Option<TurnState> 
         turn.run.attempts = 0;
         return Some(TurnState::Done(DoneReason::Error(err.into())));
     };
-    tracing::warn!(attempt = turn.run.attempts, ?delay, %err, "model request failed; retrying");
+    // The user is told by the notice below (on stderr in headless runs): the log keeps it quiet.
+    tracing::info!(attempt = turn.run.attempts, ?delay, %err, "model request failed; retrying");
     let text = format!(
         "The model request failed ({err}); retry {} of {} in {:.1} s.",
         turn.run.attempts,

@@ -142,3 +142,15 @@ async fn help_says_how_to_pick_a_model_where_settings_live_and_what_no_command_d
         assert!(stdout.contains(needed), "{needed}: {stdout}");
     }
 }
+
+#[tokio::test]
+async fn a_retry_is_told_once_on_stderr() {
+    let mut env = TestEnv::new().await;
+    env.set_env("CAIRN_LOG", "warn");
+    env.mock.push(Reply::status(500, "boom")).push(Reply::text(&["fine"]));
+    let (output, stdout, stderr) = run(&env, &["exec", "hello"]).await;
+    assert!(output.status.success(), "{stderr}");
+    assert_eq!(stdout.trim(), "fine");
+    assert_eq!(stderr.matches("retry 1 of 2").count(), 1, "{stderr}");
+    assert_eq!(stderr.matches("boom").count(), 1, "{stderr}");
+}
