@@ -4,35 +4,13 @@
 //! question, a result too large to hold, a server that outlives cairn's `kill -9`, a tool list
 //! without end, and an HTTP server that redirects its configured headers elsewhere.
 
-use serde_json::{Value, json};
+use serde_json::json;
 
 use crate::mcp::fixture::{FORGED, HUGE};
 use crate::mcp::fixture_exe;
+use crate::subagents::{calls, task, tool_names, write_agent};
 use crate::support::{Agent, Editor, Reply, TestEnv};
 use crate::tools::{call, set_mode, tool_results, turn};
-
-fn task(id: &str, description: &str, prompt: &str) -> (String, String, Value) {
-    (id.to_owned(), "task".to_owned(), json!({"description": description, "prompt": prompt}))
-}
-
-fn calls(list: &[(String, String, Value)]) -> Reply {
-    let borrowed: Vec<(&str, &str, Value)> =
-        list.iter().map(|(id, name, args)| (id.as_str(), name.as_str(), args.clone())).collect();
-    Reply::tool_calls(&borrowed)
-}
-
-fn tool_names(request: &Value) -> Vec<String> {
-    request["tools"]
-        .as_array()
-        .map(|tools| tools.iter().map(|t| t["function"]["name"].as_str().unwrap().to_owned()).collect())
-        .unwrap_or_default()
-}
-
-fn write_agent(env: &TestEnv, file: &str, text: &str) {
-    let dir = env.workspace().join(".agents/agents");
-    std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(dir.join(file), text).unwrap();
-}
 
 #[tokio::test]
 async fn a_restricted_named_agent_cannot_reach_wider_tools_through_a_nested_task() {

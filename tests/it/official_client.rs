@@ -14,17 +14,22 @@ use agent_client_protocol::{AcpAgent, AcpAgentConfig, Agent};
 
 use crate::support::{Reply, TestEnv};
 
-#[tokio::test]
-async fn the_official_client_drives_initialize_new_prompt_and_load() {
-    let env = TestEnv::new().await;
-    env.mock.push(Reply::text(&["Hello ", "from ", "cairn."]));
-    let config = AcpAgentConfig::new(env!("CARGO_BIN_EXE_cairn")).envs([
+/// cairn as the official client starts it, against this test's mock model.
+fn cairn_for(env: &TestEnv) -> AcpAgentConfig {
+    AcpAgentConfig::new(env!("CARGO_BIN_EXE_cairn")).envs([
         ("CAIRN_HOME", env.home().to_string_lossy().into_owned()),
         ("XDG_CONFIG_HOME", env.dir.path().join("config").to_string_lossy().into_owned()),
         ("CAIRN_MODEL", "openai/mock-model".to_owned()),
         ("OPENAI_BASE_URL", env.mock.url.clone()),
         ("OPENAI_API_KEY", "sk-test".to_owned()),
-    ]);
+    ])
+}
+
+#[tokio::test]
+async fn the_official_client_drives_initialize_new_prompt_and_load() {
+    let env = TestEnv::new().await;
+    env.mock.push(Reply::text(&["Hello ", "from ", "cairn."]));
+    let config = cairn_for(&env);
     let seen: Arc<Mutex<Vec<SessionUpdate>>> = Arc::default();
     let sink = Arc::clone(&seen);
     let cwd = env.workspace();
@@ -89,13 +94,7 @@ async fn the_official_client_passes_an_mcp_server_whose_tool_the_model_calls() {
     env.mock
         .push(Reply::tool_calls(&[("c1", "mcp__fx__echo", serde_json::json!({"text": "through the SDK"}))]))
         .push(Reply::text(&["Echoed."]));
-    let config = AcpAgentConfig::new(env!("CARGO_BIN_EXE_cairn")).envs([
-        ("CAIRN_HOME", env.home().to_string_lossy().into_owned()),
-        ("XDG_CONFIG_HOME", env.dir.path().join("config").to_string_lossy().into_owned()),
-        ("CAIRN_MODEL", "openai/mock-model".to_owned()),
-        ("OPENAI_BASE_URL", env.mock.url.clone()),
-        ("OPENAI_API_KEY", "sk-test".to_owned()),
-    ]);
+    let config = cairn_for(&env);
     let seen: Arc<Mutex<Vec<SessionUpdate>>> = Arc::default();
     let sink = Arc::clone(&seen);
     let cwd = env.workspace();

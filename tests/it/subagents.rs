@@ -11,11 +11,11 @@ use crate::support::mock_llm::first_user_text;
 use crate::support::{Agent, Editor, Reply, TestEnv, updates};
 use crate::tools::{call, set_mode, turn};
 
-fn task(id: &str, description: &str, prompt: &str) -> (String, String, Value) {
+pub fn task(id: &str, description: &str, prompt: &str) -> (String, String, Value) {
     (id.to_owned(), "task".to_owned(), json!({"description": description, "prompt": prompt}))
 }
 
-fn calls(list: &[(String, String, Value)]) -> Reply {
+pub fn calls(list: &[(String, String, Value)]) -> Reply {
     let borrowed: Vec<(&str, &str, Value)> =
         list.iter().map(|(id, name, args)| (id.as_str(), name.as_str(), args.clone())).collect();
     Reply::tool_calls(&borrowed)
@@ -32,7 +32,7 @@ fn results(request: &Value) -> Vec<(String, String)> {
         .collect()
 }
 
-fn tool_names(request: &Value) -> Vec<String> {
+pub fn tool_names(request: &Value) -> Vec<String> {
     request["tools"]
         .as_array()
         .map(|tools| tools.iter().map(|t| t["function"]["name"].as_str().unwrap().to_owned()).collect())
@@ -225,7 +225,7 @@ async fn a_child_that_fails_or_hits_a_limit_is_a_failed_result_and_the_parent_go
     }
 }
 
-fn write_agent(env: &TestEnv, file: &str, text: &str) {
+pub fn write_agent(env: &TestEnv, file: &str, text: &str) {
     let dir = env.workspace().join(".agents/agents");
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join(file), text).unwrap();
