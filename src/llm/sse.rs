@@ -152,6 +152,23 @@ pub async fn post<D: Decode>(
         let body = String::from_utf8_lossy(&body);
         return Err(status_error(url, status, &body, model, key_env, retry_after));
     }
+    let json = response
+        .headers()
+        .get(reqwest::header::CONTENT_TYPE)
+        .and_then(|value| value.to_str().ok())
+        .is_some_and(|kind| kind.trim_start().starts_with("application/json"));
+    if json {
+        // A success status with a JSON body instead of a stream: gateways answer errors so.
+        let mut body = Vec::new();
+        let _ = tokio::time::timeout(ERROR_BODY_TIME, read_at_most(&mut response, &mut body, ERROR_BODY_LIMIT)).await;
+        body.truncate(ERROR_BODY_LIMIT);
+        drop(response);
+        let body = String::from_utf8_lossy(&body);
+        return Err(match serde_json::from_str::<Value>(&body).ok().filter(|value| value.get("error").is_some()) {
+            Some(_) => status_error(url, status, &body, model, key_env, None),
+            None => LlmError::Stream(format!("the server answered with JSON instead of a stream: {}", excerpt(&body))),
+        });
+    }
     Ok(decode(response.bytes_stream().eventsource(), decoder).boxed())
 }
 
@@ -183,8 +200,10 @@ pub fn status_error(
     let parsed: Option<Value> = serde_json::from_str(body).ok();
     let error = parsed.as_ref().and_then(|v| v.get("error"));
     let code = error.and_then(|e| e.get("code").or_else(|| e.get("type"))).and_then(Value::as_str).unwrap_or_default();
-    let detail = error.and_then(|e| e.get("message").and_then(Value::as_str).or_else(|| e.as_str())).unwrap_or(body);
-    let detail: String = detail.chars().take(DETAIL_LIMIT).collect();
+    let detail = match error.and_then(|e| e.get("message").and_then(Value::as_str).or_else(|| e.as_str())) {
+        Some(message) => message.chars().take(DETAIL_LIMIT).collect(),
+        None => plain(body),
+    };
     let url = url.to_owned();
     if status == 401 || status == 403 {
         return LlmError::Unauthorized { url, status, env: key_env.to_owned(), detail };
@@ -196,6 +215,25 @@ pub fn status_error(
         return LlmError::ContextTooLong { detail };
     }
     LlmError::Status { url, status, detail, retry_after }
+}
+
+/// An error body as a short message: an HTML page (a proxy's or gateway's) as its title, other
+/// text as its start.
+fn plain(body: &str) -> String {
+    let lower = body.to_ascii_lowercase();
+    if lower.contains("<html") || lower.trim_start().starts_with("<!doctype") {
+        let title = lower.find("<title>").and_then(|start| {
+            let from = start + "<title>".len();
+            lower[from..]
+                .find("</title>")
+                .map(|end| body[from..from + end].split_whitespace().collect::<Vec<_>>().join(" "))
+        });
+        return match title.filter(|title| !title.is_empty()) {
+            Some(title) => format!("an HTML page titled \"{}\"", title.chars().take(DETAIL_LIMIT).collect::<String>()),
+            None => "an HTML page (no title)".to_owned(),
+        };
+    }
+    body.chars().take(DETAIL_LIMIT).collect()
 }
 
 /// Whether an error is the provider saying the prompt is longer than the window.

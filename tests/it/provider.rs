@@ -246,3 +246,28 @@ async fn a_stream_cut_after_the_headers_before_any_token_is_retried() {
         "the retry is told, then the answer: {shown}"
     );
 }
+
+#[tokio::test]
+async fn a_success_carrying_a_json_error_and_an_html_error_page_say_what_the_server_meant() {
+    let env = TestEnv::new().await;
+    let body = json!({"error": {"message": "quota exhausted for this project", "type": "insufficient_quota"}});
+    env.mock.push(Reply::Status { status: 200, body: body.to_string(), retry_after: None });
+    let (error, _, _) = prompt_error(&env).await;
+    let message = error["message"].as_str().unwrap();
+    assert!(message.contains("quota exhausted for this project"), "{message}");
+    assert_eq!(env.mock.requests().len(), 1, "not a retryable failure");
+
+    let env = TestEnv::new().await;
+    let page =
+        "<!DOCTYPE html>\n<html><head><title>502 Bad\n Gateway</title><style>body{}</style></head><body><h1>nginx</h1>"
+            .to_owned()
+            + &"<p>padding</p>".repeat(200)
+            + "</body></html>";
+    for _ in 0..3 {
+        env.mock.push(Reply::Status { status: 502, body: page.clone(), retry_after: Some("0".into()) });
+    }
+    let (error, _, _) = prompt_error(&env).await;
+    let message = error["message"].as_str().unwrap();
+    assert!(message.contains("an HTML page titled \"502 Bad Gateway\""), "{message}");
+    assert!(!message.contains('<'), "no markup in what the user reads: {message}");
+}
