@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use crate::agent::StopReason;
 use crate::config::Config;
 use crate::history::PlanStatus;
-use crate::ids::SessionId;
+use crate::ids::{SessionId, iso8601};
 use crate::permissions::Mode;
 use crate::session::{Attach, Registry, SessionError, Update, UpdateSink};
 use crate::store::Store;
@@ -205,9 +205,4 @@ pub async fn list_sessions(store: Store, cwd: Option<String>, json: bool) -> Res
     let _ = std::io::stdout().lock().write_all(&out);
     store.shutdown().await;
     Ok(())
-}
-
-/// A stored time as ISO 8601 in UTC with milliseconds, as ACP writes `updatedAt`.
-fn iso8601(ms: i64) -> Option<String> {
-    chrono::DateTime::from_timestamp_millis(ms).map(|at| at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true))
 }

@@ -22,6 +22,11 @@ pub fn now_ms() -> i64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX)).unwrap_or(0)
 }
 
+/// A stored time (`*_at`) as ISO 8601 in UTC with milliseconds, as ACP's `updatedAt` is written.
+pub fn iso8601(ms: i64) -> Option<String> {
+    chrono::DateTime::from_timestamp_millis(ms).map(|at| at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true))
+}
+
 /// A fresh id with the given prefix, greater than every id this process made before.
 pub fn new_id(prefix: &str) -> String {
     let now = u64::try_from(now_ms()).unwrap_or(0) << 12;

@@ -18,7 +18,7 @@ use super::convert::{
     block_to_part, config_options, invalid_params, modes, session_error, update_to_wire, usage_update,
 };
 use super::rpc::{Handler, Peer};
-use crate::ids::SessionId;
+use crate::ids::{SessionId, iso8601};
 use crate::llm::catalog::ThoughtLevel;
 use crate::permissions::Mode;
 use crate::session::{Attach, COMMANDS, Registry, SessionError, Update, UpdateSink, replay};
@@ -460,10 +460,6 @@ fn directory(field: &str, path: PathBuf) -> Result<PathBuf, acp::Error> {
             path.display()
         ))),
     }
-}
-
-fn iso8601(ms: i64) -> Option<String> {
-    chrono::DateTime::from_timestamp_millis(ms).map(|at| at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true))
 }
 
 fn to_value<T: Serialize>(value: &T) -> Result<Value, acp::Error> {
