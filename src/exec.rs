@@ -27,7 +27,7 @@ struct Printer {
 impl UpdateSink for Printer {
     fn send(&self, _session: &SessionId, update: Update) {
         match update {
-            Update::AgentText { text, .. } => {
+            Update::AgentText { text, .. } | Update::EphemeralText { text } => {
                 let mut out = std::io::stdout().lock();
                 let _ = out.write_all(text.as_bytes()).and_then(|()| out.flush());
                 self.printed.store(!text.ends_with('\n'), Ordering::Relaxed);
@@ -41,7 +41,7 @@ impl UpdateSink for Printer {
             Update::ToolCallUpdate(tool) => {
                 let _ = writeln!(std::io::stderr().lock(), "[tool {}: {}]", tool.name, tool.output.unwrap_or_default());
             }
-            Update::Notice { text, .. } => {
+            Update::Notice { text, .. } | Update::EphemeralNotice { text } => {
                 let _ = writeln!(std::io::stderr().lock(), "[{text}]");
             }
             Update::Usage { .. } | Update::Options(_) | Update::CompactionSummary { .. } => {}

@@ -68,8 +68,14 @@ pub enum Update {
     Plan(Vec<PlanEntry>),
     /// The session got a title.
     Title(String),
-    /// A note for the user outside the conversation (a retry under way).
+    /// A note for the user outside the conversation (a retry under way), stored with it.
     Notice { message: MessageId, text: String },
+    /// An answer for the user alone that is not part of the conversation (a slash command's):
+    /// never stored, never replayed, so it carries no message id.
+    EphemeralText { text: String },
+    /// A note for the user alone (a prompt queued, an MCP server that failed): never stored,
+    /// never replayed, no message id.
+    EphemeralNotice { text: String },
     /// How full the context window is, and what the session has cost (USD) when prices are known.
     Usage { used: u64, size: u64, cost: Option<f64> },
     /// The session's options changed from inside (a `/model` command).

@@ -236,3 +236,35 @@ async fn forking_a_busy_session_is_refused_and_fork_by_command_works_when_idle()
     let listed = agent.call("session/list", json!({})).await;
     assert_eq!(listed["sessions"].as_array().unwrap().len(), 2);
 }
+
+#[tokio::test]
+async fn what_is_not_stored_carries_no_message_id_and_load_does_not_show_it() {
+    let env = TestEnv::new().await;
+    env.mock.push(Reply::endless(Duration::from_millis(20)));
+    let mut agent = env.ready().await;
+    let session = agent.new_session(&env.cwd()).await;
+    let running = agent.prompt(&session, "go on").await;
+    agent.next_chunk().await;
+    let queued = agent.prompt(&session, "and then this").await;
+    let status = agent.prompt(&session, "/status").await;
+    let (_, shown) = agent.response(status).await;
+    agent.notify("session/cancel", json!({"sessionId": session})).await;
+    let (_, rest) = agent.responses(&[running, queued]).await;
+    let asides: Vec<&Value> = updates(&shown, &session)
+        .into_iter()
+        .chain(updates(&rest, &session))
+        .filter(|u| {
+            let text = u["content"]["text"].as_str().or_else(|| u["message"].as_str()).unwrap_or_default();
+            text.contains("is queued behind") || text.starts_with("Status:")
+        })
+        .collect();
+    assert_eq!(asides.len(), 2, "the queue notice and the /status answer: {asides:?}");
+    for aside in &asides {
+        assert!(aside.get("messageId").is_none(), "not stored, so no message id: {aside}");
+    }
+
+    let id = agent.request("session/load", json!({"sessionId": session, "cwd": env.cwd(), "mcpServers": []})).await;
+    let (_, replay) = agent.response(id).await;
+    let replayed = text_of(&updates(&replay, &session), "agent_message_chunk");
+    assert!(!replayed.contains("is queued behind") && !replayed.contains("Status:"), "{replayed}");
+}

@@ -9,7 +9,7 @@ use super::{Actor, Reply, title_from};
 use crate::agent::StopReason;
 use crate::history::Role;
 use crate::history::view::context_used;
-use crate::ids::{MessageId, SessionId, now_ms};
+use crate::ids::{SessionId, now_ms};
 use crate::llm::catalog;
 use crate::permissions::{self, Action, Scope};
 use crate::session::commands::{Revoke, Slash};
@@ -17,14 +17,15 @@ use crate::session::{SessionError, Status, Update};
 use crate::store::{SessionRow, Write};
 
 impl Actor {
-    /// A short agent message for the user alone: shown, not stored, never sent to the model.
+    /// A short agent message for the user alone: shown, not stored (so without a message id),
+    /// never sent to the model.
     pub(super) fn say(&self, text: String) {
-        self.services.sink.send(&self.row.id, Update::AgentText { message: MessageId::generate(), text });
+        self.services.sink.send(&self.row.id, Update::EphemeralText { text });
     }
 
-    /// A note outside the conversation (a `notice` where the client takes them).
+    /// A note outside the conversation (a `notice` where the client takes them), not stored.
     pub(super) fn tell(&self, text: String) {
-        self.services.sink.send(&self.row.id, Update::Notice { message: MessageId::generate(), text });
+        self.services.sink.send(&self.row.id, Update::EphemeralNotice { text });
     }
 
     pub(super) fn run_immediate(&mut self, slash: Slash) -> String {
@@ -74,7 +75,7 @@ impl Actor {
                         Ok(Err(err)) => format!("The session was not forked: {err}."),
                         Err(_) => "The session was not forked: it closed.".to_owned(),
                     };
-                    sink.send(&id, Update::AgentText { message: MessageId::generate(), text });
+                    sink.send(&id, Update::EphemeralText { text });
                     let _ = reply.send(Ok(StopReason::EndTurn));
                 });
                 return;

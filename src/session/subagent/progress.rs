@@ -73,6 +73,8 @@ impl Progress {
             | Update::Plan(_)
             | Update::Title(_)
             | Update::Notice { .. }
+            | Update::EphemeralText { .. }
+            | Update::EphemeralNotice { .. }
             | Update::Usage { .. }
             | Update::Options(_)
             | Update::Compaction { .. }
