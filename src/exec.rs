@@ -41,7 +41,7 @@ impl UpdateSink for Printer {
             Update::ToolCallUpdate(tool) => {
                 let _ = writeln!(std::io::stderr().lock(), "[tool {}: {}]", tool.name, tool.output.unwrap_or_default());
             }
-            Update::Notice { text, .. } | Update::EphemeralNotice { text } => {
+            Update::Notice { text, .. } | Update::EphemeralNotice { text, .. } => {
                 let _ = writeln!(std::io::stderr().lock(), "[{text}]");
             }
             Update::Usage { .. } | Update::Options(_) | Update::CompactionSummary { .. } => {}

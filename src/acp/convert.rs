@@ -114,10 +114,11 @@ pub fn update_to_wire(update: Update, shown: Shown) -> Option<acp::SessionUpdate
         // Clients without notices see the note as a short agent message.
         Update::Notice { message, text } => acp::SessionUpdate::AgentMessageChunk(chunk(message, text.into())),
         // What is not stored has no message id: a client cannot take it for part of one.
-        Update::EphemeralNotice { text } if shown.notices => {
-            acp::SessionUpdate::Notice(acp::Notice::new(acp::NoticeSeverity::Info, text))
+        Update::EphemeralNotice { text, warning } if shown.notices => {
+            let severity = if warning { acp::NoticeSeverity::Warning } else { acp::NoticeSeverity::Info };
+            acp::SessionUpdate::Notice(acp::Notice::new(severity, text))
         }
-        Update::EphemeralNotice { text } | Update::EphemeralText { text } => {
+        Update::EphemeralNotice { text, .. } | Update::EphemeralText { text } => {
             acp::SessionUpdate::AgentMessageChunk(acp::ContentChunk::new(text.into()))
         }
         Update::Usage { used, size, cost } => acp::SessionUpdate::UsageUpdate(

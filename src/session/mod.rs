@@ -73,9 +73,9 @@ pub enum Update {
     /// An answer for the user alone that is not part of the conversation (a slash command's):
     /// never stored, never replayed, so it carries no message id.
     EphemeralText { text: String },
-    /// A note for the user alone (a prompt queued, an MCP server that failed): never stored,
-    /// never replayed, no message id.
-    EphemeralNotice { text: String },
+    /// A note for the user alone (a prompt queued; a warning: an MCP server that failed): never
+    /// stored, never replayed, no message id.
+    EphemeralNotice { text: String, warning: bool },
     /// How full the context window is, and what the session has cost (USD) when prices are known.
     Usage { used: u64, size: u64, cost: Option<f64> },
     /// The session's options changed from inside (a `/model` command).

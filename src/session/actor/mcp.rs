@@ -69,11 +69,11 @@ impl Actor {
         tokio::spawn(async move {
             announced.await;
             for text in notes {
-                sink.send(&id, Update::EphemeralNotice { text });
+                sink.send(&id, Update::EphemeralNotice { text, warning: true });
             }
             let Some(mut notices) = notices else { return };
             while let Some(notice) = notices.recv().await {
-                sink.send(&id, Update::EphemeralNotice { text: notice.text });
+                sink.send(&id, Update::EphemeralNotice { text: notice.text, warning: true });
             }
         });
     }

@@ -25,7 +25,7 @@ impl Actor {
 
     /// A note outside the conversation (a `notice` where the client takes them), not stored.
     pub(super) fn tell(&self, text: String) {
-        self.services.sink.send(&self.row.id, Update::EphemeralNotice { text });
+        self.services.sink.send(&self.row.id, Update::EphemeralNotice { text, warning: false });
     }
 
     pub(super) fn run_immediate(&mut self, slash: Slash) -> String {
