@@ -118,9 +118,11 @@ pub fn update_to_wire(update: Update, shown: Shown) -> Option<acp::SessionUpdate
             let severity = if warning { acp::NoticeSeverity::Warning } else { acp::NoticeSeverity::Info };
             acp::SessionUpdate::Notice(acp::Notice::new(severity, text))
         }
-        Update::EphemeralNotice { text, .. } | Update::EphemeralText { text } => {
-            acp::SessionUpdate::AgentMessageChunk(acp::ContentChunk::new(text.into()))
+        // As a message of its own: a client that joins chunks must not run it into the next.
+        Update::EphemeralNotice { text, .. } => {
+            acp::SessionUpdate::AgentMessageChunk(acp::ContentChunk::new(format!("{text}\n\n").into()))
         }
+        Update::EphemeralText { text } => acp::SessionUpdate::AgentMessageChunk(acp::ContentChunk::new(text.into())),
         Update::Usage { used, size, cost } => acp::SessionUpdate::UsageUpdate(
             acp::UsageUpdate::new(used, size).cost(cost.map(|amount| acp::Cost::new(amount, "USD"))),
         ),

@@ -94,7 +94,7 @@ async fn a_prompt_sent_while_busy_is_queued_and_runs_after_the_current_turn() {
     assert_eq!(answers, ["first ", "answer", "second answer"], "never interleaved");
     assert_eq!(
         queued,
-        ["This prompt is queued behind 1 turn; it runs when the session is free."],
+        ["This prompt is queued behind 1 turn; it runs when the session is free.\n\n"],
         "the queue is shown"
     );
     let requests = env.mock.requests();
