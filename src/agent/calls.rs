@@ -71,31 +71,23 @@ pub async fn executing(turn: &mut Turn<'_>, mut queue: CallQueue) -> TurnState {
             Some(request) => TurnState::Confirming(queue, Box::new(Question { request, why })),
             None => TurnState::Done(DoneReason::Error(TurnError::Internal("a question about nothing".into()))),
         },
-        Decision::Allow if invocation.access() == Access::Delegate => {
-            let mut batch = vec![(index, invocation)];
-            queue.calls.pop_front();
-            while let Some(next) = queue.calls.front() {
-                let Ok(next_invocation) = &next.invocation else { break };
-                if next_invocation.access() != Access::Delegate || decision(turn, next) != Decision::Allow {
-                    break;
-                }
-                batch.push((next.index, next_invocation.clone()));
-                queue.calls.pop_front();
-            }
-            TurnState::Dispatching(queue, batch)
-        }
         Decision::Allow => {
-            let mut batch = vec![(index, invocation.clone())];
+            let access = invocation.access();
             queue.calls.pop_front();
-            if invocation.access() == Access::ReadOnly {
+            let mut batch = vec![(index, invocation)];
+            // Reads run beside the reads that follow them, sub-agents beside the sub-agents.
+            if matches!(access, Access::ReadOnly | Access::Delegate) {
                 while let Some(next) = queue.calls.front() {
                     let Ok(next_invocation) = &next.invocation else { break };
-                    if next_invocation.access() != Access::ReadOnly || decision(turn, next) != Decision::Allow {
+                    if next_invocation.access() != access || decision(turn, next) != Decision::Allow {
                         break;
                     }
                     batch.push((next.index, next_invocation.clone()));
                     queue.calls.pop_front();
                 }
+            }
+            if access == Access::Delegate {
+                return TurnState::Dispatching(queue, batch);
             }
             let at_once = batch.len();
             if run(turn, &queue.message, batch, at_once).await.is_err() {
