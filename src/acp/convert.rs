@@ -11,7 +11,7 @@ use crate::history::{CallState, Part, PlanPriority, PlanStatus, ToolContent, Too
 use crate::ids::MessageId;
 use crate::llm::LlmError;
 use crate::llm::catalog::ThoughtLevel;
-use crate::mcp::{ServerConfig, Transport};
+use crate::mcp::ServerConfig;
 use crate::permissions::Mode;
 use crate::session::{CompactionState, SessionError, SessionView, Update};
 use crate::store::StoreError;
@@ -341,21 +341,15 @@ pub fn mcp_servers(servers: Vec<acp::McpServer>) -> (Vec<ServerConfig>, Vec<Stri
     let mut notes = Vec::new();
     for server in servers {
         match server {
-            acp::McpServer::Stdio(stdio) => configs.push(ServerConfig {
-                name: stdio.name,
-                transport: Transport::Stdio {
-                    command: stdio.command.to_string_lossy().into_owned(),
-                    args: stdio.args,
-                    env: stdio.env.into_iter().map(|var| (var.name, var.value)).collect(),
-                },
-            }),
-            acp::McpServer::Http(http) => configs.push(ServerConfig {
-                name: http.name,
-                transport: Transport::Http {
-                    url: http.url,
-                    headers: http.headers.into_iter().map(|header| (header.name, header.value)).collect(),
-                },
-            }),
+            acp::McpServer::Stdio(stdio) => configs.push(
+                ServerConfig::stdio(stdio.name, stdio.command.to_string_lossy(), stdio.args)
+                    .with_env(stdio.env.into_iter().map(|var| (var.name, var.value)).collect()),
+            ),
+            acp::McpServer::Http(http) => configs.push(ServerConfig::http(
+                http.name,
+                http.url,
+                http.headers.into_iter().map(|header| (header.name, header.value)).collect(),
+            )),
             acp::McpServer::Sse(sse) => notes.push(format!(
                 "MCP server `{}` was left out: it uses the SSE transport, which cairn does not support; give its streamable HTTP endpoint instead.",
                 sse.name

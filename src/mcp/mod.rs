@@ -34,7 +34,8 @@ use serde_json::{Map, Value};
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio_util::sync::{CancellationToken, DropGuard};
 
-pub use board::{Notice, ServerState, ServerStatus, Snapshot};
+use board::Snapshot;
+pub use board::{Notice, ServerState, ServerStatus};
 pub use config::{
     DEFAULT_STARTUP_TIMEOUT, MAX_TOOL_NAME, McpSettings, ServerConfig, Transport, TransportKind, check_name, qualified,
 };
@@ -161,11 +162,6 @@ impl Servers {
     /// Every server's state, in configuration order.
     pub fn status(&self) -> Vec<ServerStatus> {
         self.shared.view.borrow().servers.clone()
-    }
-
-    /// The published state, to be woken when it changes.
-    pub fn watch(&self) -> watch::Receiver<Snapshot> {
-        self.shared.view.clone()
     }
 
     /// Calls `tool` (the server's own name for it) of `server`. Cancelling `cancel` abandons
