@@ -104,17 +104,17 @@ fn main() -> ExitCode {
     code
 }
 
+/// Loads the configuration and opens (creating and migrating) the store.
+fn setup() -> Result<(Store, Arc<Config>), String> {
+    let mut config = Config::load().map_err(|err| err.to_string())?;
+    Arc::make_mut(&mut config.process).launcher = Launcher::Supervisor(PathBuf::from(SELF_EXE));
+    let store = Store::open(&config.database_path()).map_err(|err| err.to_string())?;
+    Ok((store, Arc::new(config)))
+}
+
 async fn run(command: Option<Command>) -> ExitCode {
-    let setup = Config::load().map_err(|err| err.to_string()).and_then(|mut config| {
-        Arc::make_mut(&mut config.process).launcher = Launcher::Supervisor(PathBuf::from(SELF_EXE));
-        let store = Store::open(&config.database_path()).map_err(|err| err.to_string())?;
-        Ok((store, Arc::new(config)))
-    });
     match command {
         None => {
-            if let Err(why) = &setup {
-                tracing::error!("{why}");
-            }
             if std::io::IsTerminal::is_terminal(&std::io::stdin()) {
                 use std::io::Write as _;
                 let _ = writeln!(
@@ -122,11 +122,12 @@ async fn run(command: Option<Command>) -> ExitCode {
                     "cairn serves ACP on stdin/stdout for an editor; try `cairn --help` or `cairn exec \"…\"`"
                 );
             }
+            // `initialize` needs neither: it is answered while they load.
             cairn::acp::serve(setup).await;
             ExitCode::SUCCESS
         }
         Some(Command::Exec { prompt, session, cwd, mode }) => {
-            let (store, config) = match setup {
+            let (store, config) = match setup() {
                 Ok(setup) => setup,
                 Err(why) => return fail(&why),
             };
@@ -146,7 +147,7 @@ async fn run(command: Option<Command>) -> ExitCode {
             }
         }
         Some(Command::Sessions { command: SessionsCommand::List { cwd, json } }) => {
-            let (store, _) = match setup {
+            let (store, _) = match setup() {
                 Ok(setup) => setup,
                 Err(why) => return fail(&why),
             };

@@ -17,6 +17,7 @@ use super::client::{AcpHost, ClientFeatures};
 use super::convert::{
     block_to_part, config_options, invalid_params, modes, session_error, update_to_wire, usage_update,
 };
+use super::opening::Opening;
 use super::rpc::{Handler, Peer};
 use crate::ids::{SessionId, iso8601};
 use crate::llm::catalog::ThoughtLevel;
@@ -110,17 +111,18 @@ impl UpdateSink for WireSink {
 /// The ACP agent: what `cairn` serves on stdio.
 pub struct Agent {
     sink: Arc<WireSink>,
-    /// The sessions, or why they could not be set up (bad config, unusable database).
-    sessions: Result<Registry, String>,
+    /// The sessions, or why they could not be set up (bad config, unusable database), once
+    /// the store is open.
+    sessions: Opening,
 }
 
 impl Agent {
-    pub fn new(sink: Arc<WireSink>, sessions: Result<Registry, String>) -> Self {
+    pub fn new(sink: Arc<WireSink>, sessions: Opening) -> Self {
         Self { sink, sessions }
     }
 
     fn sessions(&self) -> Result<Registry, acp::Error> {
-        self.sessions.clone().map_err(|why| acp::Error::new(acp::ErrorCode::InternalError.into(), why))
+        self.sessions.get().clone().map_err(|why| acp::Error::new(acp::ErrorCode::InternalError.into(), why))
     }
 
     fn initialize(&self, params: Value) -> Answer {
@@ -392,7 +394,7 @@ impl Handler for Agent {
         match method {
             "session/cancel" => match parse::<acp::CancelNotification>(method, params) {
                 Ok(cancel) => {
-                    if let Ok(sessions) = &self.sessions {
+                    if let Ok(sessions) = self.sessions.get() {
                         sessions.cancel(&session_id(&cancel.session_id));
                     }
                 }
@@ -403,7 +405,7 @@ impl Handler for Agent {
     }
 
     fn shutdown(&self) -> BoxFuture<'static, ()> {
-        match &self.sessions {
+        match self.sessions.get() {
             Ok(sessions) => {
                 let sessions = sessions.clone();
                 async move { sessions.shutdown().await }.boxed()

@@ -6,6 +6,7 @@
 mod client;
 mod convert;
 mod handlers;
+mod opening;
 pub mod rpc;
 
 use std::sync::Arc;
@@ -14,14 +15,17 @@ use crate::config::Config;
 use crate::session::Registry;
 use crate::store::Store;
 
-/// Serves ACP on stdin/stdout until stdin closes. `setup` is the store and configuration, or a
-/// message saying why they are unusable; in that case every session method answers with it.
-pub async fn serve(setup: Result<(Store, Arc<Config>), String>) {
+/// Serves ACP on stdin/stdout until stdin closes. `setup` loads the configuration and opens the
+/// store, or says why they are unusable (then every session method answers with that); it runs
+/// on its own thread while the client is already answered.
+pub async fn serve(setup: impl FnOnce() -> Result<(Store, Arc<Config>), String> + Send + 'static) {
     let stdin = tokio::io::stdin();
     let stdout = tokio::io::stdout();
     rpc::serve(stdin, stdout, move |peer| {
         let sink = Arc::new(handlers::WireSink::new(peer));
-        let sessions = setup.map(|(store, config)| Registry::new(store, config, sink.clone()));
+        let for_sessions = Arc::clone(&sink);
+        let sessions =
+            opening::Opening::start(move || setup().map(|(store, config)| Registry::new(store, config, for_sessions)));
         handlers::Agent::new(sink, sessions)
     })
     .await;

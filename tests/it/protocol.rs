@@ -286,3 +286,27 @@ async fn wrong_settings_are_refused_naming_the_setting() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("--log-file /nonexistent/dir/cairn.log: cannot open it"), "{stderr}");
 }
+
+/// `initialize` needs neither the database nor the configuration, so it does not wait for them:
+/// here another process holds the database locked, and the editor's handshake is answered all
+/// the same; the first session waits for the lock instead.
+#[tokio::test]
+async fn initialize_is_answered_while_the_database_is_still_opening() {
+    let env = TestEnv::new().await;
+    let mut agent = env.ready().await;
+    agent.new_session(&env.cwd()).await;
+    agent.close_stdin();
+    agent.wait_exit().await;
+
+    let lock = rusqlite::Connection::open(env.database()).unwrap();
+    lock.execute_batch("PRAGMA locking_mode = EXCLUSIVE; BEGIN EXCLUSIVE; SELECT count(*) FROM sessions;").unwrap();
+    let mut agent = env.spawn().await;
+    let answer = agent.initialize().await;
+    assert_eq!(answer["protocolVersion"], 1, "{answer}");
+    assert!(!agent.stderr().contains("database"), "the store's wait showed up first: {}", agent.stderr());
+    // Within the store's 5 s busy wait, let go: the session it was waiting for opens.
+    lock.execute_batch("COMMIT; PRAGMA locking_mode = NORMAL; SELECT count(*) FROM sessions;").unwrap();
+    drop(lock);
+    let session = agent.new_session(&env.cwd()).await;
+    assert!(!session.is_empty());
+}
