@@ -84,6 +84,11 @@ pub type EventStream = BoxStream<'static, Result<StreamEvent, LlmError>>;
 #[async_trait::async_trait]
 pub trait Provider: Send + Sync {
     async fn stream(&self, request: &ModelRequest) -> Result<EventStream, LlmError>;
+
+    /// Gets ready for a request soon: opens (and for HTTPS, handshakes) a connection the next
+    /// request can reuse, so a session's first prompt is as quick as its second. Failures are
+    /// ignored: the request that follows reports them.
+    async fn warm(&self) {}
 }
 
 /// A failure talking to a model. Every message says what to set or check.

@@ -126,7 +126,40 @@ impl<D: Decode + Default> Provider for Endpoint<D> {
         };
         post(http, &self.url, &request.model, &self.key_env, D::default()).await
     }
+
+    /// A `HEAD` of the endpoint, without the key: its answer (likely 404 or 405) does not matter,
+    /// the pooled connection it leaves behind does.
+    async fn warm(&self) {
+        if !first_warm_in_a_while(&self.url) {
+            return;
+        }
+        let warmed = self.client.head(&self.url).timeout(WARM_TIMEOUT).send().await;
+        if let Err(err) = warmed {
+            tracing::debug!(url = %self.url, %err, "could not open a connection ahead of the first request");
+        }
+    }
 }
+
+/// Whether `url` was not warmed within [`WARM_AGAIN_AFTER`], noting that it is now: an editor
+/// opening many sessions at once warms one connection, not one per session.
+fn first_warm_in_a_while(url: &str) -> bool {
+    static WARMED: std::sync::Mutex<Vec<(String, std::time::Instant)>> = std::sync::Mutex::new(Vec::new());
+    let mut warmed = WARMED.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let now = std::time::Instant::now();
+    warmed.retain(|(_, at)| now.duration_since(*at) < WARM_AGAIN_AFTER);
+    if warmed.iter().any(|(seen, _)| seen == url) {
+        return false;
+    }
+    warmed.push((url.to_owned(), now));
+    true
+}
+
+/// A warmed connection idles in the pool for 90 s; warming again sooner would open nothing new.
+const WARM_AGAIN_AFTER: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// How long warming a connection may take before it is given up (the request that needs it then
+/// opens its own).
+const WARM_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// Sends a streaming POST and returns its decoded events once the headers say success.
 pub async fn post<D: Decode>(

@@ -19,6 +19,9 @@ use crate::mcp::{ServerConfig, ServerState, Servers};
 use crate::session::{Attach, Update};
 use crate::tools::Registry;
 
+/// Resolves once the response that announces the session has been written (or will not be).
+pub(super) type Announced = futures::future::Shared<futures::future::BoxFuture<'static, ()>>;
+
 /// The running servers and the list they were started from.
 pub(super) struct Mcp {
     configs: Vec<ServerConfig>,
@@ -28,30 +31,30 @@ pub(super) struct Mcp {
 impl Actor {
     /// Uses the client's servers (with the configured ones); the same list keeps the servers
     /// running, another one replaces them.
-    pub(super) fn attach(&mut self, attach: Attach) {
+    /// Returns the future that resolves once the response announcing the session is written.
+    pub(super) fn attach(&mut self, attach: Attach) -> Announced {
         let Attach { mcp, notes, announced } = attach;
-        let mut configs = mcp;
-        configs.extend(self.services.config.mcp_servers.iter().cloned());
-        if self.mcp.as_ref().is_some_and(|running| running.configs == configs) {
-            let announced = async move {
-                let _ = announced.await;
-            };
-            return self.announce(notes, announced, None);
-        }
-        // The old servers stop when their last handle goes: at once, or when the running turn,
-        // which holds one, ends (its calls are not cut off under it).
-        drop(self.mcp.take());
-        let config = &self.services.config;
         let announced = async move {
             let _ = announced.await;
         }
         .boxed()
         .shared();
+        let mut configs = mcp;
+        configs.extend(self.services.config.mcp_servers.iter().cloned());
+        if self.mcp.as_ref().is_some_and(|running| running.configs == configs) {
+            self.announce(notes, announced.clone(), None);
+            return announced;
+        }
+        // The old servers stop when their last handle goes: at once, or when the running turn,
+        // which holds one, ends (its calls are not cut off under it).
+        drop(self.mcp.take());
+        let config = &self.services.config;
         let cwd = Path::new(&self.row.cwd);
         let (servers, notices) =
             Servers::start_after(configs.clone(), &config.mcp, &config.process.env, cwd, announced.clone());
         self.mcp = Some(Mcp { configs, servers });
-        self.announce(notes, announced, Some(notices));
+        self.announce(notes, announced.clone(), Some(notices));
+        announced
     }
 
     /// Sends `notes`, then every notice of the servers, once the session is announced.
@@ -82,7 +85,7 @@ impl Actor {
     /// here, `cairn exec`) the configured ones, started now.
     pub(super) fn servers_for_turn(&mut self) -> Option<Servers> {
         if self.mcp.is_none() {
-            self.attach(Attach::alone());
+            let _announced = self.attach(Attach::alone());
         }
         self.mcp.as_ref().map(|mcp| mcp.servers.clone()).filter(|servers| !servers.is_empty())
     }

@@ -320,8 +320,10 @@ impl Actor {
                 let _ = reply.send(answer);
             }
             Command::Attach { attach, reply } => {
-                self.attach(attach);
+                let announced = self.attach(attach);
                 let _ = reply.send(Ok(self.view()));
+                // A client opened the session: its user is about to type.
+                self.warm_provider(announced);
             }
             Command::Fork { cwd, reply } => {
                 if self.running.is_some() || !self.queue.is_empty() {
@@ -393,7 +395,24 @@ impl Actor {
         }
         self.row.model.clone_from(&model);
         self.services.store.submit(Write::SetSessionModel { id: self.row.id.clone(), model }, None);
+        self.warm_provider(std::future::ready(()));
         Ok(self.view())
+    }
+
+    /// Builds the session's provider (its HTTP client and TLS setup, the first time in a
+    /// process) and opens a connection to it in the background, once `after` resolves, so that
+    /// the first prompt finds them ready instead of paying for them.
+    fn warm_provider(&self, after: impl Future<Output = ()> + Send + 'static) {
+        let config = Arc::clone(&self.services.config);
+        let model = self.row.model.clone();
+        tokio::spawn(async move {
+            after.await;
+            let resolved = tokio::task::spawn_blocking(move || crate::llm::resolve(&config, &model)).await;
+            // No key or no such provider: the prompt will say so.
+            if let Ok(Ok(resolved)) = resolved {
+                resolved.provider.warm().await;
+            }
+        });
     }
 
     /// Queues work behind the running turn, telling the user where it stands.

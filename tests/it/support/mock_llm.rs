@@ -6,7 +6,8 @@
 //! before its end is counted as dropped, so tests can see cancellation reach the HTTP connection.
 //! A request whose first user message contains a [`MockLlm::route`] marker takes its reply from
 //! that route's own script instead (how a test answers a sub-agent apart from its parent), and
-//! the streams open at once are counted.
+//! the streams open at once are counted. Every request of any method is also noted with the
+//! client's address, so a test can see which connection a request came on.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -15,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use axum::Router;
 use axum::body::{Body, Bytes};
-use axum::extract::State;
+use axum::extract::{ConnectInfo, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use axum::routing::post;
@@ -141,6 +142,9 @@ pub fn finish(reason: &str) -> Vec<String> {
     ]
 }
 
+/// A request as [`MockLlm::seen`] notes it: method, path, client address, authorized.
+pub type Seen = (String, String, std::net::SocketAddr, bool);
+
 #[derive(Default)]
 struct Shared {
     script: Mutex<VecDeque<Reply>>,
@@ -159,6 +163,9 @@ struct Shared {
     flood_cut: AtomicUsize,
     /// Replies for requests whose first user message contains the marker, by marker.
     routes: Mutex<Vec<(String, VecDeque<Reply>)>>,
+    /// Every request: its method, path, the client's address (which tells connections apart)
+    /// and whether it carried an `Authorization` header.
+    seen: Mutex<Vec<Seen>>,
     /// Streams open now, and the most ever open at once.
     open: AtomicUsize,
     most_open: AtomicUsize,
@@ -185,11 +192,12 @@ impl MockLlm {
                     axum::Json(json!({"object": "list", "data": [{"id": "found-a"}, {"id": "found-b"}]}))
                 }),
             )
+            .layer(axum::middleware::from_fn_with_state(Arc::clone(&shared), note_request))
             .with_state(Arc::clone(&shared));
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind the mock model server");
         let address = listener.local_addr().expect("mock address");
         tokio::spawn(async move {
-            let _ = axum::serve(listener, app).await;
+            let _ = axum::serve(listener, app.into_make_service_with_connect_info::<std::net::SocketAddr>()).await;
         });
         Self { url: format!("http://{address}/v1"), shared }
     }
@@ -223,6 +231,11 @@ impl MockLlm {
     /// Model streams open now.
     pub fn open(&self) -> usize {
         self.shared.open.load(Ordering::SeqCst)
+    }
+
+    /// Every request so far as `(method, path, client address, authorized)`, in arrival order.
+    pub fn seen(&self) -> Vec<Seen> {
+        self.shared.seen.lock().unwrap().clone()
     }
 
     /// The JSON bodies received so far.
@@ -340,6 +353,18 @@ pub fn anthropic_text(text: &str) -> Vec<String> {
         ),
         frame("message_stop", json!({"type": "message_stop"})),
     ]
+}
+
+async fn note_request(
+    State(shared): State<Arc<Shared>>,
+    ConnectInfo(peer): ConnectInfo<std::net::SocketAddr>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let authorized = request.headers().contains_key(axum::http::header::AUTHORIZATION);
+    let noted = (request.method().to_string(), request.uri().path().to_owned(), peer, authorized);
+    shared.seen.lock().unwrap().push(noted);
+    next.run(request).await
 }
 
 async fn complete(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Bytes, api: Api) -> Response {
