@@ -143,3 +143,52 @@ fn no_file_keeps_a_merge_conflict() {
         assert!(!marked, "{} holds a merge conflict marker", file.display());
     }
 }
+
+/// The code map names every source file and directory, and names nothing that is gone: a
+/// newcomer reading ARCHITECTURE.md finds each module where it says, and each module is there.
+#[test]
+fn the_code_map_and_the_source_tree_agree() {
+    let doc = source(&root().join("ARCHITECTURE.md"));
+    let start = doc.find("## Code map").expect("ARCHITECTURE.md has a `## Code map` section");
+    let map = &doc[start..doc[start..].find("\n## ").map_or(doc.len(), |end| start + end)];
+    let mentions = |name: &str| map.contains(&format!("`{name}")) || map.contains(&format!("/{name}`"));
+    let mut problems = Vec::new();
+    let src = root().join("src");
+    let mut dirs = std::collections::BTreeSet::new();
+    for file in rust_files(&src) {
+        let relative = file.strip_prefix(&src).unwrap();
+        let in_tests = relative.components().any(|part| part.as_os_str() == "tests");
+        let name = relative.file_name().unwrap().to_string_lossy().into_owned();
+        // A module that is a directory (`x/mod.rs`) is named as `x/`; the children of a module
+        // that is a file (`x.rs` with `x/y.rs`) are named one by one.
+        if name == "mod.rs" && !in_tests {
+            dirs.insert(relative.parent().unwrap().to_path_buf());
+        }
+        if in_tests || ["mod.rs", "tests.rs", "lib.rs"].contains(&name.as_str()) {
+            continue;
+        }
+        if !mentions(&name) && !mentions(&relative.to_string_lossy()) {
+            problems.push(format!("src/{} is not in ARCHITECTURE.md's code map", relative.display()));
+        }
+    }
+    for dir in dirs {
+        let leaf = dir.file_name().unwrap().to_string_lossy();
+        if !mentions(&format!("{leaf}/")) {
+            problems.push(format!("the directory src/{}/ is not in ARCHITECTURE.md's code map", dir.display()));
+        }
+    }
+    let mut names = std::collections::BTreeSet::new();
+    for dir in ["src", "tests", "benches", "examples"] {
+        for file in rust_files(&root().join(dir)) {
+            names.insert(file.file_name().unwrap().to_string_lossy().into_owned());
+        }
+    }
+    for quoted in map.split('`').skip(1).step_by(2) {
+        let Some(file) = quoted.strip_suffix(".rs") else { continue };
+        let name = format!("{}.rs", file.rsplit('/').next().unwrap());
+        if !names.contains(&name) {
+            problems.push(format!("ARCHITECTURE.md's code map names `{quoted}`, which does not exist"));
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
