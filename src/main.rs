@@ -18,8 +18,9 @@ use clap::{Parser, Subcommand};
 
 /// What `cairn --help` adds after the options: how it is used and where its settings live.
 const AFTER_HELP: &str = "\
-With no command, cairn serves the Agent Client Protocol (JSON-RPC lines) on stdin and stdout:
-it is started by an editor (Zed, Neovim, Emacs, JetBrains) or a client such as acpx, not typed.
+With no command (or `cairn acp`), cairn serves the Agent Client Protocol (JSON-RPC lines) on
+stdin and stdout: it is started by an editor (Zed, Neovim, Emacs, JetBrains) or a client such as
+acpx, not typed.
 
 Model:   CAIRN_MODEL=provider/model (openai/gpt-5, anthropic/claude-sonnet-4-5, or a provider
          of your own from config.toml); the editor's model menu switches it per session.
@@ -45,6 +46,9 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Serve the Agent Client Protocol on stdin/stdout: what cairn does with no command, under
+    /// the name registries and clients such as acpx launch.
+    Acp,
     /// Run one prompt headless and print the answer as it streams.
     Exec {
         /// What to ask.
@@ -114,7 +118,7 @@ fn setup() -> Result<(Store, Arc<Config>), String> {
 
 async fn run(command: Option<Command>) -> ExitCode {
     match command {
-        None => {
+        None | Some(Command::Acp) => {
             if std::io::IsTerminal::is_terminal(&std::io::stdin()) {
                 use std::io::Write as _;
                 let _ = writeln!(

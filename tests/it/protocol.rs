@@ -310,3 +310,22 @@ async fn initialize_is_answered_while_the_database_is_still_opening() {
     let session = agent.new_session(&env.cwd()).await;
     assert!(!session.is_empty());
 }
+
+/// Registries and clients such as acpx launch `<agent> acp`; it is the same server.
+#[tokio::test]
+async fn cairn_acp_serves_the_protocol_like_no_command() {
+    let env = TestEnv::new().await;
+    let mut command = env.command();
+    command.arg("acp");
+    let mut agent = crate::support::Agent::spawn(command, crate::support::Editor::default()).await;
+    assert_eq!(agent.initialize().await["protocolVersion"], 1);
+    let session = agent.new_session(&env.cwd()).await;
+    env.mock.push(Reply::text(&["Hi from acp"]));
+    let id = agent.prompt(&session, "hello").await;
+    let (response, updates) = agent.response(id).await;
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    assert_eq!(
+        crate::support::text_of(&crate::support::updates(&updates, &session), "agent_message_chunk"),
+        "Hi from acp"
+    );
+}
