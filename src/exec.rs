@@ -87,18 +87,29 @@ pub enum ExecError {
     UnknownSession(String),
 }
 
-/// Runs `prompt` in a new session in `cwd`, or continues `session`. Returns the session id.
-pub async fn exec(
-    store: Store,
-    config: Arc<Config>,
-    prompt: String,
-    session: Option<String>,
-    cwd: PathBuf,
-    mode: Option<Mode>,
-) -> Result<SessionId, ExecError> {
+/// What `cairn exec` was asked to do.
+pub struct ExecRequest {
+    pub prompt: String,
+    /// Continue this session instead of starting one in `cwd`.
+    pub session: Option<String>,
+    pub cwd: PathBuf,
+    pub mode: Option<Mode>,
+    /// Switch the session to this model (`provider/model`, normalized); a new session starts
+    /// with it.
+    pub model: Option<String>,
+}
+
+/// Runs the request's prompt in a new session, or continues its session. Returns the session id.
+pub async fn exec(store: Store, config: Arc<Config>, request: ExecRequest) -> Result<SessionId, ExecError> {
     let printer = Arc::new(Printer { printed: AtomicBool::new(false) });
+    let mut config = config;
+    if let Some(model) = &request.model {
+        // The default of this run: a new session starts with it, and it is on the menu a
+        // continued session's switch is checked against.
+        Arc::make_mut(&mut config).model.clone_from(model);
+    }
     let registry = Registry::new(store, config, printer.clone());
-    let result = run(&registry, prompt, session, &cwd, mode).await;
+    let result = run(&registry, request).await;
     registry.shutdown().await;
     if printer.printed.load(Ordering::Relaxed) {
         let _ = std::io::stdout().lock().write_all(b"\n");
@@ -106,13 +117,8 @@ pub async fn exec(
     result
 }
 
-async fn run(
-    registry: &Registry,
-    prompt: String,
-    session: Option<String>,
-    cwd: &std::path::Path,
-    mode: Option<Mode>,
-) -> Result<SessionId, ExecError> {
+async fn run(registry: &Registry, request: ExecRequest) -> Result<SessionId, ExecError> {
+    let ExecRequest { prompt, session, cwd, mode, model } = request;
     if prompt.trim().is_empty() {
         return Err(ExecError::EmptyPrompt);
     }
@@ -122,8 +128,11 @@ async fn run(
             Err(SessionError::NotFound(_)) => return Err(ExecError::UnknownSession(id)),
             Err(err) => return Err(err.into()),
         },
-        None => (registry.create(cwd, Attach::alone()).await?.id, true),
+        None => (registry.create(&cwd, Attach::alone()).await?.id, true),
     };
+    if let (Some(model), false) = (model, created) {
+        registry.set_model(&id, model).await?;
+    }
     if let Some(mode) = mode {
         registry.set_mode(&id, mode).await?;
     }

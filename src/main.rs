@@ -63,6 +63,10 @@ enum Command {
         /// accept-edits, read-only or bypass. Default: the session's mode, `ask` for a new one.
         #[arg(long, value_parser = parse_mode)]
         mode: Option<Mode>,
+        /// The model, as `provider/model` (or `scripted:FILE.json`, a model answering from a
+        /// file); a continued session switches to it. Default: CAIRN_MODEL or config.toml.
+        #[arg(long)]
+        model: Option<String>,
     },
     /// Inspect stored sessions.
     Sessions {
@@ -130,7 +134,7 @@ async fn run(command: Option<Command>) -> ExitCode {
             cairn::acp::serve(setup).await;
             ExitCode::SUCCESS
         }
-        Some(Command::Exec { prompt, session, cwd, mode }) => {
+        Some(Command::Exec { prompt, session, cwd, mode, model }) => {
             let (store, config) = match setup() {
                 Ok(setup) => setup,
                 Err(why) => return fail(&why),
@@ -140,7 +144,15 @@ async fn run(command: Option<Command>) -> ExitCode {
                 Ok(cwd) => return fail(&format!("--cwd {} is not a directory that exists", cwd.display())),
                 Err(err) => return fail(&format!("cannot resolve the working directory: {err}")),
             };
-            match cairn::exec::exec(store, config, prompt, session, cwd, mode).await {
+            let model = match model.map(|model| cairn::config::checked_model("--model", &model)).transpose() {
+                Ok(model) => model,
+                Err(why) => {
+                    fail(&why.to_string());
+                    return ExitCode::from(2);
+                }
+            };
+            let request = cairn::exec::ExecRequest { prompt, session, cwd, mode, model };
+            match cairn::exec::exec(store, config, request).await {
                 Ok(_) => ExitCode::SUCCESS,
                 Err(cairn::exec::ExecError::Cancelled) => ExitCode::from(130),
                 Err(err @ cairn::exec::ExecError::EmptyPrompt) => {

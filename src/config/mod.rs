@@ -376,8 +376,23 @@ pub fn split_model(model: &str) -> (&str, &str) {
     model.split_once('/').unwrap_or(("openai", model))
 }
 
+/// A model reference given as `setting` (a command-line flag), checked and normalized as
+/// `CAIRN_MODEL` is.
+pub fn checked_model(setting: &str, model: &str) -> Result<String, ConfigError> {
+    checks::model(setting, model)?;
+    Ok(normalize_model(model))
+}
+
+/// `provider/model` as the rest of cairn reads it. `scripted:<file>` (the scripted model) becomes
+/// `scripted/<absolute file>`: a relative file is found from where cairn was started, as a user
+/// typing it expects, not from each session's directory.
 fn normalize_model(model: &str) -> String {
-    let (provider, name) = split_model(model.trim());
+    let model = model.trim();
+    if let Some(file) = model.strip_prefix("scripted:") {
+        let file = std::path::absolute(file).unwrap_or_else(|_| PathBuf::from(file));
+        return format!("scripted/{}", file.display());
+    }
+    let (provider, name) = split_model(model);
     format!("{provider}/{name}")
 }
 

@@ -12,6 +12,7 @@ pub mod catalog;
 pub mod openai_chat;
 pub mod openai_responses;
 pub mod retry;
+pub mod scripted;
 pub mod sse;
 
 use std::sync::{Arc, OnceLock};
@@ -133,6 +134,9 @@ pub enum LlmError {
         .0.as_secs()
     )]
     StepTimeout(Duration),
+    /// The scripted model's file is unusable or has no reply for this request.
+    #[error("the model script {path} is unusable: {why}")]
+    Script { path: String, why: String },
 }
 
 impl LlmError {
@@ -151,7 +155,8 @@ impl LlmError {
             | LlmError::Stream(_)
             | LlmError::ContextTooLong { .. }
             | LlmError::IdleTimeout(_)
-            | LlmError::StepTimeout(_) => false,
+            | LlmError::StepTimeout(_)
+            | LlmError::Script { .. } => false,
         }
     }
 
@@ -169,7 +174,8 @@ impl LlmError {
             | LlmError::Reset(_)
             | LlmError::ContextTooLong { .. }
             | LlmError::IdleTimeout(_)
-            | LlmError::StepTimeout(_) => None,
+            | LlmError::StepTimeout(_)
+            | LlmError::Script { .. } => None,
         }
     }
 }
@@ -227,6 +233,10 @@ pub struct Resolved {
 /// Finds the provider for `provider/model` and checks it can be called (key present).
 pub fn resolve(config: &Config, model: &str) -> Result<Resolved, LlmError> {
     let (provider_name, model_name) = split_model(model);
+    if provider_name == scripted::PROVIDER && !config.providers.contains_key(provider_name) {
+        let provider = Arc::new(scripted::Scripted::load(std::path::Path::new(model_name))?);
+        return Ok(Resolved { provider, model: model_name.to_owned() });
+    }
     let Some(provider) = config.providers.get(provider_name) else {
         return Err(LlmError::UnknownProvider {
             provider: provider_name.to_owned(),

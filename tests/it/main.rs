@@ -22,6 +22,7 @@ mod prompt;
 mod protocol;
 mod provider;
 mod sandbox;
+mod scripted;
 mod sessions;
 mod subagents;
 mod system_prompt;
