@@ -6,10 +6,11 @@
 //! output can be piped.
 
 use std::io::Write as _;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use crate::acp::headless::JsonLines;
 use crate::agent::StopReason;
 use crate::config::Config;
 use crate::history::PlanStatus;
@@ -79,64 +80,162 @@ impl UpdateSink for Printer {
 pub enum ExecError {
     #[error(transparent)]
     Session(#[from] SessionError),
-    #[error("the turn was cancelled")]
-    Cancelled,
-    #[error("the prompt is empty; give the task as an argument, e.g. cairn exec \"fix the failing test\"")]
+    #[error(
+        "the prompt is empty; give the task as an argument, e.g. cairn exec \"fix the failing test\", or on stdin with `-`"
+    )]
     EmptyPrompt,
     #[error("session {0} not found; `cairn sessions list` shows the stored sessions")]
     UnknownSession(String),
+    #[error("no session to continue in {0}; run `cairn exec` without --continue to start one")]
+    NothingToContinue(String),
+}
+
+impl ExecError {
+    /// The process's exit status: 2 for a mistake in how cairn was called, 1 for the rest.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            ExecError::EmptyPrompt | ExecError::UnknownSession(_) | ExecError::NothingToContinue(_) => 2,
+            ExecError::Session(_) => 1,
+        }
+    }
+}
+
+/// Which session the prompt goes to.
+pub enum Target {
+    /// A new session in the request's `cwd`.
+    New,
+    /// This stored session.
+    Session(String),
+    /// The latest session of the request's `cwd`.
+    Continue,
+    /// A new session copied from this one.
+    Fork(String),
 }
 
 /// What `cairn exec` was asked to do.
 pub struct ExecRequest {
     pub prompt: String,
-    /// Continue this session instead of starting one in `cwd`.
-    pub session: Option<String>,
+    pub target: Target,
+    /// The working directory of a new session or fork, and whose latest session `--continue`
+    /// takes.
     pub cwd: PathBuf,
     pub mode: Option<Mode>,
     /// Switch the session to this model (`provider/model`, normalized); a new session starts
     /// with it.
     pub model: Option<String>,
+    /// Print every update as a JSON line (see `acp::headless`) instead of the answer's text.
+    pub json: bool,
 }
 
-/// Runs the request's prompt in a new session, or continues its session. Returns the session id.
-pub async fn exec(store: Store, config: Arc<Config>, request: ExecRequest) -> Result<SessionId, ExecError> {
-    let printer = Arc::new(Printer { printed: AtomicBool::new(false) });
+/// How a run ended.
+pub struct Finished {
+    pub session: SessionId,
+    pub stop: StopReason,
+}
+
+impl Finished {
+    /// The process's exit status: 0 done, 3 a limit stopped the turn, 130 interrupted.
+    pub fn exit_code(&self) -> u8 {
+        match self.stop {
+            StopReason::EndTurn | StopReason::Refusal => 0,
+            StopReason::MaxTokens | StopReason::MaxTurnRequests => 3,
+            StopReason::Cancelled => 130,
+        }
+    }
+}
+
+/// Runs the request's prompt in the session it names (or a new one).
+pub async fn exec(store: Store, config: Arc<Config>, request: ExecRequest) -> Result<Finished, ExecError> {
     let mut config = config;
     if let Some(model) = &request.model {
         // The default of this run: a new session starts with it, and it is on the menu a
         // continued session's switch is checked against.
         Arc::make_mut(&mut config).model.clone_from(model);
     }
+    if request.json {
+        let lines = Arc::new(JsonLines::default());
+        let registry = Registry::new(store, config, lines.clone());
+        let mut started = None;
+        let result = run(&registry, request, &mut started).await;
+        registry.shutdown().await;
+        match &result {
+            Ok(finished) => lines.finish(&finished.session, finished.stop),
+            Err(err) => lines.fail(started.as_ref(), &err.to_string()),
+        }
+        return result;
+    }
+    let printer = Arc::new(Printer { printed: AtomicBool::new(false) });
     let registry = Registry::new(store, config, printer.clone());
-    let result = run(&registry, request).await;
+    let result = run(&registry, request, &mut None).await;
     registry.shutdown().await;
     if printer.printed.load(Ordering::Relaxed) {
         let _ = std::io::stdout().lock().write_all(b"\n");
     }
+    if let Ok(finished) = &result {
+        let why = match finished.stop {
+            StopReason::MaxTokens => "the model hit its output limit",
+            StopReason::MaxTurnRequests => "a limit of the turn stopped it",
+            StopReason::Refusal => "the model refused",
+            StopReason::EndTurn | StopReason::Cancelled => "",
+        };
+        if !why.is_empty() {
+            let _ = writeln!(std::io::stderr().lock(), "[stopped: {why}]");
+        }
+    }
     result
 }
 
-async fn run(registry: &Registry, request: ExecRequest) -> Result<SessionId, ExecError> {
-    let ExecRequest { prompt, session, cwd, mode, model } = request;
-    if prompt.trim().is_empty() {
-        return Err(ExecError::EmptyPrompt);
-    }
-    let (id, created) = match session {
-        Some(id) => match registry.resume(&SessionId::from_string(id.clone()), Attach::alone()).await {
-            Ok(view) => (view.id, false),
+/// The session of `target`, and whether this run made it (a fork or a new session).
+async fn open(registry: &Registry, target: Target, cwd: &Path) -> Result<(SessionId, bool), ExecError> {
+    let stored = |id: String| async move {
+        match registry.resume(&SessionId::from_string(id.clone()), Attach::alone()).await {
+            Ok(view) => Ok(view.id),
+            Err(SessionError::NotFound(_)) => Err(ExecError::UnknownSession(id)),
+            Err(err) => Err(err.into()),
+        }
+    };
+    Ok(match target {
+        Target::New => (registry.create(cwd, Attach::alone()).await?.id, true),
+        Target::Session(id) => (stored(id).await?, false),
+        Target::Continue => {
+            let project = cwd.to_string_lossy().into_owned();
+            let page = registry
+                .store()
+                .list_sessions(Some(project.clone()), None, 1, false)
+                .await
+                .map_err(SessionError::from)?;
+            match page.sessions.into_iter().next() {
+                Some(row) => (stored(row.id.as_str().to_owned()).await?, false),
+                None => return Err(ExecError::NothingToContinue(project)),
+            }
+        }
+        Target::Fork(id) => match registry.fork(&SessionId::from_string(id.clone()), cwd, Attach::alone()).await {
+            Ok(view) => (view.id, true),
             Err(SessionError::NotFound(_)) => return Err(ExecError::UnknownSession(id)),
             Err(err) => return Err(err.into()),
         },
-        None => (registry.create(&cwd, Attach::alone()).await?.id, true),
-    };
+    })
+}
+
+/// Runs the turn; `started` is set to the session once there is one.
+async fn run(
+    registry: &Registry,
+    request: ExecRequest,
+    started: &mut Option<SessionId>,
+) -> Result<Finished, ExecError> {
+    let ExecRequest { prompt, target, cwd, mode, model, json } = request;
+    if prompt.trim().is_empty() {
+        return Err(ExecError::EmptyPrompt);
+    }
+    let (id, created) = open(registry, target, &cwd).await?;
+    *started = Some(id.clone());
     if let (Some(model), false) = (model, created) {
         registry.set_model(&id, model).await?;
     }
     if let Some(mode) = mode {
         registry.set_mode(&id, mode).await?;
     }
-    if !created {
+    if !created && !json {
         let _ = writeln!(std::io::stderr().lock(), "session: {id}");
     }
     let turn = registry.prompt(&id, vec![crate::history::Part::Text { text: prompt }]);
@@ -155,29 +254,15 @@ async fn run(registry: &Registry, request: ExecRequest) -> Result<SessionId, Exe
             if let Err(removed) = registry.delete(&id).await {
                 tracing::warn!(session = %id, %removed, "the failed run's session could not be removed");
             }
+            *started = None;
             return Err(err.into());
         }
         Err(err) => return Err(err.into()),
     };
-    if created {
+    if created && !json {
         let _ = writeln!(std::io::stderr().lock(), "session: {id}");
     }
-    match stop {
-        StopReason::Cancelled => Err(ExecError::Cancelled),
-        StopReason::MaxTokens => {
-            let _ = writeln!(std::io::stderr().lock(), "\n[stopped: the model hit its output limit]");
-            Ok(id)
-        }
-        StopReason::MaxTurnRequests => {
-            let _ = writeln!(std::io::stderr().lock(), "\n[stopped: too many model requests in one turn]");
-            Ok(id)
-        }
-        StopReason::Refusal => {
-            let _ = writeln!(std::io::stderr().lock(), "\n[stopped: the model refused]");
-            Ok(id)
-        }
-        StopReason::EndTurn => Ok(id),
-    }
+    Ok(Finished { session: id, stop })
 }
 
 /// Prints every stored session (optionally only those in `cwd`), newest first.

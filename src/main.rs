@@ -49,30 +49,45 @@ enum Command {
     /// Serve the Agent Client Protocol on stdin/stdout: what cairn does with no command, under
     /// the name registries and clients such as acpx launch.
     Acp,
-    /// Run one prompt headless and print the answer as it streams.
-    Exec {
-        /// What to ask.
-        prompt: String,
-        /// Continue this session instead of starting a new one.
-        #[arg(long)]
-        session: Option<String>,
-        /// The working directory of a new session (default: the current directory).
-        #[arg(long)]
-        cwd: Option<PathBuf>,
-        /// Permission mode: ask (questions become refusals, as nobody can answer them),
-        /// accept-edits, read-only or bypass. Default: the session's mode, `ask` for a new one.
-        #[arg(long, value_parser = parse_mode)]
-        mode: Option<Mode>,
-        /// The model, as `provider/model` (or `scripted:FILE.json`, a model answering from a
-        /// file); a continued session switches to it. Default: CAIRN_MODEL or config.toml.
-        #[arg(long)]
-        model: Option<String>,
-    },
+    /// Run one prompt headless and print the answer as it streams. Exit status: 0 done, 1 an
+    /// error, 2 a usage mistake, 3 a limit stopped the turn, 130 interrupted.
+    Exec(ExecArgs),
     /// Inspect stored sessions.
     Sessions {
         #[command(subcommand)]
         command: SessionsCommand,
     },
+}
+
+#[derive(clap::Args)]
+struct ExecArgs {
+    /// What to ask; `-` reads it from stdin.
+    prompt: String,
+    /// Continue this session instead of starting a new one.
+    #[arg(long, conflicts_with_all = ["continue_latest", "fork"])]
+    session: Option<String>,
+    /// Continue the latest session of the working directory.
+    #[arg(long = "continue", conflicts_with = "fork")]
+    continue_latest: bool,
+    /// Start a new session from a copy of this one (the original is left as it is).
+    #[arg(long)]
+    fork: Option<String>,
+    /// The working directory of a new session or fork, and whose latest session --continue
+    /// takes (default: the current directory).
+    #[arg(long)]
+    cwd: Option<PathBuf>,
+    /// Permission mode: ask (questions become refusals, as nobody can answer them),
+    /// accept-edits, read-only or bypass. Default: the session's mode, `ask` for a new one.
+    #[arg(long, value_parser = parse_mode)]
+    mode: Option<Mode>,
+    /// The model, as `provider/model` (or `scripted:FILE.json`, a model answering from a
+    /// file); a continued session switches to it. Default: CAIRN_MODEL or config.toml.
+    #[arg(long)]
+    model: Option<String>,
+    /// Print every session update as a JSON line, as ACP shapes it, then a last line with the
+    /// stop reason, the session id and its usage.
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(Subcommand)]
@@ -134,34 +149,7 @@ async fn run(command: Option<Command>) -> ExitCode {
             cairn::acp::serve(setup).await;
             ExitCode::SUCCESS
         }
-        Some(Command::Exec { prompt, session, cwd, mode, model }) => {
-            let (store, config) = match setup() {
-                Ok(setup) => setup,
-                Err(why) => return fail(&why),
-            };
-            let cwd = match cwd.map_or_else(std::env::current_dir, std::path::absolute) {
-                Ok(cwd) if cwd.is_dir() => cwd,
-                Ok(cwd) => return fail(&format!("--cwd {} is not a directory that exists", cwd.display())),
-                Err(err) => return fail(&format!("cannot resolve the working directory: {err}")),
-            };
-            let model = match model.map(|model| cairn::config::checked_model("--model", &model)).transpose() {
-                Ok(model) => model,
-                Err(why) => {
-                    fail(&why.to_string());
-                    return ExitCode::from(2);
-                }
-            };
-            let request = cairn::exec::ExecRequest { prompt, session, cwd, mode, model };
-            match cairn::exec::exec(store, config, request).await {
-                Ok(_) => ExitCode::SUCCESS,
-                Err(cairn::exec::ExecError::Cancelled) => ExitCode::from(130),
-                Err(err @ cairn::exec::ExecError::EmptyPrompt) => {
-                    fail(&err.to_string());
-                    ExitCode::from(2)
-                }
-                Err(err) => fail(&err.to_string()),
-            }
-        }
+        Some(Command::Exec(args)) => exec(args).await,
         Some(Command::Sessions { command: SessionsCommand::List { cwd, json } }) => {
             let (store, _) = match setup() {
                 Ok(setup) => setup,
@@ -178,6 +166,52 @@ async fn run(command: Option<Command>) -> ExitCode {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(err) => fail(&err.to_string()),
             }
+        }
+    }
+}
+
+/// `cairn exec`: checks the arguments (a mistake exits 2), runs the turn, and exits as it ended.
+async fn exec(args: ExecArgs) -> ExitCode {
+    use cairn::exec::{ExecRequest, Target};
+    let usage = |why: &str| {
+        fail(why);
+        ExitCode::from(2)
+    };
+    let (store, config) = match setup() {
+        Ok(setup) => setup,
+        Err(why) => return fail(&why),
+    };
+    // One spelling per directory, as sessions store it: `/w/` is `/w`.
+    let cwd = match args.cwd.map_or_else(std::env::current_dir, std::path::absolute) {
+        Ok(cwd) if cwd.is_dir() => cwd.components().collect::<PathBuf>(),
+        Ok(cwd) => return usage(&format!("--cwd {} is not a directory that exists", cwd.display())),
+        Err(err) => return fail(&format!("cannot resolve the working directory: {err}")),
+    };
+    let model = match args.model.map(|model| cairn::config::checked_model("--model", &model)).transpose() {
+        Ok(model) => model,
+        Err(why) => return usage(&why.to_string()),
+    };
+    let prompt = if args.prompt == "-" {
+        let mut text = String::new();
+        if let Err(err) = tokio::io::AsyncReadExt::read_to_string(&mut tokio::io::stdin(), &mut text).await {
+            return usage(&format!("cannot read the prompt from stdin: {err}"));
+        }
+        text
+    } else {
+        args.prompt
+    };
+    let target = match (args.session, args.continue_latest, args.fork) {
+        (Some(id), ..) => Target::Session(id),
+        (None, true, _) => Target::Continue,
+        (None, false, Some(id)) => Target::Fork(id),
+        (None, false, None) => Target::New,
+    };
+    let request = ExecRequest { prompt, target, cwd, mode: args.mode, model, json: args.json };
+    match cairn::exec::exec(store, config, request).await {
+        Ok(finished) => ExitCode::from(finished.exit_code()),
+        Err(err) => {
+            fail(&err.to_string());
+            ExitCode::from(err.exit_code())
         }
     }
 }

@@ -288,6 +288,35 @@ fn thought_name(level: ThoughtLevel) -> &'static str {
     }
 }
 
+/// How a turn ended, in the wire's words.
+pub fn stop_reason(stop: crate::agent::StopReason) -> acp::StopReason {
+    use crate::agent::StopReason;
+    match stop {
+        StopReason::EndTurn => acp::StopReason::EndTurn,
+        StopReason::MaxTokens => acp::StopReason::MaxTokens,
+        StopReason::MaxTurnRequests => acp::StopReason::MaxTurnRequests,
+        StopReason::Refusal => acp::StopReason::Refusal,
+        StopReason::Cancelled => acp::StopReason::Cancelled,
+    }
+}
+
+/// A `session/update`'s params as JSON. A new tool call says `"status": "pending"`, which the
+/// schema leaves out as the default, so no client shows a card without a status.
+pub fn notification_json(session: &str, update: acp::SessionUpdate) -> Option<Value> {
+    let pending = matches!(update, acp::SessionUpdate::ToolCall(_));
+    let mut value = match serde_json::to_value(acp::SessionNotification::new(session.to_owned(), update)) {
+        Ok(value) => value,
+        Err(err) => {
+            tracing::error!(%err, "could not serialize an update");
+            return None;
+        }
+    };
+    if pending && let Some(update) = value.get_mut("update").and_then(Value::as_object_mut) {
+        update.entry("status").or_insert_with(|| "pending".into());
+    }
+    Some(value)
+}
+
 /// The context and cost of a session as a `usage_update`.
 pub fn usage_update(view: &SessionView) -> acp::SessionUpdate {
     update_to_wire(view.usage.into(), Shown::default())

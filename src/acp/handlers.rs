@@ -15,7 +15,8 @@ use serde_json::Value;
 
 use super::client::{AcpHost, ClientFeatures};
 use super::convert::{
-    block_to_part, config_options, invalid_params, modes, session_error, update_to_wire, usage_update,
+    block_to_part, config_options, invalid_params, modes, notification_json, session_error, stop_reason,
+    update_to_wire, usage_update,
 };
 use super::opening::Opening;
 use super::rpc::{Handler, Peer};
@@ -86,21 +87,14 @@ impl WireSink {
 impl UpdateSink for WireSink {
     fn send(&self, session: &SessionId, update: Update) {
         let Some(update) = update_to_wire(update, self.features.shown()) else { return };
-        let notification = acp::SessionNotification::new(session.as_str().to_owned(), update);
-        if !matches!(notification.update, acp::SessionUpdate::ToolCall(_)) {
-            return self.peer.notify("session/update", &notification);
-        }
-        // The schema leaves `pending` out as the default; say it, so no client shows a card
-        // without a status.
-        match serde_json::to_value(&notification) {
-            Ok(mut value) => {
-                if let Some(update) = value.get_mut("update").and_then(serde_json::Value::as_object_mut) {
-                    update.entry("status").or_insert_with(|| "pending".into());
-                }
+        if matches!(update, acp::SessionUpdate::ToolCall(_)) {
+            if let Some(value) = notification_json(session.as_str(), update) {
                 self.peer.notify("session/update", &value);
             }
-            Err(err) => tracing::error!(%err, "could not serialize a tool call"),
+            return;
         }
+        // Serialized straight from the struct: the hot path of streamed chunks.
+        self.peer.notify("session/update", &acp::SessionNotification::new(session.as_str().to_owned(), update));
     }
 
     fn host(&self, session: &SessionId) -> Arc<dyn Host> {
@@ -355,14 +349,7 @@ impl Agent {
         let turn = self.sessions()?.prompt(&session_id(&request.session_id), parts);
         Ok(async move {
             let stop = turn.await.map_err(|err| session_error(&err))?;
-            let stop = match stop {
-                crate::agent::StopReason::EndTurn => acp::StopReason::EndTurn,
-                crate::agent::StopReason::MaxTokens => acp::StopReason::MaxTokens,
-                crate::agent::StopReason::MaxTurnRequests => acp::StopReason::MaxTurnRequests,
-                crate::agent::StopReason::Refusal => acp::StopReason::Refusal,
-                crate::agent::StopReason::Cancelled => acp::StopReason::Cancelled,
-            };
-            to_value(&acp::PromptResponse::new(stop))
+            to_value(&acp::PromptResponse::new(stop_reason(stop)))
         }
         .boxed())
     }

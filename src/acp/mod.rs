@@ -6,6 +6,7 @@
 mod client;
 mod convert;
 mod handlers;
+pub mod headless;
 mod opening;
 pub mod rpc;
 

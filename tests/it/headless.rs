@@ -71,8 +71,9 @@ async fn exec_fails_with_a_clear_message_and_a_non_zero_status() {
     assert!(listed.is_empty(), "the failed run left no session behind: {listed}");
     assert!(env.mock.title_requests().is_empty(), "no title is asked for a turn that failed");
 
+    // Naming what does not exist is a mistake in the call: 2, like an empty prompt.
     let (output, _, stderr) = run(&env, &["exec", "--session", "ses_missing", "hello"]).await;
-    assert_eq!(output.status.code(), Some(1));
+    assert_eq!(output.status.code(), Some(2));
     assert!(stderr.contains("ses_missing not found; `cairn sessions list` shows"), "{stderr}");
 
     let (output, _, stderr) = run(&env, &["exec", "  "]).await;
@@ -80,7 +81,7 @@ async fn exec_fails_with_a_clear_message_and_a_non_zero_status() {
     assert!(stderr.contains("the prompt is empty"), "{stderr}");
 
     let (output, _, stderr) = run(&env, &["exec", "--cwd", "/nonexistent/cairn-dir", "hello"]).await;
-    assert_eq!(output.status.code(), Some(1));
+    assert_eq!(output.status.code(), Some(2));
     assert!(stderr.contains("--cwd /nonexistent/cairn-dir is not a directory"), "{stderr}");
 
     env.set_env("OPENAI_API_KEY", "");
