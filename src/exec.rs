@@ -15,7 +15,7 @@ use crate::agent::StopReason;
 use crate::config::Config;
 use crate::history::PlanStatus;
 use crate::ids::{SessionId, iso8601};
-use crate::permissions::Mode;
+use crate::permissions::{Mode, Rule};
 use crate::session::{Attach, Registry, SessionError, Update, UpdateSink};
 use crate::store::Store;
 use crate::tools::{Host, NoEditor};
@@ -125,6 +125,8 @@ pub struct ExecRequest {
     pub model: Option<String>,
     /// Print every update as a JSON line (see `acp::headless`) instead of the answer's text.
     pub json: bool,
+    /// `--allow`/`--deny` rules for this run (`Scope::Run`), with the session's own.
+    pub rules: Vec<Rule>,
 }
 
 /// How a run ended.
@@ -186,16 +188,17 @@ pub async fn exec(store: Store, config: Arc<Config>, request: ExecRequest) -> Re
 }
 
 /// The session of `target`, and whether this run made it (a fork or a new session).
-async fn open(registry: &Registry, target: Target, cwd: &Path) -> Result<(SessionId, bool), ExecError> {
+async fn open(registry: &Registry, target: Target, cwd: &Path, rules: &[Rule]) -> Result<(SessionId, bool), ExecError> {
+    let attach = || Attach { rules: rules.to_vec(), ..Attach::alone() };
     let stored = |id: String| async move {
-        match registry.resume(&SessionId::from_string(id.clone()), Attach::alone()).await {
+        match registry.resume(&SessionId::from_string(id.clone()), attach()).await {
             Ok(view) => Ok(view.id),
             Err(SessionError::NotFound(_)) => Err(ExecError::UnknownSession(id)),
             Err(err) => Err(err.into()),
         }
     };
     Ok(match target {
-        Target::New => (registry.create(cwd, Attach::alone()).await?.id, true),
+        Target::New => (registry.create(cwd, attach()).await?.id, true),
         Target::Session(id) => (stored(id).await?, false),
         Target::Continue => {
             let project = cwd.to_string_lossy().into_owned();
@@ -209,7 +212,7 @@ async fn open(registry: &Registry, target: Target, cwd: &Path) -> Result<(Sessio
                 None => return Err(ExecError::NothingToContinue(project)),
             }
         }
-        Target::Fork(id) => match registry.fork(&SessionId::from_string(id.clone()), cwd, Attach::alone()).await {
+        Target::Fork(id) => match registry.fork(&SessionId::from_string(id.clone()), cwd, attach()).await {
             Ok(view) => (view.id, true),
             Err(SessionError::NotFound(_)) => return Err(ExecError::UnknownSession(id)),
             Err(err) => return Err(err.into()),
@@ -223,11 +226,11 @@ async fn run(
     request: ExecRequest,
     started: &mut Option<SessionId>,
 ) -> Result<Finished, ExecError> {
-    let ExecRequest { prompt, target, cwd, mode, model, json } = request;
+    let ExecRequest { prompt, target, cwd, mode, model, json, rules } = request;
     if prompt.trim().is_empty() {
         return Err(ExecError::EmptyPrompt);
     }
-    let (id, created) = open(registry, target, &cwd).await?;
+    let (id, created) = open(registry, target, &cwd, &rules).await?;
     *started = Some(id.clone());
     if let (Some(model), false) = (model, created) {
         registry.set_model(&id, model).await?;

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use cairn::config::Config;
-use cairn::permissions::Mode;
+use cairn::permissions::{Action, Mode, Rule};
 use cairn::process::Launcher;
 use cairn::store::Store;
 use clap::{Parser, Subcommand};
@@ -88,6 +88,23 @@ struct ExecArgs {
     /// stop reason, the session id and its usage.
     #[arg(long)]
     json: bool,
+    /// Allow what this rule covers without asking, for this run: PERMISSION:PATTERN, e.g.
+    /// `bash:cargo test`, `edit:src/**`, `tool:mcp__github__*` (repeatable). Never reaches
+    /// outside the workspace or protected files.
+    #[arg(long, value_name = "RULE", value_parser = allow_rule)]
+    allow: Vec<Rule>,
+    /// Refuse what this rule covers, in every mode (bypass included), for this run; same form
+    /// as --allow (repeatable).
+    #[arg(long, value_name = "RULE", value_parser = deny_rule)]
+    deny: Vec<Rule>,
+}
+
+fn allow_rule(text: &str) -> Result<Rule, String> {
+    Rule::for_run(Action::Allow, text)
+}
+
+fn deny_rule(text: &str) -> Result<Rule, String> {
+    Rule::for_run(Action::Deny, text)
 }
 
 #[derive(Subcommand)]
@@ -206,7 +223,8 @@ async fn exec(args: ExecArgs) -> ExitCode {
         (None, false, Some(id)) => Target::Fork(id),
         (None, false, None) => Target::New,
     };
-    let request = ExecRequest { prompt, target, cwd, mode: args.mode, model, json: args.json };
+    let rules = args.deny.into_iter().chain(args.allow).collect();
+    let request = ExecRequest { prompt, target, cwd, mode: args.mode, model, json: args.json, rules };
     match cairn::exec::exec(store, config, request).await {
         Ok(finished) => ExitCode::from(finished.exit_code()),
         Err(err) => {

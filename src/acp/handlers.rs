@@ -52,7 +52,7 @@ impl WireSink {
     /// future).
     fn attach(&self, servers: Vec<acp::McpServer>) -> Attach {
         let (mcp, notes) = super::convert::mcp_servers(servers);
-        Attach { mcp, notes, announced: self.peer.after_response() }
+        Attach { mcp, notes, announced: self.peer.after_response(), rules: Vec::new() }
     }
 
     /// [`Self::attach`] for the synchronous part of a handler, which queues the session's
@@ -61,7 +61,7 @@ impl WireSink {
     fn attach_early(&self, servers: Vec<acp::McpServer>) -> (Attach, tokio::sync::oneshot::Sender<()>) {
         let (mcp, notes) = super::convert::mcp_servers(servers);
         let (signal, announced) = tokio::sync::oneshot::channel();
-        (Attach { mcp, notes, announced }, signal)
+        (Attach { mcp, notes, announced, rules: Vec::new() }, signal)
     }
 
     /// Sends the slash commands right after the response that tells the client about the session.

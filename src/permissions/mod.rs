@@ -123,12 +123,14 @@ pub enum Action {
     Deny,
 }
 
-/// Where a rule lives: with the session, or with the project (every session in that directory).
+/// Where a rule lives: with the session, with the project (every session in that directory),
+/// or with one headless run (`cairn exec --allow/--deny`: kept in memory, never stored).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Scope {
     Session,
     Project,
+    Run,
 }
 
 /// A remembered answer: `{permission, pattern, action, source}`.
@@ -163,6 +165,26 @@ impl Rule {
     fn read(&self) -> Cow<'_, Pattern> {
         let (text, pattern) = self.read.get_or_init(|| (self.pattern.clone(), Pattern::read(self)));
         if *text == self.pattern { Cow::Borrowed(pattern) } else { Cow::Owned(Pattern::read(self)) }
+    }
+
+    /// A rule given on the command line as `PERMISSION:PATTERN` (`bash:cargo test`,
+    /// `edit:src/**`, `tool:mcp__github__*`, `bash:=make deploy`), for this run only. A pattern
+    /// that could not be applied is refused here, saying why, rather than made to ask.
+    pub fn for_run(action: Action, text: &str) -> Result<Self, String> {
+        let kinds = Permission::ALL.map(Permission::as_str).join(", ");
+        let Some((permission, pattern)) = text.split_once(':') else {
+            return Err(format!(
+                "`{text}` is not PERMISSION:PATTERN (e.g. `bash:cargo test`); PERMISSION is one of {kinds}"
+            ));
+        };
+        let Some(permission) = Permission::parse(permission.trim()) else {
+            return Err(format!("`{text}`: unknown permission `{permission}`; use one of {kinds}"));
+        };
+        let rule = Rule::new(permission, pattern.trim(), action, Scope::Run);
+        match &*rule.read() {
+            Pattern::Unreadable(why) => Err(format!("`{text}`: {why}")),
+            Pattern::Program(_) | Pattern::Exact(_) | Pattern::Paths { .. } | Pattern::Names(_) => Ok(rule),
+        }
     }
 
     /// A stand-in for a stored rule that could not be read: it makes decisions ask until it is

@@ -40,6 +40,9 @@ pub struct Attach {
     /// session sends nothing of its own (a client may drop updates of a session it does not
     /// know yet).
     pub announced: tokio::sync::oneshot::Receiver<()>,
+    /// Rules for as long as this process keeps the session (`cairn exec --allow/--deny`),
+    /// never stored.
+    pub rules: Vec<crate::permissions::Rule>,
 }
 
 impl Attach {
@@ -47,7 +50,7 @@ impl Attach {
     pub fn alone() -> Self {
         let (ready, announced) = tokio::sync::oneshot::channel();
         let _ = ready.send(());
-        Self { mcp: Vec::new(), notes: Vec::new(), announced }
+        Self { mcp: Vec::new(), notes: Vec::new(), announced, rules: Vec::new() }
     }
 }
 

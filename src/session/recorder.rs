@@ -139,6 +139,8 @@ impl Recorder for StoreRecorder {
                 let write = match rule.source {
                     Scope::Session => Write::AddSessionRule { id: session_id, rule },
                     Scope::Project => Write::AddProjectRule { project: self.project.clone(), rule },
+                    // Given for one run; an answer never makes one.
+                    Scope::Run => return,
                 };
                 self.write(write, Vec::new());
             }

@@ -102,3 +102,124 @@ async fn a_limit_that_stops_the_turn_exits_3() {
     assert_eq!(stdout, "Cut sh\n");
     assert!(stderr.contains("[stopped: the model hit its output limit]"), "{stderr}");
 }
+
+/// The results the model was sent for its tool calls, in order.
+fn tool_results(request: &Value) -> Vec<String> {
+    request["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|message| message["role"] == "tool")
+        .map(|message| message["content"].as_str().unwrap_or_default().to_owned())
+        .collect()
+}
+
+/// One bash call per line, then a closing answer; returns what each call got.
+async fn bash_calls(env: &TestEnv, lines: &[&str], flags: &[&str]) -> Vec<String> {
+    let calls: Vec<(String, Value)> =
+        lines.iter().enumerate().map(|(n, line)| (format!("call_{n}"), serde_json::json!({"command": line}))).collect();
+    let calls: Vec<(&str, &str, Value)> = calls.iter().map(|(id, args)| (id.as_str(), "bash", args.clone())).collect();
+    let before = env.mock.requests().len();
+    env.mock.push(Reply::tool_calls(&calls));
+    env.mock.push(Reply::text(&["Done."]));
+    let mut args = vec!["exec", "--cwd"];
+    let cwd = env.cwd();
+    args.push(&cwd);
+    args.extend_from_slice(flags);
+    args.push("go");
+    let (status, _, stderr) = run(env, &args, "").await;
+    assert_eq!(status, Some(0), "{stderr}");
+    // The request carries the session's earlier results too; this run's are the last ones.
+    let results = tool_results(&env.mock.requests()[before + 1]);
+    results[results.len() - lines.len()..].to_vec()
+}
+
+fn refused(result: &str) -> bool {
+    result.contains("denied")
+        || result.contains("refused")
+        || result.contains("rejected")
+        || result.contains("not allowed")
+}
+
+#[tokio::test]
+async fn allow_runs_what_its_rule_covers_and_nothing_riding_on_it() {
+    let env = TestEnv::new().await;
+    let victim = env.workspace().join("victim.txt");
+    std::fs::write(&victim, "keep me").unwrap();
+    let results = bash_calls(
+        &env,
+        &["echo allowed-ran", "echo x && rm victim.txt", "echo $(rm victim.txt)", "env rm victim.txt"],
+        &["--allow", "bash:echo"],
+    )
+    .await;
+    assert!(results[0].contains("allowed-ran"), "the allowed command ran without a question: {results:?}");
+    for result in &results[1..] {
+        assert!(refused(result), "a line that also runs rm is not covered by `echo`: {result}");
+    }
+    assert!(victim.exists(), "nothing riding on the allowed command ran");
+
+    // Rules of a run are not stored: the same session asks (and headless, refuses) again.
+    let results = bash_calls(&env, &["echo allowed-ran"], &["--continue"]).await;
+    assert!(refused(&results[0]), "the run's rule is gone with the run: {results:?}");
+}
+
+#[tokio::test]
+async fn deny_refuses_its_commands_in_bypass_mode_through_every_wrapper() {
+    let env = TestEnv::new().await;
+    let victim = env.workspace().join("victim.txt");
+    std::fs::write(&victim, "keep me").unwrap();
+    let lines = [
+        "rm victim.txt",
+        "env rm victim.txt",
+        "echo victim.txt | xargs rm",
+        "bash -c 'rm victim.txt'",
+        "find . -name victim.txt -exec rm {} \\;",
+        "sudo rm victim.txt",
+        "'r''m' victim.txt",
+        "echo fine",
+    ];
+    let results = bash_calls(&env, &lines, &["--mode", "bypass", "--deny", "bash:rm"]).await;
+    for (line, result) in lines.iter().zip(&results).take(lines.len() - 1) {
+        assert!(refused(result), "`{line}` ran despite --deny bash:rm: {result}");
+    }
+    assert!(results.last().unwrap().contains("fine"), "what the rule does not cover still runs: {results:?}");
+    assert!(victim.exists());
+}
+
+#[tokio::test]
+async fn an_allow_rule_never_reaches_outside_the_workspace_or_protected_files() {
+    let env = TestEnv::new().await;
+    let outside = env.workspace().parent().unwrap().join("outside.txt");
+    env.mock.push(Reply::tool_calls(&[
+        ("call_0", "write", serde_json::json!({"path": "../outside.txt", "content": "escaped"})),
+        ("call_1", "write", serde_json::json!({"path": outside.to_string_lossy(), "content": "escaped"})),
+        ("call_2", "write", serde_json::json!({"path": ".git/config", "content": "[core]"})),
+        ("call_3", "write", serde_json::json!({"path": "inside.txt", "content": "fine"})),
+    ]));
+    env.mock.push(Reply::text(&["Done."]));
+    let cwd = env.cwd();
+    let (status, _, stderr) =
+        run(&env, &["exec", "--cwd", &cwd, "--allow", "edit:**", "--allow", "edit:/**", "go"], "").await;
+    assert_eq!(status, Some(0), "{stderr}");
+    let results = tool_results(&env.mock.requests()[1]);
+    assert!(results[..3].iter().all(|result| refused(result)), "{results:?}");
+    assert!(!outside.exists() && !env.workspace().join(".git/config").exists());
+    assert_eq!(std::fs::read_to_string(env.workspace().join("inside.txt")).unwrap(), "fine");
+}
+
+#[tokio::test]
+async fn a_rule_that_cannot_be_read_is_refused_before_anything_runs() {
+    let env = TestEnv::new().await;
+    for (rule, says) in [
+        ("bash", "PERMISSION:PATTERN"),
+        ("paint:walls", "unknown permission `paint`"),
+        ("edit:src/[oops", "not a valid path pattern"),
+        ("bash:", "empty"),
+        ("bash:=", "no command"),
+    ] {
+        let (status, _, stderr) = run(&env, &["exec", "--allow", rule, "hello"], "").await;
+        assert_eq!(status, Some(2), "{rule}: {stderr}");
+        assert!(stderr.contains(says), "{rule}: {stderr}");
+    }
+    assert!(env.mock.requests().is_empty(), "no model request was made");
+}

@@ -30,10 +30,16 @@ pub(super) struct Mcp {
 
 impl Actor {
     /// Uses the client's servers (with the configured ones); the same list keeps the servers
-    /// running, another one replaces them.
+    /// running, another one replaces them. Rules the opener gives (`exec --allow/--deny`) join
+    /// the session's for as long as it stays live here.
     /// Returns the future that resolves once the response announcing the session is written.
     pub(super) fn attach(&mut self, attach: Attach) -> Announced {
-        let Attach { mcp, notes, announced } = attach;
+        let Attach { mcp, notes, announced, rules } = attach;
+        for rule in rules {
+            if !self.rules.contains(&rule) {
+                self.rules.push(rule);
+            }
+        }
         let announced = async move {
             let _ = announced.await;
         }

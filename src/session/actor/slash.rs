@@ -146,6 +146,7 @@ impl Actor {
             let scope = match rule.source {
                 Scope::Session => "this session",
                 Scope::Project => "this project",
+                Scope::Run => "this run",
             };
             let _ = write!(text, "\n{}. {action} {} ({scope})", n + 1, permissions::describe_rule(rule));
         }
