@@ -13,6 +13,7 @@ mod compaction;
 mod durability;
 mod headless;
 mod hostile;
+mod lease;
 mod limits;
 mod mcp;
 mod models;
