@@ -337,8 +337,13 @@ pub fn invalid_params(why: impl Into<String>) -> acp::Error {
 }
 
 /// A session failure as the JSON-RPC error the client sees; the message says what to do.
+/// The JSON-RPC error code of a session another cairn process is running a turn in (a
+/// server-defined code, clear of the ones ACP defines); `data.holder` names that process.
+pub const SESSION_IN_USE: i32 = -32010;
+
 pub fn session_error(err: &SessionError) -> acp::Error {
     let code = match err {
+        SessionError::Store(StoreError::Leased(_)) => acp::ErrorCode::Other(SESSION_IN_USE),
         SessionError::NotFound(_) | SessionError::Closed(_) => acp::ErrorCode::ResourceNotFound,
         SessionError::UnknownModel { .. }
         | SessionError::UnknownOption(_)
@@ -356,6 +361,15 @@ pub fn session_error(err: &SessionError) -> acp::Error {
     };
     let error = acp::Error::new(code.into(), err.to_string());
     match err {
+        SessionError::Store(StoreError::Leased(holder)) => error.data(serde_json::json!({
+            "sessionId": holder.session.as_str(),
+            "holder": {
+                "pid": holder.pid,
+                "host": holder.host,
+                "since": crate::ids::iso8601(holder.since),
+                "heartbeat": crate::ids::iso8601(holder.heartbeat),
+            },
+        })),
         SessionError::NotFound(id) | SessionError::Closed(id) | SessionError::Busy(id) => {
             error.data(serde_json::json!({ "sessionId": id.as_str() }))
         }

@@ -89,6 +89,16 @@ pub struct RecordError(pub String);
 pub trait Recorder: Send {
     /// Takes one event; never blocks.
     fn record(&mut self, event: AgentEvent);
+    /// Records the turn's prompt, its first write, and waits until it is committed; then appends
+    /// it to `history`. A recorder whose history may be written by others (another process) may
+    /// refuse the prompt, recording nothing, or first replace `history` with the stored one and
+    /// answer `true`: the turn continues from that.
+    async fn begin(&mut self, history: &mut Vec<Message>, prompt: Message) -> Result<bool, RecordError> {
+        self.record(AgentEvent::UserMessage(prompt.clone()));
+        self.flush().await?;
+        history.push(prompt);
+        Ok(false)
+    }
     /// Resolves once everything recorded so far is committed and shown.
     async fn flush(&mut self) -> Result<(), RecordError>;
     /// The first write that failed since the turn began, if any.

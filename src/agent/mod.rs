@@ -117,8 +117,9 @@ pub struct Toolbox<'a> {
     pub registry: Arc<Registry>,
 }
 
-/// Runs one turn for `prompt` to its end. The prompt is committed before the model is called,
-/// and every update of the turn is flushed before this returns.
+/// Runs one turn for `prompt` to its end. The prompt is committed before the model is called
+/// (a prompt the recorder refuses ends the turn with that error, recording nothing), and every
+/// update of the turn is flushed before this returns.
 pub async fn run_turn(mut turn: Turn<'_>, prompt: Vec<Part>) -> Result<StopReason, TurnError> {
     // Handlers race `turn.cancel`; it fires on the user's cancel or at the turn's deadline, and
     // `user` tells the two apart.
@@ -128,10 +129,13 @@ pub async fn run_turn(mut turn: Turn<'_>, prompt: Vec<Part>) -> Result<StopReaso
     turn.phase(Phase::RunStart);
     let user_message =
         Message::new(Role::User, prompt, MessageMeta { model: Some(turn.model_ref.clone()), ..MessageMeta::default() });
-    turn.recorder.record(AgentEvent::UserMessage(user_message.clone()));
-    turn.history.push(user_message);
-    let mut state = match turn.recorder.flush().await {
-        Ok(()) => TurnState::Sampling,
+    let mut state = match turn.recorder.begin(turn.history, user_message).await {
+        Ok(reread) => {
+            if reread {
+                turn.context_used = view::context_used(turn.history);
+            }
+            TurnState::Sampling
+        }
         Err(err) => TurnState::Done(DoneReason::Error(err.into())),
     };
     let mut in_step = false;

@@ -4,18 +4,28 @@
 //! [`Update`]; a failed write emits nothing and is kept as the turn's failure. This is how "no
 //! update before its row is committed" holds without a round trip per chunk: the writer thread
 //! commits in batches and runs the callbacks in order.
+//!
+//! The turn's first write takes the session's lease ([`StoreRecorder::claim`]): another process
+//! running a turn in the session refuses it, and a history another process wrote to since this
+//! one read it is read again first. A recorder made [`StoreRecorder::for_turn`] holds what it is
+//! given before that first write and sends it only once the lease is taken, so a refused turn
+//! records nothing.
 
 use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
 
-use tokio::sync::watch;
+use tokio::sync::{oneshot, watch};
 
 use super::{CompactionState, Status, Update, UpdateSink, compaction_failed_note, compaction_note};
 use crate::agent::{AgentEvent, RecordError, Recorder, StreamKind};
-use crate::history::{CallState, Message, MessageMeta, Part, Role, ToolPart};
+use crate::history::{CallState, Message, MessageMeta, Part, Role, ToolPart, finalize_orphans};
 use crate::ids::{MessageId, SessionId};
 use crate::permissions::Scope;
-use crate::store::{AfterCommit, Store, StoreError, Write};
+use crate::store::{AfterCommit, LastTurn, Store, StoreError, Write};
+
+/// How many times a claim reads a history another process changed before it gives up (each
+/// time another process must have run a whole turn in between).
+const CLAIM_TRIES: usize = 3;
 
 pub struct StoreRecorder {
     session: SessionId,
@@ -30,6 +40,12 @@ pub struct StoreRecorder {
     shown_calls: HashMap<(MessageId, String), ToolPart>,
     /// The session's status: retrying while a request is tried again, busy once it streams.
     status: Arc<watch::Sender<Status>>,
+    /// Writes recorded before the lease was taken, sent once it is (`for_turn`).
+    pending: Option<Vec<(Write, Vec<Update>)>>,
+    /// The title a first prompt gives the session, written with it.
+    title: Option<String>,
+    /// Why the claim was refused (another process holds the session).
+    refused: Option<StoreError>,
 }
 
 impl StoreRecorder {
@@ -40,7 +56,101 @@ impl StoreRecorder {
         sink: Arc<dyn UpdateSink>,
         status: Arc<watch::Sender<Status>>,
     ) -> Self {
-        Self { session, project, store, sink, failure: Arc::new(OnceLock::new()), shown_calls: HashMap::new(), status }
+        Self {
+            session,
+            project,
+            store,
+            sink,
+            failure: Arc::new(OnceLock::new()),
+            shown_calls: HashMap::new(),
+            status,
+            pending: None,
+            title: None,
+            refused: None,
+        }
+    }
+
+    /// A recorder for a turn: what it is given before the claim waits for it, and `title` is
+    /// written with the prompt.
+    pub fn for_turn(mut self, title: Option<String>) -> Self {
+        self.pending = Some(Vec::new());
+        self.title = title;
+        self
+    }
+
+    /// Why the claim was refused: [`StoreError::Leased`], naming the process that holds the session.
+    pub fn refused(&self) -> Option<StoreError> {
+        self.refused.clone()
+    }
+
+    /// Takes the session's lease with the turn's first write, `prompt` (and the title), and waits
+    /// until it is committed; then appends the prompt to `history` and sends what was held. If
+    /// another process's turn came after `history` was read, `history` is replaced by the stored
+    /// one first (the calls a dead holder left unfinished marked failed) and the prompt gets a
+    /// fresh id, so it sorts after that turn; answers whether that happened. Refused while another
+    /// process holds the lease: nothing is written and what was held is dropped.
+    pub async fn claim(
+        &mut self,
+        history: &mut Vec<Message>,
+        mut prompt: Option<Message>,
+    ) -> Result<bool, RecordError> {
+        let mut last = LastTurn::Ours;
+        let mut orphans = Vec::new();
+        for _ in 0..CLAIM_TRIES {
+            let write = Write::TakeLease {
+                session_id: self.session.clone(),
+                last: last.clone(),
+                prompt: prompt.clone(),
+                title: self.title.clone(),
+            };
+            let (done, result) = oneshot::channel();
+            let (sink, session, title) = (Arc::clone(&self.sink), self.session.clone(), self.title.clone());
+            self.store.submit(
+                write,
+                Some(Box::new(move |result: Result<(), StoreError>| {
+                    if let (Ok(()), Some(title)) = (&result, title) {
+                        sink.send(&session, Update::Title(title));
+                    }
+                    let _ = done.send(result);
+                })),
+            );
+            match result.await.unwrap_or(Err(StoreError::Closed)) {
+                Ok(()) => {
+                    let reread = last != LastTurn::Ours;
+                    history.extend(prompt);
+                    for (message_id, index, part) in orphans {
+                        let session_id = self.session.clone();
+                        self.write(Write::PutPart { session_id, message_id, index, part }, Vec::new());
+                    }
+                    for (write, updates) in self.pending.take().into_iter().flatten() {
+                        self.write(write, updates);
+                    }
+                    return self.failure().map_or(Ok(reread), Err);
+                }
+                Err(StoreError::LeaseMoved { .. }) => {
+                    let (stored, seen) = self
+                        .store
+                        .messages_and_last_turn(&self.session)
+                        .await
+                        .map_err(|err| RecordError(err.to_string()))?;
+                    tracing::info!(session = %self.session, "another process wrote to the session; its history is read again");
+                    *history = stored;
+                    orphans = finalize_orphans(history);
+                    if let Some(prompt) = &mut prompt {
+                        prompt.id = MessageId::generate();
+                    }
+                    last = LastTurn::By(seen);
+                }
+                Err(err) => {
+                    self.pending = None;
+                    if matches!(err, StoreError::Leased(_)) {
+                        self.refused = Some(err.clone());
+                    }
+                    return Err(RecordError(err.to_string()));
+                }
+            }
+        }
+        Err(RecordError(StoreError::LeaseMoved { session: self.session.clone(), last: None }.to_string()))
     }
 
     /// A callback that shows `updates` once committed, or remembers the failure.
@@ -61,8 +171,11 @@ impl StoreRecorder {
         })
     }
 
-    fn write(&self, write: Write, updates: Vec<Update>) {
-        self.store.submit(write, Some(self.then_show(updates)));
+    fn write(&mut self, write: Write, updates: Vec<Update>) {
+        match &mut self.pending {
+            Some(held) => held.push((write, updates)),
+            None => self.store.submit(write, Some(self.then_show(updates))),
+        }
     }
 }
 
@@ -184,6 +297,10 @@ impl Recorder for StoreRecorder {
                 self.status.send_replace(Status::Retrying { attempt });
             }
         }
+    }
+
+    async fn begin(&mut self, history: &mut Vec<Message>, prompt: Message) -> Result<bool, RecordError> {
+        self.claim(history, Some(prompt)).await
     }
 
     async fn flush(&mut self) -> Result<(), RecordError> {

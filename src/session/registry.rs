@@ -215,8 +215,12 @@ impl Registry {
         }
     }
 
-    /// Closes the session if live, then removes its rows. Unknown ids succeed.
+    /// Closes the session if live, then removes its rows. Unknown ids succeed. Refused, closing
+    /// nothing, while another process runs a turn in it.
     pub async fn delete(&self, id: &SessionId) -> Result<(), SessionError> {
+        if let Some(holder) = self.inner.store.held_elsewhere(id).await? {
+            return Err(SessionError::Store(crate::store::StoreError::Leased(Box::new(holder))));
+        }
         if let Some(tx) = self.take(id) {
             close(&tx).await;
         }

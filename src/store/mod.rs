@@ -6,9 +6,13 @@
 //! the row it shows is on disk. Reads run on a second connection under `spawn_blocking`, so WAL
 //! readers never wait for the writer. This module and its children hold all of cairn's SQL.
 //!
+//! A session's history is written by one process at a time: the process running a turn holds
+//! the session's lease (`lease`), taken by the turn's first write ([`Write::TakeLease`]).
+//!
 //! Conversations are private: a data directory cairn creates is 0700, and the database with its
 //! `-wal` and `-shm` files is 0600 whatever the umask (SQLite gives those the database's mode).
 
+pub mod lease;
 mod migrate;
 mod rows;
 mod writer;
@@ -23,6 +27,7 @@ use crate::history::{Message, MessageMeta, Part};
 use crate::ids::{MessageId, SessionId};
 use crate::permissions::Rule;
 
+pub use lease::{Holder, LastTurn, LeaseHolder};
 pub use rows::{ListPage, SessionRow};
 
 /// A callback run on the writer thread once a write is committed (`Ok`) or rolled back (`Err`).
@@ -52,6 +57,14 @@ pub enum StoreError {
     InvalidCursor(String),
     #[error("the store has shut down")]
     Closed,
+    /// Another live process is running a turn in the session.
+    #[error("{0}")]
+    Leased(Box<LeaseHolder>),
+    /// Another process's turn came after the history the caller holds; read it again.
+    #[error(
+        "session {session} was changed by another cairn process while this one was starting a turn in it; send the prompt again"
+    )]
+    LeaseMoved { session: SessionId, last: Option<String> },
 }
 
 impl StoreError {
@@ -101,6 +114,21 @@ pub enum Write {
         project: String,
         rule: Rule,
     },
+    /// The first write of a turn (or of a command that changes the history): takes the session's
+    /// lease for this process and inserts `prompt`, setting `title` if the session has none, in
+    /// one savepoint. Refused, writing nothing, with [`StoreError::Leased`] while another live
+    /// process holds the lease, and with [`StoreError::LeaseMoved`] if the session's last turn is
+    /// not the one `last` names (the caller's copy of the history is out of date).
+    TakeLease {
+        session_id: SessionId,
+        last: LastTurn,
+        prompt: Option<Message>,
+        title: Option<String>,
+    },
+    /// Gives the session's lease back if this process holds it (the turn ended).
+    ReleaseLease {
+        session_id: SessionId,
+    },
     /// Inserts a message with the parts it already has.
     InsertMessage {
         session_id: SessionId,
@@ -141,11 +169,13 @@ pub enum Write {
         message_id: MessageId,
         index: u32,
     },
-    /// Removes a session's rows, and those of the sub-agents it started; forks stay.
+    /// Removes a session's rows, and those of the sub-agents it started; forks stay. Refused with
+    /// [`StoreError::Leased`] while another live process holds one of their leases.
     DeleteSession {
         id: SessionId,
     },
-    /// Hides `from` and every later message of the session (rewind); nothing is deleted.
+    /// Hides `from` and every later message of the session (rewind); nothing is deleted. Refused
+    /// with [`StoreError::Leased`] while another live process holds the session's lease.
     HideFrom {
         session_id: SessionId,
         from: MessageId,
@@ -178,6 +208,8 @@ pub struct Store {
 
 struct Inner {
     path: PathBuf,
+    /// This process as a lease holder.
+    me: Holder,
     writer: writer::Handle,
     reader: Mutex<Connection>,
 }
@@ -186,6 +218,11 @@ impl Store {
     /// Opens (creating if needed) and migrates the database. Refuses a newer or corrupt file
     /// without changing it.
     pub fn open(path: &Path) -> Result<Self, StoreError> {
+        Self::open_as(path, Holder::this_process(), lease::HEARTBEAT_EVERY)
+    }
+
+    /// [`Self::open`], holding leases as `me` and refreshing them every `beat`.
+    fn open_as(path: &Path, me: Holder, beat: std::time::Duration) -> Result<Self, StoreError> {
         let io = |err: std::io::Error| StoreError::Open { path: path.to_owned(), detail: err.to_string() };
         if let Some(dir) = path.parent() {
             private_dir(dir).map_err(io)?;
@@ -210,11 +247,11 @@ impl Store {
         )
         .map_err(sqlite)?;
         reader.busy_timeout(std::time::Duration::from_secs(5)).map_err(sqlite)?;
-        let writer = writer::spawn(conn, path.to_owned()).map_err(|err| StoreError::Open {
+        let writer = writer::spawn(conn, path.to_owned(), me.clone(), beat).map_err(|err| StoreError::Open {
             path: path.to_owned(),
             detail: format!("cannot start the writer thread: {err}"),
         })?;
-        Ok(Self { inner: Arc::new(Inner { path: path.to_owned(), writer, reader: Mutex::new(reader) }) })
+        Ok(Self { inner: Arc::new(Inner { path: path.to_owned(), me, writer, reader: Mutex::new(reader) }) })
     }
 
     pub fn path(&self) -> &Path {
@@ -243,7 +280,8 @@ impl Store {
         self.commit(Write::Barrier).await
     }
 
-    /// Commits what is queued, then stops the writer thread and closes its connection.
+    /// Commits what is queued, releases this process's leases, then stops the writer thread and
+    /// closes its connection.
     pub async fn shutdown(&self) {
         let _ = self.flush().await;
         self.inner.writer.shutdown().await;
@@ -258,6 +296,26 @@ impl Store {
     pub async fn messages(&self, id: &SessionId) -> Result<Vec<Message>, StoreError> {
         let id = id.clone();
         self.read(move |conn| rows::messages(conn, &id)).await
+    }
+
+    /// The live process other than this one that holds the session's lease, if any.
+    pub async fn held_elsewhere(&self, id: &SessionId) -> Result<Option<LeaseHolder>, StoreError> {
+        let (id, me) = (id.clone(), self.inner.me.clone());
+        self.read(move |conn| Ok(lease::held_elsewhere(conn, &me, &id, crate::ids::now_ms())?)).await
+    }
+
+    /// Every visible message of a session and the token of its last lease holder, read together
+    /// (for [`LastTurn::By`]).
+    pub async fn messages_and_last_turn(&self, id: &SessionId) -> Result<(Vec<Message>, Option<String>), StoreError> {
+        let id = id.clone();
+        self.read(move |conn| {
+            let tx = conn.unchecked_transaction()?;
+            let messages = rows::messages(&tx, &id)?;
+            let last = lease::last_token(&tx, &id)?;
+            tx.commit()?;
+            Ok((messages, last))
+        })
+        .await
     }
 
     /// The rules remembered for every session in `project`.
@@ -343,5 +401,7 @@ fn configure(conn: &Connection) -> rusqlite::Result<()> {
     Ok(())
 }
 
+#[cfg(test)]
+mod lease_tests;
 #[cfg(test)]
 mod tests;

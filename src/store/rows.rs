@@ -1,4 +1,5 @@
-//! Row ⇄ domain conversions: every SQL statement cairn runs, one function each.
+//! Row ⇄ domain conversions: every SQL statement cairn runs, one function each, but for the
+//! leases' (`lease`).
 
 use std::path::Path;
 
@@ -218,6 +219,13 @@ pub fn set_session_title(conn: &Connection, id: &SessionId, title: &str, at: i64
         title,
         at
     ])?;
+    Ok(())
+}
+
+/// Sets the title of a session that has none (from its first prompt).
+pub fn set_first_title(conn: &Connection, id: &SessionId, title: &str, at: i64) -> rusqlite::Result<()> {
+    conn.prepare_cached("UPDATE sessions SET title = ?2, updated_at = ?3 WHERE id = ?1 AND title IS NULL")?
+        .execute(params![id.as_str(), title, at])?;
     Ok(())
 }
 

@@ -5,15 +5,22 @@
 //! commits, and only then runs the writes' callbacks in queue order. Streaming parts live in memory
 //! between `OpenPart` and `ClosePart`; a batch rewrites each part it touched once, whatever the
 //! number of chunks appended to it.
+//!
+//! It also keeps this process's session leases: a lease is checked and taken inside the batch
+//! that holds the turn's first write (`BEGIN IMMEDIATE` makes check and take one step for every
+//! process sharing the file), refreshed every `lease::HEARTBEAT_EVERY` while any is held (waking
+//! for it when idle), and released at shutdown.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::Mutex;
 use std::sync::mpsc;
+use std::time::{Duration, Instant};
 
 use rusqlite::Connection;
 use tokio::sync::oneshot;
 
+use super::lease::{self, Holder};
 use super::{AfterCommit, StoreError, Write, rows};
 use crate::history::Part;
 use crate::ids::{MessageId, SessionId, now_ms};
@@ -32,10 +39,12 @@ pub struct Handle {
     tx: Mutex<Option<mpsc::Sender<Job>>>,
 }
 
-pub fn spawn(conn: Connection, path: PathBuf) -> std::io::Result<Handle> {
+/// Starts the writer thread on `conn`; it holds leases as `me` and refreshes them every `beat_every`.
+pub fn spawn(conn: Connection, path: PathBuf, me: Holder, beat_every: Duration) -> std::io::Result<Handle> {
     let (tx, rx) = mpsc::channel();
     std::thread::Builder::new().name("cairn-store".into()).spawn(move || {
-        Writer { conn, path, open: HashMap::new() }.run(&rx);
+        let held = HashSet::new();
+        Writer { conn, path, open: HashMap::new(), me, held, beat: Instant::now(), beat_every }.run(&rx);
     })?;
     Ok(Handle { tx: Mutex::new(Some(tx)) })
 }
@@ -76,11 +85,37 @@ struct Writer {
     conn: Connection,
     path: PathBuf,
     open: HashMap<PartKey, OpenPart>,
+    /// This process as a lease holder.
+    me: Holder,
+    /// The sessions whose lease this process took and has not released.
+    held: HashSet<SessionId>,
+    /// When the held leases were last refreshed.
+    beat: Instant,
+    /// How often they are (`lease::HEARTBEAT_EVERY` but in tests).
+    beat_every: Duration,
 }
 
 impl Writer {
     fn run(mut self, rx: &mpsc::Receiver<Job>) {
-        while let Ok(first) = rx.recv() {
+        loop {
+            // Idle with leases held, wake up for their heartbeat.
+            let first = if self.held.is_empty() {
+                rx.recv().ok()
+            } else {
+                match rx.recv_timeout(self.beat_every.saturating_sub(self.beat.elapsed())) {
+                    Ok(job) => Some(job),
+                    Err(mpsc::RecvTimeoutError::Timeout) => {
+                        self.apply(&[]);
+                        continue;
+                    }
+                    Err(mpsc::RecvTimeoutError::Disconnected) => None,
+                }
+            };
+            let Some(first) = first else {
+                // Every handle is gone without a shutdown: give the leases back all the same.
+                self.release_all();
+                return;
+            };
             let mut writes = Vec::new();
             let mut shutdown = None;
             let mut next = Some(first);
@@ -103,6 +138,7 @@ impl Writer {
                 }
             }
             if let Some(ack) = shutdown {
+                self.release_all();
                 drop(self.conn);
                 let _ = ack.send(());
                 return;
@@ -114,6 +150,68 @@ impl Writer {
         StoreError::from_sqlite(&self.path, err)
     }
 
+    fn release_all(&mut self) {
+        if let Err(err) = lease::release_all(&self.conn, &self.me, now_ms()) {
+            tracing::warn!(%err, "this process's session leases could not be released; they lapse when it exits");
+        }
+        self.held.clear();
+    }
+
+    /// Refreshes the held leases if their heartbeat is due; inside the batch's transaction.
+    fn heartbeat(&mut self, now: i64) {
+        if self.held.is_empty() || self.beat.elapsed() < self.beat_every {
+            return;
+        }
+        self.beat = Instant::now();
+        if let Err(err) = lease::beat(&self.conn, &self.me, now) {
+            tracing::warn!(%err, "the session leases' heartbeat could not be written");
+        }
+    }
+
+    /// Takes the lease with the turn's first write (see [`Write::TakeLease`]).
+    fn take_lease(
+        &mut self,
+        session_id: &SessionId,
+        last: &lease::LastTurn,
+        prompt: Option<&crate::history::Message>,
+        title: Option<&str>,
+        now: i64,
+    ) -> Result<(), StoreError> {
+        match lease::check(&self.conn, &self.me, session_id, last, now) {
+            Ok(Ok(())) => {}
+            Ok(Err(refused)) => return Err(refused),
+            Err(err) => return Err(self.error(&err)),
+        }
+        let me = &self.me;
+        self.savepoint(|conn| {
+            lease::take(conn, me, session_id, now)?;
+            if let Some(prompt) = prompt {
+                rows::insert_message(conn, session_id, prompt, now)?;
+            }
+            if let Some(title) = title {
+                rows::set_first_title(conn, session_id, title, now)?;
+            }
+            Ok(())
+        })?;
+        self.held.insert(session_id.clone());
+        Ok(())
+    }
+
+    /// Runs `write` unless another live process holds the lease of `session` or of a sub-agent
+    /// session below it.
+    fn unless_leased(
+        &self,
+        session: &SessionId,
+        now: i64,
+        write: impl FnOnce(&Connection) -> rusqlite::Result<()>,
+    ) -> Result<(), StoreError> {
+        match lease::held_below(&self.conn, &self.me, session, now) {
+            Ok(Some(holder)) => Err(StoreError::Leased(Box::new(holder))),
+            Ok(None) => self.savepoint(write),
+            Err(err) => Err(self.error(&err)),
+        }
+    }
+
     fn apply(&mut self, writes: &[(Write, Option<AfterCommit>)]) -> Vec<Result<(), StoreError>> {
         let mut results: Vec<Result<(), StoreError>> = vec![Ok(()); writes.len()];
         if let Err(err) = self.conn.execute_batch("BEGIN IMMEDIATE") {
@@ -121,6 +219,7 @@ impl Writer {
             return vec![Err(err); writes.len()];
         }
         let now = now_ms();
+        self.heartbeat(now);
         // Which writes each touched streaming part answers for, until it is written.
         let mut dirty: HashMap<PartKey, Vec<usize>> = HashMap::new();
         for (i, (write, _)) in writes.iter().enumerate() {
@@ -159,12 +258,24 @@ impl Writer {
                     }
                 }
                 Write::DeleteSession { id } => {
-                    self.open.retain(|_, open| open.session_id != *id);
-                    results[i] = self.savepoint(|conn| rows::delete_session(conn, id));
+                    results[i] = self.unless_leased(id, now, |conn| rows::delete_session(conn, id));
+                    if results[i].is_ok() {
+                        self.open.retain(|_, open| open.session_id != *id);
+                        self.held.remove(id);
+                    }
                 }
                 Write::InsertSession(row) => results[i] = self.savepoint(|conn| rows::insert_session(conn, row)),
                 Write::HideFrom { session_id, from } => {
-                    results[i] = self.savepoint(|conn| rows::hide_from(conn, session_id, from, now));
+                    results[i] =
+                        self.unless_leased(session_id, now, |conn| rows::hide_from(conn, session_id, from, now));
+                }
+                Write::TakeLease { session_id, last, prompt, title } => {
+                    results[i] = self.take_lease(session_id, last, prompt.as_ref(), title.as_deref(), now);
+                }
+                Write::ReleaseLease { session_id } => {
+                    self.held.remove(session_id);
+                    let me = &self.me;
+                    results[i] = self.savepoint(|conn| lease::release(conn, me, session_id, now));
                 }
                 Write::SetSessionRules { id, rules } => {
                     results[i] = self.savepoint(|conn| rows::set_session_rules(conn, id, rules, now));

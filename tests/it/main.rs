@@ -14,6 +14,7 @@ mod durability;
 mod exec;
 mod headless;
 mod hostile;
+mod lease;
 mod limits;
 mod mcp;
 mod models;

@@ -122,6 +122,8 @@ struct TurnOutcome {
     history: Vec<Message>,
     rules: Vec<Rule>,
     result: Result<StopReason, TurnError>,
+    /// Why the session's lease was refused (another process holds it); the answer then.
+    refused: Option<crate::store::StoreError>,
 }
 
 struct Actor {
@@ -190,10 +192,14 @@ pub async fn run(init: Init, services: Services, mut rx: mpsc::UnboundedReceiver
     refuse_all(&mut rx, &SessionError::Closed(id));
 }
 
-/// Reads a session from the store, finishing the tool calls a crash left open.
+/// Reads a session from the store, finishing the tool calls a crash left open. Calls another
+/// live process is running (it holds the session's lease) are left as they are.
 pub async fn restore(store: &Store, id: &SessionId) -> Result<(SessionRow, Vec<Message>), SessionError> {
     let row = store.session(id).await?.ok_or_else(|| SessionError::NotFound(id.clone()))?;
     let mut history = store.messages(id).await?;
+    if store.held_elsewhere(id).await?.is_some() {
+        return Ok((row, history));
+    }
     for (message_id, index, part) in finalize_orphans(&mut history) {
         store.submit(Write::PutPart { session_id: id.clone(), message_id, index, part }, None);
     }

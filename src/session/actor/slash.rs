@@ -1,15 +1,17 @@
 //! The session actor's slash commands: `/status`, `/mcp`, `/permissions`, `/model` answer at once;
 //! `/rewind`, `/fork`, `/compact` and revocations wait their turn in the queue, so they never
-//! change a history a turn is using. Answers are short agent messages that are not stored and
-//! never reach the model.
+//! change a history a turn is using; `/rewind` and `/compact` run like turns, holding the
+//! session's lease, so no other process's turn is using it either. Answers are short agent
+//! messages that are not stored and never reach the model.
 
 use std::fmt::Write as _;
+use std::sync::Arc;
 
-use super::{Actor, Reply, title_from};
+use super::{Actor, Reply, Running, TurnOutcome, title_from};
 use crate::agent::StopReason;
-use crate::history::Role;
 use crate::history::view::context_used;
-use crate::ids::{SessionId, now_ms};
+use crate::history::{Message, Role};
+use crate::ids::{MessageId, SessionId, now_ms};
 use crate::llm::catalog;
 use crate::permissions::{self, Action, Scope};
 use crate::session::commands::{Revoke, Slash};
@@ -60,7 +62,7 @@ impl Actor {
     /// Runs a command that waited in the queue; the session is idle now.
     pub(super) fn run_queued(&mut self, ticket: u64, slash: Slash, reply: Reply<StopReason>) {
         let text = match slash {
-            Slash::Rewind(n) => self.rewind(n),
+            Slash::Rewind(n) => return self.spawn_rewind(ticket, n, reply),
             Slash::Permissions(Some(revoke)) => self.revoke(revoke),
             Slash::Fork => {
                 let (tx, rx) = tokio::sync::oneshot::channel();
@@ -173,26 +175,45 @@ impl Actor {
     }
 
     /// Hides the last `n` user turns (everything from the n-th last prompt on). The next prompt
-    /// continues from there; the hidden rows stay in the database.
-    fn rewind(&mut self, n: usize) -> String {
-        let Some(history) = self.history.as_mut() else { return "The session is busy.".to_owned() };
-        let prompts: Vec<usize> =
-            history.iter().enumerate().filter(|(_, m)| m.role == Role::User).map(|(i, _)| i).collect();
-        if prompts.is_empty() {
-            return "Nothing to rewind: this session has no turns yet.".to_owned();
-        }
-        let n = n.min(prompts.len());
-        let at = prompts[prompts.len() - n];
-        let first_line = title_from(&history[at].parts).unwrap_or_default();
-        let from = history[at].id.clone();
-        history.truncate(at);
-        self.context_used = context_used(history);
-        self.services.store.submit(Write::HideFrom { session_id: self.row.id.clone(), from }, None);
-        self.services.sink.send(&self.row.id, self.usage().into());
-        let turns = if n == 1 { "turn" } else { "turns" };
-        format!(
-            "Rewound {n} {turns}: the next prompt continues from before “{first_line}”. The hidden messages are kept in the database; files were not changed."
-        )
+    /// continues from there; the hidden rows stay in the database. Runs like a turn: it holds the
+    /// session's lease, on the history as stored.
+    fn spawn_rewind(&mut self, ticket: u64, n: usize, reply: Reply<StopReason>) {
+        let Some(mut history) = self.history.take() else {
+            self.say("The session is busy.".to_owned());
+            let _ = reply.send(Ok(StopReason::EndTurn));
+            return;
+        };
+        let mut recorder = self.recorder().for_turn(None);
+        let (store, sink, id) = (self.services.store.clone(), Arc::clone(&self.services.sink), self.row.id.clone());
+        let info = catalog::info(&self.services.config, &self.row.model);
+        let cost = info.prices.map(|_| self.row.cost_usd);
+        let rules = self.rules.clone();
+        let history_len = history.len();
+        self.turn = Some(tokio::spawn(async move {
+            if let Err(err) = recorder.claim(&mut history, None).await {
+                let (refused, result) = (recorder.refused(), Err(err.into()));
+                return TurnOutcome { history, rules, result, refused };
+            }
+            let text = match rewind(&mut history, n) {
+                Err(text) => text,
+                Ok((from, text)) => match store.commit(Write::HideFrom { session_id: id.clone(), from }).await {
+                    Ok(()) => {
+                        let used = context_used(&history);
+                        sink.send(&id, Update::Usage { used, size: info.context_window, cost });
+                        text
+                    }
+                    Err(err) => {
+                        // Nothing was hidden: keep the history as stored.
+                        history = store.messages(&id).await.unwrap_or(history);
+                        format!("The session was not rewound: {err}.")
+                    }
+                },
+            };
+            sink.send(&id, Update::EphemeralText { text });
+            TurnOutcome { history, rules, result: Ok(StopReason::EndTurn), refused: None }
+        }));
+        let cancel = tokio_util::sync::CancellationToken::new();
+        self.running = Some(Running { ticket, history_len, cancel, reply });
     }
 
     /// Copies the session into a new one (see `Write::ForkSession`), answering its id once the
@@ -210,4 +231,26 @@ impl Actor {
             })),
         );
     }
+}
+
+/// Cuts the last `n` user turns off `history`: the first hidden message and what to tell the
+/// user, or why nothing was rewound.
+fn rewind(history: &mut Vec<Message>, n: usize) -> Result<(MessageId, String), String> {
+    let prompts: Vec<usize> =
+        history.iter().enumerate().filter(|(_, m)| m.role == Role::User).map(|(i, _)| i).collect();
+    if prompts.is_empty() {
+        return Err("Nothing to rewind: this session has no turns yet.".to_owned());
+    }
+    let n = n.min(prompts.len());
+    let at = prompts[prompts.len() - n];
+    let first_line = title_from(&history[at].parts).unwrap_or_default();
+    let from = history[at].id.clone();
+    history.truncate(at);
+    let turns = if n == 1 { "turn" } else { "turns" };
+    Ok((
+        from,
+        format!(
+            "Rewound {n} {turns}: the next prompt continues from before “{first_line}”. The hidden messages are kept in the database; files were not changed."
+        ),
+    ))
 }

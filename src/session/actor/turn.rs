@@ -1,5 +1,6 @@
 //! The actor's model turns: starting one on its own task with the history and rules lent to it,
-//! and taking them back when it ends (answering its prompt, updating status, cost and context).
+//! and taking them back when it ends (releasing the session's lease, answering its prompt,
+//! updating status, cost and context). The turn's recorder takes the lease with the prompt.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -18,8 +19,8 @@ use crate::llm::catalog::{self, ThoughtLevel};
 use crate::llm::retry::RetryPolicy;
 use crate::session::recorder::StoreRecorder;
 use crate::session::subagent;
-use crate::session::{SessionError, Status, Update, title};
-use crate::store::Write;
+use crate::session::{SessionError, Status, title};
+use crate::store::{StoreError, Write};
 use crate::tools::Workspace;
 
 impl Actor {
@@ -33,35 +34,52 @@ impl Actor {
 
     pub(super) async fn turn_ended(&mut self, outcome: Result<TurnOutcome, tokio::task::JoinError>) {
         let result = match outcome {
-            Ok(TurnOutcome { history, rules, result }) => {
+            Ok(TurnOutcome { history, rules, result, refused }) => {
                 let before = self.running.as_ref().map_or(history.len(), |running| running.history_len);
                 let own = history.iter().skip(before).filter_map(|m| m.meta.cost).sum::<f64>();
-                // The store adds sub-agents' costs to this row too: the row is the truth.
-                self.row.cost_usd = match self.services.store.session(&self.row.id).await {
-                    Ok(Some(row)) => row.cost_usd,
-                    _ => self.row.cost_usd + own,
-                };
+                // The store adds sub-agents' costs to this row too, and another process may
+                // have titled the session: the row is the truth.
+                match self.services.store.session(&self.row.id).await {
+                    Ok(Some(row)) => {
+                        self.row.cost_usd = row.cost_usd;
+                        self.row.title = row.title;
+                    }
+                    _ => self.row.cost_usd += own,
+                }
                 self.context_used = context_used(&history);
                 self.history = Some(history);
                 self.rules = rules;
-                result
+                match refused {
+                    Some(err) => Err(SessionError::Store(err)),
+                    None => result.map_err(SessionError::from),
+                }
             }
             Err(err) => {
                 // The turn task panicked; what it committed is the truth, so reread it.
                 tracing::error!(session = %self.row.id, %err, "turn task failed");
                 self.history = Some(self.services.store.messages(&self.row.id).await.unwrap_or_default());
-                Err(TurnError::Internal(format!("the turn stopped unexpectedly: {err}")))
+                Err(SessionError::Turn(TurnError::Internal(format!("the turn stopped unexpectedly: {err}"))))
             }
         };
         self.services.status.send_replace(match &result {
-            Ok(_) => Status::Idle,
+            // A prompt another process's turn refused did not run: nothing failed here.
+            Ok(_) | Err(SessionError::Store(StoreError::Leased(_))) => Status::Idle,
             Err(err) => Status::Error(err.to_string()),
         });
         // A turn that failed (a bad key, a server down) would fail the title request too: the
         // title waits for a turn that works.
         let worked = result.is_ok();
-        if let Some(running) = self.running.take() {
-            let _ = running.reply.send(result.map_err(SessionError::from));
+        // The lease goes back however the turn ended, and the prompt is answered once that is
+        // committed: a client told the turn is over may prompt from another process at once.
+        let release = Write::ReleaseLease { session_id: self.row.id.clone() };
+        match self.running.take() {
+            Some(running) => self.services.store.submit(
+                release,
+                Some(Box::new(move |_| {
+                    let _ = running.reply.send(result);
+                })),
+            ),
+            None => self.services.store.submit(release, None),
         }
         if worked && let Some(prompt) = self.title_pending.take() {
             title::spawn(&self.services, &self.row, prompt);
@@ -98,7 +116,7 @@ impl Actor {
     }
 
     /// A recorder for this session's next piece of work.
-    fn recorder(&self) -> StoreRecorder {
+    pub(super) fn recorder(&self) -> StoreRecorder {
         StoreRecorder::new(
             self.row.id.clone(),
             self.row.cwd.clone(),
@@ -112,25 +130,14 @@ impl Actor {
     fn spawn_turn(&mut self, ticket: u64, parts: Vec<Part>, reply: Reply<StopReason>) {
         let Some((mut history, resolved, reply)) = self.lend(reply) else { return };
         let config = Arc::clone(&self.services.config);
-        if self.row.title.is_none()
-            && let Some(title) = title_from(&parts)
-        {
+        // A first prompt titles the session; the title is written with the prompt.
+        let title = self.row.title.is_none().then(|| title_from(&parts)).flatten();
+        if let Some(title) = &title {
             self.row.title = Some(title.clone());
             self.title_pending = Some(prompt_text(&parts));
-            let show = Arc::clone(&self.services.sink);
-            let id = self.row.id.clone();
-            let update = Update::Title(title.clone());
-            self.services.store.submit(
-                Write::SetSessionTitle { id: self.row.id.clone(), title },
-                Some(Box::new(move |result| {
-                    if result.is_ok() {
-                        show.send(&id, update);
-                    }
-                })),
-            );
         }
         let cancel = CancellationToken::new();
-        let mut recorder = self.recorder();
+        let mut recorder = self.recorder().for_turn(title);
         self.services.status.send_replace(Status::Busy);
         let cwd = PathBuf::from(&self.row.cwd);
         let system = self.system.clone();
@@ -186,7 +193,7 @@ impl Actor {
                 run: agent::Run::default(),
             };
             let result = agent::run_turn(turn, parts).await;
-            TurnOutcome { history, rules, result }
+            TurnOutcome { history, rules, result, refused: recorder.refused() }
         }));
         self.running = Some(Running { ticket, history_len, cancel, reply });
     }
@@ -197,7 +204,7 @@ impl Actor {
         let Some((mut history, resolved, reply)) = self.lend(reply) else { return };
         let config = Arc::clone(&self.services.config);
         let (summarizer, summarizer_ref) = summarizer_model(&config, &self.row.model, &resolved);
-        let mut recorder = self.recorder();
+        let mut recorder = self.recorder().for_turn(None);
         self.services.status.send_replace(Status::Busy);
         let info = catalog::info(&config, &self.row.model);
         let cancel = CancellationToken::new();
@@ -205,6 +212,16 @@ impl Actor {
         let (context_used, spent, rules) = (self.context_used, self.row.cost_usd, self.rules.clone());
         let history_len = history.len();
         self.turn = Some(tokio::spawn(async move {
+            // Like a turn, a compaction holds the session's lease, and works on the history as
+            // stored.
+            let context_used = match recorder.claim(&mut history, None).await {
+                Ok(false) => context_used,
+                Ok(true) => crate::history::view::context_used(&history),
+                Err(err) => {
+                    let (refused, result) = (recorder.refused(), Err(err.into()));
+                    return TurnOutcome { history, rules, result, refused };
+                }
+            };
             let summarizer = summarizer_for(&config, &summarizer, summarizer_ref);
             let job = compact::Job {
                 history: &mut history,
@@ -229,7 +246,7 @@ impl Actor {
                 (Ok(_), Err(err)) => Err(err.into()),
                 (result, _) => result,
             };
-            TurnOutcome { history, rules, result }
+            TurnOutcome { history, rules, result, refused: None }
         }));
         self.running = Some(Running { ticket, history_len, cancel, reply });
     }

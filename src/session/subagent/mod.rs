@@ -263,6 +263,8 @@ impl Delegate for Spawner {
                 }
             }
         };
+        // The child's turn took its session's lease with its prompt; it is over.
+        parent.store.submit(Write::ReleaseLease { session_id: child.clone() }, None);
         // The child's rows are committed (its turn ends with a flush): its cost includes its own
         // sub-agents'.
         let cost = match parent.store.session(&child).await {
