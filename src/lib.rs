@@ -17,6 +17,7 @@ pub mod exec;
 pub mod history;
 pub mod ids;
 pub mod llm;
+pub mod login;
 pub mod mcp;
 pub mod permissions;
 pub mod process;

@@ -52,6 +52,23 @@ enum Command {
     /// Run one prompt headless and print the answer as it streams. Exit status: 0 done, 1 an
     /// error, 2 a usage mistake, 3 a limit stopped the turn, 130 interrupted.
     Exec(ExecArgs),
+    /// Save a provider's API key (checked with one request) in credentials.toml beside
+    /// config.toml, readable only by you; a key in the environment still wins. This is what an
+    /// editor's login button runs.
+    Login {
+        /// The provider (`openai`, `anthropic`, or one of config.toml); asked when stdin is a
+        /// terminal.
+        #[arg(long)]
+        provider: Option<String>,
+        /// Save the key without checking it with the provider.
+        #[arg(long)]
+        no_check: bool,
+    },
+    /// Forget the saved key of a provider, or every saved key.
+    Logout {
+        #[arg(long)]
+        provider: Option<String>,
+    },
     /// Inspect stored sessions.
     Sessions {
         #[command(subcommand)]
@@ -167,6 +184,8 @@ async fn run(command: Option<Command>) -> ExitCode {
             ExitCode::SUCCESS
         }
         Some(Command::Exec(args)) => exec(args).await,
+        Some(Command::Login { provider, no_check }) => login(provider, !no_check).await,
+        Some(Command::Logout { provider }) => logout(provider.as_deref()),
         Some(Command::Sessions { command: SessionsCommand::List { cwd, json } }) => {
             let (store, _) = match setup() {
                 Ok(setup) => setup,
@@ -184,6 +203,48 @@ async fn run(command: Option<Command>) -> ExitCode {
                 Err(err) => fail(&err.to_string()),
             }
         }
+    }
+}
+
+/// `cairn login`: saves a key and says where, or why not.
+async fn login(provider: Option<String>, check: bool) -> ExitCode {
+    let config = match Config::load() {
+        Ok(config) => config,
+        Err(err) => return fail(&err.to_string()),
+    };
+    match cairn::login::login(&config, provider, check).await {
+        Ok(done) => {
+            use std::io::Write as _;
+            let mut err = std::io::stderr().lock();
+            let path = config.credentials.as_ref().map(|c| c.path().display().to_string()).unwrap_or_default();
+            let _ = writeln!(err, "Saved the key for {} ({}) in {path}.", done.provider, done.variable);
+            if let Some(why) = done.unconfirmed {
+                let _ = writeln!(err, "Note: {why}.");
+            }
+            if std::env::var_os(&done.variable).is_some_and(|value| !value.is_empty()) {
+                let _ =
+                    writeln!(err, "Note: {} is set in this environment, and wins over the saved key.", done.variable);
+            }
+            ExitCode::SUCCESS
+        }
+        Err(err) => fail(&err.to_string()),
+    }
+}
+
+/// `cairn logout`: forgets saved keys.
+fn logout(provider: Option<&str>) -> ExitCode {
+    let config = match Config::load() {
+        Ok(config) => config,
+        Err(err) => return fail(&err.to_string()),
+    };
+    match cairn::login::logout(&config, provider) {
+        Ok(forgotten) => {
+            use std::io::Write as _;
+            let keys = if forgotten == 1 { "key" } else { "keys" };
+            let _ = writeln!(std::io::stderr().lock(), "Forgot {forgotten} saved {keys}.");
+            ExitCode::SUCCESS
+        }
+        Err(err) => fail(&err.to_string()),
     }
 }
 

@@ -133,18 +133,48 @@ impl Agent {
                     .close(acp::SessionCloseCapabilities::new())
                     .delete(acp::SessionDeleteCapabilities::new())
                     .fork(acp::SessionForkCapabilities::new()),
-            );
+            )
+            .auth(acp::AgentAuthCapabilities::new().logout(acp::LogoutCapabilities::new()));
         let response = acp::InitializeResponse::new(agent_client_protocol_schema::ProtocolVersion::V1)
             .agent_capabilities(capabilities)
-            .auth_methods(Vec::new())
+            .auth_methods(auth_methods())
             .agent_info(acp::Implementation::new("cairn", env!("CARGO_PKG_VERSION")).title("cairn".to_owned()));
         ready(&response)
+    }
+
+    /// `authenticate`: the client ran `cairn login` in a terminal (`login`), or the keys are in
+    /// the environment (`environment`). Either way the keys are read when needed, so this checks
+    /// that the default model's provider now has one.
+    fn authenticate(&self, params: Value) -> Answer {
+        let request: acp::AuthenticateRequest = parse("authenticate", params)?;
+        let method = request.method_id.0.as_ref();
+        if ![LOGIN_METHOD, ENVIRONMENT_METHOD].contains(&method) {
+            return Err(invalid_params(format!(
+                "authenticate: unknown methodId `{method}`; cairn offers `{LOGIN_METHOD}` and `{ENVIRONMENT_METHOD}`"
+            )));
+        }
+        let sessions = self.sessions()?;
+        needs_no_login(sessions.config())?;
+        ready(&acp::AuthenticateResponse::new())
+    }
+
+    /// `logout`: forgets every key `cairn login` saved (keys in the environment stay).
+    fn logout(&self, params: Value) -> Answer {
+        let _: acp::LogoutRequest = parse("logout", params)?;
+        let sessions = self.sessions()?;
+        if let Some(credentials) = &sessions.config().credentials {
+            credentials
+                .forget(None)
+                .map_err(|err| acp::Error::new(acp::ErrorCode::InternalError.into(), err.to_string()))?;
+        }
+        ready(&acp::LogoutResponse::new())
     }
 
     fn new_session(&self, params: Value) -> Answer {
         let request: acp::NewSessionRequest = parse("session/new", with_mcp_servers(params))?;
         let cwd = directory("cwd", request.cwd)?;
         let sessions = self.sessions()?;
+        needs_no_login(sessions.config())?;
         let sink = Arc::clone(&self.sink);
         Ok(async move {
             let attach = sink.attach(request.mcp_servers);
@@ -359,9 +389,8 @@ impl Handler for Agent {
     fn request(&self, method: &str, params: Value) -> Answer {
         match method {
             "initialize" => self.initialize(params),
-            "authenticate" => Err(invalid_params(
-                "authenticate: cairn advertises no auth methods; set the provider's API key (e.g. OPENAI_API_KEY) instead",
-            )),
+            "authenticate" => self.authenticate(params),
+            "logout" => self.logout(params),
             "session/new" => self.new_session(params),
             "session/load" => self.load_session(params),
             "session/resume" => self.resume_session(params),
@@ -398,6 +427,43 @@ impl Handler for Agent {
                 async move { sessions.shutdown().await }.boxed()
             }
             Err(_) => async {}.boxed(),
+        }
+    }
+}
+
+/// The terminal auth method: the client runs `cairn login` in a terminal.
+const LOGIN_METHOD: &str = "login";
+/// The agent auth method: keys already in the environment.
+const ENVIRONMENT_METHOD: &str = "environment";
+
+fn auth_methods() -> Vec<acp::AuthMethod> {
+    vec![
+        acp::AuthMethod::Terminal(
+            acp::AuthMethodTerminal::new(LOGIN_METHOD, "Log in with an API key")
+                .description(
+                    "Runs `cairn login` in a terminal: pick a provider and paste its key; it is checked and saved for cairn only"
+                        .to_owned(),
+                )
+                .args(vec!["login".to_owned()]),
+        ),
+        acp::AuthMethod::Agent(
+            acp::AuthMethodAgent::new(ENVIRONMENT_METHOD, "Use API keys from the environment").description(
+                "OPENAI_API_KEY, ANTHROPIC_API_KEY or a provider's api_key_env, set where the editor starts cairn"
+                    .to_owned(),
+            ),
+        ),
+    ]
+}
+
+/// Auth-required (which editors answer with their login button) when the default model's
+/// provider has no key, in the environment or saved.
+fn needs_no_login(config: &crate::config::Config) -> Result<(), acp::Error> {
+    match config.missing_key(&config.model) {
+        None => Ok(()),
+        Some(variable) => {
+            let (provider, _) = crate::config::split_model(&config.model);
+            let error = crate::llm::LlmError::MissingKey { provider: provider.to_owned(), env: variable.to_owned() };
+            Err(session_error(&SessionError::Model(error)))
         }
     }
 }

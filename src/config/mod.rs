@@ -16,6 +16,7 @@ use std::sync::Arc;
 use serde::Deserialize;
 
 mod checks;
+pub mod credentials;
 mod limits;
 mod mcp;
 mod process;
@@ -55,6 +56,8 @@ pub struct Config {
     pub file: Option<PathBuf>,
     /// Where the config file lives (or would), which tools must not change unasked.
     pub config_dir: Option<PathBuf>,
+    /// The keys `cairn login` saved (`credentials.toml` in `config_dir`).
+    pub credentials: Option<credentials::Credentials>,
     /// The user's home, where user-level instructions and skills live (`~/.agents`).
     pub home_dir: Option<PathBuf>,
     /// Sandbox, environment and launcher of local commands (`[sandbox]`, `[tools]`).
@@ -299,6 +302,10 @@ impl Config {
             title_model,
             file: file_path,
             config_dir: path.as_deref().and_then(Path::parent).map(Path::to_path_buf),
+            credentials: path
+                .as_deref()
+                .and_then(Path::parent)
+                .map(|dir| credentials::Credentials::at(dir.join("credentials.toml"))),
             home_dir,
             process,
             mcp_servers,
@@ -330,10 +337,17 @@ impl Config {
 
     fn provider_missing_key(&self, provider: &str) -> Option<&str> {
         let config = self.providers.get(provider)?;
-        match (&config.api_key, &config.api_key_env) {
-            (None, Some(variable)) => Some(variable),
-            _ => None,
-        }
+        let variable = config.api_key_env.as_deref()?;
+        self.key(config).is_none().then_some(variable)
+    }
+
+    /// The key of `provider`: its variable in the environment, else the key `cairn login` saved
+    /// under that variable's name (read now, so a login counts at once).
+    pub fn key(&self, provider: &ProviderConfig) -> Option<Secret> {
+        provider.api_key.clone().or_else(|| {
+            let variable = provider.api_key_env.as_deref()?;
+            self.credentials.as_ref()?.get(variable)
+        })
     }
 
     /// Every model the editor may pick, as `provider/model`, the default first; providers

@@ -161,7 +161,7 @@ impl Discovered {
     /// Asks every provider with `discover_models` for its list; a failure only logs.
     pub async fn fill(&self, config: &Config) {
         for (name, provider) in config.providers.iter().filter(|(_, p)| p.discover_models) {
-            match list_models(provider).await {
+            match list_models(provider, config.key(provider)).await {
                 Ok(models) => {
                     let mut found = self.0.write().unwrap_or_else(std::sync::PoisonError::into_inner);
                     found.extend(models.into_iter().map(|model| format!("{name}/{model}")));
@@ -195,10 +195,13 @@ enum DiscoveryError {
     Json(#[from] serde_json::Error),
 }
 
-async fn list_models(provider: &ProviderConfig) -> Result<Vec<String>, DiscoveryError> {
+async fn list_models(
+    provider: &ProviderConfig,
+    key: Option<crate::config::Secret>,
+) -> Result<Vec<String>, DiscoveryError> {
     let url = format!("{}/models", provider.base_url.trim_end_matches('/'));
     let mut request = super::http_client().get(url).timeout(Duration::from_secs(5));
-    if let Some(key) = &provider.api_key {
+    if let Some(key) = &key {
         request = request.bearer_auth(key.expose());
     }
     // An error status drops the response unread.

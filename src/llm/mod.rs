@@ -95,7 +95,7 @@ pub trait Provider: Send + Sync {
 /// A failure talking to a model. Every message says what to set or check.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
 pub enum LlmError {
-    #[error("no API key for provider `{provider}`: set {env}")]
+    #[error("no API key for provider `{provider}`: set {env}, or save one with `cairn login`")]
     MissingKey { provider: String, env: String },
     #[error(
         "unknown provider `{provider}` in model `{model}`; known providers: {known}. Define [providers.{provider}] in config.toml or fix CAIRN_MODEL"
@@ -247,9 +247,12 @@ pub fn resolve(config: &Config, model: &str) -> Result<Resolved, LlmError> {
     if provider.base_url.is_empty() {
         return Err(LlmError::NoBaseUrl { provider: provider_name.to_owned() });
     }
+    let mut provider = provider.clone();
+    provider.api_key = config.key(&provider);
     if let (Some(env), None) = (&provider.api_key_env, &provider.api_key) {
         return Err(LlmError::MissingKey { provider: provider_name.to_owned(), env: env.clone() });
     }
+    let provider = &provider;
     use sse::{Auth, Endpoint};
     let client = http_client();
     let provider: Arc<dyn Provider> = match provider.api {

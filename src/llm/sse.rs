@@ -233,10 +233,7 @@ pub fn status_error(
     let parsed: Option<Value> = serde_json::from_str(body).ok();
     let error = parsed.as_ref().and_then(|v| v.get("error"));
     let code = error.and_then(|e| e.get("code").or_else(|| e.get("type"))).and_then(Value::as_str).unwrap_or_default();
-    let detail = match error.and_then(|e| e.get("message").and_then(Value::as_str).or_else(|| e.as_str())) {
-        Some(message) => message.chars().take(DETAIL_LIMIT).collect(),
-        None => plain(body),
-    };
+    let detail = error_detail(body);
     let url = url.to_owned();
     if status == 401 || status == 403 {
         return LlmError::Unauthorized { url, status, env: key_env.to_owned(), detail };
@@ -248,6 +245,17 @@ pub fn status_error(
         return LlmError::ContextTooLong { detail };
     }
     LlmError::Status { url, status, detail, retry_after }
+}
+
+/// What an error body says: its JSON `error.message` (or `error` text), else the body as
+/// [`plain`] reduces it.
+pub fn error_detail(body: &str) -> String {
+    let parsed: Option<Value> = serde_json::from_str(body).ok();
+    let error = parsed.as_ref().and_then(|v| v.get("error"));
+    match error.and_then(|e| e.get("message").and_then(Value::as_str).or_else(|| e.as_str())) {
+        Some(message) => message.chars().take(DETAIL_LIMIT).collect(),
+        None => plain(body),
+    }
 }
 
 /// An error body as a short message: an HTML page (a proxy's or gateway's) as its title, other
@@ -280,14 +288,18 @@ pub fn is_context_error(code: &str, detail: &str) -> bool {
 }
 
 pub fn transport_error(url: &str, err: &reqwest::Error) -> LlmError {
-    // reqwest's own message repeats the URL; the innermost cause says what actually happened.
+    // A server that is not there will not be there in a second either; a reset or a timeout may be.
+    LlmError::Unreachable { url: url.to_owned(), detail: transport_detail(err), retryable: !err.is_connect() }
+}
+
+/// What went wrong sending a request: reqwest's own message repeats the URL; the innermost
+/// cause says what actually happened.
+pub fn transport_detail(err: &reqwest::Error) -> String {
     let mut root: &dyn std::error::Error = err;
     while let Some(cause) = root.source() {
         root = cause;
     }
-    let detail = if err.is_timeout() { format!("timed out ({root})") } else { root.to_string() };
-    // A server that is not there will not be there in a second either; a reset or a timeout may be.
-    LlmError::Unreachable { url: url.to_owned(), detail, retryable: !err.is_connect() }
+    if err.is_timeout() { format!("timed out ({root})") } else { root.to_string() }
 }
 
 /// The connection ended before the answer did.

@@ -16,6 +16,7 @@ mod headless;
 mod hostile;
 mod lease;
 mod limits;
+mod login;
 mod mcp;
 mod models;
 mod official_client;

@@ -93,9 +93,25 @@ async fn a_rejected_key_is_reported_and_the_session_stays_usable() {
 async fn a_missing_key_names_the_variable_to_set() {
     let mut env = TestEnv::new().await;
     env.set_env("OPENAI_API_KEY", "");
-    let (error, _, _) = prompt_error(&env).await;
+    let mut agent = env.ready().await;
+    let error = agent.call_err("session/new", json!({"cwd": env.cwd(), "mcpServers": []})).await;
     assert_eq!(error["code"], -32000, "ACP's auth-required, which editors answer with their login: {error}");
     assert!(error["message"].as_str().unwrap().contains("set OPENAI_API_KEY"), "{error}");
+
+    // A session of another provider whose model is then switched to the keyless one: the prompt
+    // says the same.
+    env.set_env("OPENAI_API_KEY", "sk-test");
+    env.set_env("ANTHROPIC_API_KEY", "");
+    let mut agent = env.ready().await;
+    let session = agent.new_session(&env.cwd()).await;
+    let changed = agent
+        .call_err(
+            "session/set_config_option",
+            json!({"sessionId": session, "configId": "model", "value": "anthropic/claude-sonnet-4-5"}),
+        )
+        .await;
+    assert_eq!(changed["code"], -32000, "{changed}");
+    assert!(changed["message"].as_str().unwrap().contains("set ANTHROPIC_API_KEY"), "{changed}");
     assert!(env.mock.requests().is_empty());
 
     // A key the server refuses is the same to the editor.

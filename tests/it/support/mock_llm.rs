@@ -18,7 +18,7 @@ use axum::Router;
 use axum::body::{Body, Bytes};
 use axum::extract::{ConnectInfo, State};
 use axum::http::{HeaderMap, StatusCode};
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use serde_json::{Value, json};
 
@@ -142,6 +142,9 @@ pub fn finish(reason: &str) -> Vec<String> {
     ]
 }
 
+/// The key `GET /v1/models` refuses with 401 (what a login check meets with a wrong key).
+pub const WRONG_KEY: &str = "sk-wrong-key";
+
 /// A request as [`MockLlm::seen`] notes it: method, path, client address, authorized.
 pub type Seen = (String, String, std::net::SocketAddr, bool);
 
@@ -188,8 +191,15 @@ impl MockLlm {
             .route("/v1/responses", post(|state, headers, body| complete(state, headers, body, Api::Responses)))
             .route(
                 "/v1/models",
-                axum::routing::get(|| async {
+                axum::routing::get(|headers: HeaderMap| async move {
+                    // The one key this server refuses, as OpenAI words it.
+                    let key = headers.get("authorization").and_then(|value| value.to_str().ok());
+                    if key == Some(&format!("Bearer {WRONG_KEY}")) {
+                        let body = r#"{"error":{"message":"Incorrect API key provided: sk-wr***ey"}}"#;
+                        return error_response(401, body.to_owned(), None);
+                    }
                     axum::Json(json!({"object": "list", "data": [{"id": "found-a"}, {"id": "found-b"}]}))
+                        .into_response()
                 }),
             )
             .layer(axum::middleware::from_fn_with_state(Arc::clone(&shared), note_request))
