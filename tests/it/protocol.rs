@@ -342,3 +342,83 @@ async fn cairn_acp_serves_the_protocol_like_no_command() {
         "Hi from acp"
     );
 }
+
+/// Drives cairn over raw pipes through a session and a prompt, then EOF; returns every stdout
+/// line as written.
+async fn raw_stdout_of_a_session(env: &TestEnv) -> Vec<String> {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+    let mut child = env
+        .command()
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut lines = Vec::new();
+    let mut ask = async |line: Value, id: i64, lines: &mut Vec<String>| -> Value {
+        stdin.write_all(format!("{line}\n").as_bytes()).await.unwrap();
+        loop {
+            let line = stdout.next_line().await.unwrap().expect("cairn closed stdout early");
+            lines.push(line.clone());
+            if let Ok(value) = serde_json::from_str::<Value>(&line)
+                && value["id"] == id
+            {
+                return value;
+            }
+        }
+    };
+    ask(json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": 1}}), 1, &mut lines)
+        .await;
+    let new =
+        json!({"jsonrpc": "2.0", "id": 2, "method": "session/new", "params": {"cwd": env.cwd(), "mcpServers": []}});
+    let created = ask(new, 2, &mut lines).await;
+    if let Some(session) = created["result"]["sessionId"].as_str() {
+        let prompt = json!({"jsonrpc": "2.0", "id": 3, "method": "session/prompt",
+            "params": {"sessionId": session, "prompt": [{"type": "text", "text": "hello"}]}});
+        ask(prompt, 3, &mut lines).await;
+    }
+    stdin.write_all(b"this is not json\n").await.unwrap();
+    drop(stdin);
+    while let Some(line) = stdout.next_line().await.unwrap() {
+        lines.push(line);
+    }
+    child.wait().await.unwrap();
+    lines
+}
+
+fn assert_only_json_rpc(lines: &[String], case: &str) {
+    assert!(!lines.is_empty(), "{case}: nothing on stdout");
+    for line in lines {
+        let value: Value = serde_json::from_str(line).unwrap_or_else(|err| panic!("{case}: not JSON ({err}): {line}"));
+        assert_eq!(value["jsonrpc"], "2.0", "{case}: not JSON-RPC: {line}");
+        assert!(
+            value.get("method").is_some() || value.get("id").is_some(),
+            "{case}: neither a call nor an answer: {line}"
+        );
+    }
+}
+
+/// What an ACP registry checks: whatever goes wrong, and however loud the logs, stdout carries
+/// JSON-RPC and nothing else.
+#[tokio::test]
+async fn stdout_carries_only_json_rpc_whatever_goes_wrong() {
+    let mut env = TestEnv::new().await;
+    env.set_env("CAIRN_LOG", "trace");
+    env.write_config("this is = = not toml [");
+    assert_only_json_rpc(&raw_stdout_of_a_session(&env).await, "a garbage config.toml");
+
+    env.write_config("");
+    env.set_env("OPENAI_BASE_URL", "http://127.0.0.1:9/v1");
+    assert_only_json_rpc(&raw_stdout_of_a_session(&env).await, "a model server that is not there");
+
+    env.set_env("OPENAI_BASE_URL", &env.mock.url.clone());
+    env.mock.push(Reply::status(500, "<html><title>Bad Gateway</title></html>"));
+    env.mock.push(Reply::status(500, "<html><title>Bad Gateway</title></html>"));
+    env.mock.push(Reply::status(500, "<html><title>Bad Gateway</title></html>"));
+    assert_only_json_rpc(&raw_stdout_of_a_session(&env).await, "a model server failing");
+
+    env.set_env("CAIRN_HOME", "relative/home");
+    assert_only_json_rpc(&raw_stdout_of_a_session(&env).await, "an unusable CAIRN_HOME");
+}
