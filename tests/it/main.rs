@@ -11,6 +11,7 @@ mod cancel;
 mod commands;
 mod compaction;
 mod durability;
+mod editors;
 mod exec;
 mod headless;
 mod hostile;

@@ -118,15 +118,6 @@ fn ci_runs_exactly_the_test_command_of_the_readme() {
 }
 
 #[test]
-fn the_zed_entry_launches_cairn() {
-    let settings: serde_json::Value = serde_json::from_str(&source(&root().join("editors/zed/settings.json"))).unwrap();
-    let entry = &settings["agent_servers"]["cairn"];
-    assert_eq!(entry["command"], "cairn");
-    assert_eq!(entry["args"], serde_json::json!([]));
-    assert_eq!(entry["type"], "custom");
-}
-
-#[test]
 fn no_file_keeps_a_merge_conflict() {
     let mut files = rust_files(&root().join("src"));
     files.extend(rust_files(&root().join("tests")));

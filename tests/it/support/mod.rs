@@ -79,6 +79,18 @@ impl TestEnv {
         self.with_env(shell)
     }
 
+    /// `program` looked up in `PATH` as an editor would, with the built `cairn` first in it.
+    pub fn command_on_path(&self, program: &str) -> Command {
+        let built = std::path::Path::new(env!("CARGO_BIN_EXE_cairn")).parent().unwrap().to_path_buf();
+        let path = std::env::join_paths(
+            std::iter::once(built).chain(std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())),
+        )
+        .unwrap();
+        let mut command = self.with_env(Command::new(program));
+        command.env("PATH", path);
+        command
+    }
+
     fn with_env(&self, mut command: Command) -> Command {
         command
             .env_clear()

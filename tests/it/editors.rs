@@ -1,0 +1,133 @@
+//! The launch snippets in `editors/`: each is read as its editor reads it, and the built binary
+//! is started exactly as it says (command looked up in `PATH`, its arguments, its environment),
+//! then driven through initialize, a session and a prompt against the mock model.
+
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+
+use crate::support::{Agent, Editor, Reply, TestEnv, text_of, updates};
+
+/// How a snippet starts cairn.
+#[derive(Debug)]
+struct Launch {
+    command: String,
+    args: Vec<String>,
+    env: BTreeMap<String, String>,
+}
+
+fn file(path: &str) -> String {
+    std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(path)).unwrap()
+}
+
+fn strings(list: &Value) -> Vec<String> {
+    list.as_array().unwrap().iter().map(|v| v.as_str().unwrap().to_owned()).collect()
+}
+
+fn env_of(value: &Value) -> BTreeMap<String, String> {
+    value.as_object().map_or_else(BTreeMap::new, |env| {
+        env.iter().map(|(name, value)| (name.clone(), value.as_str().unwrap().to_owned())).collect()
+    })
+}
+
+/// The quoted strings of a Lua or Lisp list, in order.
+fn quoted(text: &str) -> Vec<String> {
+    text.split('"').skip(1).step_by(2).map(str::to_owned).collect()
+}
+
+/// The text between `open` (after `start`) and its matching `close`.
+fn group_after<'a>(text: &'a str, start: &str, open: char, close: char) -> &'a str {
+    let from = text.find(start).unwrap_or_else(|| panic!("no `{start}`")) + start.len();
+    let rest = &text[from..];
+    let begin = rest.find(open).unwrap() + 1;
+    let mut depth = 1;
+    for (at, c) in rest[begin..].char_indices() {
+        depth += i32::from(c == open) - i32::from(c == close);
+        if depth == 0 {
+            return &rest[begin..begin + at];
+        }
+    }
+    panic!("unbalanced `{open}` after `{start}`")
+}
+
+fn zed() -> Launch {
+    let settings: Value = serde_json::from_str(&file("editors/zed/settings.json")).unwrap();
+    let entry = &settings["agent_servers"]["cairn"];
+    assert_eq!(entry["type"], "custom");
+    Launch {
+        command: entry["command"].as_str().unwrap().to_owned(),
+        args: strings(&entry["args"]),
+        env: env_of(&entry["env"]),
+    }
+}
+
+fn jetbrains() -> Launch {
+    let settings: Value = serde_json::from_str(&file("editors/jetbrains/acp.json")).unwrap();
+    let entry = &settings["agent_servers"]["cairn"];
+    Launch {
+        command: entry["command"].as_str().unwrap().to_owned(),
+        args: strings(&entry["args"]),
+        env: env_of(&entry["env"]),
+    }
+}
+
+fn codecompanion() -> Launch {
+    let lua = file("editors/neovim/codecompanion.lua");
+    let mut command = quoted(group_after(&lua, "default =", '{', '}'));
+    let env = quoted(group_after(&lua, "env =", '{', '}'));
+    let names: Vec<String> = group_after(&lua, "env =", '{', '}')
+        .lines()
+        .filter_map(|line| line.split_once('=').map(|(name, _)| name.trim().to_owned()))
+        .collect();
+    Launch { command: command.remove(0), args: command, env: names.into_iter().zip(env).collect() }
+}
+
+fn agent_shell() -> Launch {
+    let lisp = file("editors/emacs/agent-shell-cairn.el");
+    let command = quoted(lisp.split(":command ").nth(1).unwrap()).remove(0);
+    let args = quoted(group_after(&lisp, ":command-params '", '(', ')'));
+    let from = lisp.find("(agent-shell-make-environment-variables").unwrap();
+    let pairs = quoted(lisp[from..].split(')').next().unwrap());
+    let env = pairs.chunks(2).map(|pair| (pair[0].clone(), pair[1].clone())).collect();
+    Launch { command, args, env }
+}
+
+fn registry() -> Launch {
+    let manifest: Value = serde_json::from_str(&file("editors/registry/agent.json")).unwrap();
+    assert_eq!(manifest["version"], env!("CARGO_PKG_VERSION"), "the manifest names this version");
+    assert_eq!(manifest["id"], "cairn");
+    let target = &manifest["distribution"]["binary"]["linux-x86_64"];
+    let command = target["cmd"].as_str().unwrap().trim_start_matches("./").to_owned();
+    Launch { command, args: strings(&target["args"]), env: env_of(&target["env"]) }
+}
+
+#[tokio::test]
+async fn every_editor_snippet_launches_cairn_through_a_prompt() {
+    let env = TestEnv::new().await;
+    for (editor, launch) in [
+        ("zed", zed()),
+        ("jetbrains", jetbrains()),
+        ("codecompanion", codecompanion()),
+        ("agent-shell", agent_shell()),
+        ("registry", registry()),
+    ] {
+        assert_eq!(launch.command, "cairn", "{editor}: {launch:?}");
+        assert!(launch.args.is_empty() || launch.args == ["acp"], "{editor}: {launch:?}");
+        let mut command = env.command_on_path(&launch.command);
+        command.args(&launch.args);
+        for (name, value) in &launch.env {
+            // The mock answers any model; what matters is that the snippet's settings load.
+            command.env(name, value);
+        }
+        let mut agent = Agent::spawn(command, Editor::with_fs()).await;
+        let answer = agent.initialize().await;
+        assert_eq!(answer["protocolVersion"], 1, "{editor}: {answer}");
+        let session = agent.new_session(&env.cwd()).await;
+        env.mock.push(Reply::text(&["Hello from ", editor]));
+        let id = agent.prompt(&session, "hello").await;
+        let (response, notes) = agent.response(id).await;
+        assert_eq!(response["result"]["stopReason"], "end_turn", "{editor}: {response}");
+        assert_eq!(text_of(&updates(&notes, &session), "agent_message_chunk"), format!("Hello from {editor}"));
+        assert!(agent.stderr().lines().all(|line| !line.contains("ERROR")), "{editor}: {}", agent.stderr());
+    }
+}
