@@ -50,18 +50,22 @@ impl WireSink {
     /// What a session the running request opens gets: the client's MCP servers, and the signal
     /// that the response announcing the session is on its way (call it inside the request's
     /// future).
-    fn attach(&self, servers: Vec<acp::McpServer>) -> Attach {
+    fn attach(&self, servers: Vec<acp::McpServer>, directories: Vec<PathBuf>) -> Attach {
         let (mcp, notes) = super::convert::mcp_servers(servers);
-        Attach { mcp, notes, announced: self.peer.after_response(), rules: Vec::new() }
+        Attach { mcp, notes, announced: self.peer.after_response(), rules: Vec::new(), directories: Some(directories) }
     }
 
     /// [`Self::attach`] for the synchronous part of a handler, which queues the session's
     /// command in wire order: the returned signal must be handed to
     /// [`Peer::signal_after_response`] inside the request's future.
-    fn attach_early(&self, servers: Vec<acp::McpServer>) -> (Attach, tokio::sync::oneshot::Sender<()>) {
+    fn attach_early(
+        &self,
+        servers: Vec<acp::McpServer>,
+        directories: Vec<PathBuf>,
+    ) -> (Attach, tokio::sync::oneshot::Sender<()>) {
         let (mcp, notes) = super::convert::mcp_servers(servers);
         let (signal, announced) = tokio::sync::oneshot::channel();
-        (Attach { mcp, notes, announced, rules: Vec::new() }, signal)
+        (Attach { mcp, notes, announced, rules: Vec::new(), directories: Some(directories) }, signal)
     }
 
     /// Sends the slash commands right after the response that tells the client about the session.
@@ -132,7 +136,8 @@ impl Agent {
                     .resume(acp::SessionResumeCapabilities::new())
                     .close(acp::SessionCloseCapabilities::new())
                     .delete(acp::SessionDeleteCapabilities::new())
-                    .fork(acp::SessionForkCapabilities::new()),
+                    .fork(acp::SessionForkCapabilities::new())
+                    .additional_directories(acp::SessionAdditionalDirectoriesCapabilities::new()),
             )
             .auth(acp::AgentAuthCapabilities::new().logout(acp::LogoutCapabilities::new()));
         let response = acp::InitializeResponse::new(agent_client_protocol_schema::ProtocolVersion::V1)
@@ -173,11 +178,12 @@ impl Agent {
     fn new_session(&self, params: Value) -> Answer {
         let request: acp::NewSessionRequest = parse("session/new", with_mcp_servers(params))?;
         let cwd = directory("cwd", request.cwd)?;
+        let extra = additional_directories(request.additional_directories)?;
         let sessions = self.sessions()?;
         needs_no_login(sessions.config())?;
         let sink = Arc::clone(&self.sink);
         Ok(async move {
-            let attach = sink.attach(request.mcp_servers);
+            let attach = sink.attach(request.mcp_servers, extra);
             let view = sessions.create(&cwd, attach).await.map_err(|err| session_error(&err))?;
             sink.send_commands_after_response(&view.id);
             to_value(
@@ -192,11 +198,12 @@ impl Agent {
     fn load_session(&self, params: Value) -> Answer {
         let request: acp::LoadSessionRequest = parse("session/load", with_mcp_servers(params))?;
         directory("cwd", request.cwd)?;
+        let extra = additional_directories(request.additional_directories)?;
         let sessions = self.sessions()?;
         let sink = Arc::clone(&self.sink);
         let id = session_id(&request.session_id);
         Ok(async move {
-            let attach = sink.attach(request.mcp_servers);
+            let attach = sink.attach(request.mcp_servers, extra);
             let (view, messages) = sessions.load(&id, attach).await.map_err(|err| session_error(&err))?;
             for update in replay(&messages) {
                 sink.send(&id, update);
@@ -211,10 +218,11 @@ impl Agent {
     fn resume_session(&self, params: Value) -> Answer {
         let request: acp::ResumeSessionRequest = parse("session/resume", with_mcp_servers(params))?;
         directory("cwd", request.cwd)?;
+        let extra = additional_directories(request.additional_directories)?;
         let id = session_id(&request.session_id);
         // Queued now, in wire order: a prompt right behind this request finds the session
         // attached to these servers, not started without them and then restarted.
-        let (attach, announced) = self.sink.attach_early(request.mcp_servers);
+        let (attach, announced) = self.sink.attach_early(request.mcp_servers, extra);
         let resumed = self.sessions()?.resume(&id, attach);
         let sink = Arc::clone(&self.sink);
         Ok(async move {
@@ -230,11 +238,12 @@ impl Agent {
     fn fork_session(&self, params: Value) -> Answer {
         let request: acp::ForkSessionRequest = parse("session/fork", with_mcp_servers(params))?;
         let cwd = directory("cwd", request.cwd)?;
+        let extra = additional_directories(request.additional_directories)?;
         let parent = session_id(&request.session_id);
         let sessions = self.sessions()?;
         let sink = Arc::clone(&self.sink);
         Ok(async move {
-            let attach = sink.attach(request.mcp_servers);
+            let attach = sink.attach(request.mcp_servers, extra);
             let view = sessions.fork(&parent, &cwd, attach).await.map_err(|err| session_error(&err))?;
             sink.send_commands_after_response(&view.id);
             to_value(
@@ -515,6 +524,11 @@ fn directory(field: &str, path: PathBuf) -> Result<PathBuf, acp::Error> {
             path.display()
         ))),
     }
+}
+
+/// The client's `additionalDirectories`: each an existing directory, absolute, as the cwd is.
+fn additional_directories(paths: Vec<PathBuf>) -> Result<Vec<PathBuf>, acp::Error> {
+    paths.into_iter().map(|path| directory("additionalDirectories", path)).collect()
 }
 
 fn to_value<T: Serialize>(value: &T) -> Result<Value, acp::Error> {

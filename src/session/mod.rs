@@ -43,6 +43,9 @@ pub struct Attach {
     /// Rules for as long as this process keeps the session (`cairn exec --allow/--deny`),
     /// never stored.
     pub rules: Vec<crate::permissions::Rule>,
+    /// The client's additional workspace roots (`additionalDirectories`), replacing those of an
+    /// earlier opening; `None` keeps them (headless runs, a turn opening its own servers).
+    pub directories: Option<Vec<std::path::PathBuf>>,
 }
 
 impl Attach {
@@ -50,7 +53,7 @@ impl Attach {
     pub fn alone() -> Self {
         let (ready, announced) = tokio::sync::oneshot::channel();
         let _ = ready.send(());
-        Self { mcp: Vec::new(), notes: Vec::new(), announced, rules: Vec::new() }
+        Self { mcp: Vec::new(), notes: Vec::new(), announced, rules: Vec::new(), directories: None }
     }
 }
 

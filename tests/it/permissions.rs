@@ -276,3 +276,58 @@ async fn cancel_kills_and_releases_an_editor_terminal() {
     let tail: Vec<&str> = methods.iter().rev().take(3).rev().map(String::as_str).collect();
     assert_eq!(tail, ["terminal/kill", "terminal/output", "terminal/release"], "{methods:?}");
 }
+
+/// `additionalDirectories` widen the workspace, and only by themselves: a write into one needs
+/// no question in accept-edits, a link planted in it that leads out is judged where it leads,
+/// a directory the client did not name stays outside, and a bad one is refused up front.
+#[tokio::test]
+async fn additional_directories_widen_the_workspace_and_nothing_more() {
+    let env = TestEnv::new().await;
+    let base = env.workspace().parent().unwrap().to_path_buf();
+    let (shared, elsewhere) = (base.join("shared"), base.join("elsewhere"));
+    std::fs::create_dir_all(&shared).unwrap();
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, shared.join("exit")).unwrap();
+    let path = |dir: &std::path::Path, name: &str| dir.join(name).to_string_lossy().into_owned();
+    env.mock.push(Reply::tool_calls(&[
+        ("c1", "write", json!({"path": path(&shared, "made.txt"), "content": "in"})),
+        ("c2", "write", json!({"path": path(&shared, "exit/escaped.txt"), "content": "out"})),
+        ("c3", "write", json!({"path": path(&elsewhere, "direct.txt"), "content": "out"})),
+        ("c4", "write", json!({"path": path(&shared, "../elsewhere/dotdot.txt"), "content": "out"})),
+    ]));
+    env.mock.push(Reply::text(&["ok"]));
+    let editor = Editor::default();
+    editor.answer(&["reject_once", "reject_once", "reject_once"]);
+    let mut agent = env.ready_with(editor).await;
+    let capabilities = agent.call("initialize", json!({"protocolVersion": 1})).await;
+    assert_eq!(capabilities["agentCapabilities"]["sessionCapabilities"]["additionalDirectories"], json!({}));
+    let created = agent
+        .call(
+            "session/new",
+            json!({"cwd": env.cwd(), "mcpServers": [], "additionalDirectories": [shared.to_string_lossy()]}),
+        )
+        .await;
+    let session = created["sessionId"].as_str().unwrap().to_owned();
+    set_mode(&mut agent, &session, "accept-edits").await;
+    turn(&mut agent, &session, "go").await;
+    let questions: Vec<String> = agent
+        .editor
+        .requests("session/request_permission")
+        .iter()
+        .map(|r| r["params"]["toolCall"]["toolCallId"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(questions, ["c2", "c3", "c4"], "only the named directory joined the workspace");
+    assert_eq!(std::fs::read_to_string(shared.join("made.txt")).unwrap(), "in");
+    assert_eq!(std::fs::read_dir(&elsewhere).unwrap().count(), 0, "nothing escaped: {elsewhere:?}");
+
+    for (bad, says) in
+        [("relative/dir", "absolute"), ("/no/such/cairn-dir", "cannot be used"), ("/etc/hostname", "not a directory")]
+    {
+        let error = agent
+            .call_err("session/new", json!({"cwd": env.cwd(), "mcpServers": [], "additionalDirectories": [bad]}))
+            .await;
+        assert_eq!(error["code"], -32602, "{bad}: {error}");
+        let message = error["message"].as_str().unwrap();
+        assert!(message.contains("additionalDirectories") && message.contains(says), "{bad}: {error}");
+    }
+}

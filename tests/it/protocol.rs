@@ -30,7 +30,7 @@ async fn initialize_answers_version_1_whatever_is_asked_and_advertises_what_work
                     "loadSession": true,
                     "promptCapabilities": {"image": true, "audio": false, "embeddedContext": true},
                     "mcpCapabilities": {"http": true, "sse": false},
-                    "sessionCapabilities": {"list": {}, "delete": {}, "resume": {}, "close": {}, "fork": {}},
+                    "sessionCapabilities": {"list": {}, "delete": {}, "resume": {}, "close": {}, "fork": {}, "additionalDirectories": {}},
                     "auth": {"logout": {}}
                 },
                 "authMethods": [

@@ -31,10 +31,14 @@ pub(super) struct Mcp {
 impl Actor {
     /// Uses the client's servers (with the configured ones); the same list keeps the servers
     /// running, another one replaces them. Rules the opener gives (`exec --allow/--deny`) join
-    /// the session's for as long as it stays live here.
+    /// the session's for as long as it stays live here; the client's additional directories
+    /// replace the earlier ones.
     /// Returns the future that resolves once the response announcing the session is written.
     pub(super) fn attach(&mut self, attach: Attach) -> Announced {
-        let Attach { mcp, notes, announced, rules } = attach;
+        let Attach { mcp, notes, announced, rules, directories } = attach;
+        if let Some(directories) = directories {
+            self.directories = directories;
+        }
         for rule in rules {
             if !self.rules.contains(&rule) {
                 self.rules.push(rule);

@@ -133,6 +133,9 @@ struct Actor {
     history: Option<Vec<Message>>,
     /// Session and project permission rules; lent to a turn with the history.
     rules: Vec<Rule>,
+    /// The client's additional workspace roots, beside `cwd` (in memory: the client sends them
+    /// with every opening).
+    directories: Vec<std::path::PathBuf>,
     mode: watch::Sender<Mode>,
     /// Context in use after the last step (input + cache + output tokens).
     context_used: u64,
@@ -176,6 +179,7 @@ pub async fn run(init: Init, services: Services, mut rx: mpsc::UnboundedReceiver
         row,
         history: Some(history),
         rules,
+        directories: Vec::new(),
         mode,
         context_used,
         system,

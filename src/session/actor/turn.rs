@@ -143,7 +143,7 @@ impl Actor {
         let system = self.system.clone();
         let warn = !std::mem::replace(&mut self.system_warned, true);
         let own = [Some(config.data_dir.clone()), config.config_dir.clone()];
-        let workspace = Workspace::new(&cwd, &[]).protecting(own.into_iter().flatten());
+        let workspace = Workspace::new(&cwd, &self.directories).protecting(own.into_iter().flatten());
         let host = self.services.sink.host(&self.row.id);
         let mode = self.mode.subscribe();
         let mut rules = std::mem::take(&mut self.rules);
