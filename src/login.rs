@@ -25,6 +25,8 @@ pub enum LoginError {
     EmptyKey,
     #[error("cannot read the key: {0}")]
     Input(std::io::Error),
+    #[error("interrupted; nothing was saved")]
+    Interrupted,
     #[error("{url} refused the key (HTTP {status}): {detail}. Nothing was saved; check the key and try again")]
     Rejected { url: String, status: u16, detail: String },
     #[error(
@@ -63,7 +65,7 @@ pub async fn login(config: &Config, provider: Option<String>, check: bool) -> Re
     };
     let Some(provider) = config.providers.get(&name) else { return Err(LoginError::UnknownProvider(name, names)) };
     let Some(variable) = provider.api_key_env.clone() else { return Err(LoginError::Keyless(name)) };
-    let key = read_key(&name, &variable, terminal)?;
+    let key = read_key(&name, &variable, terminal).await?;
     let unconfirmed = if check { verify(provider, &key).await? } else { Some("not checked (--no-check)".to_owned()) };
     credentials.save(&variable, &key)?;
     Ok(LoggedIn { provider: name, variable, unconfirmed })
@@ -105,14 +107,21 @@ fn choose(choices: &[(&str, &ProviderConfig)]) -> Result<String, LoginError> {
     Ok(picked.unwrap_or_else(|| answer.to_owned()))
 }
 
-/// Reads the key: in a terminal without echo (through `stty`, restored afterwards), otherwise
-/// the first line of stdin.
-fn read_key(provider: &str, variable: &str, terminal: bool) -> Result<String, LoginError> {
+/// Reads the key: in a terminal without echo (through `stty`, restored afterwards, Ctrl-C
+/// included), otherwise the first line of stdin.
+async fn read_key(provider: &str, variable: &str, terminal: bool) -> Result<String, LoginError> {
     let key = if terminal {
         let _ = write!(std::io::stderr().lock(), "Paste the key for {provider} ({variable}); it will not show: ");
         let _ = std::io::stderr().flush();
         let hidden = stty("-echo");
-        let key = read_line();
+        // Read on a blocking thread, so Ctrl-C (which would end the process with echo still
+        // off) is caught here and the terminal restored first.
+        let key = tokio::select! {
+            read = tokio::task::spawn_blocking(read_line) => {
+                read.unwrap_or_else(|err| Err(LoginError::Input(std::io::Error::other(err))))
+            }
+            _ = tokio::signal::ctrl_c() => Err(LoginError::Interrupted),
+        };
         if hidden {
             stty("echo");
         }

@@ -47,23 +47,19 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Serve the Agent Client Protocol on stdin/stdout: what cairn does with no command, under
-    /// the name registries and clients such as acpx launch.
-    Acp,
+    /// the name registries and clients such as acpx launch. `cairn acp login` is `cairn login`
+    /// (an editor's login button appends `login` to the command it launches cairn with).
+    Acp {
+        #[command(subcommand)]
+        then: Option<AcpThen>,
+    },
     /// Run one prompt headless and print the answer as it streams. Exit status: 0 done, 1 an
     /// error, 2 a usage mistake, 3 a limit stopped the turn, 130 interrupted.
     Exec(ExecArgs),
     /// Save a provider's API key (checked with one request) in credentials.toml beside
     /// config.toml, readable only by you; a key in the environment still wins. This is what an
     /// editor's login button runs.
-    Login {
-        /// The provider (`openai`, `anthropic`, or one of config.toml); asked when stdin is a
-        /// terminal.
-        #[arg(long)]
-        provider: Option<String>,
-        /// Save the key without checking it with the provider.
-        #[arg(long)]
-        no_check: bool,
-    },
+    Login(LoginArgs),
     /// Forget the saved key of a provider, or every saved key.
     Logout {
         #[arg(long)]
@@ -74,6 +70,23 @@ enum Command {
         #[command(subcommand)]
         command: SessionsCommand,
     },
+}
+
+#[derive(Subcommand)]
+enum AcpThen {
+    /// The same as `cairn login`.
+    Login(LoginArgs),
+}
+
+#[derive(clap::Args)]
+struct LoginArgs {
+    /// The provider (`openai`, `anthropic`, or one of config.toml); asked when stdin is a
+    /// terminal.
+    #[arg(long)]
+    provider: Option<String>,
+    /// Save the key without checking it with the provider.
+    #[arg(long)]
+    no_check: bool,
 }
 
 #[derive(clap::Args)]
@@ -171,7 +184,7 @@ fn setup() -> Result<(Store, Arc<Config>), String> {
 
 async fn run(command: Option<Command>) -> ExitCode {
     match command {
-        None | Some(Command::Acp) => {
+        None | Some(Command::Acp { then: None }) => {
             if std::io::IsTerminal::is_terminal(&std::io::stdin()) {
                 use std::io::Write as _;
                 let _ = writeln!(
@@ -184,7 +197,9 @@ async fn run(command: Option<Command>) -> ExitCode {
             ExitCode::SUCCESS
         }
         Some(Command::Exec(args)) => exec(args).await,
-        Some(Command::Login { provider, no_check }) => login(provider, !no_check).await,
+        Some(Command::Login(args) | Command::Acp { then: Some(AcpThen::Login(args)) }) => {
+            login(args.provider, !args.no_check).await
+        }
         Some(Command::Logout { provider }) => logout(provider.as_deref()),
         Some(Command::Sessions { command: SessionsCommand::List { cwd, json } }) => {
             let (store, _) = match setup() {
@@ -213,6 +228,10 @@ async fn login(provider: Option<String>, check: bool) -> ExitCode {
         Err(err) => return fail(&err.to_string()),
     };
     match cairn::login::login(&config, provider, check).await {
+        Err(err @ cairn::login::LoginError::Interrupted) => {
+            fail(&err.to_string());
+            ExitCode::from(130)
+        }
         Ok(done) => {
             use std::io::Write as _;
             let mut err = std::io::stderr().lock();

@@ -142,7 +142,7 @@ impl Agent {
             .auth(acp::AgentAuthCapabilities::new().logout(acp::LogoutCapabilities::new()));
         let response = acp::InitializeResponse::new(agent_client_protocol_schema::ProtocolVersion::V1)
             .agent_capabilities(capabilities)
-            .auth_methods(auth_methods())
+            .auth_methods(auth_methods(runs_terminal_auth(&request.client_capabilities)))
             .agent_info(acp::Implementation::new("cairn", env!("CARGO_PKG_VERSION")).title("cairn".to_owned()));
         ready(&response)
     }
@@ -445,23 +445,35 @@ const LOGIN_METHOD: &str = "login";
 /// The agent auth method: keys already in the environment.
 const ENVIRONMENT_METHOD: &str = "environment";
 
-fn auth_methods() -> Vec<acp::AuthMethod> {
-    vec![
-        acp::AuthMethod::Terminal(
+/// Whether the client can run a terminal auth method: it says so in `auth.terminal` (or, as the
+/// ACP Registry's checker does, in `_meta["terminal-auth"]`).
+fn runs_terminal_auth(capabilities: &acp::ClientCapabilities) -> bool {
+    let in_meta = capabilities.meta.as_ref().and_then(|meta| meta.get("terminal-auth")).and_then(Value::as_bool);
+    capabilities.auth.terminal || in_meta == Some(true)
+}
+
+/// The ways to log in: the environment always; a terminal running `cairn login` only for a client
+/// that can run one (ACP forbids offering it otherwise). The client appends `args` to the command
+/// it launched cairn with, so `cairn login` and `cairn acp login` both log in.
+fn auth_methods(terminal: bool) -> Vec<acp::AuthMethod> {
+    let mut methods = Vec::new();
+    if terminal {
+        methods.push(acp::AuthMethod::Terminal(
             acp::AuthMethodTerminal::new(LOGIN_METHOD, "Log in with an API key")
                 .description(
                     "Runs `cairn login` in a terminal: pick a provider and paste its key; it is checked and saved for cairn only"
                         .to_owned(),
                 )
                 .args(vec!["login".to_owned()]),
+        ));
+    }
+    methods.push(acp::AuthMethod::Agent(
+        acp::AuthMethodAgent::new(ENVIRONMENT_METHOD, "Use API keys from the environment").description(
+            "OPENAI_API_KEY, ANTHROPIC_API_KEY or a provider's api_key_env, set where the editor starts cairn"
+                .to_owned(),
         ),
-        acp::AuthMethod::Agent(
-            acp::AuthMethodAgent::new(ENVIRONMENT_METHOD, "Use API keys from the environment").description(
-                "OPENAI_API_KEY, ANTHROPIC_API_KEY or a provider's api_key_env, set where the editor starts cairn"
-                    .to_owned(),
-            ),
-        ),
-    ]
+    ));
+    methods
 }
 
 /// Auth-required (which editors answer with their login button) when the default model's

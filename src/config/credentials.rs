@@ -90,12 +90,29 @@ impl Credentials {
     }
 
     fn read(&self) -> Result<File, CredentialsError> {
+        use std::os::unix::fs::PermissionsExt;
         let fail = |why: String| CredentialsError::Read { path: self.path.clone(), why };
-        match std::fs::read_to_string(&self.path) {
-            Ok(text) => toml::from_str(&text).map_err(|err| fail(format!("not valid ({})", err.message()))),
-            Err(err) if err.kind() == std::io::ErrorKind::NotFound => Ok(File::default()),
-            Err(err) => Err(fail(err.to_string())),
+        match std::fs::symlink_metadata(&self.path) {
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(File::default()),
+            Err(err) => return Err(fail(err.to_string())),
+            Ok(meta) if !meta.is_file() => {
+                return Err(fail("it is not a regular file (cairn keeps keys only in one, not behind a link)".into()));
+            }
+            // Keys readable by others: make them private again, as `cairn login` wrote them.
+            Ok(meta) if meta.permissions().mode() & 0o077 != 0 => {
+                std::fs::set_permissions(&self.path, std::fs::Permissions::from_mode(0o600))
+                    .map_err(|err| fail(format!("it is readable by others and cannot be made private: {err}")))?;
+            }
+            Ok(_) => {}
         }
+        let text = std::fs::read_to_string(&self.path).map_err(|err| fail(err.to_string()))?;
+        // The parser's message may quote the file, keys included: say only where it is wrong.
+        toml::from_str(&text).map_err(|err| {
+            let line = err.span().map_or(0, |span| text[..span.start.min(text.len())].lines().count().max(1));
+            fail(format!(
+                "it is not valid at line {line}; it should hold `[keys]` and lines such as `OPENAI_API_KEY = \"sk-…\"`"
+            ))
+        })
     }
 
     /// Writes the whole file 0600 through a temporary one beside it (created exclusively, so
@@ -158,5 +175,35 @@ mod tests {
         assert!(err.contains("credentials.toml") && err.contains("fix or remove it"), "{err}");
         assert_eq!(credentials.forget(None).unwrap(), 1, "logging out removes what cannot be read");
         assert!(credentials.saved().unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_broken_file_is_described_without_quoting_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("credentials.toml");
+        std::fs::write(&path, "keys = \"sk-live-SECRET123\"\n").unwrap();
+        let err = Credentials::at(path).saved().unwrap_err().to_string();
+        assert!(!err.contains("SECRET"), "{err}");
+        assert!(err.contains("line 1"), "{err}");
+    }
+
+    #[test]
+    fn a_link_is_not_followed_and_an_open_file_is_made_private() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let elsewhere = dir.path().join("elsewhere.toml");
+        std::fs::write(&elsewhere, "[keys]\nOPENAI_API_KEY = \"sk-planted\"\n").unwrap();
+        let link = dir.path().join("credentials.toml");
+        std::os::unix::fs::symlink(&elsewhere, &link).unwrap();
+        let credentials = Credentials::at(link);
+        assert_eq!(credentials.get("OPENAI_API_KEY"), None, "a planted link is not read");
+        assert!(credentials.save("OPENAI_API_KEY", "sk-new").unwrap_err().to_string().contains("not a regular file"));
+        assert!(std::fs::read_to_string(&elsewhere).unwrap().contains("sk-planted"), "nor written through");
+
+        let open = dir.path().join("open.toml");
+        std::fs::write(&open, "[keys]\nOPENAI_API_KEY = \"sk-open\"\n").unwrap();
+        std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o644)).unwrap();
+        assert_eq!(Credentials::at(open.clone()).get("OPENAI_API_KEY").unwrap().expose(), "sk-open");
+        assert_eq!(std::fs::metadata(&open).unwrap().permissions().mode() & 0o777, 0o600);
     }
 }

@@ -101,6 +101,24 @@ fn registry() -> Launch {
     Launch { command, args: strings(&target["args"]), env: env_of(&target["env"]) }
 }
 
+/// The terminal auth method cairn offers a client that can run one, as launched by `launch`.
+async fn agent_login_method(env: &TestEnv, launch: &Launch) -> Value {
+    let mut command = env.command_on_path(&launch.command);
+    command.args(&launch.args);
+    let mut agent = Agent::spawn(command, Editor::default()).await;
+    let answer = agent
+        .call(
+            "initialize",
+            serde_json::json!({"protocolVersion": 1, "clientCapabilities": {"auth": {"terminal": true}}}),
+        )
+        .await;
+    answer["authMethods"].as_array().unwrap().iter().find(|m| m["type"] == "terminal").cloned().unwrap()
+}
+
+fn answer_login_args(method: &Value) -> Vec<String> {
+    strings(&method["args"])
+}
+
 #[tokio::test]
 async fn every_editor_snippet_launches_cairn_through_a_prompt() {
     let env = TestEnv::new().await;
@@ -129,5 +147,20 @@ async fn every_editor_snippet_launches_cairn_through_a_prompt() {
         assert_eq!(response["result"]["stopReason"], "end_turn", "{editor}: {response}");
         assert_eq!(text_of(&updates(&notes, &session), "agent_message_chunk"), format!("Hello from {editor}"));
         assert!(agent.stderr().lines().all(|line| !line.contains("ERROR")), "{editor}: {}", agent.stderr());
+
+        // The login button: the client appends the terminal method's `args` to this command.
+        let login = answer_login_args(&agent_login_method(&env, &launch).await);
+        let mut command = env.command_on_path(&launch.command);
+        command.args(&launch.args).args(&login).args(["--provider", "openai"]);
+        command
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
+        let mut child = command.spawn().unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        tokio::io::AsyncWriteExt::write_all(&mut stdin, b"sk-from-the-login-button\n").await.unwrap();
+        drop(stdin);
+        let output = child.wait_with_output().await.unwrap();
+        assert!(output.status.success(), "{editor}: {}", String::from_utf8_lossy(&output.stderr));
     }
 }

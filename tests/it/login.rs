@@ -34,18 +34,25 @@ fn credentials(env: &TestEnv) -> std::path::PathBuf {
     env.workspace().parent().unwrap().join("config").join("cairn").join("credentials.toml")
 }
 
+/// The terminal login only for a client that can run one (ACP forbids offering it otherwise);
+/// the environment always.
 #[tokio::test]
-async fn initialize_offers_a_terminal_login_and_the_environment() {
+async fn initialize_offers_a_terminal_login_to_clients_that_run_one_and_the_environment_to_all() {
     let env = TestEnv::new().await;
-    let mut agent = env.spawn().await;
-    let answer = agent.initialize().await;
-    let methods = answer["authMethods"].as_array().unwrap();
-    assert!(
-        methods.iter().any(|m| m["type"] == "terminal" && m["id"] == "login" && m["args"] == json!(["login"])),
-        "{answer}"
-    );
-    assert!(methods.iter().any(|m| m["id"] == "environment" && m.get("type").is_none()), "{answer}");
-    assert_eq!(answer["agentCapabilities"]["auth"]["logout"], json!({}), "{answer}");
+    for (capabilities, terminal) in [
+        (json!({"auth": {"terminal": true}}), true),
+        (json!({"_meta": {"terminal_output": true, "terminal-auth": true}}), true),
+        (json!({}), false),
+    ] {
+        let mut agent = env.spawn().await;
+        let answer = agent.call("initialize", json!({"protocolVersion": 1, "clientCapabilities": capabilities})).await;
+        let methods = answer["authMethods"].as_array().unwrap();
+        let offered =
+            methods.iter().any(|m| m["type"] == "terminal" && m["id"] == "login" && m["args"] == json!(["login"]));
+        assert_eq!(offered, terminal, "{capabilities}: {answer}");
+        assert!(methods.iter().any(|m| m["id"] == "environment" && m.get("type").is_none()), "{answer}");
+        assert_eq!(answer["agentCapabilities"]["auth"]["logout"], json!({}), "{answer}");
+    }
 }
 
 #[tokio::test]

@@ -35,13 +35,6 @@ async fn initialize_answers_version_1_whatever_is_asked_and_advertises_what_work
                 },
                 "authMethods": [
                     {
-                        "type": "terminal",
-                        "id": "login",
-                        "name": "Log in with an API key",
-                        "description": "Runs `cairn login` in a terminal: pick a provider and paste its key; it is checked and saved for cairn only",
-                        "args": ["login"]
-                    },
-                    {
                         "id": "environment",
                         "name": "Use API keys from the environment",
                         "description": "OPENAI_API_KEY, ANTHROPIC_API_KEY or a provider's api_key_env, set where the editor starts cairn"
