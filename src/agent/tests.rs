@@ -10,7 +10,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::*;
 use crate::llm::catalog::ModelInfo;
-use crate::llm::{EventStream, FinishReason, LlmError, StreamEvent, ToolCallRequest};
+use crate::llm::{EventStream, FinishReason, LlmError, ModelRequest, StreamEvent, ToolCallRequest};
 use crate::tools::NoEditor;
 
 /// Answers each request with the next script entry.
@@ -18,7 +18,7 @@ struct Scripted(Mutex<VecDeque<Result<Vec<StreamEvent>, LlmError>>>);
 
 #[async_trait::async_trait]
 impl Provider for Scripted {
-    async fn stream(&self, _request: &ModelRequest) -> Result<EventStream, LlmError> {
+    async fn stream(&self, _request: &ModelRequest<'_>) -> Result<EventStream, LlmError> {
         let next = self.0.lock().unwrap().pop_front().unwrap_or_else(|| Ok(text("out of script")));
         next.map(|events| futures::stream::iter(events.into_iter().map(Ok)).boxed())
     }

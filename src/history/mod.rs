@@ -119,6 +119,17 @@ impl Usage {
     }
 }
 
+impl std::ops::AddAssign for Usage {
+    /// Counts another request's tokens in (a compaction's several summaries).
+    fn add_assign(&mut self, other: Usage) {
+        self.input += other.input;
+        self.output += other.output;
+        self.reasoning += other.reasoning;
+        self.cache_read += other.cache_read;
+        self.cache_write += other.cache_write;
+    }
+}
+
 /// One piece of a message, stored verbatim as `parts.data_json`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
