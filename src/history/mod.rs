@@ -56,6 +56,12 @@ pub fn texts(parts: &[Part]) -> impl Iterator<Item = &str> {
     })
 }
 
+/// What the model requests behind these messages cost (USD): their `cost`s added up, the
+/// fallback when the store's running total cannot be read.
+pub fn cost(messages: &[Message]) -> f64 {
+    messages.iter().filter_map(|message| message.meta.cost).sum()
+}
+
 /// What we know about a message besides its parts (`messages.metadata_json`).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct MessageMeta {

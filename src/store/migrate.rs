@@ -13,6 +13,7 @@ pub(super) const MIGRATIONS: &[&str] = &[
     include_str!("../../schema/0002_permission_rules.sql"),
     include_str!("../../schema/0003_subagents.sql"),
     include_str!("../../schema/0004_tool_rules.sql"),
+    include_str!("../../schema/0005_total_tokens.sql"),
 ];
 
 /// The schema version this build writes.
