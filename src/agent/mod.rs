@@ -2,11 +2,12 @@
 //!
 //! [`run_turn`] records the prompt, then drives a [`TurnState`] through one handler per state
 //! (`steps`, `calls`) until it reaches `Done`. The driver owns the run-level phases ([`Phase`]):
-//! run start, step start, before inference (the request is built here: reminders, tools on
-//! cooldown), after inference, step end (checkpoint, then the stop conditions of `stop` and the
-//! loop guard of `loops`) and run end, which always comes. Between every two states it checks
-//! cancellation and the turn's deadline. Everything the turn produces leaves through the
-//! [`Recorder`]; this module imports neither the wire protocol nor the database.
+//! run start, step start, before inference (the Preparing state: compaction at the threshold,
+//! then the step's [`Request`] with reminders and tools on cooldown), after inference, step end
+//! (checkpoint, then the stop conditions of `stop` and the loop guard of `loops`) and run end,
+//! which always comes. Between every two states it checks cancellation and the turn's deadline.
+//! The session's spending grows only through `Turn::charge`. Everything the turn produces leaves
+//! through the [`Recorder`]; this module imports neither the wire protocol nor the database.
 
 mod calls;
 pub mod compact;
