@@ -1,7 +1,7 @@
 //! Provider-layer costs, without the network: `cargo bench --bench decode`.
 //!
 //! Decoder throughput (SSE events per second) for each API on a long answer streamed one small
-//! delta per event, and the time to build a request body for a 100-message conversation, which
+//! delta per event, and the time to write a request body for a 100-message conversation, which
 //! every model step pays.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout, clippy::print_stderr)]
@@ -10,8 +10,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
+use cairn::history::view::Seen;
 use cairn::history::{Message, MessageMeta, Part, Role};
-use cairn::llm::sse::{Decode, decode_transcript};
+use cairn::llm::sse::{Decode, Encode, decode_transcript};
 use cairn::llm::{ModelRequest, anthropic, openai_chat, openai_responses};
 
 const EVENTS: usize = 200_000;
@@ -68,7 +69,7 @@ async fn throughput<D: Decode>(name: &str, transcript: &str, decoder: impl Fn() 
     println!("| {name} decoder | {:.0} events/s | best {:.0} events/s | ≥ 500,000 events/s |", rates[2], rates[4]);
 }
 
-fn conversation() -> ModelRequest {
+fn conversation() -> Vec<Message> {
     let mut messages = Vec::new();
     for i in 0..50 {
         messages.push(Message::new(
@@ -85,21 +86,14 @@ fn conversation() -> ModelRequest {
             MessageMeta::default(),
         ));
     }
-    ModelRequest {
-        model: "m".into(),
-        system: "system prompt ".repeat(200),
-        messages,
-        tools: cairn::tools::Registry::builtin().specs().to_vec(),
-        max_output: 16_000,
-        thought: None,
-    }
+    messages
 }
 
-fn build(name: &str, request: &ModelRequest, body: fn(&ModelRequest) -> serde_json::Value) {
+fn build(name: &str, request: &ModelRequest<'_>, body: Encode) {
     let mut times: Vec<Duration> = (0..200)
         .map(|_| {
             let started = Instant::now();
-            let bytes = serde_json::to_vec(&body(request)).unwrap();
+            let bytes = body(request).unwrap();
             std::hint::black_box(bytes);
             started.elapsed()
         })
@@ -119,8 +113,18 @@ async fn main() {
     throughput("OpenAI Chat", &chat_transcript(), openai_chat::Decoder::default).await;
     throughput("Anthropic Messages", &anthropic_transcript(), anthropic::Decoder::default).await;
     throughput("OpenAI Responses", &responses_transcript(), openai_responses::Decoder::default).await;
-    let request = conversation();
-    build("OpenAI Chat", &request, openai_chat::request_body);
-    build("Anthropic Messages", &request, anthropic::request_body);
-    build("OpenAI Responses", &request, openai_responses::request_body);
+    let messages = conversation();
+    let system = "system prompt ".repeat(200);
+    let registry = cairn::tools::Registry::builtin();
+    let request = ModelRequest {
+        model: "m",
+        system: &system,
+        messages: messages.iter().map(Seen::whole).collect(),
+        tools: registry.specs().iter().collect(),
+        max_output: 16_000,
+        thought: None,
+    };
+    build("OpenAI Chat", &request, openai_chat::encode);
+    build("Anthropic Messages", &request, anthropic::encode);
+    build("OpenAI Responses", &request, openai_responses::encode);
 }

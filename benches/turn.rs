@@ -22,7 +22,6 @@ use cairn::agent::compact::Summarizer;
 use cairn::agent::prompt::{Sources, assemble};
 use cairn::agent::{AgentEvent, RecordError, Recorder, Run, Toolbox, Turn, run_turn};
 use cairn::config::{Compaction, Limits};
-use cairn::history::view::estimate;
 use cairn::history::{Message, MessageMeta, Part, Role, Usage};
 use cairn::llm::catalog::ModelInfo;
 use cairn::llm::retry::RetryPolicy;
@@ -54,7 +53,7 @@ struct Stepper {
 
 #[async_trait::async_trait]
 impl Provider for Stepper {
-    async fn stream(&self, _request: &ModelRequest) -> Result<EventStream, LlmError> {
+    async fn stream(&self, _request: &ModelRequest<'_>) -> Result<EventStream, LlmError> {
         let mut left = self.left.lock().unwrap();
         *left = left.saturating_sub(1);
         let events = if *left == 0 {
@@ -81,8 +80,10 @@ struct Scripted {
 
 #[async_trait::async_trait]
 impl Provider for Scripted {
-    async fn stream(&self, request: &ModelRequest) -> Result<EventStream, LlmError> {
-        let input = estimate(&request.messages) + (request.system.len() as u64).div_ceil(4) + 1_500;
+    async fn stream(&self, request: &ModelRequest<'_>) -> Result<EventStream, LlmError> {
+        let input = request.messages.iter().map(|seen| seen.estimate()).sum::<u64>()
+            + (request.system.len() as u64).div_ceil(4)
+            + 1_500;
         let summary = request.system.starts_with("You compact");
         let text = if summary {
             self.summary_calls.fetch_add(1, Ordering::Relaxed);

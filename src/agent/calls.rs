@@ -32,7 +32,7 @@ const DENIED_BY_USER: &str = "The user denied this tool call. Do not retry it wi
 
 /// Runs the next calls of the queue, or asks about the first one.
 pub async fn executing(turn: &mut Turn<'_>, mut queue: CallQueue) -> TurnState {
-    let Some(head) = queue.calls.front() else { return TurnState::Sampling };
+    let Some(head) = queue.calls.front() else { return TurnState::Preparing };
     let index = head.index;
     if let Some((tool, left)) = head.invocation.as_ref().ok().and_then(|call| cooling(turn, call.name())) {
         queue.calls.pop_front();
@@ -104,7 +104,7 @@ pub async fn executing(turn: &mut Turn<'_>, mut queue: CallQueue) -> TurnState {
 /// asks; the "always" options offer exactly the rule that would be remembered, and only when a
 /// rule may cover the call at all.
 pub async fn confirming(turn: &mut Turn<'_>, mut queue: CallQueue, question: Question) -> TurnState {
-    let Some(head) = queue.calls.front_mut() else { return TurnState::Sampling };
+    let Some(head) = queue.calls.front_mut() else { return TurnState::Preparing };
     let Ok(invocation) = head.invocation.clone() else { return TurnState::Executing(queue) };
     let index = head.index;
     let Question { request, why } = question;
@@ -460,5 +460,5 @@ fn record_result(turn: &mut Turn<'_>, message: &MessageId, index: u32, result: R
     for reminder in reminders {
         turn.remind(reminder);
     }
-    turn.spent += spent;
+    turn.charge(spent);
 }

@@ -6,21 +6,24 @@
 //! window) with the summarizer model, in one request if the transcript fits its window, as a
 //! rolling summary over pieces if not, and from the transcript's head and tail with the middle
 //! dropped if even that would take too many requests. A prior summary is folded into the new
-//! one. [`run`] records the outcome as a marker message (see `history::view`); a failure leaves
-//! the history as it was. The Compacting state and `/compact` both go through `run`.
+//! one. Sizes are estimated on the model's view as borrowed from the history (a marker about to
+//! be added included), never on a copy. [`run`] records the outcome as a marker message (see
+//! `history::view`); a failure leaves the history as it was. The Compacting state and `/compact`
+//! both go through `run`.
 
 use std::time::Duration;
 
-use futures::StreamExt;
 use tokio_util::sync::CancellationToken;
 
 use super::events::{AgentEvent, Recorder};
+use super::retry::{GaveUp, Retry};
 use crate::config;
-use crate::history::view::{self, Compaction, Method};
+use crate::history::view::{self, Compaction, Method, Seen};
 use crate::history::{Message, MessageMeta, Part, Role, Usage};
-use crate::llm::catalog::{self, ModelInfo};
+use crate::ids::MessageId;
+use crate::llm::catalog::ModelInfo;
 use crate::llm::retry::RetryPolicy;
-use crate::llm::{LlmError, ModelRequest, Provider, StreamEvent};
+use crate::llm::{self, LlmError, ModelRequest, Provider};
 
 /// Tool outputs longer than this reach the summarizer cut to it.
 const OUTPUT_CAP: usize = 2_000;
@@ -82,8 +85,18 @@ pub enum CompactError {
     Cancelled,
 }
 
+/// A compaction that was made: its marker, and what the summaries cost (USD, 0 without prices).
+#[derive(Debug)]
+pub struct Compacted {
+    pub compaction: Compaction,
+    pub cost: f64,
+}
+
 /// What [`compact`] needs to know of a job.
 struct Ask<'a> {
+    /// The id the marker message will have.
+    marker: &'a MessageId,
+    cancel: &'a CancellationToken,
     window: u64,
     max_output: u64,
     context_used: u64,
@@ -104,12 +117,14 @@ pub fn usable(window: u64, max_output: u64, reserve: u64) -> u64 {
     window.saturating_sub(reserve.min(max_output).min(window / 2))
 }
 
-/// Compacts, records the marker (or the failure) and returns the marker; the caller's history
-/// gets the marker message appended.
-pub async fn run(summarizer: &Summarizer<'_>, job: Job<'_>) -> Result<Compaction, CompactError> {
-    let id = crate::ids::MessageId::generate();
+/// Compacts, records the marker (or the failure) and returns the marker with its cost; the
+/// caller's history gets the marker message appended.
+pub async fn run(summarizer: &Summarizer<'_>, job: Job<'_>) -> Result<Compacted, CompactError> {
+    let id = MessageId::generate();
     job.recorder.record(AgentEvent::CompactionStarted { id: id.clone() });
     let ask = Ask {
+        marker: &id,
+        cancel: job.cancel,
         window: job.window,
         max_output: job.max_output,
         context_used: job.context_used,
@@ -129,7 +144,7 @@ pub async fn run(summarizer: &Summarizer<'_>, job: Job<'_>) -> Result<Compaction
             return Err(err);
         }
     };
-    let cost = spent.usage.and_then(|usage| summarizer.info.prices.map(|prices| catalog::cost(&usage, &prices)));
+    let cost = spent.usage.and_then(|usage| summarizer.info.cost(&usage));
     let meta = MessageMeta {
         model: (spent.calls > 0).then(|| summarizer.model_ref.clone()),
         usage: spent.usage,
@@ -146,10 +161,10 @@ pub async fn run(summarizer: &Summarizer<'_>, job: Job<'_>) -> Result<Compaction
     );
     job.recorder.record(AgentEvent::CompactionFinished(message.clone()));
     job.history.push(message);
-    let spent_total = job.spent + cost.unwrap_or(0.0);
-    let cost = summarizer.info.prices.map(|_| spent_total);
-    job.recorder.record(AgentEvent::ContextUsage { used: compaction.tokens_after, size: job.window, cost });
-    Ok(compaction)
+    let cost = cost.unwrap_or(0.0);
+    let shown = summarizer.info.shown_spend(job.spent + cost);
+    job.recorder.record(AgentEvent::ContextUsage { used: compaction.tokens_after, size: job.window, cost: shown });
+    Ok(Compacted { compaction, cost })
 }
 
 /// Plans and runs the cheapest compaction that works; see the module documentation.
@@ -167,7 +182,7 @@ async fn compact(
         }
         None => 0,
     };
-    let estimated_before = view::estimate(&view::model_view(history));
+    let estimated_before = view::model_view(history).estimate();
     // The provider's count minus what the compaction saves, by estimate: the system prompt and
     // the tool schemas are in the count and are never compacted.
     let predict = |estimate: u64| {
@@ -205,7 +220,7 @@ async fn compact(
             tokens_after: 0,
             summarized: 0,
         };
-        let after = predict(estimate_with(history, &pruned));
+        let after = predict(estimate_with(history, job.marker, &pruned));
         if after <= usable / 2 {
             return Ok((Compaction { tokens_after: after, ..pruned }, Spent::default()));
         }
@@ -256,16 +271,13 @@ async fn compact(
         tokens_after: 0,
         summarized: old.len(),
     };
-    compaction.tokens_after = predict(estimate_with(history, &compaction));
+    compaction.tokens_after = predict(estimate_with(history, job.marker, &compaction));
     Ok((compaction, spent))
 }
 
-/// The estimated view if `compaction` were the latest marker.
-fn estimate_with(history: &[Message], compaction: &Compaction) -> u64 {
-    let marker = Message::new(Role::Assistant, vec![Part::Compaction(compaction.clone())], MessageMeta::default());
-    let mut with = history.to_vec();
-    with.push(marker);
-    view::estimate(&view::model_view(&with))
+/// The estimated view if `compaction`, in the marker message `id`, were added to the history.
+fn estimate_with(history: &[Message], id: &MessageId, compaction: &Compaction) -> u64 {
+    view::view_under(history, history.len(), id, compaction).estimate()
 }
 
 /// Where the kept tail starts: the earliest of the last user-led turns that fit `budget`
@@ -368,60 +380,37 @@ async fn summarize(
     if let Some(instructions) = job.instructions {
         content.push_str(&format!("\n\nThe user asks the summary to keep: {instructions}"));
     }
+    let message = Message::new(Role::User, vec![Part::Text { text: content }], MessageMeta::default());
     let request = ModelRequest {
-        model: summarizer.model.clone(),
-        system: INSTRUCTIONS.to_owned(),
-        messages: vec![Message::new(Role::User, vec![Part::Text { text: content }], MessageMeta::default())],
+        model: &summarizer.model,
+        system: INSTRUCTIONS,
+        messages: vec![Seen::whole(&message)],
         tools: Vec::new(),
         max_output: summarizer.settings.summary_max_tokens.min(summarizer.info.max_output),
         thought: None,
     };
-    let mut attempt = 0;
+    let mut retry = Retry { policy: summarizer.retry, cancel: job.cancel, notices: None };
+    let mut attempts = 0;
     loop {
         spent.calls += 1;
         let timeout = summarizer.settings.timeout;
-        let result = match tokio::time::timeout(timeout, once(summarizer.provider, &request)).await {
+        let result = match tokio::time::timeout(timeout, llm::reply(summarizer.provider, &request)).await {
             Ok(result) => result,
             Err(_) => return Err(CompactError::Timeout(timeout)),
         };
         match result {
-            Ok((text, usage)) => {
-                if let Some(usage) = usage {
-                    let total = spent.usage.get_or_insert_with(Usage::default);
-                    total.input += usage.input;
-                    total.output += usage.output;
-                    total.reasoning += usage.reasoning;
-                    total.cache_read += usage.cache_read;
-                    total.cache_write += usage.cache_write;
+            Ok(reply) => {
+                if let Some(usage) = reply.usage {
+                    *spent.usage.get_or_insert_with(Usage::default) += usage;
                 }
-                let text = text.trim().to_owned();
+                let text = reply.text.trim().to_owned();
                 return if text.is_empty() { Err(CompactError::Empty) } else { Ok(text) };
             }
-            Err(err) => {
-                attempt += 1;
-                let Some(delay) = summarizer.retry.delay(attempt, &err) else { return Err(err.into()) };
-                tracing::warn!(%err, attempt, "summary request failed; retrying");
-                tokio::time::sleep(delay).await;
-            }
+            Err(err) => match retry.wait(&mut attempts, err).await {
+                Ok(()) => {}
+                Err(GaveUp::Failed(err)) => return Err(err.into()),
+                Err(GaveUp::Cancelled) => return Err(CompactError::Cancelled),
+            },
         }
     }
-}
-
-async fn once(provider: &dyn Provider, request: &ModelRequest) -> Result<(String, Option<Usage>), LlmError> {
-    let mut events = provider.stream(request).await?;
-    let mut text = String::new();
-    let mut usage = None;
-    while let Some(event) = events.next().await {
-        match event? {
-            StreamEvent::TextDelta(delta) => text.push_str(&delta),
-            StreamEvent::Usage(u) => usage = Some(u),
-            StreamEvent::ReasoningDelta(_)
-            | StreamEvent::ReasoningSignature(_)
-            | StreamEvent::RedactedReasoning(_)
-            | StreamEvent::ToolCallStarted { .. }
-            | StreamEvent::ToolCall(_)
-            | StreamEvent::Finish(_) => {}
-        }
-    }
-    Ok((text, usage))
 }

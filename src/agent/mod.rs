@@ -2,11 +2,12 @@
 //!
 //! [`run_turn`] records the prompt, then drives a [`TurnState`] through one handler per state
 //! (`steps`, `calls`) until it reaches `Done`. The driver owns the run-level phases ([`Phase`]):
-//! run start, step start, before inference (the request is built here: reminders, tools on
-//! cooldown), after inference, step end (checkpoint, then the stop conditions of `stop` and the
-//! loop guard of `loops`) and run end, which always comes. Between every two states it checks
-//! cancellation and the turn's deadline. Everything the turn produces leaves through the
-//! [`Recorder`]; this module imports neither the wire protocol nor the database.
+//! run start, step start, before inference (the Preparing state: compaction at the threshold,
+//! then the step's [`Request`] with reminders and tools on cooldown), after inference, step end
+//! (checkpoint, then the stop conditions of `stop` and the loop guard of `loops`) and run end,
+//! which always comes. Between every two states it checks cancellation and the turn's deadline.
+//! The session's spending grows only through `Turn::charge`. Everything the turn produces leaves
+//! through the [`Recorder`]; this module imports neither the wire protocol nor the database.
 
 mod calls;
 pub mod compact;
@@ -14,6 +15,7 @@ mod dispatch;
 pub mod events;
 mod loops;
 pub mod prompt;
+mod retry;
 pub mod state;
 mod steps;
 pub mod stop;
@@ -26,16 +28,17 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::Limits;
-use crate::history::{Message, MessageMeta, Part, Role, view};
+use crate::history::{Message, MessageMeta, Part, Role};
 use crate::ids::MessageId;
 use crate::llm::catalog::{ModelInfo, ThoughtLevel};
-use crate::llm::{LlmError, ModelRequest, Provider};
+use crate::llm::retry::RetryPolicy;
+use crate::llm::{LlmError, Provider};
 use crate::permissions::{Mode, Rule};
 use crate::tools::{Host, Registry, Workspace};
 
 pub use events::{AgentEvent, Phase, RecordError, Recorder, StreamKind};
 use loops::{LoopGuard, Verdict};
-pub use state::{DoneReason, ModelStop, StopReason, TurnError, TurnState, Why};
+pub use state::{DoneReason, ModelStop, Request, StopReason, TurnError, TurnState, Why};
 use stop::{Stats, Stop};
 
 /// Everything one turn works with. The session actor lends it its history and rules for the turn.
@@ -57,7 +60,8 @@ pub struct Turn<'a> {
     pub info: ModelInfo,
     /// The session's reasoning level, for models that reason.
     pub thought: Option<ThoughtLevel>,
-    /// What the session has cost so far (USD), for `usage_update`.
+    /// What the session has cost so far (USD), for `usage_update`; grows only through
+    /// `Turn::charge`.
     pub spent: f64,
     /// The context in use (the provider's count after the last step, or a compaction's estimate).
     pub context_used: u64,
@@ -78,10 +82,6 @@ pub struct Run {
     cooldowns: Vec<(String, u32)>,
     /// Answers cut off inside a tool call that were asked to continue.
     continuations: u32,
-    /// The current step's request, kept for its retries.
-    request: Option<ModelRequest>,
-    /// Failed attempts at the current request.
-    attempts: u32,
     /// History length when the step began: the step's messages come after it.
     step_from: usize,
     /// A compaction was tried in this step (never twice in one step).
@@ -100,6 +100,25 @@ impl Turn<'_> {
 
     fn phase(&mut self, phase: Phase) {
         self.recorder.record(AgentEvent::Phase(phase));
+    }
+
+    fn retry_policy(&self) -> RetryPolicy {
+        RetryPolicy { retries: self.limits.retries, base: self.limits.retry_base }
+    }
+
+    /// Adds what a step, a summary or a tool's model requests cost to the session's spending.
+    fn charge(&mut self, cost: f64) {
+        self.spent += cost;
+    }
+
+    /// Tells the editor how full the context is and what the session has cost so far.
+    fn report_usage(&mut self) {
+        let cost = self.info.shown_spend(self.spent);
+        self.recorder.record(AgentEvent::ContextUsage {
+            used: self.context_used,
+            size: self.info.context_window,
+            cost,
+        });
     }
 }
 
@@ -132,9 +151,9 @@ pub async fn run_turn(mut turn: Turn<'_>, prompt: Vec<Part>) -> Result<StopReaso
     let mut state = match turn.recorder.begin(turn.history, user_message).await {
         Ok(reread) => {
             if reread {
-                turn.context_used = view::context_used(turn.history);
+                turn.context_used = crate::history::view::context_used(turn.history);
             }
-            TurnState::Sampling
+            TurnState::Preparing
         }
         Err(err) => TurnState::Done(DoneReason::Error(err.into())),
     };
@@ -151,11 +170,11 @@ pub async fn run_turn(mut turn: Turn<'_>, prompt: Vec<Part>) -> Result<StopReaso
         }
         tracing::debug!(?state, "turn state");
         // A step ends when its answer and its tools are done, not when a retry or a compaction
-        // sends the same step back to Sampling.
+        // sends the same step back to Sampling or Preparing.
         let ran_tools =
             matches!(state, TurnState::Executing(_) | TurnState::Confirming(..) | TurnState::Dispatching(..));
         let next = match state {
-            TurnState::Sampling => {
+            TurnState::Preparing => {
                 if !in_step {
                     in_step = true;
                     turn.run.stats.rounds += 1;
@@ -163,15 +182,13 @@ pub async fn run_turn(mut turn: Turn<'_>, prompt: Vec<Part>) -> Result<StopReaso
                     turn.run.compacted = false;
                     turn.phase(Phase::StepStart);
                 }
-                match turn.run.request.is_none().then(|| before_inference(&mut turn)).flatten() {
-                    Some(compacting) => compacting,
-                    None => steps::sampling(&mut turn).await,
-                }
+                preparing(&mut turn)
             }
+            TurnState::Sampling(request) => steps::sampling(&mut turn, request).await,
             TurnState::Compacting(why) => compacting(&mut turn, why).await,
             TurnState::Streaming(streaming) => {
                 let next = steps::streaming(&mut turn, streaming).await;
-                if !matches!(next, TurnState::Sampling) {
+                if !matches!(next, TurnState::Sampling(_)) {
                     turn.phase(Phase::AfterInference);
                 }
                 next
@@ -181,7 +198,7 @@ pub async fn run_turn(mut turn: Turn<'_>, prompt: Vec<Part>) -> Result<StopReaso
             TurnState::Dispatching(queue, batch) => dispatch::dispatching(&mut turn, queue, batch).await,
             TurnState::Done(reason) => return run_end(&mut turn, &user, reason).await,
         };
-        let step_over = matches!(next, TurnState::Done(_)) || (ran_tools && matches!(next, TurnState::Sampling));
+        let step_over = matches!(next, TurnState::Done(_)) || (ran_tools && matches!(next, TurnState::Preparing));
         state = if in_step && step_over {
             in_step = false;
             step_end(&mut turn, next).await
@@ -191,10 +208,11 @@ pub async fn run_turn(mut turn: Turn<'_>, prompt: Vec<Part>) -> Result<StopReaso
     }
 }
 
-/// Builds the step's request: the conversation as the model sees it (from the latest compaction
-/// marker), the tools not on cooldown, and the reminders, which are sent this once. Goes to
-/// Compacting first when the context in use has reached the threshold.
-fn before_inference(turn: &mut Turn<'_>) -> Option<TurnState> {
+/// The Preparing state: goes to Compacting first when the context in use has reached the
+/// threshold; otherwise prepares the step's request: the tools not on cooldown, and the
+/// reminders, which are sent this once. The conversation itself is the model's view of the
+/// history (from the latest compaction marker), borrowed when the request is sent.
+fn preparing(turn: &mut Turn<'_>) -> TurnState {
     turn.phase(Phase::BeforeInference);
     if let Some(summarizer) = &turn.summarizer
         && summarizer.settings.auto
@@ -203,42 +221,24 @@ fn before_inference(turn: &mut Turn<'_>) -> Option<TurnState> {
         && turn.context_used
             >= compact::usable(turn.info.context_window, turn.info.max_output, summarizer.settings.reserve_tokens)
     {
-        return Some(TurnState::Compacting(Why::Threshold));
+        return TurnState::Compacting(Why::Threshold);
     }
     let cooling: Vec<String> = turn.run.cooldowns.iter().map(|(tool, _)| tool.clone()).collect();
     turn.run.cooldowns.retain_mut(|(_, left)| {
         *left = left.saturating_sub(1);
         *left > 0
     });
-    let tools = turn
-        .tools
-        .registry
-        .specs()
-        .iter()
-        .filter(|spec| !cooling.iter().any(|tool| spec["name"] == **tool))
-        .cloned()
-        .collect();
-    let mut messages = view::model_view(turn.history);
-    if !turn.run.reminders.is_empty() {
+    let reminder = (!turn.run.reminders.is_empty()).then(|| {
         let text = std::mem::take(&mut turn.run.reminders).join("\n\n");
-        messages.push(Message::new(Role::User, vec![Part::Text { text }], MessageMeta::default()));
-    }
-    turn.run.request = Some(ModelRequest {
-        model: turn.model.clone(),
-        system: turn.system.text.clone(),
-        messages,
-        tools,
-        max_output: turn.info.max_output,
-        thought: turn.thought.filter(|_| turn.info.reasoning),
+        Message::new(Role::User, vec![Part::Text { text }], MessageMeta::default())
     });
-    None
+    TurnState::Sampling(Box::new(Request { reminder, cooling, attempts: 0 }))
 }
 
-/// The Compacting state: one compaction, then the step's request is built again.
+/// The Compacting state: one compaction, then the step's request is prepared again.
 async fn compacting(turn: &mut Turn<'_>, why: Why) -> TurnState {
     turn.run.compacted = true;
-    turn.run.request = None;
-    let Some(summarizer) = &turn.summarizer else { return TurnState::Sampling };
+    let Some(summarizer) = &turn.summarizer else { return TurnState::Preparing };
     let job = compact::Job {
         history: turn.history,
         recorder: turn.recorder,
@@ -257,11 +257,11 @@ async fn compacting(turn: &mut Turn<'_>, why: Why) -> TurnState {
     tracing::info!(?why, context = turn.context_used, "compacting");
     let threshold = compact::usable(turn.info.context_window, turn.info.max_output, summarizer.settings.reserve_tokens);
     match compact::run(summarizer, job).await {
-        Ok(compaction) => {
-            turn.context_used = compaction.tokens_after;
-            turn.spent = turn.history.last().and_then(|m| m.meta.cost).map_or(turn.spent, |cost| turn.spent + cost);
+        Ok(compacted) => {
+            turn.context_used = compacted.compaction.tokens_after;
+            turn.charge(compacted.cost);
             // Not enough freed: do not summarize again at every step of this turn.
-            turn.run.compaction_failed = compaction.tokens_after >= threshold;
+            turn.run.compaction_failed = compacted.compaction.tokens_after >= threshold;
         }
         Err(compact::CompactError::Cancelled) => return TurnState::Done(DoneReason::UserAbort),
         Err(err) => {
@@ -273,18 +273,17 @@ async fn compacting(turn: &mut Turn<'_>, why: Why) -> TurnState {
             }
         }
     }
-    TurnState::Sampling
+    TurnState::Preparing
 }
 
 /// The step is over: commit it (the checkpoint), then let the stop conditions and the loop guard
 /// decide whether the turn goes on.
 async fn step_end(turn: &mut Turn<'_>, next: TurnState) -> TurnState {
     turn.phase(Phase::StepEnd);
-    turn.run.request = None;
     if let Err(err) = turn.recorder.flush().await {
         return TurnState::Done(DoneReason::Error(err.into()));
     }
-    if !matches!(next, TurnState::Sampling) {
+    if !matches!(next, TurnState::Preparing) {
         return next;
     }
     let step: Vec<&Message> =

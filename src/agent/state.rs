@@ -1,8 +1,9 @@
 //! The states of a turn and the reasons it ends.
 //!
 //! A turn is always in exactly one [`TurnState`]; each state's handler (in `steps`) consumes it and
-//! returns the next. `Done` is terminal. [`DoneReason`] keeps the full story of why a turn ended;
-//! [`StopReason`] is what the editor is told.
+//! returns the next. A state carries what its handler needs: Sampling and Streaming carry the
+//! step's [`Request`], so no step can be sent without one. `Done` is terminal. [`DoneReason`]
+//! keeps the full story of why a turn ended; [`StopReason`] is what the editor is told.
 
 use std::collections::VecDeque;
 use std::fmt;
@@ -18,9 +19,12 @@ use super::stop::Stop;
 
 /// Where a turn is.
 pub enum TurnState {
-    /// About to send the conversation to the model (with retries).
-    Sampling,
-    /// Relaying the model's answer as it arrives.
+    /// About to prepare the step's request: first compaction if the context is full, then the
+    /// request (reminders, tools on cooldown).
+    Preparing,
+    /// Sending the step's request to the model (with retries).
+    Sampling(Box<Request>),
+    /// Relaying the model's answer as it arrives; its request is kept for a retry.
     Streaming(Box<Streaming>),
     /// Running the tool calls the model asked for, in order.
     Executing(CallQueue),
@@ -38,7 +42,8 @@ pub enum TurnState {
 impl fmt::Debug for TurnState {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            TurnState::Sampling => f.write_str("Sampling"),
+            TurnState::Preparing => f.write_str("Preparing"),
+            TurnState::Sampling(request) => write!(f, "Sampling(attempt {})", request.attempts + 1),
             TurnState::Streaming(streaming) => write!(f, "Streaming({})", streaming.message.id),
             TurnState::Executing(queue) => write!(f, "Executing({} calls)", queue.calls.len()),
             TurnState::Confirming(queue, _) => write!(f, "Confirming({} calls)", queue.calls.len()),
@@ -60,8 +65,23 @@ pub enum Why {
     Overflow(String),
 }
 
+/// A step's request as prepared before inference: what it sends besides the model's view of the
+/// history. The view is borrowed from the history when the request is sent (nothing changes the
+/// history between preparing and sending), so no part of the history is copied for it.
+#[derive(Debug, Default)]
+pub struct Request {
+    /// Notes for the model, sent with this request (and its retries) only.
+    pub reminder: Option<Message>,
+    /// Tools on cooldown, left out of this request.
+    pub cooling: Vec<String>,
+    /// Failed attempts at sending it so far.
+    pub attempts: u32,
+}
+
 /// An answer being streamed: the provider's events and the assistant message they build.
 pub struct Streaming {
+    /// The request being answered; sent again if the answer fails before it starts.
+    pub request: Box<Request>,
     pub events: EventStream,
     pub message: Message,
     /// When this request's step time is up.

@@ -9,44 +9,57 @@ use tokio::time::Instant;
 
 use super::Turn;
 use super::events::{AgentEvent, StreamKind};
-use super::state::{CallQueue, DoneReason, ModelStop, QueuedCall, Streaming, TurnError, TurnState, Why};
+use super::retry::{GaveUp, Retry};
+use super::state::{CallQueue, DoneReason, ModelStop, QueuedCall, Request, Streaming, TurnState, Why};
+use crate::history::view::{self, Seen};
 use crate::history::{CallState, Finish, Message, MessageMeta, Part, Role, ToolPart};
-use crate::ids::MessageId;
-use crate::llm::retry::RetryPolicy;
-use crate::llm::{FinishReason, LlmError, StreamEvent, catalog};
+use crate::llm::{FinishReason, LlmError, ModelRequest, StreamEvent};
 
-/// Sends the step's request to the model, retrying what may succeed on a second try.
-pub async fn sampling(turn: &mut Turn<'_>) -> TurnState {
-    let Some(request) = turn.run.request.take() else {
-        return TurnState::Done(DoneReason::Error(TurnError::Internal("a step began without its request".into())));
-    };
+/// Sends the step's request to the model, retrying what may succeed on a second try. The
+/// messages are the model's view of the history, borrowed for as long as the sending takes.
+pub async fn sampling(turn: &mut Turn<'_>, mut request: Box<Request>) -> TurnState {
     let step_timeout = turn.limits.step_timeout;
+    let view = view::model_view(turn.history);
+    let asked = ModelRequest {
+        model: &turn.model,
+        system: &turn.system.text,
+        messages: view.messages().chain(request.reminder.as_ref().map(Seen::whole)).collect(),
+        tools: turn
+            .tools
+            .registry
+            .specs()
+            .iter()
+            .filter(|spec| !request.cooling.iter().any(|tool| spec["name"] == **tool))
+            .collect(),
+        max_output: turn.info.max_output,
+        thought: turn.thought.filter(|_| turn.info.reasoning),
+    };
+    let mut retry = Retry { policy: turn.retry_policy(), cancel: &turn.cancel, notices: Some(&mut *turn.recorder) };
     let (events, deadline) = loop {
         let deadline = Instant::now() + step_timeout;
         let sent = tokio::select! {
             biased;
-            () = turn.cancel.cancelled() => return TurnState::Done(DoneReason::UserAbort),
-            sent = tokio::time::timeout_at(deadline, turn.provider.stream(&request)) => {
+            () = retry.cancel.cancelled() => return TurnState::Done(DoneReason::UserAbort),
+            sent = tokio::time::timeout_at(deadline, turn.provider.stream(&asked)) => {
                 sent.unwrap_or(Err(LlmError::StepTimeout(step_timeout)))
             }
         };
         match sent {
             Ok(events) => break (events, deadline),
             Err(LlmError::ContextTooLong { detail })
-                if !turn.run.overflow_retried && turn.summarizer.is_some() && turn.run.attempts == 0 =>
+                if !turn.run.overflow_retried && turn.summarizer.is_some() && request.attempts == 0 =>
             {
                 // One compaction and one more try; a second refusal is the turn's error.
                 turn.run.overflow_retried = true;
                 return TurnState::Compacting(Why::Overflow(detail));
             }
             Err(err) => {
-                if let Some(done) = wait_to_retry(turn, err).await {
-                    return done;
+                if let Err(gave_up) = retry.wait(&mut request.attempts, err).await {
+                    return gave_up.into();
                 }
             }
         }
     };
-    turn.run.request = Some(request);
     let meta = MessageMeta {
         model: Some(turn.model_ref.clone()),
         system_digest: Some(turn.system.digest.clone()),
@@ -54,6 +67,7 @@ pub async fn sampling(turn: &mut Turn<'_>) -> TurnState {
     };
     let message = Message::new(Role::Assistant, Vec::new(), meta);
     TurnState::Streaming(Box::new(Streaming {
+        request,
         events,
         message,
         deadline,
@@ -64,29 +78,12 @@ pub async fn sampling(turn: &mut Turn<'_>) -> TurnState {
     }))
 }
 
-/// After a failed request: tells the user and sleeps before the next attempt (`None`), or ends
-/// the turn when the error is final or the retries are spent.
-async fn wait_to_retry(turn: &mut Turn<'_>, err: LlmError) -> Option<TurnState> {
-    let policy = RetryPolicy { retries: turn.limits.retries, base: turn.limits.retry_base };
-    turn.run.attempts += 1;
-    let Some(delay) = policy.delay(turn.run.attempts, &err) else {
-        turn.run.attempts = 0;
-        return Some(TurnState::Done(DoneReason::Error(err.into())));
-    };
-    // The user is told by the notice below (on stderr in headless runs): the log keeps it quiet.
-    tracing::info!(attempt = turn.run.attempts, ?delay, %err, "model request failed; retrying");
-    let text = format!(
-        "The model request failed ({err}); retry {} of {} in {:.1} s.",
-        turn.run.attempts,
-        policy.retries,
-        delay.as_secs_f64()
-    );
-    turn.recorder.record(AgentEvent::Notice { message: MessageId::generate(), text });
-    turn.recorder.record(AgentEvent::Retrying { attempt: turn.run.attempts });
-    tokio::select! {
-        biased;
-        () = turn.cancel.cancelled() => Some(TurnState::Done(DoneReason::UserAbort)),
-        () = tokio::time::sleep(delay) => None,
+impl From<GaveUp> for TurnState {
+    fn from(gave_up: GaveUp) -> Self {
+        match gave_up {
+            GaveUp::Failed(err) => TurnState::Done(DoneReason::Error(err.into())),
+            GaveUp::Cancelled => TurnState::Done(DoneReason::UserAbort),
+        }
     }
 }
 
@@ -113,9 +110,11 @@ pub async fn streaming(turn: &mut Turn<'_>, s: Box<Streaming>) -> TurnState {
             Ok(None) => return answered(turn, s),
             Ok(Some(Err(err))) if !s.started && err.is_retryable() => {
                 // Nothing was shown yet: this attempt can be forgotten and the request sent again.
-                return match wait_to_retry(turn, err).await {
-                    Some(done) => done,
-                    None => TurnState::Sampling,
+                let mut retry =
+                    Retry { policy: turn.retry_policy(), cancel: &turn.cancel, notices: Some(&mut *turn.recorder) };
+                return match retry.wait(&mut s.request.attempts, err).await {
+                    Ok(()) => TurnState::Sampling(s.request),
+                    Err(gave_up) => gave_up.into(),
                 };
             }
             Ok(Some(Err(err))) => {
@@ -125,7 +124,6 @@ pub async fn streaming(turn: &mut Turn<'_>, s: Box<Streaming>) -> TurnState {
         };
         if !s.started {
             s.started = true;
-            turn.run.attempts = 0;
             let started = AgentEvent::AssistantStarted { message: s.message.id.clone(), model: turn.model_ref.clone() };
             turn.recorder.record(started);
         }
@@ -311,16 +309,12 @@ fn complete(turn: &mut Turn<'_>, mut s: Streaming, finish: Finish, error: Option
     }
     s.message.meta.finish = Some(finish);
     s.message.meta.error = error;
-    if let Some(usage) = s.message.meta.usage {
-        s.message.meta.cost = turn.info.prices.map(|prices| catalog::cost(&usage, &prices));
-    }
+    s.message.meta.cost = s.message.meta.usage.and_then(|usage| turn.info.cost(&usage));
     turn.recorder.record(AgentEvent::AssistantFinished { message: s.message.id.clone(), meta: s.message.meta.clone() });
     if let Some(usage) = s.message.meta.usage {
-        turn.spent += s.message.meta.cost.unwrap_or(0.0);
-        let used = usage.context();
-        turn.context_used = used;
-        let cost = turn.info.prices.map(|_| turn.spent);
-        turn.recorder.record(AgentEvent::ContextUsage { used, size: turn.info.context_window, cost });
+        turn.charge(s.message.meta.cost.unwrap_or(0.0));
+        turn.context_used = usage.context();
+        turn.report_usage();
     }
     turn.history.push(s.message);
 }

@@ -56,6 +56,12 @@ pub fn texts(parts: &[Part]) -> impl Iterator<Item = &str> {
     })
 }
 
+/// What the model requests behind these messages cost (USD): their `cost`s added up, the
+/// fallback when the store's running total cannot be read.
+pub fn cost(messages: &[Message]) -> f64 {
+    messages.iter().filter_map(|message| message.meta.cost).sum()
+}
+
 /// What we know about a message besides its parts (`messages.metadata_json`).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct MessageMeta {
@@ -116,6 +122,17 @@ impl Usage {
     /// The context this step leaves in use: its prompt plus its answer.
     pub fn context(&self) -> u64 {
         self.prompt() + self.output
+    }
+}
+
+impl std::ops::AddAssign for Usage {
+    /// Counts another request's tokens in (a compaction's several summaries).
+    fn add_assign(&mut self, other: Usage) {
+        self.input += other.input;
+        self.output += other.output;
+        self.reasoning += other.reasoning;
+        self.cache_read += other.cache_read;
+        self.cache_write += other.cache_write;
     }
 }
 

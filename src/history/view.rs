@@ -6,9 +6,11 @@
 //! the latest marker at read time; rewinding past a marker hides it with its turn, which brings
 //! the summarized messages back by itself.
 
+use std::borrow::Cow;
+
 use serde::{Deserialize, Serialize};
 
-use super::{Message, MessageMeta, Part, Role};
+use super::{Message, MessageMeta, Part, Role, ToolPart};
 use crate::ids::MessageId;
 
 /// The prefix of the user-role message that carries a summary to the model (a mid-history
@@ -69,43 +71,106 @@ pub fn latest_marker(history: &[Message]) -> Option<(usize, &Compaction)> {
     history.iter().enumerate().rev().find_map(|(i, m)| marker(m).map(|c| (i, c)))
 }
 
-/// What the model is sent: the latest marker's summary as a user message, then the messages
-/// from its tail on (markers left out), with tool outputs before `pruned_before` stubbed.
-pub fn model_view(history: &[Message]) -> Vec<Message> {
-    let Some((at, compaction)) = latest_marker(history) else { return history.to_vec() };
-    let start = compaction.tail_start.as_ref().and_then(|id| history.iter().position(|m| m.id == *id)).unwrap_or(at);
-    let mut view = Vec::with_capacity(history.len() - start + 1);
-    if !compaction.summary.is_empty() {
-        let text = format!("{SUMMARY_PREFIX}\n\n{}", compaction.summary);
-        let meta = MessageMeta::default();
-        view.push(Message { id: history[at].id.clone(), role: Role::User, parts: vec![Part::Text { text }], meta });
-    }
-    for message in &history[start..] {
-        if marker(message).is_some() {
-            continue;
-        }
-        let prune = compaction.pruned_before.as_ref().is_some_and(|before| message.id < *before);
-        if prune {
-            view.push(pruned(message));
-        } else {
-            view.push(message.clone());
-        }
-    }
-    view
+/// A tool output longer than this (bytes) becomes a stub once its message is pruned.
+const PRUNE_OVER: usize = 200;
+
+/// One message as the model is sent it: borrowed from the history; when a compaction pruned
+/// it, its long tool outputs reach the model as stubs (the history keeps them whole).
+#[derive(Clone, Copy, Debug)]
+pub struct Seen<'a> {
+    pub message: &'a Message,
+    pub pruned: bool,
 }
 
-/// The message with its tool outputs replaced by stubs; call, input and state stay.
-pub fn pruned(message: &Message) -> Message {
-    let mut message = message.clone();
-    for part in &mut message.parts {
-        if let Part::Tool(tool) = part
-            && let Some(output) = &tool.output
-            && output.len() > 200
-        {
-            tool.output = Some(Compaction::pruned_stub(output));
+impl<'a> Seen<'a> {
+    /// The message as it is.
+    pub fn whole(message: &'a Message) -> Self {
+        Self { message, pruned: false }
+    }
+
+    /// What the model is told about one of this message's tool calls: a stub for a long output
+    /// of a pruned message, else [`ToolPart::model_output`].
+    pub fn tool_output(&self, tool: &'a ToolPart) -> Cow<'a, str> {
+        match tool.output.as_deref() {
+            Some(output) if self.pruned && output.len() > PRUNE_OVER && tool.state.is_terminal() => {
+                Cow::Owned(Compaction::pruned_stub(output))
+            }
+            Some(_) | None => tool.model_output(),
         }
     }
-    message
+
+    /// The estimated tokens of the message as sent (4 for its framing).
+    pub fn estimate(&self) -> u64 {
+        4 + self
+            .message
+            .parts
+            .iter()
+            .map(|part| match part {
+                Part::Tool(tool) if self.pruned => {
+                    let output = match tool.output.as_deref() {
+                        Some(output) if output.len() > PRUNE_OVER => estimate_text(&Compaction::pruned_stub(output)),
+                        Some(output) => estimate_text(output),
+                        None => 0,
+                    };
+                    estimate_text(&tool.name) + estimate_text(&tool.input) + output
+                }
+                part => estimate_part(part),
+            })
+            .sum::<u64>()
+    }
+}
+
+/// What the model is sent, resolved from the latest marker and borrowed from the history: the
+/// marker's summary as a user message (the one message made for the view), then the messages
+/// from its tail on (markers left out), those before `pruned_before` pruned. Building it copies
+/// nothing of the history.
+#[derive(Debug)]
+pub struct ModelView<'h> {
+    summary: Option<Message>,
+    /// The history from where the view starts.
+    tail: &'h [Message],
+    pruned_before: Option<&'h MessageId>,
+}
+
+impl ModelView<'_> {
+    /// The messages in the order the model reads them.
+    pub fn messages(&self) -> impl Iterator<Item = Seen<'_>> {
+        let pruned_before = self.pruned_before;
+        let tail = self
+            .tail
+            .iter()
+            .filter(|message| marker(message).is_none())
+            .map(move |message| Seen { message, pruned: pruned_before.is_some_and(|before| message.id < *before) });
+        self.summary.iter().map(Seen::whole).chain(tail)
+    }
+
+    /// The estimated tokens of the view (see [`estimate`]).
+    pub fn estimate(&self) -> u64 {
+        self.messages().map(|seen| seen.estimate()).sum()
+    }
+}
+
+/// What the model is sent (see [`ModelView`]).
+pub fn model_view(history: &[Message]) -> ModelView<'_> {
+    match latest_marker(history) {
+        Some((at, compaction)) => view_under(history, at, &history[at].id, compaction),
+        None => ModelView { summary: None, tail: history, pruned_before: None },
+    }
+}
+
+/// The view if `compaction`, in a marker message `id` at position `at`, were the latest marker
+/// (`at` may be the history's length: a marker about to be added).
+pub fn view_under<'h>(history: &'h [Message], at: usize, id: &MessageId, compaction: &'h Compaction) -> ModelView<'h> {
+    let start = compaction.tail_start.as_ref().and_then(|id| history.iter().position(|m| m.id == *id)).unwrap_or(at);
+    let summary = (!compaction.summary.is_empty()).then(|| {
+        let text = format!("{SUMMARY_PREFIX}\n\n{}", compaction.summary);
+        Message { id: id.clone(), role: Role::User, parts: vec![Part::Text { text }], meta: MessageMeta::default() }
+    });
+    ModelView {
+        summary,
+        tail: history.get(start..).unwrap_or_default(),
+        pruned_before: compaction.pruned_before.as_ref(),
+    }
 }
 
 /// The context in use after the last step: the provider's count from the last step, or the
@@ -128,7 +193,7 @@ pub fn estimate_text(text: &str) -> u64 {
     (text.len() as u64).div_ceil(4)
 }
 
-/// The estimated tokens of messages as the model sees them (4 per message for its framing).
+/// The estimated tokens of messages as stored (4 per message for its framing).
 pub fn estimate<'a>(messages: impl IntoIterator<Item = &'a Message>) -> u64 {
     messages.into_iter().map(|m| 4 + m.parts.iter().map(estimate_part).sum::<u64>()).sum()
 }
@@ -183,8 +248,8 @@ mod tests {
         history.push(text(Role::User, "new q"));
         let view = model_view(&history);
         let texts: Vec<String> = view
-            .iter()
-            .map(|m| match &m.parts[0] {
+            .messages()
+            .map(|seen| match &seen.message.parts[0] {
                 Part::Text { text } => text.clone(),
                 other => format!("{other:?}"),
             })
@@ -193,13 +258,19 @@ mod tests {
             texts,
             [format!("{SUMMARY_PREFIX}\n\nthey talked"), "kept q".into(), "kept a".into(), "new q".into()]
         );
-        assert_eq!(view[0].role, Role::User);
+        assert_eq!(view.messages().next().map(|seen| seen.message.role), Some(Role::User));
+        assert!(
+            std::ptr::eq(view.messages().nth(1).map_or(std::ptr::null(), |seen| seen.message), &history[2]),
+            "the tail is the history's own messages, not copies"
+        );
         assert_eq!(context_used(&history[..5]), 100, "the estimate after compaction until a step reports usage");
     }
 
     #[test]
     fn without_a_tail_only_the_summary_and_later_messages_remain_and_old_outputs_can_be_pruned() {
         let mut tool = ToolPart::new("c1".into(), "read".into());
+        tool.input = "{}".into();
+        tool.state = crate::history::CallState::Succeeded;
         tool.output = Some("x".repeat(5_000));
         let with_tool = Message::new(Role::Assistant, vec![Part::Tool(tool)], MessageMeta::default());
         let mut history = vec![text(Role::User, "q"), with_tool];
@@ -207,13 +278,17 @@ mod tests {
         c.pruned_before = Some(MessageId::generate());
         history.push(marker_message(c));
         let view = model_view(&history);
-        assert_eq!(view.len(), 2, "prune-only keeps every message");
-        let Part::Tool(tool) = &view[1].parts[0] else { panic!() };
-        assert_eq!(tool.output.as_deref(), Some("<output pruned, about 1250 tokens>"));
+        let seen: Vec<Seen<'_>> = view.messages().collect();
+        assert_eq!(seen.len(), 2, "prune-only keeps every message");
+        let Part::Tool(tool) = &seen[1].message.parts[0] else { panic!() };
+        assert_eq!(seen[1].tool_output(tool), "<output pruned, about 1250 tokens>");
+        assert_eq!(tool.output.as_deref().map(str::len), Some(5_000), "the history keeps the output whole");
+        let stub = estimate_text("<output pruned, about 1250 tokens>");
+        assert_eq!(view.estimate(), (4 + 1) + (4 + 1 + 1 + stub), "estimated as sent, with the stub");
 
         history.push(marker_message(compaction("all of it", None)));
         history.push(text(Role::User, "next"));
-        assert_eq!(model_view(&history).len(), 2, "summary + next");
+        assert_eq!(model_view(&history).messages().count(), 2, "summary + next");
     }
 
     #[test]

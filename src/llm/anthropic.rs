@@ -9,106 +9,215 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
-use serde::Deserialize;
-use serde_json::{Value, json};
+use std::borrow::Cow;
 
-use super::{FinishReason, LlmError, ModelRequest, StreamEvent, ToolCallRequest, UserBlock, sse};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::wire::{Arguments, UserBlock, user_blocks};
+use super::{FinishReason, LlmError, ModelRequest, StreamEvent, ToolCallRequest, sse};
+use crate::history::view::Seen;
 use crate::history::{CallState, Message, Part, Role, Usage};
 
-/// The request body; public for the decoder benchmark and the tests.
-pub fn request_body(request: &ModelRequest) -> Value {
-    let mut messages: Vec<Value> = Vec::new();
-    let mut push = |role: &str, mut content: Vec<Value>| {
+/// The request body, borrowing from the request.
+fn request_body<'a>(request: &ModelRequest<'a>) -> Body<'a> {
+    let mut messages: Vec<Said<'a>> = Vec::new();
+    let mut push = |role: &'static str, mut content: Vec<Content<'a>>| {
         if content.is_empty() {
             return;
         }
         // The API wants roles to alternate: merge what follows a message of the same role.
         match messages.last_mut() {
-            Some(last) if last["role"] == role => {
-                if let Some(existing) = last["content"].as_array_mut() {
-                    existing.append(&mut content);
-                }
-            }
-            _ => messages.push(json!({"role": role, "content": content})),
+            Some(last) if last.role == role => last.content.append(&mut content),
+            _ => messages.push(Said { role, content }),
         }
     };
-    for message in &request.messages {
-        match message.role {
-            Role::User => push("user", user_content(message)),
+    for seen in &request.messages {
+        match seen.message.role {
+            Role::User => push("user", user_content(seen.message)),
             Role::Assistant => {
-                let (said, results) = assistant_content(message);
+                let (said, results) = assistant_content(*seen);
                 push("assistant", said);
                 push("user", results);
             }
         }
     }
     // Cache everything up to the latest user content.
-    if let Some(block) = messages
-        .iter_mut()
-        .rev()
-        .find(|m| m["role"] == "user")
-        .and_then(|m| m["content"].as_array_mut())
-        .and_then(|content| content.last_mut())
-    {
-        block["cache_control"] = json!({"type": "ephemeral"});
+    if let Some(block) = messages.iter_mut().rev().find(|m| m.role == "user").and_then(|m| m.content.last_mut()) {
+        block.cache();
     }
-    let mut body = json!({
-        "model": request.model,
-        "max_tokens": request.max_output,
-        "stream": true,
-        "messages": messages,
-    });
-    if !request.system.is_empty() {
-        body["system"] = json!([{"type": "text", "text": request.system, "cache_control": {"type": "ephemeral"}}]);
-    }
-    if !request.tools.is_empty() {
-        let tools: Vec<Value> = request
+    let thinking = request.thought.and_then(|level| level.thinking_budget());
+    Body {
+        model: request.model,
+        // The answer must fit after the thinking.
+        max_tokens: thinking.map_or(request.max_output, |budget| request.max_output.max(budget + 4_096)),
+        stream: true,
+        messages,
+        system: (!request.system.is_empty()).then_some([System {
+            kind: "text",
+            text: request.system,
+            cache_control: EPHEMERAL,
+        }]),
+        tools: request
             .tools
             .iter()
-            .map(|spec| json!({"name": spec["name"], "description": spec["description"], "input_schema": spec["parameters"]}))
-            .collect();
-        body["tools"] = Value::Array(tools);
+            .map(|spec| Tool {
+                name: &spec["name"],
+                description: &spec["description"],
+                input_schema: &spec["parameters"],
+            })
+            .collect(),
+        thinking: thinking.map(|budget_tokens| Thinking { kind: "enabled", budget_tokens }),
     }
-    if let Some(budget) = request.thought.and_then(|level| level.thinking_budget()) {
-        body["thinking"] = json!({"type": "enabled", "budget_tokens": budget});
-        // The answer must fit after the thinking.
-        body["max_tokens"] = json!(request.max_output.max(budget + 4_096));
-    }
-    body
 }
 
-fn user_content(message: &Message) -> Vec<Value> {
-    super::user_blocks(message)
+/// The request body as sent.
+pub fn encode(request: &ModelRequest<'_>) -> serde_json::Result<Vec<u8>> {
+    serde_json::to_vec(&request_body(request))
+}
+
+/// A Messages request.
+#[derive(Serialize)]
+struct Body<'a> {
+    model: &'a str,
+    max_tokens: u64,
+    stream: bool,
+    messages: Vec<Said<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    system: Option<[System<'a>; 1]>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    tools: Vec<Tool<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    thinking: Option<Thinking>,
+}
+
+#[derive(Serialize)]
+struct System<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    text: &'a str,
+    cache_control: Cache,
+}
+
+#[derive(Serialize)]
+struct Tool<'a> {
+    name: &'a Value,
+    description: &'a Value,
+    input_schema: &'a Value,
+}
+
+#[derive(Serialize)]
+struct Thinking {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    budget_tokens: u64,
+}
+
+/// A prompt-cache breakpoint.
+#[derive(Clone, Copy, Serialize)]
+struct Cache {
+    #[serde(rename = "type")]
+    kind: &'static str,
+}
+
+const EPHEMERAL: Cache = Cache { kind: "ephemeral" };
+
+/// One message of the conversation, after merging neighbours of the same role.
+#[derive(Serialize)]
+struct Said<'a> {
+    role: &'static str,
+    content: Vec<Content<'a>>,
+}
+
+#[derive(Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum Content<'a> {
+    Text {
+        text: Cow<'a, str>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        cache_control: Option<Cache>,
+    },
+    Image {
+        source: ImageSource<'a>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        cache_control: Option<Cache>,
+    },
+    Thinking {
+        thinking: &'a str,
+        signature: &'a str,
+    },
+    RedactedThinking {
+        data: &'a str,
+    },
+    ToolUse {
+        id: &'a str,
+        name: &'a str,
+        input: Arguments<'a>,
+    },
+    ToolResult {
+        tool_use_id: &'a str,
+        content: Cow<'a, str>,
+        is_error: bool,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        cache_control: Option<Cache>,
+    },
+}
+
+impl Content<'_> {
+    /// Puts a cache breakpoint after this block (user content only).
+    fn cache(&mut self) {
+        match self {
+            Content::Text { cache_control, .. }
+            | Content::Image { cache_control, .. }
+            | Content::ToolResult { cache_control, .. } => *cache_control = Some(EPHEMERAL),
+            Content::Thinking { .. } | Content::RedactedThinking { .. } | Content::ToolUse { .. } => {}
+        }
+    }
+}
+
+#[derive(Serialize)]
+struct ImageSource<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    media_type: &'a str,
+    data: &'a str,
+}
+
+fn user_content(message: &Message) -> Vec<Content<'_>> {
+    user_blocks(message)
         .into_iter()
         .filter_map(|block| match block {
             UserBlock::Text(text) if text.is_empty() => None,
-            UserBlock::Text(text) => Some(json!({"type": "text", "text": text})),
-            UserBlock::Image { mime_type, data } => {
-                Some(json!({"type": "image", "source": {"type": "base64", "media_type": mime_type, "data": data}}))
-            }
+            UserBlock::Text(text) => Some(Content::Text { text, cache_control: None }),
+            UserBlock::Image { mime_type, data } => Some(Content::Image {
+                source: ImageSource { kind: "base64", media_type: mime_type, data },
+                cache_control: None,
+            }),
         })
         .collect()
 }
 
 /// What the assistant said, in order, and the tool results that answer its calls.
-fn assistant_content(message: &Message) -> (Vec<Value>, Vec<Value>) {
+fn assistant_content(seen: Seen<'_>) -> (Vec<Content<'_>>, Vec<Content<'_>>) {
     let mut said = Vec::new();
     let mut results = Vec::new();
-    for part in &message.parts {
+    for part in &seen.message.parts {
         match part {
             Part::Reasoning { text, signature: Some(signature) } => {
-                said.push(json!({"type": "thinking", "thinking": text, "signature": signature}));
+                said.push(Content::Thinking { thinking: text, signature });
             }
-            Part::RedactedReasoning { data } => said.push(json!({"type": "redacted_thinking", "data": data})),
-            Part::Text { text } if !text.is_empty() => said.push(json!({"type": "text", "text": text})),
+            Part::RedactedReasoning { data } => said.push(Content::RedactedThinking { data }),
+            Part::Text { text } if !text.is_empty() => {
+                said.push(Content::Text { text: Cow::Borrowed(text), cache_control: None });
+            }
             Part::Tool(tool) => {
-                let input: Value = serde_json::from_str(&tool.input).unwrap_or_else(|_| json!({}));
-                said.push(json!({"type": "tool_use", "id": tool.call_id, "name": tool.name, "input": input}));
-                let failed = !matches!(tool.state, CallState::Succeeded);
-                results.push(json!({
-                    "type": "tool_result", "tool_use_id": tool.call_id,
-                    "content": tool.model_output(), "is_error": failed,
-                }));
+                said.push(Content::ToolUse { id: &tool.call_id, name: &tool.name, input: Arguments::of(&tool.input) });
+                results.push(Content::ToolResult {
+                    tool_use_id: &tool.call_id,
+                    content: seen.tool_output(tool),
+                    is_error: !matches!(tool.state, CallState::Succeeded),
+                    cache_control: None,
+                });
             }
             Part::Reasoning { signature: None, .. }
             | Part::Text { .. }

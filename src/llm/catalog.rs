@@ -32,6 +32,18 @@ pub struct ModelInfo {
     pub reasoning: bool,
 }
 
+impl ModelInfo {
+    /// What `usage` cost at this model's prices; `None` when they are not known.
+    pub fn cost(&self, usage: &Usage) -> Option<f64> {
+        self.prices.map(|prices| cost(usage, &prices))
+    }
+
+    /// A session's spending as shown beside this model's usage: only when its prices are known.
+    pub fn shown_spend(&self, spent: f64) -> Option<f64> {
+        self.prices.map(|_| spent)
+    }
+}
+
 /// For models nobody describes.
 const UNKNOWN: ModelInfo = ModelInfo { context_window: 128_000, max_output: 16_384, prices: None, reasoning: false };
 

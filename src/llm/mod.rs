@@ -1,11 +1,12 @@
 //! Model providers behind one streaming interface.
 //!
-//! A [`Provider`] turns a [`ModelRequest`] (the conversation as [`crate::history`] messages) into a
-//! stream of provider-neutral [`StreamEvent`]s. Each wire API lives in its own file; this module
-//! owns the shared types, the error type whose messages say what to set or check, and
-//! [`resolve`], which maps a `provider/model` name to a provider through the configuration.
-//! Retries and timeouts are the turn's business (see [`retry`]); dropping a stream closes its
-//! HTTP connection.
+//! A [`Provider`] turns a [`ModelRequest`] (the conversation as [`crate::history`] messages,
+//! borrowed) into a stream of provider-neutral [`StreamEvent`]s. Each wire API lives in its own
+//! file and serializes its request body straight from the borrowed messages; this module owns the
+//! shared types, the error type whose messages say what to set or check, [`reply`] (a whole
+//! answer's text, for titles and summaries) and [`resolve`], which maps a `provider/model` name
+//! to a provider through the configuration. Retries and timeouts are the turn's business (see
+//! [`retry`]); dropping a stream closes its HTTP connection.
 
 pub mod anthropic;
 pub mod catalog;
@@ -14,25 +15,30 @@ pub mod openai_responses;
 pub mod retry;
 pub mod scripted;
 pub mod sse;
+mod wire;
 
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
+use futures::StreamExt;
 use futures::stream::BoxStream;
 
 use crate::config::{Api, Config, split_model};
-use crate::history::{Message, Part, Usage};
+use crate::history::Usage;
+use crate::history::view::Seen;
 use catalog::ThoughtLevel;
 
-/// What a turn asks of a model.
+/// What a turn asks of a model. Everything is borrowed: the messages are the history's own (the
+/// model's view, see [`crate::history::view::ModelView`]), so making a request copies none of
+/// them, and a provider writes its body straight from them.
 #[derive(Clone, Debug)]
-pub struct ModelRequest {
+pub struct ModelRequest<'a> {
     /// The model name as the provider knows it (without the `provider/` prefix).
-    pub model: String,
-    pub system: String,
-    pub messages: Vec<Message>,
+    pub model: &'a str,
+    pub system: &'a str,
+    pub messages: Vec<Seen<'a>>,
     /// The tools the model may call: `{name, description, parameters}` JSON schemas.
-    pub tools: Vec<serde_json::Value>,
+    pub tools: Vec<&'a serde_json::Value>,
     /// The most output tokens to ask for.
     pub max_output: u64,
     /// How hard a reasoning model should think; `None` for models that do not reason.
@@ -84,12 +90,39 @@ pub type EventStream = BoxStream<'static, Result<StreamEvent, LlmError>>;
 /// A model API. `stream` returns once the response headers arrived with success.
 #[async_trait::async_trait]
 pub trait Provider: Send + Sync {
-    async fn stream(&self, request: &ModelRequest) -> Result<EventStream, LlmError>;
+    async fn stream(&self, request: &ModelRequest<'_>) -> Result<EventStream, LlmError>;
 
     /// Gets ready for a request soon: opens (and for HTTPS, handshakes) a connection the next
     /// request can reuse, so a session's first prompt is as quick as its second. Failures are
     /// ignored: the request that follows reports them.
     async fn warm(&self) {}
+}
+
+/// A whole answer: its text and the usage the provider reported.
+#[derive(Debug, Default)]
+pub struct Reply {
+    pub text: String,
+    pub usage: Option<Usage>,
+}
+
+/// Sends `request` and reads the answer to the end of its stream, keeping the text (reasoning
+/// and tool calls are left out): for the requests that want only words, titles and summaries.
+pub async fn reply(provider: &dyn Provider, request: &ModelRequest<'_>) -> Result<Reply, LlmError> {
+    let mut events = provider.stream(request).await?;
+    let mut reply = Reply::default();
+    while let Some(event) = events.next().await {
+        match event? {
+            StreamEvent::TextDelta(delta) => reply.text.push_str(&delta),
+            StreamEvent::Usage(usage) => reply.usage = Some(usage),
+            StreamEvent::ReasoningDelta(_)
+            | StreamEvent::ReasoningSignature(_)
+            | StreamEvent::RedactedReasoning(_)
+            | StreamEvent::ToolCallStarted { .. }
+            | StreamEvent::ToolCall(_)
+            | StreamEvent::Finish(_) => {}
+        }
+    }
+    Ok(reply)
 }
 
 /// A failure talking to a model. Every message says what to set or check.
@@ -137,6 +170,8 @@ pub enum LlmError {
     /// The scripted model's file is unusable or has no reply for this request.
     #[error("the model script {path} is unusable: {why}")]
     Script { path: String, why: String },
+    #[error("could not write the request to the model: {0}")]
+    Encode(String),
 }
 
 impl LlmError {
@@ -157,6 +192,7 @@ impl LlmError {
             | LlmError::IdleTimeout(_)
             | LlmError::StepTimeout(_)
             | LlmError::Script { .. } => false,
+            LlmError::Encode(_) => false,
         }
     }
 
@@ -176,51 +212,9 @@ impl LlmError {
             | LlmError::IdleTimeout(_)
             | LlmError::StepTimeout(_)
             | LlmError::Script { .. } => None,
+            LlmError::Encode(_) => None,
         }
     }
-}
-
-/// A user message's content as every API can express it: text and images.
-pub(crate) enum UserBlock<'a> {
-    Text(std::borrow::Cow<'a, str>),
-    Image { mime_type: &'a str, data: &'a str },
-}
-
-/// The blocks of a user message: resources become text the model can read, image blobs images.
-pub(crate) fn user_blocks(message: &Message) -> Vec<UserBlock<'_>> {
-    use std::borrow::Cow;
-    let mut blocks = Vec::new();
-    for part in &message.parts {
-        let block = match part {
-            Part::Text { text } => UserBlock::Text(Cow::Borrowed(text)),
-            Part::Image { mime_type, data, .. } => UserBlock::Image { mime_type, data },
-            Part::ResourceLink { uri, name, title, description, .. } => {
-                let mut text = format!("[@{name}]({uri})");
-                for extra in [title, description].into_iter().flatten() {
-                    text.push_str(&format!(" — {extra}"));
-                }
-                UserBlock::Text(Cow::Owned(text))
-            }
-            Part::Resource { uri, text, .. } => {
-                UserBlock::Text(Cow::Owned(format!("<resource uri=\"{uri}\">\n{text}\n</resource>")))
-            }
-            Part::BlobResource { uri, mime_type, blob } => match mime_type.as_deref() {
-                Some(mime) if mime.starts_with("image/") => UserBlock::Image { mime_type: mime, data: blob },
-                other => UserBlock::Text(Cow::Owned(format!(
-                    "<resource uri=\"{uri}\">binary content ({}, {} base64 bytes) not shown</resource>",
-                    other.unwrap_or("unknown type"),
-                    blob.len()
-                ))),
-            },
-            Part::Reasoning { .. }
-            | Part::RedactedReasoning { .. }
-            | Part::Notice { .. }
-            | Part::Tool(_)
-            | Part::Compaction(_) => continue,
-        };
-        blocks.push(block);
-    }
-    blocks
 }
 
 /// A provider ready to serve one model.
@@ -261,21 +255,21 @@ pub fn resolve(config: &Config, model: &str) -> Result<Resolved, LlmError> {
             provider,
             "chat/completions",
             Auth::Bearer,
-            openai_chat::request_body,
+            openai_chat::encode,
         )),
         Api::OpenaiResponses => Arc::new(Endpoint::<openai_responses::Decoder>::new(
             client,
             provider,
             "responses",
             Auth::Bearer,
-            openai_responses::request_body,
+            openai_responses::encode,
         )),
         Api::Anthropic => Arc::new(Endpoint::<anthropic::Decoder>::new(
             client,
             provider,
             "messages",
             Auth::Anthropic,
-            anthropic::request_body,
+            anthropic::encode,
         )),
     };
     Ok(Resolved { provider, model: model_name.to_owned() })

@@ -7,87 +7,164 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
-use serde::Deserialize;
-use serde_json::{Value, json};
+use std::borrow::Cow;
 
-use super::{FinishReason, LlmError, ModelRequest, StreamEvent, ToolCallRequest, UserBlock, sse};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::wire::{DataUrl, Joined, UserBlock, user_blocks};
+use super::{FinishReason, LlmError, ModelRequest, StreamEvent, ToolCallRequest, sse};
+use crate::history::view::Seen;
 use crate::history::{Message, Part, Role, Usage};
 
-/// The request body; public for the benchmarks.
-pub fn request_body(request: &ModelRequest) -> Value {
+/// The request body, borrowing from the request.
+fn request_body<'a>(request: &ModelRequest<'a>) -> Body<'a> {
     let mut messages = Vec::with_capacity(request.messages.len() + 1);
     if !request.system.is_empty() {
-        messages.push(json!({"role": "system", "content": request.system}));
+        messages.push(Said::System { content: request.system });
     }
-    for message in &request.messages {
-        match message.role {
-            Role::User => messages.extend(user_message(message)),
-            Role::Assistant => messages.extend(assistant_messages(message)),
+    for seen in &request.messages {
+        match seen.message.role {
+            Role::User => messages.extend(user_message(seen.message)),
+            Role::Assistant => assistant_messages(*seen, &mut messages),
         }
     }
-    let mut body = json!({
-        "model": request.model,
-        "messages": messages,
-        "stream": true,
-        "stream_options": {"include_usage": true},
-    });
-    if !request.tools.is_empty() {
-        let tools: Vec<Value> =
-            request.tools.iter().map(|spec| json!({"type": "function", "function": spec})).collect();
-        body["tools"] = Value::Array(tools);
+    Body {
+        model: request.model,
+        messages,
+        stream: true,
+        stream_options: StreamOptions { include_usage: true },
+        tools: request.tools.iter().map(|spec| Tool { kind: "function", function: spec }).collect(),
+        reasoning_effort: request.thought.map(|thought| thought.effort()),
     }
-    if let Some(thought) = request.thought {
-        body["reasoning_effort"] = json!(thought.effort());
-    }
-    body
 }
 
-fn user_message(message: &Message) -> Option<Value> {
-    let blocks = super::user_blocks(message);
+/// The request body as sent.
+pub fn encode(request: &ModelRequest<'_>) -> serde_json::Result<Vec<u8>> {
+    serde_json::to_vec(&request_body(request))
+}
+
+/// A Chat Completions request.
+#[derive(Serialize)]
+struct Body<'a> {
+    model: &'a str,
+    messages: Vec<Said<'a>>,
+    stream: bool,
+    stream_options: StreamOptions,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    tools: Vec<Tool<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reasoning_effort: Option<&'static str>,
+}
+
+#[derive(Serialize)]
+struct StreamOptions {
+    include_usage: bool,
+}
+
+#[derive(Serialize)]
+struct Tool<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    function: &'a Value,
+}
+
+/// One message of the conversation.
+#[derive(Serialize)]
+#[serde(tag = "role", rename_all = "snake_case")]
+enum Said<'a> {
+    System {
+        content: &'a str,
+    },
+    User {
+        content: UserContent<'a>,
+    },
+    Assistant {
+        content: Cow<'a, str>,
+        #[serde(skip_serializing_if = "Vec::is_empty")]
+        tool_calls: Vec<Call<'a>>,
+    },
+    Tool {
+        tool_call_id: &'a str,
+        content: Cow<'a, str>,
+    },
+}
+
+/// A user message's content: one string when it is all text, else typed items.
+#[derive(Serialize)]
+#[serde(untagged)]
+enum UserContent<'a> {
+    Text(Cow<'a, str>),
+    Items(Vec<Item<'a>>),
+}
+
+#[derive(Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum Item<'a> {
+    Text { text: Cow<'a, str> },
+    ImageUrl { image_url: ImageUrl<'a> },
+}
+
+#[derive(Serialize)]
+struct ImageUrl<'a> {
+    url: DataUrl<'a>,
+}
+
+#[derive(Serialize)]
+struct Call<'a> {
+    id: &'a str,
+    #[serde(rename = "type")]
+    kind: &'static str,
+    function: Function<'a>,
+}
+
+#[derive(Serialize)]
+struct Function<'a> {
+    name: &'a str,
+    arguments: &'a str,
+}
+
+fn user_message(message: &Message) -> Option<Said<'_>> {
+    let blocks = user_blocks(message);
     if blocks.is_empty() {
         return None;
     }
     let all_text = blocks.iter().all(|block| matches!(block, UserBlock::Text(_)));
     let content = if all_text {
-        let texts: Vec<&str> = blocks
-            .iter()
-            .filter_map(|block| match block {
-                UserBlock::Text(text) => Some(text.as_ref()),
-                UserBlock::Image { .. } => None,
-            })
-            .collect();
-        Value::String(texts.join("\n\n"))
+        let mut text = Joined::default();
+        for block in blocks {
+            if let UserBlock::Text(said) = block {
+                text.push(said, "\n\n");
+            }
+        }
+        UserContent::Text(text.take())
     } else {
         let items = blocks
-            .iter()
+            .into_iter()
             .map(|block| match block {
-                UserBlock::Text(text) => json!({"type": "text", "text": text}),
-                UserBlock::Image { mime_type, data } => image(mime_type, data),
+                UserBlock::Text(text) => Item::Text { text },
+                UserBlock::Image { mime_type, data } => {
+                    Item::ImageUrl { image_url: ImageUrl { url: DataUrl { mime_type, data } } }
+                }
             })
             .collect();
-        Value::Array(items)
+        UserContent::Items(items)
     };
-    Some(json!({"role": "user", "content": content}))
-}
-
-fn image(mime_type: &str, data: &str) -> Value {
-    json!({"type": "image_url", "image_url": {"url": format!("data:{mime_type};base64,{data}")}})
+    Some(Said::User { content })
 }
 
 /// An assistant message, then one `tool` message per call it made (the API requires both).
-fn assistant_messages(message: &Message) -> Vec<Value> {
-    let mut text = String::new();
+fn assistant_messages<'a>(seen: Seen<'a>, out: &mut Vec<Said<'a>>) {
+    let mut text = Joined::default();
     let mut calls = Vec::new();
     let mut results = Vec::new();
-    for part in &message.parts {
+    for part in &seen.message.parts {
         match part {
-            Part::Text { text: chunk } => text.push_str(chunk),
+            Part::Text { text: chunk } => text.push(Cow::Borrowed(chunk), ""),
             Part::Tool(tool) => {
-                calls.push(json!({
-                    "id": tool.call_id, "type": "function",
-                    "function": {"name": tool.name, "arguments": tool.input},
-                }));
-                results.push(json!({"role": "tool", "tool_call_id": tool.call_id, "content": tool.model_output()}));
+                let function = Function { name: &tool.name, arguments: &tool.input };
+                calls.push(Call { id: &tool.call_id, kind: "function", function });
+                results.push(Said::Tool { tool_call_id: &tool.call_id, content: seen.tool_output(tool) });
             }
             Part::Reasoning { .. }
             | Part::RedactedReasoning { .. }
@@ -100,15 +177,10 @@ fn assistant_messages(message: &Message) -> Vec<Value> {
         }
     }
     if text.is_empty() && calls.is_empty() {
-        return Vec::new();
+        return;
     }
-    let mut assistant = json!({"role": "assistant", "content": text});
-    if !calls.is_empty() {
-        assistant["tool_calls"] = Value::Array(calls);
-    }
-    let mut out = vec![assistant];
+    out.push(Said::Assistant { content: text.take(), tool_calls: calls });
     out.extend(results);
-    out
 }
 
 #[derive(Deserialize)]

@@ -7,72 +7,147 @@
 
 use std::collections::{HashMap, VecDeque};
 
-use serde::Deserialize;
-use serde_json::{Value, json};
+use std::borrow::Cow;
 
-use super::{FinishReason, LlmError, ModelRequest, StreamEvent, ToolCallRequest, UserBlock, sse};
-use crate::history::{Message, Part, Role, Usage};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
-pub fn request_body(request: &ModelRequest) -> Value {
+use super::wire::{DataUrl, Joined, UserBlock, user_blocks};
+use super::{FinishReason, LlmError, ModelRequest, StreamEvent, ToolCallRequest, sse};
+use crate::history::view::Seen;
+use crate::history::{Part, Role, Usage};
+
+/// The request body, borrowing from the request.
+fn request_body<'a>(request: &ModelRequest<'a>) -> Body<'a> {
     let mut input = Vec::new();
-    for message in &request.messages {
-        match message.role {
+    for seen in &request.messages {
+        match seen.message.role {
             Role::User => {
-                let content: Vec<Value> = super::user_blocks(message)
+                let content: Vec<Content<'a>> = user_blocks(seen.message)
                     .into_iter()
                     .map(|block| match block {
-                        UserBlock::Text(text) => json!({"type": "input_text", "text": text}),
+                        UserBlock::Text(text) => Content::InputText { text },
                         UserBlock::Image { mime_type, data } => {
-                            json!({"type": "input_image", "image_url": format!("data:{mime_type};base64,{data}")})
+                            Content::InputImage { image_url: DataUrl { mime_type, data } }
                         }
                     })
                     .collect();
                 if !content.is_empty() {
-                    input.push(json!({"role": "user", "content": content}));
+                    input.push(Item::Message { role: "user", content });
                 }
             }
-            Role::Assistant => assistant_items(message, &mut input),
+            Role::Assistant => assistant_items(*seen, &mut input),
         }
     }
-    let mut body = json!({
-        "model": request.model,
-        "input": input,
-        "stream": true,
-        "store": false,
-        "max_output_tokens": request.max_output,
-    });
-    if !request.system.is_empty() {
-        body["instructions"] = json!(request.system);
-    }
-    if !request.tools.is_empty() {
-        let tools: Vec<Value> = request
+    Body {
+        model: request.model,
+        input,
+        stream: true,
+        store: false,
+        max_output_tokens: request.max_output,
+        instructions: (!request.system.is_empty()).then_some(request.system),
+        tools: request
             .tools
             .iter()
-            .map(|spec| {
-                json!({"type": "function", "name": spec["name"], "description": spec["description"], "parameters": spec["parameters"]})
+            .map(|spec| Tool {
+                kind: "function",
+                name: &spec["name"],
+                description: &spec["description"],
+                parameters: &spec["parameters"],
             })
-            .collect();
-        body["tools"] = Value::Array(tools);
+            .collect(),
+        reasoning: request.thought.map(|thought| Reasoning { effort: thought.effort(), summary: "auto" }),
     }
-    if let Some(thought) = request.thought {
-        body["reasoning"] = json!({"effort": thought.effort(), "summary": "auto"});
-    }
-    body
 }
 
-fn assistant_items(message: &Message, input: &mut Vec<Value>) {
-    let mut text = String::new();
-    for part in &message.parts {
+/// The request body as sent.
+pub fn encode(request: &ModelRequest<'_>) -> serde_json::Result<Vec<u8>> {
+    serde_json::to_vec(&request_body(request))
+}
+
+/// A Responses request.
+#[derive(Serialize)]
+struct Body<'a> {
+    model: &'a str,
+    input: Vec<Item<'a>>,
+    stream: bool,
+    store: bool,
+    max_output_tokens: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    instructions: Option<&'a str>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    tools: Vec<Tool<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reasoning: Option<Reasoning>,
+}
+
+#[derive(Serialize)]
+struct Tool<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    name: &'a Value,
+    description: &'a Value,
+    parameters: &'a Value,
+}
+
+#[derive(Serialize)]
+struct Reasoning {
+    effort: &'static str,
+    summary: &'static str,
+}
+
+/// One input item: a message, a function call, or a call's output.
+#[derive(Serialize)]
+#[serde(untagged)]
+enum Item<'a> {
+    Message {
+        role: &'static str,
+        content: Vec<Content<'a>>,
+    },
+    Call {
+        #[serde(rename = "type")]
+        kind: &'static str,
+        call_id: &'a str,
+        name: &'a str,
+        arguments: &'a str,
+    },
+    Output {
+        #[serde(rename = "type")]
+        kind: &'static str,
+        call_id: &'a str,
+        output: Cow<'a, str>,
+    },
+}
+
+#[derive(Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum Content<'a> {
+    InputText { text: Cow<'a, str> },
+    InputImage { image_url: DataUrl<'a> },
+    OutputText { text: Cow<'a, str> },
+}
+
+fn assistant_items<'a>(seen: Seen<'a>, input: &mut Vec<Item<'a>>) {
+    let said = |text: Cow<'a, str>| Item::Message { role: "assistant", content: vec![Content::OutputText { text }] };
+    let mut text = Joined::default();
+    for part in &seen.message.parts {
         match part {
-            Part::Text { text: said } => text.push_str(said),
+            Part::Text { text: chunk } => text.push(Cow::Borrowed(chunk), ""),
             Part::Tool(tool) => {
                 if !text.is_empty() {
-                    input.push(json!({"role": "assistant", "content": [{"type": "output_text", "text": std::mem::take(&mut text)}]}));
+                    input.push(said(text.take()));
                 }
-                input.push(json!({"type": "function_call", "call_id": tool.call_id, "name": tool.name, "arguments": tool.input}));
-                input.push(
-                    json!({"type": "function_call_output", "call_id": tool.call_id, "output": tool.model_output()}),
-                );
+                input.push(Item::Call {
+                    kind: "function_call",
+                    call_id: &tool.call_id,
+                    name: &tool.name,
+                    arguments: &tool.input,
+                });
+                input.push(Item::Output {
+                    kind: "function_call_output",
+                    call_id: &tool.call_id,
+                    output: seen.tool_output(tool),
+                });
             }
             Part::Reasoning { .. }
             | Part::RedactedReasoning { .. }
@@ -85,7 +160,7 @@ fn assistant_items(message: &Message, input: &mut Vec<Value>) {
         }
     }
     if !text.is_empty() {
-        input.push(json!({"role": "assistant", "content": [{"type": "output_text", "text": text}]}));
+        input.push(said(text.take()));
     }
 }
 

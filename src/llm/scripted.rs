@@ -17,7 +17,7 @@ use futures::StreamExt;
 use serde::Deserialize;
 
 use super::{EventStream, FinishReason, LlmError, ModelRequest, Provider, StreamEvent, ToolCallRequest};
-use crate::history::{Role, Usage, view};
+use crate::history::{Part, Role, Usage, view};
 
 /// The provider name in `scripted/<path>`, the normalized form of `scripted:<path>`.
 pub const PROVIDER: &str = "scripted";
@@ -130,14 +130,14 @@ fn read(path: &Path) -> Result<Script, LlmError> {
 
 #[async_trait::async_trait]
 impl Provider for Scripted {
-    async fn stream(&self, request: &ModelRequest) -> Result<EventStream, LlmError> {
+    async fn stream(&self, request: &ModelRequest<'_>) -> Result<EventStream, LlmError> {
         let path = self.path.clone();
         let mut script =
             tokio::task::spawn_blocking(move || read(&path)).await.map_err(|err| script_error(&self.path, err))??;
         let reply = if request.tools.is_empty() {
             Reply { text: Some(Pieces::One(std::mem::take(&mut script.aside))), ..Reply::default() }
         } else {
-            let step = request.messages.iter().filter(|message| message.role == Role::Assistant).count();
+            let step = answers(request);
             let count = script.replies.len();
             if step >= count {
                 return Err(script_error(
@@ -153,14 +153,28 @@ impl Provider for Scripted {
         if let Some(error) = reply.error {
             let body = serde_json::json!({ "error": { "message": error.message } }).to_string();
             let url = format!("scripted:{}", self.path.display());
-            return Err(super::sse::status_error(&url, error.status, &body, &request.model, "no key", None));
+            return Err(super::sse::status_error(&url, error.status, &body, request.model, "no key", None));
         }
-        Ok(events(reply, request))
+        Ok(events(reply, request, answers(request)))
     }
 }
 
+/// The model's answers so far in the conversation `request` carries: assistant messages with
+/// something the model said (a message holding only a notice of cairn's does not count, in this
+/// process or after a reload).
+fn answers(request: &ModelRequest<'_>) -> usize {
+    request
+        .messages
+        .iter()
+        .filter(|seen| {
+            seen.message.role == Role::Assistant
+                && seen.message.parts.iter().any(|part| !matches!(part, Part::Notice { .. }))
+        })
+        .count()
+}
+
 /// The reply as a stream: its pieces one by one (each after the delay), then usage and finish.
-fn events(reply: Reply, request: &ModelRequest) -> EventStream {
+fn events(reply: Reply, request: &ModelRequest<'_>, step: usize) -> EventStream {
     let delay = Duration::from_millis(reply.delay_ms);
     let mut events = Vec::new();
     let mut written = 0;
@@ -174,14 +188,15 @@ fn events(reply: Reply, request: &ModelRequest) -> EventStream {
     }
     let calls = !reply.tool_calls.is_empty();
     for (at, call) in reply.tool_calls.into_iter().enumerate() {
-        let id = format!("call_scripted_{at}");
+        // Unique in the session: editors key their cards by id.
+        let id = format!("call_scripted_{step}_{at}");
         let arguments = call.arguments.to_string();
         written += arguments.len();
         events.push(StreamEvent::ToolCallStarted { id: id.clone(), name: call.name.clone() });
         events.push(StreamEvent::ToolCall(ToolCallRequest { id, name: call.name, arguments }));
     }
     // Estimated as cairn budgets (4 characters a token), so usage and cost have figures to show.
-    let input = view::estimate_text(&request.system) + view::estimate(request.messages.iter());
+    let input = view::estimate_text(request.system) + request.messages.iter().map(view::Seen::estimate).sum::<u64>();
     events.push(StreamEvent::Usage(Usage { input, output: (written as u64).div_ceil(4), ..Usage::default() }));
     let finish = match reply.finish.as_deref() {
         Some("length") => FinishReason::Length,

@@ -76,6 +76,9 @@ pub enum Auth {
     Anthropic,
 }
 
+/// A request body written as JSON bytes from a borrowed request.
+pub type Encode = fn(&ModelRequest<'_>) -> serde_json::Result<Vec<u8>>;
+
 /// A streaming model API at one endpoint: where it is, how to authenticate, how to write a
 /// request (`body`) and how to read the answer (`D`). Each wire API is one of these.
 pub struct Endpoint<D> {
@@ -84,7 +87,7 @@ pub struct Endpoint<D> {
     api_key: Option<crate::config::Secret>,
     key_env: String,
     auth: Auth,
-    body: fn(&ModelRequest) -> Value,
+    body: Encode,
     decoder: std::marker::PhantomData<fn() -> D>,
 }
 
@@ -95,7 +98,7 @@ impl<D: Decode + Default> Endpoint<D> {
         config: &crate::config::ProviderConfig,
         path: &str,
         auth: Auth,
-        body: fn(&ModelRequest) -> Value,
+        body: Encode,
     ) -> Self {
         Self {
             client,
@@ -111,8 +114,9 @@ impl<D: Decode + Default> Endpoint<D> {
 
 #[async_trait::async_trait]
 impl<D: Decode + Default> Provider for Endpoint<D> {
-    async fn stream(&self, request: &ModelRequest) -> Result<EventStream, LlmError> {
-        let mut http = self.client.post(&self.url).json(&(self.body)(request));
+    async fn stream(&self, request: &ModelRequest<'_>) -> Result<EventStream, LlmError> {
+        let body = (self.body)(request).map_err(|err| LlmError::Encode(err.to_string()))?;
+        let mut http = self.client.post(&self.url).header(reqwest::header::CONTENT_TYPE, "application/json").body(body);
         http = match (self.auth, &self.api_key) {
             (Auth::Bearer, Some(key)) => http.bearer_auth(key.expose()),
             (Auth::Anthropic, key) => {
@@ -124,7 +128,7 @@ impl<D: Decode + Default> Provider for Endpoint<D> {
             }
             (Auth::Bearer, None) => http,
         };
-        post(http, &self.url, &request.model, &self.key_env, D::default()).await
+        post(http, &self.url, request.model, &self.key_env, D::default()).await
     }
 
     /// A `HEAD` of the endpoint, without the key: its answer (likely 404 or 405) does not matter,

@@ -7,12 +7,11 @@
 
 use std::time::Duration;
 
-use futures::StreamExt;
-
 use super::Update;
 use super::actor::Services;
+use crate::history::view::Seen;
 use crate::history::{Message, MessageMeta, Part, Role};
-use crate::llm::{self, ModelRequest, StreamEvent};
+use crate::llm::{self, ModelRequest};
 use crate::store::{SessionRow, Write};
 
 /// The instruction that asks for a title; mock servers recognize title requests by it.
@@ -50,24 +49,17 @@ pub fn spawn(services: &Services, row: &SessionRow, prompt: String) {
 async fn write_title(config: &crate::config::Config, model: &str, prompt: String) -> Result<String, String> {
     let resolved = llm::resolve(config, model).map_err(|err| err.to_string())?;
     let prompt: String = prompt.chars().take(4_000).collect();
+    let message = Message::new(Role::User, vec![Part::Text { text: prompt }], MessageMeta::default());
     let request = ModelRequest {
-        model: resolved.model,
-        system: INSTRUCTION.to_owned(),
-        messages: vec![Message::new(Role::User, vec![Part::Text { text: prompt }], MessageMeta::default())],
+        model: &resolved.model,
+        system: INSTRUCTION,
+        messages: vec![Seen::whole(&message)],
         tools: Vec::new(),
         max_output: 64,
         thought: None,
     };
-    let mut events = resolved.provider.stream(&request).await.map_err(|err| err.to_string())?;
-    let mut text = String::new();
-    while let Some(event) = events.next().await {
-        match event.map_err(|err| err.to_string())? {
-            StreamEvent::TextDelta(delta) => text.push_str(&delta),
-            StreamEvent::Finish(_) => break,
-            _ => {}
-        }
-    }
-    clean(&text).ok_or_else(|| "the model's title was empty".to_owned())
+    let reply = llm::reply(resolved.provider.as_ref(), &request).await.map_err(|err| err.to_string())?;
+    clean(&reply.text).ok_or_else(|| "the model's title was empty".to_owned())
 }
 
 /// The first non-empty line, without quotes or a final period, at most 80 characters.

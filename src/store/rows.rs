@@ -349,7 +349,6 @@ pub fn finish_message(
 ) -> rusqlite::Result<()> {
     set_message_meta(conn, id, meta, at)?;
     let Some(usage) = meta.usage else { return Ok(()) };
-    let total = usage.context();
     let tokens = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
     // The session and, for a sub-agent, every session above it up to the one a user opened.
     conn.prepare_cached(
@@ -360,7 +359,7 @@ pub fn finish_message(
          )
          UPDATE sessions SET prompt_tokens = prompt_tokens + ?2, completion_tokens = completion_tokens + ?3,
            reasoning_tokens = reasoning_tokens + ?4, cache_read = cache_read + ?5, cache_write = cache_write + ?6,
-           total_tokens = total_tokens + ?7, cost_usd = cost_usd + ?8, updated_at = ?9
+           cost_usd = cost_usd + ?7, updated_at = ?8
          WHERE id IN (SELECT id FROM up)",
     )?
     .execute(params![
@@ -370,7 +369,6 @@ pub fn finish_message(
         tokens(usage.reasoning),
         tokens(usage.cache_read),
         tokens(usage.cache_write),
-        tokens(total),
         meta.cost.unwrap_or(0.0),
         at
     ])?;
@@ -469,13 +467,13 @@ pub fn fork_session(conn: &Connection, row: &SessionRow, parent: &SessionId, at:
     recompute_rollups(conn, &row.id)
 }
 
-/// Sets a session's token and cost totals from its visible messages.
+/// Sets a session's token and cost totals from its visible messages (`total_tokens` is the
+/// schema's sum of the token columns).
 fn recompute_rollups(conn: &Connection, id: &SessionId) -> rusqlite::Result<()> {
     conn.prepare_cached(
         "UPDATE sessions SET
            prompt_tokens = t.input, completion_tokens = t.output, reasoning_tokens = t.reasoning,
-           cache_read = t.cache_read, cache_write = t.cache_write,
-           total_tokens = t.input + t.output + t.cache_read + t.cache_write, cost_usd = t.cost
+           cache_read = t.cache_read, cache_write = t.cache_write, cost_usd = t.cost
          FROM (SELECT
                  coalesce(sum(json_extract(metadata_json, '$.usage.input')), 0) AS input,
                  coalesce(sum(json_extract(metadata_json, '$.usage.output')), 0) AS output,

@@ -221,3 +221,46 @@ async fn rules_of_every_permission_are_kept_for_the_project_and_an_old_table_kee
     );
     store.shutdown().await;
 }
+
+#[tokio::test]
+async fn total_tokens_is_the_sum_of_the_token_columns_in_old_and_new_rows() {
+    use crate::history::Usage;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("cairn.db");
+    let old = SessionId::generate();
+    {
+        // A database of schema 4, whose total was kept by the writes beside the other columns.
+        let mut raw = rusqlite::Connection::open(&path).unwrap();
+        let tx = raw.transaction().unwrap();
+        for sql in &super::migrate::MIGRATIONS[..4] {
+            tx.execute_batch(sql).unwrap();
+        }
+        tx.pragma_update(None, "user_version", 4).unwrap();
+        tx.execute(
+            "INSERT INTO sessions (id, cwd, model, created_at, updated_at, prompt_tokens, completion_tokens,
+               reasoning_tokens, cache_read, cache_write, total_tokens)
+             VALUES (?1, '/w', 'openai/m', 0, 0, 10, 5, 2, 20, 1, 36)",
+            [old.as_str()],
+        )
+        .unwrap();
+        tx.commit().unwrap();
+    }
+    let store = Store::open(&path).unwrap();
+    let new = row("/w");
+    store.commit(Write::InsertSession(Box::new(new.clone()))).await.unwrap();
+    let answer = Message::new(Role::Assistant, vec![text("a")], MessageMeta::default());
+    let message_id = answer.id.clone();
+    store.commit(Write::InsertMessage { session_id: new.id.clone(), message: answer }).await.unwrap();
+    let usage = Usage { input: 100, output: 7, reasoning: 3, cache_read: 50, cache_write: 4 };
+    let meta = MessageMeta { usage: Some(usage), ..MessageMeta::default() };
+    store.commit(Write::FinishMessage { session_id: new.id.clone(), message_id, meta }).await.unwrap();
+    store.shutdown().await;
+
+    let raw = rusqlite::Connection::open(&path).unwrap();
+    let total = |id: &SessionId| -> i64 {
+        raw.query_row("SELECT total_tokens FROM sessions WHERE id = ?1", [id.as_str()], |r| r.get(0)).unwrap()
+    };
+    assert_eq!(total(&old), 36, "an old row's total survives the migration");
+    assert_eq!(total(&new.id), 161, "input, output and both cache counts, reasoning being part of output");
+    assert_eq!(u64::try_from(total(&new.id)).unwrap(), usage.context());
+}

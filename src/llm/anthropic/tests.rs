@@ -73,15 +73,17 @@ fn thinking_goes_back_byte_for_byte_with_tool_results_and_cache_breakpoints() {
         ],
         MessageMeta::default(),
     );
+    let messages = [user, assistant];
+    let read = json!({"name": "read", "description": "Read a file", "parameters": {"type": "object"}});
     let request = ModelRequest {
-        model: "claude-sonnet-4-5".into(),
-        system: "be brief".into(),
-        messages: vec![user, assistant],
-        tools: vec![json!({"name": "read", "description": "Read a file", "parameters": {"type": "object"}})],
+        model: "claude-sonnet-4-5",
+        system: "be brief",
+        messages: messages.iter().map(Seen::whole).collect(),
+        tools: vec![&read],
         max_output: 8_000,
         thought: Some(crate::llm::catalog::ThoughtLevel::Low),
     };
-    let body = request_body(&request);
+    let body: Value = serde_json::from_slice(&encode(&request).unwrap()).unwrap();
     assert_eq!(body["system"], json!([{"type": "text", "text": "be brief", "cache_control": {"type": "ephemeral"}}]));
     assert_eq!(body["thinking"], json!({"type": "enabled", "budget_tokens": 4096}));
     assert_eq!(body["max_tokens"], 8_192, "room for the answer after the thinking budget");

@@ -132,15 +132,16 @@ fn the_request_carries_history_tool_results_and_images() {
         vec![Part::Reasoning { text: "only thoughts".into(), signature: None }],
         MessageMeta::default(),
     );
+    let messages = [user, assistant, empty];
     let request = ModelRequest {
-        model: "m".into(),
-        system: "sys".into(),
-        messages: vec![user, assistant, empty],
+        model: "m",
+        system: "sys",
+        messages: messages.iter().map(Seen::whole).collect(),
         tools: Vec::new(),
         max_output: 1000,
         thought: None,
     };
-    let body = request_body(&request);
+    let body: Value = serde_json::from_slice(&encode(&request).unwrap()).unwrap();
     assert_eq!(
         body["messages"],
         json!([

@@ -3,7 +3,7 @@
 use serde_json::json;
 
 use super::*;
-use crate::history::{CallState, MessageMeta, ToolPart};
+use crate::history::{CallState, Message, MessageMeta, ToolPart};
 use crate::llm::sse::decode_transcript;
 
 const STREAM: &str = include_str!("../../../tests/fixtures/responses_reasoning_tool_call.sse");
@@ -46,22 +46,23 @@ fn history_becomes_input_items() {
     tool.input = "{\"pattern\":\"TODO\"}".into();
     tool.state = CallState::Succeeded;
     tool.output = Some("src/a.rs:2:// TODO".into());
+    let messages = [
+        Message::new(Role::User, vec![Part::Text { text: "find todos".into() }], MessageMeta::default()),
+        Message::new(
+            Role::Assistant,
+            vec![Part::Text { text: "Searching.".into() }, Part::Tool(tool)],
+            MessageMeta::default(),
+        ),
+    ];
     let request = ModelRequest {
-        model: "gpt-5".into(),
-        system: "be brief".into(),
-        messages: vec![
-            Message::new(Role::User, vec![Part::Text { text: "find todos".into() }], MessageMeta::default()),
-            Message::new(
-                Role::Assistant,
-                vec![Part::Text { text: "Searching.".into() }, Part::Tool(tool)],
-                MessageMeta::default(),
-            ),
-        ],
+        model: "gpt-5",
+        system: "be brief",
+        messages: messages.iter().map(Seen::whole).collect(),
         tools: Vec::new(),
         max_output: 1000,
         thought: Some(crate::llm::catalog::ThoughtLevel::High),
     };
-    let body = request_body(&request);
+    let body: Value = serde_json::from_slice(&encode(&request).unwrap()).unwrap();
     assert_eq!(body["instructions"], "be brief");
     assert_eq!(body["reasoning"], json!({"effort": "high", "summary": "auto"}));
     assert_eq!(

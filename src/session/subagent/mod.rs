@@ -269,7 +269,7 @@ impl Delegate for Spawner {
         // sub-agents'.
         let cost = match parent.store.session(&child).await {
             Ok(Some(row)) => row.cost_usd,
-            _ => history.iter().filter_map(|message| message.meta.cost).sum(),
+            _ => crate::history::cost(&history),
         };
         let answer = last_text(&history);
         let rounds = history.iter().filter(|message| {

@@ -1,0 +1,312 @@
+//! Turn-level tests: the driver against a scripted provider, a scripted editor and a recorder
+//! that keeps everything, without a process or a disk beyond a temporary workspace. This file has
+//! the harness and the order of the run-level phases; `calls` pins the Executing and Confirming
+//! states, `compaction` the planning of a compaction, `stops` the conditions that end a turn,
+//! each as a table of input and expected outcome.
+
+mod calls;
+mod compaction;
+mod stops;
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+
+use futures::StreamExt;
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+use super::*;
+use crate::history::ToolPart;
+use crate::llm::catalog::ModelInfo;
+use crate::llm::{EventStream, FinishReason, LlmError, ModelRequest, StreamEvent, ToolCallRequest};
+use crate::tools::NoEditor;
+
+/// One answer of the model: refused, or a stream of events (which may break).
+type Answer = Result<Vec<Result<StreamEvent, LlmError>>, LlmError>;
+
+/// An answer whose stream delivers `events`.
+fn ok(events: Vec<StreamEvent>) -> Answer {
+    Ok(events.into_iter().map(Ok).collect())
+}
+
+/// Answers each request with the next script entry, and keeps what each request carried.
+#[derive(Default)]
+struct Scripted {
+    script: Mutex<VecDeque<Answer>>,
+    sent: Mutex<Vec<Sent>>,
+}
+
+/// What one request carried, in plain words.
+#[derive(Clone, Debug)]
+struct Sent {
+    system: String,
+    /// Each message's text parts joined.
+    texts: Vec<String>,
+    tools: Vec<String>,
+}
+
+impl Scripted {
+    fn new(script: Vec<Answer>) -> Self {
+        Self { script: Mutex::new(script.into()), sent: Mutex::default() }
+    }
+
+    fn sent(&self) -> Vec<Sent> {
+        self.sent.lock().unwrap().clone()
+    }
+}
+
+#[async_trait::async_trait]
+impl Provider for Scripted {
+    async fn stream(&self, request: &ModelRequest<'_>) -> Result<EventStream, LlmError> {
+        let texts = request.messages.iter().map(|seen| crate::history::texts(&seen.message.parts).collect()).collect();
+        let tools = request.tools.iter().filter_map(|spec| spec["name"].as_str().map(str::to_owned)).collect();
+        self.sent.lock().unwrap().push(Sent { system: request.system.to_owned(), texts, tools });
+        let next = self.script.lock().unwrap().pop_front().unwrap_or_else(|| ok(text("out of script")));
+        next.map(|events| futures::stream::iter(events).boxed())
+    }
+}
+
+#[derive(Default)]
+struct Log(Vec<AgentEvent>);
+
+#[async_trait::async_trait]
+impl Recorder for Log {
+    fn record(&mut self, event: AgentEvent) {
+        self.0.push(event);
+    }
+    async fn flush(&mut self) -> Result<(), RecordError> {
+        Ok(())
+    }
+    fn failure(&self) -> Option<RecordError> {
+        None
+    }
+}
+
+fn text(said: &str) -> Vec<StreamEvent> {
+    vec![StreamEvent::TextDelta(said.to_owned()), StreamEvent::Finish(FinishReason::Stop)]
+}
+
+/// One answer making these calls: (id, tool, arguments).
+fn calls(calls: &[(&str, &str, &str)]) -> Vec<StreamEvent> {
+    let mut events: Vec<StreamEvent> = calls
+        .iter()
+        .map(|(id, name, arguments)| {
+            StreamEvent::ToolCall(ToolCallRequest {
+                id: (*id).to_owned(),
+                name: (*name).to_owned(),
+                arguments: (*arguments).to_owned(),
+            })
+        })
+        .collect();
+    events.push(StreamEvent::Finish(FinishReason::ToolCalls));
+    events
+}
+
+fn glob_call(id: &str) -> Vec<StreamEvent> {
+    calls(&[(id, "glob", r#"{"pattern":"*.rs"}"#)])
+}
+
+/// Everything a test turn starts from; `Setup::default()` is a new session in ask mode.
+struct Setup {
+    script: Vec<Answer>,
+    limits: Limits,
+    mode: Mode,
+    host: Arc<dyn Host>,
+    history: Vec<Message>,
+    rules: Vec<Rule>,
+    run: Run,
+    info: ModelInfo,
+    context_used: u64,
+    /// Answers of the summarizer; `None` turns compaction off.
+    summaries: Option<Vec<Answer>>,
+    compaction: crate::config::Compaction,
+    /// The user's cancel.
+    cancel: CancellationToken,
+}
+
+impl Default for Setup {
+    fn default() -> Self {
+        Self {
+            script: Vec::new(),
+            // Retries without waiting.
+            limits: Limits { retry_base: std::time::Duration::ZERO, ..Limits::default() },
+            mode: Mode::Ask,
+            host: Arc::new(NoEditor),
+            history: Vec::new(),
+            rules: Vec::new(),
+            run: Run::default(),
+            info: ModelInfo { context_window: 100_000, max_output: 4_000, prices: None, reasoning: false },
+            context_used: 0,
+            summaries: None,
+            compaction: crate::config::Compaction::default(),
+            cancel: CancellationToken::new(),
+        }
+    }
+}
+
+/// How a test turn went.
+struct Outcome {
+    events: Vec<AgentEvent>,
+    result: Result<StopReason, TurnError>,
+    history: Vec<Message>,
+    rules: Vec<Rule>,
+    /// The requests the session's model was sent.
+    sent: Vec<Sent>,
+    /// The requests the summarizer was sent.
+    summarized: Vec<Sent>,
+    /// The workspace the tools ran in.
+    dir: tempfile::TempDir,
+}
+
+impl Outcome {
+    fn phases(&self) -> Vec<Phase> {
+        self.events
+            .iter()
+            .filter_map(|event| match event {
+                AgentEvent::Phase(phase) => Some(*phase),
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn notices(&self) -> Vec<&str> {
+        self.events
+            .iter()
+            .filter_map(|event| match event {
+                AgentEvent::Notice { text, .. } => Some(text.as_str()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// Every tool part the turn recorded, in order.
+    fn tool_updates(&self) -> Vec<&ToolPart> {
+        self.events
+            .iter()
+            .filter_map(|event| match event {
+                AgentEvent::PartUpdated { part: Part::Tool(tool), .. } => Some(tool),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// The call's states as the editor was shown them, in order.
+    fn states_of(&self, call: &str) -> Vec<crate::history::CallState> {
+        let mut states: Vec<_> =
+            self.tool_updates().into_iter().filter(|tool| tool.call_id == call).map(|tool| tool.state).collect();
+        states.dedup();
+        states
+    }
+
+    /// The call as the history keeps it at the end.
+    fn call(&self, call: &str) -> Option<&ToolPart> {
+        self.history.iter().flat_map(|m| &m.parts).find_map(|part| match part {
+            Part::Tool(tool) if tool.call_id == call => Some(tool),
+            _ => None,
+        })
+    }
+}
+
+/// Runs one turn for the prompt "go".
+async fn drive(setup: Setup) -> Outcome {
+    let dir = tempfile::tempdir().unwrap();
+    let provider = Scripted::new(setup.script);
+    let summarizer_model = Scripted::new(setup.summaries.clone().unwrap_or_default());
+    let mut history = setup.history;
+    let mut log = Log::default();
+    let mut rules = setup.rules;
+    let (_mode_tx, mode) = watch::channel(setup.mode);
+    let summarizer = setup.summaries.map(|_| compact::Summarizer {
+        provider: &summarizer_model,
+        model: "small".into(),
+        model_ref: "test/small".into(),
+        info: ModelInfo { context_window: 100_000, max_output: 4_000, prices: None, reasoning: false },
+        settings: setup.compaction,
+        retry: crate::llm::retry::RetryPolicy { retries: 1, base: std::time::Duration::ZERO },
+    });
+    let turn = Turn {
+        provider: &provider,
+        model: "m".into(),
+        model_ref: "test/m".into(),
+        system: Arc::new(prompt::assemble(&prompt::Sources::default())),
+        history: &mut history,
+        recorder: &mut log,
+        cancel: setup.cancel,
+        limits: setup.limits,
+        tools: Toolbox {
+            workspace: Workspace::new(dir.path(), &[]),
+            host: setup.host,
+            mode,
+            rules: &mut rules,
+            process: Arc::default(),
+            registry: Arc::new(crate::tools::Registry::builtin()),
+        },
+        info: setup.info,
+        thought: None,
+        spent: 0.0,
+        context_used: setup.context_used,
+        summarizer,
+        run: setup.run,
+    };
+    let result = run_turn(turn, vec![Part::Text { text: "go".into() }]).await;
+    Outcome { events: log.0, result, history, rules, sent: provider.sent(), summarized: summarizer_model.sent(), dir }
+}
+
+async fn run(script: Vec<Answer>, limits: Limits) -> (Vec<Phase>, Result<StopReason, TurnError>) {
+    let outcome = drive(Setup { script, limits, ..Setup::default() }).await;
+    (outcome.phases(), outcome.result)
+}
+
+#[tokio::test]
+async fn phases_come_in_order_for_a_step_with_a_tool_and_a_final_answer() {
+    use Phase::*;
+    let (phases, result) = run(vec![ok(glob_call("a")), ok(text("done"))], Limits::default()).await;
+    assert_eq!(result, Ok(StopReason::EndTurn));
+    assert_eq!(
+        phases,
+        [
+            RunStart,
+            StepStart,
+            BeforeInference,
+            AfterInference,
+            BeforeTool,
+            AfterTool,
+            StepEnd,
+            StepStart,
+            BeforeInference,
+            AfterInference,
+            StepEnd,
+            RunEnd
+        ]
+    );
+}
+
+#[tokio::test]
+async fn the_run_end_comes_after_a_failure_and_after_a_limit() {
+    use Phase::*;
+    let failed = Err(LlmError::Stream("broken".into()));
+    let (phases, result) = run(vec![failed], Limits::default()).await;
+    assert!(result.is_err());
+    assert_eq!(phases, [RunStart, StepStart, BeforeInference, StepEnd, RunEnd]);
+
+    let limits = Limits { max_rounds: 1, ..Limits::default() };
+    let (phases, result) = run(vec![ok(glob_call("a"))], limits).await;
+    assert_eq!(result, Ok(StopReason::MaxTurnRequests));
+    assert_eq!(phases.last(), Some(&RunEnd));
+    assert_eq!(phases.iter().filter(|p| **p == StepStart).count(), 1);
+}
+
+#[tokio::test]
+async fn every_assistant_message_records_the_system_prompt_digest() {
+    let outcome = drive(Setup { script: vec![ok(glob_call("a")), ok(text("done"))], ..Setup::default() }).await;
+    let expected = prompt::assemble(&prompt::Sources::default()).digest;
+    let digests: Vec<_> = outcome
+        .events
+        .iter()
+        .filter_map(|event| match event {
+            AgentEvent::AssistantFinished { meta, .. } => Some(meta.system_digest.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(digests, [Some(expected.clone()), Some(expected)]);
+}
