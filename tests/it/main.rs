@@ -14,6 +14,7 @@ mod durability;
 mod exec;
 mod headless;
 mod hostile;
+mod inspect;
 mod lease;
 mod limits;
 mod mcp;
