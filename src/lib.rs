@@ -13,10 +13,13 @@
 pub mod acp;
 pub mod agent;
 pub mod config;
+pub mod doctor;
 pub mod exec;
 pub mod history;
 pub mod ids;
+pub mod inspect;
 pub mod llm;
+pub mod logging;
 pub mod login;
 pub mod mcp;
 pub mod permissions;

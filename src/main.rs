@@ -1,8 +1,9 @@
-//! The `cairn` binary: ACP on stdio by default, `cairn exec` and `cairn sessions` headless.
+//! The `cairn` binary: ACP on stdio by default; `cairn exec`, `cairn sessions` and `cairn doctor`
+//! headless.
 //!
 //! Parses the command line, loads the configuration, opens the store and hands over. Logs go
-//! to stderr (filtered by `CAIRN_LOG`, e.g. `CAIRN_LOG=debug`) and optionally to `--log-file`
-//! (mode 0600). Started as `cairn __supervise …`, it is instead the supervisor of one local
+//! to stderr (filtered by `CAIRN_LOG`, e.g. `CAIRN_LOG=debug`) and optionally to a file
+//! (`cairn::logging`). Started as `cairn __supervise …`, it is instead the supervisor of one local
 //! command (`process::supervisor`), decided before anything else is set up.
 
 use std::path::PathBuf;
@@ -27,7 +28,9 @@ Model:   CAIRN_MODEL=provider/model (openai/gpt-5, anthropic/claude-sonnet-4-5, 
 Keys:    OPENAI_API_KEY, ANTHROPIC_API_KEY (or the variable a provider's api_key_env names).
 Config:  $XDG_CONFIG_HOME/cairn/config.toml (~/.config/cairn/config.toml), or CAIRN_CONFIG.
 Data:    $XDG_DATA_HOME/cairn (~/.local/share/cairn), or CAIRN_HOME.
-Logs:    stderr, filtered by CAIRN_LOG (e.g. CAIRN_LOG=debug); --log-file to keep them.";
+Logs:    stderr, filtered by CAIRN_LOG (e.g. CAIRN_LOG=debug); --log-file (or log_file in
+         config.toml) to keep them.
+Check:   `cairn doctor` tests the config, keys, providers, database and MCP servers.";
 
 #[derive(Parser)]
 #[command(
@@ -37,7 +40,7 @@ Logs:    stderr, filtered by CAIRN_LOG (e.g. CAIRN_LOG=debug); --log-file to kee
     after_help = AFTER_HELP
 )]
 struct Cli {
-    /// Also append logs to this file.
+    /// Also append logs to this file (wins over `log_file` in config.toml).
     #[arg(long, global = true)]
     log_file: Option<PathBuf>,
     #[command(subcommand)]
@@ -65,11 +68,14 @@ enum Command {
         #[arg(long)]
         provider: Option<String>,
     },
-    /// Inspect stored sessions.
+    /// Inspect stored sessions: list, show, export, import, remove, prune.
     Sessions {
         #[command(subcommand)]
-        command: SessionsCommand,
+        command: cairn::inspect::SessionsCommand,
     },
+    /// Check the setup: config, model and keys, providers reachable, database, MCP servers, log
+    /// file. Exit status: 0 if nothing failed, 1 otherwise.
+    Doctor,
 }
 
 #[derive(Subcommand)]
@@ -137,19 +143,6 @@ fn deny_rule(text: &str) -> Result<Rule, String> {
     Rule::for_run(Action::Deny, text)
 }
 
-#[derive(Subcommand)]
-enum SessionsCommand {
-    /// List stored sessions, most recent first.
-    List {
-        /// Only sessions whose working directory is this (absolute) path.
-        #[arg(long)]
-        cwd: Option<PathBuf>,
-        /// One JSON object per line instead of a table.
-        #[arg(long)]
-        json: bool,
-    },
-}
-
 /// How cairn starts itself as a supervisor: through the running executable, even if the file
 /// was replaced or deleted since.
 const SELF_EXE: &str = "/proc/self/exe";
@@ -161,7 +154,7 @@ fn main() -> ExitCode {
     // Keys live in this process's environment and memory; commands run as the same user.
     cairn::process::deny_inspection();
     let cli = Cli::parse();
-    if let Err(why) = init_logging(cli.log_file.as_deref()) {
+    if let Err(why) = cairn::logging::init(cli.log_file.as_deref()) {
         return fail(&why);
     }
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
@@ -177,6 +170,9 @@ fn main() -> ExitCode {
 /// Loads the configuration and opens (creating and migrating) the store.
 fn setup() -> Result<(Store, Arc<Config>), String> {
     let mut config = Config::load().map_err(|err| err.to_string())?;
+    if let Some(path) = &config.log_file {
+        cairn::logging::use_config_file(path)?;
+    }
     Arc::make_mut(&mut config.process).launcher = Launcher::Supervisor(PathBuf::from(SELF_EXE));
     let store = Store::open(&config.database_path()).map_err(|err| err.to_string())?;
     Ok((store, Arc::new(config)))
@@ -201,23 +197,20 @@ async fn run(command: Option<Command>) -> ExitCode {
             login(args.provider, !args.no_check).await
         }
         Some(Command::Logout { provider }) => logout(provider.as_deref()),
-        Some(Command::Sessions { command: SessionsCommand::List { cwd, json } }) => {
+        Some(Command::Sessions { command }) => {
             let (store, _) = match setup() {
                 Ok(setup) => setup,
                 Err(why) => return fail(&why),
             };
-            // One spelling per directory, as sessions store it: `/w/` is `/w`.
-            let cwd = match cwd.map(std::path::absolute).transpose() {
-                Ok(cwd) => {
-                    cwd.map(|cwd| cwd.components().collect::<std::path::PathBuf>().to_string_lossy().into_owned())
-                }
-                Err(err) => return fail(&format!("cannot resolve --cwd: {err}")),
-            };
-            match cairn::exec::list_sessions(store, cwd, json).await {
+            match cairn::inspect::run(store, command).await {
                 Ok(()) => ExitCode::SUCCESS,
-                Err(err) => fail(&err.to_string()),
+                Err(err) => {
+                    fail(&err.to_string());
+                    ExitCode::from(err.exit_code())
+                }
             }
         }
+        Some(Command::Doctor) => ExitCode::from(cairn::doctor::run().await),
     }
 }
 
@@ -325,37 +318,4 @@ fn fail(why: &str) -> ExitCode {
     use std::io::Write as _;
     let _ = writeln!(std::io::stderr().lock(), "cairn: {why}");
     ExitCode::FAILURE
-}
-
-/// Logs to stderr, and to `file` when given; a log file that cannot be opened is refused, not
-/// silently left out.
-fn init_logging(file: Option<&std::path::Path>) -> Result<(), String> {
-    use tracing_subscriber::EnvFilter;
-    use tracing_subscriber::fmt::writer::MakeWriterExt;
-    let filter = EnvFilter::try_from_env("CAIRN_LOG").unwrap_or_else(|_| EnvFilter::new("warn"));
-    // Colour only for a person at a terminal: editors show stderr as text (or as error events),
-    // where escape codes are noise; and never when NO_COLOR is set.
-    let colour = std::io::IsTerminal::is_terminal(&std::io::stderr())
-        && std::env::var_os("NO_COLOR").is_none_or(|value| value.is_empty());
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_target(false);
-    let log_file = file
-        .map(|path| open_private(path).map_err(|err| format!("--log-file {}: cannot open it: {err}", path.display())))
-        .transpose()?;
-    match log_file {
-        Some(log_file) => builder.with_ansi(false).with_writer(std::io::stderr.and(Arc::new(log_file))).init(),
-        None => builder.with_ansi(colour).with_writer(std::io::stderr).init(),
-    }
-    Ok(())
-}
-
-/// Opens a log file for appending, readable by its owner only (a new file is created 0600 and an
-/// existing regular file is tightened to 0600, whatever the umask): logs may quote prompts.
-fn open_private(path: &std::path::Path) -> std::io::Result<std::fs::File> {
-    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
-    let file = std::fs::OpenOptions::new().create(true).append(true).mode(0o600).open(path)?;
-    let metadata = file.metadata()?;
-    if metadata.is_file() && metadata.permissions().mode() & 0o777 != 0o600 {
-        file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
-    }
-    Ok(file)
 }

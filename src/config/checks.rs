@@ -1,7 +1,7 @@
 //! Settings checked where they are read, so that a wrong one is refused with its name and the
 //! fix instead of being retried, ignored or resolved against whatever directory the editor
 //! started cairn in: endpoints need a scheme, a model reference needs a model, the data
-//! directory must be absolute.
+//! directory and the log file must be absolute.
 
 use std::path::PathBuf;
 
@@ -48,6 +48,25 @@ pub(super) fn home(value: &str) -> Result<PathBuf, ConfigError> {
     }
 }
 
+/// `log_file` as written in `config.toml`: absolute, or under the home directory (`~/…`); a
+/// relative one would follow the directory the editor starts cairn in.
+pub(super) fn log_file(value: &str, home: Option<&std::path::Path>) -> Result<PathBuf, ConfigError> {
+    let refuse = |why: String| Err(ConfigError::Setting { setting: "log_file (config.toml)".to_owned(), why });
+    let path = match (value.strip_prefix("~/"), home) {
+        (Some(rest), Some(home)) => home.join(rest),
+        (Some(_), None) => {
+            return refuse(format!("`{value}` starts with ~/ but there is no home directory; give an absolute path"));
+        }
+        (None, _) => PathBuf::from(value),
+    };
+    if !path.is_absolute() {
+        return refuse(format!(
+            "`{value}` is relative, so it would depend on the directory cairn is started in; give an absolute path or ~/…"
+        ));
+    }
+    Ok(path)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -69,5 +88,10 @@ mod tests {
         }
         assert_eq!(home("/var/lib/cairn").unwrap(), PathBuf::from("/var/lib/cairn"));
         assert!(home("data").unwrap_err().to_string().starts_with("CAIRN_HOME: `data` is relative"));
+        let home_dir = std::path::Path::new("/home/u");
+        assert_eq!(log_file("~/cairn.log", Some(home_dir)).unwrap(), PathBuf::from("/home/u/cairn.log"));
+        assert_eq!(log_file("/var/log/cairn.log", None).unwrap(), PathBuf::from("/var/log/cairn.log"));
+        let err = log_file("cairn.log", Some(home_dir)).unwrap_err().to_string();
+        assert!(err.starts_with("log_file (config.toml): `cairn.log` is relative"), "{err}");
     }
 }

@@ -6,7 +6,8 @@
 //! OpenAI-compatible providers (`[providers.<name>]`), model overrides (`[models."p/m"]`), turn
 //! limits (`[limits]`, in `limits`), compaction settings (`[compaction]`), sub-agents
 //! (`[subagents]`, in `subagents`), what local processes get (`[sandbox]`, `[tools]`, in
-//! `process`) and MCP servers (`[mcp_servers.<name>]`, `[mcp]`, in `mcp`).
+//! `process`), MCP servers (`[mcp_servers.<name>]`, `[mcp]`, in `mcp`) and `log_file` (where
+//! logs also go; `crate::logging` opens it, and `--log-file` wins over it).
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
@@ -66,6 +67,8 @@ pub struct Config {
     pub mcp_servers: Vec<ServerConfig>,
     /// `[mcp]`.
     pub mcp: McpSettings,
+    /// `log_file`: where logs also go (absolute, `~/` expanded); `--log-file` wins over it.
+    pub log_file: Option<PathBuf>,
 }
 
 /// Which wire API a provider speaks.
@@ -137,6 +140,7 @@ struct FileConfig {
     #[serde(default)]
     models: BTreeMap<String, ModelOverride>,
     title_model: Option<String>,
+    log_file: Option<String>,
     #[serde(default)]
     sandbox: process::FileSandbox,
     #[serde(default)]
@@ -287,6 +291,7 @@ impl Config {
         let models = file.models.into_iter().map(|(name, given)| (normalize_model(&name), given)).collect();
         let title_model = file.title_model.as_deref().map(normalize_model);
         let home_dir = env("HOME").map(PathBuf::from).or_else(dirs::home_dir);
+        let log_file = file.log_file.as_deref().map(|path| checks::log_file(path, home_dir.as_deref())).transpose()?;
         let environment = process::Environment { lookup: env, vars, home: home_dir.as_deref() };
         let process = process::policy(file.sandbox, &file.tools, &providers, &environment).map_err(invalid)?;
         let mcp_servers = mcp::servers(file.mcp_servers).map_err(invalid)?;
@@ -310,6 +315,7 @@ impl Config {
             process,
             mcp_servers,
             mcp,
+            log_file,
         })
     }
 

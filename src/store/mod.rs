@@ -12,9 +12,11 @@
 //! Conversations are private: a data directory cairn creates is 0700, and the database with its
 //! `-wal` and `-shm` files is 0600 whatever the umask (SQLite gives those the database's mode).
 
+pub mod health;
 pub mod lease;
 mod migrate;
 mod rows;
+mod transfer;
 mod writer;
 
 use std::path::{Path, PathBuf};
@@ -29,6 +31,7 @@ use crate::permissions::Rule;
 
 pub use lease::{Holder, LastTurn, LeaseHolder};
 pub use rows::{ListPage, SessionRow};
+pub use transfer::StoredMessage;
 
 /// A callback run on the writer thread once a write is committed (`Ok`) or rolled back (`Err`).
 /// It must be quick: it runs between batches.
@@ -196,6 +199,12 @@ pub enum Write {
         row: Box<SessionRow>,
         parent: SessionId,
     },
+    /// Creates `row` with `messages` (ids and parts as given) in one savepoint, its rollups
+    /// computed from them (`cairn sessions import`).
+    ImportSession {
+        row: Box<SessionRow>,
+        messages: Vec<Message>,
+    },
     /// Changes nothing; its callback runs once everything queued before it is committed.
     Barrier,
 }
@@ -296,6 +305,12 @@ impl Store {
     pub async fn messages(&self, id: &SessionId) -> Result<Vec<Message>, StoreError> {
         let id = id.clone();
         self.read(move |conn| rows::messages(conn, &id)).await
+    }
+
+    /// Every visible message of a session as stored: metadata and parts as their JSON texts.
+    pub async fn stored_messages(&self, id: &SessionId) -> Result<Vec<StoredMessage>, StoreError> {
+        let id = id.clone();
+        self.read(move |conn| transfer::stored_messages(conn, &id)).await
     }
 
     /// The live process other than this one that holds the session's lease, if any.

@@ -1,5 +1,5 @@
 //! Row ⇄ domain conversions: every SQL statement cairn runs, one function each, but for the
-//! leases' (`lease`).
+//! leases' (`lease`), whole sessions in and out (`transfer`) and the health check (`health`).
 
 use std::path::Path;
 
@@ -469,7 +469,7 @@ pub fn fork_session(conn: &Connection, row: &SessionRow, parent: &SessionId, at:
 
 /// Sets a session's token and cost totals from its visible messages (`total_tokens` is the
 /// schema's sum of the token columns).
-fn recompute_rollups(conn: &Connection, id: &SessionId) -> rusqlite::Result<()> {
+pub(super) fn recompute_rollups(conn: &Connection, id: &SessionId) -> rusqlite::Result<()> {
     conn.prepare_cached(
         "UPDATE sessions SET
            prompt_tokens = t.input, completion_tokens = t.output, reasoning_tokens = t.reasoning,

@@ -264,3 +264,30 @@ async fn total_tokens_is_the_sum_of_the_token_columns_in_old_and_new_rows() {
     assert_eq!(total(&new.id), 161, "input, output and both cache counts, reasoning being part of output");
     assert_eq!(u64::try_from(total(&new.id)).unwrap(), usage.context());
 }
+
+#[tokio::test]
+async fn an_import_is_stored_whole_with_its_rollups_or_not_at_all() {
+    let (_dir, store) = open();
+    let mut session = row("/w");
+    session.updated_at = 1_000;
+    session.created_at = 500;
+    let usage = crate::history::Usage { input: 10, output: 5, ..Default::default() };
+    let answer = MessageMeta { usage: Some(usage), cost: Some(0.25), ..MessageMeta::default() };
+    let messages = vec![
+        Message::new(Role::User, vec![text("hi")], MessageMeta::default()),
+        Message::new(Role::Assistant, vec![text("hello")], answer),
+    ];
+    store.commit(Write::ImportSession { row: Box::new(session.clone()), messages: messages.clone() }).await.unwrap();
+    assert_eq!(store.messages(&session.id).await.unwrap(), messages);
+    let stored = store.session(&session.id).await.unwrap().unwrap();
+    assert_eq!((stored.created_at, stored.updated_at), (500, 1_000), "the times are kept");
+    assert!((stored.cost_usd - 0.25).abs() < 1e-9, "the cost is summed from the messages");
+    let raw = store.stored_messages(&session.id).await.unwrap();
+    assert_eq!(raw[1].parts[0].get(), r#"{"type":"text","text":"hello"}"#, "parts as stored");
+
+    // A message id that is taken fails the whole import: no session is left half made.
+    let clash = row("/w");
+    let result = store.commit(Write::ImportSession { row: Box::new(clash.clone()), messages }).await;
+    assert!(result.is_err());
+    assert_eq!(store.session(&clash.id).await.unwrap(), None);
+}

@@ -21,7 +21,7 @@ use rusqlite::Connection;
 use tokio::sync::oneshot;
 
 use super::lease::{self, Holder};
-use super::{AfterCommit, StoreError, Write, rows};
+use super::{AfterCommit, StoreError, Write, rows, transfer};
 use crate::history::Part;
 use crate::ids::{MessageId, SessionId, now_ms};
 
@@ -285,6 +285,9 @@ impl Writer {
                 }
                 Write::ForkSession { row, parent } => {
                     results[i] = self.savepoint(|conn| rows::fork_session(conn, row, parent, now));
+                }
+                Write::ImportSession { row, messages } => {
+                    results[i] = self.savepoint(|conn| transfer::import_session(conn, row, messages));
                 }
                 Write::SetSessionModel { id, model } => {
                     results[i] = self.savepoint(|conn| rows::set_session_model(conn, id, model, now));

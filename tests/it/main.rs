@@ -15,6 +15,7 @@ mod editors;
 mod exec;
 mod headless;
 mod hostile;
+mod inspect;
 mod lease;
 mod limits;
 mod login;

@@ -1,0 +1,248 @@
+//! The JSON lines of `cairn sessions export --format jsonl`, and reading them back for `cairn
+//! sessions import`.
+//!
+//! The first line is the session (`"type": "session"`: id, title, cwd, model, mode, reasoning
+//! level, cost, parent, sub-agent, rules, times in ISO 8601, and `"version": 1` of this
+//! format); then one line per visible message (`"type": "message"`: id, role, `meta` and
+//! `parts` exactly as the database stores them). Nothing is rendered or shortened: the export
+//! is lossless, and an import of it holds the same messages. Reading checks every line against
+//! this version's types and names the line and field it cannot read.
+
+use std::collections::HashSet;
+
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+
+use crate::history::{Message, MessageMeta, Part, Role};
+use crate::ids::{MessageId, SessionId, iso8601};
+use crate::permissions::Rule;
+use crate::store::{SessionRow, StoredMessage};
+
+/// The version of this format, in the session line.
+pub const VERSION: u32 = 1;
+
+#[derive(Serialize)]
+struct SessionOut<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    version: u32,
+    id: &'a str,
+    title: Option<&'a str>,
+    cwd: &'a str,
+    model: &'a str,
+    mode: Option<&'a str>,
+    thought_level: Option<&'a str>,
+    cost_usd: f64,
+    parent_id: Option<&'a str>,
+    subagent: Option<&'a str>,
+    rules: &'a [Rule],
+    created_at: Option<String>,
+    updated_at: Option<String>,
+}
+
+#[derive(Serialize)]
+struct MessageOut<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    id: &'a str,
+    role: &'a str,
+    meta: &'a RawValue,
+    parts: &'a [Box<RawValue>],
+}
+
+/// The session line, then one line per message.
+pub fn export(row: &SessionRow, messages: &[StoredMessage]) -> Result<String, serde_json::Error> {
+    let session = SessionOut {
+        kind: "session",
+        version: VERSION,
+        id: row.id.as_str(),
+        title: row.title.as_deref(),
+        cwd: &row.cwd,
+        model: &row.model,
+        mode: row.mode.as_deref(),
+        thought_level: row.thought_level.as_deref(),
+        cost_usd: row.cost_usd,
+        parent_id: row.parent_id.as_ref().map(SessionId::as_str),
+        subagent: row.subagent.as_deref(),
+        rules: &row.rules,
+        created_at: iso8601(row.created_at),
+        updated_at: iso8601(row.updated_at),
+    };
+    let mut out = serde_json::to_string(&session)?;
+    out.push('\n');
+    for message in messages {
+        let line = MessageOut {
+            kind: "message",
+            id: &message.id,
+            role: &message.role,
+            meta: &message.meta,
+            parts: &message.parts,
+        };
+        out.push_str(&serde_json::to_string(&line)?);
+        out.push('\n');
+    }
+    Ok(out)
+}
+
+/// What an import reads of the session line. Its mode and rules are not taken: a file must not
+/// grant permissions.
+#[derive(Debug, Deserialize)]
+pub struct SessionIn {
+    pub version: u32,
+    pub id: String,
+    pub title: Option<String>,
+    pub cwd: String,
+    pub model: String,
+    pub thought_level: Option<String>,
+    pub created_at: String,
+    pub updated_at: String,
+}
+
+/// A line's `type`, read first so that the line itself is read with the path of any error.
+#[derive(Deserialize)]
+struct Kind {
+    #[serde(rename = "type")]
+    kind: String,
+}
+
+enum Line {
+    Session(SessionIn),
+    Message(MessageIn),
+}
+
+#[derive(Deserialize)]
+struct MessageIn {
+    id: String,
+    role: Role,
+    #[serde(default)]
+    meta: MessageMeta,
+    parts: Vec<Part>,
+}
+
+/// A file read back: the session as a row (not yet stored) and its messages.
+#[derive(Debug)]
+pub struct Imported {
+    pub row: SessionRow,
+    pub messages: Vec<Message>,
+}
+
+/// Reads an export; an error names the line (1-based) and what is wrong with it.
+pub fn parse(text: &str) -> Result<Imported, (usize, String)> {
+    let mut session = None;
+    let mut messages: Vec<Message> = Vec::new();
+    let mut ids = HashSet::new();
+    for (index, line) in text.lines().enumerate() {
+        let number = index + 1;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let read = read_line(line).map_err(|why| (number, why))?;
+        match (read, &session) {
+            (Line::Session(read), None) => {
+                if read.version != VERSION {
+                    let why = format!("format version {} is not {VERSION}, the one this cairn reads", read.version);
+                    return Err((number, why));
+                }
+                session = Some(row(read).map_err(|why| (number, why))?);
+            }
+            (Line::Session(_), Some(_)) => {
+                return Err((number, "a second session line; export one session a file".into()));
+            }
+            (Line::Message(_), None) => {
+                return Err((number, "a message before the session line; the file must start with it".into()));
+            }
+            (Line::Message(read), Some(_)) => {
+                if !ids.insert(read.id.clone()) {
+                    return Err((number, format!("message {} appears twice", read.id)));
+                }
+                let id = MessageId::from_string(read.id);
+                messages.push(Message { id, role: read.role, parts: read.parts, meta: read.meta });
+            }
+        }
+    }
+    match session {
+        Some(row) => Ok(Imported { row, messages }),
+        None => Err((1, "no session line: this is not a `cairn sessions export --format jsonl` file".into())),
+    }
+}
+
+/// One line, by its `type`.
+fn read_line(line: &str) -> Result<Line, String> {
+    fn read<T: serde::de::DeserializeOwned>(line: &str) -> Result<T, String> {
+        let mut reader = serde_json::Deserializer::from_str(line);
+        serde_path_to_error::deserialize(&mut reader).map_err(|err| {
+            let at = err.path().to_string();
+            let why = err.into_inner();
+            if at == "." { why.to_string() } else { format!("{at}: {why}") }
+        })
+    }
+    let Kind { kind } = read(line)?;
+    match kind.as_str() {
+        "session" => read(line).map(Line::Session),
+        "message" => read(line).map(Line::Message),
+        other => Err(format!("type: `{other}` is neither `session` nor `message`")),
+    }
+}
+
+/// The row an imported session is stored as: a session of its own (no parent), in the default
+/// mode, without remembered rules; its cost is computed again from its messages.
+fn row(read: SessionIn) -> Result<SessionRow, String> {
+    let time = |field: &str, text: &str| {
+        chrono::DateTime::parse_from_rfc3339(text)
+            .map(|at| at.timestamp_millis())
+            .map_err(|err| format!("{field}: `{text}` is not an ISO 8601 time: {err}"))
+    };
+    let created_at = time("created_at", &read.created_at)?;
+    let updated_at = time("updated_at", &read.updated_at)?;
+    if !read.id.starts_with("ses_") {
+        return Err(format!("id: `{}` is not a session id (ses_…)", read.id));
+    }
+    let mut row = SessionRow::new(SessionId::from_string(read.id), read.cwd, read.model, created_at);
+    row.title = read.title;
+    row.thought_level = read.thought_level;
+    row.updated_at = updated_at;
+    Ok(row)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn line(value: serde_json::Value) -> String {
+        format!("{value}\n")
+    }
+
+    fn session() -> String {
+        line(serde_json::json!({
+            "type": "session", "version": 1, "id": "ses_1", "title": "T", "cwd": "/w", "model": "openai/m",
+            "mode": "bypass", "rules": [{"permission": "bash", "pattern": "*", "action": "allow", "source": "session"}],
+            "created_at": "2025-01-02T03:04:05.678Z", "updated_at": "2025-01-02T03:04:06.000Z",
+        }))
+    }
+
+    #[test]
+    fn an_import_keeps_the_messages_and_grants_no_permission() {
+        let text = session()
+            + &line(serde_json::json!({"type": "message", "id": "msg_1", "role": "user", "meta": {},
+                "parts": [{"type": "text", "text": "hi"}]}));
+        let imported = parse(&text).unwrap();
+        assert_eq!(imported.row.created_at, 1_735_787_045_678);
+        assert_eq!((imported.row.mode.as_deref(), imported.row.rules.len()), (None, 0));
+        assert_eq!(imported.messages[0].parts, [Part::Text { text: "hi".into() }]);
+    }
+
+    #[test]
+    fn a_line_it_cannot_read_is_named_with_the_field() {
+        let bad = session()
+            + &line(serde_json::json!({"type": "message", "id": "msg_1", "role": "user",
+                "parts": [{"type": "text", "text": "ok"}, {"type": "hologram"}]}));
+        let (number, why) = parse(&bad).unwrap_err();
+        assert_eq!(number, 2);
+        assert!(why.contains("parts[1]") && why.contains("hologram"), "{why}");
+        let twice = session()
+            + &line(serde_json::json!({"type": "message", "id": "msg_1", "role": "user", "parts": []})).repeat(2);
+        assert_eq!(parse(&twice).unwrap_err(), (3, "message msg_1 appears twice".to_owned()));
+        assert_eq!(parse("").unwrap_err().0, 1);
+        assert!(parse(&session().repeat(2)).unwrap_err().1.contains("second session line"));
+    }
+}
