@@ -10,6 +10,7 @@ mod support;
 mod cancel;
 mod commands;
 mod compaction;
+mod conformance;
 mod durability;
 mod editors;
 mod exec;

@@ -6,6 +6,7 @@
 
 pub mod editor;
 pub mod mock_llm;
+pub mod python;
 
 use std::path::PathBuf;
 use std::process::Stdio;
@@ -91,22 +92,29 @@ impl TestEnv {
         command
     }
 
-    fn with_env(&self, mut command: Command) -> Command {
-        command
-            .env_clear()
-            .env("PATH", std::env::var("PATH").unwrap_or_default())
-            .env("HOME", self.dir.path())
-            .env("XDG_CONFIG_HOME", self.dir.path().join("config"))
-            .env("XDG_DATA_HOME", self.dir.path().join("data"))
-            .env("CAIRN_HOME", self.home())
-            .env("CAIRN_MODEL", "openai/mock-model")
-            .env("OPENAI_BASE_URL", &self.mock.url)
-            .env("OPENAI_API_KEY", "sk-test")
-            .env("CAIRN_LOG", "cairn=debug")
-            .current_dir(self.workspace());
+    /// The whole environment the agents get (nothing else is inherited), in the order it is set.
+    pub fn agent_env(&self) -> Vec<(String, String)> {
+        let path = |p: PathBuf| p.to_string_lossy().into_owned();
+        let mut env = vec![
+            ("PATH".to_owned(), std::env::var("PATH").unwrap_or_default()),
+            ("HOME".to_owned(), path(self.dir.path().to_path_buf())),
+            ("XDG_CONFIG_HOME".to_owned(), path(self.dir.path().join("config"))),
+            ("XDG_DATA_HOME".to_owned(), path(self.dir.path().join("data"))),
+            ("CAIRN_HOME".to_owned(), path(self.home())),
+            ("CAIRN_MODEL".to_owned(), "openai/mock-model".to_owned()),
+            ("OPENAI_BASE_URL".to_owned(), self.mock.url.clone()),
+            ("OPENAI_API_KEY".to_owned(), "sk-test".to_owned()),
+            ("CAIRN_LOG".to_owned(), "cairn=debug".to_owned()),
+        ];
         for (name, value) in &self.env {
-            command.env(name, value);
+            env.retain(|(known, _)| known != name);
+            env.push((name.clone(), value.clone()));
         }
+        env
+    }
+
+    fn with_env(&self, mut command: Command) -> Command {
+        command.env_clear().envs(self.agent_env()).current_dir(self.workspace());
         command
     }
 
