@@ -21,6 +21,7 @@ mod permissions;
 mod prompt;
 mod protocol;
 mod provider;
+mod reattach;
 mod sandbox;
 mod sessions;
 mod subagents;
