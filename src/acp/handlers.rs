@@ -23,7 +23,7 @@ use super::rpc::{Handler, Peer};
 use crate::ids::{SessionId, iso8601};
 use crate::llm::catalog::ThoughtLevel;
 use crate::permissions::Mode;
-use crate::session::{Attach, COMMANDS, Registry, SessionError, Update, UpdateSink, replay};
+use crate::session::{Attach, COMMANDS, Registry, SessionError, Update, UpdateSink};
 use crate::tools::Host;
 
 /// Sessions per `session/list` page.
@@ -204,10 +204,8 @@ impl Agent {
         let id = session_id(&request.session_id);
         Ok(async move {
             let attach = sink.attach(request.mcp_servers, extra);
-            let (view, messages) = sessions.load(&id, attach).await.map_err(|err| session_error(&err))?;
-            for update in replay(&messages) {
-                sink.send(&id, update);
-            }
+            // The replay is queued before the answer, and the running turn's updates after it.
+            let view = sessions.load(&id, attach).await.map_err(|err| session_error(&err))?;
             sink.send_wire(&id, usage_update(&view));
             sink.send_commands_after_response(&id);
             to_value(&acp::LoadSessionResponse::new().modes(modes(&view)).config_options(config_options(&view)))

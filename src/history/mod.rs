@@ -265,6 +265,8 @@ pub fn finalize_orphans(messages: &mut [Message]) -> Vec<(MessageId, u32, Part)>
             let why = "Interrupted by a restart of the agent; the call did not finish and was not run again.";
             tool.output = Some(why.to_owned());
             tool.content = vec![ToolContent::Text { text: why.to_owned() }];
+            // One whose arguments were still coming is shown now, failed.
+            tool.streaming = false;
             changed.push((message.id.clone(), u32::try_from(index).unwrap_or(u32::MAX), part.clone()));
         }
     }

@@ -38,6 +38,10 @@ pub struct ToolPart {
     /// The todo list this call set, shown as the session's plan.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub plan: Option<Vec<PlanEntry>>,
+    /// The model is still writing the arguments: the call is stored (so the message's parts keep
+    /// their numbers) but not shown, live or replayed, until they are complete.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub streaming: bool,
 }
 
 impl ToolPart {
@@ -54,6 +58,7 @@ impl ToolPart {
             content: Vec::new(),
             output: None,
             plan: None,
+            streaming: false,
         }
     }
 

@@ -224,13 +224,16 @@ pub enum SessionError {
     Busy(SessionId),
 }
 
-/// The updates that show a stored conversation again, in order (`session/load`).
+/// The updates that show a stored conversation again, in order (`session/load`): what the live
+/// updates of its rows have shown, a part still streaming with its text so far, a tool call in
+/// its latest state, and nothing of a call whose arguments are still being written.
 pub fn replay(messages: &[crate::history::Message]) -> impl Iterator<Item = Update> + '_ {
     use crate::history::Role;
     messages.iter().flat_map(|message| {
         message.parts.iter().flat_map(move |part| {
             let id = message.id.clone();
             let one = match (message.role, part) {
+                (_, Part::Tool(tool)) if tool.streaming => None,
                 (_, Part::Tool(tool)) => {
                     let plan = tool.plan.clone().map(Update::Plan);
                     return std::iter::once(Update::ToolCall(tool.clone())).chain(plan).collect::<Vec<_>>();
@@ -259,4 +262,36 @@ pub fn replay(messages: &[crate::history::Message]) -> impl Iterator<Item = Upda
             one.into_iter().collect()
         })
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::history::{Message, MessageMeta, Role};
+
+    #[test]
+    fn a_replay_shows_the_text_so_far_and_no_call_whose_arguments_are_still_coming() {
+        let mut shown = ToolPart::new("c1".into(), "read".into());
+        shown.title = "Read a.txt".into();
+        let mut named = ToolPart::new("c2".into(), "write".into());
+        named.streaming = true;
+        let parts = vec![Part::Text { text: "So far".into() }, Part::Tool(shown.clone()), Part::Tool(named)];
+        let message = Message::new(Role::Assistant, parts, MessageMeta::default());
+        let replayed: Vec<Update> = replay(std::slice::from_ref(&message)).collect();
+        assert_eq!(
+            replayed,
+            [Update::AgentText { message: message.id, text: "So far".into() }, Update::ToolCall(shown)]
+        );
+    }
+
+    #[test]
+    fn a_call_cut_off_by_a_restart_while_written_is_replayed_failed() {
+        let mut named = ToolPart::new("c1".into(), "write".into());
+        named.streaming = true;
+        let mut messages = vec![Message::new(Role::Assistant, vec![Part::Tool(named)], MessageMeta::default())];
+        crate::history::finalize_orphans(&mut messages);
+        let replayed: Vec<Update> = replay(&messages).collect();
+        let [Update::ToolCall(call)] = replayed.as_slice() else { panic!("{replayed:?}") };
+        assert_eq!(call.state, crate::history::CallState::Failed);
+    }
 }

@@ -227,7 +227,12 @@ impl Recorder for StoreRecorder {
                 }
                 self.write(Write::PutPart { session_id, message_id: message, index, part }, updates);
             }
-            AgentEvent::ToolNamed { message, index, part } => {
+            AgentEvent::ToolNamed { message, index, mut part } => {
+                // Marked so a replay leaves it out too: it is shown once its arguments are
+                // complete, by the `PartUpdated` that stores it whole.
+                if let Part::Tool(tool) = &mut part {
+                    tool.streaming = true;
+                }
                 self.write(Write::PutPart { session_id, message_id: message, index, part }, Vec::new());
             }
             AgentEvent::AssistantFinished { message, meta } => {

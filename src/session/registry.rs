@@ -18,7 +18,7 @@ use super::actor::{self, Command, Init, Services};
 use super::{Attach, SessionError, SessionView, Status, UpdateSink};
 use crate::agent::StopReason;
 use crate::config::Config;
-use crate::history::{Message, Part};
+use crate::history::Part;
 use crate::ids::{SessionId, now_ms};
 use crate::llm::catalog::{self, ThoughtLevel};
 use crate::permissions::Mode;
@@ -134,19 +134,29 @@ impl Registry {
         .await
     }
 
-    /// Reads a stored session for replay and makes it live (keeping a live actor if there is one).
-    /// Tool calls a crash left open are finished first (unless the session is live here, where
-    /// they may be running), so the replay shows them failed.
-    pub async fn load(&self, id: &SessionId, attach: Attach) -> Result<(SessionView, Vec<Message>), SessionError> {
-        let store = &self.inner.store;
-        let (row, history) = if self.live(id).is_some() {
-            let row = store.session(id).await?.ok_or_else(|| SessionError::NotFound(id.clone()))?;
-            (row, store.messages(id).await?)
-        } else {
-            actor::restore(store, id).await?
-        };
-        let init = Init::Ready { row: Box::new(row), history: history.clone() };
-        Ok((self.ask(id, init, |reply| Command::Attach { attach, reply }).await?, history))
+    /// Makes a stored session live (keeping a live actor if there is one) and replays it to the
+    /// sink. The replay is a snapshot taken in the store writer's order and sent from there
+    /// ([`Store::snapshot`]): it shows exactly the updates a running turn has emitted so far (a
+    /// part still streaming with its text so far), and the turn's later updates follow it. Tool
+    /// calls a crash left open are finished when the session is restored, so the replay shows
+    /// them failed. Answers once the replay is queued to the sink.
+    pub async fn load(&self, id: &SessionId, attach: Attach) -> Result<SessionView, SessionError> {
+        let view = self.resume(id, attach).await?;
+        let (done, replayed) = oneshot::channel();
+        let (sink, session) = (Arc::clone(&self.inner.sink), id.clone());
+        self.inner.store.snapshot(
+            id,
+            Box::new(move |messages| {
+                let sent = messages.map(|messages| {
+                    for update in super::replay(&messages) {
+                        sink.send(&session, update);
+                    }
+                });
+                let _ = done.send(sent);
+            }),
+        );
+        replayed.await.unwrap_or(Err(crate::store::StoreError::Closed))?;
+        Ok(view)
     }
 
     /// Attaches to a live session, or restores it from the store without replay.

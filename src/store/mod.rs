@@ -4,7 +4,9 @@
 //! each write may carry an [`AfterCommit`] callback that runs, in queue order, once its rows are
 //! committed or have failed. The session recorder uses that to emit a `session/update` only after
 //! the row it shows is on disk. Reads run on a second connection under `spawn_blocking`, so WAL
-//! readers never wait for the writer. This module and its children hold all of cairn's SQL.
+//! readers never wait for the writer. A [`Store::snapshot`] is the exception: it reads on the
+//! writer thread, in the writer's order, for a `session/load` that must join a live stream. This
+//! module and its children hold all of cairn's SQL.
 //!
 //! A session's history is written by one process at a time: the process running a turn holds
 //! the session's lease (`lease`), taken by the turn's first write ([`Write::TakeLease`]).
@@ -36,6 +38,9 @@ pub use transfer::StoredMessage;
 /// A callback run on the writer thread once a write is committed (`Ok`) or rolled back (`Err`).
 /// It must be quick: it runs between batches.
 pub type AfterCommit = Box<dyn FnOnce(Result<(), StoreError>) + Send>;
+
+/// What a [`Store::snapshot`] hands over, on the writer thread.
+pub type Snapshot = Box<dyn FnOnce(Result<Vec<Message>, StoreError>) + Send>;
 
 /// Why the store could not do what was asked. Cloneable: one failed batch fails many writes.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
@@ -282,6 +287,19 @@ impl Store {
             })),
         );
         rx.await.unwrap_or(Err(StoreError::Closed))
+    }
+
+    /// Reads a session's visible messages at a point in the writer's order and hands them to
+    /// `then` on the writer thread: after every write queued before this call is committed and
+    /// its callback has run, before any write queued after it is applied. So the messages show
+    /// exactly what the callbacks so far have emitted, and whatever `then` emits (through the same
+    /// sink) comes before every later callback's. `then` holds up the writer: keep it to the
+    /// sending.
+    pub fn snapshot(&self, id: &SessionId, then: Snapshot) {
+        let (id, path) = (id.clone(), self.inner.path.clone());
+        self.inner.writer.read(Box::new(move |conn| {
+            then(conn.and_then(|conn| rows::messages(conn, &id).map_err(|err| err.into_store_error(&path))));
+        }));
     }
 
     /// Waits until everything queued so far is committed.

@@ -57,6 +57,65 @@ async fn streamed_parts_are_stored_whole_and_read_back_in_order() {
 }
 
 #[tokio::test]
+async fn a_snapshot_sees_exactly_what_was_called_back_before_it_and_comes_before_what_follows() {
+    let (_dir, store) = open();
+    let session = row("/w");
+    store.commit(Write::InsertSession(Box::new(session.clone()))).await.unwrap();
+    let answer = Message::new(Role::Assistant, Vec::new(), MessageMeta::default());
+    let message_id = answer.id.clone();
+    store.submit(Write::InsertMessage { session_id: session.id.clone(), message: answer }, None);
+    store.submit(
+        Write::OpenPart { session_id: session.id.clone(), message_id: message_id.clone(), index: 0, part: text("") },
+        None,
+    );
+    // The writer is held in a callback until everything below is queued: one batch, with the
+    // snapshot in its middle.
+    let (release, held) = std::sync::mpsc::channel::<()>();
+    store.submit(
+        Write::Barrier,
+        Some(Box::new(move |_| {
+            let _ = held.recv();
+        })),
+    );
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let chunk = |delta: &'static str| {
+        let log = Arc::clone(&log);
+        let after: AfterCommit = Box::new(move |result| log.lock().unwrap().push(format!("{delta} {result:?}")));
+        (Write::AppendPart { message_id: message_id.clone(), index: 0, delta: delta.into() }, Some(after))
+    };
+    for delta in ["a", "b"] {
+        let (write, after) = chunk(delta);
+        store.submit(write, after);
+    }
+    let seen = Arc::clone(&log);
+    store.snapshot(
+        &session.id,
+        Box::new(move |messages| {
+            let parts: Vec<Part> = messages.unwrap().into_iter().flat_map(|message| message.parts).collect();
+            seen.lock().unwrap().push(format!("snapshot {parts:?}"));
+        }),
+    );
+    let (write, after) = chunk("c");
+    store.submit(write, after);
+    release.send(()).unwrap();
+    store.flush().await.unwrap();
+
+    let snapshot = format!("snapshot {:?}", [text("ab")]);
+    assert_eq!(*log.lock().unwrap(), ["a Ok(())", "b Ok(())", snapshot.as_str(), "c Ok(())"]);
+    assert_eq!(store.messages(&session.id).await.unwrap()[0].parts, [text("abc")]);
+
+    store.shutdown().await;
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    store.snapshot(
+        &session.id,
+        Box::new(move |messages| {
+            let _ = tx.send(messages);
+        }),
+    );
+    assert_eq!(rx.await.unwrap(), Err(StoreError::Closed), "a snapshot of a closed store is told so");
+}
+
+#[tokio::test]
 async fn a_failing_write_fails_alone_and_withholds_only_its_callback() {
     let (_dir, store) = open();
     let session = row("/w");

@@ -10,6 +10,11 @@
 //! that holds the turn's first write (`BEGIN IMMEDIATE` makes check and take one step for every
 //! process sharing the file), refreshed every `lease::HEARTBEAT_EVERY` while any is held (waking
 //! for it when idle), and released at shutdown.
+//!
+//! A read can be queued too ([`Handle::read`]): it ends the batch it falls in, so it runs on the
+//! writer's connection once everything queued before it is committed and called back, and before
+//! anything queued after it is applied. What it sees is exactly what the callbacks so far have
+//! been told, which is how a `session/load` joins a live stream without a gap or a repeat.
 
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
@@ -31,8 +36,12 @@ const MAX_BATCH: usize = 4096;
 #[allow(clippy::large_enum_variant)]
 enum Job {
     Write(Write, Option<AfterCommit>),
+    Read(ReadJob),
     Shutdown(oneshot::Sender<()>),
 }
+
+/// A read run between two batches on the writer's connection (`Err` if the writer is gone).
+pub type ReadJob = Box<dyn FnOnce(Result<&Connection, StoreError>) + Send>;
 
 /// The queue into the writer thread.
 pub struct Handle {
@@ -51,13 +60,24 @@ pub fn spawn(conn: Connection, path: PathBuf, me: Holder, beat_every: Duration) 
 
 impl Handle {
     pub fn submit(&self, write: Write, after: Option<AfterCommit>) {
-        let job = Job::Write(write, after);
-        let unsent = match self.tx.lock().unwrap_or_else(std::sync::PoisonError::into_inner).as_ref() {
+        if let Some(Job::Write(_, Some(after))) = self.send(Job::Write(write, after)) {
+            after(Err(StoreError::Closed));
+        }
+    }
+
+    /// Queues `read`, to run on the writer's connection between the batch of what was queued
+    /// before it and the batch of what comes after.
+    pub fn read(&self, read: ReadJob) {
+        if let Some(Job::Read(read)) = self.send(Job::Read(read)) {
+            read(Err(StoreError::Closed));
+        }
+    }
+
+    /// Queues a job; gives it back if the thread is gone.
+    fn send(&self, job: Job) -> Option<Job> {
+        match self.tx.lock().unwrap_or_else(std::sync::PoisonError::into_inner).as_ref() {
             Some(tx) => tx.send(job).err().map(|mpsc::SendError(job)| job),
             None => Some(job),
-        };
-        if let Some(Job::Write(_, Some(after))) = unsent {
-            after(Err(StoreError::Closed));
         }
     }
 
@@ -117,13 +137,14 @@ impl Writer {
                 return;
             };
             let mut writes = Vec::new();
-            let mut shutdown = None;
+            // A read or a shutdown ends the batch: it comes after the writes before it.
+            let mut last = None;
             let mut next = Some(first);
             while let Some(job) = next.take() {
                 match job {
                     Job::Write(write, after) => writes.push((write, after)),
-                    Job::Shutdown(ack) => {
-                        shutdown = Some(ack);
+                    job @ (Job::Read(_) | Job::Shutdown(_)) => {
+                        last = Some(job);
                         break;
                     }
                 }
@@ -131,17 +152,23 @@ impl Writer {
                     next = rx.try_recv().ok();
                 }
             }
-            let results = self.apply(&writes);
-            for ((_, after), result) in writes.into_iter().zip(results) {
-                if let Some(after) = after {
-                    after(result);
+            if !writes.is_empty() {
+                let results = self.apply(&writes);
+                for ((_, after), result) in writes.into_iter().zip(results) {
+                    if let Some(after) = after {
+                        after(result);
+                    }
                 }
             }
-            if let Some(ack) = shutdown {
-                self.release_all();
-                drop(self.conn);
-                let _ = ack.send(());
-                return;
+            match last {
+                Some(Job::Read(read)) => read(Ok(&self.conn)),
+                Some(Job::Shutdown(ack)) => {
+                    self.release_all();
+                    drop(self.conn);
+                    let _ = ack.send(());
+                    return;
+                }
+                Some(Job::Write(..)) | None => {}
             }
         }
     }

@@ -27,6 +27,7 @@ mod permissions;
 mod prompt;
 mod protocol;
 mod provider;
+mod reattach;
 mod sandbox;
 mod scripted;
 mod sessions;
