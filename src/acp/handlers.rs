@@ -175,10 +175,46 @@ impl Agent {
         ready(&acp::LogoutResponse::new())
     }
 
+    /// The client's `additionalDirectories`: each an existing directory, absolute, as the cwd
+    /// is; and none that would bring the home directory, cairn's own data or configuration (its
+    /// database, saved keys) or the whole disk into the workspace, where accept-edits writes
+    /// without asking and commands may write.
+    fn additional_directories(&self, paths: Vec<PathBuf>) -> Result<Vec<PathBuf>, acp::Error> {
+        if paths.is_empty() {
+            return Ok(paths);
+        }
+        let sessions = self.sessions()?;
+        let config = sessions.config();
+        let real = |path: &Path| std::fs::canonicalize(path).unwrap_or_else(|_| path.to_owned());
+        let guarded: Vec<(PathBuf, &str)> = [
+            (Some(&config.data_dir), "cairn's data directory"),
+            (config.config_dir.as_ref(), "cairn's configuration"),
+            (config.home_dir.as_ref(), "your home directory"),
+        ]
+        .into_iter()
+        .filter_map(|(dir, what)| dir.map(|dir| (real(dir), what)))
+        .collect();
+        paths
+            .into_iter()
+            .map(|path| {
+                let path = directory("additionalDirectories", path)?;
+                let root = real(&path);
+                let inside = |dir: &Path| dir.starts_with(&root);
+                if let Some((_, what)) = guarded.iter().find(|(dir, _)| inside(dir)) {
+                    return Err(invalid_params(format!(
+                        "`additionalDirectories` {} would bring {what} into the workspace; name a project directory instead",
+                        path.display()
+                    )));
+                }
+                Ok(path)
+            })
+            .collect()
+    }
+
     fn new_session(&self, params: Value) -> Answer {
         let request: acp::NewSessionRequest = parse("session/new", with_mcp_servers(params))?;
         let cwd = directory("cwd", request.cwd)?;
-        let extra = additional_directories(request.additional_directories)?;
+        let extra = self.additional_directories(request.additional_directories)?;
         let sessions = self.sessions()?;
         needs_no_login(sessions.config())?;
         let sink = Arc::clone(&self.sink);
@@ -198,7 +234,7 @@ impl Agent {
     fn load_session(&self, params: Value) -> Answer {
         let request: acp::LoadSessionRequest = parse("session/load", with_mcp_servers(params))?;
         directory("cwd", request.cwd)?;
-        let extra = additional_directories(request.additional_directories)?;
+        let extra = self.additional_directories(request.additional_directories)?;
         let sessions = self.sessions()?;
         let sink = Arc::clone(&self.sink);
         let id = session_id(&request.session_id);
@@ -216,7 +252,7 @@ impl Agent {
     fn resume_session(&self, params: Value) -> Answer {
         let request: acp::ResumeSessionRequest = parse("session/resume", with_mcp_servers(params))?;
         directory("cwd", request.cwd)?;
-        let extra = additional_directories(request.additional_directories)?;
+        let extra = self.additional_directories(request.additional_directories)?;
         let id = session_id(&request.session_id);
         // Queued now, in wire order: a prompt right behind this request finds the session
         // attached to these servers, not started without them and then restarted.
@@ -236,7 +272,7 @@ impl Agent {
     fn fork_session(&self, params: Value) -> Answer {
         let request: acp::ForkSessionRequest = parse("session/fork", with_mcp_servers(params))?;
         let cwd = directory("cwd", request.cwd)?;
-        let extra = additional_directories(request.additional_directories)?;
+        let extra = self.additional_directories(request.additional_directories)?;
         let parent = session_id(&request.session_id);
         let sessions = self.sessions()?;
         let sink = Arc::clone(&self.sink);
@@ -534,11 +570,6 @@ fn directory(field: &str, path: PathBuf) -> Result<PathBuf, acp::Error> {
             path.display()
         ))),
     }
-}
-
-/// The client's `additionalDirectories`: each an existing directory, absolute, as the cwd is.
-fn additional_directories(paths: Vec<PathBuf>) -> Result<Vec<PathBuf>, acp::Error> {
-    paths.into_iter().map(|path| directory("additionalDirectories", path)).collect()
 }
 
 fn to_value<T: Serialize>(value: &T) -> Result<Value, acp::Error> {

@@ -320,9 +320,18 @@ async fn additional_directories_widen_the_workspace_and_nothing_more() {
     assert_eq!(std::fs::read_to_string(shared.join("made.txt")).unwrap(), "in");
     assert_eq!(std::fs::read_dir(&elsewhere).unwrap().count(), 0, "nothing escaped: {elsewhere:?}");
 
-    for (bad, says) in
-        [("relative/dir", "absolute"), ("/no/such/cairn-dir", "cannot be used"), ("/etc/hostname", "not a directory")]
-    {
+    let file = path(&base, "a-file");
+    std::fs::write(&file, "").unwrap();
+    std::fs::create_dir_all(env.home()).unwrap();
+    let (home, data) = (base.to_string_lossy().into_owned(), env.home().to_string_lossy().into_owned());
+    for (bad, says) in [
+        ("relative/dir", "absolute"),
+        ("/no/such/cairn-dir", "cannot be used"),
+        (file.as_str(), "not a directory"),
+        ("/", "into the workspace"),
+        (home.as_str(), "would bring"),
+        (data.as_str(), "cairn's data directory"),
+    ] {
         let error = agent
             .call_err("session/new", json!({"cwd": env.cwd(), "mcpServers": [], "additionalDirectories": [bad]}))
             .await;
