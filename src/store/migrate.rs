@@ -14,6 +14,7 @@ pub(super) const MIGRATIONS: &[&str] = &[
     include_str!("../../schema/0003_subagents.sql"),
     include_str!("../../schema/0004_tool_rules.sql"),
     include_str!("../../schema/0005_session_leases.sql"),
+    include_str!("../../schema/0006_lease_identity.sql"),
 ];
 
 /// The schema version this build writes.
