@@ -232,11 +232,10 @@ async fn run(
     }
     let (id, created) = open(registry, target, &cwd, &rules).await?;
     *started = Some(id.clone());
-    if let (Some(model), false) = (model, created) {
-        registry.set_model(&id, model).await?;
-    }
-    if let Some(mode) = mode {
-        registry.set_mode(&id, mode).await?;
+    // Stored with the prompt: a run another process's turn refuses changes nothing stored.
+    let model = model.filter(|_| !created);
+    if model.is_some() || mode.is_some() {
+        registry.set_for_turn(&id, model, mode).await?;
     }
     if !created && !json {
         let _ = writeln!(std::io::stderr().lock(), "session: {id}");

@@ -254,23 +254,30 @@ pub fn finalize_orphans(messages: &mut [Message]) -> Vec<(MessageId, u32, Part)>
     let mut changed = Vec::new();
     for message in messages {
         for (index, part) in message.parts.iter_mut().enumerate() {
-            let Part::Tool(tool) = part else { continue };
-            if tool.state.is_terminal() {
-                continue;
+            if finalize_orphan(part) {
+                changed.push((message.id.clone(), u32::try_from(index).unwrap_or(u32::MAX), part.clone()));
             }
-            // A call waiting for permission may only be cancelled; the others fail.
-            if tool.state.advance(CallState::Failed).is_err() {
-                let _ = tool.state.advance(CallState::Cancelled);
-            }
-            let why = "Interrupted by a restart of the agent; the call did not finish and was not run again.";
-            tool.output = Some(why.to_owned());
-            tool.content = vec![ToolContent::Text { text: why.to_owned() }];
-            // One whose arguments were still coming is shown now, failed.
-            tool.streaming = false;
-            changed.push((message.id.clone(), u32::try_from(index).unwrap_or(u32::MAX), part.clone()));
         }
     }
     changed
+}
+
+/// Ends `part` if it is a tool call a crash left unfinished (a call waiting for permission is
+/// cancelled, the others fail, saying why); answers whether it changed.
+pub fn finalize_orphan(part: &mut Part) -> bool {
+    let Part::Tool(tool) = part else { return false };
+    if tool.state.is_terminal() {
+        return false;
+    }
+    if tool.state.advance(CallState::Failed).is_err() {
+        let _ = tool.state.advance(CallState::Cancelled);
+    }
+    let why = "Interrupted by a restart of the agent; the call did not finish and was not run again.";
+    tool.output = Some(why.to_owned());
+    tool.content = vec![ToolContent::Text { text: why.to_owned() }];
+    // One whose arguments were still coming is shown now, failed.
+    tool.streaming = false;
+    true
 }
 
 /// The same messages under fresh ids (in order, so they still sort), with every reference from

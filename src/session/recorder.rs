@@ -8,8 +8,10 @@
 //! The turn's first write takes the session's lease ([`StoreRecorder::claim`]): another process
 //! running a turn in the session refuses it, and a history another process wrote to since this
 //! one read it is read again first. A recorder made [`StoreRecorder::for_turn`] holds what it is
-//! given before that first write and sends it only once the lease is taken, so a refused turn
-//! records nothing.
+//! given before that first write and sends it only once the lease is taken (held notices get
+//! fresh ids if the history was read again, so they sort after the turn that came meanwhile).
+//! Once a claim is refused, the recorder drops everything it is given: a refused turn records
+//! nothing, not even the notice of a limit that stopped it while it waited.
 
 use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
@@ -27,6 +29,16 @@ use crate::store::{AfterCommit, LastTurn, Store, StoreError, Write};
 /// time another process must have run a whole turn in between).
 const CLAIM_TRIES: usize = 3;
 
+/// Where a recorder's writes go.
+enum Gate {
+    /// To the store.
+    Open,
+    /// Held until the claim takes the lease (a turn's recorder, before its first write).
+    Holding(Vec<(Write, Vec<Update>)>),
+    /// Nowhere: the claim was refused.
+    Shut,
+}
+
 pub struct StoreRecorder {
     session: SessionId,
     /// The project a project-scope rule belongs to: the session's working directory.
@@ -40,8 +52,8 @@ pub struct StoreRecorder {
     shown_calls: HashMap<(MessageId, String), ToolPart>,
     /// The session's status: retrying while a request is tried again, busy once it streams.
     status: Arc<watch::Sender<Status>>,
-    /// Writes recorded before the lease was taken, sent once it is (`for_turn`).
-    pending: Option<Vec<(Write, Vec<Update>)>>,
+    /// Where writes go: to the store, held until the claim, or nowhere after a refusal.
+    gate: Gate,
     /// The title a first prompt gives the session, written with it.
     title: Option<String>,
     /// Why the claim was refused (another process holds the session).
@@ -64,7 +76,7 @@ impl StoreRecorder {
             failure: Arc::new(OnceLock::new()),
             shown_calls: HashMap::new(),
             status,
-            pending: None,
+            gate: Gate::Open,
             title: None,
             refused: None,
         }
@@ -73,8 +85,17 @@ impl StoreRecorder {
     /// A recorder for a turn: what it is given before the claim waits for it, and `title` is
     /// written with the prompt.
     pub fn for_turn(mut self, title: Option<String>) -> Self {
-        self.pending = Some(Vec::new());
+        self.gate = Gate::Holding(Vec::new());
         self.title = title;
+        self
+    }
+
+    /// Also holds `writes` until the claim (a headless run's settings: stored with its prompt,
+    /// or not at all if the session is refused).
+    pub fn with_held(mut self, writes: Vec<Write>) -> Self {
+        for write in writes {
+            self.write(write, Vec::new());
+        }
         self
     }
 
@@ -87,8 +108,9 @@ impl StoreRecorder {
     /// until it is committed; then appends the prompt to `history` and sends what was held. If
     /// another process's turn came after `history` was read, `history` is replaced by the stored
     /// one first (the calls a dead holder left unfinished marked failed) and the prompt gets a
-    /// fresh id, so it sorts after that turn; answers whether that happened. Refused while another
-    /// process holds the lease: nothing is written and what was held is dropped.
+    /// fresh id, so it sorts after that turn (the held notices too, before it); answers whether
+    /// that happened. Refused while another process holds the lease: nothing is written, what was
+    /// held is dropped, and so is whatever the recorder is given afterwards.
     pub async fn claim(
         &mut self,
         history: &mut Vec<Message>,
@@ -122,8 +144,10 @@ impl StoreRecorder {
                         let session_id = self.session.clone();
                         self.write(Write::PutPart { session_id, message_id, index, part }, Vec::new());
                     }
-                    for (write, updates) in self.pending.take().into_iter().flatten() {
-                        self.write(write, updates);
+                    if let Gate::Holding(held) = std::mem::replace(&mut self.gate, Gate::Open) {
+                        for (write, updates) in held {
+                            self.write(write, updates);
+                        }
                     }
                     return self.failure().map_or(Ok(reread), Err);
                 }
@@ -136,13 +160,14 @@ impl StoreRecorder {
                     tracing::info!(session = %self.session, "another process wrote to the session; its history is read again");
                     *history = stored;
                     orphans = finalize_orphans(history);
+                    self.renumber_held();
                     if let Some(prompt) = &mut prompt {
                         prompt.id = MessageId::generate();
                     }
                     last = LastTurn::By(seen);
                 }
                 Err(err) => {
-                    self.pending = None;
+                    self.gate = Gate::Shut;
                     if matches!(err, StoreError::Leased(_)) {
                         self.refused = Some(err.clone());
                     }
@@ -150,7 +175,26 @@ impl StoreRecorder {
                 }
             }
         }
+        self.gate = Gate::Shut;
         Err(RecordError(StoreError::LeaseMoved { session: self.session.clone(), last: None }.to_string()))
+    }
+
+    /// Gives the held notices fresh ids, in the order they were recorded: ids made before the
+    /// history was read again would sort inside the turn another process ran meanwhile.
+    fn renumber_held(&mut self) {
+        let Gate::Holding(held) = &mut self.gate else { return };
+        for (write, updates) in held {
+            let Write::InsertMessage { message, .. } = write else { continue };
+            let fresh = MessageId::generate();
+            for update in updates.iter_mut() {
+                if let Update::Notice { message: shown, .. } = update
+                    && *shown == message.id
+                {
+                    *shown = fresh.clone();
+                }
+            }
+            message.id = fresh;
+        }
     }
 
     /// A callback that shows `updates` once committed, or remembers the failure.
@@ -172,9 +216,10 @@ impl StoreRecorder {
     }
 
     fn write(&mut self, write: Write, updates: Vec<Update>) {
-        match &mut self.pending {
-            Some(held) => held.push((write, updates)),
-            None => self.store.submit(write, Some(self.then_show(updates))),
+        match &mut self.gate {
+            Gate::Open => self.store.submit(write, Some(self.then_show(updates))),
+            Gate::Holding(held) => held.push((write, updates)),
+            Gate::Shut => tracing::debug!(session = %self.session, "dropped a write of a turn the session refused"),
         }
     }
 }
@@ -326,3 +371,7 @@ fn as_shown(tool: &ToolPart) -> ToolPart {
     }
     shown
 }
+
+#[cfg(test)]
+#[path = "recorder_tests.rs"]
+mod tests;

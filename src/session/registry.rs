@@ -201,6 +201,17 @@ impl Registry {
         self.ask(id, Init::Restore(id.clone()), move |reply| Command::SetMode { mode, reply })
     }
 
+    /// A headless run's model and mode: in effect at once, and stored with the prompt that
+    /// follows, so a prompt another process's lease refuses leaves both as stored.
+    pub fn set_for_turn(
+        &self,
+        id: &SessionId,
+        model: Option<String>,
+        mode: Option<Mode>,
+    ) -> impl Future<Output = Result<SessionView, SessionError>> + use<> {
+        self.ask(id, Init::Restore(id.clone()), move |reply| Command::SetForTurn { model, mode, reply })
+    }
+
     /// Changes how hard the session's model reasons, from the next request on.
     pub fn set_thought(
         &self,

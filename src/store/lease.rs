@@ -1,13 +1,16 @@
 //! Session leases: a session's history is written by one process at a time.
 //!
 //! The process running a turn holds its session's lease, a row of `session_leases` naming it
-//! (a random token, pid, host, and the process's start time). The writer thread takes the lease
-//! in the same transaction as the turn's first write, refreshes every lease it holds each
-//! [`HEARTBEAT_EVERY`] and releases it when the turn ends or the store shuts down. Another
-//! process's claim is refused while the holder lives; a holder that died does not lock the
-//! session: on the same host it lapses as soon as its pid is gone (or belongs to a process that
-//! started at another time: a reused pid), and from another host once its heartbeat is older
-//! than [`STALE_AFTER`]. Released rows stay, so the next holder learns whose turn came last.
+//! (a random token, pid, host, boot id, pid namespace and the process's start time) and the
+//! take (a fresh id each time). The writer thread takes the lease in the same transaction as
+//! the turn's first write, refreshes every lease it holds each [`HEARTBEAT_EVERY`] and releases
+//! it when the turn ends or the store shuts down. Another process's claim is refused while the
+//! holder lives. A holder that died does not lock the session: when it ran on our host, boot and
+//! pid namespace, its pid means a process here, and its lease lapses as soon as that pid is gone
+//! (or belongs to a process that started at another time: a reused pid); otherwise (another
+//! host, a container, `unshare --pid`, a flatpak, a `/proc` that is not our namespace's) a pid
+//! says nothing here and the lease lapses once its heartbeat is older than [`STALE_AFTER`].
+//! Released rows stay, so the next holder learns which take came last.
 
 use std::time::Duration;
 
@@ -19,8 +22,8 @@ use crate::ids::{SessionId, iso8601, new_id};
 /// How often a holder refreshes its leases while it holds any.
 pub const HEARTBEAT_EVERY: Duration = Duration::from_secs(5);
 
-/// How old a heartbeat from another host may be before its lease lapses. Six heartbeats: a
-/// holder busy with a long write is not mistaken for a dead one.
+/// How old a heartbeat may be before its lease lapses, for a holder whose pid cannot be looked
+/// up here. Six heartbeats: a holder busy with a long write is not mistaken for a dead one.
 pub const STALE_AFTER: Duration = Duration::from_secs(30);
 
 /// A process as a lease holder. Each process makes one, with a fresh token.
@@ -31,27 +34,34 @@ pub struct Holder {
     pub pid: u32,
     /// The host name, as `/proc/sys/kernel/hostname` has it.
     pub host: String,
-    /// `<boot id>/<start time in clock ticks>` of this process; `None` without `/proc`, in which
-    /// case leases are judged by their heartbeat alone, as from another host.
+    /// `<boot id>/<start time in clock ticks>` of this process, read from `/proc/self/stat` when
+    /// the pid written there is this process's. `None` otherwise (no `/proc`, or the `/proc` of
+    /// another pid namespace, where that file describes another process): then no pid is looked
+    /// up in `/proc`, and leases are judged by their heartbeat alone.
     pub started: Option<String>,
-    /// This boot's id, to read other processes' start times with.
-    boot: Option<String>,
+    /// This boot's id (`/proc/sys/kernel/random/boot_id`).
+    pub boot: Option<String>,
+    /// This process's pid namespace, as `readlink /proc/self/ns/pid` has it (`pid:[4026531836]`).
+    pub pid_ns: Option<String>,
 }
 
 impl Holder {
     /// The running process.
     pub fn this_process() -> Self {
         let pid = std::process::id();
-        let read = |path: &str| std::fs::read_to_string(path).ok().map(|text| text.trim().to_owned());
-        let host =
-            read("/proc/sys/kernel/hostname").filter(|host| !host.is_empty()).unwrap_or_else(|| "unknown".into());
+        let read = |path: &str| {
+            std::fs::read_to_string(path).ok().map(|text| text.trim().to_owned()).filter(|text| !text.is_empty())
+        };
+        let host = read("/proc/sys/kernel/hostname").unwrap_or_else(|| "unknown".into());
         let boot = read("/proc/sys/kernel/random/boot_id");
-        let mut holder = Self { token: new_id("proc"), pid, host, started: None, boot };
-        holder.started = holder.start_of(pid).and_then(|seen| match seen {
-            Seen::Running(started) => Some(started),
-            Seen::Gone => None,
-        });
-        holder
+        let pid_ns = std::fs::read_link("/proc/self/ns/pid").ok().map(|link| link.to_string_lossy().into_owned());
+        let started = match (&boot, std::fs::read_to_string("/proc/self/stat")) {
+            (Some(boot), Ok(stat)) => {
+                Stat::parse(&stat).filter(|stat| stat.pid == pid).map(|stat| format!("{boot}/{}", stat.start))
+            }
+            _ => None,
+        };
+        Self { token: new_id("proc"), pid, host, started, boot, pid_ns }
     }
 
     /// Another holder on this host: this process under another token (for tests).
@@ -63,46 +73,85 @@ impl Holder {
     /// A holder on another host (for tests).
     #[cfg(test)]
     pub fn remote(host: &str, pid: u32) -> Self {
-        Self { token: new_id("proc"), pid, host: host.to_owned(), started: None, boot: None }
+        Self { token: new_id("proc"), pid, host: host.to_owned(), started: None, boot: None, pid_ns: None }
     }
 
-    /// What `/proc` says about `pid`: its start time, or that it is gone (a zombie is gone).
-    /// `None` when `/proc` cannot tell.
-    fn start_of(&self, pid: u32) -> Option<Seen> {
+    /// What our `/proc` says about `pid`: its start time, or that it is gone (a zombie is gone).
+    /// `None` when it cannot tell.
+    fn look_up(&self, pid: u32) -> Option<Seen> {
         let boot = self.boot.as_deref()?;
         let stat = match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
             Ok(stat) => stat,
             Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Some(Seen::Gone),
             Err(_) => return None,
         };
-        // `pid (comm) state …`: the command may hold spaces and parentheses, so fields are
-        // counted from the last `)`. The state is field 3, the start time field 22.
-        let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
-        if matches!(fields.first(), Some(&("Z" | "X" | "x"))) {
+        let stat = Stat::parse(&stat).filter(|stat| stat.pid == pid)?;
+        if matches!(stat.state, "Z" | "X" | "x") {
             return Some(Seen::Gone);
         }
-        Some(Seen::Running(format!("{boot}/{}", fields.get(19)?)))
+        Some(Seen::Running(format!("{boot}/{}", stat.start)))
+    }
+
+    /// Whether a pid in `lease` names a process in our `/proc`: the holder wrote its boot and
+    /// namespace (an older cairn did not), they and its host are ours, and our `/proc` is our
+    /// namespace's (we found ourselves in it).
+    fn shares_pids_with(&self, lease: &Row) -> bool {
+        let described = lease.take_token.as_deref() == Some(lease.token.as_str());
+        described
+            && self.started.is_some()
+            && lease.host == self.host
+            && self.boot.is_some()
+            && lease.boot == self.boot
+            && self.pid_ns.is_some()
+            && lease.pid_ns == self.pid_ns
     }
 
     /// Whether the process that holds `lease` may still be running its turn.
     fn thinks_alive(&self, lease: &Row, now: i64) -> bool {
-        if lease.host == self.host
-            && self.started.is_some()
-            && let Some(seen) = self.start_of(lease.pid)
-        {
-            return match (seen, &lease.started) {
-                (Seen::Gone, _) => false,
-                (Seen::Running(started), Some(then)) => started == *then,
-                (Seen::Running(_), None) => true,
-            };
+        self.judge(lease, now, |pid| self.look_up(pid))
+    }
+
+    /// [`Self::thinks_alive`], with `look_up` for what `/proc` says about a pid.
+    fn judge(&self, lease: &Row, now: i64, look_up: impl FnOnce(u32) -> Option<Seen>) -> bool {
+        let fresh =
+            now.saturating_sub(lease.heartbeat_at) <= i64::try_from(STALE_AFTER.as_millis()).unwrap_or(i64::MAX);
+        if !self.shares_pids_with(lease) {
+            return fresh;
         }
-        now.saturating_sub(lease.heartbeat_at) <= i64::try_from(STALE_AFTER.as_millis()).unwrap_or(i64::MAX)
+        match (look_up(lease.pid), &lease.started) {
+            (Some(Seen::Gone), _) => false,
+            (Some(Seen::Running(started)), Some(then)) => started == *then,
+            // A pid that runs, but the holder could not say when it started: a reused pid
+            // cannot be told from the holder.
+            (Some(Seen::Running(_)), None) | (None, _) => fresh,
+        }
     }
 }
 
+/// What `/proc` says about a pid.
+#[derive(Debug)]
 enum Seen {
     Running(String),
     Gone,
+}
+
+/// The fields of a `/proc/<pid>/stat` line that leases read.
+struct Stat<'a> {
+    pid: u32,
+    state: &'a str,
+    /// Clock ticks after boot.
+    start: &'a str,
+}
+
+impl<'a> Stat<'a> {
+    /// `pid (comm) state …`: the command may hold spaces and parentheses, so fields are counted
+    /// from the last `)`. The state is field 3, the start time field 22.
+    fn parse(stat: &'a str) -> Option<Self> {
+        let (head, rest) = stat.rsplit_once(')')?;
+        let pid = head.split_once(" (")?.0.trim().parse().ok()?;
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        Some(Self { pid, state: fields.first()?, start: fields.get(19)? })
+    }
 }
 
 /// Who holds a session another process asked for: what its error names.
@@ -124,8 +173,8 @@ impl std::fmt::Display for LeaseHolder {
             f,
             "session {} is in use by another cairn process (pid {} on host {}), running a turn since {since}; \
              wait for that turn to end, or cancel it there, then try again (session/load still shows the \
-             conversation meanwhile). If that process has died, its lease lapses by itself: at once on \
-             the same host, {} s after its last heartbeat from another",
+             conversation meanwhile). If that process has died, its lease lapses by itself: at once when it \
+             ran on this host in this pid namespace, {} s after its last heartbeat otherwise",
             self.session,
             self.pid,
             self.host,
@@ -134,12 +183,15 @@ impl std::fmt::Display for LeaseHolder {
     }
 }
 
-/// Whose turn a caller's copy of a session's history ends with.
+/// Which take of a session's lease a caller's copy of its history ends with.
 #[derive(Clone, Debug, PartialEq)]
 pub enum LastTurn {
-    /// This process's (or nobody's: the session never had a lease).
+    /// This process's latest (or nobody's: the session never had a lease). In a process one
+    /// piece of work takes a session's lease (its actor, or the `task` call running a
+    /// sub-agent), so another take by this process cannot come unnoticed.
     Ours,
-    /// The holder with this token (`None`: the session never had a lease).
+    /// The take with this mark, as [`last_turn`] read it (`None`: the session never had a
+    /// lease). Every take has a fresh mark, so another turn by the same holder changes it.
     By(Option<String>),
 }
 
@@ -152,11 +204,24 @@ struct Row {
     taken_at: i64,
     heartbeat_at: i64,
     released_at: Option<i64>,
+    boot: Option<String>,
+    pid_ns: Option<String>,
+    take_id: Option<String>,
+    take_token: Option<String>,
+}
+
+impl Row {
+    /// What tells this take from every other: the holder's token and the take's id (an older
+    /// cairn writes no take id; its token still tells its takes from other processes').
+    fn mark(&self) -> String {
+        format!("{}/{}", self.token, self.take_id.as_deref().unwrap_or_default())
+    }
 }
 
 fn read(conn: &Connection, session: &SessionId) -> rusqlite::Result<Option<Row>> {
     conn.prepare_cached(
-        "SELECT token, pid, host, started, taken_at, heartbeat_at, released_at FROM session_leases WHERE session_id = ?1",
+        "SELECT token, pid, host, started, taken_at, heartbeat_at, released_at, boot, pid_ns, take_id, take_token
+         FROM session_leases WHERE session_id = ?1",
     )?
     .query_row([session.as_str()], |row| {
         Ok(Row {
@@ -167,6 +232,10 @@ fn read(conn: &Connection, session: &SessionId) -> rusqlite::Result<Option<Row>>
             taken_at: row.get(4)?,
             heartbeat_at: row.get(5)?,
             released_at: row.get(6)?,
+            boot: row.get(7)?,
+            pid_ns: row.get(8)?,
+            take_id: row.get(9)?,
+            take_token: row.get(10)?,
         })
     })
     .optional()
@@ -219,7 +288,7 @@ pub fn held_below(
 
 /// Whether `me` may take the lease of `session` for a history that ends with `last`: refused
 /// with [`StoreError::Leased`] while another live process holds it, with
-/// [`StoreError::LeaseMoved`] if someone else's turn came after `last`.
+/// [`StoreError::LeaseMoved`] if another take came after `last`.
 pub fn check(
     conn: &Connection,
     me: &Holder,
@@ -231,24 +300,39 @@ pub fn check(
     if let Some(holder) = row.as_ref().and_then(|row| holder_elsewhere(row, me, session, now)) {
         return Ok(Err(StoreError::Leased(Box::new(holder))));
     }
-    let seen = row.map(|row| row.token);
     let current = match last {
-        LastTurn::Ours => seen.as_ref().is_none_or(|token| *token == me.token),
-        LastTurn::By(token) => seen == *token,
+        LastTurn::Ours => row.as_ref().is_none_or(|row| row.token == me.token),
+        LastTurn::By(mark) => row.as_ref().map(Row::mark) == *mark,
     };
-    Ok(if current { Ok(()) } else { Err(StoreError::LeaseMoved { session: session.clone(), last: seen }) })
+    Ok(if current {
+        Ok(())
+    } else {
+        Err(StoreError::LeaseMoved { session: session.clone(), last: row.as_ref().map(Row::mark) })
+    })
 }
 
-/// Takes (or renews) the lease of `session` for `me`; [`check`] first.
+/// Takes (or renews) the lease of `session` for `me`, as a new take; [`check`] first.
 pub fn take(conn: &Connection, me: &Holder, session: &SessionId, now: i64) -> rusqlite::Result<()> {
     conn.prepare_cached(
-        "INSERT INTO session_leases (session_id, token, pid, host, started, taken_at, heartbeat_at, released_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6, NULL)
+        "INSERT INTO session_leases (session_id, token, pid, host, started, taken_at, heartbeat_at, released_at,
+                                     boot, pid_ns, take_id, take_token)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6, NULL, ?7, ?8, ?9, ?2)
          ON CONFLICT (session_id) DO UPDATE SET token = excluded.token, pid = excluded.pid, host = excluded.host,
            started = excluded.started, taken_at = excluded.taken_at, heartbeat_at = excluded.heartbeat_at,
-           released_at = NULL",
+           released_at = NULL, boot = excluded.boot, pid_ns = excluded.pid_ns, take_id = excluded.take_id,
+           take_token = excluded.take_token",
     )?
-    .execute(params![session.as_str(), me.token, me.pid, me.host, me.started, now])?;
+    .execute(params![
+        session.as_str(),
+        me.token,
+        me.pid,
+        me.host,
+        me.started,
+        now,
+        me.boot,
+        me.pid_ns,
+        new_id("take")
+    ])?;
     Ok(())
 }
 
@@ -275,7 +359,11 @@ pub fn release_all(conn: &Connection, me: &Holder, now: i64) -> rusqlite::Result
     Ok(())
 }
 
-/// The token of the session's last holder, released or not.
-pub fn last_token(conn: &Connection, session: &SessionId) -> rusqlite::Result<Option<String>> {
-    Ok(read(conn, session)?.map(|row| row.token))
+/// The mark of the session's last take, released or not (for [`LastTurn::By`]).
+pub fn last_turn(conn: &Connection, session: &SessionId) -> rusqlite::Result<Option<String>> {
+    Ok(read(conn, session)?.map(|row| row.mark()))
 }
+
+#[cfg(test)]
+#[path = "lease_lapse_tests.rs"]
+mod lapse_tests;

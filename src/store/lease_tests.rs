@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use super::lease::{self, Holder, LastTurn, STALE_AFTER};
 use super::*;
-use crate::history::Role;
+use crate::history::{CallState, Role};
 use crate::ids::now_ms;
 
 /// Two processes sharing one database: the same file opened under two holders.
@@ -195,4 +195,166 @@ async fn shutting_down_releases_every_lease_this_process_holds() {
     a.shutdown().await;
     assert!(b.held_elsewhere(&one).await.unwrap().is_none());
     assert!(b.held_elsewhere(&two).await.unwrap().is_none());
+}
+
+#[tokio::test]
+async fn a_turn_another_process_ran_after_the_history_was_read_again_is_noticed_even_by_the_same_holder() {
+    let (_dir, a, b) = two_processes();
+    let id = session(&a).await;
+    a.commit(take(&id, LastTurn::Ours, "a's first")).await.unwrap();
+    a.commit(Write::ReleaseLease { session_id: id.clone() }).await.unwrap();
+    let (_, seen) = b.messages_and_last_turn(&id).await.unwrap();
+
+    // Between b's read and b's take, a runs a whole turn: same process, same token.
+    a.commit(take(&id, LastTurn::Ours, "a's second")).await.unwrap();
+    a.commit(Write::ReleaseLease { session_id: id.clone() }).await.unwrap();
+    let moved = b.commit(take(&id, LastTurn::By(seen), "b on a stale copy")).await;
+    assert!(matches!(moved, Err(StoreError::LeaseMoved { .. })), "{moved:?}");
+    assert_eq!(texts(&b.messages(&id).await.unwrap()), ["a's first", "a's second"]);
+}
+
+/// A tool call part in `state` (moved there from New the legal way).
+fn call(states: &[CallState]) -> Part {
+    let mut tool = crate::history::ToolPart::new("c1".into(), "bash".into());
+    for state in states {
+        tool.state.advance(*state).unwrap();
+    }
+    tool.output = tool.state.is_terminal().then(|| "done".to_owned());
+    Part::Tool(tool)
+}
+
+fn state_of(messages: &[Message]) -> Vec<CallState> {
+    messages
+        .iter()
+        .flat_map(|m| &m.parts)
+        .filter_map(|part| match part {
+            Part::Tool(tool) => Some(tool.state),
+            _ => None,
+        })
+        .collect()
+}
+
+/// `store` runs a turn in `id` whose call is running: answers the message holding it.
+async fn running_call(store: &Store, id: &SessionId, last: LastTurn) -> MessageId {
+    store.commit(take(id, last, "run it")).await.unwrap();
+    let message = Message::new(Role::Assistant, vec![call(&[CallState::Running])], MessageMeta::default());
+    let message_id = message.id.clone();
+    store.commit(Write::InsertMessage { session_id: id.clone(), message }).await.unwrap();
+    message_id
+}
+
+#[tokio::test]
+async fn a_restore_never_overwrites_a_call_its_process_finished_after_the_restore_read_it() {
+    let (_dir, a, b) = two_processes();
+    let id = session(&a).await;
+    let message_id = running_call(&a, &id, LastTurn::Ours).await;
+    let finalize = || Write::FinalizeOrphans { session_id: id.clone() };
+
+    // b restores the session and reads the running call; a still holds the lease.
+    assert_eq!(state_of(&b.messages(&id).await.unwrap()), [CallState::Running]);
+    b.commit(finalize()).await.unwrap();
+    assert_eq!(state_of(&a.messages(&id).await.unwrap()), [CallState::Running], "a's running call is left alone");
+
+    // a finishes the call and gives the lease back before b's finalization runs.
+    let done = call(&[CallState::Running, CallState::Succeeded]);
+    let put = Write::PutPart { session_id: id.clone(), message_id: message_id.clone(), index: 0, part: done };
+    a.commit(put).await.unwrap();
+    a.commit(Write::ReleaseLease { session_id: id.clone() }).await.unwrap();
+    b.commit(finalize()).await.unwrap();
+    let stored = b.messages(&id).await.unwrap();
+    assert_eq!(state_of(&stored), [CallState::Succeeded]);
+    let Part::Tool(tool) = &stored[1].parts[0] else { panic!("{stored:?}") };
+    assert_eq!(tool.output.as_deref(), Some("done"), "the result a wrote stays");
+
+    // Nor is a call running under the restoring process's own lease.
+    let (_, last) = b.messages_and_last_turn(&id).await.unwrap();
+    running_call(&b, &id, LastTurn::By(last)).await;
+    b.commit(finalize()).await.unwrap();
+    assert_eq!(state_of(&b.messages(&id).await.unwrap()), [CallState::Succeeded, CallState::Running]);
+}
+
+#[tokio::test]
+async fn a_restore_finishes_the_calls_of_a_holder_that_died() {
+    let (dir, a, b) = two_processes();
+    let id = session(&a).await;
+    let message_id = running_call(&a, &id, LastTurn::Ours).await;
+    // a's process dies: its pid is gone.
+    let mut child = std::process::Command::new("true").spawn().unwrap();
+    let gone = child.id();
+    child.wait().unwrap();
+    let conn = rusqlite::Connection::open(dir.path().join("cairn.db")).unwrap();
+    conn.execute("UPDATE session_leases SET pid = ?1", [gone]).unwrap();
+
+    b.commit(Write::FinalizeOrphans { session_id: id.clone() }).await.unwrap();
+    let stored = b.messages(&id).await.unwrap();
+    assert_eq!(state_of(&stored), [CallState::Failed]);
+    assert_eq!(stored[1].id, message_id);
+    let Part::Tool(tool) = &stored[1].parts[0] else { panic!("{stored:?}") };
+    assert!(tool.output.as_deref().unwrap().contains("Interrupted by a restart"), "{tool:?}");
+}
+
+#[tokio::test]
+async fn a_release_that_fails_is_held_still_and_tried_again_until_it_commits() {
+    let (dir, a, b) = two_processes();
+    let id = session(&a).await;
+    a.commit(take(&id, LastTurn::Ours, "from a")).await.unwrap();
+    // The release's UPDATE fails (as SQLITE_BUSY or a failed commit would).
+    let conn = rusqlite::Connection::open(dir.path().join("cairn.db")).unwrap();
+    conn.execute_batch(
+        "CREATE TRIGGER no_release BEFORE UPDATE OF released_at ON session_leases
+         BEGIN SELECT RAISE(ABORT, 'the release fails'); END",
+    )
+    .unwrap();
+    let failed = a.commit(Write::ReleaseLease { session_id: id.clone() }).await;
+    assert!(failed.is_err(), "{failed:?}");
+    assert!(b.held_elsewhere(&id).await.unwrap().is_some(), "still held");
+
+    conn.execute_batch("DROP TRIGGER no_release").unwrap();
+    a.flush().await.unwrap();
+    assert!(b.held_elsewhere(&id).await.unwrap().is_none(), "released with a's next batch");
+    let (_, last) = b.messages_and_last_turn(&id).await.unwrap();
+    b.commit(take(&id, LastTurn::By(last), "from b")).await.unwrap();
+}
+
+#[tokio::test]
+async fn a_retried_release_never_gives_back_a_lease_taken_again_since() {
+    let (dir, a, b) = two_processes();
+    let id = session(&a).await;
+    a.commit(take(&id, LastTurn::Ours, "first")).await.unwrap();
+    let conn = rusqlite::Connection::open(dir.path().join("cairn.db")).unwrap();
+    conn.execute_batch(
+        "CREATE TRIGGER no_release BEFORE UPDATE OF released_at ON session_leases
+         WHEN NEW.released_at IS NOT NULL BEGIN SELECT RAISE(ABORT, 'the release fails'); END",
+    )
+    .unwrap();
+    assert!(a.commit(Write::ReleaseLease { session_id: id.clone() }).await.is_err());
+    a.commit(take(&id, LastTurn::Ours, "second")).await.unwrap();
+    conn.execute_batch("DROP TRIGGER no_release").unwrap();
+    a.flush().await.unwrap();
+    assert!(b.held_elsewhere(&id).await.unwrap().is_some(), "the second turn's lease stays");
+}
+
+#[tokio::test]
+async fn a_lease_guard_gives_the_lease_back_when_its_work_is_dropped_mid_await_or_panics() {
+    let (_dir, a, b) = two_processes();
+    let (dropped, panicked) = (session(&a).await, session(&a).await);
+    for id in [&dropped, &panicked] {
+        a.commit(take(id, LastTurn::Ours, "a sub-agent's task")).await.unwrap();
+    }
+    let guard = a.release_on_drop(dropped.clone());
+    let work = tokio::spawn(async move {
+        let _guard = guard;
+        std::future::pending::<()>().await;
+    });
+    work.abort();
+    assert!(work.await.unwrap_err().is_cancelled());
+    let guard = a.release_on_drop(panicked.clone());
+    let work = tokio::spawn(async move {
+        let _guard = guard;
+        panic!("the sub-agent's code failed");
+    });
+    assert!(work.await.unwrap_err().is_panic());
+    a.flush().await.unwrap();
+    assert!(b.held_elsewhere(&dropped).await.unwrap().is_none());
+    assert!(b.held_elsewhere(&panicked).await.unwrap().is_none());
 }

@@ -133,8 +133,16 @@ pub enum Write {
         prompt: Option<Message>,
         title: Option<String>,
     },
-    /// Gives the session's lease back if this process holds it (the turn ended).
+    /// Gives the session's lease back if this process holds it (the turn ended). A release that
+    /// fails (the database busy, a failed commit) is tried again with every later batch until it
+    /// is committed; the lease is refreshed meanwhile, as it is still held.
     ReleaseLease {
+        session_id: SessionId,
+    },
+    /// Ends the session's tool calls that a crash left unfinished, as they are stored when this
+    /// write runs (a call finished meanwhile stays as it is), unless a live process holds the
+    /// session's lease, this one included: then they are its running calls, and nothing changes.
+    FinalizeOrphans {
         session_id: SessionId,
     },
     /// Inserts a message with the parts it already has.
@@ -302,6 +310,12 @@ impl Store {
         }));
     }
 
+    /// A guard that gives `session`'s lease back when dropped, however the work that holds the
+    /// lease ends: it returns, its future is dropped mid-await, or it panics.
+    pub fn release_on_drop(&self, session: SessionId) -> ReleaseOnDrop {
+        ReleaseOnDrop { store: self.clone(), session }
+    }
+
     /// Waits until everything queued so far is committed.
     pub async fn flush(&self) -> Result<(), StoreError> {
         self.commit(Write::Barrier).await
@@ -337,14 +351,14 @@ impl Store {
         self.read(move |conn| Ok(lease::held_elsewhere(conn, &me, &id, crate::ids::now_ms())?)).await
     }
 
-    /// Every visible message of a session and the token of its last lease holder, read together
+    /// Every visible message of a session and the mark of its lease's last take, read together
     /// (for [`LastTurn::By`]).
     pub async fn messages_and_last_turn(&self, id: &SessionId) -> Result<(Vec<Message>, Option<String>), StoreError> {
         let id = id.clone();
         self.read(move |conn| {
             let tx = conn.unchecked_transaction()?;
             let messages = rows::messages(&tx, &id)?;
-            let last = lease::last_token(&tx, &id)?;
+            let last = lease::last_turn(&tx, &id)?;
             tx.commit()?;
             Ok((messages, last))
         })
@@ -381,6 +395,19 @@ impl Store {
         })
         .await;
         joined.unwrap_or(Err(StoreError::Closed))
+    }
+}
+
+/// Gives a session's lease back when dropped (see [`Store::release_on_drop`]).
+pub struct ReleaseOnDrop {
+    store: Store,
+    session: SessionId,
+}
+
+impl Drop for ReleaseOnDrop {
+    fn drop(&mut self) {
+        // Queueing never blocks, so this is safe in any drop, an unwinding one included.
+        self.store.submit(Write::ReleaseLease { session_id: self.session.clone() }, None);
     }
 }
 

@@ -416,6 +416,29 @@ pub fn upsert_part(
     Ok(())
 }
 
+/// Ends the session's tool calls that are unfinished as stored (see
+/// `history::finalize_orphan`). Reads them inside the caller's transaction: a call its process
+/// finished meanwhile is left as it is.
+pub fn finalize_orphans(conn: &Connection, session_id: &SessionId, at: i64) -> rusqlite::Result<()> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT p.message_id, p.idx, p.data_json FROM parts p JOIN messages m ON m.id = p.message_id
+         WHERE p.session_id = ?1 AND p.tool_state IS NOT NULL AND m.hidden_at IS NULL",
+    )?;
+    let stored = stmt
+        .query_map([session_id.as_str()], |row| {
+            Ok((row.get::<_, String>(0)?, row.get::<_, u32>(1)?, row.get::<_, String>(2)?))
+        })?
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    for (message_id, index, data) in stored {
+        // A part this version cannot read is left as it is, as `messages` skips it.
+        let Ok(mut part) = serde_json::from_str::<Part>(&data) else { continue };
+        if crate::history::finalize_orphan(&mut part) {
+            upsert_part(conn, session_id, &MessageId::from_string(message_id), index, &part, at)?;
+        }
+    }
+    Ok(())
+}
+
 pub fn hide_from(conn: &Connection, session_id: &SessionId, from: &MessageId, at: i64) -> rusqlite::Result<()> {
     conn.prepare_cached("UPDATE messages SET hidden_at = ?3 WHERE session_id = ?1 AND id >= ?2 AND hidden_at IS NULL")?
         .execute(params![session_id.as_str(), from.as_str(), at])?;

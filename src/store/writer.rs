@@ -9,7 +9,10 @@
 //! It also keeps this process's session leases: a lease is checked and taken inside the batch
 //! that holds the turn's first write (`BEGIN IMMEDIATE` makes check and take one step for every
 //! process sharing the file), refreshed every `lease::HEARTBEAT_EVERY` while any is held (waking
-//! for it when idle), and released at shutdown.
+//! for it when idle), and released when asked and at shutdown. What it holds is what is
+//! committed: a take counts once its batch commits, and a release that failed is held still and
+//! tried again with the next batch (or heartbeat) until it commits. Crash-orphaned tool calls
+//! are finished here too, under the write transaction, so they are judged as stored.
 //!
 //! A read can be queued too ([`Handle::read`]): it ends the batch it falls in, so it runs on the
 //! writer's connection once everything queued before it is committed and called back, and before
@@ -52,8 +55,8 @@ pub struct Handle {
 pub fn spawn(conn: Connection, path: PathBuf, me: Holder, beat_every: Duration) -> std::io::Result<Handle> {
     let (tx, rx) = mpsc::channel();
     std::thread::Builder::new().name("cairn-store".into()).spawn(move || {
-        let held = HashSet::new();
-        Writer { conn, path, open: HashMap::new(), me, held, beat: Instant::now(), beat_every }.run(&rx);
+        let (held, unreleased) = (HashSet::new(), HashSet::new());
+        Writer { conn, path, open: HashMap::new(), me, held, unreleased, beat: Instant::now(), beat_every }.run(&rx);
     })?;
     Ok(Handle { tx: Mutex::new(Some(tx)) })
 }
@@ -107,8 +110,10 @@ struct Writer {
     open: HashMap<PartKey, OpenPart>,
     /// This process as a lease holder.
     me: Holder,
-    /// The sessions whose lease this process took and has not released.
+    /// The sessions whose lease this process took and has not released, as committed.
     held: HashSet<SessionId>,
+    /// The sessions whose release was asked for and has not been committed yet.
+    unreleased: HashSet<SessionId>,
     /// When the held leases were last refreshed.
     beat: Instant,
     /// How often they are (`lease::HEARTBEAT_EVERY` but in tests).
@@ -118,8 +123,8 @@ struct Writer {
 impl Writer {
     fn run(mut self, rx: &mpsc::Receiver<Job>) {
         loop {
-            // Idle with leases held, wake up for their heartbeat.
-            let first = if self.held.is_empty() {
+            // Idle with leases held, wake up for their heartbeat (and to retry their releases).
+            let first = if self.held.is_empty() && self.unreleased.is_empty() {
                 rx.recv().ok()
             } else {
                 match rx.recv_timeout(self.beat_every.saturating_sub(self.beat.elapsed())) {
@@ -182,6 +187,16 @@ impl Writer {
             tracing::warn!(%err, "this process's session leases could not be released; they lapse when it exits");
         }
         self.held.clear();
+        self.unreleased.clear();
+    }
+
+    /// Gives back the lease of `session`, in a savepoint of the batch's transaction.
+    fn release(&self, session: &SessionId, now: i64) -> Result<(), StoreError> {
+        let result = self.savepoint(|conn| lease::release(conn, &self.me, session, now));
+        if let Err(err) = &result {
+            tracing::warn!(%session, %err, "a session lease could not be released; it is tried again with the next write");
+        }
+        result
     }
 
     /// Refreshes the held leases if their heartbeat is due; inside the batch's transaction.
@@ -219,9 +234,7 @@ impl Writer {
                 rows::set_first_title(conn, session_id, title, now)?;
             }
             Ok(())
-        })?;
-        self.held.insert(session_id.clone());
-        Ok(())
+        })
     }
 
     /// Runs `write` unless another live process holds the lease of `session` or of a sub-agent
@@ -241,12 +254,27 @@ impl Writer {
 
     fn apply(&mut self, writes: &[(Write, Option<AfterCommit>)]) -> Vec<Result<(), StoreError>> {
         let mut results: Vec<Result<(), StoreError>> = vec![Ok(()); writes.len()];
+        // What the leases were before the batch, and the releases it asks for: if it is not
+        // committed, the leases are as they were, and those releases are still wanted.
+        let (held_before, unreleased_before) = (self.held.clone(), self.unreleased.clone());
+        let asked = writes.iter().filter_map(|(write, _)| match write {
+            Write::ReleaseLease { session_id } => Some(session_id.clone()),
+            _ => None,
+        });
         if let Err(err) = self.conn.execute_batch("BEGIN IMMEDIATE") {
             let err = self.error(&err);
+            self.unreleased.extend(asked);
             return vec![Err(err); writes.len()];
         }
         let now = now_ms();
         self.heartbeat(now);
+        // Releases that failed before go first; those that succeed count once committed.
+        let mut released: HashSet<SessionId> = HashSet::new();
+        for session in self.unreleased.clone() {
+            if self.release(&session, now).is_ok() {
+                released.insert(session);
+            }
+        }
         // Which writes each touched streaming part answers for, until it is written.
         let mut dirty: HashMap<PartKey, Vec<usize>> = HashMap::new();
         for (i, (write, _)) in writes.iter().enumerate() {
@@ -289,6 +317,8 @@ impl Writer {
                     if results[i].is_ok() {
                         self.open.retain(|_, open| open.session_id != *id);
                         self.held.remove(id);
+                        self.unreleased.remove(id);
+                        released.remove(id);
                     }
                 }
                 Write::InsertSession(row) => results[i] = self.savepoint(|conn| rows::insert_session(conn, row)),
@@ -298,11 +328,22 @@ impl Writer {
                 }
                 Write::TakeLease { session_id, last, prompt, title } => {
                     results[i] = self.take_lease(session_id, last, prompt.as_ref(), title.as_deref(), now);
+                    if results[i].is_ok() {
+                        // A new take: an earlier release still pending must not give it back.
+                        self.held.insert(session_id.clone());
+                        self.unreleased.remove(session_id);
+                        released.remove(session_id);
+                    }
                 }
                 Write::ReleaseLease { session_id } => {
-                    self.held.remove(session_id);
-                    let me = &self.me;
-                    results[i] = self.savepoint(|conn| lease::release(conn, me, session_id, now));
+                    self.unreleased.insert(session_id.clone());
+                    results[i] = self.release(session_id, now);
+                    if results[i].is_ok() {
+                        released.insert(session_id.clone());
+                    }
+                }
+                Write::FinalizeOrphans { session_id } => {
+                    results[i] = self.finalize_orphans(session_id, now);
                 }
                 Write::SetSessionRules { id, rules } => {
                     results[i] = self.savepoint(|conn| rows::set_session_rules(conn, id, rules, now));
@@ -363,9 +404,28 @@ impl Writer {
         if let Err(err) = self.conn.execute_batch("COMMIT") {
             let err = self.error(&err);
             let _ = self.conn.execute_batch("ROLLBACK");
+            self.held = held_before;
+            self.unreleased = unreleased_before;
+            self.unreleased.extend(asked);
             return vec![Err(err); writes.len()];
         }
+        for session in released {
+            self.held.remove(&session);
+            self.unreleased.remove(&session);
+        }
         results
+    }
+
+    /// See [`Write::FinalizeOrphans`]: nothing changes while a live process holds the lease.
+    fn finalize_orphans(&self, session: &SessionId, now: i64) -> Result<(), StoreError> {
+        if self.held.contains(session) {
+            return Ok(());
+        }
+        match lease::held_elsewhere(&self.conn, &self.me, session, now) {
+            Ok(Some(_)) => Ok(()),
+            Ok(None) => self.savepoint(|conn| rows::finalize_orphans(conn, session, now)),
+            Err(err) => Err(self.error(&err)),
+        }
     }
 
     /// Runs one write inside a savepoint, so its failure rolls back only its own rows.

@@ -1,13 +1,15 @@
 //! One session, two processes: the process running a turn holds the session's lease. Another
 //! process's prompt, delete or `cairn exec --session` is refused with an error naming the holder
 //! and records nothing; it can still load the session; once the turn ends (or its process is
-//! killed) the other process carries on from the history as stored.
+//! killed) the other process carries on from the history as stored. A holder in another pid
+//! namespace on this host (a container) is judged by its heartbeat, never by what its pid means
+//! here.
 
 use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::support::{Agent, Reply, TestEnv, text_of, updates, user_texts};
+use crate::support::{Agent, Editor, Reply, TestEnv, text_of, updates, user_texts};
 
 /// The JSON-RPC code of a session another process is running a turn in.
 const SESSION_IN_USE: i64 = -32010;
@@ -166,4 +168,75 @@ async fn exec_on_a_session_another_process_is_running_fails_plainly_and_records_
     assert_eq!(rows_with(&env, "from exec"), 0);
     assert_eq!(env.mock.requests().len(), 1);
     cancel(&mut a, &session, turn).await;
+}
+
+/// The mode and model stored for `session`.
+fn mode_and_model(env: &TestEnv, session: &str) -> (Option<String>, String) {
+    let conn = rusqlite::Connection::open(env.database()).unwrap();
+    conn.query_row("SELECT mode, model FROM sessions WHERE id = ?1", [session], |row| Ok((row.get(0)?, row.get(1)?)))
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_refused_exec_leaves_the_mode_and_model_it_asked_for_unstored_and_a_later_one_stores_them() {
+    let env = TestEnv::new().await;
+    let mut a = env.ready().await;
+    let (session, turn) = a_streams(&env, &mut a).await;
+    let before = mode_and_model(&env, &session);
+    let exec = ["exec", "--session", &session, "--mode", "bypass", "--model", "openai/other-model", "from exec"];
+
+    let output = env.command().args(exec).output().await.unwrap();
+    let stderr = String::from_utf8(output.stderr).unwrap();
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("in use by another cairn process"), "{stderr}");
+    assert_eq!(mode_and_model(&env, &session), before, "a later `exec --continue` must not run in bypass");
+
+    cancel(&mut a, &session, turn).await;
+    env.mock.push(Reply::text(&["Done."]));
+    let output = env.command().args(exec).output().await.unwrap();
+    assert_eq!(output.status.code(), Some(0), "{}", String::from_utf8_lossy(&output.stderr));
+    assert_eq!(mode_and_model(&env, &session), (Some("bypass".to_owned()), "openai/other-model".to_owned()));
+}
+
+/// `cairn` in a pid namespace of its own, as in a container sharing this host's name, with its
+/// own `/proc` (`with_proc`) or this one's. `None` (the test skips) where `unshare` cannot make
+/// one.
+async fn in_pid_namespace(env: &TestEnv, with_proc: bool) -> Option<Agent> {
+    let mut args = vec!["--user", "--map-root-user", "--pid", "--fork", "--kill-child"];
+    if with_proc {
+        args.push("--mount-proc");
+    }
+    let probe = tokio::process::Command::new("unshare").args(&args).arg("true").output().await;
+    if !probe.is_ok_and(|probe| probe.status.success()) {
+        println!("skipped: unshare cannot make a pid namespace here");
+        return None;
+    }
+    let mut command = env.command_on_path("unshare");
+    command.args(&args).arg("cairn");
+    let mut agent = Agent::spawn(command, Editor::default()).await;
+    agent.initialize().await;
+    Some(agent)
+}
+
+#[tokio::test]
+async fn a_live_holder_in_another_pid_namespace_on_this_host_keeps_the_session() {
+    for with_proc in [true, false] {
+        let env = TestEnv::new().await;
+        let Some(mut a) = in_pid_namespace(&env, with_proc).await else { return };
+        let mut b = env.ready().await;
+        let (session, turn) = a_streams(&env, &mut a).await;
+
+        // A's pid (1 or 2 in its namespace) names another process here, or none.
+        let error = b.call_err("session/prompt", prompt_params(&session, "from B")).await;
+        assert_eq!(error["code"], SESSION_IN_USE, "with its own /proc: {with_proc}: {error}");
+        assert_eq!(rows_with(&env, "from B"), 0);
+        let error = b.call_err("session/delete", json!({"sessionId": session})).await;
+        assert_eq!(error["code"], SESSION_IN_USE, "{error}");
+
+        cancel(&mut a, &session, turn).await;
+        env.mock.push(Reply::text(&["B's answer"]));
+        let turn = b.prompt(&session, "from B").await;
+        let (response, _) = b.response(turn).await;
+        assert_eq!(response["result"]["stopReason"], "end_turn", "released: {response}");
+    }
 }

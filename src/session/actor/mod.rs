@@ -25,7 +25,7 @@ use crate::agent::prompt::SystemPrompt;
 use crate::agent::{StopReason, TurnError};
 use crate::config::Config;
 use crate::history::view::context_used;
-use crate::history::{Message, Part, finalize_orphans};
+use crate::history::{Message, Part};
 use crate::ids::SessionId;
 use crate::llm::catalog::{self, ThoughtLevel};
 use crate::permissions::{Mode, Rule};
@@ -56,6 +56,13 @@ pub enum Command {
     },
     SetThought {
         level: ThoughtLevel,
+        reply: Reply<SessionView>,
+    },
+    /// A headless run's model and mode: in effect at once, stored with the next turn's prompt
+    /// (so a turn another process's lease refuses stores neither).
+    SetForTurn {
+        model: Option<String>,
+        mode: Option<Mode>,
         reply: Reply<SessionView>,
     },
     /// A client opened the session (new, load, resume, fork): use its MCP servers.
@@ -151,6 +158,9 @@ struct Actor {
     turn: Option<JoinHandle<TurnOutcome>>,
     /// The session's MCP servers, once a client opened it (or `cairn exec` ran it).
     mcp: Option<mcp::Mcp>,
+    /// Settings changed for the next turn, stored with its prompt (`Command::SetForTurn`), or at
+    /// once by the next work that is not a turn.
+    unsaved: Vec<Write>,
 }
 
 pub async fn run(init: Init, services: Services, mut rx: mpsc::UnboundedReceiver<Command>) {
@@ -189,6 +199,7 @@ pub async fn run(init: Init, services: Services, mut rx: mpsc::UnboundedReceiver
         running: None,
         turn: None,
         mcp: None,
+        unsaved: Vec::new(),
     };
     actor.serve(&mut rx).await;
     actor.stop_mcp().await;
@@ -196,18 +207,22 @@ pub async fn run(init: Init, services: Services, mut rx: mpsc::UnboundedReceiver
     refuse_all(&mut rx, &SessionError::Closed(id));
 }
 
-/// Reads a session from the store, finishing the tool calls a crash left open. Calls another
-/// live process is running (it holds the session's lease) are left as they are.
+/// Reads a session from the store, finishing the tool calls a crash left open. The writer does
+/// that under its write transaction, and only while no live process holds the session's lease:
+/// calls another process is running, or finished since they were read here, are left as they
+/// are. The history is then read again, as the writer left it.
 pub async fn restore(store: &Store, id: &SessionId) -> Result<(SessionRow, Vec<Message>), SessionError> {
     let row = store.session(id).await?.ok_or_else(|| SessionError::NotFound(id.clone()))?;
-    let mut history = store.messages(id).await?;
-    if store.held_elsewhere(id).await?.is_some() {
+    let history = store.messages(id).await?;
+    let unfinished = history
+        .iter()
+        .flat_map(|message| &message.parts)
+        .any(|part| matches!(part, Part::Tool(tool) if !tool.state.is_terminal()));
+    if !unfinished {
         return Ok((row, history));
     }
-    for (message_id, index, part) in finalize_orphans(&mut history) {
-        store.submit(Write::PutPart { session_id: id.clone(), message_id, index, part }, None);
-    }
-    Ok((row, history))
+    store.commit(Write::FinalizeOrphans { session_id: id.clone() }).await?;
+    Ok((row, store.messages(id).await?))
 }
 
 /// Removes this actor from the registry unless a newer one took its place.
@@ -233,6 +248,7 @@ fn refuse_all(rx: &mut mpsc::UnboundedReceiver<Command>, err: &SessionError) {
             }
             Command::SetModel { reply, .. }
             | Command::SetMode { reply, .. }
+            | Command::SetForTurn { reply, .. }
             | Command::SetThought { reply, .. }
             | Command::Attach { reply, .. } => {
                 let _ = reply.send(Err(err.clone()));
@@ -287,11 +303,13 @@ impl Actor {
             Command::Prompt { ticket, parts, reply } => match commands::parse(&parts) {
                 Some(Err(usage)) => {
                     self.say(usage);
+                    self.save_unsaved();
                     let _ = reply.send(Ok(StopReason::EndTurn));
                 }
                 Some(Ok(slash)) if slash.is_immediate() => {
                     let text = self.run_immediate(slash);
                     self.say(text);
+                    self.save_unsaved();
                     let _ = reply.send(Ok(StopReason::EndTurn));
                 }
                 Some(Ok(slash)) => self.enqueue(Queued { ticket, work: Work::Slash(slash), reply }),
@@ -311,12 +329,12 @@ impl Actor {
                 let _ = reply.send(self.set_model(model));
             }
             Command::SetMode { mode, reply } => {
-                self.mode.send_replace(mode);
-                self.row.mode = Some(mode.id().to_owned());
-                self.services
-                    .store
-                    .submit(Write::SetSessionMode { id: self.row.id.clone(), mode: mode.id().to_owned() }, None);
+                let write = self.switch_mode(mode);
+                self.services.store.submit(write, None);
                 let _ = reply.send(Ok(self.view()));
+            }
+            Command::SetForTurn { model, mode, reply } => {
+                let _ = reply.send(self.set_for_turn(model, mode));
             }
             Command::SetThought { level, reply } => {
                 let answer = if catalog::info(&self.services.config, &self.row.model).reasoning {
@@ -388,6 +406,40 @@ impl Actor {
     }
 
     fn set_model(&mut self, model: String) -> Result<SessionView, SessionError> {
+        let write = self.switch_model(model)?;
+        self.services.store.submit(write, None);
+        Ok(self.view())
+    }
+
+    /// `Command::SetForTurn`: the changes are kept in `unsaved` for the next turn's recorder.
+    fn set_for_turn(&mut self, model: Option<String>, mode: Option<Mode>) -> Result<SessionView, SessionError> {
+        if let Some(model) = model {
+            let write = self.switch_model(model)?;
+            self.unsaved.push(write);
+        }
+        if let Some(mode) = mode {
+            let write = self.switch_mode(mode);
+            self.unsaved.push(write);
+        }
+        Ok(self.view())
+    }
+
+    /// Stores the settings no turn took with its prompt.
+    fn save_unsaved(&mut self) {
+        for write in std::mem::take(&mut self.unsaved) {
+            self.services.store.submit(write, None);
+        }
+    }
+
+    /// Switches the permission mode; answers the write that stores it.
+    fn switch_mode(&mut self, mode: Mode) -> Write {
+        self.mode.send_replace(mode);
+        self.row.mode = Some(mode.id().to_owned());
+        Write::SetSessionMode { id: self.row.id.clone(), mode: mode.id().to_owned() }
+    }
+
+    /// Checks and switches the session's model; answers the write that stores it.
+    fn switch_model(&mut self, model: String) -> Result<Write, SessionError> {
         if let Some(env) = self.services.config.missing_key(&model) {
             let (provider, _) = crate::config::split_model(&model);
             return Err(SessionError::Model(crate::llm::LlmError::MissingKey {
@@ -404,9 +456,8 @@ impl Actor {
             return Err(SessionError::ModelTooSmall { model, window, used: self.context_used });
         }
         self.row.model.clone_from(&model);
-        self.services.store.submit(Write::SetSessionModel { id: self.row.id.clone(), model }, None);
         self.warm_provider(std::future::ready(()));
-        Ok(self.view())
+        Ok(Write::SetSessionModel { id: self.row.id.clone(), model })
     }
 
     /// Builds the session's provider (its HTTP client and TLS setup, the first time in a

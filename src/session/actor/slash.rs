@@ -183,7 +183,7 @@ impl Actor {
             let _ = reply.send(Ok(StopReason::EndTurn));
             return;
         };
-        let mut recorder = self.recorder().for_turn(None);
+        let mut recorder = self.turn_recorder(None);
         let (store, sink, id) = (self.services.store.clone(), Arc::clone(&self.services.sink), self.row.id.clone());
         let info = catalog::info(&self.services.config, &self.row.model);
         let cost = info.prices.map(|_| self.row.cost_usd);

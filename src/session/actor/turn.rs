@@ -70,17 +70,22 @@ impl Actor {
         // title waits for a turn that works.
         let worked = result.is_ok();
         // The lease goes back however the turn ended, and the prompt is answered once that is
-        // committed: a client told the turn is over may prompt from another process at once.
+        // committed: a client told the turn is over may prompt from another process at once. A
+        // release that failed is the writer's to try again; the turn's answer stands.
         let release = Write::ReleaseLease { session_id: self.row.id.clone() };
-        match self.running.take() {
-            Some(running) => self.services.store.submit(
-                release,
-                Some(Box::new(move |_| {
-                    let _ = running.reply.send(result);
-                })),
-            ),
-            None => self.services.store.submit(release, None),
-        }
+        let session = self.row.id.clone();
+        let reply = self.running.take().map(|running| running.reply);
+        self.services.store.submit(
+            release,
+            Some(Box::new(move |released| {
+                if let Err(err) = released {
+                    tracing::warn!(%session, %err, "the session's lease was not given back yet; it is tried again");
+                }
+                if let Some(reply) = reply {
+                    let _ = reply.send(result);
+                }
+            })),
+        );
         if worked && let Some(prompt) = self.title_pending.take() {
             title::spawn(&self.services, &self.row, prompt);
         }
@@ -95,6 +100,9 @@ impl Actor {
                 Work::Prompt(parts) => self.spawn_turn(queued.ticket, parts, queued.reply),
                 Work::Slash(slash) => self.run_queued(queued.ticket, slash, queued.reply),
             }
+            // Work that took no lease with them (a revocation, a fork, a model that could not
+            // be used) leaves the unsaved settings to be stored now.
+            self.save_unsaved();
         }
     }
 
@@ -113,6 +121,12 @@ impl Actor {
                 None
             }
         }
+    }
+
+    /// A recorder for a turn (or `/compact`, `/rewind`): it holds what it records, and the unsaved
+    /// settings, until its claim takes the lease, and drops them if the claim is refused.
+    pub(super) fn turn_recorder(&mut self, title: Option<String>) -> StoreRecorder {
+        self.recorder().for_turn(title).with_held(std::mem::take(&mut self.unsaved))
     }
 
     /// A recorder for this session's next piece of work.
@@ -137,7 +151,7 @@ impl Actor {
             self.title_pending = Some(prompt_text(&parts));
         }
         let cancel = CancellationToken::new();
-        let mut recorder = self.recorder().for_turn(title);
+        let mut recorder = self.turn_recorder(title);
         self.services.status.send_replace(Status::Busy);
         let cwd = PathBuf::from(&self.row.cwd);
         let system = self.system.clone();
@@ -204,7 +218,7 @@ impl Actor {
         let Some((mut history, resolved, reply)) = self.lend(reply) else { return };
         let config = Arc::clone(&self.services.config);
         let (summarizer, summarizer_ref) = summarizer_model(&config, &self.row.model, &resolved);
-        let mut recorder = self.recorder().for_turn(None);
+        let mut recorder = self.turn_recorder(None);
         self.services.status.send_replace(Status::Busy);
         let info = catalog::info(&config, &self.row.model);
         let cancel = CancellationToken::new();

@@ -237,6 +237,10 @@ impl Delegate for Spawner {
             run: agent::Run::default(),
         };
 
+        // The child's turn takes its session's lease with its prompt. It is given back when the
+        // child is over, and also if this call is dropped before (the parent's cancel grace or
+        // the call's hard stop ran out) or panics.
+        let lease = parent.store.release_on_drop(child.clone());
         let deadline = tokio::time::Instant::now() + settings.timeout;
         let mut timed_out = false;
         let mut progress = Progress::default();
@@ -263,8 +267,7 @@ impl Delegate for Spawner {
                 }
             }
         };
-        // The child's turn took its session's lease with its prompt; it is over.
-        parent.store.submit(Write::ReleaseLease { session_id: child.clone() }, None);
+        drop(lease);
         // The child's rows are committed (its turn ends with a flush): its cost includes its own
         // sub-agents'.
         let cost = match parent.store.session(&child).await {
