@@ -102,6 +102,10 @@ impl UpdateSink for WireSink {
         }
     }
 
+    fn writable(&self) -> BoxFuture<'static, ()> {
+        self.peer.writable().boxed()
+    }
+
     fn host(&self, session: &SessionId) -> Arc<dyn Host> {
         Arc::new(AcpHost { peer: self.peer.clone(), session: session.clone(), features: Arc::clone(&self.features) })
     }

@@ -4,6 +4,10 @@
 //! [`Update`]; a failed write emits nothing and is kept as the turn's failure. This is how "no
 //! update before its row is committed" holds without a round trip per chunk: the writer thread
 //! commits in batches and runs the callbacks in order.
+//!
+//! A streaming turn stays a bounded distance ahead of what is shown: [`Recorder::writable`] holds
+//! it while [`UNCOMMITTED`] bytes of chunks or more wait for their commit, then while the sink
+//! cannot keep up (a client that is not reading). Recording and the callbacks never wait.
 
 use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
@@ -12,10 +16,15 @@ use tokio::sync::watch;
 
 use super::{CompactionState, Status, Update, UpdateSink, compaction_failed_note, compaction_note};
 use crate::agent::{AgentEvent, RecordError, Recorder, StreamKind};
+use crate::backlog::Backlog;
 use crate::history::{CallState, Message, MessageMeta, Part, Role, ToolPart};
 use crate::ids::{MessageId, SessionId};
 use crate::permissions::Scope;
 use crate::store::{AfterCommit, Store, StoreError, Write};
+
+/// Bytes of streamed chunks recorded but not yet committed from which the turn waits, until the
+/// writer thread has committed them down to half.
+pub const UNCOMMITTED: usize = 1024 * 1024;
 
 pub struct StoreRecorder {
     session: SessionId,
@@ -30,6 +39,8 @@ pub struct StoreRecorder {
     shown_calls: HashMap<(MessageId, String), ToolPart>,
     /// The session's status: retrying while a request is tried again, busy once it streams.
     status: Arc<watch::Sender<Status>>,
+    /// Bytes of chunks recorded and not yet committed (or failed).
+    uncommitted: Arc<Backlog>,
 }
 
 impl StoreRecorder {
@@ -40,7 +51,16 @@ impl StoreRecorder {
         sink: Arc<dyn UpdateSink>,
         status: Arc<watch::Sender<Status>>,
     ) -> Self {
-        Self { session, project, store, sink, failure: Arc::new(OnceLock::new()), shown_calls: HashMap::new(), status }
+        Self {
+            session,
+            project,
+            store,
+            sink,
+            failure: Arc::new(OnceLock::new()),
+            shown_calls: HashMap::new(),
+            status,
+            uncommitted: Arc::new(Backlog::new(UNCOMMITTED, UNCOMMITTED / 2)),
+        }
     }
 
     /// A callback that shows `updates` once committed, or remembers the failure.
@@ -93,7 +113,14 @@ impl Recorder for StoreRecorder {
                     StreamKind::Text => Update::AgentText { message: message.clone(), text: text.clone() },
                     StreamKind::Reasoning => Update::AgentThought { message: message.clone(), text: text.clone() },
                 };
-                self.write(Write::AppendPart { message_id: message, index, delta: text }, vec![update]);
+                // Counted until its callback has run, or is dropped unrun by a writer that stopped.
+                let pending = Uncommitted::new(&self.uncommitted, text.len());
+                let show = self.then_show(vec![update]);
+                let after: AfterCommit = Box::new(move |result| {
+                    show(result);
+                    drop(pending);
+                });
+                self.store.submit(Write::AppendPart { message_id: message, index, delta: text }, Some(after));
             }
             AgentEvent::PartFinished { message, index } => {
                 self.write(Write::ClosePart { message_id: message, index }, Vec::new());
@@ -191,6 +218,30 @@ impl Recorder for StoreRecorder {
 
     fn failure(&self) -> Option<RecordError> {
         self.failure.get().cloned()
+    }
+
+    async fn writable(&mut self) {
+        self.uncommitted.room().await;
+        self.sink.writable().await;
+    }
+}
+
+/// A chunk's bytes in the backlog of uncommitted chunks, taken out when this is dropped.
+struct Uncommitted {
+    backlog: Arc<Backlog>,
+    bytes: usize,
+}
+
+impl Uncommitted {
+    fn new(backlog: &Arc<Backlog>, bytes: usize) -> Self {
+        backlog.add(bytes);
+        Self { backlog: Arc::clone(backlog), bytes }
+    }
+}
+
+impl Drop for Uncommitted {
+    fn drop(&mut self) {
+        self.backlog.take(self.bytes);
     }
 }
 
