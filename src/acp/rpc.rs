@@ -10,9 +10,10 @@
 //!
 //! The outgoing queue is bounded by bytes without ever making a sender wait: sending only
 //! queues (counted in a [`Backlog`] until written), and a bulk producer (a streaming answer)
-//! awaits [`Peer::writable`] between its pieces, which holds it while a few MB are queued for a
-//! client that is not reading. Responses, requests to the client and cancellations never wait;
-//! a broken stdout, or a writer that has stopped, opens the gate for good.
+//! awaits [`Peer::writable`] between its pieces, which holds it while [`HIGH_WATER`] bytes or
+//! more are queued for a client that is not reading. Responses, requests to the client and
+//! cancellations never wait; a broken stdout, or a writer that has stopped, opens the gate for
+//! good.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -32,9 +33,9 @@ use tokio_util::task::TaskTracker;
 use crate::backlog::Backlog;
 
 /// Bytes queued for stdout from which a bulk producer waits ([`Peer::writable`])...
-pub const HIGH_WATER: usize = 2 * 1024 * 1024;
+pub const HIGH_WATER: usize = 1024 * 1024;
 /// ...until the writer has brought them down to this.
-pub const LOW_WATER: usize = 1024 * 1024;
+pub const LOW_WATER: usize = 512 * 1024;
 
 /// The longest line we accept; anything longer is answered -32700 and skipped.
 pub const MAX_LINE: usize = 128 * 1024 * 1024;

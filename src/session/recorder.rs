@@ -24,7 +24,7 @@ use crate::store::{AfterCommit, Store, StoreError, Write};
 
 /// Bytes of streamed chunks recorded but not yet committed from which the turn waits, until the
 /// writer thread has committed them down to half.
-pub const UNCOMMITTED: usize = 1024 * 1024;
+pub const UNCOMMITTED: usize = 2 * 1024 * 1024;
 
 pub struct StoreRecorder {
     session: SessionId,
