@@ -19,6 +19,7 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use cairn::history::{Message, MessageMeta, Part, Role};
 use cairn::ids::{SessionId, now_ms};
 use cairn::store::{SessionRow, Store, Write};
+use support::mock_llm::Long;
 use support::{Reply, TestEnv};
 
 fn stats(name: &str, target: &str, mut samples: Vec<Duration>) {
@@ -257,6 +258,9 @@ async fn main() {
     }
     stats("cancel → shell process tree gone", "≤ 100 ms", gone);
 
+    stalled_client(&env).await;
+    reading_client(&env).await;
+
     peak.sort_unstable();
     println!(
         "| peak RSS (VmHWM) idle after initialize | {:.1} MB | {:.1} MB | {:.1} MB | {} | ≤ 15 MB |",
@@ -269,4 +273,72 @@ async fn main() {
         "| peak RSS after 450 prompts and 50 cancels in one process | {:.1} MB | — | — | 1 | — |",
         busy_peak as f64 / 1024.0
     );
+}
+
+/// A client that stops reading stdout for 10 s while a 40 MB answer (40,000 deltas of 1,000
+/// bytes, one text part) streams, then reads it all: cairn's peak RSS while held, how much of the
+/// answer the model had sent by then, and what finishing took once the client read again.
+async fn stalled_client(env: &TestEnv) {
+    let answer = Long { chunks: 40_000, size: 1_000, thought_every: None };
+    env.mock.push(Reply::long(answer));
+    let mut agent = env.ready().await;
+    let session = agent.new_session(&env.cwd()).await;
+    let pid = agent.child.id().unwrap();
+    let before = rss_kib(pid, "VmHWM:");
+    agent.stop_reading();
+    let sent_before = env.mock.streamed();
+    let id = agent.prompt(&session, "a very long answer").await;
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    let held = rss_kib(pid, "VmHWM:");
+    let sent = env.mock.streamed() - sent_before;
+    let resumed = Instant::now();
+    agent.resume_reading();
+    let (response, _) = agent.response(id).await;
+    let finished = resumed.elapsed();
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    let end = rss_kib(pid, "VmHWM:");
+    let total = env.mock.streamed() - sent_before;
+    let mb = |kib: u64| kib as f64 / 1024.0;
+    println!(
+        "| peak RSS, client not reading for 10 s during a 40 MB answer (after session/new: {:.1} MB) | {:.1} MB | — | — | 1 | ≤ 64 MB |",
+        mb(before),
+        mb(held)
+    );
+    println!(
+        "| model bytes sent in those 10 s (of {:.1} MB of SSE) | {:.1} MB | — | — | 1 | — |",
+        total as f64 / 1e6,
+        sent as f64 / 1e6
+    );
+    println!(
+        "| client reads again → end of turn (the rest of the 40 MB) | {:.0} ms | — | — | 1 | — |",
+        finished.as_secs_f64() * 1e3
+    );
+    println!("| peak RSS at the end of that turn (the whole answer in memory) | {:.1} MB | — | — | 1 | — |", mb(end));
+    agent.close_stdin();
+    agent.wait_exit().await;
+}
+
+/// Long answers to a client that reads all along, prompt → end of turn: the same 40 MB, and
+/// 4 MB in token-sized deltas. Each is one text part, which the store rewrites once per batch.
+async fn reading_client(env: &TestEnv) {
+    let answers = [
+        ("40 MB answer in 1,000-byte deltas", Long { chunks: 40_000, size: 1_000, thought_every: None }),
+        ("4 MB answer in 20-byte deltas", Long { chunks: 200_000, size: 20, thought_every: None }),
+    ];
+    for (name, answer) in answers {
+        env.mock.push(Reply::long(answer));
+        let mut agent = env.ready().await;
+        let session = agent.new_session(&env.cwd()).await;
+        let started = Instant::now();
+        let id = agent.prompt(&session, "a very long answer").await;
+        let (response, _) = agent.response(id).await;
+        let took = started.elapsed();
+        assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+        println!(
+            "| {name}, one part, client reading: prompt → end of turn | {:.0} ms | — | — | 1 | — |",
+            took.as_secs_f64() * 1e3
+        );
+        agent.close_stdin();
+        agent.wait_exit().await;
+    }
 }

@@ -12,6 +12,7 @@
 
 pub mod acp;
 pub mod agent;
+pub mod backlog;
 pub mod config;
 pub mod doctor;
 pub mod exec;

@@ -101,6 +101,10 @@ impl UpdateSink for WireSink {
         self.peer.notify("session/update", &acp::SessionNotification::new(session.as_str().to_owned(), update));
     }
 
+    fn writable(&self) -> BoxFuture<'static, ()> {
+        self.peer.writable().boxed()
+    }
+
     fn host(&self, session: &SessionId) -> Arc<dyn Host> {
         Arc::new(AcpHost { peer: self.peer.clone(), session: session.clone(), features: Arc::clone(&self.features) })
     }

@@ -7,6 +7,13 @@
 //! ignored. One writer task owns the output and flushes whenever its queue runs dry, so a burst
 //! of updates costs one flush. `$/cancel_request` aborts the named request and answers -32800.
 //! On end of input the handler shuts down, the writer drains, and [`serve`] returns.
+//!
+//! The outgoing queue is bounded by bytes without ever making a sender wait: sending only
+//! queues (counted in a [`Backlog`] until written), and a bulk producer (a streaming answer)
+//! awaits [`Peer::writable`] between its pieces, which holds it while [`HIGH_WATER`] bytes or
+//! more are queued for a client that is not reading. Responses, requests to the client and
+//! cancellations never wait; a broken stdout, or a writer that has stopped, opens the gate for
+//! good.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -22,6 +29,13 @@ use serde_json::value::RawValue;
 use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::task::TaskTracker;
+
+use crate::backlog::Backlog;
+
+/// Bytes queued for stdout from which a bulk producer waits ([`Peer::writable`])...
+pub const HIGH_WATER: usize = 1024 * 1024;
+/// ...until the writer has brought them down to this.
+pub const LOW_WATER: usize = 512 * 1024;
 
 /// The longest line we accept; anything longer is answered -32700 and skipped.
 pub const MAX_LINE: usize = 128 * 1024 * 1024;
@@ -65,6 +79,8 @@ pub struct Peer {
 
 struct PeerInner {
     out: mpsc::UnboundedSender<Outgoing>,
+    /// The bytes of lines in `out`, counted down by the writer.
+    queued: Arc<Backlog>,
     /// Our requests awaiting an answer, by the id we gave them.
     pending: Mutex<HashMap<u64, oneshot::Sender<Result<Value, Error>>>>,
     next_id: AtomicU64,
@@ -118,10 +134,29 @@ impl Peer {
         match serde_json::to_vec(message) {
             Ok(mut line) => {
                 line.push(b'\n');
-                let _ = self.inner.out.send(Outgoing::Line(line));
+                self.enqueue(line);
             }
             Err(err) => tracing::error!(%err, "could not serialize an outgoing message"),
         }
+    }
+
+    /// Queues a line for the writer, counted until it is written. Never waits.
+    fn enqueue(&self, line: Vec<u8>) {
+        let bytes = line.len();
+        self.inner.queued.add(bytes);
+        if self.inner.out.send(Outgoing::Line(line)).is_err() {
+            // The writer is gone; the line will never be written.
+            self.inner.queued.take(bytes);
+        }
+    }
+
+    /// Resolves once the client can take more: at once while less than [`HIGH_WATER`] bytes are
+    /// queued for stdout, else once the writer has brought that down to [`LOW_WATER`] or stdout
+    /// is broken. What a producer of bulk awaits between pieces, so a client that stops reading
+    /// holds it; nothing that answers or asks the client may wait here.
+    pub fn writable(&self) -> impl Future<Output = ()> + Send + 'static {
+        let queued = Arc::clone(&self.inner.queued);
+        async move { queued.room().await }
     }
 
     /// Sends a notification.
@@ -142,7 +177,7 @@ impl Peer {
         };
         let deferred = AFTER_RESPONSE.try_with(|after| after.borrow_mut().push(AfterResponse::Line(line.clone())));
         if deferred.is_err() {
-            let _ = self.inner.out.send(Outgoing::Line(line));
+            self.enqueue(line);
         }
     }
 
@@ -220,10 +255,12 @@ where
     H: Handler,
 {
     let (tx, rx) = mpsc::unbounded_channel();
-    let writer = tokio::spawn(write_loop(rx, output));
+    let queued = Arc::new(Backlog::new(HIGH_WATER, LOW_WATER));
+    let writer = tokio::spawn(write_loop(rx, output, Arc::clone(&queued)));
     let peer = Peer {
         inner: Arc::new(PeerInner {
             out: tx,
+            queued,
             pending: Mutex::new(HashMap::new()),
             next_id: AtomicU64::new(0),
             inflight: Mutex::new(HashMap::new()),
@@ -395,9 +432,7 @@ fn handle_request<H: Handler>(
             peer.respond(&id, result);
             for after in AFTER_RESPONSE.with(|after| std::mem::take(&mut *after.borrow_mut())) {
                 match after {
-                    AfterResponse::Line(line) => {
-                        let _ = peer.inner.out.send(Outgoing::Line(line));
-                    }
+                    AfterResponse::Line(line) => peer.enqueue(line),
                     AfterResponse::Signal(signal) => {
                         let _ = peer.inner.out.send(Outgoing::Written(signal));
                     }
@@ -454,7 +489,18 @@ fn handle_response(peer: &Peer, id: &Value, mut message: serde_json::Map<String,
     let _ = waiter.send(result);
 }
 
-async fn write_loop<W: AsyncWrite + Unpin>(mut rx: mpsc::UnboundedReceiver<Outgoing>, output: W) {
+/// Closes the backlog of stdout when the writer stops, however it stops, so no producer waits
+/// for a drain that will not come.
+struct CloseOnExit(Arc<Backlog>);
+
+impl Drop for CloseOnExit {
+    fn drop(&mut self) {
+        self.0.close();
+    }
+}
+
+async fn write_loop<W: AsyncWrite + Unpin>(mut rx: mpsc::UnboundedReceiver<Outgoing>, output: W, queued: Arc<Backlog>) {
+    let queued = CloseOnExit(queued);
     let mut output = tokio::io::BufWriter::with_capacity(64 * 1024, output);
     let mut broken = false;
     let mut written = Vec::new();
@@ -467,9 +513,11 @@ async fn write_loop<W: AsyncWrite + Unpin>(mut rx: mpsc::UnboundedReceiver<Outgo
                     if let Err(err) = output.write_all(&line).await {
                         tracing::warn!(%err, "stdout is closed; dropping further output");
                         broken = true;
+                        queued.0.close();
                     }
+                    queued.0.take(line.len());
                 }
-                Outgoing::Line(_) => {}
+                Outgoing::Line(line) => queued.0.take(line.len()),
                 Outgoing::Written(signal) => written.push(signal),
                 Outgoing::Close(done) => close = Some(done),
             }
@@ -480,6 +528,7 @@ async fn write_loop<W: AsyncWrite + Unpin>(mut rx: mpsc::UnboundedReceiver<Outgo
         if !broken && let Err(err) = output.flush().await {
             tracing::warn!(%err, "stdout is closed; dropping further output");
             broken = true;
+            queued.0.close();
         }
         for signal in written.drain(..) {
             let _ = signal.send(());

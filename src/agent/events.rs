@@ -103,4 +103,8 @@ pub trait Recorder: Send {
     async fn flush(&mut self) -> Result<(), RecordError>;
     /// The first write that failed since the turn began, if any.
     fn failure(&self) -> Option<RecordError>;
+    /// Resolves once what was recorded is being stored and shown about as fast as it comes; a
+    /// streaming answer awaits it between chunks, so a store or a reader that falls behind holds
+    /// the model's stream instead of a backlog growing in memory. Only the caller waits.
+    async fn writable(&mut self) {}
 }

@@ -95,6 +95,14 @@ pub async fn streaming(turn: &mut Turn<'_>, s: Box<Streaming>) -> TurnState {
         if let Some(err) = turn.recorder.failure() {
             return finish(turn, s, Finish::Error, Some(err.to_string()), DoneReason::Error(err.into()));
         }
+        // A client that stops reading holds the stream here, and TCP holds the model; that wait
+        // is not the model's time. (Readiness first: the usual case never registers the cancel.)
+        let held = Instant::now();
+        tokio::select! {
+            biased;
+            () = turn.recorder.writable() => s.deadline += held.elapsed(),
+            () = turn.cancel.cancelled() => return finish(turn, s, Finish::Interrupted, None, DoneReason::UserAbort),
+        }
         let next = tokio::select! {
             biased;
             () = turn.cancel.cancelled() => {

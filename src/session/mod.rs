@@ -157,6 +157,12 @@ impl Status {
 /// not block.
 pub trait UpdateSink: Send + Sync + 'static {
     fn send(&self, session: &SessionId, update: Update);
+    /// Resolves once the other side takes updates as fast as they come: a streaming turn
+    /// awaits it between chunks, so a client that stops reading holds the turn (and through it
+    /// the model's stream) instead of updates piling up in memory. `send` itself never waits.
+    fn writable(&self) -> futures::future::BoxFuture<'static, ()> {
+        Box::pin(std::future::ready(()))
+    }
     /// The editor's services for one session's tools.
     fn host(&self, session: &SessionId) -> Arc<dyn Host>;
 }

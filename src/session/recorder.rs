@@ -12,6 +12,10 @@
 //! fresh ids if the history was read again, so they sort after the turn that came meanwhile).
 //! Once a claim is refused, the recorder drops everything it is given: a refused turn records
 //! nothing, not even the notice of a limit that stopped it while it waited.
+//!
+//! A streaming turn stays a bounded distance ahead of what is shown: [`Recorder::writable`] holds
+//! it while [`UNCOMMITTED`] bytes of chunks or more wait for their commit, then while the sink
+//! cannot keep up (a client that is not reading). Recording and the callbacks never wait.
 
 use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
@@ -20,6 +24,7 @@ use tokio::sync::{oneshot, watch};
 
 use super::{CompactionState, Status, Update, UpdateSink, compaction_failed_note, compaction_note};
 use crate::agent::{AgentEvent, RecordError, Recorder, StreamKind};
+use crate::backlog::Backlog;
 use crate::history::{CallState, Message, MessageMeta, Part, Role, ToolPart, finalize_orphans};
 use crate::ids::{MessageId, SessionId};
 use crate::permissions::Scope;
@@ -38,6 +43,10 @@ enum Gate {
     /// Nowhere: the claim was refused.
     Shut,
 }
+
+/// Bytes of streamed chunks recorded but not yet committed from which the turn waits, until the
+/// writer thread has committed them down to half.
+pub const UNCOMMITTED: usize = 2 * 1024 * 1024;
 
 pub struct StoreRecorder {
     session: SessionId,
@@ -58,6 +67,8 @@ pub struct StoreRecorder {
     title: Option<String>,
     /// Why the claim was refused (another process holds the session).
     refused: Option<StoreError>,
+    /// Bytes of chunks recorded and not yet committed (or failed).
+    uncommitted: Arc<Backlog>,
 }
 
 impl StoreRecorder {
@@ -76,6 +87,7 @@ impl StoreRecorder {
             failure: Arc::new(OnceLock::new()),
             shown_calls: HashMap::new(),
             status,
+            uncommitted: Arc::new(Backlog::new(UNCOMMITTED, UNCOMMITTED / 2)),
             gate: Gate::Open,
             title: None,
             refused: None,
@@ -251,7 +263,18 @@ impl Recorder for StoreRecorder {
                     StreamKind::Text => Update::AgentText { message: message.clone(), text: text.clone() },
                     StreamKind::Reasoning => Update::AgentThought { message: message.clone(), text: text.clone() },
                 };
-                self.write(Write::AppendPart { message_id: message, index, delta: text }, vec![update]);
+                if !matches!(self.gate, Gate::Open) {
+                    // Held until the claim, or dropped after a refusal, like every other write.
+                    return self.write(Write::AppendPart { message_id: message, index, delta: text }, vec![update]);
+                }
+                // Counted until its callback has run, or is dropped unrun by a writer that stopped.
+                let pending = Uncommitted::new(&self.uncommitted, text.len());
+                let show = self.then_show(vec![update]);
+                let after: AfterCommit = Box::new(move |result| {
+                    show(result);
+                    drop(pending);
+                });
+                self.store.submit(Write::AppendPart { message_id: message, index, delta: text }, Some(after));
             }
             AgentEvent::PartFinished { message, index } => {
                 self.write(Write::ClosePart { message_id: message, index }, Vec::new());
@@ -360,6 +383,30 @@ impl Recorder for StoreRecorder {
 
     fn failure(&self) -> Option<RecordError> {
         self.failure.get().cloned()
+    }
+
+    async fn writable(&mut self) {
+        self.uncommitted.room().await;
+        self.sink.writable().await;
+    }
+}
+
+/// A chunk's bytes in the backlog of uncommitted chunks, taken out when this is dropped.
+struct Uncommitted {
+    backlog: Arc<Backlog>,
+    bytes: usize,
+}
+
+impl Uncommitted {
+    fn new(backlog: &Arc<Backlog>, bytes: usize) -> Self {
+        backlog.add(bytes);
+        Self { backlog: Arc::clone(backlog), bytes }
+    }
+}
+
+impl Drop for Uncommitted {
+    fn drop(&mut self) {
+        self.backlog.take(self.bytes);
     }
 }
 

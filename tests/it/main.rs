@@ -7,6 +7,7 @@
 
 mod support;
 
+mod backpressure;
 mod cancel;
 mod commands;
 mod compaction;

@@ -1,4 +1,5 @@
-//! Unit tests of the peer over in-memory pipes: both directions at once, strays, long lines.
+//! Unit tests of the peer over in-memory pipes: both directions at once, strays, long lines, and
+//! the gate a bulk producer waits at while the client does not read.
 
 use std::time::Duration;
 
@@ -73,6 +74,62 @@ fn start() -> (Client, tokio::task::JoinHandle<()>) {
     let (agent_out, from_agent) = tokio::io::duplex(1 << 16);
     let served = tokio::spawn(serve(agent_in, agent_out, |peer| Asker { peer }));
     (Client { to_agent, from_agent: BufReader::new(from_agent).lines() }, served)
+}
+
+/// [`start`], with the peer itself, for a test that sends on its own.
+async fn start_with_peer() -> (Client, Peer) {
+    let (to_agent, agent_in) = tokio::io::duplex(1 << 16);
+    let (agent_out, from_agent) = tokio::io::duplex(1 << 16);
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    tokio::spawn(serve(agent_in, agent_out, move |peer| {
+        let _ = tx.send(peer.clone());
+        Asker { peer }
+    }));
+    let peer = rx.await.unwrap();
+    (Client { to_agent, from_agent: BufReader::new(from_agent).lines() }, peer)
+}
+
+/// Queues numbered 64 KiB notifications until well past the high mark (more than the pipe and the
+/// writer's buffer can take), and returns how many.
+fn flood(peer: &Peer) -> usize {
+    let piece = "x".repeat(64 * 1024);
+    let count = (HIGH_WATER + 512 * 1024) / piece.len() + 1;
+    for seq in 0..count {
+        peer.notify("bulk/piece", &json!({"seq": seq, "text": piece}));
+    }
+    count
+}
+
+#[tokio::test]
+async fn a_bulk_producer_waits_while_the_client_does_not_read_and_goes_on_once_it_does() {
+    let (mut client, peer) = start_with_peer().await;
+    assert!(peer.writable().now_or_never().is_some(), "with nothing queued there is room");
+    let count = flood(&peer);
+    let mut writable = Box::pin(peer.writable());
+    assert!(writable.as_mut().now_or_never().is_none(), "past the high mark a bulk producer waits");
+    // Answers are queued, never held: this one follows the bulk.
+    client.send(json!({"jsonrpc": "2.0", "id": 1, "method": "announce"})).await;
+
+    for seq in 0..count {
+        let piece = client.recv().await;
+        assert_eq!(piece["params"]["seq"], seq, "pieces arrive whole and in order");
+    }
+    assert_eq!(client.recv().await, json!({"jsonrpc": "2.0", "id": 1, "result": "the answer"}));
+    tokio::time::timeout(Duration::from_secs(5), writable).await.expect("the drained queue lets the producer go");
+    assert!(peer.writable().now_or_never().is_some());
+}
+
+#[tokio::test]
+async fn a_broken_stdout_opens_the_gate_for_good() {
+    let (client, peer) = start_with_peer().await;
+    flood(&peer);
+    let mut writable = Box::pin(peer.writable());
+    assert!(writable.as_mut().now_or_never().is_none());
+    // The client goes away without reading: the writer's next write fails.
+    drop(client.from_agent);
+    tokio::time::timeout(Duration::from_secs(5), writable).await.expect("nobody waits for a client that is gone");
+    flood(&peer);
+    assert!(peer.writable().now_or_never().is_some(), "and nobody waits later either");
 }
 
 #[tokio::test]

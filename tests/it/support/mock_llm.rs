@@ -7,7 +7,9 @@
 //! A request whose first user message contains a [`MockLlm::route`] marker takes its reply from
 //! that route's own script instead (how a test answers a sub-agent apart from its parent), and
 //! the streams open at once are counted. Every request of any method is also noted with the
-//! client's address, so a test can see which connection a request came on.
+//! client's address, so a test can see which connection a request came on. The bytes of answers
+//! handed to the connection are counted too, so a test can see how far a long answer got while
+//! the client held it back.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -35,6 +37,8 @@ pub enum Reply {
     /// 64 KiB pieces; the bytes handed to the connection are counted ([`MockLlm::flood_sent`]) and
     /// the body counts as dropped if the client closes before its end.
     Flood { status: u16, head: String, size: usize },
+    /// A long answer made as it is sent ([`Long`]).
+    Long(Long),
 }
 
 impl Reply {
@@ -47,6 +51,11 @@ impl Reply {
         let mut events: Vec<String> = deltas.iter().map(|d| delta(json!({"content": d}))).collect();
         events.extend(finish("stop"));
         Reply::Stream { events, delay }
+    }
+
+    /// A long answer made as it is sent.
+    pub fn long(long: Long) -> Self {
+        Reply::Long(long)
     }
 
     /// Reasoning deltas, then text deltas.
@@ -107,7 +116,7 @@ impl Reply {
     pub fn events(self) -> Vec<String> {
         match self {
             Reply::Stream { events, .. } => events,
-            Reply::Endless { .. } | Reply::Status { .. } | Reply::Flood { .. } => Vec::new(),
+            Reply::Endless { .. } | Reply::Status { .. } | Reply::Flood { .. } | Reply::Long { .. } => Vec::new(),
         }
     }
 
@@ -128,6 +137,42 @@ impl Reply {
 pub fn delta(delta: Value) -> String {
     json!({"id": "c", "object": "chat.completion.chunk", "choices": [{"index": 0, "delta": delta, "finish_reason": null}]})
         .to_string()
+}
+
+/// A long answer: `chunks` text deltas of `size` bytes ([`Long::chunk`]), with a one-word
+/// thought before every `thought_every`th one when set (each closes the text part, so no stored
+/// part grows past that many chunks), then `stop`.
+#[derive(Clone, Copy, Debug)]
+pub struct Long {
+    pub chunks: usize,
+    pub size: usize,
+    pub thought_every: Option<usize>,
+}
+
+impl Long {
+    /// Text delta `i`: its number, then dots, `size` bytes in all (at least the number and a
+    /// space), so the joined text shows any chunk lost or out of order.
+    pub fn chunk(&self, i: usize) -> String {
+        let number = format!("{i:08} ");
+        let filler = self.size.saturating_sub(number.len());
+        number + &".".repeat(filler)
+    }
+
+    /// The whole answer text, as the client should see it joined.
+    pub fn text(&self) -> String {
+        (0..self.chunks).map(|i| self.chunk(i)).collect()
+    }
+
+    /// The SSE events, made as they are asked for.
+    pub fn events(self) -> impl Iterator<Item = String> + Send + 'static {
+        (0..self.chunks)
+            .flat_map(move |i| {
+                let thought = self.thought_every.filter(|every| i > 0 && i % every == 0);
+                let thought = thought.map(|_| delta(json!({"reasoning_content": "thinking"})));
+                thought.into_iter().chain(std::iter::once(delta(json!({"content": self.chunk(i)}))))
+            })
+            .chain(finish("stop"))
+    }
 }
 
 /// The finish chunk, a usage chunk and `[DONE]`.
@@ -169,6 +214,8 @@ struct Shared {
     /// Every request: its method, path, the client's address (which tells connections apart)
     /// and whether it carried an `Authorization` header.
     seen: Mutex<Vec<Seen>>,
+    /// Bytes of answers' SSE frames (titles aside) handed to the connection.
+    streamed: AtomicUsize,
     /// Streams open now, and the most ever open at once.
     open: AtomicUsize,
     most_open: AtomicUsize,
@@ -281,6 +328,16 @@ impl MockLlm {
             assert!(tokio::time::Instant::now() < deadline, "the error body was not cut short within {within:?}");
             tokio::time::sleep(Duration::from_millis(2)).await;
         }
+    }
+
+    /// Bytes of answers' SSE frames handed to the connection so far (titles not counted).
+    pub fn streamed(&self) -> usize {
+        self.shared.streamed.load(Ordering::SeqCst)
+    }
+
+    /// Streams that sent their last event (title answers included).
+    pub fn finished(&self) -> usize {
+        self.shared.finished.lock().unwrap().len()
     }
 
     /// Streams the client abandoned before their end.
@@ -408,6 +465,7 @@ async fn complete(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: B
             sse(ticks, delay, guard)
         }
         Reply::Stream { events, delay } => sse(events.into_iter(), delay, guard),
+        Reply::Long(long) => sse(long.events(), Duration::ZERO, guard),
         Reply::Flood { status, head, size } => flood(status, head, size, Arc::clone(&shared)),
     }
 }
@@ -462,10 +520,10 @@ fn sse(events: impl Iterator<Item = String> + Send + 'static, delay: Duration, g
         if !delay.is_zero() {
             tokio::time::sleep(delay).await;
         }
-        // Frames that name their event (Anthropic) go out as they are.
-        let raw = event.starts_with("event:") || event.starts_with("data:") || event.starts_with(':');
-        let frame = if raw { format!("{event}\n\n") } else { format!("data: {event}\n\n") };
-        let frame = Bytes::from(frame);
+        let frame = Bytes::from(frame(&event));
+        if guard.counted {
+            guard.shared.streamed.fetch_add(frame.len(), Ordering::SeqCst);
+        }
         Some((Ok::<_, std::io::Error>(frame), (events, guard)))
     });
     Response::builder()
@@ -473,6 +531,12 @@ fn sse(events: impl Iterator<Item = String> + Send + 'static, delay: Duration, g
         .header("cache-control", "no-cache")
         .body(Body::from_stream(stream))
         .unwrap()
+}
+
+/// An event as it goes on the wire: frames that name their event (Anthropic) go out as they are.
+fn frame(event: &str) -> String {
+    let raw = event.starts_with("event:") || event.starts_with("data:") || event.starts_with(':');
+    if raw { format!("{event}\n\n") } else { format!("data: {event}\n\n") }
 }
 
 fn error_response(status: u16, body: String, retry_after: Option<String>) -> Response {

@@ -16,7 +16,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, ChildStdin, Command};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 
 pub use editor::Editor;
 pub use mock_llm::{MockLlm, Reply};
@@ -142,6 +142,8 @@ pub struct Agent {
     pub editor: Editor,
     stdin: Option<mpsc::UnboundedSender<Vec<u8>>>,
     lines: mpsc::UnboundedReceiver<Value>,
+    /// Whether the agent's stdout is being read (see [`Agent::stop_reading`]).
+    reading: watch::Sender<bool>,
     stderr: Arc<Mutex<String>>,
     next_id: i64,
 }
@@ -164,9 +166,14 @@ impl Agent {
         let (tx, lines) = mpsc::unbounded_channel();
         // Weak, so closing the test's stdin really closes the pipe.
         let (serving, reply) = (editor.clone(), stdin.downgrade());
+        let (reading, mut read) = watch::channel(true);
         tokio::spawn(async move {
             let mut reader = BufReader::new(stdout).lines();
-            while let Ok(Some(line)) = reader.next_line().await {
+            loop {
+                if read.wait_for(|reading| *reading).await.is_err() {
+                    break;
+                }
+                let Ok(Some(line)) = reader.next_line().await else { break };
                 let value: Value = serde_json::from_str(&line)
                     .unwrap_or_else(|err| panic!("stdout carried a non-JSON line ({err}): {line}"));
                 if let Some(reply) = reply.upgrade()
@@ -191,7 +198,18 @@ impl Agent {
                 sink.lock().unwrap().push_str(&String::from_utf8_lossy(&buf[..n]));
             }
         });
-        Self { child, editor, stdin: Some(stdin), lines, stderr, next_id: 1 }
+        Self { child, editor, stdin: Some(stdin), lines, reading, stderr, next_id: 1 }
+    }
+
+    /// Stops reading the agent's stdout, as a client that hangs does: once the pipe (and the
+    /// few KiB the reader holds) are full, the agent's writes block.
+    pub fn stop_reading(&self) {
+        self.reading.send_replace(false);
+    }
+
+    /// Reads the agent's stdout again.
+    pub fn resume_reading(&self) {
+        self.reading.send_replace(true);
     }
 
     /// What the agent wrote to stderr so far.
