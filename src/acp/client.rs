@@ -99,13 +99,14 @@ impl Host for AcpHost {
     async fn read_text_file(&self, path: &Path, range: Option<LineRange>) -> Result<String, HostError> {
         let request =
             acp::ReadTextFileRequest::new(self.id(), path).line(range.map(|r| r.line)).limit(range.map(|r| r.limit));
-        let response: acp::ReadTextFileResponse = self.call("fs/read_text_file", &request).await?;
+        let response: acp::ReadTextFileResponse =
+            self.call(acp::CLIENT_METHOD_NAMES.fs_read_text_file, &request).await?;
         Ok(response.content)
     }
 
     async fn write_text_file(&self, path: &Path, content: &str) -> Result<(), HostError> {
         let request = acp::WriteTextFileRequest::new(self.id(), path, content);
-        let _: acp::WriteTextFileResponse = self.call("fs/write_text_file", &request).await?;
+        let _: acp::WriteTextFileResponse = self.call(acp::CLIENT_METHOD_NAMES.fs_write_text_file, &request).await?;
         Ok(())
     }
 
@@ -114,31 +115,34 @@ impl Host for AcpHost {
             .args(request.args.clone())
             .cwd(request.cwd.clone())
             .output_byte_limit(request.output_byte_limit);
-        let response: acp::CreateTerminalResponse = self.call("terminal/create", &create).await?;
+        let response: acp::CreateTerminalResponse =
+            self.call(acp::CLIENT_METHOD_NAMES.terminal_create, &create).await?;
         Ok(response.terminal_id.0.to_string())
     }
 
     async fn wait_for_terminal_exit(&self, id: &str) -> Result<ExitStatus, HostError> {
         let request = acp::WaitForTerminalExitRequest::new(self.id(), id.to_owned());
-        let response: acp::WaitForTerminalExitResponse = self.call("terminal/wait_for_exit", &request).await?;
+        let response: acp::WaitForTerminalExitResponse =
+            self.call(acp::CLIENT_METHOD_NAMES.terminal_wait_for_exit, &request).await?;
         Ok(exit_status(response.exit_status))
     }
 
     async fn terminal_output(&self, id: &str) -> Result<TerminalOutput, HostError> {
         let request = acp::TerminalOutputRequest::new(self.id(), id.to_owned());
-        let response: acp::TerminalOutputResponse = self.call("terminal/output", &request).await?;
+        let response: acp::TerminalOutputResponse =
+            self.call(acp::CLIENT_METHOD_NAMES.terminal_output, &request).await?;
         Ok(TerminalOutput { output: response.output, truncated: response.truncated })
     }
 
     async fn kill_terminal(&self, id: &str) -> Result<(), HostError> {
         let request = acp::KillTerminalRequest::new(self.id(), id.to_owned());
-        let _: acp::KillTerminalResponse = self.call("terminal/kill", &request).await?;
+        let _: acp::KillTerminalResponse = self.call(acp::CLIENT_METHOD_NAMES.terminal_kill, &request).await?;
         Ok(())
     }
 
     async fn release_terminal(&self, id: &str) -> Result<(), HostError> {
         let request = acp::ReleaseTerminalRequest::new(self.id(), id.to_owned());
-        let _: acp::ReleaseTerminalResponse = self.call("terminal/release", &request).await?;
+        let _: acp::ReleaseTerminalResponse = self.call(acp::CLIENT_METHOD_NAMES.terminal_release, &request).await?;
         Ok(())
     }
 
@@ -160,7 +164,8 @@ impl Host for AcpHost {
             })
             .collect();
         let request = acp::RequestPermissionRequest::new(self.id(), tool_update(call), options);
-        let response: acp::RequestPermissionResponse = self.call("session/request_permission", &request).await?;
+        let response: acp::RequestPermissionResponse =
+            self.call(acp::CLIENT_METHOD_NAMES.session_request_permission, &request).await?;
         Ok(match response.outcome {
             acp::RequestPermissionOutcome::Selected(selected) => {
                 PermissionAnswer::Selected(selected.option_id.0.to_string())

@@ -44,7 +44,10 @@ impl WireSink {
 
     /// Sends an update that has no row behind it (mode and option changes).
     fn send_wire(&self, session: &SessionId, update: acp::SessionUpdate) {
-        self.peer.notify("session/update", &acp::SessionNotification::new(session.as_str().to_owned(), update));
+        self.peer.notify(
+            acp::CLIENT_METHOD_NAMES.session_update,
+            &acp::SessionNotification::new(session.as_str().to_owned(), update),
+        );
     }
 
     /// What a session the running request opens gets: the client's MCP servers, and the signal
@@ -82,7 +85,7 @@ impl WireSink {
             .collect();
         let update = acp::SessionUpdate::AvailableCommandsUpdate(acp::AvailableCommandsUpdate::new(commands));
         self.peer.notify_after_response(
-            "session/update",
+            acp::CLIENT_METHOD_NAMES.session_update,
             &acp::SessionNotification::new(session.as_str().to_owned(), update),
         );
     }
@@ -93,12 +96,15 @@ impl UpdateSink for WireSink {
         let Some(update) = update_to_wire(update, self.features.shown()) else { return };
         if matches!(update, acp::SessionUpdate::ToolCall(_)) {
             if let Some(value) = notification_json(session.as_str(), update) {
-                self.peer.notify("session/update", &value);
+                self.peer.notify(acp::CLIENT_METHOD_NAMES.session_update, &value);
             }
             return;
         }
         // Serialized straight from the struct: the hot path of streamed chunks.
-        self.peer.notify("session/update", &acp::SessionNotification::new(session.as_str().to_owned(), update));
+        self.peer.notify(
+            acp::CLIENT_METHOD_NAMES.session_update,
+            &acp::SessionNotification::new(session.as_str().to_owned(), update),
+        );
     }
 
     fn writable(&self) -> BoxFuture<'static, ()> {
@@ -128,7 +134,7 @@ impl Agent {
     }
 
     fn initialize(&self, params: Value) -> Answer {
-        let request: acp::InitializeRequest = parse("initialize", params)?;
+        let request: acp::InitializeRequest = parse(INITIALIZE, params)?;
         self.sink.features.learn(&request.client_capabilities);
         let capabilities = acp::AgentCapabilities::new()
             .load_session(true)
@@ -155,7 +161,7 @@ impl Agent {
     /// the environment (`environment`). Either way the keys are read when needed, so this checks
     /// that the default model's provider now has one.
     fn authenticate(&self, params: Value) -> Answer {
-        let request: acp::AuthenticateRequest = parse("authenticate", params)?;
+        let request: acp::AuthenticateRequest = parse(AUTHENTICATE, params)?;
         let method = request.method_id.0.as_ref();
         if ![LOGIN_METHOD, ENVIRONMENT_METHOD].contains(&method) {
             return Err(invalid_params(format!(
@@ -169,7 +175,7 @@ impl Agent {
 
     /// `logout`: forgets every key `cairn login` saved (keys in the environment stay).
     fn logout(&self, params: Value) -> Answer {
-        let _: acp::LogoutRequest = parse("logout", params)?;
+        let _: acp::LogoutRequest = parse(LOGOUT, params)?;
         let sessions = self.sessions()?;
         if let Some(credentials) = &sessions.config().credentials {
             credentials
@@ -216,7 +222,7 @@ impl Agent {
     }
 
     fn new_session(&self, params: Value) -> Answer {
-        let request: acp::NewSessionRequest = parse("session/new", with_mcp_servers(params))?;
+        let request: acp::NewSessionRequest = parse(SESSION_NEW, with_mcp_servers(params))?;
         let cwd = directory("cwd", request.cwd)?;
         let extra = self.additional_directories(request.additional_directories)?;
         let sessions = self.sessions()?;
@@ -236,7 +242,7 @@ impl Agent {
     }
 
     fn load_session(&self, params: Value) -> Answer {
-        let request: acp::LoadSessionRequest = parse("session/load", with_mcp_servers(params))?;
+        let request: acp::LoadSessionRequest = parse(SESSION_LOAD, with_mcp_servers(params))?;
         directory("cwd", request.cwd)?;
         let extra = self.additional_directories(request.additional_directories)?;
         let sessions = self.sessions()?;
@@ -254,7 +260,7 @@ impl Agent {
     }
 
     fn resume_session(&self, params: Value) -> Answer {
-        let request: acp::ResumeSessionRequest = parse("session/resume", with_mcp_servers(params))?;
+        let request: acp::ResumeSessionRequest = parse(SESSION_RESUME, with_mcp_servers(params))?;
         directory("cwd", request.cwd)?;
         let extra = self.additional_directories(request.additional_directories)?;
         let id = session_id(&request.session_id);
@@ -274,7 +280,7 @@ impl Agent {
     }
 
     fn fork_session(&self, params: Value) -> Answer {
-        let request: acp::ForkSessionRequest = parse("session/fork", with_mcp_servers(params))?;
+        let request: acp::ForkSessionRequest = parse(SESSION_FORK, with_mcp_servers(params))?;
         let cwd = directory("cwd", request.cwd)?;
         let extra = self.additional_directories(request.additional_directories)?;
         let parent = session_id(&request.session_id);
@@ -294,7 +300,7 @@ impl Agent {
     }
 
     fn close_session(&self, params: Value) -> Answer {
-        let request: acp::CloseSessionRequest = parse("session/close", params)?;
+        let request: acp::CloseSessionRequest = parse(SESSION_CLOSE, params)?;
         let sessions = self.sessions()?;
         let id = session_id(&request.session_id);
         Ok(async move {
@@ -305,7 +311,7 @@ impl Agent {
     }
 
     fn delete_session(&self, params: Value) -> Answer {
-        let request: acp::DeleteSessionRequest = parse("session/delete", params)?;
+        let request: acp::DeleteSessionRequest = parse(SESSION_DELETE, params)?;
         let sessions = self.sessions()?;
         let id = session_id(&request.session_id);
         Ok(async move {
@@ -316,7 +322,7 @@ impl Agent {
     }
 
     fn list_sessions(&self, params: Value) -> Answer {
-        let request: acp::ListSessionsRequest = parse("session/list", params)?;
+        let request: acp::ListSessionsRequest = parse(SESSION_LIST, params)?;
         let cwd = request.cwd.map(|cwd| absolute("cwd", cwd)).transpose()?;
         // `{"_meta": {"cairn": {"subagents": true}}}` lists sub-agents' sessions too.
         let subagents = request
@@ -357,7 +363,7 @@ impl Agent {
     }
 
     fn set_config_option(&self, params: Value) -> Answer {
-        let request: acp::SetSessionConfigOptionRequest = parse("session/set_config_option", params)?;
+        let request: acp::SetSessionConfigOptionRequest = parse(SESSION_SET_CONFIG_OPTION, params)?;
         let id = session_id(&request.session_id);
         let Some(value) = request.value.as_value_id().map(|value| value.0.to_string()) else {
             return Err(invalid_params("session/set_config_option: `value` must be one of the option's string values"));
@@ -399,7 +405,7 @@ impl Agent {
     }
 
     fn set_mode(&self, params: Value) -> Answer {
-        let request: acp::SetSessionModeRequest = parse("session/set_mode", params)?;
+        let request: acp::SetSessionModeRequest = parse(SESSION_SET_MODE, params)?;
         let id = session_id(&request.session_id);
         let mode = Mode::parse(&request.mode_id.0)
             .ok_or_else(|| session_error(&SessionError::UnknownMode(request.mode_id.0.to_string())))?;
@@ -418,7 +424,7 @@ impl Agent {
     }
 
     fn prompt(&self, params: Value) -> Answer {
-        let request: acp::PromptRequest = parse("session/prompt", params)?;
+        let request: acp::PromptRequest = parse(SESSION_PROMPT, params)?;
         if request.prompt.is_empty() {
             return Err(invalid_params("session/prompt: `prompt` must hold at least one content block"));
         }
@@ -432,22 +438,39 @@ impl Agent {
     }
 }
 
+/// The method names of the agent side, as the schema crate spells them (as patterns).
+const AGENT: acp::AgentMethodNames = acp::AGENT_METHOD_NAMES;
+const INITIALIZE: &str = AGENT.initialize;
+const AUTHENTICATE: &str = AGENT.authenticate;
+const LOGOUT: &str = AGENT.logout;
+const SESSION_NEW: &str = AGENT.session_new;
+const SESSION_LOAD: &str = AGENT.session_load;
+const SESSION_RESUME: &str = AGENT.session_resume;
+const SESSION_FORK: &str = AGENT.session_fork;
+const SESSION_CLOSE: &str = AGENT.session_close;
+const SESSION_DELETE: &str = AGENT.session_delete;
+const SESSION_LIST: &str = AGENT.session_list;
+const SESSION_SET_CONFIG_OPTION: &str = AGENT.session_set_config_option;
+const SESSION_SET_MODE: &str = AGENT.session_set_mode;
+const SESSION_PROMPT: &str = AGENT.session_prompt;
+const SESSION_CANCEL: &str = AGENT.session_cancel;
+
 impl Handler for Agent {
     fn request(&self, method: &str, params: Value) -> Answer {
         match method {
-            "initialize" => self.initialize(params),
-            "authenticate" => self.authenticate(params),
-            "logout" => self.logout(params),
-            "session/new" => self.new_session(params),
-            "session/load" => self.load_session(params),
-            "session/resume" => self.resume_session(params),
-            "session/fork" => self.fork_session(params),
-            "session/close" => self.close_session(params),
-            "session/delete" => self.delete_session(params),
-            "session/list" => self.list_sessions(params),
-            "session/set_config_option" => self.set_config_option(params),
-            "session/set_mode" => self.set_mode(params),
-            "session/prompt" => self.prompt(params),
+            INITIALIZE => self.initialize(params),
+            AUTHENTICATE => self.authenticate(params),
+            LOGOUT => self.logout(params),
+            SESSION_NEW => self.new_session(params),
+            SESSION_LOAD => self.load_session(params),
+            SESSION_RESUME => self.resume_session(params),
+            SESSION_FORK => self.fork_session(params),
+            SESSION_CLOSE => self.close_session(params),
+            SESSION_DELETE => self.delete_session(params),
+            SESSION_LIST => self.list_sessions(params),
+            SESSION_SET_CONFIG_OPTION => self.set_config_option(params),
+            SESSION_SET_MODE => self.set_mode(params),
+            SESSION_PROMPT => self.prompt(params),
             _ => Err(super::rpc::error(acp::ErrorCode::MethodNotFound, format!("Method not found: `{method}`"))
                 .data(serde_json::json!({ "method": method }))),
         }
@@ -455,7 +478,7 @@ impl Handler for Agent {
 
     fn notification(&self, method: &str, params: Value) {
         match method {
-            "session/cancel" => match parse::<acp::CancelNotification>(method, params) {
+            SESSION_CANCEL => match parse::<acp::CancelNotification>(method, params) {
                 Ok(cancel) => {
                     if let Ok(sessions) = self.sessions.get() {
                         sessions.cancel(&session_id(&cancel.session_id));
