@@ -3,6 +3,7 @@
 //! `rpc` frames and routes messages, `handlers` implements the methods, `convert` maps between
 //! cairn's types and the wire's. [`serve`] wires them to stdin and stdout.
 
+mod auth;
 mod client;
 mod convert;
 mod handlers;
