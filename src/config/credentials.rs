@@ -49,11 +49,19 @@ impl Credentials {
     /// The saved key for `variable`, if any. A file that cannot be read holds none (and says so
     /// in the log, without its content).
     pub fn get(&self, variable: &str) -> Option<Secret> {
+        self.usable().remove(variable)
+    }
+
+    /// Every saved key that is not empty, by variable, from one read of the file. A file that
+    /// cannot be read holds none (and says so in the log, without its content).
+    pub fn usable(&self) -> BTreeMap<String, Secret> {
         match self.read() {
-            Ok(file) => file.keys.get(variable).filter(|key| !key.trim().is_empty()).cloned().map(Secret),
+            Ok(file) => {
+                file.keys.into_iter().filter(|(_, key)| !key.trim().is_empty()).map(|(v, k)| (v, Secret(k))).collect()
+            }
             Err(err) => {
                 tracing::warn!(%err, "saved keys are ignored");
-                None
+                BTreeMap::new()
             }
         }
     }

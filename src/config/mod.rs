@@ -360,8 +360,16 @@ impl Config {
     /// without their key are left out (choosing one would fail at the first prompt).
     pub fn models(&self) -> Vec<String> {
         let mut models = vec![self.model.clone()];
+        // The saved keys are read once for the whole menu, and only if a provider needs them.
+        let saved = std::cell::OnceCell::new();
+        let has_key = |config: &ProviderConfig| match (&config.api_key, config.api_key_env.as_deref()) {
+            (Some(_), _) | (None, None) => true,
+            (None, Some(variable)) => saved
+                .get_or_init(|| self.credentials.as_ref().map(credentials::Credentials::usable).unwrap_or_default())
+                .contains_key(variable),
+        };
         for (provider, config) in &self.providers {
-            if self.provider_missing_key(provider).is_some() {
+            if !has_key(config) {
                 continue;
             }
             for model in &config.models {
