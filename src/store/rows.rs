@@ -110,13 +110,15 @@ pub fn session(conn: &Connection, id: &SessionId) -> Result<Option<SessionRow>, 
     Ok(conn.prepare_cached(&sql)?.query_row([id.as_str()], session_from_row).optional()?)
 }
 
+/// A session's visible messages with their parts, oldest first, one row per part (a message
+/// without parts has one row with a NULL part): `id, role, metadata_json, data_json`.
+pub(super) const VISIBLE_MESSAGES: &str = "SELECT m.id, m.role, m.metadata_json, p.data_json
+     FROM messages m LEFT JOIN parts p ON p.message_id = m.id
+     WHERE m.session_id = ?1 AND m.hidden_at IS NULL
+     ORDER BY m.id, p.idx";
+
 pub fn messages(conn: &Connection, id: &SessionId) -> Result<Vec<Message>, ReadError> {
-    let mut stmt = conn.prepare_cached(
-        "SELECT m.id, m.role, m.metadata_json, p.data_json
-         FROM messages m LEFT JOIN parts p ON p.message_id = m.id
-         WHERE m.session_id = ?1 AND m.hidden_at IS NULL
-         ORDER BY m.id, p.idx",
-    )?;
+    let mut stmt = conn.prepare_cached(VISIBLE_MESSAGES)?;
     let mut rows = stmt.query([id.as_str()])?;
     let mut messages: Vec<Message> = Vec::new();
     while let Some(row) = rows.next()? {

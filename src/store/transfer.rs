@@ -24,12 +24,7 @@ pub struct StoredMessage {
 
 /// Every visible message of a session, oldest first, with its parts, as stored.
 pub(super) fn stored_messages(conn: &Connection, id: &SessionId) -> Result<Vec<StoredMessage>, ReadError> {
-    let mut stmt = conn.prepare_cached(
-        "SELECT m.id, m.role, m.metadata_json, p.data_json
-         FROM messages m LEFT JOIN parts p ON p.message_id = m.id
-         WHERE m.session_id = ?1 AND m.hidden_at IS NULL
-         ORDER BY m.id, p.idx",
-    )?;
+    let mut stmt = conn.prepare_cached(super::rows::VISIBLE_MESSAGES)?;
     let mut rows = stmt.query([id.as_str()])?;
     let mut messages: Vec<StoredMessage> = Vec::new();
     while let Some(row) = rows.next()? {
