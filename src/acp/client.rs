@@ -1,5 +1,5 @@
-//! The editor's services over ACP: `fs/*`, `terminal/*` and `session/request_permission`, as a
-//! [`Host`] for one session's tools.
+//! The editor's services over ACP: `fs/*`, `terminal/*`, `session/request_permission` and
+//! `elicitation/create` (a `question`, see `question`), as a [`Host`] for one session's tools.
 //!
 //! Only what the client advertised at `initialize` is offered; a tool never calls a method the
 //! client did not announce. Dropping a pending request (a cancelled turn) sends
@@ -14,12 +14,13 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use super::convert::tool_update;
+use super::question;
 use super::rpc::Peer;
 use crate::history::ToolPart;
 use crate::ids::SessionId;
 use crate::tools::host::{
-    ExitStatus, Host, HostError, LineRange, OptionKind, PermissionAnswer, PermissionOption, TerminalOutput,
-    TerminalRequest,
+    ExitStatus, Host, HostError, LineRange, OptionKind, PermissionAnswer, PermissionOption, Question, Reply,
+    TerminalOutput, TerminalRequest,
 };
 
 /// The optional `session/update` kinds a client advertised.
@@ -39,6 +40,8 @@ pub struct ClientFeatures {
     pub terminals: AtomicBool,
     pub notices: AtomicBool,
     pub compaction: AtomicBool,
+    /// `elicitation.form`: questions can be asked as forms.
+    pub forms: AtomicBool,
 }
 
 impl ClientFeatures {
@@ -50,6 +53,8 @@ impl ClientFeatures {
         self.notices.store(notices, Ordering::Relaxed);
         let compaction = capabilities.session.as_ref().is_some_and(|s| s.compaction.is_some());
         self.compaction.store(compaction, Ordering::Relaxed);
+        let forms = capabilities.elicitation.as_ref().is_some_and(|e| e.form.is_some());
+        self.forms.store(forms, Ordering::Relaxed);
     }
 
     /// Which optional updates this client takes.
@@ -173,6 +178,18 @@ impl Host for AcpHost {
             acp::RequestPermissionOutcome::Cancelled => PermissionAnswer::Cancelled,
             _ => PermissionAnswer::Cancelled,
         })
+    }
+
+    async fn ask(&self, call_id: &str, question: &Question) -> Result<Reply, HostError> {
+        if self.features.forms.load(Ordering::Relaxed) {
+            let request = question::form(&self.id(), call_id, question);
+            let response = self.call(acp::CLIENT_METHOD_NAMES.elicitation_create, &request).await?;
+            question::form_reply(question, response)
+        } else {
+            let request = question::as_permission(&self.id(), call_id, question)?;
+            let response = self.call(acp::CLIENT_METHOD_NAMES.session_request_permission, &request).await?;
+            question::permission_reply(question, response)
+        }
     }
 }
 

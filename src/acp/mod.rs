@@ -9,6 +9,7 @@ mod convert;
 mod handlers;
 pub mod headless;
 mod opening;
+mod question;
 pub mod rpc;
 
 use std::sync::Arc;

@@ -108,7 +108,7 @@ pub async fn confirming(turn: &mut Turn<'_>, mut queue: CallQueue, question: Que
     let Ok(invocation) = head.invocation.clone() else { return TurnState::Executing(queue) };
     let index = head.index;
     let Question { request, why } = question;
-    let ctx = context(turn, turn.cancel.child_token(), None);
+    let ctx = context(turn, turn.cancel.child_token(), None, call_id(turn, &queue.message, index).unwrap_or_default());
     let preview = match invocation.preview(&ctx).await {
         Ok(preview) => preview,
         // The call cannot succeed (an edit whose text is not there): nothing to ask about, when
@@ -272,6 +272,7 @@ fn context(
     turn: &Turn<'_>,
     cancel: tokio_util::sync::CancellationToken,
     progress: Option<mpsc::UnboundedSender<Vec<ToolContent>>>,
+    call_id: String,
 ) -> ToolContext {
     ToolContext {
         workspace: turn.tools.workspace.clone(),
@@ -280,6 +281,7 @@ fn context(
         progress,
         process: std::sync::Arc::clone(&turn.tools.process),
         caller: None,
+        call_id,
     }
 }
 
@@ -363,10 +365,10 @@ pub(super) async fn run(
         receivers.push(Box::pin(futures::stream::unfold(progress_rx, move |mut rx| async move {
             rx.recv().await.map(|content| ((position, content), rx))
         })));
-        let mut ctx = context(turn, cancel.clone(), Some(progress_tx));
+        let id = call_id(turn, message, *index).unwrap_or_default();
+        let mut ctx = context(turn, cancel.clone(), Some(progress_tx), id);
         if invocation.access() == Access::Delegate {
-            let call_id = call_id(turn, message, *index).unwrap_or_default();
-            ctx.caller = Some(Caller { mode: turn.tools.mode.clone(), rules: turn.tools.rules.clone(), call_id });
+            ctx.caller = Some(Caller { mode: turn.tools.mode.clone(), rules: turn.tools.rules.clone() });
         }
         contexts.push(ctx);
     }

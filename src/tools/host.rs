@@ -1,4 +1,5 @@
-//! What the editor can do for the tools: read and write its buffers, run terminals, ask the user.
+//! What the editor can do for the tools: read and write its buffers, run terminals, ask the user
+//! for permission or a question's answer.
 //!
 //! `acp::client` implements [`Host`] over ACP for the capabilities the client advertised; headless
 //! runs use [`NoEditor`], which offers nothing and cannot ask, so every "ask" becomes a refusal.
@@ -64,6 +65,35 @@ pub enum PermissionAnswer {
     Cancelled,
 }
 
+/// A question for the user, from the `question` tool.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Question {
+    /// The question as the user reads it.
+    pub text: String,
+    /// The answers offered, in order; empty for a typed answer only.
+    pub choices: Vec<Choice>,
+    /// Whether the user may type an answer (besides, or instead of, the choices).
+    pub typed: bool,
+}
+
+/// One answer offered.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Choice {
+    pub label: String,
+    pub description: Option<String>,
+}
+
+/// What the user did with a [`Question`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Reply {
+    /// A choice (one of the labels offered), a typed answer, or both.
+    Answered { choice: Option<String>, text: Option<String> },
+    /// The user chose not to answer.
+    Declined,
+    /// The question was dismissed (closed, or the turn is being cancelled).
+    Dismissed,
+}
+
 /// The editor's services. Methods for capabilities the client did not advertise are never called.
 #[async_trait::async_trait]
 pub trait Host: Send + Sync {
@@ -90,6 +120,9 @@ pub trait Host: Send + Sync {
         call: &crate::history::ToolPart,
         options: &[PermissionOption],
     ) -> Result<PermissionAnswer, HostError>;
+    /// Asks the user `question` on the card of the call `call_id`. A choice in the reply is
+    /// always one of the labels offered.
+    async fn ask(&self, call_id: &str, question: &Question) -> Result<Reply, HostError>;
 }
 
 /// No editor: tools use the local disk and processes, and nobody can be asked.
@@ -139,6 +172,9 @@ impl Host for NoEditor {
         _call: &crate::history::ToolPart,
         _options: &[PermissionOption],
     ) -> Result<PermissionAnswer, HostError> {
+        Err(unavailable())
+    }
+    async fn ask(&self, _call_id: &str, _question: &Question) -> Result<Reply, HostError> {
         Err(unavailable())
     }
 }

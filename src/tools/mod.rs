@@ -1,5 +1,5 @@
 //! The tools the model can call. Each built-in tool is one file that implements [`Tool`]: `read`,
-//! `write`, `edit`, `glob`, `grep`, `bash` and `todo`; `task` (a sub-agent) joins them when the
+//! `write`, `edit`, `glob`, `grep`, `bash`, `todo` and `question`; `task` (a sub-agent) joins them when the
 //! session can run sub-agents, through a [`task::Delegate`] the session layer provides.
 //!
 //! A [`Tool`] is typed by its arguments: it names itself, describes itself to the model (the
@@ -20,6 +20,7 @@ mod grep;
 pub mod host;
 mod mcp;
 mod page;
+mod question;
 mod read;
 mod registry;
 mod schema;
@@ -60,6 +61,8 @@ pub struct ToolContext {
     pub process: Arc<crate::process::ProcessPolicy>,
     /// For a call that starts a sub-agent ([`Access::Delegate`]): what the sub-agent inherits.
     pub caller: Option<Caller>,
+    /// The id of the call being run: the card the editor shows it on.
+    pub call_id: String,
 }
 
 /// What a sub-agent inherits from the turn whose call starts it: never more than that turn has.
@@ -68,8 +71,6 @@ pub struct Caller {
     pub mode: watch::Receiver<Mode>,
     /// A copy of the turn's permission rules as they are when the call starts.
     pub rules: Vec<Rule>,
-    /// The id of the call that starts the sub-agent: the card its questions are asked on.
-    pub call_id: String,
 }
 
 /// A finished tool run.

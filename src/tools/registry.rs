@@ -33,7 +33,7 @@ pub struct Registry {
 pub struct Collision(pub String);
 
 impl Registry {
-    /// The built-in tools: `read`, `write`, `edit`, `glob`, `grep`, `bash` and `todo`.
+    /// The built-in tools: `read`, `write`, `edit`, `glob`, `grep`, `bash`, `todo` and `question`.
     pub fn builtin() -> Registry {
         static BUILTIN: LazyLock<Registry> = LazyLock::new(|| {
             let mut registry = Registry::default();
@@ -45,6 +45,7 @@ impl Registry {
                 registry.add(super::grep::Grep),
                 registry.add(super::bash::Bash),
                 registry.add(super::todo::Todo),
+                registry.add(super::question::AskUser),
             ];
             debug_assert!(added.iter().all(Result::is_ok), "built-in tool names are distinct");
             registry

@@ -18,6 +18,7 @@ fn context(dir: &std::path::Path) -> ToolContext {
         progress: None,
         process: Arc::default(),
         caller: None,
+        call_id: "call_test".into(),
     }
 }
 
@@ -380,10 +381,19 @@ fn derived_schemas_are_the_catalog_the_model_knows() {
                 "priority": {"type": "string", "enum": ["high", "medium", "low"]}
             }, "required": ["content", "status"], "additionalProperties": false}}
         }, "required": ["items"], "additionalProperties": false}),
+        json!({"type": "object", "properties": {
+            "question": {"type": "string", "description": "The question, as the user will read it: one question, with the context needed to answer."},
+            "options": {"type": "array", "maxItems": 8, "items": {"type": "object", "properties": {
+                "label": {"type": "string", "description": "A short answer, as shown on its button."},
+                "description": {"type": "string", "description": "What choosing it means, if the label does not say."}
+            }, "required": ["label"], "additionalProperties": false},
+            "description": "Answers the user may pick from (at most 8); leave out to ask for a typed answer."},
+            "allow_other": {"type": "boolean", "description": "Whether the user may type an answer of their own besides the options. Defaults to true."}
+        }, "required": ["question"], "additionalProperties": false}),
     ];
     let registry = Registry::builtin();
     let names: Vec<&str> = registry.names().collect();
-    assert_eq!(names, ["read", "write", "edit", "glob", "grep", "bash", "todo"]);
+    assert_eq!(names, ["read", "write", "edit", "glob", "grep", "bash", "todo", "question"]);
     for (spec, expected) in registry.specs().iter().zip(expected) {
         assert_eq!(spec["parameters"], expected, "{}", spec["name"]);
         assert!(spec["description"].as_str().is_some_and(|d| d.len() > 20), "{spec}");
@@ -394,7 +404,7 @@ fn derived_schemas_are_the_catalog_the_model_knows() {
 fn a_second_tool_by_one_name_is_refused() {
     let mut registry = Registry::builtin();
     assert_eq!(registry.add(super::read::Read), Err(super::registry::Collision("read".into())));
-    assert_eq!(registry.specs().len(), 7);
+    assert_eq!(registry.specs().len(), 8);
 }
 
 #[test]

@@ -9,7 +9,7 @@ use tokio::io::AsyncWriteExt;
 use crate::support::{Reply, TestEnv};
 
 /// Runs `cairn` with `args`, writing `stdin` to it; returns (status, stdout, stderr).
-async fn run(env: &TestEnv, args: &[&str], stdin: &str) -> (Option<i32>, String, String) {
+pub async fn run(env: &TestEnv, args: &[&str], stdin: &str) -> (Option<i32>, String, String) {
     let mut child =
         env.command().args(args).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
     let mut pipe = child.stdin.take().unwrap();

@@ -28,6 +28,7 @@ mod permissions;
 mod prompt;
 mod protocol;
 mod provider;
+mod question;
 mod reattach;
 mod sandbox;
 mod scripted;

@@ -8,7 +8,8 @@ use super::*;
 use crate::history::CallState::{self, Cancelled, Failed, New, Resuming, Running, Succeeded, Suspended};
 use crate::permissions::{Action, Permission, Scope};
 use crate::tools::host::{
-    ExitStatus, HostError, LineRange, PermissionAnswer, PermissionOption, TerminalOutput, TerminalRequest,
+    ExitStatus, HostError, LineRange, PermissionAnswer, PermissionOption, Question, Reply, TerminalOutput,
+    TerminalRequest,
 };
 
 /// An editor that only asks: each question gets the next scripted answer, and the options it
@@ -72,6 +73,9 @@ impl Host for Asker {
             return Ok(PermissionAnswer::Cancelled);
         }
         self.answers.lock().unwrap().pop_front().unwrap_or(Ok(PermissionAnswer::Cancelled))
+    }
+    async fn ask(&self, call_id: &str, question: &Question) -> Result<Reply, HostError> {
+        NoEditor.ask(call_id, question).await
     }
 }
 

@@ -1,5 +1,5 @@
 //! The editor as a sub-agent sees it: the parent's [`Host`], with every permission question
-//! asked on the card of the `task` call that started the sub-agent (the one card of it the
+//! (and every `question` the sub-agent asks) asked on the card of the `task` call that started the sub-agent (the one card of it the
 //! editor knows: the sub-agent's own calls are shown inside that card, never as cards of their
 //! own, and the parent's calls may carry the same provider-made ids, `call_0`), titled with the
 //! sub-agent and its call, and showing what that call would do.
@@ -10,7 +10,8 @@ use std::sync::Arc;
 use crate::history::ToolPart;
 use crate::tools::Host;
 use crate::tools::host::{
-    ExitStatus, HostError, LineRange, PermissionAnswer, PermissionOption, TerminalOutput, TerminalRequest,
+    ExitStatus, HostError, LineRange, PermissionAnswer, PermissionOption, Question, Reply, TerminalOutput,
+    TerminalRequest,
 };
 
 /// The parent's host; questions are asked as `{who} › {call title}`.
@@ -66,5 +67,10 @@ impl Host for NamedHost {
         named.title = format!("{} › {}", self.who, call.title);
         named.call_id.clone_from(&self.card);
         self.inner.request_permission(&named, options).await
+    }
+    async fn ask(&self, _call_id: &str, question: &Question) -> Result<Reply, HostError> {
+        let mut named = question.clone();
+        named.text = format!("{}: {}", self.who, question.text);
+        self.inner.ask(&self.card, &named).await
     }
 }

@@ -200,7 +200,7 @@ impl Delegate for Spawner {
         let system = Arc::new(prompt::assemble(&sources));
 
         let host: Arc<dyn crate::tools::Host> =
-            Arc::new(NamedHost { inner: Arc::clone(&ctx.host), who, card: caller.call_id.clone() });
+            Arc::new(NamedHost { inner: Arc::clone(&ctx.host), who, card: ctx.call_id.clone() });
         let (updates, mut shown) = mpsc::unbounded_channel();
         let sink = Arc::new(ChildSink { updates, host: Arc::clone(&host) });
         let status = Arc::new(watch::Sender::new(Status::Busy));

@@ -22,6 +22,8 @@ use tokio::sync::{mpsc, watch};
 pub struct Editor {
     pub fs: bool,
     pub terminal: bool,
+    /// Advertises elicitation forms; the `elicitation/create` requests are handed to the test.
+    pub forms: bool,
     /// Unsaved buffers by absolute path, seen by `fs/read_text_file` instead of the disk.
     pub buffers: Arc<Mutex<HashMap<PathBuf, String>>>,
     /// Option ids to answer permission requests with, in order (`"cancelled"` answers cancelled).
@@ -51,6 +53,10 @@ impl Editor {
         Self { terminal: true, ..Self::default() }
     }
 
+    pub fn with_forms() -> Self {
+        Self { forms: true, ..Self::default() }
+    }
+
     /// Queues answers to the next permission requests.
     pub fn answer(&self, options: &[&str]) -> &Self {
         self.answers.lock().unwrap().extend(options.iter().map(|o| (*o).to_owned()));
@@ -68,7 +74,12 @@ impl Editor {
 
     /// The `clientCapabilities` to announce at `initialize`.
     pub fn capabilities(&self) -> Value {
-        json!({"fs": {"readTextFile": self.fs, "writeTextFile": self.fs}, "terminal": self.terminal})
+        let mut capabilities =
+            json!({"fs": {"readTextFile": self.fs, "writeTextFile": self.fs}, "terminal": self.terminal});
+        if self.forms {
+            capabilities["elicitation"] = json!({"form": {}});
+        }
+        capabilities
     }
 
     /// Takes a message the agent sent; `true` if the editor answered it (on `reply`).
