@@ -356,6 +356,11 @@ pub(super) async fn run(
         turn.phase(Phase::BeforeTool);
         change(turn, message, *index, |tool| tool.state.advance(CallState::Running).is_ok());
     }
+    // A call of another kind may speak to the user (a question on its card): the card must be
+    // shown first. A failed write is the turn's failure, reported when it ends.
+    if batch.iter().any(|(_, invocation)| invocation.access() == Access::Other) {
+        let _shown = turn.recorder.flush().await;
+    }
     let cancel = turn.cancel.child_token();
     let default_timeout = turn.limits.tool_timeout;
     let mut receivers = Vec::with_capacity(batch.len());

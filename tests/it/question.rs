@@ -18,13 +18,20 @@ fn which_database() -> Value {
     ]})
 }
 
-/// Sends a prompt and waits for the agent's next request of `method`; returns (prompt id, request).
+/// Sends a prompt and waits for the agent's next request of `method`, which must come after the
+/// card of the call it is about; returns (prompt id, request).
 async fn asked(agent: &mut Agent, session: &str, method: &str) -> (i64, Value) {
     let prompt = agent.prompt(session, "set up the cache").await;
+    let mut cards = Vec::new();
     loop {
         let message = agent.recv().await;
         if message["method"] == method && message.get("id").is_some() {
+            let card = message["params"]["toolCallId"].clone();
+            assert!(cards.contains(&card), "the card {card} is shown before its question: {cards:?}");
             return (prompt, message);
+        }
+        if message["params"]["update"]["sessionUpdate"] == "tool_call" {
+            cards.push(message["params"]["update"]["toolCallId"].clone());
         }
     }
 }
