@@ -144,7 +144,7 @@ async fn reachable(report: &mut Report, config: &Config) {
             endpoints.entry(provider.base_url.as_str()).or_default().push(name);
         }
     }
-    let client = match reqwest::Client::builder().timeout(PROBE_TIMEOUT).connect_timeout(PROBE_TIMEOUT).build() {
+    let client = match crate::net::client_builder().timeout(PROBE_TIMEOUT).connect_timeout(PROBE_TIMEOUT).build() {
         Ok(client) => client,
         Err(err) => {
             report.line(Status::Fail, "reachable", &format!("cannot build an HTTP client: {err}"));

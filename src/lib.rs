@@ -23,6 +23,7 @@ pub mod llm;
 pub mod logging;
 pub mod login;
 pub mod mcp;
+pub mod net;
 pub mod permissions;
 pub mod process;
 pub mod session;

@@ -281,7 +281,7 @@ pub(crate) fn http_client() -> reqwest::Client {
     static CLIENT: OnceLock<reqwest::Client> = OnceLock::new();
     CLIENT
         .get_or_init(|| {
-            reqwest::Client::builder().connect_timeout(Duration::from_secs(30)).build().unwrap_or_else(|err| {
+            crate::net::client_builder().connect_timeout(Duration::from_secs(30)).build().unwrap_or_else(|err| {
                 tracing::warn!(%err, "HTTP client setup failed; using defaults");
                 reqwest::Client::new()
             })

@@ -22,7 +22,7 @@ pub(super) fn transport(
         let (name, value) = header(name, value)?;
         map.insert(name, value);
     }
-    let client = reqwest::Client::builder()
+    let client = crate::net::client_builder()
         .redirect(reqwest::redirect::Policy::custom(same_origin))
         .build()
         .map_err(|err| format!("cannot build an HTTP client: {err}"))?;

@@ -118,6 +118,19 @@ fn ci_runs_exactly_the_test_command_of_the_readme() {
     assert!(readme.contains(&format!("\n{command}\n")), "the README's test command is `{command}`, as .ci/run runs it");
 }
 
+/// TLS needs the crypto provider `net::client_builder` installs: a client built elsewhere would
+/// fail at its first connection attempt on a machine the tests never see.
+#[test]
+fn every_http_client_is_built_through_net() {
+    for file in rust_files(&root().join("src")) {
+        if file.ends_with("src/net.rs") {
+            continue;
+        }
+        let text = source(&file);
+        assert!(!text.contains("Client::builder()"), "{} builds an HTTP client outside net.rs", file.display());
+    }
+}
+
 #[test]
 fn no_file_keeps_a_merge_conflict() {
     let mut files = rust_files(&root().join("src"));
