@@ -23,7 +23,7 @@ mod mcp;
 mod process;
 mod subagents;
 
-pub use limits::{Compaction, ContentPattern, Limits, LoopLimits};
+pub use limits::{Compaction, ContentPattern, DEFAULT_IMAGE_MAX_BYTES, Limits, LoopLimits};
 pub use subagents::Subagents;
 
 use crate::mcp::{McpSettings, ServerConfig};
@@ -96,6 +96,8 @@ pub struct ModelOverride {
     pub cache_write_price: Option<f64>,
     /// Whether the model takes a reasoning effort or thinking budget.
     pub reasoning: Option<bool>,
+    /// Whether the model accepts images (a `read` of a picture is sent to it as one).
+    pub images: Option<bool>,
 }
 
 /// A model endpoint.
@@ -283,6 +285,7 @@ impl Config {
         let compaction = file.compaction.resolve(normalize_model);
         let subagents = file.subagents.resolve(&providers).map_err(invalid)?;
         limits.tasks_at_once = subagents.max_concurrent;
+        limits.image_max_bytes = file.tools.image_max_bytes().map_err(invalid)?;
         let model = match (env("CAIRN_MODEL"), file.model) {
             (Some(model), _) => checks::model("CAIRN_MODEL", &model).map(|()| model)?,
             (None, Some(model)) => checks::model("model (config.toml)", &model).map(|()| model)?,

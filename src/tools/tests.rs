@@ -18,6 +18,7 @@ fn context(dir: &std::path::Path) -> ToolContext {
         progress: None,
         process: Arc::default(),
         caller: None,
+        images: Images::default(),
     }
 }
 
