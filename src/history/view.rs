@@ -321,6 +321,22 @@ mod tests {
     }
 
     #[test]
+    fn a_pruned_message_drops_its_tool_images_for_a_line_naming_each() {
+        let mut tool = ToolPart::new("c1".into(), "read".into());
+        tool.state = crate::history::CallState::Succeeded;
+        tool.output = Some("a.png: PNG image (the image follows).".into());
+        tool.images = vec![ToolImage { mime_type: "image/png".into(), data: "A".repeat(4 * 1024) }];
+        let message = Message::new(Role::Assistant, vec![Part::Tool(tool)], MessageMeta::default());
+        let Part::Tool(tool) = &message.parts[0] else { panic!() };
+        let (whole, pruned) = (Seen::whole(&message), Seen { message: &message, pruned: true });
+        assert_eq!(whole.tool_images(tool).len(), 1);
+        assert_eq!(whole.tool_output(tool), "a.png: PNG image (the image follows).");
+        assert!(pruned.tool_images(tool).is_empty());
+        assert_eq!(pruned.tool_output(tool), "a.png: PNG image (the image follows).\n<image pruned: image/png, 3 KiB>");
+        assert!(whole.estimate() >= IMAGE_TOKENS && pruned.estimate() < 50, "pruning frees the image's tokens");
+    }
+
+    #[test]
     fn context_used_comes_from_the_last_step_with_usage() {
         let mut answer = text(Role::Assistant, "a");
         answer.meta.usage = Some(Usage { input: 10, output: 5, reasoning: 0, cache_read: 20, cache_write: 1 });

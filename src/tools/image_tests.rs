@@ -84,3 +84,69 @@ fn a_header_cut_short_or_not_understood_has_no_dimensions() {
     assert_eq!(describe(Format::Png, Some((2, 3)), 2048), "PNG image, 2×3, 2.0 KiB");
     assert_eq!(describe(Format::Webp, None, 100), "WebP image, 100 bytes");
 }
+
+fn context(dir: &Path, images: Images) -> ToolContext {
+    ToolContext {
+        workspace: super::super::Workspace::new(dir, &[]),
+        host: std::sync::Arc::new(super::super::NoEditor),
+        cancel: tokio_util::sync::CancellationToken::new(),
+        progress: None,
+        process: std::sync::Arc::default(),
+        caller: None,
+        images,
+    }
+}
+
+async fn run(ctx: &ToolContext, path: &str) -> Result<ToolOutcome, ToolError> {
+    let input = serde_json::json!({ "path": path }).to_string();
+    super::super::Registry::builtin().parse("read", &input)?.run(ctx).await
+}
+
+#[tokio::test]
+async fn read_sends_an_image_whole_to_a_model_that_takes_images() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut bytes = png(2, 3);
+    bytes.extend([0u8; 40]);
+    // Named as text: the bytes decide.
+    std::fs::write(dir.path().join("shot.txt"), &bytes).unwrap();
+    std::fs::write(dir.path().join("notes.png"), "not a picture\n").unwrap();
+    let ctx = context(dir.path(), Images { accepted: true, max_bytes: 1024 });
+    let outcome = run(&ctx, "shot.txt").await.unwrap();
+    assert_eq!(outcome.output, "shot.txt: PNG image, 2×3, 73 bytes (the image follows).");
+    let data = base64::engine::general_purpose::STANDARD.encode(&bytes);
+    assert_eq!(outcome.images, [ToolImage { mime_type: "image/png".into(), data }]);
+    let text = run(&ctx, "notes.png").await.unwrap();
+    assert_eq!((text.output.as_str(), text.images.len()), ("     1\tnot a picture\n", 0), "a text file stays text");
+}
+
+#[tokio::test]
+async fn an_image_over_the_cap_or_too_wide_is_refused_saying_what_to_do() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut big = gif(10, 10);
+    big.resize(2_000, 0);
+    std::fs::write(dir.path().join("big.gif"), &big).unwrap();
+    std::fs::write(dir.path().join("wide.png"), png(9_000, 10)).unwrap();
+    let ctx = context(dir.path(), Images { accepted: true, max_bytes: 1_000 });
+    let refused = run(&ctx, "big.gif").await.unwrap_err().0;
+    for said in
+        ["big.gif is a GIF image, 10×10, 2.0 KiB", "images over 1000 bytes", "[tools] image_max_bytes", "magick"]
+    {
+        assert!(refused.contains(said), "{said}: {refused}");
+    }
+    let wide = run(&ctx, "wide.png").await.unwrap_err().0;
+    assert!(wide.contains("9000×10 PNG image") && wide.contains("over 8000 pixels"), "{wide}");
+    assert_eq!(std::fs::read(dir.path().join("big.gif")).unwrap(), big, "nothing is changed");
+}
+
+#[tokio::test]
+async fn a_model_without_images_is_told_what_the_file_is() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("photo.jpg"), jpeg(1920, 1080, 200)).unwrap();
+    // Sparse: the size without the disk space.
+    std::fs::File::options().write(true).open(dir.path().join("photo.jpg")).unwrap().set_len(10_000_000).unwrap();
+    let ctx = context(dir.path(), Images { accepted: false, max_bytes: 1_000 });
+    let outcome = run(&ctx, "photo.jpg").await.unwrap();
+    assert!(outcome.images.is_empty());
+    assert!(outcome.output.starts_with("photo.jpg is a JPEG image, 1920×1080, 9.5 MiB."), "{}", outcome.output);
+    assert!(outcome.output.contains("does not accept images"), "{}", outcome.output);
+}
