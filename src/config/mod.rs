@@ -493,7 +493,7 @@ mod tests {
         assert!(config.process.network);
         std::fs::write(
             &file,
-            "[sandbox]\nmode = \"read-only\"\nnetwork = false\nwritable = [\"~/.cache\"]\n[tools]\nenv_passthrough = [\"OPENAI_API_KEY\"]\n",
+            "[sandbox]\nmode = \"read-only\"\nnetwork = false\nwritable = [\"~/.cache\"]\n[tools]\nenv_passthrough = [\"OPENAI_API_KEY\"]\nimage_max_bytes = 1000\n",
         )
         .unwrap();
         let config =
@@ -504,10 +504,18 @@ mod tests {
         assert!(config.process.writable.contains(&PathBuf::from("/home/u/.cache")));
         assert!(config.process.writable.contains(&PathBuf::from("/scratch")));
         assert!(!config.process.env.remove.iter().any(|name| name == "OPENAI_API_KEY"));
-        for bad in ["[sandbox]\nwritable = [\"cache\"]\n", "[sandbox]\nmode = \"none\"\n", "[tools]\npass = []\n"] {
+        assert_eq!(config.limits.image_max_bytes, 1000);
+        let bad = ["[sandbox]\nwritable = [\"cache\"]\n", "[sandbox]\nmode = \"none\"\n", "[tools]\npass = []\n"];
+        for bad in bad.into_iter().chain(["[tools]\nimage_max_bytes = 0\n"]) {
             std::fs::write(&file, bad).unwrap();
             assert!(config_with(&[("CAIRN_CONFIG", path), ("CAIRN_HOME", "/x")]).is_err(), "{bad}");
         }
+        std::fs::write(&file, "[tools]\nimage_max_bytes = 0\n").unwrap();
+        let refused = config_with(&[("CAIRN_CONFIG", path), ("CAIRN_HOME", "/x")]).unwrap_err().to_string();
+        assert!(refused.contains("[tools] image_max_bytes must be more than 0"), "{refused}");
+        std::fs::write(&file, "").unwrap();
+        let default = config_with(&[("CAIRN_CONFIG", path), ("CAIRN_HOME", "/x")]).unwrap();
+        assert_eq!(default.limits.image_max_bytes, 3_932_160, "5 MiB once base64");
     }
 
     #[test]
