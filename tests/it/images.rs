@@ -288,3 +288,67 @@ async fn an_image_prompt_is_replayed_on_load_and_still_sent_by_a_new_process() {
         json!({"type": "image_url", "image_url": {"url": url}})
     );
 }
+
+#[tokio::test]
+async fn an_editor_that_reads_files_is_not_asked_for_an_image_which_is_read_from_the_disk() {
+    let mut env = TestEnv::new().await;
+    env.set_env("CAIRN_MODEL", "openai/gpt-4o");
+    let picture = webp();
+    std::fs::write(env.workspace().join("logo.webp"), &picture).unwrap();
+    std::fs::write(env.workspace().join("notes.txt"), "from the disk\n").unwrap();
+    env.mock.push(Reply::tool_calls(&[
+        ("c1", "read", json!({"path": "logo.webp"})),
+        ("c2", "read", json!({"path": "notes.txt"})),
+    ]));
+    env.mock.push(Reply::text(&["ok"]));
+    let mut agent = env.ready_with(Editor::with_fs()).await;
+    let session = agent.new_session(&env.cwd()).await;
+    let (_, updates) = turn(&mut agent, &session, "look").await;
+    let asked: Vec<String> = agent
+        .editor
+        .requests("fs/read_text_file")
+        .iter()
+        .map(|r| r["params"]["path"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(asked, [env.workspace().join("notes.txt").display().to_string()], "text still goes through the editor");
+    assert_eq!(card(&updates, "c1"), json!([shown("image/webp", &picture)]));
+    assert!(env.mock.requests()[1].to_string().contains(&base64(&picture)));
+}
+
+#[tokio::test]
+async fn exports_name_a_read_image_in_markdown_and_keep_it_through_jsonl_and_import() {
+    let mut env = TestEnv::new().await;
+    env.set_env("CAIRN_MODEL", "openai/gpt-4o");
+    let mut picture = png(64, 64);
+    picture.resize(3_000, 1);
+    std::fs::write(env.workspace().join("chart.png"), &picture).unwrap();
+    env.mock.push(Reply::tool_calls(&[("c1", "read", json!({"path": "chart.png"}))]));
+    env.mock.push(Reply::text(&["A chart."]));
+    let cwd = env.cwd();
+    let run = |args: Vec<String>| {
+        let mut command = env.command();
+        command.args(args).stdin(std::process::Stdio::null());
+        async move {
+            let output = command.output().await.unwrap();
+            assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+            String::from_utf8(output.stdout).unwrap()
+        }
+    };
+    let args = |list: &[&str]| list.iter().map(|arg| (*arg).to_owned()).collect::<Vec<_>>();
+    let ran = run(args(&["exec", "--json", "--cwd", &cwd, "look at chart.png"])).await;
+    let session =
+        serde_json::from_str::<Value>(ran.lines().last().unwrap()).unwrap()["sessionId"].as_str().unwrap().to_owned();
+
+    let markdown = run(args(&["sessions", "export", &session])).await;
+    assert!(markdown.contains("[image: image/png, 3 KiB]"), "{markdown}");
+    assert!(!markdown.contains(&base64(&picture)), "the Markdown names the image, without its data");
+
+    let jsonl = run(args(&["sessions", "export", &session, "--format", "jsonl"])).await;
+    assert!(jsonl.contains(&base64(&picture)), "the lossless export holds the image");
+    let file = env.dir.path().join("export.jsonl");
+    std::fs::write(&file, &jsonl).unwrap();
+    let imported = run(args(&["sessions", "import", file.to_str().unwrap()])).await;
+    let copy = imported.split_whitespace().nth(3).unwrap().to_owned();
+    let again = run(args(&["sessions", "export", &copy, "--format", "jsonl"])).await;
+    assert!(again.contains(&format!("\"images\":[{{\"mime_type\":\"image/png\",\"data\":\"{}\"}}]", base64(&picture))));
+}
