@@ -202,9 +202,11 @@ fn too_large(shown: &str, format: Format, found: Option<(u32, u32)>, size: u64, 
 
 /// What to do with an image too large to send.
 fn smaller_copy(shown: &str) -> String {
+    let plain = |c: char| c.is_ascii_alphanumeric() || "._/-+,@".contains(c);
+    let path = if shown.chars().all(plain) { shown.to_owned() } else { format!("'{}'", shown.replace('\'', r"'\''")) };
     format!(
         "Make a smaller copy and read that instead, e.g. with ImageMagick: \
-         `magick {shown} -resize '1568x1568>' -quality 85 smaller.jpg`."
+         `magick {path} -resize '1568x1568>' -quality 85 smaller.jpg`."
     )
 }
 

@@ -85,6 +85,12 @@ fn a_header_cut_short_or_not_understood_has_no_dimensions() {
     assert_eq!(describe(Format::Webp, None, 100), "WebP image, 100 bytes");
 }
 
+#[test]
+fn the_command_for_a_smaller_copy_quotes_a_path_the_shell_would_split() {
+    assert!(smaller_copy("docs/a.png").contains("`magick docs/a.png -resize"));
+    assert!(smaller_copy("my shot's.png").contains(r"`magick 'my shot'\''s.png' -resize"));
+}
+
 fn context(dir: &Path, images: Images) -> ToolContext {
     ToolContext {
         workspace: super::super::Workspace::new(dir, &[]),
