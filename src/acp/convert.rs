@@ -217,13 +217,15 @@ fn raw_input(tool: &ToolPart) -> Option<Value> {
     Some(serde_json::from_str(&tool.input).unwrap_or_else(|_| Value::String(tool.input.clone())))
 }
 
-/// What the call shows; a failure without content of its own shows its message.
+/// What the call shows: its content, then the images the model was sent (each stored once, as
+/// the model's); a failure without content of its own shows its message.
 fn tool_content(tool: &ToolPart) -> Vec<acp::ToolCallContent> {
+    let images = tool.images.iter().map(|image| image_content(&image.mime_type, &image.data));
     if tool.content.is_empty() {
         let failed = matches!(tool.state, CallState::Failed | CallState::Cancelled);
         return match (&tool.output, failed) {
             (Some(output), true) => vec![text_content(output.clone())],
-            _ => Vec::new(),
+            _ => images.collect(),
         };
     }
     tool.content
@@ -236,11 +238,17 @@ fn tool_content(tool: &ToolPart) -> Vec<acp::ToolCallContent> {
             ToolContent::Terminal { terminal_id } => {
                 acp::ToolCallContent::Terminal(acp::Terminal::new(terminal_id.clone()))
             }
-            ToolContent::Image { mime_type, data } => acp::ToolCallContent::Content(acp::Content::new(
-                acp::ContentBlock::Image(acp::ImageContent::new(data.clone(), mime_type.clone())),
-            )),
+            ToolContent::Image { mime_type, data } => image_content(mime_type, data),
         })
+        .chain(images)
         .collect()
+}
+
+fn image_content(mime_type: &str, data: &str) -> acp::ToolCallContent {
+    acp::ToolCallContent::Content(acp::Content::new(acp::ContentBlock::Image(acp::ImageContent::new(
+        data.to_owned(),
+        mime_type.to_owned(),
+    ))))
 }
 
 fn text_content(text: String) -> acp::ToolCallContent {

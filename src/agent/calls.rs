@@ -282,6 +282,7 @@ fn context(
         process: std::sync::Arc::clone(&turn.tools.process),
         caller: None,
         call_id,
+        images: crate::tools::Images { accepted: turn.info.images, max_bytes: turn.limits.image_max_bytes },
     }
 }
 
@@ -452,6 +453,7 @@ fn record_result(turn: &mut Turn<'_>, message: &MessageId, index: u32, result: R
             spent += outcome.cost;
             let to = if outcome.failed { CallState::Failed } else { CallState::Succeeded };
             tool.output = Some(outcome.output);
+            tool.images = outcome.images;
             if !outcome.content.is_empty() || tool.content.is_empty() {
                 tool.content = outcome.content;
             }

@@ -40,7 +40,13 @@ pub struct Limits {
     pub max_continuations: u32,
     /// How many `task` calls of one step run at once (`[subagents] max_concurrent`).
     pub tasks_at_once: usize,
+    /// The largest image file `read` sends to the model, in bytes (`[tools] image_max_bytes`).
+    pub image_max_bytes: u64,
 }
+
+/// The default of `[tools] image_max_bytes`: Anthropic refuses an image whose base64 form is
+/// over 5 MiB, the strictest limit of the three APIs, and base64 is 4/3 of the file.
+pub const DEFAULT_IMAGE_MAX_BYTES: u64 = (5 << 20) / 4 * 3;
 
 impl Default for Limits {
     fn default() -> Self {
@@ -59,6 +65,7 @@ impl Default for Limits {
             tool_timeout: Duration::from_secs(30),
             max_continuations: 2,
             tasks_at_once: 4,
+            image_max_bytes: DEFAULT_IMAGE_MAX_BYTES,
         }
     }
 }
@@ -239,6 +246,7 @@ impl FileLimits {
             tool_timeout: secs(self.tool_timeout_secs, d.tool_timeout),
             max_continuations: self.max_continuations.unwrap_or(d.max_continuations),
             tasks_at_once: d.tasks_at_once,
+            image_max_bytes: d.image_max_bytes,
         })
     }
 }

@@ -23,7 +23,7 @@ mod mcp;
 mod process;
 mod subagents;
 
-pub use limits::{Compaction, ContentPattern, Limits, LoopLimits};
+pub use limits::{Compaction, ContentPattern, DEFAULT_IMAGE_MAX_BYTES, Limits, LoopLimits};
 pub use subagents::Subagents;
 
 use crate::mcp::{McpSettings, ServerConfig};
@@ -96,6 +96,8 @@ pub struct ModelOverride {
     pub cache_write_price: Option<f64>,
     /// Whether the model takes a reasoning effort or thinking budget.
     pub reasoning: Option<bool>,
+    /// Whether the model accepts images (a `read` of a picture is sent to it as one).
+    pub images: Option<bool>,
 }
 
 /// A model endpoint.
@@ -283,6 +285,7 @@ impl Config {
         let compaction = file.compaction.resolve(normalize_model);
         let subagents = file.subagents.resolve(&providers).map_err(invalid)?;
         limits.tasks_at_once = subagents.max_concurrent;
+        limits.image_max_bytes = file.tools.image_max_bytes().map_err(invalid)?;
         let model = match (env("CAIRN_MODEL"), file.model) {
             (Some(model), _) => checks::model("CAIRN_MODEL", &model).map(|()| model)?,
             (None, Some(model)) => checks::model("model (config.toml)", &model).map(|()| model)?,
@@ -490,7 +493,7 @@ mod tests {
         assert!(config.process.network);
         std::fs::write(
             &file,
-            "[sandbox]\nmode = \"read-only\"\nnetwork = false\nwritable = [\"~/.cache\"]\n[tools]\nenv_passthrough = [\"OPENAI_API_KEY\"]\n",
+            "[sandbox]\nmode = \"read-only\"\nnetwork = false\nwritable = [\"~/.cache\"]\n[tools]\nenv_passthrough = [\"OPENAI_API_KEY\"]\nimage_max_bytes = 1000\n",
         )
         .unwrap();
         let config =
@@ -501,10 +504,18 @@ mod tests {
         assert!(config.process.writable.contains(&PathBuf::from("/home/u/.cache")));
         assert!(config.process.writable.contains(&PathBuf::from("/scratch")));
         assert!(!config.process.env.remove.iter().any(|name| name == "OPENAI_API_KEY"));
-        for bad in ["[sandbox]\nwritable = [\"cache\"]\n", "[sandbox]\nmode = \"none\"\n", "[tools]\npass = []\n"] {
+        assert_eq!(config.limits.image_max_bytes, 1000);
+        let bad = ["[sandbox]\nwritable = [\"cache\"]\n", "[sandbox]\nmode = \"none\"\n", "[tools]\npass = []\n"];
+        for bad in bad.into_iter().chain(["[tools]\nimage_max_bytes = 0\n"]) {
             std::fs::write(&file, bad).unwrap();
             assert!(config_with(&[("CAIRN_CONFIG", path), ("CAIRN_HOME", "/x")]).is_err(), "{bad}");
         }
+        std::fs::write(&file, "[tools]\nimage_max_bytes = 0\n").unwrap();
+        let refused = config_with(&[("CAIRN_CONFIG", path), ("CAIRN_HOME", "/x")]).unwrap_err().to_string();
+        assert!(refused.contains("[tools] image_max_bytes must be more than 0"), "{refused}");
+        std::fs::write(&file, "").unwrap();
+        let default = config_with(&[("CAIRN_CONFIG", path), ("CAIRN_HOME", "/x")]).unwrap();
+        assert_eq!(default.limits.image_max_bytes, 3_932_160, "5 MiB once base64");
     }
 
     #[test]

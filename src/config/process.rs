@@ -1,4 +1,5 @@
-//! What local processes get: the `[sandbox]` and `[tools]` tables of `config.toml`, and the
+//! What local processes get: the `[sandbox]` and `[tools]` tables of `config.toml` (whose
+//! `image_max_bytes`, the cap on images `read` sends, goes to the turn's limits), and the
 //! environment a child inherits (computed here because only `config` reads the environment).
 //!
 //! A child never sees a provider key (`OPENAI_API_KEY`, `ANTHROPIC_API_KEY`, every provider's
@@ -35,6 +36,22 @@ pub(super) struct FileTools {
     /// Provider keys that local commands may see after all.
     #[serde(default)]
     env_passthrough: Vec<String>,
+    /// The largest image file `read` sends to the model.
+    image_max_bytes: Option<u64>,
+}
+
+impl FileTools {
+    /// `image_max_bytes`, checked: an image cap of nothing would refuse every image.
+    pub(super) fn image_max_bytes(&self) -> Result<u64, String> {
+        match self.image_max_bytes {
+            None => Ok(super::DEFAULT_IMAGE_MAX_BYTES),
+            Some(0) => Err(
+                "[tools] image_max_bytes must be more than 0; leave it out for the default (3932160, which is 5 MiB once base64)"
+                    .to_owned(),
+            ),
+            Some(bytes) => Ok(bytes),
+        }
+    }
 }
 
 /// What the process side of cairn needs to know about the environment.

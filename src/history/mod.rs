@@ -13,7 +13,8 @@ use serde::{Deserialize, Serialize};
 use crate::ids::MessageId;
 
 pub use tool::{
-    CallState, IllegalTransition, Location, PlanEntry, PlanPriority, PlanStatus, ToolContent, ToolKind, ToolPart,
+    CallState, IllegalTransition, Location, PlanEntry, PlanPriority, PlanStatus, ToolContent, ToolImage, ToolKind,
+    ToolPart,
 };
 
 /// Who wrote a message.

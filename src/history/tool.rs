@@ -35,6 +35,10 @@ pub struct ToolPart {
     /// The full result for the model; snipped only when it is sent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output: Option<String>,
+    /// Images the model is sent beside `output` (a `read` of a picture); the editor shows them
+    /// too, after `content`, so each is stored once.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub images: Vec<ToolImage>,
     /// The todo list this call set, shown as the session's plan.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub plan: Option<Vec<PlanEntry>>,
@@ -57,6 +61,7 @@ impl ToolPart {
             locations: Vec::new(),
             content: Vec::new(),
             output: None,
+            images: Vec::new(),
             plan: None,
             streaming: false,
         }
@@ -72,6 +77,26 @@ impl ToolPart {
             (_, None) => "",
         };
         snip(output)
+    }
+
+    /// The images the model is sent with its output: those of a finished call only.
+    pub fn model_images(&self) -> &[ToolImage] {
+        if self.state.is_terminal() { &self.images } else { &[] }
+    }
+}
+
+/// An image a tool returned for the model to see, as base64 `data`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolImage {
+    pub mime_type: String,
+    pub data: String,
+}
+
+impl ToolImage {
+    /// How many bytes `data` decodes to.
+    pub fn size(&self) -> usize {
+        let padding = self.data.bytes().rev().take_while(|b| *b == b'=').count();
+        (self.data.len() / 4 * 3).saturating_sub(padding)
     }
 }
 

@@ -10,7 +10,7 @@ use std::borrow::Cow;
 
 use serde::{Deserialize, Serialize};
 
-use super::{Message, MessageMeta, Part, Role, ToolPart};
+use super::{Message, MessageMeta, Part, Role, ToolImage, ToolPart};
 use crate::ids::MessageId;
 
 /// The prefix of the user-role message that carries a summary to the model (a mid-history
@@ -56,6 +56,11 @@ impl Compaction {
     pub fn pruned_stub(output: &str) -> String {
         format!("<output pruned, about {} tokens>", estimate_text(output))
     }
+
+    /// The line a pruned tool image becomes.
+    pub fn pruned_image(image: &ToolImage) -> String {
+        format!("<image pruned: {}, {} KiB>", image.mime_type, image.size().div_ceil(1024))
+    }
 }
 
 /// The message's compaction marker, if it is a marker message.
@@ -89,14 +94,29 @@ impl<'a> Seen<'a> {
     }
 
     /// What the model is told about one of this message's tool calls: a stub for a long output
-    /// of a pruned message, else [`ToolPart::model_output`].
+    /// of a pruned message (and a line per image it no longer sees), else
+    /// [`ToolPart::model_output`].
     pub fn tool_output(&self, tool: &'a ToolPart) -> Cow<'a, str> {
-        match tool.output.as_deref() {
-            Some(output) if self.pruned && output.len() > PRUNE_OVER && tool.state.is_terminal() => {
-                Cow::Owned(Compaction::pruned_stub(output))
-            }
+        let pruned = self.pruned && tool.state.is_terminal();
+        let text = match tool.output.as_deref() {
+            Some(output) if pruned && output.len() > PRUNE_OVER => Cow::Owned(Compaction::pruned_stub(output)),
             Some(_) | None => tool.model_output(),
+        };
+        if !pruned || tool.images.is_empty() {
+            return text;
         }
+        let mut text = text.into_owned();
+        for image in &tool.images {
+            text.push('\n');
+            text.push_str(&Compaction::pruned_image(image));
+        }
+        Cow::Owned(text)
+    }
+
+    /// The images the model is sent with one of this message's tool calls: none once the
+    /// message is pruned (the output says which were dropped).
+    pub fn tool_images(&self, tool: &'a ToolPart) -> &'a [ToolImage] {
+        if self.pruned { &[] } else { tool.model_images() }
     }
 
     /// The estimated tokens of the message as sent (4 for its framing).
@@ -112,7 +132,9 @@ impl<'a> Seen<'a> {
                         Some(output) => estimate_text(output),
                         None => 0,
                     };
-                    estimate_text(&tool.name) + estimate_text(&tool.input) + output
+                    let images: u64 =
+                        tool.images.iter().map(|image| estimate_text(&Compaction::pruned_image(image))).sum();
+                    estimate_text(&tool.name) + estimate_text(&tool.input) + output + images
                 }
                 part => estimate_part(part),
             })
@@ -193,6 +215,10 @@ pub fn estimate_text(text: &str) -> u64 {
     (text.len() as u64).div_ceil(4)
 }
 
+/// What an image is estimated to cost in tokens, whatever its size (providers scale large
+/// images down to about a megapixel, some 1,600 tokens; most are smaller).
+const IMAGE_TOKENS: u64 = 1_000;
+
 /// The estimated tokens of messages as stored (4 per message for its framing).
 pub fn estimate<'a>(messages: impl IntoIterator<Item = &'a Message>) -> u64 {
     messages.into_iter().map(|m| 4 + m.parts.iter().map(estimate_part).sum::<u64>()).sum()
@@ -202,11 +228,14 @@ fn estimate_part(part: &Part) -> u64 {
     match part {
         Part::Text { text } | Part::Reasoning { text, .. } => estimate_text(text),
         Part::RedactedReasoning { data } => estimate_text(data),
-        Part::Image { .. } | Part::BlobResource { .. } => 1_000,
+        Part::Image { .. } | Part::BlobResource { .. } => IMAGE_TOKENS,
         Part::ResourceLink { uri, name, .. } => estimate_text(uri) + estimate_text(name),
         Part::Resource { text, .. } => estimate_text(text),
         Part::Tool(tool) => {
-            estimate_text(&tool.name) + estimate_text(&tool.input) + tool.output.as_deref().map_or(0, estimate_text)
+            estimate_text(&tool.name)
+                + estimate_text(&tool.input)
+                + tool.output.as_deref().map_or(0, estimate_text)
+                + IMAGE_TOKENS * tool.images.len() as u64
         }
         Part::Notice { .. } | Part::Compaction(_) => 0,
     }
@@ -289,6 +318,22 @@ mod tests {
         history.push(marker_message(compaction("all of it", None)));
         history.push(text(Role::User, "next"));
         assert_eq!(model_view(&history).messages().count(), 2, "summary + next");
+    }
+
+    #[test]
+    fn a_pruned_message_drops_its_tool_images_for_a_line_naming_each() {
+        let mut tool = ToolPart::new("c1".into(), "read".into());
+        tool.state = crate::history::CallState::Succeeded;
+        tool.output = Some("a.png: PNG image (the image follows).".into());
+        tool.images = vec![ToolImage { mime_type: "image/png".into(), data: "A".repeat(4 * 1024) }];
+        let message = Message::new(Role::Assistant, vec![Part::Tool(tool)], MessageMeta::default());
+        let Part::Tool(tool) = &message.parts[0] else { panic!() };
+        let (whole, pruned) = (Seen::whole(&message), Seen { message: &message, pruned: true });
+        assert_eq!(whole.tool_images(tool).len(), 1);
+        assert_eq!(whole.tool_output(tool), "a.png: PNG image (the image follows).");
+        assert!(pruned.tool_images(tool).is_empty());
+        assert_eq!(pruned.tool_output(tool), "a.png: PNG image (the image follows).\n<image pruned: image/png, 3 KiB>");
+        assert!(whole.estimate() >= IMAGE_TOKENS && pruned.estimate() < 50, "pruning frees the image's tokens");
     }
 
     #[test]

@@ -192,8 +192,16 @@ fn tool_line(tool: &ToolPart) -> String {
     format!("{title} ({}, {kind}, {})", tool.name, tool.state.as_str())
 }
 
-/// What the editor was shown as a call's result: its content, else the output the model got.
+/// What the editor was shown as a call's result: its content, else the output the model got;
+/// then a line per image the model was sent.
 fn tool_output(tool: &ToolPart) -> String {
+    let images =
+        tool.images.iter().map(|image| format!("[image: {}, {} KiB]", image.mime_type, image.size().div_ceil(1024)));
+    let text = shown_output(tool);
+    std::iter::once(text).filter(|text| !text.is_empty()).chain(images).collect::<Vec<_>>().join("\n")
+}
+
+fn shown_output(tool: &ToolPart) -> String {
     let mut shown = Vec::new();
     for content in &tool.content {
         match content {

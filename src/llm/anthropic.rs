@@ -4,7 +4,7 @@
 //! and sent back unchanged in later requests (Anthropic rejects a tool-use turn whose thinking was
 //! altered), redacted thinking goes back as the opaque data it came as, and thinking without a
 //! signature (cut off mid-stream) is left out. Tool results travel as `tool_result` blocks in the
-//! next user message. Prompt-cache breakpoints sit on the system prompt and on the latest user
+//! next user message (text, or text and `image` blocks when the tool returned images). Prompt-cache breakpoints sit on the system prompt and on the latest user
 //! content. Usage: `input_tokens` here already excludes cached tokens.
 
 use std::collections::{BTreeMap, VecDeque};
@@ -156,11 +156,19 @@ enum Content<'a> {
     },
     ToolResult {
         tool_use_id: &'a str,
-        content: Cow<'a, str>,
+        content: ResultContent<'a>,
         is_error: bool,
         #[serde(skip_serializing_if = "Option::is_none")]
         cache_control: Option<Cache>,
     },
+}
+
+/// A tool result's content: its text, or text and images as blocks.
+#[derive(Serialize)]
+#[serde(untagged)]
+enum ResultContent<'a> {
+    Text(Cow<'a, str>),
+    Blocks(Vec<Content<'a>>),
 }
 
 impl Content<'_> {
@@ -183,16 +191,17 @@ struct ImageSource<'a> {
     data: &'a str,
 }
 
+fn image<'a>(mime_type: &'a str, data: &'a str) -> Content<'a> {
+    Content::Image { source: ImageSource { kind: "base64", media_type: mime_type, data }, cache_control: None }
+}
+
 fn user_content(message: &Message) -> Vec<Content<'_>> {
     user_blocks(message)
         .into_iter()
         .filter_map(|block| match block {
             UserBlock::Text(text) if text.is_empty() => None,
             UserBlock::Text(text) => Some(Content::Text { text, cache_control: None }),
-            UserBlock::Image { mime_type, data } => Some(Content::Image {
-                source: ImageSource { kind: "base64", media_type: mime_type, data },
-                cache_control: None,
-            }),
+            UserBlock::Image { mime_type, data } => Some(image(mime_type, data)),
         })
         .collect()
 }
@@ -212,9 +221,19 @@ fn assistant_content(seen: Seen<'_>) -> (Vec<Content<'_>>, Vec<Content<'_>>) {
             }
             Part::Tool(tool) => {
                 said.push(Content::ToolUse { id: &tool.call_id, name: &tool.name, input: Arguments::of(&tool.input) });
+                let text = seen.tool_output(tool);
+                let images = seen.tool_images(tool);
+                let content = if images.is_empty() {
+                    ResultContent::Text(text)
+                } else {
+                    // A text block may not be empty.
+                    let text = (!text.is_empty()).then_some(Content::Text { text, cache_control: None });
+                    let images = images.iter().map(|shown| image(&shown.mime_type, &shown.data));
+                    ResultContent::Blocks(text.into_iter().chain(images).collect())
+                };
                 results.push(Content::ToolResult {
                     tool_use_id: &tool.call_id,
-                    content: seen.tool_output(tool),
+                    content,
                     is_error: !matches!(tool.state, CallState::Succeeded),
                     cache_control: None,
                 });

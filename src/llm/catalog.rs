@@ -1,8 +1,10 @@
-//! What cairn knows about models: context window, output limit, prices and whether they reason.
+//! What cairn knows about models: context window, output limit, prices, whether they reason and
+//! whether they accept images.
 //!
 //! A built-in table covers well-known models (matched by the longest name prefix, so dated
 //! snapshots like `claude-sonnet-4-5-20250929` find their family); `[models."provider/model"]` in
-//! `config.toml` overrides or adds entries. Models nobody describes get conservative defaults.
+//! `config.toml` overrides or adds entries. Models nobody describes get conservative defaults
+//! (no images: a request carrying one would fail at a server that takes only text).
 //! OpenAI-compatible providers with `discover_models = true` add what their `GET /models` lists.
 
 use std::sync::RwLock;
@@ -30,6 +32,8 @@ pub struct ModelInfo {
     pub prices: Option<Prices>,
     /// Takes a reasoning effort (OpenAI) or a thinking budget (Anthropic).
     pub reasoning: bool,
+    /// Accepts images in its input (a `read` of a picture is sent as one).
+    pub images: bool,
 }
 
 impl ModelInfo {
@@ -45,8 +49,10 @@ impl ModelInfo {
 }
 
 /// For models nobody describes.
-const UNKNOWN: ModelInfo = ModelInfo { context_window: 128_000, max_output: 16_384, prices: None, reasoning: false };
+const UNKNOWN: ModelInfo =
+    ModelInfo { context_window: 128_000, max_output: 16_384, prices: None, reasoning: false, images: false };
 
+/// A model of the table; each of them accepts images unless [`text_only`] says otherwise.
 const fn known(window: u64, output: u64, prices: [f64; 4], reasoning: bool) -> ModelInfo {
     let [input, output_price, cache_read, cache_write] = prices;
     ModelInfo {
@@ -54,7 +60,12 @@ const fn known(window: u64, output: u64, prices: [f64; 4], reasoning: bool) -> M
         max_output: output,
         prices: Some(Prices { input, output: output_price, cache_read, cache_write }),
         reasoning,
+        images: true,
     }
+}
+
+const fn text_only(info: ModelInfo) -> ModelInfo {
+    ModelInfo { images: false, ..info }
 }
 
 /// Well-known models: name prefix → limits and list prices (input, output, cache read, cache write).
@@ -71,7 +82,7 @@ const BUILT_IN: &[(&str, ModelInfo)] = &[
     ("claude-opus-4", known(200_000, 32_000, [15.0, 75.0, 1.5, 18.75], true)),
     ("claude-sonnet-4", known(200_000, 64_000, [3.0, 15.0, 0.3, 3.75], true)),
     ("claude-haiku-4", known(200_000, 64_000, [1.0, 5.0, 0.1, 1.25], true)),
-    ("claude-3-5-haiku", known(200_000, 8_192, [0.8, 4.0, 0.08, 1.0], false)),
+    ("claude-3-5-haiku", text_only(known(200_000, 8_192, [0.8, 4.0, 0.08, 1.0], false))),
 ];
 
 /// What is known about `provider/model`: config overrides over the built-in table over defaults.
@@ -103,6 +114,7 @@ pub fn info(config: &Config, model: &str) -> ModelInfo {
         max_output: given.max_output.unwrap_or(base.max_output),
         prices,
         reasoning: given.reasoning.unwrap_or(base.reasoning),
+        images: given.images.unwrap_or(base.images),
     }
 }
 
@@ -255,6 +267,19 @@ mod tests {
         let local = info(&config, "ollama/qwen3");
         assert_eq!((local.context_window, local.prices.map(|p| p.output)), (32_768, Some(0.0)));
         assert_eq!(info(&config, "ollama/mystery"), UNKNOWN);
+    }
+
+    #[test]
+    fn the_flagship_models_take_images_and_unknown_ones_only_when_configured() {
+        let config = config("[models.\"ollama/llava\"]\nimages = true\n[models.\"openai/gpt-4o\"]\nimages = false\n");
+        for model in ["anthropic/claude-sonnet-4-5", "anthropic/claude-opus-4-1", "openai/gpt-5", "openai/gpt-4.1-mini"]
+        {
+            assert!(info(&config, model).images, "{model}");
+        }
+        for model in ["ollama/qwen3", "anthropic/claude-3-5-haiku-latest", "openai/gpt-4o", "scripted/replies.json"] {
+            assert!(!info(&config, model).images, "{model}");
+        }
+        assert!(info(&config, "ollama/llava").images, "configured");
     }
 
     #[test]

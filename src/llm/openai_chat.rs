@@ -1,6 +1,8 @@
 //! OpenAI Chat Completions over SSE, for OpenAI and every compatible server (Ollama, vLLM, …).
 //!
-//! Requests carry the whole conversation; responses stream `chat.completion.chunk` events.
+//! Requests carry the whole conversation; responses stream `chat.completion.chunk` events. A
+//! `tool` message carries text only, so images a tool returned follow its step's tool messages in
+//! a user message.
 //! Text and reasoning (`reasoning_content` or `reasoning`, whichever the server sends) pass
 //! straight through; tool-call deltas are accumulated per `index` and released whole when the
 //! model finishes; usage arrives in a last chunk with empty `choices` (`stream_options`).
@@ -153,11 +155,14 @@ fn user_message(message: &Message) -> Option<Said<'_>> {
     Some(Said::User { content })
 }
 
-/// An assistant message, then one `tool` message per call it made (the API requires both).
+/// An assistant message, then one `tool` message per call it made (the API requires both), then,
+/// when calls returned images, one user message with them (a `tool` message holds text only),
+/// each after a line naming its call.
 fn assistant_messages<'a>(seen: Seen<'a>, out: &mut Vec<Said<'a>>) {
     let mut text = Joined::default();
     let mut calls = Vec::new();
     let mut results = Vec::new();
+    let mut images = Vec::new();
     for part in &seen.message.parts {
         match part {
             Part::Text { text: chunk } => text.push(Cow::Borrowed(chunk), ""),
@@ -165,6 +170,14 @@ fn assistant_messages<'a>(seen: Seen<'a>, out: &mut Vec<Said<'a>>) {
                 let function = Function { name: &tool.name, arguments: &tool.input };
                 calls.push(Call { id: &tool.call_id, kind: "function", function });
                 results.push(Said::Tool { tool_call_id: &tool.call_id, content: seen.tool_output(tool) });
+                let returned = seen.tool_images(tool);
+                if !returned.is_empty() {
+                    let intro = format!("The image returned by the `{}` call {}:", tool.name, tool.call_id);
+                    images.push(Item::Text { text: Cow::Owned(intro) });
+                    images.extend(returned.iter().map(|image| Item::ImageUrl {
+                        image_url: ImageUrl { url: DataUrl { mime_type: &image.mime_type, data: &image.data } },
+                    }));
+                }
             }
             Part::Reasoning { .. }
             | Part::RedactedReasoning { .. }
@@ -181,6 +194,9 @@ fn assistant_messages<'a>(seen: Seen<'a>, out: &mut Vec<Said<'a>>) {
     }
     out.push(Said::Assistant { content: text.take(), tool_calls: calls });
     out.extend(results);
+    if !images.is_empty() {
+        out.push(Said::User { content: UserContent::Items(images) });
+    }
 }
 
 #[derive(Deserialize)]

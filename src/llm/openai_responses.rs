@@ -1,7 +1,8 @@
 //! OpenAI Responses over SSE (`POST /responses`).
 //!
 //! The conversation goes out as input items (messages, `function_call`s and their
-//! `function_call_output`s); the answer streams as typed events: output text deltas, reasoning
+//! `function_call_output`s, whose output is a list of text and images when the tool returned
+//! images); the answer streams as typed events: output text deltas, reasoning
 //! summary deltas (shown as thoughts), function-call items whose arguments stream by item id, and
 //! a final `response.completed` (or `response.incomplete`) carrying the usage.
 
@@ -115,8 +116,17 @@ enum Item<'a> {
         #[serde(rename = "type")]
         kind: &'static str,
         call_id: &'a str,
-        output: Cow<'a, str>,
+        output: Output<'a>,
     },
+}
+
+/// A call's output: its text, or `input_text` and `input_image` items when the tool returned
+/// images.
+#[derive(Serialize)]
+#[serde(untagged)]
+enum Output<'a> {
+    Text(Cow<'a, str>),
+    Items(Vec<Content<'a>>),
 }
 
 #[derive(Serialize)]
@@ -143,11 +153,17 @@ fn assistant_items<'a>(seen: Seen<'a>, input: &mut Vec<Item<'a>>) {
                     name: &tool.name,
                     arguments: &tool.input,
                 });
-                input.push(Item::Output {
-                    kind: "function_call_output",
-                    call_id: &tool.call_id,
-                    output: seen.tool_output(tool),
-                });
+                let text = seen.tool_output(tool);
+                let images = seen.tool_images(tool);
+                let output = if images.is_empty() {
+                    Output::Text(text)
+                } else {
+                    let images = images.iter().map(|image| Content::InputImage {
+                        image_url: DataUrl { mime_type: &image.mime_type, data: &image.data },
+                    });
+                    Output::Items(std::iter::once(Content::InputText { text }).chain(images).collect())
+                };
+                input.push(Item::Output { kind: "function_call_output", call_id: &tool.call_id, output });
             }
             Part::Reasoning { .. }
             | Part::RedactedReasoning { .. }

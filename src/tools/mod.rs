@@ -18,6 +18,7 @@ mod fs;
 mod glob;
 mod grep;
 pub mod host;
+pub mod image;
 mod mcp;
 mod page;
 mod question;
@@ -39,12 +40,13 @@ use serde_json::Value;
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
-use crate::history::{Location, PlanEntry, ToolContent, ToolKind};
+use crate::history::{Location, PlanEntry, ToolContent, ToolImage, ToolKind};
 use crate::permissions::{Mode, PermissionRequest, Rule};
 
 pub use crate::workspace::Workspace;
 pub use bash::{BASH_DEFAULT_TIMEOUT, BASH_MAX_TIMEOUT};
 pub use host::{Host, NoEditor};
+pub use image::Images;
 pub use mcp::add_server_tools;
 pub use registry::{Invocation, Registry, one_line};
 pub use schema::schema_of;
@@ -63,6 +65,8 @@ pub struct ToolContext {
     pub caller: Option<Caller>,
     /// The id of the call being run: the card the editor shows it on.
     pub call_id: String,
+    /// What the model in use does with images (`read` of a picture).
+    pub images: Images,
 }
 
 /// What a sub-agent inherits from the turn whose call starts it: never more than that turn has.
@@ -78,6 +82,8 @@ pub struct Caller {
 pub struct ToolOutcome {
     /// The result for the model.
     pub output: String,
+    /// Images the model is sent with `output` (and the editor shows).
+    pub images: Vec<ToolImage>,
     /// What the editor shows.
     pub content: Vec<ToolContent>,
     /// The plan to show, for `todo`.

@@ -1,4 +1,4 @@
-//! `read`: a text file's lines, numbered, a page at a time.
+//! `read`: a text file's lines, numbered, a page at a time; an image whole ([`super::image`]).
 //!
 //! Through the editor's buffer when it offers `fs/readTextFile` (so unsaved changes are seen, and
 //! only the lines wanted are asked for), else streamed from the disk at the cost of what it
@@ -45,7 +45,7 @@ impl Tool for Read {
     }
 
     fn description(&self) -> &str {
-        "Read a text file. Lines are numbered from 1; by default the first 2000 lines are returned. Use offset and limit for more."
+        "Read a text file, or look at an image (PNG, JPEG, GIF, WebP). Lines are numbered from 1; by default the first 2000 lines are returned. Use offset and limit for more."
     }
 
     fn kind(&self) -> ToolKind {
@@ -88,6 +88,9 @@ impl Tool for Read {
 async fn read(args: &ReadArgs, ctx: &ToolContext) -> Result<ToolOutcome, ToolError> {
     let path = target(ctx, &args.path);
     let shown = ctx.workspace.display(&path);
+    if let Some(image) = super::image::read(ctx, &path, &shown).await? {
+        return Ok(image);
+    }
     let first = args.offset.unwrap_or(1).max(1);
     let limit = args.limit.unwrap_or(DEFAULT_LINES).max(1);
     let (page, size) = if ctx.host.reads_files() {

@@ -82,10 +82,8 @@ fn plan(todo: &TodoArgs) -> ToolOutcome {
     });
     ToolOutcome {
         output: format!("The plan now has {} items, {done} completed.", plan.len()),
-        content: Vec::new(),
         plan: Some(plan),
-        failed: false,
         reminder,
-        cost: 0.0,
+        ..ToolOutcome::default()
     }
 }

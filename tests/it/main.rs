@@ -17,6 +17,7 @@ mod editors;
 mod exec;
 mod headless;
 mod hostile;
+mod images;
 mod inspect;
 mod lease;
 mod limits;

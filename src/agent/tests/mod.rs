@@ -135,7 +135,13 @@ impl Default for Setup {
             history: Vec::new(),
             rules: Vec::new(),
             run: Run::default(),
-            info: ModelInfo { context_window: 100_000, max_output: 4_000, prices: None, reasoning: false },
+            info: ModelInfo {
+                context_window: 100_000,
+                max_output: 4_000,
+                prices: None,
+                reasoning: false,
+                images: false,
+            },
             context_used: 0,
             summaries: None,
             compaction: crate::config::Compaction::default(),
@@ -220,7 +226,7 @@ async fn drive(setup: Setup) -> Outcome {
         provider: &summarizer_model,
         model: "small".into(),
         model_ref: "test/small".into(),
-        info: ModelInfo { context_window: 100_000, max_output: 4_000, prices: None, reasoning: false },
+        info: ModelInfo { context_window: 100_000, max_output: 4_000, prices: None, reasoning: false, images: false },
         settings: setup.compaction,
         retry: crate::llm::retry::RetryPolicy { retries: 1, base: std::time::Duration::ZERO },
     });

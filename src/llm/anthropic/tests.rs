@@ -108,3 +108,41 @@ fn thinking_goes_back_byte_for_byte_with_tool_results_and_cache_breakpoints() {
         ])
     );
 }
+
+/// A finished `read` call that returned one image, in an assistant message.
+fn read_an_image() -> Message {
+    let mut tool = ToolPart::new("toolu_img".into(), "read".into());
+    tool.input = r#"{"path":"a.png"}"#.into();
+    tool.state = CallState::Succeeded;
+    tool.output = Some("a.png: PNG image, 1×1, 67 bytes (the image follows).".into());
+    tool.images = vec![crate::history::ToolImage { mime_type: "image/png".into(), data: "iVBORw0K".into() }];
+    Message::new(Role::Assistant, vec![Part::Tool(tool)], MessageMeta::default())
+}
+
+#[test]
+fn an_image_a_tool_returned_goes_in_its_tool_result_until_the_message_is_pruned() {
+    let messages = [read_an_image()];
+    let body = |pruned: bool| -> Value {
+        let request = ModelRequest {
+            model: "m",
+            system: "",
+            messages: messages.iter().map(|message| Seen { message, pruned }).collect(),
+            tools: Vec::new(),
+            max_output: 1000,
+            thought: None,
+        };
+        serde_json::from_slice(&encode(&request).unwrap()).unwrap()
+    };
+    assert_eq!(
+        body(false)["messages"][1]["content"][0]["content"],
+        json!([
+            {"type": "text", "text": "a.png: PNG image, 1×1, 67 bytes (the image follows)."},
+            {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0K"}}
+        ])
+    );
+    assert_eq!(
+        body(true)["messages"][1]["content"][0]["content"],
+        "a.png: PNG image, 1×1, 67 bytes (the image follows).\n<image pruned: image/png, 1 KiB>",
+        "a pruned message keeps a line saying which image it no longer carries"
+    );
+}

@@ -158,3 +158,36 @@ fn the_request_carries_history_tool_results_and_images() {
     );
     assert_eq!(body["stream_options"], json!({"include_usage": true}));
 }
+
+#[test]
+fn images_a_tool_returned_follow_the_tool_messages_in_a_user_message_naming_the_call() {
+    let mut tool = ToolPart::new("c7".into(), "read".into());
+    tool.input = r#"{"path":"a.gif"}"#.into();
+    tool.state = CallState::Succeeded;
+    tool.output = Some("a.gif: GIF image".into());
+    tool.images = vec![crate::history::ToolImage { mime_type: "image/gif".into(), data: "R0lG".into() }];
+    let mut plain = ToolPart::new("c8".into(), "glob".into());
+    plain.state = CallState::Succeeded;
+    plain.output = Some("a.gif".into());
+    let messages = [Message::new(Role::Assistant, vec![Part::Tool(tool), Part::Tool(plain)], MessageMeta::default())];
+    let request = ModelRequest {
+        model: "m",
+        system: "",
+        messages: messages.iter().map(Seen::whole).collect(),
+        tools: Vec::new(),
+        max_output: 1000,
+        thought: None,
+    };
+    let body: Value = serde_json::from_slice(&encode(&request).unwrap()).unwrap();
+    let sent = body["messages"].as_array().unwrap();
+    assert_eq!(sent[1], json!({"role": "tool", "tool_call_id": "c7", "content": "a.gif: GIF image"}));
+    assert_eq!(sent[2]["role"], "tool", "every tool message comes first");
+    assert_eq!(
+        sent[3],
+        json!({"role": "user", "content": [
+            {"type": "text", "text": "The image returned by the `read` call c7:"},
+            {"type": "image_url", "image_url": {"url": "data:image/gif;base64,R0lG"}}
+        ]})
+    );
+    assert_eq!(sent.len(), 4);
+}

@@ -75,3 +75,29 @@ fn history_becomes_input_items() {
         ])
     );
 }
+
+#[test]
+fn an_image_a_tool_returned_is_an_input_image_of_its_call_output() {
+    let mut tool = ToolPart::new("call_img".into(), "read".into());
+    tool.input = r#"{"path":"a.webp"}"#.into();
+    tool.state = CallState::Succeeded;
+    tool.output = Some("a.webp: WebP image".into());
+    tool.images = vec![crate::history::ToolImage { mime_type: "image/webp".into(), data: "UklG".into() }];
+    let messages = [Message::new(Role::Assistant, vec![Part::Tool(tool)], MessageMeta::default())];
+    let request = ModelRequest {
+        model: "gpt-5",
+        system: "",
+        messages: messages.iter().map(Seen::whole).collect(),
+        tools: Vec::new(),
+        max_output: 1000,
+        thought: None,
+    };
+    let body: Value = serde_json::from_slice(&encode(&request).unwrap()).unwrap();
+    assert_eq!(
+        body["input"][1],
+        json!({"type": "function_call_output", "call_id": "call_img", "output": [
+            {"type": "input_text", "text": "a.webp: WebP image"},
+            {"type": "input_image", "image_url": "data:image/webp;base64,UklG"}
+        ]})
+    );
+}

@@ -24,6 +24,8 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use serde_json::{Value, json};
 
+use super::dialects::anthropic_text;
+
 /// One scripted answer.
 #[derive(Clone, Debug)]
 pub enum Reply {
@@ -95,20 +97,6 @@ impl Reply {
     /// A recorded transcript (`tests/fixtures/*.sse`), frame by frame.
     pub fn transcript(text: &str) -> Self {
         let events = text.split("\n\n").filter(|frame| !frame.trim().is_empty()).map(str::to_owned).collect();
-        Reply::Stream { events, delay: Duration::ZERO }
-    }
-
-    /// A plain Anthropic answer.
-    pub fn anthropic(text: &str) -> Self {
-        Reply::Stream { events: anthropic_text(text), delay: Duration::ZERO }
-    }
-
-    /// A plain OpenAI Responses answer with usage.
-    pub fn responses(text: &str) -> Self {
-        let events = vec![
-            json!({"type": "response.output_text.delta", "delta": text}).to_string(),
-            json!({"type": "response.completed", "response": {"status": "completed", "usage": {"input_tokens": 50, "output_tokens": 5}}}).to_string(),
-        ];
         Reply::Stream { events, delay: Duration::ZERO }
     }
 
@@ -395,31 +383,6 @@ fn title_answer(api: Api) -> Vec<String> {
             json!({"type": "response.completed", "response": {"status": "completed"}}).to_string(),
         ],
     }
-}
-
-/// A plain Anthropic answer, as SSE frames with event names.
-pub fn anthropic_text(text: &str) -> Vec<String> {
-    let frame = |name: &str, data: Value| format!("event: {name}\ndata: {data}");
-    vec![
-        frame(
-            "message_start",
-            json!({"type": "message_start", "message": {"usage": {"input_tokens": 5, "output_tokens": 1}}}),
-        ),
-        frame(
-            "content_block_start",
-            json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}),
-        ),
-        frame(
-            "content_block_delta",
-            json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": text}}),
-        ),
-        frame("content_block_stop", json!({"type": "content_block_stop", "index": 0})),
-        frame(
-            "message_delta",
-            json!({"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 3}}),
-        ),
-        frame("message_stop", json!({"type": "message_stop"})),
-    ]
 }
 
 async fn note_request(
