@@ -213,7 +213,7 @@ impl Actor {
             TurnOutcome { history, rules, result: Ok(StopReason::EndTurn), refused: None }
         }));
         let cancel = tokio_util::sync::CancellationToken::new();
-        self.running = Some(Running { ticket, history_len, cancel, reply });
+        self.running = Some(Running { ticket, history_len, cancel, reply, steer: None, steered: Vec::new() });
     }
 
     /// Copies the session into a new one (see `Write::ForkSession`), answering its id once the
