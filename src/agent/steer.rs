@@ -67,6 +67,9 @@ pub(super) async fn join(turn: &mut Turn<'_>) -> Result<(), RecordError> {
         turn.history.push(message);
         joined += 1;
     }
+    if joined == 0 {
+        return Ok(());
+    }
     tracing::debug!(joined, "steered prompts joined the turn");
     turn.recorder.flush().await
 }

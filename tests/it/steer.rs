@@ -193,6 +193,48 @@ async fn cancel_answers_a_steered_prompt_that_has_not_joined_cancelled_and_store
     assert!(!user_texts(&requests[1]).iter().any(|text| text.contains("say hi")));
 }
 
+#[tokio::test]
+async fn withdrawing_the_turns_own_prompt_leaves_a_steered_one_that_had_not_joined_to_run_next() {
+    let env = TestEnv::new().await;
+    env.write_config(STEER);
+    env.mock.push(write("c1", "a.txt")).push(Reply::text(&["Hi."]));
+    let mut agent = env.ready().await;
+    let session = agent.new_session(&env.cwd()).await;
+    let (first, _question) = held_turn(&mut agent, &session, "write a.txt").await;
+    let second = busy_prompt(&mut agent, &session, "then say hi", JOINS).await;
+    agent.notify("$/cancel_request", json!({"requestId": first})).await;
+
+    let (answers, _) = agent.responses(&[first, second]).await;
+    assert_eq!(answers[0]["error"]["code"], -32800, "{}", answers[0]);
+    assert_eq!(answers[1]["result"]["stopReason"], "end_turn", "it ran as a turn of its own");
+    let requests = env.mock.requests();
+    assert_eq!(requests.len(), 2);
+    assert_eq!(user_texts(&requests[1]).last().map(String::as_str), Some("then say hi"));
+}
+
+#[tokio::test]
+async fn withdrawing_a_steered_prompt_before_it_joined_answers_it_alone() {
+    let env = TestEnv::new().await;
+    env.write_config(STEER);
+    env.mock.push(write("c1", "a.txt")).push(Reply::text(&["Wrote it."]));
+    let mut agent = env.ready().await;
+    let session = agent.new_session(&env.cwd()).await;
+    let (first, question) = held_turn(&mut agent, &session, "write a.txt").await;
+    let second = busy_prompt(&mut agent, &session, "then say hi", JOINS).await;
+    agent.notify("$/cancel_request", json!({"requestId": second})).await;
+    let (answer, _) = agent.response(second).await;
+    assert_eq!(answer["error"]["code"], -32800, "{answer}");
+    // The withdrawal reached the session when the request was aborted, before this answer went
+    // out; the turn can take nothing before the permission answer that follows it.
+    allow(&mut agent, &question).await;
+
+    let (answer, _) = agent.response(first).await;
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "the turn went on");
+    let requests = env.mock.requests();
+    assert_eq!(requests.len(), 2);
+    assert_eq!(user_texts(&requests[1]), ["write a.txt"], "without the withdrawn prompt");
+}
+
 /// `initialize` for a client that takes boolean config options.
 async fn ready_with_booleans(env: &TestEnv) -> Agent {
     let mut agent = env.spawn().await;
