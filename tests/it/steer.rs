@@ -224,8 +224,8 @@ async fn withdrawing_a_steered_prompt_before_it_joined_answers_it_alone() {
     agent.notify("$/cancel_request", json!({"requestId": second})).await;
     let (answer, _) = agent.response(second).await;
     assert_eq!(answer["error"]["code"], -32800, "{answer}");
-    // The withdrawal reached the session when the request was aborted, before this answer went
-    // out; the turn can take nothing before the permission answer that follows it.
+    // The abort woke the request's task, whose drop tells the session; the turn can take nothing
+    // before the permission answer, which comes only after this answer's round trip.
     allow(&mut agent, &question).await;
 
     let (answer, _) = agent.response(first).await;
