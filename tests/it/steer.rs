@@ -121,6 +121,36 @@ async fn a_steered_prompt_joins_after_the_tool_results_is_sent_once_and_replays_
 }
 
 #[tokio::test]
+async fn a_turn_the_model_would_end_answers_again_for_text_that_joined_meanwhile() {
+    let env = TestEnv::new().await;
+    env.write_config(STEER);
+    let (first_answer, release) = Reply::text(&["First", " answer."]).held(1);
+    env.mock.push(first_answer).push(Reply::text(&["Second answer."]));
+    let mut agent = env.ready().await;
+    let session = agent.new_session(&env.cwd()).await;
+    let first = agent.prompt(&session, "say something").await;
+    assert_eq!(agent.next_chunk().await, "First", "the answer is under way, and held");
+    let second = busy_prompt(&mut agent, &session, "and then more", JOINS).await;
+    release.notify_one();
+
+    let (answers, notifications) = agent.responses(&[first, second]).await;
+    assert_eq!(answers[0]["result"]["stopReason"], "end_turn");
+    assert_eq!(answers[1]["result"], answers[0]["result"]);
+    assert_eq!(
+        conversation(&updates(&notifications, &session)),
+        [
+            pair("agent_message_chunk", " answer."),
+            pair("user_message_chunk", "and then more"),
+            pair("agent_message_chunk", "Second answer."),
+        ]
+    );
+    let requests = env.mock.requests();
+    assert_eq!(requests.len(), 2, "one more request in the same turn");
+    assert_eq!(user_texts(&requests[1]), ["say something", "and then more"]);
+    assert_eq!(requests[1]["messages"][2]["content"], "First answer.", "after the answer it followed");
+}
+
+#[tokio::test]
 async fn by_default_a_prompt_sent_while_busy_runs_as_its_own_turn_after_the_running_one() {
     let env = TestEnv::new().await;
     env.mock.push(write("c1", "a.txt")).push(Reply::text(&["Wrote it."])).push(Reply::text(&["Hi."]));
