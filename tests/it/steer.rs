@@ -182,9 +182,11 @@ async fn a_steered_prompt_the_turn_did_not_take_runs_next() {
     let second = busy_prompt(&mut agent, &session, "then say hi", JOINS).await;
     allow(&mut agent, &question).await;
 
-    let (answers, _) = agent.responses(&[first, second]).await;
+    let (answers, notifications) = agent.responses(&[first, second]).await;
     assert_eq!(answers[0]["result"]["stopReason"], "max_turn_requests");
     assert_eq!(answers[1]["result"]["stopReason"], "end_turn", "it ran as a turn of its own");
+    let told = crate::support::text_of(&updates(&notifications, &session), "agent_message_chunk");
+    assert!(told.contains("before a steered prompt could join it"), "the user is told: {told}");
     let requests = env.mock.requests();
     assert_eq!(requests.len(), 2);
     assert_eq!(user_texts(&requests[1]), ["write a.txt", "then say hi"]);

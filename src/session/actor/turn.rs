@@ -80,6 +80,11 @@ impl Actor {
         };
         // Prompts steered into the turn are answered with it; those it did not take run next.
         let (joined, left) = super::steer::settle(steered);
+        if !left.is_empty() {
+            self.tell(
+                "The turn ended before a steered prompt could join it; that prompt is queued and runs next.".into(),
+            );
+        }
         for queued in left.into_iter().rev() {
             self.queue.push_front(queued);
         }
