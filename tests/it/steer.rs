@@ -305,6 +305,10 @@ async fn the_steer_option_is_a_boolean_set_per_session_checked_and_kept_across_a
         .find(|update| update["sessionUpdate"] == "config_option_update")
         .expect("announced with config_option_update");
     assert_eq!(steer_option(announced).unwrap()["currentValue"], true);
+    let status = agent.prompt(&session, "/status").await;
+    let (_, said) = agent.response(status).await;
+    let said = crate::support::text_of(&updates(&said, &session), "agent_message_chunk");
+    assert!(said.contains("Prompts sent while a turn runs: steer"), "{said}");
 
     for (bad, says) in [
         (json!({"configId": "steer", "value": "true"}), "`steer` takes a boolean"),
