@@ -30,6 +30,8 @@ pub struct Shown {
     pub notices: bool,
     /// `compaction_update` and `compaction_summary_chunk`; otherwise a short agent message.
     pub compaction: bool,
+    /// Boolean config options (`steer`); otherwise they are left out of the session's options.
+    pub booleans: bool,
 }
 
 /// What the client said it can do, set at `initialize`.
@@ -42,6 +44,7 @@ pub struct ClientFeatures {
     pub compaction: AtomicBool,
     /// `elicitation.form`: questions can be asked as forms.
     pub forms: AtomicBool,
+    pub booleans: AtomicBool,
 }
 
 impl ClientFeatures {
@@ -55,11 +58,18 @@ impl ClientFeatures {
         self.compaction.store(compaction, Ordering::Relaxed);
         let forms = capabilities.elicitation.as_ref().is_some_and(|e| e.form.is_some());
         self.forms.store(forms, Ordering::Relaxed);
+        let booleans =
+            capabilities.session.as_ref().and_then(|s| s.config_options.as_ref()).is_some_and(|c| c.boolean.is_some());
+        self.booleans.store(booleans, Ordering::Relaxed);
     }
 
     /// Which optional updates this client takes.
     pub fn shown(&self) -> Shown {
-        Shown { notices: self.notices.load(Ordering::Relaxed), compaction: self.compaction.load(Ordering::Relaxed) }
+        Shown {
+            notices: self.notices.load(Ordering::Relaxed),
+            compaction: self.compaction.load(Ordering::Relaxed),
+            booleans: self.booleans.load(Ordering::Relaxed),
+        }
     }
 }
 

@@ -127,7 +127,7 @@ pub fn update_to_wire(update: Update, shown: Shown) -> Option<acp::SessionUpdate
             acp::UsageUpdate::new(used, size).cost(cost.map(|amount| acp::Cost::new(amount, "USD"))),
         ),
         Update::Options(view) => {
-            acp::SessionUpdate::ConfigOptionUpdate(acp::ConfigOptionUpdate::new(config_options(&view)))
+            acp::SessionUpdate::ConfigOptionUpdate(acp::ConfigOptionUpdate::new(config_options(&view, shown)))
         }
         Update::CompactionSummary { id, text } if shown.compaction => acp::SessionUpdate::CompactionSummaryChunk(
             acp::CompactionSummaryChunk::new(id.as_str().to_owned(), text.into()),
@@ -255,8 +255,9 @@ fn text_content(text: String) -> acp::ToolCallContent {
     acp::ToolCallContent::Content(acp::Content::new(acp::ContentBlock::from(text)))
 }
 
-/// The session's config options: the model picker, then the permission mode.
-pub fn config_options(view: &SessionView) -> Vec<acp::SessionConfigOption> {
+/// The session's config options: the model picker, the permission mode, the reasoning level
+/// (models that reason), and whether prompts steer running turns (clients that take booleans).
+pub fn config_options(view: &SessionView, shown: Shown) -> Vec<acp::SessionConfigOption> {
     let models: Vec<acp::SessionConfigSelectOption> =
         view.models.iter().map(|model| acp::SessionConfigSelectOption::new(model.clone(), model.clone())).collect();
     let modes: Vec<acp::SessionConfigSelectOption> = Mode::ALL
@@ -283,6 +284,12 @@ pub fn config_options(view: &SessionView) -> Vec<acp::SessionConfigOption> {
                 .category(acp::SessionConfigOptionCategory::ThoughtLevel)
                 .description("How much the model reasons before it answers".to_owned()),
         );
+    }
+    if shown.booleans {
+        options.push(acp::SessionConfigOption::boolean("steer", "Steer running turns", view.steer).description(
+            "A prompt sent while a turn runs joins it before its next model request, instead of waiting for it to end"
+                .to_owned(),
+        ));
     }
     options
 }

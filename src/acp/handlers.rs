@@ -43,6 +43,11 @@ impl WireSink {
         Self { peer, features: Arc::new(ClientFeatures::default()) }
     }
 
+    /// The session's config options as this client takes them.
+    fn options(&self, view: &crate::session::SessionView) -> Vec<acp::SessionConfigOption> {
+        config_options(view, self.features.shown())
+    }
+
     /// Sends an update that has no row behind it (mode and option changes).
     fn send_wire(&self, session: &SessionId, update: acp::SessionUpdate) {
         self.peer.notify(
@@ -236,7 +241,7 @@ impl Agent {
             to_value(
                 &acp::NewSessionResponse::new(view.id.to_string())
                     .modes(modes(&view))
-                    .config_options(config_options(&view)),
+                    .config_options(sink.options(&view)),
             )
         }
         .boxed())
@@ -255,7 +260,7 @@ impl Agent {
             let view = sessions.load(&id, attach).await.map_err(|err| session_error(&err))?;
             sink.send_wire(&id, usage_update(&view));
             sink.send_commands_after_response(&id);
-            to_value(&acp::LoadSessionResponse::new().modes(modes(&view)).config_options(config_options(&view)))
+            to_value(&acp::LoadSessionResponse::new().modes(modes(&view)).config_options(sink.options(&view)))
         }
         .boxed())
     }
@@ -275,7 +280,7 @@ impl Agent {
             let view = resumed.await.map_err(|err| session_error(&err))?;
             sink.send_wire(&id, usage_update(&view));
             sink.send_commands_after_response(&id);
-            to_value(&acp::ResumeSessionResponse::new().modes(modes(&view)).config_options(config_options(&view)))
+            to_value(&acp::ResumeSessionResponse::new().modes(modes(&view)).config_options(sink.options(&view)))
         }
         .boxed())
     }
@@ -294,7 +299,7 @@ impl Agent {
             to_value(
                 &acp::ForkSessionResponse::new(view.id.to_string())
                     .modes(modes(&view))
-                    .config_options(config_options(&view)),
+                    .config_options(sink.options(&view)),
             )
         }
         .boxed())
@@ -366,26 +371,38 @@ impl Agent {
     fn set_config_option(&self, params: Value) -> Answer {
         let request: acp::SetSessionConfigOptionRequest = parse(SESSION_SET_CONFIG_OPTION, params)?;
         let id = session_id(&request.session_id);
-        let Some(value) = request.value.as_value_id().map(|value| value.0.to_string()) else {
-            return Err(invalid_params("session/set_config_option: `value` must be one of the option's string values"));
-        };
         let sessions = self.sessions()?;
-        let changed = match &*request.config_id.0 {
-            "model" => sessions.set_model(&id, value).boxed(),
+        let option = request.config_id.0.to_string();
+        let string = || {
+            let value = request.value.as_value_id().map(|value| value.0.to_string());
+            value.ok_or_else(|| {
+                invalid_params(format!("session/set_config_option: `{option}` takes one of its string values"))
+            })
+        };
+        let changed = match option.as_str() {
+            "model" => sessions.set_model(&id, string()?).boxed(),
             "mode" => {
-                let mode =
-                    Mode::parse(&value).ok_or_else(|| session_error(&SessionError::UnknownMode(value.clone())))?;
+                let value = string()?;
+                let mode = Mode::parse(&value).ok_or_else(|| session_error(&SessionError::UnknownMode(value)))?;
                 sessions.set_mode(&id, mode).boxed()
             }
             "thought_level" => {
-                let level = ThoughtLevel::parse(&value)
-                    .ok_or_else(|| session_error(&SessionError::UnknownThought(value.clone())))?;
+                let value = string()?;
+                let level =
+                    ThoughtLevel::parse(&value).ok_or_else(|| session_error(&SessionError::UnknownThought(value)))?;
                 sessions.set_thought(&id, level).boxed()
+            }
+            "steer" => {
+                let steer = request.value.as_bool().ok_or_else(|| {
+                    invalid_params(
+                        r#"session/set_config_option: `steer` takes a boolean: {"type": "boolean", "value": true}"#,
+                    )
+                })?;
+                sessions.set_steer(&id, steer).boxed()
             }
             other => return Err(session_error(&SessionError::UnknownOption(other.to_owned()))),
         };
         let sink = Arc::clone(&self.sink);
-        let option = request.config_id.0.to_string();
         Ok(async move {
             let view = changed.await.map_err(|err| session_error(&err))?;
             match option.as_str() {
@@ -393,14 +410,16 @@ impl Agent {
                 "mode" => sink
                     .send_wire(&id, acp::SessionUpdate::CurrentModeUpdate(acp::CurrentModeUpdate::new(view.mode.id()))),
                 // A new model may change the other options (thinking) and the window.
-                "model" => {
-                    let options = acp::ConfigOptionUpdate::new(config_options(&view));
+                "model" | "steer" => {
+                    let options = acp::ConfigOptionUpdate::new(sink.options(&view));
                     sink.send_wire(&id, acp::SessionUpdate::ConfigOptionUpdate(options));
-                    sink.send_wire(&id, usage_update(&view));
+                    if option == "model" {
+                        sink.send_wire(&id, usage_update(&view));
+                    }
                 }
                 _ => {}
             }
-            to_value(&acp::SetSessionConfigOptionResponse::new(config_options(&view)))
+            to_value(&acp::SetSessionConfigOptionResponse::new(sink.options(&view)))
         }
         .boxed())
     }
@@ -417,7 +436,7 @@ impl Agent {
             // Keep clients that follow config options in step.
             sink.send_wire(
                 &id,
-                acp::SessionUpdate::ConfigOptionUpdate(acp::ConfigOptionUpdate::new(config_options(&view))),
+                acp::SessionUpdate::ConfigOptionUpdate(acp::ConfigOptionUpdate::new(sink.options(&view))),
             );
             to_value(&acp::SetSessionModeResponse::new())
         }

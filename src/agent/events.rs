@@ -45,6 +45,9 @@ pub enum Phase {
 pub enum AgentEvent {
     /// The user's prompt; it is committed before the model is called.
     UserMessage(Message),
+    /// A prompt the user sent while the turn ran, joining it here (before a request); committed
+    /// before the model is called, and shown, since it was not shown where it joined.
+    Steered(Message),
     /// An assistant message begins: one per model request.
     AssistantStarted { message: MessageId, model: String },
     /// A text or reasoning part opens at `index` of the message.

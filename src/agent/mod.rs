@@ -2,8 +2,9 @@
 //!
 //! [`run_turn`] records the prompt, then drives a [`TurnState`] through one handler per state
 //! (`steps`, `calls`) until it reaches `Done`. The driver owns the run-level phases ([`Phase`]):
-//! run start, step start, before inference (the Preparing state: compaction at the threshold,
-//! then the step's [`Request`] with reminders and tools on cooldown), after inference, step end
+//! run start, step start, before inference (the Preparing state: prompts steered into the turn
+//! join (`steer`), compaction at the threshold, then the step's [`Request`] with reminders and
+//! tools on cooldown), after inference, step end
 //! (checkpoint, then the stop conditions of `stop` and the loop guard of `loops`) and run end,
 //! which always comes. Between every two states it checks cancellation and the turn's deadline.
 //! The session's spending grows only through `Turn::charge`. Everything the turn produces leaves
@@ -17,6 +18,7 @@ mod loops;
 pub mod prompt;
 mod retry;
 pub mod state;
+mod steer;
 mod steps;
 pub mod stop;
 #[cfg(test)]
@@ -39,6 +41,7 @@ use crate::tools::{Host, Registry, Workspace};
 pub use events::{AgentEvent, Phase, RecordError, Recorder, StreamKind};
 use loops::{LoopGuard, Verdict};
 pub use state::{DoneReason, ModelStop, Request, StopReason, TurnError, TurnState, Why};
+pub use steer::{Steered, Steering};
 use stop::{Stats, Stop};
 
 /// Everything one turn works with. The session actor lends it its history and rules for the turn.
@@ -90,6 +93,16 @@ pub struct Run {
     compaction_failed: bool,
     /// A request refused as too long was compacted and retried once.
     overflow_retried: bool,
+    /// Where prompts sent while the turn runs arrive (`busy_prompt = "steer"`); `None` for
+    /// turns nobody can steer (sub-agents, headless runs).
+    steering: Option<Steering>,
+}
+
+impl Run {
+    /// A new turn's run that takes the prompts steered into it.
+    pub fn steered(steering: Steering) -> Self {
+        Self { steering: Some(steering), ..Self::default() }
+    }
 }
 
 impl Turn<'_> {
@@ -182,7 +195,11 @@ pub async fn run_turn(mut turn: Turn<'_>, prompt: Vec<Part>) -> Result<StopReaso
                     turn.run.compacted = false;
                     turn.phase(Phase::StepStart);
                 }
-                preparing(&mut turn)
+                // Prompts steered into the turn join before its next request is prepared.
+                match steer::join(&mut turn).await {
+                    Ok(()) => preparing(&mut turn),
+                    Err(err) => TurnState::Done(DoneReason::Error(err.into())),
+                }
             }
             TurnState::Sampling(request) => steps::sampling(&mut turn, request).await,
             TurnState::Compacting(why) => compacting(&mut turn, why).await,
@@ -283,6 +300,10 @@ async fn step_end(turn: &mut Turn<'_>, next: TurnState) -> TurnState {
     if let Err(err) = turn.recorder.flush().await {
         return TurnState::Done(DoneReason::Error(err.into()));
     }
+    // The model is done, but the user said more meanwhile: the turn goes on with it, unless a
+    // limit says otherwise (then it ends as the model ended it, and the text runs next).
+    let ended = matches!(next, TurnState::Done(DoneReason::ModelStop(ModelStop::EndTurn)));
+    let next = if ended && steer::pending(turn) { TurnState::Preparing } else { next };
     if !matches!(next, TurnState::Preparing) {
         return next;
     }
@@ -292,7 +313,11 @@ async fn step_end(turn: &mut Turn<'_>, next: TurnState) -> TurnState {
         turn.run.stats.add_step(message);
     }
     if let Some(stop) = turn.run.stats.check(&turn.limits, step.last().copied()) {
-        return TurnState::Done(DoneReason::Stopped(stop));
+        return TurnState::Done(if ended {
+            DoneReason::ModelStop(ModelStop::EndTurn)
+        } else {
+            DoneReason::Stopped(stop)
+        });
     }
     let calls: Vec<(String, serde_json::Value)> = step
         .iter()

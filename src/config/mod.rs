@@ -5,9 +5,10 @@
 //! `$XDG_CONFIG_HOME/cairn/config.toml` by default, holds the same settings plus extra
 //! OpenAI-compatible providers (`[providers.<name>]`), model overrides (`[models."p/m"]`), turn
 //! limits (`[limits]`, in `limits`), compaction settings (`[compaction]`), sub-agents
-//! (`[subagents]`, in `subagents`), what local processes get (`[sandbox]`, `[tools]`, in
-//! `process`), MCP servers (`[mcp_servers.<name>]`, `[mcp]`, in `mcp`) and `log_file` (where
-//! logs also go; `crate::logging` opens it, and `--log-file` wins over it).
+//! (`[subagents]`, in `subagents`), a busy session's prompts (`[session]`, in `session`), what
+//! local processes get (`[sandbox]`, `[tools]`, in `process`), MCP servers
+//! (`[mcp_servers.<name>]`, `[mcp]`, in `mcp`) and `log_file` (where logs also go;
+//! `crate::logging` opens it, and `--log-file` wins over it).
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
@@ -21,9 +22,11 @@ pub mod credentials;
 mod limits;
 mod mcp;
 mod process;
+mod session;
 mod subagents;
 
 pub use limits::{Compaction, ContentPattern, DEFAULT_IMAGE_MAX_BYTES, Limits, LoopLimits};
+pub use session::BusyPrompt;
 pub use subagents::Subagents;
 
 use crate::mcp::{McpSettings, ServerConfig};
@@ -49,6 +52,9 @@ pub struct Config {
     pub compaction: Compaction,
     /// What bounds the sub-agents of the `task` tool (`[subagents]`).
     pub subagents: Subagents,
+    /// What a prompt sent while a turn runs does, for sessions that did not choose (`[session]
+    /// busy_prompt`).
+    pub busy_prompt: BusyPrompt,
     /// Per-model overrides of the built-in catalog, by `provider/model`.
     pub models: BTreeMap<String, ModelOverride>,
     /// The model that writes session titles; `None` uses the session's model.
@@ -153,6 +159,8 @@ struct FileConfig {
     mcp: mcp::FileMcp,
     #[serde(default)]
     subagents: subagents::FileSubagents,
+    #[serde(default)]
+    session: session::FileSession,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -286,6 +294,7 @@ impl Config {
         let subagents = file.subagents.resolve(&providers).map_err(invalid)?;
         limits.tasks_at_once = subagents.max_concurrent;
         limits.image_max_bytes = file.tools.image_max_bytes().map_err(invalid)?;
+        let busy_prompt = file.session.resolve().map_err(invalid)?;
         let model = match (env("CAIRN_MODEL"), file.model) {
             (Some(model), _) => checks::model("CAIRN_MODEL", &model).map(|()| model)?,
             (None, Some(model)) => checks::model("model (config.toml)", &model).map(|()| model)?,
@@ -306,6 +315,7 @@ impl Config {
             limits,
             compaction,
             subagents,
+            busy_prompt,
             models,
             title_model,
             file: file_path,

@@ -181,6 +181,8 @@ pub struct SessionView {
     pub mode: Mode,
     /// The reasoning level, when the model reasons.
     pub thought: Option<ThoughtLevel>,
+    /// Prompts sent while a turn runs join it (the `steer` option).
+    pub steer: bool,
     pub usage: ContextUsage,
 }
 
@@ -208,7 +210,7 @@ pub enum SessionError {
     NotFound(SessionId),
     #[error("unknown model `{value}`; choose one of: {}", .choices.join(", "))]
     UnknownModel { value: String, choices: Vec<String> },
-    #[error("unknown config option `{0}`; this session has: model, mode")]
+    #[error("unknown config option `{0}`; this session has: model, mode, thought_level (models that reason), steer")]
     UnknownOption(String),
     #[error("unknown mode `{0}`; choose one of: ask, accept-edits, read-only, bypass")]
     UnknownMode(String),

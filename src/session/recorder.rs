@@ -242,6 +242,14 @@ impl Recorder for StoreRecorder {
         let session_id = self.session.clone();
         match event {
             AgentEvent::UserMessage(message) => self.write(Write::InsertMessage { session_id, message }, Vec::new()),
+            AgentEvent::Steered(message) => {
+                let shown = message
+                    .parts
+                    .iter()
+                    .map(|part| Update::UserChunk { message: message.id.clone(), part: part.clone() });
+                let shown = shown.collect();
+                self.write(Write::InsertMessage { session_id, message }, shown);
+            }
             AgentEvent::AssistantStarted { message, model } => {
                 self.status.send_if_modified(|status| {
                     let retrying = matches!(status, Status::Retrying { .. });

@@ -221,6 +221,15 @@ impl Registry {
         self.ask(id, Init::Restore(id.clone()), move |reply| Command::SetThought { level, reply })
     }
 
+    /// Whether prompts sent while a turn runs join it, from the next prompt on.
+    pub fn set_steer(
+        &self,
+        id: &SessionId,
+        steer: bool,
+    ) -> impl Future<Output = Result<SessionView, SessionError>> + use<> {
+        self.ask(id, Init::Restore(id.clone()), move |reply| Command::SetSteer { steer, reply })
+    }
+
     /// Cancels any running turn, waits for it to end, and frees the session. Rows stay.
     pub async fn close(&self, id: &SessionId) -> Result<(), SessionError> {
         let live = self.take(id);

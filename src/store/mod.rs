@@ -112,6 +112,11 @@ pub enum Write {
         id: SessionId,
         level: String,
     },
+    /// The session's choice for prompts sent while a turn runs (`queue` or `steer`).
+    SetSessionBusyPrompt {
+        id: SessionId,
+        busy: String,
+    },
     /// Remembers a rule for this session only.
     AddSessionRule {
         id: SessionId,

@@ -28,6 +28,9 @@ pub struct SessionRow {
     pub cost_usd: f64,
     /// The chosen reasoning level (`thought_level` option), if any.
     pub thought_level: Option<String>,
+    /// What a prompt sent while a turn runs does (`queue` or `steer`, the `steer` option), if
+    /// the session chose; `None` follows `[session] busy_prompt`.
+    pub busy_prompt: Option<String>,
     /// The session this one was forked from, or the one whose `task` call started it.
     pub parent_id: Option<SessionId>,
     /// For a sub-agent's session, the agent's name (`task` when unnamed); `None` for sessions a
@@ -49,6 +52,7 @@ impl SessionRow {
             rules: Vec::new(),
             cost_usd: 0.0,
             thought_level: None,
+            busy_prompt: None,
             parent_id: None,
             subagent: None,
             created_at: now,
@@ -86,7 +90,7 @@ impl ReadError {
     }
 }
 
-const SESSION_COLUMNS: &str = "id, cwd, title, model, created_at, updated_at, mode, permissions_json, cost_usd, json_extract(metadata_json, '$.thought_level'), parent_id, subagent";
+const SESSION_COLUMNS: &str = "id, cwd, title, model, created_at, updated_at, mode, permissions_json, cost_usd, json_extract(metadata_json, '$.thought_level'), parent_id, subagent, json_extract(metadata_json, '$.busy_prompt')";
 
 fn session_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<SessionRow> {
     Ok(SessionRow {
@@ -99,6 +103,7 @@ fn session_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<SessionRow> {
         mode: row.get(6)?,
         cost_usd: row.get(8)?,
         thought_level: row.get(9)?,
+        busy_prompt: row.get(12)?,
         parent_id: row.get::<_, Option<String>>(10)?.map(SessionId::from_string),
         subagent: row.get(11)?,
         rules: session_rules(row.get_ref(7)?.as_str().unwrap_or("[]")),
@@ -245,6 +250,14 @@ pub fn set_session_thought(conn: &Connection, id: &SessionId, level: &str, at: i
         "UPDATE sessions SET metadata_json = json_set(metadata_json, '$.thought_level', ?2), updated_at = ?3 WHERE id = ?1",
     )?
     .execute(params![id.as_str(), level, at])?;
+    Ok(())
+}
+
+pub fn set_session_busy_prompt(conn: &Connection, id: &SessionId, busy: &str, at: i64) -> rusqlite::Result<()> {
+    conn.prepare_cached(
+        "UPDATE sessions SET metadata_json = json_set(metadata_json, '$.busy_prompt', ?2), updated_at = ?3 WHERE id = ?1",
+    )?
+    .execute(params![id.as_str(), busy, at])?;
     Ok(())
 }
 

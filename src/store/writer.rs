@@ -366,6 +366,9 @@ impl Writer {
                 Write::SetSessionThought { id, level } => {
                     results[i] = self.savepoint(|conn| rows::set_session_thought(conn, id, level, now));
                 }
+                Write::SetSessionBusyPrompt { id, busy } => {
+                    results[i] = self.savepoint(|conn| rows::set_session_busy_prompt(conn, id, busy, now));
+                }
                 Write::SetSessionMode { id, mode } => {
                     results[i] = self.savepoint(|conn| rows::set_session_mode(conn, id, mode, now));
                 }

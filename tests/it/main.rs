@@ -34,6 +34,7 @@ mod reattach;
 mod sandbox;
 mod scripted;
 mod sessions;
+mod steer;
 mod subagents;
 mod system_prompt;
 mod tidy;

@@ -6,6 +6,7 @@
 
 mod calls;
 mod compaction;
+mod steer;
 mod stops;
 
 use std::collections::VecDeque;
@@ -122,6 +123,8 @@ struct Setup {
     compaction: crate::config::Compaction,
     /// The user's cancel.
     cancel: CancellationToken,
+    /// Prompts steered into the turn while the model answers request `n` (0-based).
+    steer_at: Vec<(usize, &'static str)>,
 }
 
 impl Default for Setup {
@@ -146,6 +149,7 @@ impl Default for Setup {
             summaries: None,
             compaction: crate::config::Compaction::default(),
             cancel: CancellationToken::new(),
+            steer_at: Vec::new(),
         }
     }
 }
@@ -162,6 +166,8 @@ struct Outcome {
     summarized: Vec<Sent>,
     /// The workspace the tools ran in.
     dir: tempfile::TempDir,
+    /// Whether each steered prompt joined the turn, in the order they were sent.
+    joined: Vec<bool>,
 }
 
 impl Outcome {
@@ -217,6 +223,9 @@ impl Outcome {
 async fn drive(setup: Setup) -> Outcome {
     let dir = tempfile::tempdir().unwrap();
     let provider = Scripted::new(setup.script);
+    let (steer_tx, steer_rx) = tokio::sync::mpsc::unbounded_channel();
+    let steerer = Steerer { inner: &provider, at: Mutex::new(setup.steer_at), tx: steer_tx, told: Mutex::default() };
+    let run = if steerer.at.lock().unwrap().is_empty() { setup.run } else { Run::steered(Steering::new(steer_rx)) };
     let summarizer_model = Scripted::new(setup.summaries.clone().unwrap_or_default());
     let mut history = setup.history;
     let mut log = Log::default();
@@ -231,7 +240,7 @@ async fn drive(setup: Setup) -> Outcome {
         retry: crate::llm::retry::RetryPolicy { retries: 1, base: std::time::Duration::ZERO },
     });
     let turn = Turn {
-        provider: &provider,
+        provider: &steerer,
         model: "m".into(),
         model_ref: "test/m".into(),
         system: Arc::new(prompt::assemble(&prompt::Sources::default())),
@@ -252,10 +261,36 @@ async fn drive(setup: Setup) -> Outcome {
         spent: 0.0,
         context_used: setup.context_used,
         summarizer,
-        run: setup.run,
+        run,
     };
     let result = run_turn(turn, vec![Part::Text { text: "go".into() }]).await;
-    Outcome { events: log.0, result, history, rules, sent: provider.sent(), summarized: summarizer_model.sent(), dir }
+    let told = std::mem::take(&mut *steerer.told.lock().unwrap());
+    let joined = told.into_iter().map(|mut told| told.try_recv().is_ok()).collect();
+    let (events, sent, summarized) = (log.0, provider.sent(), summarizer_model.sent());
+    Outcome { events, result, history, rules, sent, summarized, dir, joined }
+}
+
+/// The scripted model, and a user who types while it answers: the prompts of `at` are steered
+/// into the turn when their request comes.
+struct Steerer<'a> {
+    inner: &'a Scripted,
+    at: Mutex<Vec<(usize, &'static str)>>,
+    tx: tokio::sync::mpsc::UnboundedSender<Steered>,
+    /// Each steered prompt's signal, in the order they were sent.
+    told: Mutex<Vec<tokio::sync::oneshot::Receiver<()>>>,
+}
+
+#[async_trait::async_trait]
+impl Provider for Steerer<'_> {
+    async fn stream(&self, request: &ModelRequest<'_>) -> Result<EventStream, LlmError> {
+        let n = self.inner.sent.lock().unwrap().len();
+        for (_, text) in self.at.lock().unwrap().extract_if(.., |(at, _)| *at == n) {
+            let (joined, told) = tokio::sync::oneshot::channel();
+            let _ = self.tx.send(Steered { parts: vec![Part::Text { text: text.to_owned() }], joined });
+            self.told.lock().unwrap().push(told);
+        }
+        self.inner.stream(request).await
+    }
 }
 
 async fn run(script: Vec<Answer>, limits: Limits) -> (Vec<Phase>, Result<StopReason, TurnError>) {

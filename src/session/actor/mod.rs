@@ -4,11 +4,13 @@
 //! task that borrows the history (by moving it in and back out), so the actor stays free to hear
 //! `Cancel` while the turn streams. Prompts that arrive while a turn runs wait in a queue and run
 //! in arrival order; a cancel ends the running turn and answers every queued prompt `cancelled`.
+//! A session that steers hands such prompts to the running model turn instead (`steer`).
 //! Slash commands (`slash`) either answer at once or wait in the same queue; model turns are
 //! started and taken back in `turn`.
 
 mod mcp;
 mod slash;
+mod steer;
 mod turn;
 
 use std::collections::VecDeque;
@@ -56,6 +58,11 @@ pub enum Command {
     },
     SetThought {
         level: ThoughtLevel,
+        reply: Reply<SessionView>,
+    },
+    /// The `steer` option: whether prompts sent while a turn runs join it.
+    SetSteer {
+        steer: bool,
         reply: Reply<SessionView>,
     },
     /// A headless run's model and mode: in effect at once, stored with the next turn's prompt
@@ -122,6 +129,10 @@ struct Running {
     history_len: usize,
     cancel: CancellationToken,
     reply: Reply<StopReason>,
+    /// Where prompts are steered into the turn; `None` for `/compact` and `/rewind`.
+    steer: Option<mpsc::UnboundedSender<crate::agent::Steered>>,
+    /// The prompts handed to the turn, joined or not yet.
+    steered: Vec<steer::Joining>,
 }
 
 /// What a turn task gives back to the actor.
@@ -250,6 +261,7 @@ fn refuse_all(rx: &mut mpsc::UnboundedReceiver<Command>, err: &SessionError) {
             | Command::SetMode { reply, .. }
             | Command::SetForTurn { reply, .. }
             | Command::SetThought { reply, .. }
+            | Command::SetSteer { reply, .. }
             | Command::Attach { reply, .. } => {
                 let _ = reply.send(Err(err.clone()));
             }
@@ -313,13 +325,14 @@ impl Actor {
                     let _ = reply.send(Ok(StopReason::EndTurn));
                 }
                 Some(Ok(slash)) => self.enqueue(Queued { ticket, work: Work::Slash(slash), reply }),
-                None => self.enqueue(Queued { ticket, work: Work::Prompt(parts), reply }),
+                None => self.prompt(ticket, parts, reply),
             },
             Command::Cancel => self.cancel_all(),
             Command::CancelPrompt { ticket } => {
                 if let Some(running) = self.running.as_ref().filter(|r| r.ticket == ticket) {
                     running.cancel.cancel();
-                } else if let Some(at) = self.queue.iter().position(|q| q.ticket == ticket)
+                } else if !self.withdraw_steered(ticket)
+                    && let Some(at) = self.queue.iter().position(|q| q.ticket == ticket)
                     && let Some(queued) = self.queue.remove(at)
                 {
                     let _ = queued.reply.send(Ok(StopReason::Cancelled));
@@ -346,6 +359,9 @@ impl Actor {
                     Err(SessionError::UnknownOption("thought_level".to_owned()))
                 };
                 let _ = reply.send(answer);
+            }
+            Command::SetSteer { steer, reply } => {
+                let _ = reply.send(self.set_steer(steer));
             }
             Command::Attach { attach, reply } => {
                 let announced = self.attach(attach);
@@ -383,6 +399,7 @@ impl Actor {
             models,
             mode: *self.mode.borrow(),
             thought: self.thought(),
+            steer: self.steers(),
             usage: self.usage(),
         }
     }
@@ -492,6 +509,7 @@ impl Actor {
         if let Some(running) = &self.running {
             running.cancel.cancel();
         }
+        self.cancel_steered();
         for queued in self.queue.drain(..) {
             let _ = queued.reply.send(Ok(StopReason::Cancelled));
         }

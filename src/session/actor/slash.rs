@@ -106,12 +106,13 @@ impl Actor {
         let off = |n: u64| if n == 0 { "off".to_owned() } else { n.to_string() };
         let l = limits.loop_detection;
         let mut text = format!(
-            "Status: {state}; {} queued.\nModel: {}; context {} of {} tokens ({percent}%), compaction at {threshold}.\nMode: {}.",
+            "Status: {state}; {} queued.\nModel: {}; context {} of {} tokens ({percent}%), compaction at {threshold}.\nMode: {}. Prompts sent while a turn runs: {}.",
             self.queue.len(),
             self.row.model,
             usage.used,
             usage.size,
             self.mode.borrow().id(),
+            if self.steers() { "steer (they join it)" } else { "queue" },
         );
         if let Some(cost) = usage.cost {
             let _ = write!(text, " Cost so far: ${cost:.4}.");
@@ -213,7 +214,7 @@ impl Actor {
             TurnOutcome { history, rules, result: Ok(StopReason::EndTurn), refused: None }
         }));
         let cancel = tokio_util::sync::CancellationToken::new();
-        self.running = Some(Running { ticket, history_len, cancel, reply });
+        self.running = Some(Running { ticket, history_len, cancel, reply, steer: None, steered: Vec::new() });
     }
 
     /// Copies the session into a new one (see `Write::ForkSession`), answering its id once the

@@ -74,12 +74,28 @@ impl Actor {
         // release that failed is the writer's to try again; the turn's answer stands.
         let release = Write::ReleaseLease { session_id: self.row.id.clone() };
         let session = self.row.id.clone();
-        let reply = self.running.take().map(|running| running.reply);
+        let (reply, steered) = match self.running.take() {
+            Some(running) => (Some(running.reply), running.steered),
+            None => (None, Vec::new()),
+        };
+        // Prompts steered into the turn are answered with it; those it did not take run next.
+        let (joined, left) = super::steer::settle(steered);
+        if !left.is_empty() {
+            self.tell(
+                "The turn ended before a steered prompt could join it; that prompt is queued and runs next.".into(),
+            );
+        }
+        for queued in left.into_iter().rev() {
+            self.queue.push_front(queued);
+        }
         self.services.store.submit(
             release,
             Some(Box::new(move |released| {
                 if let Err(err) = released {
                     tracing::warn!(%session, %err, "the session's lease was not given back yet; it is tried again");
+                }
+                for reply in joined {
+                    let _ = reply.send(result.clone());
                 }
                 if let Some(reply) = reply {
                     let _ = reply.send(result);
@@ -173,6 +189,8 @@ impl Actor {
         let (summarizer, summarizer_ref) = summarizer_model(&config, &self.row.model, &resolved);
         let servers = self.servers_for_turn();
         let (store, session, project) = (self.services.store.clone(), self.row.id.clone(), self.row.cwd.clone());
+        // Every model turn can be steered: the session's choice is made as each prompt arrives.
+        let (steer, steering) = tokio::sync::mpsc::unbounded_channel();
         self.turn = Some(tokio::spawn(async move {
             let system = system.await;
             let parent = subagent::Parent::new(store, Arc::clone(&config), session, project, model_ref.clone()).await;
@@ -204,12 +222,13 @@ impl Actor {
                 spent,
                 context_used,
                 summarizer: Some(summarizer_for(&config, &summarizer, summarizer_ref)),
-                run: agent::Run::default(),
+                run: agent::Run::steered(agent::Steering::new(steering)),
             };
             let result = agent::run_turn(turn, parts).await;
             TurnOutcome { history, rules, result, refused: recorder.refused() }
         }));
-        self.running = Some(Running { ticket, history_len, cancel, reply });
+        let steer = Some(steer);
+        self.running = Some(Running { ticket, history_len, cancel, reply, steer, steered: Vec::new() });
     }
 
     /// `/compact`: a compaction with no kept tail, run like a turn (it holds the history, and
@@ -262,7 +281,7 @@ impl Actor {
             };
             TurnOutcome { history, rules, result, refused: None }
         }));
-        self.running = Some(Running { ticket, history_len, cancel, reply });
+        self.running = Some(Running { ticket, history_len, cancel, reply, steer: None, steered: Vec::new() });
     }
 }
 

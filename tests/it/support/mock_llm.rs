@@ -9,7 +9,7 @@
 //! the streams open at once are counted. Every request of any method is also noted with the
 //! client's address, so a test can see which connection a request came on. The bytes of answers
 //! handed to the connection are counted too, so a test can see how far a long answer got while
-//! the client held it back.
+//! the client held it back. A stream can be held part way until the test releases it.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -22,6 +22,7 @@ use axum::extract::{ConnectInfo, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
+use futures::{Stream, StreamExt};
 use serde_json::{Value, json};
 
 use super::dialects::anthropic_text;
@@ -41,6 +42,8 @@ pub enum Reply {
     Flood { status: u16, head: String, size: usize },
     /// A long answer made as it is sent ([`Long`]).
     Long(Long),
+    /// A stream's events, those after the first `at` sent once `release` is notified.
+    Held { events: Vec<String>, at: usize, release: Arc<tokio::sync::Notify> },
 }
 
 impl Reply {
@@ -100,10 +103,16 @@ impl Reply {
         Reply::Stream { events, delay: Duration::ZERO }
     }
 
+    /// This stream reply, holding its events after the first `at` until the handle is notified.
+    pub fn held(self, at: usize) -> (Self, Arc<tokio::sync::Notify>) {
+        let release = Arc::new(tokio::sync::Notify::new());
+        (Reply::Held { events: self.events(), at, release: Arc::clone(&release) }, release)
+    }
+
     /// The events of a stream reply.
     pub fn events(self) -> Vec<String> {
         match self {
-            Reply::Stream { events, .. } => events,
+            Reply::Stream { events, .. } | Reply::Held { events, .. } => events,
             Reply::Endless { .. } | Reply::Status { .. } | Reply::Flood { .. } | Reply::Long { .. } => Vec::new(),
         }
     }
@@ -402,7 +411,7 @@ async fn complete(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: B
     if is_title_request(&json) {
         shared.titles.lock().unwrap().push(json);
         let guard = DropGuard { shared: Arc::clone(&shared), finished: true, counted: false };
-        return sse(title_answer(api).into_iter(), Duration::ZERO, guard);
+        return sse(futures::stream::iter(title_answer(api)), Duration::ZERO, guard);
     }
     shared.arrived.lock().unwrap().push(Instant::now());
     let first = first_user_text(&json);
@@ -425,10 +434,16 @@ async fn complete(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: B
         Reply::Status { status, body, retry_after } => error_response(status, body, retry_after),
         Reply::Endless { delay } => {
             let ticks = (0..).map(|i: u64| delta(json!({"content": format!("tick {i} ")})));
-            sse(ticks, delay, guard)
+            sse(futures::stream::iter(ticks), delay, guard)
         }
-        Reply::Stream { events, delay } => sse(events.into_iter(), delay, guard),
-        Reply::Long(long) => sse(long.events(), Duration::ZERO, guard),
+        Reply::Stream { events, delay } => sse(futures::stream::iter(events), delay, guard),
+        Reply::Held { mut events, at, release } => {
+            let rest = events.split_off(at.min(events.len()));
+            let held = futures::stream::once(async move { release.notified().await }).filter_map(|()| async { None });
+            let events = futures::stream::iter(events).chain(held).chain(futures::stream::iter(rest));
+            sse(events, Duration::ZERO, guard)
+        }
+        Reply::Long(long) => sse(futures::stream::iter(long.events()), Duration::ZERO, guard),
         Reply::Flood { status, head, size } => flood(status, head, size, Arc::clone(&shared)),
     }
 }
@@ -474,9 +489,9 @@ impl Drop for FloodGuard {
 }
 
 /// An SSE response sending each event after `delay`; `guard` learns whether all were sent.
-fn sse(events: impl Iterator<Item = String> + Send + 'static, delay: Duration, guard: DropGuard) -> Response {
-    let stream = futures::stream::unfold((events, guard), move |(mut events, mut guard)| async move {
-        let Some(event) = events.next() else {
+fn sse(events: impl Stream<Item = String> + Send + 'static, delay: Duration, guard: DropGuard) -> Response {
+    let stream = futures::stream::unfold((events.boxed(), guard), move |(mut events, mut guard)| async move {
+        let Some(event) = events.next().await else {
             guard.finish();
             return None;
         };
