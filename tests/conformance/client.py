@@ -3,7 +3,8 @@
 It takes one JSON argument: {"cairn": binary, "workspace": dir, "env": {cairn's environment},
 "buffers": {absolute path: text the editor holds unsaved}}. Through the SDK's typed API it
 spawns cairn and runs initialize, session/new and a prompt whose tools read and write files
-through this client (answering the permission question), then, in a second cairn process,
+through this client (answering the permission question), a prompt whose `question` tool asks
+through an elicitation form (answered with the second choice), then, in a second cairn process,
 session/load and a prompt it cancels mid-stream. It prints one JSON summary on stdout: every
 update as the SDK parsed it, re-serialized with the protocol's names, the answers, the fs calls
 and permission questions it served, and any error the SDK logged (it only logs, for instance,
@@ -18,8 +19,11 @@ import sys
 
 from acp import PROTOCOL_VERSION, RequestError, spawn_agent_process, text_block
 from acp.schema import (
+    AcceptElicitationResponse,
     AllowedOutcome,
     ClientCapabilities,
+    ElicitationCapabilities,
+    ElicitationFormCapabilities,
     FileSystemCapabilities,
     Implementation,
     ReadTextFileResponse,
@@ -54,6 +58,7 @@ class Editor:
         self.reads = []
         self.writes = []
         self.permissions = []
+        self.forms = []
         self.streaming = asyncio.Event()
 
     async def session_update(self, session_id, update, **kwargs):
@@ -86,6 +91,12 @@ class Editor:
         allow = next(o for o in options if o.kind == "allow_once")
         return RequestPermissionResponse(outcome=AllowedOutcome(option_id=allow.option_id, outcome="selected"))
 
+    async def create_elicitation(self, message, mode, **kwargs):
+        form = dumped(mode)
+        self.forms.append({"message": message, **form})
+        choices = form["requestedSchema"]["properties"]["answer"]["oneOf"]
+        return AcceptElicitationResponse(action="accept", content={"answer": choices[1]["const"]})
+
     def taken(self):
         updates, self.updates = self.updates, []
         return updates
@@ -106,11 +117,17 @@ def spawn(editor, config):
         cwd=config["workspace"],
         # cairn's log goes to this script's stderr, which the Rust test shows on failure.
         transport_kwargs={"stderr": None},
+        # This SDK version still files elicitation (stable in the protocol) under its unstable
+        # methods and answers "method not found" for it unless these are enabled.
+        use_unstable_protocol=True,
     )
 
 
 async def initialize(connection):
-    capabilities = ClientCapabilities(fs=FileSystemCapabilities(read_text_file=True, write_text_file=True))
+    capabilities = ClientCapabilities(
+        fs=FileSystemCapabilities(read_text_file=True, write_text_file=True),
+        elicitation=ElicitationCapabilities(form=ElicitationFormCapabilities()),
+    )
     info = Implementation(name="cairn-conformance", version="1")
     request = connection.initialize(
         protocol_version=PROTOCOL_VERSION, client_capabilities=capabilities, client_info=info
@@ -133,6 +150,9 @@ async def first_process(config, summary):
             "writes": editor.writes,
             "permissions": editor.permissions,
         }
+        prompt = [text_block("Ask me which database to use")]
+        answer = await step("session/prompt with a question", connection.prompt(session_id=session.session_id, prompt=prompt))
+        summary["question"] = {"stopReason": answer.stop_reason, "updates": editor.taken(), "forms": editor.forms}
     return session.session_id
 
 

@@ -1,8 +1,8 @@
 //! Conformance with a client from another language: the official Python ACP SDK
 //! (`agent-client-protocol` on PyPI, pinned in `tests/conformance/requirements.txt`, installed by
 //! `support::python` on first use) runs `tests/conformance/client.py`, which spawns the built
-//! `cairn` through the SDK's own process transport and typed API. Its editor serves `fs/*` and
-//! answers permission questions; every update it receives is parsed by the SDK's models, so a
+//! `cairn` through the SDK's own process transport and typed API. Its editor serves `fs/*`,
+//! answers permission questions and a `question` tool's elicitation form; every update it receives is parsed by the SDK's models, so a
 //! shape the SDK does not accept shows up as an error it logged. The script prints what it saw;
 //! this test says what that must be.
 
@@ -70,6 +70,12 @@ async fn the_python_sdk_drives_a_tool_turn_a_load_and_a_cancel() {
             ("c2", "write", json!({"path": "out.txt", "content": "written through the SDK\n"})),
         ]))
         .push(Reply::text(&["Read ", "and written."]))
+        .push(Reply::tool_calls(&[(
+            "q1",
+            "question",
+            json!({"question": "Which database?", "options": [{"label": "SQLite"}, {"label": "Postgres"}]}),
+        )]))
+        .push(Reply::text(&["Postgres it is."]))
         .push(Reply::endless(Duration::from_millis(10)));
 
     let summary = run_python_client(&env).await;
@@ -104,11 +110,22 @@ async fn the_python_sdk_drives_a_tool_turn_a_load_and_a_cancel() {
         assert_eq!(seen.last().unwrap()["status"], "completed", "{seen:?}");
     }
 
-    // session/load in a second process replays the prompt, both calls and the answer.
+    // The question came as an elicitation form on its call's card, which the SDK parsed, and
+    // its answer reached the model.
+    let question = &summary["question"];
+    assert_eq!(question["stopReason"], "end_turn");
+    let forms = question["forms"].as_array().unwrap();
+    assert_eq!(forms.len(), 1, "{question}");
+    assert_eq!(forms[0]["message"], "Which database?");
+    assert_eq!(forms[0]["toolCallId"], "q1");
+    assert_eq!(tool_results(&env, 3)[2]["content"], "The user answered: Postgres");
+    assert_eq!(agent_text(&updates(&summary, "question")), "Postgres it is.");
+
+    // session/load in a second process replays the prompts, the calls and the answers.
     let replayed = updates(&summary, "load");
     let user = text_of(&replayed.iter().collect::<Vec<_>>(), "user_message_chunk");
-    assert_eq!(user, "Read notes.md, then write out.txt");
-    assert_eq!(agent_text(&replayed), "Read and written.");
+    assert_eq!(user, "Read notes.md, then write out.txtAsk me which database to use");
+    assert_eq!(agent_text(&replayed), "Read and written.Postgres it is.");
     for id in ["c1", "c2"] {
         let seen = call(&replayed, id);
         assert_eq!(seen.first().map(|u| &u["sessionUpdate"]), Some(&json!("tool_call")), "{replayed:?}");
