@@ -83,9 +83,7 @@ pub struct AcpHost {
 impl AcpHost {
     async fn call<P: Serialize, R: DeserializeOwned>(&self, method: &str, params: &P) -> Result<R, HostError> {
         let value = self.peer.request(method, params).await.map_err(|err| HostError(format!("{method}: {err}")))?;
-        // Some clients answer `null` for empty results.
-        let value = if value.is_null() { serde_json::json!({}) } else { value };
-        serde_json::from_value(value).map_err(|err| HostError(format!("{method} answered something unexpected: {err}")))
+        decode(method, value)
     }
 
     fn id(&self) -> acp::SessionId {
@@ -192,15 +190,28 @@ impl Host for AcpHost {
 
     async fn ask(&self, call_id: &str, question: &Question) -> Result<Reply, HostError> {
         if self.features.forms.load(Ordering::Relaxed) {
+            let method = acp::CLIENT_METHOD_NAMES.elicitation_create;
             let request = question::form(&self.id(), call_id, question);
-            let response = self.call(acp::CLIENT_METHOD_NAMES.elicitation_create, &request).await?;
-            question::form_reply(question, response)
-        } else {
-            let request = question::as_permission(&self.id(), call_id, question)?;
-            let response = self.call(acp::CLIENT_METHOD_NAMES.session_request_permission, &request).await?;
-            question::permission_reply(question, response)
+            match self.peer.request(method, &request).await {
+                Ok(response) => return question::form_reply(question, decode(method, response)?),
+                // A client that announced forms but does not serve them still has the other way.
+                Err(err) if err.code == acp::ErrorCode::MethodNotFound => {
+                    tracing::debug!("the client announced elicitation forms but does not serve {method}");
+                }
+                Err(err) => return Err(HostError(format!("{method}: {err}"))),
+            }
         }
+        let request = question::as_permission(&self.id(), call_id, question)?;
+        let response = self.call(acp::CLIENT_METHOD_NAMES.session_request_permission, &request).await?;
+        question::permission_reply(question, response)
     }
+}
+
+/// A client's answer to `method` read as `R`.
+fn decode<R: DeserializeOwned>(method: &str, value: serde_json::Value) -> Result<R, HostError> {
+    // Some clients answer `null` for empty results.
+    let value = if value.is_null() { serde_json::json!({}) } else { value };
+    serde_json::from_value(value).map_err(|err| HostError(format!("{method} answered something unexpected: {err}")))
 }
 
 fn exit_status(status: acp::TerminalExitStatus) -> ExitStatus {

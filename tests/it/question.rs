@@ -166,3 +166,21 @@ async fn a_headless_run_tells_the_model_nobody_can_answer() {
     assert!(stdout.contains("Going with SQLite."), "{stdout}");
     assert!(told(&env).starts_with("Nobody can answer questions in this run"), "{}", told(&env));
 }
+
+#[tokio::test]
+async fn a_client_that_announces_forms_but_does_not_serve_them_gets_the_permission_question() {
+    let env = TestEnv::new().await;
+    env.mock.push(ask("c1", which_database())).push(Reply::text(&["ok"]));
+    let editor = Editor::with_forms();
+    editor.answer(&["choice_1"]);
+    let mut agent = env.ready_with(editor).await;
+    let session = agent.new_session(&env.cwd()).await;
+    let (prompt, form) = asked(&mut agent, &session, "elicitation/create").await;
+    agent
+        .send(json!({"jsonrpc": "2.0", "id": form["id"], "error": {"code": -32601, "message": "Method not found"}}))
+        .await;
+    let (response, _) = agent.response(prompt).await;
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    assert_eq!(told(&env), "The user answered: Postgres");
+    assert_eq!(agent.editor.requests("session/request_permission").len(), 1);
+}
