@@ -18,6 +18,18 @@ const ANSWER: &str = "answer";
 const OTHER: &str = "other";
 /// The permission option that declines to answer.
 const DECLINE: &str = "decline";
+/// The longest typed answer kept; the rest is cut, saying so.
+const MAX_ANSWER: usize = 64 * 1024;
+/// How much of an unexpected value an error quotes.
+const MAX_QUOTED: usize = 200;
+
+/// `text` cut to at most `max` bytes on a character boundary, with `more` after a cut.
+fn clip(text: &str, max: usize, more: &str) -> String {
+    if text.len() <= max {
+        return text.to_owned();
+    }
+    format!("{}{more}", &text[..text.floor_char_boundary(max)])
+}
 
 /// The `elicitation/create` form for `question`, on the card of `call_id`.
 pub fn form(session: &acp::SessionId, call_id: &str, question: &Question) -> acp::CreateElicitationRequest {
@@ -60,10 +72,10 @@ pub fn form_reply(question: &Question, response: acp::CreateElicitationResponse)
             None => Ok(None),
             Some(acp::ElicitationContentValue::String(text)) => {
                 let text = text.trim();
-                Ok((!text.is_empty()).then(|| text.to_owned()))
+                Ok((!text.is_empty()).then(|| clip(text, MAX_ANSWER, " [the answer was cut at 64 KiB]")))
             }
             Some(value) => {
-                let shown = serde_json::to_string(value).unwrap_or_default();
+                let shown = clip(&serde_json::to_string(value).unwrap_or_default(), MAX_QUOTED, "…");
                 Err(HostError(format!("the editor answered the field `{name}` with {shown}, where text was asked")))
             }
         }
@@ -78,7 +90,8 @@ pub fn form_reply(question: &Question, response: acp::CreateElicitationResponse)
         Some(answer) => {
             let offered: Vec<&str> = question.choices.iter().map(|choice| choice.label.as_str()).collect();
             return Err(HostError(format!(
-                "the editor answered `{answer}`, which is not one of the choices offered ({})",
+                "the editor answered `{}`, which is not one of the choices offered ({})",
+                clip(&answer, MAX_QUOTED, "…"),
                 offered.join(", ")
             )));
         }
@@ -194,6 +207,21 @@ mod tests {
         assert!(number.0.contains("field `answer` with 3"), "{number}");
         let odd = serde_json::from_value(json!({"action": "later"})).unwrap();
         assert!(form_reply(&question, odd).unwrap_err().0.contains("unknown action"));
+    }
+
+    #[test]
+    fn a_huge_reply_is_cut_with_a_note_and_an_unknown_one_quoted_short() {
+        let question = which(true);
+        let typed = "é".repeat(40 * 1024);
+        let Reply::Answered { text: Some(text), .. } =
+            form_reply(&question, answered(json!({"other": typed}))).unwrap()
+        else {
+            panic!("a typed answer")
+        };
+        assert!(text.len() < 64 * 1024 + 64, "{}", text.len());
+        assert!(text.ends_with(" [the answer was cut at 64 KiB]"));
+        let unknown = form_reply(&question, answered(json!({"answer": "x".repeat(10_000)}))).unwrap_err();
+        assert!(unknown.0.len() < 400, "{}", unknown.0.len());
     }
 
     #[test]

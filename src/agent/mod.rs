@@ -96,6 +96,8 @@ pub struct Run {
     /// Where prompts sent while the turn runs arrive (`busy_prompt = "steer"`); `None` for
     /// turns nobody can steer (sub-agents, headless runs).
     steering: Option<Steering>,
+    /// The model ended the turn, which goes on only for the steered text waiting to join.
+    awaits_steered: bool,
 }
 
 impl Run {
@@ -196,8 +198,12 @@ pub async fn run_turn(mut turn: Turn<'_>, prompt: Vec<Part>) -> Result<StopReaso
                     turn.phase(Phase::StepStart);
                 }
                 // Prompts steered into the turn join before its next request is prepared.
+                // If the text that kept an ended turn going was withdrawn meanwhile, it ends as
+                // the model ended it.
+                let awaited = std::mem::take(&mut turn.run.awaits_steered);
                 match steer::join(&mut turn).await {
-                    Ok(()) => preparing(&mut turn),
+                    Ok(0) if awaited => TurnState::Done(DoneReason::ModelStop(ModelStop::EndTurn)),
+                    Ok(_) => preparing(&mut turn),
                     Err(err) => TurnState::Done(DoneReason::Error(err.into())),
                 }
             }
@@ -303,7 +309,12 @@ async fn step_end(turn: &mut Turn<'_>, next: TurnState) -> TurnState {
     // The model is done, but the user said more meanwhile: the turn goes on with it, unless a
     // limit says otherwise (then it ends as the model ended it, and the text runs next).
     let ended = matches!(next, TurnState::Done(DoneReason::ModelStop(ModelStop::EndTurn)));
-    let next = if ended && steer::pending(turn) { TurnState::Preparing } else { next };
+    let next = if ended && steer::pending(turn) {
+        turn.run.awaits_steered = true;
+        TurnState::Preparing
+    } else {
+        next
+    };
     if !matches!(next, TurnState::Preparing) {
         return next;
     }

@@ -49,11 +49,11 @@ impl Steering {
 }
 
 /// Records every prompt waiting to join as a user message, in the order they were sent, and
-/// waits until they are committed. Nothing happens when none waits.
-pub(super) async fn join(turn: &mut Turn<'_>) -> Result<(), RecordError> {
-    let Some(steering) = turn.run.steering.as_mut() else { return Ok(()) };
+/// waits until they are committed; answers how many joined. Nothing happens when none waits.
+pub(super) async fn join(turn: &mut Turn<'_>) -> Result<usize, RecordError> {
+    let Some(steering) = turn.run.steering.as_mut() else { return Ok(0) };
     if !steering.waiting() {
-        return Ok(());
+        return Ok(0);
     }
     let mut joined = 0;
     while let Some(steered) = steering.waiting.pop_front() {
@@ -68,10 +68,10 @@ pub(super) async fn join(turn: &mut Turn<'_>) -> Result<(), RecordError> {
         joined += 1;
     }
     if joined == 0 {
-        return Ok(());
+        return Ok(0);
     }
     tracing::debug!(joined, "steered prompts joined the turn");
-    turn.recorder.flush().await
+    turn.recorder.flush().await.map(|()| joined)
 }
 
 /// Whether the turn has steered text waiting to join (a turn about to end goes on for it).

@@ -81,7 +81,7 @@ impl Tool for AskUser {
         Ok(args)
     }
 
-    /// Runs alone: one question on the user's screen at a time.
+    /// Runs alone among its turn's calls (sub-agents side by side may each ask one).
     fn access(&self, _args: &QuestionArgs) -> Access {
         Access::Other
     }

@@ -67,6 +67,31 @@ fn conversation(updates: &[&Value]) -> Vec<(String, String)> {
     shown
 }
 
+/// How many stored parts of `session` hold `text`.
+fn stored(env: &TestEnv, session: &str, text: &str) -> i64 {
+    rusqlite::Connection::open(env.database())
+        .unwrap()
+        .query_row(
+            "SELECT count(*) FROM parts p JOIN messages m ON m.id = p.message_id
+             WHERE m.session_id = ?1 AND instr(p.data_json, ?2) > 0",
+            (session, text),
+            |row| row.get(0),
+        )
+        .unwrap()
+}
+
+/// A turn whose prompt asks to write `a.txt`, with "then say hi" steered in and joined: the
+/// request that carries it is streaming, held after its first chunk. Returns both prompts' ids.
+async fn joined_and_streaming(env: &TestEnv, agent: &mut Agent, session: &str) -> (i64, i64) {
+    let (partial, _release) = Reply::text(&["Partial", " rest."]).held(1);
+    env.mock.push(write("c1", "a.txt")).push(partial).push(Reply::text(&["A turn nobody asked for."]));
+    let (first, question) = held_turn(agent, session, "write a.txt").await;
+    let second = busy_prompt(agent, session, "then say hi", JOINS).await;
+    allow(agent, &question).await;
+    assert_eq!(agent.next_chunk().await, "Partial", "the steered prompt joined; the next request streams");
+    (first, second)
+}
+
 fn pair(kind: &str, what: &str) -> (String, String) {
     (kind.to_owned(), what.to_owned())
 }
@@ -206,16 +231,7 @@ async fn cancel_answers_a_steered_prompt_that_has_not_joined_cancelled_and_store
     let (answers, _) = agent.responses(&[first, second]).await;
     assert_eq!(answers[0]["result"]["stopReason"], "cancelled");
     assert_eq!(answers[1]["result"]["stopReason"], "cancelled", "like a queued prompt: the editor keeps its text");
-    let stored: i64 = rusqlite::Connection::open(env.database())
-        .unwrap()
-        .query_row(
-            "SELECT count(*) FROM parts p JOIN messages m ON m.id = p.message_id
-             WHERE m.session_id = ?1 AND p.data_json LIKE '%then say hi%'",
-            [&session],
-            |row| row.get(0),
-        )
-        .unwrap();
-    assert_eq!(stored, 0, "neither stored nor half-joined");
+    assert_eq!(stored(&env, &session, "then say hi"), 0, "neither stored nor half-joined");
 
     let next = agent.prompt(&session, "start over").await;
     let (answer, _) = agent.response(next).await;
@@ -344,4 +360,66 @@ async fn a_bad_busy_prompt_setting_is_refused_naming_it() {
     let message = error["message"].as_str().unwrap();
     assert!(message.contains("[session] busy_prompt = \"interrupt\""), "{error}");
     assert!(message.contains("\"steer\""), "the fix is named: {error}");
+}
+
+#[tokio::test]
+async fn cancel_after_a_steered_prompt_joined_answers_both_cancelled_and_runs_nothing_more() {
+    let env = TestEnv::new().await;
+    env.write_config(STEER);
+    let mut agent = env.ready().await;
+    let session = agent.new_session(&env.cwd()).await;
+    let (first, second) = joined_and_streaming(&env, &mut agent, &session).await;
+    agent.notify("session/cancel", json!({"sessionId": session})).await;
+
+    let (answers, _) = agent.responses(&[first, second]).await;
+    assert_eq!(answers[0]["result"]["stopReason"], "cancelled");
+    assert_eq!(answers[1]["result"]["stopReason"], "cancelled", "it joined the cancelled turn");
+    assert_eq!(env.mock.requests().len(), 2, "no turn after the cancel");
+    assert_eq!(stored(&env, &session, "then say hi"), 1, "stored once, where it joined");
+}
+
+#[tokio::test]
+async fn withdrawing_a_steered_prompt_that_joined_cancels_its_turn_and_runs_nothing_more() {
+    let env = TestEnv::new().await;
+    env.write_config(STEER);
+    let mut agent = env.ready().await;
+    let session = agent.new_session(&env.cwd()).await;
+    let (first, second) = joined_and_streaming(&env, &mut agent, &session).await;
+    agent.notify("$/cancel_request", json!({"requestId": second})).await;
+
+    let (answers, _) = agent.responses(&[first, second]).await;
+    assert_eq!(answers[0]["result"]["stopReason"], "cancelled");
+    env.mock.push(Reply::text(&["After."]));
+    let after = agent.prompt(&session, "after").await;
+    let (answer, _) = agent.response(after).await;
+    assert_eq!(answer["result"]["stopReason"], "end_turn");
+    let requests = env.mock.requests();
+    assert_eq!(requests.len(), 3, "only the turn prompted after it");
+    assert_eq!(user_texts(&requests[2]), ["write a.txt", "then say hi", "after"]);
+}
+
+#[tokio::test]
+async fn closing_a_session_whose_turn_a_steered_prompt_joined_runs_nothing_more() {
+    let env = TestEnv::new().await;
+    env.write_config(STEER);
+    let mut agent = env.ready().await;
+    let session = agent.new_session(&env.cwd()).await;
+    let (first, second) = joined_and_streaming(&env, &mut agent, &session).await;
+    let closed = agent.request("session/close", json!({"sessionId": session})).await;
+    let (answers, _) = agent.responses(&[first, second, closed]).await;
+    assert_eq!(answers[0]["result"]["stopReason"], "cancelled");
+    assert_eq!(answers[1]["result"]["stopReason"], "cancelled");
+    assert!(answers[2].get("result").is_some(), "{}", answers[2]);
+    assert_eq!(stored(&env, &session, "then say hi"), 1);
+
+    // Reopened, the session is free: its next turn is the only one, with the steered text once.
+    let load = agent.request("session/load", json!({"sessionId": session, "cwd": env.cwd(), "mcpServers": []})).await;
+    agent.response(load).await;
+    env.mock.push(Reply::text(&["Back."]));
+    let next = agent.prompt(&session, "again").await;
+    let (answer, _) = agent.response(next).await;
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    let requests = env.mock.requests();
+    assert_eq!(requests.len(), 3, "nothing ran between the close and this prompt");
+    assert_eq!(user_texts(&requests[2]), ["write a.txt", "then say hi", "again"]);
 }

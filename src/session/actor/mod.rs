@@ -172,6 +172,8 @@ struct Actor {
     /// Settings changed for the next turn, stored with its prompt (`Command::SetForTurn`), or at
     /// once by the next work that is not a turn.
     unsaved: Vec<Write>,
+    /// The session is closing (closed, deleted, or the client left): nothing more starts.
+    closing: bool,
 }
 
 pub async fn run(init: Init, services: Services, mut rx: mpsc::UnboundedReceiver<Command>) {
@@ -211,6 +213,7 @@ pub async fn run(init: Init, services: Services, mut rx: mpsc::UnboundedReceiver
         turn: None,
         mcp: None,
         unsaved: Vec::new(),
+        closing: false,
     };
     actor.serve(&mut rx).await;
     actor.stop_mcp().await;
@@ -287,12 +290,14 @@ impl Actor {
                 biased;
                 command = rx.recv() => match command {
                     None => {
+                        self.closing = true;
                         self.cancel_all();
                         self.finish_turn().await;
                         return;
                     }
                     Some(command) => {
                         if let Some(closed) = self.handle(command) {
+                            self.closing = true;
                             self.cancel_all();
                             self.finish_turn().await;
                             let _ = closed.send(());

@@ -27,19 +27,27 @@ pub(super) struct Joining {
     /// Kept to run it next if it does not join.
     parts: Vec<Part>,
     joined: oneshot::Receiver<()>,
+    /// Whether it joined, once settled: the signal can be read only once.
+    verdict: Option<bool>,
     reply: Reply<StopReason>,
 }
 
 impl Joining {
-    /// Whether the prompt joined its turn; from now on it cannot.
+    /// Whether the prompt joined its turn; from now on it cannot. The same answer every time.
     fn settle(&mut self) -> bool {
+        if let Some(joined) = self.verdict {
+            return joined;
+        }
         self.joined.close();
-        self.joined.try_recv().is_ok()
+        let joined = self.joined.try_recv().is_ok();
+        self.verdict = Some(joined);
+        joined
     }
 }
 
 /// The prompts of an ended turn: the replies of those that joined it, and the others as
-/// queued prompts, in the order they were sent.
+/// queued prompts, in the order they were sent. A prompt settled before (by a cancel or a
+/// withdrawal) keeps the verdict it had then.
 pub(super) fn settle(steered: Vec<Joining>) -> (Vec<Reply<StopReason>>, Vec<Queued>) {
     let mut joined = Vec::new();
     let mut left = Vec::new();
@@ -75,7 +83,7 @@ impl Actor {
             // The turn is ending: the prompt runs after it.
             return self.enqueue(Queued { ticket, work: Work::Prompt(parts), reply });
         }
-        running.steered.push(Joining { ticket, parts, joined, reply });
+        running.steered.push(Joining { ticket, parts, joined, verdict: None, reply });
         self.tell("This prompt joins the running turn before its next model request.".to_owned());
     }
 

@@ -78,15 +78,20 @@ impl Actor {
             Some(running) => (Some(running.reply), running.steered),
             None => (None, Vec::new()),
         };
-        // Prompts steered into the turn are answered with it; those it did not take run next.
+        // Prompts steered into the turn are answered with it; those it did not take run next,
+        // unless the session is closing.
         let (joined, left) = super::steer::settle(steered);
-        if !left.is_empty() {
+        if self.closing {
+            for queued in left {
+                let _ = queued.reply.send(Ok(StopReason::Cancelled));
+            }
+        } else if !left.is_empty() {
             self.tell(
                 "The turn ended before a steered prompt could join it; that prompt is queued and runs next.".into(),
             );
-        }
-        for queued in left.into_iter().rev() {
-            self.queue.push_front(queued);
+            for queued in left.into_iter().rev() {
+                self.queue.push_front(queued);
+            }
         }
         self.services.store.submit(
             release,
@@ -110,7 +115,7 @@ impl Actor {
 
     /// Starts the queued work in order until something is running or the queue is empty.
     pub(super) fn start_next(&mut self) {
-        while self.running.is_none() && self.history.is_some() {
+        while self.running.is_none() && self.history.is_some() && !self.closing {
             let Some(queued) = self.queue.pop_front() else { return };
             match queued.work {
                 Work::Prompt(parts) => self.spawn_turn(queued.ticket, parts, queued.reply),
