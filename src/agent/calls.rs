@@ -137,11 +137,13 @@ pub async fn confirming(turn: &mut Turn<'_>, mut queue: CallQueue, question: Que
     shown.content = preview;
     shown.content.push(ToolContent::Text { text: format!("cairn asks because {why}.") });
     let host = std::sync::Arc::clone(&turn.tools.host);
+    let waiting = turn.run.user_wait.hold();
     let answer = tokio::select! {
         biased;
         () = turn.cancel.cancelled() => None,
         answer = host.request_permission(&shown, &options) => Some(answer),
     };
+    drop(waiting);
     let chosen = match answer {
         None | Some(Ok(PermissionAnswer::Cancelled)) if turn.cancel.is_cancelled() => {
             cancel_all(turn, &queue);
@@ -282,6 +284,7 @@ fn context(
         process: std::sync::Arc::clone(&turn.tools.process),
         caller: None,
         call_id,
+        user_wait: turn.run.user_wait.clone(),
         images: crate::tools::Images { accepted: turn.info.images, max_bytes: turn.limits.image_max_bytes },
     }
 }

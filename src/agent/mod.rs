@@ -98,6 +98,8 @@ pub struct Run {
     steering: Option<Steering>,
     /// The model ended the turn, which goes on only for the steered text waiting to join.
     awaits_steered: bool,
+    /// Held while the turn waits for the user; its deadline stops meanwhile.
+    user_wait: crate::tools::host::UserWait,
 }
 
 impl Run {
@@ -159,7 +161,8 @@ pub async fn run_turn(mut turn: Turn<'_>, prompt: Vec<Part>) -> Result<StopReaso
     // `user` tells the two apart.
     let user = std::mem::replace(&mut turn.cancel, CancellationToken::new());
     turn.cancel = user.child_token();
-    let _deadline = turn.limits.timeout.map(|limit| Deadline::arm(limit, turn.cancel.clone()));
+    let _deadline =
+        turn.limits.timeout.map(|limit| Deadline::arm(limit, turn.cancel.clone(), turn.run.user_wait.watch()));
     turn.phase(Phase::RunStart);
     let user_message =
         Message::new(Role::User, prompt, MessageMeta { model: Some(turn.model_ref.clone()), ..MessageMeta::default() });
@@ -379,9 +382,30 @@ async fn run_end(turn: &mut Turn<'_>, user: &CancellationToken, reason: DoneReas
 struct Deadline(tokio::task::JoinHandle<()>);
 
 impl Deadline {
-    fn arm(limit: std::time::Duration, token: CancellationToken) -> Self {
+    /// Cancels `token` once the turn has run for `limit`, not counting the time it waits for
+    /// the user (while `waits` is above zero).
+    fn arm(limit: std::time::Duration, token: CancellationToken, mut waits: watch::Receiver<usize>) -> Self {
         Self(tokio::spawn(async move {
-            tokio::time::sleep(limit).await;
+            let mut end = tokio::time::Instant::now() + limit;
+            loop {
+                if *waits.borrow_and_update() > 0 {
+                    let paused = tokio::time::Instant::now();
+                    // Nobody is left to end the wait (the turn is over): nothing to time.
+                    if waits.wait_for(|waits| *waits == 0).await.is_err() {
+                        return;
+                    }
+                    end += paused.elapsed();
+                    continue;
+                }
+                tokio::select! {
+                    () = tokio::time::sleep_until(end) => break,
+                    changed = waits.changed() => if changed.is_err() {
+                        // No wait can start any more: only the clock is left.
+                        tokio::time::sleep_until(end).await;
+                        break;
+                    },
+                }
+            }
             tracing::info!(?limit, "the turn reached its time limit");
             token.cancel();
         }))

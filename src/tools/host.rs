@@ -94,6 +94,41 @@ pub enum Reply {
     Dismissed,
 }
 
+/// Whether the turn waits for the user (a permission question, a `question`): its time limit
+/// does not run meanwhile. Each clone is the same count; [`UserWait::hold`] counts one wait
+/// until the guard drops.
+#[derive(Clone, Debug)]
+pub struct UserWait(std::sync::Arc<tokio::sync::watch::Sender<usize>>);
+
+impl Default for UserWait {
+    fn default() -> Self {
+        Self(std::sync::Arc::new(tokio::sync::watch::Sender::new(0)))
+    }
+}
+
+impl UserWait {
+    /// Counts a wait for the user until the returned guard drops.
+    pub fn hold(&self) -> Waiting {
+        self.0.send_modify(|waits| *waits += 1);
+        Waiting(self.clone())
+    }
+
+    /// How many waits are under way, watched.
+    pub fn watch(&self) -> tokio::sync::watch::Receiver<usize> {
+        self.0.subscribe()
+    }
+}
+
+/// One wait for the user, over when dropped.
+#[derive(Debug)]
+pub struct Waiting(UserWait);
+
+impl Drop for Waiting {
+    fn drop(&mut self) {
+        self.0.0.send_modify(|waits| *waits = waits.saturating_sub(1));
+    }
+}
+
 /// The editor's services. Methods for capabilities the client did not advertise are never called.
 #[async_trait::async_trait]
 pub trait Host: Send + Sync {

@@ -100,6 +100,7 @@ fn context(dir: &Path, images: Images) -> ToolContext {
         process: std::sync::Arc::default(),
         caller: None,
         call_id: "call_test".into(),
+        user_wait: super::super::host::UserWait::default(),
         images,
     }
 }

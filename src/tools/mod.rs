@@ -65,6 +65,8 @@ pub struct ToolContext {
     pub caller: Option<Caller>,
     /// The id of the call being run: the card the editor shows it on.
     pub call_id: String,
+    /// Held while the call waits for the user, which stops the turn's clock.
+    pub user_wait: host::UserWait,
     /// What the model in use does with images (`read` of a picture).
     pub images: Images,
 }

@@ -20,7 +20,7 @@ use crate::permissions::PermissionRequest;
 /// Most choices one question offers: more do not fit a form or a permission prompt.
 const MAX_CHOICES: usize = 8;
 /// How long a question waits for its answer: people take their time (the turn's own time limit
-/// still applies).
+/// stops meanwhile).
 const WAIT: Duration = Duration::from_secs(24 * 60 * 60);
 
 pub struct AskUser;
@@ -103,6 +103,7 @@ impl Tool for AskUser {
             return Err(ToolError(NOBODY.to_owned()));
         }
         let question = question(args)?;
+        let _waiting = ctx.user_wait.hold();
         let reply = ctx.host.ask(&ctx.call_id, &question).await.map_err(|err| ToolError(err.0))?;
         Ok(outcome(&question, &reply))
     }

@@ -19,6 +19,7 @@ fn context(dir: &std::path::Path) -> ToolContext {
         process: Arc::default(),
         caller: None,
         call_id: "call_test".into(),
+        user_wait: super::host::UserWait::default(),
         images: Images::default(),
     }
 }

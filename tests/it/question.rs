@@ -184,3 +184,20 @@ async fn a_client_that_announces_forms_but_does_not_serve_them_gets_the_permissi
     assert_eq!(told(&env), "The user answered: Postgres");
     assert_eq!(agent.editor.requests("session/request_permission").len(), 1);
 }
+
+#[tokio::test]
+async fn the_turns_time_limit_stops_while_the_user_reads_the_question() {
+    let env = TestEnv::new().await;
+    env.write_config("[limits]\ntimeout_secs = 1\n");
+    env.mock.push(ask("c1", which_database())).push(Reply::text(&["Postgres it is."]));
+    let mut agent = env.ready_with(Editor::with_forms()).await;
+    let session = agent.new_session(&env.cwd()).await;
+    let (prompt, form) = asked(&mut agent, &session, "elicitation/create").await;
+    // The user thinks for longer than the whole turn may run.
+    tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
+    agent.respond(&form["id"], json!({"action": "accept", "content": {"answer": "Postgres"}})).await;
+    let (response, notifications) = agent.response(prompt).await;
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    assert!(!notifications.iter().any(|n| n["method"] == "$/cancel_request"), "the question was not withdrawn");
+    assert_eq!(told(&env), "The user answered: Postgres");
+}
