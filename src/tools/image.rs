@@ -175,7 +175,19 @@ pub(super) async fn read(ctx: &ToolContext, path: &Path, shown: &str) -> Result<
             // It grew since it was measured.
             return Err(too_large(&shown, format, found, size, images.max_bytes));
         }
-        if let Some((width, height)) = found.filter(|(width, height)| *width.max(height) > MAX_SIDE) {
+        // A JPEG's frame may come after more metadata than the header read holds.
+        let found = found.or_else(|| dimensions(format, &bytes));
+        let Some((width, height)) = found else {
+            // A header cairn cannot read is likely one the model's API cannot either, and a
+            // refused image would be sent again with every later request.
+            return Err(ToolError(format!(
+                "{shown} starts like a {} image, but its size in pixels cannot be read from its header: it may \
+                 be damaged or of an unusual kind, and is not sent to the model. {}",
+                format.name(),
+                smaller_copy(&shown)
+            )));
+        };
+        if width.max(height) > MAX_SIDE {
             return Err(ToolError(format!(
                 "{shown} is a {width}×{height} {} image; images with a side over {MAX_SIDE} pixels are not sent to \
                  the model. {}",

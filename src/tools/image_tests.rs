@@ -158,3 +158,30 @@ async fn a_model_without_images_is_told_what_the_file_is() {
     assert!(outcome.output.starts_with("photo.jpg is a JPEG image, 1920×1080, 9.5 MiB."), "{}", outcome.output);
     assert!(outcome.output.contains("does not accept images"), "{}", outcome.output);
 }
+
+#[tokio::test]
+async fn an_image_whose_header_cannot_be_read_is_not_sent() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cut = png(2, 3);
+    cut.truncate(12);
+    std::fs::write(dir.path().join("cut.png"), &cut).unwrap();
+    let ctx = context(dir.path(), Images { accepted: true, max_bytes: 1024 });
+    let refused = run(&ctx, "cut.png").await.unwrap_err();
+    assert!(refused.0.contains("its size in pixels cannot be read from its header"), "{refused}");
+    assert!(refused.0.contains("magick cut.png -resize"), "{refused}");
+}
+
+#[tokio::test]
+async fn a_jpeg_whose_frame_comes_after_long_metadata_is_measured_from_the_whole_file() {
+    let dir = tempfile::tempdir().unwrap();
+    // Two metadata segments (each at most 64 KiB) before the frame: past the header cairn probes.
+    let mut photo = jpeg(30, 20, 60_000);
+    let mut second = vec![0xFF, 0xE2];
+    second.extend(60_002u16.to_be_bytes());
+    second.extend(std::iter::repeat_n(0xCD, 60_000));
+    photo.splice(2..2, second);
+    std::fs::write(dir.path().join("photo.jpg"), photo).unwrap();
+    let ctx = context(dir.path(), Images { accepted: true, max_bytes: 1024 * 1024 });
+    let outcome = run(&ctx, "photo.jpg").await.unwrap();
+    assert!(outcome.output.contains("JPEG image, 30×20"), "{}", outcome.output);
+}
