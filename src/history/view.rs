@@ -78,19 +78,34 @@ pub fn latest_marker(history: &[Message]) -> Option<(usize, &Compaction)> {
 
 /// A tool output longer than this (bytes) becomes a stub once its message is pruned.
 const PRUNE_OVER: usize = 200;
+/// At most this many tool images go with one request, the newest; older ones reach the model as
+/// a line each. APIs refuse requests with many more (Anthropic: 100, and smaller images past
+/// 20), and a refused request would be sent again with every prompt.
+const MAX_IMAGES_SENT: usize = 20;
+/// At most this much tool image data (base64) goes with one request (Anthropic refuses
+/// requests over 32 MB).
+const MAX_IMAGE_BYTES_SENT: usize = 20 * 1024 * 1024;
 
 /// One message as the model is sent it: borrowed from the history; when a compaction pruned
-/// it, its long tool outputs reach the model as stubs (the history keeps them whole).
+/// it, its long tool outputs reach the model as stubs (the history keeps them whole), and its
+/// tool images as a line each, as do those of a message past the images one request carries.
 #[derive(Clone, Copy, Debug)]
 pub struct Seen<'a> {
     pub message: &'a Message,
     pub pruned: bool,
+    /// Its tool images are sent (never when pruned).
+    pub images: bool,
 }
 
 impl<'a> Seen<'a> {
     /// The message as it is.
     pub fn whole(message: &'a Message) -> Self {
-        Self { message, pruned: false }
+        Self { message, pruned: false, images: true }
+    }
+
+    /// The message pruned by a compaction.
+    pub fn pruned(message: &'a Message) -> Self {
+        Self { message, pruned: true, images: false }
     }
 
     /// What the model is told about one of this message's tool calls: a stub for a long output
@@ -102,7 +117,7 @@ impl<'a> Seen<'a> {
             Some(output) if pruned && output.len() > PRUNE_OVER => Cow::Owned(Compaction::pruned_stub(output)),
             Some(_) | None => tool.model_output(),
         };
-        if !pruned || tool.images.is_empty() {
+        if self.images || tool.model_images().is_empty() {
             return text;
         }
         let mut text = text.into_owned();
@@ -114,9 +129,9 @@ impl<'a> Seen<'a> {
     }
 
     /// The images the model is sent with one of this message's tool calls: none once the
-    /// message is pruned (the output says which were dropped).
+    /// message is pruned or past the request's images (the output says which were dropped).
     pub fn tool_images(&self, tool: &'a ToolPart) -> &'a [ToolImage] {
-        if self.pruned { &[] } else { tool.model_images() }
+        if self.images { tool.model_images() } else { &[] }
     }
 
     /// The estimated tokens of the message as sent (4 for its framing).
@@ -152,17 +167,19 @@ pub struct ModelView<'h> {
     /// The history from where the view starts.
     tail: &'h [Message],
     pruned_before: Option<&'h MessageId>,
+    /// This message and those before it send no tool images (the request holds enough).
+    images_through: Option<&'h MessageId>,
 }
 
 impl ModelView<'_> {
     /// The messages in the order the model reads them.
     pub fn messages(&self) -> impl Iterator<Item = Seen<'_>> {
-        let pruned_before = self.pruned_before;
-        let tail = self
-            .tail
-            .iter()
-            .filter(|message| marker(message).is_none())
-            .map(move |message| Seen { message, pruned: pruned_before.is_some_and(|before| message.id < *before) });
+        let (pruned_before, images_through) = (self.pruned_before, self.images_through);
+        let tail = self.tail.iter().filter(|message| marker(message).is_none()).map(move |message| {
+            let pruned = pruned_before.is_some_and(|before| message.id < *before);
+            let images = !pruned && !images_through.is_some_and(|through| message.id <= *through);
+            Seen { message, pruned, images }
+        });
         self.summary.iter().map(Seen::whole).chain(tail)
     }
 
@@ -176,8 +193,34 @@ impl ModelView<'_> {
 pub fn model_view(history: &[Message]) -> ModelView<'_> {
     match latest_marker(history) {
         Some((at, compaction)) => view_under(history, at, &history[at].id, compaction),
-        None => ModelView { summary: None, tail: history, pruned_before: None },
+        None => ModelView {
+            summary: None,
+            tail: history,
+            pruned_before: None,
+            images_through: images_through(history, None),
+        },
     }
+}
+
+/// The newest message whose tool images no longer fit one request (it and the older ones are
+/// sent a line per image instead); `None` when every image fits. Pruned messages send none.
+fn images_through<'h>(tail: &'h [Message], pruned_before: Option<&MessageId>) -> Option<&'h MessageId> {
+    let (mut count, mut bytes) = (0, 0);
+    for message in tail.iter().rev() {
+        if pruned_before.is_some_and(|before| message.id < *before) {
+            return None;
+        }
+        for part in &message.parts {
+            if let Part::Tool(tool) = part {
+                count += tool.model_images().len();
+                bytes += tool.model_images().iter().map(|image| image.data.len()).sum::<usize>();
+            }
+        }
+        if count > MAX_IMAGES_SENT || bytes > MAX_IMAGE_BYTES_SENT {
+            return Some(&message.id);
+        }
+    }
+    None
 }
 
 /// The view if `compaction`, in a marker message `id` at position `at`, were the latest marker
@@ -188,11 +231,9 @@ pub fn view_under<'h>(history: &'h [Message], at: usize, id: &MessageId, compact
         let text = format!("{SUMMARY_PREFIX}\n\n{}", compaction.summary);
         Message { id: id.clone(), role: Role::User, parts: vec![Part::Text { text }], meta: MessageMeta::default() }
     });
-    ModelView {
-        summary,
-        tail: history.get(start..).unwrap_or_default(),
-        pruned_before: compaction.pruned_before.as_ref(),
-    }
+    let tail = history.get(start..).unwrap_or_default();
+    let pruned_before = compaction.pruned_before.as_ref();
+    ModelView { summary, tail, pruned_before, images_through: images_through(tail, pruned_before) }
 }
 
 /// The context in use after the last step: the provider's count from the last step, or the
@@ -328,12 +369,48 @@ mod tests {
         tool.images = vec![ToolImage { mime_type: "image/png".into(), data: "A".repeat(4 * 1024) }];
         let message = Message::new(Role::Assistant, vec![Part::Tool(tool)], MessageMeta::default());
         let Part::Tool(tool) = &message.parts[0] else { panic!() };
-        let (whole, pruned) = (Seen::whole(&message), Seen { message: &message, pruned: true });
+        let (whole, pruned) = (Seen::whole(&message), Seen::pruned(&message));
         assert_eq!(whole.tool_images(tool).len(), 1);
         assert_eq!(whole.tool_output(tool), "a.png: PNG image (the image follows).");
         assert!(pruned.tool_images(tool).is_empty());
         assert_eq!(pruned.tool_output(tool), "a.png: PNG image (the image follows).\n<image pruned: image/png, 3 KiB>");
         assert!(whole.estimate() >= IMAGE_TOKENS && pruned.estimate() < 50, "pruning frees the image's tokens");
+    }
+
+    /// An answer whose one call read an image of `bytes` base64 characters.
+    fn read_image(bytes: usize) -> Message {
+        let mut tool = ToolPart::new("c".into(), "read".into());
+        tool.state = crate::history::CallState::Succeeded;
+        tool.output = Some("a.png: PNG image (the image follows).".into());
+        tool.images = vec![ToolImage { mime_type: "image/png".into(), data: "A".repeat(bytes) }];
+        Message::new(Role::Assistant, vec![Part::Tool(tool)], MessageMeta::default())
+    }
+
+    /// For each message of the view, whether its images are sent and what its call's output says.
+    fn sent(history: &[Message]) -> Vec<(bool, String)> {
+        model_view(history)
+            .messages()
+            .map(|seen| {
+                let Some(Part::Tool(tool)) = seen.message.parts.first() else { panic!("a call") };
+                (!seen.tool_images(tool).is_empty(), seen.tool_output(tool).into_owned())
+            })
+            .collect()
+    }
+
+    #[test]
+    fn one_request_carries_the_newest_images_up_to_a_count_and_a_size_and_names_the_others() {
+        let history: Vec<Message> = (0..MAX_IMAGES_SENT + 3).map(|_| read_image(1024)).collect();
+        let seen = sent(&history);
+        assert!(seen[3..].iter().all(|(images, _)| *images), "the newest {MAX_IMAGES_SENT} go");
+        for (images, output) in &seen[..3] {
+            assert!(!images);
+            assert_eq!(output, "a.png: PNG image (the image follows).\n<image pruned: image/png, 1 KiB>");
+        }
+
+        let quarter = MAX_IMAGE_BYTES_SENT / 4;
+        let history: Vec<Message> = (0..6).map(|_| read_image(quarter)).collect();
+        let seen: Vec<bool> = sent(&history).into_iter().map(|(images, _)| images).collect();
+        assert_eq!(seen, [false, false, true, true, true, true], "as many as fit in the size");
     }
 
     #[test]

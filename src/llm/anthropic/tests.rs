@@ -126,7 +126,10 @@ fn an_image_a_tool_returned_goes_in_its_tool_result_until_the_message_is_pruned(
         let request = ModelRequest {
             model: "m",
             system: "",
-            messages: messages.iter().map(|message| Seen { message, pruned }).collect(),
+            messages: messages
+                .iter()
+                .map(|message| if pruned { Seen::pruned(message) } else { Seen::whole(message) })
+                .collect(),
             tools: Vec::new(),
             max_output: 1000,
             thought: None,
