@@ -177,7 +177,7 @@ impl ModelView<'_> {
         let (pruned_before, images_through) = (self.pruned_before, self.images_through);
         let tail = self.tail.iter().filter(|message| marker(message).is_none()).map(move |message| {
             let pruned = pruned_before.is_some_and(|before| message.id < *before);
-            let images = !pruned && !images_through.is_some_and(|through| message.id <= *through);
+            let images = !pruned && images_through.is_none_or(|through| message.id > *through);
             Seen { message, pruned, images }
         });
         self.summary.iter().map(Seen::whole).chain(tail)
