@@ -1,7 +1,8 @@
 //! Models that take no images: a session that showed images to one model and switches to a
 //! model without them goes on, each image sent as a one-line placeholder (never its bytes) in
 //! every API's shape, and switching back sends the images again; an image prompt to such a
-//! model is answered, with a notice saying the image was left out, and is kept in the history.
+//! model, sent or steered into a running turn, is answered, with a notice saying the image was
+//! left out, and is kept in the history.
 
 use base64::Engine as _;
 use serde_json::{Value, json};
@@ -164,4 +165,41 @@ async fn an_image_prompt_to_a_text_only_model_is_answered_with_a_notice_and_kept
         .map(|u| &u["content"])
         .collect();
     assert_eq!(replayed, [&prompt[0], &image]);
+}
+
+#[tokio::test]
+async fn an_image_steered_into_a_turn_of_a_text_only_model_is_a_placeholder_with_a_notice() {
+    let env = TestEnv::new().await;
+    env.write_config("[session]\nbusy_prompt = \"steer\"\n");
+    env.mock.push(Reply::tool_calls(&[("c1", "write", json!({"path": "a.txt", "content": "x\n"}))]));
+    env.mock.push(Reply::text(&["Wrote it; the picture did not reach me."]));
+    let mut agent = env.ready().await;
+    let session = agent.new_session(&env.cwd()).await;
+    // The turn is held at the write's permission question while the image prompt arrives.
+    let first = agent.prompt(&session, "write a.txt").await;
+    let question = loop {
+        let message = agent.recv().await;
+        if message["method"] == "session/request_permission" {
+            break message;
+        }
+    };
+    let picture = png();
+    let prompt = json!([{"type": "image", "mimeType": "image/png", "data": base64(&picture)}]);
+    let second = agent.request("session/prompt", json!({"sessionId": session, "prompt": prompt})).await;
+    loop {
+        let message = agent.recv().await;
+        let said = message["params"]["update"]["content"]["text"].as_str().unwrap_or_default();
+        if said.contains("joins the running turn") {
+            break;
+        }
+    }
+    agent.respond(&question["id"], json!({"outcome": {"outcome": "selected", "optionId": "allow_once"}})).await;
+
+    let (answers, notifications) = agent.responses(&[first, second]).await;
+    assert_eq!(answers[0]["result"]["stopReason"], "end_turn");
+    let said = text_of(&updates(&notifications, &session), "agent_message_chunk");
+    assert!(said.contains("openai/mock-model cannot see images, so the image in this prompt was left out"), "{said}");
+    let sent = env.mock.requests()[1].clone();
+    assert_eq!(sent["messages"][4], json!({"role": "user", "content": placeholder("image/png", "mock-model")}));
+    assert_no_image(&sent, &picture);
 }
