@@ -123,6 +123,7 @@ async fn main() {
         tools: registry.specs().iter().collect(),
         max_output: 16_000,
         thought: None,
+        images: true,
     };
     build("OpenAI Chat", &request, openai_chat::encode);
     build("Anthropic Messages", &request, anthropic::encode);

@@ -388,6 +388,7 @@ async fn summarize(
         tools: Vec::new(),
         max_output: summarizer.settings.summary_max_tokens.min(summarizer.info.max_output),
         thought: None,
+        images: summarizer.info.images,
     };
     let mut retry = Retry { policy: summarizer.retry, cancel: job.cancel, notices: None };
     let mut attempts = 0;

@@ -119,6 +119,25 @@ impl Turn<'_> {
         self.recorder.record(AgentEvent::Phase(phase));
     }
 
+    /// Tells the user when `count` images of a prompt cannot reach the model in use: each
+    /// request then carries a placeholder for them (the history keeps them, for a model that
+    /// takes images).
+    fn note_unseen(&mut self, count: usize) {
+        if count == 0 || self.info.images {
+            return;
+        }
+        let (images, them) = if count == 1 { ("the image", "it") } else { ("the images", "them") };
+        let text = format!(
+            "{model} cannot see images, so {images} in this prompt {was} left out (the model is only told \
+             {what} there). Switch to a model that takes images to show {them}; if {model} does take images, \
+             set `images = true` under [models.\"{model}\"] in config.toml.",
+            model = self.model_ref,
+            was = if count == 1 { "was" } else { "were" },
+            what = if count == 1 { "one was" } else { "some were" },
+        );
+        self.recorder.record(AgentEvent::Notice { message: MessageId::generate(), text });
+    }
+
     fn retry_policy(&self) -> RetryPolicy {
         RetryPolicy { retries: self.limits.retries, base: self.limits.retry_base }
     }
@@ -166,11 +185,13 @@ pub async fn run_turn(mut turn: Turn<'_>, prompt: Vec<Part>) -> Result<StopReaso
     turn.phase(Phase::RunStart);
     let user_message =
         Message::new(Role::User, prompt, MessageMeta { model: Some(turn.model_ref.clone()), ..MessageMeta::default() });
+    let unseen = images_in(&user_message);
     let mut state = match turn.recorder.begin(turn.history, user_message).await {
         Ok(reread) => {
             if reread {
                 turn.context_used = crate::history::view::context_used(turn.history);
             }
+            turn.note_unseen(unseen);
             TurnState::Preparing
         }
         Err(err) => TurnState::Done(DoneReason::Error(err.into())),
@@ -376,6 +397,11 @@ async fn run_end(turn: &mut Turn<'_>, user: &CancellationToken, reason: DoneReas
         (Ok(_), Err(err)) => Err(err.into()),
         (result, _) => result,
     }
+}
+
+/// How many images a message shows the model.
+fn images_in(message: &Message) -> usize {
+    message.parts.iter().filter(|part| part.image().is_some()).count()
 }
 
 /// Cancels the turn's token when its time is up; disarmed when dropped.

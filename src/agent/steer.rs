@@ -55,7 +55,7 @@ pub(super) async fn join(turn: &mut Turn<'_>) -> Result<usize, RecordError> {
     if !steering.waiting() {
         return Ok(0);
     }
-    let mut joined = 0;
+    let (mut joined, mut unseen) = (0, 0);
     while let Some(steered) = steering.waiting.pop_front() {
         // The session stopped waiting for it meanwhile: it answers the prompt itself.
         if steered.joined.send(()).is_err() {
@@ -64,6 +64,7 @@ pub(super) async fn join(turn: &mut Turn<'_>) -> Result<usize, RecordError> {
         let meta = MessageMeta { model: Some(turn.model_ref.clone()), ..MessageMeta::default() };
         let message = Message::new(Role::User, steered.parts, meta);
         turn.recorder.record(AgentEvent::Steered(message.clone()));
+        unseen += super::images_in(&message);
         turn.history.push(message);
         joined += 1;
     }
@@ -71,6 +72,7 @@ pub(super) async fn join(turn: &mut Turn<'_>) -> Result<usize, RecordError> {
         return Ok(0);
     }
     tracing::debug!(joined, "steered prompts joined the turn");
+    turn.note_unseen(unseen);
     turn.recorder.flush().await.map(|()| joined)
 }
 

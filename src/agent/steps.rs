@@ -33,6 +33,7 @@ pub async fn sampling(turn: &mut Turn<'_>, mut request: Box<Request>) -> TurnSta
             .collect(),
         max_output: turn.info.max_output,
         thought: turn.thought.filter(|_| turn.info.reasoning),
+        images: turn.info.images,
     };
     let mut retry = Retry { policy: turn.retry_policy(), cancel: &turn.cancel, notices: Some(&mut *turn.recorder) };
     let (events, deadline) = loop {

@@ -14,7 +14,7 @@ use crate::ids::MessageId;
 
 pub use tool::{
     CallState, IllegalTransition, Location, PlanEntry, PlanPriority, PlanStatus, ToolContent, ToolImage, ToolKind,
-    ToolPart,
+    ToolPart, decoded_size,
 };
 
 /// Who wrote a message.
@@ -199,6 +199,24 @@ pub enum Part {
 }
 
 impl Part {
+    /// The image this part shows the model, as `(mime_type, base64 data)`: a prompt image, or
+    /// an embedded binary resource whose type is an image.
+    pub fn image(&self) -> Option<(&str, &str)> {
+        match self {
+            Part::Image { mime_type, data, .. } => Some((mime_type, data)),
+            Part::BlobResource { mime_type: Some(mime), blob, .. } if mime.starts_with("image/") => Some((mime, blob)),
+            Part::Text { .. }
+            | Part::Reasoning { .. }
+            | Part::RedactedReasoning { .. }
+            | Part::Notice { .. }
+            | Part::ResourceLink { .. }
+            | Part::Resource { .. }
+            | Part::BlobResource { .. }
+            | Part::Tool(_)
+            | Part::Compaction(_) => None,
+        }
+    }
+
     /// Rewrites message ids this part refers to, after its session's messages were renamed.
     pub fn remap_ids(&mut self, renamed: &[(MessageId, MessageId)]) {
         let remap = |id: &mut Option<MessageId>| {

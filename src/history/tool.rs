@@ -95,9 +95,14 @@ pub struct ToolImage {
 impl ToolImage {
     /// How many bytes `data` decodes to.
     pub fn size(&self) -> usize {
-        let padding = self.data.bytes().rev().take_while(|b| *b == b'=').count();
-        (self.data.len() / 4 * 3).saturating_sub(padding)
+        decoded_size(&self.data)
     }
+}
+
+/// How many bytes the base64 `data` decodes to.
+pub fn decoded_size(data: &str) -> usize {
+    let padding = data.bytes().rev().take_while(|b| *b == b'=').count();
+    (data.len() / 4 * 3).saturating_sub(padding)
 }
 
 /// `text` as the model sees it: whole up to [`SNIP_OVER`] characters, else head and tail.

@@ -4,8 +4,8 @@
 //! and sent back unchanged in later requests (Anthropic rejects a tool-use turn whose thinking was
 //! altered), redacted thinking goes back as the opaque data it came as, and thinking without a
 //! signature (cut off mid-stream) is left out. Tool results travel as `tool_result` blocks in the
-//! next user message (text, or text and `image` blocks when the tool returned images). Prompt-cache breakpoints sit on the system prompt and on the latest user
-//! content. Usage: `input_tokens` here already excludes cached tokens.
+//! next user message (text, or text and `image` blocks when the tool returned images). Prompt-cache
+//! breakpoints sit on the system prompt and on the latest user content. Usage: `input_tokens` here already excludes cached tokens.
 
 use std::collections::{BTreeMap, VecDeque};
 
@@ -14,7 +14,7 @@ use std::borrow::Cow;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::wire::{Arguments, UserBlock, user_blocks};
+use super::wire::{Arguments, UserBlock, tool_result, user_blocks};
 use super::{FinishReason, LlmError, ModelRequest, StreamEvent, ToolCallRequest, sse};
 use crate::history::view::Seen;
 use crate::history::{CallState, Message, Part, Role, Usage};
@@ -34,9 +34,9 @@ fn request_body<'a>(request: &ModelRequest<'a>) -> Body<'a> {
     };
     for seen in &request.messages {
         match seen.message.role {
-            Role::User => push("user", user_content(seen.message)),
+            Role::User => push("user", user_content(seen.message, request)),
             Role::Assistant => {
-                let (said, results) = assistant_content(*seen);
+                let (said, results) = assistant_content(*seen, request);
                 push("assistant", said);
                 push("user", results);
             }
@@ -195,8 +195,8 @@ fn image<'a>(mime_type: &'a str, data: &'a str) -> Content<'a> {
     Content::Image { source: ImageSource { kind: "base64", media_type: mime_type, data }, cache_control: None }
 }
 
-fn user_content(message: &Message) -> Vec<Content<'_>> {
-    user_blocks(message)
+fn user_content<'a>(message: &'a Message, request: &ModelRequest<'_>) -> Vec<Content<'a>> {
+    user_blocks(message, request)
         .into_iter()
         .filter_map(|block| match block {
             UserBlock::Text(text) if text.is_empty() => None,
@@ -207,7 +207,7 @@ fn user_content(message: &Message) -> Vec<Content<'_>> {
 }
 
 /// What the assistant said, in order, and the tool results that answer its calls.
-fn assistant_content(seen: Seen<'_>) -> (Vec<Content<'_>>, Vec<Content<'_>>) {
+fn assistant_content<'a>(seen: Seen<'a>, request: &ModelRequest<'_>) -> (Vec<Content<'a>>, Vec<Content<'a>>) {
     let mut said = Vec::new();
     let mut results = Vec::new();
     for part in &seen.message.parts {
@@ -221,8 +221,7 @@ fn assistant_content(seen: Seen<'_>) -> (Vec<Content<'_>>, Vec<Content<'_>>) {
             }
             Part::Tool(tool) => {
                 said.push(Content::ToolUse { id: &tool.call_id, name: &tool.name, input: Arguments::of(&tool.input) });
-                let text = seen.tool_output(tool);
-                let images = seen.tool_images(tool);
+                let (text, images) = tool_result(request, seen, tool);
                 let content = if images.is_empty() {
                     ResultContent::Text(text)
                 } else {

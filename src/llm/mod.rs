@@ -43,6 +43,10 @@ pub struct ModelRequest<'a> {
     pub max_output: u64,
     /// How hard a reasoning model should think; `None` for models that do not reason.
     pub thought: Option<ThoughtLevel>,
+    /// Whether the model takes images (the catalog's `images`). When it does not, every image
+    /// in the messages, prompt or tool image, is written as a one-line placeholder instead
+    /// (see `wire::omitted_image`); the history keeps the image.
+    pub images: bool,
 }
 
 /// One increment of a model's answer.

@@ -14,7 +14,7 @@ use std::borrow::Cow;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::wire::{DataUrl, Joined, UserBlock, user_blocks};
+use super::wire::{DataUrl, Joined, UserBlock, tool_result, user_blocks};
 use super::{FinishReason, LlmError, ModelRequest, StreamEvent, ToolCallRequest, sse};
 use crate::history::view::Seen;
 use crate::history::{Message, Part, Role, Usage};
@@ -27,8 +27,8 @@ fn request_body<'a>(request: &ModelRequest<'a>) -> Body<'a> {
     }
     for seen in &request.messages {
         match seen.message.role {
-            Role::User => messages.extend(user_message(seen.message)),
-            Role::Assistant => assistant_messages(*seen, &mut messages),
+            Role::User => messages.extend(user_message(seen.message, request)),
+            Role::Assistant => assistant_messages(*seen, request, &mut messages),
         }
     }
     Body {
@@ -126,8 +126,8 @@ struct Function<'a> {
     arguments: &'a str,
 }
 
-fn user_message(message: &Message) -> Option<Said<'_>> {
-    let blocks = user_blocks(message);
+fn user_message<'a>(message: &'a Message, request: &ModelRequest<'_>) -> Option<Said<'a>> {
+    let blocks = user_blocks(message, request);
     if blocks.is_empty() {
         return None;
     }
@@ -158,7 +158,7 @@ fn user_message(message: &Message) -> Option<Said<'_>> {
 /// An assistant message, then one `tool` message per call it made (the API requires both), then,
 /// when calls returned images, one user message with them (a `tool` message holds text only),
 /// each after a line naming its call.
-fn assistant_messages<'a>(seen: Seen<'a>, out: &mut Vec<Said<'a>>) {
+fn assistant_messages<'a>(seen: Seen<'a>, request: &ModelRequest<'_>, out: &mut Vec<Said<'a>>) {
     let mut text = Joined::default();
     let mut calls = Vec::new();
     let mut results = Vec::new();
@@ -169,8 +169,8 @@ fn assistant_messages<'a>(seen: Seen<'a>, out: &mut Vec<Said<'a>>) {
             Part::Tool(tool) => {
                 let function = Function { name: &tool.name, arguments: &tool.input };
                 calls.push(Call { id: &tool.call_id, kind: "function", function });
-                results.push(Said::Tool { tool_call_id: &tool.call_id, content: seen.tool_output(tool) });
-                let returned = seen.tool_images(tool);
+                let (content, returned) = tool_result(request, seen, tool);
+                results.push(Said::Tool { tool_call_id: &tool.call_id, content });
                 if !returned.is_empty() {
                     let intro = format!("The image returned by the `{}` call {}:", tool.name, tool.call_id);
                     images.push(Item::Text { text: Cow::Owned(intro) });

@@ -13,7 +13,7 @@ use std::borrow::Cow;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::wire::{DataUrl, Joined, UserBlock, user_blocks};
+use super::wire::{DataUrl, Joined, UserBlock, tool_result, user_blocks};
 use super::{FinishReason, LlmError, ModelRequest, StreamEvent, ToolCallRequest, sse};
 use crate::history::view::Seen;
 use crate::history::{Part, Role, Usage};
@@ -24,7 +24,7 @@ fn request_body<'a>(request: &ModelRequest<'a>) -> Body<'a> {
     for seen in &request.messages {
         match seen.message.role {
             Role::User => {
-                let content: Vec<Content<'a>> = user_blocks(seen.message)
+                let content: Vec<Content<'a>> = user_blocks(seen.message, request)
                     .into_iter()
                     .map(|block| match block {
                         UserBlock::Text(text) => Content::InputText { text },
@@ -37,7 +37,7 @@ fn request_body<'a>(request: &ModelRequest<'a>) -> Body<'a> {
                     input.push(Item::Message { role: "user", content });
                 }
             }
-            Role::Assistant => assistant_items(*seen, &mut input),
+            Role::Assistant => assistant_items(*seen, request, &mut input),
         }
     }
     Body {
@@ -137,7 +137,7 @@ enum Content<'a> {
     OutputText { text: Cow<'a, str> },
 }
 
-fn assistant_items<'a>(seen: Seen<'a>, input: &mut Vec<Item<'a>>) {
+fn assistant_items<'a>(seen: Seen<'a>, request: &ModelRequest<'_>, input: &mut Vec<Item<'a>>) {
     let said = |text: Cow<'a, str>| Item::Message { role: "assistant", content: vec![Content::OutputText { text }] };
     let mut text = Joined::default();
     for part in &seen.message.parts {
@@ -153,8 +153,7 @@ fn assistant_items<'a>(seen: Seen<'a>, input: &mut Vec<Item<'a>>) {
                     name: &tool.name,
                     arguments: &tool.input,
                 });
-                let text = seen.tool_output(tool);
-                let images = seen.tool_images(tool);
+                let (text, images) = tool_result(request, seen, tool);
                 let output = if images.is_empty() {
                     Output::Text(text)
                 } else {

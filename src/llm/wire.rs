@@ -1,4 +1,5 @@
-//! What the three request writers share: user content as every API can express it, and small
+//! What the three request writers share: user content and tool results as every API can express
+//! them (with the one placeholder an image becomes for a model that takes none), and small
 //! serializers that write borrowed data straight into a request body (an image as a `data:` URL,
 //! a tool call's arguments as the model wrote them, texts joined only when there are several).
 
@@ -8,7 +9,9 @@ use std::fmt;
 use serde::ser::{Serialize, SerializeMap, Serializer};
 use serde_json::value::RawValue;
 
-use crate::history::{Message, Part};
+use super::ModelRequest;
+use crate::history::view::Seen;
+use crate::history::{Message, Part, ToolImage, ToolPart, decoded_size};
 
 /// A user message's content as every API can express it: text and images.
 pub(crate) enum UserBlock<'a> {
@@ -16,13 +19,28 @@ pub(crate) enum UserBlock<'a> {
     Image { mime_type: &'a str, data: &'a str },
 }
 
-/// The blocks of a user message: resources become text the model can read, image blobs images.
-pub(crate) fn user_blocks(message: &Message) -> Vec<UserBlock<'_>> {
+/// What an image becomes in a request to a model that takes none: one line saying what was
+/// there and why it is not, so the request succeeds and the model knows something was shown.
+pub(crate) fn omitted_image(mime_type: &str, data: &str, model: &str) -> String {
+    let kib = decoded_size(data).div_ceil(1024);
+    format!("[image omitted: {mime_type}, {kib} KiB — {model} does not take images]")
+}
+
+/// The blocks of a user message: resources become text the model can read, image blobs images
+/// (or, for a model that takes none, their placeholders).
+pub(crate) fn user_blocks<'a>(message: &'a Message, request: &ModelRequest<'_>) -> Vec<UserBlock<'a>> {
     let mut blocks = Vec::new();
     for part in &message.parts {
+        if let Some((mime_type, data)) = part.image() {
+            blocks.push(if request.images {
+                UserBlock::Image { mime_type, data }
+            } else {
+                UserBlock::Text(Cow::Owned(omitted_image(mime_type, data, request.model)))
+            });
+            continue;
+        }
         let block = match part {
             Part::Text { text } => UserBlock::Text(Cow::Borrowed(text)),
-            Part::Image { mime_type, data, .. } => UserBlock::Image { mime_type, data },
             Part::ResourceLink { uri, name, title, description, .. } => {
                 let mut text = format!("[@{name}]({uri})");
                 for extra in [title, description].into_iter().flatten() {
@@ -33,15 +51,13 @@ pub(crate) fn user_blocks(message: &Message) -> Vec<UserBlock<'_>> {
             Part::Resource { uri, text, .. } => {
                 UserBlock::Text(Cow::Owned(format!("<resource uri=\"{uri}\">\n{text}\n</resource>")))
             }
-            Part::BlobResource { uri, mime_type, blob } => match mime_type.as_deref() {
-                Some(mime) if mime.starts_with("image/") => UserBlock::Image { mime_type: mime, data: blob },
-                other => UserBlock::Text(Cow::Owned(format!(
-                    "<resource uri=\"{uri}\">binary content ({}, {} base64 bytes) not shown</resource>",
-                    other.unwrap_or("unknown type"),
-                    blob.len()
-                ))),
-            },
-            Part::Reasoning { .. }
+            Part::BlobResource { uri, mime_type, blob } => UserBlock::Text(Cow::Owned(format!(
+                "<resource uri=\"{uri}\">binary content ({}, {} base64 bytes) not shown</resource>",
+                mime_type.as_deref().unwrap_or("unknown type"),
+                blob.len()
+            ))),
+            Part::Image { .. }
+            | Part::Reasoning { .. }
             | Part::RedactedReasoning { .. }
             | Part::Notice { .. }
             | Part::Tool(_)
@@ -50,6 +66,27 @@ pub(crate) fn user_blocks(message: &Message) -> Vec<UserBlock<'_>> {
         blocks.push(block);
     }
     blocks
+}
+
+/// What the model is told of one tool call: the text of its result and the images sent with it.
+/// A model that takes no images gets, instead of each, its placeholder on a line of the text.
+pub(crate) fn tool_result<'a>(
+    request: &ModelRequest<'_>,
+    seen: Seen<'a>,
+    tool: &'a ToolPart,
+) -> (Cow<'a, str>, &'a [ToolImage]) {
+    let (text, images) = (seen.tool_output(tool), seen.tool_images(tool));
+    if request.images || images.is_empty() {
+        return (text, images);
+    }
+    let mut text = text.into_owned();
+    for image in images {
+        if !text.is_empty() {
+            text.push('\n');
+        }
+        text.push_str(&omitted_image(&image.mime_type, &image.data, request.model));
+    }
+    (Cow::Owned(text), &[])
 }
 
 /// An image as a `data:` URL, written into the body without building the string first.

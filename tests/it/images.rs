@@ -263,7 +263,8 @@ async fn a_read_image_is_replayed_on_load_and_sent_again_by_a_new_process() {
 
 #[tokio::test]
 async fn an_image_prompt_is_replayed_on_load_and_still_sent_by_a_new_process() {
-    let env = TestEnv::new().await;
+    let mut env = TestEnv::new().await;
+    env.set_env("CAIRN_MODEL", "openai/gpt-4o");
     let picture = png(1, 1);
     env.mock.push(Reply::text(&["A dot."]));
     let mut agent = env.ready().await;

@@ -37,6 +37,7 @@ mod sessions;
 mod steer;
 mod subagents;
 mod system_prompt;
+mod text_only;
 mod tidy;
 mod tools;
 mod trust;

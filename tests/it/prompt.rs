@@ -32,7 +32,9 @@ async fn a_prompt_streams_the_answer_as_chunks_and_ends_the_turn() {
 
 #[tokio::test]
 async fn text_links_embedded_resources_and_images_all_reach_the_model() {
-    let env = TestEnv::new().await;
+    let mut env = TestEnv::new().await;
+    // A model that takes images (the mock's own takes none).
+    env.set_env("CAIRN_MODEL", "openai/gpt-4o");
     env.mock.push(Reply::text(&["Seen."]));
     let mut agent = env.ready().await;
     let session = agent.new_session(&env.cwd()).await;

@@ -82,6 +82,7 @@ fn thinking_goes_back_byte_for_byte_with_tool_results_and_cache_breakpoints() {
         tools: vec![&read],
         max_output: 8_000,
         thought: Some(crate::llm::catalog::ThoughtLevel::Low),
+        images: true,
     };
     let body: Value = serde_json::from_slice(&encode(&request).unwrap()).unwrap();
     assert_eq!(body["system"], json!([{"type": "text", "text": "be brief", "cache_control": {"type": "ephemeral"}}]));
@@ -133,6 +134,7 @@ fn an_image_a_tool_returned_goes_in_its_tool_result_until_the_message_is_pruned(
             tools: Vec::new(),
             max_output: 1000,
             thought: None,
+            images: true,
         };
         serde_json::from_slice(&encode(&request).unwrap()).unwrap()
     };
@@ -148,4 +150,39 @@ fn an_image_a_tool_returned_goes_in_its_tool_result_until_the_message_is_pruned(
         "a.png: PNG image, 1×1, 67 bytes (the image follows).\n<image pruned: image/png, 1 KiB>",
         "a pruned message keeps a line saying which image it no longer carries"
     );
+}
+
+#[test]
+fn a_model_without_images_gets_a_placeholder_for_each_prompt_and_tool_image() {
+    let prompt = Message::new(
+        Role::User,
+        vec![
+            Part::Text { text: "look".into() },
+            Part::Image { mime_type: "image/png".into(), data: "AAA=".into(), uri: None },
+        ],
+        MessageMeta::default(),
+    );
+    let messages = [prompt, read_an_image()];
+    let request = ModelRequest {
+        model: "haiku-text",
+        system: "",
+        messages: messages.iter().map(Seen::whole).collect(),
+        tools: Vec::new(),
+        max_output: 1000,
+        thought: None,
+        images: false,
+    };
+    let sent = encode(&request).unwrap();
+    let body: Value = serde_json::from_slice(&sent).unwrap();
+    let placeholder = "[image omitted: image/png, 1 KiB — haiku-text does not take images]";
+    assert_eq!(body["messages"][0]["content"][0], json!({"type": "text", "text": "look"}));
+    assert_eq!(body["messages"][0]["content"][1], json!({"type": "text", "text": placeholder}));
+    assert_eq!(
+        body["messages"][2]["content"][0]["content"],
+        format!("a.png: PNG image, 1×1, 67 bytes (the image follows).\n{placeholder}"),
+        "the tool result is text only, naming the image it leaves out"
+    );
+    let sent = String::from_utf8(sent).unwrap();
+    assert!(!sent.contains("base64") && !sent.contains("iVBORw0K") && !sent.contains("AAA="), "{sent}");
+    assert_eq!(messages[1].parts.len(), 1, "the history keeps the image");
 }

@@ -140,6 +140,7 @@ fn the_request_carries_history_tool_results_and_images() {
         tools: Vec::new(),
         max_output: 1000,
         thought: None,
+        images: true,
     };
     let body: Value = serde_json::from_slice(&encode(&request).unwrap()).unwrap();
     assert_eq!(
@@ -177,6 +178,7 @@ fn images_a_tool_returned_follow_the_tool_messages_in_a_user_message_naming_the_
         tools: Vec::new(),
         max_output: 1000,
         thought: None,
+        images: true,
     };
     let body: Value = serde_json::from_slice(&encode(&request).unwrap()).unwrap();
     let sent = body["messages"].as_array().unwrap();
@@ -190,4 +192,50 @@ fn images_a_tool_returned_follow_the_tool_messages_in_a_user_message_naming_the_
         ]})
     );
     assert_eq!(sent.len(), 4);
+}
+
+#[test]
+fn a_model_without_images_gets_a_placeholder_for_each_prompt_and_tool_image() {
+    let prompt = Message::new(
+        Role::User,
+        vec![
+            Part::Text { text: "look".into() },
+            Part::BlobResource {
+                uri: "file:///a.jpg".into(),
+                mime_type: Some("image/jpeg".into()),
+                blob: "/9j/".into(),
+            },
+        ],
+        MessageMeta::default(),
+    );
+    let mut tool = ToolPart::new("c7".into(), "read".into());
+    tool.state = CallState::Succeeded;
+    tool.output = Some("a.gif: GIF image".into());
+    tool.images = vec![crate::history::ToolImage { mime_type: "image/gif".into(), data: "R0lG".repeat(1_000) }];
+    let messages = [prompt, Message::new(Role::Assistant, vec![Part::Tool(tool)], MessageMeta::default())];
+    let request = ModelRequest {
+        model: "llama3",
+        system: "",
+        messages: messages.iter().map(Seen::whole).collect(),
+        tools: Vec::new(),
+        max_output: 1000,
+        thought: None,
+        images: false,
+    };
+    let sent = encode(&request).unwrap();
+    let body: Value = serde_json::from_slice(&sent).unwrap();
+    assert_eq!(
+        body["messages"],
+        json!([
+            {"role": "user", "content": "look\n\n[image omitted: image/jpeg, 1 KiB — llama3 does not take images]"},
+            {"role": "assistant", "content": "", "tool_calls": [
+                {"id": "c7", "type": "function", "function": {"name": "read", "arguments": ""}}
+            ]},
+            {"role": "tool", "tool_call_id": "c7",
+             "content": "a.gif: GIF image\n[image omitted: image/gif, 3 KiB — llama3 does not take images]"}
+        ]),
+        "no user message of images follows the tool message"
+    );
+    let sent = String::from_utf8(sent).unwrap();
+    assert!(!sent.contains("base64") && !sent.contains("R0lG") && !sent.contains("/9j/"), "{sent}");
 }

@@ -61,6 +61,7 @@ fn history_becomes_input_items() {
         tools: Vec::new(),
         max_output: 1000,
         thought: Some(crate::llm::catalog::ThoughtLevel::High),
+        images: true,
     };
     let body: Value = serde_json::from_slice(&encode(&request).unwrap()).unwrap();
     assert_eq!(body["instructions"], "be brief");
@@ -91,6 +92,7 @@ fn an_image_a_tool_returned_is_an_input_image_of_its_call_output() {
         tools: Vec::new(),
         max_output: 1000,
         thought: None,
+        images: true,
     };
     let body: Value = serde_json::from_slice(&encode(&request).unwrap()).unwrap();
     assert_eq!(
@@ -100,4 +102,38 @@ fn an_image_a_tool_returned_is_an_input_image_of_its_call_output() {
             {"type": "input_image", "image_url": "data:image/webp;base64,UklG"}
         ]})
     );
+}
+
+#[test]
+fn a_model_without_images_gets_a_placeholder_for_each_prompt_and_tool_image() {
+    let prompt = Message::new(
+        Role::User,
+        vec![Part::Image { mime_type: "image/webp".into(), data: "UklG".into(), uri: None }],
+        MessageMeta::default(),
+    );
+    let mut tool = ToolPart::new("call_img".into(), "read".into());
+    tool.state = CallState::Succeeded;
+    tool.output = Some("a.webp: WebP image".into());
+    tool.images = vec![crate::history::ToolImage { mime_type: "image/webp".into(), data: "UklG".into() }];
+    let messages = [prompt, Message::new(Role::Assistant, vec![Part::Tool(tool)], MessageMeta::default())];
+    let request = ModelRequest {
+        model: "o-text",
+        system: "",
+        messages: messages.iter().map(Seen::whole).collect(),
+        tools: Vec::new(),
+        max_output: 1000,
+        thought: None,
+        images: false,
+    };
+    let sent = encode(&request).unwrap();
+    let body: Value = serde_json::from_slice(&sent).unwrap();
+    let placeholder = "[image omitted: image/webp, 1 KiB — o-text does not take images]";
+    assert_eq!(body["input"][0], json!({"role": "user", "content": [{"type": "input_text", "text": placeholder}]}));
+    assert_eq!(
+        body["input"][2],
+        json!({"type": "function_call_output", "call_id": "call_img",
+               "output": format!("a.webp: WebP image\n{placeholder}")})
+    );
+    let sent = String::from_utf8(sent).unwrap();
+    assert!(!sent.contains("base64") && !sent.contains("UklG"), "{sent}");
 }
