@@ -285,7 +285,11 @@ fn context(
         caller: None,
         call_id,
         user_wait: turn.run.user_wait.clone(),
-        images: crate::tools::Images { accepted: turn.info.images, max_bytes: turn.limits.image_max_bytes },
+        images: crate::tools::Images {
+            accepted: turn.info.images,
+            max_bytes: turn.limits.image_max_bytes,
+            read: std::sync::Arc::clone(&turn.run.images_read),
+        },
     }
 }
 

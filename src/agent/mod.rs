@@ -100,6 +100,8 @@ pub struct Run {
     awaits_steered: bool,
     /// Held while the turn waits for the user; its deadline stops meanwhile.
     user_wait: crate::tools::host::UserWait,
+    /// The image bytes the turn's tool calls have read (bounded per turn).
+    images_read: Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl Run {

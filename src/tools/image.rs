@@ -27,18 +27,42 @@ const MAGIC: u64 = 32;
 /// frame header comes after its metadata, which is usually smaller than this).
 const HEADER_PROBE: u64 = 64 * 1024;
 
+/// The most image bytes the tool calls of one turn read: what a turn adds to the history (and
+/// holds in memory) stays bounded however many images the model asks for.
+pub const TURN_IMAGE_BYTES: u64 = 20 * 1024 * 1024;
+
 /// What the model in use does with images a tool returns.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug)]
 pub struct Images {
     /// The model accepts images.
     pub accepted: bool,
     /// The largest image file it is sent, in bytes (`[tools] image_max_bytes`).
     pub max_bytes: u64,
+    /// The image bytes the turn's calls have read so far (shared by its calls).
+    pub read: std::sync::Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl Images {
+    pub fn new(accepted: bool, max_bytes: u64) -> Self {
+        Self { accepted, max_bytes, read: std::sync::Arc::default() }
+    }
+
+    /// Counts `size` more bytes read in this turn; `false` (counting nothing) when that would
+    /// pass [`TURN_IMAGE_BYTES`].
+    fn reserve(&self, size: u64) -> bool {
+        use std::sync::atomic::Ordering;
+        let before = self.read.fetch_add(size, Ordering::AcqRel);
+        if before + size <= TURN_IMAGE_BYTES {
+            return true;
+        }
+        self.read.fetch_sub(size, Ordering::AcqRel);
+        false
+    }
 }
 
 impl Default for Images {
     fn default() -> Self {
-        Self { accepted: false, max_bytes: crate::config::DEFAULT_IMAGE_MAX_BYTES }
+        Self::new(false, crate::config::DEFAULT_IMAGE_MAX_BYTES)
     }
 }
 
@@ -147,7 +171,7 @@ pub fn describe(format: Format, dimensions: Option<(u32, u32)>, size: u64) -> St
 /// `read` of `path` when it holds an image: `None` when it does not (or does not exist), so the
 /// text reader handles it as before.
 pub(super) async fn read(ctx: &ToolContext, path: &Path, shown: &str) -> Result<Option<ToolOutcome>, ToolError> {
-    let (path, shown, images) = (path.to_owned(), shown.to_owned(), ctx.images);
+    let (path, shown, images) = (path.to_owned(), shown.to_owned(), ctx.images.clone());
     blocking(ctx, move |_| {
         let Some((file, size)) = open_regular(&path, &shown)? else { return Ok(None) };
         let mut head = Vec::new();
@@ -166,6 +190,14 @@ pub(super) async fn read(ctx: &ToolContext, path: &Path, shown: &str) -> Result<
         }
         if size > images.max_bytes {
             return Err(too_large(&shown, format, found, size, images.max_bytes));
+        }
+        if !images.reserve(size) {
+            return Err(ToolError(format!(
+                "{shown} is not sent: this turn's calls have already read {} of images, and one turn reads at most \
+                 {}. Work from the images already read; more can be read after the next prompt.",
+                human_size(images.read.load(std::sync::atomic::Ordering::Acquire)),
+                human_size(TURN_IMAGE_BYTES)
+            )));
         }
         let mut bytes = head;
         let rest = (images.max_bytes + 1).saturating_sub(bytes.len() as u64);

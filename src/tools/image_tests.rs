@@ -118,7 +118,7 @@ async fn read_sends_an_image_whole_to_a_model_that_takes_images() {
     // Named as text: the bytes decide.
     std::fs::write(dir.path().join("shot.txt"), &bytes).unwrap();
     std::fs::write(dir.path().join("notes.png"), "not a picture\n").unwrap();
-    let ctx = context(dir.path(), Images { accepted: true, max_bytes: 1024 });
+    let ctx = context(dir.path(), Images::new(true, 1024));
     let outcome = run(&ctx, "shot.txt").await.unwrap();
     assert_eq!(outcome.output, "shot.txt: PNG image, 2×3, 73 bytes (the image follows).");
     let data = base64::engine::general_purpose::STANDARD.encode(&bytes);
@@ -134,7 +134,7 @@ async fn an_image_over_the_cap_or_too_wide_is_refused_saying_what_to_do() {
     big.resize(2_000, 0);
     std::fs::write(dir.path().join("big.gif"), &big).unwrap();
     std::fs::write(dir.path().join("wide.png"), png(9_000, 10)).unwrap();
-    let ctx = context(dir.path(), Images { accepted: true, max_bytes: 1_000 });
+    let ctx = context(dir.path(), Images::new(true, 1_000));
     let refused = run(&ctx, "big.gif").await.unwrap_err().0;
     for said in
         ["big.gif is a GIF image, 10×10, 2.0 KiB", "images over 1000 bytes", "[tools] image_max_bytes", "magick"]
@@ -152,7 +152,7 @@ async fn a_model_without_images_is_told_what_the_file_is() {
     std::fs::write(dir.path().join("photo.jpg"), jpeg(1920, 1080, 200)).unwrap();
     // Sparse: the size without the disk space.
     std::fs::File::options().write(true).open(dir.path().join("photo.jpg")).unwrap().set_len(10_000_000).unwrap();
-    let ctx = context(dir.path(), Images { accepted: false, max_bytes: 1_000 });
+    let ctx = context(dir.path(), Images::new(false, 1_000));
     let outcome = run(&ctx, "photo.jpg").await.unwrap();
     assert!(outcome.images.is_empty());
     assert!(outcome.output.starts_with("photo.jpg is a JPEG image, 1920×1080, 9.5 MiB."), "{}", outcome.output);
@@ -165,7 +165,7 @@ async fn an_image_whose_header_cannot_be_read_is_not_sent() {
     let mut cut = png(2, 3);
     cut.truncate(12);
     std::fs::write(dir.path().join("cut.png"), &cut).unwrap();
-    let ctx = context(dir.path(), Images { accepted: true, max_bytes: 1024 });
+    let ctx = context(dir.path(), Images::new(true, 1024));
     let refused = run(&ctx, "cut.png").await.unwrap_err();
     assert!(refused.0.contains("its size in pixels cannot be read from its header"), "{refused}");
     assert!(refused.0.contains("magick cut.png -resize"), "{refused}");
@@ -181,7 +181,24 @@ async fn a_jpeg_whose_frame_comes_after_long_metadata_is_measured_from_the_whole
     second.extend(std::iter::repeat_n(0xCD, 60_000));
     photo.splice(2..2, second);
     std::fs::write(dir.path().join("photo.jpg"), photo).unwrap();
-    let ctx = context(dir.path(), Images { accepted: true, max_bytes: 1024 * 1024 });
+    let ctx = context(dir.path(), Images::new(true, 1024 * 1024));
     let outcome = run(&ctx, "photo.jpg").await.unwrap();
     assert!(outcome.output.contains("JPEG image, 30×20"), "{}", outcome.output);
+}
+
+#[tokio::test]
+async fn a_turn_reads_a_bounded_amount_of_images_and_the_model_is_told_when_it_is_spent() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("shot.png"), png(2, 3)).unwrap();
+    let images = Images::new(true, 1024);
+    images.read.store(super::TURN_IMAGE_BYTES - 10, std::sync::atomic::Ordering::Release);
+    let ctx = context(dir.path(), images.clone());
+    let refused = run(&ctx, "shot.png").await.unwrap_err();
+    assert!(refused.0.contains("this turn's calls have already read 20.0 MiB of images"), "{refused}");
+    assert_eq!(images.read.load(std::sync::atomic::Ordering::Acquire), super::TURN_IMAGE_BYTES - 10, "nothing counted");
+
+    images.read.store(0, std::sync::atomic::Ordering::Release);
+    let sent = run(&ctx, "shot.png").await.unwrap();
+    assert_eq!(sent.images.len(), 1);
+    assert_eq!(images.read.load(std::sync::atomic::Ordering::Acquire), png(2, 3).len() as u64, "counted once read");
 }
