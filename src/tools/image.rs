@@ -47,16 +47,36 @@ impl Images {
         Self { accepted, max_bytes, read: std::sync::Arc::default() }
     }
 
-    /// Counts `size` more bytes read in this turn; `false` (counting nothing) when that would
-    /// pass [`TURN_IMAGE_BYTES`].
-    fn reserve(&self, size: u64) -> bool {
+    /// Counts `size` more bytes read in this turn until the returned reservation is dropped
+    /// unkept; `None` (counting nothing) when that would pass [`TURN_IMAGE_BYTES`].
+    fn reserve(&self, size: u64) -> Option<Reserved> {
         use std::sync::atomic::Ordering;
         let before = self.read.fetch_add(size, Ordering::AcqRel);
+        let reserved = Reserved { read: std::sync::Arc::clone(&self.read), size };
         if before + size <= TURN_IMAGE_BYTES {
-            return true;
+            return Some(reserved);
         }
-        self.read.fetch_sub(size, Ordering::AcqRel);
-        false
+        drop(reserved);
+        None
+    }
+}
+
+/// Image bytes counted for the turn: given back when dropped, unless the image was sent.
+struct Reserved {
+    read: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    size: u64,
+}
+
+impl Reserved {
+    /// The image is sent: its bytes stay counted.
+    fn keep(mut self) {
+        self.size = 0;
+    }
+}
+
+impl Drop for Reserved {
+    fn drop(&mut self) {
+        self.read.fetch_sub(self.size, std::sync::atomic::Ordering::AcqRel);
     }
 }
 
@@ -191,14 +211,14 @@ pub(super) async fn read(ctx: &ToolContext, path: &Path, shown: &str) -> Result<
         if size > images.max_bytes {
             return Err(too_large(&shown, format, found, size, images.max_bytes));
         }
-        if !images.reserve(size) {
+        let Some(reserved) = images.reserve(size) else {
             return Err(ToolError(format!(
                 "{shown} is not sent: this turn's calls have already read {} of images, and one turn reads at most \
                  {}. Work from the images already read; more can be read after the next prompt.",
                 human_size(images.read.load(std::sync::atomic::Ordering::Acquire)),
                 human_size(TURN_IMAGE_BYTES)
             )));
-        }
+        };
         let mut bytes = head;
         let rest = (images.max_bytes + 1).saturating_sub(bytes.len() as u64);
         (&file).take(rest).read_to_end(&mut bytes).map_err(|err| cannot_read(&shown, &err))?;
@@ -228,6 +248,7 @@ pub(super) async fn read(ctx: &ToolContext, path: &Path, shown: &str) -> Result<
             )));
         }
         let output = format!("{shown}: {} (the image follows).", describe(format, found, size));
+        reserved.keep();
         let data = base64::engine::general_purpose::STANDARD.encode(&bytes);
         let image = ToolImage { mime_type: format.mime_type().to_owned(), data };
         Ok(Some(ToolOutcome { output, images: vec![image], ..ToolOutcome::default() }))

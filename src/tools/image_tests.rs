@@ -201,4 +201,11 @@ async fn a_turn_reads_a_bounded_amount_of_images_and_the_model_is_told_when_it_i
     let sent = run(&ctx, "shot.png").await.unwrap();
     assert_eq!(sent.images.len(), 1);
     assert_eq!(images.read.load(std::sync::atomic::Ordering::Acquire), png(2, 3).len() as u64, "counted once read");
+
+    // An image refused after its bytes were counted (its header is cut) gives them back.
+    let mut cut = png(2, 3);
+    cut.truncate(12);
+    std::fs::write(dir.path().join("cut.png"), &cut).unwrap();
+    run(&ctx, "cut.png").await.unwrap_err();
+    assert_eq!(images.read.load(std::sync::atomic::Ordering::Acquire), png(2, 3).len() as u64, "only what was sent");
 }
