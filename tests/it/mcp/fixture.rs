@@ -102,7 +102,13 @@ impl Fixture {
             "picture" => vec![text("a red dot"), json!({"type": "image", "data": PNG, "mimeType": "image/png"})],
             "fail" => return reply(id, json!({"content": [text("it failed on purpose")], "isError": true})),
             "crash" => return Action::Crash("fixture: crashing on purpose"),
-            "slow" => return Action::Nothing,
+            "slow" => {
+                // Says it has the call (for a test that cancels it), then never answers.
+                if let Ok(path) = std::env::var("MCP_FIXTURE_CALL_LOG") {
+                    let _ = std::fs::write(path, id.to_string());
+                }
+                return Action::Nothing;
+            }
             "structured" => return reply(id, json!({"content": [], "structuredContent": {"answer": 42}})),
             "about" => vec![text(&about().to_string())],
             "grow" => {

@@ -142,7 +142,9 @@ async fn cancel_reaches_the_server_as_notifications_cancelled() {
     env.mock.push(Reply::tool_calls(&[("c1", "mcp__fx__slow", json!({}))]));
     let mut agent = env.ready().await;
     let log_path = log.to_string_lossy().into_owned();
-    let server = stdio("fx", &[], &[("MCP_FIXTURE_CANCEL_LOG", &log_path)]);
+    let called = env.workspace().join("called.log");
+    let called_path = called.to_string_lossy().into_owned();
+    let server = stdio("fx", &[], &[("MCP_FIXTURE_CANCEL_LOG", &log_path), ("MCP_FIXTURE_CALL_LOG", &called_path)]);
     let session = new_session_with(&mut agent, &env, json!([server])).await;
     set_mode(&mut agent, &session, "bypass").await;
     let prompt = agent.prompt(&session, "wait").await;
@@ -151,6 +153,11 @@ async fn cancel_reaches_the_server_as_notifications_cancelled() {
         if message["params"]["update"]["status"] == "in_progress" {
             break;
         }
+    }
+    // The card shows the call before it is sent: cancel once the server has it.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !called.exists() && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
     agent.notify("session/cancel", json!({"sessionId": session})).await;
     let (response, updates) = agent.response(prompt).await;
