@@ -57,9 +57,9 @@ impl Compaction {
         format!("<output pruned, about {} tokens>", estimate_text(output))
     }
 
-    /// The line a pruned tool image becomes.
-    pub fn pruned_image(image: &ToolImage) -> String {
-        format!("<image pruned: {}, {} KiB>", image.mime_type, image.size().div_ceil(1024))
+    /// The line a pruned image (`data` in base64) becomes.
+    pub fn pruned_image(mime_type: &str, data: &str) -> String {
+        format!("<image pruned: {mime_type}, {} KiB>", super::tool::decoded_size(data).div_ceil(1024))
     }
 }
 
@@ -123,7 +123,7 @@ impl<'a> Seen<'a> {
         let mut text = text.into_owned();
         for image in &tool.images {
             text.push('\n');
-            text.push_str(&Compaction::pruned_image(image));
+            text.push_str(&Compaction::pruned_image(&image.mime_type, &image.data));
         }
         Cow::Owned(text)
     }
@@ -147,8 +147,11 @@ impl<'a> Seen<'a> {
                         Some(output) => estimate_text(output),
                         None => 0,
                     };
-                    let images: u64 =
-                        tool.images.iter().map(|image| estimate_text(&Compaction::pruned_image(image))).sum();
+                    let images: u64 = tool
+                        .images
+                        .iter()
+                        .map(|image| estimate_text(&Compaction::pruned_image(&image.mime_type, &image.data)))
+                        .sum();
                     estimate_text(&tool.name) + estimate_text(&tool.input) + output + images
                 }
                 part => estimate_part(part),
@@ -214,6 +217,9 @@ fn images_through<'h>(tail: &'h [Message], pruned_before: Option<&MessageId>) ->
             if let Part::Tool(tool) = part {
                 count += tool.model_images().len();
                 bytes += tool.model_images().iter().map(|image| image.data.len()).sum::<usize>();
+            } else if let Some((_, data)) = part.image() {
+                count += 1;
+                bytes += data.len();
             }
         }
         if count > MAX_IMAGES_SENT || bytes > MAX_IMAGE_BYTES_SENT {
@@ -411,6 +417,18 @@ mod tests {
         let history: Vec<Message> = (0..6).map(|_| read_image(quarter)).collect();
         let seen: Vec<bool> = sent(&history).into_iter().map(|(images, _)| images).collect();
         assert_eq!(seen, [false, false, true, true, true, true], "as many as fit in the size");
+    }
+
+    #[test]
+    fn the_users_own_images_count_toward_what_one_request_carries() {
+        let pasted = |_| {
+            let image = Part::Image { mime_type: "image/png".into(), data: "A".repeat(1024), uri: None };
+            Message::new(Role::User, vec![image], MessageMeta::default())
+        };
+        let mut history: Vec<Message> = (0..MAX_IMAGES_SENT).map(pasted).collect();
+        history.push(read_image(1024));
+        let seen: Vec<bool> = model_view(&history).messages().map(|seen| seen.images).collect();
+        assert!(!seen[0] && seen[1..].iter().all(|images| *images), "the oldest paste goes as a line: {seen:?}");
     }
 
     #[test]

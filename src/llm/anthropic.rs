@@ -17,7 +17,7 @@ use serde_json::Value;
 use super::wire::{Arguments, UserBlock, tool_result, user_blocks};
 use super::{FinishReason, LlmError, ModelRequest, StreamEvent, ToolCallRequest, sse};
 use crate::history::view::Seen;
-use crate::history::{CallState, Message, Part, Role, Usage};
+use crate::history::{CallState, Part, Role, Usage};
 
 /// The request body, borrowing from the request.
 fn request_body<'a>(request: &ModelRequest<'a>) -> Body<'a> {
@@ -34,7 +34,7 @@ fn request_body<'a>(request: &ModelRequest<'a>) -> Body<'a> {
     };
     for seen in &request.messages {
         match seen.message.role {
-            Role::User => push("user", user_content(seen.message, request)),
+            Role::User => push("user", user_content(*seen, request)),
             Role::Assistant => {
                 let (said, results) = assistant_content(*seen, request);
                 push("assistant", said);
@@ -195,8 +195,8 @@ fn image<'a>(mime_type: &'a str, data: &'a str) -> Content<'a> {
     Content::Image { source: ImageSource { kind: "base64", media_type: mime_type, data }, cache_control: None }
 }
 
-fn user_content<'a>(message: &'a Message, request: &ModelRequest<'_>) -> Vec<Content<'a>> {
-    user_blocks(message, request)
+fn user_content<'a>(seen: Seen<'a>, request: &ModelRequest<'_>) -> Vec<Content<'a>> {
+    user_blocks(seen, request)
         .into_iter()
         .filter_map(|block| match block {
             UserBlock::Text(text) if text.is_empty() => None,

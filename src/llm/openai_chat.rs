@@ -17,7 +17,7 @@ use serde_json::Value;
 use super::wire::{DataUrl, Joined, UserBlock, tool_result, user_blocks};
 use super::{FinishReason, LlmError, ModelRequest, StreamEvent, ToolCallRequest, sse};
 use crate::history::view::Seen;
-use crate::history::{Message, Part, Role, Usage};
+use crate::history::{Part, Role, Usage};
 
 /// The request body, borrowing from the request.
 fn request_body<'a>(request: &ModelRequest<'a>) -> Body<'a> {
@@ -27,7 +27,7 @@ fn request_body<'a>(request: &ModelRequest<'a>) -> Body<'a> {
     }
     for seen in &request.messages {
         match seen.message.role {
-            Role::User => messages.extend(user_message(seen.message, request)),
+            Role::User => messages.extend(user_message(*seen, request)),
             Role::Assistant => assistant_messages(*seen, request, &mut messages),
         }
     }
@@ -126,8 +126,8 @@ struct Function<'a> {
     arguments: &'a str,
 }
 
-fn user_message<'a>(message: &'a Message, request: &ModelRequest<'_>) -> Option<Said<'a>> {
-    let blocks = user_blocks(message, request);
+fn user_message<'a>(seen: Seen<'a>, request: &ModelRequest<'_>) -> Option<Said<'a>> {
+    let blocks = user_blocks(seen, request);
     if blocks.is_empty() {
         return None;
     }

@@ -24,7 +24,7 @@ fn request_body<'a>(request: &ModelRequest<'a>) -> Body<'a> {
     for seen in &request.messages {
         match seen.message.role {
             Role::User => {
-                let content: Vec<Content<'a>> = user_blocks(seen.message, request)
+                let content: Vec<Content<'a>> = user_blocks(*seen, request)
                     .into_iter()
                     .map(|block| match block {
                         UserBlock::Text(text) => Content::InputText { text },

@@ -10,8 +10,8 @@ use serde::ser::{Serialize, SerializeMap, Serializer};
 use serde_json::value::RawValue;
 
 use super::ModelRequest;
-use crate::history::view::Seen;
-use crate::history::{Message, Part, ToolImage, ToolPart, decoded_size};
+use crate::history::view::{Compaction, Seen};
+use crate::history::{Part, ToolImage, ToolPart, decoded_size};
 
 /// A user message's content as every API can express it: text and images.
 pub(crate) enum UserBlock<'a> {
@@ -27,15 +27,18 @@ pub(crate) fn omitted_image(mime_type: &str, data: &str, model: &str) -> String 
 }
 
 /// The blocks of a user message: resources become text the model can read, image blobs images
-/// (or, for a model that takes none, their placeholders).
-pub(crate) fn user_blocks<'a>(message: &'a Message, request: &ModelRequest<'_>) -> Vec<UserBlock<'a>> {
+/// (or, for a model that takes none, their placeholders; for a message whose images the request
+/// no longer carries, a line naming each).
+pub(crate) fn user_blocks<'a>(seen: Seen<'a>, request: &ModelRequest<'_>) -> Vec<UserBlock<'a>> {
     let mut blocks = Vec::new();
-    for part in &message.parts {
+    for part in &seen.message.parts {
         if let Some((mime_type, data)) = part.image() {
-            blocks.push(if request.images {
-                UserBlock::Image { mime_type, data }
-            } else {
+            blocks.push(if !request.images {
                 UserBlock::Text(Cow::Owned(omitted_image(mime_type, data, request.model)))
+            } else if !seen.images {
+                UserBlock::Text(Cow::Owned(Compaction::pruned_image(mime_type, data)))
+            } else {
+                UserBlock::Image { mime_type, data }
             });
             continue;
         }

@@ -3,7 +3,7 @@
 use serde_json::json;
 
 use super::*;
-use crate::history::{MessageMeta, ToolPart};
+use crate::history::{Message, MessageMeta, ToolPart};
 use crate::llm::sse::decode_transcript;
 
 const THINKING: &str = include_str!("../../../tests/fixtures/anthropic_thinking_tool_use.sse");

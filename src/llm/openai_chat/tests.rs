@@ -4,7 +4,7 @@ use futures::StreamExt;
 use serde_json::json;
 
 use super::*;
-use crate::history::{CallState, MessageMeta, ToolPart};
+use crate::history::{CallState, Message, MessageMeta, ToolPart};
 
 fn event(
     data: &str,
@@ -238,4 +238,32 @@ fn a_model_without_images_gets_a_placeholder_for_each_prompt_and_tool_image() {
     );
     let sent = String::from_utf8(sent).unwrap();
     assert!(!sent.contains("base64") && !sent.contains("R0lG") && !sent.contains("/9j/"), "{sent}");
+}
+
+#[test]
+fn a_pasted_image_past_what_one_request_carries_goes_as_a_line() {
+    let prompt = Message::new(
+        Role::User,
+        vec![
+            Part::Text { text: "look".into() },
+            Part::Image { mime_type: "image/png".into(), data: "iVBO".repeat(512), uri: None },
+        ],
+        MessageMeta::default(),
+    );
+    let request = |seen: Seen<'_>| {
+        let request = ModelRequest {
+            model: "gpt-4o",
+            system: "",
+            messages: vec![seen],
+            tools: Vec::new(),
+            max_output: 1000,
+            thought: None,
+            images: true,
+        };
+        serde_json::from_slice::<Value>(&encode(&request).unwrap()).unwrap()
+    };
+    let past = request(Seen { images: false, ..Seen::whole(&prompt) });
+    assert_eq!(past["messages"][0]["content"], "look\n\n<image pruned: image/png, 2 KiB>");
+    let carried = request(Seen::whole(&prompt));
+    assert_eq!(carried["messages"][0]["content"][1]["type"], "image_url");
 }
