@@ -100,14 +100,20 @@ pub struct Run {
     awaits_steered: bool,
     /// Held while the turn waits for the user; its deadline stops meanwhile.
     user_wait: crate::tools::host::UserWait,
-    /// The image bytes the turn's tool calls have read (bounded per turn).
-    images_read: Arc<std::sync::atomic::AtomicU64>,
+    /// The images the turn's tool calls have read (bounded per turn).
+    images_read: Arc<crate::tools::ImagesRead>,
 }
 
 impl Run {
     /// A new turn's run that takes the prompts steered into it.
     pub fn steered(steering: Steering) -> Self {
         Self { steering: Some(steering), ..Self::default() }
+    }
+
+    /// A sub-agent's run, inside a call of its parent's turn: the user's answers to its
+    /// questions stop the parent's clock too, and its image reads count toward the parent's.
+    pub fn child(user_wait: crate::tools::host::UserWait, images_read: Arc<crate::tools::ImagesRead>) -> Self {
+        Self { user_wait, images_read, ..Self::default() }
     }
 }
 

@@ -523,6 +523,9 @@ mod tests {
         std::fs::write(&file, "[tools]\nimage_max_bytes = 0\n").unwrap();
         let refused = config_with(&[("CAIRN_CONFIG", path), ("CAIRN_HOME", "/x")]).unwrap_err().to_string();
         assert!(refused.contains("[tools] image_max_bytes must be more than 0"), "{refused}");
+        std::fs::write(&file, "[tools]\nimage_max_bytes = 16777216\n").unwrap();
+        let refused = config_with(&[("CAIRN_CONFIG", path), ("CAIRN_HOME", "/x")]).unwrap_err().to_string();
+        assert!(refused.contains("is more than one turn may read (15728640"), "{refused}");
         std::fs::write(&file, "").unwrap();
         let default = config_with(&[("CAIRN_CONFIG", path), ("CAIRN_HOME", "/x")]).unwrap();
         assert_eq!(default.limits.image_max_bytes, 3_932_160, "5 MiB once base64");

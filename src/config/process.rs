@@ -49,6 +49,11 @@ impl FileTools {
                 "[tools] image_max_bytes must be more than 0; leave it out for the default (3932160, which is 5 MiB once base64)"
                     .to_owned(),
             ),
+            Some(bytes) if bytes > crate::tools::TURN_IMAGE_BYTES => Err(format!(
+                "[tools] image_max_bytes = {bytes} is more than one turn may read ({}, which is 20 MiB once \
+                 base64, what one request carries); use at most that",
+                crate::tools::TURN_IMAGE_BYTES
+            )),
             Some(bytes) => Ok(bytes),
         }
     }

@@ -28,8 +28,11 @@ const MAGIC: u64 = 32;
 const HEADER_PROBE: u64 = 64 * 1024;
 
 /// The most image bytes the tool calls of one turn read: what a turn adds to the history (and
-/// holds in memory) stays bounded however many images the model asks for.
-pub const TURN_IMAGE_BYTES: u64 = 20 * 1024 * 1024;
+/// holds in memory) stays bounded however many images the model asks for, and one step's
+/// images always fit in one request (20 MiB once base64, see `history::view`).
+pub const TURN_IMAGE_BYTES: u64 = 15 * 1024 * 1024;
+/// The most images the tool calls of one turn read: one request carries 20.
+pub const TURN_IMAGES: u64 = 20;
 
 /// What the model in use does with images a tool returns.
 #[derive(Clone, Debug)]
@@ -38,8 +41,22 @@ pub struct Images {
     pub accepted: bool,
     /// The largest image file it is sent, in bytes (`[tools] image_max_bytes`).
     pub max_bytes: u64,
-    /// The image bytes the turn's calls have read so far (shared by its calls).
-    pub read: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    /// What the turn's calls have read so far (shared by its calls and its sub-agents').
+    pub read: std::sync::Arc<ImagesRead>,
+}
+
+/// The images a turn's calls have read: how many, and their bytes.
+#[derive(Debug, Default)]
+pub struct ImagesRead {
+    bytes: std::sync::atomic::AtomicU64,
+    count: std::sync::atomic::AtomicU64,
+}
+
+impl ImagesRead {
+    /// The image bytes read so far.
+    pub fn bytes(&self) -> u64 {
+        self.bytes.load(std::sync::atomic::Ordering::Acquire)
+    }
 }
 
 impl Images {
@@ -47,36 +64,45 @@ impl Images {
         Self { accepted, max_bytes, read: std::sync::Arc::default() }
     }
 
-    /// Counts `size` more bytes read in this turn until the returned reservation is dropped
-    /// unkept; `None` (counting nothing) when that would pass [`TURN_IMAGE_BYTES`].
+    /// Counts one more image of `size` bytes read in this turn until the returned reservation
+    /// is dropped unkept; `None` (counting nothing) when that would pass [`TURN_IMAGES`] or
+    /// [`TURN_IMAGE_BYTES`].
     fn reserve(&self, size: u64) -> Option<Reserved> {
         use std::sync::atomic::Ordering;
-        let before = self.read.fetch_add(size, Ordering::AcqRel);
-        let reserved = Reserved { read: std::sync::Arc::clone(&self.read), size };
-        if before + size <= TURN_IMAGE_BYTES {
-            return Some(reserved);
+        let fits = |limit: u64, add: u64| move |now: u64| (now + add <= limit).then_some(now + add);
+        self.read.count.fetch_update(Ordering::AcqRel, Ordering::Acquire, fits(TURN_IMAGES, 1)).ok()?;
+        if self.read.bytes.fetch_update(Ordering::AcqRel, Ordering::Acquire, fits(TURN_IMAGE_BYTES, size)).is_err() {
+            self.read.count.fetch_sub(1, Ordering::AcqRel);
+            return None;
         }
-        drop(reserved);
-        None
+        Some(Reserved { read: std::sync::Arc::clone(&self.read), size, kept: false })
     }
 }
 
-/// Image bytes counted for the turn: given back when dropped, unless the image was sent.
+/// An image counted for the turn: given back when dropped, unless the image was sent.
 struct Reserved {
-    read: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    read: std::sync::Arc<ImagesRead>,
     size: u64,
+    kept: bool,
 }
 
 impl Reserved {
-    /// The image is sent: its bytes stay counted.
-    fn keep(mut self) {
-        self.size = 0;
+    /// The image is sent, `size` bytes of it: they stay counted.
+    fn keep(mut self, size: u64) {
+        use std::sync::atomic::Ordering;
+        if size < self.size {
+            self.read.bytes.fetch_sub(self.size - size, Ordering::AcqRel);
+        }
+        self.kept = true;
     }
 }
 
 impl Drop for Reserved {
     fn drop(&mut self) {
-        self.read.fetch_sub(self.size, std::sync::atomic::Ordering::AcqRel);
+        if !self.kept {
+            self.read.bytes.fetch_sub(self.size, std::sync::atomic::Ordering::AcqRel);
+            self.read.count.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+        }
     }
 }
 
@@ -214,8 +240,9 @@ pub(super) async fn read(ctx: &ToolContext, path: &Path, shown: &str) -> Result<
         let Some(reserved) = images.reserve(size) else {
             return Err(ToolError(format!(
                 "{shown} is not sent: this turn's calls have already read {} of images, and one turn reads at most \
-                 {}. Work from the images already read; more can be read after the next prompt.",
-                human_size(images.read.load(std::sync::atomic::Ordering::Acquire)),
+                 {TURN_IMAGES} images and {}. Work from the images already read; more can be read after the next \
+                 prompt.",
+                human_size(images.read.bytes()),
                 human_size(TURN_IMAGE_BYTES)
             )));
         };
@@ -248,7 +275,7 @@ pub(super) async fn read(ctx: &ToolContext, path: &Path, shown: &str) -> Result<
             )));
         }
         let output = format!("{shown}: {} (the image follows).", describe(format, found, size));
-        reserved.keep();
+        reserved.keep(size);
         let data = base64::engine::general_purpose::STANDARD.encode(&bytes);
         let image = ToolImage { mime_type: format.mime_type().to_owned(), data };
         Ok(Some(ToolOutcome { output, images: vec![image], ..ToolOutcome::default() }))

@@ -191,21 +191,27 @@ async fn a_turn_reads_a_bounded_amount_of_images_and_the_model_is_told_when_it_i
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("shot.png"), png(2, 3)).unwrap();
     let images = Images::new(true, 1024);
-    images.read.store(super::TURN_IMAGE_BYTES - 10, std::sync::atomic::Ordering::Release);
+    images.read.bytes.store(super::TURN_IMAGE_BYTES - 10, std::sync::atomic::Ordering::Release);
     let ctx = context(dir.path(), images.clone());
     let refused = run(&ctx, "shot.png").await.unwrap_err();
-    assert!(refused.0.contains("this turn's calls have already read 20.0 MiB of images"), "{refused}");
-    assert_eq!(images.read.load(std::sync::atomic::Ordering::Acquire), super::TURN_IMAGE_BYTES - 10, "nothing counted");
+    assert!(refused.0.contains("this turn's calls have already read 15.0 MiB of images"), "{refused}");
+    assert_eq!(images.read.bytes(), super::TURN_IMAGE_BYTES - 10, "nothing counted");
+    assert_eq!(images.read.count.load(std::sync::atomic::Ordering::Acquire), 0, "nothing counted");
 
-    images.read.store(0, std::sync::atomic::Ordering::Release);
+    images.read.bytes.store(0, std::sync::atomic::Ordering::Release);
     let sent = run(&ctx, "shot.png").await.unwrap();
     assert_eq!(sent.images.len(), 1);
-    assert_eq!(images.read.load(std::sync::atomic::Ordering::Acquire), png(2, 3).len() as u64, "counted once read");
+    assert_eq!(images.read.bytes(), png(2, 3).len() as u64, "counted once read");
 
     // An image refused after its bytes were counted (its header is cut) gives them back.
     let mut cut = png(2, 3);
     cut.truncate(12);
     std::fs::write(dir.path().join("cut.png"), &cut).unwrap();
     run(&ctx, "cut.png").await.unwrap_err();
-    assert_eq!(images.read.load(std::sync::atomic::Ordering::Acquire), png(2, 3).len() as u64, "only what was sent");
+    assert_eq!(images.read.bytes(), png(2, 3).len() as u64, "only what was sent");
+
+    // At most TURN_IMAGES images a turn, however small.
+    images.read.count.store(super::TURN_IMAGES, std::sync::atomic::Ordering::Release);
+    let refused = run(&ctx, "shot.png").await.unwrap_err();
+    assert!(refused.0.contains("at most 20 images"), "{refused}");
 }

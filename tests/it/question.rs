@@ -188,16 +188,39 @@ async fn a_client_that_announces_forms_but_does_not_serve_them_gets_the_permissi
 #[tokio::test]
 async fn the_turns_time_limit_stops_while_the_user_reads_the_question() {
     let env = TestEnv::new().await;
-    env.write_config("[limits]\ntimeout_secs = 1\n");
+    env.write_config("[limits]\ntimeout_secs = 2\n");
     env.mock.push(ask("c1", which_database())).push(Reply::text(&["Postgres it is."]));
     let mut agent = env.ready_with(Editor::with_forms()).await;
     let session = agent.new_session(&env.cwd()).await;
     let (prompt, form) = asked(&mut agent, &session, "elicitation/create").await;
     // The user thinks for longer than the whole turn may run.
-    tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
+    tokio::time::sleep(std::time::Duration::from_millis(2500)).await;
     agent.respond(&form["id"], json!({"action": "accept", "content": {"answer": "Postgres"}})).await;
     let (response, notifications) = agent.response(prompt).await;
     assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
     assert!(!notifications.iter().any(|n| n["method"] == "$/cancel_request"), "the question was not withdrawn");
     assert_eq!(told(&env), "The user answered: Postgres");
+}
+
+#[tokio::test]
+async fn a_sub_agents_question_is_asked_on_its_task_card_and_stops_the_parents_clock_too() {
+    let env = TestEnv::new().await;
+    env.write_config("[limits]\ntimeout_secs = 2\n");
+    let task = json!({"description": "pick a database", "prompt": "ask which database"});
+    env.mock
+        .push(Reply::tool_calls(&[("t1", "task", task)]))
+        .push(ask("c1", which_database()))
+        .push(Reply::text(&["The user wants Postgres."]))
+        .push(Reply::text(&["Postgres it is."]));
+    let mut agent = env.ready_with(Editor::with_forms()).await;
+    let session = agent.new_session(&env.cwd()).await;
+    let (prompt, form) = asked(&mut agent, &session, "elicitation/create").await;
+    assert_eq!(form["params"]["toolCallId"], "t1", "asked on the card the editor knows");
+    assert!(form["params"]["message"].as_str().unwrap().ends_with("Which database should the cache use?"));
+    // The user thinks for longer than the parent's whole turn may run.
+    tokio::time::sleep(std::time::Duration::from_millis(2500)).await;
+    agent.respond(&form["id"], json!({"action": "accept", "content": {"answer": "Postgres"}})).await;
+    let (response, _) = agent.response(prompt).await;
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    assert_eq!(env.mock.requests().len(), 4);
 }

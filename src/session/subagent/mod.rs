@@ -234,7 +234,7 @@ impl Delegate for Spawner {
             spent: 0.0,
             context_used: 0,
             summarizer: None,
-            run: agent::Run::default(),
+            run: agent::Run::child(ctx.user_wait.clone(), Arc::clone(&ctx.images.read)),
         };
 
         // The child's turn takes its session's lease with its prompt. It is given back when the
