@@ -154,7 +154,21 @@ impl<'a> Seen<'a> {
                         .sum();
                     estimate_text(&tool.name) + estimate_text(&tool.input) + output + images
                 }
-                part => estimate_part(part),
+                // Images past what the request carries go as a line each.
+                Part::Tool(tool) if !self.images => {
+                    let lines: u64 = tool
+                        .model_images()
+                        .iter()
+                        .map(|image| estimate_text(&Compaction::pruned_image(&image.mime_type, &image.data)))
+                        .sum();
+                    estimate_part(part).saturating_sub(IMAGE_TOKENS * tool.images.len() as u64) + lines
+                }
+                part => match part.image() {
+                    Some((mime_type, data)) if !self.images => {
+                        estimate_text(&Compaction::pruned_image(mime_type, data))
+                    }
+                    _ => estimate_part(part),
+                },
             })
             .sum::<u64>()
     }
@@ -429,6 +443,10 @@ mod tests {
         history.push(read_image(1024));
         let seen: Vec<bool> = model_view(&history).messages().map(|seen| seen.images).collect();
         assert!(!seen[0] && seen[1..].iter().all(|images| *images), "the oldest paste goes as a line: {seen:?}");
+        let estimates: Vec<u64> = model_view(&history).messages().map(|seen| seen.estimate()).collect();
+        assert!(estimates[0] < 50 && estimates[1] >= IMAGE_TOKENS, "estimated as sent: {estimates:?}");
+        let dropped = Seen { images: false, ..Seen::whole(&history[MAX_IMAGES_SENT]) };
+        assert!(dropped.estimate() < 50, "a read image past the request is a line: {}", dropped.estimate());
     }
 
     #[test]
