@@ -49,6 +49,15 @@ pub struct ModelRequest<'a> {
     pub images: bool,
 }
 
+#[cfg(test)]
+impl<'a> ModelRequest<'a> {
+    /// A request with no system prompt, no tools, 1,000 output tokens and no thinking: what the
+    /// encoders' tests vary the rest against.
+    pub fn plain(model: &'a str, messages: Vec<Seen<'a>>, images: bool) -> Self {
+        Self { model, system: "", messages, tools: Vec::new(), max_output: 1000, thought: None, images }
+    }
+}
+
 /// One increment of a model's answer.
 #[derive(Clone, Debug, PartialEq)]
 pub enum StreamEvent {

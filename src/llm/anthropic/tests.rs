@@ -124,18 +124,11 @@ fn read_an_image() -> Message {
 fn an_image_a_tool_returned_goes_in_its_tool_result_until_the_message_is_pruned() {
     let messages = [read_an_image()];
     let body = |pruned: bool| -> Value {
-        let request = ModelRequest {
-            model: "m",
-            system: "",
-            messages: messages
-                .iter()
-                .map(|message| if pruned { Seen::pruned(message) } else { Seen::whole(message) })
-                .collect(),
-            tools: Vec::new(),
-            max_output: 1000,
-            thought: None,
-            images: true,
-        };
+        let request = ModelRequest::plain(
+            "m",
+            messages.iter().map(|message| if pruned { Seen::pruned(message) } else { Seen::whole(message) }).collect(),
+            true,
+        );
         serde_json::from_slice(&encode(&request).unwrap()).unwrap()
     };
     assert_eq!(
@@ -163,15 +156,7 @@ fn a_model_without_images_gets_a_placeholder_for_each_prompt_and_tool_image() {
         MessageMeta::default(),
     );
     let messages = [prompt, read_an_image()];
-    let request = ModelRequest {
-        model: "haiku-text",
-        system: "",
-        messages: messages.iter().map(Seen::whole).collect(),
-        tools: Vec::new(),
-        max_output: 1000,
-        thought: None,
-        images: false,
-    };
+    let request = ModelRequest::plain("haiku-text", messages.iter().map(Seen::whole).collect(), false);
     let sent = encode(&request).unwrap();
     let body: Value = serde_json::from_slice(&sent).unwrap();
     let placeholder = "[image omitted: image/png, 1 KiB — haiku-text does not take images]";

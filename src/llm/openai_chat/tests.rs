@@ -171,15 +171,7 @@ fn images_a_tool_returned_follow_the_tool_messages_in_a_user_message_naming_the_
     plain.state = CallState::Succeeded;
     plain.output = Some("a.gif".into());
     let messages = [Message::new(Role::Assistant, vec![Part::Tool(tool), Part::Tool(plain)], MessageMeta::default())];
-    let request = ModelRequest {
-        model: "m",
-        system: "",
-        messages: messages.iter().map(Seen::whole).collect(),
-        tools: Vec::new(),
-        max_output: 1000,
-        thought: None,
-        images: true,
-    };
+    let request = ModelRequest::plain("m", messages.iter().map(Seen::whole).collect(), true);
     let body: Value = serde_json::from_slice(&encode(&request).unwrap()).unwrap();
     let sent = body["messages"].as_array().unwrap();
     assert_eq!(sent[1], json!({"role": "tool", "tool_call_id": "c7", "content": "a.gif: GIF image"}));
@@ -213,15 +205,7 @@ fn a_model_without_images_gets_a_placeholder_for_each_prompt_and_tool_image() {
     tool.output = Some("a.gif: GIF image".into());
     tool.images = vec![crate::history::ToolImage { mime_type: "image/gif".into(), data: "R0lG".repeat(1_000) }];
     let messages = [prompt, Message::new(Role::Assistant, vec![Part::Tool(tool)], MessageMeta::default())];
-    let request = ModelRequest {
-        model: "llama3",
-        system: "",
-        messages: messages.iter().map(Seen::whole).collect(),
-        tools: Vec::new(),
-        max_output: 1000,
-        thought: None,
-        images: false,
-    };
+    let request = ModelRequest::plain("llama3", messages.iter().map(Seen::whole).collect(), false);
     let sent = encode(&request).unwrap();
     let body: Value = serde_json::from_slice(&sent).unwrap();
     assert_eq!(
@@ -251,15 +235,7 @@ fn a_pasted_image_past_what_one_request_carries_goes_as_a_line() {
         MessageMeta::default(),
     );
     let request = |seen: Seen<'_>| {
-        let request = ModelRequest {
-            model: "gpt-4o",
-            system: "",
-            messages: vec![seen],
-            tools: Vec::new(),
-            max_output: 1000,
-            thought: None,
-            images: true,
-        };
+        let request = ModelRequest::plain("gpt-4o", vec![seen], true);
         serde_json::from_slice::<Value>(&encode(&request).unwrap()).unwrap()
     };
     let past = request(Seen { images: false, ..Seen::whole(&prompt) });

@@ -85,15 +85,7 @@ fn an_image_a_tool_returned_is_an_input_image_of_its_call_output() {
     tool.output = Some("a.webp: WebP image".into());
     tool.images = vec![crate::history::ToolImage { mime_type: "image/webp".into(), data: "UklG".into() }];
     let messages = [Message::new(Role::Assistant, vec![Part::Tool(tool)], MessageMeta::default())];
-    let request = ModelRequest {
-        model: "gpt-5",
-        system: "",
-        messages: messages.iter().map(Seen::whole).collect(),
-        tools: Vec::new(),
-        max_output: 1000,
-        thought: None,
-        images: true,
-    };
+    let request = ModelRequest::plain("gpt-5", messages.iter().map(Seen::whole).collect(), true);
     let body: Value = serde_json::from_slice(&encode(&request).unwrap()).unwrap();
     assert_eq!(
         body["input"][1],
@@ -116,15 +108,7 @@ fn a_model_without_images_gets_a_placeholder_for_each_prompt_and_tool_image() {
     tool.output = Some("a.webp: WebP image".into());
     tool.images = vec![crate::history::ToolImage { mime_type: "image/webp".into(), data: "UklG".into() }];
     let messages = [prompt, Message::new(Role::Assistant, vec![Part::Tool(tool)], MessageMeta::default())];
-    let request = ModelRequest {
-        model: "o-text",
-        system: "",
-        messages: messages.iter().map(Seen::whole).collect(),
-        tools: Vec::new(),
-        max_output: 1000,
-        thought: None,
-        images: false,
-    };
+    let request = ModelRequest::plain("o-text", messages.iter().map(Seen::whole).collect(), false);
     let sent = encode(&request).unwrap();
     let body: Value = serde_json::from_slice(&sent).unwrap();
     let placeholder = "[image omitted: image/webp, 1 KiB — o-text does not take images]";
