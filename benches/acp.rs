@@ -16,9 +16,6 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
-use cairn::history::{Message, MessageMeta, Part, Role};
-use cairn::ids::{SessionId, now_ms};
-use cairn::store::{SessionRow, Store, Write};
 use support::mock_llm::Long;
 use support::{Reply, TestEnv};
 
@@ -179,23 +176,7 @@ async fn main() {
     );
 
     // session/load of a 10,000-message session.
-    let stored = SessionId::generate();
-    {
-        let store = Store::open(&env.database()).unwrap();
-        let now = now_ms();
-        let row = SessionRow::new(stored.clone(), env.cwd(), "openai/mock-model".into(), now);
-        store.commit(Write::InsertSession(Box::new(row))).await.unwrap();
-        for i in 0..10_000 {
-            let (role, text) = if i % 2 == 0 {
-                (Role::User, format!("question {i}"))
-            } else {
-                (Role::Assistant, format!("answer {i} ").repeat(20))
-            };
-            let message = Message::new(role, vec![Part::Text { text }], MessageMeta::default());
-            store.submit(Write::InsertMessage { session_id: stored.clone(), message }, None);
-        }
-        store.shutdown().await;
-    }
+    let stored = support::seed_long_session(&env, 10_000).await;
     let mut loads = Vec::new();
     for _ in 0..10 {
         let mut agent = env.ready().await;

@@ -21,9 +21,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use cairn::history::{Message, MessageMeta, Part, Role};
-use cairn::ids::{SessionId, now_ms};
-use cairn::store::{SessionRow, Store, Write};
+use cairn::store::Store;
+
 use support::{Agent, Reply, TestEnv};
 
 const SAMPLES: usize = 20;
@@ -76,22 +75,7 @@ async fn load_during_stream(agent: &mut Agent, env: &TestEnv, target: &str, stre
 async fn main() {
     let mut env = TestEnv::new().await;
     env.set_env("CAIRN_LOG", "warn");
-    let stored = SessionId::generate();
-    {
-        let store = Store::open(&env.database()).unwrap();
-        let row = SessionRow::new(stored.clone(), env.cwd(), "openai/mock-model".into(), now_ms());
-        store.commit(Write::InsertSession(Box::new(row))).await.unwrap();
-        for i in 0..10_000 {
-            let (role, text) = if i % 2 == 0 {
-                (Role::User, format!("question {i}"))
-            } else {
-                (Role::Assistant, format!("answer {i} ").repeat(20))
-            };
-            let message = Message::new(role, vec![Part::Text { text }], MessageMeta::default());
-            store.submit(Write::InsertMessage { session_id: stored.clone(), message }, None);
-        }
-        store.shutdown().await;
-    }
+    let stored = support::seed_long_session(&env, 10_000).await;
 
     println!("| figure | median | p90 | max | samples |");
     println!("|---|---|---|---|---|");

@@ -397,3 +397,26 @@ pub fn alive(pid: &str) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
         .is_ok_and(|status| !status.lines().any(|line| line.starts_with("State:") && line.contains('Z')))
 }
+
+/// Stores a session of `messages` alternating questions and long answers straight through the
+/// store (no model), as a benchmark of loading a long session needs; returns its id.
+#[allow(dead_code, reason = "used by the benches that share this module")]
+pub async fn seed_long_session(env: &TestEnv, messages: usize) -> cairn::ids::SessionId {
+    use cairn::history::{Message, MessageMeta, Part, Role};
+    use cairn::store::{SessionRow, Store, Write};
+    let id = cairn::ids::SessionId::generate();
+    let store = Store::open(&env.database()).unwrap();
+    let row = SessionRow::new(id.clone(), env.cwd(), "openai/mock-model".into(), cairn::ids::now_ms());
+    store.commit(Write::InsertSession(Box::new(row))).await.unwrap();
+    for i in 0..messages {
+        let (role, text) = if i % 2 == 0 {
+            (Role::User, format!("question {i}"))
+        } else {
+            (Role::Assistant, format!("answer {i} ").repeat(20))
+        };
+        let message = Message::new(role, vec![Part::Text { text }], MessageMeta::default());
+        store.submit(Write::InsertMessage { session_id: id.clone(), message }, None);
+    }
+    store.shutdown().await;
+    id
+}
