@@ -3,24 +3,30 @@
 //! Starts `bash -c true` through `ProcessPolicy::spawn` and waits for its end (output read to
 //! the end, status collected), as the `bash` tool does: directly (how cairn started commands
 //! before the supervisor), and through the release `cairn` binary as supervisor with the sandbox
-//! off, in `workspace-write`, and in `workspace-write` without network. Prints median and p90;
-//! nothing here asserts.
+//! off, in `workspace-write` without and with the namespace, without network, and with the exec
+//! check (a rule rejecting `rm`). The workspace is a small repository with a `.env`, so the
+//! namespace has places to bind and hide. Then the cost of one exec under the exec check (a
+//! command that runs `/bin/true` 2,000 times, with and without the check), and `cargo build` of a
+//! small crate inside the sandbox and outside. Prints median and p90; nothing here asserts.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout, clippy::print_stderr)]
 
 use std::ffi::OsStr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use cairn::process::{Launcher, ProcessPolicy, SandboxMode};
+use cairn::process::{Confinement, Launcher, ProcessPolicy, SandboxMode};
 use tokio::io::AsyncReadExt;
 
-const SAMPLES: usize = 300;
+const SAMPLES: usize = 200;
+const EXECS: usize = 2000;
 
-async fn once(policy: &ProcessPolicy, cwd: &std::path::Path) -> Duration {
+async fn once(policy: &ProcessPolicy, cwd: &Path, rejected: &[Vec<String>], script: &str) -> Duration {
     let started = Instant::now();
-    let args = [OsStr::new("-c"), OsStr::new("true")];
-    let mut local = policy.spawn(OsStr::new("bash"), &args, cwd, &[cwd.to_path_buf()]).unwrap();
+    let args = [OsStr::new("-c"), OsStr::new(script)];
+    let roots = [cwd.to_path_buf()];
+    let confinement = Confinement { roots: &roots, rejected };
+    let mut local = policy.spawn(OsStr::new("bash"), &args, cwd, confinement).unwrap();
     let (mut out, mut err) = (local.take_stdout().unwrap(), local.take_stderr().unwrap());
     let (mut a, mut b) = (Vec::new(), Vec::new());
     let (read_out, read_err, status) = tokio::join!(out.read_to_end(&mut a), err.read_to_end(&mut b), local.wait());
@@ -30,36 +36,106 @@ async fn once(policy: &ProcessPolicy, cwd: &std::path::Path) -> Duration {
     started.elapsed()
 }
 
+async fn samples(
+    policy: &ProcessPolicy,
+    cwd: &Path,
+    rejected: &[Vec<String>],
+    script: &str,
+    n: usize,
+) -> Vec<Duration> {
+    for _ in 0..n.min(10) {
+        once(policy, cwd, rejected, script).await;
+    }
+    let mut samples = Vec::with_capacity(n);
+    for _ in 0..n {
+        samples.push(once(policy, cwd, rejected, script).await);
+    }
+    samples.sort();
+    samples
+}
+
+fn at(samples: &[Duration], quantile: f64) -> f64 {
+    samples[((samples.len() as f64 - 1.0) * quantile).round() as usize].as_secs_f64() * 1e3
+}
+
+fn repository(dir: &Path) {
+    std::fs::create_dir_all(dir.join(".git/objects")).unwrap();
+    std::fs::write(dir.join(".git/config"), "[core]\n\tbare = false\n").unwrap();
+    std::fs::write(dir.join(".env"), "TOKEN=x\n").unwrap();
+    std::fs::create_dir_all(dir.join(".vscode")).unwrap();
+    std::fs::create_dir_all(dir.join("src")).unwrap();
+}
+
 #[tokio::main]
 async fn main() {
     let dir = tempfile::tempdir().unwrap();
+    let cwd = dir.path();
+    repository(cwd);
     let supervisor = Launcher::Supervisor(PathBuf::from(env!("CARGO_BIN_EXE_cairn")));
-    let support = cairn::process::landlock_support();
-    println!("Landlock on this kernel: {support:?}");
-    let cases = [
-        ("direct (no supervisor, no sandbox: before)", ProcessPolicy::default()),
+    println!("Landlock on this kernel: {:?}", cairn::process::landlock_support());
+    let base = ProcessPolicy { launcher: supervisor.clone(), ..ProcessPolicy::default() };
+    let no_namespace = ProcessPolicy { namespace: false, ..base.clone() };
+    let rm = vec![vec!["rm".to_owned()]];
+    let cases: [(&str, ProcessPolicy, &[Vec<String>]); 6] = [
+        ("direct (no supervisor, no sandbox)", ProcessPolicy::default(), &[]),
+        ("supervisor, sandbox off", ProcessPolicy { sandbox: SandboxMode::Off, ..base.clone() }, &[]),
+        ("supervisor, workspace-write, no namespace", no_namespace.clone(), &[]),
+        ("supervisor, workspace-write, namespace", base.clone(), &[]),
         (
-            "supervisor, sandbox off",
-            ProcessPolicy { sandbox: SandboxMode::Off, launcher: supervisor.clone(), ..ProcessPolicy::default() },
+            "supervisor, workspace-write, namespace, network = false",
+            ProcessPolicy { network: false, ..base.clone() },
+            &[],
         ),
-        ("supervisor, workspace-write", ProcessPolicy { launcher: supervisor.clone(), ..ProcessPolicy::default() }),
-        (
-            "supervisor, workspace-write, network = false",
-            ProcessPolicy { network: false, launcher: supervisor, ..ProcessPolicy::default() },
-        ),
+        ("supervisor, workspace-write, namespace, exec check (`bash:rm` rejected)", base.clone(), &rm),
     ];
     println!("| local `bash -c true`, spawn to exit | median | p90 | samples |");
     println!("|---|---|---|---|");
-    for (name, policy) in cases {
-        for _ in 0..20 {
-            once(&policy, dir.path()).await;
-        }
-        let mut samples = Vec::with_capacity(SAMPLES);
-        for _ in 0..SAMPLES {
-            samples.push(once(&policy, dir.path()).await);
-        }
-        samples.sort();
-        let ms = |at: f64| samples[((samples.len() as f64 - 1.0) * at).round() as usize].as_secs_f64() * 1e3;
-        println!("| {name} | {:.2} ms | {:.2} ms | {SAMPLES} |", ms(0.5), ms(0.9));
+    for (name, policy, rejected) in &cases {
+        let taken = samples(policy, cwd, rejected, "true", SAMPLES).await;
+        println!("| {name} | {:.2} ms | {:.2} ms | {SAMPLES} |", at(&taken, 0.5), at(&taken, 0.9));
     }
+
+    let loop_script = format!("for i in $(seq {EXECS}); do /bin/true; done");
+    let without = samples(&base, cwd, &[], &loop_script, 10).await;
+    let with = samples(&base, cwd, &rm, &loop_script, 10).await;
+    let per_exec = |taken: &[Duration]| at(taken, 0.5) * 1e3 / EXECS as f64;
+    println!();
+    println!("| {EXECS} execs of `/bin/true` in one command | median | per exec |");
+    println!("|---|---|---|");
+    println!("| without the exec check | {:.1} ms | {:.1} µs |", at(&without, 0.5), per_exec(&without));
+    println!("| with the exec check | {:.1} ms | {:.1} µs |", at(&with, 0.5), per_exec(&with));
+    println!("| the check's cost per exec | | {:.1} µs |", per_exec(&with) - per_exec(&without));
+
+    cargo_build(&base, &rm).await;
+}
+
+/// `cargo build` of a small crate (no dependencies, a build script, a few modules) from clean,
+/// outside the sandbox and inside it with the exec check.
+async fn cargo_build(sandboxed: &ProcessPolicy, rejected: &[Vec<String>]) {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    std::fs::create_dir_all(root.join("src")).unwrap();
+    std::fs::write(root.join("Cargo.toml"), "[package]\nname = \"small\"\nversion = \"0.1.0\"\nedition = \"2021\"\n")
+        .unwrap();
+    std::fs::write(root.join("build.rs"), "fn main() { println!(\"cargo:rerun-if-changed=build.rs\"); }\n").unwrap();
+    let mut lib = String::new();
+    for module in 0..8 {
+        lib.push_str(&format!(
+            "pub mod m{module} {{ pub fn f(x: u64) -> u64 {{ (0..x).map(|i| i * {module}).sum() }} }}\n"
+        ));
+    }
+    std::fs::write(root.join("src/lib.rs"), lib).unwrap();
+    repository(root);
+    let script = "rm -rf target 2>/dev/null; cargo build --quiet --offline";
+    let direct = ProcessPolicy { env: sandboxed.env.clone(), ..ProcessPolicy::default() };
+    // `rm` is rejected inside: clean with find instead.
+    let inside_script = "find target -delete 2>/dev/null; cargo build --quiet --offline";
+    let outside = samples(&direct, root, &[], script, 5).await;
+    let inside = samples(sandboxed, root, rejected, inside_script, 5).await;
+    println!();
+    println!("| `cargo build` of a small crate, from clean | median | p90 | samples |");
+    println!("|---|---|---|---|");
+    println!("| outside the sandbox | {:.0} ms | {:.0} ms | 5 |", at(&outside, 0.5), at(&outside, 0.9));
+    println!("| sandbox, namespace and exec check | {:.0} ms | {:.0} ms | 5 |", at(&inside, 0.5), at(&inside, 0.9));
+    println!("| difference | {:+.1} % | | |", (at(&inside, 0.5) / at(&outside, 0.5) - 1.0) * 100.0);
 }

@@ -207,44 +207,109 @@ impl Workspace {
 }
 
 const PRIVATE: &str = "cairn's own configuration and data";
+const GIT: &str = "git's hooks and configuration run code at the next git command";
+const AGENTS: &str = "agent configuration and instructions change what agents do";
+const SECRET: &str = "environment files hold secrets and run code";
 const TOOL_CONFIG: &str = "tool configuration that builds, tests and commits run as code";
 
-/// Whether a path inside a root (given relative to it) is protected, and whether it is secret.
-fn protected(relative: &Path) -> Option<(&'static str, bool)> {
-    let names: Vec<&std::ffi::OsStr> = relative
+/// Where a guarded name counts, compared without case.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reach {
+    /// A directory of this name at any depth, and everything in it.
+    Tree,
+    /// Names that start with this text at any depth (`.env`, `.env.local`, `.envrc`).
+    Prefix,
+    /// Only as a path's last component: a file.
+    Last,
+    /// This name directly inside a directory of the given name (`.github/workflows`).
+    Within(&'static str),
+}
+
+/// What a command in the sandbox may do with a guarded place (the file tools ask either way).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Guard {
+    /// Read, never written.
+    ReadOnly,
+    /// Neither read nor written: hidden.
+    Secret,
+    /// A repository: its hooks, configuration and `info/` read-only, the rest writable.
+    Git,
+}
+
+/// A place a change to has effects beyond the file: code that runs later, outside any sandbox.
+#[derive(Clone, Copy, Debug)]
+pub struct Guarded {
+    pub name: &'static str,
+    pub reach: Reach,
+    pub guard: Guard,
+    pub why: &'static str,
+}
+
+const fn guarded(name: &'static str, reach: Reach, guard: Guard, why: &'static str) -> Guarded {
+    Guarded { name, reach, guard, why }
+}
+
+/// Every guarded place inside a workspace. The file tools ask before changing them (and before
+/// reading the secret ones); local commands find them read-only or hidden (`process`).
+pub const GUARDED: &[Guarded] = &[
+    guarded(".git", Reach::Tree, Guard::Git, GIT),
+    guarded(".cairn", Reach::Tree, Guard::ReadOnly, AGENTS),
+    guarded(".agents", Reach::Tree, Guard::ReadOnly, AGENTS),
+    guarded(".claude", Reach::Tree, Guard::ReadOnly, AGENTS),
+    guarded(".env", Reach::Prefix, Guard::Secret, SECRET),
+    guarded(".cargo", Reach::Tree, Guard::ReadOnly, TOOL_CONFIG),
+    guarded(".husky", Reach::Tree, Guard::ReadOnly, TOOL_CONFIG),
+    guarded(".vscode", Reach::Tree, Guard::ReadOnly, TOOL_CONFIG),
+    guarded(".zed", Reach::Tree, Guard::ReadOnly, TOOL_CONFIG),
+    guarded(".idea", Reach::Tree, Guard::ReadOnly, TOOL_CONFIG),
+    guarded(".devcontainer", Reach::Tree, Guard::ReadOnly, TOOL_CONFIG),
+    guarded(".mise", Reach::Tree, Guard::ReadOnly, TOOL_CONFIG),
+    guarded("workflows", Reach::Within(".github"), Guard::ReadOnly, TOOL_CONFIG),
+    guarded("hgrc", Reach::Within(".hg"), Guard::ReadOnly, TOOL_CONFIG),
+    guarded(".npmrc", Reach::Last, Guard::ReadOnly, TOOL_CONFIG),
+    guarded(".yarnrc", Reach::Last, Guard::ReadOnly, TOOL_CONFIG),
+    guarded(".yarnrc.yml", Reach::Last, Guard::ReadOnly, TOOL_CONFIG),
+    guarded(".pnpmfile.cjs", Reach::Last, Guard::ReadOnly, TOOL_CONFIG),
+    guarded("bunfig.toml", Reach::Last, Guard::ReadOnly, TOOL_CONFIG),
+    guarded(".pre-commit-config.yaml", Reach::Last, Guard::ReadOnly, TOOL_CONFIG),
+    guarded("lefthook.yml", Reach::Last, Guard::ReadOnly, TOOL_CONFIG),
+    guarded(".lefthook.yml", Reach::Last, Guard::ReadOnly, TOOL_CONFIG),
+    guarded("mise.toml", Reach::Last, Guard::ReadOnly, TOOL_CONFIG),
+    guarded(".mise.toml", Reach::Last, Guard::ReadOnly, TOOL_CONFIG),
+    guarded("mise.local.toml", Reach::Last, Guard::ReadOnly, TOOL_CONFIG),
+    guarded("rust-toolchain", Reach::Last, Guard::ReadOnly, TOOL_CONFIG),
+    guarded("rust-toolchain.toml", Reach::Last, Guard::ReadOnly, TOOL_CONFIG),
+];
+
+impl Guarded {
+    /// Whether the component `name` (lower case) at index `at` of `names` (lower case) is this place.
+    pub fn matches(&self, names: &[String], at: usize) -> bool {
+        let name = names[at].as_str();
+        match self.reach {
+            Reach::Tree => name == self.name,
+            Reach::Prefix => name.starts_with(self.name),
+            Reach::Last => at + 1 == names.len() && name == self.name,
+            Reach::Within(parent) => name == self.name && at > 0 && names[at - 1] == parent,
+        }
+    }
+}
+
+/// The guarded place a path inside a root (given relative to it) is in, if any: the first of
+/// its components that is one.
+pub fn guarded_in(relative: &Path) -> Option<&'static Guarded> {
+    let names: Vec<String> = relative
         .components()
         .filter_map(|c| match c {
-            Component::Normal(name) => Some(name),
+            Component::Normal(name) => Some(name.to_string_lossy().to_ascii_lowercase()),
             Component::Prefix(_) | Component::RootDir | Component::CurDir | Component::ParentDir => None,
         })
         .collect();
-    let last = names.len().saturating_sub(1);
-    for (at, name) in names.iter().enumerate() {
-        // Compared without case: on case-insensitive disks `.GIT/hooks` is git's hooks.
-        let name = name.to_string_lossy().to_ascii_lowercase();
-        match name.as_str() {
-            ".git" => return Some(("git's hooks and configuration run code at the next git command", false)),
-            ".cairn" | ".agents" | ".claude" => {
-                return Some(("agent configuration and instructions change what agents do", false));
-            }
-            _ if name.starts_with(".env") => return Some(("environment files hold secrets and run code", true)),
-            ".cargo" | ".husky" | ".vscode" | ".zed" | ".idea" | ".devcontainer" => return Some((TOOL_CONFIG, false)),
-            ".npmrc"
-            | ".yarnrc"
-            | ".yarnrc.yml"
-            | ".pre-commit-config.yaml"
-            | "lefthook.yml"
-            | ".lefthook.yml"
-            | "rust-toolchain"
-            | "rust-toolchain.toml"
-                if at == last =>
-            {
-                return Some((TOOL_CONFIG, false));
-            }
-            _ => {}
-        }
-    }
-    None
+    (0..names.len()).find_map(|at| GUARDED.iter().find(|place| place.matches(&names, at)))
+}
+
+/// Whether a path inside a root (given relative to it) is protected, and whether it is secret.
+fn protected(relative: &Path) -> Option<(&'static str, bool)> {
+    guarded_in(relative).map(|place| (place.why, place.guard == Guard::Secret))
 }
 
 /// Resolves `.` and `..` without touching the disk.

@@ -18,7 +18,7 @@ use super::events::{AgentEvent, Phase};
 use super::state::{CallQueue, DoneReason, Question, QueuedCall, TurnError, TurnState};
 use crate::history::{CallState, Part, ToolContent, ToolPart};
 use crate::ids::MessageId;
-use crate::permissions::{self, Action, Decision, Mode, PermissionRequest, Rule, Scope};
+use crate::permissions::{self, Action, Decision, Mode, Permission, PermissionRequest, Rule, Scope};
 use crate::tools::host::{OptionKind, PermissionAnswer, PermissionOption};
 use crate::tools::{Access, Caller, Invocation, ToolContext, ToolError, ToolOutcome};
 
@@ -264,8 +264,20 @@ fn judged(turn: &Turn<'_>, call: &QueuedCall) -> (Decision, Option<PermissionReq
     let mode: Mode = *turn.tools.mode.borrow();
     match invocation.permission(&turn.tools.workspace) {
         Some(request) if call.approved.as_deref() == Some(request.target.as_str()) => (Decision::Allow, Some(request)),
-        Some(request) => (permissions::decide(&request, mode, turn.tools.rules), Some(request)),
+        Some(request) => {
+            (permissions::decide(&request, commands_mode(turn, &request, mode), turn.tools.rules), Some(request))
+        }
         None => (Decision::Allow, None),
+    }
+}
+
+/// The mode a request is judged in. Accept-edits lets commands write the workspace because the
+/// kernel keeps its guarded places read-only and its secrets hidden; where it cannot (no user or
+/// mount namespace), commands are judged as in ask mode.
+fn commands_mode(turn: &Turn<'_>, request: &PermissionRequest, mode: Mode) -> Mode {
+    match (mode, request.permission) {
+        (Mode::AcceptEdits, Permission::Bash) if turn.tools.process.guards_missing() => Mode::Ask,
+        _ => mode,
     }
 }
 
@@ -282,6 +294,7 @@ fn context(
         cancel,
         progress,
         process: std::sync::Arc::clone(&turn.tools.process),
+        rejected: crate::permissions::rejected_programs(turn.tools.rules),
         caller: None,
         call_id,
         user_wait: turn.run.user_wait.clone(),

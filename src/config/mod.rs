@@ -305,7 +305,9 @@ impl Config {
         let home_dir = env("HOME").map(PathBuf::from).or_else(dirs::home_dir);
         let log_file = file.log_file.as_deref().map(|path| checks::log_file(path, home_dir.as_deref())).transpose()?;
         let environment = process::Environment { lookup: env, vars, home: home_dir.as_deref() };
-        let process = process::policy(file.sandbox, &file.tools, &providers, &environment).map_err(invalid)?;
+        let config_dir = path.as_deref().and_then(Path::parent).map(Path::to_path_buf);
+        let own: Vec<PathBuf> = std::iter::once(data_dir.clone()).chain(config_dir.clone()).collect();
+        let process = process::policy(file.sandbox, &file.tools, &providers, &environment, &own).map_err(invalid)?;
         let mcp_servers = mcp::servers(file.mcp_servers).map_err(invalid)?;
         let mcp = mcp::settings(&file.mcp).map_err(invalid)?;
         Ok(Self {
@@ -319,7 +321,7 @@ impl Config {
             models,
             title_model,
             file: file_path,
-            config_dir: path.as_deref().and_then(Path::parent).map(Path::to_path_buf),
+            config_dir,
             credentials: path
                 .as_deref()
                 .and_then(Path::parent)

@@ -25,10 +25,51 @@ const KNOWN_KEYS: [&str; 2] = ["OPENAI_API_KEY", "ANTHROPIC_API_KEY"];
 pub(super) struct FileSandbox {
     mode: Option<SandboxMode>,
     network: Option<bool>,
+    /// Whether commands run in a namespace of their own (guarded places read-only, secrets
+    /// hidden, rejected programs covered); `false` leaves only Landlock and the exec check.
+    namespace: Option<bool>,
     /// More places local commands may write under `workspace-write` (absolute, or `~/…`).
     #[serde(default)]
     writable: Vec<String>,
+    /// More places hidden from local commands: absolute or `~/…` paths, or globs relative to
+    /// the workspace (`secrets/**`).
+    #[serde(default)]
+    hidden: Vec<String>,
+    /// Places hidden by default that local commands may read after all, written the same way
+    /// (`~/.aws`, `.env.example`).
+    #[serde(default)]
+    visible: Vec<String>,
 }
+
+/// What local commands never see, relative to the home directory: keys, credentials, tokens,
+/// browser profiles.
+const HIDDEN_IN_HOME: &[&str] = &[
+    ".ssh",
+    ".aws",
+    ".azure",
+    ".gnupg",
+    ".kube",
+    ".netrc",
+    ".git-credentials",
+    ".config/git/credentials",
+    ".config/gh",
+    ".config/hub",
+    ".config/gcloud",
+    ".docker/config.json",
+    ".cargo/credentials",
+    ".cargo/credentials.toml",
+    ".pypirc",
+    ".password-store",
+    ".local/share/keyrings",
+    ".terraform.d/credentials.tfrc.json",
+    ".mozilla",
+    ".config/google-chrome",
+    ".config/chromium",
+    ".config/BraveSoftware",
+    ".config/microsoft-edge",
+    ".var/app/org.mozilla.firefox",
+    "snap/firefox",
+];
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -67,34 +108,79 @@ pub(super) struct Environment<'a> {
     pub home: Option<&'a Path>,
 }
 
-/// The process policy (with the direct launcher; `main` picks the supervisor).
+/// The process policy (with the direct launcher; `main` picks the supervisor). `own`: cairn's
+/// configuration and data directories, never visible to a local command.
 pub(super) fn policy(
     sandbox: FileSandbox,
     tools: &FileTools,
     providers: &BTreeMap<String, ProviderConfig>,
     env: &Environment<'_>,
+    own: &[PathBuf],
 ) -> Result<Arc<ProcessPolicy>, String> {
     let mut writable = vec![PathBuf::from("/tmp"), PathBuf::from("/dev/shm")];
     if let Some(tmp) = (env.lookup)("TMPDIR").map(PathBuf::from).filter(|tmp| tmp.is_absolute()) {
         writable.push(tmp);
     }
     for given in &sandbox.writable {
-        let path = match (given.strip_prefix("~/"), env.home) {
-            (Some(rest), Some(home)) => home.join(rest),
-            _ => PathBuf::from(given),
-        };
-        if !path.is_absolute() {
-            return Err(format!("[sandbox] writable: `{given}` must be an absolute path (or start with ~/)"));
+        match place(given, env.home) {
+            Place::Path(path) => writable.push(path),
+            Place::Names(_) => {
+                return Err(format!("[sandbox] writable: `{given}` must be an absolute path (or start with ~/)"));
+            }
         }
-        writable.push(path);
+    }
+    let (mut hidden, mut hidden_names) = (Vec::new(), Vec::new());
+    hidden.extend(env.home.iter().flat_map(|home| HIDDEN_IN_HOME.iter().map(|rest| home.join(rest))));
+    for given in &sandbox.hidden {
+        match place(given, env.home) {
+            Place::Path(path) => hidden.push(path),
+            Place::Names(glob) => hidden_names.push(checked_glob("hidden", glob)?),
+        }
+    }
+    let mut visible_names = Vec::new();
+    for given in &sandbox.visible {
+        match place(given, env.home) {
+            Place::Path(path) => hidden.retain(|hidden| *hidden != path),
+            Place::Names(glob) => visible_names.push(checked_glob("visible", glob)?),
+        }
     }
     Ok(Arc::new(ProcessPolicy {
         sandbox: sandbox.mode.unwrap_or(SandboxMode::WorkspaceWrite),
         network: sandbox.network.unwrap_or(true),
+        namespace: sandbox.namespace.unwrap_or(true),
         writable,
+        own: own.to_vec(),
+        hidden,
+        hidden_names,
+        visible_names,
         env: child_env(providers, &tools.env_passthrough, env),
         ..ProcessPolicy::default()
     }))
+}
+
+/// A `[sandbox]` entry: a path (absolute, or `~/…`), or a glob relative to the workspace.
+enum Place<'a> {
+    Path(PathBuf),
+    Names(&'a str),
+}
+
+fn place<'a>(given: &'a str, home: Option<&Path>) -> Place<'a> {
+    match (given.strip_prefix("~/"), home) {
+        (Some(rest), Some(home)) => Place::Path(home.join(rest)),
+        _ if given.starts_with('/') => Place::Path(PathBuf::from(given)),
+        _ => Place::Names(given),
+    }
+}
+
+fn checked_glob(setting: &str, glob: &str) -> Result<String, String> {
+    if glob.is_empty() || glob.starts_with('~') {
+        return Err(format!(
+            "[sandbox] {setting}: `{glob}` is neither an absolute path, `~/…`, nor a pattern inside the workspace"
+        ));
+    }
+    globset::Glob::new(glob)
+        .map(|_| glob.to_owned())
+        .map_err(|err| format!("[sandbox] {setting}: `{glob}` is not a valid pattern: {err}"))
 }
 
 fn child_env(providers: &BTreeMap<String, ProviderConfig>, passthrough: &[String], env: &Environment<'_>) -> ChildEnv {
@@ -192,6 +278,36 @@ mod tests {
         );
         let env = env_of(&[("GIT_CONFIG_COUNT", "2")], &[]);
         assert_eq!(env.set[0].0.to_str(), Some("GIT_CONFIG_KEY_2"), "after the user's own settings");
+    }
+
+    fn sandbox_of(text: &str, home: Option<&Path>) -> Result<Arc<ProcessPolicy>, String> {
+        let sandbox: FileSandbox = toml::from_str(text).unwrap();
+        let lookup = |_: &str| None;
+        let env = Environment { lookup: &lookup, vars: &[], home };
+        policy(sandbox, &FileTools::default(), &BTreeMap::new(), &env, &[PathBuf::from("/data/cairn")])
+    }
+
+    #[test]
+    fn keys_and_credentials_in_home_are_hidden_unless_made_visible() {
+        let home = Path::new("/home/u");
+        let policy = sandbox_of("", Some(home)).unwrap();
+        for secret in [".ssh", ".aws", ".gnupg", ".config/gh", ".netrc", ".docker/config.json", ".kube", ".mozilla"] {
+            assert!(policy.hidden.contains(&home.join(secret)), "{secret}");
+        }
+        assert_eq!(policy.own, [PathBuf::from("/data/cairn")]);
+        let policy = sandbox_of(
+            "hidden = [\"/srv/keys\", \"secrets/**\"]\nvisible = [\"~/.aws\", \".env.example\"]",
+            Some(home),
+        )
+        .unwrap();
+        assert!(policy.hidden.contains(&PathBuf::from("/srv/keys")));
+        assert!(!policy.hidden.contains(&home.join(".aws")));
+        assert_eq!(policy.hidden_names, ["secrets/**"]);
+        assert_eq!(policy.visible_names, [".env.example"]);
+        let err = sandbox_of("hidden = [\"[z-a\"]", Some(home)).unwrap_err();
+        assert!(err.contains("[sandbox] hidden") && err.contains("[z-a"), "{err}");
+        let err = sandbox_of("writable = [\"relative\"]", Some(home)).unwrap_err();
+        assert!(err.contains("absolute"), "{err}");
     }
 
     #[test]

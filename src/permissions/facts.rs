@@ -112,7 +112,9 @@ impl CommandFacts {
             script.latent.then(|| Rejects::Maybe("the command line holds code that bash may still evaluate".into()));
         for run in runs.get_or_init(|| command::runs(script)) {
             match &run.program {
-                Some(program) if program == name && in_order(&leading(run), &words[1..]) => {
+                Some(program)
+                    if program == name && names_subcommand(run.args.iter().map(|w| w.text.as_str()), &words[1..]) =>
+                {
                     return Some(Rejects::Yes);
                 }
                 Some(_) => {}
@@ -227,23 +229,25 @@ fn covers(pattern: &Pattern, command: &Command) -> bool {
     command.words.iter().zip(words).all(|(word, expected)| word.kind == WordKind::Literal && word.text == *expected)
 }
 
-/// Whether `wanted` appear in `words` in that order, others between them allowed: a rejected
-/// `cargo publish` is still `cargo --color always publish`.
-fn in_order(words: &[String], wanted: &[String]) -> bool {
+/// Whether a program's arguments `args` (after its name) name the subcommand words `wanted`: they
+/// appear among its words after the options, in that order, others between them allowed (a
+/// rejected `cargo publish` is still `cargo --color always publish`, `git push` still
+/// `git -C x push`). The supervisor asks the same of every program a command tree starts.
+pub fn names_subcommand<'a>(args: impl IntoIterator<Item = &'a str>, wanted: &[String]) -> bool {
+    let words = leading(args);
     let mut words = words.iter();
-    wanted.iter().all(|w| words.any(|word| word == w))
+    wanted.iter().all(|w| words.any(|word| *word == w))
 }
 
-/// A run's words after its options: the subcommand (`git -C x push` → `push`) and the rest.
-fn leading(run: &Run) -> Vec<String> {
+/// A program's words after its options: the subcommand (`-C x push` → `push`) and the rest.
+fn leading<'a>(args: impl IntoIterator<Item = &'a str>) -> Vec<&'a str> {
     let mut out = Vec::new();
     let mut skip_value = false;
-    for word in &run.args {
+    for text in args {
         if skip_value {
             skip_value = false;
             continue;
         }
-        let text = word.text.as_str();
         if text.starts_with('-') || text.starts_with('+') {
             skip_value = matches!(
                 text,
@@ -259,7 +263,7 @@ fn leading(run: &Run) -> Vec<String> {
             );
             continue;
         }
-        out.push(text.to_owned());
+        out.push(text);
     }
     out
 }

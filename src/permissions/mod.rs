@@ -24,7 +24,7 @@ use std::sync::OnceLock;
 
 use serde::{Deserialize, Serialize};
 
-pub use facts::{CommandFacts, Paths, Subject};
+pub use facts::{CommandFacts, Paths, Subject, names_subcommand};
 use pattern::Pattern;
 
 use crate::workspace::Place;
@@ -348,6 +348,21 @@ pub fn rule_for(request: &PermissionRequest, action: Action, source: Scope, rule
         (Subject::Tool { .. }, Action::Allow | Action::Deny) => pattern::escape_glob(&request.target),
     };
     Some(Rule::new(request.permission, &pattern, action, source))
+}
+
+/// The programs (each with its subcommand words, if any) that rules reject: what the supervisor
+/// refuses to start, however a command spells or hides it. Exact-line rules are about lines and
+/// stay with the parser.
+pub fn rejected_programs(rules: &[Rule]) -> Vec<Vec<String>> {
+    let mut out: Vec<Vec<String>> = Vec::new();
+    for rule in rules.iter().filter(|rule| rule.action == Action::Deny && rule.permission == Permission::Bash) {
+        if let Pattern::Program(words) = rule.read().as_ref()
+            && !out.contains(words)
+        {
+            out.push(words.clone());
+        }
+    }
+    out
 }
 
 /// How a rule is described to the user, in the question that offers it and in `/permissions`.

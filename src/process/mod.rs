@@ -10,7 +10,12 @@
 //! closes the pipe it watches (timeout, cancel) or when cairn dies. [`Local`] is the running program; dropping
 //! it before the program ended kills everything it started.
 
+mod gate;
+mod namespace;
+mod places;
+mod probe;
 mod sandbox;
+mod seccomp;
 pub mod supervisor;
 mod tree;
 
@@ -23,7 +28,9 @@ use std::time::Duration;
 use serde::Deserialize;
 use tokio::process::{Child, ChildStderr, ChildStdin, ChildStdout, Command};
 
+pub use namespace::Kind as NamespaceKind;
 pub use sandbox::{Support, support as landlock_support};
+pub use supervisor::Confinement;
 pub use tree::{deny_inspection, die_with_parent, kill_group};
 
 /// What an unset or emptied `PATH` becomes: bash's own default without its trailing `.`.
@@ -101,9 +108,22 @@ pub struct ProcessPolicy {
     pub sandbox: SandboxMode,
     /// Whether sandboxed commands may open TCP connections and listen (`[sandbox] network`).
     pub network: bool,
+    /// Whether commands may run in a namespace of their own (`[sandbox] namespace`), where the
+    /// kernel allows one.
+    pub namespace: bool,
     /// Writable under `workspace-write` besides the workspace roots: the temp dirs and
     /// `[sandbox] writable`.
     pub writable: Vec<PathBuf>,
+    /// cairn's own configuration and data directories: made if missing, then hidden from every
+    /// sandboxed command, whatever the workspace.
+    pub own: Vec<PathBuf>,
+    /// Hidden from sandboxed commands: the user's keys and credentials, `[sandbox] hidden`
+    /// (absolute paths).
+    pub hidden: Vec<PathBuf>,
+    /// Workspace-relative globs hidden besides the secret guarded names (`[sandbox] hidden`).
+    pub hidden_names: Vec<String>,
+    /// Workspace-relative globs left visible even when secret (`[sandbox] visible`).
+    pub visible_names: Vec<String>,
     pub env: ChildEnv,
     pub launcher: Launcher,
 }
@@ -113,7 +133,12 @@ impl Default for ProcessPolicy {
         Self {
             sandbox: SandboxMode::WorkspaceWrite,
             network: true,
+            namespace: true,
             writable: vec![PathBuf::from("/tmp")],
+            own: Vec::new(),
+            hidden: Vec::new(),
+            hidden_names: Vec::new(),
+            visible_names: Vec::new(),
             env: ChildEnv::default(),
             launcher: Launcher::Direct,
         }
@@ -122,9 +147,16 @@ impl Default for ProcessPolicy {
 
 impl ProcessPolicy {
     /// Starts `program` with `args` in `cwd`, in its own process group, stdin `/dev/null`,
-    /// stdout and stderr piped. Under the supervisor, writes are confined to `roots` (and the
-    /// policy's other writable places) as `sandbox` says.
-    pub fn spawn(&self, program: &OsStr, args: &[&OsStr], cwd: &Path, roots: &[PathBuf]) -> std::io::Result<Local> {
+    /// stdout and stderr piped. Under the supervisor, writes are confined to the confinement's
+    /// roots (and the policy's other writable places) as `sandbox` says, guarded places inside
+    /// the roots are read-only, secrets hidden, and the programs rules reject refused.
+    pub fn spawn(
+        &self,
+        program: &OsStr,
+        args: &[&OsStr],
+        cwd: &Path,
+        confinement: Confinement<'_>,
+    ) -> std::io::Result<Local> {
         let mut command = match &self.launcher {
             Launcher::Direct => {
                 let mut command = Command::new(program);
@@ -133,8 +165,14 @@ impl ProcessPolicy {
             }
             Launcher::Supervisor(exe) => {
                 self.warn_once();
+                let kernel = probe::probe();
+                // Without user notification there is no exec check; the parser still refuses.
+                let rejected = if kernel.exec_check { confinement.rejected } else { &[] };
+                let confinement = Confinement { rejected, ..confinement };
+                let needs_namespace = self.sandbox != SandboxMode::Off || !rejected.is_empty();
+                let namespace = if needs_namespace { self.namespace_kind() } else { None };
                 let mut command = Command::new(exe);
-                command.args(supervisor::arguments(self, roots, program, args)).stdin(Stdio::piped());
+                command.args(supervisor::arguments(self, confinement, namespace, program, args)).stdin(Stdio::piped());
                 command
             }
         };
@@ -159,6 +197,24 @@ impl ProcessPolicy {
         ))
     }
 
+    /// Whether the sandbox this policy asks for lacks what keeps guarded places read-only and
+    /// secrets hidden (Landlock, or a user or mount namespace). Then a command is not let
+    /// through by accept-edits: it asks as in ask mode. With the sandbox off the user chose
+    /// this; the direct launcher (unit tests, benches) sandboxes nothing by design.
+    pub fn guards_missing(&self) -> bool {
+        match (&self.launcher, self.sandbox) {
+            (Launcher::Direct, _) | (_, SandboxMode::Off) => false,
+            (Launcher::Supervisor(_), SandboxMode::WorkspaceWrite | SandboxMode::ReadOnly) => {
+                !landlock_support().filesystem || self.namespace_kind().is_none()
+            }
+        }
+    }
+
+    /// The namespace commands run in: the one the kernel allows, unless the configuration says none.
+    fn namespace_kind(&self) -> Option<NamespaceKind> {
+        if self.namespace { probe::probe().namespace } else { None }
+    }
+
     /// Says once per process, on stderr, what the kernel cannot enforce of the sandbox.
     fn warn_once(&self) {
         static WARNED: Once = Once::new();
@@ -170,6 +226,12 @@ impl ProcessPolicy {
             let support = landlock_support();
             let missing = if !support.filesystem {
                 Some("this kernel has no Landlock; local commands run without the sandbox")
+            } else if fs_wanted && self.namespace_kind().is_none() {
+                Some(
+                    "local commands run without a namespace of their own (this kernel allows none, or [sandbox] \
+                     namespace = false), so they can write git hooks and tool configuration and read secrets such \
+                     as .env; in accept-edits mode, commands ask as in ask mode",
+                )
             } else if net_wanted && !support.network {
                 Some("this kernel's Landlock cannot restrict the network (needs Linux 6.7); local commands keep network access")
             } else {
@@ -259,7 +321,8 @@ mod tests {
             ..ProcessPolicy::default()
         };
         let script = OsStr::new("echo \"[$HOME][$PATH]\"");
-        let mut local = policy.spawn(OsStr::new("bash"), &[OsStr::new("-c"), script], dir.path(), &[]).unwrap();
+        let mut local =
+            policy.spawn(OsStr::new("bash"), &[OsStr::new("-c"), script], dir.path(), Confinement::default()).unwrap();
         let mut stdout = local.take_stdout().unwrap();
         let mut out = String::new();
         tokio::io::AsyncReadExt::read_to_string(&mut stdout, &mut out).await.unwrap();

@@ -62,7 +62,7 @@ pub struct SandboxError(#[from] landlock::RulesetError);
 /// without `network`, no TCP connect or bind; signals only within. `None` when neither the
 /// filesystem nor the network is to be confined (`off` with the network allowed). What the
 /// kernel cannot enforce is left out (cairn warns about it once).
-pub fn prepare(mode: SandboxMode, network: bool, writable: &[PathBuf]) -> Result<Option<RulesetCreated>, SandboxError> {
+pub fn prepare(mode: SandboxMode, network: bool, writable: &[PathBuf]) -> Result<Option<Prepared>, SandboxError> {
     let confine_fs = match mode {
         SandboxMode::WorkspaceWrite | SandboxMode::ReadOnly => true,
         SandboxMode::Off => false,
@@ -82,11 +82,36 @@ pub fn prepare(mode: SandboxMode, network: bool, writable: &[PathBuf]) -> Result
         let places = DEVICES.iter().map(PathBuf::from).chain(writable.iter().cloned());
         created = created.add_rules(path_beneath_rules(places, AccessFs::from_write(FS_ABI)))?;
     }
-    Ok(Some(created))
+    Ok(Some(created.into()))
+}
+
+/// A ruleset ready for [`enter`]: its descriptor, or `None` where the kernel has no Landlock
+/// (then only `no_new_privs` is set).
+pub struct Prepared(Option<std::os::fd::OwnedFd>);
+
+impl From<RulesetCreated> for Prepared {
+    fn from(ruleset: RulesetCreated) -> Self {
+        Prepared(ruleset.into())
+    }
 }
 
 /// Puts the calling process (and its future children) into the ruleset, with `no_new_privs`.
-/// Not enforced (or partly) means the kernel lacks it; cairn has said so already.
-pub fn enter(ruleset: RulesetCreated) -> std::io::Result<()> {
-    ruleset.restrict_self().map(drop).map_err(std::io::Error::other)
+/// Made between fork and exec, so it makes raw system calls only and allocates nothing.
+#[allow(unsafe_code)]
+pub fn enter(ruleset: &Prepared) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd as _;
+    // SAFETY: prctl and landlock_restrict_self take plain integers (a descriptor we own) and touch
+    // no memory of ours.
+    unsafe {
+        let zero = 0 as libc::c_ulong;
+        if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1 as libc::c_ulong, zero, zero, zero) < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        if let Some(fd) = &ruleset.0
+            && libc::syscall(libc::SYS_landlock_restrict_self, fd.as_raw_fd(), 0 as libc::c_uint) < 0
+        {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    Ok(())
 }

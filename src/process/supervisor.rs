@@ -1,22 +1,28 @@
 //! The supervisor: cairn started as `cairn __supervise …` to run one local command.
 //!
 //! `main` hands over to [`intercept`] before anything else (no command-line parsing, logging or
-//! async runtime), so the supervisor is a fresh single-threaded process. It builds the sandbox's
-//! ruleset, becomes the subreaper of what it starts, and starts the program with stdin
-//! `/dev/null`, entering the sandbox between fork and exec (it still has one thread then, so
-//! that is safe). Then a thread reads its stdin, a pipe cairn keeps open and never writes: end of
-//! file means cairn closed it (timeout, cancel) or died, and the supervisor then kills every
-//! descendant and its own process group. When the program ends, whatever it left running is
-//! killed too, and the supervisor exits as the program did (the same exit code, or the same
-//! signal).
+//! async runtime), so the supervisor is a fresh single-threaded process. When the policy asks
+//! for it, it first moves into a namespace of its own and sets up what the command sees there
+//! (`namespace.rs`, `places.rs`: guarded places read-only, secrets hidden, rejected programs
+//! covered). It builds the Landlock ruleset, becomes the subreaper of what it starts, and starts
+//! the program with stdin `/dev/null`, entering the sandbox between fork and exec. When rules
+//! reject programs, the child also installs the exec filter (`seccomp.rs`) and a thread of the
+//! supervisor judges every exec of the tree (`gate.rs`). Then a thread reads its stdin, a pipe
+//! cairn keeps open and never writes: end of file means cairn closed it (timeout, cancel) or
+//! died, and the supervisor then kills every descendant and its own process group. When the
+//! program ends, whatever it left running is killed too, and the supervisor exits as the
+//! program did (the same exit code, or the same signal).
 
 use std::ffi::{OsStr, OsString};
 use std::io::{Read, Write};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
 
-use super::{ProcessPolicy, SandboxMode, sandbox, tree};
+use super::gate::Gate;
+use super::namespace::{self, Kind};
+use super::places::{self, Names};
+use super::{ProcessPolicy, SandboxMode, sandbox, seccomp, tree};
 
 /// The hidden first argument that makes cairn a supervisor.
 pub const ARGUMENT: &str = "__supervise";
@@ -27,27 +33,77 @@ const NO_SANDBOX: u8 = 126;
 const CANNOT_START: u8 = 127;
 
 /// What one supervisor runs, and under which rules.
-#[derive(Debug, PartialEq)]
+#[derive(Debug, Default, PartialEq)]
 struct Spec {
-    mode: SandboxMode,
+    mode: Option<SandboxMode>,
     network: bool,
+    /// The namespace to make, if any (`None`: the kernel has none to give, or nothing needs one).
+    namespace: Option<Kind>,
+    /// The workspace roots: writable under `workspace-write`, searched for guarded places.
+    roots: Vec<PathBuf>,
+    /// Writable under `workspace-write` besides the roots.
     writable: Vec<PathBuf>,
+    /// cairn's own directories: made if missing, then hidden.
+    own: Vec<PathBuf>,
+    hidden: Vec<PathBuf>,
+    hidden_names: Vec<String>,
+    visible_names: Vec<String>,
+    /// Programs rules reject, each with its subcommand words.
+    rejected: Vec<Vec<String>>,
     program: OsString,
     args: Vec<OsString>,
 }
 
+/// What a command is confined to besides the policy: its session's roots and rejected programs.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Confinement<'a> {
+    pub roots: &'a [PathBuf],
+    pub rejected: &'a [Vec<String>],
+}
+
 /// The supervisor's arguments (after the executable) for `program args` under `policy`:
-/// `__supervise MODE network|no-network [--write PATH]… -- PROGRAM ARGS…`.
-pub fn arguments(policy: &ProcessPolicy, roots: &[PathBuf], program: &OsStr, args: &[&OsStr]) -> Vec<OsString> {
+/// `__supervise MODE network|no-network [--namespace KIND] [--root P]… [--write P]… [--hide P]…
+/// [--hide-name GLOB]… [--show GLOB]… [--reject WORDS]… -- PROGRAM ARGS…`.
+pub fn arguments(
+    policy: &ProcessPolicy,
+    confinement: Confinement<'_>,
+    namespace: Option<Kind>,
+    program: &OsStr,
+    args: &[&OsStr],
+) -> Vec<OsString> {
     let mut out: Vec<OsString> = vec![ARGUMENT.into(), policy.sandbox.id().into()];
     out.push(if policy.network { "network" } else { "no-network" }.into());
-    let writable: Vec<&PathBuf> = match policy.sandbox {
-        SandboxMode::WorkspaceWrite => roots.iter().chain(&policy.writable).collect(),
-        SandboxMode::ReadOnly | SandboxMode::Off => Vec::new(),
+    let mut flag = |name: &str, value: OsString| {
+        out.push(name.into());
+        out.push(value);
     };
-    for path in writable {
-        out.push("--write".into());
-        out.push(path.into());
+    if let Some(kind) = namespace {
+        flag("--namespace", kind.id().into());
+    }
+    for root in confinement.roots {
+        flag("--root", root.into());
+    }
+    if policy.sandbox == SandboxMode::WorkspaceWrite {
+        for path in &policy.writable {
+            flag("--write", path.into());
+        }
+    }
+    if policy.sandbox != SandboxMode::Off {
+        for path in &policy.own {
+            flag("--own", path.into());
+        }
+        for path in &policy.hidden {
+            flag("--hide", path.into());
+        }
+        for glob in &policy.hidden_names {
+            flag("--hide-name", glob.into());
+        }
+        for glob in &policy.visible_names {
+            flag("--show", glob.into());
+        }
+    }
+    for words in confinement.rejected {
+        flag("--reject", words.join(" ").into());
     }
     out.push("--".into());
     out.push(program.into());
@@ -62,16 +118,30 @@ fn parse(mut args: impl Iterator<Item = OsString>) -> Result<Spec, String> {
         Some("no-network") => false,
         _ => return Err("no network setting".into()),
     };
-    let mut writable = Vec::new();
+    let mut spec = Spec { mode: Some(mode), network, ..Spec::default() };
     loop {
-        match args.next().as_deref().and_then(OsStr::to_str) {
-            Some("--write") => writable.push(PathBuf::from(args.next().ok_or("--write without a path")?)),
-            Some("--") => break,
-            _ => return Err("expected --write or --".into()),
+        let Some(flag) = args.next() else { return Err("no -- before the program".into()) };
+        let flag = flag.to_str().ok_or("an option is not UTF-8")?.to_owned();
+        if flag == "--" {
+            break;
+        }
+        let value = args.next().ok_or_else(|| format!("{flag} without a value"))?;
+        let text = || value.to_str().map(str::to_owned).ok_or_else(|| format!("{flag}'s value is not UTF-8"));
+        match flag.as_str() {
+            "--namespace" => spec.namespace = Some(Kind::parse(&text()?).ok_or("unknown namespace kind")?),
+            "--root" => spec.roots.push(PathBuf::from(value)),
+            "--write" => spec.writable.push(PathBuf::from(value)),
+            "--own" => spec.own.push(PathBuf::from(value)),
+            "--hide" => spec.hidden.push(PathBuf::from(value)),
+            "--hide-name" => spec.hidden_names.push(text()?),
+            "--show" => spec.visible_names.push(text()?),
+            "--reject" => spec.rejected.push(text()?.split_whitespace().map(str::to_owned).collect()),
+            other => return Err(format!("unknown option {other}")),
         }
     }
-    let program = args.next().ok_or("no program")?;
-    Ok(Spec { mode, network, writable, program, args: args.collect() })
+    spec.program = args.next().ok_or("no program")?;
+    spec.args = args.collect();
+    Ok(spec)
 }
 
 /// Runs the supervisor if cairn was started as one; `None` otherwise.
@@ -87,25 +157,61 @@ pub fn intercept() -> Option<ExitCode> {
 }
 
 fn supervise(spec: &Spec) -> ExitCode {
-    let mut ruleset = match sandbox::prepare(spec.mode, spec.network, &spec.writable) {
+    let mode = spec.mode.unwrap_or(SandboxMode::WorkspaceWrite);
+    let Some(program) = find_program(&spec.program) else {
+        return say(CANNOT_START, &format!("cannot start {}: not found", spec.program.to_string_lossy()));
+    };
+    let gate = Gate::new(&spec.rejected, std::env::var_os("PATH").as_deref());
+    if let Some(kind) = spec.namespace
+        && let Err(err) = confine(kind, mode, spec, &gate, &program)
+    {
+        return say(NO_SANDBOX, &format!("{err}; set [sandbox] mode = \"off\" in config.toml to run without it"));
+    }
+    let writable: Vec<PathBuf> = match mode {
+        SandboxMode::WorkspaceWrite => spec.roots.iter().chain(&spec.writable).cloned().collect(),
+        SandboxMode::ReadOnly | SandboxMode::Off => Vec::new(),
+    };
+    let ruleset = match sandbox::prepare(mode, spec.network, &writable) {
         Ok(ruleset) => ruleset,
         Err(err) => {
             return say(NO_SANDBOX, &format!("{err}; set [sandbox] mode = \"off\" in config.toml to run without it"));
         }
     };
     tree::become_subreaper();
-    let mut command = Command::new(&spec.program);
-    command.args(&spec.args).stdin(Stdio::null());
+    // With programs to judge, the notifier thread waits for the filter's listener before the
+    // fork: the program's own exec already needs an answer.
+    let handoff = if gate.is_empty() {
+        None
+    } else {
+        match seccomp::pair(seccomp::Filter::exec()) {
+            Ok((handoff, listener)) => {
+                std::thread::spawn(move || notify(listener, gate));
+                Some(handoff)
+            }
+            Err(err) => return say(NO_SANDBOX, &format!("cannot set up the exec check: {err}")),
+        }
+    };
+    let mut command = Command::new(&program);
+    command.arg0(&spec.program).args(&spec.args).stdin(Stdio::null());
     let enter = move || {
         tree::detach()?;
-        ruleset.take().map_or(Ok(()), sandbox::enter)
+        if let Some(ruleset) = &ruleset {
+            sandbox::enter(ruleset)?;
+        }
+        handoff.as_ref().map_or(Ok(()), seccomp::Handoff::install)
     };
-    // SAFETY: the supervisor has a single thread when it forks (the watcher starts afterwards), so the child may allocate; it only leaves the terminal's session and enters the Landlock ruleset built before the fork.
+    // SAFETY: between fork and exec the child only makes raw system calls on memory prepared
+    // before the fork (the ruleset's descriptor, the filter, the socket), allocating nothing, as
+    // a child forked while the notifier thread runs must.
     #[allow(unsafe_code)]
     unsafe {
         command.pre_exec(enter)
     };
-    let mut child = match command.spawn() {
+    let spawned = command.spawn();
+    // Dropping the command closes the child's end of the socket here: the notifier sees the end
+    // of it if the child failed before sending its listener.
+    drop(command);
+    let mut child = match spawned {
         Ok(child) => child,
         Err(err) => return say(CANNOT_START, &format!("cannot start {}: {err}", spec.program.to_string_lossy())),
     };
@@ -129,6 +235,67 @@ fn supervise(spec: &Spec) -> ExitCode {
     }
 }
 
+/// Makes the namespace and sets up what the command sees in it.
+fn confine(kind: Kind, mode: SandboxMode, spec: &Spec, gate: &Gate, program: &Path) -> Result<(), String> {
+    namespace::enter(kind).map_err(|err| err.to_string())?;
+    let places = match mode {
+        SandboxMode::Off => places::Places::default(),
+        SandboxMode::WorkspaceWrite | SandboxMode::ReadOnly => {
+            let names = Names { hidden: globs(&spec.hidden_names)?, visible: globs(&spec.visible_names)? };
+            for dir in &spec.own {
+                std::fs::create_dir_all(dir).map_err(|err| format!("cannot make {}: {err}", dir.display()))?;
+            }
+            let hidden: Vec<PathBuf> = spec.own.iter().chain(&spec.hidden).cloned().collect();
+            places::find(&spec.roots, &hidden, &names, mode == SandboxMode::WorkspaceWrite)
+        }
+    };
+    namespace::apply(&places, &gate.stubs(Some(program))).map_err(|err| err.to_string())?;
+    // The working directory still points into the mounts as they were before: enter it again by
+    // its path, through the new ones, or relative paths would reach around them.
+    let cwd = std::env::current_dir().map_err(|err| format!("cannot read the working directory: {err}"))?;
+    std::env::set_current_dir(&cwd).map_err(|err| format!("cannot enter {} again: {err}", cwd.display()))
+}
+
+fn globs(patterns: &[String]) -> Result<globset::GlobSet, String> {
+    let mut set = globset::GlobSetBuilder::new();
+    for pattern in patterns {
+        let glob = globset::GlobBuilder::new(pattern)
+            .case_insensitive(true)
+            .literal_separator(false)
+            .build()
+            .map_err(|err| format!("`{pattern}` is not a valid pattern: {err}"))?;
+        set.add(glob);
+    }
+    set.build().map_err(|err| err.to_string())
+}
+
+/// The notifier thread: the listener, once the child sends it, then a verdict for every exec.
+fn notify(listener: seccomp::Listener, mut gate: Gate) {
+    match listener.receive() {
+        Ok(Some(listener)) => seccomp::serve(&listener, |notice| gate.answer(notice)),
+        Ok(None) => {}
+        Err(err) => {
+            let _ = writeln!(std::io::stderr().lock(), "cairn: the exec check did not start: {err}");
+        }
+    }
+}
+
+/// The program's file, found on `PATH` when it names no directory, so that starting it is one
+/// exec (the exec check lets exactly the first one through).
+fn find_program(program: &OsStr) -> Option<PathBuf> {
+    let as_path = Path::new(program);
+    if as_path.components().count() > 1 || program.as_encoded_bytes().contains(&b'/') {
+        return Some(as_path.to_path_buf());
+    }
+    let path = std::env::var_os("PATH").unwrap_or_else(|| super::DEFAULT_PATH.into());
+    std::env::split_paths(&path).map(|dir| dir.join(program)).find(|candidate| is_executable(candidate))
+}
+
+fn is_executable(path: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::metadata(path).is_ok_and(|meta| meta.is_file() && meta.permissions().mode() & 0o111 != 0)
+}
+
 /// One line on stderr, which cairn shows as the command's output.
 fn say(code: u8, why: &str) -> ExitCode {
     let _ = writeln!(std::io::stderr().lock(), "cairn: {why}");
@@ -141,24 +308,52 @@ mod tests {
 
     #[test]
     fn the_arguments_carry_the_policy_and_only_workspace_write_has_writable_places() {
-        let policy = ProcessPolicy { network: false, ..ProcessPolicy::default() };
+        let policy = ProcessPolicy {
+            network: false,
+            hidden: vec![PathBuf::from("/home/u/.ssh")],
+            hidden_names: vec!["*.pem".into()],
+            visible_names: vec![".env.example".into()],
+            ..ProcessPolicy::default()
+        };
         let roots = [PathBuf::from("/work/project")];
-        let args = arguments(&policy, &roots, OsStr::new("bash"), &[OsStr::new("-c"), OsStr::new("ls -- x")]);
+        let rejected = [vec!["git".to_owned(), "push".to_owned()]];
+        let confinement = Confinement { roots: &roots, rejected: &rejected };
+        let script = [OsStr::new("-c"), OsStr::new("ls -- x")];
+        let args = arguments(&policy, confinement, Some(Kind::User), OsStr::new("bash"), &script);
         let spec = parse(args.into_iter().skip(1)).unwrap();
         assert_eq!(
             spec,
             Spec {
-                mode: SandboxMode::WorkspaceWrite,
+                mode: Some(SandboxMode::WorkspaceWrite),
                 network: false,
-                writable: vec![PathBuf::from("/work/project"), PathBuf::from("/tmp")],
+                namespace: Some(Kind::User),
+                roots: vec![PathBuf::from("/work/project")],
+                writable: vec![PathBuf::from("/tmp")],
+                own: Vec::new(),
+                hidden: vec![PathBuf::from("/home/u/.ssh")],
+                hidden_names: vec!["*.pem".into()],
+                visible_names: vec![".env.example".into()],
+                rejected: vec![vec!["git".into(), "push".into()]],
                 program: "bash".into(),
                 args: vec!["-c".into(), "ls -- x".into()],
             }
         );
         let read_only = ProcessPolicy { sandbox: SandboxMode::ReadOnly, ..ProcessPolicy::default() };
-        let args = arguments(&read_only, &roots, OsStr::new("true"), &[]);
+        let confinement = Confinement { roots: &roots, rejected: &[] };
+        let args = arguments(&read_only, confinement, None, OsStr::new("true"), &[]);
         let spec = parse(args.into_iter().skip(1)).unwrap();
-        assert!(spec.writable.is_empty() && spec.network);
+        assert!(spec.writable.is_empty() && spec.network && spec.namespace.is_none());
         assert!(parse(["off".into(), "network".into(), "bash".into()].into_iter()).is_err());
+        assert!(
+            parse(["off".into(), "network".into(), "--bogus".into(), "x".into(), "--".into()].into_iter()).is_err()
+        );
+    }
+
+    #[test]
+    fn a_program_without_a_directory_is_found_on_the_path() {
+        assert_eq!(find_program(OsStr::new("./x")), Some(PathBuf::from("./x")));
+        let found = find_program(OsStr::new("sh")).unwrap();
+        assert!(found.is_absolute() && found.ends_with("sh"), "{found:?}");
+        assert_eq!(find_program(OsStr::new("no-such-program-anywhere")), None);
     }
 }

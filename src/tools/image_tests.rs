@@ -98,6 +98,7 @@ fn context(dir: &Path, images: Images) -> ToolContext {
         cancel: tokio_util::sync::CancellationToken::new(),
         progress: None,
         process: std::sync::Arc::default(),
+        rejected: Vec::new(),
         caller: None,
         call_id: "call_test".into(),
         user_wait: super::super::host::UserWait::default(),

@@ -61,6 +61,9 @@ pub struct ToolContext {
     pub progress: Option<mpsc::UnboundedSender<Vec<ToolContent>>>,
     /// How local commands are started: environment, sandbox, supervisor.
     pub process: Arc<crate::process::ProcessPolicy>,
+    /// The programs the turn's rules reject (`permissions::rejected_programs`): a local
+    /// command's supervisor refuses to start them.
+    pub rejected: Vec<Vec<String>>,
     /// For a call that starts a sub-agent ([`Access::Delegate`]): what the sub-agent inherits.
     pub caller: Option<Caller>,
     /// The id of the call being run: the card the editor shows it on.

@@ -19,6 +19,7 @@ use super::bash::BashArgs;
 use super::host::{Host, TerminalRequest};
 use super::{ToolContext, ToolError, ToolOutcome};
 use crate::history::ToolContent;
+use crate::process::Confinement;
 
 /// How much output is kept: this much of the start and this much of the end.
 const KEEP_HEAD: usize = 100 * 1024;
@@ -64,7 +65,12 @@ pub(super) async fn local(args: &BashArgs, ctx: &ToolContext, timeout: Duration)
     // Dropping `child` (any return below) kills whatever the command left running.
     let mut child = ctx
         .process
-        .spawn(OsStr::new("bash"), &script, ctx.workspace.cwd(), ctx.workspace.roots())
+        .spawn(
+            OsStr::new("bash"),
+            &script,
+            ctx.workspace.cwd(),
+            Confinement { roots: ctx.workspace.roots(), rejected: &ctx.rejected },
+        )
         .map_err(|err| ToolError(format!("cannot start bash: {err}")))?;
     let mut stdout = child.take_stdout();
     let mut stderr = child.take_stderr();

@@ -17,6 +17,7 @@ fn context(dir: &std::path::Path) -> ToolContext {
         cancel: CancellationToken::new(),
         progress: None,
         process: Arc::default(),
+        rejected: Vec::new(),
         caller: None,
         call_id: "call_test".into(),
         user_wait: super::host::UserWait::default(),

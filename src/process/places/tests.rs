@@ -1,0 +1,118 @@
+//! Finding guarded places on a real disk: repositories (directories, worktree files, hooks
+//! paths), tool configuration, secrets at depth, what the walk skips, and what a policy shows.
+
+use std::fs;
+use std::path::Path;
+
+use super::*;
+
+fn names(hidden: &[&str], visible: &[&str]) -> Names {
+    let set = |patterns: &[&str]| {
+        let mut set = globset::GlobSetBuilder::new();
+        for pattern in patterns {
+            set.add(globset::Glob::new(pattern).unwrap());
+        }
+        set.build().unwrap()
+    };
+    Names { hidden: set(hidden), visible: set(visible) }
+}
+
+fn touch(path: &Path) {
+    fs::create_dir_all(path.parent().unwrap()).unwrap();
+    fs::write(path, "x").unwrap();
+}
+
+#[test]
+fn a_repository_keeps_its_objects_writable_and_its_hooks_config_and_info_read_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = fs::canonicalize(dir.path()).unwrap();
+    touch(&root.join(".git/config"));
+    fs::create_dir_all(root.join(".git/objects")).unwrap();
+    let places = find(std::slice::from_ref(&root), &[], &names(&[], &[]), true);
+    assert_eq!(places.anchors, [root.clone(), root.join(".git")]);
+    assert_eq!(places.read_only, [root.join(".git/config"), root.join(".git/hooks"), root.join(".git/info")]);
+    assert!(root.join(".git/hooks").is_dir(), "a missing hooks directory is made, to be bound read-only");
+}
+
+#[test]
+fn secrets_are_hidden_at_depth_and_tool_configuration_is_read_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = fs::canonicalize(dir.path()).unwrap();
+    touch(&root.join(".env"));
+    touch(&root.join("apps/web/.env.local"));
+    touch(&root.join(".cargo/config.toml"));
+    touch(&root.join("crates/x/.vscode/tasks.json"));
+    touch(&root.join(".github/workflows/ci.yml"));
+    touch(&root.join("mise.toml"));
+    touch(&root.join("node_modules/pkg/.env"));
+    let places = find(std::slice::from_ref(&root), &[], &names(&[], &[]), true);
+    assert_eq!(places.hidden, [root.join(".env"), root.join("apps/web/.env.local")], "node_modules is not walked");
+    assert_eq!(
+        places.read_only,
+        [root.join(".cargo"), root.join(".github/workflows"), root.join("crates/x/.vscode"), root.join("mise.toml")]
+    );
+}
+
+#[test]
+fn a_policy_hides_more_names_and_shows_some_secrets() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = fs::canonicalize(dir.path()).unwrap();
+    touch(&root.join(".env.example"));
+    touch(&root.join(".env"));
+    touch(&root.join("keys/server.pem"));
+    let places = find(std::slice::from_ref(&root), &[], &names(&["**/*.pem"], &[".env.example"]), true);
+    assert_eq!(places.hidden, [root.join(".env"), root.join("keys/server.pem")]);
+}
+
+#[test]
+fn a_worktree_file_protects_the_git_directory_it_names_and_its_common_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = fs::canonicalize(dir.path()).unwrap();
+    let main = base.join("main");
+    touch(&main.join(".git/config"));
+    touch(&main.join(".git/worktrees/wt/HEAD"));
+    fs::write(main.join(".git/worktrees/wt/commondir"), "../..\n").unwrap();
+    let worktree = base.join("wt");
+    fs::create_dir_all(&worktree).unwrap();
+    fs::write(worktree.join(".git"), format!("gitdir: {}\n", main.join(".git/worktrees/wt").display())).unwrap();
+    let places = find(std::slice::from_ref(&worktree), &[], &names(&[], &[]), true);
+    assert!(places.read_only.contains(&worktree.join(".git")), "the pointer itself: {places:?}");
+    assert!(places.read_only.contains(&main.join(".git/worktrees/wt/hooks")), "{places:?}");
+    assert!(places.read_only.contains(&main.join(".git/config")), "the common directory's: {places:?}");
+    assert!(places.read_only.contains(&main.join(".git/hooks")), "{places:?}");
+}
+
+#[test]
+fn the_hooks_path_a_configuration_names_is_read_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = fs::canonicalize(dir.path()).unwrap();
+    fs::create_dir_all(root.join(".git")).unwrap();
+    fs::write(root.join(".git/config"), "[core]\n\tbare = false\n[core \"x\"]\n[CORE]\n\thooksPath = tools/hooks\n")
+        .unwrap();
+    fs::create_dir_all(root.join("tools/hooks")).unwrap();
+    let places = find(std::slice::from_ref(&root), &[], &names(&[], &[]), true);
+    assert!(places.read_only.contains(&root.join("tools/hooks")), "{places:?}");
+}
+
+#[test]
+fn a_link_that_would_cover_the_workspace_is_left_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = fs::canonicalize(dir.path()).unwrap();
+    std::os::unix::fs::symlink(".", root.join(".vscode")).unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    let outside = fs::canonicalize(outside.path()).unwrap();
+    std::os::unix::fs::symlink(&outside, root.join(".zed")).unwrap();
+    let places = find(std::slice::from_ref(&root), std::slice::from_ref(&root), &names(&[], &[]), true);
+    assert_eq!(places.read_only, [outside], "a link is bound where it leads, unless that holds a root");
+    assert!(places.hidden.is_empty(), "a hidden place holding the root is not hidden");
+}
+
+#[test]
+fn read_only_roots_get_secrets_hidden_but_nothing_bound() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = fs::canonicalize(dir.path()).unwrap();
+    touch(&root.join(".env"));
+    touch(&root.join(".git/config"));
+    let places = find(std::slice::from_ref(&root), &[], &names(&[], &[]), false);
+    assert_eq!(places, Places { anchors: Vec::new(), read_only: Vec::new(), hidden: vec![root.join(".env")] });
+}

@@ -1,0 +1,362 @@
+//! The seccomp user-notification filter that sends every `execve`/`execveat` of a sandboxed
+//! command tree to its supervisor for a verdict before the kernel runs it.
+//!
+//! The filter is built before the fork ([`Filter::exec`]) together with a socket pair. Between
+//! fork and exec the child ([`Handoff::install`]) installs it, which gives it a listener
+//! descriptor, and sends that descriptor over the socket (`SCM_RIGHTS`); it does this with raw
+//! system calls only, on memory prepared before the fork, since the supervisor may have another
+//! thread by then. The supervisor's notifier thread ([`Listener::receive`], [`serve`]) takes each
+//! notification, asks a judge, and answers: continue the call as asked, or fail it with an
+//! error. Every later process of the tree inherits the filter and cannot remove it; should the
+//! supervisor die, the kernel fails their execs (`ENOSYS`), so the gate fails closed.
+//!
+//! A verdict of "continue" lets the kernel read the call's arguments again: a process that
+//! rewrites the path from a second thread at that instant can run something else than what was
+//! judged. This is the known limit of user notification; what must hold without exception is
+//! kept by the mount namespace and Landlock instead.
+
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+
+/// `struct seccomp_data` offsets.
+const NR: u32 = 0;
+const ARCH: u32 = 4;
+
+const LD_W_ABS: u16 = (libc::BPF_LD | libc::BPF_W | libc::BPF_ABS) as u16;
+const JEQ_K: u16 = (libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K) as u16;
+const JGE_K: u16 = (libc::BPF_JMP | libc::BPF_JGE | libc::BPF_K) as u16;
+const RET_K: u16 = (libc::BPF_RET | libc::BPF_K) as u16;
+
+#[cfg(target_arch = "x86_64")]
+mod arch {
+    /// `AUDIT_ARCH_X86_64`.
+    pub const NATIVE: u32 = 0xC000_003E;
+    /// `AUDIT_ARCH_I386`: 32-bit programs on a 64-bit kernel.
+    pub const COMPAT: u32 = 0x4000_0003;
+    /// i386's `execve` and `execveat`.
+    pub const COMPAT_EXEC: [u32; 2] = [11, 358];
+    /// The x32 ABI marks its system call numbers with this bit; x32 programs are refused.
+    pub const X32_BIT: Option<u32> = Some(0x4000_0000);
+}
+
+#[cfg(target_arch = "aarch64")]
+mod arch {
+    /// `AUDIT_ARCH_AARCH64`.
+    pub const NATIVE: u32 = 0xC000_00B7;
+    /// `AUDIT_ARCH_ARM`: 32-bit programs on a 64-bit kernel.
+    pub const COMPAT: u32 = 0x4000_0028;
+    /// ARM's `execve` and `execveat`.
+    pub const COMPAT_EXEC: [u32; 2] = [11, 387];
+    pub const X32_BIT: Option<u32> = None;
+}
+
+/// Whether a notified call is an exec, and of which shape.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Call {
+    /// `execve(path, argv, envp)`.
+    Execve,
+    /// `execveat(dirfd, path, argv, envp, flags)`.
+    Execveat,
+    /// Anything else the filter sends (none today): answered "continue".
+    Other,
+}
+
+/// One call waiting for a verdict.
+#[derive(Clone, Copy, Debug)]
+pub struct Notice {
+    pub pid: u32,
+    pub call: Call,
+    /// Whether the caller runs 32-bit code (pointers in its memory are 4 bytes).
+    pub compat: bool,
+    pub args: [u64; 6],
+}
+
+/// What the supervisor answers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    Continue,
+    /// Fail the call with this `errno`.
+    Refuse(i32),
+}
+
+/// A BPF program for `seccomp(2)`.
+pub struct Filter {
+    code: Vec<libc::sock_filter>,
+}
+
+fn op(code: u16, jt: u8, jf: u8, k: u32) -> libc::sock_filter {
+    libc::sock_filter { code, jt, jf, k }
+}
+
+impl Filter {
+    /// Notifies `execve` and `execveat`, native and 32-bit; allows everything else; refuses x32
+    /// calls and any other architecture's (`ENOSYS`), which could otherwise exec unseen.
+    pub fn exec() -> Self {
+        let native = [libc::SYS_execve as u32, libc::SYS_execveat as u32];
+        let notify = libc::SECCOMP_RET_USER_NOTIF;
+        let allow = libc::SECCOMP_RET_ALLOW;
+        let refuse = libc::SECCOMP_RET_ERRNO | (libc::ENOSYS as u32 & libc::SECCOMP_RET_DATA);
+        let mut native_block = vec![op(LD_W_ABS, 0, 0, NR)];
+        // Jumps count the instructions to skip; the block ends: allow, notify, refuse.
+        let checks = native.len() + usize::from(arch::X32_BIT.is_some());
+        if let Some(bit) = arch::X32_BIT {
+            native_block.push(op(JGE_K, to_u8(checks + 1), 0, bit));
+        }
+        for (at, nr) in native.iter().enumerate() {
+            let left = native.len() - at - 1;
+            native_block.push(op(JEQ_K, to_u8(left + 1), 0, *nr));
+        }
+        native_block.extend([op(RET_K, 0, 0, allow), op(RET_K, 0, 0, notify), op(RET_K, 0, 0, refuse)]);
+        let mut compat_block = vec![op(LD_W_ABS, 0, 0, NR)];
+        for (at, nr) in arch::COMPAT_EXEC.iter().enumerate() {
+            let left = arch::COMPAT_EXEC.len() - at - 1;
+            compat_block.push(op(JEQ_K, to_u8(left + 1), 0, *nr));
+        }
+        compat_block.extend([op(RET_K, 0, 0, allow), op(RET_K, 0, 0, notify)]);
+        let mut code = vec![op(LD_W_ABS, 0, 0, ARCH), op(JEQ_K, 0, to_u8(native_block.len()), arch::NATIVE)];
+        code.extend(native_block);
+        code.push(op(JEQ_K, 0, to_u8(compat_block.len()), arch::COMPAT));
+        code.extend(compat_block);
+        code.push(op(RET_K, 0, 0, refuse));
+        // The compat check above compares the accumulator, which still holds the arch.
+        Self { code }
+    }
+}
+
+impl Filter {
+    /// The program as `seccomp(2)` takes it; valid while the filter lives.
+    pub fn program(&self) -> libc::sock_fprog {
+        libc::sock_fprog {
+            len: u16::try_from(self.code.len()).unwrap_or(u16::MAX),
+            filter: self.code.as_ptr().cast_mut(),
+        }
+    }
+}
+
+fn to_u8(n: usize) -> u8 {
+    u8::try_from(n).unwrap_or(u8::MAX)
+}
+
+/// The child's half: the filter and the socket end it sends its listener through.
+pub struct Handoff {
+    filter: Filter,
+    socket: OwnedFd,
+}
+
+/// The supervisor's half: where the listener arrives.
+pub struct Listener {
+    socket: OwnedFd,
+}
+
+/// A connected pair for one command.
+pub fn pair(filter: Filter) -> io::Result<(Handoff, Listener)> {
+    let mut fds = [0 as libc::c_int; 2];
+    // SAFETY: socketpair writes two descriptors into the array we own.
+    #[allow(unsafe_code)]
+    let result =
+        unsafe { libc::socketpair(libc::AF_UNIX, libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC, 0, fds.as_mut_ptr()) };
+    if result < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: both descriptors were just made and belong to nobody else.
+    #[allow(unsafe_code)]
+    let (child, parent) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    Ok((Handoff { filter, socket: child }, Listener { socket: parent }))
+}
+
+/// Room for one `SCM_RIGHTS` descriptor, aligned for `cmsghdr`.
+#[repr(C, align(8))]
+struct Control([u8; 32]);
+
+impl Handoff {
+    /// In the child, between fork and exec: sets `no_new_privs`, installs the filter and sends
+    /// its listener to the supervisor. Raw system calls on memory the parent prepared: nothing
+    /// here allocates.
+    pub fn install(&self) -> io::Result<()> {
+        let program = self.filter.program();
+        // SAFETY: prctl and seccomp take plain values and a pointer to `program`, which points
+        // to the filter's instructions; both outlive the calls. The kernel copies the program.
+        #[allow(unsafe_code)]
+        let listener = unsafe {
+            if libc::prctl(
+                libc::PR_SET_NO_NEW_PRIVS,
+                1 as libc::c_ulong,
+                0 as libc::c_ulong,
+                0 as libc::c_ulong,
+                0 as libc::c_ulong,
+            ) < 0
+            {
+                return Err(io::Error::last_os_error());
+            }
+            libc::syscall(
+                libc::SYS_seccomp,
+                libc::SECCOMP_SET_MODE_FILTER,
+                libc::SECCOMP_FILTER_FLAG_NEW_LISTENER,
+                &program as *const libc::sock_fprog,
+            )
+        };
+        let listener = libc::c_int::try_from(listener).unwrap_or(-1);
+        if listener < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let sent = send_fd(self.socket.as_raw_fd(), listener);
+        // SAFETY: closes the listener this process no longer needs; the supervisor has a copy.
+        #[allow(unsafe_code)]
+        unsafe {
+            libc::close(listener)
+        };
+        sent
+    }
+}
+
+/// Sends `fd` over the socket `socket` with `SCM_RIGHTS`, using only the stack.
+#[allow(unsafe_code)]
+fn send_fd(socket: libc::c_int, fd: libc::c_int) -> io::Result<()> {
+    let mut byte = [0u8; 1];
+    let mut iov = libc::iovec { iov_base: byte.as_mut_ptr().cast(), iov_len: 1 };
+    let mut control = Control([0; 32]);
+    // SAFETY: msghdr is plain data; every pointer set below points into this stack frame, and
+    // the CMSG helpers only compute addresses inside `control`, which has room for one header and
+    // one descriptor (CMSG_SPACE of 4 bytes is at most 24).
+    unsafe {
+        let mut message: libc::msghdr = std::mem::zeroed();
+        message.msg_iov = &mut iov;
+        message.msg_iovlen = 1;
+        message.msg_control = control.0.as_mut_ptr().cast();
+        message.msg_controllen = libc::CMSG_SPACE(std::mem::size_of::<libc::c_int>() as u32) as _;
+        let header = libc::CMSG_FIRSTHDR(&message);
+        if header.is_null() {
+            return Err(io::ErrorKind::InvalidInput.into());
+        }
+        (*header).cmsg_level = libc::SOL_SOCKET;
+        (*header).cmsg_type = libc::SCM_RIGHTS;
+        (*header).cmsg_len = libc::CMSG_LEN(std::mem::size_of::<libc::c_int>() as u32) as _;
+        std::ptr::write_unaligned(libc::CMSG_DATA(header).cast::<libc::c_int>(), fd);
+        if libc::sendmsg(socket, &message, 0) < 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+impl Listener {
+    /// Waits for the child's listener. `None` when the child closed its end without sending one
+    /// (it failed before the exec); the caller must have closed its copy of the child's end.
+    pub fn receive(self) -> io::Result<Option<OwnedFd>> {
+        let mut byte = [0u8; 1];
+        let mut iov = libc::iovec { iov_base: byte.as_mut_ptr().cast(), iov_len: 1 };
+        let mut control = Control([0; 32]);
+        // SAFETY: as in `send_fd`: every pointer points into this frame, and the CMSG helpers stay
+        // inside `control`; a received descriptor is owned by us from here on.
+        #[allow(unsafe_code)]
+        unsafe {
+            let mut message: libc::msghdr = std::mem::zeroed();
+            message.msg_iov = &mut iov;
+            message.msg_iovlen = 1;
+            message.msg_control = control.0.as_mut_ptr().cast();
+            message.msg_controllen = control.0.len() as _;
+            let got = libc::recvmsg(self.socket.as_raw_fd(), &mut message, libc::MSG_CMSG_CLOEXEC);
+            if got < 0 {
+                return Err(io::Error::last_os_error());
+            }
+            let header = libc::CMSG_FIRSTHDR(&message);
+            if got == 0 || header.is_null() || (*header).cmsg_type != libc::SCM_RIGHTS {
+                return Ok(None);
+            }
+            let fd = std::ptr::read_unaligned(libc::CMSG_DATA(header).cast::<libc::c_int>());
+            Ok(Some(OwnedFd::from_raw_fd(fd)))
+        }
+    }
+}
+
+/// Answers the notifications of `listener` with `judge`'s verdicts until no process is left
+/// that could send one.
+pub fn serve(listener: &OwnedFd, mut judge: impl FnMut(&Notice) -> Verdict) {
+    loop {
+        // SAFETY: the kernel requires a zeroed struct; it is plain data.
+        #[allow(unsafe_code)]
+        let mut notif: libc::seccomp_notif = unsafe { std::mem::zeroed() };
+        // SAFETY: the ioctl fills `notif`, which we own, for the listener we own.
+        #[allow(unsafe_code)]
+        let got = unsafe { libc::ioctl(listener.as_raw_fd(), libc::SECCOMP_IOCTL_NOTIF_RECV, &mut notif) };
+        if got < 0 {
+            match io::Error::last_os_error().raw_os_error() {
+                // Interrupted, or the caller died before we read it.
+                Some(libc::EINTR | libc::ENOENT) => continue,
+                _ => return,
+            }
+        }
+        let compat = notif.data.arch != arch::NATIVE;
+        let nr = i64::from(notif.data.nr);
+        let call = match (compat, nr) {
+            (false, n) if n == libc::SYS_execve => Call::Execve,
+            (false, n) if n == libc::SYS_execveat => Call::Execveat,
+            (true, n) if n == i64::from(arch::COMPAT_EXEC[0]) => Call::Execve,
+            (true, n) if n == i64::from(arch::COMPAT_EXEC[1]) => Call::Execveat,
+            _ => Call::Other,
+        };
+        let notice = Notice { pid: notif.pid, call, compat, args: notif.data.args };
+        let verdict = match call {
+            Call::Other => Verdict::Continue,
+            Call::Execve | Call::Execveat => judge(&notice),
+        };
+        respond(listener, notif.id, verdict);
+    }
+}
+
+fn respond(listener: &OwnedFd, id: u64, verdict: Verdict) {
+    let (error, flags) = match verdict {
+        Verdict::Continue => (0, libc::SECCOMP_USER_NOTIF_FLAG_CONTINUE as u32),
+        Verdict::Refuse(errno) => (-errno, 0),
+    };
+    let mut response = libc::seccomp_notif_resp { id, val: 0, error, flags };
+    // SAFETY: the ioctl reads `response`, which we own. A caller that died meanwhile makes it
+    // fail with ENOENT, which needs nothing done.
+    #[allow(unsafe_code)]
+    unsafe {
+        libc::ioctl(listener.as_raw_fd(), libc::SECCOMP_IOCTL_NOTIF_SEND, &mut response)
+    };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn jumps_land_on_the_returns_they_mean() {
+        let filter = Filter::exec();
+        let code = &filter.code;
+        // Follow the program by hand for a native execve and a native read.
+        let run = |arch: u32, nr: u32| -> u32 {
+            let mut pc = 0usize;
+            let mut acc = 0u32;
+            loop {
+                let ins = code[pc];
+                match ins.code {
+                    LD_W_ABS => acc = if ins.k == ARCH { arch } else { nr },
+                    JEQ_K => {
+                        pc += usize::from(if acc == ins.k { ins.jt } else { ins.jf });
+                    }
+                    JGE_K => {
+                        pc += usize::from(if acc >= ins.k { ins.jt } else { ins.jf });
+                    }
+                    RET_K => return ins.k,
+                    _ => panic!("unexpected op"),
+                }
+                pc += 1;
+            }
+        };
+        let notify = libc::SECCOMP_RET_USER_NOTIF;
+        assert_eq!(run(arch::NATIVE, libc::SYS_execve as u32), notify);
+        assert_eq!(run(arch::NATIVE, libc::SYS_execveat as u32), notify);
+        assert_eq!(run(arch::NATIVE, libc::SYS_read as u32), libc::SECCOMP_RET_ALLOW);
+        assert_eq!(run(arch::COMPAT, arch::COMPAT_EXEC[0]), notify);
+        assert_eq!(run(arch::COMPAT, arch::COMPAT_EXEC[1]), notify);
+        assert_eq!(run(arch::COMPAT, 3), libc::SECCOMP_RET_ALLOW);
+        assert_eq!(run(0x1234, libc::SYS_execve as u32) & libc::SECCOMP_RET_ACTION_FULL, libc::SECCOMP_RET_ERRNO);
+        if let Some(bit) = arch::X32_BIT {
+            let x32_execve = bit | 59;
+            assert_eq!(run(arch::NATIVE, x32_execve) & libc::SECCOMP_RET_ACTION_FULL, libc::SECCOMP_RET_ERRNO);
+        }
+    }
+}
