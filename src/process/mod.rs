@@ -66,6 +66,11 @@ impl SandboxMode {
     }
 }
 
+/// The namespace the kernel lets the supervisor make, if any (asked once per process).
+pub fn namespace_support() -> Option<NamespaceKind> {
+    probe::probe().namespace
+}
+
 /// How a local program is started.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Launcher {

@@ -11,12 +11,14 @@
 //!
 //! The walk goes [`MAX_DEPTH`] levels below a root and reads at most [`MAX_ENTRIES`] entries,
 //! skipping directories that hold dependencies or build output; what lies beyond is not seen.
+//! A guarded place that does not exist yet cannot be bound: [`absent`] lists those at the top of
+//! each root before the command, and [`sweep`] removes what the command made of them after it.
 
 use std::path::{Path, PathBuf};
 
 use globset::GlobSet;
 
-use crate::workspace::{GUARDED, Guard, Guarded};
+use crate::workspace::{GUARDED, Guard, Guarded, Reach};
 
 /// Levels below a root the walk looks into.
 pub const MAX_DEPTH: usize = 4;
@@ -215,6 +217,63 @@ fn hooks_path(config: &Path) -> Option<String> {
 fn expand_home(path: &str) -> Option<PathBuf> {
     let rest = path.strip_prefix("~/")?;
     Some(dirs::home_dir()?.join(rest))
+}
+
+/// The guarded places at the top of each root that do not exist yet (secret names aside): a
+/// command could make one, which no mount can stop since there is nothing to bind yet.
+/// [`sweep`] takes away what a command made of them.
+pub fn absent(roots: &[PathBuf]) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for root in roots.iter().filter_map(|root| std::fs::canonicalize(root).ok()) {
+        for place in GUARDED.iter().filter(|place| place.guard != Guard::Secret) {
+            let path = match place.reach {
+                Reach::Tree | Reach::Last => root.join(place.name),
+                Reach::Within(parent) => root.join(parent).join(place.name),
+                Reach::Prefix => continue,
+            };
+            if std::fs::symlink_metadata(&path).is_err() {
+                out.push(path);
+            }
+        }
+    }
+    out
+}
+
+/// Takes away the places of `absent` that the command made, once it and everything it started
+/// are gone, and says what it took on stderr (which the model reads). A new repository stays
+/// (`git init` is ordinary work) but loses any hook that is not one of git's samples.
+pub fn sweep(absent: &[PathBuf]) -> Vec<String> {
+    let mut said = Vec::new();
+    for path in absent {
+        let Ok(meta) = std::fs::symlink_metadata(path) else { continue };
+        let shown = path.display();
+        if path.file_name().is_some_and(|name| name == ".git") && meta.is_dir() {
+            for hook in std::fs::read_dir(path.join("hooks")).into_iter().flatten().flatten() {
+                if !hook.file_name().to_string_lossy().ends_with(".sample") && remove(&hook.path()).is_ok() {
+                    said.push(format!(
+                        "removed {}: a new repository's hooks run code at its next git command",
+                        hook.path().display()
+                    ));
+                }
+            }
+            continue;
+        }
+        match remove(path) {
+            Ok(()) => said.push(format!(
+                "removed {shown}, which the command made: guarded places are read-only to commands; write them with the edit tools, which ask"
+            )),
+            Err(err) => said.push(format!("the command made {shown}, a guarded place, and it could not be removed: {err}")),
+        }
+    }
+    said
+}
+
+fn remove(path: &Path) -> std::io::Result<()> {
+    match std::fs::symlink_metadata(path) {
+        Ok(meta) if meta.is_dir() => std::fs::remove_dir_all(path),
+        Ok(_) => std::fs::remove_file(path),
+        Err(err) => Err(err),
+    }
 }
 
 #[cfg(test)]

@@ -162,6 +162,12 @@ fn supervise(spec: &Spec) -> ExitCode {
         return say(CANNOT_START, &format!("cannot start {}: not found", spec.program.to_string_lossy()));
     };
     let gate = Gate::new(&spec.rejected, std::env::var_os("PATH").as_deref());
+    // Guarded places that do not exist yet cannot be bound read-only: what the command makes of
+    // them is taken away after it.
+    let absent = match (spec.namespace, mode) {
+        (Some(_), SandboxMode::WorkspaceWrite) => places::absent(&spec.roots),
+        _ => Vec::new(),
+    };
     if let Some(kind) = spec.namespace
         && let Err(err) = confine(kind, mode, spec, &gate, &program)
     {
@@ -216,15 +222,16 @@ fn supervise(spec: &Spec) -> ExitCode {
         Err(err) => return say(CANNOT_START, &format!("cannot start {}: {err}", spec.program.to_string_lossy())),
     };
     let me = std::process::id();
+    let absent_too = absent.clone();
     std::thread::spawn(move || {
         let mut stdin = std::io::stdin();
         let mut buf = [0u8; 64];
         while matches!(stdin.read(&mut buf), Ok(n) if n > 0) {}
-        tree::kill_descendants(me);
+        end(me, &absent_too);
         tree::kill_group(me);
     });
     let status = child.wait();
-    tree::kill_descendants(me);
+    end(me, &absent);
     match status {
         Ok(status) => match (status.code(), status.signal()) {
             (Some(code), _) => ExitCode::from(u8::try_from(code).unwrap_or(u8::MAX)),
@@ -232,6 +239,14 @@ fn supervise(spec: &Spec) -> ExitCode {
             (None, None) => ExitCode::FAILURE,
         },
         Err(err) => say(CANNOT_START, &format!("waiting for {} failed: {err}", spec.program.to_string_lossy())),
+    }
+}
+
+/// Kills whatever the command left running, then takes away the guarded places it made.
+fn end(me: u32, absent: &[PathBuf]) {
+    tree::kill_descendants(me);
+    for line in places::sweep(absent) {
+        let _ = writeln!(std::io::stderr().lock(), "cairn: {line}");
     }
 }
 

@@ -115,7 +115,7 @@ fn tool_results(request: &Value) -> Vec<String> {
 }
 
 /// One bash call per line, then a closing answer; returns what each call got.
-async fn bash_calls(env: &TestEnv, lines: &[&str], flags: &[&str]) -> Vec<String> {
+pub async fn bash_calls(env: &TestEnv, lines: &[&str], flags: &[&str]) -> Vec<String> {
     let calls: Vec<(String, Value)> =
         lines.iter().enumerate().map(|(n, line)| (format!("call_{n}"), serde_json::json!({"command": line}))).collect();
     let calls: Vec<(&str, &str, Value)> = calls.iter().map(|(id, args)| (id.as_str(), "bash", args.clone())).collect();

@@ -8,6 +8,7 @@
 mod support;
 
 mod backpressure;
+mod boundary;
 mod cancel;
 mod commands;
 mod compaction;

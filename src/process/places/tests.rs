@@ -116,3 +116,27 @@ fn read_only_roots_get_secrets_hidden_but_nothing_bound() {
     let places = find(std::slice::from_ref(&root), &[], &names(&[], &[]), false);
     assert_eq!(places, Places { anchors: Vec::new(), read_only: Vec::new(), hidden: vec![root.join(".env")] });
 }
+
+#[test]
+fn guarded_places_a_command_makes_are_taken_away_and_a_new_repository_keeps_only_sample_hooks() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = fs::canonicalize(dir.path()).unwrap();
+    touch(&root.join(".vscode/settings.json"));
+    let absent = absent(std::slice::from_ref(&root));
+    assert!(absent.contains(&root.join(".cargo")) && absent.contains(&root.join(".github/workflows")));
+    assert!(!absent.contains(&root.join(".vscode")), "it exists: bound read-only instead");
+    assert!(!absent.iter().any(|path| path.ends_with(".env")), "secret names are hidden, not swept");
+    // What a command then makes:
+    touch(&root.join(".cargo/config.toml"));
+    std::os::unix::fs::symlink("/tmp/elsewhere", root.join(".claude")).unwrap();
+    touch(&root.join(".github/workflows/ci.yml"));
+    touch(&root.join(".git/hooks/pre-commit"));
+    touch(&root.join(".git/hooks/pre-commit.sample"));
+    let said = sweep(&absent);
+    assert!(!root.join(".cargo").exists() && fs::symlink_metadata(root.join(".claude")).is_err());
+    assert!(!root.join(".github/workflows").exists() && root.join(".github").exists());
+    assert!(root.join(".git/hooks/pre-commit.sample").exists() && !root.join(".git/hooks/pre-commit").exists());
+    assert_eq!(said.len(), 4, "{said:?}");
+    assert!(said.iter().all(|line| line.starts_with("removed ")), "{said:?}");
+    assert!(sweep(&absent).is_empty(), "nothing left to take");
+}

@@ -1,0 +1,265 @@
+//! The boundary the kernel keeps around local commands, attacked as a hostile model would:
+//! commands the user let through (bypass mode, so nothing asks) try to write a repository's
+//! hooks and configuration and tool configuration that runs later outside any sandbox, to read
+//! keys, cairn's saved credentials, other sessions and `.env`, and to run a program a rule
+//! rejects by spellings no parser sees (a Makefile, a copy, a link, a `#!` line, the dynamic
+//! loader, a Python `execv`). Every break is judged by its effect on disk or in the output.
+//!
+//! The tests skip, saying why, where the kernel has no Landlock or gives cairn no namespace.
+
+use std::path::Path;
+use std::process::Stdio;
+
+use crate::exec::bash_calls;
+use crate::support::TestEnv;
+
+/// Whether the kernel has what these tests attack; says why not.
+fn kernel_keeps_it() -> bool {
+    let support = cairn::process::landlock_support();
+    let namespace = cairn::process::namespace_support();
+    if !support.filesystem || namespace.is_none() {
+        println!("skipped: Landlock {support:?}, namespace {namespace:?}");
+        return false;
+    }
+    true
+}
+
+fn sh(dir: &Path, script: &str) {
+    let status = std::process::Command::new("sh").arg("-c").arg(script).current_dir(dir).status().unwrap();
+    assert!(status.success(), "{script}");
+}
+
+/// A repository with a hooks path, tool configuration and a committed file.
+fn repository(ws: &Path) {
+    sh(
+        ws,
+        "git init -q . && mkdir -p .cargo .vscode tools/hooks && echo one > a.txt && git config core.hooksPath tools/hooks",
+    );
+}
+
+#[tokio::test]
+async fn allowed_commands_cannot_write_hooks_git_configuration_or_tool_configuration() {
+    if !kernel_keeps_it() {
+        return;
+    }
+    let env = TestEnv::new().await;
+    let ws = env.workspace();
+    repository(&ws);
+    let config_before = std::fs::read_to_string(ws.join(".git/config")).unwrap();
+    // An archive and a patch that plant a hook, as an allowed `tar -xf` or `patch -p1` would.
+    let staging = tempfile::tempdir().unwrap();
+    sh(
+        staging.path(),
+        "mkdir -p .git/hooks && printf '#!/bin/sh\\ntouch pwned\\n' > .git/hooks/pre-commit && chmod +x .git/hooks/pre-commit",
+    );
+    sh(staging.path(), &format!("tar -cf {}/evil.tar .git/hooks/pre-commit", ws.display()));
+    std::fs::write(
+        ws.join("evil.patch"),
+        "--- /dev/null\n+++ b/.git/hooks/post-checkout\n@@ -0,0 +1,2 @@\n+#!/bin/sh\n+touch pwned\n",
+    )
+    .unwrap();
+    let lines = [
+        "tar -xf evil.tar 2>&1; ls .git/hooks/pre-commit 2>&1",
+        "patch -p1 < evil.patch 2>&1",
+        "printf '#!/bin/sh\\ntouch pwned\\n' > tools/hooks/pre-commit 2>&1",
+        "git config core.fsmonitor 'touch pwned' 2>&1",
+        "echo '[alias] st = !touch pwned' >> .git/config 2>&1",
+        "echo '[build]\nrustc-wrapper = \"/tmp/evil\"' > .cargo/config.toml 2>&1",
+        "echo '{}' > .vscode/tasks.json 2>&1",
+        "mv .git .git-old 2>&1; mv tools/hooks tools/old 2>&1; rm -rf .git/hooks 2>&1",
+        "python3 -c \"open('.git/hooks/pre-push', 'w').write('x')\" 2>&1",
+        "git add a.txt && git -c user.name=t -c user.email=t@t commit -qm first 2>&1 && git log --oneline | wc -l",
+    ];
+    let results = bash_calls(&env, &lines, &["--mode", "bypass"]).await;
+    for (line, result) in lines.iter().zip(&results).take(lines.len() - 1) {
+        assert!(
+            result.contains("Read-only file system") || result.contains("busy") || result.contains("can't open"),
+            "`{line}` was not refused by the kernel: {result}"
+        );
+    }
+    assert!(results.last().unwrap().starts_with("1\n"), "objects, refs and the index stay writable: {results:?}");
+    for planted in
+        [".git/hooks/pre-commit", ".git/hooks/post-checkout", ".git/hooks/pre-push", "tools/hooks/pre-commit"]
+    {
+        assert!(!ws.join(planted).exists(), "{planted} was written");
+    }
+    assert_eq!(std::fs::read_to_string(ws.join(".git/config")).unwrap(), config_before);
+    assert!(!ws.join(".cargo/config.toml").exists() && !ws.join(".vscode/tasks.json").exists());
+    assert!(ws.join(".git/HEAD").exists() && !ws.join(".git-old").exists(), "the repository was not moved away");
+    assert!(!ws.join("pwned").exists());
+}
+
+#[tokio::test]
+async fn guarded_places_a_command_makes_are_taken_away_when_it_ends() {
+    if !kernel_keeps_it() {
+        return;
+    }
+    let env = TestEnv::new().await;
+    let ws = env.workspace();
+    let lines = [
+        "mkdir -p .cargo && echo '[build]' > .cargo/config.toml && echo made",
+        "git init -q . && printf '#!/bin/sh\\ntouch pwned\\n' > .git/hooks/pre-commit && chmod +x .git/hooks/pre-commit && echo made",
+        "mkdir -p .github/workflows && ln -s /tmp .claude && echo made",
+    ];
+    let results = bash_calls(&env, &lines, &["--mode", "bypass"]).await;
+    for result in &results {
+        assert!(result.contains("made") && result.contains("cairn: removed "), "{result}");
+    }
+    assert!(!ws.join(".cargo").exists() && !ws.join(".github/workflows").exists());
+    assert!(std::fs::symlink_metadata(ws.join(".claude")).is_err());
+    assert!(ws.join(".git/HEAD").exists(), "a new repository stays");
+    assert!(!ws.join(".git/hooks/pre-commit").exists(), "but not a hook its command wrote");
+}
+
+#[tokio::test]
+async fn keys_credentials_other_sessions_and_env_files_cannot_be_read() {
+    if !kernel_keeps_it() {
+        return;
+    }
+    let env = TestEnv::new().await;
+    let ws = env.workspace();
+    let home = env.dir.path();
+    std::fs::create_dir_all(home.join(".ssh")).unwrap();
+    std::fs::write(home.join(".ssh/id_ed25519"), "PRIVATE-KEY-BYTES").unwrap();
+    std::fs::write(home.join("config/cairn/credentials.toml"), "[keys]\nopenai = \"sk-saved-secret\"\n").unwrap();
+    std::fs::write(ws.join(".env"), "DB_PASSWORD=hunter2\n").unwrap();
+    std::fs::create_dir_all(ws.join("app")).unwrap();
+    std::fs::write(ws.join("app/.env.local"), "API_TOKEN=tok-nested\n").unwrap();
+    // A first run leaves a conversation in the database whose words a command must not read.
+    bash_calls(&env, &["echo the-earlier-conversation"], &["--mode", "bypass"]).await;
+    let lines = [
+        "cat ~/.ssh/id_ed25519 2>&1; ls ~/.ssh 2>&1",
+        "cat \"$XDG_CONFIG_HOME/cairn/credentials.toml\" 2>&1",
+        "cat \"$CAIRN_HOME\"/cairn.db* 2>&1 | strings | grep -c earlier-conversation",
+        "cat .env app/.env.local 2>&1",
+        "grep -r -e hunter2 -e tok-nested . 2>&1",
+        "tar -cf - . 2>/dev/null | tar -xOf - ./.env ./app/.env.local 2>&1",
+        "chmod 666 \"$XDG_CONFIG_HOME/cairn/credentials.toml\" 2>&1; echo >> .env 2>&1",
+    ];
+    let results = bash_calls(&env, &lines, &["--mode", "bypass"]).await;
+    for (line, result) in lines.iter().zip(&results) {
+        for secret in ["PRIVATE-KEY", "sk-saved-secret", "hunter2", "tok-nested", "id_ed25519"] {
+            assert!(!result.contains(secret), "`{line}` read {secret}: {result}");
+        }
+    }
+    assert!(results[2].starts_with("0\n"), "the database is not readable: {}", results[2]);
+    assert!(results[6].contains("Read-only file system"), "{}", results[6]);
+    assert_eq!(std::fs::read_to_string(ws.join(".env")).unwrap(), "DB_PASSWORD=hunter2\n");
+}
+
+#[tokio::test]
+async fn a_rejected_program_is_refused_when_it_starts_however_it_is_reached() {
+    if !kernel_keeps_it() {
+        return;
+    }
+    let env = TestEnv::new().await;
+    let ws = env.workspace();
+    let loader = ["/lib64/ld-linux-x86-64.so.2", "/lib/ld-linux-aarch64.so.1"]
+        .into_iter()
+        .find(|path| Path::new(path).exists())
+        .unwrap_or("/lib64/ld-linux-x86-64.so.2");
+    // `make` is not `rm`: the parser lets it through, and the Makefile runs rm six ways.
+    let makefile = format!(
+        "all: plain env copy link script loader python\n\
+         plain:\n\t-rm -f v1\n\
+         env:\n\t-env X%=1 rm -f v2\n\
+         copy:\n\t-cp /bin/rm ./tidy && ./tidy -f v3\n\
+         link:\n\t-ln -sf /bin/rm ./tidy2 && ./tidy2 -f v4\n\
+         script:\n\t-printf '#!/bin/rm -f\\n' > s && chmod +x s && ./s v5\n\
+         loader:\n\t-{loader} /bin/rm -f v6\n\
+         python:\n\t-python3 -c 'import os; os.execv(\"/bin/rm\", [\"rm\", \"-f\", \"v7\"])'\n"
+    );
+    std::fs::write(ws.join("Makefile"), makefile).unwrap();
+    for n in 1..=7 {
+        std::fs::write(ws.join(format!("v{n}")), "keep me").unwrap();
+    }
+    let results =
+        bash_calls(&env, &["make -k 2>&1", "echo still-fine"], &["--mode", "bypass", "--deny", "bash:rm"]).await;
+    assert!(results[0].contains("cairn: refused to run `rm`"), "{}", results[0]);
+    for n in 1..=7 {
+        assert!(ws.join(format!("v{n}")).exists(), "v{n} was removed: {}", results[0]);
+    }
+    assert!(results[1].contains("still-fine"));
+}
+
+#[tokio::test]
+async fn a_rejected_subcommand_is_refused_at_exec_and_the_program_still_runs() {
+    if !kernel_keeps_it() {
+        return;
+    }
+    let env = TestEnv::new().await;
+    let ws = env.workspace();
+    repository(&ws);
+    std::fs::write(ws.join("Makefile"), "all:\n\t-git -C . push origin HEAD\n\tgit status --short | wc -l\n").unwrap();
+    let results = bash_calls(&env, &["make 2>&1"], &["--mode", "bypass", "--deny", "bash:git push"]).await;
+    assert!(results[0].contains("cairn: refused to run `git`") && results[0].contains("`git push`"), "{}", results[0]);
+    assert!(results[0].contains("[exit status 0]"), "git status still ran: {}", results[0]);
+}
+
+#[tokio::test]
+async fn without_a_namespace_accept_edits_no_longer_lets_writing_commands_through() {
+    let env = TestEnv::new().await;
+    let allow = ["--mode", "accept-edits", "--allow", "bash:echo"];
+    let results = bash_calls(&env, &["echo hi > out.txt && echo wrote"], &allow).await;
+    assert!(results[0].contains("wrote"), "with the namespace, accept-edits lets it through: {results:?}");
+    env.write_config("[sandbox]\nnamespace = false\n");
+    std::fs::remove_file(env.workspace().join("out.txt")).unwrap();
+    let results = bash_calls(&env, &["echo hi > out.txt && echo wrote"], &allow).await;
+    assert!(!results[0].contains("wrote") && !env.workspace().join("out.txt").exists(), "{results:?}");
+}
+
+/// The supervisor run by hand as an unprivileged user, where it needs a user namespace: only
+/// where the tests run as root and `setpriv` can drop to `nobody`.
+#[test]
+fn an_unprivileged_user_gets_the_same_boundary_through_a_user_namespace() {
+    if !cairn::process::landlock_support().filesystem || !running_as_root() {
+        println!("skipped: needs Landlock, and root to drop to another user");
+        return;
+    }
+    let Ok(setpriv) = which("setpriv") else {
+        println!("skipped: no setpriv");
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().join("ws");
+    std::fs::create_dir_all(ws.join(".git/hooks")).unwrap();
+    std::fs::write(ws.join(".git/config"), "[core]\n").unwrap();
+    std::fs::write(ws.join(".env"), "SECRET=unprivileged\n").unwrap();
+    std::fs::write(ws.join("victim"), "keep").unwrap();
+    sh(dir.path(), "chown -R 65534:65534 ws && chmod 755 .");
+    let script = "echo x > .git/hooks/pre-commit; cat .env; rm victim; echo ok > written; id -u";
+    let mut child = std::process::Command::new(setpriv)
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", env!("CARGO_BIN_EXE_cairn"), "__supervise"])
+        .args(["workspace-write", "network", "--namespace", "user", "--root"])
+        .arg(&ws)
+        .args(["--reject", "rm", "--", "bash", "-c", script])
+        .current_dir(&ws)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let _watch = child.stdin.take();
+    let output = child.wait_with_output().unwrap();
+    let (stdout, stderr) = (String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
+    if stderr.contains("cannot create a user namespace") {
+        println!("skipped: this kernel refuses unprivileged user namespaces: {stderr}");
+        return;
+    }
+    assert!(stderr.contains("Read-only file system"), "{stderr}");
+    assert!(stderr.contains(".env: Permission denied") && !stdout.contains("unprivileged"), "{stdout}{stderr}");
+    assert!(stderr.contains("refused to run `rm`") && ws.join("victim").exists(), "{stderr}");
+    assert_eq!(stdout.trim(), "65534", "the command runs as the user it was started as: {stdout}");
+    assert!(ws.join("written").exists() && !ws.join(".git/hooks/pre-commit").exists());
+}
+
+fn running_as_root() -> bool {
+    std::fs::read_to_string("/proc/self/status").is_ok_and(|status| {
+        status.lines().any(|line| line.starts_with("Uid:") && line.split_whitespace().nth(1) == Some("0"))
+    })
+}
+
+fn which(program: &str) -> Result<std::path::PathBuf, ()> {
+    let path = std::env::var_os("PATH").ok_or(())?;
+    std::env::split_paths(&path).map(|dir| dir.join(program)).find(|candidate| candidate.is_file()).ok_or(())
+}
