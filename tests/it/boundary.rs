@@ -138,10 +138,11 @@ async fn keys_credentials_other_sessions_and_env_files_cannot_be_read() {
     ];
     let results = bash_calls(&env, &lines, &["--mode", "bypass"]).await;
     for (line, result) in lines.iter().zip(&results) {
-        for secret in ["PRIVATE-KEY", "sk-saved-secret", "hunter2", "tok-nested", "id_ed25519"] {
+        for secret in ["PRIVATE-KEY", "sk-saved-secret", "hunter2", "tok-nested"] {
             assert!(!result.contains(secret), "`{line}` read {secret}: {result}");
         }
     }
+    assert!(!results[0].contains("id_ed25519\n"), "~/.ssh lists nothing: {}", results[0]);
     assert!(results[2].starts_with("0\n"), "the database is not readable: {}", results[2]);
     assert!(results[6].contains("Read-only file system"), "{}", results[6]);
     assert_eq!(std::fs::read_to_string(ws.join(".env")).unwrap(), "DB_PASSWORD=hunter2\n");
