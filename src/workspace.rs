@@ -7,10 +7,14 @@
 //! is not UTF-8 cannot be judged and says why. Protected paths (`.git/`, agent configuration,
 //! `.env*` files, configuration that tools run as code such as `.cargo/` or `.husky/`, cairn's
 //! own configuration and data) are named with the reason they matter; names are compared
-//! without case.
+//! without case. Which directories may be a root at all is `roots`' [`Guard`].
 
 use std::io::ErrorKind;
 use std::path::{Component, Path, PathBuf};
+
+mod roots;
+
+pub use roots::{Guard, RootRefused};
 
 /// Symlinks followed before a path is declared a loop (Linux's own limit).
 const MAX_LINKS: usize = 40;

@@ -328,9 +328,9 @@ async fn additional_directories_widen_the_workspace_and_nothing_more() {
         ("relative/dir", "absolute"),
         ("/no/such/cairn-dir", "cannot be used"),
         (file.as_str(), "not a directory"),
-        ("/", "into the workspace"),
-        (home.as_str(), "would bring"),
-        (data.as_str(), "cairn's data directory"),
+        ("/", "it is the whole disk"),
+        (home.as_str(), "it is your home directory"),
+        (data.as_str(), "it is cairn's data directory"),
     ] {
         let error = agent
             .call_err("session/new", json!({"cwd": env.cwd(), "mcpServers": [], "additionalDirectories": [bad]}))
