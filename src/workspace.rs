@@ -23,8 +23,10 @@ const MAX_GLOB_MATCHES: usize = 256;
 /// Directory entries a glob may read on its way (a hostile `*/*/*/*` stays cheap).
 const MAX_GLOB_ENTRIES: usize = 4096;
 
-/// The project's directories, outermost first: from the project root (the nearest ancestor with
-/// `.git`, else the outermost ancestor below the home directory) down to `cwd`.
+/// The project's directories, outermost first: from the repository root (the nearest ancestor
+/// with `.git`, below the home directory) down to `cwd`; with no repository, `cwd` alone. What
+/// lies above a project (a shared temporary directory, someone else's checkout) is never part of
+/// it.
 pub fn project_dirs(cwd: &Path, home: Option<&Path>) -> Vec<PathBuf> {
     let mut chain = Vec::new();
     for dir in cwd.ancestors() {
@@ -33,11 +35,11 @@ pub fn project_dirs(cwd: &Path, home: Option<&Path>) -> Vec<PathBuf> {
         }
         chain.push(dir.to_owned());
         if dir.join(".git").exists() {
-            break;
+            chain.reverse();
+            return chain;
         }
     }
-    chain.reverse();
-    chain
+    vec![cwd.to_owned()]
 }
 
 /// The session's roots: its `cwd` and any additional directories.
