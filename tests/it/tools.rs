@@ -233,7 +233,7 @@ async fn shell_commands_run_in_an_editor_terminal_that_is_always_released() {
     assert_eq!(last["status"], "failed", "a non-zero exit status fails the call");
     let terminal_id = created[0].get("id").map(|_| last["content"][0]["terminalId"].clone()).unwrap();
     assert_eq!(last["content"], json!([{"type": "terminal", "terminalId": terminal_id}]));
-    assert_eq!(last["title"], "Say hi");
+    assert_eq!(last["title"], "Say hi: `echo hi; exit 3`");
     assert_eq!(tool_results(&env, 1)[0]["content"], "hi\n\n[exit status 3]");
 }
 
