@@ -18,7 +18,7 @@ use super::events::{AgentEvent, Phase};
 use super::state::{CallQueue, DoneReason, Question, QueuedCall, TurnError, TurnState};
 use crate::history::{CallState, Part, ToolContent, ToolPart};
 use crate::ids::MessageId;
-use crate::permissions::{self, Action, Decision, Mode, PermissionRequest, Rule, Scope};
+use crate::permissions::{self, Action, Decision, Mode, Permission, PermissionRequest, Rule, Scope};
 use crate::tools::host::{OptionKind, PermissionAnswer, PermissionOption};
 use crate::tools::{Access, Caller, Invocation, ToolContext, ToolError, ToolOutcome};
 
@@ -290,6 +290,13 @@ fn context(
             max_bytes: turn.limits.image_max_bytes,
             read: std::sync::Arc::clone(&turn.run.images_read),
         },
+        read_rejections: turn
+            .tools
+            .rules
+            .iter()
+            .filter(|rule| rule.permission == Permission::Read && rule.action == Action::Deny)
+            .cloned()
+            .collect(),
     }
 }
 

@@ -21,6 +21,7 @@ fn context(dir: &std::path::Path) -> ToolContext {
         call_id: "call_test".into(),
         user_wait: super::host::UserWait::default(),
         images: Images::default(),
+        read_rejections: Vec::new(),
     }
 }
 
