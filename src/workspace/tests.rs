@@ -124,10 +124,14 @@ fn a_project_reaches_up_to_its_repository_and_no_further() {
     std::fs::create_dir_all(&loose).unwrap();
     std::fs::create_dir_all(home.join(".git")).unwrap();
     assert_eq!(project_dirs(&app, Some(&home)), [repo.clone(), repo.join("crates"), app.clone()]);
-    assert_eq!(project_dirs(&repo, Some(&home)), [repo.clone()]);
-    assert_eq!(project_dirs(&loose, Some(&home)), [loose.clone()], "no repository: the workspace alone");
+    assert_eq!(project_dirs(&repo, Some(&home)), vec![repo.clone()]);
+    assert_eq!(project_dirs(&loose, Some(&home)), vec![loose.clone()], "no repository: the workspace alone");
     let below_home = home.join("notes/2025");
     std::fs::create_dir_all(&below_home).unwrap();
-    assert_eq!(project_dirs(&below_home, Some(&home)), [below_home.clone()], "a repository at ~ is not a project's");
-    assert_eq!(project_dirs(&loose, None), [loose.clone()]);
+    assert_eq!(
+        project_dirs(&below_home, Some(&home)),
+        vec![below_home.clone()],
+        "a repository at ~ is not a project's"
+    );
+    assert_eq!(project_dirs(&loose, None), vec![loose]);
 }
