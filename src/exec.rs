@@ -95,6 +95,8 @@ impl ExecError {
     pub fn exit_code(&self) -> u8 {
         match self {
             ExecError::EmptyPrompt | ExecError::UnknownSession(_) | ExecError::NothingToContinue(_) => 2,
+            // The directory it was run in (or the session's) cannot be a workspace.
+            ExecError::Session(SessionError::Workspace(_) | SessionError::StoredWorkspace { .. }) => 2,
             ExecError::Session(_) => 1,
         }
     }

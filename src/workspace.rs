@@ -7,10 +7,14 @@
 //! is not UTF-8 cannot be judged and says why. Protected paths (`.git/`, agent configuration,
 //! `.env*` files, configuration that tools run as code such as `.cargo/` or `.husky/`, cairn's
 //! own configuration and data) are named with the reason they matter; names are compared
-//! without case.
+//! without case. Which directories may be a root at all is `roots`' [`Guard`].
 
 use std::io::ErrorKind;
 use std::path::{Component, Path, PathBuf};
+
+mod roots;
+
+pub use roots::{Guard, RootRefused};
 
 /// Symlinks followed before a path is declared a loop (Linux's own limit).
 const MAX_LINKS: usize = 40;
@@ -19,8 +23,10 @@ const MAX_GLOB_MATCHES: usize = 256;
 /// Directory entries a glob may read on its way (a hostile `*/*/*/*` stays cheap).
 const MAX_GLOB_ENTRIES: usize = 4096;
 
-/// The project's directories, outermost first: from the project root (the nearest ancestor with
-/// `.git`, else the outermost ancestor below the home directory) down to `cwd`.
+/// The project's directories, outermost first: from the repository root (the nearest ancestor
+/// with `.git`, below the home directory) down to `cwd`; with no repository, `cwd` alone. What
+/// lies above a project (a shared temporary directory, someone else's checkout) is never part of
+/// it.
 pub fn project_dirs(cwd: &Path, home: Option<&Path>) -> Vec<PathBuf> {
     let mut chain = Vec::new();
     for dir in cwd.ancestors() {
@@ -29,11 +35,11 @@ pub fn project_dirs(cwd: &Path, home: Option<&Path>) -> Vec<PathBuf> {
         }
         chain.push(dir.to_owned());
         if dir.join(".git").exists() {
-            break;
+            chain.reverse();
+            return chain;
         }
     }
-    chain.reverse();
-    chain
+    vec![cwd.to_owned()]
 }
 
 /// The session's roots: its `cwd` and any additional directories.
@@ -227,7 +233,7 @@ pub enum Reach {
 
 /// What a command in the sandbox may do with a guarded place (the file tools ask either way).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Guard {
+pub enum Shield {
     /// Read, never written.
     ReadOnly,
     /// Neither read nor written: hidden.
@@ -241,44 +247,44 @@ pub enum Guard {
 pub struct Guarded {
     pub name: &'static str,
     pub reach: Reach,
-    pub guard: Guard,
+    pub shield: Shield,
     pub why: &'static str,
 }
 
-const fn guarded(name: &'static str, reach: Reach, guard: Guard, why: &'static str) -> Guarded {
-    Guarded { name, reach, guard, why }
+const fn guarded(name: &'static str, reach: Reach, shield: Shield, why: &'static str) -> Guarded {
+    Guarded { name, reach, shield, why }
 }
 
 /// Every guarded place inside a workspace. The file tools ask before changing them (and before
 /// reading the secret ones); local commands find them read-only or hidden (`process`).
 pub const GUARDED: &[Guarded] = &[
-    guarded(".git", Reach::Tree, Guard::Git, GIT),
-    guarded(".cairn", Reach::Tree, Guard::ReadOnly, AGENTS),
-    guarded(".agents", Reach::Tree, Guard::ReadOnly, AGENTS),
-    guarded(".claude", Reach::Tree, Guard::ReadOnly, AGENTS),
-    guarded(".env", Reach::Prefix, Guard::Secret, SECRET),
-    guarded(".cargo", Reach::Tree, Guard::ReadOnly, TOOL_CONFIG),
-    guarded(".husky", Reach::Tree, Guard::ReadOnly, TOOL_CONFIG),
-    guarded(".vscode", Reach::Tree, Guard::ReadOnly, TOOL_CONFIG),
-    guarded(".zed", Reach::Tree, Guard::ReadOnly, TOOL_CONFIG),
-    guarded(".idea", Reach::Tree, Guard::ReadOnly, TOOL_CONFIG),
-    guarded(".devcontainer", Reach::Tree, Guard::ReadOnly, TOOL_CONFIG),
-    guarded(".mise", Reach::Tree, Guard::ReadOnly, TOOL_CONFIG),
-    guarded("workflows", Reach::Within(".github"), Guard::ReadOnly, TOOL_CONFIG),
-    guarded("hgrc", Reach::Within(".hg"), Guard::ReadOnly, TOOL_CONFIG),
-    guarded(".npmrc", Reach::Last, Guard::ReadOnly, TOOL_CONFIG),
-    guarded(".yarnrc", Reach::Last, Guard::ReadOnly, TOOL_CONFIG),
-    guarded(".yarnrc.yml", Reach::Last, Guard::ReadOnly, TOOL_CONFIG),
-    guarded(".pnpmfile.cjs", Reach::Last, Guard::ReadOnly, TOOL_CONFIG),
-    guarded("bunfig.toml", Reach::Last, Guard::ReadOnly, TOOL_CONFIG),
-    guarded(".pre-commit-config.yaml", Reach::Last, Guard::ReadOnly, TOOL_CONFIG),
-    guarded("lefthook.yml", Reach::Last, Guard::ReadOnly, TOOL_CONFIG),
-    guarded(".lefthook.yml", Reach::Last, Guard::ReadOnly, TOOL_CONFIG),
-    guarded("mise.toml", Reach::Last, Guard::ReadOnly, TOOL_CONFIG),
-    guarded(".mise.toml", Reach::Last, Guard::ReadOnly, TOOL_CONFIG),
-    guarded("mise.local.toml", Reach::Last, Guard::ReadOnly, TOOL_CONFIG),
-    guarded("rust-toolchain", Reach::Last, Guard::ReadOnly, TOOL_CONFIG),
-    guarded("rust-toolchain.toml", Reach::Last, Guard::ReadOnly, TOOL_CONFIG),
+    guarded(".git", Reach::Tree, Shield::Git, GIT),
+    guarded(".cairn", Reach::Tree, Shield::ReadOnly, AGENTS),
+    guarded(".agents", Reach::Tree, Shield::ReadOnly, AGENTS),
+    guarded(".claude", Reach::Tree, Shield::ReadOnly, AGENTS),
+    guarded(".env", Reach::Prefix, Shield::Secret, SECRET),
+    guarded(".cargo", Reach::Tree, Shield::ReadOnly, TOOL_CONFIG),
+    guarded(".husky", Reach::Tree, Shield::ReadOnly, TOOL_CONFIG),
+    guarded(".vscode", Reach::Tree, Shield::ReadOnly, TOOL_CONFIG),
+    guarded(".zed", Reach::Tree, Shield::ReadOnly, TOOL_CONFIG),
+    guarded(".idea", Reach::Tree, Shield::ReadOnly, TOOL_CONFIG),
+    guarded(".devcontainer", Reach::Tree, Shield::ReadOnly, TOOL_CONFIG),
+    guarded(".mise", Reach::Tree, Shield::ReadOnly, TOOL_CONFIG),
+    guarded("workflows", Reach::Within(".github"), Shield::ReadOnly, TOOL_CONFIG),
+    guarded("hgrc", Reach::Within(".hg"), Shield::ReadOnly, TOOL_CONFIG),
+    guarded(".npmrc", Reach::Last, Shield::ReadOnly, TOOL_CONFIG),
+    guarded(".yarnrc", Reach::Last, Shield::ReadOnly, TOOL_CONFIG),
+    guarded(".yarnrc.yml", Reach::Last, Shield::ReadOnly, TOOL_CONFIG),
+    guarded(".pnpmfile.cjs", Reach::Last, Shield::ReadOnly, TOOL_CONFIG),
+    guarded("bunfig.toml", Reach::Last, Shield::ReadOnly, TOOL_CONFIG),
+    guarded(".pre-commit-config.yaml", Reach::Last, Shield::ReadOnly, TOOL_CONFIG),
+    guarded("lefthook.yml", Reach::Last, Shield::ReadOnly, TOOL_CONFIG),
+    guarded(".lefthook.yml", Reach::Last, Shield::ReadOnly, TOOL_CONFIG),
+    guarded("mise.toml", Reach::Last, Shield::ReadOnly, TOOL_CONFIG),
+    guarded(".mise.toml", Reach::Last, Shield::ReadOnly, TOOL_CONFIG),
+    guarded("mise.local.toml", Reach::Last, Shield::ReadOnly, TOOL_CONFIG),
+    guarded("rust-toolchain", Reach::Last, Shield::ReadOnly, TOOL_CONFIG),
+    guarded("rust-toolchain.toml", Reach::Last, Shield::ReadOnly, TOOL_CONFIG),
 ];
 
 impl Guarded {
@@ -309,7 +315,7 @@ pub fn guarded_in(relative: &Path) -> Option<&'static Guarded> {
 
 /// Whether a path inside a root (given relative to it) is protected, and whether it is secret.
 fn protected(relative: &Path) -> Option<(&'static str, bool)> {
-    guarded_in(relative).map(|place| (place.why, place.guard == Guard::Secret))
+    guarded_in(relative).map(|place| (place.why, place.shield == Shield::Secret))
 }
 
 /// Resolves `.` and `..` without touching the disk.

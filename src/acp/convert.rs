@@ -366,6 +366,8 @@ pub fn session_error(err: &SessionError) -> acp::Error {
         | SessionError::UnknownThought(_)
         | SessionError::ModelTooSmall { .. }
         | SessionError::Busy(_)
+        | SessionError::Workspace(_)
+        | SessionError::StoredWorkspace { .. }
         | SessionError::Store(StoreError::InvalidCursor(_)) => acp::ErrorCode::InvalidParams,
         // A missing or refused key: editors show their login flow for this code.
         SessionError::Model(LlmError::MissingKey { .. } | LlmError::Unauthorized { .. })
@@ -388,6 +390,10 @@ pub fn session_error(err: &SessionError) -> acp::Error {
         SessionError::NotFound(id) | SessionError::Closed(id) | SessionError::Busy(id) => {
             error.data(serde_json::json!({ "sessionId": id.as_str() }))
         }
+        SessionError::StoredWorkspace { session, refused } => {
+            error.data(serde_json::json!({ "sessionId": session.as_str(), "directory": refused.dir }))
+        }
+        SessionError::Workspace(refused) => error.data(serde_json::json!({ "directory": refused.dir })),
         _ => error,
     }
 }

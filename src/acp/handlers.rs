@@ -191,45 +191,29 @@ impl Agent {
         ready(&acp::LogoutResponse::new())
     }
 
-    /// The client's `additionalDirectories`: each an existing directory, absolute, as the cwd
-    /// is; and none that would bring the home directory, cairn's own data or configuration (its
-    /// database, saved keys) or the whole disk into the workspace, where accept-edits writes
-    /// without asking and commands may write.
-    fn additional_directories(&self, paths: Vec<PathBuf>) -> Result<Vec<PathBuf>, acp::Error> {
-        if paths.is_empty() {
-            return Ok(paths);
-        }
+    /// A directory the client gives as a workspace root (`cwd`, each of
+    /// `additionalDirectories`): absolute, an existing directory, and none that would bring the
+    /// whole disk, the home directory, the configuration of the user's programs or cairn's own
+    /// data and configuration (its database, saved keys, MCP servers) into the workspace, where
+    /// accept-edits writes without asking and commands may write ([`crate::workspace::Guard`]).
+    fn workspace_root(&self, field: &str, path: PathBuf) -> Result<PathBuf, acp::Error> {
+        let path = directory(field, path)?;
         let sessions = self.sessions()?;
-        let config = sessions.config();
-        let real = |path: &Path| std::fs::canonicalize(path).unwrap_or_else(|_| path.to_owned());
-        let guarded: Vec<(PathBuf, &str)> = [
-            (Some(&config.data_dir), "cairn's data directory"),
-            (config.config_dir.as_ref(), "cairn's configuration"),
-            (config.home_dir.as_ref(), "your home directory"),
-        ]
-        .into_iter()
-        .filter_map(|(dir, what)| dir.map(|dir| (real(dir), what)))
-        .collect();
-        paths
-            .into_iter()
-            .map(|path| {
-                let path = directory("additionalDirectories", path)?;
-                let root = real(&path);
-                let inside = |dir: &Path| dir.starts_with(&root);
-                if let Some((_, what)) = guarded.iter().find(|(dir, _)| inside(dir)) {
-                    return Err(invalid_params(format!(
-                        "`additionalDirectories` {} would bring {what} into the workspace; name a project directory instead",
-                        path.display()
-                    )));
-                }
-                Ok(path)
-            })
-            .collect()
+        sessions
+            .config()
+            .workspace_guard()
+            .check(&path)
+            .map_err(|refused| invalid_params(format!("`{field}` {refused}")))?;
+        Ok(path)
+    }
+
+    fn additional_directories(&self, paths: Vec<PathBuf>) -> Result<Vec<PathBuf>, acp::Error> {
+        paths.into_iter().map(|path| self.workspace_root("additionalDirectories", path)).collect()
     }
 
     fn new_session(&self, params: Value) -> Answer {
         let request: acp::NewSessionRequest = parse(SESSION_NEW, with_mcp_servers(params))?;
-        let cwd = directory("cwd", request.cwd)?;
+        let cwd = self.workspace_root("cwd", request.cwd)?;
         let extra = self.additional_directories(request.additional_directories)?;
         let sessions = self.sessions()?;
         needs_no_login(sessions.config())?;
@@ -249,7 +233,8 @@ impl Agent {
 
     fn load_session(&self, params: Value) -> Answer {
         let request: acp::LoadSessionRequest = parse(SESSION_LOAD, with_mcp_servers(params))?;
-        directory("cwd", request.cwd)?;
+        // The session works in its stored directory, checked again when it goes live.
+        self.workspace_root("cwd", request.cwd)?;
         let extra = self.additional_directories(request.additional_directories)?;
         let sessions = self.sessions()?;
         let sink = Arc::clone(&self.sink);
@@ -267,7 +252,7 @@ impl Agent {
 
     fn resume_session(&self, params: Value) -> Answer {
         let request: acp::ResumeSessionRequest = parse(SESSION_RESUME, with_mcp_servers(params))?;
-        directory("cwd", request.cwd)?;
+        self.workspace_root("cwd", request.cwd)?;
         let extra = self.additional_directories(request.additional_directories)?;
         let id = session_id(&request.session_id);
         // Queued now, in wire order: a prompt right behind this request finds the session
@@ -287,7 +272,7 @@ impl Agent {
 
     fn fork_session(&self, params: Value) -> Answer {
         let request: acp::ForkSessionRequest = parse(SESSION_FORK, with_mcp_servers(params))?;
-        let cwd = directory("cwd", request.cwd)?;
+        let cwd = self.workspace_root("cwd", request.cwd)?;
         let extra = self.additional_directories(request.additional_directories)?;
         let parent = session_id(&request.session_id);
         let sessions = self.sessions()?;

@@ -303,6 +303,13 @@ fn context(
             max_bytes: turn.limits.image_max_bytes,
             read: std::sync::Arc::clone(&turn.run.images_read),
         },
+        read_rejections: turn
+            .tools
+            .rules
+            .iter()
+            .filter(|rule| rule.permission == Permission::Read && rule.action == Action::Deny)
+            .cloned()
+            .collect(),
     }
 }
 

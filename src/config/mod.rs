@@ -67,6 +67,8 @@ pub struct Config {
     pub credentials: Option<credentials::Credentials>,
     /// The user's home, where user-level instructions and skills live (`~/.agents`).
     pub home_dir: Option<PathBuf>,
+    /// `XDG_CONFIG_HOME` when set (absolute): the user's programs' configuration.
+    pub config_home: Option<PathBuf>,
     /// Sandbox, environment and launcher of local commands (`[sandbox]`, `[tools]`).
     pub process: Arc<ProcessPolicy>,
     /// Every session's MCP servers from the file (`[mcp_servers.<name>]`), enabled ones only.
@@ -303,6 +305,7 @@ impl Config {
         let models = file.models.into_iter().map(|(name, given)| (normalize_model(&name), given)).collect();
         let title_model = file.title_model.as_deref().map(normalize_model);
         let home_dir = env("HOME").map(PathBuf::from).or_else(dirs::home_dir);
+        let config_home = env("XDG_CONFIG_HOME").map(PathBuf::from).filter(|dir| dir.is_absolute());
         let log_file = file.log_file.as_deref().map(|path| checks::log_file(path, home_dir.as_deref())).transpose()?;
         let environment = process::Environment { lookup: env, vars, home: home_dir.as_deref() };
         let config_dir = path.as_deref().and_then(Path::parent).map(Path::to_path_buf);
@@ -327,11 +330,31 @@ impl Config {
                 .and_then(Path::parent)
                 .map(|dir| credentials::Credentials::at(dir.join("credentials.toml"))),
             home_dir,
+            config_home,
             process,
             mcp_servers,
             mcp,
             log_file,
         })
+    }
+
+    /// The directories no workspace root may be or contain: the home directory, the
+    /// configuration of the user's programs, and cairn's own configuration and data (nor lie
+    /// inside those).
+    pub fn workspace_guard(&self) -> crate::workspace::Guard {
+        let mut guard = crate::workspace::Guard::default();
+        if let Some(home) = &self.home_dir {
+            guard = guard.around(home, "your home directory");
+            guard = guard.around(&home.join(".config"), "your programs' configuration");
+        }
+        if let Some(dir) = &self.config_home {
+            guard = guard.around(dir, "your programs' configuration (XDG_CONFIG_HOME)");
+        }
+        guard = guard.own(&self.data_dir, "cairn's data directory");
+        match &self.config_dir {
+            Some(dir) => guard.own(dir, "cairn's configuration"),
+            None => guard,
+        }
     }
 
     /// The database file inside the data directory.

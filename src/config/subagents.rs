@@ -20,13 +20,22 @@ pub struct Subagents {
     pub max_depth: u32,
     /// How many sub-agents one step runs at once.
     pub max_concurrent: usize,
+    /// How many sub-agents one prompt may start in all, nested ones included.
+    pub max_total: u32,
     /// The model sub-agents use (`provider/model`); `None`: the session's.
     pub model: Option<String>,
 }
 
 impl Default for Subagents {
     fn default() -> Self {
-        Self { max_rounds: 20, timeout: Duration::from_secs(300), max_depth: 3, max_concurrent: 4, model: None }
+        Self {
+            max_rounds: 20,
+            timeout: Duration::from_secs(300),
+            max_depth: 3,
+            max_concurrent: 4,
+            max_total: 32,
+            model: None,
+        }
     }
 }
 
@@ -38,6 +47,7 @@ pub(super) struct FileSubagents {
     timeout_secs: Option<u64>,
     max_depth: Option<u32>,
     max_concurrent: Option<usize>,
+    max_total: Option<u32>,
     model: Option<String>,
 }
 
@@ -56,6 +66,7 @@ impl FileSubagents {
         at_least_one("max_rounds", self.max_rounds.map(u64::from))?;
         at_least_one("timeout_secs", self.timeout_secs)?;
         at_least_one("max_concurrent", self.max_concurrent.and_then(|n| u64::try_from(n).ok()))?;
+        at_least_one("max_total", self.max_total.map(u64::from))?;
         let max_depth = self.max_depth.unwrap_or(d.max_depth);
         if max_depth > DEEPEST {
             return Err(format!(
@@ -84,6 +95,7 @@ impl FileSubagents {
             timeout: self.timeout_secs.map_or(d.timeout, Duration::from_secs),
             max_depth,
             max_concurrent: self.max_concurrent.unwrap_or(d.max_concurrent),
+            max_total: self.max_total.unwrap_or(d.max_total),
             model,
         })
     }
@@ -112,8 +124,9 @@ mod tests {
     #[test]
     fn defaults_and_overrides() {
         assert_eq!(resolve("").unwrap(), Subagents::default());
+        assert_eq!(Subagents::default().max_total, 32);
         let set =
-            resolve("max_rounds = 5\ntimeout_secs = 9\nmax_depth = 0\nmax_concurrent = 2\nmodel = \"gpt-5-mini\"\n")
+            resolve("max_rounds = 5\ntimeout_secs = 9\nmax_depth = 0\nmax_concurrent = 2\nmax_total = 7\nmodel = \"gpt-5-mini\"\n")
                 .unwrap();
         assert_eq!(
             set,
@@ -122,6 +135,7 @@ mod tests {
                 timeout: Duration::from_secs(9),
                 max_depth: 0,
                 max_concurrent: 2,
+                max_total: 7,
                 model: Some("openai/gpt-5-mini".to_owned()),
             }
         );
@@ -133,6 +147,7 @@ mod tests {
             ("max_rounds = 0", "max_rounds"),
             ("timeout_secs = 0", "timeout_secs"),
             ("max_concurrent = 0", "max_concurrent"),
+            ("max_total = 0", "max_total"),
             ("max_depth = 99", "max_depth"),
             ("model = \"nowhere/x\"", "model"),
             ("model = \"openai/\"", "model"),

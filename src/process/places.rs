@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 
 use globset::GlobSet;
 
-use crate::workspace::{GUARDED, Guard, Guarded, Reach};
+use crate::workspace::{GUARDED, Guarded, Reach, Shield};
 
 /// Levels below a root the walk looks into.
 pub const MAX_DEPTH: usize = 4;
@@ -99,19 +99,19 @@ fn walk(root: &Path, dir: &Path, depth: usize, names: &Names, writable: bool, bu
         let place = GUARDED.iter().find(|place| place.matches(&pair, 1));
         let visible = names.visible.is_match(relative);
         match place {
-            Some(place) if place.guard == Guard::Secret && !visible => out.hidden.extend(final_target(&path)),
+            Some(place) if place.shield == Shield::Secret && !visible => out.hidden.extend(final_target(&path)),
             Some(_) | None if names.hidden.is_match(relative) && !visible => out.hidden.extend(final_target(&path)),
-            Some(Guarded { guard: Guard::Git, .. }) => {
+            Some(Guarded { shield: Shield::Git, .. }) => {
                 if writable {
                     repository(root, &path, kind.is_dir(), out);
                 }
             }
-            Some(Guarded { guard: Guard::ReadOnly, .. }) => {
+            Some(Guarded { shield: Shield::ReadOnly, .. }) => {
                 if writable {
                     out.read_only.extend(final_target(&path));
                 }
             }
-            Some(Guarded { guard: Guard::Secret, .. }) | None => {
+            Some(Guarded { shield: Shield::Secret, .. }) | None => {
                 if kind.is_dir() && depth + 1 < MAX_DEPTH && !SKIPPED.contains(&name.as_str()) {
                     walk(root, &path, depth + 1, names, writable, budget, out);
                 }
@@ -225,7 +225,7 @@ fn expand_home(path: &str) -> Option<PathBuf> {
 pub fn absent(roots: &[PathBuf]) -> Vec<PathBuf> {
     let mut out = Vec::new();
     for root in roots.iter().filter_map(|root| std::fs::canonicalize(root).ok()) {
-        for place in GUARDED.iter().filter(|place| place.guard != Guard::Secret) {
+        for place in GUARDED.iter().filter(|place| place.shield != Shield::Secret) {
             let path = match place.reach {
                 Reach::Tree | Reach::Last => root.join(place.name),
                 Reach::Within(parent) => root.join(parent).join(place.name),

@@ -230,6 +230,12 @@ pub enum SessionError {
     Closed(SessionId),
     #[error("session {0} is busy (a turn is running or queued); wait for it to end or cancel it, then try again")]
     Busy(SessionId),
+    /// A new session's or a fork's directory cannot be a workspace.
+    #[error(transparent)]
+    Workspace(crate::workspace::RootRefused),
+    /// A stored (or imported) session's directory cannot be a workspace: it is not opened.
+    #[error("session {session} cannot be opened: {refused}")]
+    StoredWorkspace { session: SessionId, refused: crate::workspace::RootRefused },
 }
 
 /// The updates that show a stored conversation again, in order (`session/load`): what the live

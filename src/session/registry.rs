@@ -116,8 +116,10 @@ impl Registry {
         &self.inner.config
     }
 
-    /// Stores a new session and makes it live. Answers once the row is committed.
+    /// Stores a new session in `cwd` (refused if it cannot be a workspace) and makes it live.
+    /// Answers once the row is committed.
     pub async fn create(&self, cwd: &Path, attach: Attach) -> Result<SessionView, SessionError> {
+        self.inner.config.workspace_guard().check(cwd).map_err(SessionError::Workspace)?;
         let now = now_ms();
         let row = SessionRow::new(
             SessionId::generate(),
@@ -277,6 +279,7 @@ impl Registry {
 
     /// Copies a session (refused while it is busy) into a new live session in `cwd`.
     pub async fn fork(&self, parent: &SessionId, cwd: &Path, attach: Attach) -> Result<SessionView, SessionError> {
+        self.inner.config.workspace_guard().check(cwd).map_err(SessionError::Workspace)?;
         let cwd = cwd.to_string_lossy().into_owned();
         let id = self.ask(parent, Init::Restore(parent.clone()), |reply| Command::Fork { cwd, reply }).await?;
         let (row, history) = actor::restore(&self.inner.store, &id).await?;

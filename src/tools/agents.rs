@@ -15,8 +15,8 @@
 //!
 //! `name` and `description` are required; `model` and `tools` (a list, written `a, b`, `[a, b]`
 //! or one `- a` per line; it restricts the agent to those tools) are optional, and other keys
-//! are ignored. Files are looked for from the working directory up to the project root, nearest
-//! first; the first agent of a name wins, and at most [`MAX_AGENTS`] are read. A file that
+//! are ignored. Files are looked for from the working directory up to its repository's root
+//! (in the working directory alone outside a repository), nearest first; the first agent of a name wins, and at most [`MAX_AGENTS`] are read. A file that
 //! cannot be read as an agent is skipped with a warning that names it, and never stops the
 //! session.
 

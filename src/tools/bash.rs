@@ -19,6 +19,21 @@ pub const BASH_MAX_TIMEOUT: Duration = Duration::from_secs(600);
 
 pub struct Bash;
 
+/// How much of a command's first line its title shows.
+const FIRST_LINE_SHOWN: usize = 100;
+/// How much of the model's description a command's title shows.
+const DESCRIPTION_SHOWN: usize = 60;
+
+/// `text` cut to `most` characters, with `…` where it was cut.
+fn shorten(text: &str, most: usize) -> String {
+    if text.chars().count() <= most {
+        return text.to_owned();
+    }
+    let mut cut: String = text.chars().take(most - 1).collect();
+    cut.push('…');
+    cut
+}
+
 #[derive(Clone, Debug, PartialEq, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct BashArgs {
@@ -63,10 +78,22 @@ impl Tool for Bash {
         Access::Execute
     }
 
+    /// The command's first line, always: the model's description beside it cannot hide what
+    /// runs (a "List the files" over `curl … | sh` forty lines down). Both are cut to fit one
+    /// title, and a note says how many lines follow, which no cut removes.
     fn title(&self, args: &BashArgs, _workspace: &Workspace) -> String {
-        match &args.description {
-            Some(description) if !description.trim().is_empty() => description.trim().to_owned(),
-            _ => format!("Run `{}`", args.command.lines().next().unwrap_or_default()),
+        let mut lines = args.command.lines().filter(|line| !line.trim().is_empty());
+        let first = shorten(&super::one_line(lines.next().unwrap_or_default()), FIRST_LINE_SHOWN);
+        let more = match lines.count() {
+            0 => String::new(),
+            1 => " (+1 line)".to_owned(),
+            n => format!(" (+{n} lines)"),
+        };
+        match args.description.as_deref().map(super::one_line) {
+            Some(description) if !description.is_empty() => {
+                format!("{}: `{first}`{more}", shorten(&description, DESCRIPTION_SHOWN))
+            }
+            _ => format!("Run `{first}`{more}"),
         }
     }
 

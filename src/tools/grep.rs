@@ -4,7 +4,9 @@
 //! file too, and bounds what one file can cost: huge files are left out of directory searches, a
 //! line longer than the searcher may hold skips its file, and the result lists what was not
 //! searched. Files whose names start with `.env` are left out of directory searches (they may
-//! hold secrets); named as the path, they are searched once the permission allows it.
+//! hold secrets); named as the path, they are searched once the permission allows it. A file a
+//! rule rejects reading (judged at its final target, as `read` would be) is never searched: the
+//! result only says how many were skipped for that.
 
 use std::fs::File;
 use std::io::Read;
@@ -22,7 +24,7 @@ use super::page::human_size;
 use super::search::{compile_glob, text, walk};
 use super::{Access, Tool, ToolContext, ToolError, ToolOutcome, Workspace, blocking, location, shown, target};
 use crate::history::{Location, ToolKind};
-use crate::permissions::{Permission, PermissionRequest};
+use crate::permissions::{Decision, Mode, Permission, PermissionRequest, Rule};
 
 pub struct Grep;
 
@@ -108,7 +110,8 @@ async fn grep(args: &GrepArgs, ctx: &ToolContext) -> Result<ToolOutcome, ToolErr
     let only = args.glob.as_deref().map(compile_glob).transpose()?;
     let workspace = ctx.workspace.clone();
     let shown_root = ctx.workspace.display(&root);
-    let (lines, more, skipped) = blocking(ctx, move |cancel| {
+    let rejections = ctx.read_rejections.clone();
+    let (lines, more, skipped, rejected) = blocking(ctx, move |cancel| {
         let mut searcher = SearcherBuilder::new()
             .binary_detection(BinaryDetection::quit(0))
             .line_number(true)
@@ -117,6 +120,7 @@ async fn grep(args: &GrepArgs, ctx: &ToolContext) -> Result<ToolOutcome, ToolErr
         let mut lines: Vec<String> = Vec::new();
         let mut more = false;
         let mut skipped: Vec<(String, String)> = Vec::new();
+        let mut rejected = 0usize;
         for path in walk(&root, &cancel)? {
             if cancel.is_cancelled() {
                 return Err(ToolError("cancelled".into()));
@@ -127,6 +131,10 @@ async fn grep(args: &GrepArgs, ctx: &ToolContext) -> Result<ToolOutcome, ToolErr
                 if !only.is_match(relative) && !only.is_match(name) {
                     continue;
                 }
+            }
+            if rejects(&rejections, &workspace, &path) {
+                rejected += 1;
+                continue;
             }
             let shown = workspace.display(&path);
             let inner = path.strip_prefix(&root).unwrap_or(&path);
@@ -184,10 +192,14 @@ async fn grep(args: &GrepArgs, ctx: &ToolContext) -> Result<ToolOutcome, ToolErr
                 break;
             }
         }
-        Ok((lines, more, skipped))
+        Ok((lines, more, skipped, rejected))
     })
     .await?;
     let mut notes = String::new();
+    if rejected > 0 {
+        let files = if rejected == 1 { "1 file was".to_owned() } else { format!("{rejected} files were") };
+        notes.push_str(&format!("({files} not searched: a rule denies reading them)\n"));
+    }
     if more {
         notes.push_str(&format!("(only the first {MAX_MATCHES} matches are listed; narrow the pattern or the path)\n"));
     }
@@ -210,6 +222,16 @@ async fn grep(args: &GrepArgs, ctx: &ToolContext) -> Result<ToolOutcome, ToolErr
     output.push('\n');
     output.push_str(&notes);
     Ok(text(output))
+}
+
+/// Whether a remembered rule rejects reading `path`, judged at its final target as a `read` of
+/// it would be.
+fn rejects(rejections: &[Rule], workspace: &Workspace, path: &Path) -> bool {
+    if rejections.is_empty() {
+        return false;
+    }
+    let request = PermissionRequest::for_path(Permission::Read, workspace, path);
+    matches!(crate::permissions::decide(&request, Mode::Bypass, rejections), Decision::Deny(_))
 }
 
 /// Opens a file to search if it is (still) a regular file; `O_NONBLOCK` keeps a FIFO swapped in

@@ -103,6 +103,7 @@ fn context(dir: &Path, images: Images) -> ToolContext {
         call_id: "call_test".into(),
         user_wait: super::super::host::UserWait::default(),
         images,
+        read_rejections: Vec::new(),
     }
 }
 

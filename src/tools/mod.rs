@@ -72,6 +72,9 @@ pub struct ToolContext {
     pub user_wait: host::UserWait,
     /// What the model in use does with images (`read` of a picture).
     pub images: Images,
+    /// The rules that reject reads, for a tool that reads files the permission did not name one
+    /// by one (`grep` over a directory skips what they cover).
+    pub read_rejections: Vec<Rule>,
 }
 
 /// What a sub-agent inherits from the turn whose call starts it: never more than that turn has.

@@ -5,8 +5,12 @@
 //! process group, without the provider keys, and (under cairn's supervisor) in the Landlock
 //! sandbox and dying with cairn. Stopping it (timeout, cancel, or the future being dropped) kills
 //! everything it started, so a `sleep` a command left in the background dies with it. Its output
-//! streams to the editor while it runs. A delegated command is the editor's: it gets none of
-//! this, and is always killed (if still running) and released, even when the call is abandoned.
+//! streams to the editor while it runs. A delegated command runs in the editor's terminal, which
+//! starts from the editor's environment (the keys cairn was given included) and can only set
+//! variables: so the command is run through `env -u NAME … PATH=… NAME=VALUE … bash -c COMMAND`,
+//! getting the environment a local command gets. It gets none of the rest (no sandbox, no
+//! supervisor), and is always killed (if still running) and released, even when the call is
+//! abandoned.
 
 use std::ffi::OsStr;
 use std::sync::Arc;
@@ -19,7 +23,7 @@ use super::bash::BashArgs;
 use super::host::{Host, TerminalRequest};
 use super::{ToolContext, ToolError, ToolOutcome};
 use crate::history::ToolContent;
-use crate::process::Confinement;
+use crate::process::{ChildEnv, Confinement};
 
 /// How much output is kept: this much of the start and this much of the end.
 const KEEP_HEAD: usize = 100 * 1024;
@@ -148,6 +152,29 @@ async fn sleep_until(at: Option<Instant>) {
     }
 }
 
+/// `program` (with its arguments) as a terminal runs it with the children's environment: through
+/// `env`, which unsets the removed variables (`-u`, a terminal request can only set them) and
+/// sets `PATH` and the set variables before it runs the program; as it is when there is nothing
+/// to change. The command and its arguments.
+fn scrubbed(env: &ChildEnv, program: Vec<String>) -> (String, Vec<String>) {
+    let text = |value: &std::ffi::OsStr| value.to_string_lossy().into_owned();
+    let mut args = Vec::new();
+    for name in &env.remove {
+        args.extend(["-u".to_owned(), text(name)]);
+    }
+    // After `--` only assignments and the program follow, whatever they look like.
+    let mut assignments: Vec<String> = env.path.iter().map(|path| format!("PATH={}", text(path))).collect();
+    assignments.extend(env.set.iter().map(|(name, value)| format!("{}={}", text(name), text(value))));
+    if args.is_empty() && assignments.is_empty() {
+        let mut program = program.into_iter();
+        return (program.next().unwrap_or_default(), program.collect());
+    }
+    args.push("--".to_owned());
+    args.extend(assignments);
+    args.extend(program);
+    ("env".to_owned(), args)
+}
+
 /// Kills and releases an editor terminal when dropped before [`Self::disarm`].
 struct TerminalGuard {
     host: Arc<dyn Host>,
@@ -174,9 +201,10 @@ impl Drop for TerminalGuard {
 
 pub(super) async fn delegated(args: &BashArgs, ctx: &ToolContext, timeout: Duration) -> Result<ToolOutcome, ToolError> {
     let host = &ctx.host;
+    let (command, args) = scrubbed(&ctx.process.env, vec!["bash".to_owned(), "-c".to_owned(), args.command.clone()]);
     let request = TerminalRequest {
-        command: "bash".to_owned(),
-        args: vec!["-c".to_owned(), args.command.clone()],
+        command,
+        args,
         cwd: ctx.workspace.cwd().to_path_buf(),
         output_byte_limit: (KEEP_HEAD + KEEP_TAIL) as u64,
     };
@@ -217,4 +245,33 @@ pub(super) async fn delegated(args: &BashArgs, ctx: &ToolContext, timeout: Durat
     };
     let output = if text.is_empty() { ending } else { format!("{text}\n{ending}") };
     Ok(ToolOutcome { output, content, failed: exit.code != Some(0), ..ToolOutcome::default() })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What a terminal runs, run here: the removed variables are gone, whatever their names look
+    /// like, and `PATH` and the set variables are as a local command gets them.
+    #[test]
+    fn a_terminal_command_runs_with_the_childrens_environment() {
+        let env = ChildEnv {
+            remove: vec!["CAIRN_TEST_KEY".into(), "-u".into()],
+            path: Some("/usr/bin:/bin".into()),
+            set: vec![("GIT_CONFIG_NOSYSTEM".into(), "1 two\nthree".into())],
+        };
+        let script = "printf '%s|%s|%s' \"${CAIRN_TEST_KEY:-unset}\" \"$PATH\" \"$GIT_CONFIG_NOSYSTEM\"";
+        let (command, args) = scrubbed(&env, vec!["bash".into(), "-c".into(), script.into()]);
+        assert_eq!(command, "env");
+        assert_eq!(args[..4], ["-u", "CAIRN_TEST_KEY", "-u", "-u"]);
+        let output = std::process::Command::new(&command)
+            .args(&args)
+            .env("CAIRN_TEST_KEY", "sk-secret")
+            .env("PATH", "relative/bin:/usr/bin:/bin")
+            .output()
+            .unwrap();
+        assert_eq!(String::from_utf8_lossy(&output.stdout), "unset|/usr/bin:/bin|1 two\nthree");
+        let plain = scrubbed(&ChildEnv::default(), vec!["bash".into(), "-c".into(), "true".into()]);
+        assert_eq!(plain, ("bash".to_owned(), vec!["-c".to_owned(), "true".to_owned()]), "nothing to change");
+    }
 }

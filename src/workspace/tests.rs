@@ -111,3 +111,27 @@ fn globs_expand_as_bash_would_and_too_many_matches_are_refused() {
     }
     assert!(workspace.expand("f*").unwrap_err().contains("more than"));
 }
+
+#[test]
+fn a_project_reaches_up_to_its_repository_and_no_further() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("home");
+    let repo = home.join("code/repo");
+    let app = repo.join("crates/app");
+    let loose = dir.path().join("tmp/a/b");
+    std::fs::create_dir_all(&app).unwrap();
+    std::fs::create_dir_all(repo.join(".git")).unwrap();
+    std::fs::create_dir_all(&loose).unwrap();
+    std::fs::create_dir_all(home.join(".git")).unwrap();
+    assert_eq!(project_dirs(&app, Some(&home)), [repo.clone(), repo.join("crates"), app.clone()]);
+    assert_eq!(project_dirs(&repo, Some(&home)), vec![repo.clone()]);
+    assert_eq!(project_dirs(&loose, Some(&home)), vec![loose.clone()], "no repository: the workspace alone");
+    let below_home = home.join("notes/2025");
+    std::fs::create_dir_all(&below_home).unwrap();
+    assert_eq!(
+        project_dirs(&below_home, Some(&home)),
+        vec![below_home.clone()],
+        "a repository at ~ is not a project's"
+    );
+    assert_eq!(project_dirs(&loose, None), vec![loose]);
+}

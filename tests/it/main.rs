@@ -32,6 +32,7 @@ mod protocol;
 mod provider;
 mod question;
 mod reattach;
+mod roots;
 mod sandbox;
 mod scripted;
 mod sessions;

@@ -328,9 +328,9 @@ async fn additional_directories_widen_the_workspace_and_nothing_more() {
         ("relative/dir", "absolute"),
         ("/no/such/cairn-dir", "cannot be used"),
         (file.as_str(), "not a directory"),
-        ("/", "into the workspace"),
-        (home.as_str(), "would bring"),
-        (data.as_str(), "cairn's data directory"),
+        ("/", "it is the whole disk"),
+        (home.as_str(), "it is your home directory"),
+        (data.as_str(), "it is cairn's data directory"),
     ] {
         let error = agent
             .call_err("session/new", json!({"cwd": env.cwd(), "mcpServers": [], "additionalDirectories": [bad]}))
@@ -339,4 +339,49 @@ async fn additional_directories_widen_the_workspace_and_nothing_more() {
         let message = error["message"].as_str().unwrap();
         assert!(message.contains("additionalDirectories") && message.contains(says), "{bad}: {error}");
     }
+}
+
+/// `grep` honours `read:` rejections file by file: a directory search never shows a line of a
+/// file a rule denies reading (whether it is reached by name, through a linked directory or by a
+/// `**` rule), and says how many files it skipped for that. Rules match names as the rule engine
+/// does, so grep and `read` agree on every spelling.
+#[tokio::test]
+async fn grep_never_shows_a_file_a_rule_denies_reading() {
+    let env = TestEnv::new().await;
+    let work = env.workspace();
+    std::fs::create_dir_all(work.join("vault/deep")).unwrap();
+    std::fs::write(work.join("secret.txt"), "TOKEN=hunter2-top\n").unwrap();
+    std::fs::write(work.join("vault/deep/secret.txt"), "TOKEN=hunter2-deep\n").unwrap();
+    std::fs::write(work.join("public.txt"), "TOKEN=public\n").unwrap();
+    std::fs::write(work.join("SECRET.TXT"), "TOKEN=other-file\n").unwrap();
+    std::os::unix::fs::symlink(work.join("vault"), work.join("mirror")).unwrap();
+    std::os::unix::fs::symlink(work.join("secret.txt"), work.join("alias.txt")).unwrap();
+    let grep = |id: &str, args: Value| (id.to_owned(), "grep".to_owned(), args);
+    let calls = [
+        grep("g1", json!({"pattern": "TOKEN"})),
+        grep("g2", json!({"pattern": "TOKEN", "path": "mirror"})),
+        grep("g3", json!({"pattern": "hunter2", "path": ".", "glob": "**"})),
+        grep("g4", json!({"pattern": "TOKEN", "path": "vault/../secret.txt", "case_insensitive": true})),
+        grep("g5", json!({"pattern": "TOKEN", "path": "alias.txt"})),
+        ("r1".to_owned(), "read".to_owned(), json!({"path": "SECRET.TXT"})),
+    ];
+    env.mock.push(crate::subagents::calls(&calls)).push(Reply::text(&["searched"]));
+    let args = ["exec", "--deny", "read:secret.txt", "--deny", "read:**/deep/secret.txt", "search for tokens"];
+    let (status, _, stderr) = crate::exec::run(&env, &args, "").await;
+    assert_eq!(status, Some(0), "{stderr}");
+    let results: Vec<String> =
+        tool_results(&env, 1).iter().map(|r| r["content"].as_str().unwrap().to_owned()).collect();
+    for (at, result) in results.iter().enumerate().take(5) {
+        assert!(!result.contains("hunter2-"), "g{}: {result}", at + 1);
+    }
+    assert!(results[0].contains("public.txt:1:TOKEN=public"), "{}", results[0]);
+    assert!(results[0].contains("2 files") && results[0].contains("a rule denies reading"), "{}", results[0]);
+    assert!(results[1].contains("a rule denies reading"), "through the link: {}", results[1]);
+    assert!(results[2].contains("No matches") && results[2].contains("2 files"), "{}", results[2]);
+    for named in &results[3..5] {
+        assert!(named.contains("rejects"), "named as the path, the search is refused: {named}");
+    }
+    // The engine compares names with their case: `SECRET.TXT` is another file, readable by both.
+    assert!(results[0].contains("SECRET.TXT:1:TOKEN=other-file"), "{}", results[0]);
+    assert!(results[5].contains("TOKEN=other-file"), "{}", results[5]);
 }

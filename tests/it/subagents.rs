@@ -402,3 +402,50 @@ async fn kill_9_mid_task_finalizes_the_call_and_keeps_the_childs_rows() {
     assert_eq!(own[0]["status"], "failed", "the child's own orphan call is finalized too");
     assert!(last_text(own[0]).contains("Interrupted by a restart"));
 }
+
+/// `[subagents] max_total` bounds every sub-agent one prompt starts, nested ones included (a
+/// child's children count against the same total); a task past it is refused, saying the limit
+/// and its setting, and the next prompt starts afresh.
+#[tokio::test]
+async fn one_prompt_starts_at_most_max_total_sub_agents_at_every_depth() {
+    let env = TestEnv::new().await;
+    env.write_config("[subagents]\nmax_total = 3\n");
+    env.mock.push(calls(&[task("t1", "fan out", "CHILD-FAN")])).push(Reply::text(&["parent done"]));
+    let fan: Vec<_> = (1..=3).map(|n| task(&format!("g{n}"), &format!("part {n}"), &format!("GRAND-{n}"))).collect();
+    env.mock.route("CHILD-FAN", calls(&fan)).route("CHILD-FAN", Reply::text(&["fanned out"]));
+    for n in 1..=3 {
+        env.mock.route(&format!("GRAND-{n}"), Reply::text(&[&format!("grand {n}")]));
+    }
+    let mut agent = env.ready().await;
+    let session = agent.new_session(&env.cwd()).await;
+    let (response, _) = turn(&mut agent, &session, "PARENT").await;
+    assert_eq!(response["result"]["stopReason"], "end_turn");
+    let grandchildren: usize = (1..=3).map(|n| env.mock.requests_with(&format!("GRAND-{n}")).len()).sum();
+    assert_eq!(grandchildren, 2, "the child and two grandchildren make three");
+    let results = results(&env.mock.requests_with("CHILD-FAN")[1]);
+    let refused: Vec<&String> = results.iter().map(|(_, text)| text).filter(|t| t.contains("max_total")).collect();
+    assert_eq!(refused.len(), 1, "{results:?}");
+    assert!(refused[0].contains("[subagents] max_total") && refused[0].contains('3'), "{}", refused[0]);
+
+    env.mock.push(calls(&[task("t2", "again", "CHILD-AGAIN")])).push(Reply::text(&["again done"]));
+    env.mock.route("CHILD-AGAIN", Reply::text(&["ran"]));
+    turn(&mut agent, &session, "next").await;
+    assert_eq!(env.mock.requests_with("CHILD-AGAIN").len(), 1, "a new prompt has a new total");
+}
+
+/// A child that a limit stops says which limit, so the parent (and the user) know why.
+#[tokio::test]
+async fn a_child_stopped_by_a_limit_says_which() {
+    let env = TestEnv::new().await;
+    env.write_config("[limits]\nconsecutive_errors = 2\n");
+    env.mock.push(calls(&[task("t1", "fail twice", "CHILD-ERRS")])).push(Reply::text(&["noted"]));
+    let failing = [("k1", "read", json!({"path": "missing-1.txt"})), ("k2", "read", json!({"path": "missing-2.txt"}))];
+    env.mock.route("CHILD-ERRS", Reply::tool_calls(&failing));
+    let mut agent = env.ready().await;
+    let session = agent.new_session(&env.cwd()).await;
+    let (response, _) = turn(&mut agent, &session, "PARENT").await;
+    assert_eq!(response["result"]["stopReason"], "end_turn");
+    let result = &results(&env.mock.requests_with("PARENT")[1])[0].1;
+    assert!(result.contains("[limits] consecutive_errors"), "{result}");
+    assert!(!result.contains("no reason was given"), "{result}");
+}

@@ -51,3 +51,54 @@ async fn instructions_skills_environment_and_tools_come_in_order_and_stay_byte_s
     assert!(at("- Date: ") < at("# Tools"));
     assert!(at("# Tools") < at("- bash: "));
 }
+
+/// Instructions and named agents come from the workspace up to its repository's root, and with
+/// no repository from the workspace alone: files planted above it (in a shared temporary
+/// directory, say) never reach the prompt or the `task` tool.
+#[tokio::test]
+async fn instructions_and_agents_above_the_repository_or_the_workspace_are_never_read() {
+    let env = TestEnv::new().await;
+    let shared = tempfile::tempdir().unwrap();
+    let plant = |dir: &std::path::Path, tag: &str| {
+        std::fs::create_dir_all(dir.join(".agents/agents")).unwrap();
+        std::fs::write(dir.join("AGENTS.md"), format!("INSTRUCTIONS-{tag}")).unwrap();
+        let agent = format!("---\nname: agent-{tag}\ndescription: AGENT-{tag}\n---\nbe {tag}\n");
+        std::fs::write(dir.join(format!(".agents/agents/{tag}.md")), agent).unwrap();
+    };
+    // No repository: /shared/loose/work, with files planted one and two levels up.
+    let loose = shared.path().join("loose");
+    let work = loose.join("work");
+    plant(shared.path(), "SHARED");
+    plant(&loose, "LOOSE");
+    plant(&work, "WORK");
+    // A repository: /shared/repo/.git, its workspace two levels down.
+    let repo = shared.path().join("repo");
+    let nested = repo.join("crates/app");
+    std::fs::create_dir_all(repo.join(".git")).unwrap();
+    plant(&repo, "REPO");
+    plant(&nested, "NESTED");
+    for _ in 0..2 {
+        env.mock.push(Reply::text(&["ok"]));
+    }
+    let mut agent = env.ready().await;
+    for (dir, prompt) in [(&work, "first session"), (&nested, "second session")] {
+        let session = agent.new_session(&dir.to_string_lossy()).await;
+        let id = agent.prompt(&session, prompt).await;
+        agent.response(id).await;
+    }
+    let seen = |prompt: &str| {
+        let request = &env.mock.requests_with(prompt)[0];
+        format!("{}{}", system_of(request), request["tools"])
+    };
+    let loose_prompt = seen("first session");
+    assert!(loose_prompt.contains("INSTRUCTIONS-WORK") && loose_prompt.contains("AGENT-WORK"), "{loose_prompt}");
+    for tag in ["LOOSE", "SHARED", "REPO", "NESTED"] {
+        assert!(!loose_prompt.contains(&format!("-{tag}")), "{tag} reached the prompt: {loose_prompt}");
+    }
+    let repo_prompt = seen("second session");
+    for tag in ["REPO", "NESTED"] {
+        assert!(repo_prompt.contains(&format!("INSTRUCTIONS-{tag}")), "{tag}: {repo_prompt}");
+        assert!(repo_prompt.contains(&format!("AGENT-{tag}")), "{tag}: {repo_prompt}");
+    }
+    assert!(!repo_prompt.contains("-SHARED"), "above the repository: {repo_prompt}");
+}

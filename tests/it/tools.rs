@@ -223,8 +223,9 @@ async fn shell_commands_run_in_an_editor_terminal_that_is_always_released() {
     let (_, updates) = turn(&mut agent, &session, "go").await;
     let created = agent.editor.requests("terminal/create");
     assert_eq!(created.len(), 1);
-    assert_eq!(created[0]["params"]["command"], "bash");
-    assert_eq!(created[0]["params"]["args"], json!(["-c", "echo hi; exit 3"]));
+    let args = created[0]["params"]["args"].as_array().unwrap();
+    assert_eq!(created[0]["params"]["command"], "env", "run with the children's environment");
+    assert_eq!(args[args.len() - 3..], [json!("bash"), json!("-c"), json!("echo hi; exit 3")]);
     assert_eq!(created[0]["params"]["cwd"], env.cwd());
     let methods = agent.editor.methods();
     assert_eq!(methods.last().map(String::as_str), Some("terminal/release"));
@@ -233,8 +234,41 @@ async fn shell_commands_run_in_an_editor_terminal_that_is_always_released() {
     assert_eq!(last["status"], "failed", "a non-zero exit status fails the call");
     let terminal_id = created[0].get("id").map(|_| last["content"][0]["terminalId"].clone()).unwrap();
     assert_eq!(last["content"], json!([{"type": "terminal", "terminalId": terminal_id}]));
-    assert_eq!(last["title"], "Say hi");
+    assert_eq!(last["title"], "Say hi: `echo hi; exit 3`");
     assert_eq!(tool_results(&env, 1)[0]["content"], "hi\n\n[exit status 3]");
+}
+
+/// An editor's terminal starts from the editor's environment, which holds the keys cairn was
+/// started with: the command is wrapped in `env -u …` so it runs with the environment a local
+/// command gets (keys and their copies unset, `PATH` without relative entries).
+#[tokio::test]
+async fn an_editor_terminal_gets_the_scrubbed_environment_too() {
+    let mut env = TestEnv::new().await;
+    env.set_env("STOLEN_COPY", "sk-test");
+    let path = std::env::var("PATH").unwrap_or_default();
+    env.set_env("PATH", &format!("node_modules/.bin:{path}"));
+    let command = "echo \"key=${OPENAI_API_KEY:-unset} copy=${STOLEN_COPY:-unset} path=$PATH\"";
+    env.mock.push(Reply::tool_calls(&[("c1", "bash", json!({"command": command}))]));
+    env.mock.push(Reply::text(&["ok"]));
+    let mut editor = Editor::with_terminal();
+    editor.environment = Some(env.agent_env());
+    editor.answer(&["allow_once"]);
+    let mut agent = env.ready_with(editor).await;
+    let session = agent.new_session(&env.cwd()).await;
+    turn(&mut agent, &session, "go").await;
+    let created = agent.editor.requests("terminal/create");
+    assert_eq!(created.len(), 1);
+    assert_eq!(created[0]["params"]["command"], "env");
+    let args: Vec<&str> =
+        created[0]["params"]["args"].as_array().unwrap().iter().map(|a| a.as_str().unwrap()).collect();
+    for name in ["OPENAI_API_KEY", "STOLEN_COPY"] {
+        assert!(args.windows(2).any(|pair| pair == ["-u", name]), "{name} is unset: {args:?}");
+    }
+    assert!(args.iter().any(|a| a.starts_with("PATH=/") && !a.contains("node_modules")), "{args:?}");
+    assert_eq!(args[args.len() - 3..], ["bash", "-c", command], "{args:?}");
+    let output = tool_results(&env, 1)[0]["content"].as_str().unwrap().to_owned();
+    assert!(output.starts_with("key=unset copy=unset path=/"), "{output}");
+    assert!(!output.contains("sk-test") && !output.contains("node_modules"), "{output}");
 }
 
 #[tokio::test]

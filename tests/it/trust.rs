@@ -259,7 +259,7 @@ async fn the_card_comes_once_before_its_question_which_shows_the_diff_or_the_com
     };
     assert_eq!(response["result"]["stopReason"], "end_turn");
     let shown: Vec<Value> = updates(&seen, &session).into_iter().cloned().collect();
-    for (id, title, kind) in [("c1", "Edit notes.txt", "edit"), ("c2", "Run `echo one &&`", "execute")] {
+    for (id, title, kind) in [("c1", "Edit notes.txt", "edit"), ("c2", "Run `echo one &&` (+1 line)", "execute")] {
         let card = call(&shown, id);
         assert_eq!(card[0]["sessionUpdate"], "tool_call");
         assert_eq!(

@@ -188,6 +188,13 @@ pub async fn run(init: Init, services: Services, mut rx: mpsc::UnboundedReceiver
             }
         },
     };
+    // A stored session's directory is checked again whenever it goes live: it may have been
+    // stored before the check existed, or imported from a file that says anything.
+    if let Err(refused) = services.config.workspace_guard().check(std::path::Path::new(&row.cwd)) {
+        forget(&services, &row.id);
+        refuse_all(&mut rx, &SessionError::StoredWorkspace { session: row.id.clone(), refused });
+        return;
+    }
     let id = row.id.clone();
     let system = prepare_system(&services.config, &row.cwd);
     let mut rules = row.rules.clone();

@@ -10,21 +10,23 @@
 //! - permissions: the parent's mode (the same watch) and a copy of its rules, never wider; its
 //!   questions reach the editor through the parent's host, titled with the sub-agent;
 //! - limits: `[subagents] max_rounds` and `timeout_secs`; the model of the named agent, else
-//!   `[subagents] model`, else the session's;
+//!   `[subagents] model`, else the session's; at most `[subagents] max_total` sub-agents in all
+//!   under one prompt (a [`Parent`] is made per turn and shared by every level below it);
 //! - cancel: its token is a child of the call's, itself a child of the parent turn's, so a
 //!   cancel reaches every level at once and each turn drops its HTTP stream;
 //! - progress: its recorder commits its rows, then hands its updates to the call (`progress`);
 //! - cost: its messages' usage counts toward every session above it in the same transaction
 //!   (`store`); the call's outcome carries it for the parent turn's running total.
 //!
-//! Whatever ends the child (its answer, a limit, an error, a timeout) is the call's result; a
-//! child never fails its parent's turn.
+//! Whatever ends the child (its answer, a limit, an error, a timeout) is the call's result, and a
+//! limit that stopped it is named there with its setting; a child never fails its parent's turn.
 
 mod host;
 mod progress;
 
 use std::path::Path;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
 
 use serde_json::Value;
 use tokio::sync::{mpsc, watch};
@@ -45,7 +47,7 @@ use super::recorder::StoreRecorder;
 use host::NamedHost;
 use progress::{ChildSink, Progress};
 
-/// What every sub-agent of one session shares.
+/// What every sub-agent of one turn shares, at every depth.
 pub struct Parent {
     pub store: Store,
     pub config: Arc<Config>,
@@ -55,6 +57,8 @@ pub struct Parent {
     pub model: String,
     /// The named agents of the project.
     pub agents: Arc<[NamedAgent]>,
+    /// Sub-agents started under this turn so far, nested ones included (`[subagents] max_total`).
+    started: AtomicU32,
 }
 
 impl Parent {
@@ -68,7 +72,19 @@ impl Parent {
                 tracing::warn!(%err, "reading the named agents failed; the task tool offers none");
                 Vec::new()
             });
-        Self { store, config, session, cwd, model, agents: agents.into() }
+        Self { store, config, session, cwd, model, agents: agents.into(), started: AtomicU32::new(0) }
+    }
+
+    /// Counts one more sub-agent of this turn; `Err` with the limit when there is no room.
+    fn admit(&self) -> Result<(), ToolError> {
+        let most = self.config.subagents.max_total;
+        self.started.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| (n < most).then_some(n + 1)).map(|_| ()).map_err(
+            |_| {
+                refuse(format!(
+                    "Not started: this prompt has already started {most} sub-agents, its limit ([subagents] max_total = {most}). Do the rest of the work yourself, or finish and report what is left."
+                ))
+            },
+        )
     }
 }
 
@@ -138,6 +154,7 @@ impl Delegate for Spawner {
     ) -> Result<ToolOutcome, ToolError> {
         let caller = ctx.caller.as_ref().ok_or_else(|| refuse("a sub-agent needs its caller's permissions".into()))?;
         let parent = &self.parent;
+        parent.admit()?;
         let config = &parent.config;
         let settings = &config.subagents;
         let depth = self.depth + 1;
@@ -268,6 +285,11 @@ impl Delegate for Spawner {
             }
         };
         drop(lease);
+        // Its turn ended with a flush: every update it committed is in the channel by now,
+        // the notice of a limit that stopped it included.
+        while let Ok(update) = shown.try_recv() {
+            progress.fold(update);
+        }
         // The child's rows are committed (its turn ends with a flush): its cost includes its own
         // sub-agents'.
         let cost = match parent.store.session(&child).await {
@@ -310,9 +332,10 @@ impl Delegate for Spawner {
                 "The sub-agent stopped at its limit of {} model requests ([subagents] max_rounds) before it finished.",
                 settings.max_rounds
             )),
-            Ok(StopReason::MaxTurnRequests) => {
-                failed(format!("The sub-agent stopped at a limit before it finished: {}", last_notice(&history)))
-            }
+            Ok(StopReason::MaxTurnRequests) => failed(format!(
+                "The sub-agent stopped at a limit before it finished: {}",
+                progress.notice().unwrap_or("no reason was given")
+            )),
             Ok(StopReason::MaxTokens) => {
                 failed("The sub-agent's answer was cut off at the model's output limit.".into())
             }
@@ -342,17 +365,4 @@ fn last_text(history: &[Message]) -> Option<String> {
         let text: String = crate::history::texts(&message.parts).collect();
         (!text.trim().is_empty()).then(|| text.trim().to_owned())
     })
-}
-
-/// The last notice of a history (the limit that stopped a turn says so in one).
-fn last_notice(history: &[Message]) -> String {
-    history
-        .iter()
-        .rev()
-        .flat_map(|message| message.parts.iter())
-        .find_map(|part| match part {
-            Part::Notice { text } => Some(text.clone()),
-            _ => None,
-        })
-        .unwrap_or_else(|| "no reason was given".to_owned())
 }

@@ -45,6 +45,8 @@ pub struct Progress {
     calls: Vec<(String, String, CallState)>,
     /// The message its latest text belongs to, and that text.
     text: Option<(MessageId, String)>,
+    /// Its latest notice: when a limit stopped it, the one naming that limit.
+    notice: Option<String>,
 }
 
 impl Progress {
@@ -68,11 +70,14 @@ impl Progress {
                 }
                 true
             }
+            Update::Notice { text, .. } => {
+                self.notice = Some(text);
+                false
+            }
             Update::UserChunk { .. }
             | Update::AgentThought { .. }
             | Update::Plan(_)
             | Update::Title(_)
-            | Update::Notice { .. }
             | Update::EphemeralText { .. }
             | Update::EphemeralNotice { .. }
             | Update::Usage { .. }
@@ -80,6 +85,11 @@ impl Progress {
             | Update::Compaction { .. }
             | Update::CompactionSummary { .. } => false,
         }
+    }
+
+    /// The latest notice the sub-agent recorded (a turn a limit stopped ends with one naming it).
+    pub fn notice(&self) -> Option<&str> {
+        self.notice.as_deref()
     }
 
     /// The card's content: the latest calls with a mark for their state, then the latest text.
@@ -138,6 +148,8 @@ mod tests {
         progress.fold(Update::AgentText { message: first.clone(), text: "Looking".into() });
         progress.fold(Update::AgentText { message: first, text: " around".into() });
         assert!(!progress.fold(Update::Title("x".into())));
+        assert!(!progress.fold(Update::Notice { message: MessageId::generate(), text: "Stopped: a limit".into() }));
+        assert_eq!(progress.notice(), Some("Stopped: a limit"));
         let ToolContent::Text { text } = &progress.content()[0] else { panic!() };
         assert_eq!(text, "✓ Read a.txt\n\nLooking around");
         progress.fold(Update::AgentText { message: MessageId::generate(), text: "Done".into() });

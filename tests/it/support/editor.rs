@@ -36,6 +36,9 @@ pub struct Editor {
     pub max_concurrent_reads: Arc<AtomicUsize>,
     reads_in_flight: Arc<AtomicUsize>,
     terminals: Arc<Mutex<HashMap<String, Terminal>>>,
+    /// The environment terminals start from (the editor's own, which holds whatever the
+    /// editor was started with); `None` inherits the test's. A request's `env` is set on top.
+    pub environment: Option<Vec<(String, String)>>,
 }
 
 struct Terminal {
@@ -181,7 +184,14 @@ impl Editor {
         let id = format!("term-{}", self.log.lock().unwrap().len());
         let args: Vec<String> =
             params["args"].as_array().into_iter().flatten().filter_map(|a| a.as_str().map(str::to_owned)).collect();
-        let mut child = tokio::process::Command::new(params["command"].as_str().unwrap_or("false"))
+        let mut command = tokio::process::Command::new(params["command"].as_str().unwrap_or("false"));
+        if let Some(environment) = &self.environment {
+            command.env_clear().envs(environment.iter().cloned());
+        }
+        for var in params["env"].as_array().into_iter().flatten() {
+            command.env(var["name"].as_str().unwrap_or_default(), var["value"].as_str().unwrap_or_default());
+        }
+        let mut child = command
             .args(&args)
             .current_dir(params["cwd"].as_str().unwrap_or("/"))
             .stdin(Stdio::null())
