@@ -15,6 +15,7 @@
 use std::collections::HashSet;
 use std::ffi::OsStr;
 use std::fs::File;
+use std::os::fd::AsRawFd;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
@@ -189,15 +190,24 @@ impl Gate {
         args: &dyn Fn() -> Vec<String>,
         depth: usize,
     ) -> Judgement {
+        // Only regular files are opened: a FIFO or a device is no program, and opening one could
+        // block or act. The file is then read through this one descriptor.
         let Ok(meta) = std::fs::metadata(target) else { return Judgement::Pass };
         if !meta.is_file() {
             return Judgement::Pass;
         }
-        let real = std::fs::canonicalize(target).unwrap_or_else(|_| target.to_path_buf());
+        let file = File::open(target).ok();
+        let meta = file.as_ref().and_then(|file| file.metadata().ok()).unwrap_or(meta);
+        let real = file
+            .as_ref()
+            .and_then(|file| std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd())).ok())
+            .or_else(|| std::fs::canonicalize(target).ok())
+            .unwrap_or_else(|| target.to_path_buf());
         let real_name = base_name(real.as_os_str().as_bytes());
         for program in &self.programs {
             let by_file = program.files.iter().find(|f| {
-                (f.dev, f.ino) == (meta.dev(), meta.ino()) || (f.size == meta.len() && same_content(&f.file, target))
+                (f.dev, f.ino) == (meta.dev(), meta.ino())
+                    || (f.size == meta.len() && file.as_ref().is_some_and(|file| same_content(&f.file, file)))
             });
             let by_name = program.name == given_name || program.name == real_name;
             if by_file.is_some() || by_name {
@@ -221,7 +231,7 @@ impl Gate {
         if depth >= MAX_INTERPRETERS {
             return Judgement::Pass;
         }
-        if let Some(interpreter) = interpreter(target) {
+        if let Some(interpreter) = file.as_ref().and_then(interpreter) {
             let path = remote.under_root(&interpreter);
             let name = base_name(interpreter.as_os_str().as_bytes());
             let judged = self.check(remote, &path, &name, &|| Vec::new(), depth + 1);
@@ -262,9 +272,8 @@ fn base_name(path: &[u8]) -> String {
     String::from_utf8_lossy(name).into_owned()
 }
 
-/// Whether two files hold the same bytes (`candidate` opened by path; sizes already equal).
-fn same_content(original: &File, candidate: &Path) -> bool {
-    let Ok(candidate) = File::open(candidate) else { return false };
+/// Whether two files hold the same bytes (their sizes already equal).
+fn same_content(original: &File, candidate: &File) -> bool {
     let (mut a, mut b) = (vec![0u8; 64 * 1024], vec![0u8; 64 * 1024]);
     let mut offset = 0u64;
     loop {
@@ -282,8 +291,7 @@ fn same_content(original: &File, candidate: &Path) -> bool {
 }
 
 /// The interpreter a `#!` line names, if the file starts with one.
-fn interpreter(path: &Path) -> Option<PathBuf> {
-    let file = File::open(path).ok()?;
+fn interpreter(file: &File) -> Option<PathBuf> {
     let mut head = [0u8; 256];
     let n = file.read_at(&mut head, 0).ok()?;
     let line = head[..n].strip_prefix(b"#!")?;
