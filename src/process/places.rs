@@ -247,6 +247,13 @@ pub fn sweep(absent: &[PathBuf]) -> Vec<String> {
     for path in absent {
         let Ok(meta) = std::fs::symlink_metadata(path) else { continue };
         let shown = path.display();
+        // The command may have made a parent (`.github`) a link elsewhere: nothing is removed
+        // through a link.
+        let parent = path.parent().unwrap_or(path);
+        if std::fs::canonicalize(parent).ok().as_deref() != Some(parent) {
+            said.push(format!("the command made {shown}, a guarded place, through a link; it was left alone"));
+            continue;
+        }
         if path.file_name().is_some_and(|name| name == ".git") && meta.is_dir() {
             for hook in std::fs::read_dir(path.join("hooks")).into_iter().flatten().flatten() {
                 if !hook.file_name().to_string_lossy().ends_with(".sample") && remove(&hook.path()).is_ok() {

@@ -140,3 +140,16 @@ fn guarded_places_a_command_makes_are_taken_away_and_a_new_repository_keeps_only
     assert!(said.iter().all(|line| line.starts_with("removed ")), "{said:?}");
     assert!(sweep(&absent).is_empty(), "nothing left to take");
 }
+
+#[test]
+fn the_sweep_removes_nothing_through_a_parent_the_command_made_a_link() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = fs::canonicalize(dir.path()).unwrap();
+    let elsewhere = tempfile::tempdir().unwrap();
+    touch(&elsewhere.path().join("workflows/keep.yml"));
+    let absent = absent(std::slice::from_ref(&root));
+    std::os::unix::fs::symlink(elsewhere.path(), root.join(".github")).unwrap();
+    let said = sweep(&absent);
+    assert!(elsewhere.path().join("workflows/keep.yml").exists(), "{said:?}");
+    assert!(said.iter().any(|line| line.contains("through a link")), "{said:?}");
+}
