@@ -171,7 +171,10 @@ fn supervise(spec: &Spec) -> ExitCode {
     if let Some(kind) = spec.namespace
         && let Err(err) = confine(kind, mode, spec, &gate, &program)
     {
-        return say(NO_SANDBOX, &format!("{err}; set [sandbox] mode = \"off\" in config.toml to run without it"));
+        return say(
+            NO_SANDBOX,
+            &format!("{err}; set [sandbox] namespace = false in config.toml to run commands without the namespace"),
+        );
     }
     let writable: Vec<PathBuf> = match mode {
         SandboxMode::WorkspaceWrite => spec.roots.iter().chain(&spec.writable).cloned().collect(),
