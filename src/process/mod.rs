@@ -162,10 +162,42 @@ impl ProcessPolicy {
         cwd: &Path,
         confinement: Confinement<'_>,
     ) -> std::io::Result<Local> {
+        self.start(program, args, &[], cwd, confinement, false)
+    }
+
+    /// Starts a program that speaks over its stdin and stdout (an MCP server), with `vars` set
+    /// besides the children's environment: as [`Self::spawn`], but stdin piped to the program.
+    /// The supervisor then watches a pipe of its own for cairn's end, and the program dies with
+    /// cairn (`kill -9` included) along with everything it started.
+    pub fn spawn_server(
+        &self,
+        program: &OsStr,
+        args: &[&OsStr],
+        vars: &[(String, String)],
+        cwd: &Path,
+        confinement: Confinement<'_>,
+    ) -> std::io::Result<Local> {
+        self.start(program, args, vars, cwd, confinement, true)
+    }
+
+    fn start(
+        &self,
+        program: &OsStr,
+        args: &[&OsStr],
+        vars: &[(String, String)],
+        cwd: &Path,
+        confinement: Confinement<'_>,
+        serve: bool,
+    ) -> std::io::Result<Local> {
+        let mut watch_end = None;
         let mut command = match &self.launcher {
             Launcher::Direct => {
                 let mut command = Command::new(program);
-                command.args(args).stdin(Stdio::null()).kill_on_drop(true);
+                command.args(args).kill_on_drop(true);
+                command.stdin(if serve { Stdio::piped() } else { Stdio::null() });
+                if serve {
+                    tree::die_with_parent(&mut command);
+                }
                 command
             }
             Launcher::Supervisor(exe) => {
@@ -177,14 +209,32 @@ impl ProcessPolicy {
                 let needs_namespace = self.sandbox != SandboxMode::Off || !rejected.is_empty();
                 let namespace = if needs_namespace { self.namespace_kind() } else { None };
                 let mut command = Command::new(exe);
-                command.args(supervisor::arguments(self, confinement, namespace, program, args)).stdin(Stdio::piped());
+                let watch = if serve {
+                    let (read, write) = tree::watch_pipe()?;
+                    tree::pass_on(&mut command, read);
+                    watch_end = Some(write);
+                    Some(read)
+                } else {
+                    None
+                };
+                let arguments = supervisor::arguments(self, confinement, namespace, watch, program, args);
+                command.args(arguments).stdin(Stdio::piped());
                 command
             }
         };
         self.env.apply(&mut command);
+        for (name, value) in vars {
+            command.env(name, value);
+        }
         command.current_dir(cwd).stdout(Stdio::piped()).stderr(Stdio::piped()).process_group(0);
         let mut child = command.spawn()?;
-        let watch = child.stdin.take();
+        // Once started, the child has its copy of the watched end; ours goes.
+        drop(command);
+        let watch = match (watch_end, &self.launcher) {
+            (Some(write), _) => Some(Watch::Pipe(write)),
+            (None, Launcher::Supervisor(_)) => child.stdin.take().map(Watch::Stdin),
+            (None, Launcher::Direct) => None,
+        };
         Ok(Local { group: child.id(), child: Some(child), watch, exited: false })
     }
 
@@ -255,13 +305,30 @@ impl ProcessPolicy {
 pub struct Local {
     child: Option<Child>,
     group: Option<u32>,
-    /// The supervisor's stdin: cairn never writes it, and closing it tells the supervisor to kill
-    /// its whole tree. `None` for a direct child.
-    watch: Option<ChildStdin>,
+    /// What the supervisor watches: cairn never writes it, and closing it tells the supervisor
+    /// to kill its whole tree. `None` for a direct child.
+    watch: Option<Watch>,
     exited: bool,
 }
 
+/// The pipe a supervisor watches for cairn's end: its stdin, or for a server (whose stdin is
+/// the protocol) a pipe of its own.
+enum Watch {
+    Stdin(#[allow(dead_code)] ChildStdin),
+    Pipe(#[allow(dead_code)] std::os::fd::OwnedFd),
+}
+
 impl Local {
+    /// The program's stdin, for a server started with [`ProcessPolicy::spawn_server`].
+    pub fn take_stdin(&mut self) -> Option<ChildStdin> {
+        self.child.as_mut().and_then(|child| child.stdin.take())
+    }
+
+    /// The process group's id (the supervisor's pid, or the program's when direct).
+    pub fn id(&self) -> Option<u32> {
+        self.group
+    }
+
     pub fn take_stdout(&mut self) -> Option<ChildStdout> {
         self.child.as_mut().and_then(|child| child.stdout.take())
     }

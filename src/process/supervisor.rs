@@ -50,6 +50,9 @@ struct Spec {
     visible_names: Vec<String>,
     /// Programs rules reject, each with its subcommand words.
     rejected: Vec<Vec<String>>,
+    /// A descriptor to watch for cairn's end instead of stdin, which then goes to the program
+    /// (a server speaking over its stdin and stdout).
+    watch_fd: Option<i32>,
     program: OsString,
     args: Vec<OsString>,
 }
@@ -62,12 +65,14 @@ pub struct Confinement<'a> {
 }
 
 /// The supervisor's arguments (after the executable) for `program args` under `policy`:
-/// `__supervise MODE network|no-network [--namespace KIND] [--root P]… [--write P]… [--hide P]…
-/// [--hide-name GLOB]… [--show GLOB]… [--reject WORDS]… -- PROGRAM ARGS…`.
+/// `__supervise MODE network|no-network [--namespace KIND] [--watch-fd N] [--root P]…
+/// [--write P]… [--own P]… [--hide P]… [--hide-name GLOB]… [--show GLOB]… [--reject WORDS]…
+/// -- PROGRAM ARGS…`.
 pub fn arguments(
     policy: &ProcessPolicy,
     confinement: Confinement<'_>,
     namespace: Option<Kind>,
+    watch_fd: Option<i32>,
     program: &OsStr,
     args: &[&OsStr],
 ) -> Vec<OsString> {
@@ -79,6 +84,9 @@ pub fn arguments(
     };
     if let Some(kind) = namespace {
         flag("--namespace", kind.id().into());
+    }
+    if let Some(fd) = watch_fd {
+        flag("--watch-fd", fd.to_string().into());
     }
     for root in confinement.roots {
         flag("--root", root.into());
@@ -129,6 +137,7 @@ fn parse(mut args: impl Iterator<Item = OsString>) -> Result<Spec, String> {
         let text = || value.to_str().map(str::to_owned).ok_or_else(|| format!("{flag}'s value is not UTF-8"));
         match flag.as_str() {
             "--namespace" => spec.namespace = Some(Kind::parse(&text()?).ok_or("unknown namespace kind")?),
+            "--watch-fd" => spec.watch_fd = Some(text()?.parse().map_err(|_| "--watch-fd takes a number")?),
             "--root" => spec.roots.push(PathBuf::from(value)),
             "--write" => spec.writable.push(PathBuf::from(value)),
             "--own" => spec.own.push(PathBuf::from(value)),
@@ -200,8 +209,18 @@ fn supervise(spec: &Spec) -> ExitCode {
             Err(err) => return say(NO_SANDBOX, &format!("cannot set up the exec check: {err}")),
         }
     };
+    // What is watched for cairn's end: stdin, or the descriptor given (then stdin is the
+    // program's, and the watched pipe is not).
+    let watched: Box<dyn Read + Send> = match spec.watch_fd {
+        Some(fd) => match tree::adopt_fd(fd) {
+            Ok(file) => Box::new(file),
+            Err(err) => return say(BAD_ARGUMENTS, &format!("--watch-fd {fd}: {err}")),
+        },
+        None => Box::new(std::io::stdin()),
+    };
     let mut command = Command::new(&program);
-    command.arg0(&spec.program).args(&spec.args).stdin(Stdio::null());
+    let stdin = if spec.watch_fd.is_some() { Stdio::inherit() } else { Stdio::null() };
+    command.arg0(&spec.program).args(&spec.args).stdin(stdin);
     let enter = move || {
         tree::detach()?;
         if let Some(ruleset) = &ruleset {
@@ -227,9 +246,9 @@ fn supervise(spec: &Spec) -> ExitCode {
     let me = std::process::id();
     let absent_too = absent.clone();
     std::thread::spawn(move || {
-        let mut stdin = std::io::stdin();
+        let mut watched = watched;
         let mut buf = [0u8; 64];
-        while matches!(stdin.read(&mut buf), Ok(n) if n > 0) {}
+        while matches!(watched.read(&mut buf), Ok(n) if n > 0) {}
         end(me, &absent_too);
         tree::kill_group(me);
     });
@@ -337,7 +356,7 @@ mod tests {
         let rejected = [vec!["git".to_owned(), "push".to_owned()]];
         let confinement = Confinement { roots: &roots, rejected: &rejected };
         let script = [OsStr::new("-c"), OsStr::new("ls -- x")];
-        let args = arguments(&policy, confinement, Some(Kind::User), OsStr::new("bash"), &script);
+        let args = arguments(&policy, confinement, Some(Kind::User), Some(7), OsStr::new("bash"), &script);
         let spec = parse(args.into_iter().skip(1)).unwrap();
         assert_eq!(
             spec,
@@ -352,13 +371,14 @@ mod tests {
                 hidden_names: vec!["*.pem".into()],
                 visible_names: vec![".env.example".into()],
                 rejected: vec![vec!["git".into(), "push".into()]],
+                watch_fd: Some(7),
                 program: "bash".into(),
                 args: vec!["-c".into(), "ls -- x".into()],
             }
         );
         let read_only = ProcessPolicy { sandbox: SandboxMode::ReadOnly, ..ProcessPolicy::default() };
         let confinement = Confinement { roots: &roots, rejected: &[] };
-        let args = arguments(&read_only, confinement, None, OsStr::new("true"), &[]);
+        let args = arguments(&read_only, confinement, None, None, OsStr::new("true"), &[]);
         let spec = parse(args.into_iter().skip(1)).unwrap();
         assert!(spec.writable.is_empty() && spec.network && spec.namespace.is_none());
         assert!(parse(["off".into(), "network".into(), "bash".into()].into_iter()).is_err());

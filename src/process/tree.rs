@@ -1,6 +1,8 @@
 //! Process trees: killing a process group, finding and killing every descendant of a process
-//! (through `/proc`), and the few `prctl`s and signals the supervisor and MCP servers need. Every `unsafe` call
-//! of the process module is here, one per function.
+//! (through `/proc`), the few `prctl`s and signals the supervisor and MCP servers need, and the
+//! pipe a supervisor watches. Its `unsafe` calls are one per function, each a system call on
+//! integers or on memory owned here; the rest of the module's are in `namespace.rs`,
+//! `seccomp.rs`, `gate.rs`, `probe.rs` and `sandbox.rs`, each with its own SAFETY comment.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -63,12 +65,66 @@ pub fn die_with_parent(command: &mut tokio::process::Command) {
             return Err(std::io::Error::last_os_error());
         }
         if u32::try_from(now).ok() != Some(parent) {
-            return Err(std::io::Error::other("cairn ended while the program was starting"));
+            // cairn ended while the program was starting. A raw error: building a message would
+            // allocate, which a child forked from a multi-threaded process must not.
+            return Err(std::io::Error::from_raw_os_error(libc::ESRCH));
         }
         Ok(())
     };
     // SAFETY: the closure only makes the two calls above, which are allowed in a forked child.
     unsafe { command.pre_exec(set_up) };
+}
+
+/// A pipe for a supervisor to watch: both ends close on exec; [`pass_on`] keeps the read end
+/// open in the one child that needs it.
+#[allow(unsafe_code)]
+pub fn watch_pipe() -> std::io::Result<(std::os::fd::RawFd, std::os::fd::OwnedFd)> {
+    use std::os::fd::FromRawFd as _;
+    let mut fds = [0 as libc::c_int; 2];
+    // SAFETY: pipe2 writes two descriptors into the array we own.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: both descriptors were just made; the write end is ours to own, and the read end is
+    // owned by a guard that closes it once the child has its copy (see `pass_on`).
+    let write = unsafe { std::os::fd::OwnedFd::from_raw_fd(fds[1]) };
+    Ok((fds[0], write))
+}
+
+/// Keeps `fd` open across the exec of `command`'s child only (clearing close-on-exec between
+/// fork and exec), and closes cairn's copy when `command` is dropped.
+#[allow(unsafe_code)]
+pub fn pass_on(command: &mut tokio::process::Command, fd: std::os::fd::RawFd) {
+    use std::os::fd::FromRawFd as _;
+    // SAFETY: `fd` is the read end `watch_pipe` made and nothing else owns; the guard closes it.
+    let guard = unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) };
+    let keep = move || {
+        use std::os::fd::AsRawFd as _;
+        // SAFETY: fcntl on a descriptor of this (forked) process; async-signal-safe.
+        if unsafe { libc::fcntl(guard.as_raw_fd(), libc::F_SETFD, 0) } < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(())
+    };
+    // SAFETY: the closure makes one async-signal-safe call and allocates nothing.
+    unsafe { command.pre_exec(keep) };
+}
+
+/// Takes ownership of descriptor `fd`, which this process inherited, after checking it is open;
+/// it is made close-on-exec so the program does not inherit it in turn.
+#[allow(unsafe_code)]
+pub fn adopt_fd(fd: i32) -> std::io::Result<std::fs::File> {
+    use std::os::fd::FromRawFd as _;
+    if fd <= 2 {
+        return Err(std::io::Error::other("not one of stdin, stdout or stderr"));
+    }
+    // SAFETY: fcntl on a plain integer; a descriptor that is not open makes it fail with EBADF.
+    if unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) } < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: the descriptor is open (checked above), inherited for this use alone, and owned
+    // by nothing else in this process.
+    Ok(unsafe { std::fs::File::from_raw_fd(fd) })
 }
 
 /// Starts a new session for this (just forked) process: it loses the controlling terminal it
