@@ -155,7 +155,7 @@ impl Gate {
             self.passed_first = true;
             return Judgement::Pass;
         }
-        let remote = Remote { pid: notice.pid, compat: notice.compat };
+        let remote = Remote { pid: notice.pid };
         let (target, given, argv) = match notice.call {
             Call::Execve => (remote.target(None, notice.args[0], 0), remote.string(notice.args[0]), notice.args[1]),
             Call::Execveat => {
@@ -324,7 +324,6 @@ fn loaded_program(argv: &[String]) -> Option<(usize, &str)> {
 /// Another process's memory and view of the filesystem, read through `/proc`.
 struct Remote {
     pid: u32,
-    compat: bool,
 }
 
 impl Remote {
@@ -382,19 +381,14 @@ impl Remote {
 
     /// The argument vector at `address` (`argv`), at most [`MAX_ARGS`] arguments.
     fn arguments(&self, address: u64) -> Vec<String> {
-        let width = if self.compat { 4 } else { 8 };
         let mut out = Vec::new();
         for index in 0..MAX_ARGS as u64 {
             let mut raw = [0u8; 8];
-            let Some(n) = self.read(address + index * width, &mut raw[..width as usize]) else { break };
-            if n < width as usize {
+            let Some(n) = self.read(address + index * 8, &mut raw) else { break };
+            if n < 8 {
                 break;
             }
-            let pointer = if self.compat {
-                u64::from(u32::from_ne_bytes([raw[0], raw[1], raw[2], raw[3]]))
-            } else {
-                u64::from_ne_bytes(raw)
-            };
+            let pointer = u64::from_ne_bytes(raw);
             if pointer == 0 {
                 break;
             }

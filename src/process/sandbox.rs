@@ -115,3 +115,64 @@ pub fn enter(ruleset: &Prepared) -> std::io::Result<()> {
     }
     Ok(())
 }
+
+/// The capabilities root keeps in a sandboxed command: what plain file work as root needs
+/// (others' files, ownership, setuid for tools that drop privileges, signals, low ports, raw
+/// sockets for `ping`, priorities and limits, audit messages). Every other one — mounting,
+/// file handles, immutable flags, tracing, modules, raw devices, `chroot`, … — is dropped, so a
+/// command run as root cannot undo or look behind the namespace.
+const ROOT_KEEPS: [u32; 12] = [0, 1, 3, 4, 5, 6, 7, 10, 13, 23, 24, 29];
+/// The highest capability number any kernel knows today, and a margin.
+const LAST_CAPABILITY: u32 = 63;
+
+/// `struct __user_cap_header_struct` and `__user_cap_data_struct` (version 3: two of them).
+#[repr(C)]
+struct CapHeader {
+    version: u32,
+    pid: libc::c_int,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct CapData {
+    effective: u32,
+    permitted: u32,
+    inheritable: u32,
+}
+
+/// For a command run as root, between fork and exec: drops every capability but
+/// [`ROOT_KEEPS`] from the bounding, inheritable and ambient sets (the program starts with what
+/// is left). Raw system calls on the stack only.
+#[allow(unsafe_code)]
+pub fn drop_root_capabilities() -> std::io::Result<()> {
+    let keep = |cap: u32| ROOT_KEEPS.contains(&cap);
+    let zero = 0 as libc::c_ulong;
+    // SAFETY: prctl and capget/capset take plain integers and pointers to the structs on this
+    // stack frame, which outlive the calls.
+    unsafe {
+        // CAP_SETPCAP (8), which dropping needs, goes last.
+        for cap in (0..=LAST_CAPABILITY).filter(|cap| !keep(*cap) && *cap != 8).chain([8]) {
+            // A capability this kernel does not know (EINVAL) cannot be held either.
+            libc::prctl(libc::PR_CAPBSET_DROP, libc::c_ulong::from(cap), zero, zero, zero);
+        }
+        libc::prctl(libc::PR_CAP_AMBIENT, libc::PR_CAP_AMBIENT_CLEAR_ALL as libc::c_ulong, zero, zero, zero);
+        let mut header = CapHeader { version: 0x2008_0522, pid: 0 };
+        let mut data = [CapData { effective: 0, permitted: 0, inheritable: 0 }; 2];
+        if libc::syscall(libc::SYS_capget, &mut header as *mut CapHeader, data.as_mut_ptr()) < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        let (mut low, mut high) = (0u32, 0u32);
+        for cap in ROOT_KEEPS {
+            if cap < 32 { low |= 1 << cap } else { high |= 1 << (cap - 32) }
+        }
+        for (word, mask) in data.iter_mut().zip([low, high]) {
+            word.effective &= mask;
+            word.permitted &= mask;
+            word.inheritable &= mask;
+        }
+        if libc::syscall(libc::SYS_capset, &mut header as *mut CapHeader, data.as_ptr()) < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}

@@ -31,10 +31,6 @@ const RET_K: u16 = (libc::BPF_RET | libc::BPF_K) as u16;
 mod arch {
     /// `AUDIT_ARCH_X86_64`.
     pub const NATIVE: u32 = 0xC000_003E;
-    /// `AUDIT_ARCH_I386`: 32-bit programs on a 64-bit kernel.
-    pub const COMPAT: u32 = 0x4000_0003;
-    /// i386's `execve` and `execveat`.
-    pub const COMPAT_EXEC: [u32; 2] = [11, 358];
     /// The x32 ABI marks its system call numbers with this bit; x32 programs are refused.
     pub const X32_BIT: Option<u32> = Some(0x4000_0000);
 }
@@ -43,10 +39,6 @@ mod arch {
 mod arch {
     /// `AUDIT_ARCH_AARCH64`.
     pub const NATIVE: u32 = 0xC000_00B7;
-    /// `AUDIT_ARCH_ARM`: 32-bit programs on a 64-bit kernel.
-    pub const COMPAT: u32 = 0x4000_0028;
-    /// ARM's `execve` and `execveat`.
-    pub const COMPAT_EXEC: [u32; 2] = [11, 387];
     pub const X32_BIT: Option<u32> = None;
 }
 
@@ -66,8 +58,6 @@ pub enum Call {
 pub struct Notice {
     pub pid: u32,
     pub call: Call,
-    /// Whether the caller runs 32-bit code (pointers in its memory are 4 bytes).
-    pub compat: bool,
     pub args: [u64; 6],
 }
 
@@ -88,42 +78,62 @@ fn op(code: u16, jt: u8, jf: u8, k: u32) -> libc::sock_filter {
     libc::sock_filter { code, jt, jf, k }
 }
 
-impl Filter {
-    /// Notifies `execve` and `execveat`, native and 32-bit; allows everything else; refuses x32
-    /// calls and any other architecture's (`ENOSYS`), which could otherwise exec unseen.
-    pub fn exec() -> Self {
-        let native = [libc::SYS_execve as u32, libc::SYS_execveat as u32];
-        let notify = libc::SECCOMP_RET_USER_NOTIF;
-        let allow = libc::SECCOMP_RET_ALLOW;
-        let refuse = libc::SECCOMP_RET_ERRNO | (libc::ENOSYS as u32 & libc::SECCOMP_RET_DATA);
-        let mut native_block = vec![op(LD_W_ABS, 0, 0, NR)];
-        // Jumps count the instructions to skip; the block ends: allow, notify, refuse.
-        let checks = native.len() + usize::from(arch::X32_BIT.is_some());
-        if let Some(bit) = arch::X32_BIT {
-            native_block.push(op(JGE_K, to_u8(checks + 1), 0, bit));
-        }
-        for (at, nr) in native.iter().enumerate() {
-            let left = native.len() - at - 1;
-            native_block.push(op(JEQ_K, to_u8(left + 1), 0, *nr));
-        }
-        native_block.extend([op(RET_K, 0, 0, allow), op(RET_K, 0, 0, notify), op(RET_K, 0, 0, refuse)]);
-        let mut compat_block = vec![op(LD_W_ABS, 0, 0, NR)];
-        for (at, nr) in arch::COMPAT_EXEC.iter().enumerate() {
-            let left = arch::COMPAT_EXEC.len() - at - 1;
-            compat_block.push(op(JEQ_K, to_u8(left + 1), 0, *nr));
-        }
-        compat_block.extend([op(RET_K, 0, 0, allow), op(RET_K, 0, 0, notify)]);
-        let mut code = vec![op(LD_W_ABS, 0, 0, ARCH), op(JEQ_K, 0, to_u8(native_block.len()), arch::NATIVE)];
-        code.extend(native_block);
-        code.push(op(JEQ_K, 0, to_u8(compat_block.len()), arch::COMPAT));
-        code.extend(compat_block);
-        code.push(op(RET_K, 0, 0, refuse));
-        // The compat check above compares the accumulator, which still holds the arch.
-        Self { code }
-    }
-}
+/// What changes the mounts a command sees, or reaches files around them: refused (`EPERM`) in
+/// every sandboxed command, so that a read-only bind or a cover cannot be undone or looked
+/// behind, even by root (Landlock does not check `mount_setattr`, `open_tree` or a file handle).
+const MOUNTS: [libc::c_long; 12] = [
+    libc::SYS_mount,
+    libc::SYS_umount2,
+    libc::SYS_pivot_root,
+    libc::SYS_setns,
+    libc::SYS_open_by_handle_at,
+    libc::SYS_open_tree,
+    libc::SYS_move_mount,
+    libc::SYS_fsopen,
+    libc::SYS_fsconfig,
+    libc::SYS_fsmount,
+    libc::SYS_fspick,
+    libc::SYS_mount_setattr,
+];
 
 impl Filter {
+    /// Refuses the calls of [`MOUNTS`]; with `notify_exec`, sends `execve` and `execveat` to the
+    /// supervisor. Allows everything else of the native architecture; refuses every call of
+    /// another one (32-bit programs, x32), whose numbers differ and could slip past (`ENOSYS`).
+    pub fn new(notify_exec: bool) -> Self {
+        let notified: &[libc::c_long] = if notify_exec { &[libc::SYS_execve, libc::SYS_execveat] } else { &[] };
+        let ret = |k| op(RET_K, 0, 0, k);
+        let errno = |e: i32| libc::SECCOMP_RET_ERRNO | (e as u32 & libc::SECCOMP_RET_DATA);
+        // The checks, then four returns: allow, notify, refuse (ENOSYS), deny (EPERM). Each jump
+        // counts the instructions to skip to reach its return.
+        let checks = usize::from(arch::X32_BIT.is_some()) + notified.len() + MOUNTS.len();
+        let mut code = vec![op(LD_W_ABS, 0, 0, ARCH), op(JEQ_K, 0, to_u8(checks + 1 + 4), arch::NATIVE)];
+        code.push(op(LD_W_ABS, 0, 0, NR));
+        let mut at = 0;
+        let to = |at: usize, target: usize| to_u8(checks - at - 1 + target);
+        if let Some(bit) = arch::X32_BIT {
+            code.push(op(JGE_K, to(at, 2), 0, bit));
+            at += 1;
+        }
+        for nr in notified {
+            code.push(op(JEQ_K, to(at, 1), 0, *nr as u32));
+            at += 1;
+        }
+        for nr in MOUNTS {
+            code.push(op(JEQ_K, to(at, 3), 0, nr as u32));
+            at += 1;
+        }
+        code.extend([
+            ret(libc::SECCOMP_RET_ALLOW),
+            ret(libc::SECCOMP_RET_USER_NOTIF),
+            ret(errno(libc::ENOSYS)),
+            ret(errno(libc::EPERM)),
+        ]);
+        // Another architecture lands here.
+        code.push(ret(errno(libc::ENOSYS)));
+        Self { code }
+    }
+
     /// The program as `seccomp(2)` takes it; valid while the filter lives.
     pub fn program(&self) -> libc::sock_fprog {
         libc::sock_fprog {
@@ -137,10 +147,11 @@ fn to_u8(n: usize) -> u8 {
     u8::try_from(n).unwrap_or(u8::MAX)
 }
 
-/// The child's half: the filter and the socket end it sends its listener through.
+/// The child's half: the filter, and the socket end it sends its listener through when the
+/// filter notifies.
 pub struct Handoff {
     filter: Filter,
-    socket: OwnedFd,
+    socket: Option<OwnedFd>,
 }
 
 /// The supervisor's half: where the listener arrives.
@@ -161,7 +172,7 @@ pub fn pair(filter: Filter) -> io::Result<(Handoff, Listener)> {
     // SAFETY: both descriptors were just made and belong to nobody else.
     #[allow(unsafe_code)]
     let (child, parent) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
-    Ok((Handoff { filter, socket: child }, Listener { socket: parent }))
+    Ok((Handoff { filter, socket: Some(child) }, Listener { socket: parent }))
 }
 
 /// Room for one `SCM_RIGHTS` descriptor, aligned for `cmsghdr`.
@@ -169,9 +180,14 @@ pub fn pair(filter: Filter) -> io::Result<(Handoff, Listener)> {
 struct Control([u8; 32]);
 
 impl Handoff {
-    /// In the child, between fork and exec: sets `no_new_privs`, installs the filter and sends
-    /// its listener to the supervisor. Raw system calls on memory the parent prepared: nothing
-    /// here allocates.
+    /// A filter that notifies nobody: installed as it is.
+    pub fn plain(filter: Filter) -> Self {
+        Self { filter, socket: None }
+    }
+
+    /// In the child, between fork and exec: sets `no_new_privs`, installs the filter and, for a
+    /// notifying one, sends its listener to the supervisor. Raw system calls on memory the
+    /// parent prepared: nothing here allocates.
     pub fn install(&self) -> io::Result<()> {
         let program = self.filter.program();
         // SAFETY: prctl and seccomp take plain values and a pointer to `program`, which points
@@ -188,18 +204,15 @@ impl Handoff {
             {
                 return Err(io::Error::last_os_error());
             }
-            libc::syscall(
-                libc::SYS_seccomp,
-                libc::SECCOMP_SET_MODE_FILTER,
-                libc::SECCOMP_FILTER_FLAG_NEW_LISTENER,
-                &program as *const libc::sock_fprog,
-            )
+            let flags = if self.socket.is_some() { libc::SECCOMP_FILTER_FLAG_NEW_LISTENER } else { 0 };
+            libc::syscall(libc::SYS_seccomp, libc::SECCOMP_SET_MODE_FILTER, flags, &program as *const libc::sock_fprog)
         };
         let listener = libc::c_int::try_from(listener).unwrap_or(-1);
         if listener < 0 {
             return Err(io::Error::last_os_error());
         }
-        let sent = send_fd(self.socket.as_raw_fd(), listener);
+        let Some(socket) = &self.socket else { return Ok(()) };
+        let sent = send_fd(socket.as_raw_fd(), listener);
         // SAFETY: closes the listener this process no longer needs; the supervisor has a copy.
         #[allow(unsafe_code)]
         unsafe {
@@ -286,16 +299,14 @@ pub fn serve(listener: &OwnedFd, mut judge: impl FnMut(&Notice) -> Verdict) {
                 _ => return,
             }
         }
-        let compat = notif.data.arch != arch::NATIVE;
         let nr = i64::from(notif.data.nr);
-        let call = match (compat, nr) {
-            (false, n) if n == libc::SYS_execve => Call::Execve,
-            (false, n) if n == libc::SYS_execveat => Call::Execveat,
-            (true, n) if n == i64::from(arch::COMPAT_EXEC[0]) => Call::Execve,
-            (true, n) if n == i64::from(arch::COMPAT_EXEC[1]) => Call::Execveat,
+        let call = match nr {
+            _ if notif.data.arch != arch::NATIVE => Call::Other,
+            n if n == libc::SYS_execve => Call::Execve,
+            n if n == libc::SYS_execveat => Call::Execveat,
             _ => Call::Other,
         };
-        let notice = Notice { pid: notif.pid, call, compat, args: notif.data.args };
+        let notice = Notice { pid: notif.pid, call, args: notif.data.args };
         let verdict = match call {
             Call::Other => Verdict::Continue,
             Call::Execve | Call::Execveat => judge(&notice),
@@ -322,41 +333,42 @@ fn respond(listener: &OwnedFd, id: u64, verdict: Verdict) {
 mod tests {
     use super::*;
 
+    /// Runs the filter by hand for one call: what it returns.
+    fn run(filter: &Filter, arch: u32, nr: u32) -> u32 {
+        let (mut pc, mut acc) = (0usize, 0u32);
+        loop {
+            let ins = filter.code[pc];
+            match ins.code {
+                LD_W_ABS => acc = if ins.k == ARCH { arch } else { nr },
+                JEQ_K => pc += usize::from(if acc == ins.k { ins.jt } else { ins.jf }),
+                JGE_K => pc += usize::from(if acc >= ins.k { ins.jt } else { ins.jf }),
+                RET_K => return ins.k,
+                other => panic!("unexpected op {other}"),
+            }
+            pc += 1;
+        }
+    }
+
     #[test]
     fn jumps_land_on_the_returns_they_mean() {
-        let filter = Filter::exec();
-        let code = &filter.code;
-        // Follow the program by hand for a native execve and a native read.
-        let run = |arch: u32, nr: u32| -> u32 {
-            let mut pc = 0usize;
-            let mut acc = 0u32;
-            loop {
-                let ins = code[pc];
-                match ins.code {
-                    LD_W_ABS => acc = if ins.k == ARCH { arch } else { nr },
-                    JEQ_K => {
-                        pc += usize::from(if acc == ins.k { ins.jt } else { ins.jf });
-                    }
-                    JGE_K => {
-                        pc += usize::from(if acc >= ins.k { ins.jt } else { ins.jf });
-                    }
-                    RET_K => return ins.k,
-                    _ => panic!("unexpected op"),
-                }
-                pc += 1;
+        let action = |ret: u32| ret & libc::SECCOMP_RET_ACTION_FULL;
+        let data = |ret: u32| (ret & libc::SECCOMP_RET_DATA) as i32;
+        for notify in [true, false] {
+            let filter = Filter::new(notify);
+            let exec = if notify { libc::SECCOMP_RET_USER_NOTIF } else { libc::SECCOMP_RET_ALLOW };
+            assert_eq!(run(&filter, arch::NATIVE, libc::SYS_execve as u32), exec);
+            assert_eq!(run(&filter, arch::NATIVE, libc::SYS_execveat as u32), exec);
+            assert_eq!(run(&filter, arch::NATIVE, libc::SYS_read as u32), libc::SECCOMP_RET_ALLOW);
+            for nr in MOUNTS {
+                let ret = run(&filter, arch::NATIVE, nr as u32);
+                assert_eq!((action(ret), data(ret)), (libc::SECCOMP_RET_ERRNO, libc::EPERM), "{nr}");
             }
-        };
-        let notify = libc::SECCOMP_RET_USER_NOTIF;
-        assert_eq!(run(arch::NATIVE, libc::SYS_execve as u32), notify);
-        assert_eq!(run(arch::NATIVE, libc::SYS_execveat as u32), notify);
-        assert_eq!(run(arch::NATIVE, libc::SYS_read as u32), libc::SECCOMP_RET_ALLOW);
-        assert_eq!(run(arch::COMPAT, arch::COMPAT_EXEC[0]), notify);
-        assert_eq!(run(arch::COMPAT, arch::COMPAT_EXEC[1]), notify);
-        assert_eq!(run(arch::COMPAT, 3), libc::SECCOMP_RET_ALLOW);
-        assert_eq!(run(0x1234, libc::SYS_execve as u32) & libc::SECCOMP_RET_ACTION_FULL, libc::SECCOMP_RET_ERRNO);
-        if let Some(bit) = arch::X32_BIT {
-            let x32_execve = bit | 59;
-            assert_eq!(run(arch::NATIVE, x32_execve) & libc::SECCOMP_RET_ACTION_FULL, libc::SECCOMP_RET_ERRNO);
+            let foreign = run(&filter, 0x4000_0003, 11);
+            assert_eq!((action(foreign), data(foreign)), (libc::SECCOMP_RET_ERRNO, libc::ENOSYS));
+            if let Some(bit) = arch::X32_BIT {
+                let x32 = run(&filter, arch::NATIVE, bit | 59);
+                assert_eq!((action(x32), data(x32)), (libc::SECCOMP_RET_ERRNO, libc::ENOSYS));
+            }
         }
     }
 }

@@ -196,19 +196,24 @@ fn supervise(spec: &Spec) -> ExitCode {
         }
     };
     tree::become_subreaper();
-    // With programs to judge, the notifier thread waits for the filter's listener before the
-    // fork: the program's own exec already needs an answer.
-    let handoff = if gate.is_empty() {
-        None
-    } else {
-        match seccomp::pair(seccomp::Filter::exec()) {
+    // Every sandboxed command gets the filter that keeps its mounts as they are. With programs
+    // to judge, the notifier thread waits for the filter's listener before the fork: the
+    // program's own exec already needs an answer.
+    let sandboxed = spec.namespace.is_some() || mode != SandboxMode::Off;
+    let handoff = if !gate.is_empty() {
+        match seccomp::pair(seccomp::Filter::new(true)) {
             Ok((handoff, listener)) => {
                 std::thread::spawn(move || notify(listener, gate));
                 Some(handoff)
             }
             Err(err) => return say(NO_SANDBOX, &format!("cannot set up the exec check: {err}")),
         }
+    } else if sandboxed {
+        Some(seccomp::Handoff::plain(seccomp::Filter::new(false)))
+    } else {
+        None
     };
+    let as_root = sandboxed && running_as_root();
     // What is watched for cairn's end: stdin, or the descriptor given (then stdin is the
     // program's, and the watched pipe is not).
     let watched: Box<dyn Read + Send> = match spec.watch_fd {
@@ -223,6 +228,9 @@ fn supervise(spec: &Spec) -> ExitCode {
     command.arg0(&spec.program).args(&spec.args).stdin(stdin);
     let enter = move || {
         tree::detach()?;
+        if as_root {
+            sandbox::drop_root_capabilities()?;
+        }
         if let Some(ruleset) = &ruleset {
             sandbox::enter(ruleset)?;
         }
@@ -304,6 +312,13 @@ fn globs(patterns: &[String]) -> Result<globset::GlobSet, String> {
         set.add(glob);
     }
     set.build().map_err(|err| err.to_string())
+}
+
+fn running_as_root() -> bool {
+    // SAFETY: geteuid takes nothing and cannot fail.
+    #[allow(unsafe_code)]
+    let euid = unsafe { libc::geteuid() };
+    euid == 0
 }
 
 /// The notifier thread: the listener, once the child sends it, then a verdict for every exec.

@@ -25,7 +25,7 @@ impl Exec {
 
     fn notice(&self) -> Notice {
         let args = [self.path.as_ptr() as u64, self.argv.as_ptr() as u64, 0, 0, 0, 0];
-        Notice { pid: std::process::id(), call: Call::Execve, compat: false, args }
+        Notice { pid: std::process::id(), call: Call::Execve, args }
     }
 }
 
@@ -123,7 +123,7 @@ fn execveat_of_a_descriptor_is_judged_by_the_file_it_holds() {
         libc::AT_EMPTY_PATH as u64,
         0,
     ];
-    let notice = Notice { pid: std::process::id(), call: Call::Execveat, compat: false, args };
+    let notice = Notice { pid: std::process::id(), call: Call::Execveat, args };
     assert!(rejected(&gate.judge(&notice)));
 }
 
