@@ -105,6 +105,14 @@ fn run_supervisor(
     Some(Output { stdout, stderr })
 }
 
+/// As [`supervise`], with `HOME` set to `home` for the supervisor and the command.
+pub fn supervise_at_home(ws: &Path, script: &str, home: &Path) -> Output {
+    let kind = if running_as_root() { "mount" } else { "user" };
+    let mut command = Command::new(env!("CARGO_BIN_EXE_cairn"));
+    command.env("HOME", home);
+    run_supervisor(command, kind, ws, script, &[], Duration::from_secs(60)).expect("the supervised command did not end")
+}
+
 pub fn supervise(ws: &Path, script: &str, extra: &[&str]) -> Output {
     supervise_for(ws, script, extra, Duration::from_secs(60)).expect("the supervised command did not end")
 }

@@ -9,10 +9,11 @@ use std::path::Path;
 use std::time::Duration;
 
 use super::{
-    kernel_keeps_it, outside, repository, sh, supervise, supervise_as_nobody, supervise_for, user_runs_git_status,
+    kernel_keeps_it, outside, repository, sh, supervise, supervise_as_nobody, supervise_at_home, supervise_for,
+    user_runs_git_status,
 };
-use crate::exec::bash_calls;
-use crate::support::TestEnv;
+use crate::exec::{bash_calls, run};
+use crate::support::{Reply, TestEnv};
 
 /// A command in a workspace that is no repository makes `.git` with `hooks` a link to a
 /// directory outside: the sweep, run by the unconfined supervisor, deletes what is there.
@@ -320,4 +321,81 @@ fn tool_configuration_lefthook_and_dev_containers_read_is_guarded() {
     for planted in ["lefthook-local.yml", ".lefthook/pre-commit/x.sh", ".devcontainer.json"] {
         assert!(!ws.join(planted).exists(), "{planted} was written and kept: {}", output.stderr);
     }
+}
+
+/// End to end, nothing asked: in accept-edits mode with `make` remembered as allowed, the model
+/// writes a Makefile (an edit inside the workspace, let through) and runs `make`, whose recipe
+/// redirects the repository through `commondir`. The user's next `git status` runs its code.
+#[tokio::test]
+async fn accept_edits_and_an_allowed_make_do_not_reach_code_outside_the_sandbox() {
+    if !kernel_keeps_it() {
+        return;
+    }
+    let env = TestEnv::new().await;
+    let ws = env.workspace();
+    sh(
+        &ws,
+        "git init -q . && echo one > a.txt && git add a.txt && git -c user.name=t -c user.email=t@t commit -qm one",
+    );
+    let marker = env.dir.path().join("pwned-accept-edits");
+    let makefile = format!(
+        "all:\n\tmkdir -p .git/elsewhere && cp -r .git/objects .git/refs .git/HEAD .git/config .git/elsewhere/\n\
+         \tgit config -f .git/elsewhere/config core.fsmonitor 'touch {}; false'\n\techo elsewhere > .git/commondir\n",
+        marker.display()
+    );
+    env.mock.push(Reply::tool_calls(&[
+        ("call_0", "write", serde_json::json!({"path": "Makefile", "content": makefile})),
+        ("call_1", "bash", serde_json::json!({"command": "make"})),
+    ]));
+    env.mock.push(Reply::text(&["Done."]));
+    let cwd = env.cwd();
+    let (status, _, stderr) =
+        run(&env, &["exec", "--cwd", &cwd, "--mode", "accept-edits", "--allow", "bash:make", "go"], "").await;
+    assert_eq!(status, Some(0), "{stderr}");
+    assert!(ws.join("Makefile").exists(), "the edit was let through: {stderr}");
+    let _ = std::fs::remove_file(&marker);
+    user_runs_git_status(&ws);
+    assert!(!marker.exists(), "code the model wrote ran outside the sandbox, nothing asked");
+}
+
+/// Git reads `hooksPath = tools/hooks ; shared` as `tools/hooks` (a comment ends the value);
+/// the walk's own reading keeps the comment, finds no such directory and binds nothing.
+#[test]
+fn a_hooks_path_followed_by_a_comment_is_still_read_only() {
+    if !kernel_keeps_it() {
+        return;
+    }
+    let (dir, ws) = repository();
+    sh(&ws, "mkdir -p tools/hooks && printf '[core]\\n\\thooksPath = tools/hooks ; shared\\n' >> .git/config");
+    let marker = dir.path().join("pwned-comment");
+    let script = format!(
+        "printf '#!/bin/sh\\ntouch {}\\n' > tools/hooks/pre-commit && chmod +x tools/hooks/pre-commit",
+        marker.display()
+    );
+    supervise(&ws, &script, &[]);
+    sh(&ws, "echo two >> a.txt && git -c user.name=t -c user.email=t@t commit -qam two");
+    assert!(!marker.exists(), "the planted hook ran outside the sandbox");
+}
+
+/// A relative `core.hooksPath` in the user's global configuration (one hooks directory per
+/// repository, `.githooks`) is never read: that directory stays writable.
+#[test]
+fn a_hooks_path_from_the_global_configuration_is_read_only() {
+    if !kernel_keeps_it() {
+        return;
+    }
+    let (dir, ws) = repository();
+    let home = dir.path().join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    std::fs::write(home.join(".gitconfig"), "[core]\n\thooksPath = .githooks\n").unwrap();
+    std::fs::create_dir_all(ws.join(".githooks")).unwrap();
+    let marker = dir.path().join("pwned-global");
+    let script = format!(
+        "printf '#!/bin/sh\\ntouch {}\\n' > .githooks/pre-commit && chmod +x .githooks/pre-commit",
+        marker.display()
+    );
+    supervise_at_home(&ws, &script, &home);
+    let commit = format!("HOME={} git -c user.name=t -c user.email=t@t commit -qam two --allow-empty", home.display());
+    sh(&ws, &commit);
+    assert!(!marker.exists(), "the planted hook ran outside the sandbox");
 }
