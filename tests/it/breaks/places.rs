@@ -399,3 +399,33 @@ fn a_hooks_path_from_the_global_configuration_is_read_only() {
     sh(&ws, &commit);
     assert!(!marker.exists(), "the planted hook ran outside the sandbox");
 }
+
+/// A file replaced by rename outside the namespace (git writes `config` through `config.lock`,
+/// editors and cairn's own edit tools save through a temporary file) loses its bind in the
+/// namespace: a command still running can then write `.git/config` and read the new `.env`.
+#[test]
+fn a_place_replaced_outside_while_a_command_runs_stays_guarded() {
+    if !kernel_keeps_it() {
+        return;
+    }
+    let (dir, ws) = repository();
+    std::fs::write(ws.join(".env"), "TOKEN=old\n").unwrap();
+    let marker = dir.path().join("pwned-replaced");
+    let script = format!(
+        "for i in $(seq 100); do printf '[core]\\n\\tfsmonitor = \"touch {}; false\"\\n' >> .git/config 2>/dev/null \
+         && break; sleep 0.05; done; for i in $(seq 100); do grep -q . .env 2>/dev/null && cat .env && break; sleep 0.05; done",
+        marker.display()
+    );
+    let dir_path = dir.path().to_path_buf();
+    let user = std::thread::spawn(move || {
+        std::thread::sleep(std::time::Duration::from_millis(1000));
+        // What the user does meanwhile: a git setting, and a save of .env.
+        let ws = dir_path.join("ws");
+        sh(&ws, "git config user.name someone && printf 'TOKEN=new-secret\\n' > .env.tmp && mv .env.tmp .env");
+    });
+    let output = supervise(&ws, &script, &[]);
+    user.join().unwrap();
+    assert!(!output.stdout.contains("new-secret"), "the saved .env was read: {}", output.stdout);
+    user_runs_git_status(&ws);
+    assert!(!marker.exists(), "configuration written while the command ran runs outside the sandbox");
+}
