@@ -9,6 +9,7 @@ mod support;
 
 mod backpressure;
 mod boundary;
+mod breaks;
 mod cancel;
 mod commands;
 mod compaction;

@@ -1,0 +1,431 @@
+//! Guarded places and the sweep, attacked: a command that follows links out of the workspace
+//! through the sweep, leaves configuration that runs code in a repository it made or nested,
+//! redirects a repository to a directory it wrote, renames the parent of a read-only place
+//! away, exhausts the walk, hangs the next command's walk, or writes tool configuration the
+//! guarded list does not name. Each is judged by what is left on disk, or by what the user's
+//! own `git status` runs afterwards outside any sandbox.
+
+use std::path::Path;
+use std::time::Duration;
+
+use super::{
+    kernel_keeps_it, outside, repository, sh, supervise, supervise_as_nobody, supervise_at_home, supervise_for,
+    user_runs_git_status,
+};
+use crate::exec::{bash_calls, run};
+use crate::support::{Reply, TestEnv};
+
+/// A command in a workspace that is no repository makes `.git` with `hooks` a link to a
+/// directory outside: the sweep, run by the unconfined supervisor, deletes what is there.
+#[tokio::test]
+async fn the_sweep_deletes_nothing_outside_the_workspace_through_a_link_in_a_new_repository() {
+    if !kernel_keeps_it() {
+        return;
+    }
+    let env = TestEnv::new().await;
+    let victim = outside("sweep-hooks");
+    std::fs::write(victim.path().join("precious.txt"), "keep me").unwrap();
+    std::fs::create_dir_all(victim.path().join("dir")).unwrap();
+    std::fs::write(victim.path().join("dir/inner.txt"), "keep me too").unwrap();
+    let line = format!("mkdir .git && ln -s {} .git/hooks && echo linked", victim.path().display());
+    let results = bash_calls(&env, &[&line], &["--mode", "bypass"]).await;
+    assert!(results[0].contains("linked"), "{results:?}");
+    assert!(victim.path().join("precious.txt").exists(), "the sweep deleted a file outside: {results:?}");
+    assert!(victim.path().join("dir/inner.txt").exists(), "the sweep deleted a directory outside: {results:?}");
+}
+
+/// `.github` or `.hg` made as a link to another project: the sweep removes that project's
+/// `workflows` and `hgrc`.
+#[test]
+fn the_sweep_deletes_nothing_outside_the_workspace_through_a_linked_parent() {
+    if !kernel_keeps_it() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    let other = outside("sweep-parent");
+    std::fs::create_dir_all(other.path().join("workflows")).unwrap();
+    std::fs::write(other.path().join("workflows/ci.yml"), "on: push").unwrap();
+    std::fs::create_dir_all(other.path().join(".hg")).unwrap();
+    std::fs::write(other.path().join(".hg/hgrc"), "[ui]").unwrap();
+    let script = format!("ln -s {0} .github && ln -s {0}/.hg .hg && echo linked", other.path().display());
+    let output = supervise(&ws, &script, &[]);
+    assert!(output.stdout.contains("linked"), "{}", output.stderr);
+    assert!(other.path().join("workflows/ci.yml").exists(), "another project's workflows went: {}", output.stderr);
+    assert!(other.path().join(".hg/hgrc").exists(), "another project's hgrc went: {}", output.stderr);
+}
+
+/// The same as an unprivileged user (a user namespace): the user's own files outside go.
+#[test]
+fn as_an_unprivileged_user_the_sweep_deletes_nothing_outside_the_workspace_either() {
+    if !kernel_keeps_it() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    sh(dir.path(), "chown -R 65534:65534 . && chmod 755 .");
+    let outside = outside("sweep-nobody");
+    let victim = outside.path();
+    std::fs::write(victim.join("precious.txt"), "keep me").unwrap();
+    sh(victim, "chown -R 65534:65534 . && chmod 755 .");
+    // The victim is the user's, but outside the workspace: no command may write it.
+    let script =
+        format!("echo x > {0}/written 2>&1; mkdir .git && ln -s {0} .git/hooks && echo linked", victim.display());
+    let Some(output) = supervise_as_nobody(&ws, &script, &[]) else { return };
+    assert!(output.stdout.contains("linked") && !victim.join("written").exists(), "{}", output.stderr);
+    assert!(victim.join("precious.txt").exists(), "the sweep deleted the user's file outside: {}", output.stderr);
+}
+
+/// The sweep keeps a repository a command made and takes its hooks, but not its configuration:
+/// `core.fsmonitor` (or `core.hooksPath`) runs at the user's next `git status`.
+#[test]
+fn a_new_repository_keeps_no_configuration_that_runs_code() {
+    if !kernel_keeps_it() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    let marker = dir.path().join("pwned-new-repository");
+    let script = format!("git init -q . && git config core.fsmonitor 'touch {}; false' && echo made", marker.display());
+    let output = supervise(&ws, &script, &[]);
+    assert!(output.stdout.contains("made"), "{}", output.stderr);
+    user_runs_git_status(&ws);
+    assert!(!marker.exists(), "the new repository's fsmonitor ran outside the sandbox");
+}
+
+/// `.git/commondir` is writable: written, it sends git to another directory's `config` and
+/// `hooks` (a copy the command made, with `core.fsmonitor`), for every later git command.
+#[test]
+fn a_git_directory_cannot_be_redirected_through_commondir() {
+    if !kernel_keeps_it() {
+        return;
+    }
+    let (dir, ws) = repository();
+    let marker = dir.path().join("pwned-commondir");
+    let script = format!(
+        "mkdir .git/elsewhere && cp -r .git/objects .git/refs .git/HEAD .git/config .git/elsewhere/ && \
+         git config -f .git/elsewhere/config core.fsmonitor 'touch {}; false' && \
+         echo elsewhere > .git/commondir && echo redirected",
+        marker.display()
+    );
+    let output = supervise(&ws, &script, &[]);
+    assert!(output.stdout.contains("redirected"), "{}", output.stderr);
+    let _ = std::fs::remove_file(&marker);
+    user_runs_git_status(&ws);
+    assert!(!marker.exists(), "the redirected configuration ran outside the sandbox");
+}
+
+/// A repository a command makes below the top of the root is neither bound nor swept; staged
+/// in the outer repository, the outer `git status` runs its `core.fsmonitor`.
+#[test]
+fn a_repository_a_command_nests_runs_nothing_at_the_next_git_status() {
+    if !kernel_keeps_it() {
+        return;
+    }
+    let (dir, ws) = repository();
+    let marker = dir.path().join("pwned-nested");
+    let script = format!(
+        "git init -q sub && echo s > sub/s && git -C sub add s && git -C sub -c user.name=t -c user.email=t@t commit -qm s \
+         && git -C sub config core.fsmonitor 'touch {}; false' && git add sub 2>/dev/null && echo nested",
+        marker.display()
+    );
+    let output = supervise(&ws, &script, &[]);
+    assert!(output.stdout.contains("nested"), "{}", output.stderr);
+    let _ = std::fs::remove_file(&marker);
+    user_runs_git_status(&ws);
+    assert!(!marker.exists(), "the nested repository's fsmonitor ran outside the sandbox");
+}
+
+/// A submodule's git directory (`.git/modules/sub`) has its `config` bound read-only but is no
+/// anchor: renamed away and replaced by a copy, its configuration is the command's.
+#[test]
+fn a_submodule_git_directory_cannot_be_renamed_away_and_replaced() {
+    if !kernel_keeps_it() {
+        return;
+    }
+    let (dir, ws) = repository();
+    let upstream = dir.path().join("upstream");
+    std::fs::create_dir_all(&upstream).unwrap();
+    sh(&upstream, "git init -q . && echo s > s && git add s && git -c user.name=t -c user.email=t@t commit -qm s");
+    sh(
+        &ws,
+        &format!(
+            "git -c protocol.file.allow=always submodule add -q {} sub && git -c user.name=t -c user.email=t@t commit -qm sub",
+            upstream.display()
+        ),
+    );
+    let marker = dir.path().join("pwned-submodule");
+    let script = format!(
+        "mv .git/modules/sub .git/modules/sub.old && cp -a .git/modules/sub.old .git/modules/sub && \
+         git -C sub config core.fsmonitor 'touch {}; false' && echo replaced",
+        marker.display()
+    );
+    let output = supervise(&ws, &script, &[]);
+    assert!(!output.stdout.contains("replaced"), "the submodule's git directory was replaced: {}", output.stderr);
+    user_runs_git_status(&ws);
+    assert!(!marker.exists(), "the replaced submodule configuration ran outside the sandbox");
+}
+
+/// `core.hooksPath = tools/hooks` is bound read-only, but `tools` can be renamed away and a new
+/// `tools/hooks` made in its place.
+#[test]
+fn the_hooks_path_cannot_be_replaced_by_renaming_its_parent() {
+    if !kernel_keeps_it() {
+        return;
+    }
+    let (dir, ws) = repository();
+    sh(&ws, "mkdir -p tools/hooks && git config core.hooksPath tools/hooks");
+    let marker = dir.path().join("pwned-hooks-path");
+    let script = format!(
+        "mv tools tools.old && mkdir -p tools/hooks && printf '#!/bin/sh\\ntouch {}\\n' > tools/hooks/pre-commit && \
+         chmod +x tools/hooks/pre-commit && echo replaced",
+        marker.display()
+    );
+    let output = supervise(&ws, &script, &[]);
+    assert!(!output.stdout.contains("replaced"), "the hooks directory was replaced: {}", output.stderr);
+    sh(&ws, "echo two >> a.txt && git -c user.name=t -c user.email=t@t commit -qam two");
+    assert!(!marker.exists(), "the planted hook ran outside the sandbox");
+}
+
+/// Projects share git settings through a tracked file the local configuration includes
+/// (`git config include.path ../.gitconfig`); that file is writable to commands.
+#[test]
+fn a_file_the_repository_configuration_includes_is_read_only() {
+    if !kernel_keeps_it() {
+        return;
+    }
+    let (dir, ws) = repository();
+    sh(&ws, "echo '[alias]' > .gitconfig && git config --local include.path ../.gitconfig");
+    let marker = dir.path().join("pwned-include");
+    let script = format!("printf '[core]\\n\\tfsmonitor = \"touch {}; false\"\\n' > .gitconfig", marker.display());
+    supervise(&ws, &script, &[]);
+    user_runs_git_status(&ws);
+    assert!(!marker.exists(), "configuration written into an included file ran outside the sandbox");
+}
+
+/// The walk reads at most 20,000 entries and goes depth first: a directory of 20,000 files
+/// that the directory listing puts before `.git` and `.env` leaves the next command with
+/// writable hooks and a readable `.env`.
+#[test]
+fn a_workspace_with_many_files_still_gets_its_hooks_read_only_and_secrets_hidden() {
+    if !kernel_keeps_it() {
+        return;
+    }
+    let (_dir, ws) = repository();
+    std::fs::write(ws.join(".env"), "TOKEN=many-files-secret\n").unwrap();
+    // What a command could make in one go; the listing order is the file system's.
+    let mut made = 0;
+    while made < 12 && !first_in_listing(&ws) {
+        let fill = ws.join(format!("fill{made}"));
+        std::fs::create_dir_all(&fill).unwrap();
+        for n in 0..20_001 {
+            std::fs::File::create(fill.join(n.to_string())).unwrap();
+        }
+        made += 1;
+    }
+    assert!(first_in_listing(&ws), "no fill directory came before .git and .env in the listing");
+    let output = supervise(&ws, "cat .env; echo x > .git/hooks/pre-commit && echo hook-written", &[]);
+    assert!(!output.stdout.contains("many-files-secret"), ".env was read: {}", output.stdout);
+    assert!(!output.stdout.contains("hook-written"), "a hook was written: {}", output.stdout);
+}
+
+/// Whether a directory named `fill…` comes before both `.git` and `.env` in `ws`'s listing.
+fn first_in_listing(ws: &Path) -> bool {
+    for entry in std::fs::read_dir(ws).unwrap().flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name.starts_with("fill") {
+            return true;
+        }
+        if name == ".git" || name == ".env" {
+            return false;
+        }
+    }
+    false
+}
+
+/// A workspace inside a writable place (`/tmp`, `[sandbox] writable`): the root is an anchor,
+/// but its parent can be renamed, and a new directory with a planted hook put at its path.
+#[test]
+fn a_workspace_root_cannot_be_swapped_by_renaming_its_parent() {
+    if !kernel_keeps_it() {
+        return;
+    }
+    let (dir, ws) = repository();
+    let parent = dir.path();
+    let script = format!(
+        "cd / && mv {p} {p}.moved && mkdir -p {ws} && cd {ws} && git init -q . && \
+         printf '#!/bin/sh\\ntouch pwned\\n' > .git/hooks/pre-commit && chmod +x .git/hooks/pre-commit && echo swapped",
+        p = parent.display(),
+        ws = ws.display()
+    );
+    let output = supervise(&ws, &script, &[]);
+    let moved = parent.with_extension("moved");
+    if moved.exists() {
+        // Put the real workspace back so the temp dir cleans up.
+        let _ = std::fs::remove_dir_all(parent);
+        let _ = std::fs::rename(&moved, parent);
+    }
+    assert!(!output.stdout.contains("swapped"), "the workspace was swapped for another: {}", output.stderr);
+}
+
+/// A FIFO named `.git` blocks the walk of every later command: the supervisor reads it as a
+/// `gitdir:` file before the command starts, and never gets an end of file.
+#[test]
+fn a_fifo_named_git_does_not_hang_the_next_command() {
+    if !kernel_keeps_it() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().join("ws");
+    std::fs::create_dir_all(ws.join("sub")).unwrap();
+    supervise(&ws, "mkfifo sub/.git", &[]);
+    let next = supervise_for(&ws, "echo next-command-ran", &[], Duration::from_secs(10));
+    assert!(next.is_some_and(|output| output.stdout.contains("next-command-ran")), "the next command hung");
+}
+
+/// A `.git` file naming any directory makes the (unconfined) supervisor create `hooks/` and
+/// `info/` in it before the next command: a write outside the workspace on the command's say.
+#[test]
+fn a_git_file_does_not_make_the_supervisor_write_outside_the_workspace() {
+    if !kernel_keeps_it() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().join("ws");
+    std::fs::create_dir_all(ws.join("sub")).unwrap();
+    let target = outside("gitfile");
+    let script = format!("printf 'gitdir: {}\\n' > sub/.git", target.path().display());
+    supervise(&ws, &script, &[]);
+    supervise(&ws, "true", &[]);
+    assert!(!target.path().join("hooks").exists(), "the supervisor made hooks/ outside the workspace");
+    assert!(!target.path().join("info").exists(), "the supervisor made info/ outside the workspace");
+}
+
+/// Tool configuration that runs code and that the guarded list misses: lefthook's
+/// `lefthook-local.yml` (merged into any lefthook setup, hooks installed by `lefthook install`
+/// run it at the next commit) and a dev container's `.devcontainer.json` (whose
+/// `initializeCommand` runs on the host when the editor reopens the folder in a container).
+#[test]
+fn tool_configuration_lefthook_and_dev_containers_read_is_guarded() {
+    if !kernel_keeps_it() {
+        return;
+    }
+    let (_dir, ws) = repository();
+    let script = "printf 'pre-commit:\\n  commands:\\n    x:\\n      run: touch pwned\\n' > lefthook-local.yml; \
+                  mkdir -p .lefthook/pre-commit && echo 'touch pwned' > .lefthook/pre-commit/x.sh; \
+                  echo '{\"initializeCommand\": \"touch pwned\"}' > .devcontainer.json; true";
+    let output = supervise(&ws, script, &[]);
+    for planted in ["lefthook-local.yml", ".lefthook/pre-commit/x.sh", ".devcontainer.json"] {
+        assert!(!ws.join(planted).exists(), "{planted} was written and kept: {}", output.stderr);
+    }
+}
+
+/// End to end, nothing asked: in accept-edits mode with `make` remembered as allowed, the model
+/// writes a Makefile (an edit inside the workspace, let through) and runs `make`, whose recipe
+/// redirects the repository through `commondir`. The user's next `git status` runs its code.
+#[tokio::test]
+async fn accept_edits_and_an_allowed_make_do_not_reach_code_outside_the_sandbox() {
+    if !kernel_keeps_it() {
+        return;
+    }
+    let env = TestEnv::new().await;
+    let ws = env.workspace();
+    sh(
+        &ws,
+        "git init -q . && echo one > a.txt && git add a.txt && git -c user.name=t -c user.email=t@t commit -qm one",
+    );
+    let marker = env.dir.path().join("pwned-accept-edits");
+    let makefile = format!(
+        "all:\n\tmkdir -p .git/elsewhere && cp -r .git/objects .git/refs .git/HEAD .git/config .git/elsewhere/\n\
+         \tgit config -f .git/elsewhere/config core.fsmonitor 'touch {}; false'\n\techo elsewhere > .git/commondir\n",
+        marker.display()
+    );
+    env.mock.push(Reply::tool_calls(&[
+        ("call_0", "write", serde_json::json!({"path": "Makefile", "content": makefile})),
+        ("call_1", "bash", serde_json::json!({"command": "make"})),
+    ]));
+    env.mock.push(Reply::text(&["Done."]));
+    let cwd = env.cwd();
+    let (status, _, stderr) =
+        run(&env, &["exec", "--cwd", &cwd, "--mode", "accept-edits", "--allow", "bash:make", "go"], "").await;
+    assert_eq!(status, Some(0), "{stderr}");
+    assert!(ws.join("Makefile").exists(), "the edit was let through: {stderr}");
+    let _ = std::fs::remove_file(&marker);
+    user_runs_git_status(&ws);
+    assert!(!marker.exists(), "code the model wrote ran outside the sandbox, nothing asked");
+}
+
+/// Git reads `hooksPath = tools/hooks ; shared` as `tools/hooks` (a comment ends the value);
+/// the walk's own reading keeps the comment, finds no such directory and binds nothing.
+#[test]
+fn a_hooks_path_followed_by_a_comment_is_still_read_only() {
+    if !kernel_keeps_it() {
+        return;
+    }
+    let (dir, ws) = repository();
+    sh(&ws, "mkdir -p tools/hooks && printf '[core]\\n\\thooksPath = tools/hooks ; shared\\n' >> .git/config");
+    let marker = dir.path().join("pwned-comment");
+    let script = format!(
+        "printf '#!/bin/sh\\ntouch {}\\n' > tools/hooks/pre-commit && chmod +x tools/hooks/pre-commit",
+        marker.display()
+    );
+    supervise(&ws, &script, &[]);
+    sh(&ws, "echo two >> a.txt && git -c user.name=t -c user.email=t@t commit -qam two");
+    assert!(!marker.exists(), "the planted hook ran outside the sandbox");
+}
+
+/// A relative `core.hooksPath` in the user's global configuration (one hooks directory per
+/// repository, `.githooks`) is never read: that directory stays writable.
+#[test]
+fn a_hooks_path_from_the_global_configuration_is_read_only() {
+    if !kernel_keeps_it() {
+        return;
+    }
+    let (dir, ws) = repository();
+    let home = dir.path().join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    std::fs::write(home.join(".gitconfig"), "[core]\n\thooksPath = .githooks\n").unwrap();
+    std::fs::create_dir_all(ws.join(".githooks")).unwrap();
+    let marker = dir.path().join("pwned-global");
+    let script = format!(
+        "printf '#!/bin/sh\\ntouch {}\\n' > .githooks/pre-commit && chmod +x .githooks/pre-commit",
+        marker.display()
+    );
+    supervise_at_home(&ws, &script, &home);
+    let commit = format!("HOME={} git -c user.name=t -c user.email=t@t commit -qam two --allow-empty", home.display());
+    sh(&ws, &commit);
+    assert!(!marker.exists(), "the planted hook ran outside the sandbox");
+}
+
+/// A file replaced by rename outside the namespace (git writes `config` through `config.lock`,
+/// editors and cairn's own edit tools save through a temporary file) loses its bind in the
+/// namespace: a command still running can then write `.git/config` and read the new `.env`.
+#[test]
+fn a_place_replaced_outside_while_a_command_runs_stays_guarded() {
+    if !kernel_keeps_it() {
+        return;
+    }
+    let (dir, ws) = repository();
+    std::fs::write(ws.join(".env"), "TOKEN=old\n").unwrap();
+    let marker = dir.path().join("pwned-replaced");
+    let script = format!(
+        "for i in $(seq 100); do printf '[core]\\n\\tfsmonitor = \"touch {}; false\"\\n' >> .git/config 2>/dev/null \
+         && break; sleep 0.05; done; for i in $(seq 100); do grep -q . .env 2>/dev/null && cat .env && break; sleep 0.05; done",
+        marker.display()
+    );
+    let dir_path = dir.path().to_path_buf();
+    let user = std::thread::spawn(move || {
+        std::thread::sleep(std::time::Duration::from_millis(1000));
+        // What the user does meanwhile: a git setting, and a save of .env.
+        let ws = dir_path.join("ws");
+        sh(&ws, "git config user.name someone && printf 'TOKEN=new-secret\\n' > .env.tmp && mv .env.tmp .env");
+    });
+    let output = supervise(&ws, &script, &[]);
+    user.join().unwrap();
+    assert!(!output.stdout.contains("new-secret"), "the saved .env was read: {}", output.stdout);
+    user_runs_git_status(&ws);
+    assert!(!marker.exists(), "configuration written while the command ran runs outside the sandbox");
+}
