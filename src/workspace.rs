@@ -229,6 +229,8 @@ pub enum Reach {
     Last,
     /// This name directly inside a directory of the given name (`.github/workflows`).
     Within(&'static str),
+    /// Names that end with this text, as a path's last component (`*.code-workspace`).
+    Suffix,
 }
 
 /// What a command in the sandbox may do with a guarded place (the file tools ask either way).
@@ -270,7 +272,15 @@ pub const GUARDED: &[Guarded] = &[
     guarded(".idea", Reach::Tree, Shield::ReadOnly, TOOL_CONFIG),
     guarded(".devcontainer", Reach::Tree, Shield::ReadOnly, TOOL_CONFIG),
     guarded(".mise", Reach::Tree, Shield::ReadOnly, TOOL_CONFIG),
+    guarded(".lefthook", Reach::Tree, Shield::ReadOnly, TOOL_CONFIG),
+    guarded(".run", Reach::Tree, Shield::ReadOnly, TOOL_CONFIG),
     guarded("workflows", Reach::Within(".github"), Shield::ReadOnly, TOOL_CONFIG),
+    guarded("mise", Reach::Within(".config"), Shield::ReadOnly, TOOL_CONFIG),
+    guarded("mise.toml", Reach::Within(".config"), Shield::ReadOnly, TOOL_CONFIG),
+    guarded("lefthook.yml", Reach::Within(".config"), Shield::ReadOnly, TOOL_CONFIG),
+    guarded("lefthook.yaml", Reach::Within(".config"), Shield::ReadOnly, TOOL_CONFIG),
+    guarded(".code-workspace", Reach::Suffix, Shield::ReadOnly, TOOL_CONFIG),
+    guarded(".devcontainer.json", Reach::Last, Shield::ReadOnly, TOOL_CONFIG),
     guarded("hgrc", Reach::Within(".hg"), Shield::ReadOnly, TOOL_CONFIG),
     guarded(".npmrc", Reach::Last, Shield::ReadOnly, TOOL_CONFIG),
     guarded(".yarnrc", Reach::Last, Shield::ReadOnly, TOOL_CONFIG),
@@ -279,7 +289,21 @@ pub const GUARDED: &[Guarded] = &[
     guarded("bunfig.toml", Reach::Last, Shield::ReadOnly, TOOL_CONFIG),
     guarded(".pre-commit-config.yaml", Reach::Last, Shield::ReadOnly, TOOL_CONFIG),
     guarded("lefthook.yml", Reach::Last, Shield::ReadOnly, TOOL_CONFIG),
+    guarded("lefthook.yaml", Reach::Last, Shield::ReadOnly, TOOL_CONFIG),
+    guarded("lefthook.toml", Reach::Last, Shield::ReadOnly, TOOL_CONFIG),
+    guarded("lefthook.json", Reach::Last, Shield::ReadOnly, TOOL_CONFIG),
     guarded(".lefthook.yml", Reach::Last, Shield::ReadOnly, TOOL_CONFIG),
+    guarded(".lefthook.yaml", Reach::Last, Shield::ReadOnly, TOOL_CONFIG),
+    guarded(".lefthook.toml", Reach::Last, Shield::ReadOnly, TOOL_CONFIG),
+    guarded(".lefthook.json", Reach::Last, Shield::ReadOnly, TOOL_CONFIG),
+    guarded("lefthook-local.yml", Reach::Last, Shield::ReadOnly, TOOL_CONFIG),
+    guarded("lefthook-local.yaml", Reach::Last, Shield::ReadOnly, TOOL_CONFIG),
+    guarded("lefthook-local.toml", Reach::Last, Shield::ReadOnly, TOOL_CONFIG),
+    guarded("lefthook-local.json", Reach::Last, Shield::ReadOnly, TOOL_CONFIG),
+    guarded(".lefthook-local.yml", Reach::Last, Shield::ReadOnly, TOOL_CONFIG),
+    guarded(".lefthook-local.yaml", Reach::Last, Shield::ReadOnly, TOOL_CONFIG),
+    guarded(".lefthook-local.toml", Reach::Last, Shield::ReadOnly, TOOL_CONFIG),
+    guarded(".lefthook-local.json", Reach::Last, Shield::ReadOnly, TOOL_CONFIG),
     guarded("mise.toml", Reach::Last, Shield::ReadOnly, TOOL_CONFIG),
     guarded(".mise.toml", Reach::Last, Shield::ReadOnly, TOOL_CONFIG),
     guarded("mise.local.toml", Reach::Last, Shield::ReadOnly, TOOL_CONFIG),
@@ -296,6 +320,7 @@ impl Guarded {
             Reach::Prefix => name.starts_with(self.name),
             Reach::Last => at + 1 == names.len() && name == self.name,
             Reach::Within(parent) => name == self.name && at > 0 && names[at - 1] == parent,
+            Reach::Suffix => at + 1 == names.len() && name.ends_with(self.name),
         }
     }
 }

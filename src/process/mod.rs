@@ -18,6 +18,7 @@ mod sandbox;
 mod seccomp;
 pub mod supervisor;
 mod tree;
+mod watch;
 
 use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};

@@ -84,22 +84,37 @@ pub fn enter(kind: Kind) -> Result<(), NamespaceError> {
 }
 
 /// Applies `places` in the namespace [`enter`] made, and covers each of `stubs` (the files of
-/// rejected programs) with an empty file. A place that vanished meanwhile is skipped.
-pub fn apply(places: &Places, stubs: &[std::path::PathBuf]) -> Result<(), NamespaceError> {
+/// rejected programs) with an empty file. A place that vanished meanwhile is skipped. What is
+/// returned guards a place again ([`Keeper`]).
+pub fn apply(places: &Places, stubs: &[std::path::PathBuf]) -> Result<Keeper, NamespaceError> {
     for anchor in &places.anchors {
         skip_vanished(bind(anchor, anchor, false), anchor)?;
     }
+    let keeper = Keeper { blank: Blank::new()? };
     for path in &places.read_only {
-        skip_vanished(bind(path, path, true), path)?;
+        skip_vanished(keeper.read_only(path), path)?;
     }
-    if places.hidden.is_empty() && stubs.is_empty() {
-        return Ok(());
-    }
-    let blank = Blank::new()?;
     for path in places.hidden.iter().chain(stubs) {
-        skip_vanished(blank.cover(path), path)?;
+        skip_vanished(keeper.hide(path), path)?;
     }
-    Ok(())
+    Ok(keeper)
+}
+
+/// Binds and covers places of this namespace, again when they were replaced from outside it.
+pub struct Keeper {
+    blank: Blank,
+}
+
+impl Keeper {
+    /// Binds `path` onto itself, read-only.
+    pub fn read_only(&self, path: &Path) -> Result<(), NamespaceError> {
+        bind(path, path, true)
+    }
+
+    /// Covers `path` with the empty file or directory.
+    pub fn hide(&self, path: &Path) -> Result<(), NamespaceError> {
+        self.blank.cover(path)
+    }
 }
 
 fn skip_vanished(result: Result<(), NamespaceError>, path: &Path) -> Result<(), NamespaceError> {

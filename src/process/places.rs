@@ -1,32 +1,45 @@
 //! The places a sandboxed command finds read-only or hidden, found on disk just before it starts.
 //!
-//! Inside each workspace root, a bounded walk finds the guarded places of
-//! [`crate::workspace::GUARDED`]: tool and agent configuration becomes read-only, `.env*` files
-//! and the other secret names hidden, and a repository keeps its objects, refs and index writable
-//! while its hooks, configuration, `info/` and the directory `core.hooksPath` names become
-//! read-only (for worktrees and submodules, those of the git directory a `.git` file points to).
-//! Each root and each `.git` directory is also an anchor: bound onto itself, so that it cannot
-//! be renamed away and replaced by a copy whose hooks are writable. Outside the roots, the
-//! places the policy hides (cairn's own directories, `~/.ssh`, …) are hidden.
+//! Inside each workspace root, a walk finds the guarded places of [`crate::workspace::GUARDED`]:
+//! tool and agent configuration becomes read-only, `.env*` files and the other secret names
+//! hidden, and a repository keeps its objects, refs and index writable while what says what
+//! runs becomes read-only: `config`, `hooks/`, `info/`, `commondir`, `config.worktree`,
+//! `worktrees/`, each submodule's git directory under `modules/` likewise, the directory
+//! `core.hooksPath` names (from the system, global and repository configuration) and every
+//! file that configuration includes (`gitconfig.rs`). For a worktree or submodule whose `.git`
+//! is a file, the file itself and the git directory it names.
 //!
-//! The walk goes [`MAX_DEPTH`] levels below a root and reads at most [`MAX_ENTRIES`] entries,
-//! skipping directories that hold dependencies or build output; what lies beyond is not seen.
-//! A guarded place that does not exist yet cannot be bound: [`absent`] lists those at the top of
-//! each root before the command, and [`sweep`] removes what the command made of them after it.
+//! Every directory above a read-only place, a hidden one and each root is an anchor: bound
+//! onto itself, so that it cannot be renamed away and replaced by a copy whose parts are
+//! writable. Outside the roots, the places the policy hides (cairn's own directories, `~/.ssh`,
+//! …) are hidden.
+//!
+//! The walk is breadth first: a root's own entries are all read first, whatever their number;
+//! below them it reads at most [`MAX_ENTRIES`] entries, [`MAX_DEPTH`] levels deep, skipping
+//! directories that hold dependencies or build output. A guarded place that does not exist yet
+//! cannot be bound; `sweep.rs` deals with what a command makes.
 
+mod gitconfig;
+pub mod sweep;
+
+use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 
 use globset::GlobSet;
 
-use crate::workspace::{GUARDED, Guarded, Reach, Shield};
+use crate::workspace::{GUARDED, Guarded, Shield};
 
 /// Levels below a root the walk looks into.
 pub const MAX_DEPTH: usize = 4;
-/// Directory entries the walk reads in all, per command.
+/// Directory entries the walk reads below the roots' own, per command.
 pub const MAX_ENTRIES: usize = 20_000;
+/// A `.git` file larger than this is no pointer to a git directory.
+const MAX_POINTER: u64 = 4096;
 /// Directories never walked into: dependencies and build output, large and not the project's own.
 const SKIPPED: &[&str] =
     &["node_modules", "target", "vendor", ".venv", "venv", "__pycache__", "dist", "build", ".next", ".cache", ".tox"];
+/// What a git directory holds that says what runs, or where git finds what does.
+const GIT_PARTS: &[&str] = &["config", "hooks", "info", "commondir", "config.worktree", "worktrees"];
 
 /// What the namespace does to the paths of one command, each path a final target.
 #[derive(Debug, Default, PartialEq, Eq)]
@@ -37,6 +50,8 @@ pub struct Places {
     pub read_only: Vec<PathBuf>,
     /// Covered by an empty, unreadable file or directory.
     pub hidden: Vec<PathBuf>,
+    /// The git directories found (to look at again after the command).
+    pub git_dirs: Vec<PathBuf>,
 }
 
 /// Which names a walk hides besides the secret guarded ones, and which it leaves visible.
@@ -48,33 +63,47 @@ pub struct Names {
     pub visible: GlobSet,
 }
 
+/// Where the user's own git configuration lives (`$HOME`, `$XDG_CONFIG_HOME`).
+#[derive(Clone, Debug, Default)]
+pub struct Home {
+    pub home: Option<PathBuf>,
+    pub xdg_config: Option<PathBuf>,
+}
+
 /// The places of a command whose workspace roots are `roots` and whose policy hides `hide`
 /// (absolute paths). `writable`: whether the roots are writable at all (anchors and read-only
 /// places only matter then).
-pub fn find(roots: &[PathBuf], hide: &[PathBuf], names: &Names, writable: bool) -> Places {
-    let mut places = Places::default();
-    let mut budget = MAX_ENTRIES;
+pub fn find(roots: &[PathBuf], hide: &[PathBuf], names: &Names, writable: bool, home: &Home) -> Places {
     let roots: Vec<PathBuf> = roots.iter().filter_map(|root| std::fs::canonicalize(root).ok()).collect();
+    let mut walk = Walk { roots: &roots, names, writable, home, places: Places::default(), budget: MAX_ENTRIES };
     for root in &roots {
-        if writable {
-            places.anchors.push(root.clone());
-        }
-        walk(root, root, 0, names, writable, &mut budget, &mut places);
+        walk.root(root);
     }
+    let mut places = walk.places;
     places.hidden.extend(hide.iter().filter_map(|path| std::fs::canonicalize(path).ok()));
     // Covering a place that holds a root (a link `.vscode -> .`, a hidden `~/.ssh` that is the
     // workspace) would take the workspace itself away.
     let holds_root = |path: &PathBuf| roots.iter().any(|root| root.starts_with(path));
     places.read_only.retain(|path| !holds_root(path));
     places.hidden.retain(|path| !holds_root(path));
-    dedup(&mut places.anchors);
     dedup(&mut places.read_only);
     dedup(&mut places.hidden);
     // Nothing inside a hidden place is bound: it is not there to see.
     let hidden = places.hidden.clone();
     let inside_hidden = |path: &PathBuf| hidden.iter().any(|h| path.starts_with(h));
     places.read_only.retain(|path| !inside_hidden(path));
+    if writable {
+        // Every directory above what is bound cannot be renamed: not the roots, not the
+        // directories between a root and its read-only places, not those above a hidden one.
+        let bound: Vec<PathBuf> = roots.iter().chain(&places.read_only).chain(&places.hidden).cloned().collect();
+        for path in &bound {
+            places.anchors.extend(path.ancestors().skip(1).filter(|dir| dir.parent().is_some()).map(Path::to_path_buf));
+        }
+        places.anchors.extend(roots.iter().cloned());
+    }
     places.anchors.retain(|path| !inside_hidden(path));
+    dedup(&mut places.anchors);
+    dedup(&mut places.git_dirs);
     places
 }
 
@@ -83,204 +112,167 @@ fn dedup(paths: &mut Vec<PathBuf>) {
     paths.dedup();
 }
 
-fn walk(root: &Path, dir: &Path, depth: usize, names: &Names, writable: bool, budget: &mut usize, out: &mut Places) {
-    let Ok(entries) = std::fs::read_dir(dir) else { return };
-    let parent = dir.file_name().map(|name| name.to_string_lossy().to_ascii_lowercase()).unwrap_or_default();
-    for entry in entries.flatten() {
-        if *budget == 0 {
-            return;
-        }
-        *budget -= 1;
-        let path = entry.path();
-        let Ok(relative) = path.strip_prefix(root) else { continue };
-        let name = entry.file_name().to_string_lossy().to_ascii_lowercase();
-        let Ok(kind) = entry.file_type() else { continue };
-        let pair = [parent.clone(), name.clone()];
-        let place = GUARDED.iter().find(|place| place.matches(&pair, 1));
-        let visible = names.visible.is_match(relative);
-        match place {
-            Some(place) if place.shield == Shield::Secret && !visible => out.hidden.extend(final_target(&path)),
-            Some(_) | None if names.hidden.is_match(relative) && !visible => out.hidden.extend(final_target(&path)),
-            Some(Guarded { shield: Shield::Git, .. }) => {
-                if writable {
-                    repository(root, &path, kind.is_dir(), out);
-                }
-            }
-            Some(Guarded { shield: Shield::ReadOnly, .. }) => {
-                if writable {
-                    out.read_only.extend(final_target(&path));
-                }
-            }
-            Some(Guarded { shield: Shield::Secret, .. }) | None => {
-                if kind.is_dir() && depth + 1 < MAX_DEPTH && !SKIPPED.contains(&name.as_str()) {
-                    walk(root, &path, depth + 1, names, writable, budget, out);
-                }
-            }
-        }
-    }
-}
-
 fn final_target(path: &Path) -> Option<PathBuf> {
     std::fs::canonicalize(path).ok()
 }
 
-/// A repository's guarded parts. `dot_git` is `.git` in a worktree: the git directory itself, or
-/// a file pointing to it (`gitdir: …`, for worktrees and submodules).
-fn repository(worktree_root: &Path, dot_git: &Path, is_dir: bool, out: &mut Places) {
-    let worktree = dot_git.parent().unwrap_or(worktree_root);
-    if is_dir {
-        out.anchors.push(dot_git.to_path_buf());
-        git_dir(worktree, dot_git, out);
-        return;
-    }
-    // A file: itself read-only (else it could point elsewhere), and the directory it names.
-    out.read_only.extend(final_target(dot_git));
-    let Some(git_dir_path) = pointed_git_dir(dot_git) else { return };
-    git_dir(worktree, &git_dir_path, out);
-    // A linked worktree's hooks and configuration are those of the main repository.
-    if let Ok(common) = std::fs::read_to_string(git_dir_path.join("commondir")) {
-        let common = git_dir_path.join(common.trim());
-        if let Ok(common) = std::fs::canonicalize(common) {
-            git_dir(worktree, &common, out);
+struct Walk<'a> {
+    roots: &'a [PathBuf],
+    names: &'a Names,
+    writable: bool,
+    home: &'a Home,
+    places: Places,
+    budget: usize,
+}
+
+impl Walk<'_> {
+    /// Breadth first from `root`: its own entries whatever their number, then the budget.
+    fn root(&mut self, root: &Path) {
+        let mut queue = VecDeque::from([(root.to_path_buf(), 0usize)]);
+        while let Some((dir, depth)) = queue.pop_front() {
+            let Ok(entries) = std::fs::read_dir(&dir) else { continue };
+            let parent = dir.file_name().map(|name| name.to_string_lossy().to_ascii_lowercase()).unwrap_or_default();
+            for entry in entries.flatten() {
+                if depth > 0 {
+                    if self.budget == 0 {
+                        return;
+                    }
+                    self.budget -= 1;
+                }
+                let path = entry.path();
+                let name = entry.file_name().to_string_lossy().to_ascii_lowercase();
+                let Ok(kind) = entry.file_type() else { continue };
+                if self.entry(root, &path, [parent.clone(), name.clone()], kind.is_dir())
+                    && kind.is_dir()
+                    && depth + 1 < MAX_DEPTH
+                    && !SKIPPED.contains(&name.as_str())
+                {
+                    queue.push_back((path, depth + 1));
+                }
+            }
         }
     }
+
+    /// Judges one entry; whether the walk may go into it.
+    fn entry(&mut self, root: &Path, path: &Path, pair: [String; 2], is_dir: bool) -> bool {
+        let Ok(relative) = path.strip_prefix(root) else { return false };
+        let place = GUARDED.iter().find(|place| place.matches(&pair, 1));
+        let visible = self.names.visible.is_match(relative);
+        match place {
+            Some(place) if place.shield == Shield::Secret && !visible => self.places.hidden.extend(final_target(path)),
+            Some(_) | None if self.names.hidden.is_match(relative) && !visible => {
+                self.places.hidden.extend(final_target(path));
+            }
+            Some(Guarded { shield: Shield::Git, .. }) => {
+                if self.writable {
+                    self.repository(path, is_dir);
+                }
+            }
+            Some(Guarded { shield: Shield::ReadOnly, .. }) => {
+                if self.writable {
+                    self.places.read_only.extend(final_target(path));
+                }
+            }
+            Some(Guarded { shield: Shield::Secret, .. }) | None => return true,
+        }
+        false
+    }
+
+    /// A repository's guarded parts. `dot_git` is `.git` in a worktree: the git directory
+    /// itself, or a file pointing to it (`gitdir: …`, for worktrees and submodules).
+    fn repository(&mut self, dot_git: &Path, is_dir: bool) {
+        let worktree = dot_git.parent().unwrap_or(dot_git).to_path_buf();
+        if is_dir {
+            self.git_dir(&worktree, dot_git);
+            return;
+        }
+        // Anything else than a small regular file (a FIFO, a device, a link to one) is no
+        // pointer: it is never opened.
+        let Ok(meta) = std::fs::metadata(dot_git) else { return };
+        if !meta.is_file() || meta.len() > MAX_POINTER {
+            return;
+        }
+        // The pointer itself, read-only: else it could point elsewhere.
+        self.places.read_only.extend(final_target(dot_git));
+        let Some(git_dir) = pointed_git_dir(dot_git) else { return };
+        self.git_dir(&worktree, &git_dir);
+        // A linked worktree's hooks and configuration are those of the main repository.
+        if let Some(common) = small_file(&git_dir.join("commondir"))
+            .and_then(|text| std::fs::canonicalize(git_dir.join(text.trim())).ok())
+        {
+            self.git_dir(&worktree, &common);
+        }
+    }
+
+    /// The parts of a git directory that run code or say what runs (see [`GIT_PARTS`]), the
+    /// hooks directory and included files its configuration names, and the same of each
+    /// submodule's git directory under `modules/`. `hooks/` and `info/` are made when missing
+    /// (git's own layout has them) so that there is something to bind, but only inside a root.
+    fn git_dir(&mut self, worktree: &Path, dir: &Path) {
+        let Ok(dir) = std::fs::canonicalize(dir) else { return };
+        if self.places.git_dirs.contains(&dir) {
+            return;
+        }
+        self.places.git_dirs.push(dir.clone());
+        if self.roots.iter().any(|root| dir.starts_with(root)) {
+            for made in ["hooks", "info"] {
+                let path = dir.join(made);
+                if std::fs::symlink_metadata(&path).is_err() {
+                    let _ = std::fs::create_dir(&path);
+                }
+            }
+        }
+        for part in GIT_PARTS {
+            self.places.read_only.extend(final_target(&dir.join(part)));
+        }
+        let config = gitconfig::read(&dir, self.home.home.as_deref(), self.home.xdg_config.as_deref());
+        if let Some(hooks) = config.hooks_path {
+            let hooks = match (hooks.strip_prefix("~/"), &self.home.home) {
+                (Some(rest), Some(home)) => home.join(rest),
+                _ => worktree.join(hooks),
+            };
+            self.places.read_only.extend(final_target(&hooks));
+        }
+        // Files the configuration includes from the workspace (a tracked `.gitconfig`); the
+        // user's own files outside are beyond the sandbox's writable places anyway.
+        let inside = |file: &PathBuf| self.roots.iter().any(|root| file.starts_with(root));
+        self.places.read_only.extend(config.files.into_iter().filter(inside));
+        self.submodules(worktree, &dir.join("modules"), 0);
+    }
+
+    fn submodules(&mut self, worktree: &Path, dir: &Path, depth: usize) {
+        if depth >= MAX_DEPTH {
+            return;
+        }
+        let Ok(entries) = std::fs::read_dir(dir) else { return };
+        for entry in entries.flatten().take(256) {
+            let path = entry.path();
+            if !entry.file_type().is_ok_and(|kind| kind.is_dir()) {
+                continue;
+            }
+            if path.join("HEAD").is_file() && path.join("config").is_file() {
+                self.git_dir(worktree, &path);
+            } else {
+                self.submodules(worktree, &path, depth + 1);
+            }
+        }
+    }
+}
+
+/// A small regular file's text (a pointer, `commondir`); `None` for anything else.
+fn small_file(path: &Path) -> Option<String> {
+    let meta = std::fs::metadata(path).ok()?;
+    if !meta.is_file() || meta.len() > MAX_POINTER {
+        return None;
+    }
+    std::fs::read_to_string(path).ok()
 }
 
 /// The git directory a `.git` file names, resolved.
 fn pointed_git_dir(dot_git: &Path) -> Option<PathBuf> {
-    let text = std::fs::read_to_string(dot_git).ok()?;
+    let text = small_file(dot_git)?;
     let target = text.lines().find_map(|line| line.strip_prefix("gitdir:"))?.trim();
-    let base = dot_git.parent()?;
-    std::fs::canonicalize(base.join(target)).ok()
-}
-
-/// The parts of a git directory that run code or say what runs: `config`, `hooks/`, `info/`,
-/// the directory `core.hooksPath` names, and the same of each submodule's git directory under
-/// `modules/`. `hooks/` and `info/` are made when missing (git's own layout has them), so that
-/// there is something to bind read-only.
-fn git_dir(worktree: &Path, dir: &Path, out: &mut Places) {
-    let Ok(dir) = std::fs::canonicalize(dir) else { return };
-    for made in ["hooks", "info"] {
-        let path = dir.join(made);
-        if std::fs::symlink_metadata(&path).is_err() {
-            let _ = std::fs::create_dir(&path);
-        }
-    }
-    for part in ["config", "hooks", "info"] {
-        out.read_only.extend(final_target(&dir.join(part)));
-    }
-    if let Some(hooks) = hooks_path(&dir.join("config")) {
-        let hooks = expand_home(&hooks).unwrap_or_else(|| worktree.join(hooks));
-        out.read_only.extend(final_target(&hooks));
-    }
-    submodules(worktree, &dir.join("modules"), 0, out);
-}
-
-fn submodules(worktree: &Path, dir: &Path, depth: usize, out: &mut Places) {
-    if depth >= MAX_DEPTH {
-        return;
-    }
-    let Ok(entries) = std::fs::read_dir(dir) else { return };
-    for entry in entries.flatten().take(256) {
-        let path = entry.path();
-        if !entry.file_type().is_ok_and(|kind| kind.is_dir()) {
-            continue;
-        }
-        if path.join("HEAD").is_file() && path.join("config").is_file() {
-            git_dir(worktree, &path, out);
-        } else {
-            submodules(worktree, &path, depth + 1, out);
-        }
-    }
-}
-
-/// `core.hooksPath` of a git configuration file, if set (the last one wins, as in git).
-fn hooks_path(config: &Path) -> Option<String> {
-    let text = std::fs::read_to_string(config).ok()?;
-    let mut in_core = false;
-    let mut found = None;
-    for line in text.lines() {
-        let line = line.trim();
-        if line.starts_with('[') {
-            let section = line.trim_start_matches('[').split([']', ' ', '"']).next().unwrap_or_default();
-            in_core = section.eq_ignore_ascii_case("core");
-            continue;
-        }
-        let Some((key, value)) = line.split_once('=') else { continue };
-        if in_core && key.trim().eq_ignore_ascii_case("hookspath") {
-            found = Some(value.trim().trim_matches('"').to_owned());
-        }
-    }
-    found.filter(|value| !value.is_empty())
-}
-
-fn expand_home(path: &str) -> Option<PathBuf> {
-    let rest = path.strip_prefix("~/")?;
-    Some(dirs::home_dir()?.join(rest))
-}
-
-/// The guarded places at the top of each root that do not exist yet (secret names aside): a
-/// command could make one, which no mount can stop since there is nothing to bind yet.
-/// [`sweep`] takes away what a command made of them.
-pub fn absent(roots: &[PathBuf]) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    for root in roots.iter().filter_map(|root| std::fs::canonicalize(root).ok()) {
-        for place in GUARDED.iter().filter(|place| place.shield != Shield::Secret) {
-            let path = match place.reach {
-                Reach::Tree | Reach::Last => root.join(place.name),
-                Reach::Within(parent) => root.join(parent).join(place.name),
-                Reach::Prefix => continue,
-            };
-            if std::fs::symlink_metadata(&path).is_err() {
-                out.push(path);
-            }
-        }
-    }
-    out
-}
-
-/// Takes away the places of `absent` that the command made, once it and everything it started
-/// are gone, and says what it took on stderr (which the model reads). A new repository stays
-/// (`git init` is ordinary work) but loses any hook that is not one of git's samples.
-pub fn sweep(absent: &[PathBuf]) -> Vec<String> {
-    let mut said = Vec::new();
-    for path in absent {
-        let Ok(meta) = std::fs::symlink_metadata(path) else { continue };
-        let shown = path.display();
-        // The command may have made a parent (`.github`) a link elsewhere: nothing is removed
-        // through a link.
-        let parent = path.parent().unwrap_or(path);
-        if std::fs::canonicalize(parent).ok().as_deref() != Some(parent) {
-            said.push(format!("the command made {shown}, a guarded place, through a link; it was left alone"));
-            continue;
-        }
-        if path.file_name().is_some_and(|name| name == ".git") && meta.is_dir() {
-            for hook in std::fs::read_dir(path.join("hooks")).into_iter().flatten().flatten() {
-                if !hook.file_name().to_string_lossy().ends_with(".sample") && remove(&hook.path()).is_ok() {
-                    said.push(format!(
-                        "removed {}: a new repository's hooks run code at its next git command",
-                        hook.path().display()
-                    ));
-                }
-            }
-            continue;
-        }
-        match remove(path) {
-            Ok(()) => said.push(format!(
-                "removed {shown}, which the command made: guarded places are read-only to commands; write them with the edit tools, which ask"
-            )),
-            Err(err) => said.push(format!("the command made {shown}, a guarded place, and it could not be removed: {err}")),
-        }
-    }
-    said
-}
-
-fn remove(path: &Path) -> std::io::Result<()> {
-    match std::fs::symlink_metadata(path) {
-        Ok(meta) if meta.is_dir() => std::fs::remove_dir_all(path),
-        Ok(_) => std::fs::remove_file(path),
-        Err(err) => Err(err),
-    }
+    std::fs::canonicalize(dot_git.parent()?.join(target)).ok()
 }
 
 #[cfg(test)]

@@ -18,11 +18,12 @@ use std::io::{Read, Write};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
+use std::sync::Arc;
 
 use super::gate::Gate;
 use super::namespace::{self, Kind};
-use super::places::{self, Names};
-use super::{ProcessPolicy, SandboxMode, sandbox, seccomp, tree};
+use super::places::{self, Home, Names, sweep};
+use super::{ProcessPolicy, SandboxMode, sandbox, seccomp, tree, watch};
 
 /// The hidden first argument that makes cairn a supervisor.
 pub const ARGUMENT: &str = "__supervise";
@@ -171,20 +172,31 @@ fn supervise(spec: &Spec) -> ExitCode {
         return say(CANNOT_START, &format!("cannot start {}: not found", spec.program.to_string_lossy()));
     };
     let gate = Gate::new(&spec.rejected, std::env::var_os("PATH").as_deref());
-    // Guarded places that do not exist yet cannot be bound read-only: what the command makes of
-    // them is taken away after it.
-    let absent = match (spec.namespace, mode) {
-        (Some(_), SandboxMode::WorkspaceWrite) => places::absent(&spec.roots),
-        _ => Vec::new(),
-    };
-    if let Some(kind) = spec.namespace
-        && let Err(err) = confine(kind, mode, spec, &gate, &program)
-    {
-        return say(
-            NO_SANDBOX,
-            &format!("{err}; set [sandbox] namespace = false in config.toml to run commands without the namespace"),
-        );
+    // What no mount can stop (a guarded place that does not exist yet, a repository the command
+    // makes) is noted before and taken away after.
+    let mut confined = None;
+    if let Some(kind) = spec.namespace {
+        match confine(kind, mode, spec, &gate, &program) {
+            Ok(done) => confined = Some(done),
+            Err(err) => {
+                return say(
+                    NO_SANDBOX,
+                    &format!(
+                        "{err}; set [sandbox] namespace = false in config.toml to run commands without the namespace"
+                    ),
+                );
+            }
+        }
     }
+    let before = match confined {
+        Some(Confined { places, before, keeper }) => {
+            if let Err(err) = watch::start(&places, before.as_ref(), keeper) {
+                let _ = writeln!(std::io::stderr().lock(), "cairn: the guarded places are not watched: {err}");
+            }
+            before.map(Arc::new)
+        }
+        None => None,
+    };
     let writable: Vec<PathBuf> = match mode {
         SandboxMode::WorkspaceWrite => spec.roots.iter().chain(&spec.writable).cloned().collect(),
         SandboxMode::ReadOnly | SandboxMode::Off => Vec::new(),
@@ -252,16 +264,16 @@ fn supervise(spec: &Spec) -> ExitCode {
         Err(err) => return say(CANNOT_START, &format!("cannot start {}: {err}", spec.program.to_string_lossy())),
     };
     let me = std::process::id();
-    let absent_too = absent.clone();
+    let before_too = before.clone();
     std::thread::spawn(move || {
         let mut watched = watched;
         let mut buf = [0u8; 64];
         while matches!(watched.read(&mut buf), Ok(n) if n > 0) {}
-        end(me, &absent_too);
+        end(me, before_too.as_deref());
         tree::kill_group(me);
     });
     let status = child.wait();
-    end(me, &absent);
+    end(me, before.as_deref());
     match status {
         Ok(status) => match (status.code(), status.signal()) {
             (Some(code), _) => ExitCode::from(u8::try_from(code).unwrap_or(u8::MAX)),
@@ -272,33 +284,51 @@ fn supervise(spec: &Spec) -> ExitCode {
     }
 }
 
-/// Kills whatever the command left running, then takes away the guarded places it made.
-fn end(me: u32, absent: &[PathBuf]) {
+/// Kills whatever the command left running, then takes away what it made that no mount could
+/// stop. Either thread may get here first; the second finds nothing left to do.
+fn end(me: u32, before: Option<&sweep::Before>) {
     tree::kill_descendants(me);
-    for line in places::sweep(absent) {
+    for line in before.map(sweep::sweep).unwrap_or_default() {
         let _ = writeln!(std::io::stderr().lock(), "cairn: {line}");
     }
 }
 
+/// What a command's namespace holds.
+struct Confined {
+    places: places::Places,
+    /// What stood before, when the command may write the roots.
+    before: Option<sweep::Before>,
+    keeper: namespace::Keeper,
+}
+
 /// Makes the namespace and sets up what the command sees in it.
-fn confine(kind: Kind, mode: SandboxMode, spec: &Spec, gate: &Gate, program: &Path) -> Result<(), String> {
+fn confine(kind: Kind, mode: SandboxMode, spec: &Spec, gate: &Gate, program: &Path) -> Result<Confined, String> {
     namespace::enter(kind).map_err(|err| err.to_string())?;
-    let places = match mode {
-        SandboxMode::Off => places::Places::default(),
+    let (places, before) = match mode {
+        SandboxMode::Off => (places::Places::default(), None),
         SandboxMode::WorkspaceWrite | SandboxMode::ReadOnly => {
             let names = Names { hidden: globs(&spec.hidden_names)?, visible: globs(&spec.visible_names)? };
             for dir in &spec.own {
                 std::fs::create_dir_all(dir).map_err(|err| format!("cannot make {}: {err}", dir.display()))?;
             }
             let hidden: Vec<PathBuf> = spec.own.iter().chain(&spec.hidden).cloned().collect();
-            places::find(&spec.roots, &hidden, &names, mode == SandboxMode::WorkspaceWrite)
+            // The command's own environment says where git finds the user's configuration.
+            let home = Home {
+                home: std::env::var_os("HOME").map(PathBuf::from),
+                xdg_config: std::env::var_os("XDG_CONFIG_HOME").map(PathBuf::from),
+            };
+            let writable = mode == SandboxMode::WorkspaceWrite;
+            let places = places::find(&spec.roots, &hidden, &names, writable, &home);
+            let before = writable.then(|| sweep::before(&spec.roots, &places.git_dirs));
+            (places, before)
         }
     };
-    namespace::apply(&places, &gate.stubs(Some(program))).map_err(|err| err.to_string())?;
+    let keeper = namespace::apply(&places, &gate.stubs(Some(program))).map_err(|err| err.to_string())?;
     // The working directory still points into the mounts as they were before: enter it again by
     // its path, through the new ones, or relative paths would reach around them.
     let cwd = std::env::current_dir().map_err(|err| format!("cannot read the working directory: {err}"))?;
-    std::env::set_current_dir(&cwd).map_err(|err| format!("cannot enter {} again: {err}", cwd.display()))
+    std::env::set_current_dir(&cwd).map_err(|err| format!("cannot enter {} again: {err}", cwd.display()))?;
+    Ok(Confined { places, before, keeper })
 }
 
 fn globs(patterns: &[String]) -> Result<globset::GlobSet, String> {

@@ -4,6 +4,7 @@
 use std::fs;
 use std::path::Path;
 
+use super::sweep::{before, sweep};
 use super::*;
 
 fn names(hidden: &[&str], visible: &[&str]) -> Names {
@@ -28,9 +29,12 @@ fn a_repository_keeps_its_objects_writable_and_its_hooks_config_and_info_read_on
     let root = fs::canonicalize(dir.path()).unwrap();
     touch(&root.join(".git/config"));
     fs::create_dir_all(root.join(".git/objects")).unwrap();
-    let places = find(std::slice::from_ref(&root), &[], &names(&[], &[]), true);
-    assert_eq!(places.anchors, [root.clone(), root.join(".git")]);
+    let places = find(std::slice::from_ref(&root), &[], &names(&[], &[]), true, &Home::default());
+    let anchors: Vec<&PathBuf> = places.anchors.iter().filter(|path| path.starts_with(&root)).collect();
+    assert_eq!(anchors, [&root, &root.join(".git")], "the root, and every directory above what is bound");
+    assert!(places.anchors.contains(&root.parent().unwrap().to_path_buf()), "the root's own parent too");
     assert_eq!(places.read_only, [root.join(".git/config"), root.join(".git/hooks"), root.join(".git/info")]);
+    assert_eq!(places.git_dirs, [root.join(".git")]);
     assert!(root.join(".git/hooks").is_dir(), "a missing hooks directory is made, to be bound read-only");
 }
 
@@ -45,7 +49,7 @@ fn secrets_are_hidden_at_depth_and_tool_configuration_is_read_only() {
     touch(&root.join(".github/workflows/ci.yml"));
     touch(&root.join("mise.toml"));
     touch(&root.join("node_modules/pkg/.env"));
-    let places = find(std::slice::from_ref(&root), &[], &names(&[], &[]), true);
+    let places = find(std::slice::from_ref(&root), &[], &names(&[], &[]), true, &Home::default());
     assert_eq!(places.hidden, [root.join(".env"), root.join("apps/web/.env.local")], "node_modules is not walked");
     assert_eq!(
         places.read_only,
@@ -60,7 +64,8 @@ fn a_policy_hides_more_names_and_shows_some_secrets() {
     touch(&root.join(".env.example"));
     touch(&root.join(".env"));
     touch(&root.join("keys/server.pem"));
-    let places = find(std::slice::from_ref(&root), &[], &names(&["**/*.pem"], &[".env.example"]), true);
+    let places =
+        find(std::slice::from_ref(&root), &[], &names(&["**/*.pem"], &[".env.example"]), true, &Home::default());
     assert_eq!(places.hidden, [root.join(".env"), root.join("keys/server.pem")]);
 }
 
@@ -75,11 +80,11 @@ fn a_worktree_file_protects_the_git_directory_it_names_and_its_common_directory(
     let worktree = base.join("wt");
     fs::create_dir_all(&worktree).unwrap();
     fs::write(worktree.join(".git"), format!("gitdir: {}\n", main.join(".git/worktrees/wt").display())).unwrap();
-    let places = find(std::slice::from_ref(&worktree), &[], &names(&[], &[]), true);
+    let places = find(std::slice::from_ref(&worktree), &[], &names(&[], &[]), true, &Home::default());
     assert!(places.read_only.contains(&worktree.join(".git")), "the pointer itself: {places:?}");
-    assert!(places.read_only.contains(&main.join(".git/worktrees/wt/hooks")), "{places:?}");
+    assert!(places.read_only.contains(&main.join(".git/worktrees/wt/commondir")), "{places:?}");
     assert!(places.read_only.contains(&main.join(".git/config")), "the common directory's: {places:?}");
-    assert!(places.read_only.contains(&main.join(".git/hooks")), "{places:?}");
+    assert!(!main.join(".git/hooks").exists(), "nothing is made outside the roots: {places:?}");
 }
 
 #[test]
@@ -90,7 +95,7 @@ fn the_hooks_path_a_configuration_names_is_read_only() {
     fs::write(root.join(".git/config"), "[core]\n\tbare = false\n[core \"x\"]\n[CORE]\n\thooksPath = tools/hooks\n")
         .unwrap();
     fs::create_dir_all(root.join("tools/hooks")).unwrap();
-    let places = find(std::slice::from_ref(&root), &[], &names(&[], &[]), true);
+    let places = find(std::slice::from_ref(&root), &[], &names(&[], &[]), true, &Home::default());
     assert!(places.read_only.contains(&root.join("tools/hooks")), "{places:?}");
 }
 
@@ -102,7 +107,8 @@ fn a_link_that_would_cover_the_workspace_is_left_alone() {
     let outside = tempfile::tempdir().unwrap();
     let outside = fs::canonicalize(outside.path()).unwrap();
     std::os::unix::fs::symlink(&outside, root.join(".zed")).unwrap();
-    let places = find(std::slice::from_ref(&root), std::slice::from_ref(&root), &names(&[], &[]), true);
+    let places =
+        find(std::slice::from_ref(&root), std::slice::from_ref(&root), &names(&[], &[]), true, &Home::default());
     assert_eq!(places.read_only, [outside], "a link is bound where it leads, unless that holds a root");
     assert!(places.hidden.is_empty(), "a hidden place holding the root is not hidden");
 }
@@ -113,43 +119,72 @@ fn read_only_roots_get_secrets_hidden_but_nothing_bound() {
     let root = fs::canonicalize(dir.path()).unwrap();
     touch(&root.join(".env"));
     touch(&root.join(".git/config"));
-    let places = find(std::slice::from_ref(&root), &[], &names(&[], &[]), false);
-    assert_eq!(places, Places { anchors: Vec::new(), read_only: Vec::new(), hidden: vec![root.join(".env")] });
+    let places = find(std::slice::from_ref(&root), &[], &names(&[], &[]), false, &Home::default());
+    assert_eq!(
+        places,
+        Places { anchors: Vec::new(), read_only: Vec::new(), hidden: vec![root.join(".env")], git_dirs: Vec::new() }
+    );
 }
 
 #[test]
-fn guarded_places_a_command_makes_are_taken_away_and_a_new_repository_keeps_only_sample_hooks() {
+fn guarded_places_a_command_makes_are_taken_away_and_a_new_repository_keeps_no_hooks_or_code() {
     let dir = tempfile::tempdir().unwrap();
     let root = fs::canonicalize(dir.path()).unwrap();
     touch(&root.join(".vscode/settings.json"));
-    let absent = absent(std::slice::from_ref(&root));
-    assert!(absent.contains(&root.join(".cargo")) && absent.contains(&root.join(".github/workflows")));
-    assert!(!absent.contains(&root.join(".vscode")), "it exists: bound read-only instead");
-    assert!(!absent.iter().any(|path| path.ends_with(".env")), "secret names are hidden, not swept");
+    let noted = before(std::slice::from_ref(&root), &[]);
     // What a command then makes:
     touch(&root.join(".cargo/config.toml"));
     std::os::unix::fs::symlink("/tmp/elsewhere", root.join(".claude")).unwrap();
     touch(&root.join(".github/workflows/ci.yml"));
     touch(&root.join(".git/hooks/pre-commit"));
     touch(&root.join(".git/hooks/pre-commit.sample"));
-    let said = sweep(&absent);
+    fs::write(
+        root.join(".git/config"),
+        "[core]\n\tbare = false\n\tfsmonitor = \"touch pwned\"\n[remote \"origin\"]\n\turl = x\n[alias]\n\tst = !sh\n",
+    )
+    .unwrap();
+    touch(&root.join("sub/.git/hooks/post-checkout"));
+    let said = sweep(&noted);
     assert!(!root.join(".cargo").exists() && fs::symlink_metadata(root.join(".claude")).is_err());
     assert!(!root.join(".github/workflows").exists() && root.join(".github").exists());
+    assert!(root.join(".vscode/settings.json").exists(), "what stood before stays");
     assert!(root.join(".git/hooks/pre-commit.sample").exists() && !root.join(".git/hooks/pre-commit").exists());
-    assert_eq!(said.len(), 4, "{said:?}");
-    assert!(said.iter().all(|line| line.starts_with("removed ")), "{said:?}");
-    assert!(sweep(&absent).is_empty(), "nothing left to take");
+    assert!(!root.join("sub/.git/hooks/post-checkout").exists(), "a repository made deeper down too");
+    let config = fs::read_to_string(root.join(".git/config")).unwrap();
+    assert!(!config.contains("fsmonitor") && !config.contains("alias"), "{config}");
+    assert!(config.contains("bare") && config.contains("[remote \"origin\"]"), "{config}");
+    assert!(said.iter().any(|line| line.contains("core.fsmonitor, alias.st")), "{said:?}");
+    assert!(sweep(&noted).is_empty(), "nothing left to take");
 }
 
 #[test]
-fn the_sweep_removes_nothing_through_a_parent_the_command_made_a_link() {
+fn the_sweep_follows_no_link_out_of_the_workspace() {
     let dir = tempfile::tempdir().unwrap();
     let root = fs::canonicalize(dir.path()).unwrap();
     let elsewhere = tempfile::tempdir().unwrap();
     touch(&elsewhere.path().join("workflows/keep.yml"));
-    let absent = absent(std::slice::from_ref(&root));
+    touch(&elsewhere.path().join("precious.txt"));
+    let noted = before(std::slice::from_ref(&root), &[]);
     std::os::unix::fs::symlink(elsewhere.path(), root.join(".github")).unwrap();
-    let said = sweep(&absent);
+    fs::create_dir_all(root.join(".git")).unwrap();
+    std::os::unix::fs::symlink(elsewhere.path(), root.join(".git/hooks")).unwrap();
+    std::os::unix::fs::symlink(elsewhere.path().join("precious.txt"), root.join(".git/config")).unwrap();
+    let said = sweep(&noted);
     assert!(elsewhere.path().join("workflows/keep.yml").exists(), "{said:?}");
+    assert!(elsewhere.path().join("precious.txt").exists(), "{said:?}");
     assert!(said.iter().any(|line| line.contains("through a link")), "{said:?}");
+    assert!(fs::symlink_metadata(root.join(".git/hooks")).is_err(), "the link itself is taken: {said:?}");
+}
+
+#[test]
+fn a_redirect_made_in_a_known_git_directory_is_taken_away() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = fs::canonicalize(dir.path()).unwrap();
+    touch(&root.join(".git/config"));
+    let places = find(std::slice::from_ref(&root), &[], &names(&[], &[]), true, &Home::default());
+    let noted = before(std::slice::from_ref(&root), &places.git_dirs);
+    fs::write(root.join(".git/commondir"), "elsewhere\n").unwrap();
+    let said = sweep(&noted);
+    assert!(!root.join(".git/commondir").exists(), "{said:?}");
+    assert!(root.join(".git/config").exists(), "the repository itself stays");
 }

@@ -1,0 +1,228 @@
+//! Just enough of git's configuration syntax to find what the sandbox must keep read-only: the
+//! `core.hooksPath` git will use and every file the configuration includes. Read as git reads
+//! it: sections and subsections (`[core]`, `[includeIf "gitdir:…"]`), keys without case, a key
+//! alone on a line (true), values with `"…"` quoting and backslash escapes, `;` and `#` comments
+//! outside quotes, a value continued by a trailing backslash, and `include.path` /
+//! `includeIf.*.path` followed (every `includeIf`, whatever its condition: it may hold). The
+//! system, global and repository files are read in git's order, the last `hooksPath` winning.
+//! Bounded: a file over [`MAX_FILE`] or an include chain deeper than [`MAX_DEPTH`] is not read.
+
+use std::path::{Path, PathBuf};
+
+/// The largest configuration file read.
+const MAX_FILE: u64 = 1024 * 1024;
+/// Includes followed, deepest (git stops at 10).
+const MAX_DEPTH: usize = 10;
+
+/// What a repository's configuration says that matters here.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Found {
+    /// The last `core.hooksPath`, as written.
+    pub hooks_path: Option<String>,
+    /// Every file read (the repository's own and what it includes), resolved.
+    pub files: Vec<PathBuf>,
+}
+
+/// Reads the configuration git uses in the repository whose git directory is `git_dir`: the
+/// system file, the user's global files (`home`, `xdg_config`), then `git_dir/config`.
+pub fn read(git_dir: &Path, home: Option<&Path>, xdg_config: Option<&Path>) -> Found {
+    let mut found = Found::default();
+    let mut files = vec![PathBuf::from("/etc/gitconfig")];
+    files.extend(xdg_config.map(|dir| dir.join("git/config")));
+    files.extend(home.map(|home| home.join(".gitconfig")));
+    files.push(git_dir.join("config"));
+    for file in files {
+        read_file(&file, home, 0, &mut found);
+    }
+    found
+}
+
+fn read_file(file: &Path, home: Option<&Path>, depth: usize, found: &mut Found) {
+    if depth > MAX_DEPTH || found.files.iter().any(|known| known == file) {
+        return;
+    }
+    // Only a regular file, and not a huge one: a FIFO or `/dev/zero` named by an include
+    // would block or fill memory.
+    let Ok(meta) = std::fs::metadata(file) else { return };
+    if !meta.is_file() || meta.len() > MAX_FILE {
+        return;
+    }
+    let Ok(text) = std::fs::read(file) else { return };
+    found.files.push(std::fs::canonicalize(file).unwrap_or_else(|_| file.to_path_buf()));
+    let text = String::from_utf8_lossy(&text);
+    let base = file.parent().unwrap_or(Path::new("/"));
+    for (section, key, value) in entries(&text) {
+        let include = key == "path" && (section == "include" || section.starts_with("includeif."));
+        if include && let Some(value) = value {
+            let path = expand(&value, home).unwrap_or_else(|| base.join(&value));
+            read_file(&path, home, depth + 1, found);
+        } else if section == "core" && key == "hookspath" {
+            found.hooks_path = value;
+        }
+    }
+}
+
+/// `~/…` made absolute.
+fn expand(path: &str, home: Option<&Path>) -> Option<PathBuf> {
+    if path.starts_with('/') {
+        return Some(PathBuf::from(path));
+    }
+    Some(home?.join(path.strip_prefix("~/")?))
+}
+
+/// Each `(section, key, value)` of a configuration text: section names lower-cased, with a
+/// subsection after a dot as written (`includeif.gitdir:~/work/`), keys lower-cased, values
+/// unquoted (`None` for a key alone on its line).
+pub fn entries(text: &str) -> Vec<(String, String, Option<String>)> {
+    let mut out = Vec::new();
+    let mut section = String::new();
+    let mut lines = text.lines();
+    while let Some(line) = lines.next() {
+        let mut rest = line.trim_start();
+        if rest.starts_with('[') {
+            let Some(end) = header_end(rest) else { continue };
+            section = header(&rest[1..end]);
+            rest = rest[end + 1..].trim_start();
+        }
+        if rest.is_empty() || rest.starts_with(['#', ';']) {
+            continue;
+        }
+        let name_end = rest.find(|c: char| !(c.is_ascii_alphanumeric() || c == '-')).unwrap_or(rest.len());
+        let key = rest[..name_end].to_ascii_lowercase();
+        let after = rest[name_end..].trim_start();
+        let value = match after.strip_prefix('=') {
+            Some(raw) => {
+                let mut raw = raw.to_owned();
+                // A value ending in an unescaped backslash goes on on the next line.
+                while ends_continued(&raw) {
+                    raw.pop();
+                    match lines.next() {
+                        Some(next) => raw.push_str(next),
+                        None => break,
+                    }
+                }
+                Some(value(&raw))
+            }
+            None => None,
+        };
+        if !key.is_empty() {
+            out.push((section.clone(), key, value));
+        }
+    }
+    out
+}
+
+/// Where a `[…]` header ends, quotes respected.
+fn header_end(line: &str) -> Option<usize> {
+    let mut quoted = false;
+    let mut escaped = false;
+    for (at, c) in line.char_indices().skip(1) {
+        match c {
+            _ if escaped => escaped = false,
+            '\\' => escaped = true,
+            '"' => quoted = !quoted,
+            ']' if !quoted => return Some(at),
+            _ => {}
+        }
+    }
+    None
+}
+
+/// `core`, `includeIf "gitdir:x"` or the old `core.sub` form → `core`, `includeif.gitdir:x`.
+fn header(inside: &str) -> String {
+    let inside = inside.trim();
+    match inside.split_once(char::is_whitespace) {
+        Some((name, sub)) => format!("{}.{}", name.to_ascii_lowercase(), sub.trim().trim_matches('"')),
+        None => inside.to_ascii_lowercase(),
+    }
+}
+
+/// Whether a value's line ends in a backslash that is not itself escaped.
+fn ends_continued(raw: &str) -> bool {
+    (raw.len() - raw.trim_end_matches('\\').len()) % 2 == 1
+}
+
+/// A raw value as git reads it: quotes removed, escapes resolved, a comment outside quotes
+/// ending it, surrounding blanks dropped.
+fn value(raw: &str) -> String {
+    let mut out = String::new();
+    let mut quoted = false;
+    let mut chars = raw.chars();
+    let mut pending_space = String::new();
+    while let Some(c) = chars.next() {
+        match c {
+            '"' => quoted = !quoted,
+            '\\' => match chars.next() {
+                Some('n') => out.push('\n'),
+                Some('t') => out.push('\t'),
+                Some('b') => {
+                    out.pop();
+                }
+                Some(other) => out.push(other),
+                None => {}
+            },
+            '#' | ';' if !quoted => break,
+            c if c.is_whitespace() && !quoted => {
+                if !out.is_empty() {
+                    pending_space.push(c);
+                }
+                continue;
+            }
+            c => {
+                out.push_str(&pending_space);
+                out.push(c);
+            }
+        }
+        pending_space.clear();
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn value_of(text: &str, wanted: &str) -> Option<Option<String>> {
+        entries(text).into_iter().rev().find(|(section, key, _)| format!("{section}.{key}") == wanted).map(|e| e.2)
+    }
+
+    #[test]
+    fn values_are_read_as_git_reads_them() {
+        let text = "[core]\n\thooksPath = tools/hooks ; shared\n";
+        assert_eq!(value_of(text, "core.hookspath"), Some(Some("tools/hooks".into())));
+        let text = "[CORE] HooksPath=\"a ; b\" # c\n";
+        assert_eq!(value_of(text, "core.hookspath"), Some(Some("a ; b".into())), "a header and a key on one line");
+        let text = "[core]\n\thooksPath = a\\\nb\n";
+        assert_eq!(value_of(text, "core.hookspath"), Some(Some("ab".into())), "continued on the next line");
+        let text = "[core]\n\tbare\n";
+        assert_eq!(value_of(text, "core.bare"), Some(None));
+        let text = "[includeIf \"gitdir:~/work/\"]\n\tpath = work.inc\n";
+        assert_eq!(value_of(text, "includeif.gitdir:~/work/.path"), Some(Some("work.inc".into())));
+    }
+
+    #[test]
+    fn includes_are_followed_and_the_last_hooks_path_wins() {
+        let dir = tempfile::tempdir().unwrap();
+        let git = dir.path().join(".git");
+        std::fs::create_dir_all(&git).unwrap();
+        std::fs::write(git.join("config"), "[core]\n\thooksPath = first\n[include]\n\tpath = ../shared.inc\n").unwrap();
+        std::fs::write(dir.path().join("shared.inc"), "[core]\n\thooksPath = second\n").unwrap();
+        let home = dir.path().join("home");
+        std::fs::create_dir_all(&home).unwrap();
+        std::fs::write(home.join(".gitconfig"), "[core]\n\thooksPath = global\n").unwrap();
+        let found = read(&git, Some(&home), None);
+        assert_eq!(found.hooks_path.as_deref(), Some("second"));
+        assert!(found.files.iter().any(|file| file.ends_with("shared.inc")), "{found:?}");
+        assert!(found.files.iter().any(|file| file.ends_with(".gitconfig")), "{found:?}");
+    }
+
+    #[test]
+    fn an_include_of_a_fifo_or_a_device_is_not_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let git = dir.path().join(".git");
+        std::fs::create_dir_all(&git).unwrap();
+        std::fs::write(git.join("config"), "[include]\n\tpath = /dev/zero\n").unwrap();
+        let found = read(&git, None, None);
+        assert!(!found.files.iter().any(|file| file.starts_with("/dev")), "{found:?}");
+    }
+}

@@ -1,0 +1,274 @@
+//! What a command made that no mount could stop, taken away once it and everything it started
+//! are gone: a guarded place at the top of a root that did not exist before (`.cargo/`,
+//! `.vscode/`, …), a `commondir` or `config.worktree` in a git directory that had none (they
+//! would send git elsewhere for its configuration), and in each repository the command made
+//! (anywhere the walk reaches) every hook that is not one of git's samples and every setting of
+//! its configuration that can run code. What is taken is said on stderr, which the model reads.
+//!
+//! Nothing is followed through a link: a link is removed itself, a path whose parent the command
+//! turned into a link is left alone, and directories are removed without following what is in
+//! them. The supervisor does this outside Landlock, so this care is the whole guard.
+
+use std::collections::VecDeque;
+use std::path::{Path, PathBuf};
+
+use super::gitconfig;
+use super::{MAX_DEPTH, MAX_ENTRIES, SKIPPED};
+use crate::workspace::{GUARDED, Reach, Shield};
+
+/// Files in a git directory that redirect git, made only by `git worktree add` in a linked
+/// worktree's own directory.
+const REDIRECTS: &[&str] = &["commondir", "config.worktree"];
+
+/// The settings a repository a command made may keep: none of them runs a program.
+const SAFE_SETTINGS: &[&str] = &[
+    "core.repositoryformatversion",
+    "core.filemode",
+    "core.bare",
+    "core.logallrefupdates",
+    "core.ignorecase",
+    "core.precomposeunicode",
+    "core.symlinks",
+    "core.autocrlf",
+    "core.eol",
+    "extensions.objectformat",
+    "extensions.refstorage",
+    "init.defaultbranch",
+    "user.name",
+    "user.email",
+];
+
+/// Settings of subsections kept likewise (`remote.origin.url`).
+const SAFE_SUBSECTION_SETTINGS: &[(&str, &str)] = &[
+    ("remote", "url"),
+    ("remote", "fetch"),
+    ("remote", "tagopt"),
+    ("branch", "remote"),
+    ("branch", "merge"),
+    ("branch", "rebase"),
+    ("submodule", "url"),
+    ("submodule", "active"),
+];
+
+/// How far file times may lag the clock (they are taken from a coarse one).
+const CLOCK_LAG: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// What stood before the command, to compare with after it.
+#[derive(Debug)]
+pub struct Before {
+    roots: Vec<PathBuf>,
+    /// Guarded places at the top of a root that did not exist.
+    absent: Vec<PathBuf>,
+    /// [`REDIRECTS`] of the known git directories that did not exist.
+    redirects: Vec<PathBuf>,
+    /// Every `.git` the walk reached.
+    repositories: Vec<PathBuf>,
+    /// When the command was about to start: a repository made before it is not its.
+    at: std::time::SystemTime,
+}
+
+/// Notes what stands now in `roots` (whose git directories the walk found).
+pub fn before(roots: &[PathBuf], git_dirs: &[PathBuf]) -> Before {
+    let roots: Vec<PathBuf> = roots.iter().filter_map(|root| std::fs::canonicalize(root).ok()).collect();
+    let mut absent = Vec::new();
+    for root in &roots {
+        for place in GUARDED.iter().filter(|place| place.shield != Shield::Secret) {
+            let path = match place.reach {
+                Reach::Tree | Reach::Last => root.join(place.name),
+                Reach::Within(parent) => root.join(parent).join(place.name),
+                Reach::Prefix | Reach::Suffix => continue,
+            };
+            if std::fs::symlink_metadata(&path).is_err() {
+                absent.push(path);
+            }
+        }
+    }
+    let redirects = git_dirs
+        .iter()
+        .flat_map(|dir| REDIRECTS.iter().map(move |name| dir.join(name)))
+        .filter(|path| std::fs::symlink_metadata(path).is_err())
+        .collect();
+    let repositories = repositories(&roots);
+    Before { roots, absent, redirects, repositories, at: std::time::SystemTime::now() }
+}
+
+impl Before {
+    /// What is taken away whenever it appears: the absent guarded places (a repository aside,
+    /// which is dealt with at the end) and the redirects.
+    pub fn takeable(&self) -> impl Iterator<Item = &PathBuf> {
+        let repository = |path: &&PathBuf| path.file_name().is_some_and(|name| name == ".git");
+        self.absent.iter().filter(move |path| !repository(path)).chain(&self.redirects)
+    }
+}
+
+/// Takes `path` away while the command may still be writing into it (tried a few times); the
+/// line to say.
+pub fn take_now(path: &Path) -> String {
+    let mut said = take(path, "guarded places are read-only to commands; write them with the edit tools, which ask");
+    for _ in 0..20 {
+        if std::fs::symlink_metadata(path).is_err() {
+            break;
+        }
+        said = take(path, "guarded places are read-only to commands; write them with the edit tools, which ask");
+    }
+    said
+}
+
+/// Takes away what the command made of what [`before`] noted; the lines to say.
+pub fn sweep(before: &Before) -> Vec<String> {
+    let mut said = Vec::new();
+    let made = |path: &&PathBuf| std::fs::symlink_metadata(path).is_ok();
+    for path in before.absent.iter().filter(made) {
+        if path.file_name().is_some_and(|name| name == ".git") {
+            continue; // A new repository is dealt with below.
+        }
+        said.push(take(path, "guarded places are read-only to commands; write them with the edit tools, which ask"));
+    }
+    for path in before.redirects.iter().filter(made) {
+        said.push(take(path, "it would send git to another directory for its configuration and hooks"));
+    }
+    for dot_git in repositories(&before.roots) {
+        // Made by the command: not seen before, and (where the file system keeps birth times)
+        // born after it started, so a repository the first walk's bounds missed is not taken
+        // for new.
+        // (File times come from a coarse clock that may lag the one `at` was read from.)
+        let born = std::fs::symlink_metadata(&dot_git).and_then(|meta| meta.created());
+        let made_now = born.map_or(true, |born| born + CLOCK_LAG >= before.at);
+        if made_now && !before.repositories.contains(&dot_git) {
+            said.extend(new_repository(&before.roots, &dot_git));
+        }
+    }
+    said
+}
+
+/// Removes `path` (a link itself, a directory without following what is in it), unless its
+/// parent is now reached through a link; the line to say.
+fn take(path: &Path, why: &str) -> String {
+    let shown = path.display();
+    let parent = path.parent().unwrap_or(path);
+    if std::fs::canonicalize(parent).ok().as_deref() != Some(parent) {
+        return format!("the command made {shown} through a link; it was left alone");
+    }
+    match remove(path) {
+        Ok(()) => format!("removed {shown}, which the command made: {why}"),
+        Err(err) => format!("the command made {shown}, and it could not be removed: {err}"),
+    }
+}
+
+fn remove(path: &Path) -> std::io::Result<()> {
+    match std::fs::symlink_metadata(path) {
+        Ok(meta) if meta.is_dir() => std::fs::remove_dir_all(path),
+        Ok(_) => std::fs::remove_file(path),
+        Err(err) => Err(err),
+    }
+}
+
+/// Every `.git` below the roots, breadth first within the walk's bounds.
+fn repositories(roots: &[PathBuf]) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    let mut budget = MAX_ENTRIES;
+    for root in roots {
+        let mut queue = VecDeque::from([(root.clone(), 0usize)]);
+        while let Some((dir, depth)) = queue.pop_front() {
+            let Ok(entries) = std::fs::read_dir(&dir) else { continue };
+            for entry in entries.flatten() {
+                if depth > 0 {
+                    if budget == 0 {
+                        return found;
+                    }
+                    budget -= 1;
+                }
+                let name = entry.file_name();
+                let Ok(kind) = entry.file_type() else { continue };
+                if name.eq_ignore_ascii_case(".git") {
+                    found.push(entry.path());
+                } else if kind.is_dir() && depth + 1 < MAX_DEPTH && !SKIPPED.iter().any(|s| name == *s) {
+                    queue.push_back((entry.path(), depth + 1));
+                }
+            }
+        }
+    }
+    found
+}
+
+/// A repository the command made: kept, but without hooks, redirects or settings that run
+/// code. A `.git` link is removed; a `.git` file pointing outside the roots is removed.
+fn new_repository(roots: &[PathBuf], dot_git: &Path) -> Vec<String> {
+    let Ok(meta) = std::fs::symlink_metadata(dot_git) else { return Vec::new() };
+    if meta.file_type().is_symlink() {
+        return vec![take(dot_git, "a repository the command made may not lead elsewhere")];
+    }
+    let git_dir = if meta.is_dir() {
+        dot_git.to_path_buf()
+    } else {
+        let inside = super::pointed_git_dir(dot_git).filter(|dir| roots.iter().any(|root| dir.starts_with(root)));
+        match inside {
+            Some(dir) => dir,
+            None => return vec![take(dot_git, "it points git to a directory outside the workspace")],
+        }
+    };
+    let mut said = Vec::new();
+    let hooks = git_dir.join("hooks");
+    match std::fs::symlink_metadata(&hooks) {
+        Ok(meta) if meta.is_dir() => {
+            for hook in std::fs::read_dir(&hooks).into_iter().flatten().flatten() {
+                if !hook.file_name().to_string_lossy().ends_with(".sample") {
+                    said.push(take(&hook.path(), "a new repository's hooks run code at its next git command"));
+                }
+            }
+        }
+        Ok(_) => said.push(take(&hooks, "a new repository's hooks run code at its next git command")),
+        Err(_) => {}
+    }
+    for name in REDIRECTS {
+        let path = git_dir.join(name);
+        if std::fs::symlink_metadata(&path).is_ok() {
+            said.push(take(&path, "it would send git to another directory for its configuration"));
+        }
+    }
+    said.extend(safe_config(&git_dir.join("config")));
+    said
+}
+
+/// Rewrites a new repository's configuration with only the settings that run nothing.
+fn safe_config(config: &Path) -> Option<String> {
+    let meta = std::fs::symlink_metadata(config).ok()?;
+    if !meta.is_file() {
+        return Some(take(config, "a new repository's configuration must be a file of its own"));
+    }
+    let text = std::fs::read_to_string(config).ok()?;
+    let entries = gitconfig::entries(&text);
+    let safe = |section: &str, key: &str| {
+        let name = format!("{section}.{key}");
+        SAFE_SETTINGS.contains(&name.as_str())
+            || section.split_once('.').is_some_and(|(base, _)| SAFE_SUBSECTION_SETTINGS.contains(&(base, key)))
+    };
+    let dropped: Vec<String> =
+        entries.iter().filter(|(section, key, _)| !safe(section, key)).map(|(s, k, _)| format!("{s}.{k}")).collect();
+    if dropped.is_empty() {
+        return None;
+    }
+    let mut out = String::new();
+    let mut current = None;
+    for (section, key, value) in entries.iter().filter(|(section, key, _)| safe(section, key)) {
+        if current != Some(section) {
+            match section.split_once('.') {
+                Some((base, sub)) => out.push_str(&format!("[{base} \"{}\"]\n", sub.replace(['\\', '"'], ""))),
+                None => out.push_str(&format!("[{section}]\n")),
+            }
+            current = Some(section);
+        }
+        let value = value.as_deref().unwrap_or("true").replace('\\', "\\\\").replace('"', "\\\"");
+        out.push_str(&format!("\t{key} = \"{value}\"\n"));
+    }
+    Some(match std::fs::write(config, out) {
+        Ok(()) => format!(
+            "removed from {} the settings {} of a repository the command made: they can run programs",
+            config.display(),
+            dropped.join(", ")
+        ),
+        Err(err) => {
+            format!("{} holds settings that can run programs, and could not be rewritten: {err}", config.display())
+        }
+    })
+}
