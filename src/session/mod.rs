@@ -9,6 +9,7 @@
 
 mod actor;
 pub mod commands;
+mod loading;
 mod recorder;
 mod registry;
 mod subagent;
@@ -91,6 +92,31 @@ pub enum Update {
     Compaction { id: MessageId, state: CompactionState, note: String, error: Option<String> },
     /// A compaction's summary, sent before it completes.
     CompactionSummary { id: MessageId, text: String },
+}
+
+impl Update {
+    /// Whether the update shows something stored, which `session/load` shows again ([`replay`]):
+    /// the conversation's messages and parts, tool calls and plans, stored notices, finished
+    /// compactions. Every other update is plainly ephemeral: shown once, without a message id.
+    pub fn is_stored(&self) -> bool {
+        match self {
+            Update::UserChunk { .. }
+            | Update::AgentText { .. }
+            | Update::AgentThought { .. }
+            | Update::ToolCall(_)
+            | Update::ToolCallUpdate(_)
+            | Update::Plan(_)
+            | Update::Notice { .. }
+            | Update::CompactionSummary { .. }
+            | Update::Compaction { state: CompactionState::Completed, .. } => true,
+            Update::Title(_)
+            | Update::EphemeralText { .. }
+            | Update::EphemeralNotice { .. }
+            | Update::Usage { .. }
+            | Update::Options(_)
+            | Update::Compaction { state: CompactionState::InProgress | CompactionState::Failed, .. } => false,
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
