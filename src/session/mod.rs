@@ -75,7 +75,8 @@ pub enum Update {
     Plan(Vec<PlanEntry>),
     /// The session got a title.
     Title(String),
-    /// A note for the user outside the conversation (a retry under way), stored with it.
+    /// A note for the user outside the model's answer (a retry under way, a failed compaction),
+    /// stored with the conversation and replayed as it was shown.
     Notice { message: MessageId, text: String },
     /// An answer for the user alone that is not part of the conversation (a slash command's):
     /// never stored, never replayed, so it carries no message id.
@@ -278,7 +279,7 @@ pub fn replay(messages: &[crate::history::Message]) -> impl Iterator<Item = Upda
                 (Role::Assistant, Part::Reasoning { text, .. }) if !text.is_empty() => {
                     Some(Update::AgentThought { message: id, text: text.clone() })
                 }
-                (_, Part::Notice { text }) => Some(Update::AgentText { message: id, text: text.clone() }),
+                (_, Part::Notice { text }) => Some(Update::Notice { message: id, text: text.clone() }),
                 (_, Part::Compaction(compaction)) => {
                     let summary = (!compaction.summary.is_empty())
                         .then(|| Update::CompactionSummary { id: id.clone(), text: compaction.summary.clone() });
