@@ -270,7 +270,9 @@ pub fn replay(messages: &[crate::history::Message]) -> impl Iterator<Item = Upda
             let one = match (message.role, part) {
                 (_, Part::Tool(tool)) if tool.streaming => None,
                 (_, Part::Tool(tool)) => {
-                    let plan = tool.plan.clone().map(Update::Plan);
+                    // As live: a plan is shown once its call succeeded.
+                    let done = tool.state == crate::history::CallState::Succeeded;
+                    let plan = tool.plan.clone().filter(|_| done).map(Update::Plan);
                     return std::iter::once(Update::ToolCall(tool.clone())).chain(plan).collect::<Vec<_>>();
                 }
                 (Role::Assistant, Part::Text { text }) if !text.is_empty() => {
@@ -317,6 +319,22 @@ mod tests {
             replayed,
             [Update::AgentText { message: message.id, text: "So far".into() }, Update::ToolCall(shown)]
         );
+    }
+
+    #[test]
+    fn a_plan_is_replayed_as_it_was_shown_once_its_call_succeeded() {
+        use crate::history::{CallState, PlanPriority, PlanStatus};
+        let entry = PlanEntry { content: "Read".into(), status: PlanStatus::Pending, priority: PlanPriority::High };
+        let todo = |id: &str, state: CallState| {
+            let mut call = ToolPart::new(id.into(), "todo".into());
+            call.state = state;
+            call.plan = Some(vec![entry.clone()]);
+            Part::Tool(call)
+        };
+        let parts = vec![todo("c1", CallState::Succeeded), todo("c2", CallState::Failed)];
+        let message = Message::new(Role::Assistant, parts, MessageMeta::default());
+        let plans = replay(std::slice::from_ref(&message)).filter(|u| matches!(u, Update::Plan(_))).count();
+        assert_eq!(plans, 1, "only the call that succeeded set the plan");
     }
 
     #[test]
