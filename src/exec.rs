@@ -46,11 +46,8 @@ impl UpdateSink for Printer {
                 let _ = writeln!(std::io::stderr().lock(), "[{text}]");
             }
             Update::Usage { .. } | Update::Options(_) | Update::CompactionSummary { .. } => {}
-            Update::Compaction {
-                note,
-                state: crate::session::CompactionState::Completed | crate::session::CompactionState::Failed,
-                ..
-            } => {
+            // A failed one is told by its stored notice.
+            Update::Compaction { note, state: crate::session::CompactionState::Completed, .. } => {
                 let _ = writeln!(std::io::stderr().lock(), "[{note}]");
             }
             Update::Compaction { .. } => {}

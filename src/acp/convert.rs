@@ -108,8 +108,12 @@ pub fn update_to_wire(update: Update, shown: Shown) -> Option<acp::SessionUpdate
                 .collect(),
         )),
         Update::Title(title) => acp::SessionUpdate::SessionInfoUpdate(acp::SessionInfoUpdate::new().title(title)),
-        Update::Notice { text, .. } if shown.notices => {
-            acp::SessionUpdate::Notice(acp::Notice::new(acp::NoticeSeverity::Warning, text))
+        // Stored, so it names its message, like a chunk of it would (the notice has no field
+        // for it): a load shows it again the same way.
+        Update::Notice { message, text } if shown.notices => {
+            let mut meta = acp::Meta::new();
+            meta.insert("cairn".into(), serde_json::json!({ "messageId": message.as_str() }));
+            acp::SessionUpdate::Notice(acp::Notice::new(acp::NoticeSeverity::Warning, text).meta(meta))
         }
         // Clients without notices see the note as a short agent message.
         Update::Notice { message, text } => acp::SessionUpdate::AgentMessageChunk(chunk(message, text.into())),
@@ -145,11 +149,13 @@ pub fn update_to_wire(update: Update, shown: Shown) -> Option<acp::SessionUpdate
                 None => update,
             })
         }
-        // Clients without compaction updates see one short agent message when it is over.
-        Update::Compaction { id, state: CompactionState::Completed | CompactionState::Failed, note, .. } => {
+        // Clients without compaction updates see one short agent message when it is done (a
+        // failure is a stored notice of its own).
+        Update::Compaction { id, state: CompactionState::Completed, note, .. } => {
             acp::SessionUpdate::AgentMessageChunk(chunk(id, note.into()))
         }
-        Update::Compaction { state: CompactionState::InProgress, .. } | Update::CompactionSummary { .. } => {
+        Update::Compaction { state: CompactionState::InProgress | CompactionState::Failed, .. }
+        | Update::CompactionSummary { .. } => {
             return None;
         }
     })

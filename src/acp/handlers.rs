@@ -236,13 +236,16 @@ impl Agent {
         // The session works in its stored directory, checked again when it goes live.
         self.workspace_root("cwd", request.cwd)?;
         let extra = self.additional_directories(request.additional_directories)?;
-        let sessions = self.sessions()?;
-        let sink = Arc::clone(&self.sink);
         let id = session_id(&request.session_id);
+        // Queued now, in wire order: the replay shows everything sent before this line was
+        // read, and what the running turn sends after it comes after the replay, never twice.
+        let (attach, announced) = self.sink.attach_early(request.mcp_servers, extra);
+        let loaded = self.sessions()?.load(&id, attach);
+        let sink = Arc::clone(&self.sink);
         Ok(async move {
-            let attach = sink.attach(request.mcp_servers, extra);
+            sink.peer.signal_after_response(announced);
             // The replay is queued before the answer, and the running turn's updates after it.
-            let view = sessions.load(&id, attach).await.map_err(|err| session_error(&err))?;
+            let view = loaded.await.map_err(|err| session_error(&err))?;
             sink.send_wire(&id, usage_update(&view));
             sink.send_commands_after_response(&id);
             to_value(&acp::LoadSessionResponse::new().modes(modes(&view)).config_options(sink.options(&view)))

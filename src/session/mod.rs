@@ -9,6 +9,7 @@
 
 mod actor;
 pub mod commands;
+mod loading;
 mod recorder;
 mod registry;
 mod subagent;
@@ -74,7 +75,8 @@ pub enum Update {
     Plan(Vec<PlanEntry>),
     /// The session got a title.
     Title(String),
-    /// A note for the user outside the conversation (a retry under way), stored with it.
+    /// A note for the user outside the model's answer (a retry under way, a failed compaction),
+    /// stored with the conversation and replayed as it was shown.
     Notice { message: MessageId, text: String },
     /// An answer for the user alone that is not part of the conversation (a slash command's):
     /// never stored, never replayed, so it carries no message id.
@@ -91,6 +93,31 @@ pub enum Update {
     Compaction { id: MessageId, state: CompactionState, note: String, error: Option<String> },
     /// A compaction's summary, sent before it completes.
     CompactionSummary { id: MessageId, text: String },
+}
+
+impl Update {
+    /// Whether the update shows something stored, which `session/load` shows again ([`replay`]):
+    /// the conversation's messages and parts, tool calls and plans, stored notices, finished
+    /// compactions. Every other update is plainly ephemeral: shown once, without a message id.
+    pub fn is_stored(&self) -> bool {
+        match self {
+            Update::UserChunk { .. }
+            | Update::AgentText { .. }
+            | Update::AgentThought { .. }
+            | Update::ToolCall(_)
+            | Update::ToolCallUpdate(_)
+            | Update::Plan(_)
+            | Update::Notice { .. }
+            | Update::CompactionSummary { .. }
+            | Update::Compaction { state: CompactionState::Completed, .. } => true,
+            Update::Title(_)
+            | Update::EphemeralText { .. }
+            | Update::EphemeralNotice { .. }
+            | Update::Usage { .. }
+            | Update::Options(_)
+            | Update::Compaction { state: CompactionState::InProgress | CompactionState::Failed, .. } => false,
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -249,7 +276,9 @@ pub fn replay(messages: &[crate::history::Message]) -> impl Iterator<Item = Upda
             let one = match (message.role, part) {
                 (_, Part::Tool(tool)) if tool.streaming => None,
                 (_, Part::Tool(tool)) => {
-                    let plan = tool.plan.clone().map(Update::Plan);
+                    // As live: a plan is shown once its call succeeded.
+                    let done = tool.state == crate::history::CallState::Succeeded;
+                    let plan = tool.plan.clone().filter(|_| done).map(Update::Plan);
                     return std::iter::once(Update::ToolCall(tool.clone())).chain(plan).collect::<Vec<_>>();
                 }
                 (Role::Assistant, Part::Text { text }) if !text.is_empty() => {
@@ -258,7 +287,7 @@ pub fn replay(messages: &[crate::history::Message]) -> impl Iterator<Item = Upda
                 (Role::Assistant, Part::Reasoning { text, .. }) if !text.is_empty() => {
                     Some(Update::AgentThought { message: id, text: text.clone() })
                 }
-                (_, Part::Notice { text }) => Some(Update::AgentText { message: id, text: text.clone() }),
+                (_, Part::Notice { text }) => Some(Update::Notice { message: id, text: text.clone() }),
                 (_, Part::Compaction(compaction)) => {
                     let summary = (!compaction.summary.is_empty())
                         .then(|| Update::CompactionSummary { id: id.clone(), text: compaction.summary.clone() });
@@ -296,6 +325,22 @@ mod tests {
             replayed,
             [Update::AgentText { message: message.id, text: "So far".into() }, Update::ToolCall(shown)]
         );
+    }
+
+    #[test]
+    fn a_plan_is_replayed_as_it_was_shown_once_its_call_succeeded() {
+        use crate::history::{CallState, PlanPriority, PlanStatus};
+        let entry = PlanEntry { content: "Read".into(), status: PlanStatus::Pending, priority: PlanPriority::High };
+        let todo = |id: &str, state: CallState| {
+            let mut call = ToolPart::new(id.into(), "todo".into());
+            call.state = state;
+            call.plan = Some(vec![entry.clone()]);
+            Part::Tool(call)
+        };
+        let parts = vec![todo("c1", CallState::Succeeded), todo("c2", CallState::Failed)];
+        let message = Message::new(Role::Assistant, parts, MessageMeta::default());
+        let plans = replay(std::slice::from_ref(&message)).filter(|u| matches!(u, Update::Plan(_))).count();
+        assert_eq!(plans, 1, "only the call that succeeded set the plan");
     }
 
     #[test]

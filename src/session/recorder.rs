@@ -366,13 +366,14 @@ impl Recorder for StoreRecorder {
                 self.write(Write::FinishMessage { session_id, message_id, meta }, updates);
             }
             AgentEvent::CompactionFailed { id, error } => {
-                let update = Update::Compaction {
-                    id,
-                    state: CompactionState::Failed,
-                    note: compaction_failed_note(&error),
-                    error: Some(error),
-                };
-                self.write(Write::Barrier, vec![update]);
+                // The conversation keeps the failure as a notice, with an id of its own made now
+                // (it sorts where it was shown); clients with compaction updates also see the
+                // compaction they were told of end.
+                let text = compaction_failed_note(&error);
+                let status =
+                    Update::Compaction { id, state: CompactionState::Failed, note: text.clone(), error: Some(error) };
+                self.write(Write::Barrier, vec![status]);
+                self.record(AgentEvent::Notice { message: MessageId::generate(), text });
             }
             AgentEvent::Retrying { attempt } => {
                 self.status.send_replace(Status::Retrying { attempt });

@@ -15,6 +15,7 @@ use std::time::Duration;
 use tokio::sync::{mpsc, oneshot, watch};
 
 use super::actor::{self, Command, Init, Services};
+use super::loading::Loading;
 use super::{Attach, SessionError, SessionView, Status, UpdateSink};
 use crate::agent::StopReason;
 use crate::config::Config;
@@ -41,7 +42,8 @@ pub struct Inner {
     background: tokio_util::task::TaskTracker,
     discovered: Arc<catalog::Discovered>,
     config: Arc<Config>,
-    sink: Arc<dyn UpdateSink>,
+    /// What the sessions send through: the client's sink, behind the loads under way.
+    sink: Arc<Loading>,
     live: Mutex<HashMap<SessionId, Live>>,
     counter: AtomicU64,
 }
@@ -101,7 +103,7 @@ impl Registry {
             background: tokio_util::task::TaskTracker::new(),
             discovered,
             config,
-            sink,
+            sink: Loading::new(sink),
             live: Mutex::new(HashMap::new()),
             counter: AtomicU64::new(0),
         };
@@ -137,28 +139,41 @@ impl Registry {
     }
 
     /// Makes a stored session live (keeping a live actor if there is one) and replays it to the
-    /// sink. The replay is a snapshot taken in the store writer's order and sent from there
-    /// ([`Store::snapshot`]): it shows exactly the updates a running turn has emitted so far (a
-    /// part still streaming with its text so far), and the turn's later updates follow it. Tool
-    /// calls a crash left open are finished when the session is restored, so the replay shows
-    /// them failed. Answers once the replay is queued to the sink.
-    pub async fn load(&self, id: &SessionId, attach: Attach) -> Result<SessionView, SessionError> {
-        let view = self.resume(id, attach).await?;
-        let (done, replayed) = oneshot::channel();
-        let (sink, session) = (Arc::clone(&self.inner.sink), id.clone());
-        self.inner.store.snapshot(
-            id,
-            Box::new(move |messages| {
-                let sent = messages.map(|messages| {
-                    for update in super::replay(&messages) {
-                        sink.send(&session, update);
-                    }
-                });
-                let _ = done.send(sent);
-            }),
-        );
-        replayed.await.unwrap_or(Err(crate::store::StoreError::Closed))?;
-        Ok(view)
+    /// sink. Call it when the request is read (in wire order): from then on the session's
+    /// stored updates are held back until the replay is sent ([`Loading`]). The replay is a
+    /// snapshot taken in the store writer's order and sent from there ([`Store::snapshot`]): it
+    /// shows everything the session has shown so far, those held back included (a part still
+    /// streaming with its text so far), and the turn's later updates follow it. Tool calls a
+    /// crash left open are finished when the session is restored, so the replay shows them
+    /// failed. Answers once the replay is queued to the sink.
+    pub fn load(
+        &self,
+        id: &SessionId,
+        attach: Attach,
+    ) -> impl Future<Output = Result<SessionView, SessionError>> + use<> {
+        let held = self.inner.sink.hold(id);
+        let resumed = self.resume(id, attach);
+        let (store, sink, session) = (self.inner.store.clone(), Arc::clone(self.inner.sink.inner()), id.clone());
+        async move {
+            let view = resumed.await?;
+            let (done, replayed) = oneshot::channel();
+            let snapshot = session.clone();
+            store.snapshot(
+                &snapshot,
+                Box::new(move |messages| {
+                    let sent = messages.map(|messages| {
+                        for update in super::replay(&messages) {
+                            sink.send(&session, update);
+                        }
+                    });
+                    // What was held back is in the replay; what comes next follows it.
+                    drop(held);
+                    let _ = done.send(sent);
+                }),
+            );
+            replayed.await.unwrap_or(Err(crate::store::StoreError::Closed))?;
+            Ok(view)
+        }
     }
 
     /// Attaches to a live session, or restores it from the store without replay.
@@ -356,7 +371,7 @@ impl Registry {
             discovered: Arc::clone(&self.inner.discovered),
             background: self.inner.background.clone(),
             config: Arc::clone(&self.inner.config),
-            sink: Arc::clone(&self.inner.sink),
+            sink: Arc::clone(&self.inner.sink) as Arc<dyn UpdateSink>,
             registry: Arc::downgrade(&self.inner),
             generation,
             status: Arc::new(status),

@@ -262,7 +262,7 @@ async fn old_tool_outputs_are_pruned_first_when_that_frees_enough() {
 }
 
 #[tokio::test]
-async fn clients_with_compaction_updates_see_a_failure_as_one() {
+async fn clients_with_compaction_updates_see_the_compaction_fail_and_its_note_kept() {
     let env = TestEnv::new().await;
     env.write_config("[compaction]\nretries = 0\n");
     env.mock.push(Reply::text(&["a1"])).push(Reply::status(400, "bad summary request"));
@@ -279,5 +279,9 @@ async fn clients_with_compaction_updates_see_a_failure_as_one() {
     assert!(updates[0].get("error").is_none(), "no null error while it runs");
     assert_eq!(updates[1]["status"], "failed");
     assert!(updates[1]["error"].as_str().unwrap().contains("bad summary request"), "{}", updates[1]);
-    assert!(text_of(&shown.iter().collect::<Vec<_>>(), "agent_message_chunk").is_empty());
+    // The failure belongs to the conversation: its note is stored, named by its message.
+    let notes: Vec<&Value> = shown.iter().filter(|u| u["sessionUpdate"] == "agent_message_chunk").collect();
+    assert_eq!(notes.len(), 1, "{shown:?}");
+    assert!(notes[0]["content"]["text"].as_str().unwrap().starts_with("Compaction failed"), "{}", notes[0]);
+    assert!(notes[0]["messageId"].is_string(), "{}", notes[0]);
 }

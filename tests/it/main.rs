@@ -26,6 +26,7 @@ mod limits;
 mod login;
 mod mcp;
 mod models;
+mod notices;
 mod official_client;
 mod permissions;
 mod prompt;
