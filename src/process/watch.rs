@@ -6,6 +6,7 @@
 //! - a guarded place the command makes at the top of a root, or a redirect (`commondir`) in a
 //!   git directory, is taken away as soon as it appears, so that an editor's background
 //!   `git status` or a tool watching the folder has no time to use it.
+//!
 //! The end-of-command sweep still runs; this only closes the time in between.
 
 use std::collections::HashMap;
