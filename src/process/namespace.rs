@@ -83,6 +83,45 @@ pub fn enter(kind: Kind) -> Result<(), NamespaceError> {
     check(slave).map_err(|err| NamespaceError::Mount("cannot make the mounts private".into(), err))
 }
 
+/// Gives the command a PID namespace of its own (the supervisor's next child is its first
+/// process): when that process ends, or is killed, the kernel kills every process of the
+/// namespace, however it forked, `setsid`'d or hopped from pid to pid. Mounts made here later
+/// (a place bound again, see `watch.rs`) reach the command's own mount namespace
+/// ([`fresh_proc`]). `false` when the kernel refuses, and the command then shares the
+/// supervisor's.
+pub fn enter_pids() -> bool {
+    let root = c"/";
+    // SAFETY: mount with a NUL-terminated path we own and null pointers where the call allows them.
+    #[allow(unsafe_code)]
+    let shared = unsafe {
+        libc::mount(std::ptr::null(), root.as_ptr(), std::ptr::null(), libc::MS_REC | libc::MS_SHARED, std::ptr::null())
+    };
+    shared == 0 && unshare(libc::CLONE_NEWPID) == 0
+}
+
+/// In the command's first process, between fork and exec, when it has a PID namespace of its
+/// own: a mount namespace of its own too (a slave of the supervisor's, so the supervisor's
+/// later binds reach it and nothing flows back), with a `/proc` that shows its own processes
+/// by the ids they know themselves by. Where the kernel refuses the new `/proc` (a container
+/// whose `/proc` has parts covered), the command sees the supervisor's. Raw system calls on
+/// static strings: nothing allocates.
+#[allow(unsafe_code)]
+pub fn fresh_proc() {
+    let (root, proc) = (c"/", c"/proc");
+    // SAFETY: unshare and mount take flags and static NUL-terminated strings.
+    unsafe {
+        if libc::unshare(libc::CLONE_NEWNS) != 0 {
+            return;
+        }
+        let slave = libc::MS_REC | libc::MS_SLAVE;
+        if libc::mount(std::ptr::null(), root.as_ptr(), std::ptr::null(), slave, std::ptr::null()) != 0 {
+            return;
+        }
+        let flags = libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC;
+        libc::mount(c"proc".as_ptr(), proc.as_ptr(), c"proc".as_ptr(), flags, std::ptr::null());
+    }
+}
+
 /// Applies `places` in the namespace [`enter`] made, and covers each of `stubs` (the files of
 /// rejected programs) with an empty file. A place that vanished meanwhile is skipped. What is
 /// returned guards a place again ([`Keeper`]).

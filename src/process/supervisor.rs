@@ -188,6 +188,7 @@ fn supervise(spec: &Spec) -> ExitCode {
             }
         }
     }
+    let want_pids = confined.is_some();
     let before = match confined {
         Some(Confined { places, before, keeper }) => {
             if let Err(err) = watch::start(&places, before.as_ref(), keeper) {
@@ -235,11 +236,26 @@ fn supervise(spec: &Spec) -> ExitCode {
         },
         None => Box::new(std::io::stdin()),
     };
+    let me = std::process::id();
+    let before_too = before.clone();
+    std::thread::spawn(move || {
+        let mut watched = watched;
+        let mut buf = [0u8; 64];
+        while matches!(watched.read(&mut buf), Ok(n) if n > 0) {}
+        end(me, before_too.as_deref());
+        tree::kill_group(me);
+    });
+    // A PID namespace of its own: nothing the command starts outlives it. Made last, since a
+    // process that made one can start no more threads.
+    let own_pids = want_pids && namespace::enter_pids();
     let mut command = Command::new(&program);
     let stdin = if spec.watch_fd.is_some() { Stdio::inherit() } else { Stdio::null() };
     command.arg0(&spec.program).args(&spec.args).stdin(stdin);
     let enter = move || {
         tree::detach()?;
+        if own_pids {
+            namespace::fresh_proc();
+        }
         if as_root {
             sandbox::drop_root_capabilities()?;
         }
@@ -263,15 +279,6 @@ fn supervise(spec: &Spec) -> ExitCode {
         Ok(child) => child,
         Err(err) => return say(CANNOT_START, &format!("cannot start {}: {err}", spec.program.to_string_lossy())),
     };
-    let me = std::process::id();
-    let before_too = before.clone();
-    std::thread::spawn(move || {
-        let mut watched = watched;
-        let mut buf = [0u8; 64];
-        while matches!(watched.read(&mut buf), Ok(n) if n > 0) {}
-        end(me, before_too.as_deref());
-        tree::kill_group(me);
-    });
     let status = child.wait();
     end(me, before.as_deref());
     match status {

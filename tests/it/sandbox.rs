@@ -94,11 +94,8 @@ async fn a_program_planted_in_the_workspace_cannot_shadow_a_command() {
 #[tokio::test]
 async fn kill_9_of_cairn_kills_every_process_a_running_command_started() {
     let env = TestEnv::new().await;
-    let pids = env.workspace().join("pids");
-    let command = format!(
-        "sleep 60 & echo $! > {pids}; setsid sleep 60 & echo $! >> {pids}; (echo $BASHPID >> {pids}; exec sleep 60)",
-        pids = pids.display()
-    );
+    // Found from outside by their arguments: inside, a command has a PID namespace of its own.
+    let command = "sleep 60.1 & setsid sleep 60.2 & (exec sleep 60.3)";
     env.mock.push(Reply::tool_calls(&[("c1", "bash", json!({"command": command}))]));
     let mut agent = env.ready().await;
     let session = agent.new_session(&env.cwd()).await;
@@ -106,12 +103,12 @@ async fn kill_9_of_cairn_kills_every_process_a_running_command_started() {
     agent.prompt(&session, "go").await;
     let started = Instant::now();
     let running = loop {
-        let listed = std::fs::read_to_string(&pids).unwrap_or_default();
-        let running: Vec<String> = listed.lines().map(str::to_owned).collect();
-        if running.len() == 3 && running.iter().all(|pid| alive(pid)) {
+        let running: Vec<String> =
+            ["60.1", "60.2", "60.3"].iter().flat_map(|arg| running_with(&["sleep", arg])).collect();
+        if running.len() == 3 {
             break running;
         }
-        assert!(started.elapsed() < Duration::from_secs(10), "the command did not start: {listed:?}");
+        assert!(started.elapsed() < Duration::from_secs(10), "the command did not start: {running:?}");
         tokio::time::sleep(Duration::from_millis(10)).await;
     };
     agent.kill9().await;
@@ -121,6 +118,18 @@ async fn kill_9_of_cairn_kills_every_process_a_running_command_started() {
     }
     let left: Vec<&String> = running.iter().filter(|pid| alive(pid)).collect();
     assert!(left.is_empty(), "background, setsid'd and foreground sleeps die with cairn; alive: {left:?}");
+}
+
+/// The pids (as this test sees them) of the processes whose arguments are exactly `args`.
+fn running_with(args: &[&str]) -> Vec<String> {
+    let wanted: Vec<u8> = args.iter().flat_map(|arg| arg.bytes().chain([0])).collect();
+    let Ok(entries) = std::fs::read_dir("/proc") else { return Vec::new() };
+    entries
+        .flatten()
+        .filter_map(|entry| entry.file_name().to_str().map(str::to_owned))
+        .filter(|pid| pid.bytes().all(|b| b.is_ascii_digit()))
+        .filter(|pid| std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|line| line == wanted) && alive(pid))
+        .collect()
 }
 
 #[tokio::test]
@@ -168,9 +177,35 @@ async fn a_command_cannot_signal_its_supervisor_or_cairn() {
         return;
     }
     let env = TestEnv::new().await;
-    let command =
-        "kill -0 $PPID; echo \"supervisor=$?\"; kill -0 $(awk '{print $4}' /proc/$PPID/stat); echo \"cairn=$?\"";
-    let output = bash(&env, command).await;
+    // The command waits for the pids this test sees of its supervisor and of cairn.
+    let targets = env.workspace().join("targets");
+    let command = format!(
+        "while [ ! -s {t} ]; do sleep 0.02; done; read s c < {t}; kill -0 $s; echo \"supervisor=$?\"; kill -0 $c; echo \"cairn=$?\"",
+        t = targets.display()
+    );
+    env.mock.push(Reply::tool_calls(&[("c1", "bash", json!({"command": command}))]));
+    env.mock.push(Reply::text(&["done"]));
+    let mut agent = env.ready().await;
+    let session = agent.new_session(&env.cwd()).await;
+    set_mode(&mut agent, &session, "bypass").await;
+    let cairn = agent.child.id().unwrap().to_string();
+    let id = agent.prompt(&session, "run it").await;
+    let started = Instant::now();
+    let supervisor = loop {
+        let found = std::fs::read_dir("/proc").unwrap().flatten().find_map(|entry| {
+            let pid = entry.file_name().to_str()?.to_owned();
+            let line = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+            (line.windows(11).any(|w| w == b"__supervise") && pid != cairn).then_some(pid)
+        });
+        if let Some(pid) = found {
+            break pid;
+        }
+        assert!(started.elapsed() < Duration::from_secs(10), "no supervisor started");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    };
+    std::fs::write(&targets, format!("{supervisor} {cairn}\n")).unwrap();
+    agent.response(id).await;
+    let output = tool_results(&env, 1)[0]["content"].as_str().unwrap().to_owned();
     assert!(output.contains("supervisor=1") && output.contains("cairn=1"), "{output}");
 }
 
