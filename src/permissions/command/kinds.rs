@@ -6,7 +6,7 @@
 //! `tar -T -`); network clients reach beyond; and a program cairn has no table for is only ever
 //! remembered exactly. Also the words a program rule remembers (`cargo test`, `npm run build`).
 
-use super::options::{self, Does};
+use super::options::{self, Does, Names};
 use super::{is_shell, program_name, wrapper_spec};
 use crate::permissions::shell::Command;
 
@@ -21,7 +21,7 @@ pub fn exact_only(command: &Command) -> Option<String> {
     if first.text.contains('/') {
         return Some(format!("`{}` is run by its path, and what is there can change", first.text));
     }
-    if is_shell(&name) || wrapper_spec(&name).is_some() || runs_code(&name) || listed(OTHER_RUNNERS, &name) {
+    if is_shell(&name) || wrapper_spec(&name).is_some() || runs_code(&name) || OTHER_RUNNERS.has(&name) {
         return Some(format!("`{name}` runs whatever its arguments say"));
     }
     if let Some(why) = changes_state(command) {
@@ -44,7 +44,7 @@ pub fn exact_only(command: &Command) -> Option<String> {
     if let Some(what) = said(Does::Beyond) {
         return Some(format!("{what} acts beyond the workspace's files"));
     }
-    if listed(NETWORK, &name) {
+    if NETWORK.has(&name) {
         return Some(format!("`{name}` reaches the network whatever its arguments look like"));
     }
     if !options::known(&name) {
@@ -105,32 +105,37 @@ pub fn changes_state(command: &Command) -> Option<String> {
 /// Programs that run code given in their arguments or files: language interpreters, stream
 /// editors with commands that execute or write, database shells with shell escapes, remote
 /// shells, debuggers, editors (each of vim's names: `view -c '!cmd'`) and multiplexers.
-const INTERPRETERS: &str = "python python2 python3 pypy pypy3 awk gawk mawk nawk sed gsed perl node nodejs deno \
+static INTERPRETERS: Names = Names::new(
+    "python python2 python3 pypy pypy3 awk gawk mawk nawk sed gsed perl node nodejs deno \
     bun bunx npx pnpx uvx pipx ruby irb php lua luajit tclsh wish Rscript R julia osascript pwsh powershell java \
     jshell expect sqlite3 psql mysql mariadb redis-cli mongo mongosh cqlsh influx clickhouse-client dc m4 guile \
     racket ocaml ghci erl iex elixir scala groovy kotlin clojure swipl gnuplot octave nix-shell toybox ssh scp sftp \
     nc ncat socat telnet tmux screen vi vim nvim view rview rvim vimdiff gvim gview gvimdiff evim eview vimx emacs \
-    emacsclient nano pico micro hx kak ed red ex dotnet-script gdb lldb";
+    emacsclient nano pico micro hx kak ed red ex dotnet-script gdb lldb",
+);
 
 /// Programs that act beyond the workspace's files or the session (other processes, the desktop,
 /// containers, services, timers): only ever remembered exactly.
-const OTHER_RUNNERS: &str =
-    "less more man open xdg-open docker podman kubectl systemctl crontab at batch kill pkill killall watch";
+static OTHER_RUNNERS: Names =
+    Names::new("less more man open xdg-open docker podman kubectl systemctl crontab at batch kill pkill killall watch");
 
 /// Of those, the ones that may run other programs (a pager's `!`, a container, a timer).
-const OTHER_RUNNERS_THAT_RUN: &str = "less more man open xdg-open docker podman kubectl systemctl crontab at batch";
+static OTHER_RUNNERS_THAT_RUN: Names =
+    Names::new("less more man open xdg-open docker podman kubectl systemctl crontab at batch");
 
 /// Clients whose arguments name hosts even without a scheme (`curl evil.example`).
-const NETWORK: &str = "curl wget";
+static NETWORK: Names = Names::new("curl wget");
 
 /// Builtins and programs the reading of what runs handles by name (see `command::inner` and
 /// `command::unseen`).
-const HANDLED: &str = "eval trap mapfile readarray watch su script flock source . alias enable bind fc complete \
-    compgen hash parallel sem hyperfine printf read let getopts wait unset";
+static HANDLED: Names = Names::new(
+    "eval trap mapfile readarray watch su script flock source . alias enable bind fc complete \
+    compgen hash parallel sem hyperfine printf read let getopts wait unset",
+);
 
 /// Whether a program, by name alone, may run programs that do not appear in the line.
 pub fn runs_unseen(name: &str) -> bool {
-    runs_code(name) || listed(OTHER_RUNNERS_THAT_RUN, name)
+    runs_code(name) || OTHER_RUNNERS_THAT_RUN.has(name)
 }
 
 /// Whether cairn knows what a program runs: a shell, a wrapper, an interpreter, a program with
@@ -140,18 +145,14 @@ pub fn known(name: &str) -> bool {
         || is_shell(name)
         || wrapper_spec(name).is_some()
         || runs_code(name)
-        || listed(OTHER_RUNNERS, name)
-        || listed(HANDLED, name)
+        || OTHER_RUNNERS.has(name)
+        || HANDLED.has(name)
         || STATEFUL_BUILTINS.contains(&name)
-}
-
-fn listed(list: &str, name: &str) -> bool {
-    list.split_whitespace().any(|n| n == name)
 }
 
 /// Whether a program runs code given in its arguments or files (`python3.12` too).
 pub fn runs_code(name: &str) -> bool {
-    listed(INTERPRETERS, name)
+    INTERPRETERS.has(name)
         || ["python", "pypy", "ruby", "perl", "php", "lua", "node"].iter().any(|prefix| {
             name.strip_prefix(prefix)
                 .is_some_and(|v| !v.is_empty() && v.chars().all(|c| c.is_ascii_digit() || c == '.'))
@@ -177,11 +178,11 @@ pub fn rule_words(command: &Command) -> Option<Vec<String>> {
         !w.is_empty() && !w.starts_with('-') && w.chars().all(|c| c.is_ascii_alphanumeric() || "-_:.".contains(c))
     };
     let mut out = vec![name.clone()];
-    if listed(HAS_SUBCOMMANDS, &name) {
+    if HAS_SUBCOMMANDS.has(&name) {
         let sub = words.get(1).copied().filter(plain)?;
         out.push(sub.to_owned());
         // `gh repo view` is not `gh repo delete`: remember the second level too.
-        if listed(NESTED_SUBCOMMANDS, &name) {
+        if NESTED_SUBCOMMANDS.has(&name) {
             out.push(words.get(2).copied().filter(plain)?.to_owned());
         }
         if ["npm", "pnpm", "yarn"].contains(&name.as_str())
@@ -194,8 +195,10 @@ pub fn rule_words(command: &Command) -> Option<Vec<String>> {
     Some(out)
 }
 
-const HAS_SUBCOMMANDS: &str = "git cargo go npm pnpm yarn pip pip3 uv poetry pdm hatch rye make gmake gh glab rustup \
-    composer brew apt apt-get conda mamba nix gem bundle pipenv ruff";
+static HAS_SUBCOMMANDS: Names = Names::new(
+    "git cargo go npm pnpm yarn pip pip3 uv poetry pdm hatch rye make gmake gh glab rustup \
+    composer brew apt apt-get conda mamba nix gem bundle pipenv ruff",
+);
 
 /// Command-line clients whose subcommands have subcommands of their own.
-const NESTED_SUBCOMMANDS: &str = "gh glab";
+static NESTED_SUBCOMMANDS: Names = Names::new("gh glab");

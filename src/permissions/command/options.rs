@@ -4,8 +4,27 @@
 //! counting it costs nothing), a short one anywhere in a cluster (`-avze` holds `-e`), tar's
 //! first word as a cluster (`tar cIf …`), single-dash words (`find -exec`, `go -exec`) whole.
 
+use std::collections::HashSet;
+use std::sync::OnceLock;
+
 use super::tables::{PLAIN, TABLES};
 use crate::permissions::shell;
+
+/// Names written as one string (easy to read and cite), looked up through a set built once.
+pub struct Names {
+    list: &'static str,
+    set: OnceLock<HashSet<&'static str>>,
+}
+
+impl Names {
+    pub const fn new(list: &'static str) -> Self {
+        Names { list, set: OnceLock::new() }
+    }
+
+    pub fn has(&self, name: &str) -> bool {
+        self.set.get_or_init(|| self.list.split_whitespace().collect()).contains(name)
+    }
+}
 
 /// What an option or subcommand makes a program do beyond reading and writing the paths the
 /// line names.
@@ -70,7 +89,7 @@ pub fn table(name: &str) -> Option<&'static Table> {
 /// Whether cairn knows what a program's options do: it has a table, or none of its options
 /// runs, reads names from a file or reaches beyond the paths it names.
 pub fn known(name: &str) -> bool {
-    table(name).is_some() || PLAIN.split_whitespace().any(|plain| plain == name)
+    PLAIN.has(name) || table(name).is_some()
 }
 
 /// What a command's options and subcommand make it do, each with the word that says it

@@ -9,15 +9,17 @@
 //! does not know, and takes exact rules only.
 
 use super::options::Does::{Beyond, Descends, Follows, Moves, Reads, Runs, Stays};
-use super::options::{Opt, Sub, Table, opt, sub};
+use super::options::{Names, Opt, Sub, Table, opt, sub};
 
 /// Programs whose documented options only name the paths they read or write: a program rule
 /// covers them while those paths stay in the workspace.
-pub const PLAIN: &str = "cat tac nl head tail cut paste join uniq comm tr fold fmt pr expand unexpand od column \
+pub static PLAIN: Names = Names::new(
+    "cat tac nl head tail cut paste join uniq comm tr fold fmt pr expand unexpand od column \
     rev look base32 base64 basenc xxd hexdump strings ls dir vdir stat touch mkdir rmdir rm truncate shred dd tee \
     echo printf yes seq sleep true false : pwd basename dirname realpath readlink mktemp date uname nproc whoami id \
     groups logname printenv numfmt shuf csplit tsort factor expr test [ link unlink which whereis type cmp jq df \
-    free uptime ps bzip2 bunzip2 bzcat pytest black ruff tsc eslint prettier rustfmt gofmt wait jobs help times dirs";
+    free uptime ps bzip2 bunzip2 bzcat pytest black ruff tsc eslint prettier rustfmt gofmt wait jobs help times dirs",
+);
 
 /// Every table, looked up by program name.
 pub const TABLES: &[Table] = &[

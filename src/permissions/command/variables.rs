@@ -3,16 +3,19 @@
 //! them without `NAME=value`: `printf -v`, `read`, `mapfile`, `getopts`, `wait -p`, `let`,
 //! `declare -n` (a name for another variable), `unset`.
 
+use super::options::Names;
 use crate::permissions::shell::{Word, WordKind};
 
 /// Variables by name (each a shell's, the dynamic loader's, or a program's own documented
 /// variable that names a program, a file of code, options or a search path).
-const WHAT_RUNS: &str = "PATH BASH_ENV ENV IFS LD_PRELOAD LD_LIBRARY_PATH LD_AUDIT SHELLOPTS BASHOPTS GLOBIGNORE \
+static WHAT_RUNS: Names = Names::new(
+    "PATH BASH_ENV ENV IFS LD_PRELOAD LD_LIBRARY_PATH LD_AUDIT SHELLOPTS BASHOPTS GLOBIGNORE \
     CDPATH HOME ZDOTDIR XDG_CONFIG_HOME PROMPT_COMMAND PS0 PS1 PS2 PS4 BASH_LOADABLES_PATH EXECIGNORE FPATH \
     PAGER EDITOR VISUAL BROWSER MANPAGER LESSOPEN LESSCLOSE SHELL MAKEFILES MAKEFLAGS MFLAGS GNUMAKEFLAGS CC CXX \
     CPP LD AR AS FC TAR_OPTIONS ZIPOPT NODE_OPTIONS PYTHONSTARTUP PYTHONPATH PYTHONHOME PERL5OPT PERL5LIB RUBYOPT \
     RUBYLIB RUSTC RUSTDOC RUSTC_WRAPPER RUSTC_WORKSPACE_WRAPPER RUSTFLAGS SSH_ASKPASS SUDO_ASKPASS RSYNC_RSH \
-    RSYNC_CONNECT_PROG RIPGREP_CONFIG_PATH WGETRC CURL_HOME";
+    RSYNC_CONNECT_PROG RIPGREP_CONFIG_PATH WGETRC CURL_HOME",
+);
 
 /// Families by prefix: git's (`GIT_SSH_COMMAND`, `GIT_EXTERNAL_DIFF`, `GIT_CONFIG_*`), cargo's
 /// (`CARGO_TARGET_*_RUNNER`), npm's configuration, the dynamic loader's.
@@ -25,7 +28,7 @@ const SUFFIXES: [&str; 5] = ["_PAGER", "_EDITOR", "_ASKPASS", "_OPTIONS", "_OPTS
 /// Whether setting the variable `name` may change which program a name runs or what a
 /// program runs.
 pub fn runs_through(name: &str) -> bool {
-    WHAT_RUNS.split_whitespace().any(|known| known == name)
+    WHAT_RUNS.has(name)
         || PREFIXES.iter().any(|prefix| name.starts_with(prefix))
         || SUFFIXES.iter().any(|suffix| name.ends_with(suffix))
 }
