@@ -1,14 +1,21 @@
 //! What a parsed command line runs: every program however it is spelled or wrapped (`/bin/rm`,
 //! `\rm`, `'rm'`, `command rm`, `env rm`, `xargs rm`, `bash -c 'rm …'`, `find -exec rm`), and
-//! which commands are too powerful to be remembered beyond their exact text.
+//! where it cannot be seen (an interpreter's code, a shell reading stdin, an option that runs
+//! a program, a variable that changes what a name runs). A program cairn does not know may
+//! run any word it is given: those words are read as programs it may run.
 //!
 //! Which commands are too powerful to be remembered beyond their exact text lives in
-//! [`kinds`].
+//! [`kinds`], what each known program's options do in [`options`] over [`tables`], the
+//! variables that change what runs in [`variables`].
 
 mod kinds;
+pub mod options;
+mod tables;
+mod variables;
 
 use super::shell::{self, Command, Script, Word, WordKind};
-pub use kinds::{STATEFUL_BUILTINS, exact_only, rule_words};
+pub use kinds::{changes_state, exact_only, rule_words};
+pub use variables::changes_what_runs;
 
 /// How deep `bash -c '…'` strings are followed before the rest counts as unknown.
 const MAX_DEPTH: usize = 8;
@@ -22,6 +29,15 @@ pub struct Run {
     pub program: Option<String>,
     /// Its arguments.
     pub args: Vec<Word>,
+    /// The program cairn does not know that was given this one as words, when this run is a
+    /// guess (`mytool rm -rf x` may run `rm`); `None` when the line does run it.
+    pub through: Option<String>,
+}
+
+impl Run {
+    fn unknown() -> Self {
+        Run { program: None, args: Vec::new(), through: None }
+    }
 }
 
 /// Every program `script` runs, wrappers and `-c` strings looked through.
@@ -30,118 +46,160 @@ pub fn runs(script: &Script) -> Vec<Run> {
     for command in &script.commands {
         if command.assignments.iter().any(|a| a.kind != WordKind::Literal || changes_what_runs(&a.text)) {
             // `PATH=/tmp zz` or a bare `PATH=…` for the rest of the line: names mean other programs.
-            out.push(Run { program: None, args: Vec::new() });
+            out.push(Run::unknown());
         }
-        runs_of(&command.words, 0, &mut out);
+        runs_of(&command.words, 0, None, &mut out);
     }
     out
 }
 
-fn runs_of(words: &[Word], depth: usize, out: &mut Vec<Run>) {
+fn runs_of(words: &[Word], depth: usize, through: Option<&str>, out: &mut Vec<Run>) {
     let Some(first) = words.first() else { return };
     if depth > MAX_DEPTH || out.len() > MAX_RUNS {
         if out.last().is_none_or(|run| run.program.is_some()) {
-            out.push(Run { program: None, args: Vec::new() });
+            out.push(Run::unknown());
         }
         return;
     }
     let program = program_name(first);
     let args = &words[1..];
-    out.push(Run { program: program.clone(), args: args.to_vec() });
+    out.push(Run { program: program.clone(), args: args.to_vec(), through: through.map(str::to_owned) });
     let Some(name) = program else { return };
     if unseen(first, &name, args) {
         // What it runs is in a file, on stdin or in code: this reading cannot see it.
-        out.push(Run { program: None, args: Vec::new() });
+        out.push(Run::unknown());
     }
+    if !kinds::known(&name) {
+        return guesses(&name, args, depth, out);
+    }
+    let shell_without_program = shell_without_program(&name);
     match inner(&name, args) {
+        Inner::None if shell_without_program.is_some() => out.push(Run::unknown()),
         Inner::None => {}
         Inner::Program(at) if name == "xargs" && feeds_unknown(&args[at..]) => {
             // xargs appends what it reads: to a shell or a wrapper, that is the program.
-            runs_of(&args[at..], depth + 1, out);
-            out.push(Run { program: None, args: Vec::new() });
+            runs_of(&args[at..], depth + 1, through, out);
+            out.push(Run::unknown());
         }
-        Inner::Program(at) => runs_of(&args[at..], depth + 1, out),
+        Inner::Program(at) => runs_of(&args[at..], depth + 1, through, out),
         Inner::Programs(starts) => {
             for (from, to) in starts {
-                runs_of(&args[from..to], depth + 1, out);
+                runs_of(&args[from..to], depth + 1, through, out);
             }
         }
-        Inner::Shell(text) => match shell::parse(&text) {
-            Ok(script) => {
-                for command in &script.commands {
-                    runs_of(&command.words, depth + 1, out);
-                }
-            }
-            Err(_) => out.push(Run { program: None, args: Vec::new() }),
-        },
-        Inner::Unknown => out.push(Run { program: None, args: Vec::new() }),
+        Inner::Shell(text) => shell_runs(&text, depth, through, out),
+        Inner::Unknown => out.push(Run::unknown()),
         Inner::Candidates(from) => {
+            let operands = args.iter().filter(|w| !w.text.starts_with('-')).count();
+            if shell_without_program.is_some_and(|leading| operands <= leading) {
+                out.push(Run::unknown());
+            }
             // Options this reading does not know: any later word may be the program.
             for at in from..args.len() {
-                runs_of(&args[at..], depth + 1, out);
+                runs_of(&args[at..], depth + 1, through, out);
             }
+        }
+    }
+}
+
+fn shell_runs(text: &str, depth: usize, through: Option<&str>, out: &mut Vec<Run>) {
+    match shell::parse(text) {
+        Ok(script) => {
+            for command in &script.commands {
+                runs_of(&command.words, depth + 1, through, out);
+            }
+        }
+        Err(_) => out.push(Run::unknown()),
+    }
+}
+
+/// What a program cairn does not know may run: any word it is given (or an option's value,
+/// `--run=rm`) may be a program, and a word that reads as a command line may be run as one.
+/// These runs are guesses: a rejection they match asks rather than refuses. Words naming
+/// programs cairn knows are followed; others are taken as they are, so a long line costs one
+/// run per word.
+fn guesses(name: &str, args: &[Word], depth: usize, out: &mut Vec<Run>) {
+    for (at, word) in args.iter().enumerate() {
+        if out.len() > MAX_RUNS {
+            return out.push(Run::unknown());
+        }
+        if word.kind != WordKind::Literal {
+            out.push(Run::unknown());
+            continue;
+        }
+        let text = word.text.as_str();
+        let value = if text.starts_with('-') { text.split_once('=').map(|(_, value)| value) } else { Some(text) };
+        let Some(value) = value.filter(|v| !v.is_empty()) else { continue };
+        if value.contains([' ', '\t', '\n', ';', '|', '&']) {
+            shell_runs(value, depth, Some(name), out);
+        } else if value.len() == text.len() && kinds::known(program_name(word).as_deref().unwrap_or_default()) {
+            runs_of(&args[at..], depth + 1, Some(name), out);
+        } else {
+            let program = value.rsplit('/').next().unwrap_or(value).to_owned();
+            let rest = if value.len() == text.len() { args[at + 1..].to_vec() } else { Vec::new() };
+            out.push(Run { program: Some(program), args: rest, through: Some(name.to_owned()) });
         }
     }
 }
 
 /// Whether a run hides what it finally runs: a program run by its path (a copy of `rm` under
-/// another name), a shell reading a script or stdin, an interpreter given code, a program or
-/// option that runs other programs (`git rebase -x`, `tar --to-command`, `fd -x`), a builtin
-/// that evaluates its computed arguments or changes what a name runs (`hash -p`), a variable
-/// that changes what runs (`PATH=…`, `BASH_ENV=…`).
+/// another name), a shell reading a script, stdin or an rc file, an interpreter given code, a
+/// program or option that runs other programs (`git rebase -x`, `tar --to-command`, `fd -x`),
+/// a builtin that evaluates its computed arguments or changes what a name runs (`hash -p`,
+/// `printf -v PATH`), a variable that changes what runs (`PATH=…`, `BASH_ENV=…`).
 fn unseen(first: &Word, name: &str, args: &[Word]) -> bool {
     let literal = |w: &Word| w.kind == WordKind::Literal;
     if first.text.contains('/') || kinds::runs_unseen(name) {
         return true;
     }
-    if is_shell(name) {
-        // No `-c STRING`: the shell reads a script file or stdin.
-        return matches!(shell_string(args), Inner::None);
-    }
     let texts: Vec<&str> = args.iter().map(|w| w.text.as_str()).collect();
+    if is_shell(name) {
+        // bash(1) `--rcfile file`, `--init-file file`: an interactive shell runs file first.
+        // No `-c STRING`: the shell reads a script file or stdin.
+        return texts.iter().any(|t| t.starts_with("--rc") || t.starts_with("--init"))
+            || matches!(shell_string(args), Inner::None);
+    }
     // `find -exec` shows what it runs, and is followed there.
     if name != "find" && kinds::runs_others(name, &texts).is_some() {
+        return true;
+    }
+    if variables::sets_what_runs(name, args) {
         return true;
     }
     match name {
         "source" | "." | "alias" | "enable" | "bind" | "fc" | "complete" | "compgen" | "hash" | "parallel" | "sem"
         | "hyperfine" => true,
-        "export" | "declare" | "typeset" | "local" | "readonly" | "env"
-            if texts.iter().any(|t| changes_what_runs(t)) =>
-        {
-            true
-        }
+        "env" => texts.iter().any(|t| changes_what_runs(t)),
+        "test" | "[" | "shopt" => args.iter().any(|w| !literal(w) || w.text.contains('[')),
         "let" | "declare" | "typeset" | "local" | "readonly" | "export" | "printf" | "read" | "mapfile"
-        | "readarray" | "test" | "[" | "unset" | "shopt" => args.iter().any(|w| !literal(w) || w.text.contains('[')),
+        | "readarray" | "unset" => texts.iter().any(|t| t.contains('[')),
         "xargs" => texts.iter().any(|t| ["-I", "-i", "--replace"].iter().any(|o| t.starts_with(o))),
+        // strace(1) `-o filename`: a filename starting with `|` or `!` is a command to pipe to.
+        "strace" => {
+            texts.windows(2).any(|w| w[0].starts_with("-o") && w[1].starts_with(['|', '!']))
+                || texts.iter().any(|t| t.starts_with("-o") && t[2..].starts_with(['|', '!']))
+        }
         _ => false,
     }
 }
 
-/// Whether an assignment changes which program a name runs or what a shell runs first.
-pub fn changes_what_runs(assignment: &str) -> bool {
-    let Some((name, _)) = assignment.split_once('=') else { return false };
-    let name = name.trim_end_matches('+');
-    matches!(
-        name,
-        "PATH"
-            | "BASH_ENV"
-            | "ENV"
-            | "LD_PRELOAD"
-            | "LD_LIBRARY_PATH"
-            | "LD_AUDIT"
-            | "IFS"
-            | "SHELLOPTS"
-            | "BASHOPTS"
-            | "CDPATH"
-            | "PAGER"
-            | "EDITOR"
-            | "VISUAL"
-            | "MANPAGER"
-            | "LESSOPEN"
-            | "PROMPT_COMMAND"
-            | "SHELL"
-    ) || name.starts_with("GIT_")
+/// Wrappers that start a shell (reading stdin: a here-string, a pipe) when given no program,
+/// and how many operands come before the program: util-linux setarch(8) (its architecture)
+/// and its personality names, chroot(8) (the directory), unshare(1), nsenter(1), script(1)
+/// without `-c` (its log file), su(1) and runuser(1) without `-c` (the user), sg(1),
+/// newgrp(1) (the group), sudo(8) and doas(1) with `-s`.
+fn shell_without_program(name: &str) -> Option<usize> {
+    match name {
+        "setarch" | "chroot" | "su" | "runuser" | "sg" | "newgrp" | "script" => Some(1),
+        "linux32" | "linux64" | "i386" | "x86_64" | "uname26" | "unshare" | "nsenter" | "sudo" | "doas" => Some(0),
+        _ => None,
+    }
+}
+
+/// Whether a remembered program rule (`cargo test`) can ever cover a command; why not.
+pub fn program_rule_applies(words: &[String]) -> Result<(), String> {
+    let words = words.iter().map(|text| Word { text: text.clone(), kind: WordKind::Literal, quoted: false });
+    exact_only(&Command { words: words.collect(), ..Command::default() }).map_or(Ok(()), Err)
 }
 
 /// Whether a command's point is to run other programs: a shell, a wrapper, an interpreter, or
@@ -273,12 +331,18 @@ fn wrapper_spec(name: &str) -> Option<Wrapper> {
             ],
             0,
         ),
+        // util-linux logsave(8) `logsave [-asv] logfile cmd_prog [args]`.
+        "logsave" => wrapper(&[], &["-a", "-s", "-v"], 1),
         "entr" => wrapper(&[], &["-a", "-c", "-cc", "-d", "-n", "-p", "-r", "-s", "-z"], 0),
         "xvfb-run" | "dbus-run-session" | "proxychains" | "proxychains4" | "torsocks" | "firejail" | "unshare"
         | "nsenter" | "numactl" | "valgrind" | "runuser" | "sg" | "systemd-run" | "bwrap" | "gdb" | "perf"
         | "parallel" | "hyperfine" | "flatpak-spawn" | "distrobox-enter" | "prlimit" | "setpriv" | "unbuffer"
         | "rlwrap" | "ssh-agent" | "dbus-launch" | "pkexec" | "runcon" | "chpst" | "newgrp" | "script" | "direnv"
         | "chronic" | "ifne" | "tini" | "dumb-init" | "sem" => wrapper(&[], &[], usize::MAX),
+        // util-linux setarch(8) `setarch [arch] [options] [program [argument...]]` and its
+        // personality names (`linux32`, `linux64`, `i386`, `x86_64`, `uname26`): the arch is
+        // optional, so any word may be the program.
+        "setarch" | "linux32" | "linux64" | "i386" | "x86_64" | "uname26" => wrapper(&[], &[], usize::MAX),
         _ => return None,
     })
 }
@@ -372,7 +436,9 @@ fn inner(name: &str, args: &[Word]) -> Inner {
             }
             continue;
         }
-        if spec.assignments && shell::is_assignment(text) {
+        // env(1) takes every word with `=` before the program as an assignment, whatever the
+        // name (`X%=1`, `=1`); bash's own rule is narrower.
+        if spec.assignments && text.contains('=') {
             at += 1;
             continue;
         }

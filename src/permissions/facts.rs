@@ -55,6 +55,11 @@ pub trait Paths {
     fn place(&self, path: &str) -> Place;
     /// The paths a glob matches now; `Err` when they cannot all be checked.
     fn glob(&self, pattern: &str) -> Result<Vec<String>, String>;
+    /// What a program descending into `dir` reaches that no argument names: the first secret
+    /// below it or, when it follows links, the first link below it that leads out of the
+    /// workspace, with where it lands. `Ok(None)` when nothing, or when `dir` is no directory;
+    /// `Err` when there is too much below to check. `budget` is what the line may still read.
+    fn reaches(&self, dir: &str, follow: bool, budget: &mut usize) -> Result<Option<(String, Place)>, String>;
 }
 
 impl Paths for Workspace {
@@ -73,6 +78,69 @@ impl Paths for Workspace {
                 None => Err(format!("`{pattern}` matches {}, which is not valid UTF-8", path.display())),
             })
             .collect()
+    }
+
+    /// Walks `dir` breadth first, reading at most `budget` entries. A secret is judged by the
+    /// workspace at every entry named `.env*` and every directory (cairn's own data may lie
+    /// below); a followed link is judged where it lands, and a directory it leads to inside is
+    /// walked too, once. `.git` is not entered: everything below it is protected, none of it
+    /// secret, and only asked-for edits put links there.
+    fn reaches(&self, dir: &str, follow: bool, budget: &mut usize) -> Result<Option<(String, Place)>, String> {
+        let start = if Path::new(dir).is_absolute() { Path::new(dir).to_path_buf() } else { self.cwd().join(dir) };
+        // Every one of these programs follows a link it is given by name.
+        if !start.is_dir() {
+            return Ok(None);
+        }
+        let shown = |path: &Path| self.display(path);
+        let mut queue = std::collections::VecDeque::from([start.clone()]);
+        let mut walked = std::collections::HashSet::new();
+        walked.extend(std::fs::canonicalize(&start));
+        while let Some(current) = queue.pop_front() {
+            let place = self.locate(&current).place;
+            if let Place::Protected { secret: true, .. } = place {
+                return Ok(Some((shown(&current), place)));
+            }
+            let Ok(entries) = std::fs::read_dir(&current) else { continue };
+            for entry in entries.flatten() {
+                if *budget == 0 {
+                    return Err(format!(
+                        "`{dir}` holds more entries than cairn reads to check that nothing below it is secret"
+                    ));
+                }
+                *budget -= 1;
+                let path = entry.path();
+                let name = entry.file_name().to_string_lossy().to_ascii_lowercase();
+                let Ok(kind) = entry.file_type() else { continue };
+                if kind.is_symlink() {
+                    if !follow {
+                        continue;
+                    }
+                    let place = self.locate(&path).place;
+                    match &place {
+                        Place::Inside { .. } | Place::Protected { secret: false, .. } => {}
+                        Place::Protected { secret: true, .. } | Place::Outside | Place::Unknown(_) => {
+                            return Ok(Some((shown(&path), place)));
+                        }
+                    }
+                    if let Ok(real) = std::fs::canonicalize(&path)
+                        && real.is_dir()
+                        && walked.insert(real)
+                    {
+                        queue.push_back(path);
+                    }
+                } else if kind.is_dir() {
+                    if name != ".git" {
+                        queue.push_back(path);
+                    }
+                } else if name.starts_with(".env") {
+                    let place = self.locate(&path).place;
+                    if let Place::Protected { secret: true, .. } = place {
+                        return Ok(Some((shown(&path), place)));
+                    }
+                }
+            }
+        }
+        Ok(None)
     }
 }
 
@@ -112,11 +180,14 @@ impl CommandFacts {
             script.latent.then(|| Rejects::Maybe("the command line holds code that bash may still evaluate".into()));
         for run in runs.get_or_init(|| command::runs(script)) {
             match &run.program {
-                Some(program)
-                    if program == name && names_subcommand(run.args.iter().map(|w| w.text.as_str()), &words[1..]) =>
-                {
-                    return Some(Rejects::Yes);
-                }
+                Some(program) if program == name && names_subcommand(run.args.iter().map(|w| w.text.as_str()), &words[1..]) => match &run.through {
+                    None => return Some(Rejects::Yes),
+                    Some(by) => {
+                        unknown = Some(Rejects::Maybe(format!(
+                            "`{by}` is a program cairn does not know, and it is given `{name}` among its words"
+                        )));
+                    }
+                },
                 Some(_) => {}
                 None => {
                     unknown = Some(Rejects::Maybe(
@@ -211,12 +282,28 @@ fn not_plain(script: &Script) -> Option<String> {
     if script.commands.iter().any(|c| c.nested) {
         return Some("the command line runs commands inside `$(…)` or backquotes".into());
     }
-    script
-        .commands
-        .iter()
-        .filter_map(|c| c.words.first().and_then(command::program_name))
-        .find(|name| command::STATEFUL_BUILTINS.contains(&name.as_str()))
-        .map(|name| format!("`{name}` changes how the rest of the command line runs"))
+    if let Some(why) = script.commands.iter().find_map(command::changes_state) {
+        return Some(why);
+    }
+    moves_before(script)
+}
+
+/// Why a line of several commands cannot be judged on the tree as it is before the line runs:
+/// one of its commands creates links or moves files (`ln`, `tar -x`, `git checkout`), and the
+/// paths the others name were judged before that.
+fn moves_before(script: &Script) -> Option<String> {
+    if script.commands.len() < 2 {
+        return None;
+    }
+    script.commands.iter().find_map(|c| {
+        let name = c.words.first().and_then(command::program_name)?;
+        let args: Vec<&str> = c.words[1..].iter().map(|w| w.text.as_str()).collect();
+        command::options::first(&name, &args, command::options::Does::Moves)?;
+        Some(format!(
+            "`{name}` may create links or move files that the other commands of the line then use, \
+             and their paths were judged before it runs"
+        ))
+    })
 }
 
 /// Whether a remembered program pattern covers one top-level command (which must not be

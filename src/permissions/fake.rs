@@ -1,6 +1,7 @@
 //! A workspace for the policy's tests, without a disk: at `/w`, `link` is a symlink out of it,
 //! `loop` a symlink loop, `.git/` and `.env*` are protected; `l*` matches `link`, `*.rs` two
-//! files, `many*` too many.
+//! files, `many*` too many. Below `.` lies `.env`, below `conf` a link out (`conf/out`), below
+//! `huge` too much to check.
 
 use super::{Paths, PermissionRequest};
 use crate::workspace::Place;
@@ -36,6 +37,15 @@ impl Paths for Fake {
             "*.rs" => Ok(vec!["a.rs".into(), "b.rs".into()]),
             "many*" => Err("`many*` matches more than 256 paths".into()),
             _ => Ok(Vec::new()),
+        }
+    }
+
+    fn reaches(&self, dir: &str, follow: bool, _budget: &mut usize) -> Result<Option<(String, Place)>, String> {
+        match dir.strip_prefix("/w").unwrap_or(dir).trim_end_matches('/') {
+            "" | "." => Ok(Some((".env".into(), self.place(".env")))),
+            "conf" if follow => Ok(Some(("conf/out".into(), Place::Outside))),
+            "huge" => Err("`huge` holds more than 10,000 entries to check".into()),
+            _ => Ok(None),
         }
     }
 }

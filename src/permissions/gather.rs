@@ -1,10 +1,14 @@
 //! Gathering a command line's facts: parse it, then ask a [`Paths`] where every argument,
 //! glob match and redirection target leads, what the shell computes when it runs, what reaches
 //! the network, and which files the line writes. Bounded: an argument is taken apart into at
-//! most 64 parts that may be paths, a line expands at most 16 globs.
+//! most 64 parts that may be paths, a line expands at most 16 globs. A program that descends
+//! into directories (`grep -r`, `tar`, `cp -r`, `zip -r`, `rsync -a`) is followed below the
+//! ones it names, reading at most 10,000 entries per line, for a secret or (when it follows
+//! links) a link out of the workspace.
 
+use super::command::{self, options};
 use super::facts::{CommandFacts, Paths};
-use super::shell::{self, Redirect, Word, WordKind};
+use super::shell::{self, Redirect, Script, Word, WordKind};
 use crate::workspace::Place;
 
 /// Paths a command may touch without leaving the workspace's concerns.
@@ -15,8 +19,10 @@ const MAX_ARGUMENT: usize = 4096;
 const MAX_CANDIDATES: usize = 64;
 /// Globs of one line expanded on disk at most.
 const MAX_GLOBS: usize = 16;
-/// Redirections that write (or create) their file.
-const WRITING: [&str; 6] = [">", ">>", ">|", "&>", "&>>", "<>"];
+/// Redirections that write (or create) their file; `>&` with a file is `&>` in bash(1).
+const WRITING: [&str; 7] = [">", ">>", ">|", "&>", "&>>", "<>", ">&"];
+/// Directory entries read below the directories a line's programs descend into, at most.
+const MAX_ENTRIES: usize = 10_000;
 
 /// The facts of `line`.
 pub fn command(line: &str, paths: &dyn Paths) -> CommandFacts {
@@ -42,6 +48,7 @@ pub fn command(line: &str, paths: &dyn Paths) -> CommandFacts {
                 gathering.redirect(redirect);
             }
         }
+        gathering.descents(script);
     }
     let mut facts = gathering.facts;
     facts.script = script;
@@ -148,6 +155,51 @@ impl Gathering<'_> {
             }
             let place = self.paths.place(candidate);
             self.place(candidate, place);
+        }
+    }
+
+    /// Follows every program of the line that descends into directories (through wrappers and
+    /// `bash -c` too) below the directories it names, and the working directory when `grep
+    /// -r` or `rg` is given none.
+    fn descents(&mut self, script: &Script) {
+        let may = |c: &shell::Command| {
+            c.words
+                .first()
+                .and_then(command::program_name)
+                .is_some_and(|name| options::table(&name).is_some() || !options::known(&name) || command::is_runner(c))
+        };
+        if !script.commands.iter().any(may) {
+            return;
+        }
+        let mut budget = MAX_ENTRIES;
+        for run in command::runs(script) {
+            let Some(name) = &run.program else { continue };
+            let args: Vec<&str> = run.args.iter().map(|w| w.text.as_str()).collect();
+            let Some(follow) = options::descent(name, &args) else { continue };
+            let mut dirs: Vec<String> = Vec::new();
+            for word in &run.args {
+                match &word.kind {
+                    WordKind::Literal if !word.text.starts_with('-') => dirs.push(word.text.clone()),
+                    WordKind::Glob(pattern) => dirs.extend(self.paths.glob(pattern).unwrap_or_default()),
+                    WordKind::Literal | WordKind::Dynamic => {}
+                }
+            }
+            if options::searches_cwd(name, &args) {
+                dirs.push(".".to_owned());
+            }
+            for dir in dirs {
+                match self.paths.reaches(&dir, follow, &mut budget) {
+                    Ok(None) => {}
+                    Ok(Some((reached, place))) => {
+                        let before = self.facts.escapes.len();
+                        self.place(&reached, place);
+                        if let Some(escape) = self.facts.escapes.get_mut(before) {
+                            *escape = format!("`{name}` reaches below `{dir}`: {escape}");
+                        }
+                    }
+                    Err(why) => self.facts.escapes.push(why),
+                }
+            }
         }
     }
 

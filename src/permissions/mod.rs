@@ -183,6 +183,13 @@ impl Rule {
         let rule = Rule::new(permission, pattern.trim(), action, Scope::Run);
         match &*rule.read() {
             Pattern::Unreadable(why) => Err(format!("`{text}`: {why}")),
+            Pattern::Program(words) if action == Action::Allow => match command::program_rule_applies(words) {
+                Ok(()) => Ok(rule),
+                Err(why) => Err(format!(
+                    "`{text}` would never apply ({why}); allow one exact line with `bash:={}`",
+                    words.join(" ")
+                )),
+            },
             Pattern::Program(_) | Pattern::Exact(_) | Pattern::Paths { .. } | Pattern::Names(_) => Ok(rule),
         }
     }

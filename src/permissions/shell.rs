@@ -84,6 +84,9 @@ impl std::error::Error for ParseError {}
 
 /// Reads a command line.
 pub fn parse(line: &str) -> Result<Script, ParseError> {
+    if let Some(at) = line.chars().position(|c| c == '\0') {
+        return Err(ParseError { why: "the line holds a NUL character, which bash is never given", at });
+    }
     let mut parser =
         Parser { chars: line.chars().collect(), pos: 0, depth: 0, script: Script::default(), heredocs: Vec::new() };
     parser.list(End::Eof)?;
@@ -141,7 +144,7 @@ const MAX_NESTING: usize = 64;
 /// How far a `[` or `{` looks ahead for its closing character.
 const LOOKAHEAD: usize = 256;
 
-const KEYWORDS_COMPOUND: [&str; 10] = ["if", "then", "else", "elif", "do", "while", "until", "!", "{", "coproc"];
+const KEYWORDS_COMPOUND: [&str; 9] = ["if", "then", "else", "elif", "do", "while", "until", "!", "{"];
 const KEYWORDS_CLOSING: [&str; 4] = ["fi", "done", "esac", "}"];
 
 impl Parser {
@@ -316,7 +319,10 @@ impl Parser {
                     command.redirects.push(redirect);
                 }
                 Some(_) => {
+                    let start = self.join(self.pos);
                     let word = self.word()?;
+                    let assignment =
+                        is_assignment(&word.text) && (!word.quoted || self.unquoted_name(start, &word.text));
                     if matches!(self.peek(), Some('<' | '>'))
                         && self.peek_at(1) != Some('(')
                         && !word.quoted
@@ -335,7 +341,7 @@ impl Parser {
                                 }
                                 continue;
                             }
-                            None if is_assignment(&word.text) => {
+                            None if assignment => {
                                 if word.text.ends_with('=') && self.peek() == Some('(') {
                                     self.bump(1);
                                     self.array()?;
@@ -345,7 +351,7 @@ impl Parser {
                             }
                             None => {}
                         }
-                    } else if command.words.is_empty() && !word.quoted && is_assignment(&word.text) {
+                    } else if command.words.is_empty() && assignment {
                         if word.text.ends_with('=') && self.peek() == Some('(') {
                             self.bump(1);
                             self.array()?;
@@ -359,6 +365,19 @@ impl Parser {
         }
         self.push(command);
         Ok(Next::More)
+    }
+
+    /// Whether a quoted word's name part (up to its `=`) is written unquoted at `start`, as
+    /// bash requires of an assignment: `CC='rm -rf x' make` is one, `'CC'=x make` runs `CC=x`.
+    fn unquoted_name(&self, start: usize, text: &str) -> bool {
+        let Some(eq) = text.find('=') else { return false };
+        let mut at = start;
+        text[..=eq].chars().all(|c| {
+            at = self.join(at);
+            let same = self.chars.get(at) == Some(&c);
+            at += 1;
+            same
+        })
     }
 
     fn push(&mut self, command: Command) {
@@ -420,133 +439,10 @@ impl Parser {
             c
         }));
     }
-
-    /// One word, up to an unquoted metacharacter.
-    fn word(&mut self) -> Result<Word, ParseError> {
-        let mut word = WordBuilder::default();
-        self.pos = self.join(self.pos);
-        let start = self.pos;
-        while let Some(c) = self.peek() {
-            match c {
-                ' ' | '\t' | '\n' | ';' | '&' | '|' | ')' => break,
-                // An array value, a function definition, or a syntax error: the command decides.
-                '(' => break,
-                '<' | '>' if self.peek_at(1) == Some('(') => {
-                    self.bump(2);
-                    self.nested(End::Paren)?;
-                    word.dynamic = true;
-                }
-                '<' | '>' => break,
-                '#' if self.pos == start => break,
-                '\\' => {
-                    word.quoted = true;
-                    if let Some(next) = self.peek_at(1) {
-                        word.push_quoted(next);
-                    }
-                    self.bump(2);
-                }
-                '\'' | '"' | '$' | '`' => self.expansion_or_quote(&mut word)?,
-                '~' if self.pos == start => {
-                    word.dynamic = true;
-                    word.push(c);
-                    self.bump(1);
-                }
-                '*' | '?' => {
-                    word.glob = true;
-                    word.push(c);
-                    self.bump(1);
-                }
-                '[' => {
-                    match self.closes_ahead(']') {
-                        Some(true) => word.glob = true,
-                        Some(false) => {}
-                        // Too far to look: a pattern this reading does not follow.
-                        None => word.dynamic = true,
-                    }
-                    word.push(c);
-                    self.bump(1);
-                }
-                '{' => {
-                    if !word.dynamic && self.brace_expansion_ahead() {
-                        word.dynamic = true;
-                    }
-                    word.push(c);
-                    self.bump(1);
-                }
-                _ => {
-                    word.push(c);
-                    self.bump(1);
-                }
-            }
-        }
-        if self.pos == start {
-            return Err(self.error("unexpected character"));
-        }
-        if word.latent() {
-            self.script.latent = true;
-        }
-        Ok(word.build())
-    }
-
-    /// Whether `close` comes before the end of the word; `None` past [`LOOKAHEAD`] characters.
-    fn closes_ahead(&self, close: char) -> Option<bool> {
-        let mut i = self.join(self.pos);
-        for _ in 0..LOOKAHEAD {
-            i = self.join(i + 1);
-            match self.chars.get(i) {
-                None => return Some(false),
-                Some(c) if is_meta(*c) => return Some(false),
-                Some(c) if *c == close => return Some(true),
-                Some(_) => {}
-            }
-        }
-        None
-    }
-
-    /// Whether an unquoted `{` here opens a brace expansion (`{a,b}`, `{'/x',y}`, `{1..3}`):
-    /// quotes inside the braces do not stop one. Past [`LOOKAHEAD`] characters, assume it does.
-    fn brace_expansion_ahead(&self) -> bool {
-        let mut depth = 0usize;
-        let mut range = false;
-        let mut previous = '{';
-        let mut quote: Option<char> = None;
-        let mut i = self.join(self.pos);
-        for _ in 0..LOOKAHEAD {
-            let Some(c) = self.chars.get(i).copied() else { return false };
-            i = self.join(i + 1);
-            if let Some(open) = quote {
-                if c == open {
-                    quote = None;
-                } else if c == '\\' && open == '"' {
-                    i = self.join(i + 1);
-                }
-                continue;
-            }
-            match c {
-                '\'' | '"' => quote = Some(c),
-                '\\' => i = self.join(i + 1),
-                '{' => depth += 1,
-                '}' => {
-                    depth = depth.saturating_sub(1);
-                    if depth == 0 {
-                        return range;
-                    }
-                }
-                ',' if depth == 1 => return true,
-                '.' if depth == 1 && previous == '.' => range = true,
-                c if is_meta(c) => return false,
-                _ => {}
-            }
-            previous = c;
-        }
-        true
-    }
 }
 
 mod compound;
 mod quoting;
-
-use quoting::WordBuilder;
 
 fn is_blank_or_end(c: char) -> bool {
     c == ' ' || c == '\t' || c == '\n' || c == ';'

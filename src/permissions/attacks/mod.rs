@@ -2,15 +2,22 @@
 //! that holds: `reading` (line continuations, here-documents, braces, escapes, lines that would
 //! be slow or deep), `rules` (option values and response files as paths; interpreters,
 //! wrappers, runner options and installs exact-only, and unknowable when a rejection exists),
-//! `paths` (judged as the kernel resolves them, protected names). Each line was checked
-//! against bash 5.2.
+//! `paths` (judged as the kernel resolves them, protected names), `options` (one table per
+//! program of the options that run programs or read names and code from files; programs
+//! without a table exact-only), `state` (builtins that set what a name runs, `env`'s
+//! assignments, `coproc`, NUL, writing redirections), `trees` (recursive readers reaching
+//! secrets or links out, links made earlier in the same line). Each line was checked against
+//! bash 5.2.
 
 use super::fake::bash;
 use super::*;
 
+mod options;
 mod paths;
 mod reading;
 mod rules;
+mod state;
+mod trees;
 
 /// The rules "always allow" remembers for each of `approved`, in order.
 fn approved(lines: &[&str]) -> Vec<Rule> {

@@ -1,11 +1,14 @@
 //! Which commands may be remembered as "this program on files in this workspace" and which
 //! only as their exact text: shells, wrappers and interpreters (`bash`, `env`, `xargs`, `sudo`,
-//! `python`, `awk`, `sqlite3`, …) run whatever their arguments say, and a few options turn
-//! ordinary tools into such runners (`find -exec`, `git -c`, `git grep -O`, `tar
-//! --to-command`). Also the words a program rule remembers (`cargo test`, `npm run build`).
+//! `python`, `awk`, `sqlite3`, …) run whatever their arguments say; builtins that set
+//! variables or options change what the rest of the line means; options in a program's table
+//! ([`options`](super::options)) run others or take names from a file (`find -exec`, `git -c`,
+//! `tar -T -`); network clients reach beyond; and a program cairn has no table for is only ever
+//! remembered exactly. Also the words a program rule remembers (`cargo test`, `npm run build`).
 
+use super::options::{self, Does, Names};
 use super::{is_shell, program_name, wrapper_spec};
-use crate::permissions::shell::{self, Command};
+use crate::permissions::shell::Command;
 
 /// Why a command can only be remembered as its exact text, if it can't be remembered as
 /// "this program on files in this workspace".
@@ -18,135 +21,149 @@ pub fn exact_only(command: &Command) -> Option<String> {
     if first.text.contains('/') {
         return Some(format!("`{}` is run by its path, and what is there can change", first.text));
     }
-    if is_shell(&name) || wrapper_spec(&name).is_some() || runs_code(&name) || listed(OTHER_RUNNERS, &name) {
+    if is_shell(&name) || wrapper_spec(&name).is_some() || runs_code(&name) || OTHER_RUNNERS.has(&name) {
         return Some(format!("`{name}` runs whatever its arguments say"));
     }
-    if STATEFUL_BUILTINS.contains(&name.as_str()) {
-        return Some(format!("`{name}` changes how the rest of the command line runs"));
+    if let Some(why) = changes_state(command) {
+        return Some(why);
     }
     let args: Vec<&str> = command.words[1..].iter().map(|w| w.text.as_str()).collect();
-    if let Some(flag) = runs_others(&name, &args) {
-        return Some(format!("`{name} {flag}` runs other programs"));
+    let found = options::findings(&name, &args);
+    let said = |does: Does| {
+        found.iter().find(|(found, _)| *found == does).map(|(_, word)| match word {
+            Some(word) => format!("`{name} {word}`"),
+            None => format!("`{name}`"),
+        })
+    };
+    if let Some(what) = said(Does::Runs) {
+        return Some(format!("{what} runs other programs"));
     }
-    if let Some(what) = beyond_the_workspace(&name, &args) {
-        return Some(format!("`{name} {what}` acts beyond the workspace's files"));
+    if let Some(what) = said(Does::Reads) {
+        return Some(format!("{what} takes names, options or code from a file or stdin, which cairn does not judge"));
+    }
+    if let Some(what) = said(Does::Beyond) {
+        return Some(format!("{what} acts beyond the workspace's files"));
+    }
+    if NETWORK.has(&name) {
+        return Some(format!("`{name}` reaches the network whatever its arguments look like"));
+    }
+    if !options::known(&name) {
+        return Some(format!(
+            "cairn has no table of what `{name}`'s options do, so only this exact line is remembered"
+        ));
     }
     None
 }
 
 /// Builtins that change the shell's state for the commands after them (directory, variables,
 /// options): they make the other commands of the line mean something else.
-pub const STATEFUL_BUILTINS: [&str; 21] = [
-    "cd", "pushd", "popd", "export", "unset", "set", "shopt", "alias", "unalias", "declare", "typeset", "local",
-    "readonly", "trap", "enable", "hash", "source", ".", "umask", "ulimit", "exec",
+const STATEFUL_BUILTINS: [&str; 26] = [
+    "cd",
+    "pushd",
+    "popd",
+    "export",
+    "unset",
+    "set",
+    "shopt",
+    "alias",
+    "unalias",
+    "declare",
+    "typeset",
+    "local",
+    "readonly",
+    "trap",
+    "enable",
+    "hash",
+    "source",
+    ".",
+    "umask",
+    "ulimit",
+    "exec",
+    "read",
+    "mapfile",
+    "readarray",
+    "getopts",
+    "let",
 ];
+
+/// Why a command changes the shell's state for the rest of the line: a builtin that sets
+/// variables or options (`printf -v` and `wait -p` set a variable too), moves the working
+/// directory or changes what a name runs.
+pub fn changes_state(command: &Command) -> Option<String> {
+    let name = command.words.first().and_then(program_name)?;
+    let args = || command.words[1..].iter().map(|w| w.text.as_str());
+    let sets = match name.as_str() {
+        _ if STATEFUL_BUILTINS.contains(&name.as_str()) => true,
+        // bash(1): `printf -v var`, `wait -p varname` assign to a variable.
+        "printf" => args().take_while(|a| a.starts_with('-') && *a != "--").any(|a| a.starts_with("-v")),
+        "wait" => args().any(|a| a.starts_with('-') && !a.starts_with("--") && a.contains('p')),
+        _ => false,
+    };
+    sets.then(|| format!("`{name}` changes how the rest of the command line runs"))
+}
 
 /// Programs that run code given in their arguments or files: language interpreters, stream
 /// editors with commands that execute or write, database shells with shell escapes, remote
-/// shells, editors and multiplexers.
-const INTERPRETERS: &str = "python python2 python3 pypy pypy3 awk gawk mawk nawk sed gsed perl node nodejs deno \
+/// shells, debuggers, editors (each of vim's names: `view -c '!cmd'`) and multiplexers.
+static INTERPRETERS: Names = Names::new(
+    "python python2 python3 pypy pypy3 awk gawk mawk nawk sed gsed perl node nodejs deno \
     bun bunx npx pnpx uvx pipx ruby irb php lua luajit tclsh wish Rscript R julia osascript pwsh powershell java \
     jshell expect sqlite3 psql mysql mariadb redis-cli mongo mongosh cqlsh influx clickhouse-client dc m4 guile \
     racket ocaml ghci erl iex elixir scala groovy kotlin clojure swipl gnuplot octave nix-shell toybox ssh scp sftp \
-    nc ncat socat telnet tmux screen vi vim nvim emacs ed ex dotnet-script";
+    nc ncat socat telnet tmux screen vi vim nvim view rview rvim vimdiff gvim gview gvimdiff evim eview vimx emacs \
+    emacsclient nano pico micro hx kak ed red ex dotnet-script gdb lldb",
+);
 
 /// Programs that act beyond the workspace's files or the session (other processes, the desktop,
 /// containers, services, timers): only ever remembered exactly.
-const OTHER_RUNNERS: &str =
-    "less more man open xdg-open docker podman kubectl systemctl crontab at batch kill pkill killall watch";
+static OTHER_RUNNERS: Names =
+    Names::new("less more man open xdg-open docker podman kubectl systemctl crontab at batch kill pkill killall watch");
 
 /// Of those, the ones that may run other programs (a pager's `!`, a container, a timer).
-const OTHER_RUNNERS_THAT_RUN: &str = "less more man open xdg-open docker podman kubectl systemctl crontab at batch";
+static OTHER_RUNNERS_THAT_RUN: Names =
+    Names::new("less more man open xdg-open docker podman kubectl systemctl crontab at batch");
+
+/// Clients whose arguments name hosts even without a scheme (`curl evil.example`).
+static NETWORK: Names = Names::new("curl wget");
+
+/// Builtins and programs the reading of what runs handles by name (see `command::inner` and
+/// `command::unseen`).
+static HANDLED: Names = Names::new(
+    "eval trap mapfile readarray watch su script flock source . alias enable bind fc complete \
+    compgen hash parallel sem hyperfine printf read let getopts wait unset",
+);
 
 /// Whether a program, by name alone, may run programs that do not appear in the line.
 pub fn runs_unseen(name: &str) -> bool {
-    runs_code(name) || listed(OTHER_RUNNERS_THAT_RUN, name)
+    runs_code(name) || OTHER_RUNNERS_THAT_RUN.has(name)
 }
 
-fn listed(list: &str, name: &str) -> bool {
-    list.split_whitespace().any(|n| n == name)
+/// Whether cairn knows what a program runs: a shell, a wrapper, an interpreter, a program with
+/// a table, a builtin. Any other program may run what it is given.
+pub fn known(name: &str) -> bool {
+    options::known(name)
+        || is_shell(name)
+        || wrapper_spec(name).is_some()
+        || runs_code(name)
+        || OTHER_RUNNERS.has(name)
+        || HANDLED.has(name)
+        || STATEFUL_BUILTINS.contains(&name)
 }
 
 /// Whether a program runs code given in its arguments or files (`python3.12` too).
 pub fn runs_code(name: &str) -> bool {
-    listed(INTERPRETERS, name)
+    INTERPRETERS.has(name)
         || ["python", "pypy", "ruby", "perl", "php", "lua", "node"].iter().any(|prefix| {
             name.strip_prefix(prefix)
                 .is_some_and(|v| !v.is_empty() && v.chars().all(|c| c.is_ascii_digit() || c == '.'))
         })
 }
 
-/// Whether an argument is one of `flags`, alone or with `=value`; a short one (`-x`) also with
-/// its value attached (`-xcmd`).
-fn flag<'a>(args: &[&'a str], flags: &str) -> Option<&'a str> {
-    args.iter().copied().find(|arg| {
-        flags.split_whitespace().any(|f| {
-            let short = f.len() == 2 && !f.starts_with("--");
-            arg.strip_prefix(f).is_some_and(|rest| rest.is_empty() || rest.starts_with('=') || short)
-        })
-    })
-}
-
-/// An option or subcommand with which an ordinary program runs other programs: a rejection
-/// cannot see those, and a rule covers only the exact line.
-pub fn runs_others<'a>(name: &str, args: &[&'a str]) -> Option<&'a str> {
-    let first = args.first().copied();
-    let sub = args.iter().copied().find(|a| !a.starts_with('-'));
-    match name {
-        "find" => flag(args, "-exec -execdir -ok -okdir"),
-        "fd" | "fdfind" => flag(args, "-x -X --exec --exec-batch"),
-        "rg" => flag(args, "--pre"),
-        "gcc" | "g++" | "cc" | "c++" | "clang" | "clang++" => flag(args, "-wrapper"),
-        "git" => flag(
-            args,
-            "-c --config-env --exec-path --upload-pack --receive-pack --template --exec -x --extcmd --tool \
-             --open-files-in-pager -O",
-        )
-        .or_else(|| {
-            sub.filter(|s| {
-                listed("config submodule bisect filter-branch filter-repo difftool mergetool daemon instaweb hook", s)
-            })
-        })
-        .or_else(|| sub.filter(|s| listed("clone fetch pull ls-remote archive", s)).and_then(|_| flag(args, "-u"))),
-        "tar" => flag(
-            args,
-            "--to-command -I --use-compress-program --checkpoint-action -F --info-script --new-volume-script \
-             --rsh-command",
-        ),
-        "rsync" => flag(args, "-e --rsh --rsync-path"),
-        "make" | "gmake" => flag(args, "-f --file --makefile -E --eval -C --directory")
-            .or_else(|| args.iter().copied().find(|a| shell::is_assignment(a))),
-        "sort" => flag(args, "--compress-program"),
-        "zip" => flag(args, "-T -TT --unzip-command"),
-        "cargo" => flag(args, "--config -Z"),
-        "npm" | "pnpm" | "yarn" => first.filter(|s| listed("exec x dlx", s)),
-        "uv" | "poetry" | "pdm" | "hatch" | "rye" | "pipenv" | "conda" | "mamba" | "bundle" | "nix" | "direnv"
-        | "gem" => first.filter(|s| listed("run exec tool shell develop", s)),
-        _ => None,
-    }
-}
-
-/// An option or subcommand with which an ordinary program reaches beyond the workspace's files:
-/// installs from the network (whose scripts run), global installs, pushes, git's own state.
-fn beyond_the_workspace<'a>(name: &str, args: &[&'a str]) -> Option<&'a str> {
-    let first = args.first().copied();
-    match name {
-        "find" => flag(args, "-delete -fprint -fprint0 -fprintf -fls"),
-        "git" => args
-            .iter()
-            .copied()
-            .find(|a| !a.starts_with('-'))
-            .filter(|s| listed("push send-email credential alias stash branch remote tag worktree notes reflog", s)),
-        "cargo" => first.filter(|s| listed("install uninstall publish", s)),
-        "npm" | "pnpm" | "yarn" => flag(args, "-g --global --prefix")
-            .or_else(|| first.filter(|s| listed("install i add ci create init link publish", s))),
-        "composer" => first.filter(|s| listed("install require update create-project", s)),
-        "pip" | "pip3" | "uv" | "poetry" | "pdm" | "hatch" | "rye" | "conda" | "mamba" | "gem" | "go" | "brew"
-        | "apt" | "apt-get" | "dnf" | "yum" | "pacman" | "nix" | "bundle" | "pipenv" | "rustup" => {
-            first.filter(|s| listed("install add upgrade update pip publish", s))
-        }
-        _ => None,
-    }
+/// An option or subcommand with which an ordinary program runs other programs (the word that
+/// says it; the program's name when it always does): a rejection cannot see those, and a rule
+/// covers only the exact line.
+pub fn runs_others<'a>(name: &'a str, args: &[&'a str]) -> Option<&'a str> {
+    options::first(name, args, Does::Runs).map(|word| word.unwrap_or(name))
 }
 
 /// The words a program rule for `command` remembers: the program, and its subcommand for
@@ -161,11 +178,11 @@ pub fn rule_words(command: &Command) -> Option<Vec<String>> {
         !w.is_empty() && !w.starts_with('-') && w.chars().all(|c| c.is_ascii_alphanumeric() || "-_:.".contains(c))
     };
     let mut out = vec![name.clone()];
-    if listed(HAS_SUBCOMMANDS, &name) {
+    if HAS_SUBCOMMANDS.has(&name) {
         let sub = words.get(1).copied().filter(plain)?;
         out.push(sub.to_owned());
         // `gh repo view` is not `gh repo delete`: remember the second level too.
-        if listed(NESTED_SUBCOMMANDS, &name) {
+        if NESTED_SUBCOMMANDS.has(&name) {
             out.push(words.get(2).copied().filter(plain)?.to_owned());
         }
         if ["npm", "pnpm", "yarn"].contains(&name.as_str())
@@ -178,9 +195,10 @@ pub fn rule_words(command: &Command) -> Option<Vec<String>> {
     Some(out)
 }
 
-const HAS_SUBCOMMANDS: &str = "git cargo go npm pnpm yarn pip pip3 uv poetry pdm hatch rye just make gmake gh rustup \
-    dotnet mvn gradle gradlew terraform helm rake mix cabal stack zig flutter dart composer brew apt apt-get conda nix \
-    bazel swift tox nox task glab hub aws gcloud az doctl heroku fly flyctl vercel netlify";
+static HAS_SUBCOMMANDS: Names = Names::new(
+    "git cargo go npm pnpm yarn pip pip3 uv poetry pdm hatch rye make gmake gh glab rustup \
+    composer brew apt apt-get conda mamba nix gem bundle pipenv ruff",
+);
 
 /// Command-line clients whose subcommands have subcommands of their own.
-const NESTED_SUBCOMMANDS: &str = "gh glab hub aws gcloud az doctl heroku fly flyctl vercel netlify";
+static NESTED_SUBCOMMANDS: Names = Names::new("gh glab");

@@ -173,3 +173,72 @@ fn a_program_rule_remembers_the_program_and_its_subcommand() {
         assert_eq!(remembered, words, "{line}");
     }
 }
+
+#[test]
+fn options_are_read_as_the_program_reads_them() {
+    use options::Does::{Beyond, Reads, Runs};
+    let runs = |line: &str| {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        options::findings(words[0], &words[1..]).into_iter().map(|(does, _)| does).collect::<Vec<_>>()
+    };
+    // Abbreviated long options, clusters, tar's old style, `=` values.
+    for (line, does) in [
+        ("sort --compress-prog=sh a", Runs),
+        ("sort --comp=sh a", Runs),
+        ("rsync -avze ssh a b", Runs),
+        ("tar cIf sh o.tar src", Runs),
+        ("tar -cf h:o.tar src", Runs),
+        ("rsync a host:b", Runs),
+        ("rg -uu x", options::Does::Descends),
+        ("find . -files0-from list", Reads),
+        ("go test -exec=sh ./...", Runs),
+        ("go test --toolexec sh ./...", Runs),
+        ("go env -w GOFLAGS=-x", Beyond),
+        ("cargo test --config x", Runs),
+        ("npm run build --script-shell=sh", Runs),
+        ("git -c core.pager=sh log", Runs),
+        ("git clone --conf core.x=y a b", Runs),
+        ("git push", Beyond),
+    ] {
+        assert!(runs(line).contains(&does), "{line}: {:?}", runs(line));
+    }
+    // Options mean what they mean where they stand: `git commit -c` reuses a message, `git log
+    // -c` shows combined diffs; `--force-local` makes tar's `h:o.tar` a file.
+    for line in
+        ["git commit -c HEAD", "git log -c", "tar --force-local -cf h:o.tar src", "sort -u a", "git -C x status"]
+    {
+        assert!(!runs(line).contains(&Runs), "{line}: {:?}", runs(line));
+    }
+}
+
+#[test]
+fn grep_and_rg_search_the_working_directory_when_given_nothing_to_search() {
+    for (line, cwd) in [
+        ("grep -r KEY", true),
+        ("grep -rn KEY src", false),
+        ("grep -r -m 5 KEY", true),
+        ("grep -rne KEY", true),
+        ("grep -r -e KEY src", false),
+        ("grep -r --include '*.rs' KEY", true),
+        ("rg --hidden KEY", true),
+        ("rg -g '*.rs' KEY src", false),
+        ("rg -e KEY -e OTHER", true),
+    ] {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        assert_eq!(options::searches_cwd(words[0], &words[1..]), cwd, "{line}");
+    }
+}
+
+#[test]
+fn unknown_programs_are_read_for_the_programs_they_may_run() {
+    // Guesses carry the program that was given them; known programs run nothing they are given.
+    let script = shell::parse("mytool --run=rm git push 'ls -la'").unwrap();
+    let guessed: Vec<(Option<String>, Option<String>)> =
+        runs(&script).into_iter().skip(1).map(|run| (run.program, run.through)).collect();
+    let by = Some("mytool".to_owned());
+    assert!(guessed.contains(&(Some("rm".into()), by.clone())), "{guessed:?}");
+    assert!(guessed.contains(&(Some("git".into()), by.clone())), "{guessed:?}");
+    assert!(guessed.contains(&(Some("ls".into()), by)), "{guessed:?}");
+    assert_eq!(programs("echo rm -rf x"), ["echo"]);
+    assert_eq!(programs("git rm x"), ["git"]);
+}

@@ -4,8 +4,12 @@
 
 use super::quoting::WordBuilder;
 use super::{
-    End, Ended, KEYWORDS_CLOSING, KEYWORDS_COMPOUND, Next, ParseError, Parser, Script, is_blank_or_end, is_word_end,
+    Command, End, Ended, KEYWORDS_CLOSING, KEYWORDS_COMPOUND, Next, ParseError, Parser, Script, Word, is_blank_or_end,
+    is_word_end,
 };
+
+/// What may follow `coproc NAME`: bash takes a name only before a compound command.
+const COMPOUND_STARTS: [&str; 8] = ["{", "[[", "if", "while", "until", "for", "select", "case"];
 
 impl Parser {
     /// Handles a reserved word at a command's start; `None` if `word` is not one.
@@ -34,11 +38,34 @@ impl Parser {
                     self.arithmetic()?;
                     return Ok(Some(Next::More));
                 }
-                // The loop's variable and words are data, up to the separator before `do`.
+                // The loop's variable (assigned each round: `for PATH in /tmp`) and its words,
+                // which are data, up to the separator before `do`.
+                let mut variable = true;
                 while !matches!(self.peek(), None | Some('\n' | ';' | '&' | '|' | ')')) {
-                    self.word()?;
+                    let word = self.word()?;
+                    if std::mem::take(&mut variable) {
+                        self.assigned(word);
+                    }
                     self.skip_blanks();
                     self.skip_comment();
+                }
+                Ok(Some(Next::More))
+            }
+            "coproc" => {
+                // `coproc [NAME] command`: a NAME (set to the coprocess's descriptors) only before
+                // a compound command; otherwise the next word is the program.
+                self.script.compound = true;
+                self.skip_blanks();
+                if !matches!(self.peek(), None | Some('(' | '{')) {
+                    let saved = (self.pos, self.script.commands.len(), self.script.latent);
+                    let name = self.word()?;
+                    self.skip_blanks();
+                    if !name.quoted && !COMPOUND_STARTS.contains(&name.text.as_str()) && self.compound_ahead()? {
+                        self.assigned(name);
+                    } else {
+                        (self.pos, self.script.latent) = (saved.0, saved.2);
+                        self.script.commands.truncate(saved.1);
+                    }
                 }
                 Ok(Some(Next::More))
             }
@@ -64,6 +91,33 @@ impl Parser {
             }
             _ => Ok(None),
         }
+    }
+
+    /// Whether a compound command starts here (looked at, not read).
+    fn compound_ahead(&mut self) -> Result<bool, ParseError> {
+        if self.peek() == Some('(') {
+            return Ok(true);
+        }
+        if self.peek().is_none_or(super::is_meta) {
+            return Ok(false);
+        }
+        let saved = (self.pos, self.script.commands.len(), self.script.latent);
+        let word = self.word()?;
+        (self.pos, self.script.latent) = (saved.0, saved.2);
+        self.script.commands.truncate(saved.1);
+        Ok(!word.quoted && COMPOUND_STARTS.contains(&word.text.as_str()))
+    }
+
+    /// A variable a keyword assigns (`for NAME`, `coproc NAME`), kept as an assignment so what
+    /// it changes is seen.
+    fn assigned(&mut self, name: Word) {
+        let text = format!("{}=", name.text);
+        let assignment = Word { text, kind: name.kind, quoted: false };
+        self.script.commands.push(Command {
+            assignments: vec![assignment],
+            nested: self.depth > 0,
+            ..Command::default()
+        });
     }
 
     /// `case WORD in (pattern) list ;; … esac`, after `case`.

@@ -1,8 +1,9 @@
-//! Quotes and expansions inside a word: `'…'`, `"…"`, `$'…'` (ANSI-C, decoded, so `$'\x72m'`
-//! reads as `rm`), `$VAR`, `${…}`, `$(…)`, `$((…))` and backquotes. Substitutions are read as
-//! nested command lines, so the commands they run are seen too.
+//! Words: one word up to an unquoted metacharacter, with its quotes and expansions: `'…'`,
+//! `"…"`, `$'…'` (ANSI-C, decoded, so `$'\x72m'` reads as `rm`), `$VAR`, `${…}`, `$(…)`,
+//! `$((…))`, backquotes, globs and brace expansions. Substitutions are read as nested command
+//! lines, so the commands they run are seen too.
 
-use super::{End, ParseError, Parser, Word, WordKind};
+use super::{End, LOOKAHEAD, ParseError, Parser, Word, WordKind, is_meta};
 
 /// A word as it is read: its literal text, its glob pattern and what the shell will still do.
 #[derive(Default)]
@@ -49,6 +50,127 @@ impl WordBuilder {
 }
 
 impl Parser {
+    /// One word, up to an unquoted metacharacter.
+    pub(super) fn word(&mut self) -> Result<Word, ParseError> {
+        let mut word = WordBuilder::default();
+        self.pos = self.join(self.pos);
+        let start = self.pos;
+        while let Some(c) = self.peek() {
+            match c {
+                ' ' | '\t' | '\n' | ';' | '&' | '|' | ')' => break,
+                // An array value, a function definition, or a syntax error: the command decides.
+                '(' => break,
+                '<' | '>' if self.peek_at(1) == Some('(') => {
+                    self.bump(2);
+                    self.nested(End::Paren)?;
+                    word.dynamic = true;
+                }
+                '<' | '>' => break,
+                '#' if self.pos == start => break,
+                '\\' => {
+                    word.quoted = true;
+                    if let Some(next) = self.peek_at(1) {
+                        word.push_quoted(next);
+                    }
+                    self.bump(2);
+                }
+                '\'' | '"' | '$' | '`' => self.expansion_or_quote(&mut word)?,
+                '~' if self.pos == start => {
+                    word.dynamic = true;
+                    word.push(c);
+                    self.bump(1);
+                }
+                '*' | '?' => {
+                    word.glob = true;
+                    word.push(c);
+                    self.bump(1);
+                }
+                '[' => {
+                    match self.closes_ahead(']') {
+                        Some(true) => word.glob = true,
+                        Some(false) => {}
+                        // Too far to look: a pattern this reading does not follow.
+                        None => word.dynamic = true,
+                    }
+                    word.push(c);
+                    self.bump(1);
+                }
+                '{' => {
+                    if !word.dynamic && self.brace_expansion_ahead() {
+                        word.dynamic = true;
+                    }
+                    word.push(c);
+                    self.bump(1);
+                }
+                _ => {
+                    word.push(c);
+                    self.bump(1);
+                }
+            }
+        }
+        if self.pos == start {
+            return Err(self.error("unexpected character"));
+        }
+        if word.latent() {
+            self.script.latent = true;
+        }
+        Ok(word.build())
+    }
+
+    /// Whether `close` comes before the end of the word; `None` past [`LOOKAHEAD`] characters.
+    fn closes_ahead(&self, close: char) -> Option<bool> {
+        let mut i = self.join(self.pos);
+        for _ in 0..LOOKAHEAD {
+            i = self.join(i + 1);
+            match self.chars.get(i) {
+                None => return Some(false),
+                Some(c) if is_meta(*c) => return Some(false),
+                Some(c) if *c == close => return Some(true),
+                Some(_) => {}
+            }
+        }
+        None
+    }
+
+    /// Whether an unquoted `{` here opens a brace expansion (`{a,b}`, `{'/x',y}`, `{1..3}`):
+    /// quotes inside the braces do not stop one. Past [`LOOKAHEAD`] characters, assume it does.
+    fn brace_expansion_ahead(&self) -> bool {
+        let mut depth = 0usize;
+        let mut range = false;
+        let mut previous = '{';
+        let mut quote: Option<char> = None;
+        let mut i = self.join(self.pos);
+        for _ in 0..LOOKAHEAD {
+            let Some(c) = self.chars.get(i).copied() else { return false };
+            i = self.join(i + 1);
+            if let Some(open) = quote {
+                if c == open {
+                    quote = None;
+                } else if c == '\\' && open == '"' {
+                    i = self.join(i + 1);
+                }
+                continue;
+            }
+            match c {
+                '\'' | '"' => quote = Some(c),
+                '\\' => i = self.join(i + 1),
+                '{' => depth += 1,
+                '}' => {
+                    depth = depth.saturating_sub(1);
+                    if depth == 0 {
+                        return range;
+                    }
+                }
+                ',' if depth == 1 => return true,
+                '.' if depth == 1 && previous == '.' => range = true,
+                c if is_meta(c) => return false,
+                _ => {}
+            }
+            previous = c;
+        }
+        true
+    }
+
     /// A quote or an expansion starting at the current character (`'`, `"`, `$` or a backquote).
     pub(super) fn expansion_or_quote(&mut self, word: &mut WordBuilder) -> Result<(), ParseError> {
         match self.peek() {
@@ -282,9 +404,11 @@ impl Parser {
 
     /// `$'…'`, after `$'`: backslash escapes decoded. An escape that yields a byte rather than
     /// a character (`\xff`, `\377`) makes the word unknown: a name that is not UTF-8 cannot be
-    /// judged.
+    /// judged. A NUL (`\0`, `\x00`, `\u0000`) ends the quote's text, as in bash: `$'rm\0x'` is
+    /// `rm`, and the word goes on after the closing quote.
     fn ansi_c(&mut self, word: &mut WordBuilder) -> Result<(), ParseError> {
         word.quoted = true;
+        let mut ended = false;
         loop {
             match self.raw() {
                 None => return Err(self.error("a `$'` quote is never closed")),
@@ -295,13 +419,17 @@ impl Parser {
                 Some('\\') => {
                     self.pos += 1;
                     match self.escape() {
+                        Some(_) if ended => {}
+                        Some('\0') => ended = true,
                         Some(c) => word.push_quoted(c),
                         // `\c…`, bytes past ASCII and the like: not worth guessing at.
                         None => word.dynamic = true,
                     }
                 }
                 Some(c) => {
-                    word.push_quoted(c);
+                    if !ended {
+                        word.push_quoted(c);
+                    }
                     self.pos += 1;
                 }
             }

@@ -106,7 +106,14 @@ fn substitutions_and_nested_commands_are_read_too() {
 fn control_structures_are_compound_and_their_commands_are_found() {
     let cases: &[(&str, &[&str])] = &[
         ("if rm x; then ls; else cat y; fi", &["rm x", "ls", "cat y"]),
-        ("for f in $(ls); do rm \"$f\"; done", &["^ls", "rm <$>"]),
+        // The loop assigns its variable each round.
+        ("for f in $(ls); do rm \"$f\"; done", &["f=", "^ls", "rm <$>"]),
+        ("select PATH in /tmp; do zz; done", &["PATH=", "zz"]),
+        // `coproc NAME` only before a compound command; NAME is assigned.
+        ("coproc evil { rm x; }", &["evil=", "rm x"]),
+        ("coproc evil (rm x)", &["evil=", "^rm x"]),
+        ("coproc rm x", &["rm x"]),
+        ("coproc { rm x; }", &["rm x"]),
         ("for ((i=0; i<3; i++)); do echo $i; done", &["echo <$>"]),
         ("while true; do sleep 1; done", &["true", "sleep 1"]),
         ("case $x in a|b) rm a;; (c) ls;; *) echo no;; esac", &["^rm a", "^ls", "^echo no"]),
