@@ -1,37 +1,52 @@
 //! The exec gate: the supervisor's judge of every program a sandboxed command tree starts,
 //! against the programs a rule rejects (`bash:rm`, `bash:git push`).
 //!
-//! Before the command starts, [`Gate::new`] finds each rejected program on the `PATH` and in the
-//! usual system directories and keeps its identity: device and inode, size, and an open file to
-//! compare contents with. Each exec the filter sends ([`super::seccomp`]) is then resolved as
-//! the kernel will resolve it — from the caller's root, working directory or directory
-//! descriptor, through its symlinks — and refused (`EPERM`, with a line on the command's stderr
-//! the model reads) when the file is a rejected program by identity (a hard link or a symlink
-//! to it), by content (a copy), or by name (a script called `rm`, busybox's `rm` applet), when
-//! a script's `#!` interpreter is one, or when the dynamic loader is asked to run one. A rule
-//! with subcommand words (`git push`) is checked against the exec's arguments the way the
-//! parser reads them. The first exec (the command cairn itself starts) always passes.
+//! Before the command starts, [`Gate::new`] finds each rejected program's files and keeps what
+//! identifies them (`program.rs`). Each exec the filter sends ([`super::seccomp`]) is then
+//! resolved as the kernel will resolve it for the caller — from its root, working directory or
+//! directory descriptor, through its symlinks, its path taken as bytes (`remote.rs`) — and
+//! refused (`EPERM`, with a line on the command's stderr the model reads) when the file is a
+//! rejected program: by identity (a hard link or a symlink to it), by content (a copy), by GNU
+//! build id (a copy with bytes appended or its data changed), by name (a script called `rm`,
+//! busybox's `rm` applet), as a `#!` interpreter (nested as deep as the kernel goes), as the
+//! ELF interpreter of another file, or when the dynamic loader is asked to run one. A rule with
+//! subcommand words (`git push`) is checked against the argument vector the kernel will build
+//! (a `#!` line's interpreter, its argument and the script's path first), read whole up to the
+//! kernel's own limits: a program with such rules whose arguments cannot be read whole is
+//! refused. The vector is also read as git reads it: `argv[0]` `git-push` runs `push`, a
+//! dashed helper (`git-lfs`) runs its subcommand, and a word git does not know that it would
+//! correct to a rejected subcommand is that subcommand (`git.rs`). The first exec (the command
+//! cairn itself starts) always passes.
+//!
+//! What is not caught: a program rebuilt, or its build id changed, with its name changed too
+//! is another program to the gate — a subcommand rule names what a known program does, not
+//! every program that could do it. Aliases git reads from configuration files are not
+//! expanded here; git runs the builtin an alias names as a new process, which is judged.
 
+mod file;
+mod git;
+mod program;
+mod remote;
+
+use std::cell::OnceCell;
 use std::collections::HashSet;
 use std::ffi::OsStr;
 use std::fs::File;
 use std::os::fd::AsRawFd;
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::{FileExt, MetadataExt};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
+use self::program::{Candidate, Known, Program};
+use self::remote::{Caller, Start, Unread};
 use super::seccomp::{Call, Notice, Verdict};
 
 /// Where a rejected program is looked for besides the command's `PATH`.
 const SYSTEM_DIRS: &[&str] = &["/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin"];
-/// Programs that run the applet their first argument names.
+/// Programs that run the applet their first argument or their `argv[0]` names.
 const MULTI_CALL: &[&str] = &["busybox", "toybox"];
-/// Longest path and argument read from a caller's memory.
-const MAX_STRING: usize = 4096;
-/// Arguments read from a caller's memory, at most.
-const MAX_ARGS: usize = 256;
-/// `#!` interpreters followed, as the kernel's own limit.
-const MAX_INTERPRETERS: usize = 4;
+/// Interpreters followed: more than the kernel's own limit (it fails the exec past five).
+const MAX_DEPTH: usize = 8;
 /// Options of the dynamic loader that take a value.
 const LOADER_VALUES: &[&str] = &[
     "--library-path",
@@ -43,74 +58,96 @@ const LOADER_VALUES: &[&str] = &[
     "--glibc-hwcaps-mask",
 ];
 
-/// One rejected program and its files.
-struct Program {
-    name: String,
-    /// The subcommands rejected; an empty one rejects the program whatever its arguments.
-    subcommands: Vec<Vec<String>>,
-    files: Vec<Original>,
-}
-
-/// A file of a rejected program, as found before the command started.
-struct Original {
-    path: PathBuf,
-    dev: u64,
-    ino: u64,
-    size: u64,
-    file: File,
-}
-
 /// The judge of one command tree's execs.
 pub struct Gate {
     programs: Vec<Program>,
+    /// The dynamic loaders the rejected programs name, by identity and build id: run by hand
+    /// (`ld.so PROGRAM`) they start the program they are given.
+    loaders: Vec<Loader>,
+    /// Whether a rejected program is an ELF file with no interpreter of its own, which the
+    /// kernel can start as another file's `PT_INTERP`.
+    standalone: bool,
+    /// The directories of the command's `PATH`, where git finds external commands.
+    dirs: Vec<PathBuf>,
+    /// The supervisor's user, who owns what the command makes.
+    me: u32,
     passed_first: bool,
     told: HashSet<String>,
+}
+
+/// A dynamic loader, by device and inode and by build id.
+struct Loader {
+    id: (u64, u64),
+    build_id: Option<Vec<u8>>,
 }
 
 /// What the gate decided about one exec, before it is answered.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Judgement {
     Pass,
-    /// Refused: the program's name, the file and the rule.
+    /// Refused: the program's name, the file, the rule, and why the rule applies when it is not
+    /// plain (empty when it is).
     Reject {
         program: String,
         file: PathBuf,
         rule: String,
+        why: String,
     },
+}
+
+/// An argument vector as the kernel builds it for one program: `head`, then the exec's own
+/// arguments from `from` on.
+#[derive(Clone)]
+struct Argv {
+    head: Vec<Vec<u8>>,
+    from: usize,
+}
+
+/// One exec being judged: the caller and the argument vector it passed, read once if needed.
+struct Exec {
+    caller: Caller,
+    argv: u64,
+    read: OnceCell<Result<Vec<Vec<u8>>, Unread>>,
+}
+
+impl Exec {
+    fn words(&self, argv: &Argv) -> Result<Vec<Vec<u8>>, Unread> {
+        let own = self.read.get_or_init(|| self.caller.vector(self.argv)).as_ref().map_err(|unread| *unread)?;
+        let mut words = argv.head.clone();
+        words.extend(own.get(argv.from..).unwrap_or_default().iter().cloned());
+        Ok(words)
+    }
 }
 
 impl Gate {
     /// The gate for `rejected` rules' words (`["rm"]`, `["git", "push"]`); `path` is the
     /// command's `PATH`.
     pub fn new(rejected: &[Vec<String>], path: Option<&OsStr>) -> Self {
+        let dirs: Vec<PathBuf> = path.map(|p| std::env::split_paths(p).collect()).unwrap_or_default();
+        let mut searched = dirs.clone();
+        searched.extend(SYSTEM_DIRS.iter().map(PathBuf::from));
         let mut programs: Vec<Program> = Vec::new();
         for words in rejected {
             let Some(first) = words.first() else { continue };
             let name = first.rsplit('/').next().unwrap_or(first).to_owned();
             let subcommand = words[1..].to_vec();
-            if let Some(known) = programs.iter_mut().find(|p| p.name == name) {
-                known.subcommands.push(subcommand);
-                continue;
+            match programs.iter_mut().find(|p| p.name == name) {
+                Some(known) => known.add(subcommand, &searched),
+                None => programs.push(Program::find(name, first, subcommand, &searched)),
             }
-            let mut dirs: Vec<PathBuf> = path.map(|p| std::env::split_paths(p).collect()).unwrap_or_default();
-            dirs.extend(SYSTEM_DIRS.iter().map(PathBuf::from));
-            let mut candidates: Vec<PathBuf> = dirs.iter().map(|dir| dir.join(&name)).collect();
-            if first.starts_with('/') {
-                candidates.push(PathBuf::from(first));
-            }
-            let mut files: Vec<Original> = Vec::new();
-            for candidate in candidates {
-                let Ok(real) = std::fs::canonicalize(&candidate) else { continue };
-                let Ok(meta) = std::fs::metadata(&real) else { continue };
-                if !meta.is_file() || files.iter().any(|f| (f.dev, f.ino) == (meta.dev(), meta.ino())) {
-                    continue;
-                }
-                let Ok(file) = File::open(&real) else { continue };
-                files.push(Original { path: real, dev: meta.dev(), ino: meta.ino(), size: meta.len(), file });
-            }
-            programs.push(Program { name, subcommands: vec![subcommand], files });
         }
-        Self { programs, passed_first: false, told: HashSet::new() }
+        let files = || programs.iter().flat_map(|p| p.files.iter().chain(p.dashed.iter().map(|(_, f)| f)));
+        let standalone = files().any(|f| f.standalone);
+        let mut loaders = Vec::new();
+        for path in files().filter_map(|f| f.loader.as_ref()) {
+            let Ok(loader) = File::open(path) else { continue };
+            let Ok(meta) = loader.metadata() else { continue };
+            let id = (meta.dev(), meta.ino());
+            if !loaders.iter().any(|known: &Loader| known.id == id) {
+                loaders.push(Loader { id, build_id: file::build_id(&loader, &file::head(&loader)) });
+            }
+        }
+        Self { programs, loaders, standalone, dirs, me: effective_user(), passed_first: false, told: HashSet::new() }
     }
 
     /// Whether there is anything to judge.
@@ -118,30 +155,37 @@ impl Gate {
         self.programs.is_empty()
     }
 
-    /// The files of programs rejected whatever their arguments, except `running` (the program
-    /// the supervisor starts itself): covered in the namespace, they cannot be run or copied.
+    /// The files of programs rejected whatever their arguments, and their other names by hard
+    /// link, except `running` (the program the supervisor starts itself): covered in the
+    /// namespace, they cannot be run or copied.
     pub fn stubs(&self, running: Option<&Path>) -> Vec<PathBuf> {
         let running = running.and_then(|path| std::fs::metadata(path).ok()).map(|meta| (meta.dev(), meta.ino()));
-        self.programs
-            .iter()
-            .filter(|program| program.subcommands.iter().any(Vec::is_empty))
-            .flat_map(|program| &program.files)
-            .filter(|file| Some((file.dev, file.ino)) != running)
-            .map(|file| file.path.clone())
-            .collect()
+        let mut stubs = Vec::new();
+        for program in self.programs.iter().filter(|program| program.whole()) {
+            for original in &program.files {
+                if Some((original.dev, original.ino)) == running {
+                    continue;
+                }
+                stubs.push(original.path.clone());
+                stubs.extend(program.links.iter().filter(|link| !stubs.contains(link)).cloned().collect::<Vec<_>>());
+            }
+        }
+        stubs
     }
 
-    /// The verdict on one exec, and a line on stderr the first time a program is refused.
+    /// The verdict on one exec, and a line on stderr the first time a rule refuses one.
     pub fn answer(&mut self, notice: &Notice) -> Verdict {
         match self.judge(notice) {
             Judgement::Pass => Verdict::Continue,
-            Judgement::Reject { program, file, rule } => {
-                if self.told.insert(program.clone()) {
+            Judgement::Reject { program, file, rule, why } => {
+                if self.told.insert(format!("{program}\0{rule}\0{why}")) {
                     use std::io::Write as _;
+                    let why = if why.is_empty() { String::new() } else { format!("; {why}") };
                     let _ = writeln!(
                         std::io::stderr().lock(),
-                        "cairn: refused to run `{program}` ({}): a rule rejects `{rule}`. Do not look for another way \
-                         to run it; if the task needs it, tell the user.",
+                        "cairn: refused to run `{program}` ({}{why}): the user's rule rejects `{rule}`. The rule is \
+                         the user's decision: do not look for another way to run it; if the task needs it, tell the \
+                         user.",
                         file.display()
                     );
                 }
@@ -155,115 +199,233 @@ impl Gate {
             self.passed_first = true;
             return Judgement::Pass;
         }
-        let remote = Remote { pid: notice.pid };
-        let (target, given, argv) = match notice.call {
-            Call::Execve => (remote.target(None, notice.args[0], 0), remote.string(notice.args[0]), notice.args[1]),
-            Call::Execveat => {
-                let dirfd = notice.args[0] as i32;
-                (
-                    remote.target(Some(dirfd), notice.args[1], notice.args[4]),
-                    remote.string(notice.args[1]),
-                    notice.args[2],
-                )
-            }
+        let [a0, a1, a2, _, a4, _] = notice.args;
+        let (dirfd, path_at, argv, flags) = match notice.call {
+            Call::Execve => (libc::AT_FDCWD, a0, a1, 0),
+            Call::Execveat => (a0 as i32, a1, a2, a4),
             Call::Other => return Judgement::Pass,
         };
-        let Some(target) = target else {
+        let caller = Caller { pid: notice.pid };
+        let Some(path) = caller.path(path_at) else {
             // The path could not be read: the caller's memory is not there to read (a bad
-            // pointer the kernel will refuse too) or it hides itself. Refuse only if rules exist.
-            return Judgement::Reject {
-                program: "?".into(),
-                file: PathBuf::from("?"),
-                rule: "its path could not be read, and rules reject programs".into(),
-            };
+            // pointer the kernel will refuse too) or it is too long for the kernel.
+            return self.refuse_all("?", PathBuf::from("?"), "its path could not be read");
         };
-        let given_name = given.as_deref().map(base_name).unwrap_or_default();
-        let args = || remote.arguments(argv);
-        self.check(&remote, &target, &given_name, &args, 0)
+        if path.is_empty() && flags & libc::AT_EMPTY_PATH as u64 == 0 {
+            return Judgement::Pass;
+        }
+        let start = if dirfd == libc::AT_FDCWD { Start::Cwd } else { Start::Dir(dirfd) };
+        // A path that names nothing for the caller fails the exec.
+        let Ok(target) = caller.resolve(start, &path) else { return Judgement::Pass };
+        // The script path the kernel passes a `#!` interpreter.
+        let filename = match start {
+            Start::Dir(fd) if path.is_empty() => format!("/dev/fd/{fd}").into_bytes(),
+            Start::Dir(fd) if !path.starts_with(b"/") => [format!("/dev/fd/{fd}/").as_bytes(), &path].concat(),
+            Start::Dir(_) | Start::Cwd => path.clone(),
+        };
+        let exec = Exec { caller, argv, read: OnceCell::new() };
+        let argv = Argv { head: Vec::new(), from: 0 };
+        self.check(&exec, &target, &path, &argv, &filename, false, 0)
     }
 
+    /// The judgement on `target` (opened `O_PATH`) started as `given` with `argv`; `filename` is
+    /// what the kernel passes a `#!` interpreter, `as_interpreter` whether the kernel starts it
+    /// as another ELF file's interpreter.
+    #[allow(clippy::too_many_arguments)]
     fn check(
         &self,
-        remote: &Remote,
-        target: &Path,
-        given_name: &str,
-        args: &dyn Fn() -> Vec<String>,
+        exec: &Exec,
+        target: &File,
+        given: &[u8],
+        argv: &Argv,
+        filename: &[u8],
+        as_interpreter: bool,
         depth: usize,
     ) -> Judgement {
         // Only regular files are opened: a FIFO or a device is no program, and opening one could
         // block or act. The file is then read through this one descriptor.
-        let Ok(meta) = std::fs::metadata(target) else { return Judgement::Pass };
+        let Ok(meta) = target.metadata() else { return Judgement::Pass };
         if !meta.is_file() {
             return Judgement::Pass;
         }
-        let file = File::open(target).ok();
-        let meta = file.as_ref().and_then(|file| file.metadata().ok()).unwrap_or(meta);
-        let real = file
-            .as_ref()
-            .and_then(|file| std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd())).ok())
-            .or_else(|| std::fs::canonicalize(target).ok())
-            .unwrap_or_else(|| target.to_path_buf());
-        let real_name = base_name(real.as_os_str().as_bytes());
+        let link = format!("/proc/self/fd/{}", target.as_raw_fd());
+        let real = std::fs::read_link(&link).unwrap_or_else(|_| PathBuf::from(OsStr::from_bytes(given)));
+        let file = File::open(&link).ok();
+        if file.is_none() && meta.uid() == self.me {
+            // A file of the caller's own it made unreadable (mode 0111): it runs, but neither
+            // its content nor its `#!` line can be judged.
+            return self.refuse_all(&base_name(given), real, "it cannot be read to be judged");
+        }
+        let head = file.as_ref().map(file::head).unwrap_or_default();
+        let build_id = file.as_ref().and_then(|file| file::build_id(file, &head));
+        let (given_name, real_name) = (base_name(given), base_name(real.as_os_str().as_bytes()));
+        let candidate = Candidate {
+            dev: meta.dev(),
+            ino: meta.ino(),
+            size: meta.len(),
+            file: file.as_ref(),
+            build_id: build_id.as_deref(),
+            names: [&given_name, &real_name],
+        };
         for program in &self.programs {
-            let by_file = program.files.iter().find(|f| {
-                (f.dev, f.ino) == (meta.dev(), meta.ino())
-                    || (f.size == meta.len() && file.as_ref().is_some_and(|file| same_content(&f.file, file)))
-            });
-            let by_name = program.name == given_name || program.name == real_name;
-            if by_file.is_some() || by_name {
-                let argv = if program.subcommands.iter().any(|s| !s.is_empty()) { args() } else { Vec::new() };
-                if let Some(rule) = program.rejects(argv.iter().skip(1).map(String::as_str)) {
-                    return Judgement::Reject { program: program.name.clone(), file: real, rule };
-                }
+            let Some(known) = program.knows(&candidate) else { continue };
+            if let Some(judged) = self.judge_program(exec, program, known, argv, &real) {
+                return judged;
             }
         }
-        if MULTI_CALL.contains(&real_name.as_str()) {
-            let argv = args();
-            if let Some(applet) = argv.get(1) {
-                let applet = base_name(applet.as_bytes());
+        if MULTI_CALL.contains(&real_name.as_str()) || MULTI_CALL.contains(&given_name.as_str()) {
+            let words = match exec.words(argv) {
+                Ok(words) => text(&words),
+                Err(unread) => return self.refuse_all(&real_name, real, unread_why(unread)),
+            };
+            // The applet its `argv[0]` names, or with its own name there, its first argument.
+            let applets = [(words.first(), 1), (words.get(1), 2)];
+            for (applet, rest) in applets {
+                let applet = applet.map(|word| base_name(word.as_bytes())).unwrap_or_default();
                 for program in self.programs.iter().filter(|p| p.name == applet) {
-                    if let Some(rule) = program.rejects(argv.iter().skip(2).map(String::as_str)) {
-                        return Judgement::Reject { program: program.name.clone(), file: real, rule };
+                    if let Some((rule, why)) = program.rejects(&words[rest.min(words.len())..], &|_| true) {
+                        return Judgement::Reject { program: program.name.clone(), file: real, rule, why };
                     }
                 }
             }
         }
-        if depth >= MAX_INTERPRETERS {
+        if depth >= MAX_DEPTH {
             return Judgement::Pass;
         }
-        if let Some(interpreter) = file.as_ref().and_then(interpreter) {
-            let path = remote.under_root(&interpreter);
-            let name = base_name(interpreter.as_os_str().as_bytes());
-            let judged = self.check(remote, &path, &name, &|| Vec::new(), depth + 1);
+        if !as_interpreter && let Some((interpreter, argument)) = file::shebang(&head) {
+            let Ok(path) = exec.caller.resolve(Start::Cwd, &interpreter) else { return Judgement::Pass };
+            let mut head = vec![interpreter.clone()];
+            head.extend(argument);
+            head.push(filename.to_vec());
+            head.extend(argv.head.iter().skip(1).cloned());
+            let from = if argv.head.is_empty() { argv.from.saturating_add(1) } else { argv.from };
+            let argv = Argv { head, from };
+            return self.check(exec, &path, &interpreter, &argv, &interpreter, false, depth + 1);
+        }
+        if self.standalone
+            && !as_interpreter
+            && let Some(interpreter) = file.as_ref().and_then(|file| file::elf_interpreter(file, &head))
+            && let Ok(path) = exec.caller.resolve(Start::Cwd, &interpreter)
+        {
+            let judged = self.check(exec, &path, &interpreter, argv, filename, true, depth + 1);
             if judged != Judgement::Pass {
                 return judged;
             }
         }
-        if is_loader(&real_name) {
-            let argv = args();
-            if let Some((at, program)) = loaded_program(&argv) {
-                let path = remote.relative(program);
-                let name = base_name(program.as_bytes());
-                let rest: Vec<String> = argv[at..].to_vec();
-                return self.check(remote, &path, &name, &|| rest.clone(), depth + 1);
+        let loader = self.loaders.iter().any(|loader| {
+            loader.id == (candidate.dev, candidate.ino)
+                || (loader.build_id.is_some() && loader.build_id.as_deref() == candidate.build_id)
+        });
+        if !as_interpreter && (loader || is_loader(&real_name) || is_loader(&given_name)) {
+            let words = match exec.words(argv) {
+                Ok(words) => words,
+                Err(unread) => return self.refuse_all(&real_name, real, unread_why(unread)),
+            };
+            if let Some((at, argv0)) = loaded_program(&words) {
+                let program = words[at].clone();
+                let Ok(path) = exec.caller.resolve(Start::Cwd, &program) else { return Judgement::Pass };
+                let mut head = vec![argv0.unwrap_or_else(|| program.clone())];
+                head.extend(words[at + 1..].iter().cloned());
+                let argv = Argv { head, from: usize::MAX };
+                return self.check(exec, &path, &program, &argv, &program, false, depth + 1);
             }
         }
         Judgement::Pass
     }
+
+    /// The judgement on a file known for `program` and started with `argv`, if it is refused.
+    fn judge_program(
+        &self,
+        exec: &Exec,
+        program: &Program,
+        known: Known,
+        argv: &Argv,
+        real: &Path,
+    ) -> Option<Judgement> {
+        let reject = |rule: String, why: String| Judgement::Reject {
+            program: program.name.clone(),
+            file: real.to_path_buf(),
+            rule,
+            why,
+        };
+        let how = match &known {
+            Known::File(how) if !how.is_empty() => format!("{how} as `{}`", program.name),
+            Known::File(_) | Known::Name => String::new(),
+            Known::Dashed(sub) => format!("it runs `{} {sub}`", program.name),
+        };
+        if program.whole() {
+            return Some(reject(program.name.clone(), how));
+        }
+        let words = match exec.words(argv) {
+            Ok(words) => text(&words),
+            Err(unread) => {
+                let rules = program.subcommands.iter().map(|sub| format!("{} {}", program.name, sub.join(" ")));
+                return Some(reject(rules.collect::<Vec<_>>().join("`, `"), unread_why(unread).to_owned()));
+            }
+        };
+        let rest = words.get(1..).unwrap_or_default();
+        // What the program may take its words to be: its arguments; with `argv[0]` `git-push`
+        // (git runs the builtin it names) or a file that runs a subcommand, that subcommand first.
+        let mut readings: Vec<(Vec<String>, String)> = vec![(rest.to_vec(), how.clone())];
+        let zeroth = words.first().map(|word| base_name(word.as_bytes())).unwrap_or_default();
+        if let Some(sub) = zeroth.strip_prefix(&program.name).and_then(|s| s.strip_prefix('-')) {
+            let started = format!("started as `{zeroth}`, it runs `{} {sub}`", program.name);
+            readings.push(([vec![sub.to_owned()], rest.to_vec()].concat(), started));
+        }
+        if let Known::Dashed(sub) = &known {
+            readings.push(([vec![sub.clone()], rest.to_vec()].concat(), how));
+        }
+        let exists = |word: &str| self.has_external(exec.caller.pid, program, word);
+        for (words, how) in readings {
+            if let Some((rule, why)) = program.rejects(&words, &exists) {
+                let why = [how, why].into_iter().filter(|part| !part.is_empty()).collect::<Vec<_>>().join("; ");
+                return Some(reject(rule, why));
+            }
+        }
+        None
+    }
+
+    /// Whether the caller's `PATH` has `<program>-<word>`, an external command of it.
+    fn has_external(&self, pid: u32, program: &Program, word: &str) -> bool {
+        if word.is_empty() || word.contains('/') {
+            return false;
+        }
+        let root = PathBuf::from(format!("/proc/{pid}/root"));
+        let name = format!("{}-{word}", program.name);
+        self.dirs.iter().any(|dir| root.join(dir.strip_prefix("/").unwrap_or(dir)).join(&name).is_file())
+    }
+
+    /// A refusal under every rule, for an exec that cannot be judged.
+    fn refuse_all(&self, program: &str, file: PathBuf, why: &str) -> Judgement {
+        let rules: Vec<String> = self
+            .programs
+            .iter()
+            .flat_map(|p| {
+                p.subcommands.iter().map(|sub| {
+                    [p.name.as_str()].into_iter().chain(sub.iter().map(String::as_str)).collect::<Vec<_>>().join(" ")
+                })
+            })
+            .collect();
+        Judgement::Reject { program: program.to_owned(), file, rule: rules.join("`, `"), why: why.to_owned() }
+    }
 }
 
-impl Program {
-    /// The rule that rejects this program with these arguments (after its name), if any.
-    fn rejects<'a>(&self, args: impl Iterator<Item = &'a str> + Clone) -> Option<String> {
-        self.subcommands
-            .iter()
-            .find(|words| words.is_empty() || crate::permissions::names_subcommand(args.clone(), words))
-            .map(|words| {
-                let mut rule = vec![self.name.clone()];
-                rule.extend(words.iter().cloned());
-                rule.join(" ")
-            })
+#[allow(unsafe_code)]
+fn effective_user() -> u32 {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() }
+}
+
+fn unread_why(unread: Unread) -> &'static str {
+    match unread {
+        Unread::TooLong => "its arguments are longer than the kernel takes, so they cannot be judged",
+        Unread::Unreadable => "its arguments could not be read whole, so they cannot be judged",
     }
+}
+
+/// The words as text (bytes that are not UTF-8 replaced, so they match no rule's words).
+fn text(words: &[Vec<u8>]) -> Vec<String> {
+    words.iter().map(|word| String::from_utf8_lossy(word).into_owned()).collect()
 }
 
 /// The last component of a path given as bytes.
@@ -272,143 +434,29 @@ fn base_name(path: &[u8]) -> String {
     String::from_utf8_lossy(name).into_owned()
 }
 
-/// Whether two files hold the same bytes (their sizes already equal).
-fn same_content(original: &File, candidate: &File) -> bool {
-    let (mut a, mut b) = (vec![0u8; 64 * 1024], vec![0u8; 64 * 1024]);
-    let mut offset = 0u64;
-    loop {
-        let (Ok(n), Ok(m)) = (original.read_at(&mut a, offset), candidate.read_at(&mut b, offset)) else {
-            return false;
-        };
-        if n != m || a[..n] != b[..m] {
-            return false;
-        }
-        if n == 0 {
-            return true;
-        }
-        offset += n as u64;
-    }
-}
-
-/// The interpreter a `#!` line names, if the file starts with one.
-fn interpreter(file: &File) -> Option<PathBuf> {
-    let mut head = [0u8; 256];
-    let n = file.read_at(&mut head, 0).ok()?;
-    let line = head[..n].strip_prefix(b"#!")?;
-    let line = line.split(|b| *b == b'\n').next()?;
-    let text = String::from_utf8_lossy(line);
-    let program = text.split_whitespace().next()?;
-    Some(PathBuf::from(program))
-}
-
 fn is_loader(name: &str) -> bool {
     name.starts_with("ld-linux") || name.starts_with("ld64.so") || name.starts_with("ld-musl") || name == "ld.so"
 }
 
 /// The program the dynamic loader is asked to run (`ld.so [OPTIONS] PROGRAM ARGS`): its index
-/// in `argv` and its path.
-fn loaded_program(argv: &[String]) -> Option<(usize, &str)> {
+/// in `argv`, and the `argv[0]` `--argv0` gives it.
+fn loaded_program(argv: &[Vec<u8>]) -> Option<(usize, Option<Vec<u8>>)> {
     let mut at = 1;
+    let mut argv0 = None;
     while let Some(word) = argv.get(at) {
-        if LOADER_VALUES.contains(&word.as_str()) {
+        let text = String::from_utf8_lossy(word);
+        if text == "--argv0" {
+            argv0 = argv.get(at + 1).cloned();
+        }
+        if LOADER_VALUES.contains(&text.as_ref()) {
             at += 2;
-        } else if word.starts_with("--") {
+        } else if text.starts_with("--") {
             at += 1;
         } else {
-            return Some((at, word));
+            return Some((at, argv0));
         }
     }
     None
-}
-
-/// Another process's memory and view of the filesystem, read through `/proc`.
-struct Remote {
-    pid: u32,
-}
-
-impl Remote {
-    /// The file an exec of the path at `path_ptr` reaches: from the caller's root for an
-    /// absolute path, else from `dirfd` (or its working directory); with `AT_EMPTY_PATH` and an
-    /// empty path, the descriptor's file itself.
-    fn target(&self, dirfd: Option<i32>, path_ptr: u64, flags: u64) -> Option<PathBuf> {
-        let path = self.string(path_ptr)?;
-        let empty_path = flags & libc::AT_EMPTY_PATH as u64 != 0;
-        if path.is_empty() {
-            return match dirfd {
-                Some(fd) if empty_path && fd >= 0 => Some(PathBuf::from(format!("/proc/{}/fd/{fd}", self.pid))),
-                _ => None,
-            };
-        }
-        let path = PathBuf::from(OsStr::from_bytes(&path));
-        Some(match dirfd {
-            _ if path.is_absolute() => self.under_root(&path),
-            Some(fd) if fd != libc::AT_FDCWD => PathBuf::from(format!("/proc/{}/fd/{fd}", self.pid)).join(path),
-            Some(_) | None => self.relative(path.as_os_str().to_str().unwrap_or_default()),
-        })
-    }
-
-    fn under_root(&self, path: &Path) -> PathBuf {
-        let inside = path.strip_prefix("/").unwrap_or(path);
-        PathBuf::from(format!("/proc/{}/root", self.pid)).join(inside)
-    }
-
-    fn relative(&self, path: &str) -> PathBuf {
-        if path.starts_with('/') {
-            return self.under_root(Path::new(path));
-        }
-        PathBuf::from(format!("/proc/{}/cwd", self.pid)).join(path)
-    }
-
-    /// A NUL-terminated string at `address` in the caller's memory, at most [`MAX_STRING`].
-    fn string(&self, address: u64) -> Option<Vec<u8>> {
-        let mut out = Vec::new();
-        let mut at = address;
-        while out.len() < MAX_STRING {
-            // Read up to the end of the page, so a string that ends before an unmapped page
-            // is still read whole.
-            let page_left = 4096 - (at % 4096) as usize;
-            let mut chunk = vec![0u8; page_left.min(MAX_STRING - out.len())];
-            let n = self.read(at, &mut chunk)?;
-            if let Some(end) = chunk[..n].iter().position(|b| *b == 0) {
-                out.extend_from_slice(&chunk[..end]);
-                return Some(out);
-            }
-            out.extend_from_slice(&chunk[..n]);
-            at += n as u64;
-        }
-        None
-    }
-
-    /// The argument vector at `address` (`argv`), at most [`MAX_ARGS`] arguments.
-    fn arguments(&self, address: u64) -> Vec<String> {
-        let mut out = Vec::new();
-        for index in 0..MAX_ARGS as u64 {
-            let mut raw = [0u8; 8];
-            let Some(n) = self.read(address + index * 8, &mut raw) else { break };
-            if n < 8 {
-                break;
-            }
-            let pointer = u64::from_ne_bytes(raw);
-            if pointer == 0 {
-                break;
-            }
-            let Some(text) = self.string(pointer) else { break };
-            out.push(String::from_utf8_lossy(&text).into_owned());
-        }
-        out
-    }
-
-    /// Reads the caller's memory at `address` into `buf`; the count read, `None` if nothing.
-    #[allow(unsafe_code)]
-    fn read(&self, address: u64, buf: &mut [u8]) -> Option<usize> {
-        let local = libc::iovec { iov_base: buf.as_mut_ptr().cast(), iov_len: buf.len() };
-        let remote = libc::iovec { iov_base: address as usize as *mut libc::c_void, iov_len: buf.len() };
-        let pid = libc::pid_t::try_from(self.pid).ok()?;
-        // SAFETY: process_vm_readv writes at most `buf.len()` bytes into `buf`, which we own; the
-        // remote address is only read by the kernel, which checks it.
-        let n = unsafe { libc::process_vm_readv(pid, &local, 1, &remote, 1, 0) };
-        usize::try_from(n).ok().filter(|n| *n > 0)
-    }
 }
 
 #[cfg(test)]

@@ -99,10 +99,12 @@ fn run_supervisor(
         std::thread::sleep(Duration::from_millis(20));
     }
     drop(watch);
-    let (mut stdout, mut stderr) = (String::new(), String::new());
-    child.stdout.take().unwrap().read_to_string(&mut stdout).unwrap();
-    child.stderr.take().unwrap().read_to_string(&mut stderr).unwrap();
-    Some(Output { stdout, stderr })
+    // Read as bytes: a refused name that is not UTF-8 is echoed by bash as it is.
+    let (mut stdout, mut stderr) = (Vec::new(), Vec::new());
+    child.stdout.take().unwrap().read_to_end(&mut stdout).unwrap();
+    child.stderr.take().unwrap().read_to_end(&mut stderr).unwrap();
+    let text = |bytes: Vec<u8>| String::from_utf8_lossy(&bytes).into_owned();
+    Some(Output { stdout: text(stdout), stderr: text(stderr) })
 }
 
 /// As [`supervise`], with `HOME` set to `home` for the supervisor and the command.

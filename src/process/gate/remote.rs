@@ -1,0 +1,249 @@
+//! The process an exec comes from, seen by the gate: its memory (the path and argument vector
+//! the exec was given, read with `process_vm_readv`) and its view of the
+//! filesystem. A path is resolved the way the kernel will resolve it for that process, one
+//! component at a time from its root, working directory or directory descriptor: absolute
+//! symlinks start again from its root, `..` stops there, `/proc/self` and `/proc/thread-self`
+//! name it (not the supervisor), and `/proc`'s other links (`fd/3`, `exe`, `cwd`) are followed
+//! to the file they hold, as the kernel follows them. Everything is bytes: a name that is not
+//! UTF-8 is still the name.
+
+use std::collections::VecDeque;
+use std::ffi::CString;
+use std::fs::File;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd};
+use std::os::unix::fs::MetadataExt;
+
+/// Longest path the kernel takes (`PATH_MAX`, its NUL included).
+const MAX_PATH: usize = 4096;
+/// Longest single argument or variable the kernel takes (`MAX_ARG_STRLEN`).
+const MAX_ARG: usize = 128 * 1024;
+/// Most bytes of strings and pointers in one vector: the kernel's own ceiling (three quarters of
+/// an 8 MiB stack), so no exec it would accept is cut short here.
+const MAX_VECTOR: usize = 6 * 1024 * 1024;
+/// Symlinks followed in one resolution, as the kernel's limit.
+const MAX_SYMLINKS: usize = 40;
+/// `statfs.f_type` of procfs.
+const PROC_SUPER_MAGIC: i64 = 0x9fa0;
+const PAGE: u64 = 4096;
+
+/// Why a vector could not be read whole.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Unread {
+    /// Past [`MAX_ARG`] or [`MAX_VECTOR`].
+    TooLong,
+    /// The memory is not there to read (or the process is gone).
+    Unreadable,
+}
+
+/// Where a relative path starts.
+#[derive(Clone, Copy, Debug)]
+pub enum Start {
+    /// The caller's working directory (`AT_FDCWD`, and a `#!` interpreter's path).
+    Cwd,
+    /// A directory descriptor of the caller (`execveat`).
+    Dir(i32),
+}
+
+/// The calling thread of one exec.
+pub struct Caller {
+    /// Its thread id, as the supervisor sees it.
+    pub pid: u32,
+}
+
+impl Caller {
+    /// The NUL-terminated path at `address`; `None` if it cannot be read or is too long for the
+    /// kernel.
+    pub fn path(&self, address: u64) -> Option<Vec<u8>> {
+        self.string(address, MAX_PATH - 1).ok()
+    }
+
+    /// The NULL-terminated vector of strings at `address` (`argv`, `envp`), whole or not at all.
+    pub fn vector(&self, address: u64) -> Result<Vec<Vec<u8>>, Unread> {
+        let mut out = Vec::new();
+        if address == 0 {
+            // The kernel takes a NULL vector as an empty one.
+            return Ok(out);
+        }
+        let mut budget = MAX_VECTOR;
+        let mut at = address;
+        loop {
+            // Pointers up to the end of the page (at least one), so an unmapped page after the
+            // terminating NULL does not fail the read.
+            let left = (PAGE - at % PAGE) as usize;
+            let mut raw = vec![0u8; (left / 8).clamp(1, 512) * 8];
+            let n = self.read(at, &mut raw).ok_or(Unread::Unreadable)?;
+            if n < 8 {
+                return Err(Unread::Unreadable);
+            }
+            for word in raw[..n - n % 8].chunks_exact(8) {
+                let mut bytes = [0u8; 8];
+                bytes.copy_from_slice(word);
+                let pointer = u64::from_ne_bytes(bytes);
+                if pointer == 0 {
+                    return Ok(out);
+                }
+                budget = budget.checked_sub(8).ok_or(Unread::TooLong)?;
+                let text = self.string(pointer, MAX_ARG.min(budget).saturating_sub(1))?;
+                budget = budget.checked_sub(text.len() + 1).ok_or(Unread::TooLong)?;
+                out.push(text);
+            }
+            at += (n - n % 8) as u64;
+        }
+    }
+
+    /// A NUL-terminated string at `address`, at most `max` bytes before the NUL.
+    fn string(&self, address: u64, max: usize) -> Result<Vec<u8>, Unread> {
+        let mut out = Vec::new();
+        let mut at = address;
+        loop {
+            // Up to the end of the page, so a string that ends before an unmapped page is read.
+            let left = (PAGE - at % PAGE) as usize;
+            let mut chunk = vec![0u8; left.min(max + 1 - out.len())];
+            let n = self.read(at, &mut chunk).ok_or(Unread::Unreadable)?;
+            if let Some(end) = chunk[..n].iter().position(|b| *b == 0) {
+                out.extend_from_slice(&chunk[..end]);
+                return Ok(out);
+            }
+            out.extend_from_slice(&chunk[..n]);
+            if out.len() > max {
+                return Err(Unread::TooLong);
+            }
+            at += n as u64;
+        }
+    }
+
+    /// Reads the caller's memory at `address` into `buf`; the count read, `None` if nothing.
+    #[allow(unsafe_code)]
+    fn read(&self, address: u64, buf: &mut [u8]) -> Option<usize> {
+        let local = libc::iovec { iov_base: buf.as_mut_ptr().cast(), iov_len: buf.len() };
+        let remote = libc::iovec { iov_base: address as usize as *mut libc::c_void, iov_len: buf.len() };
+        let pid = libc::pid_t::try_from(self.pid).ok()?;
+        // SAFETY: process_vm_readv writes at most `buf.len()` bytes into `buf`, which we own; the
+        // remote address is only read by the kernel, which checks it.
+        let n = unsafe { libc::process_vm_readv(pid, &local, 1, &remote, 1, 0) };
+        usize::try_from(n).ok().filter(|n| *n > 0)
+    }
+
+    /// The file `path` names for the caller, opened `O_PATH`; the kernel's `errno` when it
+    /// names none.
+    pub fn resolve(&self, start: Start, path: &[u8]) -> Result<File, i32> {
+        let root = open(&CString::new(format!("/proc/{}/root", self.pid)).map_err(|_| libc::EINVAL)?, None, true)?;
+        let root_id = id(&root)?;
+        let mut current = if path.starts_with(b"/") {
+            root.try_clone().map_err(errno)?
+        } else {
+            let dir = match start {
+                Start::Cwd => format!("/proc/{}/cwd", self.pid),
+                Start::Dir(fd) => format!("/proc/{}/fd/{fd}", self.pid),
+            };
+            open(&CString::new(dir).map_err(|_| libc::EINVAL)?, None, true)?
+        };
+        let mut pending: VecDeque<Vec<u8>> = components(path).collect();
+        let mut links = 0;
+        while let Some(name) = pending.pop_front() {
+            if name == b".." {
+                if id(&current)? != root_id {
+                    current = open(c"..", Some(&current), false)?;
+                }
+                continue;
+            }
+            let at_proc_root = |dir: &File| is_procfs(dir) && dir.metadata().is_ok_and(|meta| meta.ino() == 1);
+            if (name == b"self" || name == b"thread-self") && at_proc_root(&current) {
+                let tgid = self.tgid().ok_or(libc::ENOENT)?;
+                let named = if name == b"self" { tgid.to_string() } else { format!("{tgid}/task/{}", self.pid) };
+                for part in components(named.as_bytes()).rev() {
+                    pending.push_front(part);
+                }
+                continue;
+            }
+            let c_name = CString::new(name).map_err(|_| libc::ENOENT)?;
+            let next = open(&c_name, Some(&current), false)?;
+            if !next.metadata().map_err(errno)?.file_type().is_symlink() {
+                current = next;
+                continue;
+            }
+            links += 1;
+            if links > MAX_SYMLINKS {
+                return Err(libc::ELOOP);
+            }
+            if is_procfs(&current) && !at_proc_root(&current) {
+                // `fd/3`, `exe`, `cwd`, `root`: the kernel goes to the file they hold, which
+                // their text only describes.
+                current = open(&c_name, Some(&current), true)?;
+                continue;
+            }
+            let target = read_link(&current, &c_name)?;
+            if target.starts_with(b"/") {
+                current = root.try_clone().map_err(errno)?;
+            }
+            for part in components(&target).collect::<Vec<_>>().into_iter().rev() {
+                pending.push_front(part);
+            }
+        }
+        Ok(current)
+    }
+
+    /// The caller's thread group (its process id), for `/proc/self`.
+    fn tgid(&self) -> Option<u32> {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid)).ok()?;
+        status.lines().find_map(|line| line.strip_prefix("Tgid:")).and_then(|tgid| tgid.trim().parse().ok())
+    }
+}
+
+/// The names of a path, without empty and `.` ones.
+fn components(path: &[u8]) -> impl DoubleEndedIterator<Item = Vec<u8>> + '_ {
+    path.split(|b| *b == b'/').filter(|part| !part.is_empty() && *part != b".").map(<[u8]>::to_vec)
+}
+
+fn errno(err: io::Error) -> i32 {
+    err.raw_os_error().unwrap_or(libc::EIO)
+}
+
+fn id(file: &File) -> Result<(u64, u64), i32> {
+    let meta = file.metadata().map_err(errno)?;
+    Ok((meta.dev(), meta.ino()))
+}
+
+/// `openat(dir, name, O_PATH)`, following a final symlink only if `follow`.
+#[allow(unsafe_code)]
+fn open(name: &std::ffi::CStr, dir: Option<&File>, follow: bool) -> Result<File, i32> {
+    let flags = libc::O_PATH | libc::O_CLOEXEC | if follow { 0 } else { libc::O_NOFOLLOW };
+    let dir = dir.map_or(libc::AT_FDCWD, AsRawFd::as_raw_fd);
+    // SAFETY: `name` is NUL-terminated and outlives the call; `dir` is a descriptor we own or
+    // AT_FDCWD.
+    let fd = unsafe { libc::openat(dir, name.as_ptr(), flags) };
+    if fd < 0 {
+        return Err(errno(io::Error::last_os_error()));
+    }
+    // SAFETY: openat just returned this descriptor, which nothing else owns.
+    Ok(unsafe { File::from_raw_fd(fd) })
+}
+
+/// The text of the symlink `name` in `dir`.
+#[allow(unsafe_code)]
+fn read_link(dir: &File, name: &std::ffi::CStr) -> Result<Vec<u8>, i32> {
+    let mut buf = vec![0u8; MAX_PATH];
+    // SAFETY: readlinkat writes at most `buf.len()` bytes into `buf`, which we own; `name` is
+    // NUL-terminated and `dir` an open descriptor.
+    let n = unsafe { libc::readlinkat(dir.as_raw_fd(), name.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) };
+    let n = usize::try_from(n).map_err(|_| errno(io::Error::last_os_error()))?;
+    if n >= buf.len() {
+        return Err(libc::ENAMETOOLONG);
+    }
+    buf.truncate(n);
+    Ok(buf)
+}
+
+/// Whether `dir` is on a procfs, whose links the kernel treats apart.
+#[allow(unsafe_code)]
+fn is_procfs(dir: &File) -> bool {
+    // SAFETY: the kernel requires a zeroed struct; it is plain data.
+    let mut stat: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: fstatfs fills `stat`, which we own, for a descriptor we own.
+    let done = unsafe { libc::fstatfs(dir.as_raw_fd(), &mut stat) };
+    // `f_type`'s width is the target's (`__fsword_t`).
+    #[allow(clippy::useless_conversion)]
+    let kind = i64::from(stat.f_type);
+    done == 0 && kind == PROC_SUPER_MAGIC
+}
