@@ -202,21 +202,27 @@ fn child_env(providers: &BTreeMap<String, ProviderConfig>, passthrough: &[String
     let path = (env.lookup)("PATH").unwrap_or_default();
     let kept: Vec<&str> = path.split(':').filter(|entry| entry.starts_with('/')).collect();
     let path = if kept.is_empty() { DEFAULT_PATH.to_owned() } else { kept.join(":") };
-    ChildEnv { remove, path: Some(path.into()), set: git_refuses_implicit_bare_repositories(env) }
+    ChildEnv { remove, path: Some(path.into()), set: git_settings(env) }
 }
 
 /// Git settings for every child, added after any the user passes the same way: git will not
 /// treat a directory the model wrote (`HEAD`, `config` with `core.fsmonitor`, `objects/`) as
-/// a bare repository found by itself, which would run that config's commands at `git status`.
-fn git_refuses_implicit_bare_repositories(env: &Environment<'_>) -> Vec<(OsString, OsString)> {
+/// a bare repository found by itself, which would run that config's commands at `git status`;
+/// and it will not run the command a misspelt one is close to (`help.autocorrect`), which
+/// happens inside git where the exec check does not see it.
+fn git_settings(env: &Environment<'_>) -> Vec<(OsString, OsString)> {
     let Ok(count) = (env.lookup)("GIT_CONFIG_COUNT").unwrap_or_else(|| "0".to_owned()).parse::<u32>() else {
         return Vec::new();
     };
-    vec![
-        (format!("GIT_CONFIG_KEY_{count}").into(), "safe.bareRepository".into()),
-        (format!("GIT_CONFIG_VALUE_{count}").into(), "explicit".into()),
-        ("GIT_CONFIG_COUNT".into(), (count + 1).to_string().into()),
-    ]
+    let settings = [("safe.bareRepository", "explicit"), ("help.autocorrect", "never")];
+    let Some(total) = count.checked_add(settings.len() as u32) else { return Vec::new() };
+    let mut set: Vec<(OsString, OsString)> = Vec::new();
+    for (index, (key, value)) in (count..).zip(settings) {
+        set.push((format!("GIT_CONFIG_KEY_{index}").into(), key.into()));
+        set.push((format!("GIT_CONFIG_VALUE_{index}").into(), value.into()));
+    }
+    set.push(("GIT_CONFIG_COUNT".into(), total.to_string().into()));
+    set
 }
 
 #[cfg(test)]
@@ -265,7 +271,7 @@ mod tests {
     }
 
     #[test]
-    fn git_is_told_to_refuse_bare_repositories_it_finds_by_itself() {
+    fn git_is_told_to_refuse_bare_repositories_it_finds_by_itself_and_not_to_autocorrect() {
         let env = env_of(&[], &[]);
         let set: Vec<(&str, &str)> = env.set.iter().map(|(k, v)| (k.to_str().unwrap(), v.to_str().unwrap())).collect();
         assert_eq!(
@@ -273,11 +279,16 @@ mod tests {
             [
                 ("GIT_CONFIG_KEY_0", "safe.bareRepository"),
                 ("GIT_CONFIG_VALUE_0", "explicit"),
-                ("GIT_CONFIG_COUNT", "1")
+                ("GIT_CONFIG_KEY_1", "help.autocorrect"),
+                ("GIT_CONFIG_VALUE_1", "never"),
+                ("GIT_CONFIG_COUNT", "2")
             ]
         );
         let env = env_of(&[("GIT_CONFIG_COUNT", "2")], &[]);
         assert_eq!(env.set[0].0.to_str(), Some("GIT_CONFIG_KEY_2"), "after the user's own settings");
+        assert_eq!(env.set[2].0.to_str(), Some("GIT_CONFIG_KEY_3"));
+        assert_eq!(env.set.last().map(|(k, v)| (k.to_str(), v.to_str())), Some((Some("GIT_CONFIG_COUNT"), Some("4"))));
+        assert!(env_of(&[("GIT_CONFIG_COUNT", "x")], &[]).set.is_empty(), "git refuses a bad count itself");
     }
 
     fn sandbox_of(text: &str, home: Option<&Path>) -> Result<Arc<ProcessPolicy>, String> {

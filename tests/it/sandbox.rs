@@ -268,6 +268,15 @@ async fn git_does_not_run_the_config_of_a_bare_repository_the_model_wrote() {
     assert!(!ws.join("pwned").exists(), "the planted command did not run");
 }
 
+/// git corrects a misspelt command inside its own process, where the exec check sees only the
+/// misspelling: commands get `help.autocorrect=never`, after the user's own settings.
+#[tokio::test]
+async fn git_is_told_not_to_run_the_command_a_misspelling_resembles() {
+    let env = TestEnv::new().await;
+    let output = bash(&env, "git config --get help.autocorrect; git config --get safe.bareRepository").await;
+    assert!(output.starts_with("never\nexplicit\n"), "{output}");
+}
+
 #[tokio::test]
 async fn a_command_runs_in_its_own_session_without_the_terminal_cairn_has() {
     // Sharing cairn's session would give it cairn's controlling terminal, where TIOCSTI can push
