@@ -197,6 +197,38 @@ async fn a_rejected_subcommand_is_refused_at_exec_and_the_program_still_runs() {
     assert!(results[0].contains("[exit status 0]"), "git status still ran: {}", results[0]);
 }
 
+/// An alias git is given on its command line or in its environment names no rejected word at
+/// the exec; git runs the builtin it expands to as a new `git push`, and a `!` alias through
+/// the shell, and that exec is refused.
+#[tokio::test]
+async fn a_rejected_subcommand_is_refused_through_an_alias_given_to_git() {
+    if !kernel_keeps_it() {
+        return;
+    }
+    let env = TestEnv::new().await;
+    let ws = env.workspace();
+    sh(
+        &ws,
+        "git init -q . && echo one > a.txt && git add a.txt && git -c user.name=t -c user.email=t@t commit -qm one",
+    );
+    let remote = env.dir.path().join("remote.git");
+    sh(&ws, &format!("git init -q --bare {0} && git remote add origin {0}", remote.display()));
+    let makefile = "all:\n\t-git -c alias.send=push send origin HEAD:plain\n\
+                    \t-git -c 'alias.ship=!git push' ship origin HEAD:bang\n\
+                    \t-GIT_CONFIG_COUNT=1 GIT_CONFIG_KEY_0=alias.send GIT_CONFIG_VALUE_0=push git send origin HEAD:env\n\
+                    \t-GIT_CONFIG_PARAMETERS=\"'alias.send=push'\" git send origin HEAD:parameters\n";
+    std::fs::write(ws.join("Makefile"), makefile).unwrap();
+    let results = bash_calls(&env, &["make -k 2>&1"], &["--mode", "bypass", "--deny", "bash:git push"]).await;
+    let output = std::process::Command::new("git")
+        .args(["branch", "--format=%(refname:short)"])
+        .current_dir(&remote)
+        .output()
+        .unwrap();
+    let branches = String::from_utf8_lossy(&output.stdout);
+    assert!(branches.trim().is_empty(), "pushed {branches}: {}", results[0]);
+    assert!(results[0].contains("cairn: refused to run `git`"), "{}", results[0]);
+}
+
 #[tokio::test]
 async fn without_a_namespace_accept_edits_no_longer_lets_writing_commands_through() {
     let env = TestEnv::new().await;
