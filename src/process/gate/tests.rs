@@ -1,12 +1,16 @@
 //! The exec gate's judgement, without a kernel filter in the loop: each notice points into this
 //! test's own memory and working directory, as the filter's would point into the caller's. A
-//! rejected program is refused by identity, by content, by name, as a `#!` interpreter, through
-//! the dynamic loader and as a multi-call applet; subcommand rules read the arguments.
+//! rejected program is refused by identity, by content, by build id, by name, as a `#!`
+//! interpreter (with the vector the kernel builds), through the dynamic loader and as a
+//! multi-call applet; subcommand rules read the arguments whole, as git reads them. Then the
+//! pieces: the `#!` line, the build id note, git's command word and closeness.
 
 use std::ffi::CString;
 use std::os::unix::fs::PermissionsExt;
 
 use super::*;
+
+mod pieces;
 
 /// A notice for `execve(path, argv)` from this process.
 struct Exec {
@@ -17,7 +21,11 @@ struct Exec {
 
 impl Exec {
     fn new(path: &str, argv: &[&str]) -> Self {
-        let strings: Vec<CString> = argv.iter().map(|a| CString::new(*a).unwrap()).collect();
+        Self::bytes(path.as_bytes(), &argv.iter().map(|a| a.as_bytes().to_vec()).collect::<Vec<_>>())
+    }
+
+    fn bytes(path: &[u8], argv: &[Vec<u8>]) -> Self {
+        let strings: Vec<CString> = argv.iter().map(|a| CString::new(a.clone()).unwrap()).collect();
         let mut pointers: Vec<*const libc::c_char> = strings.iter().map(|s| s.as_ptr()).collect();
         pointers.push(std::ptr::null());
         Exec { _strings: strings, path: CString::new(path).unwrap(), argv: pointers }
@@ -139,4 +147,108 @@ fn a_relative_path_resolves_from_the_callers_working_directory() {
 fn pathdiff(cwd: &Path) -> Option<String> {
     let ups = cwd.components().count().checked_sub(1)?;
     Some(format!("{}{}", "../".repeat(ups), rm_path().trim_start_matches('/')))
+}
+
+/// The `git` on the `PATH`, if there is one.
+fn git() -> Option<String> {
+    let path = std::env::var_os("PATH")?;
+    let found = std::env::split_paths(&path).map(|dir| dir.join("git")).find(|path| path.is_file())?;
+    Some(std::fs::canonicalize(found).ok()?.to_str()?.to_owned())
+}
+
+fn script(dir: &Path, name: &str, text: &str) -> String {
+    let path = dir.join(name);
+    std::fs::write(&path, text).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    path.to_str().unwrap().to_owned()
+}
+
+#[test]
+fn git_started_by_a_dashed_name_runs_that_subcommand() {
+    let Some(git) = git() else { return };
+    let mut gate = gate(&[&["git", "push"]]);
+    assert!(rejected(&gate.judge(&Exec::new(&git, &["git-push", "origin"]).notice())), "argv[0] git-push");
+    assert!(rejected(&gate.judge(&Exec::new(&git, &["/x/git-push", "origin"]).notice())), "its base name");
+    assert_eq!(gate.judge(&Exec::new(&git, &["git-status"]).notice()), Judgement::Pass);
+    let dir = tempfile::tempdir().unwrap();
+    let helper = script(dir.path(), "git-push", "#!/bin/sh\n");
+    assert!(rejected(&gate.judge(&Exec::new(&helper, &["helper", "origin"]).notice())), "a file so named");
+}
+
+#[test]
+fn a_shebang_argument_and_the_script_path_are_in_the_vector_judged() {
+    let Some(git) = git() else { return };
+    let mut gate = gate(&[&["git", "push"]]);
+    let dir = tempfile::tempdir().unwrap();
+    let push = script(dir.path(), "s", &format!("#!{git} push\n"));
+    assert!(rejected(&gate.judge(&Exec::new(&push, &["s", "origin"]).notice())), "the #! argument");
+    let status = script(dir.path(), "t", &format!("#!{git} status\n"));
+    assert_eq!(gate.judge(&Exec::new(&status, &["t"]).notice()), Judgement::Pass);
+    let nested = script(dir.path(), "outer", &format!("#!{push}\n"));
+    assert!(rejected(&gate.judge(&Exec::new(&nested, &["outer"]).notice())), "a #! script as interpreter");
+}
+
+#[test]
+fn a_changed_copy_is_known_by_its_build_id_and_a_path_as_bytes() {
+    let file = std::fs::File::open(rm_path()).unwrap();
+    if file::build_id(&file, &file::head(&file)).is_none() {
+        println!("skipped: rm has no build id here");
+        return;
+    }
+    let mut gate = gate(&[&["rm"]]);
+    let dir = tempfile::tempdir().unwrap();
+    let copy = dir.path().join("tidy");
+    let mut bytes = std::fs::read(rm_path()).unwrap();
+    bytes.push(0);
+    std::fs::write(&copy, bytes).unwrap();
+    assert!(rejected(&gate.judge(&Exec::new(copy.to_str().unwrap(), &["tidy"]).notice())), "one byte appended");
+    let odd = dir.path().join(OsStr::from_bytes(b"\xff"));
+    std::os::unix::fs::symlink(&copy, &odd).unwrap();
+    let path = odd.as_os_str().as_bytes();
+    assert!(rejected(&gate.judge(&Exec::bytes(path, &[b"\xff".to_vec()]).notice())), "a name that is not UTF-8");
+}
+
+#[test]
+fn arguments_that_cannot_be_read_whole_refuse_a_program_with_subcommand_rules() {
+    let Some(git) = git() else { return };
+    let mut gate = gate(&[&["git", "push"]]);
+    let long = "a".repeat(200 * 1024);
+    let judged = gate.judge(&Exec::new(&git, &["git", "-c", &format!("x.y={long}"), "status"]).notice());
+    assert!(matches!(&judged, Judgement::Reject { why, .. } if why.contains("longer")), "{judged:?}");
+    let mut many = vec!["git".to_owned()];
+    for _ in 0..300 {
+        many.extend(["-c".to_owned(), "x.y=1".to_owned()]);
+    }
+    many.extend(["push".to_owned(), "a".repeat(5000)]);
+    let mut many: Vec<&str> = many.iter().map(String::as_str).collect();
+    assert!(rejected(&gate.judge(&Exec::new(&git, &many).notice())), "past 256 arguments of 4 KiB");
+    many.pop();
+    *many.last_mut().unwrap() = "status";
+    assert_eq!(gate.judge(&Exec::new(&git, &many).notice()), Judgement::Pass);
+}
+
+#[test]
+fn a_word_git_would_correct_to_a_rejected_subcommand_is_that_subcommand() {
+    let Some(git) = git() else { return };
+    let mut gate = gate(&[&["git", "push"]]);
+    for word in ["psuh", "pus", "puhs", "pushh"] {
+        let exec = Exec::new(&git, &["git", "-c", "help.autocorrect=immediate", word, "origin"]);
+        assert!(rejected(&gate.judge(&exec.notice())), "{word}");
+    }
+    for word in ["pull", "status", "stash", "log"] {
+        assert_eq!(gate.judge(&Exec::new(&git, &["git", word]).notice()), Judgement::Pass, "{word}");
+    }
+}
+
+#[test]
+fn other_hard_links_of_a_program_rejected_whole_are_covered() {
+    let dir = tempfile::tempdir().unwrap();
+    let tool = script(dir.path(), "tool", "#!/bin/sh\n");
+    std::fs::hard_link(&tool, dir.path().join("tool-1.0")).unwrap();
+    let rules = vec![vec!["tool".to_owned()]];
+    let gate = Gate::new(&rules, Some(dir.path().as_os_str()));
+    let mut stubs = gate.stubs(None);
+    stubs.sort();
+    let real = std::fs::canonicalize(dir.path()).unwrap();
+    assert_eq!(stubs, [real.join("tool"), real.join("tool-1.0")]);
 }
