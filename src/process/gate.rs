@@ -93,6 +93,11 @@ pub enum Judgement {
         rule: String,
         why: String,
     },
+    /// Refused as the kernel refuses a caller that may not search a directory on the way: the
+    /// supervisor may not either, so the file cannot be judged.
+    Unsearchable {
+        file: PathBuf,
+    },
 }
 
 /// An argument vector as the kernel builds it for one program: `head`, then the exec's own
@@ -191,6 +196,18 @@ impl Gate {
                 }
                 Verdict::Refuse(libc::EPERM)
             }
+            Judgement::Unsearchable { file } => {
+                if self.told.insert(file.display().to_string()) {
+                    use std::io::Write as _;
+                    let _ = writeln!(
+                        std::io::stderr().lock(),
+                        "cairn: refused to run {}: it lies in a directory the exec check may not search, and the \
+                         user's rules reject programs; run it from a place that can be read.",
+                        file.display()
+                    );
+                }
+                Verdict::Refuse(libc::EACCES)
+            }
         }
     }
 
@@ -215,8 +232,10 @@ impl Gate {
             return Judgement::Pass;
         }
         let start = if dirfd == libc::AT_FDCWD { Start::Cwd } else { Start::Dir(dirfd) };
-        // A path that names nothing for the caller fails the exec.
-        let Ok(target) = caller.resolve(start, &path) else { return Judgement::Pass };
+        let target = match self.reach(&caller, start, &path) {
+            Ok(target) => target,
+            Err(judged) => return judged,
+        };
         // The script path the kernel passes a `#!` interpreter.
         let filename = match start {
             Start::Dir(fd) if path.is_empty() => format!("/dev/fd/{fd}").into_bytes(),
@@ -293,7 +312,10 @@ impl Gate {
             return Judgement::Pass;
         }
         if !as_interpreter && let Some((interpreter, argument)) = file::shebang(&head) {
-            let Ok(path) = exec.caller.resolve(Start::Cwd, &interpreter) else { return Judgement::Pass };
+            let path = match self.reach(&exec.caller, Start::Cwd, &interpreter) {
+                Ok(path) => path,
+                Err(judged) => return judged,
+            };
             let mut head = vec![interpreter.clone()];
             head.extend(argument);
             head.push(filename.to_vec());
@@ -323,7 +345,10 @@ impl Gate {
             };
             if let Some((at, argv0)) = loaded_program(&words) {
                 let program = words[at].clone();
-                let Ok(path) = exec.caller.resolve(Start::Cwd, &program) else { return Judgement::Pass };
+                let path = match self.reach(&exec.caller, Start::Cwd, &program) {
+                    Ok(path) => path,
+                    Err(judged) => return judged,
+                };
                 let mut head = vec![argv0.unwrap_or_else(|| program.clone())];
                 head.extend(words[at + 1..].iter().cloned());
                 let argv = Argv { head, from: usize::MAX };
@@ -383,6 +408,17 @@ impl Gate {
             }
         }
         None
+    }
+
+    /// The file `path` names for the caller, or the judgement when it names none: a path that
+    /// names nothing fails the exec, but one the supervisor may not search (a directory the
+    /// caller made unsearchable, which its namespace's capabilities may still let it search)
+    /// hides what it names, and is refused as a caller without the right is.
+    fn reach(&self, caller: &Caller, start: Start, path: &[u8]) -> Result<File, Judgement> {
+        caller.resolve(start, path).map_err(|errno| match errno {
+            libc::EACCES | libc::EPERM => Judgement::Unsearchable { file: PathBuf::from(OsStr::from_bytes(path)) },
+            _ => Judgement::Pass,
+        })
     }
 
     /// Whether the caller's `PATH` has `<program>-<word>`, an external command of it.

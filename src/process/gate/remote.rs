@@ -26,6 +26,10 @@ const MAX_SYMLINKS: usize = 40;
 /// `statfs.f_type` of procfs.
 const PROC_SUPER_MAGIC: i64 = 0x9fa0;
 const PAGE: u64 = 4096;
+/// Strings read at once per call (`IOV_MAX`).
+const IOV_MAX: usize = 1024;
+/// What is read of each string's start in that one call.
+const START: usize = 256;
 
 /// Why a vector could not be read whole.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -59,15 +63,17 @@ impl Caller {
     }
 
     /// The NULL-terminated vector of strings at `address` (`argv`, `envp`), whole or not at all.
+    /// The pointers are read a page at a time, then the strings' starts all in one read: most
+    /// end there, and only a longer one is read on by itself.
     pub fn vector(&self, address: u64) -> Result<Vec<Vec<u8>>, Unread> {
-        let mut out = Vec::new();
         if address == 0 {
             // The kernel takes a NULL vector as an empty one.
-            return Ok(out);
+            return Ok(Vec::new());
         }
         let mut budget = MAX_VECTOR;
+        let mut pointers = Vec::new();
         let mut at = address;
-        loop {
+        'pointers: loop {
             // Pointers up to the end of the page (at least one), so an unmapped page after the
             // terminating NULL does not fail the read.
             let left = (PAGE - at % PAGE) as usize;
@@ -81,15 +87,55 @@ impl Caller {
                 bytes.copy_from_slice(word);
                 let pointer = u64::from_ne_bytes(bytes);
                 if pointer == 0 {
-                    return Ok(out);
+                    break 'pointers;
                 }
-                budget = budget.checked_sub(8).ok_or(Unread::TooLong)?;
-                let text = self.string(pointer, MAX_ARG.min(budget).saturating_sub(1))?;
-                budget = budget.checked_sub(text.len() + 1).ok_or(Unread::TooLong)?;
-                out.push(text);
+                // Each string takes its pointer and at least its NUL.
+                budget = budget.checked_sub(9).ok_or(Unread::TooLong)?;
+                pointers.push(pointer);
             }
             at += (n - n % 8) as u64;
         }
+        let mut out = Vec::with_capacity(pointers.len());
+        for batch in pointers.chunks(IOV_MAX) {
+            // Each start up to the end of its page, so no read crosses into a page that may
+            // not be there.
+            let spans: Vec<usize> = batch.iter().map(|p| ((PAGE - p % PAGE) as usize).min(START)).collect();
+            let mut starts = vec![0u8; spans.iter().sum()];
+            let read = self.read_many(batch, &spans, &mut starts);
+            let mut offset = 0;
+            for (pointer, span) in batch.iter().zip(&spans) {
+                let start = &starts[offset..offset + span];
+                offset += span;
+                let whole = if offset <= read { start.iter().position(|b| *b == 0) } else { None };
+                let text = match whole {
+                    Some(end) => start[..end].to_vec(),
+                    None => self.string(*pointer, MAX_ARG.min(budget + 1).saturating_sub(1))?,
+                };
+                budget = budget.checked_sub(text.len()).ok_or(Unread::TooLong)?;
+                out.push(text);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Reads `spans[i]` bytes at each of `addresses` into `buf`, one after the other, in one
+    /// call; the count read (the kernel stops at the first address it cannot read).
+    #[allow(unsafe_code)]
+    fn read_many(&self, addresses: &[u64], spans: &[usize], buf: &mut [u8]) -> usize {
+        let remote: Vec<libc::iovec> = addresses
+            .iter()
+            .zip(spans)
+            .map(|(address, span)| libc::iovec { iov_base: *address as usize as *mut libc::c_void, iov_len: *span })
+            .collect();
+        let local = libc::iovec { iov_base: buf.as_mut_ptr().cast(), iov_len: buf.len() };
+        let (Ok(pid), Ok(count)) = (libc::pid_t::try_from(self.pid), libc::c_ulong::try_from(remote.len())) else {
+            return 0;
+        };
+        // SAFETY: the local iovec covers `buf`, which we own, and the remote spans add up to its
+        // length, so at most `buf.len()` bytes are written; remote addresses are only read by the
+        // kernel, which checks them.
+        let n = unsafe { libc::process_vm_readv(pid, &local, 1, remote.as_ptr(), count, 0) };
+        usize::try_from(n).unwrap_or(0)
     }
 
     /// A NUL-terminated string at `address`, at most `max` bytes before the NUL.
@@ -129,15 +175,31 @@ impl Caller {
     /// names none.
     pub fn resolve(&self, start: Start, path: &[u8]) -> Result<File, i32> {
         let root = open(&CString::new(format!("/proc/{}/root", self.pid)).map_err(|_| libc::EINVAL)?, None, true)?;
-        let root_id = id(&root)?;
-        let mut current = if path.starts_with(b"/") {
-            root.try_clone().map_err(errno)?
+        let start = if path.starts_with(b"/") {
+            None
         } else {
             let dir = match start {
                 Start::Cwd => format!("/proc/{}/cwd", self.pid),
                 Start::Dir(fd) => format!("/proc/{}/fd/{fd}", self.pid),
             };
-            open(&CString::new(dir).map_err(|_| libc::EINVAL)?, None, true)?
+            Some(open(&CString::new(dir).map_err(|_| libc::EINVAL)?, None, true)?)
+        };
+        // The kernel resolves most paths in one call: an absolute one inside the caller's root
+        // as if it were `/`, a relative one when it stays below its start. Anything else (a
+        // `..` or an absolute symlink out of the start, `/proc`'s links, an older kernel) is
+        // walked here one name at a time.
+        let c_path = CString::new(path).map_err(|_| libc::ENOENT)?;
+        let quick = match &start {
+            None => open_in(&root, &c_path, libc::RESOLVE_IN_ROOT),
+            Some(dir) => open_in(dir, &c_path, libc::RESOLVE_BENEATH),
+        };
+        if let Ok(file) = quick {
+            return Ok(file);
+        }
+        let root_id = id(&root)?;
+        let mut current = match start {
+            Some(dir) => dir,
+            None => root.try_clone().map_err(errno)?,
         };
         let mut pending: VecDeque<Vec<u8>> = components(path).collect();
         let mut links = 0;
@@ -217,6 +279,34 @@ fn open(name: &std::ffi::CStr, dir: Option<&File>, follow: bool) -> Result<File,
         return Err(errno(io::Error::last_os_error()));
     }
     // SAFETY: openat just returned this descriptor, which nothing else owns.
+    Ok(unsafe { File::from_raw_fd(fd) })
+}
+
+/// `openat2(dir, path, O_PATH)` with `resolve` and no `/proc` magic link followed.
+#[allow(unsafe_code)]
+fn open_in(dir: &File, path: &std::ffi::CStr, resolve: u64) -> Result<File, i32> {
+    /// The kernel's `struct open_how`.
+    #[repr(C)]
+    struct OpenHow {
+        flags: u64,
+        mode: u64,
+        resolve: u64,
+    }
+    let how = OpenHow {
+        flags: (libc::O_PATH | libc::O_CLOEXEC) as u64,
+        mode: 0,
+        resolve: resolve | libc::RESOLVE_NO_MAGICLINKS,
+    };
+    // SAFETY: `path` is NUL-terminated and `how` a valid `open_how`, both outliving the call,
+    // whose size is passed with it; `dir` is an open descriptor.
+    let fd = unsafe {
+        libc::syscall(libc::SYS_openat2, dir.as_raw_fd(), path.as_ptr(), &raw const how, std::mem::size_of::<OpenHow>())
+    };
+    let fd = i32::try_from(fd).map_err(|_| libc::EBADF)?;
+    if fd < 0 {
+        return Err(errno(io::Error::last_os_error()));
+    }
+    // SAFETY: openat2 just returned this descriptor, which nothing else owns.
     Ok(unsafe { File::from_raw_fd(fd) })
 }
 
