@@ -264,20 +264,28 @@ fn judged(turn: &Turn<'_>, call: &QueuedCall) -> (Decision, Option<PermissionReq
     let mode: Mode = *turn.tools.mode.borrow();
     match invocation.permission(&turn.tools.workspace) {
         Some(request) if call.approved.as_deref() == Some(request.target.as_str()) => (Decision::Allow, Some(request)),
-        Some(request) => {
-            (permissions::decide(&request, commands_mode(turn, &request, mode), turn.tools.rules), Some(request))
-        }
+        Some(request) => (unguarded(turn, &request, mode), Some(request)),
         None => (Decision::Allow, None),
     }
 }
 
-/// The mode a request is judged in. Accept-edits lets commands write the workspace because the
-/// kernel keeps its guarded places read-only and its secrets hidden; where it cannot (no user or
-/// mount namespace), commands are judged as in ask mode.
-fn commands_mode(turn: &Turn<'_>, request: &PermissionRequest, mode: Mode) -> Mode {
-    match (mode, request.permission) {
-        (Mode::AcceptEdits, Permission::Bash) if turn.tools.process.guards_missing() => Mode::Ask,
-        _ => mode,
+/// The decision on a request. Accept-edits lets commands write the workspace because the kernel
+/// keeps its guarded places read-only and its secrets hidden; where it cannot (no user or mount
+/// namespace), only a line that just reads goes through unasked: any other is judged as in ask
+/// mode, and asks even where a rule covers it.
+fn unguarded(turn: &Turn<'_>, request: &PermissionRequest, mode: Mode) -> Decision {
+    let guards_missing =
+        mode == Mode::AcceptEdits && request.permission == Permission::Bash && turn.tools.process.guards_missing();
+    if !guards_missing || request.reads_only() {
+        return permissions::decide(request, mode, turn.tools.rules);
+    }
+    match permissions::decide(request, Mode::Ask, turn.tools.rules) {
+        Decision::Allow => Decision::Ask(
+            "local commands run without a namespace here, so one that may write can change git hooks or tool \
+             configuration; it asks in accept-edits mode"
+                .into(),
+        ),
+        decision => decision,
     }
 }
 

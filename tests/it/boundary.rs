@@ -97,9 +97,10 @@ async fn guarded_places_a_command_makes_are_taken_away_when_it_ends() {
     let env = TestEnv::new().await;
     let ws = env.workspace();
     let lines = [
-        "mkdir -p .cargo && echo '[build]' > .cargo/config.toml && echo made",
+        // The watcher may take a place away as soon as it appears: each step runs whatever the last did.
+        "mkdir -p .cargo; echo '[build]' > .cargo/config.toml; echo made",
         "git init -q . && printf '#!/bin/sh\\ntouch pwned\\n' > .git/hooks/pre-commit && chmod +x .git/hooks/pre-commit && echo made",
-        "mkdir -p .github/workflows && ln -s /tmp .claude && echo made",
+        "mkdir -p .github/workflows; ln -s /tmp .claude; echo made",
     ];
     let results = bash_calls(&env, &lines, &["--mode", "bypass"]).await;
     for result in &results {
@@ -200,13 +201,15 @@ async fn a_rejected_subcommand_is_refused_at_exec_and_the_program_still_runs() {
 #[tokio::test]
 async fn without_a_namespace_accept_edits_no_longer_lets_writing_commands_through() {
     let env = TestEnv::new().await;
-    let allow = ["--mode", "accept-edits", "--allow", "bash:echo"];
+    let allow = ["--mode", "accept-edits", "--allow", "bash:echo", "--allow", "bash:cat"];
+    std::fs::write(env.workspace().join("README.md"), "the-readme\n").unwrap();
     let results = bash_calls(&env, &["echo hi > out.txt && echo wrote"], &allow).await;
     assert!(results[0].contains("wrote"), "with the namespace, accept-edits lets it through: {results:?}");
     env.write_config("[sandbox]\nnamespace = false\n");
     std::fs::remove_file(env.workspace().join("out.txt")).unwrap();
-    let results = bash_calls(&env, &["echo hi > out.txt && echo wrote"], &allow).await;
+    let results = bash_calls(&env, &["echo hi > out.txt && echo wrote", "cat README.md"], &allow).await;
     assert!(!results[0].contains("wrote") && !env.workspace().join("out.txt").exists(), "{results:?}");
+    assert!(results[1].contains("the-readme"), "a line a rule allows that only reads still runs unasked: {results:?}");
 }
 
 /// The supervisor run by hand as an unprivileged user, where it needs a user namespace: only

@@ -398,6 +398,18 @@ pub fn alive(pid: &str) -> bool {
         .is_ok_and(|status| !status.lines().any(|line| line.starts_with("State:") && line.contains('Z')))
 }
 
+/// The pids (as the tests see them; a command in its own PID namespace knows them by others) of the processes whose arguments are exactly `args`.
+pub fn running_with(args: &[&str]) -> Vec<String> {
+    let wanted: Vec<u8> = args.iter().flat_map(|arg| arg.bytes().chain([0])).collect();
+    let Ok(entries) = std::fs::read_dir("/proc") else { return Vec::new() };
+    entries
+        .flatten()
+        .filter_map(|entry| entry.file_name().to_str().map(str::to_owned))
+        .filter(|pid| pid.bytes().all(|b| b.is_ascii_digit()))
+        .filter(|pid| std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|line| line == wanted) && alive(pid))
+        .collect()
+}
+
 /// Stores a session of `messages` alternating questions and long answers straight through the
 /// store (no model), as a benchmark of loading a long session needs; returns its id.
 #[allow(dead_code, reason = "used by the benches that share this module")]
