@@ -199,9 +199,13 @@ async fn export(store: &Store, id: String, format: Format, output: Option<&Path>
 }
 
 async fn import(store: &Store, file: &Path) -> Result<(), InspectError> {
-    let text = std::fs::read_to_string(file).map_err(|source| InspectError::Input { path: file.to_owned(), source })?;
+    let input = |source| InspectError::Input { path: file.to_owned(), source };
+    let reader = std::io::BufReader::with_capacity(1 << 20, std::fs::File::open(file).map_err(input)?);
     let jsonl::Imported { mut row, mut messages } =
-        jsonl::parse(&text).map_err(|(line, why)| InspectError::Import { path: file.to_owned(), line, why })?;
+        jsonl::parse(reader, jsonl::Bounds::default()).map_err(|err| match err {
+            jsonl::ReadError::Line(line, why) => InspectError::Import { path: file.to_owned(), line, why },
+            jsonl::ReadError::Io(source) => input(source),
+        })?;
     let original = row.id.clone();
     if store.session(&row.id).await?.is_some() {
         row.id = SessionId::generate();
