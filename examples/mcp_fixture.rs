@@ -2,7 +2,8 @@
 //!
 //! `mcp_fixture` serves; `mcp_fixture hostile` serves more tools (see `Fixture::hostile`) and
 //! keeps running after its stdin ends; `mcp_fixture flood` lists tools without end (see
-//! `Fixture::flood`); `mcp_fixture garbage` answers every line with a line that is not JSON-RPC;
+//! `Fixture::flood`); `mcp_fixture huge-list` lists tools in one line of over 20 MiB;
+//! `mcp_fixture garbage` answers every line with a line that is not JSON-RPC;
 //! `mcp_fixture exit-at-start` writes to stderr and exits 1 at once.
 
 #![allow(clippy::print_stdout, clippy::print_stderr, clippy::unwrap_used, clippy::expect_used)]
@@ -21,7 +22,12 @@ fn main() {
         eprintln!("fixture: cannot open the database");
         std::process::exit(1);
     }
-    let mut fixture = Fixture { hostile: mode == "hostile", flood: mode == "flood", ..Fixture::default() };
+    let mut fixture = Fixture {
+        hostile: mode == "hostile",
+        flood: mode == "flood",
+        huge_list: mode == "huge-list",
+        ..Fixture::default()
+    };
     let stdin = std::io::stdin();
     let mut stdout = std::io::stdout();
     for line in stdin.lock().lines() {

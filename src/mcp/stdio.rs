@@ -1,7 +1,8 @@
 //! A stdio MCP server as a local process: started in its own process group with the
 //! environment every child gets (no provider keys, absolute `PATH`) plus its own variables, in
 //! the session's directory; its stderr read into a bounded tail (and logged at debug, never
-//! passed on); its stdout watched for lines that are not JSON-RPC; its whole group killed when
+//! passed on); its stdout watched for lines that are not JSON-RPC and for a line longer than
+//! [`LINE_LIMIT`] (which the protocol drops, so an answer in one would never come); its whole group killed when
 //! it is dropped, and the program itself killed by the kernel when cairn dies (a server that
 //! ignores the end of its stdin would otherwise outlive a `kill -9`).
 //!
@@ -31,6 +32,17 @@ const TAIL_BYTES: usize = 2048;
 const LINE_BYTES: usize = 1024;
 /// What is kept of a line on stdout that is not JSON-RPC, for the message that names it.
 const GARBAGE_SHOWN: usize = 200;
+/// The longest line (its newline included) read from a server as one message: what rmcp's
+/// stdio transport reads; it drops a longer line, and the request it answered waits on.
+pub(super) const LINE_LIMIT: u64 = rmcp::transport::async_rw::DEFAULT_MAX_LINE_LENGTH as u64;
+
+/// A line on stdout longer than [`LINE_LIMIT`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct LongLine {
+    /// Its bytes so far, its newline included once it ended.
+    pub bytes: u64,
+    pub ended: bool,
+}
 
 /// A running stdio server. Dropping it kills its process group.
 pub(super) struct Process {
@@ -40,6 +52,7 @@ pub(super) struct Process {
     /// Ends when stderr reaches its end (every holder of the pipe is gone).
     stderr_done: tokio::task::JoinHandle<()>,
     garbage: watch::Receiver<Option<String>>,
+    long_line: watch::Receiver<Option<LongLine>>,
 }
 
 /// The pipes the protocol runs over.
@@ -78,8 +91,16 @@ impl Process {
         let name = server.to_owned();
         let stderr_done = tokio::spawn(read_stderr(name, stderr, tail_tx));
         let (garbage_tx, garbage_rx) = watch::channel(None);
-        let sniffer = Sniffer { inner: stdout, garbage: garbage_tx, state: LineState::Start, line: Vec::new() };
-        let process = Self { child, group, stderr: tail_rx, stderr_done, garbage: garbage_rx };
+        let (long_tx, long_rx) = watch::channel(None);
+        let sniffer = Sniffer {
+            inner: stdout,
+            garbage: garbage_tx,
+            long_line: long_tx,
+            state: LineState::Start,
+            line: Vec::new(),
+            length: 0,
+        };
+        let process = Self { child, group, stderr: tail_rx, stderr_done, garbage: garbage_rx, long_line: long_rx };
         Ok((process, (sniffer, stdin)))
     }
 
@@ -91,6 +112,34 @@ impl Process {
     /// The first line the server wrote to stdout that was not JSON-RPC, if any.
     pub fn garbage(&self) -> Option<String> {
         self.garbage.borrow().clone()
+    }
+
+    /// Resolves once the server has written a line longer than [`LINE_LIMIT`] to stdout (never,
+    /// if the reader of stdout is gone first).
+    pub fn long_line(&self) -> impl Future<Output = ()> + Send + 'static {
+        let mut seen = self.long_line.clone();
+        async move {
+            if seen.wait_for(Option::is_some).await.is_err() {
+                std::future::pending::<()>().await;
+            }
+        }
+    }
+
+    /// What to say about the line longer than [`LINE_LIMIT`], once it ended (or `grace` passed:
+    /// the rest of it is read, and dropped, meanwhile).
+    pub async fn long_line_told(&self, grace: Duration) -> String {
+        let mut seen = self.long_line.clone();
+        let _ = tokio::time::timeout(grace, seen.wait_for(|line| line.is_some_and(|line| line.ended))).await;
+        let limit = format!("the {} MiB cairn reads as one MCP message", LINE_LIMIT >> 20);
+        match *seen.borrow() {
+            Some(LongLine { bytes, ended: true }) => {
+                format!("it wrote a line of {bytes} bytes to stdout, more than {limit}, so its answer was dropped")
+            }
+            Some(LongLine { bytes, ended: false }) => format!(
+                "it wrote a line of more than {limit} to stdout ({bytes} bytes so far), so its answer was dropped"
+            ),
+            None => format!("it wrote a line longer than {limit} to stdout"),
+        }
     }
 
     /// The exit status if the program ends within `grace`, after which the rest of its stderr
@@ -241,34 +290,79 @@ enum LineState {
 pub(super) struct Sniffer {
     inner: ChildStdout,
     garbage: watch::Sender<Option<String>>,
+    long_line: watch::Sender<Option<LongLine>>,
     state: LineState,
     line: Vec<u8>,
+    /// Bytes of the line being read, so far.
+    length: u64,
 }
 
 impl Sniffer {
     fn inspect(&mut self, bytes: &[u8]) {
+        let mut rest = bytes;
+        loop {
+            let newline = memchr::memchr(b'\n', rest);
+            let (piece, after) = match newline {
+                Some(at) => (rest.get(..at).unwrap_or_default(), rest.get(at + 1..).unwrap_or_default()),
+                None => (rest, &[][..]),
+            };
+            self.within_line(piece);
+            if newline.is_none() {
+                break;
+            }
+            self.end_line();
+            rest = after;
+        }
+    }
+
+    /// Bytes of a line, without its newline.
+    fn within_line(&mut self, bytes: &[u8]) {
+        self.length += bytes.len() as u64;
+        if self.length > LINE_LIMIT {
+            self.note_long_line(false);
+        }
         for &byte in bytes {
             match (self.state, byte) {
-                (_, b'\n') => {
-                    if self.state == LineState::Garbage {
-                        self.report();
-                    }
-                    self.state = LineState::Start;
-                }
-                (LineState::Start, b' ' | b'\t' | b'\r') | (LineState::Json, _) => {}
+                (LineState::Json, _) => break,
+                (LineState::Start, b' ' | b'\t' | b'\r') => {}
                 (LineState::Start, b'{' | b'[') => self.state = LineState::Json,
                 (LineState::Start, _) => {
                     self.state = LineState::Garbage;
                     self.line.clear();
                     self.line.push(byte);
                 }
-                (LineState::Garbage, _) => {
-                    if self.line.len() < GARBAGE_SHOWN {
-                        self.line.push(byte);
-                    }
-                }
+                (LineState::Garbage, _) if self.line.len() < GARBAGE_SHOWN => self.line.push(byte),
+                (LineState::Garbage, _) => break,
             }
         }
+    }
+
+    fn end_line(&mut self) {
+        self.length += 1;
+        if self.length > LINE_LIMIT {
+            self.note_long_line(true);
+        }
+        if self.state == LineState::Garbage {
+            self.report();
+        }
+        self.state = LineState::Start;
+        self.length = 0;
+    }
+
+    /// Notes the first line longer than [`LINE_LIMIT`]: once when it passes the limit, again
+    /// when it ends (with its length).
+    fn note_long_line(&mut self, ended: bool) {
+        let bytes = self.length;
+        self.long_line.send_if_modified(|first| {
+            let news = match first {
+                None => true,
+                Some(seen) => ended && !seen.ended,
+            };
+            if news {
+                *first = Some(LongLine { bytes, ended });
+            }
+            news
+        });
     }
 
     fn report(&mut self) {
