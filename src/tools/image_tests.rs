@@ -102,6 +102,7 @@ fn context(dir: &Path, images: Images) -> ToolContext {
         call_id: "call_test".into(),
         user_wait: super::super::host::UserWait::default(),
         images,
+        judged: None,
     }
 }
 
