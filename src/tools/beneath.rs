@@ -7,8 +7,9 @@
 //! there. A save creates its temporary file in the directory opened that way, then renames it
 //! with `renameat` within that same directory, so every step names the directory judged.
 //!
-//! Kernels before 5.6 have no `openat2` (`ENOSYS`): there the path is walked one component at a
-//! time with `openat(O_NOFOLLOW)`, which refuses a symlink at every step the same way. Every
+//! Kernels before 5.6 have no `openat2` (`ENOSYS`, or `EPERM` from a container's older seccomp
+//! filter): there the path is walked one component at a time with `openat(O_NOFOLLOW)`, which
+//! refuses a symlink at every step the same way. Every
 //! `unsafe` call of the tools is here, one per function.
 
 use std::ffi::{CString, OsStr, OsString};
@@ -131,7 +132,11 @@ fn open_beneath(dir: BorrowedFd<'_>, relative: &Path, flags: libc::c_int, mode: 
     for _ in 0..RETRIES {
         match openat2(dir, &path, flags, mode) {
             Err(err) if err.raw_os_error() == Some(libc::EAGAIN) => continue,
-            Err(err) if err.raw_os_error() == Some(libc::ENOSYS) => return walk(dir, relative, flags, mode),
+            // No openat2 in this kernel; or a seccomp filter that predates it (older container
+            // runtimes answer EPERM): the walk is as strict, one component at a time.
+            Err(err) if matches!(err.raw_os_error(), Some(libc::ENOSYS | libc::EPERM)) => {
+                return walk(dir, relative, flags, mode);
+            }
             opened => return opened,
         }
     }
