@@ -38,6 +38,7 @@ impl Report {
             Status::Fail => "fail",
         };
         self.failed |= status == Status::Fail;
+        let detail = crate::visible::text(detail);
         let _ = writeln!(std::io::stdout().lock(), "{word:<4}  {what}: {detail}");
     }
 }

@@ -74,15 +74,20 @@ pub async fn executing(turn: &mut Turn<'_>, mut queue: CallQueue) -> TurnState {
         Decision::Allow => {
             let access = invocation.access();
             queue.calls.pop_front();
-            let mut batch = vec![(index, invocation)];
+            // Each call runs on the target it was allowed on, and fails if that changed since.
+            let mut batch = vec![(index, invocation.judged_on(request.as_ref()))];
             // Reads run beside the reads that follow them, sub-agents beside the sub-agents.
             if matches!(access, Access::ReadOnly | Access::Delegate) {
                 while let Some(next) = queue.calls.front() {
                     let Ok(next_invocation) = &next.invocation else { break };
-                    if next_invocation.access() != access || decision(turn, next) != Decision::Allow {
+                    if next_invocation.access() != access {
                         break;
                     }
-                    batch.push((next.index, next_invocation.clone()));
+                    let (verdict, request) = judged(turn, next);
+                    if verdict != Decision::Allow {
+                        break;
+                    }
+                    batch.push((next.index, next_invocation.judged_on(request.as_ref())));
                     queue.calls.pop_front();
                 }
             }
@@ -252,13 +257,9 @@ fn cooling(turn: &Turn<'_>, name: &str) -> Option<(String, u32)> {
     turn.run.cooldowns.iter().find(|(tool, _)| tool == name).cloned()
 }
 
-/// What the permissions say about a queued call now (the mode may have changed). An approval
-/// holds only while the call's target is the one the user saw.
-fn decision(turn: &Turn<'_>, call: &QueuedCall) -> Decision {
-    judged(turn, call).0
-}
-
-/// The decision, with the request it was made about (which a question then shows).
+/// What the permissions say about a queued call now (the mode may have changed), with the
+/// request it was made about (which a question then shows, and whose target the call then runs
+/// on). An approval holds only while the call's target is the one the user saw.
 fn judged(turn: &Turn<'_>, call: &QueuedCall) -> (Decision, Option<PermissionRequest>) {
     let Ok(invocation) = &call.invocation else { return (Decision::Allow, None) };
     let mode: Mode = *turn.tools.mode.borrow();
@@ -318,6 +319,7 @@ fn context(
             .filter(|rule| rule.permission == Permission::Read && rule.action == Action::Deny)
             .cloned()
             .collect(),
+        judged: None,
     }
 }
 
@@ -408,6 +410,7 @@ pub(super) async fn run(
         })));
         let id = call_id(turn, message, *index).unwrap_or_default();
         let mut ctx = context(turn, cancel.clone(), Some(progress_tx), id);
+        ctx.judged = invocation.judged().map(str::to_owned);
         if invocation.access() == Access::Delegate {
             ctx.caller = Some(Caller { mode: turn.tools.mode.clone(), rules: turn.tools.rules.clone() });
         }

@@ -340,28 +340,41 @@ impl Actor {
         let name = self.config.name.clone();
         let waited = format!("it did not finish the MCP handshake and tool list within {} s", timeout.as_secs_f64());
         let (service, listed, process) = match &self.config.transport {
-            Transport::Stdio { command, args, env } => {
+            Transport::Stdio { command, args, env } => 'stdio: {
                 let (mut process, pipes) =
                     Process::spawn(&name, command, args, env, &self.launch.env, &self.launch.cwd)
                         .map_err(|why| Failure { why, stderr: String::new() })?;
-                let started = tokio::time::timeout(timeout, handshake(&name, handler, pipes, ct.clone())).await;
-                match started {
-                    Ok(Ok((service, listed))) => (service, listed, Some(process)),
-                    failed => {
-                        let mut why = match failed {
-                            Ok(Err(why)) => match process.settle(SETTLE).await {
-                                Some(status) => format!("it {} before it finished the MCP handshake", describe(status)),
-                                None => why,
-                            },
-                            _ => waited,
-                        };
-                        process.kill().await;
-                        if let Some(line) = process.garbage() {
-                            why.push_str(&format!("; it wrote to stdout what is not JSON-RPC: `{line}`"));
+                // A line over the limit is dropped unread, and the answer it held never comes:
+                // that fails the start at once rather than at the timeout.
+                let long_line = process.long_line();
+                let handshake = tokio::time::timeout(timeout, handshake(&name, handler, pipes, ct.clone()));
+                tokio::pin!(handshake);
+                let started = tokio::select! {
+                    started = &mut handshake => started.map_err(|_| waited),
+                    () = long_line => {
+                        // Polled on, the connection reads (and drops) the rest of the line, whose
+                        // size is then told.
+                        let told = process.long_line_told(SETTLE);
+                        tokio::pin!(told);
+                        tokio::select! {
+                            why = &mut told => Err(why),
+                            _ = &mut handshake => Err(told.await),
                         }
-                        return Err(Failure { why, stderr: process.stderr_tail() });
                     }
+                };
+                let mut why = match started {
+                    Ok(Ok((service, listed))) => break 'stdio (service, listed, Some(process)),
+                    Ok(Err(why)) => match process.settle(SETTLE).await {
+                        Some(status) => format!("it {} before it finished the MCP handshake", describe(status)),
+                        None => why,
+                    },
+                    Err(why) => why,
+                };
+                process.kill().await;
+                if let Some(line) = process.garbage() {
+                    why.push_str(&format!("; it wrote to stdout what is not JSON-RPC: `{line}`"));
                 }
+                return Err(Failure { why, stderr: process.stderr_tail() });
             }
             Transport::Http { url, headers } => {
                 let transport = http::transport(url, headers).map_err(|why| Failure { why, stderr: String::new() })?;
