@@ -21,7 +21,7 @@ mod support;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use cairn::mcp::{McpSettings, ServerConfig, Servers};
+use cairn::mcp::{McpSettings, Sandbox, ServerConfig, Servers};
 use cairn::process::ChildEnv;
 use tokio_util::sync::CancellationToken;
 
@@ -72,7 +72,7 @@ async fn main() {
         let (mut start, mut ready, mut first, mut shutdown) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
         for _ in 0..SESSIONS {
             let began = Instant::now();
-            let (servers, _notices) = Servers::start(configs(count), &settings, &env, dir.path());
+            let (servers, _notices) = Servers::start(configs(count), &settings, sandbox(&env, dir.path()));
             start.push(began.elapsed());
             assert!(servers.ready(Duration::from_secs(10)).await, "{:?}", servers.status());
             ready.push(began.elapsed());
@@ -92,7 +92,7 @@ async fn main() {
             Figures(shutdown).row(&format!("`shutdown` (stdin closed, exit awaited, group killed), {count} servers"));
         }
     }
-    let (servers, _notices) = Servers::start(configs(1), &settings, &env, dir.path());
+    let (servers, _notices) = Servers::start(configs(1), &settings, sandbox(&env, dir.path()));
     assert!(servers.ready(Duration::from_secs(10)).await);
     let mut later = Vec::new();
     for _ in 0..CALLS {
@@ -129,13 +129,19 @@ fn children() -> Vec<String> {
     pids
 }
 
+/// Servers started directly (no supervisor), in `dir`, with `env`.
+fn sandbox(env: &ChildEnv, dir: &std::path::Path) -> Sandbox {
+    let policy = cairn::process::ProcessPolicy { env: env.clone(), ..Default::default() };
+    Sandbox::new(&policy, vec![dir.to_path_buf()], Vec::new())
+}
+
 /// One server flooding stderr for [`FLOOD`]: the CPU time this process and the server spend.
 async fn stderr_flood() {
     let dir = tempfile::tempdir().unwrap();
     let env = ChildEnv { path: Some(cairn::process::DEFAULT_PATH.into()), ..ChildEnv::default() };
     let exe = fixture().to_string_lossy().into_owned();
     let config = ServerConfig::stdio("noisy", exe, vec!["stderr-flood".to_owned()]);
-    let (servers, _notices) = Servers::start(vec![config], &McpSettings::default(), &env, dir.path());
+    let (servers, _notices) = Servers::start(vec![config], &McpSettings::default(), sandbox(&env, dir.path()));
     assert!(servers.ready(Duration::from_secs(10)).await, "{:?}", servers.status());
     let server = children().pop().expect("the server is a child of this process");
     let (ours, theirs, began) = (cpu("self"), cpu(&server), Instant::now());

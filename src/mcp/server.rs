@@ -4,7 +4,6 @@
 //! says they changed, and closes it when the session's servers stop. Its state goes to the
 //! [`Board`]; calls run on the caller's task, so they never wait for one another.
 
-use std::path::PathBuf;
 use std::time::Duration;
 
 use rmcp::model::{
@@ -21,7 +20,6 @@ use super::config::{ServerConfig, Transport};
 use super::content::{McpTool, read_tools};
 use super::http;
 use super::stdio::{Process, describe};
-use crate::process::ChildEnv;
 
 /// How many times a server that stopped is started again in one session.
 pub const MAX_RESTARTS: u32 = 3;
@@ -35,8 +33,7 @@ const REASONS_TOLD: usize = 10;
 
 /// What every server of a session is started with.
 pub(super) struct Launch {
-    pub env: ChildEnv,
-    pub cwd: PathBuf,
+    pub sandbox: super::Sandbox,
     pub startup_timeout: Duration,
     /// Resolves when the servers may start (see `Servers::start_after`).
     pub begin: futures::future::Shared<futures::future::BoxFuture<'static, ()>>,
@@ -340,10 +337,9 @@ impl Actor {
         let name = self.config.name.clone();
         let waited = format!("it did not finish the MCP handshake and tool list within {} s", timeout.as_secs_f64());
         let (service, listed, process) = match &self.config.transport {
-            Transport::Stdio { command, args, env } => 'stdio: {
-                let (mut process, pipes) =
-                    Process::spawn(&name, command, args, env, &self.launch.env, &self.launch.cwd)
-                        .map_err(|why| Failure { why, stderr: String::new() })?;
+            Transport::Stdio { command, args, env, sandboxed } => 'stdio: {
+                let (mut process, pipes) = Process::spawn(&name, command, args, env, &self.launch.sandbox, *sandboxed)
+                    .map_err(|why| Failure { why, stderr: String::new() })?;
                 // A line over the limit is dropped unread, and the answer it held never comes:
                 // that fails the start at once rather than at the timeout.
                 let long_line = process.long_line();

@@ -1,28 +1,28 @@
-//! A stdio MCP server as a local process: started in its own process group with the
+//! A stdio MCP server as a local process, started as local commands are: under cairn's
+//! supervisor, in the sandbox and namespace commands get (guarded places read-only, secrets
+//! hidden, the session's rejected programs refused at exec; the network kept), with the
 //! environment every child gets (no provider keys, absolute `PATH`) plus its own variables, in
-//! the session's directory; its stderr read into a bounded tail (and logged at debug, never
+//! the session's directory. The supervisor watches a pipe of its own for cairn's end (stdin and
+//! stdout are the protocol's), so the server and everything it started, `setsid`'d or not, dies
+//! with the session and with cairn, `kill -9` included. Its stderr read into a bounded tail (and logged at debug, never
 //! passed on) cheaply and at a bounded rate, so a server flooding it costs cairn little; its stdout watched for lines that are not JSON-RPC and for a line longer than
-//! [`LINE_LIMIT`] (which the protocol drops, so an answer in one would never come); its whole group killed when
-//! it is dropped, and the program itself killed by the kernel when cairn dies (a server that
-//! ignores the end of its stdin would otherwise outlive a `kill -9`).
-//!
-//! It runs without cairn's supervisor and so without Landlock: the supervisor takes the
-//! program's stdin as the pipe it watches for cairn's death, and an MCP server needs stdin and
-//! stdout for the protocol. MCP servers are programs the user configured, like the editor's
-//! terminals; they get the scrubbed environment and die with the session.
+//! [`LINE_LIMIT`] (which the protocol drops, so an answer in one would never come); its whole
+//! tree ended when it is dropped. A server configured with `sandbox = false` runs supervised
+//! the same way, without the sandbox and namespace.
 
 use std::collections::VecDeque;
-use std::path::Path;
+use std::ffi::OsStr;
 use std::pin::Pin;
-use std::process::{ExitStatus, Stdio};
+use std::process::ExitStatus;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncReadExt, ReadBuf};
-use tokio::process::{Child, ChildStdin, ChildStdout, Command};
+use tokio::process::{ChildStdin, ChildStdout};
 use tokio::sync::watch;
 
-use crate::process::ChildEnv;
+use super::Sandbox;
+use crate::process::{Confinement, Local};
 
 /// The stderr tail shows at most this many lines …
 const TAIL_LINES: usize = 20;
@@ -44,10 +44,9 @@ pub(super) struct LongLine {
     pub ended: bool,
 }
 
-/// A running stdio server. Dropping it kills its process group.
+/// A running stdio server. Dropping it ends everything it started.
 pub(super) struct Process {
-    child: Child,
-    group: Group,
+    local: Local,
     stderr: watch::Receiver<Tail>,
     /// Ends when stderr reaches its end (every holder of the pipe is gone).
     stderr_done: tokio::task::JoinHandle<()>,
@@ -59,31 +58,22 @@ pub(super) struct Process {
 pub(super) type Pipes = (Sniffer, ChildStdin);
 
 impl Process {
-    /// Starts `command` in `cwd`. The error is the message for the user.
+    /// Starts `command` in the session's directory. The error is the message for the user.
     pub fn spawn(
         server: &str,
         command: &str,
         args: &[String],
         vars: &[(String, String)],
-        env: &ChildEnv,
-        cwd: &Path,
+        sandbox: &Sandbox,
+        sandboxed: bool,
     ) -> Result<(Self, Pipes), String> {
-        let mut cmd = Command::new(command);
-        cmd.args(args);
-        env.apply(&mut cmd);
-        for (name, value) in vars {
-            cmd.env(name, value);
-        }
-        cmd.current_dir(cwd)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .process_group(0)
-            .kill_on_drop(true);
-        crate::process::die_with_parent(&mut cmd);
-        let mut child = cmd.spawn().map_err(|err| format!("cannot start `{command}`: {err}"))?;
-        let group = Group(child.id());
-        let (Some(stdin), Some(stdout), Some(stderr)) = (child.stdin.take(), child.stdout.take(), child.stderr.take())
+        let args: Vec<&OsStr> = args.iter().map(OsStr::new).collect();
+        let confinement = Confinement { roots: &sandbox.roots, rejected: &sandbox.rejected };
+        let mut local = sandbox
+            .policy(sandboxed)
+            .spawn_server(OsStr::new(command), &args, vars, sandbox.cwd(), confinement)
+            .map_err(|err| format!("cannot start `{command}`: {err}"))?;
+        let (Some(stdin), Some(stdout), Some(stderr)) = (local.take_stdin(), local.take_stdout(), local.take_stderr())
         else {
             return Err(format!("cannot start `{command}`: its pipes are missing"));
         };
@@ -100,7 +90,7 @@ impl Process {
             line: Vec::new(),
             length: 0,
         };
-        let process = Self { child, group, stderr: tail_rx, stderr_done, garbage: garbage_rx, long_line: long_rx };
+        let process = Self { local, stderr: tail_rx, stderr_done, garbage: garbage_rx, long_line: long_rx };
         Ok((process, (sniffer, stdin)))
     }
 
@@ -145,42 +135,22 @@ impl Process {
     /// The exit status if the program ends within `grace`, after which the rest of its stderr
     /// is read (for at most `grace` more: something it started may hold the pipe).
     pub async fn settle(&mut self, grace: Duration) -> Option<ExitStatus> {
-        let status = tokio::time::timeout(grace, self.child.wait()).await.ok().and_then(Result::ok);
+        let status = tokio::time::timeout(grace, self.local.wait()).await.ok().and_then(Result::ok);
         if status.is_some() {
             let _ = tokio::time::timeout(grace, &mut self.stderr_done).await;
         }
         status
     }
 
-    /// Kills the whole process group now and reaps the program.
+    /// Ends the program and everything it started now, and reaps it.
     pub async fn kill(&mut self) {
-        self.group.kill();
-        // Killed once: the group id may be reused after the reaping.
-        self.group.0 = None;
-        let _ = self.child.wait().await;
+        self.local.stop().await;
     }
 }
 
 impl Drop for Process {
     fn drop(&mut self) {
         self.stderr_done.abort();
-    }
-}
-
-/// The process group of a server; killed when dropped.
-struct Group(Option<u32>);
-
-impl Group {
-    fn kill(&mut self) {
-        if let Some(group) = self.0 {
-            crate::process::kill_group(group);
-        }
-    }
-}
-
-impl Drop for Group {
-    fn drop(&mut self) {
-        self.kill();
     }
 }
 

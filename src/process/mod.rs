@@ -338,6 +338,19 @@ impl Local {
         self.child.as_mut().and_then(|child| child.stderr.take())
     }
 
+    /// Ends the program and everything it started now, and reaps it: a supervised program's
+    /// supervisor is told (its watched pipe closes) and gets a grace to kill the tree, after
+    /// which its group is killed.
+    pub async fn stop(&mut self) {
+        let (Some(group), Some(mut child)) = (self.group.take(), self.child.take()) else { return };
+        let supervised = self.watch.take().is_some() && !self.exited;
+        if !supervised || tokio::time::timeout(SUPERVISOR_GRACE, child.wait()).await.is_err() {
+            tree::kill_group(group);
+            let _ = child.wait().await;
+        }
+        self.exited = true;
+    }
+
     /// Waits for the program to end. A program killed by a signal has no exit code.
     pub async fn wait(&mut self) -> std::io::Result<ExitStatus> {
         let Some(child) = self.child.as_mut() else { return Err(std::io::ErrorKind::NotFound.into()) };

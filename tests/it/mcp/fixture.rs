@@ -151,7 +151,8 @@ fn error(id: Value, code: i64, message: &str) -> Value {
     json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}})
 }
 
-/// Its pid, directory and environment, and a `sleep` left running in its process group.
+/// Its pid, directory and environment, and a `sleep` left running in its process group; the
+/// PID namespace those pids are of (`pid:[inode]`, the same seen from outside).
 fn about() -> Value {
     let sleeper = std::process::Command::new("sleep")
         .arg("300")
@@ -165,6 +166,7 @@ fn about() -> Value {
     json!({
         "pid": std::process::id(),
         "sleeper": sleeper,
+        "pidns": std::fs::read_link("/proc/self/ns/pid").ok(),
         "cwd": std::env::current_dir().ok(),
         "env": env,
     })
