@@ -370,7 +370,15 @@ impl Actor {
                 if let Some(line) = process.garbage() {
                     why.push_str(&format!("; it wrote to stdout what is not JSON-RPC: `{line}`"));
                 }
-                return Err(Failure { why, stderr: process.stderr_tail() });
+                let stderr = process.stderr_tail();
+                if *sandboxed && refused_a_write(&stderr) {
+                    why.push_str(&format!(
+                        "; it ran in cairn's sandbox, which lets it write only the workspace, the temp dirs and \
+                         [sandbox] writable: add the directory it needs (a cache such as ~/.npm) there, or set \
+                         sandbox = false in [mcp_servers.{name}]"
+                    ));
+                }
+                return Err(Failure { why, stderr });
             }
             Transport::Http { url, headers } => {
                 let transport = http::transport(url, headers).map_err(|why| Failure { why, stderr: String::new() })?;
@@ -396,6 +404,11 @@ impl Actor {
 }
 
 type Service = RunningService<RoleClient, Handler>;
+
+/// Whether a server's stderr tells of a write the sandbox refused.
+fn refused_a_write(stderr: &str) -> bool {
+    ["Permission denied", "Read-only file system", "EACCES", "EROFS", "EPERM"].iter().any(|sign| stderr.contains(sign))
+}
 
 /// The MCP handshake over `transport`, then the tool list.
 async fn handshake<T, E, A>(

@@ -135,3 +135,27 @@ async fn what_a_server_starts_setsid_or_not_ends_with_its_session_and_with_a_kil
 fn toml_string(value: &str) -> String {
     serde_json::to_string(value).unwrap()
 }
+
+#[tokio::test]
+async fn a_server_that_fails_on_a_refused_write_is_told_where_to_allow_it() {
+    if !kernel_keeps_it() {
+        return;
+    }
+    let env = TestEnv::new().await;
+    std::fs::create_dir_all(env.workspace().join(".git/hooks")).unwrap();
+    let mut agent = env.ready().await;
+    let servers = json!([scripted("cache", "echo x > .git/hooks/pre-push || exit 1")]);
+    let result = agent.call("session/new", json!({"cwd": env.cwd(), "mcpServers": servers})).await;
+    let session = result["sessionId"].as_str().unwrap().to_owned();
+    let started = Instant::now();
+    let told = loop {
+        let (_, notifications) = turn(&mut agent, &session, "/mcp").await;
+        let text = notifications.iter().map(|n| n["content"]["text"].as_str().unwrap_or_default()).collect::<String>();
+        if text.contains("failed") || started.elapsed() > Duration::from_secs(10) {
+            break text;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert!(told.contains("Read-only file system"), "{told}");
+    assert!(told.contains("[sandbox] writable") && told.contains("sandbox = false in [mcp_servers.cache]"), "{told}");
+}
