@@ -32,6 +32,7 @@ use tokio::process::{Child, ChildStderr, ChildStdin, ChildStdout, Command};
 pub use namespace::Kind as NamespaceKind;
 pub use sandbox::{Support, support as landlock_support};
 pub use supervisor::Confinement;
+use supervisor::Watched;
 pub use tree::{deny_inspection, die_with_parent, kill_group};
 
 /// What an unset or emptied `PATH` becomes: bash's own default without its trailing `.`.
@@ -202,24 +203,16 @@ impl ProcessPolicy {
                 command
             }
             Launcher::Supervisor(exe) => {
-                self.warn_once();
-                let kernel = probe::probe();
-                // Without user notification there is no exec check; the parser still refuses.
-                let rejected = if kernel.exec_check { confinement.rejected } else { &[] };
-                let confinement = Confinement { rejected, ..confinement };
-                let needs_namespace = self.sandbox != SandboxMode::Off || !rejected.is_empty();
-                let namespace = if needs_namespace { self.namespace_kind() } else { None };
                 let mut command = Command::new(exe);
-                let watch = if serve {
+                let watched = if serve {
                     let (read, write) = tree::watch_pipe()?;
                     tree::pass_on(&mut command, read);
                     watch_end = Some(write);
-                    Some(read)
+                    Watched::Fd(read)
                 } else {
-                    None
+                    Watched::Stdin
                 };
-                let arguments = supervisor::arguments(self, confinement, namespace, watch, program, args);
-                command.args(arguments).stdin(Stdio::piped());
+                command.args(self.supervised(confinement, watched, program, args)).stdin(Stdio::piped());
                 command
             }
         };
@@ -237,6 +230,43 @@ impl ProcessPolicy {
             (None, Launcher::Direct) => None,
         };
         Ok(Local { group: child.id(), child: Some(child), watch, exited: false })
+    }
+
+    /// The supervisor's arguments for `program args` as this policy confines it.
+    fn supervised(
+        &self,
+        confinement: Confinement<'_>,
+        watched: Watched,
+        program: &OsStr,
+        args: &[&OsStr],
+    ) -> Vec<OsString> {
+        self.warn_once();
+        // Without user notification there is no exec check; the parser still refuses.
+        let rejected = if probe::probe().exec_check { confinement.rejected } else { &[] };
+        let confinement = Confinement { rejected, ..confinement };
+        let needs_namespace = self.sandbox != SandboxMode::Off || !rejected.is_empty();
+        let namespace = if needs_namespace { self.namespace_kind() } else { None };
+        supervisor::arguments(self, confinement, namespace, watched, program, args)
+    }
+
+    /// What an editor's terminal runs for `program args` so that it is confined as a local
+    /// command is: cairn's own executable as the supervisor, watching nothing (the editor, not
+    /// cairn, starts it; killed, it takes the program along), then its arguments. `None` with
+    /// the direct launcher, or when cairn's executable cannot be found.
+    pub fn in_terminal(
+        &self,
+        program: &OsStr,
+        args: &[&OsStr],
+        confinement: Confinement<'_>,
+    ) -> Option<(PathBuf, Vec<OsString>)> {
+        match &self.launcher {
+            Launcher::Direct => None,
+            Launcher::Supervisor(_) => {
+                // The editor resolves the path in its own process, where `/proc/self/exe` is not cairn.
+                let exe = std::env::current_exe().ok().filter(|exe| exe.is_file())?;
+                Some((exe, self.supervised(confinement, Watched::Nothing, program, args)))
+            }
+        }
     }
 
     /// What the model is told when a sandboxed command fails on a refused write, so it can tell

@@ -9,9 +9,13 @@
 
 use std::path::Path;
 use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use serde_json::json;
 
 use crate::exec::bash_calls;
-use crate::support::TestEnv;
+use crate::support::{Editor, Reply, TestEnv, alive, running_with};
+use crate::tools::{set_mode, tool_results, turn};
 
 /// Whether the kernel has what these tests attack; says why not.
 fn kernel_keeps_it() -> bool {
@@ -266,4 +270,62 @@ fn running_as_root() -> bool {
 fn which(program: &str) -> Result<std::path::PathBuf, ()> {
     let path = std::env::var_os("PATH").ok_or(())?;
     std::env::split_paths(&path).map(|dir| dir.join(program)).find(|candidate| candidate.is_file()).ok_or(())
+}
+
+/// An editor that offers terminals runs every command: there it is started through cairn's
+/// supervisor, so the editor's terminal gets the same boundary as a local command.
+#[tokio::test]
+async fn a_command_in_the_editors_terminal_is_kept_inside_the_same_boundary() {
+    if !kernel_keeps_it() {
+        return;
+    }
+    let env = TestEnv::new().await;
+    let ws = env.workspace();
+    std::fs::create_dir_all(ws.join(".git/hooks")).unwrap();
+    std::fs::write(ws.join(".env"), "DB_PASSWORD=hunter2\n").unwrap();
+    let command = "cat .env; echo x > .git/hooks/pre-commit && echo hook-written; echo done";
+    env.mock.push(Reply::tool_calls(&[("c1", "bash", json!({"command": command}))]));
+    env.mock.push(Reply::text(&["ok"]));
+    let mut agent = env.ready_with(Editor::with_terminal()).await;
+    let session = agent.new_session(&env.cwd()).await;
+    set_mode(&mut agent, &session, "bypass").await;
+    turn(&mut agent, &session, "go").await;
+    let created = agent.editor.requests("terminal/create");
+    let args: Vec<&str> = created[0]["params"]["args"].as_array().unwrap().iter().filter_map(|a| a.as_str()).collect();
+    assert!(args.contains(&"__supervise"), "the terminal runs the supervisor: {args:?}");
+    let output = tool_results(&env, 1)[0]["content"].as_str().unwrap().to_owned();
+    assert!(output.contains("done") && !output.contains("hunter2") && !output.contains("hook-written"), "{output}");
+    assert!(!ws.join(".git/hooks/pre-commit").exists());
+}
+
+/// The editor kills what it started, the supervisor; nothing watches for cairn's end there, so
+/// the command and everything it started die with the supervisor, `setsid`'d or not.
+#[tokio::test]
+async fn a_cancelled_command_in_the_editors_terminal_leaves_nothing_running() {
+    if !kernel_keeps_it() {
+        return;
+    }
+    let env = TestEnv::new().await;
+    let command = "sleep 4561 & setsid sleep 4562 & sleep 60";
+    env.mock.push(Reply::tool_calls(&[("c1", "bash", json!({"command": command}))]));
+    let mut agent = env.ready_with(Editor::with_terminal()).await;
+    let session = agent.new_session(&env.cwd()).await;
+    set_mode(&mut agent, &session, "bypass").await;
+    let prompt = agent.prompt(&session, "go").await;
+    let started = Instant::now();
+    let mut running = Vec::new();
+    while running.len() < 2 && started.elapsed() < Duration::from_secs(10) {
+        running = ["4561", "4562"].iter().flat_map(|arg| running_with(&["sleep", arg])).collect();
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(running.len(), 2, "both sleeps run: {running:?}");
+    agent.notify("session/cancel", json!({"sessionId": session})).await;
+    let (response, _) = agent.response(prompt).await;
+    assert_eq!(response["result"]["stopReason"], "cancelled");
+    let killed = Instant::now();
+    while running.iter().any(|pid| alive(pid)) && killed.elapsed() < Duration::from_secs(5) {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let left: Vec<&String> = running.iter().filter(|pid| alive(pid)).collect();
+    assert!(left.is_empty(), "the terminal's command left {left:?} running");
 }
