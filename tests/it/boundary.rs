@@ -14,19 +14,8 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 
 use crate::exec::bash_calls;
-use crate::support::{Editor, Reply, TestEnv, alive, running_with};
+use crate::support::{Editor, Reply, TestEnv, alive, kernel_keeps_it, running_with};
 use crate::tools::{set_mode, tool_results, turn};
-
-/// Whether the kernel has what these tests attack; says why not.
-fn kernel_keeps_it() -> bool {
-    let support = cairn::process::landlock_support();
-    let namespace = cairn::process::namespace_support();
-    if !support.filesystem || namespace.is_none() {
-        println!("skipped: Landlock {support:?}, namespace {namespace:?}");
-        return false;
-    }
-    true
-}
 
 fn sh(dir: &Path, script: &str) {
     let status = std::process::Command::new("sh").arg("-c").arg(script).current_dir(dir).status().unwrap();

@@ -8,18 +8,8 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use super::fixture_exe;
-use crate::support::{Agent, Reply, TestEnv, alive, running_with};
+use crate::support::{Agent, Reply, TestEnv, alive, kernel_keeps_it, running_with};
 use crate::tools::{set_mode, tool_results, turn};
-
-fn kernel_keeps_it() -> bool {
-    let landlock = cairn::process::landlock_support().filesystem;
-    let namespace = cairn::process::namespace_support();
-    if !landlock || namespace.is_none() {
-        println!("skipped: Landlock {landlock}, namespace {namespace:?}");
-        return false;
-    }
-    true
-}
 
 /// A server the editor passes: `script` runs in bash, then the fixture takes its place.
 fn scripted(name: &str, script: &str) -> Value {

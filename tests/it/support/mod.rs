@@ -392,6 +392,18 @@ pub fn user_texts(request: &Value) -> Vec<String> {
         .collect()
 }
 
+/// Whether the kernel gives cairn what keeps the boundary around commands (Landlock and a
+/// namespace); says why not, for the tests that attack it to skip.
+pub fn kernel_keeps_it() -> bool {
+    let landlock = cairn::process::landlock_support();
+    let namespace = cairn::process::namespace_support();
+    if !landlock.filesystem || namespace.is_none() {
+        println!("skipped: Landlock {landlock:?}, namespace {namespace:?}");
+        return false;
+    }
+    true
+}
+
 /// Whether a process still runs (a zombie awaiting its reaper does not).
 pub fn alive(pid: &str) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
