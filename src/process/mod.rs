@@ -17,6 +17,7 @@ mod probe;
 mod sandbox;
 mod seccomp;
 pub mod supervisor;
+mod terminal;
 mod tree;
 mod watch;
 
@@ -33,6 +34,7 @@ pub use namespace::Kind as NamespaceKind;
 pub use sandbox::{Support, support as landlock_support};
 pub use supervisor::Confinement;
 use supervisor::Watched;
+pub use terminal::InTerminal;
 pub use tree::{deny_inspection, die_with_parent, kill_group};
 
 /// What an unset or emptied `PATH` becomes: bash's own default without its trailing `.`.
@@ -247,26 +249,6 @@ impl ProcessPolicy {
         let needs_namespace = self.sandbox != SandboxMode::Off || !rejected.is_empty();
         let namespace = if needs_namespace { self.namespace_kind() } else { None };
         supervisor::arguments(self, confinement, namespace, watched, program, args)
-    }
-
-    /// What an editor's terminal runs for `program args` so that it is confined as a local
-    /// command is: cairn's own executable as the supervisor, watching nothing (the editor, not
-    /// cairn, starts it; killed, it takes the program along), then its arguments. `None` with
-    /// the direct launcher, or when cairn's executable cannot be found.
-    pub fn in_terminal(
-        &self,
-        program: &OsStr,
-        args: &[&OsStr],
-        confinement: Confinement<'_>,
-    ) -> Option<(PathBuf, Vec<OsString>)> {
-        match &self.launcher {
-            Launcher::Direct => None,
-            Launcher::Supervisor(_) => {
-                // The editor resolves the path in its own process, where `/proc/self/exe` is not cairn.
-                let exe = std::env::current_exe().ok().filter(|exe| exe.is_file())?;
-                Some((exe, self.supervised(confinement, Watched::Nothing, program, args)))
-            }
-        }
     }
 
     /// What the model is told when a sandboxed command fails on a refused write, so it can tell

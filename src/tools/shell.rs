@@ -24,7 +24,7 @@ use super::bash::BashArgs;
 use super::host::{Host, TerminalRequest};
 use super::{ToolContext, ToolError, ToolOutcome};
 use crate::history::ToolContent;
-use crate::process::{ChildEnv, Confinement};
+use crate::process::{ChildEnv, Confinement, InTerminal};
 
 /// How much output is kept: this much of the start and this much of the end.
 const KEEP_HEAD: usize = 100 * 1024;
@@ -210,9 +210,10 @@ pub(super) async fn delegated(args: &BashArgs, ctx: &ToolContext, timeout: Durat
     let script = [OsStr::new("-c"), OsStr::new(&args.command)];
     let confinement = Confinement { roots: ctx.workspace.roots(), rejected: &ctx.rejected };
     // Under cairn's supervisor, as a local command: the editor's terminal only shows it.
-    let program = match ctx.process.in_terminal(OsStr::new("bash"), &script, confinement) {
-        Some((exe, supervised)) => std::iter::once(exe.into_os_string()).chain(supervised).collect(),
-        None => vec!["bash".into(), "-c".into(), args.command.clone().into()],
+    let program: Vec<std::ffi::OsString> = match ctx.process.in_terminal(OsStr::new("bash"), &script, confinement) {
+        InTerminal::Supervised { exe, args } => std::iter::once(exe.into_os_string()).chain(args).collect(),
+        InTerminal::AsItIs => vec!["bash".into(), "-c".into(), args.command.clone().into()],
+        InTerminal::Locally => return local(args, ctx, timeout).await,
     };
     let program = program.iter().map(|part| part.to_string_lossy().into_owned()).collect();
     let (command, args) = scrubbed(&ctx.process.env, program);

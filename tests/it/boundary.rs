@@ -287,6 +287,32 @@ async fn a_command_in_the_editors_terminal_is_kept_inside_the_same_boundary() {
     assert!(!ws.join(".git/hooks/pre-commit").exists());
 }
 
+/// A command may write where cairn's executable lies (a build of cairn in the workspace): the
+/// terminal then runs a copy in cairn's data directory, which commands cannot reach.
+#[tokio::test]
+async fn the_terminal_never_runs_a_supervisor_a_command_could_have_replaced() {
+    if !kernel_keeps_it() {
+        return;
+    }
+    let env = TestEnv::new().await;
+    let exe_dir = Path::new(env!("CARGO_BIN_EXE_cairn")).parent().unwrap().to_owned();
+    env.write_config(&format!("[sandbox]\nwritable = [{:?}]\n", exe_dir.display().to_string()));
+    std::fs::create_dir_all(env.workspace().join(".git/hooks")).unwrap();
+    let command = "echo x > .git/hooks/pre-commit && echo hook-written; echo done";
+    env.mock.push(Reply::tool_calls(&[("c1", "bash", json!({"command": command}))]));
+    env.mock.push(Reply::text(&["ok"]));
+    let mut agent = env.ready_with(Editor::with_terminal()).await;
+    let session = agent.new_session(&env.cwd()).await;
+    set_mode(&mut agent, &session, "bypass").await;
+    turn(&mut agent, &session, "go").await;
+    let created = agent.editor.requests("terminal/create");
+    let args: Vec<&str> = created[0]["params"]["args"].as_array().unwrap().iter().filter_map(|a| a.as_str()).collect();
+    let supervisor = args[args.iter().position(|arg| *arg == "__supervise").unwrap() - 1];
+    assert!(supervisor.starts_with(&env.home().display().to_string()), "a copy in the data directory: {supervisor}");
+    let output = tool_results(&env, 1)[0]["content"].as_str().unwrap().to_owned();
+    assert!(output.contains("done") && !output.contains("hook-written"), "{output}");
+}
+
 /// The editor kills what it started, the supervisor; nothing watches for cairn's end there, so
 /// the command and everything it started die with the supervisor, `setsid`'d or not.
 #[tokio::test]
