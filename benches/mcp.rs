@@ -7,6 +7,10 @@
 //! an editor drives it: `session/new` with no servers and with 5 in `mcpServers`, and a prompt
 //! whose model calls one MCP tool (the session's first prompt, and later ones). Prints median
 //! and p90; nothing here asserts.
+//!
+//! Last, the CPU time this process (the MCP client) spends while a fixture server writes to
+//! stderr as fast as it can (`mcp_fixture stderr-flood`), beside the server's own: `cargo bench
+//! --bench mcp -- stderr` runs only that.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout, clippy::print_stderr)]
 
@@ -17,7 +21,7 @@ mod support;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use cairn::mcp::{McpSettings, ServerConfig, Servers};
+use cairn::mcp::{McpSettings, Sandbox, ServerConfig, Servers};
 use cairn::process::ChildEnv;
 use tokio_util::sync::CancellationToken;
 
@@ -54,6 +58,10 @@ impl Figures {
 
 #[tokio::main]
 async fn main() {
+    if std::env::args().skip(1).any(|arg| arg == "stderr") {
+        stderr_flood().await;
+        return;
+    }
     let dir = tempfile::tempdir().unwrap();
     let env = ChildEnv { path: Some(cairn::process::DEFAULT_PATH.into()), ..ChildEnv::default() };
     let settings = McpSettings::default();
@@ -64,7 +72,7 @@ async fn main() {
         let (mut start, mut ready, mut first, mut shutdown) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
         for _ in 0..SESSIONS {
             let began = Instant::now();
-            let (servers, _notices) = Servers::start(configs(count), &settings, &env, dir.path());
+            let (servers, _notices) = Servers::start(configs(count), &settings, sandbox(&env, dir.path()));
             start.push(began.elapsed());
             assert!(servers.ready(Duration::from_secs(10)).await, "{:?}", servers.status());
             ready.push(began.elapsed());
@@ -84,7 +92,7 @@ async fn main() {
             Figures(shutdown).row(&format!("`shutdown` (stdin closed, exit awaited, group killed), {count} servers"));
         }
     }
-    let (servers, _notices) = Servers::start(configs(1), &settings, &env, dir.path());
+    let (servers, _notices) = Servers::start(configs(1), &settings, sandbox(&env, dir.path()));
     assert!(servers.ready(Duration::from_secs(10)).await);
     let mut later = Vec::new();
     for _ in 0..CALLS {
@@ -95,6 +103,56 @@ async fn main() {
     Figures(later).row("later `echo` calls, one at a time");
     servers.shutdown().await;
     through_the_binary().await;
+    stderr_flood().await;
+}
+
+/// How long the flood is watched.
+const FLOOD: Duration = Duration::from_secs(5);
+/// Clock ticks per second of `/proc/*/stat` (`USER_HZ`, 100 on every Linux port).
+const TICKS: f64 = 100.0;
+
+/// User and system CPU time of process `pid` (`self` for this one), in seconds.
+fn cpu(pid: &str) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let fields: Vec<&str> = stat.rsplit_once(')').unwrap().1.split_whitespace().collect();
+    // utime and stime, fields 14 and 15 of the line (the 12th and 13th after the name).
+    (fields[11].parse::<f64>().unwrap() + fields[12].parse::<f64>().unwrap()) / TICKS
+}
+
+/// The pids of this process's children.
+fn children() -> Vec<String> {
+    let mut pids = Vec::new();
+    for task in std::fs::read_dir("/proc/self/task").unwrap() {
+        let path = task.unwrap().path().join("children");
+        pids.extend(std::fs::read_to_string(path).unwrap_or_default().split_whitespace().map(str::to_owned));
+    }
+    pids
+}
+
+/// Servers started directly (no supervisor), in `dir`, with `env`.
+fn sandbox(env: &ChildEnv, dir: &std::path::Path) -> Sandbox {
+    let policy = cairn::process::ProcessPolicy { env: env.clone(), ..Default::default() };
+    Sandbox::new(&policy, vec![dir.to_path_buf()], Vec::new())
+}
+
+/// One server flooding stderr for [`FLOOD`]: the CPU time this process and the server spend.
+async fn stderr_flood() {
+    let dir = tempfile::tempdir().unwrap();
+    let env = ChildEnv { path: Some(cairn::process::DEFAULT_PATH.into()), ..ChildEnv::default() };
+    let exe = fixture().to_string_lossy().into_owned();
+    let config = ServerConfig::stdio("noisy", exe, vec!["stderr-flood".to_owned()]);
+    let (servers, _notices) = Servers::start(vec![config], &McpSettings::default(), sandbox(&env, dir.path()));
+    assert!(servers.ready(Duration::from_secs(10)).await, "{:?}", servers.status());
+    let server = children().pop().expect("the server is a child of this process");
+    let (ours, theirs, began) = (cpu("self"), cpu(&server), Instant::now());
+    tokio::time::sleep(FLOOD).await;
+    let (ours, theirs, wall) = (cpu("self") - ours, cpu(&server) - theirs, began.elapsed().as_secs_f64());
+    println!();
+    println!("| a stdio server floods stderr for {} s | CPU time | of one core |", FLOOD.as_secs());
+    println!("|---|---|---|");
+    println!("| the client (this process) | {ours:.2} s | {:.0} % |", ours / wall * 100.0);
+    println!("| the server | {theirs:.2} s | {:.0} % |", theirs / wall * 100.0);
+    servers.shutdown().await;
 }
 
 /// `session/new` and a prompt with one MCP call, over pipes against the mock model.

@@ -2,7 +2,9 @@
 //!
 //! `mcp_fixture` serves; `mcp_fixture hostile` serves more tools (see `Fixture::hostile`) and
 //! keeps running after its stdin ends; `mcp_fixture flood` lists tools without end (see
-//! `Fixture::flood`); `mcp_fixture garbage` answers every line with a line that is not JSON-RPC;
+//! `Fixture::flood`); `mcp_fixture huge-list` lists tools in one line of over 20 MiB;
+//! `mcp_fixture stderr-flood` serves while a thread writes short lines to stderr as fast as it
+//! can; `mcp_fixture garbage` answers every line with a line that is not JSON-RPC;
 //! `mcp_fixture exit-at-start` writes to stderr and exits 1 at once.
 
 #![allow(clippy::print_stdout, clippy::print_stderr, clippy::unwrap_used, clippy::expect_used)]
@@ -21,7 +23,15 @@ fn main() {
         eprintln!("fixture: cannot open the database");
         std::process::exit(1);
     }
-    let mut fixture = Fixture { hostile: mode == "hostile", flood: mode == "flood", ..Fixture::default() };
+    if mode == "stderr-flood" {
+        std::thread::spawn(flood_stderr);
+    }
+    let mut fixture = Fixture {
+        hostile: mode == "hostile",
+        flood: mode == "flood",
+        huge_list: mode == "huge-list",
+        ..Fixture::default()
+    };
     let stdin = std::io::stdin();
     let mut stdout = std::io::stdout();
     for line in stdin.lock().lines() {
@@ -58,4 +68,11 @@ fn main() {
             std::thread::sleep(std::time::Duration::from_secs(3600));
         }
     }
+}
+
+/// Writes 64 KiB of short lines to stderr at a time, without pause, until the pipe breaks.
+fn flood_stderr() {
+    let chunk: String = (0..2340).map(|i| format!("fixture: noise line {i:08}\n")).collect();
+    let mut stderr = std::io::stderr().lock();
+    while stderr.write_all(chunk.as_bytes()).is_ok() {}
 }

@@ -38,6 +38,7 @@ impl Report {
             Status::Fail => "fail",
         };
         self.failed |= status == Status::Fail;
+        let detail = crate::visible::text(detail);
         let _ = writeln!(std::io::stdout().lock(), "{word:<4}  {what}: {detail}");
     }
 }
@@ -244,7 +245,8 @@ async fn mcp(report: &mut Report, config: &Config) {
         return;
     }
     let cwd = std::env::current_dir().unwrap_or_else(|_| std::path::PathBuf::from("/"));
-    let (servers, _notices) = Servers::start(config.mcp_servers.clone(), &config.mcp, &config.process.env, &cwd);
+    let sandbox = crate::mcp::Sandbox::new(&config.process, vec![cwd], Vec::new());
+    let (servers, _notices) = Servers::start(config.mcp_servers.clone(), &config.mcp, sandbox);
     let timeout = config.mcp.startup_timeout;
     servers.ready(timeout).await;
     for server in servers.status() {

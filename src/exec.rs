@@ -19,6 +19,7 @@ use crate::permissions::{Mode, Rule};
 use crate::session::{Attach, Registry, SessionError, Update, UpdateSink};
 use crate::store::Store;
 use crate::tools::{Host, NoEditor};
+use crate::visible;
 
 /// Prints a turn as it streams.
 struct Printer {
@@ -30,25 +31,28 @@ impl UpdateSink for Printer {
         match update {
             Update::AgentText { text, .. } | Update::EphemeralText { text } => {
                 let mut out = std::io::stdout().lock();
-                let _ = out.write_all(text.as_bytes()).and_then(|()| out.flush());
+                let _ = out.write_all(visible::text(&text).as_bytes()).and_then(|()| out.flush());
                 self.printed.store(!text.ends_with('\n'), Ordering::Relaxed);
             }
             Update::AgentThought { text, .. } => {
-                let _ = std::io::stderr().lock().write_all(text.as_bytes());
+                let _ = std::io::stderr().lock().write_all(visible::text(&text).as_bytes());
             }
             Update::ToolCall(tool) => {
-                let _ = writeln!(std::io::stderr().lock(), "\n[tool call: {} {}]", tool.name, tool.input);
+                let (name, input) = (visible::line(&tool.name), visible::line(&tool.input));
+                let _ = writeln!(std::io::stderr().lock(), "\n[tool call: {name} {input}]");
             }
             Update::ToolCallUpdate(tool) => {
-                let _ = writeln!(std::io::stderr().lock(), "[tool {}: {}]", tool.name, tool.output.unwrap_or_default());
+                let output = tool.output.unwrap_or_default();
+                let (name, output) = (visible::line(&tool.name), visible::text(&output));
+                let _ = writeln!(std::io::stderr().lock(), "[tool {name}: {output}]");
             }
             Update::Notice { text, .. } | Update::EphemeralNotice { text, .. } => {
-                let _ = writeln!(std::io::stderr().lock(), "[{text}]");
+                let _ = writeln!(std::io::stderr().lock(), "[{}]", visible::text(&text));
             }
             Update::Usage { .. } | Update::Options(_) | Update::CompactionSummary { .. } => {}
             // A failed one is told by its stored notice.
             Update::Compaction { note, state: crate::session::CompactionState::Completed, .. } => {
-                let _ = writeln!(std::io::stderr().lock(), "[{note}]");
+                let _ = writeln!(std::io::stderr().lock(), "[{}]", visible::text(&note));
             }
             Update::Compaction { .. } => {}
             Update::Plan(entries) => {
@@ -60,7 +64,7 @@ impl UpdateSink for Printer {
                         PlanStatus::InProgress => ">",
                         PlanStatus::Pending => " ",
                     };
-                    let _ = writeln!(out, "  [{mark}] {}", entry.content);
+                    let _ = writeln!(out, "  [{mark}] {}", visible::line(&entry.content));
                 }
             }
             Update::UserChunk { .. } | Update::Title(_) => {}
@@ -237,7 +241,7 @@ async fn run(
         registry.set_for_turn(&id, model, mode).await?;
     }
     if !created && !json {
-        let _ = writeln!(std::io::stderr().lock(), "session: {id}");
+        let _ = writeln!(std::io::stderr().lock(), "session: {}", visible::line(id.as_str()));
     }
     let turn = registry.prompt(&id, vec![crate::history::Part::Text { text: prompt }]);
     tokio::pin!(turn);
@@ -261,7 +265,7 @@ async fn run(
         Err(err) => return Err(err.into()),
     };
     if created && !json {
-        let _ = writeln!(std::io::stderr().lock(), "session: {id}");
+        let _ = writeln!(std::io::stderr().lock(), "session: {}", visible::line(id.as_str()));
     }
     Ok(Finished { session: id, stop })
 }
@@ -280,15 +284,16 @@ pub async fn list_sessions(store: Store, cwd: Option<String>, json: bool) -> Res
                 .map(|at| at.format("%Y-%m-%d %H:%M:%S").to_string())
                 .unwrap_or_default();
             let line = if json {
-                serde_json::json!({
+                let line = serde_json::json!({
                     "id": row.id.as_str(), "cwd": row.cwd, "title": row.title, "model": row.model,
                     "createdAt": iso8601(row.created_at), "updatedAt": iso8601(row.updated_at),
-                })
-                .to_string()
-                    + "\n"
+                });
+                visible::json(&line.to_string()).into_owned() + "\n"
             } else {
-                let title: String = row.title.as_deref().unwrap_or("(untitled)").chars().take(40).collect();
-                format!("{:<30}  {updated:<20}  {title:<40}  {}\n", row.id.as_str(), row.cwd)
+                let title =
+                    visible::line(row.title.as_deref().unwrap_or("(untitled)")).chars().take(40).collect::<String>();
+                let (id, cwd) = (visible::line(row.id.as_str()), visible::line(&row.cwd));
+                format!("{id:<30}  {updated:<20}  {title:<40}  {cwd}\n")
             };
             out.extend_from_slice(line.as_bytes());
         }

@@ -29,4 +29,5 @@ pub mod process;
 pub mod session;
 pub mod store;
 pub mod tools;
+pub mod visible;
 pub mod workspace;

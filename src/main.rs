@@ -316,6 +316,6 @@ fn parse_mode(id: &str) -> Result<Mode, String> {
 
 fn fail(why: &str) -> ExitCode {
     use std::io::Write as _;
-    let _ = writeln!(std::io::stderr().lock(), "cairn: {why}");
+    let _ = writeln!(std::io::stderr().lock(), "cairn: {}", cairn::visible::text(why));
     ExitCode::FAILURE
 }

@@ -74,15 +74,20 @@ pub async fn executing(turn: &mut Turn<'_>, mut queue: CallQueue) -> TurnState {
         Decision::Allow => {
             let access = invocation.access();
             queue.calls.pop_front();
-            let mut batch = vec![(index, invocation)];
+            // Each call runs on the target it was allowed on, and fails if that changed since.
+            let mut batch = vec![(index, invocation.judged_on(request.as_ref()))];
             // Reads run beside the reads that follow them, sub-agents beside the sub-agents.
             if matches!(access, Access::ReadOnly | Access::Delegate) {
                 while let Some(next) = queue.calls.front() {
                     let Ok(next_invocation) = &next.invocation else { break };
-                    if next_invocation.access() != access || decision(turn, next) != Decision::Allow {
+                    if next_invocation.access() != access {
                         break;
                     }
-                    batch.push((next.index, next_invocation.clone()));
+                    let (verdict, request) = judged(turn, next);
+                    if verdict != Decision::Allow {
+                        break;
+                    }
+                    batch.push((next.index, next_invocation.judged_on(request.as_ref())));
                     queue.calls.pop_front();
                 }
             }
@@ -252,32 +257,36 @@ fn cooling(turn: &Turn<'_>, name: &str) -> Option<(String, u32)> {
     turn.run.cooldowns.iter().find(|(tool, _)| tool == name).cloned()
 }
 
-/// What the permissions say about a queued call now (the mode may have changed). An approval
-/// holds only while the call's target is the one the user saw.
-fn decision(turn: &Turn<'_>, call: &QueuedCall) -> Decision {
-    judged(turn, call).0
-}
-
-/// The decision, with the request it was made about (which a question then shows).
+/// What the permissions say about a queued call now (the mode may have changed), with the
+/// request it was made about (which a question then shows, and whose target the call then runs
+/// on). An approval holds only while the call's target is the one the user saw.
 fn judged(turn: &Turn<'_>, call: &QueuedCall) -> (Decision, Option<PermissionRequest>) {
     let Ok(invocation) = &call.invocation else { return (Decision::Allow, None) };
     let mode: Mode = *turn.tools.mode.borrow();
     match invocation.permission(&turn.tools.workspace) {
         Some(request) if call.approved.as_deref() == Some(request.target.as_str()) => (Decision::Allow, Some(request)),
-        Some(request) => {
-            (permissions::decide(&request, commands_mode(turn, &request, mode), turn.tools.rules), Some(request))
-        }
+        Some(request) => (unguarded(turn, &request, mode), Some(request)),
         None => (Decision::Allow, None),
     }
 }
 
-/// The mode a request is judged in. Accept-edits lets commands write the workspace because the
-/// kernel keeps its guarded places read-only and its secrets hidden; where it cannot (no user or
-/// mount namespace), commands are judged as in ask mode.
-fn commands_mode(turn: &Turn<'_>, request: &PermissionRequest, mode: Mode) -> Mode {
-    match (mode, request.permission) {
-        (Mode::AcceptEdits, Permission::Bash) if turn.tools.process.guards_missing() => Mode::Ask,
-        _ => mode,
+/// The decision on a request. Accept-edits lets commands write the workspace because the kernel
+/// keeps its guarded places read-only and its secrets hidden; where it cannot (no user or mount
+/// namespace), only a line that just reads goes through unasked: any other is judged as in ask
+/// mode, and asks even where a rule covers it.
+fn unguarded(turn: &Turn<'_>, request: &PermissionRequest, mode: Mode) -> Decision {
+    let guards_missing =
+        mode == Mode::AcceptEdits && request.permission == Permission::Bash && turn.tools.process.guards_missing();
+    if !guards_missing || request.reads_only() {
+        return permissions::decide(request, mode, turn.tools.rules);
+    }
+    match permissions::decide(request, Mode::Ask, turn.tools.rules) {
+        Decision::Allow => Decision::Ask(
+            "local commands run without a namespace here, so one that may write can change git hooks or tool \
+             configuration; it asks in accept-edits mode"
+                .into(),
+        ),
+        decision => decision,
     }
 }
 
@@ -310,6 +319,7 @@ fn context(
             .filter(|rule| rule.permission == Permission::Read && rule.action == Action::Deny)
             .cloned()
             .collect(),
+        judged: None,
     }
 }
 
@@ -400,6 +410,7 @@ pub(super) async fn run(
         })));
         let id = call_id(turn, message, *index).unwrap_or_default();
         let mut ctx = context(turn, cancel.clone(), Some(progress_tx), id);
+        ctx.judged = invocation.judged().map(str::to_owned);
         if invocation.access() == Access::Delegate {
             ctx.caller = Some(Caller { mode: turn.tools.mode.clone(), rules: turn.tools.rules.clone() });
         }

@@ -23,6 +23,9 @@ pub(super) struct FileMcpServer {
     headers: BTreeMap<String, String>,
     #[serde(default = "enabled")]
     enabled: bool,
+    /// `false` runs this server without the sandbox (still supervised, with the scrubbed
+    /// environment, and killed with the session).
+    sandbox: Option<bool>,
 }
 
 fn enabled() -> bool {
@@ -59,12 +62,17 @@ pub(super) fn servers(file: BTreeMap<String, FileMcpServer>) -> Result<Vec<Serve
                 if command.trim().is_empty() {
                     return Err(format!("{at}: `command` is empty"));
                 }
-                Transport::Stdio { command, args: given.args, env: given.env.into_iter().collect() }
+                Transport::Stdio {
+                    command,
+                    args: given.args,
+                    env: given.env.into_iter().collect(),
+                    sandboxed: given.sandbox.unwrap_or(true),
+                }
             }
             (None, Some(url)) => {
-                if !given.args.is_empty() || !given.env.is_empty() {
+                if !given.args.is_empty() || !given.env.is_empty() || given.sandbox.is_some() {
                     return Err(format!(
-                        "{at}: `args` and `env` are for `command` servers; a `url` server takes `headers`"
+                        "{at}: `args`, `env` and `sandbox` are for `command` servers; a `url` server takes `headers`"
                     ));
                 }
                 check_url(&url).map_err(|why| format!("{at} url: {why}"))?;
@@ -144,7 +152,10 @@ mod tests {
             ("[mcp_servers.a__b]\ncommand = \"x\"\n", "contains `__`"),
             ("[mcp_servers.\"\"]\ncommand = \"x\"\n", "a server needs a name"),
             ("[mcp_servers.a]\ncommand = \"x\"\nheaders = { A = \"b\" }\n", "`headers` are for `url` servers"),
-            ("[mcp_servers.a]\nurl = \"http://h\"\nenv = { A = \"b\" }\n", "`args` and `env` are for `command`"),
+            (
+                "[mcp_servers.a]\nurl = \"http://h\"\nenv = { A = \"b\" }\n",
+                "`args`, `env` and `sandbox` are for `command`",
+            ),
             ("[mcp_servers.a]\nurl = \"h\"\n", "[mcp_servers.a] url: `h` is not a URL"),
             ("[mcp_servers.a]\nurl = \"http://h\"\nheaders = { Accept = \"x\" }\n", "set by the MCP transport"),
             ("[mcp_servers.a]\ncommand = \" \"\n", "`command` is empty"),

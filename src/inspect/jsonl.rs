@@ -7,8 +7,13 @@
 //! `parts` exactly as the database stores them). Nothing is rendered or shortened: the export
 //! is lossless, and an import of it holds the same messages. Reading checks every line against
 //! this version's types and names the line and field it cannot read.
+//!
+//! An import reads line by line within bounds: a line of at most [`MAX_LINE`] bytes and a file
+//! of at most [`MAX_FILE`], so a file that is not an export (`/dev/zero`, one endless line)
+//! fails as soon as it passes a bound, holding at most one line.
 
 use std::collections::HashSet;
+use std::io::BufRead;
 
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
@@ -20,6 +25,11 @@ use crate::store::{SessionRow, StoredMessage};
 
 /// The version of this format, in the session line.
 pub const VERSION: u32 = 1;
+/// The longest line an import reads: a message with a dozen full-size screenshots in base64
+/// fits several times over.
+pub const MAX_LINE: usize = 64 << 20;
+/// The largest file an import reads; the messages it holds are kept in memory until stored.
+pub const MAX_FILE: u64 = 1 << 30;
 
 #[derive(Serialize)]
 struct SessionOut<'a> {
@@ -126,34 +136,57 @@ pub struct Imported {
     pub messages: Vec<Message>,
 }
 
+/// Why an export could not be read.
+#[derive(Debug)]
+pub enum ReadError {
+    /// Line (1-based) and what is wrong with it.
+    Line(usize, String),
+    /// The file could not be read.
+    Io(std::io::Error),
+}
+
+/// How much an import reads.
+#[derive(Clone, Copy, Debug)]
+pub struct Bounds {
+    pub line: usize,
+    pub file: u64,
+}
+
+impl Default for Bounds {
+    fn default() -> Self {
+        Self { line: MAX_LINE, file: MAX_FILE }
+    }
+}
+
 /// Reads an export; an error names the line (1-based) and what is wrong with it.
-pub fn parse(text: &str) -> Result<Imported, (usize, String)> {
+pub fn parse(reader: impl BufRead, bounds: Bounds) -> Result<Imported, ReadError> {
     let mut session = None;
     let mut messages: Vec<Message> = Vec::new();
     let mut ids = HashSet::new();
-    for (index, line) in text.lines().enumerate() {
-        let number = index + 1;
+    let mut lines = Lines { reader, bounds, line: Vec::new(), read: 0, number: 0 };
+    while let Some((number, line)) = lines.next()? {
+        let at = |why: String| ReadError::Line(number, why);
         if line.trim().is_empty() {
             continue;
         }
-        let read = read_line(line).map_err(|why| (number, why))?;
+        let read = read_line(line).map_err(at)?;
         match (read, &session) {
             (Line::Session(read), None) => {
                 if read.version != VERSION {
                     let why = format!("format version {} is not {VERSION}, the one this cairn reads", read.version);
-                    return Err((number, why));
+                    return Err(at(why));
                 }
-                session = Some(row(read).map_err(|why| (number, why))?);
+                session = Some(row(read).map_err(at)?);
             }
             (Line::Session(_), Some(_)) => {
-                return Err((number, "a second session line; export one session a file".into()));
+                return Err(at("a second session line; export one session a file".into()));
             }
             (Line::Message(_), None) => {
-                return Err((number, "a message before the session line; the file must start with it".into()));
+                return Err(at("a message before the session line; the file must start with it".into()));
             }
             (Line::Message(read), Some(_)) => {
                 if !ids.insert(read.id.clone()) {
-                    return Err((number, format!("message {} appears twice", read.id)));
+                    return Err(at(format!("message {} appears twice", read.id)));
                 }
                 let id = MessageId::from_string(read.id);
                 messages.push(Message { id, role: read.role, parts: read.parts, meta: read.meta });
@@ -162,7 +195,80 @@ pub fn parse(text: &str) -> Result<Imported, (usize, String)> {
     }
     match session {
         Some(row) => Ok(Imported { row, messages }),
-        None => Err((1, "no session line: this is not a `cairn sessions export --format jsonl` file".into())),
+        None => {
+            Err(ReadError::Line(1, "no session line: this is not a `cairn sessions export --format jsonl` file".into()))
+        }
+    }
+}
+
+/// The lines of a file, each read whole only while within the bounds.
+struct Lines<R> {
+    reader: R,
+    bounds: Bounds,
+    /// The line being read, without its newline.
+    line: Vec<u8>,
+    /// Bytes read of the file so far.
+    read: u64,
+    /// The number of the last line returned (1-based).
+    number: usize,
+}
+
+impl<R: BufRead> Lines<R> {
+    /// The next line as text, with its number; `None` at the end of the file.
+    fn next(&mut self) -> Result<Option<(usize, &str)>, ReadError> {
+        self.line.clear();
+        self.number += 1;
+        let number = self.number;
+        loop {
+            let available = match self.reader.fill_buf() {
+                Ok(available) => available,
+                Err(err) if err.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(err) => return Err(ReadError::Io(err)),
+            };
+            if available.is_empty() {
+                if self.line.is_empty() {
+                    return Ok(None);
+                }
+                break;
+            }
+            let newline = memchr::memchr(b'\n', available);
+            let body = available.get(..newline.unwrap_or(available.len())).unwrap_or_default();
+            if self.line.len() + body.len() > self.bounds.line {
+                return Err(ReadError::Line(
+                    number,
+                    format!(
+                        "longer than {}, the longest line an import reads; this is not a `cairn sessions export --format jsonl` file",
+                        size(self.bounds.line as u64)
+                    ),
+                ));
+            }
+            self.line.extend_from_slice(body);
+            let taken = newline.map_or(body.len(), |at| at + 1);
+            self.reader.consume(taken);
+            self.read += taken as u64;
+            if self.read > self.bounds.file {
+                return Err(ReadError::Line(
+                    number,
+                    format!("the file goes on past {}, the most an import reads", size(self.bounds.file)),
+                ));
+            }
+            if newline.is_some() {
+                break;
+            }
+        }
+        match std::str::from_utf8(&self.line) {
+            Ok(text) => Ok(Some((number, text))),
+            Err(err) => Err(ReadError::Line(number, format!("not UTF-8 text (from byte {})", err.valid_up_to()))),
+        }
+    }
+}
+
+/// `64 MiB`, `1 GiB`, or bytes.
+fn size(bytes: u64) -> String {
+    match bytes {
+        _ if bytes >= 1 << 30 && bytes.is_multiple_of(1 << 30) => format!("{} GiB", bytes >> 30),
+        _ if bytes >= 1 << 20 && bytes.is_multiple_of(1 << 20) => format!("{} MiB", bytes >> 20),
+        _ => format!("{bytes} bytes"),
     }
 }
 
@@ -225,10 +331,18 @@ mod tests {
         let text = session()
             + &line(serde_json::json!({"type": "message", "id": "msg_1", "role": "user", "meta": {},
                 "parts": [{"type": "text", "text": "hi"}]}));
-        let imported = parse(&text).unwrap();
+        let imported = parse(text.as_bytes(), Bounds::default()).unwrap();
         assert_eq!(imported.row.created_at, 1_735_787_045_678);
         assert_eq!((imported.row.mode.as_deref(), imported.row.rules.len()), (None, 0));
         assert_eq!(imported.messages[0].parts, [Part::Text { text: "hi".into() }]);
+    }
+
+    /// The line and reason of a refused import.
+    fn refused(reader: impl BufRead, bounds: Bounds) -> (usize, String) {
+        match parse(reader, bounds) {
+            Err(ReadError::Line(number, why)) => (number, why),
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]
@@ -236,13 +350,46 @@ mod tests {
         let bad = session()
             + &line(serde_json::json!({"type": "message", "id": "msg_1", "role": "user",
                 "parts": [{"type": "text", "text": "ok"}, {"type": "hologram"}]}));
-        let (number, why) = parse(&bad).unwrap_err();
+        let (number, why) = refused(bad.as_bytes(), Bounds::default());
         assert_eq!(number, 2);
         assert!(why.contains("parts[1]") && why.contains("hologram"), "{why}");
         let twice = session()
             + &line(serde_json::json!({"type": "message", "id": "msg_1", "role": "user", "parts": []})).repeat(2);
-        assert_eq!(parse(&twice).unwrap_err(), (3, "message msg_1 appears twice".to_owned()));
-        assert_eq!(parse("").unwrap_err().0, 1);
-        assert!(parse(&session().repeat(2)).unwrap_err().1.contains("second session line"));
+        assert_eq!(refused(twice.as_bytes(), Bounds::default()), (3, "message msg_1 appears twice".to_owned()));
+        assert_eq!(refused(&b""[..], Bounds::default()).0, 1);
+        assert!(refused(session().repeat(2).as_bytes(), Bounds::default()).1.contains("second session line"));
+        let not_text = [session().as_bytes(), b"\xff\xfe\n"].concat();
+        assert_eq!(refused(&not_text[..], Bounds::default()), (2, "not UTF-8 text (from byte 0)".to_owned()));
+    }
+
+    #[test]
+    fn a_line_past_its_bound_is_refused_with_its_number_before_more_is_read() {
+        let message = line(serde_json::json!({"type": "message", "id": "msg_1", "role": "user",
+            "parts": [{"type": "text", "text": "x".repeat(2000)}]}));
+        let bounds = Bounds { line: 1024, file: 1 << 20 };
+        let text = session() + &message;
+        let (number, why) = refused(text.as_bytes(), bounds);
+        assert_eq!(number, 2);
+        assert!(why.starts_with("longer than 1024 bytes, the longest line an import reads"), "{why}");
+        // An endless line without a newline (`/dev/zero`) ends at the bound, the real one too.
+        let endless = std::io::BufReader::new(std::io::repeat(0));
+        let (number, why) = refused(endless, Bounds::default());
+        assert_eq!(number, 1);
+        assert!(why.starts_with("longer than 64 MiB, the longest line an import reads"), "{why}");
+    }
+
+    #[test]
+    fn a_file_past_its_bound_is_refused_naming_where_it_stopped() {
+        let message = |n: usize| {
+            line(serde_json::json!({"type": "message", "id": format!("msg_{n}"), "role": "user",
+                "parts": [{"type": "text", "text": "hello"}]}))
+        };
+        let text: String = std::iter::once(session()).chain((1..=100).map(message)).collect();
+        let fits = Bounds { line: 1024, file: text.len() as u64 };
+        assert_eq!(parse(text.as_bytes(), fits).unwrap().messages.len(), 100);
+        let short = Bounds { line: 1024, file: text.len() as u64 - 1 };
+        let (number, why) = refused(text.as_bytes(), short);
+        assert_eq!(number, 101, "the last line passes the bound");
+        assert_eq!(why, format!("the file goes on past {} bytes, the most an import reads", text.len() - 1));
     }
 }

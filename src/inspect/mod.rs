@@ -186,9 +186,13 @@ async fn show(store: &Store, id: String) -> Result<(), InspectError> {
 
 async fn export(store: &Store, id: String, format: Format, output: Option<&Path>) -> Result<(), InspectError> {
     let row = find(store, id).await?;
+    // Either one shows no control character raw, in a file too (it is read with `cat`): the
+    // Markdown shows them as escapes, the JSON lines as `\u` escapes of the same values.
     let text = match format {
-        Format::Markdown => render::markdown(&row, &store.messages(&row.id).await?),
-        Format::Jsonl => jsonl::export(&row, &store.stored_messages(&row.id).await?)?,
+        Format::Markdown => crate::visible::text(&render::markdown(&row, &store.messages(&row.id).await?)).into_owned(),
+        Format::Jsonl => {
+            crate::visible::json(&jsonl::export(&row, &store.stored_messages(&row.id).await?)?).into_owned()
+        }
     };
     match output {
         None => print(&text),
@@ -199,9 +203,13 @@ async fn export(store: &Store, id: String, format: Format, output: Option<&Path>
 }
 
 async fn import(store: &Store, file: &Path) -> Result<(), InspectError> {
-    let text = std::fs::read_to_string(file).map_err(|source| InspectError::Input { path: file.to_owned(), source })?;
+    let input = |source| InspectError::Input { path: file.to_owned(), source };
+    let reader = std::io::BufReader::with_capacity(1 << 20, std::fs::File::open(file).map_err(input)?);
     let jsonl::Imported { mut row, mut messages } =
-        jsonl::parse(&text).map_err(|(line, why)| InspectError::Import { path: file.to_owned(), line, why })?;
+        jsonl::parse(reader, jsonl::Bounds::default()).map_err(|err| match err {
+            jsonl::ReadError::Line(line, why) => InspectError::Import { path: file.to_owned(), line, why },
+            jsonl::ReadError::Io(source) => input(source),
+        })?;
     let original = row.id.clone();
     if store.session(&row.id).await?.is_some() {
         row.id = SessionId::generate();
@@ -239,8 +247,9 @@ async fn prune(store: &Store, age: &Age, dry_run: bool) -> Result<(), InspectErr
     }
     let mut out = String::new();
     let line = |row: &SessionRow| {
-        let title = row.title.as_deref().unwrap_or("(untitled)");
-        format!("{}  {}  {title}\n", row.id, iso8601(row.updated_at).unwrap_or_default())
+        let title = crate::visible::line(row.title.as_deref().unwrap_or("(untitled)"));
+        let id = crate::visible::line(row.id.as_str());
+        format!("{id}  {}  {title}\n", iso8601(row.updated_at).unwrap_or_default())
     };
     if dry_run {
         for row in &old {
@@ -256,7 +265,8 @@ async fn prune(store: &Store, age: &Age, dry_run: bool) -> Result<(), InspectErr
             Ok(()) => removed += 1,
             Err(StoreError::Leased(holder)) => {
                 kept += 1;
-                let _ = writeln!(std::io::stderr().lock(), "cairn: kept {}: {holder}", row.id);
+                let kept = format!("cairn: kept {}: {holder}", row.id);
+                let _ = writeln!(std::io::stderr().lock(), "{}", crate::visible::line(&kept));
             }
             Err(err) => return Err(err.into()),
         }
@@ -270,8 +280,10 @@ pub(crate) fn sessions(count: usize) -> String {
     if count == 1 { "1 session".to_owned() } else { format!("{count} sessions") }
 }
 
-/// Writes `text` to stdout; a reader that went away (`| head`) is not an error.
+/// Writes `text` to stdout, its control characters shown as escapes; a reader that went away
+/// (`| head`) is not an error.
 fn print(text: &str) -> Result<(), InspectError> {
+    let text = crate::visible::text(text);
     let mut out = std::io::stdout().lock();
     match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
         Err(err) if err.kind() != std::io::ErrorKind::BrokenPipe => {

@@ -2,7 +2,8 @@
 //! `cairn sessions export`. Both show what the editor showed, in order: prompts, answers,
 //! reasoning (marked), tool calls with their title, kind, state and output (shortened: the
 //! whole output is in the JSON lines export), notices, compaction markers and how a message
-//! ended when it did not end well.
+//! ended when it did not end well. Titles, names and header values are shown on one line
+//! ([`crate::visible::line`]); the printer shows the control characters left in the rest.
 
 use std::fmt::Write as _;
 
@@ -10,6 +11,7 @@ use crate::history::{Finish, Message, Part, Role, ToolContent, ToolKind, ToolPar
 use crate::ids::iso8601;
 use crate::session::compaction_note;
 use crate::store::SessionRow;
+use crate::visible::line;
 
 /// How much of a tool's output `show` prints: lines, and characters of each line.
 const SHOW_LINES: usize = 8;
@@ -28,7 +30,7 @@ pub fn plain(row: &SessionRow, messages: &[Message]) -> String {
         out.push('\n');
         let _ = match (message.role, &message.meta.model) {
             (Role::User, _) => writeln!(out, "user:"),
-            (Role::Assistant, Some(model)) => writeln!(out, "assistant ({model}):"),
+            (Role::Assistant, Some(model)) => writeln!(out, "assistant ({}):", line(model)),
             (Role::Assistant, None) => writeln!(out, "assistant:"),
         };
         for part in &message.parts {
@@ -68,7 +70,7 @@ fn plain_part(out: &mut String, part: &Part) {
 pub fn markdown(row: &SessionRow, messages: &[Message]) -> String {
     let mut out = String::new();
     let title = row.title.clone().unwrap_or_else(|| format!("Session {}", row.id));
-    let _ = writeln!(out, "# {}\n", title.trim());
+    let _ = writeln!(out, "# {}\n", line(title.trim()));
     for (label, value) in header(row, messages) {
         let mut label = label.to_owned();
         label[..1].make_ascii_uppercase();
@@ -79,7 +81,7 @@ pub fn markdown(row: &SessionRow, messages: &[Message]) -> String {
         // Every part ends with a blank line, as does the header.
         let _ = match (message.role, &message.meta.model) {
             (Role::User, _) => writeln!(out, "## User\n"),
-            (Role::Assistant, Some(model)) => writeln!(out, "## Assistant ({model})\n"),
+            (Role::Assistant, Some(model)) => writeln!(out, "## Assistant ({})\n", line(model)),
             (Role::Assistant, None) => writeln!(out, "## Assistant\n"),
         };
         for part in &message.parts {
@@ -112,7 +114,7 @@ fn markdown_part(out: &mut String, part: &Part) {
             }
         }
         Part::Tool(tool) => {
-            let _ = writeln!(out, "**Tool call** `{}`: {}\n", tool.name, tool_line(tool));
+            let _ = writeln!(out, "**Tool call** `{}`: {}\n", line(&tool.name), tool_line(tool));
             if !tool.input.trim().is_empty() {
                 let input = serde_json::from_str::<serde_json::Value>(&tool.input)
                     .ok()
@@ -150,19 +152,19 @@ fn markdown_part(out: &mut String, part: &Part) {
 fn header(row: &SessionRow, messages: &[Message]) -> Vec<(&'static str, String)> {
     let time = |ms: i64| iso8601(ms).unwrap_or_else(|| ms.to_string());
     let mut lines = vec![
-        ("session", row.id.to_string()),
-        ("title", row.title.clone().unwrap_or_else(|| "(untitled)".to_owned())),
-        ("cwd", row.cwd.clone()),
-        ("model", row.model.clone()),
+        ("session", line(row.id.as_str()).into_owned()),
+        ("title", line(row.title.as_deref().unwrap_or("(untitled)")).into_owned()),
+        ("cwd", line(&row.cwd).into_owned()),
+        ("model", line(&row.model).into_owned()),
         ("created", time(row.created_at)),
         ("updated", time(row.updated_at)),
         ("cost", format!("${:.4}", row.cost_usd)),
         ("messages", messages.len().to_string()),
     ];
     if let (Some(parent), Some(agent)) = (&row.parent_id, &row.subagent) {
-        lines.push(("subagent", format!("{agent}, started by {parent}")));
+        lines.push(("subagent", format!("{}, started by {}", line(agent), line(parent.as_str()))));
     } else if let Some(parent) = &row.parent_id {
-        lines.push(("forked", format!("from {parent}")));
+        lines.push(("forked", format!("from {}", line(parent.as_str()))));
     }
     lines
 }
@@ -189,7 +191,7 @@ fn tool_line(tool: &ToolPart) -> String {
         ToolKind::Other => "other",
     };
     let title = if tool.title.is_empty() { &tool.name } else { &tool.title };
-    format!("{title} ({}, {kind}, {})", tool.name, tool.state.as_str())
+    format!("{} ({}, {kind}, {})", line(title), line(&tool.name), tool.state.as_str())
 }
 
 /// What the editor was shown as a call's result: its content, else the output the model got;

@@ -32,6 +32,9 @@ pub enum Transport {
         args: Vec<String>,
         /// Set on top of the environment every child gets (which has no provider keys).
         env: Vec<(String, String)>,
+        /// Whether it runs in the sandbox commands get (`[mcp_servers.<name>] sandbox`, on
+        /// unless the user turned it off for this server).
+        sandboxed: bool,
     },
     /// A streamable HTTP endpoint.
     Http { url: String, headers: Vec<(String, String)> },
@@ -65,7 +68,10 @@ impl Transport {
 impl ServerConfig {
     /// A server started as a program.
     pub fn stdio(name: impl Into<String>, command: impl Into<String>, args: Vec<String>) -> Self {
-        Self { name: name.into(), transport: Transport::Stdio { command: command.into(), args, env: Vec::new() } }
+        Self {
+            name: name.into(),
+            transport: Transport::Stdio { command: command.into(), args, env: Vec::new(), sandboxed: true },
+        }
     }
 
     /// A server reached over streamable HTTP.

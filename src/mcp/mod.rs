@@ -24,7 +24,7 @@ mod http;
 mod server;
 mod stdio;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -43,7 +43,7 @@ pub use content::{Block, CallOutcome, MAX_DESCRIPTION, MAX_SCHEMA, MAX_TOOLS, Mc
 pub use http::{check_url, header as check_header};
 pub use server::MAX_RESTARTS;
 
-use crate::process::ChildEnv;
+use crate::process::ProcessPolicy;
 
 /// What the user should be told about the servers, in order.
 pub type Notices = mpsc::UnboundedReceiver<Notice>;
@@ -65,6 +65,41 @@ pub enum McpError {
     Cancelled { server: String, tool: String },
 }
 
+/// Where and how a session's stdio servers run: under the policy local commands get (the
+/// supervisor, its sandbox and namespace, the exec check of the programs the session's rules
+/// reject), in the session's roots, but with the network, which reaching a service is often
+/// what a server is for.
+#[derive(Clone, Debug)]
+pub struct Sandbox {
+    policy: Arc<ProcessPolicy>,
+    /// The same for a server configured with `sandbox = false`: supervised, the environment
+    /// scrubbed, killed with the session, nothing else.
+    unsandboxed: Arc<ProcessPolicy>,
+    /// The session's roots, the first its working directory.
+    pub roots: Vec<PathBuf>,
+    pub rejected: Vec<Vec<String>>,
+}
+
+impl Sandbox {
+    /// `roots` must hold at least the working directory.
+    pub fn new(policy: &ProcessPolicy, roots: Vec<PathBuf>, rejected: Vec<Vec<String>>) -> Self {
+        let sandboxed = ProcessPolicy { network: true, ..policy.clone() };
+        let unsandboxed =
+            ProcessPolicy { sandbox: crate::process::SandboxMode::Off, namespace: false, ..sandboxed.clone() };
+        Self { policy: Arc::new(sandboxed), unsandboxed: Arc::new(unsandboxed), roots, rejected }
+    }
+
+    /// The policy a server runs under.
+    pub(crate) fn policy(&self, sandboxed: bool) -> &ProcessPolicy {
+        if sandboxed { &self.policy } else { &self.unsandboxed }
+    }
+
+    /// The directory servers start in.
+    pub(crate) fn cwd(&self) -> &Path {
+        self.roots.first().map_or(Path::new("/"), PathBuf::as_path)
+    }
+}
+
 /// One session's MCP servers; cheap to clone. The servers stop when the last clone is dropped.
 #[derive(Clone)]
 pub struct Servers {
@@ -82,8 +117,8 @@ struct Shared {
 impl Servers {
     /// Starts every server in the background and returns at once, with the receiver of the
     /// notices. A name given twice keeps its first server. Must be called within a Tokio runtime.
-    pub fn start(configs: Vec<ServerConfig>, settings: &McpSettings, env: &ChildEnv, cwd: &Path) -> (Self, Notices) {
-        Self::start_after(configs, settings, env, cwd, std::future::ready(()))
+    pub fn start(configs: Vec<ServerConfig>, settings: &McpSettings, sandbox: Sandbox) -> (Self, Notices) {
+        Self::start_after(configs, settings, sandbox, std::future::ready(()))
     }
 
     /// [`Self::start`], but the servers start only once `begin` resolves (meanwhile they are
@@ -92,8 +127,7 @@ impl Servers {
     pub fn start_after(
         configs: Vec<ServerConfig>,
         settings: &McpSettings,
-        env: &ChildEnv,
-        cwd: &Path,
+        sandbox: Sandbox,
         begin: impl Future<Output = ()> + Send + 'static,
     ) -> (Self, Notices) {
         use futures::FutureExt;
@@ -122,8 +156,7 @@ impl Servers {
         }
         let stop = CancellationToken::new();
         let launch = Arc::new(server::Launch {
-            env: env.clone(),
-            cwd: cwd.to_path_buf(),
+            sandbox,
             startup_timeout: settings.startup_timeout,
             begin: begin.boxed().shared(),
         });

@@ -4,7 +4,6 @@
 //! says they changed, and closes it when the session's servers stop. Its state goes to the
 //! [`Board`]; calls run on the caller's task, so they never wait for one another.
 
-use std::path::PathBuf;
 use std::time::Duration;
 
 use rmcp::model::{
@@ -21,7 +20,6 @@ use super::config::{ServerConfig, Transport};
 use super::content::{McpTool, read_tools};
 use super::http;
 use super::stdio::{Process, describe};
-use crate::process::ChildEnv;
 
 /// How many times a server that stopped is started again in one session.
 pub const MAX_RESTARTS: u32 = 3;
@@ -35,8 +33,7 @@ const REASONS_TOLD: usize = 10;
 
 /// What every server of a session is started with.
 pub(super) struct Launch {
-    pub env: ChildEnv,
-    pub cwd: PathBuf,
+    pub sandbox: super::Sandbox,
     pub startup_timeout: Duration,
     /// Resolves when the servers may start (see `Servers::start_after`).
     pub begin: futures::future::Shared<futures::future::BoxFuture<'static, ()>>,
@@ -340,28 +337,48 @@ impl Actor {
         let name = self.config.name.clone();
         let waited = format!("it did not finish the MCP handshake and tool list within {} s", timeout.as_secs_f64());
         let (service, listed, process) = match &self.config.transport {
-            Transport::Stdio { command, args, env } => {
-                let (mut process, pipes) =
-                    Process::spawn(&name, command, args, env, &self.launch.env, &self.launch.cwd)
-                        .map_err(|why| Failure { why, stderr: String::new() })?;
-                let started = tokio::time::timeout(timeout, handshake(&name, handler, pipes, ct.clone())).await;
-                match started {
-                    Ok(Ok((service, listed))) => (service, listed, Some(process)),
-                    failed => {
-                        let mut why = match failed {
-                            Ok(Err(why)) => match process.settle(SETTLE).await {
-                                Some(status) => format!("it {} before it finished the MCP handshake", describe(status)),
-                                None => why,
-                            },
-                            _ => waited,
-                        };
-                        process.kill().await;
-                        if let Some(line) = process.garbage() {
-                            why.push_str(&format!("; it wrote to stdout what is not JSON-RPC: `{line}`"));
+            Transport::Stdio { command, args, env, sandboxed } => 'stdio: {
+                let (mut process, pipes) = Process::spawn(&name, command, args, env, &self.launch.sandbox, *sandboxed)
+                    .map_err(|why| Failure { why, stderr: String::new() })?;
+                // A line over the limit is dropped unread, and the answer it held never comes:
+                // that fails the start at once rather than at the timeout.
+                let long_line = process.long_line();
+                let handshake = tokio::time::timeout(timeout, handshake(&name, handler, pipes, ct.clone()));
+                tokio::pin!(handshake);
+                let started = tokio::select! {
+                    started = &mut handshake => started.map_err(|_| waited),
+                    () = long_line => {
+                        // Polled on, the connection reads (and drops) the rest of the line, whose
+                        // size is then told.
+                        let told = process.long_line_told(SETTLE);
+                        tokio::pin!(told);
+                        tokio::select! {
+                            why = &mut told => Err(why),
+                            _ = &mut handshake => Err(told.await),
                         }
-                        return Err(Failure { why, stderr: process.stderr_tail() });
                     }
+                };
+                let mut why = match started {
+                    Ok(Ok((service, listed))) => break 'stdio (service, listed, Some(process)),
+                    Ok(Err(why)) => match process.settle(SETTLE).await {
+                        Some(status) => format!("it {} before it finished the MCP handshake", describe(status)),
+                        None => why,
+                    },
+                    Err(why) => why,
+                };
+                process.kill().await;
+                if let Some(line) = process.garbage() {
+                    why.push_str(&format!("; it wrote to stdout what is not JSON-RPC: `{line}`"));
                 }
+                let stderr = process.stderr_tail();
+                if *sandboxed && refused_a_write(&stderr) {
+                    why.push_str(&format!(
+                        "; it ran in cairn's sandbox, which lets it write only the workspace, the temp dirs and \
+                         [sandbox] writable: add the directory it needs (a cache such as ~/.npm) there, or set \
+                         sandbox = false in [mcp_servers.{name}]"
+                    ));
+                }
+                return Err(Failure { why, stderr });
             }
             Transport::Http { url, headers } => {
                 let transport = http::transport(url, headers).map_err(|why| Failure { why, stderr: String::new() })?;
@@ -387,6 +404,11 @@ impl Actor {
 }
 
 type Service = RunningService<RoleClient, Handler>;
+
+/// Whether a server's stderr tells of a write the sandbox refused.
+fn refused_a_write(stderr: &str) -> bool {
+    ["Permission denied", "Read-only file system", "EACCES", "EROFS", "EPERM"].iter().any(|sign| stderr.contains(sign))
+}
 
 /// The MCP handshake over `transport`, then the tool list.
 async fn handshake<T, E, A>(

@@ -168,6 +168,16 @@ impl PermissionRequest {
     }
 }
 
+impl PermissionRequest {
+    /// Whether this is a command line that only reads ([`CommandFacts::reads_only`]).
+    pub fn reads_only(&self) -> bool {
+        match &self.subject {
+            Subject::Command(facts) => facts.reads_only(),
+            Subject::Path { .. } | Subject::Tool { .. } => false,
+        }
+    }
+}
+
 impl CommandFacts {
     /// Whether the line runs the program `words` (and its subcommand), however spelled.
     pub(super) fn runs_program(&self, words: &[String], runs: &OnceCell<Vec<Run>>) -> Option<Rejects> {
@@ -180,14 +190,18 @@ impl CommandFacts {
             script.latent.then(|| Rejects::Maybe("the command line holds code that bash may still evaluate".into()));
         for run in runs.get_or_init(|| command::runs(script)) {
             match &run.program {
-                Some(program) if program == name && names_subcommand(run.args.iter().map(|w| w.text.as_str()), &words[1..]) => match &run.through {
-                    None => return Some(Rejects::Yes),
-                    Some(by) => {
-                        unknown = Some(Rejects::Maybe(format!(
-                            "`{by}` is a program cairn does not know, and it is given `{name}` among its words"
-                        )));
+                Some(program)
+                    if program == name && names_subcommand(run.args.iter().map(|w| w.text.as_str()), &words[1..]) =>
+                {
+                    match &run.through {
+                        None => return Some(Rejects::Yes),
+                        Some(by) => {
+                            unknown = Some(Rejects::Maybe(format!(
+                                "`{by}` is a program cairn does not know, and it is given `{name}` among its words"
+                            )));
+                        }
                     }
-                },
+                }
                 Some(_) => {}
                 None => {
                     unknown = Some(Rejects::Maybe(

@@ -16,6 +16,7 @@ pub mod command;
 mod facts;
 mod gather;
 pub mod pattern;
+mod reading;
 pub mod shell;
 
 use std::borrow::Cow;

@@ -17,6 +17,7 @@ mod probe;
 mod sandbox;
 mod seccomp;
 pub mod supervisor;
+mod terminal;
 mod tree;
 mod watch;
 
@@ -32,6 +33,8 @@ use tokio::process::{Child, ChildStderr, ChildStdin, ChildStdout, Command};
 pub use namespace::Kind as NamespaceKind;
 pub use sandbox::{Support, support as landlock_support};
 pub use supervisor::Confinement;
+use supervisor::Watched;
+pub use terminal::InTerminal;
 pub use tree::{deny_inspection, die_with_parent, kill_group};
 
 /// What an unset or emptied `PATH` becomes: bash's own default without its trailing `.`.
@@ -202,24 +205,16 @@ impl ProcessPolicy {
                 command
             }
             Launcher::Supervisor(exe) => {
-                self.warn_once();
-                let kernel = probe::probe();
-                // Without user notification there is no exec check; the parser still refuses.
-                let rejected = if kernel.exec_check { confinement.rejected } else { &[] };
-                let confinement = Confinement { rejected, ..confinement };
-                let needs_namespace = self.sandbox != SandboxMode::Off || !rejected.is_empty();
-                let namespace = if needs_namespace { self.namespace_kind() } else { None };
                 let mut command = Command::new(exe);
-                let watch = if serve {
+                let watched = if serve {
                     let (read, write) = tree::watch_pipe()?;
                     tree::pass_on(&mut command, read);
                     watch_end = Some(write);
-                    Some(read)
+                    Watched::Fd(read)
                 } else {
-                    None
+                    Watched::Stdin
                 };
-                let arguments = supervisor::arguments(self, confinement, namespace, watch, program, args);
-                command.args(arguments).stdin(Stdio::piped());
+                command.args(self.supervised(confinement, watched, program, args)).stdin(Stdio::piped());
                 command
             }
         };
@@ -237,6 +232,23 @@ impl ProcessPolicy {
             (None, Launcher::Direct) => None,
         };
         Ok(Local { group: child.id(), child: Some(child), watch, exited: false })
+    }
+
+    /// The supervisor's arguments for `program args` as this policy confines it.
+    fn supervised(
+        &self,
+        confinement: Confinement<'_>,
+        watched: Watched,
+        program: &OsStr,
+        args: &[&OsStr],
+    ) -> Vec<OsString> {
+        self.warn_once();
+        // Without user notification there is no exec check; the parser still refuses.
+        let rejected = if probe::probe().exec_check { confinement.rejected } else { &[] };
+        let confinement = Confinement { rejected, ..confinement };
+        let needs_namespace = self.sandbox != SandboxMode::Off || !rejected.is_empty();
+        let namespace = if needs_namespace { self.namespace_kind() } else { None };
+        supervisor::arguments(self, confinement, namespace, watched, program, args)
     }
 
     /// What the model is told when a sandboxed command fails on a refused write, so it can tell
@@ -336,6 +348,19 @@ impl Local {
 
     pub fn take_stderr(&mut self) -> Option<ChildStderr> {
         self.child.as_mut().and_then(|child| child.stderr.take())
+    }
+
+    /// Ends the program and everything it started now, and reaps it: a supervised program's
+    /// supervisor is told (its watched pipe closes) and gets a grace to kill the tree, after
+    /// which its group is killed.
+    pub async fn stop(&mut self) {
+        let (Some(group), Some(mut child)) = (self.group.take(), self.child.take()) else { return };
+        let supervised = self.watch.take().is_some() && !self.exited;
+        if !supervised || tokio::time::timeout(SUPERVISOR_GRACE, child.wait()).await.is_err() {
+            tree::kill_group(group);
+            let _ = child.wait().await;
+        }
+        self.exited = true;
     }
 
     /// Waits for the program to end. A program killed by a signal has no exit code.

@@ -51,11 +51,24 @@ struct Spec {
     visible_names: Vec<String>,
     /// Programs rules reject, each with its subcommand words.
     rejected: Vec<Vec<String>>,
-    /// A descriptor to watch for cairn's end instead of stdin, which then goes to the program
-    /// (a server speaking over its stdin and stdout).
-    watch_fd: Option<i32>,
+    /// What is watched for cairn's end.
+    watched: Watched,
     program: OsString,
     args: Vec<OsString>,
+}
+
+/// What a supervisor watches for cairn's end: closed, it kills the whole tree.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Watched {
+    /// Its stdin (a pipe only cairn holds); the program gets `/dev/null`.
+    #[default]
+    Stdin,
+    /// This inherited descriptor; stdin goes to the program (a server speaking over its stdin
+    /// and stdout).
+    Fd(i32),
+    /// Nothing: started by someone else for cairn (an editor's terminal), the supervisor lives
+    /// until the program ends or it is killed, and the program dies with it.
+    Nothing,
 }
 
 /// What a command is confined to besides the policy: its session's roots and rejected programs.
@@ -66,14 +79,14 @@ pub struct Confinement<'a> {
 }
 
 /// The supervisor's arguments (after the executable) for `program args` under `policy`:
-/// `__supervise MODE network|no-network [--namespace KIND] [--watch-fd N] [--root P]…
+/// `__supervise MODE network|no-network [--namespace KIND] [--watch-fd N|none] [--root P]…
 /// [--write P]… [--own P]… [--hide P]… [--hide-name GLOB]… [--show GLOB]… [--reject WORDS]…
 /// -- PROGRAM ARGS…`.
 pub fn arguments(
     policy: &ProcessPolicy,
     confinement: Confinement<'_>,
     namespace: Option<Kind>,
-    watch_fd: Option<i32>,
+    watched: Watched,
     program: &OsStr,
     args: &[&OsStr],
 ) -> Vec<OsString> {
@@ -86,8 +99,10 @@ pub fn arguments(
     if let Some(kind) = namespace {
         flag("--namespace", kind.id().into());
     }
-    if let Some(fd) = watch_fd {
-        flag("--watch-fd", fd.to_string().into());
+    match watched {
+        Watched::Stdin => {}
+        Watched::Fd(fd) => flag("--watch-fd", fd.to_string().into()),
+        Watched::Nothing => flag("--watch-fd", "none".into()),
     }
     for root in confinement.roots {
         flag("--root", root.into());
@@ -138,7 +153,12 @@ fn parse(mut args: impl Iterator<Item = OsString>) -> Result<Spec, String> {
         let text = || value.to_str().map(str::to_owned).ok_or_else(|| format!("{flag}'s value is not UTF-8"));
         match flag.as_str() {
             "--namespace" => spec.namespace = Some(Kind::parse(&text()?).ok_or("unknown namespace kind")?),
-            "--watch-fd" => spec.watch_fd = Some(text()?.parse().map_err(|_| "--watch-fd takes a number")?),
+            "--watch-fd" => {
+                spec.watched = match text()?.as_str() {
+                    "none" => Watched::Nothing,
+                    fd => Watched::Fd(fd.parse().map_err(|_| "--watch-fd takes a number or none")?),
+                }
+            }
             "--root" => spec.roots.push(PathBuf::from(value)),
             "--write" => spec.writable.push(PathBuf::from(value)),
             "--own" => spec.own.push(PathBuf::from(value)),
@@ -228,31 +248,39 @@ fn supervise(spec: &Spec) -> ExitCode {
     };
     let as_root = sandboxed && running_as_root();
     // What is watched for cairn's end: stdin, or the descriptor given (then stdin is the
-    // program's, and the watched pipe is not).
-    let watched: Box<dyn Read + Send> = match spec.watch_fd {
-        Some(fd) => match tree::adopt_fd(fd) {
-            Ok(file) => Box::new(file),
+    // program's, and the watched pipe is not), or nothing.
+    let watched: Option<Box<dyn Read + Send>> = match spec.watched {
+        Watched::Fd(fd) => match tree::adopt_fd(fd) {
+            Ok(file) => Some(Box::new(file)),
             Err(err) => return say(BAD_ARGUMENTS, &format!("--watch-fd {fd}: {err}")),
         },
-        None => Box::new(std::io::stdin()),
+        Watched::Stdin => Some(Box::new(std::io::stdin())),
+        Watched::Nothing => None,
     };
     let me = std::process::id();
-    let before_too = before.clone();
-    std::thread::spawn(move || {
-        let mut watched = watched;
-        let mut buf = [0u8; 64];
-        while matches!(watched.read(&mut buf), Ok(n) if n > 0) {}
-        end(me, before_too.as_deref());
-        tree::kill_group(me);
-    });
+    if let Some(mut watched) = watched {
+        let before_too = before.clone();
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 64];
+            while matches!(watched.read(&mut buf), Ok(n) if n > 0) {}
+            end(me, before_too.as_deref());
+            tree::kill_group(me);
+        });
+    }
     // A PID namespace of its own: nothing the command starts outlives it. Made last, since a
     // process that made one can start no more threads.
     let own_pids = want_pids && namespace::enter_pids();
     let mut command = Command::new(&program);
-    let stdin = if spec.watch_fd.is_some() { Stdio::inherit() } else { Stdio::null() };
+    let stdin = match spec.watched {
+        Watched::Fd(_) => Stdio::inherit(),
+        Watched::Stdin | Watched::Nothing => Stdio::null(),
+    };
     command.arg0(&spec.program).args(&spec.args).stdin(stdin);
     let enter = move || {
         tree::detach()?;
+        // Killed, the supervisor takes the program along (and with a PID namespace, the
+        // kernel every process of it): nothing else ends a tree nobody watches for cairn.
+        tree::die_with_this_parent()?;
         if own_pids {
             namespace::fresh_proc();
         }
@@ -408,7 +436,7 @@ mod tests {
         let rejected = [vec!["git".to_owned(), "push".to_owned()]];
         let confinement = Confinement { roots: &roots, rejected: &rejected };
         let script = [OsStr::new("-c"), OsStr::new("ls -- x")];
-        let args = arguments(&policy, confinement, Some(Kind::User), Some(7), OsStr::new("bash"), &script);
+        let args = arguments(&policy, confinement, Some(Kind::User), Watched::Fd(7), OsStr::new("bash"), &script);
         let spec = parse(args.into_iter().skip(1)).unwrap();
         assert_eq!(
             spec,
@@ -423,16 +451,19 @@ mod tests {
                 hidden_names: vec!["*.pem".into()],
                 visible_names: vec![".env.example".into()],
                 rejected: vec![vec!["git".into(), "push".into()]],
-                watch_fd: Some(7),
+                watched: Watched::Fd(7),
                 program: "bash".into(),
                 args: vec!["-c".into(), "ls -- x".into()],
             }
         );
         let read_only = ProcessPolicy { sandbox: SandboxMode::ReadOnly, ..ProcessPolicy::default() };
         let confinement = Confinement { roots: &roots, rejected: &[] };
-        let args = arguments(&read_only, confinement, None, None, OsStr::new("true"), &[]);
+        let args = arguments(&read_only, confinement, None, Watched::Stdin, OsStr::new("true"), &[]);
         let spec = parse(args.into_iter().skip(1)).unwrap();
         assert!(spec.writable.is_empty() && spec.network && spec.namespace.is_none());
+        assert_eq!(spec.watched, Watched::Stdin);
+        let args = arguments(&read_only, confinement, None, Watched::Nothing, OsStr::new("true"), &[]);
+        assert_eq!(parse(args.into_iter().skip(1)).unwrap().watched, Watched::Nothing);
         assert!(parse(["off".into(), "network".into(), "bash".into()].into_iter()).is_err());
         assert!(
             parse(["off".into(), "network".into(), "--bogus".into(), "x".into(), "--".into()].into_iter()).is_err()

@@ -49,21 +49,10 @@ pub fn become_subreaper() {
 pub fn die_with_parent(command: &mut tokio::process::Command) {
     let parent = std::process::id();
     let set_up = move || {
-        // SAFETY: prctl with PR_SET_PDEATHSIG takes integers and getppid takes nothing; both
-        // are async-signal-safe and touch no memory of ours, as is required between fork and exec.
-        let (set, now) = unsafe {
-            let set = libc::prctl(
-                libc::PR_SET_PDEATHSIG,
-                libc::SIGKILL as libc::c_ulong,
-                0 as libc::c_ulong,
-                0 as libc::c_ulong,
-                0 as libc::c_ulong,
-            );
-            (set, libc::getppid())
-        };
-        if set < 0 {
-            return Err(std::io::Error::last_os_error());
-        }
+        die_with_this_parent()?;
+        // SAFETY: getppid takes nothing and touches no memory; it is async-signal-safe, as is
+        // required between fork and exec.
+        let now = unsafe { libc::getppid() };
         if u32::try_from(now).ok() != Some(parent) {
             // cairn ended while the program was starting. A raw error: building a message would
             // allocate, which a child forked from a multi-threaded process must not.
@@ -73,6 +62,23 @@ pub fn die_with_parent(command: &mut tokio::process::Command) {
     };
     // SAFETY: the closure only makes the two calls above, which are allowed in a forked child.
     unsafe { command.pre_exec(set_up) };
+}
+
+/// Between fork and exec: this process gets SIGKILL when the thread that forked it ends.
+#[allow(unsafe_code)]
+pub fn die_with_this_parent() -> std::io::Result<()> {
+    // SAFETY: prctl with PR_SET_PDEATHSIG takes integers and touches no memory; it is
+    // async-signal-safe, as a forked child of a multi-threaded process requires.
+    let set = unsafe {
+        libc::prctl(
+            libc::PR_SET_PDEATHSIG,
+            libc::SIGKILL as libc::c_ulong,
+            0 as libc::c_ulong,
+            0 as libc::c_ulong,
+            0 as libc::c_ulong,
+        )
+    };
+    if set < 0 { Err(std::io::Error::last_os_error()) } else { Ok(()) }
 }
 
 /// A pipe for a supervisor to watch: both ends close on exec; [`pass_on`] keeps the read end

@@ -10,7 +10,7 @@ use serde_json::Value;
 
 use super::fs::{MAX_WHOLE_BYTES, Old, load, not_found, save};
 use super::page::human_size;
-use super::{Access, Tool, ToolContext, ToolError, ToolOutcome, Workspace, location, shown, target};
+use super::{Access, Tool, ToolContext, ToolError, ToolOutcome, Workspace, judged_target, location, shown, target};
 use crate::history::{Location, ToolContent, ToolKind};
 use crate::permissions::{Permission, PermissionRequest};
 
@@ -76,7 +76,7 @@ impl Tool for Edit {
 }
 
 async fn edit(args: &EditArgs, ctx: &ToolContext) -> Result<ToolOutcome, ToolError> {
-    let path = target(ctx, &args.path);
+    let path = judged_target(ctx, &args.path)?;
     let shown = ctx.workspace.display(&path);
     let old = editable(load(ctx, &path).await?, &shown)?;
     let (new, replaced) = apply(args, &old, &shown)?;

@@ -2,17 +2,22 @@
 //! and saving one.
 //!
 //! Only regular files are opened, and without blocking, so a FIFO or a device fails at once.
-//! `write` and `edit` need the old text whole, so they load at most [`MAX_WHOLE_BYTES`] of it.
-//! Local writes go to a temporary file created exclusively under an unpredictable name (a file
-//! or symlink planted next to the target cannot redirect them), synced, then renamed over the
-//! target with its permissions: a crash never leaves half a file, and a failure leaves no
+//! Local files are opened at their final target without following any symlink on the way
+//! ([`super::beneath`]), so a link swapped in after the target was judged cannot send the access
+//! elsewhere. `write` and `edit` need the old text whole, so they load at most
+//! [`MAX_WHOLE_BYTES`] of it. Local writes go to a temporary file created exclusively under an
+//! unpredictable name (a file or symlink planted next to the target cannot redirect them) in
+//! the target's directory as opened, synced, then renamed over the target within that
+//! directory, with its permissions: a crash never leaves half a file, and a failure leaves no
 //! temporary file behind. Through the editor, loading and saving use its buffers.
 
+use std::ffi::OsString;
 use std::fs::File;
 use std::io::{self, ErrorKind, Read, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
+use super::beneath::{self, Parent};
 use super::{ToolContext, ToolError, blocking};
 
 /// The largest old text `write` shows in its diff and `edit` changes. The diff carries the old
@@ -64,9 +69,9 @@ pub(super) async fn load(ctx: &ToolContext, path: &Path) -> Result<Old, ToolErro
         let size = text.len() as u64;
         return Ok(if size > MAX_WHOLE_BYTES { Old::TooLarge(size) } else { Old::Text(text) });
     }
-    let path = path.to_owned();
+    let (path, roots) = (path.to_owned(), ctx.workspace.roots().to_vec());
     blocking(ctx, move |_| {
-        let Some((file, size)) = open_regular(&path, &shown)? else { return Ok(Old::Missing) };
+        let Some((file, size)) = open_regular(&roots, &path, &shown)? else { return Ok(Old::Missing) };
         if size > MAX_WHOLE_BYTES {
             return Ok(Old::TooLarge(size));
         }
@@ -90,18 +95,19 @@ pub(super) async fn load(ctx: &ToolContext, path: &Path) -> Result<Old, ToolErro
     .await
 }
 
-/// Opens `path` for reading if it is a regular file, with its size; `None` if it does not exist.
-/// The kind is checked before opening (opening a device can have effects) and again on the open
-/// file, in case it was swapped; `O_NONBLOCK` keeps a FIFO swapped in between from blocking the
-/// open, and changes nothing for a regular file.
-pub(super) fn open_regular(path: &Path, shown: &str) -> Result<Option<(File, u64)>, ToolError> {
+/// Opens `path` (a final target, beneath one of `roots` or not) for reading if it is a regular
+/// file, with its size; `None` if it does not exist. The kind is checked before opening
+/// (opening a device can have effects) and again on the open file, in case it was swapped;
+/// `O_NONBLOCK` keeps a FIFO swapped in between from blocking the open, and changes nothing for
+/// a regular file. No symlink is followed on the way.
+pub(super) fn open_regular(roots: &[PathBuf], path: &Path, shown: &str) -> Result<Option<(File, u64)>, ToolError> {
     let missing_or =
         |err: io::Error| if err.kind() == ErrorKind::NotFound { Ok(None) } else { Err(cannot_read(shown, &err)) };
     match std::fs::metadata(path) {
         Ok(metadata) => check_kind(&metadata, shown)?,
         Err(err) => return missing_or(err),
     }
-    let file = match open_for_reading(path) {
+    let file = match beneath::open_read(roots, path) {
         Ok(file) => file,
         Err(err) => return missing_or(err),
     };
@@ -135,23 +141,28 @@ pub(super) async fn save(ctx: &ToolContext, path: &Path, text: &str) -> Result<(
     if ctx.host.writes_files() {
         return ctx.host.write_text_file(path, text).await.map_err(|err| failed(&err));
     }
-    let (path, text) = (path.to_owned(), text.to_owned());
+    let (path, text, roots) = (path.to_owned(), text.to_owned(), ctx.workspace.roots().to_vec());
     // Not cancellable: once started, the write runs to its end or cleans up after itself.
-    let saved = tokio::task::spawn_blocking(move || save_local(&path, text.as_bytes(), &mut random_suffix)).await;
+    let saved =
+        tokio::task::spawn_blocking(move || save_local(&roots, &path, text.as_bytes(), &mut random_suffix)).await;
     match saved {
         Ok(result) => result.map_err(|err| failed(&err)),
         Err(err) => Err(failed(&err)),
     }
 }
 
-/// Writes `text` to a fresh temporary file next to `path`, then renames it over `path`.
-/// `suffix` names the temporary files tried.
-pub(super) fn save_local(path: &Path, text: &[u8], suffix: &mut dyn FnMut() -> io::Result<String>) -> io::Result<()> {
-    let Some(dir) = path.parent() else { return Err(io::Error::other("it has no parent directory")) };
-    std::fs::create_dir_all(dir)?;
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let permissions = std::fs::metadata(path).ok().map(|metadata| metadata.permissions());
-    let (mut file, temporary) = create_temporary(dir, &name, permissions.is_some(), suffix)?;
+/// Writes `text` to a fresh temporary file next to `path` (a final target, beneath one of
+/// `roots` or not), then renames it over `path`, all within the directory opened without
+/// following a symlink. `suffix` names the temporary files tried.
+pub(super) fn save_local(
+    roots: &[PathBuf],
+    path: &Path,
+    text: &[u8],
+    suffix: &mut dyn FnMut() -> io::Result<String>,
+) -> io::Result<()> {
+    let parent = Parent::open(roots, path)?;
+    let permissions = parent.metadata()?.map(|metadata| metadata.permissions());
+    let (mut file, temporary) = create_temporary(&parent, permissions.is_some(), suffix)?;
     let finish = || {
         if let Some(permissions) = permissions
             && let Err(err) = file.set_permissions(permissions)
@@ -161,38 +172,33 @@ pub(super) fn save_local(path: &Path, text: &[u8], suffix: &mut dyn FnMut() -> i
         }
         file.write_all(text)?;
         file.sync_data()?;
-        std::fs::rename(&temporary, path)
+        parent.replace_with(&temporary)
     };
     let result = finish();
     if result.is_err() {
-        let _ = std::fs::remove_file(&temporary);
+        let _ = parent.remove(&temporary);
     }
     result
 }
 
-/// Creates `.{name}.cairn-{suffix}` in `dir` exclusively, never following a symlink: a name that
-/// exists already, whatever it is, is left alone and the next suffix tried. A file that will
-/// replace an existing one starts private (`0600`) until it takes that file's permissions.
+/// Creates `.{name}.cairn-{suffix}` in the target's directory exclusively, never following a
+/// symlink: a name that exists already, whatever it is, is left alone and the next suffix
+/// tried. A file that will replace an existing one starts private (`0600`) until it takes that
+/// file's permissions.
 fn create_temporary(
-    dir: &Path,
-    name: &str,
+    parent: &Parent,
     private: bool,
     suffix: &mut dyn FnMut() -> io::Result<String>,
-) -> io::Result<(File, PathBuf)> {
+) -> io::Result<(File, OsString)> {
+    let name = parent.name.to_string_lossy();
     // Room for the prefix and suffix within the usual 255-byte limit of a file name.
     let mut end = name.len().min(200);
     while !name.is_char_boundary(end) {
         end -= 1;
     }
     for _ in 0..TEMPORARY_ATTEMPTS {
-        let temporary = dir.join(format!(".{}.cairn-{}", &name[..end], suffix()?));
-        let created = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .custom_flags(libc::O_NOFOLLOW)
-            .mode(if private { 0o600 } else { 0o666 })
-            .open(&temporary);
-        match created {
+        let temporary = OsString::from(format!(".{}.cairn-{}", &name[..end], suffix()?));
+        match parent.create(&temporary, if private { 0o600 } else { 0o666 }) {
             Ok(file) => return Ok((file, temporary)),
             Err(err) if err.kind() == ErrorKind::AlreadyExists => {}
             Err(err) => return Err(err),
@@ -202,7 +208,7 @@ fn create_temporary(
 }
 
 /// 64 bits from the system's secure random source, as hex: a name nobody can plant in advance.
-fn random_suffix() -> io::Result<String> {
+pub(super) fn random_suffix() -> io::Result<String> {
     use ring::rand::SecureRandom;
     let mut bytes = [0u8; 8];
     ring::rand::SystemRandom::new().fill(&mut bytes).map_err(|_| io::Error::other("no random numbers available"))?;

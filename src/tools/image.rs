@@ -218,8 +218,9 @@ pub fn describe(format: Format, dimensions: Option<(u32, u32)>, size: u64) -> St
 /// text reader handles it as before.
 pub(super) async fn read(ctx: &ToolContext, path: &Path, shown: &str) -> Result<Option<ToolOutcome>, ToolError> {
     let (path, shown, images) = (path.to_owned(), shown.to_owned(), ctx.images.clone());
+    let roots = ctx.workspace.roots().to_vec();
     blocking(ctx, move |_| {
-        let Some((file, size)) = open_regular(&path, &shown)? else { return Ok(None) };
+        let Some((file, size)) = open_regular(&roots, &path, &shown)? else { return Ok(None) };
         let mut head = Vec::new();
         (&file).take(MAGIC).read_to_end(&mut head).map_err(|err| cannot_read(&shown, &err))?;
         let Some(format) = sniff(&head) else { return Ok(None) };

@@ -104,6 +104,7 @@ fn context(dir: &Path, images: Images) -> ToolContext {
         user_wait: super::super::host::UserWait::default(),
         images,
         read_rejections: Vec::new(),
+        judged: None,
     }
 }
 

@@ -13,6 +13,7 @@
 
 pub mod agents;
 mod bash;
+mod beneath;
 mod edit;
 mod fs;
 mod glob;
@@ -75,6 +76,9 @@ pub struct ToolContext {
     /// The rules that reject reads, for a tool that reads files the permission did not name one
     /// by one (`grep` over a directory skips what they cover).
     pub read_rejections: Vec<Rule>,
+    /// The target the call's permission was decided on (`PermissionRequest::target`), when it
+    /// was: `read`, `write` and `edit` act only while their path still leads there.
+    pub judged: Option<String>,
 }
 
 /// What a sub-agent inherits from the turn whose call starts it: never more than that turn has.
@@ -175,6 +179,22 @@ pub trait Tool: Send + Sync + 'static {
 /// tool touches is what the permission judged (and a link is never written through blindly).
 fn target(ctx: &ToolContext, path: &str) -> PathBuf {
     real_target(&ctx.workspace, &ctx.workspace.resolve(path))
+}
+
+/// [`target`], for a tool that opens the file: when the call's permission was decided on a
+/// target, the path must lead there still. A symlink swapped since then (to send the access out
+/// of the workspace) fails the call instead; the file is then opened without following any
+/// symlink on the way (`beneath`), so what it opens is what was judged.
+fn judged_target(ctx: &ToolContext, path: &str) -> Result<PathBuf, ToolError> {
+    let landed = target(ctx, path);
+    match &ctx.judged {
+        Some(judged) if *judged != landed.display().to_string() => Err(ToolError(format!(
+            "{path} now leads to {}, not to {judged} where it led when this call was allowed, so nothing was done; \
+             make the call again to have it judged anew",
+            landed.display()
+        ))),
+        Some(_) | None => Ok(landed),
+    }
 }
 
 /// `path`'s final target, or `path` itself when it cannot be resolved (the OS then reports why).

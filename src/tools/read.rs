@@ -15,7 +15,7 @@ use serde_json::Value;
 use super::fs::{BINARY_PROBE, binary, cannot_read, check_kind, not_found, open_regular};
 use super::host::LineRange;
 use super::page::{self, DEFAULT_LINES, Page, PageError, Start, Total, human_size};
-use super::{Access, Tool, ToolContext, ToolError, ToolOutcome, Workspace, blocking, location, shown, target};
+use super::{Access, Tool, ToolContext, ToolError, ToolOutcome, Workspace, blocking, judged_target, location, shown};
 use crate::history::{Location, ToolKind};
 use crate::permissions::{Permission, PermissionRequest};
 
@@ -86,7 +86,7 @@ impl Tool for Read {
 }
 
 async fn read(args: &ReadArgs, ctx: &ToolContext) -> Result<ToolOutcome, ToolError> {
-    let path = target(ctx, &args.path);
+    let path = judged_target(ctx, &args.path)?;
     let shown = ctx.workspace.display(&path);
     if let Some(image) = super::image::read(ctx, &path, &shown).await? {
         return Ok(image);
@@ -149,9 +149,9 @@ async fn local_page(
     first: u32,
     limit: u32,
 ) -> Result<(Page, u64), ToolError> {
-    let (path, shown) = (path.to_owned(), shown.to_owned());
+    let (path, shown, roots) = (path.to_owned(), shown.to_owned(), ctx.workspace.roots().to_vec());
     blocking(ctx, move |cancel| {
-        let (file, size) = open_regular(&path, &shown)?.ok_or_else(|| not_found(&shown))?;
+        let (file, size) = open_regular(&roots, &path, &shown)?.ok_or_else(|| not_found(&shown))?;
         let mut head = Vec::new();
         (&file).take(BINARY_PROBE).read_to_end(&mut head).map_err(|err| cannot_read(&shown, &err))?;
         if head.contains(&0) {

@@ -178,69 +178,84 @@ impl<T: Tool> Entry for Arc<T> {
 
     fn parse(&self, input: &str) -> Result<Invocation, ToolError> {
         let args = Tool::parse(self.as_ref(), input)?;
-        Ok(Invocation(Arc::new(Bound { tool: Arc::clone(self), args })))
+        Ok(Invocation { call: Arc::new(Bound { tool: Arc::clone(self), args }), judged: None })
     }
 }
 
-/// A validated call: a tool with its arguments. Cheap to clone.
+/// A validated call: a tool with its arguments, and the target its permission was decided on
+/// once it was. Cheap to clone.
 #[derive(Clone)]
-pub struct Invocation(Arc<dyn Call>);
+pub struct Invocation {
+    call: Arc<dyn Call>,
+    judged: Option<Arc<str>>,
+}
 
 impl Invocation {
+    /// This call, allowed on `request`'s target: when it runs, its tool acts only while its
+    /// path still leads there (`ToolContext::judged`).
+    pub fn judged_on(&self, request: Option<&PermissionRequest>) -> Invocation {
+        Invocation { call: Arc::clone(&self.call), judged: request.map(|request| Arc::from(request.target.as_str())) }
+    }
+
+    /// The target this call's permission was decided on, if it was.
+    pub fn judged(&self) -> Option<&str> {
+        self.judged.as_deref()
+    }
+
     pub fn name(&self) -> &str {
-        self.0.name()
+        self.call.name()
     }
 
     pub fn kind(&self) -> ToolKind {
-        self.0.kind()
+        self.call.kind()
     }
 
     pub fn access(&self) -> Access {
-        self.0.access()
+        self.call.access()
     }
 
     /// A short description for the editor, on one line ([`one_line`]: the model and MCP
     /// servers write parts of it). A path that a symlink sends elsewhere is shown with where it
     /// lands: `Write notes.txt → /elsewhere/notes.txt`.
     pub fn title(&self, workspace: &Workspace) -> String {
-        one_line(&self.0.title(workspace))
+        one_line(&self.call.title(workspace))
     }
 
     /// The files this call touches, at their final targets.
     pub fn locations(&self, workspace: &Workspace) -> Vec<Location> {
-        self.0.locations(workspace)
+        self.call.locations(workspace)
     }
 
     /// What must be allowed before this call runs; `None` needs nothing.
     pub fn permission(&self, workspace: &Workspace) -> Option<PermissionRequest> {
-        self.0.permission(workspace)
+        self.call.permission(workspace)
     }
 
     /// Reading the file this call changes, for calls that change one (what its preview reads).
     pub fn read_request(&self, workspace: &Workspace) -> Option<PermissionRequest> {
-        self.0.read_request(workspace)
+        self.call.read_request(workspace)
     }
 
     /// What the user sees when asked about this call: the whole-file diff an edit would make,
     /// the command line a shell call would run. `Err` when the call cannot succeed as it is.
     pub async fn preview(&self, ctx: &ToolContext) -> Result<Vec<ToolContent>, ToolError> {
-        self.0.preview(ctx).await
+        self.call.preview(ctx).await
     }
 
     /// How long the call may run.
     pub fn timeout(&self, default: Duration) -> Duration {
-        self.0.timeout(default)
+        self.call.timeout(default)
     }
 
     /// Runs the call. Dropping the future stops it (and kills any process it started).
     pub async fn run(&self, ctx: &ToolContext) -> Result<ToolOutcome, ToolError> {
-        self.0.run(ctx).await
+        self.call.run(ctx).await
     }
 }
 
 impl fmt::Debug for Invocation {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        self.0.debug(f)
+        self.call.debug(f)
     }
 }
 

@@ -7,10 +7,11 @@
 //! everything it started, so a `sleep` a command left in the background dies with it. Its output
 //! streams to the editor while it runs. A delegated command runs in the editor's terminal, which
 //! starts from the editor's environment (the keys cairn was given included) and can only set
-//! variables: so the command is run through `env -u NAME … PATH=… NAME=VALUE … bash -c COMMAND`,
-//! getting the environment a local command gets. It gets none of the rest (no sandbox, no
-//! supervisor), and is always killed (if still running) and released, even when the call is
-//! abandoned.
+//! variables: so the command is run through `env -u NAME … PATH=… NAME=VALUE … cairn
+//! __supervise … -- bash -c COMMAND`, getting the environment a local command gets and the same
+//! supervisor, sandbox, namespace and exec check; the supervisor watches nothing for cairn's end
+//! (the editor started it), and the command dies with it. The terminal is always killed (if
+//! still running) and released, even when the call is abandoned.
 
 use std::ffi::OsStr;
 use std::sync::Arc;
@@ -23,7 +24,7 @@ use super::bash::BashArgs;
 use super::host::{Host, TerminalRequest};
 use super::{ToolContext, ToolError, ToolOutcome};
 use crate::history::ToolContent;
-use crate::process::{ChildEnv, Confinement};
+use crate::process::{ChildEnv, Confinement, InTerminal};
 
 /// How much output is kept: this much of the start and this much of the end.
 const KEEP_HEAD: usize = 100 * 1024;
@@ -118,19 +119,24 @@ pub(super) async fn local(args: &BashArgs, ctx: &ToolContext, timeout: Duration)
         None => "[killed by a signal]".to_owned(),
     };
     let output = if text.is_empty() { ending } else { format!("{text}\n{ending}") };
-    let lower = text.to_ascii_lowercase();
-    let refused = ["permission denied", "read-only file system", "operation not permitted", "eacces", "eperm", "erofs"];
-    let hint =
-        (code != Some(0) && refused.iter().any(|r| lower.contains(r))).then(|| ctx.process.refusal_hint()).flatten();
     Ok(ToolOutcome {
         content: vec![ToolContent::Text { text: output.clone() }],
-        output: match hint {
-            Some(hint) => format!("{output}\n{hint}"),
-            None => output,
-        },
+        output: with_hint(ctx, code != Some(0), &text, output),
         failed: code != Some(0),
         ..ToolOutcome::default()
     })
+}
+
+/// `output`, and after it, when the command failed on what reads like a refused write, what the
+/// model should know of the sandbox.
+fn with_hint(ctx: &ToolContext, failed: bool, text: &str, output: String) -> String {
+    let lower = text.to_ascii_lowercase();
+    let refused = ["permission denied", "read-only file system", "operation not permitted", "eacces", "eperm", "erofs"];
+    let hint = (failed && refused.iter().any(|r| lower.contains(r))).then(|| ctx.process.refusal_hint()).flatten();
+    match hint {
+        Some(hint) => format!("{output}\n{hint}"),
+        None => output,
+    }
 }
 
 /// Reads from a pipe; `None` (and the pipe closed) at its end. Never resolves for a closed pipe.
@@ -201,7 +207,16 @@ impl Drop for TerminalGuard {
 
 pub(super) async fn delegated(args: &BashArgs, ctx: &ToolContext, timeout: Duration) -> Result<ToolOutcome, ToolError> {
     let host = &ctx.host;
-    let (command, args) = scrubbed(&ctx.process.env, vec!["bash".to_owned(), "-c".to_owned(), args.command.clone()]);
+    let script = [OsStr::new("-c"), OsStr::new(&args.command)];
+    let confinement = Confinement { roots: ctx.workspace.roots(), rejected: &ctx.rejected };
+    // Under cairn's supervisor, as a local command: the editor's terminal only shows it.
+    let program: Vec<std::ffi::OsString> = match ctx.process.in_terminal(OsStr::new("bash"), &script, confinement) {
+        InTerminal::Supervised { exe, args } => std::iter::once(exe.into_os_string()).chain(args).collect(),
+        InTerminal::AsItIs => vec!["bash".into(), "-c".into(), args.command.clone().into()],
+        InTerminal::Locally => return local(args, ctx, timeout).await,
+    };
+    let program = program.iter().map(|part| part.to_string_lossy().into_owned()).collect();
+    let (command, args) = scrubbed(&ctx.process.env, program);
     let request = TerminalRequest {
         command,
         args,
@@ -244,6 +259,7 @@ pub(super) async fn delegated(args: &BashArgs, ctx: &ToolContext, timeout: Durat
         (None, None) => "[exit status unknown]".to_owned(),
     };
     let output = if text.is_empty() { ending } else { format!("{text}\n{ending}") };
+    let output = with_hint(ctx, exit.code != Some(0), &text, output);
     Ok(ToolOutcome { output, content, failed: exit.code != Some(0), ..ToolOutcome::default() })
 }
 

@@ -23,6 +23,7 @@ fn context(dir: &std::path::Path) -> ToolContext {
         user_wait: super::host::UserWait::default(),
         images: Images::default(),
         read_rejections: Vec::new(),
+        judged: None,
     }
 }
 
@@ -182,31 +183,71 @@ async fn a_planted_symlink_cannot_redirect_a_local_write() {
     assert_eq!(names(&work), expected, "no temporary file is left behind");
 }
 
+#[tokio::test]
+async fn a_call_acts_only_while_its_path_leads_where_it_was_judged() {
+    let dir = tempfile::tempdir().unwrap();
+    let real = std::fs::canonicalize(dir.path()).unwrap();
+    let (work, secret) = (real.join("work"), real.join("secret.txt"));
+    std::fs::create_dir_all(&work).unwrap();
+    std::fs::write(&secret, "secret\n").unwrap();
+    std::fs::write(work.join("inside.txt"), "inside\n").unwrap();
+    std::os::unix::fs::symlink(work.join("inside.txt"), work.join("link")).unwrap();
+    let mut ctx = context(&work);
+    // Allowed while `link` led inside; then it is swapped to lead out.
+    ctx.judged = Some(work.join("inside.txt").display().to_string());
+    std::fs::remove_file(work.join("link")).unwrap();
+    std::os::unix::fs::symlink(&secret, work.join("link")).unwrap();
+    for (tool, args) in [
+        ("write", json!({"path": "link", "content": "pwned\n"})),
+        ("edit", json!({"path": "link", "old_string": "secret", "new_string": "pwned"})),
+        ("read", json!({"path": "link"})),
+    ] {
+        let refused = run(&ctx, tool, args).await.unwrap_err();
+        let expected = format!(
+            "link now leads to {}, not to {} where it led when this call was allowed",
+            secret.display(),
+            work.join("inside.txt").display()
+        );
+        assert!(refused.0.starts_with(&expected), "{tool}: {refused}");
+    }
+    assert_eq!(std::fs::read_to_string(&secret).unwrap(), "secret\n");
+    assert_eq!(std::fs::read_to_string(work.join("inside.txt")).unwrap(), "inside\n");
+    // Judged where it leads now (the user allowed the place outside), it acts there.
+    ctx.judged = Some(secret.display().to_string());
+    run(&ctx, "write", json!({"path": "link", "content": "agreed\n"})).await.unwrap();
+    assert_eq!(std::fs::read_to_string(&secret).unwrap(), "agreed\n");
+}
+
 #[test]
 fn a_taken_temporary_name_is_skipped_and_every_failure_cleans_up() {
     let dir = tempfile::tempdir().unwrap();
-    let secret = dir.path().join("secret.txt");
+    let real = std::fs::canonicalize(dir.path()).unwrap();
+    let secret = real.join("secret.txt");
     std::fs::write(&secret, "secret\n").unwrap();
-    let work = dir.path().join("work");
+    let work = real.join("work");
     std::fs::create_dir_all(&work).unwrap();
+    let roots = [work.clone()];
     std::os::unix::fs::symlink(&secret, work.join(".t.txt.cairn-guessed")).unwrap();
     let mut suffixes = ["guessed", "fresh"].into_iter().map(|s| Ok(s.to_owned()));
     let mut next = || suffixes.next().unwrap();
-    fs::save_local(&work.join("t.txt"), b"text\n", &mut next).unwrap();
+    fs::save_local(&roots, &work.join("t.txt"), b"text\n", &mut next).unwrap();
     assert_eq!(std::fs::read_to_string(work.join("t.txt")).unwrap(), "text\n");
     assert_eq!(std::fs::read_to_string(&secret).unwrap(), "secret\n");
     assert_eq!(std::fs::read_link(work.join(".t.txt.cairn-guessed")).unwrap(), secret);
     assert_eq!(names(&work), [".t.txt.cairn-guessed", "t.txt"]);
 
     let mut always_taken = || Ok("guessed".to_owned());
-    let taken = fs::save_local(&work.join("t.txt"), b"other\n", &mut always_taken).unwrap_err();
+    let taken = fs::save_local(&roots, &work.join("t.txt"), b"other\n", &mut always_taken).unwrap_err();
     assert_eq!(taken.kind(), std::io::ErrorKind::AlreadyExists);
     assert_eq!(std::fs::read_to_string(work.join("t.txt")).unwrap(), "text\n", "unchanged");
 
     std::fs::create_dir(work.join("d")).unwrap();
     std::fs::write(work.join("d/keep"), "").unwrap();
     let mut fresh = || Ok("fresh".to_owned());
-    assert!(fs::save_local(&work.join("d"), b"x", &mut fresh).is_err(), "a directory cannot be replaced by a file");
+    assert!(
+        fs::save_local(&roots, &work.join("d"), b"x", &mut fresh).is_err(),
+        "a directory cannot be replaced by a file"
+    );
     assert_eq!(names(&work), [".t.txt.cairn-guessed", "d", "t.txt"], "the temporary file was removed");
 }
 

@@ -9,7 +9,7 @@ use serde_json::Value;
 
 use super::fs::{Old, load, save};
 use super::page::human_size;
-use super::{Access, Tool, ToolContext, ToolError, ToolOutcome, Workspace, location, shown, target};
+use super::{Access, Tool, ToolContext, ToolError, ToolOutcome, Workspace, judged_target, location, shown, target};
 use crate::history::{Location, ToolContent, ToolKind};
 use crate::permissions::{Permission, PermissionRequest};
 
@@ -72,7 +72,7 @@ impl Tool for Write {
 }
 
 async fn write(args: &WriteArgs, ctx: &ToolContext) -> Result<ToolOutcome, ToolError> {
-    let path = target(ctx, &args.path);
+    let path = judged_target(ctx, &args.path)?;
     let old = load(ctx, &path).await?;
     save(ctx, &path, &args.content).await?;
     let shown = ctx.workspace.display(&path);

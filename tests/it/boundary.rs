@@ -9,20 +9,13 @@
 
 use std::path::Path;
 use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use serde_json::json;
 
 use crate::exec::bash_calls;
-use crate::support::TestEnv;
-
-/// Whether the kernel has what these tests attack; says why not.
-fn kernel_keeps_it() -> bool {
-    let support = cairn::process::landlock_support();
-    let namespace = cairn::process::namespace_support();
-    if !support.filesystem || namespace.is_none() {
-        println!("skipped: Landlock {support:?}, namespace {namespace:?}");
-        return false;
-    }
-    true
-}
+use crate::support::{Editor, Reply, TestEnv, alive, kernel_keeps_it, running_with};
+use crate::tools::{set_mode, tool_results, turn};
 
 fn sh(dir: &Path, script: &str) {
     let status = std::process::Command::new("sh").arg("-c").arg(script).current_dir(dir).status().unwrap();
@@ -97,9 +90,10 @@ async fn guarded_places_a_command_makes_are_taken_away_when_it_ends() {
     let env = TestEnv::new().await;
     let ws = env.workspace();
     let lines = [
-        "mkdir -p .cargo && echo '[build]' > .cargo/config.toml && echo made",
+        // The watcher may take a place away as soon as it appears: each step runs whatever the last did.
+        "mkdir -p .cargo; echo '[build]' > .cargo/config.toml; echo made",
         "git init -q . && printf '#!/bin/sh\\ntouch pwned\\n' > .git/hooks/pre-commit && chmod +x .git/hooks/pre-commit && echo made",
-        "mkdir -p .github/workflows && ln -s /tmp .claude && echo made",
+        "mkdir -p .github/workflows; ln -s /tmp .claude; echo made",
     ];
     let results = bash_calls(&env, &lines, &["--mode", "bypass"]).await;
     for result in &results {
@@ -232,13 +226,15 @@ async fn a_rejected_subcommand_is_refused_through_an_alias_given_to_git() {
 #[tokio::test]
 async fn without_a_namespace_accept_edits_no_longer_lets_writing_commands_through() {
     let env = TestEnv::new().await;
-    let allow = ["--mode", "accept-edits", "--allow", "bash:echo"];
+    let allow = ["--mode", "accept-edits", "--allow", "bash:echo", "--allow", "bash:cat"];
+    std::fs::write(env.workspace().join("README.md"), "the-readme\n").unwrap();
     let results = bash_calls(&env, &["echo hi > out.txt && echo wrote"], &allow).await;
     assert!(results[0].contains("wrote"), "with the namespace, accept-edits lets it through: {results:?}");
     env.write_config("[sandbox]\nnamespace = false\n");
     std::fs::remove_file(env.workspace().join("out.txt")).unwrap();
-    let results = bash_calls(&env, &["echo hi > out.txt && echo wrote"], &allow).await;
+    let results = bash_calls(&env, &["echo hi > out.txt && echo wrote", "cat README.md"], &allow).await;
     assert!(!results[0].contains("wrote") && !env.workspace().join("out.txt").exists(), "{results:?}");
+    assert!(results[1].contains("the-readme"), "a line a rule allows that only reads still runs unasked: {results:?}");
 }
 
 /// The supervisor run by hand as an unprivileged user, where it needs a user namespace: only
@@ -295,4 +291,88 @@ fn running_as_root() -> bool {
 fn which(program: &str) -> Result<std::path::PathBuf, ()> {
     let path = std::env::var_os("PATH").ok_or(())?;
     std::env::split_paths(&path).map(|dir| dir.join(program)).find(|candidate| candidate.is_file()).ok_or(())
+}
+
+/// An editor that offers terminals runs every command: there it is started through cairn's
+/// supervisor, so the editor's terminal gets the same boundary as a local command.
+#[tokio::test]
+async fn a_command_in_the_editors_terminal_is_kept_inside_the_same_boundary() {
+    if !kernel_keeps_it() {
+        return;
+    }
+    let env = TestEnv::new().await;
+    let ws = env.workspace();
+    std::fs::create_dir_all(ws.join(".git/hooks")).unwrap();
+    std::fs::write(ws.join(".env"), "DB_PASSWORD=hunter2\n").unwrap();
+    let command = "cat .env; echo x > .git/hooks/pre-commit && echo hook-written; echo done";
+    env.mock.push(Reply::tool_calls(&[("c1", "bash", json!({"command": command}))]));
+    env.mock.push(Reply::text(&["ok"]));
+    let mut agent = env.ready_with(Editor::with_terminal()).await;
+    let session = agent.new_session(&env.cwd()).await;
+    set_mode(&mut agent, &session, "bypass").await;
+    turn(&mut agent, &session, "go").await;
+    let created = agent.editor.requests("terminal/create");
+    let args: Vec<&str> = created[0]["params"]["args"].as_array().unwrap().iter().filter_map(|a| a.as_str()).collect();
+    assert!(args.contains(&"__supervise"), "the terminal runs the supervisor: {args:?}");
+    let output = tool_results(&env, 1)[0]["content"].as_str().unwrap().to_owned();
+    assert!(output.contains("done") && !output.contains("hunter2") && !output.contains("hook-written"), "{output}");
+    assert!(!ws.join(".git/hooks/pre-commit").exists());
+}
+
+/// A command may write where cairn's executable lies (a build of cairn in the workspace): the
+/// terminal then runs a copy in cairn's data directory, which commands cannot reach.
+#[tokio::test]
+async fn the_terminal_never_runs_a_supervisor_a_command_could_have_replaced() {
+    if !kernel_keeps_it() {
+        return;
+    }
+    let env = TestEnv::new().await;
+    let exe_dir = Path::new(env!("CARGO_BIN_EXE_cairn")).parent().unwrap().to_owned();
+    env.write_config(&format!("[sandbox]\nwritable = [{:?}]\n", exe_dir.display().to_string()));
+    std::fs::create_dir_all(env.workspace().join(".git/hooks")).unwrap();
+    let command = "echo x > .git/hooks/pre-commit && echo hook-written; echo done";
+    env.mock.push(Reply::tool_calls(&[("c1", "bash", json!({"command": command}))]));
+    env.mock.push(Reply::text(&["ok"]));
+    let mut agent = env.ready_with(Editor::with_terminal()).await;
+    let session = agent.new_session(&env.cwd()).await;
+    set_mode(&mut agent, &session, "bypass").await;
+    turn(&mut agent, &session, "go").await;
+    let created = agent.editor.requests("terminal/create");
+    let args: Vec<&str> = created[0]["params"]["args"].as_array().unwrap().iter().filter_map(|a| a.as_str()).collect();
+    let supervisor = args[args.iter().position(|arg| *arg == "__supervise").unwrap() - 1];
+    assert!(supervisor.starts_with(&env.home().display().to_string()), "a copy in the data directory: {supervisor}");
+    let output = tool_results(&env, 1)[0]["content"].as_str().unwrap().to_owned();
+    assert!(output.contains("done") && !output.contains("hook-written"), "{output}");
+}
+
+/// The editor kills what it started, the supervisor; nothing watches for cairn's end there, so
+/// the command and everything it started die with the supervisor, `setsid`'d or not.
+#[tokio::test]
+async fn a_cancelled_command_in_the_editors_terminal_leaves_nothing_running() {
+    if !kernel_keeps_it() {
+        return;
+    }
+    let env = TestEnv::new().await;
+    let command = "sleep 4561 & setsid sleep 4562 & sleep 60";
+    env.mock.push(Reply::tool_calls(&[("c1", "bash", json!({"command": command}))]));
+    let mut agent = env.ready_with(Editor::with_terminal()).await;
+    let session = agent.new_session(&env.cwd()).await;
+    set_mode(&mut agent, &session, "bypass").await;
+    let prompt = agent.prompt(&session, "go").await;
+    let started = Instant::now();
+    let mut running = Vec::new();
+    while running.len() < 2 && started.elapsed() < Duration::from_secs(10) {
+        running = ["4561", "4562"].iter().flat_map(|arg| running_with(&["sleep", arg])).collect();
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(running.len(), 2, "both sleeps run: {running:?}");
+    agent.notify("session/cancel", json!({"sessionId": session})).await;
+    let (response, _) = agent.response(prompt).await;
+    assert_eq!(response["result"]["stopReason"], "cancelled");
+    let killed = Instant::now();
+    while running.iter().any(|pid| alive(pid)) && killed.elapsed() < Duration::from_secs(5) {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let left: Vec<&String> = running.iter().filter(|pid| alive(pid)).collect();
+    assert!(left.is_empty(), "the terminal's command left {left:?} running");
 }

@@ -193,6 +193,31 @@ async fn unknown_sessions_bad_formats_and_bad_files_are_refused_and_nothing_is_l
 }
 
 #[tokio::test]
+async fn an_import_reads_a_bounded_line_and_an_endless_file_fails_at_once() {
+    let env = TestEnv::new().await;
+    let (status, stdout, stderr) = run(&env, &["sessions", "import", "/dev/zero"]).await;
+    assert_eq!(status, Some(2), "{stderr}");
+    assert!(stdout.is_empty(), "{stdout}");
+    assert!(
+        stderr.contains("/dev/zero line 1: longer than 64 MiB, the longest line an import reads")
+            && stderr.ends_with("nothing was imported\n"),
+        "{stderr}"
+    );
+    let session = json!({"type": "session", "version": 1, "id": "ses_long", "title": "T", "cwd": "/w",
+        "model": "openai/m", "created_at": "2025-01-02T03:04:05Z", "updated_at": "2025-01-02T03:04:05Z"});
+    let file = env.dir.path().join("long.jsonl");
+    let mut text = format!("{session}\n").into_bytes();
+    text.extend(std::iter::repeat_n(b'x', (64 << 20) + 1));
+    text.push(b'\n');
+    std::fs::write(&file, text).unwrap();
+    let (status, _, stderr) = run(&env, &["sessions", "import", file.to_str().unwrap()]).await;
+    assert_eq!(status, Some(2), "{stderr}");
+    assert!(stderr.contains("long.jsonl line 2: longer than 64 MiB"), "{stderr}");
+    let (_, listed, _) = run(&env, &["sessions", "list"]).await;
+    assert!(!listed.contains("ses_long"), "nothing was imported: {listed}");
+}
+
+#[tokio::test]
 async fn rm_removes_the_session_and_is_refused_while_another_process_runs_a_turn_in_it() {
     let env = TestEnv::new().await;
     let session = session_with_a_tool_call(&env, "to remove").await;

@@ -16,6 +16,7 @@ mod compaction;
 mod conformance;
 mod durability;
 mod editors;
+mod escapes;
 mod exec;
 mod headless;
 mod hostile;

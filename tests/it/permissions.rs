@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::support::{Agent, Editor, Reply, TestEnv, alive, updates};
+use crate::support::{Agent, Editor, Reply, TestEnv, alive, running_with, updates};
 use crate::tools::{call, set_mode, tool_results, turn};
 
 fn write(id: &str, path: &str) -> Reply {
@@ -149,7 +149,8 @@ async fn read_only_mode_refuses_edits_and_commands_without_asking() {
 async fn cancel_kills_the_whole_process_tree_of_a_running_command() {
     let env = TestEnv::new().await;
     let pid_file = env.workspace().join("pid");
-    let command = format!("sleep 60 & echo $! > {}; sleep 60", pid_file.display());
+    // The background sleep's arguments are its name: the command's own pids are not the test's.
+    let command = format!("sleep 4217 & echo started > {}; sleep 60", pid_file.display());
     env.mock.push(Reply::tool_calls(&[("c1", "bash", json!({"command": command}))]));
     let mut agent = env.ready().await;
     let session = agent.new_session(&env.cwd()).await;
@@ -158,12 +159,20 @@ async fn cancel_kills_the_whole_process_tree_of_a_running_command() {
     while !pid_file.exists() || std::fs::read_to_string(&pid_file).unwrap().trim().is_empty() {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    let pid = std::fs::read_to_string(&pid_file).unwrap().trim().to_owned();
+    let started = std::time::Instant::now();
+    let background = loop {
+        let found = running_with(&["sleep", "4217"]);
+        if !found.is_empty() || started.elapsed() > Duration::from_secs(10) {
+            break found;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    };
+    assert_eq!(background.len(), 1, "the background sleep runs: {background:?}");
     agent.notify("session/cancel", json!({"sessionId": session})).await;
     let (response, notifications) = agent.response(prompt).await;
     assert_eq!(response["result"]["stopReason"], "cancelled");
     tokio::time::sleep(Duration::from_millis(100)).await;
-    assert!(!alive(&pid), "the background sleep is gone 100 ms after the answer");
+    assert!(!alive(&background[0]), "the background sleep is gone 100 ms after the answer");
     let shown = updates(&notifications, &session);
     let last = shown.iter().rev().find(|u| u["toolCallId"] == "c1").unwrap();
     assert_eq!(last["status"], "failed");

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
-use crate::support::{Agent, Reply, TestEnv, alive};
+use crate::support::{Agent, Reply, TestEnv, alive, running_with};
 use crate::tools::{set_mode, tool_results, turn};
 
 /// Runs `command` as the model's one `bash` call in a new bypass session; the output the model got.
@@ -118,18 +118,6 @@ async fn kill_9_of_cairn_kills_every_process_a_running_command_started() {
     }
     let left: Vec<&String> = running.iter().filter(|pid| alive(pid)).collect();
     assert!(left.is_empty(), "background, setsid'd and foreground sleeps die with cairn; alive: {left:?}");
-}
-
-/// The pids (as this test sees them) of the processes whose arguments are exactly `args`.
-fn running_with(args: &[&str]) -> Vec<String> {
-    let wanted: Vec<u8> = args.iter().flat_map(|arg| arg.bytes().chain([0])).collect();
-    let Ok(entries) = std::fs::read_dir("/proc") else { return Vec::new() };
-    entries
-        .flatten()
-        .filter_map(|entry| entry.file_name().to_str().map(str::to_owned))
-        .filter(|pid| pid.bytes().all(|b| b.is_ascii_digit()))
-        .filter(|pid| std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|line| line == wanted) && alive(pid))
-        .collect()
 }
 
 #[tokio::test]

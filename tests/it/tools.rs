@@ -346,3 +346,65 @@ async fn todo_sets_the_plan_the_editor_shows() {
     assert_eq!(call(&updates, "c1")[0]["kind"], "think");
     let _ = Duration::ZERO;
 }
+
+/// The attack of a hostile workspace on a write the permissions allow: `link` is swapped in a
+/// loop between a file inside and a secret outside while the model writes through it 300
+/// times, in a mode that writes inside without asking. Each write is judged at the target the
+/// link has then and acts only there: those judged outside ask (and are refused), those judged
+/// inside land inside or fail if the link moved since; none lands outside.
+#[tokio::test]
+async fn a_symlink_swapped_during_300_allowed_writes_never_lands_one_outside() {
+    let env = TestEnv::new().await;
+    env.write_config("[limits]\nconsecutive_errors = 0\nmax_rounds = 0\n\n[limits.loop_detection]\nenabled = false\n");
+    let secret = env.dir.path().join("outside/secret.txt");
+    std::fs::create_dir_all(secret.parent().unwrap()).unwrap();
+    std::fs::write(&secret, "secret\n").unwrap();
+    let ws = env.workspace();
+    std::fs::write(ws.join("inside.txt"), "inside\n").unwrap();
+    std::os::unix::fs::symlink(ws.join("inside.txt"), ws.join("link")).unwrap();
+    for step in 0..10 {
+        let calls: Vec<(String, Value)> = (0..30)
+            .map(|n| (format!("c{step}_{n}"), json!({"path": "link", "content": format!("write {step} {n}\n")})))
+            .collect();
+        let calls: Vec<(&str, &str, Value)> =
+            calls.iter().map(|(id, args)| (id.as_str(), "write", args.clone())).collect();
+        env.mock.push(Reply::tool_calls(&calls));
+    }
+    env.mock.push(Reply::text(&["done"]));
+    let editor = Editor::default();
+    editor.answer(&["reject_once"; 300]);
+    let mut agent = env.ready_with(editor).await;
+    let session = agent.new_session(&env.cwd()).await;
+    set_mode(&mut agent, &session, "accept-edits").await;
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let swapper = {
+        let (ws, secret, stop) = (ws.clone(), secret.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let (to_inside, to_outside) = (ws.join(".to-inside"), ws.join(".to-outside"));
+            let mut swaps = 0u64;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                for (spare, points) in [(&to_outside, &secret), (&to_inside, &ws.join("inside.txt"))] {
+                    let _ = std::fs::remove_file(spare);
+                    std::os::unix::fs::symlink(points, spare).unwrap();
+                    std::fs::rename(spare, ws.join("link")).unwrap();
+                }
+                swaps += 1;
+            }
+            swaps
+        })
+    };
+    let (response, updates) = turn(&mut agent, &session, "write through the link").await;
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    assert!(swapper.join().unwrap() > 0);
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    assert_eq!(std::fs::read_to_string(&secret).unwrap(), "secret\n", "nothing landed outside");
+    let mut ended = std::collections::HashMap::new();
+    for update in updates.iter().filter(|u| u["sessionUpdate"] == "tool_call_update") {
+        if let Some(status @ ("completed" | "failed")) = update["status"].as_str() {
+            ended.insert(update["toolCallId"].as_str().unwrap().to_owned(), status);
+        }
+    }
+    assert_eq!(ended.len(), 300, "every call ended");
+    let ended: Vec<&str> = ended.into_values().collect();
+    assert!(ended.contains(&"completed"), "writes judged inside landed inside");
+}

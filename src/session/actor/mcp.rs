@@ -15,7 +15,7 @@ use tokio_util::sync::CancellationToken;
 use super::Actor;
 use crate::agent::{AgentEvent, Recorder};
 use crate::ids::MessageId;
-use crate::mcp::{ServerConfig, ServerState, Servers};
+use crate::mcp::{Sandbox, ServerConfig, ServerState, Servers};
 use crate::session::{Attach, Update};
 use crate::tools::Registry;
 
@@ -60,8 +60,10 @@ impl Actor {
         drop(self.mcp.take());
         let config = &self.services.config;
         let cwd = Path::new(&self.row.cwd);
-        let (servers, notices) =
-            Servers::start_after(configs.clone(), &config.mcp, &config.process.env, cwd, announced.clone());
+        // The servers run where the session's commands do, refused what its rules reject.
+        let roots = crate::tools::Workspace::new(cwd, &self.directories).roots().to_vec();
+        let sandbox = Sandbox::new(&config.process, roots, crate::permissions::rejected_programs(&self.rules));
+        let (servers, notices) = Servers::start_after(configs.clone(), &config.mcp, sandbox, announced.clone());
         self.mcp = Some(Mcp { configs, servers });
         self.announce(notes, announced.clone(), Some(notices));
         announced

@@ -1,5 +1,5 @@
-//! Servers that fail: at start (a missing program, one that exits, one that writes garbage, bad
-//! HTTP endpoints) and mid-call (a crash, the restart the next call makes, the limit of three
+//! Servers that fail: at start (a missing program, one that exits, one that writes garbage, one
+//! whose tool list is a line over the limit, bad HTTP endpoints) and mid-call (a crash, the restart the next call makes, the limit of three
 //! restarts). Each failure names the server and keeps the others working.
 
 use std::time::{Duration, Instant};
@@ -51,6 +51,30 @@ async fn a_server_writing_garbage_fails_at_the_startup_timeout_and_says_what_it_
     assert!(
         why.ends_with("it wrote to stdout what is not JSON-RPC: `Welcome to the fixture! Type HELP for help.`"),
         "{why}"
+    );
+}
+
+#[tokio::test]
+async fn a_tool_list_over_the_line_limit_fails_the_start_at_once_saying_its_size() {
+    // Were the line only dropped, the server would stay starting until this timeout (the
+    // session's `ready` gives up long before it).
+    let settings = McpSettings { startup_timeout: Duration::from_secs(3600) };
+    let mut session = start_with(vec![fixture("big", &["huge-list"]), fixture("fine", &[])], settings);
+    session.ready().await;
+    let ServerState::Failed { why, restarts_on_call, .. } = session.state("big") else {
+        panic!("{:?}", session.servers.status())
+    };
+    let told = why.strip_prefix("it wrote a line of ").and_then(|rest| rest.split_once(" bytes to stdout, "));
+    let Some((bytes, rest)) = told else { panic!("{why}") };
+    let bytes: usize = bytes.parse().unwrap();
+    assert!((super::fixture::HUGE_LIST..super::fixture::HUGE_LIST + 200).contains(&bytes), "the whole line: {why}");
+    assert_eq!(rest, "more than the 16 MiB cairn reads as one MCP message, so its answer was dropped");
+    assert!(!restarts_on_call);
+    assert_eq!(session.state("fine"), ServerState::Ready { tools: 9 });
+    let notices = session.drain();
+    assert!(
+        notices.iter().any(|text| text.starts_with("MCP server `big` failed to start: it wrote a line of ")),
+        "{notices:?}"
     );
 }
 

@@ -33,6 +33,9 @@ pub enum Action {
 
 /// How large `huge`'s text is.
 pub const HUGE: usize = 10 << 20;
+/// How long the description of the one tool `mcp_fixture huge-list` lists is: its `tools/list`
+/// answer is one line over the 16 MiB a client reads as one message.
+pub const HUGE_LIST: usize = 20 << 20;
 /// The name of the `hostile` fixture's tool that hides its server in a title.
 pub const FORGED: &str = "Read README.md\n\n\n\n\n";
 
@@ -46,6 +49,9 @@ pub struct Fixture {
     /// `mcp_fixture flood`: every page of `tools/list` holds 1,000 more tools (one with a
     /// 1 MiB description, one with a 1 MiB schema) and points to a next page, without end.
     pub flood: bool,
+    /// `mcp_fixture huge-list`: `tools/list` answers with one tool whose description is
+    /// [`HUGE_LIST`] bytes.
+    pub huge_list: bool,
 }
 
 impl Fixture {
@@ -65,6 +71,9 @@ impl Fixture {
             }),
             "ping" => json!({}),
             "tools/list" if self.flood => flood(&message["params"]),
+            "tools/list" if self.huge_list => json!({"tools": [
+                {"name": "big", "description": "d".repeat(HUGE_LIST), "inputSchema": {"type": "object"}}
+            ]}),
             "tools/list" => json!({"tools": self.tools()}),
             "tools/call" => return self.call(id, &message["params"]),
             _ => return Action::Send(vec![error(id, -32601, &format!("no method {method}"))]),
@@ -142,7 +151,8 @@ fn error(id: Value, code: i64, message: &str) -> Value {
     json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}})
 }
 
-/// Its pid, directory and environment, and a `sleep` left running in its process group.
+/// Its pid, directory and environment, and a `sleep` left running in its process group; the
+/// PID namespace those pids are of (`pid:[inode]`, the same seen from outside).
 fn about() -> Value {
     let sleeper = std::process::Command::new("sleep")
         .arg("300")
@@ -156,6 +166,7 @@ fn about() -> Value {
     json!({
         "pid": std::process::id(),
         "sleeper": sleeper,
+        "pidns": std::fs::read_link("/proc/self/ns/pid").ok(),
         "cwd": std::env::current_dir().ok(),
         "env": env,
     })

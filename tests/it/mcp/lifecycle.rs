@@ -1,7 +1,7 @@
 //! A server's life around its calls: a cancelled call reaches the server as
 //! `notifications/cancelled`; shutting down, or dropping the last handle, kills the server and
 //! what it started; the server runs in the session's directory with the scrubbed environment;
-//! tools it adds later are offered.
+//! tools it adds later are offered; a server flooding its stderr goes on answering.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -111,4 +111,16 @@ async fn tools_added_later_are_offered() {
     eventually("the new tool is listed", move || servers.tools().iter().any(|tool| tool.qualified == "mcp__fx__grown"))
         .await;
     assert_eq!(session.state("fx"), ServerState::Ready { tools: 10 });
+}
+
+#[tokio::test]
+async fn a_server_flooding_stderr_goes_on_answering_calls() {
+    let session = start(vec![fixture("noisy", &["stderr-flood"])]);
+    session.ready().await;
+    for round in 0..20 {
+        let echo = session.call("noisy", "echo", json!({"text": round.to_string()})).await.unwrap();
+        assert_eq!(echo.model_text(), format!("echo: {round}"));
+    }
+    assert_eq!(session.state("noisy"), ServerState::Ready { tools: 9 });
+    session.servers.shutdown().await;
 }

@@ -9,13 +9,14 @@ mod failures;
 pub mod fixture;
 mod http;
 mod lifecycle;
+mod sandbox;
 mod session;
 
 use std::path::PathBuf;
 use std::time::Duration;
 
-use cairn::mcp::{Block, McpSettings, McpTool, Notices, ServerConfig, ServerState, Servers};
-use cairn::process::ChildEnv;
+use cairn::mcp::{Block, McpSettings, McpTool, Notices, Sandbox, ServerConfig, ServerState, Servers};
+use cairn::process::{ChildEnv, ProcessPolicy};
 use serde_json::{Map, Value, json};
 use tokio_util::sync::CancellationToken;
 
@@ -54,7 +55,9 @@ pub fn start(configs: Vec<ServerConfig>) -> Session {
 pub fn start_with(configs: Vec<ServerConfig>, settings: McpSettings) -> Session {
     let dir = tempfile::tempdir().unwrap();
     let env = ChildEnv { remove: vec!["HOME".into()], path: Some(PATH.into()), set: Vec::new() };
-    let (servers, notices) = Servers::start(configs, &settings, &env, dir.path());
+    let policy = ProcessPolicy { env, ..ProcessPolicy::default() };
+    let sandbox = Sandbox::new(&policy, vec![dir.path().to_path_buf()], Vec::new());
+    let (servers, notices) = Servers::start(configs, &settings, sandbox);
     Session { servers, notices, dir }
 }
 

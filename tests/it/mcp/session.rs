@@ -246,9 +246,24 @@ async fn server_pids(agent: &mut Agent, env: &TestEnv, session: &str, call: &str
     assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
     let results = tool_results(env, before + 1);
     let about: Value = serde_json::from_str(results.last().unwrap()["content"].as_str().unwrap()).unwrap();
-    let (pid, sleeper) = (about["pid"].to_string(), about["sleeper"].to_string());
+    // The server may run in a PID namespace of its own: its pids are translated.
+    let pidns = about["pidns"].as_str().unwrap();
+    let (pid, sleeper) = (outer_pid(&about["pid"], pidns), outer_pid(&about["sleeper"], pidns));
     assert!(crate::support::alive(&pid) && crate::support::alive(&sleeper), "{about}");
     (pid, sleeper)
+}
+
+/// The pid, as this test sees it, of the process known as `inner` in the PID namespace `pidns`.
+fn outer_pid(inner: &Value, pidns: &str) -> String {
+    let inner = inner.to_string();
+    let found = std::fs::read_dir("/proc").unwrap().flatten().find_map(|entry| {
+        let pid = entry.file_name().to_str()?.to_owned();
+        let ns = std::fs::read_link(format!("/proc/{pid}/ns/pid")).ok()?;
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+        let ids = status.lines().find_map(|line| line.strip_prefix("NSpid:"))?;
+        (ns.to_str() == Some(pidns) && ids.split_whitespace().last() == Some(inner.as_str())).then_some(pid)
+    });
+    found.unwrap_or_else(|| panic!("no process {inner} in {pidns}"))
 }
 
 async fn gone(pids: &[&str]) -> bool {

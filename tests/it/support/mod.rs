@@ -392,10 +392,34 @@ pub fn user_texts(request: &Value) -> Vec<String> {
         .collect()
 }
 
+/// Whether the kernel gives cairn what keeps the boundary around commands (Landlock and a
+/// namespace); says why not, for the tests that attack it to skip.
+pub fn kernel_keeps_it() -> bool {
+    let landlock = cairn::process::landlock_support();
+    let namespace = cairn::process::namespace_support();
+    if !landlock.filesystem || namespace.is_none() {
+        println!("skipped: Landlock {landlock:?}, namespace {namespace:?}");
+        return false;
+    }
+    true
+}
+
 /// Whether a process still runs (a zombie awaiting its reaper does not).
 pub fn alive(pid: &str) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
         .is_ok_and(|status| !status.lines().any(|line| line.starts_with("State:") && line.contains('Z')))
+}
+
+/// The pids (as the tests see them; a command in its own PID namespace knows them by others) of the processes whose arguments are exactly `args`.
+pub fn running_with(args: &[&str]) -> Vec<String> {
+    let wanted: Vec<u8> = args.iter().flat_map(|arg| arg.bytes().chain([0])).collect();
+    let Ok(entries) = std::fs::read_dir("/proc") else { return Vec::new() };
+    entries
+        .flatten()
+        .filter_map(|entry| entry.file_name().to_str().map(str::to_owned))
+        .filter(|pid| pid.bytes().all(|b| b.is_ascii_digit()))
+        .filter(|pid| std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|line| line == wanted) && alive(pid))
+        .collect()
 }
 
 /// Stores a session of `messages` alternating questions and long answers straight through the

@@ -1,0 +1,123 @@
+//! Lines that only read: every program they run is a reader (`cat`, `grep`, `ls`, `git log`, …)
+//! given no option that writes or runs something, and nothing is redirected into a file,
+//! computed when the line runs, or reached outside the workspace. Where the kernel cannot keep
+//! a command's guarded places read-only, accept-edits lets only such lines through unasked.
+
+use super::command;
+use super::facts::CommandFacts;
+
+/// Programs that read files and print, and options of theirs that write or run (`None`: none).
+const READERS: &[(&str, &[&str])] = &[
+    ("cat", &[]),
+    ("head", &[]),
+    ("tail", &[]),
+    ("ls", &[]),
+    ("grep", &[]),
+    ("egrep", &[]),
+    ("fgrep", &[]),
+    ("rg", &["--pre"]),
+    ("wc", &[]),
+    ("cut", &[]),
+    ("diff", &["--to-file"]),
+    ("cmp", &[]),
+    ("file", &["-C", "--compile"]),
+    ("stat", &[]),
+    ("du", &[]),
+    ("df", &[]),
+    ("pwd", &[]),
+    ("echo", &[]),
+    ("which", &[]),
+    ("whoami", &[]),
+    ("id", &[]),
+    ("date", &["-s", "--set"]),
+    ("uname", &[]),
+    ("true", &[]),
+    ("false", &[]),
+    ("test", &[]),
+    ("[", &[]),
+    ("basename", &[]),
+    ("dirname", &[]),
+    ("realpath", &[]),
+    ("readlink", &[]),
+    ("nl", &[]),
+    ("od", &[]),
+    ("xxd", &["-r", "-revert"]),
+    ("md5sum", &[]),
+    ("sha1sum", &[]),
+    ("sha256sum", &[]),
+    ("sha512sum", &[]),
+    ("cksum", &[]),
+    ("comm", &[]),
+    ("jq", &[]),
+    ("sort", &["-o", "--output", "--compress-program"]),
+    ("find", &["-delete", "-exec", "-execdir", "-ok", "-okdir", "-fprint", "-fprint0", "-fprintf", "-fls"]),
+];
+
+/// Git subcommands that only read.
+const GIT_READERS: &[&str] =
+    &["status", "log", "diff", "show", "rev-parse", "ls-files", "ls-tree", "blame", "describe", "shortlog", "cat-file"];
+
+impl CommandFacts {
+    /// Whether the line only reads (see the module's doc).
+    pub fn reads_only(&self) -> bool {
+        let Ok(script) = &self.script else { return false };
+        if script.latent || !self.escapes.is_empty() || !self.computed.is_empty() || !self.writes.is_empty() {
+            return false;
+        }
+        if script.commands.iter().any(|command| command::exact_only(command).is_some()) {
+            return false;
+        }
+        command::runs(script).iter().all(|run| {
+            let Some(program) = &run.program else { return false };
+            let args: Vec<&str> = run.args.iter().map(|word| word.text.as_str()).collect();
+            // Any option naming an output file (`--output=x`, git's and others') writes.
+            if args.iter().any(|arg| arg.starts_with("--output") || arg.starts_with("--exec")) {
+                return false;
+            }
+            if program == "git" {
+                let first = args.iter().find(|arg| !arg.starts_with('-'));
+                return first.is_some_and(|sub| GIT_READERS.contains(sub));
+            }
+            READERS.iter().find(|(name, _)| name == program).is_some_and(|(_, writing)| {
+                !args.iter().any(|arg| writing.iter().any(|w| arg == w || arg.starts_with(&format!("{w}="))))
+            })
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::permissions::Subject;
+    use crate::permissions::fake::bash;
+
+    fn reads_only(line: &str) -> bool {
+        match bash(line).subject {
+            Subject::Command(facts) => facts.reads_only(),
+            Subject::Path { .. } | Subject::Tool { .. } => false,
+        }
+    }
+
+    #[test]
+    fn readers_read_and_anything_else_may_write() {
+        for line in
+            ["cat src/lib.rs | grep fn | wc -l", "git log --oneline -5", "ls -la && git status", "find . -name '*.rs'"]
+        {
+            assert!(reads_only(line), "{line}");
+        }
+        for line in [
+            "echo hi > out.txt",
+            "tar -xf x.tar",
+            "sort -o out in",
+            "find . -delete",
+            "git diff --output=x",
+            "git commit -m x",
+            "git -c core.pager=sh log",
+            "cat $(ls)",
+            "xargs cat",
+            "bash -c 'cat x'",
+            "make",
+        ] {
+            assert!(!reads_only(line), "{line}");
+        }
+    }
+}
