@@ -192,7 +192,7 @@ fn a_shebang_argument_and_the_script_path_are_in_the_vector_judged() {
 fn a_changed_copy_is_known_by_its_build_id_and_a_path_as_bytes() {
     let file = std::fs::File::open(rm_path()).unwrap();
     if file::build_id(&file, &file::head(&file)).is_none() {
-        println!("skipped: rm has no build id here");
+        // This system's rm has no build id: nothing to compare.
         return;
     }
     let mut gate = gate(&[&["rm"]]);
