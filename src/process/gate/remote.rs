@@ -1,11 +1,11 @@
 //! The process an exec comes from, seen by the gate: its memory (the path and argument vector
-//! the exec was given, read with `process_vm_readv`) and its view of the
-//! filesystem. A path is resolved the way the kernel will resolve it for that process, one
-//! component at a time from its root, working directory or directory descriptor: absolute
-//! symlinks start again from its root, `..` stops there, `/proc/self` and `/proc/thread-self`
-//! name it (not the supervisor), and `/proc`'s other links (`fd/3`, `exe`, `cwd`) are followed
-//! to the file they hold, as the kernel follows them. Everything is bytes: a name that is not
-//! UTF-8 is still the name.
+//! the exec was given, read with `process_vm_readv`, whole up to the kernel's own limits) and
+//! its view of the filesystem. A path is resolved the way the kernel will resolve it for that
+//! process, from its root, working directory or directory descriptor: absolute symlinks start
+//! again from its root, `..` stops there, `/proc/self` and `/proc/thread-self` name it (not the
+//! supervisor), and `/proc`'s other links (`fd/3`, `exe`, `cwd`) are followed to the file they
+//! hold, as the kernel follows them. One `openat2` answers most paths; the rest are walked one
+//! component at a time. Everything is bytes: a name that is not UTF-8 is still the name.
 
 use std::collections::VecDeque;
 use std::ffi::CString;
