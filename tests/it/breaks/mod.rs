@@ -15,21 +15,12 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+pub use crate::support::kernel_keeps_it;
+
 /// What one supervised command printed; `None` from [`supervise`] when it did not end in time.
 pub struct Output {
     pub stdout: String,
     pub stderr: String,
-}
-
-/// Whether the kernel has what these attacks are aimed at; says why not.
-pub fn kernel_keeps_it() -> bool {
-    let support = cairn::process::landlock_support();
-    let namespace = cairn::process::namespace_support();
-    if !support.filesystem || namespace.is_none() {
-        println!("skipped: Landlock {support:?}, namespace {namespace:?}");
-        return false;
-    }
-    true
 }
 
 pub fn running_as_root() -> bool {
