@@ -184,27 +184,23 @@ impl Gate {
             Judgement::Pass => Verdict::Continue,
             Judgement::Reject { program, file, rule, why } => {
                 if self.told.insert(format!("{program}\0{rule}\0{why}")) {
-                    use std::io::Write as _;
                     let why = if why.is_empty() { String::new() } else { format!("; {why}") };
-                    let _ = writeln!(
-                        std::io::stderr().lock(),
-                        "cairn: refused to run `{program}` ({}{why}): the user's rule rejects `{rule}`. The rule is \
+                    super::tell(&format!(
+                        "refused to run `{program}` ({}{why}): the user's rule rejects `{rule}`. The rule is \
                          the user's decision: do not look for another way to run it; if the task needs it, tell the \
                          user.",
                         file.display()
-                    );
+                    ));
                 }
                 Verdict::Refuse(libc::EPERM)
             }
             Judgement::Unsearchable { file } => {
                 if self.told.insert(file.display().to_string()) {
-                    use std::io::Write as _;
-                    let _ = writeln!(
-                        std::io::stderr().lock(),
-                        "cairn: refused to run {}: it lies in a directory the exec check may not search, and the \
+                    super::tell(&format!(
+                        "refused to run {}: it lies in a directory the exec check may not search, and the \
                          user's rules reject programs; run it from a place that can be read.",
                         file.display()
-                    );
+                    ));
                 }
                 Verdict::Refuse(libc::EACCES)
             }

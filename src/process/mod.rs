@@ -306,8 +306,7 @@ impl ProcessPolicy {
                 None
             };
             if let Some(why) = missing {
-                use std::io::Write as _;
-                let _ = writeln!(std::io::stderr().lock(), "cairn: warning: {why} ([sandbox] in config.toml)");
+                tell(&format!("warning: {why} ([sandbox] in config.toml)"));
             }
         });
     }
@@ -322,6 +321,14 @@ pub struct Local {
     /// to kill its whole tree. `None` for a direct child.
     watch: Option<Watch>,
     exited: bool,
+}
+
+/// Says `line` on stderr as `cairn: line`, in one write: a command's processes write to the
+/// same pipe, and a line written in pieces comes out cut by theirs (a write of up to 4 KiB to a
+/// pipe is never split).
+fn tell(line: &str) {
+    use std::io::Write as _;
+    let _ = std::io::stderr().lock().write_all(format!("cairn: {line}\n").as_bytes());
 }
 
 /// The pipe a supervisor watches for cairn's end: its stdin, or for a server (whose stdin is

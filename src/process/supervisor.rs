@@ -14,7 +14,7 @@
 //! program did (the same exit code, or the same signal).
 
 use std::ffi::{OsStr, OsString};
-use std::io::{Read, Write};
+use std::io::Read;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
@@ -209,14 +209,15 @@ fn supervise(spec: &Spec) -> ExitCode {
         }
     }
     let want_pids = confined.is_some();
-    let before = match confined {
+    let (before, watcher) = match confined {
         Some(Confined { places, before, keeper }) => {
-            if let Err(err) = watch::start(&places, before.as_ref(), keeper) {
-                let _ = writeln!(std::io::stderr().lock(), "cairn: the guarded places are not watched: {err}");
-            }
-            before.map(Arc::new)
+            let watcher = watch::start(&places, before.as_ref(), keeper).unwrap_or_else(|err| {
+                super::tell(&format!("the guarded places are not watched: {err}"));
+                watch::Watcher::default()
+            });
+            (before.map(Arc::new), watcher)
         }
-        None => None,
+        None => (None, watch::Watcher::default()),
     };
     let writable: Vec<PathBuf> = match mode {
         SandboxMode::WorkspaceWrite => spec.roots.iter().chain(&spec.writable).cloned().collect(),
@@ -259,11 +260,11 @@ fn supervise(spec: &Spec) -> ExitCode {
     };
     let me = std::process::id();
     if let Some(mut watched) = watched {
-        let before_too = before.clone();
+        let (before_too, watcher_too) = (before.clone(), watcher.clone());
         std::thread::spawn(move || {
             let mut buf = [0u8; 64];
             while matches!(watched.read(&mut buf), Ok(n) if n > 0) {}
-            end(me, before_too.as_deref());
+            end(me, before_too.as_deref(), &watcher_too, true);
             tree::kill_group(me);
         });
     }
@@ -308,7 +309,9 @@ fn supervise(spec: &Spec) -> ExitCode {
         Err(err) => return say(CANNOT_START, &format!("cannot start {}: {err}", spec.program.to_string_lossy())),
     };
     let status = child.wait();
-    end(me, before.as_deref());
+    // With a PID namespace of its own, the program's end was every process's: the kernel
+    // killed and reaped the rest before its exit reached us, and nothing is left to look for.
+    end(me, before.as_deref(), &watcher, !own_pids);
     match status {
         Ok(status) => match (status.code(), status.signal()) {
             (Some(code), _) => ExitCode::from(u8::try_from(code).unwrap_or(u8::MAX)),
@@ -319,12 +322,16 @@ fn supervise(spec: &Spec) -> ExitCode {
     }
 }
 
-/// Kills whatever the command left running, then takes away what it made that no mount could
-/// stop. Either thread may get here first; the second finds nothing left to do.
-fn end(me: u32, before: Option<&sweep::Before>) {
-    tree::kill_descendants(me);
+/// Kills whatever the command left running (looked for through `/proc` if `look`), then takes
+/// away what it made that no mount could stop, once the watcher is done with what it is taking
+/// away. Either thread may get here first; the second finds nothing left to do.
+fn end(me: u32, before: Option<&sweep::Before>, watcher: &watch::Watcher, look: bool) {
+    if look {
+        tree::kill_descendants(me);
+    }
+    watcher.settle();
     for line in before.map(sweep::sweep).unwrap_or_default() {
-        let _ = writeln!(std::io::stderr().lock(), "cairn: {line}");
+        super::tell(&line);
     }
 }
 
@@ -392,7 +399,7 @@ fn notify(listener: seccomp::Listener, mut gate: Gate) {
         Ok(Some(listener)) => seccomp::serve(&listener, |notice| gate.answer(notice)),
         Ok(None) => {}
         Err(err) => {
-            let _ = writeln!(std::io::stderr().lock(), "cairn: the exec check did not start: {err}");
+            super::tell(&format!("the exec check did not start: {err}"));
         }
     }
 }
@@ -415,7 +422,7 @@ fn is_executable(path: &Path) -> bool {
 
 /// One line on stderr, which cairn shows as the command's output.
 fn say(code: u8, why: &str) -> ExitCode {
-    let _ = writeln!(std::io::stderr().lock(), "cairn: {why}");
+    super::tell(why);
     ExitCode::from(code)
 }
 

@@ -7,13 +7,16 @@
 //!   git directory, is taken away as soon as it appears, so that an editor's background
 //!   `git status` or a tool watching the folder has no time to use it.
 //!
-//! The end-of-command sweep still runs; this only closes the time in between.
+//! The end-of-command sweep still runs; this only closes the time in between. Before it, the
+//! supervisor waits for what the watcher is doing ([`Watcher::settle`]), so that a place it is
+//! taking away is gone, and said to be, before the supervisor exits.
 
 use std::collections::HashMap;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
 use super::namespace::Keeper;
 use super::places::Places;
@@ -29,16 +32,31 @@ enum Act {
     Take,
 }
 
+/// A running watcher: held while it acts on what it read.
+#[derive(Clone, Debug, Default)]
+pub struct Watcher {
+    busy: Arc<Mutex<()>>,
+}
+
+impl Watcher {
+    /// Returns once the watcher is not in the middle of acting (a poisoned lock means its
+    /// thread died, which is as good).
+    pub fn settle(&self) {
+        drop(self.busy.lock());
+    }
+}
+
 /// Starts the watcher thread for one command; nothing is watched when there is nothing to do.
-pub fn start(places: &Places, before: Option<&Before>, keeper: Keeper) -> io::Result<()> {
+pub fn start(places: &Places, before: Option<&Before>, keeper: Keeper) -> io::Result<Watcher> {
     let mut acts: HashMap<PathBuf, Act> = HashMap::new();
     acts.extend(places.read_only.iter().map(|path| (path.clone(), Act::BindReadOnly)));
     acts.extend(places.hidden.iter().map(|path| (path.clone(), Act::Hide)));
     if let Some(before) = before {
         acts.extend(before.takeable().map(|path| (path.clone(), Act::Take)));
     }
+    let watcher = Watcher::default();
     if acts.is_empty() {
-        return Ok(());
+        return Ok(watcher);
     }
     // SAFETY: inotify_init1 takes flags and returns a new descriptor, owned from here on.
     #[allow(unsafe_code)]
@@ -58,8 +76,9 @@ pub fn start(places: &Places, before: Option<&Before>, keeper: Keeper) -> io::Re
             watched.insert(wd, dir.to_path_buf());
         }
     }
-    std::thread::spawn(move || run(&fd, &watched, &acts, &keeper));
-    Ok(())
+    let busy = Arc::clone(&watcher.busy);
+    std::thread::spawn(move || run(&fd, &watched, &acts, &keeper, &busy));
+    Ok(watcher)
 }
 
 fn add_watch(fd: &OwnedFd, dir: &Path) -> io::Result<i32> {
@@ -70,7 +89,7 @@ fn add_watch(fd: &OwnedFd, dir: &Path) -> io::Result<i32> {
     if wd < 0 { Err(io::Error::last_os_error()) } else { Ok(wd) }
 }
 
-fn run(fd: &OwnedFd, watched: &HashMap<i32, PathBuf>, acts: &HashMap<PathBuf, Act>, keeper: &Keeper) {
+fn run(fd: &OwnedFd, watched: &HashMap<i32, PathBuf>, acts: &HashMap<PathBuf, Act>, keeper: &Keeper, busy: &Mutex<()>) {
     let mut buf = vec![0u8; 64 * 1024];
     loop {
         // SAFETY: read fills at most `buf.len()` bytes of the buffer we own.
@@ -82,13 +101,14 @@ fn run(fd: &OwnedFd, watched: &HashMap<i32, PathBuf>, acts: &HashMap<PathBuf, Ac
             }
             return;
         };
+        let _acting = busy.lock();
         for (wd, name) in events(&buf[..n]) {
             let Some(dir) = watched.get(&wd) else { continue };
             let path = dir.join(&name);
             match acts.get(&path) {
                 Some(Act::BindReadOnly) => say(keeper.read_only(&path).err().map(|err| err.to_string())),
                 Some(Act::Hide) => say(keeper.hide(&path).err().map(|err| err.to_string())),
-                Some(Act::Take) => say(Some(sweep::take_now(&path))),
+                Some(Act::Take) => say(sweep::take_now(&path)),
                 None => {}
             }
         }
@@ -97,8 +117,7 @@ fn run(fd: &OwnedFd, watched: &HashMap<i32, PathBuf>, acts: &HashMap<PathBuf, Ac
 
 fn say(line: Option<String>) {
     if let Some(line) = line {
-        use std::io::Write as _;
-        let _ = writeln!(std::io::stderr().lock(), "cairn: {line}");
+        super::tell(&line);
     }
 }
 

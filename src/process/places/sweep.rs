@@ -102,8 +102,9 @@ impl Before {
 }
 
 /// Takes `path` away while the command may still be writing into it (tried a few times); the
-/// line to say.
-pub fn take_now(path: &Path) -> String {
+/// line to say, if it was there (the sweep may have taken it first).
+pub fn take_now(path: &Path) -> Option<String> {
+    std::fs::symlink_metadata(path).ok()?;
     let mut said = take(path, "guarded places are read-only to commands; write them with the edit tools, which ask");
     for _ in 0..20 {
         if std::fs::symlink_metadata(path).is_err() {
@@ -111,7 +112,7 @@ pub fn take_now(path: &Path) -> String {
         }
         said = take(path, "guarded places are read-only to commands; write them with the edit tools, which ask");
     }
-    said
+    Some(said)
 }
 
 /// Takes away what the command made of what [`before`] noted; the lines to say.
