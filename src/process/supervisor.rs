@@ -361,7 +361,11 @@ fn confine(kind: Kind, mode: SandboxMode, spec: &Spec, gate: &Gate, program: &Pa
             };
             let writable = mode == SandboxMode::WorkspaceWrite;
             let places = places::find(&spec.roots, &hidden, &names, writable, &home);
-            let before = writable.then(|| sweep::before(&spec.roots, &places.git_dirs));
+            // A server (the only program whose stdin is its own) lives all session, while the
+            // user, the editor and the edit tools make guarded places beside it: what appears
+            // meanwhile is theirs as much as its, so nothing is taken away or swept after it.
+            let lasting = matches!(spec.watched, Watched::Fd(_));
+            let before = (writable && !lasting).then(|| sweep::before(&spec.roots, &places.git_dirs));
             (places, before)
         }
     };

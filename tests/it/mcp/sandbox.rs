@@ -149,3 +149,25 @@ async fn a_server_that_fails_on_a_refused_write_is_told_where_to_allow_it() {
     assert!(told.contains("Read-only file system"), "{told}");
     assert!(told.contains("[sandbox] writable") && told.contains("sandbox = false in [mcp_servers.cache]"), "{told}");
 }
+
+/// A server lives all session while the user, the editor and the edit tools make guarded places
+/// beside it (`.vscode/`, a new repository's hooks): none is taken away, during or after it.
+#[tokio::test]
+async fn what_others_make_beside_a_running_server_stays() {
+    if !kernel_keeps_it() {
+        return;
+    }
+    let env = TestEnv::new().await;
+    let ws = env.workspace();
+    let mut agent = env.ready().await;
+    let session = session_with_ready(&mut agent, &env, json!([scripted("fx", "true")]), "fx").await;
+    std::fs::create_dir_all(ws.join(".vscode")).unwrap();
+    std::fs::write(ws.join(".vscode/settings.json"), "{}").unwrap();
+    std::fs::create_dir_all(ws.join(".git/hooks")).unwrap();
+    std::fs::write(ws.join(".git/hooks/pre-commit"), "#!/bin/sh\n").unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(ws.join(".vscode/settings.json").exists(), "the user's .vscode was taken while the server ran");
+    agent.call("session/close", json!({"sessionId": session})).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(ws.join(".vscode/settings.json").exists() && ws.join(".git/hooks/pre-commit").exists());
+}
