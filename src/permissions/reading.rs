@@ -15,10 +15,10 @@ const READERS: &[(&str, &[&str])] = &[
     ("grep", &[]),
     ("egrep", &[]),
     ("fgrep", &[]),
-    ("rg", &["--pre"]),
+    ("rg", &["--pre", "--hostname-bin"]),
     ("wc", &[]),
     ("cut", &[]),
-    ("diff", &["--to-file"]),
+    ("diff", &[]),
     ("cmp", &[]),
     ("file", &["-C", "--compile"]),
     ("stat", &[]),
@@ -41,7 +41,6 @@ const READERS: &[(&str, &[&str])] = &[
     ("readlink", &[]),
     ("nl", &[]),
     ("od", &[]),
-    ("xxd", &["-r", "-revert"]),
     ("md5sum", &[]),
     ("sha1sum", &[]),
     ("sha256sum", &[]),
@@ -52,6 +51,9 @@ const READERS: &[(&str, &[&str])] = &[
     ("sort", &["-o", "--output", "--compress-program"]),
     ("find", &["-delete", "-exec", "-execdir", "-ok", "-okdir", "-fprint", "-fprint0", "-fprintf", "-fls"]),
 ];
+
+/// Options git takes before its subcommand that change nothing it runs.
+const GIT_QUIET: &[&str] = &["--no-pager", "-P", "--no-optional-locks"];
 
 /// Git subcommands that only read.
 const GIT_READERS: &[&str] =
@@ -75,13 +77,36 @@ impl CommandFacts {
                 return false;
             }
             if program == "git" {
-                let first = args.iter().find(|arg| !arg.starts_with('-'));
-                return first.is_some_and(|sub| GIT_READERS.contains(sub));
+                // Any other option before the subcommand may move the repository or its
+                // configuration (`-C`, `--git-dir`, `-c`), and takes a value the subcommand
+                // could be mistaken for.
+                let first = args.iter().find(|arg| !GIT_QUIET.contains(arg));
+                let runs_drivers = |arg: &&str| ["--ext-diff", "--textconv"].contains(arg);
+                return first.is_some_and(|sub| GIT_READERS.contains(sub)) && !args.iter().any(runs_drivers);
             }
-            READERS.iter().find(|(name, _)| name == program).is_some_and(|(_, writing)| {
-                !args.iter().any(|arg| writing.iter().any(|w| arg == w || arg.starts_with(&format!("{w}="))))
-            })
+            READERS
+                .iter()
+                .find(|(name, _)| name == program)
+                .is_some_and(|(_, writing)| !args.iter().any(|arg| writing.iter().any(|w| spells(arg, w))))
         })
+    }
+}
+
+/// Whether `arg` gives the option `option`: exactly; a long option (`--output`) also by any
+/// prefix of three letters or more that GNU programs take for it (`--out=x`); a short one
+/// (`-o`) also stuck to its value or in a bundle (`-ox`, `-uo`). A single-dash long option
+/// (find's `-delete`) only exactly.
+fn spells(arg: &str, option: &str) -> bool {
+    if arg == option {
+        return true;
+    }
+    if let Some(long) = option.strip_prefix("--") {
+        let given = arg.strip_prefix("--").map(|rest| rest.split('=').next().unwrap_or(rest));
+        return given.is_some_and(|given| given.len() >= 3 && long.starts_with(given));
+    }
+    match option.strip_prefix('-').map(str::chars).map(|mut c| (c.next(), c.next())) {
+        Some((Some(letter), None)) => arg.starts_with('-') && !arg.starts_with("--") && arg[1..].contains(letter),
+        _ => false,
     }
 }
 
@@ -99,9 +124,15 @@ mod tests {
 
     #[test]
     fn readers_read_and_anything_else_may_write() {
-        for line in
-            ["cat src/lib.rs | grep fn | wc -l", "git log --oneline -5", "ls -la && git status", "find . -name '*.rs'"]
-        {
+        for line in [
+            "cat src/lib.rs | grep fn | wc -l",
+            "git log --oneline -5",
+            "ls -la && git status",
+            "find . -name '*.rs'",
+            "git --no-pager diff",
+            "sort -n -u a",
+            "diff -u a b",
+        ] {
             assert!(reads_only(line), "{line}");
         }
         for line in [
@@ -112,6 +143,16 @@ mod tests {
             "git diff --output=x",
             "git commit -m x",
             "git -c core.pager=sh log",
+            "git -C status config --file .git/config core.fsmonitor x",
+            "git --git-dir status log",
+            "git --git-dir=fake --work-tree=. status",
+            "git diff --ext-diff",
+            "sort -o.git/config cfg",
+            "sort -uo x y",
+            "sort --out=x y",
+            "sort --compress-prog=sh -S 1K payload",
+            "xxd in .git/config",
+            "rg --hostname-bin=./x foo",
             "cat $(ls)",
             "xargs cat",
             "bash -c 'cat x'",
