@@ -21,6 +21,9 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 /// `struct seccomp_data` offsets.
 const NR: u32 = 0;
 const ARCH: u32 = 4;
+/// The low halves of the first two arguments (little-endian `seccomp_data`).
+const ARG0: u32 = 16;
+const ARG1: u32 = 24;
 
 const LD_W_ABS: u16 = (libc::BPF_LD | libc::BPF_W | libc::BPF_ABS) as u16;
 const JEQ_K: u16 = (libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K) as u16;
@@ -97,16 +100,19 @@ const MOUNTS: [libc::c_long; 12] = [
 ];
 
 impl Filter {
-    /// Refuses the calls of [`MOUNTS`]; with `notify_exec`, sends `execve` and `execveat` to the
-    /// supervisor. Allows everything else of the native architecture; refuses every call of
-    /// another one (32-bit programs, x32), whose numbers differ and could slip past (`ENOSYS`).
+    /// Refuses the calls of [`MOUNTS`], and a `prctl(PR_SET_PDEATHSIG)` of any signal but
+    /// `SIGKILL` (the death signal the supervisor set is what ends a program whose supervisor
+    /// dies; the program may not clear or soften it); with `notify_exec`, sends `execve` and `execveat` to the supervisor. Allows
+    /// everything else of the native architecture; refuses every call of another one (32-bit
+    /// programs, x32), whose numbers differ and could slip past (`ENOSYS`).
     pub fn new(notify_exec: bool) -> Self {
         let notified: &[libc::c_long] = if notify_exec { &[libc::SYS_execve, libc::SYS_execveat] } else { &[] };
         let ret = |k| op(RET_K, 0, 0, k);
         let errno = |e: i32| libc::SECCOMP_RET_ERRNO | (e as u32 & libc::SECCOMP_RET_DATA);
         // The checks, then four returns: allow, notify, refuse (ENOSYS), deny (EPERM). Each jump
         // counts the instructions to skip to reach its return.
-        let checks = usize::from(arch::X32_BIT.is_some()) + notified.len() + MOUNTS.len();
+        // The one-instruction checks, then five for prctl's arguments.
+        let checks = usize::from(arch::X32_BIT.is_some()) + notified.len() + MOUNTS.len() + 5;
         let mut code = vec![op(LD_W_ABS, 0, 0, ARCH), op(JEQ_K, 0, to_u8(checks + 1 + 4), arch::NATIVE)];
         code.push(op(LD_W_ABS, 0, 0, NR));
         let mut at = 0;
@@ -123,6 +129,14 @@ impl Filter {
             code.push(op(JEQ_K, to(at, 3), 0, nr as u32));
             at += 1;
         }
+        code.extend([
+            // Not prctl, or not its death signal, or SIGKILL: on to allow; else refuse.
+            op(JEQ_K, 0, 4, libc::SYS_prctl as u32),
+            op(LD_W_ABS, 0, 0, ARG0),
+            op(JEQ_K, 0, 2, libc::PR_SET_PDEATHSIG as u32),
+            op(LD_W_ABS, 0, 0, ARG1),
+            op(JEQ_K, 0, 3, libc::SIGKILL as u32),
+        ]);
         code.extend([
             ret(libc::SECCOMP_RET_ALLOW),
             ret(libc::SECCOMP_RET_USER_NOTIF),
@@ -347,11 +361,22 @@ mod tests {
 
     /// Runs the filter by hand for one call: what it returns.
     fn run(filter: &Filter, arch: u32, nr: u32) -> u32 {
+        run_with(filter, arch, nr, [0, 0])
+    }
+
+    fn run_with(filter: &Filter, arch: u32, nr: u32, args: [u32; 2]) -> u32 {
         let (mut pc, mut acc) = (0usize, 0u32);
         loop {
             let ins = filter.code[pc];
             match ins.code {
-                LD_W_ABS => acc = if ins.k == ARCH { arch } else { nr },
+                LD_W_ABS => {
+                    acc = match ins.k {
+                        ARCH => arch,
+                        ARG0 => args[0],
+                        ARG1 => args[1],
+                        _ => nr,
+                    }
+                }
                 JEQ_K => pc += usize::from(if acc == ins.k { ins.jt } else { ins.jf }),
                 JGE_K => pc += usize::from(if acc >= ins.k { ins.jt } else { ins.jf }),
                 RET_K => return ins.k,
@@ -375,6 +400,15 @@ mod tests {
                 let ret = run(&filter, arch::NATIVE, nr as u32);
                 assert_eq!((action(ret), data(ret)), (libc::SECCOMP_RET_ERRNO, libc::EPERM), "{nr}");
             }
+            let prctl = |option: i32, value: i32| {
+                run_with(&filter, arch::NATIVE, libc::SYS_prctl as u32, [option as u32, value as u32])
+            };
+            for softer in [0, libc::SIGTERM] {
+                let death = prctl(libc::PR_SET_PDEATHSIG, softer);
+                assert_eq!((action(death), data(death)), (libc::SECCOMP_RET_ERRNO, libc::EPERM), "{softer}");
+            }
+            assert_eq!(prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL), libc::SECCOMP_RET_ALLOW);
+            assert_eq!(prctl(libc::PR_SET_NAME, 0), libc::SECCOMP_RET_ALLOW);
             let foreign = run(&filter, 0x4000_0003, 11);
             assert_eq!((action(foreign), data(foreign)), (libc::SECCOMP_RET_ERRNO, libc::ENOSYS));
             if let Some(bit) = arch::X32_BIT {

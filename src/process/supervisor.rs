@@ -188,6 +188,9 @@ pub fn intercept() -> Option<ExitCode> {
 
 fn supervise(spec: &Spec) -> ExitCode {
     let mode = spec.mode.unwrap_or(SandboxMode::WorkspaceWrite);
+    // Started by an editor's terminal, nothing tells of cairn's end, and the editor ends the
+    // command with a signal: caught before any thread starts, so that the sweep still runs.
+    let endings = (spec.watched == Watched::Nothing).then(tree::Endings::block);
     let Some(program) = find_program(&spec.program) else {
         return say(CANNOT_START, &format!("cannot start {}: not found", spec.program.to_string_lossy()));
     };
@@ -268,6 +271,14 @@ fn supervise(spec: &Spec) -> ExitCode {
             tree::kill_group(me);
         });
     }
+    if let Some(endings) = endings {
+        let (before_too, watcher_too) = (before.clone(), watcher.clone());
+        std::thread::spawn(move || {
+            let signal = endings.wait();
+            end(me, before_too.as_deref(), &watcher_too, true);
+            std::process::exit(128 + signal);
+        });
+    }
     // A PID namespace of its own: nothing the command starts outlives it. Made last, since a
     // process that made one can start no more threads.
     let own_pids = want_pids && namespace::enter_pids();
@@ -282,6 +293,9 @@ fn supervise(spec: &Spec) -> ExitCode {
         // Killed, the supervisor takes the program along (and with a PID namespace, the
         // kernel every process of it): nothing else ends a tree nobody watches for cairn.
         tree::die_with_this_parent()?;
+        if let Some(endings) = &endings {
+            endings.unblock()?;
+        }
         if own_pids {
             namespace::fresh_proc();
         }
@@ -329,6 +343,12 @@ fn end(me: u32, before: Option<&sweep::Before>, watcher: &watch::Watcher, look: 
     if look {
         tree::kill_descendants(me);
     }
+    // Once, whichever thread comes first; the other waits for it to finish.
+    static SWEPT: std::sync::Once = std::sync::Once::new();
+    SWEPT.call_once(|| sweep_now(before, watcher));
+}
+
+fn sweep_now(before: Option<&sweep::Before>, watcher: &watch::Watcher) {
     watcher.settle();
     for line in before.map(sweep::sweep).unwrap_or_default() {
         super::tell(&line);

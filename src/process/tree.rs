@@ -81,6 +81,44 @@ pub fn die_with_this_parent() -> std::io::Result<()> {
     if set < 0 { Err(std::io::Error::last_os_error()) } else { Ok(()) }
 }
 
+/// The signals an editor ends its terminal's program with (SIGTERM, SIGHUP, SIGINT), blocked in
+/// the supervisor so that one thread waits for them and ends the command as cairn would.
+#[derive(Clone, Copy)]
+pub struct Endings(libc::sigset_t);
+
+#[allow(unsafe_code)]
+impl Endings {
+    /// Blocks them in this thread and the threads it starts from now on.
+    pub fn block() -> Self {
+        // SAFETY: the set is ours and plain data; sigemptyset/sigaddset only write it, and
+        // pthread_sigmask reads it.
+        unsafe {
+            let mut set: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut set);
+            for signal in [libc::SIGTERM, libc::SIGHUP, libc::SIGINT] {
+                libc::sigaddset(&mut set, signal);
+            }
+            libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+            Self(set)
+        }
+    }
+
+    /// Waits for one of them; its number.
+    pub fn wait(&self) -> i32 {
+        let mut signal = 0;
+        // SAFETY: sigwait reads our set and writes the int we own.
+        while unsafe { libc::sigwait(&self.0, &mut signal) } != 0 {}
+        signal
+    }
+
+    /// Between fork and exec: lets them reach the program again (the mask survives exec).
+    pub fn unblock(&self) -> std::io::Result<()> {
+        // SAFETY: sigprocmask is async-signal-safe and reads a set made before the fork.
+        let done = unsafe { libc::sigprocmask(libc::SIG_UNBLOCK, &self.0, std::ptr::null_mut()) };
+        if done < 0 { Err(std::io::Error::last_os_error()) } else { Ok(()) }
+    }
+}
+
 /// A pipe for a supervisor to watch: both ends close on exec; [`pass_on`] keeps the read end
 /// open in the one child that needs it.
 #[allow(unsafe_code)]

@@ -346,14 +346,17 @@ async fn the_terminal_never_runs_a_supervisor_a_command_could_have_replaced() {
 }
 
 /// The editor kills what it started, the supervisor; nothing watches for cairn's end there, so
-/// the command and everything it started die with the supervisor, `setsid`'d or not.
+/// the command and everything it started die with the supervisor, `setsid`'d or not, and the
+/// program cannot clear the death signal that ties it to the supervisor.
 #[tokio::test]
 async fn a_cancelled_command_in_the_editors_terminal_leaves_nothing_running() {
     if !kernel_keeps_it() {
         return;
     }
     let env = TestEnv::new().await;
-    let command = "sleep 4561 & setsid sleep 4562 & sleep 60";
+    // The program itself tries to undo the death signal that ties it to its supervisor.
+    let command = "sleep 4561 & setsid sleep 4562 & exec python3 -c 'import ctypes, time; \
+                   ctypes.CDLL(None).prctl(1, 0, 0, 0, 0); time.sleep(60)'";
     env.mock.push(Reply::tool_calls(&[("c1", "bash", json!({"command": command}))]));
     let mut agent = env.ready_with(Editor::with_terminal()).await;
     let session = agent.new_session(&env.cwd()).await;
@@ -375,4 +378,40 @@ async fn a_cancelled_command_in_the_editors_terminal_leaves_nothing_running() {
     }
     let left: Vec<&String> = running.iter().filter(|pid| alive(pid)).collect();
     assert!(left.is_empty(), "the terminal's command left {left:?} running");
+}
+
+/// An editor ends its terminal's program with SIGTERM or SIGHUP: the supervisor, which nothing
+/// else tells of an end there, still kills the command and sweeps what it made.
+#[test]
+fn a_terminal_command_the_editor_ends_is_still_swept() {
+    if !kernel_keeps_it() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    let script = "git init -q . && printf '#!/bin/sh\\n' > .git/hooks/pre-commit && touch ready; sleep 60";
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_cairn"))
+        .args(["__supervise", "workspace-write", "network", "--namespace", "mount", "--watch-fd", "none", "--root"])
+        .arg(&ws)
+        .args(["--", "bash", "-c", script])
+        .current_dir(&ws)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    while !ws.join("ready").exists() && started.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(ws.join(".git/hooks/pre-commit").exists(), "the command made its hook");
+    // SAFETY: kill sends a signal to the child we started.
+    #[allow(unsafe_code)]
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGTERM)
+    };
+    let output = child.wait_with_output().unwrap();
+    assert!(!output.status.success(), "{output:?}");
+    assert!(!ws.join(".git/hooks/pre-commit").exists(), "{}", String::from_utf8_lossy(&output.stderr));
 }
