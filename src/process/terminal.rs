@@ -5,15 +5,17 @@
 //! The editor finds that executable by its path, not by the image cairn runs, so the path must
 //! be one no command can replace. Where cairn's executable lies inside a root or a writable
 //! directory (a build of cairn in the workspace, or under `/tmp`), the terminal runs a copy in
-//! cairn's data directory, which the sandbox hides; the copy is named by the executable's size
-//! and time, so processes of one build share it. Should the copy fail, the command runs locally.
+//! cairn's data directory, which the namespace covers; the copy is named by the executable's
+//! size and time, so processes of one build share it. Where the copy fails, or the data
+//! directory is itself within reach (no namespace, and a writable place holds it), or the
+//! sandbox is off while rules reject programs, the command runs locally, under cairn's own image.
 
 use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 use std::time::{Duration, SystemTime};
 
-use super::{Confinement, Launcher, ProcessPolicy, Watched};
+use super::{Confinement, Launcher, ProcessPolicy, SandboxMode, Watched};
 
 /// Copies of other builds not used for this long are removed when a copy is made.
 const STALE: Duration = Duration::from_secs(7 * 24 * 3600);
@@ -34,6 +36,15 @@ impl ProcessPolicy {
     pub fn in_terminal(&self, program: &OsStr, args: &[&OsStr], confinement: Confinement<'_>) -> InTerminal {
         match &self.launcher {
             Launcher::Direct => InTerminal::AsItIs,
+            // With the sandbox off a command may replace any file, the supervisor's too: the
+            // exec check holds only locally, where cairn starts its own image.
+            Launcher::Supervisor(_) if self.sandbox == SandboxMode::Off => {
+                if confinement.rejected.is_empty() {
+                    InTerminal::AsItIs
+                } else {
+                    InTerminal::Locally
+                }
+            }
             Launcher::Supervisor(_) => match self.supervisor_path(confinement.roots) {
                 Some(exe) => {
                     InTerminal::Supervised { args: self.supervised(confinement, Watched::Nothing, program, args), exe }
@@ -46,21 +57,30 @@ impl ProcessPolicy {
     /// cairn's executable at a path no command can replace (`/proc/self/exe` would be the
     /// editor in the editor's process).
     fn supervisor_path(&self, roots: &[PathBuf]) -> Option<PathBuf> {
+        // Compared as the kernel finds them: a writable place may be named through a link.
+        let places: Vec<PathBuf> = roots
+            .iter()
+            .chain(&self.writable)
+            .map(|place| place.canonicalize().unwrap_or_else(|_| place.clone()))
+            .collect();
+        let replaceable = |path: &Path| places.iter().any(|place| path.starts_with(place));
         let exe = std::env::current_exe().ok().filter(|exe| exe.is_file())?;
-        let replaceable = roots.iter().chain(&self.writable).any(|place| exe.starts_with(place));
-        if !replaceable {
+        if !replaceable(&exe) {
             return Some(exe);
         }
         static COPY: OnceLock<Option<PathBuf>> = OnceLock::new();
         let data = self.own.first()?;
-        COPY.get_or_init(|| match private_copy(&exe, data) {
+        let copy = COPY.get_or_init(|| match private_copy(&exe, data) {
             Ok(copy) => Some(copy),
             Err(err) => {
                 tracing::warn!(%err, "cairn's executable could not be copied for editor terminals; commands run locally");
                 None
             }
-        })
-        .clone()
+        });
+        // The data directory must be out of reach too: covered in the namespace, or else out of
+        // every writable place.
+        let covered = self.namespace_kind().is_some();
+        copy.clone().filter(|copy| covered || !replaceable(&copy.canonicalize().unwrap_or_else(|_| copy.clone())))
     }
 }
 
