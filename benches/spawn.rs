@@ -7,7 +7,7 @@
 //! check (a rule rejecting `rm`). The workspace is a small repository with a `.env`, so the
 //! namespace has places to bind and hide. Then the cost of one exec under the exec check (a
 //! command that runs `/bin/true` 2,000 times, with and without the check), and `cargo build` of a
-//! small crate inside the sandbox and outside. Prints median and p90; nothing here asserts.
+//! small crate inside the sandbox and outside, in turns. Prints median and p90; nothing here asserts.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout, clippy::print_stderr)]
 
@@ -34,6 +34,26 @@ async fn once(policy: &ProcessPolicy, cwd: &Path, rejected: &[Vec<String>], scri
     read_err.unwrap();
     assert!(status.unwrap().success(), "{}", String::from_utf8_lossy(&b));
     started.elapsed()
+}
+
+/// `a` and `b` taken in turns, `n` of each, so that the machine's drift (other work, the CPU's
+/// clock) falls on both alike; each sorted.
+async fn paired(
+    a: (&ProcessPolicy, &[Vec<String>], &str),
+    b: (&ProcessPolicy, &[Vec<String>], &str),
+    cwd: &Path,
+    n: usize,
+) -> (Vec<Duration>, Vec<Duration>) {
+    once(a.0, cwd, a.1, a.2).await;
+    once(b.0, cwd, b.1, b.2).await;
+    let (mut first, mut second) = (Vec::with_capacity(n), Vec::with_capacity(n));
+    for _ in 0..n {
+        first.push(once(a.0, cwd, a.1, a.2).await);
+        second.push(once(b.0, cwd, b.1, b.2).await);
+    }
+    first.sort();
+    second.sort();
+    (first, second)
 }
 
 async fn samples(
@@ -96,8 +116,7 @@ async fn main() {
     }
 
     let loop_script = format!("for i in $(seq {EXECS}); do /bin/true; done");
-    let without = samples(&base, cwd, &[], &loop_script, 10).await;
-    let with = samples(&base, cwd, &rm, &loop_script, 10).await;
+    let (without, with) = paired((&base, &[], &loop_script), (&base, &rm, &loop_script), cwd, 15).await;
     let per_exec = |taken: &[Duration]| at(taken, 0.5) * 1e3 / EXECS as f64;
     println!();
     println!("| {EXECS} execs of `/bin/true` in one command | median | per exec |");
@@ -130,12 +149,11 @@ async fn cargo_build(sandboxed: &ProcessPolicy, rejected: &[Vec<String>]) {
     let direct = ProcessPolicy { env: sandboxed.env.clone(), ..ProcessPolicy::default() };
     // `rm` is rejected inside: clean with find instead.
     let inside_script = "find target -delete 2>/dev/null; cargo build --quiet --offline";
-    let outside = samples(&direct, root, &[], script, 5).await;
-    let inside = samples(sandboxed, root, rejected, inside_script, 5).await;
+    let (outside, inside) = paired((&direct, &[], script), (sandboxed, rejected, inside_script), root, 9).await;
     println!();
     println!("| `cargo build` of a small crate, from clean | median | p90 | samples |");
     println!("|---|---|---|---|");
-    println!("| outside the sandbox | {:.0} ms | {:.0} ms | 5 |", at(&outside, 0.5), at(&outside, 0.9));
-    println!("| sandbox, namespace and exec check | {:.0} ms | {:.0} ms | 5 |", at(&inside, 0.5), at(&inside, 0.9));
+    println!("| outside the sandbox | {:.0} ms | {:.0} ms | 9 |", at(&outside, 0.5), at(&outside, 0.9));
+    println!("| sandbox, namespace and exec check | {:.0} ms | {:.0} ms | 9 |", at(&inside, 0.5), at(&inside, 0.9));
     println!("| difference | {:+.1} % | | |", (at(&inside, 0.5) / at(&outside, 0.5) - 1.0) * 100.0);
 }
