@@ -215,7 +215,11 @@ pub(super) async fn delegated(args: &BashArgs, ctx: &ToolContext, timeout: Durat
         InTerminal::AsItIs => vec!["bash".into(), "-c".into(), args.command.clone().into()],
         InTerminal::Locally => return local(args, ctx, timeout).await,
     };
-    let program = program.iter().map(|part| part.to_string_lossy().into_owned()).collect();
+    // A terminal request carries text: a place that is not UTF-8 (a root, a hidden path) would
+    // reach the supervisor changed, and not be confined as named, so such a command runs here.
+    let Some(program) = program.iter().map(|part| part.to_str().map(str::to_owned)).collect::<Option<Vec<_>>>() else {
+        return local(args, ctx, timeout).await;
+    };
     let (command, args) = scrubbed(&ctx.process.env, program);
     let request = TerminalRequest {
         command,
