@@ -77,10 +77,16 @@ impl ProcessPolicy {
                 None
             }
         });
+        // Another process may have removed it as unused (access times do not move on every
+        // file system): made again.
+        let copy = match copy {
+            Some(copy) if !copy.is_file() => private_copy(&exe, data).ok(),
+            copy => copy.clone(),
+        };
         // The data directory must be out of reach too: covered in the namespace, or else out of
         // every writable place.
         let covered = self.namespace_kind().is_some();
-        copy.clone().filter(|copy| covered || !replaceable(&copy.canonicalize().unwrap_or_else(|_| copy.clone())))
+        copy.filter(|copy| covered || !replaceable(&copy.canonicalize().unwrap_or_else(|_| copy.clone())))
     }
 }
 
