@@ -123,7 +123,11 @@ pub fn sh_out(dir: &Path, script: &str) -> String {
 
 /// A directory outside every place the sandbox lets a command write (not under `/tmp`).
 pub fn outside(name: &str) -> tempfile::TempDir {
-    tempfile::Builder::new().prefix(&format!("cairn-break-{name}-")).tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap()
+    // Commands may write the temporary directories: a checkout under /tmp has its target there.
+    let target = Path::new(env!("CARGO_TARGET_TMPDIR"));
+    let base =
+        if ["/tmp", "/dev/shm"].iter().any(|tmp| target.starts_with(tmp)) { Path::new("/var/tmp") } else { target };
+    tempfile::Builder::new().prefix(&format!("cairn-break-{name}-")).tempdir_in(base).unwrap()
 }
 
 /// A workspace (`<tempdir>/ws`) holding a repository with one commit.
