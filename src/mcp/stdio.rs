@@ -4,11 +4,14 @@
 //! environment every child gets (no provider keys, absolute `PATH`) plus its own variables, in
 //! the session's directory. The supervisor watches a pipe of its own for cairn's end (stdin and
 //! stdout are the protocol's), so the server and everything it started, `setsid`'d or not, dies
-//! with the session and with cairn, `kill -9` included. Its stderr read into a bounded tail (and logged at debug, never
-//! passed on) cheaply and at a bounded rate, so a server flooding it costs cairn little; its stdout watched for lines that are not JSON-RPC and for a line longer than
-//! [`LINE_LIMIT`] (which the protocol drops, so an answer in one would never come); its whole
-//! tree ended when it is dropped. A server configured with `sandbox = false` runs supervised
-//! the same way, without the sandbox and namespace.
+//! with the session and with cairn, `kill -9` included; it takes away and sweeps nothing, since
+//! the server lives beside the user's own work. A server configured with `sandbox = false`
+//! runs supervised the same way, without the sandbox and namespace.
+//!
+//! Its stderr is read into a bounded tail (and logged at debug, never passed on) cheaply and at
+//! a bounded rate, so a server flooding it costs cairn little; its stdout is watched for lines
+//! that are not JSON-RPC and for a line longer than [`LINE_LIMIT`] (which the protocol drops,
+//! so an answer in one would never come). Dropping it ends its whole tree.
 
 use std::collections::VecDeque;
 use std::ffi::OsStr;
