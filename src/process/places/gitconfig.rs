@@ -205,14 +205,14 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let git = dir.path().join(".git");
         std::fs::create_dir_all(&git).unwrap();
-        std::fs::write(git.join("config"), "[core]\n\thooksPath = first\n[include]\n\tpath = ../shared.inc\n").unwrap();
-        std::fs::write(dir.path().join("shared.inc"), "[core]\n\thooksPath = second\n").unwrap();
+        std::fs::write(git.join("config"), "[core]\n\thooksPath = first\n[include]\n\tpath = ../common.inc\n").unwrap();
+        std::fs::write(dir.path().join("common.inc"), "[core]\n\thooksPath = second\n").unwrap();
         let home = dir.path().join("home");
         std::fs::create_dir_all(&home).unwrap();
         std::fs::write(home.join(".gitconfig"), "[core]\n\thooksPath = global\n").unwrap();
         let found = read(&git, Some(&home), None);
         assert_eq!(found.hooks_path.as_deref(), Some("second"));
-        assert!(found.files.iter().any(|file| file.ends_with("shared.inc")), "{found:?}");
+        assert!(found.files.iter().any(|file| file.ends_with("common.inc")), "{found:?}");
         assert!(found.files.iter().any(|file| file.ends_with(".gitconfig")), "{found:?}");
     }
 
