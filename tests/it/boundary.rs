@@ -13,14 +13,10 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
+use crate::breaks::{committed, sh};
 use crate::exec::bash_calls;
 use crate::support::{Editor, Reply, TestEnv, alive, kernel_keeps_it, running_with};
 use crate::tools::{set_mode, tool_results, turn};
-
-fn sh(dir: &Path, script: &str) {
-    let status = std::process::Command::new("sh").arg("-c").arg(script).current_dir(dir).status().unwrap();
-    assert!(status.success(), "{script}");
-}
 
 /// A repository with a hooks path, tool configuration and a committed file.
 fn repository(ws: &Path) {
@@ -201,10 +197,7 @@ async fn a_rejected_subcommand_is_refused_through_an_alias_given_to_git() {
     }
     let env = TestEnv::new().await;
     let ws = env.workspace();
-    sh(
-        &ws,
-        "git init -q . && echo one > a.txt && git add a.txt && git -c user.name=t -c user.email=t@t commit -qm one",
-    );
+    committed(&ws);
     let remote = env.dir.path().join("remote.git");
     sh(&ws, &format!("git init -q --bare {0} && git remote add origin {0}", remote.display()));
     let makefile = "all:\n\t-git -c alias.send=push send origin HEAD:plain\n\

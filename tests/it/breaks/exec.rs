@@ -8,7 +8,7 @@ use std::os::unix::fs::MetadataExt as _;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use super::{kernel_keeps_it, repository, running_as_root, sh, sh_out, supervise};
+use super::{committed, kernel_keeps_it, repository, running_as_root, sh, sh_out, supervise};
 use crate::exec::bash_calls;
 use crate::support::TestEnv;
 
@@ -207,10 +207,7 @@ async fn a_rejected_subcommand_is_refused_after_an_argument_too_long_to_read() {
     }
     let env = TestEnv::new().await;
     let ws = env.workspace();
-    sh(
-        &ws,
-        "git init -q . && echo one > a.txt && git add a.txt && git -c user.name=t -c user.email=t@t commit -qm one",
-    );
+    committed(&ws);
     let remote = with_remote(env.dir.path(), &ws);
     let long = "a".repeat(5000);
     std::fs::write(ws.join("Makefile"), format!("all:\n\t-git -c x.y={long} push origin HEAD:long\n")).unwrap();

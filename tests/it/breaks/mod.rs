@@ -115,6 +115,11 @@ pub fn sh(dir: &Path, script: &str) {
     assert!(status.success(), "{script}");
 }
 
+/// Makes `ws` a repository with one commit (`a.txt`).
+pub fn committed(ws: &Path) {
+    sh(ws, "git init -q . && echo one > a.txt && git add a.txt && git -c user.name=t -c user.email=t@t commit -qm one");
+}
+
 /// `sh -c script` in `dir`, its stdout; failures allowed.
 pub fn sh_out(dir: &Path, script: &str) -> String {
     let output = Command::new("sh").arg("-c").arg(script).current_dir(dir).output().unwrap();
@@ -135,10 +140,7 @@ pub fn repository() -> (tempfile::TempDir, PathBuf) {
     let dir = tempfile::tempdir().unwrap();
     let ws = dir.path().join("ws");
     std::fs::create_dir_all(&ws).unwrap();
-    sh(
-        &ws,
-        "git init -q . && echo one > a.txt && git add a.txt && git -c user.name=t -c user.email=t@t commit -qm one",
-    );
+    committed(&ws);
     (dir, ws)
 }
 

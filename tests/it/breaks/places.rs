@@ -9,8 +9,8 @@ use std::path::Path;
 use std::time::Duration;
 
 use super::{
-    kernel_keeps_it, outside, repository, sh, supervise, supervise_as_nobody, supervise_at_home, supervise_for,
-    user_runs_git_status,
+    committed, kernel_keeps_it, outside, repository, sh, supervise, supervise_as_nobody, supervise_at_home,
+    supervise_for, user_runs_git_status,
 };
 use crate::exec::{bash_calls, run};
 use crate::support::{Reply, TestEnv};
@@ -333,10 +333,7 @@ async fn accept_edits_and_an_allowed_make_do_not_reach_code_outside_the_sandbox(
     }
     let env = TestEnv::new().await;
     let ws = env.workspace();
-    sh(
-        &ws,
-        "git init -q . && echo one > a.txt && git add a.txt && git -c user.name=t -c user.email=t@t commit -qm one",
-    );
+    committed(&ws);
     let marker = env.dir.path().join("pwned-accept-edits");
     let makefile = format!(
         "all:\n\tmkdir -p .git/elsewhere && cp -r .git/objects .git/refs .git/HEAD .git/config .git/elsewhere/\n\
