@@ -371,7 +371,7 @@ impl Actor {
                     why.push_str(&format!("; it wrote to stdout what is not JSON-RPC: `{line}`"));
                 }
                 let stderr = process.stderr_tail();
-                if *sandboxed && refused_a_write(&stderr) {
+                if *sandboxed && crate::process::ProcessPolicy::reads_as_refused(&stderr) {
                     why.push_str(&format!(
                         "; it ran in cairn's sandbox, which lets it write only the workspace, the temp dirs and \
                          [sandbox] writable: add the directory it needs (a cache such as ~/.npm) there, or set \
@@ -404,11 +404,6 @@ impl Actor {
 }
 
 type Service = RunningService<RoleClient, Handler>;
-
-/// Whether a server's stderr tells of a write the sandbox refused.
-fn refused_a_write(stderr: &str) -> bool {
-    ["Permission denied", "Read-only file system", "EACCES", "EROFS", "EPERM"].iter().any(|sign| stderr.contains(sign))
-}
 
 /// The MCP handshake over `transport`, then the tool list.
 async fn handshake<T, E, A>(

@@ -251,6 +251,14 @@ impl ProcessPolicy {
         supervisor::arguments(self, confinement, namespace, watched, program, args)
     }
 
+    /// Whether a program's output reads like a write the sandbox refused.
+    pub fn reads_as_refused(output: &str) -> bool {
+        let lower = output.to_ascii_lowercase();
+        ["permission denied", "read-only file system", "operation not permitted", "eacces", "eperm", "erofs"]
+            .iter()
+            .any(|sign| lower.contains(sign))
+    }
+
     /// What the model is told when a sandboxed command fails on a refused write, so it can tell
     /// the user instead of retrying blindly; `None` when commands run unsandboxed.
     pub fn refusal_hint(&self) -> Option<String> {

@@ -24,7 +24,7 @@ use super::bash::BashArgs;
 use super::host::{Host, TerminalRequest};
 use super::{ToolContext, ToolError, ToolOutcome};
 use crate::history::ToolContent;
-use crate::process::{ChildEnv, Confinement, InTerminal};
+use crate::process::{ChildEnv, Confinement, InTerminal, ProcessPolicy};
 
 /// How much output is kept: this much of the start and this much of the end.
 const KEEP_HEAD: usize = 100 * 1024;
@@ -130,9 +130,8 @@ pub(super) async fn local(args: &BashArgs, ctx: &ToolContext, timeout: Duration)
 /// `output`, and after it, when the command failed on what reads like a refused write, what the
 /// model should know of the sandbox.
 fn with_hint(ctx: &ToolContext, failed: bool, text: &str, output: String) -> String {
-    let lower = text.to_ascii_lowercase();
-    let refused = ["permission denied", "read-only file system", "operation not permitted", "eacces", "eperm", "erofs"];
-    let hint = (failed && refused.iter().any(|r| lower.contains(r))).then(|| ctx.process.refusal_hint()).flatten();
+    let refused = failed && ProcessPolicy::reads_as_refused(text);
+    let hint = refused.then(|| ctx.process.refusal_hint()).flatten();
     match hint {
         Some(hint) => format!("{output}\n{hint}"),
         None => output,
