@@ -262,21 +262,25 @@ fn supervise(spec: &Spec) -> ExitCode {
         Watched::Nothing => None,
     };
     let me = std::process::id();
-    if let Some(mut watched) = watched {
+    // What ends the command early: cairn's end (the watched pipe closes), or in an editor's
+    // terminal, the signal the editor sends. Either kills the tree and sweeps.
+    if watched.is_some() || endings.is_some() {
         let (before_too, watcher_too) = (before.clone(), watcher.clone());
         std::thread::spawn(move || {
-            let mut buf = [0u8; 64];
-            while matches!(watched.read(&mut buf), Ok(n) if n > 0) {}
+            let signal = match (watched, endings) {
+                (Some(mut watched), _) => {
+                    let mut buf = [0u8; 64];
+                    while matches!(watched.read(&mut buf), Ok(n) if n > 0) {}
+                    None
+                }
+                (None, Some(endings)) => Some(endings.wait()),
+                (None, None) => return,
+            };
             end(me, before_too.as_deref(), &watcher_too, true);
-            tree::kill_group(me);
-        });
-    }
-    if let Some(endings) = endings {
-        let (before_too, watcher_too) = (before.clone(), watcher.clone());
-        std::thread::spawn(move || {
-            let signal = endings.wait();
-            end(me, before_too.as_deref(), &watcher_too, true);
-            std::process::exit(128 + signal);
+            match signal {
+                Some(signal) => std::process::exit(128 + signal),
+                None => tree::kill_group(me),
+            }
         });
     }
     // A PID namespace of its own: nothing the command starts outlives it. Made last, since a
