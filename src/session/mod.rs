@@ -12,6 +12,7 @@ pub mod commands;
 mod loading;
 mod recorder;
 mod registry;
+mod setup;
 mod subagent;
 mod title;
 

@@ -7,17 +7,12 @@
 
 use std::fmt::Write as _;
 use std::path::Path;
-use std::time::Duration;
 
 use futures::FutureExt;
-use tokio_util::sync::CancellationToken;
 
 use super::Actor;
-use crate::agent::{AgentEvent, Recorder};
-use crate::ids::MessageId;
 use crate::mcp::{Sandbox, ServerConfig, ServerState, Servers};
 use crate::session::{Attach, Update};
-use crate::tools::Registry;
 
 /// Resolves once the response that announces the session has been written (or will not be).
 pub(super) type Announced = futures::future::Shared<futures::future::BoxFuture<'static, ()>>;
@@ -166,37 +161,4 @@ fn state_text(state: &ServerState) -> String {
 
 fn indent(text: &str) -> String {
     text.lines().map(|line| format!("    {line}")).collect::<Vec<_>>().join("\n")
-}
-
-/// The tools of one turn: the built-in ones, then those of the servers ready once the servers
-/// still starting have had up to `wait` (a cancel stops the wait). Servers left behind are
-/// named in a notice that is kept with the conversation.
-pub(super) async fn turn_tools(
-    servers: Option<&Servers>,
-    wait: Duration,
-    cancel: &CancellationToken,
-    recorder: &mut dyn Recorder,
-) -> Registry {
-    let mut registry = Registry::builtin();
-    let Some(servers) = servers else { return registry };
-    let settled = tokio::select! {
-        settled = servers.ready(wait) => settled,
-        () = cancel.cancelled() => true,
-    };
-    if !settled {
-        let starting: Vec<String> = servers
-            .status()
-            .into_iter()
-            .filter(|server| server.state == ServerState::Starting)
-            .map(|server| format!("`{}`", server.name))
-            .collect();
-        let text = format!(
-            "MCP server {} still starting after {} s; this prompt goes on without its tools.",
-            starting.join(", "),
-            wait.as_secs()
-        );
-        recorder.record(AgentEvent::Notice { message: MessageId::generate(), text });
-    }
-    crate::tools::add_server_tools(&mut registry, servers);
-    registry
 }

@@ -22,8 +22,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::commands::{self, Slash};
 use super::registry::Inner;
+use super::setup;
 use super::{ContextUsage, SessionError, SessionView, Status, UpdateSink};
-use crate::agent::prompt::SystemPrompt;
 use crate::agent::{StopReason, TurnError};
 use crate::config::Config;
 use crate::history::view::context_used;
@@ -159,7 +159,7 @@ struct Actor {
     context_used: u64,
     /// The system prompt, assembled in the background from the moment the session goes live, so
     /// the first prompt rarely waits for the disk and git; every turn gets the same one.
-    system: SystemFuture,
+    system: setup::SystemFuture,
     /// Its warnings (instructions cut to fit) were shown, with the first turn.
     system_warned: bool,
     /// The first prompt's text while the session waits for a model-written title.
@@ -167,6 +167,8 @@ struct Actor {
     queue: VecDeque<Queued>,
     running: Option<Running>,
     turn: Option<JoinHandle<TurnOutcome>>,
+    /// The session's models, once resolved; cleared when its model changes.
+    models: Option<setup::Models>,
     /// The session's MCP servers, once a client opened it (or `cairn exec` ran it).
     mcp: Option<mcp::Mcp>,
     /// Settings changed for the next turn, stored with its prompt (`Command::SetForTurn`), or at
@@ -196,7 +198,7 @@ pub async fn run(init: Init, services: Services, mut rx: mpsc::UnboundedReceiver
         return;
     }
     let id = row.id.clone();
-    let system = prepare_system(&services.config, &row.cwd);
+    let system = setup::prepare_system(&services.config, &row.cwd);
     let mut rules = row.rules.clone();
     match services.store.project_rules(&row.cwd).await {
         Ok(project) => rules.extend(project),
@@ -218,6 +220,7 @@ pub async fn run(init: Init, services: Services, mut rx: mpsc::UnboundedReceiver
         queue: VecDeque::new(),
         running: None,
         turn: None,
+        models: None,
         mcp: None,
         unsaved: Vec::new(),
         closing: false,
@@ -485,6 +488,7 @@ impl Actor {
             return Err(SessionError::ModelTooSmall { model, window, used: self.context_used });
         }
         self.row.model.clone_from(&model);
+        self.models = None;
         self.warm_provider(std::future::ready(()));
         Ok(Write::SetSessionModel { id: self.row.id.clone(), model })
     }
@@ -540,30 +544,6 @@ fn title_from(parts: &[Part]) -> Option<String> {
         title.push('…');
     }
     Some(title)
-}
-
-type SystemFuture = futures::future::Shared<futures::future::BoxFuture<'static, Arc<SystemPrompt>>>;
-
-/// Starts assembling a session's system prompt on its own task.
-fn prepare_system(config: &Config, cwd: &str) -> SystemFuture {
-    use futures::FutureExt;
-    let (cwd, home) = (std::path::PathBuf::from(cwd), config.home_dir.clone());
-    let process = Arc::clone(&config.process);
-    let subagents = config.subagents.clone();
-    let task = tokio::spawn(async move {
-        let (agents, _warned) = crate::tools::agents::load(&cwd, home.as_deref());
-        let tools = super::subagent::catalog(&subagents, &crate::tools::Registry::builtin(), &agents);
-        let sources = crate::agent::prompt::gather(&cwd, home.as_deref(), &tools, &process.env).await;
-        Arc::new(crate::agent::prompt::assemble(&sources))
-    });
-    async move {
-        task.await.unwrap_or_else(|err| {
-            tracing::error!(%err, "assembling the system prompt failed; using the base instructions");
-            Arc::new(crate::agent::prompt::assemble(&crate::agent::prompt::Sources::default()))
-        })
-    }
-    .boxed()
-    .shared()
 }
 
 /// The level a reasoning model runs at when the user chose none: Anthropic thinks only when

@@ -2,26 +2,23 @@
 //! and taking them back when it ends (releasing the session's lease, answering its prompt,
 //! updating status, cost and context). The turn's recorder takes the lease with the prompt.
 
-use std::path::PathBuf;
+use std::path::Path;
 use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 
 use super::{Actor, Reply, Running, TurnOutcome, Work, prompt_text, title_from};
-use crate::agent::compact::{self, CompactError, Summarizer};
-use crate::agent::{self, AgentEvent, Recorder, StopReason, Toolbox, Turn, TurnError};
-use crate::config::Config;
+use crate::agent::compact::{self, CompactError};
+use crate::agent::{self, AgentEvent, Recorder, StopReason, TurnError};
 use crate::history::view::context_used;
 use crate::history::{Message, Part};
 use crate::ids::MessageId;
-use crate::llm;
-use crate::llm::catalog::{self, ThoughtLevel};
-use crate::llm::retry::RetryPolicy;
+use crate::llm::catalog::ThoughtLevel;
 use crate::session::recorder::StoreRecorder;
+use crate::session::setup::{self, Models, Setup};
 use crate::session::subagent;
 use crate::session::{SessionError, Status, title};
 use crate::store::{StoreError, Write};
-use crate::tools::Workspace;
 
 impl Actor {
     /// Waits for a running turn to end and answers its prompt.
@@ -127,21 +124,31 @@ impl Actor {
         }
     }
 
-    /// Takes the history and resolves the session's model for work that runs on its own task.
-    /// On failure `reply` is answered and the history stays.
-    fn lend(&mut self, reply: Reply<StopReason>) -> Option<(Vec<Message>, llm::Resolved, Reply<StopReason>)> {
+    /// Takes the history and the session's models for work that runs on its own task. On
+    /// failure `reply` is answered and the history stays.
+    fn lend(&mut self, reply: Reply<StopReason>) -> Option<(Vec<Message>, Models, Reply<StopReason>)> {
         let Some(history) = self.history.take() else {
             let _ = reply.send(Err(SessionError::Turn(TurnError::Internal("the history is lent out".into()))));
             return None;
         };
-        match llm::resolve(&self.services.config, &self.row.model) {
-            Ok(resolved) => Some((history, resolved, reply)),
+        match self.models() {
+            Ok(models) => Some((history, models, reply)),
             Err(err) => {
                 self.history = Some(history);
-                let _ = reply.send(Err(err.into()));
+                let _ = reply.send(Err(err));
                 None
             }
         }
+    }
+
+    /// The session's models, resolved at their first use and again only after a model change.
+    pub(super) fn models(&mut self) -> Result<Models, SessionError> {
+        if let Some(models) = &self.models {
+            return Ok(models.clone());
+        }
+        let models = Models::resolve(&self.services.config, &self.row.model)?;
+        self.models = Some(models.clone());
+        Ok(models)
     }
 
     /// A recorder for a turn (or `/compact`, `/rewind`): it holds what it records, and the unsaved
@@ -163,7 +170,7 @@ impl Actor {
 
     /// Starts a model turn for `parts` on its own task, lending it the history and rules.
     fn spawn_turn(&mut self, ticket: u64, parts: Vec<Part>, reply: Reply<StopReason>) {
-        let Some((mut history, resolved, reply)) = self.lend(reply) else { return };
+        let Some((mut history, models, reply)) = self.lend(reply) else { return };
         let config = Arc::clone(&self.services.config);
         // A first prompt titles the session; the title is written with the prompt.
         let title = self.row.title.is_none().then(|| title_from(&parts)).flatten();
@@ -174,61 +181,47 @@ impl Actor {
         let cancel = CancellationToken::new();
         let mut recorder = self.turn_recorder(title);
         self.services.status.send_replace(Status::Busy);
-        let cwd = PathBuf::from(&self.row.cwd);
         let system = self.system.clone();
         let warn = !std::mem::replace(&mut self.system_warned, true);
-        let own = [Some(config.data_dir.clone()), config.config_dir.clone()];
-        let workspace = Workspace::new(&cwd, &self.directories).protecting(own.into_iter().flatten());
+        let workspace = setup::workspace(&config, Path::new(&self.row.cwd), &self.directories);
         let host = self.services.sink.host(&self.row.id);
         let mode = self.mode.subscribe();
         let mut rules = std::mem::take(&mut self.rules);
         self.rules.clone_from(&rules);
-        let model_ref = self.row.model.clone();
-        let info = catalog::info(&config, &model_ref);
         // Only a level the user chose is sent; otherwise the provider's default applies.
         let thought = self.row.thought_level.as_deref().and_then(ThoughtLevel::parse);
-        let spent = self.row.cost_usd;
-        let history_len = history.len();
+        let (spent, context_used, history_len) = (self.row.cost_usd, self.context_used, history.len());
         let token = cancel.clone();
-        let context_used = self.context_used;
-        let (summarizer, summarizer_ref) = summarizer_model(&config, &self.row.model, &resolved);
         let servers = self.servers_for_turn();
         let (store, session, project) = (self.services.store.clone(), self.row.id.clone(), self.row.cwd.clone());
         // Every model turn can be steered: the session's choice is made as each prompt arrives.
         let (steer, steering) = tokio::sync::mpsc::unbounded_channel();
         self.turn = Some(tokio::spawn(async move {
             let system = system.await;
-            let parent = subagent::Parent::new(store, Arc::clone(&config), session, project, model_ref.clone()).await;
-            let tools = super::mcp::turn_tools(servers.as_ref(), config.mcp.startup_timeout, &token, &mut recorder);
-            let registry = Arc::new(subagent::tools(&tools.await, parent));
+            let parent =
+                subagent::Parent::new(store, Arc::clone(&config), session, project, models.main.reference.clone()).await;
+            let tools = setup::session_tools(servers.as_ref(), &config, parent, &token, &mut recorder).await;
             for warning in system.warnings.iter().filter(|_| warn) {
                 let text = format!("Project instructions: {warning}.");
                 recorder.record(AgentEvent::Notice { message: MessageId::generate(), text });
             }
-            let turn = Turn {
-                provider: resolved.provider.as_ref(),
-                model: resolved.model,
-                model_ref,
-                system,
-                history: &mut history,
-                recorder: &mut recorder,
-                cancel: token,
+            let setup = Setup {
                 limits: config.limits.clone(),
-                tools: Toolbox {
-                    workspace,
-                    host,
-                    mode,
-                    rules: &mut rules,
-                    process: Arc::clone(&config.process),
-                    registry,
-                },
-                info,
+                process: Arc::clone(&config.process),
+                config,
+                model: models.main,
+                summaries: Some(models.summaries),
+                system,
+                tools,
+                workspace,
+                host,
+                mode,
                 thought,
                 spent,
                 context_used,
-                summarizer: Some(summarizer_for(&config, &summarizer, summarizer_ref)),
-                run: agent::Run::steered(agent::Steering::new(steering)),
             };
+            let run = agent::Run::steered(agent::Steering::new(steering));
+            let turn = setup.turn(&mut history, &mut recorder, &mut rules, token, run);
             let result = agent::run_turn(turn, parts).await;
             TurnOutcome { history, rules, result, refused: recorder.refused() }
         }));
@@ -239,12 +232,10 @@ impl Actor {
     /// `/compact`: a compaction with no kept tail, run like a turn (it holds the history, and
     /// a cancel stops it).
     pub(super) fn spawn_compaction(&mut self, ticket: u64, instructions: Option<String>, reply: Reply<StopReason>) {
-        let Some((mut history, resolved, reply)) = self.lend(reply) else { return };
+        let Some((mut history, models, reply)) = self.lend(reply) else { return };
         let config = Arc::clone(&self.services.config);
-        let (summarizer, summarizer_ref) = summarizer_model(&config, &self.row.model, &resolved);
         let mut recorder = self.turn_recorder(None);
         self.services.status.send_replace(Status::Busy);
-        let info = catalog::info(&config, &self.row.model);
         let cancel = CancellationToken::new();
         let token = cancel.clone();
         let (context_used, spent, rules) = (self.context_used, self.row.cost_usd, self.rules.clone());
@@ -260,7 +251,8 @@ impl Actor {
                     return TurnOutcome { history, rules, result, refused };
                 }
             };
-            let summarizer = summarizer_for(&config, &summarizer, summarizer_ref);
+            let summarizer = setup::summarizer(&config, &models.summaries);
+            let info = &models.main.info;
             let job = compact::Job {
                 history: &mut history,
                 recorder: &mut recorder,
@@ -287,37 +279,5 @@ impl Actor {
             TurnOutcome { history, rules, result, refused: None }
         }));
         self.running = Some(Running { ticket, history_len, cancel, reply, steer: None, steered: Vec::new() });
-    }
-}
-
-/// The model that writes summaries: `[compaction] model`, else `title_model`, else the small
-/// model of the session's provider, else the session's own. One that cannot be used (unknown,
-/// no key) falls back to the session's model.
-fn summarizer_model(config: &Config, session_model: &str, session: &llm::Resolved) -> (llm::Resolved, String) {
-    let wanted = config
-        .compaction
-        .model
-        .clone()
-        .or_else(|| config.title_model.clone())
-        .or_else(|| config.small_model(session_model));
-    if let Some(model) = wanted {
-        match llm::resolve(config, &model) {
-            Ok(resolved) => return (resolved, model),
-            Err(err) => {
-                tracing::warn!(%model, %err, "the compaction model cannot be used; the session's model summarizes")
-            }
-        }
-    }
-    (llm::Resolved { provider: Arc::clone(&session.provider), model: session.model.clone() }, session_model.to_owned())
-}
-
-fn summarizer_for<'a>(config: &Config, resolved: &'a llm::Resolved, model_ref: String) -> Summarizer<'a> {
-    Summarizer {
-        provider: resolved.provider.as_ref(),
-        model: resolved.model.clone(),
-        info: catalog::info(config, &model_ref),
-        model_ref,
-        settings: config.compaction.clone(),
-        retry: RetryPolicy { retries: config.compaction.retries, base: config.limits.retry_base },
     }
 }
