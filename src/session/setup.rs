@@ -19,7 +19,7 @@ use super::subagent;
 use crate::agent::compact::Summarizer;
 use crate::agent::prompt::{self, SystemPrompt};
 use crate::agent::{AgentEvent, Recorder, Run, Toolbox, Turn};
-use crate::config::{Config, Limits};
+use crate::config::{Config, Limits, Secret};
 use crate::history::Message;
 use crate::llm::catalog::{self, ModelInfo, ThoughtLevel};
 use crate::llm::retry::RetryPolicy;
@@ -37,13 +37,22 @@ pub struct Model {
     pub reference: String,
     pub info: ModelInfo,
     resolved: llm::Resolved,
+    /// The key the provider was built with: one saved by `cairn login` may change meanwhile.
+    key: Option<Secret>,
 }
 
 impl Model {
     /// Resolves `reference` against the configured providers (no request is sent).
     pub fn resolve(config: &Config, reference: &str) -> Result<Arc<Self>, LlmError> {
+        let key = key_of(config, reference);
         let resolved = llm::resolve(config, reference)?;
-        Ok(Arc::new(Self { reference: reference.to_owned(), info: catalog::info(config, reference), resolved }))
+        Ok(Arc::new(Self { reference: reference.to_owned(), info: catalog::info(config, reference), resolved, key }))
+    }
+
+    /// Whether the provider's key is still the one this model was built with (a login or a
+    /// logout since makes it stale).
+    fn is_current(&self, config: &Config) -> bool {
+        key_of(config, &self.reference) == self.key
     }
 
     pub fn provider(&self) -> &dyn Provider {
@@ -70,6 +79,17 @@ impl Models {
         let summaries = summaries_for(config, &main);
         Ok(Self { main, summaries })
     }
+
+    /// Whether both are still built with the keys in effect now.
+    pub fn is_current(&self, config: &Config) -> bool {
+        self.main.is_current(config) && self.summaries.is_current(config)
+    }
+}
+
+/// The key `reference`'s provider would be built with now.
+fn key_of(config: &Config, reference: &str) -> Option<Secret> {
+    let (provider, _) = crate::config::split_model(reference);
+    config.providers.get(provider).and_then(|provider| config.key(provider))
 }
 
 /// The model that writes summaries: `[compaction] model`, else `title_model`, else the small

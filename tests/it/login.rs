@@ -148,3 +148,26 @@ async fn an_unusable_credentials_file_is_named_and_a_garbled_one_is_not_used() {
     assert!(!stderr.contains("sk-unquoted-secret"), "the file's content is not repeated: {stderr}");
     assert!(env.mock.requests().is_empty());
 }
+
+#[tokio::test]
+async fn a_live_session_takes_a_key_saved_after_its_first_prompt() {
+    // A session keeps its model's provider between prompts; a new login must still reach it.
+    let mut env = TestEnv::new().await;
+    env.set_env("OPENAI_API_KEY", "");
+    let (status, stderr) = login(&env, &["--provider", "openai"], "sk-first-key").await;
+    assert_eq!(status, Some(0), "{stderr}");
+    let mut agent = env.ready().await;
+    let session = agent.new_session(&env.cwd()).await;
+    for key in ["sk-first-key", "sk-second-key"] {
+        if key == "sk-second-key" {
+            let (status, stderr) = login(&env, &["--provider", "openai"], key).await;
+            assert_eq!(status, Some(0), "{stderr}");
+        }
+        env.mock.push(Reply::text(&["Hi"]));
+        let id = agent.prompt(&session, "hello").await;
+        let (response, _) = agent.response(id).await;
+        assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+        let sent = env.mock.request_headers().last().unwrap()["authorization"].to_str().unwrap().to_owned();
+        assert_eq!(sent, format!("Bearer {key}"));
+    }
+}

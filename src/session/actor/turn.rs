@@ -141,9 +141,10 @@ impl Actor {
         }
     }
 
-    /// The session's models, resolved at their first use and again only after a model change.
+    /// The session's models, resolved at their first use and again only after a model change
+    /// (or a login or logout that changed their provider's key).
     pub(super) fn models(&mut self) -> Result<Models, SessionError> {
-        if let Some(models) = &self.models {
+        if let Some(models) = self.models.as_ref().filter(|models| models.is_current(&self.services.config)) {
             return Ok(models.clone());
         }
         let models = Models::resolve(&self.services.config, &self.row.model)?;
