@@ -3,6 +3,8 @@
 //! The stamp is `(unix_ms << 12) | counter`, forced to grow strictly within a process, so
 //! lexicographic order is insertion order; the random tail keeps two processes that share one
 //! database from colliding. Sessions (`ses_`), messages (`msg_`) and parts (`prt_`) use it.
+//! [`LeaseHolder`] names the process holding a session, what a refused turn is told in every
+//! layer (its wording is the store's, beside the lease).
 
 use std::fmt;
 use std::hash::{BuildHasher, Hasher};
@@ -25,6 +27,18 @@ pub fn now_ms() -> i64 {
 /// A stored time (`*_at`) as ISO 8601 in UTC with milliseconds, as ACP's `updatedAt` is written.
 pub fn iso8601(ms: i64) -> Option<String> {
     chrono::DateTime::from_timestamp_millis(ms).map(|at| at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true))
+}
+
+/// Who holds a session another process asked for: what its error names.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LeaseHolder {
+    pub session: SessionId,
+    pub pid: u32,
+    pub host: String,
+    /// When it took the lease (Unix ms).
+    pub since: i64,
+    /// Its last heartbeat (Unix ms).
+    pub heartbeat: i64,
 }
 
 /// A fresh id with the given prefix, greater than every id this process made before.

@@ -84,8 +84,15 @@ pub enum AgentEvent {
 
 /// A failure to make the turn durable; the turn stops on the first one.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
-#[error("{0}")]
-pub struct RecordError(pub String);
+pub enum RecordError {
+    /// Another live process holds the session: the turn's prompt was refused and nothing of
+    /// the turn was recorded.
+    #[error("{0}")]
+    Refused(Box<crate::ids::LeaseHolder>),
+    /// A write failed (the disk is full, the database broke); what was committed stays.
+    #[error("{0}")]
+    Failed(String),
+}
 
 /// Where a turn's events go: persisted, then shown.
 #[async_trait::async_trait]

@@ -251,7 +251,7 @@ pub enum SessionError {
     #[error(transparent)]
     Store(#[from] StoreError),
     #[error(transparent)]
-    Turn(#[from] TurnError),
+    Turn(TurnError),
     #[error(transparent)]
     Model(#[from] LlmError),
     #[error("session {0} was closed")]
@@ -264,6 +264,19 @@ pub enum SessionError {
     /// A stored (or imported) session's directory cannot be a workspace: it is not opened.
     #[error("session {session} cannot be opened: {refused}")]
     StoredWorkspace { session: SessionId, refused: crate::workspace::RootRefused },
+}
+
+impl From<TurnError> for SessionError {
+    /// A turn refused because another process holds the session is the store's refusal,
+    /// naming that process, whatever layer it passed through.
+    fn from(err: TurnError) -> Self {
+        match err {
+            TurnError::Record(crate::agent::RecordError::Refused(holder)) => {
+                SessionError::Store(StoreError::Leased(holder))
+            }
+            other => SessionError::Turn(other),
+        }
+    }
 }
 
 /// The updates that show a stored conversation again, in order (`session/load`): what the live

@@ -65,8 +65,6 @@ pub struct StoreRecorder {
     gate: Gate,
     /// The title a first prompt gives the session, written with it.
     title: Option<String>,
-    /// Why the claim was refused (another process holds the session).
-    refused: Option<StoreError>,
     /// Bytes of chunks recorded and not yet committed (or failed).
     uncommitted: Arc<Backlog>,
 }
@@ -90,7 +88,6 @@ impl StoreRecorder {
             uncommitted: Arc::new(Backlog::new(UNCOMMITTED, UNCOMMITTED / 2)),
             gate: Gate::Open,
             title: None,
-            refused: None,
         }
     }
 
@@ -109,11 +106,6 @@ impl StoreRecorder {
             self.write(write, Vec::new());
         }
         self
-    }
-
-    /// Why the claim was refused: [`StoreError::Leased`], naming the process that holds the session.
-    pub fn refused(&self) -> Option<StoreError> {
-        self.refused.clone()
     }
 
     /// Takes the session's lease with the turn's first write, `prompt` (and the title), and waits
@@ -168,7 +160,7 @@ impl StoreRecorder {
                         .store
                         .messages_and_last_turn(&self.session)
                         .await
-                        .map_err(|err| RecordError(err.to_string()))?;
+                        .map_err(|err| RecordError::Failed(err.to_string()))?;
                     tracing::info!(session = %self.session, "another process wrote to the session; its history is read again");
                     *history = stored;
                     orphans = finalize_orphans(history);
@@ -178,17 +170,18 @@ impl StoreRecorder {
                     }
                     last = LastTurn::By(seen);
                 }
+                Err(StoreError::Leased(holder)) => {
+                    self.gate = Gate::Shut;
+                    return Err(RecordError::Refused(holder));
+                }
                 Err(err) => {
                     self.gate = Gate::Shut;
-                    if matches!(err, StoreError::Leased(_)) {
-                        self.refused = Some(err.clone());
-                    }
-                    return Err(RecordError(err.to_string()));
+                    return Err(RecordError::Failed(err.to_string()));
                 }
             }
         }
         self.gate = Gate::Shut;
-        Err(RecordError(StoreError::LeaseMoved { session: self.session.clone(), last: None }.to_string()))
+        Err(RecordError::Failed(StoreError::LeaseMoved { session: self.session.clone(), last: None }.to_string()))
     }
 
     /// Gives the held notices fresh ids, in the order they were recorded: ids made before the
@@ -222,7 +215,7 @@ impl StoreRecorder {
             }
             Err(err) => {
                 tracing::error!(%session, %err, "a write failed; its update is withheld");
-                let _ = failure.set(RecordError(err.to_string()));
+                let _ = failure.set(RecordError::Failed(err.to_string()));
             }
         })
     }
@@ -386,7 +379,7 @@ impl Recorder for StoreRecorder {
     }
 
     async fn flush(&mut self) -> Result<(), RecordError> {
-        self.store.flush().await.map_err(|err| RecordError(err.to_string()))?;
+        self.store.flush().await.map_err(|err| RecordError::Failed(err.to_string()))?;
         self.failure.get().cloned().map_or(Ok(()), Err)
     }
 

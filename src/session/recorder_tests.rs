@@ -7,11 +7,11 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::watch;
 
 use super::StoreRecorder;
-use crate::agent::{AgentEvent, Recorder};
+use crate::agent::{AgentEvent, RecordError, Recorder};
 use crate::history::{Message, MessageMeta, Part, Role};
 use crate::ids::{MessageId, SessionId, now_ms};
 use crate::session::{Status, Update, UpdateSink};
-use crate::store::{LastTurn, SessionRow, Store, StoreError, Write};
+use crate::store::{LastTurn, SessionRow, Store, Write};
 use crate::tools::Host;
 
 /// The updates a recorder showed.
@@ -72,8 +72,7 @@ async fn after_a_refused_claim_nothing_the_turn_records_is_written_not_even_its_
     let mut recorder = turn_recorder(&b, &id, &shown);
     recorder.record(AgentEvent::Notice { message: MessageId::generate(), text: "held, then dropped".into() });
     let refused = recorder.claim(&mut Vec::new(), Some(prompt("b's"))).await;
-    assert!(refused.is_err());
-    assert!(matches!(recorder.refused(), Some(StoreError::Leased(_))), "{:?}", recorder.refused());
+    assert!(matches!(&refused, Err(RecordError::Refused(holder)) if holder.session == id), "{refused:?}");
     // The turn's deadline passed while it waited for the claim: the limit's notice.
     recorder.record(AgentEvent::Notice { message: MessageId::generate(), text: "the turn's time is up".into() });
     let model = "m".to_owned();

@@ -17,6 +17,7 @@ use std::time::Duration;
 use rusqlite::{Connection, OptionalExtension, params};
 
 use super::StoreError;
+pub use crate::ids::LeaseHolder;
 use crate::ids::{SessionId, iso8601, new_id};
 
 /// How often a holder refreshes its leases while it holds any.
@@ -152,18 +153,6 @@ impl<'a> Stat<'a> {
         let fields: Vec<&str> = rest.split_whitespace().collect();
         Some(Self { pid, state: fields.first()?, start: fields.get(19)? })
     }
-}
-
-/// Who holds a session another process asked for: what its error names.
-#[derive(Clone, Debug, PartialEq)]
-pub struct LeaseHolder {
-    pub session: SessionId,
-    pub pid: u32,
-    pub host: String,
-    /// When it took the lease (Unix ms).
-    pub since: i64,
-    /// Its last heartbeat (Unix ms).
-    pub heartbeat: i64,
 }
 
 impl std::fmt::Display for LeaseHolder {

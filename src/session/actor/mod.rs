@@ -140,8 +140,6 @@ struct TurnOutcome {
     history: Vec<Message>,
     rules: Vec<Rule>,
     result: Result<StopReason, TurnError>,
-    /// Why the session's lease was refused (another process holds it); the answer then.
-    refused: Option<crate::store::StoreError>,
 }
 
 struct Actor {

@@ -192,8 +192,7 @@ impl Actor {
         let history_len = history.len();
         self.turn = Some(tokio::spawn(async move {
             if let Err(err) = recorder.claim(&mut history, None).await {
-                let (refused, result) = (recorder.refused(), Err(err.into()));
-                return TurnOutcome { history, rules, result, refused };
+                return TurnOutcome { history, rules, result: Err(err.into()) };
             }
             let text = match rewind(&mut history, n) {
                 Err(text) => text,
@@ -211,7 +210,7 @@ impl Actor {
                 },
             };
             sink.send(&id, Update::EphemeralText { text });
-            TurnOutcome { history, rules, result: Ok(StopReason::EndTurn), refused: None }
+            TurnOutcome { history, rules, result: Ok(StopReason::EndTurn) }
         }));
         let cancel = tokio_util::sync::CancellationToken::new();
         self.running = Some(Running { ticket, history_len, cancel, reply, steer: None, steered: Vec::new() });

@@ -31,7 +31,7 @@ impl Actor {
 
     pub(super) async fn turn_ended(&mut self, outcome: Result<TurnOutcome, tokio::task::JoinError>) {
         let result = match outcome {
-            Ok(TurnOutcome { history, rules, result, refused }) => {
+            Ok(TurnOutcome { history, rules, result }) => {
                 let before = self.running.as_ref().map_or(history.len(), |running| running.history_len);
                 let own = history.iter().skip(before).filter_map(|m| m.meta.cost).sum::<f64>();
                 // The store adds sub-agents' costs to this row too, and another process may
@@ -46,10 +46,7 @@ impl Actor {
                 self.context_used = context_used(&history);
                 self.history = Some(history);
                 self.rules = rules;
-                match refused {
-                    Some(err) => Err(SessionError::Store(err)),
-                    None => result.map_err(SessionError::from),
-                }
+                result.map_err(SessionError::from)
             }
             Err(err) => {
                 // The turn task panicked; what it committed is the truth, so reread it.
@@ -224,7 +221,7 @@ impl Actor {
             let run = agent::Run::steered(agent::Steering::new(steering));
             let turn = setup.turn(&mut history, &mut recorder, &mut rules, token, run);
             let result = agent::run_turn(turn, parts).await;
-            TurnOutcome { history, rules, result, refused: recorder.refused() }
+            TurnOutcome { history, rules, result }
         }));
         let steer = Some(steer);
         self.running = Some(Running { ticket, history_len, cancel, reply, steer, steered: Vec::new() });
@@ -248,8 +245,7 @@ impl Actor {
                 Ok(false) => context_used,
                 Ok(true) => crate::history::view::context_used(&history),
                 Err(err) => {
-                    let (refused, result) = (recorder.refused(), Err(err.into()));
-                    return TurnOutcome { history, rules, result, refused };
+                    return TurnOutcome { history, rules, result: Err(err.into()) };
                 }
             };
             let summarizer = setup::summarizer(&config, &models.summaries);
@@ -277,7 +273,7 @@ impl Actor {
                 (Ok(_), Err(err)) => Err(err.into()),
                 (result, _) => result,
             };
-            TurnOutcome { history, rules, result, refused: None }
+            TurnOutcome { history, rules, result }
         }));
         self.running = Some(Running { ticket, history_len, cancel, reply, steer: None, steered: Vec::new() });
     }
