@@ -17,6 +17,7 @@ use crate::history::PlanStatus;
 use crate::ids::{SessionId, iso8601};
 use crate::permissions::{Mode, Rule};
 use crate::session::{Attach, Registry, SessionError, Update, UpdateSink};
+use crate::settings::Setting;
 use crate::store::Store;
 use crate::tools::{Host, NoEditor};
 use crate::visible;
@@ -237,8 +238,9 @@ async fn run(
     *started = Some(id.clone());
     // Stored with the prompt: a run another process's turn refuses changes nothing stored.
     let model = model.filter(|_| !created);
-    if model.is_some() || mode.is_some() {
-        registry.set_for_turn(&id, model, mode).await?;
+    let settings: Vec<Setting> = model.map(Setting::Model).into_iter().chain(mode.map(Setting::Mode)).collect();
+    if !settings.is_empty() {
+        registry.set_for_turn(&id, settings).await?;
     }
     if !created && !json {
         let _ = writeln!(std::io::stderr().lock(), "session: {}", visible::line(id.as_str()));

@@ -27,6 +27,7 @@ pub mod net;
 pub mod permissions;
 pub mod process;
 pub mod session;
+pub mod settings;
 pub mod store;
 pub mod tools;
 pub mod visible;

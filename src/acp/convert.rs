@@ -367,9 +367,7 @@ pub fn session_error(err: &SessionError) -> acp::Error {
         SessionError::Store(StoreError::Leased(_)) => acp::ErrorCode::Other(SESSION_IN_USE),
         SessionError::NotFound(_) | SessionError::Closed(_) => acp::ErrorCode::ResourceNotFound,
         SessionError::UnknownModel { .. }
-        | SessionError::UnknownOption(_)
-        | SessionError::UnknownMode(_)
-        | SessionError::UnknownThought(_)
+        | SessionError::Setting(_)
         | SessionError::ModelTooSmall { .. }
         | SessionError::Busy(_)
         | SessionError::Workspace(_)

@@ -22,9 +22,8 @@ use super::convert::{
 use super::opening::Opening;
 use super::rpc::{Handler, Peer};
 use crate::ids::{SessionId, iso8601};
-use crate::llm::catalog::ThoughtLevel;
-use crate::permissions::Mode;
-use crate::session::{Attach, COMMANDS, Registry, SessionError, Update, UpdateSink};
+use crate::session::{Attach, COMMANDS, Registry, Update, UpdateSink};
+use crate::settings::{self, Setting};
 use crate::tools::Host;
 
 /// Sessions per `session/list` page.
@@ -360,52 +359,30 @@ impl Agent {
         let request: acp::SetSessionConfigOptionRequest = parse(SESSION_SET_CONFIG_OPTION, params)?;
         let id = session_id(&request.session_id);
         let sessions = self.sessions()?;
-        let option = request.config_id.0.to_string();
-        let string = || {
-            let value = request.value.as_value_id().map(|value| value.0.to_string());
-            value.ok_or_else(|| {
-                invalid_params(format!("session/set_config_option: `{option}` takes one of its string values"))
-            })
+        let value = match &request.value {
+            acp::SessionConfigOptionValue::Boolean { value } => settings::Value::Bool(*value),
+            acp::SessionConfigOptionValue::ValueId { value } => settings::Value::Id(&value.0),
+            // A shape newer than this agent (free text, say): no option here takes it.
+            _ => settings::Value::Id(""),
         };
-        let changed = match option.as_str() {
-            "model" => sessions.set_model(&id, string()?).boxed(),
-            "mode" => {
-                let value = string()?;
-                let mode = Mode::parse(&value).ok_or_else(|| session_error(&SessionError::UnknownMode(value)))?;
-                sessions.set_mode(&id, mode).boxed()
-            }
-            "thought_level" => {
-                let value = string()?;
-                let level =
-                    ThoughtLevel::parse(&value).ok_or_else(|| session_error(&SessionError::UnknownThought(value)))?;
-                sessions.set_thought(&id, level).boxed()
-            }
-            "steer" => {
-                let steer = request.value.as_bool().ok_or_else(|| {
-                    invalid_params(
-                        r#"session/set_config_option: `steer` takes a boolean: {"type": "boolean", "value": true}"#,
-                    )
-                })?;
-                sessions.set_steer(&id, steer).boxed()
-            }
-            other => return Err(session_error(&SessionError::UnknownOption(other.to_owned()))),
-        };
+        let setting = Setting::parse(&request.config_id.0, value).map_err(|err| session_error(&err.into()))?;
+        let changed = sessions.set(&id, setting.clone());
         let sink = Arc::clone(&self.sink);
         Ok(async move {
             let view = changed.await.map_err(|err| session_error(&err))?;
-            match option.as_str() {
+            match setting {
                 // Keep clients that follow the legacy modes API in step.
-                "mode" => sink
+                Setting::Mode(_) => sink
                     .send_wire(&id, acp::SessionUpdate::CurrentModeUpdate(acp::CurrentModeUpdate::new(view.mode.id()))),
                 // A new model may change the other options (thinking) and the window.
-                "model" | "steer" => {
+                Setting::Model(_) | Setting::Steer(_) => {
                     let options = acp::ConfigOptionUpdate::new(sink.options(&view));
                     sink.send_wire(&id, acp::SessionUpdate::ConfigOptionUpdate(options));
-                    if option == "model" {
+                    if matches!(setting, Setting::Model(_)) {
                         sink.send_wire(&id, usage_update(&view));
                     }
                 }
-                _ => {}
+                Setting::Thought(_) => {}
             }
             to_value(&acp::SetSessionConfigOptionResponse::new(sink.options(&view)))
         }
@@ -415,9 +392,8 @@ impl Agent {
     fn set_mode(&self, params: Value) -> Answer {
         let request: acp::SetSessionModeRequest = parse(SESSION_SET_MODE, params)?;
         let id = session_id(&request.session_id);
-        let mode = Mode::parse(&request.mode_id.0)
-            .ok_or_else(|| session_error(&SessionError::UnknownMode(request.mode_id.0.to_string())))?;
-        let changed = self.sessions()?.set_mode(&id, mode);
+        let setting = Setting::mode(&request.mode_id.0).map_err(|err| session_error(&err.into()))?;
+        let changed = self.sessions()?.set(&id, setting);
         let sink = Arc::clone(&self.sink);
         Ok(async move {
             let view = changed.await.map_err(|err| session_error(&err))?;

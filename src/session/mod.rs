@@ -238,12 +238,8 @@ pub enum SessionError {
     NotFound(SessionId),
     #[error("unknown model `{value}`; choose one of: {}", .choices.join(", "))]
     UnknownModel { value: String, choices: Vec<String> },
-    #[error("unknown config option `{0}`; this session has: model, mode, thought_level (models that reason), steer")]
-    UnknownOption(String),
-    #[error("unknown mode `{0}`; choose one of: ask, accept-edits, read-only, bypass")]
-    UnknownMode(String),
-    #[error("unknown thought level `{0}`; choose one of: off, low, medium, high")]
-    UnknownThought(String),
+    #[error(transparent)]
+    Setting(#[from] crate::settings::SettingError),
     #[error(
         "{model} has a {window}-token context window, smaller than the {used} tokens this session already uses; run /compact first, or /fork and switch the copy"
     )]

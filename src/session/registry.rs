@@ -21,8 +21,8 @@ use crate::agent::StopReason;
 use crate::config::Config;
 use crate::history::Part;
 use crate::ids::{SessionId, now_ms};
-use crate::llm::catalog::{self, ThoughtLevel};
-use crate::permissions::Mode;
+use crate::llm::catalog;
+use crate::settings::Setting;
 use crate::store::{ListPage, SessionRow, Store, Write};
 
 /// How long shutdown waits for running turns to wind down before it lets go.
@@ -36,7 +36,7 @@ pub struct Registry {
     inner: Arc<Inner>,
 }
 
-pub struct Inner {
+struct Inner {
     store: Store,
     /// Background work that outlives turns (title writing); shutdown gives it a moment.
     background: tokio_util::task::TaskTracker,
@@ -56,7 +56,7 @@ struct Live {
 
 impl Inner {
     /// Drops a finished actor's entry, unless a newer actor replaced it.
-    pub fn forget(&self, id: &SessionId, generation: u64) {
+    fn forget(&self, id: &SessionId, generation: u64) {
         let mut live = self.live.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         if live.get(id).is_some_and(|entry| entry.generation == generation) {
             live.remove(id);
@@ -200,51 +200,25 @@ impl Registry {
         }
     }
 
-    /// Switches the model from the next turn on.
-    pub fn set_model(
+    /// Changes one of the session's settings: the model from the next turn on, the mode for
+    /// the running turn's next decision and every later one, the reasoning level from the next
+    /// request, steering from the next prompt.
+    pub fn set(
         &self,
         id: &SessionId,
-        model: String,
+        setting: Setting,
     ) -> impl Future<Output = Result<SessionView, SessionError>> + use<> {
-        self.ask(id, Init::Restore(id.clone()), |reply| Command::SetModel { model, reply })
+        self.ask(id, Init::Restore(id.clone()), move |reply| Command::Set { setting, reply })
     }
 
-    /// Changes the permission mode, for the running turn's next decision and every later one.
-    pub fn set_mode(
-        &self,
-        id: &SessionId,
-        mode: Mode,
-    ) -> impl Future<Output = Result<SessionView, SessionError>> + use<> {
-        self.ask(id, Init::Restore(id.clone()), move |reply| Command::SetMode { mode, reply })
-    }
-
-    /// A headless run's model and mode: in effect at once, and stored with the prompt that
-    /// follows, so a prompt another process's lease refuses leaves both as stored.
+    /// A headless run's settings (model, mode): in effect at once, and stored with the prompt
+    /// that follows, so a prompt another process's lease refuses leaves them as stored.
     pub fn set_for_turn(
         &self,
         id: &SessionId,
-        model: Option<String>,
-        mode: Option<Mode>,
+        settings: Vec<Setting>,
     ) -> impl Future<Output = Result<SessionView, SessionError>> + use<> {
-        self.ask(id, Init::Restore(id.clone()), move |reply| Command::SetForTurn { model, mode, reply })
-    }
-
-    /// Changes how hard the session's model reasons, from the next request on.
-    pub fn set_thought(
-        &self,
-        id: &SessionId,
-        level: ThoughtLevel,
-    ) -> impl Future<Output = Result<SessionView, SessionError>> + use<> {
-        self.ask(id, Init::Restore(id.clone()), move |reply| Command::SetThought { level, reply })
-    }
-
-    /// Whether prompts sent while a turn runs join it, from the next prompt on.
-    pub fn set_steer(
-        &self,
-        id: &SessionId,
-        steer: bool,
-    ) -> impl Future<Output = Result<SessionView, SessionError>> + use<> {
-        self.ask(id, Init::Restore(id.clone()), move |reply| Command::SetSteer { steer, reply })
+        self.ask(id, Init::Restore(id.clone()), move |reply| Command::SetForTurn { settings, reply })
     }
 
     /// Cancels any running turn, waits for it to end, and frees the session. Rows stay.
@@ -372,8 +346,14 @@ impl Registry {
             background: self.inner.background.clone(),
             config: Arc::clone(&self.inner.config),
             sink: Arc::clone(&self.inner.sink) as Arc<dyn UpdateSink>,
-            registry: Arc::downgrade(&self.inner),
-            generation,
+            gone: {
+                let (registry, id) = (Arc::downgrade(&self.inner), id.clone());
+                Box::new(move || {
+                    if let Some(registry) = registry.upgrade() {
+                        registry.forget(&id, generation);
+                    }
+                })
+            },
             status: Arc::new(status),
         };
         tokio::spawn(actor::run(init, services, rx));

@@ -21,10 +21,10 @@ use crate::agent::prompt::{self, SystemPrompt};
 use crate::agent::{AgentEvent, Recorder, Run, Toolbox, Turn};
 use crate::config::{Config, Limits, Secret};
 use crate::history::Message;
+use crate::ids::MessageId;
 use crate::llm::catalog::{self, ModelInfo, ThoughtLevel};
 use crate::llm::retry::RetryPolicy;
 use crate::llm::{self, LlmError, Provider};
-use crate::ids::MessageId;
 use crate::mcp::{ServerState, Servers};
 use crate::permissions::{Mode, Rule};
 use crate::process::ProcessPolicy;
@@ -117,7 +117,7 @@ pub fn summarizer<'a>(config: &Config, model: &'a Model) -> Summarizer<'a> {
     Summarizer {
         provider: model.provider(),
         model: model.name().to_owned(),
-        info: model.info.clone(),
+        info: model.info,
         model_ref: model.reference.clone(),
         settings: config.compaction.clone(),
         retry: RetryPolicy { retries: config.compaction.retries, base: config.limits.retry_base },
@@ -174,7 +174,7 @@ impl Setup {
                 process: Arc::clone(&self.process),
                 registry: Arc::clone(&self.tools),
             },
-            info: self.model.info.clone(),
+            info: self.model.info,
             thought: self.thought,
             spent: self.spent,
             context_used: self.context_used,

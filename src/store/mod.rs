@@ -96,26 +96,15 @@ impl StoreError {
 #[derive(Debug)]
 pub enum Write {
     InsertSession(Box<SessionRow>),
-    SetSessionModel {
-        id: SessionId,
-        model: String,
-    },
     SetSessionTitle {
         id: SessionId,
         title: String,
     },
-    SetSessionMode {
+    /// One of the session's settings (`crate::settings`), where the setting says it is kept.
+    SetSessionSetting {
         id: SessionId,
-        mode: String,
-    },
-    SetSessionThought {
-        id: SessionId,
-        level: String,
-    },
-    /// The session's choice for prompts sent while a turn runs (`queue` or `steer`).
-    SetSessionBusyPrompt {
-        id: SessionId,
-        busy: String,
+        kept: crate::settings::Kept,
+        value: String,
     },
     /// Remembers a rule for this session only.
     AddSessionRule {

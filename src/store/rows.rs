@@ -9,6 +9,7 @@ use super::StoreError;
 use crate::history::{Message, MessageMeta, Part, Role};
 use crate::ids::{MessageId, SessionId, new_id};
 use crate::permissions::{Action, Permission, Rule, Scope};
+use crate::settings::Kept;
 
 /// A session as `session/list` and the registry see it.
 #[derive(Clone, Debug, PartialEq)]
@@ -211,15 +212,6 @@ pub fn insert_session(conn: &Connection, row: &SessionRow) -> rusqlite::Result<(
     Ok(())
 }
 
-pub fn set_session_model(conn: &Connection, id: &SessionId, model: &str, at: i64) -> rusqlite::Result<()> {
-    conn.prepare_cached("UPDATE sessions SET model = ?2, updated_at = ?3 WHERE id = ?1")?.execute(params![
-        id.as_str(),
-        model,
-        at
-    ])?;
-    Ok(())
-}
-
 pub fn set_session_title(conn: &Connection, id: &SessionId, title: &str, at: i64) -> rusqlite::Result<()> {
     conn.prepare_cached("UPDATE sessions SET title = ?2, updated_at = ?3 WHERE id = ?1")?.execute(params![
         id.as_str(),
@@ -236,28 +228,26 @@ pub fn set_first_title(conn: &Connection, id: &SessionId, title: &str, at: i64) 
     Ok(())
 }
 
-pub fn set_session_mode(conn: &Connection, id: &SessionId, mode: &str, at: i64) -> rusqlite::Result<()> {
-    conn.prepare_cached("UPDATE sessions SET mode = ?2, updated_at = ?3 WHERE id = ?1")?.execute(params![
-        id.as_str(),
-        mode,
-        at
-    ])?;
-    Ok(())
-}
-
-pub fn set_session_thought(conn: &Connection, id: &SessionId, level: &str, at: i64) -> rusqlite::Result<()> {
-    conn.prepare_cached(
-        "UPDATE sessions SET metadata_json = json_set(metadata_json, '$.thought_level', ?2), updated_at = ?3 WHERE id = ?1",
-    )?
-    .execute(params![id.as_str(), level, at])?;
-    Ok(())
-}
-
-pub fn set_session_busy_prompt(conn: &Connection, id: &SessionId, busy: &str, at: i64) -> rusqlite::Result<()> {
-    conn.prepare_cached(
-        "UPDATE sessions SET metadata_json = json_set(metadata_json, '$.busy_prompt', ?2), updated_at = ?3 WHERE id = ?1",
-    )?
-    .execute(params![id.as_str(), busy, at])?;
+/// Stores one of the session's settings where it is kept: its own column, or a key of the
+/// session's metadata.
+pub fn set_session_setting(
+    conn: &Connection,
+    id: &SessionId,
+    kept: Kept,
+    value: &str,
+    at: i64,
+) -> rusqlite::Result<()> {
+    match kept {
+        // A `&'static str` of `crate::settings`: never a client's text.
+        Kept::Column(column) => conn
+            .prepare_cached(&format!("UPDATE sessions SET {column} = ?2, updated_at = ?3 WHERE id = ?1"))?
+            .execute(params![id.as_str(), value, at])?,
+        Kept::Metadata(key) => conn
+            .prepare_cached(
+                "UPDATE sessions SET metadata_json = json_set(metadata_json, '$.' || ?4, ?2), updated_at = ?3 WHERE id = ?1",
+            )?
+            .execute(params![id.as_str(), value, at, key])?,
+    };
     Ok(())
 }
 

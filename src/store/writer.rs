@@ -357,20 +357,11 @@ impl Writer {
                 Write::ImportSession { row, messages } => {
                     results[i] = self.savepoint(|conn| transfer::import_session(conn, row, messages));
                 }
-                Write::SetSessionModel { id, model } => {
-                    results[i] = self.savepoint(|conn| rows::set_session_model(conn, id, model, now));
-                }
                 Write::SetSessionTitle { id, title } => {
                     results[i] = self.savepoint(|conn| rows::set_session_title(conn, id, title, now));
                 }
-                Write::SetSessionThought { id, level } => {
-                    results[i] = self.savepoint(|conn| rows::set_session_thought(conn, id, level, now));
-                }
-                Write::SetSessionBusyPrompt { id, busy } => {
-                    results[i] = self.savepoint(|conn| rows::set_session_busy_prompt(conn, id, busy, now));
-                }
-                Write::SetSessionMode { id, mode } => {
-                    results[i] = self.savepoint(|conn| rows::set_session_mode(conn, id, mode, now));
+                Write::SetSessionSetting { id, kept, value } => {
+                    results[i] = self.savepoint(|conn| rows::set_session_setting(conn, id, *kept, value, now));
                 }
                 Write::AddSessionRule { id, rule } => {
                     results[i] = self.savepoint(|conn| rows::add_session_rule(conn, id, rule));

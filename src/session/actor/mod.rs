@@ -14,23 +14,24 @@ mod steer;
 mod turn;
 
 use std::collections::VecDeque;
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use super::commands::{self, Slash};
-use super::registry::Inner;
 use super::setup;
 use super::{ContextUsage, SessionError, SessionView, Status, UpdateSink};
 use crate::agent::{StopReason, TurnError};
+use crate::config::BusyPrompt;
 use crate::config::Config;
 use crate::history::view::context_used;
 use crate::history::{Message, Part};
 use crate::ids::SessionId;
 use crate::llm::catalog::{self, ThoughtLevel};
 use crate::permissions::{Mode, Rule};
+use crate::settings::{Setting, SettingError};
 use crate::store::{SessionRow, Store, Write};
 
 pub type Reply<T> = oneshot::Sender<Result<T, SessionError>>;
@@ -48,28 +49,15 @@ pub enum Command {
     CancelPrompt {
         ticket: u64,
     },
-    SetModel {
-        model: String,
+    /// Changes one setting, stored at once.
+    Set {
+        setting: Setting,
         reply: Reply<SessionView>,
     },
-    SetMode {
-        mode: Mode,
-        reply: Reply<SessionView>,
-    },
-    SetThought {
-        level: ThoughtLevel,
-        reply: Reply<SessionView>,
-    },
-    /// The `steer` option: whether prompts sent while a turn runs join it.
-    SetSteer {
-        steer: bool,
-        reply: Reply<SessionView>,
-    },
-    /// A headless run's model and mode: in effect at once, stored with the next turn's prompt
-    /// (so a turn another process's lease refuses stores neither).
+    /// A headless run's settings (its model and mode): in effect at once, stored with the next
+    /// turn's prompt (so a turn another process's lease refuses stores none).
     SetForTurn {
-        model: Option<String>,
-        mode: Option<Mode>,
+        settings: Vec<Setting>,
         reply: Reply<SessionView>,
     },
     /// A client opened the session (new, load, resume, fork): use its MCP servers.
@@ -105,8 +93,8 @@ pub struct Services {
     pub background: tokio_util::task::TaskTracker,
     pub config: Arc<Config>,
     pub sink: Arc<dyn UpdateSink>,
-    pub registry: Weak<Inner>,
-    pub generation: u64,
+    /// Called when the actor is gone, so that whoever started it (the registry) forgets it.
+    pub gone: Box<dyn Fn() + Send + Sync>,
     /// What the session is doing, read by `session/list` through the registry.
     pub status: Arc<watch::Sender<Status>>,
 }
@@ -182,7 +170,7 @@ pub async fn run(init: Init, services: Services, mut rx: mpsc::UnboundedReceiver
         Init::Restore(id) => match restore(&services.store, &id).await {
             Ok(state) => state,
             Err(err) => {
-                forget(&services, &id);
+                (services.gone)();
                 refuse_all(&mut rx, &err);
                 return;
             }
@@ -191,7 +179,7 @@ pub async fn run(init: Init, services: Services, mut rx: mpsc::UnboundedReceiver
     // A stored session's directory is checked again whenever it goes live: it may have been
     // stored before the check existed, or imported from a file that says anything.
     if let Err(refused) = services.config.workspace_guard().check(std::path::Path::new(&row.cwd)) {
-        forget(&services, &row.id);
+        (services.gone)();
         refuse_all(&mut rx, &SessionError::StoredWorkspace { session: row.id.clone(), refused });
         return;
     }
@@ -225,7 +213,7 @@ pub async fn run(init: Init, services: Services, mut rx: mpsc::UnboundedReceiver
     };
     actor.serve(&mut rx).await;
     actor.stop_mcp().await;
-    forget(&actor.services, &id);
+    (actor.services.gone)();
     refuse_all(&mut rx, &SessionError::Closed(id));
 }
 
@@ -247,13 +235,6 @@ pub async fn restore(store: &Store, id: &SessionId) -> Result<(SessionRow, Vec<M
     Ok((row, store.messages(id).await?))
 }
 
-/// Removes this actor from the registry unless a newer one took its place.
-fn forget(services: &Services, id: &SessionId) {
-    if let Some(registry) = services.registry.upgrade() {
-        registry.forget(id, services.generation);
-    }
-}
-
 /// Answers whatever was sent to an actor that is gone.
 fn refuse_all(rx: &mut mpsc::UnboundedReceiver<Command>, err: &SessionError) {
     rx.close();
@@ -268,12 +249,7 @@ fn refuse_all(rx: &mut mpsc::UnboundedReceiver<Command>, err: &SessionError) {
             Command::Fork { reply, .. } => {
                 let _ = reply.send(Err(err.clone()));
             }
-            Command::SetModel { reply, .. }
-            | Command::SetMode { reply, .. }
-            | Command::SetForTurn { reply, .. }
-            | Command::SetThought { reply, .. }
-            | Command::SetSteer { reply, .. }
-            | Command::Attach { reply, .. } => {
+            Command::Set { reply, .. } | Command::SetForTurn { reply, .. } | Command::Attach { reply, .. } => {
                 let _ = reply.send(Err(err.clone()));
             }
             Command::Close { reply } => {
@@ -351,30 +327,11 @@ impl Actor {
                     let _ = queued.reply.send(Ok(StopReason::Cancelled));
                 }
             }
-            Command::SetModel { model, reply } => {
-                let _ = reply.send(self.set_model(model));
+            Command::Set { setting, reply } => {
+                let _ = reply.send(self.set(setting));
             }
-            Command::SetMode { mode, reply } => {
-                let write = self.switch_mode(mode);
-                self.services.store.submit(write, None);
-                let _ = reply.send(Ok(self.view()));
-            }
-            Command::SetForTurn { model, mode, reply } => {
-                let _ = reply.send(self.set_for_turn(model, mode));
-            }
-            Command::SetThought { level, reply } => {
-                let answer = if catalog::info(&self.services.config, &self.row.model).reasoning {
-                    self.row.thought_level = Some(level.id().to_owned());
-                    let write = Write::SetSessionThought { id: self.row.id.clone(), level: level.id().to_owned() };
-                    self.services.store.submit(write, None);
-                    Ok(self.view())
-                } else {
-                    Err(SessionError::UnknownOption("thought_level".to_owned()))
-                };
-                let _ = reply.send(answer);
-            }
-            Command::SetSteer { steer, reply } => {
-                let _ = reply.send(self.set_steer(steer));
+            Command::SetForTurn { settings, reply } => {
+                let _ = reply.send(self.set_for_turn(settings));
             }
             Command::Attach { attach, reply } => {
                 let announced = self.attach(attach);
@@ -435,23 +392,40 @@ impl Actor {
         }
     }
 
-    fn set_model(&mut self, model: String) -> Result<SessionView, SessionError> {
-        let write = self.switch_model(model)?;
+    /// `Command::Set`: the change is in effect and stored at once.
+    fn set(&mut self, setting: Setting) -> Result<SessionView, SessionError> {
+        let write = self.apply(setting)?;
         self.services.store.submit(write, None);
         Ok(self.view())
     }
 
     /// `Command::SetForTurn`: the changes are kept in `unsaved` for the next turn's recorder.
-    fn set_for_turn(&mut self, model: Option<String>, mode: Option<Mode>) -> Result<SessionView, SessionError> {
-        if let Some(model) = model {
-            let write = self.switch_model(model)?;
-            self.unsaved.push(write);
-        }
-        if let Some(mode) = mode {
-            let write = self.switch_mode(mode);
+    fn set_for_turn(&mut self, settings: Vec<Setting>) -> Result<SessionView, SessionError> {
+        for setting in settings {
+            let write = self.apply(setting)?;
             self.unsaved.push(write);
         }
         Ok(self.view())
+    }
+
+    /// Checks `setting` and puts it in effect; answers the write that stores it.
+    fn apply(&mut self, setting: Setting) -> Result<Write, SessionError> {
+        match &setting {
+            Setting::Model(model) => self.switch_model(model)?,
+            Setting::Mode(mode) => {
+                self.mode.send_replace(*mode);
+                self.row.mode = Some(mode.id().to_owned());
+            }
+            Setting::Thought(level) => {
+                if !catalog::info(&self.services.config, &self.row.model).reasoning {
+                    return Err(SettingError::UnknownOption(setting.option().to_owned()).into());
+                }
+                self.row.thought_level = Some(level.id().to_owned());
+            }
+            Setting::Steer(steer) => self.row.busy_prompt = Some(BusyPrompt::from_steer(*steer).id().to_owned()),
+        }
+        let (kept, value) = setting.kept();
+        Ok(Write::SetSessionSetting { id: self.row.id.clone(), kept, value })
     }
 
     /// Stores the settings no turn took with its prompt.
@@ -461,34 +435,27 @@ impl Actor {
         }
     }
 
-    /// Switches the permission mode; answers the write that stores it.
-    fn switch_mode(&mut self, mode: Mode) -> Write {
-        self.mode.send_replace(mode);
-        self.row.mode = Some(mode.id().to_owned());
-        Write::SetSessionMode { id: self.row.id.clone(), mode: mode.id().to_owned() }
-    }
-
-    /// Checks and switches the session's model; answers the write that stores it.
-    fn switch_model(&mut self, model: String) -> Result<Write, SessionError> {
-        if let Some(env) = self.services.config.missing_key(&model) {
-            let (provider, _) = crate::config::split_model(&model);
+    /// Checks and switches the session's model.
+    fn switch_model(&mut self, model: &str) -> Result<(), SessionError> {
+        if let Some(env) = self.services.config.missing_key(model) {
+            let (provider, _) = crate::config::split_model(model);
             return Err(SessionError::Model(crate::llm::LlmError::MissingKey {
                 provider: provider.to_owned(),
                 env: env.to_owned(),
             }));
         }
         let choices = self.view().models;
-        if !choices.contains(&model) {
-            return Err(SessionError::UnknownModel { value: model, choices });
+        if !choices.iter().any(|choice| choice == model) {
+            return Err(SessionError::UnknownModel { value: model.to_owned(), choices });
         }
-        let window = catalog::info(&self.services.config, &model).context_window;
+        let window = catalog::info(&self.services.config, model).context_window;
         if window < self.context_used {
-            return Err(SessionError::ModelTooSmall { model, window, used: self.context_used });
+            return Err(SessionError::ModelTooSmall { model: model.to_owned(), window, used: self.context_used });
         }
-        self.row.model.clone_from(&model);
+        model.clone_into(&mut self.row.model);
         self.models = None;
         self.warm_provider(std::future::ready(()));
-        Ok(Write::SetSessionModel { id: self.row.id.clone(), model })
+        Ok(())
     }
 
     /// Builds the session's provider (its HTTP client and TLS setup, the first time in a

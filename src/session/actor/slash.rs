@@ -16,6 +16,7 @@ use crate::llm::catalog;
 use crate::permissions::{self, Action, Scope};
 use crate::session::commands::{Revoke, Slash};
 use crate::session::{SessionError, Status, Update};
+use crate::settings::Setting;
 use crate::store::{SessionRow, Write};
 
 impl Actor {
@@ -43,7 +44,7 @@ impl Actor {
                 }
                 text
             }
-            Slash::Model(Some(model)) => match self.set_model(model) {
+            Slash::Model(Some(model)) => match self.set(Setting::Model(model)) {
                 Ok(view) => {
                     let text = format!("Model: {} from the next turn.", view.model);
                     let usage = Update::from(view.usage);

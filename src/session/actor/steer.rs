@@ -14,12 +14,10 @@
 
 use tokio::sync::oneshot;
 
-use super::{Actor, Queued, Reply, SessionView, Work};
+use super::{Actor, Queued, Reply, Work};
 use crate::agent::{Steered, StopReason};
 use crate::config::BusyPrompt;
 use crate::history::Part;
-use crate::session::SessionError;
-use crate::store::Write;
 
 /// A prompt handed to the running turn, until the turn ends.
 pub(super) struct Joining {
@@ -113,13 +111,5 @@ impl Actor {
                 let _ = joining.reply.send(Ok(StopReason::Cancelled));
             }
         }
-    }
-
-    /// The session's `steer` option: stored with the session, in effect for the next prompt.
-    pub(super) fn set_steer(&mut self, steer: bool) -> Result<SessionView, SessionError> {
-        let busy = BusyPrompt::from_steer(steer).id().to_owned();
-        self.row.busy_prompt = Some(busy.clone());
-        self.services.store.submit(Write::SetSessionBusyPrompt { id: self.row.id.clone(), busy }, None);
-        Ok(self.view())
     }
 }

@@ -197,7 +197,8 @@ impl Actor {
         self.turn = Some(tokio::spawn(async move {
             let system = system.await;
             let parent =
-                subagent::Parent::new(store, Arc::clone(&config), session, project, models.main.reference.clone()).await;
+                subagent::Parent::new(store, Arc::clone(&config), session, project, models.main.reference.clone())
+                    .await;
             let tools = setup::session_tools(servers.as_ref(), &config, parent, &token, &mut recorder).await;
             for warning in system.warnings.iter().filter(|_| warn) {
                 let text = format!("Project instructions: {warning}.");

@@ -69,7 +69,12 @@ impl Delegate for Spawner {
 impl Spawner {
     /// Everything before the sub-agent's turn: the limits, its model and tools, its stored
     /// session, its system prompt, its host and its turn's setup.
-    async fn prepare(&self, task: &TaskArgs, agent: Option<&NamedAgent>, ctx: &ToolContext) -> Result<Child, ToolError> {
+    async fn prepare(
+        &self,
+        task: &TaskArgs,
+        agent: Option<&NamedAgent>,
+        ctx: &ToolContext,
+    ) -> Result<Child, ToolError> {
         let caller = ctx.caller.as_ref().ok_or_else(|| refuse("a sub-agent needs its caller's permissions".into()))?;
         let parent = &self.parent;
         parent.admit()?;
@@ -155,8 +160,9 @@ impl Spawner {
         };
         // The agent's list is lowercased; tool names need not be (`mcp__GitHub__getIssue`).
         let listed = |tool: &str| allowed.iter().any(|allowed| allowed.eq_ignore_ascii_case(tool));
-        for unknown in
-            allowed.iter().filter(|tool| *tool != task::NAME && !self.base.names().any(|n| n.eq_ignore_ascii_case(tool)))
+        for unknown in allowed
+            .iter()
+            .filter(|tool| *tool != task::NAME && !self.base.names().any(|n| n.eq_ignore_ascii_case(tool)))
         {
             tracing::warn!(agent = %agent.name, path = %agent.path.display(), tool = %unknown, "the agent lists a tool cairn does not have");
         }
@@ -258,7 +264,12 @@ fn report(ended: Ended, settings: &crate::config::Subagents) -> ToolOutcome {
         )),
         Ok(StopReason::EndTurn) => {
             let output = answer.clone().unwrap_or_else(|| "The sub-agent ended without an answer.".to_owned());
-            ToolOutcome { content: vec![ToolContent::Text { text: output.clone() }], output, cost, ..ToolOutcome::default() }
+            ToolOutcome {
+                content: vec![ToolContent::Text { text: output.clone() }],
+                output,
+                cost,
+                ..ToolOutcome::default()
+            }
         }
         Ok(StopReason::MaxTurnRequests) if rounds.count() >= settings.max_rounds as usize => failed(format!(
             "The sub-agent stopped at its limit of {} model requests ([subagents] max_rounds) before it finished.",
