@@ -294,3 +294,43 @@ fn no_top_level_modules_import_each_other() {
         }
     }
 }
+
+/// `process/`'s module doc names every function of `process/` that holds an `unsafe` block
+/// (with its file), so the list of what makes each sound stays whole.
+#[test]
+fn the_process_doc_names_every_unsafe_block_of_process() {
+    let dir = root().join("src/process");
+    let doc: String =
+        source(&dir.join("mod.rs")).lines().take_while(|line| line.starts_with("//!")).collect::<Vec<_>>().join("\n");
+    let named: std::collections::BTreeSet<&str> =
+        doc.split('`').skip(1).step_by(2).map(|span| span.rsplit("::").next().unwrap()).collect();
+    let mut problems = Vec::new();
+    for file in rust_files(&dir) {
+        let relative = file.strip_prefix(&dir).unwrap().to_string_lossy().into_owned();
+        let mut function = None;
+        let mut holding = Vec::new();
+        for line in code_lines(&source(&file)).lines() {
+            if line.trim_start().starts_with("mod tests") {
+                break;
+            }
+            if let Some(at) = line.find("fn ").filter(|at| *at == 0 || !line.as_bytes()[at - 1].is_ascii_alphanumeric())
+            {
+                let name: String = line[at + 3..].chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect();
+                function = Some(name);
+            }
+            if (line.contains("unsafe {") || line.contains("unsafe fn ")) && !holding.contains(&function) {
+                holding.push(function.clone());
+            }
+        }
+        if !holding.is_empty() && !named.contains(relative.as_str()) {
+            problems.push(format!("{relative} holds `unsafe` and is not named"));
+        }
+        for function in holding {
+            let function = function.unwrap_or_default();
+            if !named.contains(function.as_str()) {
+                problems.push(format!("`{function}` in {relative} holds `unsafe` and is not named"));
+            }
+        }
+    }
+    assert!(problems.is_empty(), "process/mod.rs's doc:\n{}", problems.join("\n"));
+}
