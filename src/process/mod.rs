@@ -10,8 +10,9 @@
 //! closes the pipe it watches (timeout, cancel) or when cairn dies. [`Local`] is the running program; dropping
 //! it before the program ended kills everything it started.
 //!
-//! `unsafe` here is system calls that neither std nor `libc` offer safely, every block with its
-//! own SAFETY comment. By what makes them sound (a tidy test keeps this list whole):
+//! `unsafe` here is system calls std has no safe form of, and the descriptors and plain-data
+//! structs they deal in, every block with its own SAFETY comment. By what makes them sound (a
+//! tidy test keeps this list whole):
 //! - Between fork and exec. cairn and the supervisor have other threads when they fork, so a
 //!   child makes only async-signal-safe system calls, on memory made before the fork, and
 //!   allocates nothing (another thread may have held the allocator's lock), its errors included:
