@@ -18,6 +18,7 @@ pub mod doctor;
 pub mod exec;
 pub mod history;
 pub mod ids;
+pub mod images;
 pub mod inspect;
 pub mod llm;
 pub mod logging;

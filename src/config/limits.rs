@@ -44,10 +44,6 @@ pub struct Limits {
     pub image_max_bytes: u64,
 }
 
-/// The default of `[tools] image_max_bytes`: Anthropic refuses an image whose base64 form is
-/// over 5 MiB, the strictest limit of the three APIs, and base64 is 4/3 of the file.
-pub const DEFAULT_IMAGE_MAX_BYTES: u64 = (5 << 20) / 4 * 3;
-
 impl Default for Limits {
     fn default() -> Self {
         Self {
@@ -65,7 +61,7 @@ impl Default for Limits {
             tool_timeout: Duration::from_secs(30),
             max_continuations: 2,
             tasks_at_once: 4,
-            image_max_bytes: DEFAULT_IMAGE_MAX_BYTES,
+            image_max_bytes: crate::images::DEFAULT_IMAGE_MAX_BYTES,
         }
     }
 }

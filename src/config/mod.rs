@@ -25,7 +25,7 @@ mod process;
 mod session;
 mod subagents;
 
-pub use limits::{Compaction, ContentPattern, DEFAULT_IMAGE_MAX_BYTES, Limits, LoopLimits};
+pub use limits::{Compaction, ContentPattern, Limits, LoopLimits};
 pub use session::BusyPrompt;
 pub use subagents::Subagents;
 

@@ -85,15 +85,15 @@ impl FileTools {
     /// `image_max_bytes`, checked: an image cap of nothing would refuse every image.
     pub(super) fn image_max_bytes(&self) -> Result<u64, String> {
         match self.image_max_bytes {
-            None => Ok(super::DEFAULT_IMAGE_MAX_BYTES),
+            None => Ok(crate::images::DEFAULT_IMAGE_MAX_BYTES),
             Some(0) => Err(
                 "[tools] image_max_bytes must be more than 0; leave it out for the default (3932160, which is 5 MiB once base64)"
                     .to_owned(),
             ),
-            Some(bytes) if bytes > crate::tools::TURN_IMAGE_BYTES => Err(format!(
+            Some(bytes) if bytes > crate::images::TURN_IMAGE_BYTES => Err(format!(
                 "[tools] image_max_bytes = {bytes} is more than one turn may read ({}, which is 20 MiB once \
                  base64, what one request carries); use at most that",
-                crate::tools::TURN_IMAGE_BYTES
+                crate::images::TURN_IMAGE_BYTES
             )),
             Some(bytes) => Ok(bytes),
         }

@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{Message, MessageMeta, Part, Role, ToolImage, ToolPart};
 use crate::ids::MessageId;
+use crate::images::{REQUEST_IMAGE_BYTES, REQUEST_IMAGES};
 
 /// The prefix of the user-role message that carries a summary to the model (a mid-history
 /// system message is not accepted by every provider).
@@ -78,13 +79,6 @@ pub fn latest_marker(history: &[Message]) -> Option<(usize, &Compaction)> {
 
 /// A tool output longer than this (bytes) becomes a stub once its message is pruned.
 const PRUNE_OVER: usize = 200;
-/// At most this many tool images go with one request, the newest; older ones reach the model as
-/// a line each. APIs refuse requests with many more (Anthropic: 100, and smaller images past
-/// 20), and a refused request would be sent again with every prompt.
-const MAX_IMAGES_SENT: usize = 20;
-/// At most this much tool image data (base64) goes with one request (Anthropic refuses
-/// requests over 32 MB).
-const MAX_IMAGE_BYTES_SENT: usize = 20 * 1024 * 1024;
 
 /// One message as the model is sent it: borrowed from the history; when a compaction pruned
 /// it, its long tool outputs reach the model as stubs (the history keeps them whole), and its
@@ -219,8 +213,9 @@ pub fn model_view(history: &[Message]) -> ModelView<'_> {
     }
 }
 
-/// The newest message whose tool images no longer fit one request (it and the older ones are
-/// sent a line per image instead); `None` when every image fits. Pruned messages send none.
+/// The newest message whose tool images no longer fit one request ([`REQUEST_IMAGES`],
+/// [`REQUEST_IMAGE_BYTES`]; it and the older ones are sent a line per image instead); `None`
+/// when every image fits. Pruned messages send none.
 fn images_through<'h>(tail: &'h [Message], pruned_before: Option<&MessageId>) -> Option<&'h MessageId> {
     let (mut count, mut bytes) = (0, 0);
     for message in tail.iter().rev() {
@@ -236,7 +231,7 @@ fn images_through<'h>(tail: &'h [Message], pruned_before: Option<&MessageId>) ->
                 bytes += data.len();
             }
         }
-        if count > MAX_IMAGES_SENT || bytes > MAX_IMAGE_BYTES_SENT {
+        if count > REQUEST_IMAGES || bytes > REQUEST_IMAGE_BYTES {
             return Some(&message.id);
         }
     }
@@ -419,15 +414,15 @@ mod tests {
 
     #[test]
     fn one_request_carries_the_newest_images_up_to_a_count_and_a_size_and_names_the_others() {
-        let history: Vec<Message> = (0..MAX_IMAGES_SENT + 3).map(|_| read_image(1024)).collect();
+        let history: Vec<Message> = (0..REQUEST_IMAGES + 3).map(|_| read_image(1024)).collect();
         let seen = sent(&history);
-        assert!(seen[3..].iter().all(|(images, _)| *images), "the newest {MAX_IMAGES_SENT} go");
+        assert!(seen[3..].iter().all(|(images, _)| *images), "the newest {REQUEST_IMAGES} go");
         for (images, output) in &seen[..3] {
             assert!(!images);
             assert_eq!(output, "a.png: PNG image (the image follows).\n<image pruned: image/png, 1 KiB>");
         }
 
-        let quarter = MAX_IMAGE_BYTES_SENT / 4;
+        let quarter = REQUEST_IMAGE_BYTES / 4;
         let history: Vec<Message> = (0..6).map(|_| read_image(quarter)).collect();
         let seen: Vec<bool> = sent(&history).into_iter().map(|(images, _)| images).collect();
         assert_eq!(seen, [false, false, true, true, true, true], "as many as fit in the size");
@@ -439,13 +434,13 @@ mod tests {
             let image = Part::Image { mime_type: "image/png".into(), data: "A".repeat(1024), uri: None };
             Message::new(Role::User, vec![image], MessageMeta::default())
         };
-        let mut history: Vec<Message> = (0..MAX_IMAGES_SENT).map(pasted).collect();
+        let mut history: Vec<Message> = (0..REQUEST_IMAGES).map(pasted).collect();
         history.push(read_image(1024));
         let seen: Vec<bool> = model_view(&history).messages().map(|seen| seen.images).collect();
         assert!(!seen[0] && seen[1..].iter().all(|images| *images), "the oldest paste goes as a line: {seen:?}");
         let estimates: Vec<u64> = model_view(&history).messages().map(|seen| seen.estimate()).collect();
         assert!(estimates[0] < 50 && estimates[1] >= IMAGE_TOKENS, "estimated as sent: {estimates:?}");
-        let dropped = Seen { images: false, ..Seen::whole(&history[MAX_IMAGES_SENT]) };
+        let dropped = Seen { images: false, ..Seen::whole(&history[REQUEST_IMAGES]) };
         assert!(dropped.estimate() < 50, "a read image past the request is a line: {}", dropped.estimate());
     }
 

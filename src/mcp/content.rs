@@ -118,8 +118,8 @@ fn shape(value: &Value) -> &'static str {
 /// At most this many bytes of a result's text reach the model (or one text block the editor),
 /// as much as a command's output: its first and last halves, the middle left out.
 pub const MAX_TEXT: usize = 200 * 1024;
-/// A larger image (its base64 data) is named, not shown.
-pub const MAX_IMAGE: usize = 5 << 20;
+/// A larger image (its base64 data) is named, not shown: no API would take it.
+pub const MAX_IMAGE: usize = crate::images::IMAGE_BASE64_MAX as usize;
 /// At most this many bytes of a result's blocks reach the editor.
 const MAX_SHOWN: usize = 6 << 20;
 

@@ -10,7 +10,6 @@ use std::cell::OnceCell;
 use std::path::Path;
 
 use super::command::{self, Run};
-use super::gather;
 use super::pattern::{self, Pattern};
 use super::shell::{Command, ParseError, Script, Word, WordKind};
 use super::{Permission, PermissionRequest, Rejects};
@@ -159,12 +158,6 @@ impl PermissionRequest {
             target: name.to_owned(),
             subject: Subject::Tool { read_only, owner: owner.to_owned() },
         }
-    }
-
-    /// A request to run `line` in the working directory.
-    pub fn for_command(line: &str, paths: &dyn Paths) -> Self {
-        let facts = gather::command(line, paths);
-        Self { permission: Permission::Bash, target: facts.line.clone(), subject: Subject::Command(facts) }
     }
 }
 

@@ -1,4 +1,5 @@
-//! Gathering a command line's facts: parse it, then ask a [`Paths`] where every argument,
+//! Gathering a command line's facts, for the request to run it
+//! ([`PermissionRequest::for_command`]): parse it, then ask a [`Paths`] where every argument,
 //! glob match and redirection target leads, what the shell computes when it runs, what reaches
 //! the network, and which files the line writes. Bounded: an argument is taken apart into at
 //! most 64 parts that may be paths, a line expands at most 16 globs. A program that descends
@@ -7,8 +8,9 @@
 //! links) a link out of the workspace.
 
 use super::command::{self, options};
-use super::facts::{CommandFacts, Paths};
+use super::facts::{CommandFacts, Paths, Subject};
 use super::shell::{self, Redirect, Script, Word, WordKind};
+use super::{Permission, PermissionRequest};
 use crate::workspace::Place;
 
 /// Paths a command may touch without leaving the workspace's concerns.
@@ -24,8 +26,16 @@ const WRITING: [&str; 7] = [">", ">>", ">|", "&>", "&>>", "<>", ">&"];
 /// Directory entries read below the directories a line's programs descend into, at most.
 const MAX_ENTRIES: usize = 10_000;
 
+impl PermissionRequest {
+    /// A request to run `line` in the working directory.
+    pub fn for_command(line: &str, paths: &dyn Paths) -> Self {
+        let facts = command(line, paths);
+        Self { permission: Permission::Bash, target: facts.line.clone(), subject: Subject::Command(facts) }
+    }
+}
+
 /// The facts of `line`.
-pub fn command(line: &str, paths: &dyn Paths) -> CommandFacts {
+fn command(line: &str, paths: &dyn Paths) -> CommandFacts {
     let line = line.trim().to_owned();
     let script = shell::parse(&line);
     let mut gathering = Gathering {

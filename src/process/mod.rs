@@ -9,6 +9,34 @@
 //! it, and kills the program's whole process tree (`tree.rs`) when the program ends, when cairn
 //! closes the pipe it watches (timeout, cancel) or when cairn dies. [`Local`] is the running program; dropping
 //! it before the program ended kills everything it started.
+//!
+//! `unsafe` here is system calls std has no safe form of, and the descriptors and plain-data
+//! structs they deal in, every block with its own SAFETY comment. By what makes them sound (a
+//! tidy test keeps this list whole):
+//! - Between fork and exec. cairn and the supervisor have other threads when they fork, so a
+//!   child makes only async-signal-safe system calls, on memory made before the fork, and
+//!   allocates nothing (another thread may have held the allocator's lock), its errors included:
+//!   they are raw OS errors, the only kind made without allocating and the only kind `spawn`
+//!   passes back. The `pre_exec` hooks are `tree.rs` `die_with_parent` (with `child_of`, for an
+//!   MCP server started directly), `pass_on` (the watched pipe kept open across exec) and
+//!   `supervisor.rs` `supervise` (its `enter`: `tree.rs` `detach`, `die_with_this_parent`,
+//!   `Endings::unblock`; `namespace.rs` `fresh_proc`; `sandbox.rs` `drop_root_capabilities` and
+//!   `sandbox::enter`; `seccomp.rs` `Handoff::install` and `send_fd`). `probe.rs`
+//!   `child_succeeds` forks by hand: its child runs `try_namespace` and `write_file`, then
+//!   `_exit`s.
+//! - Descriptors owned (`from_raw_fd`) right after the call that made them, which nothing else
+//!   owns: `tree.rs` `watch_pipe`, `pass_on` and `adopt_fd` (an inherited one, checked open
+//!   first); `seccomp.rs` `pair` and `Listener::receive`; `namespace.rs` `owned` and `Blank::new`;
+//!   `watch.rs` `start`; `gate/remote.rs` `open` and `open_in`.
+//! - System calls on integers, or on memory of the calling frame (a buffer whose length is
+//!   passed, a NUL-terminated string, a zeroed plain-data struct the kernel fills): `tree.rs`
+//!   `kill_group`, `kill_pid`, `become_subreaper`, `deny_inspection`, `reset_signal`, `raise`,
+//!   `Endings::block` and `Endings::wait`; `namespace.rs` `namespace::enter`, `enter_pids`,
+//!   `unshare`, `current_uid`, `current_gid`, `open_tree`, `set_read_only`, `move_mount`,
+//!   `fsopen`, `fsconfig`, `fsmount`; `seccomp.rs` `serve` and `respond`; `watch.rs` `add_watch`
+//!   and `run`; `gate/remote.rs` `read` and `read_many` (`process_vm_readv`: the other process's
+//!   addresses are only data to the kernel, which checks them), `read_link` and `is_procfs`;
+//!   `gate.rs` `effective_user`; `supervisor.rs` `running_as_root`; `probe.rs` `current`.
 
 mod gate;
 mod namespace;

@@ -253,7 +253,9 @@ fn send_fd(socket: libc::c_int, fd: libc::c_int) -> io::Result<()> {
         message.msg_controllen = libc::CMSG_SPACE(std::mem::size_of::<libc::c_int>() as u32) as _;
         let header = libc::CMSG_FIRSTHDR(&message);
         if header.is_null() {
-            return Err(io::ErrorKind::InvalidInput.into());
+            // A raw OS error: this runs between fork and exec, and only the errno reaches the
+            // supervisor's `spawn`.
+            return Err(io::Error::from_raw_os_error(libc::EINVAL));
         }
         (*header).cmsg_level = libc::SOL_SOCKET;
         (*header).cmsg_type = libc::SCM_RIGHTS;

@@ -1,8 +1,7 @@
 //! Process trees: killing a process group, finding and killing every descendant of a process
 //! (through `/proc`), the few `prctl`s and signals the supervisor and MCP servers need, and the
-//! pipe a supervisor watches. Its `unsafe` calls are one per function, each a system call on
-//! integers or on memory owned here; the rest of the module's are in `namespace.rs`,
-//! `seccomp.rs`, `gate.rs`, `probe.rs` and `sandbox.rs`, each with its own SAFETY comment.
+//! pipe a supervisor watches. Its `unsafe` blocks, like every other of `process/`, are listed
+//! in the `process` module's doc with what makes them sound; each has its SAFETY comment.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -50,18 +49,22 @@ pub fn die_with_parent(command: &mut tokio::process::Command) {
     let parent = std::process::id();
     let set_up = move || {
         die_with_this_parent()?;
-        // SAFETY: getppid takes nothing and touches no memory; it is async-signal-safe, as is
-        // required between fork and exec.
-        let now = unsafe { libc::getppid() };
-        if u32::try_from(now).ok() != Some(parent) {
-            // cairn ended while the program was starting. A raw error: building a message would
-            // allocate, which a child forked from a multi-threaded process must not.
-            return Err(std::io::Error::from_raw_os_error(libc::ESRCH));
-        }
-        Ok(())
+        child_of(parent)
     };
-    // SAFETY: the closure only makes the two calls above, which are allowed in a forked child.
+    // SAFETY: between fork and exec the closure makes two system calls (prctl, getppid), both
+    // async-signal-safe, on integers copied before the fork; it allocates nothing, its errors
+    // included (raw OS errors), as a child forked from a multi-threaded process must not.
     unsafe { command.pre_exec(set_up) };
+}
+
+/// Between fork and exec: whether this process is still the child of `parent`; `ESRCH` when
+/// `parent` ended while the program was starting. A raw OS error, the only kind that is made
+/// without allocating (and the only kind the parent's `spawn` gets back).
+#[allow(unsafe_code)]
+fn child_of(parent: u32) -> std::io::Result<()> {
+    // SAFETY: getppid takes nothing, touches no memory and is async-signal-safe.
+    let now = unsafe { libc::getppid() };
+    if u32::try_from(now).ok() == Some(parent) { Ok(()) } else { Err(std::io::Error::from_raw_os_error(libc::ESRCH)) }
 }
 
 /// Between fork and exec: this process gets SIGKILL when the thread that forked it ends.
@@ -284,6 +287,16 @@ mod tests {
         assert!(descendants(root).is_empty());
         let _ = child.kill();
         let _ = child.wait();
+    }
+
+    /// The check runs between fork and exec, where building an error with a message would
+    /// allocate: the parent's end is a bare errno.
+    #[test]
+    fn a_program_whose_parent_ended_fails_with_a_raw_os_error() {
+        let parent = stat(std::process::id()).unwrap().1;
+        assert!(child_of(parent).is_ok());
+        let err = child_of(u32::MAX).unwrap_err();
+        assert_eq!(err.raw_os_error(), Some(libc::ESRCH), "{err:?}");
     }
 
     #[test]

@@ -112,9 +112,9 @@ impl Tool for Bash {
     async fn run(&self, args: &BashArgs, ctx: &ToolContext) -> Result<ToolOutcome, ToolError> {
         let timeout = args.timeout();
         if ctx.host.runs_terminals() {
-            shell::delegated(args, ctx, timeout).await
+            shell::delegated(&args.command, ctx, timeout).await
         } else {
-            shell::local(args, ctx, timeout).await
+            shell::local(&args.command, ctx, timeout).await
         }
     }
 }

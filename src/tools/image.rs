@@ -18,6 +18,7 @@ use super::fs::{cannot_read, open_regular};
 use super::page::human_size;
 use super::{ToolContext, ToolError, ToolOutcome, blocking};
 use crate::history::ToolImage;
+use crate::images::{DEFAULT_IMAGE_MAX_BYTES, TURN_IMAGE_BYTES, TURN_IMAGES};
 
 /// The longest side an image may have; Anthropic refuses larger ones.
 pub const MAX_SIDE: u32 = 8_000;
@@ -26,13 +27,6 @@ const MAGIC: u64 = 32;
 /// How much of an image is read for its dimensions when the image itself is not sent (a JPEG's
 /// frame header comes after its metadata, which is usually smaller than this).
 const HEADER_PROBE: u64 = 64 * 1024;
-
-/// The most image bytes the tool calls of one turn read: what a turn adds to the history (and
-/// holds in memory) stays bounded however many images the model asks for, and one step's
-/// images always fit in one request (20 MiB once base64, see `history::view`).
-pub const TURN_IMAGE_BYTES: u64 = 15 * 1024 * 1024;
-/// The most images the tool calls of one turn read: one request carries 20.
-pub const TURN_IMAGES: u64 = 20;
 
 /// What the model in use does with images a tool returns.
 #[derive(Clone, Debug)]
@@ -108,7 +102,7 @@ impl Drop for Reserved {
 
 impl Default for Images {
     fn default() -> Self {
-        Self::new(false, crate::config::DEFAULT_IMAGE_MAX_BYTES)
+        Self::new(false, DEFAULT_IMAGE_MAX_BYTES)
     }
 }
 

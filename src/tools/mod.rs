@@ -47,7 +47,7 @@ use crate::permissions::{Mode, PermissionRequest, Rule};
 pub use crate::workspace::Workspace;
 pub use bash::{BASH_DEFAULT_TIMEOUT, BASH_MAX_TIMEOUT};
 pub use host::{Host, NoEditor};
-pub use image::{Images, ImagesRead, TURN_IMAGE_BYTES};
+pub use image::{Images, ImagesRead};
 pub use mcp::add_server_tools;
 pub use registry::{Invocation, Registry, one_line};
 pub use schema::schema_of;

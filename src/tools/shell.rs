@@ -20,7 +20,6 @@ use std::time::Duration;
 use tokio::io::AsyncReadExt;
 use tokio::time::Instant;
 
-use super::bash::BashArgs;
 use super::host::{Host, TerminalRequest};
 use super::{ToolContext, ToolError, ToolOutcome};
 use crate::history::ToolContent;
@@ -65,8 +64,9 @@ impl Capture {
     }
 }
 
-pub(super) async fn local(args: &BashArgs, ctx: &ToolContext, timeout: Duration) -> Result<ToolOutcome, ToolError> {
-    let script = [OsStr::new("-c"), OsStr::new(&args.command)];
+/// Runs the command `line` as a local process.
+pub(super) async fn local(line: &str, ctx: &ToolContext, timeout: Duration) -> Result<ToolOutcome, ToolError> {
+    let script = [OsStr::new("-c"), OsStr::new(line)];
     // Dropping `child` (any return below) kills whatever the command left running.
     let mut child = ctx
         .process
@@ -204,20 +204,21 @@ impl Drop for TerminalGuard {
     }
 }
 
-pub(super) async fn delegated(args: &BashArgs, ctx: &ToolContext, timeout: Duration) -> Result<ToolOutcome, ToolError> {
+/// Runs the command `line` in an editor terminal (or locally, when it cannot be confined there).
+pub(super) async fn delegated(line: &str, ctx: &ToolContext, timeout: Duration) -> Result<ToolOutcome, ToolError> {
     let host = &ctx.host;
-    let script = [OsStr::new("-c"), OsStr::new(&args.command)];
+    let script = [OsStr::new("-c"), OsStr::new(line)];
     let confinement = Confinement { roots: ctx.workspace.roots(), rejected: &ctx.rejected };
     // Under cairn's supervisor, as a local command: the editor's terminal only shows it.
     let program: Vec<std::ffi::OsString> = match ctx.process.in_terminal(OsStr::new("bash"), &script, confinement) {
         InTerminal::Supervised { exe, args } => std::iter::once(exe.into_os_string()).chain(args).collect(),
-        InTerminal::AsItIs => vec!["bash".into(), "-c".into(), args.command.clone().into()],
-        InTerminal::Locally => return local(args, ctx, timeout).await,
+        InTerminal::AsItIs => vec!["bash".into(), "-c".into(), line.into()],
+        InTerminal::Locally => return local(line, ctx, timeout).await,
     };
     // A terminal request carries text: a place that is not UTF-8 (a root, a hidden path) would
     // reach the supervisor changed, and not be confined as named, so such a command runs here.
     let Some(program) = program.iter().map(|part| part.to_str().map(str::to_owned)).collect::<Option<Vec<_>>>() else {
-        return local(args, ctx, timeout).await;
+        return local(line, ctx, timeout).await;
     };
     let (command, args) = scrubbed(&ctx.process.env, program);
     let request = TerminalRequest {

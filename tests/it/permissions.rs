@@ -248,9 +248,11 @@ async fn a_call_cut_off_by_a_crash_is_finalized_and_never_run_again() {
             break;
         }
     }
-    // Killed while the command runs (it has started once its line is written).
+    // Killed while the command runs (it has started once its line is written: `>>` makes the
+    // file before `echo` writes to it, so the line is waited for, not the file).
+    let written = || std::fs::read_to_string(&marker).is_ok_and(|text| !text.is_empty());
     let started = std::time::Instant::now();
-    while !marker.exists() && started.elapsed() < Duration::from_secs(10) {
+    while !written() && started.elapsed() < Duration::from_secs(10) {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     agent.kill9().await;

@@ -33,12 +33,12 @@ async fn instructions_skills_environment_and_tools_come_in_order_and_stay_byte_s
 
     let mut agent = env.ready().await;
     let session = agent.new_session(&env.cwd()).await;
-    for text in ["first", "second"] {
-        let id = agent.prompt(&session, text).await;
-        agent.response(id).await;
-    }
-    // A file changed mid-session does not change this session's prompt.
+    let id = agent.prompt(&session, "first").await;
+    agent.response(id).await;
+    // A file changed mid-session, between the two turns, does not change this session's prompt.
     std::fs::write(work.join("AGENTS.md"), "PROJECT: changed").unwrap();
+    let id = agent.prompt(&session, "second").await;
+    agent.response(id).await;
     let requests = env.mock.requests();
     let (first, second) = (system_of(&requests[0]), system_of(&requests[1]));
     assert_eq!(first, second, "byte-stable across turns");

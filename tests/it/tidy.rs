@@ -199,3 +199,138 @@ fn the_code_map_and_the_source_tree_agree() {
     }
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
+
+/// A file's text without its comment lines (docs mention modules they do not import).
+fn code_lines(text: &str) -> String {
+    text.lines().filter(|line| !line.trim_start().starts_with("//")).collect::<Vec<_>>().join("\n")
+}
+
+/// The first words of the paths of a `crate::{…}` group (`a` and `b` in `{a::x, b::{y, z}}`).
+fn group_heads(group: &str) -> Vec<String> {
+    let (mut heads, mut depth, mut at_start) = (Vec::new(), 0, true);
+    let mut word = String::new();
+    for c in group.chars() {
+        if c.is_alphanumeric() || c == '_' {
+            if at_start && depth == 0 {
+                word.push(c);
+            }
+            continue;
+        }
+        if !word.is_empty() {
+            heads.push(std::mem::take(&mut word));
+            at_start = false;
+        }
+        match c {
+            '{' => depth += 1,
+            '}' if depth == 0 => break,
+            '}' => depth -= 1,
+            ',' if depth == 0 => at_start = true,
+            _ => {}
+        }
+    }
+    heads.extend((!word.is_empty()).then_some(word));
+    heads
+}
+
+/// Which top-level modules each top-level module names (`crate::x`, `crate::{x, y}`).
+fn top_level_imports() -> std::collections::BTreeMap<String, std::collections::BTreeSet<String>> {
+    let src = root().join("src");
+    let top = |relative: &Path| {
+        let first = relative.components().next().unwrap().as_os_str().to_string_lossy().into_owned();
+        first.strip_suffix(".rs").map(str::to_owned).unwrap_or(first)
+    };
+    let files: Vec<PathBuf> = rust_files(&src);
+    let modules: std::collections::BTreeSet<String> = files
+        .iter()
+        .map(|file| top(file.strip_prefix(&src).unwrap()))
+        .filter(|module| module != "lib" && module != "main")
+        .collect();
+    let mut imports: std::collections::BTreeMap<String, std::collections::BTreeSet<String>> =
+        modules.iter().map(|module| (module.clone(), Default::default())).collect();
+    for file in &files {
+        let from = top(file.strip_prefix(&src).unwrap());
+        let Some(edges) = imports.get_mut(&from) else { continue };
+        let code = code_lines(&source(file));
+        for (at, _) in code.match_indices("crate::") {
+            let rest = &code[at + "crate::".len()..];
+            let named = match rest.strip_prefix('{') {
+                Some(group) => group_heads(group),
+                None => vec![rest.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect()],
+            };
+            edges.extend(named.into_iter().filter(|name| *name != from && modules.contains(name)));
+        }
+    }
+    imports
+}
+
+/// The top-level modules form layers: none imports, through others, one that imports it. A
+/// number that two modules must agree on lives in a leaf both import (`images.rs`).
+#[test]
+fn no_top_level_modules_import_each_other() {
+    let imports = top_level_imports();
+    assert!(imports["tools"].contains("permissions"), "the reading of imports finds them: {imports:?}");
+    // Depth-first from every module; a module met again on the current path closes a cycle.
+    fn visit<'a>(
+        module: &'a str,
+        imports: &'a std::collections::BTreeMap<String, std::collections::BTreeSet<String>>,
+        path: &mut Vec<&'a str>,
+        done: &mut std::collections::BTreeSet<&'a str>,
+    ) -> Option<String> {
+        if let Some(at) = path.iter().position(|on| *on == module) {
+            return Some([&path[at..], &[module]].concat().join(" -> "));
+        }
+        if !done.insert(module) {
+            return None;
+        }
+        path.push(module);
+        let cycle = imports[module].iter().find_map(|next| visit(next, imports, path, done));
+        path.pop();
+        cycle
+    }
+    let mut done = std::collections::BTreeSet::new();
+    for module in imports.keys() {
+        if let Some(cycle) = visit(module, &imports, &mut Vec::new(), &mut done) {
+            panic!("top-level modules import each other: {cycle}; move what both need into a leaf");
+        }
+    }
+}
+
+/// `process/`'s module doc names every function of `process/` that holds an `unsafe` block
+/// (with its file), so the list of what makes each sound stays whole.
+#[test]
+fn the_process_doc_names_every_unsafe_block_of_process() {
+    let dir = root().join("src/process");
+    let doc: String =
+        source(&dir.join("mod.rs")).lines().take_while(|line| line.starts_with("//!")).collect::<Vec<_>>().join("\n");
+    let named: std::collections::BTreeSet<&str> =
+        doc.split('`').skip(1).step_by(2).map(|span| span.rsplit("::").next().unwrap()).collect();
+    let mut problems = Vec::new();
+    for file in rust_files(&dir) {
+        let relative = file.strip_prefix(&dir).unwrap().to_string_lossy().into_owned();
+        let mut function = None;
+        let mut holding = Vec::new();
+        for line in code_lines(&source(&file)).lines() {
+            if line.trim_start().starts_with("mod tests") {
+                break;
+            }
+            if let Some(at) = line.find("fn ").filter(|at| *at == 0 || !line.as_bytes()[at - 1].is_ascii_alphanumeric())
+            {
+                let name: String = line[at + 3..].chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect();
+                function = Some(name);
+            }
+            if (line.contains("unsafe {") || line.contains("unsafe fn ")) && !holding.contains(&function) {
+                holding.push(function.clone());
+            }
+        }
+        if !holding.is_empty() && !named.contains(relative.as_str()) {
+            problems.push(format!("{relative} holds `unsafe` and is not named"));
+        }
+        for function in holding {
+            let function = function.unwrap_or_default();
+            if !named.contains(function.as_str()) {
+                problems.push(format!("`{function}` in {relative} holds `unsafe` and is not named"));
+            }
+        }
+    }
+    assert!(problems.is_empty(), "process/mod.rs's doc:\n{}", problems.join("\n"));
+}
