@@ -13,7 +13,7 @@ use agent_client_protocol_schema::v1 as acp;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use super::convert::tool_update;
+use super::convert::{Shown, tool_update};
 use super::question;
 use super::rpc::Peer;
 use crate::history::ToolPart;
@@ -22,17 +22,6 @@ use crate::tools::host::{
     ExitStatus, Host, HostError, LineRange, OptionKind, PermissionAnswer, PermissionOption, Question, Reply,
     TerminalOutput, TerminalRequest,
 };
-
-/// The optional `session/update` kinds a client advertised.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct Shown {
-    /// `notice`; otherwise notes are short agent messages.
-    pub notices: bool,
-    /// `compaction_update` and `compaction_summary_chunk`; otherwise a short agent message.
-    pub compaction: bool,
-    /// Boolean config options (`steer`); otherwise they are left out of the session's options.
-    pub booleans: bool,
-}
 
 /// What the client said it can do, set at `initialize`.
 #[derive(Default)]

@@ -40,8 +40,9 @@ use crate::tools::{Host, Registry, Workspace};
 
 pub use events::{AgentEvent, Phase, RecordError, Recorder, StreamKind};
 use loops::{LoopGuard, Verdict};
-pub use state::{DoneReason, ModelStop, Request, StopReason, TurnError, TurnState, Why};
+pub use state::{DoneReason, ModelStop, Request, TurnError, TurnState, Why};
 pub use steer::{Steered, Steering};
+pub use stop::StopReason;
 use stop::{Stats, Stop};
 
 /// Everything one turn works with. The session actor lends it its history and rules for the turn.

@@ -3,7 +3,7 @@
 //! A turn is always in exactly one [`TurnState`]; each state's handler (in `steps`) consumes it and
 //! returns the next. A state carries what its handler needs: Sampling and Streaming carry the
 //! step's [`Request`], so no step can be sent without one. `Done` is terminal. [`DoneReason`]
-//! keeps the full story of why a turn ended; [`StopReason`] is what the editor is told.
+//! keeps the full story of why a turn ended; `stop::StopReason` is what the editor is told.
 
 use std::collections::VecDeque;
 use std::fmt;
@@ -15,7 +15,7 @@ use crate::permissions::PermissionRequest;
 use crate::tools::{Invocation, ToolError};
 
 use super::events::{RecordError, StreamKind};
-use super::stop::Stop;
+use super::stop::{Stop, StopReason};
 
 /// Where a turn is.
 pub enum TurnState {
@@ -139,16 +139,6 @@ pub enum ModelStop {
     EndTurn,
     MaxTokens,
     Refusal,
-}
-
-/// What the editor is told about a finished turn (ACP `stopReason`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum StopReason {
-    EndTurn,
-    MaxTokens,
-    MaxTurnRequests,
-    Refusal,
-    Cancelled,
 }
 
 /// A turn that could not finish.
