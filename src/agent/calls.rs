@@ -19,7 +19,7 @@ use super::state::{CallQueue, DoneReason, Question, QueuedCall, TurnError, TurnS
 use crate::history::{CallState, Part, ToolContent, ToolPart};
 use crate::ids::MessageId;
 use crate::permissions::{self, Action, Decision, Mode, Permission, PermissionRequest, Rule, Scope};
-use crate::tools::host::{OptionKind, PermissionAnswer, PermissionOption};
+use crate::tools::host::{HostError, OptionKind, PermissionAnswer, PermissionOption};
 use crate::tools::{Access, Caller, Invocation, ToolContext, ToolError, ToolOutcome};
 
 /// After a cancel, how long running tools get to stop on their own (and clean up) before they
@@ -58,7 +58,7 @@ pub async fn executing(turn: &mut Turn<'_>, mut queue: CallQueue) -> TurnState {
             fail(turn, &queue.message, index, format!("Permission denied: {why}."));
             TurnState::Executing(queue)
         }
-        Decision::Ask(why) if !turn.tools.host.can_ask() => {
+        Decision::Ask(why) if turn.tools.host.permissions().is_none() => {
             queue.calls.pop_front();
             let why = format!(
                 "this call needs the user's permission ({why}) and there is nobody to ask; \
@@ -143,10 +143,16 @@ pub async fn confirming(turn: &mut Turn<'_>, mut queue: CallQueue, question: Que
     shown.content.push(ToolContent::Text { text: format!("cairn asks because {why}.") });
     let host = std::sync::Arc::clone(&turn.tools.host);
     let waiting = turn.run.user_wait.hold();
+    let asked = async {
+        match host.permissions() {
+            Some(user) => user.request_permission(&shown, &options).await,
+            None => Err(HostError::unavailable()),
+        }
+    };
     let answer = tokio::select! {
         biased;
         () = turn.cancel.cancelled() => None,
-        answer = host.request_permission(&shown, &options) => Some(answer),
+        answer = asked => Some(answer),
     };
     drop(waiting);
     let chosen = match answer {

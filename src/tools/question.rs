@@ -1,7 +1,7 @@
 //! `question`: the model asks the user something it cannot decide alone, with answers to choose
 //! from, a typed answer, or both, and waits for the reply.
 //!
-//! How the question is shown is the editor's business ([`Host::ask`]): a form where the client
+//! How the question is shown is the editor's business ([`super::host::Questions::ask`]): a form where the client
 //! takes elicitation, else the choices as the options of a permission question. With nobody to
 //! ask (a headless run) the call fails with what the model should do instead. A reply is read
 //! back into words the model acts on; declining and dismissing are answers too, not failures.
@@ -99,12 +99,12 @@ impl Tool for AskUser {
     }
 
     async fn run(&self, args: &QuestionArgs, ctx: &ToolContext) -> Result<ToolOutcome, ToolError> {
-        if !ctx.host.can_ask() {
+        let Some(user) = ctx.host.questions() else {
             return Err(ToolError(NOBODY.to_owned()));
-        }
+        };
         let question = question(args)?;
         let _waiting = ctx.user_wait.hold();
-        let reply = ctx.host.ask(&ctx.call_id, &question).await.map_err(|err| ToolError(err.0))?;
+        let reply = user.ask(&ctx.call_id, &question).await.map_err(|err| ToolError(err.0))?;
         Ok(outcome(&question, &reply))
     }
 }

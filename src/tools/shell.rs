@@ -21,7 +21,7 @@ use tokio::io::AsyncReadExt;
 use tokio::time::Instant;
 
 use super::bash::BashArgs;
-use super::host::{Host, TerminalRequest};
+use super::host::{Host, TerminalRequest, Terminals};
 use super::{ToolContext, ToolError, ToolOutcome};
 use crate::history::ToolContent;
 use crate::process::{ChildEnv, Confinement, InTerminal, ProcessPolicy};
@@ -197,15 +197,21 @@ impl Drop for TerminalGuard {
         if let Some(id) = self.id.take() {
             let host = Arc::clone(&self.host);
             tokio::spawn(async move {
-                let _ = host.kill_terminal(&id).await;
-                let _ = host.release_terminal(&id).await;
+                if let Some(terminals) = host.terminals() {
+                    let _ = terminals.kill_terminal(&id).await;
+                    let _ = terminals.release_terminal(&id).await;
+                }
             });
         }
     }
 }
 
-pub(super) async fn delegated(args: &BashArgs, ctx: &ToolContext, timeout: Duration) -> Result<ToolOutcome, ToolError> {
-    let host = &ctx.host;
+pub(super) async fn delegated(
+    args: &BashArgs,
+    ctx: &ToolContext,
+    terminals: &dyn Terminals,
+    timeout: Duration,
+) -> Result<ToolOutcome, ToolError> {
     let script = [OsStr::new("-c"), OsStr::new(&args.command)];
     let confinement = Confinement { roots: ctx.workspace.roots(), rejected: &ctx.rejected };
     // Under cairn's supervisor, as a local command: the editor's terminal only shows it.
@@ -226,14 +232,16 @@ pub(super) async fn delegated(args: &BashArgs, ctx: &ToolContext, timeout: Durat
         cwd: ctx.workspace.cwd().to_path_buf(),
         output_byte_limit: (KEEP_HEAD + KEEP_TAIL) as u64,
     };
-    let id =
-        host.create_terminal(&request).await.map_err(|err| ToolError(format!("cannot start the command: {err}")))?;
-    let mut guard = TerminalGuard { host: Arc::clone(host), id: Some(id.clone()) };
+    let id = terminals
+        .create_terminal(&request)
+        .await
+        .map_err(|err| ToolError(format!("cannot start the command: {err}")))?;
+    let mut guard = TerminalGuard { host: Arc::clone(&ctx.host), id: Some(id.clone()) };
     if let Some(progress) = &ctx.progress {
         let _ = progress.send(vec![ToolContent::Terminal { terminal_id: id.clone() }]);
     }
     let stopped = tokio::select! {
-        exit = host.wait_for_terminal_exit(&id) => match exit {
+        exit = terminals.wait_for_terminal_exit(&id) => match exit {
             Ok(exit) => Ok(exit),
             Err(err) => Err(format!("failed: {err}")),
         },
@@ -241,10 +249,10 @@ pub(super) async fn delegated(args: &BashArgs, ctx: &ToolContext, timeout: Durat
         () = ctx.cancel.cancelled() => Err("cancelled".to_owned()),
     };
     if stopped.is_err() {
-        let _ = host.kill_terminal(&id).await;
+        let _ = terminals.kill_terminal(&id).await;
     }
-    let output = host.terminal_output(&id).await;
-    let _ = host.release_terminal(&id).await;
+    let output = terminals.terminal_output(&id).await;
+    let _ = terminals.release_terminal(&id).await;
     guard.disarm();
     let content = vec![ToolContent::Terminal { terminal_id: id.clone() }];
     let text = match output {

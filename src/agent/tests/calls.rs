@@ -2,15 +2,10 @@
 //! rules and what the user answers → each call's states as the editor saw them, what the model
 //! is told, the rules remembered and what reached the disk.
 
-use std::path::Path;
-
 use super::*;
 use crate::history::CallState::{self, Cancelled, Failed, New, Resuming, Running, Succeeded, Suspended};
 use crate::permissions::{Action, Permission, Scope};
-use crate::tools::host::{
-    ExitStatus, HostError, LineRange, PermissionAnswer, PermissionOption, Question, Reply, TerminalOutput,
-    TerminalRequest,
-};
+use crate::tools::host::{HostError, PermissionAnswer, PermissionOption, Permissions};
 
 /// An editor that only asks: each question gets the next scripted answer, and the options it
 /// offered are kept. Files and commands stay local.
@@ -27,41 +22,15 @@ impl Asker {
     }
 }
 
-#[async_trait::async_trait]
+/// It only asks for permission: files, commands and questions are nobody's.
 impl Host for Asker {
-    fn reads_files(&self) -> bool {
-        false
+    fn permissions(&self) -> Option<&dyn Permissions> {
+        Some(self)
     }
-    fn writes_files(&self) -> bool {
-        false
-    }
-    fn runs_terminals(&self) -> bool {
-        false
-    }
-    fn can_ask(&self) -> bool {
-        true
-    }
-    async fn read_text_file(&self, path: &Path, range: Option<LineRange>) -> Result<String, HostError> {
-        NoEditor.read_text_file(path, range).await
-    }
-    async fn write_text_file(&self, path: &Path, content: &str) -> Result<(), HostError> {
-        NoEditor.write_text_file(path, content).await
-    }
-    async fn create_terminal(&self, request: &TerminalRequest) -> Result<String, HostError> {
-        NoEditor.create_terminal(request).await
-    }
-    async fn wait_for_terminal_exit(&self, id: &str) -> Result<ExitStatus, HostError> {
-        NoEditor.wait_for_terminal_exit(id).await
-    }
-    async fn terminal_output(&self, id: &str) -> Result<TerminalOutput, HostError> {
-        NoEditor.terminal_output(id).await
-    }
-    async fn kill_terminal(&self, id: &str) -> Result<(), HostError> {
-        NoEditor.kill_terminal(id).await
-    }
-    async fn release_terminal(&self, id: &str) -> Result<(), HostError> {
-        NoEditor.release_terminal(id).await
-    }
+}
+
+#[async_trait::async_trait]
+impl Permissions for Asker {
     async fn request_permission(
         &self,
         _call: &ToolPart,
@@ -73,9 +42,6 @@ impl Host for Asker {
             return Ok(PermissionAnswer::Cancelled);
         }
         self.answers.lock().unwrap().pop_front().unwrap_or(Ok(PermissionAnswer::Cancelled))
-    }
-    async fn ask(&self, call_id: &str, question: &Question) -> Result<Reply, HostError> {
-        NoEditor.ask(call_id, question).await
     }
 }
 
