@@ -15,7 +15,7 @@ use tokio::sync::mpsc;
 
 use super::Turn;
 use super::events::{AgentEvent, Phase};
-use super::state::{CallQueue, DoneReason, Question, QueuedCall, TurnError, TurnState};
+use super::state::{After, CallQueue, DoneReason, Question, QueuedCall, TurnError, TurnState};
 use crate::history::{CallState, Part, ToolContent, ToolPart};
 use crate::ids::MessageId;
 use crate::permissions::{self, Action, Decision, Mode, Permission, PermissionRequest, Rule, Scope};
@@ -32,7 +32,8 @@ const DENIED_BY_USER: &str = "The user denied this tool call. Do not retry it wi
 
 /// Runs the next calls of the queue, or asks about the first one.
 pub async fn executing(turn: &mut Turn<'_>, mut queue: CallQueue) -> TurnState {
-    let Some(head) = queue.calls.front() else { return TurnState::Preparing };
+    // Every call has run: so has the step.
+    let Some(head) = queue.calls.front() else { return TurnState::StepEnd(After::NextStep) };
     let index = head.index;
     if let Some((tool, left)) = head.invocation.as_ref().ok().and_then(|call| cooling(turn, call.name())) {
         queue.calls.pop_front();
@@ -69,7 +70,9 @@ pub async fn executing(turn: &mut Turn<'_>, mut queue: CallQueue) -> TurnState {
         }
         Decision::Ask(why) => match request {
             Some(request) => TurnState::Confirming(queue, Box::new(Question { request, why })),
-            None => TurnState::Done(DoneReason::Error(TurnError::Internal("a question about nothing".into()))),
+            None => TurnState::StepEnd(After::End(DoneReason::Error(TurnError::Internal(
+                "a question about nothing".into(),
+            )))),
         },
         Decision::Allow => {
             let access = invocation.access();
@@ -97,7 +100,7 @@ pub async fn executing(turn: &mut Turn<'_>, mut queue: CallQueue) -> TurnState {
             let at_once = batch.len();
             if run(turn, &queue.message, batch, at_once).await.is_err() {
                 cancel_all(turn, &queue);
-                return TurnState::Done(DoneReason::UserAbort);
+                return TurnState::StepEnd(After::End(DoneReason::UserAbort));
             }
             TurnState::Executing(queue)
         }
@@ -109,7 +112,7 @@ pub async fn executing(turn: &mut Turn<'_>, mut queue: CallQueue) -> TurnState {
 /// asks; the "always" options offer exactly the rule that would be remembered, and only when a
 /// rule may cover the call at all.
 pub async fn confirming(turn: &mut Turn<'_>, mut queue: CallQueue, question: Question) -> TurnState {
-    let Some(head) = queue.calls.front_mut() else { return TurnState::Preparing };
+    let Some(head) = queue.calls.front_mut() else { return TurnState::StepEnd(After::NextStep) };
     let Ok(invocation) = head.invocation.clone() else { return TurnState::Executing(queue) };
     let index = head.index;
     let Question { request, why } = question;
@@ -132,7 +135,7 @@ pub async fn confirming(turn: &mut Turn<'_>, mut queue: CallQueue, question: Que
     };
     // The card reaches the editor before the question about it.
     if let Err(err) = turn.recorder.flush().await {
-        return TurnState::Done(DoneReason::Error(err.into()));
+        return TurnState::StepEnd(After::End(DoneReason::Error(err.into())));
     }
     let rules: &[Rule] = turn.tools.rules;
     let allow = permissions::rule_for(&request, Action::Allow, Scope::Session, rules);
@@ -158,7 +161,7 @@ pub async fn confirming(turn: &mut Turn<'_>, mut queue: CallQueue, question: Que
     let chosen = match answer {
         None | Some(Ok(PermissionAnswer::Cancelled)) if turn.cancel.is_cancelled() => {
             cancel_all(turn, &queue);
-            return TurnState::Done(DoneReason::UserAbort);
+            return TurnState::StepEnd(After::End(DoneReason::UserAbort));
         }
         None | Some(Ok(PermissionAnswer::Cancelled)) => Choice::RejectOnce,
         Some(Ok(PermissionAnswer::Selected(option))) => Choice::parse(&option).unwrap_or_else(|| {

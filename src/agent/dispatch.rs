@@ -5,12 +5,12 @@
 //! progress channel (the child's tool calls and latest text become the call's content), and
 //! each with what its child inherits: the session's mode watch and a copy of the rules. A
 //! child's failure or limit is that call's failed result; a cancel reaches every child through
-//! the call's token, a child of the turn's. The step's accounting treats this state like
-//! Executing: the step ends when the queue is empty.
+//! the call's token, a child of the turn's. It goes back to Executing, whose empty queue ends
+//! the step.
 
 use super::Turn;
 use super::calls;
-use super::state::{CallQueue, DoneReason, TurnState};
+use super::state::{After, CallQueue, DoneReason, TurnState};
 use crate::tools::Invocation;
 
 /// Runs the batch of sub-agents, then goes back to executing the rest of the queue.
@@ -19,7 +19,7 @@ pub async fn dispatching(turn: &mut Turn<'_>, queue: CallQueue, batch: Vec<(u32,
     tracing::debug!(tasks = batch.len(), at_once, "dispatching sub-agents");
     if calls::run(turn, &queue.message, batch, at_once).await.is_err() {
         calls::cancel_all(turn, &queue);
-        return TurnState::Done(DoneReason::UserAbort);
+        return TurnState::StepEnd(After::End(DoneReason::UserAbort));
     }
     TurnState::Executing(queue)
 }
