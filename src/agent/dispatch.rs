@@ -10,16 +10,15 @@
 
 use super::Turn;
 use super::calls;
-use super::state::{After, CallQueue, DoneReason, TurnState};
+use super::state::{CallQueue, TurnState};
 use crate::tools::Invocation;
 
 /// Runs the batch of sub-agents, then goes back to executing the rest of the queue.
 pub async fn dispatching(turn: &mut Turn<'_>, queue: CallQueue, batch: Vec<(u32, Invocation)>) -> TurnState {
     let at_once = turn.limits.tasks_at_once;
     tracing::debug!(tasks = batch.len(), at_once, "dispatching sub-agents");
-    if calls::run(turn, &queue.message, batch, at_once).await.is_err() {
-        calls::cancel_all(turn, &queue);
-        return TurnState::StepEnd(After::End(DoneReason::UserAbort));
+    match calls::run(turn, &queue.message, batch, at_once).await {
+        Ok(()) => TurnState::Executing(queue),
+        Err(halt) => calls::halted(turn, &queue, halt),
     }
-    TurnState::Executing(queue)
 }

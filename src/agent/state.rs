@@ -13,7 +13,7 @@ use crate::history::Message;
 use crate::ids::MessageId;
 use crate::llm::{EventStream, FinishReason, LlmError};
 use crate::permissions::PermissionRequest;
-use crate::tools::{Invocation, ToolError};
+use crate::tools::{Fatal, Invocation, ToolError};
 
 use super::events::{RecordError, StreamKind};
 use super::stop::{Stop, StopReason};
@@ -178,8 +178,25 @@ pub enum TurnError {
     Model(#[from] LlmError),
     #[error("could not save the session: {0}")]
     Record(#[from] RecordError),
+    /// A tool call failed in a way that ends the turn.
+    #[error("{0}")]
+    Tool(String),
     #[error("{0}")]
     Internal(String),
+}
+
+/// A tool's failure that ends the turn, as the turn's error: one of the turn's own (a sub-agent
+/// whose session could not be saved) stays what it was.
+impl From<Fatal> for TurnError {
+    fn from(fatal: Fatal) -> Self {
+        if let Some(err) = fatal.0.downcast_ref::<TurnError>() {
+            return err.clone();
+        }
+        if let Some(err) = fatal.0.downcast_ref::<RecordError>() {
+            return TurnError::Record(err.clone());
+        }
+        TurnError::Tool(fatal.to_string())
+    }
 }
 
 impl DoneReason {

@@ -31,15 +31,15 @@ pub(super) const BINARY_PROBE: u64 = 8192;
 const TEMPORARY_ATTEMPTS: usize = 8;
 
 pub(super) fn not_found(shown: &str) -> ToolError {
-    ToolError(format!("{shown} does not exist; use glob to find the right path"))
+    ToolError::Tell(format!("{shown} does not exist; use glob to find the right path"))
 }
 
 pub(super) fn cannot_read(shown: &str, err: &dyn std::fmt::Display) -> ToolError {
-    ToolError(format!("cannot read {shown}: {err}"))
+    ToolError::Tell(format!("cannot read {shown}: {err}"))
 }
 
 pub(super) fn binary(shown: &str) -> ToolError {
-    ToolError(format!("{shown} is a binary file; it cannot be read as text"))
+    ToolError::Tell(format!("{shown} is a binary file; it cannot be read as text"))
 }
 
 /// A file's old text, as `write` and `edit` need it.
@@ -125,10 +125,10 @@ pub(super) fn open_for_reading(path: &Path) -> io::Result<File> {
 /// Only regular files hold text to read.
 pub(super) fn check_kind(metadata: &std::fs::Metadata, shown: &str) -> Result<(), ToolError> {
     if metadata.is_dir() {
-        return Err(ToolError(format!("{shown} is a directory; use glob to list its files")));
+        return Err(ToolError::Tell(format!("{shown} is a directory; use glob to list its files")));
     }
     if !metadata.is_file() {
-        return Err(ToolError(format!(
+        return Err(ToolError::Tell(format!(
             "{shown} is not a regular file (a FIFO, socket or device); it cannot be read as text"
         )));
     }
@@ -137,7 +137,7 @@ pub(super) fn check_kind(metadata: &std::fs::Metadata, shown: &str) -> Result<()
 
 pub(super) async fn save(ctx: &ToolContext, path: &Path, text: &str) -> Result<(), ToolError> {
     let shown = ctx.workspace.display(path);
-    let failed = |err: &dyn std::fmt::Display| ToolError(format!("cannot write {shown}: {err}"));
+    let failed = |err: &dyn std::fmt::Display| ToolError::Tell(format!("cannot write {shown}: {err}"));
     if let Some(writer) = ctx.host.writer() {
         return writer.write_text_file(path, text).await.map_err(|err| failed(&err));
     }

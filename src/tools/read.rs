@@ -140,10 +140,10 @@ async fn editor_page(
         }
         Ok(page) => Ok(page),
         Err(PageError::PastEnd(_)) => {
-            Err(ToolError(format!("{shown} has fewer than {first} lines; offset {first} is past its end")))
+            Err(ToolError::Tell(format!("{shown} has fewer than {first} lines; offset {first} is past its end")))
         }
         Err(PageError::Io(err)) => Err(cannot_read(shown, &err)),
-        Err(PageError::Cancelled) => Err(ToolError("cancelled".into())),
+        Err(PageError::Cancelled) => Err(ToolError::Tell("cancelled".into())),
     }
 }
 
@@ -168,10 +168,10 @@ async fn local_page(
         match page::page(reader, u64::from(first), u64::from(limit), Start::FileStart, &stop) {
             Ok(page) => Ok((page, size)),
             Err(PageError::PastEnd(total)) => {
-                Err(ToolError(format!("{shown} has {total} lines; offset {first} is past its end")))
+                Err(ToolError::Tell(format!("{shown} has {total} lines; offset {first} is past its end")))
             }
             Err(PageError::Io(err)) => Err(cannot_read(&shown, &err)),
-            Err(PageError::Cancelled) => Err(ToolError("cancelled".into())),
+            Err(PageError::Cancelled) => Err(ToolError::Tell("cancelled".into())),
         }
     })
     .await

@@ -76,7 +76,7 @@ pub(super) async fn local(args: &BashArgs, ctx: &ToolContext, timeout: Duration)
             ctx.workspace.cwd(),
             Confinement { roots: ctx.workspace.roots(), rejected: &ctx.rejected },
         )
-        .map_err(|err| ToolError(format!("cannot start bash: {err}")))?;
+        .map_err(|err| ToolError::Tell(format!("cannot start bash: {err}")))?;
     let mut stdout = child.take_stdout();
     let mut stderr = child.take_stderr();
     let mut capture = Capture::default();
@@ -94,7 +94,7 @@ pub(super) async fn local(args: &BashArgs, ctx: &ToolContext, timeout: Duration)
             read = read_some(&mut stdout, &mut out_buf) => if let Some(n) = read { capture.push(&out_buf[..n]) },
             read = read_some(&mut stderr, &mut err_buf) => if let Some(n) = read { capture.push(&err_buf[..n]) },
             exited = child.wait(), if status.is_none() => {
-                status = Some(exited.map_err(|err| ToolError(format!("waiting for bash failed: {err}")))?);
+                status = Some(exited.map_err(|err| ToolError::Tell(format!("waiting for bash failed: {err}")))?);
                 drain_until = Some(Instant::now() + DRAIN_AFTER_EXIT);
             }
             () = sleep_until(drain_until) => break None,
@@ -111,7 +111,7 @@ pub(super) async fn local(args: &BashArgs, ctx: &ToolContext, timeout: Duration)
     };
     let text = capture.text();
     if let Some(why) = stopped {
-        return Err(ToolError(format!("The command {why}; it was killed. Output so far:\n{text}")));
+        return Err(ToolError::Tell(format!("The command {why}; it was killed. Output so far:\n{text}")));
     }
     let code = status.and_then(|s| s.code());
     let ending = match code {
@@ -235,7 +235,7 @@ pub(super) async fn delegated(
     let id = terminals
         .create_terminal(&request)
         .await
-        .map_err(|err| ToolError(format!("cannot start the command: {err}")))?;
+        .map_err(|err| ToolError::Tell(format!("cannot start the command: {err}")))?;
     let mut guard = TerminalGuard { host: Arc::clone(&ctx.host), id: Some(id.clone()) };
     if let Some(progress) = &ctx.progress {
         let _ = progress.send(vec![ToolContent::Terminal { terminal_id: id.clone() }]);
@@ -262,7 +262,7 @@ pub(super) async fn delegated(
     };
     let exit = match stopped {
         Ok(exit) => exit,
-        Err(why) => return Err(ToolError(format!("The command {why}; it was killed. Output so far:\n{text}"))),
+        Err(why) => return Err(ToolError::Tell(format!("The command {why}; it was killed. Output so far:\n{text}"))),
     };
     let ending = match (exit.code, &exit.signal) {
         (Some(code), _) => format!("[exit status {code}]"),

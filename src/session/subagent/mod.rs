@@ -141,7 +141,7 @@ struct Spawner {
 
 /// Why a child could not even start: the call's failure.
 fn refuse(why: String) -> ToolError {
-    ToolError(why)
+    ToolError::Tell(why)
 }
 
 #[async_trait::async_trait]
