@@ -348,10 +348,10 @@ async fn step_end(turn: &mut Turn<'_>, after: After) -> TurnState {
     }
     // The model is done, but the user said more meanwhile: the turn goes on with it, unless a
     // limit says otherwise (then it ends as the model ended it, and the text runs next).
-    let (ended, next) = match after {
-        After::End(DoneReason::ModelStop(ModelStop::EndTurn)) if steer::pending(turn) => (true, Opening::ForSteered),
+    let next = match after {
+        After::End(DoneReason::ModelStop(ModelStop::EndTurn)) if steer::pending(turn) => Opening::ForSteered,
         After::End(reason) => return TurnState::Done(reason),
-        After::NextStep => (false, Opening::Fresh),
+        After::NextStep => Opening::Fresh,
     };
     let step: Vec<&Message> =
         turn.history.iter().skip(turn.run.step.from).filter(|m| m.role == Role::Assistant).collect();
@@ -359,7 +359,7 @@ async fn step_end(turn: &mut Turn<'_>, after: After) -> TurnState {
         turn.run.stats.add_step(message);
     }
     if let Some(stop) = turn.run.stats.check(&turn.limits, step.last().copied()) {
-        return TurnState::Done(if ended {
+        return TurnState::Done(if next == Opening::ForSteered {
             DoneReason::ModelStop(ModelStop::EndTurn)
         } else {
             DoneReason::Stopped(stop)
