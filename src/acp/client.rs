@@ -1,9 +1,10 @@
 //! The editor's services over ACP: `fs/*`, `terminal/*`, `session/request_permission` and
 //! `elicitation/create` (a `question`, see `question`), as a [`Host`] for one session's tools.
 //!
-//! Only what the client advertised at `initialize` is offered; a tool never calls a method the
-//! client did not announce. Dropping a pending request (a cancelled turn) sends
-//! `$/cancel_request` for it, which withdraws a permission question from the editor's UI.
+//! Only what the client advertised at `initialize` is offered (a capability it did not announce
+//! is `None`), so a tool never calls a method the client did not announce. Dropping a pending
+//! request (a cancelled turn) sends `$/cancel_request` for it, which withdraws a permission
+//! question from the editor's UI.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -13,26 +14,15 @@ use agent_client_protocol_schema::v1 as acp;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use super::convert::tool_update;
+use super::convert::{Shown, tool_update};
 use super::question;
 use super::rpc::Peer;
 use crate::history::ToolPart;
 use crate::ids::SessionId;
 use crate::tools::host::{
-    ExitStatus, Host, HostError, LineRange, OptionKind, PermissionAnswer, PermissionOption, Question, Reply,
-    TerminalOutput, TerminalRequest,
+    ExitStatus, FileReader, FileWriter, Host, HostError, LineRange, OptionKind, PermissionAnswer, PermissionOption,
+    Permissions, Question, Questions, Reply, TerminalOutput, TerminalRequest, Terminals,
 };
-
-/// The optional `session/update` kinds a client advertised.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct Shown {
-    /// `notice`; otherwise notes are short agent messages.
-    pub notices: bool,
-    /// `compaction_update` and `compaction_summary_chunk`; otherwise a short agent message.
-    pub compaction: bool,
-    /// Boolean config options (`steer`); otherwise they are left out of the session's options.
-    pub booleans: bool,
-}
 
 /// What the client said it can do, set at `initialize`.
 #[derive(Default)]
@@ -91,24 +81,30 @@ impl AcpHost {
     }
 }
 
-#[async_trait::async_trait]
 impl Host for AcpHost {
-    fn reads_files(&self) -> bool {
-        self.features.read_files.load(Ordering::Relaxed)
+    fn reader(&self) -> Option<&dyn FileReader> {
+        self.features.read_files.load(Ordering::Relaxed).then_some(self)
     }
 
-    fn writes_files(&self) -> bool {
-        self.features.write_files.load(Ordering::Relaxed)
+    fn writer(&self) -> Option<&dyn FileWriter> {
+        self.features.write_files.load(Ordering::Relaxed).then_some(self)
     }
 
-    fn runs_terminals(&self) -> bool {
-        self.features.terminals.load(Ordering::Relaxed)
+    fn terminals(&self) -> Option<&dyn Terminals> {
+        self.features.terminals.load(Ordering::Relaxed).then_some(self)
     }
 
-    fn can_ask(&self) -> bool {
-        true
+    fn permissions(&self) -> Option<&dyn Permissions> {
+        Some(self)
     }
 
+    fn questions(&self) -> Option<&dyn Questions> {
+        Some(self)
+    }
+}
+
+#[async_trait::async_trait]
+impl FileReader for AcpHost {
     async fn read_text_file(&self, path: &Path, range: Option<LineRange>) -> Result<String, HostError> {
         let request =
             acp::ReadTextFileRequest::new(self.id(), path).line(range.map(|r| r.line)).limit(range.map(|r| r.limit));
@@ -116,13 +112,19 @@ impl Host for AcpHost {
             self.call(acp::CLIENT_METHOD_NAMES.fs_read_text_file, &request).await?;
         Ok(response.content)
     }
+}
 
+#[async_trait::async_trait]
+impl FileWriter for AcpHost {
     async fn write_text_file(&self, path: &Path, content: &str) -> Result<(), HostError> {
         let request = acp::WriteTextFileRequest::new(self.id(), path, content);
         let _: acp::WriteTextFileResponse = self.call(acp::CLIENT_METHOD_NAMES.fs_write_text_file, &request).await?;
         Ok(())
     }
+}
 
+#[async_trait::async_trait]
+impl Terminals for AcpHost {
     async fn create_terminal(&self, request: &TerminalRequest) -> Result<String, HostError> {
         let create = acp::CreateTerminalRequest::new(self.id(), request.command.clone())
             .args(request.args.clone())
@@ -158,7 +160,10 @@ impl Host for AcpHost {
         let _: acp::ReleaseTerminalResponse = self.call(acp::CLIENT_METHOD_NAMES.terminal_release, &request).await?;
         Ok(())
     }
+}
 
+#[async_trait::async_trait]
+impl Permissions for AcpHost {
     async fn request_permission(
         &self,
         call: &ToolPart,
@@ -187,7 +192,10 @@ impl Host for AcpHost {
             _ => PermissionAnswer::Cancelled,
         })
     }
+}
 
+#[async_trait::async_trait]
+impl Questions for AcpHost {
     async fn ask(&self, call_id: &str, question: &Question) -> Result<Reply, HostError> {
         if self.features.forms.load(Ordering::Relaxed) {
             let method = acp::CLIENT_METHOD_NAMES.elicitation_create;

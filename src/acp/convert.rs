@@ -5,7 +5,6 @@
 use agent_client_protocol_schema::v1 as acp;
 use serde_json::Value;
 
-use super::client::Shown;
 use crate::agent::TurnError;
 use crate::history::{CallState, Part, PlanPriority, PlanStatus, ToolContent, ToolKind, ToolPart};
 use crate::ids::MessageId;
@@ -15,6 +14,17 @@ use crate::mcp::ServerConfig;
 use crate::permissions::Mode;
 use crate::session::{CompactionState, SessionError, SessionView, Update};
 use crate::store::StoreError;
+
+/// The optional `session/update` kinds a client advertised.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Shown {
+    /// `notice`; otherwise notes are short agent messages.
+    pub notices: bool,
+    /// `compaction_update` and `compaction_summary_chunk`; otherwise a short agent message.
+    pub compaction: bool,
+    /// Boolean config options (`steer`); otherwise they are left out of the session's options.
+    pub booleans: bool,
+}
 
 /// A prompt block as a part to store and send to the model.
 pub fn block_to_part(block: acp::ContentBlock) -> Result<Part, acp::Error> {

@@ -8,8 +8,7 @@ use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
 
-use super::client::Shown;
-use super::convert::{notification_json, stop_reason, update_to_wire};
+use super::convert::{Shown, notification_json, stop_reason, update_to_wire};
 use crate::agent::StopReason;
 use crate::ids::SessionId;
 use crate::session::{Update, UpdateSink};

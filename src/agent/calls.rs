@@ -6,7 +6,10 @@
 //! moves the turn to Confirming, which asks the editor and comes back with the answer. Every state
 //! change of a call goes through [`CallState::advance`] and is recorded, so the editor sees
 //! pending → in progress → completed/failed. Results reach the model in call order because they
-//! live in the calls' parts.
+//! live in the calls' parts. A call's failure is its result, which the model reads
+//! (`ToolError::Tell`), unless it is fatal (`ToolError::Fatal`): then the step ends with the
+//! turn, with that error, once the batch's results are recorded, and the calls after it are
+//! not run.
 
 use std::time::Duration;
 
@@ -15,12 +18,12 @@ use tokio::sync::mpsc;
 
 use super::Turn;
 use super::events::{AgentEvent, Phase};
-use super::state::{CallQueue, DoneReason, Question, QueuedCall, TurnError, TurnState};
+use super::state::{After, CallQueue, DoneReason, Question, QueuedCall, TurnError, TurnState};
 use crate::history::{CallState, Part, ToolContent, ToolPart};
 use crate::ids::MessageId;
 use crate::permissions::{self, Action, Decision, Mode, Permission, PermissionRequest, Rule, Scope};
-use crate::tools::host::{OptionKind, PermissionAnswer, PermissionOption};
-use crate::tools::{Access, Caller, Invocation, ToolContext, ToolError, ToolOutcome};
+use crate::tools::host::{HostError, OptionKind, PermissionAnswer, PermissionOption};
+use crate::tools::{Access, Caller, Fatal, Invocation, ToolContext, ToolError, ToolOutcome};
 
 /// After a cancel, how long running tools get to stop on their own (and clean up) before they
 /// are dropped.
@@ -32,7 +35,8 @@ const DENIED_BY_USER: &str = "The user denied this tool call. Do not retry it wi
 
 /// Runs the next calls of the queue, or asks about the first one.
 pub async fn executing(turn: &mut Turn<'_>, mut queue: CallQueue) -> TurnState {
-    let Some(head) = queue.calls.front() else { return TurnState::Preparing };
+    // Every call has run: so has the step.
+    let Some(head) = queue.calls.front() else { return TurnState::StepEnd(After::NextStep) };
     let index = head.index;
     if let Some((tool, left)) = head.invocation.as_ref().ok().and_then(|call| cooling(turn, call.name())) {
         queue.calls.pop_front();
@@ -44,11 +48,17 @@ pub async fn executing(turn: &mut Turn<'_>, mut queue: CallQueue) -> TurnState {
     }
     let invocation = match &head.invocation {
         Ok(invocation) => invocation.clone(),
-        Err(err) => {
-            let why = err.0.clone();
+        Err(ToolError::Tell(why)) => {
+            let why = why.clone();
             queue.calls.pop_front();
             fail(turn, &queue.message, index, why);
             return TurnState::Executing(queue);
+        }
+        Err(ToolError::Fatal(fatal)) => {
+            let fatal = fatal.clone();
+            queue.calls.pop_front();
+            fail(turn, &queue.message, index, fatal.to_string());
+            return halted(turn, &queue, Halt::Fatal(fatal));
         }
     };
     let (verdict, request) = judged(turn, head);
@@ -58,7 +68,7 @@ pub async fn executing(turn: &mut Turn<'_>, mut queue: CallQueue) -> TurnState {
             fail(turn, &queue.message, index, format!("Permission denied: {why}."));
             TurnState::Executing(queue)
         }
-        Decision::Ask(why) if !turn.tools.host.can_ask() => {
+        Decision::Ask(why) if turn.tools.host.permissions().is_none() => {
             queue.calls.pop_front();
             let why = format!(
                 "this call needs the user's permission ({why}) and there is nobody to ask; \
@@ -69,7 +79,9 @@ pub async fn executing(turn: &mut Turn<'_>, mut queue: CallQueue) -> TurnState {
         }
         Decision::Ask(why) => match request {
             Some(request) => TurnState::Confirming(queue, Box::new(Question { request, why })),
-            None => TurnState::Done(DoneReason::Error(TurnError::Internal("a question about nothing".into()))),
+            None => TurnState::StepEnd(After::End(DoneReason::Error(TurnError::Internal(
+                "a question about nothing".into(),
+            )))),
         },
         Decision::Allow => {
             let access = invocation.access();
@@ -95,11 +107,10 @@ pub async fn executing(turn: &mut Turn<'_>, mut queue: CallQueue) -> TurnState {
                 return TurnState::Dispatching(queue, batch);
             }
             let at_once = batch.len();
-            if run(turn, &queue.message, batch, at_once).await.is_err() {
-                cancel_all(turn, &queue);
-                return TurnState::Done(DoneReason::UserAbort);
+            match run(turn, &queue.message, batch, at_once).await {
+                Ok(()) => TurnState::Executing(queue),
+                Err(halt) => halted(turn, &queue, halt),
             }
-            TurnState::Executing(queue)
         }
     }
 }
@@ -109,7 +120,7 @@ pub async fn executing(turn: &mut Turn<'_>, mut queue: CallQueue) -> TurnState {
 /// asks; the "always" options offer exactly the rule that would be remembered, and only when a
 /// rule may cover the call at all.
 pub async fn confirming(turn: &mut Turn<'_>, mut queue: CallQueue, question: Question) -> TurnState {
-    let Some(head) = queue.calls.front_mut() else { return TurnState::Preparing };
+    let Some(head) = queue.calls.front_mut() else { return TurnState::StepEnd(After::NextStep) };
     let Ok(invocation) = head.invocation.clone() else { return TurnState::Executing(queue) };
     let index = head.index;
     let Question { request, why } = question;
@@ -119,12 +130,17 @@ pub async fn confirming(turn: &mut Turn<'_>, mut queue: CallQueue, question: Que
         // The call cannot succeed (an edit whose text is not there): nothing to ask about, when
         // the model may read the file anyway. Otherwise the failure would tell it what the file
         // holds without anyone asked: ask, with no diff.
-        Err(err) if readable_unasked(turn, &invocation) => {
+        Err(ToolError::Tell(why)) if readable_unasked(turn, &invocation) => {
             queue.calls.pop_front();
-            fail(turn, &queue.message, index, err.0);
+            fail(turn, &queue.message, index, why);
             return TurnState::Executing(queue);
         }
-        Err(_) => Vec::new(),
+        Err(ToolError::Tell(_)) => Vec::new(),
+        Err(ToolError::Fatal(fatal)) => {
+            queue.calls.pop_front();
+            fail(turn, &queue.message, index, fatal.to_string());
+            return halted(turn, &queue, Halt::Fatal(fatal));
+        }
     };
     let Some(part) = change(turn, &queue.message, index, |tool| tool.state.advance(CallState::Suspended).is_ok())
     else {
@@ -132,7 +148,7 @@ pub async fn confirming(turn: &mut Turn<'_>, mut queue: CallQueue, question: Que
     };
     // The card reaches the editor before the question about it.
     if let Err(err) = turn.recorder.flush().await {
-        return TurnState::Done(DoneReason::Error(err.into()));
+        return TurnState::StepEnd(After::End(DoneReason::Error(err.into())));
     }
     let rules: &[Rule] = turn.tools.rules;
     let allow = permissions::rule_for(&request, Action::Allow, Scope::Session, rules);
@@ -143,16 +159,22 @@ pub async fn confirming(turn: &mut Turn<'_>, mut queue: CallQueue, question: Que
     shown.content.push(ToolContent::Text { text: format!("cairn asks because {why}.") });
     let host = std::sync::Arc::clone(&turn.tools.host);
     let waiting = turn.run.user_wait.hold();
+    let asked = async {
+        match host.permissions() {
+            Some(user) => user.request_permission(&shown, &options).await,
+            None => Err(HostError::unavailable()),
+        }
+    };
     let answer = tokio::select! {
         biased;
         () = turn.cancel.cancelled() => None,
-        answer = host.request_permission(&shown, &options) => Some(answer),
+        answer = asked => Some(answer),
     };
     drop(waiting);
     let chosen = match answer {
         None | Some(Ok(PermissionAnswer::Cancelled)) if turn.cancel.is_cancelled() => {
             cancel_all(turn, &queue);
-            return TurnState::Done(DoneReason::UserAbort);
+            return TurnState::StepEnd(After::End(DoneReason::UserAbort));
         }
         None | Some(Ok(PermissionAnswer::Cancelled)) => Choice::RejectOnce,
         Some(Ok(PermissionAnswer::Selected(option))) => Choice::parse(&option).unwrap_or_else(|| {
@@ -358,8 +380,38 @@ fn fail(turn: &mut Turn<'_>, message: &MessageId, index: u32, why: String) {
     });
 }
 
+/// Why a batch of calls ends the turn.
+pub(super) enum Halt {
+    /// The user cancelled the turn (or its time ran out) while the calls ran.
+    Cancelled,
+    /// A call failed in a way that ends the turn.
+    Fatal(Fatal),
+}
+
+/// The step ends with the turn, for `halt`: the calls not run are shown as such.
+pub(super) fn halted(turn: &mut Turn<'_>, queue: &CallQueue, halt: Halt) -> TurnState {
+    match halt {
+        Halt::Cancelled => {
+            cancel_all(turn, queue);
+            TurnState::StepEnd(After::End(DoneReason::UserAbort))
+        }
+        Halt::Fatal(fatal) => {
+            tracing::warn!(%fatal, "a tool call ended the turn");
+            abandon(turn, queue, NOT_RUN);
+            TurnState::StepEnd(After::End(DoneReason::Error(fatal.into())))
+        }
+    }
+}
+
+const NOT_RUN: &str = "Not run: an earlier call of this answer failed in a way that ended the turn.";
+
 /// Marks every call not yet finished as cancelled.
 pub(super) fn cancel_all(turn: &mut Turn<'_>, queue: &CallQueue) {
+    abandon(turn, queue, "Cancelled by the user.");
+}
+
+/// Marks every call not yet finished as cancelled, saying `why`.
+fn abandon(turn: &mut Turn<'_>, queue: &CallQueue, why: &str) {
     let indexes: Vec<u32> = match turn.history.iter().rev().find(|m| m.id == queue.message) {
         Some(message) => message
             .parts
@@ -374,7 +426,7 @@ pub(super) fn cancel_all(turn: &mut Turn<'_>, queue: &CallQueue) {
         change(turn, &queue.message, index, |tool| {
             let moved = tool.state.advance(CallState::Cancelled).is_ok();
             if moved {
-                tool.output = Some("Cancelled by the user.".to_owned());
+                tool.output = Some(why.to_owned());
             }
             moved
         });
@@ -383,13 +435,14 @@ pub(super) fn cancel_all(turn: &mut Turn<'_>, queue: &CallQueue) {
 
 /// Runs a batch of allowed calls side by side, at most `at_once` at a time, and records their
 /// results in call order. Each call shows its own progress. `Err` if the turn was cancelled
-/// meanwhile.
+/// meanwhile, or a call failed in a way that ends it (the first such, once every result of
+/// the batch is recorded).
 pub(super) async fn run(
     turn: &mut Turn<'_>,
     message: &MessageId,
     batch: Vec<(u32, Invocation)>,
     at_once: usize,
-) -> Result<(), ()> {
+) -> Result<(), Halt> {
     for (index, _) in &batch {
         turn.phase(Phase::BeforeTool);
         change(turn, message, *index, |tool| tool.state.advance(CallState::Running).is_ok());
@@ -450,10 +503,15 @@ pub(super) async fn run(
             *slot = Some(result);
         }
     }
+    let mut fatal = None;
     for ((index, _), result) in batch.iter().zip(results) {
         turn.phase(Phase::AfterTool);
         match result {
-            Some(result) if !cancelled => record_result(turn, message, *index, result),
+            Some(result) if !cancelled => {
+                if let Some(ended) = record_result(turn, message, *index, result) {
+                    fatal.get_or_insert(ended);
+                }
+            }
             _ => {
                 change(turn, message, *index, |tool| {
                     tool.output = Some("Cancelled by the user; the tool was stopped.".to_owned());
@@ -462,7 +520,11 @@ pub(super) async fn run(
             }
         }
     }
-    if cancelled { Err(()) } else { Ok(()) }
+    match fatal {
+        _ if cancelled => Err(Halt::Cancelled),
+        Some(fatal) => Err(Halt::Fatal(fatal)),
+        None => Ok(()),
+    }
 }
 
 /// One call of a batch, stopped at its time limit; `position` tags its result.
@@ -475,14 +537,24 @@ async fn run_one(
     let limit = invocation.timeout(default_timeout);
     let result = match tokio::time::timeout(limit + TIMEOUT_MARGIN, invocation.run(ctx)).await {
         Ok(result) => result,
-        Err(_) => Err(ToolError(format!("The tool did not finish within {} s and was stopped.", limit.as_secs()))),
+        Err(_) => {
+            Err(ToolError::Tell(format!("The tool did not finish within {} s and was stopped.", limit.as_secs())))
+        }
     };
     (position, result)
 }
 
-fn record_result(turn: &mut Turn<'_>, message: &MessageId, index: u32, result: Result<ToolOutcome, ToolError>) {
+/// Records a call's result; a failure that ends the turn is recorded like any other, and
+/// given back.
+fn record_result(
+    turn: &mut Turn<'_>,
+    message: &MessageId,
+    index: u32,
+    result: Result<ToolOutcome, ToolError>,
+) -> Option<Fatal> {
     let mut reminders = Vec::new();
     let mut spent = 0.0;
+    let mut fatal = None;
     change(turn, message, index, |tool| match result {
         Ok(outcome) => {
             if let Some(reminder) = outcome.reminder {
@@ -499,8 +571,12 @@ fn record_result(turn: &mut Turn<'_>, message: &MessageId, index: u32, result: R
             tool.state.advance(to).is_ok()
         }
         Err(err) => {
-            tool.content = vec![ToolContent::Text { text: err.0.clone() }];
-            tool.output = Some(err.0);
+            let why = err.to_string();
+            if let ToolError::Fatal(ended) = err {
+                fatal = Some(ended);
+            }
+            tool.content = vec![ToolContent::Text { text: why.clone() }];
+            tool.output = Some(why);
             tool.state.advance(CallState::Failed).is_ok()
         }
     });
@@ -508,4 +584,5 @@ fn record_result(turn: &mut Turn<'_>, message: &MessageId, index: u32, result: R
         turn.remind(reminder);
     }
     turn.charge(spent);
+    fatal
 }

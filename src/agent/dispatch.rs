@@ -5,21 +5,20 @@
 //! progress channel (the child's tool calls and latest text become the call's content), and
 //! each with what its child inherits: the session's mode watch and a copy of the rules. A
 //! child's failure or limit is that call's failed result; a cancel reaches every child through
-//! the call's token, a child of the turn's. The step's accounting treats this state like
-//! Executing: the step ends when the queue is empty.
+//! the call's token, a child of the turn's. It goes back to Executing, whose empty queue ends
+//! the step.
 
 use super::Turn;
 use super::calls;
-use super::state::{CallQueue, DoneReason, TurnState};
+use super::state::{CallQueue, TurnState};
 use crate::tools::Invocation;
 
 /// Runs the batch of sub-agents, then goes back to executing the rest of the queue.
 pub async fn dispatching(turn: &mut Turn<'_>, queue: CallQueue, batch: Vec<(u32, Invocation)>) -> TurnState {
     let at_once = turn.limits.tasks_at_once;
     tracing::debug!(tasks = batch.len(), at_once, "dispatching sub-agents");
-    if calls::run(turn, &queue.message, batch, at_once).await.is_err() {
-        calls::cancel_all(turn, &queue);
-        return TurnState::Done(DoneReason::UserAbort);
+    match calls::run(turn, &queue.message, batch, at_once).await {
+        Ok(()) => TurnState::Executing(queue),
+        Err(halt) => calls::halted(turn, &queue, halt),
     }
-    TurnState::Executing(queue)
 }

@@ -1,14 +1,16 @@
 //! The turn state machine: from a user prompt to a [`StopReason`].
 //!
 //! [`run_turn`] records the prompt, then drives a [`TurnState`] through one handler per state
-//! (`steps`, `calls`) until it reaches `Done`. The driver owns the run-level phases ([`Phase`]):
-//! run start, step start, before inference (the Preparing state: prompts steered into the turn
-//! join (`steer`), compaction at the threshold, then the step's [`Request`] with reminders and
-//! tools on cooldown), after inference, step end
-//! (checkpoint, then the stop conditions of `stop` and the loop guard of `loops`) and run end,
-//! which always comes. Between every two states it checks cancellation and the turn's deadline.
-//! The session's spending grows only through `Turn::charge`. Everything the turn produces leaves
-//! through the [`Recorder`]; this module imports neither the wire protocol nor the database.
+//! (`steps`, `calls`, `dispatch`, and here) until it reaches `Done`. Each step is a stretch of
+//! states from StepStart (counted, with the step start phase) to StepEnd (checkpoint, then the
+//! stop conditions of `stop` and the loop guard of `loops`), which every ending inside a step
+//! goes through. The driver owns the run-level phases ([`Phase`]): run start, step start,
+//! before inference (the Preparing state: prompts steered into the turn join (`steer`),
+//! compaction at the threshold, then the step's [`Request`] with reminders and tools on
+//! cooldown), after inference, step end and run end, which always comes. Between every two
+//! states of a step it checks cancellation and the turn's deadline. The session's spending
+//! grows only through `Turn::charge`. Everything the turn produces leaves through the
+//! [`Recorder`]; this module imports neither the wire protocol nor the database.
 
 mod calls;
 pub mod compact;
@@ -40,8 +42,9 @@ use crate::tools::{Host, Registry, Workspace};
 
 pub use events::{AgentEvent, Phase, RecordError, Recorder, StreamKind};
 use loops::{LoopGuard, Verdict};
-pub use state::{DoneReason, ModelStop, Request, StopReason, TurnError, TurnState, Why};
+pub use state::{After, DoneReason, ModelStop, Opening, Request, TurnError, TurnState, Why};
 pub use steer::{Steered, Steering};
+pub use stop::StopReason;
 use stop::{Stats, Stop};
 
 /// Everything one turn works with. The session actor lends it its history and rules for the turn.
@@ -85,10 +88,8 @@ pub struct Run {
     cooldowns: Vec<(String, u32)>,
     /// Answers cut off inside a tool call that were asked to continue.
     continuations: u32,
-    /// History length when the step began: the step's messages come after it.
-    step_from: usize,
-    /// A compaction was tried in this step (never twice in one step).
-    compacted: bool,
+    /// The step under way.
+    step: Step,
     /// An automatic compaction failed in this turn; do not try again until the next prompt.
     compaction_failed: bool,
     /// A request refused as too long was compacted and retried once.
@@ -96,12 +97,19 @@ pub struct Run {
     /// Where prompts sent while the turn runs arrive (`busy_prompt = "steer"`); `None` for
     /// turns nobody can steer (sub-agents, headless runs).
     steering: Option<Steering>,
-    /// The model ended the turn, which goes on only for the steered text waiting to join.
-    awaits_steered: bool,
     /// Held while the turn waits for the user; its deadline stops meanwhile.
     user_wait: crate::tools::host::UserWait,
     /// The images the turn's tool calls have read (bounded per turn).
     images_read: Arc<crate::tools::ImagesRead>,
+}
+
+/// What one step keeps: it starts anew in the StepStart state.
+#[derive(Default)]
+struct Step {
+    /// History length when the step began: the step's messages come after it.
+    from: usize,
+    /// A compaction was tried in this step (never twice in one step).
+    compacted: bool,
 }
 
 impl Run {
@@ -200,14 +208,16 @@ pub async fn run_turn(mut turn: Turn<'_>, prompt: Vec<Part>) -> Result<StopReaso
                 turn.context_used = crate::history::view::context_used(turn.history);
             }
             turn.note_unseen(unseen);
-            TurnState::Preparing
+            TurnState::StepStart(Opening::Fresh)
         }
         Err(err) => TurnState::Done(DoneReason::Error(err.into())),
     };
-    let mut in_step = false;
     loop {
-        if turn.cancel.is_cancelled() && !matches!(state, TurnState::Streaming(_) | TurnState::Done(_)) {
-            // Calls that will not run now are shown cancelled, not left pending.
+        // Between two states of a step: calls that will not run now are shown cancelled, not
+        // left pending, and the turn ends at once (a stream sees the cancel itself).
+        if turn.cancel.is_cancelled()
+            && !matches!(state, TurnState::Streaming(_) | TurnState::StepEnd(_) | TurnState::Done(_))
+        {
             if let TurnState::Executing(queue) | TurnState::Confirming(queue, _) | TurnState::Dispatching(queue, _) =
                 &state
             {
@@ -216,29 +226,12 @@ pub async fn run_turn(mut turn: Turn<'_>, prompt: Vec<Part>) -> Result<StopReaso
             state = TurnState::Done(DoneReason::UserAbort);
         }
         tracing::debug!(?state, "turn state");
-        // A step ends when its answer and its tools are done, not when a retry or a compaction
-        // sends the same step back to Sampling or Preparing.
-        let ran_tools =
-            matches!(state, TurnState::Executing(_) | TurnState::Confirming(..) | TurnState::Dispatching(..));
-        let next = match state {
-            TurnState::Preparing => {
-                if !in_step {
-                    in_step = true;
-                    turn.run.stats.rounds += 1;
-                    turn.run.step_from = turn.history.len();
-                    turn.run.compacted = false;
-                    turn.phase(Phase::StepStart);
-                }
-                // Prompts steered into the turn join before its next request is prepared.
-                // If the text that kept an ended turn going was withdrawn meanwhile, it ends as
-                // the model ended it.
-                let awaited = std::mem::take(&mut turn.run.awaits_steered);
-                match steer::join(&mut turn).await {
-                    Ok(0) if awaited => TurnState::Done(DoneReason::ModelStop(ModelStop::EndTurn)),
-                    Ok(_) => preparing(&mut turn),
-                    Err(err) => TurnState::Done(DoneReason::Error(err.into())),
-                }
+        state = match state {
+            TurnState::StepStart(opening) => {
+                step_start(&mut turn);
+                prepare(&mut turn, opening).await
             }
+            TurnState::Preparing => prepare(&mut turn, Opening::Fresh).await,
             TurnState::Sampling(request) => steps::sampling(&mut turn, request).await,
             TurnState::Compacting(why) => compacting(&mut turn, why).await,
             TurnState::Streaming(streaming) => {
@@ -251,15 +244,29 @@ pub async fn run_turn(mut turn: Turn<'_>, prompt: Vec<Part>) -> Result<StopReaso
             TurnState::Executing(queue) => calls::executing(&mut turn, queue).await,
             TurnState::Confirming(queue, question) => calls::confirming(&mut turn, queue, *question).await,
             TurnState::Dispatching(queue, batch) => dispatch::dispatching(&mut turn, queue, batch).await,
+            TurnState::StepEnd(after) => step_end(&mut turn, after).await,
             TurnState::Done(reason) => return run_end(&mut turn, &user, reason).await,
         };
-        let step_over = matches!(next, TurnState::Done(_)) || (ran_tools && matches!(next, TurnState::Preparing));
-        state = if in_step && step_over {
-            in_step = false;
-            step_end(&mut turn, next).await
-        } else {
-            next
-        };
+    }
+}
+
+/// The StepStart state: the step is counted, and its messages start here.
+fn step_start(turn: &mut Turn<'_>) {
+    turn.run.stats.rounds += 1;
+    turn.run.step = Step { from: turn.history.len(), compacted: false };
+    turn.phase(Phase::StepStart);
+}
+
+/// The Preparing state (also the rest of StepStart): prompts steered into the turn join before
+/// its next request is prepared. If the prompt a step was opened for was withdrawn meanwhile,
+/// the turn ends as the model ended it.
+async fn prepare(turn: &mut Turn<'_>, opening: Opening) -> TurnState {
+    match steer::join(turn).await {
+        Ok(0) if opening == Opening::ForSteered => {
+            TurnState::StepEnd(After::End(DoneReason::ModelStop(ModelStop::EndTurn)))
+        }
+        Ok(_) => preparing(turn),
+        Err(err) => TurnState::StepEnd(After::End(DoneReason::Error(err.into()))),
     }
 }
 
@@ -271,7 +278,7 @@ fn preparing(turn: &mut Turn<'_>) -> TurnState {
     turn.phase(Phase::BeforeInference);
     if let Some(summarizer) = &turn.summarizer
         && summarizer.settings.auto
-        && !turn.run.compacted
+        && !turn.run.step.compacted
         && !turn.run.compaction_failed
         && turn.context_used
             >= compact::usable(turn.info.context_window, turn.info.max_output, summarizer.settings.reserve_tokens)
@@ -292,7 +299,7 @@ fn preparing(turn: &mut Turn<'_>) -> TurnState {
 
 /// The Compacting state: one compaction, then the step's request is prepared again.
 async fn compacting(turn: &mut Turn<'_>, why: Why) -> TurnState {
-    turn.run.compacted = true;
+    turn.run.step.compacted = true;
     let Some(summarizer) = &turn.summarizer else { return TurnState::Preparing };
     let job = compact::Job {
         history: turn.history,
@@ -318,45 +325,41 @@ async fn compacting(turn: &mut Turn<'_>, why: Why) -> TurnState {
             // Not enough freed: do not summarize again at every step of this turn.
             turn.run.compaction_failed = compacted.compaction.tokens_after >= threshold;
         }
-        Err(compact::CompactError::Cancelled) => return TurnState::Done(DoneReason::UserAbort),
+        Err(compact::CompactError::Cancelled) => return TurnState::StepEnd(After::End(DoneReason::UserAbort)),
         Err(err) => {
             turn.run.compaction_failed = true;
             if let Why::Overflow(detail) = why {
                 // Sending the same request again would only be refused again.
                 tracing::warn!(%err, "the request is too long and could not be compacted");
-                return TurnState::Done(DoneReason::Error(LlmError::ContextTooLong { detail }.into()));
+                let err = LlmError::ContextTooLong { detail };
+                return TurnState::StepEnd(After::End(DoneReason::Error(err.into())));
             }
         }
     }
     TurnState::Preparing
 }
 
-/// The step is over: commit it (the checkpoint), then let the stop conditions and the loop guard
-/// decide whether the turn goes on.
-async fn step_end(turn: &mut Turn<'_>, next: TurnState) -> TurnState {
+/// The StepEnd state: commit the step (the checkpoint), then let the stop conditions and the
+/// loop guard decide whether the turn goes on to another step.
+async fn step_end(turn: &mut Turn<'_>, after: After) -> TurnState {
     turn.phase(Phase::StepEnd);
     if let Err(err) = turn.recorder.flush().await {
         return TurnState::Done(DoneReason::Error(err.into()));
     }
     // The model is done, but the user said more meanwhile: the turn goes on with it, unless a
     // limit says otherwise (then it ends as the model ended it, and the text runs next).
-    let ended = matches!(next, TurnState::Done(DoneReason::ModelStop(ModelStop::EndTurn)));
-    let next = if ended && steer::pending(turn) {
-        turn.run.awaits_steered = true;
-        TurnState::Preparing
-    } else {
-        next
+    let next = match after {
+        After::End(DoneReason::ModelStop(ModelStop::EndTurn)) if steer::pending(turn) => Opening::ForSteered,
+        After::End(reason) => return TurnState::Done(reason),
+        After::NextStep => Opening::Fresh,
     };
-    if !matches!(next, TurnState::Preparing) {
-        return next;
-    }
     let step: Vec<&Message> =
-        turn.history.iter().skip(turn.run.step_from).filter(|m| m.role == Role::Assistant).collect();
+        turn.history.iter().skip(turn.run.step.from).filter(|m| m.role == Role::Assistant).collect();
     for message in &step {
         turn.run.stats.add_step(message);
     }
     if let Some(stop) = turn.run.stats.check(&turn.limits, step.last().copied()) {
-        return TurnState::Done(if ended {
+        return TurnState::Done(if next == Opening::ForSteered {
             DoneReason::ModelStop(ModelStop::EndTurn)
         } else {
             DoneReason::Stopped(stop)
@@ -385,7 +388,7 @@ async fn step_end(turn: &mut Turn<'_>, next: TurnState) -> TurnState {
         }
         Verdict::Stop { tool, count } => return TurnState::Done(DoneReason::Stopped(Stop::Loop { tool, count })),
     }
-    next
+    TurnState::StepStart(next)
 }
 
 /// The end of every run: say which limit stopped it, commit everything, answer the prompt.

@@ -1,9 +1,10 @@
 //! The states of a turn and the reasons it ends.
 //!
-//! A turn is always in exactly one [`TurnState`]; each state's handler (in `steps`) consumes it and
-//! returns the next. A state carries what its handler needs: Sampling and Streaming carry the
+//! A turn is always in exactly one [`TurnState`]; each state's handler (in `steps`, `calls`,
+//! `dispatch` and the driver) consumes it and returns the next. Steps are states too: a step
+//! starts in `StepStart` and ends in `StepEnd`, which every ending inside it goes through. A state carries what its handler needs: Sampling and Streaming carry the
 //! step's [`Request`], so no step can be sent without one. `Done` is terminal. [`DoneReason`]
-//! keeps the full story of why a turn ended; [`StopReason`] is what the editor is told.
+//! keeps the full story of why a turn ended; `stop::StopReason` is what the editor is told.
 
 use std::collections::VecDeque;
 use std::fmt;
@@ -12,15 +13,20 @@ use crate::history::Message;
 use crate::ids::MessageId;
 use crate::llm::{EventStream, FinishReason, LlmError};
 use crate::permissions::PermissionRequest;
-use crate::tools::{Invocation, ToolError};
+use crate::tools::{Fatal, Invocation, ToolError};
 
 use super::events::{RecordError, StreamKind};
-use super::stop::Stop;
+use super::stop::{Stop, StopReason};
 
-/// Where a turn is.
+/// Where a turn is. A step is the states from `StepStart` to `StepEnd`: one request and
+/// what follows from its answer (tool calls, a retry, a compaction), so every state between
+/// them is inside a step, and the handlers of those states end the step (with `StepEnd`)
+/// instead of ending the turn.
 pub enum TurnState {
-    /// About to prepare the step's request: first compaction if the context is full, then the
-    /// request (reminders, tools on cooldown).
+    /// A step begins: counted, its messages start here; then as Preparing.
+    StepStart(Opening),
+    /// About to prepare the step's request: prompts steered into the turn join, then
+    /// compaction if the context is full, then the request (reminders, tools on cooldown).
     Preparing,
     /// Sending the step's request to the model (with retries).
     Sampling(Box<Request>),
@@ -35,13 +41,36 @@ pub enum TurnState {
     Dispatching(CallQueue, Vec<(u32, Invocation)>),
     /// Making the history fit the context window again, then back to Sampling.
     Compacting(Why),
+    /// The step is over: the checkpoint, then the stop conditions and the loop guard decide
+    /// whether what it leads to happens.
+    StepEnd(After),
     /// The turn is over.
     Done(DoneReason),
+}
+
+/// Why a step begins.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Opening {
+    /// The turn's first step, or the previous step's tools ran.
+    Fresh,
+    /// The model ended the turn while a prompt steered into it waited: the step exists for that
+    /// prompt, and if it was withdrawn meanwhile the turn ends as the model ended it.
+    ForSteered,
+}
+
+/// Where a step leads.
+#[derive(Debug)]
+pub enum After {
+    /// Its tools ran: another step follows.
+    NextStep,
+    /// The turn ends (the model ended it, it failed, or it was cancelled).
+    End(DoneReason),
 }
 
 impl fmt::Debug for TurnState {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
+            TurnState::StepStart(opening) => write!(f, "StepStart({opening:?})"),
             TurnState::Preparing => f.write_str("Preparing"),
             TurnState::Sampling(request) => write!(f, "Sampling(attempt {})", request.attempts + 1),
             TurnState::Streaming(streaming) => write!(f, "Streaming({})", streaming.message.id),
@@ -51,6 +80,7 @@ impl fmt::Debug for TurnState {
                 write!(f, "Dispatching({} sub-agents, {} calls after)", batch.len(), queue.calls.len())
             }
             TurnState::Compacting(why) => write!(f, "Compacting({why:?})"),
+            TurnState::StepEnd(after) => write!(f, "StepEnd({after:?})"),
             TurnState::Done(reason) => write!(f, "Done({reason:?})"),
         }
     }
@@ -141,16 +171,6 @@ pub enum ModelStop {
     Refusal,
 }
 
-/// What the editor is told about a finished turn (ACP `stopReason`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum StopReason {
-    EndTurn,
-    MaxTokens,
-    MaxTurnRequests,
-    Refusal,
-    Cancelled,
-}
-
 /// A turn that could not finish.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
 pub enum TurnError {
@@ -158,8 +178,25 @@ pub enum TurnError {
     Model(#[from] LlmError),
     #[error("could not save the session: {0}")]
     Record(#[from] RecordError),
+    /// A tool call failed in a way that ends the turn.
+    #[error("{0}")]
+    Tool(String),
     #[error("{0}")]
     Internal(String),
+}
+
+/// A tool's failure that ends the turn, as the turn's error: one of the turn's own (a sub-agent
+/// whose session could not be saved) stays what it was.
+impl From<Fatal> for TurnError {
+    fn from(fatal: Fatal) -> Self {
+        if let Some(err) = fatal.0.downcast_ref::<TurnError>() {
+            return err.clone();
+        }
+        if let Some(err) = fatal.0.downcast_ref::<RecordError>() {
+            return TurnError::Record(err.clone());
+        }
+        TurnError::Tool(fatal.to_string())
+    }
 }
 
 impl DoneReason {

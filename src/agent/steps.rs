@@ -10,7 +10,7 @@ use tokio::time::Instant;
 use super::Turn;
 use super::events::{AgentEvent, StreamKind};
 use super::retry::{GaveUp, Retry};
-use super::state::{CallQueue, DoneReason, ModelStop, QueuedCall, Request, Streaming, TurnState, Why};
+use super::state::{After, CallQueue, DoneReason, ModelStop, QueuedCall, Request, Streaming, TurnState, Why};
 use crate::history::view::{self, Seen};
 use crate::history::{CallState, Finish, Message, MessageMeta, Part, Role, ToolPart};
 use crate::llm::{FinishReason, LlmError, ModelRequest, StreamEvent};
@@ -40,7 +40,7 @@ pub async fn sampling(turn: &mut Turn<'_>, mut request: Box<Request>) -> TurnSta
         let deadline = Instant::now() + step_timeout;
         let sent = tokio::select! {
             biased;
-            () = retry.cancel.cancelled() => return TurnState::Done(DoneReason::UserAbort),
+            () = retry.cancel.cancelled() => return TurnState::StepEnd(After::End(DoneReason::UserAbort)),
             sent = tokio::time::timeout_at(deadline, turn.provider.stream(&asked)) => {
                 sent.unwrap_or(Err(LlmError::StepTimeout(step_timeout)))
             }
@@ -82,8 +82,8 @@ pub async fn sampling(turn: &mut Turn<'_>, mut request: Box<Request>) -> TurnSta
 impl From<GaveUp> for TurnState {
     fn from(gave_up: GaveUp) -> Self {
         match gave_up {
-            GaveUp::Failed(err) => TurnState::Done(DoneReason::Error(err.into())),
-            GaveUp::Cancelled => TurnState::Done(DoneReason::UserAbort),
+            GaveUp::Failed(err) => TurnState::StepEnd(After::End(DoneReason::Error(err.into()))),
+            GaveUp::Cancelled => TurnState::StepEnd(After::End(DoneReason::UserAbort)),
         }
     }
 }
@@ -291,10 +291,10 @@ fn run_calls(turn: &mut Turn<'_>, s: Streaming) -> TurnState {
     TurnState::Executing(queue)
 }
 
-/// Completes the assistant message and ends the turn with `done`.
+/// Completes the assistant message and ends the step, and the turn with `done`.
 fn finish(turn: &mut Turn<'_>, s: Streaming, finish: Finish, error: Option<String>, done: DoneReason) -> TurnState {
     complete(turn, s, finish, error);
-    TurnState::Done(done)
+    TurnState::StepEnd(After::End(done))
 }
 
 /// Completes the assistant message and moves it into the history, whatever ended it. Tool calls

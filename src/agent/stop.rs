@@ -10,7 +10,15 @@ use std::time::Duration;
 use crate::config::Limits;
 use crate::history::{CallState, Message, Part};
 
-use super::state::StopReason;
+/// What the editor is told about a finished turn (ACP `stopReason`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StopReason {
+    EndTurn,
+    MaxTokens,
+    MaxTurnRequests,
+    Refusal,
+    Cancelled,
+}
 
 /// A configured limit that ended the turn.
 #[derive(Clone, Debug, PartialEq, Eq)]

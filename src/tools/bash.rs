@@ -111,8 +111,8 @@ impl Tool for Bash {
 
     async fn run(&self, args: &BashArgs, ctx: &ToolContext) -> Result<ToolOutcome, ToolError> {
         let timeout = args.timeout();
-        if ctx.host.runs_terminals() {
-            shell::delegated(&args.command, ctx, timeout).await
+        if let Some(terminals) = ctx.host.terminals() {
+            shell::delegated(&args.command, ctx, terminals, timeout).await
         } else {
             shell::local(&args.command, ctx, timeout).await
         }

@@ -105,10 +105,10 @@ fn editable(old: Old, shown: &str) -> Result<String, ToolError> {
     match old {
         Old::Text(text) => Ok(text),
         Old::Missing => Err(not_found(shown)),
-        Old::NotUtf8 { valid_up_to, .. } => Err(ToolError(format!(
+        Old::NotUtf8 { valid_up_to, .. } => Err(ToolError::Tell(format!(
             "{shown} is not valid UTF-8 (from byte {valid_up_to}); edit would replace every invalid byte in it. Change it with a command (sed, iconv, a script) through bash."
         ))),
-        Old::TooLarge(size) => Err(ToolError(format!(
+        Old::TooLarge(size) => Err(ToolError::Tell(format!(
             "{shown} is {}; edit changes files of up to {}. Change a file this large with a command (sed, a script) through bash.",
             human_size(size),
             human_size(MAX_WHOLE_BYTES)
@@ -119,19 +119,19 @@ fn editable(old: Old, shown: &str) -> Result<String, ToolError> {
 /// `old` with the edit applied, and how many occurrences it replaced.
 fn apply(args: &EditArgs, old: &str, shown: &str) -> Result<(String, usize), ToolError> {
     if args.old_string.is_empty() {
-        return Err(ToolError("old_string is empty; use `write` to create or replace a whole file".into()));
+        return Err(ToolError::Tell("old_string is empty; use `write` to create or replace a whole file".into()));
     }
     if args.old_string == args.new_string {
-        return Err(ToolError("old_string and new_string are the same; there is nothing to change".into()));
+        return Err(ToolError::Tell("old_string and new_string are the same; there is nothing to change".into()));
     }
     let found = old.matches(&args.old_string).count();
     match (found, args.replace_all) {
-        (0, _) => Err(ToolError(format!(
+        (0, _) => Err(ToolError::Tell(format!(
             "old_string was not found in {shown}. Read the file and copy the text exactly, whitespace included."
         ))),
         (_, true) => Ok((old.replace(&args.old_string, &args.new_string), found)),
         (1, false) => Ok((old.replacen(&args.old_string, &args.new_string, 1), 1)),
-        (_, false) => Err(ToolError(format!(
+        (_, false) => Err(ToolError::Tell(format!(
             "old_string occurs {found} times in {shown}; include more surrounding lines to make it unique, or set replace_all"
         ))),
     }

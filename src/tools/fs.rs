@@ -31,15 +31,15 @@ pub(super) const BINARY_PROBE: u64 = 8192;
 const TEMPORARY_ATTEMPTS: usize = 8;
 
 pub(super) fn not_found(shown: &str) -> ToolError {
-    ToolError(format!("{shown} does not exist; use glob to find the right path"))
+    ToolError::Tell(format!("{shown} does not exist; use glob to find the right path"))
 }
 
 pub(super) fn cannot_read(shown: &str, err: &dyn std::fmt::Display) -> ToolError {
-    ToolError(format!("cannot read {shown}: {err}"))
+    ToolError::Tell(format!("cannot read {shown}: {err}"))
 }
 
 pub(super) fn binary(shown: &str) -> ToolError {
-    ToolError(format!("{shown} is a binary file; it cannot be read as text"))
+    ToolError::Tell(format!("{shown} is a binary file; it cannot be read as text"))
 }
 
 /// A file's old text, as `write` and `edit` need it.
@@ -58,14 +58,14 @@ pub(super) enum Old {
 /// The whole text of a file, if it exists and is not too large.
 pub(super) async fn load(ctx: &ToolContext, path: &Path) -> Result<Old, ToolError> {
     let shown = ctx.workspace.display(path);
-    if ctx.host.reads_files() {
+    if let Some(reader) = ctx.host.reader() {
         // The editor reports a missing file as an error; check the disk to tell it apart.
         let Ok(metadata) = tokio::fs::metadata(path).await else { return Ok(Old::Missing) };
         check_kind(&metadata, &shown)?;
         if metadata.len() > MAX_WHOLE_BYTES {
             return Ok(Old::TooLarge(metadata.len()));
         }
-        let text = ctx.host.read_text_file(path, None).await.map_err(|err| cannot_read(&shown, &err))?;
+        let text = reader.read_text_file(path, None).await.map_err(|err| cannot_read(&shown, &err))?;
         let size = text.len() as u64;
         return Ok(if size > MAX_WHOLE_BYTES { Old::TooLarge(size) } else { Old::Text(text) });
     }
@@ -125,10 +125,10 @@ pub(super) fn open_for_reading(path: &Path) -> io::Result<File> {
 /// Only regular files hold text to read.
 pub(super) fn check_kind(metadata: &std::fs::Metadata, shown: &str) -> Result<(), ToolError> {
     if metadata.is_dir() {
-        return Err(ToolError(format!("{shown} is a directory; use glob to list its files")));
+        return Err(ToolError::Tell(format!("{shown} is a directory; use glob to list its files")));
     }
     if !metadata.is_file() {
-        return Err(ToolError(format!(
+        return Err(ToolError::Tell(format!(
             "{shown} is not a regular file (a FIFO, socket or device); it cannot be read as text"
         )));
     }
@@ -137,9 +137,9 @@ pub(super) fn check_kind(metadata: &std::fs::Metadata, shown: &str) -> Result<()
 
 pub(super) async fn save(ctx: &ToolContext, path: &Path, text: &str) -> Result<(), ToolError> {
     let shown = ctx.workspace.display(path);
-    let failed = |err: &dyn std::fmt::Display| ToolError(format!("cannot write {shown}: {err}"));
-    if ctx.host.writes_files() {
-        return ctx.host.write_text_file(path, text).await.map_err(|err| failed(&err));
+    let failed = |err: &dyn std::fmt::Display| ToolError::Tell(format!("cannot write {shown}: {err}"));
+    if let Some(writer) = ctx.host.writer() {
+        return writer.write_text_file(path, text).await.map_err(|err| failed(&err));
     }
     let (path, text, roots) = (path.to_owned(), text.to_owned(), ctx.workspace.roots().to_vec());
     // Not cancellable: once started, the write runs to its end or cleans up after itself.

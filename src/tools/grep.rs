@@ -106,7 +106,7 @@ async fn grep(args: &GrepArgs, ctx: &ToolContext) -> Result<ToolOutcome, ToolErr
     let matcher = RegexMatcherBuilder::new()
         .case_insensitive(args.case_insensitive)
         .build(&args.pattern)
-        .map_err(|err| ToolError(format!("`{}` is not a valid regular expression: {err}", args.pattern)))?;
+        .map_err(|err| ToolError::Tell(format!("`{}` is not a valid regular expression: {err}", args.pattern)))?;
     let only = args.glob.as_deref().map(compile_glob).transpose()?;
     let workspace = ctx.workspace.clone();
     let shown_root = ctx.workspace.display(&root);
@@ -123,7 +123,7 @@ async fn grep(args: &GrepArgs, ctx: &ToolContext) -> Result<ToolOutcome, ToolErr
         let mut rejected = 0usize;
         for path in walk(&root, &cancel)? {
             if cancel.is_cancelled() {
-                return Err(ToolError("cancelled".into()));
+                return Err(ToolError::Tell("cancelled".into()));
             }
             if let Some(only) = &only {
                 let relative = path.strip_prefix(&root).unwrap_or(&path);
@@ -177,7 +177,7 @@ async fn grep(args: &GrepArgs, ctx: &ToolContext) -> Result<ToolOutcome, ToolErr
                 }),
             );
             if cancel.is_cancelled() {
-                return Err(ToolError("cancelled".into()));
+                return Err(ToolError::Tell("cancelled".into()));
             }
             if let Err(err) = result {
                 tracing::debug!(path = %path.display(), %err, "grep skipped a file");

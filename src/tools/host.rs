@@ -1,8 +1,10 @@
 //! What the editor can do for the tools: read and write its buffers, run terminals, ask the user
 //! for permission or a question's answer.
 //!
-//! `acp::client` implements [`Host`] over ACP for the capabilities the client advertised; headless
-//! runs use [`NoEditor`], which offers nothing and cannot ask, so every "ask" becomes a refusal.
+//! A [`Host`] offers each capability as an object of its own ([`FileReader`], [`FileWriter`],
+//! [`Terminals`], [`Permissions`], [`Questions`]) or `None`. `acp::client` offers over ACP the
+//! capabilities the client advertised; headless runs use [`NoEditor`], which offers nothing and
+//! cannot ask, so every "ask" becomes a refusal.
 
 use std::path::{Path, PathBuf};
 
@@ -129,87 +131,82 @@ impl Drop for Waiting {
     }
 }
 
-/// The editor's services. Methods for capabilities the client did not advertise are never called.
-#[async_trait::async_trait]
+/// The editor's services, one capability at a time: each is `None` when the editor does not
+/// offer it (the client did not advertise it, or there is no editor), so a tool can only call
+/// what is there, and a host implements only what it has.
 pub trait Host: Send + Sync {
-    /// The client advertised `fs.readTextFile`.
-    fn reads_files(&self) -> bool;
-    /// The client advertised `fs.writeTextFile`.
-    fn writes_files(&self) -> bool;
-    /// The client advertised `terminal`.
-    fn runs_terminals(&self) -> bool;
-    /// Whether there is a user to ask at all.
-    fn can_ask(&self) -> bool;
+    /// Reading its buffers (the client advertised `fs.readTextFile`).
+    fn reader(&self) -> Option<&dyn FileReader> {
+        None
+    }
+    /// Writing its buffers (the client advertised `fs.writeTextFile`).
+    fn writer(&self) -> Option<&dyn FileWriter> {
+        None
+    }
+    /// Running commands in terminals it shows (the client advertised `terminal`).
+    fn terminals(&self) -> Option<&dyn Terminals> {
+        None
+    }
+    /// Asking the user whether a call may run: `None` when there is nobody to ask.
+    fn permissions(&self) -> Option<&dyn Permissions> {
+        None
+    }
+    /// Asking the user a `question`: `None` when there is nobody to ask.
+    fn questions(&self) -> Option<&dyn Questions> {
+        None
+    }
+}
 
+/// The editor's buffers, read.
+#[async_trait::async_trait]
+pub trait FileReader: Send + Sync {
     /// The buffer's text, or only the lines of `range` (the editor cuts them out).
     async fn read_text_file(&self, path: &Path, range: Option<LineRange>) -> Result<String, HostError>;
+}
+
+/// The editor's buffers, written.
+#[async_trait::async_trait]
+pub trait FileWriter: Send + Sync {
     async fn write_text_file(&self, path: &Path, content: &str) -> Result<(), HostError>;
+}
+
+/// Terminals the editor runs and shows, by the id it gave each.
+#[async_trait::async_trait]
+pub trait Terminals: Send + Sync {
     async fn create_terminal(&self, request: &TerminalRequest) -> Result<String, HostError>;
     async fn wait_for_terminal_exit(&self, id: &str) -> Result<ExitStatus, HostError>;
     async fn terminal_output(&self, id: &str) -> Result<TerminalOutput, HostError>;
     async fn kill_terminal(&self, id: &str) -> Result<(), HostError>;
     async fn release_terminal(&self, id: &str) -> Result<(), HostError>;
+}
+
+/// Permission questions about tool calls.
+#[async_trait::async_trait]
+pub trait Permissions: Send + Sync {
     /// Shows `call` (its title, kind, input) and asks which of `options` the user picks.
     async fn request_permission(
         &self,
         call: &crate::history::ToolPart,
         options: &[PermissionOption],
     ) -> Result<PermissionAnswer, HostError>;
+}
+
+/// The `question` tool's questions.
+#[async_trait::async_trait]
+pub trait Questions: Send + Sync {
     /// Asks the user `question` on the card of the call `call_id`. A choice in the reply is
     /// always one of the labels offered.
     async fn ask(&self, call_id: &str, question: &Question) -> Result<Reply, HostError>;
 }
 
+impl HostError {
+    /// The capability is not there (the editor stopped offering it, or there is no editor).
+    pub fn unavailable() -> Self {
+        HostError("there is no editor to ask".to_owned())
+    }
+}
+
 /// No editor: tools use the local disk and processes, and nobody can be asked.
 pub struct NoEditor;
 
-fn unavailable() -> HostError {
-    HostError("there is no editor to ask".to_owned())
-}
-
-#[async_trait::async_trait]
-impl Host for NoEditor {
-    fn reads_files(&self) -> bool {
-        false
-    }
-    fn writes_files(&self) -> bool {
-        false
-    }
-    fn runs_terminals(&self) -> bool {
-        false
-    }
-    fn can_ask(&self) -> bool {
-        false
-    }
-    async fn read_text_file(&self, _path: &Path, _range: Option<LineRange>) -> Result<String, HostError> {
-        Err(unavailable())
-    }
-    async fn write_text_file(&self, _path: &Path, _content: &str) -> Result<(), HostError> {
-        Err(unavailable())
-    }
-    async fn create_terminal(&self, _request: &TerminalRequest) -> Result<String, HostError> {
-        Err(unavailable())
-    }
-    async fn wait_for_terminal_exit(&self, _id: &str) -> Result<ExitStatus, HostError> {
-        Err(unavailable())
-    }
-    async fn terminal_output(&self, _id: &str) -> Result<TerminalOutput, HostError> {
-        Err(unavailable())
-    }
-    async fn kill_terminal(&self, _id: &str) -> Result<(), HostError> {
-        Err(unavailable())
-    }
-    async fn release_terminal(&self, _id: &str) -> Result<(), HostError> {
-        Err(unavailable())
-    }
-    async fn request_permission(
-        &self,
-        _call: &crate::history::ToolPart,
-        _options: &[PermissionOption],
-    ) -> Result<PermissionAnswer, HostError> {
-        Err(unavailable())
-    }
-    async fn ask(&self, _call_id: &str, _question: &Question) -> Result<Reply, HostError> {
-        Err(unavailable())
-    }
-}
+impl Host for NoEditor {}

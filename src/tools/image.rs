@@ -233,7 +233,7 @@ pub(super) async fn read(ctx: &ToolContext, path: &Path, shown: &str) -> Result<
             return Err(too_large(&shown, format, found, size, images.max_bytes));
         }
         let Some(reserved) = images.reserve(size) else {
-            return Err(ToolError(format!(
+            return Err(ToolError::Tell(format!(
                 "{shown} is not sent: this turn's calls have already read {} of images, and one turn reads at most \
                  {TURN_IMAGES} images and {}. Work from the images already read; more can be read after the next \
                  prompt.",
@@ -254,7 +254,7 @@ pub(super) async fn read(ctx: &ToolContext, path: &Path, shown: &str) -> Result<
         let Some((width, height)) = found else {
             // A header cairn cannot read is likely one the model's API cannot either, and a
             // refused image would be sent again with every later request.
-            return Err(ToolError(format!(
+            return Err(ToolError::Tell(format!(
                 "{shown} starts like a {} image, but its size in pixels cannot be read from its header: it may \
                  be damaged or of an unusual kind, and is not sent to the model. {}",
                 format.name(),
@@ -262,7 +262,7 @@ pub(super) async fn read(ctx: &ToolContext, path: &Path, shown: &str) -> Result<
             )));
         };
         if width.max(height) > MAX_SIDE {
-            return Err(ToolError(format!(
+            return Err(ToolError::Tell(format!(
                 "{shown} is a {width}×{height} {} image; images with a side over {MAX_SIDE} pixels are not sent to \
                  the model. {}",
                 format.name(),
@@ -279,7 +279,7 @@ pub(super) async fn read(ctx: &ToolContext, path: &Path, shown: &str) -> Result<
 }
 
 fn too_large(shown: &str, format: Format, found: Option<(u32, u32)>, size: u64, cap: u64) -> ToolError {
-    ToolError(format!(
+    ToolError::Tell(format!(
         "{shown} is a {}; images over {} are not sent to the model ([tools] image_max_bytes in config.toml). {}",
         describe(format, found, size),
         human_size(cap),

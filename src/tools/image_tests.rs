@@ -138,13 +138,13 @@ async fn an_image_over_the_cap_or_too_wide_is_refused_saying_what_to_do() {
     std::fs::write(dir.path().join("big.gif"), &big).unwrap();
     std::fs::write(dir.path().join("wide.png"), png(9_000, 10)).unwrap();
     let ctx = context(dir.path(), Images::new(true, 1_000));
-    let refused = run(&ctx, "big.gif").await.unwrap_err().0;
+    let refused = run(&ctx, "big.gif").await.unwrap_err().to_string();
     for said in
         ["big.gif is a GIF image, 10×10, 2.0 KiB", "images over 1000 bytes", "[tools] image_max_bytes", "magick"]
     {
         assert!(refused.contains(said), "{said}: {refused}");
     }
-    let wide = run(&ctx, "wide.png").await.unwrap_err().0;
+    let wide = run(&ctx, "wide.png").await.unwrap_err().to_string();
     assert!(wide.contains("9000×10 PNG image") && wide.contains("over 8000 pixels"), "{wide}");
     assert_eq!(std::fs::read(dir.path().join("big.gif")).unwrap(), big, "nothing is changed");
 }
@@ -170,8 +170,8 @@ async fn an_image_whose_header_cannot_be_read_is_not_sent() {
     std::fs::write(dir.path().join("cut.png"), &cut).unwrap();
     let ctx = context(dir.path(), Images::new(true, 1024));
     let refused = run(&ctx, "cut.png").await.unwrap_err();
-    assert!(refused.0.contains("its size in pixels cannot be read from its header"), "{refused}");
-    assert!(refused.0.contains("magick cut.png -resize"), "{refused}");
+    assert!(refused.to_string().contains("its size in pixels cannot be read from its header"), "{refused}");
+    assert!(refused.to_string().contains("magick cut.png -resize"), "{refused}");
 }
 
 #[tokio::test]
@@ -197,7 +197,7 @@ async fn a_turn_reads_a_bounded_amount_of_images_and_the_model_is_told_when_it_i
     images.read.bytes.store(super::TURN_IMAGE_BYTES - 10, std::sync::atomic::Ordering::Release);
     let ctx = context(dir.path(), images.clone());
     let refused = run(&ctx, "shot.png").await.unwrap_err();
-    assert!(refused.0.contains("this turn's calls have already read 15.0 MiB of images"), "{refused}");
+    assert!(refused.to_string().contains("this turn's calls have already read 15.0 MiB of images"), "{refused}");
     assert_eq!(images.read.bytes(), super::TURN_IMAGE_BYTES - 10, "nothing counted");
     assert_eq!(images.read.count.load(std::sync::atomic::Ordering::Acquire), 0, "nothing counted");
 
@@ -216,5 +216,5 @@ async fn a_turn_reads_a_bounded_amount_of_images_and_the_model_is_told_when_it_i
     // At most TURN_IMAGES images a turn, however small.
     images.read.count.store(super::TURN_IMAGES, std::sync::atomic::Ordering::Release);
     let refused = run(&ctx, "shot.png").await.unwrap_err();
-    assert!(refused.0.contains("at most 20 images"), "{refused}");
+    assert!(refused.to_string().contains("at most 20 images"), "{refused}");
 }

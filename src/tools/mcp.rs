@@ -78,7 +78,7 @@ impl Tool for ServerTool {
             .servers
             .call(&self.tool.server, &self.tool.name, args.clone(), &ctx.cancel)
             .await
-            .map_err(|err| ToolError(format!("{err}.")))?;
+            .map_err(|err| ToolError::Tell(format!("{err}.")))?;
         Ok(ToolOutcome {
             output: outcome.model_text(),
             content: outcome.editor_content(),

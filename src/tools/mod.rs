@@ -109,10 +109,31 @@ pub struct ToolOutcome {
     pub cost: f64,
 }
 
-/// A tool run that could not happen; the message is for the model and the user.
-#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+/// A tool call that could not happen, split by who hears of it.
+#[derive(Clone, Debug, thiserror::Error)]
+pub enum ToolError {
+    /// The call failed and the model is told why (so is the user): it may try another way,
+    /// and the turn goes on.
+    #[error("{0}")]
+    Tell(String),
+    /// Nothing the model could do would mend it (the session can no longer be saved, say):
+    /// the turn ends with it.
+    #[error(transparent)]
+    Fatal(Fatal),
+}
+
+/// Why a tool call ends the turn: the error as it happened, whatever its type (the turn gives
+/// one of its own, such as a sub-agent's failed save, back as it was).
+#[derive(Clone, Debug, thiserror::Error)]
 #[error("{0}")]
-pub struct ToolError(pub String);
+pub struct Fatal(pub Arc<dyn std::error::Error + Send + Sync>);
+
+impl ToolError {
+    /// A failure that ends the turn.
+    pub fn fatal(err: impl std::error::Error + Send + Sync + 'static) -> Self {
+        ToolError::Fatal(Fatal(Arc::new(err)))
+    }
+}
 
 /// How a call touches the world, which decides whether calls may run side by side.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -188,7 +209,7 @@ fn target(ctx: &ToolContext, path: &str) -> PathBuf {
 fn judged_target(ctx: &ToolContext, path: &str) -> Result<PathBuf, ToolError> {
     let landed = target(ctx, path);
     match &ctx.judged {
-        Some(judged) if *judged != landed.display().to_string() => Err(ToolError(format!(
+        Some(judged) if *judged != landed.display().to_string() => Err(ToolError::Tell(format!(
             "{path} now leads to {}, not to {judged} where it led when this call was allowed, so nothing was done; \
              make the call again to have it judged anew",
             landed.display()
@@ -231,7 +252,7 @@ where
     let _stop_on_drop = cancel.clone().drop_guard();
     tokio::task::spawn_blocking(move || work(cancel))
         .await
-        .map_err(|err| ToolError(format!("the tool stopped unexpectedly: {err}")))?
+        .map_err(|err| ToolError::Tell(format!("the tool stopped unexpectedly: {err}")))?
 }
 
 #[cfg(test)]

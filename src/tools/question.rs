@@ -1,7 +1,7 @@
 //! `question`: the model asks the user something it cannot decide alone, with answers to choose
 //! from, a typed answer, or both, and waits for the reply.
 //!
-//! How the question is shown is the editor's business ([`Host::ask`]): a form where the client
+//! How the question is shown is the editor's business ([`super::host::Questions::ask`]): a form where the client
 //! takes elicitation, else the choices as the options of a permission question. With nobody to
 //! ask (a headless run) the call fails with what the model should do instead. A reply is read
 //! back into words the model acts on; declining and dismissing are answers too, not failures.
@@ -99,12 +99,12 @@ impl Tool for AskUser {
     }
 
     async fn run(&self, args: &QuestionArgs, ctx: &ToolContext) -> Result<ToolOutcome, ToolError> {
-        if !ctx.host.can_ask() {
-            return Err(ToolError(NOBODY.to_owned()));
-        }
+        let Some(user) = ctx.host.questions() else {
+            return Err(ToolError::Tell(NOBODY.to_owned()));
+        };
         let question = question(args)?;
         let _waiting = ctx.user_wait.hold();
-        let reply = ctx.host.ask(&ctx.call_id, &question).await.map_err(|err| ToolError(err.0))?;
+        let reply = user.ask(&ctx.call_id, &question).await.map_err(|err| ToolError::Tell(err.0))?;
         Ok(outcome(&question, &reply))
     }
 }
@@ -113,10 +113,10 @@ impl Tool for AskUser {
 fn question(args: &QuestionArgs) -> Result<Question, ToolError> {
     let text = args.question.trim();
     if text.is_empty() {
-        return Err(ToolError("`question` is empty: write the question the user should answer.".into()));
+        return Err(ToolError::Tell("`question` is empty: write the question the user should answer.".into()));
     }
     if args.options.len() > MAX_CHOICES {
-        return Err(ToolError(format!(
+        return Err(ToolError::Tell(format!(
             "{} options is too many: offer at most {MAX_CHOICES}, or ask for a typed answer.",
             args.options.len()
         )));
@@ -125,17 +125,17 @@ fn question(args: &QuestionArgs) -> Result<Question, ToolError> {
     for option in &args.options {
         let label = option.label.trim();
         if label.is_empty() {
-            return Err(ToolError("An option has an empty `label`: give every option a short answer.".into()));
+            return Err(ToolError::Tell("An option has an empty `label`: give every option a short answer.".into()));
         }
         if choices.iter().any(|choice| choice.label == label) {
-            return Err(ToolError(format!("The option `{label}` is offered twice: make every label distinct.")));
+            return Err(ToolError::Tell(format!("The option `{label}` is offered twice: make every label distinct.")));
         }
         let description = option.description.as_deref().map(str::trim).filter(|d| !d.is_empty());
         choices.push(Choice { label: label.to_owned(), description: description.map(str::to_owned) });
     }
     let typed = args.allow_other.unwrap_or(true);
     if choices.is_empty() && !typed {
-        return Err(ToolError(
+        return Err(ToolError::Tell(
             "With `allow_other` false the user needs `options` to pick from: add them, or allow a typed answer.".into(),
         ));
     }
@@ -183,18 +183,18 @@ mod tests {
     #[test]
     fn a_question_needs_text_distinct_labels_and_something_to_answer_with() {
         let empty = args(r#"{"question": "  "}"#).unwrap_err();
-        assert!(empty.0.contains("`question` is empty"), "{empty}");
+        assert!(empty.to_string().contains("`question` is empty"), "{empty}");
         let twice = args(r#"{"question": "Which?", "options": [{"label": "a"}, {"label": " a "}]}"#).unwrap_err();
-        assert!(twice.0.contains("`a` is offered twice"), "{twice}");
+        assert!(twice.to_string().contains("`a` is offered twice"), "{twice}");
         let blank = args(r#"{"question": "Which?", "options": [{"label": ""}]}"#).unwrap_err();
-        assert!(blank.0.contains("empty `label`"), "{blank}");
+        assert!(blank.to_string().contains("empty `label`"), "{blank}");
         let nothing = args(r#"{"question": "Which?", "allow_other": false}"#).unwrap_err();
-        assert!(nothing.0.contains("needs `options`"), "{nothing}");
+        assert!(nothing.to_string().contains("needs `options`"), "{nothing}");
         let many: Vec<String> = (0..9).map(|i| format!(r#"{{"label": "o{i}"}}"#)).collect();
         let many = args(&format!(r#"{{"question": "Which?", "options": [{}]}}"#, many.join(","))).unwrap_err();
-        assert!(many.0.contains("at most 8"), "{many}");
+        assert!(many.to_string().contains("at most 8"), "{many}");
         let unknown = args(r#"{"question": "Which?", "choices": ["a"]}"#).unwrap_err();
-        assert!(unknown.0.contains("choices"), "{unknown}");
+        assert!(unknown.to_string().contains("choices"), "{unknown}");
     }
 
     #[test]

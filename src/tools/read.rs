@@ -13,7 +13,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::fs::{BINARY_PROBE, binary, cannot_read, check_kind, not_found, open_regular};
-use super::host::LineRange;
+use super::host::{FileReader, LineRange};
 use super::page::{self, DEFAULT_LINES, Page, PageError, Start, Total, human_size};
 use super::{Access, Tool, ToolContext, ToolError, ToolOutcome, Workspace, blocking, judged_target, location, shown};
 use crate::history::{Location, ToolKind};
@@ -93,8 +93,8 @@ async fn read(args: &ReadArgs, ctx: &ToolContext) -> Result<ToolOutcome, ToolErr
     }
     let first = args.offset.unwrap_or(1).max(1);
     let limit = args.limit.unwrap_or(DEFAULT_LINES).max(1);
-    let (page, size) = if ctx.host.reads_files() {
-        (editor_page(ctx, &path, &shown, first, limit).await?, None)
+    let (page, size) = if let Some(reader) = ctx.host.reader() {
+        (editor_page(reader, &path, &shown, first, limit).await?, None)
     } else {
         let (page, size) = local_page(ctx, &path, &shown, first, limit).await?;
         (page, Some(size))
@@ -119,14 +119,20 @@ async fn read(args: &ReadArgs, ctx: &ToolContext) -> Result<ToolOutcome, ToolErr
 
 /// Lines `first..first + limit` from the editor's buffer. One line more is asked for, to tell
 /// whether the file goes on; the editor's slice says nothing about the total beyond that.
-async fn editor_page(ctx: &ToolContext, path: &Path, shown: &str, first: u32, limit: u32) -> Result<Page, ToolError> {
+async fn editor_page(
+    reader: &dyn FileReader,
+    path: &Path,
+    shown: &str,
+    first: u32,
+    limit: u32,
+) -> Result<Page, ToolError> {
     // The editor reports a missing file as an error; check the disk to tell it apart.
     match tokio::fs::metadata(path).await {
         Ok(metadata) => check_kind(&metadata, shown)?,
         Err(_) => return Err(not_found(shown)),
     }
     let range = LineRange { line: first, limit: limit.saturating_add(1) };
-    let text = ctx.host.read_text_file(path, Some(range)).await.map_err(|err| cannot_read(shown, &err))?;
+    let text = reader.read_text_file(path, Some(range)).await.map_err(|err| cannot_read(shown, &err))?;
     let (first, limit) = (u64::from(first), u64::from(limit));
     match page::page(text.as_bytes(), first, limit, Start::AtFirst, &|| false) {
         Ok(Page { total: Total::Known(total), text, last }) if total - (first - 1) > limit => {
@@ -134,10 +140,10 @@ async fn editor_page(ctx: &ToolContext, path: &Path, shown: &str, first: u32, li
         }
         Ok(page) => Ok(page),
         Err(PageError::PastEnd(_)) => {
-            Err(ToolError(format!("{shown} has fewer than {first} lines; offset {first} is past its end")))
+            Err(ToolError::Tell(format!("{shown} has fewer than {first} lines; offset {first} is past its end")))
         }
         Err(PageError::Io(err)) => Err(cannot_read(shown, &err)),
-        Err(PageError::Cancelled) => Err(ToolError("cancelled".into())),
+        Err(PageError::Cancelled) => Err(ToolError::Tell("cancelled".into())),
     }
 }
 
@@ -162,10 +168,10 @@ async fn local_page(
         match page::page(reader, u64::from(first), u64::from(limit), Start::FileStart, &stop) {
             Ok(page) => Ok((page, size)),
             Err(PageError::PastEnd(total)) => {
-                Err(ToolError(format!("{shown} has {total} lines; offset {first} is past its end")))
+                Err(ToolError::Tell(format!("{shown} has {total} lines; offset {first} is past its end")))
             }
             Err(PageError::Io(err)) => Err(cannot_read(&shown, &err)),
-            Err(PageError::Cancelled) => Err(ToolError("cancelled".into())),
+            Err(PageError::Cancelled) => Err(ToolError::Tell("cancelled".into())),
         }
     })
     .await

@@ -111,10 +111,10 @@ impl Registry {
                 let names: Vec<&str> = self.names().collect();
                 let names = names.join(", ");
                 match self.withheld.iter().find(|(withheld, _)| withheld == name) {
-                    Some((_, why)) => Err(ToolError(format!(
+                    Some((_, why)) => Err(ToolError::Tell(format!(
                         "The tool `{name}` is not available here: {why}. Available tools: {names}."
                     ))),
-                    None => Err(ToolError(format!("Unknown tool `{name}`. Available tools: {names}."))),
+                    None => Err(ToolError::Tell(format!("Unknown tool `{name}`. Available tools: {names}."))),
                 }
             }
         }
@@ -327,13 +327,13 @@ pub(super) fn parse_args<T: DeserializeOwned>(
         json!({})
     } else {
         serde_json::from_str(input).map_err(|err| {
-            ToolError(format!(
+            ToolError::Tell(format!(
                 "The arguments of `{name}` are not valid JSON ({err}). Send a JSON object matching its schema."
             ))
         })?
     };
     serde_path_to_error::deserialize(value).map_err(|err| {
-        ToolError(format!(
+        ToolError::Tell(format!(
             "Invalid arguments for `{name}`: {} (at `{}`). Expected: {}",
             err.inner(),
             err.path(),

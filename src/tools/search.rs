@@ -17,13 +17,13 @@ pub(super) fn text(output: String) -> ToolOutcome {
 pub(super) fn compile_glob(pattern: &str) -> Result<GlobMatcher, ToolError> {
     Glob::new(pattern)
         .map(|glob| glob.compile_matcher())
-        .map_err(|err| ToolError(format!("`{pattern}` is not a valid glob: {err}")))
+        .map_err(|err| ToolError::Tell(format!("`{pattern}` is not a valid glob: {err}")))
 }
 
 /// Every file under `root` (or `root` itself if it is a file) that `.gitignore` does not exclude.
 pub(super) fn walk(root: &Path, cancel: &CancellationToken) -> Result<Vec<PathBuf>, ToolError> {
     if !root.exists() {
-        return Err(ToolError(format!("{} does not exist", root.display())));
+        return Err(ToolError::Tell(format!("{} does not exist", root.display())));
     }
     let mut files = Vec::new();
     let walker = WalkBuilder::new(root)
@@ -33,7 +33,7 @@ pub(super) fn walk(root: &Path, cancel: &CancellationToken) -> Result<Vec<PathBu
         .build();
     for entry in walker {
         if cancel.is_cancelled() {
-            return Err(ToolError("cancelled".into()));
+            return Err(ToolError::Tell("cancelled".into()));
         }
         let Ok(entry) = entry else { continue };
         if entry.file_type().is_some_and(|t| t.is_file()) {

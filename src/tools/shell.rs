@@ -20,7 +20,7 @@ use std::time::Duration;
 use tokio::io::AsyncReadExt;
 use tokio::time::Instant;
 
-use super::host::{Host, TerminalRequest};
+use super::host::{Host, TerminalRequest, Terminals};
 use super::{ToolContext, ToolError, ToolOutcome};
 use crate::history::ToolContent;
 use crate::process::{ChildEnv, Confinement, InTerminal, ProcessPolicy};
@@ -76,7 +76,7 @@ pub(super) async fn local(line: &str, ctx: &ToolContext, timeout: Duration) -> R
             ctx.workspace.cwd(),
             Confinement { roots: ctx.workspace.roots(), rejected: &ctx.rejected },
         )
-        .map_err(|err| ToolError(format!("cannot start bash: {err}")))?;
+        .map_err(|err| ToolError::Tell(format!("cannot start bash: {err}")))?;
     let mut stdout = child.take_stdout();
     let mut stderr = child.take_stderr();
     let mut capture = Capture::default();
@@ -94,7 +94,7 @@ pub(super) async fn local(line: &str, ctx: &ToolContext, timeout: Duration) -> R
             read = read_some(&mut stdout, &mut out_buf) => if let Some(n) = read { capture.push(&out_buf[..n]) },
             read = read_some(&mut stderr, &mut err_buf) => if let Some(n) = read { capture.push(&err_buf[..n]) },
             exited = child.wait(), if status.is_none() => {
-                status = Some(exited.map_err(|err| ToolError(format!("waiting for bash failed: {err}")))?);
+                status = Some(exited.map_err(|err| ToolError::Tell(format!("waiting for bash failed: {err}")))?);
                 drain_until = Some(Instant::now() + DRAIN_AFTER_EXIT);
             }
             () = sleep_until(drain_until) => break None,
@@ -111,7 +111,7 @@ pub(super) async fn local(line: &str, ctx: &ToolContext, timeout: Duration) -> R
     };
     let text = capture.text();
     if let Some(why) = stopped {
-        return Err(ToolError(format!("The command {why}; it was killed. Output so far:\n{text}")));
+        return Err(ToolError::Tell(format!("The command {why}; it was killed. Output so far:\n{text}")));
     }
     let code = status.and_then(|s| s.code());
     let ending = match code {
@@ -197,16 +197,22 @@ impl Drop for TerminalGuard {
         if let Some(id) = self.id.take() {
             let host = Arc::clone(&self.host);
             tokio::spawn(async move {
-                let _ = host.kill_terminal(&id).await;
-                let _ = host.release_terminal(&id).await;
+                if let Some(terminals) = host.terminals() {
+                    let _ = terminals.kill_terminal(&id).await;
+                    let _ = terminals.release_terminal(&id).await;
+                }
             });
         }
     }
 }
 
 /// Runs the command `line` in an editor terminal (or locally, when it cannot be confined there).
-pub(super) async fn delegated(line: &str, ctx: &ToolContext, timeout: Duration) -> Result<ToolOutcome, ToolError> {
-    let host = &ctx.host;
+pub(super) async fn delegated(
+    line: &str,
+    ctx: &ToolContext,
+    terminals: &dyn Terminals,
+    timeout: Duration,
+) -> Result<ToolOutcome, ToolError> {
     let script = [OsStr::new("-c"), OsStr::new(line)];
     let confinement = Confinement { roots: ctx.workspace.roots(), rejected: &ctx.rejected };
     // Under cairn's supervisor, as a local command: the editor's terminal only shows it.
@@ -227,14 +233,16 @@ pub(super) async fn delegated(line: &str, ctx: &ToolContext, timeout: Duration) 
         cwd: ctx.workspace.cwd().to_path_buf(),
         output_byte_limit: (KEEP_HEAD + KEEP_TAIL) as u64,
     };
-    let id =
-        host.create_terminal(&request).await.map_err(|err| ToolError(format!("cannot start the command: {err}")))?;
-    let mut guard = TerminalGuard { host: Arc::clone(host), id: Some(id.clone()) };
+    let id = terminals
+        .create_terminal(&request)
+        .await
+        .map_err(|err| ToolError::Tell(format!("cannot start the command: {err}")))?;
+    let mut guard = TerminalGuard { host: Arc::clone(&ctx.host), id: Some(id.clone()) };
     if let Some(progress) = &ctx.progress {
         let _ = progress.send(vec![ToolContent::Terminal { terminal_id: id.clone() }]);
     }
     let stopped = tokio::select! {
-        exit = host.wait_for_terminal_exit(&id) => match exit {
+        exit = terminals.wait_for_terminal_exit(&id) => match exit {
             Ok(exit) => Ok(exit),
             Err(err) => Err(format!("failed: {err}")),
         },
@@ -242,10 +250,10 @@ pub(super) async fn delegated(line: &str, ctx: &ToolContext, timeout: Duration) 
         () = ctx.cancel.cancelled() => Err("cancelled".to_owned()),
     };
     if stopped.is_err() {
-        let _ = host.kill_terminal(&id).await;
+        let _ = terminals.kill_terminal(&id).await;
     }
-    let output = host.terminal_output(&id).await;
-    let _ = host.release_terminal(&id).await;
+    let output = terminals.terminal_output(&id).await;
+    let _ = terminals.release_terminal(&id).await;
     guard.disarm();
     let content = vec![ToolContent::Terminal { terminal_id: id.clone() }];
     let text = match output {
@@ -255,7 +263,7 @@ pub(super) async fn delegated(line: &str, ctx: &ToolContext, timeout: Duration) 
     };
     let exit = match stopped {
         Ok(exit) => exit,
-        Err(why) => return Err(ToolError(format!("The command {why}; it was killed. Output so far:\n{text}"))),
+        Err(why) => return Err(ToolError::Tell(format!("The command {why}; it was killed. Output so far:\n{text}"))),
     };
     let ending = match (exit.code, &exit.signal) {
         (Some(code), _) => format!("[exit status {code}]"),

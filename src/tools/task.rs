@@ -125,13 +125,13 @@ impl Tool for Task {
             Some(name) => match self.agents.iter().find(|agent| agent.name == name) {
                 Some(agent) => Some(agent),
                 None if self.agents.is_empty() => {
-                    return Err(ToolError(format!(
+                    return Err(ToolError::Tell(format!(
                         "Unknown agent `{name}`: this project defines no named agents. Omit `agent` for a general sub-agent."
                     )));
                 }
                 None => {
                     let known: Vec<&str> = self.agents.iter().map(|agent| agent.name.as_str()).collect();
-                    return Err(ToolError(format!(
+                    return Err(ToolError::Tell(format!(
                         "Unknown agent `{name}`. Known agents: {}. Omit `agent` for a general sub-agent.",
                         known.join(", ")
                     )));

@@ -34,13 +34,19 @@ async fn run(ctx: &ToolContext, name: &str, input: serde_json::Value) -> Result<
 #[test]
 fn bad_calls_say_what_to_fix() {
     let unknown = Registry::builtin().parse("fly", "{}").unwrap_err();
-    assert!(unknown.0.contains("Unknown tool `fly`") && unknown.0.contains("read, write, edit"), "{unknown}");
+    assert!(
+        unknown.to_string().contains("Unknown tool `fly`") && unknown.to_string().contains("read, write, edit"),
+        "{unknown}"
+    );
     let missing = Registry::builtin().parse("read", "{}").unwrap_err();
-    assert!(missing.0.contains("missing field `path`") && missing.0.contains("\"required\""), "{missing}");
+    assert!(
+        missing.to_string().contains("missing field `path`") && missing.to_string().contains("\"required\""),
+        "{missing}"
+    );
     let extra = Registry::builtin().parse("bash", r#"{"command":"ls","sudo":true}"#).unwrap_err();
-    assert!(extra.0.contains("unknown field `sudo`"), "{extra}");
+    assert!(extra.to_string().contains("unknown field `sudo`"), "{extra}");
     let broken = Registry::builtin().parse("edit", "{\"path\":").unwrap_err();
-    assert!(broken.0.contains("not valid JSON"), "{broken}");
+    assert!(broken.to_string().contains("not valid JSON"), "{broken}");
 }
 
 #[tokio::test]
@@ -54,11 +60,11 @@ async fn read_numbers_lines_and_pages() {
     let page = run(&ctx, "read", json!({"path": "f.txt", "offset": 2, "limit": 2})).await.unwrap();
     assert_eq!(page.output, "     2\tline 2\n     3\tline 3\n(lines 2–3 of 5; use offset and limit to read others)\n");
     let past = run(&ctx, "read", json!({"path": "f.txt", "offset": 9})).await.unwrap_err();
-    assert!(past.0.contains("has 5 lines"), "{past}");
+    assert!(past.to_string().contains("has 5 lines"), "{past}");
     let missing = run(&ctx, "read", json!({"path": "nope.txt"})).await.unwrap_err();
-    assert!(missing.0.contains("nope.txt does not exist"), "{missing}");
+    assert!(missing.to_string().contains("nope.txt does not exist"), "{missing}");
     std::fs::write(dir.path().join("bin"), [0u8, 1, 2]).unwrap();
-    assert!(run(&ctx, "read", json!({"path": "bin"})).await.unwrap_err().0.contains("binary"));
+    assert!(run(&ctx, "read", json!({"path": "bin"})).await.unwrap_err().to_string().contains("binary"));
 }
 
 /// A file of `size` bytes that starts with `head` and reads as NUL bytes after it, without taking
@@ -94,13 +100,13 @@ async fn read_refuses_directories_fifos_and_devices_at_once() {
     assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
     let within = |call| tokio::time::timeout(Duration::from_secs(10), call);
     let directory = within(run(&ctx, "read", json!({"path": "sub"}))).await.unwrap().unwrap_err();
-    assert!(directory.0.contains("sub is a directory"), "{directory}");
+    assert!(directory.to_string().contains("sub is a directory"), "{directory}");
     for path in ["pipe", "/dev/zero"] {
         let refused = within(run(&ctx, "read", json!({"path": path}))).await.expect("no hang").unwrap_err();
-        assert!(refused.0.contains("is not a regular file"), "{refused}");
+        assert!(refused.to_string().contains("is not a regular file"), "{refused}");
     }
     let over = within(run(&ctx, "write", json!({"path": "pipe", "content": "x"}))).await.unwrap().unwrap_err();
-    assert!(over.0.contains("is not a regular file"), "{over}");
+    assert!(over.to_string().contains("is not a regular file"), "{over}");
     assert!(std::fs::symlink_metadata(&fifo).unwrap().file_type().is_fifo(), "the FIFO is left as it was");
 }
 
@@ -112,7 +118,7 @@ async fn write_and_edit_do_not_load_a_huge_old_text() {
     sparse(&big, "needle\n", 20 << 20);
     let edit = run(&ctx, "edit", json!({"path": "big.txt", "old_string": "needle", "new_string": "pin"})).await;
     let refused = edit.unwrap_err();
-    assert!(refused.0.contains("big.txt is 20.0 MiB; edit changes files of up to 16.0 MiB"), "{refused}");
+    assert!(refused.to_string().contains("big.txt is 20.0 MiB; edit changes files of up to 16.0 MiB"), "{refused}");
     assert_eq!(std::fs::metadata(&big).unwrap().len(), 20 << 20, "unchanged");
     let wrote = run(&ctx, "write", json!({"path": "big.txt", "content": "small now\n"})).await.unwrap();
     let note = "The previous content (20.0 MiB) is too large to show; the diff shows only the new text.";
@@ -137,7 +143,7 @@ async fn edit_refuses_a_file_that_is_not_utf8_rather_than_replace_its_other_byte
     assert_eq!(read.output, "     1\tcaf\u{fffd}\n     2\tna\u{fffd}ve\n", "shown with replacements");
     let edit = run(&ctx, "edit", json!({"path": "l.txt", "old_string": "na", "new_string": "NA"})).await;
     let refused = edit.unwrap_err();
-    assert!(refused.0.contains("l.txt is not valid UTF-8 (from byte 3)"), "{refused}");
+    assert!(refused.to_string().contains("l.txt is not valid UTF-8 (from byte 3)"), "{refused}");
     assert_eq!(std::fs::read(dir.path().join("l.txt")).unwrap(), latin1, "unchanged");
     let wrote = run(&ctx, "write", json!({"path": "l.txt", "content": "plain\n"})).await.unwrap();
     let ToolContent::Diff { old_text, .. } = &wrote.content[0] else { panic!("{:?}", wrote.content) };
@@ -208,7 +214,7 @@ async fn a_call_acts_only_while_its_path_leads_where_it_was_judged() {
             secret.display(),
             work.join("inside.txt").display()
         );
-        assert!(refused.0.starts_with(&expected), "{tool}: {refused}");
+        assert!(refused.to_string().starts_with(&expected), "{tool}: {refused}");
     }
     assert_eq!(std::fs::read_to_string(&secret).unwrap(), "secret\n");
     assert_eq!(std::fs::read_to_string(work.join("inside.txt")).unwrap(), "inside\n");
@@ -263,10 +269,10 @@ async fn write_and_edit_show_whole_file_diffs() {
     );
     let twice =
         run(&ctx, "edit", json!({"path": "src/new.rs", "old_string": "fn a", "new_string": "fn b"})).await.unwrap_err();
-    assert!(twice.0.contains("occurs 2 times"), "{twice}");
+    assert!(twice.to_string().contains("occurs 2 times"), "{twice}");
     let absent =
         run(&ctx, "edit", json!({"path": "src/new.rs", "old_string": "fn z", "new_string": "fn b"})).await.unwrap_err();
-    assert!(absent.0.contains("was not found"), "{absent}");
+    assert!(absent.to_string().contains("was not found"), "{absent}");
     let all = run(
         &ctx,
         "edit",
@@ -314,7 +320,13 @@ async fn glob_and_grep_skip_ignored_files_and_cap_results() {
     let capped = run(&ctx, "grep", json!({"pattern": "needle"})).await.unwrap();
     assert_eq!(capped.output.lines().filter(|l| l.contains(":1:needle")).count(), 200);
     assert!(capped.output.contains("only the first 200 matches"));
-    assert!(run(&ctx, "grep", json!({"pattern": "("})).await.unwrap_err().0.contains("not a valid regular expression"));
+    assert!(
+        run(&ctx, "grep", json!({"pattern": "("}))
+            .await
+            .unwrap_err()
+            .to_string()
+            .contains("not a valid regular expression")
+    );
 }
 
 #[tokio::test]
@@ -356,7 +368,7 @@ async fn bash_reports_output_and_status_and_kills_its_group_on_timeout() {
     let command = format!("sleep 30 & echo $! > {}; wait", marker.display());
     let started = Instant::now();
     let timed_out = run(&ctx, "bash", json!({"command": command, "timeout_ms": 300})).await.unwrap_err();
-    assert!(timed_out.0.contains("timed out"), "{timed_out}");
+    assert!(timed_out.to_string().contains("timed out"), "{timed_out}");
     assert!(started.elapsed() < Duration::from_secs(5));
     let pid = std::fs::read_to_string(&marker).unwrap().trim().to_owned();
     tokio::time::sleep(Duration::from_millis(100)).await;
@@ -458,10 +470,13 @@ fn a_withheld_tool_is_left_out_of_the_catalog_and_a_call_to_it_says_why() {
     assert_eq!(registry.names().collect::<Vec<_>>(), ["read", "grep"]);
     assert_eq!(registry.specs().len(), 2);
     let refused = registry.parse("bash", "{}").unwrap_err();
-    assert_eq!(refused.0, "The tool `bash` is not available here: only reading here. Available tools: read, grep.");
+    assert_eq!(
+        refused.to_string(),
+        "The tool `bash` is not available here: only reading here. Available tools: read, grep."
+    );
     let registry = registry.withhold("task", "too deep");
-    assert!(registry.parse("task", "{}").unwrap_err().0.contains("not available here: too deep"));
-    assert!(registry.parse("fly", "{}").unwrap_err().0.starts_with("Unknown tool `fly`."));
+    assert!(registry.parse("task", "{}").unwrap_err().to_string().contains("not available here: too deep"));
+    assert!(registry.parse("fly", "{}").unwrap_err().to_string().starts_with("Unknown tool `fly`."));
 }
 
 #[test]

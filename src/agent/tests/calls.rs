@@ -2,15 +2,10 @@
 //! rules and what the user answers → each call's states as the editor saw them, what the model
 //! is told, the rules remembered and what reached the disk.
 
-use std::path::Path;
-
 use super::*;
 use crate::history::CallState::{self, Cancelled, Failed, New, Resuming, Running, Succeeded, Suspended};
 use crate::permissions::{Action, Permission, Scope};
-use crate::tools::host::{
-    ExitStatus, HostError, LineRange, PermissionAnswer, PermissionOption, Question, Reply, TerminalOutput,
-    TerminalRequest,
-};
+use crate::tools::host::{HostError, PermissionAnswer, PermissionOption, Permissions};
 
 /// An editor that only asks: each question gets the next scripted answer, and the options it
 /// offered are kept. Files and commands stay local.
@@ -27,41 +22,15 @@ impl Asker {
     }
 }
 
-#[async_trait::async_trait]
+/// It only asks for permission: files, commands and questions are nobody's.
 impl Host for Asker {
-    fn reads_files(&self) -> bool {
-        false
+    fn permissions(&self) -> Option<&dyn Permissions> {
+        Some(self)
     }
-    fn writes_files(&self) -> bool {
-        false
-    }
-    fn runs_terminals(&self) -> bool {
-        false
-    }
-    fn can_ask(&self) -> bool {
-        true
-    }
-    async fn read_text_file(&self, path: &Path, range: Option<LineRange>) -> Result<String, HostError> {
-        NoEditor.read_text_file(path, range).await
-    }
-    async fn write_text_file(&self, path: &Path, content: &str) -> Result<(), HostError> {
-        NoEditor.write_text_file(path, content).await
-    }
-    async fn create_terminal(&self, request: &TerminalRequest) -> Result<String, HostError> {
-        NoEditor.create_terminal(request).await
-    }
-    async fn wait_for_terminal_exit(&self, id: &str) -> Result<ExitStatus, HostError> {
-        NoEditor.wait_for_terminal_exit(id).await
-    }
-    async fn terminal_output(&self, id: &str) -> Result<TerminalOutput, HostError> {
-        NoEditor.terminal_output(id).await
-    }
-    async fn kill_terminal(&self, id: &str) -> Result<(), HostError> {
-        NoEditor.kill_terminal(id).await
-    }
-    async fn release_terminal(&self, id: &str) -> Result<(), HostError> {
-        NoEditor.release_terminal(id).await
-    }
+}
+
+#[async_trait::async_trait]
+impl Permissions for Asker {
     async fn request_permission(
         &self,
         _call: &ToolPart,
@@ -73,9 +42,6 @@ impl Host for Asker {
             return Ok(PermissionAnswer::Cancelled);
         }
         self.answers.lock().unwrap().pop_front().unwrap_or(Ok(PermissionAnswer::Cancelled))
-    }
-    async fn ask(&self, call_id: &str, question: &Question) -> Result<Reply, HostError> {
-        NoEditor.ask(call_id, question).await
     }
 }
 
@@ -301,4 +267,77 @@ async fn a_cancel_during_a_question_cancels_the_call_and_the_calls_queued_after_
     assert_eq!(outcome.states_of("r"), [New, Cancelled]);
     assert_eq!(outcome.sent.len(), 1, "nothing more is sent after a cancel");
     assert!(!outcome.dir.path().join("a.txt").exists());
+}
+
+/// A tool whose failure ends the turn: it cannot save what it did (`save`), or it only tells
+/// the model it could not (`note`).
+struct Saver;
+
+#[async_trait::async_trait]
+impl crate::tools::Tool for Saver {
+    type Args = serde_json::Value;
+    fn name(&self) -> &str {
+        "save"
+    }
+    fn description(&self) -> &str {
+        "Saves."
+    }
+    fn kind(&self) -> crate::history::ToolKind {
+        crate::history::ToolKind::Edit
+    }
+    fn parameters(&self) -> serde_json::Value {
+        serde_json::json!({"type": "object"})
+    }
+    fn access(&self, _args: &Self::Args) -> crate::tools::Access {
+        crate::tools::Access::Write
+    }
+    fn title(&self, _args: &Self::Args, _workspace: &Workspace) -> String {
+        "Save".into()
+    }
+    fn permission(&self, _args: &Self::Args, _workspace: &Workspace) -> Option<crate::permissions::PermissionRequest> {
+        None
+    }
+    async fn run(
+        &self,
+        args: &Self::Args,
+        _ctx: &crate::tools::ToolContext,
+    ) -> Result<crate::tools::ToolOutcome, crate::tools::ToolError> {
+        let refused = RecordError::Failed("another process holds the session".into());
+        match args["fatal"].as_bool() {
+            Some(true) => Err(crate::tools::ToolError::fatal(refused)),
+            _ => Err(crate::tools::ToolError::Tell(refused.to_string())),
+        }
+    }
+}
+
+fn with_saver() -> crate::tools::Registry {
+    let mut registry = crate::tools::Registry::builtin();
+    registry.add(Saver).unwrap();
+    registry
+}
+
+#[tokio::test]
+async fn a_failure_the_model_is_told_of_is_its_result_and_the_turn_goes_on() {
+    let script = vec![ok(calls(&[("s", "save", r#"{"fatal":false}"#), ("r", "glob", GLOB)])), ok(text("ok"))];
+    let outcome = drive(Setup { script, registry: with_saver(), ..Setup::default() }).await;
+    assert_eq!(outcome.result, Ok(StopReason::EndTurn));
+    assert_eq!(outcome.states_of("s"), [New, Running, Failed]);
+    assert_eq!(outcome.call("s").unwrap().output.as_deref(), Some("another process holds the session"));
+    assert_eq!(outcome.states_of("r"), [New, Running, Succeeded]);
+    assert_eq!(outcome.sent.len(), 2, "the model is told, and answers");
+}
+
+#[tokio::test]
+async fn a_fatal_failure_ends_the_turn_with_its_own_error_and_the_calls_after_it_do_not_run() {
+    let script = vec![ok(calls(&[("s", "save", r#"{"fatal":true}"#), ("r", "glob", GLOB)])), ok(text("never sent"))];
+    let outcome = drive(Setup { script, registry: with_saver(), ..Setup::default() }).await;
+    let refused = RecordError::Failed("another process holds the session".into());
+    assert_eq!(outcome.result, Err(TurnError::Record(refused)), "the recorder's error, as it was");
+    assert_eq!(outcome.states_of("s"), [New, Running, Failed]);
+    assert_eq!(outcome.call("s").unwrap().output.as_deref(), Some("another process holds the session"));
+    assert_eq!(outcome.states_of("r"), [New, Cancelled]);
+    assert!(outcome.call("r").unwrap().output.as_deref().is_some_and(|why| why.starts_with("Not run")));
+    assert_eq!(outcome.sent.len(), 1, "nothing more is sent");
+    let phases = outcome.phases();
+    assert_eq!(phases[phases.len() - 2..], [Phase::StepEnd, Phase::RunEnd], "the step ends, then the run");
 }

@@ -125,6 +125,8 @@ struct Setup {
     cancel: CancellationToken,
     /// Prompts steered into the turn while the model answers request `n` (0-based).
     steer_at: Vec<(usize, &'static str)>,
+    /// The tools the model may call.
+    registry: crate::tools::Registry,
 }
 
 impl Default for Setup {
@@ -150,6 +152,7 @@ impl Default for Setup {
             compaction: crate::config::Compaction::default(),
             cancel: CancellationToken::new(),
             steer_at: Vec::new(),
+            registry: crate::tools::Registry::builtin(),
         }
     }
 }
@@ -254,7 +257,7 @@ async fn drive(setup: Setup) -> Outcome {
             mode,
             rules: &mut rules,
             process: Arc::default(),
-            registry: Arc::new(crate::tools::Registry::builtin()),
+            registry: Arc::new(setup.registry),
         },
         info: setup.info,
         thought: None,

@@ -4,14 +4,13 @@
 //! own, and the parent's calls may carry the same provider-made ids, `call_0`), titled with the
 //! sub-agent and its call, and showing what that call would do.
 
-use std::path::Path;
 use std::sync::Arc;
 
 use crate::history::ToolPart;
 use crate::tools::Host;
 use crate::tools::host::{
-    ExitStatus, HostError, LineRange, PermissionAnswer, PermissionOption, Question, Reply, TerminalOutput,
-    TerminalRequest,
+    FileReader, FileWriter, HostError, PermissionAnswer, PermissionOption, Permissions, Question, Questions, Reply,
+    Terminals,
 };
 
 /// The parent's host; questions are asked as `{who} › {call title}`.
@@ -23,54 +22,46 @@ pub struct NamedHost {
     pub card: String,
 }
 
-#[async_trait::async_trait]
+/// Files and terminals are the parent's own; the two ways of asking are renamed here.
 impl Host for NamedHost {
-    fn reads_files(&self) -> bool {
-        self.inner.reads_files()
+    fn reader(&self) -> Option<&dyn FileReader> {
+        self.inner.reader()
     }
-    fn writes_files(&self) -> bool {
-        self.inner.writes_files()
+    fn writer(&self) -> Option<&dyn FileWriter> {
+        self.inner.writer()
     }
-    fn runs_terminals(&self) -> bool {
-        self.inner.runs_terminals()
+    fn terminals(&self) -> Option<&dyn Terminals> {
+        self.inner.terminals()
     }
-    fn can_ask(&self) -> bool {
-        self.inner.can_ask()
+    fn permissions(&self) -> Option<&dyn Permissions> {
+        self.inner.permissions().map(|_| self as &dyn Permissions)
     }
-    async fn read_text_file(&self, path: &Path, range: Option<LineRange>) -> Result<String, HostError> {
-        self.inner.read_text_file(path, range).await
+    fn questions(&self) -> Option<&dyn Questions> {
+        self.inner.questions().map(|_| self as &dyn Questions)
     }
-    async fn write_text_file(&self, path: &Path, content: &str) -> Result<(), HostError> {
-        self.inner.write_text_file(path, content).await
-    }
-    async fn create_terminal(&self, request: &TerminalRequest) -> Result<String, HostError> {
-        self.inner.create_terminal(request).await
-    }
-    async fn wait_for_terminal_exit(&self, id: &str) -> Result<ExitStatus, HostError> {
-        self.inner.wait_for_terminal_exit(id).await
-    }
-    async fn terminal_output(&self, id: &str) -> Result<TerminalOutput, HostError> {
-        self.inner.terminal_output(id).await
-    }
-    async fn kill_terminal(&self, id: &str) -> Result<(), HostError> {
-        self.inner.kill_terminal(id).await
-    }
-    async fn release_terminal(&self, id: &str) -> Result<(), HostError> {
-        self.inner.release_terminal(id).await
-    }
+}
+
+#[async_trait::async_trait]
+impl Permissions for NamedHost {
     async fn request_permission(
         &self,
         call: &ToolPart,
         options: &[PermissionOption],
     ) -> Result<PermissionAnswer, HostError> {
+        let inner = self.inner.permissions().ok_or_else(HostError::unavailable)?;
         let mut named = call.clone();
         named.title = format!("{} › {}", self.who, call.title);
         named.call_id.clone_from(&self.card);
-        self.inner.request_permission(&named, options).await
+        inner.request_permission(&named, options).await
     }
+}
+
+#[async_trait::async_trait]
+impl Questions for NamedHost {
     async fn ask(&self, _call_id: &str, question: &Question) -> Result<Reply, HostError> {
+        let inner = self.inner.questions().ok_or_else(HostError::unavailable)?;
         let mut named = question.clone();
         named.text = format!("{}: {}", self.who, question.text);
-        self.inner.ask(&self.card, &named).await
+        inner.ask(&self.card, &named).await
     }
 }

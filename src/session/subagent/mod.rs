@@ -125,7 +125,7 @@ fn with_task(tools: &Registry, base: &Registry, parent: &Arc<Parent>, depth: u32
 
 /// Why a child could not even start: the call's failure.
 fn refuse(why: String) -> ToolError {
-    ToolError(why)
+    ToolError::Tell(why)
 }
 
 /// What a sub-agent is told about itself, with its named agent's instructions.
