@@ -1,9 +1,16 @@
-//! Headless mode: `cairn exec` runs one turn through the same session machinery and prints the
-//! answer as it streams; `cairn sessions list` prints the stored sessions.
+//! Headless mode: `cairn exec` runs one turn through the same session machinery (the same
+//! registry) and prints the answer as it streams; `cairn sessions list` prints the stored
+//! sessions.
 //!
-//! Besides `acp::rpc` this is the only code that writes stdout, and only in these modes. Answer
-//! text goes to stdout; reasoning, tool calls, retries and the session id go to stderr, so the
-//! output can be piped.
+//! The prompt goes to a new session, a named one, the latest of the directory (`--continue`) or
+//! a fork ([`Target`]). `--mode` and `--model` take effect at once and are stored with the prompt
+//! (`Registry::set_for_turn`); `--allow`/`--deny` rules hold for this run only. The exit status
+//! comes from the stop reason: 0 done, 3 a limit stopped the turn, 130 interrupted, 1 an error,
+//! 2 a mistake in how cairn was called.
+//!
+//! With `acp::rpc`, `inspect` and `doctor`, this is code that writes stdout, and only in these
+//! modes. Answer text goes to stdout; reasoning, tool calls, retries and the session id go to
+//! stderr, so the output can be piped.
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};

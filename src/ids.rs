@@ -3,6 +3,7 @@
 //! The stamp is `(unix_ms << 12) | counter`, forced to grow strictly within a process, so
 //! lexicographic order is insertion order; the random tail keeps two processes that share one
 //! database from colliding. Sessions (`ses_`), messages (`msg_`) and parts (`prt_`) use it.
+//! [`now_ms`] is the clock of the stamps and of the times the store keeps; [`iso8601`] prints one.
 //! [`LeaseHolder`] names the process holding a session, what a refused turn is told in every
 //! layer (its wording is the store's, beside the lease).
 

@@ -1,10 +1,13 @@
-//! The `cairn` binary: ACP on stdio by default; `cairn exec`, `cairn sessions` and `cairn doctor`
-//! headless.
+//! The `cairn` binary: ACP on stdio by default; `cairn exec`, `cairn sessions`, `cairn login`,
+//! `cairn logout` and `cairn doctor` headless.
 //!
-//! Parses the command line, loads the configuration, opens the store and hands over. Logs go
-//! to stderr (filtered by `CAIRN_LOG`, e.g. `CAIRN_LOG=debug`) and optionally to a file
-//! (`cairn::logging`). Started as `cairn __supervise …`, it is instead the supervisor of one local
-//! command (`process::supervisor`), decided before anything else is set up.
+//! Parses the command line, makes the process undumpable (keys live in its environment and
+//! memory), loads the configuration (choosing the supervisor as the launcher of local commands),
+//! opens the store and hands over. In ACP mode the configuration and the store load on a blocking
+//! thread while `initialize` is already answered (`acp::serve`). Logs go to stderr (filtered by
+//! `CAIRN_LOG`, e.g. `CAIRN_LOG=debug`) and optionally to a file (`cairn::logging`). Started as
+//! `cairn __supervise …`, it is instead the supervisor of one local command
+//! (`process::supervisor`), decided before anything else is set up.
 
 use std::path::PathBuf;
 use std::process::ExitCode;

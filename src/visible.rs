@@ -3,11 +3,12 @@
 //! sequence (`ESC ] 0 ; … BEL`) retitles the window or writes the clipboard, a CSI sequence
 //! moves the cursor and repaints lines already printed, a carriage return overwrites one. Every
 //! printer of plain text (`cairn exec`, `cairn sessions …`, `cairn doctor`, the errors `main`
-//! prints) passes its text through [`text`] or [`line`], which show such characters as escapes
-//! instead: ESC as `\e`, CR as `\r`, other C0 controls and DEL as `\x07`, C1 controls and the
-//! bidirectional overrides (which reorder what is shown) as `\u{9b}`. Backslashes are left as
-//! they are: this is for reading, not for parsing back. [`json`] does the same for JSON text
-//! without changing what it encodes.
+//! prints) passes its text through [`text`] (line breaks and tabs kept) or [`line()`] (those
+//! shown as `\n` and `\t` too), which show such characters as escapes instead: ESC as `\e`, CR
+//! as `\r`, other C0 controls and DEL as `\x07`, C1 controls and the bidirectional overrides
+//! (which reorder what is shown) as `\u{9b}`. Backslashes are left as they are: this is for
+//! reading, not for parsing back. [`json`] does the same for JSON text without changing what it
+//! encodes.
 
 use std::borrow::Cow;
 use std::fmt::Write as _;

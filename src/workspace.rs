@@ -8,6 +8,10 @@
 //! `.env*` files, configuration that tools run as code such as `.cargo/` or `.husky/`, cairn's
 //! own configuration and data) are named with the reason they matter; names are compared
 //! without case. Which directories may be a root at all is `roots`' [`Guard`].
+//!
+//! Globs are expanded as bash expands them ([`Workspace::expand`]), within bounds on matches and
+//! on entries read. [`GUARDED`] lists the guarded names the permissions and the sandbox share;
+//! [`project_dirs`] is a project's chain of directories, from its repository's root to `cwd`.
 
 use std::io::ErrorKind;
 use std::path::{Component, Path, PathBuf};

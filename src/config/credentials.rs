@@ -2,10 +2,11 @@
 //! only, never copied into the database or the logs.
 //!
 //! The file maps a provider's key variable to the key (`OPENAI_API_KEY = "sk-…"` under
-//! `[keys]`), so a key in the environment, under the same name, wins over the file. It is read
-//! when a key is needed (a turn, the model menu), not once at start, so a login in a terminal
-//! counts for the editor's next prompt; it is rewritten whole through a temporary file, so a
-//! crash leaves the old file or the new one.
+//! `[keys]`), so a key in the environment, under the same name, wins over the file
+//! (`Config::key` asks both, in that order). It is read when a key is needed (a turn, the model
+//! menu), not once at start, so a login in a terminal counts for the editor's next prompt; it is
+//! rewritten whole through a temporary file created exclusively with mode 0600, so a crash
+//! leaves the old file or the new one.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -1,7 +1,8 @@
 //! The MCP servers of `config.toml`: `[mcp_servers.<name>]` tables (a program with `command`,
 //! `args` and `env`, or an endpoint with `url` and `headers`; `enabled = false` leaves one out)
-//! and `[mcp]` (`startup_timeout_secs`). Checked when the file is read, each error naming the
-//! setting; servers come out in name order, which is the order their tools are offered in.
+//! and `[mcp]` (`startup_timeout_secs`). Checked when the file is read into `mcp::ServerConfig`s
+//! and `mcp::McpSettings`, each error naming the setting; servers come out in name order, which
+//! is the order their tools are offered in.
 
 use std::collections::BTreeMap;
 use std::time::Duration;

@@ -8,7 +8,8 @@
 //! (`[subagents]`, in `subagents`), a busy session's prompts (`[session]`, in `session`), what
 //! local processes get (`[sandbox]`, `[tools]`, in `process`), MCP servers
 //! (`[mcp_servers.<name>]`, `[mcp]`, in `mcp`) and `log_file` (where logs also go;
-//! `crate::logging` opens it, and `--log-file` wins over it).
+//! `crate::logging` opens it, and `--log-file` wins over it). A `CAIRN_CONFIG` naming no file is
+//! refused. Keys are [`Secret`]s, never shown in logs; [`Config::key`] is the one lookup of a key.
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;

@@ -1,6 +1,7 @@
 //! What local processes get: the `[sandbox]` and `[tools]` tables of `config.toml` (whose
 //! `image_max_bytes`, the cap on images `read` sends, goes to the turn's limits), and the
-//! environment a child inherits (computed here because only `config` reads the environment).
+//! environment a child inherits (computed here because only `config` reads the environment),
+//! together made into the `process::ProcessPolicy` the sessions run commands under.
 //!
 //! A child never sees a provider key (`OPENAI_API_KEY`, `ANTHROPIC_API_KEY`, every provider's
 //! `api_key_env`) unless `[tools] env_passthrough` names it, nor any other variable holding a

@@ -1,5 +1,5 @@
-//! `[session]`: how a session treats what the user sends while a turn runs (`busy_prompt`), and
-//! the check on its value. Every error names the setting.
+//! `[session]`: how a session treats what the user sends while a turn runs (`busy_prompt`: a
+//! [`BusyPrompt`], queue or steer), and the check on its value. Every error names the setting.
 
 use serde::Deserialize;
 

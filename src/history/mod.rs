@@ -2,8 +2,9 @@
 //!
 //! These types are the one shape shared by the turn loop, the providers, the store (which keeps
 //! each `Part` verbatim as `data_json`) and the ACP adapter (which converts them to wire content).
-//! They are snake_case at rest; the wire's camelCase lives only in `acp::convert`. Tool calls and
-//! their lifecycle are in `tool`.
+//! They are snake_case at rest; the wire's camelCase lives only in `acp::convert`, and the model
+//! requests are written from them only in `llm`. Tool calls and their lifecycle are in `tool`;
+//! compaction markers and the model's view of a history in `view`.
 
 mod tool;
 pub mod view;

@@ -3,7 +3,9 @@
 //!
 //! [`CallState`] is a tool call's lifecycle (New → Running → Succeeded | Failed | Cancelled,
 //! with Suspended → Resuming while a permission is pending); [`CallState::advance`] is the one place
-//! that decides which moves are legal, and terminal states never change.
+//! that decides which moves are legal, and terminal states never change. A finished call's
+//! images ([`ToolImage`], base64) go to the model beside its output and are shown on its card
+//! after its content: each is stored once.
 
 use std::borrow::Cow;
 

@@ -5,6 +5,13 @@
 //! which message tool outputs are pruned. [`model_view`] resolves what the model is sent from
 //! the latest marker at read time; rewinding past a marker hides it with its turn, which brings
 //! the summarized messages back by itself.
+//!
+//! The view ([`ModelView`]) is the marker's summary as a user message, then the tail, each
+//! message borrowed from the history as a [`Seen`] (whether its long tool outputs go as stubs,
+//! and its tool images as a line naming each, as they also do past the images one request
+//! carries), so nothing is copied. [`view_under`] is the view a marker about to be added would
+//! give (compaction's estimates); [`context_used`] is the context in use after the last step.
+//! Token estimates count 4 characters a token and serve budgeting only.
 
 use std::borrow::Cow;
 

@@ -6,7 +6,8 @@
 //! format); then one line per visible message (`"type": "message"`: id, role, `meta` and
 //! `parts` exactly as the database stores them). Nothing is rendered or shortened: the export
 //! is lossless, and an import of it holds the same messages. Reading checks every line against
-//! this version's types and names the line and field it cannot read.
+//! this version's types and names the line and field it cannot read. An import never takes the
+//! session's mode or rules: a file grants no permission.
 //!
 //! An import reads line by line within bounds: a line of at most [`MAX_LINE`] bytes and a file
 //! of at most [`MAX_FILE`], so a file that is not an export (`/dev/zero`, one endless line)

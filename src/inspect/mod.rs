@@ -1,7 +1,8 @@
 //! `cairn sessions …`: the stored sessions from the command line. `list` (in `exec`), `show`
 //! (the conversation as plain text), `export` (Markdown, or lossless JSON lines), `import` (a
 //! JSON lines export back into the store), `rm` and `prune` (removing sessions as
-//! `session/delete` does, refused the same way while another process runs a turn in one).
+//! `session/delete` does, through `Write::DeleteSession`, refused the same way while another
+//! process runs a turn in one). An unknown session, or a file that cannot be imported, exits 2.
 //!
 //! Everything is read before anything is written, so an unknown session prints nothing and an
 //! export to a file replaces that file only once the whole export is written. With `exec` and

@@ -6,16 +6,18 @@
 //! `watch` board (`board.rs`). A prompt waits for servers still starting with
 //! [`Servers::ready`], at most `[mcp] startup_timeout_secs`, then goes on without them.
 //! [`Servers::call`] borrows the live connection and makes the call on the caller's task;
-//! cancelling it abandons the request and the server is sent `notifications/cancelled`. A
-//! server that stops is started again by the next call, at most three times a session.
+//! cancelling its token abandons the request and the server is sent `notifications/cancelled`.
+//! A server that stops is started again by the next call, at most three times a session.
 //!
-//! A stdio server is a local process (`stdio.rs`) in its own process group, with the
-//! environment every child gets (no provider keys, an absolute `PATH`) plus its configured
-//! variables, in the session's directory; it is not under Landlock (see `stdio.rs`). Its group
-//! is killed at [`Servers::shutdown`] and when the last [`Servers`] handle is dropped. HTTP
-//! servers speak streamable HTTP (`http.rs`). What servers send is read leniently
+//! A stdio server is a local process (`stdio.rs`) run under the session's [`Sandbox`] (the
+//! process policy local commands get, the session's roots and the programs its rules reject,
+//! with the network kept), with the environment every child gets (no provider keys, an absolute
+//! `PATH`) plus its configured variables, in the session's directory. It and everything it
+//! started are killed at [`Servers::shutdown`] and when the last [`Servers`] handle is dropped.
+//! HTTP servers speak streamable HTTP (`http.rs`). What servers send is read leniently
 //! (`content.rs`): a tool with an unusable schema or an unknown content block is left out with
-//! a notice, not the whole server.
+//! a notice, not the whole server. This module knows neither `acp` nor `session`: the editor's
+//! servers arrive already converted to [`ServerConfig`]s.
 
 mod board;
 mod config;

@@ -1,5 +1,5 @@
-//! A stdio MCP server as a local process, started as local commands are: under cairn's
-//! supervisor, in the sandbox and namespace commands get (guarded places read-only, secrets
+//! A stdio MCP server as a local process, started as local commands are
+//! (`ProcessPolicy::spawn_server`): under cairn's supervisor, in the sandbox and namespace commands get (guarded places read-only, secrets
 //! hidden, the session's rejected programs refused at exec; the network kept), with the
 //! environment every child gets (no provider keys, absolute `PATH`) plus its own variables, in
 //! the session's directory. The supervisor watches a pipe of its own for cairn's end (stdin and
@@ -8,10 +8,12 @@
 //! the server lives beside the user's own work. A server configured with `sandbox = false`
 //! runs supervised the same way, without the sandbox and namespace.
 //!
-//! Its stderr is read into a bounded tail (and logged at debug, never passed on) cheaply and at
-//! a bounded rate, so a server flooding it costs cairn little; its stdout is watched for lines
-//! that are not JSON-RPC and for a line longer than [`LINE_LIMIT`] (which the protocol drops,
-//! so an answer in one would never come). Dropping it ends its whole tree.
+//! Its stderr is read into a bounded tail (a ring of its last bytes; logged at debug, never
+//! passed on) cheaply and at a bounded rate ([`READ_CHUNK`] at a time, at most [`WINDOW_READS`]
+//! reads and [`WINDOW_BYTES`] per [`WINDOW`]), so a server flooding it costs cairn little; its
+//! stdout is watched for lines that are not JSON-RPC (quoted when a start fails) and for a line
+//! longer than [`LINE_LIMIT`] (which the protocol drops, so an answer in one would never come:
+//! it fails a start at once). Dropping it ends its whole tree.
 
 use std::collections::VecDeque;
 use std::ffi::OsStr;

@@ -5,8 +5,8 @@
 //! run any word it is given: those words are read as programs it may run.
 //!
 //! Which commands are too powerful to be remembered beyond their exact text lives in
-//! [`kinds`], what each known program's options do in [`options`] over [`tables`], the
-//! variables that change what runs in [`variables`].
+//! `kinds`, what each known program's options do in [`options`] over `tables`, the
+//! variables that change what runs in `variables`.
 
 mod kinds;
 pub mod options;

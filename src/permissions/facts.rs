@@ -3,7 +3,11 @@
 //! redirection that reaches outside the workspace, into a protected place, or cannot be known.
 //!
 //! Gathering asks a [`Paths`] (the workspace, or a fake in tests) where paths lead; deciding is
-//! pure over the facts.
+//! pure over the facts. What covers a line is decided here too: a line that is more than lists
+//! and pipelines of commands (control structures, nested or latent code, a builtin that changes
+//! the shell's state, a command that creates links or moves files beside others) is covered
+//! only by its exact text, and one that writes by redirection asks in ask mode unless its exact
+//! text is remembered.
 
 use std::borrow::Cow;
 use std::cell::OnceCell;

@@ -5,7 +5,7 @@
 //! most 64 parts that may be paths, a line expands at most 16 globs. A program that descends
 //! into directories (`grep -r`, `tar`, `cp -r`, `zip -r`, `rsync -a`) is followed below the
 //! ones it names, reading at most 10,000 entries per line, for a secret or (when it follows
-//! links) a link out of the workspace.
+//! links) a link out of the workspace (`Paths::reaches`, a bounded walk on disk).
 
 use super::command::{self, options};
 use super::facts::{CommandFacts, Paths, Subject};

@@ -11,6 +11,11 @@
 //! - A remembered command rule covers a program (and subcommand) whose arguments stay in the
 //!   workspace, or one exact line; a line is allowed when each of its commands is covered.
 //!   Shells, wrappers and interpreters are only ever remembered exactly.
+//! - A tool of another program (`tool`: an MCP tool), known only by its name, asks unless a rule
+//!   names it; accept-edits runs it unasked only when it says it is read-only.
+//!
+//! [`rule_for`] is the rule an "always" answer remembers. Rules live with a session, a project,
+//! or one headless run ([`Scope::Run`]: `exec --allow/--deny`, in memory only).
 
 pub mod command;
 mod facts;

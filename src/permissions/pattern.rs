@@ -1,4 +1,5 @@
-//! A remembered rule's pattern, read once per decision: what it covers and how it is described.
+//! A remembered rule's pattern, read once per rule (globs compiled) and kept with it: what it
+//! covers and how it is described.
 //!
 //! Shell rules are a program with its subcommand (`cat`, `cargo test`: that program, its
 //! arguments staying in the workspace) or an exact command line (`=bash build.sh`). Path rules

@@ -7,6 +7,12 @@
 //! unbalanced parenthesis) the reading fails with a [`ParseError`] that says where; where a word
 //! cannot be known before it runs, it is marked [`WordKind::Dynamic`]. Callers must treat
 //! anything they cannot see as a reason to ask.
+//!
+//! Line continuations are skipped where bash removes them, and here-documents are read after
+//! their line. Assignments are taken as bash takes them (`CC='rm -rf x' make` is one, `'CC'=x
+//! make` runs `CC=x`); text bash may still evaluate as code is flagged ([`Script::latent`]).
+//! Nesting and lookahead are bounded, so a hostile line stays cheap. `quoting` reads one word,
+//! `compound` reserved words and here-documents.
 
 use std::fmt;
 

@@ -10,6 +10,15 @@
 //! closes the pipe it watches (timeout, cancel) or when cairn dies. [`Local`] is the running program; dropping
 //! it before the program ended kills everything it started.
 //!
+//! The policy holds the sandbox mode, the network, the namespace switch, the writable, own and
+//! hidden places, the [`ChildEnv`] and the [`Launcher`]: direct (nothing sandboxed, nothing dying
+//! with cairn) for unit tests and benches, the supervisor when `main` runs. Each start gets a
+//! [`Confinement`]: the session's roots and the programs its rules reject.
+//! [`ProcessPolicy::spawn_server`] starts an MCP server the same way with its stdin piped.
+//! [`ProcessPolicy::guards_missing`] says when the kernel cannot keep guarded places read-only
+//! and secrets hidden (no Landlock, or no namespace): accept-edits then judges commands as ask
+//! mode does. What the kernel cannot enforce is said once per process on stderr.
+//!
 //! `unsafe` here is system calls std has no safe form of, and the descriptors and plain-data
 //! structs they deal in, every block with its own SAFETY comment. By what makes them sound (a
 //! tidy test keeps this list whole):

@@ -8,8 +8,10 @@
 //! hidden places and the rejected programs with an empty file or directory of mode 0 from a
 //! small read-only tmpfs that no path leads to. The command inherits the namespace; once it is
 //! inside Landlock it cannot mount or unmount anything, and a mount point cannot be renamed or
-//! removed, so none of this can be undone from inside. Every `unsafe` block is a system call
-//! with arguments owned here.
+//! removed, so none of this can be undone from inside. [`enter_pids`] gives the command a PID
+//! namespace too, with a `/proc` of its own ([`fresh_proc`]): when its first process ends, the
+//! kernel kills every other process of it, however it forked. Every `unsafe` block is a system
+//! call with arguments owned here.
 
 use std::ffi::CString;
 use std::io;

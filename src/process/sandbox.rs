@@ -3,6 +3,8 @@
 //! fresh single-threaded process) builds the ruleset and the command enters it between fork and
 //! exec, so the command and everything it starts are inside and the supervisor is not: the
 //! command can neither kill its supervisor (and so escape its cleanup) nor cairn or the editor.
+//! A command run as root also loses every capability plain file work does not need
+//! ([`drop_root_capabilities`]), so it cannot undo or look behind the namespace.
 //!
 //! Best effort by kernel ABI: write rights up to ABI 3 (file truncation), TCP bind and connect at
 //! ABI 4, the signal scope at ABI 6. UDP and other protocols are not covered. [`support`] asks the

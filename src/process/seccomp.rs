@@ -1,7 +1,10 @@
-//! The seccomp user-notification filter that sends every `execve`/`execveat` of a sandboxed
-//! command tree to its supervisor for a verdict before the kernel runs it.
+//! The seccomp filter of every sandboxed command: it refuses what changes or looks behind the
+//! mounts the command sees ([`MOUNTS`]), a death signal other than `SIGKILL`, and every call of a
+//! foreign architecture (32-bit, x32); and when rules reject programs, it sends every
+//! `execve`/`execveat` of the command tree to its supervisor (user notification) for a verdict
+//! before the kernel runs it.
 //!
-//! The filter is built before the fork ([`Filter::exec`]) together with a socket pair. Between
+//! The filter is built before the fork ([`Filter::new`]) together with a socket pair. Between
 //! fork and exec the child ([`Handoff::install`]) installs it, which gives it a listener
 //! descriptor, and sends that descriptor over the socket (`SCM_RIGHTS`); it does this with raw
 //! system calls only, on memory prepared before the fork, since the supervisor may have another

@@ -5,13 +5,17 @@
 //! for it, it first moves into a namespace of its own and sets up what the command sees there
 //! (`namespace.rs`, `places.rs`: guarded places read-only, secrets hidden, rejected programs
 //! covered). It builds the Landlock ruleset, becomes the subreaper of what it starts, and starts
-//! the program with stdin `/dev/null`, entering the sandbox between fork and exec. When rules
-//! reject programs, the child also installs the exec filter (`seccomp.rs`) and a thread of the
-//! supervisor judges every exec of the tree (`gate.rs`). Then a thread reads its stdin, a pipe
-//! cairn keeps open and never writes: end of file means cairn closed it (timeout, cancel) or
-//! died, and the supervisor then kills every descendant and its own process group. When the
-//! program ends, whatever it left running is killed too, and the supervisor exits as the
-//! program did (the same exit code, or the same signal).
+//! the program with stdin `/dev/null`, entering the sandbox between fork and exec by raw system
+//! calls, so the supervisor stays outside it and the command cannot signal it. A sandboxed child
+//! also installs the seccomp filter that keeps its mounts as they are (`seccomp.rs`); when rules
+//! reject programs, that filter sends every exec of the tree to a thread of the supervisor,
+//! which judges it (`gate.rs`). Then a thread reads its stdin, a pipe cairn keeps open and never
+//! writes ([`Watched`]: for a server, whose stdin is the protocol's, a pipe of its own; in an
+//! editor's terminal, nothing, and the program dies with the supervisor): end of file means cairn
+//! closed it (timeout, cancel) or died, and the supervisor then kills every descendant and its
+//! own process group. When the program ends, whatever it left running is killed too, the
+//! guarded places the command made are swept away (`places/sweep.rs`; not for a server), and the
+//! supervisor exits as the program did (the same exit code, or the same signal).
 
 use std::ffi::{OsStr, OsString};
 use std::io::Read;

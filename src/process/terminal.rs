@@ -1,6 +1,7 @@
-//! Commands in an editor's terminal, confined as local ones: the editor starts cairn's own
-//! executable as the supervisor (watching nothing for cairn's end, since cairn did not start
-//! it; the program dies with it), with the arguments a local command's supervisor gets.
+//! Commands in an editor's terminal, confined as local ones ([`ProcessPolicy::in_terminal`]:
+//! the command line the terminal runs): the editor starts cairn's own executable as the
+//! supervisor (watching nothing for cairn's end, since cairn did not start it; the program dies
+//! with it), with the arguments a local command's supervisor gets.
 //!
 //! The editor finds that executable by its path, not by the image cairn runs, so the path must
 //! be one no command can replace. Where cairn's executable lies inside a root or a writable

@@ -5,7 +5,9 @@
 //! that arrive while it is busy. A turn's events are persisted by the `recorder`, which hands
 //! each [`Update`] to the [`UpdateSink`] only after its row is committed. The sink is the ACP
 //! connection in editor mode and a printer in `cairn exec`. A `task` call's sub-agent is a
-//! session of its own, run inside that call by `subagent`.
+//! session of its own, run inside that call by `subagent`. A session's [`Status`] (idle, busy,
+//! retrying, error) lives in memory only, read by `session/list` through the registry; [`replay`]
+//! turns stored messages into the updates `session/load` shows.
 
 mod actor;
 pub mod commands;

@@ -5,13 +5,15 @@
 //! update before its row is committed" holds without a round trip per chunk: the writer thread
 //! commits in batches and runs the callbacks in order.
 //!
-//! The turn's first write takes the session's lease ([`StoreRecorder::claim`]): another process
-//! running a turn in the session refuses it, and a history another process wrote to since this
-//! one read it is read again first. A recorder made [`StoreRecorder::for_turn`] holds what it is
+//! The turn's first write, its prompt (with a first prompt's title), takes the session's lease
+//! ([`StoreRecorder::claim`]): another process running a turn in the session refuses it, and a
+//! history another process wrote to since this one read it is read again first. A recorder made [`StoreRecorder::for_turn`] holds what it is
 //! given before that first write and sends it only once the lease is taken (held notices get
 //! fresh ids if the history was read again, so they sort after the turn that came meanwhile).
 //! Once a claim is refused, the recorder drops everything it is given: a refused turn records
-//! nothing, not even the notice of a limit that stopped it while it waited.
+//! nothing, not even the notice of a limit that stopped it while it waited. A tool call whose
+//! arguments are still being written is stored marked `streaming`, so a replay leaves it out as
+//! the live stream does.
 //!
 //! A streaming turn stays a bounded distance ahead of what is shown: [`Recorder::writable`] holds
 //! it while [`UNCOMMITTED`] bytes of chunks or more wait for their commit, then while the sink

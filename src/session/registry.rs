@@ -4,6 +4,8 @@
 //! synchronously: they find or spawn the session's actor and enqueue the command before they
 //! return a future, so a `session/cancel` read right after a `session/prompt` always reaches the
 //! actor after that prompt. A session that is stored but not live is restored on first use.
+//! A load attaches like a resume, then replays a snapshot taken and sent in the store writer's
+//! order (`Store::snapshot`), with the session's live updates held back meanwhile (`loading`).
 
 use std::collections::HashMap;
 use std::future::Future;

@@ -8,6 +8,11 @@
 //! [`MAX_SIDE`] pixels is refused with what to do instead (nothing is resized: that would need an
 //! image codec in the binary). A model that does not accept images is told what the file is
 //! (format, dimensions from the header, size) and that it cannot view it.
+//!
+//! Whether the model accepts images, the cap, and what the turn's calls have read so far come
+//! with the call ([`Images`], `ToolContext::images`): one turn's calls, its sub-agents' included,
+//! read at most [`TURN_IMAGES`] images and [`TURN_IMAGE_BYTES`] (`crate::images`); an image past
+//! that is not sent, and the model is told to work from those already read.
 
 use std::io::Read as _;
 use std::path::Path;

@@ -1,11 +1,16 @@
 //! The tools the model can call. Each built-in tool is one file that implements [`Tool`]: `read`,
-//! `write`, `edit`, `glob`, `grep`, `bash`, `todo` and `question`; `task` (a sub-agent) joins them when the
-//! session can run sub-agents, through a [`task::Delegate`] the session layer provides.
+//! `write`, `edit`, `glob`, `grep`, `bash`, `todo` and `question`; `task` (a sub-agent) joins them
+//! when the session can run sub-agents, through a [`task::Delegate`] the session layer provides,
+//! and the tools of the session's MCP servers through [`add_server_tools`] (`mcp.rs`). Named
+//! agents are read in `agents`; what tools share is in `fs`, `beneath`, `page`, `search` and
+//! `shell`, and what the editor offers in `host`.
 //!
 //! A [`Tool`] is typed by its arguments: it names itself, describes itself to the model (the
 //! argument schema is derived from the argument struct, never written beside it), and for one
 //! parsed call says how it touches the world ([`Access`]), how the editor shows it (title, kind,
-//! locations), what permission it needs, and how it runs through a [`ToolContext`]: through the
+//! locations), what permission it needs, what the user is shown when asked (its preview), how long
+//! it may run, and how it runs (a [`ToolOutcome`], or a [`ToolError`] for the model) through a
+//! [`ToolContext`]: through the
 //! editor ([`Host`]) when it offers the capability, else on the local disk and in local
 //! processes. A [`Registry`] holds a session's tools behind one object-safe face: the turn asks
 //! it for the catalog, to parse a call into an [`Invocation`], and runs that. Nothing here knows

@@ -5,6 +5,8 @@
 //! takes elicitation, else the choices as the options of a permission question. With nobody to
 //! ask (a headless run) the call fails with what the model should do instead. A reply is read
 //! back into words the model acts on; declining and dismissing are answers too, not failures.
+//! The call runs alone ([`Access::Other`]) and waits up to a day, the turn's clock stopped
+//! meanwhile (`UserWait`).
 
 use std::time::Duration;
 

@@ -4,7 +4,9 @@
 //! A [`Tool`] is generic over its arguments; the registry keeps each one as an `Entry` (name,
 //! kind, schema, parse) and a parsed call as a `Call` that carries the tool and its typed
 //! arguments together, so the turn handles every tool alike without knowing any of them. The
-//! catalog the model sees is built once, when a tool is added.
+//! catalog the model sees is built once, when a tool is added; a second tool by a name already
+//! taken is refused. A registry can withhold tools from a turn (`withhold`, `keep`: a sub-agent's
+//! cut): a call to one is told why.
 
 use std::fmt;
 use std::sync::{Arc, LazyLock};

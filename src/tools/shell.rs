@@ -10,8 +10,10 @@
 //! variables: so the command is run through `env -u NAME … PATH=… NAME=VALUE … cairn
 //! __supervise … -- bash -c COMMAND`, getting the environment a local command gets and the same
 //! supervisor, sandbox, namespace and exec check; the supervisor watches nothing for cairn's end
-//! (the editor started it), and the command dies with it. The terminal is always killed (if
-//! still running) and released, even when the call is abandoned.
+//! (the editor started it), and the command dies with it (`ProcessPolicy::in_terminal`). Where
+//! no supervisor at a path a command cannot replace can be given to the terminal, the command
+//! runs locally instead. The terminal is always killed (if still running) and released, even
+//! when the call is abandoned.
 
 use std::ffi::OsStr;
 use std::sync::Arc;

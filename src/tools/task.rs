@@ -1,7 +1,9 @@
 //! `task`: a sub-agent. The call runs a child turn on the same turn engine with its own history,
 //! limits and (for a named agent) instructions and tools, and the child's final answer is the
 //! call's result. Running it is the session layer's business: the tool holds a [`Delegate`],
-//! which this module only names, so tools know nothing of sessions or the store.
+//! which this module only names, so tools know nothing of sessions or the store. A call is
+//! [`Access::Delegate`]: its sub-agent's own calls are judged one by one, so it runs beside other
+//! sub-agents.
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -6,7 +6,9 @@
 //! change what cairn reads (its database, its keys, the MCP servers it starts).
 //!
 //! [`Guard::check`] is the one check for every way a session gets a root: a client's `cwd` and
-//! `additionalDirectories`, a stored or imported session's directory, `cairn exec`. It compares
+//! `additionalDirectories` (in the ACP handlers), a new or forked session's directory
+//! (`Registry::create`, `fork`), a stored or imported one's (its actor going live), `cairn
+//! exec`. The guard is built by `Config::workspace_guard`. It compares
 //! every spelling of both sides: as written with `.` and `..` resolved, with symlinks followed
 //! after that, and as the kernel resolves it (a symlink to the home directory is the home
 //! directory; `/a/link/..` is wherever the kernel says).

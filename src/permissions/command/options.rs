@@ -1,4 +1,4 @@
-//! A command's options read against its program's table ([`tables`](super::tables)), as the
+//! A command's options read against its program's table (`tables`), as the
 //! program's own parser would take them: a long option also by any prefix of it (GNU getopt,
 //! git and curl take unambiguous abbreviations; an ambiguous one is refused by the program, so
 //! counting it costs nothing), a short one anywhere in a cluster (`-avze` holds `-e`), tar's

@@ -1,7 +1,8 @@
 //! Words: one word up to an unquoted metacharacter, with its quotes and expansions: `'…'`,
-//! `"…"`, `$'…'` (ANSI-C, decoded, so `$'\x72m'` reads as `rm`), `$VAR`, `${…}`, `$(…)`,
-//! `$((…))`, backquotes, globs and brace expansions. Substitutions are read as nested command
-//! lines, so the commands they run are seen too.
+//! `"…"`, `$'…'` (ANSI-C, decoded, so `$'\x72m'` reads as `rm`, and a NUL ends it as in bash:
+//! `$'rm\0x'` is `rm` too), `$VAR`, `${…}`, `$(…)`, `$((…))`, backquotes, globs and brace
+//! expansions. Substitutions are read as nested command lines, so the commands they run are
+//! seen too.
 
 use super::{End, LOOKAHEAD, ParseError, Parser, Word, WordKind, is_meta};
 

@@ -1,9 +1,11 @@
-//! The session's MCP servers: started when a client opens the session (its servers first, then
-//! those of `config.toml`), kept while the client sends the same list again, replaced when it
-//! sends another, stopped with the session. What the servers have to tell the user (a server
-//! that failed to start, with its stderr) is sent as notices, but only once the response that
-//! announces the session is on its way. A turn waits for servers still starting at most
-//! `[mcp] startup_timeout_secs`, then offers the tools of those that are ready.
+//! The session's MCP servers: given when a client opens the session (`session::Attach`, from
+//! new, load, resume or fork: its servers first, then those of `config.toml`) and started once
+//! the response that announces the session is written, kept while the client sends the same
+//! list again, replaced when it sends another, stopped with the session. What the servers have
+//! to tell the user (a server that failed to start, with its stderr) is sent as notices, after
+//! that response too. A turn waits for servers still starting at most
+//! `[mcp] startup_timeout_secs`, then offers the tools of those that are ready, and a stored
+//! notice names the servers left behind (`setup::session_tools`).
 
 use std::fmt::Write as _;
 use std::path::Path;

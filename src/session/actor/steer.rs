@@ -1,6 +1,7 @@
 //! Steering from the actor's side: a prompt sent while a model turn runs, in a session that
-//! steers (`[session] busy_prompt = "steer"`, or its `steer` option), is handed to that turn
-//! instead of the queue, and answered with the turn's stop reason when the turn ends.
+//! steers (`[session] busy_prompt = "steer"`, or its `steer` option, kept in the session's
+//! metadata as its `busy_prompt`), is handed to that turn instead of the queue, and answered
+//! with the turn's stop reason when the turn ends.
 //!
 //! Only a plain prompt steers, only into a model turn that is not cancelled, and only while
 //! nothing waits in the queue (so nothing sent earlier is overtaken); anything else queues as

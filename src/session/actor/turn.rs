@@ -1,6 +1,11 @@
-//! The actor's model turns: starting one on its own task with the history and rules lent to it,
-//! and taking them back when it ends (releasing the session's lease, answering its prompt,
-//! updating status, cost and context). The turn's recorder takes the lease with the prompt.
+//! The actor's model turns: starting one on its own task with the history and rules lent to it
+//! (its tool registry is built there: the built-ins, the MCP tools ready in time, `task`), and
+//! taking them back when it ends (updating status, cost and context). The turn's recorder takes
+//! the session's lease with the prompt; when a turn, `/compact` or `/rewind` ends, the lease is
+//! given back and the prompt answered once that release is committed. Settings a headless run
+//! changes for its prompt (`--model`, `--mode`: `Command::SetForTurn`) are in effect at once and
+//! stored with the prompt, held by the turn's recorder like its notices, so a run the lease
+//! refuses changes nothing stored.
 
 use std::path::Path;
 use std::sync::Arc;

@@ -3,7 +3,8 @@
 //! The child's recorder commits its rows like any session's and hands each [`Update`] to a
 //! [`ChildSink`] instead of the editor; the updates travel over a channel to the task's run,
 //! which folds them into a [`Progress`] (the child's tool calls with their state, and its latest
-//! text) and shows that, at most every [`EVERY`], as the content of the parent's call.
+//! text) and shows that, at most every [`EVERY`], as the content of the parent's call. Its latest
+//! notice is kept too: when a limit stopped the child, the one naming that limit.
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -1,7 +1,8 @@
 //! One `task` call's sub-agent, in three steps: [`Spawner::prepare`] checks the limits, resolves
 //! its model, cuts its tools, stores its session and builds its turn through `setup`;
 //! [`drive`] runs that turn inside the call, showing its progress and stopping it at its time
-//! limit; [`report`] makes the call's result of how it ended.
+//! limit; [`report`] makes the call's result of how it ended, naming a limit that stopped it.
+//! The child's lease is given back by a guard, also when the call is dropped or panics.
 
 use std::path::Path;
 use std::sync::Arc;
