@@ -299,7 +299,7 @@ fn summarizer_model(config: &Config, session_model: &str, session: &llm::Resolve
         .model
         .clone()
         .or_else(|| config.title_model.clone())
-        .or_else(|| config.small_model(session_model));
+        .or_else(|| llm::policy::small_model(config, session_model));
     if let Some(model) = wanted {
         match llm::resolve(config, &model) {
             Ok(resolved) => return (resolved, model),
