@@ -1,3 +1,6 @@
+//! The warm-up against a plain HTTP/1.1 server that counts its connections: a request sent
+//! while a connection is opened ahead waits for it, and one URL is warmed once.
+
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::sync::Arc;
