@@ -1,10 +1,12 @@
-//! What an editor waits for at the start: spawn → `initialize` answered, and a new session's
-//! first prompt against its second, each in a fresh process: `cargo bench --bench startup`.
+//! What an editor waits for at the start: spawn → `initialize` answered (against a program that
+//! only echoes one line, the floor of any process a client starts), and a new session's first
+//! prompt against its second, each in a fresh process, with and without a pause after
+//! `session/new`: `cargo bench --bench startup`.
 //!
-//! The first prompt of a process is the one a user types after opening the agent panel; it pays
-//! for whatever is built lazily (the HTTP client, its TLS setup, the connection to the model
-//! server) unless the session warmed it in the background. Nothing here asserts: the numbers go
-//! to BENCHMARKS.md.
+//! The first prompt of a process is the one a user types after opening the agent panel; a
+//! scripted client (`cairn exec`, acpx) sends it right behind `session/new`. It pays for whatever
+//! is built lazily (the HTTP client, its TLS setup, the connection to the model server) unless
+//! that was built before. Nothing here asserts: the numbers go to BENCHMARKS.md.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout, clippy::print_stderr)]
 
@@ -12,9 +14,14 @@
 #[allow(dead_code)]
 mod support;
 
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use support::{Reply, TestEnv};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::process::Command;
+
+const RUNS: usize = 30;
 
 fn stats(name: &str, mut samples: Vec<Duration>) {
     samples.sort();
@@ -23,24 +30,35 @@ fn stats(name: &str, mut samples: Vec<Duration>) {
     println!("| {name} | {:.2} ms | {:.2} ms | {} |", ms(at(0.5)), ms(at(0.9)), samples.len());
 }
 
-#[tokio::main]
-async fn main() {
-    let mut env = TestEnv::new().await;
-    env.set_env("CAIRN_LOG", "warn");
-    println!("| figure | median | p90 | samples |");
-    println!("|---|---|---|---|");
+/// Spawns `command`, writes one `initialize` line and waits for the first line back: what a bare
+/// client measures, for cairn and for the echo program alike.
+async fn one_line(mut command: Command) -> Duration {
+    let started = Instant::now();
+    command.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::null()).kill_on_drop(true);
+    let mut child = command.spawn().unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let request =
+        r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{}}}"#;
+    stdin.write_all(format!("{request}\n").as_bytes()).await.unwrap();
+    let mut line = String::new();
+    stdout.read_line(&mut line).await.unwrap();
+    let took = started.elapsed();
+    assert!(line.contains("\"id\":1"), "no answer to initialize: {line}");
+    drop(stdin);
+    let _ = child.wait().await;
+    took
+}
 
-    let mut spawn = Vec::new();
-    let mut first = Vec::new();
-    let mut second = Vec::new();
-    for _ in 0..30 {
-        let started = Instant::now();
-        let mut agent = env.spawn().await;
-        agent.initialize().await;
-        spawn.push(started.elapsed());
+/// First and second prompt → first text, each in a fresh process, `pause` after `session/new`.
+async fn prompts(env: &TestEnv, pause: Option<Duration>) -> (Vec<Duration>, Vec<Duration>) {
+    let (mut first, mut second) = (Vec::new(), Vec::new());
+    for _ in 0..RUNS {
+        let mut agent = env.ready().await;
         let session = agent.new_session(&env.cwd()).await;
-        // The user reads the panel before typing; the session may use that time.
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        if let Some(pause) = pause {
+            tokio::time::sleep(pause).await;
+        }
         for samples in [&mut first, &mut second] {
             env.mock.push(Reply::text(&["Hi", " there"]));
             let started = Instant::now();
@@ -52,7 +70,30 @@ async fn main() {
         agent.close_stdin();
         agent.wait_exit().await;
     }
-    stats("spawn → initialize response", spawn);
-    stats("first prompt of a process → first text", first);
-    stats("second prompt → first text", second);
+    (first, second)
+}
+
+#[tokio::main]
+async fn main() {
+    let mut env = TestEnv::new().await;
+    env.set_env("CAIRN_LOG", "warn");
+    println!("| figure | median | p90 | samples |");
+    println!("|---|---|---|---|");
+
+    let (mut echo, mut spawn) = (Vec::new(), Vec::new());
+    for _ in 0..RUNS {
+        let mut floor = Command::new("head");
+        floor.args(["-n", "1"]).env_clear().envs(env.agent_env());
+        echo.push(one_line(floor).await);
+        spawn.push(one_line(env.command()).await);
+    }
+    stats("echo one line (`head -n 1`), the floor", echo);
+    stats("spawn → initialize response (bare client)", spawn);
+
+    let (first, second) = prompts(&env, Some(Duration::from_millis(50))).await;
+    stats("first prompt → first text, 50 ms after session/new", first);
+    stats("second prompt → first text, 50 ms after session/new", second);
+    let (first, second) = prompts(&env, None).await;
+    stats("first prompt → first text, right after session/new", first);
+    stats("second prompt → first text, right after session/new", second);
 }

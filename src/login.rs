@@ -158,7 +158,7 @@ fn stty(mode: &str) -> bool {
 /// is not a success (a server without `/models`) cannot confirm it, which is said but allowed.
 async fn verify(provider: &ProviderConfig, key: &str) -> Result<Option<String>, LoginError> {
     let url = format!("{}/models", provider.base_url.trim_end_matches('/'));
-    let request = crate::llm::http_client().get(&url).timeout(Duration::from_secs(15));
+    let request = crate::llm::http::client().await.get(&url).timeout(Duration::from_secs(15));
     let request = match provider.api {
         Api::Anthropic => request.header("x-api-key", key).header("anthropic-version", "2023-06-01"),
         Api::OpenaiChat | Api::OpenaiResponses => request.bearer_auth(key),

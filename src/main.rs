@@ -156,7 +156,7 @@ fn main() -> ExitCode {
     }
     // Keys live in this process's environment and memory; commands run as the same user.
     cairn::process::deny_inspection();
-    let cli = Cli::parse();
+    let cli = if acp_without_options() { Cli { log_file: None, command: None } } else { Cli::parse() };
     if let Err(why) = cairn::logging::init(cli.log_file.as_deref()) {
         return fail(&why);
     }
@@ -168,6 +168,18 @@ fn main() -> ExitCode {
     // Do not wait for a stdin read that may still be parked on a blocking thread.
     runtime.shutdown_timeout(Duration::from_millis(100));
     code
+}
+
+/// Whether cairn was started as editors start it, `cairn` or `cairn acp` with nothing else: then
+/// the command line is not parsed, which saves building the whole command tree before the
+/// editor's `initialize` can be answered.
+fn acp_without_options() -> bool {
+    let mut args = std::env::args_os().skip(1);
+    match (args.next(), args.next()) {
+        (None, _) => true,
+        (Some(only), None) => only == "acp",
+        (Some(_), Some(_)) => false,
+    }
 }
 
 /// Loads the configuration and opens (creating and migrating) the store.
@@ -270,6 +282,8 @@ async fn exec(args: ExecArgs) -> ExitCode {
         fail(why);
         ExitCode::from(2)
     };
+    // The model's HTTP client is built beside the configuration and the store, not after them.
+    tokio::task::spawn_blocking(cairn::llm::http::prepare);
     let (store, config) = match setup() {
         Ok(setup) => setup,
         Err(why) => return fail(&why),

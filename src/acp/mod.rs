@@ -27,8 +27,10 @@ pub async fn serve(setup: impl FnOnce() -> Result<(Store, Arc<Config>), String> 
     rpc::serve(stdin, stdout, move |peer| {
         let sink = Arc::new(handlers::WireSink::new(peer));
         let for_sessions = Arc::clone(&sink);
-        let sessions =
-            opening::Opening::start(move || setup().map(|(store, config)| Registry::new(store, config, for_sessions)));
+        let sessions = opening::Opening::start(
+            move || setup().map(|(store, config)| Registry::new(store, config, for_sessions)),
+            crate::llm::http::prepare,
+        );
         handlers::Agent::new(sink, sessions)
     })
     .await;

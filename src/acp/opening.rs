@@ -3,7 +3,8 @@
 //! at once. The first method that needs the sessions waits for the setup to finish; it runs in the
 //! reader's synchronous part, which keeps wire order (a prompt right behind a `session/resume`
 //! still finds the session attached) at the cost of not reading further input for those few
-//! milliseconds.
+//! milliseconds. Once the sessions are published, the same thread goes on to build what a first
+//! prompt would otherwise build on its path (the model providers' HTTP client).
 
 use std::sync::{Mutex, OnceLock, mpsc};
 
@@ -17,15 +18,23 @@ pub struct Opening {
 }
 
 impl Opening {
-    /// Starts `setup` on a blocking thread of the runtime (which may spawn tasks).
-    pub fn start(setup: impl FnOnce() -> Result<Registry, String> + Send + 'static) -> Self {
+    /// Starts `setup` on a blocking thread of the runtime (which may spawn tasks), and `then` on
+    /// the same thread once the sessions are published, if they could be set up.
+    pub fn start(
+        setup: impl FnOnce() -> Result<Registry, String> + Send + 'static,
+        then: impl FnOnce() + Send + 'static,
+    ) -> Self {
         let (done, pending) = mpsc::sync_channel(1);
         tokio::task::spawn_blocking(move || {
             let sessions = setup();
+            let ready = sessions.is_ok();
             if let Err(why) = &sessions {
                 tracing::error!("{why}");
             }
             let _ = done.send(sessions);
+            if ready {
+                then();
+            }
         });
         Self { ready: OnceLock::new(), pending: Mutex::new(Some(pending)) }
     }

@@ -363,18 +363,6 @@ impl Config {
         self.data_dir.join("cairn.db")
     }
 
-    /// The cheap model of `model`'s provider (`gpt-5-mini`, `claude-haiku-4-5`), for helper work
-    /// such as summaries, when the provider lists it.
-    pub fn small_model(&self, model: &str) -> Option<String> {
-        let (name, _) = split_model(model);
-        let provider = self.providers.get(name)?;
-        let small = match provider.api {
-            Api::Anthropic => "claude-haiku-4-5",
-            Api::OpenaiChat | Api::OpenaiResponses => "gpt-5-mini",
-        };
-        provider.models.iter().any(|m| m == small).then(|| format!("{name}/{small}"))
-    }
-
     /// The variable to set for `model`'s provider, when it needs a key and has none.
     pub fn missing_key(&self, model: &str) -> Option<&str> {
         self.provider_missing_key(split_model(model).0)
@@ -503,19 +491,6 @@ mod tests {
         assert_eq!(config.model, "openai/gpt-4.1");
         assert_eq!(config.data_dir, PathBuf::from("/from/env"));
         assert_eq!(config.providers["openai"].base_url, "http://127.0.0.1:9/v1");
-    }
-
-    #[test]
-    fn helpers_use_the_providers_small_model_when_it_is_listed() {
-        let dir = tempfile::tempdir().unwrap();
-        let file = dir.path().join("config.toml");
-        std::fs::write(&file, "[providers.local]\nbase_url = \"http://127.0.0.1:1/v1\"\nmodels = [\"qwen3\"]\n")
-            .unwrap();
-        let config = config_with(&[("CAIRN_CONFIG", file.to_str().unwrap()), ("CAIRN_HOME", "/x")]).unwrap();
-        assert_eq!(config.small_model("openai/gpt-5").as_deref(), Some("openai/gpt-5-mini"));
-        assert_eq!(config.small_model("anthropic/claude-opus-4-1").as_deref(), Some("anthropic/claude-haiku-4-5"));
-        assert_eq!(config.small_model("local/qwen3"), None, "a provider that does not list it keeps its own model");
-        assert_eq!(config.small_model("nowhere/x"), None);
     }
 
     #[test]

@@ -224,7 +224,7 @@ async fn list_models(
     key: Option<crate::config::Secret>,
 ) -> Result<Vec<String>, DiscoveryError> {
     let url = format!("{}/models", provider.base_url.trim_end_matches('/'));
-    let mut request = super::http_client().get(url).timeout(Duration::from_secs(5));
+    let mut request = super::http::client().await.get(url).timeout(Duration::from_secs(5));
     if let Some(key) = &key {
         request = request.bearer_auth(key.expose());
     }

@@ -10,14 +10,16 @@
 
 pub mod anthropic;
 pub mod catalog;
+pub mod http;
 pub mod openai_chat;
 pub mod openai_responses;
+pub mod policy;
 pub mod retry;
 pub mod scripted;
 pub mod sse;
 mod wire;
 
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -261,43 +263,24 @@ pub fn resolve(config: &Config, model: &str) -> Result<Resolved, LlmError> {
     }
     let provider = &provider;
     use sse::{Auth, Endpoint};
-    let client = http_client();
+    // The HTTP client is not touched here: a request gets it (see `http`), so resolving stays
+    // cheap on the path of a prompt.
     let provider: Arc<dyn Provider> = match provider.api {
         Api::OpenaiChat => Arc::new(Endpoint::<openai_chat::Decoder>::new(
-            client,
             provider,
             "chat/completions",
             Auth::Bearer,
             openai_chat::encode,
         )),
         Api::OpenaiResponses => Arc::new(Endpoint::<openai_responses::Decoder>::new(
-            client,
             provider,
             "responses",
             Auth::Bearer,
             openai_responses::encode,
         )),
-        Api::Anthropic => Arc::new(Endpoint::<anthropic::Decoder>::new(
-            client,
-            provider,
-            "messages",
-            Auth::Anthropic,
-            anthropic::encode,
-        )),
+        Api::Anthropic => {
+            Arc::new(Endpoint::<anthropic::Decoder>::new(provider, "messages", Auth::Anthropic, anthropic::encode))
+        }
     };
     Ok(Resolved { provider, model: model_name.to_owned() })
-}
-
-/// One HTTP client for the process: connection pools and TLS setup are shared, and built on
-/// first use rather than at startup.
-pub(crate) fn http_client() -> reqwest::Client {
-    static CLIENT: OnceLock<reqwest::Client> = OnceLock::new();
-    CLIENT
-        .get_or_init(|| {
-            crate::net::client_builder().connect_timeout(Duration::from_secs(30)).build().unwrap_or_else(|err| {
-                tracing::warn!(%err, "HTTP client setup failed; using defaults");
-                reqwest::Client::new()
-            })
-        })
-        .clone()
 }

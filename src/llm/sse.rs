@@ -82,7 +82,6 @@ pub type Encode = fn(&ModelRequest<'_>) -> serde_json::Result<Vec<u8>>;
 /// A streaming model API at one endpoint: where it is, how to authenticate, how to write a
 /// request (`body`) and how to read the answer (`D`). Each wire API is one of these.
 pub struct Endpoint<D> {
-    client: reqwest::Client,
     url: String,
     api_key: Option<crate::config::Secret>,
     key_env: String,
@@ -93,15 +92,8 @@ pub struct Endpoint<D> {
 
 impl<D: Decode + Default> Endpoint<D> {
     /// The API at `path` under the provider's base URL.
-    pub fn new(
-        client: reqwest::Client,
-        config: &crate::config::ProviderConfig,
-        path: &str,
-        auth: Auth,
-        body: Encode,
-    ) -> Self {
+    pub fn new(config: &crate::config::ProviderConfig, path: &str, auth: Auth, body: Encode) -> Self {
         Self {
-            client,
             url: format!("{}/{path}", config.base_url.trim_end_matches('/')),
             api_key: config.api_key.clone(),
             key_env: config.api_key_env.clone().unwrap_or_else(|| "the provider's api_key_env".to_owned()),
@@ -116,7 +108,13 @@ impl<D: Decode + Default> Endpoint<D> {
 impl<D: Decode + Default> Provider for Endpoint<D> {
     async fn stream(&self, request: &ModelRequest<'_>) -> Result<EventStream, LlmError> {
         let body = (self.body)(request).map_err(|err| LlmError::Encode(err.to_string()))?;
-        let mut http = self.client.post(&self.url).header(reqwest::header::CONTENT_TYPE, "application/json").body(body);
+        // A connection being opened ahead (see `warm`) is shared, not raced.
+        super::http::Warming::join(&self.url).await;
+        let mut http = super::http::client()
+            .await
+            .post(&self.url)
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .body(body);
         http = match (self.auth, &self.api_key) {
             (Auth::Bearer, Some(key)) => http.bearer_auth(key.expose()),
             (Auth::Anthropic, key) => {
@@ -132,34 +130,19 @@ impl<D: Decode + Default> Provider for Endpoint<D> {
     }
 
     /// A `HEAD` of the endpoint, without the key: its answer (likely 404 or 405) does not matter,
-    /// the pooled connection it leaves behind does.
+    /// the pooled connection it leaves behind does. A request sent meanwhile waits for it.
     async fn warm(&self) {
-        if !first_warm_in_a_while(&self.url) {
-            return;
-        }
-        let warmed = self.client.head(&self.url).timeout(WARM_TIMEOUT).send().await;
-        if let Err(err) = warmed {
+        let Some(warming) = super::http::Warming::start(&self.url) else { return };
+        let warmed = super::http::client().await.head(&self.url).timeout(WARM_TIMEOUT).send().await;
+        if let Err(err) = &warmed {
             tracing::debug!(url = %self.url, %err, "could not open a connection ahead of the first request");
         }
+        // The answer is let go (its connection goes back to the pool) before the requests
+        // waiting for it are told.
+        drop(warmed);
+        drop(warming);
     }
 }
-
-/// Whether `url` was not warmed within [`WARM_AGAIN_AFTER`], noting that it is now: an editor
-/// opening many sessions at once warms one connection, not one per session.
-fn first_warm_in_a_while(url: &str) -> bool {
-    static WARMED: std::sync::Mutex<Vec<(String, std::time::Instant)>> = std::sync::Mutex::new(Vec::new());
-    let mut warmed = WARMED.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-    let now = std::time::Instant::now();
-    warmed.retain(|(_, at)| now.duration_since(*at) < WARM_AGAIN_AFTER);
-    if warmed.iter().any(|(seen, _)| seen == url) {
-        return false;
-    }
-    warmed.push((url.to_owned(), now));
-    true
-}
-
-/// A warmed connection idles in the pool for 90 s; warming again sooner would open nothing new.
-const WARM_AGAIN_AFTER: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// How long warming a connection may take before it is given up (the request that needs it then
 /// opens its own).

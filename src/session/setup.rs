@@ -101,7 +101,7 @@ fn summaries_for(config: &Config, main: &Arc<Model>) -> Arc<Model> {
         .model
         .clone()
         .or_else(|| config.title_model.clone())
-        .or_else(|| config.small_model(&main.reference));
+        .or_else(|| llm::policy::small_model(config, &main.reference));
     match wanted.map(|model| (Model::resolve(config, &model), model)) {
         Some((Ok(model), _)) => model,
         Some((Err(err), model)) => {

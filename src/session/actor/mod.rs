@@ -380,7 +380,7 @@ impl Actor {
             return None;
         }
         let chosen = self.row.thought_level.as_deref().and_then(ThoughtLevel::parse);
-        Some(chosen.unwrap_or_else(|| default_thought(&self.services.config, &self.row.model)))
+        Some(chosen.unwrap_or_else(|| crate::llm::policy::default_thought(&self.services.config, &self.row.model)))
     }
 
     fn usage(&self) -> ContextUsage {
@@ -509,16 +509,6 @@ fn title_from(parts: &[Part]) -> Option<String> {
         title.push('…');
     }
     Some(title)
-}
-
-/// The level a reasoning model runs at when the user chose none: Anthropic thinks only when
-/// asked; OpenAI's reasoning models default to medium effort.
-fn default_thought(config: &Config, model: &str) -> ThoughtLevel {
-    let (provider, _) = crate::config::split_model(model);
-    match config.providers.get(provider).map(|p| p.api) {
-        Some(crate::config::Api::Anthropic) => ThoughtLevel::Off,
-        Some(crate::config::Api::OpenaiChat | crate::config::Api::OpenaiResponses) | None => ThoughtLevel::Medium,
-    }
 }
 
 /// The text of a prompt, for the title writer.
