@@ -8,7 +8,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 use super::StoreError;
 use crate::history::{Message, MessageMeta, Part, Role};
 use crate::ids::{MessageId, SessionId, new_id};
-use crate::permissions::{Action, Permission, Rule, Scope};
+use crate::permissions::{Action, Permission, Rule, Scope, Unreadable};
 
 /// A session as `session/list` and the registry see it.
 #[derive(Clone, Debug, PartialEq)]
@@ -274,32 +274,23 @@ pub fn add_project_rule(conn: &Connection, project: &str, rule: &Rule, at: i64) 
         "INSERT INTO permission_rules (project, permission, pattern, action, created_at) VALUES (?1, ?2, ?3, ?4, ?5)
          ON CONFLICT (project, permission, pattern, action) DO NOTHING",
     )?
-    .execute(params![project, rule.permission.as_str(), rule.pattern, action_name(rule.action), at])?;
+    .execute(params![project, rule.permission.as_str(), rule.pattern, rule.action.as_str(), at])?;
     Ok(())
 }
 
 pub fn project_rules(conn: &Connection, project: &str) -> Result<Vec<Rule>, ReadError> {
-    let mut stmt =
-        conn.prepare_cached("SELECT permission, pattern, action FROM permission_rules WHERE project = ?1 ORDER BY id")?;
+    let mut stmt = conn.prepare_cached(
+        "SELECT id, permission, pattern, action FROM permission_rules WHERE project = ?1 ORDER BY id",
+    )?;
     let rules = stmt
-        .query_map([project], |row| {
-            let permission: String = row.get(0)?;
-            let action: String = row.get(2)?;
-            Ok((permission, row.get::<_, String>(1)?, action))
-        })?
-        .collect::<rusqlite::Result<Vec<_>>>()?
+        .query_map([project], |row| Ok((row.get::<_, i64>(0)?, row.get(1)?, row.get(2)?, row.get(3)?)))?
+        .collect::<rusqlite::Result<Vec<(i64, String, String, String)>>>()?
         .into_iter()
-        .map(|(permission, pattern, action)| {
-            let permission = Permission::parse(&permission);
-            let action = match action.as_str() {
-                "allow" => Some(Action::Allow),
-                "deny" => Some(Action::Deny),
-                _ => None,
-            };
-            match (permission, action) {
+        .map(|(id, permission, pattern, action)| {
+            match (Permission::parse(&permission), Action::parse(&action)) {
                 (Some(permission), Some(action)) => Rule::new(permission, &pattern, action, Scope::Project),
                 // Never guess: an unreadable row may have been a rejection.
-                _ => Rule::unreadable(&format!("{permission:?} {pattern} {action:?}"), Scope::Project),
+                _ => Rule::unreadable(&format!("{permission:?} {pattern} {action:?}"), Unreadable::ProjectRow(id)),
             }
         })
         .collect();
@@ -315,21 +306,14 @@ fn session_rules(json: &str) -> Vec<Rule> {
             .map(|entry| {
                 serde_json::from_value(entry.clone()).unwrap_or_else(|err| {
                     tracing::warn!(%err, "a session permission rule cannot be read");
-                    Rule::unreadable(&entry.to_string(), Scope::Session)
+                    Rule::unreadable(&entry.to_string(), Unreadable::SessionEntry)
                 })
             })
             .collect(),
         Err(err) => {
             tracing::warn!(%err, "the session's permission rules cannot be read");
-            vec![Rule::unreadable(json, Scope::Session)]
+            vec![Rule::unreadable(json, Unreadable::SessionEntry)]
         }
-    }
-}
-
-fn action_name(action: Action) -> &'static str {
-    match action {
-        Action::Allow => "allow",
-        Action::Deny => "deny",
     }
 }
 
@@ -468,20 +452,20 @@ pub fn set_session_rules(conn: &Connection, id: &SessionId, rules: &[Rule], at: 
     Ok(())
 }
 
+/// Forgets a project rule: the row a stand-in stands for, or the row that says what `rule` says.
 pub fn remove_project_rule(conn: &Connection, project: &str, rule: &Rule) -> rusqlite::Result<()> {
-    if rule.pattern.starts_with(crate::permissions::pattern::UNREADABLE) {
-        // The stand-in for rows that could not be read: remove those rows.
-        conn.prepare_cached(
-            "DELETE FROM permission_rules WHERE project = ?1
-             AND (permission NOT IN ('read', 'edit', 'bash') OR action NOT IN ('allow', 'deny'))",
-        )?
-        .execute(params![project])?;
-        return Ok(());
+    match rule.stands_for() {
+        Some(Unreadable::ProjectRow(id)) => {
+            conn.prepare_cached("DELETE FROM permission_rules WHERE project = ?1 AND id = ?2")?
+                .execute(params![project, id])?;
+        }
+        Some(Unreadable::SessionEntry) | None => {
+            conn.prepare_cached(
+                "DELETE FROM permission_rules WHERE project = ?1 AND permission = ?2 AND pattern = ?3 AND action = ?4",
+            )?
+            .execute(params![project, rule.permission.as_str(), rule.pattern, rule.action.as_str()])?;
+        }
     }
-    conn.prepare_cached(
-        "DELETE FROM permission_rules WHERE project = ?1 AND permission = ?2 AND pattern = ?3 AND action = ?4",
-    )?
-    .execute(params![project, rule.permission.as_str(), rule.pattern, action_name(rule.action)])?;
     Ok(())
 }
 
