@@ -1,5 +1,6 @@
 //! Row ⇄ domain conversions: every SQL statement cairn runs, one function each, but for the
-//! leases' (`lease`), whole sessions in and out (`transfer`) and the health check (`health`).
+//! leases' (`lease`), streaming parts' pieces (`stream`), whole sessions in and out (`transfer`)
+//! and the health check (`health`).
 
 use std::path::Path;
 
@@ -116,9 +117,14 @@ pub fn session(conn: &Connection, id: &SessionId) -> Result<Option<SessionRow>, 
 }
 
 /// A session's visible messages with their parts, oldest first, one row per part (a message
-/// without parts has one row with a NULL part): `id, role, metadata_json, data_json`.
-pub(super) const VISIBLE_MESSAGES: &str = "SELECT m.id, m.role, m.metadata_json, p.data_json
+/// without parts has one row with a NULL part): `id, role, metadata_json, data_json, pieces`,
+/// where `pieces` is the text a streaming part has in pieces beyond its row's (see `stream`),
+/// NULL for almost every part.
+pub(super) const VISIBLE_MESSAGES: &str = "SELECT m.id, m.role, m.metadata_json, p.data_json, t.text
      FROM messages m LEFT JOIN parts p ON p.message_id = m.id
+       LEFT JOIN (SELECT message_id, idx, group_concat(text, '' ORDER BY id) AS text
+                  FROM part_pieces WHERE session_id = ?1 GROUP BY message_id, idx) t
+         ON t.message_id = p.message_id AND t.idx = p.idx
      WHERE m.session_id = ?1 AND m.hidden_at IS NULL
      ORDER BY m.id, p.idx";
 
@@ -143,7 +149,10 @@ pub fn messages(conn: &Connection, id: &SessionId) -> Result<Vec<Message>, ReadE
         }
         let Some(data) = row.get_ref(3)?.as_str_or_null().map_err(rusqlite::Error::from)? else { continue };
         match serde_json::from_str::<Part>(data) {
-            Ok(part) => {
+            Ok(mut part) => {
+                if let Some(pieces) = row.get_ref(4)?.as_str_or_null().map_err(rusqlite::Error::from)? {
+                    super::stream::append(&mut part, pieces);
+                }
                 if let Some(message) = messages.last_mut() {
                     message.parts.push(part);
                 }
@@ -394,6 +403,7 @@ pub fn upsert_part(
         | Part::BlobResource { .. }
         | Part::Compaction(_) => (None, None),
     };
+    super::stream::forget_pieces(conn, message_id, index)?;
     conn.prepare_cached(
         "INSERT INTO parts (id, message_id, session_id, idx, type, data_json, tool_call_id, tool_state, created_at, updated_at)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?9)
