@@ -164,7 +164,12 @@ impl Stream {
                     conn.prepare_cached(
                         "INSERT INTO part_pieces (message_id, idx, session_id, text) VALUES (?1, ?2, ?3, ?4)",
                     )?
-                    .execute(params![message_id.as_str(), index, self.session_id.as_str(), self.pending])?;
+                    .execute(params![
+                        message_id.as_str(),
+                        index,
+                        self.session_id.as_str(),
+                        self.pending
+                    ])?;
                     stored.last = Some((conn.last_insert_rowid(), self.pending.len()));
                 }
             }

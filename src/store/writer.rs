@@ -169,8 +169,13 @@ impl Writer {
         }
         let now = now_ms();
         self.held.start(&self.db, now);
-        let mut batch =
-            Batch { db: &self.db, held: &mut self.held, streams: &mut self.streams, now, results: vec![Ok(()); writes.len()] };
+        let mut batch = Batch {
+            db: &self.db,
+            held: &mut self.held,
+            streams: &mut self.streams,
+            now,
+            results: vec![Ok(()); writes.len()],
+        };
         for (job, (write, _)) in writes.iter().enumerate() {
             batch.apply(job, write);
         }
