@@ -117,10 +117,10 @@ pub fn session(conn: &Connection, id: &SessionId) -> Result<Option<SessionRow>, 
 }
 
 /// A session's visible messages with their parts, oldest first, one row per part (a message
-/// without parts has one row with a NULL part): `id, role, metadata_json, data_json, pieces`,
-/// where `pieces` is the text a streaming part has in pieces beyond its row's (see `stream`),
-/// NULL for almost every part.
-pub(super) const VISIBLE_MESSAGES: &str = "SELECT m.id, m.role, m.metadata_json, p.data_json, t.text
+/// without parts has one row with a NULL part): `id, role, metadata_json, data_json, pieces,
+/// type`, where `pieces` is the text a streaming part has in pieces beyond its row's (see
+/// `stream`), NULL for almost every part.
+pub(super) const VISIBLE_MESSAGES: &str = "SELECT m.id, m.role, m.metadata_json, p.data_json, t.text, p.type
      FROM messages m LEFT JOIN parts p ON p.message_id = m.id
        LEFT JOIN (SELECT message_id, idx, group_concat(text, '' ORDER BY id) AS text
                   FROM part_pieces WHERE session_id = ?1 GROUP BY message_id, idx) t
@@ -133,24 +133,26 @@ pub fn messages(conn: &Connection, id: &SessionId) -> Result<Vec<Message>, ReadE
     let mut rows = stmt.query([id.as_str()])?;
     let mut messages: Vec<Message> = Vec::new();
     while let Some(row) = rows.next()? {
-        let message_id: String = row.get_ref(0)?.as_str().map_err(rusqlite::Error::from)?.to_owned();
-        let is_new = messages.last().is_none_or(|last| last.id.as_str() != message_id);
-        if is_new {
-            let role = match row.get_ref(1)?.as_str().map_err(rusqlite::Error::from)? {
-                "assistant" => Role::Assistant,
+        let message_id = text(row.get_ref(0)?)?.unwrap_or_default();
+        if messages.last().is_none_or(|last| last.id.as_str() != message_id) {
+            let role = match text(row.get_ref(1)?)? {
+                Some("assistant") => Role::Assistant,
                 _ => Role::User,
             };
-            let meta_json = row.get_ref(2)?.as_str().map_err(rusqlite::Error::from)?;
-            let meta = serde_json::from_str(meta_json).unwrap_or_else(|err| {
-                tracing::warn!(message = %message_id, %err, "unreadable message metadata; using defaults");
-                MessageMeta::default()
-            });
-            messages.push(Message { id: MessageId::from_string(message_id), role, parts: Vec::new(), meta });
+            let meta = match text(row.get_ref(2)?)?.unwrap_or("{}") {
+                "{}" => MessageMeta::default(),
+                json => serde_json::from_str(json).unwrap_or_else(|err| {
+                    tracing::warn!(message = %message_id, %err, "unreadable message metadata; using defaults");
+                    MessageMeta::default()
+                }),
+            };
+            let id = MessageId::from_string(message_id.to_owned());
+            messages.push(Message { id, role, parts: Vec::new(), meta });
         }
-        let Some(data) = row.get_ref(3)?.as_str_or_null().map_err(rusqlite::Error::from)? else { continue };
-        match serde_json::from_str::<Part>(data) {
+        let Some(data) = text(row.get_ref(3)?)? else { continue };
+        match read_part(text(row.get_ref(5)?)?, data) {
             Ok(mut part) => {
-                if let Some(pieces) = row.get_ref(4)?.as_str_or_null().map_err(rusqlite::Error::from)? {
+                if let Some(pieces) = text(row.get_ref(4)?)? {
                     super::stream::append(&mut part, pieces);
                 }
                 if let Some(message) = messages.last_mut() {
@@ -161,6 +163,36 @@ pub fn messages(conn: &Connection, id: &SessionId) -> Result<Vec<Message>, ReadE
         }
     }
     Ok(messages)
+}
+
+/// A column's text, or `None` for NULL.
+fn text(value: rusqlite::types::ValueRef<'_>) -> rusqlite::Result<Option<&str>> {
+    value.as_str_or_null().map_err(rusqlite::Error::from)
+}
+
+/// A stored part from its JSON and its `type` column. Text and reasoning, nearly every part a
+/// long session holds, are read as plain structs: an internally tagged enum (`Part`) is read by
+/// buffering every field first, which made loads several times slower.
+pub(super) fn read_part(kind: Option<&str>, data: &str) -> serde_json::Result<Part> {
+    #[derive(serde::Deserialize)]
+    struct Text<'a> {
+        #[serde(rename = "type")]
+        kind: &'a str,
+        text: String,
+        #[serde(default)]
+        signature: Option<String>,
+    }
+    if let Some(kind @ ("text" | "reasoning")) = kind
+        && let Ok(read) = serde_json::from_str::<Text<'_>>(data)
+        && read.kind == kind
+    {
+        return Ok(if kind == "text" {
+            Part::Text { text: read.text }
+        } else {
+            Part::Reasoning { text: read.text, signature: read.signature }
+        });
+    }
+    serde_json::from_str(data)
 }
 
 /// One page of sessions, newest first; sub-agents' sessions only when `subagents` asks for them.

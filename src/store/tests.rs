@@ -384,3 +384,21 @@ async fn an_import_is_stored_whole_with_its_rollups_or_not_at_all() {
     assert!(result.is_err());
     assert_eq!(store.session(&clash.id).await.unwrap(), None);
 }
+
+#[test]
+fn text_and_reasoning_parts_read_fast_exactly_as_every_part_reads() {
+    let parts = [
+        text("plain"),
+        text("with \"quotes\", \\ and \u{e9}\n"),
+        Part::Reasoning { text: "hmm".into(), signature: None },
+        Part::Reasoning { text: "hmm".into(), signature: Some("sig".into()) },
+        Part::Notice { text: "a notice has text too".into() },
+    ];
+    for part in parts {
+        let json = serde_json::to_string(&part).unwrap();
+        assert_eq!(rows::read_part(Some(part.kind()), &json).unwrap(), part, "{json}");
+        // A `type` column that disagrees with the JSON is not trusted.
+        assert_eq!(rows::read_part(Some("text"), &json).unwrap(), part, "{json}");
+        assert_eq!(rows::read_part(Some("reasoning"), &json).unwrap(), part, "{json}");
+    }
+}
