@@ -129,6 +129,23 @@ pub enum Action {
     Deny,
 }
 
+impl Action {
+    pub const ALL: [Action; 2] = [Action::Allow, Action::Deny];
+
+    /// The action an [`as_str`](Self::as_str) name stands for.
+    pub fn parse(name: &str) -> Option<Action> {
+        Action::ALL.into_iter().find(|action| action.as_str() == name)
+    }
+
+    /// Its name as stored (the same as its JSON).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Action::Allow => "allow",
+            Action::Deny => "deny",
+        }
+    }
+}
+
 /// Where a rule lives: with the session, with the project (every session in that directory),
 /// or with one headless run (`cairn exec --allow/--deny`: kept in memory, never stored).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -151,6 +168,20 @@ pub struct Rule {
     /// from, so a changed pattern is read again).
     #[serde(skip)]
     read: OnceLock<(String, Pattern)>,
+    /// For a stand-in ([`Rule::unreadable`]), the stored rule it stands for; `None` for a rule
+    /// that was read.
+    #[serde(skip)]
+    stands_for: Option<Unreadable>,
+}
+
+/// The stored rule a stand-in ([`Rule::unreadable`]) stands for, so revoking it removes exactly
+/// that rule.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Unreadable {
+    /// A row of the project's rules, by its id.
+    ProjectRow(i64),
+    /// An entry of the session's rules (revoking rewrites the session's list without it).
+    SessionEntry,
 }
 
 impl PartialEq for Rule {
@@ -164,7 +195,7 @@ impl Eq for Rule {}
 
 impl Rule {
     pub fn new(permission: Permission, pattern: &str, action: Action, source: Scope) -> Self {
-        Rule { permission, pattern: pattern.to_owned(), action, source, read: OnceLock::new() }
+        Rule { permission, pattern: pattern.to_owned(), action, source, read: OnceLock::new(), stands_for: None }
     }
 
     /// The pattern, read once (globs compiled) and kept with the rule.
@@ -200,11 +231,22 @@ impl Rule {
         }
     }
 
-    /// A stand-in for a stored rule that could not be read: it makes decisions ask until it is
-    /// revoked, since it may have been a rejection.
-    pub fn unreadable(raw: &str, source: Scope) -> Self {
+    /// A stand-in for the stored rule `stands_for`, which could not be read (`raw` is its text):
+    /// it makes decisions ask until it is revoked, since it may have been a rejection.
+    pub fn unreadable(raw: &str, stands_for: Unreadable) -> Self {
         let raw: String = raw.chars().take(200).collect();
-        Rule::new(Permission::Bash, &format!("{}{raw}", pattern::UNREADABLE), Action::Deny, source)
+        let source = match stands_for {
+            Unreadable::ProjectRow(_) => Scope::Project,
+            Unreadable::SessionEntry => Scope::Session,
+        };
+        let mut rule = Rule::new(Permission::Bash, &format!("{}{raw}", pattern::UNREADABLE), Action::Deny, source);
+        rule.stands_for = Some(stands_for);
+        rule
+    }
+
+    /// The stored rule this one stands in for, if it is a stand-in ([`Rule::unreadable`]).
+    pub fn stands_for(&self) -> Option<Unreadable> {
+        self.stands_for
     }
 }
 

@@ -277,7 +277,7 @@ fn what_cannot_be_read_asks_and_says_why() {
     assert!(why.contains("does not parse as shell") && why.contains("single quote"), "{why}");
     let Decision::Ask(why) = decide(&edit("loop"), Mode::AcceptEdits, &[]) else { panic!() };
     assert!(why.contains("symlink loop"), "{why}");
-    let unreadable = [Rule::unreadable("{\"permission\":\"mcp\"}", Scope::Project)];
+    let unreadable = [Rule::unreadable("{\"permission\":\"mcp\"}", Unreadable::ProjectRow(1))];
     for (request, mode) in [(bash("ls"), Mode::Bypass), (edit("a"), Mode::AcceptEdits), (read("a"), Mode::Ask)] {
         let Decision::Ask(why) = decide(&request, mode, &unreadable) else { panic!("{request:?} must ask") };
         assert!(why.contains("could not be read") && why.contains("/permissions"), "{why}");

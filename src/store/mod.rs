@@ -15,11 +15,15 @@
 //! `-wal` and `-shm` files is 0600 whatever the umask (SQLite gives those the database's mode).
 
 pub mod health;
+mod held;
 pub mod lease;
 mod migrate;
 mod rows;
+mod stream;
 mod transfer;
+mod tx;
 mod writer;
+mod writes;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -92,7 +96,8 @@ impl StoreError {
 }
 
 /// One queued change. Streaming text goes through `OpenPart`/`AppendPart`/`ClosePart` so a chunk
-/// costs an append in memory; the part's row is rewritten once per batch, not once per chunk.
+/// costs an append in memory; a batch appends each part's new text to it once, never rewriting
+/// what is stored.
 #[derive(Debug)]
 pub enum Write {
     InsertSession(Box<SessionRow>),
@@ -174,7 +179,7 @@ pub enum Write {
         index: u32,
         delta: String,
     },
-    /// Writes the part a last time and forgets its buffer.
+    /// Writes the part's last text and ends it.
     ClosePart {
         message_id: MessageId,
         index: u32,
@@ -457,5 +462,7 @@ fn configure(conn: &Connection) -> rusqlite::Result<()> {
 
 #[cfg(test)]
 mod lease_tests;
+#[cfg(test)]
+mod stream_tests;
 #[cfg(test)]
 mod tests;

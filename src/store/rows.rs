@@ -1,5 +1,6 @@
 //! Row ⇄ domain conversions: every SQL statement cairn runs, one function each, but for the
-//! leases' (`lease`), whole sessions in and out (`transfer`) and the health check (`health`).
+//! leases' (`lease`), streaming parts' pieces (`stream`), whole sessions in and out (`transfer`)
+//! and the health check (`health`).
 
 use std::path::Path;
 
@@ -8,7 +9,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 use super::StoreError;
 use crate::history::{Message, MessageMeta, Part, Role};
 use crate::ids::{MessageId, SessionId, new_id};
-use crate::permissions::{Action, Permission, Rule, Scope};
+use crate::permissions::{Action, Permission, Rule, Scope, Unreadable};
 use crate::settings::Kept;
 
 /// A session as `session/list` and the registry see it.
@@ -117,9 +118,14 @@ pub fn session(conn: &Connection, id: &SessionId) -> Result<Option<SessionRow>, 
 }
 
 /// A session's visible messages with their parts, oldest first, one row per part (a message
-/// without parts has one row with a NULL part): `id, role, metadata_json, data_json`.
-pub(super) const VISIBLE_MESSAGES: &str = "SELECT m.id, m.role, m.metadata_json, p.data_json
+/// without parts has one row with a NULL part): `id, role, metadata_json, data_json, pieces,
+/// type`, where `pieces` is the text a streaming part has in pieces beyond its row's (see
+/// `stream`), NULL for almost every part.
+pub(super) const VISIBLE_MESSAGES: &str = "SELECT m.id, m.role, m.metadata_json, p.data_json, t.text, p.type
      FROM messages m LEFT JOIN parts p ON p.message_id = m.id
+       LEFT JOIN (SELECT message_id, idx, group_concat(text, '' ORDER BY id) AS text
+                  FROM part_pieces WHERE session_id = ?1 GROUP BY message_id, idx) t
+         ON t.message_id = p.message_id AND t.idx = p.idx
      WHERE m.session_id = ?1 AND m.hidden_at IS NULL
      ORDER BY m.id, p.idx";
 
@@ -128,23 +134,28 @@ pub fn messages(conn: &Connection, id: &SessionId) -> Result<Vec<Message>, ReadE
     let mut rows = stmt.query([id.as_str()])?;
     let mut messages: Vec<Message> = Vec::new();
     while let Some(row) = rows.next()? {
-        let message_id: String = row.get_ref(0)?.as_str().map_err(rusqlite::Error::from)?.to_owned();
-        let is_new = messages.last().is_none_or(|last| last.id.as_str() != message_id);
-        if is_new {
-            let role = match row.get_ref(1)?.as_str().map_err(rusqlite::Error::from)? {
-                "assistant" => Role::Assistant,
+        let message_id = text(row.get_ref(0)?)?.unwrap_or_default();
+        if messages.last().is_none_or(|last| last.id.as_str() != message_id) {
+            let role = match text(row.get_ref(1)?)? {
+                Some("assistant") => Role::Assistant,
                 _ => Role::User,
             };
-            let meta_json = row.get_ref(2)?.as_str().map_err(rusqlite::Error::from)?;
-            let meta = serde_json::from_str(meta_json).unwrap_or_else(|err| {
-                tracing::warn!(message = %message_id, %err, "unreadable message metadata; using defaults");
-                MessageMeta::default()
-            });
-            messages.push(Message { id: MessageId::from_string(message_id), role, parts: Vec::new(), meta });
+            let meta = match text(row.get_ref(2)?)?.unwrap_or("{}") {
+                "{}" => MessageMeta::default(),
+                json => serde_json::from_str(json).unwrap_or_else(|err| {
+                    tracing::warn!(message = %message_id, %err, "unreadable message metadata; using defaults");
+                    MessageMeta::default()
+                }),
+            };
+            let id = MessageId::from_string(message_id.to_owned());
+            messages.push(Message { id, role, parts: Vec::new(), meta });
         }
-        let Some(data) = row.get_ref(3)?.as_str_or_null().map_err(rusqlite::Error::from)? else { continue };
-        match serde_json::from_str::<Part>(data) {
-            Ok(part) => {
+        let Some(data) = text(row.get_ref(3)?)? else { continue };
+        match read_part(text(row.get_ref(5)?)?, data) {
+            Ok(mut part) => {
+                if let Some(pieces) = text(row.get_ref(4)?)? {
+                    super::stream::append(&mut part, pieces);
+                }
                 if let Some(message) = messages.last_mut() {
                     message.parts.push(part);
                 }
@@ -153,6 +164,36 @@ pub fn messages(conn: &Connection, id: &SessionId) -> Result<Vec<Message>, ReadE
         }
     }
     Ok(messages)
+}
+
+/// A column's text, or `None` for NULL.
+fn text(value: rusqlite::types::ValueRef<'_>) -> rusqlite::Result<Option<&str>> {
+    value.as_str_or_null().map_err(rusqlite::Error::from)
+}
+
+/// A stored part from its JSON and its `type` column. Text and reasoning, nearly every part a
+/// long session holds, are read as plain structs: an internally tagged enum (`Part`) is read by
+/// buffering every field first, which made loads several times slower.
+pub(super) fn read_part(kind: Option<&str>, data: &str) -> serde_json::Result<Part> {
+    #[derive(serde::Deserialize)]
+    struct Text<'a> {
+        #[serde(rename = "type")]
+        kind: &'a str,
+        text: String,
+        #[serde(default)]
+        signature: Option<String>,
+    }
+    if let Some(kind @ ("text" | "reasoning")) = kind
+        && let Ok(read) = serde_json::from_str::<Text<'_>>(data)
+        && read.kind == kind
+    {
+        return Ok(if kind == "text" {
+            Part::Text { text: read.text }
+        } else {
+            Part::Reasoning { text: read.text, signature: read.signature }
+        });
+    }
+    serde_json::from_str(data)
 }
 
 /// One page of sessions, newest first; sub-agents' sessions only when `subagents` asks for them.
@@ -264,32 +305,23 @@ pub fn add_project_rule(conn: &Connection, project: &str, rule: &Rule, at: i64) 
         "INSERT INTO permission_rules (project, permission, pattern, action, created_at) VALUES (?1, ?2, ?3, ?4, ?5)
          ON CONFLICT (project, permission, pattern, action) DO NOTHING",
     )?
-    .execute(params![project, rule.permission.as_str(), rule.pattern, action_name(rule.action), at])?;
+    .execute(params![project, rule.permission.as_str(), rule.pattern, rule.action.as_str(), at])?;
     Ok(())
 }
 
 pub fn project_rules(conn: &Connection, project: &str) -> Result<Vec<Rule>, ReadError> {
-    let mut stmt =
-        conn.prepare_cached("SELECT permission, pattern, action FROM permission_rules WHERE project = ?1 ORDER BY id")?;
+    let mut stmt = conn.prepare_cached(
+        "SELECT id, permission, pattern, action FROM permission_rules WHERE project = ?1 ORDER BY id",
+    )?;
     let rules = stmt
-        .query_map([project], |row| {
-            let permission: String = row.get(0)?;
-            let action: String = row.get(2)?;
-            Ok((permission, row.get::<_, String>(1)?, action))
-        })?
-        .collect::<rusqlite::Result<Vec<_>>>()?
+        .query_map([project], |row| Ok((row.get::<_, i64>(0)?, row.get(1)?, row.get(2)?, row.get(3)?)))?
+        .collect::<rusqlite::Result<Vec<(i64, String, String, String)>>>()?
         .into_iter()
-        .map(|(permission, pattern, action)| {
-            let permission = Permission::parse(&permission);
-            let action = match action.as_str() {
-                "allow" => Some(Action::Allow),
-                "deny" => Some(Action::Deny),
-                _ => None,
-            };
-            match (permission, action) {
+        .map(|(id, permission, pattern, action)| {
+            match (Permission::parse(&permission), Action::parse(&action)) {
                 (Some(permission), Some(action)) => Rule::new(permission, &pattern, action, Scope::Project),
                 // Never guess: an unreadable row may have been a rejection.
-                _ => Rule::unreadable(&format!("{permission:?} {pattern} {action:?}"), Scope::Project),
+                _ => Rule::unreadable(&format!("{permission:?} {pattern} {action:?}"), Unreadable::ProjectRow(id)),
             }
         })
         .collect();
@@ -305,21 +337,14 @@ fn session_rules(json: &str) -> Vec<Rule> {
             .map(|entry| {
                 serde_json::from_value(entry.clone()).unwrap_or_else(|err| {
                     tracing::warn!(%err, "a session permission rule cannot be read");
-                    Rule::unreadable(&entry.to_string(), Scope::Session)
+                    Rule::unreadable(&entry.to_string(), Unreadable::SessionEntry)
                 })
             })
             .collect(),
         Err(err) => {
             tracing::warn!(%err, "the session's permission rules cannot be read");
-            vec![Rule::unreadable(json, Scope::Session)]
+            vec![Rule::unreadable(json, Unreadable::SessionEntry)]
         }
-    }
-}
-
-fn action_name(action: Action) -> &'static str {
-    match action {
-        Action::Allow => "allow",
-        Action::Deny => "deny",
     }
 }
 
@@ -400,6 +425,7 @@ pub fn upsert_part(
         | Part::BlobResource { .. }
         | Part::Compaction(_) => (None, None),
     };
+    super::stream::forget_pieces(conn, message_id, index)?;
     conn.prepare_cached(
         "INSERT INTO parts (id, message_id, session_id, idx, type, data_json, tool_call_id, tool_state, created_at, updated_at)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?9)
@@ -458,20 +484,20 @@ pub fn set_session_rules(conn: &Connection, id: &SessionId, rules: &[Rule], at: 
     Ok(())
 }
 
+/// Forgets a project rule: the row a stand-in stands for, or the row that says what `rule` says.
 pub fn remove_project_rule(conn: &Connection, project: &str, rule: &Rule) -> rusqlite::Result<()> {
-    if rule.pattern.starts_with(crate::permissions::pattern::UNREADABLE) {
-        // The stand-in for rows that could not be read: remove those rows.
-        conn.prepare_cached(
-            "DELETE FROM permission_rules WHERE project = ?1
-             AND (permission NOT IN ('read', 'edit', 'bash') OR action NOT IN ('allow', 'deny'))",
-        )?
-        .execute(params![project])?;
-        return Ok(());
+    match rule.stands_for() {
+        Some(Unreadable::ProjectRow(id)) => {
+            conn.prepare_cached("DELETE FROM permission_rules WHERE project = ?1 AND id = ?2")?
+                .execute(params![project, id])?;
+        }
+        Some(Unreadable::SessionEntry) | None => {
+            conn.prepare_cached(
+                "DELETE FROM permission_rules WHERE project = ?1 AND permission = ?2 AND pattern = ?3 AND action = ?4",
+            )?
+            .execute(params![project, rule.permission.as_str(), rule.pattern, rule.action.as_str()])?;
+        }
     }
-    conn.prepare_cached(
-        "DELETE FROM permission_rules WHERE project = ?1 AND permission = ?2 AND pattern = ?3 AND action = ?4",
-    )?
-    .execute(params![project, rule.permission.as_str(), rule.pattern, action_name(rule.action)])?;
     Ok(())
 }
 

@@ -240,6 +240,40 @@ async fn a_project_rule_row_that_cannot_be_read_stands_in_as_unreadable_until_re
 }
 
 #[tokio::test]
+async fn revoking_the_stand_in_of_an_unreadable_project_rule_removes_that_row_only() {
+    use crate::permissions::{Action, Permission, Rule, Scope};
+    let (dir, store) = open();
+    // Readable rules of every permission, the `tool` permission of MCP tools among them.
+    let kept: Vec<Rule> = Permission::ALL
+        .into_iter()
+        .map(|permission| Rule::new(permission, "mcp__github__*", Action::Allow, Scope::Project))
+        .collect();
+    for rule in &kept {
+        store.commit(Write::AddProjectRule { project: "/w".into(), rule: rule.clone() }).await.unwrap();
+    }
+    {
+        let raw = rusqlite::Connection::open(dir.path().join("cairn.db")).unwrap();
+        raw.execute_batch("PRAGMA ignore_check_constraints = ON;").unwrap();
+        raw.execute(
+            "INSERT INTO permission_rules (project, permission, pattern, action, created_at) VALUES
+               ('/w', 'mcp', 'x', 'allow', 0), ('/w', 'bash', 'y', 'maybe', 0)",
+            [],
+        )
+        .unwrap();
+    }
+    let rules = store.project_rules("/w").await.unwrap();
+    assert_eq!(rules.len(), kept.len() + 2, "{rules:?}");
+    let stand_in = rules[kept.len()].clone();
+    assert!(crate::permissions::describe_rule(&stand_in).starts_with("an unreadable rule"), "{stand_in:?}");
+    store.commit(Write::RemoveProjectRule { project: "/w".into(), rule: stand_in }).await.unwrap();
+    let left = store.project_rules("/w").await.unwrap();
+    assert_eq!(left[..kept.len()], kept[..], "every readable rule survives, MCP tools' included");
+    assert_eq!(left.len(), kept.len() + 1, "the other unreadable row stays until its own stand-in is revoked");
+    assert_eq!(left[kept.len()], rules[kept.len() + 1]);
+    store.shutdown().await;
+}
+
+#[tokio::test]
 async fn rules_of_every_permission_are_kept_for_the_project_and_an_old_table_keeps_its_rows() {
     use crate::permissions::{Action, Permission, Rule, Scope};
     let dir = tempfile::tempdir().unwrap();
@@ -349,4 +383,22 @@ async fn an_import_is_stored_whole_with_its_rollups_or_not_at_all() {
     let result = store.commit(Write::ImportSession { row: Box::new(clash.clone()), messages }).await;
     assert!(result.is_err());
     assert_eq!(store.session(&clash.id).await.unwrap(), None);
+}
+
+#[test]
+fn text_and_reasoning_parts_read_fast_exactly_as_every_part_reads() {
+    let parts = [
+        text("plain"),
+        text("with \"quotes\", \\ and \u{e9}\n"),
+        Part::Reasoning { text: "hmm".into(), signature: None },
+        Part::Reasoning { text: "hmm".into(), signature: Some("sig".into()) },
+        Part::Notice { text: "a notice has text too".into() },
+    ];
+    for part in parts {
+        let json = serde_json::to_string(&part).unwrap();
+        assert_eq!(rows::read_part(Some(part.kind()), &json).unwrap(), part, "{json}");
+        // A `type` column that disagrees with the JSON is not trusted.
+        assert_eq!(rows::read_part(Some("text"), &json).unwrap(), part, "{json}");
+        assert_eq!(rows::read_part(Some("reasoning"), &json).unwrap(), part, "{json}");
+    }
 }

@@ -35,10 +35,24 @@ pub(super) fn stored_messages(conn: &Connection, id: &SessionId) -> Result<Vec<S
             messages.push(StoredMessage { id: message_id, role: row.get(1)?, meta, parts: Vec::new() });
         }
         if let (Some(data), Some(message)) = (row.get::<_, Option<String>>(3)?, messages.last_mut()) {
+            let pieces: Option<String> = row.get(4)?;
+            let data = match pieces {
+                Some(pieces) => with_pieces(&data, &pieces).unwrap_or(data),
+                None => data,
+            };
             message.parts.push(raw(data));
         }
     }
     Ok(messages)
+}
+
+/// A streaming part's stored JSON with the text of its pieces appended to its `text` (see
+/// `stream`); `None` if it has no text to append to.
+fn with_pieces(data: &str, pieces: &str) -> Option<String> {
+    let mut part: serde_json::Map<String, serde_json::Value> = serde_json::from_str(data).ok()?;
+    let Some(serde_json::Value::String(text)) = part.get_mut("text") else { return None };
+    text.push_str(pieces);
+    serde_json::to_string(&part).ok()
 }
 
 /// The stored text as JSON; a text that is not JSON (a damaged row) is kept as a JSON string.

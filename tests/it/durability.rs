@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
+use crate::support::mock_llm::Long;
 use crate::support::{Agent, Editor, Reply, TestEnv, text_of, updates};
 
 async fn replayed_text(agent: &mut Agent, env: &TestEnv, session: &str) -> (String, Vec<Value>) {
@@ -44,6 +45,34 @@ async fn kill_9_mid_stream_loses_nothing_the_editor_was_shown() {
         agent.close_stdin();
         agent.wait_exit().await;
     }
+}
+
+#[tokio::test]
+async fn kill_9_mid_way_through_a_long_answer_loads_its_text_so_far_whole() {
+    // Many batches of appended pieces; the client's pace keeps cairn within a few MB of it, so
+    // the answer is cut off mid-way.
+    let env = TestEnv::new().await;
+    let answer = Long { chunks: 20_000, size: 1_000, thought_every: None };
+    env.mock.push(Reply::long(answer));
+    let mut agent = env.ready().await;
+    let session = agent.new_session(&env.cwd()).await;
+    agent.prompt(&session, "a long answer").await;
+    let mut shown = String::new();
+    for _ in 0..2_500 {
+        shown.push_str(&agent.next_chunk().await);
+    }
+    agent.kill9().await;
+    while let Some(message) = agent.try_recv(Duration::from_millis(50)).await {
+        shown.push_str(message["params"]["update"]["content"]["text"].as_str().unwrap_or_default());
+    }
+
+    let mut agent = env.ready().await;
+    let (replayed, _) = replayed_text(&mut agent, &env, &session).await;
+    assert!(replayed.starts_with(&shown), "replayed {} bytes, shown {}", replayed.len(), shown.len());
+    assert!(answer.text().starts_with(&replayed), "no chunk lost, repeated or out of order");
+    assert!(replayed.len() < answer.text().len(), "cut off mid-way");
+    agent.close_stdin();
+    agent.wait_exit().await;
 }
 
 #[tokio::test]
