@@ -1,10 +1,11 @@
 //! The editor's services over ACP: `fs/*`, `terminal/*`, `session/request_permission` and
 //! `elicitation/create` (a `question`, see `question`), as a [`Host`] for one session's tools.
 //!
-//! Only what the client advertised at `initialize` is offered (a capability it did not announce
-//! is `None`), so a tool never calls a method the client did not announce. Dropping a pending
-//! request (a cancelled turn) sends `$/cancel_request` for it, which withdraws a permission
-//! question from the editor's UI.
+//! Files and terminals are offered only when the client advertised them at `initialize` (else
+//! `None`), so a tool never calls a method the client did not announce; permission questions
+//! and `question`s, which every client answers through `session/request_permission`, always are
+//! ([`ClientFeatures`] keeps what it advertised). Dropping a pending request (a cancelled turn)
+//! sends `$/cancel_request` for it, which withdraws a permission question from the editor's UI.
 
 use std::path::Path;
 use std::sync::Arc;

@@ -1,6 +1,10 @@
 //! Domain ⇄ wire: prompt blocks to parts, updates to `session/update`, errors to JSON-RPC errors.
 //!
-//! The only place where cairn's types meet `agent-client-protocol-schema`'s.
+//! Where history parts, session updates, config options, stop reasons and session errors become
+//! `agent-client-protocol-schema`'s types (the editor's services are asked in `client` and
+//! `question`). [`Shown`] holds the optional update kinds a client advertised; without them a
+//! notice or a compaction is told as a short agent message, and boolean options are left out.
+//! The client's `mcpServers` become `mcp::ServerConfig`s; an SSE server is left out with a note.
 
 use agent_client_protocol_schema::v1 as acp;
 use serde_json::Value;

@@ -1,7 +1,11 @@
 //! One function per ACP method, dispatched by name from the peer's reader loop.
 //!
 //! Each handler parses its params (a failure names the field), does whatever must happen in wire
-//! order synchronously (queueing a prompt, cancelling), and returns the rest as a future.
+//! order synchronously (queueing a prompt, cancelling), and returns the rest as a future. The
+//! client's `cwd` and `additionalDirectories` are checked before a session sees them: absolute,
+//! existing directories that may be a workspace root (`workspace::Guard`). [`WireSink`] is the
+//! editor as the sessions see it: their updates as `session/update` notifications, and each
+//! session's `Host` (`client::AcpHost`).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

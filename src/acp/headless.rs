@@ -1,7 +1,8 @@
 //! `cairn exec --json`: the updates of a headless turn as ACP shapes them, one JSON object per
 //! line on stdout (each `session/update`'s params: `{"sessionId", "update"}`), then one line
-//! saying how the turn ended: `{"stopReason", "sessionId", "usage"}`. A script reads what an
-//! editor would have shown, with no JSON-RPC around it.
+//! saying how the turn ended: `{"stopReason", "sessionId", "usage"}`, or `{"error", "sessionId"}`
+//! when the run failed. A script reads what an editor would have shown, with no JSON-RPC around
+//! it.
 
 use std::io::Write as _;
 use std::sync::{Arc, Mutex};

@@ -2,8 +2,10 @@
 //!
 //! Calls run in the order the model made them. A run of leading read-only calls that need no
 //! question runs concurrently; writes and shell commands run one at a time; a run of `task`
-//! calls goes to Dispatching (`dispatch`), which runs them through the same [`run`]. A call that must ask
-//! moves the turn to Confirming, which asks the editor and comes back with the answer. Every state
+//! calls goes to Dispatching (`dispatch`). [`run`] is the one runner of such a batch for both,
+//! each call with its own progress channel, whose content its card shows while it runs. A call
+//! that must ask moves the turn to Confirming, which asks the editor and comes back with the
+//! answer (with nobody to ask, the call is refused, saying which mode would allow it). Every state
 //! change of a call goes through [`CallState::advance`] and is recorded, so the editor sees
 //! pending → in progress → completed/failed. Results reach the model in call order because they
 //! live in the calls' parts. A call's failure is its result, which the model reads

@@ -1,6 +1,6 @@
 //! Compaction: making a long history fit its window again without deleting anything.
 //!
-//! [`compact`] plans and runs one compaction over a history, cheapest step first: prune old tool
+//! `compact` plans and runs one compaction over a history, cheapest step first: prune old tool
 //! outputs (no model call) when that frees enough; otherwise summarize everything before the
 //! kept tail (the last `tail_turns` user-led turns within `tail_budget_pct` of the usable
 //! window) with the summarizer model, in one request if the transcript fits its window, as a
@@ -8,8 +8,9 @@
 //! dropped if even that would take too many requests. A prior summary is folded into the new
 //! one. Sizes are estimated on the model's view as borrowed from the history (a marker about to
 //! be added included), never on a copy. [`run`] records the outcome as a marker message (see
-//! `history::view`); a failure leaves the history as it was. The Compacting state and `/compact`
-//! both go through `run`.
+//! `history::view`); a failure leaves the history as it was. The Compacting state (entered when
+//! the context in use reaches the threshold, or after the provider refused a request as too
+//! long) and `/compact` both go through `run`.
 
 use std::time::Duration;
 

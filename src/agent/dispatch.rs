@@ -5,8 +5,8 @@
 //! progress channel (the child's tool calls and latest text become the call's content), and
 //! each with what its child inherits: the session's mode watch and a copy of the rules. A
 //! child's failure or limit is that call's failed result; a cancel reaches every child through
-//! the call's token, a child of the turn's. It goes back to Executing, whose empty queue ends
-//! the step.
+//! the call's token, a child of the turn's. Then the turn goes back to Executing for the rest
+//! of the queue (an empty one ends the step).
 
 use super::Turn;
 use super::calls;

@@ -3,6 +3,8 @@
 //! The turn never writes to the wire or the database itself: it hands every [`AgentEvent`] to a
 //! [`Recorder`], which the session layer implements by committing rows and then emitting
 //! `session/update`s. Events carry deltas, not whole texts, so relaying a chunk costs its size.
+//! A tool call is recorded as soon as it is named (`AgentEvent::ToolNamed`) and shown only once
+//! its arguments are complete. [`Phase`] names the run-level points the turn passes.
 
 use crate::history::{Message, MessageMeta, Part};
 use crate::ids::MessageId;

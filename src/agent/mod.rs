@@ -8,9 +8,11 @@
 //! before inference (the Preparing state: prompts steered into the turn join (`steer`),
 //! compaction at the threshold, then the step's [`Request`] with reminders and tools on
 //! cooldown), after inference, step end and run end, which always comes. Between every two
-//! states of a step it checks cancellation and the turn's deadline. The session's spending
-//! grows only through `Turn::charge`. Everything the turn produces leaves through the
-//! [`Recorder`]; this module imports neither the wire protocol nor the database.
+//! states of a step it checks cancellation; the turn's deadline cancels it too, its clock
+//! stopped while the turn waits for the user. The session's spending grows only through
+//! `Turn::charge` and is reported, with the context in use, as usage updates. Everything the
+//! turn produces leaves through the [`Recorder`]; `agent` imports neither `acp`, `session` nor
+//! `store` (the wire protocol, the sessions, the database).
 
 mod calls;
 pub mod compact;

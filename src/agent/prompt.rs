@@ -3,11 +3,13 @@
 //! Order (never shuffled, so the provider's prompt cache keeps hitting): base instructions →
 //! a sub-agent's role (only in a sub-agent's prompt) → project instructions (`AGENTS.md`,
 //! `CLAUDE.md`; user level first, then from the repository root down to the working directory,
-//! or the working directory alone outside a repository, nearest last; capped, with a warning) →
-//! skills index (`.agents/skills/*/SKILL.md`: name and one line) → environment (cwd, platform,
-//! date, git branch and status) → tool catalog. [`gather`] reads the disk and git; [`assemble`]
-//! is pure.
-//! The session computes it once, so it is byte-stable across that session's turns.
+//! or the working directory alone outside a repository, nearest last, as
+//! `workspace::project_dirs` lists them; capped, with a warning) → skills index
+//! (`.agents/skills/*/SKILL.md` and `.claude/skills/*/SKILL.md`: name and one line) →
+//! environment (cwd, platform, date, git branch and status) → tool catalog. [`gather`] reads the
+//! disk and git; [`assemble`] is pure.
+//! The session computes it once, so it is byte-stable across that session's turns; the digest
+//! is stored on every assistant message (`MessageMeta::system_digest`).
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;

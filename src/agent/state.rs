@@ -1,10 +1,14 @@
 //! The states of a turn and the reasons it ends.
 //!
-//! A turn is always in exactly one [`TurnState`]; each state's handler (in `steps`, `calls`,
-//! `dispatch` and the driver) consumes it and returns the next. Steps are states too: a step
-//! starts in `StepStart` and ends in `StepEnd`, which every ending inside it goes through. A state carries what its handler needs: Sampling and Streaming carry the
-//! step's [`Request`], so no step can be sent without one. `Done` is terminal. [`DoneReason`]
-//! keeps the full story of why a turn ended; `stop::StopReason` is what the editor is told.
+//! A turn is always in exactly one [`TurnState`] (StepStart, Preparing, Sampling, Streaming,
+//! Executing, Confirming, Dispatching, Compacting, StepEnd, Done); each state's handler (in
+//! `steps`, `calls`, `dispatch` and the driver) consumes it and returns the next. Steps are
+//! states too: a step starts in `StepStart` and ends in `StepEnd`, which every ending inside it
+//! goes through. A state carries what its handler needs: Sampling and Streaming carry the step's
+//! [`Request`] (what is sent besides the history: the reminders, the tools on cooldown left out,
+//! the failed attempts so far), so no step can be sent without one. `Done` is terminal.
+//! [`DoneReason`] keeps the full story of why a turn ended; `stop::StopReason` is what the editor
+//! is told, and [`TurnError`] a turn that could not finish.
 
 use std::collections::VecDeque;
 use std::fmt;

@@ -2,10 +2,11 @@
 //!
 //! The session hands each such prompt to the running turn ([`Steered`], through the channel of
 //! its [`Steering`]). The turn takes them before it prepares a request: each is recorded as a
-//! user message where it joins (committed before the model is called, like the turn's prompt)
-//! and is then part of the history, so the model sees it once, in place. A turn whose model
-//! answered without tool calls does not end while steered text waits: it takes the text and
-//! samples again (the stop conditions still apply). Each prompt is told when it joins; one
+//! user message where it joins (`AgentEvent::Steered`, committed before the model is called,
+//! like the turn's prompt) and is then part of the history, so the model sees it once, in place.
+//! A turn whose model answered without tool calls does not end while steered text waits: it
+//! takes the text and samples again, unless a stop condition holds (then the turn ends as the
+//! model ended it, and the text waits for the session). Each prompt is told when it joins; one
 //! whose session no longer waits for it (withdrawn, or the turn was cancelled) is left out, so
 //! a prompt is either in this turn or answered by the session, never both.
 

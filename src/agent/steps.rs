@@ -1,4 +1,10 @@
-//! One handler per turn state; each takes the state's data and returns the next state.
+//! The Sampling and Streaming states: sending a step's request and relaying the answer.
+//!
+//! The request is the model's view of the history, borrowed while it is sent, plus the step's
+//! reminders and minus the tools on cooldown; a failure that may pass is sent again through
+//! `retry`, and a request refused as too long goes to Compacting once. The streamed answer
+//! becomes one assistant message, stamped with the system prompt's digest; it ends the turn, or
+//! queues its tool calls for Executing.
 //!
 //! Every await here races the turn's cancellation token, so a cancel ends the turn at the next
 //! scheduling point: the HTTP request or stream is dropped (closing its connection) and the

@@ -4,6 +4,8 @@
 //! [`Stats::check`] evaluates the configured conditions in a fixed order after each step's tools
 //! have run, and the first that holds wins. Loop detection's verdicts come from `loops`; the
 //! total timeout is enforced by the driver's deadline and only reported through [`Stop`].
+//! [`StopReason`] is what the editor is told of a finished turn; a limit that stopped it says it
+//! was cut short, except a tool or a match named to stop at, which end it as the model would.
 
 use std::time::Duration;
 

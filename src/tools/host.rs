@@ -3,8 +3,9 @@
 //!
 //! A [`Host`] offers each capability as an object of its own ([`FileReader`], [`FileWriter`],
 //! [`Terminals`], [`Permissions`], [`Questions`]) or `None`. `acp::client` offers over ACP the
-//! capabilities the client advertised; headless runs use [`NoEditor`], which offers nothing and
-//! cannot ask, so every "ask" becomes a refusal.
+//! files and terminals the client advertised, and always the questions; headless runs use
+//! [`NoEditor`], which offers nothing and cannot ask, so every "ask" becomes a refusal.
+//! [`UserWait`] counts the waits for the user's answer, during which the turn's time limit stops.
 
 use std::path::{Path, PathBuf};
 

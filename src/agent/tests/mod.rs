@@ -2,7 +2,7 @@
 //! that keeps everything, without a process or a disk beyond a temporary workspace. This file has
 //! the harness and the order of the run-level phases; `calls` pins the Executing and Confirming
 //! states, `compaction` the planning of a compaction, `stops` the conditions that end a turn,
-//! each as a table of input and expected outcome.
+//! each as a table of input and expected outcome; `steer` has steering's specs.
 
 mod calls;
 mod compaction;
