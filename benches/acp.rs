@@ -216,22 +216,27 @@ async fn main() {
         stats(label, "—", overhead);
     }
 
-    // Cancel → the shell's whole process tree gone.
+    // Cancel → the shell's whole process tree gone. The command runs in a PID namespace of its
+    // own, so its pids are looked up from here by their arguments, not taken from `$!`.
     let mut gone = Vec::new();
     for round in 0..10 {
-        let pid_file = env.workspace().join(format!("pid{round}"));
-        let command = format!("sleep 60 & echo $! > {}; sleep 60", pid_file.display());
+        let (background, foreground) = (format!("{}", 7100 + 2 * round), format!("{}", 7101 + 2 * round));
+        let command = format!("sleep {background} & sleep {foreground}");
         env.mock.push(Reply::tool_calls(&[("c1", "bash", json!({"command": command}))]));
         let id = agent.prompt(&session, "run it").await;
-        let pid = loop {
-            match std::fs::read_to_string(&pid_file) {
-                Ok(pid) if !pid.trim().is_empty() => break pid.trim().to_owned(),
-                _ => tokio::time::sleep(Duration::from_millis(5)).await,
+        let pids = loop {
+            let pids: Vec<String> = [&background, &foreground]
+                .into_iter()
+                .flat_map(|arg| support::running_with(&["sleep", arg.as_str()]))
+                .collect();
+            if pids.len() == 2 {
+                break pids;
             }
+            tokio::time::sleep(Duration::from_millis(5)).await;
         };
         let started = Instant::now();
         agent.notify("session/cancel", json!({"sessionId": session})).await;
-        while support::alive(&pid) {
+        while pids.iter().any(|pid| support::alive(pid)) {
             tokio::time::sleep(Duration::from_micros(200)).await;
         }
         gone.push(started.elapsed());
