@@ -16,6 +16,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use super::{Update, UpdateSink};
+use crate::history::Message;
 use crate::ids::SessionId;
 use crate::tools::Host;
 
@@ -32,16 +33,11 @@ impl Loading {
         Arc::new(Self { sink, held: Mutex::new(HashMap::new()) })
     }
 
-    /// The sink behind this one: where a replay goes.
-    pub fn inner(&self) -> &Arc<dyn UpdateSink> {
-        &self.sink
-    }
-
-    /// Holds back `session`'s stored updates until the returned guard is dropped (once the
-    /// load's replay is sent, or the load failed before it).
-    pub fn hold(self: &Arc<Self>, session: &SessionId) -> Held {
+    /// Holds back `session`'s stored updates until the returned replay is sent (or dropped,
+    /// when the load failed before it).
+    pub fn hold(self: &Arc<Self>, session: &SessionId) -> Replay {
         *self.lock().entry(session.clone()).or_default() += 1;
-        Held { loading: Arc::clone(self), session: session.clone() }
+        Replay { held: Held { loading: Arc::clone(self), session: session.clone() }, sink: Arc::clone(&self.sink) }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<SessionId, usize>> {
@@ -70,6 +66,23 @@ impl UpdateSink for Loading {
 
     fn host(&self, session: &SessionId) -> Arc<dyn Host> {
         self.sink.host(session)
+    }
+}
+
+/// A load's replay still to be sent: its hold on the session's stored updates and the sink the
+/// replay goes through (the one behind the hold).
+pub struct Replay {
+    pub held: Held,
+    pub sink: Arc<dyn UpdateSink>,
+}
+
+impl Replay {
+    /// Sends `messages` as the load's replay, then lets the session's updates through again.
+    pub fn send(self, session: &SessionId, messages: &[Message]) {
+        for update in super::replay(messages) {
+            self.sink.send(session, update);
+        }
+        drop(self.held);
     }
 }
 

@@ -4,8 +4,10 @@
 //! synchronously: they find or spawn the session's actor and enqueue the command before they
 //! return a future, so a `session/cancel` read right after a `session/prompt` always reaches the
 //! actor after that prompt. A session that is stored but not live is restored on first use.
-//! A load attaches like a resume, then replays a snapshot taken and sent in the store writer's
-//! order (`Store::snapshot`), with the session's live updates held back meanwhile (`loading`).
+//! A load of a session that is not live starts its actor, which reads the history once and
+//! replays it before anything else; a load of a live one attaches like a resume, then replays
+//! a snapshot taken and sent in the store writer's order (`Store::snapshot`). Either way the
+//! session's live updates are held back meanwhile (`loading`).
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -17,7 +19,7 @@ use std::time::Duration;
 use tokio::sync::{mpsc, oneshot, watch};
 
 use super::actor::{self, Command, Init, Services};
-use super::loading::Loading;
+use super::loading::{Loading, Replay};
 use super::{Attach, SessionError, SessionView, Status, UpdateSink};
 use crate::agent::StopReason;
 use crate::config::Config;
@@ -142,38 +144,32 @@ impl Registry {
 
     /// Makes a stored session live (keeping a live actor if there is one) and replays it to the
     /// sink. Call it when the request is read (in wire order): from then on the session's
-    /// stored updates are held back until the replay is sent ([`Loading`]). The replay is a
-    /// snapshot taken in the store writer's order and sent from there ([`Store::snapshot`]): it
-    /// shows everything the session has shown so far, those held back included (a part still
-    /// streaming with its text so far), and the turn's later updates follow it. Tool calls a
-    /// crash left open are finished when the session is restored, so the replay shows them
-    /// failed. Answers once the replay is queued to the sink.
+    /// stored updates are held back until the replay is sent ([`Loading`]). A session that was
+    /// not live is read once, by the actor this starts, which sends the replay before it serves
+    /// anything ([`Init::Load`]). A live one's replay is a snapshot taken in the store writer's
+    /// order and sent from there ([`Store::snapshot`]): it shows everything the session has
+    /// shown so far, those held back included (a part still streaming with its text so far), and
+    /// the turn's later updates follow it. Tool calls a crash left open are finished when the
+    /// session is restored, so the replay shows them failed. Answers once the replay is queued
+    /// to the sink.
     pub fn load(
         &self,
         id: &SessionId,
         attach: Attach,
     ) -> impl Future<Output = Result<SessionView, SessionError>> + use<> {
-        let held = self.inner.sink.hold(id);
-        let resumed = self.resume(id, attach);
-        let (store, sink, session) = (self.inner.store.clone(), Arc::clone(self.inner.sink.inner()), id.clone());
+        let replay = self.inner.sink.hold(id);
+        let (reply, attached) = oneshot::channel();
+        let (sent, unused) = self.spawn_or_send(Init::Load(id.clone(), replay), Command::Attach { attach, reply });
+        let (store, session) = (self.inner.store.clone(), id.clone());
         async move {
-            let view = resumed.await?;
-            let (done, replayed) = oneshot::channel();
-            let snapshot = session.clone();
-            store.snapshot(
-                &snapshot,
-                Box::new(move |messages| {
-                    let sent = messages.map(|messages| {
-                        for update in super::replay(&messages) {
-                            sink.send(&session, update);
-                        }
-                    });
-                    // What was held back is in the replay; what comes next follows it.
-                    drop(held);
-                    let _ = done.send(sent);
-                }),
-            );
-            replayed.await.unwrap_or(Err(crate::store::StoreError::Closed))?;
+            if sent.is_none() {
+                return Err(SessionError::Closed(session));
+            }
+            let view = attached.await.unwrap_or_else(|_| Err(SessionError::Closed(session.clone())))?;
+            // A live actor was found: the replay is read in the writer's order.
+            if let Some(Init::Load(_, replay)) = unused {
+                replay_snapshot(&store, session, replay).await?;
+            }
             Ok(view)
         }
     }
@@ -330,13 +326,18 @@ impl Registry {
     /// if none is live. A new actor gets the command before it starts, so even one that finds no
     /// such session answers it. Returns the actor's sender, or `None` if it was already gone.
     fn ensure(&self, init: Init, command: Command) -> Option<mpsc::UnboundedSender<Command>> {
+        self.spawn_or_send(init, command).0
+    }
+
+    /// [`Self::ensure`], also giving `init` back when a live actor made it unneeded.
+    fn spawn_or_send(&self, init: Init, command: Command) -> (Option<mpsc::UnboundedSender<Command>>, Option<Init>) {
         let id = match &init {
             Init::Ready { row, .. } => row.id.clone(),
-            Init::Restore(id) => id.clone(),
+            Init::Restore(id) | Init::Load(id, _) => id.clone(),
         };
         let mut live = self.inner.live.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         if let Some(entry) = live.get(&id).filter(|entry| !entry.tx.is_closed()) {
-            return entry.tx.send(command).is_ok().then(|| entry.tx.clone());
+            return (entry.tx.send(command).is_ok().then(|| entry.tx.clone()), Some(init));
         }
         let generation = self.inner.counter.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = mpsc::unbounded_channel();
@@ -360,8 +361,25 @@ impl Registry {
         };
         tokio::spawn(actor::run(init, services, rx));
         live.insert(id, Live { tx: tx.clone(), generation, status: status_rx });
-        Some(tx)
+        (Some(tx), None)
     }
+}
+
+/// Sends a live session's replay: a snapshot read on the store's writer thread between the
+/// batches committed before it and those after, and sent from there, so that it shows what the
+/// updates sent so far showed and what follows it comes after it.
+async fn replay_snapshot(store: &Store, session: SessionId, replay: Replay) -> Result<(), SessionError> {
+    let (done, replayed) = oneshot::channel();
+    let snapshot = session.clone();
+    store.snapshot(
+        &snapshot,
+        Box::new(move |messages| {
+            let sent = messages.map(|messages| replay.send(&session, &messages));
+            let _ = done.send(sent);
+        }),
+    );
+    replayed.await.unwrap_or(Err(crate::store::StoreError::Closed))?;
+    Ok(())
 }
 
 async fn close(tx: &mpsc::UnboundedSender<Command>) {

@@ -89,6 +89,45 @@ async fn load_in_a_new_process_replays_the_same_text_with_the_same_message_ids()
 }
 
 #[tokio::test]
+async fn a_prompt_right_behind_the_load_of_a_stored_session_follows_its_replay_and_a_second_load_shows_both() {
+    let env = TestEnv::new().await;
+    env.mock.push(Reply::text(&["First answer."]));
+    let mut agent = env.ready().await;
+    let session = agent.new_session(&env.cwd()).await;
+    let id = agent.prompt(&session, "First question").await;
+    agent.response(id).await;
+    agent.close_stdin();
+    agent.wait_exit().await;
+
+    // A new process: the load and a prompt behind it are both sent before either is answered.
+    let mut agent = env.ready().await;
+    env.mock.push(Reply::text(&["Second ", "answer."]));
+    let load = agent.request("session/load", load_params(&session, &env)).await;
+    let prompt = agent.prompt(&session, "Second question").await;
+    let (_, mut shown) = agent.response(load).await;
+    let (response, rest) = agent.response(prompt).await;
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    shown.extend(rest);
+    let shown = updates(&shown, &session);
+    let texts = |updates: &[&Value]| -> Vec<String> {
+        updates
+            .iter()
+            .filter(|u| matches!(u["sessionUpdate"].as_str(), Some("agent_message_chunk" | "user_message_chunk")))
+            .map(|u| u["content"]["text"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    assert_eq!(texts(&shown), ["First question", "First answer.", "Second ", "answer."], "{shown:#?}");
+
+    // The session is live now: a second load replays both turns, each once.
+    let id = agent.request("session/load", load_params(&session, &env)).await;
+    let (_, replay) = agent.response(id).await;
+    assert_eq!(
+        texts(&updates(&replay, &session)),
+        ["First question", "First answer.", "Second question", "Second answer."]
+    );
+}
+
+#[tokio::test]
 async fn load_of_an_unknown_session_is_resource_not_found() {
     let env = TestEnv::new().await;
     let mut agent = env.ready().await;

@@ -21,6 +21,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use super::commands::{self, Slash};
+use super::loading::Replay;
 use super::setup;
 use super::{ContextUsage, SessionError, SessionView, Status, UpdateSink};
 use crate::agent::{StopReason, TurnError};
@@ -83,6 +84,11 @@ pub enum Init {
     Ready { row: Box<SessionRow>, history: Vec<Message> },
     /// Read them from the store first (resume, or a prompt for a session not loaded yet).
     Restore(SessionId),
+    /// Read them from the store, then send them as the replay of the load that made the
+    /// session live, before anything else: nothing of a session that was not live can have been
+    /// shown since the load was read, so the history read is exactly what the replay must show,
+    /// and it is read once.
+    Load(SessionId, Replay),
 }
 
 pub struct Services {
@@ -165,16 +171,18 @@ struct Actor {
 }
 
 pub async fn run(init: Init, services: Services, mut rx: mpsc::UnboundedReceiver<Command>) {
-    let (row, history) = match init {
-        Init::Ready { row, history } => (*row, history),
-        Init::Restore(id) => match restore(&services.store, &id).await {
-            Ok(state) => state,
-            Err(err) => {
-                (services.gone)();
-                refuse_all(&mut rx, &err);
-                return;
-            }
-        },
+    let (stored, replay) = match init {
+        Init::Ready { row, history } => (Ok((*row, history)), None),
+        Init::Restore(id) => (restore(&services.store, &id).await, None),
+        Init::Load(id, replay) => (restore(&services.store, &id).await, Some(replay)),
+    };
+    let (row, history) = match stored {
+        Ok(state) => state,
+        Err(err) => {
+            (services.gone)();
+            refuse_all(&mut rx, &err);
+            return;
+        }
     };
     // A stored session's directory is checked again whenever it goes live: it may have been
     // stored before the check existed, or imported from a file that says anything.
@@ -184,6 +192,9 @@ pub async fn run(init: Init, services: Services, mut rx: mpsc::UnboundedReceiver
         return;
     }
     let id = row.id.clone();
+    if let Some(replay) = replay {
+        replay.send(&id, &history);
+    }
     let system = setup::prepare_system(&services.config, &row.cwd);
     let mut rules = row.rules.clone();
     match services.store.project_rules(&row.cwd).await {
