@@ -161,6 +161,10 @@ pub enum LlmError {
         "cannot reach {url}: {detail}. Check that the server is running, or OPENAI_BASE_URL / base_url in config.toml"
     )]
     Unreachable { url: String, detail: String, retryable: bool },
+    #[error(
+        "{url} presented a TLS certificate this system does not trust ({detail}). If the server is the one you meant (a company proxy, a self-hosted gateway), add the CA that signed its certificate to the system's store, or name that CA's file in SSL_CERT_FILE"
+    )]
+    Untrusted { url: String, detail: String },
     #[error("{url} answered HTTP {status}: {detail}")]
     Status { url: String, status: u16, detail: String, retry_after: Option<Duration> },
     #[error("the model stream broke: {0}")]
@@ -198,6 +202,7 @@ impl LlmError {
             LlmError::Unreachable { retryable, .. } => *retryable,
             LlmError::Reset(_) => true,
             LlmError::MissingKey { .. }
+            | LlmError::Untrusted { .. }
             | LlmError::UnknownProvider { .. }
             | LlmError::NoBaseUrl { .. }
             | LlmError::Unauthorized { .. }
@@ -221,6 +226,7 @@ impl LlmError {
             | LlmError::Unauthorized { .. }
             | LlmError::UnknownModel { .. }
             | LlmError::Unreachable { .. }
+            | LlmError::Untrusted { .. }
             | LlmError::Stream(_)
             | LlmError::Reset(_)
             | LlmError::ContextTooLong { .. }

@@ -133,6 +133,11 @@ impl<D: Decode + Default> Provider for Endpoint<D> {
     /// the pooled connection it leaves behind does. A request sent meanwhile waits for it.
     async fn warm(&self) {
         let Some(warming) = super::http::Warming::start(&self.url) else { return };
+        if self.url.starts_with("https:") {
+            // The handshake needs the system's roots: read on a thread that may block, not on
+            // the one that drives the connection.
+            let _ = tokio::task::spawn_blocking(crate::net::load_roots).await;
+        }
         let warmed = super::http::client().await.head(&self.url).timeout(WARM_TIMEOUT).send().await;
         if let Err(err) = &warmed {
             tracing::debug!(url = %self.url, %err, "could not open a connection ahead of the first request");
@@ -275,8 +280,29 @@ pub fn is_context_error(code: &str, detail: &str) -> bool {
 }
 
 pub fn transport_error(url: &str, err: &reqwest::Error) -> LlmError {
+    if refused_certificate(err) {
+        return LlmError::Untrusted { url: url.to_owned(), detail: transport_detail(err) };
+    }
     // A server that is not there will not be there in a second either; a reset or a timeout may be.
     LlmError::Unreachable { url: url.to_owned(), detail: transport_detail(err), retryable: !err.is_connect() }
+}
+
+/// Whether the TLS handshake failed on the server's certificate. rustls's error reaches here
+/// inside I/O errors (one per layer that passed it on), which show it but do not give it as
+/// their source.
+fn refused_certificate(err: &reqwest::Error) -> bool {
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(err);
+    while let Some(error) = cause {
+        let mut inner: &(dyn std::error::Error + 'static) = error;
+        while let Some(wrapped) = inner.downcast_ref::<std::io::Error>().and_then(std::io::Error::get_ref) {
+            inner = wrapped;
+        }
+        if matches!(inner.downcast_ref::<rustls::Error>(), Some(rustls::Error::InvalidCertificate(_))) {
+            return true;
+        }
+        cause = error.source();
+    }
+    false
 }
 
 /// What went wrong sending a request: reqwest's own message repeats the URL; the innermost

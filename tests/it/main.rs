@@ -44,5 +44,6 @@ mod subagents;
 mod system_prompt;
 mod text_only;
 mod tidy;
+mod tls;
 mod tools;
 mod trust;
