@@ -207,27 +207,29 @@ impl Row {
     }
 }
 
+/// A session's lease row.
+pub(super) const READ: &str =
+    "SELECT token, pid, host, started, taken_at, heartbeat_at, released_at, boot, pid_ns, take_id, take_token
+         FROM session_leases WHERE session_id = ?1";
+
 fn read(conn: &Connection, session: &SessionId) -> rusqlite::Result<Option<Row>> {
-    conn.prepare_cached(
-        "SELECT token, pid, host, started, taken_at, heartbeat_at, released_at, boot, pid_ns, take_id, take_token
-         FROM session_leases WHERE session_id = ?1",
-    )?
-    .query_row([session.as_str()], |row| {
-        Ok(Row {
-            token: row.get(0)?,
-            pid: row.get(1)?,
-            host: row.get(2)?,
-            started: row.get(3)?,
-            taken_at: row.get(4)?,
-            heartbeat_at: row.get(5)?,
-            released_at: row.get(6)?,
-            boot: row.get(7)?,
-            pid_ns: row.get(8)?,
-            take_id: row.get(9)?,
-            take_token: row.get(10)?,
+    conn.prepare_cached(READ)?
+        .query_row([session.as_str()], |row| {
+            Ok(Row {
+                token: row.get(0)?,
+                pid: row.get(1)?,
+                host: row.get(2)?,
+                started: row.get(3)?,
+                taken_at: row.get(4)?,
+                heartbeat_at: row.get(5)?,
+                released_at: row.get(6)?,
+                boot: row.get(7)?,
+                pid_ns: row.get(8)?,
+                take_id: row.get(9)?,
+                take_token: row.get(10)?,
+            })
         })
-    })
-    .optional()
+        .optional()
 }
 
 /// The holder of `session` if it is another process that is alive.
@@ -251,6 +253,12 @@ fn holder_elsewhere(row: &Row, me: &Holder, session: &SessionId, now: i64) -> Op
     })
 }
 
+/// The leases held on a session and on the sub-agents below it.
+pub(super) const HELD_BELOW: &str = "WITH RECURSIVE down(id) AS (
+           SELECT ?1 UNION SELECT s.id FROM sessions s JOIN down ON s.parent_id = down.id WHERE s.subagent IS NOT NULL
+         )
+         SELECT l.session_id FROM session_leases l JOIN down ON l.session_id = down.id WHERE l.released_at IS NULL";
+
 /// The first live holder elsewhere of `session` or of a sub-agent session below it (what a
 /// delete would remove).
 pub fn held_below(
@@ -259,12 +267,7 @@ pub fn held_below(
     session: &SessionId,
     now: i64,
 ) -> rusqlite::Result<Option<LeaseHolder>> {
-    let mut stmt = conn.prepare_cached(
-        "WITH RECURSIVE down(id) AS (
-           SELECT ?1 UNION SELECT s.id FROM sessions s JOIN down ON s.parent_id = down.id WHERE s.subagent IS NOT NULL
-         )
-         SELECT l.session_id FROM session_leases l JOIN down ON l.session_id = down.id WHERE l.released_at IS NULL",
-    )?;
+    let mut stmt = conn.prepare_cached(HELD_BELOW)?;
     let held =
         stmt.query_map([session.as_str()], |row| row.get::<_, String>(0))?.collect::<rusqlite::Result<Vec<_>>>()?;
     for id in held {
@@ -300,18 +303,19 @@ pub fn check(
     })
 }
 
-/// Takes (or renews) the lease of `session` for `me`, as a new take; [`check`] first.
-pub fn take(conn: &Connection, me: &Holder, session: &SessionId, now: i64) -> rusqlite::Result<()> {
-    conn.prepare_cached(
-        "INSERT INTO session_leases (session_id, token, pid, host, started, taken_at, heartbeat_at, released_at,
+/// Takes a session's lease, or takes it again.
+pub(super) const TAKE: &str =
+    "INSERT INTO session_leases (session_id, token, pid, host, started, taken_at, heartbeat_at, released_at,
                                      boot, pid_ns, take_id, take_token)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6, NULL, ?7, ?8, ?9, ?2)
          ON CONFLICT (session_id) DO UPDATE SET token = excluded.token, pid = excluded.pid, host = excluded.host,
            started = excluded.started, taken_at = excluded.taken_at, heartbeat_at = excluded.heartbeat_at,
            released_at = NULL, boot = excluded.boot, pid_ns = excluded.pid_ns, take_id = excluded.take_id,
-           take_token = excluded.take_token",
-    )?
-    .execute(params![
+           take_token = excluded.take_token";
+
+/// Takes (or renews) the lease of `session` for `me`, as a new take; [`check`] first.
+pub fn take(conn: &Connection, me: &Holder, session: &SessionId, now: i64) -> rusqlite::Result<()> {
+    conn.prepare_cached(TAKE)?.execute(params![
         session.as_str(),
         me.token,
         me.pid,
@@ -325,19 +329,22 @@ pub fn take(conn: &Connection, me: &Holder, session: &SessionId, now: i64) -> ru
     Ok(())
 }
 
+/// Refreshes every lease a holder holds.
+pub(super) const BEAT: &str = "UPDATE session_leases SET heartbeat_at = ?2 WHERE token = ?1 AND released_at IS NULL";
+
 /// Refreshes every lease `me` holds.
 pub fn beat(conn: &Connection, me: &Holder, now: i64) -> rusqlite::Result<()> {
-    conn.prepare_cached("UPDATE session_leases SET heartbeat_at = ?2 WHERE token = ?1 AND released_at IS NULL")?
-        .execute(params![me.token, now])?;
+    conn.prepare_cached(BEAT)?.execute(params![me.token, now])?;
     Ok(())
 }
 
+/// Gives one session's lease back.
+pub(super) const RELEASE: &str =
+    "UPDATE session_leases SET released_at = ?3 WHERE session_id = ?1 AND token = ?2 AND released_at IS NULL";
+
 /// Gives back the lease of `session` if `me` holds it.
 pub fn release(conn: &Connection, me: &Holder, session: &SessionId, now: i64) -> rusqlite::Result<()> {
-    conn.prepare_cached(
-        "UPDATE session_leases SET released_at = ?3 WHERE session_id = ?1 AND token = ?2 AND released_at IS NULL",
-    )?
-    .execute(params![session.as_str(), me.token, now])?;
+    conn.prepare_cached(RELEASE)?.execute(params![session.as_str(), me.token, now])?;
     Ok(())
 }
 

@@ -455,7 +455,7 @@ fn tighten(path: &Path) -> std::io::Result<()> {
 
 /// How many prepared statements each connection keeps: more than either uses, so none is
 /// parsed again (rusqlite keeps 16 by default; the writer alone uses more).
-const STATEMENTS: usize = 64;
+pub(super) const STATEMENTS: usize = 64;
 
 fn configure(conn: &Connection) -> rusqlite::Result<()> {
     conn.busy_timeout(std::time::Duration::from_secs(5))?;

@@ -233,12 +233,13 @@ fn parse_cursor(cursor: &str) -> Option<(i64, String)> {
     Some((at.parse().ok()?, id.starts_with("ses_").then(|| id.to_owned())?))
 }
 
+/// A new session.
+pub(super) const INSERT_SESSION: &str =
+    "INSERT INTO sessions (id, cwd, title, model, mode, permissions_json, created_at, updated_at, parent_id, subagent)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)";
+
 pub fn insert_session(conn: &Connection, row: &SessionRow) -> rusqlite::Result<()> {
-    conn.prepare_cached(
-        "INSERT INTO sessions (id, cwd, title, model, mode, permissions_json, created_at, updated_at, parent_id, subagent)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
-    )?
-    .execute(params![
+    conn.prepare_cached(INSERT_SESSION)?.execute(params![
         row.id.as_str(),
         row.cwd,
         row.title,
@@ -253,19 +254,21 @@ pub fn insert_session(conn: &Connection, row: &SessionRow) -> rusqlite::Result<(
     Ok(())
 }
 
+/// A session's title.
+pub(super) const SET_TITLE: &str = "UPDATE sessions SET title = ?2, updated_at = ?3 WHERE id = ?1";
+
 pub fn set_session_title(conn: &Connection, id: &SessionId, title: &str, at: i64) -> rusqlite::Result<()> {
-    conn.prepare_cached("UPDATE sessions SET title = ?2, updated_at = ?3 WHERE id = ?1")?.execute(params![
-        id.as_str(),
-        title,
-        at
-    ])?;
+    conn.prepare_cached(SET_TITLE)?.execute(params![id.as_str(), title, at])?;
     Ok(())
 }
 
+/// A title for a session that has none.
+pub(super) const SET_FIRST_TITLE: &str =
+    "UPDATE sessions SET title = ?2, updated_at = ?3 WHERE id = ?1 AND title IS NULL";
+
 /// Sets the title of a session that has none (from its first prompt).
 pub fn set_first_title(conn: &Connection, id: &SessionId, title: &str, at: i64) -> rusqlite::Result<()> {
-    conn.prepare_cached("UPDATE sessions SET title = ?2, updated_at = ?3 WHERE id = ?1 AND title IS NULL")?
-        .execute(params![id.as_str(), title, at])?;
+    conn.prepare_cached(SET_FIRST_TITLE)?.execute(params![id.as_str(), title, at])?;
     Ok(())
 }
 
@@ -348,27 +351,45 @@ fn session_rules(json: &str) -> Vec<Rule> {
     }
 }
 
+/// A new message (its parts are written by [`UPSERT_PART`]).
+pub(super) const INSERT_MESSAGE: &str = "INSERT INTO messages (id, session_id, role, metadata_json, created_at, updated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?5)";
+
+/// When a session last changed.
+pub(super) const TOUCH_SESSION: &str = "UPDATE sessions SET updated_at = ?2 WHERE id = ?1";
+
 pub fn insert_message(conn: &Connection, session_id: &SessionId, message: &Message, at: i64) -> rusqlite::Result<()> {
-    conn.prepare_cached(
-        "INSERT INTO messages (id, session_id, role, metadata_json, created_at, updated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?5)",
-    )?
-    .execute(params![message.id.as_str(), session_id.as_str(), message.role.as_str(), to_json(&message.meta), at])?;
-    conn.prepare_cached("UPDATE sessions SET updated_at = ?2 WHERE id = ?1")?
-        .execute(params![session_id.as_str(), at])?;
+    conn.prepare_cached(INSERT_MESSAGE)?.execute(params![
+        message.id.as_str(),
+        session_id.as_str(),
+        message.role.as_str(),
+        to_json(&message.meta),
+        at
+    ])?;
+    conn.prepare_cached(TOUCH_SESSION)?.execute(params![session_id.as_str(), at])?;
     for (index, part) in message.parts.iter().enumerate() {
         upsert_part(conn, session_id, &message.id, u32::try_from(index).unwrap_or(u32::MAX), part, at)?;
     }
     Ok(())
 }
 
+/// A message's metadata.
+pub(super) const SET_MESSAGE_META: &str = "UPDATE messages SET metadata_json = ?2, updated_at = ?3 WHERE id = ?1";
+
 pub fn set_message_meta(conn: &Connection, id: &MessageId, meta: &MessageMeta, at: i64) -> rusqlite::Result<()> {
-    conn.prepare_cached("UPDATE messages SET metadata_json = ?2, updated_at = ?3 WHERE id = ?1")?.execute(params![
-        id.as_str(),
-        to_json(meta),
-        at
-    ])?;
+    conn.prepare_cached(SET_MESSAGE_META)?.execute(params![id.as_str(), to_json(meta), at])?;
     Ok(())
 }
+
+/// Adds a step's usage and cost to a session and every session above a sub-agent.
+pub(super) const ADD_USAGE: &str = "WITH RECURSIVE up(id, subagent, parent_id) AS (
+           SELECT id, subagent, parent_id FROM sessions WHERE id = ?1
+           UNION SELECT s.id, s.subagent, s.parent_id FROM sessions s JOIN up ON s.id = up.parent_id
+             WHERE up.subagent IS NOT NULL
+         )
+         UPDATE sessions SET prompt_tokens = prompt_tokens + ?2, completion_tokens = completion_tokens + ?3,
+           reasoning_tokens = reasoning_tokens + ?4, cache_read = cache_read + ?5, cache_write = cache_write + ?6,
+           cost_usd = cost_usd + ?7, updated_at = ?8
+         WHERE id IN (SELECT id FROM up)";
 
 pub fn finish_message(
     conn: &Connection,
@@ -381,18 +402,7 @@ pub fn finish_message(
     let Some(usage) = meta.usage else { return Ok(()) };
     let tokens = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
     // The session and, for a sub-agent, every session above it up to the one a user opened.
-    conn.prepare_cached(
-        "WITH RECURSIVE up(id, subagent, parent_id) AS (
-           SELECT id, subagent, parent_id FROM sessions WHERE id = ?1
-           UNION SELECT s.id, s.subagent, s.parent_id FROM sessions s JOIN up ON s.id = up.parent_id
-             WHERE up.subagent IS NOT NULL
-         )
-         UPDATE sessions SET prompt_tokens = prompt_tokens + ?2, completion_tokens = completion_tokens + ?3,
-           reasoning_tokens = reasoning_tokens + ?4, cache_read = cache_read + ?5, cache_write = cache_write + ?6,
-           cost_usd = cost_usd + ?7, updated_at = ?8
-         WHERE id IN (SELECT id FROM up)",
-    )?
-    .execute(params![
+    conn.prepare_cached(ADD_USAGE)?.execute(params![
         session_id.as_str(),
         tokens(usage.input),
         tokens(usage.output),
@@ -404,6 +414,13 @@ pub fn finish_message(
     ])?;
     Ok(())
 }
+
+/// A part, new or written whole again.
+pub(super) const UPSERT_PART: &str = "INSERT INTO parts (id, message_id, session_id, idx, type, data_json, tool_call_id, tool_state, created_at, updated_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?9)
+         ON CONFLICT (message_id, idx) DO UPDATE SET
+           type = excluded.type, data_json = excluded.data_json, tool_call_id = excluded.tool_call_id,
+           tool_state = excluded.tool_state, updated_at = excluded.updated_at";
 
 pub fn upsert_part(
     conn: &Connection,
@@ -426,14 +443,7 @@ pub fn upsert_part(
         | Part::Compaction(_) => (None, None),
     };
     super::stream::forget_pieces(conn, message_id, index)?;
-    conn.prepare_cached(
-        "INSERT INTO parts (id, message_id, session_id, idx, type, data_json, tool_call_id, tool_state, created_at, updated_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?9)
-         ON CONFLICT (message_id, idx) DO UPDATE SET
-           type = excluded.type, data_json = excluded.data_json, tool_call_id = excluded.tool_call_id,
-           tool_state = excluded.tool_state, updated_at = excluded.updated_at",
-    )?
-    .execute(params![
+    conn.prepare_cached(UPSERT_PART)?.execute(params![
         new_id("prt"),
         message_id.as_str(),
         session_id.as_str(),
@@ -473,8 +483,7 @@ pub fn finalize_orphans(conn: &Connection, session_id: &SessionId, at: i64) -> r
 pub fn hide_from(conn: &Connection, session_id: &SessionId, from: &MessageId, at: i64) -> rusqlite::Result<()> {
     conn.prepare_cached("UPDATE messages SET hidden_at = ?3 WHERE session_id = ?1 AND id >= ?2 AND hidden_at IS NULL")?
         .execute(params![session_id.as_str(), from.as_str(), at])?;
-    conn.prepare_cached("UPDATE sessions SET updated_at = ?2 WHERE id = ?1")?
-        .execute(params![session_id.as_str(), at])?;
+    conn.prepare_cached(TOUCH_SESSION)?.execute(params![session_id.as_str(), at])?;
     Ok(())
 }
 

@@ -142,6 +142,19 @@ impl Streams {
     }
 }
 
+/// Adds text to a part's last piece.
+pub(super) const GROW_PIECE: &str = "UPDATE part_pieces SET text = text || ?2 WHERE id = ?1";
+/// Starts a part's next piece.
+pub(super) const ADD_PIECE: &str =
+    "INSERT INTO part_pieces (message_id, idx, session_id, text) VALUES (?1, ?2, ?3, ?4)";
+/// Moves a part's pieces into its row's text.
+pub(super) const FOLD_PIECES: &str =
+    "UPDATE parts SET data_json = json_set(data_json, '$.text', coalesce(data_json ->> '$.text', '') ||
+   (SELECT coalesce(group_concat(text, '' ORDER BY id), '') FROM part_pieces WHERE message_id = ?1 AND idx = ?2))
+ WHERE message_id = ?1 AND idx = ?2";
+/// Deletes a part's pieces.
+pub(super) const FORGET_PIECES: &str = "DELETE FROM part_pieces WHERE message_id = ?1 AND idx = ?2";
+
 impl Stream {
     /// Appends the pending text to the part's pieces; they stand as returned once the batch
     /// commits.
@@ -150,9 +163,7 @@ impl Stream {
         if !self.pending.is_empty() {
             let grown = match stored.last {
                 Some((id, len)) if len < PIECE => {
-                    let changed = conn
-                        .prepare_cached("UPDATE part_pieces SET text = text || ?2 WHERE id = ?1")?
-                        .execute(params![id, self.pending])?;
+                    let changed = conn.prepare_cached(GROW_PIECE)?.execute(params![id, self.pending])?;
                     // None if the piece is gone (the part was written whole meanwhile).
                     (changed == 1).then_some((id, len + self.pending.len()))
                 }
@@ -161,10 +172,7 @@ impl Stream {
             match grown {
                 Some(last) => stored.last = Some(last),
                 None => {
-                    conn.prepare_cached(
-                        "INSERT INTO part_pieces (message_id, idx, session_id, text) VALUES (?1, ?2, ?3, ?4)",
-                    )?
-                    .execute(params![
+                    conn.prepare_cached(ADD_PIECE)?.execute(params![
                         message_id.as_str(),
                         index,
                         self.session_id.as_str(),
@@ -182,19 +190,13 @@ impl Stream {
 
 /// Moves a part's pieces into its row's text.
 fn fold(conn: &Connection, (message_id, index): &PartKey) -> rusqlite::Result<()> {
-    conn.prepare_cached(
-        "UPDATE parts SET data_json = json_set(data_json, '$.text', coalesce(data_json ->> '$.text', '') ||
-           (SELECT coalesce(group_concat(text, '' ORDER BY id), '') FROM part_pieces WHERE message_id = ?1 AND idx = ?2))
-         WHERE message_id = ?1 AND idx = ?2",
-    )?
-    .execute(params![message_id.as_str(), index])?;
+    conn.prepare_cached(FOLD_PIECES)?.execute(params![message_id.as_str(), index])?;
     forget_pieces(conn, message_id, *index)
 }
 
 /// Deletes a part's pieces (its row is being written whole).
 pub(super) fn forget_pieces(conn: &Connection, message_id: &MessageId, index: u32) -> rusqlite::Result<()> {
-    conn.prepare_cached("DELETE FROM part_pieces WHERE message_id = ?1 AND idx = ?2")?
-        .execute(params![message_id.as_str(), index])?;
+    conn.prepare_cached(FORGET_PIECES)?.execute(params![message_id.as_str(), index])?;
     Ok(())
 }
 

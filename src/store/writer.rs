@@ -26,14 +26,40 @@ use rusqlite::Connection;
 use tokio::sync::oneshot;
 
 use super::held::Held;
-use super::lease::Holder;
-use super::stream::Streams;
-use super::tx::Db;
+use super::lease::{self, Holder};
+use super::rows;
+use super::stream::{self, Streams};
+use super::tx::{self, Db};
 use super::writes::Batch;
 use super::{AfterCommit, StoreError, Write};
 use crate::ids::now_ms;
 
 const MAX_BATCH: usize = 4096;
+
+/// What a session and its turns write, compiled when the writer starts (see [`Db::prepare`]).
+const TURN: &[&str] = &[
+    tx::BEGIN,
+    tx::COMMIT,
+    tx::SAVEPOINT,
+    tx::RELEASE,
+    lease::READ,
+    lease::HELD_BELOW,
+    lease::TAKE,
+    lease::BEAT,
+    lease::RELEASE,
+    rows::INSERT_SESSION,
+    rows::SET_TITLE,
+    rows::SET_FIRST_TITLE,
+    rows::INSERT_MESSAGE,
+    rows::TOUCH_SESSION,
+    rows::SET_MESSAGE_META,
+    rows::ADD_USAGE,
+    rows::UPSERT_PART,
+    stream::GROW_PIECE,
+    stream::ADD_PIECE,
+    stream::FOLD_PIECES,
+    stream::FORGET_PIECES,
+];
 
 // `Shutdown` is sent once per process; boxing every write instead would cost an allocation per chunk.
 #[allow(clippy::large_enum_variant)]
@@ -56,6 +82,7 @@ pub fn spawn(conn: Connection, path: PathBuf, me: Holder, beat_every: Duration) 
     let (tx, rx) = mpsc::channel();
     std::thread::Builder::new().name("cairn-store".into()).spawn(move || {
         let writer = Writer { db: Db { conn, path }, held: Held::new(me, beat_every), streams: Streams::default() };
+        writer.db.prepare(TURN);
         writer.run(&rx);
     })?;
     Ok(Handle { tx: Mutex::new(Some(tx)) })
@@ -192,6 +219,23 @@ impl Writer {
                 self.streams.rolled_back();
                 vec![Err(err); writes.len()]
             }
+        }
+    }
+}
+
+// Each statement compiled ahead stays in the connection's cache beside the others it uses.
+const _: () = assert!(TURN.len() * 2 <= super::STATEMENTS);
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn every_statement_compiled_ahead_compiles_against_the_latest_schema() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("cairn.db");
+        let mut conn = rusqlite::Connection::open(&path).unwrap();
+        super::super::migrate::to_latest(&mut conn, &path).unwrap();
+        for sql in super::TURN {
+            assert!(conn.prepare(sql).is_ok(), "{sql}");
         }
     }
 }
