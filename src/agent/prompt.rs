@@ -28,6 +28,7 @@ pub const INSTRUCTIONS_CAP: usize = 32_000;
 const INSTRUCTION_FILES: &[&str] = &["AGENTS.md", "CLAUDE.md"];
 const SKILL_DIRS: &[&str] = &[".agents/skills", ".claude/skills"];
 const GIT_TIMEOUT: Duration = Duration::from_secs(2);
+const NO_REPOSITORY: &str = "not a git repository";
 
 /// A session's system prompt, its digest, and what went wrong assembling it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -141,15 +142,22 @@ fn describe_skill(text: &str, fallback: String) -> (String, String) {
     (name.unwrap_or(fallback), line)
 }
 
-/// The branch and how many files changed, from `git status --porcelain --branch`. The
-/// workspace may be a directory nobody vetted: git is told to run none of its configured
-/// commands (fsmonitor), not to take it for a bare repository it found by itself, not to
-/// descend into submodules, and not to take locks.
+/// The branch and how many files changed, from `git status --porcelain --branch`, for the
+/// repository git finds from `cwd` (a `GIT_DIR` in cairn's environment does not point it
+/// elsewhere). With no `.git` in `cwd` or above, there is none and git is not started: a
+/// session's first prompt waits for this summary. The workspace may be a directory nobody
+/// vetted: git is told to run none of its configured commands (fsmonitor), not to take it for a
+/// bare repository it found by itself, not to descend into submodules, and not to take locks.
 async fn git_summary(cwd: &Path, env: &ChildEnv) -> String {
+    if !cwd.ancestors().any(|dir| dir.join(".git").exists()) {
+        return NO_REPOSITORY.to_owned();
+    }
     let mut git = tokio::process::Command::new("git");
     // Like any child: no provider keys, no relative `PATH` entry that could be a planted `git`.
     env.apply(&mut git);
     let run = git
+        .env_remove("GIT_DIR")
+        .env_remove("GIT_WORK_TREE")
         .args(["-c", "core.fsmonitor=false", "-c", "safe.bareRepository=explicit", "--no-optional-locks"])
         .args(["status", "--porcelain=v1", "--branch", "--untracked-files=normal", "--ignore-submodules=all"])
         .current_dir(cwd)
@@ -158,7 +166,7 @@ async fn git_summary(cwd: &Path, env: &ChildEnv) -> String {
         .output();
     let output = match tokio::time::timeout(GIT_TIMEOUT, run).await {
         Ok(Ok(output)) if output.status.success() => output,
-        Ok(Ok(_)) => return "not a git repository".to_owned(),
+        Ok(Ok(_)) => return NO_REPOSITORY.to_owned(),
         Ok(Err(_)) => return "git is not available".to_owned(),
         Err(_) => return "git status took too long".to_owned(),
     };
@@ -300,6 +308,30 @@ mod tests {
         assert!(prompt.text.contains("[… truncated"));
         assert_eq!(prompt.warnings.len(), 2, "{:?}", prompt.warnings);
         assert!(prompt.text.len() < INSTRUCTIONS_CAP + 1_000);
+    }
+
+    #[tokio::test]
+    async fn git_is_started_only_where_a_repository_could_be_found() {
+        let root = tempfile::tempdir().unwrap();
+        // A `git` that notes each start, first on the child's PATH.
+        let bin = root.path().join("bin");
+        std::fs::create_dir_all(&bin).unwrap();
+        let started = root.path().join("started");
+        let fake = bin.join("git");
+        std::fs::write(&fake, format!("#!/bin/sh\necho x >> {}\necho '## main'\n", started.display())).unwrap();
+        std::fs::set_permissions(&fake, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+        let env = ChildEnv { path: Some(bin.clone().into_os_string()), ..ChildEnv::default() };
+
+        let plain = root.path().join("plain/sub");
+        std::fs::create_dir_all(&plain).unwrap();
+        assert_eq!(git_summary(&plain, &env).await, "not a git repository");
+        assert!(!started.exists(), "no .git here or above: git is not started");
+
+        let repo = root.path().join("repo");
+        std::fs::create_dir_all(repo.join("deep/er")).unwrap();
+        std::fs::write(repo.join(".git"), "gitdir: elsewhere\n").unwrap();
+        assert_eq!(git_summary(&repo.join("deep/er"), &env).await, "branch main, 0 changed files");
+        assert!(started.exists(), "a .git file above (a worktree) is a repository to ask git about");
     }
 
     #[test]
