@@ -11,6 +11,7 @@ pub mod headless;
 mod opening;
 mod question;
 pub mod rpc;
+mod stdio;
 
 use std::sync::Arc;
 
@@ -22,9 +23,9 @@ use crate::store::Store;
 /// store, or says why they are unusable (then every session method answers with that); it runs
 /// on its own thread while the client is already answered.
 pub async fn serve(setup: impl FnOnce() -> Result<(Store, Arc<Config>), String> + Send + 'static) {
-    let stdin = tokio::io::stdin();
-    let stdout = tokio::io::stdout();
-    rpc::serve(stdin, stdout, move |peer| {
+    let stdio = stdio::Stdio::open();
+    let restore = stdio.restorer();
+    rpc::serve(stdio.input, stdio.output, move |peer| {
         let sink = Arc::new(handlers::WireSink::new(peer));
         let for_sessions = Arc::clone(&sink);
         let sessions = opening::Opening::start(
@@ -34,4 +35,5 @@ pub async fn serve(setup: impl FnOnce() -> Result<(Store, Arc<Config>), String> 
         handlers::Agent::new(sink, sessions)
     })
     .await;
+    restore.restore();
 }

@@ -39,6 +39,7 @@ mod roots;
 mod sandbox;
 mod scripted;
 mod sessions;
+mod stdio;
 mod steer;
 mod subagents;
 mod system_prompt;
