@@ -21,7 +21,7 @@ use support::{Reply, TestEnv};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::Command;
 
-const RUNS: usize = 30;
+const RUNS: usize = 60;
 
 fn stats(name: &str, mut samples: Vec<Duration>) {
     samples.sort();
@@ -80,15 +80,27 @@ async fn main() {
     println!("| figure | median | p90 | samples |");
     println!("|---|---|---|---|");
 
-    let (mut echo, mut spawn) = (Vec::new(), Vec::new());
+    // The binary this bench built (thin LTO, with line tables), and the one that ships if it is
+    // named: `cargo build --release && cp target/release/cairn /tmp/cairn-release` first, since
+    // this bench's build then replaces target/release/cairn.
+    let shipped = std::env::var_os("CAIRN_RELEASE_BIN");
+    let (mut echo, mut spawn, mut release) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..RUNS {
         let mut floor = Command::new("head");
         floor.args(["-n", "1"]).env_clear().envs(env.agent_env());
         echo.push(one_line(floor).await);
         spawn.push(one_line(env.command()).await);
+        if let Some(binary) = &shipped {
+            let mut command = Command::new(binary);
+            command.env_clear().envs(env.agent_env()).current_dir(env.workspace());
+            release.push(one_line(command).await);
+        }
     }
     stats("echo one line (`head -n 1`), the floor", echo);
     stats("spawn → initialize response (bare client)", spawn);
+    if !release.is_empty() {
+        stats("spawn → initialize response, release build (bare client)", release);
+    }
 
     let (first, second) = prompts(&env, Some(Duration::from_millis(50))).await;
     stats("first prompt → first text, 50 ms after session/new", first);
