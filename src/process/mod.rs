@@ -28,7 +28,7 @@
 //!   they are raw OS errors, the only kind made without allocating and the only kind `spawn`
 //!   passes back. The `pre_exec` hooks are `tree.rs` `die_with_parent` (with `child_of`, for an
 //!   MCP server started directly), `pass_on` (the watched pipe kept open across exec) and
-//!   `supervisor.rs` `supervise` (its `enter`: `tree.rs` `detach`, `die_with_this_parent`,
+//!   `supervisor.rs` `supervise` (its `enter`: `tree.rs` `close_inherited`, `detach`, `die_with_this_parent`,
 //!   `Endings::unblock`; `namespace.rs` `fresh_proc`; `sandbox.rs` `drop_root_capabilities` and
 //!   `sandbox::enter`; `seccomp.rs` `Handoff::install` and `send_fd`). `probe.rs`
 //!   `child_succeeds` forks by hand: its child runs `try_namespace` and `write_file`, then
@@ -36,7 +36,7 @@
 //! - Descriptors owned (`from_raw_fd`) right after the call that made them, which nothing else
 //!   owns: `tree.rs` `watch_pipe`, `pass_on` and `adopt_fd` (an inherited one, checked open
 //!   first); `seccomp.rs` `pair` and `Listener::receive`; `namespace.rs` `owned` and `Blank::new`;
-//!   `watch.rs` `start`; `gate/remote.rs` `open` and `open_in`.
+//!   `watch.rs` `instance`; `gate/remote.rs` `open` and `open_in`.
 //! - System calls on integers, or on memory of the calling frame (a buffer whose length is
 //!   passed, a NUL-terminated string, a zeroed plain-data struct the kernel fills): `tree.rs`
 //!   `kill_group`, `kill_pid`, `become_subreaper`, `deny_inspection`, `reset_signal`, `raise`,
@@ -59,6 +59,7 @@ mod tree;
 mod watch;
 
 use std::ffi::{OsStr, OsString};
+use std::os::fd::{IntoRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};
 use std::sync::Once;
@@ -231,6 +232,7 @@ impl ProcessPolicy {
         serve: bool,
     ) -> std::io::Result<Local> {
         let mut watch_end = None;
+        let mut inotify = None;
         let mut command = match &self.launcher {
             Launcher::Direct => {
                 let mut command = Command::new(program);
@@ -251,7 +253,17 @@ impl ProcessPolicy {
                 } else {
                     Watched::Stdin
                 };
-                command.args(self.supervised(confinement, watched, program, args)).stdin(Stdio::piped());
+                // The supervisor's inotify instance, of which cairn keeps a copy (see
+                // `watch::instance`); without one (the user's limit of instances reached) the
+                // supervisor makes its own, or watches nothing.
+                let passed =
+                    watch::instance().and_then(|kept| Ok((kept.try_clone()?, kept))).ok().map(|(passed, kept)| {
+                        inotify = Some(kept);
+                        let passed = passed.into_raw_fd();
+                        tree::pass_on(&mut command, passed);
+                        passed
+                    });
+                command.args(self.supervised(confinement, (watched, passed), program, args)).stdin(Stdio::piped());
                 command
             }
         };
@@ -268,14 +280,14 @@ impl ProcessPolicy {
             (None, Launcher::Supervisor(_)) => child.stdin.take().map(Watch::Stdin),
             (None, Launcher::Direct) => None,
         };
-        Ok(Local { group: child.id(), child: Some(child), watch, exited: false })
+        Ok(Local { group: child.id(), child: Some(child), watch, exited: false, inotify })
     }
 
     /// The supervisor's arguments for `program args` as this policy confines it.
     fn supervised(
         &self,
         confinement: Confinement<'_>,
-        watched: Watched,
+        watched: (Watched, Option<i32>),
         program: &OsStr,
         args: &[&OsStr],
     ) -> Vec<OsString> {
@@ -366,6 +378,9 @@ pub struct Local {
     /// to kill its whole tree. `None` for a direct child.
     watch: Option<Watch>,
     exited: bool,
+    /// cairn's copy of the supervisor's inotify instance, closed once the supervisor has ended,
+    /// on a thread nobody waits for (see `watch::instance`).
+    inotify: Option<OwnedFd>,
 }
 
 /// Says `line` on stderr as `cairn: line`, in one write: a command's processes write to the
@@ -413,6 +428,7 @@ impl Local {
             let _ = child.wait().await;
         }
         self.exited = true;
+        close_later(self.inotify.take());
     }
 
     /// Waits for the program to end. A program killed by a signal has no exit code.
@@ -420,16 +436,29 @@ impl Local {
         let Some(child) = self.child.as_mut() else { return Err(std::io::ErrorKind::NotFound.into()) };
         let status = child.wait().await?;
         self.exited = true;
+        close_later(self.inotify.take());
         Ok(status)
+    }
+}
+
+/// Closes `fd` on a thread nobody waits for: the last close of an inotify instance that had
+/// watches waits out a grace period in the kernel.
+fn close_later(fd: Option<OwnedFd>) {
+    let Some(fd) = fd else { return };
+    match tokio::runtime::Handle::try_current() {
+        Ok(runtime) => drop(runtime.spawn_blocking(move || drop(fd))),
+        // Should no thread start, the closure and the descriptor are dropped here, closing it.
+        Err(_) => drop(std::thread::Builder::new().name("cairn-close".into()).spawn(move || drop(fd))),
     }
 }
 
 impl Drop for Local {
     fn drop(&mut self) {
-        let Some(group) = self.group else { return };
+        let inotify = self.inotify.take();
+        let Some(group) = self.group else { return close_later(inotify) };
         if self.exited || self.watch.is_none() {
             tree::kill_group(group);
-            return;
+            return close_later(inotify);
         }
         // Supervised and still running: at EOF on its stdin the supervisor kills every process
         // the program started, setsid'd ones included, then its own group. Should it not manage
@@ -444,9 +473,13 @@ impl Drop for Local {
                         tree::kill_group(group);
                         let _ = child.wait().await;
                     }
+                    close_later(inotify);
                 });
             }
-            (_, _) => tree::kill_group(group),
+            (_, _) => {
+                tree::kill_group(group);
+                close_later(inotify);
+            }
         }
     }
 }

@@ -57,6 +57,8 @@ struct Spec {
     rejected: Vec<Vec<String>>,
     /// What is watched for cairn's end.
     watched: Watched,
+    /// The inherited inotify instance to watch guarded places with (see `watch::instance`).
+    inotify: Option<i32>,
     program: OsString,
     args: Vec<OsString>,
 }
@@ -83,14 +85,14 @@ pub struct Confinement<'a> {
 }
 
 /// The supervisor's arguments (after the executable) for `program args` under `policy`:
-/// `__supervise MODE network|no-network [--namespace KIND] [--watch-fd N|none] [--root P]…
-/// [--write P]… [--own P]… [--hide P]… [--hide-name GLOB]… [--show GLOB]… [--reject WORDS]…
-/// -- PROGRAM ARGS…`.
+/// `__supervise MODE network|no-network [--namespace KIND] [--watch-fd N|none] [--inotify-fd N]
+/// [--root P]… [--write P]… [--own P]… [--hide P]… [--hide-name GLOB]… [--show GLOB]…
+/// [--reject WORDS]… -- PROGRAM ARGS…`.
 pub fn arguments(
     policy: &ProcessPolicy,
     confinement: Confinement<'_>,
     namespace: Option<Kind>,
-    watched: Watched,
+    (watched, inotify): (Watched, Option<i32>),
     program: &OsStr,
     args: &[&OsStr],
 ) -> Vec<OsString> {
@@ -107,6 +109,9 @@ pub fn arguments(
         Watched::Stdin => {}
         Watched::Fd(fd) => flag("--watch-fd", fd.to_string().into()),
         Watched::Nothing => flag("--watch-fd", "none".into()),
+    }
+    if let Some(fd) = inotify {
+        flag("--inotify-fd", fd.to_string().into());
     }
     for root in confinement.roots {
         flag("--root", root.into());
@@ -163,6 +168,7 @@ fn parse(mut args: impl Iterator<Item = OsString>) -> Result<Spec, String> {
                     fd => Watched::Fd(fd.parse().map_err(|_| "--watch-fd takes a number or none")?),
                 }
             }
+            "--inotify-fd" => spec.inotify = Some(text()?.parse().map_err(|_| "--inotify-fd takes a number")?),
             "--root" => spec.roots.push(PathBuf::from(value)),
             "--write" => spec.writable.push(PathBuf::from(value)),
             "--own" => spec.own.push(PathBuf::from(value)),
@@ -198,6 +204,11 @@ fn supervise(spec: &Spec) -> ExitCode {
     let Some(program) = find_program(&spec.program) else {
         return say(CANNOT_START, &format!("cannot start {}: not found", spec.program.to_string_lossy()));
     };
+    // Made close-on-exec at once: the program never holds the watcher's events.
+    let inotify = match spec.inotify.map(tree::adopt_fd).transpose() {
+        Ok(file) => file.map(std::os::fd::OwnedFd::from),
+        Err(err) => return say(BAD_ARGUMENTS, &format!("--inotify-fd: {err}")),
+    };
     let gate = Gate::new(&spec.rejected, std::env::var_os("PATH").as_deref());
     // What no mount can stop (a guarded place that does not exist yet, a repository the command
     // makes) is noted before and taken away after.
@@ -218,7 +229,7 @@ fn supervise(spec: &Spec) -> ExitCode {
     let want_pids = confined.is_some();
     let (before, watcher) = match confined {
         Some(Confined { places, before, keeper }) => {
-            let watcher = watch::start(&places, before.as_ref(), keeper).unwrap_or_else(|err| {
+            let watcher = watch::start(&places, before.as_ref(), keeper, inotify).unwrap_or_else(|err| {
                 super::tell(&format!("the guarded places are not watched: {err}"));
                 watch::Watcher::default()
             });
@@ -297,6 +308,7 @@ fn supervise(spec: &Spec) -> ExitCode {
     };
     command.arg0(&spec.program).args(&spec.args).stdin(stdin);
     let enter = move || {
+        tree::close_inherited();
         tree::detach()?;
         // Killed, the supervisor takes the program along (and with a PID namespace, the
         // kernel every process of it): nothing else ends a tree nobody watches for cairn.
@@ -475,7 +487,8 @@ mod tests {
         let rejected = [vec!["git".to_owned(), "push".to_owned()]];
         let confinement = Confinement { roots: &roots, rejected: &rejected };
         let script = [OsStr::new("-c"), OsStr::new("ls -- x")];
-        let args = arguments(&policy, confinement, Some(Kind::User), Watched::Fd(7), OsStr::new("bash"), &script);
+        let watched = (Watched::Fd(7), Some(8));
+        let args = arguments(&policy, confinement, Some(Kind::User), watched, OsStr::new("bash"), &script);
         let spec = parse(args.into_iter().skip(1)).unwrap();
         assert_eq!(
             spec,
@@ -491,17 +504,18 @@ mod tests {
                 visible_names: vec![".env.example".into()],
                 rejected: vec![vec!["git".into(), "push".into()]],
                 watched: Watched::Fd(7),
+                inotify: Some(8),
                 program: "bash".into(),
                 args: vec!["-c".into(), "ls -- x".into()],
             }
         );
         let read_only = ProcessPolicy { sandbox: SandboxMode::ReadOnly, ..ProcessPolicy::default() };
         let confinement = Confinement { roots: &roots, rejected: &[] };
-        let args = arguments(&read_only, confinement, None, Watched::Stdin, OsStr::new("true"), &[]);
+        let args = arguments(&read_only, confinement, None, (Watched::Stdin, None), OsStr::new("true"), &[]);
         let spec = parse(args.into_iter().skip(1)).unwrap();
-        assert!(spec.writable.is_empty() && spec.network && spec.namespace.is_none());
+        assert!(spec.writable.is_empty() && spec.network && spec.namespace.is_none() && spec.inotify.is_none());
         assert_eq!(spec.watched, Watched::Stdin);
-        let args = arguments(&read_only, confinement, None, Watched::Nothing, OsStr::new("true"), &[]);
+        let args = arguments(&read_only, confinement, None, (Watched::Nothing, None), OsStr::new("true"), &[]);
         assert_eq!(parse(args.into_iter().skip(1)).unwrap().watched, Watched::Nothing);
         assert!(parse(["off".into(), "network".into(), "bash".into()].into_iter()).is_err());
         assert!(

@@ -47,9 +47,10 @@ impl ProcessPolicy {
                 }
             }
             Launcher::Supervisor(_) => match self.supervisor_path(confinement.roots) {
-                Some(exe) => {
-                    InTerminal::Supervised { args: self.supervised(confinement, Watched::Nothing, program, args), exe }
-                }
+                Some(exe) => InTerminal::Supervised {
+                    args: self.supervised(confinement, (Watched::Nothing, None), program, args),
+                    exe,
+                },
                 None => InTerminal::Locally,
             },
         }

@@ -184,6 +184,17 @@ pub fn detach() -> std::io::Result<()> {
     if session < 0 { Err(std::io::Error::last_os_error()) } else { Ok(()) }
 }
 
+/// Between fork and exec: every descriptor but stdin, stdout and stderr is closed at the exec,
+/// whatever this process inherited. An editor may leak descriptors of its own to cairn (a pipe,
+/// a socket), and through cairn to the supervisor; the program gets none of them. A kernel
+/// without `close_range`'s close-on-exec flag (before Linux 5.11) leaves them as they are.
+#[allow(unsafe_code)]
+pub fn close_inherited() {
+    // SAFETY: close_range takes integers and touches no memory; a raw system call, it is
+    // async-signal-safe, and it only marks descriptors (the ones used until the exec stay open).
+    unsafe { libc::syscall(libc::SYS_close_range, 3 as libc::c_uint, libc::c_uint::MAX, libc::CLOSE_RANGE_CLOEXEC) };
+}
+
 /// Makes this process undumpable: its `/proc/<pid>/environ` and memory become unreadable to
 /// other processes of the same user (a command cannot read the keys out of cairn), and it
 /// never dumps core.

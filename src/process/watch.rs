@@ -46,8 +46,28 @@ impl Watcher {
     }
 }
 
-/// Starts the watcher thread for one command; nothing is watched when there is nothing to do.
-pub fn start(places: &Places, before: Option<&Before>, keeper: Keeper) -> io::Result<Watcher> {
+/// A new inotify instance, close-on-exec.
+///
+/// cairn makes the instance of each supervisor it starts and keeps a copy until the supervisor
+/// has ended (`Local`): the last close of an instance that had watches waits out an SRCU grace
+/// period in the kernel (8–16 ms here), and made by the supervisor's exit it delayed every
+/// command's end by that much; made by cairn later, on a thread nobody waits for, it costs
+/// nothing on the way.
+pub fn instance() -> io::Result<OwnedFd> {
+    // SAFETY: inotify_init1 takes flags and returns a new descriptor, owned from here on.
+    #[allow(unsafe_code)]
+    let fd = unsafe { libc::inotify_init1(libc::IN_CLOEXEC) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: as above.
+    #[allow(unsafe_code)]
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// Starts the watcher thread for one command, on `given` (an instance cairn made and keeps) or
+/// on one of its own; nothing is watched when there is nothing to do.
+pub fn start(places: &Places, before: Option<&Before>, keeper: Keeper, given: Option<OwnedFd>) -> io::Result<Watcher> {
     let mut acts: HashMap<PathBuf, Act> = HashMap::new();
     acts.extend(places.read_only.iter().map(|path| (path.clone(), Act::BindReadOnly)));
     acts.extend(places.hidden.iter().map(|path| (path.clone(), Act::Hide)));
@@ -58,15 +78,10 @@ pub fn start(places: &Places, before: Option<&Before>, keeper: Keeper) -> io::Re
     if acts.is_empty() {
         return Ok(watcher);
     }
-    // SAFETY: inotify_init1 takes flags and returns a new descriptor, owned from here on.
-    #[allow(unsafe_code)]
-    let fd = unsafe { libc::inotify_init1(libc::IN_CLOEXEC) };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: as above.
-    #[allow(unsafe_code)]
-    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    let fd = match given {
+        Some(fd) => fd,
+        None => instance()?,
+    };
     let mut watched: HashMap<i32, PathBuf> = HashMap::new();
     for dir in acts.keys().filter_map(|path| path.parent()) {
         if watched.values().any(|known| known == dir) {

@@ -92,6 +92,25 @@ async fn a_program_planted_in_the_workspace_cannot_shadow_a_command() {
 }
 
 #[tokio::test]
+async fn a_command_holds_no_descriptor_of_cairn_or_its_supervisor() {
+    let env = TestEnv::new().await;
+    // What the program started holds besides its stdio (bash execs `ls` in its place, and `ls`
+    // adds the one it reads the directory with): the supervisor's inotify instance (cairn passes
+    // it a copy) or its seccomp listener would let it read the guarded places' events or answer
+    // its own exec checks, and what the editor (here the test harness: cargo's jobserver pipe)
+    // let cairn inherit would reach into the editor.
+    std::fs::create_dir_all(env.workspace().join(".vscode")).unwrap();
+    let listing = bash(&env, "ls -l /proc/self/fd").await;
+    let held: Vec<&str> = listing
+        .lines()
+        .filter(|line| line.contains(" -> "))
+        .filter_map(|line| line.split(" -> ").next()?.rsplit(' ').next())
+        .collect();
+    assert!(!listing.contains("inotify") && !listing.contains("seccomp"), "{listing}");
+    assert_eq!(held, ["0", "1", "2", "3"], "{listing}");
+}
+
+#[tokio::test]
 async fn kill_9_of_cairn_kills_every_process_a_running_command_started() {
     let env = TestEnv::new().await;
     // Found from outside by their arguments: inside, a command has a PID namespace of its own.
