@@ -71,9 +71,9 @@ impl Restore {
         for (fd, kind) in [io::stdin().as_fd(), io::stdout().as_fd()].into_iter().zip(self.kinds) {
             let restored = fd.try_clone_to_owned().and_then(|fd| match kind {
                 // Taking the fd back as blocking clears `O_NONBLOCK` on the description.
-                Kind::Pipe => pipe::Receiver::from_owned_fd_unchecked(fd)
-                    .and_then(pipe::Receiver::into_blocking_fd)
-                    .map(drop),
+                Kind::Pipe => {
+                    pipe::Receiver::from_owned_fd_unchecked(fd).and_then(pipe::Receiver::into_blocking_fd).map(drop)
+                }
                 Kind::Socket => std::os::unix::net::UnixStream::from(fd).set_nonblocking(false),
                 Kind::Other => Ok(()),
             });

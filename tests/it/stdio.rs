@@ -117,13 +117,8 @@ async fn requests_read_from_a_file_are_answered() {
         "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\",\"params\":{\"protocolVersion\":1}}\n",
     )
     .unwrap();
-    let output = env
-        .command()
-        .stdin(std::fs::File::open(&requests).unwrap())
-        .stderr(Stdio::null())
-        .output()
-        .await
-        .unwrap();
+    let output =
+        env.command().stdin(std::fs::File::open(&requests).unwrap()).stderr(Stdio::null()).output().await.unwrap();
     assert!(output.status.success());
     let answer: Value = serde_json::from_slice(output.stdout.split(|b| *b == b'\n').next().unwrap()).unwrap();
     assert_eq!(answer["result"]["protocolVersion"], 1, "{answer}");
