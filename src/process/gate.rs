@@ -18,11 +18,18 @@
 //! correct to a rejected subcommand is that subcommand (`git.rs`). The first exec (the command
 //! cairn itself starts) always passes.
 //!
+//! Every exec of a build or a test loop pays for this, so the common case is kept short: once
+//! the filter is in place no process of the tree can have another root than the supervisor's,
+//! and an absolute path is resolved from it in one `openat2` without looking the caller up in
+//! `/proc`; and what is read of a file no process of the tree can write is kept by its identity
+//! and change time (`facts.rs`), so a program run a thousand times is read once.
+//!
 //! What is not caught: a program rebuilt, or its build id changed, with its name changed too
 //! is another program to the gate — a subcommand rule names what a known program does, not
 //! every program that could do it. Aliases git reads from configuration files are not
 //! expanded here; git runs the builtin an alias names as a new process, which is judged.
 
+mod facts;
 mod file;
 mod git;
 mod program;
@@ -31,12 +38,13 @@ mod remote;
 use std::cell::OnceCell;
 use std::collections::HashSet;
 use std::ffi::OsStr;
-use std::fs::File;
+use std::fs::{File, Metadata};
 use std::os::fd::AsRawFd;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
+use self::facts::{Facts, Seen};
 use self::program::{Candidate, Known, Program};
 use self::remote::{Caller, Start, Unread};
 use super::seccomp::{Call, Notice, Verdict};
@@ -71,8 +79,37 @@ pub struct Gate {
     dirs: Vec<PathBuf>,
     /// The supervisor's user, who owns what the command makes.
     me: u32,
+    /// The supervisor's root, once every process of the tree is known to have it too
+    /// ([`Gate::fix_root`]): absolute paths are resolved from it without looking the caller up.
+    root: Option<File>,
+    /// What was read of the files run so far.
+    seen: Seen,
+    /// The directories beneath which Landlock lets the tree write, by device and inode, when
+    /// it confines the tree's writes ([`Gate::writes_only_beneath`]).
+    writable: Option<Vec<(u64, u64)>>,
     passed_first: bool,
     told: HashSet<String>,
+}
+
+/// The file an exec names, as reached for the caller (opened `O_PATH`).
+struct Reached {
+    file: File,
+    meta: Metadata,
+    /// Whether the path's last name is the file's own (no symlink was followed at the end), so
+    /// the file is called what the path calls it.
+    direct: bool,
+    /// Where it lies, read from the descriptor when first needed.
+    real: OnceCell<PathBuf>,
+}
+
+impl Reached {
+    /// Where the file lies (as the supervisor sees it); `given` should the kernel not say.
+    fn real(&self, given: &[u8]) -> &Path {
+        self.real.get_or_init(|| {
+            std::fs::read_link(format!("/proc/self/fd/{}", self.file.as_raw_fd()))
+                .unwrap_or_else(|_| PathBuf::from(OsStr::from_bytes(given)))
+        })
+    }
 }
 
 /// A dynamic loader, by device and inode and by build id.
@@ -152,7 +189,34 @@ impl Gate {
                 loaders.push(Loader { id, build_id: file::build_id(&loader, &file::head(&loader)) });
             }
         }
-        Self { programs, loaders, standalone, dirs, me: effective_user(), passed_first: false, told: HashSet::new() }
+        Self {
+            programs,
+            loaders,
+            standalone,
+            dirs,
+            me: effective_user(),
+            root: None,
+            seen: Seen::default(),
+            writable: None,
+            passed_first: false,
+            told: HashSet::new(),
+        }
+    }
+
+    /// Resolves absolute paths from this process's root from now on. Called once the command's
+    /// filter is in place: it refuses `chroot`, `pivot_root`, `setns` and every mount call, so
+    /// no process of the tree has another root or changes what lies under it. (The command's
+    /// own mount namespace differs only by its `/proc`, whose magic links make the one-call
+    /// resolution fail over to the caller's own view.)
+    pub fn fix_root(&mut self) {
+        self.root = File::open("/").ok();
+    }
+
+    /// Tells the gate that Landlock lets every process of the tree write only beneath `places`
+    /// (those that do not exist are no place to write).
+    pub fn writes_only_beneath(&mut self, places: impl Iterator<Item = PathBuf>) {
+        let ids = places.filter_map(|place| std::fs::metadata(place).ok()).map(|meta| (meta.dev(), meta.ino()));
+        self.writable = Some(ids.collect());
     }
 
     /// Whether there is anything to judge.
@@ -243,14 +307,14 @@ impl Gate {
         self.check(&exec, &target, &path, &argv, &filename, false, 0)
     }
 
-    /// The judgement on `target` (opened `O_PATH`) started as `given` with `argv`; `filename` is
-    /// what the kernel passes a `#!` interpreter, `as_interpreter` whether the kernel starts it
-    /// as another ELF file's interpreter.
+    /// The judgement on `target` started as `given` with `argv`; `filename` is what the kernel
+    /// passes a `#!` interpreter, `as_interpreter` whether the kernel starts it as another ELF
+    /// file's interpreter.
     #[allow(clippy::too_many_arguments)]
     fn check(
         &self,
         exec: &Exec,
-        target: &File,
+        target: &Reached,
         given: &[u8],
         argv: &Argv,
         filename: &[u8],
@@ -258,40 +322,34 @@ impl Gate {
         depth: usize,
     ) -> Judgement {
         // Only regular files are opened: a FIFO or a device is no program, and opening one could
-        // block or act. The file is then read through this one descriptor.
-        let Ok(meta) = target.metadata() else { return Judgement::Pass };
+        // block or act.
+        let meta = &target.meta;
         if !meta.is_file() {
             return Judgement::Pass;
         }
-        let link = format!("/proc/self/fd/{}", target.as_raw_fd());
-        let real = std::fs::read_link(&link).unwrap_or_else(|_| PathBuf::from(OsStr::from_bytes(given)));
-        let file = File::open(&link).ok();
-        if file.is_none() && meta.uid() == self.me {
+        let lasting =
+            || facts::unwritable(meta, || target.real(given).to_path_buf(), self.me, self.writable.as_deref());
+        let facts = self.seen.get_or_read(meta, || self.read(target), lasting);
+        let real = || target.real(given).to_path_buf();
+        if !facts.readable && meta.uid() == self.me {
             // A file of the caller's own it made unreadable (mode 0111): it runs, but neither
             // its content nor its `#!` line can be judged.
-            return self.refuse_all(&base_name(given), real, "it cannot be read to be judged");
+            return self.refuse_all(&base_name(given), real(), "it cannot be read to be judged");
         }
-        let head = file.as_ref().map(file::head).unwrap_or_default();
-        let build_id = file.as_ref().and_then(|file| file::build_id(file, &head));
-        let (given_name, real_name) = (base_name(given), base_name(real.as_os_str().as_bytes()));
-        let candidate = Candidate {
-            dev: meta.dev(),
-            ino: meta.ino(),
-            size: meta.len(),
-            file: file.as_ref(),
-            build_id: build_id.as_deref(),
-            names: [&given_name, &real_name],
-        };
-        for program in &self.programs {
-            let Some(known) = program.knows(&candidate) else { continue };
-            if let Some(judged) = self.judge_program(exec, program, known, argv, &real) {
+        let given_name = base_name(given);
+        let real_name =
+            if target.direct { given_name.clone() } else { base_name(target.real(given).as_os_str().as_bytes()) };
+        for (program, by_file) in self.programs.iter().zip(&facts.known) {
+            let known = by_file.clone().or_else(|| program.knows_name([&given_name, &real_name]));
+            let Some(known) = known else { continue };
+            if let Some(judged) = self.judge_program(exec, program, known, argv, target.real(given)) {
                 return judged;
             }
         }
         if MULTI_CALL.contains(&real_name.as_str()) || MULTI_CALL.contains(&given_name.as_str()) {
             let words = match exec.words(argv) {
                 Ok(words) => text(&words),
-                Err(unread) => return self.refuse_all(&real_name, real, unread_why(unread)),
+                Err(unread) => return self.refuse_all(&real_name, real(), unread_why(unread)),
             };
             // The applet its `argv[0]` names, or with its own name there, its first argument.
             let applets = [(words.first(), 1), (words.get(1), 2)];
@@ -299,7 +357,7 @@ impl Gate {
                 let applet = applet.map(|word| base_name(word.as_bytes())).unwrap_or_default();
                 for program in self.programs.iter().filter(|p| p.name == applet) {
                     if let Some((rule, why)) = program.rejects(&words[rest.min(words.len())..], &|_| true) {
-                        return Judgement::Reject { program: program.name.clone(), file: real, rule, why };
+                        return Judgement::Reject { program: program.name.clone(), file: real(), rule, why };
                     }
                 }
             }
@@ -307,7 +365,7 @@ impl Gate {
         if depth >= MAX_DEPTH {
             return Judgement::Pass;
         }
-        if !as_interpreter && let Some((interpreter, argument)) = file::shebang(&head) {
+        if !as_interpreter && let Some((interpreter, argument)) = facts.shebang.clone() {
             let path = match self.reach(&exec.caller, Start::Cwd, &interpreter) {
                 Ok(path) => path,
                 Err(judged) => return judged,
@@ -322,22 +380,22 @@ impl Gate {
         }
         if self.standalone
             && !as_interpreter
-            && let Some(interpreter) = file.as_ref().and_then(|file| file::elf_interpreter(file, &head))
-            && let Ok(path) = exec.caller.resolve(Start::Cwd, &interpreter)
+            && let Some(interpreter) = &facts.elf_interpreter
+            && let Ok(path) = self.reach(&exec.caller, Start::Cwd, interpreter)
         {
-            let judged = self.check(exec, &path, &interpreter, argv, filename, true, depth + 1);
+            let judged = self.check(exec, &path, interpreter, argv, filename, true, depth + 1);
             if judged != Judgement::Pass {
                 return judged;
             }
         }
         let loader = self.loaders.iter().any(|loader| {
-            loader.id == (candidate.dev, candidate.ino)
-                || (loader.build_id.is_some() && loader.build_id.as_deref() == candidate.build_id)
+            loader.id == (meta.dev(), meta.ino())
+                || (loader.build_id.is_some() && loader.build_id.as_deref() == facts.build_id.as_deref())
         });
         if !as_interpreter && (loader || is_loader(&real_name) || is_loader(&given_name)) {
             let words = match exec.words(argv) {
                 Ok(words) => words,
-                Err(unread) => return self.refuse_all(&real_name, real, unread_why(unread)),
+                Err(unread) => return self.refuse_all(&real_name, real(), unread_why(unread)),
             };
             if let Some((at, argv0)) = loaded_program(&words) {
                 let program = words[at].clone();
@@ -410,11 +468,51 @@ impl Gate {
     /// names nothing fails the exec, but one the supervisor may not search (a directory the
     /// caller made unsearchable, which its namespace's capabilities may still let it search)
     /// hides what it names, and is refused as a caller without the right is.
-    fn reach(&self, caller: &Caller, start: Start, path: &[u8]) -> Result<File, Judgement> {
-        caller.resolve(start, path).map_err(|errno| match errno {
-            libc::EACCES | libc::EPERM => Judgement::Unsearchable { file: PathBuf::from(OsStr::from_bytes(path)) },
-            _ => Judgement::Pass,
-        })
+    /// An absolute path is resolved from the fixed root when one `openat2` can (the last name
+    /// first without following it, so that a file reached directly keeps the name it was given
+    /// without asking the kernel where it lies); anything else as the caller sees it.
+    fn reach(&self, caller: &Caller, start: Start, path: &[u8]) -> Result<Reached, Judgement> {
+        let reached = |file: File, direct: bool| {
+            let meta = file.metadata().map_err(|_| Judgement::Pass)?;
+            Ok(Reached { file, meta, direct, real: OnceCell::new() })
+        };
+        if let Some(root) = self.root.as_ref().filter(|_| path.starts_with(b"/")) {
+            if let Ok(file) = remote::open_from(root, path, false)
+                && let Ok(found) = reached(file, true)
+                && !found.meta.file_type().is_symlink()
+            {
+                return Ok(found);
+            }
+            if let Ok(file) = remote::open_from(root, path, true) {
+                return reached(file, false);
+            }
+        }
+        match caller.resolve(start, path) {
+            Ok(file) => reached(file, false),
+            Err(libc::EACCES | libc::EPERM) => {
+                Err(Judgement::Unsearchable { file: PathBuf::from(OsStr::from_bytes(path)) })
+            }
+            Err(_) => Err(Judgement::Pass),
+        }
+    }
+
+    /// Reads what the gate needs of the regular file `target` through a descriptor of its own,
+    /// opened for reading from the one that reached it (so it is the same file).
+    fn read(&self, target: &Reached) -> Facts {
+        let file = File::open(format!("/proc/self/fd/{}", target.file.as_raw_fd())).ok();
+        let head = file.as_ref().map(file::head).unwrap_or_default();
+        let build_id = file.as_ref().and_then(|file| file::build_id(file, &head));
+        let candidate = Candidate {
+            dev: target.meta.dev(),
+            ino: target.meta.ino(),
+            size: target.meta.len(),
+            file: file.as_ref(),
+            build_id: build_id.as_deref(),
+        };
+        let known = self.programs.iter().map(|program| program.knows_file(&candidate)).collect();
+        let elf_interpreter =
+            file.as_ref().filter(|_| self.standalone).and_then(|file| file::elf_interpreter(file, &head));
+        Facts { readable: file.is_some(), shebang: file::shebang(&head), elf_interpreter, build_id, known }
     }
 
     /// Whether the caller's `PATH` has `<program>-<word>`, an external command of it.

@@ -81,15 +81,26 @@ pub fn prepare(mode: SandboxMode, network: bool, writable: &[PathBuf]) -> Result
     }
     let mut created = ruleset.create()?;
     if confine_fs {
-        let places = DEVICES.iter().map(PathBuf::from).chain(writable.iter().cloned());
-        created = created.add_rules(path_beneath_rules(places, AccessFs::from_write(FS_ABI)))?;
+        created = created.add_rules(path_beneath_rules(writable_places(writable), AccessFs::from_write(FS_ABI)))?;
     }
     Ok(Some(created.into()))
+}
+
+/// Where a command confined by the ruleset may write: beneath `writable` and [`DEVICES`].
+pub fn writable_places(writable: &[PathBuf]) -> impl Iterator<Item = PathBuf> + '_ {
+    DEVICES.iter().map(PathBuf::from).chain(writable.iter().cloned())
 }
 
 /// A ruleset ready for [`enter`]: its descriptor, or `None` where the kernel has no Landlock
 /// (then only `no_new_privs` is set).
 pub struct Prepared(Option<std::os::fd::OwnedFd>);
+
+impl Prepared {
+    /// Whether the kernel enforces the ruleset.
+    pub fn enforced(&self) -> bool {
+        self.0.is_some()
+    }
+}
 
 impl From<RulesetCreated> for Prepared {
     fn from(ruleset: RulesetCreated) -> Self {

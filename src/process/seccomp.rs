@@ -1,6 +1,7 @@
 //! The seccomp filter of every sandboxed command: it refuses what changes or looks behind the
-//! mounts the command sees ([`MOUNTS`]), a death signal other than `SIGKILL`, and every call of a
-//! foreign architecture (32-bit, x32); and when rules reject programs, it sends every
+//! mounts the command sees or the root its paths start from ([`MOUNTS`]), a death signal other
+//! than `SIGKILL`, and every call of a foreign architecture (32-bit, x32); and when rules
+//! reject programs, it sends every
 //! `execve`/`execveat` of the command tree to its supervisor (user notification) for a verdict
 //! before the kernel runs it.
 //!
@@ -84,11 +85,15 @@ fn op(code: u16, jt: u8, jf: u8, k: u32) -> libc::sock_filter {
     libc::sock_filter { code, jt, jf, k }
 }
 
-/// What changes the mounts a command sees, or reaches files around them: refused (`EPERM`) in
-/// every sandboxed command, so that a read-only bind or a cover cannot be undone or looked
-/// behind, even by root (Landlock does not check `mount_setattr`, `open_tree` or a file handle).
-const MOUNTS: [libc::c_long; 12] = [
+/// What changes the mounts a command sees or the root its paths start from, or reaches files
+/// around them: refused (`EPERM`) in every sandboxed command, so that a read-only bind or a
+/// cover cannot be undone or looked behind, even by root (Landlock does not check
+/// `mount_setattr`, `open_tree` or a file handle). With `chroot` refused too (root has dropped
+/// the capability, but a user namespace the command makes would give it back), every process
+/// of the tree keeps the supervisor's root, which the exec check resolves absolute paths from.
+const MOUNTS: [libc::c_long; 13] = [
     libc::SYS_mount,
+    libc::SYS_chroot,
     libc::SYS_umount2,
     libc::SYS_pivot_root,
     libc::SYS_setns,
@@ -401,6 +406,10 @@ mod tests {
             assert_eq!(run(&filter, arch::NATIVE, libc::SYS_execve as u32), exec);
             assert_eq!(run(&filter, arch::NATIVE, libc::SYS_execveat as u32), exec);
             assert_eq!(run(&filter, arch::NATIVE, libc::SYS_read as u32), libc::SECCOMP_RET_ALLOW);
+            // What the exec check's resolution from the supervisor's root relies on.
+            for nr in [libc::SYS_chroot, libc::SYS_pivot_root, libc::SYS_setns, libc::SYS_mount] {
+                assert!(MOUNTS.contains(&nr), "{nr}");
+            }
             for nr in MOUNTS {
                 let ret = run(&filter, arch::NATIVE, nr as u32);
                 assert_eq!((action(ret), data(ret)), (libc::SECCOMP_RET_ERRNO, libc::EPERM), "{nr}");

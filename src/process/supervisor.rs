@@ -209,7 +209,7 @@ fn supervise(spec: &Spec) -> ExitCode {
         Ok(file) => file.map(std::os::fd::OwnedFd::from),
         Err(err) => return say(BAD_ARGUMENTS, &format!("--inotify-fd: {err}")),
     };
-    let gate = Gate::new(&spec.rejected, std::env::var_os("PATH").as_deref());
+    let mut gate = Gate::new(&spec.rejected, std::env::var_os("PATH").as_deref());
     // What no mount can stop (a guarded place that does not exist yet, a repository the command
     // makes) is noted before and taken away after.
     let mut confined = None;
@@ -247,6 +247,9 @@ fn supervise(spec: &Spec) -> ExitCode {
             return say(NO_SANDBOX, &format!("{err}; set [sandbox] mode = \"off\" in config.toml to run without it"));
         }
     };
+    if mode != SandboxMode::Off && ruleset.as_ref().is_some_and(sandbox::Prepared::enforced) {
+        gate.writes_only_beneath(sandbox::writable_places(&writable));
+    }
     tree::become_subreaper();
     // Every sandboxed command gets the filter that keeps its mounts as they are. With programs
     // to judge, the notifier thread waits for the filter's listener before the fork: the
@@ -440,7 +443,11 @@ fn running_as_root() -> bool {
 /// The notifier thread: the listener, once the child sends it, then a verdict for every exec.
 fn notify(listener: seccomp::Listener, mut gate: Gate) {
     match listener.receive() {
-        Ok(Some(listener)) => seccomp::serve(&listener, |notice| gate.answer(notice)),
+        Ok(Some(listener)) => {
+            // The child installed the filter before sending its listener.
+            gate.fix_root();
+            seccomp::serve(&listener, |notice| gate.answer(notice));
+        }
         Ok(None) => {}
         Err(err) => {
             super::tell(&format!("the exec check did not start: {err}"));

@@ -173,6 +173,28 @@ async fn a_rejected_program_is_refused_when_it_starts_however_it_is_reached() {
     assert!(results[1].contains("still-fine"));
 }
 
+/// The exec check resolves a path from the supervisor's root, so no process of the tree may
+/// have another: a root of its own (here the workspace, where a planted `/usr/bin/env` would
+/// be another program) is refused even after a user namespace gave back `CAP_SYS_CHROOT`.
+/// (Some kernels refuse that `chroot` by themselves; the filter refuses it everywhere.)
+#[tokio::test]
+async fn a_command_cannot_make_a_root_of_its_own_even_in_a_user_namespace_it_made() {
+    if !kernel_keeps_it() {
+        return;
+    }
+    let env = TestEnv::new().await;
+    // Through make, which the parser lets through: the kernel is what must refuse.
+    // A user namespace of its own gives a process every capability there, unmapped or not.
+    let makefile = "all:\n\t-unshare --user echo nested\n\
+                    \t-unshare --user chroot . /usr/bin/env true; echo status $$?\n";
+    std::fs::write(env.workspace().join("Makefile"), makefile).unwrap();
+    let results = bash_calls(&env, &["make -s 2>&1"], &["--mode", "bypass", "--deny", "bash:rm"]).await;
+    assert!(results[0].contains("status 125") && results[0].contains("Operation not permitted"), "{}", results[0]);
+    if results[0].starts_with("nested\n") {
+        assert!(results[0].contains("chroot: cannot change root directory"), "{}", results[0]);
+    }
+}
+
 #[tokio::test]
 async fn a_rejected_subcommand_is_refused_at_exec_and_the_program_still_runs() {
     if !kernel_keeps_it() {

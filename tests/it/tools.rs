@@ -392,7 +392,7 @@ async fn a_symlink_swapped_during_300_allowed_writes_never_lands_one_outside() {
                 // The 30 calls of a step are judged together and run together: resting on the
                 // inside target now and then keeps some judged inside and run inside even on a
                 // loaded machine, so the last assertion has something to check.
-                if swaps % 4 == 0 {
+                if swaps.is_multiple_of(4) {
                     std::thread::sleep(std::time::Duration::from_micros(300));
                 }
             }

@@ -50,11 +50,10 @@ pub struct Candidate<'a> {
     pub size: u64,
     pub file: Option<&'a File>,
     pub build_id: Option<&'a [u8]>,
-    /// Its name as the exec gave it and as the file is called where it was found.
-    pub names: [&'a str; 2],
 }
 
 /// How a candidate was known for a program.
+#[derive(Clone, Debug)]
 pub enum Known {
     /// It is one of the program's files, a copy, or the same build.
     File(&'static str),
@@ -148,8 +147,9 @@ impl Program {
         dirs
     }
 
-    /// How `candidate` is known for this program, if it is.
-    pub fn knows(&self, candidate: &Candidate<'_>) -> Option<Known> {
+    /// How `candidate` is known for this program by what the file is (one of its files, a
+    /// copy, the same build, one of its dashed helpers), if it is.
+    pub fn knows_file(&self, candidate: &Candidate<'_>) -> Option<Known> {
         let same = |original: &Original| -> Option<&'static str> {
             if (original.dev, original.ino) == (candidate.dev, candidate.ino) {
                 return Some("");
@@ -164,13 +164,17 @@ impl Program {
         if let Some(how) = self.files.iter().find_map(same) {
             return Some(Known::File(how));
         }
-        if let Some((sub, _)) = self.dashed.iter().find(|(_, original)| same(original).is_some()) {
-            return Some(Known::Dashed(sub.clone()));
-        }
-        if candidate.names.contains(&self.name.as_str()) {
+        let (sub, _) = self.dashed.iter().find(|(_, original)| same(original).is_some())?;
+        Some(Known::Dashed(sub.clone()))
+    }
+
+    /// How a file is known for this program by `names` (the name the exec gave it and the one
+    /// it bears where it was found), if it is: the program's name, or its name and a dash.
+    pub fn knows_name(&self, names: [&str; 2]) -> Option<Known> {
+        if names.contains(&self.name.as_str()) {
             return Some(Known::Name);
         }
-        let dashed = candidate.names.iter().find_map(|name| name.strip_prefix(&self.name)?.strip_prefix('-'));
+        let dashed = names.iter().find_map(|name| name.strip_prefix(&self.name)?.strip_prefix('-'));
         dashed.filter(|sub| !sub.is_empty()).map(|sub| Known::Dashed(sub.to_owned()))
     }
 

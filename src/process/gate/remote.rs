@@ -190,8 +190,8 @@ impl Caller {
         // walked here one name at a time.
         let c_path = CString::new(path).map_err(|_| libc::ENOENT)?;
         let quick = match &start {
-            None => open_in(&root, &c_path, libc::RESOLVE_IN_ROOT),
-            Some(dir) => open_in(dir, &c_path, libc::RESOLVE_BENEATH),
+            None => open_in(&root, &c_path, libc::RESOLVE_IN_ROOT, true),
+            Some(dir) => open_in(dir, &c_path, libc::RESOLVE_BENEATH, true),
         };
         if let Ok(file) = quick {
             return Ok(file);
@@ -282,9 +282,18 @@ fn open(name: &std::ffi::CStr, dir: Option<&File>, follow: bool) -> Result<File,
     Ok(unsafe { File::from_raw_fd(fd) })
 }
 
-/// `openat2(dir, path, O_PATH)` with `resolve` and no `/proc` magic link followed.
+/// The file the absolute `path` names from `root`, opened `O_PATH` in one `openat2`: a final
+/// symlink is followed only if `follow` (else the link itself is opened), `..` stops at `root`,
+/// and a `/proc` magic link fails the call (`ELOOP`), as does anything `openat2` cannot do.
+pub fn open_from(root: &File, path: &[u8], follow: bool) -> Result<File, i32> {
+    let path = CString::new(path).map_err(|_| libc::ENOENT)?;
+    open_in(root, &path, libc::RESOLVE_IN_ROOT, follow)
+}
+
+/// `openat2(dir, path, O_PATH)` with `resolve` and no `/proc` magic link followed; a final
+/// symlink is followed only if `follow`.
 #[allow(unsafe_code)]
-fn open_in(dir: &File, path: &std::ffi::CStr, resolve: u64) -> Result<File, i32> {
+fn open_in(dir: &File, path: &std::ffi::CStr, resolve: u64, follow: bool) -> Result<File, i32> {
     /// The kernel's `struct open_how`.
     #[repr(C)]
     struct OpenHow {
@@ -293,7 +302,7 @@ fn open_in(dir: &File, path: &std::ffi::CStr, resolve: u64) -> Result<File, i32>
         resolve: u64,
     }
     let how = OpenHow {
-        flags: (libc::O_PATH | libc::O_CLOEXEC) as u64,
+        flags: (libc::O_PATH | libc::O_CLOEXEC | if follow { 0 } else { libc::O_NOFOLLOW }) as u64,
         mode: 0,
         resolve: resolve | libc::RESOLVE_NO_MAGICLINKS,
     };

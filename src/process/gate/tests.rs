@@ -37,7 +37,15 @@ impl Exec {
     }
 }
 
+/// The gate as the supervisor runs it: absolute paths resolved from its own root.
 fn gate(rules: &[&[&str]]) -> Gate {
+    let mut gate = unfixed(rules);
+    gate.fix_root();
+    gate
+}
+
+/// The gate before its root is fixed: every path resolved as the caller sees it.
+fn unfixed(rules: &[&[&str]]) -> Gate {
     let rules: Vec<Vec<String>> = rules.iter().map(|words| words.iter().map(|w| (*w).to_owned()).collect()).collect();
     let mut gate = Gate::new(&rules, std::env::var_os("PATH").as_deref());
     // The command's own exec, which always passes.
@@ -251,4 +259,82 @@ fn other_hard_links_of_a_program_rejected_whole_are_covered() {
     stubs.sort();
     let real = std::fs::canonicalize(dir.path()).unwrap();
     assert_eq!(stubs, [real.join("tool"), real.join("tool-1.0")]);
+}
+
+#[test]
+fn the_fixed_root_and_the_callers_view_judge_alike_even_through_proc_and_dot_dot() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::os::unix::fs::symlink(rm_path(), d.join("innocent")).unwrap();
+    std::os::unix::fs::symlink("innocent", d.join("relative")).unwrap();
+    std::fs::copy(rm_path(), d.join("tidy")).unwrap();
+    let held = std::fs::File::open(rm_path()).unwrap();
+    // `/proc/self` is the caller, not the supervisor: its descriptor holds rm, and only a
+    // magic link leads there, which the one-call resolution refuses to follow.
+    let magic = format!("/proc/self/fd/{}", held.as_raw_fd());
+    std::os::unix::fs::symlink(&magic, d.join("held")).unwrap();
+    let up = format!("/../../..{}", rm_path());
+    let paths: Vec<(String, bool)> = vec![
+        (rm_path(), true),
+        (up, true),
+        (d.join("innocent").display().to_string(), true),
+        (d.join("relative").display().to_string(), true),
+        (d.join("tidy").display().to_string(), true),
+        (magic, true),
+        (d.join("held").display().to_string(), true),
+        (format!("{}/.", d.display()), false),
+        (d.join("missing").display().to_string(), false),
+        ("/bin/cat".to_owned(), false),
+    ];
+    let (mut fixed, mut caller) = (gate(&[&["rm"]]), unfixed(&[&["rm"]]));
+    for (path, refused) in &paths {
+        let exec = Exec::new(path, &["x"]);
+        assert_eq!(rejected(&fixed.judge(&exec.notice())), *refused, "{path}");
+        assert_eq!(rejected(&caller.judge(&exec.notice())), *refused, "{path}, as the caller sees it");
+    }
+}
+
+#[test]
+fn a_settled_file_is_read_once_and_a_fresh_one_at_every_exec() {
+    let mut gate = gate(&[&["rm"]]);
+    let elsewhere = tempfile::tempdir().unwrap();
+    gate.writes_only_beneath([elsewhere.path().to_path_buf()].into_iter());
+    for _ in 0..3 {
+        assert!(rejected(&gate.judge(&Exec::new(&rm_path(), &["rm"]).notice())));
+        assert_eq!(gate.judge(&Exec::new("/bin/cat", &["cat"]).notice()), Judgement::Pass);
+    }
+    assert_eq!(gate.seen.len(), 2, "rm and cat, each kept once");
+    // A script the command has just written is read anew each time: rewritten with the same
+    // size within the clock's tick, it could keep its key.
+    let dir = tempfile::tempdir().unwrap();
+    let path = script(dir.path(), "build", "#!/bin/cat\n");
+    assert_eq!(gate.judge(&Exec::new(&path, &["build"]).notice()), Judgement::Pass);
+    std::fs::write(&path, format!("#!{}\n", rm_path())).unwrap();
+    assert!(rejected(&gate.judge(&Exec::new(&path, &["build"]).notice())));
+    assert_eq!(gate.seen.len(), 2);
+}
+
+#[test]
+fn only_a_file_the_tree_cannot_write_is_kept() {
+    let (writable, other) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let path = script(writable.path(), "tool", "#!/bin/cat\n");
+    let unwritable = |gate: &Gate, path: &str| {
+        let target = gate.reach(&Caller { pid: std::process::id() }, Start::Cwd, path.as_bytes()).ok().unwrap();
+        facts::unwritable(
+            &target.meta,
+            || target.real(path.as_bytes()).to_path_buf(),
+            gate.me,
+            gate.writable.as_deref(),
+        )
+    };
+    let mut gate = gate(&[&["rm"]]);
+    assert!(!unwritable(&gate, &path), "without Landlock, the user's own file can be written");
+    gate.writes_only_beneath([writable.path().to_path_buf()].into_iter());
+    assert!(!unwritable(&gate, &path), "beneath a writable place");
+    assert!(unwritable(&gate, &rm_path()), "a system program outside every writable place");
+    gate.writes_only_beneath([other.path().to_path_buf()].into_iter());
+    assert!(unwritable(&gate, &path), "outside every writable place");
+    // A second name in a writable place would let the tree write it.
+    std::fs::hard_link(&path, other.path().join("alias")).unwrap();
+    assert!(!unwritable(&gate, &path), "a second name");
 }
