@@ -38,7 +38,7 @@ mod remote;
 use std::cell::OnceCell;
 use std::collections::HashSet;
 use std::ffi::OsStr;
-use std::fs::{File, Metadata};
+use std::fs::File;
 use std::os::fd::AsRawFd;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
@@ -46,7 +46,7 @@ use std::path::{Path, PathBuf};
 
 use self::facts::{Facts, Seen};
 use self::program::{Candidate, Known, Program};
-use self::remote::{Caller, Start, Unread};
+use self::remote::{Caller, Reached, Start, Unread};
 use super::seccomp::{Call, Notice, Verdict};
 
 /// Where a rejected program is looked for besides the command's `PATH`.
@@ -89,27 +89,6 @@ pub struct Gate {
     writable: Option<Vec<(u64, u64)>>,
     passed_first: bool,
     told: HashSet<String>,
-}
-
-/// The file an exec names, as reached for the caller (opened `O_PATH`).
-struct Reached {
-    file: File,
-    meta: Metadata,
-    /// Whether the path's last name is the file's own (no symlink was followed at the end), so
-    /// the file is called what the path calls it.
-    direct: bool,
-    /// Where it lies, read from the descriptor when first needed.
-    real: OnceCell<PathBuf>,
-}
-
-impl Reached {
-    /// Where the file lies (as the supervisor sees it); `given` should the kernel not say.
-    fn real(&self, given: &[u8]) -> &Path {
-        self.real.get_or_init(|| {
-            std::fs::read_link(format!("/proc/self/fd/{}", self.file.as_raw_fd()))
-                .unwrap_or_else(|_| PathBuf::from(OsStr::from_bytes(given)))
-        })
-    }
 }
 
 /// A dynamic loader, by device and inode and by build id.
@@ -215,8 +194,7 @@ impl Gate {
     /// Tells the gate that Landlock lets every process of the tree write only beneath `places`
     /// (those that do not exist are no place to write).
     pub fn writes_only_beneath(&mut self, places: impl Iterator<Item = PathBuf>) {
-        let ids = places.filter_map(|place| std::fs::metadata(place).ok()).map(|meta| (meta.dev(), meta.ino()));
-        self.writable = Some(ids.collect());
+        self.writable = Some(facts::writable_ids(places));
     }
 
     /// Whether there is anything to judge.
@@ -327,8 +305,10 @@ impl Gate {
         if !meta.is_file() {
             return Judgement::Pass;
         }
+        // Only the kernel's own name for the file tells where it lies: the path the caller gave
+        // names other places for the supervisor (`/proc/<pid>/cwd` is another process here).
         let lasting =
-            || facts::unwritable(meta, || target.real(given).to_path_buf(), self.me, self.writable.as_deref());
+            || facts::unwritable(meta, || target.named().map(Path::to_path_buf), self.me, self.writable.as_deref());
         let facts = self.seen.get_or_read(meta, || self.read(target), lasting);
         let real = || target.real(given).to_path_buf();
         if !facts.readable && meta.uid() == self.me {
@@ -468,13 +448,14 @@ impl Gate {
     /// names nothing fails the exec, but one the supervisor may not search (a directory the
     /// caller made unsearchable, which its namespace's capabilities may still let it search)
     /// hides what it names, and is refused as a caller without the right is.
+    ///
     /// An absolute path is resolved from the fixed root when one `openat2` can (the last name
     /// first without following it, so that a file reached directly keeps the name it was given
     /// without asking the kernel where it lies); anything else as the caller sees it.
     fn reach(&self, caller: &Caller, start: Start, path: &[u8]) -> Result<Reached, Judgement> {
         let reached = |file: File, direct: bool| {
             let meta = file.metadata().map_err(|_| Judgement::Pass)?;
-            Ok(Reached { file, meta, direct, real: OnceCell::new() })
+            Ok(Reached::new(file, meta, direct))
         };
         if let Some(root) = self.root.as_ref().filter(|_| path.starts_with(b"/")) {
             if let Ok(file) = remote::open_from(root, path, false)

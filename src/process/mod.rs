@@ -28,9 +28,10 @@
 //!   they are raw OS errors, the only kind made without allocating and the only kind `spawn`
 //!   passes back. The `pre_exec` hooks are `tree.rs` `die_with_parent` (with `child_of`, for an
 //!   MCP server started directly), `pass_on` (the watched pipe kept open across exec) and
-//!   `supervisor.rs` `supervise` (its `enter`: `tree.rs` `close_inherited`, `detach`, `die_with_this_parent`,
-//!   `Endings::unblock`; `namespace.rs` `fresh_proc`; `sandbox.rs` `drop_root_capabilities` and
-//!   `sandbox::enter`; `seccomp.rs` `Handoff::install` and `send_fd`). `probe.rs`
+//!   `supervisor.rs` `supervise` (its `enter`: `tree.rs` `close_inherited`, `detach`,
+//!   `die_with_this_parent`, `Endings::unblock`; `namespace.rs` `fresh_proc`; `sandbox.rs`
+//!   `drop_root_capabilities` and `sandbox::enter`; `seccomp.rs` `Handoff::install` and
+//!   `send_fd`). `probe.rs`
 //!   `child_succeeds` forks by hand: its child runs `try_namespace` and `write_file`, then
 //!   `_exit`s.
 //! - Descriptors owned (`from_raw_fd`) right after the call that made them, which nothing else
@@ -46,6 +47,9 @@
 //!   and `run`; `gate/remote.rs` `read` and `read_many` (`process_vm_readv`: the other process's
 //!   addresses are only data to the kernel, which checks them), `read_link` and `is_procfs`;
 //!   `gate.rs` `effective_user`; `supervisor.rs` `running_as_root`; `probe.rs` `current`.
+//! - A test's own shared mapping of a file it made, written through a slice of exactly its
+//!   length and unmapped after the last use: `gate/tests.rs`
+//!   `a_file_rewritten_through_a_mapping_made_before_it_was_judged_is_judged_anew`.
 
 mod gate;
 mod namespace;

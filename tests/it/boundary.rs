@@ -209,6 +209,29 @@ async fn a_rejected_subcommand_is_refused_at_exec_and_the_program_still_runs() {
     assert!(results[0].contains("[exit status 0]"), "git status still ran: {}", results[0]);
 }
 
+/// `/proc/self` names the caller, whose own `/proc` numbers processes by its PID namespace:
+/// a descriptor of git run through `/proc/self/fd` or `/dev/fd` is still git.
+#[tokio::test]
+async fn a_rejected_program_run_through_its_descriptor_in_proc_self_is_refused() {
+    if !kernel_keeps_it() {
+        return;
+    }
+    let env = TestEnv::new().await;
+    let ws = env.workspace();
+    repository(&ws);
+    let makefile = "all:\n\
+                    \t-bash -c 'exec 3<\"$$(command -v git)\"; /proc/self/fd/3 push origin HEAD'\n\
+                    \t-bash -c 'exec 4<\"$$(command -v git)\"; /dev/fd/4 push origin HEAD'\n\
+                    \t-bash -c 'exec 5<\"$$(command -v git)\"; /proc/thread-self/fd/5 push origin HEAD'\n";
+    std::fs::write(ws.join("Makefile"), makefile).unwrap();
+    let results = bash_calls(&env, &["make -s 2>&1"], &["--mode", "bypass", "--deny", "bash:git push"]).await;
+    assert_eq!(results[0].matches("cairn: refused to run `git`").count(), 1, "{}", results[0]);
+    for sign in ["fatal", "error:", "origin"] {
+        assert!(!results[0].contains(sign), "git ran: {}", results[0]);
+    }
+    assert_eq!(results[0].matches("Operation not permitted").count(), 3, "{}", results[0]);
+}
+
 /// An alias git is given on its command line or in its environment names no rejected word at
 /// the exec; git runs the builtin it expands to as a new `git push`, and a `!` alias through
 /// the shell, and that exec is refused.

@@ -6,13 +6,14 @@
 //! back, with two exceptions this guards against. The kernel stamps it from a clock that ticks
 //! every few milliseconds, so a file rewritten twice within one tick could keep its key: a file
 //! is kept only once its change time is [`SETTLED`] in the past. And bytes written through a
-//! shared mapping made earlier move no time at all (on tmpfs, never): a file is kept only when
-//! no process of the command tree can open it for writing ([`unwritable`]), which leaves the
-//! system's programs, the ones run over and over.
+//! shared mapping move the times at the mapping's first write only, never after: a file is kept
+//! only when no process of the command tree can open it for writing ([`unwritable`]), which
+//! leaves the system's programs, the ones run over and over.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::fs::Metadata;
+use std::os::unix::ffi::OsStringExt as _;
 use std::os::unix::fs::MetadataExt;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -91,18 +92,26 @@ impl Seen {
 /// `me` (the supervisor's user) out — the tree runs as that user, or as a root whose
 /// capabilities do not reach other users' files — or Landlock lets the tree write only beneath
 /// `writable` (directories by device and inode) and the file has one name, at `real`, in no
-/// directory beneath them. The directories above it are compared by device and inode, as
-/// Landlock compares them, so a second mount of a writable place is still that place; and
-/// Landlock refuses to link a file into another directory, so no second name can be made.
-pub fn unwritable(meta: &Metadata, real: impl FnOnce() -> PathBuf, me: u32, writable: Option<&[(u64, u64)]>) -> bool {
+/// directory beneath them, by the name the kernel gives it (`real`; none, and it is not kept).
+/// The directories above it are compared by device and inode, as Landlock compares them, so a
+/// second mount of a writable place is still that place, and a mount of a directory beneath one
+/// is among them ([`writable_ids`]); Landlock refuses to link a file into another directory, so
+/// no second name can be made.
+pub fn unwritable(
+    meta: &Metadata,
+    real: impl FnOnce() -> Option<PathBuf>,
+    me: u32,
+    writable: Option<&[(u64, u64)]>,
+) -> bool {
     if me != 0 && meta.uid() != me && meta.mode() & 0o022 == 0 {
         return true;
     }
     let Some(writable) = writable else { return false };
-    if meta.nlink() != 1 {
+    // A place may be a file itself, which Landlock lets the tree write.
+    if meta.nlink() != 1 || writable.contains(&(meta.dev(), meta.ino())) {
         return false;
     }
-    let real = real();
+    let Some(real) = real() else { return false };
     let mut dir = real.parent();
     while let Some(at) = dir {
         match std::fs::metadata(at) {
@@ -111,6 +120,51 @@ pub fn unwritable(meta: &Metadata, real: impl FnOnce() -> PathBuf, me: u32, writ
         }
     }
     true
+}
+
+/// The device and inode of each of `places` that exists, and of the root of every mount of a
+/// directory inside a filesystem one of them is on (a bind mount of a directory beneath a
+/// writable place, reached by a walk up from it, would never meet the place itself).
+pub fn writable_ids(places: impl Iterator<Item = PathBuf>) -> Vec<(u64, u64)> {
+    let id = |meta: Metadata| (meta.dev(), meta.ino());
+    let mut ids: Vec<(u64, u64)> = places.filter_map(|place| std::fs::metadata(place).ok()).map(id).collect();
+    let devices: Vec<u64> = ids.iter().map(|(dev, _)| *dev).collect();
+    let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    for line in mounts.lines() {
+        // `ID PARENT MAJOR:MINOR ROOT MOUNT-POINT …`, paths with spaces and the like escaped.
+        let mut fields = line.split(' ').skip(3);
+        let (Some(root), Some(point)) = (fields.next(), fields.next()) else { continue };
+        if root == "/" {
+            continue;
+        }
+        if let Ok(meta) = std::fs::metadata(unescape(point))
+            && devices.contains(&meta.dev())
+        {
+            ids.push(id(meta));
+        }
+    }
+    ids
+}
+
+/// A path of `/proc/self/mountinfo`, its `\ooo` escapes (space, tab, newline, backslash) undone.
+fn unescape(path: &str) -> PathBuf {
+    let bytes = path.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut at = 0;
+    while at < bytes.len() {
+        let octal = bytes.get(at + 1..at + 4).filter(|digits| digits.iter().all(|d| (b'0'..=b'7').contains(d)));
+        match (bytes[at], octal) {
+            (b'\\', Some(digits)) => {
+                out.push(digits.iter().fold(0u8, |n, d| n.wrapping_mul(8).wrapping_add(d - b'0')));
+                at += 4;
+            }
+            (byte, _) => {
+                out.push(byte);
+                at += 1;
+            }
+        }
+    }
+    PathBuf::from(std::ffi::OsString::from_vec(out))
 }
 
 /// Whether a change time of `ctime` seconds lies [`SETTLED`] before `now` (a time in the
@@ -124,6 +178,12 @@ fn settled(ctime: i64, now: SystemTime) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn mount_points_are_read_with_their_escapes_undone() {
+        assert_eq!(unescape("/mnt/a\\040b\\011c\\134d"), PathBuf::from("/mnt/a b\tc\\d"));
+        assert_eq!(unescape("/plain\\9"), PathBuf::from("/plain\\9"));
+    }
 
     #[test]
     fn only_a_file_unchanged_for_a_while_is_kept() {

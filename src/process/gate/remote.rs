@@ -3,16 +3,24 @@
 //! its view of the filesystem. A path is resolved the way the kernel will resolve it for that
 //! process, from its root, working directory or directory descriptor: absolute symlinks start
 //! again from its root, `..` stops there, `/proc/self` and `/proc/thread-self` name it (not the
-//! supervisor), and `/proc`'s other links (`fd/3`, `exe`, `cwd`) are followed to the file they
+//! supervisor; its directory is taken from the supervisor's `/proc`, whose numbers are the ones
+//! the notification gives, where the caller's own `/proc` may count in a PID namespace of its
+//! own), and `/proc`'s other links (`fd/3`, `exe`, `cwd`) are followed to the file they
 //! hold, as the kernel follows them. One `openat2` answers most paths; the rest are walked one
-//! component at a time. Everything is bytes: a name that is not UTF-8 is still the name.
+//! component at a time. Everything is bytes: a name that is not UTF-8 is still the name. What
+//! was reached is a [`Reached`]: the file, its metadata, and the name the kernel gives it,
+//! asked for only when needed.
 
+use std::cell::OnceCell;
 use std::collections::VecDeque;
 use std::ffi::CString;
+use std::ffi::OsStr;
 use std::fs::File;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd};
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
 
 /// Longest path the kernel takes (`PATH_MAX`, its NUL included).
 const MAX_PATH: usize = 4096;
@@ -47,6 +55,41 @@ pub enum Start {
     Cwd,
     /// A directory descriptor of the caller (`execveat`).
     Dir(i32),
+}
+
+/// The file an exec names, as reached for the caller (opened `O_PATH`).
+pub struct Reached {
+    pub file: File,
+    pub meta: std::fs::Metadata,
+    /// Whether the path's last name is the file's own (no symlink was followed at the end), so
+    /// the file is called what the path calls it.
+    pub direct: bool,
+    /// Where it lies, read from the descriptor when first needed (`None` if the kernel cannot
+    /// say: a path longer than a page, a file no longer linked).
+    real: OnceCell<Option<PathBuf>>,
+}
+
+impl Reached {
+    /// `file`, described by `meta`.
+    pub fn new(file: File, meta: std::fs::Metadata, direct: bool) -> Self {
+        Self { file, meta, direct, real: OnceCell::new() }
+    }
+
+    /// Where the file lies (as the supervisor sees it); `given` should the kernel not say.
+    pub fn real<'a>(&'a self, given: &'a [u8]) -> &'a Path {
+        self.named().unwrap_or_else(|| Path::new(OsStr::from_bytes(given)))
+    }
+
+    /// Where the kernel says the file lies, as the supervisor sees it; `None` if it cannot say.
+    pub fn named(&self) -> Option<&Path> {
+        self.real
+            .get_or_init(|| {
+                std::fs::read_link(format!("/proc/self/fd/{}", self.file.as_raw_fd()))
+                    .ok()
+                    .filter(|path| path.is_absolute())
+            })
+            .as_deref()
+    }
 }
 
 /// The calling thread of one exec.
@@ -212,11 +255,13 @@ impl Caller {
             }
             let at_proc_root = |dir: &File| is_procfs(dir) && dir.metadata().is_ok_and(|meta| meta.ino() == 1);
             if (name == b"self" || name == b"thread-self") && at_proc_root(&current) {
-                let tgid = self.tgid().ok_or(libc::ENOENT)?;
-                let named = if name == b"self" { tgid.to_string() } else { format!("{tgid}/task/{}", self.pid) };
-                for part in components(named.as_bytes()).rev() {
-                    pending.push_front(part);
-                }
+                // The caller's `/proc` may number processes otherwise (its PID namespace): the
+                // caller's own directory is taken from the supervisor's `/proc`, where its
+                // numbers are the ones the notification gave. A caller gone meanwhile fails.
+                let tgid = self.tgid().ok_or(libc::ESRCH)?;
+                let named =
+                    if name == b"self" { format!("/proc/{tgid}") } else { format!("/proc/{tgid}/task/{}", self.pid) };
+                current = open(&CString::new(named).map_err(|_| libc::EINVAL)?, None, false)?;
                 continue;
             }
             let c_name = CString::new(name).map_err(|_| libc::ENOENT)?;

@@ -320,12 +320,7 @@ fn only_a_file_the_tree_cannot_write_is_kept() {
     let path = script(writable.path(), "tool", "#!/bin/cat\n");
     let unwritable = |gate: &Gate, path: &str| {
         let target = gate.reach(&Caller { pid: std::process::id() }, Start::Cwd, path.as_bytes()).ok().unwrap();
-        facts::unwritable(
-            &target.meta,
-            || target.real(path.as_bytes()).to_path_buf(),
-            gate.me,
-            gate.writable.as_deref(),
-        )
+        facts::unwritable(&target.meta, || target.named().map(Path::to_path_buf), gate.me, gate.writable.as_deref())
     };
     let mut gate = gate(&[&["rm"]]);
     assert!(!unwritable(&gate, &path), "without Landlock, the user's own file can be written");
@@ -337,4 +332,88 @@ fn only_a_file_the_tree_cannot_write_is_kept() {
     // A second name in a writable place would let the tree write it.
     std::fs::hard_link(&path, other.path().join("alias")).unwrap();
     assert!(!unwritable(&gate, &path), "a second name");
+}
+
+/// A directory more than a page deep beneath `place`: the kernel cannot say where a file in it
+/// lies (`readlink` of its descriptor fails with `ENAMETOOLONG`).
+fn too_deep(place: &Path) -> File {
+    let mut dir = File::open(place).unwrap();
+    for i in 0..24 {
+        let next = format!("/proc/self/fd/{}/{}", dir.as_raw_fd(), format!("d{i:02}").repeat(67));
+        std::fs::create_dir(&next).unwrap();
+        dir = File::open(&next).unwrap();
+    }
+    dir
+}
+
+#[test]
+fn a_file_the_kernel_cannot_name_is_never_kept() {
+    let place = tempfile::tempdir().unwrap();
+    let deep = too_deep(place.path());
+    let path = script(Path::new(&format!("/proc/self/fd/{}", deep.as_raw_fd())), "tool", "#!/bin/cat\n");
+    let mut gate = gate(&[&["rm"]]);
+    gate.writes_only_beneath([place.path().to_path_buf()].into_iter());
+    let target = gate.reach(&Caller { pid: std::process::id() }, Start::Cwd, path.as_bytes()).ok().unwrap();
+    assert!(std::fs::read_link(format!("/proc/self/fd/{}", target.file.as_raw_fd())).is_err(), "too deep to name");
+    let unwritable =
+        facts::unwritable(&target.meta, || target.named().map(Path::to_path_buf), gate.me, gate.writable.as_deref());
+    assert!(!unwritable, "{path} lies beneath the writable place, but is judged unwritable");
+}
+
+#[test]
+#[allow(unsafe_code)]
+fn a_file_rewritten_through_a_mapping_made_before_it_was_judged_is_judged_anew() {
+    let place = tempfile::tempdir().unwrap();
+    let deep = too_deep(place.path());
+    let size = 4096;
+    let innocent = format!("{:<size$}", "#!/bin/cat\n");
+    let path = script(Path::new(&format!("/proc/self/fd/{}", deep.as_raw_fd())), "tool", &innocent);
+    let file = std::fs::OpenOptions::new().read(true).write(true).open(&path).unwrap();
+    // SAFETY: a shared mapping of the file's one page, written only through the slice below.
+    let map = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            size,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_SHARED,
+            file.as_raw_fd(),
+            0,
+        )
+    };
+    assert_ne!(map, libc::MAP_FAILED);
+    // SAFETY: `map` is `size` bytes, mapped until the end of the test.
+    let bytes = unsafe { std::slice::from_raw_parts_mut(map.cast::<u8>(), size) };
+    bytes.copy_from_slice(innocent.as_bytes()); // the write fault moves the times, now
+    drop(file);
+    std::thread::sleep(std::time::Duration::from_millis(3200));
+    let mut gate = gate(&[&["rm"]]);
+    gate.writes_only_beneath([place.path().to_path_buf()].into_iter());
+    let before = std::fs::metadata(&path).unwrap();
+    assert_eq!(gate.judge(&Exec::new(&path, &["tool"]).notice()), Judgement::Pass);
+    let evil = format!("{:<size$}", format!("#!{}\n", rm_path()));
+    bytes.copy_from_slice(evil.as_bytes()); // no fault: no time moves
+    let after = std::fs::metadata(&path).unwrap();
+    assert_eq!(
+        (before.ctime(), before.ctime_nsec(), before.mtime_nsec()),
+        (after.ctime(), after.ctime_nsec(), after.mtime_nsec())
+    );
+    assert!(std::fs::read_to_string(&path).unwrap().starts_with(&format!("#!{}", rm_path())));
+    let judged = gate.judge(&Exec::new(&path, &["tool"]).notice());
+    // SAFETY: unmapped once, after its last use.
+    unsafe { libc::munmap(map, size) };
+    assert!(rejected(&judged), "a script that now runs rm: {judged:?}");
+}
+
+#[test]
+fn a_writable_place_that_is_a_file_is_never_kept() {
+    // `[sandbox] writable` takes any absolute path; Landlock lets the tree write a file named
+    // there, but only the directories above a file are compared.
+    let dir = tempfile::tempdir().unwrap();
+    let path = script(dir.path(), "tool", "#!/bin/cat\n");
+    let mut gate = gate(&[&["rm"]]);
+    gate.writes_only_beneath([PathBuf::from(&path)].into_iter());
+    let target = gate.reach(&Caller { pid: std::process::id() }, Start::Cwd, path.as_bytes()).ok().unwrap();
+    let unwritable =
+        facts::unwritable(&target.meta, || target.named().map(Path::to_path_buf), gate.me, gate.writable.as_deref());
+    assert!(!unwritable, "{path} is itself a writable place");
 }
