@@ -91,9 +91,10 @@ impl Seen {
 /// what was read of it can then change only with its change time. Either its permissions keep
 /// `me` (the supervisor's user) out — the tree runs as that user, or as a root whose
 /// capabilities do not reach other users' files — or Landlock lets the tree write only beneath
-/// `writable` (directories by device and inode) and the file has one name, at `real`, in no
-/// directory beneath them, by the name the kernel gives it (`real`; none, and it is not kept).
-/// The directories above it are compared by device and inode, as Landlock compares them, so a
+/// `writable` (places by device and inode), the file is none of them, and it has one name, in
+/// no directory beneath them: `real`, the name the kernel gives it (a file it cannot name is
+/// not kept; the path an exec gave names other places for the supervisor, such as
+/// `/proc/<pid>/cwd`). The directories above it are compared by device and inode, as Landlock compares them, so a
 /// second mount of a writable place is still that place, and a mount of a directory beneath one
 /// is among them ([`writable_ids`]); Landlock refuses to link a file into another directory, so
 /// no second name can be made.
