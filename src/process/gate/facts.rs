@@ -127,10 +127,14 @@ pub fn unwritable(
 /// directory inside a filesystem one of them is on (a bind mount of a directory beneath a
 /// writable place, reached by a walk up from it, would never meet the place itself).
 pub fn writable_ids(places: impl Iterator<Item = PathBuf>) -> Vec<(u64, u64)> {
+    with_mounts(places, &std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default())
+}
+
+/// [`writable_ids`], with the mounts listed as in `/proc/self/mountinfo`.
+fn with_mounts(places: impl Iterator<Item = PathBuf>, mounts: &str) -> Vec<(u64, u64)> {
     let id = |meta: Metadata| (meta.dev(), meta.ino());
     let mut ids: Vec<(u64, u64)> = places.filter_map(|place| std::fs::metadata(place).ok()).map(id).collect();
     let devices: Vec<u64> = ids.iter().map(|(dev, _)| *dev).collect();
-    let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
     for line in mounts.lines() {
         // `ID PARENT MAJOR:MINOR ROOT MOUNT-POINT …`, paths with spaces and the like escaped.
         let mut fields = line.split(' ').skip(3);
@@ -179,6 +183,29 @@ fn settled(ctime: i64, now: SystemTime) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_mount_of_a_directory_on_a_writable_places_filesystem_is_writable_too() {
+        let (place, mounted, elsewhere) =
+            (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let id = |path: &std::path::Path| {
+            let meta = std::fs::metadata(path).unwrap();
+            (meta.dev(), meta.ino())
+        };
+        // As if `place/sub` were bound at `mounted` (its root within the filesystem is not `/`):
+        // a walk up from a file there meets `mounted`, never `place`. A mount of its
+        // filesystem's root, and a mount on a device no place is on, add nothing.
+        let point = mounted.path().display().to_string().replace(' ', "\\040");
+        let mounts = format!(
+            "36 35 98:0 /sub {point} rw,noatime master:1 - ext4 /dev/root rw\n\
+             37 35 98:0 / {} rw - ext4 /dev/root rw\n",
+            elsewhere.path().display()
+        );
+        let ids = with_mounts([place.path().to_path_buf()].into_iter(), &mounts);
+        assert_eq!(ids, [id(place.path()), id(mounted.path())]);
+        let on_no_place = with_mounts(std::iter::empty(), &mounts);
+        assert!(on_no_place.is_empty());
+    }
 
     #[test]
     fn mount_points_are_read_with_their_escapes_undone() {
