@@ -36,22 +36,8 @@ pub struct Stdio {
 impl Stdio {
     /// Opens both; must run inside the runtime.
     pub fn open() -> Self {
-        let (input, input_kind) = match reader() {
-            Ok(Some((reader, kind))) => (reader, kind),
-            Ok(None) => (boxed_read(tokio::io::stdin()), Kind::Other),
-            Err(err) => {
-                tracing::debug!(%err, "stdin is read on a blocking thread");
-                (boxed_read(tokio::io::stdin()), Kind::Other)
-            }
-        };
-        let (output, output_kind) = match writer() {
-            Ok(Some((writer, kind))) => (writer, kind),
-            Ok(None) => (boxed_write(tokio::io::stdout()), Kind::Other),
-            Err(err) => {
-                tracing::debug!(%err, "stdout is written on a blocking thread");
-                (boxed_write(tokio::io::stdout()), Kind::Other)
-            }
-        };
+        let (input, input_kind) = or_blocking(reader(), || boxed_read(tokio::io::stdin()), "stdin");
+        let (output, output_kind) = or_blocking(writer(), || boxed_write(tokio::io::stdout()), "stdout");
         Self { input, output, kinds: [input_kind, output_kind] }
     }
 
@@ -80,6 +66,18 @@ impl Restore {
             if let Err(err) = restored {
                 tracing::debug!(%err, "stdin or stdout stays non-blocking");
             }
+        }
+    }
+}
+
+/// The side `opened` for the runtime, or else `blocking` (tokio's own, on a blocking thread).
+fn or_blocking<T>(opened: io::Result<Option<(T, Kind)>>, blocking: impl FnOnce() -> T, side: &str) -> (T, Kind) {
+    match opened {
+        Ok(Some(opened)) => opened,
+        Ok(None) => (blocking(), Kind::Other),
+        Err(err) => {
+            tracing::debug!(%err, side, "read or written on a blocking thread");
+            (blocking(), Kind::Other)
         }
     }
 }

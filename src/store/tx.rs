@@ -42,6 +42,7 @@ impl Db {
         })
     }
 
+    /// Runs one statement without parameters, compiled once per connection.
     fn run(&self, sql: &str) -> rusqlite::Result<()> {
         self.conn.prepare_cached(sql)?.execute([])?;
         Ok(())
@@ -61,12 +62,9 @@ impl Db {
     /// Runs one write inside a savepoint, so its failure rolls back only its own rows.
     pub fn savepoint(&self, write: impl FnOnce(&Connection) -> rusqlite::Result<()>) -> Result<(), StoreError> {
         let run = || -> rusqlite::Result<()> {
-            self.conn.prepare_cached(SAVEPOINT)?.execute([])?;
+            self.run(SAVEPOINT)?;
             match write(&self.conn) {
-                Ok(()) => {
-                    self.conn.prepare_cached(RELEASE)?.execute([])?;
-                    Ok(())
-                }
+                Ok(()) => self.run(RELEASE),
                 Err(err) => {
                     self.conn.execute_batch("ROLLBACK TO w; RELEASE w")?;
                     Err(err)
