@@ -402,3 +402,47 @@ fn text_and_reasoning_parts_read_fast_exactly_as_every_part_reads() {
         assert_eq!(rows::read_part(Some("reasoning"), &json).unwrap(), part, "{json}");
     }
 }
+
+fn log_len(dir: &tempfile::TempDir) -> u64 {
+    std::fs::metadata(dir.path().join("cairn.db-wal")).map_or(0, |meta| meta.len())
+}
+
+#[tokio::test]
+async fn a_store_that_shuts_down_leaves_an_empty_log_and_everything_in_the_database() {
+    let (dir, store) = open();
+    let session = row("/w");
+    store.commit(Write::InsertSession(Box::new(session.clone()))).await.unwrap();
+    assert!(store.session(&session.id).await.unwrap().is_some(), "the read connection has the log open too");
+    assert!(log_len(&dir) > 0, "a commit goes to the log first");
+
+    // The process may end with the read connection still open, so the writer's close is not
+    // the last one (which would fold the log on its own).
+    store.shutdown().await;
+    assert_eq!(log_len(&dir), 0, "the log was folded into the database at shutdown");
+    drop(store);
+    let reopened = Store::open(&dir.path().join("cairn.db")).unwrap();
+    assert_eq!(reopened.session(&session.id).await.unwrap().map(|row| row.id), Some(session.id));
+}
+
+#[tokio::test]
+async fn a_reader_elsewhere_does_not_hold_up_a_shutdown_and_its_log_is_folded_later() {
+    let (dir, store) = open();
+    let session = row("/w");
+    store.commit(Write::InsertSession(Box::new(session.clone()))).await.unwrap();
+    // Another process in the middle of a read: its snapshot needs the log as it is.
+    let other = rusqlite::Connection::open(dir.path().join("cairn.db")).unwrap();
+    other.execute_batch("BEGIN; SELECT count(*) FROM sessions;").unwrap();
+
+    let started = std::time::Instant::now();
+    store.shutdown().await;
+    assert!(started.elapsed() < std::time::Duration::from_secs(4), "the shutdown waited for the reader");
+    assert!(log_len(&dir) > 0, "the reader's log was kept");
+    drop(store);
+
+    other.execute_batch("COMMIT").unwrap();
+    let next = Store::open(&dir.path().join("cairn.db")).unwrap();
+    next.shutdown().await;
+    drop(next);
+    drop(other);
+    assert_eq!(log_len(&dir), 0, "the next process folded it");
+}

@@ -177,6 +177,7 @@ impl Writer {
                 Some(Job::Read(read)) => read(Ok(&self.db.conn)),
                 Some(Job::Shutdown(ack)) => {
                     self.held.release_all(&self.db, now_ms());
+                    self.db.fold_log();
                     drop(self.db);
                     let _ = ack.send(());
                     return;
