@@ -14,6 +14,7 @@
 //! Conversations are private: a data directory cairn creates is 0700, and the database with its
 //! `-wal` and `-shm` files is 0600 whatever the umask (SQLite gives those the database's mode).
 
+mod fold;
 pub mod health;
 mod held;
 pub mod lease;

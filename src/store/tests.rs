@@ -446,3 +446,22 @@ async fn a_reader_elsewhere_does_not_hold_up_a_shutdown_and_its_log_is_folded_la
     drop(other);
     assert_eq!(log_len(&dir), 0, "the next process folded it");
 }
+
+#[tokio::test]
+async fn a_live_store_folds_its_log_and_starts_it_over_instead_of_letting_it_grow() {
+    let (dir, store) = open();
+    // Each commit adds a few pages to the log: together several folds' worth, written as a
+    // stream is, with pauses.
+    for _ in 0..12 {
+        for _ in 0..100 {
+            store.commit(Write::InsertSession(Box::new(row("/w")))).await.unwrap();
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let page = 4096 + 24;
+    let most = u64::try_from(3 * super::fold::FOLD_AT).unwrap() * page;
+    // Never folded or started over, it would hold about 6,800 pages.
+    assert!(log_len(&dir) < most, "the log grew to {} bytes", log_len(&dir));
+    let page = store.list_sessions(None, None, 2000, false).await.unwrap();
+    assert_eq!(page.sessions.len(), 1200, "every commit is kept");
+}

@@ -76,6 +76,14 @@ impl Db {
         }
     }
 
+    /// Folds what no reader still needs of the log into the database, in this thread, as
+    /// SQLite's own checkpoint would (see `fold`).
+    pub fn fold_log_here(&self) {
+        if let Err(err) = self.conn.execute_batch("PRAGMA wal_checkpoint(PASSIVE)") {
+            tracing::warn!(%err, file = %self.path.display(), "folding the log into the database failed");
+        }
+    }
+
     /// Runs one write inside a savepoint, so its failure rolls back only its own rows.
     pub fn savepoint(&self, write: impl FnOnce(&Connection) -> rusqlite::Result<()>) -> Result<(), StoreError> {
         let run = || -> rusqlite::Result<()> {

@@ -25,6 +25,7 @@ use std::time::Duration;
 use rusqlite::Connection;
 use tokio::sync::oneshot;
 
+use super::fold::{self, Folder};
 use super::held::Held;
 use super::lease::{self, Holder};
 use super::rows;
@@ -81,7 +82,10 @@ pub struct Handle {
 pub fn spawn(conn: Connection, path: PathBuf, me: Holder, beat_every: Duration) -> std::io::Result<Handle> {
     let (tx, rx) = mpsc::channel();
     std::thread::Builder::new().name("cairn-store".into()).spawn(move || {
-        let writer = Writer { db: Db { conn, path }, held: Held::new(me, beat_every), streams: Streams::default() };
+        fold::watch(&conn);
+        let folder = Folder::new(path.clone());
+        let writer =
+            Writer { db: Db { conn, path }, held: Held::new(me, beat_every), streams: Streams::default(), folder };
         writer.db.prepare(TURN);
         writer.run(&rx);
     })?;
@@ -127,22 +131,16 @@ struct Writer {
     db: Db,
     held: Held,
     streams: Streams,
+    folder: Folder,
 }
 
 impl Writer {
     fn run(mut self, rx: &mpsc::Receiver<Job>) {
         loop {
-            // Idle with leases held, wake up for their heartbeat (and to retry their releases).
-            let first = match self.held.idle_for() {
-                None => rx.recv().ok(),
-                Some(wait) => match rx.recv_timeout(wait) {
-                    Ok(job) => Some(job),
-                    Err(mpsc::RecvTimeoutError::Timeout) => {
-                        self.apply(&[]);
-                        continue;
-                    }
-                    Err(mpsc::RecvTimeoutError::Disconnected) => None,
-                },
+            let first = match rx.try_recv() {
+                Ok(job) => Some(job),
+                Err(mpsc::TryRecvError::Disconnected) => None,
+                Err(mpsc::TryRecvError::Empty) => self.wait(rx),
             };
             let Some(first) = first else {
                 // Every handle is gone without a shutdown: give the leases back all the same.
@@ -177,12 +175,29 @@ impl Writer {
                 Some(Job::Read(read)) => read(Ok(&self.db.conn)),
                 Some(Job::Shutdown(ack)) => {
                     self.held.release_all(&self.db, now_ms());
+                    self.folder.finish();
                     self.db.fold_log();
                     drop(self.db);
                     let _ = ack.send(());
                     return;
                 }
                 Some(Job::Write(..)) | None => {}
+            }
+        }
+    }
+
+    /// Waits for a job while none is queued: starts a fold of the log if one is owed, and wakes
+    /// up for the leases' heartbeat (and to retry their releases) while any is held.
+    fn wait(&mut self, rx: &mpsc::Receiver<Job>) -> Option<Job> {
+        self.folder.idle();
+        loop {
+            let Some(wait) = self.held.idle_for() else { return rx.recv().ok() };
+            match rx.recv_timeout(wait) {
+                Ok(job) => return Some(job),
+                Err(mpsc::RecvTimeoutError::Timeout) => {
+                    self.apply(&[]);
+                }
+                Err(mpsc::RecvTimeoutError::Disconnected) => return None,
             }
         }
     }
@@ -213,6 +228,11 @@ impl Writer {
             Ok(()) => {
                 self.held.committed();
                 self.streams.committed();
+                if let Some(pages) = fold::log_pages_after_commit()
+                    && self.folder.committed(pages)
+                {
+                    self.db.fold_log_here();
+                }
                 results
             }
             Err(err) => {
