@@ -193,15 +193,19 @@ async fn list_pages_by_cursor_filters_by_cwd_and_titles_from_the_first_prompt() 
         .filter(|u| u["sessionUpdate"] == "session_info_update")
         .cloned()
         .collect();
-    assert_eq!(info, [json!({"sessionUpdate": "session_info_update", "title": "Fix the flaky login test"})]);
-    // Then the model's title replaces the first line.
-    loop {
-        let message = agent.recv().await;
-        if message["params"]["update"]["sessionUpdate"] == "session_info_update" {
-            assert_eq!(message["params"]["update"]["title"], crate::support::mock_llm::MOCK_TITLE);
-            break;
-        }
-    }
+    assert_eq!(info[0], json!({"sessionUpdate": "session_info_update", "title": "Fix the flaky login test"}));
+    // Then the model's title replaces the first line (before the prompt's answer, on a busy machine).
+    let model_title = match info.get(1) {
+        Some(update) => update["title"].clone(),
+        None => loop {
+            let message = agent.recv().await;
+            if message["params"]["update"]["sessionUpdate"] == "session_info_update" {
+                break message["params"]["update"]["title"].clone();
+            }
+        },
+    };
+    assert_eq!(model_title, crate::support::mock_llm::MOCK_TITLE);
+    assert!(info.len() <= 2, "{info:?}");
     assert_eq!(env.mock.title_requests().len(), 1);
     assert!(env.mock.title_requests()[0]["messages"][1]["content"].as_str().unwrap().starts_with("Fix the flaky"));
 
