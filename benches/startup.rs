@@ -14,10 +14,11 @@
 #[allow(dead_code)]
 mod support;
 
+use std::ffi::OsStr;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use support::{Reply, TestEnv};
+use support::{Agent, Editor, Reply, TestEnv};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::Command;
 
@@ -50,11 +51,21 @@ async fn one_line(mut command: Command) -> Duration {
     took
 }
 
-/// First and second prompt → first text, each in a fresh process, `pause` after `session/new`.
-async fn prompts(env: &TestEnv, pause: Option<Duration>) -> (Vec<Duration>, Vec<Duration>) {
+/// First and second prompt → first text, each in a fresh process (of `binary`, or of the one
+/// this bench built), `pause` after `session/new`.
+async fn prompts(env: &TestEnv, pause: Option<Duration>, binary: Option<&OsStr>) -> (Vec<Duration>, Vec<Duration>) {
     let (mut first, mut second) = (Vec::new(), Vec::new());
     for _ in 0..RUNS {
-        let mut agent = env.ready().await;
+        let mut agent = match binary {
+            Some(binary) => {
+                let mut command = Command::new(binary);
+                command.env_clear().envs(env.agent_env()).current_dir(env.workspace());
+                let mut agent = Agent::spawn(command, Editor::default()).await;
+                agent.initialize().await;
+                agent
+            }
+            None => env.ready().await,
+        };
         let session = agent.new_session(&env.cwd()).await;
         if let Some(pause) = pause {
             tokio::time::sleep(pause).await;
@@ -102,10 +113,16 @@ async fn main() {
         stats("spawn → initialize response, release build (bare client)", release);
     }
 
-    let (first, second) = prompts(&env, Some(Duration::from_millis(50))).await;
+    let pause = Some(Duration::from_millis(50));
+    let (first, second) = prompts(&env, pause, None).await;
     stats("first prompt → first text, 50 ms after session/new", first);
     stats("second prompt → first text, 50 ms after session/new", second);
-    let (first, second) = prompts(&env, None).await;
+    let (first, second) = prompts(&env, None, None).await;
     stats("first prompt → first text, right after session/new", first);
     stats("second prompt → first text, right after session/new", second);
+    if let Some(binary) = &shipped {
+        let (first, second) = prompts(&env, None, Some(binary)).await;
+        stats("first prompt → first text, right after session/new, release build", first);
+        stats("second prompt → first text, right after session/new, release build", second);
+    }
 }

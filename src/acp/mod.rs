@@ -30,7 +30,10 @@ pub async fn serve(setup: impl FnOnce() -> Result<(Store, Arc<Config>), String> 
         let for_sessions = Arc::clone(&sink);
         let sessions = opening::Opening::start(
             move || setup().map(|(store, config)| Registry::new(store, config, for_sessions)),
-            crate::llm::http::prepare,
+            |sessions| {
+                crate::llm::http::prepare();
+                sessions.warm_default_model();
+            },
         );
         handlers::Agent::new(sink, sessions)
     })

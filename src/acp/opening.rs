@@ -4,7 +4,8 @@
 //! reader's synchronous part, which keeps wire order (a prompt right behind a `session/resume`
 //! still finds the session attached) at the cost of not reading further input for those few
 //! milliseconds. Once the sessions are published, the same thread goes on to build what a first
-//! prompt would otherwise build on its path (the model providers' HTTP client).
+//! prompt would otherwise build on its path (the model providers' HTTP client, a connection to
+//! the default model's provider).
 
 use std::sync::{Mutex, OnceLock, mpsc};
 
@@ -22,18 +23,18 @@ impl Opening {
     /// the same thread once the sessions are published, if they could be set up.
     pub fn start(
         setup: impl FnOnce() -> Result<Registry, String> + Send + 'static,
-        then: impl FnOnce() + Send + 'static,
+        then: impl FnOnce(&Registry) + Send + 'static,
     ) -> Self {
         let (done, pending) = mpsc::sync_channel(1);
         tokio::task::spawn_blocking(move || {
             let sessions = setup();
-            let ready = sessions.is_ok();
+            let ready = sessions.as_ref().ok().cloned();
             if let Err(why) = &sessions {
                 tracing::error!("{why}");
             }
             let _ = done.send(sessions);
-            if ready {
-                then();
+            if let Some(sessions) = ready {
+                then(&sessions);
             }
         });
         Self { ready: OnceLock::new(), pending: Mutex::new(Some(pending)) }

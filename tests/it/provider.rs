@@ -289,28 +289,31 @@ async fn a_success_carrying_a_json_error_and_an_html_error_page_say_what_the_ser
 }
 
 /// What a session's first prompt would pay for (the HTTP client, its TLS setup, the connection)
-/// is done while the user types: the session warms a connection once it is opened, and the
-/// prompt's request goes out on it.
+/// is done while the client is still opening the session: once the agent is set up, it opens a
+/// connection to the default model's provider, and the prompt's request goes out on it, even
+/// when sent right behind `session/new`.
 #[tokio::test]
-async fn the_first_prompt_uses_a_connection_opened_when_the_session_was() {
+async fn the_first_prompt_uses_a_connection_opened_before_the_session_was() {
     let env = TestEnv::new().await;
     let mut agent = env.ready().await;
-    let session = agent.new_session(&env.cwd()).await;
     let deadline = Instant::now() + PATIENCE;
     let warmed = loop {
         if let Some(seen) = env.mock.seen().into_iter().find(|(method, ..)| method == "HEAD") {
             break seen;
         }
-        assert!(Instant::now() < deadline, "no connection was warmed after session/new");
+        assert!(Instant::now() < deadline, "no connection was warmed after initialize");
         tokio::time::sleep(Duration::from_millis(5)).await;
     };
     assert_eq!(warmed.1, "/v1/chat/completions", "the warm-up goes to the endpoint the prompt uses");
     assert!(env.mock.requests().is_empty(), "warming sends no model request");
 
+    let session = agent.new_session(&env.cwd()).await;
     env.mock.push(Reply::text(&["Hi"]));
     let id = agent.prompt(&session, "hello").await;
     agent.response(id).await;
     let posted: Vec<_> = env.mock.seen().into_iter().filter(|(method, ..)| method == "POST").collect();
     assert_eq!(posted[0].2, warmed.2, "the prompt's request came on the warmed connection");
     assert!(!warmed.3, "the warm-up does not carry the key");
+    let heads = env.mock.seen().into_iter().filter(|(method, ..)| method == "HEAD").count();
+    assert_eq!(heads, 1, "the session's own warm-up found the connection warmed");
 }
