@@ -1,7 +1,8 @@
 //! What an editor waits for at the start: spawn → `initialize` answered (against a program that
 //! only echoes one line, the floor of any process a client starts), and a new session's first
 //! prompt against its second, each in a fresh process, with and without a pause after
-//! `session/new`: `cargo bench --bench startup`.
+//! `session/new`: `cargo bench --bench startup`. `CAIRN_RELEASE_BIN` and `CAIRN_BASELINE_BIN` add
+//! rows for a copy of the shipped build and of an earlier one, timed in turns with each other.
 //!
 //! The first prompt of a process is the one a user types after opening the agent panel; a
 //! scripted client (`cairn exec`, acpx) sends it right behind `session/new`. It pays for whatever
@@ -51,37 +52,45 @@ async fn one_line(mut command: Command) -> Duration {
     took
 }
 
-/// First and second prompt → first text, each in a fresh process (of `binary`, or of the one
-/// this bench built), `pause` after `session/new`.
-async fn prompts(env: &TestEnv, pause: Option<Duration>, binary: Option<&OsStr>) -> (Vec<Duration>, Vec<Duration>) {
-    let (mut first, mut second) = (Vec::new(), Vec::new());
+/// First and second prompt → first text, each in a fresh process, `pause` after `session/new`:
+/// for each of `binaries` (`None`: the one this bench built), a run of each in turn, so that a
+/// machine slowing down or speeding up meanwhile weighs on all of them alike.
+async fn prompts(env: &TestEnv, pause: Option<Duration>, binaries: &[Option<&OsStr>]) -> Vec<[Vec<Duration>; 2]> {
+    let mut taken = vec![[Vec::new(), Vec::new()]; binaries.len()];
     for _ in 0..RUNS {
-        let mut agent = match binary {
-            Some(binary) => {
-                let mut command = Command::new(binary);
-                command.env_clear().envs(env.agent_env()).current_dir(env.workspace());
-                let mut agent = Agent::spawn(command, Editor::default()).await;
-                agent.initialize().await;
-                agent
+        for (binary, [first, second]) in binaries.iter().zip(&mut taken) {
+            let mut agent = match binary {
+                Some(binary) => {
+                    let mut agent = Agent::spawn(command(env, binary), Editor::default()).await;
+                    agent.initialize().await;
+                    agent
+                }
+                None => env.ready().await,
+            };
+            let session = agent.new_session(&env.cwd()).await;
+            if let Some(pause) = pause {
+                tokio::time::sleep(pause).await;
             }
-            None => env.ready().await,
-        };
-        let session = agent.new_session(&env.cwd()).await;
-        if let Some(pause) = pause {
-            tokio::time::sleep(pause).await;
+            for samples in [&mut *first, &mut *second] {
+                env.mock.push(Reply::text(&["Hi", " there"]));
+                let started = Instant::now();
+                let id = agent.prompt(&session, "hello").await;
+                agent.next_chunk().await;
+                samples.push(started.elapsed());
+                agent.response(id).await;
+            }
+            agent.close_stdin();
+            agent.wait_exit().await;
         }
-        for samples in [&mut first, &mut second] {
-            env.mock.push(Reply::text(&["Hi", " there"]));
-            let started = Instant::now();
-            let id = agent.prompt(&session, "hello").await;
-            agent.next_chunk().await;
-            samples.push(started.elapsed());
-            agent.response(id).await;
-        }
-        agent.close_stdin();
-        agent.wait_exit().await;
     }
-    (first, second)
+    taken
+}
+
+/// `binary` with the agents' environment, in the workspace.
+fn command(env: &TestEnv, binary: &OsStr) -> Command {
+    let mut command = Command::new(binary);
+    command.env_clear().envs(env.agent_env()).current_dir(env.workspace());
+    command
 }
 
 #[tokio::main]
@@ -91,38 +100,40 @@ async fn main() {
     println!("| figure | median | p90 | samples |");
     println!("|---|---|---|---|");
 
-    // The binary this bench built (thin LTO, with line tables), and the one that ships if it is
-    // named: `cargo build --release && cp target/release/cairn /tmp/cairn-release` first, since
-    // this bench's build then replaces target/release/cairn.
-    let shipped = std::env::var_os("CAIRN_RELEASE_BIN");
-    let (mut echo, mut spawn, mut release) = (Vec::new(), Vec::new(), Vec::new());
+    // The binary this bench built (thin LTO, with line tables), the one that ships if it is
+    // named (`cargo build --release && cp target/release/cairn /tmp/cairn-release` first, since
+    // this bench's build then replaces target/release/cairn), and another to compare it with
+    // (`CAIRN_BASELINE_BIN`, a copy of an earlier release build), timed in turns.
+    let named: Vec<(&str, std::ffi::OsString)> =
+        [("release build", "CAIRN_RELEASE_BIN"), ("baseline", "CAIRN_BASELINE_BIN")]
+            .into_iter()
+            .filter_map(|(name, variable)| Some((name, std::env::var_os(variable)?)))
+            .collect();
+    let (mut echo, mut spawn) = (Vec::new(), Vec::new());
+    let mut others = vec![Vec::new(); named.len()];
     for _ in 0..RUNS {
         let mut floor = Command::new("head");
         floor.args(["-n", "1"]).env_clear().envs(env.agent_env());
         echo.push(one_line(floor).await);
         spawn.push(one_line(env.command()).await);
-        if let Some(binary) = &shipped {
-            let mut command = Command::new(binary);
-            command.env_clear().envs(env.agent_env()).current_dir(env.workspace());
-            release.push(one_line(command).await);
+        for ((_, binary), taken) in named.iter().zip(&mut others) {
+            taken.push(one_line(command(&env, binary)).await);
         }
     }
     stats("echo one line (`head -n 1`), the floor", echo);
     stats("spawn → initialize response (bare client)", spawn);
-    if !release.is_empty() {
-        stats("spawn → initialize response, release build (bare client)", release);
+    for ((name, _), taken) in named.iter().zip(others) {
+        stats(&format!("spawn → initialize response, {name} (bare client)"), taken);
     }
 
-    let pause = Some(Duration::from_millis(50));
-    let (first, second) = prompts(&env, pause, None).await;
-    stats("first prompt → first text, 50 ms after session/new", first);
-    stats("second prompt → first text, 50 ms after session/new", second);
-    let (first, second) = prompts(&env, None, None).await;
-    stats("first prompt → first text, right after session/new", first);
-    stats("second prompt → first text, right after session/new", second);
-    if let Some(binary) = &shipped {
-        let (first, second) = prompts(&env, None, Some(binary)).await;
-        stats("first prompt → first text, right after session/new, release build", first);
-        stats("second prompt → first text, right after session/new, release build", second);
+    for (pause, when) in [(Some(Duration::from_millis(50)), "50 ms after"), (None, "right after")] {
+        let [[first, second]] = prompts(&env, pause, &[None]).await.try_into().unwrap();
+        stats(&format!("first prompt → first text, {when} session/new"), first);
+        stats(&format!("second prompt → first text, {when} session/new"), second);
+    }
+    let binaries: Vec<Option<&OsStr>> = named.iter().map(|(_, binary)| Some(binary.as_os_str())).collect();
+    for ((name, _), [first, second]) in named.iter().zip(prompts(&env, None, &binaries).await) {
+        stats(&format!("first prompt → first text, right after session/new, {name}"), first);
+        stats(&format!("second prompt → first text, right after session/new, {name}"), second);
     }
 }
