@@ -330,8 +330,10 @@ pub fn serve(listener: &OwnedFd, mut judge: impl FnMut(&Notice) -> Verdict) {
         let got = unsafe { libc::ioctl(listener.as_raw_fd(), libc::SECCOMP_IOCTL_NOTIF_RECV, &mut notif) };
         if got < 0 {
             match io::Error::last_os_error().raw_os_error() {
-                // Interrupted, or the caller died before we read it.
-                Some(libc::EINTR | libc::ENOENT) => continue,
+                Some(libc::EINTR) => continue,
+                // The caller died before we read it, or no process uses the filter any more:
+                // then every receive fails at once, and only the hang-up tells the two apart.
+                Some(libc::ENOENT) if !hung_up(listener) => continue,
                 _ => return,
             }
         }
@@ -349,6 +351,15 @@ pub fn serve(listener: &OwnedFd, mut judge: impl FnMut(&Notice) -> Verdict) {
         };
         respond(listener, notif.id, verdict);
     }
+}
+
+/// Whether every process that used the filter is gone (the listener polls as hung up).
+fn hung_up(listener: &OwnedFd) -> bool {
+    let mut poll = libc::pollfd { fd: listener.as_raw_fd(), events: libc::POLLIN, revents: 0 };
+    // SAFETY: one pollfd we own, for the listener we own; no waiting.
+    #[allow(unsafe_code)]
+    let ready = unsafe { libc::poll(&mut poll, 1, 0) };
+    ready > 0 && poll.revents & libc::POLLHUP != 0
 }
 
 fn respond(listener: &OwnedFd, id: u64, verdict: Verdict) {
@@ -394,6 +405,36 @@ mod tests {
             }
             pc += 1;
         }
+    }
+
+    #[test]
+    fn serving_ends_once_no_process_uses_the_filter() {
+        use std::os::unix::process::CommandExt as _;
+        let (handoff, listener) = pair(Filter::new(true)).unwrap();
+        // The child's exec waits for a verdict, and spawning waits for the exec: serve aside.
+        let serving = std::thread::spawn(move || {
+            let listener = listener.receive().unwrap().expect("the child sent its listener");
+            let mut execs = 0;
+            serve(&listener, |notice| {
+                assert_eq!(notice.call, Call::Execve);
+                execs += 1;
+                Verdict::Continue
+            });
+            execs
+        });
+        let mut command = std::process::Command::new("/bin/true");
+        // SAFETY: install makes raw system calls only, on memory prepared before the fork.
+        #[allow(unsafe_code)]
+        unsafe {
+            command.pre_exec(move || handoff.install())
+        };
+        assert!(command.status().unwrap().success());
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !serving.is_finished() {
+            assert!(std::time::Instant::now() < deadline, "serving went on after the last process was gone");
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        assert_eq!(serving.join().unwrap(), 1, "the one exec was judged");
     }
 
     #[test]
