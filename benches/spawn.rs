@@ -20,6 +20,10 @@ use tokio::io::AsyncReadExt;
 
 const SAMPLES: usize = 200;
 const EXECS: usize = 2000;
+/// `cargo build` runs of each kind.
+const BUILDS: usize = 31;
+/// 2,000-exec commands of each kind.
+const PAIRS: usize = 21;
 
 async fn once(policy: &ProcessPolicy, cwd: &Path, rejected: &[Vec<String>], script: &str) -> Duration {
     let started = Instant::now();
@@ -37,7 +41,7 @@ async fn once(policy: &ProcessPolicy, cwd: &Path, rejected: &[Vec<String>], scri
 }
 
 /// `a` and `b` taken in turns, `n` of each, so that the machine's drift (other work, the CPU's
-/// clock) falls on both alike; each sorted.
+/// clock) falls on both alike; in the order taken, pair by pair.
 async fn paired(
     a: (&ProcessPolicy, &[Vec<String>], &str),
     b: (&ProcessPolicy, &[Vec<String>], &str),
@@ -51,9 +55,24 @@ async fn paired(
         first.push(once(a.0, cwd, a.1, a.2).await);
         second.push(once(b.0, cwd, b.1, b.2).await);
     }
-    first.sort();
-    second.sort();
     (first, second)
+}
+
+/// Each pair's difference `b - a` in milliseconds, sorted: a pair's two samples were taken
+/// back to back, so their difference carries less of the machine's drift than two medians do.
+fn differences(a: &[Duration], b: &[Duration]) -> Vec<f64> {
+    let mut differences: Vec<f64> = a.iter().zip(b).map(|(a, b)| (b.as_secs_f64() - a.as_secs_f64()) * 1e3).collect();
+    differences.sort_by(f64::total_cmp);
+    differences
+}
+
+fn quantile(sorted: &[f64], q: f64) -> f64 {
+    sorted[((sorted.len() as f64 - 1.0) * q).round() as usize]
+}
+
+fn sorted(mut samples: Vec<Duration>) -> Vec<Duration> {
+    samples.sort();
+    samples
 }
 
 async fn samples(
@@ -91,7 +110,13 @@ async fn main() {
     let dir = tempfile::tempdir().unwrap();
     let cwd = dir.path();
     repository(cwd);
-    let supervisor = Launcher::Supervisor(PathBuf::from(env!("CARGO_BIN_EXE_cairn")));
+    // The supervisor is the shipped build when one is named (`cargo build --release && cp
+    // target/release/cairn /tmp/cairn-release`): this bench's own build (thin LTO, line tables)
+    // starts slower, and every sandboxed command starts one.
+    let binary =
+        std::env::var_os("CAIRN_RELEASE_BIN").map_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_cairn")), PathBuf::from);
+    println!("Supervisor: {}", binary.display());
+    let supervisor = Launcher::Supervisor(binary);
     println!("Landlock on this kernel: {:?}", cairn::process::landlock_support());
     let base = ProcessPolicy { launcher: supervisor.clone(), ..ProcessPolicy::default() };
     let no_namespace = ProcessPolicy { namespace: false, ..base.clone() };
@@ -116,14 +141,21 @@ async fn main() {
     }
 
     let loop_script = format!("for i in $(seq {EXECS}); do /bin/true; done");
-    let (without, with) = paired((&base, &[], &loop_script), (&base, &rm, &loop_script), cwd, 15).await;
-    let per_exec = |taken: &[Duration]| at(taken, 0.5) * 1e3 / EXECS as f64;
+    let (without, with) = paired((&base, &[], &loop_script), (&base, &rm, &loop_script), cwd, PAIRS).await;
+    let per_exec = differences(&without, &with).into_iter().map(|ms| ms * 1e3 / EXECS as f64).collect::<Vec<_>>();
+    let (without, with) = (sorted(without), sorted(with));
+    let per = |taken: &[Duration]| at(taken, 0.5) * 1e3 / EXECS as f64;
     println!();
-    println!("| {EXECS} execs of `/bin/true` in one command | median | per exec |");
+    println!("| {EXECS} execs of `/bin/true` in one command, {PAIRS} pairs | median | per exec |");
     println!("|---|---|---|");
-    println!("| without the exec check | {:.1} ms | {:.1} µs |", at(&without, 0.5), per_exec(&without));
-    println!("| with the exec check | {:.1} ms | {:.1} µs |", at(&with, 0.5), per_exec(&with));
-    println!("| the check's cost per exec | | {:.1} µs |", per_exec(&with) - per_exec(&without));
+    println!("| without the exec check | {:.1} ms | {:.1} µs |", at(&without, 0.5), per(&without));
+    println!("| with the exec check | {:.1} ms | {:.1} µs |", at(&with, 0.5), per(&with));
+    println!(
+        "| the check's cost per exec, median of the pairs' differences (q1, q3) | | {:.1} µs ({:.1}, {:.1}) |",
+        quantile(&per_exec, 0.5),
+        quantile(&per_exec, 0.25),
+        quantile(&per_exec, 0.75)
+    );
 
     cargo_build(&base, &rm).await;
 }
@@ -149,11 +181,28 @@ async fn cargo_build(sandboxed: &ProcessPolicy, rejected: &[Vec<String>]) {
     let direct = ProcessPolicy { env: sandboxed.env.clone(), ..ProcessPolicy::default() };
     // `rm` is rejected inside: clean with find instead.
     let inside_script = "find target -delete 2>/dev/null; cargo build --quiet --offline";
-    let (outside, inside) = paired((&direct, &[], script), (sandboxed, rejected, inside_script), root, 9).await;
+    let (outside, inside) = paired((&direct, &[], script), (sandboxed, rejected, inside_script), root, BUILDS).await;
+    let relative: Vec<f64> = {
+        let mut relative: Vec<f64> =
+            outside.iter().zip(&inside).map(|(a, b)| (b.as_secs_f64() / a.as_secs_f64() - 1.0) * 100.0).collect();
+        relative.sort_by(f64::total_cmp);
+        relative
+    };
+    let (outside, inside) = (sorted(outside), sorted(inside));
     println!();
     println!("| `cargo build` of a small crate, from clean | median | p90 | samples |");
     println!("|---|---|---|---|");
-    println!("| outside the sandbox | {:.0} ms | {:.0} ms | 9 |", at(&outside, 0.5), at(&outside, 0.9));
-    println!("| sandbox, namespace and exec check | {:.0} ms | {:.0} ms | 9 |", at(&inside, 0.5), at(&inside, 0.9));
-    println!("| difference | {:+.1} % | | |", (at(&inside, 0.5) / at(&outside, 0.5) - 1.0) * 100.0);
+    println!("| outside the sandbox | {:.0} ms | {:.0} ms | {BUILDS} |", at(&outside, 0.5), at(&outside, 0.9));
+    println!(
+        "| sandbox, namespace and exec check | {:.0} ms | {:.0} ms | {BUILDS} |",
+        at(&inside, 0.5),
+        at(&inside, 0.9)
+    );
+    println!("| difference of the medians | {:+.1} % | | |", (at(&inside, 0.5) / at(&outside, 0.5) - 1.0) * 100.0);
+    println!(
+        "| median of the pairs' differences (q1, q3) | {:+.1} % ({:+.1}, {:+.1}) | | |",
+        quantile(&relative, 0.5),
+        quantile(&relative, 0.25),
+        quantile(&relative, 0.75)
+    );
 }
