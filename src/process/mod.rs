@@ -43,9 +43,10 @@
 //!   `kill_group`, `kill_pid`, `become_subreaper`, `deny_inspection`, `reset_signal`, `raise`,
 //!   `Endings::block` and `Endings::wait`; `namespace.rs` `namespace::enter`, `enter_pids`,
 //!   `unshare`, `current_uid`, `current_gid`, `open_tree`, `set_read_only`, `move_mount`,
-//!   `fsopen`, `fsconfig`, `fsmount`; `seccomp.rs` `serve` and `respond`; `watch.rs` `add_watch`
-//!   and `run`; `gate/remote.rs` `read` and `read_many` (`process_vm_readv`: the other process's
-//!   addresses are only data to the kernel, which checks them), `read_link` and `is_procfs`;
+//!   `fsopen`, `fsconfig`, `fsmount`; `seccomp.rs` `serve`, `hung_up` and `respond`; `watch.rs`
+//!   `add_watch` and `run`; `gate/remote.rs` `read` and `read_many` (`process_vm_readv`: the
+//!   other process's addresses are only data to the kernel, which checks them), `read_link` and
+//!   `is_procfs`;
 //!   `gate.rs` `effective_user`; `supervisor.rs` `running_as_root`; `probe.rs` `current`.
 //! - A test's own shared mapping of a file it made, written through a slice of exactly its
 //!   length and unmapped after the last use: `gate/tests.rs`
