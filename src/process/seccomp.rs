@@ -310,7 +310,8 @@ impl Listener {
 const SYNC_WAKE_UP: libc::c_ulong = 1;
 
 /// Answers the notifications of `listener` with `judge`'s verdicts until no process is left
-/// that could send one.
+/// that could send one (Linux 6.6 on; before, a receive with nobody left waits for good, and the
+/// thread ends with the supervisor).
 pub fn serve(listener: &OwnedFd, mut judge: impl FnMut(&Notice) -> Verdict) {
     // The process that made an exec waits for the answer: with a synchronous wake-up (Linux
     // 6.6) the kernel switches straight to this thread and back on the same CPU, instead of
@@ -408,8 +409,17 @@ mod tests {
     }
 
     #[test]
+    #[allow(clippy::print_stderr)] // says why it skips
     fn serving_ends_once_no_process_uses_the_filter() {
         use std::os::unix::process::CommandExt as _;
+        let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap();
+        let mut numbers = release.split(|c: char| !c.is_ascii_digit()).map(|n| n.parse::<u32>().unwrap_or(0));
+        let version = (numbers.next().unwrap_or(0), numbers.next().unwrap_or(0));
+        if version < (6, 6) {
+            // Before 6.6 a receive waits even with nobody left: the supervisor's exit ends it.
+            eprintln!("skipped: Linux {release} ends serving only with the process");
+            return;
+        }
         let (handoff, listener) = pair(Filter::new(true)).unwrap();
         // The child's exec waits for a verdict, and spawning waits for the exec: serve aside.
         let serving = std::thread::spawn(move || {

@@ -10,20 +10,24 @@
 //! appended meanwhile, or a reader elsewhere still needed old pages) is followed by another:
 //! when the writer has nothing queued, or once [`FOLD_AGAIN_AFTER`] more pages have come.
 //!
-//! At shutdown the writer waits for a fold still running ([`Folder::finish`]) and then empties
-//! the log itself (`Db::fold_log`), so the next process starts on an empty log.
+//! A fold that could not take the whole log because a reader in another process still needs
+//! part of it is not repeated at every pause, only after more pages. At shutdown the writer
+//! waits for a fold still running ([`Folder::finish`]) and then empties the log itself
+//! ([`fold_here`]), so the next process starts on an empty log.
 
 use std::cell::Cell;
 use std::path::PathBuf;
 use std::thread::JoinHandle;
+use std::time::Duration;
 
 use rusqlite::{Connection, OpenFlags};
 
 /// Log pages past which a fold starts: SQLite's own default for its checkpoint.
 pub const FOLD_AT: i32 = 1000;
 
-/// Log pages past which the writer folds the log itself, in its commit, as SQLite would: only
-/// if folds on their own thread keep failing.
+/// Log pages past which the writer folds the log itself, after its commit, as SQLite would:
+/// folds on their own thread kept failing, or a reader elsewhere keeps the log from starting
+/// over (then no fold can take it all, but each copies what it can).
 const FOLD_HERE_AT: i32 = 10 * FOLD_AT;
 
 /// Log pages written since the last fold before the next one starts, while the log has not
@@ -59,47 +63,83 @@ pub struct Folder {
     pages: i32,
     /// The log's size when the last fold started (0: none since it started over).
     last: i32,
-    running: Option<JoinHandle<()>>,
+    /// Whether the last fold that ended left pages behind that a reader still needed (or
+    /// failed): another one at the next pause would copy nothing more.
+    stuck: bool,
+    running: Option<JoinHandle<Folded>>,
 }
+
+/// How a fold ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Folded {
+    /// Every page the log held when it started is in the database.
+    All,
+    /// A reader still needed some, or the fold failed.
+    Partly,
+}
+
+/// How soon a writer with nothing queued asks again while a fold it owes waits for the
+/// running one to end.
+pub const ASK_AGAIN: Duration = Duration::from_millis(5);
 
 impl Folder {
     pub fn new(path: PathBuf) -> Self {
-        Self { path, pages: 0, last: 0, running: None }
+        Self { path, pages: 0, last: 0, stuck: false, running: None }
     }
 
     /// Told the log's size after a commit: starts a fold if the log is past [`FOLD_AT`] pages,
     /// none is running, and [`FOLD_AGAIN_AFTER`] pages came since the last one. Says whether
-    /// the writer must fold the log itself, the folds here having failed to keep it small.
+    /// the writer must fold the log itself: past [`FOLD_HERE_AT`], as SQLite would have.
     #[must_use]
     pub fn committed(&mut self, pages: i32) -> bool {
         if pages < self.last {
             // The log started over: a fold took all of it while the writer paused.
             self.last = 0;
+            self.stuck = false;
         }
         self.pages = pages;
+        if pages >= FOLD_HERE_AT {
+            // The writer folds, after the running fold (which would hold it off) has ended.
+            self.finish();
+            return true;
+        }
         if pages >= FOLD_AT.max(self.last + FOLD_AGAIN_AFTER) {
             self.start();
         }
-        pages >= FOLD_HERE_AT
+        false
     }
 
     /// Told the writer has nothing queued: folds what came since the last fold, if the log is
-    /// past [`FOLD_AT`], so that the log can start over at the next write.
-    pub fn idle(&mut self) {
-        if self.pages >= FOLD_AT && self.pages > self.last {
-            self.start();
+    /// past [`FOLD_AT`], so that the log can start over at the next write. When that fold must
+    /// wait for the running one, says how soon to ask again.
+    pub fn idle(&mut self) -> Option<Duration> {
+        self.reap();
+        if self.pages < FOLD_AT || self.pages <= self.last || self.stuck {
+            return None;
+        }
+        if self.running.is_some() {
+            return Some(ASK_AGAIN);
+        }
+        self.start();
+        None
+    }
+
+    /// Notes how a fold that ended went.
+    fn reap(&mut self) {
+        if self.running.as_ref().is_some_and(JoinHandle::is_finished)
+            && let Some(done) = self.running.take()
+        {
+            self.stuck = done.join().map_or(true, |folded| folded == Folded::Partly);
         }
     }
 
     /// Starts a fold unless one is running.
     fn start(&mut self) {
-        if self.running.as_ref().is_some_and(|fold| !fold.is_finished()) {
+        self.reap();
+        if self.running.is_some() {
             return;
         }
         self.last = self.pages;
-        if let Some(done) = self.running.take() {
-            let _ = done.join();
-        }
         let path = self.path.clone();
         match std::thread::Builder::new().name("cairn-fold".into()).spawn(move || fold(&path)) {
             Ok(running) => self.running = Some(running),
@@ -110,18 +150,52 @@ impl Folder {
     /// Waits for a fold still running.
     pub fn finish(&mut self) {
         if let Some(running) = self.running.take() {
-            let _ = running.join();
+            self.stuck = running.join().map_or(true, |folded| folded == Folded::Partly);
         }
     }
 }
 
 /// One passive checkpoint on a connection of its own: copies what no reader still needs.
-fn fold(path: &std::path::Path) {
+fn fold(path: &std::path::Path) -> Folded {
     let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX | OpenFlags::SQLITE_OPEN_URI;
-    let folded =
-        Connection::open_with_flags(path, flags).and_then(|conn| conn.execute_batch("PRAGMA wal_checkpoint(PASSIVE)"));
-    if let Err(err) = folded {
-        tracing::warn!(%err, file = %path.display(), "folding the log into the database failed");
+    let folded = Connection::open_with_flags(path, flags).and_then(|conn| {
+        // Another process's fold holds the checkpoint: this one is not needed, and waiting would
+        // hold up a shutdown.
+        conn.busy_timeout(Duration::ZERO)?;
+        checkpoint(&conn, "PASSIVE")
+    });
+    match folded {
+        Ok(folded) => folded,
+        Err(err) => {
+            tracing::warn!(%err, file = %path.display(), "folding the log into the database failed");
+            Folded::Partly
+        }
+    }
+}
+
+/// Runs `PRAGMA wal_checkpoint(mode)` on `conn`: whether it took the whole log. A checkpoint
+/// another connection holds off is reported in the result, not as an error.
+fn checkpoint(conn: &Connection, mode: &str) -> rusqlite::Result<Folded> {
+    conn.query_row(&format!("PRAGMA wal_checkpoint({mode})"), [], |row| {
+        let (busy, log, copied): (i64, i64, i64) = (row.get(0)?, row.get(1)?, row.get(2)?);
+        Ok(if busy == 0 && copied >= log { Folded::All } else { Folded::Partly })
+    })
+}
+
+/// The writer's own fold, in its thread: `TRUNCATE` at shutdown (the log emptied, for the next
+/// process to start on), `PASSIVE` past [`FOLD_HERE_AT`]. Never waits for another connection.
+pub fn fold_here(conn: &Connection, path: &std::path::Path, at_shutdown: bool) {
+    let mode = if at_shutdown { "TRUNCATE" } else { "PASSIVE" };
+    match conn.busy_timeout(Duration::ZERO).and_then(|()| checkpoint(conn, mode)) {
+        Ok(Folded::All) => {}
+        Ok(Folded::Partly) => tracing::debug!(mode, "a reader elsewhere still needs the log: it is folded later"),
+        Err(err) => tracing::warn!(%err, file = %path.display(), "folding the log into the database failed"),
+    }
+    if !at_shutdown {
+        // Back to the writer's own wait for other processes' writes.
+        if let Err(err) = conn.busy_timeout(super::BUSY_TIMEOUT) {
+            tracing::warn!(%err, "cannot restore the writer's busy timeout");
+        }
     }
 }
 
@@ -138,18 +212,62 @@ mod tests {
         assert!(!folder.committed(FOLD_AT));
         assert!(folder.running.is_some(), "a fold started at the threshold");
         folder.finish();
+        // No database there: the fold failed, and failing again at every pause helps nobody.
+        assert!(folder.stuck);
+        folder.stuck = false;
 
         assert!(!folder.committed(FOLD_AT + FOLD_AGAIN_AFTER - 1));
         assert!(folder.running.is_none(), "too few pages since the last fold");
-        folder.idle();
+        assert_eq!(folder.idle(), None);
         assert!(folder.running.is_some(), "a pause folds what came since");
         folder.finish();
-        folder.idle();
+        folder.stuck = false;
+        assert_eq!(folder.idle(), None);
         assert!(folder.running.is_none(), "nothing came since the last fold");
+
+        // A fold still running when more came and the writer pauses.
+        let (end, ended) = std::sync::mpsc::channel::<()>();
+        folder.running = Some(std::thread::spawn(move || {
+            let _ = ended.recv();
+            Folded::All
+        }));
+        assert!(!folder.committed(folder.pages + 1));
+        assert_eq!(folder.idle(), Some(ASK_AGAIN), "the fold owed waits for the running one and is asked for again");
+        end.send(()).unwrap();
+        while folder.running.as_ref().is_some_and(|fold| !fold.is_finished()) {
+            std::thread::yield_now();
+        }
+        assert_eq!(folder.idle(), None);
+        assert!(folder.running.is_some(), "then it starts");
+        folder.finish();
 
         assert!(!folder.committed(5));
         assert!(folder.running.is_none(), "the log started over");
         assert!(folder.committed(FOLD_HERE_AT), "a log this long is folded by the writer itself");
+        assert!(folder.running.is_none(), "and not on a thread beside it");
+    }
+
+    #[test]
+    fn a_fold_that_a_reader_holds_back_says_so_and_is_not_repeated_at_the_next_pause() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("cairn.db");
+        let writer = Connection::open(&path).unwrap();
+        writer.execute_batch("PRAGMA journal_mode=WAL; CREATE TABLE t(x); INSERT INTO t VALUES (1);").unwrap();
+        let reader = Connection::open(&path).unwrap();
+        reader.execute_batch("BEGIN; SELECT count(*) FROM t;").unwrap();
+        writer.execute_batch("INSERT INTO t VALUES (2);").unwrap();
+        assert_eq!(fold(&path), Folded::Partly, "the reader's snapshot keeps the newest page in the log");
+
+        let mut folder = Folder::new(path.clone());
+        folder.pages = FOLD_AT;
+        assert_eq!(folder.idle(), None);
         folder.finish();
+        assert!(folder.stuck);
+        folder.pages += 1;
+        assert_eq!(folder.idle(), None);
+        assert!(folder.running.is_none(), "no fold at a pause while the last one was held back");
+
+        reader.execute_batch("COMMIT").unwrap();
+        assert_eq!(fold(&path), Folded::All);
     }
 }

@@ -268,7 +268,7 @@ impl Store {
             OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX | OpenFlags::SQLITE_OPEN_URI,
         )
         .map_err(sqlite)?;
-        reader.busy_timeout(std::time::Duration::from_secs(5)).map_err(sqlite)?;
+        reader.busy_timeout(BUSY_TIMEOUT).map_err(sqlite)?;
         reader.set_prepared_statement_cache_capacity(STATEMENTS);
         let writer = writer::spawn(conn, path.to_owned(), me.clone(), beat).map_err(|err| StoreError::Open {
             path: path.to_owned(),
@@ -458,8 +458,11 @@ fn tighten(path: &Path) -> std::io::Result<()> {
 /// parsed again (rusqlite keeps 16 by default; the writer alone uses more).
 pub(super) const STATEMENTS: usize = 64;
 
+/// How long a connection waits for another process's write or checkpoint before giving up.
+const BUSY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
 fn configure(conn: &Connection) -> rusqlite::Result<()> {
-    conn.busy_timeout(std::time::Duration::from_secs(5))?;
+    conn.busy_timeout(BUSY_TIMEOUT)?;
     conn.set_prepared_statement_cache_capacity(STATEMENTS);
     let _mode: String = conn.pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get(0))?;
     conn.pragma_update(None, "synchronous", "NORMAL")?;

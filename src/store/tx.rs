@@ -59,31 +59,6 @@ impl Db {
         }
     }
 
-    /// Copies the write-ahead log into the database and empties it, as this process stops, so the
-    /// next process to open the file starts on an empty log instead of reading the whole log back
-    /// (SQLite does that only when the last connection closes, and this process's read-only
-    /// connection, which cannot, often closes last). Never waits: a reader in another process
-    /// keeps the log as it is, and the next checkpoint folds it.
-    pub fn fold_log(&self) {
-        let folded = self
-            .conn
-            .busy_timeout(std::time::Duration::ZERO)
-            .and_then(|()| self.conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |row| row.get::<_, i64>(0)));
-        match folded {
-            Ok(0) => {}
-            Ok(_) => tracing::debug!("another process is using the log: it is folded later"),
-            Err(err) => tracing::debug!(%err, "the log was not folded at exit"),
-        }
-    }
-
-    /// Folds what no reader still needs of the log into the database, in this thread, as
-    /// SQLite's own checkpoint would (see `fold`).
-    pub fn fold_log_here(&self) {
-        if let Err(err) = self.conn.execute_batch("PRAGMA wal_checkpoint(PASSIVE)") {
-            tracing::warn!(%err, file = %self.path.display(), "folding the log into the database failed");
-        }
-    }
-
     /// Runs one write inside a savepoint, so its failure rolls back only its own rows.
     pub fn savepoint(&self, write: impl FnOnce(&Connection) -> rusqlite::Result<()>) -> Result<(), StoreError> {
         let run = || -> rusqlite::Result<()> {

@@ -175,8 +175,11 @@ impl Writer {
                 Some(Job::Read(read)) => read(Ok(&self.db.conn)),
                 Some(Job::Shutdown(ack)) => {
                     self.held.release_all(&self.db, now_ms());
+                    // The next process then starts on an empty log instead of reading it back: SQLite
+                    // empties it only when the last connection closes, and this process's read
+                    // connection, which cannot, often closes last or not at all.
                     self.folder.finish();
-                    self.db.fold_log();
+                    fold::fold_here(&self.db.conn, &self.db.path, true);
                     drop(self.db);
                     let _ = ack.send(());
                     return;
@@ -189,13 +192,16 @@ impl Writer {
     /// Waits for a job while none is queued: starts a fold of the log if one is owed, and wakes
     /// up for the leases' heartbeat (and to retry their releases) while any is held.
     fn wait(&mut self, rx: &mpsc::Receiver<Job>) -> Option<Job> {
-        self.folder.idle();
         loop {
-            let Some(wait) = self.held.idle_for() else { return rx.recv().ok() };
+            let fold_again = self.folder.idle();
+            let heartbeat = self.held.idle_for();
+            let Some(wait) = [fold_again, heartbeat].into_iter().flatten().min() else { return rx.recv().ok() };
             match rx.recv_timeout(wait) {
                 Ok(job) => return Some(job),
                 Err(mpsc::RecvTimeoutError::Timeout) => {
-                    self.apply(&[]);
+                    if heartbeat.is_some_and(|beat| beat <= wait) {
+                        self.apply(&[]);
+                    }
                 }
                 Err(mpsc::RecvTimeoutError::Disconnected) => return None,
             }
@@ -231,7 +237,7 @@ impl Writer {
                 if let Some(pages) = fold::log_pages_after_commit()
                     && self.folder.committed(pages)
                 {
-                    self.db.fold_log_here();
+                    fold::fold_here(&self.db.conn, &self.db.path, false);
                 }
                 results
             }
