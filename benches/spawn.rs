@@ -41,7 +41,7 @@ async fn once(policy: &ProcessPolicy, cwd: &Path, rejected: &[Vec<String>], scri
 }
 
 /// `a` and `b` taken in turns, `n` of each, so that the machine's drift (other work, the CPU's
-/// clock) falls on both alike; in the order taken, pair by pair.
+/// clock) falls on both alike; pair by pair.
 async fn paired(
     a: (&ProcessPolicy, &[Vec<String>], &str),
     b: (&ProcessPolicy, &[Vec<String>], &str),
@@ -51,9 +51,15 @@ async fn paired(
     once(a.0, cwd, a.1, a.2).await;
     once(b.0, cwd, b.1, b.2).await;
     let (mut first, mut second) = (Vec::with_capacity(n), Vec::with_capacity(n));
-    for _ in 0..n {
-        first.push(once(a.0, cwd, a.1, a.2).await);
-        second.push(once(b.0, cwd, b.1, b.2).await);
+    for i in 0..n {
+        // Each side goes first in every other pair, so that going second weighs on both.
+        if i % 2 == 0 {
+            first.push(once(a.0, cwd, a.1, a.2).await);
+            second.push(once(b.0, cwd, b.1, b.2).await);
+        } else {
+            second.push(once(b.0, cwd, b.1, b.2).await);
+            first.push(once(a.0, cwd, a.1, a.2).await);
+        }
     }
     (first, second)
 }
