@@ -7,8 +7,8 @@
 //! short-lived thread, once the log is past [`FOLD_AT`] pages. A passive checkpoint never
 //! blocks the writer, which goes on appending meanwhile. The log starts over at the writer's
 //! first transaction after a fold has taken all of it. So a fold that fell behind (the writer
-//! appended meanwhile, or a reader elsewhere still needed old pages) is followed by another:
-//! when the writer has nothing queued, or once [`FOLD_AGAIN_AFTER`] more pages have come.
+//! appended meanwhile) is followed by another: when the writer pauses ([`PAUSE`]), or once
+//! [`FOLD_AGAIN_AFTER`] more pages have come.
 //!
 //! A fold that could not take the whole log because a reader in another process still needs
 //! part of it is not repeated at every pause, only after more pages. At shutdown the writer
@@ -78,8 +78,11 @@ enum Folded {
     Partly,
 }
 
-/// How soon a writer with nothing queued asks again while a fold it owes waits for the
-/// running one to end.
+/// How long the writer has nothing to do before it counts as a pause and the fold it owes
+/// starts: between a stream's chunks the next write comes before such a fold could end.
+pub const PAUSE: Duration = Duration::from_millis(20);
+
+/// How soon a paused writer asks again while the fold it owes waits for the running one.
 pub const ASK_AGAIN: Duration = Duration::from_millis(5);
 
 impl Folder {
@@ -109,12 +112,18 @@ impl Folder {
         false
     }
 
-    /// Told the writer has nothing queued: folds what came since the last fold, if the log is
-    /// past [`FOLD_AT`], so that the log can start over at the next write. When that fold must
-    /// wait for the running one, says how soon to ask again.
-    pub fn idle(&mut self) -> Option<Duration> {
+    /// Whether a fold is owed at the writer's next pause: pages came since the last fold began,
+    /// the log is past [`FOLD_AT`], and the last fold was not held back by a reader.
+    pub fn owed(&mut self) -> bool {
         self.reap();
-        if self.pages < FOLD_AT || self.pages <= self.last || self.stuck {
+        self.pages >= FOLD_AT && self.pages > self.last && !self.stuck
+    }
+
+    /// Told the writer has had nothing to do for [`PAUSE`]: starts the fold owed, so that the
+    /// log can start over at the next write, or, while the last one still runs, says how soon
+    /// to ask again.
+    pub fn paused(&mut self) -> Option<Duration> {
+        if !self.owed() {
             return None;
         }
         if self.running.is_some() {
@@ -218,12 +227,12 @@ mod tests {
 
         assert!(!folder.committed(FOLD_AT + FOLD_AGAIN_AFTER - 1));
         assert!(folder.running.is_none(), "too few pages since the last fold");
-        assert_eq!(folder.idle(), None);
+        assert!(folder.owed());
+        assert_eq!(folder.paused(), None);
         assert!(folder.running.is_some(), "a pause folds what came since");
         folder.finish();
         folder.stuck = false;
-        assert_eq!(folder.idle(), None);
-        assert!(folder.running.is_none(), "nothing came since the last fold");
+        assert!(!folder.owed(), "nothing came since the last fold");
 
         // A fold still running when more came and the writer pauses.
         let (end, ended) = std::sync::mpsc::channel::<()>();
@@ -232,12 +241,12 @@ mod tests {
             Folded::All
         }));
         assert!(!folder.committed(folder.pages + 1));
-        assert_eq!(folder.idle(), Some(ASK_AGAIN), "the fold owed waits for the running one and is asked for again");
+        assert_eq!(folder.paused(), Some(ASK_AGAIN), "the fold owed waits for the running one and is asked for again");
         end.send(()).unwrap();
         while folder.running.as_ref().is_some_and(|fold| !fold.is_finished()) {
             std::thread::yield_now();
         }
-        assert_eq!(folder.idle(), None);
+        assert_eq!(folder.paused(), None);
         assert!(folder.running.is_some(), "then it starts");
         folder.finish();
 
@@ -260,12 +269,11 @@ mod tests {
 
         let mut folder = Folder::new(path.clone());
         folder.pages = FOLD_AT;
-        assert_eq!(folder.idle(), None);
+        assert_eq!(folder.paused(), None);
         folder.finish();
         assert!(folder.stuck);
         folder.pages += 1;
-        assert_eq!(folder.idle(), None);
-        assert!(folder.running.is_none(), "no fold at a pause while the last one was held back");
+        assert!(!folder.owed(), "no fold at a pause while the last one was held back");
 
         reader.execute_batch("COMMIT").unwrap();
         assert_eq!(fold(&path), Folded::All);

@@ -20,7 +20,7 @@
 use std::path::PathBuf;
 use std::sync::Mutex;
 use std::sync::mpsc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use rusqlite::Connection;
 use tokio::sync::oneshot;
@@ -189,18 +189,24 @@ impl Writer {
         }
     }
 
-    /// Waits for a job while none is queued: starts a fold of the log if one is owed, and wakes
-    /// up for the leases' heartbeat (and to retry their releases) while any is held.
+    /// Waits for a job while none is queued: starts the fold of the log owed once nothing came
+    /// for [`fold::PAUSE`], and wakes up for the leases' heartbeat (and to retry their releases)
+    /// while any is held.
     fn wait(&mut self, rx: &mpsc::Receiver<Job>) -> Option<Job> {
+        let mut fold_at = self.folder.owed().then(|| Instant::now() + fold::PAUSE);
         loop {
-            let fold_again = self.folder.idle();
+            let now = Instant::now();
+            let fold_in = fold_at.map(|at| at.saturating_duration_since(now));
             let heartbeat = self.held.idle_for();
-            let Some(wait) = [fold_again, heartbeat].into_iter().flatten().min() else { return rx.recv().ok() };
+            let Some(wait) = [fold_in, heartbeat].into_iter().flatten().min() else { return rx.recv().ok() };
             match rx.recv_timeout(wait) {
                 Ok(job) => return Some(job),
                 Err(mpsc::RecvTimeoutError::Timeout) => {
                     if heartbeat.is_some_and(|beat| beat <= wait) {
                         self.apply(&[]);
+                    }
+                    if fold_in.is_some_and(|fold| fold <= wait) {
+                        fold_at = self.folder.paused().map(|again| Instant::now() + again);
                     }
                 }
                 Err(mpsc::RecvTimeoutError::Disconnected) => return None,
