@@ -462,6 +462,6 @@ async fn a_live_store_folds_its_log_and_starts_it_over_instead_of_letting_it_gro
     let most = u64::try_from(3 * super::fold::FOLD_AT).unwrap() * page;
     // Never folded or started over, it would hold about 6,800 pages.
     assert!(log_len(&dir) < most, "the log grew to {} bytes", log_len(&dir));
-    let page = store.list_sessions(None, None, 2000, false).await.unwrap();
-    assert_eq!(page.sessions.len(), 1200, "every commit is kept");
+    let listed = store.list_sessions(None, None, 2000, false).await.unwrap();
+    assert_eq!(listed.sessions.len(), 1200, "every commit is kept");
 }

@@ -12,6 +12,10 @@
 //! (waking for it when idle), and released when asked and at shutdown. Crash-orphaned tool calls
 //! are finished here too, under the write transaction, so they are judged as stored.
 //!
+//! No commit checkpoints the log: the writer tells `fold` each commit's log size and its
+//! pauses, `fold` folds the log on a thread of its own, and the writer empties the log at
+//! shutdown.
+//!
 //! A read can be queued too ([`Handle::read`]): it ends the batch it falls in, so it runs on the
 //! writer's connection once everything queued before it is committed and called back, and before
 //! anything queued after it is applied. What it sees is exactly what the callbacks so far have
