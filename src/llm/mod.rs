@@ -290,3 +290,12 @@ pub fn resolve(config: &Config, model: &str) -> Result<Resolved, LlmError> {
     };
     Ok(Resolved { provider, model: model_name.to_owned() })
 }
+
+/// Resolves `model` (on a thread that may block: a saved key is read from a file) and opens a
+/// connection to its provider ahead of the first request ([`Provider::warm`]). No key or no
+/// such provider: nothing, the request will say so.
+pub async fn warm(config: Arc<Config>, model: String) {
+    if let Ok(Ok(resolved)) = tokio::task::spawn_blocking(move || resolve(&config, &model)).await {
+        resolved.provider.warm().await;
+    }
+}

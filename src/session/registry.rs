@@ -118,15 +118,11 @@ impl Registry {
         &self.inner.store
     }
 
-    /// Opens a connection to the default model's provider ahead of any session, on a thread that
-    /// may block (the key may be read from a file): a client's first prompt, often sent right
-    /// behind `session/new`, then finds it open instead of waiting for it. A session's own
-    /// warm-up, at `session/new`, finds that URL warmed already.
+    /// Opens a connection to the default model's provider ahead of any session: a client's
+    /// first prompt, often sent right behind `session/new`, then finds it open instead of
+    /// waiting for it. A session's own warm-up, at `session/new`, finds that URL warmed already.
     pub fn warm_default_model(&self) {
-        // No key or no such provider: the first prompt will say so.
-        if let Ok(resolved) = crate::llm::resolve(&self.inner.config, &self.inner.config.model) {
-            tokio::spawn(async move { resolved.provider.warm().await });
-        }
+        tokio::spawn(crate::llm::warm(Arc::clone(&self.inner.config), self.inner.config.model.clone()));
     }
 
     pub fn config(&self) -> &Config {

@@ -135,10 +135,8 @@ impl Folder {
 
     /// Notes how a fold that ended went.
     fn reap(&mut self) {
-        if self.running.as_ref().is_some_and(JoinHandle::is_finished)
-            && let Some(done) = self.running.take()
-        {
-            self.stuck = done.join().map_or(true, |folded| folded == Folded::Partly);
+        if self.running.as_ref().is_some_and(JoinHandle::is_finished) {
+            self.finish();
         }
     }
 

@@ -477,11 +477,7 @@ impl Actor {
         let model = self.row.model.clone();
         tokio::spawn(async move {
             after.await;
-            let resolved = tokio::task::spawn_blocking(move || crate::llm::resolve(&config, &model)).await;
-            // No key or no such provider: the prompt will say so.
-            if let Ok(Ok(resolved)) = resolved {
-                resolved.provider.warm().await;
-            }
+            crate::llm::warm(config, model).await;
         });
     }
 
