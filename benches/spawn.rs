@@ -6,8 +6,11 @@
 //! off, in `workspace-write` without and with the namespace, without network, and with the exec
 //! check (a rule rejecting `rm`). The workspace is a small repository with a `.env`, so the
 //! namespace has places to bind and hide. Then the cost of one exec under the exec check (a
-//! command that runs `/bin/true` 2,000 times, with and without the check), and `cargo build` of a
-//! small crate inside the sandbox and outside, in turns. Prints median and p90; nothing here asserts.
+//! command that runs `/bin/true` 2,000 times, with and without the check, and one whose 20,000
+//! execs fail in one process: the check's own time, without forks and the scheduler's placing of
+//! them), and `cargo build` of a small crate inside the sandbox and outside, in turns. Prints
+//! medians and quantiles; nothing here asserts.
+//! `CAIRN_SPAWN_ROWS=exec` (or `build`) runs only the per-exec rows (or the `cargo build` rows).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout, clippy::print_stderr)]
 
@@ -20,6 +23,8 @@ use tokio::io::AsyncReadExt;
 
 const SAMPLES: usize = 200;
 const EXECS: usize = 2000;
+/// Execs that fail in one process, for the check's own cost.
+const FAILED_EXECS: usize = 20_000;
 /// `cargo build` runs of each kind.
 const BUILDS: usize = 31;
 /// 2,000-exec commands of each kind.
@@ -139,15 +144,28 @@ async fn main() {
         ),
         ("supervisor, workspace-write, namespace, exec check (`bash:rm` rejected)", base.clone(), &rm),
     ];
-    println!("| local `bash -c true`, spawn to exit | median | p90 | samples |");
-    println!("|---|---|---|---|");
-    for (name, policy, rejected) in &cases {
-        let taken = samples(policy, cwd, rejected, "true", SAMPLES).await;
-        println!("| {name} | {:.2} ms | {:.2} ms | {SAMPLES} |", at(&taken, 0.5), at(&taken, 0.9));
+    let rows = std::env::var("CAIRN_SPAWN_ROWS").unwrap_or_default();
+    let wanted = |name: &str| rows.is_empty() || rows == name;
+    if wanted("spawn") {
+        println!("| local `bash -c true`, spawn to exit | median | p90 | samples |");
+        println!("|---|---|---|---|");
+        for (name, policy, rejected) in &cases {
+            let taken = samples(policy, cwd, rejected, "true", SAMPLES).await;
+            println!("| {name} | {:.2} ms | {:.2} ms | {SAMPLES} |", at(&taken, 0.5), at(&taken, 0.9));
+        }
     }
+    if wanted("exec") {
+        per_exec(&base, &rm, cwd).await;
+    }
+    if wanted("build") {
+        cargo_build(&base, &rm).await;
+    }
+}
 
+/// The exec check's cost for one exec: a command of 2,000 execs with and without it, in pairs.
+async fn per_exec(base: &ProcessPolicy, rm: &[Vec<String>], cwd: &Path) {
     let loop_script = format!("for i in $(seq {EXECS}); do /bin/true; done");
-    let (without, with) = paired((&base, &[], &loop_script), (&base, &rm, &loop_script), cwd, PAIRS).await;
+    let (without, with) = paired((base, &[], &loop_script), (base, rm, &loop_script), cwd, PAIRS).await;
     let per_exec = differences(&without, &with).into_iter().map(|ms| ms * 1e3 / EXECS as f64).collect::<Vec<_>>();
     let (without, with) = (sorted(without), sorted(with));
     let per = |taken: &[Duration]| at(taken, 0.5) * 1e3 / EXECS as f64;
@@ -163,7 +181,22 @@ async fn main() {
         quantile(&per_exec, 0.75)
     );
 
-    cargo_build(&base, &rm).await;
+    // The same check without the fork, the new program and the scheduler's placing of them:
+    // `exec` of a system file without execute permission fails after the check has judged it
+    // (as it judges a system program: reached, known by its identity), and with `execfail` the
+    // shell goes on to the next, all in one process.
+    let failing =
+        format!("shopt -s execfail; for i in $(seq {FAILED_EXECS}); do exec /etc/passwd 2>/dev/null; done; true");
+    let (without, with) = paired((base, &[], &failing), (base, rm, &failing), cwd, PAIRS).await;
+    let per_exec =
+        differences(&without, &with).into_iter().map(|ms| ms * 1e3 / FAILED_EXECS as f64).collect::<Vec<_>>();
+    println!(
+        "| the time the check adds to one exec's call ({FAILED_EXECS} failing execs in one process), median of \
+         the pairs' differences (q1, q3) | | {:.1} µs ({:.1}, {:.1}) |",
+        quantile(&per_exec, 0.5),
+        quantile(&per_exec, 0.25),
+        quantile(&per_exec, 0.75)
+    );
 }
 
 /// `cargo build` of a small crate (no dependencies, a build script, a few modules) from clean,
