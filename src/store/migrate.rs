@@ -25,18 +25,21 @@ pub const LATEST: i64 = MIGRATIONS.len() as i64;
 /// Fails if the database is unreadable or stamped newer than [`LATEST`]; writes nothing.
 pub fn check_version(conn: &Connection, path: &Path) -> Result<(), StoreError> {
     conn.busy_timeout(std::time::Duration::from_secs(5)).map_err(|err| StoreError::from_sqlite(path, &err))?;
-    let found = version(conn).map_err(|err| StoreError::from_sqlite(path, &err))?;
+    // One statement, so one snapshot: read apart, another process's migration could commit
+    // between the two, and its tables would be seen without its stamp.
+    let (found, tables): (i64, i64) = conn
+        .query_row(
+            "SELECT (SELECT user_version FROM pragma_user_version), (SELECT count(*) FROM sqlite_master)",
+            [],
+            |row| Ok((row.get(0)?, row.get(1)?)),
+        )
+        .map_err(|err| StoreError::from_sqlite(path, &err))?;
     if found > LATEST {
         return Err(StoreError::TooNew { path: path.to_owned(), found, supported: LATEST });
     }
-    if found == 0 {
-        let tables: i64 = conn
-            .query_row("SELECT count(*) FROM sqlite_master", [], |row| row.get(0))
-            .map_err(|err| StoreError::from_sqlite(path, &err))?;
-        if tables > 0 {
-            let detail = format!("it is a SQLite database with {tables} schema objects but no cairn schema version");
-            return Err(StoreError::Corrupt { path: path.to_owned(), detail });
-        }
+    if found == 0 && tables > 0 {
+        let detail = format!("it is a SQLite database with {tables} schema objects but no cairn schema version");
+        return Err(StoreError::Corrupt { path: path.to_owned(), detail });
     }
     Ok(())
 }

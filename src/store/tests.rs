@@ -465,3 +465,26 @@ async fn a_live_store_folds_its_log_and_starts_it_over_instead_of_letting_it_gro
     let listed = store.list_sessions(None, None, 2000, false).await.unwrap();
     assert_eq!(listed.sessions.len(), 1200, "every commit is kept");
 }
+
+#[test]
+fn a_database_being_created_by_another_process_is_never_taken_for_a_foreign_one() {
+    // One connection checks the version over and over while another migrates the fresh file:
+    // each check must see the file before the migration (empty) or after it (stamped), never
+    // its tables without the stamp.
+    for _ in 0..40 {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("cairn.db");
+        let checker = Connection::open(&path).unwrap();
+        let mut migrator = Connection::open(&path).unwrap();
+        let done = std::sync::atomic::AtomicBool::new(false);
+        std::thread::scope(|scope| {
+            scope.spawn(|| {
+                migrate::to_latest(&mut migrator, &path).unwrap();
+                done.store(true, std::sync::atomic::Ordering::Release);
+            });
+            while !done.load(std::sync::atomic::Ordering::Acquire) {
+                migrate::check_version(&checker, &path).unwrap();
+            }
+        });
+    }
+}
