@@ -27,6 +27,7 @@ pub mod mcp;
 pub mod net;
 pub mod permissions;
 pub mod process;
+pub mod serve;
 pub mod session;
 pub mod settings;
 pub mod store;

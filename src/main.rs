@@ -59,6 +59,14 @@ enum Command {
         #[command(subcommand)]
         then: Option<AcpThen>,
     },
+    /// Serve ACP over WebSocket (`ws://ADDR/acp`) to any number of clients, with sessions that
+    /// outlive their connections: a client that goes away mid-turn only detaches, and another
+    /// may load the session and follow its turn. Stops at SIGTERM or SIGINT.
+    Serve {
+        /// IP:PORT on loopback, or the path of a Unix socket (made readable by you alone).
+        #[arg(long, default_value = cairn::serve::DEFAULT_LISTEN)]
+        listen: String,
+    },
     /// Run one prompt headless and print the answer as it streams. Exit status: 0 done, 1 an
     /// error, 2 a usage mistake, 3 a limit stopped the turn, 130 interrupted.
     Exec(ExecArgs),
@@ -206,6 +214,16 @@ async fn run(command: Option<Command>) -> ExitCode {
             // `initialize` needs neither: it is answered while they load.
             cairn::acp::serve(setup).await;
             ExitCode::SUCCESS
+        }
+        Some(Command::Serve { listen }) => {
+            let listen = match cairn::serve::Listen::parse(&listen) {
+                Ok(listen) => listen,
+                Err(why) => return fail(&why),
+            };
+            match cairn::serve::run(listen, setup).await {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(why) => fail(&why),
+            }
         }
         Some(Command::Exec(args)) => exec(args).await,
         Some(Command::Login(args) | Command::Acp { then: Some(AcpThen::Login(args)) }) => {

@@ -3,9 +3,10 @@
 //! Each handler parses its params (a failure names the field), does whatever must happen in wire
 //! order synchronously (queueing a prompt, cancelling), and returns the rest as a future. The
 //! client's `cwd` and `additionalDirectories` are checked before a session sees them: absolute,
-//! existing directories that may be a workspace root (`workspace::Guard`). [`WireSink`] is the
-//! editor as the sessions see it: their updates as `session/update` notifications, and each
-//! session's `Host` (`client::AcpHost`).
+//! existing directories that may be a workspace root (`workspace::Guard`). The client is a
+//! [`WireSink`] (`sink.rs`). On a server ([`Served`]) the sessions are the server's:
+//! a connection views each session it opens or sends anything to, and its end only stops the
+//! viewing (no turn is cancelled, nothing shut down).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -18,124 +19,52 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use super::auth::{ENVIRONMENT_METHOD, LOGIN_METHOD, auth_methods, needs_no_login, runs_terminal_auth};
-use super::client::{AcpHost, ClientFeatures};
-use super::convert::{
-    block_to_part, config_options, invalid_params, modes, notification_json, session_error, stop_reason,
-    update_to_wire, usage_update,
-};
+use super::convert::{block_to_part, invalid_params, modes, session_error, stop_reason, usage_update};
 use super::opening::Opening;
-use super::rpc::{Handler, Peer};
+use super::rpc::Handler;
+use super::sink::WireSink;
 use crate::ids::{SessionId, iso8601};
-use crate::session::{Attach, COMMANDS, Registry, Update, UpdateSink};
+use crate::session::{Hub, Registry, Viewer};
 use crate::settings::{self, Setting};
-use crate::tools::Host;
 
 /// Sessions per `session/list` page.
 const PAGE_SIZE: usize = 50;
 
 type Answer = Result<BoxFuture<'static, Result<Value, acp::Error>>, acp::Error>;
 
-/// The editor seen from the sessions: `session/update` notifications, and its services.
-pub struct WireSink {
-    peer: Peer,
-    features: Arc<ClientFeatures>,
+/// One connection of a server: the server's hub, and this connection's view in it.
+pub struct Served {
+    pub hub: Arc<Hub>,
+    pub viewer: Viewer,
 }
 
-impl WireSink {
-    pub fn new(peer: Peer) -> Self {
-        Self { peer, features: Arc::new(ClientFeatures::default()) }
-    }
-
-    /// The session's config options as this client takes them.
-    fn options(&self, view: &crate::session::SessionView) -> Vec<acp::SessionConfigOption> {
-        config_options(view, self.features.shown())
-    }
-
-    /// Sends an update that has no row behind it (mode and option changes).
-    fn send_wire(&self, session: &SessionId, update: acp::SessionUpdate) {
-        self.peer.notify(
-            acp::CLIENT_METHOD_NAMES.session_update,
-            &acp::SessionNotification::new(session.as_str().to_owned(), update),
-        );
-    }
-
-    /// What a session the running request opens gets: the client's MCP servers, and the signal
-    /// that the response announcing the session is on its way (call it inside the request's
-    /// future).
-    fn attach(&self, servers: Vec<acp::McpServer>, directories: Vec<PathBuf>) -> Attach {
-        let (mcp, notes) = super::convert::mcp_servers(servers);
-        Attach { mcp, notes, announced: self.peer.after_response(), rules: Vec::new(), directories: Some(directories) }
-    }
-
-    /// [`Self::attach`] for the synchronous part of a handler, which queues the session's
-    /// command in wire order: the returned signal must be handed to
-    /// [`Peer::signal_after_response`] inside the request's future.
-    fn attach_early(
-        &self,
-        servers: Vec<acp::McpServer>,
-        directories: Vec<PathBuf>,
-    ) -> (Attach, tokio::sync::oneshot::Sender<()>) {
-        let (mcp, notes) = super::convert::mcp_servers(servers);
-        let (signal, announced) = tokio::sync::oneshot::channel();
-        (Attach { mcp, notes, announced, rules: Vec::new(), directories: Some(directories) }, signal)
-    }
-
-    /// Sends the slash commands right after the response that tells the client about the session.
-    fn send_commands_after_response(&self, session: &SessionId) {
-        let commands = COMMANDS
-            .iter()
-            .map(|command| {
-                acp::AvailableCommand::new(command.name, command.description).input(
-                    command
-                        .hint
-                        .map(|hint| acp::AvailableCommandInput::Unstructured(acp::UnstructuredCommandInput::new(hint))),
-                )
-            })
-            .collect();
-        let update = acp::SessionUpdate::AvailableCommandsUpdate(acp::AvailableCommandsUpdate::new(commands));
-        self.peer.notify_after_response(
-            acp::CLIENT_METHOD_NAMES.session_update,
-            &acp::SessionNotification::new(session.as_str().to_owned(), update),
-        );
+impl Served {
+    /// This connection sees `session`'s updates from now on.
+    fn view(&self, session: &SessionId) {
+        self.hub.attach(session, &self.viewer);
     }
 }
 
-impl UpdateSink for WireSink {
-    fn send(&self, session: &SessionId, update: Update) {
-        let Some(update) = update_to_wire(update, self.features.shown()) else { return };
-        if matches!(update, acp::SessionUpdate::ToolCall(_)) {
-            if let Some(value) = notification_json(session.as_str(), update) {
-                self.peer.notify(acp::CLIENT_METHOD_NAMES.session_update, &value);
-            }
-            return;
-        }
-        // Serialized straight from the struct: the hot path of streamed chunks.
-        self.peer.notify(
-            acp::CLIENT_METHOD_NAMES.session_update,
-            &acp::SessionNotification::new(session.as_str().to_owned(), update),
-        );
-    }
-
-    fn writable(&self) -> BoxFuture<'static, ()> {
-        self.peer.writable().boxed()
-    }
-
-    fn host(&self, session: &SessionId) -> Arc<dyn Host> {
-        Arc::new(AcpHost { peer: self.peer.clone(), session: session.clone(), features: Arc::clone(&self.features) })
-    }
-}
-
-/// The ACP agent: what `cairn` serves on stdio.
+/// The ACP agent: what `cairn` serves on stdio, and on each connection of `cairn serve`.
 pub struct Agent {
     sink: Arc<WireSink>,
     /// The sessions, or why they could not be set up (bad config, unusable database), once
     /// the store is open.
     sessions: Opening,
+    /// On a server, this connection's view of the server's sessions.
+    served: Option<Arc<Served>>,
 }
 
 impl Agent {
-    pub fn new(sink: Arc<WireSink>, sessions: Opening) -> Self {
-        Self { sink, sessions }
+    pub fn new(sink: Arc<WireSink>, sessions: Opening, served: Option<Served>) -> Self {
+        Self { sink, sessions, served: served.map(Arc::new) }
+    }
+
+    /// On a server, this connection sees `session` from now on.
+    fn view(&self, session: &SessionId) {
+        if let Some(served) = &self.served {
+            served.view(session);
+        }
     }
 
     fn sessions(&self) -> Result<Registry, acp::Error> {
@@ -220,10 +149,13 @@ impl Agent {
         let extra = self.additional_directories(request.additional_directories)?;
         let sessions = self.sessions()?;
         needs_no_login(sessions.config())?;
-        let sink = Arc::clone(&self.sink);
+        let (sink, served) = (Arc::clone(&self.sink), self.served.clone());
         Ok(async move {
             let attach = sink.attach(request.mcp_servers, extra);
             let view = sessions.create(&cwd, attach).await.map_err(|err| session_error(&err))?;
+            if let Some(served) = served {
+                served.view(&view.id);
+            }
             sink.send_commands_after_response(&view.id);
             to_value(
                 &acp::NewSessionResponse::new(view.id.to_string())
@@ -243,7 +175,10 @@ impl Agent {
         // Queued now, in wire order: the replay shows everything sent before this line was
         // read, and what the running turn sends after it comes after the replay, never twice.
         let (attach, announced) = self.sink.attach_early(request.mcp_servers, extra);
-        let loaded = self.sessions()?.load(&id, attach);
+        let loaded = self.sessions()?.load(&id, attach, self.served.as_ref().map(|served| &served.viewer));
+        // After the hold the load took: what this connection is sent from here on is either
+        // in the replay or after it.
+        self.view(&id);
         let sink = Arc::clone(&self.sink);
         Ok(async move {
             sink.peer.signal_after_response(announced);
@@ -265,6 +200,7 @@ impl Agent {
         // attached to these servers, not started without them and then restarted.
         let (attach, announced) = self.sink.attach_early(request.mcp_servers, extra);
         let resumed = self.sessions()?.resume(&id, attach);
+        self.view(&id);
         let sink = Arc::clone(&self.sink);
         Ok(async move {
             sink.peer.signal_after_response(announced);
@@ -282,10 +218,13 @@ impl Agent {
         let extra = self.additional_directories(request.additional_directories)?;
         let parent = session_id(&request.session_id);
         let sessions = self.sessions()?;
-        let sink = Arc::clone(&self.sink);
+        let (sink, served) = (Arc::clone(&self.sink), self.served.clone());
         Ok(async move {
             let attach = sink.attach(request.mcp_servers, extra);
             let view = sessions.fork(&parent, &cwd, attach).await.map_err(|err| session_error(&err))?;
+            if let Some(served) = served {
+                served.view(&view.id);
+            }
             sink.send_commands_after_response(&view.id);
             to_value(
                 &acp::ForkSessionResponse::new(view.id.to_string())
@@ -300,8 +239,12 @@ impl Agent {
         let request: acp::CloseSessionRequest = parse(SESSION_CLOSE, params)?;
         let sessions = self.sessions()?;
         let id = session_id(&request.session_id);
+        let served = self.served.clone();
         Ok(async move {
             sessions.close(&id).await.map_err(|err| session_error(&err))?;
+            if let Some(served) = served {
+                served.hub.forget(&id);
+            }
             to_value(&acp::CloseSessionResponse::new())
         }
         .boxed())
@@ -311,8 +254,12 @@ impl Agent {
         let request: acp::DeleteSessionRequest = parse(SESSION_DELETE, params)?;
         let sessions = self.sessions()?;
         let id = session_id(&request.session_id);
+        let served = self.served.clone();
         Ok(async move {
             sessions.delete(&id).await.map_err(|err| session_error(&err))?;
+            if let Some(served) = served {
+                served.hub.forget(&id);
+            }
             to_value(&acp::DeleteSessionResponse::new())
         }
         .boxed())
@@ -370,6 +317,7 @@ impl Agent {
             _ => settings::Value::Id(""),
         };
         let setting = Setting::parse(&request.config_id.0, value).map_err(|err| session_error(&err.into()))?;
+        self.view(&id);
         let changed = sessions.set(&id, setting.clone());
         let sink = Arc::clone(&self.sink);
         Ok(async move {
@@ -397,7 +345,9 @@ impl Agent {
         let request: acp::SetSessionModeRequest = parse(SESSION_SET_MODE, params)?;
         let id = session_id(&request.session_id);
         let setting = Setting::mode(&request.mode_id.0).map_err(|err| session_error(&err.into()))?;
-        let changed = self.sessions()?.set(&id, setting);
+        let sessions = self.sessions()?;
+        self.view(&id);
+        let changed = sessions.set(&id, setting);
         let sink = Arc::clone(&self.sink);
         Ok(async move {
             let view = changed.await.map_err(|err| session_error(&err))?;
@@ -417,7 +367,9 @@ impl Agent {
             return Err(invalid_params("session/prompt: `prompt` must hold at least one content block"));
         }
         let parts = request.prompt.into_iter().map(block_to_part).collect::<Result<Vec<_>, _>>()?;
-        let turn = self.sessions()?.prompt(&session_id(&request.session_id), parts);
+        let (sessions, id) = (self.sessions()?, session_id(&request.session_id));
+        self.view(&id);
+        let turn = sessions.prompt(&id, parts);
         Ok(async move {
             let stop = turn.await.map_err(|err| session_error(&err))?;
             to_value(&acp::PromptResponse::new(stop_reason(stop)))
@@ -469,7 +421,9 @@ impl Handler for Agent {
             SESSION_CANCEL => match parse::<acp::CancelNotification>(method, params) {
                 Ok(cancel) => {
                     if let Ok(sessions) = self.sessions.get() {
-                        sessions.cancel(&session_id(&cancel.session_id));
+                        let id = session_id(&cancel.session_id);
+                        self.view(&id);
+                        sessions.cancel(&id);
                     }
                 }
                 Err(err) => tracing::warn!(%err, "ignoring a malformed session/cancel"),
@@ -478,7 +432,13 @@ impl Handler for Agent {
         }
     }
 
+    /// On a server, the connection only stops viewing: the sessions are the server's, and their
+    /// turns go on. Else the process is ending, and so are the sessions.
     fn shutdown(&self) -> BoxFuture<'static, ()> {
+        if let Some(served) = &self.served {
+            served.hub.detach(&served.viewer);
+            return async {}.boxed();
+        }
         match self.sessions.get() {
             Ok(sessions) => {
                 let sessions = sessions.clone();

@@ -1,7 +1,8 @@
 //! The Agent Client Protocol edge: the only module that knows JSON-RPC or ACP wire types.
 //!
 //! `rpc` frames and routes messages, `handlers` implements the methods, `convert` maps between
-//! cairn's types and the wire's. [`serve`] wires them to stdin and stdout.
+//! cairn's types and the wire's. [`serve`] wires them to stdin and stdout, [`serve_connection`]
+//! to one client of `cairn serve` (whose transport gives it lines in and takes lines out).
 
 mod auth;
 mod client;
@@ -11,12 +12,13 @@ pub mod headless;
 mod opening;
 mod question;
 pub mod rpc;
+mod sink;
 mod stdio;
 
 use std::sync::Arc;
 
 use crate::config::Config;
-use crate::session::Registry;
+use crate::session::{Hub, Registry};
 use crate::store::Store;
 
 /// Serves ACP on stdin/stdout until stdin closes. `setup` loads the configuration and opens the
@@ -26,7 +28,7 @@ pub async fn serve(setup: impl FnOnce() -> Result<(Store, Arc<Config>), String> 
     let stdio = stdio::Stdio::open();
     let restore = stdio.restorer();
     rpc::serve(stdio.input, stdio.output, move |peer| {
-        let sink = Arc::new(handlers::WireSink::new(peer));
+        let sink = Arc::new(sink::WireSink::new(peer));
         let for_sessions = Arc::clone(&sink);
         let sessions = opening::Opening::start(
             move || setup().map(|(store, config)| Registry::new(store, config, for_sessions)),
@@ -35,8 +37,31 @@ pub async fn serve(setup: impl FnOnce() -> Result<(Store, Arc<Config>), String> 
                 sessions.warm_default_model();
             },
         );
-        handlers::Agent::new(sink, sessions)
+        handlers::Agent::new(sink, sessions, None)
     })
     .await;
     restore.restore();
+}
+
+/// Serves one client of `cairn serve` on `input`/`output` (one JSON-RPC message per line, as on
+/// stdio) until its input ends, with the server's `sessions`, whose sink is `hub`. The end of
+/// the input only detaches the client. Past `budget` bytes queued for the client, `behind` is
+/// cancelled: the transport should then cut the connection.
+pub async fn serve_connection<R, W>(
+    input: R,
+    output: W,
+    sessions: Registry,
+    hub: Arc<Hub>,
+    budget: usize,
+    behind: tokio_util::sync::CancellationToken,
+) where
+    R: tokio::io::AsyncRead + Unpin,
+    W: tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    rpc::serve(input, output, move |peer| {
+        let sink = Arc::new(sink::WireSink::served(peer, sink::Budget { bytes: budget, exceeded: behind }));
+        let viewer = hub.viewer(Arc::clone(&sink) as Arc<dyn crate::session::UpdateSink>);
+        handlers::Agent::new(sink, opening::Opening::ready(sessions), Some(handlers::Served { hub, viewer }))
+    })
+    .await;
 }

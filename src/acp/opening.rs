@@ -40,6 +40,11 @@ impl Opening {
         Self { ready: OnceLock::new(), pending: Mutex::new(Some(pending)) }
     }
 
+    /// Sessions set up already (a server's, shared by its connections).
+    pub fn ready(sessions: Registry) -> Self {
+        Self { ready: OnceLock::from(Ok(sessions)), pending: Mutex::new(None) }
+    }
+
     /// The sessions, waiting for the setup if it is still running.
     pub fn get(&self) -> &Result<Registry, String> {
         self.ready.get_or_init(|| {

@@ -83,6 +83,8 @@ struct PeerInner {
     queued: Arc<Backlog>,
     /// Our requests awaiting an answer, by the id we gave them.
     pending: Mutex<HashMap<u64, oneshot::Sender<Result<Value, Error>>>>,
+    /// The input ended: no answer can come any more, so requests fail at once.
+    ended: std::sync::atomic::AtomicBool,
     next_id: AtomicU64,
     /// Incoming requests still running, by their id's JSON text: how to stop one, and the id
     /// its answer carries.
@@ -201,6 +203,11 @@ impl Peer {
         let _ = AFTER_RESPONSE.try_with(|after| after.borrow_mut().push(AfterResponse::Signal(signal)));
     }
 
+    /// The bytes of lines queued and not yet written to the output.
+    pub fn queued(&self) -> usize {
+        self.inner.queued.bytes()
+    }
+
     /// Sends a request to the client and waits for its answer. Dropping the future sends
     /// `$/cancel_request` for it.
     pub async fn request<P: Serialize>(&self, method: &str, params: &P) -> Result<Value, Error> {
@@ -208,6 +215,12 @@ impl Peer {
         let (tx, rx) = oneshot::channel();
         // Registered before sending, so an immediate answer finds its waiter.
         lock(&self.inner.pending).insert(id, tx);
+        // Checked after registering: the end of input sets the flag, then fails every waiter
+        // registered, so a request is either failed there or sees the flag here.
+        if self.inner.ended.load(Ordering::Acquire) {
+            lock(&self.inner.pending).remove(&id);
+            return Err(Error::internal_error().data("the client disconnected"));
+        }
         self.send(&RequestOut { jsonrpc: "2.0", id, method, params });
         let mut guard = CancelOnDrop { peer: self, id: Some(id) };
         let answer = rx.await;
@@ -262,6 +275,7 @@ where
             out: tx,
             queued,
             pending: Mutex::new(HashMap::new()),
+            ended: std::sync::atomic::AtomicBool::new(false),
             next_id: AtomicU64::new(0),
             inflight: Mutex::new(HashMap::new()),
             tasks: TaskTracker::new(),
@@ -285,6 +299,7 @@ where
         }
     }
     tracing::debug!("input closed; shutting down");
+    peer.inner.ended.store(true, Ordering::Release);
     for (_, waiter) in lock(&peer.inner.pending).drain() {
         let _ = waiter.send(Err(Error::internal_error().data("the client disconnected")));
     }

@@ -5,12 +5,14 @@
 //! that arrive while it is busy. A turn's events are persisted by the `recorder`, which hands
 //! each [`Update`] to the [`UpdateSink`] only after its row is committed. The sink is the ACP
 //! connection in editor mode and a printer in `cairn exec`. A `task` call's sub-agent is a
-//! session of its own, run inside that call by `subagent`. A session's [`Status`] (idle, busy,
+//! session of its own, run inside that call by `subagent`. On a server the sink is a [`Hub`]:
+//! every connection viewing a session gets its updates. A session's [`Status`] (idle, busy,
 //! retrying, error) lives in memory only, read by `session/list` through the registry; [`replay`]
 //! turns stored messages into the updates `session/load` shows.
 
 mod actor;
 pub mod commands;
+mod hub;
 mod loading;
 mod recorder;
 mod registry;
@@ -31,6 +33,7 @@ use crate::store::StoreError;
 use crate::tools::Host;
 
 pub use commands::COMMANDS;
+pub use hub::{Hub, Viewer};
 pub use registry::{PromptFuture, Registry};
 
 /// What the client gives a session it opens (new, load, resume, fork): its MCP servers, and

@@ -19,6 +19,7 @@ use std::time::Duration;
 use tokio::sync::{mpsc, oneshot, watch};
 
 use super::actor::{self, Command, Init, Services};
+use super::hub::Viewer;
 use super::loading::{Loading, Replay};
 use super::{Attach, SessionError, SessionView, Status, UpdateSink};
 use crate::agent::StopReason;
@@ -158,13 +159,15 @@ impl Registry {
     /// shown so far, those held back included (a part still streaming with its text so far), and
     /// the turn's later updates follow it. Tool calls a crash left open are finished when the
     /// session is restored, so the replay shows them failed. Answers once the replay is queued
-    /// to the sink.
+    /// to the sink. On a server, the replay goes to the loading connection's `viewer` alone,
+    /// and only its stream holds back what the replay shows.
     pub fn load(
         &self,
         id: &SessionId,
         attach: Attach,
+        viewer: Option<&Viewer>,
     ) -> impl Future<Output = Result<SessionView, SessionError>> + use<> {
-        let replay = self.inner.sink.hold(id);
+        let replay = viewer.map_or(&self.inner.sink, |viewer| &viewer.sink).hold(id);
         let (reply, attached) = oneshot::channel();
         let (sent, unused) = self.spawn_or_send(Init::Load(id.clone(), replay), Command::Attach { attach, reply });
         let (store, session) = (self.inner.store.clone(), id.clone());

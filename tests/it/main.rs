@@ -38,6 +38,7 @@ mod reattach;
 mod roots;
 mod sandbox;
 mod scripted;
+mod serve;
 mod sessions;
 mod stdio;
 mod steer;

@@ -8,6 +8,7 @@ pub mod dialects;
 pub mod editor;
 pub mod mock_llm;
 pub mod python;
+pub mod served;
 
 use std::path::PathBuf;
 use std::process::Stdio;

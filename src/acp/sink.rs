@@ -1,0 +1,134 @@
+//! The client as a session sees it: its updates sent as `session/update` notifications, and
+//! the client's services for its tools (`client::AcpHost`). Used as the sessions' sink on stdio,
+//! and as one connection's wire behind the server's hub on `cairn serve`.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use agent_client_protocol_schema::v1 as acp;
+use futures::FutureExt;
+use futures::future::BoxFuture;
+
+use super::client::{AcpHost, ClientFeatures};
+use super::convert::{config_options, notification_json, update_to_wire};
+use super::rpc::Peer;
+use crate::ids::SessionId;
+use crate::session::{Attach, COMMANDS, Update, UpdateSink};
+use crate::tools::Host;
+
+/// How far a served client may fall behind: past `bytes` of lines queued for it, `exceeded`
+/// is cancelled (its transport then cuts the connection). A served turn never waits for a
+/// client, so this is what bounds the memory one that stops reading can take.
+pub struct Budget {
+    pub bytes: usize,
+    pub exceeded: tokio_util::sync::CancellationToken,
+}
+
+/// The editor seen from the sessions: `session/update` notifications, and its services.
+pub struct WireSink {
+    pub(super) peer: Peer,
+    pub(super) features: Arc<ClientFeatures>,
+    /// A served client's limit; none on stdio, where the turn waits for the editor instead.
+    budget: Option<Budget>,
+}
+
+impl WireSink {
+    pub fn new(peer: Peer) -> Self {
+        Self { peer, features: Arc::new(ClientFeatures::default()), budget: None }
+    }
+
+    /// A served client's wire, cut off past `budget`.
+    pub fn served(peer: Peer, budget: Budget) -> Self {
+        Self { budget: Some(budget), ..Self::new(peer) }
+    }
+
+    /// Cuts a served client off once it is too far behind.
+    fn check_budget(&self) {
+        if let Some(budget) = &self.budget
+            && !budget.exceeded.is_cancelled()
+            && self.peer.queued() > budget.bytes
+        {
+            tracing::info!(queued = self.peer.queued(), "a client fell too far behind; disconnecting it");
+            budget.exceeded.cancel();
+        }
+    }
+
+    /// The session's config options as this client takes them.
+    pub(super) fn options(&self, view: &crate::session::SessionView) -> Vec<acp::SessionConfigOption> {
+        config_options(view, self.features.shown())
+    }
+
+    /// Sends an update that has no row behind it (mode and option changes).
+    pub(super) fn send_wire(&self, session: &SessionId, update: acp::SessionUpdate) {
+        self.peer.notify(
+            acp::CLIENT_METHOD_NAMES.session_update,
+            &acp::SessionNotification::new(session.as_str().to_owned(), update),
+        );
+    }
+
+    /// What a session the running request opens gets: the client's MCP servers, and the signal
+    /// that the response announcing the session is on its way (call it inside the request's
+    /// future).
+    pub(super) fn attach(&self, servers: Vec<acp::McpServer>, directories: Vec<PathBuf>) -> Attach {
+        let (mcp, notes) = super::convert::mcp_servers(servers);
+        Attach { mcp, notes, announced: self.peer.after_response(), rules: Vec::new(), directories: Some(directories) }
+    }
+
+    /// [`Self::attach`] for the synchronous part of a handler, which queues the session's
+    /// command in wire order: the returned signal must be handed to
+    /// [`Peer::signal_after_response`] inside the request's future.
+    pub(super) fn attach_early(
+        &self,
+        servers: Vec<acp::McpServer>,
+        directories: Vec<PathBuf>,
+    ) -> (Attach, tokio::sync::oneshot::Sender<()>) {
+        let (mcp, notes) = super::convert::mcp_servers(servers);
+        let (signal, announced) = tokio::sync::oneshot::channel();
+        (Attach { mcp, notes, announced, rules: Vec::new(), directories: Some(directories) }, signal)
+    }
+
+    /// Sends the slash commands right after the response that tells the client about the session.
+    pub(super) fn send_commands_after_response(&self, session: &SessionId) {
+        let commands = COMMANDS
+            .iter()
+            .map(|command| {
+                acp::AvailableCommand::new(command.name, command.description).input(
+                    command
+                        .hint
+                        .map(|hint| acp::AvailableCommandInput::Unstructured(acp::UnstructuredCommandInput::new(hint))),
+                )
+            })
+            .collect();
+        let update = acp::SessionUpdate::AvailableCommandsUpdate(acp::AvailableCommandsUpdate::new(commands));
+        self.peer.notify_after_response(
+            acp::CLIENT_METHOD_NAMES.session_update,
+            &acp::SessionNotification::new(session.as_str().to_owned(), update),
+        );
+    }
+}
+
+impl UpdateSink for WireSink {
+    fn send(&self, session: &SessionId, update: Update) {
+        let Some(update) = update_to_wire(update, self.features.shown()) else { return };
+        if matches!(update, acp::SessionUpdate::ToolCall(_)) {
+            if let Some(value) = notification_json(session.as_str(), update) {
+                self.peer.notify(acp::CLIENT_METHOD_NAMES.session_update, &value);
+            }
+        } else {
+            // Serialized straight from the struct: the hot path of streamed chunks.
+            self.peer.notify(
+                acp::CLIENT_METHOD_NAMES.session_update,
+                &acp::SessionNotification::new(session.as_str().to_owned(), update),
+            );
+        }
+        self.check_budget();
+    }
+
+    fn writable(&self) -> BoxFuture<'static, ()> {
+        self.peer.writable().boxed()
+    }
+
+    fn host(&self, session: &SessionId) -> Arc<dyn Host> {
+        Arc::new(AcpHost { peer: self.peer.clone(), session: session.clone(), features: Arc::clone(&self.features) })
+    }
+}

@@ -1,0 +1,189 @@
+//! `cairn serve`: the Agent Client Protocol over WebSocket, for any number of clients, with
+//! sessions that belong to the server instead of to a connection.
+//!
+//! One endpoint, `/acp`, upgrades a `GET` to a WebSocket (the `Acp-Connection-Id` header on the
+//! 101 names the connection) and serves it as an editor is served on stdio (`socket`). All
+//! connections share one [`Registry`] whose sink is a [`Hub`]: a session's updates go to every
+//! connection viewing it, any connection may load or resume a session another one made, and a
+//! connection that goes away only detaches; its turns go on and are recorded. SIGTERM or
+//! SIGINT stops accepting, cancels the running turns cleanly and flushes the store.
+//!
+//! It listens on loopback or on a Unix socket (made 0600): serving beyond this machine needs
+//! tokens, which come with the HTTP profile of the transport.
+
+mod socket;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use axum::extract::State;
+use axum::extract::ws::WebSocketUpgrade;
+use axum::http::{HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+
+use crate::config::Config;
+use crate::session::{Hub, Registry};
+use crate::store::Store;
+
+/// Where `cairn serve` listens when not told.
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:7420";
+/// The header naming a connection, on the upgrade's answer.
+const CONNECTION_HEADER: &str = "acp-connection-id";
+
+/// A place to listen: a TCP address, or a Unix socket's path.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Listen {
+    Tcp(SocketAddr),
+    Unix(PathBuf),
+}
+
+impl Listen {
+    /// `ADDR:PORT`, or a path (anything with a `/`) for a Unix socket. A TCP address must be
+    /// loopback.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        if text.contains('/') {
+            return Ok(Self::Unix(PathBuf::from(text)));
+        }
+        let address: SocketAddr = text.parse().map_err(|_| {
+            format!("--listen {text}: not an address; give IP:PORT (such as {DEFAULT_LISTEN}) or a Unix socket's path")
+        })?;
+        if !address.ip().is_loopback() {
+            return Err(format!(
+                "--listen {text}: not a loopback address; cairn serve has no tokens to check clients with yet, so it \
+                 serves this machine only: listen on 127.0.0.1 or ::1, or on a Unix socket"
+            ));
+        }
+        Ok(Self::Tcp(address))
+    }
+}
+
+/// What every connection shares.
+#[derive(Clone)]
+struct Server {
+    sessions: Registry,
+    hub: Arc<Hub>,
+}
+
+/// Serves until SIGTERM or SIGINT. `setup` loads the configuration and opens the store.
+pub async fn run(listen: Listen, setup: impl FnOnce() -> Result<(Store, Arc<Config>), String>) -> Result<(), String> {
+    let (store, config) = setup()?;
+    let hub = Hub::new();
+    let sessions = Registry::new(store, config, Arc::clone(&hub) as Arc<dyn crate::session::UpdateSink>);
+    crate::llm::http::prepare();
+    sessions.warm_default_model();
+    let server = Server { sessions: sessions.clone(), hub };
+    let app = axum::Router::new().route("/acp", get(upgrade)).with_state(server);
+    let stop = async {
+        stopped().await;
+        tracing::info!("stopping: cancelling the running turns");
+    };
+    match listen {
+        Listen::Tcp(address) => {
+            let listener = tokio::net::TcpListener::bind(address)
+                .await
+                .map_err(|err| format!("cannot listen on {address}: {err}"))?;
+            let bound = listener.local_addr().map_err(|err| err.to_string())?;
+            say(&format!("cairn serve: listening on ws://{bound}/acp"));
+            axum::serve(listener, app).with_graceful_shutdown(stop).await.map_err(|err| err.to_string())?;
+        }
+        Listen::Unix(path) => {
+            let listener = bind_unix(&path)?;
+            say(&format!("cairn serve: listening on {} (WebSocket at /acp)", path.display()));
+            let served = axum::serve(listener, app).with_graceful_shutdown(stop).await;
+            let _ = std::fs::remove_file(&path);
+            served.map_err(|err| err.to_string())?;
+        }
+    }
+    sessions.shutdown().await;
+    Ok(())
+}
+
+/// A Unix socket at `path`, readable and writable by this user alone. A socket left there by a
+/// server that is gone is replaced; anything else is not touched.
+fn bind_unix(path: &std::path::Path) -> Result<tokio::net::UnixListener, String> {
+    use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+    if let Ok(meta) = std::fs::symlink_metadata(path) {
+        if !meta.file_type().is_socket() {
+            return Err(format!("{} exists and is not a socket; give another path", path.display()));
+        }
+        if std::os::unix::net::UnixStream::connect(path).is_ok() {
+            return Err(format!("{} is in use by a running server", path.display()));
+        }
+        std::fs::remove_file(path).map_err(|err| format!("cannot replace {}: {err}", path.display()))?;
+    }
+    let listener =
+        tokio::net::UnixListener::bind(path).map_err(|err| format!("cannot listen on {}: {err}", path.display()))?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
+        .map_err(|err| format!("cannot make {} private: {err}", path.display()))?;
+    Ok(listener)
+}
+
+/// `GET /acp`: the WebSocket upgrade, naming the connection.
+async fn upgrade(
+    State(server): State<Server>,
+    upgrade: Result<WebSocketUpgrade, axum::extract::ws::rejection::WebSocketUpgradeRejection>,
+) -> Response {
+    let upgrade = match upgrade {
+        Ok(upgrade) => upgrade,
+        Err(rejection) => {
+            let why = format!(
+                "{rejection}: /acp speaks ACP over WebSocket (GET with Upgrade: websocket); the HTTP profile is not \
+                 served yet\n"
+            );
+            return (rejection.status(), why).into_response();
+        }
+    };
+    let connection = crate::ids::new_id("conn");
+    let header = HeaderValue::from_str(&connection);
+    tracing::debug!(%connection, "a client connected");
+    let mut response = upgrade
+        .max_message_size(socket::MAX_FRAME)
+        .max_frame_size(socket::MAX_FRAME)
+        .on_upgrade(move |ws| socket::serve(ws, server.sessions, server.hub, connection));
+    match header {
+        Ok(value) => {
+            response.headers_mut().insert(CONNECTION_HEADER, value);
+        }
+        Err(_) => return StatusCode::INTERNAL_SERVER_ERROR.into_response(),
+    }
+    response
+}
+
+/// Resolves at SIGTERM or SIGINT.
+async fn stopped() {
+    use tokio::signal::unix::{SignalKind, signal};
+    match (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) {
+        (Ok(mut term), Ok(mut int)) => {
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = int.recv() => {}
+            }
+        }
+        _ => std::future::pending().await,
+    }
+}
+
+/// One plain line on stderr, for the person who started the server.
+fn say(line: &str) {
+    use std::io::Write as _;
+    let _ = writeln!(std::io::stderr().lock(), "{line}");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_listen_address_is_loopback_or_a_socket_path() {
+        assert_eq!(Listen::parse("127.0.0.1:0"), Ok(Listen::Tcp("127.0.0.1:0".parse().unwrap())));
+        assert_eq!(Listen::parse("[::1]:7420"), Ok(Listen::Tcp("[::1]:7420".parse().unwrap())));
+        assert_eq!(Listen::parse("/run/user/1000/cairn.sock"), Ok(Listen::Unix("/run/user/1000/cairn.sock".into())));
+        assert_eq!(Listen::parse("./cairn.sock"), Ok(Listen::Unix("./cairn.sock".into())));
+        let open = Listen::parse("0.0.0.0:7420").unwrap_err();
+        assert!(open.contains("not a loopback address") && open.contains("127.0.0.1"), "{open}");
+        let wrong = Listen::parse("localhost").unwrap_err();
+        assert!(wrong.contains("IP:PORT"), "{wrong}");
+    }
+}

@@ -1,0 +1,149 @@
+//! One WebSocket client of `cairn serve`: its text frames, one JSON-RPC message each, turned
+//! into the lines the JSON-RPC peer reads, and the peer's lines sent back as text frames, so a
+//! served client gets the same wire order, the same byte-counted outgoing queue and the same
+//! JSON, byte for byte, as an editor on stdio.
+//!
+//! A frame's message is one line: the raw line breaks JSON allows between tokens are spaces to
+//! it (inside a JSON string a line break is always escaped, so no text changes). A binary frame
+//! is answered with an error and otherwise ignored. A frame over [`MAX_FRAME`] closes the
+//! connection with the WebSocket's "message too big" status and a reason. The pipes between the
+//! socket and the peer are small and bounded: a client that stops reading fills them, and the
+//! peer's queue holds the rest, counted. A session's turn never waits for one client, so a
+//! client more than [`BEHIND`] bytes behind is cut off (status 1013 and the reason, when the
+//! socket still takes them) and detached; it can reconnect and load the session.
+
+use std::sync::Arc;
+
+use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket, close_code};
+use futures::{SinkExt, StreamExt};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+
+use crate::session::{Hub, Registry};
+
+/// The largest message a client may send in one frame.
+pub const MAX_FRAME: usize = 64 * 1024 * 1024;
+/// How far behind a session's stream a client may fall before it is disconnected: bytes
+/// queued for it beyond what the socket holds.
+pub const BEHIND: usize = 16 * 1024 * 1024;
+/// How long the reason for cutting a client off may take to reach it.
+const LAST_WORD: std::time::Duration = std::time::Duration::from_millis(200);
+/// Bytes in flight in each direction between the socket and the peer.
+const PIPE: usize = 64 * 1024;
+
+/// Serves one upgraded connection until either side ends it; the client's sessions go on.
+pub async fn serve(socket: WebSocket, sessions: Registry, hub: Arc<Hub>, connection: String) {
+    let (mut to_client, mut from_client) = socket.split();
+    let (mut input, peer_input) = tokio::io::duplex(PIPE);
+    let (peer_output, output) = tokio::io::duplex(PIPE);
+    let (refuse, mut refusals) = tokio::sync::mpsc::unbounded_channel::<Message>();
+    let behind = tokio_util::sync::CancellationToken::new();
+
+    let cut_off = behind.clone();
+    let reading = async move {
+        loop {
+            let frame = tokio::select! {
+                frame = from_client.next() => frame,
+                () = cut_off.cancelled() => break,
+            };
+            let Some(frame) = frame else { break };
+            let frame = match frame {
+                Ok(frame) => frame,
+                Err(err) => {
+                    tracing::debug!(%connection, %err, "the WebSocket failed");
+                    if is_too_big(&err) {
+                        let reason = format!("a frame was over {} MiB; send smaller messages", MAX_FRAME >> 20);
+                        let _ = refuse.send(close(close_code::SIZE, reason));
+                    }
+                    break;
+                }
+            };
+            match frame {
+                Message::Text(text) => {
+                    let mut line: Vec<u8> =
+                        text.as_bytes().iter().map(|b| if matches!(b, b'\n' | b'\r') { b' ' } else { *b }).collect();
+                    line.push(b'\n');
+                    if input.write_all(&line).await.is_err() {
+                        break;
+                    }
+                }
+                Message::Binary(_) => {
+                    let refusal = serde_json::json!({
+                        "jsonrpc": "2.0",
+                        "id": null,
+                        "error": {
+                            "code": -32600,
+                            "message": "Invalid request: a binary frame was ignored; send each JSON-RPC message \
+                                        as one text frame",
+                        },
+                    });
+                    let _ = refuse.send(Message::Text(refusal.to_string().into()));
+                }
+                Message::Close(_) => break,
+                // Answered by the socket itself.
+                Message::Ping(_) | Message::Pong(_) => {}
+            }
+        }
+        // The end of the peer's input: it detaches this client and winds down.
+        drop(input);
+    };
+
+    let cut_off = behind.clone();
+    let writing = async move {
+        let mut lines = BufReader::new(output);
+        let mut line = Vec::new();
+        loop {
+            line.clear();
+            tokio::select! {
+                biased;
+                // A client this far behind is not read for any more: whatever frame was being
+                // sent is dropped with the connection.
+                () = cut_off.cancelled() => {
+                    let reason = format!(
+                        "this client fell more than {} MiB behind; reconnect and load the session",
+                        BEHIND >> 20
+                    );
+                    let _ = tokio::time::timeout(LAST_WORD, to_client.send(close(close_code::AGAIN, reason))).await;
+                    return;
+                }
+                Some(refusal) = refusals.recv() => {
+                    let closing = matches!(refusal, Message::Close(_));
+                    if to_client.send(refusal).await.is_err() || closing {
+                        break;
+                    }
+                }
+                read = lines.read_until(b'\n', &mut line) => {
+                    match read {
+                        Ok(0) | Err(_) => break,
+                        Ok(_) => {}
+                    }
+                    if line.last() == Some(&b'\n') {
+                        line.pop();
+                    }
+                    // The peer writes JSON, which serde_json writes as UTF-8.
+                    let Ok(text) = String::from_utf8(std::mem::take(&mut line)) else { continue };
+                    let sent = tokio::select! {
+                        sent = to_client.send(Message::Text(text.into())) => sent.is_ok(),
+                        () = cut_off.cancelled() => continue,
+                    };
+                    if !sent {
+                        break;
+                    }
+                }
+            }
+        }
+        let _ = to_client.close().await;
+    };
+
+    let serving = crate::acp::serve_connection(peer_input, peer_output, sessions, hub, BEHIND, behind);
+    tokio::join!(reading, writing, serving);
+}
+
+fn close(code: u16, reason: String) -> Message {
+    Message::Close(Some(CloseFrame { code, reason: Utf8Bytes::from(reason) }))
+}
+
+/// Whether the socket failed on a message over the limit.
+fn is_too_big(err: &axum::Error) -> bool {
+    let text = err.to_string();
+    text.contains("too long") || text.contains("too big") || text.contains("Space limit")
+}

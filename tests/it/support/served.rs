@@ -1,0 +1,174 @@
+//! `cairn serve` driven as its clients drive it: the real binary listening on a free loopback
+//! port, and WebSocket clients (tokio-tungstenite) speaking JSON-RPC in text frames.
+
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+
+use futures::{SinkExt, StreamExt};
+use serde_json::{Value, json};
+use tokio::io::AsyncReadExt;
+use tokio::net::TcpStream;
+use tokio::process::Child;
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
+
+use super::{PATIENCE, TestEnv};
+
+/// One `cairn serve` process.
+pub struct Server {
+    pub child: Child,
+    /// `ws://127.0.0.1:PORT/acp`.
+    pub url: String,
+    stderr: Arc<Mutex<String>>,
+}
+
+impl Server {
+    /// Starts `cairn serve --listen 127.0.0.1:0` in `env` and waits until it listens.
+    pub async fn start(env: &TestEnv) -> Self {
+        let mut command = env.command();
+        command.args(["serve", "--listen", "127.0.0.1:0"]);
+        command.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).kill_on_drop(true);
+        let mut child = command.spawn().expect("spawn cairn serve");
+        let stderr = Arc::new(Mutex::new(String::new()));
+        let (sink, mut pipe) = (Arc::clone(&stderr), child.stderr.take().unwrap());
+        tokio::spawn(async move {
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = pipe.read(&mut buf).await {
+                if n == 0 {
+                    break;
+                }
+                sink.lock().unwrap().push_str(&String::from_utf8_lossy(&buf[..n]));
+            }
+        });
+        let started = tokio::time::Instant::now();
+        let url = loop {
+            let text = stderr.lock().unwrap().clone();
+            if let Some(at) = text.find("listening on ws://") {
+                let rest = &text[at + "listening on ".len()..];
+                break rest.lines().next().unwrap().trim().to_owned();
+            }
+            assert!(started.elapsed() < PATIENCE, "cairn serve did not start listening; stderr:\n{text}");
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        };
+        Self { child, url, stderr }
+    }
+
+    pub fn stderr(&self) -> String {
+        self.stderr.lock().unwrap().clone()
+    }
+
+    /// A new client, not yet initialized.
+    pub async fn connect(&self) -> Client {
+        let (socket, response) = tokio_tungstenite::connect_async(self.url.as_str())
+            .await
+            .unwrap_or_else(|err| panic!("connect to {}: {err}; stderr:\n{}", self.url, self.stderr()));
+        let connection = response
+            .headers()
+            .get("acp-connection-id")
+            .and_then(|value| value.to_str().ok())
+            .unwrap_or_default()
+            .to_owned();
+        Client { socket, connection, next_id: 1 }
+    }
+
+    /// A client, initialized.
+    pub async fn client(&self) -> Client {
+        let mut client = self.connect().await;
+        client.initialize().await;
+        client
+    }
+
+    /// SIGTERM, then the exit status.
+    pub async fn terminate(&mut self) -> std::process::ExitStatus {
+        let pid = self.child.id().expect("still running");
+        std::process::Command::new("kill").args(["-TERM", &pid.to_string()]).status().unwrap();
+        tokio::time::timeout(PATIENCE, self.child.wait()).await.expect("cairn serve stops at SIGTERM").unwrap()
+    }
+}
+
+/// One WebSocket client.
+pub struct Client {
+    socket: WebSocketStream<MaybeTlsStream<TcpStream>>,
+    /// The `Acp-Connection-Id` the upgrade answered with.
+    pub connection: String,
+    next_id: i64,
+}
+
+impl Client {
+    pub async fn send(&mut self, message: Value) {
+        self.socket.send(Message::Text(message.to_string().into())).await.expect("send a frame");
+    }
+
+    pub async fn send_frame(&mut self, frame: Message) {
+        self.socket.send(frame).await.expect("send a frame");
+    }
+
+    pub async fn request(&mut self, method: &str, params: Value) -> i64 {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})).await;
+        id
+    }
+
+    /// The next JSON-RPC message, `None` once the server closed the connection.
+    pub async fn next(&mut self) -> Option<Value> {
+        loop {
+            let frame = tokio::time::timeout(PATIENCE, self.socket.next()).await.expect("a frame within PATIENCE");
+            match frame {
+                Some(Ok(Message::Text(text))) => {
+                    return Some(serde_json::from_str(&text).unwrap_or_else(|err| panic!("not JSON ({err}): {text}")));
+                }
+                Some(Ok(Message::Binary(_))) => panic!("the server sent a binary frame"),
+                Some(Ok(Message::Close(_))) | None | Some(Err(_)) => return None,
+                Some(Ok(_)) => {}
+            }
+        }
+    }
+
+    /// The next frame as it came, `None` once the connection ended without a close frame.
+    pub async fn next_frame(&mut self) -> Option<Message> {
+        let frame = tokio::time::timeout(PATIENCE, self.socket.next()).await.expect("a frame within PATIENCE");
+        frame.and_then(Result::ok)
+    }
+
+    pub async fn recv(&mut self) -> Value {
+        self.next().await.expect("the server closed the connection")
+    }
+
+    /// Reads until the response to `id`: it, and what came before it.
+    pub async fn response(&mut self, id: i64) -> (Value, Vec<Value>) {
+        let mut before = Vec::new();
+        loop {
+            let message = self.recv().await;
+            if message.get("method").is_none() && message["id"] == id {
+                return (message, before);
+            }
+            before.push(message);
+        }
+    }
+
+    pub async fn call(&mut self, method: &str, params: Value) -> Value {
+        let id = self.request(method, params).await;
+        let (response, _) = self.response(id).await;
+        assert!(response.get("error").is_none(), "{method} failed: {response}");
+        response["result"].clone()
+    }
+
+    pub async fn initialize(&mut self) -> Value {
+        self.call("initialize", json!({"protocolVersion": 1, "clientCapabilities": {}})).await
+    }
+
+    pub async fn new_session(&mut self, cwd: &str) -> String {
+        let result = self.call("session/new", json!({"cwd": cwd, "mcpServers": []})).await;
+        result["sessionId"].as_str().unwrap().to_owned()
+    }
+
+    pub async fn prompt(&mut self, session: &str, text: &str) -> i64 {
+        self.request("session/prompt", json!({"sessionId": session, "prompt": [{"type": "text", "text": text}]})).await
+    }
+
+    /// Goes away without a word, as a crashed client does.
+    pub fn drop_connection(self) {
+        drop(self.socket);
+    }
+}
