@@ -66,6 +66,12 @@ enum Command {
         /// IP:PORT on loopback, or the path of a Unix socket (made readable by you alone).
         #[arg(long, default_value = cairn::serve::DEFAULT_LISTEN)]
         listen: String,
+        /// Seconds between pings; a client silent for two of them is disconnected.
+        #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u64).range(1..=3600))]
+        heartbeat: u64,
+        /// Connections open at once; more are answered 503.
+        #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+        max_connections: u64,
     },
     /// Run one prompt headless and print the answer as it streams. Exit status: 0 done, 1 an
     /// error, 2 a usage mistake, 3 a limit stopped the turn, 130 interrupted.
@@ -215,12 +221,16 @@ async fn run(command: Option<Command>) -> ExitCode {
             cairn::acp::serve(setup).await;
             ExitCode::SUCCESS
         }
-        Some(Command::Serve { listen }) => {
+        Some(Command::Serve { listen, heartbeat, max_connections }) => {
             let listen = match cairn::serve::Listen::parse(&listen) {
                 Ok(listen) => listen,
                 Err(why) => return fail(&why),
             };
-            match cairn::serve::run(listen, setup).await {
+            let limits = cairn::serve::Limits {
+                heartbeat: std::time::Duration::from_secs(heartbeat),
+                connections: usize::try_from(max_connections).unwrap_or(usize::MAX),
+            };
+            match cairn::serve::run(listen, limits, setup).await {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(why) => fail(&why),
             }

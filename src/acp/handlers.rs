@@ -43,6 +43,11 @@ impl Served {
     fn view(&self, session: &SessionId) {
         self.hub.attach(session, &self.viewer);
     }
+
+    /// The other connections viewing `session` see its settings as this one changed them.
+    fn others_see(&self, session: &SessionId, view: &crate::session::SessionView) {
+        self.hub.send_to_others(session, crate::session::Update::Options(Box::new(view.clone())), &self.viewer);
+    }
 }
 
 /// The ACP agent: what `cairn` serves on stdio, and on each connection of `cairn serve`.
@@ -319,9 +324,12 @@ impl Agent {
         let setting = Setting::parse(&request.config_id.0, value).map_err(|err| session_error(&err.into()))?;
         self.view(&id);
         let changed = sessions.set(&id, setting.clone());
-        let sink = Arc::clone(&self.sink);
+        let (sink, served) = (Arc::clone(&self.sink), self.served.clone());
         Ok(async move {
             let view = changed.await.map_err(|err| session_error(&err))?;
+            if let Some(served) = served {
+                served.others_see(&id, &view);
+            }
             match setting {
                 // Keep clients that follow the legacy modes API in step.
                 Setting::Mode(_) => sink
@@ -348,9 +356,12 @@ impl Agent {
         let sessions = self.sessions()?;
         self.view(&id);
         let changed = sessions.set(&id, setting);
-        let sink = Arc::clone(&self.sink);
+        let (sink, served) = (Arc::clone(&self.sink), self.served.clone());
         Ok(async move {
             let view = changed.await.map_err(|err| session_error(&err))?;
+            if let Some(served) = served {
+                served.others_see(&id, &view);
+            }
             // Keep clients that follow config options in step.
             sink.send_wire(
                 &id,

@@ -5,8 +5,10 @@
 //! 101 names the connection) and serves it as an editor is served on stdio (`socket`). All
 //! connections share one [`Registry`] whose sink is a [`Hub`]: a session's updates go to every
 //! connection viewing it, any connection may load or resume a session another one made, and a
-//! connection that goes away only detaches; its turns go on and are recorded. SIGTERM or
-//! SIGINT stops accepting, cancels the running turns cleanly and flushes the store.
+//! connection that goes away only detaches; its turns go on and are recorded. A connection is
+//! pinged, and one silent for two heartbeats is cut off (a half-open socket); past a number of
+//! open connections an upgrade is answered 503 ([`Limits`]). SIGTERM or SIGINT stops accepting,
+//! cancels the running turns cleanly and flushes the store.
 //!
 //! It listens on loopback or on a Unix socket (made 0600): serving beyond this machine needs
 //! tokens, which come with the HTTP profile of the transport.
@@ -16,6 +18,8 @@ mod socket;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
 
 use axum::extract::State;
 use axum::extract::ws::WebSocketUpgrade;
@@ -59,21 +63,61 @@ impl Listen {
     }
 }
 
+/// How `cairn serve` treats its connections.
+#[derive(Clone, Copy, Debug)]
+pub struct Limits {
+    /// How often a connection is pinged; one silent for two of these is cut off.
+    pub heartbeat: Duration,
+    /// Connections open at once; past it an upgrade is answered 503.
+    pub connections: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self { heartbeat: Duration::from_secs(20), connections: 1024 }
+    }
+}
+
 /// What every connection shares.
 #[derive(Clone)]
 struct Server {
     sessions: Registry,
     hub: Arc<Hub>,
+    limits: Limits,
+    /// Connections open now.
+    open: Arc<AtomicUsize>,
+}
+
+/// One open connection, counted while it lives.
+struct Slot(Arc<AtomicUsize>);
+
+impl Slot {
+    /// A slot, if fewer than `most` are taken.
+    fn take(open: &Arc<AtomicUsize>, most: usize) -> Option<Self> {
+        let taken = open.fetch_add(1, Ordering::AcqRel);
+        let slot = Self(Arc::clone(open));
+        (taken < most).then_some(slot)
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
 }
 
 /// Serves until SIGTERM or SIGINT. `setup` loads the configuration and opens the store.
-pub async fn run(listen: Listen, setup: impl FnOnce() -> Result<(Store, Arc<Config>), String>) -> Result<(), String> {
+pub async fn run(
+    listen: Listen,
+    limits: Limits,
+    setup: impl FnOnce() -> Result<(Store, Arc<Config>), String>,
+) -> Result<(), String> {
     let (store, config) = setup()?;
     let hub = Hub::new();
     let sessions = Registry::new(store, config, Arc::clone(&hub) as Arc<dyn crate::session::UpdateSink>);
     crate::llm::http::prepare();
     sessions.warm_default_model();
-    let server = Server { sessions: sessions.clone(), hub };
+    let server = Server { sessions: sessions.clone(), hub, limits, open: Arc::new(AtomicUsize::new(0)) };
     let app = axum::Router::new().route("/acp", get(upgrade)).with_state(server);
     let stop = async {
         stopped().await;
@@ -135,13 +179,23 @@ async fn upgrade(
             return (rejection.status(), why).into_response();
         }
     };
+    let Some(slot) = Slot::take(&server.open, server.limits.connections) else {
+        let why = format!(
+            "cairn serve has {} connections open, its limit (--max-connections); try again later\n",
+            server.limits.connections
+        );
+        return (StatusCode::SERVICE_UNAVAILABLE, why).into_response();
+    };
     let connection = crate::ids::new_id("conn");
     let header = HeaderValue::from_str(&connection);
     tracing::debug!(%connection, "a client connected");
-    let mut response = upgrade
-        .max_message_size(socket::MAX_FRAME)
-        .max_frame_size(socket::MAX_FRAME)
-        .on_upgrade(move |ws| socket::serve(ws, server.sessions, server.hub, connection));
+    let heartbeat = server.limits.heartbeat;
+    let mut response = upgrade.max_message_size(socket::MAX_FRAME).max_frame_size(socket::MAX_FRAME).on_upgrade(
+        move |ws| async move {
+            socket::serve(ws, server.sessions, server.hub, connection, heartbeat).await;
+            drop(slot);
+        },
+    );
     match header {
         Ok(value) => {
             response.headers_mut().insert(CONNECTION_HEADER, value);

@@ -6,17 +6,20 @@
 //! A frame's message is one line: the raw line breaks JSON allows between tokens are spaces to
 //! it (inside a JSON string a line break is always escaped, so no text changes). A binary frame
 //! is answered with an error and otherwise ignored. A frame over [`MAX_FRAME`] closes the
-//! connection with the WebSocket's "message too big" status and a reason. The pipes between the
+//! connection with the WebSocket's "message too big" status and a reason. The connection is
+//! pinged every heartbeat; one that sent nothing (a pong included) for two is closed. The pipes between the
 //! socket and the peer are small and bounded: a client that stops reading fills them, and the
 //! peer's queue holds the rest, counted. A session's turn never waits for one client, so a
 //! client more than [`BEHIND`] bytes behind is cut off (status 1013 and the reason, when the
 //! socket still takes them) and detached; it can reconnect and load the session.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket, close_code};
 use futures::{SinkExt, StreamExt};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::time::Instant;
 
 use crate::session::{Hub, Registry};
 
@@ -26,25 +29,38 @@ pub const MAX_FRAME: usize = 64 * 1024 * 1024;
 /// queued for it beyond what the socket holds.
 pub const BEHIND: usize = 16 * 1024 * 1024;
 /// How long the reason for cutting a client off may take to reach it.
-const LAST_WORD: std::time::Duration = std::time::Duration::from_millis(200);
+const LAST_WORD: Duration = Duration::from_millis(200);
 /// Bytes in flight in each direction between the socket and the peer.
 const PIPE: usize = 64 * 1024;
 
 /// Serves one upgraded connection until either side ends it; the client's sessions go on.
-pub async fn serve(socket: WebSocket, sessions: Registry, hub: Arc<Hub>, connection: String) {
+pub async fn serve(socket: WebSocket, sessions: Registry, hub: Arc<Hub>, connection: String, heartbeat: Duration) {
     let (mut to_client, mut from_client) = socket.split();
     let (mut input, peer_input) = tokio::io::duplex(PIPE);
     let (peer_output, output) = tokio::io::duplex(PIPE);
+    // Frames of our own (refusals, pings, a close), sent between the peer's lines.
     let (refuse, mut refusals) = tokio::sync::mpsc::unbounded_channel::<Message>();
     let behind = tokio_util::sync::CancellationToken::new();
 
     let cut_off = behind.clone();
     let reading = async move {
+        let mut pings = tokio::time::interval_at(Instant::now() + heartbeat, heartbeat);
+        let mut heard = Instant::now();
         loop {
             let frame = tokio::select! {
                 frame = from_client.next() => frame,
                 () = cut_off.cancelled() => break,
+                _ = pings.tick() => {
+                    if heard.elapsed() >= heartbeat * 2 {
+                        tracing::info!(%connection, "a client answered no ping for {:?}; disconnecting it", heard.elapsed());
+                        let _ = refuse.send(close(close_code::AWAY, "no answer to pings".to_owned()));
+                        break;
+                    }
+                    let _ = refuse.send(Message::Ping(Default::default()));
+                    continue;
+                }
             };
+            heard = Instant::now();
             let Some(frame) = frame else { break };
             let frame = match frame {
                 Ok(frame) => frame,
@@ -52,6 +68,7 @@ pub async fn serve(socket: WebSocket, sessions: Registry, hub: Arc<Hub>, connect
                     tracing::debug!(%connection, %err, "the WebSocket failed");
                     if is_too_big(&err) {
                         let reason = format!("a frame was over {} MiB; send smaller messages", MAX_FRAME >> 20);
+                        tracing::info!(%connection, "{reason}; closing the connection");
                         let _ = refuse.send(close(close_code::SIZE, reason));
                     }
                     break;

@@ -103,6 +103,15 @@ impl Hub {
         self.lock().remove(session);
     }
 
+    /// `update` to every viewer of `session` but `except` (the one whose request it answers,
+    /// which is told in its own way).
+    pub fn send_to_others(&self, session: &SessionId, update: Update, except: &Viewer) {
+        let viewers = self.lock();
+        for viewer in viewers.get(session).into_iter().flatten().filter(|viewer| viewer.id != except.id) {
+            viewer.sink.send(session, update.clone());
+        }
+    }
+
     /// The hosts of the connections viewing `session`, by viewer.
     fn hosts(&self, session: &SessionId) -> Vec<(u64, Arc<dyn Host>)> {
         let viewers: Vec<Viewer> = self.lock().get(session).cloned().unwrap_or_default();

@@ -343,3 +343,89 @@ async fn the_python_sdks_websocket_client_drives_a_prompt_a_question_and_a_load(
         "{summary}"
     );
 }
+
+#[tokio::test]
+async fn a_silent_connection_is_closed_after_two_heartbeats_and_the_cap_answers_503() {
+    let env = TestEnv::new().await;
+    let server = Server::start_with(&env, &["--heartbeat", "1", "--max-connections", "1"]).await;
+    let mut silent = server.client().await;
+    // The cap: one connection is open, the next upgrade is refused with a reason.
+    match server.try_connect().await {
+        Err(tokio_tungstenite::tungstenite::Error::Http(response)) => {
+            assert_eq!(response.status(), 503);
+            let body = String::from_utf8_lossy(response.body().as_deref().unwrap_or_default()).into_owned();
+            assert!(body.contains("--max-connections"), "{body}");
+        }
+        Err(other) => panic!("refused otherwise: {other}"),
+        Ok(_) => panic!("a second connection was taken past --max-connections 1"),
+    }
+    // Not reading answers no ping: two heartbeats on, the server closes the connection.
+    tokio::time::sleep(Duration::from_millis(3_500)).await;
+    assert!(server.stderr().contains("answered no ping"), "{}", server.stderr());
+    let closed = loop {
+        match silent.next_frame().await {
+            Some(Message::Close(frame)) => break frame,
+            Some(_) => {}
+            None => break None,
+        }
+    };
+    if let Some(frame) = closed {
+        assert_eq!(u16::from(frame.code), 1001, "{frame:?}");
+    }
+    // Its slot is free again.
+    let mut next = server.client().await;
+    assert!(next.call("session/list", json!({})).await["sessions"].is_array());
+}
+
+#[tokio::test]
+async fn a_frame_over_the_limit_closes_the_connection_with_the_reason() {
+    let env = TestEnv::new().await;
+    let server = Server::start(&env).await;
+    let mut client = server.client().await;
+    let huge = format!("{{\"jsonrpc\":\"2.0\",\"method\":\"x\",\"params\":\"{}\"}}", "a".repeat(64 * 1024 * 1024));
+    // The server stops reading at the frame's header: the rest of the frame may meet a closed
+    // socket (a reset), so the close frame reaches the client only when the frame was sent whole.
+    if client.try_send_frame(Message::Text(huge.into())).await.is_ok() {
+        let closed = loop {
+            match client.next_frame().await {
+                Some(Message::Close(frame)) => break frame,
+                Some(_) => {}
+                None => break None,
+            }
+        };
+        if let Some(frame) = closed {
+            assert_eq!(u16::from(frame.code), 1009, "{frame:?}");
+            assert!(frame.reason.contains("64 MiB"), "{frame:?}");
+        }
+    }
+    for _ in 0..200 {
+        if server.stderr().contains("a frame was over 64 MiB") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    assert!(server.stderr().contains("a frame was over 64 MiB"), "{}", server.stderr());
+    // The server goes on.
+    let mut other = server.client().await;
+    assert!(other.call("session/list", json!({})).await["sessions"].is_array());
+}
+
+#[tokio::test]
+async fn a_settings_change_on_one_connection_reaches_the_others_viewing_the_session() {
+    let env = TestEnv::new().await;
+    let server = Server::start(&env).await;
+    let mut first = server.client().await;
+    let session = first.new_session(&env.cwd()).await;
+    let mut second = server.client().await;
+    second.call("session/resume", open(&session, &env)).await;
+    first.call("session/set_mode", json!({"sessionId": session, "modeId": "accept-edits"})).await;
+    let update = loop {
+        let message = second.recv().await;
+        if message["params"]["update"]["sessionUpdate"] == "config_option_update" {
+            break message;
+        }
+    };
+    let options = update["params"]["update"]["configOptions"].as_array().unwrap();
+    let mode = options.iter().find(|option| option["id"] == "mode").expect("the mode option");
+    assert_eq!(mode["currentValue"], "accept-edits", "{update}");
+}

@@ -25,8 +25,13 @@ pub struct Server {
 impl Server {
     /// Starts `cairn serve --listen 127.0.0.1:0` in `env` and waits until it listens.
     pub async fn start(env: &TestEnv) -> Self {
+        Self::start_with(env, &[]).await
+    }
+
+    /// [`Self::start`] with more arguments.
+    pub async fn start_with(env: &TestEnv, args: &[&str]) -> Self {
         let mut command = env.command();
-        command.args(["serve", "--listen", "127.0.0.1:0"]);
+        command.args(["serve", "--listen", "127.0.0.1:0"]).args(args);
         command.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).kill_on_drop(true);
         let mut child = command.spawn().expect("spawn cairn serve");
         let stderr = Arc::new(Mutex::new(String::new()));
@@ -59,16 +64,21 @@ impl Server {
 
     /// A new client, not yet initialized.
     pub async fn connect(&self) -> Client {
-        let (socket, response) = tokio_tungstenite::connect_async(self.url.as_str())
+        self.try_connect()
             .await
-            .unwrap_or_else(|err| panic!("connect to {}: {err}; stderr:\n{}", self.url, self.stderr()));
+            .unwrap_or_else(|err| panic!("connect to {}: {err}; stderr:\n{}", self.url, self.stderr()))
+    }
+
+    /// A new client, or why the server would not take it.
+    pub async fn try_connect(&self) -> Result<Client, tokio_tungstenite::tungstenite::Error> {
+        let (socket, response) = tokio_tungstenite::connect_async(self.url.as_str()).await?;
         let connection = response
             .headers()
             .get("acp-connection-id")
             .and_then(|value| value.to_str().ok())
             .unwrap_or_default()
             .to_owned();
-        Client { socket, connection, next_id: 1 }
+        Ok(Client { socket, connection, next_id: 1 })
     }
 
     /// A client, initialized.
@@ -101,6 +111,10 @@ impl Client {
 
     pub async fn send_frame(&mut self, frame: Message) {
         self.socket.send(frame).await.expect("send a frame");
+    }
+
+    pub async fn try_send_frame(&mut self, frame: Message) -> Result<(), tokio_tungstenite::tungstenite::Error> {
+        self.socket.send(frame).await
     }
 
     pub async fn request(&mut self, method: &str, params: Value) -> i64 {
