@@ -58,6 +58,12 @@ enum Command {
     Acp {
         #[command(subcommand)]
         then: Option<AcpThen>,
+        /// Be a bridge to a running `cairn serve` (`ws://HOST:PORT/acp` or a Unix socket's
+        /// path) instead of serving here: the sessions live in the server, and quitting the
+        /// editor mid-turn only detaches. When no server answers, cairn says so on stderr and
+        /// serves here.
+        #[arg(long, value_name = "ADDR")]
+        server: Option<String>,
     },
     /// Serve ACP over WebSocket (`ws://ADDR/acp`) to any number of clients, with sessions that
     /// outlive their connections: a client that goes away mid-turn only detaches, and another
@@ -209,7 +215,23 @@ fn setup() -> Result<(Store, Arc<Config>), String> {
 
 async fn run(command: Option<Command>) -> ExitCode {
     match command {
-        None | Some(Command::Acp { then: None }) => {
+        Some(Command::Acp { then: None, server: Some(server) }) => {
+            let target = match cairn::serve::bridge::Target::parse(&server) {
+                Ok(target) => target,
+                Err(why) => return fail(&why),
+            };
+            match cairn::serve::bridge::connect(target).await {
+                Ok(connected) => cairn::serve::bridge::run(connected).await,
+                Err(why) => {
+                    use std::io::Write as _;
+                    let _ =
+                        writeln!(std::io::stderr().lock(), "cairn: no server answers at {why}; serving here instead");
+                    cairn::acp::serve(setup).await;
+                }
+            }
+            ExitCode::SUCCESS
+        }
+        None | Some(Command::Acp { then: None, server: None }) => {
             if std::io::IsTerminal::is_terminal(&std::io::stdin()) {
                 use std::io::Write as _;
                 let _ = writeln!(
@@ -236,7 +258,7 @@ async fn run(command: Option<Command>) -> ExitCode {
             }
         }
         Some(Command::Exec(args)) => exec(args).await,
-        Some(Command::Login(args) | Command::Acp { then: Some(AcpThen::Login(args)) }) => {
+        Some(Command::Login(args) | Command::Acp { then: Some(AcpThen::Login(args)), .. }) => {
             login(args.provider, !args.no_check).await
         }
         Some(Command::Logout { provider }) => logout(provider.as_deref()),

@@ -13,7 +13,7 @@ mod opening;
 mod question;
 pub mod rpc;
 mod sink;
-mod stdio;
+pub(crate) mod stdio;
 
 use std::sync::Arc;
 

@@ -13,6 +13,7 @@
 //! It listens on loopback or on a Unix socket (made 0600): serving beyond this machine needs
 //! tokens, which come with the HTTP profile of the transport.
 
+pub mod bridge;
 mod socket;
 
 use std::net::SocketAddr;
@@ -220,7 +221,7 @@ async fn stopped() {
 }
 
 /// One plain line on stderr, for the person who started the server.
-fn say(line: &str) {
+pub(crate) fn say(line: &str) {
     use std::io::Write as _;
     let _ = writeln!(std::io::stderr().lock(), "{line}");
 }

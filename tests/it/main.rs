@@ -10,6 +10,7 @@ mod support;
 mod backpressure;
 mod boundary;
 mod breaks;
+mod bridge;
 mod cancel;
 mod commands;
 mod compaction;

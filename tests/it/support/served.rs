@@ -30,8 +30,13 @@ impl Server {
 
     /// [`Self::start`] with more arguments.
     pub async fn start_with(env: &TestEnv, args: &[&str]) -> Self {
+        Self::start_on(env, "127.0.0.1:0", args).await
+    }
+
+    /// `cairn serve --listen LISTEN ARGS…`; `url` is what it says it listens on.
+    pub async fn start_on(env: &TestEnv, listen: &str, args: &[&str]) -> Self {
         let mut command = env.command();
-        command.args(["serve", "--listen", "127.0.0.1:0"]).args(args);
+        command.args(["serve", "--listen", listen]).args(args);
         command.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).kill_on_drop(true);
         let mut child = command.spawn().expect("spawn cairn serve");
         let stderr = Arc::new(Mutex::new(String::new()));
@@ -48,9 +53,9 @@ impl Server {
         let started = tokio::time::Instant::now();
         let url = loop {
             let text = stderr.lock().unwrap().clone();
-            if let Some(at) = text.find("listening on ws://") {
+            if let Some(at) = text.find("listening on ") {
                 let rest = &text[at + "listening on ".len()..];
-                break rest.lines().next().unwrap().trim().to_owned();
+                break rest.lines().next().unwrap().split(' ').next().unwrap().to_owned();
             }
             assert!(started.elapsed() < PATIENCE, "cairn serve did not start listening; stderr:\n{text}");
             tokio::time::sleep(std::time::Duration::from_millis(10)).await;

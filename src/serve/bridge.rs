@@ -1,0 +1,172 @@
+//! `cairn acp --server ADDR`: the process an editor spawns, as a thin bridge to a running
+//! `cairn serve`, so that the sessions live in the server and an editor that quits or crashes
+//! mid-turn only detaches; its next start loads the finished turn.
+//!
+//! Lines from stdin go to the server as text frames, the server's text frames come back as
+//! lines on stdout, untouched: the bridge reads no JSON. It connects before it touches stdin,
+//! so when no server answers it can say so on stderr and leave stdin to cairn serving the editor
+//! itself, as without `--server`. The end of stdin closes the socket (the server detaches the
+//! client); a server that closes the connection ends the bridge with the server's reason on
+//! stderr.
+
+use std::path::PathBuf;
+
+use futures::{FutureExt, SinkExt, StreamExt};
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
+
+use super::socket::MAX_FRAME;
+
+/// After stdin ends, how long answers still coming are passed on before the socket closes.
+const DRAIN: std::time::Duration = std::time::Duration::from_millis(250);
+
+/// Where the server is.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Target {
+    /// `ws://HOST:PORT/PATH`.
+    Url { address: String, url: String },
+    /// A Unix socket's path; the endpoint is `/acp`.
+    Socket(PathBuf),
+}
+
+impl Target {
+    /// `ws://HOST:PORT[/PATH]` (the path `/acp` when none is given), or a Unix socket's path.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        if let Some(rest) = text.strip_prefix("ws://") {
+            let (address, path) = rest.split_once('/').map_or((rest, ""), |(address, path)| (address, path));
+            if address.is_empty() {
+                return Err(format!("--server {text}: no host; give ws://HOST:PORT/acp"));
+            }
+            let path = if path.is_empty() { "acp" } else { path };
+            return Ok(Self::Url { address: address.to_owned(), url: format!("ws://{address}/{path}") });
+        }
+        if text.contains("://") {
+            return Err(format!(
+                "--server {text}: cairn connects to ws:// URLs and Unix sockets (wss:// is not supported yet)"
+            ));
+        }
+        Ok(Self::Socket(PathBuf::from(text)))
+    }
+
+    fn describe(&self) -> String {
+        match self {
+            Self::Url { url, .. } => url.clone(),
+            Self::Socket(path) => path.display().to_string(),
+        }
+    }
+}
+
+/// Any stream the WebSocket runs over.
+trait Stream: AsyncRead + AsyncWrite + Unpin + Send {}
+impl<T: AsyncRead + AsyncWrite + Unpin + Send> Stream for T {}
+
+type Socket = tokio_tungstenite::WebSocketStream<Box<dyn Stream>>;
+
+/// A connection to the server, made before stdin is touched.
+pub struct Connected {
+    socket: Socket,
+    target: Target,
+}
+
+/// Connects to the server at `target`; the error says why none answered.
+pub async fn connect(target: Target) -> Result<Connected, String> {
+    let (stream, url): (Box<dyn Stream>, String) = match &target {
+        Target::Url { address, url } => {
+            let stream = tokio::net::TcpStream::connect(address.as_str())
+                .await
+                .map_err(|err| format!("{}: {err}", target.describe()))?;
+            let _ = stream.set_nodelay(true);
+            (Box::new(stream), url.clone())
+        }
+        Target::Socket(path) => {
+            let stream =
+                tokio::net::UnixStream::connect(path).await.map_err(|err| format!("{}: {err}", target.describe()))?;
+            (Box::new(stream), "ws://localhost/acp".to_owned())
+        }
+    };
+    let config = WebSocketConfig::default().max_message_size(Some(MAX_FRAME)).max_frame_size(Some(MAX_FRAME));
+    let (socket, _) = tokio_tungstenite::client_async_with_config(url, stream, Some(config))
+        .await
+        .map_err(|err| format!("{}: {err}", target.describe()))?;
+    Ok(Connected { socket, target })
+}
+
+/// Carries stdin to the server and the server to stdout until either ends.
+pub async fn run(connected: Connected) {
+    let Connected { socket, target } = connected;
+    let (mut to_server, from_server) = socket.split();
+    let stdio = crate::acp::stdio::Stdio::open();
+    let restore = stdio.restorer();
+    let (input, output) = (stdio.input, stdio.output);
+
+    let upward = async move {
+        let mut lines = BufReader::with_capacity(64 * 1024, input);
+        let mut line = Vec::new();
+        loop {
+            line.clear();
+            match lines.read_until(b'\n', &mut line).await {
+                Ok(0) | Err(_) => break,
+                Ok(_) => {}
+            }
+            while matches!(line.last(), Some(b'\n' | b'\r')) {
+                line.pop();
+            }
+            if line.iter().all(u8::is_ascii_whitespace) {
+                continue;
+            }
+            // The server answers text that is not UTF-8 as a parse error, as cairn does on stdio.
+            let text = String::from_utf8_lossy(&line).into_owned();
+            if to_server.send(Message::Text(text.into())).await.is_err() {
+                break;
+            }
+        }
+        // The editor is gone (or closed stdin): after a moment for the answers to what it sent
+        // last (as cairn on stdio lets running requests finish), the server detaches it.
+        tokio::time::sleep(DRAIN).await;
+        let _ = to_server.close().await;
+    };
+
+    let downward = async move {
+        let mut from_server = std::pin::pin!(from_server.peekable());
+        let mut output = tokio::io::BufWriter::with_capacity(64 * 1024, output);
+        let mut closed_why = None;
+        while let Some(frame) = from_server.next().await {
+            match frame {
+                Ok(Message::Text(text)) => {
+                    if output.write_all(text.as_bytes()).await.is_err() || output.write_all(b"\n").await.is_err() {
+                        break;
+                    }
+                    // Flushed once nothing more is ready, so a burst costs one write.
+                    let more = from_server.as_mut().peek().now_or_never().is_some();
+                    if !more && output.flush().await.is_err() {
+                        break;
+                    }
+                }
+                Ok(Message::Close(frame)) => {
+                    closed_why = frame.map(|frame| frame.reason.to_string()).filter(|why| !why.is_empty());
+                    break;
+                }
+                Ok(_) => {}
+                Err(err) => {
+                    closed_why = Some(err.to_string());
+                    break;
+                }
+            }
+        }
+        let _ = output.flush().await;
+        closed_why
+    };
+
+    // The server ending the connection ends the bridge (the editor sees its stdout close); the
+    // end of stdin closes the socket, and what the server still sends meanwhile is passed on.
+    let (mut downward, mut upward) = (std::pin::pin!(downward), std::pin::pin!(upward));
+    let closed_why = tokio::select! {
+        closed_why = &mut downward => closed_why,
+        () = &mut upward => tokio::time::timeout(DRAIN, &mut downward).await.unwrap_or(None),
+    };
+    if let Some(why) = closed_why {
+        super::say(&format!("cairn: the server at {} closed the connection: {why}", target.describe()));
+    }
+    restore.restore();
+}

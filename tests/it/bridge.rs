@@ -1,0 +1,86 @@
+//! `cairn acp --server ADDR`: what an editor spawns to reach a running `cairn serve`. The
+//! sessions live in the server, so an editor that crashes or quits mid-turn only detaches: the
+//! turn goes on, and the editor's next start loads all of it. With no server there, cairn says so
+//! and serves the editor itself.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::support::served::Server;
+use crate::support::{Agent, Editor, Reply, TestEnv, text_of, updates};
+
+async fn bridge(env: &TestEnv, server: &str) -> Agent {
+    let mut command = env.command();
+    command.args(["acp", "--server", server]);
+    let mut agent = Agent::spawn(command, Editor::default()).await;
+    agent.initialize().await;
+    agent
+}
+
+fn open(session: &str, env: &TestEnv) -> Value {
+    json!({"sessionId": session, "cwd": env.cwd(), "mcpServers": []})
+}
+
+#[tokio::test]
+async fn an_editor_killed_mid_turn_only_detaches_and_its_next_start_loads_the_whole_turn() {
+    let env = TestEnv::new().await;
+    let pieces: Vec<String> = (0..40).map(|i| format!("<{i}>")).collect();
+    let refs: Vec<&str> = pieces.iter().map(String::as_str).collect();
+    env.mock.push(Reply::text_with_delay(&refs, Duration::from_millis(15)));
+    let socket = env.dir.path().join("serve.sock");
+    let socket = socket.to_str().unwrap();
+    let server = Server::start_on(&env, socket, &[]).await;
+    let mode = std::fs::metadata(socket).map(|meta| std::os::unix::fs::PermissionsExt::mode(&meta.permissions()));
+    assert_eq!(mode.unwrap() & 0o777, 0o600, "the socket is the user's alone");
+
+    let mut editor = bridge(&env, socket).await;
+    let session = editor.new_session(&env.cwd()).await;
+    editor.prompt(&session, "Count").await;
+    assert!(editor.next_chunk().await.starts_with('<'));
+    editor.kill9().await;
+
+    // The editor starts again: the turn went on without it.
+    let mut again = bridge(&env, socket).await;
+    for _ in 0..400 {
+        let listed = again.call("session/list", json!({})).await;
+        if listed["sessions"][0]["_meta"]["cairn"]["status"] == "idle" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    let id = again.request("session/load", open(&session, &env)).await;
+    let (loaded, during) = again.response(id).await;
+    assert!(loaded["result"].is_object(), "{loaded}");
+    assert_eq!(text_of(&updates(&during, &session), "agent_message_chunk"), pieces.concat());
+    assert!(!server.stderr().contains("ERROR"), "{}", server.stderr());
+}
+
+#[tokio::test]
+async fn an_editor_closing_stdin_gets_its_last_answers_then_the_bridge_ends() {
+    let env = TestEnv::new().await;
+    let socket = env.dir.path().join("serve.sock");
+    let socket = socket.to_str().unwrap();
+    let _server = Server::start_on(&env, socket, &[]).await;
+    let mut editor = bridge(&env, socket).await;
+    let listing = editor.request("session/list", json!({})).await;
+    editor.close_stdin();
+    let (answer, _) = editor.response(listing).await;
+    assert!(answer["result"]["sessions"].is_array(), "{answer}");
+    let (status, _) = editor.wait_exit().await;
+    assert!(status.success(), "{status:?}: {}", editor.stderr());
+}
+
+#[tokio::test]
+async fn with_no_server_there_the_editor_is_told_and_served_here() {
+    let env = TestEnv::new().await;
+    env.mock.push(Reply::text(&["here"]));
+    let missing = env.dir.path().join("no-server.sock");
+    let mut editor = bridge(&env, missing.to_str().unwrap()).await;
+    assert!(editor.stderr().contains("no server answers at"), "{}", editor.stderr());
+    let session = editor.new_session(&env.cwd()).await;
+    let prompt = editor.prompt(&session, "Hi").await;
+    let (done, seen) = editor.response(prompt).await;
+    assert_eq!(done["result"]["stopReason"], "end_turn", "{done}");
+    assert_eq!(text_of(&updates(&seen, &session), "agent_message_chunk"), "here");
+}
