@@ -120,7 +120,7 @@ async fn main() {
         model: "m",
         system: &system,
         messages: messages.iter().map(Seen::whole).collect(),
-        tools: registry.specs().iter().collect(),
+        tools: registry.specs().iter().map(|spec| &**spec).collect(),
         max_output: 16_000,
         thought: None,
         images: true,

@@ -52,13 +52,13 @@ pub struct Sources {
     /// "branch main, 3 changed files", or why there is none.
     pub git: String,
     /// The tool catalog: `{name, description, parameters}` specs.
-    pub tools: Vec<Value>,
+    pub tools: Vec<std::sync::Arc<Value>>,
     /// For a sub-agent: what it is and its agent's instructions, right after the base.
     pub role: Option<String>,
 }
 
 /// Reads everything the prompt of a session in `cwd` needs.
-pub async fn gather(cwd: &Path, home: Option<&Path>, tools: &[Value], env: &ChildEnv) -> Sources {
+pub async fn gather(cwd: &Path, home: Option<&Path>, tools: &[std::sync::Arc<Value>], env: &ChildEnv) -> Sources {
     let chain = crate::workspace::project_dirs(cwd, home);
     let user: Vec<PathBuf> = home.map(|h| vec![h.join(".agents"), h.join(".claude")]).unwrap_or_default();
     let mut instructions = Vec::new();

@@ -35,6 +35,7 @@ pub async fn sampling(turn: &mut Turn<'_>, mut request: Box<Request>) -> TurnSta
             .registry
             .specs()
             .iter()
+            .map(|spec| &**spec)
             .filter(|spec| !request.cooling.iter().any(|tool| spec["name"] == **tool))
             .collect(),
         max_output: turn.info.max_output,

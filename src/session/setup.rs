@@ -193,7 +193,12 @@ pub fn workspace(config: &Config, cwd: &Path, directories: &[std::path::PathBuf]
 
 /// The system prompt for a session in `cwd` whose model is offered `tools` (`role`: what a
 /// sub-agent is told about itself).
-pub async fn system(config: &Config, cwd: &Path, tools: &[serde_json::Value], role: Option<String>) -> SystemPrompt {
+pub async fn system(
+    config: &Config,
+    cwd: &Path,
+    tools: &[Arc<serde_json::Value>],
+    role: Option<String>,
+) -> SystemPrompt {
     let mut sources = prompt::gather(cwd, config.home_dir.as_deref(), tools, &config.process.env).await;
     sources.role = role;
     prompt::assemble(&sources)

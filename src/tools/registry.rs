@@ -23,8 +23,9 @@ use crate::permissions::PermissionRequest;
 #[derive(Clone, Default)]
 pub struct Registry {
     entries: Vec<Arc<dyn Entry>>,
-    /// `{name, description, parameters}` of each tool, in the same order.
-    specs: Vec<Value>,
+    /// `{name, description, parameters}` of each tool, in the same order; shared, since every
+    /// turn clones a session's registry and the schemas never change.
+    specs: Vec<Arc<Value>>,
     /// Tools left out on purpose, with why: what a call to one of them is told.
     withheld: Vec<(String, String)>,
 }
@@ -63,7 +64,7 @@ impl Registry {
         self.withheld.retain(|(name, _)| name != tool.name());
         let spec = json!({"name": tool.name(), "description": tool.description(), "parameters": tool.parameters()});
         self.entries.push(Arc::new(Arc::new(tool)));
-        self.specs.push(spec);
+        self.specs.push(Arc::new(spec));
         Ok(())
     }
 
@@ -81,7 +82,7 @@ impl Registry {
         for (entry, spec) in self.entries.iter().zip(&self.specs) {
             if keep(entry.name()) {
                 kept.entries.push(Arc::clone(entry));
-                kept.specs.push(spec.clone());
+                kept.specs.push(Arc::clone(spec));
             } else {
                 kept.withheld.retain(|(name, _)| name != entry.name());
                 kept.withheld.push((entry.name().to_owned(), why.to_owned()));
@@ -91,7 +92,7 @@ impl Registry {
     }
 
     /// The catalog the model sees: `{name, description, parameters}` per tool.
-    pub fn specs(&self) -> &[Value] {
+    pub fn specs(&self) -> &[Arc<Value>] {
         &self.specs
     }
 

@@ -88,14 +88,14 @@ pub fn tools(base: &Registry, parent: Parent) -> Registry {
 
 /// The catalog a session's system prompt lists: `base`'s tools and, when sub-agents are on,
 /// `task` with the project's named agents.
-pub fn catalog(settings: &crate::config::Subagents, base: &Registry, agents: &[NamedAgent]) -> Vec<Value> {
+pub fn catalog(settings: &crate::config::Subagents, base: &Registry, agents: &[NamedAgent]) -> Vec<Arc<Value>> {
     let mut specs = base.specs().to_vec();
     if settings.max_depth > 0 {
-        specs.push(serde_json::json!({
+        specs.push(Arc::new(serde_json::json!({
             "name": task::NAME,
             "description": task::describe(agents),
             "parameters": crate::tools::schema_of::<TaskArgs>(),
-        }));
+        })));
     }
     specs
 }

@@ -76,14 +76,7 @@ impl Server {
 
     /// A new client, or why the server would not take it.
     pub async fn try_connect(&self) -> Result<Client, tokio_tungstenite::tungstenite::Error> {
-        let (socket, response) = tokio_tungstenite::connect_async(self.url.as_str()).await?;
-        let connection = response
-            .headers()
-            .get("acp-connection-id")
-            .and_then(|value| value.to_str().ok())
-            .unwrap_or_default()
-            .to_owned();
-        Ok(Client { socket, connection, next_id: 1 })
+        try_connect(&self.url).await
     }
 
     /// A client, initialized.
@@ -99,6 +92,23 @@ impl Server {
         std::process::Command::new("kill").args(["-TERM", &pid.to_string()]).status().unwrap();
         tokio::time::timeout(PATIENCE, self.child.wait()).await.expect("cairn serve stops at SIGTERM").unwrap()
     }
+}
+
+/// A new client of the server at `url`, not yet initialized (for tasks that own no [`Server`]).
+#[allow(dead_code, reason = "used by benches/serve.rs")]
+pub async fn connect(url: &str) -> Client {
+    try_connect(url).await.unwrap_or_else(|err| panic!("connect to {url}: {err}"))
+}
+
+async fn try_connect(url: &str) -> Result<Client, tokio_tungstenite::tungstenite::Error> {
+    let (socket, response) = tokio_tungstenite::connect_async(url).await?;
+    let connection = response
+        .headers()
+        .get("acp-connection-id")
+        .and_then(|value| value.to_str().ok())
+        .unwrap_or_default()
+        .to_owned();
+    Ok(Client { socket, connection, next_id: 1 })
 }
 
 /// One WebSocket client.

@@ -1,0 +1,369 @@
+//! What `cairn serve` costs and how far it goes: `cargo bench --bench serve`.
+//!
+//! Drives the real binary with WebSocket clients (tokio-tungstenite) against the mock model
+//! server of the integration tests, and prints figures; nothing here asserts but that every
+//! update arrived, in order:
+//! - prompt → first text over WebSocket against stdio, the same mock, samples in turns;
+//! - spawn → `initialize` of `cairn acp --server SOCKET` (the editor's bridge) against `cairn acp`;
+//! - a second connection joining a streaming 1,000-update turn: its `session/load` answer time,
+//!   and how far behind the first connection it sees each live chunk;
+//! - many sessions streaming at once over 50 connections: prompt → first text, the server's
+//!   memory, and its CPU per 1,000 chunks/s.
+//!
+//! `CAIRN_SERVE_SESSIONS` sets the sessions of the last figure (default 1,000);
+//! `CAIRN_SERVE_ROWS=first,bridge,join,many` picks figures (all by default).
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout, clippy::print_stderr)]
+
+#[path = "../tests/it/support/mod.rs"]
+#[allow(dead_code)]
+mod support;
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use support::served::{Client, Server};
+use support::{Agent, Editor, Reply, TestEnv};
+
+const SAMPLES: usize = 200;
+const CONNECTIONS: usize = 50;
+
+fn quantile(samples: &mut [f64], q: f64) -> f64 {
+    samples.sort_by(f64::total_cmp);
+    samples[((samples.len() as f64 - 1.0) * q).round() as usize]
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+fn is_chunk(message: &Value) -> bool {
+    message["params"]["update"]["sessionUpdate"] == "agent_message_chunk"
+}
+
+fn chunk_text(message: &Value) -> &str {
+    message["params"]["update"]["content"]["text"].as_str().unwrap_or_default()
+}
+
+/// `/proc/PID/status` field in KiB.
+fn status_kib(pid: u32, field: &str) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix(field))
+        .and_then(|value| value.split_whitespace().next())
+        .and_then(|value| value.parse().ok())
+        .unwrap_or(0)
+}
+
+/// User and system CPU time of a process so far.
+fn cpu(pid: u32) -> Duration {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let fields: Vec<&str> =
+        stat.rsplit_once(')').map(|(_, rest)| rest.split_whitespace().collect()).unwrap_or_default();
+    let ticks: u64 = fields.get(11..13).map(|f| f.iter().filter_map(|t| t.parse::<u64>().ok()).sum()).unwrap_or(0);
+    Duration::from_millis(ticks * 10)
+}
+
+#[tokio::main]
+async fn main() {
+    let mut env = TestEnv::new().await;
+    if let Ok(value) = std::env::var("BENCH_MALLOC_ARENA_MAX") {
+        env.set_env("MALLOC_ARENA_MAX", &value);
+    }
+    let rows = std::env::var("CAIRN_SERVE_ROWS").unwrap_or_default();
+    let wanted = |name: &str| rows.is_empty() || rows.split(',').any(|row| row == name);
+    if wanted("first") {
+        first_text_against_stdio(&env).await;
+    }
+    if wanted("bridge") {
+        bridge_start(&env).await;
+    }
+    if wanted("join") {
+        joining(&env).await;
+    }
+    if wanted("many") {
+        let sessions = std::env::var("CAIRN_SERVE_SESSIONS").ok().and_then(|n| n.parse().ok()).unwrap_or(1000);
+        many(&env, sessions).await;
+    }
+}
+
+/// Reads until the first chunk of the answer, then to the prompt's answer: the time to the chunk.
+async fn ws_first_text(client: &mut Client, session: &str) -> Duration {
+    let started = Instant::now();
+    let id = client.prompt(session, "Hi").await;
+    let mut first = None;
+    loop {
+        let message = client.recv().await;
+        if first.is_none() && is_chunk(&message) {
+            first = Some(started.elapsed());
+        }
+        if message.get("method").is_none() && message["id"] == id {
+            return first.expect("a chunk before the answer");
+        }
+    }
+}
+
+async fn stdio_first_text(agent: &mut Agent, session: &str) -> Duration {
+    let started = Instant::now();
+    let id = agent.prompt(session, "Hi").await;
+    let mut first = None;
+    loop {
+        let message = agent.recv().await;
+        if first.is_none() && is_chunk(&message) {
+            first = Some(started.elapsed());
+        }
+        if message.get("method").is_none() && message["id"] == id {
+            return first.expect("a chunk before the answer");
+        }
+    }
+}
+
+async fn first_text_against_stdio(env: &TestEnv) {
+    for _ in 0..2 * (SAMPLES + 10) {
+        env.mock.push(Reply::text(&["Hello", " there"]));
+    }
+    let server = Server::start(env).await;
+    let mut client = server.client().await;
+    let ws_session = client.new_session(&env.cwd()).await;
+    let mut agent = env.ready().await;
+    let stdio_session = agent.new_session(&env.cwd()).await;
+    for _ in 0..10 {
+        ws_first_text(&mut client, &ws_session).await;
+        stdio_first_text(&mut agent, &stdio_session).await;
+    }
+    let (mut ws, mut stdio, mut differences) = (Vec::new(), Vec::new(), Vec::new());
+    for i in 0..SAMPLES {
+        let (a, b) = if i % 2 == 0 {
+            let a = ws_first_text(&mut client, &ws_session).await;
+            (a, stdio_first_text(&mut agent, &stdio_session).await)
+        } else {
+            let b = stdio_first_text(&mut agent, &stdio_session).await;
+            (ws_first_text(&mut client, &ws_session).await, b)
+        };
+        ws.push(ms(a));
+        stdio.push(ms(b));
+        differences.push(ms(a) - ms(b));
+    }
+    println!("| prompt → first text, {SAMPLES} each in turns | median | p90 |");
+    println!("|---|---|---|");
+    println!("| stdio | {:.2} ms | {:.2} ms |", quantile(&mut stdio, 0.5), quantile(&mut stdio, 0.9));
+    println!("| WebSocket (`cairn serve`) | {:.2} ms | {:.2} ms |", quantile(&mut ws, 0.5), quantile(&mut ws, 0.9));
+    println!(
+        "| WebSocket − stdio, median of pair differences (q1, q3) | {:+.2} ms ({:+.2}, {:+.2}) | |",
+        quantile(&mut differences, 0.5),
+        quantile(&mut differences, 0.25),
+        quantile(&mut differences, 0.75)
+    );
+    println!();
+}
+
+async fn spawn_to_initialize(env: &TestEnv, args: &[&str]) -> Duration {
+    let mut command = env.command();
+    command.args(args);
+    let started = Instant::now();
+    let mut agent = Agent::spawn(command, Editor::default()).await;
+    agent.initialize().await;
+    let taken = started.elapsed();
+    agent.close_stdin();
+    agent.wait_exit().await;
+    taken
+}
+
+async fn bridge_start(env: &TestEnv) {
+    let socket = env.dir.path().join("bench.sock");
+    let socket = socket.to_str().unwrap().to_owned();
+    let _server = Server::start_on(env, &socket, &[]).await;
+    let bridge = ["acp", "--server", socket.as_str()];
+    for _ in 0..5 {
+        spawn_to_initialize(env, &["acp"]).await;
+        spawn_to_initialize(env, &bridge).await;
+    }
+    let (mut direct, mut bridged, mut differences) = (Vec::new(), Vec::new(), Vec::new());
+    for i in 0..100 {
+        let (a, b) = if i % 2 == 0 {
+            let a = spawn_to_initialize(env, &["acp"]).await;
+            (a, spawn_to_initialize(env, &bridge).await)
+        } else {
+            let b = spawn_to_initialize(env, &bridge).await;
+            (spawn_to_initialize(env, &["acp"]).await, b)
+        };
+        direct.push(ms(a));
+        bridged.push(ms(b));
+        differences.push(ms(b) - ms(a));
+    }
+    println!("| spawn → `initialize` answered, 100 each in turns | median | p90 |");
+    println!("|---|---|---|");
+    println!("| `cairn acp` | {:.2} ms | {:.2} ms |", quantile(&mut direct, 0.5), quantile(&mut direct, 0.9));
+    println!(
+        "| `cairn acp --server SOCKET` (the bridge) | {:.2} ms | {:.2} ms |",
+        quantile(&mut bridged, 0.5),
+        quantile(&mut bridged, 0.9)
+    );
+    println!(
+        "| bridge − direct, median of pair differences (q1, q3) | {:+.2} ms ({:+.2}, {:+.2}) | |",
+        quantile(&mut differences, 0.5),
+        quantile(&mut differences, 0.25),
+        quantile(&mut differences, 0.75)
+    );
+    println!();
+}
+
+/// Reads `client` until `id` is answered, noting when each chunk of `session` arrived.
+async fn timed_chunks(mut client: Client, id: Option<i64>, count: usize) -> (Client, HashMap<String, Instant>) {
+    let mut seen = HashMap::new();
+    loop {
+        let message = client.recv().await;
+        if is_chunk(&message) {
+            seen.insert(chunk_text(&message).to_owned(), Instant::now());
+        }
+        let answered = id.is_some_and(|id| message.get("method").is_none() && message["id"] == id);
+        if answered || (id.is_none() && seen.len() >= count) {
+            return (client, seen);
+        }
+    }
+}
+
+async fn joining(env: &TestEnv) {
+    const UPDATES: usize = 1000;
+    let (mut loads, mut lags) = (Vec::new(), Vec::new());
+    let server = Server::start(env).await;
+    for _ in 0..5 {
+        let pieces: Vec<String> = (0..UPDATES).map(|i| format!("<{i}>")).collect();
+        let refs: Vec<&str> = pieces.iter().map(String::as_str).collect();
+        env.mock.push(Reply::text_with_delay(&refs, Duration::from_millis(2)));
+        let mut first = server.client().await;
+        let session = first.new_session(&env.cwd()).await;
+        let prompt = first.prompt(&session, "Count").await;
+        // Half the turn streams before the second connection joins.
+        let mut seen = 0;
+        while seen < UPDATES / 2 {
+            seen += usize::from(is_chunk(&first.recv().await));
+        }
+        let reading_first = tokio::spawn(timed_chunks(first, Some(prompt), UPDATES));
+        let mut second = server.client().await;
+        let asked = Instant::now();
+        let load =
+            second.request("session/load", json!({"sessionId": session, "cwd": env.cwd(), "mcpServers": []})).await;
+        let (_, replayed) = second.response(load).await;
+        loads.push(ms(asked.elapsed()));
+        // A part still streaming is replayed as one chunk with its text so far.
+        let replayed_pieces: usize =
+            replayed.iter().filter(|m| is_chunk(m)).map(|m| chunk_text(m).matches('<').count()).sum();
+        let reading_second = tokio::spawn(timed_chunks(second, None, UPDATES - replayed_pieces.min(UPDATES)));
+        let (_, first_seen) = reading_first.await.unwrap();
+        let (_, second_seen) = reading_second.await.unwrap();
+        for (text, at) in &second_seen {
+            if let Some(before) = first_seen.get(text) {
+                lags.push(ms(at.saturating_duration_since(*before)));
+            }
+        }
+    }
+    println!("| a second connection joins a streaming {UPDATES}-update turn (5 turns) | median | p99 |");
+    println!("|---|---|---|");
+    println!(
+        "| its `session/load` answered | {:.2} ms | {:.2} ms |",
+        quantile(&mut loads, 0.5),
+        quantile(&mut loads, 0.99)
+    );
+    println!(
+        "| each live chunk, behind the first connection ({} chunks) | {:.3} ms | {:.3} ms |",
+        lags.len(),
+        quantile(&mut lags, 0.5),
+        quantile(&mut lags, 0.99)
+    );
+    println!();
+}
+
+/// One connection's share of the sessions: creates them, waits for `go`, prompts them all, and
+/// reads every answer, checking each session's chunks came whole and in order.
+async fn share(
+    server_url: String,
+    cwd: String,
+    sessions: usize,
+    expected: String,
+    go: std::sync::Arc<tokio::sync::Barrier>,
+) -> Vec<f64> {
+    let mut client = support::served::connect(&server_url).await;
+    client.initialize().await;
+    let mut ids = Vec::new();
+    for _ in 0..sessions {
+        ids.push(client.new_session(&cwd).await);
+    }
+    go.wait().await;
+    let mut started = HashMap::new();
+    let mut prompts = HashMap::new();
+    for session in &ids {
+        prompts.insert(client.prompt(session, "Count").await, session.clone());
+        started.insert(session.clone(), Instant::now());
+    }
+    let mut text: HashMap<String, String> = HashMap::new();
+    let mut first: Vec<f64> = Vec::new();
+    let mut answered = 0;
+    while answered < sessions {
+        let message = client.recv().await;
+        if is_chunk(&message) {
+            let session = message["params"]["sessionId"].as_str().unwrap().to_owned();
+            let joined = text.entry(session.clone()).or_default();
+            if joined.is_empty() {
+                first.push(ms(started[&session].elapsed()));
+            }
+            joined.push_str(chunk_text(&message));
+        } else if message.get("method").is_none() && message["id"].as_i64().is_some_and(|id| prompts.contains_key(&id))
+        {
+            assert_eq!(message["result"]["stopReason"], "end_turn", "{message}");
+            answered += 1;
+        }
+    }
+    for session in &ids {
+        assert_eq!(text.get(session), Some(&expected), "session {session}: every chunk, in order");
+    }
+    first
+}
+
+async fn many(env: &TestEnv, sessions: usize) {
+    const PIECES: usize = 40;
+    let pieces: Vec<String> = (0..PIECES).map(|i| format!("<{i}>")).collect();
+    let refs: Vec<&str> = pieces.iter().map(String::as_str).collect();
+    for _ in 0..sessions {
+        env.mock.push(Reply::text_with_delay(&refs, Duration::from_millis(50)));
+    }
+    let server = Server::start(env).await;
+    let pid = server.child.id().unwrap();
+    let go = std::sync::Arc::new(tokio::sync::Barrier::new(CONNECTIONS + 1));
+    let mut tasks = Vec::new();
+    for c in 0..CONNECTIONS {
+        let share_of = sessions / CONNECTIONS + usize::from(c < sessions % CONNECTIONS);
+        tasks.push(tokio::spawn(share(server.url.clone(), env.cwd(), share_of, pieces.concat(), go.clone())));
+    }
+    go.wait().await;
+    let idle = status_kib(pid, "VmRSS:");
+    let (started, cpu_before) = (Instant::now(), cpu(pid));
+    let mut first = Vec::new();
+    for task in tasks {
+        first.extend(task.await.unwrap());
+    }
+    let (wall, cpu_used) = (started.elapsed(), cpu(pid) - cpu_before);
+    let chunks = sessions * PIECES;
+    let rate = chunks as f64 / wall.as_secs_f64();
+    println!(
+        "| {sessions} sessions streaming at once over {CONNECTIONS} connections ({PIECES} chunks each, one every 50 ms) | |"
+    );
+    println!("|---|---|");
+    println!("| every update delivered, in order | yes ({chunks} chunks) |");
+    println!(
+        "| prompt → first text, median / p99 (the mock waits 50 ms before each chunk, the first included) | {:.1} ms / {:.1} ms |",
+        quantile(&mut first, 0.5),
+        quantile(&mut first, 0.99)
+    );
+    println!("| chunks per second, through the server | {rate:.0} |");
+    println!(
+        "| server CPU per 1,000 chunks/s | {:.2} cores |",
+        cpu_used.as_secs_f64() / wall.as_secs_f64() / (rate / 1000.0)
+    );
+    println!("| server RSS with the sessions open, before the prompts | {:.1} MB |", idle as f64 / 1024.0);
+    println!("| server peak RSS (`VmHWM`) | {:.1} MB |", status_kib(pid, "VmHWM:") as f64 / 1024.0);
+    println!("| server RSS after the turns | {:.1} MB |", status_kib(pid, "VmRSS:") as f64 / 1024.0);
+}
