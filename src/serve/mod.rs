@@ -131,6 +131,13 @@ pub async fn run(
                 .map_err(|err| format!("cannot listen on {address}: {err}"))?;
             let bound = listener.local_addr().map_err(|err| err.to_string())?;
             say(&format!("cairn serve: listening on ws://{bound}/acp"));
+            // Each update is its own small frame: Nagle's algorithm would hold one back until
+            // the previous is acknowledged, which a delayed ACK puts off by up to 40 ms.
+            let listener = axum::serve::ListenerExt::tap_io(listener, |stream| {
+                if let Err(err) = stream.set_nodelay(true) {
+                    tracing::debug!(%err, "TCP_NODELAY not set");
+                }
+            });
             axum::serve(listener, app).with_graceful_shutdown(stop).await.map_err(|err| err.to_string())?;
         }
         Listen::Unix(path) => {
