@@ -73,7 +73,7 @@ pub struct AcpHost {
 
 impl AcpHost {
     async fn call<P: Serialize, R: DeserializeOwned>(&self, method: &str, params: &P) -> Result<R, HostError> {
-        let value = self.peer.request(method, params).await.map_err(|err| HostError(format!("{method}: {err}")))?;
+        let value = self.peer.request(method, params).await.map_err(|err| host_error(method, &err))?;
         decode(method, value)
     }
 
@@ -207,13 +207,18 @@ impl Questions for AcpHost {
                 Err(err) if err.code == acp::ErrorCode::MethodNotFound => {
                     tracing::debug!("the client announced elicitation forms but does not serve {method}");
                 }
-                Err(err) => return Err(HostError(format!("{method}: {err}"))),
+                Err(err) => return Err(host_error(method, &err)),
             }
         }
         let request = question::as_permission(&self.id(), call_id, question)?;
         let response = self.call(acp::CLIENT_METHOD_NAMES.session_request_permission, &request).await?;
         question::permission_reply(question, response)
     }
+}
+
+/// A request's failure as the tools see it: gone, or the client's error.
+fn host_error(method: &str, err: &acp::Error) -> HostError {
+    if super::rpc::is_disconnected(err) { HostError::gone() } else { HostError(format!("{method}: {err}")) }
 }
 
 /// A client's answer to `method` read as `R`.

@@ -122,6 +122,26 @@ struct ErrorOut<'a> {
     error: &'a Error,
 }
 
+/// What a request to the client fails with once the client is gone (its input ended).
+const DISCONNECTED: &str = "the client disconnected before it answered";
+
+fn disconnected() -> Error {
+    Error::internal_error().data(DISCONNECTED)
+}
+
+/// Whether a request to the client failed because the client went away, not because it
+/// answered with an error.
+pub fn is_disconnected(error: &Error) -> bool {
+    error.data.as_ref().and_then(Value::as_str) == Some(DISCONNECTED)
+}
+
+/// A line answering no request (`id` null) with an invalid-request error saying `why`: what a
+/// transport tells a client about input it could not pass on.
+pub fn refusal_line(why: &str) -> String {
+    let error = error(ErrorCode::InvalidRequest, format!("Invalid request: {why}"));
+    serde_json::to_string(&ErrorOut { jsonrpc: "2.0", id: RawValue::NULL, error: &error }).unwrap_or_default()
+}
+
 /// A JSON-RPC error whose message says what went wrong.
 pub fn error(code: ErrorCode, message: impl Into<String>) -> Error {
     Error::new(code.into(), message)
@@ -219,13 +239,13 @@ impl Peer {
         // registered, so a request is either failed there or sees the flag here.
         if self.inner.ended.load(Ordering::Acquire) {
             lock(&self.inner.pending).remove(&id);
-            return Err(Error::internal_error().data("the client disconnected"));
+            return Err(disconnected());
         }
         self.send(&RequestOut { jsonrpc: "2.0", id, method, params });
         let mut guard = CancelOnDrop { peer: self, id: Some(id) };
         let answer = rx.await;
         guard.id = None;
-        answer.unwrap_or_else(|_| Err(Error::internal_error().data("the connection closed before the client answered")))
+        answer.unwrap_or_else(|_| Err(disconnected()))
     }
 
     fn respond(&self, id: &RawValue, result: Result<Value, Error>) {
@@ -301,7 +321,7 @@ where
     tracing::debug!("input closed; shutting down");
     peer.inner.ended.store(true, Ordering::Release);
     for (_, waiter) in lock(&peer.inner.pending).drain() {
-        let _ = waiter.send(Err(Error::internal_error().data("the client disconnected")));
+        let _ = waiter.send(Err(disconnected()));
     }
     handler.shutdown().await;
     peer.inner.tasks.close();
@@ -314,14 +334,18 @@ where
     let _ = writer.await;
 }
 
-enum Line {
+pub(crate) enum Line {
     Complete,
     TooLong,
     Eof,
 }
 
 /// Reads one line into `line` (without its newline), refusing to buffer more than `limit` bytes.
-async fn read_line<R: AsyncBufRead + Unpin>(input: &mut R, line: &mut Vec<u8>, limit: usize) -> std::io::Result<Line> {
+pub(crate) async fn read_line<R: AsyncBufRead + Unpin>(
+    input: &mut R,
+    line: &mut Vec<u8>,
+    limit: usize,
+) -> std::io::Result<Line> {
     line.clear();
     let mut too_long = false;
     loop {

@@ -12,7 +12,7 @@
 use std::path::PathBuf;
 
 use futures::{FutureExt, SinkExt, StreamExt};
-use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 
@@ -100,16 +100,24 @@ pub async fn run(connected: Connected) {
     let restore = stdio.restorer();
     let (input, output) = (stdio.input, stdio.output);
 
+    // Lines of the bridge's own for the editor (a line it could not pass on), between the
+    // server's.
+    let (tell, mut told) = tokio::sync::mpsc::unbounded_channel::<String>();
     let upward = async move {
+        use crate::acp::rpc::{Line, read_line};
         let mut lines = BufReader::with_capacity(64 * 1024, input);
         let mut line = Vec::new();
         loop {
-            line.clear();
-            match lines.read_until(b'\n', &mut line).await {
-                Ok(0) | Err(_) => break,
-                Ok(_) => {}
+            match read_line(&mut lines, &mut line, MAX_FRAME).await {
+                Ok(Line::Complete) => {}
+                Ok(Line::TooLong) => {
+                    let why = format!("a line over {} MiB was skipped; send smaller messages", MAX_FRAME >> 20);
+                    let _ = tell.send(crate::acp::rpc::refusal_line(&why));
+                    continue;
+                }
+                Ok(Line::Eof) | Err(_) => break,
             }
-            while matches!(line.last(), Some(b'\n' | b'\r')) {
+            while matches!(line.last(), Some(b'\r')) {
                 line.pop();
             }
             if line.iter().all(u8::is_ascii_whitespace) {
@@ -131,7 +139,12 @@ pub async fn run(connected: Connected) {
         let mut from_server = std::pin::pin!(from_server.peekable());
         let mut output = tokio::io::BufWriter::with_capacity(64 * 1024, output);
         let mut closed_why = None;
-        while let Some(frame) = from_server.next().await {
+        loop {
+            let frame = tokio::select! {
+                frame = from_server.next() => frame,
+                Some(line) = told.recv() => Some(Ok(Message::Text(line.into()))),
+            };
+            let Some(frame) = frame else { break };
             match frame {
                 Ok(Message::Text(text)) => {
                     if output.write_all(text.as_bytes()).await.is_err() || output.write_all(b"\n").await.is_err() {

@@ -172,11 +172,21 @@ fn bind_unix(path: &std::path::Path) -> Result<tokio::net::UnixListener, String>
     Ok(listener)
 }
 
-/// `GET /acp`: the WebSocket upgrade, naming the connection.
+/// `GET /acp`: the WebSocket upgrade, naming the connection. A request from a web page (any
+/// `Origin` header: browsers send one with every WebSocket handshake, programs do not) is
+/// refused: a page the user visits could otherwise open a socket to this loopback port and
+/// drive the agent, tools and all.
 async fn upgrade(
     State(server): State<Server>,
+    headers: axum::http::HeaderMap,
     upgrade: Result<WebSocketUpgrade, axum::extract::ws::rejection::WebSocketUpgradeRejection>,
 ) -> Response {
+    if let Some(origin) = headers.get(axum::http::header::ORIGIN) {
+        tracing::info!(origin = ?origin, "refused a connection from a web page");
+        let why = "cairn serve takes no connections from web pages (the request has an Origin header): a page \
+                   could drive the agent; connect from a program\n";
+        return (StatusCode::FORBIDDEN, why).into_response();
+    }
     let upgrade = match upgrade {
         Ok(upgrade) => upgrade,
         Err(rejection) => {

@@ -84,16 +84,8 @@ pub async fn serve(socket: WebSocket, sessions: Registry, hub: Arc<Hub>, connect
                     }
                 }
                 Message::Binary(_) => {
-                    let refusal = serde_json::json!({
-                        "jsonrpc": "2.0",
-                        "id": null,
-                        "error": {
-                            "code": -32600,
-                            "message": "Invalid request: a binary frame was ignored; send each JSON-RPC message \
-                                        as one text frame",
-                        },
-                    });
-                    let _ = refuse.send(Message::Text(refusal.to_string().into()));
+                    let why = "a binary frame was ignored; send each JSON-RPC message as one text frame";
+                    let _ = refuse.send(Message::Text(crate::acp::rpc::refusal_line(why).into()));
                 }
                 Message::Close(_) => break,
                 // Answered by the socket itself.

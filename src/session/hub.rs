@@ -150,9 +150,9 @@ struct Viewers {
 }
 
 impl Viewers {
-    /// Asks every viewer that can answer (with `ask`), newcomers included, until one answers;
-    /// the other copies are dropped (withdrawn). A viewer that fails (gone, or refusing the
-    /// request) is not asked again.
+    /// Asks every viewer that can answer (with `ask`), newcomers included, until one answers
+    /// (an error from a client that is still there is its answer); the other copies are dropped
+    /// (withdrawn). A viewer that went away is not asked again.
     async fn first_answer<T: Send + 'static>(
         &self,
         ask: impl Fn(Arc<dyn Host>) -> Option<BoxFuture<'static, Result<T, HostError>>>,
@@ -176,7 +176,10 @@ impl Viewers {
             tokio::select! {
                 Some(answer) = pending.next() => match answer {
                     Ok(answer) => return Ok(answer),
-                    Err(err) => tracing::debug!(session = %self.session, %err, "a viewer did not answer"),
+                    // Its connection closed: those who remain or come may answer.
+                    Err(err) if err.is_gone() => tracing::debug!(session = %self.session, "a viewer left unanswered"),
+                    // A client that answers with an error has answered (as on stdio).
+                    Err(err) => return Err(err),
                 },
                 changed = attached.changed() => {
                     tracing::debug!(session = %self.session, "a viewer attached");

@@ -9,6 +9,9 @@
 
 use std::path::{Path, PathBuf};
 
+/// What [`HostError::gone`] says.
+const GONE: &str = "the client went away before it answered";
+
 /// A failed request to the editor.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
 #[error("the editor could not do it: {0}")]
@@ -204,6 +207,16 @@ impl HostError {
     /// The capability is not there (the editor stopped offering it, or there is no editor).
     pub fn unavailable() -> Self {
         HostError("there is no editor to ask".to_owned())
+    }
+
+    /// The editor went away before it answered (its connection closed), as opposed to
+    /// answering with an error.
+    pub fn gone() -> Self {
+        HostError(GONE.to_owned())
+    }
+
+    pub fn is_gone(&self) -> bool {
+        self.0 == GONE
     }
 }
 

@@ -84,3 +84,23 @@ async fn with_no_server_there_the_editor_is_told_and_served_here() {
     assert_eq!(done["result"]["stopReason"], "end_turn", "{done}");
     assert_eq!(text_of(&updates(&seen, &session), "agent_message_chunk"), "here");
 }
+
+#[tokio::test]
+async fn a_line_over_the_limit_is_refused_by_the_bridge_and_the_next_goes_through() {
+    let env = TestEnv::new().await;
+    let socket = env.dir.path().join("serve.sock");
+    let socket = socket.to_str().unwrap();
+    let _server = Server::start_on(&env, socket, &[]).await;
+    let mut editor = bridge(&env, socket).await;
+    editor
+        .send_raw(&format!(
+            "{{\"jsonrpc\":\"2.0\",\"id\":99,\"method\":\"x\",\"params\":\"{}\"}}",
+            "a".repeat(64 << 20)
+        ))
+        .await;
+    let refusal = editor.recv().await;
+    assert_eq!(refusal["error"]["code"], -32600, "{refusal}");
+    assert!(refusal["error"]["message"].as_str().unwrap().contains("64 MiB"), "{refusal}");
+    let listed = editor.call("session/list", json!({})).await;
+    assert!(listed["sessions"].is_array(), "{listed}");
+}

@@ -429,3 +429,44 @@ async fn a_settings_change_on_one_connection_reaches_the_others_viewing_the_sess
     let mode = options.iter().find(|option| option["id"] == "mode").expect("the mode option");
     assert_eq!(mode["currentValue"], "accept-edits", "{update}");
 }
+
+#[tokio::test]
+async fn a_web_page_cannot_open_a_connection() {
+    use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+    let env = TestEnv::new().await;
+    let server = Server::start(&env).await;
+    // What a browser sends for a page's `new WebSocket("ws://127.0.0.1:…/acp")`.
+    let mut request = server.url.as_str().into_client_request().unwrap();
+    request.headers_mut().insert("origin", "https://attacker.example".parse().unwrap());
+    match tokio_tungstenite::connect_async(request).await {
+        Err(tokio_tungstenite::tungstenite::Error::Http(response)) => {
+            assert_eq!(response.status(), 403);
+            let body = String::from_utf8_lossy(response.body().as_deref().unwrap_or_default()).into_owned();
+            assert!(body.contains("web pages"), "{body}");
+        }
+        Err(other) => panic!("refused otherwise: {other}"),
+        Ok(_) => panic!("a connection with an Origin header was taken"),
+    }
+}
+
+#[tokio::test]
+async fn a_client_answering_a_question_with_an_error_has_answered() {
+    let env = TestEnv::new().await;
+    let path = env.workspace().join("never.txt");
+    env.mock.push(Reply::tool_calls(&[("c1", "write", json!({"path": path, "content": "x\n"}))]));
+    env.mock.push(Reply::text(&["could not"]));
+    let server = Server::start(&env).await;
+    let mut client = server.client().await;
+    let session = client.new_session(&env.cwd()).await;
+    let prompt = client.prompt(&session, "Write it").await;
+    let asked = loop {
+        let message = client.recv().await;
+        if message["method"] == "session/request_permission" {
+            break message;
+        }
+    };
+    client.send(json!({"jsonrpc": "2.0", "id": asked["id"], "error": {"code": -32603, "message": "no UI here"}})).await;
+    let (done, _) = client.response(prompt).await;
+    assert_eq!(done["result"]["stopReason"], "end_turn", "the turn went on: {done}");
+    assert!(!path.exists(), "an error is no permission");
+}
