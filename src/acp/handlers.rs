@@ -24,7 +24,7 @@ use super::opening::Opening;
 use super::rpc::Handler;
 use super::sink::WireSink;
 use crate::ids::{SessionId, iso8601};
-use crate::session::{Hub, Registry, Viewer};
+use crate::session::{Hub, Registry, SessionError, Viewer};
 use crate::settings::{self, Setting};
 
 /// Sessions per `session/list` page.
@@ -42,6 +42,13 @@ impl Served {
     /// This connection sees `session`'s updates from now on.
     fn view(&self, session: &SessionId) {
         self.hub.attach(session, &self.viewer);
+    }
+
+    /// A request that named `session` found no such session: this connection does not view it.
+    fn unless_found<T>(&self, session: &SessionId, result: &Result<T, SessionError>) {
+        if matches!(result, Err(SessionError::NotFound(_))) {
+            self.hub.unview(session, &self.viewer);
+        }
     }
 
     /// The other connections viewing `session` see its settings as this one changed them.
@@ -326,7 +333,11 @@ impl Agent {
         let changed = sessions.set(&id, setting.clone());
         let (sink, served) = (Arc::clone(&self.sink), self.served.clone());
         Ok(async move {
-            let view = changed.await.map_err(|err| session_error(&err))?;
+            let changed = changed.await;
+            if let Some(served) = &served {
+                served.unless_found(&id, &changed);
+            }
+            let view = changed.map_err(|err| session_error(&err))?;
             if let Some(served) = served {
                 served.others_see(&id, &view);
             }
@@ -358,7 +369,11 @@ impl Agent {
         let changed = sessions.set(&id, setting);
         let (sink, served) = (Arc::clone(&self.sink), self.served.clone());
         Ok(async move {
-            let view = changed.await.map_err(|err| session_error(&err))?;
+            let changed = changed.await;
+            if let Some(served) = &served {
+                served.unless_found(&id, &changed);
+            }
+            let view = changed.map_err(|err| session_error(&err))?;
             if let Some(served) = served {
                 served.others_see(&id, &view);
             }
@@ -372,6 +387,45 @@ impl Agent {
         .boxed())
     }
 
+    /// `_cairn/stream/resume {sessionId, afterSeq}` (on a server): the session's updates
+    /// numbered after `afterSeq`, then the live stream, each once; or an error saying to load
+    /// the session when they are no longer kept.
+    fn stream_resume(&self, params: Value) -> Answer {
+        #[derive(serde::Deserialize)]
+        #[serde(rename_all = "camelCase", deny_unknown_fields)]
+        struct Resume {
+            session_id: String,
+            after_seq: u64,
+        }
+        let Some(served) = self.served.clone() else {
+            return Err(super::rpc::error(
+                acp::ErrorCode::MethodNotFound,
+                format!("{STREAM_RESUME} is served by `cairn serve` only; on stdio, call session/load"),
+            ));
+        };
+        let request: Resume = parse(STREAM_RESUME, params)?;
+        let id = SessionId::from_string(request.session_id);
+        let sessions = self.sessions()?;
+        // In wire order: what is sent from here on follows what is resent.
+        let last = served.hub.resume(&id, &served.viewer, request.after_seq).map_err(|err| {
+            let reason = match err {
+                crate::session::ResumeError::TooOld { .. } => "too_old",
+                crate::session::ResumeError::Ahead { .. } => "ahead",
+            };
+            super::rpc::error(acp::ErrorCode::InvalidParams, err.to_string())
+                .data(serde_json::json!({ "reason": reason }))
+        })?;
+        Ok(async move {
+            let found = sessions.store().session(&id).await.map_err(|err| session_error(&err.into()))?;
+            if found.is_none() {
+                served.hub.unview(&id, &served.viewer);
+                return Err(session_error(&SessionError::NotFound(id)));
+            }
+            Ok(serde_json::json!({ "lastSeq": last }))
+        }
+        .boxed())
+    }
+
     fn prompt(&self, params: Value) -> Answer {
         let request: acp::PromptRequest = parse(SESSION_PROMPT, params)?;
         if request.prompt.is_empty() {
@@ -381,8 +435,13 @@ impl Agent {
         let (sessions, id) = (self.sessions()?, session_id(&request.session_id));
         self.view(&id);
         let turn = sessions.prompt(&id, parts);
+        let served = self.served.clone();
         Ok(async move {
-            let stop = turn.await.map_err(|err| session_error(&err))?;
+            let stop = turn.await;
+            if let Some(served) = &served {
+                served.unless_found(&id, &stop);
+            }
+            let stop = stop.map_err(|err| session_error(&err))?;
             to_value(&acp::PromptResponse::new(stop_reason(stop)))
         }
         .boxed())
@@ -405,6 +464,8 @@ const SESSION_SET_CONFIG_OPTION: &str = AGENT.session_set_config_option;
 const SESSION_SET_MODE: &str = AGENT.session_set_mode;
 const SESSION_PROMPT: &str = AGENT.session_prompt;
 const SESSION_CANCEL: &str = AGENT.session_cancel;
+/// Resuming a served session's stream after a dropped connection.
+const STREAM_RESUME: &str = "_cairn/stream/resume";
 
 impl Handler for Agent {
     fn request(&self, method: &str, params: Value) -> Answer {
@@ -422,6 +483,7 @@ impl Handler for Agent {
             SESSION_SET_CONFIG_OPTION => self.set_config_option(params),
             SESSION_SET_MODE => self.set_mode(params),
             SESSION_PROMPT => self.prompt(params),
+            STREAM_RESUME => self.stream_resume(params),
             _ => Err(super::rpc::error(acp::ErrorCode::MethodNotFound, format!("Method not found: `{method}`"))
                 .data(serde_json::json!({ "method": method }))),
         }
@@ -432,9 +494,7 @@ impl Handler for Agent {
             SESSION_CANCEL => match parse::<acp::CancelNotification>(method, params) {
                 Ok(cancel) => {
                     if let Ok(sessions) = self.sessions.get() {
-                        let id = session_id(&cancel.session_id);
-                        self.view(&id);
-                        sessions.cancel(&id);
+                        sessions.cancel(&session_id(&cancel.session_id));
                     }
                 }
                 Err(err) => tracing::warn!(%err, "ignoring a malformed session/cancel"),

@@ -107,21 +107,40 @@ impl WireSink {
     }
 }
 
-impl UpdateSink for WireSink {
-    fn send(&self, session: &SessionId, update: Update) {
+impl WireSink {
+    /// `update` as a `session/update`, with `_meta.cairn.seq` when it is numbered.
+    fn notify(&self, session: &SessionId, seq: Option<u64>, update: Update) {
         let Some(update) = update_to_wire(update, self.features.shown()) else { return };
+        let meta = seq.map(|seq| {
+            let mut meta = acp::Meta::new();
+            meta.insert("cairn".to_owned(), serde_json::json!({ "seq": seq }));
+            meta
+        });
         if matches!(update, acp::SessionUpdate::ToolCall(_)) {
-            if let Some(value) = notification_json(session.as_str(), update) {
+            if let Some(mut value) = notification_json(session.as_str(), update) {
+                if let (Some(meta), Some(object)) = (meta, value.as_object_mut()) {
+                    object.insert("_meta".to_owned(), serde_json::Value::Object(meta));
+                }
                 self.peer.notify(acp::CLIENT_METHOD_NAMES.session_update, &value);
             }
         } else {
             // Serialized straight from the struct: the hot path of streamed chunks.
             self.peer.notify(
                 acp::CLIENT_METHOD_NAMES.session_update,
-                &acp::SessionNotification::new(session.as_str().to_owned(), update),
+                &acp::SessionNotification::new(session.as_str().to_owned(), update).meta(meta),
             );
         }
         self.check_budget();
+    }
+}
+
+impl UpdateSink for WireSink {
+    fn send(&self, session: &SessionId, update: Update) {
+        self.notify(session, None, update);
+    }
+
+    fn send_numbered(&self, session: &SessionId, seq: u64, update: Update) {
+        self.notify(session, Some(seq), update);
     }
 
     fn writable(&self) -> BoxFuture<'static, ()> {

@@ -9,15 +9,22 @@
 //! closes ([`Hub::detach`]). Nothing here cancels a turn: a session with no viewer goes on and
 //! records, and whoever attaches next loads what it missed.
 //!
+//! Every update the hub sends is numbered in its session's stream (`_meta.cairn.seq` on the
+//! wire), and the latest [`KEPT`] are kept: a client that lost its connection resumes after the
+//! last number it saw ([`Hub::resume`]) and gets exactly what it missed, or is told to load the
+//! session when that is no longer kept. The streams of sessions nobody views are kept for the
+//! [`UNVIEWED_KEPT`] left most recently.
+//!
 //! Questions a turn asks (permissions, the `question` tool) go to every viewer that can answer
 //! them, and the first answer wins; the others' copies are withdrawn (dropping a request sends
 //! its cancellation). A question asked while nobody views the session waits for the next
 //! viewer, and one a viewer left unanswered by going away goes to those who remain or come. The
 //! editor's files and terminals are not used: a served turn's tools act where the server runs.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
+use std::time::Instant;
 
 use futures::StreamExt;
 use futures::future::BoxFuture;
@@ -44,9 +51,39 @@ impl Viewer {
     }
 }
 
-/// The server's sessions' sink: which connection views which session.
+/// Updates of a session kept for a client resuming after a drop.
+const KEPT: usize = 256;
+/// Sessions nobody views whose latest updates are still kept; past it, those left longest ago
+/// are forgotten (a resume of one then answers that the client should load the session).
+const UNVIEWED_KEPT: usize = 256;
+
+/// One session as the hub knows it: who views it, and its numbered stream.
+#[derive(Default)]
+struct Stream {
+    viewers: Vec<Viewer>,
+    /// The number of the last update sent (none yet: 0).
+    seq: u64,
+    /// The latest updates with their numbers, oldest first.
+    kept: VecDeque<(u64, Update)>,
+    /// When its last viewer left; `None` while viewed.
+    unviewed_since: Option<Instant>,
+}
+
+/// Why a resume cannot give a client exactly what it missed.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ResumeError {
+    #[error(
+        "update {after} of session {session} is older than what is kept (from {oldest} on); call session/load to see the session again"
+    )]
+    TooOld { session: SessionId, after: u64, oldest: u64 },
+    #[error("session {session} has sent {last} updates so far, not {after}; resume from a number it gave")]
+    Ahead { session: SessionId, after: u64, last: u64 },
+}
+
+/// The server's sessions' sink: which connection views which session, and each session's
+/// numbered stream.
 pub struct Hub {
-    viewers: Mutex<HashMap<SessionId, Vec<Viewer>>>,
+    streams: Mutex<HashMap<SessionId, Stream>>,
     next: AtomicU64,
     /// Bumped at every attach, so a question waiting for someone to answer it asks newcomers.
     attached: watch::Sender<u64>,
@@ -57,7 +94,7 @@ pub struct Hub {
 impl Hub {
     pub fn new() -> Arc<Self> {
         Arc::new_cyclic(|me| Self {
-            viewers: Mutex::new(HashMap::new()),
+            streams: Mutex::new(HashMap::new()),
             next: AtomicU64::new(1),
             attached: watch::channel(0).0,
             me: me.clone(),
@@ -69,33 +106,75 @@ impl Hub {
         Viewer { id: self.next.fetch_add(1, Ordering::Relaxed), sink: Loading::new(sink) }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<SessionId, Vec<Viewer>>> {
-        self.viewers.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<SessionId, Stream>> {
+        self.streams.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// `viewer` sees `session`'s updates from now on (once, however often it attaches).
     pub fn attach(&self, session: &SessionId, viewer: &Viewer) {
-        let mut viewers = self.lock();
-        let list = viewers.entry(session.clone()).or_default();
-        if list.iter().any(|known| known.id == viewer.id) {
+        let mut streams = self.lock();
+        let stream = streams.entry(session.clone()).or_default();
+        if !view(stream, viewer) {
             return;
         }
-        list.push(viewer.clone());
-        drop(viewers);
+        drop(streams);
         self.attached.send_modify(|count| *count += 1);
+    }
+
+    /// Sends `viewer` the updates of `session` numbered after `after`, then attaches it, so that
+    /// it sees every update from there on once. The number of the last update sent.
+    pub fn resume(&self, session: &SessionId, viewer: &Viewer, after: u64) -> Result<u64, ResumeError> {
+        let mut streams = self.lock();
+        let stream = streams.entry(session.clone()).or_default();
+        if after > stream.seq {
+            return Err(ResumeError::Ahead { session: session.clone(), after, last: stream.seq });
+        }
+        let oldest = stream.kept.front().map_or(stream.seq + 1, |(seq, _)| *seq);
+        if after + 1 < oldest {
+            return Err(ResumeError::TooOld { session: session.clone(), after, oldest });
+        }
+        for (seq, update) in stream.kept.iter().filter(|(seq, _)| *seq > after) {
+            viewer.sink.send_numbered(session, *seq, update.clone());
+        }
+        let last = stream.seq;
+        let attached = view(stream, viewer);
+        drop(streams);
+        if attached {
+            self.attached.send_modify(|count| *count += 1);
+        }
+        Ok(last)
     }
 
     /// Whether `viewer` views `session`.
     pub fn views(&self, session: &SessionId, viewer: &Viewer) -> bool {
-        self.lock().get(session).is_some_and(|list| list.iter().any(|known| known.id == viewer.id))
+        self.lock().get(session).is_some_and(|stream| stream.viewers.iter().any(|known| known.id == viewer.id))
     }
 
-    /// `viewer`'s connection is gone: it views nothing any more. Its sessions go on.
+    /// `viewer`'s connection is gone: it views nothing any more. Its sessions go on, their
+    /// latest updates kept for a while for a resume.
     pub fn detach(&self, viewer: &Viewer) {
-        self.lock().retain(|_, list| {
-            list.retain(|known| known.id != viewer.id);
-            !list.is_empty()
-        });
+        let mut streams = self.lock();
+        let now = Instant::now();
+        for stream in streams.values_mut() {
+            let before = stream.viewers.len();
+            stream.viewers.retain(|known| known.id != viewer.id);
+            if before > 0 && stream.viewers.is_empty() {
+                stream.unviewed_since = Some(now);
+            }
+        }
+        forget_unviewed(&mut streams);
+    }
+
+    /// `viewer` stops viewing `session` (a request naming a session that does not exist); a
+    /// stream left with nothing in it is forgotten.
+    pub fn unview(&self, session: &SessionId, viewer: &Viewer) {
+        let mut streams = self.lock();
+        if let Some(stream) = streams.get_mut(session) {
+            stream.viewers.retain(|known| known.id != viewer.id);
+            if stream.viewers.is_empty() && stream.seq == 0 {
+                streams.remove(session);
+            }
+        }
     }
 
     /// The session is closed or deleted: nobody views it any more.
@@ -104,31 +183,69 @@ impl Hub {
     }
 
     /// `update` to every viewer of `session` but `except` (the one whose request it answers,
-    /// which is told in its own way).
+    /// which is told in its own way). Not numbered: nothing of the stream, only a view of it.
     pub fn send_to_others(&self, session: &SessionId, update: Update, except: &Viewer) {
-        let viewers = self.lock();
-        for viewer in viewers.get(session).into_iter().flatten().filter(|viewer| viewer.id != except.id) {
+        let streams = self.lock();
+        let viewers = streams.get(session).map(|stream| stream.viewers.as_slice()).unwrap_or_default();
+        for viewer in viewers.iter().filter(|viewer| viewer.id != except.id) {
             viewer.sink.send(session, update.clone());
         }
     }
 
     /// The hosts of the connections viewing `session`, by viewer.
     fn hosts(&self, session: &SessionId) -> Vec<(u64, Arc<dyn Host>)> {
-        let viewers: Vec<Viewer> = self.lock().get(session).cloned().unwrap_or_default();
+        let viewers: Vec<Viewer> = self.lock().get(session).map(|stream| stream.viewers.clone()).unwrap_or_default();
         viewers.into_iter().map(|viewer| (viewer.id, viewer.sink.host(session))).collect()
     }
 }
 
+/// Adds `viewer` to `stream`'s viewers; false if it was there.
+fn view(stream: &mut Stream, viewer: &Viewer) -> bool {
+    if stream.viewers.iter().any(|known| known.id == viewer.id) {
+        return false;
+    }
+    stream.viewers.push(viewer.clone());
+    stream.unviewed_since = None;
+    true
+}
+
+/// Forgets the streams nobody has viewed for longest, past [`UNVIEWED_KEPT`] of them.
+fn forget_unviewed(streams: &mut HashMap<SessionId, Stream>) {
+    let mut unviewed: Vec<(Instant, SessionId)> =
+        streams.iter().filter_map(|(id, stream)| stream.unviewed_since.map(|since| (since, id.clone()))).collect();
+    if unviewed.len() <= UNVIEWED_KEPT {
+        return;
+    }
+    unviewed.sort();
+    let excess = unviewed.len() - UNVIEWED_KEPT;
+    for (_, id) in unviewed.into_iter().take(excess) {
+        streams.remove(&id);
+    }
+}
+
 impl UpdateSink for Hub {
+    /// Numbers the update in its session's stream, keeps it for a resume, and sends it to every
+    /// viewer. A session nobody views still numbers and keeps its updates: a client that lost
+    /// its connection resumes from them.
     fn send(&self, session: &SessionId, update: Update) {
-        let viewers = self.lock();
-        let Some(list) = viewers.get(session) else { return };
+        let mut streams = self.lock();
+        if !streams.contains_key(session) {
+            streams.insert(session.clone(), Stream { unviewed_since: Some(Instant::now()), ..Stream::default() });
+            forget_unviewed(&mut streams);
+        }
+        let Some(stream) = streams.get_mut(session) else { return };
+        stream.seq += 1;
+        let seq = stream.seq;
+        if stream.kept.len() == KEPT {
+            stream.kept.pop_front();
+        }
+        stream.kept.push_back((seq, update.clone()));
         // Sending only queues, so the lock is held for no longer than the copies take.
-        if let Some((last, others)) = list.split_last() {
+        if let Some((last, others)) = stream.viewers.split_last() {
             for viewer in others {
-                viewer.sink.send(session, update.clone());
+                viewer.sink.send_numbered(session, seq, update.clone());
             }
-            last.sink.send(session, update);
+            last.sink.send_numbered(session, seq, update);
         }
     }
 
@@ -239,5 +356,80 @@ impl Questions for Viewers {
             }))
         })
         .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ids::MessageId;
+
+    /// A connection's wire: what it was sent, with numbers.
+    #[derive(Default)]
+    struct Wire(Mutex<Vec<(Option<u64>, String)>>);
+
+    impl UpdateSink for Wire {
+        fn send(&self, _session: &SessionId, update: Update) {
+            self.0.lock().unwrap().push((None, text(&update)));
+        }
+        fn send_numbered(&self, _session: &SessionId, seq: u64, update: Update) {
+            self.0.lock().unwrap().push((Some(seq), text(&update)));
+        }
+        fn host(&self, _session: &SessionId) -> Arc<dyn Host> {
+            Arc::new(crate::tools::NoEditor)
+        }
+    }
+
+    fn text(update: &Update) -> String {
+        match update {
+            Update::AgentText { text, .. } => text.clone(),
+            other => format!("{other:?}"),
+        }
+    }
+
+    fn chunk(text: &str) -> Update {
+        Update::AgentText { message: MessageId::generate(), text: text.into() }
+    }
+
+    #[test]
+    fn a_resume_sends_what_was_missed_once_then_the_live_stream() {
+        let hub = Hub::new();
+        let session = SessionId::generate();
+        let (wire, other) = (Arc::new(Wire::default()), Arc::new(Wire::default()));
+        let viewer = hub.viewer(Arc::clone(&wire) as Arc<dyn UpdateSink>);
+        hub.attach(&session, &viewer);
+        hub.send(&session, chunk("a"));
+        hub.send(&session, chunk("b"));
+        hub.detach(&viewer);
+        hub.send(&session, chunk("c"));
+        let again = hub.viewer(Arc::clone(&other) as Arc<dyn UpdateSink>);
+        assert_eq!(hub.resume(&session, &again, 1), Ok(3));
+        hub.send(&session, chunk("d"));
+        let seen = |wire: &Wire| wire.0.lock().unwrap().clone();
+        assert_eq!(seen(&wire), [(Some(1), "a".to_owned()), (Some(2), "b".to_owned())]);
+        assert_eq!(seen(&other), [(Some(2), "b".into()), (Some(3), "c".into()), (Some(4), "d".into())]);
+        assert_eq!(
+            hub.resume(&session, &again, 9),
+            Err(ResumeError::Ahead { session: session.clone(), after: 9, last: 4 })
+        );
+    }
+
+    #[test]
+    fn only_the_latest_updates_are_kept_and_only_so_many_unviewed_streams() {
+        let hub = Hub::new();
+        let session = SessionId::generate();
+        for i in 0..KEPT + 10 {
+            hub.send(&session, chunk(&i.to_string()));
+        }
+        let viewer = hub.viewer(Arc::new(Wire::default()) as Arc<dyn UpdateSink>);
+        let too_old = hub.resume(&session, &viewer, 5);
+        assert_eq!(too_old, Err(ResumeError::TooOld { session: session.clone(), after: 5, oldest: 11 }));
+        assert_eq!(hub.resume(&session, &viewer, 10), Ok((KEPT + 10) as u64));
+
+        for _ in 0..UNVIEWED_KEPT + 5 {
+            hub.send(&SessionId::generate(), chunk("x"));
+        }
+        assert!(hub.lock().len() <= UNVIEWED_KEPT + 1, "the viewed session and the latest unviewed ones");
+        assert!(hub.views(&session, &viewer), "a viewed stream is never forgotten");
     }
 }

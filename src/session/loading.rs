@@ -45,10 +45,15 @@ impl Loading {
     }
 }
 
-impl UpdateSink for Loading {
-    fn send(&self, session: &SessionId, update: Update) {
+impl Loading {
+    /// Sends `update` (numbered `seq`, if it is) unless a load's replay will show it.
+    fn pass(&self, session: &SessionId, seq: Option<u64>, update: Update) {
+        let send = |update| match seq {
+            Some(seq) => self.sink.send_numbered(session, seq, update),
+            None => self.sink.send(session, update),
+        };
         if !update.is_stored() {
-            return self.sink.send(session, update);
+            return send(update);
         }
         let held = self.lock();
         if held.contains_key(session) {
@@ -56,8 +61,18 @@ impl UpdateSink for Loading {
             return;
         }
         // Sending never waits, so holding the lock meanwhile costs a load no more than that.
-        self.sink.send(session, update);
+        send(update);
         drop(held);
+    }
+}
+
+impl UpdateSink for Loading {
+    fn send(&self, session: &SessionId, update: Update) {
+        self.pass(session, None, update);
+    }
+
+    fn send_numbered(&self, session: &SessionId, seq: u64, update: Update) {
+        self.pass(session, Some(seq), update);
     }
 
     fn writable(&self) -> futures::future::BoxFuture<'static, ()> {

@@ -33,7 +33,7 @@ use crate::store::StoreError;
 use crate::tools::Host;
 
 pub use commands::COMMANDS;
-pub use hub::{Hub, Viewer};
+pub use hub::{Hub, ResumeError, Viewer};
 pub use registry::{PromptFuture, Registry};
 
 /// What the client gives a session it opens (new, load, resume, fork): its MCP servers, and
@@ -190,6 +190,12 @@ impl Status {
 /// not block.
 pub trait UpdateSink: Send + Sync + 'static {
     fn send(&self, session: &SessionId, update: Update);
+    /// [`Self::send`] of the update numbered `seq` in its session's stream (on a server, where
+    /// a client may resume after the last number it saw).
+    fn send_numbered(&self, session: &SessionId, seq: u64, update: Update) {
+        let _ = seq;
+        self.send(session, update);
+    }
     /// Resolves once the other side takes updates as fast as they come: a streaming turn
     /// awaits it between chunks, so a client that stops reading holds the turn (and through it
     /// the model's stream) instead of updates piling up in memory. `send` itself never waits.

@@ -470,3 +470,69 @@ async fn a_client_answering_a_question_with_an_error_has_answered() {
     assert_eq!(done["result"]["stopReason"], "end_turn", "the turn went on: {done}");
     assert!(!path.exists(), "an error is no permission");
 }
+
+/// The `_meta.cairn.seq` of a served update.
+fn seq(message: &Value) -> Option<u64> {
+    message["params"]["_meta"]["cairn"]["seq"].as_u64()
+}
+
+#[tokio::test]
+async fn a_client_that_lost_its_connection_resumes_after_the_last_number_it_saw() {
+    let env = TestEnv::new().await;
+    let (reply, whole) = slow_answer(60, Duration::from_millis(10));
+    env.mock.push(reply);
+    let server = Server::start(&env).await;
+    let mut first = server.client().await;
+    let session = first.new_session(&env.cwd()).await;
+    first.prompt(&session, "Count").await;
+    // Some chunks, each numbered one after the other.
+    let mut seen = Vec::new();
+    while updates(&seen, &session).iter().filter(|u| u["sessionUpdate"] == "agent_message_chunk").count() < 5 {
+        seen.push(first.recv().await);
+    }
+    let numbers: Vec<u64> = seen.iter().filter_map(seq).collect();
+    assert!(numbers.windows(2).all(|pair| pair[1] == pair[0] + 1), "numbered in order: {numbers:?}");
+    let last = *numbers.last().expect("served updates carry _meta.cairn.seq");
+    first.drop_connection();
+
+    let mut next = server.client().await;
+    let resumed = next.call("_cairn/stream/resume", json!({"sessionId": session, "afterSeq": last})).await;
+    assert!(resumed["lastSeq"].as_u64().unwrap() >= last, "{resumed}");
+    let mut after = Vec::new();
+    while text_of(&updates(&seen, &session), "agent_message_chunk").len()
+        + text_of(&updates(&after, &session), "agent_message_chunk").len()
+        < whole.len()
+    {
+        after.push(next.recv().await);
+    }
+    let numbers_after: Vec<u64> = after.iter().filter_map(seq).collect();
+    assert_eq!(numbers_after.first(), Some(&(last + 1)), "exactly what was missed, from the next number");
+    assert!(numbers_after.windows(2).all(|pair| pair[1] == pair[0] + 1), "{numbers_after:?}");
+    let joined = text_of(&updates(&seen, &session), "agent_message_chunk")
+        + &text_of(&updates(&after, &session), "agent_message_chunk");
+    assert_eq!(joined, whole, "each chunk once, in order, across the drop");
+}
+
+#[tokio::test]
+async fn a_resume_from_a_number_no_longer_kept_says_to_load_the_session() {
+    let env = TestEnv::new().await;
+    let (reply, _) = slow_answer(400, Duration::ZERO);
+    env.mock.push(reply);
+    let server = Server::start(&env).await;
+    let mut first = server.client().await;
+    let session = first.new_session(&env.cwd()).await;
+    let prompt = first.prompt(&session, "Count").await;
+    first.response(prompt).await;
+
+    let mut next = server.client().await;
+    let id = next.request("_cairn/stream/resume", json!({"sessionId": session, "afterSeq": 1})).await;
+    let (answer, _) = next.response(id).await;
+    assert_eq!(answer["error"]["data"]["reason"], "too_old", "{answer}");
+    assert!(answer["error"]["message"].as_str().unwrap().contains("session/load"), "{answer}");
+    let id = next.request("_cairn/stream/resume", json!({"sessionId": session, "afterSeq": 1_000_000})).await;
+    let (answer, _) = next.response(id).await;
+    assert_eq!(answer["error"]["data"]["reason"], "ahead", "{answer}");
+    let id = next.request("_cairn/stream/resume", json!({"sessionId": "ses_none", "afterSeq": 0})).await;
+    let (answer, _) = next.response(id).await;
+    assert_eq!(answer["error"]["code"], -32002, "an unknown session: {answer}");
+}
