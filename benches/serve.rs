@@ -87,13 +87,12 @@ async fn main() {
     }
 }
 
-/// Reads until the first chunk of the answer, then to the prompt's answer: the time to the chunk.
-async fn ws_first_text(client: &mut Client, session: &str) -> Duration {
-    let started = Instant::now();
-    let id = client.prompt(session, "Hi").await;
+/// Reads (with `next`) until the first chunk of the answer to the prompt `id` sent at
+/// `started`, then to its answer: the time to the chunk.
+async fn first_text(started: Instant, id: i64, mut next: impl AsyncFnMut() -> Value) -> Duration {
     let mut first = None;
     loop {
-        let message = client.recv().await;
+        let message = next().await;
         if first.is_none() && is_chunk(&message) {
             first = Some(started.elapsed());
         }
@@ -103,19 +102,16 @@ async fn ws_first_text(client: &mut Client, session: &str) -> Duration {
     }
 }
 
+async fn ws_first_text(client: &mut Client, session: &str) -> Duration {
+    let started = Instant::now();
+    let id = client.prompt(session, "Hi").await;
+    first_text(started, id, async || client.recv().await).await
+}
+
 async fn stdio_first_text(agent: &mut Agent, session: &str) -> Duration {
     let started = Instant::now();
     let id = agent.prompt(session, "Hi").await;
-    let mut first = None;
-    loop {
-        let message = agent.recv().await;
-        if first.is_none() && is_chunk(&message) {
-            first = Some(started.elapsed());
-        }
-        if message.get("method").is_none() && message["id"] == id {
-            return first.expect("a chunk before the answer");
-        }
-    }
+    first_text(started, id, async || agent.recv().await).await
 }
 
 async fn first_text_against_stdio(env: &TestEnv) {

@@ -51,6 +51,22 @@ impl Served {
         }
     }
 
+    /// What a settings change on `session` leaves: on a server, the connection does not view a
+    /// session that was not found, and the others viewing it see the change.
+    fn after_change(
+        served: Option<&Served>,
+        session: &SessionId,
+        changed: Result<crate::session::SessionView, SessionError>,
+    ) -> Result<crate::session::SessionView, acp::Error> {
+        if let Some(served) = served {
+            served.unless_found(session, &changed);
+            if let Ok(view) = &changed {
+                served.others_see(session, view);
+            }
+        }
+        changed.map_err(|err| session_error(&err))
+    }
+
     /// The other connections viewing `session` see its settings as this one changed them.
     fn others_see(&self, session: &SessionId, view: &crate::session::SessionView) {
         self.hub.send_to_others(session, crate::session::Update::Options(Box::new(view.clone())), &self.viewer);
@@ -333,14 +349,7 @@ impl Agent {
         let changed = sessions.set(&id, setting.clone());
         let (sink, served) = (Arc::clone(&self.sink), self.served.clone());
         Ok(async move {
-            let changed = changed.await;
-            if let Some(served) = &served {
-                served.unless_found(&id, &changed);
-            }
-            let view = changed.map_err(|err| session_error(&err))?;
-            if let Some(served) = served {
-                served.others_see(&id, &view);
-            }
+            let view = Served::after_change(served.as_deref(), &id, changed.await)?;
             match setting {
                 // Keep clients that follow the legacy modes API in step.
                 Setting::Mode(_) => sink
@@ -369,14 +378,7 @@ impl Agent {
         let changed = sessions.set(&id, setting);
         let (sink, served) = (Arc::clone(&self.sink), self.served.clone());
         Ok(async move {
-            let changed = changed.await;
-            if let Some(served) = &served {
-                served.unless_found(&id, &changed);
-            }
-            let view = changed.map_err(|err| session_error(&err))?;
-            if let Some(served) = served {
-                served.others_see(&id, &view);
-            }
+            let view = Served::after_change(served.as_deref(), &id, changed.await)?;
             // Keep clients that follow config options in step.
             sink.send_wire(
                 &id,
