@@ -207,11 +207,15 @@ impl Agent {
         // After the hold the load took: what this connection is sent from here on is either
         // in the replay or after it.
         self.view(&id);
-        let sink = Arc::clone(&self.sink);
+        let (sink, served) = (Arc::clone(&self.sink), self.served.clone());
         Ok(async move {
             sink.peer.signal_after_response(announced);
             // The replay is queued before the answer, and the running turn's updates after it.
-            let view = loaded.await.map_err(|err| session_error(&err))?;
+            let view = loaded.await;
+            if let Some(served) = &served {
+                served.unless_found(&id, &view);
+            }
+            let view = view.map_err(|err| session_error(&err))?;
             sink.send_wire(&id, usage_update(&view));
             sink.send_commands_after_response(&id);
             to_value(&acp::LoadSessionResponse::new().modes(modes(&view)).config_options(sink.options(&view)))
@@ -229,10 +233,14 @@ impl Agent {
         let (attach, announced) = self.sink.attach_early(request.mcp_servers, extra);
         let resumed = self.sessions()?.resume(&id, attach);
         self.view(&id);
-        let sink = Arc::clone(&self.sink);
+        let (sink, served) = (Arc::clone(&self.sink), self.served.clone());
         Ok(async move {
             sink.peer.signal_after_response(announced);
-            let view = resumed.await.map_err(|err| session_error(&err))?;
+            let view = resumed.await;
+            if let Some(served) = &served {
+                served.unless_found(&id, &view);
+            }
+            let view = view.map_err(|err| session_error(&err))?;
             sink.send_wire(&id, usage_update(&view));
             sink.send_commands_after_response(&id);
             to_value(&acp::ResumeSessionResponse::new().modes(modes(&view)).config_options(sink.options(&view)))

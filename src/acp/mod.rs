@@ -7,6 +7,7 @@
 mod auth;
 mod client;
 mod convert;
+pub(crate) mod framing;
 mod handlers;
 pub mod headless;
 mod opening;
@@ -58,8 +59,9 @@ pub async fn serve_connection<R, W>(
     R: tokio::io::AsyncRead + Unpin,
     W: tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
-    rpc::serve(input, output, move |peer| {
-        let sink = Arc::new(sink::WireSink::served(peer, sink::Budget { bytes: budget, exceeded: behind }));
+    let budget = rpc::Budget { bytes: budget, exceeded: behind };
+    rpc::serve_within(input, output, Some(budget), move |peer| {
+        let sink = Arc::new(sink::WireSink::new(peer));
         let viewer = hub.viewer(Arc::clone(&sink) as Arc<dyn crate::session::UpdateSink>);
         handlers::Agent::new(sink, opening::Opening::ready(sessions), Some(handlers::Served { hub, viewer }))
     })

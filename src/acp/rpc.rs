@@ -26,10 +26,11 @@ use futures::future::{AbortHandle, Abortable, BoxFuture};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use serde_json::value::RawValue;
-use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWrite, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::task::TaskTracker;
 
+use super::framing::{Line, read_line};
 use crate::backlog::Backlog;
 
 /// Bytes queued for stdout from which a bulk producer waits ([`Peer::writable`])...
@@ -85,6 +86,8 @@ struct PeerInner {
     pending: Mutex<HashMap<u64, oneshot::Sender<Result<Value, Error>>>>,
     /// The input ended: no answer can come any more, so requests fail at once.
     ended: std::sync::atomic::AtomicBool,
+    /// A served client's limit on what may wait for it ([`Budget`]); none on stdio.
+    budget: Option<Budget>,
     next_id: AtomicU64,
     /// Incoming requests still running, by their id's JSON text: how to stop one, and the id
     /// its answer carries.
@@ -142,6 +145,13 @@ pub fn refusal_line(why: &str) -> String {
     serde_json::to_string(&ErrorOut { jsonrpc: "2.0", id: RawValue::NULL, error: &error }).unwrap_or_default()
 }
 
+/// A line answering no request with a parse error saying `why`, as a line that is not JSON is
+/// answered on stdio.
+pub fn parse_error_line(why: &str) -> String {
+    let error = error(ErrorCode::ParseError, format!("Parse error: {why}"));
+    serde_json::to_string(&ErrorOut { jsonrpc: "2.0", id: RawValue::NULL, error: &error }).unwrap_or_default()
+}
+
 /// A JSON-RPC error whose message says what went wrong.
 pub fn error(code: ErrorCode, message: impl Into<String>) -> Error {
     Error::new(code.into(), message)
@@ -162,13 +172,21 @@ impl Peer {
         }
     }
 
-    /// Queues a line for the writer, counted until it is written. Never waits.
+    /// Queues a line for the writer, counted until it is written. Never waits. A served client
+    /// past its budget is cut off.
     fn enqueue(&self, line: Vec<u8>) {
         let bytes = line.len();
         self.inner.queued.add(bytes);
         if self.inner.out.send(Outgoing::Line(line)).is_err() {
             // The writer is gone; the line will never be written.
             self.inner.queued.take(bytes);
+        }
+        if let Some(budget) = &self.inner.budget
+            && !budget.exceeded.is_cancelled()
+            && self.inner.queued.bytes() > budget.bytes
+        {
+            tracing::info!(queued = self.inner.queued.bytes(), "a client fell too far behind; disconnecting it");
+            budget.exceeded.cancel();
         }
     }
 
@@ -223,11 +241,6 @@ impl Peer {
         let _ = AFTER_RESPONSE.try_with(|after| after.borrow_mut().push(AfterResponse::Signal(signal)));
     }
 
-    /// The bytes of lines queued and not yet written to the output.
-    pub fn queued(&self) -> usize {
-        self.inner.queued.bytes()
-    }
-
     /// Sends a request to the client and waits for its answer. Dropping the future sends
     /// `$/cancel_request` for it.
     pub async fn request<P: Serialize>(&self, method: &str, params: &P) -> Result<Value, Error> {
@@ -280,8 +293,27 @@ impl Drop for CancelOnDrop<'_> {
     }
 }
 
+/// How far a served client may fall behind: past `bytes` of lines queued for it (answers,
+/// requests and notifications alike), `exceeded` is cancelled and its transport cuts the
+/// connection. A served turn never waits for a client, and a client that sends requests and
+/// reads nothing would otherwise grow the queue without end.
+pub struct Budget {
+    pub bytes: usize,
+    pub exceeded: tokio_util::sync::CancellationToken,
+}
+
 /// Serves `handler` on `input`/`output` until the input ends, then shuts it down and drains.
 pub async fn serve<R, W, H>(input: R, output: W, make_handler: impl FnOnce(Peer) -> H)
+where
+    R: tokio::io::AsyncRead + Unpin,
+    W: AsyncWrite + Unpin + Send + 'static,
+    H: Handler,
+{
+    serve_within(input, output, None, make_handler).await;
+}
+
+/// [`serve`], cutting the client off past `budget`.
+pub async fn serve_within<R, W, H>(input: R, output: W, budget: Option<Budget>, make_handler: impl FnOnce(Peer) -> H)
 where
     R: tokio::io::AsyncRead + Unpin,
     W: AsyncWrite + Unpin + Send + 'static,
@@ -296,6 +328,7 @@ where
             queued,
             pending: Mutex::new(HashMap::new()),
             ended: std::sync::atomic::AtomicBool::new(false),
+            budget,
             next_id: AtomicU64::new(0),
             inflight: Mutex::new(HashMap::new()),
             tasks: TaskTracker::new(),
@@ -332,49 +365,6 @@ where
     let _ = peer.inner.out.send(Outgoing::Close(done_tx));
     let _ = done_rx.await;
     let _ = writer.await;
-}
-
-pub(crate) enum Line {
-    Complete,
-    TooLong,
-    Eof,
-}
-
-/// Reads one line into `line` (without its newline), refusing to buffer more than `limit` bytes.
-pub(crate) async fn read_line<R: AsyncBufRead + Unpin>(
-    input: &mut R,
-    line: &mut Vec<u8>,
-    limit: usize,
-) -> std::io::Result<Line> {
-    line.clear();
-    let mut too_long = false;
-    loop {
-        let buf = input.fill_buf().await?;
-        if buf.is_empty() {
-            return Ok(if line.is_empty() && !too_long {
-                Line::Eof
-            } else if too_long {
-                Line::TooLong
-            } else {
-                Line::Complete
-            });
-        }
-        let (chunk, found) = match buf.iter().position(|b| *b == b'\n') {
-            Some(at) => (&buf[..at], Some(at)),
-            None => (buf, None),
-        };
-        if !too_long && line.len() + chunk.len() <= limit {
-            line.extend_from_slice(chunk);
-        } else {
-            too_long = true;
-            line.clear();
-        }
-        let used = found.map_or(buf.len(), |at| at + 1);
-        input.consume(used);
-        if found.is_some() {
-            return Ok(if too_long { Line::TooLong } else { Line::Complete });
-        }
-    }
 }
 
 fn handle_line<H: Handler>(peer: &Peer, handler: &Arc<H>, line: &[u8]) {

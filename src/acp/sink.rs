@@ -16,41 +16,15 @@ use crate::ids::SessionId;
 use crate::session::{Attach, COMMANDS, Update, UpdateSink};
 use crate::tools::Host;
 
-/// How far a served client may fall behind: past `bytes` of lines queued for it, `exceeded`
-/// is cancelled (its transport then cuts the connection). A served turn never waits for a
-/// client, so this is what bounds the memory one that stops reading can take.
-pub struct Budget {
-    pub bytes: usize,
-    pub exceeded: tokio_util::sync::CancellationToken,
-}
-
 /// The editor seen from the sessions: `session/update` notifications, and its services.
 pub struct WireSink {
     pub(super) peer: Peer,
     pub(super) features: Arc<ClientFeatures>,
-    /// A served client's limit; none on stdio, where the turn waits for the editor instead.
-    budget: Option<Budget>,
 }
 
 impl WireSink {
     pub fn new(peer: Peer) -> Self {
-        Self { peer, features: Arc::new(ClientFeatures::default()), budget: None }
-    }
-
-    /// A served client's wire, cut off past `budget`.
-    pub fn served(peer: Peer, budget: Budget) -> Self {
-        Self { budget: Some(budget), ..Self::new(peer) }
-    }
-
-    /// Cuts a served client off once it is too far behind.
-    fn check_budget(&self) {
-        if let Some(budget) = &self.budget
-            && !budget.exceeded.is_cancelled()
-            && self.peer.queued() > budget.bytes
-        {
-            tracing::info!(queued = self.peer.queued(), "a client fell too far behind; disconnecting it");
-            budget.exceeded.cancel();
-        }
+        Self { peer, features: Arc::new(ClientFeatures::default()) }
     }
 
     /// The session's config options as this client takes them.
@@ -130,7 +104,6 @@ impl WireSink {
                 &acp::SessionNotification::new(session.as_str().to_owned(), update).meta(meta),
             );
         }
-        self.check_budget();
     }
 }
 

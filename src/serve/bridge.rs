@@ -3,7 +3,8 @@
 //! mid-turn only detaches; its next start loads the finished turn.
 //!
 //! Lines from stdin go to the server as text frames, the server's text frames come back as
-//! lines on stdout, untouched: the bridge reads no JSON. It connects before it touches stdin,
+//! lines on stdout (a line break inside one made a space), otherwise untouched: the bridge reads
+//! no JSON, and refuses only what a frame cannot carry (a line over the limit, or not UTF-8). It connects before it touches stdin,
 //! so when no server answers it can say so on stderr and leave stdin to cairn serving the editor
 //! itself, as without `--server`. The end of stdin closes the socket (the server detaches the
 //! client); a server that closes the connection ends the bridge with the server's reason on
@@ -69,8 +70,19 @@ pub struct Connected {
     target: Target,
 }
 
+/// How long connecting and the WebSocket handshake may take before the server counts as not
+/// answering (and cairn serves the editor itself).
+const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// Connects to the server at `target`; the error says why none answered.
 pub async fn connect(target: Target) -> Result<Connected, String> {
+    let described = target.describe();
+    tokio::time::timeout(CONNECT_TIMEOUT, connect_now(target))
+        .await
+        .unwrap_or_else(|_| Err(format!("{described}: no answer within {} s", CONNECT_TIMEOUT.as_secs())))
+}
+
+async fn connect_now(target: Target) -> Result<Connected, String> {
     let (stream, url): (Box<dyn Stream>, String) = match &target {
         Target::Url { address, url } => {
             let stream = tokio::net::TcpStream::connect(address.as_str())
@@ -104,7 +116,7 @@ pub async fn run(connected: Connected) {
     // server's.
     let (tell, mut told) = tokio::sync::mpsc::unbounded_channel::<String>();
     let upward = async move {
-        use crate::acp::rpc::{Line, read_line};
+        use crate::acp::framing::{Line, read_line};
         let mut lines = BufReader::with_capacity(64 * 1024, input);
         let mut line = Vec::new();
         loop {
@@ -123,8 +135,16 @@ pub async fn run(connected: Connected) {
             if line.iter().all(u8::is_ascii_whitespace) {
                 continue;
             }
-            // The server answers text that is not UTF-8 as a parse error, as cairn does on stdio.
-            let text = String::from_utf8_lossy(&line).into_owned();
+            // A text frame must be UTF-8: a line that is not is refused here as cairn refuses it
+            // on stdio, never changed into another message.
+            let text = match String::from_utf8(std::mem::take(&mut line)) {
+                Ok(text) => text,
+                Err(err) => {
+                    let why = format!("invalid JSON ({}); send one JSON-RPC message per line", err.utf8_error());
+                    let _ = tell.send(crate::acp::rpc::parse_error_line(&why));
+                    continue;
+                }
+            };
             if to_server.send(Message::Text(text.into())).await.is_err() {
                 break;
             }
@@ -147,7 +167,11 @@ pub async fn run(connected: Connected) {
             let Some(frame) = frame else { break };
             match frame {
                 Ok(Message::Text(text)) => {
-                    if output.write_all(text.as_bytes()).await.is_err() || output.write_all(b"\n").await.is_err() {
+                    // One frame, one line: a line break in it (JSON has none outside whitespace)
+                    // could otherwise put a line that is not the server's message on stdout.
+                    let line: Vec<u8> =
+                        text.as_bytes().iter().map(|b| if matches!(b, b'\n' | b'\r') { b' ' } else { *b }).collect();
+                    if output.write_all(&line).await.is_err() || output.write_all(b"\n").await.is_err() {
                         break;
                     }
                     // Flushed once nothing more is ready, so a burst costs one write.

@@ -7,13 +7,15 @@
 //! connection viewing it, any connection may load or resume a session another one made, and a
 //! connection that goes away only detaches; its turns go on and are recorded. A connection is
 //! pinged, and one silent for two heartbeats is cut off (a half-open socket); past a number of
-//! open connections an upgrade is answered 503 ([`Limits`]). SIGTERM or SIGINT stops accepting,
+//! open connections an upgrade is answered 503 ([`Limits`]); connections not yet upgraded have a
+//! cap and a time limit of their own (`listen`). SIGTERM or SIGINT stops accepting,
 //! cancels the running turns cleanly and flushes the store.
 //!
 //! It listens on loopback or on a Unix socket (made 0600): serving beyond this machine needs
 //! tokens, which come with the HTTP profile of the transport.
 
 pub mod bridge;
+mod listen;
 mod socket;
 
 use std::net::SocketAddr;
@@ -124,6 +126,7 @@ pub async fn run(
         stopped().await;
         tracing::info!("stopping: cancelling the running turns");
     };
+    let most = limits.connections;
     match listen {
         Listen::Tcp(address) => {
             let listener = tokio::net::TcpListener::bind(address)
@@ -131,45 +134,61 @@ pub async fn run(
                 .map_err(|err| format!("cannot listen on {address}: {err}"))?;
             let bound = listener.local_addr().map_err(|err| err.to_string())?;
             say(&format!("cairn serve: listening on ws://{bound}/acp"));
-            // Each update is its own small frame: Nagle's algorithm would hold one back until
-            // the previous is acknowledged, which a delayed ACK puts off by up to 40 ms.
-            let listener = axum::serve::ListenerExt::tap_io(listener, |stream| {
-                if let Err(err) = stream.set_nodelay(true) {
-                    tracing::debug!(%err, "TCP_NODELAY not set");
-                }
-            });
-            axum::serve(listener, app).with_graceful_shutdown(stop).await.map_err(|err| err.to_string())?;
+            listen::serve(listener, app, most, stop).await;
         }
         Listen::Unix(path) => {
-            let listener = bind_unix(&path)?;
+            let (listener, id) = bind_unix(&path)?;
             say(&format!("cairn serve: listening on {} (WebSocket at /acp)", path.display()));
-            let served = axum::serve(listener, app).with_graceful_shutdown(stop).await;
-            let _ = std::fs::remove_file(&path);
-            served.map_err(|err| err.to_string())?;
+            listen::serve(listener, app, most, stop).await;
+            unbind_unix(&path, id);
         }
     }
     sessions.shutdown().await;
     Ok(())
 }
 
-/// A Unix socket at `path`, readable and writable by this user alone. A socket left there by a
-/// server that is gone is replaced; anything else is not touched.
-fn bind_unix(path: &std::path::Path) -> Result<tokio::net::UnixListener, String> {
-    use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+/// A Unix socket at `path`, readable and writable by this user alone from the moment it is
+/// there: it is bound in a new 0700 directory beside `path`, made 0600, then renamed into place.
+/// A socket left at `path` by a server that is gone is replaced; anything else is not touched.
+/// Also the socket's identity, so that only this socket is removed at exit.
+fn bind_unix(path: &std::path::Path) -> Result<(tokio::net::UnixListener, (u64, u64)), String> {
+    use std::os::unix::fs::{DirBuilderExt, FileTypeExt, MetadataExt, PermissionsExt};
+    let shown = path.display();
     if let Ok(meta) = std::fs::symlink_metadata(path) {
         if !meta.file_type().is_socket() {
-            return Err(format!("{} exists and is not a socket; give another path", path.display()));
+            return Err(format!("{shown} exists and is not a socket; give another path"));
         }
         if std::os::unix::net::UnixStream::connect(path).is_ok() {
-            return Err(format!("{} is in use by a running server", path.display()));
+            return Err(format!("{shown} is in use by a running server"));
         }
-        std::fs::remove_file(path).map_err(|err| format!("cannot replace {}: {err}", path.display()))?;
     }
-    let listener =
-        tokio::net::UnixListener::bind(path).map_err(|err| format!("cannot listen on {}: {err}", path.display()))?;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
-        .map_err(|err| format!("cannot make {} private: {err}", path.display()))?;
-    Ok(listener)
+    let parent = path.parent().filter(|dir| !dir.as_os_str().is_empty()).unwrap_or(std::path::Path::new("."));
+    let private = parent.join(format!(".{}", crate::ids::new_id("cairn-serve")));
+    std::fs::DirBuilder::new()
+        .mode(0o700)
+        .create(&private)
+        .map_err(|err| format!("cannot listen on {shown}: cannot make a directory in {}: {err}", parent.display()))?;
+    let bound = private.join("acp.sock");
+    let made = (|| {
+        let listener =
+            tokio::net::UnixListener::bind(&bound).map_err(|err| format!("cannot listen on {shown}: {err}"))?;
+        std::fs::set_permissions(&bound, std::fs::Permissions::from_mode(0o600))
+            .map_err(|err| format!("cannot make {shown} private: {err}"))?;
+        let meta = std::fs::symlink_metadata(&bound).map_err(|err| err.to_string())?;
+        std::fs::rename(&bound, path).map_err(|err| format!("cannot listen on {shown}: {err}"))?;
+        Ok((listener, (meta.dev(), meta.ino())))
+    })();
+    let _ = std::fs::remove_file(&bound);
+    let _ = std::fs::remove_dir(&private);
+    made
+}
+
+/// Removes the socket at `path` if it is still the one this server bound.
+fn unbind_unix(path: &std::path::Path, id: (u64, u64)) {
+    use std::os::unix::fs::MetadataExt;
+    if std::fs::symlink_metadata(path).is_ok_and(|meta| (meta.dev(), meta.ino()) == id) {
+        let _ = std::fs::remove_file(path);
+    }
 }
 
 /// `GET /acp`: the WebSocket upgrade, naming the connection. A request from a web page (any

@@ -4,8 +4,8 @@
 //! JSON, byte for byte, as an editor on stdio.
 //!
 //! A frame's message is one line: the raw line breaks JSON allows between tokens are spaces to
-//! it (inside a JSON string a line break is always escaped, so no text changes). A binary frame
-//! is answered with an error and otherwise ignored. A frame over [`MAX_FRAME`] closes the
+//! it (inside a JSON string a line break is always escaped, so no text changes). The first binary
+//! frame is answered with an error; all are ignored. A frame over [`MAX_FRAME`] closes the
 //! connection with the WebSocket's "message too big" status and a reason. The connection is
 //! pinged every heartbeat; one that sent nothing (a pong included) for two is closed. The pipes between the
 //! socket and the peer are small and bounded: a client that stops reading fills them, and the
@@ -38,7 +38,7 @@ pub async fn serve(socket: WebSocket, sessions: Registry, hub: Arc<Hub>, connect
     let (mut to_client, mut from_client) = socket.split();
     let (mut input, peer_input) = tokio::io::duplex(PIPE);
     let (peer_output, output) = tokio::io::duplex(PIPE);
-    // Frames of our own (refusals, pings, a close), sent between the peer's lines.
+    // Frames of our own (a refusal, pings, a close: a few at most), sent between the peer's lines.
     let (refuse, mut refusals) = tokio::sync::mpsc::unbounded_channel::<Message>();
     let behind = tokio_util::sync::CancellationToken::new();
 
@@ -46,6 +46,7 @@ pub async fn serve(socket: WebSocket, sessions: Registry, hub: Arc<Hub>, connect
     let reading = async move {
         let mut pings = tokio::time::interval_at(Instant::now() + heartbeat, heartbeat);
         let mut heard = Instant::now();
+        let mut told_binary = false;
         loop {
             let frame = tokio::select! {
                 frame = from_client.next() => frame,
@@ -83,10 +84,13 @@ pub async fn serve(socket: WebSocket, sessions: Registry, hub: Arc<Hub>, connect
                         break;
                     }
                 }
-                Message::Binary(_) => {
-                    let why = "a binary frame was ignored; send each JSON-RPC message as one text frame";
+                // Told once; the rest are dropped unanswered, so a flood of them queues nothing.
+                Message::Binary(_) if !told_binary => {
+                    told_binary = true;
+                    let why = "binary frames are ignored; send each JSON-RPC message as one text frame";
                     let _ = refuse.send(Message::Text(crate::acp::rpc::refusal_line(why).into()));
                 }
+                Message::Binary(_) => {}
                 Message::Close(_) => break,
                 // Answered by the socket itself.
                 Message::Ping(_) | Message::Pong(_) => {}

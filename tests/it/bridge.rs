@@ -104,3 +104,51 @@ async fn a_line_over_the_limit_is_refused_by_the_bridge_and_the_next_goes_throug
     let listed = editor.call("session/list", json!({})).await;
     assert!(listed["sessions"].is_array(), "{listed}");
 }
+
+#[tokio::test]
+async fn a_server_that_answers_nothing_is_given_up_and_the_editor_is_served_here() {
+    let env = TestEnv::new().await;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    // Takes connections and never answers, as a stuck server or an impostor would.
+    let held = tokio::spawn(async move {
+        let mut kept = Vec::new();
+        while let Ok((stream, _)) = listener.accept().await {
+            kept.push(stream);
+        }
+    });
+    let started = std::time::Instant::now();
+    let editor = bridge(&env, &format!("ws://{address}/acp")).await;
+    assert!(started.elapsed() < Duration::from_secs(9), "gave up within the connect timeout");
+    assert!(editor.stderr().contains("no answer within"), "{}", editor.stderr());
+    held.abort();
+}
+
+#[tokio::test]
+async fn the_bridge_writes_one_line_per_frame_and_refuses_what_is_not_utf8() {
+    use futures::{SinkExt, StreamExt};
+    use tokio_tungstenite::tungstenite::Message;
+    let env = TestEnv::new().await;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    // A server that answers every frame with a message holding line breaks between its tokens.
+    tokio::spawn(async move {
+        let (stream, _) = listener.accept().await.unwrap();
+        let mut socket = tokio_tungstenite::accept_async(stream).await.unwrap();
+        while let Some(Ok(Message::Text(text))) = socket.next().await {
+            let request: Value = serde_json::from_str(&text).unwrap();
+            let answer = format!("{{\"jsonrpc\":\"2.0\",\n\"id\":{},\r\n\"result\":{{}}\n}}", request["id"]);
+            socket.send(Message::Text(answer.into())).await.unwrap();
+        }
+    });
+    let mut command = env.command();
+    command.args(["acp", "--server", &format!("ws://{address}/acp")]);
+    let mut editor = Agent::spawn(command, Editor::default()).await;
+    editor.send_bytes(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"x\",\"params\":\"a\xffb\"}\n").await;
+    let refused = editor.recv().await;
+    assert_eq!(refused["error"]["code"], -32700, "{refused}");
+    let id = editor.request("initialize", json!({"protocolVersion": 1})).await;
+    // One line: the harness fails on any stdout line that is not JSON, as half a message is.
+    let (answer, _) = editor.response(id).await;
+    assert!(answer["result"].is_object(), "{answer}");
+}

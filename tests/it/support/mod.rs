@@ -225,6 +225,12 @@ impl Agent {
         stdin.send(format!("{line}\n").into_bytes()).expect("the stdin writer is running");
     }
 
+    /// Writes raw bytes, as they are.
+    pub async fn send_bytes(&mut self, bytes: &[u8]) {
+        let stdin = self.stdin.as_ref().expect("stdin is open");
+        stdin.send(bytes.to_vec()).expect("the stdin writer is running");
+    }
+
     /// Answers a request the agent sent to the client.
     pub async fn respond(&mut self, id: &Value, result: Value) {
         self.send(json!({"jsonrpc": "2.0", "id": id, "result": result})).await;

@@ -111,6 +111,17 @@ async fn try_connect(url: &str) -> Result<Client, tokio_tungstenite::tungstenite
     Ok(Client { socket, connection, next_id: 1 })
 }
 
+/// A client whose socket takes in little (a 4 KiB receive buffer), as a client on a slow link
+/// does: once it stops reading, what the server sends waits in the server.
+pub async fn connect_narrow(url: &str) -> Client {
+    let address = url.trim_start_matches("ws://").split('/').next().unwrap().parse().unwrap();
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.set_recv_buffer_size(4096).unwrap();
+    let stream = socket.connect(address).await.unwrap();
+    let (socket, _) = tokio_tungstenite::client_async(url, MaybeTlsStream::Plain(stream)).await.unwrap();
+    Client { socket, connection: String::new(), next_id: 1 }
+}
+
 /// One WebSocket client.
 pub struct Client {
     socket: WebSocketStream<MaybeTlsStream<TcpStream>>,

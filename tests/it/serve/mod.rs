@@ -2,13 +2,13 @@
 //! A client that goes away mid-turn has detached, not aborted: the turn goes on and is recorded,
 //! and the next client loads all of it. Two clients on one live turn see the same answer, each
 //! chunk once. A question goes to every client viewing the session, and the first answer wins.
+//! A client that lost its connection resumes from the last numbered update it saw. What
+//! misbehaving clients meet is in `limits`.
 
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use tokio_tungstenite::tungstenite::Message;
 
-use crate::support::mock_llm::Long;
 use crate::support::served::{Client, Server};
 use crate::support::{Reply, TestEnv, text_of, updates};
 
@@ -53,55 +53,6 @@ async fn until_idle(client: &mut Client, session: &str) {
         tokio::time::sleep(Duration::from_millis(25)).await;
     }
     panic!("session {session} never went idle");
-}
-
-#[tokio::test]
-async fn the_upgrade_names_the_connection_and_a_binary_frame_is_refused_without_ending_it() {
-    let env = TestEnv::new().await;
-    let server = Server::start(&env).await;
-    let mut client = server.connect().await;
-    assert!(client.connection.starts_with("conn_"), "Acp-Connection-Id on the 101: {:?}", client.connection);
-    let other = server.connect().await;
-    assert_ne!(client.connection, other.connection, "each connection has its own id");
-
-    client.send_frame(Message::Binary(vec![1, 2, 3].into())).await;
-    let refusal = client.recv().await;
-    assert_eq!(refusal["error"]["code"], -32600, "{refusal}");
-    assert!(refusal["error"]["message"].as_str().unwrap().contains("text frame"), "{refusal}");
-    // A message written over several lines is still one message.
-    client.send_frame(Message::Text("{\"jsonrpc\": \"2.0\",\n \"id\": 7,\r\n \"method\": \"nope\"}".into())).await;
-    let (answer, _) = client.response(7).await;
-    assert_eq!(answer["error"]["code"], -32601, "{answer}");
-    let result = client.initialize().await;
-    assert_eq!(result["protocolVersion"], 1, "{result}");
-}
-
-#[tokio::test]
-async fn a_plain_get_is_told_to_upgrade_and_a_non_loopback_address_is_refused() {
-    let env = TestEnv::new().await;
-    let server = Server::start(&env).await;
-    let http = server.url.replace("ws://", "http://");
-    let answer = reqwest_get(&http).await;
-    assert!(answer.starts_with("HTTP/1.1 4"), "{answer}");
-    assert!(answer.contains("WebSocket"), "{answer}");
-
-    let output = env.command().args(["serve", "--listen", "0.0.0.0:0"]).output().await.unwrap();
-    assert!(!output.status.success());
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(stderr.contains("not a loopback address") && stderr.contains("127.0.0.1"), "{stderr}");
-}
-
-/// A bare HTTP/1.1 GET, as a plain client sends one: the status line and the body.
-async fn reqwest_get(url: &str) -> String {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let rest = url.strip_prefix("http://").unwrap();
-    let (host, path) = rest.split_once('/').unwrap();
-    let mut stream = tokio::net::TcpStream::connect(host).await.unwrap();
-    let request = format!("GET /{path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n");
-    stream.write_all(request.as_bytes()).await.unwrap();
-    let mut answer = String::new();
-    stream.read_to_string(&mut answer).await.unwrap();
-    answer
 }
 
 #[tokio::test]
@@ -266,45 +217,6 @@ async fn sigterm_stops_the_server_and_keeps_what_was_shown() {
 }
 
 #[tokio::test]
-async fn a_client_that_stops_reading_is_cut_off_and_does_not_slow_the_turn() {
-    let env = TestEnv::new().await;
-    // 48 MB of answer: far more than a stalled client may have queued (16 MiB) plus what the
-    // sockets between hold.
-    let answer = Long { chunks: 12_000, size: 4_000, thought_every: None };
-    env.mock.push(Reply::long(answer));
-    let server = Server::start(&env).await;
-    let mut first = server.client().await;
-    let session = first.new_session(&env.cwd()).await;
-    let mut stalled = server.client().await;
-    stalled.call("session/resume", open(&session, &env)).await;
-
-    // The stalled client reads nothing from here on; the first reads everything.
-    let prompt = first.prompt(&session, "Go").await;
-    let (done, seen) = first.response(prompt).await;
-    assert_eq!(done["result"]["stopReason"], "end_turn", "{done}");
-    assert_eq!(text_of(&updates(&seen, &session), "agent_message_chunk"), answer.text());
-
-    // What the stalled client gets now is what was queued before it was cut off, then the end.
-    let mut got = 0;
-    let closed = loop {
-        match stalled.next_frame().await {
-            Some(Message::Text(text)) => got += text.len(),
-            Some(Message::Close(frame)) => break frame,
-            Some(_) => {}
-            None => break None,
-        }
-    };
-    assert!(got < answer.text().len(), "the stalled client was cut off before the end ({got} bytes)");
-    if let Some(frame) = closed {
-        assert_eq!(u16::from(frame.code), 1013, "{frame:?}");
-        assert!(frame.reason.contains("behind"), "{frame:?}");
-    }
-    assert!(server.stderr().contains("fell too far behind"), "{}", server.stderr());
-}
-
-/// The official Python SDK's WebSocket client (`acp.ws`) drives a prompt with a permission
-/// question through `cairn serve`, closes, then loads the session over a new connection.
-#[tokio::test]
 async fn the_python_sdks_websocket_client_drives_a_prompt_a_question_and_a_load() {
     let env = TestEnv::new().await;
     let path = env.workspace().join("note.md");
@@ -345,72 +257,6 @@ async fn the_python_sdks_websocket_client_drives_a_prompt_a_question_and_a_load(
 }
 
 #[tokio::test]
-async fn a_silent_connection_is_closed_after_two_heartbeats_and_the_cap_answers_503() {
-    let env = TestEnv::new().await;
-    let server = Server::start_with(&env, &["--heartbeat", "1", "--max-connections", "1"]).await;
-    let mut silent = server.client().await;
-    // The cap: one connection is open, the next upgrade is refused with a reason.
-    match server.try_connect().await {
-        Err(tokio_tungstenite::tungstenite::Error::Http(response)) => {
-            assert_eq!(response.status(), 503);
-            let body = String::from_utf8_lossy(response.body().as_deref().unwrap_or_default()).into_owned();
-            assert!(body.contains("--max-connections"), "{body}");
-        }
-        Err(other) => panic!("refused otherwise: {other}"),
-        Ok(_) => panic!("a second connection was taken past --max-connections 1"),
-    }
-    // Not reading answers no ping: two heartbeats on, the server closes the connection.
-    tokio::time::sleep(Duration::from_millis(3_500)).await;
-    assert!(server.stderr().contains("answered no ping"), "{}", server.stderr());
-    let closed = loop {
-        match silent.next_frame().await {
-            Some(Message::Close(frame)) => break frame,
-            Some(_) => {}
-            None => break None,
-        }
-    };
-    if let Some(frame) = closed {
-        assert_eq!(u16::from(frame.code), 1001, "{frame:?}");
-    }
-    // Its slot is free again.
-    let mut next = server.client().await;
-    assert!(next.call("session/list", json!({})).await["sessions"].is_array());
-}
-
-#[tokio::test]
-async fn a_frame_over_the_limit_closes_the_connection_with_the_reason() {
-    let env = TestEnv::new().await;
-    let server = Server::start(&env).await;
-    let mut client = server.client().await;
-    let huge = format!("{{\"jsonrpc\":\"2.0\",\"method\":\"x\",\"params\":\"{}\"}}", "a".repeat(64 * 1024 * 1024));
-    // The server stops reading at the frame's header: the rest of the frame may meet a closed
-    // socket (a reset), so the close frame reaches the client only when the frame was sent whole.
-    if client.try_send_frame(Message::Text(huge.into())).await.is_ok() {
-        let closed = loop {
-            match client.next_frame().await {
-                Some(Message::Close(frame)) => break frame,
-                Some(_) => {}
-                None => break None,
-            }
-        };
-        if let Some(frame) = closed {
-            assert_eq!(u16::from(frame.code), 1009, "{frame:?}");
-            assert!(frame.reason.contains("64 MiB"), "{frame:?}");
-        }
-    }
-    for _ in 0..200 {
-        if server.stderr().contains("a frame was over 64 MiB") {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-    assert!(server.stderr().contains("a frame was over 64 MiB"), "{}", server.stderr());
-    // The server goes on.
-    let mut other = server.client().await;
-    assert!(other.call("session/list", json!({})).await["sessions"].is_array());
-}
-
-#[tokio::test]
 async fn a_settings_change_on_one_connection_reaches_the_others_viewing_the_session() {
     let env = TestEnv::new().await;
     let server = Server::start(&env).await;
@@ -428,25 +274,6 @@ async fn a_settings_change_on_one_connection_reaches_the_others_viewing_the_sess
     let options = update["params"]["update"]["configOptions"].as_array().unwrap();
     let mode = options.iter().find(|option| option["id"] == "mode").expect("the mode option");
     assert_eq!(mode["currentValue"], "accept-edits", "{update}");
-}
-
-#[tokio::test]
-async fn a_web_page_cannot_open_a_connection() {
-    use tokio_tungstenite::tungstenite::client::IntoClientRequest;
-    let env = TestEnv::new().await;
-    let server = Server::start(&env).await;
-    // What a browser sends for a page's `new WebSocket("ws://127.0.0.1:…/acp")`.
-    let mut request = server.url.as_str().into_client_request().unwrap();
-    request.headers_mut().insert("origin", "https://attacker.example".parse().unwrap());
-    match tokio_tungstenite::connect_async(request).await {
-        Err(tokio_tungstenite::tungstenite::Error::Http(response)) => {
-            assert_eq!(response.status(), 403);
-            let body = String::from_utf8_lossy(response.body().as_deref().unwrap_or_default()).into_owned();
-            assert!(body.contains("web pages"), "{body}");
-        }
-        Err(other) => panic!("refused otherwise: {other}"),
-        Ok(_) => panic!("a connection with an Origin header was taken"),
-    }
 }
 
 #[tokio::test]
@@ -536,3 +363,5 @@ async fn a_resume_from_a_number_no_longer_kept_says_to_load_the_session() {
     let (answer, _) = next.response(id).await;
     assert_eq!(answer["error"]["code"], -32002, "an unknown session: {answer}");
 }
+
+mod limits;

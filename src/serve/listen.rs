@@ -1,0 +1,114 @@
+//! Accepting connections for `cairn serve`, with the limits a listener open to every program of
+//! the machine needs: a request's headers must arrive within [`HEADER_TIME`] (a client that
+//! opens connections and sends half a request would otherwise hold a descriptor each for good),
+//! connections not yet upgraded count against a cap of their own (past it a connection is
+//! answered 503 and closed), and the process's limit on open descriptors is raised to what the
+//! system allows. Each connection is served by hyper's HTTP/1.1 with upgrades, and the router
+//! decides the rest.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::service::TowerToHyperService;
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
+
+/// How long a request's headers may take to arrive.
+pub const HEADER_TIME: Duration = Duration::from_secs(10);
+
+/// What accepts connections: TCP (with `TCP_NODELAY`: every update is a small frame of its own,
+/// which Nagle's algorithm would hold until the previous one's delayed ACK) or a Unix socket.
+pub trait Accept: Send + 'static {
+    type Io: AsyncRead + AsyncWrite + Unpin + Send + 'static;
+    fn accept(&self) -> impl Future<Output = std::io::Result<Self::Io>> + Send;
+}
+
+impl Accept for tokio::net::TcpListener {
+    type Io = tokio::net::TcpStream;
+    async fn accept(&self) -> std::io::Result<Self::Io> {
+        let (stream, _) = tokio::net::TcpListener::accept(self).await?;
+        if let Err(err) = stream.set_nodelay(true) {
+            tracing::debug!(%err, "TCP_NODELAY not set");
+        }
+        Ok(stream)
+    }
+}
+
+impl Accept for tokio::net::UnixListener {
+    type Io = tokio::net::UnixStream;
+    async fn accept(&self) -> std::io::Result<Self::Io> {
+        Ok(tokio::net::UnixListener::accept(self).await?.0)
+    }
+}
+
+/// One connection being served over HTTP, counted while it lives.
+struct Pending(Arc<AtomicUsize>);
+
+impl Drop for Pending {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// Serves `app` on `listener` until `stop` resolves; at most `most` connections are served
+/// over HTTP at once (upgraded ones are counted by the router).
+pub async fn serve<L: Accept>(listener: L, app: axum::Router, most: usize, stop: impl Future<Output = ()>) {
+    raise_open_files();
+    let pending = Arc::new(AtomicUsize::new(0));
+    let mut stop = std::pin::pin!(stop);
+    loop {
+        let accepted = tokio::select! {
+            () = &mut stop => return,
+            accepted = listener.accept() => accepted,
+        };
+        let mut io = match accepted {
+            Ok(io) => io,
+            Err(err) => {
+                // Out of descriptors, or a connection reset before it was taken: wait a moment
+                // rather than spin, as the error may last.
+                tracing::warn!(%err, "accepting a connection failed");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let counted = Pending(Arc::clone(&pending));
+        if pending.fetch_add(1, Ordering::AcqRel) >= most {
+            tokio::spawn(async move {
+                let body = "cairn serve has too many connections open; try again later\n";
+                let answer = format!(
+                    "HTTP/1.1 503 Service Unavailable\r\ncontent-type: text/plain\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = tokio::time::timeout(Duration::from_secs(1), io.write_all(answer.as_bytes())).await;
+                drop(counted);
+            });
+            continue;
+        }
+        let service = TowerToHyperService::new(app.clone());
+        tokio::spawn(async move {
+            let connection = hyper::server::conn::http1::Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(HEADER_TIME)
+                .serve_connection(TokioIo::new(io), service)
+                .with_upgrades();
+            if let Err(err) = connection.await {
+                tracing::debug!(%err, "an HTTP connection ended with an error");
+            }
+            drop(counted);
+        });
+    }
+}
+
+/// Raises the soft limit on open descriptors to the hard one: each connection holds one.
+fn raise_open_files() {
+    let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: getrlimit fills the struct we own; setrlimit reads it.
+    #[allow(unsafe_code)]
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0 && limit.rlim_cur < limit.rlim_max {
+            limit.rlim_cur = limit.rlim_max;
+            libc::setrlimit(libc::RLIMIT_NOFILE, &limit);
+        }
+    }
+}
