@@ -67,6 +67,17 @@ impl Server {
         self.stderr.lock().unwrap().clone()
     }
 
+    /// Waits (up to ten seconds) until the server has said `text` on stderr; fails if it does not.
+    pub async fn until_said(&self, text: &str) {
+        for _ in 0..400 {
+            if self.stderr().contains(text) {
+                return;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+        }
+        panic!("cairn serve never said {text:?}; stderr:\n{}", self.stderr());
+    }
+
     /// A new client, not yet initialized.
     pub async fn connect(&self) -> Client {
         self.try_connect()
