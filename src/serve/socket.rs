@@ -103,9 +103,10 @@ pub async fn serve(socket: WebSocket, sessions: Registry, hub: Arc<Hub>, connect
     let cut_off = behind.clone();
     let writing = async move {
         let mut lines = BufReader::new(output);
+        // A line being read is kept here across the other branches: `read_until` appends what it
+        // read before another branch won, and the next call goes on from there.
         let mut line = Vec::new();
         loop {
-            line.clear();
             tokio::select! {
                 biased;
                 // A client this far behind is not read for any more: whatever frame was being

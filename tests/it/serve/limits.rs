@@ -249,3 +249,21 @@ async fn a_server_leaves_a_socket_it_did_not_bind_where_it_is() {
     assert!(first.terminate().await.success());
     assert!(std::path::Path::new(socket).exists(), "the second server's socket stays");
 }
+
+#[tokio::test]
+async fn pings_between_the_pieces_of_a_long_line_never_cut_it() {
+    let env = TestEnv::new().await;
+    // Updates larger than the pipe between the peer and the socket (64 KiB), over several
+    // heartbeats: a ping sent while one is half read must not lose the half.
+    let pieces: Vec<String> = (0..40).map(|i| format!("<{i}>{}", ".".repeat(100_000))).collect();
+    let refs: Vec<&str> = pieces.iter().map(String::as_str).collect();
+    env.mock.push(Reply::text_with_delay(&refs, Duration::from_millis(100)));
+    let server = Server::start_with(&env, &["--heartbeat", "1"]).await;
+    let mut client = server.client().await;
+    let session = client.new_session(&env.cwd()).await;
+    let prompt = client.prompt(&session, "Go").await;
+    // Every frame must be one whole JSON message (the client fails on any that is not).
+    let (done, seen) = client.response(prompt).await;
+    assert_eq!(done["result"]["stopReason"], "end_turn", "{done}");
+    assert_eq!(text_of(&updates(&seen, &session), "agent_message_chunk"), pieces.concat());
+}
