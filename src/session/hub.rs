@@ -5,8 +5,8 @@
 //! A connection is a [`Viewer`]: its own sink (the wire of that connection) behind its own
 //! [`Loading`], so that a `session/load` on one connection holds back the replayed updates on
 //! that connection alone while the others go on streaming. A connection views a session once it
-//! creates, loads, resumes or forks it, or sends it anything ([`Hub::attach`]); it stops when it
-//! closes ([`Hub::detach`]). Nothing here cancels a turn: a session with no viewer goes on and
+//! creates, loads, resumes or forks it, prompts it or changes its settings ([`Hub::attach`]),
+//! unless no such session exists ([`Hub::unview`]); it stops when it closes ([`Hub::detach`]). Nothing here cancels a turn: a session with no viewer goes on and
 //! records, and whoever attaches next loads what it missed.
 //!
 //! Every update the hub sends is numbered in its session's stream (`_meta.cairn.seq` on the
@@ -18,8 +18,9 @@
 //! Questions a turn asks (permissions, the `question` tool) go to every viewer that can answer
 //! them, and the first answer wins; the others' copies are withdrawn (dropping a request sends
 //! its cancellation). A question asked while nobody views the session waits for the next
-//! viewer, and one a viewer left unanswered by going away goes to those who remain or come. The
-//! editor's files and terminals are not used: a served turn's tools act where the server runs.
+//! viewer, and one a viewer left unanswered by going away goes to those who remain or come; a
+//! client that answers with an error has answered. The editor's files and terminals are not
+//! used: a served turn's tools act where the server runs.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -43,12 +44,6 @@ pub struct Viewer {
     id: u64,
     /// The connection's wire, behind the loads it has under way.
     pub sink: Arc<Loading>,
-}
-
-impl Viewer {
-    pub fn id(&self) -> u64 {
-        self.id
-    }
 }
 
 /// Updates of a session kept for a client resuming after a drop.
