@@ -365,3 +365,32 @@ async fn a_resume_from_a_number_no_longer_kept_says_to_load_the_session() {
 }
 
 mod limits;
+
+#[tokio::test]
+async fn a_server_killed_mid_turn_loses_nothing_it_showed() {
+    let env = TestEnv::new().await;
+    let (reply, _) = slow_answer(400, Duration::from_millis(10));
+    env.mock.push(reply);
+    let mut server = Server::start(&env).await;
+    let mut client = server.client().await;
+    let session = client.new_session(&env.cwd()).await;
+    client.prompt(&session, "Count").await;
+    let mut seen = until_first_chunk(&mut client, &session).await;
+    for _ in 0..20 {
+        seen.push(client.recv().await);
+    }
+    server.child.start_kill().unwrap();
+    server.child.wait().await.unwrap();
+    // Whatever else was on its way when the server died.
+    while let Ok(Some(message)) = tokio::time::timeout(Duration::from_millis(200), client.next()).await {
+        seen.push(message);
+    }
+    let shown = text_of(&updates(&seen, &session), "agent_message_chunk");
+
+    let server = Server::start(&env).await;
+    let mut client = server.client().await;
+    let id = client.request("session/load", open(&session, &env)).await;
+    let (_, during) = client.response(id).await;
+    let stored = text_of(&updates(&during, &session), "agent_message_chunk");
+    assert!(stored.starts_with(&shown) && !shown.is_empty(), "shown {shown:?}, stored {stored:?}");
+}
