@@ -123,8 +123,9 @@ pub async fn run(connected: Connected) {
             match read_line(&mut lines, &mut line, MAX_FRAME).await {
                 Ok(Line::Complete) => {}
                 Ok(Line::TooLong) => {
-                    let why = format!("a line over {} MiB was skipped; send smaller messages", MAX_FRAME >> 20);
-                    let _ = tell.send(crate::acp::rpc::refusal_line(&why));
+                    // As cairn on stdio answers a line over its limit.
+                    let why = format!("line longer than {MAX_FRAME} bytes ({} MiB); it was skipped", MAX_FRAME >> 20);
+                    let _ = tell.send(crate::acp::rpc::parse_error_line(&why));
                     continue;
                 }
                 Ok(Line::Eof) | Err(_) => break,

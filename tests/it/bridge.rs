@@ -99,7 +99,7 @@ async fn a_line_over_the_limit_is_refused_by_the_bridge_and_the_next_goes_throug
         ))
         .await;
     let refusal = editor.recv().await;
-    assert_eq!(refusal["error"]["code"], -32600, "{refusal}");
+    assert_eq!(refusal["error"]["code"], -32700, "{refusal}");
     assert!(refusal["error"]["message"].as_str().unwrap().contains("64 MiB"), "{refusal}");
     let listed = editor.call("session/list", json!({})).await;
     assert!(listed["sessions"].is_array(), "{listed}");
