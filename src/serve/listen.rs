@@ -3,16 +3,17 @@
 //! opens connections and sends half a request would otherwise hold a descriptor each for good),
 //! connections not yet upgraded count against a cap of their own (past it a connection is
 //! answered 503 and closed), and the process's limit on open descriptors is raised to what the
-//! system allows. Each connection is served by hyper's HTTP/1.1 with upgrades, and the router
-//! decides the rest.
+//! system allows. Each connection is served by hyper's HTTP/1.1 with upgrades; `upgrade`
+//! answers each request.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use hyper_util::rt::{TokioIo, TokioTimer};
-use hyper_util::service::TowerToHyperService;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
+
+use super::Server;
 
 /// How long a request's headers may take to arrive.
 pub const HEADER_TIME: Duration = Duration::from_secs(10);
@@ -51,9 +52,9 @@ impl Drop for Pending {
     }
 }
 
-/// Serves `app` on `listener` until `stop` resolves; at most `most` connections are served
-/// over HTTP at once (upgraded ones are counted by the router).
-pub async fn serve<L: Accept>(listener: L, app: axum::Router, most: usize, stop: impl Future<Output = ()>) {
+/// Serves `server`'s one route on `listener` until `stop` resolves; at most `most` connections
+/// are served over HTTP at once (upgraded ones are counted apart, by `upgrade`).
+pub async fn serve<L: Accept>(listener: L, server: Server, most: usize, stop: impl Future<Output = ()>) {
     raise_open_files();
     let pending = Arc::new(AtomicUsize::new(0));
     let mut stop = std::pin::pin!(stop);
@@ -85,7 +86,11 @@ pub async fn serve<L: Accept>(listener: L, app: axum::Router, most: usize, stop:
             });
             continue;
         }
-        let service = TowerToHyperService::new(app.clone());
+        let server = server.clone();
+        let service = hyper::service::service_fn(move |request| {
+            let answered = super::upgrade::answer(request, &server);
+            async move { Ok::<_, std::convert::Infallible>(answered) }
+        });
         tokio::spawn(async move {
             let connection = hyper::server::conn::http1::Builder::new()
                 .timer(TokioTimer::new())

@@ -1,8 +1,9 @@
 //! `cairn serve`: the Agent Client Protocol over WebSocket, for any number of clients, with
 //! sessions that belong to the server instead of to a connection.
 //!
-//! One endpoint, `/acp`, upgrades a `GET` to a WebSocket (the `Acp-Connection-Id` header on the
-//! 101 names the connection) and serves it as an editor is served on stdio (`socket`). All
+//! One endpoint, `/acp`, upgrades a `GET` to a WebSocket (`upgrade`; the `Acp-Connection-Id`
+//! header on the 101 names the connection) and serves it as an editor is served on stdio
+//! (`socket`). All
 //! connections share one [`Registry`] whose sink is a [`Hub`]: a session's updates go to every
 //! connection viewing it, any connection may load or resume a session another one made, and a
 //! connection that goes away only detaches; its turns go on and are recorded. A connection is
@@ -17,18 +18,13 @@
 pub mod bridge;
 mod listen;
 mod socket;
+mod upgrade;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::AtomicUsize;
 use std::time::Duration;
-
-use axum::extract::State;
-use axum::extract::ws::WebSocketUpgrade;
-use axum::http::{HeaderValue, StatusCode};
-use axum::response::{IntoResponse, Response};
-use axum::routing::get;
 
 use crate::config::Config;
 use crate::session::{Hub, Registry};
@@ -36,8 +32,6 @@ use crate::store::Store;
 
 /// Where `cairn serve` listens when not told.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:7420";
-/// The header naming a connection, on the upgrade's answer.
-const CONNECTION_HEADER: &str = "acp-connection-id";
 
 /// A place to listen: a TCP address, or a Unix socket's path.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -91,24 +85,6 @@ struct Server {
     open: Arc<AtomicUsize>,
 }
 
-/// One open connection, counted while it lives.
-struct Slot(Arc<AtomicUsize>);
-
-impl Slot {
-    /// A slot, if fewer than `most` are taken.
-    fn take(open: &Arc<AtomicUsize>, most: usize) -> Option<Self> {
-        let taken = open.fetch_add(1, Ordering::AcqRel);
-        let slot = Self(Arc::clone(open));
-        (taken < most).then_some(slot)
-    }
-}
-
-impl Drop for Slot {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::AcqRel);
-    }
-}
-
 /// Serves until SIGTERM or SIGINT. `setup` loads the configuration and opens the store.
 pub async fn run(
     listen: Listen,
@@ -121,7 +97,6 @@ pub async fn run(
     crate::llm::http::prepare();
     sessions.warm_default_model();
     let server = Server { sessions: sessions.clone(), hub, limits, open: Arc::new(AtomicUsize::new(0)) };
-    let app = axum::Router::new().route("/acp", get(upgrade)).with_state(server);
     let stop = async {
         stopped().await;
         tracing::info!("stopping: cancelling the running turns");
@@ -134,12 +109,12 @@ pub async fn run(
                 .map_err(|err| format!("cannot listen on {address}: {err}"))?;
             let bound = listener.local_addr().map_err(|err| err.to_string())?;
             say(&format!("cairn serve: listening on ws://{bound}/acp"));
-            listen::serve(listener, app, most, stop).await;
+            listen::serve(listener, server.clone(), most, stop).await;
         }
         Listen::Unix(path) => {
             let (listener, id) = bind_unix(&path)?;
             say(&format!("cairn serve: listening on {} (WebSocket at /acp)", path.display()));
-            listen::serve(listener, app, most, stop).await;
+            listen::serve(listener, server.clone(), most, stop).await;
             unbind_unix(&path, id);
         }
     }
@@ -189,57 +164,6 @@ fn unbind_unix(path: &std::path::Path, id: (u64, u64)) {
     if std::fs::symlink_metadata(path).is_ok_and(|meta| (meta.dev(), meta.ino()) == id) {
         let _ = std::fs::remove_file(path);
     }
-}
-
-/// `GET /acp`: the WebSocket upgrade, naming the connection. A request from a web page (any
-/// `Origin` header: browsers send one with every WebSocket handshake, programs do not) is
-/// refused: a page the user visits could otherwise open a socket to this loopback port and
-/// drive the agent, tools and all.
-async fn upgrade(
-    State(server): State<Server>,
-    headers: axum::http::HeaderMap,
-    upgrade: Result<WebSocketUpgrade, axum::extract::ws::rejection::WebSocketUpgradeRejection>,
-) -> Response {
-    if let Some(origin) = headers.get(axum::http::header::ORIGIN) {
-        tracing::info!(origin = ?origin, "refused a connection from a web page");
-        let why = "cairn serve takes no connections from web pages (the request has an Origin header): a page \
-                   could drive the agent; connect from a program\n";
-        return (StatusCode::FORBIDDEN, why).into_response();
-    }
-    let upgrade = match upgrade {
-        Ok(upgrade) => upgrade,
-        Err(rejection) => {
-            let why = format!(
-                "{rejection}: /acp speaks ACP over WebSocket (GET with Upgrade: websocket); the HTTP profile is not \
-                 served yet\n"
-            );
-            return (rejection.status(), why).into_response();
-        }
-    };
-    let Some(slot) = Slot::take(&server.open, server.limits.connections) else {
-        let why = format!(
-            "cairn serve has {} connections open, its limit (--max-connections); try again later\n",
-            server.limits.connections
-        );
-        return (StatusCode::SERVICE_UNAVAILABLE, why).into_response();
-    };
-    let connection = crate::ids::new_id("conn");
-    let header = HeaderValue::from_str(&connection);
-    tracing::debug!(%connection, "a client connected");
-    let heartbeat = server.limits.heartbeat;
-    let mut response = upgrade.max_message_size(socket::MAX_FRAME).max_frame_size(socket::MAX_FRAME).on_upgrade(
-        move |ws| async move {
-            socket::serve(ws, server.sessions, server.hub, connection, heartbeat).await;
-            drop(slot);
-        },
-    );
-    match header {
-        Ok(value) => {
-            response.headers_mut().insert(CONNECTION_HEADER, value);
-        }
-        Err(_) => return StatusCode::INTERNAL_SERVER_ERROR.into_response(),
-    }
-    response
 }
 
 /// Resolves at SIGTERM or SIGINT.

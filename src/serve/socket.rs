@@ -16,8 +16,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket, close_code};
 use futures::{SinkExt, StreamExt};
+use hyper_util::rt::TokioIo;
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::protocol::CloseFrame;
+use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::time::Instant;
 
@@ -32,6 +35,9 @@ pub const BEHIND: usize = 16 * 1024 * 1024;
 const LAST_WORD: Duration = Duration::from_millis(200);
 /// Bytes in flight in each direction between the socket and the peer.
 const PIPE: usize = 64 * 1024;
+
+/// The socket of an upgraded connection.
+pub type WebSocket = tokio_tungstenite::WebSocketStream<TokioIo<hyper::upgrade::Upgraded>>;
 
 /// Serves one upgraded connection until either side ends it; the client's sessions go on.
 pub async fn serve(socket: WebSocket, sessions: Registry, hub: Arc<Hub>, connection: String, heartbeat: Duration) {
@@ -54,7 +60,7 @@ pub async fn serve(socket: WebSocket, sessions: Registry, hub: Arc<Hub>, connect
                 _ = pings.tick() => {
                     if heard.elapsed() >= heartbeat * 2 {
                         tracing::info!(%connection, "a client answered no ping for {:?}; disconnecting it", heard.elapsed());
-                        let _ = refuse.send(close(close_code::AWAY, "no answer to pings".to_owned()));
+                        let _ = refuse.send(close(CloseCode::Away, "no answer to pings".to_owned()));
                         break;
                     }
                     let _ = refuse.send(Message::Ping(Default::default()));
@@ -70,7 +76,7 @@ pub async fn serve(socket: WebSocket, sessions: Registry, hub: Arc<Hub>, connect
                     if is_too_big(&err) {
                         let reason = format!("a frame was over {} MiB; send smaller messages", MAX_FRAME >> 20);
                         tracing::info!(%connection, "{reason}; closing the connection");
-                        let _ = refuse.send(close(close_code::SIZE, reason));
+                        let _ = refuse.send(close(CloseCode::Size, reason));
                     }
                     break;
                 }
@@ -92,8 +98,8 @@ pub async fn serve(socket: WebSocket, sessions: Registry, hub: Arc<Hub>, connect
                 }
                 Message::Binary(_) => {}
                 Message::Close(_) => break,
-                // Answered by the socket itself.
-                Message::Ping(_) | Message::Pong(_) => {}
+                // Answered by the socket itself; a raw frame is never read.
+                Message::Ping(_) | Message::Pong(_) | Message::Frame(_) => {}
             }
         }
         // The end of the peer's input: it detaches this client and winds down.
@@ -116,7 +122,7 @@ pub async fn serve(socket: WebSocket, sessions: Registry, hub: Arc<Hub>, connect
                         "this client fell more than {} MiB behind; reconnect and load the session",
                         BEHIND >> 20
                     );
-                    let _ = tokio::time::timeout(LAST_WORD, to_client.send(close(close_code::AGAIN, reason))).await;
+                    let _ = tokio::time::timeout(LAST_WORD, to_client.send(close(CloseCode::Again, reason))).await;
                     return;
                 }
                 Some(refusal) = refusals.recv() => {
@@ -152,12 +158,11 @@ pub async fn serve(socket: WebSocket, sessions: Registry, hub: Arc<Hub>, connect
     tokio::join!(reading, writing, serving);
 }
 
-fn close(code: u16, reason: String) -> Message {
-    Message::Close(Some(CloseFrame { code, reason: Utf8Bytes::from(reason) }))
+fn close(code: CloseCode, reason: String) -> Message {
+    Message::Close(Some(CloseFrame { code, reason: reason.into() }))
 }
 
 /// Whether the socket failed on a message over the limit.
-fn is_too_big(err: &axum::Error) -> bool {
-    let text = err.to_string();
-    text.contains("too long") || text.contains("too big") || text.contains("Space limit")
+fn is_too_big(err: &tokio_tungstenite::tungstenite::Error) -> bool {
+    matches!(err, tokio_tungstenite::tungstenite::Error::Capacity(_))
 }

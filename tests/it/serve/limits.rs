@@ -39,8 +39,10 @@ async fn a_plain_get_is_told_to_upgrade_and_a_non_loopback_address_is_refused() 
     let server = Server::start(&env).await;
     let http = server.url.replace("ws://", "http://");
     let answer = reqwest_get(&http).await;
-    assert!(answer.starts_with("HTTP/1.1 4"), "{answer}");
+    assert!(answer.starts_with("HTTP/1.1 426"), "{answer}");
     assert!(answer.contains("WebSocket"), "{answer}");
+    let elsewhere = reqwest_get(&http.replace("/acp", "/other")).await;
+    assert!(elsewhere.starts_with("HTTP/1.1 404") && elsewhere.contains("/acp only"), "{elsewhere}");
 
     let output = env.command().args(["serve", "--listen", "0.0.0.0:0"]).output().await.unwrap();
     assert!(!output.status.success());
