@@ -18,11 +18,11 @@ use std::time::Duration;
 
 use futures::{SinkExt, StreamExt};
 use hyper_util::rt::TokioIo;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::time::Instant;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::protocol::CloseFrame;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
-use tokio::time::Instant;
 
 use crate::session::{Hub, Registry};
 
