@@ -4,9 +4,9 @@
 //! order synchronously (queueing a prompt, cancelling), and returns the rest as a future. The
 //! client's `cwd` and `additionalDirectories` are checked before a session sees them: absolute,
 //! existing directories that may be a workspace root (`workspace::Guard`). The client is a
-//! [`WireSink`] (`sink.rs`). On a server ([`Served`]) the sessions are the server's:
-//! a connection views each session it opens or sends anything to, and its end only stops the
-//! viewing (no turn is cancelled, nothing shut down).
+//! [`WireSink`] (`sink.rs`). On a server ([`Served`]) the sessions are the server's: a
+//! connection views each session it opens, prompts or changes the settings of, and its end only
+//! stops the viewing (no turn is cancelled, nothing shut down).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -44,32 +44,32 @@ impl Served {
         self.hub.attach(session, &self.viewer);
     }
 
-    /// A request that named `session` found no such session: this connection does not view it.
-    fn unless_found<T>(&self, session: &SessionId, result: &Result<T, SessionError>) {
-        if matches!(result, Err(SessionError::NotFound(_))) {
-            self.hub.unview(session, &self.viewer);
+    /// The answer of a request naming `session`: on a server, a connection does not view a
+    /// session the request found not to exist.
+    fn found<T>(
+        served: Option<&Served>,
+        session: &SessionId,
+        result: Result<T, SessionError>,
+    ) -> Result<T, acp::Error> {
+        if let (Some(served), Err(SessionError::NotFound(_))) = (served, &result) {
+            served.hub.unview(session, &served.viewer);
         }
+        result.map_err(|err| session_error(&err))
     }
 
-    /// What a settings change on `session` leaves: on a server, the connection does not view a
-    /// session that was not found, and the others viewing it see the change.
+    /// What a settings change on `session` leaves: [`Self::found`], and the other connections
+    /// viewing the session see the change.
     fn after_change(
         served: Option<&Served>,
         session: &SessionId,
         changed: Result<crate::session::SessionView, SessionError>,
     ) -> Result<crate::session::SessionView, acp::Error> {
+        let view = Self::found(served, session, changed)?;
         if let Some(served) = served {
-            served.unless_found(session, &changed);
-            if let Ok(view) = &changed {
-                served.others_see(session, view);
-            }
+            let update = crate::session::Update::Options(Box::new(view.clone()));
+            served.hub.send_to_others(session, update, &served.viewer);
         }
-        changed.map_err(|err| session_error(&err))
-    }
-
-    /// The other connections viewing `session` see its settings as this one changed them.
-    fn others_see(&self, session: &SessionId, view: &crate::session::SessionView) {
-        self.hub.send_to_others(session, crate::session::Update::Options(Box::new(view.clone())), &self.viewer);
+        Ok(view)
     }
 }
 
@@ -211,11 +211,7 @@ impl Agent {
         Ok(async move {
             sink.peer.signal_after_response(announced);
             // The replay is queued before the answer, and the running turn's updates after it.
-            let view = loaded.await;
-            if let Some(served) = &served {
-                served.unless_found(&id, &view);
-            }
-            let view = view.map_err(|err| session_error(&err))?;
+            let view = Served::found(served.as_deref(), &id, loaded.await)?;
             sink.send_wire(&id, usage_update(&view));
             sink.send_commands_after_response(&id);
             to_value(&acp::LoadSessionResponse::new().modes(modes(&view)).config_options(sink.options(&view)))
@@ -236,11 +232,7 @@ impl Agent {
         let (sink, served) = (Arc::clone(&self.sink), self.served.clone());
         Ok(async move {
             sink.peer.signal_after_response(announced);
-            let view = resumed.await;
-            if let Some(served) = &served {
-                served.unless_found(&id, &view);
-            }
-            let view = view.map_err(|err| session_error(&err))?;
+            let view = Served::found(served.as_deref(), &id, resumed.await)?;
             sink.send_wire(&id, usage_update(&view));
             sink.send_commands_after_response(&id);
             to_value(&acp::ResumeSessionResponse::new().modes(modes(&view)).config_options(sink.options(&view)))
@@ -426,11 +418,8 @@ impl Agent {
                 .data(serde_json::json!({ "reason": reason }))
         })?;
         Ok(async move {
-            let found = sessions.store().session(&id).await.map_err(|err| session_error(&err.into()))?;
-            if found.is_none() {
-                served.hub.unview(&id, &served.viewer);
-                return Err(session_error(&SessionError::NotFound(id)));
-            }
+            let stored = sessions.store().session(&id).await.map_err(|err| session_error(&err.into()))?;
+            Served::found(Some(&served), &id, stored.ok_or_else(|| SessionError::NotFound(id.clone())))?;
             Ok(serde_json::json!({ "lastSeq": last }))
         }
         .boxed())
@@ -447,11 +436,7 @@ impl Agent {
         let turn = sessions.prompt(&id, parts);
         let served = self.served.clone();
         Ok(async move {
-            let stop = turn.await;
-            if let Some(served) = &served {
-                served.unless_found(&id, &stop);
-            }
-            let stop = stop.map_err(|err| session_error(&err))?;
+            let stop = Served::found(served.as_deref(), &id, turn.await)?;
             to_value(&acp::PromptResponse::new(stop_reason(stop)))
         }
         .boxed())

@@ -46,20 +46,12 @@ pub async fn serve(setup: impl FnOnce() -> Result<(Store, Arc<Config>), String> 
 
 /// Serves one client of `cairn serve` on `input`/`output` (one JSON-RPC message per line, as on
 /// stdio) until its input ends, with the server's `sessions`, whose sink is `hub`. The end of
-/// the input only detaches the client. Past `budget` bytes queued for the client, `behind` is
-/// cancelled: the transport should then cut the connection.
-pub async fn serve_connection<R, W>(
-    input: R,
-    output: W,
-    sessions: Registry,
-    hub: Arc<Hub>,
-    budget: usize,
-    behind: tokio_util::sync::CancellationToken,
-) where
+/// the input only detaches the client. Past its `budget` the client is to be cut off.
+pub async fn serve_connection<R, W>(input: R, output: W, sessions: Registry, hub: Arc<Hub>, budget: rpc::Budget)
+where
     R: tokio::io::AsyncRead + Unpin,
     W: tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
-    let budget = rpc::Budget { bytes: budget, exceeded: behind };
     rpc::serve_within(input, output, Some(budget), move |peer| {
         let sink = Arc::new(sink::WireSink::new(peer));
         let viewer = hub.viewer(Arc::clone(&sink) as Arc<dyn crate::session::UpdateSink>);

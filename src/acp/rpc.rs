@@ -141,15 +141,17 @@ pub fn is_disconnected(error: &Error) -> bool {
 /// A line answering no request (`id` null) with an invalid-request error saying `why`: what a
 /// transport tells a client about input it could not pass on.
 pub fn refusal_line(why: &str) -> String {
-    let error = error(ErrorCode::InvalidRequest, format!("Invalid request: {why}"));
-    serde_json::to_string(&ErrorOut { jsonrpc: "2.0", id: RawValue::NULL, error: &error }).unwrap_or_default()
+    unanswerable_line(&error(ErrorCode::InvalidRequest, format!("Invalid request: {why}")))
 }
 
 /// A line answering no request with a parse error saying `why`, as a line that is not JSON is
 /// answered on stdio.
 pub fn parse_error_line(why: &str) -> String {
-    let error = error(ErrorCode::ParseError, format!("Parse error: {why}"));
-    serde_json::to_string(&ErrorOut { jsonrpc: "2.0", id: RawValue::NULL, error: &error }).unwrap_or_default()
+    unanswerable_line(&error(ErrorCode::ParseError, format!("Parse error: {why}")))
+}
+
+fn unanswerable_line(error: &Error) -> String {
+    serde_json::to_string(&ErrorOut { jsonrpc: "2.0", id: RawValue::NULL, error }).unwrap_or_default()
 }
 
 /// A JSON-RPC error whose message says what went wrong.

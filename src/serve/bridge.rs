@@ -170,8 +170,7 @@ pub async fn run(connected: Connected) {
                 Ok(Message::Text(text)) => {
                     // One frame, one line: a line break in it (JSON has none outside whitespace)
                     // could otherwise put a line that is not the server's message on stdout.
-                    let line: Vec<u8> =
-                        text.as_bytes().iter().map(|b| if matches!(b, b'\n' | b'\r') { b' ' } else { *b }).collect();
+                    let line = super::one_line(&text);
                     if output.write_all(&line).await.is_err() || output.write_all(b"\n").await.is_err() {
                         break;
                     }

@@ -166,6 +166,13 @@ fn unbind_unix(path: &std::path::Path, id: (u64, u64)) {
     }
 }
 
+/// `text`, one message of a frame, as one line without its newline: a raw line break (which JSON
+/// allows only between tokens, a string's being escaped) becomes a space, so no text changes and
+/// one frame never becomes two lines.
+fn one_line(text: &str) -> Vec<u8> {
+    text.bytes().map(|b| if matches!(b, b'\n' | b'\r') { b' ' } else { b }).collect()
+}
+
 /// Resolves at SIGTERM or SIGINT.
 async fn stopped() {
     use tokio::signal::unix::{SignalKind, signal};

@@ -83,8 +83,7 @@ pub async fn serve(socket: WebSocket, sessions: Registry, hub: Arc<Hub>, connect
             };
             match frame {
                 Message::Text(text) => {
-                    let mut line: Vec<u8> =
-                        text.as_bytes().iter().map(|b| if matches!(b, b'\n' | b'\r') { b' ' } else { *b }).collect();
+                    let mut line = super::one_line(&text);
                     line.push(b'\n');
                     if input.write_all(&line).await.is_err() {
                         break;
@@ -154,7 +153,8 @@ pub async fn serve(socket: WebSocket, sessions: Registry, hub: Arc<Hub>, connect
         let _ = to_client.close().await;
     };
 
-    let serving = crate::acp::serve_connection(peer_input, peer_output, sessions, hub, BEHIND, behind);
+    let budget = crate::acp::rpc::Budget { bytes: BEHIND, exceeded: behind };
+    let serving = crate::acp::serve_connection(peer_input, peer_output, sessions, hub, budget);
     tokio::join!(reading, writing, serving);
 }
 

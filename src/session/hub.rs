@@ -141,7 +141,8 @@ impl Hub {
     }
 
     /// Whether `viewer` views `session`.
-    pub fn views(&self, session: &SessionId, viewer: &Viewer) -> bool {
+    #[cfg(test)]
+    fn views(&self, session: &SessionId, viewer: &Viewer) -> bool {
         self.lock().get(session).is_some_and(|stream| stream.viewers.iter().any(|known| known.id == viewer.id))
     }
 
