@@ -43,10 +43,20 @@ impl Accept for tokio::net::UnixListener {
     }
 }
 
-/// One connection being served over HTTP, counted while it lives.
-struct Pending(Arc<AtomicUsize>);
+/// One connection among at most so many, counted while it lives: one being served over HTTP
+/// here, one upgraded to a WebSocket in `upgrade`.
+pub(super) struct Slot(Arc<AtomicUsize>);
 
-impl Drop for Pending {
+impl Slot {
+    /// A slot of `open`, if fewer than `most` are taken.
+    pub(super) fn take(open: &Arc<AtomicUsize>, most: usize) -> Option<Self> {
+        let taken = open.fetch_add(1, Ordering::AcqRel);
+        let slot = Self(Arc::clone(open));
+        (taken < most).then_some(slot)
+    }
+}
+
+impl Drop for Slot {
     fn drop(&mut self) {
         self.0.fetch_sub(1, Ordering::AcqRel);
     }
@@ -73,8 +83,7 @@ pub async fn serve<L: Accept>(listener: L, server: Server, most: usize, stop: im
                 continue;
             }
         };
-        let counted = Pending(Arc::clone(&pending));
-        if pending.fetch_add(1, Ordering::AcqRel) >= most {
+        let Some(counted) = Slot::take(&pending, most) else {
             tokio::spawn(async move {
                 let body = "cairn serve has too many connections open; try again later\n";
                 let answer = format!(
@@ -82,10 +91,9 @@ pub async fn serve<L: Accept>(listener: L, server: Server, most: usize, stop: im
                     body.len()
                 );
                 let _ = tokio::time::timeout(Duration::from_secs(1), io.write_all(answer.as_bytes())).await;
-                drop(counted);
             });
             continue;
-        }
+        };
         let server = server.clone();
         let service = hyper::service::service_fn(move |request| {
             let answered = super::upgrade::answer(request, &server);

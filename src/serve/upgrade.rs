@@ -6,9 +6,6 @@
 //! a page the user visits could otherwise open a socket to this loopback port and drive the
 //! agent, tools and all), and one past the connection cap 503.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
-
 use http_body_util::Full;
 use hyper::body::{Bytes, Incoming};
 use hyper::header::{self, HeaderMap, HeaderValue};
@@ -17,6 +14,7 @@ use hyper_util::rt::TokioIo;
 use tokio_tungstenite::tungstenite::handshake::derive_accept_key;
 use tokio_tungstenite::tungstenite::protocol::{Role, WebSocketConfig};
 
+use super::listen::Slot;
 use super::{Server, socket};
 
 /// What every answer carries.
@@ -24,24 +22,6 @@ pub type Body = Full<Bytes>;
 
 /// The header naming a connection, on the upgrade's answer.
 const CONNECTION_HEADER: &str = "acp-connection-id";
-
-/// One open WebSocket connection, counted while it lives.
-struct Slot(Arc<AtomicUsize>);
-
-impl Slot {
-    /// A slot, if fewer than `most` are taken.
-    fn take(open: &Arc<AtomicUsize>, most: usize) -> Option<Self> {
-        let taken = open.fetch_add(1, Ordering::AcqRel);
-        let slot = Self(Arc::clone(open));
-        (taken < most).then_some(slot)
-    }
-}
-
-impl Drop for Slot {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::AcqRel);
-    }
-}
 
 fn text(status: StatusCode, why: &str) -> Response<Body> {
     let mut response = Response::new(Full::new(Bytes::from(format!("{why}\n"))));
