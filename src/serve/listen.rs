@@ -3,14 +3,15 @@
 //! opens connections and sends half a request would otherwise hold a descriptor each for good),
 //! connections not yet upgraded count against a cap of their own (past it a connection is
 //! answered 503 and closed), and the process's limit on open descriptors is raised to what the
-//! system allows. Each connection is served by hyper's HTTP/1.1 with upgrades; `upgrade`
+//! system allows. Each connection is served by hyper, HTTP/1.1 with upgrades or HTTP/2 (which the
+//! transport's Streamable HTTP profile asks for, spoken here with prior knowledge); `http`
 //! answers each request.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 
 use super::Server;
@@ -96,15 +97,14 @@ pub async fn serve<L: Accept>(listener: L, server: Server, most: usize, stop: im
         };
         let server = server.clone();
         let service = hyper::service::service_fn(move |request| {
-            let answered = super::upgrade::answer(request, &server);
-            async move { Ok::<_, std::convert::Infallible>(answered) }
+            let server = server.clone();
+            async move { Ok::<_, std::convert::Infallible>(super::http::answer(request, &server).await) }
         });
         tokio::spawn(async move {
-            let connection = hyper::server::conn::http1::Builder::new()
-                .timer(TokioTimer::new())
-                .header_read_timeout(HEADER_TIME)
-                .serve_connection(TokioIo::new(io), service)
-                .with_upgrades();
+            let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+            builder.http1().timer(TokioTimer::new()).header_read_timeout(HEADER_TIME);
+            builder.http2().timer(TokioTimer::new());
+            let connection = builder.serve_connection_with_upgrades(TokioIo::new(io), service);
             if let Err(err) = connection.await {
                 tracing::debug!(%err, "an HTTP connection ended with an error");
             }

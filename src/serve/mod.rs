@@ -16,6 +16,7 @@
 //! tokens, which come with the HTTP profile of the transport.
 
 pub mod bridge;
+mod http;
 mod listen;
 mod socket;
 mod upgrade;
@@ -83,6 +84,8 @@ struct Server {
     limits: Limits,
     /// Connections open now.
     open: Arc<AtomicUsize>,
+    /// The Streamable HTTP connections, by id.
+    http: Arc<http::Connections>,
 }
 
 /// Serves until SIGTERM or SIGINT. `setup` loads the configuration and opens the store.
@@ -96,7 +99,8 @@ pub async fn run(
     let sessions = Registry::new(store, config, Arc::clone(&hub) as Arc<dyn crate::session::UpdateSink>);
     crate::llm::http::prepare();
     sessions.warm_default_model();
-    let server = Server { sessions: sessions.clone(), hub, limits, open: Arc::new(AtomicUsize::new(0)) };
+    let server =
+        Server { sessions: sessions.clone(), hub, limits, open: Arc::new(AtomicUsize::new(0)), http: Arc::default() };
     let stop = async {
         stopped().await;
         tracing::info!("stopping: cancelling the running turns");

@@ -1,15 +1,15 @@
-//! The one route of `cairn serve`: `GET /acp` upgraded to a WebSocket (RFC 6455's handshake on
-//! hyper, the socket then tokio-tungstenite's), naming the connection in `Acp-Connection-Id`.
-//! Everything else is answered with a status and a line saying what to do: another path 404,
-//! another method 405, a request that does not ask to upgrade 426, a request from a web page
-//! 403 (any `Origin` header: browsers send one with every WebSocket handshake, programs do not;
-//! a page the user visits could otherwise open a socket to this loopback port and drive the
-//! agent, tools and all), and one past the connection cap 503.
+//! `GET /acp` upgraded to a WebSocket (RFC 6455's handshake on hyper, the socket then
+//! tokio-tungstenite's), naming the connection in `Acp-Connection-Id`; a handshake of another
+//! version is answered 400, and one past the connection cap 503. Also the bodies every answer of
+//! `/acp` is made of. (Requests from web pages are refused before they come here, by `http`:
+//! browsers send an `Origin` header with every WebSocket handshake, programs do not, and a page
+//! the user visits could otherwise open a socket to this loopback port and drive the agent,
+//! tools and all.)
 
-use http_body_util::Full;
+use http_body_util::{BodyExt, Full};
 use hyper::body::{Bytes, Incoming};
 use hyper::header::{self, HeaderMap, HeaderValue};
-use hyper::{Method, Request, Response, StatusCode};
+use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
 use tokio_tungstenite::tungstenite::handshake::derive_accept_key;
 use tokio_tungstenite::tungstenite::protocol::{Role, WebSocketConfig};
@@ -17,14 +17,20 @@ use tokio_tungstenite::tungstenite::protocol::{Role, WebSocketConfig};
 use super::listen::Slot;
 use super::{Server, socket};
 
-/// What every answer carries.
-pub type Body = Full<Bytes>;
+/// What every answer carries: a whole body, or an event stream.
+pub type Body = http_body_util::combinators::UnsyncBoxBody<Bytes, std::convert::Infallible>;
 
-/// The header naming a connection, on the upgrade's answer.
-const CONNECTION_HEADER: &str = "acp-connection-id";
+pub fn full(bytes: impl Into<Bytes>) -> Body {
+    Full::new(bytes.into()).boxed_unsync()
+}
 
-fn text(status: StatusCode, why: &str) -> Response<Body> {
-    let mut response = Response::new(Full::new(Bytes::from(format!("{why}\n"))));
+pub fn empty() -> Body {
+    full(Bytes::new())
+}
+
+/// An answer with `status` and a line saying why, and what to do.
+pub fn text(status: StatusCode, why: &str) -> Response<Body> {
+    let mut response = Response::new(full(format!("{why}\n")));
     *response.status_mut() = status;
     response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"));
     response
@@ -40,37 +46,17 @@ fn lists(headers: &HeaderMap, name: header::HeaderName, token: &str) -> bool {
         .any(|part| part.trim().eq_ignore_ascii_case(token))
 }
 
-/// The answer to `request`; an upgrade starts serving the connection once hyper hands it over.
+/// Whether a request asks to become a WebSocket (`Connection: upgrade`, `Upgrade: websocket`).
+pub fn asks_to_upgrade(headers: &HeaderMap) -> bool {
+    lists(headers, header::CONNECTION, "upgrade") && lists(headers, header::UPGRADE, "websocket")
+}
+
+/// The answer to a `GET` that asks to upgrade; the upgrade starts serving the connection once
+/// hyper hands it over.
 pub fn answer(request: Request<Incoming>, server: &Server) -> Response<Body> {
-    if request.uri().path() != "/acp" {
-        return text(StatusCode::NOT_FOUND, "cairn serve answers at /acp only");
-    }
-    if request.method() != Method::GET {
-        let mut response = text(
-            StatusCode::METHOD_NOT_ALLOWED,
-            "/acp speaks ACP over WebSocket (GET with Upgrade: websocket); the HTTP profile is not served yet",
-        );
-        response.headers_mut().insert(header::ALLOW, HeaderValue::from_static("GET"));
-        return response;
-    }
     let headers = request.headers();
-    if let Some(origin) = headers.get(header::ORIGIN) {
-        tracing::info!(origin = ?origin, "refused a connection from a web page");
-        return text(
-            StatusCode::FORBIDDEN,
-            "cairn serve takes no connections from web pages (the request has an Origin header): a page could \
-             drive the agent; connect from a program",
-        );
-    }
-    let key = headers.get(header::SEC_WEBSOCKET_KEY).map(HeaderValue::as_bytes);
-    let upgrading = lists(headers, header::CONNECTION, "upgrade") && lists(headers, header::UPGRADE, "websocket");
-    let (Some(key), true) = (key, upgrading) else {
-        let mut response = text(
-            StatusCode::UPGRADE_REQUIRED,
-            "/acp speaks ACP over WebSocket: send GET with Upgrade: websocket (the HTTP profile is not served yet)",
-        );
-        response.headers_mut().insert(header::UPGRADE, HeaderValue::from_static("websocket"));
-        return response;
+    let Some(key) = headers.get(header::SEC_WEBSOCKET_KEY).map(HeaderValue::as_bytes) else {
+        return text(StatusCode::BAD_REQUEST, "a WebSocket handshake needs a Sec-WebSocket-Key header");
     };
     if headers.get(header::SEC_WEBSOCKET_VERSION).and_then(|value| value.to_str().ok()) != Some("13") {
         let mut response = text(StatusCode::BAD_REQUEST, "only WebSocket version 13 is spoken here");
@@ -105,12 +91,12 @@ pub fn answer(request: Request<Incoming>, server: &Server) -> Response<Body> {
         socket::serve(socket, server.sessions, server.hub, connection, heartbeat).await;
         drop(slot);
     });
-    let mut response = Response::new(Full::new(Bytes::new()));
+    let mut response = Response::new(empty());
     *response.status_mut() = StatusCode::SWITCHING_PROTOCOLS;
     let out = response.headers_mut();
     out.insert(header::CONNECTION, HeaderValue::from_static("Upgrade"));
     out.insert(header::UPGRADE, HeaderValue::from_static("websocket"));
     out.insert(header::SEC_WEBSOCKET_ACCEPT, accept);
-    out.insert(CONNECTION_HEADER, named);
+    out.insert(super::http::CONNECTION_HEADER, named);
     response
 }

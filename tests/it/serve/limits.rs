@@ -34,13 +34,13 @@ async fn the_upgrade_names_the_connection_and_a_binary_frame_is_refused_without_
 }
 
 #[tokio::test]
-async fn a_plain_get_is_told_to_upgrade_and_a_non_loopback_address_is_refused() {
+async fn a_plain_get_is_told_what_to_ask_for_and_a_non_loopback_address_is_refused() {
     let env = TestEnv::new().await;
     let server = Server::start(&env).await;
     let http = server.url.replace("ws://", "http://");
     let answer = reqwest_get(&http).await;
-    assert!(answer.starts_with("HTTP/1.1 426"), "{answer}");
-    assert!(answer.contains("WebSocket"), "{answer}");
+    assert!(answer.starts_with("HTTP/1.1 406"), "{answer}");
+    assert!(answer.contains("Upgrade: websocket") && answer.contains("text/event-stream"), "{answer}");
     let elsewhere = reqwest_get(&http.replace("/acp", "/other")).await;
     assert!(elsewhere.starts_with("HTTP/1.1 404") && elsewhere.contains("/acp only"), "{elsewhere}");
 

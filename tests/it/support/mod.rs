@@ -9,6 +9,7 @@ pub mod editor;
 pub mod mock_llm;
 pub mod python;
 pub mod served;
+pub mod streamable;
 
 use std::path::PathBuf;
 use std::process::Stdio;

@@ -1,0 +1,339 @@
+//! `/acp`, the one endpoint of `cairn serve`, and its Streamable HTTP profile (the transport
+//! RFD's routing table): `POST` sends one JSON-RPC message (`initialize` is answered 200 with
+//! the result and the `Acp-Connection-Id` naming the new connection; anything else 202 at
+//! once), `GET` with `Accept: text/event-stream` opens the connection's event stream or, with
+//! `Acp-Session-Id`, a session's, and `DELETE` ends the connection. A `GET` that asks to upgrade
+//! becomes a WebSocket (`upgrade`).
+//!
+//! Requests the profile does not take are answered with its statuses and a line saying what to
+//! do: 400 (not one JSON-RPC object, no connection id, a session-scoped method without
+//! `Acp-Session-Id`), 404 (an unknown connection or session), 406 (a `GET` that takes no event
+//! stream), 409 (a stream that cannot go on from the `Last-Event-ID` given), 413, 415 (not
+//! JSON), 501 (a batch), 503 (at the connection cap). Requests from web pages (any `Origin`
+//! header) are refused as for the WebSocket. Ending a connection, by `DELETE` or otherwise, only
+//! detaches it from its sessions: their turns go on.
+
+mod connection;
+mod stream;
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use http_body_util::{BodyExt, Limited, StreamBody};
+use hyper::body::{Frame, Incoming};
+use hyper::header::{self, HeaderMap, HeaderValue};
+use hyper::{Method, Request, Response, StatusCode};
+use serde::Deserialize;
+use serde_json::value::RawValue;
+
+use self::connection::{Command, Handle, Refused, Scope};
+use super::Server;
+use super::listen::Slot;
+use super::upgrade::{self, Body, text};
+
+/// The header naming a connection.
+pub const CONNECTION_HEADER: &str = "acp-connection-id";
+/// The header naming the session a request is about.
+const SESSION_HEADER: &str = "acp-session-id";
+/// How long `initialize` may take to be answered.
+const INITIALIZE_TIME: Duration = Duration::from_secs(30);
+
+/// The methods about one session whose `POST` must name it in `Acp-Session-Id` (those of the
+/// SDKs), and whose answers go to that session's stream.
+const SESSION_SCOPED: [&str; 5] =
+    ["session/prompt", "session/cancel", "session/set_mode", "session/set_config_option", "session/close"];
+
+/// The Streamable HTTP connections open now, by id.
+#[derive(Default)]
+pub struct Connections {
+    open: Mutex<HashMap<String, Handle>>,
+}
+
+impl Connections {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Handle>> {
+        self.open.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn get(&self, id: &str) -> Option<Handle> {
+        self.lock().get(id).cloned()
+    }
+
+    fn remove(&self, id: &str) {
+        self.lock().remove(id);
+    }
+}
+
+/// The answer to any request.
+pub async fn answer(request: Request<Incoming>, server: &Server) -> Response<Body> {
+    if request.uri().path() != "/acp" {
+        return text(StatusCode::NOT_FOUND, "cairn serve answers at /acp only");
+    }
+    if let Some(origin) = request.headers().get(header::ORIGIN) {
+        tracing::info!(origin = ?origin, "refused a request from a web page");
+        return text(
+            StatusCode::FORBIDDEN,
+            "cairn serve takes no requests from web pages (the request has an Origin header): a page could \
+             drive the agent; connect from a program",
+        );
+    }
+    match *request.method() {
+        Method::POST => post(request, server).await,
+        Method::GET if upgrade::asks_to_upgrade(request.headers()) => upgrade::answer(request, server),
+        Method::GET => events(request.headers(), server).await,
+        Method::DELETE => delete(request.headers(), server).await,
+        _ => {
+            let mut response = text(
+                StatusCode::METHOD_NOT_ALLOWED,
+                "/acp takes POST (a JSON-RPC message), GET (an event stream, or Upgrade: websocket) and DELETE",
+            );
+            response.headers_mut().insert(header::ALLOW, HeaderValue::from_static("GET, POST, DELETE"));
+            response
+        }
+    }
+}
+
+fn header<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+    headers.get(name).and_then(|value| value.to_str().ok()).map(str::trim).filter(|value| !value.is_empty())
+}
+
+/// The connection a request names, or the status and reason saying it does not.
+fn connection_of(headers: &HeaderMap, server: &Server) -> Result<(String, Handle), (StatusCode, String)> {
+    let Some(id) = header(headers, CONNECTION_HEADER) else {
+        let why =
+            "no Acp-Connection-Id header: POST initialize first, then send the id it answers with on every request";
+        return Err((StatusCode::BAD_REQUEST, why.to_owned()));
+    };
+    match server.http.get(id) {
+        Some(handle) => Ok((id.to_owned(), handle)),
+        None => Err((
+            StatusCode::NOT_FOUND,
+            format!("no connection {id}: it ended or never was; POST initialize to open a new one"),
+        )),
+    }
+}
+
+/// Whether `session` exists on this server.
+async fn session_exists(server: &Server, session: &str) -> bool {
+    let id = crate::ids::SessionId::from_string(session.to_owned());
+    matches!(server.sessions.store().session(&id).await, Ok(Some(_)))
+}
+
+fn unknown_session(session: &str) -> Response<Body> {
+    text(StatusCode::NOT_FOUND, &format!("no session {session}; session/list shows the sessions there are"))
+}
+
+/// The parts of a posted message the transport looks at.
+#[derive(Deserialize)]
+struct Posted<'a> {
+    #[serde(borrow, default)]
+    id: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    method: Option<std::borrow::Cow<'a, str>>,
+    #[serde(borrow, default)]
+    params: Option<&'a RawValue>,
+}
+
+#[derive(Deserialize)]
+struct About {
+    #[serde(rename = "sessionId")]
+    session_id: Option<String>,
+}
+
+async fn post(request: Request<Incoming>, server: &Server) -> Response<Body> {
+    let json = header(request.headers(), header::CONTENT_TYPE.as_str())
+        .and_then(|value| value.split(';').next())
+        .is_some_and(|kind| kind.trim().eq_ignore_ascii_case("application/json"));
+    if !json {
+        return text(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "POST one JSON-RPC message with Content-Type: application/json",
+        );
+    }
+    let (parts, body) = request.into_parts();
+    let body = match Limited::new(body, super::socket::MAX_FRAME).collect().await {
+        Ok(body) => body.to_bytes(),
+        Err(err) if err.is::<http_body_util::LengthLimitError>() => {
+            let why = format!("a message is at most {} MiB; send a smaller one", super::socket::MAX_FRAME >> 20);
+            return text(StatusCode::PAYLOAD_TOO_LARGE, &why);
+        }
+        Err(err) => return text(StatusCode::BAD_REQUEST, &format!("the body could not be read: {err}")),
+    };
+    match body.iter().find(|byte| !byte.is_ascii_whitespace()) {
+        Some(b'{') => {}
+        Some(b'[') => {
+            return text(StatusCode::NOT_IMPLEMENTED, "batches are not taken; POST one JSON-RPC message at a time");
+        }
+        _ => return text(StatusCode::BAD_REQUEST, "the body is not a JSON-RPC message (a JSON object)"),
+    }
+    let posted: Posted = match serde_json::from_slice(&body) {
+        Ok(posted) => posted,
+        Err(err) => return text(StatusCode::BAD_REQUEST, &format!("the body is not JSON: {err}")),
+    };
+    let line = super::one_line(&String::from_utf8_lossy(&body));
+    let key = posted.id.map(connection::key);
+    if let (Some(key), Some("initialize")) = (&key, posted.method.as_deref()) {
+        return initialize(server, key.clone(), line).await;
+    }
+    let (id, handle) = match connection_of(&parts.headers, server) {
+        Ok(found) => found,
+        Err((status, why)) => return text(status, &why),
+    };
+    let named = header(&parts.headers, SESSION_HEADER);
+    if let Some(method) = posted.method.as_deref() {
+        let about = posted.params.and_then(|raw| serde_json::from_str::<About>(raw.get()).ok());
+        let in_params = about.and_then(|about| about.session_id);
+        if SESSION_SCOPED.contains(&method) && named.is_none() {
+            let why = format!("{method} is about one session: name it in the Acp-Session-Id header");
+            return text(StatusCode::BAD_REQUEST, &why);
+        }
+        if let (Some(named), Some(in_params)) = (named, &in_params)
+            && named != in_params
+        {
+            let why = format!("Acp-Session-Id names {named} but the message is about {in_params}; send one session");
+            return text(StatusCode::BAD_REQUEST, &why);
+        }
+        if let Some(named) = named
+            && !session_exists(server, named).await
+        {
+            return unknown_session(named);
+        }
+        if let Some(key) = key {
+            let scope = match named {
+                Some(session) if SESSION_SCOPED.contains(&method) => Scope::Session(session.to_owned()),
+                _ => Scope::Connection,
+            };
+            if handle.commands.send(Command::Route { key, scope }).await.is_err() {
+                return ended(&id);
+            }
+        }
+    }
+    if handle.input.send(line).await.is_err() {
+        return ended(&id);
+    }
+    let mut response = Response::new(upgrade::empty());
+    *response.status_mut() = StatusCode::ACCEPTED;
+    response
+}
+
+fn ended(id: &str) -> Response<Body> {
+    text(StatusCode::NOT_FOUND, &format!("connection {id} has ended; POST initialize to open a new one"))
+}
+
+/// A new connection, answered with the result of its `initialize` and its id.
+async fn initialize(server: &Server, key: String, line: Vec<u8>) -> Response<Body> {
+    let Some(slot) = Slot::take(&server.open, server.limits.connections) else {
+        let why = format!(
+            "cairn serve has {} connections open, its limit (--max-connections); try again later",
+            server.limits.connections
+        );
+        return text(StatusCode::SERVICE_UNAVAILABLE, &why);
+    };
+    let id = connection_id();
+    let handle = connection::start(server, id.clone(), slot);
+    server.http.lock().insert(id.clone(), handle.clone());
+    let (reply, answer) = tokio::sync::oneshot::channel();
+    let asked = async {
+        handle.commands.send(Command::Await { key, reply }).await.ok()?;
+        handle.input.send(line).await.ok()?;
+        tokio::time::timeout(INITIALIZE_TIME, answer).await.ok()?.ok()
+    };
+    let Some(answer) = asked.await else {
+        let _ = handle.commands.send(Command::End).await;
+        let why = format!("initialize was not answered within {INITIALIZE_TIME:?}");
+        return text(StatusCode::GATEWAY_TIMEOUT, &why);
+    };
+    tracing::debug!(connection = %id, "a client connected over HTTP");
+    let mut response = Response::new(upgrade::full(answer));
+    let out = response.headers_mut();
+    out.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    if let Ok(named) = HeaderValue::from_str(&id) {
+        out.insert(CONNECTION_HEADER, named);
+    }
+    response
+}
+
+/// 128 random bits: a connection's id is all a request needs to be taken as the connection's.
+fn connection_id() -> String {
+    use ring::rand::SecureRandom as _;
+    let mut bytes = [0u8; 16];
+    if ring::rand::SystemRandom::new().fill(&mut bytes).is_err() {
+        return crate::ids::new_id("conn");
+    }
+    let mut id = String::from("conn_");
+    for byte in bytes {
+        id.push_str(&format!("{byte:02x}"));
+    }
+    id
+}
+
+/// A `GET` of an event stream.
+async fn events(headers: &HeaderMap, server: &Server) -> Response<Body> {
+    let takes_events = headers
+        .get_all(header::ACCEPT)
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .flat_map(|value| value.split(','))
+        .any(|kind| kind.split(';').next().is_some_and(|kind| kind.trim().eq_ignore_ascii_case("text/event-stream")));
+    if !takes_events {
+        return text(
+            StatusCode::NOT_ACCEPTABLE,
+            "GET /acp is an event stream (send Accept: text/event-stream) or a WebSocket (send Upgrade: websocket)",
+        );
+    }
+    let (id, handle) = match connection_of(headers, server) {
+        Ok(found) => found,
+        Err((status, why)) => return text(status, &why),
+    };
+    let session = header(headers, SESSION_HEADER).map(str::to_owned);
+    if let Some(session) = &session
+        && !session_exists(server, session).await
+    {
+        return unknown_session(session);
+    }
+    let after = header(headers, "last-event-id").map(str::to_owned);
+    let (reply, opened) = tokio::sync::oneshot::channel();
+    if handle.commands.send(Command::Open { session, after, reply }).await.is_err() {
+        return ended(&id);
+    }
+    let reader = match opened.await {
+        Ok(Ok(reader)) => reader,
+        Ok(Err(Refused::CannotResume(why))) => return text(StatusCode::CONFLICT, &why),
+        Ok(Err(Refused::Gone)) | Err(_) => return ended(&id),
+    };
+    let frames = futures::stream::unfold(reader, |mut reader| async move {
+        let frame = reader.events.recv().await?;
+        reader.queued.fetch_sub(frame.len(), std::sync::atomic::Ordering::AcqRel);
+        Some((Ok::<_, Infallible>(Frame::data(frame)), reader))
+    });
+    let mut response = Response::new(BodyExt::boxed_unsync(StreamBody::new(frames)));
+    let out = response.headers_mut();
+    out.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
+    out.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    response
+}
+
+/// `DELETE`: the connection ends; its sessions go on.
+async fn delete(headers: &HeaderMap, server: &Server) -> Response<Body> {
+    let (_, handle) = match connection_of(headers, server) {
+        Ok(found) => found,
+        Err((status, why)) => return text(status, &why),
+    };
+    let _ = handle.commands.send(Command::End).await;
+    let mut response = Response::new(upgrade::empty());
+    *response.status_mut() = StatusCode::ACCEPTED;
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn connection_ids_are_long_and_unlike() {
+        let (one, two) = (connection_id(), connection_id());
+        assert_ne!(one, two);
+        assert_eq!(one.len(), "conn_".len() + 32, "{one}");
+    }
+}

@@ -1,0 +1,227 @@
+//! `cairn serve`'s Streamable HTTP profile, as the transport's RFD lays it out: `initialize` is
+//! answered 200 with the connection's id, every other message 202, the answers and updates come
+//! on the connection's and the sessions' event streams, and `DELETE` ends the connection while
+//! its sessions go on. A stream that dropped reopens after the last event seen, on the same
+//! connection or on a new one. Requests the profile does not take get its statuses.
+
+use std::time::Duration;
+
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+
+use super::slow_answer;
+use crate::support::served::Server;
+use crate::support::streamable::{Events, HttpClient, http_client, http_url};
+use crate::support::{Reply, TestEnv};
+
+/// A new session made over `client`'s connection, read from `events` (the connection's stream).
+async fn new_session(client: &mut HttpClient, events: &mut Events, env: &TestEnv) -> String {
+    let id = client.request("session/new", json!({"cwd": env.cwd(), "mcpServers": []}), None).await;
+    let (answer, _) = events.response(id).await;
+    answer["result"]["sessionId"].as_str().unwrap().to_owned()
+}
+
+fn prompt(session: &str, text: &str) -> Value {
+    json!({"sessionId": session, "prompt": [{"type": "text", "text": text}]})
+}
+
+/// The text of the message chunks among `events`, and the update numbers they carried.
+fn chunks(events: &[(String, Value)]) -> (String, Vec<u64>) {
+    let mut text = String::new();
+    let mut seqs = Vec::new();
+    for (_, message) in events {
+        if message["params"]["update"]["sessionUpdate"] == "agent_message_chunk" {
+            text.push_str(message["params"]["update"]["content"]["text"].as_str().unwrap());
+        }
+        if let Some(seq) = message["params"]["_meta"]["cairn"]["seq"].as_u64() {
+            seqs.push(seq);
+        }
+    }
+    (text, seqs)
+}
+
+#[tokio::test]
+async fn a_prompt_over_http_streams_on_the_sessions_stream_and_is_answered_there() {
+    let env = TestEnv::new().await;
+    env.mock.push(Reply::text(&["Hello", " over", " HTTP"]));
+    let server = Server::start(&env).await;
+    let url = http_url(&server.url);
+    let (mut client, result) = HttpClient::initialize(&url).await;
+    assert_eq!(result["protocolVersion"], 1, "{result}");
+    assert!(client.connection.len() >= 32, "an unguessable connection id: {}", client.connection);
+
+    let mut connection = client.open(None).await;
+    let session = new_session(&mut client, &mut connection, &env).await;
+    let mut events = client.open(Some(&session)).await;
+    let id = client.request("session/prompt", prompt(&session, "Hi"), Some(&session)).await;
+    let (done, before) = events.response(id).await;
+    assert_eq!(done["result"]["stopReason"], "end_turn", "{done}");
+    let (text, seqs) = chunks(&before);
+    assert_eq!(text, "Hello over HTTP");
+    assert!(seqs.windows(2).all(|pair| pair[1] == pair[0] + 1), "numbered in order: {seqs:?}");
+    // Every numbered update's event id is its session and number.
+    for (event, message) in &before {
+        if let Some(seq) = message["params"]["_meta"]["cairn"]["seq"].as_u64() {
+            assert_eq!(event, &format!("{session}:{seq}"));
+        }
+    }
+    // Nothing of the session went to the connection's stream.
+    assert!(connection.is_quiet(Duration::from_millis(200)).await);
+    assert_eq!(client.delete().await, StatusCode::ACCEPTED);
+    let (status, body) =
+        client.post(&json!({"jsonrpc": "2.0", "id": 9, "method": "session/list", "params": {}}), None).await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{body}");
+    assert!(body.contains("initialize"), "{body}");
+}
+
+#[tokio::test]
+async fn requests_the_profile_does_not_take_get_its_statuses_and_say_what_to_do() {
+    let env = TestEnv::new().await;
+    let server = Server::start(&env).await;
+    let url = http_url(&server.url);
+    let http = http_client();
+    let (client, _) = HttpClient::initialize(&url).await;
+    let list = json!({"jsonrpc": "2.0", "id": 1, "method": "session/list", "params": {}});
+
+    let status = |response: reqwest::Response| async move { (response.status(), response.text().await.unwrap()) };
+    let plain = http.post(&url).header("content-type", "text/plain").body(list.to_string()).send().await.unwrap();
+    let (code, body) = status(plain).await;
+    assert_eq!(code, StatusCode::UNSUPPORTED_MEDIA_TYPE, "{body}");
+    assert!(body.contains("application/json"), "{body}");
+
+    let (code, body) = status(http.post(&url).json(&list).send().await.unwrap()).await;
+    assert_eq!(code, StatusCode::BAD_REQUEST, "no connection id: {body}");
+    assert!(body.contains("Acp-Connection-Id") && body.contains("initialize"), "{body}");
+
+    let stranger = http.post(&url).header("acp-connection-id", "conn_nobody").json(&list).send().await.unwrap();
+    let (code, body) = status(stranger).await;
+    assert_eq!(code, StatusCode::NOT_FOUND, "{body}");
+
+    let (code, body) = client.post(&json!([list]), None).await;
+    assert_eq!(code, StatusCode::NOT_IMPLEMENTED, "a batch: {body}");
+    let broken = http
+        .post(&url)
+        .header("acp-connection-id", &client.connection)
+        .header("content-type", "application/json")
+        .body("{\"jsonrpc\": ")
+        .send()
+        .await
+        .unwrap();
+    let (code, body) = status(broken).await;
+    assert_eq!(code, StatusCode::BAD_REQUEST, "{body}");
+    assert!(body.contains("not JSON"), "{body}");
+
+    let cancel = json!({"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": "ses_x"}});
+    let (code, body) = client.post(&cancel, None).await;
+    assert_eq!(code, StatusCode::BAD_REQUEST, "a session's method without its header: {body}");
+    assert!(body.contains("Acp-Session-Id"), "{body}");
+    let (code, body) = client.post(&cancel, Some("ses_y")).await;
+    assert_eq!(code, StatusCode::BAD_REQUEST, "the header and the message disagree: {body}");
+    let (code, body) = client.post(&cancel, Some("ses_x")).await;
+    assert_eq!(code, StatusCode::NOT_FOUND, "an unknown session: {body}");
+    let (code, body) = client.try_open(Some("ses_x"), None).await.err().unwrap();
+    assert_eq!(code, StatusCode::NOT_FOUND, "an unknown session's stream: {body}");
+
+    let get = http.get(&url).header("acp-connection-id", &client.connection).send().await.unwrap();
+    let (code, body) = status(get).await;
+    assert_eq!(code, StatusCode::NOT_ACCEPTABLE, "{body}");
+    assert!(body.contains("text/event-stream") && body.contains("websocket"), "{body}");
+    let (code, body) = status(http.put(&url).send().await.unwrap()).await;
+    assert_eq!(code, StatusCode::METHOD_NOT_ALLOWED, "{body}");
+    let page = http.post(&url).header("origin", "https://evil.example").json(&list).send().await.unwrap();
+    assert_eq!(page.status(), StatusCode::FORBIDDEN);
+    let missing = http.delete(&url).send().await.unwrap();
+    assert_eq!(missing.status(), StatusCode::BAD_REQUEST);
+}
+
+#[tokio::test]
+async fn a_dropped_event_stream_reopens_after_the_last_event_seen_each_event_once() {
+    let env = TestEnv::new().await;
+    let (reply, answer) = slow_answer(40, Duration::from_millis(15));
+    env.mock.push(reply);
+    let server = Server::start(&env).await;
+    let (mut client, _) = HttpClient::initialize(&http_url(&server.url)).await;
+    let mut connection = client.open(None).await;
+    let session = new_session(&mut client, &mut connection, &env).await;
+    let mut events = client.open(Some(&session)).await;
+    let id = client.request("session/prompt", prompt(&session, "Count"), Some(&session)).await;
+
+    let mut seen = Vec::new();
+    while chunks(&seen).0.len() < 12 {
+        seen.push(events.recv().await);
+    }
+    let last = events.last_id.clone().unwrap();
+    drop(events);
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    let mut again = client.try_open(Some(&session), Some(&last)).await.unwrap();
+    let (done, rest) = again.response(id).await;
+    assert_eq!(done["result"]["stopReason"], "end_turn", "{done}");
+    seen.extend(rest);
+    let (text, seqs) = chunks(&seen);
+    assert_eq!(text, answer, "every piece once, in order");
+    assert!(seqs.windows(2).all(|pair| pair[1] == pair[0] + 1), "{seqs:?}");
+
+    let (code, body) = client.try_open(Some(&session), Some("something else")).await.err().unwrap();
+    assert_eq!(code, StatusCode::CONFLICT, "{body}");
+    assert!(body.contains("session/load"), "{body}");
+}
+
+#[tokio::test]
+async fn a_new_connection_resumes_a_session_after_the_last_update_number_its_client_saw() {
+    let env = TestEnv::new().await;
+    let (reply, answer) = slow_answer(40, Duration::from_millis(15));
+    env.mock.push(reply);
+    let server = Server::start(&env).await;
+    let url = http_url(&server.url);
+    let (mut first, _) = HttpClient::initialize(&url).await;
+    let mut connection = first.open(None).await;
+    let session = new_session(&mut first, &mut connection, &env).await;
+    let mut events = first.open(Some(&session)).await;
+    first.request("session/prompt", prompt(&session, "Count"), Some(&session)).await;
+    let mut seen = Vec::new();
+    while chunks(&seen).0.len() < 12 {
+        seen.push(events.recv().await);
+    }
+    let last = events.last_id.clone().unwrap();
+    // The client goes away; the turn goes on.
+    assert_eq!(first.delete().await, StatusCode::ACCEPTED);
+
+    let (next, _) = HttpClient::initialize(&url).await;
+    let ahead = format!("{session}:1000000");
+    let (code, body) = next.try_open(Some(&session), Some(&ahead)).await.err().unwrap();
+    assert_eq!(code, StatusCode::CONFLICT, "a number the session never reached: {body}");
+    let mut resumed = next.try_open(Some(&session), Some(&last)).await.unwrap();
+    while chunks(&seen).0.len() < answer.len() {
+        seen.push(resumed.recv().await);
+    }
+    let (text, seqs) = chunks(&seen);
+    assert_eq!(text, answer, "exactly the missing pieces");
+    assert!(seqs.windows(2).all(|pair| pair[1] == pair[0] + 1), "{seqs:?}");
+}
+
+#[tokio::test]
+async fn a_permission_asked_on_the_sessions_stream_is_answered_by_a_post() {
+    let env = TestEnv::new().await;
+    let path = env.workspace().join("note.txt");
+    env.mock.push(Reply::tool_calls(&[("c1", "write", json!({"path": path, "content": "x\n"}))]));
+    env.mock.push(Reply::text(&["written"]));
+    let server = Server::start(&env).await;
+    let (mut client, _) = HttpClient::initialize(&http_url(&server.url)).await;
+    let mut connection = client.open(None).await;
+    let session = new_session(&mut client, &mut connection, &env).await;
+    let mut events = client.open(Some(&session)).await;
+    let id = client.request("session/prompt", prompt(&session, "Write it"), Some(&session)).await;
+    let asked = loop {
+        let (_, message) = events.recv().await;
+        if message["method"] == "session/request_permission" {
+            break message;
+        }
+    };
+    let answer = json!({"jsonrpc": "2.0", "id": asked["id"],
+        "result": {"outcome": {"outcome": "selected", "optionId": "allow_once"}}});
+    let (code, body) = client.post(&answer, None).await;
+    assert_eq!(code, StatusCode::ACCEPTED, "{body}");
+    let (done, _) = events.response(id).await;
+    assert_eq!(done["result"]["stopReason"], "end_turn", "{done}");
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), "x\n");
+}
