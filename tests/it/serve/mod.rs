@@ -218,6 +218,17 @@ async fn sigterm_stops_the_server_and_keeps_what_was_shown() {
 
 #[tokio::test]
 async fn the_python_sdks_websocket_client_drives_a_prompt_a_question_and_a_load() {
+    python_sdk_drives_a_prompt_a_question_and_a_load(|server| server.url.clone()).await;
+}
+
+/// The RFD says a client MUST speak both profiles; the SDK's HTTP client reads every session's
+/// updates where cairn sends them (the connection's stream, or the session's once opened).
+#[tokio::test]
+async fn the_python_sdks_streamable_http_client_drives_a_prompt_a_question_and_a_load() {
+    python_sdk_drives_a_prompt_a_question_and_a_load(|server| crate::support::streamable::http_url(&server.url)).await;
+}
+
+async fn python_sdk_drives_a_prompt_a_question_and_a_load(url: impl FnOnce(&Server) -> String) {
     let env = TestEnv::new().await;
     let path = env.workspace().join("note.md");
     env.mock.push(Reply::tool_calls(&[("c1", "write", json!({"path": path, "content": "kept\n"}))]));
@@ -226,8 +237,8 @@ async fn the_python_sdks_websocket_client_drives_a_prompt_a_question_and_a_load(
     let sdk = tokio::task::spawn_blocking(crate::support::python::acp_sdk)
         .await
         .unwrap_or_else(|err| std::panic::resume_unwind(err.into_panic()));
-    let config = json!({"url": server.url, "workspace": env.cwd()});
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/conformance/ws_client.py");
+    let config = json!({"url": url(&server), "workspace": env.cwd()});
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/conformance/remote_client.py");
     let mut command = crate::support::python::python(&sdk);
     command.arg(script).arg(config.to_string()).current_dir(env.workspace()).kill_on_drop(true);
     let output = tokio::time::timeout(Duration::from_secs(120), command.output()).await.unwrap().unwrap();

@@ -1,7 +1,8 @@
-"""The Python ACP SDK's WebSocket client (`acp.ws`, experimental in 0.12.1) driving `cairn serve`,
-for tests/it/serve_sdk.rs.
+"""The Python ACP SDK's remote clients (`acp.ws` and the Streamable HTTP `acp.http`, experimental in
+0.12.1) driving `cairn serve`, for tests/it/serve/mod.rs.
 
-It takes one JSON argument: {"url": "ws://…/acp", "workspace": dir}. Through the SDK's typed API
+It takes one JSON argument: {"url": "ws://…/acp" or "http://…/acp", "workspace": dir}; the URL's
+scheme picks the client. Through the SDK's typed API
 it connects, runs initialize, session/new and a prompt whose tool asks a permission question
 (answered "allow once"), closes; then connects again and loads the session. It prints one JSON
 summary on stdout: the updates each connection saw, re-serialized with the protocol's names, the
@@ -15,6 +16,7 @@ import sys
 
 from acp import PROTOCOL_VERSION, connect_to_agent, text_block
 from acp.schema import AllowedOutcome, ClientCapabilities, Implementation, RequestPermissionResponse
+from acp.http.client import create_http_stream
 from acp.ws.client import create_websocket_stream
 
 STEP = 30.0
@@ -48,7 +50,10 @@ async def step(name, awaitable):
 
 
 async def connected(viewer, url):
-    transport = await step("connect", create_websocket_stream(url))
+    if url.startswith("http"):
+        transport = create_http_stream(url)
+    else:
+        transport = await step("connect", create_websocket_stream(url))
     connection = connect_to_agent(viewer, transport)
     info = Implementation(name="cairn-ws-conformance", version="1")
     await step(
