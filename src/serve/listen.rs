@@ -16,6 +16,11 @@ use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 
 use super::Server;
 
+/// Sockets served over HTTP per connection the server takes (`Limits::connections`): a client
+/// of the Streamable HTTP profile holds one for its POSTs and one per event stream it reads over
+/// HTTP/1.1 (HTTP/2 carries them all on one).
+pub const SOCKETS_PER_CONNECTION: usize = 4;
+
 /// How long a request's headers may take to arrive.
 pub const HEADER_TIME: Duration = Duration::from_secs(10);
 
@@ -44,8 +49,8 @@ impl Accept for tokio::net::UnixListener {
     }
 }
 
-/// One connection among at most so many, counted while it lives: one being served over HTTP
-/// here, one upgraded to a WebSocket in `upgrade`.
+/// One among at most so many, counted while it lives: a socket served over HTTP here, a
+/// connection upgraded to a WebSocket in `upgrade` or opened by an `initialize` in `http`.
 pub(super) struct Slot(Arc<AtomicUsize>);
 
 impl Slot {
@@ -63,8 +68,8 @@ impl Drop for Slot {
     }
 }
 
-/// Serves `server`'s one route on `listener` until `stop` resolves; at most `most` connections
-/// are served over HTTP at once (upgraded ones are counted apart, by `upgrade`).
+/// Serves `server`'s one route on `listener` until `stop` resolves; at most `most` sockets are
+/// served over HTTP at once (upgraded ones are counted apart, by `upgrade`).
 pub async fn serve<L: Accept>(listener: L, server: Server, most: usize, stop: impl Future<Output = ()>) {
     raise_open_files();
     let pending = Arc::new(AtomicUsize::new(0));

@@ -105,7 +105,7 @@ pub async fn run(
         stopped().await;
         tracing::info!("stopping: cancelling the running turns");
     };
-    let most = limits.connections;
+    let most = limits.connections.saturating_mul(listen::SOCKETS_PER_CONNECTION);
     match listen {
         Listen::Tcp(address) => {
             let listener = tokio::net::TcpListener::bind(address)

@@ -196,11 +196,14 @@ impl Actor {
         let why = loop {
             tokio::select! {
                 biased;
-                () = behind.cancelled() => break too_far_behind(),
+                () = behind.cancelled() => break self.cut_off(too_far_behind()),
                 command = commands.recv() => {
                     last_heard = Instant::now();
                     match command {
-                        Some(Command::End) | None => break "the client ended the connection".to_owned(),
+                        Some(Command::End) | None => {
+                            tracing::debug!(connection = %self.id, "the client ended its connection");
+                            break "the client ended the connection".to_owned();
+                        }
                         Some(command) => self.command(command),
                     }
                 }
@@ -215,7 +218,7 @@ impl Actor {
                     self.route(&line);
                     line.clear();
                     if self.behind() > BEHIND {
-                        break too_far_behind();
+                        break self.cut_off(too_far_behind());
                     }
                 }
                 _ = beats.tick() => {
@@ -223,12 +226,11 @@ impl Actor {
                     if read {
                         last_heard = Instant::now();
                     } else if last_heard.elapsed() >= heartbeat * IDLE_BEATS {
-                        break format!("nothing read or posted for {:?}", last_heard.elapsed());
+                        break self.cut_off(format!("nothing read or posted for {:?}", last_heard.elapsed()));
                     }
                 }
             }
         };
-        tracing::debug!(connection = %self.id, "the connection ends: {why}");
         self.connection.end(&why);
         for stream in self.sessions.values_mut() {
             stream.end(&why);
@@ -238,6 +240,12 @@ impl Actor {
                 let _ = reply.send(Err(Refused::Gone));
             }
         }
+    }
+
+    /// Ends the connection for `why`, told to whoever started the server.
+    fn cut_off(&self, why: String) -> String {
+        tracing::info!(connection = %self.id, "ending an HTTP connection: {why}");
+        why
     }
 
     fn behind(&self) -> usize {

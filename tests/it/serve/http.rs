@@ -9,10 +9,11 @@ use std::time::Duration;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-use super::slow_answer;
+use super::{open, slow_answer};
+use crate::support::mock_llm::Long;
 use crate::support::served::Server;
 use crate::support::streamable::{Events, HttpClient, http_client, http_url};
-use crate::support::{Reply, TestEnv};
+use crate::support::{Reply, TestEnv, text_of, updates};
 
 /// A new session made over `client`'s connection, read from `events` (the connection's stream).
 async fn new_session(client: &mut HttpClient, events: &mut Events, env: &TestEnv) -> String {
@@ -132,6 +133,81 @@ async fn requests_the_profile_does_not_take_get_its_statuses_and_say_what_to_do(
     assert_eq!(page.status(), StatusCode::FORBIDDEN);
     let missing = http.delete(&url).send().await.unwrap();
     assert_eq!(missing.status(), StatusCode::BAD_REQUEST);
+
+    let huge = format!("{{\"jsonrpc\": \"2.0\", \"method\": \"x\", \"params\": \"{}\"}}", "a".repeat(65 << 20));
+    let (code, body) = status(
+        http.post(&url)
+            .header("acp-connection-id", &client.connection)
+            .header("content-type", "application/json")
+            .body(huge)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(code, StatusCode::PAYLOAD_TOO_LARGE, "{body}");
+    // After all that, the connection serves as before.
+    let (code, body) = client.post(&list, None).await;
+    assert_eq!(code, StatusCode::ACCEPTED, "{body}");
+}
+
+#[tokio::test]
+async fn the_profile_is_served_over_http2_as_the_rfd_requires() {
+    let env = TestEnv::new().await;
+    env.mock.push(Reply::text(&["two"]));
+    let server = Server::start(&env).await;
+    let url = http_url(&server.url);
+    let http2 = reqwest::Client::builder().http2_prior_knowledge().build().unwrap();
+    let probe = http2.get(&url).send().await.unwrap();
+    assert_eq!(probe.version(), reqwest::Version::HTTP_2);
+    let (mut client, _) = HttpClient::initialize_with(&url, http2).await;
+    let mut connection = client.open(None).await;
+    let session = new_session(&mut client, &mut connection, &env).await;
+    let mut events = client.open(Some(&session)).await;
+    let id = client.request("session/prompt", prompt(&session, "Hi"), Some(&session)).await;
+    let (done, before) = events.response(id).await;
+    assert_eq!(done["result"]["stopReason"], "end_turn", "{done}");
+    assert_eq!(chunks(&before).0, "two");
+}
+
+#[tokio::test]
+async fn a_connection_that_reads_nothing_is_cut_off_and_does_not_slow_the_turn() {
+    let env = TestEnv::new().await;
+    // 48 MB of answer: far more than a connection may have waiting (16 MiB).
+    let answer = Long { chunks: 12_000, size: 4_000, thought_every: None };
+    env.mock.push(Reply::long(answer));
+    let server = Server::start(&env).await;
+    let mut first = server.client().await;
+    let session = first.new_session(&env.cwd()).await;
+    let (mut stalled, _) = HttpClient::initialize(&http_url(&server.url)).await;
+    stalled.request("session/resume", open(&session, &env), None).await;
+
+    let prompt = first.prompt(&session, "Go").await;
+    let (done, seen) = first.response(prompt).await;
+    assert_eq!(done["result"]["stopReason"], "end_turn", "{done}");
+    assert_eq!(text_of(&updates(&seen, &session), "agent_message_chunk"), answer.text());
+    let (code, body) =
+        stalled.post(&json!({"jsonrpc": "2.0", "id": 5, "method": "session/list", "params": {}}), None).await;
+    assert_eq!(code, StatusCode::NOT_FOUND, "the stalled connection was ended: {body}");
+    assert!(server.stderr().contains("behind"), "{}", server.stderr());
+}
+
+#[tokio::test]
+async fn an_idle_connection_ends_and_http_connections_count_against_the_cap() {
+    let env = TestEnv::new().await;
+    let server = Server::start_with(&env, &["--heartbeat", "1", "--max-connections", "1"]).await;
+    let url = http_url(&server.url);
+    let (idle, _) = HttpClient::initialize(&url).await;
+    let message = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": 1}});
+    let refused = http_client().post(&url).json(&message).send().await.unwrap();
+    assert_eq!(refused.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert!(refused.text().await.unwrap().contains("--max-connections"));
+    // Nothing read or posted for three heartbeats: the connection ends, its slot is free.
+    tokio::time::sleep(Duration::from_millis(4_000)).await;
+    let (code, _) = idle.post(&json!({"jsonrpc": "2.0", "id": 1, "method": "session/list", "params": {}}), None).await;
+    assert_eq!(code, StatusCode::NOT_FOUND);
+    let (next, _) = HttpClient::initialize(&url).await;
+    assert_eq!(next.delete().await, StatusCode::ACCEPTED);
 }
 
 #[tokio::test]

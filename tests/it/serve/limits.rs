@@ -246,17 +246,25 @@ async fn half_a_request_is_timed_out_and_connections_not_yet_upgraded_are_capped
     let env = TestEnv::new().await;
     let server = Server::start_with(&env, &["--max-connections", "1"]).await;
     let address = server.url.trim_start_matches("ws://").trim_end_matches("/acp").to_owned();
-    let mut slow = tokio::net::TcpStream::connect(&address).await.unwrap();
-    slow.write_all(b"GET /acp HTTP/1.1\r\nHost: x\r\n").await.unwrap();
-    // The one place for a connection not yet upgraded is taken: the next is answered 503.
+    // With one connection allowed, four sockets may be served over HTTP (a Streamable HTTP
+    // client's POSTs and its streams); with all four held by half requests, the next is 503.
+    let mut held = Vec::new();
+    for _ in 0..4 {
+        let mut slow = tokio::net::TcpStream::connect(&address).await.unwrap();
+        slow.write_all(b"GET /acp HTTP/1.1\r\nHost: x\r\n").await.unwrap();
+        held.push(slow);
+    }
+    tokio::time::sleep(Duration::from_millis(100)).await;
     let mut next = tokio::net::TcpStream::connect(&address).await.unwrap();
     let mut answer = String::new();
     tokio::time::timeout(Duration::from_secs(5), next.read_to_string(&mut answer)).await.unwrap().unwrap();
     assert!(answer.starts_with("HTTP/1.1 503"), "{answer}");
-    // The half request is dropped once its headers are late (10 s).
-    let mut rest = Vec::new();
-    let ended = tokio::time::timeout(Duration::from_secs(15), slow.read_to_end(&mut rest)).await;
-    assert!(ended.is_ok(), "the half request was still open after 15 s");
+    // The half requests are dropped once their headers are late (10 s).
+    for mut slow in held {
+        let mut rest = Vec::new();
+        let ended = tokio::time::timeout(Duration::from_secs(15), slow.read_to_end(&mut rest)).await;
+        assert!(ended.is_ok(), "a half request was still open after 15 s");
+    }
     let mut client = server.client().await;
     assert!(client.call("session/list", json!({})).await["sessions"].is_array());
 }

@@ -38,11 +38,15 @@ pub fn http_url(ws: &str) -> String {
 impl HttpClient {
     /// `POST initialize` at `url`: the client, and the result.
     pub async fn initialize(url: &str) -> (Self, Value) {
-        let http = http_client();
+        Self::initialize_with(url, http_client()).await
+    }
+
+    /// [`Self::initialize`] through `http`.
+    pub async fn initialize_with(url: &str, http: reqwest::Client) -> (Self, Value) {
         let message = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize",
             "params": {"protocolVersion": 1, "clientCapabilities": {}}});
         let response = http.post(url).json(&message).send().await.unwrap();
-        assert_eq!(response.status(), StatusCode::OK);
+        assert_eq!(response.status(), StatusCode::OK, "initialize");
         let connection = response.headers()["acp-connection-id"].to_str().unwrap().to_owned();
         let answer: Value = response.json().await.unwrap();
         assert_eq!(answer["id"], 0, "{answer}");
