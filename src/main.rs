@@ -65,7 +65,8 @@ enum Command {
         #[arg(long, value_name = "ADDR")]
         server: Option<String>,
     },
-    /// Serve ACP over WebSocket (`ws://ADDR/acp`) to any number of clients, with sessions that
+    /// Serve ACP over WebSocket (`ws://ADDR/acp`) and Streamable HTTP (`http://ADDR/acp`) to any
+    /// number of clients, with sessions that
     /// outlive their connections: a client that goes away mid-turn only detaches, and another
     /// may load the session and follow its turn. Stops at SIGTERM or SIGINT.
     Serve {

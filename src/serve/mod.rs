@@ -1,15 +1,16 @@
-//! `cairn serve`: the Agent Client Protocol over WebSocket, for any number of clients, with
-//! sessions that belong to the server instead of to a connection.
+//! `cairn serve`: the Agent Client Protocol over WebSocket and Streamable HTTP, for any number
+//! of clients, with sessions that belong to the server instead of to a connection.
 //!
-//! One endpoint, `/acp`, upgrades a `GET` to a WebSocket (`upgrade`; the `Acp-Connection-Id`
-//! header on the 101 names the connection) and serves it as an editor is served on stdio
-//! (`socket`). All
+//! One endpoint, `/acp` (`http`), upgrades a `GET` to a WebSocket (`upgrade`; the
+//! `Acp-Connection-Id` header on the 101 names the connection) and serves it as an editor is
+//! served on stdio (`socket`), or serves the Streamable HTTP profile: messages POSTed, answers
+//! and updates on event streams (`http`). All
 //! connections share one [`Registry`] whose sink is a [`Hub`]: a session's updates go to every
 //! connection viewing it, any connection may load or resume a session another one made, and a
 //! connection that goes away only detaches; its turns go on and are recorded. A connection is
 //! pinged, and one silent for two heartbeats is cut off (a half-open socket); past a number of
-//! open connections an upgrade is answered 503 ([`Limits`]); connections not yet upgraded have a
-//! cap and a time limit of their own (`listen`). SIGTERM or SIGINT stops accepting,
+//! open connections an upgrade or an `initialize` is answered 503 ([`Limits`]); sockets served
+//! over HTTP have a cap and a time limit of their own (`listen`). SIGTERM or SIGINT stops accepting,
 //! cancels the running turns cleanly and flushes the store.
 //!
 //! It listens on loopback or on a Unix socket (made 0600): serving beyond this machine needs
@@ -66,7 +67,8 @@ impl Listen {
 pub struct Limits {
     /// How often a connection is pinged; one silent for two of these is cut off.
     pub heartbeat: Duration,
-    /// Connections open at once; past it an upgrade is answered 503.
+    /// Connections open at once (WebSocket and Streamable HTTP); past it an upgrade or an
+    /// `initialize` is answered 503.
     pub connections: usize,
 }
 
@@ -112,12 +114,12 @@ pub async fn run(
                 .await
                 .map_err(|err| format!("cannot listen on {address}: {err}"))?;
             let bound = listener.local_addr().map_err(|err| err.to_string())?;
-            say(&format!("cairn serve: listening on ws://{bound}/acp"));
+            say(&format!("cairn serve: listening on ws://{bound}/acp (Streamable HTTP at http://{bound}/acp)"));
             listen::serve(listener, server.clone(), most, stop).await;
         }
         Listen::Unix(path) => {
             let (listener, id) = bind_unix(&path)?;
-            say(&format!("cairn serve: listening on {} (WebSocket at /acp)", path.display()));
+            say(&format!("cairn serve: listening on {} (WebSocket and Streamable HTTP at /acp)", path.display()));
             listen::serve(listener, server.clone(), most, stop).await;
             unbind_unix(&path, id);
         }
