@@ -34,6 +34,9 @@ use crate::serve::socket::BEHIND;
 const IDLE_BEATS: u32 = 3;
 /// Messages the client has posted that the peer has not read yet.
 const INPUT: usize = 16;
+/// Session streams a connection may have; past it a session's traffic stays on the
+/// connection's stream, and a `GET` of one more is refused.
+pub const STREAMS: usize = 256;
 
 /// Where the answer to a posted request goes.
 #[derive(Clone, Debug)]
@@ -61,6 +64,8 @@ pub enum Refused {
     Gone,
     /// The stream cannot go on from the id the client gave: the reason.
     CannotResume(String),
+    /// The connection has [`STREAMS`] session streams.
+    TooMany,
 }
 
 /// What the routes hold of a connection.
@@ -295,6 +300,10 @@ impl Actor {
         after: Option<String>,
         reply: oneshot::Sender<Result<Reader, Refused>>,
     ) {
+        if !self.sessions.contains_key(&session) && self.sessions.len() >= STREAMS {
+            let _ = reply.send(Err(Refused::TooMany));
+            return;
+        }
         let fresh = self.sessions.get(&session).is_none_or(Stream::is_fresh) && !self.routed.contains(&session);
         let from_elsewhere = after.as_deref().and_then(|after| seq_after(after, &session));
         if let (true, Some(seq)) = (fresh, from_elsewhere) {
@@ -340,7 +349,9 @@ impl Actor {
                 // A new session's stream opens here; its answer is on the connection's stream,
                 // where the client waits for it.
                 self.routed.insert(made.clone());
-                self.sessions.entry(made.clone()).or_insert_with(|| Stream::of_session(made));
+                if self.sessions.len() < STREAMS {
+                    self.sessions.entry(made.clone()).or_insert_with(|| Stream::of_session(made));
+                }
                 return self.connection.push(message, None);
             }
             match scope {

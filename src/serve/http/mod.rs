@@ -39,6 +39,8 @@ pub const CONNECTION_HEADER: &str = "acp-connection-id";
 const SESSION_HEADER: &str = "acp-session-id";
 /// How long `initialize` may take to be answered.
 const INITIALIZE_TIME: Duration = Duration::from_secs(30);
+/// How long a POST's body may take to arrive.
+const BODY_TIME: Duration = Duration::from_secs(60);
 
 /// The methods about one session whose `POST` must name it in `Acp-Session-Id` (those of the
 /// SDKs), and whose answers go to that session's stream.
@@ -152,7 +154,12 @@ async fn post(request: Request<Incoming>, server: &Server) -> Response<Body> {
         );
     }
     let (parts, body) = request.into_parts();
-    let body = match Limited::new(body, super::socket::MAX_FRAME).collect().await {
+    let read = tokio::time::timeout(BODY_TIME, Limited::new(body, super::socket::MAX_FRAME).collect()).await;
+    let Ok(read) = read else {
+        let why = format!("the body did not arrive within {BODY_TIME:?}");
+        return text(StatusCode::REQUEST_TIMEOUT, &why);
+    };
+    let body = match read {
         Ok(body) => body.to_bytes(),
         Err(err) if err.is::<http_body_util::LengthLimitError>() => {
             let why = format!("a message is at most {} MiB; send a smaller one", super::socket::MAX_FRAME >> 20);
@@ -300,6 +307,13 @@ async fn events(headers: &HeaderMap, server: &Server) -> Response<Body> {
     let reader = match opened.await {
         Ok(Ok(reader)) => reader,
         Ok(Err(Refused::CannotResume(why))) => return text(StatusCode::CONFLICT, &why),
+        Ok(Err(Refused::TooMany)) => {
+            let why = format!(
+                "this connection has {} session streams, its limit; read more sessions on another connection",
+                connection::STREAMS
+            );
+            return text(StatusCode::SERVICE_UNAVAILABLE, &why);
+        }
         Ok(Err(Refused::Gone)) | Err(_) => return ended(&id),
     };
     let frames = futures::stream::unfold(reader, |mut reader| async move {

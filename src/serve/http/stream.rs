@@ -3,7 +3,8 @@
 //! with `Last-Event-ID` and get exactly what it had not read.
 //!
 //! Events wait here while no `GET` holds the stream ([`Stream::pending`]). Once handed to a
-//! `GET`'s body they are remembered for a while ([`RING`] of them): bytes handed to a socket that
+//! `GET`'s body they are remembered for a while (the last [`RING`] of them, at most
+//! [`RING_BYTES`] together): bytes handed to a socket that
 //! then broke may never have arrived, and a reopened stream resends what follows the last id the
 //! client saw. Ids are `SESSION:SEQ` for a session's numbered updates (the `_meta.cairn.seq` of
 //! the update, so the same id resumes on another connection through the server's record of the
@@ -19,6 +20,8 @@ use tokio::sync::mpsc;
 
 /// Events kept per stream after they were handed to a `GET`, for a client that reopens it.
 pub const RING: usize = 256;
+/// ...and at most so many bytes of them.
+pub const RING_BYTES: usize = 256 * 1024;
 
 /// An event as the client reads it.
 #[derive(Clone)]
@@ -84,8 +87,9 @@ pub struct Stream {
     /// Events not yet handed to a `GET`, and their bytes.
     pending: VecDeque<Event>,
     pending_bytes: usize,
-    /// Events handed to a `GET`, the latest [`RING`].
+    /// Events handed to a `GET`, the latest [`RING`] within [`RING_BYTES`], and their bytes.
     sent: VecDeque<Event>,
+    sent_bytes: usize,
     out: Option<Out>,
 }
 
@@ -140,10 +144,13 @@ impl Stream {
     }
 
     fn remember(&mut self, event: Event) {
-        if self.sent.len() == RING {
-            self.sent.pop_front();
-        }
+        self.sent_bytes += event.frame.len();
         self.sent.push_back(event);
+        while self.sent.len() > RING || (self.sent_bytes > RING_BYTES && self.sent.len() > 1) {
+            if let Some(old) = self.sent.pop_front() {
+                self.sent_bytes -= old.frame.len();
+            }
+        }
     }
 
     /// A `GET` takes the stream from here on (one that held it before is let go): first what
@@ -231,6 +238,26 @@ mod tests {
         let seen: Vec<String> = drain(&mut again);
         assert_eq!(seen, ["id: 2\ndata: b\n\n", "id: 3\ndata: c\n\n", "id: 4\ndata: d\n\n"]);
         assert_eq!(stream.open(Some("nothing like it")).err(), Some(Gap::Unknown));
+    }
+
+    #[test]
+    fn what_is_remembered_is_bounded_in_count_and_bytes() {
+        let mut stream = Stream::default();
+        let mut reader = stream.open(None).unwrap();
+        for _ in 0..RING + 10 {
+            stream.push(b"small", None);
+        }
+        drain(&mut reader);
+        assert_eq!(stream.sent.len(), RING);
+        assert_eq!(stream.open(Some("10")).err(), Some(Gap::Unknown), "forgotten");
+        let mut reader = stream.open(Some("11")).unwrap();
+        assert_eq!(drain(&mut reader).len(), RING - 1);
+        let big = vec![b'x'; RING_BYTES / 4];
+        for _ in 0..8 {
+            stream.push(&big, None);
+        }
+        drain(&mut reader);
+        assert!(stream.sent_bytes <= RING_BYTES && stream.sent.len() < 8, "{}", stream.sent.len());
     }
 
     #[test]
