@@ -79,6 +79,12 @@ enum Command {
         /// Connections open at once; more are answered 503.
         #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
         max_connections: u64,
+        /// Serve over TLS (wss://, https://) with this PEM certificate chain; needs --tls-key.
+        #[arg(long, requires = "tls_key", value_name = "FILE")]
+        tls_cert: Option<std::path::PathBuf>,
+        /// The PEM private key of --tls-cert.
+        #[arg(long, requires = "tls_cert", value_name = "FILE")]
+        tls_key: Option<std::path::PathBuf>,
     },
     /// Run one prompt headless and print the answer as it streams. Exit status: 0 done, 1 an
     /// error, 2 a usage mistake, 3 a limit stopped the turn, 130 interrupted.
@@ -244,7 +250,7 @@ async fn run(command: Option<Command>) -> ExitCode {
             cairn::acp::serve(setup).await;
             ExitCode::SUCCESS
         }
-        Some(Command::Serve { listen, heartbeat, max_connections }) => {
+        Some(Command::Serve { listen, heartbeat, max_connections, tls_cert, tls_key }) => {
             let listen = match cairn::serve::Listen::parse(&listen) {
                 Ok(listen) => listen,
                 Err(why) => return fail(&why),
@@ -253,7 +259,8 @@ async fn run(command: Option<Command>) -> ExitCode {
                 heartbeat: std::time::Duration::from_secs(heartbeat),
                 connections: usize::try_from(max_connections).unwrap_or(usize::MAX),
             };
-            match cairn::serve::run(listen, limits, setup).await {
+            let tls = tls_cert.zip(tls_key).map(|(cert, key)| cairn::serve::TlsFiles { cert, key });
+            match cairn::serve::run(listen, limits, tls, setup).await {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(why) => fail(&why),
             }

@@ -68,9 +68,16 @@ impl Drop for Slot {
     }
 }
 
-/// Serves `server`'s one route on `listener` until `stop` resolves; at most `most` sockets are
-/// served over HTTP at once (upgraded ones are counted apart, by `upgrade`).
-pub async fn serve<L: Accept>(listener: L, server: Server, most: usize, stop: impl Future<Output = ()>) {
+/// Serves `server`'s one route on `listener` (over TLS when `tls` is given) until `stop`
+/// resolves; at most `most` sockets are served over HTTP at once (upgraded ones are counted
+/// apart, by `upgrade`).
+pub async fn serve<L: Accept>(
+    listener: L,
+    server: Server,
+    most: usize,
+    tls: Option<tokio_rustls::TlsAcceptor>,
+    stop: impl Future<Output = ()>,
+) {
     raise_open_files();
     let pending = Arc::new(AtomicUsize::new(0));
     let mut stop = std::pin::pin!(stop);
@@ -90,6 +97,9 @@ pub async fn serve<L: Accept>(listener: L, server: Server, most: usize, stop: im
             }
         };
         let Some(counted) = Slot::take(&pending, most) else {
+            if tls.is_some() {
+                continue; // a plain answer would not be read on a TLS socket
+            }
             tokio::spawn(async move {
                 let body = "cairn serve has too many connections open; try again later\n";
                 let answer = format!(
@@ -105,16 +115,41 @@ pub async fn serve<L: Accept>(listener: L, server: Server, most: usize, stop: im
             let server = server.clone();
             async move { Ok::<_, std::convert::Infallible>(super::http::answer(request, &server).await) }
         });
+        let tls = tls.clone();
         tokio::spawn(async move {
-            let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
-            builder.http1().timer(TokioTimer::new()).header_read_timeout(HEADER_TIME);
-            builder.http2().timer(TokioTimer::new());
-            let connection = builder.serve_connection_with_upgrades(TokioIo::new(io), service);
-            if let Err(err) = connection.await {
-                tracing::debug!(%err, "an HTTP connection ended with an error");
+            match tls {
+                None => serve_http(io, service).await,
+                // The handshake has the headers' time limit: a client that opens a socket and
+                // says nothing holds it no longer over TLS.
+                Some(tls) => match tokio::time::timeout(HEADER_TIME, tls.accept(io)).await {
+                    Ok(Ok(io)) => serve_http(io, service).await,
+                    Ok(Err(err)) => tracing::debug!(%err, "a TLS handshake failed"),
+                    Err(_) => tracing::debug!("a TLS handshake took longer than {HEADER_TIME:?}"),
+                },
             }
             drop(counted);
         });
+    }
+}
+
+/// Serves HTTP/1.1 (with upgrades) or HTTP/2 on `io` until it closes.
+async fn serve_http<I, S>(io: I, service: S)
+where
+    I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    S: hyper::service::Service<
+            hyper::Request<hyper::body::Incoming>,
+            Response = hyper::Response<super::upgrade::Body>,
+            Error = std::convert::Infallible,
+        > + Send
+        + 'static,
+    S::Future: Send + 'static,
+{
+    let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+    builder.http1().timer(TokioTimer::new()).header_read_timeout(HEADER_TIME);
+    builder.http2().timer(TokioTimer::new());
+    let connection = builder.serve_connection_with_upgrades(TokioIo::new(io), service);
+    if let Err(err) = connection.await {
+        tracing::debug!(%err, "an HTTP connection ended with an error");
     }
 }
 

@@ -20,7 +20,10 @@ pub mod bridge;
 mod http;
 mod listen;
 mod socket;
+mod tls;
 mod upgrade;
+
+pub use tls::TlsFiles;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -90,12 +93,16 @@ struct Server {
     http: Arc<http::Connections>,
 }
 
-/// Serves until SIGTERM or SIGINT. `setup` loads the configuration and opens the store.
+/// Serves until SIGTERM or SIGINT, over TLS with `tls`' certificate when given. `setup` loads
+/// the configuration and opens the store.
 pub async fn run(
     listen: Listen,
     limits: Limits,
+    tls: Option<TlsFiles>,
     setup: impl FnOnce() -> Result<(Store, Arc<Config>), String>,
 ) -> Result<(), String> {
+    let tls = tls.as_ref().map(tls::acceptor).transpose()?;
+    let (ws, http) = if tls.is_some() { ("wss", "https") } else { ("ws", "http") };
     let (store, config) = setup()?;
     let hub = Hub::new();
     let sessions = Registry::new(store, config, Arc::clone(&hub) as Arc<dyn crate::session::UpdateSink>);
@@ -114,13 +121,13 @@ pub async fn run(
                 .await
                 .map_err(|err| format!("cannot listen on {address}: {err}"))?;
             let bound = listener.local_addr().map_err(|err| err.to_string())?;
-            say(&format!("cairn serve: listening on ws://{bound}/acp (Streamable HTTP at http://{bound}/acp)"));
-            listen::serve(listener, server.clone(), most, stop).await;
+            say(&format!("cairn serve: listening on {ws}://{bound}/acp (Streamable HTTP at {http}://{bound}/acp)"));
+            listen::serve(listener, server.clone(), most, tls, stop).await;
         }
         Listen::Unix(path) => {
             let (listener, id) = bind_unix(&path)?;
             say(&format!("cairn serve: listening on {} (WebSocket and Streamable HTTP at /acp)", path.display()));
-            listen::serve(listener, server.clone(), most, stop).await;
+            listen::serve(listener, server.clone(), most, tls, stop).await;
             unbind_unix(&path, id);
         }
     }

@@ -301,3 +301,57 @@ async fn a_permission_asked_on_the_sessions_stream_is_answered_by_a_post() {
     assert_eq!(done["result"]["stopReason"], "end_turn", "{done}");
     assert_eq!(std::fs::read_to_string(&path).unwrap(), "x\n");
 }
+
+#[tokio::test]
+async fn over_tls_both_profiles_are_served_and_http2_is_negotiated() {
+    use tokio_rustls::rustls;
+    use tokio_rustls::rustls::pki_types::CertificateDer;
+    use tokio_rustls::rustls::pki_types::pem::PemObject;
+    let env = TestEnv::new().await;
+    env.mock.push(Reply::text(&["secure"]));
+    let fixture = |name: &str| format!("{}/tests/it/fixtures/tls/{name}", env!("CARGO_MANIFEST_DIR"));
+    let (cert, key) = (fixture("server.pem"), fixture("server.key"));
+    let server = Server::start_with(&env, &["--tls-cert", &cert, "--tls-key", &key]).await;
+    assert!(server.url.starts_with("wss://"), "{}", server.url);
+    let url = server.url.replace("wss://", "https://");
+
+    let ca = std::fs::read(fixture("ca.pem")).unwrap();
+    let _ = http_client(); // installs the crypto provider
+    let https =
+        reqwest::Client::builder().tls_certs_only([reqwest::Certificate::from_pem(&ca).unwrap()]).build().unwrap();
+    let (mut client, _) = HttpClient::initialize_with(&url, https.clone()).await;
+    let mut connection = client.open(None).await;
+    let session = new_session(&mut client, &mut connection, &env).await;
+    let mut events = client.open(Some(&session)).await;
+    let id = client.request("session/prompt", prompt(&session, "Hi"), Some(&session)).await;
+    let (done, before) = events.response(id).await;
+    assert_eq!(done["result"]["stopReason"], "end_turn", "{done}");
+    assert_eq!(chunks(&before).0, "secure");
+    let probe = https.get(&url).send().await.unwrap();
+    assert_eq!(probe.version(), reqwest::Version::HTTP_2, "ALPN picks HTTP/2");
+
+    // The WebSocket upgrades over the same TLS (HTTP/1.1 by ALPN).
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(CertificateDer::from_pem_slice(&ca).unwrap()).unwrap();
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let mut config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    let address = server.url.trim_start_matches("wss://").trim_end_matches("/acp").to_owned();
+    let tcp = tokio::net::TcpStream::connect(&address).await.unwrap();
+    let name = rustls::pki_types::ServerName::try_from("127.0.0.1").unwrap();
+    let tls = tokio_rustls::TlsConnector::from(std::sync::Arc::new(config)).connect(name, tcp).await.unwrap();
+    let (mut socket, response) = tokio_tungstenite::client_async(&server.url, tls).await.unwrap();
+    assert!(response.headers().contains_key("acp-connection-id"));
+    use futures::{SinkExt, StreamExt};
+    let list = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": 1}});
+    socket.send(tokio_tungstenite::tungstenite::Message::Text(list.to_string().into())).await.unwrap();
+    let answer = tokio::time::timeout(Duration::from_secs(10), socket.next()).await.unwrap().unwrap().unwrap();
+    assert!(answer.to_text().unwrap().contains("protocolVersion"), "{answer}");
+
+    // A plain client gets no answer it could mistake for one.
+    assert!(http_client().get(http_url(&url.replace("https://", "ws://"))).send().await.is_err());
+}
