@@ -64,10 +64,10 @@ mod tests {
         let empty = dir.path().join("empty.pem");
         std::fs::write(&empty, "").unwrap();
         let missing = dir.path().join("missing.pem");
-        let files = TlsFiles { cert: missing.clone(), key: empty.clone() };
+        let files = TlsFiles { cert: missing, key: empty.clone() };
         let err = acceptor(&files).err().unwrap();
         assert!(err.contains("--tls-cert") && err.contains("missing.pem"), "{err}");
-        let files = TlsFiles { cert: empty.clone(), key: empty.clone() };
+        let files = TlsFiles { cert: empty.clone(), key: empty };
         let err = acceptor(&files).err().unwrap();
         assert!(err.contains("no certificate"), "{err}");
     }
