@@ -5,11 +5,12 @@
 //!
 //! Where a message goes, as the transport's RFD and the SDKs have it: a session's notifications
 //! and requests go to that session's stream once it has one on this connection (a `session/new`
-//! or `session/fork` result names it, or the client opened it), the answers to requests POSTed
-//! for a session (`session/prompt`, `session/cancel`, …) to the same stream, and the rest (the
-//! answers to `session/new`, `load`, `resume`, `fork` and `list` among them) to the connection's
-//! own stream. A session without a stream of its own here has its messages on the connection's
-//! stream, so a client that reads only that one misses nothing.
+//! or `session/fork` result names it, or the client opened it), the answer to a request that
+//! named a session (in `Acp-Session-Id` or its params) to the same stream, after the updates it
+//! caused (a load's replay: the RFD puts a load's answer on the connection's stream, where it
+//! can overtake the replay), and the rest (the answers to `session/new`, `fork` and `list` among
+//! them) to the connection's own stream. A session without a stream of its own here has its
+//! messages on the connection's stream, so a client that reads only that one misses nothing.
 //!
 //! The connection ends at `DELETE`; when nothing has read or posted for [`idle`] heartbeats; or
 //! when more than [`BEHIND`] bytes wait for a client that does not read them. Its end only

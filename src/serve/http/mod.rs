@@ -43,7 +43,7 @@ const INITIALIZE_TIME: Duration = Duration::from_secs(30);
 const BODY_TIME: Duration = Duration::from_secs(60);
 
 /// The methods about one session whose `POST` must name it in `Acp-Session-Id` (those of the
-/// SDKs), and whose answers go to that session's stream.
+/// SDKs).
 const SESSION_SCOPED: [&str; 5] =
     ["session/prompt", "session/cancel", "session/set_mode", "session/set_config_option", "session/close"];
 
@@ -207,9 +207,11 @@ async fn post(request: Request<Incoming>, server: &Server) -> Response<Body> {
             return unknown_session(named);
         }
         if let Some(key) = key {
-            let scope = match named {
-                Some(session) if SESSION_SCOPED.contains(&method) => Scope::Session(session.to_owned()),
-                _ => Scope::Connection,
+            // The answer follows what the request named: on a session's stream (when it has one
+            // here) it comes after the updates it caused, a load's replay included.
+            let scope = match named.or(in_params.as_deref()) {
+                Some(session) => Scope::Session(session.to_owned()),
+                None => Scope::Connection,
             };
             if handle.commands.send(Command::Route { key, scope }).await.is_err() {
                 return ended(&id);

@@ -218,32 +218,68 @@ async fn sigterm_stops_the_server_and_keeps_what_was_shown() {
 
 #[tokio::test]
 async fn the_python_sdks_websocket_client_drives_a_prompt_a_question_and_a_load() {
-    python_sdk_drives_a_prompt_a_question_and_a_load(|server| server.url.clone()).await;
+    drives_a_prompt_a_question_and_a_load(python_client, |server| server.url.clone()).await;
 }
 
 /// The RFD says a client MUST speak both profiles; the SDK's HTTP client reads every session's
 /// updates where cairn sends them (the connection's stream, or the session's once opened).
 #[tokio::test]
 async fn the_python_sdks_streamable_http_client_drives_a_prompt_a_question_and_a_load() {
-    python_sdk_drives_a_prompt_a_question_and_a_load(|server| crate::support::streamable::http_url(&server.url)).await;
+    let http = |server: &Server| crate::support::streamable::http_url(&server.url);
+    drives_a_prompt_a_question_and_a_load(python_client, http).await;
 }
 
-async fn python_sdk_drives_a_prompt_a_question_and_a_load(url: impl FnOnce(&Server) -> String) {
+#[tokio::test]
+async fn the_typescript_sdks_websocket_client_drives_a_prompt_a_question_and_a_load() {
+    drives_a_prompt_a_question_and_a_load(typescript_client, |server| server.url.clone()).await;
+}
+
+#[tokio::test]
+async fn the_typescript_sdks_streamable_http_client_drives_a_prompt_a_question_and_a_load() {
+    let http = |server: &Server| crate::support::streamable::http_url(&server.url);
+    drives_a_prompt_a_question_and_a_load(typescript_client, http).await;
+}
+
+/// `tests/conformance/remote_client.py` with the pinned Python SDK, given `config`.
+async fn python_client(config: Value) -> tokio::process::Command {
+    let sdk = tokio::task::spawn_blocking(crate::support::python::acp_sdk)
+        .await
+        .unwrap_or_else(|err| std::panic::resume_unwind(err.into_panic()));
+    let mut command = crate::support::python::python(&sdk);
+    command.arg(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/conformance/remote_client.py")).arg(config.to_string());
+    command
+}
+
+/// `tests/conformance/node/remote_client.mjs` with the pinned TypeScript SDK, given `config`.
+async fn typescript_client(mut config: Value) -> tokio::process::Command {
+    let sdk = tokio::task::spawn_blocking(crate::support::node::ts_sdk)
+        .await
+        .unwrap_or_else(|err| std::panic::resume_unwind(err.into_panic()));
+    config["modules"] = json!(sdk);
+    let mut command = crate::support::node::node();
+    command
+        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/conformance/node/remote_client.mjs"))
+        .arg(config.to_string());
+    command
+}
+
+/// A client nobody here wrote (`client`, given `{url, workspace}`) prompts through `cairn serve`
+/// at `url`, answers the permission question the turn's `write` asks, closes, and loads the
+/// session over a new connection; it prints what it saw.
+async fn drives_a_prompt_a_question_and_a_load<C>(client: impl FnOnce(Value) -> C, url: impl FnOnce(&Server) -> String)
+where
+    C: Future<Output = tokio::process::Command>,
+{
     let env = TestEnv::new().await;
     let path = env.workspace().join("note.md");
     env.mock.push(Reply::tool_calls(&[("c1", "write", json!({"path": path, "content": "kept\n"}))]));
     env.mock.push(Reply::text(&["written"]));
     let server = Server::start(&env).await;
-    let sdk = tokio::task::spawn_blocking(crate::support::python::acp_sdk)
-        .await
-        .unwrap_or_else(|err| std::panic::resume_unwind(err.into_panic()));
-    let config = json!({"url": url(&server), "workspace": env.cwd()});
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/conformance/remote_client.py");
-    let mut command = crate::support::python::python(&sdk);
-    command.arg(script).arg(config.to_string()).current_dir(env.workspace()).kill_on_drop(true);
+    let mut command = client(json!({"url": url(&server), "workspace": env.cwd()})).await;
+    command.current_dir(env.workspace()).kill_on_drop(true);
     let output = tokio::time::timeout(Duration::from_secs(120), command.output()).await.unwrap().unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(output.status.success(), "the Python client failed: {stderr}\ncairn serve:\n{}", server.stderr());
+    assert!(output.status.success(), "the client failed: {stderr}\ncairn serve:\n{}", server.stderr());
     let summary: Value = serde_json::from_slice(&output.stdout).unwrap();
 
     assert_eq!(summary["stopReason"], "end_turn", "{summary}");

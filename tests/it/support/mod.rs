@@ -7,6 +7,8 @@
 pub mod dialects;
 pub mod editor;
 pub mod mock_llm;
+pub mod node;
+pub mod pinned;
 pub mod python;
 pub mod served;
 pub mod streamable;

@@ -1,16 +1,15 @@
 //! The Python ACP SDK for the conformance test, installed by the suite itself from PyPI.
 //!
 //! `tests/conformance/requirements.txt` pins the SDK and its dependencies. On first use they are
-//! installed with `python3 -m pip install --target` into `<target dir>/conformance/`, in a
-//! directory named after the interpreter (`cpython-311`) and a hash of the pins, so later runs
-//! reuse it and a change of pins or interpreter installs afresh. The install goes to a temporary
-//! directory renamed into place when complete: a directory under its final name is whole, and of
-//! two processes installing at once the first rename wins and the other drops its copy. Anything
+//! installed with `python3 -m pip install --target` (`pinned`), in a directory named after the
+//! interpreter (`cpython-311`) and a hash of the pins. Anything
 //! missing (python3, pip, the network to PyPI) fails the test with what to install or check: a
 //! test that skips when it cannot run cannot fail.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
+
+use super::pinned::{install_once, run, shown};
 
 /// The pins, as the install reads them.
 const REQUIREMENTS: &str = include_str!("../../conformance/requirements.txt");
@@ -18,53 +17,36 @@ const REQUIREMENTS: &str = include_str!("../../conformance/requirements.txt");
 /// The Python interpreter the suite uses.
 pub const PYTHON: &str = "python3";
 
-/// Written last into a complete install.
-const STAMP: &str = "cairn-requirements.txt";
-
 /// The directory holding the pinned SDK (for `PYTHONPATH`), installing it first if needed.
 /// Panics, saying what to do, when it cannot.
 pub fn acp_sdk() -> PathBuf {
     let tag = interpreter_tag();
-    let root = Path::new(env!("CARGO_TARGET_TMPDIR")).parent().expect("the target dir").join("conformance");
-    let installed = root.join(format!("python-{tag}-{:016x}", fnv1a(REQUIREMENTS)));
-    if installed.join(STAMP).is_file() {
-        return installed;
-    }
-    require_pip();
-    std::fs::create_dir_all(&root).unwrap_or_else(|err| panic!("cannot create {}: {err}", root.display()));
-    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.subsec_nanos());
-    let staging = root.join(format!(".installing-{}-{nanos}", std::process::id()));
-    let requirements = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/conformance/requirements.txt");
-    let output = run(Command::new(PYTHON).args(["-m", "pip", "install"]).args([
-        "--disable-pip-version-check",
-        "--no-input",
-        "--no-deps",
-        "--only-binary=:all:",
-        "--target",
-    ]))
-    .arg(&staging)
-    .arg("-r")
-    .arg(&requirements)
-    .output();
-    let output = output.unwrap_or_else(|err| panic!("cannot run `{PYTHON} -m pip`: {err}"));
-    if !output.status.success() {
-        let _ = std::fs::remove_dir_all(&staging);
-        panic!(
-            "installing the Python ACP SDK from PyPI failed ({}): the conformance test needs network access to \
-             PyPI (or pip configured for a mirror) on its first run, to install {} into {}.\n{}",
+    install_once(&format!("python-{tag}"), REQUIREMENTS, |staging| {
+        require_pip();
+        let requirements = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/conformance/requirements.txt");
+        let output = run(Command::new(PYTHON).args(["-m", "pip", "install"]).args([
+            "--disable-pip-version-check",
+            "--no-input",
+            "--no-deps",
+            "--only-binary=:all:",
+            "--target",
+        ]))
+        .arg(staging)
+        .arg("-r")
+        .arg(&requirements)
+        .output()
+        .map_err(|err| format!("cannot run `{PYTHON} -m pip`: {err}"))?;
+        if output.status.success() {
+            return Ok(());
+        }
+        Err(format!(
+            "pip failed ({}): the conformance test needs network access to PyPI (or pip configured for a \
+             mirror) on its first run, to install {}.\n{}",
             output.status,
             requirements.display(),
-            installed.display(),
             shown(&output)
-        );
-    }
-    std::fs::write(staging.join(STAMP), REQUIREMENTS).expect("write the install's stamp");
-    if let Err(err) = std::fs::rename(&staging, &installed) {
-        let _ = std::fs::remove_dir_all(&staging);
-        // Another test process finished the same install first.
-        assert!(installed.join(STAMP).is_file(), "cannot move the install into {}: {err}", installed.display());
-    }
-    installed
+        ))
+    })
 }
 
 /// `python3` with the SDK first on its path, and only its own standard library besides.
@@ -110,19 +92,4 @@ fn require_pip() {
         "`{PYTHON} -m pip` does not run, and the conformance test installs the Python ACP SDK with it \
          (Debian: apt-get install python3-pip, or `{PYTHON} -m ensurepip`):\n{missing}"
     );
-}
-
-/// A command that inherits the environment (pip's own settings, a mirror, a proxy) but not
-/// stdin.
-fn run(command: &mut Command) -> &mut Command {
-    command.stdin(std::process::Stdio::null())
-}
-
-fn shown(output: &Output) -> String {
-    format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr))
-}
-
-/// FNV-1a: a hash that stays the same across Rust versions, for a directory name.
-fn fnv1a(text: &str) -> u64 {
-    text.bytes().fold(0xcbf2_9ce4_8422_2325, |hash, byte| (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3))
 }
