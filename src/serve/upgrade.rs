@@ -45,6 +45,10 @@ pub fn answer(request: Request<Incoming>, server: &Server) -> Response<Body> {
     if request.uri().path() != "/acp" {
         return text(StatusCode::NOT_FOUND, "cairn serve answers at /acp only");
     }
+    let grant = match super::auth::grant(server, request.headers()) {
+        Ok(grant) => grant,
+        Err(refused) => return *refused,
+    };
     if request.method() != Method::GET {
         let mut response = text(
             StatusCode::METHOD_NOT_ALLOWED,
@@ -102,7 +106,7 @@ pub fn answer(request: Request<Incoming>, server: &Server) -> Response<Body> {
         let socket =
             tokio_tungstenite::WebSocketStream::from_raw_socket(TokioIo::new(upgraded), Role::Server, Some(config))
                 .await;
-        socket::serve(socket, server.sessions, server.hub, connection, heartbeat).await;
+        socket::serve(socket, server.sessions, server.hub, connection, heartbeat, grant).await;
         drop(slot);
     });
     let mut response = Response::new(Full::new(Bytes::new()));
