@@ -209,7 +209,7 @@ async fn open(registry: &Registry, target: Target, cwd: &Path, rules: &[Rule]) -
         }
     };
     Ok(match target {
-        Target::New => (registry.create(cwd, attach()).await?.id, true),
+        Target::New => (registry.create(cwd, None, attach()).await?.id, true),
         Target::Session(id) => (stored(id).await?, false),
         Target::Continue => {
             let project = cwd.to_string_lossy().into_owned();

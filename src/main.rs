@@ -61,18 +61,27 @@ enum Command {
         /// Be a bridge to a running `cairn serve` (`ws://HOST:PORT/acp` or a Unix socket's
         /// path) instead of serving here: the sessions live in the server, and quitting the
         /// editor mid-turn only detaches. When no server answers, cairn says so on stderr and
-        /// serves here.
+        /// serves here. CAIRN_SERVE_TOKEN, when set, is sent as the bearer token of a server
+        /// run with --auth; a server that refuses it ends cairn with an error.
         #[arg(long, value_name = "ADDR")]
         server: Option<String>,
     },
     /// Serve ACP over WebSocket (`ws://ADDR/acp`) and Streamable HTTP (`http://ADDR/acp`) to any
     /// number of clients, with sessions that
     /// outlive their connections: a client that goes away mid-turn only detaches, and another
-    /// may load the session and follow its turn. Stops at SIGTERM or SIGINT.
+    /// may load the session and follow its turn. Stops at SIGTERM or SIGINT. `cairn serve token
+    /// …` manages the tokens `--auth` checks.
     Serve {
-        /// IP:PORT on loopback, or the path of a Unix socket (made readable by you alone).
+        #[command(subcommand)]
+        then: Option<ServeThen>,
+        /// IP:PORT, or the path of a Unix socket (made readable by you alone). An address other
+        /// than loopback needs --auth.
         #[arg(long, default_value = cairn::serve::DEFAULT_LISTEN)]
         listen: String,
+        /// Let in only requests carrying `Authorization: Bearer SECRET` of a token `cairn serve
+        /// token create` made (not revoked); each client sees only its principal's sessions.
+        #[arg(long)]
+        auth: bool,
         /// Seconds between pings; a client silent for two of them is disconnected.
         #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u64).range(1..=3600))]
         heartbeat: u64,
@@ -106,6 +115,15 @@ enum Command {
     /// Check the setup: config, model and keys, providers reachable, database, MCP servers, log
     /// file. Exit status: 0 if nothing failed, 1 otherwise.
     Doctor,
+}
+
+#[derive(Subcommand)]
+enum ServeThen {
+    /// The bearer tokens `cairn serve --auth` lets in: create, list, revoke.
+    Token {
+        #[command(subcommand)]
+        command: cairn::serve::tokens::TokenCommand,
+    },
 }
 
 #[derive(Subcommand)]
@@ -227,9 +245,11 @@ async fn run(command: Option<Command>) -> ExitCode {
                 Ok(target) => target,
                 Err(why) => return fail(&why),
             };
-            match cairn::serve::bridge::connect(target).await {
+            let token = std::env::var("CAIRN_SERVE_TOKEN").ok().filter(|token| !token.is_empty());
+            match cairn::serve::bridge::connect(target, token).await {
                 Ok(connected) => cairn::serve::bridge::run(connected).await,
-                Err(why) => {
+                Err(cairn::serve::bridge::NotConnected::Refused(why)) => return fail(&why),
+                Err(cairn::serve::bridge::NotConnected::NoAnswer(why)) => {
                     use std::io::Write as _;
                     let _ =
                         writeln!(std::io::stderr().lock(), "cairn: no server answers at {why}; serving here instead");
@@ -250,8 +270,18 @@ async fn run(command: Option<Command>) -> ExitCode {
             cairn::acp::serve(setup).await;
             ExitCode::SUCCESS
         }
-        Some(Command::Serve { listen, heartbeat, max_connections, tls_cert, tls_key }) => {
-            let listen = match cairn::serve::Listen::parse(&listen) {
+        Some(Command::Serve { then: Some(ServeThen::Token { command }), .. }) => {
+            let (store, _) = match setup() {
+                Ok(setup) => setup,
+                Err(why) => return fail(&why),
+            };
+            match cairn::serve::tokens::run(store, command).await {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(err) => fail(&err.to_string()),
+            }
+        }
+        Some(Command::Serve { then: None, listen, auth, heartbeat, max_connections, tls_cert, tls_key }) => {
+            let listen = match cairn::serve::Listen::parse(&listen, auth) {
                 Ok(listen) => listen,
                 Err(why) => return fail(&why),
             };
@@ -260,7 +290,7 @@ async fn run(command: Option<Command>) -> ExitCode {
                 connections: usize::try_from(max_connections).unwrap_or(usize::MAX),
             };
             let tls = tls_cert.zip(tls_key).map(|(cert, key)| cairn::serve::TlsFiles { cert, key });
-            match cairn::serve::run(listen, limits, tls, setup).await {
+            match cairn::serve::run(listen, limits, auth, tls, setup).await {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(why) => fail(&why),
             }

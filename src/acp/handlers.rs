@@ -6,7 +6,9 @@
 //! existing directories that may be a workspace root (`workspace::Guard`). The client is a
 //! [`WireSink`] (`sink.rs`). On a server ([`Served`]) the sessions are the server's: a
 //! connection views each session it opens, prompts or changes the settings of, and its end only
-//! stops the viewing (no turn is cancelled, nothing shut down).
+//! stops the viewing (no turn is cancelled, nothing shut down). Every session id a request
+//! names goes through [`Agent::session`]: a connection acting for a principal of `cairn serve
+//! --auth` that does not own the session is answered exactly as if it did not exist.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -22,56 +24,16 @@ use super::auth::{ENVIRONMENT_METHOD, LOGIN_METHOD, auth_methods, needs_no_login
 use super::convert::{block_to_part, invalid_params, modes, session_error, stop_reason, usage_update};
 use super::opening::Opening;
 use super::rpc::Handler;
+use super::served::Served;
 use super::sink::WireSink;
 use crate::ids::{SessionId, iso8601};
-use crate::session::{Hub, Registry, SessionError, Viewer};
+use crate::session::{Principal, Registry, SessionError};
 use crate::settings::{self, Setting};
 
 /// Sessions per `session/list` page.
 const PAGE_SIZE: usize = 50;
 
 type Answer = Result<BoxFuture<'static, Result<Value, acp::Error>>, acp::Error>;
-
-/// One connection of a server: the server's hub, and this connection's view in it.
-pub struct Served {
-    pub hub: Arc<Hub>,
-    pub viewer: Viewer,
-}
-
-impl Served {
-    /// This connection sees `session`'s updates from now on.
-    fn view(&self, session: &SessionId) {
-        self.hub.attach(session, &self.viewer);
-    }
-
-    /// The answer of a request naming `session`: on a server, a connection does not view a
-    /// session the request found not to exist.
-    fn found<T>(
-        served: Option<&Served>,
-        session: &SessionId,
-        result: Result<T, SessionError>,
-    ) -> Result<T, acp::Error> {
-        if let (Some(served), Err(SessionError::NotFound(_))) = (served, &result) {
-            served.hub.unview(session, &served.viewer);
-        }
-        result.map_err(|err| session_error(&err))
-    }
-
-    /// What a settings change on `session` leaves: [`Self::found`], and the other connections
-    /// viewing the session see the change.
-    fn after_change(
-        served: Option<&Served>,
-        session: &SessionId,
-        changed: Result<crate::session::SessionView, SessionError>,
-    ) -> Result<crate::session::SessionView, acp::Error> {
-        let view = Self::found(served, session, changed)?;
-        if let Some(served) = served {
-            let update = crate::session::Update::Options(Box::new(view.clone()));
-            served.hub.send_to_others(session, update, &served.viewer);
-        }
-        Ok(view)
-    }
-}
 
 /// The ACP agent: what `cairn` serves on stdio, and on each connection of `cairn serve`.
 pub struct Agent {
@@ -93,6 +55,27 @@ impl Agent {
         if let Some(served) = &self.served {
             served.view(session);
         }
+    }
+
+    /// The session a request names, if this connection may touch it; else the error a session
+    /// that does not exist gets. The one way a handler turns a wire id into a session.
+    fn session(&self, id: &acp::SessionId) -> Result<SessionId, acp::Error> {
+        let id = SessionId::from_string(id.0.clone());
+        if self.sees(&id) { Ok(id) } else { Err(session_error(&SessionError::NotFound(id))) }
+    }
+
+    /// Whether this connection may touch session `id`: on stdio and without `--auth`, any.
+    fn sees(&self, id: &SessionId) -> bool {
+        let Some(served) = &self.served else { return true };
+        match self.sessions.get() {
+            Ok(sessions) => served.principal.sees(sessions.store(), id),
+            Err(_) => served.principal == Principal::Local,
+        }
+    }
+
+    /// The owner of the sessions this connection creates.
+    fn owner(&self) -> Option<String> {
+        self.served.as_ref().and_then(|served| served.principal.owner())
     }
 
     fn sessions(&self) -> Result<Registry, acp::Error> {
@@ -142,6 +125,13 @@ impl Agent {
     /// `logout`: forgets every key `cairn login` saved (keys in the environment stay).
     fn logout(&self, params: Value) -> Answer {
         let _: acp::LogoutRequest = parse(LOGOUT, params)?;
+        if self.owner().is_some() {
+            return Err(acp::Error::new(
+                acp::ErrorCode::InvalidRequest.into(),
+                "logout forgets the keys saved on the server, which a client of `cairn serve --auth` may not do; \
+                 run `cairn logout` on the server",
+            ));
+        }
         let sessions = self.sessions()?;
         if let Some(credentials) = &sessions.config().credentials {
             credentials
@@ -177,10 +167,10 @@ impl Agent {
         let extra = self.additional_directories(request.additional_directories)?;
         let sessions = self.sessions()?;
         needs_no_login(sessions.config())?;
-        let (sink, served) = (Arc::clone(&self.sink), self.served.clone());
+        let (sink, served, owner) = (Arc::clone(&self.sink), self.served.clone(), self.owner());
         Ok(async move {
             let attach = sink.attach(request.mcp_servers, extra);
-            let view = sessions.create(&cwd, attach).await.map_err(|err| session_error(&err))?;
+            let view = sessions.create(&cwd, owner, attach).await.map_err(|err| session_error(&err))?;
             if let Some(served) = served {
                 served.view(&view.id);
             }
@@ -199,7 +189,7 @@ impl Agent {
         // The session works in its stored directory, checked again when it goes live.
         self.workspace_root("cwd", request.cwd)?;
         let extra = self.additional_directories(request.additional_directories)?;
-        let id = session_id(&request.session_id);
+        let id = self.session(&request.session_id)?;
         // Queued now, in wire order: the replay shows everything sent before this line was
         // read, and what the running turn sends after it comes after the replay, never twice.
         let (attach, announced) = self.sink.attach_early(request.mcp_servers, extra);
@@ -223,7 +213,7 @@ impl Agent {
         let request: acp::ResumeSessionRequest = parse(SESSION_RESUME, with_mcp_servers(params))?;
         self.workspace_root("cwd", request.cwd)?;
         let extra = self.additional_directories(request.additional_directories)?;
-        let id = session_id(&request.session_id);
+        let id = self.session(&request.session_id)?;
         // Queued now, in wire order: a prompt right behind this request finds the session
         // attached to these servers, not started without them and then restarted.
         let (attach, announced) = self.sink.attach_early(request.mcp_servers, extra);
@@ -244,7 +234,7 @@ impl Agent {
         let request: acp::ForkSessionRequest = parse(SESSION_FORK, with_mcp_servers(params))?;
         let cwd = self.workspace_root("cwd", request.cwd)?;
         let extra = self.additional_directories(request.additional_directories)?;
-        let parent = session_id(&request.session_id);
+        let parent = self.session(&request.session_id)?;
         let sessions = self.sessions()?;
         let (sink, served) = (Arc::clone(&self.sink), self.served.clone());
         Ok(async move {
@@ -266,7 +256,7 @@ impl Agent {
     fn close_session(&self, params: Value) -> Answer {
         let request: acp::CloseSessionRequest = parse(SESSION_CLOSE, params)?;
         let sessions = self.sessions()?;
-        let id = session_id(&request.session_id);
+        let id = self.session(&request.session_id)?;
         let served = self.served.clone();
         Ok(async move {
             sessions.close(&id).await.map_err(|err| session_error(&err))?;
@@ -281,7 +271,10 @@ impl Agent {
     fn delete_session(&self, params: Value) -> Answer {
         let request: acp::DeleteSessionRequest = parse(SESSION_DELETE, params)?;
         let sessions = self.sessions()?;
-        let id = session_id(&request.session_id);
+        // Deleting a session that does not exist succeeds; so does one this connection may not see.
+        let Ok(id) = self.session(&request.session_id) else {
+            return ready(&acp::DeleteSessionResponse::new());
+        };
         let served = self.served.clone();
         Ok(async move {
             sessions.delete(&id).await.map_err(|err| session_error(&err))?;
@@ -304,11 +297,13 @@ impl Agent {
             .and_then(|cairn| cairn.get("subagents"))
             .and_then(Value::as_bool)
             .unwrap_or(false);
-        let sessions = self.sessions()?;
+        let (sessions, owner) = (self.sessions()?, self.owner());
         Ok(async move {
             let cwd = cwd.map(|cwd| cwd.to_string_lossy().into_owned());
-            let page =
-                sessions.list(cwd, request.cursor, PAGE_SIZE, subagents).await.map_err(|err| session_error(&err))?;
+            let page = sessions
+                .list(owner, cwd, request.cursor, PAGE_SIZE, subagents)
+                .await
+                .map_err(|err| session_error(&err))?;
             let infos = page
                 .sessions
                 .into_iter()
@@ -336,7 +331,6 @@ impl Agent {
 
     fn set_config_option(&self, params: Value) -> Answer {
         let request: acp::SetSessionConfigOptionRequest = parse(SESSION_SET_CONFIG_OPTION, params)?;
-        let id = session_id(&request.session_id);
         let sessions = self.sessions()?;
         let value = match &request.value {
             acp::SessionConfigOptionValue::Boolean { value } => settings::Value::Bool(*value),
@@ -345,6 +339,7 @@ impl Agent {
             _ => settings::Value::Id(""),
         };
         let setting = Setting::parse(&request.config_id.0, value).map_err(|err| session_error(&err.into()))?;
+        let id = self.session(&request.session_id)?;
         self.view(&id);
         let changed = sessions.set(&id, setting.clone());
         let (sink, served) = (Arc::clone(&self.sink), self.served.clone());
@@ -371,9 +366,9 @@ impl Agent {
 
     fn set_mode(&self, params: Value) -> Answer {
         let request: acp::SetSessionModeRequest = parse(SESSION_SET_MODE, params)?;
-        let id = session_id(&request.session_id);
         let setting = Setting::mode(&request.mode_id.0).map_err(|err| session_error(&err.into()))?;
         let sessions = self.sessions()?;
+        let id = self.session(&request.session_id)?;
         self.view(&id);
         let changed = sessions.set(&id, setting);
         let (sink, served) = (Arc::clone(&self.sink), self.served.clone());
@@ -406,10 +401,18 @@ impl Agent {
             ));
         };
         let request: Resume = parse(STREAM_RESUME, params)?;
-        let id = SessionId::from_string(request.session_id);
         let sessions = self.sessions()?;
-        // In wire order: what is sent from here on follows what is resent.
-        let last = served.hub.resume(&id, &served.viewer, request.after_seq).map_err(|err| {
+        let id = SessionId::from_string(request.session_id);
+        // In wire order: what is sent from here on follows what is resent. A session this
+        // connection may not see is answered as one that does not exist, whose stream is empty.
+        let resumed = match self.sees(&id) {
+            true => served.hub.resume(&id, &served.viewer, request.after_seq),
+            false if request.after_seq > 0 => {
+                Err(crate::session::ResumeError::Ahead { session: id.clone(), after: request.after_seq, last: 0 })
+            }
+            false => return Err(session_error(&SessionError::NotFound(id))),
+        };
+        let last = resumed.map_err(|err| {
             let reason = match err {
                 crate::session::ResumeError::TooOld { .. } => "too_old",
                 crate::session::ResumeError::Ahead { .. } => "ahead",
@@ -431,7 +434,7 @@ impl Agent {
             return Err(invalid_params("session/prompt: `prompt` must hold at least one content block"));
         }
         let parts = request.prompt.into_iter().map(block_to_part).collect::<Result<Vec<_>, _>>()?;
-        let (sessions, id) = (self.sessions()?, session_id(&request.session_id));
+        let (sessions, id) = (self.sessions()?, self.session(&request.session_id)?);
         self.view(&id);
         let turn = sessions.prompt(&id, parts);
         let served = self.served.clone();
@@ -488,8 +491,8 @@ impl Handler for Agent {
         match method {
             SESSION_CANCEL => match parse::<acp::CancelNotification>(method, params) {
                 Ok(cancel) => {
-                    if let Ok(sessions) = self.sessions.get() {
-                        sessions.cancel(&session_id(&cancel.session_id));
+                    if let (Ok(sessions), Ok(id)) = (self.sessions.get(), self.session(&cancel.session_id)) {
+                        sessions.cancel(&id);
                     }
                 }
                 Err(err) => tracing::warn!(%err, "ignoring a malformed session/cancel"),
@@ -513,10 +516,6 @@ impl Handler for Agent {
             Err(_) => async {}.boxed(),
         }
     }
-}
-
-fn session_id(id: &acp::SessionId) -> SessionId {
-    SessionId::from_string(id.0.clone())
 }
 
 /// Deserializes params; a failure names the method and the field.

@@ -13,13 +13,14 @@ pub mod headless;
 mod opening;
 mod question;
 pub mod rpc;
+mod served;
 mod sink;
 pub(crate) mod stdio;
 
 use std::sync::Arc;
 
 use crate::config::Config;
-use crate::session::{Hub, Registry};
+use crate::session::{Hub, Principal, Registry};
 use crate::store::Store;
 
 /// Serves ACP on stdin/stdout until stdin closes. `setup` loads the configuration and opens the
@@ -46,16 +47,24 @@ pub async fn serve(setup: impl FnOnce() -> Result<(Store, Arc<Config>), String> 
 
 /// Serves one client of `cairn serve` on `input`/`output` (one JSON-RPC message per line, as on
 /// stdio) until its input ends, with the server's `sessions`, whose sink is `hub`. The end of
-/// the input only detaches the client. Past its `budget` the client is to be cut off.
-pub async fn serve_connection<R, W>(input: R, output: W, sessions: Registry, hub: Arc<Hub>, budget: rpc::Budget)
-where
+/// the input only detaches the client. Past its `budget` the client is to be cut off. It acts
+/// for `principal`: a named one sees only the sessions it owns.
+pub async fn serve_connection<R, W>(
+    input: R,
+    output: W,
+    sessions: Registry,
+    hub: Arc<Hub>,
+    budget: rpc::Budget,
+    principal: Principal,
+) where
     R: tokio::io::AsyncRead + Unpin,
     W: tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
     rpc::serve_within(input, output, Some(budget), move |peer| {
         let sink = Arc::new(sink::WireSink::new(peer));
         let viewer = hub.viewer(Arc::clone(&sink) as Arc<dyn crate::session::UpdateSink>);
-        handlers::Agent::new(sink, opening::Opening::ready(sessions), Some(handlers::Served { hub, viewer }))
+        let served = served::Served { hub, viewer, principal };
+        handlers::Agent::new(sink, opening::Opening::ready(sessions), Some(served))
     })
     .await;
 }

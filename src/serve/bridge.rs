@@ -8,7 +8,10 @@
 //! so when no server answers it can say so on stderr and leave stdin to cairn serving the editor
 //! itself, as without `--server`. The end of stdin closes the socket (the server detaches the
 //! client); a server that closes the connection ends the bridge with the server's reason on
-//! stderr.
+//! stderr. Given a token (`CAIRN_SERVE_TOKEN`, for a server run with `--auth`), it sends it on
+//! the handshake as `Authorization: Bearer`, and never logs it; a server that refuses it (401)
+//! ends the bridge with an error, since serving the editor here instead would quietly split its
+//! sessions between two places: only a server that does not answer is served around.
 
 use std::path::PathBuf;
 
@@ -64,6 +67,17 @@ impl<T: AsyncRead + AsyncWrite + Unpin + Send> Stream for T {}
 
 type Socket = tokio_tungstenite::WebSocketStream<Box<dyn Stream>>;
 
+/// Why no connection was made.
+#[derive(Debug, thiserror::Error)]
+pub enum NotConnected {
+    /// Nothing answers at the address (or not in time): the editor may be served here.
+    #[error("{0}")]
+    NoAnswer(String),
+    /// The server answered and refused this client: serving here would split its sessions.
+    #[error("{0}")]
+    Refused(String),
+}
+
 /// A connection to the server, made before stdin is touched.
 pub struct Connected {
     socket: Socket,
@@ -74,34 +88,60 @@ pub struct Connected {
 /// answering (and cairn serves the editor itself).
 const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 
-/// Connects to the server at `target`; the error says why none answered.
-pub async fn connect(target: Target) -> Result<Connected, String> {
+/// Connects to the server at `target`, showing `token` (a `cairn serve token create` secret) if
+/// given; the error says why none answered, or why the one that did refused.
+pub async fn connect(target: Target, token: Option<String>) -> Result<Connected, NotConnected> {
     let described = target.describe();
-    tokio::time::timeout(CONNECT_TIMEOUT, connect_now(target))
-        .await
-        .unwrap_or_else(|_| Err(format!("{described}: no answer within {} s", CONNECT_TIMEOUT.as_secs())))
+    tokio::time::timeout(CONNECT_TIMEOUT, connect_now(target, token)).await.unwrap_or_else(|_| {
+        Err(NotConnected::NoAnswer(format!("{described}: no answer within {} s", CONNECT_TIMEOUT.as_secs())))
+    })
 }
 
-async fn connect_now(target: Target) -> Result<Connected, String> {
+async fn connect_now(target: Target, token: Option<String>) -> Result<Connected, NotConnected> {
+    use tokio_tungstenite::tungstenite::client::IntoClientRequest as _;
+    let no_answer = |err: &dyn std::fmt::Display| NotConnected::NoAnswer(format!("{}: {err}", target.describe()));
     let (stream, url): (Box<dyn Stream>, String) = match &target {
         Target::Url { address, url } => {
-            let stream = tokio::net::TcpStream::connect(address.as_str())
-                .await
-                .map_err(|err| format!("{}: {err}", target.describe()))?;
+            let stream = tokio::net::TcpStream::connect(address.as_str()).await.map_err(|err| no_answer(&err))?;
             let _ = stream.set_nodelay(true);
             (Box::new(stream), url.clone())
         }
         Target::Socket(path) => {
-            let stream =
-                tokio::net::UnixStream::connect(path).await.map_err(|err| format!("{}: {err}", target.describe()))?;
+            let stream = tokio::net::UnixStream::connect(path).await.map_err(|err| no_answer(&err))?;
             (Box::new(stream), "ws://localhost/acp".to_owned())
         }
     };
     let config = WebSocketConfig::default().max_message_size(Some(MAX_FRAME)).max_frame_size(Some(MAX_FRAME));
-    let (socket, _) = tokio_tungstenite::client_async_with_config(url, stream, Some(config))
-        .await
-        .map_err(|err| format!("{}: {err}", target.describe()))?;
-    Ok(Connected { socket, target })
+    let mut request = url.into_client_request().map_err(|err| no_answer(&err))?;
+    if let Some(token) = token {
+        let value = hyper::header::HeaderValue::from_str(&format!("Bearer {token}")).map_err(|_| {
+            NotConnected::Refused(
+                "CAIRN_SERVE_TOKEN holds characters no header can carry; set it to the secret \
+                 `cairn serve token create` printed"
+                    .to_owned(),
+            )
+        })?;
+        request.headers_mut().insert(hyper::header::AUTHORIZATION, value);
+    }
+    match tokio_tungstenite::client_async_with_config(request, stream, Some(config)).await {
+        Ok((socket, _)) => Ok(Connected { socket, target }),
+        Err(tokio_tungstenite::tungstenite::Error::Http(response)) => {
+            let status = response.status();
+            let said = response.body().as_deref().map(String::from_utf8_lossy).unwrap_or_default();
+            let said = crate::visible::line(said.trim()).into_owned();
+            let why = if status == hyper::StatusCode::UNAUTHORIZED {
+                format!(
+                    "the server at {} refused the token (401: {said}); set CAIRN_SERVE_TOKEN to a secret of \
+                     `cairn serve token create` on that server that is not revoked",
+                    target.describe()
+                )
+            } else {
+                format!("the server at {} refused the connection ({status}: {said})", target.describe())
+            };
+            Err(NotConnected::Refused(why))
+        }
+        Err(err) => Err(no_answer(&err)),
+    }
 }
 
 /// Carries stdin to the server and the server to stdout until either ends.

@@ -13,14 +13,19 @@
 //! over HTTP have a cap and a time limit of their own (`listen`). SIGTERM or SIGINT stops accepting,
 //! cancels the running turns cleanly and flushes the store.
 //!
-//! It listens on loopback or on a Unix socket (made 0600): serving beyond this machine needs
-//! tokens, which come with the HTTP profile of the transport.
+//! Without `--auth` it listens on loopback or on a Unix socket (made 0600), and every
+//! connection acts for the local user. With `--auth` (required for any other address) every
+//! request to `/acp` must carry a bearer token `cairn serve token create` made (`auth`,
+//! `tokens`), checked before anything touches state; the connection then acts for the token's
+//! principal, which owns the sessions it creates and sees no other's.
 
+mod auth;
 pub mod bridge;
 mod http;
 mod listen;
 mod socket;
 mod tls;
+pub mod tokens;
 mod upgrade;
 
 pub use tls::TlsFiles;
@@ -46,19 +51,20 @@ pub enum Listen {
 }
 
 impl Listen {
-    /// `ADDR:PORT`, or a path (anything with a `/`) for a Unix socket. A TCP address must be
-    /// loopback.
-    pub fn parse(text: &str) -> Result<Self, String> {
+    /// `ADDR:PORT`, or a path (anything with a `/`) for a Unix socket. A TCP address that is
+    /// not loopback is taken only with `auth` (tokens checked).
+    pub fn parse(text: &str, auth: bool) -> Result<Self, String> {
         if text.contains('/') {
             return Ok(Self::Unix(PathBuf::from(text)));
         }
         let address: SocketAddr = text.parse().map_err(|_| {
             format!("--listen {text}: not an address; give IP:PORT (such as {DEFAULT_LISTEN}) or a Unix socket's path")
         })?;
-        if !address.ip().is_loopback() {
+        if !address.ip().is_loopback() && !auth {
             return Err(format!(
-                "--listen {text}: not a loopback address; cairn serve has no tokens to check clients with yet, so it \
-                 serves this machine only: listen on 127.0.0.1 or ::1, or on a Unix socket"
+                "--listen {text}: not a loopback address; serving beyond this machine needs --auth, so that only \
+                 clients holding a token (`cairn serve token create --principal NAME`) get in; or listen on \
+                 127.0.0.1, ::1 or a Unix socket"
             ));
         }
         Ok(Self::Tcp(address))
@@ -91,25 +97,39 @@ struct Server {
     open: Arc<AtomicUsize>,
     /// The Streamable HTTP connections, by id.
     http: Arc<http::Connections>,
+    /// With `--auth`, the check of every request's token.
+    auth: Option<Arc<auth::Auth>>,
 }
 
 /// Serves until SIGTERM or SIGINT, over TLS with `tls`' certificate when given. `setup` loads
-/// the configuration and opens the store.
+/// the configuration and opens the store. With `auth`, every request must carry a live token of
+/// the store's; refused at start when there is none.
 pub async fn run(
     listen: Listen,
     limits: Limits,
+    auth: bool,
     tls: Option<TlsFiles>,
     setup: impl FnOnce() -> Result<(Store, Arc<Config>), String>,
 ) -> Result<(), String> {
     let tls = tls.as_ref().map(tls::acceptor).transpose()?;
     let (ws, http) = if tls.is_some() { ("wss", "https") } else { ("ws", "http") };
     let (store, config) = setup()?;
+    let auth = match auth {
+        true => Some(Arc::new(auth::Auth::open(&store)?)),
+        false => None,
+    };
     let hub = Hub::new();
     let sessions = Registry::new(store, config, Arc::clone(&hub) as Arc<dyn crate::session::UpdateSink>);
     crate::llm::http::prepare();
     sessions.warm_default_model();
-    let server =
-        Server { sessions: sessions.clone(), hub, limits, open: Arc::new(AtomicUsize::new(0)), http: Arc::default() };
+    let server = Server {
+        sessions: sessions.clone(),
+        hub,
+        limits,
+        open: Arc::new(AtomicUsize::new(0)),
+        http: Arc::default(),
+        auth,
+    };
     let stop = async {
         stopped().await;
         tracing::info!("stopping: cancelling the running turns");
@@ -211,14 +231,16 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_listen_address_is_loopback_or_a_socket_path() {
-        assert_eq!(Listen::parse("127.0.0.1:0"), Ok(Listen::Tcp("127.0.0.1:0".parse().unwrap())));
-        assert_eq!(Listen::parse("[::1]:7420"), Ok(Listen::Tcp("[::1]:7420".parse().unwrap())));
-        assert_eq!(Listen::parse("/run/user/1000/cairn.sock"), Ok(Listen::Unix("/run/user/1000/cairn.sock".into())));
-        assert_eq!(Listen::parse("./cairn.sock"), Ok(Listen::Unix("./cairn.sock".into())));
-        let open = Listen::parse("0.0.0.0:7420").unwrap_err();
-        assert!(open.contains("not a loopback address") && open.contains("127.0.0.1"), "{open}");
-        let wrong = Listen::parse("localhost").unwrap_err();
+    fn a_listen_address_is_loopback_or_a_socket_path_unless_tokens_are_checked() {
+        assert_eq!(Listen::parse("127.0.0.1:0", false), Ok(Listen::Tcp("127.0.0.1:0".parse().unwrap())));
+        assert_eq!(Listen::parse("[::1]:7420", false), Ok(Listen::Tcp("[::1]:7420".parse().unwrap())));
+        let socket = Listen::parse("/run/user/1000/cairn.sock", false);
+        assert_eq!(socket, Ok(Listen::Unix("/run/user/1000/cairn.sock".into())));
+        assert_eq!(Listen::parse("./cairn.sock", false), Ok(Listen::Unix("./cairn.sock".into())));
+        let open = Listen::parse("0.0.0.0:7420", false).unwrap_err();
+        assert!(open.contains("not a loopback address") && open.contains("--auth"), "{open}");
+        assert_eq!(Listen::parse("0.0.0.0:7420", true), Ok(Listen::Tcp("0.0.0.0:7420".parse().unwrap())));
+        let wrong = Listen::parse("localhost", true).unwrap_err();
         assert!(wrong.contains("IP:PORT"), "{wrong}");
     }
 }

@@ -7,7 +7,8 @@
 //! it (inside a JSON string a line break is always escaped, so no text changes). The first binary
 //! frame is answered with an error; all are ignored. A frame over [`MAX_FRAME`] closes the
 //! connection with the WebSocket's "message too big" status and a reason. The connection is
-//! pinged every heartbeat; one that sent nothing (a pong included) for two is closed. The pipes between the
+//! pinged every heartbeat; one that sent nothing (a pong included) for two is closed, and so is
+//! one whose token was revoked since (1008, "the token was revoked"). The pipes between the
 //! socket and the peer are small and bounded: a client that stops reading fills them, and the
 //! peer's queue holds the rest, counted. A session's turn never waits for one client, so a
 //! client more than [`BEHIND`] bytes behind is cut off (status 1013 and the reason, when the
@@ -24,6 +25,7 @@ use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::protocol::CloseFrame;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 
+use super::auth::Grant;
 use crate::session::{Hub, Registry};
 
 /// The largest message a client may send in one frame.
@@ -39,8 +41,17 @@ const PIPE: usize = 64 * 1024;
 /// The socket of an upgraded connection.
 pub type WebSocket = tokio_tungstenite::WebSocketStream<TokioIo<hyper::upgrade::Upgraded>>;
 
-/// Serves one upgraded connection until either side ends it; the client's sessions go on.
-pub async fn serve(socket: WebSocket, sessions: Registry, hub: Arc<Hub>, connection: String, heartbeat: Duration) {
+/// Serves one upgraded connection for `grant`'s principal until either side ends it, or its
+/// token is found revoked at a heartbeat; the client's sessions go on.
+pub async fn serve(
+    socket: WebSocket,
+    sessions: Registry,
+    hub: Arc<Hub>,
+    connection: String,
+    heartbeat: Duration,
+    grant: Grant,
+) {
+    let principal = grant.principal.clone();
     let (mut to_client, mut from_client) = socket.split();
     let (mut input, peer_input) = tokio::io::duplex(PIPE);
     let (peer_output, output) = tokio::io::duplex(PIPE);
@@ -58,6 +69,11 @@ pub async fn serve(socket: WebSocket, sessions: Registry, hub: Arc<Hub>, connect
                 frame = from_client.next() => frame,
                 () = cut_off.cancelled() => break,
                 _ = pings.tick() => {
+                    if !grant.still_good() {
+                        tracing::info!(%connection, "a client's token was revoked; disconnecting it");
+                        let _ = refuse.send(close(CloseCode::Policy, "the token was revoked".to_owned()));
+                        break;
+                    }
                     if heard.elapsed() >= heartbeat * 2 {
                         tracing::info!(%connection, "a client answered no ping for {:?}; disconnecting it", heard.elapsed());
                         let _ = refuse.send(close(CloseCode::Away, "no answer to pings".to_owned()));
@@ -154,7 +170,7 @@ pub async fn serve(socket: WebSocket, sessions: Registry, hub: Arc<Hub>, connect
     };
 
     let budget = crate::acp::rpc::Budget { bytes: BEHIND, exceeded: behind };
-    let serving = crate::acp::serve_connection(peer_input, peer_output, sessions, hub, budget);
+    let serving = crate::acp::serve_connection(peer_input, peer_output, sessions, hub, budget, principal);
     tokio::join!(reading, writing, serving);
 }
 

@@ -14,6 +14,7 @@ use hyper_util::rt::TokioIo;
 use tokio_tungstenite::tungstenite::handshake::derive_accept_key;
 use tokio_tungstenite::tungstenite::protocol::{Role, WebSocketConfig};
 
+use super::auth::Grant;
 use super::listen::Slot;
 use super::{Server, socket};
 
@@ -51,9 +52,9 @@ pub fn asks_to_upgrade(headers: &HeaderMap) -> bool {
     lists(headers, header::CONNECTION, "upgrade") && lists(headers, header::UPGRADE, "websocket")
 }
 
-/// The answer to a `GET` that asks to upgrade; the upgrade starts serving the connection once
-/// hyper hands it over.
-pub fn answer(request: Request<Incoming>, server: &Server) -> Response<Body> {
+/// The answer to a `GET` that asks to upgrade, let in for `grant`; the upgrade starts serving
+/// the connection once hyper hands it over.
+pub fn answer(request: Request<Incoming>, server: &Server, grant: Grant) -> Response<Body> {
     let headers = request.headers();
     let Some(key) = headers.get(header::SEC_WEBSOCKET_KEY).map(HeaderValue::as_bytes) else {
         return text(StatusCode::BAD_REQUEST, "a WebSocket handshake needs a Sec-WebSocket-Key header");
@@ -88,7 +89,7 @@ pub fn answer(request: Request<Incoming>, server: &Server) -> Response<Body> {
         let socket =
             tokio_tungstenite::WebSocketStream::from_raw_socket(TokioIo::new(upgraded), Role::Server, Some(config))
                 .await;
-        socket::serve(socket, server.sessions, server.hub, connection, heartbeat).await;
+        socket::serve(socket, server.sessions, server.hub, connection, heartbeat, grant).await;
         drop(slot);
     });
     let mut response = Response::new(empty());

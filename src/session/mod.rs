@@ -14,6 +14,7 @@ mod actor;
 pub mod commands;
 mod hub;
 mod loading;
+mod principal;
 mod recorder;
 mod registry;
 mod setup;
@@ -34,6 +35,7 @@ use crate::tools::Host;
 
 pub use commands::COMMANDS;
 pub use hub::{Hub, ResumeError, Viewer};
+pub use principal::Principal;
 pub use registry::{PromptFuture, Registry};
 
 /// What the client gives a session it opens (new, load, resume, fork): its MCP servers, and

@@ -130,17 +130,19 @@ impl Registry {
         &self.inner.config
     }
 
-    /// Stores a new session in `cwd` (refused if it cannot be a workspace) and makes it live.
+    /// Stores a new session in `cwd` (refused if it cannot be a workspace), owned by `owner`
+    /// (a principal of `cairn serve --auth`, `None` for the local user), and makes it live.
     /// Answers once the row is committed.
-    pub async fn create(&self, cwd: &Path, attach: Attach) -> Result<SessionView, SessionError> {
+    pub async fn create(&self, cwd: &Path, owner: Option<String>, attach: Attach) -> Result<SessionView, SessionError> {
         self.inner.config.workspace_guard().check(cwd).map_err(SessionError::Workspace)?;
         let now = now_ms();
-        let row = SessionRow::new(
+        let mut row = SessionRow::new(
             SessionId::generate(),
             cwd.to_string_lossy().into_owned(),
             self.inner.config.model.clone(),
             now,
         );
+        row.owner = owner;
         self.inner.store.commit(Write::InsertSession(Box::new(row.clone()))).await?;
         let id = row.id.clone();
         self.ask(&id, Init::Ready { row: Box::new(row), history: Vec::new() }, |reply| Command::Attach {
@@ -257,15 +259,17 @@ impl Registry {
         Ok(())
     }
 
-    /// One page of sessions; sub-agents' sessions only when `subagents` asks for them.
+    /// One page of sessions (only those `owner` owns, when given); sub-agents' sessions only
+    /// when `subagents` asks for them.
     pub async fn list(
         &self,
+        owner: Option<String>,
         cwd: Option<String>,
         cursor: Option<String>,
         limit: usize,
         subagents: bool,
     ) -> Result<ListPage, SessionError> {
-        Ok(self.inner.store.list_sessions(cwd, cursor, limit, subagents).await?)
+        Ok(self.inner.store.list_sessions_of(owner, cwd, cursor, limit, subagents).await?)
     }
 
     /// What a session is doing; sessions that are not live are idle.

@@ -19,8 +19,10 @@ pub mod health;
 mod held;
 pub mod lease;
 mod migrate;
+mod owners;
 mod rows;
 mod stream;
+mod tokens;
 mod transfer;
 mod tx;
 mod writer;
@@ -38,6 +40,7 @@ use crate::permissions::Rule;
 
 pub use lease::{Holder, LastTurn, LeaseHolder};
 pub use rows::{ListPage, SessionRow};
+pub use tokens::{TokenCheck, TokenRow};
 pub use transfer::StoredMessage;
 
 /// A callback run on the writer thread once a write is committed (`Ok`) or rolled back (`Err`).
@@ -70,6 +73,8 @@ pub enum StoreError {
     InvalidCursor(String),
     #[error("the store has shut down")]
     Closed,
+    #[error("no token {0}; `cairn serve token list` shows the tokens")]
+    UnknownToken(String),
     /// Another live process is running a turn in the session.
     #[error("{0}")]
     Leased(Box<LeaseHolder>),
@@ -218,6 +223,18 @@ pub enum Write {
         row: Box<SessionRow>,
         messages: Vec<Message>,
     },
+    /// Stores a bearer token of `cairn serve --auth`: its public id, its principal and the
+    /// SHA-256 of its secret (never the secret).
+    AddToken {
+        id: String,
+        principal: String,
+        hash: [u8; 32],
+    },
+    /// Revokes a token (it stays listed); refused with [`StoreError::UnknownToken`] if there is
+    /// no such token. Revoking one already revoked changes nothing.
+    RevokeToken {
+        id: String,
+    },
     /// Changes nothing; its callback runs once everything queued before it is committed.
     Barrier,
 }
@@ -234,6 +251,8 @@ struct Inner {
     me: Holder,
     writer: writer::Handle,
     reader: Mutex<Connection>,
+    /// Whose each session is (`cairn serve --auth`).
+    owners: owners::Owners,
 }
 
 impl Store {
@@ -263,6 +282,7 @@ impl Store {
         }
         configure(&conn).map_err(sqlite)?;
         migrate::to_latest(&mut conn, path)?;
+        let owners = owners::Owners::load(&conn).map_err(sqlite)?;
         let reader = Connection::open_with_flags(
             path,
             OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX | OpenFlags::SQLITE_OPEN_URI,
@@ -274,7 +294,7 @@ impl Store {
             path: path.to_owned(),
             detail: format!("cannot start the writer thread: {err}"),
         })?;
-        Ok(Self { inner: Arc::new(Inner { path: path.to_owned(), me, writer, reader: Mutex::new(reader) }) })
+        Ok(Self { inner: Arc::new(Inner { path: path.to_owned(), me, writer, reader: Mutex::new(reader), owners }) })
     }
 
     pub fn path(&self) -> &Path {
@@ -282,7 +302,8 @@ impl Store {
     }
 
     /// Queues a write; `after` runs once it is committed or has failed. Never blocks.
-    pub fn submit(&self, write: Write, after: Option<AfterCommit>) {
+    pub fn submit(&self, mut write: Write, after: Option<AfterCommit>) {
+        self.inner.owners.note(&mut write);
         self.inner.writer.submit(write, after);
     }
 
@@ -381,7 +402,39 @@ impl Store {
         limit: usize,
         subagents: bool,
     ) -> Result<ListPage, StoreError> {
-        self.read(move |conn| rows::list_sessions(conn, cwd.as_deref(), cursor.as_deref(), limit, subagents)).await
+        self.list_sessions_of(None, cwd, cursor, limit, subagents).await
+    }
+
+    /// [`Self::list_sessions`], only those `owner` owns when it is given.
+    pub async fn list_sessions_of(
+        &self,
+        owner: Option<String>,
+        cwd: Option<String>,
+        cursor: Option<String>,
+        limit: usize,
+        subagents: bool,
+    ) -> Result<ListPage, StoreError> {
+        self.read(move |conn| {
+            rows::list_sessions(conn, cwd.as_deref(), cursor.as_deref(), limit, subagents, owner.as_deref())
+        })
+        .await
+    }
+
+    /// The principal owning session `id` as this process knows it, without reading the
+    /// database: one set when it was stored, or by the time this process opened the store
+    /// (`owners`). `None` for the local user's sessions, and for those unknown here.
+    pub fn owner(&self, id: &SessionId) -> Option<Arc<str>> {
+        self.inner.owners.of(id)
+    }
+
+    /// Every bearer token of `cairn serve`, oldest first.
+    pub async fn tokens(&self) -> Result<Vec<TokenRow>, StoreError> {
+        self.read(|conn| Ok(tokens::list(conn)?)).await
+    }
+
+    /// A connection of its own for checking tokens at each handshake ([`TokenCheck`]).
+    pub fn token_check(&self) -> Result<TokenCheck, StoreError> {
+        TokenCheck::open(&self.inner.path)
     }
 
     async fn read<T, F>(&self, query: F) -> Result<T, StoreError>
@@ -476,3 +529,5 @@ mod lease_tests;
 mod stream_tests;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tokens_tests;

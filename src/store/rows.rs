@@ -1,6 +1,7 @@
 //! Row ⇄ domain conversions: every SQL statement cairn runs, one function each, but for the
-//! leases' (`lease`), streaming parts' pieces (`stream`), whole sessions in and out (`transfer`)
-//! and the health check (`health`).
+//! leases' (`lease`), streaming parts' pieces (`stream`), whole sessions in and out (`transfer`),
+//! the health check (`health`), `cairn serve`'s tokens (`tokens`) and the sessions' owners as
+//! loaded at open (`owners`).
 
 use std::path::Path;
 
@@ -38,6 +39,9 @@ pub struct SessionRow {
     /// For a sub-agent's session, the agent's name (`task` when unnamed); `None` for sessions a
     /// user opened, forks included.
     pub subagent: Option<String>,
+    /// The principal of `cairn serve --auth` whose session this is; `None` for the local user's.
+    /// A session stored with a parent and no owner takes its parent's.
+    pub owner: Option<String>,
     pub created_at: i64,
     pub updated_at: i64,
 }
@@ -57,6 +61,7 @@ impl SessionRow {
             busy_prompt: None,
             parent_id: None,
             subagent: None,
+            owner: None,
             created_at: now,
             updated_at: now,
         }
@@ -92,7 +97,7 @@ impl ReadError {
     }
 }
 
-const SESSION_COLUMNS: &str = "id, cwd, title, model, created_at, updated_at, mode, permissions_json, cost_usd, json_extract(metadata_json, '$.thought_level'), parent_id, subagent, json_extract(metadata_json, '$.busy_prompt')";
+const SESSION_COLUMNS: &str = "id, cwd, title, model, created_at, updated_at, mode, permissions_json, cost_usd, json_extract(metadata_json, '$.thought_level'), parent_id, subagent, json_extract(metadata_json, '$.busy_prompt'), owner";
 
 fn session_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<SessionRow> {
     Ok(SessionRow {
@@ -108,6 +113,7 @@ fn session_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<SessionRow> {
         busy_prompt: row.get(12)?,
         parent_id: row.get::<_, Option<String>>(10)?.map(SessionId::from_string),
         subagent: row.get(11)?,
+        owner: row.get(13)?,
         rules: session_rules(row.get_ref(7)?.as_str().unwrap_or("[]")),
     })
 }
@@ -203,6 +209,7 @@ pub fn list_sessions(
     cursor: Option<&str>,
     limit: usize,
     subagents: bool,
+    owner: Option<&str>,
 ) -> Result<ListPage, ReadError> {
     let (after_at, after_id) = match cursor {
         None => (i64::MAX, String::new()),
@@ -211,13 +218,13 @@ pub fn list_sessions(
     let sql = format!(
         "SELECT {SESSION_COLUMNS} FROM sessions
          WHERE archived_at IS NULL AND (?1 IS NULL OR cwd = ?1) AND (?5 OR subagent IS NULL)
-           AND (updated_at < ?2 OR (updated_at = ?2 AND id < ?3))
+           AND (updated_at < ?2 OR (updated_at = ?2 AND id < ?3)) AND (?6 IS NULL OR owner = ?6)
          ORDER BY updated_at DESC, id DESC LIMIT ?4"
     );
     let fetch = i64::try_from(limit).unwrap_or(i64::MAX).saturating_add(1);
     let mut stmt = conn.prepare_cached(&sql)?;
     let mut sessions = stmt
-        .query_map(params![cwd, after_at, after_id, fetch, subagents], session_from_row)?
+        .query_map(params![cwd, after_at, after_id, fetch, subagents, owner], session_from_row)?
         .collect::<rusqlite::Result<Vec<_>>>()?;
     let next_cursor = if sessions.len() > limit {
         sessions.truncate(limit);
@@ -235,8 +242,8 @@ fn parse_cursor(cursor: &str) -> Option<(i64, String)> {
 
 /// A new session.
 pub(super) const INSERT_SESSION: &str =
-    "INSERT INTO sessions (id, cwd, title, model, mode, permissions_json, created_at, updated_at, parent_id, subagent)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)";
+    "INSERT INTO sessions (id, cwd, title, model, mode, permissions_json, created_at, updated_at, parent_id, subagent, owner)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, coalesce(?11, (SELECT owner FROM sessions WHERE id = ?9)))";
 
 pub fn insert_session(conn: &Connection, row: &SessionRow) -> rusqlite::Result<()> {
     conn.prepare_cached(INSERT_SESSION)?.execute(params![
@@ -249,7 +256,8 @@ pub fn insert_session(conn: &Connection, row: &SessionRow) -> rusqlite::Result<(
         row.created_at,
         row.updated_at,
         row.parent_id.as_ref().map(SessionId::as_str),
-        row.subagent
+        row.subagent,
+        row.owner
     ])?;
     Ok(())
 }
@@ -520,7 +528,8 @@ pub fn fork_session(conn: &Connection, row: &SessionRow, parent: &SessionId, at:
     let point = copied.last().map(|m| m.id.as_str().to_owned());
     conn.prepare_cached(
         "UPDATE sessions SET parent_id = ?2, parent_message_id = ?3,
-           metadata_json = (SELECT metadata_json FROM sessions WHERE id = ?2) WHERE id = ?1",
+           metadata_json = (SELECT metadata_json FROM sessions WHERE id = ?2),
+           owner = coalesce(owner, (SELECT owner FROM sessions WHERE id = ?2)) WHERE id = ?1",
     )?
     .execute(params![row.id.as_str(), parent.as_str(), point])?;
     let renamed = crate::history::with_new_ids(copied);

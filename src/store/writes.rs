@@ -7,7 +7,7 @@ use super::held::Held;
 use super::lease::{self, LastTurn};
 use super::stream::Streams;
 use super::tx::Db;
-use super::{StoreError, Write, rows, transfer};
+use super::{StoreError, Write, rows, tokens, transfer};
 use crate::history::{Message, Part};
 use crate::ids::{MessageId, SessionId};
 
@@ -80,6 +80,14 @@ impl Batch<'_> {
             Write::ImportSession { row, messages } => {
                 self.db.savepoint(|conn| transfer::import_session(conn, row, messages))
             }
+            Write::AddToken { id, principal, hash } => {
+                self.db.savepoint(|conn| tokens::insert(conn, id, principal, hash, now))
+            }
+            Write::RevokeToken { id } => match tokens::exists(&self.db.conn, id) {
+                Ok(true) => self.db.savepoint(|conn| tokens::revoke(conn, id, now)),
+                Ok(false) => Err(StoreError::UnknownToken(id.clone())),
+                Err(err) => Err(self.db.error(&err)),
+            },
             Write::Barrier => Ok(()),
         };
         self.results[job] = result;

@@ -28,8 +28,10 @@ use tokio::time::Instant;
 
 use super::stream::{Gap, Reader, Stream};
 use crate::serve::Server;
+use crate::serve::auth::Grant;
 use crate::serve::listen::Slot;
 use crate::serve::socket::BEHIND;
+use crate::session::Principal;
 
 /// Heartbeats with no `GET` open and no `POST` after which a connection ends.
 const IDLE_BEATS: u32 = 3;
@@ -72,13 +74,16 @@ pub enum Refused {
 /// What the routes hold of a connection.
 #[derive(Clone)]
 pub struct Handle {
+    /// Whom it acts for: only requests for the same principal reach it.
+    pub principal: Principal,
     pub commands: mpsc::Sender<Command>,
     /// Messages for the peer, one line each without its newline.
     pub input: mpsc::Sender<Vec<u8>>,
 }
 
-/// Starts a connection named `id` for `server`, holding `slot` while it lives.
-pub fn start(server: &Server, id: String, slot: Slot) -> Handle {
+/// Starts a connection named `id` for `server`, let in by `grant`, holding `slot` while it lives.
+pub fn start(server: &Server, id: String, slot: Slot, grant: Grant) -> Handle {
+    let principal = grant.principal.clone();
     let (commands, received) = mpsc::channel(64);
     let (input, posted) = mpsc::channel(INPUT);
     let (peer_input, to_peer) = tokio::io::duplex(64 * 1024);
@@ -91,6 +96,7 @@ pub fn start(server: &Server, id: String, slot: Slot) -> Handle {
         server.sessions.clone(),
         Arc::clone(&server.hub),
         budget,
+        principal.clone(),
     ));
     tokio::spawn(feed(posted, peer_input));
     let actor = Actor {
@@ -106,11 +112,11 @@ pub fn start(server: &Server, id: String, slot: Slot) -> Handle {
     let (server, heartbeat) = (server.clone(), server.limits.heartbeat);
     tokio::spawn(async move {
         let id = actor.id.clone();
-        actor.run(received, from_peer, behind, heartbeat).await;
+        actor.run(received, from_peer, behind, heartbeat, grant).await;
         server.http.remove(&id);
         drop(slot);
     });
-    Handle { commands, input }
+    Handle { principal, commands, input }
 }
 
 /// Writes the posted messages to the peer, a line each, until the connection ends.
@@ -194,6 +200,7 @@ impl Actor {
         from_peer: tokio::io::DuplexStream,
         behind: tokio_util::sync::CancellationToken,
         heartbeat: Duration,
+        grant: Grant,
     ) {
         let mut lines = BufReader::new(from_peer);
         let mut line = Vec::new();
@@ -228,6 +235,9 @@ impl Actor {
                     }
                 }
                 _ = beats.tick() => {
+                    if !grant.still_good() {
+                        break self.cut_off("the token it was opened with was revoked".to_owned());
+                    }
                     let read = self.keep_alive();
                     if read {
                         last_heard = Instant::now();

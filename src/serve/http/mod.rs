@@ -28,8 +28,11 @@ use hyper::{Method, Request, Response, StatusCode};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
+use crate::session::Principal;
+
 use self::connection::{Command, Handle, Refused, Scope};
 use super::Server;
+use super::auth::Grant;
 use super::listen::Slot;
 use super::upgrade::{self, Body, text};
 
@@ -72,6 +75,10 @@ pub async fn answer(request: Request<Incoming>, server: &Server) -> Response<Bod
     if request.uri().path() != "/acp" {
         return text(StatusCode::NOT_FOUND, "cairn serve answers at /acp only");
     }
+    let grant = match super::auth::grant(server, request.headers()) {
+        Ok(grant) => grant,
+        Err(refused) => return *refused,
+    };
     if let Some(origin) = request.headers().get(header::ORIGIN) {
         tracing::info!(origin = ?origin, "refused a request from a web page");
         return text(
@@ -81,10 +88,10 @@ pub async fn answer(request: Request<Incoming>, server: &Server) -> Response<Bod
         );
     }
     match *request.method() {
-        Method::POST => post(request, server).await,
-        Method::GET if upgrade::asks_to_upgrade(request.headers()) => upgrade::answer(request, server),
-        Method::GET => events(request.headers(), server).await,
-        Method::DELETE => delete(request.headers(), server).await,
+        Method::POST => post(request, server, grant).await,
+        Method::GET if upgrade::asks_to_upgrade(request.headers()) => upgrade::answer(request, server, grant),
+        Method::GET => events(request.headers(), server, &grant.principal).await,
+        Method::DELETE => delete(request.headers(), server, &grant.principal).await,
         _ => {
             let mut response = text(
                 StatusCode::METHOD_NOT_ALLOWED,
@@ -100,14 +107,19 @@ fn header<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
     headers.get(name).and_then(|value| value.to_str().ok()).map(str::trim).filter(|value| !value.is_empty())
 }
 
-/// The connection a request names, or the status and reason saying it does not.
-fn connection_of(headers: &HeaderMap, server: &Server) -> Result<(String, Handle), (StatusCode, String)> {
+/// The connection a request for `principal` names, or the status and reason saying it does not
+/// (another principal's connection is, to it, one that does not exist).
+fn connection_of(
+    headers: &HeaderMap,
+    server: &Server,
+    principal: &Principal,
+) -> Result<(String, Handle), (StatusCode, String)> {
     let Some(id) = header(headers, CONNECTION_HEADER) else {
         let why =
             "no Acp-Connection-Id header: POST initialize first, then send the id it answers with on every request";
         return Err((StatusCode::BAD_REQUEST, why.to_owned()));
     };
-    match server.http.get(id) {
+    match server.http.get(id).filter(|handle| handle.principal == *principal) {
         Some(handle) => Ok((id.to_owned(), handle)),
         None => Err((
             StatusCode::NOT_FOUND,
@@ -116,10 +128,11 @@ fn connection_of(headers: &HeaderMap, server: &Server) -> Result<(String, Handle
     }
 }
 
-/// Whether `session` exists on this server.
-async fn session_exists(server: &Server, session: &str) -> bool {
+/// Whether `session` exists on this server for `principal` (another's session does not).
+async fn session_exists(server: &Server, principal: &Principal, session: &str) -> bool {
     let id = crate::ids::SessionId::from_string(session.to_owned());
-    matches!(server.sessions.store().session(&id).await, Ok(Some(_)))
+    let store = server.sessions.store();
+    principal.sees(store, &id) && matches!(store.session(&id).await, Ok(Some(_)))
 }
 
 fn unknown_session(session: &str) -> Response<Body> {
@@ -143,7 +156,7 @@ struct About {
     session_id: Option<String>,
 }
 
-async fn post(request: Request<Incoming>, server: &Server) -> Response<Body> {
+async fn post(request: Request<Incoming>, server: &Server, grant: Grant) -> Response<Body> {
     let json = header(request.headers(), header::CONTENT_TYPE.as_str())
         .and_then(|value| value.split(';').next())
         .is_some_and(|kind| kind.trim().eq_ignore_ascii_case("application/json"));
@@ -181,9 +194,9 @@ async fn post(request: Request<Incoming>, server: &Server) -> Response<Body> {
     let line = super::one_line(&String::from_utf8_lossy(&body));
     let key = posted.id.map(connection::key);
     if let (Some(key), Some("initialize")) = (&key, posted.method.as_deref()) {
-        return initialize(server, key.clone(), line).await;
+        return initialize(server, key.clone(), line, grant).await;
     }
-    let (id, handle) = match connection_of(&parts.headers, server) {
+    let (id, handle) = match connection_of(&parts.headers, server, &grant.principal) {
         Ok(found) => found,
         Err((status, why)) => return text(status, &why),
     };
@@ -202,7 +215,7 @@ async fn post(request: Request<Incoming>, server: &Server) -> Response<Body> {
             return text(StatusCode::BAD_REQUEST, &why);
         }
         if let Some(named) = named
-            && !session_exists(server, named).await
+            && !session_exists(server, &grant.principal, named).await
         {
             return unknown_session(named);
         }
@@ -230,8 +243,8 @@ fn ended(id: &str) -> Response<Body> {
     text(StatusCode::NOT_FOUND, &format!("connection {id} has ended; POST initialize to open a new one"))
 }
 
-/// A new connection, answered with the result of its `initialize` and its id.
-async fn initialize(server: &Server, key: String, line: Vec<u8>) -> Response<Body> {
+/// A new connection for `grant`, answered with the result of its `initialize` and its id.
+async fn initialize(server: &Server, key: String, line: Vec<u8>, grant: Grant) -> Response<Body> {
     let Some(slot) = Slot::take(&server.open, server.limits.connections) else {
         let why = format!(
             "cairn serve has {} connections open, its limit (--max-connections); try again later",
@@ -240,7 +253,7 @@ async fn initialize(server: &Server, key: String, line: Vec<u8>) -> Response<Bod
         return text(StatusCode::SERVICE_UNAVAILABLE, &why);
     };
     let id = connection_id();
-    let handle = connection::start(server, id.clone(), slot);
+    let handle = connection::start(server, id.clone(), slot, grant);
     server.http.lock().insert(id.clone(), handle.clone());
     let (reply, answer) = tokio::sync::oneshot::channel();
     let asked = async {
@@ -278,7 +291,7 @@ fn connection_id() -> String {
 }
 
 /// A `GET` of an event stream.
-async fn events(headers: &HeaderMap, server: &Server) -> Response<Body> {
+async fn events(headers: &HeaderMap, server: &Server, principal: &Principal) -> Response<Body> {
     let takes_events = headers
         .get_all(header::ACCEPT)
         .iter()
@@ -291,13 +304,13 @@ async fn events(headers: &HeaderMap, server: &Server) -> Response<Body> {
             "GET /acp is an event stream (send Accept: text/event-stream) or a WebSocket (send Upgrade: websocket)",
         );
     }
-    let (id, handle) = match connection_of(headers, server) {
+    let (id, handle) = match connection_of(headers, server, principal) {
         Ok(found) => found,
         Err((status, why)) => return text(status, &why),
     };
     let session = header(headers, SESSION_HEADER).map(str::to_owned);
     if let Some(session) = &session
-        && !session_exists(server, session).await
+        && !session_exists(server, principal, session).await
     {
         return unknown_session(session);
     }
@@ -331,8 +344,8 @@ async fn events(headers: &HeaderMap, server: &Server) -> Response<Body> {
 }
 
 /// `DELETE`: the connection ends; its sessions go on.
-async fn delete(headers: &HeaderMap, server: &Server) -> Response<Body> {
-    let (_, handle) = match connection_of(headers, server) {
+async fn delete(headers: &HeaderMap, server: &Server, principal: &Principal) -> Response<Body> {
+    let (_, handle) = match connection_of(headers, server, principal) {
         Ok(found) => found,
         Err((status, why)) => return text(status, &why),
     };

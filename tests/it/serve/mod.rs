@@ -411,6 +411,7 @@ async fn a_resume_from_a_number_no_longer_kept_says_to_load_the_session() {
     assert_eq!(answer["error"]["code"], -32002, "an unknown session: {answer}");
 }
 
+mod auth;
 mod http;
 mod limits;
 

@@ -112,7 +112,21 @@ pub async fn connect(url: &str) -> Client {
 }
 
 async fn try_connect(url: &str) -> Result<Client, tokio_tungstenite::tungstenite::Error> {
-    let (socket, response) = tokio_tungstenite::connect_async(url).await?;
+    try_connect_with(url, None).await
+}
+
+/// A new client showing `secret` as `Authorization: Bearer` (for `cairn serve --auth`), or why
+/// the server would not take it.
+pub async fn try_connect_with(
+    url: &str,
+    secret: Option<&str>,
+) -> Result<Client, tokio_tungstenite::tungstenite::Error> {
+    use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+    let mut request = url.into_client_request()?;
+    if let Some(secret) = secret {
+        request.headers_mut().insert("authorization", format!("Bearer {secret}").parse().unwrap());
+    }
+    let (socket, response) = tokio_tungstenite::connect_async(request).await?;
     let connection = response
         .headers()
         .get("acp-connection-id")

@@ -1,0 +1,79 @@
+//! Whose each session is, known in memory so that a served request is checked when it is read,
+//! in wire order, without a read of the database (`cairn serve --auth`).
+//!
+//! Loaded from the sessions that have an owner when the store opens, then kept up to date as
+//! writes are queued: a session stored with an owner is noted, and one stored with a parent (a
+//! fork, a sub-agent's session) and no owner takes its parent's, here and in the row. An entry
+//! is never removed: a deleted session's is harmless, since it names no session any more (ids
+//! are never reused). A session another process creates with an owner after this one opened the
+//! store is unknown here, so its principal is refused it here until this process restarts:
+//! the check fails closed.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use rusqlite::Connection;
+
+use super::Write;
+use crate::ids::SessionId;
+
+pub(super) struct Owners(Mutex<HashMap<SessionId, Arc<str>>>);
+
+impl Owners {
+    pub fn load(conn: &Connection) -> rusqlite::Result<Self> {
+        let mut stmt = conn.prepare("SELECT id, owner FROM sessions WHERE owner IS NOT NULL")?;
+        let owned = stmt
+            .query_map([], |row| {
+                let (id, owner): (String, String) = (row.get(0)?, row.get(1)?);
+                Ok((SessionId::from_string(id), Arc::from(owner)))
+            })?
+            .collect::<rusqlite::Result<HashMap<_, _>>>()?;
+        Ok(Self(Mutex::new(owned)))
+    }
+
+    /// The principal owning `id`, if it has one.
+    pub fn of(&self, id: &SessionId) -> Option<Arc<str>> {
+        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner).get(id).cloned()
+    }
+
+    /// Notes the owner of the session `write` stores, if any, giving a child its parent's.
+    pub fn note(&self, write: &mut Write) {
+        let (row, parent) = match write {
+            Write::InsertSession(row) => {
+                let parent = row.parent_id.clone();
+                (row, parent)
+            }
+            Write::ForkSession { row, parent } => (row, Some(parent.clone())),
+            // Imported sessions belong to the local user.
+            Write::ImportSession { .. }
+            | Write::SetSessionTitle { .. }
+            | Write::SetSessionSetting { .. }
+            | Write::AddSessionRule { .. }
+            | Write::AddProjectRule { .. }
+            | Write::TakeLease { .. }
+            | Write::ReleaseLease { .. }
+            | Write::FinalizeOrphans { .. }
+            | Write::InsertMessage { .. }
+            | Write::SetMessageMeta { .. }
+            | Write::FinishMessage { .. }
+            | Write::PutPart { .. }
+            | Write::OpenPart { .. }
+            | Write::AppendPart { .. }
+            | Write::ClosePart { .. }
+            | Write::DeleteSession { .. }
+            | Write::HideFrom { .. }
+            | Write::SetSessionRules { .. }
+            | Write::RemoveProjectRule { .. }
+            | Write::AddToken { .. }
+            | Write::RevokeToken { .. }
+            | Write::Barrier => return,
+        };
+        let mut owners = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if row.owner.is_none() {
+            row.owner = parent.and_then(|parent| owners.get(&parent)).map(|owner| owner.to_string());
+        }
+        if let Some(owner) = &row.owner {
+            owners.insert(row.id.clone(), Arc::from(owner.as_str()));
+        }
+    }
+}
