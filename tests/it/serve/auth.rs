@@ -277,3 +277,57 @@ async fn the_bridge_shows_cairn_serve_token_and_stops_when_it_is_refused() {
     assert!(session.starts_with("ses_"));
     assert!(!editor.stderr().contains(&secret));
 }
+
+/// A client of the Streamable HTTP profile sending `secret` on every request.
+fn bearer(secret: &str) -> reqwest::Client {
+    let _ = crate::support::streamable::http_client(); // installs the crypto provider
+    let mut headers = reqwest::header::HeaderMap::new();
+    headers.insert("authorization", format!("Bearer {secret}").parse().unwrap());
+    reqwest::Client::builder().default_headers(headers).build().unwrap()
+}
+
+#[tokio::test]
+async fn the_http_profile_checks_the_token_on_every_request_and_a_connection_is_its_principals_alone() {
+    use crate::support::streamable::{HttpClient, http_client, http_url};
+    use reqwest::StatusCode;
+    let env = TestEnv::new().await;
+    let (alice_token, alice) = create(&env, "alice");
+    let (_, bob) = create(&env, "bob");
+    let server = Server::start_with(&env, &["--auth"]).await;
+    let url = http_url(&server.url);
+    let list = json!({"jsonrpc": "2.0", "id": 7, "method": "session/list", "params": {}});
+    let initialize = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": 1}});
+
+    let anonymous = http_client().post(&url).json(&initialize).send().await.unwrap();
+    assert_eq!(anonymous.status(), StatusCode::UNAUTHORIZED);
+    assert_eq!(anonymous.headers()["www-authenticate"], "Bearer");
+
+    let (mut mine, _) = HttpClient::initialize_with(&url, bearer(&alice)).await;
+    let mut stream = mine.open(None).await;
+    let id = mine.request("session/new", json!({"cwd": env.cwd(), "mcpServers": []}), None).await;
+    let (made, _) = stream.response(id).await;
+    let session = made["result"]["sessionId"].as_str().unwrap().to_owned();
+
+    // Alice's connection, named without a token or with Bob's, is not there.
+    let bare = http_client().post(&url).header("acp-connection-id", &mine.connection).json(&list).send().await.unwrap();
+    assert_eq!(bare.status(), StatusCode::UNAUTHORIZED);
+    let (theirs, _) = HttpClient::initialize_with(&url, bearer(&bob)).await;
+    let borrowed = theirs.naming(&mine.connection);
+    let (code, body) = borrowed.post(&list, None).await;
+    assert_eq!(code, StatusCode::NOT_FOUND, "{body}");
+    assert_eq!(borrowed.delete().await, StatusCode::NOT_FOUND);
+    let (code, _) = borrowed.try_open(None, None).await.err().unwrap();
+    assert_eq!(code, StatusCode::NOT_FOUND);
+    // Alice's session, on Bob's own connection, is not there either.
+    let (code, _) = theirs.try_open(Some(&session), None).await.err().unwrap();
+    assert_eq!(code, StatusCode::NOT_FOUND);
+    let cancel = json!({"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": session}});
+    let (code, _) = theirs.post(&cancel, Some(&session)).await;
+    assert_eq!(code, StatusCode::NOT_FOUND);
+    let (code, _) = mine.post(&cancel, Some(&session)).await;
+    assert_eq!(code, StatusCode::ACCEPTED, "Alice's own");
+
+    token(&env, &["revoke", &alice_token]);
+    let (code, _) = mine.post(&list, None).await;
+    assert_eq!(code, StatusCode::UNAUTHORIZED, "refused from the next request on");
+}

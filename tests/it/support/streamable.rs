@@ -98,6 +98,16 @@ impl HttpClient {
         self.try_open(session, None).await.unwrap_or_else(|(status, body)| panic!("GET: {status} {body}"))
     }
 
+    /// This client (its token, say) naming `connection` instead of its own.
+    pub fn naming(&self, connection: &str) -> Self {
+        Self {
+            url: self.url.clone(),
+            http: self.http.clone(),
+            connection: connection.to_owned(),
+            next_id: self.next_id,
+        }
+    }
+
     pub async fn delete(&self) -> StatusCode {
         let response = self.http.delete(&self.url).header("acp-connection-id", &self.connection).send().await.unwrap();
         response.status()
