@@ -345,10 +345,12 @@ async fn events(headers: &HeaderMap, server: &Server, principal: &Principal) -> 
 
 /// `DELETE`: the connection ends; its sessions go on.
 async fn delete(headers: &HeaderMap, server: &Server, principal: &Principal) -> Response<Body> {
-    let (_, handle) = match connection_of(headers, server, principal) {
+    let (id, handle) = match connection_of(headers, server, principal) {
         Ok(found) => found,
         Err((status, why)) => return text(status, &why),
     };
+    // Gone for every request from this answer on, though its actor winds down after.
+    server.http.remove(&id);
     let _ = handle.commands.send(Command::End).await;
     let mut response = Response::new(upgrade::empty());
     *response.status_mut() = StatusCode::ACCEPTED;
