@@ -58,12 +58,14 @@ enum Command {
     Acp {
         #[command(subcommand)]
         then: Option<AcpThen>,
-        /// Be a bridge to a running `cairn serve` (`ws://HOST:PORT/acp` or a Unix socket's
-        /// path) instead of serving here: the sessions live in the server, and quitting the
+        /// Be a bridge to a running `cairn serve` (`ws://HOST:PORT/acp`, a Unix socket's path,
+        /// or `local`, the default: the socket `cairn serve --listen local` makes in your runtime
+        /// directory) instead of serving here: the sessions live in the server, and quitting the
         /// editor mid-turn only detaches. When no server answers, cairn says so on stderr and
         /// serves here. CAIRN_SERVE_TOKEN, when set, is sent as the bearer token of a server
-        /// run with --auth; a server that refuses it ends cairn with an error.
-        #[arg(long, value_name = "ADDR")]
+        /// run with --auth; a server that refuses it ends cairn with an error. `[serve] url` in
+        /// config.toml does the same for a plain `cairn acp`.
+        #[arg(long, value_name = "ADDR", num_args = 0..=1, default_missing_value = "local")]
         server: Option<String>,
     },
     /// Serve ACP over WebSocket (`ws://ADDR/acp`) and Streamable HTTP (`http://ADDR/acp`) to any
@@ -227,6 +229,26 @@ fn acp_without_options() -> bool {
     }
 }
 
+/// Bridges the editor on stdio to the `cairn serve` at `server`; serves it here when no server
+/// answers, and ends with an error when the server refuses the token.
+async fn bridge(server: &str) -> ExitCode {
+    let target = match cairn::serve::bridge::Target::parse(server) {
+        Ok(target) => target,
+        Err(why) => return fail(&why),
+    };
+    let token = std::env::var("CAIRN_SERVE_TOKEN").ok().filter(|token| !token.is_empty());
+    match cairn::serve::bridge::connect(target, token).await {
+        Ok(connected) => cairn::serve::bridge::run(connected).await,
+        Err(cairn::serve::bridge::NotConnected::Refused(why)) => return fail(&why),
+        Err(cairn::serve::bridge::NotConnected::NoAnswer(why)) => {
+            use std::io::Write as _;
+            let _ = writeln!(std::io::stderr().lock(), "cairn: no server answers at {why}; serving here instead");
+            cairn::acp::serve(setup).await;
+        }
+    }
+    ExitCode::SUCCESS
+}
+
 /// Loads the configuration and opens (creating and migrating) the store.
 fn setup() -> Result<(Store, Arc<Config>), String> {
     let mut config = Config::load().map_err(|err| err.to_string())?;
@@ -240,24 +262,7 @@ fn setup() -> Result<(Store, Arc<Config>), String> {
 
 async fn run(command: Option<Command>) -> ExitCode {
     match command {
-        Some(Command::Acp { then: None, server: Some(server) }) => {
-            let target = match cairn::serve::bridge::Target::parse(&server) {
-                Ok(target) => target,
-                Err(why) => return fail(&why),
-            };
-            let token = std::env::var("CAIRN_SERVE_TOKEN").ok().filter(|token| !token.is_empty());
-            match cairn::serve::bridge::connect(target, token).await {
-                Ok(connected) => cairn::serve::bridge::run(connected).await,
-                Err(cairn::serve::bridge::NotConnected::Refused(why)) => return fail(&why),
-                Err(cairn::serve::bridge::NotConnected::NoAnswer(why)) => {
-                    use std::io::Write as _;
-                    let _ =
-                        writeln!(std::io::stderr().lock(), "cairn: no server answers at {why}; serving here instead");
-                    cairn::acp::serve(setup).await;
-                }
-            }
-            ExitCode::SUCCESS
-        }
+        Some(Command::Acp { then: None, server: Some(server) }) => bridge(&server).await,
         None | Some(Command::Acp { then: None, server: None }) => {
             if std::io::IsTerminal::is_terminal(&std::io::stdin()) {
                 use std::io::Write as _;
@@ -265,6 +270,13 @@ async fn run(command: Option<Command>) -> ExitCode {
                     std::io::stderr().lock(),
                     "cairn serves ACP on stdin/stdout for an editor; try `cairn --help` or `cairn exec \"…\"`"
                 );
+            }
+            // `[serve] url` decides where the editor is served, so it is read first, alone: a
+            // file read when the file names no `serve`. An error in it is the full load's to
+            // report, to the editor.
+            let lookup = |name: &str| std::env::var(name).ok().filter(|value| !value.is_empty());
+            if let Ok(Some(server)) = cairn::config::serve::url(&lookup) {
+                return bridge(&server).await;
             }
             // `initialize` needs neither: it is answered while they load.
             cairn::acp::serve(setup).await;

@@ -23,6 +23,7 @@ pub mod credentials;
 mod limits;
 mod mcp;
 mod process;
+pub mod serve;
 mod session;
 mod subagents;
 
@@ -78,6 +79,21 @@ pub struct Config {
     pub mcp: McpSettings,
     /// `log_file`: where logs also go (absolute, `~/` expanded); `--log-file` wins over it.
     pub log_file: Option<PathBuf>,
+    /// `[serve] url`: the `cairn serve` that `cairn acp` bridges to (read early by `serve::url`).
+    pub serve_url: Option<String>,
+}
+
+/// The config file `env` points to (`CAIRN_CONFIG`, else `config.toml` in cairn's directory of
+/// the user's configuration), absolute: relative settings mean the directory cairn was started
+/// in, now and later.
+fn file_path(env: &dyn Fn(&str) -> Option<String>) -> Option<PathBuf> {
+    let path = env("CAIRN_CONFIG").map(PathBuf::from).or_else(|| {
+        env("XDG_CONFIG_HOME")
+            .map(PathBuf::from)
+            .or_else(dirs::config_dir)
+            .map(|dir| dir.join("cairn").join("config.toml"))
+    });
+    path.map(|path| std::path::absolute(&path).unwrap_or(path))
 }
 
 /// Which wire API a provider speaks.
@@ -164,6 +180,8 @@ struct FileConfig {
     subagents: subagents::FileSubagents,
     #[serde(default)]
     session: session::FileSession,
+    #[serde(default)]
+    serve: serve::FileServe,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -196,14 +214,7 @@ impl Config {
     }
 
     fn build(env: &dyn Fn(&str) -> Option<String>, vars: &[(OsString, OsString)]) -> Result<Self, ConfigError> {
-        let path = env("CAIRN_CONFIG").map(PathBuf::from).or_else(|| {
-            env("XDG_CONFIG_HOME")
-                .map(PathBuf::from)
-                .or_else(dirs::config_dir)
-                .map(|dir| dir.join("cairn").join("config.toml"))
-        });
-        // Relative settings mean the directory cairn was started in, now and later.
-        let path = path.map(|path| std::path::absolute(&path).unwrap_or(path));
+        let path = file_path(env);
         let (file, file_path) = match &path {
             Some(path) => match std::fs::read_to_string(path) {
                 Ok(text) => (parse_file(path, &text)?, Some(path.clone())),
@@ -336,6 +347,7 @@ impl Config {
             mcp_servers,
             mcp,
             log_file,
+            serve_url: file.serve.url,
         })
     }
 

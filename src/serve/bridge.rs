@@ -35,8 +35,12 @@ pub enum Target {
 }
 
 impl Target {
-    /// `ws://HOST:PORT[/PATH]` (the path `/acp` when none is given), or a Unix socket's path.
+    /// `ws://HOST:PORT[/PATH]` (the path `/acp` when none is given), a Unix socket's path, or
+    /// `local` (the user's own socket).
     pub fn parse(text: &str) -> Result<Self, String> {
+        if text == super::LOCAL {
+            return super::local_socket().map(Self::Socket);
+        }
         if let Some(rest) = text.strip_prefix("ws://") {
             let (address, path) = rest.split_once('/').map_or((rest, ""), |(address, path)| (address, path));
             if address.is_empty() {

@@ -54,6 +54,9 @@ impl Listen {
     /// `ADDR:PORT`, or a path (anything with a `/`) for a Unix socket. A TCP address that is
     /// not loopback is taken only with `auth` (tokens checked).
     pub fn parse(text: &str, auth: bool) -> Result<Self, String> {
+        if text == LOCAL {
+            return local_socket().map(Self::Unix);
+        }
         if text.contains('/') {
             return Ok(Self::Unix(PathBuf::from(text)));
         }
@@ -68,6 +71,21 @@ impl Listen {
             ));
         }
         Ok(Self::Tcp(address))
+    }
+}
+
+/// What names the user's own socket, in `--listen`, `--server` and `[serve] url`.
+pub const LOCAL: &str = "local";
+
+/// The user's own socket: `cairn.sock` in the runtime directory (`$XDG_RUNTIME_DIR`, which only
+/// the user can enter).
+pub fn local_socket() -> Result<PathBuf, String> {
+    match std::env::var_os("XDG_RUNTIME_DIR").filter(|dir| !dir.is_empty()) {
+        Some(dir) => Ok(PathBuf::from(dir).join("cairn.sock")),
+        None => Err(format!(
+            "`{LOCAL}` is the socket cairn.sock in your runtime directory, but XDG_RUNTIME_DIR is not set; give a \
+             socket's path instead"
+        )),
     }
 }
 

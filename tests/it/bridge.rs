@@ -11,8 +11,13 @@ use crate::support::served::Server;
 use crate::support::{Agent, Editor, Reply, TestEnv, text_of, updates};
 
 async fn bridge(env: &TestEnv, server: &str) -> Agent {
+    started(env, &["acp", "--server", server]).await
+}
+
+/// `cairn ARGS…` as an editor starts it, initialized.
+async fn started(env: &TestEnv, args: &[&str]) -> Agent {
     let mut command = env.command();
-    command.args(["acp", "--server", server]);
+    command.args(args);
     let mut agent = Agent::spawn(command, Editor::default()).await;
     agent.initialize().await;
     agent
@@ -54,6 +59,42 @@ async fn an_editor_killed_mid_turn_only_detaches_and_its_next_start_loads_the_wh
     assert!(loaded["result"].is_object(), "{loaded}");
     assert_eq!(text_of(&updates(&during, &session), "agent_message_chunk"), pieces.concat());
     assert!(!server.stderr().contains("ERROR"), "{}", server.stderr());
+}
+
+/// What an editor configured once gets: `[serve] url = "local"` makes the plain `cairn acp` it
+/// launches a bridge to the server on the user's own socket (`cairn serve --listen local`, in
+/// the runtime directory), so a crash mid-turn only detaches, as with `--server`.
+#[tokio::test]
+async fn serve_url_in_the_config_makes_a_plain_cairn_acp_a_bridge_to_the_users_own_socket() {
+    let mut env = TestEnv::new().await;
+    let runtime = env.dir.path().join("run");
+    std::fs::create_dir(&runtime).unwrap();
+    env.set_env("XDG_RUNTIME_DIR", runtime.to_str().unwrap());
+    env.write_config("[serve]\nurl = \"local\"\n");
+    let pieces: Vec<String> = (0..30).map(|i| format!("<{i}>")).collect();
+    let refs: Vec<&str> = pieces.iter().map(String::as_str).collect();
+    env.mock.push(Reply::text_with_delay(&refs, Duration::from_millis(15)));
+    let server = Server::start_on(&env, "local", &[]).await;
+    assert_eq!(server.url, runtime.join("cairn.sock").to_str().unwrap(), "{}", server.stderr());
+
+    let mut editor = started(&env, &["acp"]).await;
+    let session = editor.new_session(&env.cwd()).await;
+    editor.prompt(&session, "Count").await;
+    assert!(editor.next_chunk().await.starts_with('<'));
+    editor.kill9().await;
+    // `--server` with no address is the same socket.
+    let mut again = started(&env, &["acp", "--server"]).await;
+    for _ in 0..400 {
+        let listed = again.call("session/list", json!({})).await;
+        if listed["sessions"][0]["_meta"]["cairn"]["status"] == "idle" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    let id = again.request("session/load", open(&session, &env)).await;
+    let (_, during) = again.response(id).await;
+    assert_eq!(text_of(&updates(&during, &session), "agent_message_chunk"), pieces.concat(), "the turn went on");
+    assert!(!again.stderr().contains("no server answers"), "{}", again.stderr());
 }
 
 #[tokio::test]
