@@ -3,7 +3,8 @@
 //! Drives the real binary with WebSocket clients (tokio-tungstenite) against the mock model
 //! server of the integration tests, and prints figures; nothing here asserts but that every
 //! update arrived, in order:
-//! - prompt → first text over WebSocket against stdio, the same mock, samples in turns;
+//! - prompt → first text over WebSocket and over Streamable HTTP against stdio, the same mock,
+//!   samples in turns;
 //! - spawn → `initialize` of `cairn acp --server SOCKET` (the editor's bridge) against `cairn acp`;
 //! - a second connection joining a streaming 1,000-update turn: its `session/load` answer time,
 //!   and how far behind the first connection it sees each live chunk;
@@ -25,6 +26,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use support::served::{Client, Server};
+use support::streamable::{Events, HttpClient, http_url};
 use support::{Agent, Editor, Reply, TestEnv};
 
 const SAMPLES: usize = 200;
@@ -108,6 +110,13 @@ async fn ws_first_text(client: &mut Client, session: &str) -> Duration {
     first_text(started, id, async || client.recv().await).await
 }
 
+async fn http_first_text(client: &mut HttpClient, events: &mut Events, session: &str) -> Duration {
+    let started = Instant::now();
+    let prompt = json!({"sessionId": session, "prompt": [{"type": "text", "text": "Hi"}]});
+    let id = client.request("session/prompt", prompt, Some(session)).await;
+    first_text(started, id, async || events.recv().await.1).await
+}
+
 async fn stdio_first_text(agent: &mut Agent, session: &str) -> Duration {
     let started = Instant::now();
     let id = agent.prompt(session, "Hi").await;
@@ -115,30 +124,42 @@ async fn stdio_first_text(agent: &mut Agent, session: &str) -> Duration {
 }
 
 async fn first_text_against_stdio(env: &TestEnv) {
-    for _ in 0..2 * (SAMPLES + 10) {
+    for _ in 0..3 * (SAMPLES + 10) {
         env.mock.push(Reply::text(&["Hello", " there"]));
     }
     let server = Server::start(env).await;
     let mut client = server.client().await;
     let ws_session = client.new_session(&env.cwd()).await;
+    let (mut http, _) = HttpClient::initialize(&http_url(&server.url)).await;
+    let mut connection = http.open(None).await;
+    let made = http.request("session/new", json!({"cwd": env.cwd(), "mcpServers": []}), None).await;
+    let (made, _) = connection.response(made).await;
+    let http_session = made["result"]["sessionId"].as_str().unwrap().to_owned();
+    let mut http_events = http.open(Some(&http_session)).await;
     let mut agent = env.ready().await;
     let stdio_session = agent.new_session(&env.cwd()).await;
     for _ in 0..10 {
         ws_first_text(&mut client, &ws_session).await;
+        http_first_text(&mut http, &mut http_events, &http_session).await;
         stdio_first_text(&mut agent, &stdio_session).await;
     }
-    let (mut ws, mut stdio, mut differences) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut ws, mut over_http, mut stdio) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut differences, mut http_differences) = (Vec::new(), Vec::new());
     for i in 0..SAMPLES {
-        let (a, b) = if i % 2 == 0 {
-            let a = ws_first_text(&mut client, &ws_session).await;
-            (a, stdio_first_text(&mut agent, &stdio_session).await)
-        } else {
-            let b = stdio_first_text(&mut agent, &stdio_session).await;
-            (ws_first_text(&mut client, &ws_session).await, b)
-        };
+        // Each in turn first, so that none always follows another.
+        let (mut a, mut h, mut b) = (Duration::ZERO, Duration::ZERO, Duration::ZERO);
+        for which in 0..3 {
+            match (i + which) % 3 {
+                0 => a = ws_first_text(&mut client, &ws_session).await,
+                1 => h = http_first_text(&mut http, &mut http_events, &http_session).await,
+                _ => b = stdio_first_text(&mut agent, &stdio_session).await,
+            }
+        }
         ws.push(ms(a));
+        over_http.push(ms(h));
         stdio.push(ms(b));
         differences.push(ms(a) - ms(b));
+        http_differences.push(ms(h) - ms(b));
     }
     println!("| prompt → first text, {SAMPLES} each in turns | median | p90 |");
     println!("|---|---|---|");
@@ -149,6 +170,17 @@ async fn first_text_against_stdio(env: &TestEnv) {
         quantile(&mut differences, 0.5),
         quantile(&mut differences, 0.25),
         quantile(&mut differences, 0.75)
+    );
+    println!(
+        "| Streamable HTTP (POST, session's SSE) | {:.2} ms | {:.2} ms |",
+        quantile(&mut over_http, 0.5),
+        quantile(&mut over_http, 0.9)
+    );
+    println!(
+        "| Streamable HTTP − stdio, median of pair differences (q1, q3) | {:+.2} ms ({:+.2}, {:+.2}) | |",
+        quantile(&mut http_differences, 0.5),
+        quantile(&mut http_differences, 0.25),
+        quantile(&mut http_differences, 0.75)
     );
     println!();
 }

@@ -320,7 +320,9 @@ impl Actor {
         if let (true, Some(seq)) = (fresh, from_elsewhere) {
             self.sessions.entry(session.clone()).or_insert_with(|| Stream::of_session(session.clone()));
             self.resumes += 1;
-            let id = format!("cairn-http-resume-{}", self.resumes);
+            // A client sending a request with this id (it knows its connection's) only confuses
+            // its own connection.
+            let id = format!("cairn-http-resume-{}-{}", self.id, self.resumes);
             let request = serde_json::json!({
                 "jsonrpc": "2.0",
                 "id": id,
