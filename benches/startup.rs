@@ -87,10 +87,17 @@ async fn prompts(env: &TestEnv, pause: Option<Duration>, binaries: &[Option<&OsS
 }
 
 /// `binary` with the agents' environment, in the workspace.
+/// `binary` in `env`, with a database of its own: builds of different schema versions cannot
+/// share one (the newer migrates it, and the older then refuses it).
 fn command(env: &TestEnv, binary: &OsStr) -> Command {
     let mut command = Command::new(binary);
-    command.env_clear().envs(env.agent_env()).current_dir(env.workspace());
+    let home = env.dir.path().join(format!("home-{:016x}", fnv(binary.as_encoded_bytes())));
+    command.env_clear().envs(env.agent_env()).env("CAIRN_HOME", home).current_dir(env.workspace());
     command
+}
+
+fn fnv(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, byte| (hash ^ u64::from(*byte)).wrapping_mul(0x0100_0000_01b3))
 }
 
 #[tokio::main]
