@@ -435,7 +435,9 @@ impl Agent {
         }
         let parts = request.prompt.into_iter().map(block_to_part).collect::<Result<Vec<_>, _>>()?;
         let (sessions, id) = (self.sessions()?, self.session(&request.session_id)?);
-        self.view(&id);
+        if let Some(served) = &self.served {
+            served.drive(&id);
+        }
         let turn = sessions.prompt(&id, parts);
         let served = self.served.clone();
         Ok(async move {

@@ -25,6 +25,11 @@ impl Served {
         self.hub.attach(session, &self.viewer);
     }
 
+    /// This connection prompts `session`: it views it, and the turn uses its files and terminals.
+    pub(super) fn drive(&self, session: &SessionId) {
+        self.hub.drive(session, &self.viewer);
+    }
+
     /// The answer of a request naming `session`: on a server, a connection does not view a
     /// session the request found not to exist.
     pub(super) fn found<T>(

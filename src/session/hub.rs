@@ -19,8 +19,9 @@
 //! them, and the first answer wins; the others' copies are withdrawn (dropping a request sends
 //! its cancellation). A question asked while nobody views the session waits for the next
 //! viewer, and one a viewer left unanswered by going away goes to those who remain or come; a
-//! client that answers with an error has answered. The editor's files and terminals are not
-//! used: a served turn's tools act where the server runs.
+//! client that answers with an error has answered. A turn's files and terminals are those of
+//! the client whose prompt it answers ([`Hub::drive`]) when that client offers them and still
+//! views the session, as an editor's are on stdio; else the tools act where the server runs.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -36,7 +37,10 @@ use super::loading::Loading;
 use super::{Update, UpdateSink};
 use crate::ids::SessionId;
 use crate::tools::Host;
-use crate::tools::host::{HostError, PermissionAnswer, PermissionOption, Permissions, Question, Questions, Reply};
+use crate::tools::host::{
+    FileReader, FileWriter, HostError, PermissionAnswer, PermissionOption, Permissions, Question, Questions, Reply,
+    Terminals,
+};
 
 /// One connection's view of the server's sessions.
 #[derive(Clone)]
@@ -62,6 +66,8 @@ struct Stream {
     kept: VecDeque<(u64, Update)>,
     /// When its last viewer left; `None` while viewed.
     unviewed_since: Option<Instant>,
+    /// The viewer whose prompt the next turn answers.
+    driver: Option<u64>,
 }
 
 /// Why a resume cannot give a client exactly what it missed.
@@ -114,6 +120,29 @@ impl Hub {
         }
         drop(streams);
         self.attached.send_modify(|count| *count += 1);
+    }
+
+    /// `viewer` prompts `session`: it views it, and the turn that answers uses its files and
+    /// terminals when it offers them.
+    pub fn drive(&self, session: &SessionId, viewer: &Viewer) {
+        self.attach(session, viewer);
+        if let Some(stream) = self.lock().get_mut(session) {
+            stream.driver = Some(viewer.id);
+        }
+    }
+
+    /// The host of the viewer driving `session`, while it views it.
+    fn driver(&self, session: &SessionId) -> Option<(u64, Arc<dyn Host>)> {
+        let streams = self.lock();
+        let stream = streams.get(session)?;
+        let driver = stream.driver?;
+        let viewer = stream.viewers.iter().find(|viewer| viewer.id == driver)?;
+        Some((driver, viewer.sink.host(session)))
+    }
+
+    /// Whether `viewer` still views `session`.
+    fn is_viewing(&self, session: &SessionId, viewer: u64) -> bool {
+        self.lock().get(session).is_some_and(|stream| stream.viewers.iter().any(|known| known.id == viewer))
     }
 
     /// Sends `viewer` the updates of `session` numbered after `after`, then attaches it, so that
@@ -252,7 +281,7 @@ impl UpdateSink for Hub {
     }
 
     fn host(&self, session: &SessionId) -> Arc<dyn Host> {
-        Arc::new(Viewers { hub: self.me.clone(), session: session.clone() })
+        Arc::new(Viewers { hub: self.me.clone(), session: session.clone(), driver: self.driver(session) })
     }
 }
 
@@ -260,6 +289,18 @@ impl UpdateSink for Hub {
 struct Viewers {
     hub: Weak<Hub>,
     session: SessionId,
+    /// The viewer whose prompt the turn answers, and its host, when it was viewing at the start.
+    driver: Option<(u64, Arc<dyn Host>)>,
+}
+
+impl Viewers {
+    /// The driver's host while it still views the session: once it has gone, the tools act
+    /// where the server runs and the turn goes on.
+    fn driving(&self) -> Option<&dyn Host> {
+        let (viewer, host) = self.driver.as_ref()?;
+        let hub = self.hub.upgrade()?;
+        hub.is_viewing(&self.session, *viewer).then_some(host.as_ref())
+    }
 }
 
 impl Viewers {
@@ -306,6 +347,18 @@ impl Viewers {
 }
 
 impl Host for Viewers {
+    fn reader(&self) -> Option<&dyn FileReader> {
+        self.driving()?.reader()
+    }
+
+    fn writer(&self) -> Option<&dyn FileWriter> {
+        self.driving()?.writer()
+    }
+
+    fn terminals(&self) -> Option<&dyn Terminals> {
+        self.driving()?.terminals()
+    }
+
     fn permissions(&self) -> Option<&dyn Permissions> {
         Some(self)
     }

@@ -411,6 +411,48 @@ async fn a_resume_from_a_number_no_longer_kept_says_to_load_the_session() {
     assert_eq!(answer["error"]["code"], -32002, "an unknown session: {answer}");
 }
 
+/// On a server as on stdio, a turn reads and writes through the editor's files when the editor
+/// offers them: the client whose prompt the turn answers, not the others viewing the session.
+#[tokio::test]
+async fn a_turn_reads_through_the_files_of_the_client_that_prompted_it() {
+    let env = TestEnv::new().await;
+    let path = env.workspace().join("unsaved.txt");
+    std::fs::write(&path, "as saved on disk\n").unwrap();
+    env.mock.push(Reply::tool_calls(&[("c1", "read", json!({"path": path}))]));
+    env.mock.push(Reply::text(&["seen"]));
+    let server = Server::start(&env).await;
+    let mut editor = server.connect().await;
+    let capabilities = json!({"fs": {"readTextFile": true, "writeTextFile": true}});
+    editor.call("initialize", json!({"protocolVersion": 1, "clientCapabilities": capabilities})).await;
+    let session = editor.new_session(&env.cwd()).await;
+    let mut watcher = server.client().await;
+    watcher.call("session/resume", open(&session, &env)).await;
+
+    let prompt = editor.prompt(&session, "Read it").await;
+    let asked = loop {
+        let message = editor.recv().await;
+        if message["method"] == "fs/read_text_file" {
+            break message;
+        }
+        assert!(message["id"] != prompt, "the turn ended without reading through the editor: {message}");
+    };
+    assert_eq!(asked["params"]["path"], json!(path), "{asked}");
+    editor
+        .send(json!({"jsonrpc": "2.0", "id": asked["id"], "result": {"content": "only in the editor's buffer"}}))
+        .await;
+    let (done, _) = editor.response(prompt).await;
+    assert_eq!(done["result"]["stopReason"], "end_turn", "{done}");
+    let sent: String = env.mock.requests().iter().map(Value::to_string).collect();
+    assert!(sent.contains("only in the editor's buffer") && !sent.contains("as saved on disk"), "{sent}");
+    // The other viewer saw the turn, and was asked for no file.
+    let mut seen = Vec::new();
+    while let Ok(Some(message)) = tokio::time::timeout(Duration::from_millis(300), watcher.next()).await {
+        seen.push(message);
+    }
+    assert!(seen.iter().all(|message| message["method"] != "fs/read_text_file"), "{seen:?}");
+    assert!(seen.iter().any(|message| message["params"]["update"]["sessionUpdate"] == "tool_call"), "{seen:?}");
+}
+
 mod auth;
 mod http;
 mod limits;
