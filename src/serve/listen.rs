@@ -8,9 +8,10 @@
 //! answers each request.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
+use http_body_util::BodyExt;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 
@@ -111,18 +112,30 @@ pub async fn serve<L: Accept>(
             continue;
         };
         let server = server.clone();
+        let activity = Arc::new(Activity::default());
+        let watched = Arc::clone(&activity);
         let service = hyper::service::service_fn(move |request| {
-            let server = server.clone();
-            async move { Ok::<_, std::convert::Infallible>(super::http::answer(request, &server).await) }
+            let (server, busy) = (server.clone(), Busy::start(&watched));
+            async move {
+                let response = super::http::answer(request, &server).await;
+                // Busy until the answer's body is done with: an event stream keeps its socket.
+                let response = response.map(|body| {
+                    BodyExt::boxed_unsync(BodyExt::map_frame(body, move |frame| {
+                        let _ = &busy;
+                        frame
+                    }))
+                });
+                Ok::<_, std::convert::Infallible>(response)
+            }
         });
         let tls = tls.clone();
         tokio::spawn(async move {
             match tls {
-                None => serve_http(io, service).await,
+                None => serve_http(io, service, activity).await,
                 // The handshake has the headers' time limit: a client that opens a socket and
                 // says nothing holds it no longer over TLS.
                 Some(tls) => match tokio::time::timeout(HEADER_TIME, tls.accept(io)).await {
-                    Ok(Ok(io)) => serve_http(io, service).await,
+                    Ok(Ok(io)) => serve_http(io, service, activity).await,
                     Ok(Err(err)) => tracing::debug!(%err, "a TLS handshake failed"),
                     Err(_) => tracing::debug!("a TLS handshake took longer than {HEADER_TIME:?}"),
                 },
@@ -132,8 +145,52 @@ pub async fn serve<L: Accept>(
     }
 }
 
-/// Serves HTTP/1.1 (with upgrades) or HTTP/2 on `io` until it closes.
-async fn serve_http<I, S>(io: I, service: S)
+/// What a socket served over HTTP is doing: answers not yet done with (an event stream's lasts
+/// as long as the stream), and when the last one ended.
+#[derive(Default)]
+struct Activity {
+    busy: AtomicUsize,
+    /// Milliseconds since the socket was taken at which it was last busy.
+    since: AtomicU64,
+    taken: std::sync::OnceLock<std::time::Instant>,
+}
+
+impl Activity {
+    fn now(&self) -> u64 {
+        let taken = self.taken.get_or_init(std::time::Instant::now);
+        u64::try_from(taken.elapsed().as_millis()).unwrap_or(u64::MAX)
+    }
+
+    /// How long it has had nothing to do; zero while busy.
+    fn idle(&self) -> Duration {
+        if self.busy.load(Ordering::Acquire) > 0 {
+            return Duration::ZERO;
+        }
+        Duration::from_millis(self.now().saturating_sub(self.since.load(Ordering::Acquire)))
+    }
+}
+
+/// One answer under way on a socket.
+struct Busy(Arc<Activity>);
+
+impl Busy {
+    fn start(activity: &Arc<Activity>) -> Self {
+        activity.busy.fetch_add(1, Ordering::AcqRel);
+        Self(Arc::clone(activity))
+    }
+}
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        self.0.since.store(self.0.now(), Ordering::Release);
+        self.0.busy.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// Serves HTTP/1.1 (with upgrades) or HTTP/2 on `io` until it closes. A socket with no answer
+/// under way for [`HEADER_TIME`] is closed: HTTP/1.1's own limit covers a request's headers, and
+/// this one also covers an HTTP/2 socket that opens no stream, or no more, and keeps quiet.
+async fn serve_http<I, S>(io: I, service: S, activity: Arc<Activity>)
 where
     I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     S: hyper::service::Service<
@@ -147,8 +204,29 @@ where
     let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
     builder.http1().timer(TokioTimer::new()).header_read_timeout(HEADER_TIME);
     builder.http2().timer(TokioTimer::new());
+    activity.since.store(activity.now(), Ordering::Release);
     let connection = builder.serve_connection_with_upgrades(TokioIo::new(io), service);
-    if let Err(err) = connection.await {
+    let mut connection = std::pin::pin!(connection);
+    let mut checks = tokio::time::interval(HEADER_TIME / 4);
+    let mut closing = false;
+    let ended = loop {
+        tokio::select! {
+            ended = connection.as_mut() => break ended,
+            _ = checks.tick() => {
+                // HTTP/2's graceful close waits for the client to answer a ping; one that keeps
+                // quiet is dropped at the next check.
+                if closing {
+                    break Ok(());
+                }
+                if activity.idle() >= HEADER_TIME {
+                    tracing::debug!("closing a socket idle for {:?}", activity.idle());
+                    connection.as_mut().graceful_shutdown();
+                    closing = true;
+                }
+            }
+        }
+    };
+    if let Err(err) = ended {
         tracing::debug!(%err, "an HTTP connection ended with an error");
     }
 }

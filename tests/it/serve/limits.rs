@@ -241,17 +241,23 @@ async fn a_client_that_sends_requests_and_reads_nothing_is_cut_off() {
 }
 
 #[tokio::test]
-async fn half_a_request_is_timed_out_and_connections_not_yet_upgraded_are_capped() {
+async fn half_requests_and_quiet_http2_sockets_are_closed_and_http_sockets_are_capped() {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let env = TestEnv::new().await;
     let server = Server::start_with(&env, &["--max-connections", "1"]).await;
     let address = server.url.trim_start_matches("ws://").trim_end_matches("/acp").to_owned();
     // With one connection allowed, four sockets may be served over HTTP (a Streamable HTTP
-    // client's POSTs and its streams); with all four held by half requests, the next is 503.
+    // client's POSTs and its streams); with all four held, by half requests and by HTTP/2
+    // sockets that open no stream, the next is 503.
     let mut held = Vec::new();
-    for _ in 0..4 {
+    for i in 0..4 {
         let mut slow = tokio::net::TcpStream::connect(&address).await.unwrap();
-        slow.write_all(b"GET /acp HTTP/1.1\r\nHost: x\r\n").await.unwrap();
+        if i % 2 == 0 {
+            slow.write_all(b"GET /acp HTTP/1.1\r\nHost: x\r\n").await.unwrap();
+        } else {
+            // HTTP/2's preface and an empty SETTINGS frame, then nothing.
+            slow.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\0\0\0\x04\0\0\0\0\0").await.unwrap();
+        }
         held.push(slow);
     }
     tokio::time::sleep(Duration::from_millis(100)).await;
@@ -259,11 +265,12 @@ async fn half_a_request_is_timed_out_and_connections_not_yet_upgraded_are_capped
     let mut answer = String::new();
     tokio::time::timeout(Duration::from_secs(5), next.read_to_string(&mut answer)).await.unwrap().unwrap();
     assert!(answer.starts_with("HTTP/1.1 503"), "{answer}");
-    // The half requests are dropped once their headers are late (10 s).
+    // The half requests are dropped once their headers are late (10 s), the quiet HTTP/2
+    // sockets once they have been idle as long.
     for mut slow in held {
         let mut rest = Vec::new();
         let ended = tokio::time::timeout(Duration::from_secs(15), slow.read_to_end(&mut rest)).await;
-        assert!(ended.is_ok(), "a half request was still open after 15 s");
+        assert!(ended.is_ok(), "a quiet socket was still open after 15 s");
     }
     let mut client = server.client().await;
     assert!(client.call("session/list", json!({})).await["sessions"].is_array());
