@@ -119,12 +119,7 @@ pub async fn serve<L: Accept>(
             async move {
                 let response = super::http::answer(request, &server).await;
                 // Busy until the answer's body is done with: an event stream keeps its socket.
-                let response = response.map(|body| {
-                    BodyExt::boxed_unsync(BodyExt::map_frame(body, move |frame| {
-                        let _ = &busy;
-                        frame
-                    }))
-                });
+                let response = response.map(|body| BodyExt::boxed_unsync(Guarded { body, _busy: busy }));
                 Ok::<_, std::convert::Infallible>(response)
             }
         });
@@ -167,6 +162,33 @@ impl Activity {
             return Duration::ZERO;
         }
         Duration::from_millis(self.now().saturating_sub(self.since.load(Ordering::Acquire)))
+    }
+}
+
+/// An answer's body, keeping its socket busy until it is done with; its length and end are the
+/// body's own.
+struct Guarded {
+    body: super::upgrade::Body,
+    _busy: Busy,
+}
+
+impl hyper::body::Body for Guarded {
+    type Data = hyper::body::Bytes;
+    type Error = std::convert::Infallible;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Self::Data>, Self::Error>>> {
+        std::pin::Pin::new(&mut self.body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.body.size_hint()
     }
 }
 

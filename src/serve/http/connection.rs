@@ -26,7 +26,7 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
-use super::stream::{Gap, Reader, Stream};
+use super::stream::{Gap, Reader, Shared, Stream};
 use crate::serve::Server;
 use crate::serve::auth::Grant;
 use crate::serve::listen::Slot;
@@ -39,7 +39,7 @@ const IDLE_BEATS: u32 = 3;
 const INPUT: usize = 16;
 /// Session streams a connection may have; past it a session's traffic stays on the
 /// connection's stream, and a `GET` of one more is refused.
-pub const STREAMS: usize = 256;
+pub const STREAMS: usize = 64;
 
 /// Where the answer to a posted request goes.
 #[derive(Clone, Debug)]
@@ -108,6 +108,7 @@ pub fn start(server: &Server, id: String, slot: Slot, grant: Grant) -> Handle {
         routes: HashMap::new(),
         waiters: HashMap::new(),
         resumes: 0,
+        shared: Shared::default(),
     };
     let (server, heartbeat) = (server.clone(), server.limits.heartbeat);
     tokio::spawn(async move {
@@ -149,6 +150,8 @@ struct Actor {
     routes: HashMap<String, Scope>,
     waiters: HashMap<String, Waiter>,
     resumes: u64,
+    /// What the connection's `GET`s share with it.
+    shared: Shared,
 }
 
 /// The parts of a message that say where it goes.
@@ -206,7 +209,10 @@ impl Actor {
         let mut line = Vec::new();
         let mut beats = tokio::time::interval_at(Instant::now() + heartbeat, heartbeat);
         let mut last_heard = Instant::now();
-        let why = loop {
+        let wake = Arc::clone(&self.shared.wake);
+        // Why it ends, and whether its streams are let go at once (a cut-off) rather than after
+        // what they hold.
+        let (why, now) = loop {
             tokio::select! {
                 biased;
                 () = behind.cancelled() => break self.cut_off(too_far_behind()),
@@ -215,14 +221,16 @@ impl Actor {
                     match command {
                         Some(Command::End) | None => {
                             tracing::debug!(connection = %self.id, "the client ended its connection");
-                            break "the client ended the connection".to_owned();
+                            break ("the client ended the connection".to_owned(), false);
                         }
                         Some(command) => self.command(command),
                     }
                 }
+                // A `GET` took a frame: hand the streams what waits, as their windows allow.
+                () = wake.notified() => self.flush(),
                 read = lines.read_until(b'\n', &mut line) => {
                     match read {
-                        Ok(0) | Err(_) => break "the connection's peer ended".to_owned(),
+                        Ok(0) | Err(_) => break ("the connection's peer ended".to_owned(), false),
                         Ok(_) => {}
                     }
                     if line.last() == Some(&b'\n') {
@@ -247,9 +255,9 @@ impl Actor {
                 }
             }
         };
-        self.connection.end(&why);
+        self.connection.end(&why, now);
         for stream in self.sessions.values_mut() {
-            stream.end(&why);
+            stream.end(&why, now);
         }
         for (_, waiter) in self.waiters.drain() {
             if let Waiter::Resume { reply, .. } = waiter {
@@ -258,14 +266,25 @@ impl Actor {
         }
     }
 
-    /// Ends the connection for `why`, told to whoever started the server.
-    fn cut_off(&self, why: String) -> String {
+    /// Ends the connection for `why`, told to whoever started the server; its streams are let
+    /// go at once.
+    fn cut_off(&self, why: String) -> (String, bool) {
         tracing::info!(connection = %self.id, "ending an HTTP connection: {why}");
-        why
+        (why, true)
     }
 
+    /// Bytes waiting for the client: in its streams, and held by its `GET`s (old ones included)
+    /// that their sockets have not taken.
     fn behind(&self) -> usize {
-        self.connection.behind() + self.sessions.values().map(Stream::behind).sum::<usize>()
+        let waiting = self.connection.behind() + self.sessions.values().map(Stream::behind).sum::<usize>();
+        waiting + self.shared.queued.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    fn flush(&mut self) {
+        self.connection.flush();
+        for stream in self.sessions.values_mut() {
+            stream.flush();
+        }
     }
 
     /// Keeps the open streams alive; whether any is open.
@@ -289,7 +308,7 @@ impl Actor {
                 self.waiters.insert(key, Waiter::Initialize(reply));
             }
             Command::Open { session: None, after, reply } => {
-                let opened = self.connection.open(after.as_deref()).map_err(|Gap::Unknown| {
+                let opened = self.connection.open(after.as_deref(), &self.shared).map_err(|Gap::Unknown| {
                     Refused::CannotResume(format!(
                         "event {} is not among the last {} of this stream; call session/load",
                         after.as_deref().unwrap_or_default(),
@@ -335,7 +354,7 @@ impl Actor {
             return;
         }
         let stream = self.sessions.entry(session.clone()).or_insert_with(|| Stream::of_session(session.clone()));
-        let opened = stream.open(after.as_deref()).map_err(|Gap::Unknown| {
+        let opened = stream.open(after.as_deref(), &self.shared).map_err(|Gap::Unknown| {
             Refused::CannotResume(format!(
                 "event {} is not among the last {} this connection sent for session {session}; open a new \
                  connection and resume there, or call session/load",
@@ -418,7 +437,7 @@ impl Actor {
                     return;
                 }
                 let opened = match self.sessions.get_mut(&session) {
-                    Some(stream) => stream.open(None).map_err(|Gap::Unknown| Refused::Gone),
+                    Some(stream) => stream.open(None, &self.shared).map_err(|Gap::Unknown| Refused::Gone),
                     None => Err(Refused::Gone),
                 };
                 let _ = reply.send(opened);

@@ -332,8 +332,7 @@ async fn events(headers: &HeaderMap, server: &Server, principal: &Principal) -> 
         Ok(Err(Refused::Gone)) | Err(_) => return ended(&id),
     };
     let frames = futures::stream::unfold(reader, |mut reader| async move {
-        let frame = reader.events.recv().await?;
-        reader.queued.fetch_sub(frame.len(), std::sync::atomic::Ordering::AcqRel);
+        let frame = reader.next().await?;
         Some((Ok::<_, Infallible>(Frame::data(frame)), reader))
     });
     let mut response = Response::new(BodyExt::boxed_unsync(StreamBody::new(frames)));

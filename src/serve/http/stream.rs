@@ -17,6 +17,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use hyper::body::Bytes;
 use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
 
 /// Events kept per stream after they were handed to a `GET`, for a client that reopens it.
 pub const RING: usize = 256;
@@ -43,29 +44,74 @@ impl Event {
     }
 }
 
-/// What a `GET` reads: the events handed to it, and the bytes of them not yet taken by its
-/// socket (counted against the connection's budget).
+/// How many bytes of events a `GET` may hold that its socket has not taken yet; the rest wait
+/// here, where they count against the connection's budget and are let go with it.
+pub const WINDOW: usize = 256 * 1024;
+
+/// What a `GET` reads: the events handed to it. It gives back the count of every frame it takes
+/// (its own, for the window, and its connection's, for the budget) and wakes the connection to
+/// hand it more; it ends when `ended` is cancelled, its frames let go at once.
 pub struct Reader {
     pub events: mpsc::UnboundedReceiver<Bytes>,
+    pub own: Arc<AtomicUsize>,
+    pub connection: Arc<AtomicUsize>,
+    pub wake: Arc<tokio::sync::Notify>,
+    pub ended: CancellationToken,
+}
+
+impl Reader {
+    /// The next frame for the socket; `None` once the stream is let go.
+    pub async fn next(&mut self) -> Option<Bytes> {
+        let frame = tokio::select! {
+            biased;
+            () = self.ended.cancelled() => return None,
+            frame = self.events.recv() => frame?,
+        };
+        self.own.fetch_sub(frame.len(), Ordering::AcqRel);
+        self.connection.fetch_sub(frame.len(), Ordering::AcqRel);
+        self.wake.notify_one();
+        Some(frame)
+    }
+}
+
+/// What every `GET` of a connection shares with it.
+#[derive(Clone, Default)]
+pub struct Shared {
+    /// Bytes handed to the connection's `GET`s, old ones included, that their sockets have not
+    /// taken yet.
     pub queued: Arc<AtomicUsize>,
+    /// Woken when a `GET` took a frame.
+    pub wake: Arc<tokio::sync::Notify>,
 }
 
 /// The `GET` holding a stream.
 struct Out {
     events: mpsc::UnboundedSender<Bytes>,
-    queued: Arc<AtomicUsize>,
+    own: Arc<AtomicUsize>,
+    connection: Arc<AtomicUsize>,
+    ended: CancellationToken,
 }
 
 impl Out {
     /// Hands `frame` over; false if the `GET` is gone.
     fn send(&self, frame: Bytes) -> bool {
         let len = frame.len();
-        self.queued.fetch_add(len, Ordering::AcqRel);
+        self.own.fetch_add(len, Ordering::AcqRel);
+        self.connection.fetch_add(len, Ordering::AcqRel);
         if self.events.send(frame).is_ok() {
             return true;
         }
-        self.queued.fetch_sub(len, Ordering::AcqRel);
+        self.own.fetch_sub(len, Ordering::AcqRel);
+        self.connection.fetch_sub(len, Ordering::AcqRel);
         false
+    }
+
+    fn is_open(&self) -> bool {
+        !self.events.is_closed() && !self.ended.is_cancelled()
+    }
+
+    fn has_room(&self) -> bool {
+        self.own.load(Ordering::Acquire) < WINDOW
     }
 }
 
@@ -105,12 +151,12 @@ impl Stream {
 
     /// Whether a `GET` holds it.
     pub fn is_read(&self) -> bool {
-        self.out.as_ref().is_some_and(|out| !out.events.is_closed())
+        self.out.as_ref().is_some_and(Out::is_open)
     }
 
-    /// Bytes waiting for the client: not yet handed over, or handed and not yet on its socket.
+    /// Bytes waiting here for the client (what `GET`s hold is counted by the connection).
     pub fn behind(&self) -> usize {
-        self.pending_bytes + self.out.as_ref().map_or(0, |out| out.queued.load(Ordering::Acquire))
+        self.pending_bytes
     }
 
     /// `message` (one JSON-RPC message) as this stream's next event; `numbered` is its session
@@ -133,65 +179,92 @@ impl Stream {
             }
         };
         let event = Event::new(id, message);
-        match &self.out {
-            Some(out) if out.send(event.frame.clone()) => self.remember(event),
-            _ => {
-                self.out = None;
-                self.pending_bytes += event.frame.len();
-                self.pending.push_back(event);
-            }
-        }
+        self.pending_bytes += event.frame.len();
+        self.pending.push_back(event);
+        self.flush();
     }
 
-    fn remember(&mut self, event: Event) {
-        self.sent_bytes += event.frame.len();
-        self.sent.push_back(event);
-        while self.sent.len() > RING || (self.sent_bytes > RING_BYTES && self.sent.len() > 1) {
-            if let Some(old) = self.sent.pop_front() {
+    /// Hands the `GET` what waits, while its window has room.
+    pub fn flush(&mut self) {
+        let Some(out) = &self.out else { return };
+        if !out.is_open() {
+            self.out = None;
+            return;
+        }
+        while out.has_room() {
+            let Some(event) = self.pending.pop_front() else { return };
+            if !out.send(event.frame.clone()) {
+                self.pending.push_front(event);
+                self.out = None;
+                return;
+            }
+            self.pending_bytes -= event.frame.len();
+            self.sent_bytes += event.frame.len();
+            self.sent.push_back(event);
+            // The ring stays whole: an event too big to keep takes the older ones with it, and
+            // a reopening from before it is refused rather than given a gap.
+            while self.sent.len() > RING || self.sent_bytes > RING_BYTES {
+                let Some(old) = self.sent.pop_front() else { break };
                 self.sent_bytes -= old.frame.len();
             }
         }
     }
 
-    /// A `GET` takes the stream from here on (one that held it before is let go): first what
-    /// followed `after` among the events remembered, when given, then what is pending.
-    pub fn open(&mut self, after: Option<&str>) -> Result<Reader, Gap> {
-        let resend = match after {
-            None => 0,
-            Some(after) => {
-                let at = self.sent.iter().rposition(|event| event.id == after).ok_or(Gap::Unknown)?;
-                self.sent.len() - at - 1
+    /// A `GET` takes the stream from here on (one that held it before is let go, its frames
+    /// with it): first what followed `after` among the events remembered, when given, then what
+    /// is pending.
+    pub fn open(&mut self, after: Option<&str>, shared: &Shared) -> Result<Reader, Gap> {
+        if let Some(after) = after {
+            let at = self.sent.iter().rposition(|event| event.id == after).ok_or(Gap::Unknown)?;
+            for event in self.sent.drain(at + 1..).rev() {
+                self.sent_bytes -= event.frame.len();
+                self.pending_bytes += event.frame.len();
+                self.pending.push_front(event);
             }
-        };
+        }
+        if let Some(old) = self.out.take() {
+            old.ended.cancel();
+        }
         let (events, receiver) = mpsc::unbounded_channel();
-        let queued = Arc::new(AtomicUsize::new(0));
-        let out = Out { events, queued: Arc::clone(&queued) };
-        for event in self.sent.iter().skip(self.sent.len() - resend) {
-            out.send(event.frame.clone());
-        }
-        self.pending_bytes = 0;
-        for event in std::mem::take(&mut self.pending) {
-            out.send(event.frame.clone());
-            self.remember(event);
-        }
-        self.out = Some(out);
-        Ok(Reader { events: receiver, queued })
+        let (own, ended) = (Arc::new(AtomicUsize::new(0)), CancellationToken::new());
+        self.out =
+            Some(Out { events, own: Arc::clone(&own), connection: Arc::clone(&shared.queued), ended: ended.clone() });
+        self.flush();
+        Ok(Reader {
+            events: receiver,
+            own,
+            connection: Arc::clone(&shared.queued),
+            wake: Arc::clone(&shared.wake),
+            ended,
+        })
     }
 
     /// A comment that keeps a quiet stream's socket and the proxies on its way open; tells
     /// whether a `GET` still holds the stream.
     pub fn keep_alive(&mut self) -> bool {
-        if self.out.as_ref().is_some_and(|out| out.send(Bytes::from_static(b": keep-alive\n\n"))) {
-            return true;
+        match &self.out {
+            Some(out) if out.is_open() => {
+                if out.has_room() {
+                    out.send(Bytes::from_static(b": keep-alive\n\n"));
+                }
+                true
+            }
+            _ => {
+                self.out = None;
+                false
+            }
         }
-        self.out = None;
-        false
     }
 
-    /// Lets the `GET` go, with a last comment saying why.
-    pub fn end(&mut self, why: &str) {
+    /// Lets the `GET` go: after a last comment saying why, or at once (`now`), what it holds let
+    /// go with it.
+    pub fn end(&mut self, why: &str, now: bool) {
         if let Some(out) = self.out.take() {
-            out.send(Bytes::from(format!(": {why}\n\n")));
+            if now {
+                out.ended.cancel();
+            } else {
+                out.send(Bytes::from(format!(": {why}\n\n")));
+            }
         }
     }
 }
@@ -200,74 +273,99 @@ impl Stream {
 mod tests {
     use super::*;
 
-    fn drain(reader: &mut Reader) -> Vec<String> {
+    /// What `reader`'s socket takes, all of it: frames as they come, the stream handing over
+    /// what waited as the window frees.
+    fn drain(stream: &mut Stream, reader: &mut Reader) -> Vec<String> {
         let mut seen = Vec::new();
-        while let Ok(frame) = reader.events.try_recv() {
-            reader.queued.fetch_sub(frame.len(), Ordering::AcqRel);
-            seen.push(String::from_utf8_lossy(&frame).into_owned());
+        loop {
+            let mut took = false;
+            while let Ok(frame) = reader.events.try_recv() {
+                reader.own.fetch_sub(frame.len(), Ordering::AcqRel);
+                reader.connection.fetch_sub(frame.len(), Ordering::AcqRel);
+                seen.push(String::from_utf8_lossy(&frame).into_owned());
+                took = true;
+            }
+            if !took {
+                return seen;
+            }
+            stream.flush();
         }
-        seen
     }
 
     #[test]
     fn a_sessions_events_are_named_by_the_updates_number_and_what_followed_it() {
+        let shared = Shared::default();
         let mut stream = Stream::of_session("s1".into());
         stream.push(br#"{"n":1}"#, Some(("s1", 7)));
         stream.push(br#"{"n":2}"#, None);
         stream.push(br#"{"n":3}"#, Some(("s1", 8)));
-        let mut reader = stream.open(None).unwrap();
+        let mut reader = stream.open(None, &shared).unwrap();
         assert_eq!(
-            drain(&mut reader),
+            drain(&mut stream, &mut reader),
             ["id: s1:7\ndata: {\"n\":1}\n\n", "id: s1:7.1\ndata: {\"n\":2}\n\n", "id: s1:8\ndata: {\"n\":3}\n\n"]
         );
         assert_eq!(stream.behind(), 0);
+        assert_eq!(shared.queued.load(Ordering::Acquire), 0);
     }
 
     #[test]
     fn a_reopened_stream_resends_what_followed_the_last_id_seen_then_what_waited() {
+        let shared = Shared::default();
         let mut stream = Stream::default();
-        let mut first = stream.open(None).unwrap();
+        let mut first = stream.open(None, &shared).unwrap();
         stream.push(b"a", None);
         stream.push(b"b", None);
         stream.push(b"c", None);
-        drain(&mut first);
+        drain(&mut stream, &mut first);
         drop(first);
         stream.push(b"d", None);
         assert!(!stream.is_read());
-        let mut again = stream.open(Some("1")).unwrap();
-        let seen: Vec<String> = drain(&mut again);
+        let mut again = stream.open(Some("1"), &shared).unwrap();
+        let seen: Vec<String> = drain(&mut stream, &mut again);
         assert_eq!(seen, ["id: 2\ndata: b\n\n", "id: 3\ndata: c\n\n", "id: 4\ndata: d\n\n"]);
-        assert_eq!(stream.open(Some("nothing like it")).err(), Some(Gap::Unknown));
+        // Reopened again from the same id: the same events, each once.
+        let mut third = stream.open(Some("1"), &shared).unwrap();
+        assert_eq!(drain(&mut stream, &mut third), seen);
+        assert_eq!(stream.open(Some("nothing like it"), &shared).err(), Some(Gap::Unknown));
     }
 
     #[test]
-    fn what_is_remembered_is_bounded_in_count_and_bytes() {
+    fn what_is_remembered_is_bounded_in_count_and_bytes_and_a_big_event_takes_the_older_with_it() {
+        let shared = Shared::default();
         let mut stream = Stream::default();
-        let mut reader = stream.open(None).unwrap();
+        let mut reader = stream.open(None, &shared).unwrap();
         for _ in 0..RING + 10 {
             stream.push(b"small", None);
         }
-        drain(&mut reader);
+        drain(&mut stream, &mut reader);
         assert_eq!(stream.sent.len(), RING);
-        assert_eq!(stream.open(Some("10")).err(), Some(Gap::Unknown), "forgotten");
-        let mut reader = stream.open(Some("11")).unwrap();
-        assert_eq!(drain(&mut reader).len(), RING - 1);
-        let big = vec![b'x'; RING_BYTES / 4];
-        for _ in 0..8 {
-            stream.push(&big, None);
-        }
-        drain(&mut reader);
-        assert!(stream.sent_bytes <= RING_BYTES && stream.sent.len() < 8, "{}", stream.sent.len());
+        assert_eq!(stream.open(Some("10"), &shared).err(), Some(Gap::Unknown), "forgotten");
+        let mut reader = stream.open(Some("11"), &shared).unwrap();
+        assert_eq!(drain(&mut stream, &mut reader).len(), RING - 1);
+        stream.push(&vec![b'x'; RING_BYTES + 1], None);
+        drain(&mut stream, &mut reader);
+        assert!(stream.sent.is_empty() && stream.sent_bytes == 0, "nothing older than a gap is kept");
+        let last = (RING + 11).to_string();
+        assert_eq!(stream.open(Some(&last), &shared).err(), Some(Gap::Unknown));
     }
 
     #[test]
-    fn what_waits_for_a_reader_counts_until_its_socket_takes_it() {
+    fn a_reader_is_handed_a_window_and_the_rest_waits_counted() {
+        let shared = Shared::default();
         let mut stream = Stream::default();
-        stream.push(&[b'x'; 100], None);
-        assert!(stream.behind() > 100);
-        let mut reader = stream.open(None).unwrap();
-        assert!(stream.behind() > 100, "handed but not yet taken");
-        drain(&mut reader);
+        let reader = stream.open(None, &shared).unwrap();
+        for _ in 0..64 {
+            stream.push(&[b'x'; 16 * 1024], None);
+        }
+        let held = shared.queued.load(Ordering::Acquire);
+        assert!((WINDOW..WINDOW + 17 * 1024).contains(&held), "{held}");
+        assert!(stream.behind() >= 64 * 16 * 1024 - held, "the rest waits here");
+        // A reader let go for another lets its frames go with it.
+        let mut again = stream.open(None, &shared).unwrap();
+        assert!(reader.ended.is_cancelled());
+        drop(reader);
+        let seen = drain(&mut stream, &mut again);
         assert_eq!(stream.behind(), 0);
+        assert!(!seen.is_empty());
     }
 }

@@ -192,6 +192,45 @@ async fn a_connection_that_reads_nothing_is_cut_off_and_does_not_slow_the_turn()
     assert!(server.stderr().contains("behind"), "{}", server.stderr());
 }
 
+/// A client that reopens its event stream again and again, reading none of them, still has
+/// everything it holds counted: what the old streams hold goes with them, and the rest waits
+/// in the server, where the budget ends the connection.
+#[tokio::test]
+async fn event_streams_reopened_and_never_read_are_cut_off_with_their_connection() {
+    let env = TestEnv::new().await;
+    let answer = Long { chunks: 12_000, size: 4_000, thought_every: None };
+    env.mock.push(Reply::long(answer));
+    let server = Server::start(&env).await;
+    let mut first = server.client().await;
+    let session = first.new_session(&env.cwd()).await;
+    let (mut stalled, _) = HttpClient::initialize(&http_url(&server.url)).await;
+    stalled.request("session/resume", open(&session, &env), None).await;
+    let mut held = vec![stalled.open(Some(&session)).await];
+
+    let prompt = first.prompt(&session, "Go").await;
+    let mut seen = Vec::new();
+    let done = loop {
+        let message = first.recv().await;
+        if message.get("method").is_none() && message["id"] == prompt {
+            break message;
+        }
+        seen.push(message);
+        if seen.len() % 2_000 == 0 {
+            match stalled.try_open(Some(&session), None).await {
+                Ok(events) => held.push(events),
+                Err((code, _)) => assert_eq!(code, StatusCode::NOT_FOUND, "cut off"),
+            }
+        }
+    };
+    assert_eq!(done["result"]["stopReason"], "end_turn", "{done}");
+    assert_eq!(text_of(&updates(&seen, &session), "agent_message_chunk"), answer.text());
+    let (code, body) =
+        stalled.post(&json!({"jsonrpc": "2.0", "id": 5, "method": "session/list", "params": {}}), None).await;
+    assert_eq!(code, StatusCode::NOT_FOUND, "the connection was ended: {body}");
+    assert!(server.stderr().contains("behind"), "{}", server.stderr());
+    drop(held);
+}
+
 #[tokio::test]
 async fn an_idle_connection_ends_and_http_connections_count_against_the_cap() {
     let env = TestEnv::new().await;
