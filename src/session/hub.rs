@@ -149,6 +149,10 @@ impl Hub {
     /// it sees every update from there on once. The number of the last update sent.
     pub fn resume(&self, session: &SessionId, viewer: &Viewer, after: u64) -> Result<u64, ResumeError> {
         let mut streams = self.lock();
+        // Nothing is made for a session refused: a client naming made-up sessions leaves no trace.
+        if after > 0 && !streams.contains_key(session) {
+            return Err(ResumeError::Ahead { session: session.clone(), after, last: 0 });
+        }
         let stream = streams.entry(session.clone()).or_default();
         if after > stream.seq {
             return Err(ResumeError::Ahead { session: session.clone(), after, last: stream.seq });
@@ -438,6 +442,15 @@ mod tests {
 
     fn chunk(text: &str) -> Update {
         Update::AgentText { message: MessageId::generate(), text: text.into() }
+    }
+
+    #[test]
+    fn a_resume_refused_for_a_session_the_hub_never_saw_leaves_nothing_behind() {
+        let hub = Hub::new();
+        let viewer = hub.viewer(Arc::new(Wire::default()));
+        let made_up = SessionId::from_string("ses_made_up".repeat(1000));
+        assert!(matches!(hub.resume(&made_up, &viewer, 5), Err(ResumeError::Ahead { last: 0, .. })));
+        assert!(hub.lock().is_empty());
     }
 
     #[test]

@@ -56,6 +56,8 @@ pub enum Command {
     Await { key: String, reply: oneshot::Sender<Vec<u8>> },
     /// A `GET`: the connection's stream, or `session`'s, from after `after` when given.
     Open { session: Option<String>, after: Option<String>, reply: oneshot::Sender<Result<Reader, Refused>> },
+    /// A message that needs no route (a notification, an answer) was posted: the client is there.
+    Heard,
     /// `DELETE`.
     End,
 }
@@ -299,9 +301,6 @@ impl Actor {
     fn command(&mut self, command: Command) {
         match command {
             Command::Route { key, scope } => {
-                if let Scope::Session(session) = &scope {
-                    self.routed.insert(session.clone());
-                }
                 self.routes.insert(key, scope);
             }
             Command::Await { key, reply } => {
@@ -318,7 +317,7 @@ impl Actor {
                 let _ = reply.send(opened);
             }
             Command::Open { session: Some(session), after, reply } => self.open_session(session, after, reply),
-            Command::End => {}
+            Command::Heard | Command::End => {}
         }
     }
 

@@ -44,6 +44,10 @@ const SESSION_HEADER: &str = "acp-session-id";
 const INITIALIZE_TIME: Duration = Duration::from_secs(30);
 /// How long a POST's body may take to arrive.
 const BODY_TIME: Duration = Duration::from_secs(60);
+/// The largest `initialize`: what a POST without a connection may send.
+const INITIALIZE_MOST: usize = 1024 * 1024;
+/// No session id is longer; a longer one names no session.
+const MAX_SESSION_ID: usize = 128;
 
 /// The methods about one session whose `POST` must name it in `Acp-Session-Id` (those of the
 /// SDKs).
@@ -130,6 +134,9 @@ fn connection_of(
 
 /// Whether `session` exists on this server for `principal` (another's session does not).
 async fn session_exists(server: &Server, principal: &Principal, session: &str) -> bool {
+    if session.len() > MAX_SESSION_ID {
+        return false;
+    }
     let id = crate::ids::SessionId::from_string(session.to_owned());
     let store = server.sessions.store();
     principal.sees(store, &id) && matches!(store.session(&id).await, Ok(Some(_)))
@@ -167,7 +174,17 @@ async fn post(request: Request<Incoming>, server: &Server, grant: Grant) -> Resp
         );
     }
     let (parts, body) = request.into_parts();
-    let read = tokio::time::timeout(BODY_TIME, Limited::new(body, super::socket::MAX_FRAME).collect()).await;
+    // The connection is looked up before its body is read; a POST naming none can only be an
+    // `initialize`, which is small.
+    let connection = match header(&parts.headers, CONNECTION_HEADER) {
+        Some(_) => match connection_of(&parts.headers, server, &grant.principal) {
+            Ok(found) => Some(found),
+            Err((status, why)) => return text(status, &why),
+        },
+        None => None,
+    };
+    let most = if connection.is_some() { super::socket::MAX_FRAME } else { INITIALIZE_MOST };
+    let read = tokio::time::timeout(BODY_TIME, Limited::new(body, most).collect()).await;
     let Ok(read) = read else {
         let why = format!("the body did not arrive within {BODY_TIME:?}");
         return text(StatusCode::REQUEST_TIMEOUT, &why);
@@ -175,7 +192,13 @@ async fn post(request: Request<Incoming>, server: &Server, grant: Grant) -> Resp
     let body = match read {
         Ok(body) => body.to_bytes(),
         Err(err) if err.is::<http_body_util::LengthLimitError>() => {
-            let why = format!("a message is at most {} MiB; send a smaller one", super::socket::MAX_FRAME >> 20);
+            let why = match connection {
+                Some(_) => format!("a message is at most {} MiB; send a smaller one", super::socket::MAX_FRAME >> 20),
+                None => format!(
+                    "a POST without Acp-Connection-Id is an initialize, at most {} KiB; POST initialize first",
+                    INITIALIZE_MOST >> 10
+                ),
+            };
             return text(StatusCode::PAYLOAD_TOO_LARGE, &why);
         }
         Err(err) => return text(StatusCode::BAD_REQUEST, &format!("the body could not be read: {err}")),
@@ -191,18 +214,39 @@ async fn post(request: Request<Incoming>, server: &Server, grant: Grant) -> Resp
         Ok(posted) => posted,
         Err(err) => return text(StatusCode::BAD_REQUEST, &format!("the body is not JSON: {err}")),
     };
+    // The peer answers an id of another kind with a null id, which no route could be found by.
+    if posted
+        .id
+        .is_some_and(|id| !matches!(id.get().trim_start().as_bytes().first(), Some(b'"' | b'-' | b'0'..=b'9' | b'n')))
+    {
+        return text(StatusCode::BAD_REQUEST, "a JSON-RPC id is a string or a number");
+    }
     let line = super::one_line(&String::from_utf8_lossy(&body));
     let key = posted.id.map(connection::key);
-    if let (Some(key), Some("initialize")) = (&key, posted.method.as_deref()) {
-        return initialize(server, key.clone(), line, grant).await;
-    }
-    let (id, handle) = match connection_of(&parts.headers, server, &grant.principal) {
-        Ok(found) => found,
-        Err((status, why)) => return text(status, &why),
+    let Some((id, handle)) = connection else {
+        if let (Some(key), Some("initialize")) = (&key, posted.method.as_deref()) {
+            return initialize(server, key.clone(), line, grant).await;
+        }
+        let why =
+            "no Acp-Connection-Id header: POST initialize first, then send the id it answers with on every request";
+        return text(StatusCode::BAD_REQUEST, why);
     };
     let named = header(&parts.headers, SESSION_HEADER);
+    // Every POST tells the connection its client is there: a routed request, or `Heard`.
+    let mut routed = false;
     if let Some(method) = posted.method.as_deref() {
-        let about = posted.params.and_then(|raw| serde_json::from_str::<About>(raw.get()).ok());
+        // Parsed as the handlers parse it (a duplicate key is refused), so that the header and
+        // the params cannot name two sessions.
+        let params = posted.params.filter(|raw| raw.get().trim() != "null");
+        let about = match params.map(|raw| serde_json::from_str::<About>(raw.get())).transpose() {
+            Ok(about) => about,
+            Err(err) => {
+                return text(
+                    StatusCode::BAD_REQUEST,
+                    &format!("the params are not a JSON object as {method} takes: {err}"),
+                );
+            }
+        };
         let in_params = about.and_then(|about| about.session_id);
         if SESSION_SCOPED.contains(&method) && named.is_none() {
             let why = format!("{method} is about one session: name it in the Acp-Session-Id header");
@@ -223,13 +267,17 @@ async fn post(request: Request<Incoming>, server: &Server, grant: Grant) -> Resp
             // The answer follows what the request named: on a session's stream (when it has one
             // here) it comes after the updates it caused, a load's replay included.
             let scope = match named.or(in_params.as_deref()) {
-                Some(session) => Scope::Session(session.to_owned()),
-                None => Scope::Connection,
+                Some(session) if session.len() <= MAX_SESSION_ID => Scope::Session(session.to_owned()),
+                _ => Scope::Connection,
             };
             if handle.commands.send(Command::Route { key, scope }).await.is_err() {
                 return ended(&id);
             }
+            routed = true;
         }
+    }
+    if !routed && handle.commands.send(Command::Heard).await.is_err() {
+        return ended(&id);
     }
     if handle.input.send(line).await.is_err() {
         return ended(&id);
@@ -262,14 +310,26 @@ async fn initialize(server: &Server, key: String, line: Vec<u8>, grant: Grant) -
         tokio::time::timeout(INITIALIZE_TIME, answer).await.ok()?.ok()
     };
     let Some(answer) = asked.await else {
+        server.http.remove(&id);
         let _ = handle.commands.send(Command::End).await;
         let why = format!("initialize was not answered within {INITIALIZE_TIME:?}");
         return text(StatusCode::GATEWAY_TIMEOUT, &why);
     };
-    tracing::debug!(connection = %id, "a client connected over HTTP");
+    #[derive(Deserialize)]
+    struct Answered {
+        error: Option<serde::de::IgnoredAny>,
+    }
+    // An `initialize` refused (its error is the body) opens no connection.
+    let refused = serde_json::from_slice::<Answered>(&answer).map_or(true, |answered| answered.error.is_some());
     let mut response = Response::new(upgrade::full(answer));
     let out = response.headers_mut();
     out.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    if refused {
+        server.http.remove(&id);
+        let _ = handle.commands.send(Command::End).await;
+        return response;
+    }
+    tracing::debug!(connection = %id, "a client connected over HTTP");
     if let Ok(named) = HeaderValue::from_str(&id) {
         out.insert(CONNECTION_HEADER, named);
     }

@@ -146,6 +146,42 @@ async fn requests_the_profile_does_not_take_get_its_statuses_and_say_what_to_do(
     )
     .await;
     assert_eq!(code, StatusCode::PAYLOAD_TOO_LARGE, "{body}");
+    // An id no answer could be routed back by; params naming a session twice.
+    let (code, body) = client.post(&json!({"jsonrpc": "2.0", "id": {"a": 1}, "method": "session/list"}), None).await;
+    assert_eq!(code, StatusCode::BAD_REQUEST, "{body}");
+    assert!(body.contains("string or a number"), "{body}");
+    let twice = "{\"jsonrpc\": \"2.0\", \"method\": \"session/cancel\", \"params\": {\"sessionId\": \"ses_a\", \"sessionId\": \"ses_b\"}}";
+    let sent = http
+        .post(&url)
+        .header("acp-connection-id", &client.connection)
+        .header("acp-session-id", "ses_a")
+        .header("content-type", "application/json")
+        .body(twice)
+        .send()
+        .await
+        .unwrap();
+    let (code, body) = status(sent).await;
+    assert_eq!(code, StatusCode::BAD_REQUEST, "{body}");
+    // Without a connection, only a small initialize is read.
+    let big = format!(
+        "{{\"jsonrpc\": \"2.0\", \"id\": 0, \"method\": \"initialize\", \"params\": \"{}\"}}",
+        "a".repeat(2 << 20)
+    );
+    let (code, body) =
+        status(http.post(&url).header("content-type", "application/json").body(big).send().await.unwrap()).await;
+    assert_eq!(code, StatusCode::PAYLOAD_TOO_LARGE, "{body}");
+    // An initialize the agent refuses opens no connection.
+    let refused = http
+        .post(&url)
+        .json(&json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), StatusCode::OK);
+    assert!(!refused.headers().contains_key("acp-connection-id"));
+    let answer: Value = refused.json().await.unwrap();
+    assert!(answer["error"].is_object(), "{answer}");
+
     // After all that, the connection serves as before.
     let (code, body) = client.post(&list, None).await;
     assert_eq!(code, StatusCode::ACCEPTED, "{body}");
