@@ -58,7 +58,7 @@ enum Command {
     Acp {
         #[command(subcommand)]
         then: Option<AcpThen>,
-        /// Be a bridge to a running `cairn serve` (`ws://HOST:PORT/acp`, a Unix socket's path,
+        /// Be a bridge to a running `cairn serve` (`ws://HOST:PORT/acp`, `wss://…`, a Unix socket's path,
         /// or `local`, the default: the socket `cairn serve --listen local` makes in your runtime
         /// directory) instead of serving here: the sessions live in the server, and quitting the
         /// editor mid-turn only detaches. When no server answers, cairn says so on stderr and

@@ -37,6 +37,14 @@ pub fn load_roots() {
     let _ = verifier().platform();
 }
 
+/// TLS for a WebSocket client (`cairn acp --server wss://…`): the same roots, HTTP/1.1 only (a
+/// WebSocket upgrades an HTTP/1.1 request).
+pub fn websocket_tls() -> Result<tokio_rustls::TlsConnector, rustls::Error> {
+    let mut config = tls_config()?;
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(tokio_rustls::TlsConnector::from(Arc::new(config)))
+}
+
 /// The TLS configuration every client shares: the platform's roots, read late; HTTP/2 or
 /// HTTP/1.1 as the server prefers (what reqwest offers when it builds the configuration itself).
 fn tls_config() -> Result<rustls::ClientConfig, rustls::Error> {

@@ -28,8 +28,8 @@ const DRAIN: std::time::Duration = std::time::Duration::from_millis(250);
 /// Where the server is.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Target {
-    /// `ws://HOST:PORT/PATH`.
-    Url { address: String, url: String },
+    /// `ws://HOST:PORT/PATH`, or `wss://` (`tls`).
+    Url { address: String, url: String, tls: bool },
     /// A Unix socket's path; the endpoint is `/acp`.
     Socket(PathBuf),
 }
@@ -41,18 +41,24 @@ impl Target {
         if text == super::LOCAL {
             return super::local_socket().map(Self::Socket);
         }
-        if let Some(rest) = text.strip_prefix("ws://") {
+        for (scheme, tls, port) in [("ws", false, 80), ("wss", true, 443)] {
+            let Some(rest) = text.strip_prefix(scheme).and_then(|rest| rest.strip_prefix("://")) else { continue };
             let (address, path) = rest.split_once('/').map_or((rest, ""), |(address, path)| (address, path));
             if address.is_empty() {
-                return Err(format!("--server {text}: no host; give ws://HOST:PORT/acp"));
+                return Err(format!("--server {text}: no host; give {scheme}://HOST:PORT/acp"));
             }
             let path = if path.is_empty() { "acp" } else { path };
-            return Ok(Self::Url { address: address.to_owned(), url: format!("ws://{address}/{path}") });
+            let url = format!("{scheme}://{address}/{path}");
+            // A host without a port is at the scheme's.
+            let address = if address.ends_with(']') || !address.contains(':') {
+                format!("{address}:{port}")
+            } else {
+                address.to_owned()
+            };
+            return Ok(Self::Url { address, url, tls });
         }
         if text.contains("://") {
-            return Err(format!(
-                "--server {text}: cairn connects to ws:// URLs and Unix sockets (wss:// is not supported yet)"
-            ));
+            return Err(format!("--server {text}: cairn connects to ws:// and wss:// URLs and Unix sockets"));
         }
         Ok(Self::Socket(PathBuf::from(text)))
     }
@@ -88,6 +94,27 @@ pub struct Connected {
     target: Target,
 }
 
+/// TLS to the server at `address` (`HOST:PORT`) over `stream`, its certificate checked against
+/// the platform's roots as for the model providers. A server whose certificate fails the check
+/// refuses rather than not answering: serving the editor here would split its sessions.
+async fn tls_to(
+    address: &str,
+    stream: tokio::net::TcpStream,
+) -> Result<tokio_rustls::client::TlsStream<tokio::net::TcpStream>, NotConnected> {
+    let host = address.rsplit_once(':').map_or(address, |(host, _)| host);
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    let refused = |why: String| NotConnected::Refused(format!("wss://{address}: {why}"));
+    let name = rustls::pki_types::ServerName::try_from(host.to_owned())
+        .map_err(|err| refused(format!("{host} is not a host name TLS can check ({err})")))?;
+    let connector = crate::net::websocket_tls().map_err(|err| refused(format!("TLS cannot be set up: {err}")))?;
+    connector.connect(name, stream).await.map_err(|err| {
+        refused(format!(
+            "the TLS handshake failed ({err}); if the server's certificate is signed by your own authority, point \
+             SSL_CERT_FILE at its certificate"
+        ))
+    })
+}
+
 /// How long connecting and the WebSocket handshake may take before the server counts as not
 /// answering (and cairn serves the editor itself).
 const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
@@ -105,10 +132,10 @@ async fn connect_now(target: Target, token: Option<String>) -> Result<Connected,
     use tokio_tungstenite::tungstenite::client::IntoClientRequest as _;
     let no_answer = |err: &dyn std::fmt::Display| NotConnected::NoAnswer(format!("{}: {err}", target.describe()));
     let (stream, url): (Box<dyn Stream>, String) = match &target {
-        Target::Url { address, url } => {
+        Target::Url { address, url, tls } => {
             let stream = tokio::net::TcpStream::connect(address.as_str()).await.map_err(|err| no_answer(&err))?;
             let _ = stream.set_nodelay(true);
-            (Box::new(stream), url.clone())
+            if *tls { (Box::new(tls_to(address, stream).await?), url.clone()) } else { (Box::new(stream), url.clone()) }
         }
         Target::Socket(path) => {
             let stream = tokio::net::UnixStream::connect(path).await.map_err(|err| no_answer(&err))?;
@@ -250,4 +277,27 @@ pub async fn run(connected: Connected) {
         super::say(&format!("cairn: the server at {} closed the connection: {why}", target.describe()));
     }
     restore.restore();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_target_is_a_ws_or_wss_url_with_the_schemes_port_by_default_or_a_socket() {
+        let url = |text: &str| match Target::parse(text).unwrap() {
+            Target::Url { address, url, tls } => (address, url, tls),
+            Target::Socket(path) => panic!("{text} taken as the socket {}", path.display()),
+        };
+        assert_eq!(url("ws://127.0.0.1:7420"), ("127.0.0.1:7420".into(), "ws://127.0.0.1:7420/acp".into(), false));
+        assert_eq!(
+            url("wss://agent.example/acp"),
+            ("agent.example:443".into(), "wss://agent.example/acp".into(), true)
+        );
+        assert_eq!(url("ws://[::1]/x"), ("[::1]:80".into(), "ws://[::1]/x".into(), false));
+        assert!(matches!(Target::parse("/run/user/1/cairn.sock"), Ok(Target::Socket(_))));
+        let wrong = Target::parse("http://127.0.0.1:7420/acp").err().unwrap();
+        assert!(wrong.contains("wss://"), "{wrong}");
+        assert!(Target::parse("wss:///acp").is_err());
+    }
 }

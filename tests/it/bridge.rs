@@ -193,3 +193,29 @@ async fn the_bridge_writes_one_line_per_frame_and_refuses_what_is_not_utf8() {
     let (answer, _) = editor.response(id).await;
     assert!(answer["result"].is_object(), "{answer}");
 }
+
+/// A server on another machine serves TLS: the bridge speaks `wss://`, checking the server's
+/// certificate as cairn checks its model providers'; a certificate no trusted root signed ends
+/// the bridge with the reason, rather than serving the editor here and splitting its sessions.
+#[tokio::test]
+async fn the_bridge_reaches_a_tls_server_over_wss_and_refuses_an_untrusted_one() {
+    let mut env = TestEnv::new().await;
+    let fixture = |name: &str| format!("{}/tests/it/fixtures/tls/{name}", env!("CARGO_MANIFEST_DIR"));
+    let (cert, key) = (fixture("server.pem"), fixture("server.key"));
+    let server = Server::start_with(&env, &["--tls-cert", &cert, "--tls-key", &key]).await;
+    assert!(server.url.starts_with("wss://127.0.0.1:"), "{}", server.url);
+
+    env.set_env("SSL_CERT_FILE", &fixture("ca.pem"));
+    let mut editor = bridge(&env, &server.url).await;
+    let session = editor.new_session(&env.cwd()).await;
+    assert!(session.starts_with("ses_"), "{session}");
+    assert!(!editor.stderr().contains("serving here"), "{}", editor.stderr());
+
+    env.set_env("SSL_CERT_FILE", &fixture("other-ca.pem"));
+    let mut command = env.command();
+    command.args(["acp", "--server", &server.url]).stdin(std::process::Stdio::null());
+    let output = tokio::time::timeout(Duration::from_secs(20), command.output()).await.unwrap().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "{stderr}");
+    assert!(stderr.contains("TLS handshake failed") && stderr.contains("SSL_CERT_FILE"), "{stderr}");
+}
