@@ -131,3 +131,58 @@ async fn the_official_client_passes_an_mcp_server_whose_tool_the_model_calls() {
     let result = env.mock.requests()[1]["messages"].as_array().unwrap().iter().find(|m| m["role"] == "tool").cloned();
     assert_eq!(result.unwrap()["content"], "echo: through the SDK");
 }
+
+/// The official client as an editor that `[serve] url`-style launches `cairn acp --server`: its
+/// whole session (initialize, new, prompt, load) goes through the bridge to a running
+/// `cairn serve`, whose database holds it; the bridge's own (empty) one is never used.
+#[tokio::test]
+async fn the_official_client_drives_a_served_session_through_the_bridge() {
+    let env = TestEnv::new().await;
+    env.mock.push(Reply::text(&["Served ", "remotely."]));
+    let server = crate::support::served::Server::start(&env).await;
+    let elsewhere = env.dir.path().join("bridge-home");
+    let config = cairn_for(&env)
+        .args(["acp", "--server", server.url.as_str()])
+        .envs([("CAIRN_HOME", elsewhere.to_string_lossy().into_owned())]);
+    let seen: Arc<Mutex<Vec<SessionUpdate>>> = Arc::default();
+    let sink = Arc::clone(&seen);
+    let cwd = env.workspace();
+    let (session, stop) = agent_client_protocol::Client
+        .v1()
+        .on_receive_notification(
+            async move |notification: SessionNotification, _cx| {
+                sink.lock().unwrap().push(notification.update);
+                Ok(())
+            },
+            agent_client_protocol::on_receive_notification!(),
+        )
+        .connect_with(AcpAgent::new(config), |connection: ConnectionTo<Agent>| async move {
+            connection.send_request(InitializeRequest::new(ProtocolVersion::V1)).block_task().await?;
+            let session = connection.send_request(NewSessionRequest::new(cwd.clone())).block_task().await?;
+            let prompt =
+                PromptRequest::new(session.session_id.clone(), vec![ContentBlock::Text(TextContent::new("Hi"))]);
+            let response = connection.send_request(prompt).block_task().await?;
+            connection.send_request(LoadSessionRequest::new(session.session_id.clone(), cwd)).block_task().await?;
+            Ok((session.session_id.0.to_string(), response.stop_reason))
+        })
+        .await
+        .expect("the official client completes its session through the bridge");
+    assert_eq!(stop, StopReason::EndTurn);
+    let chunks: String = seen
+        .lock()
+        .unwrap()
+        .iter()
+        .filter_map(|update| match update {
+            SessionUpdate::AgentMessageChunk(chunk) => match &chunk.content {
+                ContentBlock::Text(content) => Some(content.text.clone()),
+                _ => None,
+            },
+            _ => None,
+        })
+        .collect();
+    assert_eq!(chunks, "Served remotely.Served remotely.", "live, then replayed by the load");
+    let mut client = server.client().await;
+    let listed = client.call("session/list", serde_json::json!({})).await;
+    assert_eq!(listed["sessions"][0]["sessionId"], session.as_str(), "the server holds it: {listed}");
+    assert!(!elsewhere.join("cairn.db").exists(), "the bridge opened no database of its own");
+}
