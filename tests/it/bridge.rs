@@ -27,6 +27,22 @@ fn open(session: &str, env: &TestEnv) -> Value {
     json!({"sessionId": session, "cwd": env.cwd(), "mcpServers": []})
 }
 
+/// Waits (up to ten seconds) until `session`, the only one, is idle, then loads it: what the
+/// load replayed.
+async fn load_once_idle(agent: &mut Agent, session: &str, env: &TestEnv) -> Vec<Value> {
+    for _ in 0..400 {
+        let listed = agent.call("session/list", json!({})).await;
+        if listed["sessions"][0]["_meta"]["cairn"]["status"] == "idle" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    let id = agent.request("session/load", open(session, env)).await;
+    let (loaded, during) = agent.response(id).await;
+    assert!(loaded["result"].is_object(), "{loaded}");
+    during
+}
+
 #[tokio::test]
 async fn an_editor_killed_mid_turn_only_detaches_and_its_next_start_loads_the_whole_turn() {
     let env = TestEnv::new().await;
@@ -47,16 +63,7 @@ async fn an_editor_killed_mid_turn_only_detaches_and_its_next_start_loads_the_wh
 
     // The editor starts again: the turn went on without it.
     let mut again = bridge(&env, socket).await;
-    for _ in 0..400 {
-        let listed = again.call("session/list", json!({})).await;
-        if listed["sessions"][0]["_meta"]["cairn"]["status"] == "idle" {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-    let id = again.request("session/load", open(&session, &env)).await;
-    let (loaded, during) = again.response(id).await;
-    assert!(loaded["result"].is_object(), "{loaded}");
+    let during = load_once_idle(&mut again, &session, &env).await;
     assert_eq!(text_of(&updates(&during, &session), "agent_message_chunk"), pieces.concat());
     assert!(!server.stderr().contains("ERROR"), "{}", server.stderr());
 }
@@ -84,15 +91,7 @@ async fn serve_url_in_the_config_makes_a_plain_cairn_acp_a_bridge_to_the_users_o
     editor.kill9().await;
     // `--server` with no address is the same socket.
     let mut again = started(&env, &["acp", "--server"]).await;
-    for _ in 0..400 {
-        let listed = again.call("session/list", json!({})).await;
-        if listed["sessions"][0]["_meta"]["cairn"]["status"] == "idle" {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-    let id = again.request("session/load", open(&session, &env)).await;
-    let (_, during) = again.response(id).await;
+    let during = load_once_idle(&mut again, &session, &env).await;
     assert_eq!(text_of(&updates(&during, &session), "agent_message_chunk"), pieces.concat(), "the turn went on");
     assert!(!again.stderr().contains("no server answers"), "{}", again.stderr());
 }

@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 
 use super::{open, slow_answer};
 use crate::support::mock_llm::Long;
-use crate::support::served::Server;
+use crate::support::served::{Client, Server};
 use crate::support::streamable::{Events, HttpClient, http_client, http_url};
 use crate::support::{Reply, TestEnv, text_of, updates};
 
@@ -206,18 +206,24 @@ async fn the_profile_is_served_over_http2_as_the_rfd_requires() {
     assert_eq!(chunks(&before).0, "two");
 }
 
-#[tokio::test]
-async fn a_connection_that_reads_nothing_is_cut_off_and_does_not_slow_the_turn() {
-    let env = TestEnv::new().await;
-    // 48 MB of answer: far more than a connection may have waiting (16 MiB).
+/// A server whose next answer is 48 MB (far more than a connection may have waiting, 16 MiB), a
+/// WebSocket client with a session, and a Streamable HTTP connection that resumed it: the
+/// server, the first client, the session, the second connection and the answer.
+async fn stalled_beside_a_long_turn(env: &TestEnv) -> (Server, Client, String, HttpClient, Long) {
     let answer = Long { chunks: 12_000, size: 4_000, thought_every: None };
     env.mock.push(Reply::long(answer));
-    let server = Server::start(&env).await;
+    let server = Server::start(env).await;
     let mut first = server.client().await;
     let session = first.new_session(&env.cwd()).await;
     let (mut stalled, _) = HttpClient::initialize(&http_url(&server.url)).await;
-    stalled.request("session/resume", open(&session, &env), None).await;
+    stalled.request("session/resume", open(&session, env), None).await;
+    (server, first, session, stalled, answer)
+}
 
+#[tokio::test]
+async fn a_connection_that_reads_nothing_is_cut_off_and_does_not_slow_the_turn() {
+    let env = TestEnv::new().await;
+    let (server, mut first, session, stalled, answer) = stalled_beside_a_long_turn(&env).await;
     let prompt = first.prompt(&session, "Go").await;
     let (done, seen) = first.response(prompt).await;
     assert_eq!(done["result"]["stopReason"], "end_turn", "{done}");
@@ -234,13 +240,7 @@ async fn a_connection_that_reads_nothing_is_cut_off_and_does_not_slow_the_turn()
 #[tokio::test]
 async fn event_streams_reopened_and_never_read_are_cut_off_with_their_connection() {
     let env = TestEnv::new().await;
-    let answer = Long { chunks: 12_000, size: 4_000, thought_every: None };
-    env.mock.push(Reply::long(answer));
-    let server = Server::start(&env).await;
-    let mut first = server.client().await;
-    let session = first.new_session(&env.cwd()).await;
-    let (mut stalled, _) = HttpClient::initialize(&http_url(&server.url)).await;
-    stalled.request("session/resume", open(&session, &env), None).await;
+    let (server, mut first, session, stalled, answer) = stalled_beside_a_long_turn(&env).await;
     let mut held = vec![stalled.open(Some(&session)).await];
 
     let prompt = first.prompt(&session, "Go").await;
