@@ -6,10 +6,14 @@
 //! becomes a WebSocket (`upgrade`).
 //!
 //! Requests the profile does not take are answered with its statuses and a line saying what to
-//! do: 400 (not one JSON-RPC object, no connection id, a session-scoped method without
-//! `Acp-Session-Id`), 404 (an unknown connection or session), 406 (a `GET` that takes no event
-//! stream), 409 (a stream that cannot go on from the `Last-Event-ID` given), 413, 415 (not
-//! JSON), 501 (a batch), 503 (at the connection cap). Requests from web pages (any `Origin`
+//! do: 400 (not one JSON-RPC object, an id neither a string nor a number, no connection id, a
+//! session-scoped method without `Acp-Session-Id` or naming another session than its params),
+//! 404 (an unknown connection or session, another principal's included), 406 (a `GET` that
+//! takes no event stream), 408 (a body slower than a minute), 409 (a stream that cannot go on
+//! from the `Last-Event-ID` given), 413 (over 64 MiB; over 1 MiB for a POST naming no
+//! connection, which can only be an `initialize`), 415 (not JSON), 501 (a batch), 503 (at the
+//! connection cap, or at a connection's cap of session streams). The connection a POST names is
+//! looked up before its body is read. Requests from web pages (any `Origin`
 //! header) are refused as for the WebSocket. Ending a connection, by `DELETE` or otherwise, only
 //! detaches it from its sessions: their turns go on.
 
