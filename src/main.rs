@@ -90,6 +90,9 @@ enum Command {
         /// Connections open at once; more are answered 503.
         #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
         max_connections: u64,
+        /// With --auth, connections one token's principal may hold at once; more are answered 503.
+        #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+        max_connections_per_token: u64,
         /// Serve over TLS (wss://, https://) with this PEM certificate chain; needs --tls-key.
         #[arg(long, requires = "tls_key", value_name = "FILE")]
         tls_cert: Option<std::path::PathBuf>,
@@ -292,7 +295,16 @@ async fn run(command: Option<Command>) -> ExitCode {
                 Err(err) => fail(&err.to_string()),
             }
         }
-        Some(Command::Serve { then: None, listen, auth, heartbeat, max_connections, tls_cert, tls_key }) => {
+        Some(Command::Serve {
+            then: None,
+            listen,
+            auth,
+            heartbeat,
+            max_connections,
+            max_connections_per_token,
+            tls_cert,
+            tls_key,
+        }) => {
             let listen = match cairn::serve::Listen::parse(&listen, auth) {
                 Ok(listen) => listen,
                 Err(why) => return fail(&why),
@@ -300,6 +312,7 @@ async fn run(command: Option<Command>) -> ExitCode {
             let limits = cairn::serve::Limits {
                 heartbeat: std::time::Duration::from_secs(heartbeat),
                 connections: usize::try_from(max_connections).unwrap_or(usize::MAX),
+                per_principal: usize::try_from(max_connections_per_token).unwrap_or(usize::MAX),
             };
             let tls = tls_cert.zip(tls_key).map(|(cert, key)| cairn::serve::TlsFiles { cert, key });
             match cairn::serve::run(listen, limits, auth, tls, setup).await {

@@ -23,6 +23,7 @@ mod auth;
 pub mod bridge;
 mod http;
 mod listen;
+mod seat;
 mod socket;
 mod tls;
 pub mod tokens;
@@ -97,11 +98,13 @@ pub struct Limits {
     /// Connections open at once (WebSocket and Streamable HTTP); past it an upgrade or an
     /// `initialize` is answered 503.
     pub connections: usize,
+    /// Of those, what one principal of `--auth` may hold; past it its next is answered 503.
+    pub per_principal: usize,
 }
 
 impl Default for Limits {
     fn default() -> Self {
-        Self { heartbeat: Duration::from_secs(20), connections: 1024 }
+        Self { heartbeat: Duration::from_secs(20), connections: 1024, per_principal: 64 }
     }
 }
 
@@ -115,6 +118,8 @@ struct Server {
     open: Arc<AtomicUsize>,
     /// The Streamable HTTP connections, by id.
     http: Arc<http::Connections>,
+    /// The connections each principal holds.
+    seats: Arc<seat::Seats>,
     /// With `--auth`, the check of every request's token.
     auth: Option<Arc<auth::Auth>>,
 }
@@ -146,6 +151,7 @@ pub async fn run(
         limits,
         open: Arc::new(AtomicUsize::new(0)),
         http: Arc::default(),
+        seats: Arc::default(),
         auth,
     };
     let stop = async {

@@ -15,7 +15,6 @@ use tokio_tungstenite::tungstenite::handshake::derive_accept_key;
 use tokio_tungstenite::tungstenite::protocol::{Role, WebSocketConfig};
 
 use super::auth::Grant;
-use super::listen::Slot;
 use super::{Server, socket};
 
 /// What every answer carries: a whole body, or an event stream.
@@ -64,12 +63,9 @@ pub fn answer(request: Request<Incoming>, server: &Server, grant: Grant) -> Resp
         response.headers_mut().insert(header::SEC_WEBSOCKET_VERSION, HeaderValue::from_static("13"));
         return response;
     }
-    let Some(slot) = Slot::take(&server.open, server.limits.connections) else {
-        let why = format!(
-            "cairn serve has {} connections open, its limit (--max-connections); try again later",
-            server.limits.connections
-        );
-        return text(StatusCode::SERVICE_UNAVAILABLE, &why);
+    let slot = match super::seat::take(server, &grant.principal) {
+        Ok(seat) => seat,
+        Err(why) => return text(StatusCode::SERVICE_UNAVAILABLE, &why),
     };
     let accept = derive_accept_key(key);
     let connection = crate::ids::new_id("conn");

@@ -29,7 +29,7 @@ use tokio::time::Instant;
 use super::stream::{Gap, Reader, Shared, Stream};
 use crate::serve::Server;
 use crate::serve::auth::Grant;
-use crate::serve::listen::Slot;
+use crate::serve::seat::Seat;
 use crate::serve::socket::BEHIND;
 use crate::session::Principal;
 
@@ -84,7 +84,7 @@ pub struct Handle {
 }
 
 /// Starts a connection named `id` for `server`, let in by `grant`, holding `slot` while it lives.
-pub fn start(server: &Server, id: String, slot: Slot, grant: Grant) -> Handle {
+pub fn start(server: &Server, id: String, slot: Seat, grant: Grant) -> Handle {
     let principal = grant.principal.clone();
     let (commands, received) = mpsc::channel(64);
     let (input, posted) = mpsc::channel(INPUT);

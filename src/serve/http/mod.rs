@@ -37,7 +37,6 @@ use crate::session::Principal;
 use self::connection::{Command, Handle, Refused, Scope};
 use super::Server;
 use super::auth::Grant;
-use super::listen::Slot;
 use super::upgrade::{self, Body, text};
 
 /// The header naming a connection.
@@ -297,12 +296,9 @@ fn ended(id: &str) -> Response<Body> {
 
 /// A new connection for `grant`, answered with the result of its `initialize` and its id.
 async fn initialize(server: &Server, key: String, line: Vec<u8>, grant: Grant) -> Response<Body> {
-    let Some(slot) = Slot::take(&server.open, server.limits.connections) else {
-        let why = format!(
-            "cairn serve has {} connections open, its limit (--max-connections); try again later",
-            server.limits.connections
-        );
-        return text(StatusCode::SERVICE_UNAVAILABLE, &why);
+    let slot = match super::seat::take(server, &grant.principal) {
+        Ok(seat) => seat,
+        Err(why) => return text(StatusCode::SERVICE_UNAVAILABLE, &why),
     };
     let id = connection_id();
     let handle = connection::start(server, id.clone(), slot, grant);

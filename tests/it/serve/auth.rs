@@ -331,3 +331,34 @@ async fn the_http_profile_checks_the_token_on_every_request_and_a_connection_is_
     let (code, _) = mine.post(&list, None).await;
     assert_eq!(code, StatusCode::UNAUTHORIZED, "refused from the next request on");
 }
+
+#[tokio::test]
+async fn one_principal_cannot_take_every_connection() {
+    use crate::support::streamable::http_url;
+    let env = TestEnv::new().await;
+    let (_, alice) = create(&env, "alice");
+    let (_, bob) = create(&env, "bob");
+    let server = Server::start_with(&env, &["--auth", "--max-connections-per-token", "1"]).await;
+    let mut first = try_connect_with(&server.url, Some(&alice)).await.unwrap();
+    first.initialize().await;
+    // Her second, over either profile, is refused with the reason.
+    let refused = try_connect_with(&server.url, Some(&alice)).await.err().expect("a second WebSocket is refused");
+    assert!(refused.to_string().contains("503"), "{refused}");
+    let initialize = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": 1}});
+    let answer = bearer(&alice).post(http_url(&server.url)).json(&initialize).send().await.unwrap();
+    assert_eq!(answer.status(), 503);
+    assert!(answer.text().await.unwrap().contains("--max-connections-per-token"));
+    // Bob is not held back by her, and her place is hers again once she lets it go.
+    let mut other = try_connect_with(&server.url, Some(&bob)).await.unwrap();
+    other.initialize().await;
+    first.drop_connection();
+    let mut again = None;
+    for _ in 0..200 {
+        if let Ok(client) = try_connect_with(&server.url, Some(&alice)).await {
+            again = Some(client);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    again.expect("her place came back").initialize().await;
+}
