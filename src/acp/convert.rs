@@ -129,8 +129,11 @@ pub fn update_to_wire(update: Update, shown: Shown) -> Option<acp::SessionUpdate
             meta.insert("cairn".into(), serde_json::json!({ "messageId": message.as_str() }));
             acp::SessionUpdate::Notice(acp::Notice::new(acp::NoticeSeverity::Warning, text).meta(meta))
         }
-        // Clients without notices see the note as a short agent message.
-        Update::Notice { message, text } => acp::SessionUpdate::AgentMessageChunk(chunk(message, text.into())),
+        // Clients without notices see the note as a short agent message, ended by a blank line:
+        // a client that joins chunks must not run it into the answer that follows.
+        Update::Notice { message, text } => {
+            acp::SessionUpdate::AgentMessageChunk(chunk(message, format!("{text}\n\n").into()))
+        }
         // What is not stored has no message id: a client cannot take it for part of one.
         Update::EphemeralNotice { text, warning } if shown.notices => {
             let severity = if warning { acp::NoticeSeverity::Warning } else { acp::NoticeSeverity::Info };
@@ -166,7 +169,7 @@ pub fn update_to_wire(update: Update, shown: Shown) -> Option<acp::SessionUpdate
         // Clients without compaction updates see one short agent message when it is done (a
         // failure is a stored notice of its own).
         Update::Compaction { id, state: CompactionState::Completed, note, .. } => {
-            acp::SessionUpdate::AgentMessageChunk(chunk(id, note.into()))
+            acp::SessionUpdate::AgentMessageChunk(chunk(id, format!("{note}\n\n").into()))
         }
         Update::Compaction { state: CompactionState::InProgress | CompactionState::Failed, .. }
         | Update::CompactionSummary { .. } => {
