@@ -32,10 +32,24 @@ use crate::visible;
 /// Prints a turn as it streams.
 struct Printer {
     printed: AtomicBool,
+    /// Reasoning was the last thing written to stderr, and did not end its line.
+    thinking: AtomicBool,
+}
+
+impl Printer {
+    /// Ends the reasoning's line on stderr, if it was left open, before a line of another kind.
+    fn end_thought(&self) {
+        if self.thinking.swap(false, Ordering::Relaxed) {
+            let _ = std::io::stderr().lock().write_all(b"\n");
+        }
+    }
 }
 
 impl UpdateSink for Printer {
     fn send(&self, _session: &SessionId, update: Update) {
+        if !matches!(update, Update::AgentThought { .. } | Update::AgentText { .. } | Update::EphemeralText { .. }) {
+            self.end_thought();
+        }
         match update {
             Update::AgentText { text, .. } | Update::EphemeralText { text } => {
                 let mut out = std::io::stdout().lock();
@@ -44,6 +58,9 @@ impl UpdateSink for Printer {
             }
             Update::AgentThought { text, .. } => {
                 let _ = std::io::stderr().lock().write_all(visible::text(&text).as_bytes());
+                if !text.is_empty() {
+                    self.thinking.store(!text.ends_with('\n'), Ordering::Relaxed);
+                }
             }
             Update::ToolCall(tool) => {
                 let (name, input) = (visible::line(&tool.name), visible::line(&tool.input));
@@ -169,7 +186,7 @@ pub async fn exec(store: Store, config: Arc<Config>, request: ExecRequest) -> Re
         let lines = Arc::new(JsonLines::default());
         let registry = Registry::new(store, config, lines.clone());
         let mut started = None;
-        let result = run(&registry, request, &mut started).await;
+        let result = run(&registry, request, &mut started, &|| {}).await;
         registry.shutdown().await;
         match &result {
             Ok(finished) => lines.finish(&finished.session, finished.stop),
@@ -177,10 +194,11 @@ pub async fn exec(store: Store, config: Arc<Config>, request: ExecRequest) -> Re
         }
         return result;
     }
-    let printer = Arc::new(Printer { printed: AtomicBool::new(false) });
+    let printer = Arc::new(Printer { printed: AtomicBool::new(false), thinking: AtomicBool::new(false) });
     let registry = Registry::new(store, config, printer.clone());
-    let result = run(&registry, request, &mut None).await;
+    let result = run(&registry, request, &mut None, &|| printer.end_thought()).await;
     registry.shutdown().await;
+    printer.end_thought();
     if printer.printed.load(Ordering::Relaxed) {
         let _ = std::io::stdout().lock().write_all(b"\n");
     }
@@ -231,11 +249,13 @@ async fn open(registry: &Registry, target: Target, cwd: &Path, rules: &[Rule]) -
     })
 }
 
-/// Runs the turn; `started` is set to the session once there is one.
+/// Runs the turn; `started` is set to the session once there is one. `end_line` ends a line the
+/// turn left open on stderr before the session is named there.
 async fn run(
     registry: &Registry,
     request: ExecRequest,
     started: &mut Option<SessionId>,
+    end_line: &(dyn Fn() + Sync),
 ) -> Result<Finished, ExecError> {
     let ExecRequest { prompt, target, cwd, mode, model, json, rules } = request;
     if prompt.trim().is_empty() {
@@ -274,6 +294,7 @@ async fn run(
         Err(err) => return Err(err.into()),
     };
     if created && !json {
+        end_line();
         let _ = writeln!(std::io::stderr().lock(), "session: {}", visible::line(id.as_str()));
     }
     Ok(Finished { session: id, stop })

@@ -94,6 +94,18 @@ async fn continue_takes_the_latest_session_of_the_directory_and_fork_copies_one(
 }
 
 #[tokio::test]
+async fn reasoning_on_stderr_ends_its_line_before_the_session_is_named() {
+    let mut env = TestEnv::new().await;
+    // Debug log lines would interleave with what exec writes.
+    env.set_env("CAIRN_LOG", "warn");
+    env.mock.push(Reply::thinking_then_text(&["let me ", "think"], &["Done."]));
+    let (status, stdout, stderr) = run(&env, &["exec", "hello"], "").await;
+    assert_eq!(status, Some(0), "{stderr}");
+    assert_eq!(stdout, "Done.\n");
+    assert!(stderr.contains("let me think\nsession: ses_"), "{stderr:?}");
+}
+
+#[tokio::test]
 async fn a_limit_that_stops_the_turn_exits_3() {
     let env = TestEnv::new().await;
     env.mock.push(Reply::finishing(&["Cut sh"], "length"));
