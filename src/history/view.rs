@@ -67,7 +67,8 @@ impl Compaction {
 
     /// The line a pruned image (`data` in base64) becomes.
     pub fn pruned_image(mime_type: &str, data: &str) -> String {
-        format!("<image pruned: {mime_type}, {} KiB>", super::tool::decoded_size(data).div_ceil(1024))
+        let size = crate::tools::human_size(super::tool::decoded_size(data) as u64);
+        format!("<image pruned: {mime_type}, {size}>")
     }
 }
 
@@ -395,7 +396,10 @@ mod tests {
         assert_eq!(whole.tool_images(tool).len(), 1);
         assert_eq!(whole.tool_output(tool), "a.png: PNG image (the image follows).");
         assert!(pruned.tool_images(tool).is_empty());
-        assert_eq!(pruned.tool_output(tool), "a.png: PNG image (the image follows).\n<image pruned: image/png, 3 KiB>");
+        assert_eq!(
+            pruned.tool_output(tool),
+            "a.png: PNG image (the image follows).\n<image pruned: image/png, 3.0 KiB>"
+        );
         assert!(whole.estimate() >= IMAGE_TOKENS && pruned.estimate() < 50, "pruning frees the image's tokens");
     }
 
@@ -426,7 +430,7 @@ mod tests {
         assert!(seen[3..].iter().all(|(images, _)| *images), "the newest {REQUEST_IMAGES} go");
         for (images, output) in &seen[..3] {
             assert!(!images);
-            assert_eq!(output, "a.png: PNG image (the image follows).\n<image pruned: image/png, 1 KiB>");
+            assert_eq!(output, "a.png: PNG image (the image follows).\n<image pruned: image/png, 768 bytes>");
         }
 
         let quarter = REQUEST_IMAGE_BYTES / 4;

@@ -197,8 +197,10 @@ fn tool_line(tool: &ToolPart) -> String {
 /// What the editor was shown as a call's result: its content, else the output the model got;
 /// then a line per image the model was sent.
 fn tool_output(tool: &ToolPart) -> String {
-    let images =
-        tool.images.iter().map(|image| format!("[image: {}, {} KiB]", image.mime_type, image.size().div_ceil(1024)));
+    let images = tool
+        .images
+        .iter()
+        .map(|image| format!("[image: {}, {}]", image.mime_type, crate::tools::human_size(image.size() as u64)));
     let text = shown_output(tool);
     std::iter::once(text).filter(|text| !text.is_empty()).chain(images).collect::<Vec<_>>().join("\n")
 }

@@ -22,8 +22,8 @@ pub(crate) enum UserBlock<'a> {
 /// What an image becomes in a request to a model that takes none: one line saying what was
 /// there and why it is not, so the request succeeds and the model knows something was shown.
 pub(crate) fn omitted_image(mime_type: &str, data: &str, model: &str) -> String {
-    let kib = decoded_size(data).div_ceil(1024);
-    format!("[image omitted: {mime_type}, {kib} KiB — {model} does not take images]")
+    let size = crate::tools::human_size(decoded_size(data) as u64);
+    format!("[image omitted: {mime_type}, {size} — {model} does not take images]")
 }
 
 /// The blocks of a user message: resources become text the model can read, image blobs images

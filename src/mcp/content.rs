@@ -323,7 +323,7 @@ fn decoded_len(data: &str) -> usize {
 }
 
 fn size(bytes: usize) -> String {
-    if bytes < 1024 { format!("{bytes} bytes") } else { format!("{:.1} KiB", bytes as f64 / 1024.0) }
+    crate::tools::human_size(bytes as u64)
 }
 
 #[cfg(test)]

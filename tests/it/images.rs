@@ -341,7 +341,7 @@ async fn exports_name_a_read_image_in_markdown_and_keep_it_through_jsonl_and_imp
         serde_json::from_str::<Value>(ran.lines().last().unwrap()).unwrap()["sessionId"].as_str().unwrap().to_owned();
 
     let markdown = run(args(&["sessions", "export", &session])).await;
-    assert!(markdown.contains("[image: image/png, 3 KiB]"), "{markdown}");
+    assert!(markdown.contains("[image: image/png, 2.9 KiB]"), "{markdown}");
     assert!(!markdown.contains(&base64(&picture)), "the Markdown names the image, without its data");
 
     let jsonl = run(args(&["sessions", "export", &session, "--format", "jsonl"])).await;

@@ -23,9 +23,9 @@ fn base64(bytes: &[u8]) -> String {
     base64::engine::general_purpose::STANDARD.encode(bytes)
 }
 
-/// The line an image becomes for `model`.
+/// The line the tests' image (a 33-byte PNG) becomes for `model`.
 fn placeholder(mime_type: &str, model: &str) -> String {
-    format!("[image omitted: {mime_type}, 1 KiB — {model} does not take images]")
+    format!("[image omitted: {mime_type}, 33 bytes — {model} does not take images]")
 }
 
 /// Asserts that the request carries no image: no base64 of any kind, not the picture's bytes.

@@ -140,7 +140,7 @@ fn an_image_a_tool_returned_goes_in_its_tool_result_until_the_message_is_pruned(
     );
     assert_eq!(
         body(true)["messages"][1]["content"][0]["content"],
-        "a.png: PNG image, 1×1, 67 bytes (the image follows).\n<image pruned: image/png, 1 KiB>",
+        "a.png: PNG image, 1×1, 67 bytes (the image follows).\n<image pruned: image/png, 6 bytes>",
         "a pruned message keeps a line saying which image it no longer carries"
     );
 }
@@ -159,9 +159,10 @@ fn a_model_without_images_gets_a_placeholder_for_each_prompt_and_tool_image() {
     let request = ModelRequest::plain("haiku-text", messages.iter().map(Seen::whole).collect(), false);
     let sent = encode(&request).unwrap();
     let body: Value = serde_json::from_slice(&sent).unwrap();
-    let placeholder = "[image omitted: image/png, 1 KiB — haiku-text does not take images]";
+    let placeholder = "[image omitted: image/png, 2 bytes — haiku-text does not take images]";
     assert_eq!(body["messages"][0]["content"][0], json!({"type": "text", "text": "look"}));
     assert_eq!(body["messages"][0]["content"][1], json!({"type": "text", "text": placeholder}));
+    let placeholder = "[image omitted: image/png, 6 bytes — haiku-text does not take images]";
     assert_eq!(
         body["messages"][2]["content"][0]["content"],
         format!("a.png: PNG image, 1×1, 67 bytes (the image follows).\n{placeholder}"),

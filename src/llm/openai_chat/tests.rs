@@ -211,12 +211,12 @@ fn a_model_without_images_gets_a_placeholder_for_each_prompt_and_tool_image() {
     assert_eq!(
         body["messages"],
         json!([
-            {"role": "user", "content": "look\n\n[image omitted: image/jpeg, 1 KiB — llama3 does not take images]"},
+            {"role": "user", "content": "look\n\n[image omitted: image/jpeg, 3 bytes — llama3 does not take images]"},
             {"role": "assistant", "content": "", "tool_calls": [
                 {"id": "c7", "type": "function", "function": {"name": "read", "arguments": ""}}
             ]},
             {"role": "tool", "tool_call_id": "c7",
-             "content": "a.gif: GIF image\n[image omitted: image/gif, 3 KiB — llama3 does not take images]"}
+             "content": "a.gif: GIF image\n[image omitted: image/gif, 2.9 KiB — llama3 does not take images]"}
         ]),
         "no user message of images follows the tool message"
     );
@@ -239,7 +239,7 @@ fn a_pasted_image_past_what_one_request_carries_goes_as_a_line() {
         serde_json::from_slice::<Value>(&encode(&request).unwrap()).unwrap()
     };
     let past = request(Seen { images: false, ..Seen::whole(&prompt) });
-    assert_eq!(past["messages"][0]["content"], "look\n\n<image pruned: image/png, 2 KiB>");
+    assert_eq!(past["messages"][0]["content"], "look\n\n<image pruned: image/png, 1.5 KiB>");
     let carried = request(Seen::whole(&prompt));
     assert_eq!(carried["messages"][0]["content"][1]["type"], "image_url");
 }

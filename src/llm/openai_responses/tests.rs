@@ -111,7 +111,7 @@ fn a_model_without_images_gets_a_placeholder_for_each_prompt_and_tool_image() {
     let request = ModelRequest::plain("o-text", messages.iter().map(Seen::whole).collect(), false);
     let sent = encode(&request).unwrap();
     let body: Value = serde_json::from_slice(&sent).unwrap();
-    let placeholder = "[image omitted: image/webp, 1 KiB — o-text does not take images]";
+    let placeholder = "[image omitted: image/webp, 3 bytes — o-text does not take images]";
     assert_eq!(body["input"][0], json!({"role": "user", "content": [{"type": "input_text", "text": placeholder}]}));
     assert_eq!(
         body["input"][2],
