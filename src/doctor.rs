@@ -48,13 +48,22 @@ pub async fn run() -> u8 {
     let mut report = Report::default();
     let config = match Config::load() {
         Ok(config) => config,
-        Err(err) => {
-            report.line(Status::Fail, "config", &err.to_string());
-            return 1;
-        }
+        // The checks that need no file go on, with the environment and the defaults.
+        Err(err) => match Config::load_without_file() {
+            Ok(config) => {
+                let err = one_line(&err.to_string());
+                report.line(Status::Fail, "config", &format!("{err} (the checks below leave the file out)"));
+                config
+            }
+            Err(_) => {
+                report.line(Status::Fail, "config", &err.to_string());
+                return 1;
+            }
+        },
     };
     let log_file = config.log_file.as_deref().map(crate::logging::use_config_file).transpose();
     match (&config.file, &config.config_dir) {
+        _ if report.failed => {}
         (Some(file), _) => report.line(Status::Ok, "config", &format!("{} (valid)", file.display())),
         (None, Some(dir)) => report.line(
             Status::Ok,
@@ -87,6 +96,22 @@ pub async fn run() -> u8 {
         ),
     }
     u8::from(report.failed)
+}
+
+/// A multi-line error (TOML's quotes the line as `3 | key = …` and points at the column under
+/// it) as one finding's line: its sentences and the quoted line, without the pointer.
+fn one_line(text: &str) -> String {
+    let part = |line: &str| -> Option<String> {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('|') {
+            return None;
+        }
+        match line.split_once(" | ") {
+            Some((number, quoted)) if number.parse::<u64>().is_ok() => Some(quoted.trim().to_owned()),
+            _ => Some(line.to_owned()),
+        }
+    };
+    text.lines().filter_map(part).collect::<Vec<_>>().join(": ")
 }
 
 fn api_name(api: Api) -> &'static str {

@@ -199,22 +199,36 @@ struct FileProvider {
 impl Config {
     /// Reads the process environment and the config file it points to.
     pub fn load() -> Result<Self, ConfigError> {
+        Self::load_from(true)
+    }
+
+    /// The process environment and the defaults alone, as if there were no config file: what
+    /// `cairn doctor` still checks with when the file is unusable.
+    pub fn load_without_file() -> Result<Self, ConfigError> {
+        Self::load_from(false)
+    }
+
+    fn load_from(read_file: bool) -> Result<Self, ConfigError> {
         let vars: Vec<(OsString, OsString)> = std::env::vars_os().collect();
         let lookup = |name: &str| {
             let value = vars.iter().find(|(k, _)| k == name).and_then(|(_, v)| v.to_str());
             value.filter(|v| !v.is_empty()).map(str::to_owned)
         };
-        Self::build(&lookup, &vars)
+        Self::build(&lookup, &vars, read_file)
     }
 
     /// Builds the configuration from an environment lookup (tests pass their own). Keys copied
     /// under other names are not found this way; [`Config::load`] finds them.
     pub fn from_env(env: &dyn Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
-        Self::build(env, &[])
+        Self::build(env, &[], true)
     }
 
-    fn build(env: &dyn Fn(&str) -> Option<String>, vars: &[(OsString, OsString)]) -> Result<Self, ConfigError> {
-        let path = file_path(env);
+    fn build(
+        env: &dyn Fn(&str) -> Option<String>,
+        vars: &[(OsString, OsString)],
+        read_file: bool,
+    ) -> Result<Self, ConfigError> {
+        let path = file_path(env).filter(|_| read_file);
         let (file, file_path) = match &path {
             Some(path) => match std::fs::read_to_string(path) {
                 Ok(text) => (parse_file(path, &text)?, Some(path.clone())),

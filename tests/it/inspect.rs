@@ -322,6 +322,19 @@ async fn doctor_checks_config_keys_providers_database_mcp_servers_and_log_file()
     );
     assert!(finding(&stdout, "mcp")[0].starts_with("fail  mcp: broken: "), "{stdout}");
     assert!(stdout.contains("ok    integrity: ok"), "the rest is still checked: {stdout}");
+
+    // A config file that does not parse fails, and what does not need it is still checked.
+    env.write_config("model = \"openai/mock-model\"\n[limits]\nmax_rounds = \"many\"\n");
+    let (status, stdout, _) = run(&env, &["doctor"]).await;
+    assert_eq!(status, Some(1), "{stdout}");
+    let config = finding(&stdout, "config");
+    assert!(
+        config.len() == 1 && config[0].starts_with("fail  config: ") && config[0].contains("max_rounds"),
+        "{stdout}"
+    );
+    assert!(config[0].contains("the checks below leave the file out"), "{stdout}");
+    assert!(stdout.contains("ok    key: openai: OPENAI_API_KEY is set"), "{stdout}");
+    assert!(stdout.contains("ok    integrity: ok"), "{stdout}");
 }
 
 #[tokio::test]
