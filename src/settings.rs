@@ -71,6 +71,9 @@ impl Setting {
             }
             "steer" => match value {
                 Value::Bool(steer) => Ok(Setting::Steer(steer)),
+                // The words, as a client that sends every value as text has them.
+                Value::Id("true") => Ok(Setting::Steer(true)),
+                Value::Id("false") => Ok(Setting::Steer(false)),
                 Value::Id(_) => Err(SettingError::WantsBool("steer")),
             },
             other => Err(SettingError::UnknownOption(other.to_owned())),
@@ -127,6 +130,8 @@ mod tests {
         }
         assert_eq!(Setting::parse("mode", Value::Id("yolo")), Err(SettingError::UnknownMode("yolo".into())));
         assert_eq!(Setting::parse("steer", Value::Id("on")), Err(SettingError::WantsBool("steer")));
+        assert_eq!(Setting::parse("steer", Value::Id("true")), Ok(Setting::Steer(true)));
+        assert_eq!(Setting::parse("steer", Value::Id("false")), Ok(Setting::Steer(false)));
         assert_eq!(Setting::parse("model", Value::Bool(true)), Err(SettingError::WantsId("model")));
         let unknown = Setting::parse("colour", Value::Id("red")).unwrap_err().to_string();
         assert!(unknown.contains("`colour`") && unknown.contains("thought_level"), "{unknown}");

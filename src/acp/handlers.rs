@@ -329,7 +329,14 @@ impl Agent {
         .boxed())
     }
 
-    fn set_config_option(&self, params: Value) -> Answer {
+    fn set_config_option(&self, mut params: Value) -> Answer {
+        // A bare `true` is what some clients send for a boolean option: taken as the typed form.
+        if let Some(object) = params.as_object_mut()
+            && object.get("value").is_some_and(Value::is_boolean)
+            && !object.contains_key("type")
+        {
+            object.insert("type".to_owned(), Value::from("boolean"));
+        }
         let request: acp::SetSessionConfigOptionRequest = parse(SESSION_SET_CONFIG_OPTION, params)?;
         let sessions = self.sessions()?;
         let value = match &request.value {

@@ -326,8 +326,14 @@ async fn the_steer_option_is_a_boolean_set_per_session_checked_and_kept_across_a
     let said = crate::support::text_of(&updates(&said, &session), "agent_message_chunk");
     assert!(said.contains("Prompts sent while a turn runs: steer"), "{said}");
 
+    // What clients send for a boolean besides the typed form: a bare `false`, the word "true".
+    for (value, steering) in [(json!(false), false), (json!("true"), true)] {
+        let set = json!({"sessionId": session, "configId": "steer", "value": value});
+        let result = agent.call("session/set_config_option", set).await;
+        assert_eq!(steer_option(&result).unwrap()["currentValue"], steering, "{value}: {result}");
+    }
     for (bad, says) in [
-        (json!({"configId": "steer", "value": "true"}), "`steer` takes a boolean"),
+        (json!({"configId": "steer", "value": "on"}), "`steer` takes a boolean"),
         (json!({"configId": "mode", "type": "boolean", "value": true}), "`mode` takes one of its string values"),
     ] {
         let mut params = bad;
