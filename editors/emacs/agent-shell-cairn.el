@@ -1,6 +1,7 @@
 ;;; agent-shell-cairn.el --- cairn for agent-shell -*- lexical-binding: t; -*-
 
 ;;; Commentary:
+;; Needs Emacs 29.1 or newer, as agent-shell does.
 ;; Load this after agent-shell (which brings acp.el), then M-x agent-shell-cairn-start.
 ;; agent-shell starts `cairn acp' and speaks ACP with it on stdio.  cairn's stderr is plain
 ;; text and quiet, so agent-shell's error events stay empty unless something is wrong.
