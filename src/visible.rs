@@ -8,10 +8,25 @@
 //! as `\r`, other C0 controls and DEL as `\x07`, C1 controls and the bidirectional overrides
 //! (which reorder what is shown) as `\u{9b}`. Backslashes are left as they are: this is for
 //! reading, not for parsing back. [`json`] does the same for JSON text without changing what it
-//! encodes.
+//! encodes. [`human_size`] says a number of bytes as people read it.
 
 use std::borrow::Cow;
 use std::fmt::Write as _;
+
+/// A size for people: `812 bytes`, `14.2 KiB`, `3.0 GiB`.
+pub fn human_size(bytes: u64) -> String {
+    const UNITS: [&str; 4] = ["KiB", "MiB", "GiB", "TiB"];
+    if bytes < 1024 {
+        return format!("{bytes} bytes");
+    }
+    let mut value = bytes as f64 / 1024.0;
+    let mut unit = 0;
+    while value >= 1024.0 && unit + 1 < UNITS.len() {
+        value /= 1024.0;
+        unit += 1;
+    }
+    format!("{value:.1} {}", UNITS[unit])
+}
 
 /// `text` for a terminal, keeping its line breaks and tabs.
 pub fn text(text: &str) -> Cow<'_, str> {

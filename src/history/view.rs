@@ -67,7 +67,7 @@ impl Compaction {
 
     /// The line a pruned image (`data` in base64) becomes.
     pub fn pruned_image(mime_type: &str, data: &str) -> String {
-        let size = crate::tools::human_size(super::tool::decoded_size(data) as u64);
+        let size = crate::visible::human_size(super::tool::decoded_size(data) as u64);
         format!("<image pruned: {mime_type}, {size}>")
     }
 }

@@ -200,7 +200,7 @@ fn tool_output(tool: &ToolPart) -> String {
     let images = tool
         .images
         .iter()
-        .map(|image| format!("[image: {}, {}]", image.mime_type, crate::tools::human_size(image.size() as u64)));
+        .map(|image| format!("[image: {}, {}]", image.mime_type, crate::visible::human_size(image.size() as u64)));
     let text = shown_output(tool);
     std::iter::once(text).filter(|text| !text.is_empty()).chain(images).collect::<Vec<_>>().join("\n")
 }

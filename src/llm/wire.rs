@@ -22,7 +22,7 @@ pub(crate) enum UserBlock<'a> {
 /// What an image becomes in a request to a model that takes none: one line saying what was
 /// there and why it is not, so the request succeeds and the model knows something was shown.
 pub(crate) fn omitted_image(mime_type: &str, data: &str, model: &str) -> String {
-    let size = crate::tools::human_size(decoded_size(data) as u64);
+    let size = crate::visible::human_size(decoded_size(data) as u64);
     format!("[image omitted: {mime_type}, {size} — {model} does not take images]")
 }
 

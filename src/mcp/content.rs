@@ -323,7 +323,7 @@ fn decoded_len(data: &str) -> usize {
 }
 
 fn size(bytes: usize) -> String {
-    crate::tools::human_size(bytes as u64)
+    crate::visible::human_size(bytes as u64)
 }
 
 #[cfg(test)]

@@ -54,7 +54,6 @@ pub use bash::{BASH_DEFAULT_TIMEOUT, BASH_MAX_TIMEOUT};
 pub use host::{Host, NoEditor};
 pub use image::{Images, ImagesRead};
 pub use mcp::add_server_tools;
-pub use page::human_size;
 pub use registry::{Invocation, Registry, one_line};
 pub use schema::schema_of;
 

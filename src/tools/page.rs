@@ -200,20 +200,8 @@ fn show(kept: &[u8], length: usize, had_newline: bool) -> String {
     }
 }
 
-/// A size for people: `812 bytes`, `14.2 KiB`, `3.0 GiB`.
-pub fn human_size(bytes: u64) -> String {
-    const UNITS: [&str; 4] = ["KiB", "MiB", "GiB", "TiB"];
-    if bytes < 1024 {
-        return format!("{bytes} bytes");
-    }
-    let mut value = bytes as f64 / 1024.0;
-    let mut unit = 0;
-    while value >= 1024.0 && unit + 1 < UNITS.len() {
-        value /= 1024.0;
-        unit += 1;
-    }
-    format!("{value:.1} {}", UNITS[unit])
-}
+/// A size for people (kept in `visible`, which every printer may use).
+pub use crate::visible::human_size;
 
 #[cfg(test)]
 mod tests {
