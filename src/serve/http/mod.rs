@@ -79,20 +79,19 @@ impl Connections {
 
 /// The answer to any request.
 pub async fn answer(request: Request<Incoming>, server: &Server) -> Response<Body> {
+    let version = request.version();
     if request.uri().path() != "/acp" {
-        return text(StatusCode::NOT_FOUND, "cairn serve answers at /acp only");
+        return unread(text(StatusCode::NOT_FOUND, "cairn serve answers at /acp only"), version);
     }
     let grant = match super::auth::grant(server, request.headers()) {
         Ok(grant) => grant,
-        Err(refused) => return *refused,
+        Err(refused) => return unread(*refused, version),
     };
     if let Some(origin) = request.headers().get(header::ORIGIN) {
         tracing::info!(origin = ?origin, "refused a request from a web page");
-        return text(
-            StatusCode::FORBIDDEN,
-            "cairn serve takes no requests from web pages (the request has an Origin header): a page could \
-             drive the agent; connect from a program",
-        );
+        let why = "cairn serve takes no requests from web pages (the request has an Origin header): a page could \
+                   drive the agent; connect from a program";
+        return unread(text(StatusCode::FORBIDDEN, why), version);
     }
     match *request.method() {
         Method::POST => post(request, server, grant).await,
@@ -105,7 +104,7 @@ pub async fn answer(request: Request<Incoming>, server: &Server) -> Response<Bod
                 "/acp takes POST (a JSON-RPC message), GET (an event stream, or Upgrade: websocket) and DELETE",
             );
             response.headers_mut().insert(header::ALLOW, HeaderValue::from_static("GET, POST, DELETE"));
-            response
+            unread(response, version)
         }
     }
 }
@@ -171,10 +170,8 @@ async fn post(request: Request<Incoming>, server: &Server, grant: Grant) -> Resp
         .and_then(|value| value.split(';').next())
         .is_some_and(|kind| kind.trim().eq_ignore_ascii_case("application/json"));
     if !json {
-        return text(
-            StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            "POST one JSON-RPC message with Content-Type: application/json",
-        );
+        let why = "POST one JSON-RPC message with Content-Type: application/json";
+        return unread(text(StatusCode::UNSUPPORTED_MEDIA_TYPE, why), request.version());
     }
     let (parts, body) = request.into_parts();
     // The connection is looked up before its body is read; a POST naming none can only be an
@@ -182,7 +179,7 @@ async fn post(request: Request<Incoming>, server: &Server, grant: Grant) -> Resp
     let connection = match header(&parts.headers, CONNECTION_HEADER) {
         Some(_) => match connection_of(&parts.headers, server, &grant.principal) {
             Ok(found) => Some(found),
-            Err((status, why)) => return text(status, &why),
+            Err((status, why)) => return unread(text(status, &why), parts.version),
         },
         None => None,
     };
@@ -190,7 +187,7 @@ async fn post(request: Request<Incoming>, server: &Server, grant: Grant) -> Resp
     let read = tokio::time::timeout(BODY_TIME, Limited::new(body, most).collect()).await;
     let Ok(read) = read else {
         let why = format!("the body did not arrive within {BODY_TIME:?}");
-        return text(StatusCode::REQUEST_TIMEOUT, &why);
+        return unread(text(StatusCode::REQUEST_TIMEOUT, &why), parts.version);
     };
     let body = match read {
         Ok(body) => body.to_bytes(),
@@ -202,7 +199,7 @@ async fn post(request: Request<Incoming>, server: &Server, grant: Grant) -> Resp
                     INITIALIZE_MOST >> 10
                 ),
             };
-            return text(StatusCode::PAYLOAD_TOO_LARGE, &why);
+            return unread(text(StatusCode::PAYLOAD_TOO_LARGE, &why), parts.version);
         }
         Err(err) => return text(StatusCode::BAD_REQUEST, &format!("the body could not be read: {err}")),
     };
@@ -287,6 +284,16 @@ async fn post(request: Request<Incoming>, server: &Server, grant: Grant) -> Resp
     }
     let mut response = Response::new(upgrade::empty());
     *response.status_mut() = StatusCode::ACCEPTED;
+    response
+}
+
+/// An answer given before the request's body was read whole: over HTTP/1.1 the socket cannot
+/// carry another request (the rest of the body is still on it), so the client is told not to
+/// reuse it rather than find it closed under its next request.
+fn unread(mut response: Response<Body>, version: hyper::Version) -> Response<Body> {
+    if version < hyper::Version::HTTP_2 {
+        response.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
+    }
     response
 }
 
