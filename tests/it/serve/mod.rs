@@ -453,6 +453,51 @@ async fn a_turn_reads_through_the_files_of_the_client_that_prompted_it() {
     assert!(seen.iter().any(|message| message["params"]["update"]["sessionUpdate"] == "tool_call"), "{seen:?}");
 }
 
+/// Commands too: the prompting client's terminal runs them, when it offers one.
+#[tokio::test]
+async fn a_turn_runs_its_commands_in_the_terminal_of_the_client_that_prompted_it() {
+    let env = TestEnv::new().await;
+    env.mock.push(Reply::tool_calls(&[("c1", "bash", json!({"command": "echo on the server"}))]));
+    env.mock.push(Reply::text(&["ran"]));
+    let server = Server::start(&env).await;
+    let mut editor = server.connect().await;
+    editor.call("initialize", json!({"protocolVersion": 1, "clientCapabilities": {"terminal": true}})).await;
+    let session = editor.new_session(&env.cwd()).await;
+    let mut watcher = server.client().await;
+    watcher.call("session/resume", open(&session, &env)).await;
+
+    let prompt = editor.prompt(&session, "Run it").await;
+    let mut asked = Vec::new();
+    loop {
+        let message = editor.recv().await;
+        if message.get("method").is_none() && message["id"] == prompt {
+            assert_eq!(message["result"]["stopReason"], "end_turn", "{message}");
+            break;
+        }
+        let Some(method) = message["method"].as_str().map(str::to_owned) else { continue };
+        let result = match method.as_str() {
+            "session/request_permission" => json!({"outcome": {"outcome": "selected", "optionId": "allow_once"}}),
+            "terminal/create" => json!({"terminalId": "t1"}),
+            "terminal/wait_for_exit" => json!({"exitCode": 0}),
+            "terminal/output" => {
+                json!({"output": "in the editor's terminal\n", "truncated": false, "exitStatus": {"exitCode": 0}})
+            }
+            "terminal/kill" | "terminal/release" => json!({}),
+            _ => continue,
+        };
+        asked.push(method);
+        editor.send(json!({"jsonrpc": "2.0", "id": message["id"], "result": result})).await;
+    }
+    assert!(asked.iter().any(|method| method == "terminal/create"), "{asked:?}");
+    let sent: String = env.mock.requests().iter().map(Value::to_string).collect();
+    assert!(sent.contains("in the editor's terminal") && !sent.contains("on the server\\n"), "{sent}");
+    let mut seen = Vec::new();
+    while let Ok(Some(message)) = tokio::time::timeout(Duration::from_millis(300), watcher.next()).await {
+        seen.push(message);
+    }
+    assert!(seen.iter().all(|message| message["method"] != "terminal/create"), "{seen:?}");
+}
+
 mod auth;
 mod http;
 mod limits;
