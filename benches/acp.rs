@@ -33,13 +33,7 @@ fn stats(name: &str, target: &str, mut samples: Vec<Duration>) {
 }
 
 fn rss_kib(pid: u32, field: &str) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix(field))
-        .and_then(|v| v.split_whitespace().next())
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0)
+    support::status_kib(pid, field).unwrap_or(0)
 }
 
 #[tokio::main]

@@ -23,14 +23,7 @@ const BIG_FILE: u64 = 1 << 30;
 const ERROR_BODY: usize = 64 << 20;
 
 fn vm_hwm_mb(pid: u32) -> f64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    let kib: f64 = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.split_whitespace().next())
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0.0);
-    kib / 1024.0
+    support::status_kib(pid, "VmHWM:").unwrap_or(0) as f64 / 1024.0
 }
 
 fn median<T: Copy + PartialOrd>(mut samples: Vec<T>) -> (T, T) {

@@ -49,15 +49,9 @@ fn chunk_text(message: &Value) -> &str {
     message["params"]["update"]["content"]["text"].as_str().unwrap_or_default()
 }
 
-/// `/proc/PID/status` field in KiB.
+/// `/proc/PID/status` field in KiB, 0 once the process is gone.
 fn status_kib(pid: u32, field: &str) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    status
-        .lines()
-        .find_map(|line| line.strip_prefix(field))
-        .and_then(|value| value.split_whitespace().next())
-        .and_then(|value| value.parse().ok())
-        .unwrap_or(0)
+    support::status_kib(pid, field).unwrap_or(0)
 }
 
 /// User and system CPU time of a process so far.

@@ -224,13 +224,7 @@ async fn a_client_that_sends_requests_and_reads_nothing_is_cut_off() {
             }
         }
     }
-    let rss_kib = std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .unwrap()
-        .lines()
-        .find_map(|line| {
-            line.strip_prefix("VmRSS:").map(|kib| kib.trim().trim_end_matches(" kB").parse::<u64>().unwrap())
-        })
-        .unwrap();
+    let rss_kib = crate::support::status_kib(pid, "VmRSS:").expect("the server's RSS");
     if stuck {
         assert!(rss_kib < 200 * 1024, "the server holds {rss_kib} KiB for a client it cannot send to");
     } else {

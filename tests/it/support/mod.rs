@@ -414,6 +414,13 @@ pub fn kernel_keeps_it() -> bool {
     true
 }
 
+/// A figure of `/proc/PID/status` in KiB (`field` with its colon: `VmRSS:`, `VmHWM:`); `None`
+/// when the process or the field is not there.
+pub fn status_kib(pid: u32, field: &str) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status.lines().find_map(|line| line.strip_prefix(field))?.split_whitespace().next()?.parse().ok()
+}
+
 /// Whether a process still runs (a zombie awaiting its reaper does not).
 pub fn alive(pid: &str) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
