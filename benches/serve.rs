@@ -37,6 +37,17 @@ fn quantile(samples: &mut [f64], q: f64) -> f64 {
     samples[((samples.len() as f64 - 1.0) * q).round() as usize]
 }
 
+/// A table row: `label`, the samples' median and p90 in ms.
+fn row(label: &str, samples: &mut [f64]) {
+    println!("| {label} | {:.2} ms | {:.2} ms |", quantile(samples, 0.5), quantile(samples, 0.9));
+}
+
+/// A table row of pair differences: `label`, their median, and (q1, q3), in ms.
+fn difference_row(label: &str, differences: &mut [f64]) {
+    let (median, q1, q3) = (quantile(differences, 0.5), quantile(differences, 0.25), quantile(differences, 0.75));
+    println!("| {label}, median of pair differences (q1, q3) | {median:+.2} ms ({q1:+.2}, {q3:+.2}) | |");
+}
+
 fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
 }
@@ -157,25 +168,11 @@ async fn first_text_against_stdio(env: &TestEnv) {
     }
     println!("| prompt → first text, {SAMPLES} each in turns | median | p90 |");
     println!("|---|---|---|");
-    println!("| stdio | {:.2} ms | {:.2} ms |", quantile(&mut stdio, 0.5), quantile(&mut stdio, 0.9));
-    println!("| WebSocket (`cairn serve`) | {:.2} ms | {:.2} ms |", quantile(&mut ws, 0.5), quantile(&mut ws, 0.9));
-    println!(
-        "| WebSocket − stdio, median of pair differences (q1, q3) | {:+.2} ms ({:+.2}, {:+.2}) | |",
-        quantile(&mut differences, 0.5),
-        quantile(&mut differences, 0.25),
-        quantile(&mut differences, 0.75)
-    );
-    println!(
-        "| Streamable HTTP (POST, session's SSE) | {:.2} ms | {:.2} ms |",
-        quantile(&mut over_http, 0.5),
-        quantile(&mut over_http, 0.9)
-    );
-    println!(
-        "| Streamable HTTP − stdio, median of pair differences (q1, q3) | {:+.2} ms ({:+.2}, {:+.2}) | |",
-        quantile(&mut http_differences, 0.5),
-        quantile(&mut http_differences, 0.25),
-        quantile(&mut http_differences, 0.75)
-    );
+    row("stdio", &mut stdio);
+    row("WebSocket (`cairn serve`)", &mut ws);
+    difference_row("WebSocket − stdio", &mut differences);
+    row("Streamable HTTP (POST, session's SSE)", &mut over_http);
+    difference_row("Streamable HTTP − stdio", &mut http_differences);
     println!();
 }
 
@@ -215,18 +212,9 @@ async fn bridge_start(env: &TestEnv) {
     }
     println!("| spawn → `initialize` answered, 100 each in turns | median | p90 |");
     println!("|---|---|---|");
-    println!("| `cairn acp` | {:.2} ms | {:.2} ms |", quantile(&mut direct, 0.5), quantile(&mut direct, 0.9));
-    println!(
-        "| `cairn acp --server SOCKET` (the bridge) | {:.2} ms | {:.2} ms |",
-        quantile(&mut bridged, 0.5),
-        quantile(&mut bridged, 0.9)
-    );
-    println!(
-        "| bridge − direct, median of pair differences (q1, q3) | {:+.2} ms ({:+.2}, {:+.2}) | |",
-        quantile(&mut differences, 0.5),
-        quantile(&mut differences, 0.25),
-        quantile(&mut differences, 0.75)
-    );
+    row("`cairn acp`", &mut direct);
+    row("`cairn acp --server SOCKET` (the bridge)", &mut bridged);
+    difference_row("bridge − direct", &mut differences);
     println!();
 }
 
