@@ -136,11 +136,7 @@ async fn first_text_against_stdio(env: &TestEnv) {
     let mut client = server.client().await;
     let ws_session = client.new_session(&env.cwd()).await;
     let (mut http, _) = HttpClient::initialize(&http_url(&server.url)).await;
-    let mut connection = http.open(None).await;
-    let made = http.request("session/new", json!({"cwd": env.cwd(), "mcpServers": []}), None).await;
-    let (made, _) = connection.response(made).await;
-    let http_session = made["result"]["sessionId"].as_str().unwrap().to_owned();
-    let mut http_events = http.open(Some(&http_session)).await;
+    let (_connection, http_session, mut http_events) = http.new_session(&env.cwd()).await;
     let mut agent = env.ready().await;
     let stdio_session = agent.new_session(&env.cwd()).await;
     for _ in 0..10 {

@@ -303,10 +303,7 @@ async fn the_http_profile_checks_the_token_on_every_request_and_a_connection_is_
     assert_eq!(anonymous.headers()["www-authenticate"], "Bearer");
 
     let (mut mine, _) = HttpClient::initialize_with(&url, bearer(&alice)).await;
-    let mut stream = mine.open(None).await;
-    let id = mine.request("session/new", json!({"cwd": env.cwd(), "mcpServers": []}), None).await;
-    let (made, _) = stream.response(id).await;
-    let session = made["result"]["sessionId"].as_str().unwrap().to_owned();
+    let (_connection, session, _events) = mine.new_session(&env.cwd()).await;
 
     // Alice's connection, named without a token or with Bob's, is not there.
     let bare = http_client().post(&url).header("acp-connection-id", &mine.connection).json(&list).send().await.unwrap();

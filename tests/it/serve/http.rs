@@ -12,15 +12,8 @@ use serde_json::{Value, json};
 use super::{open, slow_answer};
 use crate::support::mock_llm::Long;
 use crate::support::served::{Client, Server};
-use crate::support::streamable::{Events, HttpClient, http_client, http_url};
+use crate::support::streamable::{HttpClient, http_client, http_url};
 use crate::support::{Reply, TestEnv, text_of, updates};
-
-/// A new session made over `client`'s connection, read from `events` (the connection's stream).
-async fn new_session(client: &mut HttpClient, events: &mut Events, env: &TestEnv) -> String {
-    let id = client.request("session/new", json!({"cwd": env.cwd(), "mcpServers": []}), None).await;
-    let (answer, _) = events.response(id).await;
-    answer["result"]["sessionId"].as_str().unwrap().to_owned()
-}
 
 fn prompt(session: &str, text: &str) -> Value {
     json!({"sessionId": session, "prompt": [{"type": "text", "text": text}]})
@@ -51,9 +44,7 @@ async fn a_prompt_over_http_streams_on_the_sessions_stream_and_is_answered_there
     assert_eq!(result["protocolVersion"], 1, "{result}");
     assert!(client.connection.len() >= 32, "an unguessable connection id: {}", client.connection);
 
-    let mut connection = client.open(None).await;
-    let session = new_session(&mut client, &mut connection, &env).await;
-    let mut events = client.open(Some(&session)).await;
+    let (mut connection, session, mut events) = client.new_session(&env.cwd()).await;
     let id = client.request("session/prompt", prompt(&session, "Hi"), Some(&session)).await;
     let (done, before) = events.response(id).await;
     assert_eq!(done["result"]["stopReason"], "end_turn", "{done}");
@@ -197,9 +188,7 @@ async fn the_profile_is_served_over_http2_as_the_rfd_requires() {
     let probe = http2.get(&url).send().await.unwrap();
     assert_eq!(probe.version(), reqwest::Version::HTTP_2);
     let (mut client, _) = HttpClient::initialize_with(&url, http2).await;
-    let mut connection = client.open(None).await;
-    let session = new_session(&mut client, &mut connection, &env).await;
-    let mut events = client.open(Some(&session)).await;
+    let (_connection, session, mut events) = client.new_session(&env.cwd()).await;
     let id = client.request("session/prompt", prompt(&session, "Hi"), Some(&session)).await;
     let (done, before) = events.response(id).await;
     assert_eq!(done["result"]["stopReason"], "end_turn", "{done}");
@@ -292,9 +281,7 @@ async fn a_dropped_event_stream_reopens_after_the_last_event_seen_each_event_onc
     env.mock.push(reply);
     let server = Server::start(&env).await;
     let (mut client, _) = HttpClient::initialize(&http_url(&server.url)).await;
-    let mut connection = client.open(None).await;
-    let session = new_session(&mut client, &mut connection, &env).await;
-    let mut events = client.open(Some(&session)).await;
+    let (_connection, session, mut events) = client.new_session(&env.cwd()).await;
     let id = client.request("session/prompt", prompt(&session, "Count"), Some(&session)).await;
 
     let mut seen = Vec::new();
@@ -325,9 +312,7 @@ async fn a_new_connection_resumes_a_session_after_the_last_update_number_its_cli
     let server = Server::start(&env).await;
     let url = http_url(&server.url);
     let (mut first, _) = HttpClient::initialize(&url).await;
-    let mut connection = first.open(None).await;
-    let session = new_session(&mut first, &mut connection, &env).await;
-    let mut events = first.open(Some(&session)).await;
+    let (_connection, session, mut events) = first.new_session(&env.cwd()).await;
     first.request("session/prompt", prompt(&session, "Count"), Some(&session)).await;
     let mut seen = Vec::new();
     while chunks(&seen).0.len() < 12 {
@@ -358,9 +343,7 @@ async fn a_permission_asked_on_the_sessions_stream_is_answered_by_a_post() {
     env.mock.push(Reply::text(&["written"]));
     let server = Server::start(&env).await;
     let (mut client, _) = HttpClient::initialize(&http_url(&server.url)).await;
-    let mut connection = client.open(None).await;
-    let session = new_session(&mut client, &mut connection, &env).await;
-    let mut events = client.open(Some(&session)).await;
+    let (_connection, session, mut events) = client.new_session(&env.cwd()).await;
     let id = client.request("session/prompt", prompt(&session, "Write it"), Some(&session)).await;
     let asked = loop {
         let (_, message) = events.recv().await;
@@ -395,9 +378,7 @@ async fn over_tls_both_profiles_are_served_and_http2_is_negotiated() {
     let https =
         reqwest::Client::builder().tls_certs_only([reqwest::Certificate::from_pem(&ca).unwrap()]).build().unwrap();
     let (mut client, _) = HttpClient::initialize_with(&url, https.clone()).await;
-    let mut connection = client.open(None).await;
-    let session = new_session(&mut client, &mut connection, &env).await;
-    let mut events = client.open(Some(&session)).await;
+    let (_connection, session, mut events) = client.new_session(&env.cwd()).await;
     let id = client.request("session/prompt", prompt(&session, "Hi"), Some(&session)).await;
     let (done, before) = events.response(id).await;
     assert_eq!(done["result"]["stopReason"], "end_turn", "{done}");

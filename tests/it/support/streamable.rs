@@ -73,6 +73,18 @@ impl HttpClient {
         id
     }
 
+    /// A new session in `cwd`, made as the RFD lays out: the connection's stream opened, the
+    /// session made (its id read there), then its own stream opened. The connection's stream,
+    /// the session, and the session's stream.
+    pub async fn new_session(&mut self, cwd: &str) -> (Events, String, Events) {
+        let mut connection = self.open(None).await;
+        let id = self.request("session/new", json!({"cwd": cwd, "mcpServers": []}), None).await;
+        let (answer, _) = connection.response(id).await;
+        let session = answer["result"]["sessionId"].as_str().unwrap().to_owned();
+        let events = self.open(Some(&session)).await;
+        (connection, session, events)
+    }
+
     /// Opens the connection's stream, or `session`'s, from after `last` when given.
     pub async fn try_open(&self, session: Option<&str>, last: Option<&str>) -> Result<Events, (StatusCode, String)> {
         let mut request = self
