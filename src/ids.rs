@@ -4,7 +4,7 @@
 //! lexicographic order is insertion order; the random tail keeps two processes that share one
 //! database from colliding. Sessions (`ses_`), messages (`msg_`) and parts (`prt_`) use it.
 //! [`now_ms`] is the clock of the stamps and of the times the store keeps; [`iso8601`] prints one.
-//! [`LeaseHolder`] names the process holding a session, what a refused turn is told in every
+//! [`random_hex`] gives unguessable names. [`LeaseHolder`] names the process holding a session, what a refused turn is told in every
 //! layer (its wording is the store's, beside the lease).
 
 use std::fmt;
@@ -40,6 +40,15 @@ pub struct LeaseHolder {
     pub since: i64,
     /// Its last heartbeat (Unix ms).
     pub heartbeat: i64,
+}
+
+/// `N` bytes from the system's secure random source, as hex; `None` when it gives none. For
+/// names nobody can guess or plant in advance.
+pub fn random_hex<const N: usize>() -> Option<String> {
+    use ring::rand::SecureRandom as _;
+    let mut bytes = [0u8; N];
+    ring::rand::SystemRandom::new().fill(&mut bytes).ok()?;
+    Some(bytes.iter().map(|byte| format!("{byte:02x}")).collect())
 }
 
 /// A fresh id with the given prefix, greater than every id this process made before.
@@ -116,6 +125,15 @@ id_type!(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn random_names_are_as_long_as_asked_and_unlike() {
+        let (one, two) = (random_hex::<16>().unwrap(), random_hex::<16>().unwrap());
+        assert_ne!(one, two);
+        assert_eq!(one.len(), 32, "{one}");
+        assert!(one.bytes().all(|b| b.is_ascii_hexdigit()), "{one}");
+        assert_eq!(random_hex::<8>().unwrap().len(), 16);
+    }
 
     #[test]
     fn ids_sort_in_creation_order_and_never_repeat() {

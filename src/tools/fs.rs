@@ -209,8 +209,5 @@ fn create_temporary(
 
 /// 64 bits from the system's secure random source, as hex: a name nobody can plant in advance.
 pub(super) fn random_suffix() -> io::Result<String> {
-    use ring::rand::SecureRandom;
-    let mut bytes = [0u8; 8];
-    ring::rand::SystemRandom::new().fill(&mut bytes).map_err(|_| io::Error::other("no random numbers available"))?;
-    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+    crate::ids::random_hex::<8>().ok_or_else(|| io::Error::other("no random numbers available"))
 }

@@ -307,7 +307,10 @@ async fn initialize(server: &Server, key: String, line: Vec<u8>, grant: Grant) -
         Ok(seat) => seat,
         Err(why) => return text(StatusCode::SERVICE_UNAVAILABLE, &why),
     };
-    let id = connection_id();
+    // A connection's id is all a request needs to be taken as the connection's: 128 random bits.
+    let Some(id) = crate::ids::random_hex::<16>().map(|hex| format!("conn_{hex}")) else {
+        return text(StatusCode::INTERNAL_SERVER_ERROR, "no random numbers available to name the connection");
+    };
     let handle = connection::start(server, id.clone(), slot, grant);
     server.http.lock().insert(id.clone(), handle.clone());
     let (reply, answer) = tokio::sync::oneshot::channel();
@@ -341,20 +344,6 @@ async fn initialize(server: &Server, key: String, line: Vec<u8>, grant: Grant) -
         out.insert(CONNECTION_HEADER, named);
     }
     response
-}
-
-/// 128 random bits: a connection's id is all a request needs to be taken as the connection's.
-fn connection_id() -> String {
-    use ring::rand::SecureRandom as _;
-    let mut bytes = [0u8; 16];
-    if ring::rand::SystemRandom::new().fill(&mut bytes).is_err() {
-        return crate::ids::new_id("conn");
-    }
-    let mut id = String::from("conn_");
-    for byte in bytes {
-        id.push_str(&format!("{byte:02x}"));
-    }
-    id
 }
 
 /// A `GET` of an event stream.
@@ -421,16 +410,4 @@ async fn delete(headers: &HeaderMap, server: &Server, principal: &Principal) -> 
     let mut response = Response::new(upgrade::empty());
     *response.status_mut() = StatusCode::ACCEPTED;
     response
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn connection_ids_are_long_and_unlike() {
-        let (one, two) = (connection_id(), connection_id());
-        assert_ne!(one, two);
-        assert_eq!(one.len(), "conn_".len() + 32, "{one}");
-    }
 }
