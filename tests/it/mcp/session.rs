@@ -164,11 +164,13 @@ async fn cancel_reaches_the_server_as_notifications_cancelled() {
     assert_eq!(response["result"]["stopReason"], "cancelled");
     let updates: Vec<Value> = crate::support::updates(&updates, &session).into_iter().cloned().collect();
     assert_eq!(call(&updates, "c1").last().unwrap()["status"], "failed");
+    // The fixture creates the log, then writes its line: wait for a whole line, not the file.
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while !log.exists() && std::time::Instant::now() < deadline {
+    let heard = || std::fs::read_to_string(&log).unwrap_or_default();
+    while !heard().ends_with('\n') && std::time::Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    let logged = std::fs::read_to_string(&log).unwrap_or_default();
+    let logged = heard();
     assert_eq!(logged.lines().count(), 1, "the server heard of the cancel once: {logged:?}");
 }
 
