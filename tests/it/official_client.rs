@@ -1,133 +1,69 @@
-//! Conformance with the official Rust ACP client (`agent-client-protocol`): it spawns `cairn`,
-//! and drives initialize → new → prompt → load through its own typed API, and a session with an
-//! MCP server of its own.
+//! Conformance with the official Rust ACP client (`agent-client-protocol`, built by the suite from
+//! `tests/conformance/rust-sdk/`): it spawns `cairn` and drives initialize → new → prompt → load
+//! through its own typed API, a session with an MCP server of its own, and a served session
+//! through the bridge. The SDK parses every update, so one it rejects fails the test.
 
-use std::sync::{Arc, Mutex};
+use serde_json::{Value, json};
 
-use agent_client_protocol::schema::ProtocolVersion;
-use agent_client_protocol::v1::ConnectionTo;
-use agent_client_protocol::v1::schema::{
-    ContentBlock, InitializeRequest, LoadSessionRequest, NewSessionRequest, PromptRequest, SessionNotification,
-    SessionUpdate, StopReason, TextContent,
-};
-use agent_client_protocol::{AcpAgent, AcpAgentConfig, Agent};
-
+use crate::support::sdk::{self, agent_text, updates};
 use crate::support::{Reply, TestEnv};
 
-/// cairn as the official client starts it, against this test's mock model.
-fn cairn_for(env: &TestEnv) -> AcpAgentConfig {
-    AcpAgentConfig::new(env!("CARGO_BIN_EXE_cairn")).envs([
-        ("CAIRN_HOME", env.home().to_string_lossy().into_owned()),
-        ("XDG_CONFIG_HOME", env.dir.path().join("config").to_string_lossy().into_owned()),
-        ("CAIRN_MODEL", "openai/mock-model".to_owned()),
-        ("OPENAI_BASE_URL", env.mock.url.clone()),
-        ("OPENAI_API_KEY", "sk-test".to_owned()),
-    ])
+fn initialize() -> Value {
+    json!({"protocolVersion": 1, "clientCapabilities": {}})
 }
 
 #[tokio::test]
 async fn the_official_client_drives_initialize_new_prompt_and_load() {
     let env = TestEnv::new().await;
     env.mock.push(Reply::text(&["Hello ", "from ", "cairn."]));
-    let config = cairn_for(&env);
-    let seen: Arc<Mutex<Vec<SessionUpdate>>> = Arc::default();
-    let sink = Arc::clone(&seen);
-    let cwd = env.workspace();
+    let script = json!({"initialize": initialize(), "steps": [
+        {"new": {"cwd": env.cwd(), "mcpServers": []}},
+        {"prompt": {"sessionId": "$session", "prompt": [{"type": "text", "text": "Say hello"}]}},
+        {"load": {"sessionId": "$session", "cwd": env.cwd(), "mcpServers": []}},
+    ]});
+    let transcript = sdk::run(&env, &script, &["acp"]).await;
 
-    let (stop, live, replayed) = agent_client_protocol::Client
-        .v1()
-        .on_receive_notification(
-            async move |notification: SessionNotification, _cx| {
-                sink.lock().unwrap().push(notification.update);
-                Ok(())
-            },
-            agent_client_protocol::on_receive_notification!(),
-        )
-        .connect_with(AcpAgent::new(config), |connection: ConnectionTo<Agent>| async move {
-            let init = connection.send_request(InitializeRequest::new(ProtocolVersion::V1)).block_task().await?;
-            assert_eq!(init.protocol_version, ProtocolVersion::V1);
-            assert!(init.agent_capabilities.load_session);
-
-            let session = connection.send_request(NewSessionRequest::new(cwd.clone())).block_task().await?;
-            let prompt =
-                PromptRequest::new(session.session_id.clone(), vec![ContentBlock::Text(TextContent::new("Say hello"))]);
-            let response = connection.send_request(prompt).block_task().await?;
-            let live = std::mem::take(&mut *seen.lock().unwrap());
-
-            connection.send_request(LoadSessionRequest::new(session.session_id, cwd)).block_task().await?;
-            let replayed = std::mem::take(&mut *seen.lock().unwrap());
-            Ok((response.stop_reason, live, replayed))
-        })
-        .await
-        .expect("the official client completes its session");
-
-    assert_eq!(stop, StopReason::EndTurn);
-    let text = |updates: &[SessionUpdate]| -> (String, Vec<String>) {
-        let mut text = String::new();
-        let mut ids = Vec::new();
-        for update in updates {
-            if let SessionUpdate::AgentMessageChunk(chunk) = update {
-                if let ContentBlock::Text(content) = &chunk.content {
-                    text.push_str(&content.text);
-                }
-                ids.extend(chunk.message_id.as_ref().map(|id| id.0.to_string()));
-            }
-        }
+    assert_eq!(transcript["initialize"]["protocolVersion"], 1);
+    assert_eq!(transcript["initialize"]["agentCapabilities"]["loadSession"], true);
+    let steps = &transcript["steps"];
+    assert_eq!(steps[1]["response"]["stopReason"], "end_turn");
+    let (live, replayed) = (updates(&steps[1]), updates(&steps[2]));
+    assert_eq!(agent_text(&live), "Hello from cairn.");
+    assert_eq!(agent_text(&replayed), agent_text(&live));
+    let ids = |updates: &[Value]| -> Vec<Value> {
+        let mut ids: Vec<Value> = updates
+            .iter()
+            .filter(|u| u["sessionUpdate"] == "agent_message_chunk")
+            .map(|u| u["messageId"].clone())
+            .collect();
         ids.dedup();
-        (text, ids)
+        ids
     };
-    let (live_text, live_ids) = text(&live);
-    let (replayed_text, replayed_ids) = text(&replayed);
-    assert_eq!(live_text, "Hello from cairn.");
-    assert_eq!(replayed_text, live_text);
-    assert_eq!(replayed_ids, live_ids);
+    assert_eq!(ids(&replayed), ids(&live));
+    assert!(ids(&live).iter().all(Value::is_string), "{live:?}");
     // The model-written title may arrive at any point after the first turn.
-    let first = replayed.iter().find(|u| !matches!(u, SessionUpdate::SessionInfoUpdate(_)));
-    assert!(matches!(first, Some(SessionUpdate::UserMessageChunk(_))), "{replayed:?}");
+    let first = replayed.iter().find(|u| u["sessionUpdate"] != "session_info_update");
+    assert_eq!(first.map(|u| &u["sessionUpdate"]), Some(&json!("user_message_chunk")), "{replayed:?}");
 }
 
 #[tokio::test]
 async fn the_official_client_passes_an_mcp_server_whose_tool_the_model_calls() {
-    use agent_client_protocol::v1::schema::{McpServer, McpServerStdio, SetSessionModeRequest, ToolCallStatus};
-
     let env = TestEnv::new().await;
     env.mock
-        .push(Reply::tool_calls(&[("c1", "mcp__fx__echo", serde_json::json!({"text": "through the SDK"}))]))
+        .push(Reply::tool_calls(&[("c1", "mcp__fx__echo", json!({"text": "through the SDK"}))]))
         .push(Reply::text(&["Echoed."]));
-    let config = cairn_for(&env);
-    let seen: Arc<Mutex<Vec<SessionUpdate>>> = Arc::default();
-    let sink = Arc::clone(&seen);
-    let cwd = env.workspace();
-    let server = McpServer::Stdio(McpServerStdio::new("fx", crate::mcp::fixture_exe()));
+    let server = json!({"name": "fx", "command": crate::mcp::fixture_exe(), "args": [], "env": []});
+    let script = json!({"initialize": initialize(), "steps": [
+        {"new": {"cwd": env.cwd(), "mcpServers": [server]}},
+        {"set_mode": {"sessionId": "$session", "modeId": "bypass"}},
+        {"prompt": {"sessionId": "$session", "prompt": [{"type": "text", "text": "echo"}]}},
+    ]});
+    let transcript = sdk::run(&env, &script, &["acp"]).await;
 
-    let stop = agent_client_protocol::Client
-        .v1()
-        .on_receive_notification(
-            async move |notification: SessionNotification, _cx| {
-                sink.lock().unwrap().push(notification.update);
-                Ok(())
-            },
-            agent_client_protocol::on_receive_notification!(),
-        )
-        .connect_with(AcpAgent::new(config), |connection: ConnectionTo<Agent>| async move {
-            connection.send_request(InitializeRequest::new(ProtocolVersion::V1)).block_task().await?;
-            let session =
-                connection.send_request(NewSessionRequest::new(cwd).mcp_servers(vec![server])).block_task().await?;
-            let bypass = SetSessionModeRequest::new(session.session_id.clone(), "bypass");
-            connection.send_request(bypass).block_task().await?;
-            let prompt = PromptRequest::new(session.session_id, vec![ContentBlock::Text(TextContent::new("echo"))]);
-            Ok(connection.send_request(prompt).block_task().await?.stop_reason)
-        })
-        .await
-        .expect("the official client completes its session");
-
-    assert_eq!(stop, StopReason::EndTurn);
-    let updates = seen.lock().unwrap().clone();
-    let finished = updates.iter().rev().find_map(|update| match update {
-        SessionUpdate::ToolCallUpdate(update) if update.tool_call_id.0.as_ref() == "c1" => update.fields.status,
-        _ => None,
-    });
-    assert_eq!(finished, Some(ToolCallStatus::Completed), "{updates:?}");
+    assert_eq!(transcript["steps"][2]["response"]["stopReason"], "end_turn");
+    let updates = updates(&transcript["steps"][2]);
+    let finished = updates.iter().rev().find(|u| u["sessionUpdate"] == "tool_call_update" && u["toolCallId"] == "c1");
+    assert_eq!(finished.map(|u| &u["status"]), Some(&json!("completed")), "{updates:?}");
     let result = env.mock.requests()[1]["messages"].as_array().unwrap().iter().find(|m| m["role"] == "tool").cloned();
     assert_eq!(result.unwrap()["content"], "echo: through the SDK");
 }
@@ -137,52 +73,25 @@ async fn the_official_client_passes_an_mcp_server_whose_tool_the_model_calls() {
 /// `cairn serve`, whose database holds it; the bridge's own (empty) one is never used.
 #[tokio::test]
 async fn the_official_client_drives_a_served_session_through_the_bridge() {
-    let env = TestEnv::new().await;
+    let mut env = TestEnv::new().await;
     env.mock.push(Reply::text(&["Served ", "remotely."]));
     let server = crate::support::served::Server::start(&env).await;
     let elsewhere = env.dir.path().join("bridge-home");
-    let config = cairn_for(&env)
-        .args(["acp", "--server", server.url.as_str()])
-        .envs([("CAIRN_HOME", elsewhere.to_string_lossy().into_owned())]);
-    let seen: Arc<Mutex<Vec<SessionUpdate>>> = Arc::default();
-    let sink = Arc::clone(&seen);
-    let cwd = env.workspace();
-    let (session, stop) = agent_client_protocol::Client
-        .v1()
-        .on_receive_notification(
-            async move |notification: SessionNotification, _cx| {
-                sink.lock().unwrap().push(notification.update);
-                Ok(())
-            },
-            agent_client_protocol::on_receive_notification!(),
-        )
-        .connect_with(AcpAgent::new(config), |connection: ConnectionTo<Agent>| async move {
-            connection.send_request(InitializeRequest::new(ProtocolVersion::V1)).block_task().await?;
-            let session = connection.send_request(NewSessionRequest::new(cwd.clone())).block_task().await?;
-            let prompt =
-                PromptRequest::new(session.session_id.clone(), vec![ContentBlock::Text(TextContent::new("Hi"))]);
-            let response = connection.send_request(prompt).block_task().await?;
-            connection.send_request(LoadSessionRequest::new(session.session_id.clone(), cwd)).block_task().await?;
-            Ok((session.session_id.0.to_string(), response.stop_reason))
-        })
-        .await
-        .expect("the official client completes its session through the bridge");
-    assert_eq!(stop, StopReason::EndTurn);
-    let chunks: String = seen
-        .lock()
-        .unwrap()
-        .iter()
-        .filter_map(|update| match update {
-            SessionUpdate::AgentMessageChunk(chunk) => match &chunk.content {
-                ContentBlock::Text(content) => Some(content.text.clone()),
-                _ => None,
-            },
-            _ => None,
-        })
-        .collect();
-    assert_eq!(chunks, "Served remotely.Served remotely.", "live, then replayed by the load");
+    env.set_env("CAIRN_HOME", &elsewhere.to_string_lossy());
+    let script = json!({"initialize": initialize(), "steps": [
+        {"new": {"cwd": env.cwd(), "mcpServers": []}},
+        {"prompt": {"sessionId": "$session", "prompt": [{"type": "text", "text": "Hi"}]}},
+        {"load": {"sessionId": "$session", "cwd": env.cwd(), "mcpServers": []}},
+    ]});
+    let transcript = sdk::run(&env, &script, &["acp", "--server", server.url.as_str()]).await;
+
+    let steps = &transcript["steps"];
+    assert_eq!(steps[1]["response"]["stopReason"], "end_turn");
+    assert_eq!(agent_text(&updates(&steps[1])), "Served remotely.", "live");
+    assert_eq!(agent_text(&updates(&steps[2])), "Served remotely.", "replayed by the load");
+    let session = steps[0]["response"]["sessionId"].clone();
     let mut client = server.client().await;
-    let listed = client.call("session/list", serde_json::json!({})).await;
-    assert_eq!(listed["sessions"][0]["sessionId"], session.as_str(), "the server holds it: {listed}");
+    let listed = client.call("session/list", json!({})).await;
+    assert_eq!(listed["sessions"][0]["sessionId"], session, "the server holds it: {listed}");
     assert!(!elsewhere.join("cairn.db").exists(), "the bridge opened no database of its own");
 }

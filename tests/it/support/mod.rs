@@ -10,6 +10,7 @@ pub mod mock_llm;
 pub mod node;
 pub mod pinned;
 pub mod python;
+pub mod sdk;
 pub mod served;
 pub mod streamable;
 
