@@ -10,6 +10,7 @@ use agent_client_protocol_schema::v1 as acp;
 use serde_json::Value;
 
 use crate::agent::TurnError;
+use crate::agent::prompt::{ClientMode, ClientPrompt};
 use crate::history::{CallState, Part, PlanPriority, PlanStatus, ToolContent, ToolKind, ToolPart};
 use crate::ids::MessageId;
 use crate::llm::LlmError;
@@ -443,4 +444,38 @@ pub fn mcp_servers(servers: Vec<acp::McpServer>) -> (Vec<ServerConfig>, Vec<Stri
         }
     }
     (configs, notes)
+}
+
+/// The editor's `systemPrompt` on `method` as the session keeps it: text blocks only (the one
+/// kind the capability covers), joined by blank lines, in a mode cairn supports.
+pub fn client_prompt(method: &str, prompt: Option<acp::SystemPrompt>) -> Result<Option<ClientPrompt>, acp::Error> {
+    let Some(prompt) = prompt else { return Ok(None) };
+    let mode = match prompt.mode {
+        acp::SystemPromptMode::Append => ClientMode::Append,
+        acp::SystemPromptMode::Override => ClientMode::Override,
+        other => {
+            let name =
+                serde_json::to_value(&other).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default();
+            return Err(invalid_params(format!(
+                "{method}: `systemPrompt.mode` `{name}` is not supported; cairn takes `append` or `override`"
+            )));
+        }
+    };
+    if prompt.content.is_empty() {
+        return Err(invalid_params(format!(
+            "{method}: `systemPrompt.content` is empty; send at least one text block, or leave `systemPrompt` out"
+        )));
+    }
+    let mut texts = Vec::with_capacity(prompt.content.len());
+    for (at, block) in prompt.content.into_iter().enumerate() {
+        match block {
+            acp::ContentBlock::Text(text) => texts.push(text.text),
+            _ => {
+                return Err(invalid_params(format!(
+                    "{method}: `systemPrompt.content[{at}]` is not a text block; a system prompt takes text only"
+                )));
+            }
+        }
+    }
+    Ok(Some(ClientPrompt { mode, text: texts.join("\n\n") }))
 }

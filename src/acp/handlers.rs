@@ -21,7 +21,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use super::auth::{ENVIRONMENT_METHOD, LOGIN_METHOD, auth_methods, needs_no_login, runs_terminal_auth};
-use super::convert::{block_to_part, invalid_params, modes, session_error, stop_reason, usage_update};
+use super::convert::{block_to_part, client_prompt, invalid_params, modes, session_error, stop_reason, usage_update};
 use super::opening::Opening;
 use super::rpc::Handler;
 use super::served::Served;
@@ -96,7 +96,13 @@ impl Agent {
                     .close(acp::SessionCloseCapabilities::new())
                     .delete(acp::SessionDeleteCapabilities::new())
                     .fork(acp::SessionForkCapabilities::new())
-                    .additional_directories(acp::SessionAdditionalDirectoriesCapabilities::new()),
+                    .additional_directories(acp::SessionAdditionalDirectoriesCapabilities::new())
+                    .system_prompt(
+                        acp::SessionSystemPromptCapabilities::new().mode(
+                            acp::SessionSystemPromptModeCapabilities::new()
+                                .override_(acp::SessionSystemPromptOverrideCapabilities::new()),
+                        ),
+                    ),
             )
             .auth(acp::AgentAuthCapabilities::new().logout(acp::LogoutCapabilities::new()));
         let response = acp::InitializeResponse::new(agent_client_protocol_schema::ProtocolVersion::V1)
@@ -165,11 +171,12 @@ impl Agent {
         let request: acp::NewSessionRequest = parse(SESSION_NEW, with_mcp_servers(params))?;
         let cwd = self.workspace_root("cwd", request.cwd)?;
         let extra = self.additional_directories(request.additional_directories)?;
+        let system = client_prompt(SESSION_NEW, request.system_prompt)?;
         let sessions = self.sessions()?;
         needs_no_login(sessions.config())?;
         let (sink, served, owner) = (Arc::clone(&self.sink), self.served.clone(), self.owner());
         Ok(async move {
-            let attach = sink.attach(request.mcp_servers, extra);
+            let attach = sink.attach(request.mcp_servers, extra, system);
             let view = sessions.create(&cwd, owner, attach).await.map_err(|err| session_error(&err))?;
             if let Some(served) = served {
                 served.view(&view.id);
@@ -189,10 +196,11 @@ impl Agent {
         // The session works in its stored directory, checked again when it goes live.
         self.workspace_root("cwd", request.cwd)?;
         let extra = self.additional_directories(request.additional_directories)?;
+        let system = client_prompt(SESSION_LOAD, request.system_prompt)?;
         let id = self.session(&request.session_id)?;
         // Queued now, in wire order: the replay shows everything sent before this line was
         // read, and what the running turn sends after it comes after the replay, never twice.
-        let (attach, announced) = self.sink.attach_early(request.mcp_servers, extra);
+        let (attach, announced) = self.sink.attach_early(request.mcp_servers, extra, system);
         let loaded = self.sessions()?.load(&id, attach, self.served.as_ref().map(|served| &served.viewer));
         // After the hold the load took: what this connection is sent from here on is either
         // in the replay or after it.
@@ -213,10 +221,11 @@ impl Agent {
         let request: acp::ResumeSessionRequest = parse(SESSION_RESUME, with_mcp_servers(params))?;
         self.workspace_root("cwd", request.cwd)?;
         let extra = self.additional_directories(request.additional_directories)?;
+        let system = client_prompt(SESSION_RESUME, request.system_prompt)?;
         let id = self.session(&request.session_id)?;
         // Queued now, in wire order: a prompt right behind this request finds the session
         // attached to these servers, not started without them and then restarted.
-        let (attach, announced) = self.sink.attach_early(request.mcp_servers, extra);
+        let (attach, announced) = self.sink.attach_early(request.mcp_servers, extra, system);
         let resumed = self.sessions()?.resume(&id, attach);
         self.view(&id);
         let (sink, served) = (Arc::clone(&self.sink), self.served.clone());
@@ -234,11 +243,12 @@ impl Agent {
         let request: acp::ForkSessionRequest = parse(SESSION_FORK, with_mcp_servers(params))?;
         let cwd = self.workspace_root("cwd", request.cwd)?;
         let extra = self.additional_directories(request.additional_directories)?;
+        let system = client_prompt(SESSION_FORK, request.system_prompt)?;
         let parent = self.session(&request.session_id)?;
         let sessions = self.sessions()?;
         let (sink, served) = (Arc::clone(&self.sink), self.served.clone());
         Ok(async move {
-            let attach = sink.attach(request.mcp_servers, extra);
+            let attach = sink.attach(request.mcp_servers, extra, system);
             let view = sessions.fork(&parent, &cwd, attach).await.map_err(|err| session_error(&err))?;
             if let Some(served) = served {
                 served.view(&view.id);

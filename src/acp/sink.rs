@@ -12,6 +12,7 @@ use futures::future::BoxFuture;
 use super::client::{AcpHost, ClientFeatures};
 use super::convert::{config_options, notification_json, update_to_wire};
 use super::rpc::Peer;
+use crate::agent::prompt::ClientPrompt;
 use crate::ids::SessionId;
 use crate::session::{Attach, COMMANDS, Update, UpdateSink};
 use crate::tools::Host;
@@ -43,9 +44,15 @@ impl WireSink {
     /// What a session the running request opens gets: the client's MCP servers, and the signal
     /// that the response announcing the session is on its way (call it inside the request's
     /// future).
-    pub(super) fn attach(&self, servers: Vec<acp::McpServer>, directories: Vec<PathBuf>) -> Attach {
+    pub(super) fn attach(
+        &self,
+        servers: Vec<acp::McpServer>,
+        directories: Vec<PathBuf>,
+        system_prompt: Option<ClientPrompt>,
+    ) -> Attach {
         let (mcp, notes) = super::convert::mcp_servers(servers);
-        Attach { mcp, notes, announced: self.peer.after_response(), rules: Vec::new(), directories: Some(directories) }
+        let announced = self.peer.after_response();
+        Attach { mcp, notes, announced, rules: Vec::new(), directories: Some(directories), system_prompt }
     }
 
     /// [`Self::attach`] for the synchronous part of a handler, which queues the session's
@@ -55,10 +62,12 @@ impl WireSink {
         &self,
         servers: Vec<acp::McpServer>,
         directories: Vec<PathBuf>,
+        system_prompt: Option<ClientPrompt>,
     ) -> (Attach, tokio::sync::oneshot::Sender<()>) {
         let (mcp, notes) = super::convert::mcp_servers(servers);
         let (signal, announced) = tokio::sync::oneshot::channel();
-        (Attach { mcp, notes, announced, rules: Vec::new(), directories: Some(directories) }, signal)
+        let directories = Some(directories);
+        (Attach { mcp, notes, announced, rules: Vec::new(), directories, system_prompt }, signal)
     }
 
     /// Sends the slash commands right after the response that tells the client about the session.

@@ -1,7 +1,7 @@
 //! The system prompt: assembled once per session in a fixed order, and its SHA-256 digest.
 //!
-//! Order (never shuffled, so the provider's prompt cache keeps hitting): base instructions →
-//! a sub-agent's role (only in a sub-agent's prompt) → project instructions (`AGENTS.md`,
+//! Order (never shuffled, so the provider's prompt cache keeps hitting): base instructions (or,
+//! where the editor overrides them, the editor's) → what the editor appends → a sub-agent's role (only in a sub-agent's prompt) → project instructions (`AGENTS.md`,
 //! `CLAUDE.md`; user level first, then from the repository root down to the working directory,
 //! or the working directory alone outside a repository, nearest last, as
 //! `workspace::project_dirs` lists them; capped, with a warning) → skills index
@@ -30,6 +30,37 @@ const SKILL_DIRS: &[&str] = &[".agents/skills", ".claude/skills"];
 const GIT_TIMEOUT: Duration = Duration::from_secs(2);
 const NO_REPOSITORY: &str = "not a git repository";
 
+/// System-level instructions the editor gave the session (ACP `systemPrompt`), kept with it.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ClientPrompt {
+    pub mode: ClientMode,
+    /// The text of the client's content blocks, joined by blank lines.
+    pub text: String,
+}
+
+/// How the editor's instructions combine with cairn's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ClientMode {
+    /// After cairn's base instructions.
+    Append,
+    /// Instead of cairn's base instructions. The project's instructions, the skills, the
+    /// environment and the tool catalog stay: the model needs them for its tools and for
+    /// permissions to work.
+    Override,
+}
+
+impl ClientPrompt {
+    /// How `/status` names it.
+    pub fn describe(&self) -> String {
+        let chars = self.text.chars().count();
+        match self.mode {
+            ClientMode::Append => format!("the editor's, appended to cairn's ({chars} characters)"),
+            ClientMode::Override => format!("the editor's, replacing cairn's base instructions ({chars} characters)"),
+        }
+    }
+}
+
 /// A session's system prompt, its digest, and what went wrong assembling it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SystemPrompt {
@@ -55,6 +86,8 @@ pub struct Sources {
     pub tools: Vec<std::sync::Arc<Value>>,
     /// For a sub-agent: what it is and its agent's instructions, right after the base.
     pub role: Option<String>,
+    /// What the editor asked for (`systemPrompt`), if anything.
+    pub client: Option<ClientPrompt>,
 }
 
 /// Reads everything the prompt of a session in `cwd` needs.
@@ -96,6 +129,7 @@ pub async fn gather(cwd: &Path, home: Option<&Path>, tools: &[std::sync::Arc<Val
         git: git_summary(cwd, env).await,
         tools: tools.to_vec(),
         role: None,
+        client: None,
     }
 }
 
@@ -184,7 +218,16 @@ async fn git_summary(cwd: &Path, env: &ChildEnv) -> String {
 
 /// Puts the prompt together from its sources, in the fixed order.
 pub fn assemble(sources: &Sources) -> SystemPrompt {
-    let mut text = String::from(BASE);
+    let mut text = String::new();
+    match &sources.client {
+        Some(ClientPrompt { mode: ClientMode::Override, text: own }) => text.push_str(own.trim()),
+        Some(ClientPrompt { mode: ClientMode::Append, text: own }) => {
+            text.push_str(BASE);
+            text.push_str("\n\n# From the editor\n");
+            text.push_str(own.trim());
+        }
+        None => text.push_str(BASE),
+    }
     let mut warnings = Vec::new();
     if let Some(role) = &sources.role {
         text.push_str("\n\n# Sub-agent\n");
@@ -308,6 +351,36 @@ mod tests {
         assert!(prompt.text.contains("[… truncated"));
         assert_eq!(prompt.warnings.len(), 2, "{:?}", prompt.warnings);
         assert!(prompt.text.len() < INSTRUCTIONS_CAP + 1_000);
+    }
+
+    #[test]
+    fn the_editors_prompt_is_appended_or_replaces_only_the_base_instructions() {
+        let sources = |client: Option<ClientPrompt>| Sources {
+            cwd: PathBuf::from("/w"),
+            instructions: vec![(PathBuf::from("/w/AGENTS.md"), "project rules".into())],
+            tools: vec![std::sync::Arc::new(serde_json::json!({"name": "read", "description": "Reads"}))],
+            client,
+            ..Sources::default()
+        };
+        let text = |mode, own: &str| assemble(&sources(Some(ClientPrompt { mode, text: own.into() }))).text;
+
+        let appended = text(ClientMode::Append, "Answer in French.");
+        let at = |needle: &str| appended.find(needle).unwrap_or_else(|| panic!("{needle} missing:\n{appended}"));
+        assert!(at("You are cairn") < at("# From the editor\nAnswer in French."));
+        assert!(at("Answer in French.") < at("project rules"), "system-level, before the project's");
+
+        let replaced = text(ClientMode::Override, "You are Zed's assistant.");
+        assert!(replaced.starts_with("You are Zed's assistant.\n\n# Project instructions"), "{replaced}");
+        assert!(!replaced.contains("You are cairn"));
+        for kept in ["project rules", "# Environment", "- Working directory: /w", "# Tools\n- read: Reads"] {
+            assert!(replaced.contains(kept), "an override keeps {kept:?}:\n{replaced}");
+        }
+        let none = assemble(&sources(None));
+        assert!(none.text.starts_with(BASE) && !none.text.contains("# From the editor"));
+        assert_ne!(
+            assemble(&sources(Some(ClientPrompt { mode: ClientMode::Append, text: "x".into() }))).digest,
+            none.digest
+        );
     }
 
     #[tokio::test]

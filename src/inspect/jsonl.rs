@@ -19,6 +19,7 @@ use std::io::BufRead;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
+use crate::agent::prompt::ClientPrompt;
 use crate::history::{Message, MessageMeta, Part, Role};
 use crate::ids::{MessageId, SessionId, iso8601};
 use crate::permissions::Rule;
@@ -43,6 +44,8 @@ struct SessionOut<'a> {
     model: &'a str,
     mode: Option<&'a str>,
     thought_level: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    system_prompt: Option<&'a ClientPrompt>,
     cost_usd: f64,
     parent_id: Option<&'a str>,
     subagent: Option<&'a str>,
@@ -72,6 +75,7 @@ pub fn export(row: &SessionRow, messages: &[StoredMessage]) -> Result<String, se
         model: &row.model,
         mode: row.mode.as_deref(),
         thought_level: row.thought_level.as_deref(),
+        system_prompt: row.system_prompt.as_ref(),
         cost_usd: row.cost_usd,
         parent_id: row.parent_id.as_ref().map(SessionId::as_str),
         subagent: row.subagent.as_deref(),
@@ -105,6 +109,9 @@ pub struct SessionIn {
     pub cwd: String,
     pub model: String,
     pub thought_level: Option<String>,
+    /// The editor's instructions the session was given, if any.
+    #[serde(default)]
+    pub system_prompt: Option<ClientPrompt>,
     pub created_at: String,
     pub updated_at: String,
 }
@@ -307,6 +314,7 @@ fn row(read: SessionIn) -> Result<SessionRow, String> {
     let mut row = SessionRow::new(SessionId::from_string(read.id), read.cwd, read.model, created_at);
     row.title = read.title;
     row.thought_level = read.thought_level;
+    row.system_prompt = read.system_prompt;
     row.updated_at = updated_at;
     Ok(row)
 }

@@ -55,6 +55,9 @@ pub struct Attach {
     /// The client's additional workspace roots (`additionalDirectories`), replacing those of an
     /// earlier opening; `None` keeps them (headless runs, a turn opening its own servers).
     pub directories: Option<Vec<std::path::PathBuf>>,
+    /// The editor's instructions (`systemPrompt`), replacing those the session keeps; `None`
+    /// keeps them.
+    pub system_prompt: Option<crate::agent::prompt::ClientPrompt>,
 }
 
 impl Attach {
@@ -62,7 +65,14 @@ impl Attach {
     pub fn alone() -> Self {
         let (ready, announced) = tokio::sync::oneshot::channel();
         let _ = ready.send(());
-        Self { mcp: Vec::new(), notes: Vec::new(), announced, rules: Vec::new(), directories: None }
+        Self {
+            mcp: Vec::new(),
+            notes: Vec::new(),
+            announced,
+            rules: Vec::new(),
+            directories: None,
+            system_prompt: None,
+        }
     }
 }
 

@@ -143,6 +143,9 @@ impl Registry {
             now,
         );
         row.owner = owner;
+        // Stored with the row, so the system prompt the actor starts assembling is already the
+        // editor's.
+        row.system_prompt = attach.system_prompt.clone();
         self.inner.store.commit(Write::InsertSession(Box::new(row.clone()))).await?;
         let id = row.id.clone();
         self.ask(&id, Init::Ready { row: Box::new(row), history: Vec::new() }, |reply| Command::Attach {

@@ -17,7 +17,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::subagent;
 use crate::agent::compact::Summarizer;
-use crate::agent::prompt::{self, SystemPrompt};
+use crate::agent::prompt::{self, ClientPrompt, SystemPrompt};
 use crate::agent::{AgentEvent, Recorder, Run, Toolbox, Turn};
 use crate::config::{Config, Limits, Secret};
 use crate::history::Message;
@@ -192,15 +192,17 @@ pub fn workspace(config: &Config, cwd: &Path, directories: &[std::path::PathBuf]
 }
 
 /// The system prompt for a session in `cwd` whose model is offered `tools` (`role`: what a
-/// sub-agent is told about itself).
+/// sub-agent is told about itself; `client`: what the editor asked for).
 pub async fn system(
     config: &Config,
     cwd: &Path,
     tools: &[Arc<serde_json::Value>],
     role: Option<String>,
+    client: Option<ClientPrompt>,
 ) -> SystemPrompt {
     let mut sources = prompt::gather(cwd, config.home_dir.as_deref(), tools, &config.process.env).await;
     sources.role = role;
+    sources.client = client;
     prompt::assemble(&sources)
 }
 
@@ -208,19 +210,20 @@ pub async fn system(
 pub type SystemFuture = futures::future::Shared<futures::future::BoxFuture<'static, Arc<SystemPrompt>>>;
 
 /// Starts assembling a session's system prompt on its own task, listing the built-in tools and
-/// `task` with the project's named agents.
-pub fn prepare_system(config: &Arc<Config>, cwd: &str) -> SystemFuture {
+/// `task` with the project's named agents, with the editor's instructions (`client`).
+pub fn prepare_system(config: &Arc<Config>, cwd: &str, client: Option<ClientPrompt>) -> SystemFuture {
     use futures::FutureExt;
     let (config, cwd) = (Arc::clone(config), std::path::PathBuf::from(cwd));
+    let fallback = prompt::Sources { client: client.clone(), ..prompt::Sources::default() };
     let task = tokio::spawn(async move {
         let (agents, _warned) = crate::tools::agents::load(&cwd, config.home_dir.as_deref());
         let tools = subagent::catalog(&config.subagents, &Registry::builtin(), &agents);
-        Arc::new(system(&config, &cwd, &tools, None).await)
+        Arc::new(system(&config, &cwd, &tools, None, client).await)
     });
     async move {
         task.await.unwrap_or_else(|err| {
             tracing::error!(%err, "assembling the system prompt failed; using the base instructions");
-            Arc::new(prompt::assemble(&prompt::Sources::default()))
+            Arc::new(prompt::assemble(&fallback))
         })
     }
     .boxed()

@@ -8,6 +8,7 @@ use std::path::Path;
 use rusqlite::{Connection, OptionalExtension, params};
 
 use super::StoreError;
+use crate::agent::prompt::ClientPrompt;
 use crate::history::{Message, MessageMeta, Part, Role};
 use crate::ids::{MessageId, SessionId, new_id};
 use crate::permissions::{Action, Permission, Rule, Scope, Unreadable};
@@ -42,6 +43,9 @@ pub struct SessionRow {
     /// The principal of `cairn serve --auth` whose session this is; `None` for the local user's.
     /// A session stored with a parent and no owner takes its parent's.
     pub owner: Option<String>,
+    /// The instructions the editor gave the session (ACP `systemPrompt`), part of every turn's
+    /// system prompt; kept in the metadata.
+    pub system_prompt: Option<ClientPrompt>,
     pub created_at: i64,
     pub updated_at: i64,
 }
@@ -62,6 +66,7 @@ impl SessionRow {
             parent_id: None,
             subagent: None,
             owner: None,
+            system_prompt: None,
             created_at: now,
             updated_at: now,
         }
@@ -97,7 +102,7 @@ impl ReadError {
     }
 }
 
-const SESSION_COLUMNS: &str = "id, cwd, title, model, created_at, updated_at, mode, permissions_json, cost_usd, json_extract(metadata_json, '$.thought_level'), parent_id, subagent, json_extract(metadata_json, '$.busy_prompt'), owner";
+const SESSION_COLUMNS: &str = "id, cwd, title, model, created_at, updated_at, mode, permissions_json, cost_usd, json_extract(metadata_json, '$.thought_level'), parent_id, subagent, json_extract(metadata_json, '$.busy_prompt'), owner, json_extract(metadata_json, '$.system_prompt')";
 
 fn session_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<SessionRow> {
     Ok(SessionRow {
@@ -114,8 +119,31 @@ fn session_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<SessionRow> {
         parent_id: row.get::<_, Option<String>>(10)?.map(SessionId::from_string),
         subagent: row.get(11)?,
         owner: row.get(13)?,
+        system_prompt: row.get_ref(14)?.as_str().ok().and_then(client_prompt),
         rules: session_rules(row.get_ref(7)?.as_str().unwrap_or("[]")),
     })
+}
+
+/// The editor's instructions as the metadata keeps them (a JSON text); a damaged one is left
+/// out, with a warning, rather than making the session unreadable.
+fn client_prompt(text: &str) -> Option<ClientPrompt> {
+    serde_json::from_str(text)
+        .inspect_err(|err| tracing::warn!(%err, "unreadable editor system prompt in a session's metadata; left out"))
+        .ok()
+}
+
+/// A session's metadata as first stored: the settings its row holds.
+fn metadata(row: &SessionRow) -> String {
+    let mut metadata = serde_json::Map::new();
+    let mut keep = |key: &str, value: Option<String>| {
+        if let Some(value) = value {
+            metadata.insert(key.to_owned(), serde_json::Value::String(value));
+        }
+    };
+    keep("thought_level", row.thought_level.clone());
+    keep("busy_prompt", row.busy_prompt.clone());
+    keep("system_prompt", row.system_prompt.as_ref().and_then(|prompt| serde_json::to_string(prompt).ok()));
+    serde_json::Value::Object(metadata).to_string()
 }
 
 pub fn session(conn: &Connection, id: &SessionId) -> Result<Option<SessionRow>, ReadError> {
@@ -242,8 +270,8 @@ fn parse_cursor(cursor: &str) -> Option<(i64, String)> {
 
 /// A new session.
 pub(super) const INSERT_SESSION: &str =
-    "INSERT INTO sessions (id, cwd, title, model, mode, permissions_json, created_at, updated_at, parent_id, subagent, owner)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, coalesce(?11, (SELECT owner FROM sessions WHERE id = ?9)))";
+    "INSERT INTO sessions (id, cwd, title, model, mode, permissions_json, created_at, updated_at, parent_id, subagent, owner, metadata_json)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, coalesce(?11, (SELECT owner FROM sessions WHERE id = ?9)), ?12)";
 
 pub fn insert_session(conn: &Connection, row: &SessionRow) -> rusqlite::Result<()> {
     conn.prepare_cached(INSERT_SESSION)?.execute(params![
@@ -257,7 +285,8 @@ pub fn insert_session(conn: &Connection, row: &SessionRow) -> rusqlite::Result<(
         row.updated_at,
         row.parent_id.as_ref().map(SessionId::as_str),
         row.subagent,
-        row.owner
+        row.owner,
+        metadata(row)
     ])?;
     Ok(())
 }

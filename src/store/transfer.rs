@@ -9,7 +9,6 @@ use serde_json::value::RawValue;
 use super::rows::{self, ReadError, SessionRow};
 use crate::history::Message;
 use crate::ids::SessionId;
-use crate::settings::Kept;
 
 /// One visible message as the database holds it: its metadata and parts are the stored JSON
 /// texts, unparsed, so that nothing this version does not understand is lost on the way out.
@@ -68,9 +67,6 @@ fn raw(text: String) -> Box<RawValue> {
 /// The caller's savepoint makes it all or nothing.
 pub(super) fn import_session(conn: &Connection, row: &SessionRow, messages: &[Message]) -> rusqlite::Result<()> {
     rows::insert_session(conn, row)?;
-    if let Some(level) = &row.thought_level {
-        rows::set_session_setting(conn, &row.id, Kept::Metadata("thought_level"), level, row.updated_at)?;
-    }
     for message in messages {
         rows::insert_message(conn, &row.id, message, row.updated_at)?;
     }

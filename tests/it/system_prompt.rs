@@ -102,3 +102,114 @@ async fn instructions_and_agents_above_the_repository_or_the_workspace_are_never
     }
     assert!(!repo_prompt.contains("-SHARED"), "above the repository: {repo_prompt}");
 }
+
+/// The editor's `systemPrompt` (ACP 1.16+), through the official Rust client: appended to
+/// cairn's instructions, stored with the session, so a load in a new process without it builds
+/// the same bytes (the provider's prompt cache keeps hitting), and `/status` says it is in
+/// effect.
+#[tokio::test]
+async fn the_editors_system_prompt_is_appended_kept_with_the_session_and_named_by_status() {
+    use crate::support::sdk::{self, agent_text, updates};
+    use serde_json::json;
+
+    let env = TestEnv::new().await;
+    env.mock.push(Reply::text(&["Bonjour."])).push(Reply::text(&["Encore."]));
+    let initialize = json!({"protocolVersion": 1, "clientCapabilities": {}});
+    let system = json!({"mode": "append", "content": [
+        {"type": "text", "text": "EDITOR-RULE: answer in French."},
+        {"type": "text", "text": "EDITOR-RULE-2: be brief."},
+    ]});
+    let first = json!({"initialize": initialize, "steps": [
+        {"new": {"cwd": env.cwd(), "mcpServers": [], "systemPrompt": system}},
+        {"prompt": {"sessionId": "$session", "prompt": [{"type": "text", "text": "hello"}]}},
+    ]});
+    let transcript = sdk::run(&env, &first, &["acp"]).await;
+    let advertised = &transcript["initialize"]["agentCapabilities"]["sessionCapabilities"]["systemPrompt"];
+    assert_eq!(advertised, &json!({"mode": {"override": {}}}), "append, and override too");
+    let session = transcript["steps"][0]["response"]["sessionId"].as_str().unwrap().to_owned();
+
+    let second = json!({"initialize": initialize, "steps": [
+        {"load": {"sessionId": session, "cwd": env.cwd(), "mcpServers": []}},
+        {"prompt": {"sessionId": "$session", "prompt": [{"type": "text", "text": "again"}]}},
+        {"prompt": {"sessionId": "$session", "prompt": [{"type": "text", "text": "/status"}]}},
+    ]});
+    let transcript = sdk::run(&env, &second, &["acp"]).await;
+    let requests = env.mock.requests();
+    let (before, after) = (system_of(&requests[0]), system_of(&requests[1]));
+    let at = |needle: &str| before.find(needle).unwrap_or_else(|| panic!("{needle} missing from:\n{before}"));
+    assert!(at("You are cairn") < at("EDITOR-RULE: answer in French.\n\nEDITOR-RULE-2: be brief."));
+    assert!(at("EDITOR-RULE-2") < at("# Environment"));
+    assert_eq!(before, after, "a load in a new process builds the same prompt, byte for byte");
+    let status = agent_text(&updates(&transcript["steps"][2]));
+    assert!(status.contains("System prompt: the editor's, appended to cairn's"), "{status}");
+}
+
+/// `override` replaces cairn's base instructions and keeps what the tools and permissions need
+/// (environment, tool catalog); a resume with other instructions applies them from the next
+/// turn, and a resume without any keeps them.
+#[tokio::test]
+async fn an_override_keeps_the_tool_catalog_and_a_resume_can_change_it() {
+    use serde_json::json;
+
+    let env = TestEnv::new().await;
+    std::fs::write(env.workspace().join("AGENTS.md"), "PROJECT: keep it tidy").unwrap();
+    env.mock.push(Reply::text(&["one"])).push(Reply::text(&["two"])).push(Reply::text(&["three"]));
+    let mut agent = env.ready().await;
+    let system = json!({"mode": "override", "content": [{"type": "text", "text": "You are the editor's helper."}]});
+    let created = agent.call("session/new", json!({"cwd": env.cwd(), "mcpServers": [], "systemPrompt": system})).await;
+    let session = created["sessionId"].as_str().unwrap().to_owned();
+    let id = agent.prompt(&session, "first").await;
+    agent.response(id).await;
+    let appended = json!({"mode": "append", "content": [{"type": "text", "text": "APPENDED-LATER"}]});
+    agent
+        .call(
+            "session/resume",
+            json!({"sessionId": session, "cwd": env.cwd(), "mcpServers": [], "systemPrompt": appended}),
+        )
+        .await;
+    let id = agent.prompt(&session, "second").await;
+    agent.response(id).await;
+    agent.call("session/resume", json!({"sessionId": session, "cwd": env.cwd(), "mcpServers": []})).await;
+    let id = agent.prompt(&session, "third").await;
+    agent.response(id).await;
+
+    let requests = env.mock.requests();
+    let overridden = system_of(&requests[0]);
+    assert!(overridden.starts_with("You are the editor's helper."), "{overridden}");
+    assert!(!overridden.contains("You are cairn"), "{overridden}");
+    for kept in ["PROJECT: keep it tidy", "# Environment", "# Tools", "- bash: "] {
+        assert!(overridden.contains(kept), "an override keeps {kept:?}:\n{overridden}");
+    }
+    let changed = system_of(&requests[1]);
+    assert!(changed.starts_with("You are cairn") && changed.contains("# From the editor\nAPPENDED-LATER"), "{changed}");
+    assert_eq!(system_of(&requests[2]), changed, "a resume without a systemPrompt keeps the session's");
+}
+
+/// What cairn cannot apply is refused, the session neither created nor changed, with what to
+/// send instead.
+#[tokio::test]
+async fn a_system_prompt_cairn_cannot_apply_is_refused_with_what_to_send() {
+    use serde_json::json;
+
+    let env = TestEnv::new().await;
+    let mut agent = env.ready().await;
+    let cases = [
+        (
+            json!({"mode": "_replace_all", "content": [{"type": "text", "text": "x"}]}),
+            "`_replace_all` is not supported",
+        ),
+        (json!({"mode": "append", "content": []}), "`systemPrompt.content` is empty"),
+        (
+            json!({"mode": "append", "content": [{"type": "text", "text": "x"}, {"type": "image", "mimeType": "image/png", "data": "AA=="}]}),
+            "`systemPrompt.content[1]` is not a text block",
+        ),
+    ];
+    for (system, why) in cases {
+        let error =
+            agent.call_err("session/new", json!({"cwd": env.cwd(), "mcpServers": [], "systemPrompt": system})).await;
+        assert_eq!(error["code"], -32602, "{error}");
+        assert!(error["message"].as_str().unwrap().contains(why), "{why}: {error}");
+    }
+    let listed = agent.call("session/list", json!({})).await;
+    assert_eq!(listed["sessions"], json!([]), "nothing was created: {listed}");
+}

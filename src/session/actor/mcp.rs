@@ -32,7 +32,7 @@ impl Actor {
     /// replace the earlier ones.
     /// Returns the future that resolves once the response announcing the session is written.
     pub(super) fn attach(&mut self, attach: Attach) -> Announced {
-        let Attach { mcp, notes, announced, rules, directories } = attach;
+        let Attach { mcp, notes, announced, rules, directories, system_prompt: _ } = attach;
         if let Some(directories) = directories {
             self.directories = directories;
         }

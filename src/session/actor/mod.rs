@@ -24,6 +24,7 @@ use super::commands::{self, Slash};
 use super::loading::Replay;
 use super::setup;
 use super::{ContextUsage, SessionError, SessionView, Status, UpdateSink};
+use crate::agent::prompt::ClientPrompt;
 use crate::agent::{StopReason, TurnError};
 use crate::config::BusyPrompt;
 use crate::config::Config;
@@ -32,7 +33,7 @@ use crate::history::{Message, Part};
 use crate::ids::SessionId;
 use crate::llm::catalog::{self, ThoughtLevel};
 use crate::permissions::{Mode, Rule};
-use crate::settings::{Setting, SettingError};
+use crate::settings::{Kept, Setting, SettingError};
 use crate::store::{SessionRow, Store, Write};
 
 pub type Reply<T> = oneshot::Sender<Result<T, SessionError>>;
@@ -195,7 +196,7 @@ pub async fn run(init: Init, services: Services, mut rx: mpsc::UnboundedReceiver
     if let Some(replay) = replay {
         replay.send(&id, &history);
     }
-    let system = setup::prepare_system(&services.config, &row.cwd);
+    let system = setup::prepare_system(&services.config, &row.cwd, row.system_prompt.clone());
     let mut rules = row.rules.clone();
     match services.store.project_rules(&row.cwd).await {
         Ok(project) => rules.extend(project),
@@ -344,7 +345,10 @@ impl Actor {
             Command::SetForTurn { settings, reply } => {
                 let _ = reply.send(self.set_for_turn(settings));
             }
-            Command::Attach { attach, reply } => {
+            Command::Attach { mut attach, reply } => {
+                if let Some(prompt) = attach.system_prompt.take() {
+                    self.use_client_prompt(prompt);
+                }
                 let announced = self.attach(attach);
                 let _ = reply.send(Ok(self.view()));
                 // A client opened the session: its user is about to type.
@@ -437,6 +441,24 @@ impl Actor {
         }
         let (kept, value) = setting.kept();
         Ok(Write::SetSessionSetting { id: self.row.id.clone(), kept, value })
+    }
+
+    /// The editor's instructions, given when it opened the session: kept with the session and
+    /// part of the system prompt from the next turn on (the running one keeps its own). The same
+    /// instructions again change nothing, so the prompt stays byte-stable for the provider's cache.
+    fn use_client_prompt(&mut self, prompt: ClientPrompt) {
+        if self.row.system_prompt.as_ref() == Some(&prompt) {
+            return;
+        }
+        let value = match serde_json::to_string(&prompt) {
+            Ok(value) => value,
+            Err(err) => return tracing::error!(%err, "the editor's system prompt could not be stored"),
+        };
+        self.system = setup::prepare_system(&self.services.config, &self.row.cwd, Some(prompt.clone()));
+        self.system_warned = false;
+        self.row.system_prompt = Some(prompt);
+        let write = Write::SetSessionSetting { id: self.row.id.clone(), kept: Kept::Metadata("system_prompt"), value };
+        self.services.store.submit(write, None);
     }
 
     /// Stores the settings no turn took with its prompt.

@@ -129,6 +129,8 @@ impl Actor {
             l.cooldown,
             l.stop,
         );
+        let system = self.row.system_prompt.as_ref().map_or_else(|| "cairn's own".to_owned(), |own| own.describe());
+        let _ = write!(text, "\nSystem prompt: {system}.");
         if let Some(mcp) = self.mcp_status_line() {
             text.push('\n');
             text.push_str(&mcp);

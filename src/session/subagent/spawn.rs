@@ -106,7 +106,7 @@ impl Spawner {
 
         let system = tokio::select! {
             () = ctx.cancel.cancelled() => return Err(refuse("Cancelled before the sub-agent started.".into())),
-            system = setup::system(config, Path::new(&parent.cwd), tools.specs(), Some(role(depth, agent))) => system,
+            system = setup::system(config, Path::new(&parent.cwd), tools.specs(), Some(role(depth, agent)), None) => system,
         };
         let host: Arc<dyn crate::tools::Host> =
             Arc::new(NamedHost { inner: Arc::clone(&ctx.host), who, card: ctx.call_id.clone() });
