@@ -36,6 +36,7 @@ mod protocol;
 mod provider;
 mod question;
 mod reattach;
+mod registry;
 mod roots;
 mod sandbox;
 mod scripted;
