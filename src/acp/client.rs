@@ -36,6 +36,8 @@ pub struct ClientFeatures {
     /// `elicitation.form`: questions can be asked as forms.
     pub forms: AtomicBool,
     pub booleans: AtomicBool,
+    /// `plan`: the checklist as `plan_update` / `plan_removed` (ACP 1.20); otherwise `plan`.
+    pub plans: AtomicBool,
 }
 
 impl ClientFeatures {
@@ -52,6 +54,7 @@ impl ClientFeatures {
         let booleans =
             capabilities.session.as_ref().and_then(|s| s.config_options.as_ref()).is_some_and(|c| c.boolean.is_some());
         self.booleans.store(booleans, Ordering::Relaxed);
+        self.plans.store(capabilities.plan.is_some(), Ordering::Relaxed);
     }
 
     /// Which optional updates this client takes.
@@ -60,6 +63,7 @@ impl ClientFeatures {
             notices: self.notices.load(Ordering::Relaxed),
             compaction: self.compaction.load(Ordering::Relaxed),
             booleans: self.booleans.load(Ordering::Relaxed),
+            plans: self.plans.load(Ordering::Relaxed),
         }
     }
 }

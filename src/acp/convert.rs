@@ -11,7 +11,7 @@ use serde_json::Value;
 
 use crate::agent::TurnError;
 use crate::agent::prompt::{ClientMode, ClientPrompt};
-use crate::history::{CallState, Part, PlanPriority, PlanStatus, ToolContent, ToolKind, ToolPart};
+use crate::history::{CallState, Part, PlanEntry, PlanPriority, PlanStatus, ToolContent, ToolKind, ToolPart};
 use crate::ids::MessageId;
 use crate::llm::LlmError;
 use crate::llm::catalog::ThoughtLevel;
@@ -29,7 +29,13 @@ pub struct Shown {
     pub compaction: bool,
     /// Boolean config options (`steer`); otherwise they are left out of the session's options.
     pub booleans: bool,
+    /// `plan_update` and `plan_removed`; otherwise the legacy `plan`.
+    pub plans: bool,
 }
+
+/// The id of a session's one checklist (the `todo` tool's) in `plan_update` / `plan_removed`:
+/// each update replaces it whole.
+pub const CHECKLIST: &str = "todo";
 
 /// A prompt block as a part to store and send to the model.
 pub fn block_to_part(block: acp::ContentBlock) -> Result<Part, acp::Error> {
@@ -114,14 +120,14 @@ pub fn update_to_wire(update: Update, shown: Shown) -> Option<acp::SessionUpdate
                 .content(tool_content(&tool)),
         ),
         Update::ToolCallUpdate(tool) => acp::SessionUpdate::ToolCallUpdate(tool_update(&tool)),
-        Update::Plan(entries) => acp::SessionUpdate::Plan(acp::Plan::new(
-            entries
-                .into_iter()
-                .map(|entry| {
-                    acp::PlanEntry::new(entry.content, plan_priority(entry.priority), plan_status(entry.status))
-                })
-                .collect(),
+        // An empty checklist is no plan: the client takes it away.
+        Update::Plan(entries) if shown.plans && entries.is_empty() => {
+            acp::SessionUpdate::PlanRemoved(acp::PlanRemoved::new(CHECKLIST))
+        }
+        Update::Plan(entries) if shown.plans => acp::SessionUpdate::PlanUpdate(acp::PlanUpdate::new(
+            acp::PlanUpdateContent::Items(acp::PlanItems::new(CHECKLIST, plan_entries(entries))),
         )),
+        Update::Plan(entries) => acp::SessionUpdate::Plan(acp::Plan::new(plan_entries(entries))),
         Update::Title(title) => acp::SessionUpdate::SessionInfoUpdate(acp::SessionInfoUpdate::new().title(title)),
         // Stored, so it names its message, like a chunk of it would (the notice has no field
         // for it): a load shows it again the same way.
@@ -211,6 +217,13 @@ fn tool_kind(kind: ToolKind) -> acp::ToolKind {
         ToolKind::Think => acp::ToolKind::Think,
         ToolKind::Other => acp::ToolKind::Other,
     }
+}
+
+fn plan_entries(entries: Vec<PlanEntry>) -> Vec<acp::PlanEntry> {
+    entries
+        .into_iter()
+        .map(|entry| acp::PlanEntry::new(entry.content, plan_priority(entry.priority), plan_status(entry.status)))
+        .collect()
 }
 
 fn plan_priority(priority: PlanPriority) -> acp::PlanEntryPriority {

@@ -7,6 +7,7 @@
 
 mod support;
 
+mod acp_120;
 mod backpressure;
 mod boundary;
 mod breaks;
