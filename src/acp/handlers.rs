@@ -10,6 +10,8 @@
 //! names goes through [`Agent::session`]: a connection acting for a principal of `cairn serve
 //! --auth` that does not own the session is answered exactly as if it did not exist.
 
+mod extensions;
+
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -102,13 +104,16 @@ impl Agent {
                             acp::SessionSystemPromptModeCapabilities::new()
                                 .override_(acp::SessionSystemPromptOverrideCapabilities::new()),
                         ),
-                    ),
+                    )
+                    .title(acp::SessionTitleCapabilities::new())
+                    .status(acp::SessionStatusCapabilities::new()),
             )
             .auth(acp::AgentAuthCapabilities::new().logout(acp::LogoutCapabilities::new()));
         let response = acp::InitializeResponse::new(agent_client_protocol_schema::ProtocolVersion::V1)
             .agent_capabilities(capabilities)
             .auth_methods(auth_methods(runs_terminal_auth(&request.client_capabilities)))
-            .agent_info(acp::Implementation::new("cairn", env!("CARGO_PKG_VERSION")).title("cairn".to_owned()));
+            .agent_info(acp::Implementation::new("cairn", env!("CARGO_PKG_VERSION")).title("cairn".to_owned()))
+            .meta(extensions::steering_supported());
         ready(&response)
     }
 
@@ -501,6 +506,9 @@ impl Handler for Agent {
             SESSION_SET_MODE => self.set_mode(params),
             SESSION_PROMPT => self.prompt(params),
             STREAM_RESUME => self.stream_resume(params),
+            extensions::SESSION_SET_TITLE => self.set_title(params),
+            extensions::SESSION_STATUS => self.session_status(params),
+            extensions::STEERING => self.steering(params),
             _ => Err(super::rpc::error(acp::ErrorCode::MethodNotFound, format!("Method not found: `{method}`"))
                 .data(serde_json::json!({ "method": method }))),
         }

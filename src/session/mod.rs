@@ -33,6 +33,7 @@ use crate::permissions::Mode;
 use crate::store::StoreError;
 use crate::tools::Host;
 
+pub use actor::Steering;
 pub use commands::COMMANDS;
 pub use hub::{Hub, ResumeError, Viewer};
 pub use principal::Principal;

@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use tokio::sync::{mpsc, oneshot, watch};
 
-use super::actor::{self, Command, Init, Services};
+use super::actor::{self, Command, Init, Services, Steering};
 use super::hub::Viewer;
 use super::loading::{Loading, Replay};
 use super::{Attach, SessionError, SessionView, Status, UpdateSink};
@@ -204,6 +204,31 @@ impl Registry {
         let (reply, rx) = oneshot::channel();
         let tx = self.ensure(Init::Restore(id.clone()), Command::Prompt { ticket, parts, reply });
         PromptFuture { reply: rx, guard: tx.map(|tx| (tx, ticket)), id: id.clone() }
+    }
+
+    /// `session/set_title`: stored before the future resolves; no model writes one afterwards.
+    pub fn set_title(
+        &self,
+        id: &SessionId,
+        title: String,
+    ) -> impl Future<Output = Result<SessionView, SessionError>> + use<> {
+        self.ask(id, Init::Restore(id.clone()), move |reply| Command::SetTitle { title, reply })
+    }
+
+    /// `_session/steering`: hands `parts` to the running turn (see [`Steering`]).
+    pub fn steer(
+        &self,
+        id: &SessionId,
+        parts: Vec<Part>,
+        start_if_idle: bool,
+    ) -> impl Future<Output = Result<Steering, SessionError>> + use<> {
+        let ticket = self.inner.counter.fetch_add(1, Ordering::Relaxed);
+        self.ask(id, Init::Restore(id.clone()), move |reply| Command::Steer { ticket, parts, start_if_idle, reply })
+    }
+
+    /// Whether this process holds the session in memory (`session/status`).
+    pub fn is_live(&self, id: &SessionId) -> bool {
+        self.live(id).is_some()
     }
 
     /// Cancels the running turn and queued prompts of a live session; idle or unknown ones ignore it.

@@ -1,6 +1,7 @@
 //! What ACP 1.16–1.20 added, as the official Rust client sees it (it parses every update with
 //! the SDK's own types): the checklist as `plan_update` / `plan_removed` for clients that
-//! advertise `plan`, and the legacy `plan` for the others.
+//! advertise `plan`, and the legacy `plan` for the others; the unstable `session/set_title` and
+//! `session/status`; and the `_session/steering` extension.
 
 use serde_json::{Value, json};
 
@@ -60,4 +61,102 @@ async fn a_client_without_plans_keeps_the_legacy_plan() {
     let updates = updates(&transcript["steps"][1]);
     assert!(of_kind(&updates, "plan_update").is_empty() && of_kind(&updates, "plan_removed").is_empty());
     assert_eq!(of_kind(&updates, "plan")[0]["entries"][0]["content"], "Fix it", "{updates:?}");
+}
+
+/// `session/set_title` (unstable) through the official client: stored before the answer,
+/// listed, shown as a `session_info_update`, and never replaced by a model-written title.
+#[tokio::test]
+async fn a_title_the_client_sets_is_stored_shown_and_kept() {
+    let env = TestEnv::new().await;
+    env.mock.push(Reply::text(&["hello"]));
+    let script = json!({"initialize": {"protocolVersion": 1, "clientCapabilities": {}}, "steps": [
+        {"new": {"cwd": env.cwd(), "mcpServers": []}},
+        {"set_title": {"sessionId": "$session", "title": "  Fix the login flow\nsecond line"}},
+        {"prompt": {"sessionId": "$session", "prompt": [{"type": "text", "text": "a first prompt"}]}},
+        {"list": {}},
+    ]});
+    let transcript = sdk::run(&env, &script, &["acp"]).await;
+    let steps = &transcript["steps"];
+    assert_eq!(steps[1]["response"]["title"], "Fix the login flow", "the stored title, normalized");
+    let seen: Vec<Value> = [1, 2].iter().flat_map(|step| updates(&steps[*step])).collect();
+    let titles = of_kind(&seen, "session_info_update");
+    assert!(!titles.is_empty() && titles.iter().all(|u| u["title"] == "Fix the login flow"), "{titles:?}");
+    assert_eq!(steps[3]["response"]["sessions"][0]["title"], "Fix the login flow");
+    let asked_for_titles =
+        env.mock.requests().iter().filter(|r| r.to_string().contains("You write short titles")).count();
+    assert_eq!(asked_for_titles, 0, "no model is asked for a title the client set");
+}
+
+/// `session/status` (unstable): `open` while this process holds the session, `saved` for one
+/// only stored, what it is doing under `_meta.cairn`, and -32002 for one that does not exist;
+/// asking loads nothing.
+#[tokio::test]
+async fn status_says_open_or_saved_without_loading_anything() {
+    let env = TestEnv::new().await;
+    env.mock.push(Reply::text(&["hello"]));
+    let mut agent = env.ready().await;
+    let session = agent.new_session(&env.cwd()).await;
+    let status = agent.call("session/status", json!({"sessionId": session})).await;
+    assert_eq!(status, json!({"status": "open", "_meta": {"cairn": {"state": "idle"}}}));
+    let id = agent.prompt(&session, "hi").await;
+    agent.response(id).await;
+    agent.close_stdin();
+    agent.wait_exit().await;
+
+    let mut agent = env.ready().await;
+    let status = agent.call("session/status", json!({"sessionId": session})).await;
+    assert_eq!(status["status"], "saved", "{status}");
+    let again = agent.call("session/status", json!({"sessionId": session})).await;
+    assert_eq!(again["status"], "saved", "asking did not load it: {again}");
+    let unknown = agent.call_err("session/status", json!({"sessionId": "ses_nope"})).await;
+    assert_eq!(unknown["code"], -32002, "{unknown}");
+    let empty = agent.call_err("session/set_title", json!({"sessionId": session, "title": " \n "})).await;
+    assert!(empty["message"].as_str().unwrap().contains("`title` is empty"), "{empty}");
+}
+
+/// `_session/steering`, the extension the Claude and Codex adapters' clients call: advertised
+/// on `initialize`; with nothing running it answers `promptRequired` when asked to (and uses
+/// nothing) or starts a turn; while a turn runs the prompt joins it before its next model
+/// request, whatever the session's `steer` option.
+#[tokio::test]
+async fn steering_joins_the_running_turn_or_says_a_prompt_is_required() {
+    let env = TestEnv::new().await;
+    env.mock
+        .push(Reply::text(&["started by a steer"]))
+        .push(Reply::tool_calls(&[("w1", "write", json!({"path": "a.txt", "content": "x\n"}))]))
+        .push(Reply::text(&["done"]));
+    let mut agent = env.spawn().await;
+    let init = agent.call("initialize", json!({"protocolVersion": 1, "clientCapabilities": {}})).await;
+    assert_eq!(init["_meta"]["steering"]["supported"], true);
+    let capabilities = &init["agentCapabilities"]["sessionCapabilities"];
+    assert_eq!((&capabilities["title"], &capabilities["status"]), (&json!({}), &json!({})), "{capabilities}");
+    let session = agent.new_session(&env.cwd()).await;
+    let text = |text: &str| json!([{"type": "text", "text": text}]);
+
+    let asked = json!({"sessionId": session, "prompt": text("ignored"), "idleBehavior": "promptRequired"});
+    let idle = agent.call("_session/steering", asked).await;
+    assert_eq!(idle, json!({"outcome": "promptRequired", "reason": "noRunningTurn"}));
+    assert!(env.mock.requests().is_empty(), "nothing was sent to the model");
+
+    let started = agent.call("_session/steering", json!({"sessionId": session, "prompt": text("go")})).await;
+    assert_eq!(started, json!({"outcome": "startedNewTurn"}));
+    while !agent.recv().await.to_string().contains("started by a steer") {}
+
+    // A turn held at its permission question: the steer joins it.
+    let prompt = agent.prompt(&session, "write a file").await;
+    let question = loop {
+        let message = agent.recv().await;
+        if message["method"] == "session/request_permission" {
+            break message;
+        }
+    };
+    let steer = agent.request("_session/steering", json!({"sessionId": session, "prompt": text("STEERED-IN")})).await;
+    let (answer, _) = agent.response(steer).await;
+    assert_eq!(answer["result"], json!({"outcome": "injected"}));
+    agent.respond(&question["id"], json!({"outcome": {"outcome": "selected", "optionId": "allow_once"}})).await;
+    let (response, _) = agent.response(prompt).await;
+    assert_eq!(response["result"]["stopReason"], "end_turn");
+    let last = env.mock.requests().last().unwrap().to_string();
+    assert!(last.contains("STEERED-IN"), "the steered prompt reached the turn's next request");
+    assert_eq!(env.mock.requests().len(), 3, "one turn, not a second");
 }

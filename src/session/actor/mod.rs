@@ -38,6 +38,17 @@ use crate::store::{SessionRow, Store, Write};
 
 pub type Reply<T> = oneshot::Sender<Result<T, SessionError>>;
 
+/// What became of a prompt sent with `_session/steering`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Steering {
+    /// Handed to the running model turn, which takes it before its next model request.
+    Injected,
+    /// Nothing was running, and the client asked to be told: the prompt was not used.
+    PromptRequired,
+    /// It runs as a turn of its own: nothing was running, or what runs cannot take it.
+    StartedNewTurn,
+}
+
 /// What the rest of cairn may ask of a session.
 pub enum Command {
     Prompt {
@@ -72,6 +83,20 @@ pub enum Command {
     Fork {
         cwd: String,
         reply: Reply<SessionId>,
+    },
+    /// `session/set_title`: the client's title, stored before the answer; no title is written
+    /// for the session by a model afterwards.
+    SetTitle {
+        title: String,
+        reply: Reply<SessionView>,
+    },
+    /// `_session/steering`: a prompt for the running turn, not the queue.
+    Steer {
+        ticket: u64,
+        parts: Vec<Part>,
+        /// With no turn running, start one (else answer [`Steering::PromptRequired`]).
+        start_if_idle: bool,
+        reply: Reply<Steering>,
     },
     /// Cancel everything, wait for the turn to end, then stop.
     Close {
@@ -261,7 +286,13 @@ fn refuse_all(rx: &mut mpsc::UnboundedReceiver<Command>, err: &SessionError) {
             Command::Fork { reply, .. } => {
                 let _ = reply.send(Err(err.clone()));
             }
-            Command::Set { reply, .. } | Command::SetForTurn { reply, .. } | Command::Attach { reply, .. } => {
+            Command::Set { reply, .. }
+            | Command::SetForTurn { reply, .. }
+            | Command::Attach { reply, .. }
+            | Command::SetTitle { reply, .. } => {
+                let _ = reply.send(Err(err.clone()));
+            }
+            Command::Steer { reply, .. } => {
                 let _ = reply.send(Err(err.clone()));
             }
             Command::Close { reply } => {
@@ -361,9 +392,29 @@ impl Actor {
                     self.fork(cwd, reply);
                 }
             }
+            Command::SetTitle { title, reply } => self.set_title(title, reply),
+            Command::Steer { ticket, parts, start_if_idle, reply } => {
+                let _ = reply.send(Ok(self.steer_now(ticket, parts, start_if_idle)));
+            }
             Command::Close { reply } => return Some(reply),
         }
         None
+    }
+
+    /// `Command::SetTitle`: in effect and shown once stored; a model-written title still to come
+    /// is dropped.
+    fn set_title(&mut self, title: String, reply: Reply<SessionView>) {
+        self.title_pending = None;
+        self.row.title = Some(title.clone());
+        let (sink, id, view) = (Arc::clone(&self.services.sink), self.row.id.clone(), self.view());
+        let write = Write::SetSessionTitle { id: id.clone(), title: title.clone() };
+        self.services.store.submit(
+            write,
+            Some(Box::new(move |result| {
+                let _ = reply.send(result.map(|()| view).map_err(SessionError::from));
+                sink.send(&id, super::Update::Title(title));
+            })),
+        );
     }
 
     fn view(&self) -> SessionView {

@@ -15,7 +15,7 @@
 
 use tokio::sync::oneshot;
 
-use super::{Actor, Queued, Reply, Work};
+use super::{Actor, Queued, Reply, Steering, Work};
 use crate::agent::{Steered, StopReason};
 use crate::config::BusyPrompt;
 use crate::history::Part;
@@ -84,6 +84,35 @@ impl Actor {
         }
         running.steered.push(Joining { ticket, parts, joined, verdict: None, reply });
         self.tell("This prompt joins the running turn before its next model request.".to_owned());
+    }
+
+    /// `_session/steering`: the prompt joins the running model turn whatever the session's
+    /// `steer` setting (the client asked for exactly that), or, when none can take it, runs as
+    /// a turn of its own, unless nothing runs and the client asked to be told instead. Its
+    /// updates reach the client as any turn's do; nobody waits for its stop reason.
+    pub(super) fn steer_now(&mut self, ticket: u64, parts: Vec<Part>, start_if_idle: bool) -> Steering {
+        let (reply, _unheard) = oneshot::channel();
+        if self.running.is_none() && self.queue.is_empty() && !start_if_idle {
+            return Steering::PromptRequired;
+        }
+        let steer = self
+            .running
+            .as_ref()
+            .filter(|running| !running.cancel.is_cancelled() && self.queue.is_empty())
+            .and_then(|running| running.steer.clone());
+        let Some(steer) = steer else {
+            self.enqueue(Queued { ticket, work: Work::Prompt(parts), reply });
+            return Steering::StartedNewTurn;
+        };
+        let (signal, joined) = oneshot::channel();
+        if steer.send(Steered { parts: parts.clone(), joined: signal }).is_err() {
+            self.enqueue(Queued { ticket, work: Work::Prompt(parts), reply });
+            return Steering::StartedNewTurn;
+        }
+        if let Some(running) = self.running.as_mut() {
+            running.steered.push(Joining { ticket, parts, joined, verdict: None, reply });
+        }
+        Steering::Injected
     }
 
     /// `$/cancel_request` for a prompt handed to the running turn: one not joined yet is

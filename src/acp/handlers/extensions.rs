@@ -1,0 +1,113 @@
+//! The methods ACP marks unstable, and the steering extension clients already call, answered
+//! instead of "method not found": `session/set_title`, `session/status` and
+//! `_session/steering` (advertised as `_meta.steering.supported` on `initialize`).
+//!
+//! `session/status` says `open` for a session this process holds in memory and `saved` for one
+//! only stored; what the session is doing (idle, busy, retrying with the attempt, or the error
+//! of its last turn) goes under `_meta.cairn`, where the schema leaves room for it. It has no
+//! side effect: the session is neither loaded nor attached.
+
+use agent_client_protocol_schema::v1 as acp;
+use futures::FutureExt;
+use serde_json::{Value, json};
+
+use super::{Agent, Answer, parse, to_value};
+use crate::acp::convert::{block_to_part, invalid_params, session_error};
+use crate::acp::served::Served;
+use crate::session::{SessionError, Status, Steering};
+
+pub(super) const SESSION_SET_TITLE: &str = acp::AGENT_METHOD_NAMES.session_set_title;
+pub(super) const SESSION_STATUS: &str = acp::AGENT_METHOD_NAMES.session_status;
+pub(super) const STEERING: &str = "_session/steering";
+
+/// The longest title kept, in characters.
+const MAX_TITLE: usize = 200;
+
+/// `_session/steering`'s params: the prompt, and what to do when no turn runs.
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct SteeringRequest {
+    session_id: acp::SessionId,
+    prompt: Vec<acp::ContentBlock>,
+    /// `promptRequired`: with no turn running, answer so and use nothing; otherwise start one.
+    #[serde(default)]
+    idle_behavior: Option<String>,
+}
+
+/// `_meta.steering.supported` of `initialize`: `_session/steering` is answered.
+pub(super) fn steering_supported() -> acp::Meta {
+    let mut meta = acp::Meta::new();
+    meta.insert("steering".to_owned(), json!({ "supported": true }));
+    meta
+}
+
+impl Agent {
+    pub(super) fn set_title(&self, params: Value) -> Answer {
+        let request: acp::SetSessionTitleRequest = parse(SESSION_SET_TITLE, params)?;
+        let title = request.title.lines().map(str::trim).find(|line| !line.is_empty()).unwrap_or_default();
+        if title.is_empty() {
+            return Err(invalid_params(format!("{SESSION_SET_TITLE}: `title` is empty; send the text to show")));
+        }
+        let title: String = title.chars().take(MAX_TITLE).collect();
+        let sessions = self.sessions()?;
+        let id = self.session(&request.session_id)?;
+        let changed = sessions.set_title(&id, title.clone());
+        let served = self.served.clone();
+        Ok(async move {
+            Served::after_change(served.as_deref(), &id, changed.await)?;
+            to_value(&acp::SetSessionTitleResponse::new(title))
+        }
+        .boxed())
+    }
+
+    pub(super) fn session_status(&self, params: Value) -> Answer {
+        let request: acp::SessionStatusRequest = parse(SESSION_STATUS, params)?;
+        let sessions = self.sessions()?;
+        let id = self.session(&request.session_id)?;
+        Ok(async move {
+            let live = sessions.is_live(&id);
+            if !live {
+                let stored = sessions.store().session(&id).await.map_err(|err| session_error(&err.into()))?;
+                if stored.is_none() {
+                    return Err(session_error(&SessionError::NotFound(id)));
+                }
+            }
+            let state = match sessions.status(&id) {
+                Status::Idle => json!({"state": "idle"}),
+                Status::Busy => json!({"state": "busy"}),
+                Status::Retrying { attempt } => json!({"state": "retrying", "attempt": attempt}),
+                Status::Error(message) => json!({"state": "error", "message": message}),
+            };
+            let mut meta = acp::Meta::new();
+            meta.insert("cairn".to_owned(), state);
+            let status = if live { acp::SessionStatus::Open } else { acp::SessionStatus::Saved };
+            to_value(&acp::SessionStatusResponse::new(status).meta(meta))
+        }
+        .boxed())
+    }
+
+    pub(super) fn steering(&self, params: Value) -> Answer {
+        let request: SteeringRequest = parse(STEERING, params)?;
+        if request.prompt.is_empty() {
+            return Err(invalid_params(format!("{STEERING}: `prompt` must hold at least one content block")));
+        }
+        let parts = request.prompt.into_iter().map(block_to_part).collect::<Result<Vec<_>, _>>()?;
+        let start_if_idle = request.idle_behavior.as_deref() != Some("promptRequired");
+        let (sessions, id) = (self.sessions()?, self.session(&request.session_id)?);
+        if let Some(served) = &self.served {
+            served.drive(&id);
+        }
+        // Sent now, in wire order: a prompt that follows this line is not overtaken.
+        let steered = sessions.steer(&id, parts, start_if_idle);
+        let served = self.served.clone();
+        Ok(async move {
+            let answer = match Served::found(served.as_deref(), &id, steered.await)? {
+                Steering::Injected => json!({"outcome": "injected"}),
+                Steering::PromptRequired => json!({"outcome": "promptRequired", "reason": "noRunningTurn"}),
+                Steering::StartedNewTurn => json!({"outcome": "startedNewTurn"}),
+            };
+            Ok(answer)
+        }
+        .boxed())
+    }
+}
