@@ -28,7 +28,7 @@ use crate::history::Part;
 use crate::ids::{SessionId, now_ms};
 use crate::llm::catalog;
 use crate::settings::Setting;
-use crate::store::{ListPage, SessionRow, Store, Write};
+use crate::store::{ListPage, Listing, SessionRow, Store, Write};
 
 /// How long shutdown waits for running turns to wind down before it lets go.
 const SHUTDOWN_GRACE: Duration = Duration::from_millis(400);
@@ -259,17 +259,9 @@ impl Registry {
         Ok(())
     }
 
-    /// One page of sessions (only those `owner` owns, when given); sub-agents' sessions only
-    /// when `subagents` asks for them.
-    pub async fn list(
-        &self,
-        owner: Option<String>,
-        cwd: Option<String>,
-        cursor: Option<String>,
-        limit: usize,
-        subagents: bool,
-    ) -> Result<ListPage, SessionError> {
-        Ok(self.inner.store.list_sessions_of(owner, cwd, cursor, limit, subagents).await?)
+    /// One page of the sessions `listing` shows, after `cursor`.
+    pub async fn list(&self, listing: Listing, cursor: Option<String>, limit: usize) -> Result<ListPage, SessionError> {
+        Ok(self.inner.store.list_sessions(listing, cursor, limit).await?)
     }
 
     /// What a session is doing; sessions that are not live are idle.

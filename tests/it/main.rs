@@ -50,3 +50,4 @@ mod tidy;
 mod tls;
 mod tools;
 mod trust;
+mod unprompted;
