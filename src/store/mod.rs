@@ -197,6 +197,12 @@ pub enum Write {
     DeleteSession {
         id: SessionId,
     },
+    /// [`Write::DeleteSession`] of a session that holds no message (one never prompted),
+    /// checked in the same transaction: a session that holds one by then stays, and so does one
+    /// whose lease another live process holds (neither is an error), or one that is gone.
+    DeleteUnprompted {
+        id: SessionId,
+    },
     /// Hides `from` and every later message of the session (rewind); nothing is deleted. Refused
     /// with [`StoreError::Leased`] while another live process holds the session's lease.
     HideFrom {

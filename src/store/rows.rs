@@ -526,6 +526,21 @@ pub fn delete_session(conn: &Connection, id: &SessionId) -> rusqlite::Result<()>
     Ok(())
 }
 
+/// Deletes a session as [`delete_session`] does if it is there and holds no message at all, a
+/// hidden one included (it was never prompted); answers whether it did.
+pub fn delete_unprompted_session(conn: &Connection, id: &SessionId) -> rusqlite::Result<bool> {
+    let unprompted: bool = conn
+        .prepare_cached(
+            "SELECT EXISTS (SELECT 1 FROM sessions WHERE id = ?1)
+               AND NOT EXISTS (SELECT 1 FROM messages WHERE session_id = ?1)",
+        )?
+        .query_row([id.as_str()], |row| row.get(0))?;
+    if unprompted {
+        delete_session(conn, id)?;
+    }
+    Ok(unprompted)
+}
+
 fn to_json<T: serde::Serialize>(value: &T) -> String {
     // Our own plain data types always serialize; an empty object is the safe fallback.
     serde_json::to_string(value).unwrap_or_else(|_| "{}".to_owned())
