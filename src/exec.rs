@@ -25,7 +25,7 @@ use crate::ids::{SessionId, iso8601};
 use crate::permissions::{Mode, Rule};
 use crate::session::{Attach, Registry, SessionError, Update, UpdateSink};
 use crate::settings::Setting;
-use crate::store::Store;
+use crate::store::{Listing, Store};
 use crate::tools::{Host, NoEditor};
 use crate::visible;
 
@@ -231,11 +231,10 @@ async fn open(registry: &Registry, target: Target, cwd: &Path, rules: &[Rule]) -
         Target::Session(id) => (stored(id).await?, false),
         Target::Continue => {
             let project = cwd.to_string_lossy().into_owned();
-            let page = registry
-                .store()
-                .list_sessions(Some(project.clone()), None, 1, false)
-                .await
-                .map_err(SessionError::from)?;
+            // The latest session with a conversation: one never prompted (perhaps another
+            // process's, just opened) is nothing to continue.
+            let listing = Listing { cwd: Some(project.clone()), ..Listing::default() };
+            let page = registry.store().list_sessions(listing, None, 1).await.map_err(SessionError::from)?;
             match page.sessions.into_iter().next() {
                 Some(row) => (stored(row.id.as_str().to_owned()).await?, false),
                 None => return Err(ExecError::NothingToContinue(project)),
@@ -300,7 +299,8 @@ async fn run(
     Ok(Finished { session: id, stop })
 }
 
-/// Prints every stored session (optionally only those in `cwd`), newest first.
+/// Prints every stored session (optionally only those in `cwd`), newest first, but those never
+/// prompted and sub-agents' sessions.
 pub async fn list_sessions(store: Store, cwd: Option<String>, json: bool) -> Result<(), SessionError> {
     let mut cursor = None;
     let mut out = Vec::new();
@@ -308,7 +308,8 @@ pub async fn list_sessions(store: Store, cwd: Option<String>, json: bool) -> Res
         out.extend_from_slice(format!("{:<30}  {:<20}  {:<40}  {}\n", "ID", "UPDATED", "TITLE", "CWD").as_bytes());
     }
     loop {
-        let page = store.list_sessions(cwd.clone(), cursor.take(), 200, false).await?;
+        let listing = Listing { cwd: cwd.clone(), ..Listing::default() };
+        let page = store.list_sessions(listing, cursor.take(), 200).await?;
         for row in &page.sessions {
             let updated = chrono::DateTime::from_timestamp_millis(row.updated_at)
                 .map(|at| at.format("%Y-%m-%d %H:%M:%S").to_string())

@@ -31,6 +31,7 @@ use super::sink::WireSink;
 use crate::ids::{SessionId, iso8601};
 use crate::session::{Principal, Registry, SessionError};
 use crate::settings::{self, Setting};
+use crate::store::Listing;
 
 /// Sessions per `session/list` page.
 const PAGE_SIZE: usize = 50;
@@ -315,10 +316,10 @@ impl Agent {
         let (sessions, owner) = (self.sessions()?, self.owner());
         Ok(async move {
             let cwd = cwd.map(|cwd| cwd.to_string_lossy().into_owned());
-            let page = sessions
-                .list(owner, cwd, request.cursor, PAGE_SIZE, subagents)
-                .await
-                .map_err(|err| session_error(&err))?;
+            // Sessions never prompted are left out: a client that opens one it does not use
+            // (CodeCompanion opens two per chat) would fill its picker with untitled ones.
+            let listing = Listing { owner, cwd, subagents, unprompted: false };
+            let page = sessions.list(listing, request.cursor, PAGE_SIZE).await.map_err(|err| session_error(&err))?;
             let infos = page
                 .sessions
                 .into_iter()

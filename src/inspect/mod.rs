@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 
 use crate::ids::{SessionId, iso8601, now_ms};
 use crate::session::SessionError;
-use crate::store::{SessionRow, Store, StoreError, Write};
+use crate::store::{Listing, SessionRow, Store, StoreError, Write};
 
 pub use jsonl::VERSION as JSONL_VERSION;
 
@@ -239,7 +239,9 @@ async fn prune(store: &Store, age: &Age, dry_run: bool) -> Result<(), InspectErr
     let mut old = Vec::new();
     let mut cursor = None;
     loop {
-        let page = store.list_sessions(None, cursor.take(), 200, false).await?;
+        // Never-prompted sessions too: those a process killed left behind are removed here.
+        let listing = Listing { unprompted: true, ..Listing::default() };
+        let page = store.list_sessions(listing, cursor.take(), 200).await?;
         old.extend(page.sessions.into_iter().filter(|row| row.updated_at < cutoff));
         match page.next_cursor {
             Some(next) => cursor = Some(next),

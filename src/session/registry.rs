@@ -7,9 +7,10 @@
 //! A load of a session that is not live starts its actor, which reads the history once and
 //! replays it before anything else; a load of a live one attaches like a resume, then replays
 //! a snapshot taken and sent in the store writer's order (`Store::snapshot`). Either way the
-//! session's live updates are held back meanwhile (`loading`).
+//! session's live updates are held back meanwhile (`loading`). At shutdown the sessions it
+//! created that were never prompted are removed.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::future::Future;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -28,7 +29,7 @@ use crate::history::Part;
 use crate::ids::{SessionId, now_ms};
 use crate::llm::catalog;
 use crate::settings::Setting;
-use crate::store::{ListPage, SessionRow, Store, Write};
+use crate::store::{ListPage, Listing, SessionRow, Store, Write};
 
 /// How long shutdown waits for running turns to wind down before it lets go.
 const SHUTDOWN_GRACE: Duration = Duration::from_millis(400);
@@ -50,6 +51,9 @@ struct Inner {
     /// What the sessions send through: the client's sink, behind the loads under way.
     sink: Arc<Loading>,
     live: Mutex<HashMap<SessionId, Live>>,
+    /// The sessions this registry created (new ones and forks): those still without a message
+    /// at shutdown are removed then.
+    created: Mutex<HashSet<SessionId>>,
     counter: AtomicU64,
 }
 
@@ -110,6 +114,7 @@ impl Registry {
             config,
             sink: Loading::new(sink),
             live: Mutex::new(HashMap::new()),
+            created: Mutex::new(HashSet::new()),
             counter: AtomicU64::new(0),
         };
         Self { inner: Arc::new(inner) }
@@ -132,7 +137,7 @@ impl Registry {
 
     /// Stores a new session in `cwd` (refused if it cannot be a workspace), owned by `owner`
     /// (a principal of `cairn serve --auth`, `None` for the local user), and makes it live.
-    /// Answers once the row is committed.
+    /// Answers once the row is committed. If it is never prompted, [`Self::shutdown`] removes it.
     pub async fn create(&self, cwd: &Path, owner: Option<String>, attach: Attach) -> Result<SessionView, SessionError> {
         self.inner.config.workspace_guard().check(cwd).map_err(SessionError::Workspace)?;
         let now = now_ms();
@@ -148,6 +153,7 @@ impl Registry {
         row.system_prompt = attach.system_prompt.clone();
         self.inner.store.commit(Write::InsertSession(Box::new(row.clone()))).await?;
         let id = row.id.clone();
+        self.created(&id);
         self.ask(&id, Init::Ready { row: Box::new(row), history: Vec::new() }, |reply| Command::Attach {
             attach,
             reply,
@@ -287,17 +293,9 @@ impl Registry {
         Ok(())
     }
 
-    /// One page of sessions (only those `owner` owns, when given); sub-agents' sessions only
-    /// when `subagents` asks for them.
-    pub async fn list(
-        &self,
-        owner: Option<String>,
-        cwd: Option<String>,
-        cursor: Option<String>,
-        limit: usize,
-        subagents: bool,
-    ) -> Result<ListPage, SessionError> {
-        Ok(self.inner.store.list_sessions_of(owner, cwd, cursor, limit, subagents).await?)
+    /// One page of the sessions `listing` shows, after `cursor`.
+    pub async fn list(&self, listing: Listing, cursor: Option<String>, limit: usize) -> Result<ListPage, SessionError> {
+        Ok(self.inner.store.list_sessions(listing, cursor, limit).await?)
     }
 
     /// What a session is doing; sessions that are not live are idle.
@@ -306,16 +304,20 @@ impl Registry {
         live.get(id).map(|entry| entry.status.borrow().clone()).unwrap_or_default()
     }
 
-    /// Copies a session (refused while it is busy) into a new live session in `cwd`.
+    /// Copies a session (refused while it is busy) into a new live session in `cwd`. A copy of
+    /// a session with no message is removed by [`Self::shutdown`] if it gets none either.
     pub async fn fork(&self, parent: &SessionId, cwd: &Path, attach: Attach) -> Result<SessionView, SessionError> {
         self.inner.config.workspace_guard().check(cwd).map_err(SessionError::Workspace)?;
         let cwd = cwd.to_string_lossy().into_owned();
         let id = self.ask(parent, Init::Restore(parent.clone()), |reply| Command::Fork { cwd, reply }).await?;
+        self.created(&id);
         let (row, history) = actor::restore(&self.inner.store, &id).await?;
         self.ask(&id, Init::Ready { row: Box::new(row), history }, |reply| Command::Attach { attach, reply }).await
     }
 
-    /// Cancels every running turn, gives them a moment to finish, and flushes the store.
+    /// Cancels every running turn, gives them a moment to finish, removes the sessions this
+    /// registry created that hold no message (never prompted; see [`Self::forget_unprompted`]),
+    /// and flushes the store.
     pub async fn shutdown(&self) {
         let all: Vec<_> = {
             let mut live = self.inner.live.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
@@ -329,7 +331,35 @@ impl Registry {
         if tokio::time::timeout(BACKGROUND_GRACE, self.inner.background.wait()).await.is_err() {
             tracing::info!("left a session title unwritten at exit");
         }
+        self.forget_unprompted().await;
         self.inner.store.shutdown().await;
+    }
+
+    /// Removes the sessions this registry created that hold no message at all, so that a
+    /// client's untitled sessions do not pile up in the store (`session/list` leaves them out
+    /// anyway, which is what keeps the list clean after a `kill -9`). Only those: a stored
+    /// session that was loaded may be another process's, just created and about to be
+    /// prompted. The check is the store's, in the transaction that deletes (a message that
+    /// came meanwhile, from another process too, keeps the session), and the deletion is
+    /// `session/delete`'s, with everything that hangs off the session.
+    async fn forget_unprompted(&self) {
+        let created: Vec<SessionId> = {
+            let mut created = self.inner.created.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            created.drain().collect()
+        };
+        let store = &self.inner.store;
+        let removing = created.iter().map(|id| async move {
+            if let Err(err) = store.commit(Write::DeleteUnprompted { id: id.clone() }).await {
+                tracing::warn!(session = %id, %err, "a session never prompted could not be removed at exit");
+            }
+        });
+        futures::future::join_all(removing).await;
+    }
+
+    /// Notes a session this registry created (see [`Self::forget_unprompted`]).
+    fn created(&self, id: &SessionId) {
+        let mut created = self.inner.created.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        created.insert(id.clone());
     }
 
     fn live(&self, id: &SessionId) -> Option<mpsc::UnboundedSender<Command>> {

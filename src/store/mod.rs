@@ -18,6 +18,7 @@ mod fold;
 pub mod health;
 mod held;
 pub mod lease;
+mod listing;
 mod migrate;
 mod owners;
 mod rows;
@@ -39,7 +40,8 @@ use crate::ids::{MessageId, SessionId};
 use crate::permissions::Rule;
 
 pub use lease::{Holder, LastTurn, LeaseHolder};
-pub use rows::{ListPage, SessionRow};
+pub use listing::{ListPage, Listing};
+pub use rows::SessionRow;
 pub use tokens::{TokenCheck, TokenRow};
 pub use transfer::StoredMessage;
 
@@ -193,6 +195,12 @@ pub enum Write {
     /// Removes a session's rows, and those of the sub-agents it started; forks stay. Refused with
     /// [`StoreError::Leased`] while another live process holds one of their leases.
     DeleteSession {
+        id: SessionId,
+    },
+    /// [`Write::DeleteSession`] of a session that holds no message (one never prompted),
+    /// checked in the same transaction: a session that holds one by then stays, and so does one
+    /// whose lease another live process holds (neither is an error), or one that is gone.
+    DeleteUnprompted {
         id: SessionId,
     },
     /// Hides `from` and every later message of the session (rewind); nothing is deleted. Refused
@@ -393,31 +401,15 @@ impl Store {
         self.read(move |conn| rows::project_rules(conn, &project)).await
     }
 
-    /// One page of sessions, most recently updated first; sub-agents' sessions only when
-    /// `subagents` asks for them.
+    /// One page of the sessions `listing` shows, most recently updated first, after `cursor`
+    /// (a page's `next_cursor`).
     pub async fn list_sessions(
         &self,
-        cwd: Option<String>,
+        listing: Listing,
         cursor: Option<String>,
         limit: usize,
-        subagents: bool,
     ) -> Result<ListPage, StoreError> {
-        self.list_sessions_of(None, cwd, cursor, limit, subagents).await
-    }
-
-    /// [`Self::list_sessions`], only those `owner` owns when it is given.
-    pub async fn list_sessions_of(
-        &self,
-        owner: Option<String>,
-        cwd: Option<String>,
-        cursor: Option<String>,
-        limit: usize,
-        subagents: bool,
-    ) -> Result<ListPage, StoreError> {
-        self.read(move |conn| {
-            rows::list_sessions(conn, cwd.as_deref(), cursor.as_deref(), limit, subagents, owner.as_deref())
-        })
-        .await
+        self.read(move |conn| listing::page(conn, &listing, cursor.as_deref(), limit)).await
     }
 
     /// The principal owning session `id` as this process knows it, without reading the
@@ -525,6 +517,8 @@ fn configure(conn: &Connection) -> rusqlite::Result<()> {
 
 #[cfg(test)]
 mod lease_tests;
+#[cfg(test)]
+mod listing_tests;
 #[cfg(test)]
 mod stream_tests;
 #[cfg(test)]

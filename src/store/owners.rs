@@ -61,6 +61,7 @@ impl Owners {
             | Write::AppendPart { .. }
             | Write::ClosePart { .. }
             | Write::DeleteSession { .. }
+            | Write::DeleteUnprompted { .. }
             | Write::HideFrom { .. }
             | Write::SetSessionRules { .. }
             | Write::RemoveProjectRule { .. }

@@ -1,7 +1,7 @@
 //! Row ⇄ domain conversions: every SQL statement cairn runs, one function each, but for the
 //! leases' (`lease`), streaming parts' pieces (`stream`), whole sessions in and out (`transfer`),
-//! the health check (`health`), `cairn serve`'s tokens (`tokens`) and the sessions' owners as
-//! loaded at open (`owners`).
+//! the pages of sessions listed (`listing`), the health check (`health`), `cairn serve`'s
+//! tokens (`tokens`) and the sessions' owners as loaded at open (`owners`).
 
 use std::path::Path;
 
@@ -73,14 +73,6 @@ impl SessionRow {
     }
 }
 
-/// One page of `session/list`.
-#[derive(Debug, PartialEq)]
-pub struct ListPage {
-    pub sessions: Vec<SessionRow>,
-    /// Pass back to get the next page; `None` at the end.
-    pub next_cursor: Option<String>,
-}
-
 /// A read failure before it learns which file it happened in.
 pub enum ReadError {
     Sqlite(rusqlite::Error),
@@ -102,9 +94,9 @@ impl ReadError {
     }
 }
 
-const SESSION_COLUMNS: &str = "id, cwd, title, model, created_at, updated_at, mode, permissions_json, cost_usd, json_extract(metadata_json, '$.thought_level'), parent_id, subagent, json_extract(metadata_json, '$.busy_prompt'), owner, json_extract(metadata_json, '$.system_prompt')";
+pub(super) const SESSION_COLUMNS: &str = "id, cwd, title, model, created_at, updated_at, mode, permissions_json, cost_usd, json_extract(metadata_json, '$.thought_level'), parent_id, subagent, json_extract(metadata_json, '$.busy_prompt'), owner, json_extract(metadata_json, '$.system_prompt')";
 
-fn session_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<SessionRow> {
+pub(super) fn session_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<SessionRow> {
     Ok(SessionRow {
         id: SessionId::from_string(row.get::<_, String>(0)?),
         cwd: row.get(1)?,
@@ -228,44 +220,6 @@ pub(super) fn read_part(kind: Option<&str>, data: &str) -> serde_json::Result<Pa
         });
     }
     serde_json::from_str(data)
-}
-
-/// One page of sessions, newest first; sub-agents' sessions only when `subagents` asks for them.
-pub fn list_sessions(
-    conn: &Connection,
-    cwd: Option<&str>,
-    cursor: Option<&str>,
-    limit: usize,
-    subagents: bool,
-    owner: Option<&str>,
-) -> Result<ListPage, ReadError> {
-    let (after_at, after_id) = match cursor {
-        None => (i64::MAX, String::new()),
-        Some(cursor) => parse_cursor(cursor).ok_or_else(|| ReadError::InvalidCursor(cursor.to_owned()))?,
-    };
-    let sql = format!(
-        "SELECT {SESSION_COLUMNS} FROM sessions
-         WHERE archived_at IS NULL AND (?1 IS NULL OR cwd = ?1) AND (?5 OR subagent IS NULL)
-           AND (updated_at < ?2 OR (updated_at = ?2 AND id < ?3)) AND (?6 IS NULL OR owner = ?6)
-         ORDER BY updated_at DESC, id DESC LIMIT ?4"
-    );
-    let fetch = i64::try_from(limit).unwrap_or(i64::MAX).saturating_add(1);
-    let mut stmt = conn.prepare_cached(&sql)?;
-    let mut sessions = stmt
-        .query_map(params![cwd, after_at, after_id, fetch, subagents, owner], session_from_row)?
-        .collect::<rusqlite::Result<Vec<_>>>()?;
-    let next_cursor = if sessions.len() > limit {
-        sessions.truncate(limit);
-        sessions.last().map(|last| format!("{}.{}", last.updated_at, last.id))
-    } else {
-        None
-    };
-    Ok(ListPage { sessions, next_cursor })
-}
-
-fn parse_cursor(cursor: &str) -> Option<(i64, String)> {
-    let (at, id) = cursor.split_once('.')?;
-    Some((at.parse().ok()?, id.starts_with("ses_").then(|| id.to_owned())?))
 }
 
 /// A new session.
@@ -599,6 +553,21 @@ pub fn delete_session(conn: &Connection, id: &SessionId) -> rusqlite::Result<()>
     )?
     .execute([id.as_str()])?;
     Ok(())
+}
+
+/// Deletes a session as [`delete_session`] does if it is there and holds no message at all, a
+/// hidden one included (it was never prompted); answers whether it did.
+pub fn delete_unprompted_session(conn: &Connection, id: &SessionId) -> rusqlite::Result<bool> {
+    let unprompted: bool = conn
+        .prepare_cached(
+            "SELECT EXISTS (SELECT 1 FROM sessions WHERE id = ?1)
+               AND NOT EXISTS (SELECT 1 FROM messages WHERE session_id = ?1)",
+        )?
+        .query_row([id.as_str()], |row| row.get(0))?;
+    if unprompted {
+        delete_session(conn, id)?;
+    }
+    Ok(unprompted)
 }
 
 fn to_json<T: serde::Serialize>(value: &T) -> String {

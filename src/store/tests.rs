@@ -149,12 +149,14 @@ async fn sessions_page_newest_first_and_filter_by_cwd() {
         let mut session = row(if i % 2 == 0 { "/a" } else { "/b" });
         session.updated_at = 1_000 + i64::from(i / 2);
         ids.push(session.id.clone());
-        store.commit(Write::InsertSession(Box::new(session))).await.unwrap();
+        // Prompted (as listings show by default), at the time it says.
+        let messages = vec![Message::new(Role::User, vec![text("hi")], MessageMeta::default())];
+        store.commit(Write::ImportSession { row: Box::new(session), messages }).await.unwrap();
     }
     let mut seen = Vec::new();
     let mut cursor = None;
     loop {
-        let page = store.list_sessions(None, cursor.take(), 3, false).await.unwrap();
+        let page = store.list_sessions(Listing::default(), cursor.take(), 3).await.unwrap();
         assert!(page.sessions.len() <= 3);
         seen.extend(page.sessions.into_iter().map(|s| s.id));
         match page.next_cursor {
@@ -164,10 +166,10 @@ async fn sessions_page_newest_first_and_filter_by_cwd() {
     }
     ids.reverse();
     assert_eq!(seen, ids, "newest first, ties broken by id, nothing twice");
-    let only_b = store.list_sessions(Some("/b".into()), None, 50, false).await.unwrap();
-    assert_eq!(only_b.sessions.len(), 3);
+    let only_b = store.list_sessions(Listing { cwd: Some("/b".into()), ..Listing::default() }, None, 50).await;
+    assert_eq!(only_b.unwrap().sessions.len(), 3);
     assert!(matches!(
-        store.list_sessions(None, Some("ses_x".into()), 3, false).await,
+        store.list_sessions(Listing::default(), Some("ses_x".into()), 3).await,
         Err(StoreError::InvalidCursor(_))
     ));
 }
@@ -462,7 +464,8 @@ async fn a_live_store_folds_its_log_and_starts_it_over_instead_of_letting_it_gro
     let most = u64::try_from(3 * super::fold::FOLD_AT).unwrap() * page;
     // Never folded or started over, it would hold about 6,800 pages.
     assert!(log_len(&dir) < most, "the log grew to {} bytes", log_len(&dir));
-    let listed = store.list_sessions(None, None, 2000, false).await.unwrap();
+    let all = Listing { unprompted: true, ..Listing::default() };
+    let listed = store.list_sessions(all, None, 2000).await.unwrap();
     assert_eq!(listed.sessions.len(), 1200, "every commit is kept");
 }
 

@@ -73,28 +73,34 @@ async fn a_session_owner_is_kept_inherited_by_forks_and_sub_agents_filtered_and_
     let dir = tempfile::tempdir().unwrap();
     let store = open(&dir);
     let (alice, local) = (row(Some("alice")), row(None));
-    store.commit(Write::InsertSession(Box::new(alice.clone()))).await.unwrap();
-    store.commit(Write::InsertSession(Box::new(local.clone()))).await.unwrap();
+    // Each prompted, as listings show by default (the fork copies alice's message).
+    let prompt = || Message::new(crate::history::Role::User, Vec::new(), MessageMeta::default());
+    for session in [&alice, &local] {
+        store.commit(Write::InsertSession(Box::new(session.clone()))).await.unwrap();
+        store.commit(Write::InsertMessage { session_id: session.id.clone(), message: prompt() }).await.unwrap();
+    }
     let fork = row(None);
     store.commit(Write::ForkSession { row: Box::new(fork.clone()), parent: alice.id.clone() }).await.unwrap();
     let mut child = row(None);
     child.parent_id = Some(alice.id.clone());
     child.subagent = Some("task".into());
     store.commit(Write::InsertSession(Box::new(child.clone()))).await.unwrap();
+    store.commit(Write::InsertMessage { session_id: child.id.clone(), message: prompt() }).await.unwrap();
 
     for id in [&alice.id, &fork.id, &child.id] {
         assert_eq!(store.owner(id).as_deref(), Some("alice"));
         assert_eq!(store.session(id).await.unwrap().unwrap().owner.as_deref(), Some("alice"));
     }
     assert_eq!(store.owner(&local.id), None);
-    let theirs = store.list_sessions_of(Some("alice".into()), None, None, 50, true).await.unwrap();
+    let of = |owner: Option<&str>| Listing { owner: owner.map(str::to_owned), subagents: true, ..Listing::default() };
+    let theirs = store.list_sessions(of(Some("alice")), None, 50).await.unwrap();
     let mut ids: Vec<_> = theirs.sessions.iter().map(|row| row.id.clone()).collect();
     ids.sort();
     let mut expected = vec![alice.id.clone(), fork.id.clone(), child.id.clone()];
     expected.sort();
     assert_eq!(ids, expected);
-    assert!(store.list_sessions_of(Some("bob".into()), None, None, 50, true).await.unwrap().sessions.is_empty());
-    assert_eq!(store.list_sessions(None, None, 50, true).await.unwrap().sessions.len(), 4);
+    assert!(store.list_sessions(of(Some("bob")), None, 50).await.unwrap().sessions.is_empty());
+    assert_eq!(store.list_sessions(of(None), None, 50).await.unwrap().sessions.len(), 4);
     store.shutdown().await;
 
     let again = open(&dir);

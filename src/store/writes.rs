@@ -66,7 +66,8 @@ impl Batch<'_> {
                 Err(StoreError::Sqlite { path: self.db.path().to_owned(), detail })
             }
             Write::ClosePart { message_id, index } => self.close_part(message_id, *index),
-            Write::DeleteSession { id } => self.delete_session(id),
+            Write::DeleteSession { id } => self.delete_session(id, false),
+            Write::DeleteUnprompted { id } => self.delete_session(id, true),
             Write::HideFrom { session_id, from } => {
                 self.unless_leased(session_id, |conn| rows::hide_from(conn, session_id, from, now))
             }
@@ -172,10 +173,27 @@ impl Batch<'_> {
         result
     }
 
-    fn delete_session(&mut self, id: &SessionId) -> Result<(), StoreError> {
-        self.unless_leased(id, |conn| rows::delete_session(conn, id))?;
-        self.streams.forget_session(id);
-        self.held.deleted(id);
+    /// See [`Write::DeleteSession`], and [`Write::DeleteUnprompted`] when `only_unprompted`.
+    fn delete_session(&mut self, id: &SessionId, only_unprompted: bool) -> Result<(), StoreError> {
+        let mut deleted = true;
+        let result = self.unless_leased(id, |conn| {
+            if only_unprompted {
+                deleted = rows::delete_unprompted_session(conn, id)?;
+                Ok(())
+            } else {
+                rows::delete_session(conn, id)
+            }
+        });
+        match result {
+            Ok(()) => {}
+            // Another live process is using it: it stays, as asked.
+            Err(StoreError::Leased(_)) if only_unprompted => return Ok(()),
+            Err(err) => return Err(err),
+        }
+        if deleted {
+            self.streams.forget_session(id);
+            self.held.deleted(id);
+        }
         Ok(())
     }
 

@@ -52,3 +52,4 @@ mod tidy;
 mod tls;
 mod tools;
 mod trust;
+mod unprompted;

@@ -172,6 +172,24 @@ async fn resume_restores_a_stored_session_without_replay_and_attaches_to_a_live_
     assert_eq!(sent[2]["content"], "Stored answer.");
 }
 
+/// A new session in `cwd`, prompted once and given its model-written title.
+async fn prompted_session(agent: &mut crate::support::Agent, env: &TestEnv, cwd: &str) -> String {
+    let session = agent.new_session(cwd).await;
+    env.mock.push(Reply::text(&["ok"]));
+    let id = agent.prompt(&session, "hello").await;
+    let (_, mut seen) = agent.response(id).await;
+    // Its title is written now, not in the middle of what the test does next.
+    loop {
+        let titled = updates(&seen, &session)
+            .iter()
+            .any(|u| u["sessionUpdate"] == "session_info_update" && u["title"] == crate::support::mock_llm::MOCK_TITLE);
+        if titled {
+            return session;
+        }
+        seen = vec![agent.recv().await];
+    }
+}
+
 #[tokio::test]
 async fn list_pages_by_cursor_filters_by_cwd_and_titles_from_the_first_prompt() {
     let env = TestEnv::new().await;
@@ -180,12 +198,15 @@ async fn list_pages_by_cursor_filters_by_cwd_and_titles_from_the_first_prompt() 
     let other = other.to_string_lossy().into_owned();
     let mut agent = env.ready().await;
     let mut created = Vec::new();
-    for i in 0..55 {
+    for i in 0..54 {
         let cwd = if i % 5 == 0 { other.clone() } else { env.cwd() };
-        created.push(agent.new_session(&cwd).await);
+        created.push(prompted_session(&mut agent, &env, &cwd).await);
+        // A session never prompted between every two: listed by no page, counted by none.
+        agent.new_session(&cwd).await;
     }
     env.mock.push(Reply::text(&["ok"]));
-    let titled = created[1].clone();
+    let titled = agent.new_session(&env.cwd()).await;
+    created.push(titled.clone());
     let id = agent.prompt(&titled, "Fix the flaky login test\nit fails on CI").await;
     let (_, notifications) = agent.response(id).await;
     let info: Vec<_> = updates(&notifications, &titled)
@@ -200,14 +221,16 @@ async fn list_pages_by_cursor_filters_by_cwd_and_titles_from_the_first_prompt() 
         None => loop {
             let message = agent.recv().await;
             if message["params"]["update"]["sessionUpdate"] == "session_info_update" {
+                assert_eq!(message["params"]["sessionId"], titled.as_str());
                 break message["params"]["update"]["title"].clone();
             }
         },
     };
     assert_eq!(model_title, crate::support::mock_llm::MOCK_TITLE);
     assert!(info.len() <= 2, "{info:?}");
-    assert_eq!(env.mock.title_requests().len(), 1);
-    assert!(env.mock.title_requests()[0]["messages"][1]["content"].as_str().unwrap().starts_with("Fix the flaky"));
+    let titles = env.mock.title_requests();
+    assert_eq!(titles.len(), 55, "one for each prompted session");
+    assert!(titles[54]["messages"][1]["content"].as_str().unwrap().starts_with("Fix the flaky"));
 
     let first = agent.call("session/list", Value::Null).await;
     let page: &Vec<Value> = first["sessions"].as_array().unwrap();
@@ -257,10 +280,13 @@ async fn close_mid_turn_ends_the_prompt_cancelled_and_keeps_the_rows() {
 #[tokio::test]
 async fn delete_mid_turn_cancels_then_removes_the_rows() {
     let env = TestEnv::new().await;
+    env.mock.push(Reply::text(&["kept"]));
     env.mock.push(Reply::endless(Duration::from_millis(10)));
     let mut agent = env.ready().await;
-    let session = agent.new_session(&env.cwd()).await;
     let keep = agent.new_session(&env.cwd()).await;
+    let id = agent.prompt(&keep, "Stay").await;
+    agent.response(id).await;
+    let session = agent.new_session(&env.cwd()).await;
     let prompt = agent.prompt(&session, "Keep talking").await;
     agent.next_chunk().await;
     let delete = agent.request("session/delete", json!({"sessionId": session})).await;

@@ -299,7 +299,7 @@ fn steer_option(result: &Value) -> Option<Value> {
 #[tokio::test]
 async fn the_steer_option_is_a_boolean_set_per_session_checked_and_kept_across_a_load() {
     let env = TestEnv::new().await;
-    env.mock.push(write("c1", "a.txt")).push(Reply::text(&["Done."]));
+    env.mock.push(Reply::text(&["Noted."])).push(write("c1", "a.txt")).push(Reply::text(&["Done."]));
     let mut plain = env.ready().await;
     let created = plain.call("session/new", json!({"cwd": env.cwd(), "mcpServers": []})).await;
     assert_eq!(steer_option(&created), None, "a client without boolean options is not offered one");
@@ -343,7 +343,10 @@ async fn the_steer_option_is_a_boolean_set_per_session_checked_and_kept_across_a
         assert!(error["message"].as_str().unwrap().contains(says), "{error}");
     }
 
-    // Kept with the session: another process loads it steering, and steers.
+    // Kept with the session: another process loads it steering, and steers. (Prompted first: a
+    // session never prompted is removed when its process exits.)
+    let id = agent.prompt(&session, "Note this").await;
+    assert_eq!(agent.response(id).await.0["result"]["stopReason"], "end_turn");
     agent.close_stdin();
     agent.wait_exit().await;
     let mut agent = ready_with_booleans(&env).await;
@@ -354,7 +357,7 @@ async fn the_steer_option_is_a_boolean_set_per_session_checked_and_kept_across_a
     allow(&mut agent, &question).await;
     let (answers, _) = agent.responses(&[first, second]).await;
     assert_eq!(answers[1]["result"]["stopReason"], "end_turn");
-    assert_eq!(env.mock.requests().len(), 2, "it joined the turn");
+    assert_eq!(env.mock.requests().len(), 3, "it joined the turn (after the first process's one request)");
 }
 
 #[tokio::test]

@@ -8,8 +8,8 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use crate::support::TestEnv;
 use crate::support::served::{Client, Server, try_connect_with};
+use crate::support::{Reply, TestEnv};
 
 /// `cairn serve token ARGS…`: its exit status, stdout and stderr.
 fn token(env: &TestEnv, args: &[&str]) -> (bool, String, String) {
@@ -168,6 +168,10 @@ async fn another_principals_session_answers_every_method_as_an_unknown_one() {
     let mut alice = try_connect_with(&server.url, Some(&alice_secret)).await.unwrap();
     alice.initialize().await;
     let theirs = alice.new_session(&env.cwd()).await;
+    // Prompted, as the sessions listed are.
+    env.mock.push(Reply::text(&["Hello Alice."]));
+    let id = alice.prompt(&theirs, "Alice was here").await;
+    assert_eq!(alice.response(id).await.0["result"]["stopReason"], "end_turn");
     let mut unknown = theirs.clone();
     let last = unknown.pop().unwrap();
     unknown.push(if last == 'a' { 'b' } else { 'a' });
@@ -202,6 +206,9 @@ async fn another_principals_session_answers_every_method_as_an_unknown_one() {
     let listed = bob.call("session/list", json!({})).await;
     assert_eq!(listed["sessions"], json!([]), "bob sees none of alice's sessions: {listed}");
     let own = bob.new_session(&env.cwd()).await;
+    env.mock.push(Reply::text(&["Hello Bob."]));
+    let id = bob.prompt(&own, "Bob's own").await;
+    assert_eq!(bob.response(id).await.0["result"]["stopReason"], "end_turn");
     let listed = bob.call("session/list", json!({"_meta": {"cairn": {"subagents": true}}})).await;
     assert_eq!(listed["sessions"].as_array().unwrap().len(), 1, "{listed}");
     assert_eq!(listed["sessions"][0]["sessionId"], own);

@@ -1,0 +1,75 @@
+//! Listing sessions: the pages of `session/list`, `cairn sessions list`, `exec --continue` and
+//! `cairn sessions prune`, most recently updated first, each page ending with a cursor that
+//! names its last row.
+//!
+//! A listing shows what its [`Listing`] asks for. By default it leaves out sub-agents' sessions
+//! and sessions that hold no message at all: those opened and never prompted, which a client
+//! opening two sessions per chat, or a process killed before it could tidy up, leaves behind
+//! (a process removes its own at a normal exit, see `Registry::shutdown`). `prune` asks for
+//! them too. The filter is part of the query, so a page holds `limit` rows whenever that many
+//! match, and the cursor (the last row's `updated_at.id`) is the same whatever is filtered.
+//! Whether a session holds a message is one probe of the index `messages_by_session`.
+
+use rusqlite::{Connection, params};
+
+use super::rows::{ReadError, SESSION_COLUMNS, SessionRow, session_from_row};
+
+/// Which sessions a listing shows.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Listing {
+    /// Only the sessions of this principal of `cairn serve --auth`.
+    pub owner: Option<String>,
+    /// Only the sessions created in this working directory.
+    pub cwd: Option<String>,
+    /// Sub-agents' sessions too.
+    pub subagents: bool,
+    /// Sessions holding no message too: never prompted (and never given a message otherwise).
+    pub unprompted: bool,
+}
+
+/// One page of sessions.
+#[derive(Debug, PartialEq)]
+pub struct ListPage {
+    pub sessions: Vec<SessionRow>,
+    /// Pass back to get the next page; `None` at the end.
+    pub next_cursor: Option<String>,
+}
+
+/// The page query: `?1` cwd, `?2`/`?3` the cursor's time and id, `?4` how many rows, `?5`
+/// sub-agents too, `?6` owner, `?7` sessions without messages too.
+pub(super) fn page_query() -> String {
+    format!(
+        "SELECT {SESSION_COLUMNS} FROM sessions
+         WHERE archived_at IS NULL AND (?1 IS NULL OR cwd = ?1) AND (?5 OR subagent IS NULL)
+           AND (updated_at < ?2 OR (updated_at = ?2 AND id < ?3)) AND (?6 IS NULL OR owner = ?6)
+           AND (?7 OR EXISTS (SELECT 1 FROM messages WHERE messages.session_id = sessions.id))
+         ORDER BY updated_at DESC, id DESC LIMIT ?4"
+    )
+}
+
+/// One page of the sessions `listing` shows, after `cursor`.
+pub fn page(conn: &Connection, listing: &Listing, cursor: Option<&str>, limit: usize) -> Result<ListPage, ReadError> {
+    let (after_at, after_id) = match cursor {
+        None => (i64::MAX, String::new()),
+        Some(cursor) => parse_cursor(cursor).ok_or_else(|| ReadError::InvalidCursor(cursor.to_owned()))?,
+    };
+    let Listing { owner, cwd, subagents, unprompted } = listing;
+    // One more than asked, to know whether there is a next page.
+    let fetch = i64::try_from(limit).unwrap_or(i64::MAX).saturating_add(1);
+    let mut stmt = conn.prepare_cached(&page_query())?;
+    let mut sessions = stmt
+        .query_map(params![cwd, after_at, after_id, fetch, subagents, owner, unprompted], session_from_row)?
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    let next_cursor = if sessions.len() > limit {
+        sessions.truncate(limit);
+        sessions.last().map(|last| format!("{}.{}", last.updated_at, last.id))
+    } else {
+        None
+    };
+    Ok(ListPage { sessions, next_cursor })
+}
+
+fn parse_cursor(cursor: &str) -> Option<(i64, String)> {
+    let (at, id) = cursor.split_once('.')?;
+    Some((at.parse().ok()?, id.starts_with("ses_").then(|| id.to_owned())?))
+}
