@@ -407,50 +407,6 @@ impl Agent {
         .boxed())
     }
 
-    /// `_cairn/stream/resume {sessionId, afterSeq}` (on a server): the session's updates
-    /// numbered after `afterSeq`, then the live stream, each once; or an error saying to load
-    /// the session when they are no longer kept.
-    fn stream_resume(&self, params: Value) -> Answer {
-        #[derive(serde::Deserialize)]
-        #[serde(rename_all = "camelCase", deny_unknown_fields)]
-        struct Resume {
-            session_id: String,
-            after_seq: u64,
-        }
-        let Some(served) = self.served.clone() else {
-            return Err(super::rpc::error(
-                acp::ErrorCode::MethodNotFound,
-                format!("{STREAM_RESUME} is served by `cairn serve` only; on stdio, call session/load"),
-            ));
-        };
-        let request: Resume = parse(STREAM_RESUME, params)?;
-        let sessions = self.sessions()?;
-        let id = SessionId::from_string(request.session_id);
-        // In wire order: what is sent from here on follows what is resent. A session this
-        // connection may not see is answered as one that does not exist, whose stream is empty.
-        let resumed = match self.sees(&id) {
-            true => served.hub.resume(&id, &served.viewer, request.after_seq),
-            false if request.after_seq > 0 => {
-                Err(crate::session::ResumeError::Ahead { session: id.clone(), after: request.after_seq, last: 0 })
-            }
-            false => return Err(session_error(&SessionError::NotFound(id))),
-        };
-        let last = resumed.map_err(|err| {
-            let reason = match err {
-                crate::session::ResumeError::TooOld { .. } => "too_old",
-                crate::session::ResumeError::Ahead { .. } => "ahead",
-            };
-            super::rpc::error(acp::ErrorCode::InvalidParams, err.to_string())
-                .data(serde_json::json!({ "reason": reason }))
-        })?;
-        Ok(async move {
-            let stored = sessions.store().session(&id).await.map_err(|err| session_error(&err.into()))?;
-            Served::found(Some(&served), &id, stored.ok_or_else(|| SessionError::NotFound(id.clone())))?;
-            Ok(serde_json::json!({ "lastSeq": last }))
-        }
-        .boxed())
-    }
-
     fn prompt(&self, params: Value) -> Answer {
         let request: acp::PromptRequest = parse(SESSION_PROMPT, params)?;
         if request.prompt.is_empty() {
@@ -487,8 +443,6 @@ const SESSION_SET_CONFIG_OPTION: &str = AGENT.session_set_config_option;
 const SESSION_SET_MODE: &str = AGENT.session_set_mode;
 const SESSION_PROMPT: &str = AGENT.session_prompt;
 const SESSION_CANCEL: &str = AGENT.session_cancel;
-/// Resuming a served session's stream after a dropped connection.
-const STREAM_RESUME: &str = "_cairn/stream/resume";
 
 impl Handler for Agent {
     fn request(&self, method: &str, params: Value) -> Answer {
@@ -506,7 +460,7 @@ impl Handler for Agent {
             SESSION_SET_CONFIG_OPTION => self.set_config_option(params),
             SESSION_SET_MODE => self.set_mode(params),
             SESSION_PROMPT => self.prompt(params),
-            STREAM_RESUME => self.stream_resume(params),
+            extensions::STREAM_RESUME => self.stream_resume(params),
             extensions::SESSION_SET_TITLE => self.set_title(params),
             extensions::SESSION_STATUS => self.session_status(params),
             extensions::STEERING => self.steering(params),

@@ -30,7 +30,10 @@ async fn initialize_answers_version_1_whatever_is_asked_and_advertises_what_work
                     "loadSession": true,
                     "promptCapabilities": {"image": true, "audio": false, "embeddedContext": true},
                     "mcpCapabilities": {"http": true, "sse": false},
-                    "sessionCapabilities": {"list": {}, "delete": {}, "resume": {}, "close": {}, "fork": {}, "additionalDirectories": {}},
+                    "sessionCapabilities": {
+                        "list": {}, "delete": {}, "resume": {}, "close": {}, "fork": {}, "additionalDirectories": {},
+                        "systemPrompt": {"mode": {"override": {}}}, "title": {}, "status": {}
+                    },
                     "auth": {"logout": {}}
                 },
                 "authMethods": [
@@ -40,7 +43,8 @@ async fn initialize_answers_version_1_whatever_is_asked_and_advertises_what_work
                         "description": "OPENAI_API_KEY, ANTHROPIC_API_KEY or a provider's api_key_env, set where the editor starts cairn"
                     }
                 ],
-                "agentInfo": {"name": "cairn", "title": "cairn", "version": env!("CARGO_PKG_VERSION")}
+                "agentInfo": {"name": "cairn", "title": "cairn", "version": env!("CARGO_PKG_VERSION")},
+                "_meta": {"steering": {"supported": true}}
             }),
             "asked for version {asked}"
         );

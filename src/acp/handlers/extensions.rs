@@ -1,6 +1,7 @@
-//! The methods ACP marks unstable, and the steering extension clients already call, answered
-//! instead of "method not found": `session/set_title`, `session/status` and
-//! `_session/steering` (advertised as `_meta.steering.supported` on `initialize`).
+//! The methods ACP marks unstable, and the extensions, answered instead of "method not found":
+//! `session/set_title`, `session/status`, `_session/steering` (which clients of other agents'
+//! adapters already call; advertised as `_meta.steering.supported` on `initialize`), and
+//! cairn's own `_cairn/stream/resume` for a server's dropped connections.
 //!
 //! `session/status` says `open` for a session this process holds in memory and `saved` for one
 //! only stored; what the session is doing (idle, busy, retrying with the attempt, or the error
@@ -14,11 +15,14 @@ use serde_json::{Value, json};
 use super::{Agent, Answer, parse, to_value};
 use crate::acp::convert::{block_to_part, invalid_params, session_error};
 use crate::acp::served::Served;
+use crate::ids::SessionId;
 use crate::session::{SessionError, Status, Steering};
 
 pub(super) const SESSION_SET_TITLE: &str = acp::AGENT_METHOD_NAMES.session_set_title;
 pub(super) const SESSION_STATUS: &str = acp::AGENT_METHOD_NAMES.session_status;
 pub(super) const STEERING: &str = "_session/steering";
+/// Resuming a served session's stream after a dropped connection.
+pub(super) const STREAM_RESUME: &str = "_cairn/stream/resume";
 
 /// The longest title kept, in characters.
 const MAX_TITLE: usize = 200;
@@ -107,6 +111,50 @@ impl Agent {
                 Steering::StartedNewTurn => json!({"outcome": "startedNewTurn"}),
             };
             Ok(answer)
+        }
+        .boxed())
+    }
+
+    /// `_cairn/stream/resume {sessionId, afterSeq}` (on a server): the session's updates
+    /// numbered after `afterSeq`, then the live stream, each once; or an error saying to load
+    /// the session when they are no longer kept.
+    pub(super) fn stream_resume(&self, params: Value) -> Answer {
+        #[derive(serde::Deserialize)]
+        #[serde(rename_all = "camelCase", deny_unknown_fields)]
+        struct Resume {
+            session_id: String,
+            after_seq: u64,
+        }
+        let Some(served) = self.served.clone() else {
+            return Err(crate::acp::rpc::error(
+                acp::ErrorCode::MethodNotFound,
+                format!("{STREAM_RESUME} is served by `cairn serve` only; on stdio, call session/load"),
+            ));
+        };
+        let request: Resume = parse(STREAM_RESUME, params)?;
+        let sessions = self.sessions()?;
+        let id = SessionId::from_string(request.session_id);
+        // In wire order: what is sent from here on follows what is resent. A session this
+        // connection may not see is answered as one that does not exist, whose stream is empty.
+        let resumed = match self.sees(&id) {
+            true => served.hub.resume(&id, &served.viewer, request.after_seq),
+            false if request.after_seq > 0 => {
+                Err(crate::session::ResumeError::Ahead { session: id.clone(), after: request.after_seq, last: 0 })
+            }
+            false => return Err(session_error(&SessionError::NotFound(id))),
+        };
+        let last = resumed.map_err(|err| {
+            let reason = match err {
+                crate::session::ResumeError::TooOld { .. } => "too_old",
+                crate::session::ResumeError::Ahead { .. } => "ahead",
+            };
+            crate::acp::rpc::error(acp::ErrorCode::InvalidParams, err.to_string())
+                .data(serde_json::json!({ "reason": reason }))
+        })?;
+        Ok(async move {
+            let stored = sessions.store().session(&id).await.map_err(|err| session_error(&err.into()))?;
+            Served::found(Some(&served), &id, stored.ok_or_else(|| SessionError::NotFound(id.clone())))?;
+            Ok(serde_json::json!({ "lastSeq": last }))
         }
         .boxed())
     }
