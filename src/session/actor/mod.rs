@@ -411,8 +411,10 @@ impl Actor {
         self.services.store.submit(
             write,
             Some(Box::new(move |result| {
+                if result.is_ok() {
+                    sink.send(&id, super::Update::Title(title));
+                }
                 let _ = reply.send(result.map(|()| view).map_err(SessionError::from));
-                sink.send(&id, super::Update::Title(title));
             })),
         );
     }
