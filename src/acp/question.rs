@@ -16,8 +16,9 @@ use crate::tools::host::{HostError, Question, Reply};
 const ANSWER: &str = "answer";
 /// The form field for a typed answer beside the choices.
 const OTHER: &str = "other";
-/// The permission option that declines to answer.
+/// The permission option that declines to answer, and its name.
 const DECLINE: &str = "decline";
+const DECLINE_NAME: &str = "Don't answer";
 /// The longest typed answer kept; the rest is cut, saying so.
 const MAX_ANSWER: usize = 64 * 1024;
 /// How much of an unexpected value an error quotes.
@@ -119,13 +120,38 @@ pub fn as_permission(
         .iter()
         .enumerate()
         .map(|(index, choice)| {
-            acp::PermissionOption::new(format!("choice_{index}"), &choice.label, acp::PermissionOptionKind::AllowOnce)
+            let name = format!("{}. {}", index + 1, choice.label);
+            acp::PermissionOption::new(format!("choice_{index}"), name, acp::PermissionOptionKind::AllowOnce)
         })
         .collect();
-    options.push(acp::PermissionOption::new(DECLINE, "Don't answer", acp::PermissionOptionKind::RejectOnce));
-    let card =
-        acp::ToolCallUpdate::new(call_id.to_owned(), acp::ToolCallUpdateFields::new().title(question.text.clone()));
+    options.push(acp::PermissionOption::new(DECLINE, DECLINE_NAME, acp::PermissionOptionKind::RejectOnce));
+    let fields = acp::ToolCallUpdateFields::new()
+        .title(question.text.clone())
+        .content(vec![acp::ToolCallContent::from(spelled_out(question))]);
+    let card = acp::ToolCallUpdate::new(call_id.to_owned(), fields);
     Ok(acp::RequestPermissionRequest::new(session.clone(), card, options))
+}
+
+/// The question, its numbered answers and what the options mean, as the card's text: some
+/// clients name permission options by their kind (every answer an "Accept", and only the last
+/// one can be picked), so the card itself says which option is which.
+fn spelled_out(question: &Question) -> String {
+    use std::fmt::Write as _;
+    let mut text = question.text.clone();
+    text.push('\n');
+    for (index, choice) in question.choices.iter().enumerate() {
+        let _ = write!(text, "\n{}. {}", index + 1, choice.label);
+        if let Some(description) = choice.description.as_deref().map(str::trim).filter(|d| !d.is_empty()) {
+            let _ = write!(text, " — {description}");
+        }
+    }
+    let _ = write!(
+        text,
+        "\n\nAnswer with the option of the same number, or \"{DECLINE_NAME}\" to leave the choice to \
+         the agent (if the editor cannot pick an option by its number, choose \"{DECLINE_NAME}\" and \
+         give your answer in your next message)."
+    );
+    text
 }
 
 /// The reply in the editor's answer to [`as_permission`].
@@ -231,7 +257,13 @@ mod tests {
         let ids: Vec<&str> =
             request["options"].as_array().unwrap().iter().map(|o| o["optionId"].as_str().unwrap()).collect();
         assert_eq!(ids, ["choice_0", "choice_1", "decline"]);
+        let names: Vec<&str> =
+            request["options"].as_array().unwrap().iter().map(|o| o["name"].as_str().unwrap()).collect();
+        assert_eq!(names, ["1. SQLite", "2. Postgres", "Don't answer"]);
         assert_eq!(request["toolCall"]["toolCallId"], "call_1");
+        let shown = request["toolCall"]["content"][0]["content"]["text"].as_str().unwrap();
+        assert!(shown.starts_with("Which database?\n\n1. SQLite\n2. Postgres\n\n"), "{shown}");
+        assert!(shown.contains("\"Don't answer\" to leave the choice to the agent"), "{shown}");
         let pick = |id: &str| {
             let response = serde_json::from_value(json!({"outcome": {"outcome": "selected", "optionId": id}})).unwrap();
             permission_reply(&question, response)
