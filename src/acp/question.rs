@@ -1,6 +1,7 @@
 //! A `question` as the editor shows it, and the editor's reply read back.
 //!
-//! A client that advertised elicitation forms gets `elicitation/create`: a form on the question's
+//! A client that advertised elicitation forms gets `elicitation/create` (sent and read through
+//! `form`, as every form cairn asks): a form on the question's
 //! tool call, with the choices as a single-select field (`answer`) and, when a typed answer is
 //! allowed, a free-text field (`other`; a question without choices has only `answer`, as text).
 //! Any other client gets the choices as the options of a `session/request_permission` on the
@@ -10,6 +11,7 @@
 
 use agent_client_protocol_schema::v1 as acp;
 
+use super::form::{self, Filled};
 use crate::tools::host::{HostError, Question, Reply};
 
 /// The form field holding the choice (or the typed answer, for a question without choices).
@@ -23,14 +25,6 @@ const DECLINE_NAME: &str = "Don't answer";
 const MAX_ANSWER: usize = 64 * 1024;
 /// How much of an unexpected value an error quotes.
 const MAX_QUOTED: usize = 200;
-
-/// `text` cut to at most `max` bytes on a character boundary, with `more` after a cut.
-fn clip(text: &str, max: usize, more: &str) -> String {
-    if text.len() <= max {
-        return text.to_owned();
-    }
-    format!("{}{more}", &text[..text.floor_char_boundary(max)])
-}
 
 /// The `elicitation/create` form for `question`, on the card of `call_id`.
 pub fn form(session: &acp::SessionId, call_id: &str, question: &Question) -> acp::CreateElicitationRequest {
@@ -59,27 +53,14 @@ pub fn form(session: &acp::SessionId, call_id: &str, question: &Question) -> acp
 
 /// The reply in the editor's answer to [`form`].
 pub fn form_reply(question: &Question, response: acp::CreateElicitationResponse) -> Result<Reply, HostError> {
-    let content = match response.action {
-        acp::ElicitationAction::Accept(accepted) => accepted.content.unwrap_or_default(),
-        acp::ElicitationAction::Decline => return Ok(Reply::Declined),
-        acp::ElicitationAction::Cancel => return Ok(Reply::Dismissed),
-        other => {
-            let shown = serde_json::to_string(&other).unwrap_or_default();
-            return Err(HostError(format!("the editor answered the question with an unknown action: {shown}")));
-        }
+    let content = match form::filled(response, false)? {
+        Filled::Accepted(content) => content,
+        Filled::Declined => return Ok(Reply::Declined),
+        Filled::Cancelled => return Ok(Reply::Dismissed),
     };
     let field = |name: &str| -> Result<Option<String>, HostError> {
-        match content.get(name) {
-            None => Ok(None),
-            Some(acp::ElicitationContentValue::String(text)) => {
-                let text = text.trim();
-                Ok((!text.is_empty()).then(|| clip(text, MAX_ANSWER, " [the answer was cut at 64 KiB]")))
-            }
-            Some(value) => {
-                let shown = clip(&serde_json::to_string(value).unwrap_or_default(), MAX_QUOTED, "…");
-                Err(HostError(format!("the editor answered the field `{name}` with {shown}, where text was asked")))
-            }
-        }
+        let text = form::text(&content, name, false)?;
+        Ok(text.map(|text| form::clip(&text, MAX_ANSWER, " [the answer was cut at 64 KiB]")))
     };
     let answer = field(ANSWER)?;
     if question.choices.is_empty() {
@@ -92,7 +73,7 @@ pub fn form_reply(question: &Question, response: acp::CreateElicitationResponse)
             let offered: Vec<&str> = question.choices.iter().map(|choice| choice.label.as_str()).collect();
             return Err(HostError(format!(
                 "the editor answered `{}`, which is not one of the choices offered ({})",
-                clip(&answer, MAX_QUOTED, "…"),
+                form::clip(&answer, MAX_QUOTED, "…"),
                 offered.join(", ")
             )));
         }
