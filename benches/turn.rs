@@ -140,6 +140,7 @@ impl Setup {
                 host: Arc::new(NoEditor),
                 mode: self.mode.clone(),
                 rules,
+                remember: cairn::permissions::Scope::Session,
                 process: Arc::default(),
                 registry: Arc::new(cairn::tools::Registry::builtin()),
             },

@@ -1,5 +1,6 @@
 //! `cairn login` and `cairn logout`: saving a provider's key instead of exporting it, which is
-//! what an editor's login button runs in a terminal (the ACP terminal auth method).
+//! what an editor's login button runs in a terminal (the ACP terminal auth method), and what an
+//! editor's key form does through [`save_key`] (the ACP agent method `key`).
 //!
 //! Login picks a provider that takes a key (asked for in a terminal, or `--provider`), reads the
 //! key (typed without echo in a terminal, or one line on stdin), checks it with one cheap request
@@ -30,7 +31,7 @@ pub enum LoginError {
     #[error("{url} refused the key (HTTP {status}): {detail}. Nothing was saved; check the key and try again")]
     Rejected { url: String, status: u16, detail: String },
     #[error(
-        "cannot reach {url} to check the key ({detail}); nothing was saved. Check base_url, or pass --no-check to save it unchecked"
+        "cannot reach {url} to check the key ({detail}); nothing was saved. Check base_url, or run `cairn login --no-check` to save it unchecked"
     )]
     Unreachable { url: String, detail: String },
     #[error("no config directory to save keys in: set XDG_CONFIG_HOME (or HOME)")]
@@ -48,13 +49,23 @@ pub struct LoggedIn {
 }
 
 /// The providers a login can save a key for, by name.
-fn keyed(config: &Config) -> Vec<(&str, &ProviderConfig)> {
+pub fn keyed(config: &Config) -> Vec<(&str, &ProviderConfig)> {
     config.providers.iter().filter(|(_, p)| p.api_key_env.is_some()).map(|(name, p)| (name.as_str(), p)).collect()
+}
+
+/// Provider `name` and the variable its key is saved under, if it takes a key.
+fn target<'a>(config: &'a Config, name: &str) -> Result<(&'a ProviderConfig, String), LoginError> {
+    let Some(provider) = config.providers.get(name) else {
+        let names = keyed(config).iter().map(|(name, _)| *name).collect::<Vec<_>>().join(", ");
+        return Err(LoginError::UnknownProvider(name.to_owned(), names));
+    };
+    let Some(variable) = provider.api_key_env.clone() else { return Err(LoginError::Keyless(name.to_owned())) };
+    Ok((provider, variable))
 }
 
 /// Runs a login: which provider, which key, checked unless `check` is off, then saved.
 pub async fn login(config: &Config, provider: Option<String>, check: bool) -> Result<LoggedIn, LoginError> {
-    let credentials = config.credentials.as_ref().ok_or(LoginError::NoConfigDir)?;
+    config.credentials.as_ref().ok_or(LoginError::NoConfigDir)?;
     let choices = keyed(config);
     let names = choices.iter().map(|(name, _)| *name).collect::<Vec<_>>().join(", ");
     let terminal = std::io::stdin().is_terminal();
@@ -63,12 +74,25 @@ pub async fn login(config: &Config, provider: Option<String>, check: bool) -> Re
         None if terminal => choose(&choices)?,
         None => return Err(LoginError::NoProvider(names)),
     };
-    let Some(provider) = config.providers.get(&name) else { return Err(LoginError::UnknownProvider(name, names)) };
-    let Some(variable) = provider.api_key_env.clone() else { return Err(LoginError::Keyless(name)) };
+    let (_, variable) = target(config, &name)?;
     let key = read_key(&name, &variable, terminal).await?;
-    let unconfirmed = if check { verify(provider, &key).await? } else { Some("not checked (--no-check)".to_owned()) };
-    credentials.save(&variable, &key)?;
-    Ok(LoggedIn { provider: name, variable, unconfirmed })
+    save_key(config, &name, &key, check).await
+}
+
+/// Checks `key` with provider `name` (one request, unless `check` is off) and saves it where
+/// `cairn login` saves keys: what a login does once it has the key, from a terminal or from an
+/// editor's form. A key the provider refuses, or that cannot be checked, is saved nowhere; the
+/// key never appears in an error or a log line.
+pub async fn save_key(config: &Config, name: &str, key: &str, check: bool) -> Result<LoggedIn, LoginError> {
+    let credentials = config.credentials.as_ref().ok_or(LoginError::NoConfigDir)?;
+    let (provider, variable) = target(config, name)?;
+    let key = key.trim();
+    if key.is_empty() {
+        return Err(LoginError::EmptyKey);
+    }
+    let unconfirmed = if check { verify(provider, key).await? } else { Some("not checked (--no-check)".to_owned()) };
+    credentials.save(&variable, key)?;
+    Ok(LoggedIn { provider: name.to_owned(), variable, unconfirmed })
 }
 
 /// Forgets the saved key of `provider`, or every saved key; returns how many.

@@ -1,5 +1,6 @@
 //! The editor's services over ACP: `fs/*`, `terminal/*`, `session/request_permission` and
-//! `elicitation/create` (a `question`, see `question`), as a [`Host`] for one session's tools.
+//! `elicitation/create` (a `question`, see `question` and `form`), as a [`Host`] for one
+//! session's tools.
 //!
 //! Files and terminals are offered only when the client advertised them at `initialize` (else
 //! `None`), so a tool never calls a method the client did not announce; permission questions
@@ -16,8 +17,8 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use super::convert::{Shown, tool_update};
-use super::question;
 use super::rpc::Peer;
+use super::{form, question};
 use crate::history::ToolPart;
 use crate::ids::SessionId;
 use crate::tools::host::{
@@ -203,15 +204,9 @@ impl Permissions for AcpHost {
 impl Questions for AcpHost {
     async fn ask(&self, call_id: &str, question: &Question) -> Result<Reply, HostError> {
         if self.features.forms.load(Ordering::Relaxed) {
-            let method = acp::CLIENT_METHOD_NAMES.elicitation_create;
             let request = question::form(&self.id(), call_id, question);
-            match self.peer.request(method, &request).await {
-                Ok(response) => return question::form_reply(question, decode(method, response)?),
-                // A client that announced forms but does not serve them still has the other way.
-                Err(err) if err.code == acp::ErrorCode::MethodNotFound => {
-                    tracing::debug!("the client announced elicitation forms but does not serve {method}");
-                }
-                Err(err) => return Err(host_error(method, &err)),
+            if let Some(response) = form::send(&self.peer, &request, false).await? {
+                return question::form_reply(question, response);
             }
         }
         let request = question::as_permission(&self.id(), call_id, question)?;
@@ -221,12 +216,12 @@ impl Questions for AcpHost {
 }
 
 /// A request's failure as the tools see it: gone, or the client's error.
-fn host_error(method: &str, err: &acp::Error) -> HostError {
+pub(super) fn host_error(method: &str, err: &acp::Error) -> HostError {
     if super::rpc::is_disconnected(err) { HostError::gone() } else { HostError(format!("{method}: {err}")) }
 }
 
 /// A client's answer to `method` read as `R`.
-fn decode<R: DeserializeOwned>(method: &str, value: serde_json::Value) -> Result<R, HostError> {
+pub(super) fn decode<R: DeserializeOwned>(method: &str, value: serde_json::Value) -> Result<R, HostError> {
     // Some clients answer `null` for empty results.
     let value = if value.is_null() { serde_json::json!({}) } else { value };
     serde_json::from_value(value).map_err(|err| HostError(format!("{method} answered something unexpected: {err}")))

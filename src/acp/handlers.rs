@@ -22,7 +22,10 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use super::auth::{ENVIRONMENT_METHOD, LOGIN_METHOD, auth_methods, needs_no_login, runs_terminal_auth};
+use super::auth::{
+    ENVIRONMENT_METHOD, KEY_METHOD, LOGIN_METHOD, auth_methods, enter_key, needs_no_login, refused_to_principal,
+    runs_terminal_auth,
+};
 use super::convert::{block_to_part, client_prompt, invalid_params, modes, session_error, stop_reason, usage_update};
 use super::opening::Opening;
 use super::rpc::Handler;
@@ -112,21 +115,35 @@ impl Agent {
             .auth(acp::AgentAuthCapabilities::new().logout(acp::LogoutCapabilities::new()));
         let response = acp::InitializeResponse::new(agent_client_protocol_schema::ProtocolVersion::V1)
             .agent_capabilities(capabilities)
-            .auth_methods(auth_methods(runs_terminal_auth(&request.client_capabilities)))
+            .auth_methods(auth_methods(runs_terminal_auth(&request.client_capabilities), self.takes_keys()))
             .agent_info(acp::Implementation::new("cairn", env!("CARGO_PKG_VERSION")).title("cairn".to_owned()))
             .meta(extensions::steering_supported());
         ready(&response)
     }
 
+    /// Whether this client may save a key through a form: it shows forms, and it does not act
+    /// for a token's principal (whose client may not change the server's keys).
+    fn takes_keys(&self) -> bool {
+        self.sink.features.forms.load(std::sync::atomic::Ordering::Relaxed) && self.owner().is_none()
+    }
+
     /// `authenticate`: the client ran `cairn login` in a terminal (`login`), or the keys are in
-    /// the environment (`environment`). Either way the keys are read when needed, so this checks
-    /// that the default model's provider now has one.
+    /// the environment (`environment`): either way the keys are read when needed, so this checks
+    /// that the default model's provider now has one. `key` asks for one in a form first.
     fn authenticate(&self, params: Value) -> Answer {
         let request: acp::AuthenticateRequest = parse(AUTHENTICATE, params)?;
         let method = request.method_id.0.as_ref();
+        if method == KEY_METHOD && self.owner().is_some() {
+            return Err(refused_to_principal("logging in with `key` saves a key on the server", "cairn login"));
+        }
+        if method == KEY_METHOD {
+            let (peer, forms, sessions) = (self.sink.peer.clone(), self.takes_keys(), self.sessions()?);
+            return Ok(async move { to_value(&enter_key(peer, forms, sessions).await?) }.boxed());
+        }
         if ![LOGIN_METHOD, ENVIRONMENT_METHOD].contains(&method) {
             return Err(invalid_params(format!(
-                "authenticate: unknown methodId `{method}`; cairn offers `{LOGIN_METHOD}` and `{ENVIRONMENT_METHOD}`"
+                "authenticate: unknown methodId `{method}`; cairn offers `{LOGIN_METHOD}`, `{ENVIRONMENT_METHOD}` and \
+                 `{KEY_METHOD}`"
             )));
         }
         let sessions = self.sessions()?;
@@ -138,11 +155,7 @@ impl Agent {
     fn logout(&self, params: Value) -> Answer {
         let _: acp::LogoutRequest = parse(LOGOUT, params)?;
         if self.owner().is_some() {
-            return Err(acp::Error::new(
-                acp::ErrorCode::InvalidRequest.into(),
-                "logout forgets the keys saved on the server, which a client of `cairn serve --auth` may not do; \
-                 run `cairn logout` on the server",
-            ));
+            return Err(refused_to_principal("logout forgets the keys saved on the server", "cairn logout"));
         }
         let sessions = self.sessions()?;
         if let Some(credentials) = &sessions.config().credentials {

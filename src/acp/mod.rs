@@ -7,6 +7,7 @@
 mod auth;
 mod client;
 mod convert;
+mod form;
 pub(crate) mod framing;
 mod handlers;
 pub mod headless;

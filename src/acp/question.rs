@@ -1,6 +1,7 @@
 //! A `question` as the editor shows it, and the editor's reply read back.
 //!
-//! A client that advertised elicitation forms gets `elicitation/create`: a form on the question's
+//! A client that advertised elicitation forms gets `elicitation/create` (sent and read through
+//! `form`, as every form cairn asks): a form on the question's
 //! tool call, with the choices as a single-select field (`answer`) and, when a typed answer is
 //! allowed, a free-text field (`other`; a question without choices has only `answer`, as text).
 //! Any other client gets the choices as the options of a `session/request_permission` on the
@@ -10,26 +11,20 @@
 
 use agent_client_protocol_schema::v1 as acp;
 
+use super::form::{self, Filled};
 use crate::tools::host::{HostError, Question, Reply};
 
 /// The form field holding the choice (or the typed answer, for a question without choices).
 const ANSWER: &str = "answer";
 /// The form field for a typed answer beside the choices.
 const OTHER: &str = "other";
-/// The permission option that declines to answer.
+/// The permission option that declines to answer, and its name.
 const DECLINE: &str = "decline";
+const DECLINE_NAME: &str = "Don't answer";
 /// The longest typed answer kept; the rest is cut, saying so.
 const MAX_ANSWER: usize = 64 * 1024;
 /// How much of an unexpected value an error quotes.
 const MAX_QUOTED: usize = 200;
-
-/// `text` cut to at most `max` bytes on a character boundary, with `more` after a cut.
-fn clip(text: &str, max: usize, more: &str) -> String {
-    if text.len() <= max {
-        return text.to_owned();
-    }
-    format!("{}{more}", &text[..text.floor_char_boundary(max)])
-}
 
 /// The `elicitation/create` form for `question`, on the card of `call_id`.
 pub fn form(session: &acp::SessionId, call_id: &str, question: &Question) -> acp::CreateElicitationRequest {
@@ -58,27 +53,14 @@ pub fn form(session: &acp::SessionId, call_id: &str, question: &Question) -> acp
 
 /// The reply in the editor's answer to [`form`].
 pub fn form_reply(question: &Question, response: acp::CreateElicitationResponse) -> Result<Reply, HostError> {
-    let content = match response.action {
-        acp::ElicitationAction::Accept(accepted) => accepted.content.unwrap_or_default(),
-        acp::ElicitationAction::Decline => return Ok(Reply::Declined),
-        acp::ElicitationAction::Cancel => return Ok(Reply::Dismissed),
-        other => {
-            let shown = serde_json::to_string(&other).unwrap_or_default();
-            return Err(HostError(format!("the editor answered the question with an unknown action: {shown}")));
-        }
+    let content = match form::filled(response, false)? {
+        Filled::Accepted(content) => content,
+        Filled::Declined => return Ok(Reply::Declined),
+        Filled::Cancelled => return Ok(Reply::Dismissed),
     };
     let field = |name: &str| -> Result<Option<String>, HostError> {
-        match content.get(name) {
-            None => Ok(None),
-            Some(acp::ElicitationContentValue::String(text)) => {
-                let text = text.trim();
-                Ok((!text.is_empty()).then(|| clip(text, MAX_ANSWER, " [the answer was cut at 64 KiB]")))
-            }
-            Some(value) => {
-                let shown = clip(&serde_json::to_string(value).unwrap_or_default(), MAX_QUOTED, "…");
-                Err(HostError(format!("the editor answered the field `{name}` with {shown}, where text was asked")))
-            }
-        }
+        let text = form::text(&content, name, false)?;
+        Ok(text.map(|text| form::clip(&text, MAX_ANSWER, " [the answer was cut at 64 KiB]")))
     };
     let answer = field(ANSWER)?;
     if question.choices.is_empty() {
@@ -91,7 +73,7 @@ pub fn form_reply(question: &Question, response: acp::CreateElicitationResponse)
             let offered: Vec<&str> = question.choices.iter().map(|choice| choice.label.as_str()).collect();
             return Err(HostError(format!(
                 "the editor answered `{}`, which is not one of the choices offered ({})",
-                clip(&answer, MAX_QUOTED, "…"),
+                form::clip(&answer, MAX_QUOTED, "…"),
                 offered.join(", ")
             )));
         }
@@ -119,13 +101,38 @@ pub fn as_permission(
         .iter()
         .enumerate()
         .map(|(index, choice)| {
-            acp::PermissionOption::new(format!("choice_{index}"), &choice.label, acp::PermissionOptionKind::AllowOnce)
+            let name = format!("{}. {}", index + 1, choice.label);
+            acp::PermissionOption::new(format!("choice_{index}"), name, acp::PermissionOptionKind::AllowOnce)
         })
         .collect();
-    options.push(acp::PermissionOption::new(DECLINE, "Don't answer", acp::PermissionOptionKind::RejectOnce));
-    let card =
-        acp::ToolCallUpdate::new(call_id.to_owned(), acp::ToolCallUpdateFields::new().title(question.text.clone()));
+    options.push(acp::PermissionOption::new(DECLINE, DECLINE_NAME, acp::PermissionOptionKind::RejectOnce));
+    let fields = acp::ToolCallUpdateFields::new()
+        .title(question.text.clone())
+        .content(vec![acp::ToolCallContent::from(spelled_out(question))]);
+    let card = acp::ToolCallUpdate::new(call_id.to_owned(), fields);
     Ok(acp::RequestPermissionRequest::new(session.clone(), card, options))
+}
+
+/// The question, its numbered answers and what the options mean, as the card's text: some
+/// clients name permission options by their kind (every answer an "Accept", and only the last
+/// one can be picked), so the card itself says which option is which.
+fn spelled_out(question: &Question) -> String {
+    use std::fmt::Write as _;
+    let mut text = question.text.clone();
+    text.push('\n');
+    for (index, choice) in question.choices.iter().enumerate() {
+        let _ = write!(text, "\n{}. {}", index + 1, choice.label);
+        if let Some(description) = choice.description.as_deref().map(str::trim).filter(|d| !d.is_empty()) {
+            let _ = write!(text, " — {description}");
+        }
+    }
+    let _ = write!(
+        text,
+        "\n\nAnswer with the option of the same number, or \"{DECLINE_NAME}\" to leave the choice to \
+         the agent (if the editor cannot pick an option by its number, choose \"{DECLINE_NAME}\" and \
+         give your answer in your next message)."
+    );
+    text
 }
 
 /// The reply in the editor's answer to [`as_permission`].
@@ -231,7 +238,13 @@ mod tests {
         let ids: Vec<&str> =
             request["options"].as_array().unwrap().iter().map(|o| o["optionId"].as_str().unwrap()).collect();
         assert_eq!(ids, ["choice_0", "choice_1", "decline"]);
+        let names: Vec<&str> =
+            request["options"].as_array().unwrap().iter().map(|o| o["name"].as_str().unwrap()).collect();
+        assert_eq!(names, ["1. SQLite", "2. Postgres", "Don't answer"]);
         assert_eq!(request["toolCall"]["toolCallId"], "call_1");
+        let shown = request["toolCall"]["content"][0]["content"]["text"].as_str().unwrap();
+        assert!(shown.starts_with("Which database?\n\n1. SQLite\n2. Postgres\n\n"), "{shown}");
+        assert!(shown.contains("\"Don't answer\" to leave the choice to the agent"), "{shown}");
         let pick = |id: &str| {
             let response = serde_json::from_value(json!({"outcome": {"outcome": "selected", "optionId": id}})).unwrap();
             permission_reply(&question, response)

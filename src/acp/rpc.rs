@@ -48,6 +48,14 @@ const DRAIN: Duration = Duration::from_millis(200);
 tokio::task_local! {
     /// What a request's future asked for after its response: lines to send, and who to tell.
     static AFTER_RESPONSE: std::cell::RefCell<Vec<AfterResponse>>;
+    /// The id of the request whose future is running, as the client wrote it.
+    static REQUEST_ID: Value;
+}
+
+/// The id of the request being answered, inside its future (`None` elsewhere): what a request
+/// made on its behalf names (an elicitation scoped to the `authenticate` that asks it).
+pub fn current_request_id() -> Option<Value> {
+    REQUEST_ID.try_with(Value::clone).ok()
 }
 
 enum AfterResponse {
@@ -441,6 +449,7 @@ fn handle_request<H: Handler>(
     params: Value,
 ) {
     let key = id.to_string();
+    let id_value = id.clone();
     let id = reply.to_owned();
     // Two requests by one id could not be told apart: not their answers, not a cancel.
     if lock(&peer.inner.inflight).contains_key(&key) {
@@ -459,6 +468,7 @@ fn handle_request<H: Handler>(
     let (abort, registration) = AbortHandle::new_pair();
     lock(&peer.inner.inflight).insert(key.clone(), (abort, id.clone()));
     let task_peer = peer.clone();
+    let future = REQUEST_ID.scope(id_value, future);
     peer.inner.tasks.spawn(AFTER_RESPONSE.scope(std::cell::RefCell::new(Vec::new()), async move {
         let peer = task_peer;
         if let Ok(result) = Abortable::new(std::panic::AssertUnwindSafe(future).catch_unwind(), registration).await

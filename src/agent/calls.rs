@@ -19,12 +19,13 @@ use futures::StreamExt;
 use tokio::sync::mpsc;
 
 use super::Turn;
+use super::choices::{self, Choice};
 use super::events::{AgentEvent, Phase};
 use super::state::{After, CallQueue, DoneReason, Question, QueuedCall, TurnError, TurnState};
 use crate::history::{CallState, Part, ToolContent, ToolPart};
 use crate::ids::MessageId;
 use crate::permissions::{self, Action, Decision, Mode, Permission, PermissionRequest, Rule, Scope};
-use crate::tools::host::{HostError, OptionKind, PermissionAnswer, PermissionOption};
+use crate::tools::host::{HostError, PermissionAnswer};
 use crate::tools::{Access, Caller, Fatal, Invocation, ToolContext, ToolError, ToolOutcome};
 
 /// After a cancel, how long running tools get to stop on their own (and clean up) before they
@@ -155,10 +156,15 @@ pub async fn confirming(turn: &mut Turn<'_>, mut queue: CallQueue, question: Que
     let rules: &[Rule] = turn.tools.rules;
     let allow = permissions::rule_for(&request, Action::Allow, Scope::Session, rules);
     let deny = permissions::rule_for(&request, Action::Deny, Scope::Session, rules);
-    let options = options(allow.as_ref(), deny.as_ref());
+    let remember = turn.tools.remember;
+    let options = choices::options(allow.as_ref(), deny.as_ref(), remember);
     let mut shown = part;
     shown.content = preview;
-    shown.content.push(ToolContent::Text { text: format!("cairn asks because {why}.") });
+    let mut said = format!("cairn asks because {why}.");
+    if let Some(meaning) = choices::meaning(allow.as_ref(), deny.as_ref(), remember) {
+        said = format!("{said}\n\n{meaning}");
+    }
+    shown.content.push(ToolContent::Text { text: said });
     let host = std::sync::Arc::clone(&turn.tools.host);
     let waiting = turn.run.user_wait.hold();
     let asked = async {
@@ -179,7 +185,8 @@ pub async fn confirming(turn: &mut Turn<'_>, mut queue: CallQueue, question: Que
             return TurnState::StepEnd(After::End(DoneReason::UserAbort));
         }
         None | Some(Ok(PermissionAnswer::Cancelled)) => Choice::RejectOnce,
-        Some(Ok(PermissionAnswer::Selected(option))) => Choice::parse(&option).unwrap_or_else(|| {
+        Some(Ok(PermissionAnswer::Selected(option))) => Choice::offered(&option, &options).unwrap_or_else(|| {
+            let option: String = option.chars().take(80).collect();
             tracing::warn!(%option, "the editor chose an option cairn did not offer; treating it as a rejection");
             Choice::RejectOnce
         }),
@@ -188,16 +195,8 @@ pub async fn confirming(turn: &mut Turn<'_>, mut queue: CallQueue, question: Que
             Choice::RejectOnce
         }
     };
-    let (allowed, rule) = match chosen {
-        Choice::AllowOnce => (true, None),
-        Choice::AllowSession => (true, allow),
-        Choice::AllowProject => {
-            (true, allow.map(|rule| Rule::new(rule.permission, &rule.pattern, rule.action, Scope::Project)))
-        }
-        Choice::RejectOnce => (false, None),
-        Choice::RejectAlways => (false, deny),
-    };
-    if let Some(rule) = rule {
+    let allowed = choices::allows(chosen);
+    if let Some(rule) = choices::remembered(chosen, allow, deny) {
         turn.tools.rules.push(rule.clone());
         turn.recorder.record(AgentEvent::RuleAdded(rule));
     }
@@ -219,61 +218,6 @@ fn readable_unasked(turn: &Turn<'_>, invocation: &Invocation) -> bool {
     invocation
         .read_request(&turn.tools.workspace)
         .is_some_and(|request| permissions::decide(&request, mode, turn.tools.rules) == Decision::Allow)
-}
-
-/// An answer a question offers, by its option id.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Choice {
-    AllowOnce,
-    AllowSession,
-    AllowProject,
-    RejectOnce,
-    RejectAlways,
-}
-
-impl Choice {
-    const ALL: [Choice; 5] =
-        [Choice::AllowOnce, Choice::AllowSession, Choice::AllowProject, Choice::RejectOnce, Choice::RejectAlways];
-
-    fn id(self) -> &'static str {
-        match self {
-            Choice::AllowOnce => "allow_once",
-            Choice::AllowSession => "allow_session",
-            Choice::AllowProject => "allow_project",
-            Choice::RejectOnce => "reject_once",
-            Choice::RejectAlways => "reject_always",
-        }
-    }
-
-    fn parse(id: &str) -> Option<Choice> {
-        Choice::ALL.into_iter().find(|choice| choice.id() == id)
-    }
-
-    fn offer(self, label: String) -> PermissionOption {
-        let kind = match self {
-            Choice::AllowOnce => OptionKind::AllowOnce,
-            Choice::AllowSession | Choice::AllowProject => OptionKind::AllowAlways,
-            Choice::RejectOnce => OptionKind::RejectOnce,
-            Choice::RejectAlways => OptionKind::RejectAlways,
-        };
-        PermissionOption { id: self.id(), label, kind }
-    }
-}
-
-/// The choices of a question: "always" ones only for the rules that may be remembered, each
-/// labelled with the rule's own description (the same words `/permissions` lists).
-fn options(allow: Option<&Rule>, deny: Option<&Rule>) -> Vec<PermissionOption> {
-    let mut options = vec![Choice::AllowOnce.offer("Allow once".into())];
-    if let Some(rule) = allow {
-        let what = permissions::describe_rule(rule);
-        options.push(Choice::AllowSession.offer(format!("Always allow {what} in this session")));
-        options.push(Choice::AllowProject.offer(format!("Always allow {what} in this project")));
-    }
-    options.push(Choice::RejectOnce.offer("Reject".into()));
-    if let Some(rule) = deny {
-        options.push(Choice::RejectAlways.offer(format!("Always reject {}", permissions::describe_rule(rule))));
-    }
-    options
 }
 
 /// The tool's cooldown, if loop detection took it away for a while.

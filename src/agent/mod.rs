@@ -1,20 +1,21 @@
 //! The turn state machine: from a user prompt to a [`StopReason`].
 //!
 //! [`run_turn`] records the prompt, then drives a [`TurnState`] through one handler per state
-//! (`steps`, `calls`, `dispatch`, and here) until it reaches `Done`. Each step is a stretch of
-//! states from StepStart (counted, with the step start phase) to StepEnd (checkpoint, then the
-//! stop conditions of `stop` and the loop guard of `loops`), which every ending inside a step
-//! goes through. The driver owns the run-level phases ([`Phase`]): run start, step start,
-//! before inference (the Preparing state: prompts steered into the turn join (`steer`),
-//! compaction at the threshold, then the step's [`Request`] with reminders and tools on
-//! cooldown), after inference, step end and run end, which always comes. Between every two
-//! states of a step it checks cancellation; the turn's deadline cancels it too, its clock
-//! stopped while the turn waits for the user. The session's spending grows only through
-//! `Turn::charge` and is reported, with the context in use, as usage updates. Everything the
-//! turn produces leaves through the [`Recorder`]; `agent` imports neither `acp`, `session` nor
-//! `store` (the wire protocol, the sessions, the database).
+//! (`steps`, `calls` with the answers its questions offer in `choices`, `dispatch`, and here)
+//! until it reaches `Done`. Each step is a stretch of states from StepStart (counted, with the
+//! step start phase) to StepEnd (checkpoint, then the stop conditions of `stop` and the loop
+//! guard of `loops`), which every ending inside a step goes through. The driver owns the
+//! run-level phases ([`Phase`]): run start, step start, before inference (the Preparing state:
+//! prompts steered into the turn join (`steer`), compaction at the threshold, then the step's
+//! [`Request`] with reminders and tools on cooldown), after inference, step end and run end,
+//! which always comes. Between every two states of a step it checks cancellation; the turn's
+//! deadline cancels it too, its clock stopped while the turn waits for the user. The session's
+//! spending grows only through `Turn::charge` and is reported, with the context in use, as usage
+//! updates. Everything the turn produces leaves through the [`Recorder`]; `agent` imports
+//! neither `acp`, `session` nor `store` (the wire protocol, the sessions, the database).
 
 mod calls;
+mod choices;
 pub mod compact;
 mod dispatch;
 pub mod events;
@@ -39,7 +40,7 @@ use crate::ids::MessageId;
 use crate::llm::catalog::{ModelInfo, ThoughtLevel};
 use crate::llm::retry::RetryPolicy;
 use crate::llm::{LlmError, Provider};
-use crate::permissions::{Mode, Rule};
+use crate::permissions::{Mode, Rule, Scope};
 use crate::tools::{Host, Registry, Workspace};
 
 pub use events::{AgentEvent, Phase, RecordError, Recorder, StreamKind};
@@ -184,6 +185,8 @@ pub struct Toolbox<'a> {
     pub mode: watch::Receiver<Mode>,
     /// Session and project rules; "always" answers add to them.
     pub rules: &'a mut Vec<Rule>,
+    /// Where an "always allow" answer keeps its rule (`[permissions] remember`).
+    pub remember: Scope,
     /// How local commands are started (environment, sandbox, supervisor).
     pub process: Arc<crate::process::ProcessPolicy>,
     /// The tools the model may call.

@@ -5,7 +5,8 @@
 //! `$XDG_CONFIG_HOME/cairn/config.toml` by default, holds the same settings plus extra
 //! OpenAI-compatible providers (`[providers.<name>]`), model overrides (`[models."p/m"]`), turn
 //! limits (`[limits]`, in `limits`), compaction settings (`[compaction]`), sub-agents
-//! (`[subagents]`, in `subagents`), a busy session's prompts (`[session]`, in `session`), what
+//! (`[subagents]`, in `subagents`), a busy session's prompts (`[session]`, in `session`), where
+//! "always allow" answers are remembered (`[permissions]`, in `permissions`), what
 //! local processes get (`[sandbox]`, `[tools]`, in `process`), MCP servers
 //! (`[mcp_servers.<name>]`, `[mcp]`, in `mcp`) and `log_file` (where logs also go;
 //! `crate::logging` opens it, and `--log-file` wins over it). A `CAIRN_CONFIG` naming no file is
@@ -22,12 +23,14 @@ mod checks;
 pub mod credentials;
 mod limits;
 mod mcp;
+mod permissions;
 mod process;
 pub mod serve;
 mod session;
 mod subagents;
 
 pub use limits::{Compaction, ContentPattern, Limits, LoopLimits};
+pub use permissions::Remember;
 pub use session::BusyPrompt;
 pub use subagents::Subagents;
 
@@ -57,6 +60,8 @@ pub struct Config {
     /// What a prompt sent while a turn runs does, for sessions that did not choose (`[session]
     /// busy_prompt`).
     pub busy_prompt: BusyPrompt,
+    /// Where an "always allow" answer is remembered (`[permissions] remember`).
+    pub remember: Remember,
     /// Per-model overrides of the built-in catalog, by `provider/model`.
     pub models: BTreeMap<String, ModelOverride>,
     /// The model that writes session titles; `None` uses the session's model.
@@ -180,6 +185,8 @@ struct FileConfig {
     subagents: subagents::FileSubagents,
     #[serde(default)]
     session: session::FileSession,
+    #[serde(default)]
+    permissions: permissions::FilePermissions,
     #[serde(default)]
     serve: serve::FileServe,
 }
@@ -323,6 +330,7 @@ impl Config {
         limits.tasks_at_once = subagents.max_concurrent;
         limits.image_max_bytes = file.tools.image_max_bytes().map_err(invalid)?;
         let busy_prompt = file.session.resolve().map_err(invalid)?;
+        let remember = file.permissions.resolve().map_err(invalid)?;
         let model = match (env("CAIRN_MODEL"), file.model) {
             (Some(model), _) => checks::model("CAIRN_MODEL", &model).map(|()| model)?,
             (None, Some(model)) => checks::model("model (config.toml)", &model).map(|()| model)?,
@@ -347,6 +355,7 @@ impl Config {
             compaction,
             subagents,
             busy_prompt,
+            remember,
             models,
             title_model,
             file: file_path,
@@ -482,117 +491,4 @@ fn parse_file(path: &Path, text: &str) -> Result<FileConfig, ConfigError> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn config_with(vars: &[(&str, &str)]) -> Result<Config, ConfigError> {
-        let vars: Vec<(String, String)> = vars.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
-        Config::from_env(&move |name| vars.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone()))
-    }
-
-    #[test]
-    fn env_overrides_file_and_bare_models_belong_to_openai() {
-        let dir = tempfile::tempdir().unwrap();
-        let file = dir.path().join("config.toml");
-        std::fs::write(
-            &file,
-            "model = \"ollama/qwen3\"\nhome = \"/from/file\"\n[providers.ollama]\nbase_url = \"http://127.0.0.1:11434/v1\"\nmodels = [\"qwen3\", \"llama3\"]\n[limits]\nretries = 5\n",
-        )
-        .unwrap();
-        let path = file.to_str().unwrap();
-        let config = config_with(&[("CAIRN_CONFIG", path)]).unwrap();
-        assert_eq!(config.model, "ollama/qwen3");
-        assert_eq!(config.data_dir, PathBuf::from("/from/file"));
-        assert_eq!(config.limits.retries, 5);
-        assert_eq!(config.providers["ollama"].api_key_env, None);
-        assert!(config.models().contains(&"ollama/llama3".to_owned()));
-
-        let config = config_with(&[
-            ("CAIRN_CONFIG", path),
-            ("CAIRN_MODEL", "gpt-4.1"),
-            ("CAIRN_HOME", "/from/env"),
-            ("OPENAI_BASE_URL", "http://127.0.0.1:9/v1"),
-        ])
-        .unwrap();
-        assert_eq!(config.model, "openai/gpt-4.1");
-        assert_eq!(config.data_dir, PathBuf::from("/from/env"));
-        assert_eq!(config.providers["openai"].base_url, "http://127.0.0.1:9/v1");
-    }
-
-    #[test]
-    fn sandbox_and_tools_tables_are_read_and_checked() {
-        let dir = tempfile::tempdir().unwrap();
-        let file = dir.path().join("config.toml");
-        std::fs::write(&file, "").unwrap();
-        let path = file.to_str().unwrap();
-        let config = config_with(&[("CAIRN_CONFIG", path), ("CAIRN_HOME", "/x")]).unwrap();
-        assert_eq!(config.process.sandbox, crate::process::SandboxMode::WorkspaceWrite, "the default");
-        assert!(config.process.network);
-        std::fs::write(
-            &file,
-            "[sandbox]\nmode = \"read-only\"\nnetwork = false\nwritable = [\"~/.cache\"]\n[tools]\nenv_passthrough = [\"OPENAI_API_KEY\"]\nimage_max_bytes = 1000\n",
-        )
-        .unwrap();
-        let config =
-            config_with(&[("CAIRN_CONFIG", path), ("CAIRN_HOME", "/x"), ("HOME", "/home/u"), ("TMPDIR", "/scratch")])
-                .unwrap();
-        assert_eq!(config.process.sandbox, crate::process::SandboxMode::ReadOnly);
-        assert!(!config.process.network);
-        assert!(config.process.writable.contains(&PathBuf::from("/home/u/.cache")));
-        assert!(config.process.writable.contains(&PathBuf::from("/scratch")));
-        assert!(!config.process.env.remove.iter().any(|name| name == "OPENAI_API_KEY"));
-        assert_eq!(config.limits.image_max_bytes, 1000);
-        let bad = ["[sandbox]\nwritable = [\"cache\"]\n", "[sandbox]\nmode = \"none\"\n", "[tools]\npass = []\n"];
-        for bad in bad.into_iter().chain(["[tools]\nimage_max_bytes = 0\n"]) {
-            std::fs::write(&file, bad).unwrap();
-            assert!(config_with(&[("CAIRN_CONFIG", path), ("CAIRN_HOME", "/x")]).is_err(), "{bad}");
-        }
-        std::fs::write(&file, "[tools]\nimage_max_bytes = 0\n").unwrap();
-        let refused = config_with(&[("CAIRN_CONFIG", path), ("CAIRN_HOME", "/x")]).unwrap_err().to_string();
-        assert!(refused.contains("[tools] image_max_bytes must be more than 0"), "{refused}");
-        std::fs::write(&file, "[tools]\nimage_max_bytes = 16777216\n").unwrap();
-        let refused = config_with(&[("CAIRN_CONFIG", path), ("CAIRN_HOME", "/x")]).unwrap_err().to_string();
-        assert!(refused.contains("is more than one turn may read (15728640"), "{refused}");
-        std::fs::write(&file, "").unwrap();
-        let default = config_with(&[("CAIRN_CONFIG", path), ("CAIRN_HOME", "/x")]).unwrap();
-        assert_eq!(default.limits.image_max_bytes, 3_932_160, "5 MiB once base64");
-    }
-
-    #[test]
-    fn a_relative_config_file_is_found_from_where_cairn_starts_and_a_relative_home_is_refused() {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join("cairn.toml"), "").unwrap();
-        let here = std::env::current_dir().unwrap();
-        let up = "../".repeat(here.components().count() - 1);
-        let relative = format!("{up}{}", dir.path().join("cairn.toml").display().to_string().trim_start_matches('/'));
-        let config = config_with(&[("CAIRN_CONFIG", &relative), ("CAIRN_HOME", "/x")]).unwrap();
-        assert_eq!(config.file.as_deref().map(std::path::Path::is_absolute), Some(true));
-        assert!(config.config_dir.is_some_and(|dir| dir.is_absolute()), "not the empty path, which would protect `/`");
-
-        let err = config_with(&[("CAIRN_CONFIG", &relative), ("CAIRN_HOME", "data")]).unwrap_err().to_string();
-        assert!(err.starts_with("CAIRN_HOME: `data` is relative"), "{err}");
-        let err = config_with(&[("CAIRN_CONFIG", "/nonexistent/cairn.toml")]).unwrap_err().to_string();
-        assert!(err.starts_with("CAIRN_CONFIG: /nonexistent/cairn.toml does not exist"), "{err}");
-        let err = config_with(&[("CAIRN_CONFIG", &relative), ("CAIRN_HOME", "/x"), ("CAIRN_MODEL", "openai/")])
-            .unwrap_err()
-            .to_string();
-        assert!(err.starts_with("CAIRN_MODEL: "), "{err}");
-        let err =
-            config_with(&[("CAIRN_CONFIG", &relative), ("CAIRN_HOME", "/x"), ("OPENAI_BASE_URL", "api.openai.com")])
-                .unwrap_err()
-                .to_string();
-        assert!(err.starts_with("OPENAI_BASE_URL: `api.openai.com` has no http:// or https:// scheme"), "{err}");
-        std::fs::write(dir.path().join("cairn.toml"), "[providers.local]\nbase_url = \"localhost:8080\"\n").unwrap();
-        let err = config_with(&[("CAIRN_CONFIG", &relative), ("CAIRN_HOME", "/x")]).unwrap_err().to_string();
-        assert!(err.starts_with("[providers.local] base_url: "), "{err}");
-    }
-
-    #[test]
-    fn a_typo_in_the_file_names_the_key() {
-        let dir = tempfile::tempdir().unwrap();
-        let file = dir.path().join("config.toml");
-        std::fs::write(&file, "modle = \"x\"\n").unwrap();
-        let err = config_with(&[("CAIRN_CONFIG", file.to_str().unwrap()), ("CAIRN_HOME", "/x")]).unwrap_err();
-        assert!(err.to_string().contains("modle"), "{err}");
-    }
-}
+mod tests;

@@ -27,8 +27,8 @@ pub const COMMANDS: &[CommandInfo] = &[
     CommandInfo { name: "mcp", description: "The MCP servers: state, tools, errors", hint: None },
     CommandInfo {
         name: "permissions",
-        description: "List remembered permission rules, or revoke them",
-        hint: Some("revoke <n> | revoke all"),
+        description: "List remembered permission rules, revoke them, or keep one for the whole project",
+        hint: Some("revoke <n> | revoke all | project <n>"),
     },
 ];
 
@@ -41,14 +41,19 @@ pub enum Slash {
     Model(Option<String>),
     Status,
     Mcp,
-    Permissions(Option<Revoke>),
+    Permissions(Option<RuleChange>),
 }
 
+/// What `/permissions` changes in the remembered rules; a rule is named by its number in the
+/// `/permissions` list, from 1.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Revoke {
-    /// By its number in the `/permissions` list, from 1.
-    One(usize),
-    All,
+pub enum RuleChange {
+    /// Forget one rule.
+    Revoke(usize),
+    /// Forget every rule.
+    RevokeAll,
+    /// Keep a session's rule for the whole project (every session in its directory).
+    Project(usize),
 }
 
 impl Slash {
@@ -70,30 +75,34 @@ pub fn parse(parts: &[Part]) -> Option<Result<Slash, String>> {
     let (name, rest) = line.split_once(char::is_whitespace).unwrap_or((line, ""));
     let rest = rest.trim();
     let arg = (!rest.is_empty()).then(|| rest.to_owned());
-    let command =
-        match name {
-            "compact" => Ok(Slash::Compact(arg)),
-            "rewind" => match arg.as_deref().map(str::parse::<usize>) {
-                None => Ok(Slash::Rewind(1)),
-                Some(Ok(n)) if n > 0 => Ok(Slash::Rewind(n)),
-                Some(_) => Err(format!("/rewind takes a number of turns (1 or more), not `{rest}`")),
+    let command = match name {
+        "compact" => Ok(Slash::Compact(arg)),
+        "rewind" => match arg.as_deref().map(str::parse::<usize>) {
+            None => Ok(Slash::Rewind(1)),
+            Some(Ok(n)) if n > 0 => Ok(Slash::Rewind(n)),
+            Some(_) => Err(format!("/rewind takes a number of turns (1 or more), not `{rest}`")),
+        },
+        "fork" => Ok(Slash::Fork),
+        "model" => Ok(Slash::Model(arg)),
+        "status" => Ok(Slash::Status),
+        "mcp" => Ok(Slash::Mcp),
+        "permissions" => match rest.split_whitespace().collect::<Vec<_>>()[..] {
+            [] => Ok(Slash::Permissions(None)),
+            ["revoke", "all"] => Ok(Slash::Permissions(Some(RuleChange::RevokeAll))),
+            ["revoke", n] => match n.parse::<usize>() {
+                Ok(n) if n > 0 => Ok(Slash::Permissions(Some(RuleChange::Revoke(n)))),
+                _ => Err(format!("/permissions revoke takes a rule number from /permissions, or `all`, not `{n}`")),
             },
-            "fork" => Ok(Slash::Fork),
-            "model" => Ok(Slash::Model(arg)),
-            "status" => Ok(Slash::Status),
-            "mcp" => Ok(Slash::Mcp),
-            "permissions" => match rest.split_whitespace().collect::<Vec<_>>()[..] {
-                [] => Ok(Slash::Permissions(None)),
-                ["revoke", "all"] => Ok(Slash::Permissions(Some(Revoke::All))),
-                ["revoke", n] => match n.parse::<usize>() {
-                    Ok(n) if n > 0 => Ok(Slash::Permissions(Some(Revoke::One(n)))),
-                    _ => Err(format!("/permissions revoke takes a rule number from /permissions, or `all`, not `{n}`")),
-                },
-                _ => Err("use /permissions to list the rules, then /permissions revoke <n> or /permissions revoke all"
-                    .into()),
+            ["project", n] => match n.parse::<usize>() {
+                Ok(n) if n > 0 => Ok(Slash::Permissions(Some(RuleChange::Project(n)))),
+                _ => Err(format!("/permissions project takes a rule number from /permissions, not `{n}`")),
             },
-            _ => return None,
-        };
+            _ => Err("use /permissions to list the rules, then /permissions revoke <n>, /permissions revoke all \
+                          or /permissions project <n>"
+                .into()),
+        },
+        _ => return None,
+    };
     Some(command)
 }
 
@@ -115,8 +124,11 @@ mod tests {
         assert_eq!(read(" /rewind 2 "), Some(Ok(Slash::Rewind(2))));
         assert_eq!(read("/rewind"), Some(Ok(Slash::Rewind(1))));
         assert!(read("/rewind zero").unwrap().is_err());
-        assert_eq!(read("/permissions revoke 3"), Some(Ok(Slash::Permissions(Some(Revoke::One(3))))));
-        assert_eq!(read("/permissions revoke all"), Some(Ok(Slash::Permissions(Some(Revoke::All)))));
+        assert_eq!(read("/permissions revoke 3"), Some(Ok(Slash::Permissions(Some(RuleChange::Revoke(3))))));
+        assert_eq!(read("/permissions revoke all"), Some(Ok(Slash::Permissions(Some(RuleChange::RevokeAll)))));
+        assert_eq!(read("/permissions project 2"), Some(Ok(Slash::Permissions(Some(RuleChange::Project(2))))));
+        assert!(read("/permissions project all").unwrap().unwrap_err().contains("rule number"));
+        assert!(read("/permissions project").unwrap().unwrap_err().contains("/permissions project <n>"));
         assert_eq!(
             read("/model anthropic/claude-haiku-4-5"),
             Some(Ok(Slash::Model(Some("anthropic/claude-haiku-4-5".into()))))

@@ -19,14 +19,14 @@ use super::subagent;
 use crate::agent::compact::Summarizer;
 use crate::agent::prompt::{self, ClientPrompt, SystemPrompt};
 use crate::agent::{AgentEvent, Recorder, Run, Toolbox, Turn};
-use crate::config::{Config, Limits, Secret};
+use crate::config::{Config, Limits, Remember, Secret};
 use crate::history::Message;
 use crate::ids::MessageId;
 use crate::llm::catalog::{self, ModelInfo, ThoughtLevel};
 use crate::llm::retry::RetryPolicy;
 use crate::llm::{self, LlmError, Provider};
 use crate::mcp::{ServerState, Servers};
-use crate::permissions::{Mode, Rule};
+use crate::permissions::{Mode, Rule, Scope};
 use crate::process::ProcessPolicy;
 use crate::tools::{Host, Registry, Workspace};
 
@@ -171,6 +171,10 @@ impl Setup {
                 host: Arc::clone(&self.host),
                 mode: self.mode.clone(),
                 rules,
+                remember: match self.config.remember {
+                    Remember::Session => Scope::Session,
+                    Remember::Project => Scope::Project,
+                },
                 process: Arc::clone(&self.process),
                 registry: Arc::clone(&self.tools),
             },

@@ -75,6 +75,46 @@ async fn permissions_lists_and_revokes_remembered_rules() {
 }
 
 #[tokio::test]
+async fn permissions_project_keeps_a_sessions_rule_for_every_session_in_the_project() {
+    let env = TestEnv::new().await;
+    let editor = Editor::default();
+    editor.answer(&["allow_session"]);
+    let mut agent = env.ready_with(editor).await;
+    let first = agent.new_session(&env.cwd()).await;
+    env.mock.push(Reply::tool_calls(&[("c1", "bash", json!({"command": "echo hi"}))]));
+    env.mock.push(Reply::text(&["ran"]));
+    say(&mut agent, &first, "run echo").await;
+    let (_, wrong) = say(&mut agent, &first, "/permissions project 2").await;
+    assert!(wrong.contains("There is no rule 2"), "{wrong}");
+    let (_, kept) = say(&mut agent, &first, "/permissions project 1").await;
+    assert!(
+        kept.contains("Kept rule 1 (allow `echo` on files in this workspace) for every session in this project"),
+        "{kept}"
+    );
+    let (_, listed) = say(&mut agent, &first, "/permissions").await;
+    assert!(listed.contains("1. allow `echo` on files in this workspace (this project)"), "{listed}");
+    assert!(!listed.contains("2."), "the session's copy is gone: {listed}");
+    let (_, again) = say(&mut agent, &first, "/permissions project 1").await;
+    assert!(again.contains("already holds in every session in this project"), "{again}");
+    agent.close_stdin();
+    agent.wait_exit().await;
+
+    // Another session of the project, in a new process, runs it unasked.
+    let mut agent = env.ready().await;
+    let second = agent.new_session(&env.cwd()).await;
+    env.mock.push(Reply::tool_calls(&[("c2", "bash", json!({"command": "echo again"}))]));
+    env.mock.push(Reply::text(&["ran again"]));
+    let (stop, _) = say(&mut agent, &second, "run echo again").await;
+    assert_eq!(stop, "end_turn");
+    assert!(agent.editor.requests("session/request_permission").is_empty(), "the project's rule covered it");
+    let sent = env.mock.requests();
+    let result = sent.last().unwrap()["messages"].as_array().unwrap().iter().rev().find(|m| m["role"] == "tool");
+    assert!(result.unwrap()["content"].as_str().unwrap().starts_with("again\n"), "{result:?}");
+    let (_, listed) = say(&mut agent, &second, "/permissions").await;
+    assert!(listed.contains("1. allow `echo` on files in this workspace (this project)"), "{listed}");
+}
+
+#[tokio::test]
 async fn model_lists_and_switches() {
     let env = TestEnv::new().await;
     env.write_config("[providers.openai]\nmodels = [\"mock-model\", \"other-model\"]\n");

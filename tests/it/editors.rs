@@ -1,6 +1,7 @@
 //! The launch snippets in `editors/`: each is read as its editor reads it, and the built binary
 //! is started exactly as it says (command looked up in `PATH`, its arguments, its environment),
-//! then driven through initialize, a session and a prompt against the mock model.
+//! then driven through initialize, a session and a prompt against the mock model. Each client's
+//! capabilities get the login methods `editors/README.md` lists for it.
 
 use std::collections::BTreeMap;
 
@@ -162,5 +163,63 @@ async fn every_editor_snippet_launches_cairn_through_a_prompt() {
         drop(stdin);
         let output = child.wait_with_output().await.unwrap();
         assert!(output.status.success(), "{editor}: {}", String::from_utf8_lossy(&output.stderr));
+    }
+}
+
+/// What each client advertises at `initialize` that decides its auth methods (as its source
+/// sends it: Zed 1.13, WebStorm 2026.1, acp.el, the CodeCompanion snippet's own
+/// `clientCapabilities`, the SDKs' example clients), and the methods cairn then offers: the
+/// table of `editors/README.md`, which must say the same.
+fn clients() -> Vec<(&'static str, Value, Vec<&'static str>)> {
+    let lua = file("editors/neovim/codecompanion.lua");
+    let sent = group_after(&lua, "clientCapabilities =", '{', '}');
+    assert_eq!(
+        sent.split_whitespace().collect::<String>(),
+        "fs={readTextFile=true,writeTextFile=true}",
+        "the snippet's capabilities, as the README describes them"
+    );
+    let fs = serde_json::json!({"readTextFile": true, "writeTextFile": true});
+    vec![
+        (
+            "Zed",
+            serde_json::json!({
+                "fs": fs, "terminal": true, "auth": {"terminal": true},
+                "elicitation": {"form": {}, "url": {}}, "session": {"configOptions": {"boolean": {}}},
+                "_meta": {"terminal_output": true, "terminal-auth": true}
+            }),
+            vec!["login", "environment", "key"],
+        ),
+        (
+            "JetBrains IDEs",
+            serde_json::json!({
+                "fs": fs, "terminal": false, "auth": {"_meta": {"gateway": true}}, "_meta": {"terminal-auth": true}
+            }),
+            vec!["login", "environment"],
+        ),
+        ("CodeCompanion", serde_json::json!({"fs": fs}), vec!["environment"]),
+        ("agent-shell", serde_json::json!({"fs": fs}), vec!["environment"]),
+        ("acpx", serde_json::json!({}), vec!["environment"]),
+    ]
+}
+
+#[tokio::test]
+async fn each_client_is_offered_the_login_methods_the_editors_readme_says() {
+    let env = TestEnv::new().await;
+    let readme = file("editors/README.md");
+    for (client, capabilities, offered) in clients() {
+        let mut agent = Agent::spawn(env.command(), Editor::default()).await;
+        let answer = agent
+            .call("initialize", serde_json::json!({"protocolVersion": 1, "clientCapabilities": capabilities}))
+            .await;
+        let ids: Vec<&str> =
+            answer["authMethods"].as_array().unwrap().iter().map(|m| m["id"].as_str().unwrap()).collect();
+        assert_eq!(ids, offered, "{client}");
+        let row = readme
+            .lines()
+            .find(|line| line.starts_with(&format!("| {client}")))
+            .unwrap_or_else(|| panic!("editors/README.md has no row for {client}"));
+        let methods = row.split('|').nth(3).unwrap();
+        let listed: Vec<&str> = methods.split(',').map(|m| m.trim().trim_matches('`')).collect();
+        assert_eq!(listed, offered, "editors/README.md's row for {client}: {row}");
     }
 }

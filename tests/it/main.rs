@@ -27,6 +27,7 @@ mod inspect;
 mod lease;
 mod limits;
 mod login;
+mod login_form;
 mod mcp;
 mod models;
 mod notices;

@@ -54,7 +54,9 @@ async fn always_answers_are_remembered_per_session_and_per_project_across_restar
     agent.close_stdin();
     agent.wait_exit().await;
 
-    // A new process remembers the session's rule; another session in the same project asks.
+    // A new process remembers the session's rule; another session in the same project asks, and
+    // with `remember = "project"` its one "always" keeps the rule for the project.
+    env.write_config("[permissions]\nremember = \"project\"\n");
     let editor = Editor::default();
     editor.answer(&["allow_project"]);
     let mut agent = env.ready_with(editor).await;
@@ -66,6 +68,9 @@ async fn always_answers_are_remembered_per_session_and_per_project_across_restar
     env.mock.push(write("c4", "four.txt")).push(Reply::text(&["ok"]));
     turn(&mut agent, &second, "four").await;
     assert_eq!(asked(&agent), 1, "session rules stay with their session");
+    let (ids, names) = options(&agent)[0].clone();
+    assert_eq!(ids, ["allow_once", "allow_project", "reject_once", "reject_always"], "one always, the project's");
+    assert_eq!(names[1], "Always allow edits in the workspace in this project");
     agent.close_stdin();
     agent.wait_exit().await;
 
@@ -75,6 +80,102 @@ async fn always_answers_are_remembered_per_session_and_per_project_across_restar
     let (response, _) = turn(&mut agent, &third, "five").await;
     assert_eq!(response["result"]["stopReason"], "end_turn");
     assert!(env.workspace().join("five.txt").exists(), "the project rule covers every session in the project");
+}
+
+/// Each permission question's option ids and names, in order.
+fn options(agent: &Agent) -> Vec<(Vec<String>, Vec<String>)> {
+    let field = |options: &Value, name: &str| -> Vec<String> {
+        options.as_array().unwrap().iter().map(|o| o[name].as_str().unwrap().to_owned()).collect()
+    };
+    let asked = agent.editor.requests("session/request_permission");
+    asked.iter().map(|r| (field(&r["params"]["options"], "optionId"), field(&r["params"]["options"], "name"))).collect()
+}
+
+#[tokio::test]
+async fn one_always_is_offered_and_the_question_says_what_it_remembers() {
+    let env = TestEnv::new().await;
+    env.mock.push(write("c1", "a.txt")).push(Reply::text(&["ok"]));
+    let editor = Editor::default();
+    editor.answer(&["allow_session"]);
+    let mut agent = env.ready_with(editor).await;
+    let session = agent.new_session(&env.cwd()).await;
+    turn(&mut agent, &session, "write a.txt").await;
+    let (ids, names) = options(&agent)[0].clone();
+    assert_eq!(ids, ["allow_once", "allow_session", "reject_once", "reject_always"]);
+    assert_eq!(names[1], "Always allow edits in the workspace in this session");
+    let kinds: Vec<String> = agent.editor.requests("session/request_permission")[0]["params"]["options"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["kind"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(kinds.iter().filter(|kind| *kind == "allow_always").count(), 1, "{kinds:?}");
+    // A client that shows options by kind ("Always accept") still tells the user what it means.
+    let card = &agent.editor.requests("session/request_permission")[0]["params"]["toolCall"];
+    let said = card["content"].as_array().unwrap().last().unwrap()["content"]["text"].as_str().unwrap().to_owned();
+    assert!(said.starts_with("cairn asks because"), "{said}");
+    assert!(said.contains("\"Always allow\" means: always allow edits in the workspace in this session."), "{said}");
+    assert!(said.contains("`/permissions project <n>`"), "{said}");
+    assert!(env.workspace().join("a.txt").exists());
+}
+
+#[tokio::test]
+async fn an_always_the_question_did_not_offer_is_a_rejection_and_stores_no_rule() {
+    let env = TestEnv::new().await;
+    for (id, path) in [("c1", "one.txt"), ("c2", "two.txt"), ("c3", "three.txt"), ("c4", "four.txt")] {
+        env.mock.push(write(id, path)).push(Reply::text(&["ok"]));
+    }
+    let editor = Editor::default();
+    // The project's always, which only `remember = "project"` offers (and old clients' id for
+    // it); ids never offered; then the session's always, which is offered.
+    editor.answer(&["allow_project", "allow_always", "yes", "allow_session"]);
+    let mut agent = env.ready_with(editor).await;
+    let session = agent.new_session(&env.cwd()).await;
+    for prompt in ["one", "two", "three", "four"] {
+        turn(&mut agent, &session, prompt).await;
+    }
+    assert_eq!(asked(&agent), 4, "no answer before the last one remembered anything");
+    for (n, path) in ["one.txt", "two.txt", "three.txt"].into_iter().enumerate() {
+        assert!(!env.workspace().join(path).exists(), "{path}");
+        let told = tool_results(&env, 2 * n + 1)[0]["content"].as_str().unwrap().to_owned();
+        assert!(told.starts_with("The user denied this tool call."), "{path}: {told}");
+    }
+    assert!(env.workspace().join("four.txt").exists());
+    let (_, shown) = turn(&mut agent, &session, "/permissions").await;
+    let listed = crate::support::text_of(&shown.iter().collect::<Vec<_>>(), "agent_message_chunk");
+    assert!(listed.contains("1. allow edits in the workspace (this session)"), "{listed}");
+    assert!(!listed.contains("(this project)") && !listed.contains("\n2."), "no project rule was stored: {listed}");
+
+    // Another session of the project still asks: nothing was kept for the project.
+    env.mock.push(write("c5", "five.txt")).push(Reply::text(&["ok"]));
+    agent.editor.answer(&["reject_once"]);
+    let other = agent.new_session(&env.cwd()).await;
+    turn(&mut agent, &other, "five").await;
+    assert_eq!(asked(&agent), 5);
+    assert!(!env.workspace().join("five.txt").exists());
+}
+
+#[tokio::test]
+async fn with_project_rules_the_sessions_always_is_not_offered_and_is_refused() {
+    let env = TestEnv::new().await;
+    env.write_config("[permissions]\nremember = \"project\"\n");
+    env.mock.push(write("c1", "one.txt")).push(Reply::text(&["ok"]));
+    let editor = Editor::default();
+    editor.answer(&["allow_session"]);
+    let mut agent = env.ready_with(editor).await;
+    let session = agent.new_session(&env.cwd()).await;
+    turn(&mut agent, &session, "one").await;
+    assert_eq!(options(&agent)[0].0, ["allow_once", "allow_project", "reject_once", "reject_always"]);
+    assert!(!env.workspace().join("one.txt").exists(), "an always of the other scope is a rejection");
+    let said = agent.editor.requests("session/request_permission")[0]["params"]["toolCall"]["content"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()["content"]["text"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(said.contains("always allow edits in the workspace in this project, in every session"), "{said}");
 }
 
 #[tokio::test]

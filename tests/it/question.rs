@@ -117,7 +117,18 @@ async fn without_forms_the_choices_are_asked_as_a_permission_question() {
         .iter()
         .map(|o| (o["optionId"].as_str().unwrap(), o["name"].as_str().unwrap()))
         .collect();
-    assert_eq!(options, [("choice_0", "SQLite"), ("choice_1", "Postgres"), ("decline", "Don't answer")]);
+    assert_eq!(options, [("choice_0", "1. SQLite"), ("choice_1", "2. Postgres"), ("decline", "Don't answer")]);
+    // A client that names options by their kind (every answer an "Accept") still shows which is
+    // which: the numbered answers and what each option means are on the card itself.
+    let content = params["toolCall"]["content"].as_array().unwrap();
+    assert_eq!(content.len(), 1, "{content:?}");
+    assert_eq!(content[0]["type"], "content");
+    let shown = content[0]["content"]["text"].as_str().unwrap();
+    assert!(
+        shown.starts_with("Which database should the cache use?\n\n1. SQLite — one file, no server\n2. Postgres\n\n"),
+        "{shown}"
+    );
+    assert!(shown.contains("Answer with the option of the same number, or \"Don't answer\""), "{shown}");
 }
 
 #[tokio::test]

@@ -81,7 +81,7 @@ async fn local_read_and_edit_show_their_lifecycle_locations_and_diff() {
     assert_eq!(asked[0]["params"]["toolCall"]["toolCallId"], "c2");
     let kinds: Vec<&str> =
         asked[0]["params"]["options"].as_array().unwrap().iter().map(|o| o["kind"].as_str().unwrap()).collect();
-    assert_eq!(kinds, ["allow_once", "allow_always", "allow_always", "reject_once", "reject_always"]);
+    assert_eq!(kinds, ["allow_once", "allow_always", "reject_once", "reject_always"], "one always allow");
     let edit = call(&updates, "c2");
     let done = edit.last().unwrap();
     assert_eq!(done["status"], "completed");

@@ -157,7 +157,7 @@ async fn a_rejection_holds_in_bypass_however_the_program_is_spelled() {
     let session = agent.new_session(&env.cwd()).await;
     script(&env, &[bash("c0", spellings[0])]);
     turn(&mut agent, &session, "clean up").await;
-    assert_eq!(questions(&agent)[0].1[4], "Always reject `rm`, however it is run");
+    assert_eq!(questions(&agent)[0].1[3], "Always reject `rm`, however it is run");
     set_mode(&mut agent, &session, "bypass").await;
     let calls: Vec<_> = spellings[1..].iter().enumerate().map(|(i, line)| bash(&format!("c{}", i + 1), line)).collect();
     script(&env, &calls);

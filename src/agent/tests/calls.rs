@@ -236,7 +236,7 @@ async fn a_question_offers_always_only_for_a_rule_that_could_be_remembered() {
     let script = vec![ok(calls(&[("w", "write", WRITE)])), ok(text("done"))];
     drive(Setup { script, host: Arc::clone(&asker) as Arc<dyn Host>, ..Setup::default() }).await;
     let offered = asker.offered.lock().unwrap().clone();
-    assert_eq!(offered, [vec!["allow_once", "allow_session", "allow_project", "reject_once", "reject_always"]]);
+    assert_eq!(offered, [vec!["allow_once", "allow_session", "reject_once", "reject_always"]], "one always allow");
 }
 
 #[tokio::test]

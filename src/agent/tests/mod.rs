@@ -256,6 +256,7 @@ async fn drive(setup: Setup) -> Outcome {
             host: setup.host,
             mode,
             rules: &mut rules,
+            remember: crate::permissions::Scope::Session,
             process: Arc::default(),
             registry: Arc::new(setup.registry),
         },

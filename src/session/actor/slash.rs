@@ -1,8 +1,9 @@
 //! The session actor's slash commands: `/status`, `/mcp`, `/permissions`, `/model` answer at once;
-//! `/rewind`, `/fork`, `/compact` and revocations wait their turn in the queue, so they never
-//! change a history a turn is using; `/rewind` and `/compact` run like turns, holding the
-//! session's lease, so no other process's turn is using it either. Answers are short agent
-//! messages that are not stored and never reach the model.
+//! `/rewind`, `/fork`, `/compact` and changes to the rules (revoking one, keeping a session's
+//! rule for the project) wait their turn in the queue, so they never change a history or rules
+//! a turn is using; `/rewind` and `/compact` run like turns, holding the session's lease, so no
+//! other process's turn is using it either. Answers are short agent messages that are not
+//! stored and never reach the model.
 
 use std::fmt::Write as _;
 use std::sync::Arc;
@@ -13,8 +14,8 @@ use crate::history::view::context_used;
 use crate::history::{Message, Role};
 use crate::ids::{MessageId, SessionId, now_ms};
 use crate::llm::catalog;
-use crate::permissions::{self, Action, Scope};
-use crate::session::commands::{Revoke, Slash};
+use crate::permissions::{self, Action, Rule, Scope};
+use crate::session::commands::{RuleChange, Slash};
 use crate::session::{SessionError, Status, Update};
 use crate::settings::Setting;
 use crate::store::{SessionRow, Write};
@@ -64,7 +65,7 @@ impl Actor {
     pub(super) fn run_queued(&mut self, ticket: u64, slash: Slash, reply: Reply<StopReason>) {
         let text = match slash {
             Slash::Rewind(n) => return self.spawn_rewind(ticket, n, reply),
-            Slash::Permissions(Some(revoke)) => self.revoke(revoke),
+            Slash::Permissions(Some(change)) => self.change_rules(change),
             Slash::Fork => {
                 let (tx, rx) = tokio::sync::oneshot::channel();
                 self.fork(self.row.cwd.clone(), tx);
@@ -143,7 +144,9 @@ impl Actor {
             return "No remembered permission rules. Answering \"always\" to a permission question adds one."
                 .to_owned();
         }
-        let mut text = "Remembered permission rules (revoke with /permissions revoke <n> or revoke all):".to_owned();
+        let mut text = "Remembered permission rules (revoke with /permissions revoke <n> or revoke all; keep one for \
+                        every session in this project with /permissions project <n>):"
+            .to_owned();
         for (n, rule) in self.rules.iter().enumerate() {
             let action = match rule.action {
                 Action::Allow => "allow",
@@ -159,16 +162,17 @@ impl Actor {
         text
     }
 
-    fn revoke(&mut self, revoke: Revoke) -> String {
-        let gone = match revoke {
-            Revoke::All => std::mem::take(&mut self.rules),
-            Revoke::One(n) if n <= self.rules.len() => vec![self.rules.remove(n - 1)],
-            Revoke::One(n) => return format!("There is no rule {n}; /permissions lists {} rules.", self.rules.len()),
+    fn change_rules(&mut self, change: RuleChange) -> String {
+        let gone = match change {
+            RuleChange::RevokeAll => std::mem::take(&mut self.rules),
+            RuleChange::Revoke(n) if n <= self.rules.len() => vec![self.rules.remove(n - 1)],
+            RuleChange::Revoke(n) => {
+                return format!("There is no rule {n}; /permissions lists {} rules.", self.rules.len());
+            }
+            RuleChange::Project(n) => return self.keep_for_project(n),
         };
-        let session: Vec<_> = self.rules.iter().filter(|r| r.source == Scope::Session).cloned().collect();
         if gone.iter().any(|r| r.source == Scope::Session) {
-            self.row.rules.clone_from(&session);
-            self.services.store.submit(Write::SetSessionRules { id: self.row.id.clone(), rules: session }, None);
+            self.store_session_rules();
         }
         for rule in gone.iter().filter(|r| r.source == Scope::Project) {
             let write = Write::RemoveProjectRule { project: self.row.cwd.clone(), rule: rule.clone() };
@@ -176,6 +180,46 @@ impl Actor {
         }
         let rules = if gone.len() == 1 { "rule" } else { "rules" };
         format!("Revoked {} {rules}; cairn will ask again.", gone.len())
+    }
+
+    /// Keeps the session's rule `n` (as `/permissions` numbers it) for every session in the
+    /// project instead: the one way to a project rule when "always" answers are kept in the
+    /// session (`[permissions] remember`).
+    fn keep_for_project(&mut self, n: usize) -> String {
+        let Some(rule) = n.checked_sub(1).and_then(|at| self.rules.get(at)) else {
+            return format!("There is no rule {n}; /permissions lists {} rules.", self.rules.len());
+        };
+        match rule.source {
+            Scope::Session => {}
+            Scope::Project => return format!("Rule {n} already holds in every session in this project."),
+            Scope::Run => return format!("Rule {n} was given for this run only; it cannot be kept."),
+        }
+        if rule.stands_for().is_some() {
+            return format!("Rule {n} cannot be read, so it cannot be kept; revoke it with /permissions revoke {n}.");
+        }
+        let kept = Rule::new(rule.permission, &rule.pattern, rule.action, Scope::Project);
+        let action = match kept.action {
+            Action::Allow => "allow",
+            Action::Deny => "reject",
+        };
+        let what = permissions::describe_rule(&kept);
+        self.rules.remove(n - 1);
+        if !self.rules.contains(&kept) {
+            self.rules.push(kept.clone());
+        }
+        self.store_session_rules();
+        self.services.store.submit(Write::AddProjectRule { project: self.row.cwd.clone(), rule: kept }, None);
+        format!(
+            "Kept rule {n} ({action} {what}) for every session in this project; /permissions revoke removes it for all \
+             of them."
+        )
+    }
+
+    /// Stores the session's own rules as they are now.
+    fn store_session_rules(&mut self) {
+        let session: Vec<_> = self.rules.iter().filter(|r| r.source == Scope::Session).cloned().collect();
+        self.row.rules.clone_from(&session);
+        self.services.store.submit(Write::SetSessionRules { id: self.row.id.clone(), rules: session }, None);
     }
 
     /// Hides the last `n` user turns (everything from the n-th last prompt on). The next prompt
