@@ -92,7 +92,12 @@ impl UpdateSink for Printer {
                     let _ = writeln!(out, "  [{mark}] {}", visible::line(&entry.content));
                 }
             }
-            Update::UserChunk { .. } | Update::Title(_) => {}
+            // A sub-agent shows on its `task` call's line.
+            Update::UserChunk { .. }
+            | Update::Title(_)
+            | Update::Subagent(_)
+            | Update::SessionMessage(_)
+            | Update::Elsewhere { .. } => {}
         }
     }
 

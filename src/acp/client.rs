@@ -39,6 +39,8 @@ pub struct ClientFeatures {
     pub booleans: AtomicBool,
     /// `plan`: the checklist as `plan_update` / `plan_removed` (ACP 1.20); otherwise `plan`.
     pub plans: AtomicBool,
+    /// `subagents`: sub-agents as sessions of their own (ACP 1.20).
+    pub subagents: AtomicBool,
 }
 
 impl ClientFeatures {
@@ -56,6 +58,7 @@ impl ClientFeatures {
             capabilities.session.as_ref().and_then(|s| s.config_options.as_ref()).is_some_and(|c| c.boolean.is_some());
         self.booleans.store(booleans, Ordering::Relaxed);
         self.plans.store(capabilities.plan.is_some(), Ordering::Relaxed);
+        self.subagents.store(capabilities.subagents.is_some(), Ordering::Relaxed);
     }
 
     /// Which optional updates this client takes.
@@ -65,6 +68,7 @@ impl ClientFeatures {
             compaction: self.compaction.load(Ordering::Relaxed),
             booleans: self.booleans.load(Ordering::Relaxed),
             plans: self.plans.load(Ordering::Relaxed),
+            subagents: self.subagents.load(Ordering::Relaxed),
         }
     }
 }
@@ -187,7 +191,7 @@ impl Permissions for AcpHost {
                 acp::PermissionOption::new(option.id, option.label.clone(), kind)
             })
             .collect();
-        let request = acp::RequestPermissionRequest::new(self.id(), tool_update(call), options);
+        let request = acp::RequestPermissionRequest::new(self.id(), tool_update(call, false), options);
         let response: acp::RequestPermissionResponse =
             self.call(acp::CLIENT_METHOD_NAMES.session_request_permission, &request).await?;
         Ok(match response.outcome {

@@ -17,7 +17,7 @@ use crate::llm::LlmError;
 use crate::llm::catalog::ThoughtLevel;
 use crate::mcp::ServerConfig;
 use crate::permissions::Mode;
-use crate::session::{CompactionState, SessionError, SessionView, Update};
+use crate::session::{CompactionState, SessionError, SessionView, SubagentInfo, Update};
 use crate::store::StoreError;
 
 /// The optional `session/update` kinds a client advertised.
@@ -31,6 +31,9 @@ pub struct Shown {
     pub booleans: bool,
     /// `plan_update` and `plan_removed`; otherwise the legacy `plan`.
     pub plans: bool,
+    /// Sub-agents as sessions of their own (`subagent_update`, their updates on their own ids,
+    /// `session_message`, the `session` content of a `task` card); otherwise only the card.
+    pub subagents: bool,
 }
 
 /// The id of a session's one checklist (the `todo` tool's) in `plan_update` / `plan_removed`:
@@ -117,9 +120,9 @@ pub fn update_to_wire(update: Update, shown: Shown) -> Option<acp::SessionUpdate
                 .status(tool_status(tool.state))
                 .locations(locations(&tool))
                 .raw_input(raw_input(&tool))
-                .content(tool_content(&tool)),
+                .content(tool_content(&tool, shown.subagents)),
         ),
-        Update::ToolCallUpdate(tool) => acp::SessionUpdate::ToolCallUpdate(tool_update(&tool)),
+        Update::ToolCallUpdate(tool) => acp::SessionUpdate::ToolCallUpdate(tool_update(&tool, shown.subagents)),
         // An empty checklist is no plan: the client takes it away.
         Update::Plan(entries) if shown.plans && entries.is_empty() => {
             acp::SessionUpdate::PlanRemoved(acp::PlanRemoved::new(CHECKLIST))
@@ -182,11 +185,64 @@ pub fn update_to_wire(update: Update, shown: Shown) -> Option<acp::SessionUpdate
         | Update::CompactionSummary { .. } => {
             return None;
         }
+        Update::Subagent(info) if shown.subagents => acp::SessionUpdate::SubagentUpdate(subagent_update(&info)),
+        Update::SessionMessage(message) if shown.subagents => {
+            let mut update = acp::SessionMessage::new(acp::MessageId::new(message.id.as_str()))
+                .content(vec![acp::ContentBlock::from(message.text)]);
+            if let Some(from) = message.from {
+                update = update.sender_session_id(acp::SessionId::new(from.as_str()));
+            }
+            if let Some(to) = message.to {
+                update = update.recipient_session_id(acp::SessionId::new(to.as_str()));
+            }
+            acp::SessionUpdate::SessionMessage(update)
+        }
+        // Another session's update: the sink sends it under that session's id.
+        Update::Subagent(_) | Update::SessionMessage(_) | Update::Elsewhere { .. } => return None,
     })
 }
 
-/// A tool call's whole current state as a `tool_call_update` (also what a permission request shows).
-pub fn tool_update(tool: &ToolPart) -> acp::ToolCallUpdate {
+/// A sub-agent announced on its parent: what it does, where, whether it runs, and that the
+/// client may cancel it (`session/cancel` on its id).
+fn subagent_update(info: &SubagentInfo) -> acp::SubagentUpdate {
+    let state = match &info.ended {
+        None => acp::StateUpdate::Running(acp::RunningStateUpdate::new()),
+        Some(Ok(stop)) => {
+            let reason = match stop {
+                crate::agent::StopReason::EndTurn => acp::IdleStopReason::EndTurn,
+                crate::agent::StopReason::MaxTokens => acp::IdleStopReason::MaxTokens,
+                crate::agent::StopReason::MaxTurnRequests => acp::IdleStopReason::MaxTurnRequests,
+                crate::agent::StopReason::Refusal => acp::IdleStopReason::Refusal,
+                crate::agent::StopReason::Cancelled => acp::IdleStopReason::Cancelled,
+            };
+            acp::StateUpdate::Idle(acp::IdleStateUpdate::new().stop_reason(reason))
+        }
+        Some(Err(why)) => {
+            let error = acp::Error::new(acp::ErrorCode::InternalError.into(), why.clone());
+            acp::StateUpdate::Idle(
+                acp::IdleStateUpdate::new()
+                    .stop_reason(acp::IdleStopReason::Error(acp::ErrorStopReason::new().error(error))),
+            )
+        }
+    };
+    let capabilities = match info.ended {
+        None => acp::SubagentSessionCapabilities::new().cancel(acp::SessionCancelCapabilities::new()),
+        Some(_) => acp::SubagentSessionCapabilities::new(),
+    };
+    let update = acp::SubagentUpdate::new(acp::SessionId::new(info.child.as_str()))
+        .title(info.title.clone())
+        .description(format!("Sub-agent `{}`", info.agent))
+        .capabilities(capabilities)
+        .state(state);
+    match &info.cwd {
+        Some(cwd) => update.cwd(std::path::PathBuf::from(cwd)),
+        None => update,
+    }
+}
+
+/// A tool call's whole current state as a `tool_call_update` (also what a permission request
+/// shows); `subagents`: whether the client takes `session` content.
+pub fn tool_update(tool: &ToolPart, subagents: bool) -> acp::ToolCallUpdate {
     acp::ToolCallUpdate::new(
         tool.call_id.clone(),
         acp::ToolCallUpdateFields::new()
@@ -195,7 +251,7 @@ pub fn tool_update(tool: &ToolPart) -> acp::ToolCallUpdate {
             .status(tool_status(tool.state))
             .locations(locations(tool))
             .raw_input(raw_input(tool))
-            .content(tool_content(tool)),
+            .content(tool_content(tool, subagents)),
     )
 }
 
@@ -256,7 +312,7 @@ fn raw_input(tool: &ToolPart) -> Option<Value> {
 
 /// What the call shows: its content, then the images the model was sent (each stored once, as
 /// the model's); a failure without content of its own shows its message.
-fn tool_content(tool: &ToolPart) -> Vec<acp::ToolCallContent> {
+fn tool_content(tool: &ToolPart, subagents: bool) -> Vec<acp::ToolCallContent> {
     let images = tool.images.iter().map(|image| image_content(&image.mime_type, &image.data));
     if tool.content.is_empty() {
         let failed = matches!(tool.state, CallState::Failed | CallState::Cancelled);
@@ -267,15 +323,22 @@ fn tool_content(tool: &ToolPart) -> Vec<acp::ToolCallContent> {
     }
     tool.content
         .iter()
-        .map(|content| match content {
-            ToolContent::Text { text } => text_content(text.clone()),
-            ToolContent::Diff { path, old_text, new_text } => {
-                acp::ToolCallContent::Diff(acp::Diff::new(path.clone(), new_text.clone()).old_text(old_text.clone()))
-            }
-            ToolContent::Terminal { terminal_id } => {
-                acp::ToolCallContent::Terminal(acp::Terminal::new(terminal_id.clone()))
-            }
-            ToolContent::Image { mime_type, data } => image_content(mime_type, data),
+        .filter_map(|content| {
+            Some(match content {
+                ToolContent::Text { text } => text_content(text.clone()),
+                ToolContent::Diff { path, old_text, new_text } => acp::ToolCallContent::Diff(
+                    acp::Diff::new(path.clone(), new_text.clone()).old_text(old_text.clone()),
+                ),
+                ToolContent::Terminal { terminal_id } => {
+                    acp::ToolCallContent::Terminal(acp::Terminal::new(terminal_id.clone()))
+                }
+                ToolContent::Image { mime_type, data } => image_content(mime_type, data),
+                // A client that does not know sub-agent sessions has no use for the link.
+                ToolContent::Session { session_id } => {
+                    acp::ToolCallContent::Session(acp::SessionReference::new(acp::SessionId::new(session_id.as_str())))
+                }
+            })
+            .filter(|content| subagents || !matches!(content, acp::ToolCallContent::Session(_)))
         })
         .chain(images)
         .collect()

@@ -23,7 +23,7 @@ pub struct JsonLines {
 
 /// Every kind of update is shown as its own kind: a script wants notices and compaction as
 /// such, not folded into agent text. The checklist stays the `plan` line scripts already read.
-const SHOWN: Shown = Shown { notices: true, compaction: true, booleans: true, plans: false };
+const SHOWN: Shown = Shown { notices: true, compaction: true, booleans: true, plans: false, subagents: false };
 
 impl JsonLines {
     /// The last line: how the turn ended, and the session's context and cost after it.

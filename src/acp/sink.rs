@@ -93,7 +93,16 @@ impl WireSink {
 impl WireSink {
     /// `update` as a `session/update`, with `_meta.cairn.seq` when it is numbered.
     fn notify(&self, session: &SessionId, seq: Option<u64>, update: Update) {
-        let Some(update) = update_to_wire(update, self.features.shown()) else { return };
+        let shown = self.features.shown();
+        // A sub-agent's update, under its own id for a client that takes sub-agents. Its number
+        // belongs to the parent's stream, so it goes without one.
+        if let Update::Elsewhere { session: child, update } = update {
+            if shown.subagents {
+                self.notify(&child, None, *update);
+            }
+            return;
+        }
+        let Some(update) = update_to_wire(update, shown) else { return };
         let meta = seq.map(|seq| {
             let mut meta = acp::Meta::new();
             meta.insert("cairn".to_owned(), serde_json::json!({ "seq": seq }));

@@ -234,6 +234,10 @@ pub enum ToolContent {
         mime_type: String,
         data: String,
     },
+    /// The session a call works through: a `task` call's sub-agent.
+    Session {
+        session_id: String,
+    },
 }
 
 /// One entry of the agent's plan (the todo list).

@@ -219,6 +219,7 @@ fn shown_output(tool: &ToolPart) -> String {
             }
             ToolContent::Terminal { .. } => {}
             ToolContent::Image { mime_type, .. } => shown.push(format!("[image {mime_type}]")),
+            ToolContent::Session { session_id } => shown.push(format!("[sub-agent session {session_id}]")),
         }
     }
     if shown.is_empty() {

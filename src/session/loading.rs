@@ -93,11 +93,14 @@ pub struct Replay {
 
 impl Replay {
     /// Sends `messages` as the load's replay, then lets the session's updates through again.
-    pub fn send(self, session: &SessionId, messages: &[Message]) {
+    /// Gives back the sink it went through, for the replay of the session's sub-agents
+    /// (`subagent::replay_children`), which follows.
+    pub fn send(self, session: &SessionId, messages: &[Message]) -> Arc<dyn UpdateSink> {
         for update in super::replay(messages) {
             self.sink.send(session, update);
         }
         drop(self.held);
+        self.sink
     }
 }
 

@@ -112,6 +112,38 @@ pub enum Update {
     Compaction { id: MessageId, state: CompactionState, note: String, error: Option<String> },
     /// A compaction's summary, sent before it completes.
     CompactionSummary { id: MessageId, text: String },
+    /// A sub-agent of this session started or ended (the `task` call that runs it).
+    Subagent(Box<SubagentInfo>),
+    /// Text sent to or received from a sub-agent: the task it was given, the report it gave.
+    SessionMessage(Box<SessionMessage>),
+    /// An update of another session this one owns (a sub-agent's, at any depth), sent through
+    /// this session's stream: clients that take sub-agents see it on `session`, others not at all.
+    Elsewhere { session: SessionId, update: Box<Update> },
+}
+
+/// A sub-agent as its parent announces it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SubagentInfo {
+    pub child: SessionId,
+    /// The task's one-line description.
+    pub title: String,
+    /// The named agent, or `task`.
+    pub agent: String,
+    /// Where it works; `None` leaves it to be its parent's.
+    pub cwd: Option<String>,
+    /// `None` while it runs; how it ended once it has: its stop reason, or why it failed.
+    pub ended: Option<Result<crate::agent::StopReason, String>>,
+}
+
+/// A message between a session and one of its sub-agents, as the session's transcript has it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SessionMessage {
+    pub id: String,
+    /// Who sent it: `None` for this session.
+    pub from: Option<SessionId>,
+    /// Who it went to: `None` for this session.
+    pub to: Option<SessionId>,
+    pub text: String,
 }
 
 impl Update {
@@ -135,6 +167,9 @@ impl Update {
             | Update::Usage { .. }
             | Update::Options(_)
             | Update::Compaction { state: CompactionState::InProgress | CompactionState::Failed, .. } => false,
+            // Shown again by a load from the stored `task` call and the sub-agent's own rows, but
+            // not held back while one runs: a sub-agent's update may then show twice, never not at all.
+            Update::Subagent(_) | Update::SessionMessage(_) | Update::Elsewhere { .. } => false,
         }
     }
 }
@@ -313,7 +348,10 @@ pub fn replay(messages: &[crate::history::Message]) -> impl Iterator<Item = Upda
                     // As live: a plan is shown once its call succeeded.
                     let done = tool.state == crate::history::CallState::Succeeded;
                     let plan = tool.plan.clone().filter(|_| done).map(Update::Plan);
-                    return std::iter::once(Update::ToolCall(tool.clone())).chain(plan).collect::<Vec<_>>();
+                    // A `task` call's sub-agent is announced before the card links it.
+                    let (before, after) = subagent::shown_again(tool);
+                    let call = std::iter::once(Update::ToolCall(tool.clone()));
+                    return before.into_iter().chain(call).chain(after).chain(plan).collect::<Vec<_>>();
                 }
                 (Role::Assistant, Part::Text { text }) if !text.is_empty() => {
                     Some(Update::AgentText { message: id, text: text.clone() })

@@ -51,6 +51,8 @@ struct Inner {
     /// What the sessions send through: the client's sink, behind the loads under way.
     sink: Arc<Loading>,
     live: Mutex<HashMap<SessionId, Live>>,
+    /// The sub-agents running under the live sessions.
+    children: Arc<super::subagent::Running>,
     /// The sessions this registry created (new ones and forks): those still without a message
     /// at shutdown are removed then.
     created: Mutex<HashSet<SessionId>>,
@@ -114,6 +116,7 @@ impl Registry {
             config,
             sink: Loading::new(sink),
             live: Mutex::new(HashMap::new()),
+            children: Arc::default(),
             created: Mutex::new(HashSet::new()),
             counter: AtomicU64::new(0),
         };
@@ -237,10 +240,13 @@ impl Registry {
         self.live(id).is_some()
     }
 
-    /// Cancels the running turn and queued prompts of a live session; idle or unknown ones ignore it.
+    /// Cancels the running turn and queued prompts of a live session, or a running sub-agent's
+    /// turn alone (its parent's call then fails as cancelled); idle or unknown ones ignore it.
     pub fn cancel(&self, id: &SessionId) {
         if let Some(tx) = self.live(id) {
             let _ = tx.send(Command::Cancel);
+        } else if self.inner.children.cancel(id) {
+            tracing::info!(session = %id, "cancelling a sub-agent at the client's request");
         }
     }
 
@@ -421,6 +427,7 @@ impl Registry {
             background: self.inner.background.clone(),
             config: Arc::clone(&self.inner.config),
             sink: Arc::clone(&self.inner.sink) as Arc<dyn UpdateSink>,
+            children: Arc::clone(&self.inner.children),
             gone: {
                 let (registry, id) = (Arc::downgrade(&self.inner), id.clone());
                 Box::new(move || {
@@ -446,11 +453,12 @@ async fn replay_snapshot(store: &Store, session: SessionId, replay: Replay) -> R
     store.snapshot(
         &snapshot,
         Box::new(move |messages| {
-            let sent = messages.map(|messages| replay.send(&session, &messages));
+            let sent = messages.map(|messages| (replay.send(&session, &messages), messages));
             let _ = done.send(sent);
         }),
     );
-    replayed.await.unwrap_or(Err(crate::store::StoreError::Closed))?;
+    let (sink, messages) = replayed.await.unwrap_or(Err(crate::store::StoreError::Closed))?;
+    super::subagent::replay_children(store, &sink, &snapshot, &messages).await;
     Ok(())
 }
 

@@ -46,6 +46,7 @@ mod serve;
 mod sessions;
 mod stdio;
 mod steer;
+mod subagent_sessions;
 mod subagents;
 mod system_prompt;
 mod text_only;

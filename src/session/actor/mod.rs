@@ -129,6 +129,8 @@ pub struct Services {
     pub gone: Box<dyn Fn() + Send + Sync>,
     /// What the session is doing, read by `session/list` through the registry.
     pub status: Arc<watch::Sender<Status>>,
+    /// The sub-agents running in this process (`session/cancel` on one of them).
+    pub children: Arc<super::subagent::Running>,
 }
 
 struct Queued {
@@ -219,7 +221,8 @@ pub async fn run(init: Init, services: Services, mut rx: mpsc::UnboundedReceiver
     }
     let id = row.id.clone();
     if let Some(replay) = replay {
-        replay.send(&id, &history);
+        let sink = replay.send(&id, &history);
+        super::subagent::replay_children(&services.store, &sink, &id, &history).await;
     }
     let system = setup::prepare_system(&services.config, &row.cwd, row.system_prompt.clone());
     let mut rules = row.rules.clone();

@@ -197,13 +197,20 @@ impl Actor {
         let token = cancel.clone();
         let servers = self.servers_for_turn();
         let (store, session, project) = (self.services.store.clone(), self.row.id.clone(), self.row.cwd.clone());
+        let watch = (Arc::clone(&self.services.sink), Arc::clone(&self.services.children));
         // Every model turn can be steered: the session's choice is made as each prompt arrives.
         let (steer, steering) = tokio::sync::mpsc::unbounded_channel();
         self.turn = Some(tokio::spawn(async move {
             let system = system.await;
-            let parent =
-                subagent::Parent::new(store, Arc::clone(&config), session, project, models.main.reference.clone())
-                    .await;
+            let parent = subagent::Parent::new(
+                store,
+                Arc::clone(&config),
+                session,
+                project,
+                models.main.reference.clone(),
+                watch,
+            )
+            .await;
             let tools = setup::session_tools(servers.as_ref(), &config, parent, &token, &mut recorder).await;
             for warning in system.warnings.iter().filter(|_| warn) {
                 let text = format!("Project instructions: {warning}.");

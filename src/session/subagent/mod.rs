@@ -14,7 +14,11 @@
 //!   under one prompt (a [`Parent`] is made per turn and shared by every level below it);
 //! - cancel: its token is a child of the call's, itself a child of the parent turn's, so a
 //!   cancel reaches every level at once and each turn drops its HTTP stream;
-//! - progress: its recorder commits its rows, then hands its updates to the call (`progress`);
+//! - progress: its recorder commits its rows, then hands its updates to the call (`progress`)
+//!   and, through the session's sink and under its own id, to a client that takes sub-agents
+//!   (announced on its parent by a `subagent_update`, linked from the call's card);
+//! - cancel from the client: `session/cancel` on its id stops its turn alone ([`Running`]),
+//!   and the call fails as cancelled;
 //! - cost: its messages' usage counts toward every session above it in the same transaction
 //!   (`store`); the call's outcome carries it for the parent turn's running total.
 //!
@@ -23,16 +27,23 @@
 
 mod host;
 mod progress;
+mod shown;
 mod spawn;
 
-use std::sync::Arc;
+pub use shown::{replay_children, shown_again};
+
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+
+use tokio_util::sync::CancellationToken;
 
 use serde_json::Value;
 
 use crate::config::Config;
 use crate::history::{Message, Role};
 use crate::ids::SessionId;
+use crate::session::{Update, UpdateSink};
 use crate::store::Store;
 use crate::tools::agents::NamedAgent;
 use crate::tools::task::{self, Task, TaskArgs};
@@ -49,14 +60,61 @@ pub struct Parent {
     pub model: String,
     /// The named agents of the project.
     pub agents: Arc<[NamedAgent]>,
+    /// Where the session's updates go: a sub-agent's are sent there too, routed with the
+    /// session's id and naming their own.
+    pub shown: Arc<dyn UpdateSink>,
+    /// The sub-agents running in this process, for `session/cancel` on one of them.
+    pub running: Arc<Running>,
     /// Sub-agents started under this turn so far, nested ones included (`[subagents] max_total`).
     started: AtomicU32,
+}
+
+/// The sub-agents running in this process, by session id: what `session/cancel` on a
+/// sub-agent's id stops (its turn alone; its parent's `task` call then fails as cancelled).
+#[derive(Default)]
+pub struct Running(Mutex<HashMap<SessionId, CancellationToken>>);
+
+impl Running {
+    /// Cancels the sub-agent `id` if it runs here; `false` if it does not.
+    pub fn cancel(&self, id: &SessionId) -> bool {
+        let token = self.lock().get(id).cloned();
+        token.map(|token| token.cancel()).is_some()
+    }
+
+    /// Keeps `token` as `id`'s until the guard is dropped.
+    fn enter(self: &Arc<Self>, id: SessionId, token: CancellationToken) -> RunningGuard {
+        self.lock().insert(id.clone(), token);
+        RunningGuard { running: Arc::clone(self), id }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<SessionId, CancellationToken>> {
+        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+/// A running sub-agent's entry in [`Running`], removed when it ends (or its call is dropped).
+struct RunningGuard {
+    running: Arc<Running>,
+    id: SessionId,
+}
+
+impl Drop for RunningGuard {
+    fn drop(&mut self) {
+        self.running.lock().remove(&self.id);
+    }
 }
 
 impl Parent {
     /// What the sub-agents of the session `session` share; reads the project's named agents
     /// (on a blocking thread: a walk up the project's directories).
-    pub async fn new(store: Store, config: Arc<Config>, session: SessionId, cwd: String, model: String) -> Self {
+    pub async fn new(
+        store: Store,
+        config: Arc<Config>,
+        session: SessionId,
+        cwd: String,
+        model: String,
+        (shown, running): (Arc<dyn UpdateSink>, Arc<Running>),
+    ) -> Self {
         let (dir, home) = (std::path::PathBuf::from(&cwd), config.home_dir.clone());
         let agents = tokio::task::spawn_blocking(move || crate::tools::agents::load(&dir, home.as_deref()).0)
             .await
@@ -64,7 +122,17 @@ impl Parent {
                 tracing::warn!(%err, "reading the named agents failed; the task tool offers none");
                 Vec::new()
             });
-        Self { store, config, session, cwd, model, agents: agents.into(), started: AtomicU32::new(0) }
+        Self { store, config, session, cwd, model, agents: agents.into(), shown, running, started: AtomicU32::new(0) }
+    }
+
+    /// Sends `update` of session `on` (this turn's session or one of its sub-agents) through the
+    /// session's stream.
+    fn show(&self, on: &SessionId, update: Update) {
+        if *on == self.session {
+            self.shown.send(on, update);
+        } else {
+            self.shown.send(&self.session, Update::Elsewhere { session: on.clone(), update: Box::new(update) });
+        }
     }
 
     /// Counts one more sub-agent of this turn; `Err` with the limit when there is no room.
@@ -83,7 +151,8 @@ impl Parent {
 /// The tools of a session that `base` describes: `base`, and `task` when sub-agents are on.
 pub fn tools(base: &Registry, parent: Parent) -> Registry {
     let parent = Arc::new(parent);
-    with_task(base, base, &parent, 0)
+    let caller = parent.session.clone();
+    with_task(base, base, &parent, 0, caller)
 }
 
 /// The catalog a session's system prompt lists: `base`'s tools and, when sub-agents are on,
@@ -100,9 +169,9 @@ pub fn catalog(settings: &crate::config::Subagents, base: &Registry, agents: &[N
     specs
 }
 
-/// `tools` (already cut to what its agent may use) with `task` for a session at `depth`, or
-/// without it and a reason when that session may not start sub-agents.
-fn with_task(tools: &Registry, base: &Registry, parent: &Arc<Parent>, depth: u32) -> Registry {
+/// `tools` (already cut to what its agent may use) with `task` for the session `caller` at
+/// `depth`, or without it and a reason when that session may not start sub-agents.
+fn with_task(tools: &Registry, base: &Registry, parent: &Arc<Parent>, depth: u32, caller: SessionId) -> Registry {
     let settings = &parent.config.subagents;
     if depth >= settings.max_depth {
         let why = if settings.max_depth == 0 {
@@ -115,7 +184,7 @@ fn with_task(tools: &Registry, base: &Registry, parent: &Arc<Parent>, depth: u32
         };
         return tools.withhold(task::NAME, &why);
     }
-    let spawner = Spawner { parent: Arc::clone(parent), base: base.clone(), depth };
+    let spawner = Spawner { parent: Arc::clone(parent), base: base.clone(), depth, caller };
     let mut tools = tools.clone();
     if let Err(err) = tools.add(Task::new(Arc::clone(&parent.agents), Arc::new(spawner), settings.timeout)) {
         tracing::warn!(%err, "the task tool was not added");

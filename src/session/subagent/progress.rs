@@ -23,14 +23,26 @@ const CALLS_SHOWN: usize = 12;
 /// How much of the child's latest text a card shows (its end).
 const TEXT_SHOWN: usize = 600;
 
-/// Where a child's updates go once committed: to its parent's call, not to the editor.
+/// Where a child's updates go once committed: to its parent's call and, under the child's own
+/// id, through the session's sink (`shown`: that sink and the session it routes with), for
+/// clients that take sub-agents.
 pub struct ChildSink {
     pub updates: mpsc::UnboundedSender<Update>,
     pub host: Arc<dyn Host>,
+    pub child: SessionId,
+    pub shown: Option<(Arc<dyn UpdateSink>, SessionId)>,
 }
 
 impl UpdateSink for ChildSink {
     fn send(&self, _session: &SessionId, update: Update) {
+        if let Some((sink, session)) = &self.shown {
+            let elsewhere = match update {
+                // Its own sub-agents' updates already name their session.
+                Update::Elsewhere { .. } => update.clone(),
+                _ => Update::Elsewhere { session: self.child.clone(), update: Box::new(update.clone()) },
+            };
+            sink.send(session, elsewhere);
+        }
         let _ = self.updates.send(update);
     }
 
@@ -42,6 +54,8 @@ impl UpdateSink for ChildSink {
 /// What a sub-agent has done so far.
 #[derive(Debug, Default)]
 pub struct Progress {
+    /// Its session, linked from the card.
+    child: Option<String>,
     /// Call id, title and state of each of its tool calls, in order.
     calls: Vec<(String, String, CallState)>,
     /// The message its latest text belongs to, and that text.
@@ -51,6 +65,11 @@ pub struct Progress {
 }
 
 impl Progress {
+    /// The progress of the sub-agent whose session is `child`.
+    pub fn of(child: &SessionId) -> Self {
+        Self { child: Some(child.as_str().to_owned()), ..Self::default() }
+    }
+
     /// Takes in one update; `true` if what the card shows changed.
     pub fn fold(&mut self, update: Update) -> bool {
         match update {
@@ -84,7 +103,10 @@ impl Progress {
             | Update::Usage { .. }
             | Update::Options(_)
             | Update::Compaction { .. }
-            | Update::CompactionSummary { .. } => false,
+            | Update::CompactionSummary { .. }
+            | Update::Subagent(_)
+            | Update::SessionMessage(_)
+            | Update::Elsewhere { .. } => false,
         }
     }
 
@@ -118,7 +140,8 @@ impl Progress {
         if lines.is_empty() {
             lines.push("Starting…".to_owned());
         }
-        vec![ToolContent::Text { text: lines.join("\n") }]
+        let link = self.child.iter().map(|id| ToolContent::Session { session_id: id.clone() });
+        link.chain(std::iter::once(ToolContent::Text { text: lines.join("\n") })).collect()
     }
 }
 
@@ -153,6 +176,8 @@ mod tests {
         assert_eq!(progress.notice(), Some("Stopped: a limit"));
         let ToolContent::Text { text } = &progress.content()[0] else { panic!() };
         assert_eq!(text, "✓ Read a.txt\n\nLooking around");
+        let linked = Progress::of(&SessionId::from_string("ses_child")).content();
+        assert_eq!(linked[0], ToolContent::Session { session_id: "ses_child".into() });
         progress.fold(Update::AgentText { message: MessageId::generate(), text: "Done".into() });
         let ToolContent::Text { text } = &progress.content()[0] else { panic!() };
         assert!(text.ends_with("\n\nDone"), "{text}");

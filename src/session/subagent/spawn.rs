@@ -19,7 +19,7 @@ use crate::ids::{SessionId, now_ms};
 use crate::permissions::{Rule, Scope};
 use crate::session::recorder::StoreRecorder;
 use crate::session::setup::{self, Model, Setup};
-use crate::session::{Status, Update};
+use crate::session::{SessionMessage, Status, SubagentInfo, Update};
 use crate::store::{SessionRow, Write};
 use crate::tools::agents::NamedAgent;
 use crate::tools::task::{self, Delegate, TaskArgs};
@@ -31,11 +31,15 @@ pub(super) struct Spawner {
     /// The tools a sub-agent may get, `task` aside.
     pub(super) base: Registry,
     pub(super) depth: u32,
+    /// The session whose `task` tool this is: the turn's session, or a sub-agent.
+    pub(super) caller: SessionId,
 }
 
 /// A sub-agent ready to run: its stored session and its turn's parts.
 struct Child {
     id: SessionId,
+    /// How its parent announces it.
+    info: SubagentInfo,
     setup: Setup,
     recorder: StoreRecorder,
     rules: Vec<Rule>,
@@ -62,8 +66,24 @@ impl Delegate for Spawner {
         ctx: &ToolContext,
     ) -> Result<ToolOutcome, ToolError> {
         let child = self.prepare(task, agent, ctx).await?;
-        let ended = drive(child, &self.parent, task, ctx).await;
-        Ok(report(ended, &self.parent.config.subagents))
+        let (id, mut info) = (child.id.clone(), child.info.clone());
+        let parent = &self.parent;
+        parent.show(&self.caller, Update::Subagent(Box::new(info.clone())));
+        let message = |suffix: &str, from: Option<&SessionId>, to: Option<&SessionId>, text: String| {
+            let id = format!("{}.{suffix}", ctx.call_id);
+            Update::SessionMessage(Box::new(SessionMessage { id, from: from.cloned(), to: to.cloned(), text }))
+        };
+        parent.show(&self.caller, message("task", None, Some(&id), task.prompt.clone()));
+        let ended = drive(child, parent, task, ctx).await;
+        info.ended = Some(match &ended.result {
+            Ok(stop) if !ended.timed_out => Ok(*stop),
+            Ok(_) => Err("it did not finish in time ([subagents] timeout_secs)".to_owned()),
+            Err(err) => Err(err.to_string()),
+        });
+        let outcome = report(ended, &parent.config.subagents, &id);
+        parent.show(&self.caller, message("report", Some(&id), None, outcome.output.clone()));
+        parent.show(&self.caller, Update::Subagent(Box::new(info)));
+        Ok(outcome)
     }
 }
 
@@ -89,14 +109,21 @@ impl Spawner {
             None => format!("Sub-agent: {description}"),
         };
         let model = self.model(agent)?;
-        let tools = self.tools(agent, depth);
+        let id = SessionId::generate();
+        let tools = self.tools(agent, depth, &id);
 
-        let mut row = SessionRow::new(SessionId::generate(), parent.cwd.clone(), model.reference.clone(), now_ms());
+        let mut row = SessionRow::new(id.clone(), parent.cwd.clone(), model.reference.clone(), now_ms());
         row.title = Some(description.chars().take(80).collect());
         row.parent_id = Some(parent.session.clone());
         row.subagent = Some(name.to_owned());
         row.rules = caller.rules.iter().filter(|rule| rule.source == Scope::Session).cloned().collect();
-        let id = row.id.clone();
+        let info = SubagentInfo {
+            child: id.clone(),
+            title: description.chars().take(80).collect(),
+            agent: name.to_owned(),
+            cwd: Some(parent.cwd.clone()),
+            ended: None,
+        };
         tracing::info!(parent = %parent.session, child = %id, agent = name, depth, "starting a sub-agent");
         let stored = tokio::select! {
             () = ctx.cancel.cancelled() => return Err(refuse("Cancelled before the sub-agent started.".into())),
@@ -111,7 +138,8 @@ impl Spawner {
         let host: Arc<dyn crate::tools::Host> =
             Arc::new(NamedHost { inner: Arc::clone(&ctx.host), who, card: ctx.call_id.clone() });
         let (updates, shown) = mpsc::unbounded_channel();
-        let sink = Arc::new(ChildSink { updates, host: Arc::clone(&host) });
+        let wire = Some((Arc::clone(&parent.shown), parent.session.clone()));
+        let sink = Arc::new(ChildSink { updates, host: Arc::clone(&host), child: id.clone(), shown: wire });
         let status = Arc::new(watch::Sender::new(Status::Busy));
         let recorder = StoreRecorder::new(id.clone(), parent.cwd.clone(), parent.store.clone(), sink, status);
         let mut limits = config.limits.clone();
@@ -133,7 +161,7 @@ impl Spawner {
             spent: 0.0,
             context_used: 0,
         };
-        Ok(Child { id, setup, recorder, rules: caller.rules.clone(), shown })
+        Ok(Child { id, info, setup, recorder, rules: caller.rules.clone(), shown })
     }
 
     /// The model of the named agent, else `[subagents] model`, else the session's.
@@ -154,10 +182,10 @@ impl Spawner {
     }
 
     /// The parent's tools, cut to what a named agent lists, with `task` where it may nest.
-    fn tools(&self, agent: Option<&NamedAgent>, depth: u32) -> Registry {
+    fn tools(&self, agent: Option<&NamedAgent>, depth: u32, child: &SessionId) -> Registry {
         let parent = &self.parent;
         let Some((agent, allowed)) = agent.and_then(|agent| agent.tools.as_ref().map(|tools| (agent, tools))) else {
-            return with_task(&self.base, &self.base, parent, depth);
+            return with_task(&self.base, &self.base, parent, depth, child.clone());
         };
         // The agent's list is lowercased; tool names need not be (`mcp__GitHub__getIssue`).
         let listed = |tool: &str| allowed.iter().any(|allowed| allowed.eq_ignore_ascii_case(tool));
@@ -170,16 +198,22 @@ impl Spawner {
         let why = format!("the agent `{}` may only use: {}", agent.name, allowed.join(", "));
         let cut = self.base.keep(listed, &why);
         // Its own sub-agents get what it has, never the tools it was cut from.
-        if listed(task::NAME) { with_task(&cut, &cut, parent, depth) } else { cut.withhold(task::NAME, &why) }
+        if listed(task::NAME) {
+            with_task(&cut, &cut, parent, depth, child.clone())
+        } else {
+            cut.withhold(task::NAME, &why)
+        }
     }
 }
 
 /// Runs the sub-agent's turn inside the call: its progress shown on the call's card at most
 /// every [`progress::EVERY`], stopped at `[subagents] timeout_secs`.
 async fn drive(child: Child, parent: &Parent, task: &TaskArgs, ctx: &ToolContext) -> Ended {
-    let Child { id, setup, mut recorder, mut rules, mut shown } = child;
+    let Child { id, setup, mut recorder, mut rules, mut shown, .. } = child;
     let mut history: Vec<Message> = Vec::new();
     let cancel = ctx.cancel.child_token();
+    // `session/cancel` on the sub-agent's own id reaches this token alone.
+    let _running = parent.running.enter(id.clone(), cancel.clone());
     let run = agent::Run::child(ctx.user_wait.clone(), Arc::clone(&ctx.images.read));
     let turn = setup.turn(&mut history, &mut recorder, &mut rules, cancel.clone(), run);
     // The child's turn takes its session's lease with its prompt. It is given back when the
@@ -187,7 +221,7 @@ async fn drive(child: Child, parent: &Parent, task: &TaskArgs, ctx: &ToolContext
     // call's hard stop ran out) or panics.
     let lease = parent.store.release_on_drop(id.clone());
     let deadline = tokio::time::Instant::now() + parent.config.subagents.timeout;
-    let (result, timed_out, mut progress) = watch_turn(turn, task, &mut shown, &cancel, deadline, ctx).await;
+    let (result, timed_out, mut progress) = watch_turn(turn, task, &mut shown, &cancel, deadline, ctx, &id).await;
     drop(lease);
     // Its turn ended with a flush: every update it committed is in the channel by now, the
     // notice of a limit that stopped it included.
@@ -211,9 +245,14 @@ async fn watch_turn(
     cancel: &CancellationToken,
     deadline: tokio::time::Instant,
     ctx: &ToolContext,
+    child: &SessionId,
 ) -> (Result<StopReason, agent::TurnError>, bool, Progress) {
     let mut timed_out = false;
-    let mut progress = Progress::default();
+    let mut progress = Progress::of(child);
+    if let Some(to) = &ctx.progress {
+        // The card links the sub-agent's session from the start.
+        let _ = to.send(progress.content());
+    }
     let mut dirty = false;
     let mut last_shown = tokio::time::Instant::now() - progress::EVERY;
     let running = agent::run_turn(turn, vec![Part::Text { text: task.prompt.clone() }]);
@@ -239,8 +278,9 @@ async fn watch_turn(
 }
 
 /// The call's result: the sub-agent's answer, or why it has none (failed, with its last words).
-fn report(ended: Ended, settings: &crate::config::Subagents) -> ToolOutcome {
+fn report(ended: Ended, settings: &crate::config::Subagents, child: &SessionId) -> ToolOutcome {
     let Ended { result, timed_out, history, progress, cost } = ended;
+    let link = ToolContent::Session { session_id: child.as_str().to_owned() };
     let answer = last_text(&history);
     let rounds = history.iter().filter(|message| {
         message.role == Role::Assistant && !message.parts.iter().any(|part| matches!(part, Part::Notice { .. }))
@@ -251,7 +291,7 @@ fn report(ended: Ended, settings: &crate::config::Subagents) -> ToolOutcome {
             None => why,
         };
         ToolOutcome {
-            content: vec![ToolContent::Text { text: output.clone() }],
+            content: vec![link.clone(), ToolContent::Text { text: output.clone() }],
             output,
             failed: true,
             cost,
@@ -266,7 +306,7 @@ fn report(ended: Ended, settings: &crate::config::Subagents) -> ToolOutcome {
         Ok(StopReason::EndTurn) => {
             let output = answer.clone().unwrap_or_else(|| "The sub-agent ended without an answer.".to_owned());
             ToolOutcome {
-                content: vec![ToolContent::Text { text: output.clone() }],
+                content: vec![link, ToolContent::Text { text: output.clone() }],
                 output,
                 cost,
                 ..ToolOutcome::default()
