@@ -8,6 +8,7 @@
 //! Slash commands (`slash`) either answer at once or wait in the same queue; model turns are
 //! started and taken back in `turn`.
 
+mod given;
 mod mcp;
 mod slash;
 mod steer;
@@ -24,7 +25,6 @@ use super::commands::{self, Slash};
 use super::loading::Replay;
 use super::setup;
 use super::{ContextUsage, SessionError, SessionView, Status, UpdateSink};
-use crate::agent::prompt::ClientPrompt;
 use crate::agent::{StopReason, TurnError};
 use crate::config::BusyPrompt;
 use crate::config::Config;
@@ -33,7 +33,7 @@ use crate::history::{Message, Part};
 use crate::ids::SessionId;
 use crate::llm::catalog::{self, ThoughtLevel};
 use crate::permissions::{Mode, Rule};
-use crate::settings::{Kept, Setting, SettingError};
+use crate::settings::{Setting, SettingError};
 use crate::store::{SessionRow, Store, Write};
 
 pub type Reply<T> = oneshot::Sender<Result<T, SessionError>>;
@@ -404,24 +404,6 @@ impl Actor {
         None
     }
 
-    /// `Command::SetTitle`: in effect and shown once stored; a model-written title still to come
-    /// is dropped.
-    fn set_title(&mut self, title: String, reply: Reply<SessionView>) {
-        self.title_pending = None;
-        self.row.title = Some(title.clone());
-        let (sink, id, view) = (Arc::clone(&self.services.sink), self.row.id.clone(), self.view());
-        let write = Write::SetSessionTitle { id: id.clone(), title: title.clone() };
-        self.services.store.submit(
-            write,
-            Some(Box::new(move |result| {
-                if result.is_ok() {
-                    sink.send(&id, super::Update::Title(title));
-                }
-                let _ = reply.send(result.map(|()| view).map_err(SessionError::from));
-            })),
-        );
-    }
-
     fn view(&self) -> SessionView {
         let mut models = self.services.config.models();
         for model in self.services.discovered.list() {
@@ -497,24 +479,6 @@ impl Actor {
         }
         let (kept, value) = setting.kept();
         Ok(Write::SetSessionSetting { id: self.row.id.clone(), kept, value })
-    }
-
-    /// The editor's instructions, given when it opened the session: kept with the session and
-    /// part of the system prompt from the next turn on (the running one keeps its own). The same
-    /// instructions again change nothing, so the prompt stays byte-stable for the provider's cache.
-    fn use_client_prompt(&mut self, prompt: ClientPrompt) {
-        if self.row.system_prompt.as_ref() == Some(&prompt) {
-            return;
-        }
-        let value = match serde_json::to_string(&prompt) {
-            Ok(value) => value,
-            Err(err) => return tracing::error!(%err, "the editor's system prompt could not be stored"),
-        };
-        self.system = setup::prepare_system(&self.services.config, &self.row.cwd, Some(prompt.clone()));
-        self.system_warned = false;
-        self.row.system_prompt = Some(prompt);
-        let write = Write::SetSessionSetting { id: self.row.id.clone(), kept: Kept::Metadata("system_prompt"), value };
-        self.services.store.submit(write, None);
     }
 
     /// Stores the settings no turn took with its prompt.
