@@ -26,6 +26,7 @@ from acp.schema import (
     ElicitationFormCapabilities,
     FileSystemCapabilities,
     Implementation,
+    PlanCapabilities,
     ReadTextFileResponse,
     RequestPermissionResponse,
     WriteTextFileResponse,
@@ -127,6 +128,7 @@ async def initialize(connection):
     capabilities = ClientCapabilities(
         fs=FileSystemCapabilities(read_text_file=True, write_text_file=True),
         elicitation=ElicitationCapabilities(form=ElicitationFormCapabilities()),
+        plan=PlanCapabilities(),
     )
     info = Implementation(name="cairn-conformance", version="1")
     request = connection.initialize(

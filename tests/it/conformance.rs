@@ -68,6 +68,7 @@ async fn the_python_sdk_drives_a_tool_turn_a_load_and_a_cancel() {
         .push(Reply::tool_calls(&[
             ("c1", "read", json!({"path": "notes.md"})),
             ("c2", "write", json!({"path": "out.txt", "content": "written through the SDK\n"})),
+            ("c3", "todo", json!({"items": [{"content": "Read the notes", "status": "completed"}]})),
         ]))
         .push(Reply::text(&["Read ", "and written."]))
         .push(Reply::tool_calls(&[(
@@ -103,6 +104,11 @@ async fn the_python_sdk_drives_a_tool_turn_a_load_and_a_cancel() {
 
     let live = updates(&summary, "prompt");
     assert_eq!(agent_text(&live), "Read and written.");
+    // The client advertised `plan` (ACP 1.20): the checklist comes as a `plan_update` it parsed.
+    let plan = live.iter().find(|u| u["sessionUpdate"] == "plan_update").expect("a plan_update");
+    assert_eq!(plan["plan"]["planId"], "todo");
+    assert_eq!(plan["plan"]["entries"][0]["content"], "Read the notes");
+    assert!(live.iter().all(|u| u["sessionUpdate"] != "plan"), "no legacy plan for this client");
     for (id, kind) in [("c1", "read"), ("c2", "edit")] {
         let seen = call(&live, id);
         assert_eq!(seen.first().map(|u| &u["sessionUpdate"]), Some(&json!("tool_call")), "{live:?}");
@@ -118,7 +124,8 @@ async fn the_python_sdk_drives_a_tool_turn_a_load_and_a_cancel() {
     assert_eq!(forms.len(), 1, "{question}");
     assert_eq!(forms[0]["message"], "Which database?");
     assert_eq!(forms[0]["toolCallId"], "q1");
-    assert_eq!(tool_results(&env, 3)[2]["content"], "The user answered: Postgres");
+    let answered = tool_results(&env, 3).into_iter().find(|result| result["tool_call_id"] == "q1").unwrap();
+    assert_eq!(answered["content"], "The user answered: Postgres");
     assert_eq!(agent_text(&updates(&summary, "question")), "Postgres it is.");
 
     // session/load in a second process replays the prompts, the calls and the answers.
