@@ -144,3 +144,20 @@ async fn cancelling_the_child_by_its_id_stops_it_alone_and_the_parent_goes_on() 
     assert_eq!(parent_requests.len(), 2, "the parent asked its model again");
     assert!(parent_requests[1].to_string().contains("The sub-agent was cancelled."));
 }
+
+/// Through `cairn serve` (the bridge, as an editor with `[serve] url` runs it): the child's
+/// updates travel the parent's stream on the server and reach the client under the child's id.
+#[tokio::test]
+async fn a_served_session_shows_its_child_under_the_childs_id() {
+    let mut env = TestEnv::new().await;
+    env.mock.push(calls(&[task("t1", "read the notes", "CHILD-S: say hello")])).push(Reply::text(&["Done."]));
+    env.mock.route("CHILD-S", Reply::text(&["Hello from a served child."]));
+    let server = crate::support::served::Server::start(&env).await;
+    env.set_env("CAIRN_HOME", &env.dir.path().join("bridge-home").to_string_lossy());
+    let script = script(&env, json!({"subagents": {}}), false);
+    let transcript = sdk::run(&env, &script, &["acp", "--server", server.url.as_str()]).await;
+    let shown = notifications(&transcript["steps"][1]);
+    let announced = shown.iter().find(|(_, u)| u["sessionUpdate"] == "subagent_update").expect("announced");
+    let child = announced.1["sessionId"].as_str().unwrap().to_owned();
+    assert_eq!(child_text(&shown, &child), "Hello from a served child.");
+}
