@@ -75,7 +75,7 @@ pub enum AgentEvent {
     /// The turn reached one of its run-level points; nothing to store.
     Phase(Phase),
     /// A model request failed and will be sent again (attempt 1 is the first retry).
-    Retrying { attempt: u32 },
+    Retrying { attempt: u32, message: String },
     /// A compaction began; `id` will be its marker message's id.
     CompactionStarted { id: MessageId },
     /// The compaction's marker message (one `Compaction` part; the summarizer's usage on it).

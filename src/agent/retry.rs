@@ -47,7 +47,7 @@ impl Retry<'_> {
                     delay.as_secs_f64()
                 );
                 recorder.record(AgentEvent::Notice { message: MessageId::generate(), text });
-                recorder.record(AgentEvent::Retrying { attempt });
+                recorder.record(AgentEvent::Retrying { attempt, message: err.to_string() });
             }
             None => tracing::warn!(attempt, ?delay, %err, "model request failed; retrying"),
         }

@@ -217,6 +217,8 @@ pub enum Status {
     /// A model request failed and is being tried again.
     Retrying {
         attempt: u32,
+        /// Why the request failed.
+        message: String,
     },
     /// The last turn failed; cleared by the next prompt.
     Error(String),

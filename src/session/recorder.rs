@@ -372,8 +372,8 @@ impl Recorder for StoreRecorder {
                 self.write(Write::Barrier, vec![status]);
                 self.record(AgentEvent::Notice { message: MessageId::generate(), text });
             }
-            AgentEvent::Retrying { attempt } => {
-                self.status.send_replace(Status::Retrying { attempt });
+            AgentEvent::Retrying { attempt, message } => {
+                self.status.send_replace(Status::Retrying { attempt, message });
             }
         }
     }

@@ -79,7 +79,9 @@ impl Agent {
             let state = match sessions.status(&id) {
                 Status::Idle => json!({"state": "idle"}),
                 Status::Busy => json!({"state": "busy"}),
-                Status::Retrying { attempt } => json!({"state": "retrying", "attempt": attempt}),
+                Status::Retrying { attempt, message } => {
+                    json!({"state": "retrying", "attempt": attempt, "message": message})
+                }
                 Status::Error(message) => json!({"state": "error", "message": message}),
             };
             let mut meta = acp::Meta::new();

@@ -96,7 +96,7 @@ impl Actor {
         let state = match &status {
             Status::Idle => "idle".to_owned(),
             Status::Busy => "busy (a turn is running)".to_owned(),
-            Status::Retrying { attempt } => format!("retrying a model request (retry {attempt})"),
+            Status::Retrying { attempt, message } => format!("retrying a model request (retry {attempt}: {message})"),
             Status::Error(err) => format!("error: the last turn failed ({err})"),
         };
         let usage = self.usage();
