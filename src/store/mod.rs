@@ -85,6 +85,9 @@ pub enum StoreError {
         "session {session} was changed by another cairn process while this one was starting a turn in it; send the prompt again"
     )]
     LeaseMoved { session: SessionId, last: Option<String> },
+    /// A model's title came after a client titled the session (or the session is gone).
+    #[error("session {0} keeps the title its client gave it; the model's title was not stored")]
+    TitleKept(SessionId),
 }
 
 impl StoreError {
@@ -109,9 +112,12 @@ impl StoreError {
 #[derive(Debug)]
 pub enum Write {
     InsertSession(Box<SessionRow>),
+    /// A client's title, noted as the client's in the session's metadata (`title_by`), or a
+    /// model's, refused with [`StoreError::TitleKept`] once a client has titled the session.
     SetSessionTitle {
         id: SessionId,
         title: String,
+        by: TitleBy,
     },
     /// One of the session's settings (`crate::settings`), where the setting says it is kept.
     SetSessionSetting {
@@ -245,6 +251,13 @@ pub enum Write {
     },
     /// Changes nothing; its callback runs once everything queued before it is committed.
     Barrier,
+}
+
+/// Who wrote a session's title: a client's stands; a model's replaces only one no client gave.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TitleBy {
+    Client,
+    Model,
 }
 
 /// A cloneable handle to the database.

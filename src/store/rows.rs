@@ -245,12 +245,21 @@ pub fn insert_session(conn: &Connection, row: &SessionRow) -> rusqlite::Result<(
     Ok(())
 }
 
-/// A session's title.
-pub(super) const SET_TITLE: &str = "UPDATE sessions SET title = ?2, updated_at = ?3 WHERE id = ?1";
+/// A session's title: a client's, noted as such in the metadata, or a model's, written only
+/// while no client has titled the session.
+pub(super) const SET_TITLE: &str = "UPDATE sessions SET title = ?2, updated_at = ?3,
+           metadata_json = CASE WHEN ?4 THEN json_set(metadata_json, '$.title_by', 'client') ELSE metadata_json END
+         WHERE id = ?1 AND (?4 OR json_extract(metadata_json, '$.title_by') IS NULL)";
 
-pub fn set_session_title(conn: &Connection, id: &SessionId, title: &str, at: i64) -> rusqlite::Result<()> {
-    conn.prepare_cached(SET_TITLE)?.execute(params![id.as_str(), title, at])?;
-    Ok(())
+/// Sets the title (`by_client`: the client's); answers whether the row changed.
+pub fn set_session_title(
+    conn: &Connection,
+    id: &SessionId,
+    title: &str,
+    by_client: bool,
+    at: i64,
+) -> rusqlite::Result<bool> {
+    Ok(conn.prepare_cached(SET_TITLE)?.execute(params![id.as_str(), title, at, by_client])? > 0)
 }
 
 /// A title for a session that has none.

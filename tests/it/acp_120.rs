@@ -5,6 +5,7 @@
 
 use serde_json::{Value, json};
 
+use crate::support::mock_llm::MOCK_TITLE;
 use crate::support::sdk::{self, updates};
 use crate::support::{Reply, TestEnv};
 
@@ -159,4 +160,48 @@ async fn steering_joins_the_running_turn_or_says_a_prompt_is_required() {
     let last = env.mock.requests().last().unwrap().to_string();
     assert!(last.contains("STEERED-IN"), "the steered prompt reached the turn's next request");
     assert_eq!(env.mock.requests().len(), 3, "one turn, not a second");
+}
+
+/// Waits until `ready` holds, or panics naming `what` after ten seconds.
+async fn until(what: &str, mut ready: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !ready() {
+        assert!(std::time::Instant::now() < deadline, "{what} did not happen within 10 s");
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+}
+
+/// A title the client sets while the title model is still writing one stands: the model's
+/// answer, arriving after it, is neither stored nor shown.
+#[tokio::test]
+async fn a_model_title_arriving_after_the_clients_title_is_dropped() {
+    let env = TestEnv::new().await;
+    let release = env.mock.hold_titles();
+    env.mock.push(Reply::text(&["hello"]));
+    let mut agent = env.ready().await;
+    let session = agent.new_session(&env.cwd()).await;
+    let id = agent.prompt(&session, "Fix the login flow").await;
+    let (_, mut seen) = agent.response(id).await;
+    until("the title request", || !env.mock.title_requests().is_empty()).await;
+
+    let set = agent.request("session/set_title", json!({"sessionId": session, "title": "Client title"})).await;
+    let (answer, more) = agent.response(set).await;
+    assert_eq!(answer["result"]["title"], "Client title", "{answer}");
+    seen.extend(more);
+    release.notify_one();
+    // Until the model's title is refused (logged), or shown.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !agent.stderr().contains("its title stands") && !seen.iter().any(|m| m.to_string().contains(MOCK_TITLE)) {
+        assert!(std::time::Instant::now() < deadline, "the model's title was neither refused nor shown");
+        seen.extend(agent.try_recv(std::time::Duration::from_millis(20)).await);
+    }
+
+    let list = agent.request("session/list", json!({})).await;
+    let (listed, more) = agent.response(list).await;
+    seen.extend(more);
+    assert_eq!(listed["result"]["sessions"][0]["title"], "Client title", "{listed}");
+    let titles: Vec<&Value> =
+        seen.iter().filter(|m| m["params"]["update"]["sessionUpdate"] == "session_info_update").collect();
+    assert!(!titles.iter().any(|m| m.to_string().contains(MOCK_TITLE)), "{titles:?}");
+    assert!(titles.iter().any(|m| m["params"]["update"]["title"] == "Client title"), "{titles:?}");
 }
