@@ -281,7 +281,7 @@ async fn run(
         }
     };
     let stop = match stop {
-        Ok(stop) => stop,
+        Ok(end) => end.stop,
         // A new session whose only turn failed holds nothing worth keeping.
         Err(err) if created => {
             if let Err(removed) = registry.delete(&id).await {

@@ -433,8 +433,8 @@ impl Agent {
         let turn = sessions.prompt(&id, parts);
         let served = self.served.clone();
         Ok(async move {
-            let stop = Served::found(served.as_deref(), &id, turn.await)?;
-            to_value(&acp::PromptResponse::new(stop_reason(stop)))
+            let end = Served::found(served.as_deref(), &id, turn.await)?;
+            to_value(&acp::PromptResponse::new(stop_reason(end.stop)).usage(extensions::turn_usage(end.usage)))
         }
         .boxed())
     }

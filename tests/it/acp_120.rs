@@ -1,7 +1,8 @@
 //! What ACP 1.16–1.20 added, as the official Rust client sees it (it parses every update with
 //! the SDK's own types): the checklist as `plan_update` / `plan_removed` for clients that
 //! advertise `plan`, and the legacy `plan` for the others; the unstable `session/set_title` and
-//! `session/status`; and the `_session/steering` extension.
+//! `session/status`; the `_session/steering` extension; and, through the raw harness, a model's
+//! title arriving after the client's, and the turn's usage on the prompt's answer.
 
 use serde_json::{Value, json};
 
@@ -204,4 +205,27 @@ async fn a_model_title_arriving_after_the_clients_title_is_dropped() {
         seen.iter().filter(|m| m["params"]["update"]["sessionUpdate"] == "session_info_update").collect();
     assert!(!titles.iter().any(|m| m.to_string().contains(MOCK_TITLE)), "{titles:?}");
     assert!(titles.iter().any(|m| m["params"]["update"]["title"] == "Client title"), "{titles:?}");
+}
+
+/// `session/prompt`'s answer carries the turn's token usage (unstable): every model request of
+/// the turn summed, here a tool call's and the answer's; a slash command that runs no model
+/// used none.
+#[tokio::test]
+async fn the_prompt_answer_carries_what_the_turn_used() {
+    let env = TestEnv::new().await;
+    std::fs::write(env.workspace().join("notes.txt"), "a note\n").unwrap();
+    env.mock.push(Reply::tool_calls(&[("c1", "read", json!({"path": "notes.txt"}))])).push(Reply::text(&["done"]));
+    let mut agent = env.ready().await;
+    let session = agent.new_session(&env.cwd()).await;
+    let id = agent.prompt(&session, "read the notes").await;
+    let (response, _) = agent.response(id).await;
+    // Each request of the mock: 12 prompt tokens, 2 of them cached, and 5 written.
+    let usage = json!({"totalTokens": 34, "inputTokens": 20, "outputTokens": 10, "cachedReadTokens": 4});
+    assert_eq!(response["result"], json!({"stopReason": "end_turn", "usage": usage}), "{response}");
+    assert_eq!(env.mock.requests().len(), 2);
+
+    let status = agent
+        .call("session/prompt", json!({"sessionId": session, "prompt": [{"type": "text", "text": "/status"}]}))
+        .await;
+    assert_eq!(status["usage"], json!({"totalTokens": 0, "inputTokens": 0, "outputTokens": 0}), "{status}");
 }

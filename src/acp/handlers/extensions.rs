@@ -15,6 +15,7 @@ use serde_json::{Value, json};
 use super::{Agent, Answer, parse, to_value};
 use crate::acp::convert::{block_to_part, invalid_params, session_error};
 use crate::acp::served::Served;
+use crate::history::Usage;
 use crate::ids::SessionId;
 use crate::session::{SessionError, Status, Steering};
 
@@ -23,6 +24,18 @@ pub(super) const SESSION_STATUS: &str = acp::AGENT_METHOD_NAMES.session_status;
 pub(super) const STEERING: &str = "_session/steering";
 /// Resuming a served session's stream after a dropped connection.
 pub(super) const STREAM_RESUME: &str = "_cairn/stream/resume";
+
+/// A prompt's usage as `PromptResponse.usage` (unstable, `unstable_end_turn_token_usage`):
+/// `inputTokens` without the cached tokens, which are given apart, `outputTokens` with the
+/// reasoning, which is also given apart, `totalTokens` everything sent and written (the sum the
+/// session's own total keeps); the optional counts only when not zero.
+pub(super) fn turn_usage(usage: Usage) -> acp::Usage {
+    let some = |count: u64| (count > 0).then_some(count);
+    acp::Usage::new(usage.context(), usage.input, usage.output)
+        .thought_tokens(some(usage.reasoning))
+        .cached_read_tokens(some(usage.cache_read))
+        .cached_write_tokens(some(usage.cache_write))
+}
 
 /// The longest title kept, in characters.
 const MAX_TITLE: usize = 200;
