@@ -279,6 +279,21 @@ impl Registry {
         }
     }
 
+    /// `session/archive` (`archived`): closes the session as [`Self::close`] does (a running turn
+    /// is cancelled; ACP asks for that), then marks it archived, which only hides it from
+    /// listings: it stays loadable by id. A turn another process runs in it goes on. With
+    /// `archived` false (`session/unarchive`) it is listed again, and nothing is loaded.
+    /// Either is done again without error; an unknown session is [`SessionError::NotFound`].
+    pub async fn archive(&self, id: &SessionId, archived: bool) -> Result<(), SessionError> {
+        if archived {
+            self.close(id).await?;
+        } else if self.inner.store.session(id).await?.is_none() {
+            return Err(SessionError::NotFound(id.clone()));
+        }
+        self.inner.store.commit(Write::SetArchived { id: id.clone(), archived }).await?;
+        Ok(())
+    }
+
     /// Closes the session if live, then removes its rows. Unknown ids succeed. Refused, closing
     /// nothing, while another process runs a turn in it.
     pub async fn delete(&self, id: &SessionId) -> Result<(), SessionError> {

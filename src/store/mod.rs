@@ -40,7 +40,7 @@ use crate::ids::{MessageId, SessionId};
 use crate::permissions::Rule;
 
 pub use lease::{Holder, LastTurn, LeaseHolder};
-pub use listing::{ListPage, Listing};
+pub use listing::{Archived, ListPage, Listing};
 pub use rows::SessionRow;
 pub use tokens::{TokenCheck, TokenRow};
 pub use transfer::StoredMessage;
@@ -214,6 +214,12 @@ pub enum Write {
     HideFrom {
         session_id: SessionId,
         from: MessageId,
+    },
+    /// Archives a session (`session/archive`) or brings it back: listings leave an archived one
+    /// out unless asked for it; nothing else changes. A session that is gone changes nothing.
+    SetArchived {
+        id: SessionId,
+        archived: bool,
     },
     /// Replaces the session's remembered rules (a revoke).
     SetSessionRules {

@@ -7,7 +7,7 @@ use super::held::Held;
 use super::lease::{self, LastTurn};
 use super::stream::Streams;
 use super::tx::Db;
-use super::{StoreError, TitleBy, Write, rows, tokens, transfer};
+use super::{StoreError, TitleBy, Write, listing, rows, tokens, transfer};
 use crate::history::{Message, Part};
 use crate::ids::{MessageId, SessionId};
 
@@ -68,6 +68,9 @@ impl Batch<'_> {
             Write::DeleteUnprompted { id } => self.delete_session(id, true),
             Write::HideFrom { session_id, from } => {
                 self.unless_leased(session_id, |conn| rows::hide_from(conn, session_id, from, now))
+            }
+            Write::SetArchived { id, archived } => {
+                self.db.savepoint(|conn| listing::set_archived(conn, id, *archived, now))
             }
             Write::SetSessionRules { id, rules } => {
                 self.db.savepoint(|conn| rows::set_session_rules(conn, id, rules, now))

@@ -229,3 +229,61 @@ async fn the_prompt_answer_carries_what_the_turn_used() {
         .await;
     assert_eq!(status["usage"], json!({"totalTokens": 0, "inputTokens": 0, "outputTokens": 0}), "{status}");
 }
+
+/// `session/archive` and `session/unarchive` (unstable), advertised as
+/// `sessionCapabilities.archive`: archiving closes the session (its running turn cancelled)
+/// and hides it from `session/list` unless the `archived` filter asks for it (every listed
+/// session says whether it is), and from `cairn sessions list` but for `--archived`; it stays
+/// loadable by id, and unarchiving lists it again. Both may be repeated; an unknown session is
+/// -32002.
+#[tokio::test]
+async fn an_archived_session_is_hidden_kept_and_brought_back() {
+    let env = TestEnv::new().await;
+    env.mock.push(Reply::text(&["one"])).push(Reply::endless(std::time::Duration::from_millis(20)));
+    let mut agent = env.spawn().await;
+    let init = agent.call("initialize", json!({"protocolVersion": 1, "clientCapabilities": {}})).await;
+    assert_eq!(init["agentCapabilities"]["sessionCapabilities"]["archive"], json!({}), "{init}");
+    let kept = agent.new_session(&env.cwd()).await;
+    let id = agent.prompt(&kept, "keep me").await;
+    agent.response(id).await;
+    let busy = agent.new_session(&env.cwd()).await;
+    let turn = agent.prompt(&busy, "keep talking").await;
+    agent.next_chunk().await;
+
+    let archive = agent.request("session/archive", json!({"sessionId": busy})).await;
+    let (answers, _) = agent.responses(&[turn, archive]).await;
+    assert_eq!(answers[0]["result"]["stopReason"], "cancelled", "archiving stopped the turn: {answers:?}");
+    assert_eq!(answers[1]["result"], json!({}), "{answers:?}");
+    assert_eq!(agent.call("session/archive", json!({"sessionId": busy})).await, json!({}), "once more");
+
+    let listed = |answer: Value| -> Vec<(String, bool)> {
+        let sessions = answer["sessions"].as_array().unwrap().iter();
+        sessions.map(|s| (s["sessionId"].as_str().unwrap().to_owned(), s["archived"].as_bool().unwrap())).collect()
+    };
+    assert_eq!(listed(agent.call("session/list", json!({})).await), [(kept.clone(), false)]);
+    assert_eq!(listed(agent.call("session/list", json!({"archived": "only"})).await), [(busy.clone(), true)]);
+    let all = listed(agent.call("session/list", json!({"archived": "include"})).await);
+    assert_eq!(all, [(busy.clone(), true), (kept.clone(), false)]);
+    let unknown_filter = agent.call_err("session/list", json!({"archived": "sometimes"})).await;
+    assert_eq!(unknown_filter["code"], -32602, "{unknown_filter}");
+    for method in ["session/archive", "session/unarchive"] {
+        let unknown = agent.call_err(method, json!({"sessionId": "ses_nope"})).await;
+        assert_eq!(unknown["code"], -32002, "{method}: {unknown}");
+    }
+
+    // Loadable by id, and still archived after.
+    agent.call("session/load", json!({"sessionId": busy, "cwd": env.cwd(), "mcpServers": []})).await;
+    assert_eq!(listed(agent.call("session/list", json!({})).await), [(kept.clone(), false)]);
+    let cli = |args: &'static [&'static str]| {
+        let mut command = env.command();
+        command.args(["sessions", "list", "--json"]).args(args);
+        async move { String::from_utf8(command.output().await.unwrap().stdout).unwrap() }
+    };
+    let (archived, shown) = (cli(&["--archived"]).await, cli(&[]).await);
+    assert!(archived.contains(&busy) && !archived.contains(&kept), "{archived}");
+    assert!(shown.contains(&kept) && !shown.contains(&busy), "{shown}");
+
+    assert_eq!(agent.call("session/unarchive", json!({"sessionId": busy})).await, json!({}));
+    assert_eq!(agent.call("session/unarchive", json!({"sessionId": busy})).await, json!({}), "once more");
+    assert_eq!(listed(agent.call("session/list", json!({})).await), [(busy, false), (kept, false)]);
+}
