@@ -286,7 +286,7 @@ async fn run(
         }
     };
     let stop = match stop {
-        Ok(stop) => stop,
+        Ok(end) => end.stop,
         // A new session whose only turn failed holds nothing worth keeping.
         Err(err) if created => {
             if let Err(removed) = registry.delete(&id).await {
@@ -304,17 +304,16 @@ async fn run(
     Ok(Finished { session: id, stop })
 }
 
-/// Prints every stored session (optionally only those in `cwd`), newest first, but those never
-/// prompted and sub-agents' sessions.
-pub async fn list_sessions(store: Store, cwd: Option<String>, json: bool) -> Result<(), SessionError> {
+/// Prints the stored sessions `listing` shows (never those never prompted, nor sub-agents'),
+/// newest first.
+pub async fn list_sessions(store: Store, listing: Listing, json: bool) -> Result<(), SessionError> {
     let mut cursor = None;
     let mut out = Vec::new();
     if !json {
         out.extend_from_slice(format!("{:<30}  {:<20}  {:<40}  {}\n", "ID", "UPDATED", "TITLE", "CWD").as_bytes());
     }
     loop {
-        let listing = Listing { cwd: cwd.clone(), ..Listing::default() };
-        let page = store.list_sessions(listing, cursor.take(), 200).await?;
+        let page = store.list_sessions(listing.clone(), cursor.take(), 200).await?;
         for row in &page.sessions {
             let updated = chrono::DateTime::from_timestamp_millis(row.updated_at)
                 .map(|at| at.format("%Y-%m-%d %H:%M:%S").to_string())
@@ -323,6 +322,7 @@ pub async fn list_sessions(store: Store, cwd: Option<String>, json: bool) -> Res
                 let line = serde_json::json!({
                     "id": row.id.as_str(), "cwd": row.cwd, "title": row.title, "model": row.model,
                     "createdAt": iso8601(row.created_at), "updatedAt": iso8601(row.updated_at),
+                    "archived": row.archived_at.is_some(),
                 });
                 visible::json(&line.to_string()).into_owned() + "\n"
             } else {

@@ -110,7 +110,8 @@ impl Agent {
                         ),
                     )
                     .title(acp::SessionTitleCapabilities::new())
-                    .status(acp::SessionStatusCapabilities::new()),
+                    .status(acp::SessionStatusCapabilities::new())
+                    .archive(acp::SessionArchiveCapabilities::new()),
             )
             .auth(acp::AgentAuthCapabilities::new().logout(acp::LogoutCapabilities::new()));
         let response = acp::InitializeResponse::new(agent_client_protocol_schema::ProtocolVersion::V1)
@@ -326,12 +327,13 @@ impl Agent {
             .and_then(|cairn| cairn.get("subagents"))
             .and_then(Value::as_bool)
             .unwrap_or(false);
+        let archived = extensions::archive_filter(request.archived)?;
         let (sessions, owner) = (self.sessions()?, self.owner());
         Ok(async move {
             let cwd = cwd.map(|cwd| cwd.to_string_lossy().into_owned());
             // Sessions never prompted are left out: a client that opens one it does not use
             // (CodeCompanion opens two per chat) would fill its picker with untitled ones.
-            let listing = Listing { owner, cwd, subagents, unprompted: false };
+            let listing = Listing { owner, cwd, subagents, unprompted: false, archived };
             let page = sessions.list(listing, request.cursor, PAGE_SIZE).await.map_err(|err| session_error(&err))?;
             let infos = page
                 .sessions
@@ -350,6 +352,7 @@ impl Agent {
                     acp::SessionInfo::new(row.id.to_string(), row.cwd)
                         .title(row.title)
                         .updated_at(iso8601(row.updated_at))
+                        .archived(row.archived_at.is_some())
                         .meta(meta)
                 })
                 .collect();
@@ -433,8 +436,8 @@ impl Agent {
         let turn = sessions.prompt(&id, parts);
         let served = self.served.clone();
         Ok(async move {
-            let stop = Served::found(served.as_deref(), &id, turn.await)?;
-            to_value(&acp::PromptResponse::new(stop_reason(stop)))
+            let end = Served::found(served.as_deref(), &id, turn.await)?;
+            to_value(&acp::PromptResponse::new(stop_reason(end.stop)).usage(extensions::turn_usage(end.usage)))
         }
         .boxed())
     }
@@ -476,6 +479,8 @@ impl Handler for Agent {
             extensions::STREAM_RESUME => self.stream_resume(params),
             extensions::SESSION_SET_TITLE => self.set_title(params),
             extensions::SESSION_STATUS => self.session_status(params),
+            extensions::SESSION_ARCHIVE => self.archive(params, true),
+            extensions::SESSION_UNARCHIVE => self.archive(params, false),
             extensions::STEERING => self.steering(params),
             _ => Err(super::rpc::error(acp::ErrorCode::MethodNotFound, format!("Method not found: `{method}`"))
                 .data(serde_json::json!({ "method": method }))),

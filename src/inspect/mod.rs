@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 
 use crate::ids::{SessionId, iso8601, now_ms};
 use crate::session::SessionError;
-use crate::store::{Listing, SessionRow, Store, StoreError, Write};
+use crate::store::{Archived, Listing, SessionRow, Store, StoreError, Write};
 
 pub use jsonl::VERSION as JSONL_VERSION;
 
@@ -31,6 +31,9 @@ pub enum SessionsCommand {
         /// One JSON object per line instead of a table.
         #[arg(long)]
         json: bool,
+        /// Only the archived sessions (`session/archive`), which are otherwise left out.
+        #[arg(long)]
+        archived: bool,
     },
     /// Print a session's conversation as the editor showed it (rewound messages left out).
     Show {
@@ -153,7 +156,7 @@ impl InspectError {
 /// Runs one `cairn sessions` command, then shuts the store down.
 pub async fn run(store: Store, command: SessionsCommand) -> Result<(), InspectError> {
     let result = match command {
-        SessionsCommand::List { cwd, json } => list(store.clone(), cwd, json).await,
+        SessionsCommand::List { cwd, json, archived } => list(store.clone(), cwd, json, archived).await,
         SessionsCommand::Show { id } => show(&store, id).await,
         SessionsCommand::Export { id, format, output } => export(&store, id, format, output.as_deref()).await,
         SessionsCommand::Import { file } => import(&store, &file).await,
@@ -164,11 +167,12 @@ pub async fn run(store: Store, command: SessionsCommand) -> Result<(), InspectEr
     result
 }
 
-async fn list(store: Store, cwd: Option<PathBuf>, json: bool) -> Result<(), InspectError> {
+async fn list(store: Store, cwd: Option<PathBuf>, json: bool, archived: bool) -> Result<(), InspectError> {
     // One spelling per directory, as sessions store it: `/w/` is `/w`.
     let cwd = cwd.map(std::path::absolute).transpose().map_err(InspectError::Cwd)?;
     let cwd = cwd.map(|cwd| cwd.components().collect::<PathBuf>().to_string_lossy().into_owned());
-    Ok(crate::exec::list_sessions(store, cwd, json).await?)
+    let archived = if archived { Archived::Only } else { Archived::Exclude };
+    Ok(crate::exec::list_sessions(store, Listing { cwd, archived, ..Listing::default() }, json).await?)
 }
 
 /// The stored session `id`, or the error naming `cairn sessions list`.
@@ -239,8 +243,9 @@ async fn prune(store: &Store, age: &Age, dry_run: bool) -> Result<(), InspectErr
     let mut old = Vec::new();
     let mut cursor = None;
     loop {
-        // Never-prompted sessions too: those a process killed left behind are removed here.
-        let listing = Listing { unprompted: true, ..Listing::default() };
+        // Never-prompted sessions too: those a process killed left behind are removed here;
+        // and archived ones, which are as old as they are.
+        let listing = Listing { unprompted: true, archived: Archived::Include, ..Listing::default() };
         let page = store.list_sessions(listing, cursor.take(), 200).await?;
         old.extend(page.sessions.into_iter().filter(|row| row.updated_at < cutoff));
         match page.next_cursor {

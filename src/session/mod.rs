@@ -23,9 +23,9 @@ mod title;
 
 use std::sync::Arc;
 
-use crate::agent::TurnError;
+use crate::agent::{StopReason, TurnError};
 use crate::history::view::{Compaction, Method};
-use crate::history::{Part, PlanEntry, ToolPart};
+use crate::history::{Part, PlanEntry, ToolPart, Usage};
 use crate::ids::{MessageId, SessionId};
 use crate::llm::LlmError;
 use crate::llm::catalog::ThoughtLevel;
@@ -74,6 +74,24 @@ impl Attach {
             directories: None,
             system_prompt: None,
         }
+    }
+}
+
+/// How a prompt ended: its turn's stop reason and the tokens that turn's own model requests
+/// used (its steps, and the summaries of a compaction it ran; not its sub-agents': each is a
+/// session of its own, whose tokens reach this session's totals). A prompt that joined a turn
+/// shares that turn's; one that ran no model (a slash command answered at once, a prompt
+/// cancelled before it ran) used none.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct TurnEnd {
+    pub stop: StopReason,
+    pub usage: Usage,
+}
+
+impl From<StopReason> for TurnEnd {
+    /// The end of a prompt that made no model request.
+    fn from(stop: StopReason) -> Self {
+        Self { stop, usage: Usage::default() }
     }
 }
 

@@ -27,7 +27,7 @@ use tokio::sync::{oneshot, watch};
 use super::{CompactionState, Status, Update, UpdateSink, compaction_failed_note, compaction_note};
 use crate::agent::{AgentEvent, RecordError, Recorder, StreamKind};
 use crate::backlog::Backlog;
-use crate::history::{CallState, Message, MessageMeta, Part, Role, ToolPart, finalize_orphans};
+use crate::history::{CallState, Message, MessageMeta, Part, Role, ToolPart, Usage, finalize_orphans};
 use crate::ids::{MessageId, SessionId};
 use crate::permissions::Scope;
 use crate::store::{AfterCommit, LastTurn, Store, StoreError, Write};
@@ -71,6 +71,8 @@ pub struct StoreRecorder {
     title: Option<String>,
     /// Bytes of chunks recorded and not yet committed (or failed).
     uncommitted: Arc<Backlog>,
+    /// The tokens of the model requests recorded: the steps' answers and compactions' summaries.
+    used: Usage,
 }
 
 impl StoreRecorder {
@@ -92,7 +94,14 @@ impl StoreRecorder {
             uncommitted: Arc::new(Backlog::new(UNCOMMITTED, UNCOMMITTED / 2)),
             gate: Gate::Open,
             title: None,
+            used: Usage::default(),
         }
+    }
+
+    /// The tokens of the model requests this recorder recorded (a turn's own: a sub-agent
+    /// records its own elsewhere).
+    pub fn used(&self) -> Usage {
+        self.used
     }
 
     /// A recorder for a turn: what it is given before the claim waits for it, and `title` is
@@ -309,6 +318,7 @@ impl Recorder for StoreRecorder {
                 self.write(Write::PutPart { session_id, message_id: message, index, part }, Vec::new());
             }
             AgentEvent::AssistantFinished { message, meta } => {
+                self.used += meta.usage.unwrap_or_default();
                 self.write(Write::FinishMessage { session_id, message_id: message, meta }, Vec::new());
             }
             AgentEvent::Notice { message, text } => {
@@ -358,6 +368,7 @@ impl Recorder for StoreRecorder {
                     });
                 }
                 let (message_id, meta) = (message.id.clone(), message.meta.clone());
+                self.used += meta.usage.unwrap_or_default();
                 self.write(Write::InsertMessage { session_id: session_id.clone(), message }, Vec::new());
                 // The summarizer's tokens and cost count toward the session's totals.
                 self.write(Write::FinishMessage { session_id, message_id, meta }, updates);

@@ -22,8 +22,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 use super::actor::{self, Command, Init, Services, Steering};
 use super::hub::Viewer;
 use super::loading::{Loading, Replay};
-use super::{Attach, SessionError, SessionView, Status, UpdateSink};
-use crate::agent::StopReason;
+use super::{Attach, SessionError, SessionView, Status, TurnEnd, UpdateSink};
 use crate::config::Config;
 use crate::history::Part;
 use crate::ids::{SessionId, now_ms};
@@ -77,13 +76,13 @@ impl Inner {
 
 /// The answer to a prompt. Dropping it before it resolves cancels that prompt.
 pub struct PromptFuture {
-    reply: oneshot::Receiver<Result<StopReason, SessionError>>,
+    reply: oneshot::Receiver<Result<TurnEnd, SessionError>>,
     guard: Option<(mpsc::UnboundedSender<Command>, u64)>,
     id: SessionId,
 }
 
 impl Future for PromptFuture {
-    type Output = Result<StopReason, SessionError>;
+    type Output = Result<TurnEnd, SessionError>;
 
     fn poll(mut self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<Self::Output> {
         let this = &mut *self;
@@ -207,7 +206,7 @@ impl Registry {
         self.ask(id, Init::Restore(id.clone()), |reply| Command::Attach { attach, reply })
     }
 
-    /// Queues a prompt now; the future resolves when its turn ends.
+    /// Queues a prompt now; the future resolves when its turn ends, with the tokens it used.
     pub fn prompt(&self, id: &SessionId, parts: Vec<Part>) -> PromptFuture {
         let ticket = self.inner.counter.fetch_add(1, Ordering::Relaxed);
         let (reply, rx) = oneshot::channel();
@@ -284,6 +283,21 @@ impl Registry {
                 None => Err(SessionError::NotFound(id.clone())),
             },
         }
+    }
+
+    /// `session/archive` (`archived`): closes the session as [`Self::close`] does (a running turn
+    /// is cancelled; ACP asks for that), then marks it archived, which only hides it from
+    /// listings: it stays loadable by id. A turn another process runs in it goes on. With
+    /// `archived` false (`session/unarchive`) it is listed again, and nothing is loaded.
+    /// Either is done again without error; an unknown session is [`SessionError::NotFound`].
+    pub async fn archive(&self, id: &SessionId, archived: bool) -> Result<(), SessionError> {
+        if archived {
+            self.close(id).await?;
+        } else if self.inner.store.session(id).await?.is_none() {
+            return Err(SessionError::NotFound(id.clone()));
+        }
+        self.inner.store.commit(Write::SetArchived { id: id.clone(), archived }).await?;
+        Ok(())
     }
 
     /// Closes the session if live, then removes its rows. Unknown ids succeed. Refused, closing

@@ -4,6 +4,10 @@
 //! (`title_model` in config.toml, else the session's own) is asked for a better one in the
 //! background. Its answer replaces the title in the store and reaches the editor as a
 //! `session_info_update`; any failure leaves the first-line title and never touches the turn.
+//! A title the client set (`session/set_title`) stands: the store writes the model's only while
+//! no client has titled the session, checked in the writer's transaction (so also when the
+//! client's title came while the model was still writing, or from another process), and the
+//! update is sent only when the model's title was written.
 
 use std::time::Duration;
 
@@ -12,7 +16,7 @@ use super::actor::Services;
 use crate::history::view::Seen;
 use crate::history::{Message, MessageMeta, Part, Role};
 use crate::llm::{self, ModelRequest};
-use crate::store::{SessionRow, Write};
+use crate::store::{SessionRow, StoreError, TitleBy, Write};
 
 /// The instruction that asks for a title; mock servers recognize title requests by it.
 pub const INSTRUCTION: &str = "You write short titles for coding conversations. Reply with the title only: at most six words, no quotes, no trailing period.";
@@ -36,11 +40,13 @@ pub fn spawn(services: &Services, row: &SessionRow, prompt: String) {
         let update = Update::Title(title.clone());
         let shown = id.clone();
         store.submit(
-            Write::SetSessionTitle { id, title },
-            Some(Box::new(move |result| {
-                if result.is_ok() {
-                    sink.send(&shown, update);
+            Write::SetSessionTitle { id, title, by: TitleBy::Model },
+            Some(Box::new(move |result| match result {
+                Ok(()) => sink.send(&shown, update),
+                Err(StoreError::TitleKept(_)) => {
+                    tracing::info!(session = %shown, "the client titled the session meanwhile; its title stands");
                 }
+                Err(err) => tracing::warn!(session = %shown, %err, "the model-written title could not be stored"),
             })),
         );
     });

@@ -1,6 +1,7 @@
 //! Unit tests of listings without the sessions never prompted (pages still full and whole, the
-//! check one index probe) and of removing such a session (only while it holds no message, and
-//! not from under another live process).
+//! check one index probe), of archived sessions (left out unless asked for, kept in their
+//! place), and of removing a session never prompted (only while it holds no message, and not
+//! from under another live process).
 
 use super::lease::{self, Holder, LastTurn};
 use super::*;
@@ -60,6 +61,28 @@ async fn a_listing_leaves_out_the_sessions_without_a_message_unless_asked_for_th
 }
 
 #[tokio::test]
+async fn an_archived_session_is_listed_only_when_asked_for_and_comes_back_in_its_place() {
+    let (_dir, store) = open();
+    let old = prompted(&store, 1_000).await;
+    let new = prompted(&store, 2_000).await;
+    let archive = |archived: bool| Write::SetArchived { id: old.clone(), archived };
+    store.commit(archive(true)).await.unwrap();
+    let first = store.session(&old).await.unwrap().unwrap().archived_at.expect("archived");
+    store.commit(archive(true)).await.unwrap();
+    assert_eq!(store.session(&old).await.unwrap().unwrap().archived_at, Some(first), "archived once");
+
+    let of = |archived| Listing { archived, ..Listing::default() };
+    assert_eq!(ids(&store, Listing::default()).await, std::slice::from_ref(&new));
+    assert_eq!(ids(&store, of(Archived::Only)).await, std::slice::from_ref(&old));
+    assert_eq!(ids(&store, of(Archived::Include)).await, [new.clone(), old.clone()]);
+    store.commit(archive(false)).await.unwrap();
+    assert_eq!(ids(&store, Listing::default()).await, [new, old.clone()]);
+    assert_eq!(store.session(&old).await.unwrap().unwrap().updated_at, 1_000, "its place in the list");
+    store.commit(Write::SetArchived { id: SessionId::from_string("ses_gone"), archived: true }).await.unwrap();
+    store.shutdown().await;
+}
+
+#[tokio::test]
 async fn pages_are_full_and_whole_with_sessions_never_prompted_between_their_rows() {
     let (_dir, store) = open();
     let mut shown = Vec::new();
@@ -97,7 +120,7 @@ async fn whether_a_session_holds_a_message_is_one_probe_of_an_index() {
     let mut stmt = conn.prepare(&format!("EXPLAIN QUERY PLAN {}", listing::page_query())).unwrap();
     let none: Option<String> = None;
     let plan: Vec<String> = stmt
-        .query_map(rusqlite::params![none, i64::MAX, "", 51, false, none, false], |row| row.get(3))
+        .query_map(rusqlite::params![none, i64::MAX, "", 51, false, none, false, 0], |row| row.get(3))
         .unwrap()
         .collect::<rusqlite::Result<_>>()
         .unwrap();

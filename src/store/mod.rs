@@ -40,7 +40,7 @@ use crate::ids::{MessageId, SessionId};
 use crate::permissions::Rule;
 
 pub use lease::{Holder, LastTurn, LeaseHolder};
-pub use listing::{ListPage, Listing};
+pub use listing::{Archived, ListPage, Listing};
 pub use rows::SessionRow;
 pub use tokens::{TokenCheck, TokenRow};
 pub use transfer::StoredMessage;
@@ -85,6 +85,9 @@ pub enum StoreError {
         "session {session} was changed by another cairn process while this one was starting a turn in it; send the prompt again"
     )]
     LeaseMoved { session: SessionId, last: Option<String> },
+    /// A model's title came after a client titled the session (or the session is gone).
+    #[error("session {0} keeps the title its client gave it; the model's title was not stored")]
+    TitleKept(SessionId),
 }
 
 impl StoreError {
@@ -109,9 +112,12 @@ impl StoreError {
 #[derive(Debug)]
 pub enum Write {
     InsertSession(Box<SessionRow>),
+    /// A client's title, noted as the client's in the session's metadata (`title_by`), or a
+    /// model's, refused with [`StoreError::TitleKept`] once a client has titled the session.
     SetSessionTitle {
         id: SessionId,
         title: String,
+        by: TitleBy,
     },
     /// One of the session's settings (`crate::settings`), where the setting says it is kept.
     SetSessionSetting {
@@ -209,6 +215,12 @@ pub enum Write {
         session_id: SessionId,
         from: MessageId,
     },
+    /// Archives a session (`session/archive`) or brings it back: listings leave an archived one
+    /// out unless asked for it; nothing else changes. A session that is gone changes nothing.
+    SetArchived {
+        id: SessionId,
+        archived: bool,
+    },
     /// Replaces the session's remembered rules (a revoke).
     SetSessionRules {
         id: SessionId,
@@ -245,6 +257,13 @@ pub enum Write {
     },
     /// Changes nothing; its callback runs once everything queued before it is committed.
     Barrier,
+}
+
+/// Who wrote a session's title: a client's stands; a model's replaces only one no client gave.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TitleBy {
+    Client,
+    Model,
 }
 
 /// A cloneable handle to the database.

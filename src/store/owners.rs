@@ -63,6 +63,7 @@ impl Owners {
             | Write::DeleteSession { .. }
             | Write::DeleteUnprompted { .. }
             | Write::HideFrom { .. }
+            | Write::SetArchived { .. }
             | Write::SetSessionRules { .. }
             | Write::RemoveProjectRule { .. }
             | Write::AddToken { .. }

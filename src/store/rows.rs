@@ -1,6 +1,6 @@
 //! Row ⇄ domain conversions: every SQL statement cairn runs, one function each, but for the
 //! leases' (`lease`), streaming parts' pieces (`stream`), whole sessions in and out (`transfer`),
-//! the pages of sessions listed (`listing`), the health check (`health`), `cairn serve`'s
+//! the pages of sessions listed and whether they are archived (`listing`), the health check (`health`), `cairn serve`'s
 //! tokens (`tokens`) and the sessions' owners as loaded at open (`owners`).
 
 use std::path::Path;
@@ -46,6 +46,8 @@ pub struct SessionRow {
     /// The instructions the editor gave the session (ACP `systemPrompt`), part of every turn's
     /// system prompt; kept in the metadata.
     pub system_prompt: Option<ClientPrompt>,
+    /// When the session was archived (`session/archive`); listings leave it out unless asked.
+    pub archived_at: Option<i64>,
     pub created_at: i64,
     pub updated_at: i64,
 }
@@ -67,6 +69,7 @@ impl SessionRow {
             subagent: None,
             owner: None,
             system_prompt: None,
+            archived_at: None,
             created_at: now,
             updated_at: now,
         }
@@ -94,7 +97,7 @@ impl ReadError {
     }
 }
 
-pub(super) const SESSION_COLUMNS: &str = "id, cwd, title, model, created_at, updated_at, mode, permissions_json, cost_usd, json_extract(metadata_json, '$.thought_level'), parent_id, subagent, json_extract(metadata_json, '$.busy_prompt'), owner, json_extract(metadata_json, '$.system_prompt')";
+pub(super) const SESSION_COLUMNS: &str = "id, cwd, title, model, created_at, updated_at, mode, permissions_json, cost_usd, json_extract(metadata_json, '$.thought_level'), parent_id, subagent, json_extract(metadata_json, '$.busy_prompt'), owner, json_extract(metadata_json, '$.system_prompt'), archived_at";
 
 pub(super) fn session_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<SessionRow> {
     Ok(SessionRow {
@@ -113,6 +116,7 @@ pub(super) fn session_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Sess
         owner: row.get(13)?,
         system_prompt: row.get_ref(14)?.as_str().ok().and_then(client_prompt),
         rules: session_rules(row.get_ref(7)?.as_str().unwrap_or("[]")),
+        archived_at: row.get(15)?,
     })
 }
 
@@ -245,12 +249,21 @@ pub fn insert_session(conn: &Connection, row: &SessionRow) -> rusqlite::Result<(
     Ok(())
 }
 
-/// A session's title.
-pub(super) const SET_TITLE: &str = "UPDATE sessions SET title = ?2, updated_at = ?3 WHERE id = ?1";
+/// A session's title: a client's, noted as such in the metadata, or a model's, written only
+/// while no client has titled the session.
+pub(super) const SET_TITLE: &str = "UPDATE sessions SET title = ?2, updated_at = ?3,
+           metadata_json = CASE WHEN ?4 THEN json_set(metadata_json, '$.title_by', 'client') ELSE metadata_json END
+         WHERE id = ?1 AND (?4 OR json_extract(metadata_json, '$.title_by') IS NULL)";
 
-pub fn set_session_title(conn: &Connection, id: &SessionId, title: &str, at: i64) -> rusqlite::Result<()> {
-    conn.prepare_cached(SET_TITLE)?.execute(params![id.as_str(), title, at])?;
-    Ok(())
+/// Sets the title (`by_client`: the client's); answers whether the row changed.
+pub fn set_session_title(
+    conn: &Connection,
+    id: &SessionId,
+    title: &str,
+    by_client: bool,
+    at: i64,
+) -> rusqlite::Result<bool> {
+    Ok(conn.prepare_cached(SET_TITLE)?.execute(params![id.as_str(), title, at, by_client])? > 0)
 }
 
 /// A title for a session that has none.

@@ -7,7 +7,7 @@ use super::held::Held;
 use super::lease::{self, LastTurn};
 use super::stream::Streams;
 use super::tx::Db;
-use super::{StoreError, Write, rows, tokens, transfer};
+use super::{StoreError, TitleBy, Write, listing, rows, tokens, transfer};
 use crate::history::{Message, Part};
 use crate::ids::{MessageId, SessionId};
 
@@ -27,9 +27,7 @@ impl Batch<'_> {
         let now = self.now;
         let result = match write {
             Write::InsertSession(row) => self.db.savepoint(|conn| rows::insert_session(conn, row)),
-            Write::SetSessionTitle { id, title } => {
-                self.db.savepoint(|conn| rows::set_session_title(conn, id, title, now))
-            }
+            Write::SetSessionTitle { id, title, by } => self.set_title(id, title, *by),
             Write::SetSessionSetting { id, kept, value } => {
                 self.db.savepoint(|conn| rows::set_session_setting(conn, id, *kept, value, now))
             }
@@ -70,6 +68,9 @@ impl Batch<'_> {
             Write::DeleteUnprompted { id } => self.delete_session(id, true),
             Write::HideFrom { session_id, from } => {
                 self.unless_leased(session_id, |conn| rows::hide_from(conn, session_id, from, now))
+            }
+            Write::SetArchived { id, archived } => {
+                self.db.savepoint(|conn| listing::set_archived(conn, id, *archived, now))
             }
             Write::SetSessionRules { id, rules } => {
                 self.db.savepoint(|conn| rows::set_session_rules(conn, id, rules, now))
@@ -171,6 +172,17 @@ impl Batch<'_> {
         };
         self.answer(jobs, &result);
         result
+    }
+
+    /// See [`Write::SetSessionTitle`].
+    fn set_title(&mut self, id: &SessionId, title: &str, by: TitleBy) -> Result<(), StoreError> {
+        let client = by == TitleBy::Client;
+        let mut changed = false;
+        self.db.savepoint(|conn| {
+            changed = rows::set_session_title(conn, id, title, client, self.now)?;
+            Ok(())
+        })?;
+        if changed || client { Ok(()) } else { Err(StoreError::TitleKept(id.clone())) }
     }
 
     /// See [`Write::DeleteSession`], and [`Write::DeleteUnprompted`] when `only_unprompted`.

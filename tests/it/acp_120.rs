@@ -1,10 +1,12 @@
 //! What ACP 1.16–1.20 added, as the official Rust client sees it (it parses every update with
 //! the SDK's own types): the checklist as `plan_update` / `plan_removed` for clients that
 //! advertise `plan`, and the legacy `plan` for the others; the unstable `session/set_title` and
-//! `session/status`; and the `_session/steering` extension.
+//! `session/status`; the `_session/steering` extension; and, through the raw harness, a model's
+//! title arriving after the client's, and the turn's usage on the prompt's answer.
 
 use serde_json::{Value, json};
 
+use crate::support::mock_llm::MOCK_TITLE;
 use crate::support::sdk::{self, updates};
 use crate::support::{Reply, TestEnv};
 
@@ -159,4 +161,129 @@ async fn steering_joins_the_running_turn_or_says_a_prompt_is_required() {
     let last = env.mock.requests().last().unwrap().to_string();
     assert!(last.contains("STEERED-IN"), "the steered prompt reached the turn's next request");
     assert_eq!(env.mock.requests().len(), 3, "one turn, not a second");
+}
+
+/// Waits until `ready` holds, or panics naming `what` after ten seconds.
+async fn until(what: &str, mut ready: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !ready() {
+        assert!(std::time::Instant::now() < deadline, "{what} did not happen within 10 s");
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+}
+
+/// A title the client sets while the title model is still writing one stands: the model's
+/// answer, arriving after it, is neither stored nor shown.
+#[tokio::test]
+async fn a_model_title_arriving_after_the_clients_title_is_dropped() {
+    let env = TestEnv::new().await;
+    let release = env.mock.hold_titles();
+    env.mock.push(Reply::text(&["hello"]));
+    let mut agent = env.ready().await;
+    let session = agent.new_session(&env.cwd()).await;
+    let id = agent.prompt(&session, "Fix the login flow").await;
+    let (_, mut seen) = agent.response(id).await;
+    until("the title request", || !env.mock.title_requests().is_empty()).await;
+
+    let set = agent.request("session/set_title", json!({"sessionId": session, "title": "Client title"})).await;
+    let (answer, more) = agent.response(set).await;
+    assert_eq!(answer["result"]["title"], "Client title", "{answer}");
+    seen.extend(more);
+    release.notify_one();
+    // Until the model's title is refused (logged), or shown.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !agent.stderr().contains("its title stands") && !seen.iter().any(|m| m.to_string().contains(MOCK_TITLE)) {
+        assert!(std::time::Instant::now() < deadline, "the model's title was neither refused nor shown");
+        seen.extend(agent.try_recv(std::time::Duration::from_millis(20)).await);
+    }
+
+    let list = agent.request("session/list", json!({})).await;
+    let (listed, more) = agent.response(list).await;
+    seen.extend(more);
+    assert_eq!(listed["result"]["sessions"][0]["title"], "Client title", "{listed}");
+    let titles: Vec<&Value> =
+        seen.iter().filter(|m| m["params"]["update"]["sessionUpdate"] == "session_info_update").collect();
+    assert!(!titles.iter().any(|m| m.to_string().contains(MOCK_TITLE)), "{titles:?}");
+    assert!(titles.iter().any(|m| m["params"]["update"]["title"] == "Client title"), "{titles:?}");
+}
+
+/// `session/prompt`'s answer carries the turn's token usage (unstable): every model request of
+/// the turn summed, here a tool call's and the answer's; a slash command that runs no model
+/// used none.
+#[tokio::test]
+async fn the_prompt_answer_carries_what_the_turn_used() {
+    let env = TestEnv::new().await;
+    std::fs::write(env.workspace().join("notes.txt"), "a note\n").unwrap();
+    env.mock.push(Reply::tool_calls(&[("c1", "read", json!({"path": "notes.txt"}))])).push(Reply::text(&["done"]));
+    let mut agent = env.ready().await;
+    let session = agent.new_session(&env.cwd()).await;
+    let id = agent.prompt(&session, "read the notes").await;
+    let (response, _) = agent.response(id).await;
+    // Each request of the mock: 12 prompt tokens, 2 of them cached, and 5 written.
+    let usage = json!({"totalTokens": 34, "inputTokens": 20, "outputTokens": 10, "cachedReadTokens": 4});
+    assert_eq!(response["result"], json!({"stopReason": "end_turn", "usage": usage}), "{response}");
+    assert_eq!(env.mock.requests().len(), 2);
+
+    let status = agent
+        .call("session/prompt", json!({"sessionId": session, "prompt": [{"type": "text", "text": "/status"}]}))
+        .await;
+    assert_eq!(status["usage"], json!({"totalTokens": 0, "inputTokens": 0, "outputTokens": 0}), "{status}");
+}
+
+/// `session/archive` and `session/unarchive` (unstable), advertised as
+/// `sessionCapabilities.archive`: archiving closes the session (its running turn cancelled)
+/// and hides it from `session/list` unless the `archived` filter asks for it (every listed
+/// session says whether it is), and from `cairn sessions list` but for `--archived`; it stays
+/// loadable by id, and unarchiving lists it again. Both may be repeated; an unknown session is
+/// -32002.
+#[tokio::test]
+async fn an_archived_session_is_hidden_kept_and_brought_back() {
+    let env = TestEnv::new().await;
+    env.mock.push(Reply::text(&["one"])).push(Reply::endless(std::time::Duration::from_millis(20)));
+    let mut agent = env.spawn().await;
+    let init = agent.call("initialize", json!({"protocolVersion": 1, "clientCapabilities": {}})).await;
+    assert_eq!(init["agentCapabilities"]["sessionCapabilities"]["archive"], json!({}), "{init}");
+    let kept = agent.new_session(&env.cwd()).await;
+    let id = agent.prompt(&kept, "keep me").await;
+    agent.response(id).await;
+    let busy = agent.new_session(&env.cwd()).await;
+    let turn = agent.prompt(&busy, "keep talking").await;
+    agent.next_chunk().await;
+
+    let archive = agent.request("session/archive", json!({"sessionId": busy})).await;
+    let (answers, _) = agent.responses(&[turn, archive]).await;
+    assert_eq!(answers[0]["result"]["stopReason"], "cancelled", "archiving stopped the turn: {answers:?}");
+    assert_eq!(answers[1]["result"], json!({}), "{answers:?}");
+    assert_eq!(agent.call("session/archive", json!({"sessionId": busy})).await, json!({}), "once more");
+
+    let listed = |answer: Value| -> Vec<(String, bool)> {
+        let sessions = answer["sessions"].as_array().unwrap().iter();
+        sessions.map(|s| (s["sessionId"].as_str().unwrap().to_owned(), s["archived"].as_bool().unwrap())).collect()
+    };
+    assert_eq!(listed(agent.call("session/list", json!({})).await), [(kept.clone(), false)]);
+    assert_eq!(listed(agent.call("session/list", json!({"archived": "only"})).await), [(busy.clone(), true)]);
+    let all = listed(agent.call("session/list", json!({"archived": "include"})).await);
+    assert_eq!(all, [(busy.clone(), true), (kept.clone(), false)]);
+    let unknown_filter = agent.call_err("session/list", json!({"archived": "sometimes"})).await;
+    assert_eq!(unknown_filter["code"], -32602, "{unknown_filter}");
+    for method in ["session/archive", "session/unarchive"] {
+        let unknown = agent.call_err(method, json!({"sessionId": "ses_nope"})).await;
+        assert_eq!(unknown["code"], -32002, "{method}: {unknown}");
+    }
+
+    // Loadable by id, and still archived after.
+    agent.call("session/load", json!({"sessionId": busy, "cwd": env.cwd(), "mcpServers": []})).await;
+    assert_eq!(listed(agent.call("session/list", json!({})).await), [(kept.clone(), false)]);
+    let cli = |args: &'static [&'static str]| {
+        let mut command = env.command();
+        command.args(["sessions", "list", "--json"]).args(args);
+        async move { String::from_utf8(command.output().await.unwrap().stdout).unwrap() }
+    };
+    let (archived, shown) = (cli(&["--archived"]).await, cli(&[]).await);
+    assert!(archived.contains(&busy) && !archived.contains(&kept), "{archived}");
+    assert!(shown.contains(&kept) && !shown.contains(&busy), "{shown}");
+
+    assert_eq!(agent.call("session/unarchive", json!({"sessionId": busy})).await, json!({}));
+    assert_eq!(agent.call("session/unarchive", json!({"sessionId": busy})).await, json!({}), "once more");
+    assert_eq!(listed(agent.call("session/list", json!({})).await), [(busy, false), (kept, false)]);
 }

@@ -32,7 +32,7 @@ async fn initialize_answers_version_1_whatever_is_asked_and_advertises_what_work
                     "mcpCapabilities": {"http": true, "sse": false},
                     "sessionCapabilities": {
                         "list": {}, "delete": {}, "resume": {}, "close": {}, "fork": {}, "additionalDirectories": {},
-                        "systemPrompt": {"mode": {"override": {}}}, "title": {}, "status": {}
+                        "systemPrompt": {"mode": {"override": {}}}, "title": {}, "status": {}, "archive": {}
                     },
                     "auth": {"logout": {}}
                 },

@@ -1,7 +1,14 @@
 //! The methods ACP marks unstable, and the extensions, answered instead of "method not found":
-//! `session/set_title`, `session/status`, `_session/steering` (which clients of other agents'
+//! `session/set_title`, `session/status`, `session/archive` and `session/unarchive` (with
+//! `session/list`'s `archived` filter), `_session/steering` (which clients of other agents'
 //! adapters already call; advertised as `_meta.steering.supported` on `initialize`), and
-//! cairn's own `_cairn/stream/resume` for a server's dropped connections.
+//! cairn's own `_cairn/stream/resume` for a server's dropped connections; and the turn's usage
+//! on `session/prompt`'s answer.
+//!
+//! Archiving closes the session as `session/close` does, its running turn cancelled (ACP asks
+//! for that), then hides it from every listing (`session/list`, `cairn sessions list`, `exec
+//! --continue`) until it is unarchived; its history stays, and it can still be loaded,
+//! resumed or prompted by id, which leaves it archived. Unarchiving loads nothing.
 //!
 //! `session/status` says `open` for a session this process holds in memory and `saved` for one
 //! only stored; what the session is doing (idle, busy, retrying with the attempt, or the error
@@ -15,14 +22,45 @@ use serde_json::{Value, json};
 use super::{Agent, Answer, parse, to_value};
 use crate::acp::convert::{block_to_part, invalid_params, session_error};
 use crate::acp::served::Served;
+use crate::history::Usage;
 use crate::ids::SessionId;
 use crate::session::{SessionError, Status, Steering};
+use crate::store::Archived;
 
 pub(super) const SESSION_SET_TITLE: &str = acp::AGENT_METHOD_NAMES.session_set_title;
 pub(super) const SESSION_STATUS: &str = acp::AGENT_METHOD_NAMES.session_status;
+pub(super) const SESSION_ARCHIVE: &str = acp::AGENT_METHOD_NAMES.session_archive;
+pub(super) const SESSION_UNARCHIVE: &str = acp::AGENT_METHOD_NAMES.session_unarchive;
 pub(super) const STEERING: &str = "_session/steering";
 /// Resuming a served session's stream after a dropped connection.
 pub(super) const STREAM_RESUME: &str = "_cairn/stream/resume";
+
+/// A prompt's usage as `PromptResponse.usage` (unstable, `unstable_end_turn_token_usage`):
+/// `inputTokens` without the cached tokens, which are given apart, `outputTokens` with the
+/// reasoning, which is also given apart, `totalTokens` everything sent and written (the sum the
+/// session's own total keeps); the optional counts only when not zero.
+pub(super) fn turn_usage(usage: Usage) -> acp::Usage {
+    let some = |count: u64| (count > 0).then_some(count);
+    acp::Usage::new(usage.context(), usage.input, usage.output)
+        .thought_tokens(some(usage.reasoning))
+        .cached_read_tokens(some(usage.cache_read))
+        .cached_write_tokens(some(usage.cache_write))
+}
+
+/// `session/list`'s `archived` filter: `exclude` when absent; a value cairn does not know is
+/// refused, as ACP asks, rather than taken for `exclude`.
+pub(super) fn archive_filter(filter: Option<acp::SessionArchiveFilter>) -> Result<Archived, acp::Error> {
+    let unknown = match filter {
+        None | Some(acp::SessionArchiveFilter::Exclude) => return Ok(Archived::Exclude),
+        Some(acp::SessionArchiveFilter::Include) => return Ok(Archived::Include),
+        Some(acp::SessionArchiveFilter::Only) => return Ok(Archived::Only),
+        Some(acp::SessionArchiveFilter::Other(value)) => value,
+        Some(other) => format!("{other:?}"),
+    };
+    Err(invalid_params(format!(
+        "session/list: `archived` is `{unknown}`, which cairn does not know; send `exclude`, `include` or `only`"
+    )))
+}
 
 /// The longest title kept, in characters.
 const MAX_TITLE: usize = 200;
@@ -60,6 +98,30 @@ impl Agent {
         Ok(async move {
             Served::after_change(served.as_deref(), &id, changed.await)?;
             to_value(&acp::SetSessionTitleResponse::new(title))
+        }
+        .boxed())
+    }
+
+    /// `session/archive` (`archived`) and `session/unarchive`.
+    pub(super) fn archive(&self, params: Value, archived: bool) -> Answer {
+        let session_id = if archived {
+            parse::<acp::ArchiveSessionRequest>(SESSION_ARCHIVE, params)?.session_id
+        } else {
+            parse::<acp::UnarchiveSessionRequest>(SESSION_UNARCHIVE, params)?.session_id
+        };
+        let (sessions, id) = (self.sessions()?, self.session(&session_id)?);
+        let served = self.served.clone();
+        Ok(async move {
+            sessions.archive(&id, archived).await.map_err(|err| session_error(&err))?;
+            // Closed, as `session/close` leaves it.
+            if let Some(served) = served.filter(|_| archived) {
+                served.hub.forget(&id);
+            }
+            if archived {
+                to_value(&acp::ArchiveSessionResponse::new())
+            } else {
+                to_value(&acp::UnarchiveSessionResponse::new())
+            }
         }
         .boxed())
     }

@@ -12,12 +12,12 @@ use crate::store::Write;
 
 impl Actor {
     /// `Command::SetTitle`: in effect and shown once stored; a model-written title still to come
-    /// is dropped.
+    /// is dropped, and one already being written is refused by the store (`title`).
     pub(super) fn set_title(&mut self, title: String, reply: Reply<SessionView>) {
         self.title_pending = None;
         self.row.title = Some(title.clone());
         let (sink, id, view) = (Arc::clone(&self.services.sink), self.row.id.clone(), self.view());
-        let write = Write::SetSessionTitle { id: id.clone(), title: title.clone() };
+        let write = Write::SetSessionTitle { id: id.clone(), title: title.clone(), by: crate::store::TitleBy::Client };
         self.services.store.submit(
             write,
             Some(Box::new(move |result| {

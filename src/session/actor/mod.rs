@@ -24,7 +24,7 @@ use tokio_util::sync::CancellationToken;
 use super::commands::{self, Slash};
 use super::loading::Replay;
 use super::setup;
-use super::{ContextUsage, SessionError, SessionView, Status, UpdateSink};
+use super::{ContextUsage, SessionError, SessionView, Status, TurnEnd, UpdateSink};
 use crate::agent::{StopReason, TurnError};
 use crate::config::BusyPrompt;
 use crate::config::Config;
@@ -54,7 +54,7 @@ pub enum Command {
     Prompt {
         ticket: u64,
         parts: Vec<Part>,
-        reply: Reply<StopReason>,
+        reply: Reply<TurnEnd>,
     },
     /// `session/cancel`: stop the running turn and drop the queued prompts.
     Cancel,
@@ -136,7 +136,7 @@ pub struct Services {
 struct Queued {
     ticket: u64,
     work: Work,
-    reply: Reply<StopReason>,
+    reply: Reply<TurnEnd>,
 }
 
 /// What a queued prompt asks for.
@@ -150,7 +150,7 @@ struct Running {
     /// How many messages the history had when the turn began.
     history_len: usize,
     cancel: CancellationToken,
-    reply: Reply<StopReason>,
+    reply: Reply<TurnEnd>,
     /// Where prompts are steered into the turn; `None` for `/compact` and `/rewind`.
     steer: Option<mpsc::UnboundedSender<crate::agent::Steered>>,
     /// The prompts handed to the turn, joined or not yet.
@@ -161,7 +161,7 @@ struct Running {
 struct TurnOutcome {
     history: Vec<Message>,
     rules: Vec<Rule>,
-    result: Result<StopReason, TurnError>,
+    result: Result<TurnEnd, TurnError>,
 }
 
 struct Actor {
@@ -282,7 +282,7 @@ fn refuse_all(rx: &mut mpsc::UnboundedReceiver<Command>, err: &SessionError) {
         match command {
             Command::Prompt { reply, .. } => {
                 let _ = reply.send(match err {
-                    SessionError::Closed(_) => Ok(StopReason::Cancelled),
+                    SessionError::Closed(_) => Ok(StopReason::Cancelled.into()),
                     other => Err(other.clone()),
                 });
             }
@@ -351,13 +351,13 @@ impl Actor {
                 Some(Err(usage)) => {
                     self.say(usage);
                     self.save_unsaved();
-                    let _ = reply.send(Ok(StopReason::EndTurn));
+                    let _ = reply.send(Ok(StopReason::EndTurn.into()));
                 }
                 Some(Ok(slash)) if slash.is_immediate() => {
                     let text = self.run_immediate(slash);
                     self.say(text);
                     self.save_unsaved();
-                    let _ = reply.send(Ok(StopReason::EndTurn));
+                    let _ = reply.send(Ok(StopReason::EndTurn.into()));
                 }
                 Some(Ok(slash)) => self.enqueue(Queued { ticket, work: Work::Slash(slash), reply }),
                 None => self.prompt(ticket, parts, reply),
@@ -370,7 +370,7 @@ impl Actor {
                     && let Some(at) = self.queue.iter().position(|q| q.ticket == ticket)
                     && let Some(queued) = self.queue.remove(at)
                 {
-                    let _ = queued.reply.send(Ok(StopReason::Cancelled));
+                    let _ = queued.reply.send(Ok(StopReason::Cancelled.into()));
                 }
             }
             Command::Set { setting, reply } => {
@@ -541,7 +541,7 @@ impl Actor {
         }
         self.cancel_steered();
         for queued in self.queue.drain(..) {
-            let _ = queued.reply.send(Ok(StopReason::Cancelled));
+            let _ = queued.reply.send(Ok(StopReason::Cancelled.into()));
         }
     }
 }

@@ -16,7 +16,7 @@ use crate::ids::{MessageId, SessionId, now_ms};
 use crate::llm::catalog;
 use crate::permissions::{self, Action, Rule, Scope};
 use crate::session::commands::{RuleChange, Slash};
-use crate::session::{SessionError, Status, Update};
+use crate::session::{SessionError, Status, TurnEnd, Update};
 use crate::settings::Setting;
 use crate::store::{SessionRow, Write};
 
@@ -62,7 +62,7 @@ impl Actor {
     }
 
     /// Runs a command that waited in the queue; the session is idle now.
-    pub(super) fn run_queued(&mut self, ticket: u64, slash: Slash, reply: Reply<StopReason>) {
+    pub(super) fn run_queued(&mut self, ticket: u64, slash: Slash, reply: Reply<TurnEnd>) {
         let text = match slash {
             Slash::Rewind(n) => return self.spawn_rewind(ticket, n, reply),
             Slash::Permissions(Some(change)) => self.change_rules(change),
@@ -80,7 +80,7 @@ impl Actor {
                         Err(_) => "The session was not forked: it closed.".to_owned(),
                     };
                     sink.send(&id, Update::EphemeralText { text });
-                    let _ = reply.send(Ok(StopReason::EndTurn));
+                    let _ = reply.send(Ok(StopReason::EndTurn.into()));
                 });
                 return;
             }
@@ -88,7 +88,7 @@ impl Actor {
             Slash::Status | Slash::Mcp | Slash::Permissions(None) | Slash::Model(_) => self.run_immediate(slash),
         };
         self.say(text);
-        let _ = reply.send(Ok(StopReason::EndTurn));
+        let _ = reply.send(Ok(StopReason::EndTurn.into()));
     }
 
     fn status_text(&self) -> String {
@@ -225,10 +225,10 @@ impl Actor {
     /// Hides the last `n` user turns (everything from the n-th last prompt on). The next prompt
     /// continues from there; the hidden rows stay in the database. Runs like a turn: it holds the
     /// session's lease, on the history as stored.
-    fn spawn_rewind(&mut self, ticket: u64, n: usize, reply: Reply<StopReason>) {
+    fn spawn_rewind(&mut self, ticket: u64, n: usize, reply: Reply<TurnEnd>) {
         let Some(mut history) = self.history.take() else {
             self.say("The session is busy.".to_owned());
-            let _ = reply.send(Ok(StopReason::EndTurn));
+            let _ = reply.send(Ok(StopReason::EndTurn.into()));
             return;
         };
         let mut recorder = self.turn_recorder(None);
@@ -257,7 +257,7 @@ impl Actor {
                 },
             };
             sink.send(&id, Update::EphemeralText { text });
-            TurnOutcome { history, rules, result: Ok(StopReason::EndTurn) }
+            TurnOutcome { history, rules, result: Ok(StopReason::EndTurn.into()) }
         }));
         let cancel = tokio_util::sync::CancellationToken::new();
         self.running = Some(Running { ticket, history_len, cancel, reply, steer: None, steered: Vec::new() });

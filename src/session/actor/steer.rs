@@ -19,6 +19,7 @@ use super::{Actor, Queued, Reply, Steering, Work};
 use crate::agent::{Steered, StopReason};
 use crate::config::BusyPrompt;
 use crate::history::Part;
+use crate::session::TurnEnd;
 
 /// A prompt handed to the running turn, until the turn ends.
 pub(super) struct Joining {
@@ -28,7 +29,7 @@ pub(super) struct Joining {
     joined: oneshot::Receiver<()>,
     /// Whether it joined, once settled: the signal can be read only once.
     verdict: Option<bool>,
-    reply: Reply<StopReason>,
+    reply: Reply<TurnEnd>,
 }
 
 impl Joining {
@@ -47,7 +48,7 @@ impl Joining {
 /// The prompts of an ended turn: the replies of those that joined it, and the others as
 /// queued prompts, in the order they were sent. A prompt settled before (by a cancel or a
 /// withdrawal) keeps the verdict it had then.
-pub(super) fn settle(steered: Vec<Joining>) -> (Vec<Reply<StopReason>>, Vec<Queued>) {
+pub(super) fn settle(steered: Vec<Joining>) -> (Vec<Reply<TurnEnd>>, Vec<Queued>) {
     let mut joined = Vec::new();
     let mut left = Vec::new();
     for mut joining in steered {
@@ -69,7 +70,7 @@ impl Actor {
 
     /// A plain prompt: steered into the running turn when the session steers and that turn
     /// can take it, queued otherwise.
-    pub(super) fn prompt(&mut self, ticket: u64, parts: Vec<Part>, reply: Reply<StopReason>) {
+    pub(super) fn prompt(&mut self, ticket: u64, parts: Vec<Part>, reply: Reply<TurnEnd>) {
         let steers = self.steers() && self.queue.is_empty();
         let Some(running) = self.running.as_mut().filter(|running| steers && !running.cancel.is_cancelled()) else {
             return self.enqueue(Queued { ticket, work: Work::Prompt(parts), reply });
@@ -125,7 +126,7 @@ impl Actor {
             running.cancel.cancel();
         } else {
             let joining = running.steered.remove(at);
-            let _ = joining.reply.send(Ok(StopReason::Cancelled));
+            let _ = joining.reply.send(Ok(StopReason::Cancelled.into()));
         }
         true
     }
@@ -138,7 +139,7 @@ impl Actor {
             if joining.settle() {
                 running.steered.push(joining);
             } else {
-                let _ = joining.reply.send(Ok(StopReason::Cancelled));
+                let _ = joining.reply.send(Ok(StopReason::Cancelled.into()));
             }
         }
     }

@@ -22,7 +22,7 @@ use crate::llm::catalog::ThoughtLevel;
 use crate::session::recorder::StoreRecorder;
 use crate::session::setup::{self, Models, Setup};
 use crate::session::subagent;
-use crate::session::{SessionError, Status, title};
+use crate::session::{SessionError, Status, TurnEnd, title};
 use crate::store::{StoreError, Write};
 
 impl Actor {
@@ -82,7 +82,7 @@ impl Actor {
         let (joined, left) = super::steer::settle(steered);
         if self.closing {
             for queued in left {
-                let _ = queued.reply.send(Ok(StopReason::Cancelled));
+                let _ = queued.reply.send(Ok(StopReason::Cancelled.into()));
             }
         } else if !left.is_empty() {
             self.tell(
@@ -128,7 +128,7 @@ impl Actor {
 
     /// Takes the history and the session's models for work that runs on its own task. On
     /// failure `reply` is answered and the history stays.
-    fn lend(&mut self, reply: Reply<StopReason>) -> Option<(Vec<Message>, Models, Reply<StopReason>)> {
+    fn lend(&mut self, reply: Reply<TurnEnd>) -> Option<(Vec<Message>, Models, Reply<TurnEnd>)> {
         let Some(history) = self.history.take() else {
             let _ = reply.send(Err(SessionError::Turn(TurnError::Internal("the history is lent out".into()))));
             return None;
@@ -172,7 +172,7 @@ impl Actor {
     }
 
     /// Starts a model turn for `parts` on its own task, lending it the history and rules.
-    fn spawn_turn(&mut self, ticket: u64, parts: Vec<Part>, reply: Reply<StopReason>) {
+    fn spawn_turn(&mut self, ticket: u64, parts: Vec<Part>, reply: Reply<TurnEnd>) {
         let Some((mut history, models, reply)) = self.lend(reply) else { return };
         let config = Arc::clone(&self.services.config);
         // A first prompt titles the session; the title is written with the prompt.
@@ -234,6 +234,8 @@ impl Actor {
             let run = agent::Run::steered(agent::Steering::new(steering));
             let turn = setup.turn(&mut history, &mut recorder, &mut rules, token, run);
             let result = agent::run_turn(turn, parts).await;
+            // What the turn's own requests used, counted as they were recorded.
+            let result = result.map(|stop| TurnEnd { stop, usage: recorder.used() });
             TurnOutcome { history, rules, result }
         }));
         let steer = Some(steer);
@@ -242,7 +244,7 @@ impl Actor {
 
     /// `/compact`: a compaction with no kept tail, run like a turn (it holds the history, and
     /// a cancel stops it).
-    pub(super) fn spawn_compaction(&mut self, ticket: u64, instructions: Option<String>, reply: Reply<StopReason>) {
+    pub(super) fn spawn_compaction(&mut self, ticket: u64, instructions: Option<String>, reply: Reply<TurnEnd>) {
         let Some((mut history, models, reply)) = self.lend(reply) else { return };
         let config = Arc::clone(&self.services.config);
         let mut recorder = self.turn_recorder(None);
@@ -284,7 +286,7 @@ impl Actor {
             let flushed = recorder.flush().await;
             let result = match (result, flushed) {
                 (Ok(_), Err(err)) => Err(err.into()),
-                (result, _) => result,
+                (result, _) => result.map(|stop| TurnEnd { stop, usage: recorder.used() }),
             };
             TurnOutcome { history, rules, result }
         }));

@@ -194,6 +194,8 @@ async fn another_principals_session_answers_every_method_as_an_unknown_one() {
         ),
         ("_cairn/stream/resume", Box::new(|id| json!({"sessionId": id, "afterSeq": 0}))),
         ("_cairn/stream/resume", Box::new(|id| json!({"sessionId": id, "afterSeq": 3}))),
+        ("session/archive", Box::new(|id| json!({"sessionId": id}))),
+        ("session/unarchive", Box::new(|id| json!({"sessionId": id}))),
         ("session/close", Box::new(|id| json!({"sessionId": id}))),
         ("session/delete", Box::new(|id| json!({"sessionId": id}))),
     ];
@@ -203,7 +205,7 @@ async fn another_principals_session_answers_every_method_as_an_unknown_one() {
         assert_eq!(as_theirs, as_unknown, "{method}: another's session answers as an unknown one");
     }
     bob.send(json!({"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": theirs}})).await;
-    let listed = bob.call("session/list", json!({})).await;
+    let listed = bob.call("session/list", json!({"archived": "include"})).await;
     assert_eq!(listed["sessions"], json!([]), "bob sees none of alice's sessions: {listed}");
     let own = bob.new_session(&env.cwd()).await;
     env.mock.push(Reply::text(&["Hello Bob."]));

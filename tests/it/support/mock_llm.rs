@@ -198,8 +198,10 @@ struct Shared {
     completed: AtomicUsize,
     /// When each request arrived.
     arrived: Mutex<Vec<Instant>>,
-    /// Title requests, answered at once and kept out of `requests`.
+    /// Title requests, answered at once (unless held) and kept out of `requests`.
     titles: Mutex<Vec<Value>>,
+    /// When set, title answers wait for it ([`MockLlm::hold_titles`]).
+    title_hold: Mutex<Option<Arc<tokio::sync::Notify>>>,
     /// When each stream sent its last event.
     finished: Mutex<Vec<Instant>>,
     /// Bytes of `Flood` bodies handed to the connection.
@@ -312,6 +314,14 @@ impl MockLlm {
         self.shared.titles.lock().unwrap().clone()
     }
 
+    /// Holds every later title answer (its headers sent, its events not) until the handle is
+    /// notified (`notify_one`, once per held answer).
+    pub fn hold_titles(&self) -> Arc<tokio::sync::Notify> {
+        let release = Arc::new(tokio::sync::Notify::new());
+        *self.shared.title_hold.lock().unwrap() = Some(Arc::clone(&release));
+        release
+    }
+
     /// Bytes of `Flood` error bodies handed to the connection so far.
     pub fn flood_sent(&self) -> usize {
         self.shared.flood_sent.load(Ordering::SeqCst)
@@ -411,7 +421,15 @@ async fn complete(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: B
     if is_title_request(&json) {
         shared.titles.lock().unwrap().push(json);
         let guard = DropGuard { shared: Arc::clone(&shared), finished: true, counted: false };
-        return sse(futures::stream::iter(title_answer(api)), Duration::ZERO, guard);
+        let answer = futures::stream::iter(title_answer(api));
+        return match shared.title_hold.lock().unwrap().clone() {
+            Some(release) => {
+                let held =
+                    futures::stream::once(async move { release.notified().await }).filter_map(|()| async { None });
+                sse(held.chain(answer), Duration::ZERO, guard)
+            }
+            None => sse(answer, Duration::ZERO, guard),
+        };
     }
     shared.arrived.lock().unwrap().push(Instant::now());
     let first = first_user_text(&json);
