@@ -58,6 +58,7 @@ async fn write_title(config: &crate::config::Config, model: &str, prompt: String
         max_output: 64,
         thought: None,
         images: llm::catalog::info(config, model).images,
+        trace: None,
     };
     let reply = llm::reply(resolved.provider.as_ref(), &request).await.map_err(|err| err.to_string())?;
     clean(&reply.text).ok_or_else(|| "the model's title was empty".to_owned())

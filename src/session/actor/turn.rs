@@ -266,6 +266,7 @@ impl Actor {
                 auto: false,
                 instructions,
                 spent,
+                trace: None,
             };
             let result = match compact::run(&summarizer, job).await {
                 Ok(_)
