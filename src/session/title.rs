@@ -64,6 +64,26 @@ async fn write_title(config: &crate::config::Config, model: &str, prompt: String
     clean(&reply.text).ok_or_else(|| "the model's title was empty".to_owned())
 }
 
+/// A session title from the first line of a prompt's text, at most 80 characters: the title
+/// until a model writes one.
+pub(super) fn first_line(parts: &[Part]) -> Option<String> {
+    let text = parts.iter().find_map(|part| match part {
+        Part::Text { text } => text.lines().map(str::trim).find(|line| !line.is_empty()),
+        _ => None,
+    })?;
+    let mut title: String = text.chars().take(80).collect();
+    if text.chars().count() > 80 {
+        title.pop();
+        title.push('…');
+    }
+    Some(title)
+}
+
+/// The text of a prompt, for the title writer.
+pub(super) fn prompt_text(parts: &[Part]) -> String {
+    crate::history::texts(parts).collect::<Vec<_>>().join("\n")
+}
+
 /// The first non-empty line, without quotes or a final period, at most 80 characters.
 fn clean(text: &str) -> Option<String> {
     let line = text.lines().map(str::trim).find(|line| !line.is_empty())?;

@@ -578,22 +578,3 @@ impl Actor {
         }
     }
 }
-
-/// A session title from the first line of a prompt's text, at most 80 characters.
-fn title_from(parts: &[Part]) -> Option<String> {
-    let text = parts.iter().find_map(|part| match part {
-        Part::Text { text } => text.lines().map(str::trim).find(|line| !line.is_empty()),
-        _ => None,
-    })?;
-    let mut title: String = text.chars().take(80).collect();
-    if text.chars().count() > 80 {
-        title.pop();
-        title.push('…');
-    }
-    Some(title)
-}
-
-/// The text of a prompt, for the title writer.
-fn prompt_text(parts: &[Part]) -> String {
-    crate::history::texts(parts).collect::<Vec<_>>().join("\n")
-}

@@ -8,7 +8,7 @@
 use std::fmt::Write as _;
 use std::sync::Arc;
 
-use super::{Actor, Reply, Running, TurnOutcome, title_from};
+use super::{Actor, Reply, Running, TurnOutcome};
 use crate::agent::StopReason;
 use crate::history::view::context_used;
 use crate::history::{Message, Role};
@@ -290,7 +290,7 @@ fn rewind(history: &mut Vec<Message>, n: usize) -> Result<(MessageId, String), S
     }
     let n = n.min(prompts.len());
     let at = prompts[prompts.len() - n];
-    let first_line = title_from(&history[at].parts).unwrap_or_default();
+    let first_line = crate::session::title::first_line(&history[at].parts).unwrap_or_default();
     let from = history[at].id.clone();
     history.truncate(at);
     let turns = if n == 1 { "turn" } else { "turns" };

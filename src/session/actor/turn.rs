@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 
-use super::{Actor, Reply, Running, TurnOutcome, Work, prompt_text, title_from};
+use super::{Actor, Reply, Running, TurnOutcome, Work};
 use crate::agent::compact::{self, CompactError};
 use crate::agent::{self, AgentEvent, Recorder, StopReason, TurnError};
 use crate::history::view::context_used;
@@ -176,10 +176,10 @@ impl Actor {
         let Some((mut history, models, reply)) = self.lend(reply) else { return };
         let config = Arc::clone(&self.services.config);
         // A first prompt titles the session; the title is written with the prompt.
-        let title = self.row.title.is_none().then(|| title_from(&parts)).flatten();
+        let title = self.row.title.is_none().then(|| title::first_line(&parts)).flatten();
         if let Some(title) = &title {
             self.row.title = Some(title.clone());
-            self.title_pending = Some(prompt_text(&parts));
+            self.title_pending = Some(title::prompt_text(&parts));
         }
         let cancel = CancellationToken::new();
         let mut recorder = self.turn_recorder(title);
