@@ -4,6 +4,7 @@
 //! (`title_model` in config.toml, else the session's own) is asked for a better one in the
 //! background. Its answer replaces the title in the store and reaches the editor as a
 //! `session_info_update`; any failure leaves the first-line title and never touches the turn.
+//! The request carries the client's trace context of the turn's prompt, if it came with one.
 
 use std::time::Duration;
 
@@ -13,6 +14,7 @@ use crate::history::view::Seen;
 use crate::history::{Message, MessageMeta, Part, Role};
 use crate::llm::{self, ModelRequest};
 use crate::store::{SessionRow, Write};
+use crate::trace::TraceContext;
 
 /// The instruction that asks for a title; mock servers recognize title requests by it.
 pub const INSTRUCTION: &str = "You write short titles for coding conversations. Reply with the title only: at most six words, no quotes, no trailing period.";
@@ -20,13 +22,14 @@ pub const INSTRUCTION: &str = "You write short titles for coding conversations. 
 const DEADLINE: Duration = Duration::from_secs(20);
 const MAX_CHARS: usize = 80;
 
-/// Asks for a title in the background.
-pub fn spawn(services: &Services, row: &SessionRow, prompt: String) {
+/// Asks for a title in the background, on `trace` (the prompt's, see [`crate::trace`]).
+pub fn spawn(services: &Services, row: &SessionRow, prompt: String, trace: Option<TraceContext>) {
     let config = std::sync::Arc::clone(&services.config);
     let model = config.title_model.clone().unwrap_or_else(|| row.model.clone());
     let (store, sink, id) = (services.store.clone(), std::sync::Arc::clone(&services.sink), row.id.clone());
     services.background.spawn(async move {
-        let title = match tokio::time::timeout(DEADLINE, write_title(&config, &model, prompt)).await {
+        let written = write_title(&config, &model, prompt, trace.as_ref());
+        let title = match tokio::time::timeout(DEADLINE, written).await {
             Ok(Ok(title)) => title,
             Ok(Err(why)) => {
                 return tracing::info!(session = %id, %why, "no model-written title; keeping the first line");
@@ -46,7 +49,12 @@ pub fn spawn(services: &Services, row: &SessionRow, prompt: String) {
     });
 }
 
-async fn write_title(config: &crate::config::Config, model: &str, prompt: String) -> Result<String, String> {
+async fn write_title(
+    config: &crate::config::Config,
+    model: &str,
+    prompt: String,
+    trace: Option<&TraceContext>,
+) -> Result<String, String> {
     let resolved = llm::resolve(config, model).map_err(|err| err.to_string())?;
     let prompt: String = prompt.chars().take(4_000).collect();
     let message = Message::new(Role::User, vec![Part::Text { text: prompt }], MessageMeta::default());
@@ -58,7 +66,7 @@ async fn write_title(config: &crate::config::Config, model: &str, prompt: String
         max_output: 64,
         thought: None,
         images: llm::catalog::info(config, model).images,
-        trace: None,
+        trace,
     };
     let reply = llm::reply(resolved.provider.as_ref(), &request).await.map_err(|err| err.to_string())?;
     clean(&reply.text).ok_or_else(|| "the model's title was empty".to_owned())

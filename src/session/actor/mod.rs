@@ -35,6 +35,7 @@ use crate::llm::catalog::{self, ThoughtLevel};
 use crate::permissions::{Mode, Rule};
 use crate::settings::{Kept, Setting, SettingError};
 use crate::store::{SessionRow, Store, Write};
+use crate::trace::TraceContext;
 
 pub type Reply<T> = oneshot::Sender<Result<T, SessionError>>;
 
@@ -53,6 +54,7 @@ pub enum Steering {
 pub enum Command {
     Prompt {
         ticket: u64,
+        trace: Option<TraceContext>,
         parts: Vec<Part>,
         reply: Reply<StopReason>,
     },
@@ -93,6 +95,7 @@ pub enum Command {
     /// `_session/steering`: a prompt for the running turn, not the queue.
     Steer {
         ticket: u64,
+        trace: Option<TraceContext>,
         parts: Vec<Part>,
         /// With no turn running, start one (else answer [`Steering::PromptRequired`]).
         start_if_idle: bool,
@@ -133,6 +136,8 @@ pub struct Services {
 
 struct Queued {
     ticket: u64,
+    /// The trace context of the request that sent it: the one its turn runs on.
+    trace: Option<TraceContext>,
     work: Work,
     reply: Reply<StopReason>,
 }
@@ -145,6 +150,8 @@ enum Work {
 
 struct Running {
     ticket: u64,
+    /// The trace context it runs on (the title written after it carries it too).
+    trace: Option<TraceContext>,
     /// How many messages the history had when the turn began.
     history_len: usize,
     cancel: CancellationToken,
@@ -344,7 +351,7 @@ impl Actor {
     /// the turn has ended.
     fn handle(&mut self, command: Command) -> Option<oneshot::Sender<()>> {
         match command {
-            Command::Prompt { ticket, parts, reply } => match commands::parse(&parts) {
+            Command::Prompt { ticket, trace, parts, reply } => match commands::parse(&parts) {
                 Some(Err(usage)) => {
                     self.say(usage);
                     self.save_unsaved();
@@ -356,8 +363,8 @@ impl Actor {
                     self.save_unsaved();
                     let _ = reply.send(Ok(StopReason::EndTurn));
                 }
-                Some(Ok(slash)) => self.enqueue(Queued { ticket, work: Work::Slash(slash), reply }),
-                None => self.prompt(ticket, parts, reply),
+                Some(Ok(slash)) => self.enqueue(Queued { ticket, trace, work: Work::Slash(slash), reply }),
+                None => self.prompt(ticket, trace, parts, reply),
             },
             Command::Cancel => self.cancel_all(),
             Command::CancelPrompt { ticket } => {
@@ -393,8 +400,8 @@ impl Actor {
                 }
             }
             Command::SetTitle { title, reply } => self.set_title(title, reply),
-            Command::Steer { ticket, parts, start_if_idle, reply } => {
-                let _ = reply.send(Ok(self.steer_now(ticket, parts, start_if_idle)));
+            Command::Steer { ticket, trace, parts, start_if_idle, reply } => {
+                let _ = reply.send(Ok(self.steer_now(ticket, trace, parts, start_if_idle)));
             }
             Command::Close { reply } => return Some(reply),
         }

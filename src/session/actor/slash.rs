@@ -19,6 +19,7 @@ use crate::session::commands::{RuleChange, Slash};
 use crate::session::{SessionError, Status, Update};
 use crate::settings::Setting;
 use crate::store::{SessionRow, Write};
+use crate::trace::TraceContext;
 
 impl Actor {
     /// A short agent message for the user alone: shown, not stored (so without a message id),
@@ -62,7 +63,13 @@ impl Actor {
     }
 
     /// Runs a command that waited in the queue; the session is idle now.
-    pub(super) fn run_queued(&mut self, ticket: u64, slash: Slash, reply: Reply<StopReason>) {
+    pub(super) fn run_queued(
+        &mut self,
+        ticket: u64,
+        trace: Option<TraceContext>,
+        slash: Slash,
+        reply: Reply<StopReason>,
+    ) {
         let text = match slash {
             Slash::Rewind(n) => return self.spawn_rewind(ticket, n, reply),
             Slash::Permissions(Some(change)) => self.change_rules(change),
@@ -84,7 +91,7 @@ impl Actor {
                 });
                 return;
             }
-            Slash::Compact(instructions) => return self.spawn_compaction(ticket, instructions, reply),
+            Slash::Compact(instructions) => return self.spawn_compaction(ticket, trace, instructions, reply),
             Slash::Status | Slash::Mcp | Slash::Permissions(None) | Slash::Model(_) => self.run_immediate(slash),
         };
         self.say(text);
@@ -260,7 +267,8 @@ impl Actor {
             TurnOutcome { history, rules, result: Ok(StopReason::EndTurn) }
         }));
         let cancel = tokio_util::sync::CancellationToken::new();
-        self.running = Some(Running { ticket, history_len, cancel, reply, steer: None, steered: Vec::new() });
+        self.running =
+            Some(Running { ticket, trace: None, history_len, cancel, reply, steer: None, steered: Vec::new() });
     }
 
     /// Copies the session into a new one (see `Write::ForkSession`), answering its id once the
