@@ -52,5 +52,6 @@ mod text_only;
 mod tidy;
 mod tls;
 mod tools;
+mod trace;
 mod trust;
 mod unprompted;
