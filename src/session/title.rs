@@ -8,6 +8,8 @@
 
 use std::time::Duration;
 
+use tracing::Instrument as _;
+
 use super::Update;
 use super::actor::Services;
 use crate::history::view::Seen;
@@ -22,12 +24,14 @@ pub const INSTRUCTION: &str = "You write short titles for coding conversations. 
 const DEADLINE: Duration = Duration::from_secs(20);
 const MAX_CHARS: usize = 80;
 
-/// Asks for a title in the background, on `trace` (the prompt's, see [`crate::trace`]).
+/// Asks for a title in the background, on `trace` (the prompt's, see [`crate::trace`]): its
+/// request carries it, and its log lines show it.
 pub fn spawn(services: &Services, row: &SessionRow, prompt: String, trace: Option<TraceContext>) {
     let config = std::sync::Arc::clone(&services.config);
     let model = config.title_model.clone().unwrap_or_else(|| row.model.clone());
     let (store, sink, id) = (services.store.clone(), std::sync::Arc::clone(&services.sink), row.id.clone());
-    services.background.spawn(async move {
+    let span = crate::trace::span(trace.as_ref());
+    let asked = async move {
         let written = write_title(&config, &model, prompt, trace.as_ref());
         let title = match tokio::time::timeout(DEADLINE, written).await {
             Ok(Ok(title)) => title,
@@ -46,7 +50,8 @@ pub fn spawn(services: &Services, row: &SessionRow, prompt: String, trace: Optio
                 }
             })),
         );
-    });
+    };
+    services.background.spawn(asked.instrument(span));
 }
 
 async fn write_title(
