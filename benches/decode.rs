@@ -124,6 +124,7 @@ async fn main() {
         max_output: 16_000,
         thought: None,
         images: true,
+        trace: None,
     };
     build("OpenAI Chat", &request, openai_chat::encode);
     build("Anthropic Messages", &request, anthropic::encode);

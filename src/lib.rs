@@ -32,5 +32,6 @@ pub mod session;
 pub mod settings;
 pub mod store;
 pub mod tools;
+pub mod trace;
 pub mod visible;
 pub mod workspace;

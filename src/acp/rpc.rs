@@ -29,6 +29,7 @@ use serde_json::value::RawValue;
 use tokio::io::{AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::task::TaskTracker;
+use tracing::Instrument as _;
 
 use super::framing::{Line, read_line};
 use crate::backlog::Backlog;
@@ -458,7 +459,12 @@ fn handle_request<H: Handler>(
             &format!("the id {key} is already used by a request still running; give every request its own id"),
         );
     }
-    let started = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| handler.request(method, params)));
+    // The client's W3C trace context (`_meta.traceparent`) is on the request's log lines, and
+    // whatever the request starts takes it along (`crate::trace`).
+    let trace = crate::trace::TraceContext::from_meta(params.get("_meta"));
+    let span = crate::trace::span(trace.as_ref());
+    let start = || crate::trace::enter(trace.as_ref(), &span, method, || handler.request(method, params));
+    let started = std::panic::catch_unwind(std::panic::AssertUnwindSafe(start));
     let future = match started {
         Ok(Ok(future)) => future,
         Ok(Err(err)) => return peer.respond(&id, Err(err)),
@@ -468,7 +474,7 @@ fn handle_request<H: Handler>(
     let (abort, registration) = AbortHandle::new_pair();
     lock(&peer.inner.inflight).insert(key.clone(), (abort, id.clone()));
     let task_peer = peer.clone();
-    let future = REQUEST_ID.scope(id_value, future);
+    let future = REQUEST_ID.scope(id_value, crate::trace::scope(trace, future)).instrument(span);
     peer.inner.tasks.spawn(AFTER_RESPONSE.scope(std::cell::RefCell::new(Vec::new()), async move {
         let peer = task_peer;
         if let Ok(result) = Abortable::new(std::panic::AssertUnwindSafe(future).catch_unwind(), registration).await

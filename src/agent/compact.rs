@@ -25,6 +25,7 @@ use crate::ids::MessageId;
 use crate::llm::catalog::ModelInfo;
 use crate::llm::retry::RetryPolicy;
 use crate::llm::{self, LlmError, ModelRequest, Provider};
+use crate::trace::TraceContext;
 
 /// Tool outputs longer than this reach the summarizer cut to it.
 const OUTPUT_CAP: usize = 2_000;
@@ -69,6 +70,8 @@ pub struct Job<'a> {
     pub instructions: Option<String>,
     /// The session's spending so far, for the usage update; the summary's cost is added.
     pub spent: f64,
+    /// The client's trace context the summary requests carry (see [`crate::trace`]).
+    pub trace: Option<&'a TraceContext>,
 }
 
 /// Why a compaction did not happen; the history is unchanged.
@@ -103,6 +106,7 @@ struct Ask<'a> {
     context_used: u64,
     auto: bool,
     instructions: Option<&'a str>,
+    trace: Option<&'a TraceContext>,
 }
 
 /// The tokens the summarizer used, and what they cost.
@@ -131,6 +135,7 @@ pub async fn run(summarizer: &Summarizer<'_>, job: Job<'_>) -> Result<Compacted,
         context_used: job.context_used,
         auto: job.auto,
         instructions: job.instructions.as_deref(),
+        trace: job.trace,
     };
     let planned = tokio::select! {
         biased;
@@ -390,6 +395,7 @@ async fn summarize(
         max_output: summarizer.settings.summary_max_tokens.min(summarizer.info.max_output),
         thought: None,
         images: summarizer.info.images,
+        trace: job.trace,
     };
     let mut retry = Retry { policy: summarizer.retry, cancel: job.cancel, notices: None };
     let mut attempts = 0;

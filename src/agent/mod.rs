@@ -42,6 +42,7 @@ use crate::llm::retry::RetryPolicy;
 use crate::llm::{LlmError, Provider};
 use crate::permissions::{Mode, Rule, Scope};
 use crate::tools::{Host, Registry, Workspace};
+use crate::trace::TraceContext;
 
 pub use events::{AgentEvent, Phase, RecordError, Recorder, StreamKind};
 use loops::{LoopGuard, Verdict};
@@ -104,6 +105,9 @@ pub struct Run {
     user_wait: crate::tools::host::UserWait,
     /// The images the turn's tool calls have read (bounded per turn).
     images_read: Arc<crate::tools::ImagesRead>,
+    /// The client's trace context of the prompt that started the turn, which its model
+    /// requests (summaries included) carry; prompts steered into it do not change it.
+    trace: Option<TraceContext>,
 }
 
 /// What one step keeps: it starts anew in the StepStart state.
@@ -125,6 +129,11 @@ impl Run {
     /// questions stop the parent's clock too, and its image reads count toward the parent's.
     pub fn child(user_wait: crate::tools::host::UserWait, images_read: Arc<crate::tools::ImagesRead>) -> Self {
         Self { user_wait, images_read, ..Self::default() }
+    }
+
+    /// This run, its model requests carrying `trace` (see [`crate::trace`]).
+    pub fn traced(self, trace: Option<TraceContext>) -> Self {
+        Self { trace, ..self }
     }
 }
 
@@ -320,6 +329,7 @@ async fn compacting(turn: &mut Turn<'_>, why: Why) -> TurnState {
         auto: true,
         instructions: None,
         spent: turn.spent,
+        trace: turn.run.trace.as_ref(),
     };
     tracing::info!(?why, context = turn.context_used, "compacting");
     let threshold = compact::usable(turn.info.context_window, turn.info.max_output, summarizer.settings.reserve_tokens);

@@ -41,6 +41,7 @@ pub async fn sampling(turn: &mut Turn<'_>, mut request: Box<Request>) -> TurnSta
         max_output: turn.info.max_output,
         thought: turn.thought.filter(|_| turn.info.reasoning),
         images: turn.info.images,
+        trace: turn.run.trace.as_ref(),
     };
     let mut retry = Retry { policy: turn.retry_policy(), cancel: &turn.cancel, notices: Some(&mut *turn.recorder) };
     let (events, deadline) = loop {

@@ -49,6 +49,9 @@ pub struct ModelRequest<'a> {
     /// in the messages, prompt or tool image, is written as a one-line placeholder instead
     /// (see `wire::omitted_image`); the history keeps the image.
     pub images: bool,
+    /// The client's trace, when the prompt behind the request came with one: the request then
+    /// carries `traceparent` (a parent id of its own) and `tracestate` ([`crate::trace`]).
+    pub trace: Option<&'a crate::trace::TraceContext>,
 }
 
 #[cfg(test)]
@@ -56,7 +59,7 @@ impl<'a> ModelRequest<'a> {
     /// A request with no system prompt, no tools, 1,000 output tokens and no thinking: what the
     /// encoders' tests vary the rest against.
     pub fn plain(model: &'a str, messages: Vec<Seen<'a>>, images: bool) -> Self {
-        Self { model, system: "", messages, tools: Vec::new(), max_output: 1000, thought: None, images }
+        Self { model, system: "", messages, tools: Vec::new(), max_output: 1000, thought: None, images, trace: None }
     }
 }
 

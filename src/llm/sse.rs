@@ -126,6 +126,9 @@ impl<D: Decode + Default> Provider for Endpoint<D> {
             }
             (Auth::Bearer, None) => http,
         };
+        if let Some(trace) = request.trace {
+            http = trace.propagate(http);
+        }
         post(http, &self.url, request.model, &self.key_env, D::default()).await
     }
 

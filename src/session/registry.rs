@@ -206,11 +206,13 @@ impl Registry {
         self.ask(id, Init::Restore(id.clone()), |reply| Command::Attach { attach, reply })
     }
 
-    /// Queues a prompt now; the future resolves when its turn ends, with the tokens it used.
+    /// Queues a prompt now; the future resolves when its turn ends, with the tokens it used. The
+    /// turn runs on the trace context of the client request being handled ([`crate::trace::current`]).
     pub fn prompt(&self, id: &SessionId, parts: Vec<Part>) -> PromptFuture {
         let ticket = self.inner.counter.fetch_add(1, Ordering::Relaxed);
         let (reply, rx) = oneshot::channel();
-        let tx = self.ensure(Init::Restore(id.clone()), Command::Prompt { ticket, parts, reply });
+        let trace = crate::trace::current();
+        let tx = self.ensure(Init::Restore(id.clone()), Command::Prompt { ticket, trace, parts, reply });
         PromptFuture { reply: rx, guard: tx.map(|tx| (tx, ticket)), id: id.clone() }
     }
 
@@ -223,15 +225,22 @@ impl Registry {
         self.ask(id, Init::Restore(id.clone()), move |reply| Command::SetTitle { title, reply })
     }
 
-    /// `_session/steering`: hands `parts` to the running turn (see [`Steering`]).
+    /// `_session/steering`: hands `parts` to the running turn (see [`Steering`]); a turn of its
+    /// own runs on the request's trace context, as [`Self::prompt`]'s does.
     pub fn steer(
         &self,
         id: &SessionId,
         parts: Vec<Part>,
         start_if_idle: bool,
     ) -> impl Future<Output = Result<Steering, SessionError>> + use<> {
-        let ticket = self.inner.counter.fetch_add(1, Ordering::Relaxed);
-        self.ask(id, Init::Restore(id.clone()), move |reply| Command::Steer { ticket, parts, start_if_idle, reply })
+        let (ticket, trace) = (self.inner.counter.fetch_add(1, Ordering::Relaxed), crate::trace::current());
+        self.ask(id, Init::Restore(id.clone()), move |reply| Command::Steer {
+            ticket,
+            trace,
+            parts,
+            start_if_idle,
+            reply,
+        })
     }
 
     /// Whether this process holds the session in memory (`session/status`).

@@ -53,5 +53,6 @@ mod text_only;
 mod tidy;
 mod tls;
 mod tools;
+mod trace;
 mod trust;
 mod unprompted;

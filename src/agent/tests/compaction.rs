@@ -215,6 +215,7 @@ async fn compaction_plans_follow_the_table() {
             auto: row.auto,
             instructions: None,
             spent: 0.0,
+            trace: None,
         };
         let result = compact::run(&summarizer, job).await;
         let sent = provider.sent();
@@ -282,6 +283,7 @@ async fn a_cancel_stops_a_compaction_and_changes_nothing() {
         auto: true,
         instructions: None,
         spent: 0.0,
+        trace: None,
     };
     assert_eq!(compact::run(&summarizer, job).await.err(), Some(CompactError::Cancelled));
     assert_eq!(history, before);

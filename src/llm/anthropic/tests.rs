@@ -83,6 +83,7 @@ fn thinking_goes_back_byte_for_byte_with_tool_results_and_cache_breakpoints() {
         max_output: 8_000,
         thought: Some(crate::llm::catalog::ThoughtLevel::Low),
         images: true,
+        trace: None,
     };
     let body: Value = serde_json::from_slice(&encode(&request).unwrap()).unwrap();
     assert_eq!(body["system"], json!([{"type": "text", "text": "be brief", "cache_control": {"type": "ephemeral"}}]));

@@ -141,6 +141,7 @@ fn the_request_carries_history_tool_results_and_images() {
         max_output: 1000,
         thought: None,
         images: true,
+        trace: None,
     };
     let body: Value = serde_json::from_slice(&encode(&request).unwrap()).unwrap();
     assert_eq!(

@@ -62,6 +62,7 @@ fn history_becomes_input_items() {
         max_output: 1000,
         thought: Some(crate::llm::catalog::ThoughtLevel::High),
         images: true,
+        trace: None,
     };
     let body: Value = serde_json::from_slice(&encode(&request).unwrap()).unwrap();
     assert_eq!(body["instructions"], "be brief");

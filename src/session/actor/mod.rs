@@ -35,6 +35,7 @@ use crate::llm::catalog::{self, ThoughtLevel};
 use crate::permissions::{Mode, Rule};
 use crate::settings::{Setting, SettingError};
 use crate::store::{SessionRow, Store, Write};
+use crate::trace::TraceContext;
 
 pub type Reply<T> = oneshot::Sender<Result<T, SessionError>>;
 
@@ -53,6 +54,7 @@ pub enum Steering {
 pub enum Command {
     Prompt {
         ticket: u64,
+        trace: Option<TraceContext>,
         parts: Vec<Part>,
         reply: Reply<TurnEnd>,
     },
@@ -93,6 +95,7 @@ pub enum Command {
     /// `_session/steering`: a prompt for the running turn, not the queue.
     Steer {
         ticket: u64,
+        trace: Option<TraceContext>,
         parts: Vec<Part>,
         /// With no turn running, start one (else answer [`Steering::PromptRequired`]).
         start_if_idle: bool,
@@ -135,6 +138,8 @@ pub struct Services {
 
 struct Queued {
     ticket: u64,
+    /// The trace context of the request that sent it: the one its turn runs on.
+    trace: Option<TraceContext>,
     work: Work,
     reply: Reply<TurnEnd>,
 }
@@ -147,6 +152,8 @@ enum Work {
 
 struct Running {
     ticket: u64,
+    /// The trace context it runs on (the title written after it carries it too).
+    trace: Option<TraceContext>,
     /// How many messages the history had when the turn began.
     history_len: usize,
     cancel: CancellationToken,
@@ -347,7 +354,7 @@ impl Actor {
     /// the turn has ended.
     fn handle(&mut self, command: Command) -> Option<oneshot::Sender<()>> {
         match command {
-            Command::Prompt { ticket, parts, reply } => match commands::parse(&parts) {
+            Command::Prompt { ticket, trace, parts, reply } => match commands::parse(&parts) {
                 Some(Err(usage)) => {
                     self.say(usage);
                     self.save_unsaved();
@@ -359,8 +366,8 @@ impl Actor {
                     self.save_unsaved();
                     let _ = reply.send(Ok(StopReason::EndTurn.into()));
                 }
-                Some(Ok(slash)) => self.enqueue(Queued { ticket, work: Work::Slash(slash), reply }),
-                None => self.prompt(ticket, parts, reply),
+                Some(Ok(slash)) => self.enqueue(Queued { ticket, trace, work: Work::Slash(slash), reply }),
+                None => self.prompt(ticket, trace, parts, reply),
             },
             Command::Cancel => self.cancel_all(),
             Command::CancelPrompt { ticket } => {
@@ -396,8 +403,8 @@ impl Actor {
                 }
             }
             Command::SetTitle { title, reply } => self.set_title(title, reply),
-            Command::Steer { ticket, parts, start_if_idle, reply } => {
-                let _ = reply.send(Ok(self.steer_now(ticket, parts, start_if_idle)));
+            Command::Steer { ticket, trace, parts, start_if_idle, reply } => {
+                let _ = reply.send(Ok(self.steer_now(ticket, trace, parts, start_if_idle)));
             }
             Command::Close { reply } => return Some(reply),
         }
@@ -544,23 +551,4 @@ impl Actor {
             let _ = queued.reply.send(Ok(StopReason::Cancelled.into()));
         }
     }
-}
-
-/// A session title from the first line of a prompt's text, at most 80 characters.
-fn title_from(parts: &[Part]) -> Option<String> {
-    let text = parts.iter().find_map(|part| match part {
-        Part::Text { text } => text.lines().map(str::trim).find(|line| !line.is_empty()),
-        _ => None,
-    })?;
-    let mut title: String = text.chars().take(80).collect();
-    if text.chars().count() > 80 {
-        title.pop();
-        title.push('…');
-    }
-    Some(title)
-}
-
-/// The text of a prompt, for the title writer.
-fn prompt_text(parts: &[Part]) -> String {
-    crate::history::texts(parts).collect::<Vec<_>>().join("\n")
 }

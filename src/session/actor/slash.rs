@@ -8,7 +8,7 @@
 use std::fmt::Write as _;
 use std::sync::Arc;
 
-use super::{Actor, Reply, Running, TurnOutcome, title_from};
+use super::{Actor, Reply, Running, TurnOutcome};
 use crate::agent::StopReason;
 use crate::history::view::context_used;
 use crate::history::{Message, Role};
@@ -19,6 +19,7 @@ use crate::session::commands::{RuleChange, Slash};
 use crate::session::{SessionError, Status, TurnEnd, Update};
 use crate::settings::Setting;
 use crate::store::{SessionRow, Write};
+use crate::trace::TraceContext;
 
 impl Actor {
     /// A short agent message for the user alone: shown, not stored (so without a message id),
@@ -62,7 +63,13 @@ impl Actor {
     }
 
     /// Runs a command that waited in the queue; the session is idle now.
-    pub(super) fn run_queued(&mut self, ticket: u64, slash: Slash, reply: Reply<TurnEnd>) {
+    pub(super) fn run_queued(
+        &mut self,
+        ticket: u64,
+        trace: Option<TraceContext>,
+        slash: Slash,
+        reply: Reply<TurnEnd>,
+    ) {
         let text = match slash {
             Slash::Rewind(n) => return self.spawn_rewind(ticket, n, reply),
             Slash::Permissions(Some(change)) => self.change_rules(change),
@@ -84,7 +91,7 @@ impl Actor {
                 });
                 return;
             }
-            Slash::Compact(instructions) => return self.spawn_compaction(ticket, instructions, reply),
+            Slash::Compact(instructions) => return self.spawn_compaction(ticket, trace, instructions, reply),
             Slash::Status | Slash::Mcp | Slash::Permissions(None) | Slash::Model(_) => self.run_immediate(slash),
         };
         self.say(text);
@@ -260,7 +267,8 @@ impl Actor {
             TurnOutcome { history, rules, result: Ok(StopReason::EndTurn.into()) }
         }));
         let cancel = tokio_util::sync::CancellationToken::new();
-        self.running = Some(Running { ticket, history_len, cancel, reply, steer: None, steered: Vec::new() });
+        self.running =
+            Some(Running { ticket, trace: None, history_len, cancel, reply, steer: None, steered: Vec::new() });
     }
 
     /// Copies the session into a new one (see `Write::ForkSession`), answering its id once the
@@ -290,7 +298,7 @@ fn rewind(history: &mut Vec<Message>, n: usize) -> Result<(MessageId, String), S
     }
     let n = n.min(prompts.len());
     let at = prompts[prompts.len() - n];
-    let first_line = title_from(&history[at].parts).unwrap_or_default();
+    let first_line = crate::session::title::first_line(&history[at].parts).unwrap_or_default();
     let from = history[at].id.clone();
     history.truncate(at);
     let turns = if n == 1 { "turn" } else { "turns" };

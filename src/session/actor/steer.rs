@@ -12,6 +12,8 @@
 //! the turn: it is answered with the turn, `cancelled` included, and withdrawing it
 //! (`$/cancel_request`) cancels the turn, as withdrawing the turn's own prompt does. Whether a
 //! prompt joined is settled by closing its signal: after that the turn can no longer take it.
+//! A prompt that joins leaves the turn on its own trace context; one that runs next runs on
+//! the context it came with.
 
 use tokio::sync::oneshot;
 
@@ -20,12 +22,15 @@ use crate::agent::{Steered, StopReason};
 use crate::config::BusyPrompt;
 use crate::history::Part;
 use crate::session::TurnEnd;
+use crate::trace::TraceContext;
 
 /// A prompt handed to the running turn, until the turn ends.
 pub(super) struct Joining {
     ticket: u64,
     /// Kept to run it next if it does not join.
     parts: Vec<Part>,
+    /// The trace context it came with: the one it runs on if it runs next.
+    trace: Option<TraceContext>,
     joined: oneshot::Receiver<()>,
     /// Whether it joined, once settled: the signal can be read only once.
     verdict: Option<bool>,
@@ -55,7 +60,8 @@ pub(super) fn settle(steered: Vec<Joining>) -> (Vec<Reply<TurnEnd>>, Vec<Queued>
         if joining.settle() {
             joined.push(joining.reply);
         } else {
-            left.push(Queued { ticket: joining.ticket, work: Work::Prompt(joining.parts), reply: joining.reply });
+            let (ticket, trace) = (joining.ticket, joining.trace);
+            left.push(Queued { ticket, trace, work: Work::Prompt(joining.parts), reply: joining.reply });
         }
     }
     (joined, left)
@@ -70,20 +76,26 @@ impl Actor {
 
     /// A plain prompt: steered into the running turn when the session steers and that turn
     /// can take it, queued otherwise.
-    pub(super) fn prompt(&mut self, ticket: u64, parts: Vec<Part>, reply: Reply<TurnEnd>) {
+    pub(super) fn prompt(
+        &mut self,
+        ticket: u64,
+        trace: Option<TraceContext>,
+        parts: Vec<Part>,
+        reply: Reply<TurnEnd>,
+    ) {
         let steers = self.steers() && self.queue.is_empty();
         let Some(running) = self.running.as_mut().filter(|running| steers && !running.cancel.is_cancelled()) else {
-            return self.enqueue(Queued { ticket, work: Work::Prompt(parts), reply });
+            return self.enqueue(Queued { ticket, trace, work: Work::Prompt(parts), reply });
         };
         let Some(steer) = &running.steer else {
-            return self.enqueue(Queued { ticket, work: Work::Prompt(parts), reply });
+            return self.enqueue(Queued { ticket, trace, work: Work::Prompt(parts), reply });
         };
         let (signal, joined) = oneshot::channel();
         if steer.send(Steered { parts: parts.clone(), joined: signal }).is_err() {
             // The turn is ending: the prompt runs after it.
-            return self.enqueue(Queued { ticket, work: Work::Prompt(parts), reply });
+            return self.enqueue(Queued { ticket, trace, work: Work::Prompt(parts), reply });
         }
-        running.steered.push(Joining { ticket, parts, joined, verdict: None, reply });
+        running.steered.push(Joining { ticket, trace, parts, joined, verdict: None, reply });
         self.tell("This prompt joins the running turn before its next model request.".to_owned());
     }
 
@@ -91,7 +103,13 @@ impl Actor {
     /// `steer` setting (the client asked for exactly that), or, when none can take it, runs as
     /// a turn of its own, unless nothing runs and the client asked to be told instead. Its
     /// updates reach the client as any turn's do; nobody waits for its stop reason.
-    pub(super) fn steer_now(&mut self, ticket: u64, parts: Vec<Part>, start_if_idle: bool) -> Steering {
+    pub(super) fn steer_now(
+        &mut self,
+        ticket: u64,
+        trace: Option<TraceContext>,
+        parts: Vec<Part>,
+        start_if_idle: bool,
+    ) -> Steering {
         let (reply, _unheard) = oneshot::channel();
         if self.running.is_none() && self.queue.is_empty() && !start_if_idle {
             return Steering::PromptRequired;
@@ -102,16 +120,16 @@ impl Actor {
             .filter(|running| !running.cancel.is_cancelled() && self.queue.is_empty())
             .and_then(|running| running.steer.clone());
         let Some(steer) = steer else {
-            self.enqueue(Queued { ticket, work: Work::Prompt(parts), reply });
+            self.enqueue(Queued { ticket, trace, work: Work::Prompt(parts), reply });
             return Steering::StartedNewTurn;
         };
         let (signal, joined) = oneshot::channel();
         if steer.send(Steered { parts: parts.clone(), joined: signal }).is_err() {
-            self.enqueue(Queued { ticket, work: Work::Prompt(parts), reply });
+            self.enqueue(Queued { ticket, trace, work: Work::Prompt(parts), reply });
             return Steering::StartedNewTurn;
         }
         if let Some(running) = self.running.as_mut() {
-            running.steered.push(Joining { ticket, parts, joined, verdict: None, reply });
+            running.steered.push(Joining { ticket, trace, parts, joined, verdict: None, reply });
         }
         Steering::Injected
     }

@@ -11,8 +11,9 @@ use std::path::Path;
 use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument as _;
 
-use super::{Actor, Reply, Running, TurnOutcome, Work, prompt_text, title_from};
+use super::{Actor, Reply, Running, TurnOutcome, Work};
 use crate::agent::compact::{self, CompactError};
 use crate::agent::{self, AgentEvent, Recorder, StopReason, TurnError};
 use crate::history::view::context_used;
@@ -24,6 +25,7 @@ use crate::session::setup::{self, Models, Setup};
 use crate::session::subagent;
 use crate::session::{SessionError, Status, TurnEnd, title};
 use crate::store::{StoreError, Write};
+use crate::trace::TraceContext;
 
 impl Actor {
     /// Waits for a running turn to end and answers its prompt.
@@ -73,9 +75,9 @@ impl Actor {
         // release that failed is the writer's to try again; the turn's answer stands.
         let release = Write::ReleaseLease { session_id: self.row.id.clone() };
         let session = self.row.id.clone();
-        let (reply, steered) = match self.running.take() {
-            Some(running) => (Some(running.reply), running.steered),
-            None => (None, Vec::new()),
+        let (reply, steered, trace) = match self.running.take() {
+            Some(running) => (Some(running.reply), running.steered, running.trace),
+            None => (None, Vec::new(), None),
         };
         // Prompts steered into the turn are answered with it; those it did not take run next,
         // unless the session is closing.
@@ -107,7 +109,7 @@ impl Actor {
             })),
         );
         if worked && let Some(prompt) = self.title_pending.take() {
-            title::spawn(&self.services, &self.row, prompt);
+            title::spawn(&self.services, &self.row, prompt, trace);
         }
         self.start_next();
     }
@@ -117,8 +119,8 @@ impl Actor {
         while self.running.is_none() && self.history.is_some() && !self.closing {
             let Some(queued) = self.queue.pop_front() else { return };
             match queued.work {
-                Work::Prompt(parts) => self.spawn_turn(queued.ticket, parts, queued.reply),
-                Work::Slash(slash) => self.run_queued(queued.ticket, slash, queued.reply),
+                Work::Prompt(parts) => self.spawn_turn(queued.ticket, queued.trace, parts, queued.reply),
+                Work::Slash(slash) => self.run_queued(queued.ticket, queued.trace, slash, queued.reply),
             }
             // Work that took no lease with them (a revocation, a fork, a model that could not
             // be used) leaves the unsaved settings to be stored now.
@@ -171,15 +173,16 @@ impl Actor {
         )
     }
 
-    /// Starts a model turn for `parts` on its own task, lending it the history and rules.
-    fn spawn_turn(&mut self, ticket: u64, parts: Vec<Part>, reply: Reply<TurnEnd>) {
+    /// Starts a model turn for `parts` on its own task, lending it the history and rules. Its
+    /// model requests, and its log lines, carry `trace`.
+    fn spawn_turn(&mut self, ticket: u64, trace: Option<TraceContext>, parts: Vec<Part>, reply: Reply<TurnEnd>) {
         let Some((mut history, models, reply)) = self.lend(reply) else { return };
         let config = Arc::clone(&self.services.config);
         // A first prompt titles the session; the title is written with the prompt.
-        let title = self.row.title.is_none().then(|| title_from(&parts)).flatten();
+        let title = self.row.title.is_none().then(|| title::first_line(&parts)).flatten();
         if let Some(title) = &title {
             self.row.title = Some(title.clone());
-            self.title_pending = Some(prompt_text(&parts));
+            self.title_pending = Some(title::prompt_text(&parts));
         }
         let cancel = CancellationToken::new();
         let mut recorder = self.turn_recorder(title);
@@ -200,7 +203,8 @@ impl Actor {
         let watch = (Arc::clone(&self.services.sink), Arc::clone(&self.services.children));
         // Every model turn can be steered: the session's choice is made as each prompt arrives.
         let (steer, steering) = tokio::sync::mpsc::unbounded_channel();
-        self.turn = Some(tokio::spawn(async move {
+        let (span, traced) = (crate::trace::span(trace.as_ref()), trace.clone());
+        let turn = async move {
             let system = system.await;
             let parent = subagent::Parent::new(
                 store,
@@ -231,20 +235,27 @@ impl Actor {
                 spent,
                 context_used,
             };
-            let run = agent::Run::steered(agent::Steering::new(steering));
+            let run = agent::Run::steered(agent::Steering::new(steering)).traced(traced);
             let turn = setup.turn(&mut history, &mut recorder, &mut rules, token, run);
             let result = agent::run_turn(turn, parts).await;
             // What the turn's own requests used, counted as they were recorded.
             let result = result.map(|stop| TurnEnd { stop, usage: recorder.used() });
             TurnOutcome { history, rules, result }
-        }));
+        };
+        self.turn = Some(tokio::spawn(turn.instrument(span)));
         let steer = Some(steer);
-        self.running = Some(Running { ticket, history_len, cancel, reply, steer, steered: Vec::new() });
+        self.running = Some(Running { ticket, trace, history_len, cancel, reply, steer, steered: Vec::new() });
     }
 
     /// `/compact`: a compaction with no kept tail, run like a turn (it holds the history, and
-    /// a cancel stops it).
-    pub(super) fn spawn_compaction(&mut self, ticket: u64, instructions: Option<String>, reply: Reply<TurnEnd>) {
+    /// a cancel stops it); its summary requests carry `trace`.
+    pub(super) fn spawn_compaction(
+        &mut self,
+        ticket: u64,
+        trace: Option<TraceContext>,
+        instructions: Option<String>,
+        reply: Reply<TurnEnd>,
+    ) {
         let Some((mut history, models, reply)) = self.lend(reply) else { return };
         let config = Arc::clone(&self.services.config);
         let mut recorder = self.turn_recorder(None);
@@ -253,7 +264,8 @@ impl Actor {
         let token = cancel.clone();
         let (context_used, spent, rules) = (self.context_used, self.row.cost_usd, self.rules.clone());
         let history_len = history.len();
-        self.turn = Some(tokio::spawn(async move {
+        let (span, traced) = (crate::trace::span(trace.as_ref()), trace.clone());
+        let compaction = async move {
             // Like a turn, a compaction holds the session's lease, and works on the history as
             // stored.
             let context_used = match recorder.claim(&mut history, None).await {
@@ -275,6 +287,7 @@ impl Actor {
                 auto: false,
                 instructions,
                 spent,
+                trace: traced.as_ref(),
             };
             let result = match compact::run(&summarizer, job).await {
                 Ok(_)
@@ -289,7 +302,8 @@ impl Actor {
                 (result, _) => result.map(|stop| TurnEnd { stop, usage: recorder.used() }),
             };
             TurnOutcome { history, rules, result }
-        }));
-        self.running = Some(Running { ticket, history_len, cancel, reply, steer: None, steered: Vec::new() });
+        };
+        self.turn = Some(tokio::spawn(compaction.instrument(span)));
+        self.running = Some(Running { ticket, trace, history_len, cancel, reply, steer: None, steered: Vec::new() });
     }
 }

@@ -2,8 +2,9 @@
 //!
 //! Each `POST /v1/chat/completions` takes the next [`Reply`] from the script: an SSE stream of
 //! chunks with a delay before each, or an HTTP error (whose body may be made as it is sent, to see
-//! how much of it the client reads). Requests are recorded, and a stream the client abandons
-//! before its end is counted as dropped, so tests can see cancellation reach the HTTP connection.
+//! how much of it the client reads). Requests are recorded with their headers (title requests
+//! apart), and a stream the client abandons before its end is counted as dropped, so tests can
+//! see cancellation reach the HTTP connection.
 //! A request whose first user message contains a [`MockLlm::route`] marker takes its reply from
 //! that route's own script instead (how a test answers a sub-agent apart from its parent), and
 //! the streams open at once are counted. Every request of any method is also noted with the
@@ -198,8 +199,8 @@ struct Shared {
     completed: AtomicUsize,
     /// When each request arrived.
     arrived: Mutex<Vec<Instant>>,
-    /// Title requests, answered at once (unless held) and kept out of `requests`.
-    titles: Mutex<Vec<Value>>,
+    /// Title requests with their headers, answered at once (unless held) and kept out of `requests`.
+    titles: Mutex<Vec<(HeaderMap, Value)>>,
     /// When set, title answers wait for it ([`MockLlm::hold_titles`]).
     title_hold: Mutex<Option<Arc<tokio::sync::Notify>>>,
     /// When each stream sent its last event.
@@ -311,7 +312,12 @@ impl MockLlm {
 
     /// The title requests received so far.
     pub fn title_requests(&self) -> Vec<Value> {
-        self.shared.titles.lock().unwrap().clone()
+        self.shared.titles.lock().unwrap().iter().map(|(_, body)| body.clone()).collect()
+    }
+
+    /// The headers of the title requests received so far.
+    pub fn title_headers(&self) -> Vec<HeaderMap> {
+        self.shared.titles.lock().unwrap().iter().map(|(headers, _)| headers.clone()).collect()
     }
 
     /// Holds every later title answer (its headers sent, its events not) until the handle is
@@ -419,7 +425,7 @@ async fn note_request(
 async fn complete(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Bytes, api: Api) -> Response {
     let json: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
     if is_title_request(&json) {
-        shared.titles.lock().unwrap().push(json);
+        shared.titles.lock().unwrap().push((headers, json));
         let guard = DropGuard { shared: Arc::clone(&shared), finished: true, counted: false };
         let answer = futures::stream::iter(title_answer(api));
         return match shared.title_hold.lock().unwrap().clone() {
