@@ -275,6 +275,7 @@ fn context(
         caller: None,
         call_id,
         user_wait: turn.run.user_wait.clone(),
+        trace: turn.run.trace.clone(),
         images: crate::tools::Images {
             accepted: turn.info.images,
             max_bytes: turn.limits.image_max_bytes,

@@ -84,6 +84,8 @@ pub struct ToolContext {
     /// The target the call's permission was decided on (`PermissionRequest::target`), when it
     /// was: `read`, `write` and `edit` act only while their path still leads there.
     pub judged: Option<String>,
+    /// The client's trace context of the turn's prompt: a sub-agent's model requests carry it too.
+    pub trace: Option<crate::trace::TraceContext>,
 }
 
 /// What a sub-agent inherits from the turn whose call starts it: never more than that turn has.

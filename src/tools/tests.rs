@@ -24,6 +24,7 @@ fn context(dir: &std::path::Path) -> ToolContext {
         images: Images::default(),
         read_rejections: Vec::new(),
         judged: None,
+        trace: None,
     }
 }
 

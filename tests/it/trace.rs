@@ -314,3 +314,24 @@ async fn a_summary_made_in_a_turn_carries_the_turns_trace() {
         child_of(headers, TRACE_ID, "01");
     }
 }
+
+/// A sub-agent's model requests are part of the prompt's trace too.
+#[tokio::test]
+async fn a_sub_agents_model_requests_carry_the_prompts_trace() {
+    let env = TestEnv::new().await;
+    let task = json!({"description": "look", "prompt": "CHILD-T: look around"});
+    env.mock.push(Reply::tool_calls(&[("t1", "task", task)])).push(Reply::text(&["Done."]));
+    env.mock.route("CHILD-T", Reply::text(&["Looked."]));
+    let mut agent = env.ready().await;
+    let session = agent.new_session(&env.cwd()).await;
+    let meta = json!({"traceparent": traceparent(TRACE_ID, "01")});
+    let answer = turn_with(&mut agent, &session, "PARENT: delegate", meta).await;
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    let requests = env.mock.requests();
+    let headers = env.mock.request_headers();
+    let child = requests
+        .iter()
+        .position(|r| r.to_string().contains("CHILD-T: look around") && r["messages"].as_array().unwrap().len() == 2);
+    let child = child.expect("the sub-agent's request");
+    child_of(&headers[child], TRACE_ID, "01");
+}

@@ -63,13 +63,7 @@ impl Actor {
     }
 
     /// Runs a command that waited in the queue; the session is idle now.
-    pub(super) fn run_queued(
-        &mut self,
-        ticket: u64,
-        trace: Option<TraceContext>,
-        slash: Slash,
-        reply: Reply<TurnEnd>,
-    ) {
+    pub(super) fn run_queued(&mut self, ticket: u64, trace: Option<TraceContext>, slash: Slash, reply: Reply<TurnEnd>) {
         let text = match slash {
             Slash::Rewind(n) => return self.spawn_rewind(ticket, n, reply),
             Slash::Permissions(Some(change)) => self.change_rules(change),

@@ -76,13 +76,7 @@ impl Actor {
 
     /// A plain prompt: steered into the running turn when the session steers and that turn
     /// can take it, queued otherwise.
-    pub(super) fn prompt(
-        &mut self,
-        ticket: u64,
-        trace: Option<TraceContext>,
-        parts: Vec<Part>,
-        reply: Reply<TurnEnd>,
-    ) {
+    pub(super) fn prompt(&mut self, ticket: u64, trace: Option<TraceContext>, parts: Vec<Part>, reply: Reply<TurnEnd>) {
         let steers = self.steers() && self.queue.is_empty();
         let Some(running) = self.running.as_mut().filter(|running| steers && !running.cancel.is_cancelled()) else {
             return self.enqueue(Queued { ticket, trace, work: Work::Prompt(parts), reply });
