@@ -28,19 +28,8 @@ async fn held_turn(agent: &mut Agent, session: &str, text: &str) -> (i64, Value)
 /// Sends `text` while the turn is held, and reads on until the session says what it did with it.
 async fn busy_prompt(agent: &mut Agent, session: &str, text: &str, said: &str) -> i64 {
     let prompt = agent.prompt(session, text).await;
-    loop {
-        let message = agent.recv().await;
-        let update = &message["params"]["update"];
-        if update["sessionUpdate"] == "agent_message_chunk"
-            && update["content"]["text"].as_str().unwrap().contains(said)
-        {
-            return prompt;
-        }
-    }
-}
-
-async fn allow(agent: &mut Agent, question: &Value) {
-    agent.respond(&question["id"], json!({"outcome": {"outcome": "selected", "optionId": "allow_once"}})).await;
+    agent.until_said(said).await;
+    prompt
 }
 
 /// The conversation as the updates show it: `(kind, text or call id)`, chunks of one message
@@ -87,7 +76,7 @@ async fn joined_and_streaming(env: &TestEnv, agent: &mut Agent, session: &str) -
     env.mock.push(write("c1", "a.txt")).push(partial).push(Reply::text(&["A turn nobody asked for."]));
     let (first, question) = held_turn(agent, session, "write a.txt").await;
     let second = busy_prompt(agent, session, "then say hi", JOINS).await;
-    allow(agent, &question).await;
+    agent.allow_once(&question).await;
     assert_eq!(agent.next_chunk().await, "Partial", "the steered prompt joined; the next request streams");
     (first, second)
 }
@@ -105,7 +94,7 @@ async fn a_steered_prompt_joins_after_the_tool_results_is_sent_once_and_replays_
     let session = agent.new_session(&env.cwd()).await;
     let (first, question) = held_turn(&mut agent, &session, "write a.txt").await;
     let second = busy_prompt(&mut agent, &session, "then say hi", JOINS).await;
-    allow(&mut agent, &question).await;
+    agent.allow_once(&question).await;
 
     let (answers, notifications) = agent.responses(&[first, second]).await;
     assert_eq!(answers[0]["result"]["stopReason"], "end_turn");
@@ -183,7 +172,7 @@ async fn by_default_a_prompt_sent_while_busy_runs_as_its_own_turn_after_the_runn
     let session = agent.new_session(&env.cwd()).await;
     let (first, question) = held_turn(&mut agent, &session, "write a.txt").await;
     let second = busy_prompt(&mut agent, &session, "then say hi", "queued").await;
-    allow(&mut agent, &question).await;
+    agent.allow_once(&question).await;
 
     let (answers, _) = agent.responses(&[first, second]).await;
     assert_eq!(answers[0]["result"]["stopReason"], "end_turn");
@@ -205,7 +194,7 @@ async fn a_steered_prompt_the_turn_did_not_take_runs_next() {
     let session = agent.new_session(&env.cwd()).await;
     let (first, question) = held_turn(&mut agent, &session, "write a.txt").await;
     let second = busy_prompt(&mut agent, &session, "then say hi", JOINS).await;
-    allow(&mut agent, &question).await;
+    agent.allow_once(&question).await;
 
     let (answers, notifications) = agent.responses(&[first, second]).await;
     assert_eq!(answers[0]["result"]["stopReason"], "max_turn_requests");
@@ -274,7 +263,7 @@ async fn withdrawing_a_steered_prompt_before_it_joined_answers_it_alone() {
     assert_eq!(answer["error"]["code"], -32800, "{answer}");
     // The abort woke the request's task, whose drop tells the session; the turn can take nothing
     // before the permission answer, which comes only after this answer's round trip.
-    allow(&mut agent, &question).await;
+    agent.allow_once(&question).await;
 
     let (answer, _) = agent.response(first).await;
     assert_eq!(answer["result"]["stopReason"], "end_turn", "the turn went on");
@@ -354,7 +343,7 @@ async fn the_steer_option_is_a_boolean_set_per_session_checked_and_kept_across_a
     assert_eq!(steer_option(&loaded).unwrap()["currentValue"], true);
     let (first, question) = held_turn(&mut agent, &session, "write a.txt").await;
     let second = busy_prompt(&mut agent, &session, "then say hi", JOINS).await;
-    allow(&mut agent, &question).await;
+    agent.allow_once(&question).await;
     let (answers, _) = agent.responses(&[first, second]).await;
     assert_eq!(answers[1]["result"]["stopReason"], "end_turn");
     assert_eq!(env.mock.requests().len(), 3, "it joined the turn (after the first process's one request)");

@@ -210,19 +210,8 @@ async fn held_turn(agent: &mut Agent, session: &str, text: &str, meta: Value) ->
 /// did with it.
 async fn busy_prompt(agent: &mut Agent, session: &str, text: &str, meta: Value, said: &str) -> i64 {
     let prompt = prompt_with(agent, session, text, meta).await;
-    loop {
-        let message = agent.recv().await;
-        let update = &message["params"]["update"];
-        if update["sessionUpdate"] == "agent_message_chunk"
-            && update["content"]["text"].as_str().unwrap().contains(said)
-        {
-            return prompt;
-        }
-    }
-}
-
-async fn allow(agent: &mut Agent, question: &Value) {
-    agent.respond(&question["id"], json!({"outcome": {"outcome": "selected", "optionId": "allow_once"}})).await;
+    agent.until_said(said).await;
+    prompt
 }
 
 fn write(id: &str, path: &str) -> Reply {
@@ -242,7 +231,7 @@ async fn a_queued_prompt_runs_on_its_own_trace_and_a_steered_one_leaves_the_turn
     let (first, question) = held_turn(&mut agent, &session, "write a.txt", first_meta).await;
     let second_meta = json!({"traceparent": traceparent(OTHER_TRACE, "00"), "tracestate": STATE});
     let second = busy_prompt(&mut agent, &session, "then say hi", second_meta, "queued").await;
-    allow(&mut agent, &question).await;
+    agent.allow_once(&question).await;
     let (answers, _) = agent.responses(&[first, second]).await;
     assert!(answers.iter().all(|answer| answer["result"]["stopReason"] == "end_turn"), "{answers:?}");
     let sent = env.mock.request_headers();
@@ -264,7 +253,7 @@ async fn a_queued_prompt_runs_on_its_own_trace_and_a_steered_one_leaves_the_turn
     let (first, question) = held_turn(&mut agent, &session, "write a.txt", first_meta).await;
     let second_meta = json!({"traceparent": traceparent(OTHER_TRACE, "00")});
     let second = busy_prompt(&mut agent, &session, "then say hi", second_meta, "joins the running turn").await;
-    allow(&mut agent, &question).await;
+    agent.allow_once(&question).await;
     let (answers, _) = agent.responses(&[first, second]).await;
     assert!(answers.iter().all(|answer| answer["result"]["stopReason"] == "end_turn"), "{answers:?}");
     let sent = env.mock.request_headers();

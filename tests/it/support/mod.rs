@@ -342,6 +342,25 @@ impl Agent {
         }
     }
 
+    /// Reads on until an agent message chunk says `said` (what a session tells of a prompt it
+    /// queued or steered).
+    pub async fn until_said(&mut self, said: &str) {
+        loop {
+            let message = self.recv().await;
+            let update = &message["params"]["update"];
+            if update["sessionUpdate"] == "agent_message_chunk"
+                && update["content"]["text"].as_str().is_some_and(|text| text.contains(said))
+            {
+                return;
+            }
+        }
+    }
+
+    /// Answers the permission question `question` with "allow once".
+    pub async fn allow_once(&mut self, question: &Value) {
+        self.respond(&question["id"], json!({"outcome": {"outcome": "selected", "optionId": "allow_once"}})).await;
+    }
+
     /// Closes stdin, as an editor does when it is done.
     pub fn close_stdin(&mut self) {
         self.stdin = None;
