@@ -105,6 +105,7 @@ fn context(dir: &Path, images: Images) -> ToolContext {
         images,
         read_rejections: Vec::new(),
         judged: None,
+        fetch: super::super::Fetching::default(),
     }
 }
 

@@ -10,7 +10,7 @@ use crate::history::{PlanPriority, ToolContent};
 
 use super::*;
 
-fn context(dir: &std::path::Path) -> ToolContext {
+pub(super) fn context(dir: &std::path::Path) -> ToolContext {
     ToolContext {
         workspace: Workspace::new(dir, &[]),
         host: Arc::new(NoEditor),
@@ -24,6 +24,7 @@ fn context(dir: &std::path::Path) -> ToolContext {
         images: Images::default(),
         read_rejections: Vec::new(),
         judged: None,
+        fetch: Fetching::default(),
     }
 }
 
