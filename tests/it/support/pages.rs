@@ -1,7 +1,8 @@
 //! A web server for `fetch`, on 127.0.0.1 (which `fetch` refuses unless `[fetch] allow_private`
 //! is set): pages, text and JSON, bodies that lie about their type, other character sets, a body
 //! without end, a server that stalls, and redirects (to a page, in a loop, to a metadata
-//! address, to a file). It counts the requests and the body bytes it sent.
+//! address, to a file), and pages put there by the caller ([`Pages::put`]: the benchmark's). It
+//! counts the requests and the body bytes it sent.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -25,6 +26,8 @@ pub const PAGE: &str = "<!doctype html><html><head><title>Docs</title><script>va
 struct Counts {
     requests: AtomicUsize,
     sent: AtomicUsize,
+    /// Pages put by the caller, by path, served as HTML.
+    put: std::sync::Mutex<std::collections::HashMap<String, Bytes>>,
 }
 
 pub struct Pages {
@@ -54,6 +57,7 @@ impl Pages {
             .route("/loop", get(|| async { moved("/loop") }))
             .route("/metadata", get(|| async { moved("http://169.254.169.254/latest/meta-data") }))
             .route("/file", get(|| async { moved("file:///etc/passwd") }))
+            .fallback(put_page)
             .layer(axum::middleware::from_fn_with_state(Arc::clone(&counts), count))
             .with_state(Arc::clone(&counts));
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind the page server");
@@ -67,6 +71,11 @@ impl Pages {
     /// `path` on this server.
     pub fn url(&self, path: &str) -> String {
         format!("{}{path}", self.base)
+    }
+
+    /// Serves `html` at `path` from now on.
+    pub fn put(&self, path: &str, html: String) {
+        self.counts.put.lock().unwrap().insert(path.to_owned(), Bytes::from(html));
     }
 
     /// Requests served so far.
@@ -87,6 +96,13 @@ async fn count(
 ) -> Response {
     counts.requests.fetch_add(1, Ordering::SeqCst);
     next.run(request).await
+}
+
+async fn put_page(State(counts): State<Arc<Counts>>, uri: axum::http::Uri) -> Response {
+    match counts.put.lock().unwrap().get(uri.path()).cloned() {
+        Some(body) => ([(header::CONTENT_TYPE, "text/html; charset=utf-8")], body).into_response(),
+        None => StatusCode::NOT_FOUND.into_response(),
+    }
 }
 
 fn html(text: &'static str) -> Response {
