@@ -232,3 +232,20 @@ async fn ask_mode_asks_naming_the_host_and_remembers_it_and_no_mode_but_bypass_l
     }
     assert_eq!(pages.requests(), 2, "only the allowed calls reached the server");
 }
+
+#[tokio::test]
+async fn a_page_nested_too_deep_keeps_its_text_and_says_what_it_lost() {
+    let (env, pages) = (TestEnv::new().await, Pages::start().await);
+    env.write_config(ALLOW_PRIVATE);
+    pages.put("/deep", format!("{}the deepest words{}", "<div>".repeat(100_000), "</div>".repeat(100_000)));
+    let urls = [pages.url("/deep")];
+    let started = std::time::Instant::now();
+    let results = fetch_all(&env, &urls, &["--mode", "bypass"]).await;
+    assert!(started.elapsed() < std::time::Duration::from_secs(20), "{:?}", started.elapsed());
+    expect(&results, &urls, &["the deepest words"]);
+    assert!(
+        results[0].contains("nests deeper than 256 elements; 199488 tags below that depth were dropped"),
+        "{}",
+        results[0]
+    );
+}
