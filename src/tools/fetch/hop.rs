@@ -28,10 +28,9 @@ pub(super) async fn fetch(args: &FetchArgs, ctx: &ToolContext) -> Result<ToolOut
     let first = target::parse(&args.url)?;
     let settings = &ctx.fetch.settings;
     let deadline = Instant::now() + settings.timeout;
-    let late = || {
+    let late = |url: &url::Url| {
         ToolError::Tell(format!(
-            "{} did not answer within {} s ([fetch] timeout_secs); try again later or another source",
-            first.url,
+            "{url} did not answer within {} s ([fetch] timeout_secs); try again later or another source",
             settings.timeout.as_secs()
         ))
     };
@@ -42,8 +41,9 @@ pub(super) async fn fetch(args: &FetchArgs, ctx: &ToolContext) -> Result<ToolOut
     let response = loop {
         let addresses = tokio::time::timeout_at(deadline, target::resolve(&target, settings.allow_private))
             .await
-            .map_err(|_| late())??;
-        let response = tokio::time::timeout_at(deadline, send(&target, &addresses)).await.map_err(|_| late())??;
+            .map_err(|_| late(&target.url))??;
+        let response =
+            tokio::time::timeout_at(deadline, send(&target, &addresses)).await.map_err(|_| late(&target.url))??;
         if !response.status().is_redirection() {
             break response;
         }

@@ -42,8 +42,7 @@ pub struct Fetch;
 pub struct FetchArgs {
     /// The http:// or https:// URL to read
     pub url: String,
-    /// Character of the text to start from, for a page longer than one result (the result says
-    /// where the next part starts)
+    /// Character to start from, for a text longer than one result (the result says where the next part starts)
     #[serde(default)]
     pub offset: Option<u64>,
 }
