@@ -271,6 +271,7 @@ fn tool_kind(kind: ToolKind) -> acp::ToolKind {
         ToolKind::Search => acp::ToolKind::Search,
         ToolKind::Execute => acp::ToolKind::Execute,
         ToolKind::Think => acp::ToolKind::Think,
+        ToolKind::Fetch => acp::ToolKind::Fetch,
         ToolKind::Other => acp::ToolKind::Other,
     }
 }

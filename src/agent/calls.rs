@@ -289,6 +289,11 @@ fn context(
             .cloned()
             .collect(),
         judged: None,
+        fetch: crate::tools::Fetching {
+            settings: turn.limits.fetch.clone(),
+            mode: *turn.tools.mode.borrow(),
+            rules: turn.tools.rules.iter().filter(|rule| rule.permission == Permission::Fetch).cloned().collect(),
+        },
     }
 }
 

@@ -42,6 +42,8 @@ pub struct Limits {
     pub tasks_at_once: usize,
     /// The largest image file `read` sends to the model, in bytes (`[tools] image_max_bytes`).
     pub image_max_bytes: u64,
+    /// What the `fetch` tool may reach and for how long (`[fetch]`).
+    pub fetch: super::Fetch,
 }
 
 impl Default for Limits {
@@ -62,6 +64,7 @@ impl Default for Limits {
             max_continuations: 2,
             tasks_at_once: 4,
             image_max_bytes: crate::images::DEFAULT_IMAGE_MAX_BYTES,
+            fetch: super::Fetch::default(),
         }
     }
 }
@@ -243,6 +246,7 @@ impl FileLimits {
             max_continuations: self.max_continuations.unwrap_or(d.max_continuations),
             tasks_at_once: d.tasks_at_once,
             image_max_bytes: d.image_max_bytes,
+            fetch: d.fetch,
         })
     }
 }

@@ -4,7 +4,8 @@
 //! `OPENAI_API_KEY`, `CAIRN_HOME` (data directory) and `CAIRN_CONFIG` (config file path). The file,
 //! `$XDG_CONFIG_HOME/cairn/config.toml` by default, holds the same settings plus extra
 //! OpenAI-compatible providers (`[providers.<name>]`), model overrides (`[models."p/m"]`), turn
-//! limits (`[limits]`, in `limits`), compaction settings (`[compaction]`), sub-agents
+//! limits (`[limits]`, in `limits`), compaction settings (`[compaction]`), what `fetch` may reach
+//! (`[fetch]`, in `fetch`, carried with the turn's limits), sub-agents
 //! (`[subagents]`, in `subagents`), a busy session's prompts (`[session]`, in `session`), where
 //! "always allow" answers are remembered (`[permissions]`, in `permissions`), what
 //! local processes get (`[sandbox]`, `[tools]`, in `process`), MCP servers
@@ -21,6 +22,7 @@ use serde::Deserialize;
 
 mod checks;
 pub mod credentials;
+mod fetch;
 mod limits;
 mod mcp;
 mod permissions;
@@ -29,6 +31,7 @@ pub mod serve;
 mod session;
 mod subagents;
 
+pub use fetch::{Fetch, MAX_FETCH_SECS};
 pub use limits::{Compaction, ContentPattern, Limits, LoopLimits};
 pub use permissions::Remember;
 pub use session::BusyPrompt;
@@ -189,6 +192,8 @@ struct FileConfig {
     permissions: permissions::FilePermissions,
     #[serde(default)]
     serve: serve::FileServe,
+    #[serde(default)]
+    fetch: fetch::FileFetch,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -329,6 +334,7 @@ impl Config {
         let subagents = file.subagents.resolve(&providers).map_err(invalid)?;
         limits.tasks_at_once = subagents.max_concurrent;
         limits.image_max_bytes = file.tools.image_max_bytes().map_err(invalid)?;
+        limits.fetch = file.fetch.resolve().map_err(invalid)?;
         let busy_prompt = file.session.resolve().map_err(invalid)?;
         let remember = file.permissions.resolve().map_err(invalid)?;
         let model = match (env("CAIRN_MODEL"), file.model) {

@@ -14,8 +14,8 @@ use serde::{Deserialize, Serialize};
 use crate::ids::MessageId;
 
 pub use tool::{
-    CallState, IllegalTransition, Location, PlanEntry, PlanPriority, PlanStatus, ToolContent, ToolImage, ToolKind,
-    ToolPart, decoded_size,
+    CallState, IllegalTransition, Location, PlanEntry, PlanPriority, PlanStatus, SNIP_OVER, ToolContent, ToolImage,
+    ToolKind, ToolPart, decoded_size,
 };
 
 /// Who wrote a message.

@@ -193,6 +193,8 @@ pub enum ToolKind {
     Search,
     Execute,
     Think,
+    /// Reads a web page.
+    Fetch,
     Other,
 }
 

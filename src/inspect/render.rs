@@ -188,6 +188,7 @@ fn tool_line(tool: &ToolPart) -> String {
         ToolKind::Search => "search",
         ToolKind::Execute => "execute",
         ToolKind::Think => "think",
+        ToolKind::Fetch => "fetch",
         ToolKind::Other => "other",
     };
     let title = if tool.title.is_empty() { &tool.name } else { &tool.title };

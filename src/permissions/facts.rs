@@ -34,6 +34,11 @@ pub enum Subject {
         /// Whose tool it is, as the question says it (`the MCP server `github``).
         owner: String,
     },
+    /// A web page, by its host (canonical: [`super::host::canonical`]; also the request's
+    /// target).
+    Host {
+        host: String,
+    },
 }
 
 /// A command line, read.
@@ -163,6 +168,13 @@ impl PermissionRequest {
             subject: Subject::Tool { read_only, owner: owner.to_owned() },
         }
     }
+
+    /// A request to fetch from `host`, spelled as a URL parser spells it; `None` when it is no
+    /// host ([`super::host::canonical`]).
+    pub fn for_host(host: &str) -> Option<Self> {
+        let host = super::host::canonical(host)?;
+        Some(Self { permission: Permission::Fetch, target: host.clone(), subject: Subject::Host { host } })
+    }
 }
 
 impl PermissionRequest {
@@ -170,7 +182,7 @@ impl PermissionRequest {
     pub fn reads_only(&self) -> bool {
         match &self.subject {
             Subject::Command(facts) => facts.reads_only(),
-            Subject::Path { .. } | Subject::Tool { .. } => false,
+            Subject::Path { .. } | Subject::Tool { .. } | Subject::Host { .. } => false,
         }
     }
 }

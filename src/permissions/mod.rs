@@ -13,6 +13,9 @@
 //!   Shells, wrappers and interpreters are only ever remembered exactly.
 //! - A tool of another program (`tool`: an MCP tool), known only by its name, asks unless a rule
 //!   names it; accept-edits runs it unasked only when it says it is read-only.
+//! - A fetch of a web page (`fetch`) asks unless a rule names its host (`host.rs`), in every mode
+//!   but bypass: it reaches outside the workspace as a read there would, and it is no edit, so
+//!   accept-edits does not allow it; read-only asks too, since it only reads.
 //!
 //! [`rule_for`] is the rule an "always" answer remembers. Rules live with a session, a project,
 //! or one headless run ([`Scope::Run`]: `exec --allow/--deny`, in memory only).
@@ -20,6 +23,7 @@
 pub mod command;
 mod facts;
 mod gather;
+pub mod host;
 pub mod pattern;
 mod reading;
 pub mod shell;
@@ -44,10 +48,13 @@ pub enum Permission {
     Bash,
     /// A tool of another program (an MCP server's), known by its name.
     Tool,
+    /// A web page, known by its host.
+    Fetch,
 }
 
 impl Permission {
-    pub const ALL: [Permission; 4] = [Permission::Read, Permission::Edit, Permission::Bash, Permission::Tool];
+    pub const ALL: [Permission; 5] =
+        [Permission::Read, Permission::Edit, Permission::Bash, Permission::Tool, Permission::Fetch];
 
     /// The permission an [`as_str`](Self::as_str) name stands for.
     pub fn parse(name: &str) -> Option<Permission> {
@@ -60,6 +67,7 @@ impl Permission {
             Permission::Edit => "edit",
             Permission::Bash => "bash",
             Permission::Tool => "tool",
+            Permission::Fetch => "fetch",
         }
     }
 }
@@ -205,7 +213,8 @@ impl Rule {
     }
 
     /// A rule given on the command line as `PERMISSION:PATTERN` (`bash:cargo test`,
-    /// `edit:src/**`, `tool:mcp__github__*`, `bash:=make deploy`), for this run only. A pattern
+    /// `edit:src/**`, `tool:mcp__github__*`, `bash:=make deploy`, `fetch:*.rust-lang.org`), for
+    /// this run only. A pattern
     /// that could not be applied is refused here, saying why, rather than made to ask.
     pub fn for_run(action: Action, text: &str) -> Result<Self, String> {
         let kinds = Permission::ALL.map(Permission::as_str).join(", ");
@@ -227,7 +236,9 @@ impl Rule {
                     words.join(" ")
                 )),
             },
-            Pattern::Program(_) | Pattern::Exact(_) | Pattern::Paths { .. } | Pattern::Names(_) => Ok(rule),
+            Pattern::Program(_) | Pattern::Exact(_) | Pattern::Paths { .. } | Pattern::Names(_) | Pattern::Hosts(_) => {
+                Ok(rule)
+            }
         }
     }
 
@@ -310,14 +321,30 @@ fn rejects(pattern: &Pattern, request: &PermissionRequest, runs: &OnceCell<Vec<c
             pattern.covers_path(place, &request.target).then_some(Rejects::Yes)
         }
         (Subject::Tool { .. }, Pattern::Names(glob)) => glob.is_match(&request.target).then_some(Rejects::Yes),
-        (Subject::Command(_), Pattern::Paths { .. } | Pattern::Names(_) | Pattern::Unreadable(_))
+        (Subject::Host { host }, Pattern::Hosts(hosts)) => hosts.covers(host).then_some(Rejects::Yes),
+        (
+            Subject::Command(_),
+            Pattern::Paths { .. } | Pattern::Names(_) | Pattern::Hosts(_) | Pattern::Unreadable(_),
+        )
         | (
             Subject::Path { .. },
-            Pattern::Program(_) | Pattern::Exact(_) | Pattern::Names(_) | Pattern::Unreadable(_),
+            Pattern::Program(_) | Pattern::Exact(_) | Pattern::Names(_) | Pattern::Hosts(_) | Pattern::Unreadable(_),
         )
         | (
             Subject::Tool { .. },
-            Pattern::Program(_) | Pattern::Exact(_) | Pattern::Paths { .. } | Pattern::Unreadable(_),
+            Pattern::Program(_)
+            | Pattern::Exact(_)
+            | Pattern::Paths { .. }
+            | Pattern::Hosts(_)
+            | Pattern::Unreadable(_),
+        )
+        | (
+            Subject::Host { .. },
+            Pattern::Program(_)
+            | Pattern::Exact(_)
+            | Pattern::Paths { .. }
+            | Pattern::Names(_)
+            | Pattern::Unreadable(_),
         ) => None,
     }
 }
@@ -375,6 +402,16 @@ fn by_mode_and_rules(request: &PermissionRequest, mode: Mode, rules: &[Rule]) ->
                 }
             }
         },
+        Subject::Host { host } => match mode {
+            Mode::Bypass => Decision::Allow,
+            Mode::Ask | Mode::AcceptEdits | Mode::ReadOnly => {
+                if allowed().iter().any(|pattern| pattern.covers_host(host)) {
+                    Decision::Allow
+                } else {
+                    Decision::Ask(format!("fetching reads `{host}` over the network, outside the workspace"))
+                }
+            }
+        },
     }
 }
 
@@ -401,6 +438,7 @@ pub fn rule_for(request: &PermissionRequest, action: Action, source: Scope, rule
         }
         (Subject::Command(facts), Action::Deny) => facts.deny_pattern(),
         (Subject::Tool { .. }, Action::Allow | Action::Deny) => pattern::escape_glob(&request.target),
+        (Subject::Host { host }, Action::Allow | Action::Deny) => host.clone(),
     };
     Some(Rule::new(request.permission, &pattern, action, source))
 }

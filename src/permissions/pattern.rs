@@ -4,9 +4,11 @@
 //! Shell rules are a program with its subcommand (`cat`, `cargo test`: that program, its
 //! arguments staying in the workspace) or an exact command line (`=bash build.sh`). Path rules
 //! are globs over workspace-relative paths, or over final targets when they start with `/`.
+//! Fetch rules are hosts (`docs.rs`, `*.rust-lang.org`, `*`: [`HostPattern`]).
 //! A pattern that cannot be read makes every decision of its kind ask: it may have been a
 //! rejection.
 
+use super::host::HostPattern;
 use super::{Action, Permission, Rule};
 use crate::workspace::Place;
 
@@ -26,6 +28,8 @@ pub enum Pattern {
     Paths { glob: globset::GlobMatcher, absolute: bool },
     /// Tool names matching a glob (`mcp__github__*`).
     Names(globset::GlobMatcher),
+    /// Hosts a page is fetched from (`*.rust-lang.org`).
+    Hosts(HostPattern),
     /// Not readable; the reason.
     Unreadable(String),
 }
@@ -66,12 +70,18 @@ impl Pattern {
                 Ok(_) => Pattern::Unreadable("a tool rule is empty".into()),
                 Err(err) => Pattern::Unreadable(format!("`{text}` is not a valid tool-name pattern: {err}")),
             },
+            Permission::Fetch => HostPattern::read(text).map_or_else(Pattern::Unreadable, Pattern::Hosts),
         }
     }
 
     /// Whether this tool pattern covers the tool `name`.
     pub fn covers_name(&self, name: &str) -> bool {
         matches!(self, Pattern::Names(glob) if glob.is_match(name))
+    }
+
+    /// Whether this fetch pattern covers `host` (canonical).
+    pub fn covers_host(&self, host: &str) -> bool {
+        matches!(self, Pattern::Hosts(hosts) if hosts.covers(host))
     }
 
     /// Whether this path pattern covers a path at `place` whose final target is `target`.
@@ -100,13 +110,14 @@ pub fn describe(rule: &Rule) -> String {
         (Pattern::Paths { .. }, Permission::Read) if rule.pattern == "**" => "reads in the workspace".to_owned(),
         (Pattern::Paths { .. }, Permission::Edit) if rule.pattern == "**" => "edits in the workspace".to_owned(),
         (Pattern::Paths { .. }, Permission::Read) => format!("reads of `{}`", rule.pattern),
-        (Pattern::Paths { .. }, Permission::Edit | Permission::Bash | Permission::Tool) => {
+        (Pattern::Paths { .. }, Permission::Edit | Permission::Bash | Permission::Tool | Permission::Fetch) => {
             format!("edits of `{}`", rule.pattern)
         }
         (Pattern::Names(_), _) if rule.pattern.contains(['*', '?', '[', '{']) => {
             format!("tools matching `{}`", rule.pattern)
         }
         (Pattern::Names(_), _) => format!("the tool `{}`", rule.pattern.replace('\\', "")),
+        (Pattern::Hosts(hosts), _) => hosts.describe(),
     }
 }
 

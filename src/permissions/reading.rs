@@ -118,7 +118,7 @@ mod tests {
     fn reads_only(line: &str) -> bool {
         match bash(line).subject {
             Subject::Command(facts) => facts.reads_only(),
-            Subject::Path { .. } | Subject::Tool { .. } => false,
+            Subject::Path { .. } | Subject::Tool { .. } | Subject::Host { .. } => false,
         }
     }
 

@@ -312,6 +312,7 @@ async fn rules_of_every_permission_are_kept_for_the_project_and_an_old_table_kee
             (Permission::Edit, "mcp__fx__*"),
             (Permission::Bash, "mcp__fx__*"),
             (Permission::Tool, "mcp__fx__*"),
+            (Permission::Fetch, "mcp__fx__*"),
         ]
     );
     store.shutdown().await;

@@ -106,6 +106,7 @@ fn context(dir: &Path, images: Images) -> ToolContext {
         read_rejections: Vec::new(),
         judged: None,
         trace: None,
+        fetch: super::super::Fetching::default(),
     }
 }
 

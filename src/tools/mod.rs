@@ -1,5 +1,6 @@
 //! The tools the model can call. Each built-in tool is one file that implements [`Tool`]: `read`,
-//! `write`, `edit`, `glob`, `grep`, `bash`, `todo` and `question`; `task` (a sub-agent) joins them
+//! `write`, `edit`, `glob`, `grep`, `bash`, `todo` and `question`, and `fetch` (a module of its
+//! own: web pages, their addresses judged, HTML made Markdown); `task` (a sub-agent) joins them
 //! when the session can run sub-agents, through a [`task::Delegate`] the session layer provides,
 //! and the tools of the session's MCP servers through [`add_server_tools`] (`mcp.rs`). Named
 //! agents are read in `agents`; what tools share is in `fs`, `beneath`, `page`, `search` and
@@ -20,6 +21,7 @@ pub mod agents;
 mod bash;
 mod beneath;
 mod edit;
+mod fetch;
 mod fs;
 mod glob;
 mod grep;
@@ -51,6 +53,7 @@ use crate::permissions::{Mode, PermissionRequest, Rule};
 
 pub use crate::workspace::Workspace;
 pub use bash::{BASH_DEFAULT_TIMEOUT, BASH_MAX_TIMEOUT};
+pub use fetch::Fetching;
 pub use host::{Host, NoEditor};
 pub use image::{Images, ImagesRead};
 pub use mcp::add_server_tools;
@@ -86,6 +89,8 @@ pub struct ToolContext {
     pub judged: Option<String>,
     /// The client's trace context of the turn's prompt: a sub-agent's model requests carry it too.
     pub trace: Option<crate::trace::TraceContext>,
+    /// What `fetch` may reach, and the mode and rules its redirects are judged under.
+    pub fetch: Fetching,
 }
 
 /// What a sub-agent inherits from the turn whose call starts it: never more than that turn has.

@@ -36,7 +36,8 @@ pub struct Registry {
 pub struct Collision(pub String);
 
 impl Registry {
-    /// The built-in tools: `read`, `write`, `edit`, `glob`, `grep`, `bash`, `todo` and `question`.
+    /// The built-in tools: `read`, `write`, `edit`, `glob`, `grep`, `bash`, `fetch`, `todo` and
+    /// `question`.
     pub fn builtin() -> Registry {
         static BUILTIN: LazyLock<Registry> = LazyLock::new(|| {
             let mut registry = Registry::default();
@@ -47,6 +48,7 @@ impl Registry {
                 registry.add(super::glob::Glob),
                 registry.add(super::grep::Grep),
                 registry.add(super::bash::Bash),
+                registry.add(super::fetch::Fetch),
                 registry.add(super::todo::Todo),
                 registry.add(super::question::AskUser),
             ];

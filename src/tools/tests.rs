@@ -10,7 +10,7 @@ use crate::history::{PlanPriority, ToolContent};
 
 use super::*;
 
-fn context(dir: &std::path::Path) -> ToolContext {
+pub(super) fn context(dir: &std::path::Path) -> ToolContext {
     ToolContext {
         workspace: Workspace::new(dir, &[]),
         host: Arc::new(NoEditor),
@@ -25,6 +25,7 @@ fn context(dir: &std::path::Path) -> ToolContext {
         read_rejections: Vec::new(),
         judged: None,
         trace: None,
+        fetch: Fetching::default(),
     }
 }
 
@@ -433,6 +434,10 @@ fn derived_schemas_are_the_catalog_the_model_knows() {
             "description": {"type": "string", "description": "A few words saying what the command does"}
         }, "required": ["command"], "additionalProperties": false}),
         json!({"type": "object", "properties": {
+            "url": {"type": "string", "description": "The http:// or https:// URL to read"},
+            "offset": {"type": "integer", "minimum": 0, "description": "Character to start from, for a text longer than one result (the result says where the next part starts)"}
+        }, "required": ["url"], "additionalProperties": false}),
+        json!({"type": "object", "properties": {
             "items": {"type": "array", "items": {"type": "object", "properties": {
                 "content": {"type": "string"},
                 "status": {"type": "string", "enum": ["pending", "in_progress", "completed"]},
@@ -451,7 +456,7 @@ fn derived_schemas_are_the_catalog_the_model_knows() {
     ];
     let registry = Registry::builtin();
     let names: Vec<&str> = registry.names().collect();
-    assert_eq!(names, ["read", "write", "edit", "glob", "grep", "bash", "todo", "question"]);
+    assert_eq!(names, ["read", "write", "edit", "glob", "grep", "bash", "fetch", "todo", "question"]);
     for (spec, expected) in registry.specs().iter().zip(expected) {
         assert_eq!(spec["parameters"], expected, "{}", spec["name"]);
         assert!(spec["description"].as_str().is_some_and(|d| d.len() > 20), "{spec}");
@@ -462,7 +467,7 @@ fn derived_schemas_are_the_catalog_the_model_knows() {
 fn a_second_tool_by_one_name_is_refused() {
     let mut registry = Registry::builtin();
     assert_eq!(registry.add(super::read::Read), Err(super::registry::Collision("read".into())));
-    assert_eq!(registry.specs().len(), 8);
+    assert_eq!(registry.specs().len(), 9);
 }
 
 #[test]

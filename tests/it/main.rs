@@ -20,6 +20,7 @@ mod durability;
 mod editors;
 mod escapes;
 mod exec;
+mod fetch;
 mod headless;
 mod hostile;
 mod images;

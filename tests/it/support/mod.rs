@@ -8,6 +8,7 @@ pub mod dialects;
 pub mod editor;
 pub mod mock_llm;
 pub mod node;
+pub mod pages;
 pub mod pinned;
 pub mod python;
 pub mod sdk;

@@ -1,0 +1,263 @@
+//! Which addresses `fetch` may connect to: every address is classified ([`blocked`]) after the
+//! name is resolved, and the connection goes to exactly the addresses that passed.
+//!
+//! Refused: loopback, private (RFC 1918, IPv6 unique local `fc00::/7`, the old site-local
+//! `fec0::/10`), link-local (`169.254/16`, `fe80::/10`), shared (CGNAT, `100.64/10`), the cloud
+//! metadata services (`169.254.169.254`, `fd00:ec2::254`, Alibaba's `100.100.100.200`, Azure's
+//! `168.63.129.16`), unspecified, multicast, broadcast and the reserved and documentation ranges.
+//! An IPv6 address that carries an IPv4 one (mapped `::ffff:a.b.c.d`, compatible `::a.b.c.d`,
+//! NAT64 `64:ff9b::/96`, 6to4 `2002::/16`) is judged by the IPv4 address it reaches; Teredo
+//! (`2001::/32`) hides it, and is refused. Outside `2000::/3`, no IPv6 address is a public
+//! host's. `[fetch] allow_private` lifts only what [`Blocked::private`] says.
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+/// Why an address is refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Blocked {
+    Loopback,
+    /// RFC 1918, IPv6 unique local and site-local.
+    Private,
+    LinkLocal,
+    /// Shared address space (carrier-grade NAT).
+    Shared,
+    /// A cloud's instance metadata service: never fetched, whatever the settings.
+    Metadata,
+    Unspecified,
+    Multicast,
+    Broadcast,
+    /// Reserved, documentation, benchmarking or otherwise not a public host's.
+    Reserved,
+}
+
+impl Blocked {
+    /// The words for it: "a loopback address".
+    pub fn describe(self) -> &'static str {
+        match self {
+            Blocked::Loopback => "a loopback address (this machine)",
+            Blocked::Private => "a private network address",
+            Blocked::LinkLocal => "a link-local address",
+            Blocked::Shared => "a shared (carrier-grade NAT) address",
+            Blocked::Metadata => "a cloud metadata service's address",
+            Blocked::Unspecified => "the unspecified address",
+            Blocked::Multicast => "a multicast address",
+            Blocked::Broadcast => "the broadcast address",
+            Blocked::Reserved => "a reserved address, which no public web server has",
+        }
+    }
+
+    /// Whether `[fetch] allow_private` lifts it: addresses of the user's machine and networks,
+    /// where a page they serve themselves may be. Metadata services and addresses no web
+    /// server has stay refused.
+    pub fn private(self) -> bool {
+        match self {
+            Blocked::Loopback | Blocked::Private | Blocked::LinkLocal | Blocked::Shared => true,
+            Blocked::Metadata | Blocked::Unspecified | Blocked::Multicast | Blocked::Broadcast | Blocked::Reserved => {
+                false
+            }
+        }
+    }
+}
+
+/// Why `ip` may not be fetched from; `None` for a public address.
+pub fn blocked(ip: IpAddr) -> Option<Blocked> {
+    match ip {
+        IpAddr::V4(v4) => blocked_v4(v4),
+        IpAddr::V6(v6) => blocked_v6(v6),
+    }
+}
+
+/// Metadata services, refused before the ranges they lie in.
+const METADATA_V4: [Ipv4Addr; 3] =
+    [Ipv4Addr::new(169, 254, 169, 254), Ipv4Addr::new(100, 100, 100, 200), Ipv4Addr::new(168, 63, 129, 16)];
+const METADATA_V6: Ipv6Addr = Ipv6Addr::new(0xfd00, 0x0ec2, 0, 0, 0, 0, 0, 0x0254);
+
+fn blocked_v4(ip: Ipv4Addr) -> Option<Blocked> {
+    let [a, b, c, _] = ip.octets();
+    if METADATA_V4.contains(&ip) {
+        return Some(Blocked::Metadata);
+    }
+    let blocked = match (a, b, c) {
+        // 0.0.0.0, and "this network": 0.x.y.z reaches this host on some systems.
+        (0, _, _) => Blocked::Unspecified,
+        (127, _, _) => Blocked::Loopback,
+        (10, _, _) | (172, 16..=31, _) | (192, 168, _) => Blocked::Private,
+        (169, 254, _) => Blocked::LinkLocal,
+        (100, 64..=127, _) => Blocked::Shared,
+        // IETF protocol assignments, documentation (TEST-NET-1..3), the 6to4 relay anycast,
+        // benchmarking.
+        (192, 0, 0) | (192, 0, 2) | (198, 51, 100) | (203, 0, 113) | (192, 88, 99) | (198, 18..=19, _) => {
+            Blocked::Reserved
+        }
+        (224..=239, _, _) => Blocked::Multicast,
+        _ if ip.is_broadcast() => Blocked::Broadcast,
+        (240..=255, _, _) => Blocked::Reserved,
+        _ => return None,
+    };
+    Some(blocked)
+}
+
+fn blocked_v6(ip: Ipv6Addr) -> Option<Blocked> {
+    if ip == METADATA_V6 {
+        return Some(Blocked::Metadata);
+    }
+    if ip.is_unspecified() {
+        return Some(Blocked::Unspecified);
+    }
+    if ip.is_loopback() {
+        return Some(Blocked::Loopback);
+    }
+    if let Some(v4) = ip.to_ipv4_mapped() {
+        return blocked_v4(v4);
+    }
+    let s = ip.segments();
+    let embedded = |high: u16, low: u16| Ipv4Addr::from((u32::from(high) << 16) | u32::from(low));
+    match s[0] {
+        // IPv4-compatible (`::a.b.c.d`, deprecated) and every other address of `::/96`.
+        0 if s[1..6].iter().all(|&x| x == 0) => Some(blocked_v4(embedded(s[6], s[7])).unwrap_or(Blocked::Reserved)),
+        // NAT64's well-known prefix reaches the IPv4 address in its last 32 bits.
+        0x64 if s[1] == 0xff9b && s[2..6].iter().all(|&x| x == 0) => blocked_v4(embedded(s[6], s[7])),
+        // 6to4 reaches the IPv4 address in bits 16..48.
+        0x2002 => blocked_v4(embedded(s[1], s[2])),
+        // Teredo hides the address it reaches; documentation; benchmarking; ORCHID.
+        0x2001 if s[1] == 0 || s[1] == 0x0db8 || (s[1] == 2 && s[2] == 0) || (0x10..=0x2f).contains(&s[1]) => {
+            Some(Blocked::Reserved)
+        }
+        0x2000..=0x3fff => None,
+        0xfc00..=0xfdff => Some(Blocked::Private),
+        0xfe80..=0xfebf => Some(Blocked::LinkLocal),
+        0xfec0..=0xfeff => Some(Blocked::Private),
+        0xff00..=0xffff => Some(Blocked::Multicast),
+        // Outside global unicast (`2000::/3`): discard, local-use NAT64, unassigned.
+        _ => Some(Blocked::Reserved),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn of(text: &str) -> Option<Blocked> {
+        blocked(text.parse().unwrap_or_else(|err| panic!("{text}: {err}")))
+    }
+
+    #[test]
+    fn public_addresses_pass() {
+        for ip in [
+            "1.1.1.1",
+            "8.8.8.8",
+            "93.184.215.14",
+            "100.63.255.255",
+            "100.128.0.0",
+            "172.15.255.255",
+            "172.32.0.0",
+            "169.253.255.255",
+            "192.0.1.1",
+            "223.255.255.255",
+            "2606:4700:4700::1111",
+            "2a00:1450:4001:80b::200e",
+            "::ffff:8.8.8.8",
+            "64:ff9b::808:808",
+            "2002:808:808::1",
+        ] {
+            assert_eq!(of(ip), None, "{ip}");
+        }
+    }
+
+    #[test]
+    fn every_spelling_of_this_machine_and_its_networks_is_refused() {
+        for (ip, why) in [
+            ("127.0.0.1", Blocked::Loopback),
+            ("127.255.255.254", Blocked::Loopback),
+            ("::1", Blocked::Loopback),
+            ("::ffff:127.0.0.1", Blocked::Loopback),
+            ("::127.0.0.1", Blocked::Loopback),
+            ("64:ff9b::7f00:1", Blocked::Loopback),
+            ("2002:7f00:1::", Blocked::Loopback),
+            ("0.0.0.0", Blocked::Unspecified),
+            ("0.1.2.3", Blocked::Unspecified),
+            ("::", Blocked::Unspecified),
+            ("::ffff:0.0.0.0", Blocked::Unspecified),
+            ("10.0.0.1", Blocked::Private),
+            ("172.16.0.1", Blocked::Private),
+            ("172.31.255.255", Blocked::Private),
+            ("192.168.1.1", Blocked::Private),
+            ("::ffff:192.168.1.1", Blocked::Private),
+            ("::ffff:10.1.2.3", Blocked::Private),
+            ("fc00::1", Blocked::Private),
+            ("fd12:3456::1", Blocked::Private),
+            ("fec0::1", Blocked::Private),
+            ("169.254.1.1", Blocked::LinkLocal),
+            ("fe80::1", Blocked::LinkLocal),
+            ("::ffff:169.254.1.1", Blocked::LinkLocal),
+            ("100.64.0.1", Blocked::Shared),
+            ("100.127.255.255", Blocked::Shared),
+            ("169.254.169.254", Blocked::Metadata),
+            ("::ffff:169.254.169.254", Blocked::Metadata),
+            ("::169.254.169.254", Blocked::Metadata),
+            ("64:ff9b::a9fe:a9fe", Blocked::Metadata),
+            ("2002:a9fe:a9fe::", Blocked::Metadata),
+            ("fd00:ec2::254", Blocked::Metadata),
+            ("100.100.100.200", Blocked::Metadata),
+            ("168.63.129.16", Blocked::Metadata),
+            ("224.0.0.1", Blocked::Multicast),
+            ("239.255.255.250", Blocked::Multicast),
+            ("ff02::1", Blocked::Multicast),
+            ("::ffff:224.0.0.1", Blocked::Multicast),
+            ("255.255.255.255", Blocked::Broadcast),
+            ("240.0.0.1", Blocked::Reserved),
+            ("192.0.2.1", Blocked::Reserved),
+            ("198.51.100.1", Blocked::Reserved),
+            ("203.0.113.1", Blocked::Reserved),
+            ("198.18.0.1", Blocked::Reserved),
+            ("192.0.0.8", Blocked::Reserved),
+            ("2001:db8::1", Blocked::Reserved),
+            ("2001::1", Blocked::Reserved),
+            ("100::1", Blocked::Reserved),
+            ("::1:2:3", Blocked::Reserved),
+            ("4000::1", Blocked::Reserved),
+        ] {
+            assert_eq!(of(ip), Some(why), "{ip}");
+        }
+    }
+
+    /// What a URL parser makes of the spellings a hostile model tries: each is the address it
+    /// reaches, and so refused.
+    #[test]
+    fn urls_that_spell_loopback_otherwise_reach_a_refused_address() {
+        for url in [
+            "http://127.0.0.1/",
+            "http://0x7f000001/",
+            "http://2130706433/",
+            "http://127.1/",
+            "http://0177.0.0.1/",
+            "http://0x7f.0.0.1/",
+            "http://[::1]/",
+            "http://[::ffff:127.0.0.1]/",
+            "http://[0:0:0:0:0:ffff:7f00:1]/",
+            "http://169.254.169.254/latest/meta-data",
+            "http://0251.0376.0251.0376/",
+            "http://[::ffff:a9fe:a9fe]/",
+            "http://0/",
+        ] {
+            let parsed = url::Url::parse(url).unwrap();
+            let ip: IpAddr = match parsed.host() {
+                Some(url::Host::Ipv4(ip)) => ip.into(),
+                Some(url::Host::Ipv6(ip)) => ip.into(),
+                other => panic!("{url} parses as {other:?}"),
+            };
+            assert!(blocked(ip).is_some(), "{url} reaches {ip}");
+        }
+    }
+
+    #[test]
+    fn allow_private_lifts_the_users_own_networks_and_nothing_else() {
+        assert!(Blocked::Loopback.private() && Blocked::Private.private());
+        assert!(Blocked::LinkLocal.private() && Blocked::Shared.private());
+        for never in
+            [Blocked::Metadata, Blocked::Unspecified, Blocked::Multicast, Blocked::Broadcast, Blocked::Reserved]
+        {
+            assert!(!never.private(), "{never:?}");
+        }
+    }
+}
