@@ -94,8 +94,8 @@ impl WireSink {
     /// `update` as a `session/update`, with `_meta.cairn.seq` when it is numbered.
     fn notify(&self, session: &SessionId, seq: Option<u64>, update: Update) {
         let shown = self.features.shown();
-        // A sub-agent's update, under its own id for a client that takes sub-agents. Its number
-        // belongs to the parent's stream, so it goes without one.
+        // A sub-agent's update, under its own id for a client that takes sub-agents, without a
+        // number: the session's numbers do not count it.
         if let Update::Elsewhere { session: child, update } = update {
             if shown.subagents {
                 self.notify(&child, None, *update);

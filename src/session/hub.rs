@@ -255,9 +255,19 @@ fn forget_unviewed(streams: &mut HashMap<SessionId, Stream>) {
 impl UpdateSink for Hub {
     /// Numbers the update in its session's stream, keeps it for a resume, and sends it to every
     /// viewer. A session nobody views still numbers and keeps its updates: a client that lost
-    /// its connection resumes from them.
+    /// its connection resumes from them. A sub-agent's update ([`Update::Elsewhere`]) goes to
+    /// the viewers unnumbered and is not kept: the wire shows it under the sub-agent's own id,
+    /// where the session's numbers mean nothing, and a busy sub-agent must not push the
+    /// session's own updates out of what a resume can give back (a load replays the sub-agent).
     fn send(&self, session: &SessionId, update: Update) {
         let mut streams = self.lock();
+        if let Update::Elsewhere { .. } = update {
+            let viewers = streams.get(session).map(|stream| stream.viewers.as_slice()).unwrap_or_default();
+            for viewer in viewers {
+                viewer.sink.send(session, update.clone());
+            }
+            return;
+        }
         if !streams.contains_key(session) {
             streams.insert(session.clone(), Stream { unviewed_since: Some(Instant::now()), ..Stream::default() });
             forget_unviewed(&mut streams);
@@ -474,6 +484,27 @@ mod tests {
             hub.resume(&session, &again, 9),
             Err(ResumeError::Ahead { session: session.clone(), after: 9, last: 4 })
         );
+    }
+
+    #[test]
+    fn a_sub_agents_updates_reach_the_viewers_unnumbered_and_take_no_room_in_the_stream() {
+        let hub = Hub::new();
+        let session = SessionId::generate();
+        let wire = Arc::new(Wire::default());
+        let viewer = hub.viewer(Arc::clone(&wire) as Arc<dyn UpdateSink>);
+        hub.attach(&session, &viewer);
+        hub.send(&session, chunk("a"));
+        let child = SessionId::generate();
+        for _ in 0..KEPT + 10 {
+            hub.send(&session, Update::Elsewhere { session: child.clone(), update: Box::new(chunk("child")) });
+        }
+        hub.send(&session, chunk("b"));
+        let seen = wire.0.lock().unwrap().clone();
+        assert_eq!(seen.len(), KEPT + 12);
+        assert_eq!((seen[0].0, seen[KEPT + 11].0), (Some(1), Some(2)), "the session's numbers run on");
+        assert!(seen[1..=KEPT + 10].iter().all(|(seq, _)| seq.is_none()));
+        let again = hub.viewer(Arc::new(Wire::default()) as Arc<dyn UpdateSink>);
+        assert_eq!(hub.resume(&session, &again, 0), Ok(2), "the session's own updates are all still kept");
     }
 
     #[test]
