@@ -38,12 +38,28 @@ pub fn shown_again(tool: &ToolPart) -> (Vec<Update>, Vec<Update>) {
     };
     let agent = input["agent"].as_str().unwrap_or(crate::tools::task::NAME).to_owned();
     let info = SubagentInfo { child: child.clone(), title: text("description"), agent, cwd: None, ended };
-    let message = |suffix: &str, from, to, text: String| {
-        Update::SessionMessage(Box::new(SessionMessage { id: format!("{}.{suffix}", tool.call_id), from, to, text }))
-    };
-    let before = vec![Update::Subagent(Box::new(info)), message("task", None, Some(child.clone()), text("prompt"))];
-    let after = tool.output.clone().map(|report| message("report", Some(child), None, report)).into_iter().collect();
+    let before = vec![Update::Subagent(Box::new(info)), message(&tool.call_id, &child, Sent::Task, text("prompt"))];
+    let after =
+        tool.output.clone().map(|report| message(&tool.call_id, &child, Sent::Report, report)).into_iter().collect();
     (before, after)
+}
+
+/// Which way a `task` call's message to its sub-agent went.
+pub(super) enum Sent {
+    /// The task, to the sub-agent.
+    Task,
+    /// Its report, from the sub-agent.
+    Report,
+}
+
+/// A `task` call's message to or from its sub-agent `child`, as the parent's transcript has it,
+/// named after the call (`call_id`): the same live and on a load.
+pub(super) fn message(call_id: &str, child: &SessionId, sent: Sent, text: String) -> Update {
+    let (suffix, from, to) = match sent {
+        Sent::Task => ("task", None, Some(child.clone())),
+        Sent::Report => ("report", Some(child.clone()), None),
+    };
+    Update::SessionMessage(Box::new(SessionMessage { id: format!("{call_id}.{suffix}"), from, to, text }))
 }
 
 /// Sends, after `session`'s replay, the stored conversation of every sub-agent its `messages`

@@ -12,6 +12,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::host::NamedHost;
 use super::progress::{self, ChildSink, Progress};
+use super::shown::{Sent, message};
 use super::{Parent, last_text, refuse, role, with_task};
 use crate::agent::{self, StopReason};
 use crate::history::{Message, Part, Role, ToolContent};
@@ -19,7 +20,7 @@ use crate::ids::{SessionId, now_ms};
 use crate::permissions::{Rule, Scope};
 use crate::session::recorder::StoreRecorder;
 use crate::session::setup::{self, Model, Setup};
-use crate::session::{SessionMessage, Status, SubagentInfo, Update};
+use crate::session::{Status, SubagentInfo, Update};
 use crate::store::{SessionRow, Write};
 use crate::tools::agents::NamedAgent;
 use crate::tools::task::{self, Delegate, TaskArgs};
@@ -69,11 +70,7 @@ impl Delegate for Spawner {
         let (id, mut info) = (child.id.clone(), child.info.clone());
         let parent = &self.parent;
         parent.show(&self.caller, Update::Subagent(Box::new(info.clone())));
-        let message = |suffix: &str, from: Option<&SessionId>, to: Option<&SessionId>, text: String| {
-            let id = format!("{}.{suffix}", ctx.call_id);
-            Update::SessionMessage(Box::new(SessionMessage { id, from: from.cloned(), to: to.cloned(), text }))
-        };
-        parent.show(&self.caller, message("task", None, Some(&id), task.prompt.clone()));
+        parent.show(&self.caller, message(&ctx.call_id, &id, Sent::Task, task.prompt.clone()));
         let ended = drive(child, parent, task, ctx).await;
         info.ended = Some(match &ended.result {
             Ok(stop) if !ended.timed_out => Ok(*stop),
@@ -81,7 +78,7 @@ impl Delegate for Spawner {
             Err(err) => Err(err.to_string()),
         });
         let outcome = report(ended, &parent.config.subagents, &id);
-        parent.show(&self.caller, message("report", Some(&id), None, outcome.output.clone()));
+        parent.show(&self.caller, message(&ctx.call_id, &id, Sent::Report, outcome.output.clone()));
         parent.show(&self.caller, Update::Subagent(Box::new(info)));
         Ok(outcome)
     }
