@@ -334,12 +334,12 @@ fn tool_content(tool: &ToolPart, subagents: bool) -> Vec<acp::ToolCallContent> {
                     acp::ToolCallContent::Terminal(acp::Terminal::new(terminal_id.clone()))
                 }
                 ToolContent::Image { mime_type, data } => image_content(mime_type, data),
-                // A client that does not know sub-agent sessions has no use for the link.
-                ToolContent::Session { session_id } => {
+                ToolContent::Session { session_id } if subagents => {
                     acp::ToolCallContent::Session(acp::SessionReference::new(acp::SessionId::new(session_id.as_str())))
                 }
+                // A client that does not know sub-agent sessions has no use for the link.
+                ToolContent::Session { .. } => return None,
             })
-            .filter(|content| subagents || !matches!(content, acp::ToolCallContent::Session(_)))
         })
         .chain(images)
         .collect()
