@@ -125,6 +125,8 @@ async fn main() {
         thought: None,
         images: true,
         trace: None,
+        cache_key: Some("ses_bench"),
+        web_search: false,
     };
     build("OpenAI Chat", &request, openai_chat::encode);
     build("Anthropic Messages", &request, anthropic::encode);

@@ -155,7 +155,7 @@ impl Setup {
 }
 
 fn info(window: u64, max_output: u64) -> ModelInfo {
-    ModelInfo { context_window: window, max_output, prices: None, reasoning: false, images: false }
+    ModelInfo { context_window: window, max_output, prices: None, reasoning: false, images: false, web_search: false }
 }
 
 /// One turn of `steps` model steps over a history of `prior` messages; the time per step.

@@ -396,6 +396,8 @@ async fn summarize(
         thought: None,
         images: summarizer.info.images,
         trace: job.trace,
+        cache_key: None,
+        web_search: false,
     };
     let mut retry = Retry { policy: summarizer.retry, cancel: job.cancel, notices: None };
     let mut attempts = 0;

@@ -22,6 +22,7 @@ pub mod events;
 mod loops;
 pub mod prompt;
 mod retry;
+mod searched;
 pub mod state;
 mod steer;
 mod steps;
@@ -108,6 +109,8 @@ pub struct Run {
     /// The client's trace context of the prompt that started the turn, which its model
     /// requests (summaries included) carry; prompts steered into it do not change it.
     trace: Option<TraceContext>,
+    /// The session's id, sent as the requests' prompt cache key ([`ModelRequest::cache_key`]).
+    cache_key: Option<String>,
 }
 
 /// What one step keeps: it starts anew in the StepStart state.
@@ -134,6 +137,11 @@ impl Run {
     /// This run, its model requests carrying `trace` (see [`crate::trace`]).
     pub fn traced(self, trace: Option<TraceContext>) -> Self {
         Self { trace, ..self }
+    }
+
+    /// This run, its model requests asking for the prompt cache of the session `id`.
+    pub fn cached_as(self, id: &str) -> Self {
+        Self { cache_key: Some(id.to_owned()), ..self }
     }
 }
 

@@ -42,6 +42,8 @@ pub async fn sampling(turn: &mut Turn<'_>, mut request: Box<Request>) -> TurnSta
         thought: turn.thought.filter(|_| turn.info.reasoning),
         images: turn.info.images,
         trace: turn.run.trace.as_ref(),
+        cache_key: turn.run.cache_key.as_deref(),
+        web_search: turn.info.web_search,
     };
     let mut retry = Retry { policy: turn.retry_policy(), cancel: &turn.cancel, notices: Some(&mut *turn.recorder) };
     let (events, deadline) = loop {
@@ -205,6 +207,7 @@ pub async fn streaming(turn: &mut Turn<'_>, s: Box<Streaming>) -> TurnState {
                     turn.recorder.record(AgentEvent::PartUpdated { message: s.message.id.clone(), index, part });
                 }
             }
+            StreamEvent::WebSearch(search) => super::searched::searched(turn, &mut s, search),
             StreamEvent::Usage(usage) => s.message.meta.usage = Some(usage),
             StreamEvent::Finish(reason) => s.finish = Some(reason),
         }
@@ -233,7 +236,7 @@ fn delta(turn: &mut Turn<'_>, s: &mut Streaming, kind: StreamKind, text: String)
     turn.recorder.record(AgentEvent::Delta { message: s.message.id.clone(), index, kind, text });
 }
 
-fn close_part(turn: &mut Turn<'_>, s: &mut Streaming) {
+pub(super) fn close_part(turn: &mut Turn<'_>, s: &mut Streaming) {
     if let Some((index, _)) = s.open.take() {
         turn.recorder.record(AgentEvent::PartFinished { message: s.message.id.clone(), index });
     }
@@ -322,6 +325,17 @@ fn complete(turn: &mut Turn<'_>, mut s: Streaming, finish: Finish, error: Option
                 let part = Part::Tool(tool.clone());
                 turn.recorder.record(AgentEvent::PartUpdated { message: s.message.id.clone(), index: *index, part });
             }
+        }
+    }
+    // A search the provider never finished (the answer was cut or cancelled) ends with it.
+    for (index, part) in s.message.parts.iter_mut().enumerate() {
+        if let Part::Tool(tool) = part
+            && tool.hosted
+            && tool.state.advance(CallState::Cancelled).is_ok()
+        {
+            tool.output = Some("The answer ended before this search finished.".to_owned());
+            let (index, part) = (u32::try_from(index).unwrap_or(u32::MAX), Part::Tool(tool.clone()));
+            turn.recorder.record(AgentEvent::PartUpdated { message: s.message.id.clone(), index, part });
         }
     }
     s.message.meta.finish = Some(finish);

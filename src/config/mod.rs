@@ -27,6 +27,7 @@ mod limits;
 mod mcp;
 mod permissions;
 mod process;
+mod search;
 pub mod serve;
 mod session;
 mod subagents;
@@ -34,6 +35,7 @@ mod subagents;
 pub use fetch::{Fetch, MAX_FETCH_SECS};
 pub use limits::{Compaction, ContentPattern, Limits, LoopLimits};
 pub use permissions::Remember;
+pub use search::{Search, SearchApi, SearchEndpoint};
 pub use session::BusyPrompt;
 pub use subagents::Subagents;
 
@@ -89,6 +91,8 @@ pub struct Config {
     pub log_file: Option<PathBuf>,
     /// `[serve] url`: the `cairn serve` that `cairn acp` bridges to (read early by `serve::url`).
     pub serve_url: Option<String>,
+    /// `[search]`: the provider's own web search, or an endpoint of the user's.
+    pub search: Search,
 }
 
 /// The config file `env` points to (`CAIRN_CONFIG`, else `config.toml` in cairn's directory of
@@ -131,6 +135,8 @@ pub struct ModelOverride {
     pub reasoning: Option<bool>,
     /// Whether the model accepts images (a `read` of a picture is sent to it as one).
     pub images: Option<bool>,
+    /// Whether its provider searches the web for it (OpenAI Responses, Anthropic).
+    pub web_search: Option<bool>,
 }
 
 /// A model endpoint.
@@ -146,6 +152,11 @@ pub struct ProviderConfig {
     pub models: Vec<String>,
     /// Ask the server's `GET /models` for more (OpenAI-compatible servers).
     pub discover_models: bool,
+    /// Requests carry `prompt_cache_key` (the session's id), so an OpenAI server routes a
+    /// session's requests to the same prompt cache: on for the built-in OpenAI providers, off for
+    /// others unless their table says `prompt_cache_key = true` (a strict server refuses fields
+    /// it does not know).
+    pub prompt_cache_key: bool,
 }
 
 /// Why the configuration could not be loaded.
@@ -194,6 +205,8 @@ struct FileConfig {
     serve: serve::FileServe,
     #[serde(default)]
     fetch: fetch::FileFetch,
+    #[serde(default)]
+    search: search::FileSearch,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -203,6 +216,7 @@ struct FileProvider {
     base_url: Option<String>,
     #[serde(default)]
     discover_models: bool,
+    prompt_cache_key: Option<bool>,
     api_key_env: Option<String>,
     #[serde(default)]
     models: Vec<String>,
@@ -274,6 +288,7 @@ impl Config {
             api_key: None,
             models: models.iter().map(|m| (*m).to_owned()).collect(),
             discover_models: false,
+            prompt_cache_key: api != Api::Anthropic,
         };
         let mut providers = BTreeMap::new();
         providers
@@ -295,11 +310,15 @@ impl Config {
                 api_key: None,
                 models: Vec::new(),
                 discover_models: false,
+                prompt_cache_key: false,
             });
             if let Some(api) = given.api {
                 entry.api = api;
             }
             entry.discover_models |= given.discover_models;
+            if let Some(cache_key) = given.prompt_cache_key {
+                entry.prompt_cache_key = cache_key;
+            }
             if let Some(base_url) = given.base_url {
                 checks::base_url(&format!("[providers.{entry_name}] base_url"), &base_url)?;
                 entry.base_url = base_url;
@@ -335,6 +354,7 @@ impl Config {
         limits.tasks_at_once = subagents.max_concurrent;
         limits.image_max_bytes = file.tools.image_max_bytes().map_err(invalid)?;
         limits.fetch = file.fetch.resolve().map_err(invalid)?;
+        let search = file.search.resolve(env).map_err(invalid)?;
         let busy_prompt = file.session.resolve().map_err(invalid)?;
         let remember = file.permissions.resolve().map_err(invalid)?;
         let model = match (env("CAIRN_MODEL"), file.model) {
@@ -377,6 +397,7 @@ impl Config {
             mcp,
             log_file,
             serve_url: file.serve.url,
+            search,
         })
     }
 

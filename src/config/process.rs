@@ -239,6 +239,7 @@ mod tests {
             api_key: None,
             models: Vec::new(),
             discover_models: false,
+            prompt_cache_key: false,
         }
     }
 

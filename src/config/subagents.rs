@@ -116,6 +116,7 @@ mod tests {
                 api_key: None,
                 models: Vec::new(),
                 discover_models: false,
+                prompt_cache_key: false,
             },
         );
         toml::from_str::<FileSubagents>(text).map_err(|err| err.to_string())?.resolve(&providers)

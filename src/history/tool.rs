@@ -48,6 +48,10 @@ pub struct ToolPart {
     /// their numbers) but not shown, live or replayed, until they are complete.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub streaming: bool,
+    /// Run by the model's provider, not here (its web search): shown and stored like any call,
+    /// never run, never sent back to the model (the answer that follows carries what it found).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub hosted: bool,
 }
 
 impl ToolPart {
@@ -66,6 +70,7 @@ impl ToolPart {
             images: Vec::new(),
             plan: None,
             streaming: false,
+            hosted: false,
         }
     }
 

@@ -6,6 +6,9 @@
 //! signature (cut off mid-stream) is left out. Tool results travel as `tool_result` blocks in the
 //! next user message (text, or text and `image` blocks when the tool returned images). Prompt-cache
 //! breakpoints sit on the system prompt and on the latest user content. Usage: `input_tokens` here already excludes cached tokens.
+//! Where the model has it, Anthropic's server-side web search is offered beside the functions;
+//! its `server_tool_use` and `web_search_tool_result` blocks become [`WebSearch`] events, the
+//! answer's citations its "Sources" list ([`super::search`]), and none of them is sent back.
 
 use std::collections::{BTreeMap, VecDeque};
 
@@ -14,6 +17,7 @@ use std::borrow::Cow;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use super::search::{Cited, Source, WebSearch};
 use super::wire::{Arguments, UserBlock, tool_result, user_blocks};
 use super::{FinishReason, LlmError, ModelRequest, StreamEvent, ToolCallRequest, sse};
 use crate::history::view::Seen;
@@ -61,11 +65,16 @@ fn request_body<'a>(request: &ModelRequest<'a>) -> Body<'a> {
         tools: request
             .tools
             .iter()
-            .map(|spec| Tool {
+            .map(|spec| Tool::Function {
                 name: &spec["name"],
                 description: &spec["description"],
                 input_schema: &spec["parameters"],
             })
+            .chain(request.web_search.then_some(Tool::Hosted {
+                kind: WEB_SEARCH_TOOL,
+                name: "web_search",
+                max_uses: WEB_SEARCHES,
+            }))
             .collect(),
         thinking: thinking.map(|budget_tokens| Thinking { kind: "enabled", budget_tokens }),
     }
@@ -99,12 +108,26 @@ struct System<'a> {
     cache_control: Cache,
 }
 
+/// A function the model may call, or a tool Anthropic runs itself (its web search).
 #[derive(Serialize)]
-struct Tool<'a> {
-    name: &'a Value,
-    description: &'a Value,
-    input_schema: &'a Value,
+#[serde(untagged)]
+enum Tool<'a> {
+    Function {
+        name: &'a Value,
+        description: &'a Value,
+        input_schema: &'a Value,
+    },
+    Hosted {
+        #[serde(rename = "type")]
+        kind: &'static str,
+        name: &'static str,
+        max_uses: u32,
+    },
 }
+
+/// Anthropic's server-side web search, and the most searches one answer may make.
+const WEB_SEARCH_TOOL: &str = "web_search_20250305";
+const WEB_SEARCHES: u32 = 5;
 
 #[derive(Serialize)]
 struct Thinking {
@@ -219,6 +242,8 @@ fn assistant_content<'a>(seen: Seen<'a>, request: &ModelRequest<'_>) -> (Vec<Con
             Part::Text { text } if !text.is_empty() => {
                 said.push(Content::Text { text: Cow::Borrowed(text), cache_control: None });
             }
+            // The provider's own search: what it found is in the answer that follows.
+            Part::Tool(tool) if tool.hosted => {}
             Part::Tool(tool) => {
                 said.push(Content::ToolUse { id: &tool.call_id, name: &tool.name, input: Arguments::of(&tool.input) });
                 let (text, images) = tool_result(request, seen, tool);
@@ -297,16 +322,30 @@ struct WireError {
 /// A content block being streamed.
 enum Block {
     Text,
-    Thinking { signature: String },
-    Tool { id: String, name: String, input: String },
+    Thinking {
+        signature: String,
+    },
+    Tool {
+        id: String,
+        name: String,
+        input: String,
+    },
+    /// A search Anthropic runs (`server_tool_use`), its input streaming.
+    Search {
+        id: String,
+        input: String,
+    },
     Other,
 }
 
-/// Keeps the open blocks, the usage so far, and whether the message ended.
+/// Keeps the open blocks, the usage so far, the queries of the searches run, the pages the
+/// answer cites, and whether the message ended.
 #[derive(Default)]
 pub struct Decoder {
     blocks: BTreeMap<usize, Block>,
     usage: Usage,
+    searches: BTreeMap<String, Vec<String>>,
+    cited: Cited,
     finished: bool,
 }
 
@@ -331,6 +370,9 @@ impl sse::Decode for Decoder {
                 let block = event.content_block.unwrap_or_default();
                 let opened = match text_of(&block, "type") {
                     "text" => {
+                        for citation in block.get("citations").and_then(Value::as_array).into_iter().flatten() {
+                            self.cited.note(text_of(citation, "url"), citation.get("title").and_then(Value::as_str));
+                        }
                         let text = text_of(&block, "text");
                         if !text.is_empty() {
                             out.push_back(StreamEvent::TextDelta(text.to_owned()));
@@ -346,6 +388,15 @@ impl sse::Decode for Decoder {
                     }
                     "redacted_thinking" => {
                         out.push_back(StreamEvent::RedactedReasoning(text_of(&block, "data").to_owned()));
+                        Block::Other
+                    }
+                    "server_tool_use" => {
+                        let id = text_of(&block, "id").to_owned();
+                        out.push_back(StreamEvent::WebSearch(WebSearch { id: id.clone(), ..WebSearch::default() }));
+                        Block::Search { id, input: String::new() }
+                    }
+                    "web_search_tool_result" => {
+                        out.push_back(StreamEvent::WebSearch(self.search_result(&block)));
                         Block::Other
                     }
                     "tool_use" => {
@@ -369,8 +420,12 @@ impl sse::Decode for Decoder {
                     (Some(Block::Thinking { signature }), "signature_delta") => {
                         signature.push_str(text_of(&delta, "signature"));
                     }
-                    (Some(Block::Tool { input, .. }), "input_json_delta") => {
+                    (Some(Block::Tool { input, .. } | Block::Search { input, .. }), "input_json_delta") => {
                         input.push_str(text_of(&delta, "partial_json"));
+                    }
+                    (Some(Block::Text), "citations_delta") => {
+                        let citation = delta.get("citation").cloned().unwrap_or_default();
+                        self.cited.note(text_of(&citation, "url"), citation.get("title").and_then(Value::as_str));
                     }
                     _ => {}
                 }
@@ -381,6 +436,13 @@ impl sse::Decode for Decoder {
                     let arguments = if input.trim().is_empty() { "{}".to_owned() } else { input };
                     out.push_back(StreamEvent::ToolCall(ToolCallRequest { id, name, arguments }));
                 }
+                Some(Block::Search { id, input }) => {
+                    let input: Value = serde_json::from_str(&input).unwrap_or_default();
+                    let queries: Vec<String> =
+                        input.get("query").and_then(Value::as_str).map(str::to_owned).into_iter().collect();
+                    self.searches.insert(id.clone(), queries.clone());
+                    out.push_back(StreamEvent::WebSearch(WebSearch { id, queries, ..WebSearch::default() }));
+                }
                 Some(Block::Text | Block::Other) | None => {}
             },
             "message_delta" => {
@@ -390,6 +452,9 @@ impl sse::Decode for Decoder {
                 let reason = event.delta.as_ref().map(|d| text_of(d, "stop_reason").to_owned()).unwrap_or_default();
                 if !reason.is_empty() {
                     self.finished = true;
+                    if let Some(footer) = self.cited.take_footer() {
+                        out.push_back(StreamEvent::TextDelta(footer));
+                    }
                     out.push_back(StreamEvent::Usage(self.usage));
                     out.push_back(StreamEvent::Finish(match reason.as_str() {
                         "end_turn" | "stop_sequence" => FinishReason::Stop,
@@ -416,6 +481,26 @@ impl sse::Decode for Decoder {
 }
 
 impl Decoder {
+    /// A `web_search_tool_result` block as the search it ends: the pages found, or the error.
+    fn search_result(&self, block: &Value) -> WebSearch {
+        let id = text_of(block, "tool_use_id").to_owned();
+        let queries = self.searches.get(&id).cloned().unwrap_or_default();
+        let content = block.get("content").cloned().unwrap_or_default();
+        let sources = content
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|result| text_of(result, "type") == "web_search_result")
+            .map(|result| Source {
+                url: text_of(result, "url").to_owned(),
+                title: result.get("title").and_then(Value::as_str).map(str::to_owned),
+            })
+            .collect();
+        let error = (text_of(&content, "type") == "web_search_tool_result_error")
+            .then(|| text_of(&content, "error_code").to_owned());
+        WebSearch { id, queries, sources, done: true, error }
+    }
+
     /// Anthropic reports usage in pieces; later numbers replace earlier ones.
     fn add_usage(&mut self, usage: WireUsage) {
         let target = &mut self.usage;

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use crate::config::{Config, ProviderConfig, split_model};
+use crate::config::{Api, Config, ProviderConfig, split_model};
 use crate::history::Usage;
 
 /// USD per million tokens.
@@ -34,6 +34,10 @@ pub struct ModelInfo {
     pub reasoning: bool,
     /// Accepts images in its input (a `read` of a picture is sent as one).
     pub images: bool,
+    /// Its provider searches the web for it ([`super::search`]): known models of OpenAI and
+    /// Anthropic, through the Responses and Messages APIs only, unless `[search] provider =
+    /// false`.
+    pub web_search: bool,
 }
 
 impl ModelInfo {
@@ -49,8 +53,14 @@ impl ModelInfo {
 }
 
 /// For models nobody describes.
-const UNKNOWN: ModelInfo =
-    ModelInfo { context_window: 128_000, max_output: 16_384, prices: None, reasoning: false, images: false };
+const UNKNOWN: ModelInfo = ModelInfo {
+    context_window: 128_000,
+    max_output: 16_384,
+    prices: None,
+    reasoning: false,
+    images: false,
+    web_search: false,
+};
 
 /// A model of the table; each of them accepts images unless [`text_only`] says otherwise.
 const fn known(window: u64, output: u64, prices: [f64; 4], reasoning: bool) -> ModelInfo {
@@ -61,6 +71,7 @@ const fn known(window: u64, output: u64, prices: [f64; 4], reasoning: bool) -> M
         prices: Some(Prices { input, output: output_price, cache_read, cache_write }),
         reasoning,
         images: true,
+        web_search: true,
     }
 }
 
@@ -68,10 +79,15 @@ const fn text_only(info: ModelInfo) -> ModelInfo {
     ModelInfo { images: false, ..info }
 }
 
+/// A model of the table its provider does not search the web for.
+const fn no_search(info: ModelInfo) -> ModelInfo {
+    ModelInfo { web_search: false, ..info }
+}
+
 /// Well-known models: name prefix → limits and list prices (input, output, cache read, cache write).
 const BUILT_IN: &[(&str, ModelInfo)] = &[
     ("gpt-5-mini", known(400_000, 128_000, [0.25, 2.0, 0.025, 0.0], true)),
-    ("gpt-5-nano", known(400_000, 128_000, [0.05, 0.4, 0.005, 0.0], true)),
+    ("gpt-5-nano", no_search(known(400_000, 128_000, [0.05, 0.4, 0.005, 0.0], true))),
     ("gpt-5", known(400_000, 128_000, [1.25, 10.0, 0.125, 0.0], true)),
     ("gpt-4.1-mini", known(1_047_576, 32_768, [0.4, 1.6, 0.1, 0.0], false)),
     ("gpt-4.1", known(1_047_576, 32_768, [2.0, 8.0, 0.5, 0.0], false)),
@@ -87,12 +103,16 @@ const BUILT_IN: &[(&str, ModelInfo)] = &[
 
 /// What is known about `provider/model`: config overrides over the built-in table over defaults.
 pub fn info(config: &Config, model: &str) -> ModelInfo {
-    let (_, name) = split_model(model);
-    let base = BUILT_IN
+    let (provider, name) = split_model(model);
+    let mut base = BUILT_IN
         .iter()
         .filter(|(prefix, _)| name.starts_with(prefix))
         .max_by_key(|(prefix, _)| prefix.len())
         .map_or(UNKNOWN, |(_, info)| *info);
+    // Only these APIs carry a provider's search, and only when the user has not turned it off.
+    let searchable = config.search.provider
+        && config.providers.get(provider).is_some_and(|p| matches!(p.api, Api::OpenaiResponses | Api::Anthropic));
+    base.web_search &= searchable;
     let Some(given) = config.models.get(model) else { return base };
     let prices = match (given.input_price, given.output_price, base.prices) {
         (Some(input), Some(output), _) => Some(Prices {
@@ -115,6 +135,7 @@ pub fn info(config: &Config, model: &str) -> ModelInfo {
         prices,
         reasoning: given.reasoning.unwrap_or(base.reasoning),
         images: given.images.unwrap_or(base.images),
+        web_search: searchable && given.web_search.unwrap_or(base.web_search),
     }
 }
 

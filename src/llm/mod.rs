@@ -16,6 +16,7 @@ pub mod openai_responses;
 pub mod policy;
 pub mod retry;
 pub mod scripted;
+pub mod search;
 pub mod sse;
 mod wire;
 
@@ -52,6 +53,11 @@ pub struct ModelRequest<'a> {
     /// The client's trace, when the prompt behind the request came with one: the request then
     /// carries `traceparent` (a parent id of its own) and `tracestate` ([`crate::trace`]).
     pub trace: Option<&'a crate::trace::TraceContext>,
+    /// What ties a session's requests to one prompt cache (its id), for providers that take a
+    /// `prompt_cache_key`; `None` for one-off requests (titles, summaries).
+    pub cache_key: Option<&'a str>,
+    /// Offer the provider's own web search ([`search`]); only for models that have one.
+    pub web_search: bool,
 }
 
 #[cfg(test)]
@@ -59,7 +65,18 @@ impl<'a> ModelRequest<'a> {
     /// A request with no system prompt, no tools, 1,000 output tokens and no thinking: what the
     /// encoders' tests vary the rest against.
     pub fn plain(model: &'a str, messages: Vec<Seen<'a>>, images: bool) -> Self {
-        Self { model, system: "", messages, tools: Vec::new(), max_output: 1000, thought: None, images, trace: None }
+        Self {
+            model,
+            system: "",
+            messages,
+            tools: Vec::new(),
+            max_output: 1000,
+            thought: None,
+            images,
+            trace: None,
+            cache_key: None,
+            web_search: false,
+        }
     }
 }
 
@@ -79,6 +96,8 @@ pub enum StreamEvent {
     },
     /// A tool call is complete, its arguments accumulated across deltas.
     ToolCall(ToolCallRequest),
+    /// The provider ran a web search itself: announced as it starts, again when it ends.
+    WebSearch(search::WebSearch),
     /// Usage for the whole step, as the provider reported it at the end.
     Usage(Usage),
     Finish(FinishReason),
@@ -137,6 +156,7 @@ pub async fn reply(provider: &dyn Provider, request: &ModelRequest<'_>) -> Resul
             | StreamEvent::RedactedReasoning(_)
             | StreamEvent::ToolCallStarted { .. }
             | StreamEvent::ToolCall(_)
+            | StreamEvent::WebSearch(_)
             | StreamEvent::Finish(_) => {}
         }
     }

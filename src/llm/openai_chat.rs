@@ -38,6 +38,7 @@ fn request_body<'a>(request: &ModelRequest<'a>) -> Body<'a> {
         stream_options: StreamOptions { include_usage: true },
         tools: request.tools.iter().map(|spec| Tool { kind: "function", function: spec }).collect(),
         reasoning_effort: request.thought.map(|thought| thought.effort()),
+        prompt_cache_key: request.cache_key,
     }
 }
 
@@ -57,6 +58,8 @@ struct Body<'a> {
     tools: Vec<Tool<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     reasoning_effort: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    prompt_cache_key: Option<&'a str>,
 }
 
 #[derive(Serialize)]
@@ -166,6 +169,8 @@ fn assistant_messages<'a>(seen: Seen<'a>, request: &ModelRequest<'_>, out: &mut 
     for part in &seen.message.parts {
         match part {
             Part::Text { text: chunk } => text.push(Cow::Borrowed(chunk), ""),
+            // The provider's own search (a session that changed models): its answer says it all.
+            Part::Tool(tool) if tool.hosted => {}
             Part::Tool(tool) => {
                 let function = Function { name: &tool.name, arguments: &tool.input };
                 calls.push(Call { id: &tool.call_id, kind: "function", function });

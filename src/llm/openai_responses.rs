@@ -4,7 +4,11 @@
 //! `function_call_output`s, whose output is a list of text and images when the tool returned
 //! images); the answer streams as typed events: output text deltas, reasoning
 //! summary deltas (shown as thoughts), function-call items whose arguments stream by item id, and
-//! a final `response.completed` (or `response.incomplete`) carrying the usage.
+//! a final `response.completed` (or `response.incomplete`) carrying the usage. Where the model
+//! has it, OpenAI's `web_search` is offered with the pages each search found; its
+//! `web_search_call` items become [`WebSearch`] events and the `url_citation` annotations the
+//! answer's "Sources" list ([`super::search`]). A session's requests carry its
+//! `prompt_cache_key`.
 
 use std::collections::{HashMap, VecDeque};
 
@@ -13,6 +17,7 @@ use std::borrow::Cow;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use super::search::{Cited, Source, WebSearch};
 use super::wire::{DataUrl, Joined, UserBlock, tool_result, user_blocks};
 use super::{FinishReason, LlmError, ModelRequest, StreamEvent, ToolCallRequest, sse};
 use crate::history::view::Seen;
@@ -50,14 +55,18 @@ fn request_body<'a>(request: &ModelRequest<'a>) -> Body<'a> {
         tools: request
             .tools
             .iter()
-            .map(|spec| Tool {
+            .map(|spec| Tool::Function {
                 kind: "function",
                 name: &spec["name"],
                 description: &spec["description"],
                 parameters: &spec["parameters"],
             })
+            .chain(request.web_search.then_some(Tool::Hosted { kind: "web_search" }))
             .collect(),
+        // The pages each search found, for its card.
+        include: if request.web_search { &["web_search_call.action.sources"] } else { &[] },
         reasoning: request.thought.map(|thought| Reasoning { effort: thought.effort(), summary: "auto" }),
+        prompt_cache_key: request.cache_key,
     }
 }
 
@@ -78,17 +87,29 @@ struct Body<'a> {
     instructions: Option<&'a str>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     tools: Vec<Tool<'a>>,
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    include: &'static [&'static str],
     #[serde(skip_serializing_if = "Option::is_none")]
     reasoning: Option<Reasoning>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    prompt_cache_key: Option<&'a str>,
 }
 
+/// A function the model may call, or a tool the provider runs itself (its web search).
 #[derive(Serialize)]
-struct Tool<'a> {
-    #[serde(rename = "type")]
-    kind: &'static str,
-    name: &'a Value,
-    description: &'a Value,
-    parameters: &'a Value,
+#[serde(untagged)]
+enum Tool<'a> {
+    Function {
+        #[serde(rename = "type")]
+        kind: &'static str,
+        name: &'a Value,
+        description: &'a Value,
+        parameters: &'a Value,
+    },
+    Hosted {
+        #[serde(rename = "type")]
+        kind: &'static str,
+    },
 }
 
 #[derive(Serialize)]
@@ -143,6 +164,8 @@ fn assistant_items<'a>(seen: Seen<'a>, request: &ModelRequest<'_>, input: &mut V
     for part in &seen.message.parts {
         match part {
             Part::Text { text: chunk } => text.push(Cow::Borrowed(chunk), ""),
+            // The provider's own search: what it found is in the answer that follows.
+            Part::Tool(tool) if tool.hosted => {}
             Part::Tool(tool) => {
                 if !text.is_empty() {
                     input.push(said(text.take()));
@@ -190,6 +213,8 @@ struct Event {
     #[serde(default)]
     item: Option<Value>,
     #[serde(default)]
+    annotation: Option<Value>,
+    #[serde(default)]
     response: Option<Value>,
     #[serde(default)]
     message: Option<String>,
@@ -217,10 +242,12 @@ struct Details {
     reasoning_tokens: u64,
 }
 
-/// Function calls by item id (`call_id`, name, arguments so far), and whether it finished.
+/// Function calls by item id (`call_id`, name, arguments so far), the pages the answer cites,
+/// and whether it finished.
 #[derive(Default)]
 pub struct Decoder {
     calls: HashMap<String, (String, String, String)>,
+    cited: Cited,
     called: bool,
     finished: bool,
 }
@@ -240,7 +267,9 @@ impl sse::Decode for Decoder {
             }
             "response.output_item.added" => {
                 let item = event.item.unwrap_or_default();
-                if field(&item, "type") == "function_call" {
+                if field(&item, "type") == "web_search_call" {
+                    out.push_back(StreamEvent::WebSearch(web_search(&item, false)));
+                } else if field(&item, "type") == "function_call" {
                     let (call_id, name) = (field(&item, "call_id"), field(&item, "name"));
                     out.push_back(StreamEvent::ToolCallStarted { id: call_id.clone(), name: name.clone() });
                     self.calls.insert(field(&item, "id"), (call_id, name, field(&item, "arguments")));
@@ -251,8 +280,18 @@ impl sse::Decode for Decoder {
                     call.2.push_str(&event.delta.unwrap_or_default());
                 }
             }
+            "response.output_text.annotation.added" => self.cite(&event.annotation.unwrap_or_default()),
             "response.output_item.done" => {
                 let item = event.item.unwrap_or_default();
+                if field(&item, "type") == "web_search_call" {
+                    out.push_back(StreamEvent::WebSearch(web_search(&item, true)));
+                }
+                if field(&item, "type") == "message" {
+                    let contents = item.get("content").and_then(Value::as_array).into_iter().flatten();
+                    for annotation in contents.flat_map(|c| c.get("annotations").and_then(Value::as_array)).flatten() {
+                        self.cite(annotation);
+                    }
+                }
                 if field(&item, "type") == "function_call" {
                     let streamed = self.calls.remove(&field(&item, "id"));
                     let arguments = match (field(&item, "arguments"), streamed) {
@@ -269,6 +308,9 @@ impl sse::Decode for Decoder {
                 }
             }
             "response.completed" | "response.incomplete" => {
+                if let Some(footer) = self.cited.take_footer() {
+                    out.push_back(StreamEvent::TextDelta(footer));
+                }
                 let response = event.response.unwrap_or_default();
                 if let Some(usage) =
                     response.get("usage").cloned().and_then(|u| serde_json::from_value::<WireUsage>(u).ok())
@@ -310,6 +352,51 @@ impl sse::Decode for Decoder {
 
     fn closed(&mut self, _out: &mut VecDeque<StreamEvent>) -> Result<(), LlmError> {
         if self.finished { Ok(()) } else { Err(sse::cut_short()) }
+    }
+}
+
+impl Decoder {
+    /// Notes a `url_citation` annotation.
+    fn cite(&mut self, annotation: &Value) {
+        if annotation.get("type").and_then(Value::as_str) == Some("url_citation") {
+            let text = |key| annotation.get(key).and_then(Value::as_str);
+            self.cited.note(text("url").unwrap_or_default(), text("title"));
+        }
+    }
+}
+
+/// A `web_search_call` item as a search: what it looked for (a query, or a page it opened or
+/// searched within) and, once `done`, the pages it found.
+fn web_search(item: &Value, done: bool) -> WebSearch {
+    let text = |value: &Value, key: &str| value.get(key).and_then(Value::as_str).map(str::to_owned);
+    let action = item.get("action").cloned().unwrap_or_default();
+    let mut queries: Vec<String> = action
+        .get("queries")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|q| q.as_str().map(str::to_owned))
+        .collect();
+    match (text(&action, "type").as_deref(), text(&action, "query"), text(&action, "url"), text(&action, "pattern")) {
+        (Some("search") | None, Some(query), _, _) if !queries.contains(&query) => queries.insert(0, query),
+        (Some("open_page"), _, Some(url), _) => queries.push(format!("open {url}")),
+        (Some("find"), _, Some(url), Some(pattern)) => queries.push(format!("find \"{pattern}\" in {url}")),
+        _ => {}
+    }
+    let sources = action
+        .get("sources")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|source| Some(Source { url: text(source, "url")?, title: text(source, "title") }))
+        .collect();
+    let failed = text(item, "status").as_deref() == Some("failed");
+    WebSearch {
+        id: text(item, "id").unwrap_or_default(),
+        queries,
+        sources,
+        done: done || failed,
+        error: failed.then(|| "the provider's search failed".to_owned()),
     }
 }
 

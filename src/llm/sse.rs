@@ -87,6 +87,8 @@ pub struct Endpoint<D> {
     key_env: String,
     auth: Auth,
     body: Encode,
+    /// The provider takes `prompt_cache_key` ([`ModelRequest::cache_key`]).
+    cache_key: bool,
     decoder: std::marker::PhantomData<fn() -> D>,
 }
 
@@ -99,6 +101,7 @@ impl<D: Decode + Default> Endpoint<D> {
             key_env: config.api_key_env.clone().unwrap_or_else(|| "the provider's api_key_env".to_owned()),
             auth,
             body,
+            cache_key: config.prompt_cache_key,
             decoder: std::marker::PhantomData,
         }
     }
@@ -107,7 +110,12 @@ impl<D: Decode + Default> Endpoint<D> {
 #[async_trait::async_trait]
 impl<D: Decode + Default> Provider for Endpoint<D> {
     async fn stream(&self, request: &ModelRequest<'_>) -> Result<EventStream, LlmError> {
-        let body = (self.body)(request).map_err(|err| LlmError::Encode(err.to_string()))?;
+        let body = if self.cache_key || request.cache_key.is_none() {
+            (self.body)(request)
+        } else {
+            (self.body)(&ModelRequest { cache_key: None, ..request.clone() })
+        };
+        let body = body.map_err(|err| LlmError::Encode(err.to_string()))?;
         // A connection being opened ahead (see `warm`) is shared, not raced.
         super::http::Warming::join(&self.url).await;
         let mut http = super::http::client()

@@ -78,6 +78,8 @@ async fn write_title(
         thought: None,
         images: llm::catalog::info(config, model).images,
         trace,
+        cache_key: None,
+        web_search: false,
     };
     let reply = llm::reply(resolved.provider.as_ref(), &request).await.map_err(|err| err.to_string())?;
     clean(&reply.text).ok_or_else(|| "the model's title was empty".to_owned())

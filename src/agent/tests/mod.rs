@@ -146,6 +146,7 @@ impl Default for Setup {
                 prices: None,
                 reasoning: false,
                 images: false,
+                web_search: false,
             },
             context_used: 0,
             summaries: None,
@@ -238,7 +239,14 @@ async fn drive(setup: Setup) -> Outcome {
         provider: &summarizer_model,
         model: "small".into(),
         model_ref: "test/small".into(),
-        info: ModelInfo { context_window: 100_000, max_output: 4_000, prices: None, reasoning: false, images: false },
+        info: ModelInfo {
+            context_window: 100_000,
+            max_output: 4_000,
+            prices: None,
+            reasoning: false,
+            images: false,
+            web_search: false,
+        },
         settings: setup.compaction,
         retry: crate::llm::retry::RetryPolicy { retries: 1, base: std::time::Duration::ZERO },
     });

@@ -84,6 +84,8 @@ fn thinking_goes_back_byte_for_byte_with_tool_results_and_cache_breakpoints() {
         thought: Some(crate::llm::catalog::ThoughtLevel::Low),
         images: true,
         trace: None,
+        cache_key: None,
+        web_search: false,
     };
     let body: Value = serde_json::from_slice(&encode(&request).unwrap()).unwrap();
     assert_eq!(body["system"], json!([{"type": "text", "text": "be brief", "cache_control": {"type": "ephemeral"}}]));
@@ -172,4 +174,96 @@ fn a_model_without_images_gets_a_placeholder_for_each_prompt_and_tool_image() {
     let sent = String::from_utf8(sent).unwrap();
     assert!(!sent.contains("base64") && !sent.contains("iVBORw0K") && !sent.contains("AAA="), "{sent}");
     assert_eq!(messages[1].parts.len(), 1, "the history keeps the image");
+}
+
+/// A transcript of `(event, data)` frames.
+fn frames(events: &[serde_json::Value]) -> String {
+    events.iter().map(|event| format!("event: {}\ndata: {event}\n\n", event["type"].as_str().unwrap())).collect()
+}
+
+#[tokio::test]
+async fn a_server_side_search_is_announced_with_its_query_then_its_results_and_citations_end_the_answer() {
+    use serde_json::json;
+    let results = json!([
+        {"type": "web_search_result", "url": "https://a.example/", "title": "A", "encrypted_content": "x"},
+        {"type": "web_search_result", "url": "https://b.example/", "title": "B", "encrypted_content": "y"}
+    ]);
+    let citation = json!({"type": "web_search_result_location", "url": "https://a.example/", "title": "A",
+        "cited_text": "...", "encrypted_index": "z"});
+    let stream = frames(&[
+        json!({"type": "message_start", "message": {"usage": {"input_tokens": 9}}}),
+        json!({"type": "content_block_start", "index": 0, "content_block": {"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search", "input": {}}}),
+        json!({"type": "content_block_delta", "index": 0, "delta": {"type": "input_json_delta", "partial_json": "{\"query\": \"weather"}}),
+        json!({"type": "content_block_delta", "index": 0, "delta": {"type": "input_json_delta", "partial_json": " paris\"}"}}),
+        json!({"type": "content_block_stop", "index": 0}),
+        json!({"type": "content_block_start", "index": 1, "content_block": {"type": "web_search_tool_result", "tool_use_id": "srvtoolu_1", "content": results}}),
+        json!({"type": "content_block_stop", "index": 1}),
+        json!({"type": "content_block_start", "index": 2, "content_block": {"type": "text", "text": ""}}),
+        json!({"type": "content_block_delta", "index": 2, "delta": {"type": "citations_delta", "citation": citation}}),
+        json!({"type": "content_block_delta", "index": 2, "delta": {"type": "text_delta", "text": "Sunny."}}),
+        json!({"type": "content_block_stop", "index": 2}),
+        json!({"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 4}}),
+        json!({"type": "message_stop"}),
+    ]);
+    let events: Vec<StreamEvent> =
+        decode_transcript(&stream, Decoder::default()).await.into_iter().map(Result::unwrap).collect();
+    let queries = vec!["weather paris".to_owned()];
+    let source = |url: &str, title: &str| Source { url: url.into(), title: Some(title.into()) };
+    assert_eq!(
+        events[..5],
+        [
+            StreamEvent::WebSearch(WebSearch { id: "srvtoolu_1".into(), ..WebSearch::default() }),
+            StreamEvent::WebSearch(WebSearch {
+                id: "srvtoolu_1".into(),
+                queries: queries.clone(),
+                ..WebSearch::default()
+            }),
+            StreamEvent::WebSearch(WebSearch {
+                id: "srvtoolu_1".into(),
+                queries,
+                sources: vec![source("https://a.example/", "A"), source("https://b.example/", "B")],
+                done: true,
+                error: None,
+            }),
+            StreamEvent::TextDelta("Sunny.".into()),
+            StreamEvent::TextDelta("\n\nSources:\n- [A](https://a.example/)".into()),
+        ]
+    );
+}
+
+#[tokio::test]
+async fn a_failed_server_side_search_carries_its_error_code() {
+    use serde_json::json;
+    let stream = frames(&[
+        json!({"type": "content_block_start", "index": 0, "content_block": {"type": "web_search_tool_result", "tool_use_id": "srvtoolu_2",
+            "content": {"type": "web_search_tool_result_error", "error_code": "max_uses_exceeded"}}}),
+        json!({"type": "content_block_stop", "index": 0}),
+        json!({"type": "message_delta", "delta": {"stop_reason": "end_turn"}}),
+        json!({"type": "message_stop"}),
+    ]);
+    let events: Vec<StreamEvent> =
+        decode_transcript(&stream, Decoder::default()).await.into_iter().map(Result::unwrap).collect();
+    let StreamEvent::WebSearch(search) = &events[0] else { panic!("{events:?}") };
+    assert_eq!((search.done, search.error.as_deref()), (true, Some("max_uses_exceeded")));
+}
+
+#[test]
+fn the_server_side_search_is_offered_beside_the_functions_and_never_sent_back() {
+    use serde_json::json;
+    let mut search = ToolPart::new("srvtoolu_1".into(), "web_search".into());
+    search.hosted = true;
+    search.state = CallState::Succeeded;
+    let messages = [
+        Message::new(Role::User, vec![Part::Text { text: "weather?".into() }], MessageMeta::default()),
+        Message::new(
+            Role::Assistant,
+            vec![Part::Tool(search), Part::Text { text: "Sunny.".into() }],
+            MessageMeta::default(),
+        ),
+    ];
+    let mut request = ModelRequest::plain("claude-sonnet-4-5", messages.iter().map(Seen::whole).collect(), true);
+    request.web_search = true;
+    let body: serde_json::Value = serde_json::from_slice(&encode(&request).unwrap()).unwrap();
+    assert_eq!(body["tools"], json!([{"type": "web_search_20250305", "name": "web_search", "max_uses": 5}]));
+    assert_eq!(body["messages"][1]["content"], json!([{"type": "text", "text": "Sunny."}]));
 }

@@ -98,6 +98,7 @@ fn endpoint(url: &str) -> Endpoint<openai_chat::Decoder> {
         api_key: None,
         models: Vec::new(),
         discover_models: false,
+        prompt_cache_key: false,
     };
     Endpoint::new(&config, "chat/completions", Auth::Bearer, openai_chat::encode)
 }

@@ -142,6 +142,8 @@ fn the_request_carries_history_tool_results_and_images() {
         thought: None,
         images: true,
         trace: None,
+        cache_key: None,
+        web_search: false,
     };
     let body: Value = serde_json::from_slice(&encode(&request).unwrap()).unwrap();
     assert_eq!(

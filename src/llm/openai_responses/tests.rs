@@ -63,6 +63,8 @@ fn history_becomes_input_items() {
         thought: Some(crate::llm::catalog::ThoughtLevel::High),
         images: true,
         trace: None,
+        cache_key: None,
+        web_search: false,
     };
     let body: Value = serde_json::from_slice(&encode(&request).unwrap()).unwrap();
     assert_eq!(body["instructions"], "be brief");
@@ -121,4 +123,79 @@ fn a_model_without_images_gets_a_placeholder_for_each_prompt_and_tool_image() {
     );
     let sent = String::from_utf8(sent).unwrap();
     assert!(!sent.contains("base64") && !sent.contains("UklG"), "{sent}");
+}
+
+/// A transcript of `events`, each as `data:` (the event name is in the JSON's `type`).
+fn transcript(events: &[serde_json::Value]) -> String {
+    events.iter().map(|event| format!("event: {}\ndata: {event}\n\n", event["type"].as_str().unwrap())).collect()
+}
+
+#[tokio::test]
+async fn a_providers_search_is_announced_then_listed_and_its_citations_end_the_answer() {
+    let done = json!({"type": "web_search_call", "id": "ws_1", "status": "completed",
+        "action": {"type": "search", "query": "rust let chains",
+            "sources": [{"type": "url", "url": "https://blog.rust-lang.org/"}]}});
+    let stream = transcript(&[
+        json!({"type": "response.output_item.added", "item": {"type": "web_search_call", "id": "ws_1", "status": "in_progress"}}),
+        json!({"type": "response.web_search_call.searching", "item_id": "ws_1"}),
+        json!({"type": "response.output_item.done", "item": done}),
+        json!({"type": "response.output_text.delta", "delta": "Stable in 1.88."}),
+        json!({"type": "response.output_text.annotation.added", "annotation": {"type": "url_citation",
+            "url": "https://blog.rust-lang.org/", "title": "Rust Blog", "start_index": 0, "end_index": 5}}),
+        json!({"type": "response.output_item.done", "item": {"type": "message", "content": [{"type": "output_text",
+            "annotations": [{"type": "url_citation", "url": "https://blog.rust-lang.org/", "title": "Rust Blog"}]}]}}),
+        json!({"type": "response.completed", "response": {"usage": {"input_tokens": 10, "output_tokens": 3}}}),
+    ]);
+    let events: Vec<StreamEvent> =
+        decode_transcript(&stream, Decoder::default()).await.into_iter().map(Result::unwrap).collect();
+    let source = Source { url: "https://blog.rust-lang.org/".into(), title: None };
+    assert_eq!(
+        events[..4],
+        [
+            StreamEvent::WebSearch(WebSearch { id: "ws_1".into(), ..WebSearch::default() }),
+            StreamEvent::WebSearch(WebSearch {
+                id: "ws_1".into(),
+                queries: vec!["rust let chains".into()],
+                sources: vec![source],
+                done: true,
+                error: None
+            }),
+            StreamEvent::TextDelta("Stable in 1.88.".into()),
+            StreamEvent::TextDelta("\n\nSources:\n- [Rust Blog](https://blog.rust-lang.org/)".into()),
+        ]
+    );
+    assert_eq!(events.last(), Some(&StreamEvent::Finish(FinishReason::Stop)));
+}
+
+#[test]
+fn the_providers_search_is_asked_for_only_when_the_model_has_it() {
+    let message = Message::new(Role::User, vec![Part::Text { text: "news?".into() }], MessageMeta::default());
+    let mut request = ModelRequest::plain("gpt-5", vec![Seen::whole(&message)], true);
+    let body: serde_json::Value = serde_json::from_slice(&encode(&request).unwrap()).unwrap();
+    assert_eq!((body.get("tools"), body.get("include")), (None, None));
+    request.web_search = true;
+    let body: serde_json::Value = serde_json::from_slice(&encode(&request).unwrap()).unwrap();
+    assert_eq!(body["tools"], json!([{"type": "web_search"}]));
+    assert_eq!(body["include"], json!(["web_search_call.action.sources"]));
+}
+
+#[test]
+fn a_search_is_not_sent_back_but_the_answer_that_used_it_is() {
+    let mut search = ToolPart::new("ws_1".into(), "web_search".into());
+    search.hosted = true;
+    search.state = CallState::Succeeded;
+    search.output = Some("1. [Rust Blog](https://blog.rust-lang.org/)".into());
+    let messages = [
+        Message::new(Role::User, vec![Part::Text { text: "news?".into() }], MessageMeta::default()),
+        Message::new(
+            Role::Assistant,
+            vec![Part::Tool(search), Part::Text { text: "Stable in 1.88.".into() }],
+            MessageMeta::default(),
+        ),
+    ];
+    let request = ModelRequest::plain("gpt-5", messages.iter().map(Seen::whole).collect(), true);
+    let body: serde_json::Value = serde_json::from_slice(&encode(&request).unwrap()).unwrap();
+    let input = body["input"].as_array().unwrap();
+    assert_eq!(input.len(), 2, "{input:?}");
+    assert_eq!(input[1]["content"][0]["text"], "Stable in 1.88.");
 }

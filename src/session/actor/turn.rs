@@ -204,6 +204,7 @@ impl Actor {
         // Every model turn can be steered: the session's choice is made as each prompt arrives.
         let (steer, steering) = tokio::sync::mpsc::unbounded_channel();
         let (span, traced) = (crate::trace::span(trace.as_ref()), trace.clone());
+        let cache_key = self.row.id.to_string();
         let turn = async move {
             let system = system.await;
             let parent = subagent::Parent::new(
@@ -235,7 +236,7 @@ impl Actor {
                 spent,
                 context_used,
             };
-            let run = agent::Run::steered(agent::Steering::new(steering)).traced(traced);
+            let run = agent::Run::steered(agent::Steering::new(steering)).traced(traced).cached_as(&cache_key);
             let turn = setup.turn(&mut history, &mut recorder, &mut rules, token, run);
             let result = agent::run_turn(turn, parts).await;
             // What the turn's own requests used, counted as they were recorded.

@@ -211,7 +211,9 @@ async fn drive(child: Child, parent: &Parent, task: &TaskArgs, ctx: &ToolContext
     let cancel = ctx.cancel.child_token();
     // `session/cancel` on the sub-agent's own id reaches this token alone.
     let _running = parent.running.enter(id.clone(), cancel.clone());
-    let run = agent::Run::child(ctx.user_wait.clone(), Arc::clone(&ctx.images.read)).traced(ctx.trace.clone());
+    let run = agent::Run::child(ctx.user_wait.clone(), Arc::clone(&ctx.images.read))
+        .traced(ctx.trace.clone())
+        .cached_as(id.as_str());
     let turn = setup.turn(&mut history, &mut recorder, &mut rules, cancel.clone(), run);
     // The child's turn takes its session's lease with its prompt. It is given back when the
     // child is over, and also if this call is dropped before (the parent's cancel grace or the

@@ -10,7 +10,8 @@
 //! the streams open at once are counted. Every request of any method is also noted with the
 //! client's address, so a test can see which connection a request came on. The bytes of answers
 //! handed to the connection are counted too, so a test can see how far a long answer got while
-//! the client held it back. A stream can be held part way until the test releases it.
+//! the client held it back. A stream can be held part way until the test releases it. Answers
+//! may report the usage of a modelled prompt cache instead of their scripted one.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -27,6 +28,7 @@ use futures::{Stream, StreamExt};
 use serde_json::{Value, json};
 
 use super::dialects::anthropic_text;
+use super::prompt_cache::{Charged, PromptCache, with_usage};
 
 /// One scripted answer.
 #[derive(Clone, Debug)]
@@ -219,6 +221,8 @@ struct Shared {
     /// Streams open now, and the most ever open at once.
     open: AtomicUsize,
     most_open: AtomicUsize,
+    /// When set, answers report the usage this cache makes of their requests.
+    cache: Mutex<Option<PromptCache>>,
 }
 
 /// The running server. It stops when the test's runtime ends.
@@ -278,6 +282,17 @@ impl MockLlm {
     /// The requests whose first user message contains `marker`.
     pub fn requests_with(&self, marker: &str) -> Vec<Value> {
         self.requests().into_iter().filter(|body| first_user_text(body).contains(marker)).collect()
+    }
+
+    /// From now on, answers report the usage of a prompt cache modelled on OpenAI's
+    /// ([`PromptCache`]) instead of their scripted usage.
+    pub fn model_prompt_cache(&self) {
+        *self.shared.cache.lock().unwrap() = Some(PromptCache::default());
+    }
+
+    /// What the modelled prompt cache charged each request, in order (empty when it is off).
+    pub fn cache_charges(&self) -> Vec<Charged> {
+        self.shared.cache.lock().unwrap().as_ref().map(PromptCache::charged).unwrap_or_default()
     }
 
     /// The most model streams that were open at once.
@@ -439,6 +454,7 @@ async fn complete(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: B
     }
     shared.arrived.lock().unwrap().push(Instant::now());
     let first = first_user_text(&json);
+    let charged = shared.cache.lock().unwrap().as_mut().map(|cache| cache.charge(&json));
     shared.requests.lock().unwrap().push((headers, json));
     let routed = shared
         .routes
@@ -460,7 +476,12 @@ async fn complete(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: B
             let ticks = (0..).map(|i: u64| delta(json!({"content": format!("tick {i} ")})));
             sse(futures::stream::iter(ticks), delay, guard)
         }
-        Reply::Stream { events, delay } => sse(futures::stream::iter(events), delay, guard),
+        Reply::Stream { mut events, delay } => {
+            if let Some(charged) = charged {
+                events = events.into_iter().map(|event| with_usage(event, charged)).collect();
+            }
+            sse(futures::stream::iter(events), delay, guard)
+        }
         Reply::Held { mut events, at, release } => {
             let rest = events.split_off(at.min(events.len()));
             let held = futures::stream::once(async move { release.notified().await }).filter_map(|()| async { None });

@@ -10,6 +10,7 @@ pub mod mock_llm;
 pub mod node;
 pub mod pages;
 pub mod pinned;
+pub mod prompt_cache;
 pub mod python;
 pub mod sdk;
 pub mod served;
