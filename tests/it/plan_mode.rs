@@ -3,7 +3,9 @@
 //! (`plan_update` with its Markdown, or the legacy `plan` with its steps) and on the card of a
 //! permission question whose answer switches the mode and lets the turn go on, or keeps
 //! planning with the user's words. A load shows the plan and the mode again; a headless run
-//! prints the plan and ends.
+//! prints the plan and ends. The official Rust client follows one review too (its 1.17 types
+//! parse the Markdown plan and the `switch_mode` card). MCP tools while planning are in
+//! `mcp::session`.
 
 use serde_json::{Value, json};
 
@@ -272,4 +274,41 @@ async fn headless_plan_mode_prints_the_plan_and_exits_without_asking() {
     let plan = lines.iter().find(|line| line["update"]["sessionUpdate"] == "plan_update").unwrap();
     assert_eq!(plan["update"]["plan"], json!({"type": "markdown", "planId": "plan", "content": PLAN.trim()}));
     assert_eq!(lines.last().unwrap()["stopReason"], "end_turn");
+}
+
+#[tokio::test]
+async fn the_official_client_follows_a_plan_review_from_plan_mode_to_implementing_it() {
+    use crate::support::sdk;
+    let env = TestEnv::new().await;
+    env.mock.push(exit_plan("p1")).push(Reply::text(&["Implementing."]));
+    let script = json!({"initialize": {"protocolVersion": 1, "clientCapabilities": {"plan": {}}}, "steps": [
+        {"new": {"cwd": env.cwd(), "mcpServers": []}},
+        {"set_mode": {"sessionId": "$session", "modeId": "plan"}},
+        {"prompt": {"sessionId": "$session", "prompt": [{"type": "text", "text": "make lookups fast"}]}},
+        {"load": {"sessionId": "$session", "cwd": env.cwd(), "mcpServers": []}},
+    ]});
+    let transcript = sdk::run(&env, &script, &["acp"]).await;
+    let modes: Vec<&str> = transcript["steps"][0]["response"]["modes"]["availableModes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|mode| mode["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(modes, ["ask", "accept-edits", "plan", "read-only", "bypass"], "{transcript}");
+
+    // The SDK parsed every update with its own types; it answers with the "allow once" option,
+    // which implements the plan asking before edits.
+    let asked = transcript["permissions"].as_array().unwrap();
+    assert_eq!(asked.len(), 1, "{transcript}");
+    assert_eq!(asked[0]["toolCall"]["kind"], "switch_mode");
+    let turn = sdk::updates(&transcript["steps"][2]);
+    let document = of_kind(&turn, "plan_update");
+    assert_eq!(document[0]["plan"]["type"], "markdown", "{turn:?}");
+    assert_eq!(of_kind(&turn, "current_mode_update")[0]["currentModeId"], "ask", "{turn:?}");
+    let told = tool_results(&env, 1)[0]["content"].as_str().unwrap().to_owned();
+    assert!(told.starts_with("The user approved the plan. The session is now in ask mode"), "{told}");
+
+    let replay = sdk::updates(&transcript["steps"][3]);
+    assert_eq!(of_kind(&replay, "plan_update")[0]["plan"]["content"], PLAN.trim());
+    assert_eq!(transcript["steps"][3]["response"]["modes"]["currentModeId"], "ask", "{transcript}");
 }
