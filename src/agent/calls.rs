@@ -274,7 +274,7 @@ pub(super) fn context(
         host: std::sync::Arc::clone(&turn.tools.host),
         cancel,
         progress,
-        process: std::sync::Arc::clone(&turn.tools.process),
+        process: processes(turn),
         rejected: crate::permissions::rejected_programs(turn.tools.rules),
         caller: None,
         call_id,
@@ -299,6 +299,19 @@ pub(super) fn context(
             rules: turn.tools.rules.iter().filter(|rule| rule.permission == Permission::Fetch).cloned().collect(),
         },
     }
+}
+
+/// How the call's local commands start. While planning, a sandbox that lets the workspace be
+/// written lets nothing be written instead: a line the parser took for a reader cannot write
+/// either.
+fn processes(turn: &Turn<'_>) -> std::sync::Arc<crate::process::ProcessPolicy> {
+    let policy = &turn.tools.process;
+    if *turn.tools.mode.borrow() == Mode::Plan && policy.sandbox == crate::process::SandboxMode::WorkspaceWrite {
+        let read_only =
+            crate::process::ProcessPolicy { sandbox: crate::process::SandboxMode::ReadOnly, ..(**policy).clone() };
+        return std::sync::Arc::new(read_only);
+    }
+    std::sync::Arc::clone(policy)
 }
 
 /// The id of the call whose part is at `index` of `message`.

@@ -90,6 +90,15 @@ async fn while_planning_every_way_to_change_something_is_refused_and_the_model_t
     let last = request["messages"].as_array().unwrap().last().unwrap();
     assert!(last["content"].as_str().unwrap().starts_with("[Plan mode]"), "{last}");
     assert!(!request["messages"][0]["content"].as_str().unwrap().contains("[Plan mode]"));
+
+    // A reader still runs, asked about as in ask mode (and in a sandbox that lets it write nothing).
+    env.mock.push(Reply::tool_calls(&[("c10", "bash", json!({"command": "cat notes.txt"}))]));
+    env.mock.push(Reply::text(&["It says alpha."]));
+    let (response, updates) = turn(&mut agent, &session, "read the notes").await;
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    assert_eq!(agent.editor.requests("session/request_permission").len(), 1);
+    assert_eq!(call(&updates, "c10").last().unwrap()["status"], "completed");
+    assert!(tool_results(&env, 3).last().unwrap()["content"].as_str().unwrap().contains("alpha"));
 }
 
 #[tokio::test]
