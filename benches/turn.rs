@@ -139,6 +139,7 @@ impl Setup {
                 workspace: Workspace::new(self.dir.path(), &[]),
                 host: Arc::new(NoEditor),
                 mode: self.mode.clone(),
+                switch: None,
                 rules,
                 remember: cairn::permissions::Scope::Session,
                 process: Arc::default(),

@@ -74,7 +74,14 @@ impl UpdateSink for Printer {
             Update::Notice { text, .. } | Update::EphemeralNotice { text, .. } => {
                 let _ = writeln!(std::io::stderr().lock(), "[{}]", visible::text(&text));
             }
-            Update::Usage { .. } | Update::Options(_) | Update::CompactionSummary { .. } => {}
+            Update::Usage { .. } | Update::Options(_) | Update::Mode(_) | Update::CompactionSummary { .. } => {}
+            // What a plan-mode run is for: the plan, on stdout, apart from any text before it.
+            Update::PlanDocument(text) => {
+                let mut out = std::io::stdout().lock();
+                let apart = if self.printed.swap(false, Ordering::Relaxed) { "\n\n" } else { "" };
+                let text = visible::text(&text);
+                let _ = writeln!(out, "{apart}{}", text.trim_end()).and_then(|()| out.flush());
+            }
             // A failed one is told by its stored notice.
             Update::Compaction { note, state: crate::session::CompactionState::Completed, .. } => {
                 let _ = writeln!(std::io::stderr().lock(), "[{}]", visible::text(&note));

@@ -166,7 +166,8 @@ struct ExecArgs {
     #[arg(long)]
     cwd: Option<PathBuf>,
     /// Permission mode: ask (questions become refusals, as nobody can answer them),
-    /// accept-edits, read-only or bypass. Default: the session's mode, `ask` for a new one.
+    /// accept-edits, plan (prints a plan, changes nothing), read-only or bypass. Default: the
+    /// session's mode, `ask` for a new one.
     #[arg(long, value_parser = parse_mode)]
     mode: Option<Mode>,
     /// The model, as `provider/model` (or `scripted:FILE.json`, a model answering from a

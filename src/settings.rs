@@ -40,7 +40,7 @@ pub enum Kept {
 pub enum SettingError {
     #[error("unknown config option `{0}`; this session has: {OPTIONS}")]
     UnknownOption(String),
-    #[error("unknown mode `{0}`; choose one of: ask, accept-edits, read-only, bypass")]
+    #[error("unknown mode `{0}`; choose one of: ask, accept-edits, plan, read-only, bypass")]
     UnknownMode(String),
     #[error("unknown thought level `{0}`; choose one of: off, low, medium, high")]
     UnknownThought(String),

@@ -11,7 +11,9 @@ use serde_json::Value;
 
 use crate::agent::TurnError;
 use crate::agent::prompt::{ClientMode, ClientPrompt};
-use crate::history::{CallState, Part, PlanEntry, PlanPriority, PlanStatus, ToolContent, ToolKind, ToolPart};
+use crate::history::{
+    CallState, Part, PlanEntry, PlanPriority, PlanStatus, ToolContent, ToolKind, ToolPart, plan_steps,
+};
 use crate::ids::MessageId;
 use crate::llm::LlmError;
 use crate::llm::catalog::ThoughtLevel;
@@ -39,6 +41,8 @@ pub struct Shown {
 /// The id of a session's one checklist (the `todo` tool's) in `plan_update` / `plan_removed`:
 /// each update replaces it whole.
 pub const CHECKLIST: &str = "todo";
+/// The id of the plan presented for review (`exit_plan`) in `plan_update`: the latest replaces it.
+pub const PLAN_DOCUMENT: &str = "plan";
 
 /// A prompt block as a part to store and send to the model.
 pub fn block_to_part(block: acp::ContentBlock) -> Result<Part, acp::Error> {
@@ -131,6 +135,13 @@ pub fn update_to_wire(update: Update, shown: Shown) -> Option<acp::SessionUpdate
             acp::PlanUpdateContent::Items(acp::PlanItems::new(CHECKLIST, plan_entries(entries))),
         )),
         Update::Plan(entries) => acp::SessionUpdate::Plan(acp::Plan::new(plan_entries(entries))),
+        // A plan presented for review is a document of its own beside the checklist; a client
+        // with one plan gets its steps (the card holds the text).
+        Update::PlanDocument(text) if shown.plans => {
+            acp::SessionUpdate::PlanUpdate(acp::PlanUpdate::new(acp::PlanUpdateContent::markdown(PLAN_DOCUMENT, text)))
+        }
+        Update::PlanDocument(text) => acp::SessionUpdate::Plan(acp::Plan::new(plan_entries(plan_steps(&text)))),
+        Update::Mode(mode) => acp::SessionUpdate::CurrentModeUpdate(acp::CurrentModeUpdate::new(mode.id())),
         Update::Title(title) => acp::SessionUpdate::SessionInfoUpdate(acp::SessionInfoUpdate::new().title(title)),
         // Stored, so it names its message, like a chunk of it would (the notice has no field
         // for it): a load shows it again the same way.
@@ -272,6 +283,7 @@ fn tool_kind(kind: ToolKind) -> acp::ToolKind {
         ToolKind::Execute => acp::ToolKind::Execute,
         ToolKind::Think => acp::ToolKind::Think,
         ToolKind::Fetch => acp::ToolKind::Fetch,
+        ToolKind::SwitchMode => acp::ToolKind::SwitchMode,
         ToolKind::Other => acp::ToolKind::Other,
     }
 }

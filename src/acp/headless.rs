@@ -2,7 +2,8 @@
 //! line on stdout (each `session/update`'s params: `{"sessionId", "update"}`), then one line
 //! saying how the turn ended: `{"stopReason", "sessionId", "usage"}`, or `{"error", "sessionId"}`
 //! when the run failed. A script reads what an editor would have shown, with no JSON-RPC around
-//! it.
+//! it. The checklist is the legacy `plan` line; a plan presented for review (`--mode plan`) is
+//! a `plan_update` line with its Markdown.
 
 use std::io::Write as _;
 use std::sync::{Arc, Mutex};
@@ -41,7 +42,9 @@ impl JsonLines {
 
 impl UpdateSink for JsonLines {
     fn send(&self, session: &SessionId, update: Update) {
-        let Some(update) = update_to_wire(update, SHOWN) else { return };
+        // A plan presented for review is its Markdown, whole, as ACP 1.20 shows it.
+        let shown = if matches!(update, Update::PlanDocument(_)) { Shown { plans: true, ..SHOWN } } else { SHOWN };
+        let Some(update) = update_to_wire(update, shown) else { return };
         let Some(value) = notification_json(session.as_str(), update) else { return };
         if let Some(usage) = value.get("update").filter(|update| update["sessionUpdate"] == "usage_update") {
             let mut usage = usage.clone();

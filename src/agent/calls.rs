@@ -5,7 +5,8 @@
 //! calls goes to Dispatching (`dispatch`). [`run`] is the one runner of such a batch for both,
 //! each call with its own progress channel, whose content its card shows while it runs. A call
 //! that must ask moves the turn to Confirming, which asks the editor and comes back with the
-//! answer (with nobody to ask, the call is refused, saying which mode would allow it). Every state
+//! answer (with nobody to ask, the call is refused, saying which mode would allow it); leaving
+//! plan mode is the plan review instead (`review`). Every state
 //! change of a call goes through [`CallState::advance`] and is recorded, so the editor sees
 //! pending → in progress → completed/failed. Results reach the model in call order because they
 //! live in the calls' parts. A call's failure is its result, which the model reads
@@ -24,7 +25,7 @@ use super::events::{AgentEvent, Phase};
 use super::state::{After, CallQueue, DoneReason, Question, QueuedCall, TurnError, TurnState};
 use crate::history::{CallState, Part, ToolContent, ToolPart};
 use crate::ids::MessageId;
-use crate::permissions::{self, Action, Decision, Mode, Permission, PermissionRequest, Rule, Scope};
+use crate::permissions::{self, Action, Decision, Mode, Permission, PermissionRequest, Rule, Scope, Subject};
 use crate::tools::host::{HostError, PermissionAnswer};
 use crate::tools::{Access, Caller, Fatal, Invocation, ToolContext, ToolError, ToolOutcome};
 
@@ -65,7 +66,10 @@ pub async fn executing(turn: &mut Turn<'_>, mut queue: CallQueue) -> TurnState {
         }
     };
     let (verdict, request) = judged(turn, head);
+    let review = request.as_ref().is_some_and(|request| request.subject == Subject::Plan);
     match verdict {
+        // Leaving plan mode asks the user about the plan, even where nobody can answer.
+        Decision::Ask(_) if review => super::review::reviewing(turn, queue).await,
         Decision::Deny(why) => {
             queue.calls.pop_front();
             fail(turn, &queue.message, index, format!("Permission denied: {why}."));
@@ -259,7 +263,7 @@ fn unguarded(turn: &Turn<'_>, request: &PermissionRequest, mode: Mode) -> Decisi
 }
 
 /// The context a tool runs (or is previewed) with.
-fn context(
+pub(super) fn context(
     turn: &Turn<'_>,
     cancel: tokio_util::sync::CancellationToken,
     progress: Option<mpsc::UnboundedSender<Vec<ToolContent>>>,
@@ -270,7 +274,7 @@ fn context(
         host: std::sync::Arc::clone(&turn.tools.host),
         cancel,
         progress,
-        process: std::sync::Arc::clone(&turn.tools.process),
+        process: processes(turn),
         rejected: crate::permissions::rejected_programs(turn.tools.rules),
         caller: None,
         call_id,
@@ -297,8 +301,21 @@ fn context(
     }
 }
 
+/// How the call's local commands start. While planning, a sandbox that lets the workspace be
+/// written lets nothing be written instead: a line the parser took for a reader cannot write
+/// either.
+fn processes(turn: &Turn<'_>) -> std::sync::Arc<crate::process::ProcessPolicy> {
+    let policy = &turn.tools.process;
+    if *turn.tools.mode.borrow() == Mode::Plan && policy.sandbox == crate::process::SandboxMode::WorkspaceWrite {
+        let read_only =
+            crate::process::ProcessPolicy { sandbox: crate::process::SandboxMode::ReadOnly, ..(**policy).clone() };
+        return std::sync::Arc::new(read_only);
+    }
+    std::sync::Arc::clone(policy)
+}
+
 /// The id of the call whose part is at `index` of `message`.
-fn call_id(turn: &Turn<'_>, message: &MessageId, index: u32) -> Option<String> {
+pub(super) fn call_id(turn: &Turn<'_>, message: &MessageId, index: u32) -> Option<String> {
     let owner = turn.history.iter().rev().find(|m| m.id == *message)?;
     match owner.parts.get(index as usize) {
         Some(Part::Tool(tool)) => Some(tool.call_id.clone()),
@@ -307,7 +324,7 @@ fn call_id(turn: &Turn<'_>, message: &MessageId, index: u32) -> Option<String> {
 }
 
 /// Changes one call's part with `edit` (which says whether it changed anything) and records it.
-fn change(
+pub(super) fn change(
     turn: &mut Turn<'_>,
     message: &MessageId,
     index: u32,
@@ -363,7 +380,7 @@ pub(super) fn cancel_all(turn: &mut Turn<'_>, queue: &CallQueue) {
 }
 
 /// Marks every call not yet finished as cancelled, saying `why`.
-fn abandon(turn: &mut Turn<'_>, queue: &CallQueue, why: &str) {
+pub(super) fn abandon(turn: &mut Turn<'_>, queue: &CallQueue, why: &str) {
     let indexes: Vec<u32> = match turn.history.iter().rev().find(|m| m.id == queue.message) {
         Some(message) => message
             .parts

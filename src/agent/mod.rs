@@ -1,7 +1,8 @@
 //! The turn state machine: from a user prompt to a [`StopReason`].
 //!
 //! [`run_turn`] records the prompt, then drives a [`TurnState`] through one handler per state
-//! (`steps`, `calls` with the answers its questions offer in `choices`, `dispatch`, and here)
+//! (`steps`, `calls` with the answers its questions offer in `choices` and the plan review in
+//! `review`, `dispatch`, and here)
 //! until it reaches `Done`. Each step is a stretch of states from StepStart (counted, with the
 //! step start phase) to StepEnd (checkpoint, then the stop conditions of `stop` and the loop
 //! guard of `loops`), which every ending inside a step goes through. The driver owns the
@@ -22,6 +23,7 @@ pub mod events;
 mod loops;
 pub mod prompt;
 mod retry;
+mod review;
 mod searched;
 pub mod state;
 mod steer;
@@ -200,6 +202,9 @@ pub struct Toolbox<'a> {
     pub host: Arc<dyn Host>,
     /// The session's mode; it may change while the turn runs.
     pub mode: watch::Receiver<Mode>,
+    /// Where the turn changes the session's mode (a plan approved); `None` in a sub-agent,
+    /// which never changes its parent's.
+    pub switch: Option<watch::Sender<Mode>>,
     /// Session and project rules; "always" answers add to them.
     pub rules: &'a mut Vec<Rule>,
     /// Where an "always allow" answer keeps its rule (`[permissions] remember`).
@@ -306,6 +311,10 @@ fn preparing(turn: &mut Turn<'_>) -> TurnState {
             >= compact::usable(turn.info.context_window, turn.info.max_output, summarizer.settings.reserve_tokens)
     {
         return TurnState::Compacting(Why::Threshold);
+    }
+    // The system prompt stays the same bytes whatever the mode: plan mode is said with each request.
+    if *turn.tools.mode.borrow() == Mode::Plan {
+        turn.remind(prompt::PLAN_MODE);
     }
     let cooling: Vec<String> = turn.run.cooldowns.iter().map(|(tool, _)| tool.clone()).collect();
     turn.run.cooldowns.retain_mut(|(_, left)| {

@@ -23,6 +23,14 @@ Answer precisely and concisely. When you refer to code, name files by their path
 working directory. Say so plainly when you are unsure. Instructions from the project below take \
 precedence over your defaults; nearer files take precedence over farther ones.";
 
+/// What the model is told with each request while the session is in plan mode (the system
+/// prompt itself never changes with the mode).
+pub const PLAN_MODE: &str = "[Plan mode] The session is in plan mode: the user wants a plan to review before \
+anything is changed. Read, search and think; edits, commands that may change anything and tools that may change \
+things are refused. When the plan is complete, call `exit_plan` with the whole plan in Markdown: the goal, what \
+changes in which files and how, the steps in order, and how the result will be checked. The user then approves \
+it (and you implement it) or says what to change. If the request needs no change at all, just answer it.";
+
 /// How many characters of project instructions the prompt takes (about 8,000 tokens).
 pub const INSTRUCTIONS_CAP: usize = 32_000;
 const INSTRUCTION_FILES: &[&str] = &["AGENTS.md", "CLAUDE.md"];

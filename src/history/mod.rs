@@ -15,7 +15,7 @@ use crate::ids::MessageId;
 
 pub use tool::{
     CallState, IllegalTransition, Location, PlanEntry, PlanPriority, PlanStatus, SNIP_OVER, ToolContent, ToolImage,
-    ToolKind, ToolPart, decoded_size,
+    ToolKind, ToolPart, decoded_size, plan_steps,
 };
 
 /// Who wrote a message.

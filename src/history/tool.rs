@@ -44,6 +44,10 @@ pub struct ToolPart {
     /// The todo list this call set, shown as the session's plan.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub plan: Option<Vec<PlanEntry>>,
+    /// The plan this call presented for review (`exit_plan`, Markdown), shown as the session's
+    /// plan document from the moment the user is asked about it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub document: Option<String>,
     /// The model is still writing the arguments: the call is stored (so the message's parts keep
     /// their numbers) but not shown, live or replayed, until they are complete.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -69,6 +73,7 @@ impl ToolPart {
             output: None,
             images: Vec::new(),
             plan: None,
+            document: None,
             streaming: false,
             hosted: false,
         }
@@ -200,6 +205,8 @@ pub enum ToolKind {
     Think,
     /// Reads a web page.
     Fetch,
+    /// Changes the session's mode (`exit_plan`).
+    SwitchMode,
     Other,
 }
 
@@ -278,6 +285,42 @@ impl PlanPriority {
     }
 }
 
+/// The steps of a Markdown plan as checklist entries, for a client that shows a plan only as a
+/// checklist: its top-level list items, else its headings, else its first line; all pending.
+pub fn plan_steps(markdown: &str) -> Vec<PlanEntry> {
+    let lines = || markdown.lines().filter(|line| !line.trim().is_empty());
+    let mut steps: Vec<&str> = lines().filter_map(list_item).filter(|step| !step.is_empty()).collect();
+    if steps.is_empty() {
+        steps = lines().filter_map(heading).filter(|step| !step.is_empty()).collect();
+    }
+    if steps.is_empty() {
+        steps = lines().map(str::trim).take(1).collect();
+    }
+    let entry = |step: &str| PlanEntry {
+        content: step.to_owned(),
+        status: PlanStatus::Pending,
+        priority: PlanPriority::Medium,
+    };
+    steps.into_iter().map(entry).collect()
+}
+
+/// The text of a top-level Markdown list item (`- `, `* `, `+ `, `1. `, `1) `, a checkbox left out).
+fn list_item(line: &str) -> Option<&str> {
+    let numbered = || {
+        let digits = line.len() - line.trim_start_matches(|c: char| c.is_ascii_digit()).len();
+        let rest = &line[digits..];
+        (digits > 0).then(|| rest.strip_prefix(". ").or_else(|| rest.strip_prefix(") "))).flatten()
+    };
+    let rest = ["- ", "* ", "+ "].iter().find_map(|mark| line.strip_prefix(mark)).or_else(numbered)?;
+    let rest = ["[ ] ", "[x] ", "[X] "].iter().find_map(|check| rest.strip_prefix(check)).unwrap_or(rest);
+    Some(rest.trim())
+}
+
+/// The text of a Markdown heading.
+fn heading(line: &str) -> Option<&str> {
+    line.starts_with('#').then(|| line.trim_start_matches('#').trim())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -297,6 +340,17 @@ mod tests {
         assert!(state.advance(CallState::Running).is_ok());
         assert!(state.advance(CallState::Succeeded).is_ok());
         assert_eq!(state, CallState::Succeeded);
+    }
+
+    #[test]
+    fn a_plan_shown_as_a_checklist_lists_its_steps() {
+        let contents = |markdown: &str| plan_steps(markdown).into_iter().map(|e| e.content).collect::<Vec<_>>();
+        let plan = "# Cache\n\nWhy.\n\n1. Read `a.rs`\n2) Add it\n   - detail\n- [ ] Test it\n* Ship\n";
+        assert_eq!(contents(plan), ["Read `a.rs`", "Add it", "Test it", "Ship"]);
+        assert_eq!(contents("# Cache\n\n## Read\ntext\n## Write\n"), ["Cache", "Read", "Write"]);
+        assert_eq!(contents("\n  Just do it.\nThen stop."), ["Just do it."]);
+        assert!(plan_steps("").is_empty());
+        assert!(plan_steps(plan).iter().all(|entry| entry.status == PlanStatus::Pending));
     }
 
     #[test]

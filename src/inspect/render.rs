@@ -189,6 +189,7 @@ fn tool_line(tool: &ToolPart) -> String {
         ToolKind::Execute => "execute",
         ToolKind::Think => "think",
         ToolKind::Fetch => "fetch",
+        ToolKind::SwitchMode => "switch_mode",
         ToolKind::Other => "other",
     };
     let title = if tool.title.is_empty() { &tool.name } else { &tool.title };

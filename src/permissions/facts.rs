@@ -39,6 +39,9 @@ pub enum Subject {
     Host {
         host: String,
     },
+    /// Leaving plan mode with a plan for the user to review (`exit_plan`): judged by the mode
+    /// alone, never by a rule.
+    Plan,
 }
 
 /// A command line, read.
@@ -175,6 +178,12 @@ impl PermissionRequest {
         let host = super::host::canonical(host)?;
         Some(Self { permission: Permission::Fetch, target: host.clone(), subject: Subject::Host { host } })
     }
+
+    /// The request of `tool`, which presents a plan and leaves plan mode once the user approves
+    /// it: a tool of cairn's own, so it is no MCP tool's name a `tool:` rule could name.
+    pub fn for_plan(tool: &str) -> Self {
+        Self { permission: Permission::Tool, target: tool.to_owned(), subject: Subject::Plan }
+    }
 }
 
 impl PermissionRequest {
@@ -182,7 +191,7 @@ impl PermissionRequest {
     pub fn reads_only(&self) -> bool {
         match &self.subject {
             Subject::Command(facts) => facts.reads_only(),
-            Subject::Path { .. } | Subject::Tool { .. } | Subject::Host { .. } => false,
+            Subject::Path { .. } | Subject::Tool { .. } | Subject::Host { .. } | Subject::Plan => false,
         }
     }
 }

@@ -16,6 +16,11 @@
 //! - A fetch of a web page (`fetch`) asks unless a rule names its host (`host.rs`), in every mode
 //!   but bypass: it reaches outside the workspace as a read there would, and it is no edit, so
 //!   accept-edits does not allow it; read-only asks too, since it only reads.
+//! - Plan mode is for reading and planning: edits, lines that run anything but readers
+//!   (`reading.rs`) and tools of other programs that do not say they only read are refused,
+//!   telling the model to present its plan; the rest is judged as in ask mode, and an "allow"
+//!   rule never lifts a refusal. Leaving it (`Subject::Plan`, the `exit_plan` tool) asks the user
+//!   in plan mode and is refused in every other mode; no rule applies to it.
 //!
 //! [`rule_for`] is the rule an "always" answer remembers. Rules live with a session, a project,
 //! or one headless run ([`Scope::Run`]: `exec --allow/--deny`, in memory only).
@@ -88,6 +93,9 @@ pub enum Mode {
     Ask,
     /// Edits inside the workspace run; commands still ask.
     AcceptEdits,
+    /// Read and plan: edits and commands that may change something are refused until the user
+    /// approves a plan (`exit_plan`).
+    Plan,
     /// Edits and commands are refused.
     ReadOnly,
     /// Everything runs without asking, except what a rule rejects.
@@ -95,12 +103,13 @@ pub enum Mode {
 }
 
 impl Mode {
-    pub const ALL: [Mode; 4] = [Mode::Ask, Mode::AcceptEdits, Mode::ReadOnly, Mode::Bypass];
+    pub const ALL: [Mode; 5] = [Mode::Ask, Mode::AcceptEdits, Mode::Plan, Mode::ReadOnly, Mode::Bypass];
 
     pub fn id(self) -> &'static str {
         match self {
             Mode::Ask => "ask",
             Mode::AcceptEdits => "accept-edits",
+            Mode::Plan => "plan",
             Mode::ReadOnly => "read-only",
             Mode::Bypass => "bypass",
         }
@@ -110,6 +119,7 @@ impl Mode {
         match self {
             Mode::Ask => "Ask",
             Mode::AcceptEdits => "Accept edits",
+            Mode::Plan => "Plan",
             Mode::ReadOnly => "Read only",
             Mode::Bypass => "Bypass permissions",
         }
@@ -119,6 +129,7 @@ impl Mode {
         match self {
             Mode::Ask => "Ask before editing files or running commands",
             Mode::AcceptEdits => "Edit files in the workspace without asking; ask before commands",
+            Mode::Plan => "Read and plan only; the plan is shown for review before anything changes",
             Mode::ReadOnly => "Read and search only; edits and commands are refused",
             Mode::Bypass => "Run everything without asking, except what a rule rejects",
         }
@@ -322,6 +333,8 @@ fn rejects(pattern: &Pattern, request: &PermissionRequest, runs: &OnceCell<Vec<c
         }
         (Subject::Tool { .. }, Pattern::Names(glob)) => glob.is_match(&request.target).then_some(Rejects::Yes),
         (Subject::Host { host }, Pattern::Hosts(hosts)) => hosts.covers(host).then_some(Rejects::Yes),
+        // Judged by the mode alone: `tool:*` rejecting every MCP tool must not shut plan mode.
+        (Subject::Plan, _) => None,
         (
             Subject::Command(_),
             Pattern::Paths { .. } | Pattern::Names(_) | Pattern::Hosts(_) | Pattern::Unreadable(_),
@@ -363,6 +376,7 @@ fn by_mode_and_rules(request: &PermissionRequest, mode: Mode, rules: &[Rule]) ->
             match (mode, place) {
                 (Mode::Bypass, _) => Decision::Allow,
                 (Mode::ReadOnly, _) if edit => Decision::Deny(READ_ONLY.into()),
+                (Mode::Plan, _) if edit => Decision::Deny(PLANNING.into()),
                 (_, Place::Unknown(why)) => Decision::Ask(why.clone()),
                 (_, Place::Outside) => Decision::Ask(format!("{} is outside the workspace", request.target)),
                 (_, Place::Protected { why, secret, .. }) if edit || *secret => {
@@ -370,7 +384,7 @@ fn by_mode_and_rules(request: &PermissionRequest, mode: Mode, rules: &[Rule]) ->
                 }
                 (_, Place::Inside { .. } | Place::Protected { .. }) if !edit => Decision::Allow,
                 (Mode::AcceptEdits, Place::Inside { .. }) => Decision::Allow,
-                (Mode::Ask | Mode::AcceptEdits | Mode::ReadOnly, _) => {
+                (Mode::Ask | Mode::AcceptEdits | Mode::Plan | Mode::ReadOnly, _) => {
                     if allowed().iter().any(|p| p.covers_path(place, &request.target)) {
                         Decision::Allow
                     } else {
@@ -382,16 +396,20 @@ fn by_mode_and_rules(request: &PermissionRequest, mode: Mode, rules: &[Rule]) ->
         Subject::Command(facts) => match mode {
             Mode::Bypass => Decision::Allow,
             Mode::ReadOnly => Decision::Deny(READ_ONLY.into()),
-            Mode::Ask | Mode::AcceptEdits => match facts.uncovered(&allowed(), mode == Mode::AcceptEdits) {
-                Ok(()) => Decision::Allow,
-                Err(why) => Decision::Ask(why),
-            },
+            Mode::Plan if !facts.only_reads() => Decision::Deny(PLANNING.into()),
+            Mode::Ask | Mode::AcceptEdits | Mode::Plan => {
+                match facts.uncovered(&allowed(), mode == Mode::AcceptEdits) {
+                    Ok(()) => Decision::Allow,
+                    Err(why) => Decision::Ask(why),
+                }
+            }
         },
         Subject::Tool { read_only, owner } => match mode {
             Mode::Bypass => Decision::Allow,
             Mode::ReadOnly if !read_only => Decision::Deny(READ_ONLY.into()),
+            Mode::Plan if !read_only => Decision::Deny(PLANNING.into()),
             Mode::AcceptEdits if *read_only => Decision::Allow,
-            Mode::Ask | Mode::AcceptEdits | Mode::ReadOnly => {
+            Mode::Ask | Mode::AcceptEdits | Mode::Plan | Mode::ReadOnly => {
                 if allowed().iter().any(|pattern| pattern.covers_name(&request.target)) {
                     Decision::Allow
                 } else {
@@ -404,7 +422,7 @@ fn by_mode_and_rules(request: &PermissionRequest, mode: Mode, rules: &[Rule]) ->
         },
         Subject::Host { host } => match mode {
             Mode::Bypass => Decision::Allow,
-            Mode::Ask | Mode::AcceptEdits | Mode::ReadOnly => {
+            Mode::Ask | Mode::AcceptEdits | Mode::Plan | Mode::ReadOnly => {
                 if allowed().iter().any(|pattern| pattern.covers_host(host)) {
                     Decision::Allow
                 } else {
@@ -412,10 +430,24 @@ fn by_mode_and_rules(request: &PermissionRequest, mode: Mode, rules: &[Rule]) ->
                 }
             }
         },
+        Subject::Plan => match mode {
+            Mode::Plan => Decision::Ask("the plan is the user's to approve".into()),
+            Mode::Ask | Mode::AcceptEdits | Mode::ReadOnly | Mode::Bypass => Decision::Deny(format!(
+                "`{}` only leaves plan mode, and the session is in {} mode: there is no plan to present; \
+                 go on with the task as this mode allows",
+                request.target,
+                mode.id()
+            )),
+        },
     }
 }
 
 const READ_ONLY: &str = "the session is in read-only mode; switch the mode to allow edits and commands";
+
+/// Why plan mode refuses a change: what the model should do instead.
+const PLANNING: &str = "the session is in plan mode: nothing may be changed (no edits, no commands \
+     that may write, no tools that may change things) until the user approves a plan. Keep reading and \
+     searching, then present the whole plan with `exit_plan`";
 
 /// The rule an "always" answer to `request` remembers, given the rules already remembered;
 /// `None` when no rule may cover it (outside the workspace, protected, unreadable).
@@ -439,6 +471,7 @@ pub fn rule_for(request: &PermissionRequest, action: Action, source: Scope, rule
         (Subject::Command(facts), Action::Deny) => facts.deny_pattern(),
         (Subject::Tool { .. }, Action::Allow | Action::Deny) => pattern::escape_glob(&request.target),
         (Subject::Host { host }, Action::Allow | Action::Deny) => host.clone(),
+        (Subject::Plan, Action::Allow | Action::Deny) => return None,
     };
     Some(Rule::new(request.permission, &pattern, action, source))
 }

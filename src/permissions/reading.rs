@@ -1,7 +1,8 @@
 //! Lines that only read: every program they run is a reader (`cat`, `grep`, `ls`, `git log`, …)
 //! given no option that writes or runs something, and nothing is redirected into a file,
 //! computed when the line runs, or reached outside the workspace. Where the kernel cannot keep
-//! a command's guarded places read-only, accept-edits lets only such lines through unasked.
+//! a command's guarded places read-only, accept-edits lets only such lines through unasked; plan
+//! mode refuses every line whose programs are not all such readers.
 
 use super::command;
 use super::facts::CommandFacts;
@@ -62,8 +63,15 @@ const GIT_READERS: &[&str] =
 impl CommandFacts {
     /// Whether the line only reads (see the module's doc).
     pub fn reads_only(&self) -> bool {
+        self.escapes.is_empty() && self.only_reads()
+    }
+
+    /// Whether every program the line runs only reads, wherever its arguments lead: what plan
+    /// mode lets a line be judged at all (then as in ask mode, which asks about a read outside
+    /// the workspace); any other line may change something and is refused there.
+    pub fn only_reads(&self) -> bool {
         let Ok(script) = &self.script else { return false };
-        if script.latent || !self.escapes.is_empty() || !self.computed.is_empty() || !self.writes.is_empty() {
+        if script.latent || !self.computed.is_empty() || !self.writes.is_empty() {
             return false;
         }
         if script.commands.iter().any(|command| command::exact_only(command).is_some()) {
@@ -118,7 +126,7 @@ mod tests {
     fn reads_only(line: &str) -> bool {
         match bash(line).subject {
             Subject::Command(facts) => facts.reads_only(),
-            Subject::Path { .. } | Subject::Tool { .. } | Subject::Host { .. } => false,
+            Subject::Path { .. } | Subject::Tool { .. } | Subject::Host { .. } | Subject::Plan => false,
         }
     }
 

@@ -304,6 +304,8 @@ fn tools_of_other_programs_ask_unless_a_mode_or_rule_says_otherwise() {
         (tool("mcp__github__create_issue", false), Mode::Bypass, Some(Decision::Allow)),
         (tool("mcp__github__create_issue", false), Mode::ReadOnly, Some(Decision::Deny(READ_ONLY.into()))),
         (tool("mcp__github__list_issues", true), Mode::ReadOnly, None),
+        (tool("mcp__github__create_issue", false), Mode::Plan, Some(Decision::Deny(PLANNING.into()))),
+        (tool("mcp__github__list_issues", true), Mode::Plan, None),
     ];
     for (request, mode, expected) in cases {
         let decision = decide(&request, mode, &[]);

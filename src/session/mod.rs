@@ -110,6 +110,8 @@ pub enum Update {
     ToolCallUpdate(ToolPart),
     /// The agent's plan, whole (set by the `todo` tool).
     Plan(Vec<PlanEntry>),
+    /// A plan presented for review (`exit_plan`), as Markdown: the session's plan document.
+    PlanDocument(String),
     /// The session got a title.
     Title(String),
     /// A note for the user outside the model's answer (a retry under way, a failed compaction),
@@ -123,8 +125,10 @@ pub enum Update {
     EphemeralNotice { text: String, warning: bool },
     /// How full the context window is, and what the session has cost (USD) when prices are known.
     Usage { used: u64, size: u64, cost: Option<f64> },
-    /// The session's options changed from inside (a `/model` command).
+    /// The session's options changed from inside (a `/model` command, an approved plan).
     Options(Box<SessionView>),
+    /// The session's mode changed from inside (an approved plan): `current_mode_update`.
+    Mode(crate::permissions::Mode),
     /// A compaction's progress; `note` is the short message for clients without compaction
     /// updates, `error` why it failed.
     Compaction { id: MessageId, state: CompactionState, note: String, error: Option<String> },
@@ -176,6 +180,7 @@ impl Update {
             | Update::ToolCall(_)
             | Update::ToolCallUpdate(_)
             | Update::Plan(_)
+            | Update::PlanDocument(_)
             | Update::Notice { .. }
             | Update::CompactionSummary { .. }
             | Update::Compaction { state: CompactionState::Completed, .. } => true,
@@ -184,6 +189,7 @@ impl Update {
             | Update::EphemeralNotice { .. }
             | Update::Usage { .. }
             | Update::Options(_)
+            | Update::Mode(_)
             | Update::Compaction { state: CompactionState::InProgress | CompactionState::Failed, .. } => false,
             // Shown again by a load from the stored `task` call and the sub-agent's own rows, but
             // not held back while one runs: a sub-agent's update may then show twice, never not at all.
@@ -368,10 +374,12 @@ pub fn replay(messages: &[crate::history::Message]) -> impl Iterator<Item = Upda
                     // As live: a plan is shown once its call succeeded.
                     let done = tool.state == crate::history::CallState::Succeeded;
                     let plan = tool.plan.clone().filter(|_| done).map(Update::Plan);
+                    // A plan presented for review, whatever the answer was.
+                    let document = tool.document.clone().map(Update::PlanDocument);
                     // A `task` call's sub-agent is announced before the card links it.
                     let (before, after) = subagent::shown_again(tool);
                     let call = std::iter::once(Update::ToolCall(tool.clone()));
-                    return before.into_iter().chain(call).chain(after).chain(plan).collect::<Vec<_>>();
+                    return before.into_iter().chain(call).chain(after).chain(plan).chain(document).collect::<Vec<_>>();
                 }
                 (Role::Assistant, Part::Text { text }) if !text.is_empty() => {
                     Some(Update::AgentText { message: id, text: text.clone() })

@@ -297,11 +297,17 @@ impl Recorder for StoreRecorder {
                 let mut updates = Vec::new();
                 if let Part::Tool(tool) = &part {
                     let seen = as_shown(tool);
-                    match self.shown_calls.insert((message.clone(), tool.call_id.clone()), seen.clone()) {
+                    let before = self.shown_calls.insert((message.clone(), tool.call_id.clone()), seen.clone());
+                    let document = before.as_ref().and_then(|before| before.document.as_ref());
+                    match &before {
                         None => updates.push(Update::ToolCall(tool.clone())),
                         // Waiting for and getting permission change nothing the editor shows.
-                        Some(before) if before == seen => {}
+                        Some(before) if *before == seen => {}
                         Some(_) => updates.push(Update::ToolCallUpdate(tool.clone())),
+                    }
+                    // A plan presented for review is shown as the plan document once, with its card.
+                    if let Some(text) = tool.document.as_ref().filter(|text| document != Some(*text)) {
+                        updates.push(Update::PlanDocument(text.clone()));
                     }
                     if let (Some(plan), CallState::Succeeded) = (&tool.plan, tool.state) {
                         updates.push(Update::Plan(plan.clone()));

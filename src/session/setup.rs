@@ -136,6 +136,8 @@ pub struct Setup {
     pub host: Arc<dyn Host>,
     /// The session's mode; it may change while the turn runs.
     pub mode: watch::Receiver<Mode>,
+    /// Where the turn changes the session's mode (a plan approved); `None` for a sub-agent.
+    pub switch: Option<watch::Sender<Mode>>,
     /// How local commands are started (environment, sandbox, supervisor).
     pub process: Arc<ProcessPolicy>,
     pub limits: Limits,
@@ -170,6 +172,7 @@ impl Setup {
                 workspace: self.workspace.clone(),
                 host: Arc::clone(&self.host),
                 mode: self.mode.clone(),
+                switch: self.switch.clone(),
                 rules,
                 remember: match self.config.remember {
                     Remember::Session => Scope::Session,

@@ -1,5 +1,6 @@
 //! The tools the model can call. Each built-in tool is one file that implements [`Tool`]: `read`,
-//! `write`, `edit`, `glob`, `grep`, `bash`, `todo` and `question`, and `fetch` (a module of its
+//! `write`, `edit`, `glob`, `grep`, `bash`, `todo`, `question` and `exit_plan` (plan mode's
+//! way out, reviewed by the user), and `fetch` (a module of its
 //! own: web pages, their addresses judged, HTML made Markdown); `task` (a sub-agent) joins them
 //! when the session can run sub-agents, through a [`task::Delegate`] the session layer provides,
 //! and the tools of the session's MCP servers through [`add_server_tools`] (`mcp.rs`). Named
@@ -21,6 +22,7 @@ pub mod agents;
 mod bash;
 mod beneath;
 mod edit;
+mod exit_plan;
 mod fetch;
 mod fs;
 mod glob;
@@ -53,6 +55,7 @@ use crate::permissions::{Mode, PermissionRequest, Rule};
 
 pub use crate::workspace::Workspace;
 pub use bash::{BASH_DEFAULT_TIMEOUT, BASH_MAX_TIMEOUT};
+pub use exit_plan::NAME as EXIT_PLAN;
 pub use fetch::Fetching;
 pub use host::{Host, NoEditor};
 pub use image::{Images, ImagesRead};

@@ -36,8 +36,8 @@ pub struct Registry {
 pub struct Collision(pub String);
 
 impl Registry {
-    /// The built-in tools: `read`, `write`, `edit`, `glob`, `grep`, `bash`, `fetch`, `todo` and
-    /// `question`.
+    /// The built-in tools: `read`, `write`, `edit`, `glob`, `grep`, `bash`, `fetch`, `todo`,
+    /// `question` and `exit_plan`.
     pub fn builtin() -> Registry {
         static BUILTIN: LazyLock<Registry> = LazyLock::new(|| {
             let mut registry = Registry::default();
@@ -51,6 +51,7 @@ impl Registry {
                 registry.add(super::fetch::Fetch),
                 registry.add(super::todo::Todo),
                 registry.add(super::question::AskUser),
+                registry.add(super::exit_plan::ExitPlan),
             ];
             debug_assert!(added.iter().all(Result::is_ok), "built-in tool names are distinct");
             registry

@@ -453,10 +453,13 @@ fn derived_schemas_are_the_catalog_the_model_knows() {
             "description": "Answers the user may pick from (at most 8); leave out to ask for a typed answer."},
             "allow_other": {"type": "boolean", "description": "Whether the user may type an answer of their own besides the options. Defaults to true."}
         }, "required": ["question"], "additionalProperties": false}),
+        json!({"type": "object", "properties": {
+            "plan": {"type": "string", "description": "The whole plan in Markdown, as the user will review it: the goal, what changes in which files and how, the steps in order, and how the result will be checked."}
+        }, "required": ["plan"], "additionalProperties": false}),
     ];
     let registry = Registry::builtin();
     let names: Vec<&str> = registry.names().collect();
-    assert_eq!(names, ["read", "write", "edit", "glob", "grep", "bash", "fetch", "todo", "question"]);
+    assert_eq!(names, ["read", "write", "edit", "glob", "grep", "bash", "fetch", "todo", "question", "exit_plan"]);
     for (spec, expected) in registry.specs().iter().zip(expected) {
         assert_eq!(spec["parameters"], expected, "{}", spec["name"]);
         assert!(spec["description"].as_str().is_some_and(|d| d.len() > 20), "{spec}");
@@ -467,7 +470,7 @@ fn derived_schemas_are_the_catalog_the_model_knows() {
 fn a_second_tool_by_one_name_is_refused() {
     let mut registry = Registry::builtin();
     assert_eq!(registry.add(super::read::Read), Err(super::registry::Collision("read".into())));
-    assert_eq!(registry.specs().len(), 9);
+    assert_eq!(registry.specs().len(), 10);
 }
 
 #[test]

@@ -34,6 +34,7 @@ mod models;
 mod notices;
 mod official_client;
 mod permissions;
+mod plan_mode;
 mod prompt;
 mod prompt_cache;
 mod protocol;

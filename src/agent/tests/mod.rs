@@ -234,7 +234,7 @@ async fn drive(setup: Setup) -> Outcome {
     let mut history = setup.history;
     let mut log = Log::default();
     let mut rules = setup.rules;
-    let (_mode_tx, mode) = watch::channel(setup.mode);
+    let (mode_tx, mode) = watch::channel(setup.mode);
     let summarizer = setup.summaries.map(|_| compact::Summarizer {
         provider: &summarizer_model,
         model: "small".into(),
@@ -263,6 +263,7 @@ async fn drive(setup: Setup) -> Outcome {
             workspace: Workspace::new(dir.path(), &[]),
             host: setup.host,
             mode,
+            switch: Some(mode_tx),
             rules: &mut rules,
             remember: crate::permissions::Scope::Session,
             process: Arc::default(),

@@ -6,7 +6,8 @@
 //! program of the options that run programs or read names and code from files; programs
 //! without a table exact-only), `state` (builtins that set what a name runs, `env`'s
 //! assignments, `coproc`, NUL, writing redirections), `trees` (recursive readers reaching
-//! secrets or links out, links made earlier in the same line). Each line was checked against
+//! secrets or links out, links made earlier in the same line), `planning` (plan mode's
+//! refusals, whatever a line hides). Each line was checked against
 //! bash 5.2.
 
 use super::fake::bash;
@@ -14,6 +15,7 @@ use super::*;
 
 mod options;
 mod paths;
+mod planning;
 mod reading;
 mod rules;
 mod state;

@@ -1,13 +1,14 @@
 //! What a client sets on a session outside its turns, through the actor: its title
 //! (`session/set_title`) and the editor's system prompt (`systemPrompt` on an opening). Each is
-//! in effect at once and stored.
+//! in effect at once and stored. And the mode a turn switched (a plan the user approved):
+//! stored, then told to the client as a `current_mode_update` and the options.
 
 use std::sync::Arc;
 
 use super::{Actor, Reply, setup};
 use crate::agent::prompt::ClientPrompt;
 use crate::session::{SessionError, SessionView, Update};
-use crate::settings::Kept;
+use crate::settings::{Kept, Setting};
 use crate::store::Write;
 
 impl Actor {
@@ -25,6 +26,29 @@ impl Actor {
                     sink.send(&id, Update::Title(title));
                 }
                 let _ = reply.send(result.map(|()| view).map_err(SessionError::from));
+            })),
+        );
+    }
+
+    /// The session's mode changed: by the actor itself (`Setting::Mode`, stored and told where it
+    /// was set), or by a turn (a plan approved), which is stored here and then told to the client.
+    pub(super) fn mode_switched(&mut self) {
+        let mode = *self.mode_seen.borrow_and_update();
+        if self.row.mode.as_deref() == Some(mode.id()) {
+            return;
+        }
+        self.row.mode = Some(mode.id().to_owned());
+        let (kept, value) = Setting::Mode(mode).kept();
+        let (sink, id, view) = (Arc::clone(&self.services.sink), self.row.id.clone(), self.view());
+        let write = Write::SetSessionSetting { id: id.clone(), kept, value };
+        self.services.store.submit(
+            write,
+            Some(Box::new(move |result| match result {
+                Ok(()) => {
+                    sink.send(&id, Update::Mode(mode));
+                    sink.send(&id, Update::Options(Box::new(view)));
+                }
+                Err(err) => tracing::warn!(session = %id, %err, "the mode an approved plan chose was not stored"),
             })),
         );
     }

@@ -182,6 +182,8 @@ struct Actor {
     /// with every opening).
     directories: Vec<std::path::PathBuf>,
     mode: watch::Sender<Mode>,
+    /// The mode as the actor last saw it: a turn that switches it (a plan approved) is seen here.
+    mode_seen: watch::Receiver<Mode>,
     /// Context in use after the last step (input + cache + output tokens).
     context_used: u64,
     /// The system prompt, assembled in the background from the moment the session goes live, so
@@ -239,6 +241,7 @@ pub async fn run(init: Init, services: Services, mut rx: mpsc::UnboundedReceiver
     }
     let mode = watch::Sender::new(row.mode.as_deref().and_then(Mode::parse).unwrap_or(Mode::Ask));
     let context_used = context_used(&history);
+    let mode_seen = mode.subscribe();
     let mut actor = Actor {
         services,
         row,
@@ -246,6 +249,7 @@ pub async fn run(init: Init, services: Services, mut rx: mpsc::UnboundedReceiver
         rules,
         directories: Vec::new(),
         mode,
+        mode_seen,
         context_used,
         system,
         system_warned: false,
@@ -342,6 +346,9 @@ impl Actor {
                         }
                     }
                 },
+                // Before the turn's end, which it happened before: the client hears of the new
+                // mode before the prompt's answer.
+                Ok(()) = self.mode_seen.changed() => self.mode_switched(),
                 outcome = wait_turn(&mut self.turn), if self.turn.is_some() => {
                     self.turn = None;
                     self.turn_ended(outcome).await;

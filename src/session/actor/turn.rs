@@ -191,7 +191,7 @@ impl Actor {
         let warn = !std::mem::replace(&mut self.system_warned, true);
         let workspace = setup::workspace(&config, Path::new(&self.row.cwd), &self.directories);
         let host = self.services.sink.host(&self.row.id);
-        let mode = self.mode.subscribe();
+        let (mode, switch) = (self.mode.subscribe(), Some(self.mode.clone()));
         let mut rules = std::mem::take(&mut self.rules);
         self.rules.clone_from(&rules);
         // Only a level the user chose is sent; otherwise the provider's default applies.
@@ -232,6 +232,7 @@ impl Actor {
                 workspace,
                 host,
                 mode,
+                switch,
                 thought,
                 spent,
                 context_used,

@@ -97,6 +97,8 @@ impl Progress {
             Update::UserChunk { .. }
             | Update::AgentThought { .. }
             | Update::Plan(_)
+            | Update::PlanDocument(_)
+            | Update::Mode(_)
             | Update::Title(_)
             | Update::EphemeralText { .. }
             | Update::EphemeralNotice { .. }

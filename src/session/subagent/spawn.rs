@@ -107,7 +107,11 @@ impl Spawner {
         };
         let model = self.model(agent)?;
         let id = SessionId::generate();
-        let tools = self.tools(agent, depth, &id);
+        // Only the session's own turn presents a plan to the user; a sub-agent reports to it.
+        let tools = self.tools(agent, depth, &id).withhold(
+            crate::tools::EXIT_PLAN,
+            "a sub-agent does not present plans; put the plan in your report, which your caller reviews",
+        );
 
         let mut row = SessionRow::new(id.clone(), parent.cwd.clone(), model.reference.clone(), now_ms());
         row.title = Some(description.chars().take(80).collect());
@@ -152,6 +156,7 @@ impl Spawner {
             workspace: ctx.workspace.clone(),
             host,
             mode: caller.mode.clone(),
+            switch: None,
             process: Arc::clone(&ctx.process),
             limits,
             thought: None,

@@ -133,6 +133,16 @@ async fn modes_and_answers_decide_mcp_calls_and_read_only_tools_run_in_accept_ed
     let (_, updates) = turn(&mut agent, &session, "again").await;
     assert_eq!(call(&updates, "c3").last().unwrap()["status"], "failed");
     assert!(tool_results(&env, 4).last().unwrap()["content"].as_str().unwrap().contains("read-only mode"));
+
+    // Plan mode refuses it too, telling the model it is planning, even where the user would allow it.
+    env.mock.push(Reply::tool_calls(&[("c4", "mcp__fx__echo", json!({"text": "write"}))])).push(Reply::text(&["ok"]));
+    agent.editor.answer(&["allow_once"]);
+    set_mode(&mut agent, &session, "plan").await;
+    let (_, updates) = turn(&mut agent, &session, "and now").await;
+    assert_eq!(call(&updates, "c4").last().unwrap()["status"], "failed");
+    let said = tool_results(&env, 6).last().unwrap()["content"].as_str().unwrap().to_owned();
+    assert!(said.contains("the session is in plan mode") && said.contains("`exit_plan`"), "{said}");
+    assert_eq!(agent.editor.requests("session/request_permission").len(), 1, "nothing more was asked");
 }
 
 #[tokio::test]

@@ -24,6 +24,8 @@ pub struct Editor {
     pub terminal: bool,
     /// Advertises elicitation forms; the `elicitation/create` requests are handed to the test.
     pub forms: bool,
+    /// Advertises plan operations (`clientCapabilities.plan`): `plan_update` and `plan_removed`.
+    pub plans: bool,
     /// Unsaved buffers by absolute path, seen by `fs/read_text_file` instead of the disk.
     pub buffers: Arc<Mutex<HashMap<PathBuf, String>>>,
     /// Option ids to answer permission requests with, in order (`"cancelled"` answers cancelled).
@@ -60,6 +62,10 @@ impl Editor {
         Self { forms: true, ..Self::default() }
     }
 
+    pub fn with_plans() -> Self {
+        Self { plans: true, ..Self::default() }
+    }
+
     /// Queues answers to the next permission requests.
     pub fn answer(&self, options: &[&str]) -> &Self {
         self.answers.lock().unwrap().extend(options.iter().map(|o| (*o).to_owned()));
@@ -81,6 +87,9 @@ impl Editor {
             json!({"fs": {"readTextFile": self.fs, "writeTextFile": self.fs}, "terminal": self.terminal});
         if self.forms {
             capabilities["elicitation"] = json!({"form": {}});
+        }
+        if self.plans {
+            capabilities["plan"] = json!({});
         }
         capabilities
     }
