@@ -37,6 +37,8 @@ pub async fn sampling(turn: &mut Turn<'_>, mut request: Box<Request>) -> TurnSta
             .iter()
             .map(|spec| &**spec)
             .filter(|spec| !request.cooling.iter().any(|tool| spec["name"] == **tool))
+            // A model whose provider searches the web uses that search, not the endpoint's.
+            .filter(|spec| !(turn.info.web_search && spec["name"] == crate::tools::web_search::NAME))
             .collect(),
         max_output: turn.info.max_output,
         thought: turn.thought.filter(|_| turn.info.reasoning),

@@ -6,7 +6,8 @@
 //! - the system prompt ([`system`], [`prepare_system`]): the same bytes for every turn of a
 //!   session, assembled off the actor from the moment the session goes live;
 //! - the workspace ([`workspace`]): the session's roots, cairn's own directories protected;
-//! - the tool registry ([`session_tools`]): the built-ins, the MCP tools ready in time, `task`;
+//! - the tool registry ([`session_tools`]): the built-ins, `web_search` where `[search] url` is
+//!   set, the MCP tools ready in time, `task`;
 //! - the turn itself ([`Setup::turn`]), borrowing the history, the recorder and the rules.
 
 use std::path::Path;
@@ -249,6 +250,11 @@ pub async fn session_tools(
     recorder: &mut dyn Recorder,
 ) -> Arc<Registry> {
     let mut registry = Registry::builtin();
+    // A search endpoint of the user's, for models without a search of their provider's (the
+    // turn leaves it out for the others).
+    if let Some(search) = config.search.endpoint.as_ref().and_then(crate::tools::web_search::WebSearch::new) {
+        let _ = registry.add(search);
+    }
     if let Some(servers) = servers {
         let wait = config.mcp.startup_timeout;
         let settled = tokio::select! {

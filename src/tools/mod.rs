@@ -1,7 +1,8 @@
 //! The tools the model can call. Each built-in tool is one file that implements [`Tool`]: `read`,
 //! `write`, `edit`, `glob`, `grep`, `bash`, `todo`, `question` and `exit_plan` (plan mode's
 //! way out, reviewed by the user), and `fetch` (a module of its
-//! own: web pages, their addresses judged, HTML made Markdown); `task` (a sub-agent) joins them
+//! own: web pages, their addresses judged, HTML made Markdown); `web_search` (through a search
+//! endpoint of the user's) joins them when one is configured, `task` (a sub-agent)
 //! when the session can run sub-agents, through a [`task::Delegate`] the session layer provides,
 //! and the tools of the session's MCP servers through [`add_server_tools`] (`mcp.rs`). Named
 //! agents are read in `agents`; what tools share is in `fs`, `beneath`, `page`, `search` and
@@ -39,6 +40,7 @@ mod search;
 mod shell;
 pub mod task;
 mod todo;
+pub mod web_search;
 mod write;
 
 use std::path::PathBuf;

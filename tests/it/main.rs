@@ -45,6 +45,7 @@ mod registry;
 mod roots;
 mod sandbox;
 mod scripted;
+mod search_endpoint;
 mod serve;
 mod sessions;
 mod stdio;

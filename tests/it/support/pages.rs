@@ -1,7 +1,8 @@
 //! A web server for `fetch`, on 127.0.0.1 (which `fetch` refuses unless `[fetch] allow_private`
 //! is set): pages, text and JSON, bodies that lie about their type, other character sets, a body
 //! without end, a server that stalls, and redirects (to a page, in a loop, to a metadata
-//! address, to a file), and pages put there by the caller ([`Pages::put`]: the benchmark's). It
+//! address, to a file), a SearXNG instance and Brave's search API answering queries, and pages
+//! put there by the caller ([`Pages::put`]: the benchmark's). It
 //! counts the requests and the body bytes it sent.
 
 use std::sync::Arc;
@@ -54,6 +55,9 @@ impl Pages {
             .route("/stall", get(stall))
             .route("/missing", get(|| async { (StatusCode::NOT_FOUND, html("<h1>No such page</h1>")) }))
             .route("/redirect", get(redirect))
+            .route("/searx", get(searx))
+            .route("/searx-off", get(|| async { (StatusCode::FORBIDDEN, html("<h1>403 Forbidden</h1>")) }))
+            .route("/brave", get(brave))
             .route("/loop", get(|| async { moved("/loop") }))
             .route("/metadata", get(|| async { moved("http://169.254.169.254/latest/meta-data") }))
             .route("/file", get(|| async { moved("file:///etc/passwd") }))
@@ -123,6 +127,34 @@ fn moved(to: &str) -> Response {
 
 async fn redirect(Query(query): Query<std::collections::HashMap<String, String>>) -> Response {
     moved(query.get("to").map_or("/page", String::as_str))
+}
+
+/// A SearXNG instance's JSON answer to `q` (with `format=json`): two results naming the query,
+/// and one the tool must skip (no http URL).
+async fn searx(Query(query): Query<std::collections::HashMap<String, String>>) -> Response {
+    if query.get("format").map(String::as_str) != Some("json") {
+        return (StatusCode::FORBIDDEN, "json only").into_response();
+    }
+    let q = query.get("q").cloned().unwrap_or_default();
+    axum::Json(serde_json::json!({"query": q, "results": [
+        {"url": "https://one.example/", "title": format!("One about {q}"), "content": "the <b>first</b> hit"},
+        {"url": "javascript:alert(1)", "title": "skipped"},
+        {"url": "https://two.example/", "title": "Two", "content": "the second"}]}))
+    .into_response()
+}
+
+/// Brave's search API: the key in `X-Subscription-Token` must be `brave-key`.
+async fn brave(
+    headers: axum::http::HeaderMap,
+    Query(query): Query<std::collections::HashMap<String, String>>,
+) -> Response {
+    if headers.get("x-subscription-token").and_then(|v| v.to_str().ok()) != Some("brave-key") {
+        return (StatusCode::UNAUTHORIZED, "bad key").into_response();
+    }
+    let (q, count) = (query.get("q").cloned().unwrap_or_default(), query.get("count").cloned().unwrap_or_default());
+    axum::Json(serde_json::json!({"web": {"results": [
+        {"url": "https://brave.example/", "title": format!("Brave: {q} ({count})"), "description": "found"}]}}))
+    .into_response()
 }
 
 /// 64 MiB of text, 64 KiB at a time, counting what leaves.
