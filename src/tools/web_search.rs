@@ -93,6 +93,9 @@ impl Tool for WebSearch {
         if args.query.chars().count() > 400 {
             return Err(ToolError::Tell("`query` is over 400 characters: search with a few words.".into()));
         }
+        if let Some(count) = args.count.filter(|count| !(1..=MAX_RESULTS).contains(count)) {
+            return Err(ToolError::Tell(format!("`count` is {count}: ask for 1 to {MAX_RESULTS} results.")));
+        }
         Ok(args)
     }
 
@@ -110,7 +113,7 @@ impl Tool for WebSearch {
     }
 
     async fn run(&self, args: &WebSearchArgs, ctx: &ToolContext) -> Result<ToolOutcome, ToolError> {
-        let count = args.count.unwrap_or(DEFAULT_RESULTS).clamp(1, MAX_RESULTS);
+        let count = args.count.unwrap_or(DEFAULT_RESULTS);
         let timeout = ctx.fetch.settings.timeout;
         // The turn's cancel drops the call, and the request with it.
         let found = tokio::time::timeout(timeout, self.ask(args.query.trim(), count)).await.map_err(|_| {
@@ -276,7 +279,8 @@ mod tests {
         assert!(tool.parse(r#"{"query": "  "}"#).is_err());
         let long = json!({"query": "x".repeat(401)}).to_string();
         assert!(tool.parse(&long).is_err());
-        assert!(tool.parse(r#"{"query": "rust", "count": 21}"#).is_err(), "the schema bounds the count");
+        assert!(tool.parse(r#"{"query": "rust", "count": 21}"#).is_err());
+        assert!(tool.parse(r#"{"query": "rust", "count": 0}"#).is_err());
         let args = tool.parse(r#"{"query": "rust"}"#).unwrap();
         assert_eq!(
             tool.permission(&args, &Workspace::new(std::path::Path::new("/w"), &[])).unwrap().target,
