@@ -138,6 +138,8 @@ pub struct Setup {
     pub mode: watch::Receiver<Mode>,
     /// How local commands are started (environment, sandbox, supervisor).
     pub process: Arc<ProcessPolicy>,
+    /// The session's background jobs (a sub-agent's own, which end with it).
+    pub jobs: crate::tools::Jobs,
     pub limits: Limits,
     /// The level the user chose, sent only to models that reason.
     pub thought: Option<ThoughtLevel>,
@@ -177,6 +179,7 @@ impl Setup {
                 },
                 process: Arc::clone(&self.process),
                 registry: Arc::clone(&self.tools),
+                jobs: self.jobs.clone(),
             },
             info: self.model.info,
             thought: self.thought,

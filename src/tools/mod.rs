@@ -1,8 +1,10 @@
 //! The tools the model can call. Each built-in tool is one file that implements [`Tool`]: `read`,
 //! `write`, `edit`, `glob`, `grep`, `bash`, `todo` and `question`, and `fetch` (a module of its
-//! own: web pages, their addresses judged, HTML made Markdown); `task` (a sub-agent) joins them
-//! when the session can run sub-agents, through a [`task::Delegate`] the session layer provides,
-//! and the tools of the session's MCP servers through [`add_server_tools`] (`mcp.rs`). Named
+//! own: web pages, their addresses judged, HTML made Markdown); `jobs` (a module of its own)
+//! holds a session's background jobs and `job_output`, `job_input` and `job_kill`; `task` (a
+//! sub-agent) joins them when the session can run sub-agents, through a [`task::Delegate`] the
+//! session layer provides, and the tools of the session's MCP servers through
+//! [`add_server_tools`] (`mcp.rs`). Named
 //! agents are read in `agents`; what tools share is in `fs`, `beneath`, `page`, `search` and
 //! `shell`, and what the editor offers in `host`.
 //!
@@ -27,6 +29,7 @@ mod glob;
 mod grep;
 pub mod host;
 pub mod image;
+pub mod jobs;
 mod mcp;
 mod page;
 mod question;
@@ -56,6 +59,7 @@ pub use bash::{BASH_DEFAULT_TIMEOUT, BASH_MAX_TIMEOUT};
 pub use fetch::Fetching;
 pub use host::{Host, NoEditor};
 pub use image::{Images, ImagesRead};
+pub use jobs::Jobs;
 pub use mcp::add_server_tools;
 pub use registry::{Invocation, Registry, one_line};
 pub use schema::schema_of;
@@ -91,6 +95,8 @@ pub struct ToolContext {
     pub trace: Option<crate::trace::TraceContext>,
     /// What `fetch` may reach, and the mode and rules its redirects are judged under.
     pub fetch: Fetching,
+    /// The session's background jobs (`bash` with `background`, `job_output`, …).
+    pub jobs: Jobs,
 }
 
 /// What a sub-agent inherits from the turn whose call starts it: never more than that turn has.
