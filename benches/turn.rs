@@ -144,6 +144,7 @@ impl Setup {
                 remember: cairn::permissions::Scope::Session,
                 process: Arc::default(),
                 registry: Arc::new(cairn::tools::Registry::builtin()),
+                jobs: cairn::tools::Jobs::none(),
             },
             info,
             thought: None,

@@ -293,6 +293,7 @@ pub(super) fn context(
             .cloned()
             .collect(),
         judged: None,
+        jobs: turn.tools.jobs.clone(),
         fetch: crate::tools::Fetching {
             settings: turn.limits.fetch.clone(),
             mode: *turn.tools.mode.borrow(),

@@ -213,6 +213,8 @@ pub struct Toolbox<'a> {
     pub process: Arc<crate::process::ProcessPolicy>,
     /// The tools the model may call.
     pub registry: Arc<Registry>,
+    /// The session's background jobs.
+    pub jobs: crate::tools::Jobs,
 }
 
 /// Runs one turn for `prompt` to its end. The prompt is committed before the model is called

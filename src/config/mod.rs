@@ -9,9 +9,10 @@
 //! (`[subagents]`, in `subagents`), a busy session's prompts (`[session]`, in `session`), where
 //! "always allow" answers are remembered (`[permissions]`, in `permissions`), what
 //! local processes get (`[sandbox]`, `[tools]`, in `process`), MCP servers
-//! (`[mcp_servers.<name>]`, `[mcp]`, in `mcp`) and `log_file` (where logs also go;
-//! `crate::logging` opens it, and `--log-file` wins over it). A `CAIRN_CONFIG` naming no file is
-//! refused. Keys are [`Secret`]s, never shown in logs; [`Config::key`] is the one lookup of a key.
+//! (`[mcp_servers.<name>]`, `[mcp]`, in `mcp`), background jobs (`[jobs]`, in `jobs`) and
+//! `log_file` (where logs also go; `crate::logging` opens it, and `--log-file` wins over it). A
+//! `CAIRN_CONFIG` naming no file is refused. Keys are [`Secret`]s, never shown in logs;
+//! [`Config::key`] is the one lookup of a key.
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
@@ -23,6 +24,7 @@ use serde::Deserialize;
 mod checks;
 pub mod credentials;
 mod fetch;
+mod jobs;
 mod limits;
 mod mcp;
 mod permissions;
@@ -33,6 +35,7 @@ mod session;
 mod subagents;
 
 pub use fetch::{Fetch, MAX_FETCH_SECS};
+pub use jobs::JobSettings;
 pub use limits::{Compaction, ContentPattern, Limits, LoopLimits};
 pub use permissions::Remember;
 pub use search::{Search, SearchApi, SearchEndpoint};
@@ -93,6 +96,8 @@ pub struct Config {
     pub serve_url: Option<String>,
     /// `[search]`: the provider's own web search, or an endpoint of the user's.
     pub search: Search,
+    /// `[jobs]`: a session's background processes.
+    pub jobs: JobSettings,
 }
 
 /// The config file `env` points to (`CAIRN_CONFIG`, else `config.toml` in cairn's directory of
@@ -207,6 +212,7 @@ struct FileConfig {
     fetch: fetch::FileFetch,
     #[serde(default)]
     search: search::FileSearch,
+    jobs: jobs::FileJobs,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -373,6 +379,7 @@ impl Config {
         let process = process::policy(file.sandbox, &file.tools, &providers, &environment, &own).map_err(invalid)?;
         let mcp_servers = mcp::servers(file.mcp_servers).map_err(invalid)?;
         let mcp = mcp::settings(&file.mcp).map_err(invalid)?;
+        let jobs = file.jobs.resolve().map_err(invalid)?;
         Ok(Self {
             data_dir,
             model: normalize_model(&model),
@@ -398,6 +405,7 @@ impl Config {
             log_file,
             serve_url: file.serve.url,
             search,
+            jobs,
         })
     }
 

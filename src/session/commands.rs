@@ -25,6 +25,7 @@ pub const COMMANDS: &[CommandInfo] = &[
     CommandInfo { name: "model", description: "Show the models, or switch to one", hint: Some("provider/model") },
     CommandInfo { name: "status", description: "Context in use, limits, queue and state", hint: None },
     CommandInfo { name: "mcp", description: "The MCP servers: state, tools, errors", hint: None },
+    CommandInfo { name: "jobs", description: "The background jobs: command, state, how they ended", hint: None },
     CommandInfo {
         name: "permissions",
         description: "List remembered permission rules, revoke them, or keep one for the whole project",
@@ -41,6 +42,7 @@ pub enum Slash {
     Model(Option<String>),
     Status,
     Mcp,
+    Jobs,
     Permissions(Option<RuleChange>),
 }
 
@@ -61,7 +63,7 @@ impl Slash {
     /// the history or the rules a turn is using wait their turn in the queue like a prompt.
     pub fn is_immediate(&self) -> bool {
         match self {
-            Slash::Status | Slash::Mcp | Slash::Permissions(None) | Slash::Model(_) => true,
+            Slash::Status | Slash::Mcp | Slash::Jobs | Slash::Permissions(None) | Slash::Model(_) => true,
             Slash::Compact(_) | Slash::Rewind(_) | Slash::Fork | Slash::Permissions(Some(_)) => false,
         }
     }
@@ -86,6 +88,7 @@ pub fn parse(parts: &[Part]) -> Option<Result<Slash, String>> {
         "model" => Ok(Slash::Model(arg)),
         "status" => Ok(Slash::Status),
         "mcp" => Ok(Slash::Mcp),
+        "jobs" => Ok(Slash::Jobs),
         "permissions" => match rest.split_whitespace().collect::<Vec<_>>()[..] {
             [] => Ok(Slash::Permissions(None)),
             ["revoke", "all"] => Ok(Slash::Permissions(Some(RuleChange::RevokeAll))),

@@ -141,6 +141,8 @@ pub struct Setup {
     pub switch: Option<watch::Sender<Mode>>,
     /// How local commands are started (environment, sandbox, supervisor).
     pub process: Arc<ProcessPolicy>,
+    /// The session's background jobs (a sub-agent's own, which end with it).
+    pub jobs: crate::tools::Jobs,
     pub limits: Limits,
     /// The level the user chose, sent only to models that reason.
     pub thought: Option<ThoughtLevel>,
@@ -181,6 +183,7 @@ impl Setup {
                 },
                 process: Arc::clone(&self.process),
                 registry: Arc::clone(&self.tools),
+                jobs: self.jobs.clone(),
             },
             info: self.model.info,
             thought: self.thought,

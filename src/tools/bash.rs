@@ -1,6 +1,7 @@
 //! `bash`: a shell command in the working directory, in an editor terminal or as a local process
-//! ([`super::shell`] runs it). The permission is judged on the command line as bash would read
-//! it, wrappers and nested commands included (`crate::permissions`).
+//! ([`super::shell`] runs it), or with `background` as a job of the session ([`super::jobs`]
+//! starts it). The permission is judged on the command line as bash would read it, wrappers and
+//! nested commands included (`crate::permissions`), background or not.
 
 use std::time::Duration;
 
@@ -45,6 +46,9 @@ pub struct BashArgs {
     /// A few words saying what the command does
     #[serde(default)]
     pub description: Option<String>,
+    /// Run it as a background job (a server, a watcher): its id is returned at once; no timeout
+    #[serde(default)]
+    pub background: bool,
 }
 
 impl BashArgs {
@@ -63,7 +67,7 @@ impl Tool for Bash {
     }
 
     fn description(&self) -> &str {
-        "Run a shell command in the working directory with bash. Output (stdout and stderr) and the exit status are returned."
+        "Run a shell command in the working directory with bash. Output (stdout and stderr) and the exit status are returned. With background: true it runs as a job (a dev server, a watcher) and its id is returned at once."
     }
 
     fn kind(&self) -> ToolKind {
@@ -89,11 +93,12 @@ impl Tool for Bash {
             1 => " (+1 line)".to_owned(),
             n => format!(" (+{n} lines)"),
         };
+        let background = if args.background { " in the background" } else { "" };
         match args.description.as_deref().map(super::one_line) {
             Some(description) if !description.is_empty() => {
-                format!("{}: `{first}`{more}", shorten(&description, DESCRIPTION_SHOWN))
+                format!("{}: `{first}`{more}{background}", shorten(&description, DESCRIPTION_SHOWN))
             }
-            _ => format!("Run `{first}`{more}"),
+            _ => format!("Run `{first}`{more}{background}"),
         }
     }
 
@@ -110,6 +115,9 @@ impl Tool for Bash {
     }
 
     async fn run(&self, args: &BashArgs, ctx: &ToolContext) -> Result<ToolOutcome, ToolError> {
+        if args.background {
+            return super::jobs::start(&args.command, ctx).await;
+        }
         let timeout = args.timeout();
         if let Some(terminals) = ctx.host.terminals() {
             shell::delegated(&args.command, ctx, terminals, timeout).await

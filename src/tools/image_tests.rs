@@ -107,6 +107,7 @@ fn context(dir: &Path, images: Images) -> ToolContext {
         judged: None,
         trace: None,
         fetch: super::super::Fetching::default(),
+        jobs: super::super::Jobs::none(),
     }
 }
 

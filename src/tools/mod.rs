@@ -1,10 +1,12 @@
 //! The tools the model can call. Each built-in tool is one file that implements [`Tool`]: `read`,
 //! `write`, `edit`, `glob`, `grep`, `bash`, `todo`, `question` and `exit_plan` (plan mode's
 //! way out, reviewed by the user), and `fetch` (a module of its
-//! own: web pages, their addresses judged, HTML made Markdown); `web_search` (through a search
-//! endpoint of the user's) joins them when one is configured, `task` (a sub-agent)
-//! when the session can run sub-agents, through a [`task::Delegate`] the session layer provides,
-//! and the tools of the session's MCP servers through [`add_server_tools`] (`mcp.rs`). Named
+//! own: web pages, their addresses judged, HTML made Markdown); `jobs` (a module of its own)
+//! holds a session's background jobs and `job_output`, `job_input` and `job_kill`;
+//! `web_search` (through a search endpoint of the user's) joins them when one is configured,
+//! `task` (a sub-agent) when the session can run sub-agents, through a [`task::Delegate`] the
+//! session layer provides, and the tools of the session's MCP servers through
+//! [`add_server_tools`] (`mcp.rs`). Named
 //! agents are read in `agents`; what tools share is in `fs`, `beneath`, `page`, `search` and
 //! `shell`, and what the editor offers in `host`.
 //!
@@ -30,6 +32,7 @@ mod glob;
 mod grep;
 pub mod host;
 pub mod image;
+pub mod jobs;
 mod mcp;
 mod page;
 mod question;
@@ -61,6 +64,7 @@ pub use exit_plan::NAME as EXIT_PLAN;
 pub use fetch::Fetching;
 pub use host::{Host, NoEditor};
 pub use image::{Images, ImagesRead};
+pub use jobs::Jobs;
 pub use mcp::add_server_tools;
 pub use registry::{Invocation, Registry, one_line};
 pub use schema::schema_of;
@@ -96,6 +100,8 @@ pub struct ToolContext {
     pub trace: Option<crate::trace::TraceContext>,
     /// What `fetch` may reach, and the mode and rules its redirects are judged under.
     pub fetch: Fetching,
+    /// The session's background jobs (`bash` with `background`, `job_output`, …).
+    pub jobs: Jobs,
 }
 
 /// What a sub-agent inherits from the turn whose call starts it: never more than that turn has.

@@ -36,8 +36,8 @@ pub struct Registry {
 pub struct Collision(pub String);
 
 impl Registry {
-    /// The built-in tools: `read`, `write`, `edit`, `glob`, `grep`, `bash`, `fetch`, `todo`,
-    /// `question` and `exit_plan`.
+    /// The built-in tools: `read`, `write`, `edit`, `glob`, `grep`, `bash`, `job_output`,
+    /// `job_input`, `job_kill`, `fetch`, `todo`, `question` and `exit_plan`.
     pub fn builtin() -> Registry {
         static BUILTIN: LazyLock<Registry> = LazyLock::new(|| {
             let mut registry = Registry::default();
@@ -48,6 +48,9 @@ impl Registry {
                 registry.add(super::glob::Glob),
                 registry.add(super::grep::Grep),
                 registry.add(super::bash::Bash),
+                registry.add(super::jobs::JobOutput),
+                registry.add(super::jobs::JobInput),
+                registry.add(super::jobs::JobKill),
                 registry.add(super::fetch::Fetch),
                 registry.add(super::todo::Todo),
                 registry.add(super::question::AskUser),

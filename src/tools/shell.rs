@@ -141,7 +141,7 @@ fn with_hint(ctx: &ToolContext, failed: bool, text: &str, output: String) -> Str
 }
 
 /// Reads from a pipe; `None` (and the pipe closed) at its end. Never resolves for a closed pipe.
-async fn read_some<R: tokio::io::AsyncRead + Unpin>(pipe: &mut Option<R>, buf: &mut [u8]) -> Option<usize> {
+pub(super) async fn read_some<R: tokio::io::AsyncRead + Unpin>(pipe: &mut Option<R>, buf: &mut [u8]) -> Option<usize> {
     let Some(reader) = pipe.as_mut() else { return std::future::pending().await };
     match reader.read(buf).await {
         Ok(0) | Err(_) => {
@@ -183,13 +183,17 @@ fn scrubbed(env: &ChildEnv, program: Vec<String>) -> (String, Vec<String>) {
 }
 
 /// Kills and releases an editor terminal when dropped before [`Self::disarm`].
-struct TerminalGuard {
+pub(super) struct TerminalGuard {
     host: Arc<dyn Host>,
     id: Option<String>,
 }
 
 impl TerminalGuard {
-    fn disarm(&mut self) {
+    pub(super) fn new(host: Arc<dyn Host>, id: String) -> Self {
+        Self { host, id: Some(id) }
+    }
+
+    pub(super) fn disarm(&mut self) {
         self.id = None;
     }
 }
@@ -208,6 +212,25 @@ impl Drop for TerminalGuard {
     }
 }
 
+/// The request for an editor terminal that runs the command `line` confined as a local command
+/// is, keeping `limit` bytes of its output; `None` when it cannot be confined there and must run
+/// locally.
+pub(super) fn terminal_request(line: &str, ctx: &ToolContext, limit: u64) -> Option<TerminalRequest> {
+    let script = [OsStr::new("-c"), OsStr::new(line)];
+    let confinement = Confinement { roots: ctx.workspace.roots(), rejected: &ctx.rejected };
+    // Under cairn's supervisor, as a local command: the editor's terminal only shows it.
+    let program: Vec<std::ffi::OsString> = match ctx.process.in_terminal(OsStr::new("bash"), &script, confinement) {
+        InTerminal::Supervised { exe, args } => std::iter::once(exe.into_os_string()).chain(args).collect(),
+        InTerminal::AsItIs => vec!["bash".into(), "-c".into(), line.into()],
+        InTerminal::Locally => return None,
+    };
+    // A terminal request carries text: a place that is not UTF-8 (a root, a hidden path) would
+    // reach the supervisor changed, and not be confined as named, so such a command runs here.
+    let program = program.iter().map(|part| part.to_str().map(str::to_owned)).collect::<Option<Vec<_>>>()?;
+    let (command, args) = scrubbed(&ctx.process.env, program);
+    Some(TerminalRequest { command, args, cwd: ctx.workspace.cwd().to_path_buf(), output_byte_limit: limit })
+}
+
 /// Runs the command `line` in an editor terminal (or locally, when it cannot be confined there).
 pub(super) async fn delegated(
     line: &str,
@@ -215,25 +238,8 @@ pub(super) async fn delegated(
     terminals: &dyn Terminals,
     timeout: Duration,
 ) -> Result<ToolOutcome, ToolError> {
-    let script = [OsStr::new("-c"), OsStr::new(line)];
-    let confinement = Confinement { roots: ctx.workspace.roots(), rejected: &ctx.rejected };
-    // Under cairn's supervisor, as a local command: the editor's terminal only shows it.
-    let program: Vec<std::ffi::OsString> = match ctx.process.in_terminal(OsStr::new("bash"), &script, confinement) {
-        InTerminal::Supervised { exe, args } => std::iter::once(exe.into_os_string()).chain(args).collect(),
-        InTerminal::AsItIs => vec!["bash".into(), "-c".into(), line.into()],
-        InTerminal::Locally => return local(line, ctx, timeout).await,
-    };
-    // A terminal request carries text: a place that is not UTF-8 (a root, a hidden path) would
-    // reach the supervisor changed, and not be confined as named, so such a command runs here.
-    let Some(program) = program.iter().map(|part| part.to_str().map(str::to_owned)).collect::<Option<Vec<_>>>() else {
+    let Some(request) = terminal_request(line, ctx, (KEEP_HEAD + KEEP_TAIL) as u64) else {
         return local(line, ctx, timeout).await;
-    };
-    let (command, args) = scrubbed(&ctx.process.env, program);
-    let request = TerminalRequest {
-        command,
-        args,
-        cwd: ctx.workspace.cwd().to_path_buf(),
-        output_byte_limit: (KEEP_HEAD + KEEP_TAIL) as u64,
     };
     let id = terminals
         .create_terminal(&request)

@@ -26,6 +26,7 @@ pub(super) fn context(dir: &std::path::Path) -> ToolContext {
         judged: None,
         trace: None,
         fetch: Fetching::default(),
+        jobs: super::Jobs::none(),
     }
 }
 
@@ -431,8 +432,20 @@ fn derived_schemas_are_the_catalog_the_model_knows() {
         json!({"type": "object", "properties": {
             "command": {"type": "string"},
             "timeout_ms": {"type": "integer", "minimum": 1, "description": "Default 120000, at most 600000"},
-            "description": {"type": "string", "description": "A few words saying what the command does"}
+            "description": {"type": "string", "description": "A few words saying what the command does"},
+            "background": {"type": "boolean", "default": false, "description": "Run it as a background job (a server, a watcher): its id is returned at once; no timeout"}
         }, "required": ["command"], "additionalProperties": false}),
+        json!({"type": "object", "properties": {
+            "job": {"type": "integer", "minimum": 0, "description": "The job's id, as `bash` with `background: true` gave it"},
+            "wait_secs": {"type": "integer", "minimum": 0, "description": "Wait up to this many seconds for new output (or for `pattern`, or the job's end); default 0"},
+            "pattern": {"type": "string", "description": "With `wait_secs`: wait until the unread output matches this regular expression"}
+        }, "required": ["job"], "additionalProperties": false}),
+        json!({"type": "object", "properties": {
+            "job": {"type": "integer", "minimum": 0},
+            "text": {"type": "string", "description": "Written as it is: end a line with \\n"},
+            "eof": {"type": "boolean", "default": false, "description": "Close the job's stdin after the text"}
+        }, "required": ["job", "text"], "additionalProperties": false}),
+        json!({"type": "object", "properties": {"job": {"type": "integer", "minimum": 0}}, "required": ["job"], "additionalProperties": false}),
         json!({"type": "object", "properties": {
             "url": {"type": "string", "description": "The http:// or https:// URL to read"},
             "offset": {"type": "integer", "minimum": 0, "description": "Character to start from, for a text longer than one result (the result says where the next part starts)"}
@@ -459,7 +472,24 @@ fn derived_schemas_are_the_catalog_the_model_knows() {
     ];
     let registry = Registry::builtin();
     let names: Vec<&str> = registry.names().collect();
-    assert_eq!(names, ["read", "write", "edit", "glob", "grep", "bash", "fetch", "todo", "question", "exit_plan"]);
+    assert_eq!(
+        names,
+        [
+            "read",
+            "write",
+            "edit",
+            "glob",
+            "grep",
+            "bash",
+            "job_output",
+            "job_input",
+            "job_kill",
+            "fetch",
+            "todo",
+            "question",
+            "exit_plan"
+        ]
+    );
     for (spec, expected) in registry.specs().iter().zip(expected) {
         assert_eq!(spec["parameters"], expected, "{}", spec["name"]);
         assert!(spec["description"].as_str().is_some_and(|d| d.len() > 20), "{spec}");
@@ -470,7 +500,7 @@ fn derived_schemas_are_the_catalog_the_model_knows() {
 fn a_second_tool_by_one_name_is_refused() {
     let mut registry = Registry::builtin();
     assert_eq!(registry.add(super::read::Read), Err(super::registry::Collision("read".into())));
-    assert_eq!(registry.specs().len(), 10);
+    assert_eq!(registry.specs().len(), 13);
 }
 
 #[test]
@@ -506,6 +536,7 @@ fn a_command_title_shows_its_first_line_and_that_more_follow() {
             command: command.to_owned(),
             timeout_ms: None,
             description: description.map(str::to_owned),
+            background: false,
         };
         one_line(&bash::Bash.title(&args, &Workspace::new(std::path::Path::new("/w"), &[])))
     };

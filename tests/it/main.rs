@@ -25,6 +25,7 @@ mod headless;
 mod hostile;
 mod images;
 mod inspect;
+mod jobs;
 mod lease;
 mod limits;
 mod login;

@@ -268,6 +268,7 @@ async fn drive(setup: Setup) -> Outcome {
             remember: crate::permissions::Scope::Session,
             process: Arc::default(),
             registry: Arc::new(setup.registry),
+            jobs: crate::tools::Jobs::none(),
         },
         info: setup.info,
         thought: None,

@@ -6,7 +6,9 @@
 //! in arrival order; a cancel ends the running turn and answers every queued prompt `cancelled`.
 //! A session that steers hands such prompts to the running model turn instead (`steer`).
 //! Slash commands (`slash`) either answer at once or wait in the same queue; model turns are
-//! started and taken back in `turn`.
+//! started and taken back in `turn`. The actor holds the session's background jobs (a
+//! [`crate::tools::Jobs`], lent to every turn): they outlive turns, and a close kills every one
+//! and waits until each is gone before it is answered.
 
 mod given;
 mod mcp;
@@ -205,6 +207,8 @@ struct Actor {
     unsaved: Vec<Write>,
     /// The session is closing (closed, deleted, or the client left): nothing more starts.
     closing: bool,
+    /// The session's background jobs: they outlive turns, and are killed when it closes.
+    jobs: crate::tools::Jobs,
 }
 
 pub async fn run(init: Init, services: Services, mut rx: mpsc::UnboundedReceiver<Command>) {
@@ -242,6 +246,7 @@ pub async fn run(init: Init, services: Services, mut rx: mpsc::UnboundedReceiver
     let mode = watch::Sender::new(row.mode.as_deref().and_then(Mode::parse).unwrap_or(Mode::Ask));
     let context_used = context_used(&history);
     let mode_seen = mode.subscribe();
+    let jobs = crate::tools::Jobs::start(services.config.jobs);
     let mut actor = Actor {
         services,
         row,
@@ -261,6 +266,7 @@ pub async fn run(init: Init, services: Services, mut rx: mpsc::UnboundedReceiver
         mcp: None,
         unsaved: Vec::new(),
         closing: false,
+        jobs,
     };
     actor.serve(&mut rx).await;
     actor.stop_mcp().await;
@@ -334,6 +340,7 @@ impl Actor {
                         self.closing = true;
                         self.cancel_all();
                         self.finish_turn().await;
+                        self.jobs.close().await;
                         return;
                     }
                     Some(command) => {
@@ -341,6 +348,8 @@ impl Actor {
                             self.closing = true;
                             self.cancel_all();
                             self.finish_turn().await;
+                            // Every job of the session is gone before the close is answered.
+                            self.jobs.close().await;
                             let _ = closed.send(());
                             return;
                         }

@@ -1,7 +1,7 @@
-//! The session actor's slash commands: `/status`, `/mcp`, `/permissions`, `/model` answer at once;
-//! `/rewind`, `/fork`, `/compact` and changes to the rules (revoking one, keeping a session's
-//! rule for the project) wait their turn in the queue, so they never change a history or rules
-//! a turn is using; `/rewind` and `/compact` run like turns, holding the session's lease, so no
+//! The session actor's slash commands: `/status`, `/mcp`, `/jobs`, `/permissions`, `/model` answer
+//! at once; `/rewind`, `/fork`, `/compact` and changes to the rules (revoking one, keeping a
+//! session's rule for the project) wait their turn in the queue, so they never change a history
+//! or rules a turn is using; `/rewind` and `/compact` run like turns, holding the session's lease, so no
 //! other process's turn is using it either. Answers are short agent messages that are not
 //! stored and never reach the model.
 
@@ -19,6 +19,7 @@ use crate::session::commands::{RuleChange, Slash};
 use crate::session::{SessionError, Status, TurnEnd, Update};
 use crate::settings::Setting;
 use crate::store::{SessionRow, Write};
+use crate::tools::jobs::JobState;
 use crate::trace::TraceContext;
 
 impl Actor {
@@ -37,6 +38,7 @@ impl Actor {
         match slash {
             Slash::Status => self.status_text(),
             Slash::Mcp => self.mcp_text(),
+            Slash::Jobs => self.jobs_text(),
             Slash::Permissions(None) => self.rules_text(),
             Slash::Model(None) => {
                 let view = self.view();
@@ -86,7 +88,9 @@ impl Actor {
                 return;
             }
             Slash::Compact(instructions) => return self.spawn_compaction(ticket, trace, instructions, reply),
-            Slash::Status | Slash::Mcp | Slash::Permissions(None) | Slash::Model(_) => self.run_immediate(slash),
+            Slash::Status | Slash::Mcp | Slash::Jobs | Slash::Permissions(None) | Slash::Model(_) => {
+                self.run_immediate(slash)
+            }
         };
         self.say(text);
         let _ = reply.send(Ok(StopReason::EndTurn.into()));
@@ -136,6 +140,33 @@ impl Actor {
         if let Some(mcp) = self.mcp_status_line() {
             text.push('\n');
             text.push_str(&mcp);
+        }
+        let jobs = self.jobs.list();
+        let running = jobs.iter().filter(|job| job.state == JobState::Running).count();
+        let max = self.jobs.settings().max;
+        let _ = write!(
+            text,
+            "\nJobs: {running} running of at most {max}, {} ended (/jobs lists them).",
+            jobs.len() - running
+        );
+        text
+    }
+
+    /// `/jobs`: the session's background jobs, oldest first.
+    fn jobs_text(&self) -> String {
+        let jobs = self.jobs.list();
+        if jobs.is_empty() {
+            return "No background jobs. The model starts one with bash and `background: true`.".to_owned();
+        }
+        let mut text = "Background jobs (they end when the session closes):".to_owned();
+        for job in jobs {
+            let place = match (&job.terminal, job.pid) {
+                (Some(terminal), _) => format!(", in editor terminal {terminal}"),
+                (None, Some(pid)) => format!(", pid {pid}"),
+                (None, None) => String::new(),
+            };
+            let command = crate::tools::one_line(&job.command);
+            let _ = write!(text, "\n{}. {}{place}: `{command}`", job.id, job.state);
         }
         text
     }

@@ -201,6 +201,7 @@ impl Actor {
         let servers = self.servers_for_turn();
         let (store, session, project) = (self.services.store.clone(), self.row.id.clone(), self.row.cwd.clone());
         let watch = (Arc::clone(&self.services.sink), Arc::clone(&self.services.children));
+        let jobs = self.jobs.clone();
         // Every model turn can be steered: the session's choice is made as each prompt arrives.
         let (steer, steering) = tokio::sync::mpsc::unbounded_channel();
         let (span, traced) = (crate::trace::span(trace.as_ref()), trace.clone());
@@ -224,6 +225,7 @@ impl Actor {
             let setup = Setup {
                 limits: config.limits.clone(),
                 process: Arc::clone(&config.process),
+                jobs,
                 config,
                 model: models.main,
                 summaries: Some(models.summaries),

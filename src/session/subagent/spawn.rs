@@ -2,7 +2,9 @@
 //! its model, cuts its tools, stores its session and builds its turn through `setup`;
 //! [`drive`] runs that turn inside the call, showing its progress and stopping it at its time
 //! limit; [`report`] makes the call's result of how it ended, naming a limit that stopped it.
-//! The child's lease is given back by a guard, also when the call is dropped or panics.
+//! The child's lease is given back by a guard, also when the call is dropped or panics. A
+//! sub-agent's background jobs are its own session's, killed when it ends (and when the call is
+//! dropped: its last handle goes with it).
 
 use std::path::Path;
 use std::sync::Arc;
@@ -158,6 +160,8 @@ impl Spawner {
             mode: caller.mode.clone(),
             switch: None,
             process: Arc::clone(&ctx.process),
+            // Its own jobs, killed when it ends: none outlives the call that started it.
+            jobs: crate::tools::Jobs::start(config.jobs),
             limits,
             thought: None,
             spent: 0.0,
@@ -226,6 +230,7 @@ async fn drive(child: Child, parent: &Parent, task: &TaskArgs, ctx: &ToolContext
     let lease = parent.store.release_on_drop(id.clone());
     let deadline = tokio::time::Instant::now() + parent.config.subagents.timeout;
     let (result, timed_out, mut progress) = watch_turn(turn, task, &mut shown, &cancel, deadline, ctx, &id).await;
+    setup.jobs.close().await;
     drop(lease);
     // Its turn ended with a flush: every update it committed is in the channel by now, the
     // notice of a limit that stopped it included.

@@ -214,10 +214,14 @@ impl Editor {
         let (kill, killed) = tokio::sync::oneshot::channel();
         let sink = Arc::clone(&output);
         let mut stdout = child.stdout.take().unwrap();
+        // Shown as it comes, as an editor's terminal shows it.
         tokio::spawn(async move {
-            let mut buf = Vec::new();
-            let _ = stdout.read_to_end(&mut buf).await;
-            sink.lock().unwrap().push_str(&String::from_utf8_lossy(&buf));
+            let mut buf = [0u8; 8192];
+            while let Ok(n) = stdout.read(&mut buf).await
+                && n > 0
+            {
+                sink.lock().unwrap().push_str(&String::from_utf8_lossy(&buf[..n]));
+            }
         });
         let sink = Arc::clone(&output);
         tokio::spawn(async move {
