@@ -212,6 +212,7 @@ struct FileConfig {
     fetch: fetch::FileFetch,
     #[serde(default)]
     search: search::FileSearch,
+    #[serde(default)]
     jobs: jobs::FileJobs,
 }
 

@@ -75,6 +75,11 @@ pub enum Watched {
     /// Nothing: started by someone else for cairn (an editor's terminal), the supervisor lives
     /// until the program ends or it is killed, and the program dies with it.
     Nothing,
+    /// The cairn that asked an editor's terminal for the command, by process id and start time
+    /// (`tree::started`, which tells it from a later process given the same id): its end,
+    /// `kill -9` included, ends the command as a closed pipe would; the editor's signals end it
+    /// too. A cairn not seen from the terminal (another PID namespace) is not watched.
+    Pid { pid: u32, started: u64 },
 }
 
 /// What a command is confined to besides the policy: its session's roots and rejected programs.
@@ -85,7 +90,8 @@ pub struct Confinement<'a> {
 }
 
 /// The supervisor's arguments (after the executable) for `program args` under `policy`:
-/// `__supervise MODE network|no-network [--namespace KIND] [--watch-fd N|none] [--inotify-fd N]
+/// `__supervise MODE network|no-network [--namespace KIND] [--watch-fd N|none | --watch-pid N]
+/// [--inotify-fd N]
 /// [--root P]… [--write P]… [--own P]… [--hide P]… [--hide-name GLOB]… [--show GLOB]…
 /// [--reject WORDS]… -- PROGRAM ARGS…`.
 pub fn arguments(
@@ -109,6 +115,7 @@ pub fn arguments(
         Watched::Stdin => {}
         Watched::Fd(fd) => flag("--watch-fd", fd.to_string().into()),
         Watched::Nothing => flag("--watch-fd", "none".into()),
+        Watched::Pid { pid, started } => flag("--watch-pid", format!("{pid}:{started}").into()),
     }
     if let Some(fd) = inotify {
         flag("--inotify-fd", fd.to_string().into());
@@ -168,6 +175,13 @@ fn parse(mut args: impl Iterator<Item = OsString>) -> Result<Spec, String> {
                     fd => Watched::Fd(fd.parse().map_err(|_| "--watch-fd takes a number or none")?),
                 }
             }
+            "--watch-pid" => {
+                let value = text()?;
+                let watched = value.split_once(':').and_then(|(pid, started)| {
+                    Some(Watched::Pid { pid: pid.parse().ok()?, started: started.parse().ok()? })
+                });
+                spec.watched = watched.ok_or("--watch-pid takes PID:START_TIME")?;
+            }
             "--inotify-fd" => spec.inotify = Some(text()?.parse().map_err(|_| "--inotify-fd takes a number")?),
             "--root" => spec.roots.push(PathBuf::from(value)),
             "--write" => spec.writable.push(PathBuf::from(value)),
@@ -200,7 +214,7 @@ fn supervise(spec: &Spec) -> ExitCode {
     let mode = spec.mode.unwrap_or(SandboxMode::WorkspaceWrite);
     // Started by an editor's terminal, nothing tells of cairn's end, and the editor ends the
     // command with a signal: caught before any thread starts, so that the sweep still runs.
-    let endings = (spec.watched == Watched::Nothing).then(tree::Endings::block);
+    let endings = matches!(spec.watched, Watched::Nothing | Watched::Pid { .. }).then(tree::Endings::block);
     let Some(program) = find_program(&spec.program) else {
         return say(CANNOT_START, &format!("cannot start {}: not found", spec.program.to_string_lossy()));
     };
@@ -277,7 +291,7 @@ fn supervise(spec: &Spec) -> ExitCode {
             Err(err) => return say(BAD_ARGUMENTS, &format!("--watch-fd {fd}: {err}")),
         },
         Watched::Stdin => Some(Box::new(std::io::stdin())),
-        Watched::Nothing => None,
+        Watched::Nothing | Watched::Pid { .. } => None,
     };
     let me = std::process::id();
     // What ends the command early: cairn's end (the watched pipe closes), or in an editor's
@@ -301,13 +315,24 @@ fn supervise(spec: &Spec) -> ExitCode {
             }
         });
     }
+    // In an editor's terminal for a cairn that may be killed: its end is watched beside the
+    // editor's signals.
+    if let Watched::Pid { pid, started } = spec.watched {
+        let (before_too, watcher_too) = (before.clone(), watcher.clone());
+        std::thread::spawn(move || {
+            if tree::wait_for_cairn(pid, started) {
+                end(me, before_too.as_deref(), &watcher_too, true);
+                tree::kill_group(me);
+            }
+        });
+    }
     // A PID namespace of its own: nothing the command starts outlives it. Made last, since a
     // process that made one can start no more threads.
     let own_pids = want_pids && namespace::enter_pids();
     let mut command = Command::new(&program);
     let stdin = match spec.watched {
         Watched::Fd(_) => Stdio::inherit(),
-        Watched::Stdin | Watched::Nothing => Stdio::null(),
+        Watched::Stdin | Watched::Nothing | Watched::Pid { .. } => Stdio::null(),
     };
     command.arg0(&spec.program).args(&spec.args).stdin(stdin);
     let enter = move || {
@@ -524,6 +549,15 @@ mod tests {
         assert_eq!(spec.watched, Watched::Stdin);
         let args = arguments(&read_only, confinement, None, (Watched::Nothing, None), OsStr::new("true"), &[]);
         assert_eq!(parse(args.into_iter().skip(1)).unwrap().watched, Watched::Nothing);
+        let args = arguments(
+            &read_only,
+            confinement,
+            None,
+            (Watched::Pid { pid: 42, started: 7 }, None),
+            OsStr::new("true"),
+            &[],
+        );
+        assert_eq!(parse(args.into_iter().skip(1)).unwrap().watched, Watched::Pid { pid: 42, started: 7 });
         assert!(parse(["off".into(), "network".into(), "bash".into()].into_iter()).is_err());
         assert!(
             parse(["off".into(), "network".into(), "--bogus".into(), "x".into(), "--".into()].into_iter()).is_err()

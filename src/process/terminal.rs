@@ -1,7 +1,8 @@
 //! Commands in an editor's terminal, confined as local ones ([`ProcessPolicy::in_terminal`]:
 //! the command line the terminal runs): the editor starts cairn's own executable as the
-//! supervisor (watching nothing for cairn's end, since cairn did not start it; the program dies
-//! with it), with the arguments a local command's supervisor gets.
+//! supervisor (watching this cairn's process, by id and start time, since cairn did not start
+//! it and holds no pipe to it: cairn's end, `kill -9` included, ends the command; the program
+//! dies with it), with the arguments a local command's supervisor gets.
 //!
 //! The editor finds that executable by its path, not by the image cairn runs, so the path must
 //! be one no command can replace. Where cairn's executable lies inside a root or a writable
@@ -48,7 +49,7 @@ impl ProcessPolicy {
             }
             Launcher::Supervisor(_) => match self.supervisor_path(confinement.roots) {
                 Some(exe) => InTerminal::Supervised {
-                    args: self.supervised(confinement, (Watched::Nothing, None), program, args),
+                    args: self.supervised(confinement, (this_cairn(), None), program, args),
                     exe,
                 },
                 None => InTerminal::Locally,
@@ -119,6 +120,15 @@ fn private_copy(exe: &Path, data: &Path) -> std::io::Result<PathBuf> {
     Ok(copy)
 }
 
+/// This process, as an editor's terminal's supervisor watches it; nothing when its start time
+/// cannot be read.
+fn this_cairn() -> Watched {
+    let pid = std::process::id();
+    match super::tree::started(&pid.to_string()) {
+        Some(started) => Watched::Pid { pid, started },
+        None => Watched::Nothing,
+    }
+}
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -321,3 +321,17 @@ async fn a_sub_agents_jobs_are_its_own_and_die_when_it_ends() {
     assert!(told.starts_with("there is no job 1 in this session (it has none)"), "{told}");
     assert!(running_with(&["sleep", "78.1"]).is_empty(), "the child's job died when the child ended");
 }
+
+#[tokio::test]
+async fn kill_9_of_cairn_ends_a_job_in_an_editor_terminal_too() {
+    let env = TestEnv::new().await;
+    let (mut agent, session) = session(&env, Editor::with_terminal()).await;
+    let (command, args) = daemonizing(79);
+    calls(&mut agent, &env, &session, &[background(&command)]).await;
+    assert_eq!(agent.editor.requests("terminal/create").len(), 1, "the job runs in the editor's terminal");
+    let pids = sleeps(&[&args[0], &args[1], &args[2]]).await;
+    // The editor keeps its terminal; only cairn is gone. Its supervisor watches cairn's process.
+    agent.kill9().await;
+    let left = left_after(&pids, Duration::from_secs(3)).await;
+    assert!(left.is_empty(), "alive after cairn's kill -9: {left:?}");
+}
