@@ -35,8 +35,8 @@
 //!   `child_succeeds` forks by hand: its child runs `try_namespace` and `write_file`, then
 //!   `_exit`s.
 //! - Descriptors owned (`from_raw_fd`) right after the call that made them, which nothing else
-//!   owns: `tree.rs` `watch_pipe`, `pass_on` and `adopt_fd` (an inherited one, checked open
-//!   first); `seccomp.rs` `pair` and `Listener::receive`; `namespace.rs` `owned` and `Blank::new`;
+//!   owns: `tree.rs` `watch_pipe`, `pass_on`, `adopt_fd` (an inherited one, checked open
+//!   first) and `wait_for_cairn` (a pidfd, then polled); `seccomp.rs` `pair` and `Listener::receive`; `namespace.rs` `owned` and `Blank::new`;
 //!   `watch.rs` `instance`; `gate/remote.rs` `open` and `open_in`.
 //! - System calls on integers, or on memory of the calling frame (a buffer whose length is
 //!   passed, a NUL-terminated string, a zeroed plain-data struct the kernel fills): `tree.rs`

@@ -122,6 +122,21 @@ enum Ask {
     Take(oneshot::Sender<(Unread, JobState)>),
 }
 
+impl Ask {
+    /// Answers from the job's output and its state now.
+    fn answer(self, ring: &mut ring::Ring, progress: &watch::Sender<Progress>) {
+        let state = progress.borrow().state.clone();
+        match self {
+            Ask::Peek(reply) => {
+                let _ = reply.send((ring.peek(), state));
+            }
+            Ask::Take(reply) => {
+                let _ = reply.send((ring.take(), state));
+            }
+        }
+    }
+}
+
 /// Bytes for a job's stdin; `eof` closes it after them.
 struct Input {
     bytes: Vec<u8>,

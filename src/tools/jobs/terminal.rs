@@ -102,15 +102,7 @@ impl Job {
     }
 
     fn answer(&mut self, ask: Ask) {
-        let state = self.progress.borrow().state.clone();
-        match ask {
-            Ask::Peek(reply) => {
-                let _ = reply.send((self.ring.peek(), state));
-            }
-            Ask::Take(reply) => {
-                let _ = reply.send((self.ring.take(), state));
-            }
-        }
+        ask.answer(&mut self.ring, &self.progress);
     }
 }
 
