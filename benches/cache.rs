@@ -56,6 +56,6 @@ fn row(name: &str, charged: &[Charged]) {
 async fn main() {
     println!("| provider | requests | prompt tokens | cached | share | later requests ≥ 90 % cached |");
     println!("|---|---|---|---|---|---|");
-    row("`openai` (key sent)", &session("").await);
-    row("`prompt_cache_key = false`", &session("[providers.openai]\nprompt_cache_key = false\n").await);
+    row("`openai`, key sent (the session id)", &session("[providers.openai]\nprompt_cache_key = true\n").await);
+    row("`openai`, no key", &session("[providers.openai]\nprompt_cache_key = false\n").await);
 }

@@ -403,7 +403,10 @@ async fn step_end(turn: &mut Turn<'_>, after: After) -> TurnState {
         .iter()
         .flat_map(|m| m.parts.iter())
         .filter_map(|part| match part {
-            Part::Tool(tool) => Some((tool.name.clone(), serde_json::from_str(&tool.input).unwrap_or_default())),
+            // The provider's own searches are not calls the model repeats here.
+            Part::Tool(tool) if !tool.hosted => {
+                Some((tool.name.clone(), serde_json::from_str(&tool.input).unwrap_or_default()))
+            }
             _ => None,
         })
         .collect();

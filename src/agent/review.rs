@@ -31,6 +31,8 @@ const OPTIONS_MEANING: &str = "Implement this plan? \"Yes, and accept edits\" sw
      \"No, keep planning\" stays in plan mode, and you can say what to change.";
 
 const NOT_RUN: &str = "Not run: the plan review ended the turn.";
+const NOT_RUN_AFTER_APPROVAL: &str =
+    "Not run: written before the plan was approved; call it again if the plan still needs it.";
 
 /// How the review ended for the model, and whether the turn goes on.
 struct Verdict {
@@ -40,6 +42,9 @@ struct Verdict {
     /// The line the card shows under the plan.
     shown: String,
     goes_on: bool,
+    /// The calls the model wrote after `exit_plan` in the same answer are not run: written
+    /// before the user's answer, they would run in a mode the model did not plan them for.
+    drops_rest: bool,
 }
 
 /// Reviews the plan of the first queued call (an `exit_plan` in plan mode) with the user.
@@ -80,6 +85,7 @@ pub(super) async fn reviewing(turn: &mut Turn<'_>, mut queue: CallQueue) -> Turn
                 .into(),
             shown: "Shown for review; this run cannot ask.".into(),
             goes_on: false,
+            drops_rest: false,
         };
         return finish(turn, queue, index, &preview, verdict);
     };
@@ -176,6 +182,7 @@ fn approve(turn: &mut Turn<'_>, mode: Mode) -> Verdict {
         ),
         shown: format!("Approved: implementing in {} mode.", mode.id()),
         goes_on: true,
+        drops_rest: true,
     }
 }
 
@@ -191,6 +198,7 @@ fn keep_planning(words: Option<String>) -> Verdict {
             ),
             shown: format!("Keep planning: {words}"),
             goes_on: true,
+            drops_rest: false,
         },
         None => Verdict {
             state: CallState::Failed,
@@ -199,6 +207,7 @@ fn keep_planning(words: Option<String>) -> Verdict {
                 .into(),
             shown: "Keep planning.".into(),
             goes_on: false,
+            drops_rest: false,
         },
     }
 }
@@ -212,17 +221,22 @@ fn unanswered() -> Verdict {
             .into(),
         shown: "No answer; still planning.".into(),
         goes_on: false,
+        drops_rest: false,
     }
 }
 
 /// Records the call's end; a review that ends the turn leaves the calls after it unrun.
 fn finish(turn: &mut Turn<'_>, queue: CallQueue, index: u32, plan: &[ToolContent], verdict: Verdict) -> TurnState {
-    let Verdict { state, output, shown, goes_on } = verdict;
+    let Verdict { state, output, shown, goes_on, drops_rest } = verdict;
     change(turn, &queue.message, index, |tool| {
         tool.content = plan.to_vec();
         tool.content.push(ToolContent::Text { text: shown });
         tool.state.advance(state).is_ok() && set(tool, output)
     });
+    if goes_on && drops_rest {
+        abandon(turn, &queue, NOT_RUN_AFTER_APPROVAL);
+        return TurnState::Executing(CallQueue { message: queue.message, calls: Default::default() });
+    }
     if goes_on {
         return TurnState::Executing(queue);
     }

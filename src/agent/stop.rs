@@ -95,7 +95,10 @@ impl Stats {
             self.output_tokens += usage.output;
         }
         for part in &message.parts {
-            if let Part::Tool(tool) = part {
+            // A search the provider ran and failed is not a call of the model's that failed here.
+            if let Part::Tool(tool) = part
+                && !tool.hosted
+            {
                 match tool.state {
                     CallState::Succeeded => self.consecutive_errors = 0,
                     CallState::Failed => self.consecutive_errors += 1,

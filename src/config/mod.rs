@@ -158,9 +158,9 @@ pub struct ProviderConfig {
     /// Ask the server's `GET /models` for more (OpenAI-compatible servers).
     pub discover_models: bool,
     /// Requests carry `prompt_cache_key` (the session's id), so an OpenAI server routes a
-    /// session's requests to the same prompt cache: on for the built-in OpenAI providers, off for
-    /// others unless their table says `prompt_cache_key = true` (a strict server refuses fields
-    /// it does not know).
+    /// session's requests to the same prompt cache: on for the built-in OpenAI providers at
+    /// OpenAI's URL, off for any other server unless its table says `prompt_cache_key = true`
+    /// (a strict server refuses fields it does not know).
     pub prompt_cache_key: bool,
 }
 
@@ -308,6 +308,8 @@ impl Config {
             "anthropic".to_owned(),
             builtin(Api::Anthropic, ANTHROPIC_BASE_URL, "ANTHROPIC_API_KEY", ANTHROPIC_MODELS),
         );
+        // Providers whose table says whether to send `prompt_cache_key`.
+        let mut cache_key_given: Vec<String> = Vec::new();
         for (name, given) in file.providers {
             let entry_name = name.clone();
             let entry = providers.entry(name).or_insert_with(|| ProviderConfig {
@@ -325,6 +327,7 @@ impl Config {
             entry.discover_models |= given.discover_models;
             if let Some(cache_key) = given.prompt_cache_key {
                 entry.prompt_cache_key = cache_key;
+                cache_key_given.push(entry_name.clone());
             }
             if let Some(base_url) = given.base_url {
                 checks::base_url(&format!("[providers.{entry_name}] base_url"), &base_url)?;
@@ -350,8 +353,13 @@ impl Config {
                 }
             }
         }
-        for provider in providers.values_mut() {
+        for (name, provider) in &mut providers {
             provider.api_key = provider.api_key_env.as_deref().and_then(env).map(Secret);
+            // A built-in OpenAI provider pointed at another server sends no `prompt_cache_key`
+            // unless its table asks for it: a strict compatible server refuses unknown fields.
+            if provider.base_url.trim_end_matches('/') != OPENAI_BASE_URL && !cache_key_given.contains(name) {
+                provider.prompt_cache_key = false;
+            }
         }
         // A setting the file gets wrong: the message names it.
         let invalid = |message| ConfigError::Parse { path: file_path.clone().unwrap_or_default(), message };

@@ -87,6 +87,12 @@ impl FileSearch {
                  api_key_env = \"BRAVE_API_KEY\""
                 .to_owned());
         }
+        let local = matches!(parsed.host_str(), Some("127.0.0.1" | "localhost" | "[::1]"));
+        if self.api_key_env.is_some() && parsed.scheme() == "http" && !local {
+            return Err(format!(
+                "[search] url = {url:?} would send the key of api_key_env in clear: use an https:// URL"
+            ));
+        }
         let api_key = self.api_key_env.as_deref().and_then(env).map(Secret);
         let endpoint = SearchEndpoint { url: url.clone(), api, api_key, api_key_env: self.api_key_env.clone() };
         Ok(Search { provider, endpoint: Some(endpoint) })
@@ -131,6 +137,7 @@ mod tests {
             ("api = \"brave\"", "add its url"),
             ("url = \"https://api.search.brave.com/res/v1/web/search\"", "api_key_env"),
             ("url = \"http://x\"\napi = \"google\"", "unknown variant"),
+            ("url = \"http://search.example/api\"\napi = \"brave\"\napi_key_env = \"BRAVE_API_KEY\"", "in clear"),
         ] {
             let err = resolve(text).unwrap_err();
             assert!(err.contains(says), "{text}: {err}");

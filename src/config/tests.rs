@@ -130,3 +130,19 @@ fn where_always_is_remembered_is_read_and_a_bad_value_refused_by_name() {
         "{err}"
     );
 }
+
+#[test]
+fn only_openais_own_server_gets_the_prompt_cache_key_unasked() {
+    let config = config_with(&[("CAIRN_HOME", "/h")]).unwrap();
+    assert!(config.providers["openai"].prompt_cache_key && config.providers["openai-responses"].prompt_cache_key);
+    assert!(!config.providers["anthropic"].prompt_cache_key);
+    let elsewhere = config_with(&[("CAIRN_HOME", "/h"), ("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")]).unwrap();
+    assert!(!elsewhere.providers["openai"].prompt_cache_key, "a compatible server may refuse the field");
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("config.toml");
+    std::fs::write(&file, "[providers.openai]\nprompt_cache_key = true\n").unwrap();
+    let path = file.to_str().unwrap();
+    let told =
+        config_with(&[("CAIRN_HOME", "/h"), ("CAIRN_CONFIG", path), ("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")]);
+    assert!(told.unwrap().providers["openai"].prompt_cache_key);
+}

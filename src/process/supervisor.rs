@@ -75,11 +75,12 @@ pub enum Watched {
     /// Nothing: started by someone else for cairn (an editor's terminal), the supervisor lives
     /// until the program ends or it is killed, and the program dies with it.
     Nothing,
-    /// The cairn that asked an editor's terminal for the command, by process id and start time
-    /// (`tree::started`, which tells it from a later process given the same id): its end,
-    /// `kill -9` included, ends the command as a closed pipe would; the editor's signals end it
-    /// too. A cairn not seen from the terminal (another PID namespace) is not watched.
-    Pid { pid: u32, started: u64 },
+    /// The cairn that asked an editor's terminal for the command, by process id, start time
+    /// (`tree::started`, which tells it from a later process given the same id) and PID
+    /// namespace: its end, `kill -9` included, ends the command as a closed pipe would; the
+    /// editor's signals end it too. A cairn in another PID namespace than the terminal's is not
+    /// watched.
+    Pid { pid: u32, started: u64, namespace: u64 },
 }
 
 /// What a command is confined to besides the policy: its session's roots and rejected programs.
@@ -90,7 +91,7 @@ pub struct Confinement<'a> {
 }
 
 /// The supervisor's arguments (after the executable) for `program args` under `policy`:
-/// `__supervise MODE network|no-network [--namespace KIND] [--watch-fd N|none | --watch-pid N]
+/// `__supervise MODE network|no-network [--namespace KIND] [--watch-fd N|none | --watch-pid PID:START:NS]
 /// [--inotify-fd N]
 /// [--root P]… [--write P]… [--own P]… [--hide P]… [--hide-name GLOB]… [--show GLOB]…
 /// [--reject WORDS]… -- PROGRAM ARGS…`.
@@ -115,7 +116,9 @@ pub fn arguments(
         Watched::Stdin => {}
         Watched::Fd(fd) => flag("--watch-fd", fd.to_string().into()),
         Watched::Nothing => flag("--watch-fd", "none".into()),
-        Watched::Pid { pid, started } => flag("--watch-pid", format!("{pid}:{started}").into()),
+        Watched::Pid { pid, started, namespace } => {
+            flag("--watch-pid", format!("{pid}:{started}:{namespace}").into());
+        }
     }
     if let Some(fd) = inotify {
         flag("--inotify-fd", fd.to_string().into());
@@ -177,10 +180,15 @@ fn parse(mut args: impl Iterator<Item = OsString>) -> Result<Spec, String> {
             }
             "--watch-pid" => {
                 let value = text()?;
-                let watched = value.split_once(':').and_then(|(pid, started)| {
-                    Some(Watched::Pid { pid: pid.parse().ok()?, started: started.parse().ok()? })
-                });
-                spec.watched = watched.ok_or("--watch-pid takes PID:START_TIME")?;
+                let mut fields = value.split(':').map(str::parse::<u64>);
+                let mut field = || fields.next().and_then(Result::ok);
+                let watched = match (field(), field(), field(), field()) {
+                    (Some(pid), Some(started), Some(namespace), None) => {
+                        u32::try_from(pid).ok().map(|pid| Watched::Pid { pid, started, namespace })
+                    }
+                    _ => None,
+                };
+                spec.watched = watched.ok_or("--watch-pid takes PID:START_TIME:PID_NAMESPACE")?;
             }
             "--inotify-fd" => spec.inotify = Some(text()?.parse().map_err(|_| "--inotify-fd takes a number")?),
             "--root" => spec.roots.push(PathBuf::from(value)),
@@ -317,10 +325,10 @@ fn supervise(spec: &Spec) -> ExitCode {
     }
     // In an editor's terminal for a cairn that may be killed: its end is watched beside the
     // editor's signals.
-    if let Watched::Pid { pid, started } = spec.watched {
+    if let Watched::Pid { pid, started, namespace } = spec.watched {
         let (before_too, watcher_too) = (before.clone(), watcher.clone());
         std::thread::spawn(move || {
-            if tree::wait_for_cairn(pid, started) {
+            if tree::wait_for_cairn(pid, started, namespace) {
                 end(me, before_too.as_deref(), &watcher_too, true);
                 tree::kill_group(me);
             }
@@ -553,11 +561,14 @@ mod tests {
             &read_only,
             confinement,
             None,
-            (Watched::Pid { pid: 42, started: 7 }, None),
+            (Watched::Pid { pid: 42, started: 7, namespace: 9 }, None),
             OsStr::new("true"),
             &[],
         );
-        assert_eq!(parse(args.into_iter().skip(1)).unwrap().watched, Watched::Pid { pid: 42, started: 7 });
+        assert_eq!(
+            parse(args.into_iter().skip(1)).unwrap().watched,
+            Watched::Pid { pid: 42, started: 7, namespace: 9 }
+        );
         assert!(parse(["off".into(), "network".into(), "bash".into()].into_iter()).is_err());
         assert!(
             parse(["off".into(), "network".into(), "--bogus".into(), "x".into(), "--".into()].into_iter()).is_err()

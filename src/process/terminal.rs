@@ -1,8 +1,8 @@
 //! Commands in an editor's terminal, confined as local ones ([`ProcessPolicy::in_terminal`]:
 //! the command line the terminal runs): the editor starts cairn's own executable as the
-//! supervisor (watching this cairn's process, by id and start time, since cairn did not start
-//! it and holds no pipe to it: cairn's end, `kill -9` included, ends the command; the program
-//! dies with it), with the arguments a local command's supervisor gets.
+//! supervisor (watching this cairn's process, by id, start time and PID namespace, since cairn
+//! did not start it and holds no pipe to it: cairn's end, `kill -9` included, ends the command;
+//! the program dies with it), with the arguments a local command's supervisor gets.
 //!
 //! The editor finds that executable by its path, not by the image cairn runs, so the path must
 //! be one no command can replace. Where cairn's executable lies inside a root or a writable
@@ -121,12 +121,12 @@ fn private_copy(exe: &Path, data: &Path) -> std::io::Result<PathBuf> {
 }
 
 /// This process, as an editor's terminal's supervisor watches it; nothing when its start time
-/// cannot be read.
+/// or PID namespace cannot be read.
 fn this_cairn() -> Watched {
     let pid = std::process::id();
-    match super::tree::started(&pid.to_string()) {
-        Some(started) => Watched::Pid { pid, started },
-        None => Watched::Nothing,
+    match (super::tree::started(&pid.to_string()), super::tree::pid_namespace()) {
+        (Some(started), Some(namespace)) => Watched::Pid { pid, started, namespace },
+        _ => Watched::Nothing,
     }
 }
 #[cfg(test)]

@@ -288,36 +288,51 @@ pub fn started(pid: &str) -> Option<u64> {
     stat.rsplit_once(')')?.1.split_whitespace().nth(19)?.parse().ok()
 }
 
-/// Waits for the end of the cairn that is process `pid`, started at `at` ([`started`]); `true`
-/// once it has ended (`kill -9` included), `false` at once when it cannot be watched: no such
-/// process is seen from here at all (another PID namespace, a process already gone), and then
-/// the command is left as it would be without the watch. A pidfd is waited on where the kernel
-/// has them (Linux 5.3), else the process is looked at every second.
+/// The PID namespace this process sees processes in (the inode of `/proc/self/ns/pid`).
+pub fn pid_namespace() -> Option<u64> {
+    use std::os::unix::fs::MetadataExt as _;
+    std::fs::metadata("/proc/self/ns/pid").ok().map(|meta| meta.ino())
+}
+
+/// Waits for the end of the cairn that is process `pid` in the PID namespace `namespace`,
+/// started at `at` ([`started`]); `true` once it has ended (`kill -9` included, or before the
+/// wait began: gone, or its id taken by a later process), `false` at once when it cannot be
+/// watched from here (another PID namespace), and then the command is left as it would be
+/// without the watch. A pidfd is waited on where the kernel has them (Linux 5.3), else the
+/// process is looked at every second.
 #[allow(unsafe_code)]
-pub fn wait_for_cairn(pid: u32, at: u64) -> bool {
+pub fn wait_for_cairn(pid: u32, at: u64, namespace: u64) -> bool {
     use std::os::fd::FromRawFd as _;
-    let Ok(id) = libc::pid_t::try_from(pid) else { return false };
+    if pid_namespace() != Some(namespace) {
+        return false;
+    }
+    let Ok(id) = libc::pid_t::try_from(pid) else { return true };
     // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor or -1.
     let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, id, 0) };
     let same = || started(&pid.to_string()) == Some(at);
     // Checked after the pidfd is open: from then on the id cannot pass to another process.
     if !same() {
-        return false;
+        return true;
     }
-    match i32::try_from(fd) {
-        Ok(fd) if fd >= 0 => {
-            // SAFETY: the descriptor was just opened here and is owned by nothing else.
-            let pidfd = unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) };
-            let raw = std::os::fd::AsRawFd::as_raw_fd(&pidfd);
-            let mut poll = libc::pollfd { fd: raw, events: libc::POLLIN, revents: 0 };
+    if let Ok(fd) = i32::try_from(fd)
+        && fd >= 0
+    {
+        // SAFETY: the descriptor was just opened here and is owned by nothing else.
+        let pidfd = unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) };
+        let raw = std::os::fd::AsRawFd::as_raw_fd(&pidfd);
+        let mut poll = libc::pollfd { fd: raw, events: libc::POLLIN, revents: 0 };
+        loop {
             // SAFETY: one pollfd we own, waited on without a time limit.
-            while unsafe { libc::poll(&mut poll, 1, -1) } < 0 {}
-        }
-        Ok(_) | Err(_) => {
-            while same() {
-                std::thread::sleep(std::time::Duration::from_secs(1));
+            if unsafe { libc::poll(&mut poll, 1, -1) } >= 0 {
+                return true;
+            }
+            if std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
+                break;
             }
         }
+    }
+    while same() {
+        std::thread::sleep(std::time::Duration::from_secs(1));
     }
     true
 }

@@ -39,8 +39,10 @@ pub struct WebSearch {
 
 impl WebSearch {
     /// The tool for `endpoint`; `None` when its URL names no host (the configuration checks it).
+    /// A host the permission engine cannot name is never offered (a call could not be judged).
     pub fn new(endpoint: &SearchEndpoint) -> Option<Self> {
         let host = reqwest::Url::parse(&endpoint.url).ok()?.host_str()?.to_owned();
+        PermissionRequest::for_host(&host)?;
         Some(Self { endpoint: Arc::new(endpoint.clone()), host })
     }
 }
@@ -133,8 +135,9 @@ impl WebSearch {
     async fn ask(&self, query: &str, count: u8) -> Result<Vec<Found>, ToolError> {
         let endpoint = &*self.endpoint;
         let failed = |why: String| ToolError::Tell(format!("the search endpoint {} {why}", self.host));
+        // No redirect is followed: it would reach a host nobody judged, with the key.
         let client = crate::net::client_builder()
-            .redirect(reqwest::redirect::Policy::limited(3))
+            .redirect(reqwest::redirect::Policy::none())
             .build()
             .map_err(|err| failed(format!("could not be reached: {err}")))?;
         let mut url = reqwest::Url::parse(&endpoint.url).map_err(|err| failed(format!("is no URL: {err}")))?;
@@ -151,13 +154,21 @@ impl WebSearch {
                     )));
                 };
                 url.query_pairs_mut().append_pair("q", query).append_pair("count", &count.to_string());
-                client.get(url).header("X-Subscription-Token", key.expose())
+                let mut token = reqwest::header::HeaderValue::from_str(key.expose())
+                    .map_err(|_| failed("cannot be sent the key: it is not a valid header value".to_owned()))?;
+                token.set_sensitive(true);
+                client.get(url).header("X-Subscription-Token", token)
             }
         };
         request = request.header(reqwest::header::ACCEPT, "application/json");
         let response = request.send().await.map_err(|err| failed(format!("could not be reached: {err}")))?;
         let status = response.status();
         let body = read_capped(response).await.map_err(|err| failed(format!("broke off its answer: {err}")))?;
+        if status.is_redirection() {
+            return Err(failed(format!(
+                "answered {status}, a redirect, which is not followed: set [search] url to where it leads"
+            )));
+        }
         if !status.is_success() {
             let start: String = String::from_utf8_lossy(&body).chars().take(200).collect();
             let hint = match (endpoint.api, status.as_u16()) {

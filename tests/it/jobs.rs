@@ -119,11 +119,11 @@ async fn a_finished_jobs_output_and_exit_status_are_read_after_its_end() {
 }
 
 #[tokio::test]
-async fn input_reaches_the_job_and_is_judged_like_a_command_line() {
+async fn input_reaches_the_job_and_asks_each_time_whatever_it_says() {
     let env = TestEnv::new().await;
     let editor = Editor::default();
-    // Ask mode: the start and each input ask, like bash.
-    editor.answer(&["allow_once", "allow_once", "reject_once"]);
+    // Ask mode: the start and each input ask, the harmless-looking ones too.
+    editor.answer(&["allow_once", "allow_once", "reject_once", "reject_once"]);
     let mut agent = env.ready_with(editor).await;
     let session = agent.new_session(&env.cwd()).await;
     let script = "while read -r line; do echo \"got $line\"; done";
@@ -135,16 +135,19 @@ async fn input_reaches_the_job_and_is_judged_like_a_command_line() {
             background(script),
             ("job_input", json!({"job": 1, "text": "echo hello\n"})),
             ("job_input", json!({"job": 1, "text": "rm -rf ~\n"})),
+            // An Enter is input too: to a `[Y/n]` prompt it is a yes.
+            ("job_input", json!({"job": 1, "text": "\n"})),
             ("job_output", json!({"job": 1, "wait_secs": 10, "pattern": "got"})),
         ],
     )
     .await;
     assert_eq!(told[1], "Wrote 11 bytes to job 1.");
     assert!(told[2].starts_with("The user denied this tool call."), "{}", told[2]);
-    assert_eq!(told[3], "got echo hello\n[job 1: running]");
+    assert!(told[3].starts_with("The user denied this tool call."), "{}", told[3]);
+    assert_eq!(told[4], "got echo hello\n[job 1: running]");
     let asked = agent.editor.requests("session/request_permission");
     let titles: Vec<&str> = asked.iter().map(|r| r["params"]["toolCall"]["title"].as_str().unwrap_or("")).collect();
-    assert_eq!(titles.len(), 3, "{titles:?}");
+    assert_eq!(titles.len(), 4, "{titles:?}");
     assert!(titles[0].ends_with("in the background") && titles[2] == "Write `rm -rf ~` to job 1", "{titles:?}");
 }
 
@@ -334,4 +337,31 @@ async fn kill_9_of_cairn_ends_a_job_in_an_editor_terminal_too() {
     agent.kill9().await;
     let left = left_after(&pids, Duration::from_secs(3)).await;
     assert!(left.is_empty(), "alive after cairn's kill -9: {left:?}");
+}
+
+#[tokio::test]
+async fn nothing_is_written_to_a_job_while_planning_or_in_read_only_mode() {
+    let env = TestEnv::new().await;
+    let (mut agent, session) = session(&env, Editor::default()).await;
+    let script = "while read -r line; do echo \"got $line\"; done";
+    calls(&mut agent, &env, &session, &[background(script)]).await;
+    for mode in ["plan", "read-only"] {
+        set_mode(&mut agent, &session, mode).await;
+        let (told, _) = calls(
+            &mut agent,
+            &env,
+            &session,
+            &[
+                ("job_input", json!({"job": 1, "text": "\n"})),
+                ("job_input", json!({"job": 1, "text": "y", "eof": true})),
+            ],
+        )
+        .await;
+        for result in &told {
+            assert!(result.starts_with("Permission denied"), "{mode}: {result}");
+        }
+    }
+    set_mode(&mut agent, &session, "bypass").await;
+    let (told, _) = calls(&mut agent, &env, &session, &[("job_output", json!({"job": 1}))]).await;
+    assert_eq!(told[0], "[no new output]\n[job 1: running]", "nothing reached the job");
 }

@@ -321,3 +321,25 @@ async fn the_official_client_follows_a_plan_review_from_plan_mode_to_implementin
     assert_eq!(of_kind(&replay, "plan_update")[0]["plan"]["content"], PLAN.trim());
     assert_eq!(transcript["steps"][3]["response"]["modes"]["currentModeId"], "ask", "{transcript}");
 }
+
+#[tokio::test]
+async fn calls_written_beside_exit_plan_do_not_run_once_the_plan_is_approved() {
+    let env = TestEnv::new().await;
+    // In one answer: the plan, and a write the model wrote before anyone approved it.
+    let write = json!({"path": "early.rs", "content": "// too early\n"});
+    env.mock
+        .push(Reply::tool_calls(&[("p1", "exit_plan", json!({"plan": PLAN})), ("w1", "write", write)]))
+        .push(Reply::text(&["Starting over, as planned."]));
+    let editor = Editor::with_plans();
+    editor.answer(&["implement_accept_edits"]);
+    let (mut agent, session) = planning(&env, editor).await;
+    let (response, _) = turn(&mut agent, &session, "make lookups fast").await;
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    assert!(!env.workspace().join("early.rs").exists(), "the write was not run in the mode just approved");
+    let told = tool_results(&env, 1);
+    assert!(told[0]["content"].as_str().unwrap().starts_with("The user approved the plan."), "{told:?}");
+    assert!(
+        told[1]["content"].as_str().unwrap().starts_with("Not run: written before the plan was approved"),
+        "{told:?}"
+    );
+}

@@ -1,12 +1,17 @@
 //! OpenAI's prompt cache: a session's requests carry `prompt_cache_key` (its id), so the
-//! provider routes them to the same cache, as Codex does. Titles and sub-agents are keyed apart
-//! (a title has no prefix to share; a sub-agent is a session of its own); a provider that did
-//! not opt in gets no key (a strict server refuses fields it does not know); and the cached
+//! provider routes them to the same cache, as Codex does. Titles are keyed apart (a title has no
+//! prefix to share). Only OpenAI's own server gets the key unasked: a provider elsewhere (the
+//! built-in ones pointed at another server, as the mock is, or one of the user's) gets it only
+//! when its table says so, since a strict server refuses fields it does not know. The cached
 //! tokens the provider reports reach the client's usage.
 
 use serde_json::{Value, json};
 
 use crate::support::{Agent, Reply, TestEnv};
+
+/// The built-in providers told to send the key to the mock.
+const OPTED_IN: &str =
+    "[providers.openai]\nprompt_cache_key = true\n[providers.openai-responses]\nprompt_cache_key = true\n";
 
 async fn two_prompts(env: &TestEnv) -> (Agent, String) {
     env.mock.push(Reply::text(&["one"])).push(Reply::text(&["two"]));
@@ -26,6 +31,7 @@ fn keys(env: &TestEnv) -> Vec<Option<String>> {
 #[tokio::test]
 async fn every_request_of_a_session_names_the_session_as_its_cache_key() {
     let env = TestEnv::new().await;
+    env.write_config(OPTED_IN);
     let (_agent, session) = two_prompts(&env).await;
     assert_eq!(keys(&env), vec![Some(session.clone()), Some(session)]);
     for title in env.mock.title_requests() {
@@ -37,6 +43,7 @@ async fn every_request_of_a_session_names_the_session_as_its_cache_key() {
 async fn the_responses_api_carries_the_key_too() {
     let mut env = TestEnv::new().await;
     env.set_env("CAIRN_MODEL", "openai-responses/mock-model");
+    env.write_config(OPTED_IN);
     env.mock.push(Reply::responses("hello"));
     let mut agent = env.ready().await;
     let session = agent.new_session(&env.cwd()).await;
@@ -63,16 +70,19 @@ async fn a_provider_of_the_users_own_sends_the_key_only_when_its_table_says_so()
 }
 
 #[tokio::test]
-async fn the_built_in_provider_can_be_told_not_to_send_it() {
-    let env = TestEnv::new().await;
-    env.write_config("[providers.openai]\nprompt_cache_key = false\n");
-    two_prompts(&env).await;
-    assert_eq!(keys(&env), vec![None, None]);
+async fn a_built_in_provider_pointed_at_another_server_sends_it_only_when_told() {
+    for (config, sent) in [("", false), (OPTED_IN, true), ("[providers.openai]\nprompt_cache_key = false\n", false)] {
+        let env = TestEnv::new().await;
+        env.write_config(config);
+        let (_agent, session) = two_prompts(&env).await;
+        assert_eq!(keys(&env), vec![sent.then(|| session.clone()); 2], "{config:?}");
+    }
 }
 
 #[tokio::test]
 async fn the_cached_tokens_the_provider_reports_reach_the_clients_usage() {
     let env = TestEnv::new().await;
+    env.write_config(OPTED_IN);
     env.mock.model_prompt_cache();
     env.mock.push(Reply::text(&["one"])).push(Reply::text(&["two"]));
     let mut agent = env.ready().await;

@@ -209,9 +209,13 @@ impl Tool for JobInput {
         format!("Write `{}` to job {}{eof}", crate::tools::one_line(&args.text), args.job)
     }
 
-    /// The text as a command line bash would run: a job may be a shell reading its stdin.
-    fn permission(&self, args: &JobInputArgs, workspace: &Workspace) -> Option<PermissionRequest> {
-        Some(PermissionRequest::for_command(&args.text, workspace))
+    /// Judged as a tool cairn cannot see into, whatever the text: the job may be a shell, an
+    /// interpreter or a program waiting for a confirmation, so even an empty line (an Enter
+    /// answering `[Y/n]`) or a line a shell would read as harmless may do anything. It asks in
+    /// ask and accept-edits mode unless a `tool:job_input` rule allows it, is refused in plan and
+    /// read-only mode, and runs in bypass.
+    fn permission(&self, _args: &JobInputArgs, _workspace: &Workspace) -> Option<PermissionRequest> {
+        Some(PermissionRequest::for_tool(self.name(), "the background job it writes to", false))
     }
 
     async fn preview(&self, args: &JobInputArgs, _ctx: &ToolContext) -> Result<Vec<ToolContent>, ToolError> {
