@@ -5,8 +5,9 @@
 //!
 //! Permissions: reading and killing a job of one's own session ask nothing (the command was
 //! allowed when it started, and ending it only stops it). What `job_input` writes is judged as a
-//! command line, exactly as `bash` would judge it: a job may be a shell or an interpreter that
-//! runs what it reads, so text written to it is treated as a command the model runs.
+//! tool cairn cannot see into, whatever it says: a job may be a shell, an interpreter or a
+//! program waiting for a confirmation, so even an empty line may do anything (it asks, unless a
+//! `tool:job_input` rule allows it; refused while planning and in read-only mode).
 
 use std::time::Duration;
 
@@ -26,6 +27,10 @@ const MAX_WAIT_SECS: u64 = 600;
 /// How often a waiting read looks again when nothing told it of new output (an editor's
 /// terminal tells nothing until asked).
 const LOOK_EVERY: Duration = Duration::from_millis(200);
+/// The least time between two looks at a job's unread output while waiting for more: a flood
+/// of small pieces costs at most ten copies and scans of it a second (each at most `[jobs]
+/// output_bytes`), not one per piece.
+const RESCAN_AFTER: Duration = Duration::from_millis(100);
 /// The most `job_input` writes at once.
 const MAX_INPUT: usize = 64 * 1024;
 /// How long `job_input` waits for the job to take its input.
@@ -147,8 +152,15 @@ impl Tool for JobOutput {
                 break;
             }
             progress.borrow_and_update();
+            // Output arriving in many small pieces is looked at again at most every
+            // `RESCAN_AFTER`: each look copies and scans all that is unread.
+            let next_look = (tokio::time::Instant::now() + RESCAN_AFTER).min(deadline);
+            let changed = async {
+                let _ = progress.changed().await;
+                tokio::time::sleep_until(next_look).await;
+            };
             tokio::select! {
-                _ = progress.changed() => {}
+                () = changed => {}
                 () = tokio::time::sleep(LOOK_EVERY) => {}
                 () = tokio::time::sleep_until(deadline) => {}
                 () = ctx.cancel.cancelled() => return Err(ToolError::Tell("Cancelled while waiting for the job's output; it still runs.".into())),
@@ -178,7 +190,7 @@ impl Tool for JobInput {
     }
 
     fn description(&self) -> &str {
-        "Write text to a background job's stdin (include \\n to end a line); eof closes its stdin after the text. The text is judged like a command line for bash."
+        "Write text to a background job's stdin (include \\n to end a line); eof closes its stdin after the text. Each write is approved by the user unless a rule allows it."
     }
 
     fn kind(&self) -> ToolKind {
