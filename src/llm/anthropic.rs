@@ -276,21 +276,41 @@ fn assistant_content<'a>(seen: Seen<'a>, request: &ModelRequest<'_>) -> (Vec<Con
 }
 
 #[derive(Deserialize)]
-struct Envelope {
-    #[serde(rename = "type")]
-    kind: String,
+struct Envelope<'a> {
+    #[serde(rename = "type", borrow)]
+    kind: Cow<'a, str>,
     #[serde(default)]
     index: usize,
     #[serde(default)]
     message: Option<MessageStart>,
     #[serde(default)]
     content_block: Option<Value>,
-    #[serde(default)]
-    delta: Option<Value>,
+    /// Typed and borrowed from the event where it can be: a delta is most of a stream's events.
+    #[serde(default, borrow)]
+    delta: Option<Delta<'a>>,
     #[serde(default)]
     usage: Option<WireUsage>,
     #[serde(default)]
     error: Option<WireError>,
+}
+
+/// A `content_block_delta`'s or `message_delta`'s `delta`: the field its type names.
+#[derive(Default, Deserialize)]
+struct Delta<'a> {
+    #[serde(rename = "type", default, borrow)]
+    kind: Cow<'a, str>,
+    #[serde(default, borrow)]
+    text: Cow<'a, str>,
+    #[serde(default, borrow)]
+    thinking: Cow<'a, str>,
+    #[serde(default, borrow)]
+    signature: Cow<'a, str>,
+    #[serde(default, borrow)]
+    partial_json: Cow<'a, str>,
+    #[serde(default, borrow)]
+    stop_reason: Cow<'a, str>,
+    #[serde(default)]
+    citation: Option<Value>,
 }
 
 #[derive(Deserialize)]
@@ -360,7 +380,7 @@ impl sse::Decode for Decoder {
         }
         let event: Envelope = serde_json::from_str(data)
             .map_err(|err| LlmError::Stream(format!("unreadable event ({err}): {}", sse::excerpt(data))))?;
-        match event.kind.as_str() {
+        match &*event.kind {
             "message_start" => {
                 if let Some(usage) = event.message.and_then(|m| m.usage) {
                     self.add_usage(usage);
@@ -410,21 +430,21 @@ impl sse::Decode for Decoder {
             }
             "content_block_delta" => {
                 let delta = event.delta.unwrap_or_default();
-                match (self.blocks.get_mut(&event.index), text_of(&delta, "type")) {
+                match (self.blocks.get_mut(&event.index), &*delta.kind) {
                     (Some(Block::Text), "text_delta") => {
-                        out.push_back(StreamEvent::TextDelta(text_of(&delta, "text").to_owned()));
+                        out.push_back(StreamEvent::TextDelta(delta.text.into_owned()));
                     }
                     (Some(Block::Thinking { .. }), "thinking_delta") => {
-                        out.push_back(StreamEvent::ReasoningDelta(text_of(&delta, "thinking").to_owned()));
+                        out.push_back(StreamEvent::ReasoningDelta(delta.thinking.into_owned()));
                     }
                     (Some(Block::Thinking { signature }), "signature_delta") => {
-                        signature.push_str(text_of(&delta, "signature"));
+                        signature.push_str(&delta.signature);
                     }
                     (Some(Block::Tool { input, .. } | Block::Search { input, .. }), "input_json_delta") => {
-                        input.push_str(text_of(&delta, "partial_json"));
+                        input.push_str(&delta.partial_json);
                     }
                     (Some(Block::Text), "citations_delta") => {
-                        let citation = delta.get("citation").cloned().unwrap_or_default();
+                        let citation = delta.citation.unwrap_or_default();
                         self.cited.note(text_of(&citation, "url"), citation.get("title").and_then(Value::as_str));
                     }
                     _ => {}
@@ -449,7 +469,7 @@ impl sse::Decode for Decoder {
                 if let Some(usage) = event.usage {
                     self.add_usage(usage);
                 }
-                let reason = event.delta.as_ref().map(|d| text_of(d, "stop_reason").to_owned()).unwrap_or_default();
+                let reason = event.delta.map(|d| d.stop_reason.into_owned()).unwrap_or_default();
                 if !reason.is_empty() {
                     self.finished = true;
                     if let Some(footer) = self.cited.take_footer() {
