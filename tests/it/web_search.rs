@@ -1,7 +1,8 @@
 //! The web search a model's provider runs itself (OpenAI Responses' `web_search`, Anthropic's
 //! server-side search): offered only to models that have it, shown as a `fetch` card with the
 //! query and the pages found, the pages the answer cites listed at its end, all of it stored and
-//! replayed by `session/load`, and never sent back to the model as a call of its own.
+//! replayed by `session/load`, and never sent back to the model as a call of its own; the
+//! official Rust client reads it all with its own types.
 
 use serde_json::{Value, json};
 
@@ -132,5 +133,24 @@ async fn the_search_is_offered_only_where_the_provider_has_one_and_the_user_did_
         let hosted = body["tools"].as_array().unwrap().iter().any(|tool| tool["type"] == "web_search");
         assert_eq!(hosted, offered, "{model} with {config:?}: {}", body["tools"]);
         assert_eq!(body.get("include").is_some(), offered, "{model} with {config:?}");
+    }
+}
+
+#[tokio::test]
+async fn the_official_client_reads_the_search_card_and_the_sources_live_and_on_a_load() {
+    use crate::support::sdk;
+    let mut env = TestEnv::new().await;
+    env.set_env("CAIRN_MODEL", "openai-responses/gpt-5");
+    env.mock.push(Reply::responses_web_search("rust release", &FOUND, "Rust 1.88 is out."));
+    let script = json!({"initialize": {"protocolVersion": 1, "clientCapabilities": {}}, "steps": [
+        {"new": {"cwd": env.cwd(), "mcpServers": []}},
+        {"prompt": {"sessionId": "$session", "prompt": [{"type": "text", "text": "What is new in Rust?"}]}},
+        {"load": {"sessionId": "$session", "cwd": env.cwd(), "mcpServers": []}},
+    ]});
+    let transcript = sdk::run(&env, &script, &["acp"]).await;
+    // The SDK parsed every update with its own types; what it saw is what cairn meant.
+    for step in [1, 2] {
+        let seen = sdk::updates(&transcript["steps"][step]);
+        saw_search(&seen, "ws_1", "rust release");
     }
 }
