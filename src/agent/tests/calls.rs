@@ -341,3 +341,52 @@ async fn a_fatal_failure_ends_the_turn_with_its_own_error_and_the_calls_after_it
     let phases = outcome.phases();
     assert_eq!(phases[phases.len() - 2..], [Phase::StepEnd, Phase::RunEnd], "the step ends, then the run");
 }
+
+/// A tool that reports the sandbox its commands would start under (`sandbox`).
+struct SandboxProbe;
+
+#[async_trait::async_trait]
+impl crate::tools::Tool for SandboxProbe {
+    type Args = serde_json::Value;
+    fn name(&self) -> &str {
+        "sandbox"
+    }
+    fn description(&self) -> &str {
+        "Says the sandbox."
+    }
+    fn kind(&self) -> crate::history::ToolKind {
+        crate::history::ToolKind::Read
+    }
+    fn parameters(&self) -> serde_json::Value {
+        serde_json::json!({"type": "object"})
+    }
+    fn access(&self, _args: &Self::Args) -> crate::tools::Access {
+        crate::tools::Access::ReadOnly
+    }
+    fn title(&self, _args: &Self::Args, _workspace: &Workspace) -> String {
+        "Sandbox".into()
+    }
+    fn permission(&self, _args: &Self::Args, _workspace: &Workspace) -> Option<crate::permissions::PermissionRequest> {
+        None
+    }
+    async fn run(
+        &self,
+        _args: &Self::Args,
+        ctx: &crate::tools::ToolContext,
+    ) -> Result<crate::tools::ToolOutcome, crate::tools::ToolError> {
+        Ok(crate::tools::ToolOutcome { output: ctx.process.sandbox.id().to_owned(), ..Default::default() })
+    }
+}
+
+#[tokio::test]
+async fn while_planning_commands_start_in_the_read_only_sandbox_whatever_the_parser_let_through() {
+    for (mode, sandbox) in
+        [(Mode::Plan, "read-only"), (Mode::Ask, "workspace-write"), (Mode::Bypass, "workspace-write")]
+    {
+        let script = vec![ok(calls(&[("p", "sandbox", "{}")])), ok(text("ok"))];
+        let mut registry = crate::tools::Registry::builtin();
+        registry.add(SandboxProbe).unwrap();
+        let outcome = drive(Setup { script, mode, registry, ..Setup::default() }).await;
+        assert_eq!(outcome.call("p").unwrap().output.as_deref(), Some(sandbox), "{mode:?}");
+    }
+}
