@@ -191,14 +191,7 @@ async fn compaction_plans_follow_the_table() {
             provider: &provider,
             model: "small".into(),
             model_ref: "test/small".into(),
-            info: ModelInfo {
-                context_window: row.summarizer_window,
-                max_output: 4_000,
-                prices: None,
-                reasoning: false,
-                images: false,
-                web_search: false,
-            },
+            info: plain_model(row.summarizer_window, 4_000),
             settings: Settings { reserve_tokens: 4_000, ..Settings::default() },
             retry: RetryPolicy { retries: 1, base: std::time::Duration::ZERO },
         };
@@ -265,14 +258,7 @@ async fn a_cancel_stops_a_compaction_and_changes_nothing() {
         provider: &provider,
         model: "small".into(),
         model_ref: "test/small".into(),
-        info: ModelInfo {
-            context_window: 100_000,
-            max_output: 4_000,
-            prices: None,
-            reasoning: false,
-            images: false,
-            web_search: false,
-        },
+        info: plain_model(100_000, 4_000),
         settings: Settings::default(),
         retry: RetryPolicy { retries: 1, base: std::time::Duration::ZERO },
     };
@@ -308,14 +294,7 @@ async fn the_threshold_compacts_before_the_request_and_the_request_carries_the_s
     let outcome = drive(Setup {
         script: vec![ok(text("done"))],
         history,
-        info: ModelInfo {
-            context_window: WINDOW,
-            max_output: MAX_OUTPUT,
-            prices: None,
-            reasoning: false,
-            images: false,
-            web_search: false,
-        },
+        info: plain_model(WINDOW, MAX_OUTPUT),
         context_used: 30_000,
         summaries: Some(vec![ok(text("they wrote a parser"))]),
         compaction: Settings { reserve_tokens: 4_000, ..Settings::default() },

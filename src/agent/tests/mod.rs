@@ -140,14 +140,7 @@ impl Default for Setup {
             history: Vec::new(),
             rules: Vec::new(),
             run: Run::default(),
-            info: ModelInfo {
-                context_window: 100_000,
-                max_output: 4_000,
-                prices: None,
-                reasoning: false,
-                images: false,
-                web_search: false,
-            },
+            info: plain_model(100_000, 4_000),
             context_used: 0,
             summaries: None,
             compaction: crate::config::Compaction::default(),
@@ -223,6 +216,12 @@ impl Outcome {
     }
 }
 
+/// A model with this window and output limit, and nothing else known: no prices, no
+/// reasoning, no images, no search of its provider's.
+fn plain_model(context_window: u64, max_output: u64) -> ModelInfo {
+    ModelInfo { context_window, max_output, prices: None, reasoning: false, images: false, web_search: false }
+}
+
 /// Runs one turn for the prompt "go".
 async fn drive(setup: Setup) -> Outcome {
     let dir = tempfile::tempdir().unwrap();
@@ -239,14 +238,7 @@ async fn drive(setup: Setup) -> Outcome {
         provider: &summarizer_model,
         model: "small".into(),
         model_ref: "test/small".into(),
-        info: ModelInfo {
-            context_window: 100_000,
-            max_output: 4_000,
-            prices: None,
-            reasoning: false,
-            images: false,
-            web_search: false,
-        },
+        info: plain_model(100_000, 4_000),
         settings: setup.compaction,
         retry: crate::llm::retry::RetryPolicy { retries: 1, base: std::time::Duration::ZERO },
     });
