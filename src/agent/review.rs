@@ -34,17 +34,25 @@ const NOT_RUN: &str = "Not run: the plan review ended the turn.";
 const NOT_RUN_AFTER_APPROVAL: &str =
     "Not run: written before the plan was approved; call it again if the plan still needs it.";
 
-/// How the review ended for the model, and whether the turn goes on.
+/// How the review ended for the model, and what the turn does next.
 struct Verdict {
     state: CallState,
     /// The call's result for the model.
     output: String,
     /// The line the card shows under the plan.
     shown: String,
-    goes_on: bool,
-    /// The calls the model wrote after `exit_plan` in the same answer are not run: written
-    /// before the user's answer, they would run in a mode the model did not plan them for.
-    drops_rest: bool,
+    then: Then,
+}
+
+/// What the turn does after the review.
+enum Then {
+    /// Runs the calls the model wrote after `exit_plan` (it goes on planning).
+    Calls,
+    /// Goes back to the model without them: written before the user's answer, they would run in
+    /// a mode the model did not plan them for (the plan was approved).
+    Model,
+    /// Ends, leaving them unrun.
+    End,
 }
 
 /// Reviews the plan of the first queued call (an `exit_plan` in plan mode) with the user.
@@ -84,8 +92,7 @@ pub(super) async fn reviewing(turn: &mut Turn<'_>, mut queue: CallQueue) -> Turn
                      the session stays in plan mode. The run ends here."
                 .into(),
             shown: "Shown for review; this run cannot ask.".into(),
-            goes_on: false,
-            drops_rest: false,
+            then: Then::End,
         };
         return finish(turn, queue, index, &preview, verdict);
     };
@@ -181,8 +188,7 @@ fn approve(turn: &mut Turn<'_>, mode: Mode) -> Verdict {
             mode.description().to_lowercase()
         ),
         shown: format!("Approved: implementing in {} mode.", mode.id()),
-        goes_on: true,
-        drops_rest: true,
+        then: Then::Model,
     }
 }
 
@@ -197,8 +203,7 @@ fn keep_planning(words: Option<String>) -> Verdict {
                  revised plan with `exit_plan`."
             ),
             shown: format!("Keep planning: {words}"),
-            goes_on: true,
-            drops_rest: false,
+            then: Then::Calls,
         },
         None => Verdict {
             state: CallState::Failed,
@@ -206,8 +211,7 @@ fn keep_planning(words: Option<String>) -> Verdict {
                      plan mode. Their next message says what to change."
                 .into(),
             shown: "Keep planning.".into(),
-            goes_on: false,
-            drops_rest: false,
+            then: Then::End,
         },
     }
 }
@@ -220,28 +224,29 @@ fn unanswered() -> Verdict {
                  user's next message says how to go on."
             .into(),
         shown: "No answer; still planning.".into(),
-        goes_on: false,
-        drops_rest: false,
+        then: Then::End,
     }
 }
 
 /// Records the call's end; a review that ends the turn leaves the calls after it unrun.
 fn finish(turn: &mut Turn<'_>, queue: CallQueue, index: u32, plan: &[ToolContent], verdict: Verdict) -> TurnState {
-    let Verdict { state, output, shown, goes_on, drops_rest } = verdict;
+    let Verdict { state, output, shown, then } = verdict;
     change(turn, &queue.message, index, |tool| {
         tool.content = plan.to_vec();
         tool.content.push(ToolContent::Text { text: shown });
         tool.state.advance(state).is_ok() && set(tool, output)
     });
-    if goes_on && drops_rest {
-        abandon(turn, &queue, NOT_RUN_AFTER_APPROVAL);
-        return TurnState::Executing(CallQueue { message: queue.message, calls: Default::default() });
+    match then {
+        Then::Calls => TurnState::Executing(queue),
+        Then::Model => {
+            abandon(turn, &queue, NOT_RUN_AFTER_APPROVAL);
+            TurnState::Executing(CallQueue { message: queue.message, calls: Default::default() })
+        }
+        Then::End => {
+            abandon(turn, &queue, NOT_RUN);
+            TurnState::StepEnd(After::End(DoneReason::ModelStop(ModelStop::EndTurn)))
+        }
     }
-    if goes_on {
-        return TurnState::Executing(queue);
-    }
-    abandon(turn, &queue, NOT_RUN);
-    TurnState::StepEnd(After::End(DoneReason::ModelStop(ModelStop::EndTurn)))
 }
 
 /// Sets the call's result for the model; always `true`, for `change`.
