@@ -123,12 +123,17 @@ fn private_copy(exe: &Path, data: &Path) -> std::io::Result<PathBuf> {
 /// This process, as an editor's terminal's supervisor watches it; nothing when its start time
 /// or PID namespace cannot be read.
 fn this_cairn() -> Watched {
-    let pid = std::process::id();
-    match (super::tree::started(&pid.to_string()), super::tree::pid_namespace()) {
-        (Some(started), Some(namespace)) => Watched::Pid { pid, started, namespace },
-        _ => Watched::Nothing,
-    }
+    // Read once: a process keeps its id, start time and PID namespace.
+    static THIS: OnceLock<Watched> = OnceLock::new();
+    *THIS.get_or_init(|| {
+        let pid = std::process::id();
+        match (super::tree::started(&pid.to_string()), super::tree::pid_namespace()) {
+            (Some(started), Some(namespace)) => Watched::Pid { pid, started, namespace },
+            _ => Watched::Nothing,
+        }
+    })
 }
+
 #[cfg(test)]
 mod tests {
     use super::*;
