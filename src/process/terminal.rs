@@ -127,7 +127,7 @@ fn this_cairn() -> Watched {
     static THIS: OnceLock<Watched> = OnceLock::new();
     *THIS.get_or_init(|| {
         let pid = std::process::id();
-        match (super::tree::started(&pid.to_string()), super::tree::pid_namespace()) {
+        match (super::tree::started(pid), super::tree::pid_namespace()) {
             (Some(started), Some(namespace)) => Watched::Pid { pid, started, namespace },
             _ => Watched::Nothing,
         }

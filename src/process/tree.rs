@@ -270,11 +270,10 @@ fn descendants(root: u32) -> Vec<u32> {
     found
 }
 
-/// State and parent of a process, from `/proc/<pid>/stat` (`pid (comm) S ppid …`; the command
-/// name may itself hold spaces and parentheses, so the fields are read after the last `)`).
+/// State and parent of a process, from `/proc/<pid>/stat` ([`stat_fields`]).
 fn stat(pid: u32) -> Option<(char, u32)> {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let mut fields = text.get(text.rfind(')')? + 1..)?.split_whitespace();
+    let text = read_stat(pid)?;
+    let mut fields = stat_fields(&text)?;
     let state = fields.next()?.chars().next()?;
     let parent = fields.next()?.parse().ok()?;
     Some((state, parent))
@@ -282,10 +281,19 @@ fn stat(pid: u32) -> Option<(char, u32)> {
 
 /// When process `pid` started, in clock ticks since boot (`/proc/PID/stat`'s 22nd field): with
 /// its id, what tells one process from a later one given the same id.
-pub fn started(pid: &str) -> Option<u64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The name in parentheses may hold spaces and parentheses: fields are counted after its end.
-    stat.rsplit_once(')')?.1.split_whitespace().nth(19)?.parse().ok()
+pub fn started(pid: u32) -> Option<u64> {
+    let text = read_stat(pid)?;
+    stat_fields(&text)?.nth(19)?.parse().ok()
+}
+
+fn read_stat(pid: u32) -> Option<String> {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()
+}
+
+/// The fields of a `/proc/<pid>/stat` text from the state on (`pid (comm) S ppid …`): the
+/// command name may itself hold spaces and parentheses, so they are read after the last `)`.
+fn stat_fields(text: &str) -> Option<std::str::SplitWhitespace<'_>> {
+    Some(text.get(text.rfind(')')? + 1..)?.split_whitespace())
 }
 
 /// The PID namespace this process sees processes in (the inode of `/proc/self/ns/pid`).
@@ -309,7 +317,7 @@ pub fn wait_for_cairn(pid: u32, at: u64, namespace: u64) -> bool {
     let Ok(id) = libc::pid_t::try_from(pid) else { return true };
     // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor or -1.
     let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, id, 0) };
-    let same = || started(&pid.to_string()) == Some(at);
+    let same = || started(pid) == Some(at);
     // Checked after the pidfd is open: from then on the id cannot pass to another process.
     if !same() {
         return true;
