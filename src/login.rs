@@ -197,7 +197,7 @@ async fn verify(provider: &ProviderConfig, key: &str) -> Result<Option<String>, 
     }
     let mut body = Vec::new();
     let mut response = response;
-    let _ = crate::llm::sse::read_at_most(&mut response, &mut body, 64 * 1024).await;
+    let _ = crate::net::read_at_most(&mut response, &mut body, 64 * 1024).await;
     let detail = crate::llm::sse::error_detail(&String::from_utf8_lossy(&body));
     if status == 401 || status == 403 {
         return Err(LoginError::Rejected { url, status, detail });

@@ -9,7 +9,7 @@
 //! (the bundle and each file of `/etc/ssl/certs` on Debian, several milliseconds of CPU) would
 //! otherwise be paid at start-up by a process that has not yet spoken to anyone, or speaks only
 //! plain HTTP. [`load_roots`] reads them ahead, off the async threads, where a connection is
-//! about to be opened.
+//! about to be opened. A body whose size the server decides is read with [`read_at_most`].
 
 use std::sync::{Arc, Once, OnceLock};
 
@@ -30,6 +30,22 @@ pub fn client_builder() -> reqwest::ClientBuilder {
             builder
         }
     }
+}
+
+/// Reads `response`'s body into `body` chunk by chunk until it ends or holds more than `limit`
+/// bytes (at most one chunk more); `true` if it ended within `limit`. The rest is left unread.
+pub async fn read_at_most(
+    response: &mut reqwest::Response,
+    body: &mut Vec<u8>,
+    limit: usize,
+) -> Result<bool, reqwest::Error> {
+    while body.len() <= limit {
+        match response.chunk().await? {
+            Some(chunk) => body.extend_from_slice(&chunk),
+            None => return Ok(true),
+        }
+    }
+    Ok(false)
 }
 
 /// Reads the platform's roots now, on the calling thread (which may block), unless they are read.

@@ -252,7 +252,7 @@ async fn list_models(
     // An error status drops the response unread.
     let mut response = request.send().await?.error_for_status()?;
     let mut body = Vec::new();
-    if !super::sse::read_at_most(&mut response, &mut body, MAX_MODEL_LIST).await? {
+    if !crate::net::read_at_most(&mut response, &mut body, MAX_MODEL_LIST).await? {
         return Err(DiscoveryError::TooLarge);
     }
     let list: ModelList = serde_json::from_slice(&body)?;

@@ -1,6 +1,6 @@
 //! What the HTTP adapters share: sending a streaming request, classifying HTTP errors into
 //! [`LlmError`]s that say what to fix, and running a per-API [`Decode`] over the SSE events.
-//! An error body is read only as far as its message needs ([`read_at_most`]); the rest is never
+//! An error body is read only as far as its message needs ([`crate::net::read_at_most`]); the rest is never
 //! downloaded.
 
 use std::collections::VecDeque;
@@ -182,7 +182,9 @@ pub async fn post<D: Decode>(
             .and_then(parse_retry_after);
         let mut body = Vec::new();
         // A body that fails, trickles or never ends is cut where it is: the status says enough.
-        let _ = tokio::time::timeout(ERROR_BODY_TIME, read_at_most(&mut response, &mut body, ERROR_BODY_LIMIT)).await;
+        let _ =
+            tokio::time::timeout(ERROR_BODY_TIME, crate::net::read_at_most(&mut response, &mut body, ERROR_BODY_LIMIT))
+                .await;
         body.truncate(ERROR_BODY_LIMIT);
         drop(response);
         let body = String::from_utf8_lossy(&body);
@@ -196,7 +198,9 @@ pub async fn post<D: Decode>(
     if json {
         // A success status with a JSON body instead of a stream: gateways answer errors so.
         let mut body = Vec::new();
-        let _ = tokio::time::timeout(ERROR_BODY_TIME, read_at_most(&mut response, &mut body, ERROR_BODY_LIMIT)).await;
+        let _ =
+            tokio::time::timeout(ERROR_BODY_TIME, crate::net::read_at_most(&mut response, &mut body, ERROR_BODY_LIMIT))
+                .await;
         body.truncate(ERROR_BODY_LIMIT);
         drop(response);
         let body = String::from_utf8_lossy(&body);
@@ -206,22 +210,6 @@ pub async fn post<D: Decode>(
         });
     }
     Ok(decode(response.bytes_stream().eventsource(), decoder).boxed())
-}
-
-/// Reads `response`'s body into `body` chunk by chunk until it ends or holds more than `limit`
-/// bytes (at most one chunk more); `true` if it ended within `limit`. The rest is left unread.
-pub async fn read_at_most(
-    response: &mut reqwest::Response,
-    body: &mut Vec<u8>,
-    limit: usize,
-) -> Result<bool, reqwest::Error> {
-    while body.len() <= limit {
-        match response.chunk().await? {
-            Some(chunk) => body.extend_from_slice(&chunk),
-            None => return Ok(true),
-        }
-    }
-    Ok(false)
 }
 
 /// An HTTP error as an [`LlmError`] that names the cause.

@@ -11,7 +11,6 @@
 
 use std::sync::Arc;
 
-use futures::StreamExt;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::Value;
@@ -161,9 +160,12 @@ impl WebSearch {
             }
         };
         request = request.header(reqwest::header::ACCEPT, "application/json");
-        let response = request.send().await.map_err(|err| failed(format!("could not be reached: {err}")))?;
+        let mut response = request.send().await.map_err(|err| failed(format!("could not be reached: {err}")))?;
         let status = response.status();
-        let body = read_capped(response).await.map_err(|err| failed(format!("broke off its answer: {err}")))?;
+        let mut body = Vec::new();
+        let whole = crate::net::read_at_most(&mut response, &mut body, MAX_BYTES)
+            .await
+            .map_err(|err| failed(format!("broke off its answer: {err}")))?;
         if status.is_redirection() {
             return Err(failed(format!(
                 "answered {status}, a redirect, which is not followed: set [search] url to where it leads"
@@ -181,24 +183,13 @@ impl WebSearch {
             };
             return Err(failed(format!("answered {status}{hint}: {start}")));
         }
+        if !whole {
+            return Err(failed(format!("answered more than {} KiB: not a search answer", MAX_BYTES / 1024)));
+        }
         let value: Value =
             serde_json::from_slice(&body).map_err(|err| failed(format!("answered with what is not JSON ({err})")))?;
         Ok(results(endpoint.api, &value).into_iter().take(usize::from(count)).collect())
     }
-}
-
-/// The body, at most [`MAX_BYTES`] of it (a longer one is cut, and its JSON then fails to parse).
-async fn read_capped(response: reqwest::Response) -> Result<Vec<u8>, reqwest::Error> {
-    let mut body = Vec::new();
-    let mut chunks = response.bytes_stream();
-    while let Some(chunk) = chunks.next().await {
-        let chunk = chunk?;
-        body.extend_from_slice(&chunk[..chunk.len().min(MAX_BYTES - body.len())]);
-        if body.len() == MAX_BYTES {
-            break;
-        }
-    }
-    Ok(body)
 }
 
 /// The results of an answer in `api`'s shape; entries without a URL are skipped.
