@@ -114,3 +114,14 @@ async fn the_endpoint_is_left_out_where_the_provider_searches_and_absent_without
     let tools = env.mock.requests()[0]["tools"].as_array().cloned().unwrap();
     assert!(!offers_function(&tools), "no endpoint, no provider search: no tool");
 }
+
+#[tokio::test]
+async fn a_redirect_from_the_endpoint_is_not_followed_so_the_query_and_key_go_nowhere_else() {
+    let (mut env, pages) = (TestEnv::new().await, Pages::start().await);
+    let to_brave = pages.url("/redirect?to=/brave");
+    env.write_config(&format!("[search]\nurl = \"{to_brave}\"\napi = \"brave\"\napi_key_env = \"BRAVE_API_KEY\"\n"));
+    env.set_env("BRAVE_API_KEY", "brave-key");
+    let (result, _) = search(&env, json!({"query": "rust"}), &["--mode", "bypass"]).await;
+    assert!(result.contains("a redirect, which is not followed"), "{result}");
+    assert_eq!(pages.requests(), 1, "only the endpoint itself was asked");
+}
