@@ -145,6 +145,7 @@ impl Setup {
                 process: Arc::default(),
                 registry: Arc::new(cairn::tools::Registry::builtin()),
                 jobs: cairn::tools::Jobs::none(),
+                checkpoints: None,
             },
             info,
             thought: None,

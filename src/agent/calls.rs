@@ -422,6 +422,16 @@ pub(super) async fn run(
     if batch.iter().any(|(_, invocation)| invocation.access() == Access::Other) {
         let _shown = turn.recorder.flush().await;
     }
+    // Nothing changes that a checkpoint does not cover.
+    let around = match super::captured::before(turn, message, &batch).await {
+        Ok(around) => around,
+        Err(why) => {
+            for (index, _) in &batch {
+                fail(turn, message, *index, why.clone());
+            }
+            return Ok(());
+        }
+    };
     let cancel = turn.cancel.child_token();
     let default_timeout = turn.limits.tool_timeout;
     let mut receivers = Vec::with_capacity(batch.len());
@@ -489,6 +499,9 @@ pub(super) async fn run(
                 });
             }
         }
+    }
+    if let Some(around) = around {
+        super::captured::after(turn, around).await;
     }
     match fatal {
         _ if cancelled => Err(Halt::Cancelled),

@@ -9,6 +9,7 @@
 use crate::history::{Message, MessageMeta, Part};
 use crate::ids::MessageId;
 use crate::permissions::Rule;
+use crate::tools::checkpoint::{Blob, Capture};
 
 /// Which kind of streamed part a delta belongs to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -82,6 +83,11 @@ pub enum AgentEvent {
     CompactionFinished(Message),
     /// The compaction failed; nothing changed.
     CompactionFailed { id: MessageId, error: String },
+    /// File contents a checkpoint names, stored before it; nothing to show.
+    Blobs(Vec<Blob>),
+    /// A capture of the workspace's files around a tool call, in the turn of `prompt`; nothing
+    /// to show.
+    Checkpoint { prompt: Option<MessageId>, capture: Capture },
 }
 
 /// A failure to make the turn durable; the turn stops on the first one.

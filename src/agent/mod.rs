@@ -16,6 +16,7 @@
 //! neither `acp`, `session` nor `store` (the wire protocol, the sessions, the database).
 
 mod calls;
+mod captured;
 mod choices;
 pub mod compact;
 mod dispatch;
@@ -215,6 +216,9 @@ pub struct Toolbox<'a> {
     pub registry: Arc<Registry>,
     /// The session's background jobs.
     pub jobs: crate::tools::Jobs,
+    /// The session's file checkpoints, lent for the turn; `None` takes none (sub-agents, whose
+    /// changes the parent's call captures, or checkpoints turned off).
+    pub checkpoints: Option<&'a mut crate::tools::checkpoint::Tracker>,
 }
 
 /// Runs one turn for `prompt` to its end. The prompt is committed before the model is called

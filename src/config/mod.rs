@@ -9,10 +9,11 @@
 //! (`[subagents]`, in `subagents`), a busy session's prompts (`[session]`, in `session`), where
 //! "always allow" answers are remembered (`[permissions]`, in `permissions`), what
 //! local processes get (`[sandbox]`, `[tools]`, in `process`), MCP servers
-//! (`[mcp_servers.<name>]`, `[mcp]`, in `mcp`), background jobs (`[jobs]`, in `jobs`) and
-//! `log_file` (where logs also go; `crate::logging` opens it, and `--log-file` wins over it). A
-//! `CAIRN_CONFIG` naming no file is refused. Keys are [`Secret`]s, never shown in logs;
-//! [`Config::key`] is the one lookup of a key.
+//! (`[mcp_servers.<name>]`, `[mcp]`, in `mcp`), background jobs (`[jobs]`, in `jobs`), file
+//! checkpoints (`[checkpoints]`, in `checkpoints`) and `log_file` (where logs also go;
+//! `crate::logging` opens it, and `--log-file` wins over it). A `CAIRN_CONFIG` naming no file
+//! is refused. Keys are [`Secret`]s, never shown in logs; [`Config::key`] is the one lookup of
+//! a key.
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
@@ -21,6 +22,7 @@ use std::sync::Arc;
 
 use serde::Deserialize;
 
+mod checkpoints;
 mod checks;
 pub mod credentials;
 mod fetch;
@@ -34,6 +36,7 @@ pub mod serve;
 mod session;
 mod subagents;
 
+pub use checkpoints::CheckpointSettings;
 pub use fetch::{Fetch, MAX_FETCH_SECS};
 pub use jobs::JobSettings;
 pub use limits::{Compaction, ContentPattern, Limits, LoopLimits};
@@ -98,6 +101,8 @@ pub struct Config {
     pub search: Search,
     /// `[jobs]`: a session's background processes.
     pub jobs: JobSettings,
+    /// `[checkpoints]`: the file checkpoints behind `/rewind`.
+    pub checkpoints: CheckpointSettings,
 }
 
 /// The config file `env` points to (`CAIRN_CONFIG`, else `config.toml` in cairn's directory of
@@ -214,6 +219,8 @@ struct FileConfig {
     search: search::FileSearch,
     #[serde(default)]
     jobs: jobs::FileJobs,
+    #[serde(default)]
+    checkpoints: checkpoints::FileCheckpoints,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -389,6 +396,7 @@ impl Config {
         let mcp_servers = mcp::servers(file.mcp_servers).map_err(invalid)?;
         let mcp = mcp::settings(&file.mcp).map_err(invalid)?;
         let jobs = file.jobs.resolve().map_err(invalid)?;
+        let checkpoints = file.checkpoints.resolve().map_err(invalid)?;
         Ok(Self {
             data_dir,
             model: normalize_model(&model),
@@ -415,6 +423,7 @@ impl Config {
             serve_url: file.serve.url,
             search,
             jobs,
+            checkpoints,
         })
     }
 

@@ -18,8 +18,13 @@ pub const COMMANDS: &[CommandInfo] = &[
     },
     CommandInfo {
         name: "rewind",
-        description: "Hide the last n turns (default 1); the conversation continues from before them",
-        hint: Some("number of turns"),
+        description: "Go back to before the last n turns (default 1): files, conversation or both (default); `undo` puts back the files of the last rewind",
+        hint: Some("[n] [code|conversation|both] | undo"),
+    },
+    CommandInfo {
+        name: "checkpoints",
+        description: "The file checkpoints of this session: prompt, time, files changed",
+        hint: None,
     },
     CommandInfo { name: "fork", description: "Copy this conversation into a new session", hint: None },
     CommandInfo { name: "model", description: "Show the models, or switch to one", hint: Some("provider/model") },
@@ -37,13 +42,41 @@ pub const COMMANDS: &[CommandInfo] = &[
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Slash {
     Compact(Option<String>),
-    Rewind(usize),
+    Rewind(Rewinding),
+    Checkpoints,
     Fork,
     Model(Option<String>),
     Status,
     Mcp,
     Jobs,
     Permissions(Option<RuleChange>),
+}
+
+/// What `/rewind` goes back on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Rewinding {
+    /// The last `turns` turns: their files, their messages, or both.
+    Turns { turns: usize, reach: Reach },
+    /// The files of the last rewind: back to what they were before it.
+    Undo,
+}
+
+/// What a rewind of turns puts back.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reach {
+    Code,
+    Conversation,
+    Both,
+}
+
+impl Reach {
+    pub fn code(self) -> bool {
+        matches!(self, Reach::Code | Reach::Both)
+    }
+
+    pub fn conversation(self) -> bool {
+        matches!(self, Reach::Conversation | Reach::Both)
+    }
 }
 
 /// What `/permissions` changes in the remembered rules; a rule is named by its number in the
@@ -64,6 +97,8 @@ impl Slash {
     pub fn is_immediate(&self) -> bool {
         match self {
             Slash::Status | Slash::Mcp | Slash::Jobs | Slash::Permissions(None) | Slash::Model(_) => true,
+            // It reads the store only, but a turn's capture may be under way.
+            Slash::Checkpoints => false,
             Slash::Compact(_) | Slash::Rewind(_) | Slash::Fork | Slash::Permissions(Some(_)) => false,
         }
     }
@@ -79,11 +114,9 @@ pub fn parse(parts: &[Part]) -> Option<Result<Slash, String>> {
     let arg = (!rest.is_empty()).then(|| rest.to_owned());
     let command = match name {
         "compact" => Ok(Slash::Compact(arg)),
-        "rewind" => match arg.as_deref().map(str::parse::<usize>) {
-            None => Ok(Slash::Rewind(1)),
-            Some(Ok(n)) if n > 0 => Ok(Slash::Rewind(n)),
-            Some(_) => Err(format!("/rewind takes a number of turns (1 or more), not `{rest}`")),
-        },
+        "rewind" => rewinding(rest).map(Slash::Rewind),
+        "checkpoints" if rest.is_empty() => Ok(Slash::Checkpoints),
+        "checkpoints" => Err(format!("/checkpoints takes nothing, not `{rest}`")),
         "fork" => Ok(Slash::Fork),
         "model" => Ok(Slash::Model(arg)),
         "status" => Ok(Slash::Status),
@@ -109,6 +142,30 @@ pub fn parse(parts: &[Part]) -> Option<Result<Slash, String>> {
     Some(command)
 }
 
+/// `/rewind`'s words: `[n] [code|conversation|both]` in either order, or `undo`.
+fn rewinding(rest: &str) -> Result<Rewinding, String> {
+    let words: Vec<&str> = rest.split_whitespace().collect();
+    if words == ["undo"] {
+        return Ok(Rewinding::Undo);
+    }
+    let (mut turns, mut reach) = (None, None);
+    for word in words {
+        match (word, word.parse::<usize>()) {
+            (_, Ok(n)) if n > 0 && turns.is_none() => turns = Some(n),
+            ("code" | "files", _) if reach.is_none() => reach = Some(Reach::Code),
+            ("conversation" | "chat", _) if reach.is_none() => reach = Some(Reach::Conversation),
+            ("both" | "all", _) if reach.is_none() => reach = Some(Reach::Both),
+            _ => {
+                return Err(format!(
+                    "/rewind takes a number of turns (1 or more) and what to put back (code, conversation or \
+                     both), or `undo`; not `{rest}`"
+                ));
+            }
+        }
+    }
+    Ok(Rewinding::Turns { turns: turns.unwrap_or(1), reach: reach.unwrap_or(Reach::Both) })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -124,9 +181,18 @@ mod tests {
             read("/compact keep the API decisions"),
             Some(Ok(Slash::Compact(Some("keep the API decisions".into()))))
         );
-        assert_eq!(read(" /rewind 2 "), Some(Ok(Slash::Rewind(2))));
-        assert_eq!(read("/rewind"), Some(Ok(Slash::Rewind(1))));
+        let turns = |turns, reach| Some(Ok(Slash::Rewind(Rewinding::Turns { turns, reach })));
+        assert_eq!(read(" /rewind 2 "), turns(2, Reach::Both));
+        assert_eq!(read("/rewind"), turns(1, Reach::Both));
+        assert_eq!(read("/rewind code 3"), turns(3, Reach::Code));
+        assert_eq!(read("/rewind 1 conversation"), turns(1, Reach::Conversation));
+        assert_eq!(read("/rewind undo"), Some(Ok(Slash::Rewind(Rewinding::Undo))));
         assert!(read("/rewind zero").unwrap().is_err());
+        assert!(read("/rewind 2 3").unwrap().is_err());
+        assert!(read("/rewind code code").unwrap().is_err());
+        assert!(read("/rewind undo 2").unwrap().is_err());
+        assert_eq!(read("/checkpoints"), Some(Ok(Slash::Checkpoints)));
+        assert!(read("/checkpoints 2").unwrap().is_err());
         assert_eq!(read("/permissions revoke 3"), Some(Ok(Slash::Permissions(Some(RuleChange::Revoke(3))))));
         assert_eq!(read("/permissions revoke all"), Some(Ok(Slash::Permissions(Some(RuleChange::RevokeAll)))));
         assert_eq!(read("/permissions project 2"), Some(Ok(Slash::Permissions(Some(RuleChange::Project(2))))));

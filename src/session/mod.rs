@@ -17,6 +17,7 @@ mod loading;
 mod principal;
 mod recorder;
 mod registry;
+mod restore;
 mod setup;
 mod subagent;
 mod title;

@@ -293,6 +293,11 @@ impl Recorder for StoreRecorder {
             AgentEvent::PartFinished { message, index } => {
                 self.write(Write::ClosePart { message_id: message, index }, Vec::new());
             }
+            AgentEvent::Blobs(blobs) => self.write(Write::PutBlobs(blobs), Vec::new()),
+            AgentEvent::Checkpoint { prompt, capture } => {
+                let write = Write::PutCheckpoints { session_id, prompt, captures: vec![capture], restore: None };
+                self.write(write, Vec::new());
+            }
             AgentEvent::PartUpdated { message, index, part } => {
                 let mut updates = Vec::new();
                 if let Part::Tool(tool) = &part {

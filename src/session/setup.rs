@@ -184,6 +184,7 @@ impl Setup {
                 process: Arc::clone(&self.process),
                 registry: Arc::clone(&self.tools),
                 jobs: self.jobs.clone(),
+                checkpoints: None,
             },
             info: self.model.info,
             thought: self.thought,

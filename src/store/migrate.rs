@@ -19,6 +19,7 @@ pub(super) const MIGRATIONS: &[&str] = &[
     include_str!("../../schema/0008_part_pieces.sql"),
     include_str!("../../schema/0009_serve_tokens.sql"),
     include_str!("../../schema/0010_fetch_rules.sql"),
+    include_str!("../../schema/0011_checkpoints.sql"),
 ];
 
 /// The schema version this build writes.

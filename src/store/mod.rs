@@ -14,6 +14,7 @@
 //! Conversations are private: a data directory cairn creates is 0700, and the database with its
 //! `-wal` and `-shm` files is 0600 whatever the umask (SQLite gives those the database's mode).
 
+mod checkpoints;
 mod fold;
 pub mod health;
 mod held;
@@ -39,6 +40,7 @@ use crate::history::{Message, MessageMeta, Part};
 use crate::ids::{MessageId, SessionId};
 use crate::permissions::Rule;
 
+pub use checkpoints::CheckpointInfo;
 pub use lease::{Holder, LastTurn, LeaseHolder};
 pub use listing::{Archived, ListPage, Listing};
 pub use rows::SessionRow;
@@ -208,6 +210,21 @@ pub enum Write {
     /// whose lease another live process holds (neither is an error), or one that is gone.
     DeleteUnprompted {
         id: SessionId,
+    },
+    /// Stores file contents for checkpoints (those not stored yet).
+    PutBlobs(Vec<crate::tools::checkpoint::Blob>),
+    /// Stores captures of a session's files, taken in `prompt`'s turn (none for a restore), in
+    /// one savepoint; with `restore`, the last is a restore recorded before it is applied
+    /// (pending until [`Write::FinishRestore`]). Refused if a content they name is not stored.
+    PutCheckpoints {
+        session_id: SessionId,
+        prompt: Option<MessageId>,
+        captures: Vec<crate::tools::checkpoint::Capture>,
+        restore: Option<String>,
+    },
+    /// The session's pending restore was applied to its end.
+    FinishRestore {
+        session_id: SessionId,
     },
     /// Hides `from` and every later message of the session (rewind); nothing is deleted. Refused
     /// with [`StoreError::Leased`] while another live process holds the session's lease.

@@ -63,6 +63,9 @@ impl Owners {
             | Write::DeleteSession { .. }
             | Write::DeleteUnprompted { .. }
             | Write::HideFrom { .. }
+            | Write::PutBlobs(_)
+            | Write::PutCheckpoints { .. }
+            | Write::FinishRestore { .. }
             | Write::SetArchived { .. }
             | Write::SetSessionRules { .. }
             | Write::RemoveProjectRule { .. }

@@ -565,7 +565,7 @@ pub fn delete_session(conn: &Connection, id: &SessionId) -> rusqlite::Result<()>
          DELETE FROM sessions WHERE id IN (SELECT id FROM down)",
     )?
     .execute([id.as_str()])?;
-    Ok(())
+    super::checkpoints::drop_unused_blobs(conn)
 }
 
 /// Deletes a session as [`delete_session`] does if it is there and holds no message at all, a

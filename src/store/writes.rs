@@ -7,7 +7,7 @@ use super::held::Held;
 use super::lease::{self, LastTurn};
 use super::stream::Streams;
 use super::tx::Db;
-use super::{StoreError, TitleBy, Write, listing, rows, tokens, transfer};
+use super::{StoreError, TitleBy, Write, checkpoints, listing, rows, tokens, transfer};
 use crate::history::{Message, Part};
 use crate::ids::{MessageId, SessionId};
 
@@ -66,6 +66,13 @@ impl Batch<'_> {
             Write::ClosePart { message_id, index } => self.close_part(message_id, *index),
             Write::DeleteSession { id } => self.delete_session(id, false),
             Write::DeleteUnprompted { id } => self.delete_session(id, true),
+            Write::PutBlobs(blobs) => self.db.savepoint(|conn| checkpoints::put_blobs(conn, blobs)),
+            Write::PutCheckpoints { session_id, prompt, captures, restore } => self.db.savepoint(|conn| {
+                checkpoints::put_checkpoints(conn, session_id, prompt.as_ref(), captures, restore.as_deref(), now)
+            }),
+            Write::FinishRestore { session_id } => {
+                self.db.savepoint(|conn| checkpoints::finish_restore(conn, session_id))
+            }
             Write::HideFrom { session_id, from } => {
                 self.unless_leased(session_id, |conn| rows::hide_from(conn, session_id, from, now))
             }

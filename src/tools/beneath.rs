@@ -91,6 +91,21 @@ impl Parent {
     pub fn remove(&self, name: &OsStr) -> io::Result<()> {
         unlinkat(self.dir.as_fd(), name)
     }
+
+    /// The file type (`S_IFREG`, `S_IFLNK`, `S_IFDIR`, …) at the target, a symlink itself
+    /// rather than what it points to; `None` if nothing is there.
+    pub fn kind(&self) -> io::Result<Option<libc::mode_t>> {
+        match lstatat(self.dir.as_fd(), &self.name) {
+            Ok(mode) => Ok(Some(mode & libc::S_IFMT)),
+            Err(err) if err.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(err) => Err(err),
+        }
+    }
+
+    /// Creates `name` in the directory as a symlink to `to` (which is not followed).
+    pub fn symlink(&self, to: &OsStr, name: &OsStr) -> io::Result<()> {
+        symlinkat(to, self.dir.as_fd(), name)
+    }
 }
 
 /// The directory `target` is opened from (the innermost root holding it, else `/`) and the
@@ -245,6 +260,28 @@ fn unlinkat(dir: BorrowedFd<'_>, name: &OsStr) -> io::Result<()> {
     let name = c_path(name)?;
     // SAFETY: `name` is a NUL-terminated string that outlives the call; `dir` is an open descriptor.
     let done = unsafe { libc::unlinkat(dir.as_raw_fd(), name.as_ptr(), 0) };
+    if done == 0 { Ok(()) } else { Err(io::Error::last_os_error()) }
+}
+
+#[allow(unsafe_code)]
+fn lstatat(dir: BorrowedFd<'_>, name: &OsStr) -> io::Result<libc::mode_t> {
+    let name = c_path(name)?;
+    let mut stat = std::mem::MaybeUninit::<libc::stat>::uninit();
+    // SAFETY: `name` is a NUL-terminated string that outlives the call; `dir` is an open
+    // descriptor; `stat` is written by the call before it is read, and only on success.
+    let done = unsafe { libc::fstatat(dir.as_raw_fd(), name.as_ptr(), stat.as_mut_ptr(), libc::AT_SYMLINK_NOFOLLOW) };
+    if done != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: the call succeeded, so it filled `stat`.
+    Ok(unsafe { stat.assume_init() }.st_mode)
+}
+
+#[allow(unsafe_code)]
+fn symlinkat(to: &OsStr, dir: BorrowedFd<'_>, name: &OsStr) -> io::Result<()> {
+    let (to, name) = (c_path(to)?, c_path(name)?);
+    // SAFETY: both are NUL-terminated strings that outlive the call; `dir` is an open descriptor.
+    let done = unsafe { libc::symlinkat(to.as_ptr(), dir.as_raw_fd(), name.as_ptr()) };
     if done == 0 { Ok(()) } else { Err(io::Error::last_os_error()) }
 }
 

@@ -14,7 +14,7 @@
 use std::ffi::OsString;
 use std::fs::File;
 use std::io::{self, ErrorKind, Read, Write};
-use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use super::beneath::{self, Parent};
@@ -160,8 +160,23 @@ pub(super) fn save_local(
     text: &[u8],
     suffix: &mut dyn FnMut() -> io::Result<String>,
 ) -> io::Result<()> {
+    save_with(roots, path, text, None, suffix)
+}
+
+/// [`save_local`] with the file's mode set to `mode` (a restore puts a file back as it was).
+pub(super) fn save_local_mode(roots: &[PathBuf], path: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
+    save_with(roots, path, bytes, Some(std::fs::Permissions::from_mode(mode)), &mut random_suffix)
+}
+
+fn save_with(
+    roots: &[PathBuf],
+    path: &Path,
+    text: &[u8],
+    mode: Option<std::fs::Permissions>,
+    suffix: &mut dyn FnMut() -> io::Result<String>,
+) -> io::Result<()> {
     let parent = Parent::open(roots, path)?;
-    let permissions = parent.metadata()?.map(|metadata| metadata.permissions());
+    let permissions = mode.or(parent.metadata()?.map(|metadata| metadata.permissions()));
     let (mut file, temporary) = create_temporary(&parent, permissions.is_some(), suffix)?;
     let finish = || {
         if let Some(permissions) = permissions

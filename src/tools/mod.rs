@@ -24,6 +24,7 @@
 pub mod agents;
 mod bash;
 mod beneath;
+pub mod checkpoint;
 mod edit;
 mod exit_plan;
 mod fetch;

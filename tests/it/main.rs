@@ -13,6 +13,7 @@ mod boundary;
 mod breaks;
 mod bridge;
 mod cancel;
+mod checkpoints;
 mod commands;
 mod compaction;
 mod conformance;

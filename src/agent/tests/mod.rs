@@ -261,6 +261,7 @@ async fn drive(setup: Setup) -> Outcome {
             process: Arc::default(),
             registry: Arc::new(setup.registry),
             jobs: crate::tools::Jobs::none(),
+            checkpoints: None,
         },
         info: setup.info,
         thought: None,

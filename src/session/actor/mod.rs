@@ -12,6 +12,7 @@
 
 mod given;
 mod mcp;
+mod rewind;
 mod slash;
 mod steer;
 mod turn;
@@ -170,6 +171,8 @@ struct Running {
 struct TurnOutcome {
     history: Vec<Message>,
     rules: Vec<Rule>,
+    /// The session's checkpoints, if the work took them.
+    checkpoints: Option<crate::tools::checkpoint::Tracker>,
     result: Result<TurnEnd, TurnError>,
 }
 
@@ -209,9 +212,12 @@ struct Actor {
     closing: bool,
     /// The session's background jobs: they outlive turns, and are killed when it closes.
     jobs: crate::tools::Jobs,
+    /// The session's file checkpoints; lent to a turn or a rewind, and made at first use.
+    checkpoints: Option<crate::tools::checkpoint::Tracker>,
 }
 
 pub async fn run(init: Init, services: Services, mut rx: mpsc::UnboundedReceiver<Command>) {
+    let stored_before = !matches!(init, Init::Ready { .. });
     let (stored, replay) = match init {
         Init::Ready { row, history } => (Ok((*row, history)), None),
         Init::Restore(id) => (restore(&services.store, &id).await, None),
@@ -267,7 +273,11 @@ pub async fn run(init: Init, services: Services, mut rx: mpsc::UnboundedReceiver
         unsaved: Vec::new(),
         closing: false,
         jobs,
+        checkpoints: None,
     };
+    if stored_before {
+        actor.resume_restore().await;
+    }
     actor.serve(&mut rx).await;
     actor.stop_mcp().await;
     (actor.services.gone)();

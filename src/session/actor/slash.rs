@@ -1,18 +1,15 @@
 //! The session actor's slash commands: `/status`, `/mcp`, `/jobs`, `/permissions`, `/model` answer
-//! at once; `/rewind`, `/fork`, `/compact` and changes to the rules (revoking one, keeping a
-//! session's rule for the project) wait their turn in the queue, so they never change a history
-//! or rules a turn is using; `/rewind` and `/compact` run like turns, holding the session's lease, so no
-//! other process's turn is using it either. Answers are short agent messages that are not
-//! stored and never reach the model.
+//! at once; `/rewind` and `/checkpoints` (in `rewind`), `/fork`, `/compact` and changes to the
+//! rules (revoking one, keeping a session's rule for the project) wait their turn in the queue,
+//! so they never change a history or rules a turn is using; `/rewind` and `/compact` run like
+//! turns, holding the session's lease, so no other process's turn is using it either. Answers
+//! are short agent messages that are not stored and never reach the model.
 
 use std::fmt::Write as _;
-use std::sync::Arc;
 
-use super::{Actor, Reply, Running, TurnOutcome};
+use super::{Actor, Reply};
 use crate::agent::StopReason;
-use crate::history::view::context_used;
-use crate::history::{Message, Role};
-use crate::ids::{MessageId, SessionId, now_ms};
+use crate::ids::{SessionId, now_ms};
 use crate::llm::catalog;
 use crate::permissions::{self, Action, Rule, Scope};
 use crate::session::commands::{RuleChange, Slash};
@@ -58,7 +55,7 @@ impl Actor {
                 }
                 Err(err) => format!("The model was not changed: {err}."),
             },
-            Slash::Permissions(Some(_)) | Slash::Rewind(_) | Slash::Fork | Slash::Compact(_) => {
+            Slash::Permissions(Some(_)) | Slash::Rewind(_) | Slash::Checkpoints | Slash::Fork | Slash::Compact(_) => {
                 "This command waits for the running turn.".to_owned()
             }
         }
@@ -67,7 +64,8 @@ impl Actor {
     /// Runs a command that waited in the queue; the session is idle now.
     pub(super) fn run_queued(&mut self, ticket: u64, trace: Option<TraceContext>, slash: Slash, reply: Reply<TurnEnd>) {
         let text = match slash {
-            Slash::Rewind(n) => return self.spawn_rewind(ticket, n, reply),
+            Slash::Rewind(rewinding) => return self.spawn_rewind(ticket, rewinding, reply),
+            Slash::Checkpoints => return self.list_checkpoints(reply),
             Slash::Permissions(Some(change)) => self.change_rules(change),
             Slash::Fork => {
                 let (tx, rx) = tokio::sync::oneshot::channel();
@@ -254,48 +252,6 @@ impl Actor {
         self.services.store.submit(Write::SetSessionRules { id: self.row.id.clone(), rules: session }, None);
     }
 
-    /// Hides the last `n` user turns (everything from the n-th last prompt on). The next prompt
-    /// continues from there; the hidden rows stay in the database. Runs like a turn: it holds the
-    /// session's lease, on the history as stored.
-    fn spawn_rewind(&mut self, ticket: u64, n: usize, reply: Reply<TurnEnd>) {
-        let Some(mut history) = self.history.take() else {
-            self.say("The session is busy.".to_owned());
-            let _ = reply.send(Ok(StopReason::EndTurn.into()));
-            return;
-        };
-        let mut recorder = self.turn_recorder(None);
-        let (store, sink, id) = (self.services.store.clone(), Arc::clone(&self.services.sink), self.row.id.clone());
-        let info = catalog::info(&self.services.config, &self.row.model);
-        let cost = info.prices.map(|_| self.row.cost_usd);
-        let rules = self.rules.clone();
-        let history_len = history.len();
-        self.turn = Some(tokio::spawn(async move {
-            if let Err(err) = recorder.claim(&mut history, None).await {
-                return TurnOutcome { history, rules, result: Err(err.into()) };
-            }
-            let text = match rewind(&mut history, n) {
-                Err(text) => text,
-                Ok((from, text)) => match store.commit(Write::HideFrom { session_id: id.clone(), from }).await {
-                    Ok(()) => {
-                        let used = context_used(&history);
-                        sink.send(&id, Update::Usage { used, size: info.context_window, cost });
-                        text
-                    }
-                    Err(err) => {
-                        // Nothing was hidden: keep the history as stored.
-                        history = store.messages(&id).await.unwrap_or(history);
-                        format!("The session was not rewound: {err}.")
-                    }
-                },
-            };
-            sink.send(&id, Update::EphemeralText { text });
-            TurnOutcome { history, rules, result: Ok(StopReason::EndTurn.into()) }
-        }));
-        let cancel = tokio_util::sync::CancellationToken::new();
-        self.running =
-            Some(Running { ticket, trace: None, history_len, cancel, reply, steer: None, steered: Vec::new() });
-    }
-
     /// Copies the session into a new one (see `Write::ForkSession`), answering its id once the
     /// rows are committed.
     pub(super) fn fork(&mut self, cwd: String, reply: Reply<SessionId>) {
@@ -311,26 +267,4 @@ impl Actor {
             })),
         );
     }
-}
-
-/// Cuts the last `n` user turns off `history`: the first hidden message and what to tell the
-/// user, or why nothing was rewound.
-fn rewind(history: &mut Vec<Message>, n: usize) -> Result<(MessageId, String), String> {
-    let prompts: Vec<usize> =
-        history.iter().enumerate().filter(|(_, m)| m.role == Role::User).map(|(i, _)| i).collect();
-    if prompts.is_empty() {
-        return Err("Nothing to rewind: this session has no turns yet.".to_owned());
-    }
-    let n = n.min(prompts.len());
-    let at = prompts[prompts.len() - n];
-    let first_line = crate::session::title::first_line(&history[at].parts).unwrap_or_default();
-    let from = history[at].id.clone();
-    history.truncate(at);
-    let turns = if n == 1 { "turn" } else { "turns" };
-    Ok((
-        from,
-        format!(
-            "Rewound {n} {turns}: the next prompt continues from before “{first_line}”. The hidden messages are kept in the database; files were not changed."
-        ),
-    ))
 }

@@ -38,7 +38,10 @@ impl Actor {
 
     pub(super) async fn turn_ended(&mut self, outcome: Result<TurnOutcome, tokio::task::JoinError>) {
         let result = match outcome {
-            Ok(TurnOutcome { history, rules, result }) => {
+            Ok(TurnOutcome { history, rules, checkpoints, result }) => {
+                if checkpoints.is_some() {
+                    self.checkpoints = checkpoints;
+                }
                 let before = self.running.as_ref().map_or(history.len(), |running| running.history_len);
                 let own = history.iter().skip(before).filter_map(|m| m.meta.cost).sum::<f64>();
                 // The store adds sub-agents' costs to this row too, and another process may
@@ -206,7 +209,12 @@ impl Actor {
         let (steer, steering) = tokio::sync::mpsc::unbounded_channel();
         let (span, traced) = (crate::trace::span(trace.as_ref()), trace.clone());
         let cache_key = self.row.id.to_string();
+        let mut checkpoints = self.take_checkpoints();
+        let (store_for_checkpoints, session_id) = (store.clone(), session.clone());
         let turn = async move {
+            if let Some(tracker) = checkpoints.as_mut() {
+                crate::session::restore::load(&store_for_checkpoints, &session_id, tracker).await;
+            }
             let system = system.await;
             let parent = subagent::Parent::new(
                 store,
@@ -240,11 +248,12 @@ impl Actor {
                 context_used,
             };
             let run = agent::Run::steered(agent::Steering::new(steering)).traced(traced).cached_as(&cache_key);
-            let turn = setup.turn(&mut history, &mut recorder, &mut rules, token, run);
+            let mut turn = setup.turn(&mut history, &mut recorder, &mut rules, token, run);
+            turn.tools.checkpoints = checkpoints.as_mut();
             let result = agent::run_turn(turn, parts).await;
             // What the turn's own requests used, counted as they were recorded.
             let result = result.map(|stop| TurnEnd { stop, usage: recorder.used() });
-            TurnOutcome { history, rules, result }
+            TurnOutcome { history, rules, checkpoints, result }
         };
         self.turn = Some(tokio::spawn(turn.instrument(span)));
         let steer = Some(steer);
@@ -276,7 +285,7 @@ impl Actor {
                 Ok(false) => context_used,
                 Ok(true) => crate::history::view::context_used(&history),
                 Err(err) => {
-                    return TurnOutcome { history, rules, result: Err(err.into()) };
+                    return TurnOutcome { history, rules, checkpoints: None, result: Err(err.into()) };
                 }
             };
             let summarizer = setup::summarizer(&config, &models.summaries);
@@ -305,7 +314,7 @@ impl Actor {
                 (Ok(_), Err(err)) => Err(err.into()),
                 (result, _) => result.map(|stop| TurnEnd { stop, usage: recorder.used() }),
             };
-            TurnOutcome { history, rules, result }
+            TurnOutcome { history, rules, checkpoints: None, result }
         };
         self.turn = Some(tokio::spawn(compaction.instrument(span)));
         self.running = Some(Running { ticket, trace, history_len, cancel, reply, steer: None, steered: Vec::new() });

@@ -1,0 +1,215 @@
+//! The file checkpoints' rows: contents stored once by hash (`file_blobs`), a session's captures
+//! (`checkpoints`) and the files each lists (`checkpoint_files`). A capture's rows are written
+//! only once every content they name is stored, so a stored capture can always be restored.
+//! Contents no capture names any more (a session deleted, old captures dropped) are removed with
+//! the rows that named them.
+
+use std::collections::HashMap;
+use std::os::unix::ffi::OsStrExt;
+use std::path::PathBuf;
+
+use rusqlite::{Connection, OptionalExtension, params};
+
+use super::rows::ReadError;
+use super::{Store, StoreError};
+use crate::ids::{MessageId, SessionId};
+use crate::tools::checkpoint::{Blob, By, Capture, Digest, Entry, State, Stored};
+
+/// One capture as `/checkpoints` lists it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CheckpointInfo {
+    pub id: i64,
+    pub prompt_id: Option<MessageId>,
+    pub call_id: Option<String>,
+    pub by: By,
+    /// What a restore went back to.
+    pub restore: Option<String>,
+    /// A restore recorded and not applied to its end.
+    pub pending: bool,
+    pub files: u64,
+    pub bytes: u64,
+    pub created_at: i64,
+}
+
+/// Stores contents not stored yet.
+pub(super) fn put_blobs(conn: &Connection, blobs: &[Blob]) -> rusqlite::Result<()> {
+    let mut insert = conn.prepare_cached("INSERT OR IGNORE INTO file_blobs (hash, size, data) VALUES (?1, ?2, ?3)")?;
+    for blob in blobs {
+        insert.execute(params![&blob.hash.0[..], blob.data.len() as i64, &blob.data])?;
+    }
+    Ok(())
+}
+
+/// Stores captures of a session, in order; the last is a pending restore when `restore` names
+/// one. Refused if a content they name is not stored.
+pub(super) fn put_checkpoints(
+    conn: &Connection,
+    session: &SessionId,
+    prompt: Option<&MessageId>,
+    captures: &[Capture],
+    restore: Option<&str>,
+    now: i64,
+) -> rusqlite::Result<()> {
+    let mut stored = conn.prepare_cached("SELECT 1 FROM file_blobs WHERE hash = ?1")?;
+    for entry in captures.iter().flat_map(|capture| &capture.entries) {
+        if let Some(hash) = entry.state.hash()
+            && stored.query_row([&hash.0[..]], |_| Ok(())).optional()?.is_none()
+        {
+            let why = format!("the content of {} for the checkpoint was not stored", entry.path.display());
+            let constraint = rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_CONSTRAINT);
+            return Err(rusqlite::Error::SqliteFailure(constraint, Some(why)));
+        }
+    }
+    let mut checkpoint = conn.prepare_cached(
+        "INSERT INTO checkpoints (session_id, prompt_id, call_id, kind, restore, pending, bytes, created_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+    )?;
+    let mut file = conn.prepare_cached(
+        "INSERT OR REPLACE INTO checkpoint_files (checkpoint_id, path, state, hash, size, executable, stamp)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+    )?;
+    for (at, capture) in captures.iter().enumerate() {
+        let pending = restore.is_some() && capture.by == By::Made && at + 1 == captures.len();
+        let bytes: u64 = capture.entries.iter().map(|entry| entry.state.size()).sum();
+        checkpoint.execute(params![
+            session.as_str(),
+            prompt.map(MessageId::as_str),
+            capture.call_id,
+            capture.by.as_str(),
+            restore,
+            pending,
+            bytes as i64,
+            now
+        ])?;
+        let id = conn.last_insert_rowid();
+        for entry in &capture.entries {
+            let (state, hash, size, executable) = columns(&entry.state);
+            file.execute(params![
+                id,
+                entry.path.as_os_str().as_bytes(),
+                state,
+                hash.as_ref().map(|hash| &hash.0[..]),
+                size as i64,
+                executable,
+                entry.stamp as i64
+            ])?;
+        }
+    }
+    Ok(())
+}
+
+/// A restore of the session was applied to its end.
+pub(super) fn finish_restore(conn: &Connection, session: &SessionId) -> rusqlite::Result<()> {
+    conn.prepare_cached("UPDATE checkpoints SET pending = 0 WHERE session_id = ?1 AND pending = 1")?
+        .execute([session.as_str()])?;
+    Ok(())
+}
+
+/// Removes contents no capture names.
+pub(super) fn drop_unused_blobs(conn: &Connection) -> rusqlite::Result<()> {
+    conn.prepare_cached(
+        "DELETE FROM file_blobs WHERE NOT EXISTS (SELECT 1 FROM checkpoint_files f WHERE f.hash = file_blobs.hash)",
+    )?
+    .execute([])?;
+    Ok(())
+}
+
+fn columns(state: &State) -> (&'static str, Option<Digest>, u64, bool) {
+    match *state {
+        State::File { hash, size, executable } => ("file", Some(hash), size, executable),
+        State::Link { hash } => ("link", Some(hash), 0, false),
+        State::Missing => ("missing", None, 0, false),
+        State::Uncovered { size } => ("uncovered", None, size, false),
+    }
+}
+
+fn state_of(kind: &str, hash: Option<Vec<u8>>, size: i64, executable: bool) -> Option<State> {
+    let hash = || hash.as_deref().and_then(Digest::from_slice);
+    let size = u64::try_from(size).unwrap_or(0);
+    match kind {
+        "file" => Some(State::File { hash: hash()?, size, executable }),
+        "link" => Some(State::Link { hash: hash()? }),
+        "missing" => Some(State::Missing),
+        "uncovered" => Some(State::Uncovered { size }),
+        _ => None,
+    }
+}
+
+/// Every capture of a session with its files, oldest first.
+fn stored(conn: &Connection, session: &SessionId) -> rusqlite::Result<Vec<Stored>> {
+    let mut query = conn.prepare_cached(
+        "SELECT c.id, c.kind, f.path, f.state, f.hash, f.size, f.executable, f.stamp
+         FROM checkpoints c JOIN checkpoint_files f ON f.checkpoint_id = c.id
+         WHERE c.session_id = ?1 ORDER BY c.id",
+    )?;
+    let mut rows = query.query([session.as_str()])?;
+    let mut out: Vec<Stored> = Vec::new();
+    while let Some(row) = rows.next()? {
+        let id: i64 = row.get(0)?;
+        let by = By::parse(&row.get::<_, String>(1)?).unwrap_or(By::Seen);
+        let path = PathBuf::from(std::ffi::OsStr::from_bytes(&row.get::<_, Vec<u8>>(2)?));
+        let Some(state) = state_of(&row.get::<_, String>(3)?, row.get(4)?, row.get(5)?, row.get(6)?) else { continue };
+        let stamp = u64::try_from(row.get::<_, i64>(7)?).unwrap_or(0);
+        let entry = Entry { path, state, stamp };
+        match out.last_mut() {
+            Some(last) if last.id == id => last.entries.push(entry),
+            _ => out.push(Stored { id, by, entries: vec![entry] }),
+        }
+    }
+    Ok(out)
+}
+
+fn list(conn: &Connection, session: &SessionId) -> rusqlite::Result<Vec<CheckpointInfo>> {
+    let mut query = conn.prepare_cached(
+        "SELECT c.id, c.prompt_id, c.call_id, c.kind, c.restore, c.pending, c.bytes, c.created_at,
+                (SELECT count(*) FROM checkpoint_files f WHERE f.checkpoint_id = c.id)
+         FROM checkpoints c WHERE c.session_id = ?1 ORDER BY c.id",
+    )?;
+    let rows = query.query_map([session.as_str()], |row| {
+        Ok(CheckpointInfo {
+            id: row.get(0)?,
+            prompt_id: row.get::<_, Option<String>>(1)?.map(MessageId::from_string),
+            call_id: row.get(2)?,
+            by: By::parse(&row.get::<_, String>(3)?).unwrap_or(By::Seen),
+            restore: row.get(4)?,
+            pending: row.get(5)?,
+            bytes: u64::try_from(row.get::<_, i64>(6)?).unwrap_or(0),
+            created_at: row.get(7)?,
+            files: u64::try_from(row.get::<_, i64>(8)?).unwrap_or(0),
+        })
+    })?;
+    rows.collect()
+}
+
+fn blobs(conn: &Connection, hashes: &[Digest]) -> rusqlite::Result<HashMap<Digest, Vec<u8>>> {
+    let mut query = conn.prepare_cached("SELECT data FROM file_blobs WHERE hash = ?1")?;
+    let mut out = HashMap::new();
+    for hash in hashes {
+        if out.contains_key(hash) {
+            continue;
+        }
+        if let Some(data) = query.query_row([&hash.0[..]], |row| row.get::<_, Vec<u8>>(0)).optional()? {
+            out.insert(*hash, data);
+        }
+    }
+    Ok(out)
+}
+
+impl Store {
+    /// Every capture of a session with its files, oldest first.
+    pub async fn checkpoint_captures(&self, id: &SessionId) -> Result<Vec<Stored>, StoreError> {
+        let id = id.clone();
+        self.read(move |conn| stored(conn, &id).map_err(ReadError::from)).await
+    }
+
+    /// The captures of a session, oldest first, as `/checkpoints` lists them.
+    pub async fn checkpoints(&self, id: &SessionId) -> Result<Vec<CheckpointInfo>, StoreError> {
+        let id = id.clone();
+        self.read(move |conn| list(conn, &id).map_err(ReadError::from)).await
+    }
+
+    /// The stored contents of `hashes` (those stored).
+    pub async fn file_blobs(&self, hashes: Vec<Digest>) -> Result<HashMap<Digest, Vec<u8>>, StoreError> {
+        self.read(move |conn| blobs(conn, &hashes).map_err(ReadError::from)).await
+    }
+}

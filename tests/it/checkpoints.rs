@@ -1,0 +1,258 @@
+//! File checkpoints behind `/rewind`: what `write`, `edit` and commands change is put back, files
+//! they created are removed, a file someone else changed since is named and kept unless the user
+//! says otherwise, `/rewind undo` undoes a rewind, links come back as links and nothing outside
+//! the workspace is touched, and a restore a crash interrupted is finished at the next load.
+
+use std::path::Path;
+
+use serde_json::{Value, json};
+
+use crate::support::{Agent, Editor, Reply, TestEnv, text_of, updates};
+use crate::tools::{set_mode, turn};
+
+/// Sends a prompt (a command) and returns the agent text it showed.
+async fn say(agent: &mut Agent, session: &str, text: &str) -> String {
+    let id = agent.prompt(session, text).await;
+    let (response, notifications) = agent.response(id).await;
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    text_of(&updates(&notifications, session), "agent_message_chunk")
+}
+
+/// The text of the last rewind question asked.
+fn asked(agent: &Agent) -> String {
+    let asked = agent.editor.requests("session/request_permission");
+    let last = asked.last().expect("a question was asked");
+    last["params"]["toolCall"]["content"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|content| content["content"]["text"].as_str())
+        .collect()
+}
+
+fn read(path: &Path) -> String {
+    std::fs::read_to_string(path).unwrap_or_else(|err| format!("<{err}>"))
+}
+
+async fn session_in_bypass(env: &TestEnv, editor: Editor) -> (Agent, String) {
+    let mut agent = env.ready_with(editor).await;
+    let session = agent.new_session(&env.cwd()).await;
+    set_mode(&mut agent, &session, "bypass").await;
+    (agent, session)
+}
+
+#[tokio::test]
+async fn rewind_puts_back_what_edits_changed_and_removes_what_they_created_then_undo_brings_it_back() {
+    let env = TestEnv::new().await;
+    let ws = env.workspace();
+    std::fs::write(ws.join("notes.txt"), "one\ntwo\n").unwrap();
+    env.mock.push(Reply::tool_calls(&[
+        ("c1", "edit", json!({"path": "notes.txt", "old_string": "two", "new_string": "TWO"})),
+        ("c2", "write", json!({"path": "src/new.rs", "content": "fn new() {}\n"})),
+    ]));
+    env.mock.push(Reply::text(&["Done."]));
+    let editor = Editor::default();
+    editor.answer(&["restore", "restore"]);
+    let (mut agent, session) = session_in_bypass(&env, editor).await;
+    turn(&mut agent, &session, "change things").await;
+    assert_eq!(read(&ws.join("notes.txt")), "one\nTWO\n");
+
+    let said = say(&mut agent, &session, "/rewind code").await;
+    assert!(said.contains("Restored 2 of 2 files"), "{said}");
+    let question = asked(&agent);
+    assert!(question.contains("notes.txt: put back (+1 −1 lines)"), "{question}");
+    assert!(question.contains("src/new.rs: removed (the session created it)"), "{question}");
+    assert_eq!(read(&ws.join("notes.txt")), "one\ntwo\n");
+    assert!(!ws.join("src/new.rs").exists());
+
+    let said = say(&mut agent, &session, "/rewind undo").await;
+    assert!(said.contains("Restored 2 of 2 files to before the last rewind"), "{said}");
+    assert_eq!(read(&ws.join("notes.txt")), "one\nTWO\n");
+    assert_eq!(read(&ws.join("src/new.rs")), "fn new() {}\n");
+    assert_eq!(env.mock.requests().len(), 2, "rewinds never reach the model");
+}
+
+#[tokio::test]
+async fn rewind_puts_back_what_a_command_changed_created_and_deleted_and_the_conversation_too() {
+    let env = TestEnv::new().await;
+    let ws = env.workspace();
+    std::fs::write(ws.join("a.txt"), "original a\n").unwrap();
+    std::fs::write(ws.join("b.txt"), "original b\n").unwrap();
+    std::fs::write(ws.join(".gitignore"), "target/\n").unwrap();
+    let command =
+        "printf 'changed' > a.txt && rm b.txt && mkdir -p d target && echo new > d/c.txt && echo built > target/out";
+    env.mock.push(Reply::tool_calls(&[("c1", "bash", json!({"command": command}))]));
+    env.mock.push(Reply::text(&["Ran it."]));
+    env.mock.push(Reply::text(&["Fresh start."]));
+    let editor = Editor::default();
+    editor.answer(&["restore"]);
+    let (mut agent, session) = session_in_bypass(&env, editor).await;
+    turn(&mut agent, &session, "run the command").await;
+    assert!(!ws.join("b.txt").exists());
+
+    let said = say(&mut agent, &session, "/rewind").await;
+    assert!(said.contains("Restored 3 of 3 files") && said.contains("Rewound 1 turn"), "{said}");
+    assert_eq!(read(&ws.join("a.txt")), "original a\n");
+    assert_eq!(read(&ws.join("b.txt")), "original b\n");
+    assert!(!ws.join("d/c.txt").exists());
+    assert_eq!(read(&ws.join("target/out")), "built\n", "ignored files are not captured, so not touched");
+    turn(&mut agent, &session, "again").await;
+    let requests = env.mock.requests();
+    assert_eq!(crate::support::user_texts(&requests[2]), ["again"], "the conversation went back too");
+}
+
+#[tokio::test]
+async fn a_file_someone_else_changed_since_is_named_and_kept_unless_the_user_chooses_otherwise() {
+    let env = TestEnv::new().await;
+    let ws = env.workspace();
+    std::fs::write(ws.join("mine.txt"), "before\n").unwrap();
+    std::fs::write(ws.join("shared.txt"), "before\n").unwrap();
+    env.mock.push(Reply::tool_calls(&[
+        ("c1", "write", json!({"path": "mine.txt", "content": "model\n"})),
+        ("c2", "write", json!({"path": "shared.txt", "content": "model\n"})),
+    ]));
+    env.mock.push(Reply::text(&["Written."]));
+    let editor = Editor::default();
+    editor.answer(&["restore_keep", "restore"]);
+    let (mut agent, session) = session_in_bypass(&env, editor).await;
+    turn(&mut agent, &session, "write both").await;
+    // The user edits one of them in the editor afterwards.
+    std::fs::write(ws.join("shared.txt"), "the user's edit\n").unwrap();
+
+    let said = say(&mut agent, &session, "/rewind code").await;
+    let question = asked(&agent);
+    assert!(question.contains("shared.txt: put back (+1 −1 lines); CHANGED SINCE by someone else"), "{question}");
+    let options = &agent.editor.requests("session/request_permission")[0]["params"]["options"];
+    let ids: Vec<&str> = options.as_array().unwrap().iter().map(|o| o["optionId"].as_str().unwrap()).collect();
+    assert_eq!(ids, ["restore", "restore_keep", "cancel"]);
+    assert!(said.contains("shared.txt: kept as it is (changed since by someone else)"), "{said}");
+    assert_eq!(read(&ws.join("mine.txt")), "before\n");
+    assert_eq!(read(&ws.join("shared.txt")), "the user's edit\n", "not overwritten unasked");
+
+    // Asked again, the user chooses to overwrite it.
+    let said = say(&mut agent, &session, "/rewind code").await;
+    assert!(said.contains("Restored 1 of 1 files"), "{said}");
+    assert_eq!(read(&ws.join("shared.txt")), "before\n");
+}
+
+#[tokio::test]
+async fn cancelling_the_question_changes_nothing_and_with_nothing_changed_nothing_is_asked() {
+    let env = TestEnv::new().await;
+    let ws = env.workspace();
+    env.mock.push(Reply::tool_calls(&[("c1", "write", json!({"path": "a.txt", "content": "x\n"}))]));
+    env.mock.push(Reply::text(&["ok"]));
+    env.mock.push(Reply::text(&["just talking"]));
+    let editor = Editor::default();
+    editor.answer(&["cancel"]);
+    let (mut agent, session) = session_in_bypass(&env, editor).await;
+    turn(&mut agent, &session, "write").await;
+    let said = say(&mut agent, &session, "/rewind 1 code").await;
+    assert!(said.contains("Rewind cancelled: no file was changed."), "{said}");
+    assert_eq!(read(&ws.join("a.txt")), "x\n");
+    turn(&mut agent, &session, "talk").await;
+    let said = say(&mut agent, &session, "/rewind 1 code").await;
+    assert!(said.contains("No files were changed since then"), "{said}");
+    assert_eq!(agent.editor.requests("session/request_permission").len(), 1);
+}
+
+#[tokio::test]
+async fn links_come_back_as_links_large_files_are_listed_and_nothing_outside_is_touched() {
+    let env = TestEnv::new().await;
+    env.write_config("[checkpoints]\nmax_file_bytes = 1024\n");
+    let ws = env.workspace();
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(outside.path().join("target.txt"), "outside\n").unwrap();
+    std::os::unix::fs::symlink(outside.path().join("target.txt"), ws.join("link")).unwrap();
+    std::fs::write(ws.join("big.dat"), vec![b'a'; 4096]).unwrap();
+    // The command replaces the link with a file (never writing through it) and grows the big file.
+    let command = "rm link && echo replaced > link && printf b >> big.dat";
+    env.mock.push(Reply::tool_calls(&[("c1", "bash", json!({"command": command}))]));
+    env.mock.push(Reply::text(&["ok"]));
+    let editor = Editor::default();
+    editor.answer(&["restore"]);
+    let (mut agent, session) = session_in_bypass(&env, editor).await;
+    turn(&mut agent, &session, "go").await;
+
+    let said = say(&mut agent, &session, "/rewind code").await;
+    assert_eq!(std::fs::read_link(ws.join("link")).unwrap(), outside.path().join("target.txt"), "{said}");
+    assert_eq!(read(&outside.path().join("target.txt")), "outside\n");
+    assert!(said.contains("big.dat: not restored: it was larger than the checkpoint limit"), "{said}");
+}
+
+#[tokio::test]
+async fn checkpoints_lists_the_prompts_that_changed_files() {
+    let env = TestEnv::new().await;
+    env.mock.push(Reply::tool_calls(&[("c1", "write", json!({"path": "a.txt", "content": "x\n"}))]));
+    env.mock.push(Reply::text(&["ok"]));
+    let (mut agent, session) = session_in_bypass(&env, Editor::default()).await;
+    let said = say(&mut agent, &session, "/checkpoints").await;
+    assert!(said.contains("No checkpoints yet"), "{said}");
+    turn(&mut agent, &session, "write a file").await;
+    let said = say(&mut agent, &session, "/checkpoints").await;
+    assert!(said.contains("1 checkpoints") && said.contains("“write a file”: 1 file changes, 2 bytes"), "{said}");
+}
+
+#[tokio::test]
+async fn a_restore_a_crash_interrupted_is_finished_when_the_session_is_loaded() {
+    let env = TestEnv::new().await;
+    let ws = env.workspace();
+    std::fs::write(ws.join("a.txt"), "original\n").unwrap();
+    env.mock.push(Reply::tool_calls(&[("c1", "write", json!({"path": "a.txt", "content": "model\n"}))]));
+    env.mock.push(Reply::text(&["ok"]));
+    let (mut agent, session) = session_in_bypass(&env, Editor::default()).await;
+    turn(&mut agent, &session, "write").await;
+    agent.kill9().await;
+
+    // What a restore records before it touches a file, as if the process died right after.
+    let db = rusqlite::Connection::open(env.database()).unwrap();
+    let original: Vec<u8> = db
+        .query_row("SELECT data FROM file_blobs WHERE data = CAST('original\n' AS BLOB)", [], |row| row.get(0))
+        .unwrap();
+    assert_eq!(original, b"original\n");
+    db.execute(
+        "INSERT INTO checkpoints (session_id, kind, restore, pending, created_at) VALUES (?1, 'made', 'before “write”', 1, 0)",
+        [&session],
+    )
+    .unwrap();
+    db.execute(
+        "INSERT INTO checkpoint_files (checkpoint_id, path, state, hash, size)
+         SELECT last_insert_rowid(), CAST('a.txt' AS BLOB), 'file', hash, size FROM file_blobs WHERE data = CAST('original\n' AS BLOB)",
+        [],
+    )
+    .unwrap();
+    drop(db);
+
+    let mut agent = env.ready().await;
+    let id = agent.request("session/load", json!({"sessionId": session, "cwd": env.cwd(), "mcpServers": []})).await;
+    let (response, notifications) = agent.response(id).await;
+    assert!(response.get("result").is_some(), "{response}");
+    let shown: Vec<&Value> = updates(&notifications, &session);
+    let notes = format!("{shown:?}");
+    assert!(notes.contains("was interrupted; it was completed (1 files)"), "{notes}");
+    assert_eq!(read(&ws.join("a.txt")), "original\n");
+    let db = rusqlite::Connection::open(env.database()).unwrap();
+    let pending: i64 =
+        db.query_row("SELECT count(*) FROM checkpoints WHERE pending = 1", [], |row| row.get(0)).unwrap();
+    assert_eq!(pending, 0);
+}
+
+#[tokio::test]
+async fn deleting_a_session_removes_its_checkpoint_contents() {
+    let env = TestEnv::new().await;
+    env.mock.push(Reply::tool_calls(&[("c1", "write", json!({"path": "a.txt", "content": "unique content\n"}))]));
+    env.mock.push(Reply::text(&["ok"]));
+    let (mut agent, session) = session_in_bypass(&env, Editor::default()).await;
+    turn(&mut agent, &session, "write").await;
+    agent.close_stdin();
+    agent.wait_exit().await;
+    let count = || -> i64 {
+        let db = rusqlite::Connection::open(env.database()).unwrap();
+        db.query_row("SELECT count(*) FROM file_blobs", [], |row| row.get(0)).unwrap()
+    };
+    assert_eq!(count(), 1);
+    let mut command = env.command();
+    command.args(["sessions", "rm", &session]).stdin(std::process::Stdio::null());
+    let out = command.output().await.unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(count(), 0);
+}
