@@ -426,6 +426,9 @@ pub(super) async fn run(
     let around = match super::captured::before(turn, message, &batch).await {
         Ok(around) => around,
         Err(why) => {
+            let why = format!(
+                "Not run: the files it may change could not be checkpointed first ({why}), so nothing was changed."
+            );
             for (index, _) in &batch {
                 fail(turn, message, *index, why.clone());
             }

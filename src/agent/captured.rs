@@ -184,5 +184,5 @@ fn prompt(turn: &Turn<'_>) -> Option<MessageId> {
 }
 
 fn refused(err: &CaptureError) -> String {
-    format!("Not run: the files it may change could not be checkpointed first ({err}).")
+    err.to_string()
 }

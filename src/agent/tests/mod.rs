@@ -5,6 +5,7 @@
 //! each as a table of input and expected outcome; `steer` has steering's specs.
 
 mod calls;
+mod captured;
 mod compaction;
 mod steer;
 mod stops;
@@ -68,7 +69,16 @@ impl Provider for Scripted {
 }
 
 #[derive(Default)]
-struct Log(Vec<AgentEvent>);
+struct Log(Vec<AgentEvent>, Disk);
+
+/// How the recorder's disk behaves.
+#[derive(Clone, Copy, Default, PartialEq, Eq)]
+enum Disk {
+    #[default]
+    Fine,
+    /// Full: a flush with a checkpoint in it fails.
+    Full,
+}
 
 #[async_trait::async_trait]
 impl Recorder for Log {
@@ -76,6 +86,10 @@ impl Recorder for Log {
         self.0.push(event);
     }
     async fn flush(&mut self) -> Result<(), RecordError> {
+        if self.1 == Disk::Full && matches!(self.0.last(), Some(AgentEvent::Checkpoint { .. })) {
+            self.0.pop();
+            return Err(RecordError::Failed("database or disk is full".into()));
+        }
         Ok(())
     }
     fn failure(&self) -> Option<RecordError> {
@@ -127,6 +141,8 @@ struct Setup {
     steer_at: Vec<(usize, &'static str)>,
     /// The tools the model may call.
     registry: crate::tools::Registry,
+    /// File checkpoints are taken, on this disk; `None`: none are.
+    checkpoints: Option<Disk>,
 }
 
 impl Default for Setup {
@@ -147,6 +163,7 @@ impl Default for Setup {
             cancel: CancellationToken::new(),
             steer_at: Vec::new(),
             registry: crate::tools::Registry::builtin(),
+            checkpoints: None,
         }
     }
 }
@@ -231,7 +248,14 @@ async fn drive(setup: Setup) -> Outcome {
     let run = if steerer.at.lock().unwrap().is_empty() { setup.run } else { Run::steered(Steering::new(steer_rx)) };
     let summarizer_model = Scripted::new(setup.summaries.clone().unwrap_or_default());
     let mut history = setup.history;
-    let mut log = Log::default();
+    let mut log = Log(Vec::new(), setup.checkpoints.unwrap_or_default());
+    let mut tracker = setup.checkpoints.map(|_| {
+        let root = dir.path().canonicalize().unwrap();
+        let mut tracker =
+            crate::tools::checkpoint::Tracker::new(&root, crate::config::CheckpointSettings::default(), Vec::new());
+        tracker.load(Vec::new());
+        tracker
+    });
     let mut rules = setup.rules;
     let (mode_tx, mode) = watch::channel(setup.mode);
     let summarizer = setup.summaries.map(|_| compact::Summarizer {
@@ -261,7 +285,7 @@ async fn drive(setup: Setup) -> Outcome {
             process: Arc::default(),
             registry: Arc::new(setup.registry),
             jobs: crate::tools::Jobs::none(),
-            checkpoints: None,
+            checkpoints: tracker.as_mut(),
         },
         info: setup.info,
         thought: None,
