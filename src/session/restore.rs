@@ -82,6 +82,20 @@ async fn restore(restoring: Restoring<'_>, point: Point) -> Result<String, crate
             Point::Undo => "There is no rewind of files to undo.".to_owned(),
         });
     };
+    let mut text = String::new();
+    if let Point::Before { message, .. } = &point
+        && infos.iter().any(CheckpointInfo::is_base)
+        && infos
+            .iter()
+            .find(|info| !info.is_base())
+            .and_then(|info| info.prompt_id.as_ref())
+            .is_none_or(|kept| message < kept)
+    {
+        text.push_str(
+            "Checkpoints that old were dropped to stay within [checkpoints] session_bytes and total_bytes; the files \
+             go back to the oldest state kept.\n",
+        );
+    }
     let stored = store.checkpoint_captures(session).await?;
     let planned = checkpoint::plan(&stored, from);
     let settings = tracker.settings();
@@ -91,7 +105,7 @@ async fn restore(restoring: Restoring<'_>, point: Point) -> Result<String, crate
         detail: format!("the files could not be read: {err}"),
     })?;
     if restore.items.is_empty() {
-        return Ok(format!("The files are as they were {label}: nothing to restore."));
+        return Ok(format!("{text}The files are as they were {label}: nothing to restore."));
     }
     let blobs = store.file_blobs(restore.hashes()).await?;
     let summary = checkpoint::summary(&restore, &blobs, tracker.root());
@@ -110,7 +124,6 @@ async fn restore(restoring: Restoring<'_>, point: Point) -> Result<String, crate
         })
         .map(|(planned, _, _)| (planned.path.clone(), planned.target))
         .collect();
-    let mut text = String::new();
     if !chosen.is_empty() {
         // Recorded before a file is touched: the files as they are now, then what they become.
         let mut seen = Vec::new();

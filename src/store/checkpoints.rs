@@ -31,6 +31,14 @@ pub struct CheckpointInfo {
     pub created_at: i64,
 }
 
+impl CheckpointInfo {
+    /// Whether this is the session's base: its oldest captures folded into one to keep within
+    /// the size limits (`call_id` `base`).
+    pub fn is_base(&self) -> bool {
+        self.call_id.as_deref() == Some("base")
+    }
+}
+
 /// Stores contents not stored yet.
 pub(super) fn put_blobs(conn: &Connection, blobs: &[Blob]) -> rusqlite::Result<()> {
     let mut insert = conn.prepare_cached("INSERT OR IGNORE INTO file_blobs (hash, size, data) VALUES (?1, ?2, ?3)")?;
@@ -213,3 +221,96 @@ impl Store {
         self.read(move |conn| blobs(conn, &hashes).map_err(ReadError::from)).await
     }
 }
+
+/// Keeps a session's captures within `session_bytes`, and all sessions' within `total_bytes`,
+/// dropping the oldest first, a prompt's captures together. What is dropped is folded into the
+/// session's base capture: each file's last state before the first capture kept (so the
+/// states of later captures stay known), the rest removed with the contents no capture names
+/// any more. A rewind to before the first capture kept goes back to that base.
+pub(super) fn trim(
+    conn: &Connection,
+    session: &SessionId,
+    session_bytes: u64,
+    total_bytes: u64,
+) -> rusqlite::Result<()> {
+    if let Some(from) = cut(conn, Some(session), session_bytes)? {
+        fold(conn, session, from)?;
+    }
+    // Others' oldest first, as long as all of them are over the total.
+    for _ in 0..64 {
+        let Some(from) = cut(conn, None, total_bytes)? else { break };
+        // The session whose captures are the oldest goes first.
+        let owner: Option<String> = conn
+            .prepare_cached("SELECT session_id FROM checkpoints WHERE id < ?1 AND (call_id IS NULL OR call_id != 'base') ORDER BY id LIMIT 1")?
+            .query_row([from], |row| row.get(0))
+            .optional()?;
+        let Some(owner) = owner else { break };
+        fold(conn, &SessionId::from_string(owner), from)?;
+    }
+    drop_unused_blobs(conn)
+}
+
+/// The first capture to keep so that the captures from it on (of `session`, or of all sessions)
+/// hold at most `limit` bytes, moved to the start of its prompt's captures; `None` if all fit.
+fn cut(conn: &Connection, session: Option<&SessionId>, limit: u64) -> rusqlite::Result<Option<i64>> {
+    let mut query = conn.prepare_cached(
+        "SELECT id, session_id, prompt_id, bytes FROM checkpoints
+         WHERE (?1 IS NULL OR session_id = ?1) AND (call_id IS NULL OR call_id != 'base') ORDER BY id DESC",
+    )?;
+    let rows = query.query_map([session.map(SessionId::as_str)], |row| {
+        Ok((row.get::<_, i64>(0)?, row.get::<_, String>(1)?, row.get::<_, Option<String>>(2)?, row.get::<_, i64>(3)?))
+    })?;
+    let mut kept: u64 = 0;
+    let mut newest_first: Vec<(i64, String, Option<String>)> = Vec::new();
+    let mut over = None;
+    for row in rows {
+        let (id, owner, prompt, bytes) = row?;
+        kept += u64::try_from(bytes).unwrap_or(0);
+        if kept > limit {
+            over = Some((owner, prompt));
+            break;
+        }
+        newest_first.push((id, owner, prompt));
+    }
+    let Some((owner, prompt)) = over else { return Ok(None) };
+    // The first capture kept must begin a prompt's captures: skip the rest of the cut prompt's.
+    let first = newest_first
+        .iter()
+        .rev()
+        .find(|(_, other, other_prompt)| *other != owner || other_prompt.is_none() || *other_prompt != prompt)
+        .map(|(id, _, _)| *id);
+    Ok(Some(first.unwrap_or(i64::MAX)))
+}
+
+/// Folds the session's captures before `from` into its base capture.
+fn fold(conn: &Connection, session: &SessionId, from: i64) -> rusqlite::Result<()> {
+    let older = "SELECT id FROM checkpoints WHERE session_id = ?1 AND id < ?2";
+    // Each file's last state before `from` only.
+    conn.prepare_cached(&format!(
+        "DELETE FROM checkpoint_files WHERE checkpoint_id IN ({older}) AND EXISTS (
+           SELECT 1 FROM checkpoint_files later WHERE later.path = checkpoint_files.path
+             AND later.checkpoint_id > checkpoint_files.checkpoint_id AND later.checkpoint_id IN ({older}))"
+    ))?
+    .execute(params![session.as_str(), from])?;
+    let base: Option<i64> = conn
+        .prepare_cached("SELECT min(id) FROM checkpoints WHERE session_id = ?1 AND id < ?2")?
+        .query_row(params![session.as_str(), from], |row| row.get(0))?;
+    let Some(base) = base else { return Ok(()) };
+    conn.prepare_cached(&format!("UPDATE checkpoint_files SET checkpoint_id = ?3 WHERE checkpoint_id IN ({older})"))?
+        .execute(params![session.as_str(), from, base])?;
+    conn.prepare_cached("DELETE FROM checkpoints WHERE session_id = ?1 AND id < ?2 AND id != ?3")?.execute(params![
+        session.as_str(),
+        from,
+        base
+    ])?;
+    conn.prepare_cached(
+        "UPDATE checkpoints SET kind = 'seen', call_id = 'base', restore = NULL, pending = 0,
+           bytes = (SELECT total(size) FROM checkpoint_files WHERE checkpoint_id = ?1) WHERE id = ?1",
+    )?
+    .execute([base])?;
+    Ok(())
+}
+
+#[cfg(test)]
+#[path = "checkpoints_tests.rs"]
+mod tests;

@@ -226,6 +226,13 @@ pub enum Write {
     FinishRestore {
         session_id: SessionId,
     },
+    /// Keeps checkpoints within their size limits, the oldest dropped first: the session's,
+    /// then everyone's.
+    TrimCheckpoints {
+        session_id: SessionId,
+        session_bytes: u64,
+        total_bytes: u64,
+    },
     /// Hides `from` and every later message of the session (rewind); nothing is deleted. Refused
     /// with [`StoreError::Leased`] while another live process holds the session's lease.
     HideFrom {

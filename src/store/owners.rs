@@ -66,6 +66,7 @@ impl Owners {
             | Write::PutBlobs(_)
             | Write::PutCheckpoints { .. }
             | Write::FinishRestore { .. }
+            | Write::TrimCheckpoints { .. }
             | Write::SetArchived { .. }
             | Write::SetSessionRules { .. }
             | Write::RemoveProjectRule { .. }

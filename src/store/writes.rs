@@ -73,6 +73,9 @@ impl Batch<'_> {
             Write::FinishRestore { session_id } => {
                 self.db.savepoint(|conn| checkpoints::finish_restore(conn, session_id))
             }
+            Write::TrimCheckpoints { session_id, session_bytes, total_bytes } => {
+                self.db.savepoint(|conn| checkpoints::trim(conn, session_id, *session_bytes, *total_bytes))
+            }
             Write::HideFrom { session_id, from } => {
                 self.unless_leased(session_id, |conn| rows::hide_from(conn, session_id, from, now))
             }

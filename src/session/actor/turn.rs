@@ -39,8 +39,17 @@ impl Actor {
     pub(super) async fn turn_ended(&mut self, outcome: Result<TurnOutcome, tokio::task::JoinError>) {
         let result = match outcome {
             Ok(TurnOutcome { history, rules, checkpoints, result }) => {
-                if checkpoints.is_some() {
-                    self.checkpoints = checkpoints;
+                if let Some(mut tracker) = checkpoints {
+                    if tracker.take_stored() {
+                        let settings = tracker.settings();
+                        let trim = Write::TrimCheckpoints {
+                            session_id: self.row.id.clone(),
+                            session_bytes: settings.session_bytes,
+                            total_bytes: settings.total_bytes,
+                        };
+                        self.services.store.submit(trim, None);
+                    }
+                    self.checkpoints = Some(tracker);
                 }
                 let before = self.running.as_ref().map_or(history.len(), |running| running.history_len);
                 let own = history.iter().skip(before).filter_map(|m| m.meta.cost).sum::<f64>();

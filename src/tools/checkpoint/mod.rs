@@ -184,6 +184,8 @@ pub struct Tracker {
     /// Directories inside the root never captured (cairn's own).
     skip: Vec<PathBuf>,
     index: Option<HashMap<PathBuf, Known>>,
+    /// Captures were stored since [`Tracker::take_stored`] last looked.
+    stored: bool,
 }
 
 /// Blobs in flight from a scan to the store, at most this many at once (each up to
@@ -192,7 +194,7 @@ const BLOBS_IN_FLIGHT: usize = 16;
 
 impl Tracker {
     pub fn new(root: &Path, settings: CheckpointSettings, skip: Vec<PathBuf>) -> Self {
-        Self { root: root.to_owned(), settings, skip, index: None }
+        Self { root: root.to_owned(), settings, skip, index: None, stored: false }
     }
 
     pub fn root(&self) -> &Path {
@@ -215,6 +217,12 @@ impl Tracker {
         self.index = Some(index);
     }
 
+    /// Whether captures were stored since the last call (then the store's size limits are
+    /// to be kept).
+    pub fn take_stored(&mut self) -> bool {
+        std::mem::take(&mut self.stored)
+    }
+
     /// The last state captured of `path`.
     pub fn known(&self, path: &Path) -> Option<State> {
         self.index.as_ref().and_then(|index| index.get(path)).map(|known| known.state)
@@ -224,6 +232,7 @@ impl Tracker {
     /// [`load`](Tracker::load), nothing: the store's states are read then, this capture's with them.
     pub fn settle(&mut self, entries: &[Entry]) {
         let Some(index) = self.index.as_mut() else { return };
+        self.stored |= !entries.is_empty();
         for entry in entries {
             index.insert(entry.path.clone(), Known { state: entry.state, stamp: entry.stamp });
         }
