@@ -186,7 +186,14 @@ async fn find(store: &Store, id: String) -> Result<SessionRow, InspectError> {
 async fn show(store: &Store, id: String) -> Result<(), InspectError> {
     let row = find(store, id).await?;
     let messages = store.messages(&row.id).await?;
-    print(&render::plain(&row, &messages))
+    // The calls whose file changes a checkpoint keeps, with how many files they changed.
+    let mut changed = std::collections::HashMap::new();
+    for info in store.checkpoints(&row.id).await? {
+        if let (crate::tools::checkpoint::By::Made, Some(call)) = (info.by, info.call_id) {
+            *changed.entry(call).or_insert(0) += info.files;
+        }
+    }
+    print(&render::plain(&row, &messages, &changed))
 }
 
 async fn export(store: &Store, id: String, format: Format, output: Option<&Path>) -> Result<(), InspectError> {

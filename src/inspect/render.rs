@@ -20,8 +20,9 @@ const SHOW_WIDTH: usize = 160;
 const MARKDOWN_LINES: usize = 40;
 const MARKDOWN_WIDTH: usize = 400;
 
-/// The session's header and conversation as plain text.
-pub fn plain(row: &SessionRow, messages: &[Message]) -> String {
+/// The session's header and conversation as plain text; a call in `changed` is marked with
+/// the number of files whose change a checkpoint keeps.
+pub fn plain(row: &SessionRow, messages: &[Message], changed: &std::collections::HashMap<String, u64>) -> String {
     let mut out = String::new();
     for (label, value) in header(row, messages) {
         let _ = writeln!(out, "{label:<9}{value}");
@@ -35,6 +36,11 @@ pub fn plain(row: &SessionRow, messages: &[Message]) -> String {
         };
         for part in &message.parts {
             plain_part(&mut out, part);
+            if let Part::Tool(tool) = part
+                && let Some(files) = changed.get(&tool.call_id)
+            {
+                let _ = writeln!(out, "    [checkpoint: {files} file changes kept; /rewind puts them back]");
+            }
         }
         if let Some(ending) = ending(message) {
             indented(&mut out, "  ", &format!("[{ending}]"));

@@ -237,7 +237,7 @@ async fn a_restore_a_crash_interrupted_is_finished_when_the_session_is_loaded() 
 }
 
 #[tokio::test]
-async fn deleting_a_session_removes_its_checkpoint_contents() {
+async fn show_marks_the_calls_whose_changes_are_kept_and_deleting_the_session_removes_them() {
     let env = TestEnv::new().await;
     env.mock.push(Reply::tool_calls(&[("c1", "write", json!({"path": "a.txt", "content": "unique content\n"}))]));
     env.mock.push(Reply::text(&["ok"]));
@@ -250,6 +250,10 @@ async fn deleting_a_session_removes_its_checkpoint_contents() {
         db.query_row("SELECT count(*) FROM file_blobs", [], |row| row.get(0)).unwrap()
     };
     assert_eq!(count(), 1);
+    let mut command = env.command();
+    command.args(["sessions", "show", &session]).stdin(std::process::Stdio::null());
+    let shown = String::from_utf8(command.output().await.unwrap().stdout).unwrap();
+    assert!(shown.contains("[checkpoint: 1 file changes kept; /rewind puts them back]"), "{shown}");
     let mut command = env.command();
     command.args(["sessions", "rm", &session]).stdin(std::process::Stdio::null());
     let out = command.output().await.unwrap();
