@@ -257,6 +257,44 @@ async fn ask(
     }
 }
 
+/// Captures what a call a crash cut short changed: its capture before it was stored, the one
+/// after never was. What differs now from the files' last states is recorded as that call's
+/// doing (with whatever else changed since the crash), so a rewind puts it back too.
+pub async fn interrupted(store: &Store, session: &SessionId, tracker: &mut Tracker) {
+    let Ok(infos) = store.checkpoints(session).await else { return };
+    let Some(last) = infos.last().filter(|info| info.by == By::Seen && info.restore.is_none() && !info.is_base())
+    else {
+        return;
+    };
+    let (call_id, prompt) = (last.call_id.clone(), last.prompt_id.clone());
+    load(store, session, tracker).await;
+    let (mut rx, handle) = tracker.scan(&tokio_util::sync::CancellationToken::new());
+    let mut blobs = Vec::new();
+    while let Some(blob) = rx.recv().await {
+        blobs.push(blob);
+    }
+    let mut scanned = match handle.await {
+        Ok(Ok(scanned)) => scanned,
+        Ok(Err(err)) => return tracing::warn!(%session, %err, "what an interrupted call changed was not captured"),
+        Err(err) => return tracing::warn!(%session, %err, "what an interrupted call changed was not captured"),
+    };
+    tracker.give_back(&mut scanned);
+    if scanned.entries.is_empty() {
+        return;
+    }
+    let captures = vec![Capture { by: By::Made, call_id, entries: scanned.entries.clone() }];
+    let stored = match store.commit(Write::PutBlobs(blobs)).await {
+        Ok(()) => {
+            store.commit(Write::PutCheckpoints { session_id: session.clone(), prompt, captures, restore: None }).await
+        }
+        Err(err) => Err(err),
+    };
+    match stored {
+        Ok(()) => tracker.settle(&scanned.entries),
+        Err(err) => tracing::warn!(%session, %err, "what an interrupted call changed was not stored"),
+    }
+}
+
 /// Applies the session's pending restore (one a crash interrupted) to its end; what to tell the
 /// user, if there was one.
 pub async fn resume(store: &Store, session: &SessionId, tracker: &mut Tracker, host: &Arc<dyn Host>) -> Option<String> {

@@ -260,3 +260,34 @@ async fn show_marks_the_calls_whose_changes_are_kept_and_deleting_the_session_re
     assert!(out.status.success(), "{out:?}");
     assert_eq!(count(), 0);
 }
+
+#[tokio::test]
+async fn what_a_command_changed_before_a_kill_9_is_put_back_after_the_restart() {
+    let env = TestEnv::new().await;
+    let ws = env.workspace();
+    std::fs::write(ws.join("a.txt"), "original\n").unwrap();
+    std::fs::write(ws.join("bin.dat"), b"\x00\x01binary").unwrap();
+    let command = "printf 'x\\0y' > bin.dat && echo changed > a.txt && touch started && sleep 60";
+    env.mock.push(Reply::tool_calls(&[("c1", "bash", json!({"command": command}))]));
+    let (mut agent, session) = session_in_bypass(&env, Editor::default()).await;
+    agent.prompt(&session, "run it").await;
+    for _ in 0..200 {
+        if ws.join("started").exists() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert_eq!(read(&ws.join("a.txt")), "changed\n");
+    agent.kill9().await;
+
+    let editor = Editor::default();
+    editor.answer(&["restore"]);
+    let mut agent = env.ready_with(editor).await;
+    let id = agent.request("session/load", json!({"sessionId": session, "cwd": env.cwd(), "mcpServers": []})).await;
+    agent.response(id).await;
+    let said = say(&mut agent, &session, "/rewind code").await;
+    assert!(said.contains("Restored 3 of 3 files"), "{said}");
+    assert_eq!(read(&ws.join("a.txt")), "original\n");
+    assert_eq!(std::fs::read(ws.join("bin.dat")).unwrap(), b"\x00\x01binary", "binary content comes back whole");
+    assert!(!ws.join("started").exists());
+}

@@ -39,13 +39,16 @@ impl Actor {
         })
     }
 
-    /// Finishes a restore of files a crash interrupted, telling the user.
+    /// Finishes what a crash cut short: a restore of files (telling the user), or the capture
+    /// after a call.
     pub(super) async fn resume_restore(&mut self) {
         let Some(mut tracker) = self.take_checkpoints() else { return };
         let host = self.services.sink.host(&self.row.id);
-        if let Some(text) = restore::resume(&self.services.store, &self.row.id, &mut tracker, &host).await {
+        let store = &self.services.store;
+        if let Some(text) = restore::resume(store, &self.row.id, &mut tracker, &host).await {
             self.tell(text);
         }
+        restore::interrupted(store, &self.row.id, &mut tracker).await;
         self.checkpoints = Some(tracker);
     }
 
