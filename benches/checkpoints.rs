@@ -198,7 +198,7 @@ async fn main() {
     let mut grown = Vec::new();
     for round in 0..SCANS {
         for (k, path) in files.iter().skip(round * 10).take(10).enumerate() {
-            std::fs::write(path, text(round * 1000 + k, 2048)).unwrap();
+            std::fs::write(path, text(100_000 + round * 1000 + k, 2048)).unwrap();
         }
         let before = database_bytes(&db);
         let started = Instant::now();
