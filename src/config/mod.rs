@@ -9,7 +9,8 @@
 //! (`[subagents]`, in `subagents`), a busy session's prompts (`[session]`, in `session`), where
 //! "always allow" answers are remembered (`[permissions]`, in `permissions`), what
 //! local processes get (`[sandbox]`, `[tools]`, in `process`), MCP servers
-//! (`[mcp_servers.<name>]`, `[mcp]`, in `mcp`), background jobs (`[jobs]`, in `jobs`) and
+//! (`[mcp_servers.<name>]`, `[mcp]`, in `mcp`), background jobs (`[jobs]`, in `jobs`), hooks
+//! (`[hooks]`, in `hooks`, which also reads Claude Code's settings files) and
 //! `log_file` (where logs also go; `crate::logging` opens it, and `--log-file` wins over it). A
 //! `CAIRN_CONFIG` naming no file is refused. Keys are [`Secret`]s, never shown in logs;
 //! [`Config::key`] is the one lookup of a key.
@@ -24,6 +25,7 @@ use serde::Deserialize;
 mod checks;
 pub mod credentials;
 mod fetch;
+pub mod hooks;
 mod jobs;
 mod limits;
 mod mcp;
@@ -35,6 +37,7 @@ mod session;
 mod subagents;
 
 pub use fetch::{Fetch, MAX_FETCH_SECS};
+pub use hooks::{HookEvent, HookSettings};
 pub use jobs::JobSettings;
 pub use limits::{Compaction, ContentPattern, Limits, LoopLimits};
 pub use permissions::Remember;
@@ -98,6 +101,8 @@ pub struct Config {
     pub search: Search,
     /// `[jobs]`: a session's background processes.
     pub jobs: JobSettings,
+    /// `[hooks]`: the user's own hooks and their default time limit.
+    pub hooks: HookSettings,
 }
 
 /// The config file `env` points to (`CAIRN_CONFIG`, else `config.toml` in cairn's directory of
@@ -214,6 +219,8 @@ struct FileConfig {
     search: search::FileSearch,
     #[serde(default)]
     jobs: jobs::FileJobs,
+    #[serde(default)]
+    hooks: hooks::FileHooks,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -389,6 +396,7 @@ impl Config {
         let mcp_servers = mcp::servers(file.mcp_servers).map_err(invalid)?;
         let mcp = mcp::settings(&file.mcp).map_err(invalid)?;
         let jobs = file.jobs.resolve().map_err(invalid)?;
+        let hooks = file.hooks.resolve().map_err(invalid)?;
         Ok(Self {
             data_dir,
             model: normalize_model(&model),
@@ -415,6 +423,7 @@ impl Config {
             serve_url: file.serve.url,
             search,
             jobs,
+            hooks,
         })
     }
 
