@@ -20,6 +20,7 @@ mod choices;
 pub mod compact;
 mod dispatch;
 pub mod events;
+pub mod hooked;
 mod loops;
 pub mod prompt;
 mod retry;
@@ -113,6 +114,10 @@ pub struct Run {
     trace: Option<TraceContext>,
     /// The session's id, sent as the requests' prompt cache key ([`ModelRequest::cache_key`]).
     cache_key: Option<String>,
+    /// The session's hooks; `None` runs none.
+    hooks: Option<Arc<crate::hooks::Hooks>>,
+    /// A `Stop` hook sent the model on in this turn.
+    stop_hook_active: bool,
 }
 
 /// What one step keeps: it starts anew in the StepStart state.
@@ -139,6 +144,11 @@ impl Run {
     /// This run, its model requests carrying `trace` (see [`crate::trace`]).
     pub fn traced(self, trace: Option<TraceContext>) -> Self {
         Self { trace, ..self }
+    }
+
+    /// This run, firing the session's `hooks`.
+    pub fn hooked(self, hooks: Option<Arc<crate::hooks::Hooks>>) -> Self {
+        Self { hooks, ..self }
     }
 
     /// This run, its model requests asking for the prompt cache of the session `id`.
@@ -231,13 +241,21 @@ pub async fn run_turn(mut turn: Turn<'_>, prompt: Vec<Part>) -> Result<StopReaso
     let user_message =
         Message::new(Role::User, prompt, MessageMeta { model: Some(turn.model_ref.clone()), ..MessageMeta::default() });
     let unseen = images_in(&user_message);
+    let resumed = !turn.history.is_empty();
+    let prompt = turn.run.hooks.is_some().then(|| user_message.clone());
     let mut state = match turn.recorder.begin(turn.history, user_message).await {
         Ok(reread) => {
             if reread {
                 turn.context_used = crate::history::view::context_used(turn.history);
             }
             turn.note_unseen(unseen);
-            TurnState::StepStart(Opening::Fresh)
+            match prompt {
+                Some(prompt) => match hooked::prompted(&mut turn, &prompt, resumed).await {
+                    Some(reason) => TurnState::Done(reason),
+                    None => TurnState::StepStart(Opening::Fresh),
+                },
+                None => TurnState::StepStart(Opening::Fresh),
+            }
         }
         Err(err) => TurnState::Done(DoneReason::Error(err.into())),
     };
@@ -333,6 +351,16 @@ fn preparing(turn: &mut Turn<'_>) -> TurnState {
 /// The Compacting state: one compaction, then the step's request is prepared again.
 async fn compacting(turn: &mut Turn<'_>, why: Why) -> TurnState {
     turn.run.step.compacted = true;
+    if turn.summarizer.is_none() {
+        return TurnState::Preparing;
+    }
+    if !hooked::compacting(turn).await {
+        turn.run.compaction_failed = true;
+        if let Why::Overflow(detail) = why {
+            return TurnState::StepEnd(After::End(DoneReason::Error(LlmError::ContextTooLong { detail }.into())));
+        }
+        return TurnState::Preparing;
+    }
     let Some(summarizer) = &turn.summarizer else { return TurnState::Preparing };
     let job = compact::Job {
         history: turn.history,
@@ -382,6 +410,10 @@ async fn step_end(turn: &mut Turn<'_>, after: After) -> TurnState {
     }
     // The model is done, but the user said more meanwhile: the turn goes on with it, unless a
     // limit says otherwise (then it ends as the model ended it, and the text runs next).
+    let after = match after {
+        After::End(DoneReason::ModelStop(ModelStop::EndTurn)) if !steer::pending(turn) => hooked::stopping(turn).await,
+        after => after,
+    };
     let next = match after {
         After::End(DoneReason::ModelStop(ModelStop::EndTurn)) if steer::pending(turn) => Opening::ForSteered,
         After::End(reason) => return TurnState::Done(reason),
