@@ -67,7 +67,7 @@ pub async fn executing(turn: &mut Turn<'_>, mut queue: CallQueue) -> TurnState {
             return halted(turn, &queue, Halt::Fatal(fatal));
         }
     };
-    if let Some(stop) = hook_before(turn, &mut queue).await {
+    if let Some(stop) = super::hooked::first(turn, &mut queue).await {
         return halted(turn, &queue, Halt::Hook(stop));
     }
     let Some(head) = queue.calls.front() else { return TurnState::StepEnd(After::NextStep) };
@@ -103,7 +103,7 @@ pub async fn executing(turn: &mut Turn<'_>, mut queue: CallQueue) -> TurnState {
             let mut batch = vec![(index, invocation.judged_on(request.as_ref()))];
             // Reads run beside the reads that follow them, sub-agents beside the sub-agents.
             if matches!(access, Access::ReadOnly | Access::Delegate) {
-                while hook_before(turn, &mut queue).await.is_none()
+                while super::hooked::first(turn, &mut queue).await.is_none()
                     && let Some(next) = queue.calls.front()
                 {
                     let Ok(next_invocation) = &next.invocation else { break };
@@ -260,16 +260,6 @@ fn judged(turn: &Turn<'_>, call: &QueuedCall) -> (Decision, Option<PermissionReq
     }
 }
 
-/// Runs the `PreToolUse` hooks of the queue's first call, once; `Some` when they stopped the
-/// turn (a call that would join a batch then stays queued, and the batch ends before it).
-async fn hook_before(turn: &mut Turn<'_>, queue: &mut CallQueue) -> Option<String> {
-    let message = queue.message.clone();
-    let call = queue.calls.front_mut()?;
-    if call.hooked.is_none() && call.invocation.is_ok() {
-        call.hooked = Some(super::hooked::before(turn, &message, call).await);
-    }
-    call.hooked.as_ref().and_then(|hooked| hooked.stop.clone())
-}
 
 /// The decision on a request. Accept-edits lets commands write the workspace because the kernel
 /// keeps its guarded places read-only and its secrets hidden; where it cannot (no user or mount
@@ -470,7 +460,8 @@ pub(super) async fn run(
         let mut ctx = context(turn, cancel.clone(), Some(progress_tx), id);
         ctx.judged = invocation.judged().map(str::to_owned);
         if invocation.access() == Access::Delegate {
-            ctx.caller = Some(Caller { mode: turn.tools.mode.clone(), rules: turn.tools.rules.clone() });
+            let (mode, rules, hooks) = (turn.tools.mode.clone(), turn.tools.rules.clone(), turn.run.hooks.clone());
+            ctx.caller = Some(Caller { mode, rules, hooks });
         }
         contexts.push(ctx);
     }

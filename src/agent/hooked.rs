@@ -15,7 +15,7 @@ use serde_json::{Map, Value, json};
 
 use super::Turn;
 use super::events::AgentEvent;
-use super::state::{After, DoneReason, ModelStop, QueuedCall};
+use super::state::{After, CallQueue, DoneReason, ModelStop, QueuedCall};
 use crate::hooks::{Event, Fired, HookEvent, Verdict, claude_name, tool_names};
 use crate::history::{Message, Part, ToolPart};
 use crate::ids::MessageId;
@@ -63,7 +63,7 @@ fn fields(pairs: Vec<(&str, Value)>) -> Map<String, Value> {
 /// prompt is recorded. `Some` ends the turn before the model is asked: a hook blocked the
 /// prompt or stopped the turn.
 pub(super) async fn prompted(turn: &mut Turn<'_>, prompt: &Message, resumed: bool) -> Option<DoneReason> {
-    let hooks = turn.run.hooks.clone()?;
+    let hooks = turn.run.hooks.clone().filter(|_| !turn.run.subagent)?;
     if hooks.first_start() {
         let source = if resumed { "resume" } else { "startup" };
         let started = fire(turn, HookEvent::SessionStart, vec![source], fields(vec![("source", source.into())])).await;
@@ -135,6 +135,17 @@ pub(super) async fn before(turn: &mut Turn<'_>, message: &MessageId, call: &Queu
     Before { answer, stop: fired.stop }
 }
 
+/// Runs the `PreToolUse` hooks of the queue's first call, once; `Some` when they stopped the
+/// turn (a call that would join a batch then stays queued, and the batch ends before it).
+pub(super) async fn first(turn: &mut Turn<'_>, queue: &mut CallQueue) -> Option<String> {
+    let message = queue.message.clone();
+    let call = queue.calls.front_mut()?;
+    if call.hooked.is_none() && call.invocation.is_ok() {
+        call.hooked = Some(before(turn, &message, call).await);
+    }
+    call.hooked.as_ref().and_then(|hooked| hooked.stop.clone())
+}
+
 /// `PostToolUse` for each call of a finished batch: what a hook gives back (a block's reason,
 /// context) is added to the call's result for the model. `Some` when a hook stopped the turn.
 pub(super) async fn after(turn: &mut Turn<'_>, message: &MessageId, indexes: &[u32]) -> Option<String> {
@@ -175,7 +186,7 @@ pub(super) async fn asking(turn: &mut Turn<'_>, tool: &str) {
 /// reason (`stop_hook_active` is then true for the next `Stop`).
 pub(super) async fn stopping(turn: &mut Turn<'_>) -> After {
     let ended = After::End(DoneReason::ModelStop(ModelStop::EndTurn));
-    if !turn.run.hooks.as_ref().is_some_and(|hooks| hooks.any(HookEvent::Stop)) {
+    if turn.run.subagent || !turn.run.hooks.as_ref().is_some_and(|hooks| hooks.any(HookEvent::Stop)) {
         return ended;
     }
     let active = turn.run.stop_hook_active;
@@ -192,7 +203,7 @@ pub(super) async fn stopping(turn: &mut Turn<'_>) -> After {
 
 /// `PreCompact` before an automatic compaction; `false` when a hook blocked it.
 pub(super) async fn compacting(turn: &mut Turn<'_>) -> bool {
-    if !turn.run.hooks.as_ref().is_some_and(|hooks| hooks.any(HookEvent::PreCompact)) {
+    if turn.run.subagent || !turn.run.hooks.as_ref().is_some_and(|hooks| hooks.any(HookEvent::PreCompact)) {
         return true;
     }
     let pairs = vec![("trigger", "auto".into()), ("custom_instructions", "".into())];

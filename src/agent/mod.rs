@@ -118,6 +118,8 @@ pub struct Run {
     hooks: Option<Arc<crate::hooks::Hooks>>,
     /// A `Stop` hook sent the model on in this turn.
     stop_hook_active: bool,
+    /// A sub-agent's run: its tool calls fire the session's hooks, its prompt and its end do not.
+    subagent: bool,
 }
 
 /// What one step keeps: it starts anew in the StepStart state.
@@ -138,7 +140,7 @@ impl Run {
     /// A sub-agent's run, inside a call of its parent's turn: the user's answers to its
     /// questions stop the parent's clock too, and its image reads count toward the parent's.
     pub fn child(user_wait: crate::tools::host::UserWait, images_read: Arc<crate::tools::ImagesRead>) -> Self {
-        Self { user_wait, images_read, ..Self::default() }
+        Self { user_wait, images_read, subagent: true, ..Self::default() }
     }
 
     /// This run, its model requests carrying `trace` (see [`crate::trace`]).

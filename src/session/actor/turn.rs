@@ -162,6 +162,20 @@ impl Actor {
         self.recorder().for_turn(title).with_held(std::mem::take(&mut self.unsaved))
     }
 
+    /// The session's hooks, read again: the set so far while no file changed.
+    pub(super) fn hooks_now(&mut self, workspace: &crate::tools::Workspace) -> Arc<crate::hooks::Hooks> {
+        let (cwd, roots, id) = (Path::new(&self.row.cwd), workspace.roots().to_vec(), self.row.id.to_string());
+        let hooks = crate::hooks::Hooks::load(&self.services.config, cwd, roots, &id, self.hooks.as_ref());
+        self.hooks = Some(Arc::clone(&hooks));
+        hooks
+    }
+
+    /// What `/hooks` says: the hooks as the next turn would read them.
+    pub(super) fn hooks_text(&mut self) -> String {
+        let workspace = setup::workspace(&self.services.config, Path::new(&self.row.cwd), &self.directories);
+        self.hooks_now(&workspace).describe()
+    }
+
     /// A recorder for this session's next piece of work.
     pub(super) fn recorder(&self) -> StoreRecorder {
         StoreRecorder::new(
@@ -190,6 +204,7 @@ impl Actor {
         let system = self.system.clone();
         let warn = !std::mem::replace(&mut self.system_warned, true);
         let workspace = setup::workspace(&config, Path::new(&self.row.cwd), &self.directories);
+        let hooks = self.hooks_now(&workspace);
         let host = self.services.sink.host(&self.row.id);
         let (mode, switch) = (self.mode.subscribe(), Some(self.mode.clone()));
         let mut rules = std::mem::take(&mut self.rules);
@@ -239,7 +254,10 @@ impl Actor {
                 spent,
                 context_used,
             };
-            let run = agent::Run::steered(agent::Steering::new(steering)).traced(traced).cached_as(&cache_key);
+            let run = agent::Run::steered(agent::Steering::new(steering))
+                .traced(traced)
+                .cached_as(&cache_key)
+                .hooked(Some(hooks));
             let turn = setup.turn(&mut history, &mut recorder, &mut rules, token, run);
             let result = agent::run_turn(turn, parts).await;
             // What the turn's own requests used, counted as they were recorded.
