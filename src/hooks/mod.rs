@@ -142,9 +142,11 @@ impl Hooks {
         })
     }
 
-    /// Whether any hook is loaded for `event` (before asking about trust).
+    /// Whether firing `event` may do anything: a hook is loaded for it (trusted or not), or
+    /// what could not be read is still to be said.
     pub fn any(&self, event: HookEvent) -> bool {
         self.sources.iter().any(|source| source.table.contains_key(&event))
+            || (!self.notes.is_empty() && !self.noted.load(Ordering::Relaxed))
     }
 
     /// True the first time it is asked for this session: `SessionStart` fires then.

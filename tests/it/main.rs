@@ -22,6 +22,7 @@ mod escapes;
 mod exec;
 mod fetch;
 mod headless;
+mod hooks;
 mod hostile;
 mod images;
 mod inspect;
