@@ -19,7 +19,7 @@ use super::state::{After, CallQueue, DoneReason, ModelStop, QueuedCall};
 use crate::hooks::{Event, Fired, HookEvent, Verdict, claude_name, tool_names};
 use crate::history::{Message, Part, ToolPart};
 use crate::ids::MessageId;
-use crate::permissions::{HookAnswer, Mode};
+use crate::permissions::HookAnswer;
 
 /// What the `PreToolUse` hooks said about a call.
 #[derive(Clone, Debug, Default)]
@@ -29,20 +29,10 @@ pub struct Before {
     pub stop: Option<String>,
 }
 
-/// The mode as Claude Code names it (`permission_mode`).
-fn mode_name(mode: Mode) -> &'static str {
-    match mode {
-        Mode::Ask | Mode::ReadOnly => "default",
-        Mode::AcceptEdits => "acceptEdits",
-        Mode::Plan => "plan",
-        Mode::Bypass => "bypassPermissions",
-    }
-}
-
 /// Fires `kind` (matched against `names`) with `fields`, telling the user what went wrong.
 async fn fire(turn: &mut Turn<'_>, kind: HookEvent, names: Vec<&str>, fields: Map<String, Value>) -> Fired {
     let Some(hooks) = turn.run.hooks.clone().filter(|hooks| hooks.any(kind)) else { return Fired::default() };
-    let mode = mode_name(*turn.tools.mode.borrow());
+    let mode = crate::hooks::permission_mode(*turn.tools.mode.borrow());
     let host = Arc::clone(&turn.tools.host);
     let fired = hooks.fire(Event { kind, names, fields }, mode, host.permissions(), &turn.cancel).await;
     if !fired.problems.is_empty() {

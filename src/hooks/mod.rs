@@ -372,6 +372,17 @@ fn shown(command: &str) -> String {
     shown
 }
 
+/// A session's mode as Claude Code names it (`permission_mode`).
+pub fn permission_mode(mode: crate::permissions::Mode) -> &'static str {
+    use crate::permissions::Mode;
+    match mode {
+        Mode::Ask | Mode::ReadOnly => "default",
+        Mode::AcceptEdits => "acceptEdits",
+        Mode::Plan => "plan",
+        Mode::Bypass => "bypassPermissions",
+    }
+}
+
 /// A tool's names for matchers: cairn's and Claude Code's.
 pub fn tool_names(tool: &str) -> Vec<&str> {
     std::iter::once(tool).chain(claude_name(tool)).collect()

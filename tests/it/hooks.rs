@@ -342,3 +342,50 @@ async fn a_project_hooks_file_that_is_a_symlink_runs_nothing() {
     assert!(!env.workspace().join("pwned").exists());
     assert!(shown(&updates).contains("is a symbolic link"), "{}", shown(&updates));
 }
+
+#[tokio::test]
+async fn a_pre_compact_hook_blocks_a_manual_compaction() {
+    let env = TestEnv::new().await;
+    let body = format!(
+        "LOGFILE=compact.jsonl\n{LOG}case \"$input\" in\n*'keep it all'*) echo 'not now' >&2; exit 2;;\nesac\n"
+    );
+    env.write_config(&config(5, &[("PreCompact", "manual", &hook(&env, "compact", &body))]));
+    env.mock.push(Reply::text(&["a1"])).push(Reply::text(&["the summary"]));
+    let mut agent = env.ready().await;
+    let session = agent.new_session(&env.cwd()).await;
+    turn(&mut agent, &session, "one").await;
+    let (response, updates) = turn(&mut agent, &session, "/compact keep it all").await;
+    assert_eq!(response["result"]["stopReason"], "end_turn");
+    assert!(shown(&updates).contains("A PreCompact hook blocked the compaction: not now"), "{}", shown(&updates));
+    assert_eq!(env.mock.requests().len(), 1, "no summary was asked for");
+    let (_, updates) = turn(&mut agent, &session, "/compact").await;
+    assert!(shown(&updates).starts_with("Compacted the conversation"), "{}", shown(&updates));
+    let inputs = logged(&env, "compact.jsonl");
+    assert_eq!((inputs[0]["trigger"].as_str(), inputs[0]["custom_instructions"].as_str()), (Some("manual"), Some("keep it all")));
+}
+
+#[tokio::test]
+async fn the_official_client_is_asked_about_a_projects_hooks_and_their_deny_holds_in_bypass() {
+    let env = TestEnv::new().await;
+    let dir = env.workspace().join(".claude");
+    std::fs::create_dir_all(&dir).unwrap();
+    let deny = json!({"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "deny",
+        "permissionDecisionReason": "the project forbids rm"}});
+    let command = format!("grep -q '\"rm ' && echo '{deny}' || true");
+    let settings = json!({"hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "command": command}]}]}});
+    std::fs::write(dir.join("settings.json"), settings.to_string()).unwrap();
+    std::fs::write(env.workspace().join("victim"), "x").unwrap();
+    env.mock.push(Reply::tool_calls(&[("c1", "bash", json!({"command": "rm victim"}))])).push(Reply::text(&["done"]));
+    let script = json!({"initialize": {"protocolVersion": 1, "clientCapabilities": {}}, "steps": [
+        {"new": {"cwd": env.cwd(), "mcpServers": []}},
+        {"set_mode": {"sessionId": "$session", "modeId": "bypass"}},
+        {"prompt": {"sessionId": "$session", "prompt": [{"type": "text", "text": "clean up"}]}},
+    ]});
+    let transcript = crate::support::sdk::run(&env, &script, &["acp"]).await;
+    assert_eq!(transcript["steps"][2]["response"]["stopReason"], "end_turn");
+    let asked = transcript["permissions"].as_array().unwrap();
+    assert_eq!(asked.len(), 1, "{asked:?}");
+    assert!(asked[0]["toolCall"]["title"].as_str().unwrap().contains("settings.json"));
+    assert!(env.workspace().join("victim").exists());
+    assert!(result_of(&env, 1, "c1").contains("the project forbids rm"));
+}

@@ -287,6 +287,8 @@ impl Actor {
         let (context_used, spent, rules) = (self.context_used, self.row.cost_usd, self.rules.clone());
         let history_len = history.len();
         let (span, traced) = (crate::trace::span(trace.as_ref()), trace.clone());
+        let workspace = setup::workspace(&config, Path::new(&self.row.cwd), &self.directories);
+        let (hooks, host, mode) = (self.hooks_now(&workspace), self.services.sink.host(&self.row.id), *self.mode.borrow());
         let compaction = async move {
             // Like a turn, a compaction holds the session's lease, and works on the history as
             // stored.
@@ -297,6 +299,11 @@ impl Actor {
                     return TurnOutcome { history, rules, result: Err(err.into()) };
                 }
             };
+            if !pre_compact(&hooks, host.as_ref(), mode, instructions.as_deref(), &token, &mut recorder).await {
+                let flushed = recorder.flush().await.map_err(TurnError::from);
+                let result = flushed.map(|()| TurnEnd { stop: StopReason::EndTurn, usage: recorder.used() });
+                return TurnOutcome { history, rules, result };
+            }
             let summarizer = setup::summarizer(&config, &models.summaries);
             let info = &models.main.info;
             let job = compact::Job {
@@ -328,4 +335,32 @@ impl Actor {
         self.turn = Some(tokio::spawn(compaction.instrument(span)));
         self.running = Some(Running { ticket, trace, history_len, cancel, reply, steer: None, steered: Vec::new() });
     }
+}
+
+/// `PreCompact` before `/compact`; `false` when a hook blocked it (the notice says so).
+async fn pre_compact(
+    hooks: &crate::hooks::Hooks,
+    host: &dyn crate::tools::Host,
+    mode: crate::permissions::Mode,
+    instructions: Option<&str>,
+    cancel: &CancellationToken,
+    recorder: &mut StoreRecorder,
+) -> bool {
+    use crate::hooks::{Event, HookEvent};
+    if !hooks.any(HookEvent::PreCompact) {
+        return true;
+    }
+    let fields = [("trigger", "manual"), ("custom_instructions", instructions.unwrap_or_default())];
+    let fields = fields.into_iter().map(|(key, value)| (key.to_owned(), value.into())).collect();
+    let event = Event { kind: HookEvent::PreCompact, names: vec!["manual"], fields };
+    let fired = hooks.fire(event, crate::hooks::permission_mode(mode), host.permissions(), cancel).await;
+    let mut said = fired.problems.clone();
+    let blocked = fired.block_reason();
+    if let Some(reason) = &blocked {
+        said.push(format!("A PreCompact hook blocked the compaction: {reason}"));
+    }
+    if !said.is_empty() {
+        recorder.record(AgentEvent::Notice { message: MessageId::generate(), text: said.join("\n") });
+    }
+    blocked.is_none()
 }
