@@ -260,7 +260,6 @@ fn judged(turn: &Turn<'_>, call: &QueuedCall) -> (Decision, Option<PermissionReq
     }
 }
 
-
 /// The decision on a request. Accept-edits lets commands write the workspace because the kernel
 /// keeps its guarded places read-only and its secrets hidden; where it cannot (no user or mount
 /// namespace), only a line that just reads goes through unasked: any other is judged as in ask
@@ -460,8 +459,7 @@ pub(super) async fn run(
         let mut ctx = context(turn, cancel.clone(), Some(progress_tx), id);
         ctx.judged = invocation.judged().map(str::to_owned);
         if invocation.access() == Access::Delegate {
-            let (mode, rules, hooks) = (turn.tools.mode.clone(), turn.tools.rules.clone(), turn.run.hooks.clone());
-            ctx.caller = Some(Caller { mode, rules, hooks });
+            ctx.caller = Some(Caller { mode: turn.tools.mode.clone(), rules: turn.tools.rules.clone() });
         }
         contexts.push(ctx);
     }

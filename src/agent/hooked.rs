@@ -16,8 +16,8 @@ use serde_json::{Map, Value, json};
 use super::Turn;
 use super::events::AgentEvent;
 use super::state::{After, CallQueue, DoneReason, ModelStop, QueuedCall};
-use crate::hooks::{Event, Fired, HookEvent, Verdict, claude_name, tool_names};
 use crate::history::{Message, Part, ToolPart};
+use crate::hooks::{Event, Fired, HookEvent, Verdict, claude_name, tool_names};
 use crate::ids::MessageId;
 use crate::permissions::HookAnswer;
 

@@ -172,7 +172,8 @@ impl Hooks {
             let Some(groups) = source.table.get(&event.kind) else { continue };
             let mut hooks = Vec::new();
             for group in groups {
-                let applies = if event.names.is_empty() { Ok(true) } else { matcher::matches(&group.matcher, &event.names) };
+                let applies =
+                    if event.names.is_empty() { Ok(true) } else { matcher::matches(&group.matcher, &event.names) };
                 match applies {
                     Ok(true) => hooks.extend(group.hooks.iter()),
                     Ok(false) => {}
@@ -242,7 +243,8 @@ impl Hooks {
                         answer
                     }
                     None => {
-                        said = Some(format!("The hooks of {} did not run: the question was withdrawn.", path.display()));
+                        said =
+                            Some(format!("The hooks of {} did not run: the question was withdrawn.", path.display()));
                         false
                     }
                 }
@@ -275,7 +277,8 @@ impl Hooks {
             lines.push(format!("{} ({state}{})", source.named(), hash.unwrap_or_default()));
             for (event, groups) in &source.table {
                 for group in groups {
-                    let matcher = if group.matcher.is_empty() { String::new() } else { format!(" [{}]", group.matcher) };
+                    let matcher =
+                        if group.matcher.is_empty() { String::new() } else { format!(" [{}]", group.matcher) };
                     for hook in &group.hooks {
                         lines.push(format!("  {}{matcher}: {}", event.name(), shown(&hook.command)));
                     }

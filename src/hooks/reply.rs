@@ -83,7 +83,8 @@ impl Fired {
     }
 
     fn blocked(&mut self, event: HookEvent, label: &str, reason: String) {
-        let reason = if reason.is_empty() { format!("{label} exited with status 2 and gave no reason") } else { reason };
+        let reason =
+            if reason.is_empty() { format!("{label} exited with status 2 and gave no reason") } else { reason };
         match event {
             HookEvent::PreToolUse => self.verdict(Verdict::Deny(reason)),
             HookEvent::PostToolUse | HookEvent::UserPromptSubmit | HookEvent::Stop | HookEvent::PreCompact => {
@@ -121,7 +122,7 @@ impl Fired {
         }
         let reason = said("reason");
         if event == HookEvent::PreToolUse {
-            let why = specific_said("permissionDecisionReason").or(reason.clone());
+            let why = specific_said("permissionDecisionReason").or(reason);
             let given = |default: &str| why.clone().unwrap_or_else(|| format!("{label} {default}"));
             match specific_said("permissionDecision").or_else(|| said("decision")).as_deref() {
                 Some("allow" | "approve") => self.verdict(Verdict::Allow),

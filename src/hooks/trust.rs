@@ -54,7 +54,11 @@ impl TrustFile {
     /// The answer given for `path` with this content, if any.
     pub fn answer(&self, path: &Path, hash: &str) -> Option<bool> {
         let path = path.to_string_lossy();
-        self.read().files.iter().find(|answer| answer.path == path && answer.sha256 == hash).map(|answer| answer.trusted)
+        self.read()
+            .files
+            .iter()
+            .find(|answer| answer.path == path && answer.sha256 == hash)
+            .map(|answer| answer.trusted)
     }
 
     /// Keeps the answer for `path` with this content (replacing what was kept for that path).

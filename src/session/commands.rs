@@ -26,7 +26,11 @@ pub const COMMANDS: &[CommandInfo] = &[
     CommandInfo { name: "status", description: "Context in use, limits, queue and state", hint: None },
     CommandInfo { name: "mcp", description: "The MCP servers: state, tools, errors", hint: None },
     CommandInfo { name: "jobs", description: "The background jobs: command, state, how they ended", hint: None },
-    CommandInfo { name: "hooks", description: "The hooks loaded, where from, and whether they are trusted", hint: None },
+    CommandInfo {
+        name: "hooks",
+        description: "The hooks loaded, where from, and whether they are trusted",
+        hint: None,
+    },
     CommandInfo {
         name: "permissions",
         description: "List remembered permission rules, revoke them, or keep one for the whole project",
@@ -65,7 +69,9 @@ impl Slash {
     /// the history or the rules a turn is using wait their turn in the queue like a prompt.
     pub fn is_immediate(&self) -> bool {
         match self {
-            Slash::Status | Slash::Mcp | Slash::Jobs | Slash::Hooks | Slash::Permissions(None) | Slash::Model(_) => true,
+            Slash::Status | Slash::Mcp | Slash::Jobs | Slash::Hooks | Slash::Permissions(None) | Slash::Model(_) => {
+                true
+            }
             Slash::Compact(_) | Slash::Rewind(_) | Slash::Fork | Slash::Permissions(Some(_)) => false,
         }
     }

@@ -110,8 +110,6 @@ pub struct Caller {
     pub mode: watch::Receiver<Mode>,
     /// A copy of the turn's permission rules as they are when the call starts.
     pub rules: Vec<Rule>,
-    /// The session's hooks: its tool calls fire them too.
-    pub hooks: Option<std::sync::Arc<crate::hooks::Hooks>>,
 }
 
 /// A finished tool run.

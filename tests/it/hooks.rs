@@ -174,7 +174,10 @@ async fn post_tool_use_feedback_and_context_reach_the_model_with_the_result() {
     let said = "echo '{\"hookSpecificOutput\": {\"additionalContext\": \"style guide: tabs\"}}'\n";
     let context = hook(&env, "context", &format!("LOGFILE=post.jsonl\n{LOG}{said}"));
     let crash = hook(&env, "crash", "cat >/dev/null\nexit 7\n");
-    env.write_config(&config(5, &[("PostToolUse", "Bash", &lint), ("PostToolUse", "*", &context), ("PostToolUse", "", &crash)]));
+    env.write_config(&config(
+        5,
+        &[("PostToolUse", "Bash", &lint), ("PostToolUse", "*", &context), ("PostToolUse", "", &crash)],
+    ));
     let mut agent = env.ready().await;
     let session = agent.new_session(&env.cwd()).await;
     set_mode(&mut agent, &session, "bypass").await;
@@ -247,7 +250,10 @@ async fn a_stop_hook_sends_the_model_on_once_and_a_hanging_one_does_not_hold_the
     let second = user_texts(&env.mock.requests()[1]).join("\n");
     assert!(second.contains("[Stop hook] The turn is not over: run the tests first"), "{second}");
     let inputs = logged(&env, "stop.jsonl");
-    assert_eq!((inputs[0]["stop_hook_active"].as_bool(), inputs[1]["stop_hook_active"].as_bool()), (Some(false), Some(true)));
+    assert_eq!(
+        (inputs[0]["stop_hook_active"].as_bool(), inputs[1]["stop_hook_active"].as_bool()),
+        (Some(false), Some(true))
+    );
 
     env.write_config(&config(1, &[("Stop", "", &hook(&env, "hang", "sleep 30\n"))]));
     let mut agent = env.ready().await;
@@ -265,7 +271,8 @@ fn project_hooks(env: &TestEnv, word: &str) -> PathBuf {
     let dir = env.workspace().join(".claude");
     std::fs::create_dir_all(&dir).unwrap();
     let command = format!("echo {word} >> \"$CLAUDE_PROJECT_DIR/project-ran\"");
-    let settings = json!({"hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "command": command}]}]}});
+    let settings =
+        json!({"hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "command": command}]}]}});
     let path = dir.join("settings.json");
     std::fs::write(&path, settings.to_string()).unwrap();
     path
@@ -361,7 +368,10 @@ async fn a_pre_compact_hook_blocks_a_manual_compaction() {
     let (_, updates) = turn(&mut agent, &session, "/compact").await;
     assert!(shown(&updates).starts_with("Compacted the conversation"), "{}", shown(&updates));
     let inputs = logged(&env, "compact.jsonl");
-    assert_eq!((inputs[0]["trigger"].as_str(), inputs[0]["custom_instructions"].as_str()), (Some("manual"), Some("keep it all")));
+    assert_eq!(
+        (inputs[0]["trigger"].as_str(), inputs[0]["custom_instructions"].as_str()),
+        (Some("manual"), Some("keep it all"))
+    );
 }
 
 #[tokio::test]
@@ -372,7 +382,8 @@ async fn the_official_client_is_asked_about_a_projects_hooks_and_their_deny_hold
     let deny = json!({"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "deny",
         "permissionDecisionReason": "the project forbids rm"}});
     let command = format!("grep -q '\"rm ' && echo '{deny}' || true");
-    let settings = json!({"hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "command": command}]}]}});
+    let settings =
+        json!({"hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "command": command}]}]}});
     std::fs::write(dir.join("settings.json"), settings.to_string()).unwrap();
     std::fs::write(env.workspace().join("victim"), "x").unwrap();
     env.mock.push(Reply::tool_calls(&[("c1", "bash", json!({"command": "rm victim"}))])).push(Reply::text(&["done"]));

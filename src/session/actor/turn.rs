@@ -223,7 +223,7 @@ impl Actor {
         let cache_key = self.row.id.to_string();
         let turn = async move {
             let system = system.await;
-            let parent = subagent::Parent::new(
+            let mut parent = subagent::Parent::new(
                 store,
                 Arc::clone(&config),
                 session,
@@ -232,6 +232,7 @@ impl Actor {
                 watch,
             )
             .await;
+            parent.hooks = Some(Arc::clone(&hooks));
             let tools = setup::session_tools(servers.as_ref(), &config, parent, &token, &mut recorder).await;
             for warning in system.warnings.iter().filter(|_| warn) {
                 let text = format!("Project instructions: {warning}.");
@@ -288,7 +289,8 @@ impl Actor {
         let history_len = history.len();
         let (span, traced) = (crate::trace::span(trace.as_ref()), trace.clone());
         let workspace = setup::workspace(&config, Path::new(&self.row.cwd), &self.directories);
-        let (hooks, host, mode) = (self.hooks_now(&workspace), self.services.sink.host(&self.row.id), *self.mode.borrow());
+        let (hooks, host, mode) =
+            (self.hooks_now(&workspace), self.services.sink.host(&self.row.id), *self.mode.borrow());
         let compaction = async move {
             // Like a turn, a compaction holds the session's lease, and works on the history as
             // stored.

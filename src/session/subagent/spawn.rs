@@ -220,9 +220,8 @@ async fn drive(child: Child, parent: &Parent, task: &TaskArgs, ctx: &ToolContext
     let cancel = ctx.cancel.child_token();
     // `session/cancel` on the sub-agent's own id reaches this token alone.
     let _running = parent.running.enter(id.clone(), cancel.clone());
-    let hooks = ctx.caller.as_ref().and_then(|caller| caller.hooks.clone());
     let run = agent::Run::child(ctx.user_wait.clone(), Arc::clone(&ctx.images.read))
-        .hooked(hooks)
+        .hooked(parent.hooks.clone())
         .traced(ctx.trace.clone())
         .cached_as(id.as_str());
     let turn = setup.turn(&mut history, &mut recorder, &mut rules, cancel.clone(), run);
