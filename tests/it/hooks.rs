@@ -400,3 +400,23 @@ async fn the_official_client_is_asked_about_a_projects_hooks_and_their_deny_hold
     assert!(env.workspace().join("victim").exists());
     assert!(result_of(&env, 1, "c1").contains("the project forbids rm"));
 }
+
+#[tokio::test]
+async fn a_sub_agents_tool_calls_fire_the_sessions_hooks() {
+    let env = TestEnv::new().await;
+    env.write_config(&config(5, &[("PreToolUse", "Bash", &pre_tool_use(&env))]));
+    std::fs::write(env.workspace().join("victim"), "x").unwrap();
+    env.mock.push(crate::subagents::calls(&[crate::subagents::task("t1", "clean", "CHILD: remove the victim")]));
+    env.mock.push(Reply::text(&["The child could not."]));
+    env.mock.route("CHILD", Reply::tool_calls(&[("k1", "bash", json!({"command": "rm victim"}))]));
+    env.mock.route("CHILD", Reply::text(&["A hook refused it."]));
+    let mut agent = env.ready().await;
+    let session = agent.new_session(&env.cwd()).await;
+    set_mode(&mut agent, &session, "bypass").await;
+    let (response, _) = turn(&mut agent, &session, "PARENT: clean up").await;
+    assert_eq!(response["result"]["stopReason"], "end_turn");
+    assert!(env.workspace().join("victim").exists(), "the sub-agent's call was denied");
+    let child = env.mock.requests_with("CHILD");
+    let refused = child[1]["messages"].as_array().unwrap().iter().find(|m| m["role"] == "tool").unwrap();
+    assert!(refused["content"].as_str().unwrap().contains("no rm here"), "{refused}");
+}
