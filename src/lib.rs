@@ -17,6 +17,7 @@ pub mod config;
 pub mod doctor;
 pub mod exec;
 pub mod history;
+pub mod hooks;
 pub mod ids;
 pub mod images;
 pub mod inspect;

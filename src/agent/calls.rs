@@ -21,11 +21,14 @@ use tokio::sync::mpsc;
 
 use super::Turn;
 use super::choices::{self, Choice};
+pub(super) use super::context::context;
 use super::events::{AgentEvent, Phase};
 use super::state::{After, CallQueue, DoneReason, Question, QueuedCall, TurnError, TurnState};
 use crate::history::{CallState, Part, ToolContent, ToolPart};
 use crate::ids::MessageId;
-use crate::permissions::{self, Action, Decision, Mode, Permission, PermissionRequest, Rule, Scope, Subject};
+use crate::permissions::{
+    self, Action, Decision, HookAnswer, Mode, Permission, PermissionRequest, Rule, Scope, Subject,
+};
 use crate::tools::host::{HostError, PermissionAnswer};
 use crate::tools::{Access, Caller, Fatal, Invocation, ToolContext, ToolError, ToolOutcome};
 
@@ -65,6 +68,10 @@ pub async fn executing(turn: &mut Turn<'_>, mut queue: CallQueue) -> TurnState {
             return halted(turn, &queue, Halt::Fatal(fatal));
         }
     };
+    if let Some(stop) = super::hooked::first(turn, &mut queue).await {
+        return halted(turn, &queue, Halt::Hook(stop));
+    }
+    let Some(head) = queue.calls.front() else { return TurnState::StepEnd(After::NextStep) };
     let (verdict, request) = judged(turn, head);
     let review = request.as_ref().is_some_and(|request| request.subject == Subject::Plan);
     match verdict {
@@ -97,7 +104,9 @@ pub async fn executing(turn: &mut Turn<'_>, mut queue: CallQueue) -> TurnState {
             let mut batch = vec![(index, invocation.judged_on(request.as_ref()))];
             // Reads run beside the reads that follow them, sub-agents beside the sub-agents.
             if matches!(access, Access::ReadOnly | Access::Delegate) {
-                while let Some(next) = queue.calls.front() {
+                while super::hooked::first(turn, &mut queue).await.is_none()
+                    && let Some(next) = queue.calls.front()
+                {
                     let Ok(next_invocation) = &next.invocation else { break };
                     if next_invocation.access() != access {
                         break;
@@ -169,6 +178,7 @@ pub async fn confirming(turn: &mut Turn<'_>, mut queue: CallQueue, question: Que
         said = format!("{said}\n\n{meaning}");
     }
     shown.content.push(ToolContent::Text { text: said });
+    super::hooked::asking(turn, invocation.name()).await;
     let host = std::sync::Arc::clone(&turn.tools.host);
     let waiting = turn.run.user_wait.hold();
     let asked = async {
@@ -235,9 +245,18 @@ fn cooling(turn: &Turn<'_>, name: &str) -> Option<(String, u32)> {
 fn judged(turn: &Turn<'_>, call: &QueuedCall) -> (Decision, Option<PermissionRequest>) {
     let Ok(invocation) = &call.invocation else { return (Decision::Allow, None) };
     let mode: Mode = *turn.tools.mode.borrow();
+    let answer = call.hooked.as_ref().and_then(|hooked| hooked.answer.as_ref());
     match invocation.permission(&turn.tools.workspace) {
         Some(request) if call.approved.as_deref() == Some(request.target.as_str()) => (Decision::Allow, Some(request)),
-        Some(request) => (unguarded(turn, &request, mode), Some(request)),
+        Some(request) => match answer {
+            Some(answer) => (permissions::with_hook(unguarded(turn, &request, mode), answer, &request), Some(request)),
+            None => (unguarded(turn, &request, mode), Some(request)),
+        },
+        // A call that needs no permission is asked about as another program's tool would be.
+        None if call.approved.is_none() && answer.is_some_and(|answer| *answer != HookAnswer::Allow) => {
+            let request = PermissionRequest::for_tool(invocation.name(), "cairn", true);
+            (permissions::with_hook(Decision::Allow, answer.unwrap_or(&HookAnswer::Allow), &request), Some(request))
+        }
         None => (Decision::Allow, None),
     }
 }
@@ -260,59 +279,6 @@ fn unguarded(turn: &Turn<'_>, request: &PermissionRequest, mode: Mode) -> Decisi
         ),
         decision => decision,
     }
-}
-
-/// The context a tool runs (or is previewed) with.
-pub(super) fn context(
-    turn: &Turn<'_>,
-    cancel: tokio_util::sync::CancellationToken,
-    progress: Option<mpsc::UnboundedSender<Vec<ToolContent>>>,
-    call_id: String,
-) -> ToolContext {
-    ToolContext {
-        workspace: turn.tools.workspace.clone(),
-        host: std::sync::Arc::clone(&turn.tools.host),
-        cancel,
-        progress,
-        process: processes(turn),
-        rejected: crate::permissions::rejected_programs(turn.tools.rules),
-        caller: None,
-        call_id,
-        user_wait: turn.run.user_wait.clone(),
-        trace: turn.run.trace.clone(),
-        images: crate::tools::Images {
-            accepted: turn.info.images,
-            max_bytes: turn.limits.image_max_bytes,
-            read: std::sync::Arc::clone(&turn.run.images_read),
-        },
-        read_rejections: turn
-            .tools
-            .rules
-            .iter()
-            .filter(|rule| rule.permission == Permission::Read && rule.action == Action::Deny)
-            .cloned()
-            .collect(),
-        judged: None,
-        jobs: turn.tools.jobs.clone(),
-        fetch: crate::tools::Fetching {
-            settings: turn.limits.fetch.clone(),
-            mode: *turn.tools.mode.borrow(),
-            rules: turn.tools.rules.iter().filter(|rule| rule.permission == Permission::Fetch).cloned().collect(),
-        },
-    }
-}
-
-/// How the call's local commands start. While planning, a sandbox that lets the workspace be
-/// written lets nothing be written instead: a line the parser took for a reader cannot write
-/// either.
-fn processes(turn: &Turn<'_>) -> std::sync::Arc<crate::process::ProcessPolicy> {
-    let policy = &turn.tools.process;
-    if *turn.tools.mode.borrow() == Mode::Plan && policy.sandbox == crate::process::SandboxMode::WorkspaceWrite {
-        let read_only =
-            crate::process::ProcessPolicy { sandbox: crate::process::SandboxMode::ReadOnly, ..(**policy).clone() };
-        return std::sync::Arc::new(read_only);
-    }
-    std::sync::Arc::clone(policy)
 }
 
 /// The id of the call whose part is at `index` of `message`.
@@ -356,6 +322,8 @@ pub(super) enum Halt {
     Cancelled,
     /// A call failed in a way that ends the turn.
     Fatal(Fatal),
+    /// A hook said the turn stops (`"continue": false`), saying why.
+    Hook(String),
 }
 
 /// The step ends with the turn, for `halt`: the calls not run are shown as such.
@@ -369,6 +337,10 @@ pub(super) fn halted(turn: &mut Turn<'_>, queue: &CallQueue, halt: Halt) -> Turn
             tracing::warn!(%fatal, "a tool call ended the turn");
             abandon(turn, queue, NOT_RUN);
             TurnState::StepEnd(After::End(DoneReason::Error(fatal.into())))
+        }
+        Halt::Hook(why) => {
+            abandon(turn, queue, &format!("Not run: a hook stopped the turn ({why})."));
+            TurnState::StepEnd(After::End(DoneReason::ModelStop(super::state::ModelStop::EndTurn)))
         }
     }
 }
@@ -506,10 +478,13 @@ pub(super) async fn run(
     if let Some(around) = around {
         super::captured::after(turn, around).await;
     }
-    match fatal {
+    let ran: Vec<u32> = batch.iter().map(|(index, _)| *index).collect();
+    let stop = if cancelled { None } else { super::hooked::after(turn, message, &ran).await };
+    match (fatal, stop) {
         _ if cancelled => Err(Halt::Cancelled),
-        Some(fatal) => Err(Halt::Fatal(fatal)),
-        None => Ok(()),
+        (Some(fatal), _) => Err(Halt::Fatal(fatal)),
+        (None, Some(stop)) => Err(Halt::Hook(stop)),
+        (None, None) => Ok(()),
     }
 }
 

@@ -19,8 +19,10 @@ mod calls;
 mod captured;
 mod choices;
 pub mod compact;
+mod context;
 mod dispatch;
 pub mod events;
+pub mod hooked;
 mod loops;
 pub mod prompt;
 mod retry;
@@ -114,6 +116,12 @@ pub struct Run {
     trace: Option<TraceContext>,
     /// The session's id, sent as the requests' prompt cache key ([`ModelRequest::cache_key`]).
     cache_key: Option<String>,
+    /// The session's hooks; `None` runs none.
+    hooks: Option<Arc<crate::hooks::Hooks>>,
+    /// A `Stop` hook sent the model on in this turn.
+    stop_hook_active: bool,
+    /// A sub-agent's run: its tool calls fire the session's hooks, its prompt and its end do not.
+    subagent: bool,
 }
 
 /// What one step keeps: it starts anew in the StepStart state.
@@ -134,12 +142,17 @@ impl Run {
     /// A sub-agent's run, inside a call of its parent's turn: the user's answers to its
     /// questions stop the parent's clock too, and its image reads count toward the parent's.
     pub fn child(user_wait: crate::tools::host::UserWait, images_read: Arc<crate::tools::ImagesRead>) -> Self {
-        Self { user_wait, images_read, ..Self::default() }
+        Self { user_wait, images_read, subagent: true, ..Self::default() }
     }
 
     /// This run, its model requests carrying `trace` (see [`crate::trace`]).
     pub fn traced(self, trace: Option<TraceContext>) -> Self {
         Self { trace, ..self }
+    }
+
+    /// This run, firing the session's `hooks`.
+    pub fn hooked(self, hooks: Option<Arc<crate::hooks::Hooks>>) -> Self {
+        Self { hooks, ..self }
     }
 
     /// This run, its model requests asking for the prompt cache of the session `id`.
@@ -235,13 +248,21 @@ pub async fn run_turn(mut turn: Turn<'_>, prompt: Vec<Part>) -> Result<StopReaso
     let user_message =
         Message::new(Role::User, prompt, MessageMeta { model: Some(turn.model_ref.clone()), ..MessageMeta::default() });
     let unseen = images_in(&user_message);
+    let resumed = !turn.history.is_empty();
+    let prompt = turn.run.hooks.is_some().then(|| user_message.clone());
     let mut state = match turn.recorder.begin(turn.history, user_message).await {
         Ok(reread) => {
             if reread {
                 turn.context_used = crate::history::view::context_used(turn.history);
             }
             turn.note_unseen(unseen);
-            TurnState::StepStart(Opening::Fresh)
+            match prompt {
+                Some(prompt) => match hooked::prompted(&mut turn, &prompt, resumed).await {
+                    Some(reason) => TurnState::Done(reason),
+                    None => TurnState::StepStart(Opening::Fresh),
+                },
+                None => TurnState::StepStart(Opening::Fresh),
+            }
         }
         Err(err) => TurnState::Done(DoneReason::Error(err.into())),
     };
@@ -337,6 +358,16 @@ fn preparing(turn: &mut Turn<'_>) -> TurnState {
 /// The Compacting state: one compaction, then the step's request is prepared again.
 async fn compacting(turn: &mut Turn<'_>, why: Why) -> TurnState {
     turn.run.step.compacted = true;
+    if turn.summarizer.is_none() {
+        return TurnState::Preparing;
+    }
+    if !hooked::compacting(turn).await {
+        turn.run.compaction_failed = true;
+        if let Why::Overflow(detail) = why {
+            return TurnState::StepEnd(After::End(DoneReason::Error(LlmError::ContextTooLong { detail }.into())));
+        }
+        return TurnState::Preparing;
+    }
     let Some(summarizer) = &turn.summarizer else { return TurnState::Preparing };
     let job = compact::Job {
         history: turn.history,
@@ -386,6 +417,10 @@ async fn step_end(turn: &mut Turn<'_>, after: After) -> TurnState {
     }
     // The model is done, but the user said more meanwhile: the turn goes on with it, unless a
     // limit says otherwise (then it ends as the model ended it, and the text runs next).
+    let after = match after {
+        After::End(DoneReason::ModelStop(ModelStop::EndTurn)) if !steer::pending(turn) => hooked::stopping(turn).await,
+        after => after,
+    };
     let next = match after {
         After::End(DoneReason::ModelStop(ModelStop::EndTurn)) if steer::pending(turn) => Opening::ForSteered,
         After::End(reason) => return TurnState::Done(reason),

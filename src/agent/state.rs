@@ -152,6 +152,8 @@ pub struct QueuedCall {
     /// The user allowed this call when asked, for this target (a path's final target or the
     /// command line); if the target is no longer the same when it runs, it is decided again.
     pub approved: Option<String>,
+    /// What the `PreToolUse` hooks said, once they ran for it.
+    pub hooked: Option<super::hooked::Before>,
 }
 
 /// Why a turn ended.

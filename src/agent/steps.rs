@@ -295,6 +295,7 @@ fn run_calls(turn: &mut Turn<'_>, s: Streaming) -> TurnState {
                 index: *index,
                 invocation: turn.tools.registry.parse(&tool.name, &tool.input),
                 approved: None,
+                hooked: None,
             }),
             _ => None,
         })

@@ -10,10 +10,10 @@
 //! "always allow" answers are remembered (`[permissions]`, in `permissions`), what
 //! local processes get (`[sandbox]`, `[tools]`, in `process`), MCP servers
 //! (`[mcp_servers.<name>]`, `[mcp]`, in `mcp`), background jobs (`[jobs]`, in `jobs`), file
-//! checkpoints (`[checkpoints]`, in `checkpoints`) and `log_file` (where logs also go;
-//! `crate::logging` opens it, and `--log-file` wins over it). A `CAIRN_CONFIG` naming no file
-//! is refused. Keys are [`Secret`]s, never shown in logs; [`Config::key`] is the one lookup of
-//! a key.
+//! checkpoints (`[checkpoints]`, in `checkpoints`), hooks (`[hooks]`, in `hooks`, which also
+//! reads Claude Code's settings files) and `log_file` (where logs also go; `crate::logging` opens
+//! it, and `--log-file` wins over it). A `CAIRN_CONFIG` naming no file is refused. Keys are
+//! [`Secret`]s, never shown in logs; [`Config::key`] is the one lookup of a key.
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
@@ -26,6 +26,7 @@ mod checkpoints;
 mod checks;
 pub mod credentials;
 mod fetch;
+pub mod hooks;
 mod jobs;
 mod limits;
 mod mcp;
@@ -38,6 +39,7 @@ mod subagents;
 
 pub use checkpoints::CheckpointSettings;
 pub use fetch::{Fetch, MAX_FETCH_SECS};
+pub use hooks::{HookEvent, HookSettings};
 pub use jobs::JobSettings;
 pub use limits::{Compaction, ContentPattern, Limits, LoopLimits};
 pub use permissions::Remember;
@@ -103,6 +105,8 @@ pub struct Config {
     pub jobs: JobSettings,
     /// `[checkpoints]`: the file checkpoints behind `/rewind`.
     pub checkpoints: CheckpointSettings,
+    /// `[hooks]`: the user's own hooks and their default time limit.
+    pub hooks: HookSettings,
 }
 
 /// The config file `env` points to (`CAIRN_CONFIG`, else `config.toml` in cairn's directory of
@@ -221,6 +225,8 @@ struct FileConfig {
     jobs: jobs::FileJobs,
     #[serde(default)]
     checkpoints: checkpoints::FileCheckpoints,
+    #[serde(default)]
+    hooks: hooks::FileHooks,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -397,6 +403,7 @@ impl Config {
         let mcp = mcp::settings(&file.mcp).map_err(invalid)?;
         let jobs = file.jobs.resolve().map_err(invalid)?;
         let checkpoints = file.checkpoints.resolve().map_err(invalid)?;
+        let hooks = file.hooks.resolve().map_err(invalid)?;
         Ok(Self {
             data_dir,
             model: normalize_model(&model),
@@ -424,6 +431,7 @@ impl Config {
             search,
             jobs,
             checkpoints,
+            hooks,
         })
     }
 

@@ -476,6 +476,48 @@ pub fn rule_for(request: &PermissionRequest, action: Action, source: Scope, rule
     Some(Rule::new(request.permission, &pattern, action, source))
 }
 
+/// What a hook (`PreToolUse`) said about a request.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum HookAnswer {
+    Allow,
+    Ask(String),
+    Deny(String),
+}
+
+/// The decision on `request` once a hook's answer is taken in: a hook's deny is a rejection
+/// (it holds in every mode, bypass included); its ask asks whatever the mode and rules say,
+/// unless they refuse; its allow lifts a question only where a remembered "allow" could: a path
+/// inside the workspace and not protected, a line that parses and stays there, another
+/// program's tool, a web host. It never turns a refusal into an allow, nor lifts a question
+/// about a place outside the workspace, a protected one, or leaving plan mode.
+pub fn with_hook(decision: Decision, answer: &HookAnswer, request: &PermissionRequest) -> Decision {
+    match (decision, answer) {
+        (_, HookAnswer::Deny(why)) => Decision::Deny(format!("a hook denied it: {why}")),
+        (Decision::Deny(why), _) => Decision::Deny(why),
+        (Decision::Allow, HookAnswer::Ask(why)) => Decision::Ask(format!("a hook asks: {why}")),
+        (Decision::Ask(why), HookAnswer::Ask(hook)) => Decision::Ask(format!("{why}; a hook asks too: {hook}")),
+        (Decision::Allow, HookAnswer::Allow) => Decision::Allow,
+        (Decision::Ask(why), HookAnswer::Allow) => {
+            if hook_may_allow(request) {
+                Decision::Allow
+            } else {
+                Decision::Ask(why)
+            }
+        }
+    }
+}
+
+/// Whether a hook's allow may lift the question about `request`.
+fn hook_may_allow(request: &PermissionRequest) -> bool {
+    match &request.subject {
+        Subject::Path { place: Place::Inside { .. } } => true,
+        Subject::Path { place: Place::Protected { .. } | Place::Outside | Place::Unknown(_) } => false,
+        Subject::Command(facts) => facts.script.is_ok() && facts.escapes.is_empty(),
+        Subject::Tool { .. } | Subject::Host { .. } => true,
+        Subject::Plan => false,
+    }
+}
+
 /// The programs (each with its subcommand words, if any) that rules reject: what the supervisor
 /// refuses to start, however a command spells or hides it. Exact-line rules are about lines and
 /// stay with the parser.

@@ -348,3 +348,28 @@ fn tool_rules_cover_a_name_or_a_glob_of_names_and_rejections_hold_in_bypass() {
     let unreadable = [rule(Permission::Tool, "mcp__{", Action::Allow)];
     assert!(asks(&decide(&tool("mcp__github__list", true), Mode::Bypass, &unreadable)));
 }
+
+#[test]
+fn a_hooks_deny_holds_in_every_mode_and_its_allow_never_widens() {
+    let deny = HookAnswer::Deny("no".into());
+    let allow = HookAnswer::Allow;
+    for mode in Mode::ALL {
+        for request in [read("src/lib.rs"), edit("src/lib.rs"), bash("ls"), edit("../out")] {
+            let decided = with_hook(decide(&request, mode, &[]), &deny, &request);
+            assert!(matches!(decided, Decision::Deny(_)), "{mode:?} {request:?}: {decided:?}");
+        }
+    }
+    // Inside the workspace an allow lifts the question; outside, protected, unreadable: not.
+    assert_eq!(with_hook(decide(&edit("src/lib.rs"), Mode::Ask, &[]), &allow, &edit("src/lib.rs")), Decision::Allow);
+    assert_eq!(with_hook(decide(&bash("cargo test"), Mode::Ask, &[]), &allow, &bash("cargo test")), Decision::Allow);
+    for request in [edit("../out"), edit(".git/hooks/pre-commit"), read(".env"), edit("loop"), bash("cat /etc/passwd")]
+    {
+        let decided = with_hook(decide(&request, Mode::Ask, &[]), &allow, &request);
+        assert!(asks(&decided), "{request:?}: {decided:?}");
+    }
+    // A refusal stays one; an ask asks even in bypass mode.
+    let refused = with_hook(decide(&edit("src/lib.rs"), Mode::ReadOnly, &[]), &allow, &edit("src/lib.rs"));
+    assert!(matches!(refused, Decision::Deny(_)));
+    let asked = with_hook(decide(&bash("ls"), Mode::Bypass, &[]), &HookAnswer::Ask("check".into()), &bash("ls"));
+    assert!(asks(&asked));
+}

@@ -32,6 +32,11 @@ pub const COMMANDS: &[CommandInfo] = &[
     CommandInfo { name: "mcp", description: "The MCP servers: state, tools, errors", hint: None },
     CommandInfo { name: "jobs", description: "The background jobs: command, state, how they ended", hint: None },
     CommandInfo {
+        name: "hooks",
+        description: "The hooks loaded, where from, and whether they are trusted",
+        hint: None,
+    },
+    CommandInfo {
         name: "permissions",
         description: "List remembered permission rules, revoke them, or keep one for the whole project",
         hint: Some("revoke <n> | revoke all | project <n>"),
@@ -49,6 +54,7 @@ pub enum Slash {
     Status,
     Mcp,
     Jobs,
+    Hooks,
     Permissions(Option<RuleChange>),
 }
 
@@ -96,7 +102,9 @@ impl Slash {
     /// the history or the rules a turn is using wait their turn in the queue like a prompt.
     pub fn is_immediate(&self) -> bool {
         match self {
-            Slash::Status | Slash::Mcp | Slash::Jobs | Slash::Permissions(None) | Slash::Model(_) => true,
+            Slash::Status | Slash::Mcp | Slash::Jobs | Slash::Hooks | Slash::Permissions(None) | Slash::Model(_) => {
+                true
+            }
             // It reads the store only, but a turn's capture may be under way.
             Slash::Checkpoints => false,
             Slash::Compact(_) | Slash::Rewind(_) | Slash::Fork | Slash::Permissions(Some(_)) => false,
@@ -122,6 +130,7 @@ pub fn parse(parts: &[Part]) -> Option<Result<Slash, String>> {
         "status" => Ok(Slash::Status),
         "mcp" => Ok(Slash::Mcp),
         "jobs" => Ok(Slash::Jobs),
+        "hooks" => Ok(Slash::Hooks),
         "permissions" => match rest.split_whitespace().collect::<Vec<_>>()[..] {
             [] => Ok(Slash::Permissions(None)),
             ["revoke", "all"] => Ok(Slash::Permissions(Some(RuleChange::RevokeAll))),

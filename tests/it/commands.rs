@@ -26,7 +26,10 @@ async fn the_commands_are_advertised_after_the_session_is_created() {
     assert_eq!(commands["sessionUpdate"], "available_commands_update");
     let names: Vec<&str> =
         commands["availableCommands"].as_array().unwrap().iter().map(|c| c["name"].as_str().unwrap()).collect();
-    assert_eq!(names, ["compact", "rewind", "checkpoints", "fork", "model", "status", "mcp", "jobs", "permissions"]);
+    assert_eq!(
+        names,
+        ["compact", "rewind", "checkpoints", "fork", "model", "status", "mcp", "jobs", "hooks", "permissions"]
+    );
     assert_eq!(commands["availableCommands"][1]["input"]["hint"], "[n] [code|conversation|both] | undo");
 }
 

@@ -23,6 +23,7 @@ mod escapes;
 mod exec;
 mod fetch;
 mod headless;
+mod hooks;
 mod hostile;
 mod images;
 mod inspect;

@@ -196,6 +196,8 @@ struct Actor {
     system: setup::SystemFuture,
     /// Its warnings (instructions cut to fit) were shown, with the first turn.
     system_warned: bool,
+    /// The session's hooks as last read (before each turn), kept while their files are unchanged.
+    hooks: Option<Arc<crate::hooks::Hooks>>,
     /// The first prompt's text while the session waits for a model-written title.
     title_pending: Option<String>,
     queue: VecDeque<Queued>,
@@ -264,6 +266,7 @@ pub async fn run(init: Init, services: Services, mut rx: mpsc::UnboundedReceiver
         context_used,
         system,
         system_warned: false,
+        hooks: None,
         title_pending: None,
         queue: VecDeque::new(),
         running: None,

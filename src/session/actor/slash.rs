@@ -36,6 +36,7 @@ impl Actor {
             Slash::Status => self.status_text(),
             Slash::Mcp => self.mcp_text(),
             Slash::Jobs => self.jobs_text(),
+            Slash::Hooks => self.hooks_text(),
             Slash::Permissions(None) => self.rules_text(),
             Slash::Model(None) => {
                 let view = self.view();
@@ -86,7 +87,7 @@ impl Actor {
                 return;
             }
             Slash::Compact(instructions) => return self.spawn_compaction(ticket, trace, instructions, reply),
-            Slash::Status | Slash::Mcp | Slash::Jobs | Slash::Permissions(None) | Slash::Model(_) => {
+            Slash::Status | Slash::Mcp | Slash::Jobs | Slash::Hooks | Slash::Permissions(None) | Slash::Model(_) => {
                 self.run_immediate(slash)
             }
         };

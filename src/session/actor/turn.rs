@@ -174,6 +174,20 @@ impl Actor {
         self.recorder().for_turn(title).with_held(std::mem::take(&mut self.unsaved))
     }
 
+    /// The session's hooks, read again: the set so far while no file changed.
+    pub(super) fn hooks_now(&mut self, workspace: &crate::tools::Workspace) -> Arc<crate::hooks::Hooks> {
+        let (cwd, roots, id) = (Path::new(&self.row.cwd), workspace.roots().to_vec(), self.row.id.to_string());
+        let hooks = crate::hooks::Hooks::load(&self.services.config, cwd, roots, &id, self.hooks.as_ref());
+        self.hooks = Some(Arc::clone(&hooks));
+        hooks
+    }
+
+    /// What `/hooks` says: the hooks as the next turn would read them.
+    pub(super) fn hooks_text(&mut self) -> String {
+        let workspace = setup::workspace(&self.services.config, Path::new(&self.row.cwd), &self.directories);
+        self.hooks_now(&workspace).describe()
+    }
+
     /// A recorder for this session's next piece of work.
     pub(super) fn recorder(&self) -> StoreRecorder {
         StoreRecorder::new(
@@ -202,6 +216,7 @@ impl Actor {
         let system = self.system.clone();
         let warn = !std::mem::replace(&mut self.system_warned, true);
         let workspace = setup::workspace(&config, Path::new(&self.row.cwd), &self.directories);
+        let hooks = self.hooks_now(&workspace);
         let host = self.services.sink.host(&self.row.id);
         let (mode, switch) = (self.mode.subscribe(), Some(self.mode.clone()));
         let mut rules = std::mem::take(&mut self.rules);
@@ -225,7 +240,7 @@ impl Actor {
                 crate::session::restore::load(&store_for_checkpoints, &session_id, tracker).await;
             }
             let system = system.await;
-            let parent = subagent::Parent::new(
+            let mut parent = subagent::Parent::new(
                 store,
                 Arc::clone(&config),
                 session,
@@ -234,6 +249,7 @@ impl Actor {
                 watch,
             )
             .await;
+            parent.hooks = Some(Arc::clone(&hooks));
             let tools = setup::session_tools(servers.as_ref(), &config, parent, &token, &mut recorder).await;
             for warning in system.warnings.iter().filter(|_| warn) {
                 let text = format!("Project instructions: {warning}.");
@@ -256,7 +272,10 @@ impl Actor {
                 spent,
                 context_used,
             };
-            let run = agent::Run::steered(agent::Steering::new(steering)).traced(traced).cached_as(&cache_key);
+            let run = agent::Run::steered(agent::Steering::new(steering))
+                .traced(traced)
+                .cached_as(&cache_key)
+                .hooked(Some(hooks));
             let mut turn = setup.turn(&mut history, &mut recorder, &mut rules, token, run);
             turn.tools.checkpoints = checkpoints.as_mut();
             let result = agent::run_turn(turn, parts).await;
@@ -287,6 +306,9 @@ impl Actor {
         let (context_used, spent, rules) = (self.context_used, self.row.cost_usd, self.rules.clone());
         let history_len = history.len();
         let (span, traced) = (crate::trace::span(trace.as_ref()), trace.clone());
+        let workspace = setup::workspace(&config, Path::new(&self.row.cwd), &self.directories);
+        let (hooks, host, mode) =
+            (self.hooks_now(&workspace), self.services.sink.host(&self.row.id), *self.mode.borrow());
         let compaction = async move {
             // Like a turn, a compaction holds the session's lease, and works on the history as
             // stored.
@@ -297,6 +319,11 @@ impl Actor {
                     return TurnOutcome { history, rules, checkpoints: None, result: Err(err.into()) };
                 }
             };
+            if !pre_compact(&hooks, host.as_ref(), mode, instructions.as_deref(), &token, &mut recorder).await {
+                let flushed = recorder.flush().await.map_err(TurnError::from);
+                let result = flushed.map(|()| TurnEnd { stop: StopReason::EndTurn, usage: recorder.used() });
+                return TurnOutcome { history, rules, checkpoints: None, result };
+            }
             let summarizer = setup::summarizer(&config, &models.summaries);
             let info = &models.main.info;
             let job = compact::Job {
@@ -328,4 +355,32 @@ impl Actor {
         self.turn = Some(tokio::spawn(compaction.instrument(span)));
         self.running = Some(Running { ticket, trace, history_len, cancel, reply, steer: None, steered: Vec::new() });
     }
+}
+
+/// `PreCompact` before `/compact`; `false` when a hook blocked it (the notice says so).
+async fn pre_compact(
+    hooks: &crate::hooks::Hooks,
+    host: &dyn crate::tools::Host,
+    mode: crate::permissions::Mode,
+    instructions: Option<&str>,
+    cancel: &CancellationToken,
+    recorder: &mut StoreRecorder,
+) -> bool {
+    use crate::hooks::{Event, HookEvent};
+    if !hooks.any(HookEvent::PreCompact) {
+        return true;
+    }
+    let fields = [("trigger", "manual"), ("custom_instructions", instructions.unwrap_or_default())];
+    let fields = fields.into_iter().map(|(key, value)| (key.to_owned(), value.into())).collect();
+    let event = Event { kind: HookEvent::PreCompact, names: vec!["manual"], fields };
+    let fired = hooks.fire(event, crate::hooks::permission_mode(mode), host.permissions(), cancel).await;
+    let mut said = fired.problems.clone();
+    let blocked = fired.block_reason();
+    if let Some(reason) = &blocked {
+        said.push(format!("A PreCompact hook blocked the compaction: {reason}"));
+    }
+    if !said.is_empty() {
+        recorder.record(AgentEvent::Notice { message: MessageId::generate(), text: said.join("\n") });
+    }
+    blocked.is_none()
 }

@@ -65,6 +65,8 @@ pub struct Parent {
     pub shown: Arc<dyn UpdateSink>,
     /// The sub-agents running in this process, for `session/cancel` on one of them.
     pub running: Arc<Running>,
+    /// The session's hooks: its sub-agents' tool calls fire them too.
+    pub hooks: Option<Arc<crate::hooks::Hooks>>,
     /// Sub-agents started under this turn so far, nested ones included (`[subagents] max_total`).
     started: AtomicU32,
 }
@@ -122,7 +124,8 @@ impl Parent {
                 tracing::warn!(%err, "reading the named agents failed; the task tool offers none");
                 Vec::new()
             });
-        Self { store, config, session, cwd, model, agents: agents.into(), shown, running, started: AtomicU32::new(0) }
+        let agents = agents.into();
+        Self { store, config, session, cwd, model, agents, shown, running, hooks: None, started: AtomicU32::new(0) }
     }
 
     /// Sends `update` of session `on` (this turn's session or one of its sub-agents) through the

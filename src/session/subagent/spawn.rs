@@ -221,6 +221,7 @@ async fn drive(child: Child, parent: &Parent, task: &TaskArgs, ctx: &ToolContext
     // `session/cancel` on the sub-agent's own id reaches this token alone.
     let _running = parent.running.enter(id.clone(), cancel.clone());
     let run = agent::Run::child(ctx.user_wait.clone(), Arc::clone(&ctx.images.read))
+        .hooked(parent.hooks.clone())
         .traced(ctx.trace.clone())
         .cached_as(id.as_str());
     let turn = setup.turn(&mut history, &mut recorder, &mut rules, cancel.clone(), run);
