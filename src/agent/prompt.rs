@@ -224,7 +224,9 @@ pub fn assemble(sources: &Sources) -> SystemPrompt {
         }
     }
     if !sources.skills.is_empty() {
-        text.push_str("\n\n# Skills\nWhen the task matches a skill, load it with the skill tool (or read its SKILL.md).\n");
+        text.push_str(
+            "\n\n# Skills\nWhen the task matches a skill, load it with the skill tool (or read its SKILL.md).\n",
+        );
         for (name, line, path) in &sources.skills {
             text.push_str(&format!("- {name}: {line} ({})\n", path.display()));
         }

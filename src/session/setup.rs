@@ -211,7 +211,8 @@ pub async fn system(
     role: Option<String>,
     client: Option<ClientPrompt>,
 ) -> SystemPrompt {
-    let mut sources = prompt::gather(cwd, config.home_dir.as_deref(), config.config_dir.as_deref(), tools, &config.process.env).await;
+    let mut sources =
+        prompt::gather(cwd, config.home_dir.as_deref(), config.config_dir.as_deref(), tools, &config.process.env).await;
     sources.role = role;
     sources.client = client;
     prompt::assemble(&sources)
@@ -260,7 +261,9 @@ pub async fn session_tools(
     }
     // The project's and the user's skills, loaded on demand.
     let (home, own) = (config.home_dir.as_deref(), config.config_dir.as_deref());
-    if let Some(skills) = crate::tools::skill::SkillTool::new(crate::tools::skill::discover(Path::new(&parent.cwd), home, own)) {
+    if let Some(skills) =
+        crate::tools::skill::SkillTool::new(crate::tools::skill::discover(Path::new(&parent.cwd), home, own))
+    {
         let _ = registry.add(skills);
     }
     if let Some(servers) = servers {

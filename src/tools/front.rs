@@ -112,8 +112,9 @@ mod tests {
 
     #[test]
     fn values_lists_and_the_body() {
-        let front = parse("---\nname: a\ndescription: \"quoted: yes\"\ntools:\n  - read\n  - 'glob'\n# note\n---\nBody\n")
-            .unwrap();
+        let front =
+            parse("---\nname: a\ndescription: \"quoted: yes\"\ntools:\n  - read\n  - 'glob'\n# note\n---\nBody\n")
+                .unwrap();
         assert_eq!(front.text("name").as_deref(), Some("a"));
         assert_eq!(front.text("description").as_deref(), Some("quoted: yes"));
         assert_eq!(front.get("tools"), Some(&Field::List(vec!["read".into(), "glob".into()])));

@@ -41,8 +41,8 @@ mod read;
 mod registry;
 mod schema;
 mod search;
-pub mod skill;
 mod shell;
+pub mod skill;
 pub mod task;
 mod todo;
 pub mod web_search;
@@ -241,6 +241,13 @@ fn judged_target(ctx: &ToolContext, path: &str) -> Result<PathBuf, ToolError> {
         ))),
         Some(_) | None => Ok(landed),
     }
+}
+
+/// Opens a read's judged final target as `read` does: beneath the workspace root that holds it,
+/// following no symlink, only a regular file; `None` when it is missing. For the session's
+/// `@file` references of a command.
+pub fn open_judged(workspace: &Workspace, target: &std::path::Path) -> Result<Option<(std::fs::File, u64)>, ToolError> {
+    fs::open_regular(workspace.roots(), target, &workspace.display(target))
 }
 
 /// `path`'s final target, or `path` itself when it cannot be resolved (the OS then reports why).

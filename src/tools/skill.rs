@@ -131,9 +131,8 @@ fn describe(root: &Path, dir: &Path) -> Result<Option<SkillInfo>, String> {
     if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.')) {
         return Err(format!("its name `{}` may only use letters, digits, `-`, `_` and `.`", name.escape_debug()));
     }
-    let first_line = || {
-        front.body.lines().map(str::trim).find(|l| !l.is_empty() && !l.starts_with('#')).unwrap_or("").to_owned()
-    };
+    let first_line =
+        || front.body.lines().map(str::trim).find(|l| !l.is_empty() && !l.starts_with('#')).unwrap_or("").to_owned();
     let line = front.text("description").unwrap_or_else(first_line);
     let description = crate::visible::line(&line).chars().take(200).collect();
     Ok(Some(SkillInfo { name, description, dir: dir.to_owned(), root: root.to_owned() }))
@@ -142,10 +141,8 @@ fn describe(root: &Path, dir: &Path) -> Result<Option<SkillInfo>, String> {
 /// Loads `skill`: its instructions and the files beside them.
 pub fn load(skill: &SkillInfo) -> Result<Loaded, String> {
     let (text, cut) = read_skill_file(&skill.root, &skill.dir)?;
-    let front = super::front::parse_optional(&text).unwrap_or_else(|_| super::front::FrontMatter {
-        fields: Vec::new(),
-        body: text.clone(),
-    });
+    let front = super::front::parse_optional(&text)
+        .unwrap_or_else(|_| super::front::FrontMatter { fields: Vec::new(), body: text.clone() });
     let dir = inside(&skill.root, &skill.dir)?;
     let mut files = Vec::new();
     list(&dir, &dir, 0, &mut files);
@@ -170,7 +167,7 @@ fn read_skill_file(root: &Path, dir: &Path) -> Result<(String, bool), String> {
 }
 
 /// `path`'s final target, when it lies inside `root`'s.
-fn inside(root: &Path, path: &Path) -> Result<PathBuf, String> {
+pub fn inside(root: &Path, path: &Path) -> Result<PathBuf, String> {
     let real_root = root.canonicalize().map_err(|err| format!("{} cannot be resolved: {err}", root.display()))?;
     let real = path.canonicalize().map_err(|err| format!("{} cannot be resolved: {err}", path.display()))?;
     if real.starts_with(&real_root) {
@@ -278,7 +275,8 @@ impl Tool for SkillTool {
                 names.join(", ")
             )));
         };
-        let loaded = super::blocking(ctx, move |_| load(&skill).map_err(ToolError::Tell).map(|l| (skill.name, l))).await;
+        let loaded =
+            super::blocking(ctx, move |_| load(&skill).map_err(ToolError::Tell).map(|l| (skill.name, l))).await;
         let (name, loaded) = loaded?;
         Ok(ToolOutcome { output: loaded.render(&name), ..ToolOutcome::default() })
     }

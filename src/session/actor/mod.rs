@@ -10,6 +10,7 @@
 //! [`crate::tools::Jobs`], lent to every turn): they outlive turns, and a close kills every one
 //! and waits until each is gone before it is answered.
 
+mod custom;
 mod given;
 mod mcp;
 mod slash;
@@ -150,6 +151,8 @@ struct Queued {
 enum Work {
     Prompt(Vec<Part>),
     Slash(Slash),
+    /// A command from a file whose turn is held to its tools and model.
+    Command(Vec<Part>, Box<custom::Only>),
 }
 
 struct Running {
@@ -209,6 +212,8 @@ struct Actor {
     closing: bool,
     /// The session's background jobs: they outlive turns, and are killed when it closes.
     jobs: crate::tools::Jobs,
+    /// The commands from files and skills the session offers.
+    custom: crate::session::custom::Catalog,
 }
 
 pub async fn run(init: Init, services: Services, mut rx: mpsc::UnboundedReceiver<Command>) {
@@ -247,6 +252,7 @@ pub async fn run(init: Init, services: Services, mut rx: mpsc::UnboundedReceiver
     let context_used = context_used(&history);
     let mode_seen = mode.subscribe();
     let jobs = crate::tools::Jobs::start(services.config.jobs);
+    let custom = crate::session::custom::Catalog::load(&custom::places(&services.config, &row.cwd));
     let mut actor = Actor {
         services,
         row,
@@ -267,6 +273,7 @@ pub async fn run(init: Init, services: Services, mut rx: mpsc::UnboundedReceiver
         unsaved: Vec::new(),
         closing: false,
         jobs,
+        custom,
     };
     actor.serve(&mut rx).await;
     actor.stop_mcp().await;
@@ -383,7 +390,7 @@ impl Actor {
                     let _ = reply.send(Ok(StopReason::EndTurn.into()));
                 }
                 Some(Ok(slash)) => self.enqueue(Queued { ticket, trace, work: Work::Slash(slash), reply }),
-                None => self.prompt(ticket, trace, parts, reply),
+                None => self.custom_or_prompt(ticket, trace, parts, reply),
             },
             Command::Cancel => self.cancel_all(),
             Command::CancelPrompt { ticket } => {
@@ -447,6 +454,7 @@ impl Actor {
             thought: self.thought(),
             steer: self.steers(),
             usage: self.usage(),
+            commands: self.custom.advertised(),
         }
     }
 
