@@ -16,6 +16,7 @@ mod cancel;
 mod commands;
 mod compaction;
 mod conformance;
+mod custom_commands;
 mod durability;
 mod editors;
 mod escapes;
