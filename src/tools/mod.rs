@@ -7,8 +7,9 @@
 //! `task` (a sub-agent) when the session can run sub-agents, through a [`task::Delegate`] the
 //! session layer provides, and the tools of the session's MCP servers through
 //! [`add_server_tools`] (`mcp.rs`). Named
-//! agents are read in `agents`; what tools share is in `fs`, `beneath`, `page`, `search` and
-//! `shell`, and what the editor offers in `host`.
+//! agents are read in `agents`, skills found and loaded in `skill` (its tool joins them when
+//! there are skills); what tools share is in `fs`, `beneath`, `page`, `search`, `shell` and
+//! `front` (front matter), and what the editor offers in `host`.
 //!
 //! A [`Tool`] is typed by its arguments: it names itself, describes itself to the model (the
 //! argument schema is derived from the argument struct, never written beside it), and for one
