@@ -89,15 +89,8 @@ impl Loaded {
 /// The skills of the project around `cwd`, then the user's, nearest first; the first of a
 /// name wins.
 pub fn discover(cwd: &Path, home: Option<&Path>, config_dir: Option<&Path>) -> Vec<SkillInfo> {
-    let chain = crate::workspace::project_dirs(cwd, home);
-    let mut roots: Vec<PathBuf> = chain.iter().rev().flat_map(|d| SKILL_DIRS.iter().map(move |s| d.join(s))).collect();
-    if let Some(home) = home {
-        roots.extend(SKILL_DIRS.iter().map(|s| home.join(s)));
-    }
-    roots.extend(config_dir.map(|dir| dir.join("skills")));
-    roots.dedup();
     let mut skills: Vec<SkillInfo> = Vec::new();
-    for root in roots {
+    for root in roots(cwd, home, config_dir) {
         let Ok(entries) = std::fs::read_dir(&root) else { continue };
         let mut dirs: Vec<PathBuf> = entries.filter_map(Result::ok).map(|e| e.path()).collect();
         dirs.sort();
@@ -117,6 +110,18 @@ pub fn discover(cwd: &Path, home: Option<&Path>, config_dir: Option<&Path>) -> V
         }
     }
     skills
+}
+
+/// The `skills` directories of a session in `cwd`, nearest first.
+pub fn roots(cwd: &Path, home: Option<&Path>, config_dir: Option<&Path>) -> Vec<PathBuf> {
+    let chain = crate::workspace::project_dirs(cwd, home);
+    let mut roots: Vec<PathBuf> = chain.iter().rev().flat_map(|d| SKILL_DIRS.iter().map(move |s| d.join(s))).collect();
+    if let Some(home) = home {
+        roots.extend(SKILL_DIRS.iter().map(|s| home.join(s)));
+    }
+    roots.extend(config_dir.map(|dir| dir.join("skills")));
+    roots.dedup();
+    roots
 }
 
 /// The skill in `dir`, if it holds one.

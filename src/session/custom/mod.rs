@@ -102,7 +102,7 @@ impl Catalog {
     pub fn load(places: &Places) -> Self {
         let roots = roots(places);
         let skills = skill::discover(&places.cwd, places.home.as_deref(), places.config_dir.as_deref());
-        let mut catalog = Catalog { commands: Vec::new(), stamp: stamp(&roots, &skills) };
+        let mut catalog = Catalog { commands: Vec::new(), stamp: stamp(&roots, &skill_roots(places)) };
         for root in &roots {
             let mut files = Vec::new();
             walk(&root.dir, &root.dir, &root.flavor, 0, &mut files);
@@ -137,8 +137,7 @@ impl Catalog {
     /// Reads the commands again when their directories or files changed since; whether the
     /// set offered changed.
     pub fn refresh(&mut self, places: &Places) -> bool {
-        let skills = skill::discover(&places.cwd, places.home.as_deref(), places.config_dir.as_deref());
-        if stamp(&roots(places), &skills) == self.stamp {
+        if stamp(&roots(places), &skill_roots(places)) == self.stamp {
             return false;
         }
         let before = self.advertised();
@@ -204,6 +203,10 @@ fn roots(places: &Places) -> Vec<Root> {
     roots
 }
 
+fn skill_roots(places: &Places) -> Vec<PathBuf> {
+    skill::roots(&places.cwd, places.home.as_deref(), places.config_dir.as_deref())
+}
+
 /// The command files under `dir`, to [`MAX_DEPTH`].
 fn walk(base: &Path, dir: &Path, flavor: &Flavor, depth: usize, files: &mut Vec<PathBuf>) {
     let Ok(entries) = std::fs::read_dir(dir) else { return };
@@ -223,7 +226,7 @@ fn walk(base: &Path, dir: &Path, flavor: &Flavor, depth: usize, files: &mut Vec<
 }
 
 /// What the directories hold now, as sizes and times, without reading any file.
-fn stamp(roots: &[Root], skills: &[SkillInfo]) -> Vec<(PathBuf, Option<SystemTime>, u64)> {
+fn stamp(roots: &[Root], skill_roots: &[PathBuf]) -> Vec<(PathBuf, Option<SystemTime>, u64)> {
     let mut stamp = Vec::new();
     let note = |path: &Path, stamp: &mut Vec<_>| {
         if let Ok(meta) = std::fs::metadata(path) {
@@ -247,9 +250,13 @@ fn stamp(roots: &[Root], skills: &[SkillInfo]) -> Vec<(PathBuf, Option<SystemTim
             }
         }
     }
-    for found in skills {
-        note(&found.root, &mut stamp);
-        note(&found.file(), &mut stamp);
+    // A skill's `SKILL.md`, under each `skills` directory.
+    for root in skill_roots {
+        note(root, &mut stamp);
+        let Ok(entries) = std::fs::read_dir(root) else { continue };
+        for dir in entries.filter_map(Result::ok).map(|entry| entry.path()).take(MAX_STAMPED) {
+            note(&dir.join("SKILL.md"), &mut stamp);
+        }
     }
     stamp.sort();
     stamp
