@@ -6,10 +6,9 @@
 //! in arrival order; a cancel ends the running turn and answers every queued prompt `cancelled`.
 //! A session that steers hands such prompts to the running model turn instead (`steer`).
 //! Slash commands (`slash`; those from files and skills in `custom`) either answer at once or
-//! wait in the same queue; model turns are
-//! started and taken back in `turn`. The actor holds the session's background jobs (a
-//! [`crate::tools::Jobs`], lent to every turn): they outlive turns, and a close kills every one
-//! and waits until each is gone before it is answered.
+//! wait in the same queue; model turns are started and taken back in `turn`. The actor holds
+//! the session's background jobs (a [`crate::tools::Jobs`], lent to every turn): they outlive
+//! turns, and a close kills every one and waits until each is gone before it is answered.
 
 mod custom;
 mod given;
