@@ -168,6 +168,9 @@ fn files_are_inlined_only_where_a_read_is_allowed_unasked() {
     assert!(text.contains("(@.env was not inlined: reading it needs the user's permission"), "{text}");
     assert!(!text.contains("TOKEN=secret"), "{text}");
     assert!(!text.contains("example.com\">"), "an address is no file: {text}");
+    let braced = Custom { flavor: Flavor::Gemini, ..command("Read @{src/lib.rs}: {{args}}") };
+    let text = expand(&braced, "now", &judge).unwrap();
+    assert!(text.starts_with("Read @{src/lib.rs}: now\n\n<file path=\"src/lib.rs\">"), "{text}");
 
     // What the user typed is judged the same way.
     let typed = format!("@{} @innocent.txt @big.txt", outside.display());
