@@ -74,7 +74,11 @@ impl UpdateSink for Printer {
             Update::Notice { text, .. } | Update::EphemeralNotice { text, .. } => {
                 let _ = writeln!(std::io::stderr().lock(), "[{}]", visible::text(&text));
             }
-            Update::Usage { .. } | Update::Options(_) | Update::Mode(_) | Update::CompactionSummary { .. } => {}
+            Update::Usage { .. }
+            | Update::Options(_)
+            | Update::Commands(_)
+            | Update::Mode(_)
+            | Update::CompactionSummary { .. } => {}
             // What a plan-mode run is for: the plan, on stdout, apart from any text before it.
             Update::PlanDocument(text) => {
                 let mut out = std::io::stdout().lock();

@@ -168,6 +168,7 @@ pub fn update_to_wire(update: Update, shown: Shown) -> Option<acp::SessionUpdate
         Update::Usage { used, size, cost } => acp::SessionUpdate::UsageUpdate(
             acp::UsageUpdate::new(used, size).cost(cost.map(|amount| acp::Cost::new(amount, "USD"))),
         ),
+        Update::Commands(commands) => available_commands(&commands),
         Update::Options(view) => {
             acp::SessionUpdate::ConfigOptionUpdate(acp::ConfigOptionUpdate::new(config_options(&view, shown)))
         }
@@ -567,4 +568,20 @@ pub fn client_prompt(method: &str, prompt: Option<acp::SystemPrompt>) -> Result<
         }
     }
     Ok(Some(ClientPrompt { mode, text: texts.join("\n\n") }))
+}
+
+/// The slash commands offered, as `available_commands_update`.
+pub fn available_commands(commands: &[crate::session::Advertised]) -> acp::SessionUpdate {
+    let commands = commands
+        .iter()
+        .map(|command| {
+            acp::AvailableCommand::new(command.name.clone(), command.description.clone()).input(
+                command
+                    .hint
+                    .clone()
+                    .map(|hint| acp::AvailableCommandInput::Unstructured(acp::UnstructuredCommandInput::new(hint))),
+            )
+        })
+        .collect();
+    acp::SessionUpdate::AvailableCommandsUpdate(acp::AvailableCommandsUpdate::new(commands))
 }

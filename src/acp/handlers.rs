@@ -201,7 +201,7 @@ impl Agent {
             if let Some(served) = served {
                 served.view(&view.id);
             }
-            sink.send_commands_after_response(&view.id);
+            sink.send_commands_after_response(&view.id, &view.commands);
             to_value(
                 &acp::NewSessionResponse::new(view.id.to_string())
                     .modes(modes(&view))
@@ -231,7 +231,7 @@ impl Agent {
             // The replay is queued before the answer, and the running turn's updates after it.
             let view = Served::found(served.as_deref(), &id, loaded.await)?;
             sink.send_wire(&id, usage_update(&view));
-            sink.send_commands_after_response(&id);
+            sink.send_commands_after_response(&id, &view.commands);
             to_value(&acp::LoadSessionResponse::new().modes(modes(&view)).config_options(sink.options(&view)))
         }
         .boxed())
@@ -253,7 +253,7 @@ impl Agent {
             sink.peer.signal_after_response(announced);
             let view = Served::found(served.as_deref(), &id, resumed.await)?;
             sink.send_wire(&id, usage_update(&view));
-            sink.send_commands_after_response(&id);
+            sink.send_commands_after_response(&id, &view.commands);
             to_value(&acp::ResumeSessionResponse::new().modes(modes(&view)).config_options(sink.options(&view)))
         }
         .boxed())
@@ -273,7 +273,7 @@ impl Agent {
             if let Some(served) = served {
                 served.view(&view.id);
             }
-            sink.send_commands_after_response(&view.id);
+            sink.send_commands_after_response(&view.id, &view.commands);
             to_value(
                 &acp::ForkSessionResponse::new(view.id.to_string())
                     .modes(modes(&view))

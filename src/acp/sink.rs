@@ -10,11 +10,11 @@ use futures::FutureExt;
 use futures::future::BoxFuture;
 
 use super::client::{AcpHost, ClientFeatures};
-use super::convert::{config_options, notification_json, update_to_wire};
+use super::convert::{available_commands, config_options, notification_json, update_to_wire};
 use super::rpc::Peer;
 use crate::agent::prompt::ClientPrompt;
 use crate::ids::SessionId;
-use crate::session::{Attach, COMMANDS, Update, UpdateSink};
+use crate::session::{Advertised, Attach, Update, UpdateSink};
 use crate::tools::Host;
 
 /// The editor seen from the sessions: `session/update` notifications, and its services.
@@ -71,21 +71,10 @@ impl WireSink {
     }
 
     /// Sends the slash commands right after the response that tells the client about the session.
-    pub(super) fn send_commands_after_response(&self, session: &SessionId) {
-        let commands = COMMANDS
-            .iter()
-            .map(|command| {
-                acp::AvailableCommand::new(command.name, command.description).input(
-                    command
-                        .hint
-                        .map(|hint| acp::AvailableCommandInput::Unstructured(acp::UnstructuredCommandInput::new(hint))),
-                )
-            })
-            .collect();
-        let update = acp::SessionUpdate::AvailableCommandsUpdate(acp::AvailableCommandsUpdate::new(commands));
+    pub(super) fn send_commands_after_response(&self, session: &SessionId, commands: &[Advertised]) {
         self.peer.notify_after_response(
             acp::CLIENT_METHOD_NAMES.session_update,
-            &acp::SessionNotification::new(session.as_str().to_owned(), update),
+            &acp::SessionNotification::new(session.as_str().to_owned(), available_commands(commands)),
         );
     }
 }

@@ -5,7 +5,7 @@
 //! `CLAUDE.md`; user level first, then from the repository root down to the working directory,
 //! or the working directory alone outside a repository, nearest last, as
 //! `workspace::project_dirs` lists them; capped, with a warning) → skills index
-//! (`.agents/skills/*/SKILL.md` and `.claude/skills/*/SKILL.md`: name and one line) →
+//! (found by `tools::skill`: name, one line, where) →
 //! environment (cwd, platform, date, git branch and status) → tool catalog. [`gather`] reads the
 //! disk and git; [`assemble`] is pure.
 //! The session computes it once, so it is byte-stable across that session's turns; the digest
@@ -34,7 +34,6 @@ it (and you implement it) or says what to change. If the request needs no change
 /// How many characters of project instructions the prompt takes (about 8,000 tokens).
 pub const INSTRUCTIONS_CAP: usize = 32_000;
 const INSTRUCTION_FILES: &[&str] = &["AGENTS.md", "CLAUDE.md"];
-const SKILL_DIRS: &[&str] = &[".agents/skills", ".claude/skills"];
 const GIT_TIMEOUT: Duration = Duration::from_secs(2);
 const NO_REPOSITORY: &str = "not a git repository";
 
@@ -99,7 +98,13 @@ pub struct Sources {
 }
 
 /// Reads everything the prompt of a session in `cwd` needs.
-pub async fn gather(cwd: &Path, home: Option<&Path>, tools: &[std::sync::Arc<Value>], env: &ChildEnv) -> Sources {
+pub async fn gather(
+    cwd: &Path,
+    home: Option<&Path>,
+    config_dir: Option<&Path>,
+    tools: &[std::sync::Arc<Value>],
+    env: &ChildEnv,
+) -> Sources {
     let chain = crate::workspace::project_dirs(cwd, home);
     let user: Vec<PathBuf> = home.map(|h| vec![h.join(".agents"), h.join(".claude")]).unwrap_or_default();
     let mut instructions = Vec::new();
@@ -113,22 +118,13 @@ pub async fn gather(cwd: &Path, home: Option<&Path>, tools: &[std::sync::Arc<Val
             }
         }
     }
-    // Nearest first: the first skill of a name wins.
-    let mut skill_roots: Vec<PathBuf> =
-        chain.iter().rev().flat_map(|d| SKILL_DIRS.iter().map(move |s| d.join(s))).collect();
-    if let Some(home) = home {
-        skill_roots.extend(SKILL_DIRS.iter().map(|s| home.join(s)));
-    }
-    let mut skills: Vec<(String, String, PathBuf)> = Vec::new();
-    for root in skill_roots {
-        for skill in read_skills(&root) {
-            if skills.iter().any(|(name, _, _)| *name == skill.0) {
-                tracing::warn!(skill = %skill.0, path = %skill.2.display(), "a skill of this name was found earlier; this one is ignored");
-            } else {
-                skills.push(skill);
-            }
-        }
-    }
+    let skills = crate::tools::skill::discover(cwd, home, config_dir)
+        .into_iter()
+        .map(|skill| {
+            let file = skill.file();
+            (skill.name, skill.description, file)
+        })
+        .collect();
     Sources {
         cwd: cwd.to_owned(),
         instructions,
@@ -139,49 +135,6 @@ pub async fn gather(cwd: &Path, home: Option<&Path>, tools: &[std::sync::Arc<Val
         role: None,
         client: None,
     }
-}
-
-/// The skills under one `skills` directory, by directory name order.
-fn read_skills(root: &Path) -> Vec<(String, String, PathBuf)> {
-    let Ok(entries) = std::fs::read_dir(root) else { return Vec::new() };
-    let mut dirs: Vec<PathBuf> = entries.filter_map(Result::ok).map(|e| e.path()).filter(|p| p.is_dir()).collect();
-    dirs.sort();
-    dirs.into_iter()
-        .filter_map(|dir| {
-            let path = dir.join("SKILL.md");
-            let text = std::fs::read_to_string(&path).ok()?;
-            let fallback = dir.file_name()?.to_string_lossy().into_owned();
-            let (name, line) = describe_skill(&text, fallback);
-            Some((name, line, path))
-        })
-        .collect()
-}
-
-/// A skill's name and one-line description: from `name:` / `description:` front matter, else the
-/// directory name and the first line of prose.
-fn describe_skill(text: &str, fallback: String) -> (String, String) {
-    let mut name = None;
-    let mut description = None;
-    let mut body = text;
-    if let Some(rest) = text.strip_prefix("---\n")
-        && let Some(end) = rest.find("\n---")
-    {
-        for line in rest[..end].lines() {
-            if let Some((key, value)) = line.split_once(':') {
-                let value = value.trim().trim_matches('"').to_owned();
-                match key.trim() {
-                    "name" if !value.is_empty() => name = Some(value),
-                    "description" if !value.is_empty() => description = Some(value),
-                    _ => {}
-                }
-            }
-        }
-        body = &rest[end + 4..];
-    }
-    let first_line =
-        || body.lines().map(str::trim).find(|l| !l.is_empty() && !l.starts_with('#')).unwrap_or("").to_owned();
-    let line: String = description.unwrap_or_else(first_line).chars().take(200).collect();
-    (name.unwrap_or(fallback), line)
 }
 
 /// The branch and how many files changed, from `git status --porcelain --branch`, for the
@@ -271,7 +224,9 @@ pub fn assemble(sources: &Sources) -> SystemPrompt {
         }
     }
     if !sources.skills.is_empty() {
-        text.push_str("\n\n# Skills\nRead a skill's SKILL.md with the read tool when the task matches it.\n");
+        text.push_str(
+            "\n\n# Skills\nWhen the task matches a skill, load it with the skill tool (or read its SKILL.md).\n",
+        );
         for (name, line, path) in &sources.skills {
             text.push_str(&format!("- {name}: {line} ({})\n", path.display()));
         }
@@ -330,7 +285,7 @@ mod tests {
             "---\nname: release\ndescription: Cut a release of the crate\n---\n# Release\nSteps…",
         )
         .unwrap();
-        let sources = gather(&sub, Some(&home), &[], &ChildEnv::default()).await;
+        let sources = gather(&sub, Some(&home), None, &[], &ChildEnv::default()).await;
         let prompt = assemble(&sources);
         let at =
             |needle: &str| prompt.text.find(needle).unwrap_or_else(|| panic!("{needle} missing:\n{}", prompt.text));

@@ -12,6 +12,7 @@
 
 mod actor;
 pub mod commands;
+pub mod custom;
 mod hub;
 mod loading;
 mod principal;
@@ -36,6 +37,7 @@ use crate::tools::Host;
 
 pub use actor::Steering;
 pub use commands::COMMANDS;
+pub use custom::Advertised;
 pub use hub::{Hub, ResumeError, Viewer};
 pub use principal::Principal;
 pub use registry::{PromptFuture, Registry};
@@ -126,6 +128,8 @@ pub enum Update {
     EphemeralNotice { text: String, warning: bool },
     /// How full the context window is, and what the session has cost (USD) when prices are known.
     Usage { used: u64, size: u64, cost: Option<f64> },
+    /// The commands offered changed (a command file added, changed or removed): all of them.
+    Commands(Vec<Advertised>),
     /// The session's options changed from inside (a `/model` command, an approved plan).
     Options(Box<SessionView>),
     /// The session's mode changed from inside (an approved plan): `current_mode_update`.
@@ -190,6 +194,7 @@ impl Update {
             | Update::EphemeralNotice { .. }
             | Update::Usage { .. }
             | Update::Options(_)
+            | Update::Commands(_)
             | Update::Mode(_)
             | Update::Compaction { state: CompactionState::InProgress | CompactionState::Failed, .. } => false,
             // Shown again by a load from the stored `task` call and the sub-agent's own rows, but
@@ -298,6 +303,8 @@ pub struct SessionView {
     /// Prompts sent while a turn runs join it (the `steer` option).
     pub steer: bool,
     pub usage: ContextUsage,
+    /// The slash commands offered: the built-in ones, then those from files and skills.
+    pub commands: Vec<Advertised>,
 }
 
 /// How full the context window is, and what the session has cost.

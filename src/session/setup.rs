@@ -7,7 +7,7 @@
 //!   session, assembled off the actor from the moment the session goes live;
 //! - the workspace ([`workspace`]): the session's roots, cairn's own directories protected;
 //! - the tool registry ([`session_tools`]): the built-ins, `web_search` where `[search] url` is
-//!   set, the MCP tools ready in time, `task`;
+//!   set, `skill` where the project or the user has skills, the MCP tools ready in time, `task`;
 //! - the turn itself ([`Setup::turn`]), borrowing the history, the recorder and the rules.
 
 use std::path::Path;
@@ -212,7 +212,8 @@ pub async fn system(
     role: Option<String>,
     client: Option<ClientPrompt>,
 ) -> SystemPrompt {
-    let mut sources = prompt::gather(cwd, config.home_dir.as_deref(), tools, &config.process.env).await;
+    let mut sources =
+        prompt::gather(cwd, config.home_dir.as_deref(), config.config_dir.as_deref(), tools, &config.process.env).await;
     sources.role = role;
     sources.client = client;
     prompt::assemble(&sources)
@@ -258,6 +259,13 @@ pub async fn session_tools(
     // turn leaves it out for the others).
     if let Some(search) = config.search.endpoint.as_ref().and_then(crate::tools::web_search::WebSearch::new) {
         let _ = registry.add(search);
+    }
+    // The project's and the user's skills, loaded on demand.
+    let (home, own) = (config.home_dir.as_deref(), config.config_dir.as_deref());
+    if let Some(skills) =
+        crate::tools::skill::SkillTool::new(crate::tools::skill::discover(Path::new(&parent.cwd), home, own))
+    {
+        let _ = registry.add(skills);
     }
     if let Some(servers) = servers {
         let wait = config.mcp.startup_timeout;

@@ -13,7 +13,7 @@
 //! You review code. …
 //! ```
 //!
-//! `name` and `description` are required; `model` and `tools` (a list, written `a, b`, `[a, b]`
+//! Front matter is read by `front`. `name` and `description` are required; `model` and `tools` (a list, written `a, b`, `[a, b]`
 //! or one `- a` per line; it restricts the agent to those tools) are optional, and other keys
 //! are ignored. Files are looked for from the working directory up to its repository's root
 //! (in the working directory alone outside a repository), nearest first; the first agent of a name wins, and at most [`MAX_AGENTS`] are read. A file that
@@ -21,6 +21,8 @@
 //! session.
 
 use std::path::{Path, PathBuf};
+
+use super::front::{Field, unquote};
 
 /// Where named agents live, under each project directory.
 const AGENT_DIRS: &[&str] = &[".agents/agents", ".claude/agents"];
@@ -98,76 +100,31 @@ fn read(path: &Path) -> Result<NamedAgent, String> {
 
 /// Reads one agent file's text.
 pub fn parse(text: &str, path: &Path) -> Result<NamedAgent, String> {
-    let text = text.strip_prefix('\u{feff}').unwrap_or(text).replace("\r\n", "\n");
-    let rest = text.strip_prefix("---\n").ok_or("it does not start with front matter (a `---` line)")?;
-    let (front, body) = match rest.find("\n---") {
-        Some(end) => {
-            let after = &rest[end + 4..];
-            (&rest[..end], after.split_once('\n').map_or("", |(_, body)| body))
-        }
-        None => return Err("its front matter has no closing `---` line".to_owned()),
-    };
-    let mut name = None;
-    let mut description = None;
-    let mut model = None;
-    let mut tools: Option<Vec<String>> = None;
-    let mut in_tools_list = false;
-    for (number, line) in front.lines().enumerate() {
-        if line.trim().is_empty() || line.trim_start().starts_with('#') {
-            continue;
-        }
-        if let Some(item) = line.trim_start().strip_prefix("- ")
-            && in_tools_list
-        {
-            tools.get_or_insert_with(Vec::new).push(tool_name(item));
-            continue;
-        }
-        in_tools_list = false;
-        let Some((key, value)) = line.split_once(':') else {
-            return Err(format!("line {} of its front matter is not `key: value`", number + 2));
-        };
-        let value = unquote(value.trim());
-        match key.trim() {
-            "name" => name = Some(value.to_owned()),
-            "description" => description = Some(value.to_owned()),
-            "model" => model = (!value.is_empty()).then(|| value.to_owned()),
-            "tools" if value.is_empty() => {
-                in_tools_list = true;
-                tools = Some(Vec::new());
-            }
-            "tools" => {
-                let list = value.strip_prefix('[').and_then(|v| v.strip_suffix(']')).unwrap_or(value);
-                tools = Some(list.split(',').map(tool_name).filter(|tool| !tool.is_empty()).collect());
-            }
-            _ => {}
-        }
-    }
-    let name = name.filter(|name| !name.is_empty()).ok_or("its front matter has no `name`")?;
+    let front = super::front::parse(text)?;
+    let name = front.text("name").ok_or("its front matter has no `name`")?;
     if !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') {
         return Err(format!("its name `{name}` may only use letters, digits, `-` and `_`"));
     }
-    let description = description.filter(|d| !d.is_empty()).ok_or("its front matter has no `description`")?;
+    let description = front.text("description").ok_or("its front matter has no `description`")?;
+    let tools = front.get("tools").map(|field| match field {
+        Field::List(items) => items.iter().map(|item| tool_name(item)).collect(),
+        Field::Text(value) => {
+            let list = value.strip_prefix('[').and_then(|v| v.strip_suffix(']')).unwrap_or(value);
+            list.split(',').map(tool_name).filter(|tool| !tool.is_empty()).collect()
+        }
+    });
     Ok(NamedAgent {
         name,
         description: description.chars().take(300).collect(),
-        model,
+        model: front.text("model"),
         tools,
-        instructions: body.trim().to_owned(),
+        instructions: front.body.trim().to_owned(),
         path: path.to_owned(),
     })
 }
 
-fn unquote(value: &str) -> &str {
-    for quote in ['"', '\''] {
-        if let Some(inner) = value.strip_prefix(quote).and_then(|v| v.strip_suffix(quote)) {
-            return inner;
-        }
-    }
-    value
-}
-
 /// A tool as a list names it: `Read` and `"read"` are `read`.
-fn tool_name(item: &str) -> String {
+pub fn tool_name(item: &str) -> String {
     unquote(item.trim()).trim().to_lowercase()
 }
 

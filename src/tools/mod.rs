@@ -7,8 +7,9 @@
 //! `task` (a sub-agent) when the session can run sub-agents, through a [`task::Delegate`] the
 //! session layer provides, and the tools of the session's MCP servers through
 //! [`add_server_tools`] (`mcp.rs`). Named
-//! agents are read in `agents`; what tools share is in `fs`, `beneath`, `page`, `search` and
-//! `shell`, and what the editor offers in `host`.
+//! agents are read in `agents`, skills found and loaded in `skill` (its tool joins them when
+//! there are skills); what tools share is in `fs`, `beneath`, `page`, `search`, `shell` and
+//! `front` (front matter), and what the editor offers in `host`.
 //!
 //! A [`Tool`] is typed by its arguments: it names itself, describes itself to the model (the
 //! argument schema is derived from the argument struct, never written beside it), and for one
@@ -28,6 +29,7 @@ pub mod checkpoint;
 mod edit;
 mod exit_plan;
 mod fetch;
+pub mod front;
 mod fs;
 mod glob;
 mod grep;
@@ -42,6 +44,7 @@ mod registry;
 mod schema;
 mod search;
 mod shell;
+pub mod skill;
 pub mod task;
 mod todo;
 pub mod web_search;
@@ -240,6 +243,13 @@ fn judged_target(ctx: &ToolContext, path: &str) -> Result<PathBuf, ToolError> {
         ))),
         Some(_) | None => Ok(landed),
     }
+}
+
+/// Opens a read's judged final target as `read` does: beneath the workspace root that holds it,
+/// following no symlink, only a regular file; `None` when it is missing. For the session's
+/// `@file` references of a command.
+pub fn open_judged(workspace: &Workspace, target: &std::path::Path) -> Result<Option<(std::fs::File, u64)>, ToolError> {
+    fs::open_regular(workspace.roots(), target, &workspace.display(target))
 }
 
 /// `path`'s final target, or `path` itself when it cannot be resolved (the OS then reports why).

@@ -17,6 +17,7 @@ mod checkpoints;
 mod commands;
 mod compaction;
 mod conformance;
+mod custom_commands;
 mod durability;
 mod editors;
 mod escapes;

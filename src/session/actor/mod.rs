@@ -5,11 +5,12 @@
 //! `Cancel` while the turn streams. Prompts that arrive while a turn runs wait in a queue and run
 //! in arrival order; a cancel ends the running turn and answers every queued prompt `cancelled`.
 //! A session that steers hands such prompts to the running model turn instead (`steer`).
-//! Slash commands (`slash`) either answer at once or wait in the same queue; model turns are
-//! started and taken back in `turn`. The actor holds the session's background jobs (a
-//! [`crate::tools::Jobs`], lent to every turn): they outlive turns, and a close kills every one
-//! and waits until each is gone before it is answered.
+//! Slash commands (`slash`; those from files and skills in `custom`) either answer at once or
+//! wait in the same queue; model turns are started and taken back in `turn`. The actor holds
+//! the session's background jobs (a [`crate::tools::Jobs`], lent to every turn): they outlive
+//! turns, and a close kills every one and waits until each is gone before it is answered.
 
+mod custom;
 mod given;
 mod mcp;
 mod rewind;
@@ -151,6 +152,8 @@ struct Queued {
 enum Work {
     Prompt(Vec<Part>),
     Slash(Slash),
+    /// A command from a file whose turn is held to its tools and model.
+    Command(Vec<Part>, Box<custom::Only>),
 }
 
 struct Running {
@@ -216,6 +219,8 @@ struct Actor {
     jobs: crate::tools::Jobs,
     /// The session's file checkpoints; lent to a turn or a rewind, and made at first use.
     checkpoints: Option<crate::tools::checkpoint::Tracker>,
+    /// The commands from files and skills the session offers.
+    custom: crate::session::custom::Catalog,
 }
 
 pub async fn run(init: Init, services: Services, mut rx: mpsc::UnboundedReceiver<Command>) {
@@ -255,6 +260,7 @@ pub async fn run(init: Init, services: Services, mut rx: mpsc::UnboundedReceiver
     let context_used = context_used(&history);
     let mode_seen = mode.subscribe();
     let jobs = crate::tools::Jobs::start(services.config.jobs);
+    let custom = crate::session::custom::Catalog::load(&custom::places(&services.config, &row.cwd));
     let mut actor = Actor {
         services,
         row,
@@ -277,6 +283,7 @@ pub async fn run(init: Init, services: Services, mut rx: mpsc::UnboundedReceiver
         closing: false,
         jobs,
         checkpoints: None,
+        custom,
     };
     if stored_before {
         actor.resume_restore().await;
@@ -396,7 +403,7 @@ impl Actor {
                     let _ = reply.send(Ok(StopReason::EndTurn.into()));
                 }
                 Some(Ok(slash)) => self.enqueue(Queued { ticket, trace, work: Work::Slash(slash), reply }),
-                None => self.prompt(ticket, trace, parts, reply),
+                None => self.custom_or_prompt(ticket, trace, parts, reply),
             },
             Command::Cancel => self.cancel_all(),
             Command::CancelPrompt { ticket } => {
@@ -460,6 +467,7 @@ impl Actor {
             thought: self.thought(),
             steer: self.steers(),
             usage: self.usage(),
+            commands: self.custom.advertised(),
         }
     }
 

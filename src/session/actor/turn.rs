@@ -131,7 +131,10 @@ impl Actor {
         while self.running.is_none() && self.history.is_some() && !self.closing {
             let Some(queued) = self.queue.pop_front() else { return };
             match queued.work {
-                Work::Prompt(parts) => self.spawn_turn(queued.ticket, queued.trace, parts, queued.reply),
+                Work::Prompt(parts) => self.spawn_turn(queued.ticket, queued.trace, parts, None, queued.reply),
+                Work::Command(parts, only) => {
+                    self.spawn_turn(queued.ticket, queued.trace, parts, Some(only), queued.reply);
+                }
                 Work::Slash(slash) => self.run_queued(queued.ticket, queued.trace, slash, queued.reply),
             }
             // Work that took no lease with them (a revocation, a fork, a model that could not
@@ -201,7 +204,14 @@ impl Actor {
 
     /// Starts a model turn for `parts` on its own task, lending it the history and rules. Its
     /// model requests, and its log lines, carry `trace`.
-    fn spawn_turn(&mut self, ticket: u64, trace: Option<TraceContext>, parts: Vec<Part>, reply: Reply<TurnEnd>) {
+    fn spawn_turn(
+        &mut self,
+        ticket: u64,
+        trace: Option<TraceContext>,
+        parts: Vec<Part>,
+        only: Option<Box<super::custom::Only>>,
+        reply: Reply<TurnEnd>,
+    ) {
         let Some((mut history, models, reply)) = self.lend(reply) else { return };
         let config = Arc::clone(&self.services.config);
         // A first prompt titles the session; the title is written with the prompt.
@@ -251,6 +261,11 @@ impl Actor {
             .await;
             parent.hooks = Some(Arc::clone(&hooks));
             let tools = setup::session_tools(servers.as_ref(), &config, parent, &token, &mut recorder).await;
+            // A command from a file holds its turn to its tools and model.
+            let (tools, main) = match only {
+                Some(only) => only.apply(tools, models.main),
+                None => (tools, models.main),
+            };
             for warning in system.warnings.iter().filter(|_| warn) {
                 let text = format!("Project instructions: {warning}.");
                 recorder.record(AgentEvent::Notice { message: MessageId::generate(), text });
@@ -260,7 +275,7 @@ impl Actor {
                 process: Arc::clone(&config.process),
                 jobs,
                 config,
-                model: models.main,
+                model: main,
                 summaries: Some(models.summaries),
                 system,
                 tools,

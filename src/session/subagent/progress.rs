@@ -104,6 +104,7 @@ impl Progress {
             | Update::EphemeralNotice { .. }
             | Update::Usage { .. }
             | Update::Options(_)
+            | Update::Commands(_)
             | Update::Compaction { .. }
             | Update::CompactionSummary { .. }
             | Update::Subagent(_)
