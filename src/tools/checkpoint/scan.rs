@@ -1,6 +1,7 @@
 //! Reading the workspace for a capture: the walk (the files git would not ignore, `.git` and
-//! cairn's own directories left out, no symlink followed), each file's metadata folded into a
-//! stamp, and a file read only when its stamp differs from the last capture's. A stamp taken
+//! cairn's own directories left out, no symlink followed; directories on several threads, each
+//! file's metadata read there and folded into a stamp), and a file read only when its stamp
+//! differs from the last capture's. A stamp taken
 //! within [`RACY`] of the file's last change is 0, so that file is read again next time: a
 //! change in the same clock tick as the read cannot hide behind an equal stamp (git's "racily
 //! clean" files). Files that vanish during the walk are skipped, files that cannot be read are
@@ -21,6 +22,8 @@ use super::{Blob, CaptureError, Digest, Entry, Known, State};
 
 /// How recent a change must be for its file to be read again at the next capture.
 const RACY: Duration = Duration::from_secs(2);
+/// The most threads a walk uses: past a few, the disk and the directory locks are the limit.
+const WALKERS: usize = 4;
 
 /// What a scan walks and how.
 pub(super) struct Walk<'a> {
@@ -63,7 +66,16 @@ pub(super) fn in_git_dir(relative: &Path) -> bool {
     relative.components().any(|part| part.as_os_str() == ".git")
 }
 
-/// Walks the workspace; each content read is handed to `send` (false: stop).
+/// What the walk's threads report of one file.
+enum Met {
+    /// Its stamp is the last capture's: unchanged, not read.
+    Same(PathBuf),
+    /// To look at: new, or its metadata moved.
+    Moved(PathBuf, Metadata),
+}
+
+/// Walks the workspace (on as many threads as there are CPUs, up to [`WALKERS`]); each content
+/// read is handed to `send` (false: stop).
 pub(super) fn scan(
     walk: &Walk<'_>,
     index: &HashMap<PathBuf, Known>,
@@ -71,8 +83,8 @@ pub(super) fn scan(
 ) -> Result<Scanned, CaptureError> {
     let started = SystemTime::now();
     let mut scanned = Scanned { entries: Vec::new(), stamps: Vec::new(), index: None };
-    let mut met = HashSet::new();
     let skip = walk.skip.to_vec();
+    let threads = std::thread::available_parallelism().map_or(1, usize::from).min(WALKERS);
     let walker = ignore::WalkBuilder::new(walk.root)
         .hidden(false)
         .ignore(false)
@@ -82,29 +94,54 @@ pub(super) fn scan(
         .git_exclude(true)
         .require_git(false)
         .follow_links(false)
+        .threads(threads)
         .filter_entry(move |entry| entry.file_name() != ".git" && !skip.iter().any(|dir| entry.path().starts_with(dir)))
-        .build();
-    for item in walker {
-        if walk.cancel.is_cancelled() {
-            return Err(CaptureError::Cancelled);
-        }
-        let entry = match item {
-            Ok(entry) => entry,
-            // A directory that cannot be read: its files are not captured, as git would skip them.
-            Err(err) => {
-                tracing::debug!(%err, "a part of the workspace could not be walked for the checkpoint");
-                continue;
+        .build_parallel();
+    let (tx, rx) = std::sync::mpsc::channel::<Met>();
+    walker.run(|| {
+        let tx = tx.clone();
+        Box::new(move |item| {
+            if walk.cancel.is_cancelled() {
+                return ignore::WalkState::Quit;
             }
-        };
-        let Some(kind) = entry.file_type() else { continue };
-        if !kind.is_file() && !kind.is_symlink() {
-            continue;
+            let entry = match item {
+                Ok(entry) => entry,
+                // A directory that cannot be read: its files are not captured, as git would skip them.
+                Err(err) => {
+                    tracing::debug!(%err, "a part of the workspace could not be walked for the checkpoint");
+                    return ignore::WalkState::Continue;
+                }
+            };
+            if !entry.file_type().is_some_and(|kind| kind.is_file() || kind.is_symlink()) {
+                return ignore::WalkState::Continue;
+            }
+            let (Ok(relative), Ok(metadata)) = (entry.path().strip_prefix(walk.root), entry.metadata()) else {
+                return ignore::WalkState::Continue;
+            };
+            let stamp = stamp_of(&metadata, started);
+            let same = index.get(relative).is_some_and(|known| known.stamp != 0 && known.stamp == stamp);
+            let met = if same { Met::Same(relative.to_owned()) } else { Met::Moved(relative.to_owned(), metadata) };
+            match tx.send(met) {
+                Ok(()) => ignore::WalkState::Continue,
+                Err(_) => ignore::WalkState::Quit,
+            }
+        })
+    });
+    drop(tx);
+    if walk.cancel.is_cancelled() {
+        return Err(CaptureError::Cancelled);
+    }
+    let mut met = HashSet::new();
+    for found in rx {
+        match found {
+            Met::Same(relative) => {
+                met.insert(relative);
+            }
+            Met::Moved(relative, metadata) => {
+                look(walk, index, &relative, &metadata, started, &mut scanned, send)?;
+                met.insert(relative);
+            }
         }
-        let Ok(relative) = entry.path().strip_prefix(walk.root) else { continue };
-        let relative = relative.to_owned();
-        let Ok(metadata) = entry.metadata() else { continue };
-        met.insert(relative.clone());
-        look(walk, index, &relative, &metadata, started, &mut scanned, send)?;
     }
     // Files the last capture knew that the walk did not meet: gone, or ignored since.
     for (relative, known) in index {
