@@ -189,7 +189,7 @@ async fn checkpoints_lists_the_prompts_that_changed_files() {
     assert!(said.contains("No checkpoints yet"), "{said}");
     turn(&mut agent, &session, "write a file").await;
     let said = say(&mut agent, &session, "/checkpoints").await;
-    assert!(said.contains("1 checkpoints") && said.contains("“write a file”: 1 file changes, 2 bytes"), "{said}");
+    assert!(said.contains("File changes kept") && said.contains("“write a file”: 1 file changes, 2 bytes"), "{said}");
 }
 
 #[tokio::test]
@@ -290,4 +290,29 @@ async fn what_a_command_changed_before_a_kill_9_is_put_back_after_the_restart() 
     assert_eq!(read(&ws.join("a.txt")), "original\n");
     assert_eq!(std::fs::read(ws.join("bin.dat")).unwrap(), b"\x00\x01binary", "binary content comes back whole");
     assert!(!ws.join("started").exists());
+}
+
+#[tokio::test]
+async fn the_official_client_is_asked_about_the_files_and_they_come_back() {
+    use crate::support::sdk;
+    let env = TestEnv::new().await;
+    std::fs::write(env.workspace().join("a.txt"), "original\n").unwrap();
+    env.mock.push(Reply::tool_calls(&[("c1", "write", json!({"path": "a.txt", "content": "changed\n"}))]));
+    env.mock.push(Reply::text(&["Written."]));
+    let text = |text: &str| json!([{"type": "text", "text": text}]);
+    let script = json!({"initialize": {"protocolVersion": 1, "clientCapabilities": {}}, "steps": [
+        {"new": {"cwd": env.cwd(), "mcpServers": []}},
+        {"prompt": {"sessionId": "$session", "prompt": text("change a.txt")}},
+        {"prompt": {"sessionId": "$session", "prompt": text("/rewind code")}},
+    ]});
+    let transcript = sdk::run(&env, &script, &["acp"]).await;
+    let asked = transcript["permissions"].as_array().unwrap();
+    assert_eq!(asked.len(), 2, "the write, then the rewind: {asked:?}");
+    let rewind = &asked[1]["toolCall"];
+    assert_eq!(rewind["title"], "Restore 1 files to before “change a.txt”");
+    assert_eq!(rewind["content"][1]["type"], "diff", "{rewind}");
+    let said: String =
+        sdk::updates(&transcript["steps"][2]).iter().filter_map(|update| update["content"]["text"].as_str()).collect();
+    assert!(said.contains("Restored 1 of 1 files"), "{said}");
+    assert_eq!(read(&env.workspace().join("a.txt")), "original\n");
 }

@@ -177,7 +177,8 @@ fn listing(infos: &[crate::store::CheckpointInfo], prompts: &BTreeMap<MessageId,
             "Checkpoints are off ([checkpoints] enabled = false in config.toml).".to_owned()
         };
     }
-    let mut text = format!("{} checkpoints (`/rewind n code` goes back before the n-th last prompt):", lines.len());
+    let mut text =
+        "File changes kept, oldest first (`/rewind n code` goes back to before the n-th last prompt):".to_owned();
     for (name, at, files, bytes) in lines {
         let when = chrono::DateTime::from_timestamp_millis(at).map(|at| at.format("%Y-%m-%d %H:%M:%S UTC").to_string());
         let _ = write!(text, "\n- {name}: {files} file changes, {bytes} bytes, {}", when.unwrap_or_default());
