@@ -5,7 +5,8 @@
 //! level, cost, parent, sub-agent, rules, times in ISO 8601, and `"version": 1` of this
 //! format); then one line per visible message (`"type": "message"`: id, role, `meta` and
 //! `parts` exactly as the database stores them). Nothing is rendered or shortened: the export
-//! is lossless, and an import of it holds the same messages. Reading checks every line against
+//! is lossless, and an import of it holds the same messages. The session's file checkpoints
+//! follow (`carried`). Reading checks every line against
 //! this version's types and names the line and field it cannot read. An import never takes the
 //! session's mode or rules: a file grants no permission.
 //!
@@ -64,8 +65,13 @@ struct MessageOut<'a> {
     parts: &'a [Box<RawValue>],
 }
 
-/// The session line, then one line per message.
-pub fn export(row: &SessionRow, messages: &[StoredMessage]) -> Result<String, serde_json::Error> {
+/// The session line, then one line per message, then the file checkpoints.
+pub fn export(
+    row: &SessionRow,
+    messages: &[StoredMessage],
+    checkpoints: &[(crate::store::CheckpointInfo, Vec<crate::tools::checkpoint::Entry>)],
+    contents: &std::collections::HashMap<crate::tools::checkpoint::Digest, Vec<u8>>,
+) -> Result<String, serde_json::Error> {
     let session = SessionOut {
         kind: "session",
         version: VERSION,
@@ -96,6 +102,7 @@ pub fn export(row: &SessionRow, messages: &[StoredMessage]) -> Result<String, se
         out.push_str(&serde_json::to_string(&line)?);
         out.push('\n');
     }
+    out.push_str(&super::carried::export(checkpoints, contents)?);
     Ok(out)
 }
 
@@ -126,6 +133,8 @@ struct Kind {
 enum Line {
     Session(SessionIn),
     Message(MessageIn),
+    Blob(super::carried::BlobLine),
+    Checkpoint(super::carried::CheckpointLine),
 }
 
 #[derive(Deserialize)]
@@ -137,11 +146,14 @@ struct MessageIn {
     parts: Vec<Part>,
 }
 
-/// A file read back: the session as a row (not yet stored) and its messages.
+/// A file read back: the session as a row (not yet stored), its messages, and its file
+/// checkpoints with their contents.
 #[derive(Debug)]
 pub struct Imported {
     pub row: SessionRow,
     pub messages: Vec<Message>,
+    pub checkpoints: Vec<crate::store::Carried>,
+    pub blobs: Vec<crate::tools::checkpoint::Blob>,
 }
 
 /// Why an export could not be read.
@@ -171,6 +183,7 @@ pub fn parse(reader: impl BufRead, bounds: Bounds) -> Result<Imported, ReadError
     let mut session = None;
     let mut messages: Vec<Message> = Vec::new();
     let mut ids = HashSet::new();
+    let (mut checkpoints, mut blobs) = (Vec::new(), Vec::new());
     let mut lines = Lines { reader, bounds, line: Vec::new(), read: 0, number: 0 };
     while let Some((number, line)) = lines.next()? {
         let at = |why: String| ReadError::Line(number, why);
@@ -199,10 +212,15 @@ pub fn parse(reader: impl BufRead, bounds: Bounds) -> Result<Imported, ReadError
                 let id = MessageId::from_string(read.id);
                 messages.push(Message { id, role: read.role, parts: read.parts, meta: read.meta });
             }
+            (Line::Blob(_) | Line::Checkpoint(_), None) => {
+                return Err(at("a checkpoint before the session line; the file must start with it".into()));
+            }
+            (Line::Blob(read), Some(_)) => blobs.push(super::carried::blob(read).map_err(at)?),
+            (Line::Checkpoint(read), Some(_)) => checkpoints.push(super::carried::checkpoint(read).map_err(at)?),
         }
     }
     match session {
-        Some(row) => Ok(Imported { row, messages }),
+        Some(row) => Ok(Imported { row, messages, checkpoints, blobs }),
         None => {
             Err(ReadError::Line(1, "no session line: this is not a `cairn sessions export --format jsonl` file".into()))
         }
@@ -294,7 +312,9 @@ fn read_line(line: &str) -> Result<Line, String> {
     match kind.as_str() {
         "session" => read(line).map(Line::Session),
         "message" => read(line).map(Line::Message),
-        other => Err(format!("type: `{other}` is neither `session` nor `message`")),
+        "blob" => read(line).map(Line::Blob),
+        "checkpoint" => read(line).map(Line::Checkpoint),
+        other => Err(format!("type: `{other}` is not `session`, `message`, `blob` or `checkpoint`")),
     }
 }
 

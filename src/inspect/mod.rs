@@ -1,6 +1,7 @@
 //! `cairn sessions …`: the stored sessions from the command line. `list` (in `exec`), `show`
-//! (the conversation as plain text), `export` (Markdown, or lossless JSON lines), `import` (a
-//! JSON lines export back into the store), `rm` and `prune` (removing sessions as
+//! (the conversation as plain text, calls whose file changes are kept marked), `export`
+//! (Markdown, or lossless JSON lines with the file checkpoints: `carried`), `import` (a JSON
+//! lines export back into the store), `rm` and `prune` (removing sessions as
 //! `session/delete` does, through `Write::DeleteSession`, refused the same way while another
 //! process runs a turn in one). An unknown session, or a file that cannot be imported, exits 2.
 //!
@@ -8,6 +9,7 @@
 //! export to a file replaces that file only once the whole export is written. With `exec` and
 //! `acp::rpc`, this is code that writes stdout: only in these commands.
 
+mod carried;
 mod jsonl;
 mod render;
 
@@ -203,7 +205,9 @@ async fn export(store: &Store, id: String, format: Format, output: Option<&Path>
     let text = match format {
         Format::Markdown => crate::visible::text(&render::markdown(&row, &store.messages(&row.id).await?)).into_owned(),
         Format::Jsonl => {
-            crate::visible::json(&jsonl::export(&row, &store.stored_messages(&row.id).await?)?).into_owned()
+            let (checkpoints, contents) = store.checkpoints_with_contents(&row.id).await?;
+            let text = jsonl::export(&row, &store.stored_messages(&row.id).await?, &checkpoints, &contents)?;
+            crate::visible::json(&text).into_owned()
         }
     };
     match output {
@@ -217,7 +221,7 @@ async fn export(store: &Store, id: String, format: Format, output: Option<&Path>
 async fn import(store: &Store, file: &Path) -> Result<(), InspectError> {
     let input = |source| InspectError::Input { path: file.to_owned(), source };
     let reader = std::io::BufReader::with_capacity(1 << 20, std::fs::File::open(file).map_err(input)?);
-    let jsonl::Imported { mut row, mut messages } =
+    let jsonl::Imported { mut row, mut messages, mut checkpoints, blobs } =
         jsonl::parse(reader, jsonl::Bounds::default()).map_err(|err| match err {
             jsonl::ReadError::Line(line, why) => InspectError::Import { path: file.to_owned(), line, why },
             jsonl::ReadError::Io(source) => input(source),
@@ -225,10 +229,17 @@ async fn import(store: &Store, file: &Path) -> Result<(), InspectError> {
     let original = row.id.clone();
     if store.session(&row.id).await?.is_some() {
         row.id = SessionId::generate();
+        let old: Vec<_> = messages.iter().map(|message| message.id.clone()).collect();
         messages = crate::history::with_new_ids(messages);
+        // The checkpoints name the prompts they were taken in by their new ids too.
+        let renamed: std::collections::HashMap<_, _> =
+            old.into_iter().zip(messages.iter().map(|message| message.id.clone())).collect();
+        for checkpoint in &mut checkpoints {
+            checkpoint.prompt = checkpoint.prompt.take().and_then(|prompt| renamed.get(&prompt).cloned());
+        }
     }
     let (id, count) = (row.id.clone(), messages.len());
-    store.commit(Write::ImportSession { row: Box::new(row), messages }).await?;
+    store.commit(Write::ImportSession { row: Box::new(row), messages, checkpoints, blobs }).await?;
     if id == original {
         print(&format!("imported {id} ({count} messages)\n"))
     } else {

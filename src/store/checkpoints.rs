@@ -31,6 +31,37 @@ pub struct CheckpointInfo {
     pub created_at: i64,
 }
 
+/// A capture carried by an export, to store with its session on import.
+#[derive(Debug)]
+pub struct Carried {
+    pub prompt: Option<MessageId>,
+    pub capture: Capture,
+    pub restore: Option<String>,
+    pub created_at: i64,
+}
+
+/// Stores an imported session's captures and their contents (none of them pending).
+pub(super) fn import(
+    conn: &Connection,
+    session: &SessionId,
+    carried: &[Carried],
+    blobs: &[Blob],
+) -> rusqlite::Result<()> {
+    put_blobs(conn, blobs)?;
+    for checkpoint in carried {
+        let captures = std::slice::from_ref(&checkpoint.capture);
+        put_checkpoints(
+            conn,
+            session,
+            checkpoint.prompt.as_ref(),
+            captures,
+            checkpoint.restore.as_deref(),
+            checkpoint.created_at,
+        )?;
+    }
+    finish_restore(conn, session)
+}
+
 impl CheckpointInfo {
     /// Whether this is the session's base: its oldest captures folded into one to keep within
     /// the size limits (`call_id` `base`).
@@ -214,6 +245,32 @@ impl Store {
     pub async fn checkpoints(&self, id: &SessionId) -> Result<Vec<CheckpointInfo>, StoreError> {
         let id = id.clone();
         self.read(move |conn| list(conn, &id).map_err(ReadError::from)).await
+    }
+
+    /// A session's captures with their files, oldest first, and the contents they name.
+    pub async fn checkpoints_with_contents(
+        &self,
+        id: &SessionId,
+    ) -> Result<(Vec<(CheckpointInfo, Vec<Entry>)>, HashMap<Digest, Vec<u8>>), StoreError> {
+        let id = id.clone();
+        self.read(move |conn| {
+            let tx = conn.unchecked_transaction()?;
+            let mut files: HashMap<i64, Vec<Entry>> =
+                stored(&tx, &id)?.into_iter().map(|capture| (capture.id, capture.entries)).collect();
+            let infos = list(&tx, &id)?;
+            let hashes: Vec<Digest> = files.values().flatten().filter_map(|entry| entry.state.hash()).collect();
+            let contents = blobs(&tx, &hashes)?;
+            tx.commit()?;
+            let captures = infos
+                .into_iter()
+                .map(|info| {
+                    let entries = files.remove(&info.id).unwrap_or_default();
+                    (info, entries)
+                })
+                .collect();
+            Ok((captures, contents))
+        })
+        .await
     }
 
     /// The stored contents of `hashes` (those stored).

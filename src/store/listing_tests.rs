@@ -26,7 +26,15 @@ fn prompt(text: &str) -> Message {
 async fn prompted(store: &Store, at: i64) -> SessionId {
     let session = row(at);
     let messages = vec![prompt("hi")];
-    store.commit(Write::ImportSession { row: Box::new(session.clone()), messages }).await.unwrap();
+    store
+        .commit(Write::ImportSession {
+            row: Box::new(session.clone()),
+            messages,
+            checkpoints: Vec::new(),
+            blobs: Vec::new(),
+        })
+        .await
+        .unwrap();
     session.id
 }
 

@@ -40,7 +40,7 @@ use crate::history::{Message, MessageMeta, Part};
 use crate::ids::{MessageId, SessionId};
 use crate::permissions::Rule;
 
-pub use checkpoints::CheckpointInfo;
+pub use checkpoints::{Carried, CheckpointInfo};
 pub use lease::{Holder, LastTurn, LeaseHolder};
 pub use listing::{Archived, ListPage, Listing};
 pub use rows::SessionRow;
@@ -266,6 +266,9 @@ pub enum Write {
     ImportSession {
         row: Box<SessionRow>,
         messages: Vec<Message>,
+        /// Its file checkpoints, and the contents they name.
+        checkpoints: Vec<Carried>,
+        blobs: Vec<crate::tools::checkpoint::Blob>,
     },
     /// Stores a bearer token of `cairn serve --auth`: its public id, its principal and the
     /// SHA-256 of its secret (never the secret).

@@ -151,7 +151,15 @@ async fn sessions_page_newest_first_and_filter_by_cwd() {
         ids.push(session.id.clone());
         // Prompted (as listings show by default), at the time it says.
         let messages = vec![Message::new(Role::User, vec![text("hi")], MessageMeta::default())];
-        store.commit(Write::ImportSession { row: Box::new(session), messages }).await.unwrap();
+        store
+            .commit(Write::ImportSession {
+                row: Box::new(session),
+                messages,
+                checkpoints: Vec::new(),
+                blobs: Vec::new(),
+            })
+            .await
+            .unwrap();
     }
     let mut seen = Vec::new();
     let mut cursor = None;
@@ -373,7 +381,15 @@ async fn an_import_is_stored_whole_with_its_rollups_or_not_at_all() {
         Message::new(Role::User, vec![text("hi")], MessageMeta::default()),
         Message::new(Role::Assistant, vec![text("hello")], answer),
     ];
-    store.commit(Write::ImportSession { row: Box::new(session.clone()), messages: messages.clone() }).await.unwrap();
+    store
+        .commit(Write::ImportSession {
+            row: Box::new(session.clone()),
+            messages: messages.clone(),
+            checkpoints: Vec::new(),
+            blobs: Vec::new(),
+        })
+        .await
+        .unwrap();
     assert_eq!(store.messages(&session.id).await.unwrap(), messages);
     let stored = store.session(&session.id).await.unwrap().unwrap();
     assert_eq!((stored.created_at, stored.updated_at), (500, 1_000), "the times are kept");
@@ -383,7 +399,14 @@ async fn an_import_is_stored_whole_with_its_rollups_or_not_at_all() {
 
     // A message id that is taken fails the whole import: no session is left half made.
     let clash = row("/w");
-    let result = store.commit(Write::ImportSession { row: Box::new(clash.clone()), messages }).await;
+    let result = store
+        .commit(Write::ImportSession {
+            row: Box::new(clash.clone()),
+            messages,
+            checkpoints: Vec::new(),
+            blobs: Vec::new(),
+        })
+        .await;
     assert!(result.is_err());
     assert_eq!(store.session(&clash.id).await.unwrap(), None);
 }

@@ -89,9 +89,10 @@ impl Batch<'_> {
                 self.db.savepoint(|conn| rows::remove_project_rule(conn, project, rule))
             }
             Write::ForkSession { row, parent } => self.db.savepoint(|conn| rows::fork_session(conn, row, parent, now)),
-            Write::ImportSession { row, messages } => {
-                self.db.savepoint(|conn| transfer::import_session(conn, row, messages))
-            }
+            Write::ImportSession { row, messages, checkpoints: carried, blobs } => self.db.savepoint(|conn| {
+                transfer::import_session(conn, row, messages)?;
+                checkpoints::import(conn, &row.id, carried, blobs)
+            }),
             Write::AddToken { id, principal, hash } => {
                 self.db.savepoint(|conn| tokens::insert(conn, id, principal, hash, now))
             }

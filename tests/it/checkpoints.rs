@@ -316,3 +316,50 @@ async fn the_official_client_is_asked_about_the_files_and_they_come_back() {
     assert!(said.contains("Restored 1 of 1 files"), "{said}");
     assert_eq!(read(&env.workspace().join("a.txt")), "original\n");
 }
+
+#[tokio::test]
+async fn an_export_carries_the_checkpoints_and_an_import_can_rewind_with_them() {
+    let env = TestEnv::new().await;
+    let ws = env.workspace();
+    std::fs::write(ws.join("a.txt"), "original\n").unwrap();
+    env.mock.push(Reply::tool_calls(&[("c1", "write", json!({"path": "a.txt", "content": "changed\n"}))]));
+    env.mock.push(Reply::text(&["ok"]));
+    let (mut agent, session) = session_in_bypass(&env, Editor::default()).await;
+    turn(&mut agent, &session, "change it").await;
+    agent.close_stdin();
+    agent.wait_exit().await;
+    let cairn = |args: &[&str]| {
+        let mut command = env.command();
+        command.args(args).stdin(std::process::Stdio::null());
+        command.output()
+    };
+    let exported = cairn(&["sessions", "export", &session, "--format", "jsonl"]).await.unwrap();
+    let text = String::from_utf8(exported.stdout).unwrap();
+    assert!(text.lines().any(|line| line.contains("\"type\":\"checkpoint\"")), "{text}");
+    assert!(text.lines().any(|line| line.contains("\"type\":\"blob\"")), "{text}");
+    let file = env.workspace().join("../export.jsonl");
+    std::fs::write(&file, &text).unwrap();
+    assert!(cairn(&["sessions", "rm", &session]).await.unwrap().status.success());
+    let imported = cairn(&["sessions", "import", file.to_str().unwrap()]).await.unwrap();
+    assert!(imported.status.success(), "{imported:?}");
+
+    let editor = Editor::default();
+    editor.answer(&["restore"]);
+    let mut agent = env.ready_with(editor).await;
+    let id = agent.request("session/load", json!({"sessionId": session, "cwd": env.cwd(), "mcpServers": []})).await;
+    agent.response(id).await;
+    let said = say(&mut agent, &session, "/rewind code").await;
+    assert!(said.contains("Restored 1 of 1 files"), "{said}");
+    assert_eq!(read(&ws.join("a.txt")), "original\n");
+
+    // A forged file: a path out of the directory, or content that is not what its hash says.
+    for (forged, why) in [
+        (text.replace("\"path\":\"a.txt\"", "\"path\":\"../escape\""), "is not a plain relative path"),
+        (text.replace("\"data\":\"", "\"data\":\"AAAA"), "its SHA-256 is not"),
+    ] {
+        std::fs::write(&file, &forged).unwrap();
+        let refused = cairn(&["sessions", "import", file.to_str().unwrap()]).await.unwrap();
+        let stderr = String::from_utf8_lossy(&refused.stderr);
+        assert!(!refused.status.success() && stderr.contains(why), "{stderr}");
+    }
+}
