@@ -363,3 +363,32 @@ async fn an_export_carries_the_checkpoints_and_an_import_can_rewind_with_them() 
         assert!(!refused.status.success() && stderr.contains(why), "{stderr}");
     }
 }
+
+#[tokio::test]
+async fn an_editor_that_writes_files_gets_the_restored_text_so_its_buffers_follow() {
+    let env = TestEnv::new().await;
+    let ws = env.workspace();
+    std::fs::write(ws.join("a.txt"), "original\n").unwrap();
+    env.mock.push(Reply::tool_calls(&[
+        ("c1", "edit", json!({"path": "a.txt", "old_string": "original", "new_string": "edited"})),
+        ("c2", "write", json!({"path": "new.txt", "content": "new\n"})),
+    ]));
+    env.mock.push(Reply::text(&["ok"]));
+    let editor = Editor::with_fs();
+    editor.answer(&["restore"]);
+    let (mut agent, session) = session_in_bypass(&env, editor).await;
+    turn(&mut agent, &session, "edit").await;
+    let writes_before = agent.editor.requests("fs/write_text_file").len();
+    let said = say(&mut agent, &session, "/rewind code").await;
+    assert!(said.contains("Restored 2 of 2 files"), "{said}");
+    let writes = agent.editor.requests("fs/write_text_file");
+    let restored: Vec<&Value> = writes[writes_before..].iter().collect();
+    assert_eq!(
+        restored.len(),
+        1,
+        "the text file through the editor; the created one removed on the disk: {restored:?}"
+    );
+    assert_eq!(restored[0]["params"]["content"], "original\n");
+    assert_eq!(read(&ws.join("a.txt")), "original\n");
+    assert!(!ws.join("new.txt").exists());
+}

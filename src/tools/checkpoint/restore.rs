@@ -177,6 +177,7 @@ pub fn summary(restore: &Restore, blobs: &HashMap<Digest, Vec<u8>>, root: &Path)
             Change::Unrestorable(why) => writeln!(text, "- {shown}: not restored: {why}"),
         };
     }
+    text.push_str("Files git ignores (.gitignore) and .git are not covered by checkpoints and stay as they are.\n");
     text
 }
 
