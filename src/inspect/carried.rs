@@ -70,7 +70,7 @@ pub(super) fn export(
         {
             out.push_str(&serde_json::to_string(&Tagged {
                 kind: "blob",
-                line: BlobLine { hash: hex(&hash), data: engine.encode(data) },
+                line: BlobLine { hash: hash.to_hex(), data: engine.encode(data) },
             })?);
             out.push('\n');
         }
@@ -83,12 +83,19 @@ pub(super) fn export(
                     Some(hash) if carried(&hash).is_none() => State::Uncovered { size: entry.state.size() },
                     _ => entry.state,
                 };
-                let (kind, hash, size, executable) = columns(&state);
+                let (kind, hash, size, executable) = state.columns();
                 let (path, path_base64) = match entry.path.to_str() {
                     Some(path) => (Some(path.to_owned()), None),
                     None => (None, Some(engine.encode(entry.path.as_os_str().as_bytes()))),
                 };
-                FileLine { path, path_base64, state: kind.to_owned(), hash: hash.map(|h| hex(&h)), size, executable }
+                FileLine {
+                    path,
+                    path_base64,
+                    state: kind.to_owned(),
+                    hash: hash.map(|hash| hash.to_hex()),
+                    size,
+                    executable,
+                }
             })
             .collect();
         let line = CheckpointLine {
@@ -113,30 +120,9 @@ struct Tagged<T> {
     line: T,
 }
 
-fn columns(state: &State) -> (&'static str, Option<Digest>, u64, bool) {
-    match *state {
-        State::File { hash, size, executable } => ("file", Some(hash), size, executable),
-        State::Link { hash } => ("link", Some(hash), 0, false),
-        State::Missing => ("missing", None, 0, false),
-        State::Uncovered { size } => ("uncovered", None, size, false),
-    }
-}
-
-fn hex(digest: &Digest) -> String {
-    digest.0.iter().map(|byte| format!("{byte:02x}")).collect()
-}
-
-fn unhex(text: &str) -> Option<Digest> {
-    if text.len() != 64 || !text.is_ascii() {
-        return None;
-    }
-    let bytes: Option<Vec<u8>> = (0..32).map(|at| u8::from_str_radix(text.get(at * 2..at * 2 + 2)?, 16).ok()).collect();
-    Digest::from_slice(&bytes?)
-}
-
 /// A blob line read back: its content checked against its hash.
 pub(super) fn blob(line: BlobLine) -> Result<Blob, String> {
-    let hash = unhex(&line.hash).ok_or_else(|| format!("hash: `{}` is not a SHA-256 in hex", line.hash))?;
+    let hash = Digest::from_hex(&line.hash).ok_or_else(|| format!("hash: `{}` is not a SHA-256 in hex", line.hash))?;
     let data = base64::engine::general_purpose::STANDARD
         .decode(&line.data)
         .map_err(|err| format!("data: not base64: {err}"))?;
@@ -171,16 +157,15 @@ pub(super) fn checkpoint(line: CheckpointLine) -> Result<Carried, String> {
         {
             return Err(format!("files[{at}].path: `{}` is not a plain relative path", path.display()));
         }
-        let hash = || {
-            file.hash.as_deref().and_then(unhex).ok_or_else(|| format!("files[{at}].hash: a SHA-256 in hex is needed"))
+        let hash = file.hash.as_deref().map(|text| Digest::from_hex(text).ok_or(text));
+        let hash = match hash {
+            Some(Ok(hash)) => Some(hash),
+            Some(Err(text)) => return Err(format!("files[{at}].hash: `{text}` is not a SHA-256 in hex")),
+            None => None,
         };
-        let state = match file.state.as_str() {
-            "file" => State::File { hash: hash()?, size: file.size, executable: file.executable },
-            "link" => State::Link { hash: hash()? },
-            "missing" => State::Missing,
-            "uncovered" => State::Uncovered { size: file.size },
-            other => return Err(format!("files[{at}].state: `{other}` is not file, link, missing or uncovered")),
-        };
+        let state = State::from_columns(&file.state, hash, file.size, file.executable).ok_or_else(|| {
+            format!("files[{at}].state: `{}` is not file, link (both with a hash), missing or uncovered", file.state)
+        })?;
         entries.push(Entry { path, state, stamp: 0 });
     }
     Ok(Carried {

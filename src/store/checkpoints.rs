@@ -122,7 +122,7 @@ pub(super) fn put_checkpoints(
         ])?;
         let id = conn.last_insert_rowid();
         for entry in &capture.entries {
-            let (state, hash, size, executable) = columns(&entry.state);
+            let (state, hash, size, executable) = entry.state.columns();
             file.execute(params![
                 id,
                 entry.path.as_os_str().as_bytes(),
@@ -153,25 +153,9 @@ pub(super) fn drop_unused_blobs(conn: &Connection) -> rusqlite::Result<()> {
     Ok(())
 }
 
-fn columns(state: &State) -> (&'static str, Option<Digest>, u64, bool) {
-    match *state {
-        State::File { hash, size, executable } => ("file", Some(hash), size, executable),
-        State::Link { hash } => ("link", Some(hash), 0, false),
-        State::Missing => ("missing", None, 0, false),
-        State::Uncovered { size } => ("uncovered", None, size, false),
-    }
-}
-
 fn state_of(kind: &str, hash: Option<Vec<u8>>, size: i64, executable: bool) -> Option<State> {
-    let hash = || hash.as_deref().and_then(Digest::from_slice);
-    let size = u64::try_from(size).unwrap_or(0);
-    match kind {
-        "file" => Some(State::File { hash: hash()?, size, executable }),
-        "link" => Some(State::Link { hash: hash()? }),
-        "missing" => Some(State::Missing),
-        "uncovered" => Some(State::Uncovered { size }),
-        _ => None,
-    }
+    let hash = hash.as_deref().and_then(Digest::from_slice);
+    State::from_columns(kind, hash, u64::try_from(size).unwrap_or(0), executable)
 }
 
 /// Every capture of a session with its files, oldest first.

@@ -45,6 +45,21 @@ impl Digest {
     pub fn from_slice(bytes: &[u8]) -> Option<Self> {
         <[u8; 32]>::try_from(bytes).ok().map(Self)
     }
+
+    /// In lowercase hex, as an export writes it.
+    pub fn to_hex(&self) -> String {
+        self.0.iter().map(|byte| format!("{byte:02x}")).collect()
+    }
+
+    /// From 64 hex digits; `None` for anything else.
+    pub fn from_hex(text: &str) -> Option<Self> {
+        if text.len() != 64 || !text.is_ascii() {
+            return None;
+        }
+        let bytes: Option<Vec<u8>> =
+            (0..32).map(|at| u8::from_str_radix(text.get(at * 2..at * 2 + 2)?, 16).ok()).collect();
+        Self::from_slice(&bytes?)
+    }
 }
 
 impl std::fmt::Debug for Digest {
@@ -81,6 +96,29 @@ impl State {
         match self {
             State::File { hash, .. } | State::Link { hash } => Some(*hash),
             State::Missing | State::Uncovered { .. } => None,
+        }
+    }
+
+    /// The state as the store and an export keep it: its kind by name (`file`, `link`,
+    /// `missing`, `uncovered`), its content's hash, its size and whether it is executable.
+    pub fn columns(&self) -> (&'static str, Option<Digest>, u64, bool) {
+        match *self {
+            State::File { hash, size, executable } => ("file", Some(hash), size, executable),
+            State::Link { hash } => ("link", Some(hash), 0, false),
+            State::Missing => ("missing", None, 0, false),
+            State::Uncovered { size } => ("uncovered", None, size, false),
+        }
+    }
+
+    /// The state [`State::columns`] gave; `None` for a kind it never gives, or a file or link
+    /// without its hash.
+    pub fn from_columns(kind: &str, hash: Option<Digest>, size: u64, executable: bool) -> Option<Self> {
+        match kind {
+            "file" => Some(State::File { hash: hash?, size, executable }),
+            "link" => Some(State::Link { hash: hash? }),
+            "missing" => Some(State::Missing),
+            "uncovered" => Some(State::Uncovered { size }),
+            _ => None,
         }
     }
 
