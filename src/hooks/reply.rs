@@ -198,6 +198,22 @@ mod tests {
     }
 
     #[test]
+    fn a_decision_in_another_casing_or_type_is_reported_never_silently_dropped() {
+        for said in [
+            r#"{"hookSpecificOutput": {"permissionDecision": "DENY"}}"#,
+            r#"{"hookSpecificOutput": {"permissionDecision": ["deny"]}}"#,
+            r#"{"hookSpecificOutput": {"permissionDecision": true}}"#,
+            r#"{"decision": 2}"#,
+        ] {
+            let fired = fired(HookEvent::PreToolUse, vec![exited(0, said, "")]);
+            assert_eq!(fired.verdict, None, "{said}");
+            assert_eq!(fired.problems.len(), 1, "{said}: {:?}", fired.problems);
+        }
+        let wrong = fired(HookEvent::Stop, vec![exited(0, r#"{"decision": {"block": true}}"#, "")]);
+        assert_eq!((wrong.blocks.len(), wrong.problems.len()), (0, 1), "{wrong:?}");
+    }
+
+    #[test]
     fn context_blocks_and_stops() {
         let plain = fired(HookEvent::UserPromptSubmit, vec![exited(0, "today is Tuesday\n", "")]);
         assert_eq!(plain.context, vec!["today is Tuesday".to_owned()]);
