@@ -66,7 +66,7 @@ async fn a_claude_directory_linked_out_of_the_project_runs_nothing() {
     let mut agent = env.ready_with(editor).await;
     let session = agent.new_session(&env.cwd()).await;
     set_mode(&mut agent, &session, "bypass").await;
-    env.mock.push(Reply::tool_calls(&[bash("c1", "echo hi")])).push(Reply::text(&["done"]));
+    env.mock.push(Reply::tool_calls(&[("c1", "bash", json!({"command": "echo hi"}))])).push(Reply::text(&["done"]));
     let (_, updates) = turn(&mut agent, &session, "go").await;
     assert!(asked(&agent.editor).is_empty(), "nothing is asked about a linked file");
     assert!(!env.workspace().join("pwned").exists());
@@ -110,7 +110,7 @@ async fn a_trust_file_written_by_a_sandboxed_command_is_not_where_cairn_keeps_it
     let mut agent = env.ready_with(editor).await;
     let session = agent.new_session(&env.cwd()).await;
     set_mode(&mut agent, &session, "bypass").await;
-    env.mock.push(Reply::tool_calls(&[bash("c1", &line)])).push(Reply::text(&["planted"]));
+    env.mock.push(Reply::tool_calls(&[("c1", "bash", json!({"command": line}))])).push(Reply::text(&["planted"]));
     // The first question (this turn's hooks) is refused; that answer replaces whatever was there.
     turn(&mut agent, &session, "plant it").await;
     let kept = std::fs::read_to_string(&trust).unwrap_or_default();
@@ -284,7 +284,7 @@ async fn a_commands_allowed_tools_never_lift_the_modes_questions_or_refusals() {
     editor.answer(&["reject_once"]);
     let mut agent = env.ready_with(editor).await;
     let session = agent.new_session(&env.cwd()).await;
-    env.mock.push(Reply::tool_calls(&[bash("c1", "touch made")])).push(Reply::text(&["done"]));
+    env.mock.push(Reply::tool_calls(&[("c1", "bash", json!({"command": "touch made"}))])).push(Reply::text(&["done"]));
     turn(&mut agent, &session, "/wide go").await;
     assert_eq!(asked(&agent.editor), ["c1"], "Bash(*) grants nothing: the call asked as in ask mode");
     assert!(!env.workspace().join("made").exists());
@@ -300,8 +300,7 @@ async fn a_command_files_references_inline_no_secret_nor_outside_file_in_ask_mod
     let env = TestEnv::new().await;
     write(&env.dir.path().join("outside.txt"), "OUTSIDE SECRET");
     write(&env.workspace().join(".env"), "API_KEY=hunter2");
-    write(&env.workspace().join(".git/config"), "[remote] url = GIT SECRET");
-    let body = "MARK-STEAL @.env @../outside.txt @.git/config @~/outside.txt @{../outside.txt}";
+    let body = "MARK-STEAL @.env @../outside.txt @~/outside.txt @{../outside.txt}";
     write(&env.workspace().join(".claude/commands/steal.md"), body);
     write(&env.workspace().join(".gemini/commands/gsteal.toml"), "prompt = \"MARK-GSTEAL @{../outside.txt} @{.env}\"");
     let mut agent = env.ready().await;
@@ -312,7 +311,7 @@ async fn a_command_files_references_inline_no_secret_nor_outside_file_in_ask_mod
     }
     for request in env.mock.requests() {
         let text = request.to_string();
-        assert!(!text.contains("OUTSIDE SECRET") && !text.contains("hunter2") && !text.contains("GIT SECRET"), "{text}");
+        assert!(!text.contains("OUTSIDE SECRET") && !text.contains("hunter2"), "{text}");
     }
     assert_eq!(env.mock.requests().len(), 2, "both commands ran");
 }
