@@ -121,19 +121,27 @@ impl Fired {
             self.context.push(context);
         }
         let reason = said("reason");
+        // A decision that is there but no string (`["deny"]`, `true`) is reported like an
+        // unknown word: a hook that meant to deny is never silently taken for one that allowed.
+        let given = |value: Option<&Value>| match value {
+            None | Some(Value::Null) => None,
+            Some(Value::String(text)) => Some(text.clone()),
+            Some(other) => Some(other.to_string()),
+        };
         if event == HookEvent::PreToolUse {
             let why = specific_said("permissionDecisionReason").or(reason);
-            let given = |default: &str| why.clone().unwrap_or_else(|| format!("{label} {default}"));
-            match specific_said("permissionDecision").or_else(|| said("decision")).as_deref() {
+            let why = |default: &str| why.clone().unwrap_or_else(|| format!("{label} {default}"));
+            let decision = specific.and_then(|s| s.get("permissionDecision")).or_else(|| answer.get("decision"));
+            match given(decision).as_deref() {
                 Some("allow" | "approve") => self.verdict(Verdict::Allow),
-                Some("ask") => self.verdict(Verdict::Ask(given("asks for the user's permission"))),
-                Some("deny" | "block") => self.verdict(Verdict::Deny(given("denied this call"))),
+                Some("ask") => self.verdict(Verdict::Ask(why("asks for the user's permission"))),
+                Some("deny" | "block") => self.verdict(Verdict::Deny(why("denied this call"))),
                 None => {}
                 Some(other) => self.problems.push(format!("{label} gave an unknown permissionDecision `{other}`")),
             }
             return;
         }
-        match said("decision").as_deref() {
+        match given(answer.get("decision")).as_deref() {
             Some("block") => self.blocked(event, label, reason.unwrap_or_default()),
             Some("approve") | None => {}
             Some(other) => self.problems.push(format!("{label} gave an unknown decision `{other}`")),
