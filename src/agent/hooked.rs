@@ -172,18 +172,30 @@ pub(super) async fn asking(turn: &mut Turn<'_>, tool: &str) {
     fire(turn, HookEvent::Notification, vec!["permission_prompt"], fields(pairs)).await;
 }
 
+/// How many times `Stop` hooks may send the model on in one turn: a hook that blocks every
+/// stop (ignoring `stop_hook_active`) ends the turn there, even with no `[limits] max_rounds`.
+pub const MOST_STOP_BLOCKS: u32 = 8;
+
 /// `Stop`, when the model ended the turn: a hook that blocks it sends the model on with its
-/// reason (`stop_hook_active` is then true for the next `Stop`).
+/// reason (`stop_hook_active` is then true for the next `Stop`), at most [`MOST_STOP_BLOCKS`]
+/// times a turn.
 pub(super) async fn stopping(turn: &mut Turn<'_>) -> After {
     let ended = After::End(DoneReason::ModelStop(ModelStop::EndTurn));
     if turn.run.subagent || !turn.run.hooks.as_ref().is_some_and(|hooks| hooks.any(HookEvent::Stop)) {
         return ended;
     }
-    let active = turn.run.stop_hook_active;
+    let active = turn.run.stop_hook_blocks > 0;
     let fired = fire(turn, HookEvent::Stop, Vec::new(), fields(vec![("stop_hook_active", active.into())])).await;
     match fired.block_reason() {
+        Some(reason) if fired.stop.is_none() && turn.run.stop_hook_blocks >= MOST_STOP_BLOCKS => {
+            let text = format!(
+                "A Stop hook blocked the end of this turn {MOST_STOP_BLOCKS} times; the turn ends here. It said: {reason}"
+            );
+            turn.recorder.record(AgentEvent::Notice { message: MessageId::generate(), text });
+            ended
+        }
         Some(reason) if fired.stop.is_none() => {
-            turn.run.stop_hook_active = true;
+            turn.run.stop_hook_blocks += 1;
             turn.remind(format!("[Stop hook] The turn is not over: {reason}"));
             After::NextStep
         }

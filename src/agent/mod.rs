@@ -118,8 +118,9 @@ pub struct Run {
     cache_key: Option<String>,
     /// The session's hooks; `None` runs none.
     hooks: Option<Arc<crate::hooks::Hooks>>,
-    /// A `Stop` hook sent the model on in this turn.
-    stop_hook_active: bool,
+    /// How many times a `Stop` hook sent the model on in this turn (`stop_hook_active` when
+    /// not 0; at `hooked::MOST_STOP_BLOCKS` the turn ends however they answer).
+    stop_hook_blocks: u32,
     /// A sub-agent's run: its tool calls fire the session's hooks, its prompt and its end do not.
     subagent: bool,
 }

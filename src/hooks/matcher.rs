@@ -67,6 +67,19 @@ mod tests {
     }
 
     #[test]
+    fn a_hostile_matcher_is_neither_slow_nor_a_match_for_everything_by_accident() {
+        let long = format!("{}!", "a".repeat(50_000));
+        let started = std::time::Instant::now();
+        assert!(!matches("(a+)+$x", &[long.as_str()]).unwrap());
+        assert!(!matches("(a|aa)*b", &[long.as_str()]).unwrap());
+        assert!(matches("a{1000}{1000}{1000}", &["a"]).is_err(), "too big to build: an error, not a hang");
+        assert!(started.elapsed() < std::time::Duration::from_secs(5), "{:?}", started.elapsed());
+        // `Bash|` is `Bash` or the empty name, which no tool has; `.*` inside a word is a regex.
+        assert!(!matches("Bash|", &tool("read")).unwrap());
+        assert!(!matches("|", &tool("read")).unwrap());
+    }
+
+    #[test]
     fn everything_patterns_and_mcp_tools() {
         assert!(matches("", &tool("grep")).unwrap());
         assert!(matches("*", &tool("grep")).unwrap());

@@ -121,19 +121,27 @@ impl Fired {
             self.context.push(context);
         }
         let reason = said("reason");
+        // A decision that is there but no string (`["deny"]`, `true`) is reported like an
+        // unknown word: a hook that meant to deny is never silently taken for one that allowed.
+        let given = |value: Option<&Value>| match value {
+            None | Some(Value::Null) => None,
+            Some(Value::String(text)) => Some(text.clone()),
+            Some(other) => Some(other.to_string()),
+        };
         if event == HookEvent::PreToolUse {
             let why = specific_said("permissionDecisionReason").or(reason);
-            let given = |default: &str| why.clone().unwrap_or_else(|| format!("{label} {default}"));
-            match specific_said("permissionDecision").or_else(|| said("decision")).as_deref() {
+            let why = |default: &str| why.clone().unwrap_or_else(|| format!("{label} {default}"));
+            let decision = specific.and_then(|s| s.get("permissionDecision")).or_else(|| answer.get("decision"));
+            match given(decision).as_deref() {
                 Some("allow" | "approve") => self.verdict(Verdict::Allow),
-                Some("ask") => self.verdict(Verdict::Ask(given("asks for the user's permission"))),
-                Some("deny" | "block") => self.verdict(Verdict::Deny(given("denied this call"))),
+                Some("ask") => self.verdict(Verdict::Ask(why("asks for the user's permission"))),
+                Some("deny" | "block") => self.verdict(Verdict::Deny(why("denied this call"))),
                 None => {}
                 Some(other) => self.problems.push(format!("{label} gave an unknown permissionDecision `{other}`")),
             }
             return;
         }
-        match said("decision").as_deref() {
+        match given(answer.get("decision")).as_deref() {
             Some("block") => self.blocked(event, label, reason.unwrap_or_default()),
             Some("approve") | None => {}
             Some(other) => self.problems.push(format!("{label} gave an unknown decision `{other}`")),
@@ -195,6 +203,22 @@ mod tests {
         assert_eq!(fired.problems.len(), 4, "{:?}", fired.problems);
         assert!(fired.problems[0].contains("exit status 1: boom"));
         assert!(fired.problems[2].contains("within 1 s"));
+    }
+
+    #[test]
+    fn a_decision_in_another_casing_or_type_is_reported_never_silently_dropped() {
+        for said in [
+            r#"{"hookSpecificOutput": {"permissionDecision": "DENY"}}"#,
+            r#"{"hookSpecificOutput": {"permissionDecision": ["deny"]}}"#,
+            r#"{"hookSpecificOutput": {"permissionDecision": true}}"#,
+            r#"{"decision": 2}"#,
+        ] {
+            let fired = fired(HookEvent::PreToolUse, vec![exited(0, said, "")]);
+            assert_eq!(fired.verdict, None, "{said}");
+            assert_eq!(fired.problems.len(), 1, "{said}: {:?}", fired.problems);
+        }
+        let wrong = fired(HookEvent::Stop, vec![exited(0, r#"{"decision": {"block": true}}"#, "")]);
+        assert_eq!((wrong.blocks.len(), wrong.problems.len()), (0, 1), "{wrong:?}");
     }
 
     #[test]

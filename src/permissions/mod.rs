@@ -487,9 +487,9 @@ pub enum HookAnswer {
 /// The decision on `request` once a hook's answer is taken in: a hook's deny is a rejection
 /// (it holds in every mode, bypass included); its ask asks whatever the mode and rules say,
 /// unless they refuse; its allow lifts a question only where a remembered "allow" could: a path
-/// inside the workspace and not protected, a line that parses and stays there, another
-/// program's tool, a web host. It never turns a refusal into an allow, nor lifts a question
-/// about a place outside the workspace, a protected one, or leaving plan mode.
+/// inside the workspace and not protected, a line that parses, stays there and computes none of
+/// its words, another program's tool, a web host. It never turns a refusal into an allow, nor
+/// lifts a question about a place outside the workspace, a protected one, or leaving plan mode.
 pub fn with_hook(decision: Decision, answer: &HookAnswer, request: &PermissionRequest) -> Decision {
     match (decision, answer) {
         (_, HookAnswer::Deny(why)) => Decision::Deny(format!("a hook denied it: {why}")),
@@ -512,7 +512,9 @@ fn hook_may_allow(request: &PermissionRequest) -> bool {
     match &request.subject {
         Subject::Path { place: Place::Inside { .. } } => true,
         Subject::Path { place: Place::Protected { .. } | Place::Outside | Place::Unknown(_) } => false,
-        Subject::Command(facts) => facts.script.is_ok() && facts.escapes.is_empty(),
+        // A word computed when the line runs (`"$HOME/.ssh/id_rsa"`, `$(…)`) may lead anywhere:
+        // only the user lifts that question (a URL, kept with them, asks too).
+        Subject::Command(facts) => facts.script.is_ok() && facts.escapes.is_empty() && facts.computed.is_empty(),
         Subject::Tool { .. } | Subject::Host { .. } => true,
         Subject::Plan => false,
     }

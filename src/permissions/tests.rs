@@ -362,8 +362,16 @@ fn a_hooks_deny_holds_in_every_mode_and_its_allow_never_widens() {
     // Inside the workspace an allow lifts the question; outside, protected, unreadable: not.
     assert_eq!(with_hook(decide(&edit("src/lib.rs"), Mode::Ask, &[]), &allow, &edit("src/lib.rs")), Decision::Allow);
     assert_eq!(with_hook(decide(&bash("cargo test"), Mode::Ask, &[]), &allow, &bash("cargo test")), Decision::Allow);
-    for request in [edit("../out"), edit(".git/hooks/pre-commit"), read(".env"), edit("loop"), bash("cat /etc/passwd")]
-    {
+    for request in [
+        edit("../out"),
+        edit(".git/hooks/pre-commit"),
+        read(".env"),
+        edit("loop"),
+        bash("cat /etc/passwd"),
+        bash("cat \"$HOME/.ssh/id_rsa\""),
+        bash("cat $(echo ..)/secret"),
+        bash("cp ${HOME}/.aws/credentials ."),
+    ] {
         let decided = with_hook(decide(&request, Mode::Ask, &[]), &allow, &request);
         assert!(asks(&decided), "{request:?}: {decided:?}");
     }

@@ -246,13 +246,16 @@ pub fn prepare_system(config: &Arc<Config>, cwd: &str, client: Option<ClientProm
 /// The tools of one of the session's turns: the built-in ones, those of the MCP servers ready
 /// once the servers still starting have had up to `[mcp] startup_timeout` (a cancel stops the
 /// wait), and `task`, whose sub-agents share `parent`. Servers left behind are named in a notice
-/// that is kept with the conversation.
+/// that is kept with the conversation. `cut` holds the turn to some tools (a command's
+/// `allowed-tools`): it is applied before `task` is made, so the sub-agents get no more either,
+/// and again after, so `task` stays only where it is kept.
 pub async fn session_tools(
     servers: Option<&Servers>,
     config: &Config,
     parent: subagent::Parent,
     cancel: &CancellationToken,
     recorder: &mut dyn Recorder,
+    cut: &(dyn Fn(&Registry) -> Registry + Sync),
 ) -> Arc<Registry> {
     let mut registry = Registry::builtin();
     // A search endpoint of the user's, for models without a search of their provider's (the
@@ -289,5 +292,6 @@ pub async fn session_tools(
         }
         crate::tools::add_server_tools(&mut registry, servers);
     }
-    Arc::new(subagent::tools(&registry, parent))
+    let registry = cut(&registry);
+    Arc::new(cut(&subagent::tools(&registry, parent)))
 }

@@ -24,6 +24,7 @@ mod escapes;
 mod exec;
 mod fetch;
 mod headless;
+mod hook_attacks;
 mod hooks;
 mod hostile;
 mod images;

@@ -2,9 +2,10 @@
 //! live, checked for changes at each prompt (a new `available_commands_update` when the set
 //! offered changed), and run. A command's text becomes the prompt; one that names allowed
 //! tools or a model runs its turn with exactly those ([`Only`]): the turn's tools are cut to the
-//! ones listed, and every call is still judged by the session's mode and rules, so a command
-//! never gets more than the session would allow. A model that cannot be used is named in a
-//! notice, and the turn runs on the session's model.
+//! ones listed (and so are the tools of the sub-agents it starts with `task`), and every call is
+//! still judged by the session's mode and rules, so a command never gets more than the session
+//! would allow. A model that cannot be used is named in a notice, and the turn runs on the
+//! session's model.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -29,16 +30,21 @@ pub struct Only {
 }
 
 impl Only {
-    /// The turn's tools, cut to the command's list, and its model.
-    pub fn apply(&self, tools: Arc<Registry>, main: Arc<Model>) -> (Arc<Registry>, Arc<Model>) {
-        let tools = match &self.tools {
+    /// `tools` cut to the command's list (all of them when it names none). The session's turn
+    /// applies it to the tools its sub-agents are made from as well (`setup::session_tools`).
+    pub fn cut(&self, tools: &Registry) -> Registry {
+        match &self.tools {
             Some(allowed) => {
                 let why = format!("the command /{} may only use: {}", self.command, allowed.join(", "));
-                Arc::new(tools.keep(|tool| allowed.iter().any(|allowed| allowed.eq_ignore_ascii_case(tool)), &why))
+                tools.keep(|tool| allowed.iter().any(|allowed| allowed.eq_ignore_ascii_case(tool)), &why)
             }
-            None => tools,
-        };
-        (tools, self.model.clone().unwrap_or(main))
+            None => tools.clone(),
+        }
+    }
+
+    /// The model its turn runs on, when it names one.
+    pub fn model(&self) -> Option<Arc<Model>> {
+        self.model.clone()
     }
 }
 

@@ -260,12 +260,12 @@ impl Actor {
             )
             .await;
             parent.hooks = Some(Arc::clone(&hooks));
-            let tools = setup::session_tools(servers.as_ref(), &config, parent, &token, &mut recorder).await;
-            // A command from a file holds its turn to its tools and model.
-            let (tools, main) = match only {
-                Some(only) => only.apply(tools, models.main),
-                None => (tools, models.main),
-            };
+            // A command from a file holds its turn, and the sub-agents it starts, to its tools,
+            // and its turn to its model.
+            let cut =
+                |tools: &crate::tools::Registry| only.as_ref().map_or_else(|| tools.clone(), |only| only.cut(tools));
+            let tools = setup::session_tools(servers.as_ref(), &config, parent, &token, &mut recorder, &cut).await;
+            let main = only.as_ref().and_then(|only| only.model()).unwrap_or(models.main);
             for warning in system.warnings.iter().filter(|_| warn) {
                 let text = format!("Project instructions: {warning}.");
                 recorder.record(AgentEvent::Notice { message: MessageId::generate(), text });

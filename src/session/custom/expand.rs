@@ -99,14 +99,18 @@ pub fn markdown(template: &str, args: &str) -> String {
     if used { out } else { with_args(out, args) }
 }
 
-/// `{{args}}`; `!{…}` replaced by a note that it was not run.
+/// `{{args}}`; `!{…}` replaced by a note that it was not run. One pass over the text: each
+/// `!{…}` (braces inside it counted) is replaced once, what is inside it shown as it is, so a
+/// file of many of them costs no more than its length.
 pub fn gemini(template: &str, args: &str) -> String {
     let args = args.trim();
     let used = template.contains("{{args}}");
-    let mut text = template.replace("{{args}}", args);
-    while let Some(start) = text.find("!{") {
+    let text = template.replace("{{args}}", args);
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text.as_str();
+    while let Some(start) = rest.find("!{") {
         let mut depth = 0usize;
-        let end = text[start + 1..].char_indices().find_map(|(i, c)| {
+        let end = rest[start + 1..].char_indices().find_map(|(i, c)| {
             match c {
                 '{' => depth += 1,
                 '}' => {
@@ -120,13 +124,15 @@ pub fn gemini(template: &str, args: &str) -> String {
             None
         });
         let Some(end) = end else { break };
-        let line = text[start + 2..end].trim().to_owned();
-        let note = format!(
+        out.push_str(&rest[..start]);
+        let line = rest[start + 2..end].trim();
+        out.push_str(&format!(
             "(the shell command `{line}` was not run: cairn runs nothing while it reads a command; run it with bash if it is needed)"
-        );
-        text.replace_range(start..=end, &note);
+        ));
+        rest = &rest[end + 1..];
     }
-    if used { text } else { with_args(text, args) }
+    out.push_str(rest);
+    if used { out } else { with_args(out, args) }
 }
 
 /// Arguments split at whitespace; `"a b"` and `'a b'` are one.

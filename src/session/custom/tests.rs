@@ -119,6 +119,18 @@ fn a_changed_directory_is_read_again() {
 }
 
 #[test]
+fn a_gemini_command_full_of_shell_lines_is_read_in_time() {
+    // A 64 KiB file of `!{}` is about 21,000 of them: each is one note, read in one pass.
+    let template = "!{}".repeat(MAX_FILE as usize / 3);
+    let started = std::time::Instant::now();
+    let text = gemini(&template, "");
+    assert!(started.elapsed() < std::time::Duration::from_secs(2), "{:?}", started.elapsed());
+    assert_eq!(text.matches("was not run").count(), MAX_FILE as usize / 3);
+    let nested = gemini("!{echo !{id}} !{", "");
+    assert!(nested.starts_with("(the shell command `echo !{id}` was not run") && nested.ends_with(" !{"), "{nested}");
+}
+
+#[test]
 fn arguments_go_where_the_template_says() {
     assert_eq!(markdown("Fix issue $ARGUMENTS now", " #12 fast "), "Fix issue #12 fast now");
     assert_eq!(markdown("$1 then $2, not $3.", "\"two words\" b"), "two words then b, not .");
