@@ -147,7 +147,7 @@ impl Actor {
 fn listing(infos: &[crate::store::CheckpointInfo], prompts: &BTreeMap<MessageId, String>, enabled: bool) -> String {
     let mut lines = Vec::new();
     let mut current: Option<(String, i64, u64, u64)> = None;
-    for info in infos.iter().filter(|info| info.by == By::Made) {
+    for info in infos.iter().filter(|info| info.by == By::Made && info.files > 0) {
         let name = match (&info.restore, &info.prompt_id) {
             (Some(label), _) => {
                 format!("rewind of files to {label}{}", if info.pending { " (interrupted)" } else { "" })
