@@ -222,7 +222,8 @@ async fn ask(
         };
         let Some(new) = blobs.get(hash).filter(|new| new.len() <= SHOWN_DIFF_BYTES) else { continue };
         let path = root.join(&planned.path);
-        let old = std::fs::read(&path).ok().filter(|old| old.len() <= SHOWN_DIFF_BYTES);
+        // Never a FIFO or a link's target: only a regular file reached without a link is read.
+        let old = checkpoint::current(root, &planned.path, SHOWN_DIFF_BYTES as u64);
         let (Ok(new_text), old_text) = (std::str::from_utf8(new), old.map(String::from_utf8)) else { continue };
         let old_text = match old_text {
             Some(Ok(text)) => Some(text),
