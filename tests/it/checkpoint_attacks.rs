@@ -1,7 +1,9 @@
-//! Hostile workspaces against `/rewind`: a directory swapped for a link out of the workspace
-//! after the capture (an editor that writes files must not be sent through it), a link or a
-//! FIFO where a restored file was (the question is still asked, nothing hangs and nothing
-//! outside is read or written), and a file whose name is not UTF-8.
+//! Hostile workspaces and users against `/rewind`: a directory swapped for a link out of the
+//! workspace after the capture (an editor that writes files must not be sent through it), a link
+//! or a FIFO where a restored file was (nothing hangs, nothing outside is read or written), a
+//! file whose name is not UTF-8, a mode changed with the content, a user's edit (made while the
+//! session was closed, or seen by a later command) that is never taken for the session's, and a
+//! cancelled question that rewinds nothing at all.
 
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
@@ -207,4 +209,45 @@ async fn a_users_edit_seen_by_a_later_command_is_still_named_as_changed_since() 
     assert!(question.contains("CHANGED SINCE"), "the user's edit was not named: {question}");
     assert_eq!(read(&ws.join("a.txt")), "the user's edit\n", "overwritten unasked: {said}");
     assert!(!ws.join("other.txt").exists(), "{said}");
+}
+
+#[tokio::test]
+async fn a_file_made_executable_comes_back_not_executable_through_the_editor_too() {
+    use std::os::unix::fs::PermissionsExt;
+    let env = TestEnv::new().await;
+    let ws = env.workspace();
+    std::fs::write(ws.join("run.txt"), "echo hi\n").unwrap();
+    std::fs::set_permissions(ws.join("run.txt"), std::fs::Permissions::from_mode(0o644)).unwrap();
+    let command = "chmod +x run.txt && printf 'echo bye\\n' > run.txt";
+    env.mock.push(Reply::tool_calls(&[("c1", "bash", json!({"command": command}))]));
+    env.mock.push(Reply::text(&["Ran it."]));
+    let editor = Editor::with_fs();
+    editor.answer(&["restore"]);
+    let (mut agent, session) = session_in_bypass(&env, editor).await;
+    turn(&mut agent, &session, "run it").await;
+
+    let said = say(&mut agent, &session, "/rewind code").await;
+    assert_eq!(read(&ws.join("run.txt")), "echo hi\n", "{said}");
+    let mode = std::fs::metadata(ws.join("run.txt")).unwrap().permissions().mode();
+    assert_eq!(mode & 0o111, 0, "still executable after the rewind: {said}");
+}
+
+#[tokio::test]
+async fn cancelling_the_file_question_of_a_full_rewind_keeps_the_conversation_too() {
+    let env = TestEnv::new().await;
+    let ws = env.workspace();
+    env.mock.push(Reply::tool_calls(&[("c1", "write", json!({"path": "a.txt", "content": "x\n"}))]));
+    env.mock.push(Reply::text(&["ok"]));
+    env.mock.push(Reply::text(&["still here"]));
+    let editor = Editor::default();
+    editor.answer(&["cancel"]);
+    let (mut agent, session) = session_in_bypass(&env, editor).await;
+    turn(&mut agent, &session, "write").await;
+    let said = say(&mut agent, &session, "/rewind").await;
+    assert!(said.contains("Rewind cancelled"), "{said}");
+    assert!(!said.contains("Rewound 1 turn"), "the user cancelled, yet the conversation went back: {said}");
+    assert_eq!(read(&ws.join("a.txt")), "x\n");
+    turn(&mut agent, &session, "next").await;
+    let requests = env.mock.requests();
+    assert_eq!(crate::support::user_texts(&requests[2]), ["write", "next"], "the conversation was kept");
 }

@@ -283,13 +283,18 @@ async fn one(
         .map_err(|err| err.to_string())
 }
 
-/// Whether `path` is a regular file reached from `root` with no symlink on the way: the editor
-/// follows links when it writes, so a link planted in a parent directory since the capture
-/// would send it out of the workspace; such a file goes to [`local`], which refuses it.
+/// Whether `path` is a regular, not executable file reached from `root` with no symlink on
+/// the way: the editor follows links when it writes, so a link planted in a parent directory
+/// since the capture would send it out of the workspace, and it keeps a file's mode, so one made
+/// executable since would stay so. Any other file goes to [`local`], which refuses links and
+/// sets the mode.
 fn regular_beneath(root: &Path, path: &Path) -> bool {
-    Parent::open(&[root.to_owned()], path)
-        .and_then(|parent| parent.kind())
-        .is_ok_and(|kind| kind == Some(libc::S_IFREG))
+    let metadata = Parent::open(&[root.to_owned()], path).and_then(|parent| parent.metadata());
+    metadata.is_ok_and(|metadata| {
+        metadata.is_some_and(|metadata| {
+            metadata.is_file() && std::os::unix::fs::PermissionsExt::mode(&metadata.permissions()) & 0o111 == 0
+        })
+    })
 }
 
 /// Puts `target` at `path` on the disk, within its directory opened beneath `root`.
