@@ -251,3 +251,28 @@ async fn cancelling_the_file_question_of_a_full_rewind_keeps_the_conversation_to
     let requests = env.mock.requests();
     assert_eq!(crate::support::user_texts(&requests[2]), ["write", "next"], "the conversation was kept");
 }
+
+#[tokio::test]
+async fn links_to_the_root_and_link_loops_are_captured_as_links_never_walked_into() {
+    // (cairn's own data directory inside a workspace is refused at `session/new`.)
+    let env = TestEnv::new().await;
+    let ws = env.workspace();
+    std::os::unix::fs::symlink("/", ws.join("slash")).unwrap();
+    std::os::unix::fs::symlink("loop", ws.join("loop")).unwrap();
+    env.mock.push(Reply::tool_calls(&[("c1", "bash", json!({"command": "echo new > made.txt && rm loop"}))]));
+    env.mock.push(Reply::text(&["Ran it."]));
+    let editor = Editor::default();
+    editor.answer(&["restore"]);
+    let (mut agent, session) = session_in_bypass(&env, editor).await;
+    turn(&mut agent, &session, "run it").await;
+
+    let said = say(&mut agent, &session, "/rewind code").await;
+    assert!(said.contains("Restored 2 of 2 files"), "{said}");
+    assert!(!ws.join("made.txt").exists());
+    assert_eq!(std::fs::read_link(ws.join("slash")).unwrap(), Path::new("/"), "{said}");
+    assert_eq!(std::fs::read_link(ws.join("loop")).unwrap(), Path::new("loop"), "the loop comes back as a link");
+    let db = rusqlite::Connection::open(env.database()).unwrap();
+    let mut query = db.prepare("SELECT CAST(path AS TEXT) FROM checkpoint_files").unwrap();
+    let paths: Vec<String> = query.query_map([], |row| row.get(0)).unwrap().map(Result::unwrap).collect();
+    assert!(paths.iter().all(|path| !path.starts_with("slash/")), "walked through the link to /: {paths:?}");
+}
