@@ -22,8 +22,9 @@ const FLUSH_BYTES: usize = 8 << 20;
 pub(super) enum Around {
     /// The files `write` and `edit` change, as they were.
     Files { call_id: Option<String>, seen: Vec<Entry> },
-    /// The whole workspace.
-    Workspace { call_id: Option<String> },
+    /// The whole workspace; `stored`: the capture before held files, so one after is stored
+    /// even if empty.
+    Workspace { call_id: Option<String>, stored: bool },
 }
 
 /// Captures what `batch` may change and waits until it is committed. `Ok(None)`: nothing to
@@ -50,7 +51,7 @@ pub(super) async fn before(
                 seen.push(entry);
                 blobs.extend(blob);
             }
-            store(turn, By::Seen, call_id.clone(), seen.clone(), blobs).await?;
+            store(turn, By::Seen, call_id.clone(), seen.clone(), blobs, false).await?;
             Around::Files { call_id, seen }
         }
         Access::Execute
@@ -61,15 +62,18 @@ pub(super) async fn before(
             return Ok(None);
         }
         Access::Execute | Access::Other | Access::Delegate => {
-            scan(turn, By::Seen, call_id.clone()).await?;
-            Around::Workspace { call_id }
+            let stored = scan(turn, By::Seen, call_id.clone(), false).await?;
+            Around::Workspace { call_id, stored }
         }
     };
     Ok(Some(around))
 }
 
 /// Captures what the batch changed. A failure is logged: the change is made and the next
-/// capture will see it.
+/// capture will see it. After a capture before was stored, the one after is stored even when
+/// nothing changed: a `seen` capture left last means a call a crash cut short, and at the next
+/// load whatever differs then (a user's edits while the session was closed included) would be
+/// taken for that call's doing and put back by a rewind without asking.
 pub(super) async fn after(turn: &mut Turn<'_>, around: Around) {
     let Some(tracker) = turn.tools.checkpoints.as_deref() else { return };
     let result = match around {
@@ -89,10 +93,10 @@ pub(super) async fn after(turn: &mut Turn<'_>, around: Around) {
             }
             match failed {
                 Some(why) => Err(why),
-                None => store(turn, By::Made, call_id, made, blobs).await,
+                None => store(turn, By::Made, call_id, made, blobs, true).await.map(drop),
             }
         }
-        Around::Workspace { call_id } => scan(turn, By::Made, call_id).await,
+        Around::Workspace { call_id, stored } => scan(turn, By::Made, call_id, stored).await.map(drop),
     };
     if let Err(why) = result {
         tracing::warn!(%why, "what a tool call changed could not be captured; the next capture will see it");
@@ -111,14 +115,15 @@ fn targets(tracker: &Tracker, batch: &[(u32, Invocation)], workspace: &crate::to
     paths
 }
 
-/// Scans the workspace, storing what differs from the last capture.
-async fn scan(turn: &mut Turn<'_>, by: By, call_id: Option<String>) -> Result<(), String> {
+/// Scans the workspace, storing what differs from the last capture (even nothing, if `always`);
+/// whether a capture was stored.
+async fn scan(turn: &mut Turn<'_>, by: By, call_id: Option<String>, always: bool) -> Result<bool, String> {
     // What a cancelled call changed before it stopped is captured all the same.
     let cancel = match by {
         By::Seen => turn.cancel.clone(),
         By::Made => tokio_util::sync::CancellationToken::new(),
     };
-    let Some(tracker) = turn.tools.checkpoints.as_deref_mut() else { return Ok(()) };
+    let Some(tracker) = turn.tools.checkpoints.as_deref_mut() else { return Ok(false) };
     let (mut blobs, handle) = tracker.scan(&cancel);
     let mut held = Vec::new();
     let mut bytes = 0;
@@ -149,20 +154,22 @@ async fn scan(turn: &mut Turn<'_>, by: By, call_id: Option<String>) -> Result<()
     if let Some(why) = failed {
         return Err(why);
     }
-    store(turn, by, call_id, scanned.entries, held).await
+    store(turn, by, call_id, scanned.entries, held, always).await
 }
 
 /// Records a capture and its contents and waits for the commit; the tracker takes the
-/// capture's states once it is stored.
+/// capture's states once it is stored. An empty capture is stored only if `always`; whether
+/// one was.
 async fn store(
     turn: &mut Turn<'_>,
     by: By,
     call_id: Option<String>,
     entries: Vec<Entry>,
     blobs: Vec<Blob>,
-) -> Result<(), String> {
-    if entries.is_empty() {
-        return Ok(());
+    always: bool,
+) -> Result<bool, String> {
+    if entries.is_empty() && !always {
+        return Ok(false);
     }
     let prompt = prompt(turn);
     if !blobs.is_empty() {
@@ -174,7 +181,7 @@ async fn store(
     if let Some(tracker) = turn.tools.checkpoints.as_deref_mut() {
         tracker.settle(&capture.entries);
     }
-    Ok(())
+    Ok(true)
 }
 
 /// The prompt whose turn this is: the latest user message (a prompt steered into the turn

@@ -191,7 +191,8 @@ async fn show(store: &Store, id: String) -> Result<(), InspectError> {
     // The calls whose file changes a checkpoint keeps, with how many files they changed.
     let mut changed = std::collections::HashMap::new();
     for info in store.checkpoints(&row.id).await? {
-        if let (crate::tools::checkpoint::By::Made, Some(call)) = (info.by, info.call_id) {
+        // An empty capture after a call only marks it finished.
+        if let (crate::tools::checkpoint::By::Made, Some(call), 1..) = (info.by, info.call_id, info.files) {
             *changed.entry(call).or_insert(0) += info.files;
         }
     }

@@ -57,15 +57,18 @@ pub async fn load(store: &Store, session: &SessionId, tracker: &mut Tracker) {
     }
 }
 
-/// Puts the files back to `point`, after asking; what to tell the user.
-pub async fn files(restoring: Restoring<'_>, point: Point) -> String {
+/// Puts the files back to `point`, after asking; what to tell the user, and whether the user
+/// cancelled (then nothing else of the rewind is done either).
+pub async fn files(restoring: Restoring<'_>, point: Point) -> (String, bool) {
     match restore(restoring, point).await {
-        Ok(text) => text,
-        Err(err) => format!("The files were not restored: {err}."),
+        Ok(None) => ("Rewind cancelled: no file was changed.".to_owned(), true),
+        Ok(Some(text)) => (text, false),
+        Err(err) => (format!("The files were not restored: {err}."), false),
     }
 }
 
-async fn restore(restoring: Restoring<'_>, point: Point) -> Result<String, crate::store::StoreError> {
+/// `None`: the user cancelled.
+async fn restore(restoring: Restoring<'_>, point: Point) -> Result<Option<String>, crate::store::StoreError> {
     let Restoring { store, session, tracker, host } = restoring;
     load(store, session, tracker).await;
     let infos = store.checkpoints(session).await?;
@@ -77,10 +80,10 @@ async fn restore(restoring: Restoring<'_>, point: Point) -> Result<String, crate
         ),
     };
     let Some(from) = from else {
-        return Ok(match point {
+        return Ok(Some(match point {
             Point::Before { .. } => "No files were changed since then: none to restore.".to_owned(),
             Point::Undo => "There is no rewind of files to undo.".to_owned(),
-        });
+        }));
     };
     let mut text = String::new();
     if let Point::Before { message, .. } = &point
@@ -105,14 +108,14 @@ async fn restore(restoring: Restoring<'_>, point: Point) -> Result<String, crate
         detail: format!("the files could not be read: {err}"),
     })?;
     if restore.items.is_empty() {
-        return Ok(format!("{text}The files are as they were {label}: nothing to restore."));
+        return Ok(Some(format!("{text}The files are as they were {label}: nothing to restore.")));
     }
     let blobs = store.file_blobs(restore.hashes()).await?;
     let summary = checkpoint::summary(&restore, &blobs, tracker.root());
     let keep_changed = match ask(host, &restore, &blobs, tracker.root(), &summary, &label).await {
         Answer::All => false,
         Answer::KeepChanged => true,
-        Answer::Cancel => return Ok("Rewind cancelled: no file was changed.".to_owned()),
+        Answer::Cancel => return Ok(None),
     };
     let chosen: Vec<(PathBuf, State)> = restore
         .items
@@ -169,7 +172,7 @@ async fn restore(restoring: Restoring<'_>, point: Point) -> Result<String, crate
         };
     }
     text.push_str("`/rewind undo` puts these files back as they were before this rewind.");
-    Ok(text)
+    Ok(Some(text))
 }
 
 /// The first checkpoint taken in the turn of `message` or a later one.
@@ -222,7 +225,8 @@ async fn ask(
         };
         let Some(new) = blobs.get(hash).filter(|new| new.len() <= SHOWN_DIFF_BYTES) else { continue };
         let path = root.join(&planned.path);
-        let old = std::fs::read(&path).ok().filter(|old| old.len() <= SHOWN_DIFF_BYTES);
+        // Never a FIFO or a link's target: only a regular file reached without a link is read.
+        let old = checkpoint::current(root, &planned.path, SHOWN_DIFF_BYTES as u64);
         let (Ok(new_text), old_text) = (std::str::from_utf8(new), old.map(String::from_utf8)) else { continue };
         let old_text = match old_text {
             Some(Ok(text)) => Some(text),

@@ -13,6 +13,7 @@ mod boundary;
 mod breaks;
 mod bridge;
 mod cancel;
+mod checkpoint_attacks;
 mod checkpoints;
 mod commands;
 mod compaction;

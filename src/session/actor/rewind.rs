@@ -83,6 +83,7 @@ impl Actor {
                 }
             };
             let mut said = Vec::new();
+            let mut cancelled = false;
             match (point, checkpoints.as_mut()) {
                 (Err(text), _) => said.push(text),
                 (Ok(_), None) if code => said.push(
@@ -91,11 +92,16 @@ impl Actor {
                 ),
                 (Ok(point), Some(tracker)) if code => {
                     let restoring = Restoring { store: &store, session: &id, tracker, host: &host };
-                    said.push(restore::files(restoring, point).await);
+                    let (text, no) = restore::files(restoring, point).await;
+                    said.push(text);
+                    cancelled = no;
                 }
                 (Ok(_), _) => {}
             }
-            if conversation && let Ok((at, line)) = cut_at(&history, turns) {
+            if conversation
+                && !cancelled
+                && let Ok((at, line)) = cut_at(&history, turns)
+            {
                 let from = history[at].id.clone();
                 match store.commit(Write::HideFrom { session_id: id.clone(), from }).await {
                     Ok(()) => {
@@ -147,7 +153,7 @@ impl Actor {
 fn listing(infos: &[crate::store::CheckpointInfo], prompts: &BTreeMap<MessageId, String>, enabled: bool) -> String {
     let mut lines = Vec::new();
     let mut current: Option<(String, i64, u64, u64)> = None;
-    for info in infos.iter().filter(|info| info.by == By::Made) {
+    for info in infos.iter().filter(|info| info.by == By::Made && info.files > 0) {
         let name = match (&info.restore, &info.prompt_id) {
             (Some(label), _) => {
                 format!("rewind of files to {label}{}", if info.pending { " (interrupted)" } else { "" })

