@@ -22,6 +22,8 @@ use crate::tools::Host;
 use crate::tools::checkpoint::{self, By, Capture, Change, Digest, Entry, Restore, State, Tracker};
 use crate::tools::host::{OptionKind, PermissionAnswer, PermissionOption};
 
+/// Contents held before they are stored, when a crash's leftovers are captured.
+const STORE_BYTES: usize = 8 << 20;
 /// Diffs shown in the question, at most, and only of text files up to this size.
 const SHOWN_DIFFS: usize = 20;
 const SHOWN_DIFF_BYTES: usize = 64 * 1024;
@@ -273,16 +275,29 @@ pub async fn interrupted(store: &Store, session: &SessionId, tracker: &mut Track
     let (call_id, prompt) = (last.call_id.clone(), last.prompt_id.clone());
     load(store, session, tracker).await;
     let (mut rx, handle) = tracker.scan(&tokio_util::sync::CancellationToken::new());
-    let mut blobs = Vec::new();
+    // Stored as they come, a few MiB at a time: what the call made may be large.
+    let (mut blobs, mut bytes, mut failed) = (Vec::new(), 0, None);
     while let Some(blob) = rx.recv().await {
+        bytes += blob.data.len();
         blobs.push(blob);
+        if bytes >= STORE_BYTES {
+            bytes = 0;
+            if let Err(err) = store.commit(Write::PutBlobs(std::mem::take(&mut blobs))).await {
+                failed = Some(err);
+                break;
+            }
+        }
     }
+    drop(rx);
     let mut scanned = match handle.await {
         Ok(Ok(scanned)) => scanned,
         Ok(Err(err)) => return tracing::warn!(%session, %err, "what an interrupted call changed was not captured"),
         Err(err) => return tracing::warn!(%session, %err, "what an interrupted call changed was not captured"),
     };
     tracker.give_back(&mut scanned);
+    if let Some(err) = failed {
+        return tracing::warn!(%session, %err, "what an interrupted call changed was not stored");
+    }
     if scanned.entries.is_empty() {
         return;
     }

@@ -152,6 +152,8 @@ async fn cancelling_the_question_changes_nothing_and_with_nothing_changed_nothin
     turn(&mut agent, &session, "talk").await;
     let said = say(&mut agent, &session, "/rewind 1 code").await;
     assert!(said.contains("No files were changed since then"), "{said}");
+    let said = say(&mut agent, &session, "/rewind 3").await;
+    assert!(said.contains("Nothing was rewound: this session has 2 turns; /rewind 2 goes back"), "{said}");
     assert_eq!(agent.editor.requests("session/request_permission").len(), 1);
 }
 
@@ -176,7 +178,10 @@ async fn links_come_back_as_links_large_files_are_listed_and_nothing_outside_is_
     let said = say(&mut agent, &session, "/rewind code").await;
     assert_eq!(std::fs::read_link(ws.join("link")).unwrap(), outside.path().join("target.txt"), "{said}");
     assert_eq!(read(&outside.path().join("target.txt")), "outside\n");
-    assert!(said.contains("big.dat: not restored: it was larger than the checkpoint limit"), "{said}");
+    assert!(
+        said.contains("big.dat: not restored: its content was not kept: it was larger than the checkpoint limit"),
+        "{said}"
+    );
 }
 
 #[tokio::test]

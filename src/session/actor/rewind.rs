@@ -200,6 +200,12 @@ fn cut_at(history: &[Message], n: usize) -> Result<(usize, String), String> {
     if prompts.is_empty() {
         return Err("Nothing to rewind: this session has no turns yet.".to_owned());
     }
-    let at = prompts[prompts.len() - n.clamp(1, prompts.len())];
+    if n > prompts.len() {
+        let (count, turns) = (prompts.len(), if prompts.len() == 1 { "turn" } else { "turns" });
+        return Err(format!(
+            "Nothing was rewound: this session has {count} {turns}; /rewind {count} goes back to before the first."
+        ));
+    }
+    let at = prompts[prompts.len() - n.max(1)];
     Ok((at, crate::session::title::first_line(&history[at].parts).unwrap_or_default()))
 }

@@ -226,9 +226,10 @@ pub struct Tracker {
     stored: bool,
 }
 
-/// Blobs in flight from a scan to the store, at most this many at once (each up to
-/// `max_file_bytes`): enough to keep the store busy, little to hold.
-const BLOBS_IN_FLIGHT: usize = 16;
+/// Bytes of blobs in flight from a scan to the store, about: as many blobs as this holds of
+/// the largest a capture keeps, at least one and at most [`MOST_IN_FLIGHT`].
+const BYTES_IN_FLIGHT: u64 = 64 << 20;
+const MOST_IN_FLIGHT: usize = 16;
 
 impl Tracker {
     pub fn new(root: &Path, settings: CheckpointSettings, skip: Vec<PathBuf>) -> Self {
@@ -287,7 +288,7 @@ impl Tracker {
     }
 
     /// Captures the whole workspace: the files whose state differs from the last capture.
-    /// Their contents are sent on `blobs` as they are read (at most [`BLOBS_IN_FLIGHT`] wait);
+    /// Their contents are sent on `blobs` as they are read (about [`BYTES_IN_FLIGHT`] wait);
     /// the entries come back at the end. The last states are not changed until [`settle`].
     ///
     /// [`settle`]: Tracker::settle
@@ -295,7 +296,8 @@ impl Tracker {
         &mut self,
         cancel: &CancellationToken,
     ) -> (mpsc::Receiver<Blob>, tokio::task::JoinHandle<Result<Scanned, CaptureError>>) {
-        let (tx, rx) = mpsc::channel(BLOBS_IN_FLIGHT);
+        let in_flight = usize::try_from(BYTES_IN_FLIGHT / self.settings.max_file_bytes.max(1)).unwrap_or(1);
+        let (tx, rx) = mpsc::channel(in_flight.clamp(1, MOST_IN_FLIGHT));
         let index = self.index.take().unwrap_or_default();
         let (root, skip, settings, cancel) = (self.root.clone(), self.skip.clone(), self.settings, cancel.clone());
         let work = tokio::task::spawn_blocking(move || {

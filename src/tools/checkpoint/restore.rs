@@ -129,7 +129,7 @@ impl Restore {
                 }
                 let change = match planned.target {
                     State::Uncovered { size } => Change::Unrestorable(format!(
-                        "it was larger than the checkpoint limit ({size} bytes), so its content was not kept"
+                        "its content was not kept: it was larger than the checkpoint limit ({size} bytes), or could not be read when it was captured"
                     )),
                     _ if now != planned.last => Change::Conflict,
                     _ => Change::Restore,

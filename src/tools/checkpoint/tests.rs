@@ -298,7 +298,7 @@ fn the_summary_never_opens_a_fifo_or_follows_a_link_at_the_path() {
     let root_ = root.clone();
     std::thread::spawn(move || tx.send(summary(&restore, &blobs, &root_)));
     let summary = rx.recv_timeout(std::time::Duration::from_secs(10)).expect("the summary hung on a FIFO");
-    assert_eq!(summary.lines().count(), 3, "{summary}");
+    assert_eq!(summary.lines().filter(|line| line.starts_with("- ")).count(), 3, "{summary}");
     assert!(current(&root, Path::new("pipe"), 1024).is_none());
     assert!(current(&root, Path::new("zero.txt"), 1024).is_none());
 }
