@@ -475,11 +475,12 @@ pub(super) async fn run(
             }
         }
     }
+    let ran: Vec<u32> = batch.iter().map(|(index, _)| *index).collect();
+    let stop = if cancelled { None } else { super::hooked::after(turn, message, &ran).await };
+    // After the PostToolUse hooks: what they change (a formatter's pass) is the call's doing too.
     if let Some(around) = around {
         super::captured::after(turn, around).await;
     }
-    let ran: Vec<u32> = batch.iter().map(|(index, _)| *index).collect();
-    let stop = if cancelled { None } else { super::hooked::after(turn, message, &ran).await };
     match (fatal, stop) {
         _ if cancelled => Err(Halt::Cancelled),
         (Some(fatal), _) => Err(Halt::Fatal(fatal)),

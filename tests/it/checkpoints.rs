@@ -397,3 +397,26 @@ async fn an_editor_that_writes_files_gets_the_restored_text_so_its_buffers_follo
     assert_eq!(read(&ws.join("a.txt")), "original\n");
     assert!(!ws.join("new.txt").exists());
 }
+
+#[tokio::test]
+async fn what_a_post_tool_use_hook_changes_is_the_calls_doing_and_comes_back_without_a_conflict() {
+    let env = TestEnv::new().await;
+    let ws = env.workspace();
+    std::fs::write(ws.join("a.txt"), "original\n").unwrap();
+    // A formatter run after every edit: it rewrites the file the call changed.
+    let formatter = "cd \"$CLAUDE_PROJECT_DIR\" && printf 'formatted\\n' >> a.txt";
+    env.write_config(&format!(
+        "[[hooks.PostToolUse]]\nmatcher = \"Write|Edit\"\nhooks = [{{ type = \"command\", command = {formatter:?} }}]\n"
+    ));
+    env.mock.push(Reply::tool_calls(&[("c1", "write", json!({"path": "a.txt", "content": "model\n"}))]));
+    env.mock.push(Reply::text(&["ok"]));
+    let editor = Editor::default();
+    editor.answer(&["restore"]);
+    let (mut agent, session) = session_in_bypass(&env, editor).await;
+    turn(&mut agent, &session, "write").await;
+    assert_eq!(read(&ws.join("a.txt")), "model\nformatted\n", "the hook ran");
+    let said = say(&mut agent, &session, "/rewind code").await;
+    assert!(!asked(&agent).contains("CHANGED SINCE"), "{}", asked(&agent));
+    assert!(said.contains("Restored 1 of 1 files"), "{said}");
+    assert_eq!(read(&ws.join("a.txt")), "original\n");
+}
