@@ -83,7 +83,8 @@ async fn scan(tracker: &mut Tracker, store: &Store, session: &SessionId) -> usiz
     while let Some(blob) = rx.recv().await {
         blobs.push(blob);
     }
-    let mut scanned = handle.await.unwrap().unwrap();
+    let mut scanned = handle.await.unwrap();
+    assert!(scanned.failure.is_none(), "{:?}", scanned.failure);
     tracker.give_back(&mut scanned);
     let entries = scanned.entries;
     let changed = entries.len();

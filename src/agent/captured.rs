@@ -142,17 +142,14 @@ async fn scan(turn: &mut Turn<'_>, by: By, call_id: Option<String>, always: bool
         }
     }
     drop(blobs);
-    let scanned = handle.await.map_err(|err| format!("the checkpoint stopped unexpectedly: {err}"));
-    let mut scanned = match scanned {
-        Ok(Ok(scanned)) => scanned,
-        Ok(Err(err)) => return Err(failed.unwrap_or_else(|| refused(&err))),
-        Err(why) => return Err(why),
-    };
+    let mut scanned = handle.await.map_err(|err| format!("the checkpoint stopped unexpectedly: {err}"))?;
     if let Some(tracker) = turn.tools.checkpoints.as_deref_mut() {
         tracker.give_back(&mut scanned);
     }
-    if let Some(why) = failed {
-        return Err(why);
+    match (failed, scanned.failure.take()) {
+        (Some(why), _) => return Err(why),
+        (None, Some(err)) => return Err(refused(&err)),
+        (None, None) => {}
     }
     store(turn, by, call_id, scanned.entries, held, always).await
 }

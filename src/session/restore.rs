@@ -290,11 +290,13 @@ pub async fn interrupted(store: &Store, session: &SessionId, tracker: &mut Track
     }
     drop(rx);
     let mut scanned = match handle.await {
-        Ok(Ok(scanned)) => scanned,
-        Ok(Err(err)) => return tracing::warn!(%session, %err, "what an interrupted call changed was not captured"),
+        Ok(scanned) => scanned,
         Err(err) => return tracing::warn!(%session, %err, "what an interrupted call changed was not captured"),
     };
     tracker.give_back(&mut scanned);
+    if let Some(err) = scanned.failure.take() {
+        return tracing::warn!(%session, %err, "what an interrupted call changed was not captured");
+    }
     if let Some(err) = failed {
         return tracing::warn!(%session, %err, "what an interrupted call changed was not stored");
     }

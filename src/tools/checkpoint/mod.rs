@@ -292,10 +292,7 @@ impl Tracker {
     /// the entries come back at the end. The last states are not changed until [`settle`].
     ///
     /// [`settle`]: Tracker::settle
-    pub fn scan(
-        &mut self,
-        cancel: &CancellationToken,
-    ) -> (mpsc::Receiver<Blob>, tokio::task::JoinHandle<Result<Scanned, CaptureError>>) {
+    pub fn scan(&mut self, cancel: &CancellationToken) -> (mpsc::Receiver<Blob>, tokio::task::JoinHandle<Scanned>) {
         let in_flight = usize::try_from(BYTES_IN_FLIGHT / self.settings.max_file_bytes.max(1)).unwrap_or(1);
         let (tx, rx) = mpsc::channel(in_flight.clamp(1, MOST_IN_FLIGHT));
         let index = self.index.take().unwrap_or_default();
@@ -306,17 +303,20 @@ impl Tracker {
             let result = scan::scan(&walk, &index, &mut send);
             (index, result)
         });
-        // The index comes back with the result, so a cancelled scan loses nothing.
+        // The last states come back with the result, a failure's too ([`Tracker::give_back`]):
+        // a cancelled or failed scan loses nothing.
         let handle = tokio::spawn(async move {
             match work.await {
-                Ok((index, result)) => result.map(|scanned| scanned.with_index(index)),
-                Err(err) => Err(CaptureError::Walk(format!("the scan stopped unexpectedly: {err}"))),
+                Ok((index, Ok(scanned))) => scanned.with_index(index),
+                Ok((index, Err(err))) => Scanned::failed(err).with_index(index),
+                Err(err) => Scanned::failed(CaptureError::Walk(format!("the scan stopped unexpectedly: {err}"))),
             }
         });
         (rx, handle)
     }
 
-    /// Puts back the last states a [`scan`](Tracker::scan) took with it.
+    /// Puts back the last states a [`scan`](Tracker::scan) took with it (a scan that panicked
+    /// lost them: the store's are read again before the next capture).
     pub fn give_back(&mut self, scanned: &mut Scanned) {
         if let Some(index) = scanned.take_index() {
             self.index = Some(index);

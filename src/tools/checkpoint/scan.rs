@@ -34,15 +34,21 @@ pub(super) struct Walk<'a> {
 }
 
 /// What a scan found: the entries that differ from the last capture, the new stamps of files
-/// whose content did not change, and the last states it took along.
+/// whose content did not change, and the last states it took along; or why it failed.
 #[derive(Debug)]
 pub struct Scanned {
     pub entries: Vec<Entry>,
     stamps: Vec<(PathBuf, u64)>,
     index: Option<HashMap<PathBuf, Known>>,
+    /// Why the scan failed; then `entries` means nothing.
+    pub failure: Option<CaptureError>,
 }
 
 impl Scanned {
+    pub(super) fn failed(err: CaptureError) -> Self {
+        Self { entries: Vec::new(), stamps: Vec::new(), index: None, failure: Some(err) }
+    }
+
     pub(super) fn with_index(mut self, index: HashMap<PathBuf, Known>) -> Self {
         self.index = Some(index);
         self
@@ -82,7 +88,7 @@ pub(super) fn scan(
     send: &mut dyn FnMut(Blob) -> bool,
 ) -> Result<Scanned, CaptureError> {
     let started = SystemTime::now();
-    let mut scanned = Scanned { entries: Vec::new(), stamps: Vec::new(), index: None };
+    let mut scanned = Scanned { entries: Vec::new(), stamps: Vec::new(), index: None, failure: None };
     let skip = walk.skip.to_vec();
     let threads = std::thread::available_parallelism().map_or(1, usize::from).min(WALKERS);
     let walker = ignore::WalkBuilder::new(walk.root)

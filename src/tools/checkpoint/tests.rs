@@ -26,7 +26,8 @@ async fn scan(tracker: &mut Tracker) -> (Vec<Entry>, Vec<Blob>) {
     while let Some(blob) = rx.recv().await {
         blobs.push(blob);
     }
-    let mut scanned = handle.await.unwrap().unwrap();
+    let mut scanned = handle.await.unwrap();
+    assert!(scanned.failure.is_none(), "{:?}", scanned.failure);
     tracker.give_back(&mut scanned);
     tracker.settle(&scanned.entries);
     let mut entries = scanned.entries;
@@ -313,4 +314,22 @@ fn a_change_someone_else_made_after_the_sessions_last_is_not_taken_for_the_sessi
     ];
     let plan = plan(&stored, 5);
     assert_eq!(plan[0].last, file(2), "what the session last left there, not what it last saw");
+}
+
+#[tokio::test]
+async fn a_cancelled_scan_keeps_the_last_states_so_nothing_is_captured_twice() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("a.txt"), "one\n").unwrap();
+    age(dir.path());
+    let mut tracker = tracker(dir.path());
+    assert_eq!(scan(&mut tracker).await.0.len(), 1);
+    let cancelled = CancellationToken::new();
+    cancelled.cancel();
+    let (rx, handle) = tracker.scan(&cancelled);
+    drop(rx);
+    let mut scanned = handle.await.unwrap();
+    tracker.give_back(&mut scanned);
+    assert!(matches!(scanned.failure, Some(CaptureError::Cancelled)), "{:?}", scanned.failure);
+    assert!(tracker.loaded());
+    assert!(scan(&mut tracker).await.0.is_empty(), "the file is still known");
 }
