@@ -420,3 +420,32 @@ async fn what_a_post_tool_use_hook_changes_is_the_calls_doing_and_comes_back_wit
     assert!(said.contains("Restored 1 of 1 files"), "{said}");
     assert_eq!(read(&ws.join("a.txt")), "original\n");
 }
+
+#[tokio::test]
+async fn a_session_loaded_by_another_process_mid_call_is_left_to_the_process_running_it() {
+    let env = TestEnv::new().await;
+    let ws = env.workspace();
+    std::fs::write(ws.join("a.txt"), "original\n").unwrap();
+    let command = "echo changed > a.txt && touch started && sleep 30";
+    env.mock.push(Reply::tool_calls(&[("c1", "bash", json!({"command": command}))]));
+    env.mock.push(Reply::text(&["stopped"]));
+    let (mut a, session) = session_in_bypass(&env, Editor::default()).await;
+    let turn = a.prompt(&session, "run it").await;
+    for _ in 0..200 {
+        if ws.join("started").exists() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let made = || -> i64 {
+        let db = rusqlite::Connection::open(env.database()).unwrap();
+        db.query_row("SELECT count(*) FROM checkpoints WHERE kind = 'made'", [], |row| row.get(0)).unwrap()
+    };
+    let mut b = env.ready().await;
+    let id = b.request("session/load", json!({"sessionId": session, "cwd": env.cwd(), "mcpServers": []})).await;
+    b.response(id).await;
+    assert_eq!(made(), 0, "B took A's running call for one a crash cut short");
+    a.notify("session/cancel", json!({"sessionId": session})).await;
+    a.response(turn).await;
+    assert_eq!(made(), 1, "A captures what its call changed");
+}

@@ -40,8 +40,13 @@ impl Actor {
     }
 
     /// Finishes what a crash cut short: a restore of files (telling the user), or the capture
-    /// after a call.
+    /// after a call; not while another live process holds the session.
     pub(super) async fn resume_restore(&mut self) {
+        // Another live process running a turn or a rewind in the session is not cut short: its
+        // capture or restore is under way there.
+        if !matches!(self.services.store.held_elsewhere(&self.row.id).await, Ok(None)) {
+            return;
+        }
         let Some(mut tracker) = self.take_checkpoints() else { return };
         let host = self.services.sink.host(&self.row.id);
         let store = &self.services.store;
