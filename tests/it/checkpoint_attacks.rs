@@ -8,33 +8,12 @@
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
-use std::time::Duration;
 
 use serde_json::json;
 
-use crate::support::{Agent, Editor, Reply, TestEnv, text_of, updates};
-use crate::tools::{set_mode, turn};
-
-/// Sends a prompt (a command) and returns the agent text it showed; a rewind that does not
-/// answer within a minute fails the test.
-async fn say(agent: &mut Agent, session: &str, text: &str) -> String {
-    let id = agent.prompt(session, text).await;
-    let answered = tokio::time::timeout(Duration::from_secs(60), agent.response(id)).await;
-    let (response, notifications) = answered.unwrap_or_else(|_| panic!("`{text}` hung"));
-    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
-    text_of(&updates(&notifications, session), "agent_message_chunk")
-}
-
-fn read(path: &Path) -> String {
-    std::fs::read_to_string(path).unwrap_or_else(|err| format!("<{err}>"))
-}
-
-async fn session_in_bypass(env: &TestEnv, editor: Editor) -> (Agent, String) {
-    let mut agent = env.ready_with(editor).await;
-    let session = agent.new_session(&env.cwd()).await;
-    set_mode(&mut agent, &session, "bypass").await;
-    (agent, session)
-}
+use crate::checkpoints::{read, say, session_in_bypass};
+use crate::support::{Editor, Reply, TestEnv};
+use crate::tools::turn;
 
 /// A directory beside the workspace, outside it.
 fn outside(env: &TestEnv) -> std::path::PathBuf {

@@ -10,10 +10,12 @@ use serde_json::{Value, json};
 use crate::support::{Agent, Editor, Reply, TestEnv, text_of, updates};
 use crate::tools::{set_mode, turn};
 
-/// Sends a prompt (a command) and returns the agent text it showed.
-async fn say(agent: &mut Agent, session: &str, text: &str) -> String {
+/// Sends a prompt (a command) and returns the agent text it showed; a rewind that does not
+/// answer within a minute fails the test.
+pub async fn say(agent: &mut Agent, session: &str, text: &str) -> String {
     let id = agent.prompt(session, text).await;
-    let (response, notifications) = agent.response(id).await;
+    let answered = tokio::time::timeout(std::time::Duration::from_secs(60), agent.response(id)).await;
+    let (response, notifications) = answered.unwrap_or_else(|_| panic!("`{text}` hung"));
     assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
     text_of(&updates(&notifications, session), "agent_message_chunk")
 }
@@ -30,11 +32,11 @@ fn asked(agent: &Agent) -> String {
         .collect()
 }
 
-fn read(path: &Path) -> String {
+pub fn read(path: &Path) -> String {
     std::fs::read_to_string(path).unwrap_or_else(|err| format!("<{err}>"))
 }
 
-async fn session_in_bypass(env: &TestEnv, editor: Editor) -> (Agent, String) {
+pub async fn session_in_bypass(env: &TestEnv, editor: Editor) -> (Agent, String) {
     let mut agent = env.ready_with(editor).await;
     let session = agent.new_session(&env.cwd()).await;
     set_mode(&mut agent, &session, "bypass").await;
