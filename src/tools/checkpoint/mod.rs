@@ -297,19 +297,14 @@ impl Tracker {
         let (tx, rx) = mpsc::channel(in_flight.clamp(1, MOST_IN_FLIGHT));
         let index = self.index.take().unwrap_or_default();
         let (root, skip, settings, cancel) = (self.root.clone(), self.skip.clone(), self.settings, cancel.clone());
-        let work = tokio::task::spawn_blocking(move || {
+        // The last states come back with the result, a failure's too ([`Tracker::give_back`]):
+        // a cancelled or failed scan loses nothing (one that panicked loses them).
+        let handle = tokio::task::spawn_blocking(move || {
             let walk = scan::Walk { root: &root, skip: &skip, max_file: settings.max_file_bytes, cancel: &cancel };
             let mut send = |blob: Blob| tx.blocking_send(blob).is_ok();
-            let result = scan::scan(&walk, &index, &mut send);
-            (index, result)
-        });
-        // The last states come back with the result, a failure's too ([`Tracker::give_back`]):
-        // a cancelled or failed scan loses nothing.
-        let handle = tokio::spawn(async move {
-            match work.await {
-                Ok((index, Ok(scanned))) => scanned.with_index(index),
-                Ok((index, Err(err))) => Scanned::failed(err).with_index(index),
-                Err(err) => Scanned::failed(CaptureError::Walk(format!("the scan stopped unexpectedly: {err}"))),
+            match scan::scan(&walk, &index, &mut send) {
+                Ok(scanned) => scanned.with_index(index),
+                Err(err) => Scanned::failed(err).with_index(index),
             }
         });
         (rx, handle)

@@ -12,7 +12,7 @@ use std::collections::{HashMap, HashSet};
 use std::fs::Metadata;
 use std::io::{ErrorKind, Read};
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Component, Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
@@ -187,7 +187,7 @@ fn look(
     if known.is_some_and(|known| known.stamp != 0 && known.stamp == stamp) {
         return Ok(());
     }
-    let Some((state, blob)) = read_state(&walk.root.join(relative), metadata, walk.max_file)? else {
+    let Some((state, blob)) = read_state(walk.root, &walk.root.join(relative), metadata, walk.max_file)? else {
         return Ok(());
     };
     if known.is_some_and(|known| known.state == state) {
@@ -213,14 +213,19 @@ pub(super) fn one(root: &Path, relative: &Path, max_file: u64) -> Result<(Entry,
         Err(err) => return Err(CaptureError::Read { path: path.display().to_string(), err }),
     };
     let stamp = stamp_of(&metadata, SystemTime::now());
-    match read_state(&path, &metadata, max_file)? {
+    match read_state(root, &path, &metadata, max_file)? {
         Some((state, blob)) => Ok((Entry { path: relative.to_owned(), state, stamp }, blob)),
         None => Ok(missing()),
     }
 }
 
 /// A file's state and content, read without following a symlink; `None` if it vanished.
-fn read_state(path: &Path, metadata: &Metadata, max_file: u64) -> Result<Option<(State, Option<Blob>)>, CaptureError> {
+fn read_state(
+    root: &Path,
+    path: &Path,
+    metadata: &Metadata,
+    max_file: u64,
+) -> Result<Option<(State, Option<Blob>)>, CaptureError> {
     if metadata.is_symlink() {
         return match std::fs::read_link(path) {
             Ok(target) => {
@@ -239,8 +244,9 @@ fn read_state(path: &Path, metadata: &Metadata, max_file: u64) -> Result<Option<
     if size > max_file {
         return Ok(Some((State::Uncovered { size }, None)));
     }
-    let flags = libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC;
-    let file = match std::fs::OpenOptions::new().read(true).custom_flags(flags).open(path) {
+    // Opened from the root with no symlink followed on the way, without blocking on a FIFO
+    // swapped in since the walk, as the tools open files.
+    let file = match crate::tools::beneath::open_read(&[root.to_owned()], path) {
         Ok(file) => file,
         Err(err) if err.kind() == ErrorKind::NotFound => return Ok(None),
         // Unreadable (no permission, swapped for a link): listed, not kept.
