@@ -59,6 +59,14 @@ pub async fn load(store: &Store, session: &SessionId, tracker: &mut Tracker) {
     }
 }
 
+/// Takes each file's last state from `stored` (the session's captures, as read) into `tracker`,
+/// if it has none yet.
+fn known_from(tracker: &mut Tracker, stored: &[checkpoint::Stored]) {
+    if !tracker.loaded() {
+        tracker.load(checkpoint::latest(stored));
+    }
+}
+
 /// Puts the files back to `point`, after asking; what to tell the user, and whether the user
 /// cancelled (then nothing else of the rewind is done either).
 pub async fn files(restoring: Restoring<'_>, point: Point) -> (String, bool) {
@@ -72,7 +80,8 @@ pub async fn files(restoring: Restoring<'_>, point: Point) -> (String, bool) {
 /// `None`: the user cancelled.
 async fn restore(restoring: Restoring<'_>, point: Point) -> Result<Option<String>, crate::store::StoreError> {
     let Restoring { store, session, tracker, host } = restoring;
-    load(store, session, tracker).await;
+    let stored = store.checkpoint_captures(session).await?;
+    known_from(tracker, &stored);
     let infos = store.checkpoints(session).await?;
     let (from, label) = match &point {
         Point::Before { message, line } => (first_at_or_after(&infos, message), format!("before “{line}”")),
@@ -101,7 +110,6 @@ async fn restore(restoring: Restoring<'_>, point: Point) -> Result<Option<String
              go back to the oldest state kept.\n",
         );
     }
-    let stored = store.checkpoint_captures(session).await?;
     let planned = checkpoint::plan(&stored, from);
     let settings = tracker.settings();
     let judged = Restore::judge(tracker.root(), planned, settings.max_file_bytes).await;
@@ -325,7 +333,7 @@ pub async fn resume(store: &Store, session: &SessionId, tracker: &mut Tracker, h
     let made = stored.iter().find(|capture| capture.id == pending.id)?;
     let targets: Vec<(PathBuf, State)> = made.entries.iter().map(|entry| (entry.path.clone(), entry.state)).collect();
     let blobs = store.file_blobs(targets.iter().filter_map(|(_, state)| state.hash()).collect()).await.ok()?;
-    load(store, session, tracker).await;
+    known_from(tracker, &stored);
     let applied = checkpoint::apply(tracker.root(), &targets, &blobs, host).await;
     finish(store, session).await;
     tracker.settle(&made.entries);
