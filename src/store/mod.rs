@@ -22,6 +22,7 @@ pub mod lease;
 mod listing;
 mod migrate;
 mod owners;
+pub mod pg;
 mod rows;
 mod stream;
 mod tokens;

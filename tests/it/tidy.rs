@@ -139,8 +139,13 @@ fn no_file_keeps_a_merge_conflict() {
     for name in ["README.md", "ARCHITECTURE.md", "BENCHMARKS.md", "Cargo.toml"] {
         files.push(root().join(name));
     }
-    for entry in std::fs::read_dir(root().join("schema")).unwrap() {
-        files.push(entry.unwrap().path());
+    for dir in ["schema", "schema/pg"] {
+        for entry in std::fs::read_dir(root().join(dir)).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_file() {
+                files.push(path);
+            }
+        }
     }
     for file in files {
         let text = source(&file);

@@ -1,0 +1,168 @@
+//! A private PostgreSQL for tests: one server per test process, started on first use, and a
+//! fresh database for each test that asks.
+//!
+//! The binaries come from `CAIRN_PG_BIN`, else `initdb` on `PATH`, else the newest
+//! `/usr/lib/postgresql/*/bin`. `initdb` refuses to run as root, so as root the server's
+//! directory is given to the `postgres` user and everything runs through `runuser -u postgres`.
+//! The server is started by a shell that waits on its stdin, a pipe this process holds: when
+//! this process ends, however it ends (`kill -9` included), the pipe closes, and the shell
+//! stops the server at once and removes its directory. So no test leaves a server behind.
+//! `fsync` is off: these tests check statements, not a disk's durability.
+
+use std::io::{BufRead as _, BufReader};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+/// The test process's server.
+pub struct Server {
+    port: u16,
+    /// The shell that stops the server when this process ends; never waited for.
+    _keeper: Child,
+}
+
+static SERVER: OnceLock<Server> = OnceLock::new();
+static DATABASES: AtomicU32 = AtomicU32::new(0);
+
+/// The URL of a new, empty database on the test process's server (started by the first call).
+/// Panics, saying what to install, when no PostgreSQL can be started: a test that skips cannot
+/// fail.
+pub async fn database() -> String {
+    let server = SERVER.get_or_init(start);
+    let name = format!("cairn_t{}_{}", std::process::id(), DATABASES.fetch_add(1, Ordering::Relaxed));
+    // A server that accepts connections may still be starting up: it refuses them until ready.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let (client, connection) = loop {
+        match tokio_postgres::connect(&server.url("postgres"), tokio_postgres::NoTls).await {
+            Ok(pair) => break pair,
+            Err(err) if Instant::now() < deadline => {
+                tracing::debug!("the test PostgreSQL is not ready yet: {err}");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            Err(err) => panic!("cannot reach the test PostgreSQL: {err}"),
+        }
+    };
+    let driver = tokio::spawn(connection);
+    client.batch_execute(&format!("CREATE DATABASE {name}")).await.unwrap_or_else(|err| panic!("{err}"));
+    drop(client);
+    let _ = driver.await;
+    server.url(&name)
+}
+
+impl Server {
+    fn url(&self, database: &str) -> String {
+        format!("postgres://postgres@127.0.0.1:{}/{database}", self.port)
+    }
+}
+
+fn bin_dir() -> PathBuf {
+    if let Some(dir) = std::env::var_os("CAIRN_PG_BIN") {
+        return PathBuf::from(dir);
+    }
+    let on_path = std::env::var_os("PATH")
+        .into_iter()
+        .flat_map(|path| std::env::split_paths(&path).collect::<Vec<_>>())
+        .find(|dir| dir.join("initdb").is_file());
+    if let Some(dir) = on_path {
+        return dir;
+    }
+    let mut installed: Vec<(u32, PathBuf)> = std::fs::read_dir("/usr/lib/postgresql")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|entry| {
+            let version = entry.file_name().to_str()?.parse().ok()?;
+            let bin = entry.path().join("bin");
+            bin.join("initdb").is_file().then_some((version, bin))
+        })
+        .collect();
+    installed.sort();
+    installed.pop().map(|(_, bin)| bin).unwrap_or_else(|| {
+        panic!(
+            "no PostgreSQL found for the store tests: install it (`apt-get install postgresql`), or set CAIRN_PG_BIN to the directory holding initdb and postgres"
+        )
+    })
+}
+
+fn is_root() -> bool {
+    // The effective uid, as `/proc` has it (the crate has no unsafe code for `geteuid`).
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|status| status.lines().find(|line| line.starts_with("Uid:")).map(str::to_owned))
+        .is_some_and(|line| line.split_whitespace().nth(2) == Some("0"))
+}
+
+/// A command run as the user owning the server: `postgres` when this process is root.
+fn as_owner(program: &str) -> Command {
+    if is_root() {
+        let mut command = Command::new("runuser");
+        command.args(["-u", "postgres", "--", program]);
+        command
+    } else {
+        Command::new(program)
+    }
+}
+
+fn start() -> Server {
+    let bin = bin_dir();
+    let dir = tempfile::Builder::new().prefix("cairn-pg-").tempdir().unwrap_or_else(|err| panic!("{err}")).keep();
+    if is_root() {
+        let status = Command::new("chown").args(["postgres:"]).arg(&dir).status();
+        assert!(status.is_ok_and(|status| status.success()), "cannot give {} to the postgres user", dir.display());
+    }
+    let data = dir.join("data");
+    let output = as_owner(&bin.join("initdb").to_string_lossy())
+        .arg("-D")
+        .arg(&data)
+        .args(["-U", "postgres", "--auth=trust", "--no-sync", "-E", "UTF8", "--locale=C.UTF-8"])
+        .output()
+        .unwrap_or_else(|err| panic!("cannot run initdb: {err}"));
+    assert!(output.status.success(), "initdb failed: {}", String::from_utf8_lossy(&output.stderr));
+    // The server listens on a port the kernel picked a moment ago; another process taking it
+    // in between is retried with another.
+    for _ in 0..5 {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|listener| listener.local_addr())
+            .map(|addr| addr.port())
+            .unwrap_or_else(|err| panic!("{err}"));
+        let script = format!(
+            "'{postgres}' -D '{data}' -p {port} -k '{dir}' -c listen_addresses=127.0.0.1 -c fsync=off \
+             -c max_connections=200 -c log_min_messages=fatal >'{dir}/log' 2>&1 & pid=$!; \
+             echo started; read _; kill -QUIT $pid; wait $pid; rm -rf '{dir}'",
+            postgres = bin.join("postgres").display(),
+            data = data.display(),
+            dir = dir.display(),
+        );
+        let mut keeper = as_owner("sh")
+            .args(["-c", &script])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|err| panic!("cannot start PostgreSQL: {err}"));
+        if let Some(out) = keeper.stdout.take() {
+            let mut line = String::new();
+            let _ = BufReader::new(out).read_line(&mut line);
+        }
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while Instant::now() < deadline {
+            if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                break;
+            }
+            if keeper.try_wait().ok().flatten().is_some() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        if keeper.try_wait().ok().flatten().is_none() && std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            // Never waited for: it lives as long as this process.
+            return Server { port, _keeper: keeper };
+        }
+        let _ = keeper.kill();
+        let _ = keeper.wait();
+    }
+    let log = std::fs::read_to_string(dir.join("log")).unwrap_or_default();
+    panic!("the test PostgreSQL did not start; its log:\n{log}")
+}

@@ -1,0 +1,129 @@
+//! The session lease across replicas: which replica runs a session's turn, with a fencing
+//! token.
+//!
+//! A lease is a row of `session_leases`: its holder (a replica's name), an `epoch` that grows by
+//! one at every take, and an expiry on the database's clock. [`take`] succeeds when the session
+//! has no lease, or its lease lapsed or was released, and returns the new epoch; while another
+//! holder's lease runs it answers who holds it. The holder [`renew`]s it well within its time to
+//! live and [`release`]s it at the turn's end.
+//!
+//! The epoch is what keeps a turn to one replica. Every write transaction of a session starts
+//! with [`fence`]: the lease row, read `FOR SHARE`, must still name this holder and epoch. A
+//! replica that was paused past its lease (`kill -STOP`, a long GC-like stall, a partition)
+//! finds another epoch there and writes nothing. The share lock also orders a takeover after a
+//! write already in flight: the takeover's update waits for that write to commit, so the new
+//! holder reads everything the old one wrote, and the old one writes nothing after.
+
+use std::time::Duration;
+
+use tokio_postgres::{GenericClient, Transaction};
+
+use super::{PgError, PgTarget};
+use crate::ids::SessionId;
+
+/// A lease this replica holds.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Lease {
+    pub session: SessionId,
+    pub holder: String,
+    /// The fencing token: every take makes a greater one.
+    pub epoch: i64,
+}
+
+/// What [`take`] found.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Taken {
+    Took(Lease),
+    /// Another holder's lease runs: who, since when and until when (milliseconds since the
+    /// epoch, on the database's clock).
+    Held {
+        holder: String,
+        taken_ms: i64,
+        expires_ms: i64,
+    },
+}
+
+fn seconds(ttl: Duration) -> f64 {
+    ttl.as_secs_f64()
+}
+
+/// Takes `session`'s lease for `holder` for `ttl`, unless another holder's lease runs.
+pub async fn take(
+    client: &impl GenericClient,
+    target: &PgTarget,
+    session: &SessionId,
+    holder: &str,
+    ttl: Duration,
+) -> Result<Taken, PgError> {
+    let failed = |err: tokio_postgres::Error| target.failed(&err);
+    let took = client
+        .query_opt(
+            "INSERT INTO session_leases AS lease (session_id, holder, epoch, expires_at, taken_at)
+             VALUES ($1, $2, 1, now() + $3::float8 * interval '1 second', now())
+             ON CONFLICT (session_id) DO UPDATE
+                SET holder = excluded.holder, epoch = lease.epoch + 1, expires_at = excluded.expires_at,
+                    taken_at = excluded.taken_at
+                WHERE lease.expires_at <= now() OR lease.holder = excluded.holder
+             RETURNING epoch",
+            &[&session.as_str(), &holder, &seconds(ttl)],
+        )
+        .await
+        .map_err(failed)?;
+    if let Some(row) = took {
+        return Ok(Taken::Took(Lease { session: session.clone(), holder: holder.to_owned(), epoch: row.get(0) }));
+    }
+    let row = client
+        .query_one(
+            "SELECT holder, (extract(epoch FROM taken_at) * 1000)::bigint, (extract(epoch FROM expires_at) * 1000)::bigint
+             FROM session_leases WHERE session_id = $1",
+            &[&session.as_str()],
+        )
+        .await
+        .map_err(failed)?;
+    Ok(Taken::Held { holder: row.get(0), taken_ms: row.get(1), expires_ms: row.get(2) })
+}
+
+/// Extends `lease` by `ttl` from now. `false`: the lease is another's now (a takeover after it
+/// lapsed), and the turn must end without writing.
+pub async fn renew(
+    client: &impl GenericClient,
+    target: &PgTarget,
+    lease: &Lease,
+    ttl: Duration,
+) -> Result<bool, PgError> {
+    let renewed = client
+        .execute(
+            "UPDATE session_leases SET expires_at = now() + $4::float8 * interval '1 second'
+             WHERE session_id = $1 AND holder = $2 AND epoch = $3",
+            &[&lease.session.as_str(), &lease.holder, &lease.epoch, &seconds(ttl)],
+        )
+        .await
+        .map_err(|err| target.failed(&err))?;
+    Ok(renewed == 1)
+}
+
+/// The first statement of every write transaction of `lease`'s session: `false` when the lease
+/// is no longer this holder's at this epoch, and the transaction must be rolled back. While the
+/// transaction lasts, no takeover can commit.
+pub async fn fence(tx: &Transaction<'_>, target: &PgTarget, lease: &Lease) -> Result<bool, PgError> {
+    let held = tx
+        .query_opt(
+            "SELECT 1 FROM session_leases WHERE session_id = $1 AND holder = $2 AND epoch = $3 FOR SHARE",
+            &[&lease.session.as_str(), &lease.holder, &lease.epoch],
+        )
+        .await
+        .map_err(|err| target.failed(&err))?;
+    Ok(held.is_some())
+}
+
+/// Lets anyone take the session from now on. `false`: it was no longer this holder's.
+pub async fn release(client: &impl GenericClient, target: &PgTarget, lease: &Lease) -> Result<bool, PgError> {
+    let released = client
+        .execute(
+            "UPDATE session_leases SET expires_at = now() WHERE session_id = $1 AND holder = $2 AND epoch = $3",
+            &[&lease.session.as_str(), &lease.holder, &lease.epoch],
+        )
+        .await
+        .map_err(|err| target.failed(&err))?;
+    Ok(released == 1)
+}

@@ -1,0 +1,129 @@
+//! PostgreSQL, the store shared by `cairn serve` replicas: where a database is, how to reach it,
+//! and what went wrong, said without ever showing its password.
+//!
+//! This is the first part of the PostgreSQL backend: connecting (`connect`), the schema and its
+//! migration (`migrate`, run once under an advisory lock however many replicas start together)
+//! and the cross-replica session lease with its fencing token (`lease`). The SQLite store stays
+//! what every other command uses; nothing selects this backend yet.
+
+#[cfg(test)]
+mod fixture;
+pub mod lease;
+pub mod migrate;
+#[cfg(test)]
+mod tests;
+
+use std::fmt;
+use std::time::Duration;
+
+use tokio_postgres::config::Host;
+use tokio_postgres::{Client, Config, NoTls};
+
+/// How long a connection attempt may take when the URL does not say (`connect_timeout`).
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Why PostgreSQL could not do what was asked. The database is named by host, port, database
+/// and user, never with its password.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum PgError {
+    #[error(
+        "the PostgreSQL URL is malformed ({0}); write postgres://user:password@host:port/database (the password is never shown)"
+    )]
+    BadUrl(String),
+    #[error("cannot connect to PostgreSQL at {at}: {detail}; check that it runs and accepts this host and user")]
+    Connect { at: String, detail: String },
+    #[error("PostgreSQL at {at}: {detail}")]
+    Query { at: String, detail: String },
+    #[error(
+        "the PostgreSQL database at {at} has cairn schema version {found}, newer than this cairn supports ({supported}); upgrade this replica to the version the others run"
+    )]
+    TooNew { at: String, found: i64, supported: i64 },
+}
+
+/// A PostgreSQL database, as a `postgres://` URL or a `key=value` string names it.
+#[derive(Clone)]
+pub struct PgTarget {
+    config: Config,
+    /// What errors and logs call it: `user@host:port/database`.
+    shown: String,
+}
+
+impl PgTarget {
+    pub fn parse(url: &str) -> Result<Self, PgError> {
+        let mut config: Config = url.parse().map_err(|err: tokio_postgres::Error| PgError::BadUrl(err.to_string()))?;
+        if config.get_hosts().is_empty() {
+            return Err(PgError::BadUrl("it names no host".into()));
+        }
+        if config.get_connect_timeout().is_none() {
+            config.connect_timeout(CONNECT_TIMEOUT);
+        }
+        config.application_name("cairn");
+        let shown = shown(&config);
+        Ok(Self { config, shown })
+    }
+
+    /// Connects, with the connection's driver on a task of its own (it ends when the client
+    /// is dropped or the server goes away).
+    pub async fn connect(&self) -> Result<Client, PgError> {
+        let (client, connection) = self
+            .config
+            .connect(NoTls)
+            .await
+            .map_err(|err| PgError::Connect { at: self.shown.clone(), detail: detail(&err) })?;
+        let at = self.shown.clone();
+        tokio::spawn(async move {
+            if let Err(err) = connection.await {
+                tracing::debug!("the connection to PostgreSQL at {at} ended: {}", detail(&err));
+            }
+        });
+        Ok(client)
+    }
+
+    /// The error of a statement against this database.
+    pub fn failed(&self, err: &tokio_postgres::Error) -> PgError {
+        PgError::Query { at: self.shown.clone(), detail: detail(err) }
+    }
+}
+
+impl fmt::Display for PgTarget {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.shown)
+    }
+}
+
+impl fmt::Debug for PgTarget {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "PgTarget({})", self.shown)
+    }
+}
+
+fn shown(config: &Config) -> String {
+    let user = config.get_user().unwrap_or("(default user)");
+    let port = |index: usize| config.get_ports().get(index).or(config.get_ports().first()).copied().unwrap_or(5432);
+    let hosts: Vec<String> = config
+        .get_hosts()
+        .iter()
+        .enumerate()
+        .map(|(index, host)| match host {
+            Host::Tcp(name) => format!("{name}:{}", port(index)),
+            Host::Unix(dir) => format!("{}:{}", dir.display(), port(index)),
+        })
+        .collect();
+    let database = config.get_dbname().unwrap_or(user);
+    format!("{user}@{}/{database}", hosts.join(","))
+}
+
+/// What PostgreSQL said, rather than tokio-postgres's "db error" wrapper.
+fn detail(err: &tokio_postgres::Error) -> String {
+    match err.as_db_error() {
+        Some(db) => format!("{} ({})", db.message(), db.code().code()),
+        None => {
+            // The cause, when tokio-postgres's own text does not already end with it.
+            let text = err.to_string();
+            match std::error::Error::source(err).map(ToString::to_string) {
+                Some(cause) if !text.ends_with(&cause) => format!("{text}: {cause}"),
+                _ => text,
+            }
+        }
+    }
+}
