@@ -1,11 +1,15 @@
 //! PostgreSQL, the store shared by `cairn serve` replicas: where a database is, how to reach it,
 //! and what went wrong, said without ever showing its password.
 //!
-//! This is the first part of the PostgreSQL backend: connecting (`connect`), the schema and its
-//! migration (`migrate`, run once under an advisory lock however many replicas start together)
-//! and the cross-replica session lease with its fencing token (`lease`). The SQLite store stays
-//! what every other command uses; nothing selects this backend yet.
+//! This is the first part of the PostgreSQL backend: connecting (plain and for LISTEN), the
+//! schema and its migration (`migrate`, run once under an advisory lock however many replicas
+//! start together), the cross-replica session lease with its fencing token (`lease`), and each
+//! session's event log with the follower that streams another replica's writes (`events`). The
+//! SQLite store stays what every command uses; nothing selects this backend yet.
 
+pub mod events;
+#[cfg(test)]
+mod events_tests;
 #[cfg(test)]
 mod fixture;
 pub mod lease;
@@ -16,8 +20,10 @@ mod tests;
 use std::fmt;
 use std::time::Duration;
 
+use futures::StreamExt as _;
+use tokio::sync::mpsc;
 use tokio_postgres::config::Host;
-use tokio_postgres::{Client, Config, NoTls};
+use tokio_postgres::{AsyncMessage, Client, Config, NoTls, Notification};
 
 /// How long a connection attempt may take when the URL does not say (`connect_timeout`).
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -34,6 +40,11 @@ pub enum PgError {
     Connect { at: String, detail: String },
     #[error("PostgreSQL at {at}: {detail}")]
     Query { at: String, detail: String },
+    /// The session's lease is another replica's now: the write was rolled back.
+    #[error(
+        "session {session} is now run by another replica (this one's lease, epoch {epoch}, was taken over); nothing was written"
+    )]
+    Fenced { session: String, epoch: i64 },
     #[error(
         "the PostgreSQL database at {at} has cairn schema version {found}, newer than this cairn supports ({supported}); upgrade this replica to the version the others run"
     )]
@@ -77,6 +88,36 @@ impl PgTarget {
             }
         });
         Ok(client)
+    }
+
+    /// Connects for LISTEN: the notifications that arrive come out of the receiver, which ends
+    /// when the connection does.
+    pub async fn connect_listening(&self) -> Result<(Client, mpsc::UnboundedReceiver<Notification>), PgError> {
+        let (client, mut connection) = self
+            .config
+            .connect(NoTls)
+            .await
+            .map_err(|err| PgError::Connect { at: self.shown.clone(), detail: detail(&err) })?;
+        let (notes, heard) = mpsc::unbounded_channel();
+        let at = self.shown.clone();
+        tokio::spawn(async move {
+            let mut messages = futures::stream::poll_fn(move |cx| connection.poll_message(cx));
+            while let Some(message) = messages.next().await {
+                match message {
+                    Ok(AsyncMessage::Notification(note)) => {
+                        if notes.send(note).is_err() {
+                            return;
+                        }
+                    }
+                    Ok(_) => {}
+                    Err(err) => {
+                        tracing::debug!("the listening connection to PostgreSQL at {at} ended: {}", detail(&err));
+                        return;
+                    }
+                }
+            }
+        });
+        Ok((client, heard))
     }
 
     /// The error of a statement against this database.

@@ -1,0 +1,277 @@
+//! Each session's event log in PostgreSQL, and following it from another replica.
+//!
+//! The lease holder [`append`]s a batch's updates, as they will be shown, in the batch's own
+//! transaction: fenced first, so a replica whose lease was taken over writes nothing, and given
+//! the session's next `seq` numbers, so per session `seq` order is commit order. After the
+//! commit, and outside it (NOTIFY takes a lock every commit would otherwise wait for), it wakes
+//! the other replicas with one [`notify`] naming the batch's sessions.
+//!
+//! A replica's [`Follower`] has one LISTEN connection and follows any number of sessions, each
+//! from the last `seq` its client has. On a wake-up naming a session, on a new follow, and on
+//! every poll (so a wake-up lost with a connection loses nothing), it reads each session's rows
+//! after the last one forwarded, in one statement for all of them, and forwards them in order,
+//! each exactly once: a row is forwarded only when it is the next `seq`. Wake-ups that come in a
+//! burst are read as one. A subscriber that does not keep up is not waited for: its session is
+//! read again at the next round, from where it stopped. A replica that loses its listening
+//! connection connects again and reads everything.
+
+use std::collections::{HashMap, HashSet};
+use std::time::Duration;
+
+use tokio::sync::mpsc;
+use tokio_postgres::{Client, GenericClient, Transaction};
+use tokio_util::sync::CancellationToken;
+
+use super::lease::{Lease, fence};
+use super::{PgError, PgTarget};
+use crate::ids::SessionId;
+
+/// The channel wake-ups go on.
+const CHANNEL: &str = "cairn_events";
+/// At most this many rows of one session per read; the rest come at the next round.
+const ROWS_PER_READ: i64 = 512;
+/// How many events wait for a slow subscriber before its session is left for the next round.
+const QUEUED: usize = 1024;
+/// A wake-up's payload names sessions up to this many bytes (PostgreSQL takes 8000); a batch
+/// of more names every session.
+const PAYLOAD: usize = 7000;
+
+/// One row of a session's log.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Event {
+    pub seq: i64,
+    pub epoch: i64,
+    /// The update as shown.
+    pub body: String,
+}
+
+/// The session's last `seq` (0 for none): what its next holder continues from.
+pub async fn last_seq(client: &impl GenericClient, target: &PgTarget, session: &SessionId) -> Result<i64, PgError> {
+    let row = client
+        .query_one("SELECT coalesce(max(seq), 0) FROM session_events WHERE session_id = $1", &[&session.as_str()])
+        .await
+        .map_err(|err| target.failed(&err))?;
+    Ok(row.get(0))
+}
+
+/// Appends `bodies` as `lease`'s session's events `first_seq..`, in `tx`, after checking the
+/// lease still holds ([`PgError::Fenced`] if not: roll `tx` back).
+pub async fn append(
+    tx: &Transaction<'_>,
+    target: &PgTarget,
+    lease: &Lease,
+    first_seq: i64,
+    bodies: &[String],
+) -> Result<(), PgError> {
+    if !fence(tx, target, lease).await? {
+        return Err(PgError::Fenced { session: lease.session.to_string(), epoch: lease.epoch });
+    }
+    let seqs: Vec<i64> = (first_seq..).take(bodies.len()).collect();
+    tx.execute(
+        "INSERT INTO session_events (session_id, seq, epoch, body)
+         SELECT $1, seq, $2, body FROM unnest($3::bigint[], $4::text[]) AS batch(seq, body)",
+        &[&lease.session.as_str(), &lease.epoch, &seqs, &bodies],
+    )
+    .await
+    .map_err(|err| target.failed(&err))?;
+    Ok(())
+}
+
+/// Wakes the followers of `sessions`: once per committed batch, outside its transaction.
+pub async fn notify(client: &impl GenericClient, target: &PgTarget, sessions: &[SessionId]) -> Result<(), PgError> {
+    let mut payload = String::new();
+    for session in sessions {
+        if payload.len() + session.as_str().len() + 1 > PAYLOAD {
+            // Too many to name: an empty payload wakes every session.
+            payload.clear();
+            break;
+        }
+        if !payload.is_empty() {
+            payload.push(',');
+        }
+        payload.push_str(session.as_str());
+    }
+    client.execute("SELECT pg_notify($1, $2)", &[&CHANNEL, &payload]).await.map_err(|err| target.failed(&err))?;
+    Ok(())
+}
+
+/// A follow asked of the [`Follower`]'s task.
+struct Follow {
+    session: SessionId,
+    after: i64,
+    sink: mpsc::Sender<Event>,
+}
+
+/// One follow of a session: its subscriber and the last `seq` forwarded to it.
+struct Followed {
+    session: SessionId,
+    last: i64,
+    sink: mpsc::Sender<Event>,
+}
+
+/// Follows sessions written by other replicas (see the module's paragraph). Dropping it stops
+/// its task and closes its connection.
+pub struct Follower {
+    follows: mpsc::UnboundedSender<Follow>,
+    _stop: tokio_util::sync::DropGuard,
+}
+
+impl Follower {
+    /// Connects and listens; a round of reads runs every `poll` besides wake-ups.
+    pub async fn start(target: PgTarget, poll: Duration) -> Result<Self, PgError> {
+        let (client, heard) = target.connect_listening().await?;
+        client.batch_execute(&format!("LISTEN {CHANNEL}")).await.map_err(|err| target.failed(&err))?;
+        let (follows, asked) = mpsc::unbounded_channel();
+        let cancel = CancellationToken::new();
+        let task = Task { target, poll, followed: HashMap::new(), numbered: 0, cancel: cancel.clone() };
+        tokio::spawn(task.run(client, heard, asked));
+        Ok(Self { follows, _stop: cancel.drop_guard() })
+    }
+
+    /// The session's events after `after`, as they commit. The stream ends when the follower
+    /// stops. A session may be followed any number of times, each from its own `seq`.
+    pub fn follow(&self, session: &SessionId, after: i64) -> mpsc::Receiver<Event> {
+        let (sink, events) = mpsc::channel(QUEUED);
+        let _ = self.follows.send(Follow { session: session.clone(), after, sink });
+        events
+    }
+}
+
+struct Task {
+    target: PgTarget,
+    poll: Duration,
+    /// Every follow, by a number of its own.
+    followed: HashMap<i64, Followed>,
+    numbered: i64,
+    cancel: CancellationToken,
+}
+
+impl Task {
+    async fn run(
+        mut self,
+        mut client: Client,
+        mut heard: mpsc::UnboundedReceiver<tokio_postgres::Notification>,
+        mut asked: mpsc::UnboundedReceiver<Follow>,
+    ) {
+        let mut tick = tokio::time::interval(self.poll);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            // `None`: every followed session.
+            let due: Option<HashSet<SessionId>> = tokio::select! {
+                () = self.cancel.cancelled() => return,
+                follow = asked.recv() => {
+                    let Some(follow) = follow else { return };
+                    let mut due = HashSet::new();
+                    due.insert(self.add(follow));
+                    while let Ok(more) = asked.try_recv() {
+                        due.insert(self.add(more));
+                    }
+                    Some(due)
+                }
+                note = heard.recv() => match note {
+                    Some(note) => {
+                        let mut due = named(note.payload());
+                        // A burst of wake-ups is one round.
+                        while let Ok(more) = heard.try_recv() {
+                            due = match (due, named(more.payload())) {
+                                (Some(mut some), Some(more)) => { some.extend(more); Some(some) }
+                                _ => None,
+                            };
+                        }
+                        due
+                    }
+                    None => match self.reconnect().await {
+                        Some(pair) => {
+                            (client, heard) = pair;
+                            None
+                        }
+                        None => return,
+                    },
+                },
+                _ = tick.tick() => None,
+            };
+            self.followed.retain(|_, followed| !followed.sink.is_closed());
+            if let Err(err) = self.round(&client, due).await {
+                tracing::warn!("following sessions in PostgreSQL: {err}; reading again at the next round");
+            }
+        }
+    }
+
+    fn add(&mut self, follow: Follow) -> SessionId {
+        self.numbered += 1;
+        let session = follow.session.clone();
+        self.followed
+            .insert(self.numbered, Followed { session: follow.session, last: follow.after, sink: follow.sink });
+        session
+    }
+
+    /// Connects and listens again, until it can (`None`: the follower stopped first).
+    async fn reconnect(&self) -> Option<(Client, mpsc::UnboundedReceiver<tokio_postgres::Notification>)> {
+        loop {
+            tokio::select! {
+                () = self.cancel.cancelled() => return None,
+                () = tokio::time::sleep(self.poll) => {}
+            }
+            let attempt = async {
+                let (client, heard) = self.target.connect_listening().await?;
+                client.batch_execute(&format!("LISTEN {CHANNEL}")).await.map_err(|err| self.target.failed(&err))?;
+                Ok::<_, PgError>((client, heard))
+            };
+            match attempt.await {
+                Ok(pair) => return Some(pair),
+                Err(err) => tracing::warn!("following sessions in PostgreSQL: {err}; trying again"),
+            }
+        }
+    }
+
+    /// Reads the `due` sessions' new rows and forwards each next one in order.
+    async fn round(&mut self, client: &Client, due: Option<HashSet<SessionId>>) -> Result<(), PgError> {
+        let mut numbers = Vec::new();
+        let mut sessions = Vec::new();
+        let mut lasts = Vec::new();
+        for (number, followed) in &self.followed {
+            if due.as_ref().is_none_or(|due| due.contains(&followed.session)) {
+                numbers.push(*number);
+                sessions.push(followed.session.as_str());
+                lasts.push(followed.last);
+            }
+        }
+        if numbers.is_empty() {
+            return Ok(());
+        }
+        let rows = client
+            .query(
+                "SELECT following.number, event.seq, event.epoch, event.body
+                 FROM unnest($1::bigint[], $2::text[], $3::bigint[]) AS following(number, session_id, last)
+                 CROSS JOIN LATERAL (
+                    SELECT seq, epoch, body FROM session_events
+                    WHERE session_id = following.session_id AND seq > following.last
+                    ORDER BY seq LIMIT $4
+                 ) AS event
+                 ORDER BY following.number, event.seq",
+                &[&numbers, &sessions, &lasts, &ROWS_PER_READ],
+            )
+            .await
+            .map_err(|err| self.target.failed(&err))?;
+        for row in rows {
+            let Some(followed) = self.followed.get_mut(&row.get::<_, i64>(0)) else { continue };
+            let event = Event { seq: row.get(1), epoch: row.get(2), body: row.get(3) };
+            if event.seq != followed.last + 1 {
+                // Not the next one: never forwarded out of order; the next round reads again.
+                continue;
+            }
+            let seq = event.seq;
+            if followed.sink.try_send(event).is_err() {
+                // Full or gone: left for the next round.
+                continue;
+            }
+            followed.last = seq;
+        }
+        Ok(())
+    }
+}
+
+/// The sessions a wake-up names; `None` for all.
+fn named(payload: &str) -> Option<HashSet<SessionId>> {
+    (!payload.is_empty()).then(|| payload.split(',').map(SessionId::from_string).collect())
+}

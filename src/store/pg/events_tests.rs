@@ -1,0 +1,167 @@
+//! A session's event log followed from another replica: every event once and in order, for a
+//! subscriber there from the start and one joining mid-turn, whatever happens to the wake-ups.
+
+use std::time::Duration;
+
+use tokio::sync::mpsc;
+use tokio_postgres::Client;
+
+use super::events::{self, Event, Follower};
+use super::lease::{self, Lease, Taken};
+use super::migrate;
+use super::{PgError, PgTarget, fixture};
+use crate::ids::SessionId;
+
+const POLL: Duration = Duration::from_millis(250);
+
+async fn fresh() -> (PgTarget, Client) {
+    let target = PgTarget::parse(&fixture::database().await).unwrap();
+    let mut client = target.connect().await.unwrap();
+    migrate::to_latest(&mut client, &target).await.unwrap();
+    (target, client)
+}
+
+async fn take(client: &Client, target: &PgTarget, session: &SessionId, holder: &str, ttl: Duration) -> Lease {
+    match lease::take(client, target, session, holder, ttl).await.unwrap() {
+        Taken::Took(lease) => lease,
+        Taken::Held { holder, .. } => panic!("held by {holder}"),
+    }
+}
+
+/// Appends `count` events from `next`, commits, and wakes the followers if `wake`.
+async fn write(client: &mut Client, target: &PgTarget, lease: &Lease, next: &mut i64, count: usize, wake: bool) {
+    let bodies: Vec<String> = (0..count).map(|n| format!("{{\"chunk\":{}}}", *next + n as i64)).collect();
+    let tx = client.transaction().await.unwrap();
+    events::append(&tx, target, lease, *next, &bodies).await.unwrap();
+    tx.commit().await.unwrap();
+    *next += count as i64;
+    if wake {
+        events::notify(client, target, std::slice::from_ref(&lease.session)).await.unwrap();
+    }
+}
+
+/// The next `count` events, waiting at most 20 s for all of them.
+async fn receive(events: &mut mpsc::Receiver<Event>, count: usize) -> Vec<Event> {
+    let mut got = Vec::new();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while got.len() < count {
+        match tokio::time::timeout_at(deadline, events.recv()).await {
+            Ok(Some(event)) => got.push(event),
+            Ok(None) => panic!("the follow ended after {} events", got.len()),
+            Err(_) => panic!("only {} of {count} events came", got.len()),
+        }
+    }
+    got
+}
+
+fn seqs(events: &[Event]) -> Vec<i64> {
+    events.iter().map(|event| event.seq).collect()
+}
+
+#[tokio::test]
+async fn a_follower_elsewhere_gets_every_event_once_in_order_and_a_late_joiner_gets_the_rest() {
+    let (target, mut writer) = fresh().await;
+    let session = SessionId::generate();
+    let lease = take(&writer, &target, &session, "a", Duration::from_secs(60)).await;
+    let follower = Follower::start(target.clone(), POLL).await.unwrap();
+    let mut early = follower.follow(&session, 0);
+    let mut next = 1;
+    let mut late = None;
+    for batch in 0..100 {
+        write(&mut writer, &target, &lease, &mut next, 1 + batch % 4, true).await;
+        if batch == 50 {
+            // A client attaching mid-turn: its replay ends at the log's last seq, and it follows
+            // from there.
+            let replayed = events::last_seq(&writer, &target, &session).await.unwrap();
+            late = Some((replayed, follower.follow(&session, replayed)));
+        }
+    }
+    let total = usize::try_from(next - 1).unwrap();
+    let got = receive(&mut early, total).await;
+    assert_eq!(seqs(&got), (1..next).collect::<Vec<_>>());
+    assert!(got.iter().all(|event| event.epoch == 1 && event.body == format!("{{\"chunk\":{}}}", event.seq)));
+    let (replayed, mut late) = late.unwrap();
+    let got = receive(&mut late, total - usize::try_from(replayed).unwrap()).await;
+    assert_eq!(seqs(&got), (replayed + 1..next).collect::<Vec<_>>(), "the rest, from where its replay ended");
+    tokio::time::sleep(POLL * 2).await;
+    assert!(early.try_recv().is_err() && late.try_recv().is_err(), "nothing twice");
+}
+
+#[tokio::test]
+async fn events_committed_without_a_wake_up_still_come_with_the_next_poll() {
+    let (target, mut writer) = fresh().await;
+    let session = SessionId::generate();
+    let lease = take(&writer, &target, &session, "a", Duration::from_secs(60)).await;
+    let follower = Follower::start(target.clone(), POLL).await.unwrap();
+    let mut events = follower.follow(&session, 0);
+    let mut next = 1;
+    write(&mut writer, &target, &lease, &mut next, 3, false).await;
+    assert_eq!(seqs(&receive(&mut events, 3).await), [1, 2, 3]);
+}
+
+#[tokio::test]
+async fn a_replica_whose_lease_was_taken_over_appends_nothing() {
+    let (target, mut writer) = fresh().await;
+    let mut paused = target.connect().await.unwrap();
+    let session = SessionId::generate();
+    let old = take(&paused, &target, &session, "a", Duration::from_millis(100)).await;
+    let mut next = 1;
+    write(&mut paused, &target, &old, &mut next, 2, true).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let new = take(&writer, &target, &session, "b", Duration::from_secs(60)).await;
+    let continued = events::last_seq(&writer, &target, &session).await.unwrap();
+    assert_eq!(continued, 2, "the new holder continues the log");
+
+    let tx = paused.transaction().await.unwrap();
+    let err = events::append(&tx, &target, &old, 3, &["late".to_owned()]).await.unwrap_err();
+    assert!(matches!(err, PgError::Fenced { epoch: 1, .. }), "{err}");
+    drop(tx);
+    let mut next = continued + 1;
+    write(&mut writer, &target, &new, &mut next, 1, true).await;
+    let rows = writer.query("SELECT seq, epoch FROM session_events ORDER BY seq", &[]).await.unwrap();
+    let rows: Vec<(i64, i64)> = rows.iter().map(|row| (row.get(0), row.get(1))).collect();
+    assert_eq!(rows, [(1, 1), (2, 1), (3, 2)]);
+}
+
+#[tokio::test]
+async fn a_storm_of_wake_ups_and_a_subscriber_that_reads_late_lose_nothing_and_repeat_nothing() {
+    let (target, mut writer) = fresh().await;
+    let session = SessionId::generate();
+    let lease = take(&writer, &target, &session, "a", Duration::from_secs(60)).await;
+    let follower = Follower::start(target.clone(), POLL).await.unwrap();
+    let mut events = follower.follow(&session, 0);
+    let stranger = target.connect().await.unwrap();
+    let mut next = 1;
+    for round in 0..30 {
+        // Wake-ups for other sessions, for every session, and garbage, between the writes.
+        for _ in 0..50 {
+            events::notify(&stranger, &target, &[SessionId::generate()]).await.unwrap();
+        }
+        events::notify(&stranger, &target, &[]).await.unwrap();
+        stranger.execute("SELECT pg_notify('cairn_events', ',,,')", &[]).await.unwrap();
+        // More than a subscriber's queue holds, unread until the end.
+        write(&mut writer, &target, &lease, &mut next, 40 + round, true).await;
+    }
+    let total = usize::try_from(next - 1).unwrap();
+    assert!(total > 1024);
+    let got = receive(&mut events, total).await;
+    assert_eq!(seqs(&got), (1..next).collect::<Vec<_>>());
+    tokio::time::sleep(POLL * 2).await;
+    assert!(events.try_recv().is_err(), "nothing twice");
+}
+
+#[tokio::test]
+async fn a_subscriber_that_goes_away_is_forgotten_and_the_others_go_on() {
+    let (target, mut writer) = fresh().await;
+    let session = SessionId::generate();
+    let lease = take(&writer, &target, &session, "a", Duration::from_secs(60)).await;
+    let follower = Follower::start(target.clone(), POLL).await.unwrap();
+    drop(follower.follow(&session, 0));
+    let other = SessionId::generate();
+    let other_lease = take(&writer, &target, &other, "a", Duration::from_secs(60)).await;
+    let mut kept = follower.follow(&other, 0);
+    let (mut next, mut other_next) = (1, 1);
+    write(&mut writer, &target, &lease, &mut next, 5, true).await;
+    write(&mut writer, &target, &other_lease, &mut other_next, 2, true).await;
+    assert_eq!(seqs(&receive(&mut kept, 2).await), [1, 2]);
+}
