@@ -9,8 +9,9 @@
 //!
 //! The epoch is what keeps a turn to one replica. Every write transaction of a session starts
 //! with [`fence`]: the lease row, read `FOR SHARE`, must still name this holder and epoch. A
-//! replica that was paused past its lease (`kill -STOP`, a long GC-like stall, a partition)
-//! finds another epoch there and writes nothing. The share lock also orders a takeover after a
+//! replica that was paused past its lease (`kill -STOP`, a long stall, a partition) finds
+//! another epoch there and writes nothing. A lease that lapsed unreleased belonged to a replica
+//! that died mid-turn: any replica's [`sweep`] takes it over, once, to close that turn. The share lock also orders a takeover after a
 //! write already in flight: the takeover's update waits for that write to commit, so the new
 //! holder reads everything the old one wrote, and the old one writes nothing after.
 
@@ -62,7 +63,7 @@ pub async fn take(
              VALUES ($1, $2, 1, now() + $3::float8 * interval '1 second', now())
              ON CONFLICT (session_id) DO UPDATE
                 SET holder = excluded.holder, epoch = lease.epoch + 1, expires_at = excluded.expires_at,
-                    taken_at = excluded.taken_at
+                    taken_at = excluded.taken_at, released_at = NULL
                 WHERE lease.expires_at <= now() OR lease.holder = excluded.holder
              RETURNING epoch",
             &[&session.as_str(), &holder, &seconds(ttl)],
@@ -120,10 +121,47 @@ pub async fn fence(tx: &Transaction<'_>, target: &PgTarget, lease: &Lease) -> Re
 pub async fn release(client: &impl GenericClient, target: &PgTarget, lease: &Lease) -> Result<bool, PgError> {
     let released = client
         .execute(
-            "UPDATE session_leases SET expires_at = now() WHERE session_id = $1 AND holder = $2 AND epoch = $3",
+            "UPDATE session_leases SET expires_at = now(), released_at = now()
+             WHERE session_id = $1 AND holder = $2 AND epoch = $3",
             &[&lease.session.as_str(), &lease.holder, &lease.epoch],
         )
         .await
         .map_err(|err| target.failed(&err))?;
     Ok(released == 1)
+}
+
+/// Takes over, for `holder`, the leases that lapsed more than `grace` ago without being released:
+/// their holders died or stalled mid-turn. Each comes back with the next epoch (so its old holder
+/// is fenced), for the caller to close the turn it left open and release. Sweepers on several
+/// replicas never take the same lease: rows another sweeper has locked are skipped, and the take
+/// itself checks the lease is still lapsed.
+pub async fn sweep(
+    client: &impl GenericClient,
+    target: &PgTarget,
+    holder: &str,
+    grace: Duration,
+    ttl: Duration,
+) -> Result<Vec<Lease>, PgError> {
+    let rows = client
+        .query(
+            "UPDATE session_leases SET holder = $1, epoch = epoch + 1, taken_at = now(),
+                expires_at = now() + $3::float8 * interval '1 second'
+             WHERE session_id IN (
+                SELECT session_id FROM session_leases
+                WHERE released_at IS NULL AND expires_at < now() - $2::float8 * interval '1 second'
+                FOR UPDATE SKIP LOCKED
+             ) AND released_at IS NULL AND expires_at < now() - $2::float8 * interval '1 second'
+             RETURNING session_id, epoch",
+            &[&holder, &seconds(grace), &seconds(ttl)],
+        )
+        .await
+        .map_err(|err| target.failed(&err))?;
+    Ok(rows
+        .iter()
+        .map(|row| Lease {
+            session: SessionId::from_string(row.get::<_, String>(0)),
+            holder: holder.to_owned(),
+            epoch: row.get(1),
+        })
+        .collect())
 }

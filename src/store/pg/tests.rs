@@ -156,6 +156,45 @@ async fn a_released_lease_is_taken_at_once_and_a_held_one_is_kept_by_renewing() 
 }
 
 #[tokio::test]
+async fn a_lease_that_lapsed_unreleased_is_swept_once_and_live_or_released_ones_never() {
+    let (target, client) = fresh().await;
+    let short = Duration::from_millis(100);
+    let [dead, released, live] = [(); 3].map(|()| SessionId::generate());
+    let died = took(lease::take(&client, &target, &dead, "a", short).await.unwrap());
+    let done = took(lease::take(&client, &target, &released, "a", short).await.unwrap());
+    assert!(lease::release(&client, &target, &done).await.unwrap());
+    took(lease::take(&client, &target, &live, "a", Duration::from_secs(60)).await.unwrap());
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let ttl = Duration::from_secs(60);
+    assert!(
+        lease::sweep(&client, &target, "patient", Duration::from_secs(60), ttl).await.unwrap().is_empty(),
+        "a lease that lapsed within the grace is left alone"
+    );
+
+    // Three replicas sweep at once.
+    let mut sweepers = Vec::new();
+    for _ in 0..3 {
+        sweepers.push(target.connect().await.unwrap());
+    }
+    let grace = Duration::from_millis(200);
+    let sweeps = sweepers.iter().enumerate().map(|(n, sweeper)| {
+        let name = format!("sweeper-{n}");
+        let target = target.clone();
+        async move { lease::sweep(sweeper, &target, &name, grace, ttl).await.unwrap() }
+    });
+    let swept: Vec<Lease> = futures::future::join_all(sweeps).await.into_iter().flatten().collect();
+    assert_eq!(swept.len(), 1, "{swept:?}");
+    assert_eq!((&swept[0].session, swept[0].epoch), (&dead, died.epoch + 1));
+    assert!(!lease::renew(&client, &target, &died, ttl).await.unwrap(), "the dead holder is fenced");
+    assert!(lease::sweep(&client, &target, "late", grace, ttl).await.unwrap().is_empty());
+
+    // Once the sweeper closed the turn and let the lease go, it is never swept again.
+    assert!(lease::release(&client, &target, &swept[0]).await.unwrap());
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert!(lease::sweep(&client, &target, "later", grace, ttl).await.unwrap().is_empty());
+}
+
+#[tokio::test]
 async fn errors_name_the_database_but_never_its_password() {
     let target = PgTarget::parse("postgres://cairn:hunter2@127.0.0.1:1/sessions").unwrap();
     assert_eq!(target.to_string(), "cairn@127.0.0.1:1/sessions");
