@@ -1,8 +1,9 @@
 //! Each session's event log in PostgreSQL, and following it from another replica.
 //!
 //! The lease holder [`append`]s a batch's updates, as they will be shown, in the batch's own
-//! transaction: fenced first, so a replica whose lease was taken over writes nothing, and given
-//! the session's next `seq` numbers, so per session `seq` order is commit order. After the
+//! transaction, for all its sessions in two statements: fenced first, so a replica whose lease
+//! was taken over writes nothing, and given each session's next `seq` numbers, so per session
+//! `seq` order is commit order. After the
 //! commit, and outside it (NOTIFY takes a lock every commit would otherwise wait for), it wakes
 //! the other replicas with one [`notify`] naming the batch's sessions.
 //!
@@ -22,7 +23,7 @@ use tokio::sync::mpsc;
 use tokio_postgres::{Client, GenericClient, Transaction};
 use tokio_util::sync::CancellationToken;
 
-use super::lease::{Lease, fence};
+use super::lease::Lease;
 use super::{PgError, PgTarget};
 use crate::ids::SessionId;
 
@@ -54,26 +55,55 @@ pub async fn last_seq(client: &impl GenericClient, target: &PgTarget, session: &
     Ok(row.get(0))
 }
 
-/// Appends `bodies` as `lease`'s session's events `first_seq..`, in `tx`, after checking the
-/// lease still holds ([`PgError::Fenced`] if not: roll `tx` back).
-pub async fn append(
-    tx: &Transaction<'_>,
-    target: &PgTarget,
-    lease: &Lease,
-    first_seq: i64,
-    bodies: &[String],
-) -> Result<(), PgError> {
-    if !fence(tx, target, lease).await? {
-        return Err(PgError::Fenced { session: lease.session.to_string(), epoch: lease.epoch });
+/// One session's part of a batch: `bodies` become its events `first_seq..`.
+pub struct Append<'a> {
+    pub lease: &'a Lease,
+    pub first_seq: i64,
+    pub bodies: &'a [String],
+}
+
+/// Appends a writer batch's events, for any number of sessions, in `tx`: one statement checks
+/// every session's lease (the fence, `FOR SHARE`) and one inserts every event. If a session's
+/// lease is another replica's now, nothing is inserted and the error names it
+/// ([`PgError::Fenced`]): roll `tx` back, and write the batch again without that session.
+pub async fn append(tx: &Transaction<'_>, target: &PgTarget, batch: &[Append<'_>]) -> Result<(), PgError> {
+    let failed = |err: tokio_postgres::Error| target.failed(&err);
+    let sessions: Vec<&str> = batch.iter().map(|part| part.lease.session.as_str()).collect();
+    let holders: Vec<&str> = batch.iter().map(|part| part.lease.holder.as_str()).collect();
+    let epochs: Vec<i64> = batch.iter().map(|part| part.lease.epoch).collect();
+    let held = tx
+        .query(
+            "SELECT lease.session_id FROM session_leases AS lease
+             JOIN unnest($1::text[], $2::text[], $3::bigint[]) AS mine(session_id, holder, epoch)
+               ON lease.session_id = mine.session_id AND lease.holder = mine.holder AND lease.epoch = mine.epoch
+             FOR SHARE OF lease",
+            &[&sessions, &holders, &epochs],
+        )
+        .await
+        .map_err(failed)?;
+    let held: HashSet<&str> = held.iter().map(|row| row.get(0)).collect();
+    if let Some(part) = batch.iter().find(|part| !held.contains(part.lease.session.as_str())) {
+        return Err(PgError::Fenced { session: part.lease.session.to_string(), epoch: part.lease.epoch });
     }
-    let seqs: Vec<i64> = (first_seq..).take(bodies.len()).collect();
+    let mut rows_sessions = Vec::new();
+    let mut rows_seqs = Vec::new();
+    let mut rows_epochs = Vec::new();
+    let mut rows_bodies = Vec::new();
+    for part in batch {
+        for (seq, body) in (part.first_seq..).zip(part.bodies) {
+            rows_sessions.push(part.lease.session.as_str());
+            rows_seqs.push(seq);
+            rows_epochs.push(part.lease.epoch);
+            rows_bodies.push(body.as_str());
+        }
+    }
     tx.execute(
         "INSERT INTO session_events (session_id, seq, epoch, body)
-         SELECT $1, seq, $2, body FROM unnest($3::bigint[], $4::text[]) AS batch(seq, body)",
-        &[&lease.session.as_str(), &lease.epoch, &seqs, &bodies],
+         SELECT * FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::text[])",
+        &[&rows_sessions, &rows_seqs, &rows_epochs, &rows_bodies],
     )
     .await
-    .map_err(|err| target.failed(&err))?;
+    .map_err(failed)?;
     Ok(())
 }
 

@@ -6,7 +6,7 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio_postgres::Client;
 
-use super::events::{self, Event, Follower};
+use super::events::{self, Append, Event, Follower};
 use super::lease::{self, Lease, Taken};
 use super::migrate;
 use super::{PgError, PgTarget, fixture};
@@ -32,7 +32,7 @@ async fn take(client: &Client, target: &PgTarget, session: &SessionId, holder: &
 async fn write(client: &mut Client, target: &PgTarget, lease: &Lease, next: &mut i64, count: usize, wake: bool) {
     let bodies: Vec<String> = (0..count).map(|n| format!("{{\"chunk\":{}}}", *next + n as i64)).collect();
     let tx = client.transaction().await.unwrap();
-    events::append(&tx, target, lease, *next, &bodies).await.unwrap();
+    events::append(&tx, target, &[Append { lease, first_seq: *next, bodies: &bodies }]).await.unwrap();
     tx.commit().await.unwrap();
     *next += count as i64;
     if wake {
@@ -113,9 +113,18 @@ async fn a_replica_whose_lease_was_taken_over_appends_nothing() {
     assert_eq!(continued, 2, "the new holder continues the log");
 
     let tx = paused.transaction().await.unwrap();
-    let err = events::append(&tx, &target, &old, 3, &["late".to_owned()]).await.unwrap_err();
+    let late = ["late".to_owned()];
+    let err = events::append(&tx, &target, &[Append { lease: &old, first_seq: 3, bodies: &late }]).await.unwrap_err();
     assert!(matches!(err, PgError::Fenced { epoch: 1, .. }), "{err}");
     drop(tx);
+    // A batch with one fenced session among live ones writes nothing at all.
+    let other = take(&paused, &target, &SessionId::generate(), "a", Duration::from_secs(60)).await;
+    let tx = paused.transaction().await.unwrap();
+    let batch =
+        [Append { lease: &other, first_seq: 1, bodies: &late }, Append { lease: &old, first_seq: 3, bodies: &late }];
+    let err = events::append(&tx, &target, &batch).await.unwrap_err();
+    assert!(matches!(&err, PgError::Fenced { session: fenced, .. } if fenced == session.as_str()), "{err}");
+    tx.commit().await.unwrap();
     let mut next = continued + 1;
     write(&mut writer, &target, &new, &mut next, 1, true).await;
     let rows = writer.query("SELECT seq, epoch FROM session_events ORDER BY seq", &[]).await.unwrap();
