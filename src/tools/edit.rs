@@ -2,7 +2,9 @@
 //!
 //! The old text must occur exactly once unless `replace_all` is set, so an edit never lands
 //! somewhere the model did not mean. Files that are not UTF-8 or larger than
-//! [`super::fs::MAX_WHOLE_BYTES`] are refused with the way to change them instead.
+//! [`super::fs::MAX_WHOLE_BYTES`] are refused with the way to change them instead. The
+//! project's checkers run around it ([`super::diagnostics`]) and the result says what it
+//! introduced.
 
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -80,13 +82,16 @@ async fn edit(args: &EditArgs, ctx: &ToolContext) -> Result<ToolOutcome, ToolErr
     let shown = ctx.workspace.display(&path);
     let old = editable(load(ctx, &path).await?, &shown)?;
     let (new, replaced) = apply(args, &old, &shown)?;
+    let checks = super::diagnostics::before(ctx, &path, true).await;
     save(ctx, &path, &new).await?;
     let content = vec![ToolContent::Diff { path: path.display().to_string(), old_text: Some(old), new_text: new }];
-    Ok(ToolOutcome {
+    let mut outcome = ToolOutcome {
         output: format!("Edited {shown}: replaced {replaced} occurrence{}.", if replaced == 1 { "" } else { "s" }),
         content,
         ..ToolOutcome::default()
-    })
+    };
+    super::diagnostics::after(ctx, checks, &mut outcome).await;
+    Ok(outcome)
 }
 
 /// The diff `edit` would show, for the permission question; `Err` if the edit cannot apply to
