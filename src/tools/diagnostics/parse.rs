@@ -205,7 +205,7 @@ mod tests {
             "src/lib.rs:3:1: note: in this macro",
             "src/lib.rs:3:1: help: remove it",
             "src/lib.rs:3:1: error:",
-            "src/lib.rs:x:1: error: bad line",
+            "src/lib.rs: error: no line",
             "\u{1b}[31m\u{0}\u{fffd}",
             "a.ts(1,x): error TS1: no",
             "a.js:1:1: something [Info/rule]",
