@@ -1,7 +1,8 @@
 //! Diagnostics after edits: a checker of `[checks]` covering the edited file runs before and
 //! after `write` and `edit`, and the result (and the call's card) lists only what the edit
 //! introduced, an old error moved down by added lines included; a checker for other files
-//! never runs, a hanging one is reported over its limit and killed while the turn goes on, a
+//! never runs, a hanging one is reported over its limit and killed while the turn goes on (and
+//! killed at once when the turn is cancelled), a
 //! path out of the workspace (`..`, a symlink) runs nothing, an odd file name reaches the
 //! checker only as its variable, and a malformed `[checks]` is refused at start naming the key.
 
@@ -43,6 +44,18 @@ fn config(checks: &[(&str, &str)], timeout: u64) -> String {
         text.push_str(&format!("\n[[checks.after_edit]]\nglob = {glob:?}\ncommand = {command:?}\n"));
     }
     text
+}
+
+/// Whether no process runs `args` within a few seconds (a kill's signal takes a moment).
+async fn gone(args: &[&str]) -> bool {
+    let waited = Instant::now();
+    while !running_with(args).is_empty() {
+        if waited.elapsed() > Duration::from_secs(5) {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    true
 }
 
 fn result_of(env: &TestEnv, request: usize, id: &str) -> String {
@@ -136,7 +149,34 @@ async fn a_hanging_checker_is_reported_over_its_limit_killed_and_the_turn_goes_o
     );
     assert_eq!(std::fs::read_to_string(env.workspace().join("a.rs")).unwrap(), "fn b() {}\n", "the edit is made");
     assert!(result_of(&env, 1, "c2").contains("after"));
-    assert!(running_with(&["sleep", "31337"]).is_empty(), "the checker was killed");
+    assert!(gone(&["sleep", "31337"]).await, "the checker was killed");
+}
+
+#[tokio::test]
+async fn cancelling_the_turn_kills_the_check_at_once() {
+    let env = TestEnv::new().await;
+    std::fs::write(env.workspace().join("a.rs"), "fn a() {}\n").unwrap();
+    env.write_config(&config(&[("*.rs", "touch started; sleep 31338")], 300));
+    env.mock.push(Reply::tool_calls(&[(
+        "c1",
+        "edit",
+        json!({"path": "a.rs", "old_string": "fn a() {}", "new_string": "fn b() {}"}),
+    )]));
+    let mut agent = env.ready().await;
+    let session = agent.new_session(&env.cwd()).await;
+    set_mode(&mut agent, &session, "bypass").await;
+    let prompt = agent.prompt(&session, "go").await;
+    let waited = Instant::now();
+    while !env.workspace().join("started").exists() {
+        assert!(waited.elapsed() < Duration::from_secs(30), "the checker never started");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let cancelled = Instant::now();
+    agent.notify("session/cancel", json!({"sessionId": session})).await;
+    let (response, _) = agent.response(prompt).await;
+    assert_eq!(response["result"]["stopReason"], "cancelled");
+    assert!(cancelled.elapsed() < Duration::from_secs(10), "the check held the cancel: {:?}", cancelled.elapsed());
+    assert!(gone(&["sleep", "31338"]).await, "the checker was killed");
 }
 
 #[tokio::test]
