@@ -86,7 +86,9 @@ impl FileChecks {
             let matcher = globset::GlobBuilder::new(glob)
                 .literal_separator(true)
                 .build()
-                .map_err(|err| format!("{named} glob = \"{glob}\" is not a glob ({err}); write one such as \"**/*.rs\""))?
+                .map_err(|err| {
+                    format!("{named} glob = \"{glob}\" is not a glob ({err}); write one such as \"**/*.rs\"")
+                })?
                 .compile_matcher();
             let Some(command) = given.command.as_deref().filter(|command| !command.trim().is_empty()) else {
                 return Err(format!(

@@ -20,13 +20,11 @@ use crate::tools::{call, set_mode, tool_results, turn};
 fn checker(env: &TestEnv) -> String {
     let dir = env.dir.path().join("scripts");
     std::fs::create_dir_all(&dir).unwrap();
-    let body = format!(
-        "printf '%s|%s\\n' \"$PWD\" \"$CAIRN_EDITED_FILE\" >> runs.log\n\
+    let body = "printf '%s|%s\\n' \"$PWD\" \"$CAIRN_EDITED_FILE\" >> runs.log\n\
          grep -rn 'ERR: ' --include='*.rs' . | while IFS=: read -r file line rest; do\n\
-           printf '%s:%s:1: error: %s\\n' \"${{file#./}}\" \"$line\" \"${{rest#*ERR: }}\" >&2\n\
+           printf '%s:%s:1: error: %s\\n' \"${file#./}\" \"$line\" \"${rest#*ERR: }\" >&2\n\
          done\n\
-         echo 'garbage \u{1b}[31m line: not a diagnostic'\n"
-    );
+         echo 'garbage \u{1b}[31m line: not a diagnostic'\n";
     let path = dir.join("check.sh");
     std::fs::write(&path, body).unwrap();
     format!("sh {}", path.display())
@@ -117,7 +115,7 @@ async fn an_edit_is_told_the_errors_it_introduced_and_not_the_old_ones_it_moved_
     let b = format!("{root}/src/b.rs");
     let mut logged = runs(&env);
     logged.sort();
-    let mut expected = vec![(root.clone(), a.clone()), (root.clone(), a), (root.clone(), b)];
+    let mut expected = vec![(root.clone(), a.clone()), (root.clone(), a), (root, b)];
     expected.sort();
     assert_eq!(logged, expected);
 
