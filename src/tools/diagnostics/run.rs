@@ -70,7 +70,9 @@ pub async fn run(ctx: &ToolContext, checker: &Checker, root: &Path, target: &Pat
 /// Whether `printed` (relative to the checker's directory `root`, or absolute) is `target`.
 fn names(root: &Path, printed: &str, target: &Path) -> bool {
     let path = crate::workspace::normalize(&root.join(printed));
-    path == target || std::fs::canonicalize(&path).is_ok_and(|real| real == target)
+    // Through a symlink only when the name is the same: most lines are about other files.
+    path == target
+        || (path.file_name() == target.file_name() && std::fs::canonicalize(&path).is_ok_and(|real| real == target))
 }
 
 /// The diagnostics of a pipe's lines that `about` keeps, read until the pipe closes.

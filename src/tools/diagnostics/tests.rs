@@ -1,3 +1,6 @@
+//! The specs of what an edit introduced: the multiset comparison that survives line shifts,
+//! the bounded section the result gets, and the time an edit is given for its checks.
+
 use super::*;
 
 fn found(line: u32, severity: Severity, code: Option<&str>, message: &str) -> Diagnostic {
