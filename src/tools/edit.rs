@@ -82,7 +82,7 @@ async fn edit(args: &EditArgs, ctx: &ToolContext) -> Result<ToolOutcome, ToolErr
     let shown = ctx.workspace.display(&path);
     let old = editable(load(ctx, &path).await?, &shown)?;
     let (new, replaced) = apply(args, &old, &shown)?;
-    let checks = super::diagnostics::before(ctx, &path, true).await;
+    let checks = super::diagnostics::before(ctx, &path, true).await?;
     save(ctx, &path, &new).await?;
     let content = vec![ToolContent::Diff { path: path.display().to_string(), old_text: Some(old), new_text: new }];
     let mut outcome = ToolOutcome {

@@ -75,7 +75,7 @@ impl Tool for Write {
 async fn write(args: &WriteArgs, ctx: &ToolContext) -> Result<ToolOutcome, ToolError> {
     let path = judged_target(ctx, &args.path)?;
     let old = load(ctx, &path).await?;
-    let checks = super::diagnostics::before(ctx, &path, !matches!(old, Old::Missing)).await;
+    let checks = super::diagnostics::before(ctx, &path, !matches!(old, Old::Missing)).await?;
     save(ctx, &path, &args.content).await?;
     let shown = ctx.workspace.display(&path);
     let lines = args.content.lines().count();

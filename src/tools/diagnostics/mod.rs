@@ -11,6 +11,8 @@
 //! checker over its time limit is killed and said once ("took longer than 30 s"), one that
 //! cannot start is said once, and its diagnostics are left out; neither fails the call. A
 //! file that did not exist before had no diagnostics, so nothing runs before a file is created.
+//! A cancel while the file is checked before the change stops the call there: the change is
+//! not made after the user cancelled.
 
 mod parse;
 mod run;
@@ -24,7 +26,7 @@ use crate::history::ToolContent;
 use parse::{Diagnostic, Severity};
 use run::Ran;
 
-use super::{Access, ToolContext, ToolOutcome};
+use super::{Access, ToolContext, ToolError, ToolOutcome};
 
 /// The most introduced diagnostics one checker's section lists.
 pub const MOST_SHOWN: usize = 20;
@@ -57,13 +59,17 @@ enum Baseline {
 }
 
 /// Runs the checkers covering `target` (the edit's final target) on the file as it is, before
-/// the edit; `existed` is false for a file the edit creates. `None` when no checker covers it.
-pub async fn before(ctx: &ToolContext, target: &Path, existed: bool) -> Option<Before> {
-    let root = ctx.workspace.roots().iter().find(|root| target.starts_with(root))?.clone();
-    let relative = target.strip_prefix(&root).ok()?;
+/// the edit; `existed` is false for a file the edit creates. `Ok(None)` when no checker covers
+/// it; `Err` when the call was cancelled meanwhile: the edit must then not be made (the turn
+/// says the tool was stopped).
+pub async fn before(ctx: &ToolContext, target: &Path, existed: bool) -> Result<Option<Before>, ToolError> {
+    let Some(root) = ctx.workspace.roots().iter().find(|root| target.starts_with(root)).cloned() else {
+        return Ok(None);
+    };
+    let Ok(relative) = target.strip_prefix(&root) else { return Ok(None) };
     let covering: Vec<Checker> = ctx.checks.covering(relative).cloned().collect();
     if covering.is_empty() {
-        return None;
+        return Ok(None);
     }
     let mut checks = Vec::with_capacity(covering.len());
     for checker in covering {
@@ -75,9 +81,12 @@ pub async fn before(ctx: &ToolContext, target: &Path, existed: bool) -> Option<B
         } else {
             Baseline::Found(Vec::new())
         };
+        if matches!(baseline, Baseline::Cancelled) || ctx.cancel.is_cancelled() {
+            return Err(ToolError::Tell("Cancelled while the file was checked; nothing was changed.".to_owned()));
+        }
         checks.push((checker, baseline));
     }
-    Some(Before { target: target.to_path_buf(), root, checks })
+    Ok(Some(Before { target: target.to_path_buf(), root, checks }))
 }
 
 /// Runs the checkers again after the edit and adds what the edit introduced to `outcome`: to
