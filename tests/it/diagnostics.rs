@@ -152,6 +152,24 @@ async fn a_hanging_checker_is_reported_over_its_limit_killed_and_the_turn_goes_o
 }
 
 #[tokio::test]
+async fn a_checker_that_cannot_run_is_said_not_taken_for_a_clean_file() {
+    let env = TestEnv::new().await;
+    std::fs::write(env.workspace().join("a.rs"), "fn a() {}\n").unwrap();
+    env.write_config(&config(&[("*.rs", "no-such-checker-cairn --check")], 30));
+    let calls = [("c1", "edit", json!({"path": "a.rs", "old_string": "fn a() {}", "new_string": "fn b() {}"}))];
+    edits(&env, &calls, Editor::default()).await;
+    let edited = result_of(&env, 1, "c1");
+    assert!(
+        edited.starts_with(
+            "Edited a.rs: replaced 1 occurrence.\n\n`no-such-checker-cairn --check` could not be started (exit status 127: "
+        ),
+        "a typo in the command must not read as \"no new errors\": {edited}"
+    );
+    assert!(edited.contains("no-such-checker-cairn: command not found"), "{edited}");
+    assert!(edited.ends_with("; its diagnostics are left out."), "{edited}");
+}
+
+#[tokio::test]
 async fn cancelling_the_turn_kills_the_check_at_once() {
     let env = TestEnv::new().await;
     std::fs::write(env.workspace().join("a.rs"), "fn a() {}\n").unwrap();

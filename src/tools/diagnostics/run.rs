@@ -5,7 +5,10 @@
 //! read line by line as they come, each line cut at [`MOST_LINE`] bytes, and only the
 //! diagnostics about the edited file are kept, at most [`MOST_KEPT`]: a checker printing
 //! anything, however much, costs a bounded memory. At its time limit or the call's cancel the
-//! program and all it started are killed ([`crate::process::Local::stop`]).
+//! program and all it started are killed ([`crate::process::Local::stop`]). A run that ends
+//! with bash's "not found" or "cannot execute" status (127, 126; the supervisor's own failures
+//! to start it exit so too) did not check anything: it is [`Ran::NotStarted`] with the last
+//! line of its stderr, never a clean file.
 
 use std::ffi::OsStr;
 use std::path::Path;
@@ -21,6 +24,8 @@ use crate::tools::ToolContext;
 pub const MOST_LINE: usize = 8 * 1024;
 /// The most diagnostics about the edited file one run keeps.
 pub const MOST_KEPT: usize = 1000;
+/// The most bytes of a checker's last stderr line said when it could not run.
+const MOST_SAID: usize = 300;
 
 /// How a checker's run ended.
 #[derive(Debug)]
@@ -49,10 +54,14 @@ pub async fn run(ctx: &ToolContext, checker: &Checker, root: &Path, target: &Pat
     let (stdout, stderr) = (child.take_stdout(), child.take_stderr());
     let about = |found: &Diagnostic| names(root, &found.path, target);
     let work = async {
-        let (mut out, err, _) = tokio::join!(kept(stdout, &about), kept(stderr, &about), child.wait());
+        let ((mut out, _), (err, said), status) =
+            tokio::join!(kept(stdout, &about), kept(stderr, &about), child.wait());
         out.extend(err);
         out.truncate(MOST_KEPT);
-        out
+        match status.ok().and_then(|status| status.code()) {
+            Some(code @ (126 | 127)) => Ran::NotStarted(format!("exit status {code}: {said}")),
+            Some(_) | None => Ran::Found(out),
+        }
     };
     let ended = tokio::select! {
         ended = tokio::time::timeout(checker.timeout, work) => Some(ended.ok()),
@@ -63,7 +72,7 @@ pub async fn run(ctx: &ToolContext, checker: &Checker, root: &Path, target: &Pat
     match ended {
         None => Ran::Cancelled,
         Some(None) => Ran::TimedOut,
-        Some(Some(found)) => Ran::Found(found),
+        Some(Some(ran)) => ran,
     }
 }
 
@@ -75,20 +84,25 @@ fn names(root: &Path, printed: &str, target: &Path) -> bool {
         || (path.file_name() == target.file_name() && std::fs::canonicalize(&path).is_ok_and(|real| real == target))
 }
 
-/// The diagnostics of a pipe's lines that `about` keeps, read until the pipe closes.
-async fn kept<R, F>(pipe: Option<R>, about: &F) -> Vec<Diagnostic>
+/// The diagnostics of a pipe's lines that `about` keeps, read until the pipe closes, and its
+/// last line that is not blank (cut at [`MOST_SAID`] bytes).
+async fn kept<R, F>(pipe: Option<R>, about: &F) -> (Vec<Diagnostic>, String)
 where
     R: tokio::io::AsyncRead + Unpin,
     F: Fn(&Diagnostic) -> bool,
 {
-    let Some(mut pipe) = pipe else { return Vec::new() };
+    let Some(mut pipe) = pipe else { return (Vec::new(), String::new()) };
     let mut found = Vec::new();
+    let mut last = String::new();
     let mut line = Vec::with_capacity(256);
     let mut buf = [0u8; 8192];
-    let take = |line: &mut Vec<u8>, found: &mut Vec<Diagnostic>| {
+    let mut take = |line: &mut Vec<u8>, found: &mut Vec<Diagnostic>| {
+        let text = String::from_utf8_lossy(line);
         if found.len() < MOST_KEPT {
-            let text = String::from_utf8_lossy(line);
             found.extend(parse::line(&text).filter(|diagnostic| about(diagnostic)));
+        }
+        if !text.trim().is_empty() {
+            last = super::cut(text.trim(), MOST_SAID).to_owned();
         }
         line.clear();
     };
@@ -110,7 +124,7 @@ where
         }
     }
     take(&mut line, &mut found);
-    found
+    (found, last)
 }
 
 #[cfg(test)]
@@ -124,7 +138,8 @@ mod tests {
             "src/a.rs:1:1: error: one\n{long}\nsrc/b.rs:2:1: error: other file\nsrc/a.rs:3:1: warning: {long}\nsrc/a.rs:4:2: error: last"
         );
         let about = |found: &Diagnostic| found.path == "src/a.rs";
-        let found = kept(Some(text.as_bytes()), &about).await;
+        let (found, last) = kept(Some(text.as_bytes()), &about).await;
+        assert_eq!(last, "src/a.rs:4:2: error: last");
         let lines: Vec<u32> = found.iter().map(|found| found.line).collect();
         assert_eq!(lines, [1, 3, 4], "the unterminated last line counts too");
         assert!(found[1].message.len() < MOST_LINE);
