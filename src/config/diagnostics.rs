@@ -83,6 +83,14 @@ impl FileChecks {
                     "{named} has no `glob`; name the files it checks, e.g. glob = \"**/*.rs\" (relative to the workspace root)"
                 ));
             };
+            // The glob is matched against the file's path relative to its root, which never
+            // starts with `/` or `./` and holds no `..`: such a glob would silently check nothing.
+            if glob.starts_with('/') || glob.starts_with("./") || glob.split('/').any(|part| part == "..") {
+                return Err(format!(
+                    "{named} glob = \"{glob}\" can never match: it is matched against paths relative to the workspace root, \
+                     with no leading `/` or `./` and no `..`; write one such as \"src/**/*.rs\""
+                ));
+            }
             let matcher = globset::GlobBuilder::new(glob)
                 .literal_separator(true)
                 .build()
@@ -149,5 +157,15 @@ mod tests {
         assert!(err.starts_with("[checks] timeout_secs = 601"), "{err}");
         let err = resolve("[[after_edit]]\nglob = \"*\"\ncmd = \"x\"\n").unwrap_err();
         assert!(err.contains("cmd"), "{err}");
+    }
+
+    #[test]
+    fn a_glob_no_relative_path_can_match_is_refused() {
+        for glob in ["./src/*.rs", "/home/me/project/**/*.rs", "../other/*.rs", "src/../*.rs"] {
+            let err = resolve(&format!("[[after_edit]]\nglob = {glob:?}\ncommand = \"x\"\n")).unwrap_err();
+            assert!(err.starts_with(&format!("[[checks.after_edit]] #1 glob = \"{glob}\" can never match")), "{err}");
+            assert!(err.contains("relative to the workspace root"), "{err}");
+        }
+        assert!(resolve("[[after_edit]]\nglob = \"src/..x/*.rs\"\ncommand = \"x\"\n").is_ok());
     }
 }
