@@ -76,6 +76,11 @@ async fn write(args: &WriteArgs, ctx: &ToolContext) -> Result<ToolOutcome, ToolE
     let path = judged_target(ctx, &args.path)?;
     let old = load(ctx, &path).await?;
     let checks = super::diagnostics::before(ctx, &path, !matches!(old, Old::Missing)).await?;
+    // The checks take a while: the diff is against the file as it is replaced.
+    let old = match checks {
+        Some(_) => load(ctx, &path).await?,
+        None => old,
+    };
     save(ctx, &path, &args.content).await?;
     let shown = ctx.workspace.display(&path);
     let lines = args.content.lines().count();

@@ -170,6 +170,23 @@ async fn a_checker_that_cannot_run_is_said_not_taken_for_a_clean_file() {
 }
 
 #[tokio::test]
+async fn a_change_saved_while_the_file_is_checked_is_not_overwritten() {
+    let env = TestEnv::new().await;
+    std::fs::write(env.workspace().join("a.rs"), "fn a() {}\n").unwrap();
+    // The user saves the file in their editor while the check before the edit runs.
+    let saves =
+        "if [ ! -e saved ]; then touch saved; printf 'fn user() {}\\nfn a() {}\\n' > \"$CAIRN_EDITED_FILE\"; fi";
+    env.write_config(&config(&[("*.rs", saves)], 30));
+    let calls = [("c1", "edit", json!({"path": "a.rs", "old_string": "fn a() {}", "new_string": "fn b() {}"}))];
+    edits(&env, &calls, Editor::default()).await;
+    assert_eq!(
+        std::fs::read_to_string(env.workspace().join("a.rs")).unwrap(),
+        "fn user() {}\nfn b() {}\n",
+        "the edit applies to the file as it is when it is saved, not as it was before the check"
+    );
+}
+
+#[tokio::test]
 async fn cancelling_the_turn_kills_the_check_at_once() {
     let env = TestEnv::new().await;
     std::fs::write(env.workspace().join("a.rs"), "fn a() {}\n").unwrap();
