@@ -37,17 +37,14 @@ pub struct Diagnostic {
 /// The diagnostic `text` (one line) states, if it states one.
 pub fn line(text: &str) -> Option<Diagnostic> {
     let text = text.trim();
-    let (path, line, column, rest) = located(text)?;
-    let (severity, code, message) = judged(rest)?;
-    if path.is_empty() || message.is_empty() {
-        return None;
-    }
-    Some(Diagnostic { path: path.to_owned(), line, column, severity, code, message: message.to_owned() })
-}
-
-/// `path`, line, column and the rest of a located line.
-fn located(text: &str) -> Option<(&str, u32, Option<u32>, &str)> {
-    tsc(text).or_else(|| colons(text))
+    // Both readings: a message may hold `(1,2):` after a `path:line:col:` location.
+    [tsc(text), colons(text)].into_iter().flatten().find_map(|(path, line, column, rest)| {
+        let (severity, code, message) = judged(rest)?;
+        if path.is_empty() || message.is_empty() {
+            return None;
+        }
+        Some(Diagnostic { path: path.to_owned(), line, column, severity, code, message: message.to_owned() })
+    })
 }
 
 /// `path(line,col): rest`.
@@ -194,6 +191,11 @@ mod tests {
         assert_eq!(read("C:/x/a.c:2:1: error: boom").0, "C:/x/a.c");
         assert_eq!(read("dir:odd/a.c:2:1: Error: boom").3, Severity::Error);
         assert!(line("a.rs:1:1: errors: not a severity").is_none());
+        assert_eq!(
+            read("pkg/a.py:3: error: Slice index x[f(1,2):] must be an integer").5,
+            "Slice index x[f(1,2):] must be an integer",
+            "a `(1,2):` in the message is not a tsc location"
+        );
     }
 
     #[test]
