@@ -40,6 +40,7 @@ pub(super) fn context(
             .collect(),
         judged: None,
         jobs: turn.tools.jobs.clone(),
+        checks: std::sync::Arc::clone(&turn.limits.checks),
         fetch: crate::tools::Fetching {
             settings: turn.limits.fetch.clone(),
             mode: *turn.tools.mode.borrow(),

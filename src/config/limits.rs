@@ -44,6 +44,8 @@ pub struct Limits {
     pub image_max_bytes: u64,
     /// What the `fetch` tool may reach and for how long (`[fetch]`).
     pub fetch: super::Fetch,
+    /// The checkers run after `write` and `edit` (`[checks]`).
+    pub checks: std::sync::Arc<super::Checks>,
 }
 
 impl Default for Limits {
@@ -65,6 +67,7 @@ impl Default for Limits {
             tasks_at_once: 4,
             image_max_bytes: crate::images::DEFAULT_IMAGE_MAX_BYTES,
             fetch: super::Fetch::default(),
+            checks: std::sync::Arc::default(),
         }
     }
 }
@@ -247,6 +250,7 @@ impl FileLimits {
             tasks_at_once: d.tasks_at_once,
             image_max_bytes: d.image_max_bytes,
             fetch: d.fetch,
+            checks: d.checks,
         })
     }
 }

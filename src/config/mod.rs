@@ -10,7 +10,8 @@
 //! "always allow" answers are remembered (`[permissions]`, in `permissions`), what
 //! local processes get (`[sandbox]`, `[tools]`, in `process`), MCP servers
 //! (`[mcp_servers.<name>]`, `[mcp]`, in `mcp`), background jobs (`[jobs]`, in `jobs`), file
-//! checkpoints (`[checkpoints]`, in `checkpoints`), hooks (`[hooks]`, in `hooks`, which also
+//! checkpoints (`[checkpoints]`, in `checkpoints`), the checkers run after edits (`[checks]`, carried
+//! with the turn's limits), hooks (`[hooks]`, in `hooks`, which also
 //! reads Claude Code's settings files) and `log_file` (where logs also go; `crate::logging` opens
 //! it, and `--log-file` wins over it). A `CAIRN_CONFIG` naming no file is refused. Keys are
 //! [`Secret`]s, never shown in logs; [`Config::key`] is the one lookup of a key.
@@ -25,6 +26,7 @@ use serde::Deserialize;
 mod checkpoints;
 mod checks;
 pub mod credentials;
+mod diagnostics;
 mod fetch;
 pub mod hooks;
 mod jobs;
@@ -38,6 +40,7 @@ mod session;
 mod subagents;
 
 pub use checkpoints::CheckpointSettings;
+pub use diagnostics::{Checker, Checks, DEFAULT_CHECK_SECS};
 pub use fetch::{Fetch, MAX_FETCH_SECS};
 pub use hooks::{HookEvent, HookSettings};
 pub use jobs::JobSettings;
@@ -227,6 +230,8 @@ struct FileConfig {
     checkpoints: checkpoints::FileCheckpoints,
     #[serde(default)]
     hooks: hooks::FileHooks,
+    #[serde(default)]
+    checks: diagnostics::FileChecks,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -382,6 +387,7 @@ impl Config {
         limits.tasks_at_once = subagents.max_concurrent;
         limits.image_max_bytes = file.tools.image_max_bytes().map_err(invalid)?;
         limits.fetch = file.fetch.resolve().map_err(invalid)?;
+        limits.checks = Arc::new(file.checks.resolve().map_err(invalid)?);
         let search = file.search.resolve(env).map_err(invalid)?;
         let busy_prompt = file.session.resolve().map_err(invalid)?;
         let remember = file.permissions.resolve().map_err(invalid)?;

@@ -2,7 +2,10 @@
 //!
 //! The old text must occur exactly once unless `replace_all` is set, so an edit never lands
 //! somewhere the model did not mean. Files that are not UTF-8 or larger than
-//! [`super::fs::MAX_WHOLE_BYTES`] are refused with the way to change them instead.
+//! [`super::fs::MAX_WHOLE_BYTES`] are refused with the way to change them instead. The
+//! project's checkers run around it ([`super::diagnostics`]) and the result says what it
+//! introduced; the edit applies to the file as it is once they ran, so a change saved meanwhile
+//! is kept.
 
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -79,14 +82,27 @@ async fn edit(args: &EditArgs, ctx: &ToolContext) -> Result<ToolOutcome, ToolErr
     let path = judged_target(ctx, &args.path)?;
     let shown = ctx.workspace.display(&path);
     let old = editable(load(ctx, &path).await?, &shown)?;
-    let (new, replaced) = apply(args, &old, &shown)?;
+    // An edit that cannot apply is refused before any check runs.
+    let applied = apply(args, &old, &shown)?;
+    let checks = super::diagnostics::before(ctx, &path, true).await?;
+    // The checks take a while: a change saved meanwhile (the user's editor) is edited, not lost.
+    let (old, (new, replaced)) = match checks {
+        Some(_) => {
+            let old = editable(load(ctx, &path).await?, &shown)?;
+            let applied = apply(args, &old, &shown)?;
+            (old, applied)
+        }
+        None => (old, applied),
+    };
     save(ctx, &path, &new).await?;
     let content = vec![ToolContent::Diff { path: path.display().to_string(), old_text: Some(old), new_text: new }];
-    Ok(ToolOutcome {
+    let mut outcome = ToolOutcome {
         output: format!("Edited {shown}: replaced {replaced} occurrence{}.", if replaced == 1 { "" } else { "s" }),
         content,
         ..ToolOutcome::default()
-    })
+    };
+    super::diagnostics::after(ctx, checks, &mut outcome).await;
+    Ok(outcome)
 }
 
 /// The diff `edit` would show, for the permission question; `Err` if the edit cannot apply to

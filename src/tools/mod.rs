@@ -9,7 +9,8 @@
 //! [`add_server_tools`] (`mcp.rs`). Named
 //! agents are read in `agents`, skills found and loaded in `skill` (its tool joins them when
 //! there are skills); what tools share is in `fs`, `beneath`, `page`, `search`, `shell` and
-//! `front` (front matter), and what the editor offers in `host`.
+//! `front` (front matter), and what the editor offers in `host`; `diagnostics` runs the
+//! project's checkers around `write` and `edit` and says what an edit introduced.
 //!
 //! A [`Tool`] is typed by its arguments: it names itself, describes itself to the model (the
 //! argument schema is derived from the argument struct, never written beside it), and for one
@@ -26,6 +27,7 @@ pub mod agents;
 mod bash;
 mod beneath;
 pub mod checkpoint;
+mod diagnostics;
 mod edit;
 mod exit_plan;
 mod fetch;
@@ -64,6 +66,7 @@ use crate::permissions::{Mode, PermissionRequest, Rule};
 
 pub use crate::workspace::Workspace;
 pub use bash::{BASH_DEFAULT_TIMEOUT, BASH_MAX_TIMEOUT};
+pub use diagnostics::allowance as check_allowance;
 pub use exit_plan::NAME as EXIT_PLAN;
 pub use fetch::Fetching;
 pub use host::{Host, NoEditor};
@@ -106,6 +109,8 @@ pub struct ToolContext {
     pub fetch: Fetching,
     /// The session's background jobs (`bash` with `background`, `job_output`, …).
     pub jobs: Jobs,
+    /// The checkers `write` and `edit` run on the file they change (`[checks]`).
+    pub checks: Arc<crate::config::Checks>,
 }
 
 /// What a sub-agent inherits from the turn whose call starts it: never more than that turn has.

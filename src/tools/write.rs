@@ -1,7 +1,8 @@
 //! `write`: creates or replaces a whole file, showing the diff against what it held.
 //!
 //! Through the editor when it offers `fs/writeTextFile` (it then tracks and reviews the change),
-//! else on the disk through [`super::fs`]'s safe replacement.
+//! else on the disk through [`super::fs`]'s safe replacement. The project's checkers run around
+//! it ([`super::diagnostics`]) and the result says what it introduced.
 
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -74,6 +75,12 @@ impl Tool for Write {
 async fn write(args: &WriteArgs, ctx: &ToolContext) -> Result<ToolOutcome, ToolError> {
     let path = judged_target(ctx, &args.path)?;
     let old = load(ctx, &path).await?;
+    let checks = super::diagnostics::before(ctx, &path, !matches!(old, Old::Missing)).await?;
+    // The checks take a while: the diff is against the file as it is replaced.
+    let old = match checks {
+        Some(_) => load(ctx, &path).await?,
+        None => old,
+    };
     save(ctx, &path, &args.content).await?;
     let shown = ctx.workspace.display(&path);
     let lines = args.content.lines().count();
@@ -97,7 +104,9 @@ async fn write(args: &WriteArgs, ctx: &ToolContext) -> Result<ToolOutcome, ToolE
         output.push_str(&note);
         content.push(ToolContent::Text { text: note });
     }
-    Ok(ToolOutcome { output, content, ..ToolOutcome::default() })
+    let mut outcome = ToolOutcome { output, content, ..ToolOutcome::default() };
+    super::diagnostics::after(ctx, checks, &mut outcome).await;
+    Ok(outcome)
 }
 
 /// The diff `write` would show, for the permission question. A file that cannot be read

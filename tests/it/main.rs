@@ -19,6 +19,7 @@ mod commands;
 mod compaction;
 mod conformance;
 mod custom_commands;
+mod diagnostics;
 mod durability;
 mod editors;
 mod escapes;

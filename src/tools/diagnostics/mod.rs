@@ -1,0 +1,203 @@
+//! Diagnostics after an edit: the checkers of `[checks]` whose glob covers the file `write` or
+//! `edit` changed run once before the change ([`before`]) and once after it ([`after`]), and
+//! the result says only what the edit introduced: the diagnostics of the edited file after it,
+//! less those it had before, compared as a multiset keyed on severity, code and message (never
+//! the line, so an old error that an added line moved down is still old). At most
+//! [`MOST_SHOWN`] diagnostics and [`MOST_BYTES`] of them are shown, with the count of the rest.
+//!
+//! Nothing runs when no checker covers the file, or when its final target lies outside every
+//! workspace root (a `..` or a symlink out of the workspace gets no check); a checker gets the
+//! workspace root as its directory and the final target in `CAIRN_EDITED_FILE` (`run`). A
+//! checker over its time limit is killed and said once ("took longer than 30 s"), one that
+//! cannot start is said once, and its diagnostics are left out; neither fails the call. A
+//! file that did not exist before had no diagnostics, so nothing runs before a file is created.
+//! A cancel while the file is checked before the change stops the call there: the change is
+//! not made after the user cancelled.
+
+mod parse;
+mod run;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use crate::config::{Checker, Checks};
+use crate::history::ToolContent;
+use parse::{Diagnostic, Severity};
+use run::Ran;
+
+use super::{Access, ToolContext, ToolError, ToolOutcome};
+
+/// The most introduced diagnostics one checker's section lists.
+pub const MOST_SHOWN: usize = 20;
+/// The most bytes of diagnostic lines one checker's section holds.
+pub const MOST_BYTES: usize = 4 * 1024;
+
+/// What a call that changes files may spend on checks besides its own time: every covering
+/// checker before and after, at the longest limit.
+pub fn allowance(checks: &Checks, access: Access) -> Duration {
+    match access {
+        Access::Write => checks.longest() * 2 * u32::try_from(checks.after_edit.len()).unwrap_or(u32::MAX).max(1),
+        Access::ReadOnly | Access::Execute | Access::Other | Access::Delegate => Duration::ZERO,
+    }
+}
+
+/// The checks of one edit, as they stood before it.
+pub struct Before {
+    target: PathBuf,
+    root: PathBuf,
+    checks: Vec<(Checker, Baseline)>,
+}
+
+/// What one checker said of the file before the edit.
+enum Baseline {
+    Found(Vec<Diagnostic>),
+    /// Why there is nothing to compare with (its run was too slow, or did not start): said once,
+    /// and it does not run again after the edit.
+    Problem(String),
+    Cancelled,
+}
+
+/// Runs the checkers covering `target` (the edit's final target) on the file as it is, before
+/// the edit; `existed` is false for a file the edit creates. `Ok(None)` when no checker covers
+/// it; `Err` when the call was cancelled meanwhile: the edit must then not be made (the turn
+/// says the tool was stopped).
+pub async fn before(ctx: &ToolContext, target: &Path, existed: bool) -> Result<Option<Before>, ToolError> {
+    let Some(root) = ctx.workspace.roots().iter().find(|root| target.starts_with(root)).cloned() else {
+        return Ok(None);
+    };
+    let Ok(relative) = target.strip_prefix(&root) else { return Ok(None) };
+    let covering: Vec<Checker> = ctx.checks.covering(relative).cloned().collect();
+    if covering.is_empty() {
+        return Ok(None);
+    }
+    let mut checks = Vec::with_capacity(covering.len());
+    for checker in covering {
+        let baseline = if existed {
+            match run::run(ctx, &checker, &root, target).await {
+                Ran::Found(found) => Baseline::Found(found),
+                ran => problem(&checker, ran),
+            }
+        } else {
+            Baseline::Found(Vec::new())
+        };
+        if matches!(baseline, Baseline::Cancelled) || ctx.cancel.is_cancelled() {
+            return Err(ToolError::Tell("Cancelled while the file was checked; nothing was changed.".to_owned()));
+        }
+        checks.push((checker, baseline));
+    }
+    Ok(Some(Before { target: target.to_path_buf(), root, checks }))
+}
+
+/// Runs the checkers again after the edit and adds what the edit introduced to `outcome`: to
+/// the model's text, and as a text on the call's card.
+pub async fn after(ctx: &ToolContext, before: Option<Before>, outcome: &mut ToolOutcome) {
+    let Some(before) = before else { return };
+    let shown = ctx.workspace.display(&before.target);
+    let mut sections = Vec::new();
+    for (checker, baseline) in before.checks {
+        let section = match baseline {
+            Baseline::Cancelled => None,
+            Baseline::Problem(problem) => Some(problem),
+            Baseline::Found(old) => match run::run(ctx, &checker, &before.root, &before.target).await {
+                Ran::Found(new) => introduced(&old, new).map(|new| section(&checker, &shown, &new)),
+                ran => match problem(&checker, ran) {
+                    Baseline::Problem(problem) => Some(problem),
+                    Baseline::Found(_) | Baseline::Cancelled => None,
+                },
+            },
+        };
+        sections.extend(section);
+    }
+    for section in sections {
+        outcome.output.push_str("\n\n");
+        outcome.output.push_str(&section);
+        outcome.content.push(ToolContent::Text { text: section });
+    }
+}
+
+/// A run that gave no diagnostics, as the result says it.
+fn problem(checker: &Checker, ran: Ran) -> Baseline {
+    let command = &checker.command;
+    match ran {
+        Ran::Found(found) => Baseline::Found(found),
+        Ran::Cancelled => Baseline::Cancelled,
+        Ran::TimedOut => Baseline::Problem(format!(
+            "`{command}` took longer than {} s; its diagnostics are left out.",
+            checker.timeout.as_secs()
+        )),
+        Ran::NotStarted(why) => {
+            Baseline::Problem(format!("`{command}` could not be started ({why}); its diagnostics are left out."))
+        }
+    }
+}
+
+/// The diagnostics of `new` that `old` does not account for, as a multiset on (severity, code,
+/// message); `None` when there are none.
+fn introduced(old: &[Diagnostic], new: Vec<Diagnostic>) -> Option<Vec<Diagnostic>> {
+    let key = |found: &Diagnostic| (found.severity, found.code.clone(), found.message.clone());
+    let mut had: HashMap<(Severity, Option<String>, String), usize> = HashMap::new();
+    for found in old {
+        *had.entry(key(found)).or_default() += 1;
+    }
+    let mut fresh = Vec::new();
+    for found in new {
+        match had.get_mut(&key(&found)) {
+            Some(count) if *count > 0 => *count -= 1,
+            Some(_) | None => fresh.push(found),
+        }
+    }
+    fresh.sort_by_key(|found| (found.severity, found.line, found.column));
+    (!fresh.is_empty()).then_some(fresh)
+}
+
+/// The result's section for one checker's introduced diagnostics (at least one).
+fn section(checker: &Checker, shown: &str, fresh: &[Diagnostic]) -> String {
+    let count = |severity: Severity| fresh.iter().filter(|found| found.severity == severity).count();
+    let plural = |n: usize, word: &str| format!("{n} {word}{}", if n == 1 { "" } else { "s" });
+    let counts = match (count(Severity::Error), count(Severity::Warning)) {
+        (errors, 0) => plural(errors, "error"),
+        (0, warnings) => plural(warnings, "warning"),
+        (errors, warnings) => format!("{} and {}", plural(errors, "error"), plural(warnings, "warning")),
+    };
+    let mut text = format!("The edit introduced {counts} in {shown} (`{}`):", checker.command);
+    let mut bytes = 0;
+    let mut listed = 0;
+    for found in fresh.iter().take(MOST_SHOWN) {
+        let line = one(shown, found);
+        if bytes + line.len() > MOST_BYTES && listed > 0 {
+            break;
+        }
+        let line = cut(&line, MOST_BYTES);
+        bytes += line.len() + 1;
+        text.push('\n');
+        text.push_str(line);
+        listed += 1;
+    }
+    if listed < fresh.len() {
+        text.push_str(&format!("\n… and {} more.", fresh.len() - listed));
+    }
+    text
+}
+
+/// One diagnostic as a line: `src/lib.rs:12:5: error[E0308]: mismatched types`.
+fn one(shown: &str, found: &Diagnostic) -> String {
+    let column = found.column.map(|column| format!(":{column}")).unwrap_or_default();
+    let code = found.code.as_deref().map(|code| format!("[{code}]")).unwrap_or_default();
+    format!("{shown}:{}{column}: {}{code}: {}", found.line, found.severity.word(), found.message)
+}
+
+/// `text` cut to at most `most` bytes, at a character's edge.
+fn cut(text: &str, most: usize) -> &str {
+    if text.len() <= most {
+        return text;
+    }
+    let mut end = most;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
+}
+
+#[cfg(test)]
+mod tests;
