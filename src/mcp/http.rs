@@ -278,9 +278,7 @@ impl Transport {
 fn session_id(value: &HeaderValue) -> Result<HeaderValue, String> {
     let bytes = value.as_bytes();
     if bytes.is_empty() || bytes.len() > MAX_SESSION_ID {
-        return Err(format!(
-            "the server's session id (Mcp-Session-Id) is empty or longer than {MAX_SESSION_ID} bytes"
-        ));
+        return Err(format!("the server's session id (Mcp-Session-Id) is empty or longer than {MAX_SESSION_ID} bytes"));
     }
     if !bytes.iter().all(|byte| (0x21..=0x7e).contains(byte)) {
         return Err("the server's session id (Mcp-Session-Id) holds characters other than visible ASCII, which \

@@ -58,7 +58,8 @@ pub(super) async fn list_tools(server: &str, client: &Client) -> Result<(Vec<Mcp
             Some(cursor) => json!({"cursor": cursor}),
             None => json!({}),
         };
-        let page = client.request("tools/list", params).await.map_err(|err| format!("listing its tools failed: {err}"))?;
+        let page =
+            client.request("tools/list", params).await.map_err(|err| format!("listing its tools failed: {err}"))?;
         let full = read_tools(server, &page, &mut tools, &mut skipped);
         cursor = page.get("nextCursor").and_then(Value::as_str).map(str::to_owned);
         if full || cursor.is_none() {

@@ -67,7 +67,10 @@ pub(super) enum Kind {
 pub(super) enum Inbound {
     Message(Value),
     /// Request `id` could not be delivered, or its answer not read.
-    Failed { id: u64, why: String },
+    Failed {
+        id: u64,
+        why: String,
+    },
 }
 
 /// A handle on the connection; cheap to clone. The connection ends when the last one is

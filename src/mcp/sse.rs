@@ -160,8 +160,12 @@ mod tests {
 
     #[test]
     fn events_are_read_across_chunks_and_line_ends() {
-        let body: &[&[u8]] =
-            &[b": comment\nid: 1\nevent: message\ndata: {\"a\"", b":1}\r", b"\n\r\ndata:x\rdata: y\r\r", b"\nid: 2\n\n"];
+        let body: &[&[u8]] = &[
+            b": comment\nid: 1\nevent: message\ndata: {\"a\"",
+            b":1}\r",
+            b"\n\r\ndata:x\rdata: y\r\r",
+            b"\nid: 2\n\n",
+        ];
         assert_eq!(events(body, 1000).unwrap(), [event("{\"a\":1}", Some("1")), event("x\ny", Some("1"))]);
         let mut parser = Parser::new(1000);
         parser.push(b"id: 7\nretry: 2500\n\ndata: cut off").unwrap();

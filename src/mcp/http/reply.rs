@@ -183,7 +183,10 @@ impl Exchange {
             }
             resumes += 1;
             tokio::time::sleep(wait(parser.retry)).await;
-            response = self.get(&headers, Some(&last)).await.map_err(|why| format!("resuming its event stream failed: {why}"))?;
+            response = self
+                .get(&headers, Some(&last))
+                .await
+                .map_err(|why| format!("resuming its event stream failed: {why}"))?;
             parser = parser.resumed();
         }
     }
