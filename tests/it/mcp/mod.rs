@@ -183,7 +183,7 @@ async fn the_http_transport_lists_and_calls_tools() {
 async fn starting_waits_for_no_server() {
     // Servers that never answer the handshake: a start that waited for them would return only
     // after the startup timeout, and find them failed.
-    let mute = (0..5).map(|i| ServerConfig::stdio(&format!("mute{i}"), "sleep", vec!["60".into()])).collect();
+    let mute = (0..5).map(|i| ServerConfig::stdio(format!("mute{i}"), "sleep", vec!["60".into()])).collect();
     let session = start_with(mute, McpSettings { startup_timeout: Duration::from_secs(60) });
     assert!(session.servers.status().iter().all(|status| status.state == ServerState::Starting));
     assert!(session.servers.tools().is_empty());
