@@ -344,7 +344,7 @@ impl Actor {
                 let started = tokio::select! {
                     started = &mut handshake => started.map_err(|_| waited),
                     () = long_line => {
-                        // Polled on, the connection reads (and drops) the rest of the line, whose
+                        // The connection's reader goes on dropping the rest of the line, whose
                         // size is then told.
                         let told = process.long_line_told(SETTLE);
                         tokio::pin!(told);
