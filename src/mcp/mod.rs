@@ -14,7 +14,9 @@
 //! with the network kept), with the environment every child gets (no provider keys, an absolute
 //! `PATH`) plus its configured variables, in the session's directory. It and everything it
 //! started are killed at [`Servers::shutdown`] and when the last [`Servers`] handle is dropped.
-//! HTTP servers speak streamable HTTP (`http.rs`). What servers send is read leniently
+//! HTTP servers speak streamable HTTP (`http.rs`, an exchange in `http/reply.rs`, its events in
+//! `sse.rs`). The client is cairn's own: JSON-RPC in `rpc.rs`, the MCP messages it sends in
+//! `protocol.rs`, a stdio server's lines in `lines.rs`. What servers send is read leniently
 //! (`content.rs`): a tool with an unusable schema or an unknown content block is left out with
 //! a notice, not the whole server. This module knows neither `acp` nor `session`: the editor's
 //! servers arrive already converted to [`ServerConfig`]s.
@@ -23,15 +25,17 @@ mod board;
 mod config;
 mod content;
 mod http;
+mod lines;
+mod protocol;
+mod rpc;
 mod server;
+mod sse;
 mod stdio;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use rmcp::model::CallToolRequestParams;
-use rmcp::service::ServiceError;
 use serde_json::{Map, Value};
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio_util::sync::{CancellationToken, DropGuard};
@@ -227,25 +231,26 @@ impl Servers {
             Some(Err(why)) => return Err(McpError::Unavailable { server, why }),
             None => return Err(McpError::Unavailable { server, why: "it was shut down".to_owned() }),
         };
-        let params = CallToolRequestParams::new(tool.clone()).with_arguments(arguments);
+        // Dropped when cancelled, the request is abandoned and the server told.
         let result = tokio::select! {
             biased;
             () = cancel.cancelled() => return Err(McpError::Cancelled { server, tool }),
-            result = connection.peer.call_tool(params) => result,
+            result = protocol::call(&connection.client, &tool, arguments) => result,
         };
         match result {
-            Ok(result) => match serde_json::to_value(&result) {
-                Ok(value) => Ok(CallOutcome::read(&value)),
-                Err(err) => {
-                    Err(McpError::Failed { server, tool, message: format!("its result cannot be read: {err}") })
-                }
-            },
-            Err(ServiceError::McpError(error)) => {
-                Err(McpError::Refused { server, tool, message: error.message.into() })
+            Ok(result) if result.is_object() => Ok(CallOutcome::read(&result)),
+            Ok(other) => {
+                let shown: String = other.to_string().chars().take(100).collect();
+                Err(McpError::Failed { server, tool, message: format!("its result is not an object: {shown}") })
             }
-            Err(ServiceError::TransportClosed | ServiceError::TransportSend(_)) => {
+            Err(rpc::RpcError::Server { message, .. }) => Err(McpError::Refused { server, tool, message }),
+            Err(error @ (rpc::RpcError::Closed | rpc::RpcError::Transport(_))) => {
+                let cause = match error {
+                    rpc::RpcError::Transport(why) => Some(why),
+                    rpc::RpcError::Closed | rpc::RpcError::Server { .. } => None,
+                };
                 let (reply, answer) = oneshot::channel();
-                let lost = server::Request::Lost { generation: connection.generation, reply };
+                let lost = server::Request::Lost { generation: connection.generation, cause, reply };
                 // The actor may take a while to answer (it waits for the process to exit, or is
                 // restarting the server for another call): a cancel does not wait for it.
                 let why = tokio::select! {
@@ -258,7 +263,6 @@ impl Servers {
                 };
                 Err(McpError::Crashed { server, tool, why })
             }
-            Err(other) => Err(McpError::Failed { server, tool, message: other.to_string() }),
         }
     }
 

@@ -6,28 +6,21 @@
 
 use std::time::Duration;
 
-use rmcp::model::{
-    ClientCapabilities, ClientConfig, ClientRequest, Implementation, ListToolsRequest, PaginatedRequestParams,
-};
-use rmcp::service::{ClientInitializeError, NotificationContext, Peer, RunningService};
-use rmcp::transport::streamable_http_client::StreamableHttpError;
-use rmcp::{ClientHandler, RoleClient, ServiceExt as _};
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
 use super::board::{Board, ServerState};
 use super::config::{ServerConfig, Transport};
-use super::content::{McpTool, read_tools};
-use super::http;
+use super::content::McpTool;
+use super::rpc::Client;
 use super::stdio::{Process, describe};
+use super::{http, lines, protocol, rpc};
 
 /// How many times a server that stopped is started again in one session.
 pub const MAX_RESTARTS: u32 = 3;
 /// How long a server that closed its end gets to exit (and finish its stderr) before its group
 /// is killed; also what a server gets after cairn closes its stdin at shutdown.
 const SETTLE: Duration = Duration::from_millis(500);
-/// At most this many pages of `tools/list`.
-const MAX_PAGES: usize = 100;
 /// A notice about tools left out gives at most this many reasons (and the last one).
 const REASONS_TOLD: usize = 10;
 
@@ -43,14 +36,15 @@ pub(super) struct Launch {
 pub(super) enum Request {
     /// A handle to the live connection, restarting the server if it may be.
     Acquire(oneshot::Sender<Result<Connection, String>>),
-    /// A call on connection `generation` found it closed; the answer says how it ended.
-    Lost { generation: u64, reply: oneshot::Sender<String> },
+    /// A call on connection `generation` found it closed (or its transport failed, `cause`);
+    /// the answer says how it ended.
+    Lost { generation: u64, cause: Option<String>, reply: oneshot::Sender<String> },
 }
 
 /// A live connection, lent to one call.
 #[derive(Clone)]
 pub(super) struct Connection {
-    pub peer: Peer<RoleClient>,
+    pub client: Client,
     pub generation: u64,
 }
 
@@ -88,7 +82,7 @@ struct Failure {
 /// A started connection.
 struct Live {
     generation: u64,
-    peer: Peer<RoleClient>,
+    client: Client,
     /// Ends the connection (and closes a stdio server's stdin).
     ct: CancellationToken,
     /// Cancelled when the connection's loop ended, for any reason.
@@ -174,14 +168,14 @@ impl Actor {
                             live = self.restart().await;
                         }
                         let answer = match &live {
-                            Some(live) => Ok(Connection { peer: live.peer.clone(), generation: live.generation }),
+                            Some(live) => Ok(Connection { client: live.client.clone(), generation: live.generation }),
                             None => Err(self.unavailable()),
                         };
                         let _ = reply.send(answer);
                     }
-                    Some(Request::Lost { generation, reply }) => {
+                    Some(Request::Lost { generation, cause, reply }) => {
                         if let Some(current) = live.take_if(|live| live.generation == generation) {
-                            ended = Some((generation, self.lost(current).await));
+                            ended = Some((generation, self.lost(current, cause).await));
                         }
                         let why = match &ended {
                             Some((when, why)) if *when == generation => why.clone(),
@@ -194,12 +188,12 @@ impl Actor {
                     Event::Quit => {
                         if let Some(current) = live.take() {
                             let generation = current.generation;
-                            ended = Some((generation, self.lost(current).await));
+                            ended = Some((generation, self.lost(current, None).await));
                         }
                     }
                     Event::Changed => {
                         if let Some(current) = &live {
-                            self.refresh(&current.peer.clone()).await;
+                            self.refresh(&current.client.clone()).await;
                         }
                     }
                 },
@@ -260,13 +254,14 @@ impl Actor {
     }
 
     /// The connection ended by itself: records why, and whether a call may restart it.
-    async fn lost(&mut self, live: Live) -> String {
+    async fn lost(&mut self, live: Live, cause: Option<String>) -> String {
         let is_stdio = live.process.is_some();
         let (status, stderr) = live.close().await;
-        let what = match (status, is_stdio) {
-            (Some(status), _) => format!("it {status}"),
-            (None, true) => "it closed its stdout".to_owned(),
-            (None, false) => "the connection was lost".to_owned(),
+        let what = match (status, is_stdio, cause) {
+            (Some(status), _, _) => format!("it {status}"),
+            (None, true, _) => "it closed its stdout".to_owned(),
+            (None, false, Some(cause)) => format!("the connection was lost: {cause}"),
+            (None, false, None) => "the connection was lost".to_owned(),
         };
         let retry = self.restarts < MAX_RESTARTS;
         let why = if retry {
@@ -293,12 +288,12 @@ impl Actor {
     }
 
     /// Lists the tools again; stopping the session's servers abandons it.
-    async fn refresh(&mut self, peer: &Peer<RoleClient>) {
+    async fn refresh(&mut self, client: &Client) {
         let stop = self.stop.clone();
         let listed = tokio::select! {
             biased;
             () = stop.cancelled() => return,
-            listed = tokio::time::timeout(self.launch.startup_timeout, list_tools(self.name(), peer)) => listed,
+            listed = tokio::time::timeout(self.launch.startup_timeout, protocol::list_tools(self.name(), client)) => listed,
         };
         match listed {
             Ok(Ok((tools, skipped))) => {
@@ -332,23 +327,24 @@ impl Actor {
         self.generation += 1;
         let ct = self.stop.child_token();
         let (changed_tx, changed) = mpsc::channel(1);
-        let handler = Handler { changed: changed_tx };
         let timeout = self.launch.startup_timeout;
         let name = self.config.name.clone();
         let waited = format!("it did not finish the MCP handshake and tool list within {} s", timeout.as_secs_f64());
-        let (service, listed, process) = match &self.config.transport {
+        let (client, listed, process) = match &self.config.transport {
             Transport::Stdio { command, args, env, sandboxed } => 'stdio: {
-                let (mut process, pipes) = Process::spawn(&name, command, args, env, &self.launch.sandbox, *sandboxed)
-                    .map_err(|why| Failure { why, stderr: String::new() })?;
+                let (mut process, (stdout, stdin)) =
+                    Process::spawn(&name, command, args, env, &self.launch.sandbox, *sandboxed)
+                        .map_err(|why| Failure { why, stderr: String::new() })?;
+                let client = rpc::start(&name, lines::link(&name, stdout, stdin), changed_tx, ct.clone());
                 // A line over the limit is dropped unread, and the answer it held never comes:
                 // that fails the start at once rather than at the timeout.
                 let long_line = process.long_line();
-                let handshake = tokio::time::timeout(timeout, handshake(&name, handler, pipes, ct.clone()));
+                let handshake = tokio::time::timeout(timeout, protocol::start(&name, &client));
                 tokio::pin!(handshake);
                 let started = tokio::select! {
                     started = &mut handshake => started.map_err(|_| waited),
                     () = long_line => {
-                        // Polled on, the connection reads (and drops) the rest of the line, whose
+                        // The connection's reader goes on dropping the rest of the line, whose
                         // size is then told.
                         let told = process.long_line_told(SETTLE);
                         tokio::pin!(told);
@@ -359,7 +355,7 @@ impl Actor {
                     }
                 };
                 let mut why = match started {
-                    Ok(Ok((service, listed))) => break 'stdio (service, listed, Some(process)),
+                    Ok(Ok(listed)) => break 'stdio (client.clone(), listed, Some(process)),
                     Ok(Err(why)) => match process.settle(SETTLE).await {
                         Some(status) => format!("it {} before it finished the MCP handshake", describe(status)),
                         None => why,
@@ -381,9 +377,10 @@ impl Actor {
                 return Err(Failure { why, stderr });
             }
             Transport::Http { url, headers } => {
-                let transport = http::transport(url, headers).map_err(|why| Failure { why, stderr: String::new() })?;
-                match tokio::time::timeout(timeout, handshake(&name, handler, transport, ct.clone())).await {
-                    Ok(Ok((service, listed))) => (service, listed, None),
+                let link = http::link(&name, url, headers).map_err(|why| Failure { why, stderr: String::new() })?;
+                let client = rpc::start(&name, link, changed_tx, ct.clone());
+                match tokio::time::timeout(timeout, protocol::start(&name, &client)).await {
+                    Ok(Ok(listed)) => (client, listed, None),
                     Ok(Err(why)) => return Err(Failure { why, stderr: String::new() }),
                     Err(_) => return Err(Failure { why: waited, stderr: String::new() }),
                 }
@@ -392,95 +389,11 @@ impl Actor {
         let (tools, skipped) = listed;
         self.skipped(&skipped);
         self.tools = tools;
-        let peer = service.peer().clone();
-        let quit = CancellationToken::new();
-        let ended = quit.clone();
-        tokio::spawn(async move {
-            let _ = service.waiting().await;
-            ended.cancel();
-        });
-        Ok(Live { generation: self.generation, peer, ct, quit, changed, process })
+        let quit = client.ended();
+        Ok(Live { generation: self.generation, client, ct, quit, changed, process })
     }
-}
-
-type Service = RunningService<RoleClient, Handler>;
-
-/// The MCP handshake over `transport`, then the tool list.
-async fn handshake<T, E, A>(
-    name: &str,
-    handler: Handler,
-    transport: T,
-    ct: CancellationToken,
-) -> Result<(Service, (Vec<McpTool>, Vec<String>)), String>
-where
-    T: rmcp::transport::IntoTransport<RoleClient, E, A>,
-    E: std::error::Error + Send + Sync + 'static,
-{
-    let service = handler.serve_with_ct(transport, ct).await.map_err(|err| {
-        let why = match &err {
-            ClientInitializeError::TransportError { error, .. } => chain(error.error.as_ref()),
-            other => chain(other),
-        };
-        format!("the MCP handshake failed: {why}")
-    })?;
-    let offers_tools = service.peer().peer_info().is_none_or(|info| info.capabilities.tools.is_some());
-    let listed = if offers_tools { list_tools(name, service.peer()).await? } else { (Vec::new(), Vec::new()) };
-    Ok((service, listed))
-}
-
-/// Every page of `tools/list`, read leniently: a tool that cannot be offered is left out with
-/// a reason instead of failing the list.
-async fn list_tools(name: &str, peer: &Peer<RoleClient>) -> Result<(Vec<McpTool>, Vec<String>), String> {
-    let (mut tools, mut skipped) = (Vec::new(), Vec::new());
-    let mut cursor = None;
-    for _ in 0..MAX_PAGES {
-        let params = PaginatedRequestParams::default().with_cursor(cursor.take());
-        let request = ClientRequest::ListToolsRequest(ListToolsRequest::with_param(params));
-        let result = peer.send_request(request).await.map_err(|err| format!("listing its tools failed: {err}"))?;
-        let page = serde_json::to_value(&result).map_err(|err| format!("its tool list cannot be read: {err}"))?;
-        let full = read_tools(name, &page, &mut tools, &mut skipped);
-        cursor = page.get("nextCursor").and_then(serde_json::Value::as_str).map(str::to_owned);
-        if full || cursor.is_none() {
-            break;
-        }
-    }
-    Ok((tools, skipped))
-}
-
-/// An error and its sources, each said once.
-fn chain(err: &(dyn std::error::Error + 'static)) -> String {
-    let mut parts: Vec<String> = Vec::new();
-    let mut next = Some(err);
-    while let Some(err) = next {
-        let text = err.to_string();
-        let text = text.trim_end_matches([':', ' ']);
-        if !parts.last().is_some_and(|last| last.contains(text)) {
-            parts.push(text.to_owned());
-        }
-        // The HTTP transport's client errors do not give their cause as a source.
-        next = match err.downcast_ref::<StreamableHttpError<reqwest::Error>>() {
-            Some(StreamableHttpError::Client(inner)) => Some(inner),
-            _ => err.source(),
-        };
-    }
-    parts.join(": ")
 }
 
 fn with_stderr(text: String, stderr: &str) -> String {
     if stderr.is_empty() { text } else { format!("{text}\nIts stderr ends with:\n{stderr}") }
-}
-
-/// cairn's side of a connection: it says who it is and hears that the tools changed.
-struct Handler {
-    changed: mpsc::Sender<()>,
-}
-
-impl ClientHandler for Handler {
-    async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
-        let _ = self.changed.try_send(());
-    }
-
-    fn get_info(&self) -> ClientConfig {
-        ClientConfig::new(ClientCapabilities::default(), Implementation::new("cairn", env!("CARGO_PKG_VERSION")))
-    }
 }

@@ -37,9 +37,9 @@ const TAIL_BYTES: usize = 2048;
 const LINE_BYTES: usize = 1024;
 /// What is kept of a line on stdout that is not JSON-RPC, for the message that names it.
 const GARBAGE_SHOWN: usize = 200;
-/// The longest line (its newline included) read from a server as one message: what rmcp's
-/// stdio transport reads; it drops a longer line, and the request it answered waits on.
-pub(super) const LINE_LIMIT: u64 = rmcp::transport::async_rw::DEFAULT_MAX_LINE_LENGTH as u64;
+/// The longest line (its newline included) read from a server as one message (`lines.rs`); a
+/// longer line is dropped, and the request it answered waits on.
+pub(super) const LINE_LIMIT: u64 = 16 << 20;
 
 /// A line on stdout longer than [`LINE_LIMIT`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

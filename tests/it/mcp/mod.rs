@@ -3,7 +3,8 @@
 //!
 //! This file: discovery and results. `failures.rs`: servers that fail to start or stop
 //! mid-call, restarts and their limit, bad HTTP endpoints. `lifecycle.rs`: cancellation,
-//! shutdown, the environment a server gets, tools that change.
+//! shutdown, the environment a server gets, tools that change. `streamable.rs`: the HTTP
+//! client against servers that misbehave.
 
 mod failures;
 pub mod fixture;
@@ -11,6 +12,7 @@ mod http;
 mod lifecycle;
 mod sandbox;
 mod session;
+mod streamable;
 
 use std::path::PathBuf;
 use std::time::Duration;
