@@ -11,7 +11,7 @@
 //! local processes get (`[sandbox]`, `[tools]`, in `process`), MCP servers
 //! (`[mcp_servers.<name>]`, `[mcp]`, in `mcp`), background jobs (`[jobs]`, in `jobs`), file
 //! checkpoints (`[checkpoints]`, in `checkpoints`), hooks (`[hooks]`, in `hooks`, which also
-//! reads Claude Code's settings files) and `log_file` (where logs also go; `crate::logging` opens
+//! reads Claude Code's settings files), `[telemetry]` (in `telemetry`) and `log_file` (where logs also go; `crate::logging` opens
 //! it, and `--log-file` wins over it). A `CAIRN_CONFIG` naming no file is refused. Keys are
 //! [`Secret`]s, never shown in logs; [`Config::key`] is the one lookup of a key.
 
@@ -36,6 +36,7 @@ mod search;
 pub mod serve;
 mod session;
 mod subagents;
+mod telemetry;
 
 pub use checkpoints::CheckpointSettings;
 pub use fetch::{Fetch, MAX_FETCH_SECS};
@@ -46,6 +47,7 @@ pub use permissions::Remember;
 pub use search::{Search, SearchApi, SearchEndpoint};
 pub use session::BusyPrompt;
 pub use subagents::Subagents;
+pub use telemetry::TelemetrySettings;
 
 use crate::mcp::{McpSettings, ServerConfig};
 use crate::process::ProcessPolicy;
@@ -107,6 +109,8 @@ pub struct Config {
     pub checkpoints: CheckpointSettings,
     /// `[hooks]`: the user's own hooks and their default time limit.
     pub hooks: HookSettings,
+    /// `[telemetry]`: what the OpenTelemetry export may carry (prompts).
+    pub telemetry: TelemetrySettings,
 }
 
 /// The config file `env` points to (`CAIRN_CONFIG`, else `config.toml` in cairn's directory of
@@ -227,6 +231,8 @@ struct FileConfig {
     checkpoints: checkpoints::FileCheckpoints,
     #[serde(default)]
     hooks: hooks::FileHooks,
+    #[serde(default)]
+    telemetry: TelemetrySettings,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -432,6 +438,7 @@ impl Config {
             jobs,
             checkpoints,
             hooks,
+            telemetry: file.telemetry,
         })
     }
 
