@@ -253,7 +253,7 @@ impl TurnSpans {
             span.set_attribute("cairn.cost.usd", cost);
             self.cost += cost;
             if let Some(instruments) = super::instruments() {
-                instruments.cost.add(cost, &[model_attr.clone()]);
+                instruments.cost.add(cost, std::slice::from_ref(&model_attr));
             }
         }
         let mut attributes = vec![KeyValue::new("gen_ai.operation.name", "chat"), model_attr];

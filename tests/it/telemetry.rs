@@ -262,3 +262,33 @@ async fn the_official_rust_client_drives_a_traced_turn() {
     assert_eq!((turn[0].trace_id.as_str(), turn[0].parent_id.as_str()), (TRACE_ID, CLIENT_SPAN));
     assert_eq!(named(&spans, "execute_tool").len(), 1);
 }
+
+#[tokio::test]
+async fn a_sub_agents_turn_is_a_child_of_its_task_call() {
+    let collector = Collector::start().await;
+    let env = exporting(&collector.url, Some("http/json")).await;
+    env.mock.push(Reply::tool_calls(&[(
+        "t1",
+        "task",
+        json!({"description": "read", "prompt": "CHILD-A: read notes.txt"}),
+    )]));
+    env.mock.push(Reply::text(&["Done."]));
+    env.mock.route("CHILD-A", Reply::tool_calls(&[("k1", "read", json!({"path": "notes.txt"}))]));
+    env.mock.route("CHILD-A", Reply::text(&["It says something."]));
+    let mut agent = env.ready().await;
+    let session = agent.new_session(&env.cwd()).await;
+    let id = agent.prompt(&session, "PARENT: delegate").await;
+    assert_eq!(agent.response(id).await.0["result"]["stopReason"], "end_turn");
+    exit(&mut agent).await;
+
+    let spans = collector.spans();
+    let task = named(&spans, "execute_tool task");
+    assert_eq!(task.len(), 1, "{spans:#?}");
+    let turns = named(&spans, "invoke_agent");
+    assert_eq!(turns.len(), 2, "{spans:#?}");
+    let child = turns.iter().find(|turn| turn.parent_id == task[0].span_id).expect("the child's turn under the call");
+    assert_eq!(child.trace_id, task[0].trace_id);
+    let read = named(&spans, "execute_tool read");
+    assert_eq!(read.len(), 1);
+    assert_eq!(read[0].trace_id, task[0].trace_id, "the child's calls are on the same trace");
+}
