@@ -141,6 +141,7 @@ pub fn from_env(lookup: &dyn Fn(&str) -> Option<String>, runtime: &tokio::runtim
         let layer = tracing_opentelemetry::layer()
             .with_tracer(provider.tracer("cairn"))
             .with_location(false)
+            .with_tracked_inactivity(false)
             .with_threads(false)
             .with_level(false)
             .with_target(false)

@@ -135,7 +135,8 @@ pub struct TurnSpans {
     calls: Vec<(u32, Open, String)>,
     input: u64,
     output: u64,
-    cost: f64,
+    /// What the turn's requests cost, when a price was known for one of them.
+    cost: Option<f64>,
 }
 
 impl TurnSpans {
@@ -251,7 +252,7 @@ impl TurnSpans {
         }
         if let Some(cost) = cost {
             span.set_attribute("cairn.cost.usd", cost);
-            self.cost += cost;
+            *self.cost.get_or_insert(0.0) += cost;
             if let Some(instruments) = super::instruments() {
                 instruments.cost.add(cost, std::slice::from_ref(&model_attr));
             }
@@ -327,7 +328,9 @@ impl TurnSpans {
         turn.span.set_attribute("cairn.turn.steps", i64::from(self.steps));
         turn.span.set_attribute("gen_ai.usage.input_tokens", count(self.input));
         turn.span.set_attribute("gen_ai.usage.output_tokens", count(self.output));
-        turn.span.set_attribute("cairn.cost.usd", self.cost);
+        if let Some(cost) = self.cost {
+            turn.span.set_attribute("cairn.cost.usd", cost);
+        }
         if stop == "error" {
             turn.span.set_status(Status::error("error"));
         }
