@@ -5,8 +5,9 @@
 //! or `_TRACES_ENDPOINT` / `_METRICS_ENDPOINT` for one signal) turns a signal on; without one, or
 //! with `OTEL_SDK_DISABLED=true` (or `OTEL_TRACES_EXPORTER` / `OTEL_METRICS_EXPORTER` = `none`),
 //! no exporter is built and the spans of [`spans`] are switched off at their call sites. The
-//! protocol is `http/protobuf` (the default) or `http/json`; `grpc` and anything else are
-//! refused with one line on stderr, and that signal exports nothing. The exporters read the
+//! protocol is `http/protobuf` (the default and the only one: `http/json` would add the JSON
+//! serde code of every OTLP type, which the binary's size cannot afford); `grpc`, `http/json`
+//! and anything else are refused with one line on stderr, and that signal exports nothing. The exporters read the
 //! endpoint, `_HEADERS` and `_TIMEOUT` variables themselves, the SDK `OTEL_SERVICE_NAME` and
 //! `OTEL_RESOURCE_ATTRIBUTES` (the service is `cairn` unless they name one).
 //!
@@ -51,7 +52,6 @@ pub type Layer = Box<dyn tracing_subscriber::Layer<tracing_subscriber::Registry>
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Protocol {
     Protobuf,
-    Json,
 }
 
 /// Builds the exporters the environment asks for (`lookup` reads a variable; empty counts as
@@ -59,37 +59,10 @@ enum Protocol {
 /// there is one. Call once, before the log's registry is installed.
 pub fn from_env(lookup: &dyn Fn(&str) -> Option<String>, runtime: &tokio::runtime::Handle) -> Option<Layer> {
     let get = |name: &str| lookup(name).filter(|value| !value.trim().is_empty());
-    if get("OTEL_SDK_DISABLED").is_some_and(|value| value.trim().eq_ignore_ascii_case("true")) {
-        return None;
+    let Signals { traces, metrics, refused } = signals(&get);
+    for line in &refused {
+        say(line);
     }
-    let any = get("OTEL_EXPORTER_OTLP_ENDPOINT").is_some();
-    let wanted = |signal: &str| {
-        let endpoint = any || get(&format!("OTEL_EXPORTER_OTLP_{signal}_ENDPOINT")).is_some();
-        let exporter = get(&format!("OTEL_{signal}_EXPORTER"));
-        endpoint && !exporter.is_some_and(|value| value.trim().eq_ignore_ascii_case("none"))
-    };
-    let protocol = |signal: &str| {
-        let name = format!("OTEL_EXPORTER_OTLP_{signal}_PROTOCOL");
-        let (name, value) = match get(&name) {
-            Some(value) => (name, value),
-            None => ("OTEL_EXPORTER_OTLP_PROTOCOL".to_owned(), get("OTEL_EXPORTER_OTLP_PROTOCOL")?),
-        };
-        match value.trim() {
-            "http/protobuf" => Some(Protocol::Protobuf),
-            "http/json" => Some(Protocol::Json),
-            other => {
-                let other: String = other.chars().take(40).collect();
-                say(&format!(
-                    "{name}={other}: cairn exports OTLP over HTTP only; set it to http/protobuf or http/json \
-                     (no {} are exported)",
-                    signal.to_ascii_lowercase()
-                ));
-                None
-            }
-        }
-    };
-    let traces = wanted("TRACES").then(|| protocol("TRACES").or_else(|| unset("TRACES", &get))).flatten();
-    let metrics = wanted("METRICS").then(|| protocol("METRICS").or_else(|| unset("METRICS", &get))).flatten();
     if traces.is_none() && metrics.is_none() {
         return None;
     }
@@ -155,17 +128,57 @@ pub fn from_env(lookup: &dyn Fn(&str) -> Option<String>, runtime: &tokio::runtim
     layer
 }
 
-/// No protocol variable: the OTLP default.
-fn unset(signal: &str, get: &dyn Fn(&str) -> Option<String>) -> Option<Protocol> {
-    let own = get(&format!("OTEL_EXPORTER_OTLP_{signal}_PROTOCOL"));
-    (own.is_none() && get("OTEL_EXPORTER_OTLP_PROTOCOL").is_none()).then_some(Protocol::Protobuf)
+/// What the environment asks to export, and over which protocol.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct Signals {
+    traces: Option<Protocol>,
+    metrics: Option<Protocol>,
+    /// One line for each signal whose protocol is refused.
+    refused: Vec<String>,
+}
+
+/// Reads the variables that decide what is exported (`get` answers `None` for unset or empty).
+fn signals(get: &dyn Fn(&str) -> Option<String>) -> Signals {
+    let mut signals = Signals::default();
+    if get("OTEL_SDK_DISABLED").is_some_and(|value| value.trim().eq_ignore_ascii_case("true")) {
+        return signals;
+    }
+    let any = get("OTEL_EXPORTER_OTLP_ENDPOINT").is_some();
+    let mut protocol = |signal: &str| {
+        let endpoint = any || get(&format!("OTEL_EXPORTER_OTLP_{signal}_ENDPOINT")).is_some();
+        let exporter = get(&format!("OTEL_{signal}_EXPORTER"));
+        if !endpoint || exporter.is_some_and(|value| value.trim().eq_ignore_ascii_case("none")) {
+            return None;
+        }
+        let own = format!("OTEL_EXPORTER_OTLP_{signal}_PROTOCOL");
+        let (name, value) = match get(&own) {
+            Some(value) => (own, value),
+            None => match get("OTEL_EXPORTER_OTLP_PROTOCOL") {
+                Some(value) => ("OTEL_EXPORTER_OTLP_PROTOCOL".to_owned(), value),
+                None => return Some(Protocol::Protobuf),
+            },
+        };
+        match value.trim() {
+            "http/protobuf" => Some(Protocol::Protobuf),
+            other => {
+                let other: String = other.chars().take(40).collect();
+                signals.refused.push(format!(
+                    "{name}={other}: cairn exports OTLP as http/protobuf only; set it to http/protobuf or \
+                     unset it (no {} are exported)",
+                    signal.to_ascii_lowercase()
+                ));
+                None
+            }
+        }
+    };
+    let (traces, metrics) = (protocol("TRACES"), protocol("METRICS"));
+    Signals { traces, metrics, ..signals }
 }
 
 impl Protocol {
     fn otlp(self) -> opentelemetry_otlp::Protocol {
         match self {
             Self::Protobuf => opentelemetry_otlp::Protocol::HttpBinary,
-            Self::Json => opentelemetry_otlp::Protocol::HttpJson,
         }
     }
 }
@@ -221,8 +234,12 @@ pub fn shutdown(limit: Duration) {
     }
 }
 
+#[cfg(test)]
+mod tests;
+
 /// One line on stderr about the telemetry setup (logging may not be up yet).
 fn say(line: &str) {
     use std::io::Write as _;
-    let _ = writeln!(std::io::stderr().lock(), "cairn: telemetry: {line}");
+    // A variable's value is the environment's: no control character reaches the terminal.
+    let _ = writeln!(std::io::stderr().lock(), "cairn: telemetry: {}", crate::visible::text(line));
 }

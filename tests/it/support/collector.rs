@@ -1,14 +1,19 @@
 //! A local OTLP collector for the telemetry specs: it takes `/v1/traces` and `/v1/metrics` over
 //! HTTP on 127.0.0.1, keeps every request (path, content type, body) and counts the connections
-//! made to it; OTLP/JSON bodies are read back as spans and metric names. It can also be slow (it
-//! holds every request unanswered) or be a port nobody listens on.
+//! made to it; the OTLP protobuf bodies are read back as spans and metric names. It can also be
+//! slow (it holds every request unanswered) or be a port nobody listens on.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axum::body::Bytes;
 use axum::http::{HeaderMap, Uri};
-use serde_json::Value;
+use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
+use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
+use opentelemetry_proto::tonic::common::v1::any_value::Value as Kind;
+use opentelemetry_proto::tonic::common::v1::{AnyValue, KeyValue};
+use opentelemetry_proto::tonic::metrics::v1::metric::Data;
+use prost::Message as _;
 
 /// One request the collector got.
 #[derive(Clone, Debug)]
@@ -18,26 +23,39 @@ pub struct Received {
     pub body: Bytes,
 }
 
-/// One exported span, as OTLP/JSON spells it.
+/// One exported span: ids in lowercase hex, attributes as text.
 #[derive(Clone, Debug)]
 pub struct Span {
     pub name: String,
     pub trace_id: String,
     pub span_id: String,
     pub parent_id: String,
-    pub attributes: serde_json::Map<String, Value>,
+    pub attributes: Vec<(String, String)>,
 }
 
 impl Span {
-    /// An attribute's value as text (OTLP/JSON writes integers as strings too).
     pub fn attr(&self, key: &str) -> Option<String> {
-        let value = self.attributes.get(key)?;
-        let inner = value.as_object()?.values().next()?;
-        Some(match inner {
-            Value::String(text) => text.clone(),
-            other => other.to_string(),
-        })
+        self.attributes.iter().find(|(name, _)| name == key).map(|(_, value)| value.clone())
     }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|byte| format!("{byte:02x}")).collect()
+}
+
+/// An attribute's value as text.
+fn text(value: Option<&AnyValue>) -> String {
+    match value.and_then(|value| value.value.as_ref()) {
+        Some(Kind::StringValue(text)) => text.clone(),
+        Some(Kind::IntValue(number)) => number.to_string(),
+        Some(Kind::DoubleValue(number)) => number.to_string(),
+        Some(Kind::BoolValue(flag)) => flag.to_string(),
+        other => format!("{other:?}"),
+    }
+}
+
+fn attributes(list: &[KeyValue]) -> Vec<(String, String)> {
+    list.iter().map(|kv| (kv.key.clone(), text(kv.value.as_ref()))).collect()
 }
 
 pub struct Collector {
@@ -106,27 +124,24 @@ impl Collector {
         *self.connections.lock().unwrap()
     }
 
-    /// Every span of every OTLP/JSON trace request.
+    fn traces(&self) -> Vec<ExportTraceServiceRequest> {
+        let traces = self.received().into_iter().filter(|request| request.path == "/v1/traces");
+        traces.map(|request| ExportTraceServiceRequest::decode(request.body).expect("OTLP protobuf")).collect()
+    }
+
+    /// Every span of every trace request.
     pub fn spans(&self) -> Vec<Span> {
         let mut spans = Vec::new();
-        for request in self.received().iter().filter(|request| request.path == "/v1/traces") {
-            let body: Value = serde_json::from_slice(&request.body).expect("an OTLP/JSON body");
-            for resource in body["resourceSpans"].as_array().into_iter().flatten() {
-                for scope in resource["scopeSpans"].as_array().into_iter().flatten() {
-                    for span in scope["spans"].as_array().into_iter().flatten() {
-                        let attributes = span["attributes"]
-                            .as_array()
-                            .into_iter()
-                            .flatten()
-                            .map(|kv| (kv["key"].as_str().unwrap().to_owned(), kv["value"].clone()))
-                            .collect();
-                        let text = |key: &str| span[key].as_str().unwrap_or_default().to_owned();
+        for request in self.traces() {
+            for resource in request.resource_spans {
+                for scope in resource.scope_spans {
+                    for span in scope.spans {
                         spans.push(Span {
-                            name: text("name"),
-                            trace_id: text("traceId"),
-                            span_id: text("spanId"),
-                            parent_id: text("parentSpanId"),
-                            attributes,
+                            name: span.name,
+                            trace_id: hex(&span.trace_id),
+                            span_id: hex(&span.span_id),
+                            parent_id: hex(&span.parent_span_id),
+                            attributes: attributes(&span.attributes),
                         });
                     }
                 }
@@ -135,32 +150,36 @@ impl Collector {
         spans
     }
 
-    /// The resource of the first trace request, as `key=value` lines.
-    pub fn resource(&self) -> String {
-        let traces = self.received().into_iter().find(|request| request.path == "/v1/traces").expect("traces");
-        let body: Value = serde_json::from_slice(&traces.body).unwrap();
-        body["resourceSpans"][0]["resource"].to_string()
+    /// The resource attributes of the first trace request.
+    pub fn resource(&self) -> Vec<(String, String)> {
+        let first = self.traces().into_iter().next().expect("traces");
+        let resource = first.resource_spans.into_iter().next().and_then(|spans| spans.resource).expect("a resource");
+        attributes(&resource.attributes)
     }
 
-    /// The names of every metric of every OTLP/JSON metrics request.
-    pub fn metric_names(&self) -> Vec<String> {
-        let mut names = Vec::new();
-        for request in self.received().iter().filter(|request| request.path == "/v1/metrics") {
-            let body: Value = serde_json::from_slice(&request.body).expect("an OTLP/JSON body");
-            for resource in body["resourceMetrics"].as_array().into_iter().flatten() {
-                for scope in resource["scopeMetrics"].as_array().into_iter().flatten() {
-                    for metric in scope["metrics"].as_array().into_iter().flatten() {
-                        names.push(metric["name"].as_str().unwrap_or_default().to_owned());
+    /// Every metric of every metrics request: its name and the attributes of its points.
+    pub fn metrics(&self) -> Vec<(String, Vec<(String, String)>)> {
+        let mut metrics = Vec::new();
+        let requests = self.received().into_iter().filter(|request| request.path == "/v1/metrics");
+        for request in requests {
+            let request = ExportMetricsServiceRequest::decode(request.body).expect("OTLP protobuf");
+            for resource in request.resource_metrics {
+                for scope in resource.scope_metrics {
+                    for metric in scope.metrics {
+                        let points: Vec<&[KeyValue]> = match &metric.data {
+                            Some(Data::Sum(sum)) => sum.data_points.iter().map(|p| p.attributes.as_slice()).collect(),
+                            Some(Data::Gauge(gauge)) => gauge.data_points.iter().map(|p| p.attributes.as_slice()).collect(),
+                            Some(Data::Histogram(histogram)) => {
+                                histogram.data_points.iter().map(|p| p.attributes.as_slice()).collect()
+                            }
+                            _ => Vec::new(),
+                        };
+                        let seen = points.into_iter().flat_map(attributes).collect();
+                        metrics.push((metric.name, seen));
                     }
                 }
             }
         }
-        names
-    }
-
-    /// The body of every metrics request, as text.
-    pub fn metrics_text(&self) -> String {
-        let metrics = self.received().into_iter().filter(|request| request.path == "/v1/metrics");
-        metrics.map(|request| String::from_utf8_lossy(&request.body).into_owned()).collect()
+        metrics
     }
 }
