@@ -23,7 +23,11 @@ fn an_endpoint_exports_both_signals_over_protobuf_by_default() {
     assert_eq!((both.traces, both.metrics), (Some(Protocol::Protobuf), Some(Protocol::Protobuf)));
     let named = with(&[ENDPOINT, ("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf")]);
     assert_eq!((named.traces, named.metrics), (Some(Protocol::Protobuf), Some(Protocol::Protobuf)));
-    let mixed = with(&[ENDPOINT, ("OTEL_EXPORTER_OTLP_PROTOCOL", "http/json"), ("OTEL_EXPORTER_OTLP_METRICS_PROTOCOL", "http/protobuf")]);
+    let mixed = with(&[
+        ENDPOINT,
+        ("OTEL_EXPORTER_OTLP_PROTOCOL", "http/json"),
+        ("OTEL_EXPORTER_OTLP_METRICS_PROTOCOL", "http/protobuf"),
+    ]);
     assert_eq!((mixed.traces, mixed.metrics), (None, Some(Protocol::Protobuf)), "a signal's own variable wins");
     assert!(mixed.refused[0].starts_with("OTEL_EXPORTER_OTLP_PROTOCOL=http/json:"), "{:?}", mixed.refused);
 }

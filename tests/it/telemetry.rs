@@ -118,7 +118,11 @@ async fn a_turn_is_exported_as_spans_under_the_clients_trace_with_metrics() {
         assert!(!body.contains(SECRET_CONTENT) && !body.contains(PROMPT), "{body}");
     }
     assert!(turn.attr("gen_ai.input.messages").is_none());
-    assert!(collector.resource().contains(&("service.name".to_owned(), "cairn".to_owned())), "{:?}", collector.resource());
+    assert!(
+        collector.resource().contains(&("service.name".to_owned(), "cairn".to_owned())),
+        "{:?}",
+        collector.resource()
+    );
 
     let metrics = collector.metrics();
     for metric in [
@@ -133,7 +137,9 @@ async fn a_turn_is_exported_as_spans_under_the_clients_trace_with_metrics() {
         assert!(metrics.iter().any(|(name, _)| name == metric), "{metric} missing from {metrics:?}");
     }
     let calls = metrics.iter().find(|(name, _)| name == "cairn.tool.calls").unwrap();
-    for expected in [("gen_ai.tool.name", "read"), ("cairn.permission.decision", "allow"), ("cairn.tool.outcome", "success")] {
+    for expected in
+        [("gen_ai.tool.name", "read"), ("cairn.permission.decision", "allow"), ("cairn.tool.outcome", "success")]
+    {
         assert!(calls.1.contains(&(expected.0.to_owned(), expected.1.to_owned())), "{expected:?} in {calls:?}");
     }
     let tokens = metrics.iter().find(|(name, _)| name == "cairn.tokens").unwrap();

@@ -168,7 +168,9 @@ impl Collector {
                     for metric in scope.metrics {
                         let points: Vec<&[KeyValue]> = match &metric.data {
                             Some(Data::Sum(sum)) => sum.data_points.iter().map(|p| p.attributes.as_slice()).collect(),
-                            Some(Data::Gauge(gauge)) => gauge.data_points.iter().map(|p| p.attributes.as_slice()).collect(),
+                            Some(Data::Gauge(gauge)) => {
+                                gauge.data_points.iter().map(|p| p.attributes.as_slice()).collect()
+                            }
                             Some(Data::Histogram(histogram)) => {
                                 histogram.data_points.iter().map(|p| p.attributes.as_slice()).collect()
                             }
