@@ -200,19 +200,18 @@ async fn without_an_endpoint_or_with_the_sdk_disabled_nothing_is_sent() {
 }
 
 #[tokio::test]
-async fn grpc_is_refused_with_one_line_and_nothing_is_sent() {
+async fn grpc_and_json_are_refused_with_one_line_and_nothing_is_sent() {
     let collector = Collector::start().await;
-    let env = exporting(&collector.url, Some("grpc")).await;
-    let mut agent = traced_turn(&env).await;
-    exit(&mut agent).await;
-    let said: Vec<String> = agent
-        .stderr()
-        .lines()
-        .filter(|line| line.contains("OTEL_EXPORTER_OTLP_PROTOCOL=grpc"))
-        .map(str::to_owned)
-        .collect();
-    assert_eq!(said.len(), 2, "one line per signal: {said:?}");
-    assert!(said[0].contains("http/protobuf or http/json"), "{}", said[0]);
+    for protocol in ["grpc", "http/json"] {
+        let env = exporting(&collector.url, Some(protocol)).await;
+        let mut agent = traced_turn(&env).await;
+        exit(&mut agent).await;
+        let variable = format!("OTEL_EXPORTER_OTLP_PROTOCOL={protocol}");
+        let said: Vec<String> =
+            agent.stderr().lines().filter(|line| line.contains(&variable)).map(str::to_owned).collect();
+        assert_eq!(said.len(), 2, "one line per signal: {said:?}");
+        assert!(said[0].contains("set it to http/protobuf or unset it"), "{}", said[0]);
+    }
     assert_eq!(collector.connections(), 0);
 }
 
