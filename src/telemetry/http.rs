@@ -5,7 +5,8 @@
 //! The SDK's batch processor and metric reader call it from threads of their own, outside the
 //! runtime, so each request is spawned on the runtime whose handle the client keeps, and awaited
 //! from there. Each request ends within the exporter's timeout; a collector's answer is read up
-//! to 64 KiB. A collector that cannot be reached, or refuses a batch, is logged once per outage:
+//! to 64 KiB. A redirect is followed only within the collector's origin (the
+//! headers may carry a key). A collector that cannot be reached, or refuses a batch, is logged once per outage:
 //! one warning at the first failure, none for the batches after it until one gets through.
 
 use std::sync::Arc;
@@ -29,8 +30,11 @@ pub struct Client {
 impl Client {
     /// A client whose requests end within `timeout`.
     pub fn new(runtime: tokio::runtime::Handle, timeout: Duration) -> Self {
-        let built =
-            crate::net::client_builder().timeout(timeout).connect_timeout(timeout.min(Duration::from_secs(5))).build();
+        let built = crate::net::client_builder()
+            .timeout(timeout)
+            .connect_timeout(timeout.min(Duration::from_secs(5)))
+            .redirect(reqwest::redirect::Policy::custom(same_origin))
+            .build();
         let http = match built {
             Ok(http) => Some(http),
             Err(err) => {
@@ -82,6 +86,21 @@ impl HttpClient for Client {
         Ok(Response::builder().status(status).body(Bytes::from(body))?)
     }
 }
+
+/// Follows a collector's redirect only to its own origin (scheme, host and port), a few times:
+/// `OTEL_EXPORTER_OTLP_HEADERS` often carries a key in a header of the vendor's own naming, which
+/// reqwest would pass on to any host, with the batch.
+fn same_origin(attempt: reqwest::redirect::Attempt<'_>) -> reqwest::redirect::Action {
+    let first = attempt.previous().first().map(reqwest::Url::origin);
+    if attempt.previous().len() > MOST_REDIRECTS || first != Some(attempt.url().origin()) {
+        attempt.stop()
+    } else {
+        attempt.follow()
+    }
+}
+
+/// The most redirects a batch follows, all within the collector's origin.
+const MOST_REDIRECTS: usize = 3;
 
 /// A request error, said without the URL's query (a collector's URL may carry a key there).
 fn without_query(err: &reqwest::Error) -> String {

@@ -301,3 +301,16 @@ async fn a_sub_agents_turn_is_a_child_of_its_task_call() {
     assert_eq!(read.len(), 1);
     assert_eq!(read[0].trace_id, task[0].trace_id, "the child's calls are on the same trace");
 }
+
+#[tokio::test]
+async fn a_collector_redirecting_elsewhere_is_not_followed_with_the_headers() {
+    let elsewhere = Collector::start().await;
+    let collector = Collector::redirecting(&elsewhere.url).await;
+    let mut env = exporting(&collector.url, Some("http/protobuf")).await;
+    env.set_env("OTEL_EXPORTER_OTLP_HEADERS", "x-api-key=otlp-key-0042");
+    let mut agent = traced_turn(&env).await;
+    exit(&mut agent).await;
+    assert!(!collector.received().is_empty(), "the export was tried");
+    assert_eq!(elsewhere.connections(), 0, "the key went to another host: {:?}", elsewhere.received());
+    assert_eq!(agent.stderr().matches("telemetry export failed").count(), 1, "{}", agent.stderr());
+}

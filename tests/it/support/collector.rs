@@ -108,6 +108,27 @@ impl Collector {
         Self { url, received, connections }
     }
 
+    /// A collector answering every request `307` to the same path at `to` (another origin).
+    pub async fn redirecting(to: &str) -> Self {
+        let received = Arc::new(Mutex::new(Vec::new()));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let (kept, to) = (Arc::clone(&received), to.to_owned());
+        let app = axum::Router::new().fallback(move |uri: Uri| {
+            let (kept, to) = (Arc::clone(&kept), to.clone());
+            async move {
+                let path = uri.path().to_owned();
+                let location = format!("{to}{path}");
+                kept.lock().unwrap().push(Received { path, content_type: String::new(), body: Bytes::new() });
+                (axum::http::StatusCode::TEMPORARY_REDIRECT, [(axum::http::header::LOCATION, location)])
+            }
+        });
+        tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        Self { url, received, connections: Arc::new(Mutex::new(0)) }
+    }
+
     /// A URL nobody listens on: a port bound, then let go.
     pub async fn down() -> String {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
