@@ -321,7 +321,10 @@ fn fail(turn: &mut Turn<'_>, message: &MessageId, index: u32, why: String) {
         moved
     });
     if let Some(tool) = failed {
-        turn.run.otel.call_end(index, &tool.name, &tool.call_id, Outcome::NotRun);
+        // The model spells a call's name: one no tool has may quote anything it read.
+        let known = turn.tools.registry.names().any(|name| name == tool.name);
+        let name = if known { tool.name.as_str() } else { "unknown" };
+        turn.run.otel.call_end(index, name, &tool.call_id, Outcome::NotRun);
     }
 }
 

@@ -314,3 +314,27 @@ async fn a_collector_redirecting_elsewhere_is_not_followed_with_the_headers() {
     assert_eq!(elsewhere.connections(), 0, "the key went to another host: {:?}", elsewhere.received());
     assert_eq!(agent.stderr().matches("telemetry export failed").count(), 1, "{}", agent.stderr());
 }
+
+#[tokio::test]
+async fn a_tool_name_the_model_made_up_is_not_exported() {
+    // A model can spell anything as a call's name, what it just read included.
+    const MADE_UP: &str = "sk-made-up-name-9931";
+    let collector = Collector::start().await;
+    let env = exporting(&collector.url, Some("http/protobuf")).await;
+    env.mock.push(Reply::tool_calls(&[("c1", MADE_UP, json!({}))]));
+    env.mock.push(Reply::text(&["Sorry."]));
+    let mut agent = env.ready().await;
+    let session = agent.new_session(&env.cwd()).await;
+    let id = agent.prompt(&session, "go").await;
+    assert_eq!(agent.response(id).await.0["result"]["stopReason"], "end_turn");
+    exit(&mut agent).await;
+
+    let spans = collector.spans();
+    let tools = named(&spans, "execute_tool");
+    assert_eq!(tools.len(), 1, "{tools:#?}");
+    assert_eq!(tools[0].attr("gen_ai.tool.name").as_deref(), Some("unknown"));
+    assert_eq!(tools[0].attr("cairn.tool.outcome").as_deref(), Some("not_run"));
+    for request in collector.received() {
+        assert!(!String::from_utf8_lossy(&request.body).contains(MADE_UP), "{} carries the name", request.path);
+    }
+}
