@@ -16,8 +16,12 @@ const CLIENT_SPAN: &str = "00f067aa0ba902b7";
 /// What the file the model reads holds: never exported.
 const SECRET_CONTENT: &str = "alpha-file-content-4711";
 const PROMPT: &str = "read the notes please";
-/// The longest an exit may take after stdin closes, flush included.
-const EXIT_BOUND: Duration = Duration::from_secs(4);
+/// The longest an exit may take after stdin closes, flush included: the flush gives up after 2 s,
+/// and the rest is slack for a loaded machine; far under what a collector holding a batch would
+/// take without the bound ([`HELD`]).
+const EXIT_BOUND: Duration = Duration::from_secs(8);
+/// How long a slow collector holds a batch, and the export timeout it is given.
+const HELD: Duration = Duration::from_secs(120);
 
 /// An environment whose agents export to `url`, naming `protocol` (`None`: the default).
 async fn exporting(url: &str, protocol: Option<&str>) -> TestEnv {
@@ -223,15 +227,16 @@ async fn a_collector_that_is_down_costs_the_turn_nothing_and_warns_once() {
     let turn = started.elapsed();
     let took = exit(&mut agent).await;
     assert!(took < EXIT_BOUND, "exit took {took:?}");
-    assert!(turn < Duration::from_secs(5), "the turn took {turn:?}");
+    assert!(turn < EXIT_BOUND, "the turn took {turn:?}");
     let warnings = agent.stderr().matches("telemetry export failed").count();
     assert_eq!(warnings, 1, "one warning per outage:\n{}", agent.stderr());
 }
 
 #[tokio::test]
 async fn a_collector_that_never_answers_holds_the_exit_at_most_the_bound() {
-    let collector = Collector::slow(Duration::from_secs(60)).await;
-    let env = exporting(&collector.url, Some("http/protobuf")).await;
+    let collector = Collector::slow(HELD).await;
+    let mut env = exporting(&collector.url, Some("http/protobuf")).await;
+    env.set_env("OTEL_EXPORTER_OTLP_TIMEOUT", &HELD.as_millis().to_string());
     let mut agent = traced_turn(&env).await;
     let took = exit(&mut agent).await;
     assert!(took < EXIT_BOUND, "exit took {took:?}");
