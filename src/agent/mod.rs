@@ -248,7 +248,9 @@ pub async fn run_turn(mut turn: Turn<'_>, prompt: Vec<Part>) -> Result<StopReaso
     let _deadline =
         turn.limits.timeout.map(|limit| Deadline::arm(limit, turn.cancel.clone(), turn.run.user_wait.watch()));
     turn.phase(Phase::RunStart);
-    let text = || crate::history::texts(&prompt).collect::<Vec<_>>().join("\n");
+    // A sub-agent's prompt is the model's writing (it may quote what it read), not the user's.
+    let subagent = turn.run.subagent;
+    let text = || (!subagent).then(|| crate::history::texts(&prompt).collect::<Vec<_>>().join("\n"));
     turn.run.otel.start(turn.run.trace.as_ref(), &turn.model_ref, turn.run.cache_key.as_deref(), text);
     let user_message =
         Message::new(Role::User, prompt, MessageMeta { model: Some(turn.model_ref.clone()), ..MessageMeta::default() });

@@ -141,13 +141,14 @@ pub struct TurnSpans {
 
 impl TurnSpans {
     /// Opens the turn's span, as a child of the client's span when `trace` came; `prompt` is
-    /// asked for the prompt's text only when `[telemetry] log_prompts` is on.
+    /// asked for the user's prompt text only when `[telemetry] log_prompts` is on (`None`: no
+    /// user wrote it, as for a sub-agent's).
     pub fn start(
         &mut self,
         trace: Option<&TraceContext>,
         model: &str,
         session: Option<&str>,
-        prompt: impl FnOnce() -> String,
+        prompt: impl FnOnce() -> Option<String>,
     ) {
         if !super::active() {
             return;
@@ -162,8 +163,8 @@ impl TurnSpans {
         if let Some(session) = session {
             span.set_attribute("gen_ai.conversation.id", session.to_owned());
         }
-        if super::log_prompts() {
-            let text = bounded(prompt());
+        if let Some(text) = super::log_prompts().then(prompt).flatten() {
+            let text = bounded(text);
             let messages = serde_json::json!([{"role": "user", "parts": [{"type": "text", "content": text}]}]);
             span.set_attribute("gen_ai.input.messages", messages.to_string());
         }

@@ -343,3 +343,29 @@ async fn a_tool_name_the_model_made_up_is_not_exported() {
         assert!(!String::from_utf8_lossy(&request.body).contains(MADE_UP), "{} carries the name", request.path);
     }
 }
+
+#[tokio::test]
+async fn with_log_prompts_a_sub_agents_prompt_the_model_wrote_is_not_exported() {
+    let collector = Collector::start().await;
+    let env = exporting(&collector.url, Some("http/protobuf")).await;
+    env.write_config("[telemetry]\nlog_prompts = true\n");
+    // The model writes the task's prompt, and may quote there what it read.
+    env.mock.push(Reply::tool_calls(&[("t1", "task", json!({"description": "d", "prompt": "CHILD-A: it says 0042"}))]));
+    env.mock.push(Reply::text(&["Done."]));
+    env.mock.route("CHILD-A", Reply::text(&["Fine."]));
+    let mut agent = env.ready().await;
+    let session = agent.new_session(&env.cwd()).await;
+    let id = agent.prompt(&session, "PARENT: delegate").await;
+    assert_eq!(agent.response(id).await.0["result"]["stopReason"], "end_turn");
+    exit(&mut agent).await;
+
+    let spans = collector.spans();
+    let turns = named(&spans, "invoke_agent");
+    assert_eq!(turns.len(), 2, "{spans:#?}");
+    let prompts: Vec<String> = turns.iter().filter_map(|turn| turn.attr("gen_ai.input.messages")).collect();
+    assert_eq!(prompts.len(), 1, "the user's prompt only: {prompts:?}");
+    assert!(prompts[0].contains("PARENT: delegate"), "{prompts:?}");
+    for request in collector.received() {
+        assert!(!String::from_utf8_lossy(&request.body).contains("it says 0042"), "{}", request.path);
+    }
+}
