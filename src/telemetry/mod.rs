@@ -83,7 +83,7 @@ pub fn from_env(lookup: &dyn Fn(&str) -> Option<String>, runtime: &tokio::runtim
                 Some(SdkTracerProvider::builder().with_batch_exporter(exporter).with_resource(resource.clone()).build())
             }
             Err(err) => {
-                say(&format!("cannot export traces: {err}"));
+                say(&unquoted(&format!("cannot export traces: {err}"), &get));
                 None
             }
         }
@@ -100,7 +100,7 @@ pub fn from_env(lookup: &dyn Fn(&str) -> Option<String>, runtime: &tokio::runtim
                 SdkMeterProvider::builder().with_periodic_exporter(exporter).with_resource(resource.clone()).build(),
             ),
             Err(err) => {
-                say(&format!("cannot export metrics: {err}"));
+                say(&unquoted(&format!("cannot export metrics: {err}"), &get));
                 None
             }
         }
@@ -126,6 +126,28 @@ pub fn from_env(lookup: &dyn Fn(&str) -> Option<String>, runtime: &tokio::runtim
     }
     let _ = ACTIVE.set(Active { tracer, meter, instruments });
     layer
+}
+
+/// The variables whose values may hold a key (a URL's password, a header): never shown.
+const PRIVATE: [&str; 6] = [
+    "OTEL_EXPORTER_OTLP_ENDPOINT",
+    "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+    "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT",
+    "OTEL_EXPORTER_OTLP_HEADERS",
+    "OTEL_EXPORTER_OTLP_TRACES_HEADERS",
+    "OTEL_EXPORTER_OTLP_METRICS_HEADERS",
+];
+
+/// `text` (an exporter's error, which quotes what it could not use) with the value of each
+/// [`PRIVATE`] variable replaced by its name.
+fn unquoted(text: &str, get: &dyn Fn(&str) -> Option<String>) -> String {
+    let mut text = text.to_owned();
+    for name in PRIVATE {
+        if let Some(value) = get(name) {
+            text = text.replace(&value, &format!("${name}"));
+        }
+    }
+    text
 }
 
 /// What the environment asks to export, and over which protocol.

@@ -1,6 +1,6 @@
 //! Which variables turn which signal on, over which protocol, and what is refused.
 
-use super::{Protocol, Signals, signals};
+use super::{Protocol, Signals, signals, unquoted};
 
 fn with(vars: &[(&str, &str)]) -> Signals {
     let vars: Vec<(String, String)> = vars.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
@@ -58,4 +58,18 @@ fn grpc_json_and_unknown_protocols_are_refused_naming_the_variable_and_the_fix()
     let odd = with(&[ENDPOINT, ("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "http/xml\u{1b}[31m")]);
     assert_eq!((odd.traces, odd.metrics), (None, Some(Protocol::Protobuf)));
     assert!(odd.refused[0].starts_with("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL=http/xml"), "{:?}", odd.refused);
+}
+
+#[test]
+fn an_exporters_error_never_quotes_an_endpoint_or_a_header() {
+    let get = |name: &str| match name {
+        "OTEL_EXPORTER_OTLP_ENDPOINT" => Some("http://u:pw@bad host".to_owned()),
+        "OTEL_EXPORTER_OTLP_TRACES_HEADERS" => Some("api-key=k9".to_owned()),
+        _ => None,
+    };
+    let said = unquoted("invalid endpoint 'http://u:pw@bad host': bad; header 'api-key=k9'", &get);
+    assert_eq!(
+        said,
+        "invalid endpoint '$OTEL_EXPORTER_OTLP_ENDPOINT': bad; header '$OTEL_EXPORTER_OTLP_TRACES_HEADERS'"
+    );
 }
