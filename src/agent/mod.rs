@@ -251,7 +251,10 @@ pub async fn run_turn(mut turn: Turn<'_>, prompt: Vec<Part>) -> Result<StopReaso
     // A sub-agent's prompt is the model's writing (it may quote what it read), not the user's.
     let subagent = turn.run.subagent;
     let text = || (!subagent).then(|| crate::history::texts(&prompt).collect::<Vec<_>>().join("\n"));
-    turn.run.otel.start(turn.run.trace.as_ref(), &turn.model_ref, turn.run.cache_key.as_deref(), text);
+    // A sub-agent's turn is a child of its parent's call (the span it runs in), not of the
+    // client's span, though its requests carry the client's trace.
+    let client = turn.run.trace.as_ref().filter(|_| !subagent);
+    turn.run.otel.start(client, &turn.model_ref, turn.run.cache_key.as_deref(), text);
     let user_message =
         Message::new(Role::User, prompt, MessageMeta { model: Some(turn.model_ref.clone()), ..MessageMeta::default() });
     let unseen = images_in(&user_message);

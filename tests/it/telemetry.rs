@@ -291,7 +291,10 @@ async fn a_sub_agents_turn_is_a_child_of_its_task_call() {
     env.mock.route("CHILD-A", Reply::text(&["It says something."]));
     let mut agent = env.ready().await;
     let session = agent.new_session(&env.cwd()).await;
-    let id = agent.prompt(&session, "PARENT: delegate").await;
+    // On the client's trace, which the child's turn must not take as its parent.
+    let meta = json!({"traceparent": format!("00-{TRACE_ID}-{CLIENT_SPAN}-01")});
+    let prompt = json!([{"type": "text", "text": "PARENT: delegate"}]);
+    let id = agent.request("session/prompt", json!({"sessionId": session, "prompt": prompt, "_meta": meta})).await;
     assert_eq!(agent.response(id).await.0["result"]["stopReason"], "end_turn");
     exit(&mut agent).await;
 
