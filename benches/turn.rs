@@ -6,6 +6,10 @@
 //!    short and a long history.
 //! 2. Compaction cost on a scripted 200-turn session: how many extra model calls and tokens the
 //!    summaries take, next to the tokens the session's own requests carry.
+//!
+//! With an `OTEL_EXPORTER_OTLP_*` endpoint set the turns export their spans and metrics as cairn
+//! does (`cairn::telemetry`), which is how the telemetry-on figure is taken; without one nothing
+//! is built, as in cairn.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout, clippy::print_stderr)]
 
@@ -231,6 +235,9 @@ async fn compaction_cost(setup: &Setup, turns: usize) {
 
 fn main() {
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
+    let telemetry = cairn::telemetry::from_env(&|name: &str| std::env::var(name).ok(), runtime.handle());
+    println!("telemetry: {}", if cairn::telemetry::active() { "exported" } else { "off" });
+    cairn::logging::init(None, telemetry).unwrap();
     runtime.block_on(async {
         let setup = Setup::new();
         overhead(&setup, 0, 50).await; // warm-up
@@ -244,4 +251,5 @@ fn main() {
         }
         compaction_cost(&setup, 200).await;
     });
+    cairn::telemetry::shutdown(Duration::from_secs(2));
 }

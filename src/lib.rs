@@ -32,6 +32,7 @@ pub mod serve;
 pub mod session;
 pub mod settings;
 pub mod store;
+pub mod telemetry;
 pub mod tools;
 pub mod trace;
 pub mod visible;

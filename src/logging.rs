@@ -6,7 +6,8 @@
 //! [`use_config_file`] once the configuration is loaded, without reading it twice. Both feed
 //! one file layer whose writer is set at most once; until then that layer is switched off, so
 //! nothing is formatted for a file that does not exist. Log files are 0600: logs may quote
-//! prompts.
+//! prompts. The telemetry exporter, when there is one, is a third layer with a filter of its
+//! own (only `telemetry::TARGET`'s spans), which the two log layers never show.
 
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
@@ -23,9 +24,10 @@ pub enum Source {
     Config,
 }
 
-/// Logs to stderr, and to `flag_file` when given; a log file that cannot be opened is refused,
-/// not silently left out. Call once, first thing.
-pub fn init(flag_file: Option<&Path>) -> Result<(), String> {
+/// Logs to stderr, and to `flag_file` when given, and feeds `telemetry` its spans when given; a
+/// log file that cannot be opened is refused, not silently left out. Call once, first thing.
+pub fn init(flag_file: Option<&Path>, telemetry: Option<crate::telemetry::Layer>) -> Result<(), String> {
+    use tracing_subscriber::filter::FilterExt as _;
     use tracing_subscriber::layer::SubscriberExt as _;
     use tracing_subscriber::util::SubscriberInitExt as _;
     use tracing_subscriber::{EnvFilter, Layer as _, filter, fmt};
@@ -33,19 +35,27 @@ pub fn init(flag_file: Option<&Path>) -> Result<(), String> {
         let file = open_private(path).map_err(|err| format!("--log-file {}: cannot open it: {err}", path.display()))?;
         let _ = FILE.set((file, path.to_owned(), Source::Flag));
     }
-    let filter = EnvFilter::try_from_env("CAIRN_LOG").unwrap_or_else(|_| EnvFilter::new("warn"));
+    // Each log layer filters for itself, so the telemetry layer sees its spans whatever CAIRN_LOG
+    // says, and the logs never show them.
+    let filter = || {
+        let filter = EnvFilter::try_from_env("CAIRN_LOG").unwrap_or_else(|_| EnvFilter::new("warn"));
+        match format!("{}=off", crate::telemetry::TARGET).parse() {
+            Ok(telemetry_off) => filter.add_directive(telemetry_off),
+            Err(_) => filter,
+        }
+    };
     // Colour only for a person at a terminal: editors show stderr as text (or as error events),
     // where escape codes are noise; and never when NO_COLOR is set.
     let colour = std::io::IsTerminal::is_terminal(&std::io::stderr())
         && std::env::var_os("NO_COLOR").is_none_or(|value| value.is_empty());
-    let stderr = fmt::layer().with_target(false).with_ansi(colour).with_writer(std::io::stderr);
+    let stderr = fmt::layer().with_target(false).with_ansi(colour).with_writer(std::io::stderr).with_filter(filter());
     let file = fmt::layer()
         .with_target(false)
         .with_ansi(false)
         .with_writer(LateFile)
-        .with_filter(filter::filter_fn(|_| FILE.get().is_some()));
+        .with_filter(filter().and(filter::filter_fn(|_| FILE.get().is_some())));
     tracing_subscriber::registry()
-        .with(filter)
+        .with(telemetry)
         .with(stderr)
         .with(file)
         .try_init()

@@ -201,6 +201,9 @@ fn deny_rule(text: &str) -> Result<Rule, String> {
 /// was replaced or deleted since.
 const SELF_EXE: &str = "/proc/self/exe";
 
+/// The longest the exit waits for the telemetry exporters to send what they hold.
+const TELEMETRY_FLUSH: Duration = Duration::from_secs(2);
+
 fn main() -> ExitCode {
     if let Some(code) = cairn::process::supervisor::intercept() {
         return code;
@@ -208,14 +211,19 @@ fn main() -> ExitCode {
     // Keys live in this process's environment and memory; commands run as the same user.
     cairn::process::deny_inspection();
     let cli = if acp_without_options() { Cli { log_file: None, command: None } } else { Cli::parse() };
-    if let Err(why) = cairn::logging::init(cli.log_file.as_deref()) {
-        return fail(&why);
-    }
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(runtime) => runtime,
         Err(err) => return fail(&format!("cannot start the async runtime: {err}")),
     };
+    // Only when an `OTEL_EXPORTER_OTLP_*` endpoint is set; otherwise nothing is built.
+    let lookup = |name: &str| std::env::var(name).ok();
+    let telemetry = cairn::telemetry::from_env(&lookup, runtime.handle());
+    if let Err(why) = cairn::logging::init(cli.log_file.as_deref(), telemetry) {
+        return fail(&why);
+    }
     let code = runtime.block_on(run(cli.command));
+    // What the exporters hold is sent while the runtime still runs, within a bound.
+    cairn::telemetry::shutdown(TELEMETRY_FLUSH);
     // Do not wait for a stdin read that may still be parked on a blocking thread.
     runtime.shutdown_timeout(Duration::from_millis(100));
     code
@@ -253,12 +261,28 @@ async fn bridge(server: &str) -> ExitCode {
     ExitCode::SUCCESS
 }
 
+/// Serves to the end, or, when telemetry exports, until SIGTERM, so that what it holds is
+/// flushed at exit (`main`); without telemetry SIGTERM ends the process as it always did.
+async fn until_terminated(serving: impl Future<Output = ()>) -> ExitCode {
+    use tokio::signal::unix::{SignalKind, signal};
+    let term = if cairn::telemetry::active() { signal(SignalKind::terminate()).ok() } else { None };
+    let Some(mut term) = term else {
+        serving.await;
+        return ExitCode::SUCCESS;
+    };
+    tokio::select! {
+        () = serving => ExitCode::SUCCESS,
+        _ = term.recv() => ExitCode::from(143),
+    }
+}
+
 /// Loads the configuration and opens (creating and migrating) the store.
 fn setup() -> Result<(Store, Arc<Config>), String> {
     let mut config = Config::load().map_err(|err| err.to_string())?;
     if let Some(path) = &config.log_file {
         cairn::logging::use_config_file(path)?;
     }
+    cairn::telemetry::set_log_prompts(config.telemetry.log_prompts);
     Arc::make_mut(&mut config.process).launcher = Launcher::Supervisor(PathBuf::from(SELF_EXE));
     let store = Store::open(&config.database_path()).map_err(|err| err.to_string())?;
     Ok((store, Arc::new(config)))
@@ -283,8 +307,7 @@ async fn run(command: Option<Command>) -> ExitCode {
                 return bridge(&server).await;
             }
             // `initialize` needs neither: it is answered while they load.
-            cairn::acp::serve(setup).await;
-            ExitCode::SUCCESS
+            until_terminated(cairn::acp::serve(setup)).await
         }
         Some(Command::Serve { then: Some(ServeThen::Token { command }), .. }) => {
             let (store, _) = match setup() {

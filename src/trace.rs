@@ -19,7 +19,10 @@
 //! command); from there it travels explicitly, the actor's queue to the turn's `agent::Run` to
 //! `llm::ModelRequest::trace`, and each model request sends `traceparent` with the client's
 //! trace id and flags and a parent id of its own, and `tracestate` as it came
-//! ([`TraceContext::propagate`]).
+//! ([`TraceContext::propagate`]). When telemetry exports spans, the parent id a model request
+//! sends is instead the id of that request's own exported span ([`TraceContext::of_span`]), so a
+//! provider's traces join the client's and cairn's; without telemetry it names no span anyone
+//! records, a new one per request.
 
 use std::hash::{BuildHasher as _, Hasher as _};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -51,6 +54,8 @@ pub struct TraceContext {
     flags: [u8; 2],
     /// Sent as it came; `None` when absent, empty or invalid.
     state: Option<HeaderValue>,
+    /// The parent id is a span of ours, the one making the requests: sent as it is.
+    own: bool,
 }
 
 impl TraceContext {
@@ -74,7 +79,22 @@ impl TraceContext {
                 }
             },
         };
-        Some(Self { trace_id, parent_id, flags, state })
+        Some(Self { trace_id, parent_id, flags, state, own: false })
+    }
+
+    /// The context of a span of ours (trace id, span id and flags as bytes), which the requests
+    /// made inside it name as their parent; `client`'s `tracestate` is passed on.
+    pub fn of_span(trace_id: [u8; 16], span_id: [u8; 8], flags: u8, client: Option<&Self>) -> Self {
+        let mut hex_trace = [0u8; 32];
+        for (pair, byte) in hex_trace.chunks_exact_mut(2).zip(trace_id) {
+            pair.copy_from_slice(&hex(byte));
+        }
+        let mut parent_id = [0u8; 16];
+        for (pair, byte) in parent_id.chunks_exact_mut(2).zip(span_id) {
+            pair.copy_from_slice(&hex(byte));
+        }
+        let state = client.and_then(|client| client.state.clone());
+        Self { trace_id: hex_trace, parent_id, flags: hex(flags), state, own: true }
     }
 
     /// The trace id, 32 lowercase hex digits.
@@ -104,15 +124,20 @@ impl TraceContext {
         tracing::error_span!("trace", trace_id = %self.trace_id(), parent_id = %self.parent_id())
     }
 
-    /// The `traceparent` of one request made on this trace's behalf: version `00`, the client's
-    /// trace id and flags, and a new parent id, the request's own span.
+    /// The `traceparent` of one request made on this trace's behalf: version `00`, the trace id
+    /// and flags, and as parent id the exported span making it ([`Self::of_span`]), or else a new
+    /// id, the request's own span.
     pub fn child(&self) -> Option<HeaderValue> {
         let mut line = [0u8; PARENT_LEN];
         line[..3].copy_from_slice(b"00-");
         line[3..35].copy_from_slice(&self.trace_id);
         line[35] = b'-';
-        for (pair, byte) in line[36..52].chunks_exact_mut(2).zip(new_span_id()) {
-            pair.copy_from_slice(&hex(byte));
+        if self.own {
+            line[36..52].copy_from_slice(&self.parent_id);
+        } else {
+            for (pair, byte) in line[36..52].chunks_exact_mut(2).zip(new_span_id()) {
+                pair.copy_from_slice(&hex(byte));
+            }
         }
         line[52] = b'-';
         line[53..].copy_from_slice(&self.flags);
@@ -120,7 +145,7 @@ impl TraceContext {
         HeaderValue::from_bytes(&line).ok()
     }
 
-    /// Adds `traceparent` (with a new parent id, see [`Self::child`]) and `tracestate` to a
+    /// Adds `traceparent` (see [`Self::child`]) and `tracestate` to a
     /// request made on this trace's behalf.
     pub fn propagate(&self, request: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
         let request = match self.child() {

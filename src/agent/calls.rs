@@ -29,6 +29,7 @@ use crate::ids::MessageId;
 use crate::permissions::{
     self, Action, Decision, HookAnswer, Mode, Permission, PermissionRequest, Rule, Scope, Subject,
 };
+use crate::telemetry::spans::{Decision as Decided, Outcome};
 use crate::tools::host::{HostError, PermissionAnswer};
 use crate::tools::{Access, Caller, Fatal, Invocation, ToolContext, ToolError, ToolOutcome};
 
@@ -79,11 +80,13 @@ pub async fn executing(turn: &mut Turn<'_>, mut queue: CallQueue) -> TurnState {
         Decision::Ask(_) if review => super::review::reviewing(turn, queue).await,
         Decision::Deny(why) => {
             queue.calls.pop_front();
+            turn.run.otel.decided(index, Decided::Deny);
             fail(turn, &queue.message, index, format!("Permission denied: {why}."));
             TurnState::Executing(queue)
         }
         Decision::Ask(why) if turn.tools.host.permissions().is_none() => {
             queue.calls.pop_front();
+            turn.run.otel.decided(index, Decided::Deny);
             let why = format!(
                 "this call needs the user's permission ({why}) and there is nobody to ask; \
                  run with --mode accept-edits or --mode bypass to allow it"
@@ -100,6 +103,7 @@ pub async fn executing(turn: &mut Turn<'_>, mut queue: CallQueue) -> TurnState {
         Decision::Allow => {
             let access = invocation.access();
             queue.calls.pop_front();
+            turn.run.otel.decided(index, Decided::Allow);
             // Each call runs on the target it was allowed on, and fails if that changed since.
             let mut batch = vec![(index, invocation.judged_on(request.as_ref()))];
             // Reads run beside the reads that follow them, sub-agents beside the sub-agents.
@@ -115,6 +119,7 @@ pub async fn executing(turn: &mut Turn<'_>, mut queue: CallQueue) -> TurnState {
                     if verdict != Decision::Allow {
                         break;
                     }
+                    turn.run.otel.decided(next.index, Decided::Allow);
                     batch.push((next.index, next_invocation.judged_on(request.as_ref())));
                     queue.calls.pop_front();
                 }
@@ -210,6 +215,7 @@ pub async fn confirming(turn: &mut Turn<'_>, mut queue: CallQueue, question: Que
         }
     };
     let allowed = choices::allows(chosen);
+    turn.run.otel.decided(index, if allowed { Decided::UserAllow } else { Decided::UserDeny });
     if let Some(rule) = choices::remembered(chosen, allow, deny) {
         turn.tools.rules.push(rule.clone());
         turn.recorder.record(AgentEvent::RuleAdded(rule));
@@ -309,11 +315,17 @@ pub(super) fn change(
 }
 
 fn fail(turn: &mut Turn<'_>, message: &MessageId, index: u32, why: String) {
-    change(turn, message, index, |tool| {
+    let failed = change(turn, message, index, |tool| {
         let moved = tool.state.advance(CallState::Failed).is_ok();
         tool.output = Some(why);
         moved
     });
+    if let Some(tool) = failed {
+        // The model spells a call's name: one no tool has may quote anything it read.
+        let known = turn.tools.registry.names().any(|name| name == tool.name);
+        let name = if known { tool.name.as_str() } else { "unknown" };
+        turn.run.otel.call_end(index, name, &tool.call_id, Outcome::NotRun);
+    }
 }
 
 /// Why a batch of calls ends the turn.
@@ -411,12 +423,14 @@ pub(super) async fn run(
     let default_timeout = turn.limits.tool_timeout;
     let mut receivers = Vec::with_capacity(batch.len());
     let mut contexts = Vec::with_capacity(batch.len());
+    let mut spans = Vec::with_capacity(batch.len());
     for (position, (index, invocation)) in batch.iter().enumerate() {
         let (progress_tx, progress_rx) = mpsc::unbounded_channel::<Vec<ToolContent>>();
         receivers.push(Box::pin(futures::stream::unfold(progress_rx, move |mut rx| async move {
             rx.recv().await.map(|content| ((position, content), rx))
         })));
         let id = call_id(turn, message, *index).unwrap_or_default();
+        spans.push(turn.run.otel.call_start(*index, invocation.name(), &id));
         let mut ctx = context(turn, cancel.clone(), Some(progress_tx), id);
         ctx.judged = invocation.judged().map(str::to_owned);
         if invocation.access() == Access::Delegate {
@@ -428,8 +442,11 @@ pub(super) async fn run(
     let runs: Vec<_> = batch
         .iter()
         .zip(&contexts)
+        .zip(spans)
         .enumerate()
-        .map(|(position, ((_, invocation), ctx))| run_one(position, invocation, ctx, default_timeout))
+        .map(|(position, (((_, invocation), ctx), span))| {
+            tracing::Instrument::instrument(run_one(position, invocation, ctx, default_timeout), span)
+        })
         .collect();
     let runs = futures::stream::iter(runs).buffer_unordered(at_once.max(1)).collect::<Vec<_>>();
     tokio::pin!(runs);
@@ -463,11 +480,17 @@ pub(super) async fn run(
         turn.phase(Phase::AfterTool);
         match result {
             Some(result) if !cancelled => {
+                let outcome = match &result {
+                    Ok(outcome) if !outcome.failed => Outcome::Success,
+                    Ok(_) | Err(_) => Outcome::Failed,
+                };
+                turn.run.otel.call_end(*index, "", "", outcome);
                 if let Some(ended) = record_result(turn, message, *index, result) {
                     fatal.get_or_insert(ended);
                 }
             }
             _ => {
+                turn.run.otel.call_end(*index, "", "", Outcome::Cancelled);
                 change(turn, message, *index, |tool| {
                     tool.output = Some("Cancelled by the user; the tool was stopped.".to_owned());
                     tool.state.advance(CallState::Cancelled).is_ok()

@@ -123,6 +123,8 @@ pub struct Run {
     stop_hook_blocks: u32,
     /// A sub-agent's run: its tool calls fire the session's hooks, its prompt and its end do not.
     subagent: bool,
+    /// The turn's exported spans and metrics (inert without telemetry).
+    otel: crate::telemetry::spans::TurnSpans,
 }
 
 /// What one step keeps: it starts anew in the StepStart state.
@@ -246,6 +248,13 @@ pub async fn run_turn(mut turn: Turn<'_>, prompt: Vec<Part>) -> Result<StopReaso
     let _deadline =
         turn.limits.timeout.map(|limit| Deadline::arm(limit, turn.cancel.clone(), turn.run.user_wait.watch()));
     turn.phase(Phase::RunStart);
+    // A sub-agent's prompt is the model's writing (it may quote what it read), not the user's.
+    let subagent = turn.run.subagent;
+    let text = || (!subagent).then(|| crate::history::texts(&prompt).collect::<Vec<_>>().join("\n"));
+    // A sub-agent's turn is a child of its parent's call (the span it runs in), not of the
+    // client's span, though its requests carry the client's trace.
+    let client = turn.run.trace.as_ref().filter(|_| !subagent);
+    turn.run.otel.start(client, &turn.model_ref, turn.run.cache_key.as_deref(), text);
     let user_message =
         Message::new(Role::User, prompt, MessageMeta { model: Some(turn.model_ref.clone()), ..MessageMeta::default() });
     let unseen = images_in(&user_message);
@@ -309,6 +318,7 @@ pub async fn run_turn(mut turn: Turn<'_>, prompt: Vec<Part>) -> Result<StopReaso
 fn step_start(turn: &mut Turn<'_>) {
     turn.run.stats.rounds += 1;
     turn.run.step = Step { from: turn.history.len(), compacted: false };
+    turn.run.otel.step_start();
     turn.phase(Phase::StepStart);
 }
 
@@ -412,6 +422,7 @@ async fn compacting(turn: &mut Turn<'_>, why: Why) -> TurnState {
 /// The StepEnd state: commit the step (the checkpoint), then let the stop conditions and the
 /// loop guard decide whether the turn goes on to another step.
 async fn step_end(turn: &mut Turn<'_>, after: After) -> TurnState {
+    turn.run.otel.step_end();
     turn.phase(Phase::StepEnd);
     if let Err(err) = turn.recorder.flush().await {
         return TurnState::Done(DoneReason::Error(err.into()));
@@ -481,10 +492,12 @@ async fn run_end(turn: &mut Turn<'_>, user: &CancellationToken, reason: DoneReas
     }
     turn.phase(Phase::RunEnd);
     let flushed = turn.recorder.flush().await;
-    match (reason.into_result(user.is_cancelled()), flushed) {
+    let result = match (reason.into_result(user.is_cancelled()), flushed) {
         (Ok(_), Err(err)) => Err(err.into()),
         (result, _) => result,
-    }
+    };
+    turn.run.otel.end(result.as_ref().map_or("error", StopReason::name));
+    result
 }
 
 /// How many images a message shows the model.

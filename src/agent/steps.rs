@@ -26,6 +26,8 @@ use crate::llm::{FinishReason, LlmError, ModelRequest, StreamEvent};
 pub async fn sampling(turn: &mut Turn<'_>, mut request: Box<Request>) -> TurnState {
     let step_timeout = turn.limits.step_timeout;
     let view = view::model_view(turn.history);
+    // With telemetry, the request's `traceparent` names its exported span.
+    let ours = turn.run.otel.request_start(&turn.model, turn.run.trace.as_ref());
     let asked = ModelRequest {
         model: &turn.model,
         system: &turn.system.text,
@@ -43,7 +45,7 @@ pub async fn sampling(turn: &mut Turn<'_>, mut request: Box<Request>) -> TurnSta
         max_output: turn.info.max_output,
         thought: turn.thought.filter(|_| turn.info.reasoning),
         images: turn.info.images,
-        trace: turn.run.trace.as_ref(),
+        trace: ours.as_ref().or(turn.run.trace.as_ref()),
         cache_key: turn.run.cache_key.as_deref(),
         web_search: turn.info.web_search,
     };
@@ -145,6 +147,7 @@ pub async fn streaming(turn: &mut Turn<'_>, s: Box<Streaming>) -> TurnState {
         };
         if !s.started {
             s.started = true;
+            turn.run.otel.first_token();
             let started = AgentEvent::AssistantStarted { message: s.message.id.clone(), model: turn.model_ref.clone() };
             turn.recorder.record(started);
         }
@@ -314,8 +317,14 @@ fn finish(turn: &mut Turn<'_>, s: Streaming, finish: Finish, error: Option<Strin
 /// Completes the assistant message and moves it into the history, whatever ended it. Tool calls
 /// of an answer that will not run them are cancelled.
 fn complete(turn: &mut Turn<'_>, mut s: Streaming, finish: Finish, error: Option<String>) {
+    let failed = match finish {
+        Finish::Error => Some("error"),
+        Finish::Interrupted => Some("cancelled"),
+        Finish::EndTurn | Finish::MaxTokens | Finish::Refusal | Finish::ToolUse => None,
+    };
     if !s.started {
         // The model said nothing: there is no message to keep.
+        turn.run.otel.request_end(None, None, failed);
         return;
     }
     close_part(turn, &mut s);
@@ -344,6 +353,13 @@ fn complete(turn: &mut Turn<'_>, mut s: Streaming, finish: Finish, error: Option
     s.message.meta.finish = Some(finish);
     s.message.meta.error = error;
     s.message.meta.cost = s.message.meta.usage.and_then(|usage| turn.info.cost(&usage));
+    let tokens = s.message.meta.usage.map(|usage| crate::telemetry::spans::Tokens {
+        input: usage.input,
+        output: usage.output,
+        cache_read: usage.cache_read,
+        cache_write: usage.cache_write,
+    });
+    turn.run.otel.request_end(tokens, s.message.meta.cost, failed);
     turn.recorder.record(AgentEvent::AssistantFinished { message: s.message.id.clone(), meta: s.message.meta.clone() });
     if let Some(usage) = s.message.meta.usage {
         turn.charge(s.message.meta.cost.unwrap_or(0.0));

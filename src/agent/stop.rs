@@ -22,6 +22,19 @@ pub enum StopReason {
     Cancelled,
 }
 
+impl StopReason {
+    /// Its name as ACP spells it (`end_turn`, …), as telemetry reports it.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::EndTurn => "end_turn",
+            Self::MaxTokens => "max_tokens",
+            Self::MaxTurnRequests => "max_turn_requests",
+            Self::Refusal => "refusal",
+            Self::Cancelled => "cancelled",
+        }
+    }
+}
+
 /// A configured limit that ended the turn.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Stop {

@@ -12,7 +12,7 @@
 //! (`[mcp_servers.<name>]`, `[mcp]`, in `mcp`), background jobs (`[jobs]`, in `jobs`), file
 //! checkpoints (`[checkpoints]`, in `checkpoints`), the checkers run after edits (`[checks]`, carried
 //! with the turn's limits), hooks (`[hooks]`, in `hooks`, which also
-//! reads Claude Code's settings files) and `log_file` (where logs also go; `crate::logging` opens
+//! reads Claude Code's settings files), `[telemetry]` (in `telemetry`) and `log_file` (where logs also go; `crate::logging` opens
 //! it, and `--log-file` wins over it). A `CAIRN_CONFIG` naming no file is refused. Keys are
 //! [`Secret`]s, never shown in logs; [`Config::key`] is the one lookup of a key.
 
@@ -38,6 +38,7 @@ mod search;
 pub mod serve;
 mod session;
 mod subagents;
+mod telemetry;
 
 pub use checkpoints::CheckpointSettings;
 pub use diagnostics::{Checker, Checks, DEFAULT_CHECK_SECS};
@@ -49,6 +50,7 @@ pub use permissions::Remember;
 pub use search::{Search, SearchApi, SearchEndpoint};
 pub use session::BusyPrompt;
 pub use subagents::Subagents;
+pub use telemetry::TelemetrySettings;
 
 use crate::mcp::{McpSettings, ServerConfig};
 use crate::process::ProcessPolicy;
@@ -110,6 +112,8 @@ pub struct Config {
     pub checkpoints: CheckpointSettings,
     /// `[hooks]`: the user's own hooks and their default time limit.
     pub hooks: HookSettings,
+    /// `[telemetry]`: what the OpenTelemetry export may carry (prompts).
+    pub telemetry: TelemetrySettings,
 }
 
 /// The config file `env` points to (`CAIRN_CONFIG`, else `config.toml` in cairn's directory of
@@ -232,6 +236,7 @@ struct FileConfig {
     hooks: hooks::FileHooks,
     #[serde(default)]
     checks: diagnostics::FileChecks,
+    telemetry: TelemetrySettings,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -438,6 +443,7 @@ impl Config {
             jobs,
             checkpoints,
             hooks,
+            telemetry: file.telemetry,
         })
     }
 

@@ -209,3 +209,21 @@ async fn the_current_context_is_the_scoped_one() {
     assert_eq!(scope(trace.clone(), nested).await, (inner, None));
     assert_eq!(current(), None);
 }
+
+#[test]
+fn a_span_of_ours_is_named_as_the_parent_as_it_is_with_the_clients_state() {
+    let client = read(json!(PARENT), Some(json!("congo=t61rcWkgMzE"))).unwrap();
+    let trace_id = [0x4b, 0xf9, 0x2f, 0x35, 0x77, 0xb3, 0x4d, 0xa6, 0xa3, 0xce, 0x92, 0x9d, 0x0e, 0x0e, 0x47, 0x36];
+    let ours = TraceContext::of_span(trace_id, [0xab, 0, 0, 0, 0, 0, 0, 0x01], 1, Some(&client));
+    assert_eq!(ours.trace_id(), client.trace_id());
+    assert_eq!(ours.parent_id(), "ab00000000000001");
+    assert_eq!(ours.flags(), "01");
+    assert_eq!(ours.state(), Some("congo=t61rcWkgMzE"));
+    for _ in 0..2 {
+        let child = ours.child().unwrap();
+        assert_eq!(child.to_str().unwrap(), "00-4bf92f3577b34da6a3ce929d0e0e4736-ab00000000000001-01");
+    }
+    let alone = TraceContext::of_span(trace_id, [0xff; 8], 0, None);
+    assert_eq!(alone.state(), None);
+    assert_eq!(alone.child().unwrap().to_str().unwrap(), "00-4bf92f3577b34da6a3ce929d0e0e4736-ffffffffffffffff-00");
+}

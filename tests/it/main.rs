@@ -60,6 +60,7 @@ mod steer;
 mod subagent_sessions;
 mod subagents;
 mod system_prompt;
+mod telemetry;
 mod text_only;
 mod tidy;
 mod tls;

@@ -4,6 +4,7 @@
 //! [`Agent`] is one `cairn` process speaking ACP on its stdin/stdout. Every stdout line must be
 //! JSON: anything else fails the test, because stdout is the protocol.
 
+pub mod collector;
 pub mod dialects;
 pub mod editor;
 pub mod mock_llm;
