@@ -11,15 +11,18 @@
 //! event stream when the server offers one (405: none). A 404 to a message of the session
 //! means it expired: the task starts a new one with the same `initialize` and sends the message
 //! again, once. At the end the session is DELETEd. Bodies and events are read up to
-//! [`MAX_MESSAGE`] bytes; what a notification's POST answers is not read at all.
+//! [`MAX_MESSAGE`] bytes; what a notification's POST answers is not read at all. At most
+//! [`MAX_ANSWERS`] answers to the server's own requests are POSTed at once (a server asking
+//! without end gets no more connections than that); an answer past them is dropped.
 
 mod reply;
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use serde_json::Value;
-use tokio::sync::mpsc;
+use tokio::sync::{Semaphore, mpsc};
 use tokio_util::sync::CancellationToken;
 
 use super::rpc::{INBOUND, Inbound, Kind, Link, OUTBOUND, Outgoing};
@@ -37,6 +40,9 @@ const DELETE_TIMEOUT: Duration = Duration::from_secs(2);
 const RESTART_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long a notification's POST may take.
 const NOTIFY_TIMEOUT: Duration = Duration::from_secs(30);
+/// At most this many answers to the server's own requests are being POSTed at once; past that
+/// an answer is dropped (the server is asking faster than it takes answers).
+const MAX_ANSWERS: usize = 16;
 
 /// The transport to `url`; the error names what is wrong with the settings.
 pub(super) fn link(server: &str, url: &str, headers: &[(String, String)]) -> Result<Link, String> {
@@ -56,7 +62,8 @@ pub(super) fn link(server: &str, url: &str, headers: &[(String, String)]) -> Res
     let exchange = Exchange { server: server.to_owned(), client, url: url.to_owned(), received };
     let session = Session { configured, id: None, version: None, generation: 0, initialize: None, listening: None };
     let ended = CancellationToken::new();
-    let transport = Transport { exchange, session, expired_tx, ended };
+    let answering = Arc::new(Semaphore::new(MAX_ANSWERS));
+    let transport = Transport { exchange, session, expired_tx, ended, answering };
     tokio::spawn(transport.run(to_send, expired));
     Ok(Link { outbound, inbound })
 }
@@ -101,6 +108,8 @@ struct Transport {
     expired_tx: mpsc::Sender<Expired>,
     /// Ends every task of the transport.
     ended: CancellationToken,
+    /// Bounds the answers to the server's requests being POSTed.
+    answering: Arc<Semaphore>,
 }
 
 impl Transport {
@@ -163,7 +172,18 @@ impl Transport {
             (self.session.headers(), self.session.generation, self.session.id.is_some());
         let expired_tx = self.expired_tx.clone();
         let ended = self.ended.clone();
+        let permit = match outgoing.kind {
+            Kind::Response => match self.answering.clone().try_acquire_owned() {
+                Ok(permit) => Some(permit),
+                Err(_) => {
+                    tracing::debug!(server = %self.exchange.server, "{MAX_ANSWERS} answers to the server are being sent; one more dropped");
+                    return;
+                }
+            },
+            Kind::Request { .. } | Kind::Notification { .. } => None,
+        };
         tokio::spawn(async move {
+            let _permit = permit;
             let Outgoing { text, kind } = outgoing;
             let settled = match &kind {
                 Kind::Request { settled, .. } => settled.clone(),
@@ -349,5 +369,84 @@ mod tests {
         }
         let long = HeaderValue::from_str(&"x".repeat(MAX_SESSION_ID + 1)).unwrap();
         assert!(session_id(&long).unwrap_err().contains("longer than"));
+    }
+}
+
+#[cfg(test)]
+mod flood {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use axum::http::{Method, StatusCode, header};
+    use axum::response::{IntoResponse, Response};
+    use serde_json::json;
+
+    use super::*;
+    use crate::mcp::rpc;
+
+    /// How many requests the server asks on the call's stream.
+    const ASKED: usize = 200;
+
+    /// A server that asks [`ASKED`] pings on a call's stream and never answers the POSTs that
+    /// carry cairn's answers to them; counts those POSTs.
+    async fn serve(answers: Arc<AtomicUsize>) -> String {
+        let app = axum::Router::new().route(
+            "/mcp",
+            axum::routing::any(move |method: Method, body: axum::body::Bytes| {
+                let answers = answers.clone();
+                async move {
+                    let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+                    let json = |value: Value| -> Response {
+                        ([(header::CONTENT_TYPE, "application/json")], value.to_string()).into_response()
+                    };
+                    match body["method"].as_str() {
+                        _ if method == Method::GET => StatusCode::METHOD_NOT_ALLOWED.into_response(),
+                        Some("initialize") => json(json!({"jsonrpc": "2.0", "id": body["id"], "result": {
+                            "protocolVersion": "2025-06-18", "capabilities": {}, "serverInfo": {"name": "s", "version": "1"}}})),
+                        Some("tools/call") => {
+                            let mut events: String = (0..ASKED)
+                                .map(|at| format!("data: {}\n\n", json!({"jsonrpc": "2.0", "id": format!("s{at}"), "method": "ping"})))
+                                .collect();
+                            events.push_str(&format!("data: {}\n\n", json!({"jsonrpc": "2.0", "id": body["id"], "result": {}})));
+                            ([(header::CONTENT_TYPE, "text/event-stream")], events).into_response()
+                        }
+                        Some("tools/list") => json(json!({"jsonrpc": "2.0", "id": body["id"], "result": {"tools": []}})),
+                        Some(_) => StatusCode::ACCEPTED.into_response(),
+                        None => {
+                            answers.fetch_add(1, Ordering::SeqCst);
+                            std::future::pending::<()>().await;
+                            StatusCode::ACCEPTED.into_response()
+                        }
+                    }
+                }
+            }),
+        );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        format!("http://{address}/mcp")
+    }
+
+    #[tokio::test]
+    async fn a_server_flooding_requests_gets_at_most_a_bounded_number_of_answers_in_flight() {
+        let answers = Arc::new(AtomicUsize::new(0));
+        let url = serve(answers.clone()).await;
+        let (changed, _changed) = mpsc::channel(1);
+        let client = rpc::start("flood", link("flood", &url, &[]).unwrap(), changed, CancellationToken::new());
+        client.request("initialize", json!({})).await.unwrap();
+        client.notify("notifications/initialized", Value::Null).await.unwrap();
+        client.request("tools/call", json!({})).await.unwrap();
+        // Sent after every answer to the pings was handed to the transport.
+        client.request("tools/list", json!({})).await.unwrap();
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        while answers.load(Ordering::SeqCst) < MAX_ANSWERS && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        // Without the bound the other answers arrive too; give them the chance to show it.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let seen = answers.load(Ordering::SeqCst);
+        assert!(seen <= MAX_ANSWERS, "{seen} answers were in flight at once");
     }
 }

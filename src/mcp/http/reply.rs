@@ -26,6 +26,9 @@ const MAX_LISTEN_FAILURES: u32 = 3;
 const RETRY_WAIT: Duration = Duration::from_secs(1);
 /// … up to this long.
 const MAX_RETRY_WAIT: Duration = Duration::from_secs(30);
+/// … and at least this long (`retry: 0` would reopen a stream the server ends at once in a
+/// busy loop).
+const MIN_RETRY_WAIT: Duration = Duration::from_millis(250);
 /// What is read of an error's body, and shown of it.
 const ERROR_BODY: usize = 64 * 1024;
 const ERROR_SHOWN: usize = 300;
@@ -288,7 +291,7 @@ fn content_type(response: &reqwest::Response) -> String {
 }
 
 fn wait(retry: Option<u64>) -> Duration {
-    retry.map_or(RETRY_WAIT, Duration::from_millis).min(MAX_RETRY_WAIT)
+    retry.map_or(RETRY_WAIT, Duration::from_millis).clamp(MIN_RETRY_WAIT, MAX_RETRY_WAIT)
 }
 
 /// What an error status said.
@@ -339,4 +342,17 @@ pub(super) fn chain(err: &(dyn std::error::Error + 'static)) -> String {
         next = err.source();
     }
     parts.join(": ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_server_cannot_make_streams_reopen_without_a_pause() {
+        assert_eq!(wait(None), RETRY_WAIT);
+        assert_eq!(wait(Some(2500)), Duration::from_millis(2500));
+        assert_eq!(wait(Some(u64::MAX)), MAX_RETRY_WAIT);
+        assert!(wait(Some(0)) >= MIN_RETRY_WAIT, "retry: 0 would reopen the GET stream in a busy loop");
+    }
 }
