@@ -236,6 +236,7 @@ struct FileConfig {
     hooks: hooks::FileHooks,
     #[serde(default)]
     checks: diagnostics::FileChecks,
+    #[serde(default)]
     telemetry: TelemetrySettings,
 }
 
