@@ -236,23 +236,36 @@ fn log_prompts() -> bool {
     LOG_PROMPTS.load(Ordering::Relaxed)
 }
 
-/// Flushes and stops the exporters, giving up after `limit`: what the collector has not taken
-/// by then is dropped. Call once, at exit, while the runtime still runs.
+/// Flushes and stops the exporters, each on a thread of its own so that a slow endpoint for one
+/// signal does not cost the other its flush, giving up after `limit`: what the collector has not
+/// taken by then is dropped. Call once, at exit, while the runtime still runs.
 pub fn shutdown(limit: Duration) {
     let Some(active) = ACTIVE.get() else { return };
+    let deadline = std::time::Instant::now() + limit;
     let (done, finished) = std::sync::mpsc::channel();
-    let (tracer, meter) = (active.tracer.clone(), active.meter.clone());
-    let flushing = std::thread::Builder::new().name("otel-flush".into()).spawn(move || {
-        if let Some(tracer) = tracer {
-            let _ = tracer.shutdown_with_timeout(limit);
+    let mut flushing = 0;
+    let mut flush = |name: &str, stop: Box<dyn FnOnce() + Send>| {
+        let done = done.clone();
+        let started = std::thread::Builder::new().name(format!("otel-flush-{name}")).spawn(move || {
+            stop();
+            let _ = done.send(());
+        });
+        if started.is_ok() {
+            flushing += 1;
         }
-        if let Some(meter) = meter {
-            let _ = meter.shutdown_with_timeout(limit);
+    };
+    if let Some(tracer) = active.tracer.clone() {
+        flush("traces", Box::new(move || drop(tracer.shutdown_with_timeout(limit))));
+    }
+    if let Some(meter) = active.meter.clone() {
+        flush("metrics", Box::new(move || drop(meter.shutdown_with_timeout(limit))));
+    }
+    for _ in 0..flushing {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        if finished.recv_timeout(left).is_err() {
+            tracing::warn!(seconds = limit.as_secs_f32(), "telemetry not flushed in time; the rest is dropped");
+            return;
         }
-        let _ = done.send(());
-    });
-    if flushing.is_ok() && finished.recv_timeout(limit).is_err() {
-        tracing::warn!(seconds = limit.as_secs_f32(), "telemetry not flushed in time; the rest is dropped");
     }
 }
 

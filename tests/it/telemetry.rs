@@ -244,6 +244,22 @@ async fn a_collector_that_never_answers_holds_the_exit_at_most_the_bound() {
 }
 
 #[tokio::test]
+async fn a_traces_collector_that_never_answers_costs_the_metrics_nothing() {
+    let slow = Collector::slow(HELD).await;
+    let fine = Collector::start().await;
+    let mut env = TestEnv::new().await;
+    env.set_env("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", &format!("{}/v1/traces", slow.url));
+    env.set_env("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT", &format!("{}/v1/metrics", fine.url));
+    env.set_env("OTEL_EXPORTER_OTLP_TIMEOUT", &HELD.as_millis().to_string());
+    std::fs::write(env.workspace().join("notes.txt"), format!("{SECRET_CONTENT}\n")).unwrap();
+    let mut agent = traced_turn(&env).await;
+    let took = exit(&mut agent).await;
+    assert!(took < EXIT_BOUND, "exit took {took:?}");
+    assert!(!slow.received().is_empty(), "the traces' flush was tried");
+    assert!(!fine.metrics().is_empty(), "the metrics were flushed beside the held traces");
+}
+
+#[tokio::test]
 async fn sigterm_flushes_what_the_turn_exported() {
     let collector = Collector::start().await;
     let env = exporting(&collector.url, Some("http/protobuf")).await;
