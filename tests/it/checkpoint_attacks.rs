@@ -12,7 +12,7 @@ use std::path::Path;
 use serde_json::json;
 
 use crate::checkpoints::{read, say, session_in_bypass};
-use crate::support::{Editor, Reply, TestEnv};
+use crate::support::{Agent, Editor, Reply, TestEnv};
 use crate::tools::turn;
 
 /// A directory beside the workspace, outside it.
@@ -22,18 +22,25 @@ fn outside(env: &TestEnv) -> std::path::PathBuf {
     dir
 }
 
+/// A session in bypass mode whose model wrote over `path` (which held "original"), with the
+/// editor answering the rewind's question by restoring.
+async fn written_over(env: &TestEnv, path: &str, editor: Editor) -> (Agent, String) {
+    let file = env.workspace().join(path);
+    std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+    std::fs::write(&file, "original\n").unwrap();
+    env.mock.push(Reply::tool_calls(&[("c1", "write", json!({"path": path, "content": "model\n"}))]));
+    env.mock.push(Reply::text(&["Written."]));
+    editor.answer(&["restore"]);
+    let (mut agent, session) = session_in_bypass(env, editor).await;
+    turn(&mut agent, &session, "write it").await;
+    (agent, session)
+}
+
 #[tokio::test]
 async fn a_restore_through_the_editor_never_writes_through_a_directory_link_planted_after_the_capture() {
     let env = TestEnv::new().await;
     let ws = env.workspace();
-    std::fs::create_dir(ws.join("sub")).unwrap();
-    std::fs::write(ws.join("sub/a.txt"), "original\n").unwrap();
-    env.mock.push(Reply::tool_calls(&[("c1", "write", json!({"path": "sub/a.txt", "content": "model\n"}))]));
-    env.mock.push(Reply::text(&["Written."]));
-    let editor = Editor::with_fs();
-    editor.answer(&["restore"]);
-    let (mut agent, session) = session_in_bypass(&env, editor).await;
-    turn(&mut agent, &session, "write it").await;
+    let (mut agent, session) = written_over(&env, "sub/a.txt", Editor::with_fs()).await;
     assert_eq!(read(&ws.join("sub/a.txt")), "model\n");
 
     // Since then `sub` became a link to a directory elsewhere whose `a.txt` holds just what the
@@ -52,13 +59,7 @@ async fn a_restore_through_the_editor_never_writes_through_a_directory_link_plan
 async fn a_link_put_where_a_restored_file_was_is_replaced_through_the_editor_never_written_through() {
     let env = TestEnv::new().await;
     let ws = env.workspace();
-    std::fs::write(ws.join("a.txt"), "original\n").unwrap();
-    env.mock.push(Reply::tool_calls(&[("c1", "write", json!({"path": "a.txt", "content": "model\n"}))]));
-    env.mock.push(Reply::text(&["Written."]));
-    let editor = Editor::with_fs();
-    editor.answer(&["restore"]);
-    let (mut agent, session) = session_in_bypass(&env, editor).await;
-    turn(&mut agent, &session, "write it").await;
+    let (mut agent, session) = written_over(&env, "a.txt", Editor::with_fs()).await;
 
     let outside = outside(&env);
     std::fs::write(outside.join("target.txt"), "model\n").unwrap();
@@ -75,13 +76,7 @@ async fn a_link_put_where_a_restored_file_was_is_replaced_through_the_editor_nev
 async fn a_fifo_where_a_restored_file_was_does_not_hang_the_rewind() {
     let env = TestEnv::new().await;
     let ws = env.workspace();
-    std::fs::write(ws.join("a.txt"), "original\n").unwrap();
-    env.mock.push(Reply::tool_calls(&[("c1", "write", json!({"path": "a.txt", "content": "model\n"}))]));
-    env.mock.push(Reply::text(&["Written."]));
-    let editor = Editor::default();
-    editor.answer(&["restore"]);
-    let (mut agent, session) = session_in_bypass(&env, editor).await;
-    turn(&mut agent, &session, "write it").await;
+    let (mut agent, session) = written_over(&env, "a.txt", Editor::default()).await;
 
     // Someone swapped the file for a FIFO nobody writes to: opening it to read blocks forever.
     std::fs::remove_file(ws.join("a.txt")).unwrap();
@@ -97,13 +92,7 @@ async fn a_fifo_where_a_restored_file_was_does_not_hang_the_rewind() {
 async fn a_link_to_a_fifo_where_a_restored_file_was_does_not_hang_the_question() {
     let env = TestEnv::new().await;
     let ws = env.workspace();
-    std::fs::write(ws.join("a.txt"), "original\n").unwrap();
-    env.mock.push(Reply::tool_calls(&[("c1", "write", json!({"path": "a.txt", "content": "model\n"}))]));
-    env.mock.push(Reply::text(&["Written."]));
-    let editor = Editor::default();
-    editor.answer(&["restore"]);
-    let (mut agent, session) = session_in_bypass(&env, editor).await;
-    turn(&mut agent, &session, "write it").await;
+    let (mut agent, session) = written_over(&env, "a.txt", Editor::default()).await;
 
     let outside = outside(&env);
     let made = std::process::Command::new("mkfifo").arg(outside.join("pipe")).status().unwrap();
