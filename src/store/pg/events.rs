@@ -20,10 +20,10 @@ use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
 use tokio::sync::mpsc;
-use tokio_postgres::{Client, GenericClient, Transaction};
+use tokio_postgres::{Client, GenericClient, Notification, Transaction};
 use tokio_util::sync::CancellationToken;
 
-use super::lease::Lease;
+use super::lease::{Lease, fence_all};
 use super::{PgError, PgTarget};
 use crate::ids::SessionId;
 
@@ -68,22 +68,9 @@ pub struct Append<'a> {
 /// ([`PgError::Fenced`]): roll `tx` back, and write the batch again without that session.
 pub async fn append(tx: &Transaction<'_>, target: &PgTarget, batch: &[Append<'_>]) -> Result<(), PgError> {
     let failed = |err: tokio_postgres::Error| target.failed(&err);
-    let sessions: Vec<&str> = batch.iter().map(|part| part.lease.session.as_str()).collect();
-    let holders: Vec<&str> = batch.iter().map(|part| part.lease.holder.as_str()).collect();
-    let epochs: Vec<i64> = batch.iter().map(|part| part.lease.epoch).collect();
-    let held = tx
-        .query(
-            "SELECT lease.session_id FROM session_leases AS lease
-             JOIN unnest($1::text[], $2::text[], $3::bigint[]) AS mine(session_id, holder, epoch)
-               ON lease.session_id = mine.session_id AND lease.holder = mine.holder AND lease.epoch = mine.epoch
-             FOR SHARE OF lease",
-            &[&sessions, &holders, &epochs],
-        )
-        .await
-        .map_err(failed)?;
-    let held: HashSet<&str> = held.iter().map(|row| row.get(0)).collect();
-    if let Some(part) = batch.iter().find(|part| !held.contains(part.lease.session.as_str())) {
-        return Err(PgError::Fenced { session: part.lease.session.to_string(), epoch: part.lease.epoch });
+    let leases: Vec<&Lease> = batch.iter().map(|part| part.lease).collect();
+    if let Some(lease) = fence_all(tx, target, &leases).await? {
+        return Err(PgError::Fenced { session: lease.session.to_string(), epoch: lease.epoch });
     }
     let mut rows_sessions = Vec::new();
     let mut rows_seqs = Vec::new();
@@ -125,6 +112,13 @@ pub async fn notify(client: &impl GenericClient, target: &PgTarget, sessions: &[
     Ok(())
 }
 
+/// A connection listening for wake-ups, and the wake-ups it hears.
+async fn listen(target: &PgTarget) -> Result<(Client, mpsc::UnboundedReceiver<Notification>), PgError> {
+    let (client, heard) = target.connect_listening().await?;
+    client.batch_execute(&format!("LISTEN {CHANNEL}")).await.map_err(|err| target.failed(&err))?;
+    Ok((client, heard))
+}
+
 /// A follow asked of the [`Follower`]'s task.
 struct Follow {
     session: SessionId,
@@ -149,8 +143,7 @@ pub struct Follower {
 impl Follower {
     /// Connects and listens; a round of reads runs every `poll` besides wake-ups.
     pub async fn start(target: PgTarget, poll: Duration) -> Result<Self, PgError> {
-        let (client, heard) = target.connect_listening().await?;
-        client.batch_execute(&format!("LISTEN {CHANNEL}")).await.map_err(|err| target.failed(&err))?;
+        let (client, heard) = listen(&target).await?;
         let (follows, asked) = mpsc::unbounded_channel();
         let cancel = CancellationToken::new();
         let task = Task { target, poll, followed: HashMap::new(), numbered: 0, cancel: cancel.clone() };
@@ -180,7 +173,7 @@ impl Task {
     async fn run(
         mut self,
         mut client: Client,
-        mut heard: mpsc::UnboundedReceiver<tokio_postgres::Notification>,
+        mut heard: mpsc::UnboundedReceiver<Notification>,
         mut asked: mpsc::UnboundedReceiver<Follow>,
     ) {
         let mut tick = tokio::time::interval(self.poll);
@@ -236,18 +229,13 @@ impl Task {
     }
 
     /// Connects and listens again, until it can (`None`: the follower stopped first).
-    async fn reconnect(&self) -> Option<(Client, mpsc::UnboundedReceiver<tokio_postgres::Notification>)> {
+    async fn reconnect(&self) -> Option<(Client, mpsc::UnboundedReceiver<Notification>)> {
         loop {
             tokio::select! {
                 () = self.cancel.cancelled() => return None,
                 () = tokio::time::sleep(self.poll) => {}
             }
-            let attempt = async {
-                let (client, heard) = self.target.connect_listening().await?;
-                client.batch_execute(&format!("LISTEN {CHANNEL}")).await.map_err(|err| self.target.failed(&err))?;
-                Ok::<_, PgError>((client, heard))
-            };
-            match attempt.await {
+            match listen(&self.target).await {
                 Ok(pair) => return Some(pair),
                 Err(err) => tracing::warn!("following sessions in PostgreSQL: {err}; trying again"),
             }

@@ -7,25 +7,15 @@ use tokio::sync::mpsc;
 use tokio_postgres::Client;
 
 use super::events::{self, Append, Event, Follower};
-use super::lease::{self, Lease, Taken};
-use super::migrate;
-use super::{PgError, PgTarget, fixture};
+use super::lease::{self, Lease};
+use super::tests::{fresh, took};
+use super::{PgError, PgTarget};
 use crate::ids::SessionId;
 
 const POLL: Duration = Duration::from_millis(250);
 
-async fn fresh() -> (PgTarget, Client) {
-    let target = PgTarget::parse(&fixture::database().await).unwrap();
-    let mut client = target.connect().await.unwrap();
-    migrate::to_latest(&mut client, &target).await.unwrap();
-    (target, client)
-}
-
 async fn take(client: &Client, target: &PgTarget, session: &SessionId, holder: &str, ttl: Duration) -> Lease {
-    match lease::take(client, target, session, holder, ttl).await.unwrap() {
-        Taken::Took(lease) => lease,
-        Taken::Held { holder, .. } => panic!("held by {holder}"),
-    }
+    took(lease::take(client, target, session, holder, ttl).await.unwrap())
 }
 
 /// Appends `count` events from `next`, commits, and wakes the followers if `wake`.

@@ -107,14 +107,31 @@ pub async fn renew(
 /// is no longer this holder's at this epoch, and the transaction must be rolled back. While the
 /// transaction lasts, no takeover can commit.
 pub async fn fence(tx: &Transaction<'_>, target: &PgTarget, lease: &Lease) -> Result<bool, PgError> {
+    Ok(fence_all(tx, target, &[lease]).await?.is_none())
+}
+
+/// [`fence`] for a batch's sessions, in one statement: the first lease that is no longer held,
+/// if any.
+pub async fn fence_all<'a>(
+    tx: &Transaction<'_>,
+    target: &PgTarget,
+    leases: &[&'a Lease],
+) -> Result<Option<&'a Lease>, PgError> {
+    let sessions: Vec<&str> = leases.iter().map(|lease| lease.session.as_str()).collect();
+    let holders: Vec<&str> = leases.iter().map(|lease| lease.holder.as_str()).collect();
+    let epochs: Vec<i64> = leases.iter().map(|lease| lease.epoch).collect();
     let held = tx
-        .query_opt(
-            "SELECT 1 FROM session_leases WHERE session_id = $1 AND holder = $2 AND epoch = $3 FOR SHARE",
-            &[&lease.session.as_str(), &lease.holder, &lease.epoch],
+        .query(
+            "SELECT lease.session_id FROM session_leases AS lease
+             JOIN unnest($1::text[], $2::text[], $3::bigint[]) AS mine(session_id, holder, epoch)
+               ON lease.session_id = mine.session_id AND lease.holder = mine.holder AND lease.epoch = mine.epoch
+             FOR SHARE OF lease",
+            &[&sessions, &holders, &epochs],
         )
         .await
         .map_err(|err| target.failed(&err))?;
-    Ok(held.is_some())
+    let held: std::collections::HashSet<&str> = held.iter().map(|row| row.get(0)).collect();
+    Ok(leases.iter().copied().find(|lease| !held.contains(lease.session.as_str())))
 }
 
 /// Lets anyone take the session from now on. `false`: it was no longer this holder's.

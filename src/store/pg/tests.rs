@@ -10,14 +10,16 @@ use super::migrate::{self, LATEST};
 use super::{PgError, PgTarget, fixture};
 use crate::ids::SessionId;
 
-async fn fresh() -> (PgTarget, Client) {
+/// A migrated database of its own, and a connection to it.
+pub(super) async fn fresh() -> (PgTarget, Client) {
     let target = PgTarget::parse(&fixture::database().await).unwrap();
     let mut client = target.connect().await.unwrap();
     migrate::to_latest(&mut client, &target).await.unwrap();
     (target, client)
 }
 
-fn took(taken: Taken) -> Lease {
+/// The lease a take got, or the test fails naming who holds it.
+pub(super) fn took(taken: Taken) -> Lease {
     match taken {
         Taken::Took(lease) => lease,
         Taken::Held { holder, .. } => panic!("held by {holder}"),
