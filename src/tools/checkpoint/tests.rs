@@ -181,25 +181,28 @@ async fn applying_puts_files_back_removes_created_ones_and_restores_links_as_lin
     assert_eq!(std::fs::read_to_string(outside.path().join("secret")).unwrap(), "theirs");
 }
 
-#[tokio::test]
-async fn a_restore_never_follows_a_link_planted_on_the_way_out_of_the_directory() {
+/// Restores `d/c.txt` to `state` through `host`, where `d` became a link to a directory outside
+/// the root holding a `c.txt` of its own since the session created it: the restore must fail
+/// and leave that file alone.
+async fn refused_through_a_planted_link(state: State, host: Arc<dyn Host>) {
     let dir = tempfile::tempdir().unwrap();
     let outside = tempfile::tempdir().unwrap();
     let root = dir.path().canonicalize().unwrap();
-    // The session created `d/c.txt`; since then `d` became a link to a directory elsewhere that
-    // holds a `c.txt` of its own.
     std::fs::write(outside.path().join("c.txt"), "not the session's").unwrap();
     std::os::unix::fs::symlink(outside.path(), root.join("d")).unwrap();
-    let host: Arc<dyn Host> = Arc::new(NoEditor);
-    let blobs = HashMap::new();
-    let removed = apply(&root, &[(PathBuf::from("d/c.txt"), State::Missing)], &blobs, &host).await;
-    assert!(removed[0].result.is_err(), "{removed:?}");
     let data = b"restored".to_vec();
     let blobs = HashMap::from([(Digest::of(&data), data)]);
-    let state = State::File { hash: Digest::of(b"restored"), size: 8, executable: false };
-    let written = apply(&root, &[(PathBuf::from("d/c.txt"), state)], &blobs, &host).await;
-    assert!(written[0].result.is_err(), "{written:?}");
+    let applied = apply(&root, &[(PathBuf::from("d/c.txt"), state)], &blobs, &host).await;
+    assert!(applied[0].result.is_err(), "{applied:?}");
     assert_eq!(std::fs::read_to_string(outside.path().join("c.txt")).unwrap(), "not the session's");
+}
+
+#[tokio::test]
+async fn a_restore_never_follows_a_link_planted_on_the_way_out_of_the_directory() {
+    let restored = State::File { hash: Digest::of(b"restored"), size: 8, executable: false };
+    for state in [State::Missing, restored] {
+        refused_through_a_planted_link(state, Arc::new(NoEditor)).await;
+    }
 }
 
 #[tokio::test]
@@ -243,18 +246,8 @@ impl crate::tools::host::FileWriter for FollowingEditor {
 
 #[tokio::test]
 async fn a_restore_through_the_editor_never_goes_through_a_directory_link_planted_since() {
-    let dir = tempfile::tempdir().unwrap();
-    let outside = tempfile::tempdir().unwrap();
-    let root = dir.path().canonicalize().unwrap();
-    std::fs::write(outside.path().join("c.txt"), "not the session's").unwrap();
-    std::os::unix::fs::symlink(outside.path(), root.join("d")).unwrap();
-    let host: Arc<dyn Host> = Arc::new(FollowingEditor);
-    let data = b"restored".to_vec();
-    let blobs = HashMap::from([(Digest::of(&data), data)]);
-    let state = State::File { hash: Digest::of(b"restored"), size: 8, executable: false };
-    let written = apply(&root, &[(PathBuf::from("d/c.txt"), state)], &blobs, &host).await;
-    assert!(written[0].result.is_err(), "{written:?}");
-    assert_eq!(std::fs::read_to_string(outside.path().join("c.txt")).unwrap(), "not the session's");
+    let restored = State::File { hash: Digest::of(b"restored"), size: 8, executable: false };
+    refused_through_a_planted_link(restored, Arc::new(FollowingEditor)).await;
 }
 
 #[tokio::test]
