@@ -424,7 +424,10 @@ fn a_place_replaced_outside_while_a_command_runs_stays_guarded() {
         std::thread::sleep(std::time::Duration::from_millis(1000));
         // What the user does meanwhile: a git setting, and a save of .env.
         let ws = dir_path.join("ws");
-        sh(&ws, "git config user.name someone && printf 'TOKEN=new-secret\\n' > .env.tmp && mv .env.tmp .env && touch saved");
+        sh(
+            &ws,
+            "git config user.name someone && printf 'TOKEN=new-secret\\n' > .env.tmp && mv .env.tmp .env && touch saved",
+        );
     });
     let output = supervise(&ws, &script, &[]);
     user.join().unwrap();
