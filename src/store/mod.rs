@@ -258,6 +258,9 @@ pub enum Write {
     Barrier,
 }
 
+/// A session's file captures with their files, oldest first, and the contents they name.
+pub type Captures = (Vec<(CheckpointInfo, Vec<Entry>)>, HashMap<Digest, Vec<u8>>);
+
 /// Who wrote a session's title: a client's stands; a model's replaces only one no client gave.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TitleBy {
@@ -440,10 +443,7 @@ impl Store {
     }
 
     /// A session's captures with their files, oldest first, and the contents they name.
-    pub async fn checkpoints_with_contents(
-        &self,
-        id: &SessionId,
-    ) -> Result<(Vec<(CheckpointInfo, Vec<Entry>)>, HashMap<Digest, Vec<u8>>), StoreError> {
+    pub async fn checkpoints_with_contents(&self, id: &SessionId) -> Result<Captures, StoreError> {
         match &*self.backend {
             Backend::Sqlite(db) => db.checkpoints_with_contents(id).await,
         }

@@ -12,6 +12,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 
 use super::rows::ReadError;
 use crate::ids::{MessageId, SessionId};
+use crate::store::Captures;
 use crate::tools::checkpoint::{Blob, By, Capture, Digest, Entry, State, Stored};
 
 /// One capture as `/checkpoints` lists it.
@@ -219,10 +220,7 @@ pub(super) fn blobs(conn: &Connection, hashes: &[Digest]) -> rusqlite::Result<Ha
 
 /// A session's captures with their files, oldest first, and the contents they name, read
 /// together.
-pub(super) fn with_contents(
-    conn: &Connection,
-    id: &SessionId,
-) -> Result<(Vec<(CheckpointInfo, Vec<Entry>)>, HashMap<Digest, Vec<u8>>), ReadError> {
+pub(super) fn with_contents(conn: &Connection, id: &SessionId) -> Result<Captures, ReadError> {
     let tx = conn.unchecked_transaction()?;
     let mut files: HashMap<i64, Vec<Entry>> =
         stored(&tx, id)?.into_iter().map(|capture| (capture.id, capture.entries)).collect();

@@ -36,11 +36,11 @@ use rusqlite::{Connection, OpenFlags};
 // The specs below see what the store module sees.
 #[cfg(test)]
 use super::*;
-use super::{AfterCommit, Snapshot, StoreError, TitleBy, Write};
+use super::{AfterCommit, Captures, Snapshot, StoreError, TitleBy, Write};
 use crate::history::Message;
 use crate::ids::SessionId;
 use crate::permissions::Rule;
-use crate::tools::checkpoint::{Digest, Entry, Stored};
+use crate::tools::checkpoint::{Digest, Stored};
 
 pub use checkpoints::{Carried, CheckpointInfo};
 pub use lease::{Holder, LastTurn, LeaseHolder};
@@ -203,10 +203,7 @@ impl Sqlite {
         self.read(move |conn| checkpoints::list(conn, &id).map_err(rows::ReadError::from)).await
     }
 
-    pub async fn checkpoints_with_contents(
-        &self,
-        id: &SessionId,
-    ) -> Result<(Vec<(CheckpointInfo, Vec<Entry>)>, HashMap<Digest, Vec<u8>>), StoreError> {
+    pub async fn checkpoints_with_contents(&self, id: &SessionId) -> Result<Captures, StoreError> {
         let id = id.clone();
         self.read(move |conn| checkpoints::with_contents(conn, &id)).await
     }
