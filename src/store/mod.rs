@@ -13,6 +13,7 @@
 //! A session's history is written by one process at a time: the process running a turn holds
 //! the session's lease, taken by the turn's first write ([`Write::TakeLease`]).
 
+mod codec;
 pub mod pg;
 mod sqlite;
 
