@@ -76,6 +76,12 @@ pub enum StoreError {
         "session {session} was changed by another cairn process while this one was starting a turn in it; send the prompt again"
     )]
     LeaseMoved { session: SessionId, last: Option<String> },
+    /// PostgreSQL could not do what was asked (the database is named without its password),
+    /// or a session's lease was taken over by another replica.
+    #[error(transparent)]
+    Postgres(pg::PgError),
+    #[error("{0} is not available with a PostgreSQL store yet; use the default SQLite store for it")]
+    NotOnPostgres(&'static str),
     /// A model's title came after a client titled the session (or the session is gone).
     #[error("session {0} keeps the title its client gave it; the model's title was not stored")]
     TitleKept(SessionId),
@@ -275,9 +281,12 @@ pub struct Store {
     backend: Arc<Backend>,
 }
 
-/// The database a [`Store`] talks to.
+/// The database a [`Store`] talks to. One per process, behind the store's `Arc`: its size
+/// costs nothing.
+#[allow(clippy::large_enum_variant)]
 enum Backend {
     Sqlite(sqlite::Sqlite),
+    Postgres(pg::Postgres),
 }
 
 impl Store {
@@ -287,23 +296,33 @@ impl Store {
         Self::open_as(path, Holder::this_process(), lease::HEARTBEAT_EVERY)
     }
 
+    /// Connects to the PostgreSQL database `url` names and migrates it (once, however many
+    /// replicas start together); this replica holds leases for [`pg::LEASE_TTL`].
+    pub async fn open_postgres(url: &str) -> Result<Self, StoreError> {
+        let target = pg::PgTarget::parse(url).map_err(StoreError::Postgres)?;
+        let backend = pg::Postgres::open(target, pg::Postgres::replica_name(), pg::LEASE_TTL).await?;
+        Ok(Self { backend: Arc::new(Backend::Postgres(backend)) })
+    }
+
+    /// [`Self::open_postgres`] as replica `me`, holding leases for `ttl`.
+    #[cfg(test)]
+    async fn open_postgres_as(url: &str, me: &str, ttl: std::time::Duration) -> Result<Self, StoreError> {
+        let target = pg::PgTarget::parse(url).map_err(StoreError::Postgres)?;
+        let backend = pg::Postgres::open(target, me.to_owned(), ttl).await?;
+        Ok(Self { backend: Arc::new(Backend::Postgres(backend)) })
+    }
+
     /// [`Self::open`], holding leases as `me` and refreshing them every `beat`.
     fn open_as(path: &Path, me: Holder, beat: std::time::Duration) -> Result<Self, StoreError> {
         let backend = Backend::Sqlite(sqlite::Sqlite::open(path, me, beat)?);
         Ok(Self { backend: Arc::new(backend) })
     }
 
-    /// Where the database is: its file.
-    pub fn path(&self) -> &Path {
-        match &*self.backend {
-            Backend::Sqlite(db) => db.path(),
-        }
-    }
-
     /// Queues a write; `after` runs once it is committed or has failed. Never blocks.
     pub fn submit(&self, write: Write, after: Option<AfterCommit>) {
         match &*self.backend {
             Backend::Sqlite(db) => db.submit(write, after),
+            Backend::Postgres(db) => db.submit(write, after),
         }
     }
 
@@ -328,6 +347,7 @@ impl Store {
     pub fn snapshot(&self, id: &SessionId, then: Snapshot) {
         match &*self.backend {
             Backend::Sqlite(db) => db.snapshot(id, then),
+            Backend::Postgres(db) => db.snapshot(id, then),
         }
     }
 
@@ -348,12 +368,14 @@ impl Store {
         let _ = self.flush().await;
         match &*self.backend {
             Backend::Sqlite(db) => db.shutdown().await,
+            Backend::Postgres(db) => db.shutdown().await,
         }
     }
 
     pub async fn session(&self, id: &SessionId) -> Result<Option<SessionRow>, StoreError> {
         match &*self.backend {
             Backend::Sqlite(db) => db.session(id).await,
+            Backend::Postgres(db) => db.session(id).await,
         }
     }
 
@@ -361,6 +383,7 @@ impl Store {
     pub async fn messages(&self, id: &SessionId) -> Result<Vec<Message>, StoreError> {
         match &*self.backend {
             Backend::Sqlite(db) => db.messages(id).await,
+            Backend::Postgres(db) => db.messages(id).await,
         }
     }
 
@@ -368,6 +391,7 @@ impl Store {
     pub async fn stored_messages(&self, id: &SessionId) -> Result<Vec<StoredMessage>, StoreError> {
         match &*self.backend {
             Backend::Sqlite(db) => db.stored_messages(id).await,
+            Backend::Postgres(_) => Err(StoreError::NotOnPostgres("exporting a session")),
         }
     }
 
@@ -375,6 +399,7 @@ impl Store {
     pub async fn held_elsewhere(&self, id: &SessionId) -> Result<Option<LeaseHolder>, StoreError> {
         match &*self.backend {
             Backend::Sqlite(db) => db.held_elsewhere(id).await,
+            Backend::Postgres(db) => db.held_elsewhere(id).await,
         }
     }
 
@@ -383,6 +408,7 @@ impl Store {
     pub async fn messages_and_last_turn(&self, id: &SessionId) -> Result<(Vec<Message>, Option<String>), StoreError> {
         match &*self.backend {
             Backend::Sqlite(db) => db.messages_and_last_turn(id).await,
+            Backend::Postgres(db) => db.messages_and_last_turn(id).await,
         }
     }
 
@@ -390,6 +416,7 @@ impl Store {
     pub async fn project_rules(&self, project: &str) -> Result<Vec<Rule>, StoreError> {
         match &*self.backend {
             Backend::Sqlite(db) => db.project_rules(project).await,
+            Backend::Postgres(_) => Err(StoreError::NotOnPostgres("project rules")),
         }
     }
 
@@ -403,6 +430,7 @@ impl Store {
     ) -> Result<ListPage, StoreError> {
         match &*self.backend {
             Backend::Sqlite(db) => db.list_sessions(listing, cursor, limit).await,
+            Backend::Postgres(_) => Err(StoreError::NotOnPostgres("listing sessions")),
         }
     }
 
@@ -412,6 +440,7 @@ impl Store {
     pub fn owner(&self, id: &SessionId) -> Option<Arc<str>> {
         match &*self.backend {
             Backend::Sqlite(db) => db.owner(id),
+            Backend::Postgres(_) => None,
         }
     }
 
@@ -419,6 +448,7 @@ impl Store {
     pub async fn tokens(&self) -> Result<Vec<TokenRow>, StoreError> {
         match &*self.backend {
             Backend::Sqlite(db) => db.tokens().await,
+            Backend::Postgres(_) => Err(StoreError::NotOnPostgres("bearer tokens")),
         }
     }
 
@@ -426,6 +456,7 @@ impl Store {
     pub fn token_check(&self) -> Result<TokenCheck, StoreError> {
         match &*self.backend {
             Backend::Sqlite(db) => db.token_check(),
+            Backend::Postgres(_) => Err(StoreError::NotOnPostgres("bearer tokens")),
         }
     }
 
@@ -433,6 +464,7 @@ impl Store {
     pub async fn checkpoint_captures(&self, id: &SessionId) -> Result<Vec<Stored>, StoreError> {
         match &*self.backend {
             Backend::Sqlite(db) => db.checkpoint_captures(id).await,
+            Backend::Postgres(_) => Err(StoreError::NotOnPostgres("file checkpoints")),
         }
     }
 
@@ -440,6 +472,7 @@ impl Store {
     pub async fn checkpoints(&self, id: &SessionId) -> Result<Vec<CheckpointInfo>, StoreError> {
         match &*self.backend {
             Backend::Sqlite(db) => db.checkpoints(id).await,
+            Backend::Postgres(_) => Err(StoreError::NotOnPostgres("file checkpoints")),
         }
     }
 
@@ -447,6 +480,7 @@ impl Store {
     pub async fn checkpoints_with_contents(&self, id: &SessionId) -> Result<Captures, StoreError> {
         match &*self.backend {
             Backend::Sqlite(db) => db.checkpoints_with_contents(id).await,
+            Backend::Postgres(_) => Err(StoreError::NotOnPostgres("file checkpoints")),
         }
     }
 
@@ -454,6 +488,7 @@ impl Store {
     pub async fn file_blobs(&self, hashes: Vec<Digest>) -> Result<HashMap<Digest, Vec<u8>>, StoreError> {
         match &*self.backend {
             Backend::Sqlite(db) => db.file_blobs(hashes).await,
+            Backend::Postgres(_) => Err(StoreError::NotOnPostgres("file checkpoints")),
         }
     }
 }
@@ -470,3 +505,6 @@ impl Drop for ReleaseOnDrop {
         self.store.submit(Write::ReleaseLease { session_id: self.session.clone() }, None);
     }
 }
+
+#[cfg(test)]
+mod both_tests;

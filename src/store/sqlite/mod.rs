@@ -115,10 +115,6 @@ impl Sqlite {
         Ok(Self { path: path.to_owned(), me, writer, reader, owners })
     }
 
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-
     pub fn submit(&self, mut write: Write, after: Option<AfterCommit>) {
         self.owners.note(&mut write);
         self.writer.submit(write, after);
