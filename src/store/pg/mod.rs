@@ -21,6 +21,7 @@ mod store;
 #[cfg(test)]
 mod tests;
 mod writer;
+mod writes;
 
 pub use store::{LEASE_TTL, Postgres};
 
