@@ -9,17 +9,22 @@
 //! another replica's writes (`events`). It carries a session's turns so far; no command selects
 //! it yet.
 
+mod checkpoints;
 pub mod events;
 #[cfg(test)]
 mod events_tests;
 #[cfg(test)]
 pub(in crate::store) mod fixture;
 pub mod lease;
+mod listing;
 pub mod migrate;
 mod rows;
+mod rules;
 mod store;
 #[cfg(test)]
 mod tests;
+pub mod tokens;
+mod transfer;
 mod writer;
 mod writes;
 

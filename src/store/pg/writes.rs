@@ -9,9 +9,9 @@ use std::collections::HashMap;
 use tokio_postgres::GenericClient;
 
 use super::lease::{self, Taken};
-use super::rows;
 use super::writer::{Done, PartKey, State, holder_of, mark_of};
 use super::{PgError, PgTarget};
+use super::{checkpoints, rows, rules, tokens, transfer};
 use crate::ids::{SessionId, now_ms};
 use crate::store::{LastTurn, StoreError, TitleBy, Write};
 
@@ -27,7 +27,6 @@ pub(super) async fn one(
     opened: &mut HashMap<PartKey, SessionId>,
 ) -> Result<Result<(), StoreError>, tokio_postgres::Error> {
     let now = now_ms();
-    let unsupported = |what: &'static str| Ok(Err(StoreError::NotOnPostgres(what)));
     match write {
         Write::InsertSession(row) => rows::insert_session(tx, row).await?,
         Write::SetSessionTitle { id, title, by } => {
@@ -121,20 +120,42 @@ pub(super) async fn one(
         Write::HideFrom { session_id, from } => rows::hide_from(tx, session_id, from, now).await?,
         Write::DeleteSession { id } => {
             rows::delete_session(tx, id, false).await?;
+            checkpoints::drop_unused_blobs(tx).await?;
         }
         Write::DeleteUnprompted { id } => {
-            rows::delete_session(tx, id, true).await?;
+            if rows::delete_session(tx, id, true).await? {
+                checkpoints::drop_unused_blobs(tx).await?;
+            }
         }
-        Write::PutBlobs(_)
-        | Write::PutCheckpoints { .. }
-        | Write::FinishRestore { .. }
-        | Write::TrimCheckpoints { .. } => {
-            return unsupported("file checkpoints");
+        Write::PutBlobs(blobs) => checkpoints::put_blobs(tx, blobs).await?,
+        Write::PutCheckpoints { session_id, prompt, captures, restore } => {
+            let captures = checkpoints::of_write(prompt.as_ref(), captures, restore.as_deref(), now);
+            if let Some(detail) = checkpoints::missing(tx, &captures, &[]).await? {
+                return Ok(Err(StoreError::Postgres(PgError::Query { at: target.to_string(), detail })));
+            }
+            checkpoints::put_captures(tx, session_id, &captures).await?;
         }
-        Write::AddProjectRule { .. } | Write::RemoveProjectRule { .. } => return unsupported("project rules"),
-        Write::ForkSession { .. } => return unsupported("forking a session"),
-        Write::ImportSession { .. } => return unsupported("importing a session"),
-        Write::AddToken { .. } | Write::RevokeToken { .. } => return unsupported("bearer tokens"),
+        Write::FinishRestore { session_id } => checkpoints::finish_restore(tx, session_id).await?,
+        Write::TrimCheckpoints { session_id, session_bytes, total_bytes } => {
+            checkpoints::trim(tx, session_id, *session_bytes, *total_bytes).await?;
+        }
+        Write::AddProjectRule { project, rule } => rules::add(tx, project, rule, now).await?,
+        Write::RemoveProjectRule { project, rule } => rules::remove(tx, project, rule).await?,
+        Write::ForkSession { row, parent } => transfer::fork_session(tx, row, parent, now).await?,
+        Write::ImportSession { row, messages, checkpoints: carried, blobs } => {
+            // Refused before anything is written, so no half import is left in the batch.
+            if let Some(detail) = checkpoints::missing(tx, &checkpoints::of_import(carried), blobs).await? {
+                return Ok(Err(StoreError::Postgres(PgError::Query { at: target.to_string(), detail })));
+            }
+            transfer::import_session(tx, row, messages, carried, blobs).await?;
+        }
+        Write::AddToken { id, principal, hash } => tokens::insert(tx, id, principal, hash, now).await?,
+        Write::RevokeToken { id } => {
+            if !tokens::exists(tx, id).await? {
+                return Ok(Err(StoreError::UnknownToken(id.clone())));
+            }
+            tokens::revoke(tx, id, now).await?;
+        }
         Write::Barrier => {}
     }
     Ok(Ok(()))
