@@ -326,7 +326,7 @@ async fn cut(client: &impl GenericClient, session: Option<&SessionId>, limit: u6
             "SELECT id, session_id, prompt_id FROM (
                SELECT id, session_id, prompt_id, sum(bytes) OVER (ORDER BY id DESC) AS kept FROM checkpoints
                WHERE ($1::text IS NULL OR session_id = $1) AND (call_id IS NULL OR call_id <> 'base')
-             ) AS newest WHERE kept > $2 ORDER BY id DESC LIMIT 1",
+             ) AS newest WHERE kept > $2::int8 ORDER BY id DESC LIMIT 1",
             &[&session, &limit],
         )
         .await?;

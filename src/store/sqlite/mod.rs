@@ -304,5 +304,3 @@ mod listing_tests;
 mod stream_tests;
 #[cfg(test)]
 mod tests;
-#[cfg(test)]
-mod tokens_tests;
