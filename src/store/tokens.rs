@@ -7,7 +7,9 @@ use super::sqlite::tokens::SqliteTokenCheck;
 use super::{StoreError, TokenRow};
 use crate::store::pg::tokens::PgTokenCheck;
 
-/// A connection of its own for checking tokens (see [`super::Store::token_check`]).
+/// A connection of its own for checking tokens (see [`super::Store::token_check`]). One per
+/// server, made once: the SQLite variant's size costs nothing.
+#[allow(clippy::large_enum_variant)]
 pub enum TokenCheck {
     Sqlite(SqliteTokenCheck),
     Postgres(PgTokenCheck),
