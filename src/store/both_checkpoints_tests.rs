@@ -3,6 +3,8 @@
 //! every file's last state stays known and the contents nobody names go, a restore stays
 //! pending until finished, and a session's captures read back with their contents.
 
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 
 use super::*;
@@ -54,6 +56,7 @@ on_both!(
     trimming_folds_the_oldest_prompts_keeping_every_files_last_state,
     the_total_limit_drops_the_oldest_sessions_captures_first,
     a_restore_is_pending_until_finished_and_captures_read_back_with_their_contents,
+    paths_are_kept_byte_for_byte_and_a_path_listed_twice_keeps_its_last_state,
 );
 
 async fn a_capture_naming_content_not_stored_is_refused(pair: Pair) {
@@ -127,4 +130,36 @@ async fn a_restore_is_pending_until_finished_and_captures_read_back_with_their_c
     assert_eq!(blobs.len(), 2, "each content once");
     assert_eq!(blobs[&Digest::of(b"two")], b"two");
     assert_eq!(other.checkpoint_captures(&id).await.unwrap().len(), 4);
+}
+
+/// The store keeps what it is given (judging a path is the restore's work, beneath the
+/// session's directory): bytes that are not UTF-8, quotes, a newline, `..`, all come back
+/// exactly, and no statement is built from them.
+async fn paths_are_kept_byte_for_byte_and_a_path_listed_twice_keeps_its_last_state(pair: Pair) {
+    let store = pair.a;
+    let id = session(&store).await;
+    store.commit(Write::PutBlobs(vec![blob("x"), blob("y")])).await.unwrap();
+    let odd: Vec<PathBuf> =
+        [&b"caf\xe9\xff"[..], b"it's \"quoted\"; DROP TABLE file_blobs; --", b"line\nbreak", b"../outside"]
+            .into_iter()
+            .map(|bytes| PathBuf::from(OsStr::from_bytes(bytes)))
+            .collect();
+    let mut entries: Vec<Entry> =
+        odd.iter().map(|path| Entry { path: path.clone(), state: file("x"), stamp: 1 }).collect();
+    entries.push(Entry { path: odd[0].clone(), state: file("y"), stamp: 2 });
+    let captures = vec![Capture { by: By::Seen, call_id: None, entries }];
+    store
+        .commit(Write::PutCheckpoints { session_id: id.clone(), prompt: None, captures, restore: None })
+        .await
+        .unwrap();
+
+    let stored = pair.b.checkpoint_captures(&id).await.unwrap();
+    let mut read: Vec<(PathBuf, State)> =
+        stored[0].entries.iter().map(|entry| (entry.path.clone(), entry.state.clone())).collect();
+    read.sort_by(|a, b| a.0.cmp(&b.0));
+    let mut expected: Vec<(PathBuf, State)> =
+        odd.iter().map(|path| (path.clone(), if *path == odd[0] { file("y") } else { file("x") })).collect();
+    expected.sort_by(|a, b| a.0.cmp(&b.0));
+    assert_eq!(read, expected);
+    assert_eq!(pair.b.file_blobs(vec![Digest::of(b"x"), Digest::of(b"y")]).await.unwrap().len(), 2, "nothing dropped");
 }

@@ -155,3 +155,28 @@ async fn a_projects_rules_are_kept_once_oldest_first_until_forgotten(pair: Pair)
     assert_eq!(pair.b.project_rules("/elsewhere").await.unwrap(), [other]);
     assert!(pair.b.project_rules("/nowhere").await.unwrap().is_empty());
 }
+
+/// A project rule row this version cannot read (a newer cairn's permission, a damaged action)
+/// stands in as an unreadable rule, never guessed, and revoking the stand-in removes that row
+/// only. SQLite's twin is `sqlite::tests`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_postgres_an_unreadable_project_rule_stands_in_until_its_own_row_is_revoked() {
+    let (pair, url) = postgres_with_url().await;
+    let kept = Rule::new(Permission::Tool, "mcp__github__*", Action::Allow, Scope::Project);
+    pair.a.commit(Write::AddProjectRule { project: "/w".into(), rule: kept.clone() }).await.unwrap();
+    let raw = pg::PgTarget::parse(&url).unwrap().connect().await.unwrap();
+    raw.batch_execute(
+        "ALTER TABLE permission_rules DROP CONSTRAINT permission_rules_permission_check,
+                                      DROP CONSTRAINT permission_rules_action_check;
+         INSERT INTO permission_rules (project, permission, pattern, action, created_at) VALUES
+           ('/w', 'mcp', 'x', 'allow', 0), ('/w', 'bash', 'y', 'maybe', 0)",
+    )
+    .await
+    .unwrap();
+    let rules = pair.b.project_rules("/w").await.unwrap();
+    assert_eq!(rules.len(), 3, "{rules:?}");
+    assert_eq!(rules[0], kept);
+    assert!(crate::permissions::describe_rule(&rules[1]).starts_with("an unreadable rule"), "{rules:?}");
+    pair.a.commit(Write::RemoveProjectRule { project: "/w".into(), rule: rules[1].clone() }).await.unwrap();
+    assert_eq!(pair.b.project_rules("/w").await.unwrap(), [kept, rules[2].clone()], "the other row stays");
+}
