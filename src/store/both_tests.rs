@@ -2,7 +2,9 @@
 //! PostgreSQL (a private server this test process starts, see `pg::fixture`): a turn's rows
 //! round trip, callbacks come after the commit and in order, a snapshot joins the writer's
 //! order, a bad write fails alone, a session's lease keeps a turn to one process, titles,
-//! rewinds and deletes.
+//! rewinds and deletes. The specs of file checkpoints, listings, tokens and owners, and of
+//! imports, exports, forks and project rules are in the `both_*_tests.rs` files beside it,
+//! its child modules, using its pairs of stores and its `on_both!`.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
