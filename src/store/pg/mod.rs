@@ -18,6 +18,7 @@ pub mod lease;
 pub mod migrate;
 mod rows;
 mod store;
+pub mod sweeper;
 #[cfg(test)]
 mod tests;
 mod writer;

@@ -13,9 +13,10 @@ use std::time::Duration;
 
 use tokio::sync::{mpsc, oneshot};
 use tokio_postgres::Client;
+use tokio_util::sync::CancellationToken;
 
 use super::writer::{self, Job, Writer};
-use super::{PgTarget, migrate, rows};
+use super::{PgTarget, migrate, rows, sweeper};
 use crate::history::Message;
 use crate::ids::{LeaseHolder, SessionId};
 use crate::store::{AfterCommit, Snapshot, StoreError, Write};
@@ -28,6 +29,8 @@ pub struct Postgres {
     me: String,
     jobs: mpsc::UnboundedSender<Job>,
     reader: Client,
+    /// Stops the sweeper of dead replicas' turns.
+    sweeping: CancellationToken,
 }
 
 impl Postgres {
@@ -48,7 +51,10 @@ impl Postgres {
             open: HashMap::new(),
         };
         tokio::spawn(writer.run(queue));
-        Ok(Self { target, me, jobs, reader })
+        let sweeping = CancellationToken::new();
+        let every = (ttl / 4).max(Duration::from_millis(50));
+        tokio::spawn(sweeper::run(target.clone(), me.clone(), ttl, every, sweeping.clone()));
+        Ok(Self { target, me, jobs, reader, sweeping })
     }
 
     /// This replica's name as a lease holder: `host:pid:random`.
@@ -76,6 +82,7 @@ impl Postgres {
     }
 
     pub async fn shutdown(&self) {
+        self.sweeping.cancel();
         let (ack, done) = oneshot::channel();
         if self.jobs.send(Job::Shutdown(ack)).is_ok() {
             let _ = done.await;
@@ -122,5 +129,11 @@ impl Postgres {
             .map_err(|err| self.error(&err))?;
         let ttl = i64::try_from(LEASE_TTL.as_millis()).unwrap_or(0);
         Ok(row.map(|row| writer::holder_of(id, row.get(0), row.get(1), row.get::<_, i64>(2) - ttl)))
+    }
+}
+
+impl Drop for Postgres {
+    fn drop(&mut self) {
+        self.sweeping.cancel();
     }
 }
