@@ -14,6 +14,7 @@ pub mod events;
 mod events_tests;
 #[cfg(test)]
 pub(in crate::store) mod fixture;
+pub mod health;
 pub mod lease;
 pub mod migrate;
 mod rows;
