@@ -76,6 +76,9 @@ pub async fn run() -> u8 {
     keys(&mut report, &config);
     reachable(&mut report, &config).await;
     database(&mut report, &config);
+    if let Some(url) = &config.store_url {
+        shared_database(&mut report, url).await;
+    }
     mcp(&mut report, &config).await;
     match (log_file, crate::logging::file()) {
         (Err(why), _) => report.line(Status::Fail, "log file", &why),
@@ -260,6 +263,41 @@ fn database(report: &mut Report, config: &Config) {
         }
         Err(err) => report.line(Status::Fail, "database", &err.to_string()),
     }
+}
+
+/// The PostgreSQL store of `[store] url`: reachable, its schema, and the turns its leases say
+/// are running or were left by a replica that died.
+async fn shared_database(report: &mut Report, url: &str) {
+    use crate::store::pg::{PgTarget, health};
+    let target = match PgTarget::parse(url) {
+        Ok(target) => target,
+        Err(err) => return report.line(Status::Fail, "shared store", &err.to_string()),
+    };
+    let health = match health::check(&target).await {
+        Ok(health) => health,
+        Err(err) => return report.line(Status::Fail, "shared store", &err.to_string()),
+    };
+    let sessions = crate::inspect::sessions(usize::try_from(health.sessions).unwrap_or(0));
+    report.line(Status::Ok, "shared store", &format!("PostgreSQL at {target} ({sessions}; [store] url)"));
+    let (status, note) = match health.version.cmp(&health.supported) {
+        std::cmp::Ordering::Equal => (Status::Ok, "current".to_owned()),
+        std::cmp::Ordering::Less => {
+            (Status::Ok, format!("the next `cairn serve` to start upgrades it to {}", health.supported))
+        }
+        std::cmp::Ordering::Greater => (
+            Status::Fail,
+            format!(
+                "newer than this cairn supports ({}); upgrade this replica to the version the others run",
+                health.supported
+            ),
+        ),
+    };
+    report.line(status, "shared schema", &format!("version {} ({note})", health.version));
+    let lapsed = match health.lapsed {
+        0 => String::new(),
+        n => format!("; {n} left by a replica that stopped mid-turn, closed by the next running replica's sweep"),
+    };
+    report.line(Status::Ok, "leases", &format!("{} turns running{lapsed}", health.running));
 }
 
 /// Starts the config's MCP servers in the current directory, waits for them as a prompt would

@@ -99,7 +99,12 @@ impl From<StopReason> for TurnEnd {
 }
 
 /// Something the editor should be shown about a session, in domain terms.
-#[derive(Clone, Debug, PartialEq)]
+///
+/// What a turn's recorder shows with a stored write also travels as JSON, through a shared
+/// store's event log, to the replicas whose clients follow the turn ([`Update::to_event`]);
+/// the other variants are never logged (`serde(skip)`).
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(tag = "update", content = "data", rename_all = "snake_case")]
 pub enum Update {
     /// A piece of a user message (replayed by `session/load`).
     UserChunk { message: MessageId, part: Part },
@@ -122,17 +127,22 @@ pub enum Update {
     Notice { message: MessageId, text: String },
     /// An answer for the user alone that is not part of the conversation (a slash command's):
     /// never stored, never replayed, so it carries no message id.
+    #[serde(skip)]
     EphemeralText { text: String },
     /// A note for the user alone (a prompt queued; a warning: an MCP server that failed): never
     /// stored, never replayed, no message id.
+    #[serde(skip)]
     EphemeralNotice { text: String, warning: bool },
     /// How full the context window is, and what the session has cost (USD) when prices are known.
     Usage { used: u64, size: u64, cost: Option<f64> },
     /// The commands offered changed (a command file added, changed or removed): all of them.
+    #[serde(skip)]
     Commands(Vec<Advertised>),
     /// The session's options changed from inside (a `/model` command, an approved plan).
+    #[serde(skip)]
     Options(Box<SessionView>),
     /// The session's mode changed from inside (an approved plan): `current_mode_update`.
+    #[serde(skip)]
     Mode(crate::permissions::Mode),
     /// A compaction's progress; `note` is the short message for clients without compaction
     /// updates, `error` why it failed.
@@ -140,11 +150,14 @@ pub enum Update {
     /// A compaction's summary, sent before it completes.
     CompactionSummary { id: MessageId, text: String },
     /// A sub-agent of this session started or ended (the `task` call that runs it).
+    #[serde(skip)]
     Subagent(Box<SubagentInfo>),
     /// Text sent to or received from a sub-agent: the task it was given, the report it gave.
+    #[serde(skip)]
     SessionMessage(Box<SessionMessage>),
     /// An update of another session this one owns (a sub-agent's, at any depth), sent through
     /// this session's stream: clients that take sub-agents see it on `session`, others not at all.
+    #[serde(skip)]
     Elsewhere { session: SessionId, update: Box<Update> },
 }
 
@@ -174,6 +187,21 @@ pub struct SessionMessage {
 }
 
 impl Update {
+    /// The update as a shared store's event log keeps it, for replicas whose clients follow
+    /// the turn; `None` for the kinds never logged (ephemeral ones, a session's options and
+    /// commands, sub-agents' traffic).
+    pub fn to_event(&self) -> Option<String> {
+        serde_json::to_string(self).ok()
+    }
+
+    /// An update read back from the event log; `None` (with a warning) for one this build
+    /// cannot read, which a replica of another version may have written.
+    pub fn from_event(body: &str) -> Option<Update> {
+        serde_json::from_str(body)
+            .inspect_err(|err| tracing::warn!(%err, "an event of the shared log this cairn cannot read; skipped"))
+            .ok()
+    }
+
     /// Whether the update shows something stored, which `session/load` shows again ([`replay`]):
     /// the conversation's messages and parts, tool calls and plans, stored notices, finished
     /// compactions. Every other update is plainly ephemeral: shown once, without a message id.
@@ -204,7 +232,8 @@ impl Update {
     }
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum CompactionState {
     InProgress,
     Completed,
@@ -419,6 +448,39 @@ pub fn replay(messages: &[crate::history::Message]) -> impl Iterator<Item = Upda
 mod tests {
     use super::*;
     use crate::history::{Message, MessageMeta, Role};
+
+    #[test]
+    fn what_a_recorder_shows_travels_as_an_event_and_nothing_else_does() {
+        let message = MessageId::generate();
+        let mut call = ToolPart::new("c1".into(), "bash".into());
+        call.title = "ls".into();
+        let logged = [
+            Update::UserChunk { message: message.clone(), part: Part::Text { text: "hi".into() } },
+            Update::AgentText { message: message.clone(), text: "an answer".into() },
+            Update::AgentThought { message: message.clone(), text: "hmm".into() },
+            Update::ToolCall(call.clone()),
+            Update::ToolCallUpdate(call),
+            Update::PlanDocument("# Plan".into()),
+            Update::Plan(Vec::new()),
+            Update::Title("A title".into()),
+            Update::Notice { message: message.clone(), text: "retrying".into() },
+            Update::Usage { used: 10, size: 100, cost: Some(0.5) },
+            Update::Compaction {
+                id: message.clone(),
+                state: CompactionState::Failed,
+                note: "n".into(),
+                error: Some("e".into()),
+            },
+            Update::CompactionSummary { id: message, text: "summary".into() },
+        ];
+        for update in logged {
+            let event = update.to_event().unwrap_or_else(|| panic!("{update:?} is logged"));
+            assert_eq!(Update::from_event(&event), Some(update));
+        }
+        assert_eq!(Update::EphemeralText { text: "only here".into() }.to_event(), None);
+        assert_eq!(Update::EphemeralNotice { text: "queued".into(), warning: false }.to_event(), None);
+        assert_eq!(Update::from_event("{\"update\": \"from_a_newer_cairn\"}"), None);
+    }
 
     #[test]
     fn a_replay_shows_the_text_so_far_and_no_call_whose_arguments_are_still_coming() {

@@ -319,6 +319,15 @@ impl Store {
         Ok(Self { backend: Arc::new(backend) })
     }
 
+    /// The PostgreSQL database the sessions are kept in, as `user@host:port/database` (never
+    /// with its password); `None` for the SQLite file.
+    pub fn shared_database(&self) -> Option<String> {
+        match &*self.backend {
+            Backend::Sqlite(_) => None,
+            Backend::Postgres(db) => Some(db.target().to_string()),
+        }
+    }
+
     /// Queues a write; `after` runs once it is committed or has failed. Never blocks.
     pub fn submit(&self, write: Write, after: Option<AfterCommit>) {
         match &*self.backend {

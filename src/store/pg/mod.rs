@@ -17,12 +17,14 @@ pub mod events;
 mod events_tests;
 #[cfg(test)]
 pub(in crate::store) mod fixture;
+pub mod health;
 pub mod lease;
 mod listing;
 pub mod migrate;
 mod rows;
 mod rules;
 mod store;
+pub mod sweeper;
 #[cfg(test)]
 mod tests;
 pub mod tokens;

@@ -14,13 +14,14 @@ use std::time::Duration;
 
 use tokio::sync::{mpsc, oneshot};
 use tokio_postgres::Client;
+use tokio_util::sync::CancellationToken;
 
 use std::sync::Arc;
 
 use super::listing::{self, PageError};
 use super::tokens::{self, PgTokenCheck};
 use super::writer::{self, Job, Writer};
-use super::{PgTarget, checkpoints, migrate, rows, rules, transfer};
+use super::{PgTarget, checkpoints, migrate, rows, rules, sweeper, transfer};
 use crate::history::Message;
 use crate::ids::{LeaseHolder, SessionId};
 use crate::permissions::Rule;
@@ -41,6 +42,8 @@ pub struct Postgres {
     reader: Client,
     /// Whose each session is (`cairn serve --auth`).
     owners: Owners,
+    /// Stops the sweeper of dead replicas' turns.
+    sweeping: CancellationToken,
 }
 
 impl Postgres {
@@ -68,7 +71,10 @@ impl Postgres {
             open: HashMap::new(),
         };
         tokio::spawn(writer.run(queue));
-        Ok(Self { target, me, jobs, reader, owners: Owners::new(owned) })
+        let sweeping = CancellationToken::new();
+        let every = (ttl / 4).max(Duration::from_millis(50));
+        tokio::spawn(sweeper::run(target.clone(), me.clone(), ttl, every, sweeping.clone()));
+        Ok(Self { target, me, jobs, reader, owners: Owners::new(owned), sweeping })
     }
 
     /// This replica's name as a lease holder: `host:pid:random`.
@@ -97,6 +103,7 @@ impl Postgres {
     }
 
     pub async fn shutdown(&self) {
+        self.sweeping.cancel();
         let (ack, done) = oneshot::channel();
         if self.jobs.send(Job::Shutdown(ack)).is_ok() {
             let _ = done.await;
@@ -200,5 +207,11 @@ impl Postgres {
 
     pub async fn file_blobs(&self, hashes: Vec<Digest>) -> Result<HashMap<Digest, Vec<u8>>, StoreError> {
         checkpoints::blobs(&self.reader, &hashes).await.map_err(|err| self.error(&err))
+    }
+}
+
+impl Drop for Postgres {
+    fn drop(&mut self) {
+        self.sweeping.cancel();
     }
 }
