@@ -155,7 +155,7 @@ async fn paths_are_kept_byte_for_byte_and_a_path_listed_twice_keeps_its_last_sta
 
     let stored = pair.b.checkpoint_captures(&id).await.unwrap();
     let mut read: Vec<(PathBuf, State)> =
-        stored[0].entries.iter().map(|entry| (entry.path.clone(), entry.state.clone())).collect();
+        stored[0].entries.iter().map(|entry| (entry.path.clone(), entry.state)).collect();
     read.sort_by(|a, b| a.0.cmp(&b.0));
     let mut expected: Vec<(PathBuf, State)> =
         odd.iter().map(|path| (path.clone(), if *path == odd[0] { file("y") } else { file("x") })).collect();
