@@ -2,7 +2,9 @@
 //! PostgreSQL (a private server this test process starts, see `pg::fixture`): a turn's rows
 //! round trip, callbacks come after the commit and in order, a snapshot joins the writer's
 //! order, a bad write fails alone, a session's lease keeps a turn to one process, titles,
-//! rewinds and deletes.
+//! rewinds and deletes. The specs of file checkpoints, listings, tokens and owners, and of
+//! imports, exports, forks and project rules are in the `both_*_tests.rs` files beside it,
+//! its child modules, using its pairs of stores and its `on_both!`.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -15,7 +17,25 @@ use crate::ids::now_ms;
 struct Pair {
     a: Store,
     b: Store,
+    /// Where the database is, to open another store on it.
+    at: At,
     _dir: Option<tempfile::TempDir>,
+}
+
+/// A pair's database.
+enum At {
+    Sqlite(std::path::PathBuf),
+    Postgres(String),
+}
+
+impl Pair {
+    /// Another process (or replica) opening the database now.
+    async fn open_another(&self) -> Store {
+        match &self.at {
+            At::Sqlite(path) => Store::open_as(path, Holder::this_process().sibling(), lease::HEARTBEAT_EVERY).unwrap(),
+            At::Postgres(url) => Store::open_postgres_as(url, "host-c:3:c", Duration::from_secs(30)).await.unwrap(),
+        }
+    }
 }
 
 /// The PostgreSQL pair's database, for a spec that reaches below the store.
@@ -24,7 +44,7 @@ async fn postgres_with_url() -> (Pair, String) {
     let ttl = Duration::from_secs(30);
     let a = Store::open_postgres_as(&url, "host-a:1:a", ttl).await.unwrap();
     let b = Store::open_postgres_as(&url, "host-b:2:b", ttl).await.unwrap();
-    (Pair { a, b, _dir: None }, url)
+    (Pair { a, b, at: At::Postgres(url.clone()), _dir: None }, url)
 }
 
 fn sqlite() -> Pair {
@@ -33,13 +53,14 @@ fn sqlite() -> Pair {
     let me = Holder::this_process();
     let a = Store::open_as(&path, me.sibling(), lease::HEARTBEAT_EVERY).unwrap();
     let b = Store::open_as(&path, me.sibling(), lease::HEARTBEAT_EVERY).unwrap();
-    Pair { a, b, _dir: Some(dir) }
+    Pair { a, b, at: At::Sqlite(path), _dir: Some(dir) }
 }
 
 async fn postgres() -> Pair {
     postgres_with_url().await.0
 }
 
+/// Each spec named runs once per backend, in a module of its name.
 macro_rules! on_both {
     ($($spec:ident),* $(,)?) => {$(
         mod $spec {
@@ -260,3 +281,15 @@ async fn a_replica_whose_lease_was_taken_over_writes_nothing() {
         .get(0);
     assert_eq!(epoch, 2, "b's take fenced a's epoch 1");
 }
+
+#[path = "both_checkpoints_tests.rs"]
+mod checkpoints;
+
+#[path = "both_transfer_tests.rs"]
+mod transfer;
+
+#[path = "both_listing_tests.rs"]
+mod listing;
+
+#[path = "both_tokens_tests.rs"]
+mod tokens;

@@ -1,7 +1,11 @@
 //! How the store keeps cairn's values as text, whichever database holds them: a part as its
 //! kind and JSON (text and reasoning read without buffering), a session's settings in its
-//! metadata, its rules, and the editor's instructions. Both backends read and write through
+//! metadata, its rules, and the editor's instructions, and a message as an export carries it
+//! (`StoredMessage`, its stored JSON texts unparsed). Both backends read and write through
 //! these, so a session exported from one reads the same in the other.
+
+use serde::Serialize;
+use serde_json::value::RawValue;
 
 use crate::agent::prompt::ClientPrompt;
 use crate::history::Part;
@@ -109,4 +113,34 @@ pub fn append(part: &mut Part, text: &str) {
 pub fn to_json<T: serde::Serialize>(value: &T) -> String {
     // Our own plain data types always serialize; an empty object is the safe fallback.
     serde_json::to_string(value).unwrap_or_else(|_| "{}".to_owned())
+}
+
+/// One visible message as the database holds it: its metadata and parts are the stored JSON
+/// texts, unparsed, so that nothing this version does not understand is lost on the way out.
+#[derive(Debug, Serialize)]
+pub struct StoredMessage {
+    pub id: String,
+    pub role: String,
+    /// `messages.metadata_json`.
+    pub meta: Box<RawValue>,
+    /// Each part's `parts.data_json`, in order.
+    pub parts: Vec<Box<RawValue>>,
+}
+
+/// A streaming part's stored JSON with the text of its pieces appended to its `text` (see
+/// `stream`); `None` if it has no text to append to.
+pub fn with_pieces(data: &str, pieces: &str) -> Option<String> {
+    let mut part: serde_json::Map<String, serde_json::Value> = serde_json::from_str(data).ok()?;
+    let Some(serde_json::Value::String(text)) = part.get_mut("text") else { return None };
+    text.push_str(pieces);
+    serde_json::to_string(&part).ok()
+}
+
+/// The stored text as JSON; a text that is not JSON (a damaged row) is kept as a JSON string.
+pub fn raw(text: String) -> Box<RawValue> {
+    let damaged = serde_json::from_str::<serde::de::IgnoredAny>(&text).is_err();
+    match damaged.then(|| serde_json::value::to_raw_value(&text)) {
+        Some(Ok(quoted)) => quoted,
+        Some(Err(_)) | None => RawValue::from_string(text).unwrap_or_default(),
+    }
 }

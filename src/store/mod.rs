@@ -14,8 +14,10 @@
 //! the session's lease, taken by the turn's first write ([`Write::TakeLease`]).
 
 mod codec;
+mod owners;
 pub mod pg;
 mod sqlite;
+mod tokens;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -28,13 +30,14 @@ use crate::ids::{MessageId, SessionId};
 use crate::permissions::Rule;
 use crate::tools::checkpoint::{Digest, Entry, Stored};
 
+pub use sqlite::TokenRow;
 pub use sqlite::health;
 pub use sqlite::lease;
 pub use sqlite::{Archived, ListPage, Listing};
 pub use sqlite::{Carried, CheckpointInfo};
 pub use sqlite::{Holder, LastTurn, LeaseHolder};
 pub use sqlite::{SessionRow, StoredMessage};
-pub use sqlite::{TokenCheck, TokenRow};
+pub use tokens::TokenCheck;
 
 /// A callback run on the writer thread once a write is committed (`Ok`) or rolled back (`Err`).
 /// It must be quick: it runs between batches.
@@ -80,8 +83,6 @@ pub enum StoreError {
     /// or a session's lease was taken over by another replica.
     #[error(transparent)]
     Postgres(pg::PgError),
-    #[error("{0} is not available with a PostgreSQL store yet; use the default SQLite store for it")]
-    NotOnPostgres(&'static str),
     /// A model's title came after a client titled the session (or the session is gone).
     #[error("session {0} keeps the title its client gave it; the model's title was not stored")]
     TitleKept(SessionId),
@@ -400,7 +401,7 @@ impl Store {
     pub async fn stored_messages(&self, id: &SessionId) -> Result<Vec<StoredMessage>, StoreError> {
         match &*self.backend {
             Backend::Sqlite(db) => db.stored_messages(id).await,
-            Backend::Postgres(_) => Err(StoreError::NotOnPostgres("exporting a session")),
+            Backend::Postgres(db) => db.stored_messages(id).await,
         }
     }
 
@@ -425,7 +426,7 @@ impl Store {
     pub async fn project_rules(&self, project: &str) -> Result<Vec<Rule>, StoreError> {
         match &*self.backend {
             Backend::Sqlite(db) => db.project_rules(project).await,
-            Backend::Postgres(_) => Err(StoreError::NotOnPostgres("project rules")),
+            Backend::Postgres(db) => db.project_rules(project).await,
         }
     }
 
@@ -439,7 +440,7 @@ impl Store {
     ) -> Result<ListPage, StoreError> {
         match &*self.backend {
             Backend::Sqlite(db) => db.list_sessions(listing, cursor, limit).await,
-            Backend::Postgres(_) => Err(StoreError::NotOnPostgres("listing sessions")),
+            Backend::Postgres(db) => db.list_sessions(listing, cursor, limit).await,
         }
     }
 
@@ -449,7 +450,7 @@ impl Store {
     pub fn owner(&self, id: &SessionId) -> Option<Arc<str>> {
         match &*self.backend {
             Backend::Sqlite(db) => db.owner(id),
-            Backend::Postgres(_) => None,
+            Backend::Postgres(db) => db.owner(id),
         }
     }
 
@@ -457,7 +458,7 @@ impl Store {
     pub async fn tokens(&self) -> Result<Vec<TokenRow>, StoreError> {
         match &*self.backend {
             Backend::Sqlite(db) => db.tokens().await,
-            Backend::Postgres(_) => Err(StoreError::NotOnPostgres("bearer tokens")),
+            Backend::Postgres(db) => db.tokens().await,
         }
     }
 
@@ -465,7 +466,7 @@ impl Store {
     pub fn token_check(&self) -> Result<TokenCheck, StoreError> {
         match &*self.backend {
             Backend::Sqlite(db) => db.token_check(),
-            Backend::Postgres(_) => Err(StoreError::NotOnPostgres("bearer tokens")),
+            Backend::Postgres(db) => db.token_check(),
         }
     }
 
@@ -473,7 +474,7 @@ impl Store {
     pub async fn checkpoint_captures(&self, id: &SessionId) -> Result<Vec<Stored>, StoreError> {
         match &*self.backend {
             Backend::Sqlite(db) => db.checkpoint_captures(id).await,
-            Backend::Postgres(_) => Err(StoreError::NotOnPostgres("file checkpoints")),
+            Backend::Postgres(db) => db.checkpoint_captures(id).await,
         }
     }
 
@@ -481,7 +482,7 @@ impl Store {
     pub async fn checkpoints(&self, id: &SessionId) -> Result<Vec<CheckpointInfo>, StoreError> {
         match &*self.backend {
             Backend::Sqlite(db) => db.checkpoints(id).await,
-            Backend::Postgres(_) => Err(StoreError::NotOnPostgres("file checkpoints")),
+            Backend::Postgres(db) => db.checkpoints(id).await,
         }
     }
 
@@ -489,7 +490,7 @@ impl Store {
     pub async fn checkpoints_with_contents(&self, id: &SessionId) -> Result<Captures, StoreError> {
         match &*self.backend {
             Backend::Sqlite(db) => db.checkpoints_with_contents(id).await,
-            Backend::Postgres(_) => Err(StoreError::NotOnPostgres("file checkpoints")),
+            Backend::Postgres(db) => db.checkpoints_with_contents(id).await,
         }
     }
 
@@ -497,7 +498,7 @@ impl Store {
     pub async fn file_blobs(&self, hashes: Vec<Digest>) -> Result<HashMap<Digest, Vec<u8>>, StoreError> {
         match &*self.backend {
             Backend::Sqlite(db) => db.file_blobs(hashes).await,
-            Backend::Postgres(_) => Err(StoreError::NotOnPostgres("file checkpoints")),
+            Backend::Postgres(db) => db.file_blobs(hashes).await,
         }
     }
 }

@@ -2,13 +2,16 @@
 //! and what went wrong, said without ever showing its password.
 //!
 //! The backend (`store`, `Postgres`) has a writer task that commits queued writes in batches
-//! under the sessions' leases (`writer`) and the statements on sessions, messages and parts
-//! (`rows`); beside it, the schema and its migration (`migrate`, run once under an advisory
-//! lock however many replicas start together), the cross-replica session lease with its
-//! fencing token (`lease`), and each session's event log with the follower that streams
-//! another replica's writes (`events`). It carries a session's turns so far; no command selects
+//! under the sessions' leases (`writer`, each write's statements chosen in `writes`) and the
+//! statements on sessions, messages and parts (`rows`), file checkpoints (`checkpoints`),
+//! project rules (`rules`), listings (`listing`), imports, exports and forks (`transfer`) and
+//! bearer tokens (`tokens`); beside it, the schema and its migration (`migrate`, run once under
+//! an advisory lock however many replicas start together), the cross-replica session lease
+//! with its fencing token (`lease`), and each session's event log with the follower that
+//! streams another replica's writes (`events`). It carries all of the store; no command selects
 //! it yet.
 
+mod checkpoints;
 pub mod events;
 #[cfg(test)]
 mod events_tests;
@@ -16,13 +19,18 @@ mod events_tests;
 pub(in crate::store) mod fixture;
 pub mod health;
 pub mod lease;
+mod listing;
 pub mod migrate;
 mod rows;
+mod rules;
 mod store;
 pub mod sweeper;
 #[cfg(test)]
 mod tests;
+pub mod tokens;
+mod transfer;
 mod writer;
+mod writes;
 
 pub use store::{LEASE_TTL, Postgres};
 

@@ -17,11 +17,12 @@ use crate::store::codec::{self, client_prompt, metadata, read_part, session_rule
 
 type Result<T> = std::result::Result<T, tokio_postgres::Error>;
 
-const SESSION_COLUMNS: &str = "id, cwd, title, model, created_at, updated_at, mode, permissions_json, cost_usd,
+pub(super) const SESSION_COLUMNS: &str =
+    "id, cwd, title, model, created_at, updated_at, mode, permissions_json, cost_usd,
      metadata->>'thought_level', parent_id, subagent, metadata->>'busy_prompt', owner,
      metadata->>'system_prompt', archived_at";
 
-fn session_from_row(row: &tokio_postgres::Row) -> SessionRow {
+pub(super) fn session_from_row(row: &tokio_postgres::Row) -> SessionRow {
     SessionRow {
         id: SessionId::from_string(row.get::<_, String>(0)),
         cwd: row.get(1),

@@ -3,10 +3,11 @@
 //! batch. A snapshot runs on the writer's connection between batches, in the writer's order, as
 //! with SQLite.
 //!
-//! So far it carries a session's turns: sessions, their settings, rules, titles and archiving,
-//! messages and streaming parts, leases with their fencing, rewinds and deletes. The rest of
-//! the `Write` vocabulary and its reads (file checkpoints, project rules, forks, imports,
-//! bearer tokens, listings) answer [`StoreError::NotOnPostgres`] naming what is missing.
+//! It carries all of the store: sessions, their settings, rules, titles and archiving, messages
+//! and streaming parts, leases with their fencing, rewinds and deletes, file checkpoints,
+//! project rules, forks, imports and exports, bearer tokens and listings. Whose each session is
+//! is kept in memory (`store::owners`): loaded at open, noted as writes are queued and as rows
+//! are read, since a session another replica created since is otherwise unknown here.
 
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
@@ -15,11 +16,21 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_postgres::Client;
 use tokio_util::sync::CancellationToken;
 
+use std::sync::Arc;
+
+use super::listing::{self, PageError};
+use super::tokens::{self, PgTokenCheck};
 use super::writer::{self, Job, Writer};
-use super::{PgTarget, migrate, rows, sweeper};
+use super::{PgTarget, checkpoints, migrate, rows, rules, sweeper, transfer};
 use crate::history::Message;
 use crate::ids::{LeaseHolder, SessionId};
-use crate::store::{AfterCommit, Snapshot, StoreError, Write};
+use crate::permissions::Rule;
+use crate::store::owners::Owners;
+use crate::store::{
+    AfterCommit, Captures, CheckpointInfo, ListPage, Listing, SessionRow, Snapshot, StoreError, StoredMessage,
+    TokenCheck, TokenRow, Write,
+};
+use crate::tools::checkpoint::{Digest, Stored};
 
 /// How long a lease lives unrenewed: a replica that stops beating loses its sessions after this.
 pub const LEASE_TTL: Duration = Duration::from_secs(15);
@@ -29,6 +40,8 @@ pub struct Postgres {
     me: String,
     jobs: mpsc::UnboundedSender<Job>,
     reader: Client,
+    /// Whose each session is (`cairn serve --auth`).
+    owners: Owners,
     /// Stops the sweeper of dead replicas' turns.
     sweeping: CancellationToken,
 }
@@ -40,6 +53,13 @@ impl Postgres {
         let mut client = target.connect().await.map_err(StoreError::Postgres)?;
         migrate::to_latest(&mut client, &target).await.map_err(StoreError::Postgres)?;
         let reader = target.connect().await.map_err(StoreError::Postgres)?;
+        let owned = reader
+            .query("SELECT id, owner FROM sessions WHERE owner IS NOT NULL", &[])
+            .await
+            .map_err(|err| StoreError::Postgres(target.failed(&err)))?
+            .iter()
+            .map(|row| (SessionId::from_string(row.get::<_, String>(0)), Arc::from(row.get::<_, &str>(1))))
+            .collect();
         let (jobs, queue) = mpsc::unbounded_channel();
         let writer = Writer {
             client,
@@ -54,7 +74,7 @@ impl Postgres {
         let sweeping = CancellationToken::new();
         let every = (ttl / 4).max(Duration::from_millis(50));
         tokio::spawn(sweeper::run(target.clone(), me.clone(), ttl, every, sweeping.clone()));
-        Ok(Self { target, me, jobs, reader, sweeping })
+        Ok(Self { target, me, jobs, reader, owners: Owners::new(owned), sweeping })
     }
 
     /// This replica's name as a lease holder: `host:pid:random`.
@@ -69,7 +89,8 @@ impl Postgres {
         &self.target
     }
 
-    pub fn submit(&self, write: Write, after: Option<AfterCommit>) {
+    pub fn submit(&self, mut write: Write, after: Option<AfterCommit>) {
+        self.owners.note(&mut write);
         if let Err(mpsc::error::SendError(Job::Write(_, Some(after)))) = self.jobs.send(Job::Write(write, after)) {
             after(Err(StoreError::Closed));
         }
@@ -93,8 +114,12 @@ impl Postgres {
         StoreError::Postgres(self.target.failed(err))
     }
 
-    pub async fn session(&self, id: &SessionId) -> Result<Option<crate::store::SessionRow>, StoreError> {
-        rows::session(&self.reader, id).await.map_err(|err| self.error(&err))
+    pub async fn session(&self, id: &SessionId) -> Result<Option<SessionRow>, StoreError> {
+        let row = rows::session(&self.reader, id).await.map_err(|err| self.error(&err))?;
+        if let Some(row) = &row {
+            self.owners.learn(&row.id, row.owner.as_deref());
+        }
+        Ok(row)
     }
 
     pub async fn messages(&self, id: &SessionId) -> Result<Vec<Message>, StoreError> {
@@ -129,6 +154,59 @@ impl Postgres {
             .map_err(|err| self.error(&err))?;
         let ttl = i64::try_from(LEASE_TTL.as_millis()).unwrap_or(0);
         Ok(row.map(|row| writer::holder_of(id, row.get(0), row.get(1), row.get::<_, i64>(2) - ttl)))
+    }
+
+    pub async fn stored_messages(&self, id: &SessionId) -> Result<Vec<StoredMessage>, StoreError> {
+        transfer::stored_messages(&self.reader, id).await.map_err(|err| self.error(&err))
+    }
+
+    pub async fn project_rules(&self, project: &str) -> Result<Vec<Rule>, StoreError> {
+        rules::of_project(&self.reader, project).await.map_err(|err| self.error(&err))
+    }
+
+    /// A page of sessions; the owners its rows name are noted.
+    pub async fn list_sessions(
+        &self,
+        listing: Listing,
+        cursor: Option<String>,
+        limit: usize,
+    ) -> Result<ListPage, StoreError> {
+        let page = listing::page(&self.reader, &listing, cursor.as_deref(), limit).await.map_err(|err| match err {
+            PageError::InvalidCursor(cursor) => StoreError::InvalidCursor(cursor),
+            PageError::Query(err) => self.error(&err),
+        })?;
+        for row in &page.sessions {
+            self.owners.learn(&row.id, row.owner.as_deref());
+        }
+        Ok(page)
+    }
+
+    pub fn owner(&self, id: &SessionId) -> Option<Arc<str>> {
+        self.owners.of(id)
+    }
+
+    pub async fn tokens(&self) -> Result<Vec<TokenRow>, StoreError> {
+        tokens::list(&self.reader).await.map_err(|err| self.error(&err))
+    }
+
+    pub fn token_check(&self) -> Result<TokenCheck, StoreError> {
+        Ok(TokenCheck::Postgres(PgTokenCheck::open(&self.target)?))
+    }
+
+    pub async fn checkpoint_captures(&self, id: &SessionId) -> Result<Vec<Stored>, StoreError> {
+        checkpoints::stored(&self.reader, id).await.map_err(|err| self.error(&err))
+    }
+
+    pub async fn checkpoints(&self, id: &SessionId) -> Result<Vec<CheckpointInfo>, StoreError> {
+        checkpoints::list(&self.reader, id).await.map_err(|err| self.error(&err))
+    }
+
+    pub async fn checkpoints_with_contents(&self, id: &SessionId) -> Result<Captures, StoreError> {
+        checkpoints::with_contents(&self.reader, id).await.map_err(|err| self.error(&err))
+    }
+
+    pub async fn file_blobs(&self, hashes: Vec<Digest>) -> Result<HashMap<Digest, Vec<u8>>, StoreError> {
+        checkpoints::blobs(&self.reader, &hashes).await.map_err(|err| self.error(&err))
     }
 }
 

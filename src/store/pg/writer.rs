@@ -16,13 +16,13 @@ use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
 use tokio::sync::{mpsc, oneshot};
-use tokio_postgres::{Client, GenericClient, Transaction};
+use tokio_postgres::{Client, Transaction};
 
-use super::lease::{self, Lease, Taken};
-use super::rows;
+use super::lease::{self, Lease};
 use super::{PgError, PgTarget};
-use crate::ids::{LeaseHolder, MessageId, SessionId, now_ms};
-use crate::store::{AfterCommit, LastTurn, Snapshot, StoreError, TitleBy, Write};
+use super::{rows, writes};
+use crate::ids::{LeaseHolder, MessageId, SessionId};
+use crate::store::{AfterCommit, Snapshot, StoreError, Write};
 
 const MAX_BATCH: usize = 4096;
 
@@ -35,7 +35,7 @@ pub enum Job {
 }
 
 /// A streaming part: its message and index.
-type PartKey = (MessageId, u32);
+pub(super) type PartKey = (MessageId, u32);
 
 pub struct Writer {
     pub(super) client: Client,
@@ -53,15 +53,15 @@ pub struct Writer {
 
 /// What one run of a batch did, kept only if it commits.
 #[derive(Default)]
-struct Done {
-    results: Vec<Result<(), StoreError>>,
-    taken: Vec<Lease>,
-    released: Vec<SessionId>,
-    lost: Vec<SessionId>,
-    opened: Vec<(PartKey, SessionId)>,
-    closed: Vec<PartKey>,
+pub(super) struct Done {
+    pub results: Vec<Result<(), StoreError>>,
+    pub taken: Vec<Lease>,
+    pub released: Vec<SessionId>,
+    pub lost: Vec<SessionId>,
+    pub opened: Vec<(PartKey, SessionId)>,
+    pub closed: Vec<PartKey>,
     /// The text each part gained, and the chunks that wait for it.
-    pieces: Vec<(SessionId, PartKey, String, Vec<usize>)>,
+    pub pieces: Vec<(SessionId, PartKey, String, Vec<usize>)>,
 }
 
 impl Writer {
@@ -180,7 +180,7 @@ impl Writer {
             }
             let result = if isolated {
                 let point = tx.savepoint("write").await.map_err(batch)?;
-                match one(&point, &target, &state, write, job, &mut done, &mut opened).await {
+                match writes::one(&point, &target, &state, write, job, &mut done, &mut opened).await {
                     Ok(result) => {
                         point.commit().await.map_err(batch)?;
                         result
@@ -191,7 +191,7 @@ impl Writer {
                     }
                 }
             } else {
-                match one(&tx, &target, &state, write, job, &mut done, &mut opened).await {
+                match writes::one(&tx, &target, &state, write, job, &mut done, &mut opened).await {
                     Ok(result) => result,
                     Err(err) => return Err(Failed::Write(StoreError::Postgres(target.failed(&err)))),
                 }
@@ -246,11 +246,11 @@ enum Failed {
 }
 
 /// What a write sees of the writer while the batch runs.
-struct State<'a> {
-    me: &'a str,
-    ttl: Duration,
-    held: &'a HashMap<SessionId, Lease>,
-    open: &'a HashMap<PartKey, SessionId>,
+pub(super) struct State<'a> {
+    pub me: &'a str,
+    pub ttl: Duration,
+    pub held: &'a HashMap<SessionId, Lease>,
+    pub open: &'a HashMap<PartKey, SessionId>,
 }
 
 /// The session a write changes, when it names one or writes a part open in it.
@@ -320,165 +320,7 @@ async fn fence(
     Ok(lost)
 }
 
-/// Runs one write's statements: `Err` is a statement's failure (the transaction is aborted);
-/// `Ok(Err)` a write refused without one.
-async fn one(
-    tx: &impl GenericClient,
-    target: &PgTarget,
-    state: &State<'_>,
-    write: &Write,
-    job: usize,
-    done: &mut Done,
-    opened: &mut HashMap<PartKey, SessionId>,
-) -> Result<Result<(), StoreError>, tokio_postgres::Error> {
-    let now = now_ms();
-    let unsupported = |what: &'static str| Ok(Err(StoreError::NotOnPostgres(what)));
-    match write {
-        Write::InsertSession(row) => rows::insert_session(tx, row).await?,
-        Write::SetSessionTitle { id, title, by } => {
-            let client = *by == TitleBy::Client;
-            if !rows::set_title(tx, id, title, client, now).await? && !client {
-                return Ok(Err(StoreError::TitleKept(id.clone())));
-            }
-        }
-        Write::SetSessionSetting { id, kept, value } => rows::set_setting(tx, id, *kept, value, now).await?,
-        Write::AddSessionRule { id, rule } => rows::add_session_rule(tx, id, rule).await?,
-        Write::SetSessionRules { id, rules } => rows::set_session_rules(tx, id, rules, now).await?,
-        Write::SetArchived { id, archived } => rows::set_archived(tx, id, *archived, now).await?,
-        Write::TakeLease { session_id, last, prompt, title } => {
-            if let Some(refused) = check_last(tx, state, session_id, last).await? {
-                return Ok(Err(refused));
-            }
-            match lease::take(tx, target, session_id, state.me, state.ttl).await {
-                Ok(Taken::Took(lease)) => done.taken.push(lease),
-                Ok(Taken::Held { holder, taken_ms, expires_ms }) => {
-                    let ttl = i64::try_from(state.ttl.as_millis()).unwrap_or(i64::MAX);
-                    return Ok(Err(StoreError::Leased(Box::new(holder_of(
-                        session_id,
-                        &holder,
-                        taken_ms,
-                        expires_ms - ttl,
-                    )))));
-                }
-                Err(err) => return Ok(Err(StoreError::Postgres(err))),
-            }
-            if let Some(prompt) = prompt {
-                rows::insert_message(tx, session_id, prompt, now).await?;
-            }
-            if let Some(title) = title {
-                rows::set_first_title(tx, session_id, title, now).await?;
-            }
-        }
-        Write::ReleaseLease { session_id } => {
-            if let Some(lease) = state.held.get(session_id) {
-                if let Err(err) = lease::release(tx, target, lease).await {
-                    return Ok(Err(StoreError::Postgres(err)));
-                }
-                done.released.push(session_id.clone());
-            }
-        }
-        Write::FinalizeOrphans { session_id } => {
-            let live: bool = tx
-                .query_one(
-                    "SELECT EXISTS (SELECT 1 FROM session_leases WHERE session_id = $1 AND released_at IS NULL AND expires_at > now())",
-                    &[&session_id.as_str()],
-                )
-                .await?
-                .get(0);
-            if !live {
-                rows::finalize_orphans(tx, session_id, now).await?;
-            }
-        }
-        Write::InsertMessage { session_id, message } => rows::insert_message(tx, session_id, message, now).await?,
-        Write::SetMessageMeta { message_id, meta } => rows::set_message_meta(tx, message_id, meta, now).await?,
-        Write::FinishMessage { session_id, message_id, meta } => {
-            rows::finish_message(tx, session_id, message_id, meta, now).await?;
-        }
-        Write::PutPart { session_id, message_id, index, part } => {
-            done.pieces.retain(|piece| piece.1 != (message_id.clone(), *index));
-            rows::put_parts(tx, session_id, message_id, &[(*index, part)], now).await?;
-        }
-        Write::OpenPart { session_id, message_id, index, part } => {
-            let key = (message_id.clone(), *index);
-            done.pieces.retain(|piece| piece.1 != key);
-            rows::put_parts(tx, session_id, message_id, &[(*index, part)], now).await?;
-            opened.insert(key, session_id.clone());
-        }
-        Write::AppendPart { message_id, index, delta } => {
-            let key = (message_id.clone(), *index);
-            let Some(session) = opened.get(&key).or_else(|| state.open.get(&key)) else {
-                let detail = format!("chunk for part {index} of {message_id}, which is not open");
-                return Ok(Err(StoreError::Postgres(PgError::Query { at: target.to_string(), detail })));
-            };
-            match done.pieces.iter_mut().find(|piece| piece.1 == key) {
-                Some(piece) => {
-                    piece.2.push_str(delta);
-                    piece.3.push(job);
-                }
-                None => done.pieces.push((session.clone(), key, delta.clone(), vec![job])),
-            }
-        }
-        Write::ClosePart { message_id, index } => {
-            let key = (message_id.clone(), *index);
-            opened.remove(&key);
-            done.closed.push(key);
-        }
-        Write::HideFrom { session_id, from } => rows::hide_from(tx, session_id, from, now).await?,
-        Write::DeleteSession { id } => {
-            rows::delete_session(tx, id, false).await?;
-        }
-        Write::DeleteUnprompted { id } => {
-            rows::delete_session(tx, id, true).await?;
-        }
-        Write::PutBlobs(_)
-        | Write::PutCheckpoints { .. }
-        | Write::FinishRestore { .. }
-        | Write::TrimCheckpoints { .. } => {
-            return unsupported("file checkpoints");
-        }
-        Write::AddProjectRule { .. } | Write::RemoveProjectRule { .. } => return unsupported("project rules"),
-        Write::ForkSession { .. } => return unsupported("forking a session"),
-        Write::ImportSession { .. } => return unsupported("importing a session"),
-        Write::AddToken { .. } | Write::RevokeToken { .. } => return unsupported("bearer tokens"),
-        Write::Barrier => {}
-    }
-    Ok(Ok(()))
-}
-
-/// Refuses a take while another replica's lease runs, or whose caller's history is older than
-/// the session's last turn.
-async fn check_last(
-    tx: &impl GenericClient,
-    state: &State<'_>,
-    session: &SessionId,
-    last: &LastTurn,
-) -> Result<Option<StoreError>, tokio_postgres::Error> {
-    let row = tx
-        .query_opt(
-            "SELECT holder, epoch, released_at IS NULL AND expires_at > now(),
-                    (extract(epoch FROM taken_at) * 1000)::bigint, (extract(epoch FROM expires_at) * 1000)::bigint
-             FROM session_leases WHERE session_id = $1",
-            &[&session.as_str()],
-        )
-        .await?;
-    let Some(row) = row else {
-        return Ok(matches!(last, LastTurn::By(Some(_)))
-            .then(|| StoreError::LeaseMoved { session: session.clone(), last: None }));
-    };
-    let (holder, epoch, live): (String, i64, bool) = (row.get(0), row.get(1), row.get(2));
-    if live && holder != state.me {
-        let ttl = i64::try_from(state.ttl.as_millis()).unwrap_or(i64::MAX);
-        let heartbeat = row.get::<_, i64>(4) - ttl;
-        return Ok(Some(StoreError::Leased(Box::new(holder_of(session, &holder, row.get(3), heartbeat)))));
-    }
-    let current = match last {
-        LastTurn::Ours => holder == state.me,
-        LastTurn::By(mark) => mark.as_deref() == Some(mark_of(epoch).as_str()),
-    };
-    Ok((!current).then(|| StoreError::LeaseMoved { session: session.clone(), last: Some(mark_of(epoch)) }))
-}
-
-/// The mark of a lease's take that [`LastTurn::By`] names: its epoch.
+/// The mark of a lease's take that [`crate::store::LastTurn::By`] names: its epoch.
 pub fn mark_of(epoch: i64) -> String {
     format!("epoch {epoch}")
 }

@@ -326,7 +326,3 @@ fn fold(conn: &Connection, session: &SessionId, from: i64) -> rusqlite::Result<(
     .execute([base])?;
     Ok(())
 }
-
-#[cfg(test)]
-#[path = "checkpoints_tests.rs"]
-mod tests;

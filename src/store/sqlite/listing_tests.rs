@@ -1,7 +1,7 @@
-//! Unit tests of listings without the sessions never prompted (pages still full and whole, the
-//! check one index probe), of archived sessions (left out unless asked for, kept in their
-//! place), and of removing a session never prompted (only while it holds no message, and not
-//! from under another live process).
+//! Unit tests of listings on SQLite (whether a session holds a message is one index probe),
+//! and of removing a session never prompted (only while it holds no message, and not from
+//! under another live process). What listings show on either backend is in
+//! `store::both_listing_tests`.
 
 use super::lease::{self, Holder, LastTurn};
 use super::*;
@@ -43,82 +43,6 @@ async fn unprompted(store: &Store, at: i64) -> SessionId {
     let session = row(at);
     store.commit(Write::InsertSession(Box::new(session.clone()))).await.unwrap();
     session.id
-}
-
-async fn ids(store: &Store, listing: Listing) -> Vec<SessionId> {
-    store.list_sessions(listing, None, 50).await.unwrap().sessions.into_iter().map(|row| row.id).collect()
-}
-
-#[tokio::test]
-async fn a_listing_leaves_out_the_sessions_without_a_message_unless_asked_for_them() {
-    let (_dir, store) = open();
-    let empty = unprompted(&store, 1_000).await;
-    let asked = prompted(&store, 1_001).await;
-    // Rewound to the start: nothing visible, but it was prompted, and stays listed.
-    let rewound = prompted(&store, 1_002).await;
-    let from = store.messages(&rewound).await.unwrap()[0].id.clone();
-    store.commit(Write::HideFrom { session_id: rewound.clone(), from }).await.unwrap();
-    assert!(store.messages(&rewound).await.unwrap().is_empty());
-
-    let shown = ids(&store, Listing::default()).await;
-    assert_eq!(shown, [rewound.clone(), asked.clone()]);
-    let all = ids(&store, Listing { unprompted: true, ..Listing::default() }).await;
-    assert_eq!(all.len(), 3);
-    assert!(all.contains(&empty));
-    store.shutdown().await;
-}
-
-#[tokio::test]
-async fn an_archived_session_is_listed_only_when_asked_for_and_comes_back_in_its_place() {
-    let (_dir, store) = open();
-    let old = prompted(&store, 1_000).await;
-    let new = prompted(&store, 2_000).await;
-    let archive = |archived: bool| Write::SetArchived { id: old.clone(), archived };
-    store.commit(archive(true)).await.unwrap();
-    let first = store.session(&old).await.unwrap().unwrap().archived_at.expect("archived");
-    store.commit(archive(true)).await.unwrap();
-    assert_eq!(store.session(&old).await.unwrap().unwrap().archived_at, Some(first), "archived once");
-
-    let of = |archived| Listing { archived, ..Listing::default() };
-    assert_eq!(ids(&store, Listing::default()).await, std::slice::from_ref(&new));
-    assert_eq!(ids(&store, of(Archived::Only)).await, std::slice::from_ref(&old));
-    assert_eq!(ids(&store, of(Archived::Include)).await, [new.clone(), old.clone()]);
-    store.commit(archive(false)).await.unwrap();
-    assert_eq!(ids(&store, Listing::default()).await, [new, old.clone()]);
-    assert_eq!(store.session(&old).await.unwrap().unwrap().updated_at, 1_000, "its place in the list");
-    store.commit(Write::SetArchived { id: SessionId::from_string("ses_gone"), archived: true }).await.unwrap();
-    store.shutdown().await;
-}
-
-#[tokio::test]
-async fn pages_are_full_and_whole_with_sessions_never_prompted_between_their_rows() {
-    let (_dir, store) = open();
-    let mut shown = Vec::new();
-    for i in 0..10 {
-        // Ties on the time too, between the two kinds: the cursor's id breaks them.
-        let at = 1_000 + i / 3;
-        unprompted(&store, at).await;
-        shown.push((at, prompted(&store, at).await));
-        unprompted(&store, at).await;
-    }
-    shown.sort_by(|a, b| b.cmp(a));
-    let shown: Vec<SessionId> = shown.into_iter().map(|(_, id)| id).collect();
-
-    let mut seen = Vec::new();
-    let mut sizes = Vec::new();
-    let mut cursor = None;
-    loop {
-        let page = store.list_sessions(Listing::default(), cursor.take(), 3).await.unwrap();
-        sizes.push(page.sessions.len());
-        seen.extend(page.sessions.into_iter().map(|row| row.id));
-        match page.next_cursor {
-            Some(next) => cursor = Some(next),
-            None => break,
-        }
-    }
-    assert_eq!(sizes, [3, 3, 3, 1], "no page comes back short for the rows left out");
-    assert_eq!(seen, shown, "newest first, every prompted session once, no other");
-    store.shutdown().await;
 }
 
 #[tokio::test]

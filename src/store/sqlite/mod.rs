@@ -18,10 +18,9 @@ mod held;
 pub mod lease;
 mod listing;
 mod migrate;
-mod owners;
 mod rows;
 mod stream;
-mod tokens;
+pub(super) mod tokens;
 mod transfer;
 mod tx;
 mod writer;
@@ -46,7 +45,7 @@ pub use checkpoints::{Carried, CheckpointInfo};
 pub use lease::{Holder, LastTurn, LeaseHolder};
 pub use listing::{Archived, ListPage, Listing};
 pub use rows::SessionRow;
-pub use tokens::{TokenCheck, TokenRow};
+pub use tokens::TokenRow;
 pub use transfer::StoredMessage;
 
 impl StoreError {
@@ -74,7 +73,7 @@ pub struct Sqlite {
     writer: writer::Handle,
     reader: Arc<Reader>,
     /// Whose each session is (`cairn serve --auth`).
-    owners: owners::Owners,
+    owners: super::owners::Owners,
 }
 
 impl Sqlite {
@@ -99,7 +98,7 @@ impl Sqlite {
         }
         configure(&conn).map_err(sqlite)?;
         migrate::to_latest(&mut conn, path)?;
-        let owners = owners::Owners::load(&conn).map_err(sqlite)?;
+        let owners = super::owners::Owners::new(load_owners(&conn).map_err(sqlite)?);
         let reader = Connection::open_with_flags(
             path,
             OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX | OpenFlags::SQLITE_OPEN_URI,
@@ -185,8 +184,8 @@ impl Sqlite {
         self.read(|conn| Ok(tokens::list(conn)?)).await
     }
 
-    pub fn token_check(&self) -> Result<TokenCheck, StoreError> {
-        TokenCheck::open(&self.path)
+    pub fn token_check(&self) -> Result<super::TokenCheck, StoreError> {
+        Ok(super::TokenCheck::Sqlite(tokens::SqliteTokenCheck::open(&self.path)?))
     }
 
     pub async fn checkpoint_captures(&self, id: &SessionId) -> Result<Vec<Stored>, StoreError> {
@@ -221,6 +220,16 @@ impl Sqlite {
         .await;
         joined.unwrap_or(Err(StoreError::Closed))
     }
+}
+
+/// Whose each session is, as stored (see `store::owners`).
+fn load_owners(conn: &Connection) -> rusqlite::Result<HashMap<SessionId, Arc<str>>> {
+    let mut stmt = conn.prepare("SELECT id, owner FROM sessions WHERE owner IS NOT NULL")?;
+    stmt.query_map([], |row| {
+        let (id, owner): (String, String) = (row.get(0)?, row.get(1)?);
+        Ok((SessionId::from_string(id), Arc::from(owner)))
+    })?
+    .collect()
 }
 
 /// The read connection, shared with the blocking thread each read runs on.
@@ -295,5 +304,3 @@ mod listing_tests;
 mod stream_tests;
 #[cfg(test)]
 mod tests;
-#[cfg(test)]
-mod tokens_tests;

@@ -142,47 +142,6 @@ async fn a_failing_write_fails_alone_and_withholds_only_its_callback() {
 }
 
 #[tokio::test]
-async fn sessions_page_newest_first_and_filter_by_cwd() {
-    let (_dir, store) = open();
-    let mut ids = Vec::new();
-    for i in 0..7 {
-        let mut session = row(if i % 2 == 0 { "/a" } else { "/b" });
-        session.updated_at = 1_000 + i64::from(i / 2);
-        ids.push(session.id.clone());
-        // Prompted (as listings show by default), at the time it says.
-        let messages = vec![Message::new(Role::User, vec![text("hi")], MessageMeta::default())];
-        store
-            .commit(Write::ImportSession {
-                row: Box::new(session),
-                messages,
-                checkpoints: Vec::new(),
-                blobs: Vec::new(),
-            })
-            .await
-            .unwrap();
-    }
-    let mut seen = Vec::new();
-    let mut cursor = None;
-    loop {
-        let page = store.list_sessions(Listing::default(), cursor.take(), 3).await.unwrap();
-        assert!(page.sessions.len() <= 3);
-        seen.extend(page.sessions.into_iter().map(|s| s.id));
-        match page.next_cursor {
-            Some(next) => cursor = Some(next),
-            None => break,
-        }
-    }
-    ids.reverse();
-    assert_eq!(seen, ids, "newest first, ties broken by id, nothing twice");
-    let only_b = store.list_sessions(Listing { cwd: Some("/b".into()), ..Listing::default() }, None, 50).await;
-    assert_eq!(only_b.unwrap().sessions.len(), 3);
-    assert!(matches!(
-        store.list_sessions(Listing::default(), Some("ses_x".into()), 3).await,
-        Err(StoreError::InvalidCursor(_))
-    ));
-}
-
-#[tokio::test]
 async fn deleting_a_session_removes_its_messages_and_parts() {
     let (_dir, store) = open();
     let session = row("/w");
@@ -367,48 +326,6 @@ async fn total_tokens_is_the_sum_of_the_token_columns_in_old_and_new_rows() {
     assert_eq!(total(&old), 36, "an old row's total survives the migration");
     assert_eq!(total(&new.id), 161, "input, output and both cache counts, reasoning being part of output");
     assert_eq!(u64::try_from(total(&new.id)).unwrap(), usage.context());
-}
-
-#[tokio::test]
-async fn an_import_is_stored_whole_with_its_rollups_or_not_at_all() {
-    let (_dir, store) = open();
-    let mut session = row("/w");
-    session.updated_at = 1_000;
-    session.created_at = 500;
-    let usage = crate::history::Usage { input: 10, output: 5, ..Default::default() };
-    let answer = MessageMeta { usage: Some(usage), cost: Some(0.25), ..MessageMeta::default() };
-    let messages = vec![
-        Message::new(Role::User, vec![text("hi")], MessageMeta::default()),
-        Message::new(Role::Assistant, vec![text("hello")], answer),
-    ];
-    store
-        .commit(Write::ImportSession {
-            row: Box::new(session.clone()),
-            messages: messages.clone(),
-            checkpoints: Vec::new(),
-            blobs: Vec::new(),
-        })
-        .await
-        .unwrap();
-    assert_eq!(store.messages(&session.id).await.unwrap(), messages);
-    let stored = store.session(&session.id).await.unwrap().unwrap();
-    assert_eq!((stored.created_at, stored.updated_at), (500, 1_000), "the times are kept");
-    assert!((stored.cost_usd - 0.25).abs() < 1e-9, "the cost is summed from the messages");
-    let raw = store.stored_messages(&session.id).await.unwrap();
-    assert_eq!(raw[1].parts[0].get(), r#"{"type":"text","text":"hello"}"#, "parts as stored");
-
-    // A message id that is taken fails the whole import: no session is left half made.
-    let clash = row("/w");
-    let result = store
-        .commit(Write::ImportSession {
-            row: Box::new(clash.clone()),
-            messages,
-            checkpoints: Vec::new(),
-            blobs: Vec::new(),
-        })
-        .await;
-    assert!(result.is_err());
-    assert_eq!(store.session(&clash.id).await.unwrap(), None);
 }
 
 #[test]

@@ -1,5 +1,6 @@
-//! The bearer tokens of `cairn serve --auth`: their rows (`serve_tokens`), and [`TokenCheck`],
-//! the read a handshake makes to find the token a secret's hash names.
+//! The bearer tokens of `cairn serve --auth`: their rows (`serve_tokens`), and [`SqliteTokenCheck`],
+//! the read a handshake makes to find the token a secret's hash names (on SQLite; `store::tokens`
+//! gives it the shape both backends share).
 //!
 //! Only a secret's SHA-256 is stored; the secret itself never reaches this module. A check runs
 //! on a read-only connection of its own, so a handshake never waits behind another read (a long
@@ -63,12 +64,12 @@ fn by_hash(conn: &Connection, hash: &[u8; 32]) -> rusqlite::Result<Option<TokenR
 }
 
 /// A read-only connection for checking tokens, apart from the store's reads.
-pub struct TokenCheck {
+pub struct SqliteTokenCheck {
     path: PathBuf,
     conn: Mutex<Connection>,
 }
 
-impl TokenCheck {
+impl SqliteTokenCheck {
     pub(super) fn open(path: &Path) -> Result<Self, StoreError> {
         let sqlite = |err: rusqlite::Error| StoreError::from_sqlite(path, &err);
         let conn = Connection::open_with_flags(

@@ -3,24 +3,12 @@
 //! transaction with all its messages (`cairn sessions import`).
 
 use rusqlite::{Connection, params};
-use serde::Serialize;
-use serde_json::value::RawValue;
 
 use super::rows::{self, ReadError, SessionRow};
 use crate::history::Message;
 use crate::ids::SessionId;
-
-/// One visible message as the database holds it: its metadata and parts are the stored JSON
-/// texts, unparsed, so that nothing this version does not understand is lost on the way out.
-#[derive(Debug, Serialize)]
-pub struct StoredMessage {
-    pub id: String,
-    pub role: String,
-    /// `messages.metadata_json`.
-    pub meta: Box<RawValue>,
-    /// Each part's `parts.data_json`, in order.
-    pub parts: Vec<Box<RawValue>>,
-}
+pub use crate::store::codec::StoredMessage;
+use crate::store::codec::{raw, with_pieces};
 
 /// Every visible message of a session, oldest first, with its parts, as stored.
 pub(super) fn stored_messages(conn: &Connection, id: &SessionId) -> Result<Vec<StoredMessage>, ReadError> {
@@ -43,24 +31,6 @@ pub(super) fn stored_messages(conn: &Connection, id: &SessionId) -> Result<Vec<S
         }
     }
     Ok(messages)
-}
-
-/// A streaming part's stored JSON with the text of its pieces appended to its `text` (see
-/// `stream`); `None` if it has no text to append to.
-fn with_pieces(data: &str, pieces: &str) -> Option<String> {
-    let mut part: serde_json::Map<String, serde_json::Value> = serde_json::from_str(data).ok()?;
-    let Some(serde_json::Value::String(text)) = part.get_mut("text") else { return None };
-    text.push_str(pieces);
-    serde_json::to_string(&part).ok()
-}
-
-/// The stored text as JSON; a text that is not JSON (a damaged row) is kept as a JSON string.
-fn raw(text: String) -> Box<RawValue> {
-    let damaged = serde_json::from_str::<serde::de::IgnoredAny>(&text).is_err();
-    match damaged.then(|| serde_json::value::to_raw_value(&text)) {
-        Some(Ok(quoted)) => quoted,
-        Some(Err(_)) | None => RawValue::from_string(text).unwrap_or_default(),
-    }
 }
 
 /// Creates `row` with `messages` (ids and parts as given) and its rollups computed from them.

@@ -502,6 +502,7 @@ mod auth;
 mod http;
 mod limits;
 mod postgres;
+mod postgres_auth;
 
 #[tokio::test]
 async fn a_server_killed_mid_turn_loses_nothing_it_showed() {

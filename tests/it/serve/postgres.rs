@@ -5,7 +5,7 @@
 
 #[path = "../../../src/store/pg/fixture.rs"]
 #[allow(dead_code)]
-mod fixture;
+pub(super) mod fixture;
 
 use std::process::Stdio;
 

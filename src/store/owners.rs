@@ -1,18 +1,17 @@
 //! Whose each session is, known in memory so that a served request is checked when it is read,
 //! in wire order, without a read of the database (`cairn serve --auth`).
 //!
-//! Loaded from the sessions that have an owner when the store opens, then kept up to date as
-//! writes are queued: a session stored with an owner is noted, and one stored with a parent (a
-//! fork, a sub-agent's session) and no owner takes its parent's, here and in the row. An entry
-//! is never removed: a deleted session's is harmless, since it names no session any more (ids
-//! are never reused). A session another process creates with an owner after this one opened the
-//! store is unknown here, so its principal is refused it here until this process restarts:
-//! the check fails closed.
+//! Both backends keep one: loaded from the sessions that have an owner when the store opens,
+//! then kept up to date as writes are queued: a session stored with an owner is noted, and one
+//! stored with a parent (a fork, a sub-agent's session) and no owner takes its parent's, here
+//! and in the row. An entry is never removed: a deleted session's is harmless, since it names
+//! no session any more (ids are never reused). A session another process (or replica) creates
+//! with an owner after this one opened the store is unknown here, so its principal is refused it
+//! here (the check fails closed) until this process restarts, or, on PostgreSQL, until this
+//! replica reads the session's row (a listing, a load): rows read are noted too.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-
-use rusqlite::Connection;
 
 use super::Write;
 use crate::ids::SessionId;
@@ -20,15 +19,18 @@ use crate::ids::SessionId;
 pub(super) struct Owners(Mutex<HashMap<SessionId, Arc<str>>>);
 
 impl Owners {
-    pub fn load(conn: &Connection) -> rusqlite::Result<Self> {
-        let mut stmt = conn.prepare("SELECT id, owner FROM sessions WHERE owner IS NOT NULL")?;
-        let owned = stmt
-            .query_map([], |row| {
-                let (id, owner): (String, String) = (row.get(0)?, row.get(1)?);
-                Ok((SessionId::from_string(id), Arc::from(owner)))
-            })?
-            .collect::<rusqlite::Result<HashMap<_, _>>>()?;
-        Ok(Self(Mutex::new(owned)))
+    pub fn new(owned: HashMap<SessionId, Arc<str>>) -> Self {
+        Self(Mutex::new(owned))
+    }
+
+    /// Notes the owner a row read from the database names.
+    pub fn learn(&self, id: &SessionId, owner: Option<&str>) {
+        if let Some(owner) = owner {
+            let mut owners = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            if owners.get(id).is_none_or(|known| **known != *owner) {
+                owners.insert(id.clone(), Arc::from(owner));
+            }
+        }
     }
 
     /// The principal owning `id`, if it has one.

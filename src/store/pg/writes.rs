@@ -1,0 +1,195 @@
+//! One function per [`Write`] for the PostgreSQL writer: what each write does inside a batch's
+//! transaction (`one`), its statements in `rows` and the files beside it. A write refused
+//! without a statement (a lease held elsewhere, an unknown token) answers `Ok(Err)` before it
+//! runs any, so a refusal never leaves half a write in the batch; a statement's failure aborts
+//! the transaction and the writer runs the batch again with a savepoint per write.
+
+use std::collections::HashMap;
+
+use tokio_postgres::GenericClient;
+
+use super::lease::{self, Taken};
+use super::writer::{Done, PartKey, State, holder_of, mark_of};
+use super::{PgError, PgTarget};
+use super::{checkpoints, rows, rules, tokens, transfer};
+use crate::ids::{SessionId, now_ms};
+use crate::store::{LastTurn, StoreError, TitleBy, Write};
+
+/// Runs one write's statements: `Err` is a statement's failure (the transaction is aborted);
+/// `Ok(Err)` a write refused without one.
+pub(super) async fn one(
+    tx: &impl GenericClient,
+    target: &PgTarget,
+    state: &State<'_>,
+    write: &Write,
+    job: usize,
+    done: &mut Done,
+    opened: &mut HashMap<PartKey, SessionId>,
+) -> Result<Result<(), StoreError>, tokio_postgres::Error> {
+    let now = now_ms();
+    match write {
+        Write::InsertSession(row) => rows::insert_session(tx, row).await?,
+        Write::SetSessionTitle { id, title, by } => {
+            let client = *by == TitleBy::Client;
+            if !rows::set_title(tx, id, title, client, now).await? && !client {
+                return Ok(Err(StoreError::TitleKept(id.clone())));
+            }
+        }
+        Write::SetSessionSetting { id, kept, value } => rows::set_setting(tx, id, *kept, value, now).await?,
+        Write::AddSessionRule { id, rule } => rows::add_session_rule(tx, id, rule).await?,
+        Write::SetSessionRules { id, rules } => rows::set_session_rules(tx, id, rules, now).await?,
+        Write::SetArchived { id, archived } => rows::set_archived(tx, id, *archived, now).await?,
+        Write::TakeLease { session_id, last, prompt, title } => {
+            if let Some(refused) = check_last(tx, state, session_id, last).await? {
+                return Ok(Err(refused));
+            }
+            match lease::take(tx, target, session_id, state.me, state.ttl).await {
+                Ok(Taken::Took(lease)) => done.taken.push(lease),
+                Ok(Taken::Held { holder, taken_ms, expires_ms }) => {
+                    let ttl = i64::try_from(state.ttl.as_millis()).unwrap_or(i64::MAX);
+                    return Ok(Err(StoreError::Leased(Box::new(holder_of(
+                        session_id,
+                        &holder,
+                        taken_ms,
+                        expires_ms - ttl,
+                    )))));
+                }
+                Err(err) => return Ok(Err(StoreError::Postgres(err))),
+            }
+            if let Some(prompt) = prompt {
+                rows::insert_message(tx, session_id, prompt, now).await?;
+            }
+            if let Some(title) = title {
+                rows::set_first_title(tx, session_id, title, now).await?;
+            }
+        }
+        Write::ReleaseLease { session_id } => {
+            if let Some(lease) = state.held.get(session_id) {
+                if let Err(err) = lease::release(tx, target, lease).await {
+                    return Ok(Err(StoreError::Postgres(err)));
+                }
+                done.released.push(session_id.clone());
+            }
+        }
+        Write::FinalizeOrphans { session_id } => {
+            let live: bool = tx
+                .query_one(
+                    "SELECT EXISTS (SELECT 1 FROM session_leases WHERE session_id = $1 AND released_at IS NULL AND expires_at > now())",
+                    &[&session_id.as_str()],
+                )
+                .await?
+                .get(0);
+            if !live {
+                rows::finalize_orphans(tx, session_id, now).await?;
+            }
+        }
+        Write::InsertMessage { session_id, message } => rows::insert_message(tx, session_id, message, now).await?,
+        Write::SetMessageMeta { message_id, meta } => rows::set_message_meta(tx, message_id, meta, now).await?,
+        Write::FinishMessage { session_id, message_id, meta } => {
+            rows::finish_message(tx, session_id, message_id, meta, now).await?;
+        }
+        Write::PutPart { session_id, message_id, index, part } => {
+            done.pieces.retain(|piece| piece.1 != (message_id.clone(), *index));
+            rows::put_parts(tx, session_id, message_id, &[(*index, part)], now).await?;
+        }
+        Write::OpenPart { session_id, message_id, index, part } => {
+            let key = (message_id.clone(), *index);
+            done.pieces.retain(|piece| piece.1 != key);
+            rows::put_parts(tx, session_id, message_id, &[(*index, part)], now).await?;
+            opened.insert(key, session_id.clone());
+        }
+        Write::AppendPart { message_id, index, delta } => {
+            let key = (message_id.clone(), *index);
+            let Some(session) = opened.get(&key).or_else(|| state.open.get(&key)) else {
+                let detail = format!("chunk for part {index} of {message_id}, which is not open");
+                return Ok(Err(StoreError::Postgres(PgError::Query { at: target.to_string(), detail })));
+            };
+            match done.pieces.iter_mut().find(|piece| piece.1 == key) {
+                Some(piece) => {
+                    piece.2.push_str(delta);
+                    piece.3.push(job);
+                }
+                None => done.pieces.push((session.clone(), key, delta.clone(), vec![job])),
+            }
+        }
+        Write::ClosePart { message_id, index } => {
+            let key = (message_id.clone(), *index);
+            opened.remove(&key);
+            done.closed.push(key);
+        }
+        Write::HideFrom { session_id, from } => rows::hide_from(tx, session_id, from, now).await?,
+        Write::DeleteSession { id } => {
+            rows::delete_session(tx, id, false).await?;
+            checkpoints::drop_unused_blobs(tx).await?;
+        }
+        Write::DeleteUnprompted { id } => {
+            if rows::delete_session(tx, id, true).await? {
+                checkpoints::drop_unused_blobs(tx).await?;
+            }
+        }
+        Write::PutBlobs(blobs) => checkpoints::put_blobs(tx, blobs).await?,
+        Write::PutCheckpoints { session_id, prompt, captures, restore } => {
+            let captures = checkpoints::of_write(prompt.as_ref(), captures, restore.as_deref(), now);
+            if let Some(detail) = checkpoints::missing(tx, &captures, &[]).await? {
+                return Ok(Err(StoreError::Postgres(PgError::Query { at: target.to_string(), detail })));
+            }
+            checkpoints::put_captures(tx, session_id, &captures).await?;
+        }
+        Write::FinishRestore { session_id } => checkpoints::finish_restore(tx, session_id).await?,
+        Write::TrimCheckpoints { session_id, session_bytes, total_bytes } => {
+            checkpoints::trim(tx, session_id, *session_bytes, *total_bytes).await?;
+        }
+        Write::AddProjectRule { project, rule } => rules::add(tx, project, rule, now).await?,
+        Write::RemoveProjectRule { project, rule } => rules::remove(tx, project, rule).await?,
+        Write::ForkSession { row, parent } => transfer::fork_session(tx, row, parent, now).await?,
+        Write::ImportSession { row, messages, checkpoints: carried, blobs } => {
+            // Refused before anything is written, so no half import is left in the batch.
+            if let Some(detail) = checkpoints::missing(tx, &checkpoints::of_import(carried), blobs).await? {
+                return Ok(Err(StoreError::Postgres(PgError::Query { at: target.to_string(), detail })));
+            }
+            transfer::import_session(tx, row, messages, carried, blobs).await?;
+        }
+        Write::AddToken { id, principal, hash } => tokens::insert(tx, id, principal, hash, now).await?,
+        Write::RevokeToken { id } => {
+            if !tokens::exists(tx, id).await? {
+                return Ok(Err(StoreError::UnknownToken(id.clone())));
+            }
+            tokens::revoke(tx, id, now).await?;
+        }
+        Write::Barrier => {}
+    }
+    Ok(Ok(()))
+}
+
+/// Refuses a take while another replica's lease runs, or whose caller's history is older than
+/// the session's last turn.
+async fn check_last(
+    tx: &impl GenericClient,
+    state: &State<'_>,
+    session: &SessionId,
+    last: &LastTurn,
+) -> Result<Option<StoreError>, tokio_postgres::Error> {
+    let row = tx
+        .query_opt(
+            "SELECT holder, epoch, released_at IS NULL AND expires_at > now(),
+                    (extract(epoch FROM taken_at) * 1000)::bigint, (extract(epoch FROM expires_at) * 1000)::bigint
+             FROM session_leases WHERE session_id = $1",
+            &[&session.as_str()],
+        )
+        .await?;
+    let Some(row) = row else {
+        return Ok(matches!(last, LastTurn::By(Some(_)))
+            .then(|| StoreError::LeaseMoved { session: session.clone(), last: None }));
+    };
+    let (holder, epoch, live): (String, i64, bool) = (row.get(0), row.get(1), row.get(2));
+    if live && holder != state.me {
+        let ttl = i64::try_from(state.ttl.as_millis()).unwrap_or(i64::MAX);
+        let heartbeat = row.get::<_, i64>(4) - ttl;
+        return Ok(Some(StoreError::Leased(Box::new(holder_of(session, &holder, row.get(3), heartbeat)))));
+    }
+    let current = match last {
+        LastTurn::Ours => holder == state.me,
+        LastTurn::By(mark) => mark.as_deref() == Some(mark_of(epoch).as_str()),
+    };
+    Ok((!current).then(|| StoreError::LeaseMoved { session: session.clone(), last: Some(mark_of(epoch)) }))
+}
