@@ -144,8 +144,18 @@ impl StoreRecorder {
             };
             let (done, result) = oneshot::channel();
             let (sink, session, title) = (Arc::clone(&self.sink), self.session.clone(), self.title.clone());
-            self.store.submit(
+            // Its client sent the prompt; a client following from another replica is shown it.
+            let mut shown: Vec<Update> = prompt
+                .iter()
+                .flat_map(|prompt| {
+                    prompt.parts.iter().map(|part| Update::UserChunk { message: prompt.id.clone(), part: part.clone() })
+                })
+                .collect();
+            shown.extend(title.clone().map(Update::Title));
+            let shown = self.logged(&shown);
+            self.store.submit_shown(
                 write,
+                shown,
                 Some(Box::new(move |result: Result<(), StoreError>| {
                     if let (Ok(()), Some(title)) = (&result, title) {
                         sink.send(&session, Update::Title(title));
@@ -215,6 +225,15 @@ impl StoreRecorder {
         }
     }
 
+    /// `updates` as the store's event log keeps them, when it keeps one (a store shared by
+    /// replicas): nothing is serialized for a store that does not.
+    fn logged(&self, updates: &[Update]) -> Vec<String> {
+        if !self.store.logs_events() {
+            return Vec::new();
+        }
+        updates.iter().filter_map(Update::to_event).collect()
+    }
+
     /// A callback that shows `updates` once committed, or remembers the failure.
     fn then_show(&self, updates: Vec<Update>) -> AfterCommit {
         let failure = Arc::clone(&self.failure);
@@ -235,7 +254,10 @@ impl StoreRecorder {
 
     fn write(&mut self, write: Write, updates: Vec<Update>) {
         match &mut self.gate {
-            Gate::Open => self.store.submit(write, Some(self.then_show(updates))),
+            Gate::Open => {
+                let shown = self.logged(&updates);
+                self.store.submit_shown(write, shown, Some(self.then_show(updates)));
+            }
             Gate::Holding(held) => held.push((write, updates)),
             Gate::Shut => tracing::debug!(session = %self.session, "dropped a write of a turn the session refused"),
         }
@@ -283,12 +305,17 @@ impl Recorder for StoreRecorder {
                 }
                 // Counted until its callback has run, or is dropped unrun by a writer that stopped.
                 let pending = Uncommitted::new(&self.uncommitted, text.len());
+                let shown = self.logged(std::slice::from_ref(&update));
                 let show = self.then_show(vec![update]);
                 let after: AfterCommit = Box::new(move |result| {
                     show(result);
                     drop(pending);
                 });
-                self.store.submit(Write::AppendPart { message_id: message, index, delta: text }, Some(after));
+                self.store.submit_shown(
+                    Write::AppendPart { message_id: message, index, delta: text },
+                    shown,
+                    Some(after),
+                );
             }
             AgentEvent::PartFinished { message, index } => {
                 self.write(Write::ClosePart { message_id: message, index }, Vec::new());

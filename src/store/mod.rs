@@ -330,9 +330,45 @@ impl Store {
 
     /// Queues a write; `after` runs once it is committed or has failed. Never blocks.
     pub fn submit(&self, write: Write, after: Option<AfterCommit>) {
+        self.submit_shown(write, Vec::new(), after);
+    }
+
+    /// [`Self::submit`] of a write that shows the client something: `shown`, the updates as
+    /// the event log keeps them, goes into its session's log in the write's own transaction
+    /// when the store keeps one ([`Self::logs_events`]) and this process holds the session's
+    /// lease, for other replicas' clients to follow.
+    pub fn submit_shown(&self, write: Write, shown: Vec<String>, after: Option<AfterCommit>) {
         match &*self.backend {
             Backend::Sqlite(db) => db.submit(write, after),
-            Backend::Postgres(db) => db.submit(write, after),
+            Backend::Postgres(db) => db.submit(write, shown, after),
+        }
+    }
+
+    /// Whether sessions' updates are logged for other processes to follow (a PostgreSQL store,
+    /// shared by replicas); with SQLite, one process shows what it writes.
+    pub fn logs_events(&self) -> bool {
+        match &*self.backend {
+            Backend::Sqlite(_) => false,
+            Backend::Postgres(_) => true,
+        }
+    }
+
+    /// A session's visible messages with the `seq` of its event log they reach, read together:
+    /// following from that `seq` ([`Self::follow`]) gives exactly what came after them. 0 with
+    /// SQLite, which keeps no log.
+    pub async fn messages_at_seq(&self, id: &SessionId) -> Result<(Vec<Message>, i64), StoreError> {
+        match &*self.backend {
+            Backend::Sqlite(db) => Ok((db.messages(id).await?, 0)),
+            Backend::Postgres(db) => db.load_at_seq(id).await,
+        }
+    }
+
+    /// The session's logged updates after `after`, in order and each once, as they commit on
+    /// any replica; `None` with SQLite.
+    pub fn follow(&self, id: &SessionId, after: i64) -> Option<tokio::sync::mpsc::Receiver<pg::events::Event>> {
+        match &*self.backend {
+            Backend::Sqlite(_) => None,
+            Backend::Postgres(db) => Some(db.follow(id, after)),
         }
     }
 

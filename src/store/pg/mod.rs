@@ -17,6 +17,8 @@ pub mod events;
 mod events_tests;
 #[cfg(test)]
 pub(in crate::store) mod fixture;
+#[cfg(test)]
+mod follow_tests;
 pub mod health;
 pub mod lease;
 mod listing;

@@ -21,7 +21,7 @@ use std::sync::Arc;
 use super::listing::{self, PageError};
 use super::tokens::{self, PgTokenCheck};
 use super::writer::{self, Job, Writer};
-use super::{PgTarget, checkpoints, migrate, rows, rules, sweeper, transfer};
+use super::{PgTarget, checkpoints, events, migrate, rows, rules, sweeper, transfer};
 use crate::history::Message;
 use crate::ids::{LeaseHolder, SessionId};
 use crate::permissions::Rule;
@@ -31,6 +31,9 @@ use crate::store::{
     TokenCheck, TokenRow, Write,
 };
 use crate::tools::checkpoint::{Digest, Stored};
+
+/// How often a follower reads the logs it follows besides its wake-ups.
+const FOLLOW_POLL: Duration = Duration::from_millis(250);
 
 /// How long a lease lives unrenewed: a replica that stops beating loses its sessions after this.
 pub const LEASE_TTL: Duration = Duration::from_secs(15);
@@ -44,6 +47,8 @@ pub struct Postgres {
     owners: Owners,
     /// Stops the sweeper of dead replicas' turns.
     sweeping: CancellationToken,
+    /// Follows sessions' event logs for this replica's clients.
+    follower: events::Follower,
 }
 
 impl Postgres {
@@ -69,12 +74,14 @@ impl Postgres {
             held: HashMap::new(),
             lost: HashSet::new(),
             open: HashMap::new(),
+            seqs: HashMap::new(),
         };
+        let follower = events::Follower::start(target.clone(), FOLLOW_POLL).await.map_err(StoreError::Postgres)?;
         tokio::spawn(writer.run(queue));
         let sweeping = CancellationToken::new();
         let every = (ttl / 4).max(Duration::from_millis(50));
         tokio::spawn(sweeper::run(target.clone(), me.clone(), ttl, every, sweeping.clone()));
-        Ok(Self { target, me, jobs, reader, owners: Owners::new(owned), sweeping })
+        Ok(Self { target, me, jobs, reader, owners: Owners::new(owned), sweeping, follower })
     }
 
     /// This replica's name as a lease holder: `host:pid:random`.
@@ -89,11 +96,28 @@ impl Postgres {
         &self.target
     }
 
-    pub fn submit(&self, mut write: Write, after: Option<AfterCommit>) {
+    pub fn submit(&self, mut write: Write, shown: Vec<String>, after: Option<AfterCommit>) {
         self.owners.note(&mut write);
-        if let Err(mpsc::error::SendError(Job::Write(_, Some(after)))) = self.jobs.send(Job::Write(write, after)) {
+        if let Err(mpsc::error::SendError(Job::Write(_, _, Some(after)))) =
+            self.jobs.send(Job::Write(write, shown, after))
+        {
             after(Err(StoreError::Closed));
         }
+    }
+
+    /// The session's visible messages and its event log's last `seq`, read together on the
+    /// writer's connection.
+    pub async fn load_at_seq(&self, id: &SessionId) -> Result<(Vec<Message>, i64), StoreError> {
+        let (answer, answered) = oneshot::channel();
+        if self.jobs.send(Job::Load(id.clone(), answer)).is_err() {
+            return Err(StoreError::Closed);
+        }
+        answered.await.unwrap_or(Err(StoreError::Closed))
+    }
+
+    /// The session's events after `after`, as other replicas (or this one) commit them.
+    pub fn follow(&self, id: &SessionId, after: i64) -> mpsc::Receiver<events::Event> {
+        self.follower.follow(id, after)
     }
 
     pub fn snapshot(&self, id: &SessionId, then: Snapshot) {

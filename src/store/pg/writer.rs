@@ -9,6 +9,13 @@
 //! on a write's error is run again with each write in a savepoint of its own, so one bad write
 //! fails alone, as in the SQLite store.
 //!
+//! What the batch's writes show their clients (`Job::Write`'s bodies, the updates as JSON) goes
+//! into their sessions' event logs in the same transaction, numbered on from the log's last
+//! `seq`, for the sessions whose lease this replica holds (the holder is a session's only
+//! writer, so its numbering is commit order); after the commit one NOTIFY wakes the replicas
+//! that follow them. A load for a follower reads the session's messages and the log's last
+//! `seq` in one snapshot (`Job::Load`), so following from that `seq` repeats and misses nothing.
+//!
 //! Leases are taken with the turn's first write (`Write::TakeLease`), renewed every third of
 //! their time to live while held, and released at the turn's end and at shutdown.
 
@@ -20,7 +27,8 @@ use tokio_postgres::{Client, Transaction};
 
 use super::lease::{self, Lease};
 use super::{PgError, PgTarget};
-use super::{rows, writes};
+use super::{events, rows, writes};
+use crate::history::Message;
 use crate::ids::{LeaseHolder, MessageId, SessionId};
 use crate::store::{AfterCommit, Snapshot, StoreError, Write};
 
@@ -29,8 +37,11 @@ const MAX_BATCH: usize = 4096;
 // `Shutdown` is sent once per process; boxing every write instead would cost an allocation per chunk.
 #[allow(clippy::large_enum_variant)]
 pub enum Job {
-    Write(Write, Option<AfterCommit>),
+    /// A write, the updates it shows as the event log keeps them, and its callback.
+    Write(Write, Vec<String>, Option<AfterCommit>),
     Snapshot(SessionId, Snapshot),
+    /// The session's visible messages and its event log's last `seq`, read together.
+    Load(SessionId, oneshot::Sender<Result<(Vec<Message>, i64), StoreError>>),
     Shutdown(oneshot::Sender<()>),
 }
 
@@ -49,6 +60,8 @@ pub struct Writer {
     pub(super) lost: HashSet<SessionId>,
     /// The streaming parts open, with their session.
     pub(super) open: HashMap<PartKey, SessionId>,
+    /// The next `seq` of each session's event log whose lease this replica holds, once known.
+    pub(super) seqs: HashMap<SessionId, i64>,
 }
 
 /// What one run of a batch did, kept only if it commits.
@@ -62,6 +75,8 @@ pub(super) struct Done {
     pub closed: Vec<PartKey>,
     /// The text each part gained, and the chunks that wait for it.
     pub pieces: Vec<(SessionId, PartKey, String, Vec<usize>)>,
+    /// Each session's next `seq` once the batch's events are in.
+    pub seqs: Vec<(SessionId, i64)>,
 }
 
 impl Writer {
@@ -88,8 +103,8 @@ impl Writer {
             let mut next = Some(first);
             while let Some(job) = next.take() {
                 match job {
-                    Job::Write(write, after) => writes.push((write, after)),
-                    job @ (Job::Snapshot(..) | Job::Shutdown(_)) => {
+                    Job::Write(write, shown, after) => writes.push((write, shown, after)),
+                    job @ (Job::Snapshot(..) | Job::Load(..) | Job::Shutdown(_)) => {
                         last = Some(job);
                         break;
                     }
@@ -100,8 +115,15 @@ impl Writer {
             }
             if !writes.is_empty() {
                 // The callbacks stay out of the batch's future: they need not be `Sync`.
-                let (writes, afters): (Vec<Write>, Vec<Option<AfterCommit>>) = writes.into_iter().unzip();
-                let results = self.apply(&writes).await;
+                let mut afters = Vec::with_capacity(writes.len());
+                let (writes, shown): (Vec<Write>, Vec<Vec<String>>) = writes
+                    .into_iter()
+                    .map(|(write, shown, after)| {
+                        afters.push(after);
+                        (write, shown)
+                    })
+                    .unzip();
+                let results = self.apply(&writes, &shown).await;
                 for (after, result) in afters.into_iter().zip(results) {
                     if let Some(after) = after {
                         after(result);
@@ -111,6 +133,9 @@ impl Writer {
             match last {
                 Some(Job::Snapshot(id, then)) => {
                     then(rows::messages(&self.client, &id).await.map_err(|err| self.error(&err)));
+                }
+                Some(Job::Load(id, answer)) => {
+                    let _ = answer.send(self.load(&id).await);
                 }
                 Some(Job::Shutdown(ack)) => {
                     self.release_all().await;
@@ -126,16 +151,47 @@ impl Writer {
         StoreError::Postgres(self.target.failed(err))
     }
 
-    /// Applies `writes` in one transaction; on a write's error, again with a savepoint each.
-    async fn apply(&mut self, writes: &[Write]) -> Vec<Result<(), StoreError>> {
-        let done = match self.attempt(writes, false).await {
-            Err(Failed::Write(_)) => self.attempt(writes, true).await,
+    /// Applies `writes` in one transaction, with the events of what they show; on a write's
+    /// error, again with a savepoint each. Once committed, wakes the replicas following the
+    /// sessions whose logs grew.
+    async fn apply(&mut self, writes: &[Write], shown: &[Vec<String>]) -> Vec<Result<(), StoreError>> {
+        let done = match self.attempt(writes, shown, false).await {
+            Err(Failed::Write(_)) => self.attempt(writes, shown, true).await,
             done => done,
         };
         match done {
-            Ok(done) => self.committed(done),
+            Ok(done) => {
+                let grew: Vec<SessionId> = done.seqs.iter().map(|(session, _)| session.clone()).collect();
+                let results = self.committed(done);
+                if !grew.is_empty()
+                    && let Err(err) = events::notify(&self.client, &self.target, &grew).await
+                {
+                    // The followers' poll reads the rows all the same.
+                    tracing::debug!("cannot wake the replicas following a session: {err}");
+                }
+                results
+            }
             Err(Failed::Write(err) | Failed::Batch(err)) => vec![Err(err); writes.len()],
         }
+    }
+
+    /// The session's visible messages and its log's last `seq`, from one snapshot of the
+    /// database: a follower starting from that `seq` gets exactly what came after them.
+    async fn load(&mut self, id: &SessionId) -> Result<(Vec<Message>, i64), StoreError> {
+        let target = self.target.clone();
+        let failed = |err: tokio_postgres::Error| StoreError::Postgres(target.failed(&err));
+        let tx = self
+            .client
+            .build_transaction()
+            .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)
+            .read_only(true)
+            .start()
+            .await
+            .map_err(failed)?;
+        let messages = rows::messages(&tx, id).await.map_err(failed)?;
+        let seq = events::last_seq(&tx, &target, id).await.map_err(StoreError::Postgres)?;
+        tx.commit().await.map_err(failed)?;
+        Ok((messages, seq))
     }
 
     /// Keeps what a committed batch changed, and answers its chunks with their parts' results.
@@ -146,13 +202,18 @@ impl Writer {
         }
         for session in done.released {
             self.held.remove(&session);
+            self.seqs.remove(&session);
         }
         for session in done.lost {
             self.held.remove(&session);
+            self.seqs.remove(&session);
             self.lost.insert(session);
         }
         for (key, session) in done.opened {
             self.open.insert(key, session);
+        }
+        for (session, next) in done.seqs {
+            self.seqs.insert(session, next);
         }
         for key in done.closed {
             self.open.remove(&key);
@@ -160,7 +221,7 @@ impl Writer {
         done.results
     }
 
-    async fn attempt(&mut self, writes: &[Write], isolated: bool) -> Result<Done, Failed> {
+    async fn attempt(&mut self, writes: &[Write], shown: &[Vec<String>], isolated: bool) -> Result<Done, Failed> {
         let batch = |err: tokio_postgres::Error| Failed::Batch(StoreError::Postgres(self.target.failed(&err)));
         let target = self.target.clone();
         let mut tx = self.client.transaction().await.map_err(batch)?;
@@ -207,6 +268,8 @@ impl Writer {
             // The transaction is aborted: nothing of this batch can commit.
             return Err(Failed::Batch(StoreError::Postgres(target.failed(&err))));
         }
+        let known = Known { target: &target, open: &self.open, held: &self.held, seqs: &self.seqs };
+        log(&tx, &known, writes, shown, &mut done, &opened).await.map_err(Failed::Batch)?;
         done.opened.extend(opened);
         tx.commit().await.map_err(batch)?;
         Ok(done)
@@ -225,6 +288,7 @@ impl Writer {
         for session in lost {
             tracing::warn!(%session, "another replica took over the session's lease");
             self.held.remove(&session);
+            self.seqs.remove(&session);
             self.lost.insert(session);
         }
     }
@@ -243,6 +307,63 @@ impl Writer {
 enum Failed {
     Write(StoreError),
     Batch(StoreError),
+}
+
+/// What [`log`] reads of the writer while a batch holds its connection.
+struct Known<'a> {
+    target: &'a PgTarget,
+    open: &'a HashMap<PartKey, SessionId>,
+    held: &'a HashMap<SessionId, Lease>,
+    seqs: &'a HashMap<SessionId, i64>,
+}
+
+/// Appends what the batch's committed writes show to their sessions' event logs, in the
+/// batch's transaction: only for sessions whose lease this replica holds (their writer, so
+/// the one to number their events), each write's events after the previous write's.
+async fn log(
+    tx: &Transaction<'_>,
+    known: &Known<'_>,
+    writes: &[Write],
+    shown: &[Vec<String>],
+    done: &mut Done,
+    opened: &HashMap<PartKey, SessionId>,
+) -> Result<(), StoreError> {
+    let mut logged: Vec<(Lease, Vec<String>)> = Vec::new();
+    // Sessions whose lease this batch gave back: what it writes of them later is not theirs to log.
+    let mut given_back: Vec<&SessionId> = Vec::new();
+    for ((write, bodies), result) in writes.iter().zip(shown).zip(&done.results) {
+        if let (Write::ReleaseLease { session_id }, Ok(())) = (write, result) {
+            given_back.push(session_id);
+        }
+        if bodies.is_empty() || result.is_err() {
+            continue;
+        }
+        let Some(session) = session_of(write, known.open, opened) else { continue };
+        if given_back.contains(&session) || done.lost.contains(session) {
+            continue;
+        }
+        let lease = done.taken.iter().rev().find(|lease| lease.session == *session).or_else(|| known.held.get(session));
+        let Some(lease) = lease else { continue };
+        match logged.iter_mut().find(|(held, _)| held.session == lease.session) {
+            Some((_, all)) => all.extend(bodies.iter().cloned()),
+            None => logged.push((lease.clone(), bodies.clone())),
+        }
+    }
+    if logged.is_empty() {
+        return Ok(());
+    }
+    let mut appends = Vec::with_capacity(logged.len());
+    for (lease, bodies) in &logged {
+        let taken_now = done.taken.iter().any(|taken| taken.session == lease.session);
+        let first = match known.seqs.get(&lease.session) {
+            Some(next) if !taken_now => *next,
+            _ => events::last_seq(tx, known.target, &lease.session).await.map_err(StoreError::Postgres)? + 1,
+        };
+        let count = i64::try_from(bodies.len()).unwrap_or(i64::MAX);
+        done.seqs.push((lease.session.clone(), first + count));
+        appends.push(events::Append { lease, first_seq: first, bodies });
+    }
+    events::append(tx, known.target, &appends).await.map_err(StoreError::Postgres)
 }
 
 /// What a write sees of the writer while the batch runs.

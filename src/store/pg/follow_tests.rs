@@ -1,0 +1,111 @@
+//! Following a turn from another replica through the event log: what the turn's replica shows
+//! is logged in the same transaction as the rows it shows, and a client on another replica that
+//! loads the session mid-turn and follows from the `seq` its load reached gets every later
+//! update exactly once and in order, nothing the load already showed.
+
+use std::time::Duration;
+
+use crate::history::{Message, MessageMeta, Part, Role};
+use crate::ids::{SessionId, now_ms};
+use crate::store::{LastTurn, SessionRow, Store, Write};
+
+async fn replica(url: &str, name: &str) -> Store {
+    Store::open_postgres_as(url, name, Duration::from_secs(30)).await.unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_on_another_replica_loads_mid_turn_and_follows_every_later_update_once_in_order() {
+    let url = super::fixture::database().await;
+    let (a, b) = (replica(&url, "host-a:1:a").await, replica(&url, "host-b:2:b").await);
+    assert!(a.logs_events());
+    let id = SessionId::generate();
+    a.submit(
+        Write::InsertSession(Box::new(SessionRow::new(id.clone(), "/w".into(), "openai/m".into(), now_ms()))),
+        None,
+    );
+    let prompt = Message::new(Role::User, vec![Part::Text { text: "go".into() }], MessageMeta::default());
+    a.commit(Write::TakeLease { session_id: id.clone(), last: LastTurn::Ours, prompt: Some(prompt), title: None })
+        .await
+        .unwrap();
+    let answer = Message::new(Role::Assistant, Vec::new(), MessageMeta::default());
+    let message_id = answer.id.clone();
+    a.submit(Write::InsertMessage { session_id: id.clone(), message: answer }, None);
+    let part = Part::Text { text: String::new() };
+    a.submit(Write::OpenPart { session_id: id.clone(), message_id: message_id.clone(), index: 0, part }, None);
+
+    let chunks: Vec<String> = (0..300).map(|n| format!("<{n}>")).collect();
+    let mut loaded = None;
+    for (n, chunk) in chunks.iter().enumerate() {
+        let write = Write::AppendPart { message_id: message_id.clone(), index: 0, delta: chunk.clone() };
+        a.submit_shown(write, vec![chunk.clone()], None);
+        if n % 20 == 19 {
+            a.flush().await.unwrap();
+        }
+        if n == 150 {
+            // A client of b loads the session while the turn streams on a.
+            loaded = Some(b.messages_at_seq(&id).await.unwrap());
+        }
+    }
+    a.submit(Write::ClosePart { message_id: message_id.clone(), index: 0 }, None);
+    a.flush().await.unwrap();
+
+    let (messages, seq) = loaded.unwrap();
+    let seen = match messages.get(1).and_then(|answer| answer.parts.first()) {
+        Some(Part::Text { text }) => text.clone(),
+        None => String::new(),
+        Some(other) => panic!("{other:?}"),
+    };
+    let count = usize::try_from(seq).unwrap();
+    assert_eq!(seen, chunks[..count].concat(), "the load shows exactly the chunks its seq counts");
+
+    let mut events = b.follow(&id, seq).unwrap();
+    let mut followed = Vec::new();
+    while followed.len() < chunks.len() - count {
+        let event = tokio::time::timeout(Duration::from_secs(30), events.recv()).await.unwrap().unwrap();
+        assert_eq!(event.seq, seq + 1 + i64::try_from(followed.len()).unwrap(), "in order, none missed or repeated");
+        followed.push(event.body);
+    }
+    assert_eq!(seen + &followed.concat(), chunks.concat(), "the load and the follow together show the turn once");
+    assert!(
+        tokio::time::timeout(Duration::from_millis(600), events.recv()).await.is_err(),
+        "nothing more: no event twice"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_the_lease_holder_logs_and_a_new_holder_continues_the_numbering() {
+    let url = super::fixture::database().await;
+    let (a, b) = (replica(&url, "host-a:1:a").await, replica(&url, "host-b:2:b").await);
+    let id = SessionId::generate();
+    a.submit(
+        Write::InsertSession(Box::new(SessionRow::new(id.clone(), "/w".into(), "openai/m".into(), now_ms()))),
+        None,
+    );
+    let note =
+        |text: &str| Message::new(Role::Assistant, vec![Part::Notice { text: text.into() }], MessageMeta::default());
+    // Without the lease nothing is logged: the rows are written, no event.
+    a.submit_shown(Write::InsertMessage { session_id: id.clone(), message: note("idle") }, vec!["idle".into()], None);
+    a.flush().await.unwrap();
+    assert_eq!(b.messages_at_seq(&id).await.unwrap().1, 0);
+
+    a.commit(Write::TakeLease { session_id: id.clone(), last: LastTurn::Ours, prompt: None, title: None })
+        .await
+        .unwrap();
+    a.submit_shown(Write::InsertMessage { session_id: id.clone(), message: note("one") }, vec!["one".into()], None);
+    a.commit(Write::ReleaseLease { session_id: id.clone() }).await.unwrap();
+    let (_, mark) = b.messages_and_last_turn(&id).await.unwrap();
+    b.commit(Write::TakeLease { session_id: id.clone(), last: LastTurn::By(mark), prompt: None, title: None })
+        .await
+        .unwrap();
+    b.submit_shown(Write::InsertMessage { session_id: id.clone(), message: note("two") }, vec!["two".into()], None);
+    b.flush().await.unwrap();
+
+    let mut events = a.follow(&id, 0).unwrap();
+    let mut got = Vec::new();
+    for _ in 0..2 {
+        let event = tokio::time::timeout(Duration::from_secs(30), events.recv()).await.unwrap().unwrap();
+        got.push((event.seq, event.epoch, event.body));
+    }
+    assert_eq!(got, [(1, 1, "one".to_owned()), (2, 2, "two".to_owned())]);
+    assert_eq!(a.messages_at_seq(&id).await.unwrap().0.len(), 3, "every row is stored, logged or not");
+}
