@@ -1,0 +1,504 @@
+//! One language server and the task that owns it: the process, started as an MCP stdio server
+//! is ([`crate::process::ProcessPolicy::spawn_server`]: under the supervisor and the sandbox,
+//! with the children's environment, dying with cairn, `kill -9` included) in the workspace
+//! root, and everything said to it. The task sends `initialize` at once and `initialized` when
+//! it is answered; a document's text goes as `textDocument/didOpen` the first time and as a
+//! full `textDocument/didChange` (the next version) with `textDocument/didSave` after, and an
+//! [`Ask::Sync`] is answered with the first `publishDiagnostics` for that document not older
+//! than the version sent (a text already sent and answered is answered from memory). What the
+//! server asks is answered so it never waits on cairn: `workspace/configuration` with nulls,
+//! progress and registrations with null, anything else with MethodNotFound.
+//!
+//! A server that exits, sends what is not LSP, or does not read its input within
+//! [`WRITE_BOUND`] is gone for the session: it is killed and every later ask is answered with
+//! why (it is not started again). At [`Ask::Close`] it is sent `shutdown` and `exit`, given
+//! [`CLOSE_STEP`] for each, then killed; when the last sender goes, it is killed at once.
+
+use std::collections::HashMap;
+use std::ffi::OsStr;
+use std::hash::{Hash, Hasher};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt, BufReader};
+use tokio::process::ChildStdin;
+use tokio::sync::{mpsc, oneshot, watch};
+
+use super::framing;
+use crate::process::{Confinement, Local, ProcessPolicy};
+use crate::tools::diagnostics::parse::{Diagnostic, Severity};
+
+/// How long a write to the server may wait for it to read.
+pub const WRITE_BOUND: Duration = Duration::from_secs(5);
+/// How long a closing server gets to answer `shutdown`, then to exit after `exit`.
+pub const CLOSE_STEP: Duration = Duration::from_millis(500);
+/// The most diagnostics of one document kept.
+pub const MOST_KEPT: usize = super::super::run::MOST_KEPT;
+/// The most bytes of a server's last stderr line said when it exits.
+const MOST_SAID: usize = 300;
+
+/// How to start one server.
+pub struct Start {
+    pub program: PathBuf,
+    pub args: Vec<String>,
+    /// The workspace root it serves, its directory.
+    pub root: PathBuf,
+    pub policy: Arc<ProcessPolicy>,
+    pub roots: Vec<PathBuf>,
+    pub rejected: Vec<Vec<String>>,
+}
+
+/// What the server's task is asked.
+pub enum Ask {
+    /// The document `uri` holds `text` now; `reply`, when given, gets its diagnostics.
+    Sync { uri: String, text: String, reply: Option<oneshot::Sender<Reported>> },
+    /// Shut down, then answer.
+    Close(oneshot::Sender<()>),
+}
+
+/// A server's answer about one document.
+#[derive(Debug)]
+pub enum Reported {
+    /// Its errors and warnings.
+    Found(Vec<Diagnostic>),
+    /// The server is gone for the session: why, as "exited (…)".
+    Gone(String),
+}
+
+/// What the reader of the server's stdout passes on.
+enum Incoming {
+    Message(Value),
+    /// Not LSP: why.
+    Broken(String),
+    Ended,
+}
+
+/// One document as the server has it.
+struct Doc {
+    version: i64,
+    /// The text last sent, hashed.
+    hash: u64,
+    /// The diagnostics published for `version`, once they are.
+    published: Option<Vec<Diagnostic>>,
+}
+
+/// Starts the task owning the server; it starts the process at once.
+pub fn spawn(start: Start) -> mpsc::UnboundedSender<Ask> {
+    let (asks, rx) = mpsc::unbounded_channel();
+    tokio::spawn(own(start, rx));
+    asks
+}
+
+async fn own(start: Start, mut asks: mpsc::UnboundedReceiver<Ask>) {
+    let why = match Server::start(&start).await {
+        Ok(mut server) => {
+            let why = server.serve(&mut asks).await;
+            server.local.stop().await;
+            why
+        }
+        Err(why) => Some(why),
+    };
+    // Gone: every later ask hears why, until the session lets go.
+    let Some(why) = why else { return };
+    while let Some(ask) = asks.recv().await {
+        match ask {
+            Ask::Sync { reply, .. } => {
+                if let Some(reply) = reply {
+                    let _ = reply.send(Reported::Gone(why.clone()));
+                }
+            }
+            Ask::Close(done) => {
+                let _ = done.send(());
+                return;
+            }
+        }
+    }
+}
+
+struct Server {
+    local: Local,
+    stdin: ChildStdin,
+    incoming: mpsc::Receiver<Incoming>,
+    stderr: watch::Receiver<String>,
+    root: String,
+    next_id: i64,
+    /// The id of `initialize` until it is answered.
+    initializing: Option<i64>,
+    /// Asks that came before `initialize` was answered.
+    queued: Vec<Ask>,
+    docs: HashMap<String, Doc>,
+    waiting: Vec<(String, oneshot::Sender<Reported>)>,
+}
+
+impl Server {
+    async fn start(start: &Start) -> Result<Self, String> {
+        let args: Vec<&OsStr> = start.args.iter().map(OsStr::new).collect();
+        let confinement = Confinement { roots: &start.roots, rejected: &start.rejected };
+        let mut local = start
+            .policy
+            .spawn_server(start.program.as_os_str(), &args, &[], &start.root, confinement)
+            .map_err(|err| format!("could not be started ({err})"))?;
+        let (Some(stdin), Some(stdout), Some(stderr)) = (local.take_stdin(), local.take_stdout(), local.take_stderr())
+        else {
+            local.stop().await;
+            return Err("could not be started (no pipes)".to_owned());
+        };
+        let (tx, incoming) = mpsc::channel(16);
+        tokio::spawn(async move {
+            let mut stdout = BufReader::new(stdout);
+            loop {
+                let next = match framing::read(&mut stdout).await {
+                    Ok(Some(message)) => Incoming::Message(message),
+                    Ok(None) => Incoming::Ended,
+                    Err(framing::FrameError::Io(_)) => Incoming::Ended,
+                    Err(err) => Incoming::Broken(err.to_string()),
+                };
+                let last = !matches!(next, Incoming::Message(_));
+                if tx.send(next).await.is_err() || last {
+                    return;
+                }
+            }
+        });
+        let (said, stderr_rx) = watch::channel(String::new());
+        tokio::spawn(last_line(stderr, said));
+        let root = super::uri(&start.root);
+        let mut server = Server {
+            local,
+            stdin,
+            incoming,
+            stderr: stderr_rx,
+            root,
+            next_id: 1,
+            initializing: None,
+            queued: Vec::new(),
+            docs: HashMap::new(),
+            waiting: Vec::new(),
+        };
+        let name = start.root.file_name().map(|name| name.to_string_lossy().into_owned()).unwrap_or_default();
+        let params = json!({
+            "processId": null,
+            "clientInfo": {"name": "cairn", "version": env!("CARGO_PKG_VERSION")},
+            "rootUri": server.root,
+            "rootPath": start.root,
+            "workspaceFolders": [{"uri": server.root, "name": name}],
+            "capabilities": {
+                "textDocument": {
+                    "synchronization": {"didSave": true, "dynamicRegistration": false},
+                    "publishDiagnostics": {"relatedInformation": false, "versionSupport": true},
+                },
+                "workspace": {"configuration": true, "workspaceFolders": true},
+                "window": {"workDoneProgress": true},
+            },
+        });
+        let id = server.request("initialize", params).await?;
+        server.initializing = Some(id);
+        Ok(server)
+    }
+
+    /// Serves until the server is gone (`Some(why)`), or closed or let go (`None`).
+    async fn serve(&mut self, asks: &mut mpsc::UnboundedReceiver<Ask>) -> Option<String> {
+        let why = loop {
+            let step = tokio::select! {
+                ask = asks.recv() => match ask {
+                    None => return None,
+                    Some(Ask::Close(done)) => {
+                        self.shut().await;
+                        let _ = done.send(());
+                        return None;
+                    }
+                    Some(ask) if self.initializing.is_some() => {
+                        self.queued.push(ask);
+                        Ok(())
+                    }
+                    Some(Ask::Sync { uri, text, reply }) => self.sync(uri, &text, reply).await,
+                },
+                incoming = self.incoming.recv() => match incoming {
+                    Some(Incoming::Message(message)) => self.take(message).await,
+                    Some(Incoming::Broken(why)) => Err(format!("sent what is not LSP: {why}")),
+                    Some(Incoming::Ended) | None => Err(self.ended().await),
+                },
+            };
+            if let Err(why) = step {
+                break why;
+            }
+        };
+        for (_, reply) in self.waiting.drain(..) {
+            let _ = reply.send(Reported::Gone(why.clone()));
+        }
+        for ask in self.queued.drain(..) {
+            match ask {
+                Ask::Sync { reply: Some(reply), .. } => drop(reply.send(Reported::Gone(why.clone()))),
+                Ask::Sync { reply: None, .. } => {}
+                Ask::Close(done) => drop(done.send(())),
+            }
+        }
+        Some(why)
+    }
+
+    /// Sends the document's text if the server does not have it, and waits for its diagnostics.
+    async fn sync(&mut self, uri: String, text: &str, reply: Option<oneshot::Sender<Reported>>) -> Result<(), String> {
+        self.waiting.retain(|(_, reply)| !reply.is_closed());
+        let hash = {
+            let mut hasher = std::collections::hash_map::DefaultHasher::new();
+            text.hash(&mut hasher);
+            hasher.finish()
+        };
+        match self.docs.get_mut(&uri) {
+            Some(doc) if doc.hash == hash => {
+                if let Some(published) = &doc.published {
+                    if let Some(reply) = reply {
+                        let _ = reply.send(Reported::Found(published.clone()));
+                    }
+                    return Ok(());
+                }
+            }
+            Some(doc) => {
+                doc.version += 1;
+                doc.hash = hash;
+                doc.published = None;
+                let (version, document) = (doc.version, json!({"uri": uri, "version": doc.version}));
+                let changes = json!([{"text": text}]);
+                self.notify("textDocument/didChange", json!({"textDocument": document, "contentChanges": changes}))
+                    .await?;
+                self.notify("textDocument/didSave", json!({"textDocument": {"uri": uri}})).await?;
+                tracing::debug!(%uri, version, "sent a document's change to its language server");
+            }
+            None => {
+                self.docs.insert(uri.clone(), Doc { version: 1, hash, published: None });
+                let document = json!({"uri": uri, "languageId": language(&uri), "version": 1, "text": text});
+                self.notify("textDocument/didOpen", json!({"textDocument": document})).await?;
+            }
+        }
+        if let Some(reply) = reply {
+            self.waiting.push((uri, reply));
+        }
+        Ok(())
+    }
+
+    /// Takes one message of the server's.
+    async fn take(&mut self, message: Value) -> Result<(), String> {
+        let method = message.get("method").and_then(Value::as_str);
+        match (message.get("id"), method) {
+            (Some(id), Some(method)) => self.answer(id.clone(), method, &message["params"]).await,
+            (Some(id), None) => {
+                if self.initializing.is_some() && id.as_i64() == self.initializing {
+                    if let Some(error) = message.get("error") {
+                        let said = error["message"].as_str().unwrap_or("no message");
+                        return Err(format!("refused to initialize ({})", super::super::cut(said, MOST_SAID)));
+                    }
+                    self.initializing = None;
+                    self.notify("initialized", json!({})).await?;
+                    for ask in std::mem::take(&mut self.queued) {
+                        match ask {
+                            Ask::Sync { uri, text, reply } => self.sync(uri, &text, reply).await?,
+                            Ask::Close(done) => drop(done.send(())),
+                        }
+                    }
+                }
+                Ok(())
+            }
+            (None, Some("textDocument/publishDiagnostics")) => {
+                self.published(&message["params"]);
+                Ok(())
+            }
+            (None, Some(_) | None) => Ok(()),
+        }
+    }
+
+    /// A `publishDiagnostics`: kept for its document and given to whoever waits for it.
+    fn published(&mut self, params: &Value) {
+        let Some(uri) = params["uri"].as_str() else { return };
+        let Some(doc) = self.docs.get_mut(uri) else { return };
+        if params["version"].as_i64().is_some_and(|version| version < doc.version) {
+            return;
+        }
+        let found: Vec<Diagnostic> = params["diagnostics"]
+            .as_array()
+            .map(|all| all.iter().filter_map(diagnostic).take(MOST_KEPT).collect())
+            .unwrap_or_default();
+        for (_, reply) in self.waiting.extract_if(.., |(waits, _)| waits == uri) {
+            let _ = reply.send(Reported::Found(found.clone()));
+        }
+        doc.published = Some(found);
+    }
+
+    /// Answers a request of the server's.
+    async fn answer(&mut self, id: Value, method: &str, params: &Value) -> Result<(), String> {
+        let result = match method {
+            "workspace/configuration" => {
+                let asked = params["items"].as_array().map_or(0, Vec::len);
+                Ok(Value::Array(vec![Value::Null; asked]))
+            }
+            "window/workDoneProgress/create"
+            | "client/registerCapability"
+            | "client/unregisterCapability"
+            | "window/showMessageRequest" => Ok(Value::Null),
+            _ => Err(json!({"code": -32601, "message": format!("cairn does not handle {method}")})),
+        };
+        let message = match result {
+            Ok(result) => json!({"jsonrpc": "2.0", "id": id, "result": result}),
+            Err(error) => json!({"jsonrpc": "2.0", "id": id, "error": error}),
+        };
+        self.send(&message).await
+    }
+
+    async fn request(&mut self, method: &str, params: Value) -> Result<i64, String> {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})).await?;
+        Ok(id)
+    }
+
+    async fn notify(&mut self, method: &str, params: Value) -> Result<(), String> {
+        self.send(&json!({"jsonrpc": "2.0", "method": method, "params": params})).await
+    }
+
+    async fn send(&mut self, message: &Value) -> Result<(), String> {
+        match tokio::time::timeout(WRITE_BOUND, framing::write(&mut self.stdin, message)).await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(_)) => Err(self.ended().await),
+            Err(_) => Err(format!("did not read its input within {} s", WRITE_BOUND.as_secs())),
+        }
+    }
+
+    /// Why a server whose output ended is gone: its exit status and last stderr line.
+    async fn ended(&mut self) -> String {
+        let status = tokio::time::timeout(CLOSE_STEP, self.local.wait()).await;
+        let status = match status {
+            Ok(Ok(status)) => status.to_string(),
+            Ok(Err(_)) | Err(_) => "its output closed".to_owned(),
+        };
+        // Its last words come through another pipe: give them a moment.
+        let mut said = self.stderr.clone();
+        let _ = tokio::time::timeout(Duration::from_millis(100), said.changed()).await;
+        let said = said.borrow().clone();
+        if said.is_empty() { format!("exited ({status})") } else { format!("exited ({status}: {said})") }
+    }
+
+    /// `shutdown`, then `exit`, each given [`CLOSE_STEP`]; the caller kills what is left.
+    async fn shut(&mut self) {
+        let Ok(id) = self.request("shutdown", Value::Null).await else { return };
+        let answered = tokio::time::timeout(CLOSE_STEP, async {
+            while let Some(Incoming::Message(message)) = self.incoming.recv().await {
+                if message.get("method").is_none() && message["id"].as_i64() == Some(id) {
+                    return true;
+                }
+            }
+            false
+        })
+        .await;
+        if matches!(answered, Ok(true)) && self.notify("exit", Value::Null).await.is_ok() {
+            let _ = tokio::time::timeout(CLOSE_STEP, self.local.wait()).await;
+        }
+    }
+}
+
+/// An LSP diagnostic as the result lists it: errors and warnings only (a missing severity is
+/// an error), the source and code as its code, its start (from 1) as line and column.
+fn diagnostic(value: &Value) -> Option<Diagnostic> {
+    let severity = match value["severity"].as_u64() {
+        None | Some(1) => Severity::Error,
+        Some(2) => Severity::Warning,
+        Some(_) => return None,
+    };
+    let code = match &value["code"] {
+        Value::String(code) => Some(code.clone()),
+        Value::Number(code) => Some(code.to_string()),
+        _ => None,
+    };
+    let code = match (value["source"].as_str().filter(|source| !source.is_empty()), code) {
+        (Some(source), Some(code)) => Some(format!("{source} {code}")),
+        (Some(source), None) => Some(source.to_owned()),
+        (None, code) => code,
+    };
+    let message = value["message"].as_str()?.split_whitespace().collect::<Vec<_>>().join(" ");
+    if message.is_empty() {
+        return None;
+    }
+    let start = &value["range"]["start"];
+    let at = |key: &str| u32::try_from(start[key].as_u64().unwrap_or(0)).unwrap_or(u32::MAX).saturating_add(1);
+    Some(Diagnostic {
+        path: String::new(),
+        line: at("line"),
+        column: Some(at("character")),
+        severity,
+        code,
+        message: super::super::cut(&message, super::super::run::MOST_LINE).to_owned(),
+    })
+}
+
+/// The `languageId` of a document, by its extension.
+fn language(uri: &str) -> &str {
+    let extension = uri.rsplit_once('.').map_or("", |(_, extension)| extension);
+    match extension {
+        "rs" => "rust",
+        "ts" | "mts" | "cts" => "typescript",
+        "tsx" => "typescriptreact",
+        "js" | "mjs" | "cjs" => "javascript",
+        "jsx" => "javascriptreact",
+        "py" => "python",
+        "go" => "go",
+        other if !other.contains('/') => other,
+        _ => "plaintext",
+    }
+}
+
+/// Keeps the last line of a server's stderr that is not blank, cut at [`MOST_SAID`] bytes.
+async fn last_line(mut stderr: tokio::process::ChildStderr, said: watch::Sender<String>) {
+    let mut buf = vec![0u8; 8192];
+    let mut line = Vec::new();
+    loop {
+        let n = match stderr.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        for byte in &buf[..n] {
+            if *byte == b'\n' {
+                keep(&mut line, &said);
+            } else if line.len() < MOST_SAID * 4 {
+                line.push(*byte);
+            }
+        }
+    }
+    keep(&mut line, &said);
+}
+
+fn keep(line: &mut Vec<u8>, said: &watch::Sender<String>) {
+    let text = String::from_utf8_lossy(line);
+    let text = text.trim();
+    if !text.is_empty() {
+        said.send_replace(super::super::cut(text, MOST_SAID).to_owned());
+    }
+    line.clear();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn errors_and_warnings_are_kept_with_their_source_and_code_hints_are_not() {
+        let value = json!({"range": {"start": {"line": 2, "character": 4}}, "severity": 1, "source": "rustc",
+            "code": "E0308", "message": "mismatched types\n expected `u32`"});
+        let found = diagnostic(&value).unwrap();
+        assert_eq!((found.line, found.column), (3, Some(5)));
+        assert_eq!(found.code.as_deref(), Some("rustc E0308"));
+        assert_eq!(found.message, "mismatched types expected `u32`");
+        let numbered = diagnostic(&json!({"severity": 2, "code": 2322, "message": "x"})).unwrap();
+        assert_eq!((numbered.severity, numbered.code.as_deref()), (Severity::Warning, Some("2322")));
+        assert!(diagnostic(&json!({"severity": 3, "message": "info"})).is_none());
+        assert!(diagnostic(&json!({"severity": 4, "message": "hint"})).is_none());
+        assert!(diagnostic(&json!({"severity": 1})).is_none(), "no message");
+        assert_eq!(diagnostic(&json!({"message": "m"})).unwrap().severity, Severity::Error);
+    }
+
+    #[test]
+    fn a_document_s_language_is_named_by_its_extension() {
+        assert_eq!(language("file:///w/src/lib.rs"), "rust");
+        assert_eq!(language("file:///w/a.tsx"), "typescriptreact");
+        assert_eq!(language("file:///w/a.txt"), "txt");
+        assert_eq!(language("file:///w.d/Makefile"), "plaintext");
+    }
+}
