@@ -129,9 +129,8 @@ impl FileLsp {
                          (or set enabled = false)"
                     ));
                 }
-                if let Some(bad) = extensions
-                    .iter()
-                    .find(|extension| extension.is_empty() || extension.contains(['.', '/', '*', ' ']))
+                if let Some(bad) =
+                    extensions.iter().find(|extension| extension.is_empty() || extension.contains(['.', '/', '*', ' ']))
                 {
                     return Err(format!(
                         "{named} extensions holds \"{bad}\"; write an extension without its dot, e.g. \"rs\""

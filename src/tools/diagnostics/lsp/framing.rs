@@ -104,7 +104,11 @@ mod tests {
     }
 
     impl AsyncRead for Trickle {
-        fn poll_read(mut self: Pin<&mut Self>, _: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<std::io::Result<()>> {
+        fn poll_read(
+            mut self: Pin<&mut Self>,
+            _: &mut Context<'_>,
+            buf: &mut ReadBuf<'_>,
+        ) -> Poll<std::io::Result<()>> {
             let end = (self.at + self.step).min(self.bytes.len()).min(self.at + buf.remaining());
             buf.put_slice(&self.bytes[self.at..end]);
             self.at = end;
@@ -120,7 +124,9 @@ mod tests {
     async fn messages_are_read_whole_however_their_bytes_are_split() {
         let mut bytes = Vec::new();
         write(&mut bytes, &json!({"jsonrpc": "2.0", "id": 1, "result": null})).await.unwrap();
-        bytes.extend_from_slice(b"Content-Type: application/vscode-jsonrpc; charset=utf-8\r\ncontent-length: 2\r\n\r\n{}");
+        bytes.extend_from_slice(
+            b"Content-Type: application/vscode-jsonrpc; charset=utf-8\r\ncontent-length: 2\r\n\r\n{}",
+        );
         for step in [1, 3, 7, 4096] {
             let mut reader = reader(bytes.clone(), step);
             assert_eq!(read(&mut reader).await.unwrap(), Some(json!({"jsonrpc": "2.0", "id": 1, "result": null})));

@@ -54,8 +54,17 @@ pub enum Answer {
 
 /// A request to the session's task.
 enum Request {
-    Sync { server: LspServer, start: Place, uri: String, text: String, reply: Option<oneshot::Sender<Reported>> },
+    Sync(Box<Sync>),
     Close(oneshot::Sender<()>),
+}
+
+/// A document's text for the server covering it.
+struct Sync {
+    server: LspServer,
+    start: Place,
+    uri: String,
+    text: String,
+    reply: Option<oneshot::Sender<Reported>>,
 }
 
 /// Where a server would start: the root it serves and how the call's commands start.
@@ -116,7 +125,7 @@ impl Lsp {
         } else {
             (None, None)
         };
-        let request = Request::Sync { server: server.clone(), start, uri: uri(target), text, reply };
+        let request = Request::Sync(Box::new(Sync { server: server.clone(), start, uri: uri(target), text, reply }));
         if requests.send(request).is_err() {
             return Answer::Gone("stopped with the session".to_owned());
         }
@@ -150,7 +159,8 @@ async fn own(mut requests: mpsc::UnboundedReceiver<Request>) {
     let mut found: HashMap<String, Option<PathBuf>> = HashMap::new();
     while let Some(request) = requests.recv().await {
         match request {
-            Request::Sync { server, start, uri, text, reply } => {
+            Request::Sync(sync) => {
+                let Sync { server, start, uri, text, reply } = *sync;
                 let key = (server.name.clone(), start.root.clone());
                 let asks = match servers.get(&key) {
                     Some(asks) => asks,
