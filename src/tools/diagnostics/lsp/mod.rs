@@ -29,7 +29,7 @@ use server::{Ask, Reported};
 
 /// How long a closing session waits for its servers to shut down, all at once, before it
 /// kills them.
-const CLOSE_BOUND: Duration = Duration::from_secs(2);
+const CLOSE_BOUND: Duration = Duration::from_secs(5);
 
 /// A session's language servers, as its turns' tools and its actor reach them. Cheap to clone;
 /// when the last clone goes, every server is killed.

@@ -33,7 +33,7 @@ use crate::tools::diagnostics::parse::{Diagnostic, Severity};
 /// How long a write to the server may wait for it to read.
 pub const WRITE_BOUND: Duration = Duration::from_secs(5);
 /// How long a closing server gets to answer `shutdown`, then to exit after `exit`.
-pub const CLOSE_STEP: Duration = Duration::from_millis(500);
+pub const CLOSE_STEP: Duration = Duration::from_secs(2);
 /// The most diagnostics of one document kept.
 pub const MOST_KEPT: usize = super::super::run::MOST_KEPT;
 /// The most bytes of a server's last stderr line said when it exits.
