@@ -162,7 +162,7 @@ impl Server {
             }
         });
         let (said, stderr_rx) = watch::channel(String::new());
-        tokio::spawn(last_line(stderr, said));
+        tokio::spawn(first_and_last(stderr, said));
         let root = super::uri(&start.root);
         let mut server = Server {
             local,
@@ -309,8 +309,8 @@ impl Server {
 
     /// A `publishDiagnostics`: kept for its document and given to whoever waits for it.
     fn published(&mut self, params: &Value) {
-        let Some(uri) = params["uri"].as_str() else { return };
-        let Some(doc) = self.docs.get_mut(uri) else { return };
+        let Some(uri) = params["uri"].as_str().map(same_uri) else { return };
+        let Some(doc) = self.docs.get_mut(&uri) else { return };
         if params["version"].as_i64().is_some_and(|version| version < doc.version) {
             return;
         }
@@ -318,7 +318,7 @@ impl Server {
             .as_array()
             .map(|all| all.iter().filter_map(diagnostic).take(MOST_KEPT).collect())
             .unwrap_or_default();
-        for (_, reply) in self.waiting.extract_if(.., |(waits, _)| waits == uri) {
+        for (_, reply) in self.waiting.extract_if(.., |(waits, _)| *waits == uri) {
             let _ = reply.send(Reported::Found(found.clone()));
         }
         doc.published = Some(found);
@@ -363,7 +363,7 @@ impl Server {
         }
     }
 
-    /// Why a server whose output ended is gone: its exit status and last stderr line.
+    /// Why a server whose output ended is gone: its exit status and what it said on stderr.
     async fn ended(&mut self) -> String {
         let status = tokio::time::timeout(CLOSE_STEP, self.local.wait()).await;
         let status = match status {
@@ -396,7 +396,8 @@ impl Server {
 }
 
 /// An LSP diagnostic as the result lists it: errors and warnings only (a missing severity is
-/// an error), the source and code as its code, its start (from 1) as line and column.
+/// an error), the source and code as its code, its start (from 1) as line and column, the
+/// first line of its message.
 fn diagnostic(value: &Value) -> Option<Diagnostic> {
     let severity = match value["severity"].as_u64() {
         None | Some(1) => Severity::Error,
@@ -413,10 +414,8 @@ fn diagnostic(value: &Value) -> Option<Diagnostic> {
         (Some(source), None) => Some(source.to_owned()),
         (None, code) => code,
     };
-    let message = value["message"].as_str()?.split_whitespace().collect::<Vec<_>>().join(" ");
-    if message.is_empty() {
-        return None;
-    }
+    // The first line says it; the rest is detail (rustc's label, pyright's reasons).
+    let message = value["message"].as_str()?.lines().map(str::trim).find(|line| !line.is_empty())?;
     let start = &value["range"]["start"];
     let at = |key: &str| u32::try_from(start[key].as_u64().unwrap_or(0)).unwrap_or(u32::MAX).saturating_add(1);
     Some(Diagnostic {
@@ -425,7 +424,7 @@ fn diagnostic(value: &Value) -> Option<Diagnostic> {
         column: Some(at("character")),
         severity,
         code,
-        message: super::super::cut(&message, super::super::run::MOST_LINE).to_owned(),
+        message: super::super::cut(message, super::super::run::MOST_LINE).to_owned(),
     })
 }
 
@@ -445,10 +444,13 @@ fn language(uri: &str) -> &str {
     }
 }
 
-/// Keeps the last line of a server's stderr that is not blank, cut at [`MOST_SAID`] bytes.
-async fn last_line(mut stderr: tokio::process::ChildStderr, said: watch::Sender<String>) {
+/// Keeps the first and the last line of a server's stderr that are not blank, each cut at
+/// [`MOST_SAID`] bytes, as "first … last": a program that cannot start says why first, a
+/// crash last.
+async fn first_and_last(mut stderr: tokio::process::ChildStderr, said: watch::Sender<String>) {
     let mut buf = vec![0u8; 8192];
     let mut line = Vec::new();
+    let mut first = None;
     loop {
         let n = match stderr.read(&mut buf).await {
             Ok(0) | Err(_) => break,
@@ -456,22 +458,39 @@ async fn last_line(mut stderr: tokio::process::ChildStderr, said: watch::Sender<
         };
         for byte in &buf[..n] {
             if *byte == b'\n' {
-                keep(&mut line, &said);
+                keep(&mut line, &mut first, &said);
             } else if line.len() < MOST_SAID * 4 {
                 line.push(*byte);
             }
         }
     }
-    keep(&mut line, &said);
+    keep(&mut line, &mut first, &said);
 }
 
-fn keep(line: &mut Vec<u8>, said: &watch::Sender<String>) {
+fn keep(line: &mut Vec<u8>, first: &mut Option<String>, said: &watch::Sender<String>) {
     let text = String::from_utf8_lossy(line);
-    let text = text.trim();
-    if !text.is_empty() {
-        said.send_replace(super::super::cut(text, MOST_SAID).to_owned());
-    }
+    let text = super::super::cut(text.trim(), MOST_SAID).to_owned();
     line.clear();
+    if text.is_empty() {
+        return;
+    }
+    match first {
+        None => {
+            said.send_replace(text.clone());
+            *first = Some(text);
+        }
+        Some(first) => {
+            said.send_replace(format!("{first} … {text}"));
+        }
+    }
+}
+
+/// A published document's URI as cairn sends it: a server may escape a path otherwise.
+fn same_uri(uri: &str) -> String {
+    url::Url::parse(uri)
+        .ok()
+        .and_then(|parsed| parsed.to_file_path().ok())
+        .map_or_else(|| uri.to_owned(), |path| super::uri(&path))
 }
 
 #[cfg(test)]
@@ -485,13 +504,22 @@ mod tests {
         let found = diagnostic(&value).unwrap();
         assert_eq!((found.line, found.column), (3, Some(5)));
         assert_eq!(found.code.as_deref(), Some("rustc E0308"));
-        assert_eq!(found.message, "mismatched types expected `u32`");
+        assert_eq!(found.message, "mismatched types", "its first line");
         let numbered = diagnostic(&json!({"severity": 2, "code": 2322, "message": "x"})).unwrap();
         assert_eq!((numbered.severity, numbered.code.as_deref()), (Severity::Warning, Some("2322")));
         assert!(diagnostic(&json!({"severity": 3, "message": "info"})).is_none());
         assert!(diagnostic(&json!({"severity": 4, "message": "hint"})).is_none());
         assert!(diagnostic(&json!({"severity": 1})).is_none(), "no message");
+        assert!(diagnostic(&json!({"severity": 1, "message": " \n "})).is_none(), "a blank one");
         assert_eq!(diagnostic(&json!({"message": "m"})).unwrap().severity, Severity::Error);
+    }
+
+    #[test]
+    fn a_published_uri_escaped_otherwise_is_the_same_document() {
+        let sent = super::super::uri(std::path::Path::new("/w/it's a:b.rs"));
+        assert_eq!(same_uri("file:///w/it%27s%20a%3Ab.rs"), sent);
+        assert_eq!(same_uri(&sent), sent);
+        assert_eq!(same_uri("untitled:1"), "untitled:1");
     }
 
     #[test]
