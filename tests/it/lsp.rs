@@ -1,11 +1,12 @@
 //! Language servers after edits, against a stub server (`fixtures/lsp_stub.py`): a file no
 //! checker covers is given to the server of its extension before and after `write` and `edit`,
 //! and the result lists only the diagnostics the edit introduced (an old one moved down is not
-//! new); the server starts once per session, is answered what it asks, and is shut down when
-//! the session closes and killed when cairn dies. A server that crashes, sends garbage or never
-//! publishes is said once and the turn goes on; a cancel stops the wait at once. `[lsp] enabled
-//! = false` runs nothing, a checker covering the file wins, a malformed `[lsp]` is refused at
-//! start, a path out of the workspace sends nothing, and a project's own config names no server.
+//! new), from what the server publishes or, when it offers pull, answers; it starts once per
+//! session, is answered what it asks, and is shut down when the session closes and killed when
+//! cairn dies. A server that crashes, sends garbage or never publishes is said once and the
+//! turn goes on; a cancel stops the wait at once. `[lsp] enabled = false` runs nothing, a
+//! checker covering the file wins, a malformed `[lsp]` is refused at start, a path out of the
+//! workspace sends nothing, and a project's own config names no server.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -133,6 +134,23 @@ async fn an_edit_is_told_what_its_language_server_found_it_introduced_and_the_se
     agent.call("session/close", json!({"sessionId": session})).await;
     assert_eq!(logged(&env, "lsp-ends.log"), ["shutdown", "exit"], "shut down as LSP asks");
     assert!(stubs_gone(&env).await, "the server is gone with the session");
+}
+
+#[tokio::test]
+async fn a_server_that_offers_pull_is_asked_and_an_edit_that_changes_nothing_waits_for_nothing() {
+    let env = TestEnv::new().await;
+    std::fs::write(env.workspace().join("a.txt"), "hello\nBROKEN: old problem\n").unwrap();
+    // It publishes nothing: only its answers to `textDocument/diagnostic` say anything.
+    env.write_config(&config(&env, "pull", 30_000, ""));
+    let first = [edit("c1", "a.txt", "hello", "hello\nBROKEN: new problem")];
+    let second = [edit("c2", "a.txt", "hello", "hello again")];
+    edits(&env, &[&first, &second], Editor::default()).await;
+    assert_eq!(
+        result_of(&env, 2, "c1"),
+        "Edited a.txt: replaced 1 occurrence.\n\n\
+         The edit introduced 1 error in a.txt (`stub`):\na.txt:2:1: error[stub B1]: new problem"
+    );
+    assert_eq!(result_of(&env, 2, "c2"), "Edited a.txt: replaced 1 occurrence.", "answered, not timed out");
 }
 
 #[tokio::test]

@@ -5,7 +5,10 @@
 //! it is answered; a document's text goes as `textDocument/didOpen` the first time and as a
 //! full `textDocument/didChange` (the next version) with `textDocument/didSave` after, and an
 //! [`Ask::Sync`] is answered with the first `publishDiagnostics` for that document not older
-//! than the version sent (a text already sent and answered is answered from memory). What the
+//! than the version sent, or, from a server that offers LSP 3.17's pull, with its answer to
+//! `textDocument/diagnostic` if that comes first (a server may publish only what changed, so
+//! an edit that changes nothing would wait in vain); a text already sent and answered is
+//! answered from memory. What the
 //! server asks is answered so it never waits on cairn: `workspace/configuration` with nulls,
 //! progress and registrations with null, anything else with MethodNotFound.
 //!
@@ -126,6 +129,11 @@ struct Server {
     next_id: i64,
     /// The id of `initialize` until it is answered.
     initializing: Option<i64>,
+    /// Whether the server answers `textDocument/diagnostic` (LSP 3.17's pull): a server that
+    /// publishes only what changed (rust-analyzer) is asked after each change.
+    pull: bool,
+    /// The `textDocument/diagnostic` requests in flight: the document and its version.
+    pulls: HashMap<i64, (String, i64)>,
     /// Asks that came before `initialize` was answered.
     queued: Vec<Ask>,
     docs: HashMap<String, Doc>,
@@ -172,6 +180,8 @@ impl Server {
             root,
             next_id: 1,
             initializing: None,
+            pull: false,
+            pulls: HashMap::new(),
             queued: Vec::new(),
             docs: HashMap::new(),
             waiting: Vec::new(),
@@ -187,6 +197,7 @@ impl Server {
                 "textDocument": {
                     "synchronization": {"didSave": true, "dynamicRegistration": false},
                     "publishDiagnostics": {"relatedInformation": false, "versionSupport": true},
+                    "diagnostic": {"dynamicRegistration": false, "relatedDocumentSupport": false},
                 },
                 "workspace": {"configuration": true, "workspaceFolders": true},
                 "window": {"workDoneProgress": true},
@@ -272,6 +283,11 @@ impl Server {
             }
         }
         if let Some(reply) = reply {
+            if self.pull {
+                let version = self.docs.get(&uri).map_or(0, |doc| doc.version);
+                let id = self.request("textDocument/diagnostic", json!({"textDocument": {"uri": uri}})).await?;
+                self.pulls.insert(id, (uri.clone(), version));
+            }
             self.waiting.push((uri, reply));
         }
         Ok(())
@@ -283,12 +299,22 @@ impl Server {
         match (message.get("id"), method) {
             (Some(id), Some(method)) => self.answer(id.clone(), method, &message["params"]).await,
             (Some(id), None) => {
+                if let Some((uri, version)) = id.as_i64().and_then(|id| self.pulls.remove(&id)) {
+                    // A report other than a full one (an error while the server loads, say)
+                    // leaves the wait to a publish, or to the wait's bound.
+                    let result = &message["result"];
+                    if result["kind"] == "full" {
+                        self.found(uri, Some(version), &result["items"]);
+                    }
+                    return Ok(());
+                }
                 if self.initializing.is_some() && id.as_i64() == self.initializing {
                     if let Some(error) = message.get("error") {
                         let said = error["message"].as_str().unwrap_or("no message");
                         return Err(format!("refused to initialize ({})", super::super::cut(said, MOST_SAID)));
                     }
                     self.initializing = None;
+                    self.pull = message["result"]["capabilities"]["diagnosticProvider"].is_object();
                     self.notify("initialized", json!({})).await?;
                     for ask in std::mem::take(&mut self.queued) {
                         match ask {
@@ -300,24 +326,25 @@ impl Server {
                 Ok(())
             }
             (None, Some("textDocument/publishDiagnostics")) => {
-                self.published(&message["params"]);
+                let params = &message["params"];
+                if let Some(uri) = params["uri"].as_str().map(same_uri) {
+                    self.found(uri, params["version"].as_i64(), &params["diagnostics"]);
+                }
                 Ok(())
             }
             (None, Some(_) | None) => Ok(()),
         }
     }
 
-    /// A `publishDiagnostics`: kept for its document and given to whoever waits for it.
-    fn published(&mut self, params: &Value) {
-        let Some(uri) = params["uri"].as_str().map(same_uri) else { return };
+    /// The diagnostics of a document, published or pulled (of `version`, when known): kept for
+    /// it and given to whoever waits for it, unless they are of an older version.
+    fn found(&mut self, uri: String, version: Option<i64>, items: &Value) {
         let Some(doc) = self.docs.get_mut(&uri) else { return };
-        if params["version"].as_i64().is_some_and(|version| version < doc.version) {
+        if version.is_some_and(|version| version < doc.version) {
             return;
         }
-        let found: Vec<Diagnostic> = params["diagnostics"]
-            .as_array()
-            .map(|all| all.iter().filter_map(diagnostic).take(MOST_KEPT).collect())
-            .unwrap_or_default();
+        let found: Vec<Diagnostic> =
+            items.as_array().map(|all| all.iter().filter_map(diagnostic).take(MOST_KEPT).collect()).unwrap_or_default();
         for (_, reply) in self.waiting.extract_if(.., |(waits, _)| *waits == uri) {
             let _ = reply.send(Reported::Found(found.clone()));
         }
