@@ -154,6 +154,20 @@ async fn a_server_that_offers_pull_is_asked_and_an_edit_that_changes_nothing_wai
 }
 
 #[tokio::test]
+async fn what_a_server_answers_while_it_says_it_is_loading_is_not_taken_for_its_analysis() {
+    let env = TestEnv::new().await;
+    std::fs::write(env.workspace().join("a.txt"), "hello\nBROKEN: old problem\n").unwrap();
+    env.write_config(&config(&env, "loading", 30_000, ""));
+    edits(&env, &[&[edit("c1", "a.txt", "hello", "BROKEN: new problem")]], Editor::default()).await;
+    assert_eq!(
+        result_of(&env, 1, "c1"),
+        "Edited a.txt: replaced 1 occurrence.\n\n\
+         The edit introduced 1 error in a.txt (`stub`):\na.txt:1:1: error[stub B1]: new problem",
+        "the empty report it gave while loading is not the file's baseline, or the old error would be new"
+    );
+}
+
+#[tokio::test]
 async fn the_server_dies_with_cairn() {
     let env = TestEnv::new().await;
     std::fs::write(env.workspace().join("a.txt"), "hello\n").unwrap();

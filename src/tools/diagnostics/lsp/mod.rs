@@ -5,13 +5,15 @@
 //! there were none; a server of the user's that cannot start is said), starts a server on the
 //! first edit of a file it covers, once per session and workspace root, and stops them all at
 //! [`Lsp::close`] (or kills them when the last handle goes). Each server is a task of its own
-//! (`server.rs`) speaking LSP's framing (`framing.rs`).
+//! (`server.rs`) speaking LSP's framing (`framing.rs`); what its messages say is read in
+//! `report.rs`.
 //!
 //! [`Lsp::sync`] gives a server a document's text as it is now and waits for its diagnostics at
 //! most `[lsp] wait_ms`, or until the call is cancelled; a server that does not answer in time
 //! is [`Answer::Silent`] for that edit and is not killed (its answer may come for the next).
 
 mod framing;
+mod report;
 mod server;
 
 use std::collections::HashMap;

@@ -7,8 +7,9 @@
 //! [`Ask::Sync`] is answered with the first `publishDiagnostics` for that document not older
 //! than the version sent, or, from a server that offers LSP 3.17's pull, with its answer to
 //! `textDocument/diagnostic` if that comes first (a server may publish only what changed, so
-//! an edit that changes nothing would wait in vain); a text already sent and answered is
-//! answered from memory. What the
+//! an edit that changes nothing would wait in vain), though not while the server says it is
+//! still loading (rust-analyzer's `experimental/serverStatus`): then the documents waited for
+//! are asked again once it is done. A text already sent and answered is answered from memory. What the
 //! server asks is answered so it never waits on cairn: `workspace/configuration` with nulls,
 //! progress and registrations with null, anything else with MethodNotFound.
 //!
@@ -30,8 +31,9 @@ use tokio::process::ChildStdin;
 use tokio::sync::{mpsc, oneshot, watch};
 
 use super::framing;
+use super::report::{diagnostic, language, same_uri};
 use crate::process::{Confinement, Local, ProcessPolicy};
-use crate::tools::diagnostics::parse::{Diagnostic, Severity};
+use crate::tools::diagnostics::parse::Diagnostic;
 
 /// How long a write to the server may wait for it to read.
 pub const WRITE_BOUND: Duration = Duration::from_secs(5);
@@ -134,6 +136,10 @@ struct Server {
     pull: bool,
     /// The `textDocument/diagnostic` requests in flight: the document and its version.
     pulls: HashMap<i64, (String, i64)>,
+    /// The server said it is still loading (rust-analyzer's `experimental/serverStatus` not
+    /// quiescent): what it answers a pull now is not its analysis, and the documents waited
+    /// for are asked again once it says it is done.
+    loading: bool,
     /// Asks that came before `initialize` was answered.
     queued: Vec<Ask>,
     docs: HashMap<String, Doc>,
@@ -182,6 +188,7 @@ impl Server {
             initializing: None,
             pull: false,
             pulls: HashMap::new(),
+            loading: false,
             queued: Vec::new(),
             docs: HashMap::new(),
             waiting: Vec::new(),
@@ -201,6 +208,7 @@ impl Server {
                 },
                 "workspace": {"configuration": true, "workspaceFolders": true},
                 "window": {"workDoneProgress": true},
+                "experimental": {"serverStatusNotification": true},
             },
         });
         let id = server.request("initialize", params).await?;
@@ -283,13 +291,19 @@ impl Server {
             }
         }
         if let Some(reply) = reply {
-            if self.pull {
-                let version = self.docs.get(&uri).map_or(0, |doc| doc.version);
-                let id = self.request("textDocument/diagnostic", json!({"textDocument": {"uri": uri}})).await?;
-                self.pulls.insert(id, (uri.clone(), version));
+            if self.pull && !self.loading {
+                self.ask_for(&uri).await?;
             }
             self.waiting.push((uri, reply));
         }
+        Ok(())
+    }
+
+    /// Pulls a document's diagnostics.
+    async fn ask_for(&mut self, uri: &str) -> Result<(), String> {
+        let version = self.docs.get(uri).map_or(0, |doc| doc.version);
+        let id = self.request("textDocument/diagnostic", json!({"textDocument": {"uri": uri}})).await?;
+        self.pulls.insert(id, (uri.to_owned(), version));
         Ok(())
     }
 
@@ -303,7 +317,7 @@ impl Server {
                     // A report other than a full one (an error while the server loads, say)
                     // leaves the wait to a publish, or to the wait's bound.
                     let result = &message["result"];
-                    if result["kind"] == "full" {
+                    if result["kind"] == "full" && !self.loading {
                         self.found(uri, Some(version), &result["items"]);
                     }
                     return Ok(());
@@ -329,6 +343,17 @@ impl Server {
                 let params = &message["params"];
                 if let Some(uri) = params["uri"].as_str().map(same_uri) {
                     self.found(uri, params["version"].as_i64(), &params["diagnostics"]);
+                }
+                Ok(())
+            }
+            (None, Some("experimental/serverStatus")) => {
+                let was = std::mem::replace(&mut self.loading, message["params"]["quiescent"] == false);
+                if was && !self.loading && self.pull {
+                    let mut waited: Vec<String> = self.waiting.iter().map(|(uri, _)| uri.clone()).collect();
+                    waited.dedup();
+                    for uri in waited {
+                        self.ask_for(&uri).await?;
+                    }
                 }
                 Ok(())
             }
@@ -422,55 +447,6 @@ impl Server {
     }
 }
 
-/// An LSP diagnostic as the result lists it: errors and warnings only (a missing severity is
-/// an error), the source and code as its code, its start (from 1) as line and column, the
-/// first line of its message.
-fn diagnostic(value: &Value) -> Option<Diagnostic> {
-    let severity = match value["severity"].as_u64() {
-        None | Some(1) => Severity::Error,
-        Some(2) => Severity::Warning,
-        Some(_) => return None,
-    };
-    let code = match &value["code"] {
-        Value::String(code) => Some(code.clone()),
-        Value::Number(code) => Some(code.to_string()),
-        _ => None,
-    };
-    let code = match (value["source"].as_str().filter(|source| !source.is_empty()), code) {
-        (Some(source), Some(code)) => Some(format!("{source} {code}")),
-        (Some(source), None) => Some(source.to_owned()),
-        (None, code) => code,
-    };
-    // The first line says it; the rest is detail (rustc's label, pyright's reasons).
-    let message = value["message"].as_str()?.lines().map(str::trim).find(|line| !line.is_empty())?;
-    let start = &value["range"]["start"];
-    let at = |key: &str| u32::try_from(start[key].as_u64().unwrap_or(0)).unwrap_or(u32::MAX).saturating_add(1);
-    Some(Diagnostic {
-        path: String::new(),
-        line: at("line"),
-        column: Some(at("character")),
-        severity,
-        code,
-        message: super::super::cut(message, super::super::run::MOST_LINE).to_owned(),
-    })
-}
-
-/// The `languageId` of a document, by its extension.
-fn language(uri: &str) -> &str {
-    let extension = uri.rsplit_once('.').map_or("", |(_, extension)| extension);
-    match extension {
-        "rs" => "rust",
-        "ts" | "mts" | "cts" => "typescript",
-        "tsx" => "typescriptreact",
-        "js" | "mjs" | "cjs" => "javascript",
-        "jsx" => "javascriptreact",
-        "py" => "python",
-        "go" => "go",
-        other if !other.contains('/') => other,
-        _ => "plaintext",
-    }
-}
-
 /// Keeps the first and the last line of a server's stderr that are not blank, each cut at
 /// [`MOST_SAID`] bytes, as "first … last": a program that cannot start says why first, a
 /// crash last.
@@ -509,51 +485,5 @@ fn keep(line: &mut Vec<u8>, first: &mut Option<String>, said: &watch::Sender<Str
         Some(first) => {
             said.send_replace(format!("{first} … {text}"));
         }
-    }
-}
-
-/// A published document's URI as cairn sends it: a server may escape a path otherwise.
-fn same_uri(uri: &str) -> String {
-    url::Url::parse(uri)
-        .ok()
-        .and_then(|parsed| parsed.to_file_path().ok())
-        .map_or_else(|| uri.to_owned(), |path| super::uri(&path))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn errors_and_warnings_are_kept_with_their_source_and_code_hints_are_not() {
-        let value = json!({"range": {"start": {"line": 2, "character": 4}}, "severity": 1, "source": "rustc",
-            "code": "E0308", "message": "mismatched types\n expected `u32`"});
-        let found = diagnostic(&value).unwrap();
-        assert_eq!((found.line, found.column), (3, Some(5)));
-        assert_eq!(found.code.as_deref(), Some("rustc E0308"));
-        assert_eq!(found.message, "mismatched types", "its first line");
-        let numbered = diagnostic(&json!({"severity": 2, "code": 2322, "message": "x"})).unwrap();
-        assert_eq!((numbered.severity, numbered.code.as_deref()), (Severity::Warning, Some("2322")));
-        assert!(diagnostic(&json!({"severity": 3, "message": "info"})).is_none());
-        assert!(diagnostic(&json!({"severity": 4, "message": "hint"})).is_none());
-        assert!(diagnostic(&json!({"severity": 1})).is_none(), "no message");
-        assert!(diagnostic(&json!({"severity": 1, "message": " \n "})).is_none(), "a blank one");
-        assert_eq!(diagnostic(&json!({"message": "m"})).unwrap().severity, Severity::Error);
-    }
-
-    #[test]
-    fn a_published_uri_escaped_otherwise_is_the_same_document() {
-        let sent = super::super::uri(std::path::Path::new("/w/it's a:b.rs"));
-        assert_eq!(same_uri("file:///w/it%27s%20a%3Ab.rs"), sent);
-        assert_eq!(same_uri(&sent), sent);
-        assert_eq!(same_uri("untitled:1"), "untitled:1");
-    }
-
-    #[test]
-    fn a_document_s_language_is_named_by_its_extension() {
-        assert_eq!(language("file:///w/src/lib.rs"), "rust");
-        assert_eq!(language("file:///w/a.tsx"), "typescriptreact");
-        assert_eq!(language("file:///w/a.txt"), "txt");
-        assert_eq!(language("file:///w.d/Makefile"), "plaintext");
     }
 }
