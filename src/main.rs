@@ -99,6 +99,11 @@ enum Command {
         /// The PEM private key of --tls-cert.
         #[arg(long, requires = "tls_cert", value_name = "FILE")]
         tls_key: Option<std::path::PathBuf>,
+        /// Keep sessions in this PostgreSQL database (`postgres://user:password@host:port/db`)
+        /// instead of the SQLite file in the data directory; wins over `[store] url`. Its
+        /// password is never shown.
+        #[arg(long, value_name = "URL")]
+        store: Option<String>,
     },
     /// Run one prompt headless and print the answer as it streams. Exit status: 0 done, 1 an
     /// error, 2 a usage mistake, 3 a limit stopped the turn, 130 interrupted.
@@ -278,14 +283,32 @@ async fn until_terminated(serving: impl Future<Output = ()>) -> ExitCode {
 
 /// Loads the configuration and opens (creating and migrating) the store.
 fn setup() -> Result<(Store, Arc<Config>), String> {
+    let config = configure()?;
+    let store = Store::open(&config.database_path()).map_err(|err| err.to_string())?;
+    Ok((store, Arc::new(config)))
+}
+
+/// Loads the configuration and opens the store a server keeps sessions in: the PostgreSQL
+/// database `store` (or `[store] url`) names, else the SQLite file.
+async fn setup_shared(store: Option<String>) -> Result<(Store, Arc<Config>), String> {
+    let config = configure()?;
+    let store = match store.or_else(|| config.store_url.clone()) {
+        Some(url) => Store::open_postgres(&url).await.map_err(|err| err.to_string())?,
+        None => Store::open(&config.database_path()).map_err(|err| err.to_string())?,
+    };
+    Ok((store, Arc::new(config)))
+}
+
+/// Loads the configuration and applies what the process takes from it (its log file, what
+/// telemetry may export, the launcher of sandboxed commands).
+fn configure() -> Result<Config, String> {
     let mut config = Config::load().map_err(|err| err.to_string())?;
     if let Some(path) = &config.log_file {
         cairn::logging::use_config_file(path)?;
     }
     cairn::telemetry::set_log_prompts(config.telemetry.log_prompts);
     Arc::make_mut(&mut config.process).launcher = Launcher::Supervisor(PathBuf::from(SELF_EXE));
-    let store = Store::open(&config.database_path()).map_err(|err| err.to_string())?;
-    Ok((store, Arc::new(config)))
+    Ok(config)
 }
 
 async fn run(command: Option<Command>) -> ExitCode {
@@ -309,8 +332,8 @@ async fn run(command: Option<Command>) -> ExitCode {
             // `initialize` needs neither: it is answered while they load.
             until_terminated(cairn::acp::serve(setup)).await
         }
-        Some(Command::Serve { then: Some(ServeThen::Token { command }), .. }) => {
-            let (store, _) = match setup() {
+        Some(Command::Serve { then: Some(ServeThen::Token { command }), store, .. }) => {
+            let (store, _) = match setup_shared(store).await {
                 Ok(setup) => setup,
                 Err(why) => return fail(&why),
             };
@@ -328,6 +351,7 @@ async fn run(command: Option<Command>) -> ExitCode {
             max_connections_per_token,
             tls_cert,
             tls_key,
+            store,
         }) => {
             let listen = match cairn::serve::Listen::parse(&listen, auth) {
                 Ok(listen) => listen,
@@ -339,7 +363,11 @@ async fn run(command: Option<Command>) -> ExitCode {
                 per_principal: usize::try_from(max_connections_per_token).unwrap_or(usize::MAX),
             };
             let tls = tls_cert.zip(tls_key).map(|(cert, key)| cairn::serve::TlsFiles { cert, key });
-            match cairn::serve::run(listen, limits, auth, tls, setup).await {
+            let setup = match setup_shared(store).await {
+                Ok(setup) => setup,
+                Err(why) => return fail(&why),
+            };
+            match cairn::serve::run(listen, limits, auth, tls, move || Ok(setup)).await {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(why) => fail(&why),
             }
@@ -350,7 +378,7 @@ async fn run(command: Option<Command>) -> ExitCode {
         }
         Some(Command::Logout { provider }) => logout(provider.as_deref()),
         Some(Command::Sessions { command }) => {
-            let (store, _) = match setup() {
+            let (store, _) = match setup_shared(None).await {
                 Ok(setup) => setup,
                 Err(why) => return fail(&why),
             };

@@ -39,6 +39,7 @@ mod process;
 mod search;
 pub mod serve;
 mod session;
+mod store;
 mod subagents;
 mod telemetry;
 
@@ -107,6 +108,8 @@ pub struct Config {
     pub log_file: Option<PathBuf>,
     /// `[serve] url`: the `cairn serve` that `cairn acp` bridges to (read early by `serve::url`).
     pub serve_url: Option<String>,
+    /// `[store] url`: the PostgreSQL database `cairn serve` shares with its other replicas.
+    pub store_url: Option<String>,
     /// `[search]`: the provider's own web search, or an endpoint of the user's.
     pub search: Search,
     /// `[jobs]`: a session's background processes.
@@ -229,6 +232,8 @@ struct FileConfig {
     permissions: permissions::FilePermissions,
     #[serde(default)]
     serve: serve::FileServe,
+    #[serde(default)]
+    store: store::FileStore,
     #[serde(default)]
     fetch: fetch::FileFetch,
     #[serde(default)]
@@ -424,6 +429,7 @@ impl Config {
         let checkpoints = file.checkpoints.resolve().map_err(invalid)?;
         let hooks = file.hooks.resolve().map_err(invalid)?;
         let lsp = file.lsp.resolve().map_err(invalid)?;
+        let store_url = file.store.resolve()?;
         Ok(Self {
             data_dir,
             model: normalize_model(&model),
@@ -448,6 +454,7 @@ impl Config {
             mcp,
             log_file,
             serve_url: file.serve.url,
+            store_url,
             search,
             jobs,
             checkpoints,

@@ -7,6 +7,11 @@
 //!   git directory, is taken away as soon as it appears, so that an editor's background
 //!   `git status` or a tool watching the folder has no time to use it.
 //!
+//! A replaced place is unguarded from the rename until the watcher wakes for its event: a
+//! command that tries in that instant gets through. No mount survives a rename over its file
+//! from another namespace, so this is the boundary's one window, and it needs the user (or
+//! their editor) to save the place while the command runs.
+//!
 //! The end-of-command sweep still runs; this only closes the time in between. Before it, the
 //! supervisor waits for what the watcher is doing ([`Watcher::settle`]), so that a place it is
 //! taking away is gone, and said to be, before the supervisor exits.

@@ -137,6 +137,9 @@ pub async fn run(
     let tls = tls.as_ref().map(tls::acceptor).transpose()?;
     let (ws, http) = if tls.is_some() { ("wss", "https") } else { ("ws", "http") };
     let (store, config) = setup()?;
+    if let Some(database) = store.shared_database() {
+        say(&format!("cairn serve: sessions are kept in PostgreSQL at {database}"));
+    }
     let auth = match auth {
         true => Some(Arc::new(auth::Auth::open(&store)?)),
         false => None,

@@ -1,52 +1,40 @@
-//! The durable store: one SQLite file (WAL), one writer thread, one read connection.
+//! The durable store, behind one interface with two backends.
 //!
-//! Writes are queued as [`Write`]s and committed in batches by the writer thread (group commit);
-//! each write may carry an [`AfterCommit`] callback that runs, in queue order, once its rows are
-//! committed or have failed. The session recorder uses that to emit a `session/update` only after
-//! the row it shows is on disk. Reads run on a second connection under `spawn_blocking`, so WAL
-//! readers never wait for the writer. A [`Store::snapshot`] is the exception: it reads on the
-//! writer thread, in the writer's order, for a `session/load` that must join a live stream. This
-//! module and its children hold all of cairn's SQL.
+//! Writes are queued as [`Write`]s and committed in batches (group commit); each write may
+//! carry an [`AfterCommit`] callback that runs, in queue order, once its rows are committed or
+//! have failed. The session recorder uses that to emit a `session/update` only after the row it
+//! shows is stored. Reads never wait for the writer. A [`Store::snapshot`] is the exception: it
+//! reads in the writer's order, for a `session/load` that must join a live stream.
+//!
+//! [`Store`] is what the rest of cairn holds; which database it talks to is a [`Backend`]:
+//! `sqlite` (one file, a writer thread; the default) or `pg` (PostgreSQL, shared by several
+//! `cairn serve` replicas). This module and its children hold all of cairn's SQL.
 //!
 //! A session's history is written by one process at a time: the process running a turn holds
-//! the session's lease (`lease`), taken by the turn's first write ([`Write::TakeLease`]).
-//!
-//! Conversations are private: a data directory cairn creates is 0700, and the database with its
-//! `-wal` and `-shm` files is 0600 whatever the umask (SQLite gives those the database's mode).
+//! the session's lease, taken by the turn's first write ([`Write::TakeLease`]).
 
-mod checkpoints;
-mod fold;
-pub mod health;
-mod held;
-pub mod lease;
-mod listing;
-mod migrate;
-mod owners;
+mod codec;
 pub mod pg;
-mod rows;
-mod stream;
-mod tokens;
-mod transfer;
-mod tx;
-mod writer;
-mod writes;
+mod sqlite;
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
-use rusqlite::{Connection, OpenFlags};
 use tokio::sync::oneshot;
 
 use crate::history::{Message, MessageMeta, Part};
 use crate::ids::{MessageId, SessionId};
 use crate::permissions::Rule;
+use crate::tools::checkpoint::{Digest, Entry, Stored};
 
-pub use checkpoints::{Carried, CheckpointInfo};
-pub use lease::{Holder, LastTurn, LeaseHolder};
-pub use listing::{Archived, ListPage, Listing};
-pub use rows::SessionRow;
-pub use tokens::{TokenCheck, TokenRow};
-pub use transfer::StoredMessage;
+pub use sqlite::health;
+pub use sqlite::lease;
+pub use sqlite::{Archived, ListPage, Listing};
+pub use sqlite::{Carried, CheckpointInfo};
+pub use sqlite::{Holder, LastTurn, LeaseHolder};
+pub use sqlite::{SessionRow, StoredMessage};
+pub use sqlite::{TokenCheck, TokenRow};
 
 /// A callback run on the writer thread once a write is committed (`Ok`) or rolled back (`Err`).
 /// It must be quick: it runs between batches.
@@ -88,25 +76,15 @@ pub enum StoreError {
         "session {session} was changed by another cairn process while this one was starting a turn in it; send the prompt again"
     )]
     LeaseMoved { session: SessionId, last: Option<String> },
+    /// PostgreSQL could not do what was asked (the database is named without its password),
+    /// or a session's lease was taken over by another replica.
+    #[error(transparent)]
+    Postgres(pg::PgError),
+    #[error("{0} is not available with a PostgreSQL store yet; use the default SQLite store for it")]
+    NotOnPostgres(&'static str),
     /// A model's title came after a client titled the session (or the session is gone).
     #[error("session {0} keeps the title its client gave it; the model's title was not stored")]
     TitleKept(SessionId),
-}
-
-impl StoreError {
-    fn from_sqlite(path: &Path, err: &rusqlite::Error) -> Self {
-        use rusqlite::ErrorCode;
-        let path = path.to_owned();
-        let detail = err.to_string();
-        match err.sqlite_error_code() {
-            Some(ErrorCode::DiskFull) => StoreError::DiskFull { path },
-            Some(ErrorCode::NotADatabase | ErrorCode::DatabaseCorrupt) => StoreError::Corrupt { path, detail },
-            Some(ErrorCode::CannotOpen | ErrorCode::PermissionDenied | ErrorCode::ReadOnly) => {
-                StoreError::Open { path, detail }
-            }
-            _ => StoreError::Sqlite { path, detail },
-        }
-    }
 }
 
 /// One queued change. Streaming text goes through `OpenPart`/`AppendPart`/`ClosePart` so a chunk
@@ -287,6 +265,9 @@ pub enum Write {
     Barrier,
 }
 
+/// A session's file captures with their files, oldest first, and the contents they name.
+pub type Captures = (Vec<(CheckpointInfo, Vec<Entry>)>, HashMap<Digest, Vec<u8>>);
+
 /// Who wrote a session's title: a client's stands; a model's replaces only one no client gave.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TitleBy {
@@ -297,69 +278,61 @@ pub enum TitleBy {
 /// A cloneable handle to the database.
 #[derive(Clone)]
 pub struct Store {
-    inner: Arc<Inner>,
+    backend: Arc<Backend>,
 }
 
-struct Inner {
-    path: PathBuf,
-    /// This process as a lease holder.
-    me: Holder,
-    writer: writer::Handle,
-    reader: Mutex<Connection>,
-    /// Whose each session is (`cairn serve --auth`).
-    owners: owners::Owners,
+/// The database a [`Store`] talks to. One per process, behind the store's `Arc`: its size
+/// costs nothing.
+#[allow(clippy::large_enum_variant)]
+enum Backend {
+    Sqlite(sqlite::Sqlite),
+    Postgres(pg::Postgres),
 }
 
 impl Store {
-    /// Opens (creating if needed) and migrates the database. Refuses a newer or corrupt file
-    /// without changing it.
+    /// Opens (creating if needed) and migrates the SQLite database at `path`. Refuses a newer or
+    /// corrupt file without changing it.
     pub fn open(path: &Path) -> Result<Self, StoreError> {
         Self::open_as(path, Holder::this_process(), lease::HEARTBEAT_EVERY)
     }
 
-    /// [`Self::open`], holding leases as `me` and refreshing them every `beat`.
-    fn open_as(path: &Path, me: Holder, beat: std::time::Duration) -> Result<Self, StoreError> {
-        let io = |err: std::io::Error| StoreError::Open { path: path.to_owned(), detail: err.to_string() };
-        if let Some(dir) = path.parent() {
-            private_dir(dir).map_err(io)?;
-        }
-        private_file(path).map_err(io)?;
-        let sqlite = |err: rusqlite::Error| StoreError::from_sqlite(path, &err);
-        let mut conn = Connection::open(path).map_err(sqlite)?;
-        // Refuse a file we must not touch before any pragma writes to it.
-        migrate::check_version(&conn, path)?;
-        for suffix in ["", "-wal", "-shm"] {
-            let mut file = path.as_os_str().to_owned();
-            file.push(suffix);
-            if let Err(err) = tighten(Path::new(&file)) {
-                tracing::warn!(file = %Path::new(&file).display(), %err, "cannot make the file private (0600)");
-            }
-        }
-        configure(&conn).map_err(sqlite)?;
-        migrate::to_latest(&mut conn, path)?;
-        let owners = owners::Owners::load(&conn).map_err(sqlite)?;
-        let reader = Connection::open_with_flags(
-            path,
-            OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX | OpenFlags::SQLITE_OPEN_URI,
-        )
-        .map_err(sqlite)?;
-        reader.busy_timeout(BUSY_TIMEOUT).map_err(sqlite)?;
-        reader.set_prepared_statement_cache_capacity(STATEMENTS);
-        let writer = writer::spawn(conn, path.to_owned(), me.clone(), beat).map_err(|err| StoreError::Open {
-            path: path.to_owned(),
-            detail: format!("cannot start the writer thread: {err}"),
-        })?;
-        Ok(Self { inner: Arc::new(Inner { path: path.to_owned(), me, writer, reader: Mutex::new(reader), owners }) })
+    /// Connects to the PostgreSQL database `url` names and migrates it (once, however many
+    /// replicas start together); this replica holds leases for [`pg::LEASE_TTL`].
+    pub async fn open_postgres(url: &str) -> Result<Self, StoreError> {
+        let target = pg::PgTarget::parse(url).map_err(StoreError::Postgres)?;
+        let backend = pg::Postgres::open(target, pg::Postgres::replica_name(), pg::LEASE_TTL).await?;
+        Ok(Self { backend: Arc::new(Backend::Postgres(backend)) })
     }
 
-    pub fn path(&self) -> &Path {
-        &self.inner.path
+    /// [`Self::open_postgres`] as replica `me`, holding leases for `ttl`.
+    #[cfg(test)]
+    async fn open_postgres_as(url: &str, me: &str, ttl: std::time::Duration) -> Result<Self, StoreError> {
+        let target = pg::PgTarget::parse(url).map_err(StoreError::Postgres)?;
+        let backend = pg::Postgres::open(target, me.to_owned(), ttl).await?;
+        Ok(Self { backend: Arc::new(Backend::Postgres(backend)) })
+    }
+
+    /// [`Self::open`], holding leases as `me` and refreshing them every `beat`.
+    fn open_as(path: &Path, me: Holder, beat: std::time::Duration) -> Result<Self, StoreError> {
+        let backend = Backend::Sqlite(sqlite::Sqlite::open(path, me, beat)?);
+        Ok(Self { backend: Arc::new(backend) })
+    }
+
+    /// The PostgreSQL database the sessions are kept in, as `user@host:port/database` (never
+    /// with its password); `None` for the SQLite file.
+    pub fn shared_database(&self) -> Option<String> {
+        match &*self.backend {
+            Backend::Sqlite(_) => None,
+            Backend::Postgres(db) => Some(db.target().to_string()),
+        }
     }
 
     /// Queues a write; `after` runs once it is committed or has failed. Never blocks.
-    pub fn submit(&self, mut write: Write, after: Option<AfterCommit>) {
-        self.inner.owners.note(&mut write);
-        self.inner.writer.submit(write, after);
+    pub fn submit(&self, write: Write, after: Option<AfterCommit>) {
+        match &*self.backend {
+            Backend::Sqlite(db) => db.submit(write, after),
+            Backend::Postgres(db) => db.submit(write, after),
+        }
     }
 
     /// Queues a write and waits until it is committed.
@@ -375,16 +348,16 @@ impl Store {
     }
 
     /// Reads a session's visible messages at a point in the writer's order and hands them to
-    /// `then` on the writer thread: after every write queued before this call is committed and
+    /// `then` in the writer's order: after every write queued before this call is committed and
     /// its callback has run, before any write queued after it is applied. So the messages show
     /// exactly what the callbacks so far have emitted, and whatever `then` emits (through the same
     /// sink) comes before every later callback's. `then` holds up the writer: keep it to the
     /// sending.
     pub fn snapshot(&self, id: &SessionId, then: Snapshot) {
-        let (id, path) = (id.clone(), self.inner.path.clone());
-        self.inner.writer.read(Box::new(move |conn| {
-            then(conn.and_then(|conn| rows::messages(conn, &id).map_err(|err| err.into_store_error(&path))));
-        }));
+        match &*self.backend {
+            Backend::Sqlite(db) => db.snapshot(id, then),
+            Backend::Postgres(db) => db.snapshot(id, then),
+        }
     }
 
     /// A guard that gives `session`'s lease back when dropped, however the work that holds the
@@ -398,54 +371,62 @@ impl Store {
         self.commit(Write::Barrier).await
     }
 
-    /// Commits what is queued, releases this process's leases, then stops the writer thread and
-    /// closes its connection.
+    /// Commits what is queued, releases this process's leases, then stops the writer and closes
+    /// its connection.
     pub async fn shutdown(&self) {
         let _ = self.flush().await;
-        self.inner.writer.shutdown().await;
+        match &*self.backend {
+            Backend::Sqlite(db) => db.shutdown().await,
+            Backend::Postgres(db) => db.shutdown().await,
+        }
     }
 
     pub async fn session(&self, id: &SessionId) -> Result<Option<SessionRow>, StoreError> {
-        let id = id.clone();
-        self.read(move |conn| rows::session(conn, &id)).await
+        match &*self.backend {
+            Backend::Sqlite(db) => db.session(id).await,
+            Backend::Postgres(db) => db.session(id).await,
+        }
     }
 
     /// Every visible message of a session, oldest first, with its parts.
     pub async fn messages(&self, id: &SessionId) -> Result<Vec<Message>, StoreError> {
-        let id = id.clone();
-        self.read(move |conn| rows::messages(conn, &id)).await
+        match &*self.backend {
+            Backend::Sqlite(db) => db.messages(id).await,
+            Backend::Postgres(db) => db.messages(id).await,
+        }
     }
 
     /// Every visible message of a session as stored: metadata and parts as their JSON texts.
     pub async fn stored_messages(&self, id: &SessionId) -> Result<Vec<StoredMessage>, StoreError> {
-        let id = id.clone();
-        self.read(move |conn| transfer::stored_messages(conn, &id)).await
+        match &*self.backend {
+            Backend::Sqlite(db) => db.stored_messages(id).await,
+            Backend::Postgres(_) => Err(StoreError::NotOnPostgres("exporting a session")),
+        }
     }
 
     /// The live process other than this one that holds the session's lease, if any.
     pub async fn held_elsewhere(&self, id: &SessionId) -> Result<Option<LeaseHolder>, StoreError> {
-        let (id, me) = (id.clone(), self.inner.me.clone());
-        self.read(move |conn| Ok(lease::held_elsewhere(conn, &me, &id, crate::ids::now_ms())?)).await
+        match &*self.backend {
+            Backend::Sqlite(db) => db.held_elsewhere(id).await,
+            Backend::Postgres(db) => db.held_elsewhere(id).await,
+        }
     }
 
     /// Every visible message of a session and the mark of its lease's last take, read together
     /// (for [`LastTurn::By`]).
     pub async fn messages_and_last_turn(&self, id: &SessionId) -> Result<(Vec<Message>, Option<String>), StoreError> {
-        let id = id.clone();
-        self.read(move |conn| {
-            let tx = conn.unchecked_transaction()?;
-            let messages = rows::messages(&tx, &id)?;
-            let last = lease::last_turn(&tx, &id)?;
-            tx.commit()?;
-            Ok((messages, last))
-        })
-        .await
+        match &*self.backend {
+            Backend::Sqlite(db) => db.messages_and_last_turn(id).await,
+            Backend::Postgres(db) => db.messages_and_last_turn(id).await,
+        }
     }
 
     /// The rules remembered for every session in `project`.
     pub async fn project_rules(&self, project: &str) -> Result<Vec<Rule>, StoreError> {
-        let project = project.to_owned();
-        self.read(move |conn| rows::project_rules(conn, &project)).await
+        match &*self.backend {
+            Backend::Sqlite(db) => db.project_rules(project).await,
+            Backend::Postgres(_) => Err(StoreError::NotOnPostgres("project rules")),
+        }
     }
 
     /// One page of the sessions `listing` shows, most recently updated first, after `cursor`
@@ -456,38 +437,68 @@ impl Store {
         cursor: Option<String>,
         limit: usize,
     ) -> Result<ListPage, StoreError> {
-        self.read(move |conn| listing::page(conn, &listing, cursor.as_deref(), limit)).await
+        match &*self.backend {
+            Backend::Sqlite(db) => db.list_sessions(listing, cursor, limit).await,
+            Backend::Postgres(_) => Err(StoreError::NotOnPostgres("listing sessions")),
+        }
     }
 
     /// The principal owning session `id` as this process knows it, without reading the
-    /// database: one set when it was stored, or by the time this process opened the store
-    /// (`owners`). `None` for the local user's sessions, and for those unknown here.
+    /// database: one set when it was stored, or by the time this process opened the store.
+    /// `None` for the local user's sessions, and for those unknown here.
     pub fn owner(&self, id: &SessionId) -> Option<Arc<str>> {
-        self.inner.owners.of(id)
+        match &*self.backend {
+            Backend::Sqlite(db) => db.owner(id),
+            Backend::Postgres(_) => None,
+        }
     }
 
     /// Every bearer token of `cairn serve`, oldest first.
     pub async fn tokens(&self) -> Result<Vec<TokenRow>, StoreError> {
-        self.read(|conn| Ok(tokens::list(conn)?)).await
+        match &*self.backend {
+            Backend::Sqlite(db) => db.tokens().await,
+            Backend::Postgres(_) => Err(StoreError::NotOnPostgres("bearer tokens")),
+        }
     }
 
     /// A connection of its own for checking tokens at each handshake ([`TokenCheck`]).
     pub fn token_check(&self) -> Result<TokenCheck, StoreError> {
-        TokenCheck::open(&self.inner.path)
+        match &*self.backend {
+            Backend::Sqlite(db) => db.token_check(),
+            Backend::Postgres(_) => Err(StoreError::NotOnPostgres("bearer tokens")),
+        }
     }
 
-    async fn read<T, F>(&self, query: F) -> Result<T, StoreError>
-    where
-        T: Send + 'static,
-        F: FnOnce(&Connection) -> Result<T, rows::ReadError> + Send + 'static,
-    {
-        let inner = Arc::clone(&self.inner);
-        let joined = tokio::task::spawn_blocking(move || {
-            let conn = inner.reader.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-            query(&conn).map_err(|err| err.into_store_error(&inner.path))
-        })
-        .await;
-        joined.unwrap_or(Err(StoreError::Closed))
+    /// Every capture of a session with its files, oldest first.
+    pub async fn checkpoint_captures(&self, id: &SessionId) -> Result<Vec<Stored>, StoreError> {
+        match &*self.backend {
+            Backend::Sqlite(db) => db.checkpoint_captures(id).await,
+            Backend::Postgres(_) => Err(StoreError::NotOnPostgres("file checkpoints")),
+        }
+    }
+
+    /// The captures of a session, oldest first, as `/checkpoints` lists them.
+    pub async fn checkpoints(&self, id: &SessionId) -> Result<Vec<CheckpointInfo>, StoreError> {
+        match &*self.backend {
+            Backend::Sqlite(db) => db.checkpoints(id).await,
+            Backend::Postgres(_) => Err(StoreError::NotOnPostgres("file checkpoints")),
+        }
+    }
+
+    /// A session's captures with their files, oldest first, and the contents they name.
+    pub async fn checkpoints_with_contents(&self, id: &SessionId) -> Result<Captures, StoreError> {
+        match &*self.backend {
+            Backend::Sqlite(db) => db.checkpoints_with_contents(id).await,
+            Backend::Postgres(_) => Err(StoreError::NotOnPostgres("file checkpoints")),
+        }
+    }
+
+    /// The stored contents of `hashes` (those stored).
+    pub async fn file_blobs(&self, hashes: Vec<Digest>) -> Result<HashMap<Digest, Vec<u8>>, StoreError> {
+        match &*self.backend {
+            Backend::Sqlite(db) => db.file_blobs(hashes).await,
+            Backend::Postgres(_) => Err(StoreError::NotOnPostgres("file checkpoints")),
+        }
     }
 }
 
@@ -504,71 +515,5 @@ impl Drop for ReleaseOnDrop {
     }
 }
 
-/// Creates the data directory 0700 if it is missing (its parents as usual). An existing one is
-/// left as it is: it may be a directory the user shares on purpose, and the files in it are
-/// 0600 anyway.
-fn private_dir(dir: &Path) -> std::io::Result<()> {
-    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
-    if dir.as_os_str().is_empty() || dir.is_dir() {
-        return Ok(());
-    }
-    if let Some(parent) = dir.parent() {
-        std::fs::create_dir_all(parent)?;
-    }
-    match std::fs::DirBuilder::new().mode(0o700).create(dir) {
-        // The umask may have taken more than asked; set exactly 0700.
-        Ok(()) => std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)),
-        Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
-        Err(err) => Err(err),
-    }
-}
-
-/// Creates the database file 0600 before SQLite does (which would use 0644 less the umask).
-fn private_file(path: &Path) -> std::io::Result<()> {
-    use std::os::unix::fs::OpenOptionsExt;
-    match std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(path) {
-        Ok(_) => tighten(path),
-        Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
-        Err(err) => Err(err),
-    }
-}
-
-/// Sets a file that exists to 0600 (only its owner reads or writes it).
-fn tighten(path: &Path) -> std::io::Result<()> {
-    use std::os::unix::fs::PermissionsExt;
-    match std::fs::metadata(path) {
-        Ok(metadata) if metadata.is_file() && metadata.permissions().mode() & 0o777 != 0o600 => {
-            std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
-        }
-        Ok(_) => Ok(()),
-        Err(err) if err.kind() == std::io::ErrorKind::NotFound => Ok(()),
-        Err(err) => Err(err),
-    }
-}
-
-/// How many prepared statements each connection keeps: more than either uses, so none is
-/// parsed again (rusqlite keeps 16 by default; the writer alone uses more).
-pub(super) const STATEMENTS: usize = 64;
-
-/// How long a connection waits for another process's write or checkpoint before giving up.
-const BUSY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
-
-fn configure(conn: &Connection) -> rusqlite::Result<()> {
-    conn.busy_timeout(BUSY_TIMEOUT)?;
-    conn.set_prepared_statement_cache_capacity(STATEMENTS);
-    let _mode: String = conn.pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get(0))?;
-    conn.pragma_update(None, "synchronous", "NORMAL")?;
-    conn.pragma_update(None, "foreign_keys", "ON")?;
-    Ok(())
-}
-
 #[cfg(test)]
-mod lease_tests;
-#[cfg(test)]
-mod listing_tests;
-#[cfg(test)]
-mod stream_tests;
-#[cfg(test)]
-mod tests;
-#[cfg(test)]
-mod tokens_tests;
+mod both_tests;

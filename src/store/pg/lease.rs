@@ -147,38 +147,50 @@ pub async fn release(client: &impl GenericClient, target: &PgTarget, lease: &Lea
     Ok(released == 1)
 }
 
+/// A lease [`sweep`] took over, and the holder that let it lapse.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Swept {
+    pub lease: Lease,
+    pub dead: String,
+}
+
 /// Takes over, for `holder`, the leases that lapsed more than `grace` ago without being released:
 /// their holders died or stalled mid-turn. Each comes back with the next epoch (so its old holder
-/// is fenced), for the caller to close the turn it left open and release. Sweepers on several
-/// replicas never take the same lease: rows another sweeper has locked are skipped, and the take
-/// itself checks the lease is still lapsed.
+/// is fenced) and the old holder's name, for the caller to close the turn it left open and
+/// release. Sweepers on several replicas never take the same lease: rows another sweeper has
+/// locked are skipped, and the take itself checks the lease is still lapsed.
 pub async fn sweep(
     client: &impl GenericClient,
     target: &PgTarget,
     holder: &str,
     grace: Duration,
     ttl: Duration,
-) -> Result<Vec<Lease>, PgError> {
+) -> Result<Vec<Swept>, PgError> {
     let rows = client
         .query(
-            "UPDATE session_leases SET holder = $1, epoch = epoch + 1, taken_at = now(),
+            "UPDATE session_leases AS lease SET holder = $1, epoch = lease.epoch + 1, taken_at = now(),
                 expires_at = now() + $3::float8 * interval '1 second'
-             WHERE session_id IN (
-                SELECT session_id FROM session_leases
+             FROM (
+                SELECT session_id, holder FROM session_leases
                 WHERE released_at IS NULL AND expires_at < now() - $2::float8 * interval '1 second'
                 FOR UPDATE SKIP LOCKED
-             ) AND released_at IS NULL AND expires_at < now() - $2::float8 * interval '1 second'
-             RETURNING session_id, epoch",
+             ) AS old
+             WHERE lease.session_id = old.session_id AND lease.released_at IS NULL
+               AND lease.expires_at < now() - $2::float8 * interval '1 second'
+             RETURNING lease.session_id, lease.epoch, old.holder",
             &[&holder, &seconds(grace), &seconds(ttl)],
         )
         .await
         .map_err(|err| target.failed(&err))?;
     Ok(rows
         .iter()
-        .map(|row| Lease {
-            session: SessionId::from_string(row.get::<_, String>(0)),
-            holder: holder.to_owned(),
-            epoch: row.get(1),
+        .map(|row| Swept {
+            lease: Lease {
+                session: SessionId::from_string(row.get::<_, String>(0)),
+                holder: holder.to_owned(),
+                epoch: row.get(1),
+            },
+            dead: row.get(2),
         })
         .collect())
 }

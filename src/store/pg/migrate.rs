@@ -12,8 +12,11 @@ use tokio_postgres::Client;
 use super::{PgError, PgTarget};
 
 /// `schema/pg/NNNN_*.sql`, in order; the schema version is the number applied.
-const MIGRATIONS: &[&str] =
-    &[include_str!("../../../schema/pg/0001_leases.sql"), include_str!("../../../schema/pg/0002_session_events.sql")];
+const MIGRATIONS: &[&str] = &[
+    include_str!("../../../schema/pg/0001_leases.sql"),
+    include_str!("../../../schema/pg/0002_session_events.sql"),
+    include_str!("../../../schema/pg/0003_sessions.sql"),
+];
 
 /// The schema version this build writes.
 pub const LATEST: i64 = MIGRATIONS.len() as i64;

@@ -1,21 +1,29 @@
 //! PostgreSQL, the store shared by `cairn serve` replicas: where a database is, how to reach it,
 //! and what went wrong, said without ever showing its password.
 //!
-//! This is the first part of the PostgreSQL backend: connecting (plain and for LISTEN), the
-//! schema and its migration (`migrate`, run once under an advisory lock however many replicas
-//! start together), the cross-replica session lease with its fencing token (`lease`), and each
-//! session's event log with the follower that streams another replica's writes (`events`). The
-//! SQLite store stays what every command uses; nothing selects this backend yet.
+//! The backend (`store`, `Postgres`) has a writer task that commits queued writes in batches
+//! under the sessions' leases (`writer`) and the statements on sessions, messages and parts
+//! (`rows`); beside it, the schema and its migration (`migrate`, run once under an advisory
+//! lock however many replicas start together), the cross-replica session lease with its
+//! fencing token (`lease`), and each session's event log with the follower that streams
+//! another replica's writes (`events`). It carries a session's turns so far; no command selects
+//! it yet.
 
 pub mod events;
 #[cfg(test)]
 mod events_tests;
 #[cfg(test)]
-mod fixture;
+pub(in crate::store) mod fixture;
 pub mod lease;
 pub mod migrate;
+mod rows;
+mod store;
+pub mod sweeper;
 #[cfg(test)]
 mod tests;
+mod writer;
+
+pub use store::{LEASE_TTL, Postgres};
 
 use std::fmt;
 use std::time::Duration;

@@ -184,14 +184,15 @@ async fn a_lease_that_lapsed_unreleased_is_swept_once_and_live_or_released_ones_
         let target = target.clone();
         async move { lease::sweep(sweeper, &target, &name, grace, ttl).await.unwrap() }
     });
-    let swept: Vec<Lease> = futures::future::join_all(sweeps).await.into_iter().flatten().collect();
+    let swept: Vec<lease::Swept> = futures::future::join_all(sweeps).await.into_iter().flatten().collect();
     assert_eq!(swept.len(), 1, "{swept:?}");
-    assert_eq!((&swept[0].session, swept[0].epoch), (&dead, died.epoch + 1));
+    assert_eq!((&swept[0].lease.session, swept[0].lease.epoch), (&dead, died.epoch + 1));
+    assert_eq!(swept[0].dead, "a", "the sweep names the holder that died");
     assert!(!lease::renew(&client, &target, &died, ttl).await.unwrap(), "the dead holder is fenced");
     assert!(lease::sweep(&client, &target, "late", grace, ttl).await.unwrap().is_empty());
 
     // Once the sweeper closed the turn and let the lease go, it is never swept again.
-    assert!(lease::release(&client, &target, &swept[0]).await.unwrap());
+    assert!(lease::release(&client, &target, &swept[0].lease).await.unwrap());
     tokio::time::sleep(Duration::from_millis(400)).await;
     assert!(lease::sweep(&client, &target, "later", grace, ttl).await.unwrap().is_empty());
 }

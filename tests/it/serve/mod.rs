@@ -501,6 +501,7 @@ async fn a_turn_runs_its_commands_in_the_terminal_of_the_client_that_prompted_it
 mod auth;
 mod http;
 mod limits;
+mod postgres;
 
 #[tokio::test]
 async fn a_server_killed_mid_turn_loses_nothing_it_showed() {

@@ -55,11 +55,20 @@ impl HttpClient {
 
     /// POSTs `message` (about `session` when given): the status and the body.
     pub async fn post(&self, message: &Value, session: Option<&str>) -> (StatusCode, String) {
-        let mut request = self.http.post(&self.url).header("acp-connection-id", &self.connection).json(message);
-        if let Some(session) = session {
-            request = request.header("acp-session-id", session);
-        }
-        let response = request.send().await.unwrap();
+        let request = || {
+            let request = self.http.post(&self.url).header("acp-connection-id", &self.connection).json(message);
+            match session {
+                Some(session) => request.header("acp-session-id", session),
+                None => request,
+            }
+        };
+        // A server that cut this connection off closes its sockets too: a pooled one may be
+        // taken for this request just as it closes. Once more, on a fresh socket.
+        let response = match request().send().await {
+            Ok(response) => response,
+            Err(err) if err.is_request() || err.is_connect() => request().send().await.unwrap(),
+            Err(err) => panic!("{err}"),
+        };
         (response.status(), response.text().await.unwrap())
     }
 

@@ -9,17 +9,17 @@ use super::StoreError;
 
 /// `schema/NNNN_*.sql`, in order; the schema version is the number applied.
 pub(super) const MIGRATIONS: &[&str] = &[
-    include_str!("../../schema/0001_init.sql"),
-    include_str!("../../schema/0002_permission_rules.sql"),
-    include_str!("../../schema/0003_subagents.sql"),
-    include_str!("../../schema/0004_tool_rules.sql"),
-    include_str!("../../schema/0005_session_leases.sql"),
-    include_str!("../../schema/0006_total_tokens.sql"),
-    include_str!("../../schema/0007_lease_identity.sql"),
-    include_str!("../../schema/0008_part_pieces.sql"),
-    include_str!("../../schema/0009_serve_tokens.sql"),
-    include_str!("../../schema/0010_fetch_rules.sql"),
-    include_str!("../../schema/0011_checkpoints.sql"),
+    include_str!("../../../schema/0001_init.sql"),
+    include_str!("../../../schema/0002_permission_rules.sql"),
+    include_str!("../../../schema/0003_subagents.sql"),
+    include_str!("../../../schema/0004_tool_rules.sql"),
+    include_str!("../../../schema/0005_session_leases.sql"),
+    include_str!("../../../schema/0006_total_tokens.sql"),
+    include_str!("../../../schema/0007_lease_identity.sql"),
+    include_str!("../../../schema/0008_part_pieces.sql"),
+    include_str!("../../../schema/0009_serve_tokens.sql"),
+    include_str!("../../../schema/0010_fetch_rules.sql"),
+    include_str!("../../../schema/0011_checkpoints.sql"),
 ];
 
 /// The schema version this build writes.

@@ -18,7 +18,6 @@ use std::collections::HashMap;
 
 use rusqlite::{Connection, params};
 
-use crate::history::Part;
 use crate::ids::{MessageId, SessionId};
 
 /// A part's last piece grows in place up to this many bytes; then the next batch starts another.
@@ -198,19 +197,4 @@ fn fold(conn: &Connection, (message_id, index): &PartKey) -> rusqlite::Result<()
 pub(super) fn forget_pieces(conn: &Connection, message_id: &MessageId, index: u32) -> rusqlite::Result<()> {
     conn.prepare_cached(FORGET_PIECES)?.execute(params![message_id.as_str(), index])?;
     Ok(())
-}
-
-/// Appends `text`, a part's pieces as read, to the part.
-pub(super) fn append(part: &mut Part, text: &str) {
-    match part {
-        Part::Text { text: all } | Part::Reasoning { text: all, .. } => all.push_str(text),
-        Part::RedactedReasoning { .. }
-        | Part::Notice { .. }
-        | Part::Image { .. }
-        | Part::ResourceLink { .. }
-        | Part::Resource { .. }
-        | Part::BlobResource { .. }
-        | Part::Tool(_)
-        | Part::Compaction(_) => {}
-    }
 }

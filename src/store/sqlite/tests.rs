@@ -422,10 +422,10 @@ fn text_and_reasoning_parts_read_fast_exactly_as_every_part_reads() {
     ];
     for part in parts {
         let json = serde_json::to_string(&part).unwrap();
-        assert_eq!(rows::read_part(Some(part.kind()), &json).unwrap(), part, "{json}");
+        assert_eq!(crate::store::codec::read_part(Some(part.kind()), &json).unwrap(), part, "{json}");
         // A `type` column that disagrees with the JSON is not trusted.
-        assert_eq!(rows::read_part(Some("text"), &json).unwrap(), part, "{json}");
-        assert_eq!(rows::read_part(Some("reasoning"), &json).unwrap(), part, "{json}");
+        assert_eq!(crate::store::codec::read_part(Some("text"), &json).unwrap(), part, "{json}");
+        assert_eq!(crate::store::codec::read_part(Some("reasoning"), &json).unwrap(), part, "{json}");
     }
 }
 

@@ -13,6 +13,7 @@ use crate::history::{Message, MessageMeta, Part, Role};
 use crate::ids::{MessageId, SessionId, new_id};
 use crate::permissions::{Action, Permission, Rule, Scope, Unreadable};
 use crate::settings::Kept;
+use crate::store::codec::{self, client_prompt, metadata, read_part, session_rules, to_json};
 
 /// A session as `session/list` and the registry see it.
 #[derive(Clone, Debug, PartialEq)]
@@ -120,28 +121,6 @@ pub(super) fn session_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Sess
     })
 }
 
-/// The editor's instructions as the metadata keeps them (a JSON text); a damaged one is left
-/// out, with a warning, rather than making the session unreadable.
-fn client_prompt(text: &str) -> Option<ClientPrompt> {
-    serde_json::from_str(text)
-        .inspect_err(|err| tracing::warn!(%err, "unreadable editor system prompt in a session's metadata; left out"))
-        .ok()
-}
-
-/// A session's metadata as first stored: the settings its row holds.
-fn metadata(row: &SessionRow) -> String {
-    let mut metadata = serde_json::Map::new();
-    let mut keep = |key: &str, value: Option<String>| {
-        if let Some(value) = value {
-            metadata.insert(key.to_owned(), serde_json::Value::String(value));
-        }
-    };
-    keep("thought_level", row.thought_level.clone());
-    keep("busy_prompt", row.busy_prompt.clone());
-    keep("system_prompt", row.system_prompt.as_ref().and_then(|prompt| serde_json::to_string(prompt).ok()));
-    serde_json::Value::Object(metadata).to_string()
-}
-
 pub fn session(conn: &Connection, id: &SessionId) -> Result<Option<SessionRow>, ReadError> {
     let sql = format!("SELECT {SESSION_COLUMNS} FROM sessions WHERE id = ?1");
     Ok(conn.prepare_cached(&sql)?.query_row([id.as_str()], session_from_row).optional()?)
@@ -184,7 +163,7 @@ pub fn messages(conn: &Connection, id: &SessionId) -> Result<Vec<Message>, ReadE
         match read_part(text(row.get_ref(5)?)?, data) {
             Ok(mut part) => {
                 if let Some(pieces) = text(row.get_ref(4)?)? {
-                    super::stream::append(&mut part, pieces);
+                    codec::append(&mut part, pieces);
                 }
                 if let Some(message) = messages.last_mut() {
                     message.parts.push(part);
@@ -199,31 +178,6 @@ pub fn messages(conn: &Connection, id: &SessionId) -> Result<Vec<Message>, ReadE
 /// A column's text, or `None` for NULL.
 fn text(value: rusqlite::types::ValueRef<'_>) -> rusqlite::Result<Option<&str>> {
     value.as_str_or_null().map_err(rusqlite::Error::from)
-}
-
-/// A stored part from its JSON and its `type` column. Text and reasoning, nearly every part a
-/// long session holds, are read as plain structs: an internally tagged enum (`Part`) is read by
-/// buffering every field first, which made loads several times slower.
-pub(super) fn read_part(kind: Option<&str>, data: &str) -> serde_json::Result<Part> {
-    #[derive(serde::Deserialize)]
-    struct Text<'a> {
-        #[serde(rename = "type")]
-        kind: &'a str,
-        text: String,
-        #[serde(default)]
-        signature: Option<String>,
-    }
-    if let Some(kind @ ("text" | "reasoning")) = kind
-        && let Ok(read) = serde_json::from_str::<Text<'_>>(data)
-        && read.kind == kind
-    {
-        return Ok(if kind == "text" {
-            Part::Text { text: read.text }
-        } else {
-            Part::Reasoning { text: read.text, signature: read.signature }
-        });
-    }
-    serde_json::from_str(data)
 }
 
 /// A new session.
@@ -335,26 +289,6 @@ pub fn project_rules(conn: &Connection, project: &str) -> Result<Vec<Rule>, Read
     Ok(rules)
 }
 
-/// A session's rules from their JSON; an entry (or a whole text) that cannot be read becomes
-/// a stand-in that makes decisions ask until it is revoked.
-fn session_rules(json: &str) -> Vec<Rule> {
-    match serde_json::from_str::<Vec<serde_json::Value>>(json) {
-        Ok(entries) => entries
-            .into_iter()
-            .map(|entry| {
-                serde_json::from_value(entry.clone()).unwrap_or_else(|err| {
-                    tracing::warn!(%err, "a session permission rule cannot be read");
-                    Rule::unreadable(&entry.to_string(), Unreadable::SessionEntry)
-                })
-            })
-            .collect(),
-        Err(err) => {
-            tracing::warn!(%err, "the session's permission rules cannot be read");
-            vec![Rule::unreadable(json, Unreadable::SessionEntry)]
-        }
-    }
-}
-
 /// A new message (its parts are written by [`UPSERT_PART`]).
 pub(super) const INSERT_MESSAGE: &str = "INSERT INTO messages (id, session_id, role, metadata_json, created_at, updated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?5)";
 
@@ -434,18 +368,7 @@ pub fn upsert_part(
     part: &Part,
     at: i64,
 ) -> rusqlite::Result<()> {
-    let (tool_call_id, tool_state) = match part {
-        Part::Tool(tool) => (Some(tool.call_id.as_str()), Some(tool.state.as_str())),
-        Part::Text { .. }
-        | Part::Reasoning { .. }
-        | Part::RedactedReasoning { .. }
-        | Part::Notice { .. }
-        | Part::Image { .. }
-        | Part::ResourceLink { .. }
-        | Part::Resource { .. }
-        | Part::BlobResource { .. }
-        | Part::Compaction(_) => (None, None),
-    };
+    let (tool_call_id, tool_state) = codec::tool_columns(part);
     super::stream::forget_pieces(conn, message_id, index)?;
     conn.prepare_cached(UPSERT_PART)?.execute(params![
         new_id("prt"),
@@ -581,9 +504,4 @@ pub fn delete_unprompted_session(conn: &Connection, id: &SessionId) -> rusqlite:
         delete_session(conn, id)?;
     }
     Ok(unprompted)
-}
-
-fn to_json<T: serde::Serialize>(value: &T) -> String {
-    // Our own plain data types always serialize; an empty object is the safe fallback.
-    serde_json::to_string(value).unwrap_or_else(|_| "{}".to_owned())
 }

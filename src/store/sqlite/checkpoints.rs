@@ -11,8 +11,8 @@ use std::path::PathBuf;
 use rusqlite::{Connection, OptionalExtension, params};
 
 use super::rows::ReadError;
-use super::{Store, StoreError};
 use crate::ids::{MessageId, SessionId};
+use crate::store::Captures;
 use crate::tools::checkpoint::{Blob, By, Capture, Digest, Entry, State, Stored};
 
 /// One capture as `/checkpoints` lists it.
@@ -159,7 +159,7 @@ fn state_of(kind: &str, hash: Option<Vec<u8>>, size: i64, executable: bool) -> O
 }
 
 /// Every capture of a session with its files, oldest first.
-fn stored(conn: &Connection, session: &SessionId) -> rusqlite::Result<Vec<Stored>> {
+pub(super) fn stored(conn: &Connection, session: &SessionId) -> rusqlite::Result<Vec<Stored>> {
     let mut query = conn.prepare_cached(
         "SELECT c.id, c.kind, f.path, f.state, f.hash, f.size, f.executable, f.stamp
          FROM checkpoints c JOIN checkpoint_files f ON f.checkpoint_id = c.id
@@ -182,7 +182,7 @@ fn stored(conn: &Connection, session: &SessionId) -> rusqlite::Result<Vec<Stored
     Ok(out)
 }
 
-fn list(conn: &Connection, session: &SessionId) -> rusqlite::Result<Vec<CheckpointInfo>> {
+pub(super) fn list(conn: &Connection, session: &SessionId) -> rusqlite::Result<Vec<CheckpointInfo>> {
     let mut query = conn.prepare_cached(
         "SELECT c.id, c.prompt_id, c.call_id, c.kind, c.restore, c.pending, c.bytes, c.created_at,
                 (SELECT count(*) FROM checkpoint_files f WHERE f.checkpoint_id = c.id)
@@ -204,7 +204,7 @@ fn list(conn: &Connection, session: &SessionId) -> rusqlite::Result<Vec<Checkpoi
     rows.collect()
 }
 
-fn blobs(conn: &Connection, hashes: &[Digest]) -> rusqlite::Result<HashMap<Digest, Vec<u8>>> {
+pub(super) fn blobs(conn: &Connection, hashes: &[Digest]) -> rusqlite::Result<HashMap<Digest, Vec<u8>>> {
     let mut query = conn.prepare_cached("SELECT data FROM file_blobs WHERE hash = ?1")?;
     let mut out = HashMap::new();
     for hash in hashes {
@@ -218,49 +218,24 @@ fn blobs(conn: &Connection, hashes: &[Digest]) -> rusqlite::Result<HashMap<Diges
     Ok(out)
 }
 
-impl Store {
-    /// Every capture of a session with its files, oldest first.
-    pub async fn checkpoint_captures(&self, id: &SessionId) -> Result<Vec<Stored>, StoreError> {
-        let id = id.clone();
-        self.read(move |conn| stored(conn, &id).map_err(ReadError::from)).await
-    }
-
-    /// The captures of a session, oldest first, as `/checkpoints` lists them.
-    pub async fn checkpoints(&self, id: &SessionId) -> Result<Vec<CheckpointInfo>, StoreError> {
-        let id = id.clone();
-        self.read(move |conn| list(conn, &id).map_err(ReadError::from)).await
-    }
-
-    /// A session's captures with their files, oldest first, and the contents they name.
-    pub async fn checkpoints_with_contents(
-        &self,
-        id: &SessionId,
-    ) -> Result<(Vec<(CheckpointInfo, Vec<Entry>)>, HashMap<Digest, Vec<u8>>), StoreError> {
-        let id = id.clone();
-        self.read(move |conn| {
-            let tx = conn.unchecked_transaction()?;
-            let mut files: HashMap<i64, Vec<Entry>> =
-                stored(&tx, &id)?.into_iter().map(|capture| (capture.id, capture.entries)).collect();
-            let infos = list(&tx, &id)?;
-            let hashes: Vec<Digest> = files.values().flatten().filter_map(|entry| entry.state.hash()).collect();
-            let contents = blobs(&tx, &hashes)?;
-            tx.commit()?;
-            let captures = infos
-                .into_iter()
-                .map(|info| {
-                    let entries = files.remove(&info.id).unwrap_or_default();
-                    (info, entries)
-                })
-                .collect();
-            Ok((captures, contents))
+/// A session's captures with their files, oldest first, and the contents they name, read
+/// together.
+pub(super) fn with_contents(conn: &Connection, id: &SessionId) -> Result<Captures, ReadError> {
+    let tx = conn.unchecked_transaction()?;
+    let mut files: HashMap<i64, Vec<Entry>> =
+        stored(&tx, id)?.into_iter().map(|capture| (capture.id, capture.entries)).collect();
+    let infos = list(&tx, id)?;
+    let hashes: Vec<Digest> = files.values().flatten().filter_map(|entry| entry.state.hash()).collect();
+    let contents = blobs(&tx, &hashes)?;
+    tx.commit()?;
+    let captures = infos
+        .into_iter()
+        .map(|info| {
+            let entries = files.remove(&info.id).unwrap_or_default();
+            (info, entries)
         })
-        .await
-    }
-
-    /// The stored contents of `hashes` (those stored).
-    pub async fn file_blobs(&self, hashes: Vec<Digest>) -> Result<HashMap<Digest, Vec<u8>>, StoreError> {
-        self.read(move |conn| blobs(conn, &hashes).map_err(ReadError::from)).await
-    }
+        .collect();
+    Ok((captures, contents))
 }
 
 /// Keeps a session's captures within `session_bytes`, and all sessions' within `total_bytes`,

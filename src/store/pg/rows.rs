@@ -1,0 +1,399 @@
+//! The PostgreSQL store's statements on sessions, messages and parts, one function each, run
+//! inside the writer's transaction or on the read connection. The values are kept as the
+//! SQLite store keeps them (`store::codec`), so a session reads back the same from either.
+//!
+//! A batch's streaming text goes in with one statement for all its parts (`add_pieces`, an
+//! `unnest` of the batch's pieces), never a statement per chunk.
+
+use tokio_postgres::GenericClient;
+use tokio_postgres::types::ToSql;
+
+use crate::history::{Message, MessageMeta, Part, Role};
+use crate::ids::{MessageId, SessionId};
+use crate::permissions::Rule;
+use crate::settings::Kept;
+use crate::store::SessionRow;
+use crate::store::codec::{self, client_prompt, metadata, read_part, session_rules, to_json};
+
+type Result<T> = std::result::Result<T, tokio_postgres::Error>;
+
+const SESSION_COLUMNS: &str = "id, cwd, title, model, created_at, updated_at, mode, permissions_json, cost_usd,
+     metadata->>'thought_level', parent_id, subagent, metadata->>'busy_prompt', owner,
+     metadata->>'system_prompt', archived_at";
+
+fn session_from_row(row: &tokio_postgres::Row) -> SessionRow {
+    SessionRow {
+        id: SessionId::from_string(row.get::<_, String>(0)),
+        cwd: row.get(1),
+        title: row.get(2),
+        model: row.get(3),
+        created_at: row.get(4),
+        updated_at: row.get(5),
+        mode: row.get(6),
+        rules: session_rules(row.get(7)),
+        cost_usd: row.get(8),
+        thought_level: row.get(9),
+        parent_id: row.get::<_, Option<String>>(10).map(SessionId::from_string),
+        subagent: row.get(11),
+        busy_prompt: row.get(12),
+        owner: row.get(13),
+        system_prompt: row.get::<_, Option<&str>>(14).and_then(client_prompt),
+        archived_at: row.get(15),
+    }
+}
+
+pub async fn session(client: &impl GenericClient, id: &SessionId) -> Result<Option<SessionRow>> {
+    let sql = format!("SELECT {SESSION_COLUMNS} FROM sessions WHERE id = $1");
+    Ok(client.query_opt(&sql, &[&id.as_str()]).await?.as_ref().map(session_from_row))
+}
+
+/// A session's visible messages with their parts, oldest first (the pieces of a streaming
+/// part joined onto its text).
+pub async fn messages(client: &impl GenericClient, id: &SessionId) -> Result<Vec<Message>> {
+    let rows = client
+        .query(
+            "SELECT m.id, m.role, m.metadata_json, p.data_json,
+                    (SELECT string_agg(t.text, '' ORDER BY t.id) FROM part_pieces t
+                      WHERE t.message_id = p.message_id AND t.idx = p.idx),
+                    p.type
+             FROM messages m LEFT JOIN parts p ON p.message_id = m.id
+             WHERE m.session_id = $1 AND m.hidden_at IS NULL
+             ORDER BY m.id, p.idx",
+            &[&id.as_str()],
+        )
+        .await?;
+    let mut messages: Vec<Message> = Vec::new();
+    for row in &rows {
+        let message_id: &str = row.get(0);
+        if messages.last().is_none_or(|last| last.id.as_str() != message_id) {
+            let role = match row.get::<_, &str>(1) {
+                "assistant" => Role::Assistant,
+                _ => Role::User,
+            };
+            let meta = match row.get::<_, &str>(2) {
+                "{}" => MessageMeta::default(),
+                json => serde_json::from_str(json).unwrap_or_else(|err| {
+                    tracing::warn!(message = %message_id, %err, "unreadable message metadata; using defaults");
+                    MessageMeta::default()
+                }),
+            };
+            messages.push(Message { id: MessageId::from_string(message_id.to_owned()), role, parts: Vec::new(), meta });
+        }
+        let Some(data) = row.get::<_, Option<&str>>(3) else { continue };
+        match read_part(row.get(5), data) {
+            Ok(mut part) => {
+                if let Some(pieces) = row.get::<_, Option<&str>>(4) {
+                    codec::append(&mut part, pieces);
+                }
+                if let Some(message) = messages.last_mut() {
+                    message.parts.push(part);
+                }
+            }
+            Err(err) => tracing::warn!(session = %id, %err, "skipping a part this version cannot read"),
+        }
+    }
+    Ok(messages)
+}
+
+pub async fn insert_session(client: &impl GenericClient, row: &SessionRow) -> Result<()> {
+    let parent = row.parent_id.as_ref().map(SessionId::as_str);
+    client
+        .execute(
+            "INSERT INTO sessions (id, cwd, title, model, mode, permissions_json, created_at, updated_at, parent_id,
+                                   subagent, owner, metadata)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10,
+                     coalesce($11, (SELECT owner FROM sessions WHERE id = $9)), $12::text::jsonb)",
+            &[
+                &row.id.as_str(),
+                &row.cwd,
+                &row.title,
+                &row.model,
+                &row.mode,
+                &to_json(&row.rules),
+                &row.created_at,
+                &row.updated_at,
+                &parent,
+                &row.subagent,
+                &row.owner,
+                &metadata(row),
+            ],
+        )
+        .await?;
+    Ok(())
+}
+
+/// A client's title (noted as the client's), or a model's while no client titled the session;
+/// answers whether the row changed.
+pub async fn set_title(
+    client: &impl GenericClient,
+    id: &SessionId,
+    title: &str,
+    by_client: bool,
+    at: i64,
+) -> Result<bool> {
+    let changed = client
+        .execute(
+            "UPDATE sessions SET title = $2, updated_at = $3,
+               metadata = CASE WHEN $4 THEN metadata || '{\"title_by\": \"client\"}'::jsonb ELSE metadata END
+             WHERE id = $1 AND ($4 OR NOT metadata ? 'title_by')",
+            &[&id.as_str(), &title, &at, &by_client],
+        )
+        .await?;
+    Ok(changed > 0)
+}
+
+pub async fn set_first_title(client: &impl GenericClient, id: &SessionId, title: &str, at: i64) -> Result<()> {
+    client
+        .execute(
+            "UPDATE sessions SET title = $2, updated_at = $3 WHERE id = $1 AND title IS NULL",
+            &[&id.as_str(), &title, &at],
+        )
+        .await?;
+    Ok(())
+}
+
+pub async fn set_setting(client: &impl GenericClient, id: &SessionId, kept: Kept, value: &str, at: i64) -> Result<()> {
+    match kept {
+        // A `&'static str` of `crate::settings`: never a client's text.
+        Kept::Column(column) => {
+            let sql = format!("UPDATE sessions SET {column} = $2, updated_at = $3 WHERE id = $1");
+            client.execute(&sql, &[&id.as_str(), &value, &at]).await?
+        }
+        Kept::Metadata(key) => {
+            client
+                .execute(
+                    "UPDATE sessions SET metadata = jsonb_set(metadata, ARRAY[$4::text], to_jsonb($2::text)), updated_at = $3
+                     WHERE id = $1",
+                    &[&id.as_str(), &value, &at, &key],
+                )
+                .await?
+        }
+    };
+    Ok(())
+}
+
+pub async fn add_session_rule(client: &impl GenericClient, id: &SessionId, rule: &Rule) -> Result<()> {
+    client
+        .execute(
+            "UPDATE sessions SET permissions_json = (permissions_json::jsonb || jsonb_build_array($2::text::jsonb))::text
+             WHERE id = $1",
+            &[&id.as_str(), &to_json(rule)],
+        )
+        .await?;
+    Ok(())
+}
+
+pub async fn set_session_rules(client: &impl GenericClient, id: &SessionId, rules: &[Rule], at: i64) -> Result<()> {
+    client
+        .execute(
+            "UPDATE sessions SET permissions_json = $2, updated_at = $3 WHERE id = $1",
+            &[&id.as_str(), &to_json(&rules), &at],
+        )
+        .await?;
+    Ok(())
+}
+
+pub async fn set_archived(client: &impl GenericClient, id: &SessionId, archived: bool, at: i64) -> Result<()> {
+    client
+        .execute(
+            "UPDATE sessions SET archived_at = CASE WHEN $2 THEN coalesce(archived_at, $3) END WHERE id = $1",
+            &[&id.as_str(), &archived, &at],
+        )
+        .await?;
+    Ok(())
+}
+
+/// A message with the parts it has, and the session's last change.
+pub async fn insert_message(
+    client: &impl GenericClient,
+    session: &SessionId,
+    message: &Message,
+    at: i64,
+) -> Result<()> {
+    client
+        .execute(
+            "WITH touched AS (UPDATE sessions SET updated_at = $5 WHERE id = $2)
+             INSERT INTO messages (id, session_id, role, metadata_json, created_at, updated_at)
+             VALUES ($1, $2, $3, $4, $5, $5)",
+            &[&message.id.as_str(), &session.as_str(), &message.role.as_str(), &to_json(&message.meta), &at],
+        )
+        .await?;
+    let parts: Vec<(u32, &Part)> = message
+        .parts
+        .iter()
+        .enumerate()
+        .map(|(index, part)| (u32::try_from(index).unwrap_or(u32::MAX), part))
+        .collect();
+    put_parts(client, session, &message.id, &parts, at).await
+}
+
+/// Inserts or replaces parts of one message, in one statement; a part written whole loses
+/// its pieces.
+pub async fn put_parts(
+    client: &impl GenericClient,
+    session: &SessionId,
+    message: &MessageId,
+    parts: &[(u32, &Part)],
+    at: i64,
+) -> Result<()> {
+    if parts.is_empty() {
+        return Ok(());
+    }
+    let mut indexes = Vec::with_capacity(parts.len());
+    let (mut kinds, mut data, mut calls, mut states) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for (index, part) in parts {
+        let (call, state) = codec::tool_columns(part);
+        indexes.push(i32::try_from(*index).unwrap_or(i32::MAX));
+        kinds.push(part.kind());
+        data.push(to_json(part));
+        calls.push(call);
+        states.push(state);
+    }
+    let params: [&(dyn ToSql + Sync); 8] =
+        [&message.as_str(), &session.as_str(), &indexes, &kinds, &data, &calls, &states, &at];
+    client
+        .execute(
+            "WITH forgotten AS (
+               DELETE FROM part_pieces WHERE message_id = $1 AND idx = ANY($3::int4[])
+             )
+             INSERT INTO parts (message_id, session_id, idx, type, data_json, tool_call_id, tool_state, created_at, updated_at)
+             SELECT $1, $2, p.idx, p.type, p.data, p.call, p.state, $8, $8
+               FROM unnest($3::int4[], $4::text[], $5::text[], $6::text[], $7::text[]) AS p(idx, type, data, call, state)
+             ON CONFLICT (message_id, idx) DO UPDATE SET
+               type = excluded.type, data_json = excluded.data_json, tool_call_id = excluded.tool_call_id,
+               tool_state = excluded.tool_state, updated_at = excluded.updated_at",
+            &params,
+        )
+        .await?;
+    Ok(())
+}
+
+/// The text a batch added to streaming parts, one piece per part, in one statement.
+pub async fn add_pieces(client: &impl GenericClient, pieces: &[(&SessionId, &MessageId, u32, &str)]) -> Result<()> {
+    if pieces.is_empty() {
+        return Ok(());
+    }
+    let sessions: Vec<&str> = pieces.iter().map(|piece| piece.0.as_str()).collect();
+    let messages: Vec<&str> = pieces.iter().map(|piece| piece.1.as_str()).collect();
+    let indexes: Vec<i32> = pieces.iter().map(|piece| i32::try_from(piece.2).unwrap_or(i32::MAX)).collect();
+    let texts: Vec<&str> = pieces.iter().map(|piece| piece.3).collect();
+    client
+        .execute(
+            "INSERT INTO part_pieces (session_id, message_id, idx, text)
+             SELECT * FROM unnest($1::text[], $2::text[], $3::int4[], $4::text[])",
+            &[&sessions, &messages, &indexes, &texts],
+        )
+        .await?;
+    Ok(())
+}
+
+pub async fn set_message_meta(client: &impl GenericClient, id: &MessageId, meta: &MessageMeta, at: i64) -> Result<()> {
+    client
+        .execute(
+            "UPDATE messages SET metadata_json = $2, updated_at = $3 WHERE id = $1",
+            &[&id.as_str(), &to_json(meta), &at],
+        )
+        .await?;
+    Ok(())
+}
+
+/// A finished message's metadata, and its usage and cost added to the session and, for a
+/// sub-agent, every session above it up to the one a user opened.
+pub async fn finish_message(
+    client: &impl GenericClient,
+    session: &SessionId,
+    id: &MessageId,
+    meta: &MessageMeta,
+    at: i64,
+) -> Result<()> {
+    set_message_meta(client, id, meta, at).await?;
+    let Some(usage) = meta.usage else { return Ok(()) };
+    let tokens = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
+    let params: [&(dyn ToSql + Sync); 8] = [
+        &session.as_str(),
+        &tokens(usage.input),
+        &tokens(usage.output),
+        &tokens(usage.reasoning),
+        &tokens(usage.cache_read),
+        &tokens(usage.cache_write),
+        &meta.cost.unwrap_or(0.0),
+        &at,
+    ];
+    client
+        .execute(
+            "WITH RECURSIVE up(id, subagent, parent_id) AS (
+               SELECT id, subagent, parent_id FROM sessions WHERE id = $1
+               UNION SELECT s.id, s.subagent, s.parent_id FROM sessions s JOIN up ON s.id = up.parent_id
+                 WHERE up.subagent IS NOT NULL
+             )
+             UPDATE sessions SET prompt_tokens = prompt_tokens + $2, completion_tokens = completion_tokens + $3,
+               reasoning_tokens = reasoning_tokens + $4, cache_read = cache_read + $5, cache_write = cache_write + $6,
+               cost_usd = cost_usd + $7, updated_at = $8
+             WHERE id IN (SELECT id FROM up)",
+            &params,
+        )
+        .await?;
+    Ok(())
+}
+
+/// Ends the session's tool calls that are unfinished as stored (see
+/// `history::finalize_orphan`), read inside the caller's transaction.
+pub async fn finalize_orphans(client: &impl GenericClient, session: &SessionId, at: i64) -> Result<()> {
+    let rows = client
+        .query(
+            "SELECT p.message_id, p.idx, p.data_json FROM parts p JOIN messages m ON m.id = p.message_id
+             WHERE p.session_id = $1 AND p.tool_state IS NOT NULL AND m.hidden_at IS NULL",
+            &[&session.as_str()],
+        )
+        .await?;
+    for row in &rows {
+        // A part this version cannot read is left as it is, as `messages` skips it.
+        let Ok(mut part) = serde_json::from_str::<Part>(row.get(2)) else { continue };
+        if crate::history::finalize_orphan(&mut part) {
+            let message = MessageId::from_string(row.get::<_, String>(0));
+            let index = u32::try_from(row.get::<_, i32>(1)).unwrap_or(0);
+            put_parts(client, session, &message, &[(index, &part)], at).await?;
+        }
+    }
+    Ok(())
+}
+
+/// Hides `from` and every later message of the session.
+pub async fn hide_from(client: &impl GenericClient, session: &SessionId, from: &MessageId, at: i64) -> Result<()> {
+    client
+        .execute(
+            "WITH touched AS (UPDATE sessions SET updated_at = $3 WHERE id = $1)
+             UPDATE messages SET hidden_at = $3 WHERE session_id = $1 AND id >= $2 AND hidden_at IS NULL",
+            &[&session.as_str(), &from.as_str(), &at],
+        )
+        .await?;
+    Ok(())
+}
+
+/// Deletes a session with the sub-agents it started (and theirs); forks stay. With
+/// `only_unprompted`, only a session that holds no message at all; answers whether it did.
+pub async fn delete_session(client: &impl GenericClient, id: &SessionId, only_unprompted: bool) -> Result<bool> {
+    if only_unprompted {
+        let prompted: bool = client
+            .query_one(
+                "SELECT NOT EXISTS (SELECT 1 FROM sessions WHERE id = $1) OR EXISTS (SELECT 1 FROM messages WHERE session_id = $1)",
+                &[&id.as_str()],
+            )
+            .await?
+            .get(0);
+        if prompted {
+            return Ok(false);
+        }
+    }
+    client
+        .execute(
+            "WITH RECURSIVE down(id) AS (
+               SELECT $1::text UNION SELECT s.id FROM sessions s JOIN down ON s.parent_id = down.id WHERE s.subagent IS NOT NULL
+             ),
+             gone AS (DELETE FROM session_leases WHERE session_id IN (SELECT id FROM down))
+             DELETE FROM sessions WHERE id IN (SELECT id FROM down)",
+            &[&id.as_str()],
+        )
+        .await?;
+    Ok(true)
+}

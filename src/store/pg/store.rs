@@ -1,0 +1,139 @@
+//! The PostgreSQL backend of the store, as `Store` holds it: the writer task (`writer`) behind a
+//! queue that never blocks, and a connection of its own for reads, so reads never wait for a
+//! batch. A snapshot runs on the writer's connection between batches, in the writer's order, as
+//! with SQLite.
+//!
+//! So far it carries a session's turns: sessions, their settings, rules, titles and archiving,
+//! messages and streaming parts, leases with their fencing, rewinds and deletes. The rest of
+//! the `Write` vocabulary and its reads (file checkpoints, project rules, forks, imports,
+//! bearer tokens, listings) answer [`StoreError::NotOnPostgres`] naming what is missing.
+
+use std::collections::{HashMap, HashSet};
+use std::time::Duration;
+
+use tokio::sync::{mpsc, oneshot};
+use tokio_postgres::Client;
+use tokio_util::sync::CancellationToken;
+
+use super::writer::{self, Job, Writer};
+use super::{PgTarget, migrate, rows, sweeper};
+use crate::history::Message;
+use crate::ids::{LeaseHolder, SessionId};
+use crate::store::{AfterCommit, Snapshot, StoreError, Write};
+
+/// How long a lease lives unrenewed: a replica that stops beating loses its sessions after this.
+pub const LEASE_TTL: Duration = Duration::from_secs(15);
+
+pub struct Postgres {
+    target: PgTarget,
+    me: String,
+    jobs: mpsc::UnboundedSender<Job>,
+    reader: Client,
+    /// Stops the sweeper of dead replicas' turns.
+    sweeping: CancellationToken,
+}
+
+impl Postgres {
+    /// Connects to `target`, migrates it (once, whatever other replicas start with it) and
+    /// starts the writer, holding leases as `me` for `ttl`.
+    pub async fn open(target: PgTarget, me: String, ttl: Duration) -> Result<Self, StoreError> {
+        let mut client = target.connect().await.map_err(StoreError::Postgres)?;
+        migrate::to_latest(&mut client, &target).await.map_err(StoreError::Postgres)?;
+        let reader = target.connect().await.map_err(StoreError::Postgres)?;
+        let (jobs, queue) = mpsc::unbounded_channel();
+        let writer = Writer {
+            client,
+            target: target.clone(),
+            me: me.clone(),
+            ttl,
+            held: HashMap::new(),
+            lost: HashSet::new(),
+            open: HashMap::new(),
+        };
+        tokio::spawn(writer.run(queue));
+        let sweeping = CancellationToken::new();
+        let every = (ttl / 4).max(Duration::from_millis(50));
+        tokio::spawn(sweeper::run(target.clone(), me.clone(), ttl, every, sweeping.clone()));
+        Ok(Self { target, me, jobs, reader, sweeping })
+    }
+
+    /// This replica's name as a lease holder: `host:pid:random`.
+    pub fn replica_name() -> String {
+        let host = std::fs::read_to_string("/proc/sys/kernel/hostname");
+        let host = host.as_deref().map_or("unknown", str::trim);
+        let random = crate::ids::random_hex::<4>().unwrap_or_default();
+        format!("{host}:{}:{random}", std::process::id())
+    }
+
+    pub fn target(&self) -> &PgTarget {
+        &self.target
+    }
+
+    pub fn submit(&self, write: Write, after: Option<AfterCommit>) {
+        if let Err(mpsc::error::SendError(Job::Write(_, Some(after)))) = self.jobs.send(Job::Write(write, after)) {
+            after(Err(StoreError::Closed));
+        }
+    }
+
+    pub fn snapshot(&self, id: &SessionId, then: Snapshot) {
+        if let Err(mpsc::error::SendError(Job::Snapshot(_, then))) = self.jobs.send(Job::Snapshot(id.clone(), then)) {
+            then(Err(StoreError::Closed));
+        }
+    }
+
+    pub async fn shutdown(&self) {
+        self.sweeping.cancel();
+        let (ack, done) = oneshot::channel();
+        if self.jobs.send(Job::Shutdown(ack)).is_ok() {
+            let _ = done.await;
+        }
+    }
+
+    fn error(&self, err: &tokio_postgres::Error) -> StoreError {
+        StoreError::Postgres(self.target.failed(err))
+    }
+
+    pub async fn session(&self, id: &SessionId) -> Result<Option<crate::store::SessionRow>, StoreError> {
+        rows::session(&self.reader, id).await.map_err(|err| self.error(&err))
+    }
+
+    pub async fn messages(&self, id: &SessionId) -> Result<Vec<Message>, StoreError> {
+        rows::messages(&self.reader, id).await.map_err(|err| self.error(&err))
+    }
+
+    /// The messages and the mark of the lease's last take. The mark is read first: a take
+    /// between the two reads then shows as a history newer than its mark, which makes the next
+    /// take read it again; never an older history under a newer mark.
+    pub async fn messages_and_last_turn(&self, id: &SessionId) -> Result<(Vec<Message>, Option<String>), StoreError> {
+        let epoch = self
+            .reader
+            .query_opt("SELECT epoch FROM session_leases WHERE session_id = $1", &[&id.as_str()])
+            .await
+            .map_err(|err| self.error(&err))?
+            .map(|row| writer::mark_of(row.get(0)));
+        Ok((self.messages(id).await?, epoch))
+    }
+
+    /// Another replica that holds the session's lease now, if any.
+    pub async fn held_elsewhere(&self, id: &SessionId) -> Result<Option<LeaseHolder>, StoreError> {
+        let row = self
+            .reader
+            .query_opt(
+                "SELECT holder, (extract(epoch FROM taken_at) * 1000)::bigint,
+                        (extract(epoch FROM expires_at) * 1000)::bigint
+                 FROM session_leases
+                 WHERE session_id = $1 AND holder <> $2 AND released_at IS NULL AND expires_at > now()",
+                &[&id.as_str(), &self.me],
+            )
+            .await
+            .map_err(|err| self.error(&err))?;
+        let ttl = i64::try_from(LEASE_TTL.as_millis()).unwrap_or(0);
+        Ok(row.map(|row| writer::holder_of(id, row.get(0), row.get(1), row.get::<_, i64>(2) - ttl)))
+    }
+}
+
+impl Drop for Postgres {
+    fn drop(&mut self) {
+        self.sweeping.cancel();
+    }
+}
