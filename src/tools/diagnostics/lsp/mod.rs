@@ -213,7 +213,10 @@ async fn own(mut requests: mpsc::UnboundedReceiver<Request>) {
     }
 }
 
-/// `program` as found on `path` (an executable file), or as given when it names a path.
+/// `program` as found on `path` (an executable file), or as given when it names a path. A
+/// relative entry of `path` (`.`, an empty one, `node_modules/.bin`) is passed over: it names
+/// whatever directory cairn runs in, and the server starts in the workspace root, so a program
+/// a repository planted there would be taken for the server.
 fn locate(program: &str, path: &std::ffi::OsStr) -> Option<PathBuf> {
     let executable = |candidate: &Path| {
         std::fs::metadata(candidate).is_ok_and(|meta| meta.is_file() && meta.permissions().mode() & 0o111 != 0)
@@ -222,7 +225,10 @@ fn locate(program: &str, path: &std::ffi::OsStr) -> Option<PathBuf> {
         let given = PathBuf::from(program);
         return executable(&given).then_some(given);
     }
-    std::env::split_paths(path).map(|dir| dir.join(program)).find(|candidate| executable(candidate))
+    std::env::split_paths(path)
+        .filter(|dir| dir.is_absolute())
+        .map(|dir| dir.join(program))
+        .find(|candidate| executable(candidate))
 }
 
 /// The `file://` URI of an absolute path.
@@ -248,6 +254,22 @@ mod tests {
         assert_eq!(locate("missing", &path), None);
         let absolute = bin.join("server").display().to_string();
         assert_eq!(locate(&absolute, &path), Some(bin.join("server")));
+    }
+
+    #[test]
+    fn a_relative_path_entry_finds_nothing() {
+        // `.`, an empty entry or `node_modules/.bin` on PATH name the directory cairn (or the
+        // server, started in the workspace root) runs in: a program a repository planted there
+        // must not be taken for the server.
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("server"), "#!/bin/sh\n").unwrap();
+        std::fs::set_permissions(dir.path().join("server"), std::fs::Permissions::from_mode(0o755)).unwrap();
+        let up = std::env::current_dir().unwrap().components().count();
+        let relative = Path::new(&"../".repeat(up)).join(dir.path().strip_prefix("/").unwrap());
+        assert!(relative.join("server").is_file(), "the relative entry names the directory");
+        let path = std::env::join_paths([relative.as_path(), Path::new("/nonexistent")]).unwrap();
+        assert_eq!(locate("server", &path), None);
+        assert_eq!(locate("server", std::ffi::OsStr::new(":/nonexistent")), None);
     }
 
     #[test]
