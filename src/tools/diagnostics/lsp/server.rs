@@ -422,9 +422,11 @@ impl Server {
             Ok(Ok(status)) => status.to_string(),
             Ok(Err(_)) | Err(_) => "its output closed".to_owned(),
         };
-        // Its last words come through another pipe: give them a moment.
+        // Its last words come through another pipe, read by another task: wait until that pipe
+        // has ended (its reader then lets go of the sender), not for a moment that a loaded
+        // machine may not give it.
         let mut said = self.stderr.clone();
-        let _ = tokio::time::timeout(Duration::from_millis(100), said.changed()).await;
+        let _ = tokio::time::timeout(CLOSE_STEP, async { while said.changed().await.is_ok() {} }).await;
         let said = said.borrow().clone();
         if said.is_empty() { format!("exited ({status})") } else { format!("exited ({status}: {said})") }
     }
