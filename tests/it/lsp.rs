@@ -353,3 +353,30 @@ async fn the_official_client_sees_the_introduced_error_on_the_card() {
     let shown: Vec<&str> = card.iter().filter_map(|part| part["content"]["text"].as_str()).collect();
     assert_eq!(shown, ["The edit introduced 1 error in a.txt (`stub`):\na.txt:1:7: error[stub B1]: broken"]);
 }
+
+#[tokio::test]
+async fn a_hostile_server_is_outlasted_and_leaves_nothing_behind() {
+    let env = TestEnv::new().await;
+    std::fs::write(env.workspace().join("a.txt"), "hello\nBROKEN: old problem\n").unwrap();
+    std::fs::write(env.workspace().join("other.txt"), "x\n").unwrap();
+    env.write_config(&config(&env, "hostile", 30_000, ""));
+    let calls = [edit("c1", "a.txt", "hello", "hello\nBROKEN: new problem")];
+    let (mut agent, session) = edits(&env, &[&calls], Editor::default()).await;
+    assert_eq!(
+        result_of(&env, 1, "c1"),
+        "Edited a.txt: replaced 1 occurrence.\n\n\
+         The edit introduced 1 error in a.txt (`stub`):\na.txt:2:1: error[stub B1]: new problem",
+        "noise is passed over, and what it says of other files is not this file's"
+    );
+    let sleepers = stubs(&env)
+        .iter()
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|line| line.split(|byte| *byte == 0).any(|arg| arg == b"sleeper"))
+        })
+        .count();
+    assert_eq!(sleepers, 1, "the stub started its setsid'd sleeper");
+    agent.call("session/close", json!({"sessionId": session})).await;
+    assert_eq!(logged(&env, "lsp-ends.log"), ["shutdown ignored"], "no answer, so no `exit`");
+    assert!(stubs_gone(&env).await, "killed, with what it started in a session of its own: {:?}", stubs(&env));
+}
