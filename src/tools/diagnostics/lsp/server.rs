@@ -159,7 +159,9 @@ impl Server {
             local.stop().await;
             return Err("could not be started (no pipes)".to_owned());
         };
-        let (tx, incoming) = mpsc::channel(16);
+        // One message waits while the next is read: each may be up to 16 MiB of JSON, several
+        // times that as a `Value`, so a server flooding large messages holds little memory.
+        let (tx, incoming) = mpsc::channel(1);
         tokio::spawn(async move {
             let mut stdout = BufReader::new(stdout);
             loop {
