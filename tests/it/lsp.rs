@@ -366,7 +366,7 @@ async fn a_hostile_server_is_outlasted_and_leaves_nothing_behind() {
         result_of(&env, 1, "c1"),
         "Edited a.txt: replaced 1 occurrence.\n\n\
          The edit introduced 1 error in a.txt (`stub`):\na.txt:2:1: error[stub B1]: new problem",
-        "noise is passed over, and what it says of other files is not this file's"
+        "noise is passed over, and what it says of other files or of an older text is not this text's"
     );
     let sleepers = stubs(&env)
         .iter()
