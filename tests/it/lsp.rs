@@ -154,6 +154,25 @@ async fn a_server_that_offers_pull_is_asked_and_an_edit_that_changes_nothing_wai
 }
 
 #[tokio::test]
+async fn a_server_that_offers_pull_is_asked_again_so_what_another_change_broke_is_not_this_edit_s() {
+    let env = TestEnv::new().await;
+    std::fs::write(env.workspace().join("a.txt"), "hello\nNEEDS: b.txt\n").unwrap();
+    std::fs::write(env.workspace().join("b.txt"), "b\n").unwrap();
+    env.write_config(&config(&env, "pull", 30_000, ""));
+    let first = [edit("c1", "a.txt", "hello", "hello again")];
+    // Not an edit of a.txt, yet it breaks it: what the server said of a.txt before is old.
+    let second = [("c2", "bash", json!({"command": "rm b.txt"}))];
+    let third = [edit("c3", "a.txt", "hello again", "hello once more")];
+    edits(&env, &[&first, &second, &third], Editor::default()).await;
+    assert_eq!(result_of(&env, 3, "c1"), "Edited a.txt: replaced 1 occurrence.");
+    assert_eq!(
+        result_of(&env, 3, "c3"),
+        "Edited a.txt: replaced 1 occurrence.",
+        "the missing b.txt was there before this edit"
+    );
+}
+
+#[tokio::test]
 async fn what_a_server_answers_while_it_says_it_is_loading_is_not_taken_for_its_analysis() {
     let env = TestEnv::new().await;
     std::fs::write(env.workspace().join("a.txt"), "hello\nBROKEN: old problem\n").unwrap();

@@ -9,7 +9,8 @@
 //! `textDocument/diagnostic` if that comes first (a server may publish only what changed, so
 //! an edit that changes nothing would wait in vain), though not while the server says it is
 //! still loading (rust-analyzer's `experimental/serverStatus`): then the documents waited for
-//! are asked again once it is done. A text already sent and answered is answered from memory. What the
+//! are asked again once it is done. A text already sent and answered is answered from memory
+//! (by a server that offers pull, asked again: what it said may be old by now). What the
 //! server asks is answered so it never waits on cairn: `workspace/configuration` with nulls,
 //! progress and registrations with null, anything else with MethodNotFound.
 //!
@@ -268,7 +269,10 @@ impl Server {
         };
         match self.docs.get_mut(&uri) {
             Some(doc) if doc.hash == hash => {
-                if let Some(published) = &doc.published {
+                // What a server that offers pull said is what it said then: another file's change
+                // may have changed it since, so it is asked again (one round trip). A server that
+                // publishes publishes such a change itself.
+                if let Some(published) = doc.published.as_ref().filter(|_| !self.pull) {
                     if let Some(reply) = reply {
                         let _ = reply.send(Reported::Found(published.clone()));
                     }
