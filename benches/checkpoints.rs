@@ -45,6 +45,7 @@ fn context(cwd: &Path) -> ToolContext {
         trace: None,
         fetch: Fetching::default(),
         jobs: Jobs::none(),
+        lsp: cairn::tools::Lsp::none(),
         checks: std::sync::Arc::default(),
     }
 }

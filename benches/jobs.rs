@@ -42,6 +42,7 @@ fn context(cwd: &Path, process: &Arc<ProcessPolicy>, jobs: Jobs) -> ToolContext 
         trace: None,
         fetch: Fetching::default(),
         jobs,
+        lsp: cairn::tools::Lsp::none(),
         checks: Arc::default(),
     }
 }

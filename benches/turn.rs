@@ -149,6 +149,7 @@ impl Setup {
                 process: Arc::default(),
                 registry: Arc::new(cairn::tools::Registry::builtin()),
                 jobs: cairn::tools::Jobs::none(),
+                lsp: cairn::tools::Lsp::none(),
                 checkpoints: None,
             },
             info,

@@ -519,8 +519,8 @@ async fn run_one(
     ctx: &ToolContext,
     default_timeout: Duration,
 ) -> (usize, Result<ToolOutcome, ToolError>) {
-    // An edit's checks (`[checks]`) have limits of their own, on top of the tool's.
-    let limit = invocation.timeout(default_timeout) + crate::tools::check_allowance(&ctx.checks, invocation.access());
+    // An edit's checks (`[checks]`, `[lsp]`) have limits of their own, on top of the tool's.
+    let limit = invocation.timeout(default_timeout) + crate::tools::check_allowance(ctx, invocation.access());
     let result = match tokio::time::timeout(limit + TIMEOUT_MARGIN, invocation.run(ctx)).await {
         Ok(result) => result,
         Err(_) => {

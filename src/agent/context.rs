@@ -41,6 +41,7 @@ pub(super) fn context(
         judged: None,
         jobs: turn.tools.jobs.clone(),
         checks: std::sync::Arc::clone(&turn.limits.checks),
+        lsp: turn.tools.lsp.clone(),
         fetch: crate::tools::Fetching {
             settings: turn.limits.fetch.clone(),
             mode: *turn.tools.mode.borrow(),

@@ -232,6 +232,8 @@ pub struct Toolbox<'a> {
     pub registry: Arc<Registry>,
     /// The session's background jobs.
     pub jobs: crate::tools::Jobs,
+    /// The session's language servers.
+    pub lsp: crate::tools::Lsp,
     /// The session's file checkpoints, lent for the turn; `None` takes none (sub-agents, whose
     /// changes the parent's call captures, or checkpoints turned off).
     pub checkpoints: Option<&'a mut crate::tools::checkpoint::Tracker>,

@@ -11,9 +11,10 @@
 //! local processes get (`[sandbox]`, `[tools]`, in `process`), MCP servers
 //! (`[mcp_servers.<name>]`, `[mcp]`, in `mcp`), background jobs (`[jobs]`, in `jobs`), file
 //! checkpoints (`[checkpoints]`, in `checkpoints`), the checkers run after edits (`[checks]`, carried
-//! with the turn's limits), hooks (`[hooks]`, in `hooks`, which also
-//! reads Claude Code's settings files), `[telemetry]` (in `telemetry`) and `log_file` (where logs also go; `crate::logging` opens
-//! it, and `--log-file` wins over it). A `CAIRN_CONFIG` naming no file is refused. Keys are
+//! with the turn's limits), the language servers asked after edits (`[lsp]`, in `lsp`), hooks
+//! (`[hooks]`, in `hooks`, which also reads Claude Code's settings files), `[telemetry]` (in
+//! `telemetry`) and `log_file` (where logs also go; `crate::logging` opens it, and `--log-file`
+//! wins over it). A `CAIRN_CONFIG` naming no file is refused. Keys are
 //! [`Secret`]s, never shown in logs; [`Config::key`] is the one lookup of a key.
 
 use std::collections::BTreeMap;
@@ -31,6 +32,7 @@ mod fetch;
 pub mod hooks;
 mod jobs;
 mod limits;
+mod lsp;
 mod mcp;
 mod permissions;
 mod process;
@@ -47,6 +49,7 @@ pub use fetch::{Fetch, MAX_FETCH_SECS};
 pub use hooks::{HookEvent, HookSettings};
 pub use jobs::JobSettings;
 pub use limits::{Compaction, ContentPattern, Limits, LoopLimits};
+pub use lsp::{LspServer, LspSettings};
 pub use permissions::Remember;
 pub use search::{Search, SearchApi, SearchEndpoint};
 pub use session::BusyPrompt;
@@ -115,6 +118,8 @@ pub struct Config {
     pub checkpoints: CheckpointSettings,
     /// `[hooks]`: the user's own hooks and their default time limit.
     pub hooks: HookSettings,
+    /// The language servers asked for diagnostics after edits (`[lsp]`).
+    pub lsp: LspSettings,
     /// `[telemetry]`: what the OpenTelemetry export may carry (prompts).
     pub telemetry: TelemetrySettings,
 }
@@ -241,6 +246,8 @@ struct FileConfig {
     hooks: hooks::FileHooks,
     #[serde(default)]
     checks: diagnostics::FileChecks,
+    #[serde(default)]
+    lsp: lsp::FileLsp,
     #[serde(default)]
     telemetry: TelemetrySettings,
 }
@@ -421,6 +428,7 @@ impl Config {
         let jobs = file.jobs.resolve().map_err(invalid)?;
         let checkpoints = file.checkpoints.resolve().map_err(invalid)?;
         let hooks = file.hooks.resolve().map_err(invalid)?;
+        let lsp = file.lsp.resolve().map_err(invalid)?;
         let store_url = file.store.resolve()?;
         Ok(Self {
             data_dir,
@@ -451,6 +459,7 @@ impl Config {
             jobs,
             checkpoints,
             hooks,
+            lsp,
             telemetry: file.telemetry,
         })
     }

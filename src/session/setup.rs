@@ -143,6 +143,8 @@ pub struct Setup {
     pub process: Arc<ProcessPolicy>,
     /// The session's background jobs (a sub-agent's own, which end with it).
     pub jobs: crate::tools::Jobs,
+    /// The session's language servers (a sub-agent shares its parent's).
+    pub lsp: crate::tools::Lsp,
     pub limits: Limits,
     /// The level the user chose, sent only to models that reason.
     pub thought: Option<ThoughtLevel>,
@@ -184,6 +186,7 @@ impl Setup {
                 process: Arc::clone(&self.process),
                 registry: Arc::clone(&self.tools),
                 jobs: self.jobs.clone(),
+                lsp: self.lsp.clone(),
                 checkpoints: None,
             },
             info: self.model.info,

@@ -108,6 +108,7 @@ fn context(dir: &Path, images: Images) -> ToolContext {
         trace: None,
         fetch: super::super::Fetching::default(),
         jobs: super::super::Jobs::none(),
+        lsp: super::super::Lsp::none(),
         checks: std::sync::Arc::default(),
     }
 }

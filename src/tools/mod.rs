@@ -10,7 +10,8 @@
 //! agents are read in `agents`, skills found and loaded in `skill` (its tool joins them when
 //! there are skills); what tools share is in `fs`, `beneath`, `page`, `search`, `shell` and
 //! `front` (front matter), and what the editor offers in `host`; `diagnostics` runs the
-//! project's checkers around `write` and `edit` and says what an edit introduced.
+//! project's checkers (or the file's language server) around `write` and `edit` and says what
+//! an edit introduced.
 //!
 //! A [`Tool`] is typed by its arguments: it names itself, describes itself to the model (the
 //! argument schema is derived from the argument struct, never written beside it), and for one
@@ -67,6 +68,7 @@ use crate::permissions::{Mode, PermissionRequest, Rule};
 pub use crate::workspace::Workspace;
 pub use bash::{BASH_DEFAULT_TIMEOUT, BASH_MAX_TIMEOUT};
 pub use diagnostics::allowance as check_allowance;
+pub use diagnostics::lsp::Lsp;
 pub use exit_plan::NAME as EXIT_PLAN;
 pub use fetch::Fetching;
 pub use host::{Host, NoEditor};
@@ -111,6 +113,8 @@ pub struct ToolContext {
     pub jobs: Jobs,
     /// The checkers `write` and `edit` run on the file they change (`[checks]`).
     pub checks: Arc<crate::config::Checks>,
+    /// The session's language servers, asked about a file no checker covers (`[lsp]`).
+    pub lsp: Lsp,
 }
 
 /// What a sub-agent inherits from the turn whose call starts it: never more than that turn has.

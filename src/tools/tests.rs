@@ -27,6 +27,7 @@ pub(super) fn context(dir: &std::path::Path) -> ToolContext {
         trace: None,
         fetch: Fetching::default(),
         jobs: super::Jobs::none(),
+        lsp: super::Lsp::none(),
         checks: Arc::default(),
     }
 }

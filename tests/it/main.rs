@@ -36,6 +36,7 @@ mod lease;
 mod limits;
 mod login;
 mod login_form;
+mod lsp;
 mod mcp;
 mod models;
 mod notices;

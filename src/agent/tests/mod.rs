@@ -285,6 +285,7 @@ async fn drive(setup: Setup) -> Outcome {
             process: Arc::default(),
             registry: Arc::new(setup.registry),
             jobs: crate::tools::Jobs::none(),
+            lsp: crate::tools::Lsp::none(),
             checkpoints: tracker.as_mut(),
         },
         info: setup.info,

@@ -8,7 +8,8 @@
 //! Slash commands (`slash`; those from files and skills in `custom`) either answer at once or
 //! wait in the same queue; model turns are started and taken back in `turn`. The actor holds
 //! the session's background jobs (a [`crate::tools::Jobs`], lent to every turn): they outlive
-//! turns, and a close kills every one and waits until each is gone before it is answered.
+//! turns, and a close kills every one and waits until each is gone before it is answered. So
+//! with its language servers (a [`crate::tools::Lsp`]): a close shuts them down first.
 
 mod custom;
 mod given;
@@ -217,6 +218,9 @@ struct Actor {
     closing: bool,
     /// The session's background jobs: they outlive turns, and are killed when it closes.
     jobs: crate::tools::Jobs,
+    /// The session's language servers: started by the first edit of a file one covers, stopped
+    /// when it closes.
+    lsp: crate::tools::Lsp,
     /// The session's file checkpoints; lent to a turn or a rewind, and made at first use.
     checkpoints: Option<crate::tools::checkpoint::Tracker>,
     /// The commands from files and skills the session offers.
@@ -260,6 +264,7 @@ pub async fn run(init: Init, services: Services, mut rx: mpsc::UnboundedReceiver
     let context_used = context_used(&history);
     let mode_seen = mode.subscribe();
     let jobs = crate::tools::Jobs::start(services.config.jobs);
+    let lsp = crate::tools::Lsp::start(services.config.lsp.clone());
     let custom = crate::session::custom::Catalog::load(&custom::places(&services.config, &row.cwd));
     let mut actor = Actor {
         services,
@@ -282,6 +287,7 @@ pub async fn run(init: Init, services: Services, mut rx: mpsc::UnboundedReceiver
         unsaved: Vec::new(),
         closing: false,
         jobs,
+        lsp,
         checkpoints: None,
         custom,
     };
@@ -360,7 +366,7 @@ impl Actor {
                         self.closing = true;
                         self.cancel_all();
                         self.finish_turn().await;
-                        self.jobs.close().await;
+                        tokio::join!(self.jobs.close(), self.lsp.close());
                         return;
                     }
                     Some(command) => {
@@ -369,7 +375,8 @@ impl Actor {
                             self.cancel_all();
                             self.finish_turn().await;
                             // Every job of the session is gone before the close is answered.
-                            self.jobs.close().await;
+                            // … and every language server.
+                            tokio::join!(self.jobs.close(), self.lsp.close());
                             let _ = closed.send(());
                             return;
                         }

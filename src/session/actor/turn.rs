@@ -239,6 +239,7 @@ impl Actor {
         let (store, session, project) = (self.services.store.clone(), self.row.id.clone(), self.row.cwd.clone());
         let watch = (Arc::clone(&self.services.sink), Arc::clone(&self.services.children));
         let jobs = self.jobs.clone();
+        let lsp = self.lsp.clone();
         // Every model turn can be steered: the session's choice is made as each prompt arrives.
         let (steer, steering) = tokio::sync::mpsc::unbounded_channel();
         let (span, traced) = (crate::trace::span(trace.as_ref()), trace.clone());
@@ -274,6 +275,7 @@ impl Actor {
                 limits: config.limits.clone(),
                 process: Arc::clone(&config.process),
                 jobs,
+                lsp,
                 config,
                 model: main,
                 summaries: Some(models.summaries),

@@ -162,6 +162,8 @@ impl Spawner {
             process: Arc::clone(&ctx.process),
             // Its own jobs, killed when it ends: none outlives the call that started it.
             jobs: crate::tools::Jobs::start(config.jobs),
+            // Its parent's servers: the same files, the same roots.
+            lsp: ctx.lsp.clone(),
             limits,
             thought: None,
             spent: 0.0,

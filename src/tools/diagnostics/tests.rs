@@ -2,6 +2,7 @@
 //! the bounded section the result gets, and the time an edit is given for its checks.
 
 use super::*;
+use crate::config::Checks;
 
 fn found(line: u32, severity: Severity, code: Option<&str>, message: &str) -> Diagnostic {
     Diagnostic {
@@ -52,19 +53,19 @@ fn the_section_counts_lists_errors_first_and_is_bounded() {
     )
     .unwrap();
     assert_eq!(
-        section(&checker(), "src/a.rs", &fresh),
+        section(&checker().command, "src/a.rs", &fresh),
         "The edit introduced 1 error and 1 warning in src/a.rs (`cargo check`):\n\
          src/a.rs:5:1: error[E0308]: mismatched types\nsrc/a.rs:2:1: warning: unused"
     );
 
     let many: Vec<Diagnostic> = (1..=50).map(|line| found(line, Severity::Error, None, "boom")).collect();
-    let text = section(&checker(), "src/a.rs", &many);
+    let text = section(&checker().command, "src/a.rs", &many);
     assert!(text.starts_with("The edit introduced 50 errors in src/a.rs"));
     assert_eq!(text.lines().count(), 1 + MOST_SHOWN + 1);
     assert!(text.ends_with("… and 30 more."), "{text}");
 
     let long: Vec<Diagnostic> = (1..=5).map(|line| found(line, Severity::Error, None, &"é".repeat(1500))).collect();
-    let text = section(&checker(), "src/a.rs", &long);
+    let text = section(&checker().command, "src/a.rs", &long);
     let listed = text.lines().skip(1).filter(|line| line.starts_with("src/a.rs")).collect::<Vec<_>>();
     assert!(listed.iter().map(|line| line.len() + 1).sum::<usize>() <= MOST_BYTES, "{}", text.len());
     assert_eq!(listed.len(), 1);
@@ -73,8 +74,11 @@ fn the_section_counts_lists_errors_first_and_is_bounded() {
 
 #[test]
 fn only_edits_get_time_for_checks() {
+    let dir = tempfile::tempdir().unwrap();
     let checks = Checks { after_edit: vec![checker()] };
-    assert_eq!(allowance(&checks, Access::Write), Duration::from_secs(60));
-    assert_eq!(allowance(&checks, Access::Execute), Duration::ZERO);
-    assert_eq!(allowance(&Checks::default(), Access::Write), Duration::ZERO);
+    let ctx = ToolContext { checks: std::sync::Arc::new(checks), ..crate::tools::tests::context(dir.path()) };
+    assert_eq!(allowance(&ctx, Access::Write), Duration::from_secs(60), "no language server here");
+    assert_eq!(allowance(&ctx, Access::Execute), Duration::ZERO);
+    let ctx = crate::tools::tests::context(dir.path());
+    assert_eq!(allowance(&ctx, Access::Write), Duration::ZERO);
 }
