@@ -9,7 +9,10 @@
 //! - commit → another replica: how long after its batch committed a follower on its own LISTEN
 //!   connection hands each event over, with many sessions streaming at once.
 //!
-//! `CAIRN_PG_SESSIONS` sets the sessions streaming at once (default 200), `CAIRN_PG_BATCHES` the
+//! - chunks per second through the whole store on each backend, SQLite against PostgreSQL (there
+//!   with every chunk's update logged as an event too), 20 sessions streaming.
+//!
+//! `CAIRN_PG_CHUNKS` sets the chunks (default 20,000), `CAIRN_PG_SESSIONS` sets the sessions streaming at once (default 200), `CAIRN_PG_BATCHES` the
 //! writer's batches (default 500).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout, clippy::print_stderr)]
@@ -20,10 +23,12 @@ mod fixture;
 
 use std::time::{Duration, Instant};
 
+use cairn::history::{Message, MessageMeta, Part, Role};
 use cairn::ids::SessionId;
 use cairn::store::pg::events::{self, Append, Follower};
 use cairn::store::pg::lease::{self, Lease, Taken};
 use cairn::store::pg::{PgTarget, migrate};
+use cairn::store::{LastTurn, SessionRow, Store, Write};
 
 fn quantile(samples: &mut [f64], q: f64) -> f64 {
     samples.sort_by(f64::total_cmp);
@@ -114,4 +119,66 @@ async fn main() {
         quantile(&mut samples, 1.0)
     );
     drop(follower);
+
+    // The same turns through the whole store, on each backend: a writer batches what comes.
+    let chunks = setting("CAIRN_PG_CHUNKS", 20_000);
+    let dir = tempfile::tempdir().unwrap();
+    let sqlite = Store::open(&dir.path().join("cairn.db")).unwrap();
+    let rate = streamed(&sqlite, chunks, false).await;
+    println!("store, SQLite: {chunks} chunks over 20 sessions: {rate:.0} chunks/s");
+    sqlite.shutdown().await;
+    let postgres = Store::open_postgres(&fixture::database().await).await.unwrap();
+    let rate = streamed(&postgres, chunks, true).await;
+    println!(
+        "store, PostgreSQL (each chunk also logged as an event): {chunks} chunks over 20 sessions: {rate:.0} chunks/s"
+    );
+    postgres.shutdown().await;
+}
+
+/// Streams `chunks` text chunks over 20 sessions' turns (each chunk its own write, with its
+/// update logged when `logged`) and answers chunks per second, from the first chunk to the
+/// last one's commit.
+async fn streamed(store: &Store, chunks: usize, logged: bool) -> f64 {
+    let mut parts = Vec::new();
+    for _ in 0..20 {
+        let id = SessionId::generate();
+        let row = SessionRow::new(id.clone(), "/w".into(), "openai/m".into(), cairn::ids::now_ms());
+        store.submit(Write::InsertSession(Box::new(row)), None);
+        let prompt = Message::new(Role::User, vec![Part::Text { text: "go".into() }], MessageMeta::default());
+        store
+            .commit(Write::TakeLease {
+                session_id: id.clone(),
+                last: LastTurn::Ours,
+                prompt: Some(prompt),
+                title: None,
+            })
+            .await
+            .unwrap();
+        let answer = Message::new(Role::Assistant, Vec::new(), MessageMeta::default());
+        let message_id = answer.id.clone();
+        store.submit(Write::InsertMessage { session_id: id.clone(), message: answer }, None);
+        let part = Part::Text { text: String::new() };
+        store
+            .commit(Write::OpenPart { session_id: id.clone(), message_id: message_id.clone(), index: 0, part })
+            .await
+            .unwrap();
+        parts.push((id, message_id));
+    }
+    let started = Instant::now();
+    for n in 0..chunks {
+        let (_, message_id) = &parts[n % parts.len()];
+        let delta = format!("chunk {n} ");
+        let shown = if logged {
+            vec![format!("{{\"update\":\"agent_text\",\"data\":{{\"text\":\"{delta}\"}}}}")]
+        } else {
+            Vec::new()
+        };
+        store.submit_shown(Write::AppendPart { message_id: message_id.clone(), index: 0, delta }, shown, None);
+    }
+    store.flush().await.unwrap();
+    let rate = chunks as f64 / started.elapsed().as_secs_f64();
+    for (id, _) in parts {
+        store.commit(Write::ReleaseLease { session_id: id }).await.unwrap();
+    }
+    rate
 }
