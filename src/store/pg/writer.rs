@@ -16,6 +16,7 @@ use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
 use tokio::sync::{mpsc, oneshot};
+use tokio::time::Instant;
 use tokio_postgres::{Client, Transaction};
 
 use super::lease::{self, Lease};
@@ -67,16 +68,22 @@ pub(super) struct Done {
 impl Writer {
     pub async fn run(mut self, mut jobs: mpsc::UnboundedReceiver<Job>) {
         let beat = self.ttl / 3;
+        // When the leases held are next renewed: between batches once due, however busy the
+        // queue is, or else a turn streaming without pause would let its lease lapse.
+        let mut renew_at = Instant::now() + beat;
         loop {
+            if !self.held.is_empty() && Instant::now() >= renew_at {
+                self.renew().await;
+                renew_at = Instant::now() + beat;
+            }
             let first = if self.held.is_empty() {
-                jobs.recv().await
+                let job = jobs.recv().await;
+                renew_at = Instant::now() + beat;
+                job
             } else {
-                match tokio::time::timeout(beat, jobs.recv()).await {
+                match tokio::time::timeout_at(renew_at, jobs.recv()).await {
                     Ok(job) => job,
-                    Err(_) => {
-                        self.renew().await;
-                        continue;
-                    }
+                    Err(_) => continue,
                 }
             };
             let Some(first) = first else {
