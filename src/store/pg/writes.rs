@@ -43,9 +43,11 @@ pub(super) async fn one(
             if let Some(refused) = check_last(tx, state, session_id, last).await? {
                 return Ok(Err(refused));
             }
-            match lease::take(tx, target, session_id, state.me, state.ttl).await {
-                Ok(Taken::Took(lease)) => done.taken.push(lease),
-                Ok(Taken::Held { holder, taken_ms, expires_ms }) => {
+            // A statement's failure aborts the transaction: it must fail the batch's run, never
+            // pass for a refusal that lets the rest of the batch "commit" a rolled-back transaction.
+            let lease = match lease::try_take(tx, session_id, state.me, state.ttl).await? {
+                Taken::Took(lease) => lease,
+                Taken::Held { holder, taken_ms, expires_ms } => {
                     let ttl = i64::try_from(state.ttl.as_millis()).unwrap_or(i64::MAX);
                     return Ok(Err(StoreError::Leased(Box::new(holder_of(
                         session_id,
@@ -54,20 +56,19 @@ pub(super) async fn one(
                         expires_ms - ttl,
                     )))));
                 }
-                Err(err) => return Ok(Err(StoreError::Postgres(err))),
-            }
+            };
             if let Some(prompt) = prompt {
                 rows::insert_message(tx, session_id, prompt, now).await?;
             }
             if let Some(title) = title {
                 rows::set_first_title(tx, session_id, title, now).await?;
             }
+            // Held only once the whole take went in: a take whose prompt failed rolls back.
+            done.taken.push(lease);
         }
         Write::ReleaseLease { session_id } => {
             if let Some(lease) = state.held.get(session_id) {
-                if let Err(err) = lease::release(tx, target, lease).await {
-                    return Ok(Err(StoreError::Postgres(err)));
-                }
+                lease::try_release(tx, lease).await?;
                 done.released.push(session_id.clone());
             }
         }
