@@ -141,6 +141,33 @@ pub async fn fence_all<'a>(
     Ok(leases.iter().copied().find(|lease| !held.contains(lease.session.as_str())))
 }
 
+/// Another holder's live lease on `session` or a sub-agent session below it, if any, as
+/// (session, holder, taken and expiry in milliseconds). Their lease rows stay locked until the
+/// transaction ends, so no take of them commits before the write this check guards.
+pub async fn held_below(
+    client: &impl GenericClient,
+    session: &SessionId,
+    me: &str,
+) -> Result<Option<(SessionId, String, i64, i64)>, tokio_postgres::Error> {
+    let rows = client
+        .query(
+            "WITH RECURSIVE down(id) AS (
+               SELECT $1::text UNION SELECT s.id FROM sessions s JOIN down ON s.parent_id = down.id WHERE s.subagent IS NOT NULL
+             )
+             SELECT lease.session_id, lease.holder, lease.released_at IS NULL AND lease.expires_at > now(),
+                    (extract(epoch FROM lease.taken_at) * 1000)::bigint, (extract(epoch FROM lease.expires_at) * 1000)::bigint
+             FROM session_leases AS lease WHERE lease.session_id IN (SELECT id FROM down)
+             ORDER BY lease.session_id
+             FOR UPDATE OF lease",
+            &[&session.as_str()],
+        )
+        .await?;
+    Ok(rows
+        .iter()
+        .find(|row| row.get::<_, bool>(2) && row.get::<_, &str>(1) != me)
+        .map(|row| (SessionId::from_string(row.get::<_, String>(0)), row.get(1), row.get(3), row.get(4))))
+}
+
 /// Lets anyone take the session from now on. `false`: it was no longer this holder's.
 pub async fn release(client: &impl GenericClient, target: &PgTarget, lease: &Lease) -> Result<bool, PgError> {
     try_release(client, lease).await.map_err(|err| target.failed(&err))

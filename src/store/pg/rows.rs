@@ -372,8 +372,13 @@ pub async fn hide_from(client: &impl GenericClient, session: &SessionId, from: &
 }
 
 /// Deletes a session with the sub-agents it started (and theirs); forks stay. With
-/// `only_unprompted`, only a session that holds no message at all; answers whether it did.
-pub async fn delete_session(client: &impl GenericClient, id: &SessionId, only_unprompted: bool) -> Result<bool> {
+/// `only_unprompted`, only a session that holds no message at all; answers the sessions it
+/// deleted.
+pub async fn delete_session(
+    client: &impl GenericClient,
+    id: &SessionId,
+    only_unprompted: bool,
+) -> Result<Vec<SessionId>> {
     if only_unprompted {
         let prompted: bool = client
             .query_one(
@@ -383,18 +388,18 @@ pub async fn delete_session(client: &impl GenericClient, id: &SessionId, only_un
             .await?
             .get(0);
         if prompted {
-            return Ok(false);
+            return Ok(Vec::new());
         }
     }
-    client
-        .execute(
+    let deleted = client
+        .query(
             "WITH RECURSIVE down(id) AS (
                SELECT $1::text UNION SELECT s.id FROM sessions s JOIN down ON s.parent_id = down.id WHERE s.subagent IS NOT NULL
              ),
              gone AS (DELETE FROM session_leases WHERE session_id IN (SELECT id FROM down))
-             DELETE FROM sessions WHERE id IN (SELECT id FROM down)",
+             DELETE FROM sessions WHERE id IN (SELECT id FROM down) RETURNING id",
             &[&id.as_str()],
         )
         .await?;
-    Ok(true)
+    Ok(deleted.iter().map(|row| SessionId::from_string(row.get::<_, String>(0))).collect())
 }

@@ -118,15 +118,24 @@ pub(super) async fn one(
             opened.remove(&key);
             done.closed.push(key);
         }
-        Write::HideFrom { session_id, from } => rows::hide_from(tx, session_id, from, now).await?,
-        Write::DeleteSession { id } => {
-            rows::delete_session(tx, id, false).await?;
-            checkpoints::drop_unused_blobs(tx).await?;
+        Write::HideFrom { session_id, from } => {
+            if let Some(refused) = leased_below(tx, state, session_id).await? {
+                return Ok(Err(refused));
+            }
+            rows::hide_from(tx, session_id, from, now).await?;
         }
-        Write::DeleteUnprompted { id } => {
-            if rows::delete_session(tx, id, true).await? {
+        Write::DeleteSession { id } | Write::DeleteUnprompted { id } => {
+            let only_unprompted = matches!(write, Write::DeleteUnprompted { .. });
+            if let Some(refused) = leased_below(tx, state, id).await? {
+                // Another replica is using it: an unprompted one stays, as asked.
+                return Ok(if only_unprompted { Ok(()) } else { Err(refused) });
+            }
+            let deleted = rows::delete_session(tx, id, only_unprompted).await?;
+            if !deleted.is_empty() {
                 checkpoints::drop_unused_blobs(tx).await?;
             }
+            // Their lease rows went with them: this replica's are no longer held.
+            done.released.extend(deleted.into_iter().filter(|session| state.held.contains_key(session)));
         }
         Write::PutBlobs(blobs) => checkpoints::put_blobs(tx, blobs).await?,
         Write::PutCheckpoints { session_id, prompt, captures, restore } => {
@@ -160,6 +169,20 @@ pub(super) async fn one(
         Write::Barrier => {}
     }
     Ok(Ok(()))
+}
+
+/// [`StoreError::Leased`] while another replica's lease runs on `session` or a sub-agent below
+/// it (see [`lease::held_below`]).
+async fn leased_below(
+    tx: &impl GenericClient,
+    state: &State<'_>,
+    session: &SessionId,
+) -> Result<Option<StoreError>, tokio_postgres::Error> {
+    let Some((leased, holder, taken_ms, expires_ms)) = lease::held_below(tx, session, state.me).await? else {
+        return Ok(None);
+    };
+    let ttl = i64::try_from(state.ttl.as_millis()).unwrap_or(i64::MAX);
+    Ok(Some(StoreError::Leased(Box::new(holder_of(&leased, &holder, taken_ms, expires_ms - ttl)))))
 }
 
 /// Refuses a take while another replica's lease runs, or whose caller's history is older than
