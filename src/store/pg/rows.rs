@@ -269,7 +269,9 @@ pub async fn put_parts(
     Ok(())
 }
 
-/// The text a batch added to streaming parts, one piece per part, in one statement.
+/// The text a batch added to streaming parts, one piece per part, in one statement. A part
+/// gone meanwhile (its session deleted) takes its pieces with it, as it would have had they
+/// been stored: they never fail the batch.
 pub async fn add_pieces(client: &impl GenericClient, pieces: &[(&SessionId, &MessageId, u32, &str)]) -> Result<()> {
     if pieces.is_empty() {
         return Ok(());
@@ -281,7 +283,10 @@ pub async fn add_pieces(client: &impl GenericClient, pieces: &[(&SessionId, &Mes
     client
         .execute(
             "INSERT INTO part_pieces (session_id, message_id, idx, text)
-             SELECT * FROM unnest($1::text[], $2::text[], $3::int4[], $4::text[])",
+             SELECT piece.session_id, piece.message_id, piece.idx, piece.text
+             FROM unnest($1::text[], $2::text[], $3::int4[], $4::text[]) AS piece(session_id, message_id, idx, text)
+             JOIN parts ON parts.message_id = piece.message_id AND parts.idx = piece.idx
+             FOR KEY SHARE OF parts",
             &[&sessions, &messages, &indexes, &texts],
         )
         .await?;

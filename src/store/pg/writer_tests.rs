@@ -168,3 +168,45 @@ async fn a_take_that_fails_leaves_no_lease_held_in_memory() {
     a.shutdown().await;
     b.shutdown().await;
 }
+
+/// Chunks of a part whose session is deleted in the same batch are dropped with it, as SQLite
+/// forgets them: they never fail the other sessions' writes of the batch.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chunks_of_a_deleted_sessions_part_fail_nothing_else_in_their_batch() {
+    let url = fixture::database().await;
+    let a = store(&url, "host-a:1:a", Duration::from_secs(30)).await;
+    let (id, other) = (new_session(&a).await, new_session(&a).await);
+    let reply = Message::new(Role::Assistant, Vec::new(), MessageMeta::default());
+    let message = reply.id.clone();
+    a.commit(Write::InsertMessage { session_id: id.clone(), message: reply }).await.unwrap();
+    let open = Part::Text { text: String::new() };
+    a.commit(Write::OpenPart { session_id: id.clone(), message_id: message.clone(), index: 0, part: open })
+        .await
+        .unwrap();
+
+    // The writer waits in a snapshot while the three writes are queued: they make one batch.
+    let (go, wait) = std::sync::mpsc::channel::<()>();
+    a.snapshot(
+        &other,
+        Box::new(move |_| {
+            let _ = wait.recv();
+        }),
+    );
+    let results = Arc::new(Mutex::new(Vec::new()));
+    let writes = [
+        Write::AppendPart { message_id: message, index: 0, delta: "late".into() },
+        Write::DeleteSession { id: id.clone() },
+        Write::InsertMessage { session_id: other.clone(), message: user("kept") },
+    ];
+    for write in writes {
+        let results = results.clone();
+        a.submit(write, Some(Box::new(move |result| results.lock().unwrap().push(result))));
+    }
+    go.send(()).unwrap();
+    a.flush().await.unwrap();
+    let results = results.lock().unwrap().clone();
+    assert!(results[1..].iter().all(Result::is_ok), "{results:?}");
+    assert_eq!(a.messages(&other).await.unwrap().len(), 1, "the other session's message went in");
+    assert!(a.session(&id).await.unwrap().is_none());
+    a.shutdown().await;
+}
