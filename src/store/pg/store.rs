@@ -69,6 +69,7 @@ impl Postgres {
             held: HashMap::new(),
             lost: HashSet::new(),
             open: HashMap::new(),
+            unreleased: HashSet::new(),
         };
         tokio::spawn(writer.run(queue));
         let sweeping = CancellationToken::new();

@@ -50,6 +50,9 @@ pub struct Writer {
     pub(super) lost: HashSet<SessionId>,
     /// The streaming parts open, with their session.
     pub(super) open: HashMap<PartKey, SessionId>,
+    /// Leases whose release failed: tried again after every later batch until it commits
+    /// (renewed meanwhile, as they are still held).
+    pub(super) unreleased: HashSet<SessionId>,
 }
 
 /// What one run of a batch did, kept only if it commits.
@@ -109,6 +112,14 @@ impl Writer {
                 // The callbacks stay out of the batch's future: they need not be `Sync`.
                 let (writes, afters): (Vec<Write>, Vec<Option<AfterCommit>>) = writes.into_iter().unzip();
                 let results = self.apply(&writes).await;
+                for (write, result) in writes.iter().zip(&results) {
+                    if let (Write::ReleaseLease { session_id }, Err(_)) = (write, result)
+                        && self.held.contains_key(session_id)
+                    {
+                        self.unreleased.insert(session_id.clone());
+                    }
+                }
+                self.release_again().await;
                 for (after, result) in afters.into_iter().zip(results) {
                     if let Some(after) = after {
                         after(result);
@@ -149,10 +160,12 @@ impl Writer {
     fn committed(&mut self, done: Done) -> Vec<Result<(), StoreError>> {
         for lease in done.taken {
             self.lost.remove(&lease.session);
+            self.unreleased.remove(&lease.session);
             self.held.insert(lease.session.clone(), lease);
         }
         for session in done.released {
             self.held.remove(&session);
+            self.unreleased.remove(&session);
         }
         for session in done.lost {
             self.held.remove(&session);
@@ -233,6 +246,24 @@ impl Writer {
             tracing::warn!(%session, "another replica took over the session's lease");
             self.held.remove(&session);
             self.lost.insert(session);
+        }
+    }
+
+    /// Tries again the releases that failed; one another replica took meanwhile is gone too.
+    async fn release_again(&mut self) {
+        let sessions: Vec<SessionId> = self.unreleased.iter().cloned().collect();
+        for session in sessions {
+            let Some(lease) = self.held.get(&session) else {
+                self.unreleased.remove(&session);
+                continue;
+            };
+            match lease::release(&self.client, &self.target, lease).await {
+                Ok(_) => {
+                    self.held.remove(&session);
+                    self.unreleased.remove(&session);
+                }
+                Err(err) => tracing::warn!(%session, "cannot release the session's lease yet: {err}"),
+            }
         }
     }
 

@@ -210,3 +210,28 @@ async fn chunks_of_a_deleted_sessions_part_fail_nothing_else_in_their_batch() {
     assert!(a.session(&id).await.unwrap().is_none());
     a.shutdown().await;
 }
+
+/// A release that fails (here: the lease row locked elsewhere past `lock_timeout`) is tried
+/// again with the next batch, as `Write::ReleaseLease` promises, rather than the lease being
+/// renewed for as long as the replica lives.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_that_failed_is_tried_again_with_the_next_batch() {
+    let url = fixture::database().await;
+    let impatient = format!("{url}?options=-c%20lock_timeout%3D300");
+    let a = store(&impatient, "host-a:1:a", Duration::from_secs(30)).await;
+    let id = new_session(&a).await;
+    a.commit(take(&id, Some(user("go")))).await.unwrap();
+
+    let mut blocker = PgTarget::parse(&url).unwrap().connect().await.unwrap();
+    let locked = blocker.transaction().await.unwrap();
+    locked.execute("SELECT 1 FROM session_leases WHERE session_id = $1 FOR UPDATE", &[&id.as_str()]).await.unwrap();
+    let failed = a.commit(Write::ReleaseLease { session_id: id.clone() }).await;
+    assert!(failed.is_err(), "{failed:?}");
+    locked.rollback().await.unwrap();
+
+    a.flush().await.unwrap();
+    let b = store(&url, "host-b:2:b", Duration::from_secs(30)).await;
+    assert!(b.held_elsewhere(&id).await.unwrap().is_none(), "the lease was given back");
+    a.shutdown().await;
+    b.shutdown().await;
+}
