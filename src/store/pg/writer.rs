@@ -46,7 +46,7 @@ pub struct Writer {
     pub(super) ttl: Duration,
     pub(super) held: HashMap<SessionId, Lease>,
     /// Sessions whose lease another replica took from this one: their writes are refused until
-    /// this replica takes the lease again.
+    /// the turn that lost it ends (its release) or this replica takes the lease again.
     pub(super) lost: HashSet<SessionId>,
     /// The streaming parts open, with their session.
     pub(super) open: HashMap<PartKey, SessionId>,
@@ -61,6 +61,8 @@ pub(super) struct Done {
     pub results: Vec<Result<(), StoreError>>,
     pub taken: Vec<Lease>,
     pub released: Vec<SessionId>,
+    /// The sessions whose turn ended (a release asked for, held or not).
+    pub ended: Vec<SessionId>,
     pub lost: Vec<SessionId>,
     pub opened: Vec<(PartKey, SessionId)>,
     pub closed: Vec<PartKey>,
@@ -170,6 +172,9 @@ impl Writer {
         for session in done.lost {
             self.held.remove(&session);
             self.lost.insert(session);
+        }
+        for session in done.ended {
+            self.lost.remove(&session);
         }
         for (key, session) in done.opened {
             self.open.insert(key, session);

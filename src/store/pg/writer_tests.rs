@@ -235,3 +235,72 @@ async fn a_release_that_failed_is_tried_again_with_the_next_batch() {
     a.shutdown().await;
     b.shutdown().await;
 }
+
+/// Holds the writer in a snapshot while `writes` are queued, so they make one batch; their
+/// results in order.
+async fn one_batch(store: &Store, writes: Vec<Write>) -> Vec<Result<(), StoreError>> {
+    let (go, wait) = std::sync::mpsc::channel::<()>();
+    store.snapshot(
+        &SessionId::generate(),
+        Box::new(move |_| {
+            let _ = wait.recv();
+        }),
+    );
+    let results = Arc::new(Mutex::new(Vec::new()));
+    for write in writes {
+        let results = results.clone();
+        store.submit(write, Some(Box::new(move |result| results.lock().unwrap().push(result))));
+    }
+    go.send(()).unwrap();
+    store.flush().await.unwrap();
+    results.lock().unwrap().clone()
+}
+
+/// A turn that ends as the next begins, both in one batch: the new turn's lease is held (so
+/// renewed, fenced and released at its end), and a take with its release in one batch leaves
+/// none behind.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_and_a_take_in_one_batch_leave_the_lease_as_the_last_says() {
+    let url = fixture::database().await;
+    let a = store(&url, "host-a:1:a", Duration::from_secs(30)).await;
+    let b = store(&url, "host-b:2:b", Duration::from_secs(30)).await;
+    let id = new_session(&a).await;
+    a.commit(take(&id, Some(user("first")))).await.unwrap();
+    let results = one_batch(&a, vec![Write::ReleaseLease { session_id: id.clone() }, take(&id, None)]).await;
+    assert!(results.iter().all(Result::is_ok), "{results:?}");
+    a.commit(Write::ReleaseLease { session_id: id.clone() }).await.unwrap();
+    assert!(b.held_elsewhere(&id).await.unwrap().is_none(), "the second turn's release let it go");
+
+    let results = one_batch(&a, vec![take(&id, None), Write::ReleaseLease { session_id: id.clone() }]).await;
+    assert!(results.iter().all(Result::is_ok), "{results:?}");
+    assert!(b.held_elsewhere(&id).await.unwrap().is_none(), "taken and given back");
+    a.shutdown().await;
+    b.shutdown().await;
+}
+
+/// Once the turn that lost its lease ended, this replica's other writes of the session (a
+/// client archiving or titling it) are not refused as fenced forever.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_whose_turn_was_taken_over_takes_other_writes_once_that_turn_ended() {
+    let url = fixture::database().await;
+    let a = store(&url, "host-a:1:a", Duration::from_secs(30)).await;
+    let b = store(&url, "host-b:2:b", Duration::from_secs(30)).await;
+    let id = new_session(&a).await;
+    a.commit(take(&id, Some(user("first")))).await.unwrap();
+    let client = PgTarget::parse(&url).unwrap().connect().await.unwrap();
+    let lapse = "UPDATE session_leases SET expires_at = now() - interval '1 second' WHERE session_id = $1";
+    client.execute(lapse, &[&id.as_str()]).await.unwrap();
+    let (_, mark) = b.messages_and_last_turn(&id).await.unwrap();
+    let again = Write::TakeLease { session_id: id.clone(), last: LastTurn::By(mark), prompt: None, title: None };
+    b.commit(again).await.unwrap();
+    let late = a.commit(Write::InsertMessage { session_id: id.clone(), message: user("late") }).await.unwrap_err();
+    assert!(matches!(late, StoreError::Postgres(PgError::Fenced { .. })), "{late:?}");
+
+    a.commit(Write::ReleaseLease { session_id: id.clone() }).await.unwrap();
+    assert!(b.held_elsewhere(&id).await.unwrap().is_none(), "b's lease stands (b is not elsewhere to b)");
+    assert!(a.held_elsewhere(&id).await.unwrap().is_some(), "a's release did not touch b's lease");
+    a.commit(Write::SetArchived { id: id.clone(), archived: true }).await.unwrap();
+    assert!(a.session(&id).await.unwrap().unwrap().archived_at.is_some());
+    a.shutdown().await;
+    b.shutdown().await;
+}

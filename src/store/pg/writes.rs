@@ -63,14 +63,25 @@ pub(super) async fn one(
             if let Some(title) = title {
                 rows::set_first_title(tx, session_id, title, now).await?;
             }
-            // Held only once the whole take went in: a take whose prompt failed rolls back.
+            // Held only once the whole take went in: a take whose prompt failed rolls back. It
+            // supersedes a release earlier in the batch, and an earlier take of it.
+            done.released.retain(|session| session != session_id);
+            done.taken.retain(|taken| &taken.session != session_id);
             done.taken.push(lease);
         }
         Write::ReleaseLease { session_id } => {
-            if let Some(lease) = state.held.get(session_id) {
+            // The lease as this batch leaves it so far: taken in it, or held before it.
+            let taken = done.taken.iter().position(|taken| &taken.session == session_id);
+            if let Some(lease) = taken.map(|at| &done.taken[at]).or_else(|| state.held.get(session_id)) {
                 lease::try_release(tx, lease).await?;
+                if let Some(at) = taken {
+                    done.taken.remove(at);
+                }
                 done.released.push(session_id.clone());
             }
+            // The turn that lost it, if it was lost, has ended: the session's writes from here
+            // on are no longer that turn's.
+            done.ended.push(session_id.clone());
         }
         Write::FinalizeOrphans { session_id } => {
             let live: bool = tx
