@@ -269,7 +269,8 @@ pub async fn put_parts(
     Ok(())
 }
 
-/// The text a batch added to streaming parts, one piece per part, in one statement. A part
+/// The text a batch added to streaming parts, one piece per part, in one statement (a NUL in
+/// it stored as U+FFFD). A part
 /// gone meanwhile (its session deleted) takes its pieces with it, as it would have had they
 /// been stored: they never fail the batch.
 pub async fn add_pieces(client: &impl GenericClient, pieces: &[(&SessionId, &MessageId, u32, &str)]) -> Result<()> {
@@ -279,7 +280,19 @@ pub async fn add_pieces(client: &impl GenericClient, pieces: &[(&SessionId, &Mes
     let sessions: Vec<&str> = pieces.iter().map(|piece| piece.0.as_str()).collect();
     let messages: Vec<&str> = pieces.iter().map(|piece| piece.1.as_str()).collect();
     let indexes: Vec<i32> = pieces.iter().map(|piece| i32::try_from(piece.2).unwrap_or(i32::MAX)).collect();
-    let texts: Vec<&str> = pieces.iter().map(|piece| piece.3).collect();
+    // PostgreSQL's text cannot hold a NUL, which a model may stream: it would fail the batch's
+    // last statement, and so every write of the batch. It is kept as U+FFFD instead.
+    let kept: Vec<std::borrow::Cow<'_, str>> = pieces
+        .iter()
+        .map(|piece| {
+            if piece.3.contains('\0') {
+                std::borrow::Cow::Owned(piece.3.replace('\0', "\u{fffd}"))
+            } else {
+                std::borrow::Cow::Borrowed(piece.3)
+            }
+        })
+        .collect();
+    let texts: Vec<&str> = kept.iter().map(AsRef::as_ref).collect();
     client
         .execute(
             "INSERT INTO part_pieces (session_id, message_id, idx, text)

@@ -304,3 +304,30 @@ async fn a_session_whose_turn_was_taken_over_takes_other_writes_once_that_turn_e
     a.shutdown().await;
     b.shutdown().await;
 }
+
+/// A model's streamed text with a NUL in it (PostgreSQL's text cannot hold one) fails nothing
+/// else of its batch; it is kept as U+FFFD, the rest of its text as it came.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_streamed_nul_fails_nothing_else_in_its_batch() {
+    let url = fixture::database().await;
+    let a = store(&url, "host-a:1:a", Duration::from_secs(30)).await;
+    let (id, other) = (new_session(&a).await, new_session(&a).await);
+    let reply = Message::new(Role::Assistant, Vec::new(), MessageMeta::default());
+    let message = reply.id.clone();
+    a.commit(Write::InsertMessage { session_id: id.clone(), message: reply }).await.unwrap();
+    let open = Part::Text { text: "<".into() };
+    a.commit(Write::OpenPart { session_id: id.clone(), message_id: message.clone(), index: 0, part: open })
+        .await
+        .unwrap();
+    let writes = vec![
+        Write::AppendPart { message_id: message.clone(), index: 0, delta: "a\0b".into() },
+        Write::InsertMessage { session_id: other.clone(), message: user("kept") },
+    ];
+    let results = one_batch(&a, writes).await;
+    assert!(results[1].is_ok(), "{results:?}");
+    assert_eq!(a.messages(&other).await.unwrap().len(), 1);
+    let parts: Vec<Part> = a.messages(&id).await.unwrap().into_iter().flat_map(|message| message.parts).collect();
+    let [Part::Text { text }] = parts.as_slice() else { panic!("{parts:?}") };
+    assert_eq!(text, "<a\u{fffd}b", "the NUL is kept as U+FFFD");
+    a.shutdown().await;
+}
