@@ -100,8 +100,9 @@ enum Command {
         #[arg(long, requires = "tls_cert", value_name = "FILE")]
         tls_key: Option<std::path::PathBuf>,
         /// Keep sessions in this PostgreSQL database (`postgres://user:password@host:port/db`)
-        /// instead of the SQLite file in the data directory; wins over `[store] url`. Its
-        /// password is never shown.
+        /// instead of the SQLite file in the data directory; wins over `[store] url`. cairn
+        /// never shows its password, but a command line is visible to every local user: put a
+        /// URL with a password in `[store] url` instead.
         #[arg(long, value_name = "URL")]
         store: Option<String>,
     },

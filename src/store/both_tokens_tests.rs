@@ -13,7 +13,7 @@ fn row(owner: Option<&str>) -> SessionRow {
 
 on_both!(
     a_token_is_found_by_its_hash_until_revoked_and_stays_listed,
-    checking_a_token_costs_little_among_many,
+    checking_a_token_finds_it_among_many,
     a_session_owner_is_kept_inherited_by_forks_and_sub_agents_filtered_and_reloaded,
 );
 
@@ -43,8 +43,10 @@ async fn a_token_is_found_by_its_hash_until_revoked_and_stays_listed(pair: Pair)
     assert_eq!(listed[0].revoked_at, Some(revoked));
 }
 
-/// What a handshake pays for the check: one indexed read on a connection of its own.
-async fn checking_a_token_costs_little_among_many(pair: Pair) {
+/// A handshake's check, on a connection of its own, finds its token among many and nothing
+/// for a secret no token has. (What it costs is a figure for a bench, not a spec: about 7 µs
+/// on SQLite and 290 µs on a local PostgreSQL, debug build, 1,000 tokens.)
+async fn checking_a_token_finds_it_among_many(pair: Pair) {
     let store = pair.a;
     for i in 0..1000u32 {
         let mut hash = [0u8; 32];
@@ -55,17 +57,11 @@ async fn checking_a_token_costs_little_among_many(pair: Pair) {
     let check = store.token_check().unwrap();
     let mut hash = [0u8; 32];
     hash[..4].copy_from_slice(&999u32.to_be_bytes());
-    assert!(check.find(&hash).unwrap().is_some());
-    let rounds = 2000u32;
-    let started = std::time::Instant::now();
-    for _ in 0..rounds {
+    for _ in 0..20 {
         assert!(check.find(&hash).unwrap().is_some());
     }
-    let each = started.elapsed() / rounds;
-    tracing::info!("a token check took {each:?} (1000 tokens stored)");
-    // Generous for a loaded test machine; measured at 7 µs on SQLite and 290 µs on a
-    // local PostgreSQL in a debug build.
-    assert!(each < Duration::from_millis(2), "{each:?}");
+    hash[..4].copy_from_slice(&1000u32.to_be_bytes());
+    assert!(check.find(&hash).unwrap().is_none(), "no token has this secret");
 }
 
 async fn a_session_owner_is_kept_inherited_by_forks_and_sub_agents_filtered_and_reloaded(pair: Pair) {

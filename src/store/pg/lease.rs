@@ -56,7 +56,16 @@ pub async fn take(
     holder: &str,
     ttl: Duration,
 ) -> Result<Taken, PgError> {
-    let failed = |err: tokio_postgres::Error| target.failed(&err);
+    try_take(client, session, holder, ttl).await.map_err(|err| target.failed(&err))
+}
+
+/// [`take`] inside a batch: a statement's failure stays one, as the batch must roll back.
+pub async fn try_take(
+    client: &impl GenericClient,
+    session: &SessionId,
+    holder: &str,
+    ttl: Duration,
+) -> Result<Taken, tokio_postgres::Error> {
     let took = client
         .query_opt(
             "INSERT INTO session_leases AS lease (session_id, holder, epoch, expires_at, taken_at)
@@ -68,8 +77,7 @@ pub async fn take(
              RETURNING epoch",
             &[&session.as_str(), &holder, &seconds(ttl)],
         )
-        .await
-        .map_err(failed)?;
+        .await?;
     if let Some(row) = took {
         return Ok(Taken::Took(Lease { session: session.clone(), holder: holder.to_owned(), epoch: row.get(0) }));
     }
@@ -79,8 +87,7 @@ pub async fn take(
              FROM session_leases WHERE session_id = $1",
             &[&session.as_str()],
         )
-        .await
-        .map_err(failed)?;
+        .await?;
     Ok(Taken::Held { holder: row.get(0), taken_ms: row.get(1), expires_ms: row.get(2) })
 }
 
@@ -134,16 +141,47 @@ pub async fn fence_all<'a>(
     Ok(leases.iter().copied().find(|lease| !held.contains(lease.session.as_str())))
 }
 
+/// Another holder's live lease on `session` or a sub-agent session below it, if any, as
+/// (session, holder, taken and expiry in milliseconds). Their lease rows stay locked until the
+/// transaction ends, so no take of them commits before the write this check guards.
+pub async fn held_below(
+    client: &impl GenericClient,
+    session: &SessionId,
+    me: &str,
+) -> Result<Option<(SessionId, String, i64, i64)>, tokio_postgres::Error> {
+    let rows = client
+        .query(
+            "WITH RECURSIVE down(id) AS (
+               SELECT $1::text UNION SELECT s.id FROM sessions s JOIN down ON s.parent_id = down.id WHERE s.subagent IS NOT NULL
+             )
+             SELECT lease.session_id, lease.holder, lease.released_at IS NULL AND lease.expires_at > now(),
+                    (extract(epoch FROM lease.taken_at) * 1000)::bigint, (extract(epoch FROM lease.expires_at) * 1000)::bigint
+             FROM session_leases AS lease WHERE lease.session_id IN (SELECT id FROM down)
+             ORDER BY lease.session_id
+             FOR UPDATE OF lease",
+            &[&session.as_str()],
+        )
+        .await?;
+    Ok(rows
+        .iter()
+        .find(|row| row.get::<_, bool>(2) && row.get::<_, &str>(1) != me)
+        .map(|row| (SessionId::from_string(row.get::<_, String>(0)), row.get(1), row.get(3), row.get(4))))
+}
+
 /// Lets anyone take the session from now on. `false`: it was no longer this holder's.
 pub async fn release(client: &impl GenericClient, target: &PgTarget, lease: &Lease) -> Result<bool, PgError> {
+    try_release(client, lease).await.map_err(|err| target.failed(&err))
+}
+
+/// [`release`] inside a batch: a statement's failure stays one, as the batch must roll back.
+pub async fn try_release(client: &impl GenericClient, lease: &Lease) -> Result<bool, tokio_postgres::Error> {
     let released = client
         .execute(
             "UPDATE session_leases SET expires_at = now(), released_at = now()
              WHERE session_id = $1 AND holder = $2 AND epoch = $3",
             &[&lease.session.as_str(), &lease.holder, &lease.epoch],
         )
-        .await
-        .map_err(|err| target.failed(&err))?;
+        .await?;
     Ok(released == 1)
 }
 

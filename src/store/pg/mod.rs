@@ -32,6 +32,8 @@ mod tests;
 pub mod tokens;
 mod transfer;
 mod writer;
+#[cfg(test)]
+mod writer_tests;
 mod writes;
 
 pub use store::{LEASE_TTL, Postgres};

@@ -269,7 +269,10 @@ pub async fn put_parts(
     Ok(())
 }
 
-/// The text a batch added to streaming parts, one piece per part, in one statement.
+/// The text a batch added to streaming parts, one piece per part, in one statement (a NUL in
+/// it stored as U+FFFD). A part
+/// gone meanwhile (its session deleted) takes its pieces with it, as it would have had they
+/// been stored: they never fail the batch.
 pub async fn add_pieces(client: &impl GenericClient, pieces: &[(&SessionId, &MessageId, u32, &str)]) -> Result<()> {
     if pieces.is_empty() {
         return Ok(());
@@ -277,11 +280,26 @@ pub async fn add_pieces(client: &impl GenericClient, pieces: &[(&SessionId, &Mes
     let sessions: Vec<&str> = pieces.iter().map(|piece| piece.0.as_str()).collect();
     let messages: Vec<&str> = pieces.iter().map(|piece| piece.1.as_str()).collect();
     let indexes: Vec<i32> = pieces.iter().map(|piece| i32::try_from(piece.2).unwrap_or(i32::MAX)).collect();
-    let texts: Vec<&str> = pieces.iter().map(|piece| piece.3).collect();
+    // PostgreSQL's text cannot hold a NUL, which a model may stream: it would fail the batch's
+    // last statement, and so every write of the batch. It is kept as U+FFFD instead.
+    let kept: Vec<std::borrow::Cow<'_, str>> = pieces
+        .iter()
+        .map(|piece| {
+            if piece.3.contains('\0') {
+                std::borrow::Cow::Owned(piece.3.replace('\0', "\u{fffd}"))
+            } else {
+                std::borrow::Cow::Borrowed(piece.3)
+            }
+        })
+        .collect();
+    let texts: Vec<&str> = kept.iter().map(AsRef::as_ref).collect();
     client
         .execute(
             "INSERT INTO part_pieces (session_id, message_id, idx, text)
-             SELECT * FROM unnest($1::text[], $2::text[], $3::int4[], $4::text[])",
+             SELECT piece.session_id, piece.message_id, piece.idx, piece.text
+             FROM unnest($1::text[], $2::text[], $3::int4[], $4::text[]) AS piece(session_id, message_id, idx, text)
+             JOIN parts ON parts.message_id = piece.message_id AND parts.idx = piece.idx
+             FOR KEY SHARE OF parts",
             &[&sessions, &messages, &indexes, &texts],
         )
         .await?;
@@ -372,8 +390,13 @@ pub async fn hide_from(client: &impl GenericClient, session: &SessionId, from: &
 }
 
 /// Deletes a session with the sub-agents it started (and theirs); forks stay. With
-/// `only_unprompted`, only a session that holds no message at all; answers whether it did.
-pub async fn delete_session(client: &impl GenericClient, id: &SessionId, only_unprompted: bool) -> Result<bool> {
+/// `only_unprompted`, only a session that holds no message at all; answers the sessions it
+/// deleted.
+pub async fn delete_session(
+    client: &impl GenericClient,
+    id: &SessionId,
+    only_unprompted: bool,
+) -> Result<Vec<SessionId>> {
     if only_unprompted {
         let prompted: bool = client
             .query_one(
@@ -383,18 +406,18 @@ pub async fn delete_session(client: &impl GenericClient, id: &SessionId, only_un
             .await?
             .get(0);
         if prompted {
-            return Ok(false);
+            return Ok(Vec::new());
         }
     }
-    client
-        .execute(
+    let deleted = client
+        .query(
             "WITH RECURSIVE down(id) AS (
                SELECT $1::text UNION SELECT s.id FROM sessions s JOIN down ON s.parent_id = down.id WHERE s.subagent IS NOT NULL
              ),
              gone AS (DELETE FROM session_leases WHERE session_id IN (SELECT id FROM down))
-             DELETE FROM sessions WHERE id IN (SELECT id FROM down)",
+             DELETE FROM sessions WHERE id IN (SELECT id FROM down) RETURNING id",
             &[&id.as_str()],
         )
         .await?;
-    Ok(true)
+    Ok(deleted.iter().map(|row| SessionId::from_string(row.get::<_, String>(0))).collect())
 }

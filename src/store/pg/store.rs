@@ -75,6 +75,7 @@ impl Postgres {
             lost: HashSet::new(),
             open: HashMap::new(),
             seqs: HashMap::new(),
+            unreleased: HashSet::new(),
         };
         let follower = events::Follower::start(target.clone(), FOLLOW_POLL).await.map_err(StoreError::Postgres)?;
         tokio::spawn(writer.run(queue));

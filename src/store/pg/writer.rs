@@ -23,6 +23,7 @@ use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
 use tokio::sync::{mpsc, oneshot};
+use tokio::time::Instant;
 use tokio_postgres::{Client, Transaction};
 
 use super::lease::{self, Lease};
@@ -56,12 +57,15 @@ pub struct Writer {
     pub(super) ttl: Duration,
     pub(super) held: HashMap<SessionId, Lease>,
     /// Sessions whose lease another replica took from this one: their writes are refused until
-    /// this replica takes the lease again.
+    /// the turn that lost it ends (its release) or this replica takes the lease again.
     pub(super) lost: HashSet<SessionId>,
     /// The streaming parts open, with their session.
     pub(super) open: HashMap<PartKey, SessionId>,
     /// The next `seq` of each session's event log whose lease this replica holds, once known.
     pub(super) seqs: HashMap<SessionId, i64>,
+    /// Leases whose release failed: tried again after every later batch until it commits
+    /// (renewed meanwhile, as they are still held).
+    pub(super) unreleased: HashSet<SessionId>,
 }
 
 /// What one run of a batch did, kept only if it commits.
@@ -70,6 +74,8 @@ pub(super) struct Done {
     pub results: Vec<Result<(), StoreError>>,
     pub taken: Vec<Lease>,
     pub released: Vec<SessionId>,
+    /// The sessions whose turn ended (a release asked for, held or not).
+    pub ended: Vec<SessionId>,
     pub lost: Vec<SessionId>,
     pub opened: Vec<(PartKey, SessionId)>,
     pub closed: Vec<PartKey>,
@@ -82,16 +88,22 @@ pub(super) struct Done {
 impl Writer {
     pub async fn run(mut self, mut jobs: mpsc::UnboundedReceiver<Job>) {
         let beat = self.ttl / 3;
+        // When the leases held are next renewed: between batches once due, however busy the
+        // queue is, or else a turn streaming without pause would let its lease lapse.
+        let mut renew_at = Instant::now() + beat;
         loop {
+            if !self.held.is_empty() && Instant::now() >= renew_at {
+                self.renew().await;
+                renew_at = Instant::now() + beat;
+            }
             let first = if self.held.is_empty() {
-                jobs.recv().await
+                let job = jobs.recv().await;
+                renew_at = Instant::now() + beat;
+                job
             } else {
-                match tokio::time::timeout(beat, jobs.recv()).await {
+                match tokio::time::timeout_at(renew_at, jobs.recv()).await {
                     Ok(job) => job,
-                    Err(_) => {
-                        self.renew().await;
-                        continue;
-                    }
+                    Err(_) => continue,
                 }
             };
             let Some(first) = first else {
@@ -124,6 +136,14 @@ impl Writer {
                     })
                     .unzip();
                 let results = self.apply(&writes, &shown).await;
+                for (write, result) in writes.iter().zip(&results) {
+                    if let (Write::ReleaseLease { session_id }, Err(_)) = (write, result)
+                        && self.held.contains_key(session_id)
+                    {
+                        self.unreleased.insert(session_id.clone());
+                    }
+                }
+                self.release_again().await;
                 for (after, result) in afters.into_iter().zip(results) {
                     if let Some(after) = after {
                         after(result);
@@ -198,16 +218,21 @@ impl Writer {
     fn committed(&mut self, done: Done) -> Vec<Result<(), StoreError>> {
         for lease in done.taken {
             self.lost.remove(&lease.session);
+            self.unreleased.remove(&lease.session);
             self.held.insert(lease.session.clone(), lease);
         }
         for session in done.released {
             self.held.remove(&session);
             self.seqs.remove(&session);
+            self.unreleased.remove(&session);
         }
         for session in done.lost {
             self.held.remove(&session);
             self.seqs.remove(&session);
             self.lost.insert(session);
+        }
+        for session in done.ended {
+            self.lost.remove(&session);
         }
         for (key, session) in done.opened {
             self.open.insert(key, session);
@@ -290,6 +315,24 @@ impl Writer {
             self.held.remove(&session);
             self.seqs.remove(&session);
             self.lost.insert(session);
+        }
+    }
+
+    /// Tries again the releases that failed; one another replica took meanwhile is gone too.
+    async fn release_again(&mut self) {
+        let sessions: Vec<SessionId> = self.unreleased.iter().cloned().collect();
+        for session in sessions {
+            let Some(lease) = self.held.get(&session) else {
+                self.unreleased.remove(&session);
+                continue;
+            };
+            match lease::release(&self.client, &self.target, lease).await {
+                Ok(_) => {
+                    self.held.remove(&session);
+                    self.unreleased.remove(&session);
+                }
+                Err(err) => tracing::warn!(%session, "cannot release the session's lease yet: {err}"),
+            }
         }
     }
 

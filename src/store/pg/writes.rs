@@ -43,9 +43,11 @@ pub(super) async fn one(
             if let Some(refused) = check_last(tx, state, session_id, last).await? {
                 return Ok(Err(refused));
             }
-            match lease::take(tx, target, session_id, state.me, state.ttl).await {
-                Ok(Taken::Took(lease)) => done.taken.push(lease),
-                Ok(Taken::Held { holder, taken_ms, expires_ms }) => {
+            // A statement's failure aborts the transaction: it must fail the batch's run, never
+            // pass for a refusal that lets the rest of the batch "commit" a rolled-back transaction.
+            let lease = match lease::try_take(tx, session_id, state.me, state.ttl).await? {
+                Taken::Took(lease) => lease,
+                Taken::Held { holder, taken_ms, expires_ms } => {
                     let ttl = i64::try_from(state.ttl.as_millis()).unwrap_or(i64::MAX);
                     return Ok(Err(StoreError::Leased(Box::new(holder_of(
                         session_id,
@@ -54,22 +56,32 @@ pub(super) async fn one(
                         expires_ms - ttl,
                     )))));
                 }
-                Err(err) => return Ok(Err(StoreError::Postgres(err))),
-            }
+            };
             if let Some(prompt) = prompt {
                 rows::insert_message(tx, session_id, prompt, now).await?;
             }
             if let Some(title) = title {
                 rows::set_first_title(tx, session_id, title, now).await?;
             }
+            // Held only once the whole take went in: a take whose prompt failed rolls back. It
+            // supersedes a release earlier in the batch, and an earlier take of it.
+            done.released.retain(|session| session != session_id);
+            done.taken.retain(|taken| &taken.session != session_id);
+            done.taken.push(lease);
         }
         Write::ReleaseLease { session_id } => {
-            if let Some(lease) = state.held.get(session_id) {
-                if let Err(err) = lease::release(tx, target, lease).await {
-                    return Ok(Err(StoreError::Postgres(err)));
+            // The lease as this batch leaves it so far: taken in it, or held before it.
+            let taken = done.taken.iter().position(|taken| &taken.session == session_id);
+            if let Some(lease) = taken.map(|at| &done.taken[at]).or_else(|| state.held.get(session_id)) {
+                lease::try_release(tx, lease).await?;
+                if let Some(at) = taken {
+                    done.taken.remove(at);
                 }
                 done.released.push(session_id.clone());
             }
+            // The turn that lost it, if it was lost, has ended: the session's writes from here
+            // on are no longer that turn's.
+            done.ended.push(session_id.clone());
         }
         Write::FinalizeOrphans { session_id } => {
             let live: bool = tx
@@ -117,15 +129,24 @@ pub(super) async fn one(
             opened.remove(&key);
             done.closed.push(key);
         }
-        Write::HideFrom { session_id, from } => rows::hide_from(tx, session_id, from, now).await?,
-        Write::DeleteSession { id } => {
-            rows::delete_session(tx, id, false).await?;
-            checkpoints::drop_unused_blobs(tx).await?;
+        Write::HideFrom { session_id, from } => {
+            if let Some(refused) = leased_below(tx, state, session_id).await? {
+                return Ok(Err(refused));
+            }
+            rows::hide_from(tx, session_id, from, now).await?;
         }
-        Write::DeleteUnprompted { id } => {
-            if rows::delete_session(tx, id, true).await? {
+        Write::DeleteSession { id } | Write::DeleteUnprompted { id } => {
+            let only_unprompted = matches!(write, Write::DeleteUnprompted { .. });
+            if let Some(refused) = leased_below(tx, state, id).await? {
+                // Another replica is using it: an unprompted one stays, as asked.
+                return Ok(if only_unprompted { Ok(()) } else { Err(refused) });
+            }
+            let deleted = rows::delete_session(tx, id, only_unprompted).await?;
+            if !deleted.is_empty() {
                 checkpoints::drop_unused_blobs(tx).await?;
             }
+            // Their lease rows went with them: this replica's are no longer held.
+            done.released.extend(deleted.into_iter().filter(|session| state.held.contains_key(session)));
         }
         Write::PutBlobs(blobs) => checkpoints::put_blobs(tx, blobs).await?,
         Write::PutCheckpoints { session_id, prompt, captures, restore } => {
@@ -159,6 +180,20 @@ pub(super) async fn one(
         Write::Barrier => {}
     }
     Ok(Ok(()))
+}
+
+/// [`StoreError::Leased`] while another replica's lease runs on `session` or a sub-agent below
+/// it (see [`lease::held_below`]).
+async fn leased_below(
+    tx: &impl GenericClient,
+    state: &State<'_>,
+    session: &SessionId,
+) -> Result<Option<StoreError>, tokio_postgres::Error> {
+    let Some((leased, holder, taken_ms, expires_ms)) = lease::held_below(tx, session, state.me).await? else {
+        return Ok(None);
+    };
+    let ttl = i64::try_from(state.ttl.as_millis()).unwrap_or(i64::MAX);
+    Ok(Some(StoreError::Leased(Box::new(holder_of(&leased, &holder, taken_ms, expires_ms - ttl)))))
 }
 
 /// Refuses a take while another replica's lease runs, or whose caller's history is older than

@@ -1,0 +1,335 @@
+//! The PostgreSQL writer under attack: a long turn keeps its lease however busy the writer is,
+//! another replica's rewind or delete waits for a running turn, a lease statement that fails
+//! never lets the rest of its batch pass for committed, and a take whose prompt cannot be
+//! stored leaves no lease behind in memory.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use crate::history::{Message, MessageMeta, Part, Role};
+use crate::ids::{SessionId, now_ms};
+use crate::store::{LastTurn, SessionRow, Store, StoreError, Write};
+
+use super::{PgError, PgTarget, fixture};
+
+async fn store(url: &str, me: &str, ttl: Duration) -> Store {
+    Store::open_postgres_as(url, me, ttl).await.unwrap()
+}
+
+fn user(text: &str) -> Message {
+    Message::new(Role::User, vec![Part::Text { text: text.into() }], MessageMeta::default())
+}
+
+async fn new_session(store: &Store) -> SessionId {
+    let id = SessionId::generate();
+    let row = SessionRow::new(id.clone(), "/w".into(), "openai/m".into(), now_ms());
+    store.commit(Write::InsertSession(Box::new(row))).await.unwrap();
+    id
+}
+
+fn take(id: &SessionId, prompt: Option<Message>) -> Write {
+    Write::TakeLease { session_id: id.clone(), last: LastTurn::Ours, prompt, title: None }
+}
+
+/// A turn that streams without a pause longer than the heartbeat still renews its lease: its
+/// own sweeper must not take it for a dead replica's and cut the turn off.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_turn_streaming_longer_than_its_lease_keeps_it() {
+    let url = fixture::database().await;
+    // Streamed for well over a lease's life; a stall of most of a lease on a loaded machine
+    // still leaves it renewed in time.
+    let ttl = Duration::from_secs(2);
+    let a = store(&url, "host-a:1:a", ttl).await;
+    let id = new_session(&a).await;
+    a.commit(take(&id, Some(user("go")))).await.unwrap();
+    let reply = Message::new(Role::Assistant, Vec::new(), MessageMeta::default());
+    let message = reply.id.clone();
+    a.commit(Write::InsertMessage { session_id: id.clone(), message: reply }).await.unwrap();
+    let open = Part::Text { text: String::new() };
+    a.commit(Write::OpenPart { session_id: id.clone(), message_id: message.clone(), index: 0, part: open })
+        .await
+        .unwrap();
+    let failures = Arc::new(Mutex::new(Vec::new()));
+    let started = std::time::Instant::now();
+    while started.elapsed() < ttl * 5 / 2 {
+        let failures = failures.clone();
+        let chunk = Write::AppendPart { message_id: message.clone(), index: 0, delta: "x".into() };
+        a.submit(
+            chunk,
+            Some(Box::new(move |result| {
+                if let Err(err) = result {
+                    failures.lock().unwrap().push(err);
+                }
+            })),
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    a.flush().await.unwrap();
+    let failures = failures.lock().unwrap().clone();
+    assert!(failures.is_empty(), "{} chunks failed, the first: {:?}", failures.len(), failures.first());
+    let b = store(&url, "host-b:2:b", Duration::from_secs(30)).await;
+    let holder = b.held_elsewhere(&id).await.unwrap();
+    assert!(holder.is_some_and(|holder| holder.host == "host-a"), "a's lease still runs");
+    let parts: Vec<Part> = b.messages(&id).await.unwrap().into_iter().flat_map(|message| message.parts).collect();
+    assert!(!parts.iter().any(|part| matches!(part, Part::Notice { .. })), "the turn was not cut off: {parts:?}");
+    a.shutdown().await;
+    b.shutdown().await;
+}
+
+/// A rewind, a delete or a delete of an unprompted session from another replica waits for the
+/// turn running there (the session's own, or a sub-agent's below it), and leaves its lease be.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn another_replicas_rewind_or_delete_is_refused_while_a_turn_runs() {
+    let url = fixture::database().await;
+    let ttl = Duration::from_secs(30);
+    let (a, b) = (store(&url, "host-a:1:a", ttl).await, store(&url, "host-b:2:b", ttl).await);
+    let id = new_session(&a).await;
+    let prompt = user("first");
+    let first = prompt.id.clone();
+    a.commit(take(&id, Some(prompt))).await.unwrap();
+
+    let hidden = b.commit(Write::HideFrom { session_id: id.clone(), from: first.clone() }).await.unwrap_err();
+    assert!(matches!(hidden, StoreError::Leased(_)), "{hidden:?}");
+    let deleted = b.commit(Write::DeleteSession { id: id.clone() }).await.unwrap_err();
+    assert!(matches!(deleted, StoreError::Leased(_)), "{deleted:?}");
+    assert_eq!(b.messages(&id).await.unwrap().len(), 1, "nothing hidden or deleted");
+    assert!(b.held_elsewhere(&id).await.unwrap().is_some(), "a's lease stands");
+
+    // An unprompted session whose lease a holds stays, quietly.
+    let fresh = new_session(&a).await;
+    a.commit(take(&fresh, None)).await.unwrap();
+    b.commit(Write::DeleteUnprompted { id: fresh.clone() }).await.unwrap();
+    assert!(b.session(&fresh).await.unwrap().is_some());
+
+    // A sub-agent's turn holds the session above it.
+    a.commit(Write::ReleaseLease { session_id: id.clone() }).await.unwrap();
+    let child = SessionId::generate();
+    let mut row = SessionRow::new(child.clone(), "/w".into(), "openai/m".into(), now_ms());
+    row.parent_id = Some(id.clone());
+    row.subagent = Some("explore".into());
+    a.commit(Write::InsertSession(Box::new(row))).await.unwrap();
+    a.commit(take(&child, Some(user("look")))).await.unwrap();
+    let deleted = b.commit(Write::DeleteSession { id: id.clone() }).await.unwrap_err();
+    assert!(matches!(deleted, StoreError::Leased(_)), "{deleted:?}");
+    assert!(b.session(&child).await.unwrap().is_some());
+
+    // Once the turn ended, the delete goes through.
+    a.commit(Write::ReleaseLease { session_id: child.clone() }).await.unwrap();
+    b.commit(Write::DeleteSession { id: id.clone() }).await.unwrap();
+    assert!(b.session(&id).await.unwrap().is_none() && b.session(&child).await.unwrap().is_none());
+    a.shutdown().await;
+    b.shutdown().await;
+}
+
+/// A take whose lease statement fails (here: a lock held elsewhere past `lock_timeout`) aborts
+/// the transaction: the writes queued with it must not be answered as committed when they were
+/// rolled back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_lease_statement_never_passes_its_batch_off_as_committed() {
+    let url = fixture::database().await;
+    let impatient = format!("{url}?options=-c%20lock_timeout%3D300");
+    let a = store(&impatient, "host-a:1:a", Duration::from_secs(30)).await;
+    let (id, other) = (new_session(&a).await, new_session(&a).await);
+    a.commit(take(&id, None)).await.unwrap();
+    a.commit(Write::ReleaseLease { session_id: id.clone() }).await.unwrap();
+
+    let mut blocker = PgTarget::parse(&url).unwrap().connect().await.unwrap();
+    let locked = blocker.transaction().await.unwrap();
+    locked.execute("SELECT 1 FROM session_leases WHERE session_id = $1 FOR UPDATE", &[&id.as_str()]).await.unwrap();
+
+    let results = Arc::new(Mutex::new(Vec::new()));
+    let message = user("kept?");
+    for write in [Write::InsertMessage { session_id: other.clone(), message }, take(&id, None)] {
+        let results = results.clone();
+        a.submit(write, Some(Box::new(move |result| results.lock().unwrap().push(result))));
+    }
+    a.flush().await.unwrap();
+    drop(locked);
+    let results = results.lock().unwrap().clone();
+    let stored = a.messages(&other).await.unwrap().len();
+    assert!(results[1].is_err(), "the take failed: {results:?}");
+    assert_eq!(results[0].is_ok(), stored == 1, "answered {:?} but {stored} message(s) stored", results[0]);
+    a.shutdown().await;
+}
+
+/// A take whose prompt cannot be stored (its id is taken) fails whole: this replica does not go
+/// on believing it holds the lease, so the session's later writes are not fenced.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_take_that_fails_leaves_no_lease_held_in_memory() {
+    let url = fixture::database().await;
+    let a = store(&url, "host-a:1:a", Duration::from_secs(30)).await;
+    let (id, other) = (new_session(&a).await, new_session(&a).await);
+    let prompt = user("once");
+    a.commit(Write::InsertMessage { session_id: other.clone(), message: prompt.clone() }).await.unwrap();
+    let failed = a.commit(take(&id, Some(prompt))).await.unwrap_err();
+    assert!(matches!(failed, StoreError::Postgres(PgError::Query { .. })), "{failed:?}");
+    let written = a.commit(Write::InsertMessage { session_id: id.clone(), message: user("after") }).await;
+    assert_eq!(written, Ok(()), "a session this replica never took is not fenced");
+    let b = store(&url, "host-b:2:b", Duration::from_secs(30)).await;
+    assert!(b.held_elsewhere(&id).await.unwrap().is_none(), "no lease was left");
+    a.shutdown().await;
+    b.shutdown().await;
+}
+
+/// Chunks of a part whose session is deleted in the same batch are dropped with it, as SQLite
+/// forgets them: they never fail the other sessions' writes of the batch.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chunks_of_a_deleted_sessions_part_fail_nothing_else_in_their_batch() {
+    let url = fixture::database().await;
+    let a = store(&url, "host-a:1:a", Duration::from_secs(30)).await;
+    let (id, other) = (new_session(&a).await, new_session(&a).await);
+    let reply = Message::new(Role::Assistant, Vec::new(), MessageMeta::default());
+    let message = reply.id.clone();
+    a.commit(Write::InsertMessage { session_id: id.clone(), message: reply }).await.unwrap();
+    let open = Part::Text { text: String::new() };
+    a.commit(Write::OpenPart { session_id: id.clone(), message_id: message.clone(), index: 0, part: open })
+        .await
+        .unwrap();
+
+    // The writer waits in a snapshot while the three writes are queued: they make one batch.
+    let (go, wait) = std::sync::mpsc::channel::<()>();
+    a.snapshot(
+        &other,
+        Box::new(move |_| {
+            let _ = wait.recv();
+        }),
+    );
+    let results = Arc::new(Mutex::new(Vec::new()));
+    let writes = [
+        Write::AppendPart { message_id: message, index: 0, delta: "late".into() },
+        Write::DeleteSession { id: id.clone() },
+        Write::InsertMessage { session_id: other.clone(), message: user("kept") },
+    ];
+    for write in writes {
+        let results = results.clone();
+        a.submit(write, Some(Box::new(move |result| results.lock().unwrap().push(result))));
+    }
+    go.send(()).unwrap();
+    a.flush().await.unwrap();
+    let results = results.lock().unwrap().clone();
+    assert!(results[1..].iter().all(Result::is_ok), "{results:?}");
+    assert_eq!(a.messages(&other).await.unwrap().len(), 1, "the other session's message went in");
+    assert!(a.session(&id).await.unwrap().is_none());
+    a.shutdown().await;
+}
+
+/// A release that fails (here: the lease row locked elsewhere past `lock_timeout`) is tried
+/// again with the next batch, as `Write::ReleaseLease` promises, rather than the lease being
+/// renewed for as long as the replica lives.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_that_failed_is_tried_again_with_the_next_batch() {
+    let url = fixture::database().await;
+    let impatient = format!("{url}?options=-c%20lock_timeout%3D300");
+    let a = store(&impatient, "host-a:1:a", Duration::from_secs(30)).await;
+    let id = new_session(&a).await;
+    a.commit(take(&id, Some(user("go")))).await.unwrap();
+
+    let mut blocker = PgTarget::parse(&url).unwrap().connect().await.unwrap();
+    let locked = blocker.transaction().await.unwrap();
+    locked.execute("SELECT 1 FROM session_leases WHERE session_id = $1 FOR UPDATE", &[&id.as_str()]).await.unwrap();
+    let failed = a.commit(Write::ReleaseLease { session_id: id.clone() }).await;
+    assert!(failed.is_err(), "{failed:?}");
+    locked.rollback().await.unwrap();
+
+    a.flush().await.unwrap();
+    let b = store(&url, "host-b:2:b", Duration::from_secs(30)).await;
+    assert!(b.held_elsewhere(&id).await.unwrap().is_none(), "the lease was given back");
+    a.shutdown().await;
+    b.shutdown().await;
+}
+
+/// Holds the writer in a snapshot while `writes` are queued, so they make one batch; their
+/// results in order.
+async fn one_batch(store: &Store, writes: Vec<Write>) -> Vec<Result<(), StoreError>> {
+    let (go, wait) = std::sync::mpsc::channel::<()>();
+    store.snapshot(
+        &SessionId::generate(),
+        Box::new(move |_| {
+            let _ = wait.recv();
+        }),
+    );
+    let results = Arc::new(Mutex::new(Vec::new()));
+    for write in writes {
+        let results = results.clone();
+        store.submit(write, Some(Box::new(move |result| results.lock().unwrap().push(result))));
+    }
+    go.send(()).unwrap();
+    store.flush().await.unwrap();
+    results.lock().unwrap().clone()
+}
+
+/// A turn that ends as the next begins, both in one batch: the new turn's lease is held (so
+/// renewed, fenced and released at its end), and a take with its release in one batch leaves
+/// none behind.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_and_a_take_in_one_batch_leave_the_lease_as_the_last_says() {
+    let url = fixture::database().await;
+    let a = store(&url, "host-a:1:a", Duration::from_secs(30)).await;
+    let b = store(&url, "host-b:2:b", Duration::from_secs(30)).await;
+    let id = new_session(&a).await;
+    a.commit(take(&id, Some(user("first")))).await.unwrap();
+    let results = one_batch(&a, vec![Write::ReleaseLease { session_id: id.clone() }, take(&id, None)]).await;
+    assert!(results.iter().all(Result::is_ok), "{results:?}");
+    a.commit(Write::ReleaseLease { session_id: id.clone() }).await.unwrap();
+    assert!(b.held_elsewhere(&id).await.unwrap().is_none(), "the second turn's release let it go");
+
+    let results = one_batch(&a, vec![take(&id, None), Write::ReleaseLease { session_id: id.clone() }]).await;
+    assert!(results.iter().all(Result::is_ok), "{results:?}");
+    assert!(b.held_elsewhere(&id).await.unwrap().is_none(), "taken and given back");
+    a.shutdown().await;
+    b.shutdown().await;
+}
+
+/// Once the turn that lost its lease ended, this replica's other writes of the session (a
+/// client archiving or titling it) are not refused as fenced forever.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_whose_turn_was_taken_over_takes_other_writes_once_that_turn_ended() {
+    let url = fixture::database().await;
+    let a = store(&url, "host-a:1:a", Duration::from_secs(30)).await;
+    let b = store(&url, "host-b:2:b", Duration::from_secs(30)).await;
+    let id = new_session(&a).await;
+    a.commit(take(&id, Some(user("first")))).await.unwrap();
+    let client = PgTarget::parse(&url).unwrap().connect().await.unwrap();
+    let lapse = "UPDATE session_leases SET expires_at = now() - interval '1 second' WHERE session_id = $1";
+    client.execute(lapse, &[&id.as_str()]).await.unwrap();
+    let (_, mark) = b.messages_and_last_turn(&id).await.unwrap();
+    let again = Write::TakeLease { session_id: id.clone(), last: LastTurn::By(mark), prompt: None, title: None };
+    b.commit(again).await.unwrap();
+    let late = a.commit(Write::InsertMessage { session_id: id.clone(), message: user("late") }).await.unwrap_err();
+    assert!(matches!(late, StoreError::Postgres(PgError::Fenced { .. })), "{late:?}");
+
+    a.commit(Write::ReleaseLease { session_id: id.clone() }).await.unwrap();
+    assert!(b.held_elsewhere(&id).await.unwrap().is_none(), "b's lease stands (b is not elsewhere to b)");
+    assert!(a.held_elsewhere(&id).await.unwrap().is_some(), "a's release did not touch b's lease");
+    a.commit(Write::SetArchived { id: id.clone(), archived: true }).await.unwrap();
+    assert!(a.session(&id).await.unwrap().unwrap().archived_at.is_some());
+    a.shutdown().await;
+    b.shutdown().await;
+}
+
+/// A model's streamed text with a NUL in it (PostgreSQL's text cannot hold one) fails nothing
+/// else of its batch; it is kept as U+FFFD, the rest of its text as it came.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_streamed_nul_fails_nothing_else_in_its_batch() {
+    let url = fixture::database().await;
+    let a = store(&url, "host-a:1:a", Duration::from_secs(30)).await;
+    let (id, other) = (new_session(&a).await, new_session(&a).await);
+    let reply = Message::new(Role::Assistant, Vec::new(), MessageMeta::default());
+    let message = reply.id.clone();
+    a.commit(Write::InsertMessage { session_id: id.clone(), message: reply }).await.unwrap();
+    let open = Part::Text { text: "<".into() };
+    a.commit(Write::OpenPart { session_id: id.clone(), message_id: message.clone(), index: 0, part: open })
+        .await
+        .unwrap();
+    let writes = vec![
+        Write::AppendPart { message_id: message.clone(), index: 0, delta: "a\0b".into() },
+        Write::InsertMessage { session_id: other.clone(), message: user("kept") },
+    ];
+    let results = one_batch(&a, writes).await;
+    assert!(results[1].is_ok(), "{results:?}");
+    assert_eq!(a.messages(&other).await.unwrap().len(), 1);
+    let parts: Vec<Part> = a.messages(&id).await.unwrap().into_iter().flat_map(|message| message.parts).collect();
+    let [Part::Text { text }] = parts.as_slice() else { panic!("{parts:?}") };
+    assert_eq!(text, "<a\u{fffd}b", "the NUL is kept as U+FFFD");
+    a.shutdown().await;
+}
