@@ -26,7 +26,7 @@ pub async fn page(
 ) -> Result<ListPage, PageError> {
     let (after_at, after_id) = match cursor {
         None => (i64::MAX, String::new()),
-        Some(cursor) => parse_cursor(cursor).ok_or_else(|| PageError::InvalidCursor(cursor.to_owned()))?,
+        Some(cursor) => ListPage::parse_cursor(cursor).ok_or_else(|| PageError::InvalidCursor(cursor.to_owned()))?,
     };
     let Listing { owner, cwd, subagents, unprompted, archived } = listing;
     let archived: i32 = match archived {
@@ -46,18 +46,6 @@ pub async fn page(
     );
     let params: [&(dyn ToSql + Sync); 8] = [cwd, &after_at, &after_id, &fetch, subagents, owner, unprompted, &archived];
     let rows = client.query(&sql, &params).await.map_err(PageError::Query)?;
-    let mut sessions: Vec<_> = rows.iter().map(session_from_row).collect();
-    let next_cursor = if sessions.len() > limit {
-        sessions.truncate(limit);
-        sessions.last().map(|last| format!("{}.{}", last.updated_at, last.id))
-    } else {
-        None
-    };
-    Ok(ListPage { sessions, next_cursor })
-}
-
-/// `updated_at.id`, the id a session's (`ses_…`); anything else is no cursor of ours.
-fn parse_cursor(cursor: &str) -> Option<(i64, String)> {
-    let (at, id) = cursor.split_once('.')?;
-    Some((at.parse().ok()?, id.starts_with("ses_").then(|| id.to_owned())?))
+    let sessions: Vec<_> = rows.iter().map(session_from_row).collect();
+    Ok(ListPage::of(sessions, limit))
 }

@@ -48,21 +48,21 @@ pub async fn session(client: &impl GenericClient, id: &SessionId) -> Result<Opti
     Ok(client.query_opt(&sql, &[&id.as_str()]).await?.as_ref().map(session_from_row))
 }
 
+/// A session's visible messages, oldest first, one row per part (a message without parts has
+/// one row with a NULL part): `id, role, metadata_json, data_json, pieces, type`, where `pieces`
+/// is the text a streaming part has beyond its row's.
+pub(super) const VISIBLE_MESSAGES: &str = "SELECT m.id, m.role, m.metadata_json, p.data_json,
+        (SELECT string_agg(t.text, '' ORDER BY t.id) FROM part_pieces t
+          WHERE t.message_id = p.message_id AND t.idx = p.idx),
+        p.type
+     FROM messages m LEFT JOIN parts p ON p.message_id = m.id
+     WHERE m.session_id = $1 AND m.hidden_at IS NULL
+     ORDER BY m.id, p.idx";
+
 /// A session's visible messages with their parts, oldest first (the pieces of a streaming
 /// part joined onto its text).
 pub async fn messages(client: &impl GenericClient, id: &SessionId) -> Result<Vec<Message>> {
-    let rows = client
-        .query(
-            "SELECT m.id, m.role, m.metadata_json, p.data_json,
-                    (SELECT string_agg(t.text, '' ORDER BY t.id) FROM part_pieces t
-                      WHERE t.message_id = p.message_id AND t.idx = p.idx),
-                    p.type
-             FROM messages m LEFT JOIN parts p ON p.message_id = m.id
-             WHERE m.session_id = $1 AND m.hidden_at IS NULL
-             ORDER BY m.id, p.idx",
-            &[&id.as_str()],
-        )
-        .await?;
+    let rows = client.query(VISIBLE_MESSAGES, &[&id.as_str()]).await?;
     let mut messages: Vec<Message> = Vec::new();
     for row in &rows {
         let message_id: &str = row.get(0);

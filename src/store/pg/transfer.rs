@@ -20,17 +20,7 @@ type Result<T> = std::result::Result<T, tokio_postgres::Error>;
 /// Every visible message of a session, oldest first, with its parts, as stored (a streaming
 /// part's pieces joined onto its text).
 pub async fn stored_messages(client: &impl GenericClient, id: &SessionId) -> Result<Vec<StoredMessage>> {
-    let rows = client
-        .query(
-            "SELECT m.id, m.role, m.metadata_json, p.data_json,
-                    (SELECT string_agg(t.text, '' ORDER BY t.id) FROM part_pieces t
-                      WHERE t.message_id = p.message_id AND t.idx = p.idx)
-             FROM messages m LEFT JOIN parts p ON p.message_id = m.id
-             WHERE m.session_id = $1 AND m.hidden_at IS NULL
-             ORDER BY m.id, p.idx",
-            &[&id.as_str()],
-        )
-        .await?;
+    let rows = client.query(rows::VISIBLE_MESSAGES, &[&id.as_str()]).await?;
     let mut messages: Vec<StoredMessage> = Vec::new();
     for row in &rows {
         let message_id: String = row.get(0);

@@ -65,6 +65,27 @@ pub struct ListPage {
     pub next_cursor: Option<String>,
 }
 
+impl ListPage {
+    /// The page of `sessions`, read one past `limit` so that whether more follow is known: the
+    /// cursor names the last one shown, as `updated_at.id`.
+    pub(in crate::store) fn of(mut sessions: Vec<SessionRow>, limit: usize) -> Self {
+        let next_cursor = if sessions.len() > limit {
+            sessions.truncate(limit);
+            sessions.last().map(|last| format!("{}.{}", last.updated_at, last.id))
+        } else {
+            None
+        };
+        Self { sessions, next_cursor }
+    }
+
+    /// A cursor [`Self::of`] made: `updated_at.id`, the id a session's (`ses_…`); anything
+    /// else is no cursor of ours.
+    pub(in crate::store) fn parse_cursor(cursor: &str) -> Option<(i64, String)> {
+        let (at, id) = cursor.split_once('.')?;
+        Some((at.parse().ok()?, id.starts_with("ses_").then(|| id.to_owned())?))
+    }
+}
+
 /// The page query: `?1` cwd, `?2`/`?3` the cursor's time and id, `?4` how many rows, `?5`
 /// sub-agents too, `?6` owner, `?7` sessions without messages too, `?8` [`Archived`]'s code.
 pub(super) fn page_query() -> String {
@@ -82,30 +103,19 @@ pub(super) fn page_query() -> String {
 pub fn page(conn: &Connection, listing: &Listing, cursor: Option<&str>, limit: usize) -> Result<ListPage, ReadError> {
     let (after_at, after_id) = match cursor {
         None => (i64::MAX, String::new()),
-        Some(cursor) => parse_cursor(cursor).ok_or_else(|| ReadError::InvalidCursor(cursor.to_owned()))?,
+        Some(cursor) => ListPage::parse_cursor(cursor).ok_or_else(|| ReadError::InvalidCursor(cursor.to_owned()))?,
     };
     let Listing { owner, cwd, subagents, unprompted, archived } = listing;
     // One more than asked, to know whether there is a next page.
     let fetch = i64::try_from(limit).unwrap_or(i64::MAX).saturating_add(1);
     let mut stmt = conn.prepare_cached(&page_query())?;
-    let mut sessions = stmt
+    let sessions = stmt
         .query_map(
             params![cwd, after_at, after_id, fetch, subagents, owner, unprompted, archived.code()],
             session_from_row,
         )?
         .collect::<rusqlite::Result<Vec<_>>>()?;
-    let next_cursor = if sessions.len() > limit {
-        sessions.truncate(limit);
-        sessions.last().map(|last| format!("{}.{}", last.updated_at, last.id))
-    } else {
-        None
-    };
-    Ok(ListPage { sessions, next_cursor })
-}
-
-fn parse_cursor(cursor: &str) -> Option<(i64, String)> {
-    let (at, id) = cursor.split_once('.')?;
-    Some((at.parse().ok()?, id.starts_with("ses_").then(|| id.to_owned())?))
+    Ok(ListPage::of(sessions, limit))
 }
 
 /// Archives the session (keeping when it was first archived), or brings it back; its
