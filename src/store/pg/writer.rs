@@ -329,6 +329,7 @@ impl Writer {
             match lease::release(&self.client, &self.target, lease).await {
                 Ok(_) => {
                     self.held.remove(&session);
+                    self.seqs.remove(&session);
                     self.unreleased.remove(&session);
                 }
                 Err(err) => tracing::warn!(%session, "cannot release the session's lease yet: {err}"),
