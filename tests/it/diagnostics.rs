@@ -256,10 +256,7 @@ async fn a_malformed_checks_table_is_refused_at_start_naming_the_key() {
         ("[checks]\ntimeout_secs = 0\n", "[checks] timeout_secs = 0 is out of bounds"),
         ("[[checks.after_edit]]\nglob = \"*.rs\"\ncmd = \"x\"\n", "cmd"),
     ] {
-        env.write_config(toml);
-        let output = env.command().args(["exec", "hi"]).output().await.unwrap();
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        assert!(!output.status.success(), "{toml}");
+        let stderr = env.refused_config(toml).await;
         assert!(stderr.contains(named), "{toml}: {stderr}");
     }
 }

@@ -109,10 +109,7 @@ async fn stop_on_tool_and_stop_on_content_end_the_turn_naturally() {
 #[tokio::test]
 async fn a_bad_stop_pattern_is_a_config_error_that_names_it() {
     let env = TestEnv::new().await;
-    env.write_config("[limits]\nstop_on_content = \"(oops\"\n");
-    let output = env.command().args(["exec", "hi"]).output().await.unwrap();
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(!output.status.success());
+    let stderr = env.refused_config("[limits]\nstop_on_content = \"(oops\"\n").await;
     assert!(stderr.contains("stop_on_content") && stderr.contains("(oops"), "{stderr}");
 }
 

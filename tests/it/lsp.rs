@@ -301,10 +301,7 @@ async fn a_malformed_lsp_table_is_refused_at_start_naming_the_key() {
         ("[lsp.servers.mine]\ncommand = []\nextensions = [\"x\"]\n", "[lsp.servers.mine] command is empty"),
         ("[lsp]\nenable = false\n", "enable"),
     ] {
-        env.write_config(toml);
-        let output = env.command().args(["exec", "hi"]).output().await.unwrap();
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        assert!(!output.status.success(), "{toml}");
+        let stderr = env.refused_config(toml).await;
         assert!(stderr.contains(named), "{toml}: {stderr}");
     }
 }

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::history::{Message, MessageMeta, Part, Role};
-use crate::ids::{SessionId, now_ms};
+use crate::ids::{MessageId, SessionId, now_ms};
 use crate::store::{LastTurn, SessionRow, Store, StoreError, Write};
 
 use super::{PgError, PgTarget, fixture};
@@ -27,6 +27,19 @@ async fn new_session(store: &Store) -> SessionId {
     id
 }
 
+/// An answer of the session's with its first part, a text starting as `text`, open to chunks.
+async fn open_answer(store: &Store, id: &SessionId, text: &str) -> MessageId {
+    let reply = Message::new(Role::Assistant, Vec::new(), MessageMeta::default());
+    let message = reply.id.clone();
+    store.commit(Write::InsertMessage { session_id: id.clone(), message: reply }).await.unwrap();
+    let part = Part::Text { text: text.into() };
+    store
+        .commit(Write::OpenPart { session_id: id.clone(), message_id: message.clone(), index: 0, part })
+        .await
+        .unwrap();
+    message
+}
+
 fn take(id: &SessionId, prompt: Option<Message>) -> Write {
     Write::TakeLease { session_id: id.clone(), last: LastTurn::Ours, prompt, title: None }
 }
@@ -42,13 +55,7 @@ async fn a_turn_streaming_longer_than_its_lease_keeps_it() {
     let a = store(&url, "host-a:1:a", ttl).await;
     let id = new_session(&a).await;
     a.commit(take(&id, Some(user("go")))).await.unwrap();
-    let reply = Message::new(Role::Assistant, Vec::new(), MessageMeta::default());
-    let message = reply.id.clone();
-    a.commit(Write::InsertMessage { session_id: id.clone(), message: reply }).await.unwrap();
-    let open = Part::Text { text: String::new() };
-    a.commit(Write::OpenPart { session_id: id.clone(), message_id: message.clone(), index: 0, part: open })
-        .await
-        .unwrap();
+    let message = open_answer(&a, &id, "").await;
     let failures = Arc::new(Mutex::new(Vec::new()));
     let started = std::time::Instant::now();
     while started.elapsed() < ttl * 5 / 2 {
@@ -178,13 +185,7 @@ async fn chunks_of_a_deleted_sessions_part_fail_nothing_else_in_their_batch() {
     let url = fixture::database().await;
     let a = store(&url, "host-a:1:a", Duration::from_secs(30)).await;
     let (id, other) = (new_session(&a).await, new_session(&a).await);
-    let reply = Message::new(Role::Assistant, Vec::new(), MessageMeta::default());
-    let message = reply.id.clone();
-    a.commit(Write::InsertMessage { session_id: id.clone(), message: reply }).await.unwrap();
-    let open = Part::Text { text: String::new() };
-    a.commit(Write::OpenPart { session_id: id.clone(), message_id: message.clone(), index: 0, part: open })
-        .await
-        .unwrap();
+    let message = open_answer(&a, &id, "").await;
 
     // The writer waits in a snapshot while the three writes are queued: they make one batch.
     let (go, wait) = std::sync::mpsc::channel::<()>();
@@ -314,13 +315,7 @@ async fn a_streamed_nul_fails_nothing_else_in_its_batch() {
     let url = fixture::database().await;
     let a = store(&url, "host-a:1:a", Duration::from_secs(30)).await;
     let (id, other) = (new_session(&a).await, new_session(&a).await);
-    let reply = Message::new(Role::Assistant, Vec::new(), MessageMeta::default());
-    let message = reply.id.clone();
-    a.commit(Write::InsertMessage { session_id: id.clone(), message: reply }).await.unwrap();
-    let open = Part::Text { text: "<".into() };
-    a.commit(Write::OpenPart { session_id: id.clone(), message_id: message.clone(), index: 0, part: open })
-        .await
-        .unwrap();
+    let message = open_answer(&a, &id, "<").await;
     let writes = vec![
         Write::AppendPart { message_id: message.clone(), index: 0, delta: "a\0b".into() },
         Write::InsertMessage { session_id: other.clone(), message: user("kept") },

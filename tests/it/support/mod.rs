@@ -71,6 +71,16 @@ impl TestEnv {
         std::fs::write(self.dir.path().join("config/cairn/config.toml"), toml).unwrap();
     }
 
+    /// Writes `toml` as `config.toml`, runs `cairn exec`, and answers its stderr, once the
+    /// run failed at start for that file.
+    pub async fn refused_config(&self, toml: &str) -> String {
+        self.write_config(toml);
+        let output = self.command().args(["exec", "hi"]).output().await.unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+        assert!(!output.status.success(), "{toml} was taken: {stderr}");
+        stderr
+    }
+
     /// Sets (or overrides) one environment variable of the agents started later.
     pub fn set_env(&mut self, name: &str, value: &str) {
         self.env.retain(|(k, _)| k != name);
