@@ -79,8 +79,8 @@ pub(super) struct Done {
     pub lost: Vec<SessionId>,
     pub opened: Vec<(PartKey, SessionId)>,
     pub closed: Vec<PartKey>,
-    /// The text each part gained, and the chunks that wait for it.
-    pub pieces: Vec<(SessionId, PartKey, String, Vec<usize>)>,
+    /// The text each part gained in the batch, with the part's session.
+    pub pieces: HashMap<PartKey, (SessionId, String)>,
     /// Each session's next `seq` once the batch's events are in.
     pub seqs: Vec<(SessionId, i64)>,
 }
@@ -266,7 +266,7 @@ impl Writer {
             }
             let result = if isolated {
                 let point = tx.savepoint("write").await.map_err(batch)?;
-                match writes::one(&point, &target, &state, write, job, &mut done, &mut opened).await {
+                match writes::one(&point, &target, &state, write, &mut done, &mut opened).await {
                     Ok(result) => {
                         point.commit().await.map_err(batch)?;
                         result
@@ -277,7 +277,7 @@ impl Writer {
                     }
                 }
             } else {
-                match writes::one(&tx, &target, &state, write, job, &mut done, &mut opened).await {
+                match writes::one(&tx, &target, &state, write, &mut done, &mut opened).await {
                     Ok(result) => result,
                     Err(err) => return Err(Failed::Write(StoreError::Postgres(target.failed(&err)))),
                 }
@@ -287,7 +287,7 @@ impl Writer {
         let pieces: Vec<(&SessionId, &MessageId, u32, &str)> = done
             .pieces
             .iter()
-            .map(|(session, (message, index), text, _)| (session, message, *index, text.as_str()))
+            .map(|((message, index), (session, text))| (session, message, *index, text.as_str()))
             .collect();
         if let Err(err) = rows::add_pieces(&tx, &pieces).await {
             // The transaction is aborted: nothing of this batch can commit.
@@ -373,6 +373,8 @@ async fn log(
     opened: &HashMap<PartKey, SessionId>,
 ) -> Result<(), StoreError> {
     let mut logged: Vec<(Lease, Vec<String>)> = Vec::new();
+    // Where each session is in `logged`: a batch may carry chunks of a thousand sessions.
+    let mut at: HashMap<SessionId, usize> = HashMap::new();
     // Sessions whose lease this batch gave back: what it writes of them later is not theirs to log.
     let mut given_back: Vec<&SessionId> = Vec::new();
     for ((write, bodies), result) in writes.iter().zip(shown).zip(&done.results) {
@@ -388,9 +390,12 @@ async fn log(
         }
         let lease = done.taken.iter().rev().find(|lease| lease.session == *session).or_else(|| known.held.get(session));
         let Some(lease) = lease else { continue };
-        match logged.iter_mut().find(|(held, _)| held.session == lease.session) {
-            Some((_, all)) => all.extend(bodies.iter().cloned()),
-            None => logged.push((lease.clone(), bodies.clone())),
+        match at.get(&lease.session) {
+            Some(&index) => logged[index].1.extend(bodies.iter().cloned()),
+            None => {
+                at.insert(lease.session.clone(), logged.len());
+                logged.push((lease.clone(), bodies.clone()));
+            }
         }
     }
     if logged.is_empty() {

@@ -22,7 +22,6 @@ pub(super) async fn one(
     target: &PgTarget,
     state: &State<'_>,
     write: &Write,
-    job: usize,
     done: &mut Done,
     opened: &mut HashMap<PartKey, SessionId>,
 ) -> Result<Result<(), StoreError>, tokio_postgres::Error> {
@@ -101,12 +100,12 @@ pub(super) async fn one(
             rows::finish_message(tx, session_id, message_id, meta, now).await?;
         }
         Write::PutPart { session_id, message_id, index, part } => {
-            done.pieces.retain(|piece| piece.1 != (message_id.clone(), *index));
+            done.pieces.remove(&(message_id.clone(), *index));
             rows::put_parts(tx, session_id, message_id, &[(*index, part)], now).await?;
         }
         Write::OpenPart { session_id, message_id, index, part } => {
             let key = (message_id.clone(), *index);
-            done.pieces.retain(|piece| piece.1 != key);
+            done.pieces.remove(&key);
             rows::put_parts(tx, session_id, message_id, &[(*index, part)], now).await?;
             opened.insert(key, session_id.clone());
         }
@@ -116,13 +115,8 @@ pub(super) async fn one(
                 let detail = format!("chunk for part {index} of {message_id}, which is not open");
                 return Ok(Err(StoreError::Postgres(PgError::Query { at: target.to_string(), detail })));
             };
-            match done.pieces.iter_mut().find(|piece| piece.1 == key) {
-                Some(piece) => {
-                    piece.2.push_str(delta);
-                    piece.3.push(job);
-                }
-                None => done.pieces.push((session.clone(), key, delta.clone(), vec![job])),
-            }
+            let session = session.clone();
+            done.pieces.entry(key).or_insert_with(|| (session, String::new())).1.push_str(delta);
         }
         Write::ClosePart { message_id, index } => {
             let key = (message_id.clone(), *index);
