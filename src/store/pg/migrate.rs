@@ -17,6 +17,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../../../schema/pg/0002_session_events.sql"),
     include_str!("../../../schema/pg/0003_sessions.sql"),
     include_str!("../../../schema/pg/0004_rules_tokens_checkpoints.sql"),
+    include_str!("../../../schema/pg/0005_inbox_and_origins.sql"),
 ];
 
 /// The schema version this build writes.
