@@ -90,7 +90,7 @@ async fn main() {
             store.snapshot(
                 &stored,
                 Box::new(move |messages| {
-                    let messages = messages.unwrap();
+                    let (messages, _) = messages.unwrap();
                     let _ = done.send(cairn::session::replay(&messages).count());
                 }),
             );

@@ -486,7 +486,9 @@ pub fn session_error(err: &SessionError) -> acp::Error {
         | SessionError::Turn(TurnError::Model(LlmError::MissingKey { .. } | LlmError::Unauthorized { .. })) => {
             acp::ErrorCode::AuthRequired
         }
-        SessionError::Store(_) | SessionError::Turn(_) | SessionError::Model(_) => acp::ErrorCode::InternalError,
+        SessionError::Store(_) | SessionError::Turn(_) | SessionError::Model(_) | SessionError::Elsewhere { .. } => {
+            acp::ErrorCode::InternalError
+        }
     };
     let error = acp::Error::new(code.into(), err.to_string());
     match err {
@@ -499,9 +501,10 @@ pub fn session_error(err: &SessionError) -> acp::Error {
                 "heartbeat": crate::ids::iso8601(holder.heartbeat),
             },
         })),
-        SessionError::NotFound(id) | SessionError::Closed(id) | SessionError::Busy(id) => {
-            error.data(serde_json::json!({ "sessionId": id.as_str() }))
-        }
+        SessionError::NotFound(id)
+        | SessionError::Closed(id)
+        | SessionError::Busy(id)
+        | SessionError::Elsewhere { session: id, .. } => error.data(serde_json::json!({ "sessionId": id.as_str() })),
         SessionError::StoredWorkspace { session, refused } => {
             error.data(serde_json::json!({ "sessionId": session.as_str(), "directory": refused.dir }))
         }

@@ -12,8 +12,9 @@ use std::time::Duration;
 use crate::config::Limits;
 use crate::history::{CallState, Message, Part};
 
-/// What the editor is told about a finished turn (ACP `stopReason`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// What the editor is told about a finished turn (ACP `stopReason`); as JSON, its name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum StopReason {
     EndTurn,
     MaxTokens,

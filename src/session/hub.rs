@@ -252,14 +252,10 @@ fn forget_unviewed(streams: &mut HashMap<SessionId, Stream>) {
     }
 }
 
-impl UpdateSink for Hub {
-    /// Numbers the update in its session's stream, keeps it for a resume, and sends it to every
-    /// viewer. A session nobody views still numbers and keeps its updates: a client that lost
-    /// its connection resumes from them. A sub-agent's update ([`Update::Elsewhere`]) goes to
-    /// the viewers unnumbered and is not kept: the wire shows it under the sub-agent's own id,
-    /// where the session's numbers mean nothing, and a busy sub-agent must not push the
-    /// session's own updates out of what a resume can give back (a load replays the sub-agent).
-    fn send(&self, session: &SessionId, update: Update) {
+impl Hub {
+    /// Numbers the update in its session's stream, keeps it, and hands it to every viewer
+    /// through `deliver` (see [`UpdateSink::send`] below).
+    fn number(&self, session: &SessionId, update: Update, deliver: impl Fn(&Viewer, u64, Update)) {
         let mut streams = self.lock();
         if let Update::Elsewhere { .. } = update {
             let viewers = streams.get(session).map(|stream| stream.viewers.as_slice()).unwrap_or_default();
@@ -282,10 +278,27 @@ impl UpdateSink for Hub {
         // Sending only queues, so the lock is held for no longer than the copies take.
         if let Some((last, others)) = stream.viewers.split_last() {
             for viewer in others {
-                viewer.sink.send_numbered(session, seq, update.clone());
+                deliver(viewer, seq, update.clone());
             }
-            last.sink.send_numbered(session, seq, update);
+            deliver(last, seq, update);
         }
+    }
+}
+
+impl UpdateSink for Hub {
+    /// Numbers the update in its session's stream, keeps it for a resume, and sends it to every
+    /// viewer. A session nobody views still numbers and keeps its updates: a client that lost
+    /// its connection resumes from them. A sub-agent's update ([`Update::Elsewhere`]) goes to
+    /// the viewers unnumbered and is not kept: the wire shows it under the sub-agent's own id,
+    /// where the session's numbers mean nothing, and a busy sub-agent must not push the
+    /// session's own updates out of what a resume can give back (a load replays the sub-agent).
+    fn send(&self, session: &SessionId, update: Update) {
+        self.number(session, update, |viewer, seq, update| viewer.sink.send_numbered(session, seq, update));
+    }
+
+    /// As [`Self::send`], and each viewer's load under way cuts it by its `logged` number.
+    fn send_logged(&self, session: &SessionId, logged: i64, update: Update) {
+        self.number(session, update, |viewer, seq, update| viewer.sink.pass_logged(session, logged, Some(seq), update));
     }
 
     /// A turn never waits for a viewer: one that falls behind is its connection's problem

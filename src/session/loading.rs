@@ -11,6 +11,12 @@
 //! here until the replay is sent: each was emitted by an after-commit callback that ran before
 //! the snapshot was read, so the replay holds it. Updates that are never replayed (a title, a
 //! usage figure, a queue notice) go on as they come.
+//!
+//! Updates another replica showed come here read back from the session's event log, each with
+//! its `seq` ([`UpdateSink::send_logged`]), and a replay says which `seq` it reaches. Those are
+//! cut by number instead: while a load is under way they wait, and once its replay is sent,
+//! those it holds (`seq` up to the replay's) are dropped, then and whenever they come later, and
+//! the others follow the replay in order.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -23,9 +29,22 @@ use crate::tools::Host;
 /// The sessions' sink, holding back what replays will show.
 pub struct Loading {
     sink: Arc<dyn UpdateSink>,
-    /// Loads read and not replayed yet, by session. A stored update is looked up and sent
-    /// under this lock, so it is either out before a load holds its session or held back.
-    held: Mutex<HashMap<SessionId, usize>>,
+    /// Per session: the loads read and not replayed yet, and where replays cut its event log.
+    /// A stored update is looked up and sent under this lock, so it is either out before a load
+    /// holds its session or held back.
+    held: Mutex<HashMap<SessionId, Cut>>,
+}
+
+/// One session's loads under way and replays sent.
+#[derive(Default)]
+struct Cut {
+    /// Loads read and not replayed yet.
+    loads: usize,
+    /// The greatest event log `seq` a replay reached: logged updates up to it are in a replay.
+    replayed: i64,
+    /// Logged updates that came while a load was under way, in order, with their numbers in
+    /// the stream when a hub numbered them.
+    waiting: Vec<(i64, Option<u64>, Update)>,
 }
 
 impl Loading {
@@ -36,12 +55,38 @@ impl Loading {
     /// Holds back `session`'s stored updates until the returned replay is sent (or dropped,
     /// when the load failed before it).
     pub fn hold(self: &Arc<Self>, session: &SessionId) -> Replay {
-        *self.lock().entry(session.clone()).or_default() += 1;
+        self.lock().entry(session.clone()).or_default().loads += 1;
         Replay { held: Held { loading: Arc::clone(self), session: session.clone() }, sink: Arc::clone(&self.sink) }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<SessionId, usize>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<SessionId, Cut>> {
         self.held.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Sends an update read back from the session's event log at `logged` (numbered `seq` in
+    /// the stream, if a hub numbered it), unless a replay holds it; waits while a load is under
+    /// way.
+    pub fn pass_logged(&self, session: &SessionId, logged: i64, seq: Option<u64>, update: Update) {
+        let mut held = self.lock();
+        if let Some(cut) = held.get_mut(session) {
+            if cut.loads > 0 {
+                cut.waiting.push((logged, seq, update));
+                return;
+            }
+            if logged <= cut.replayed {
+                tracing::trace!(%session, logged, "a logged update the load's replay showed");
+                return;
+            }
+        }
+        self.send_logged_on(session, logged, seq, update);
+        drop(held);
+    }
+
+    fn send_logged_on(&self, session: &SessionId, logged: i64, seq: Option<u64>, update: Update) {
+        match seq {
+            Some(seq) => self.sink.send_numbered(session, seq, update),
+            None => self.sink.send_logged(session, logged, update),
+        }
     }
 }
 
@@ -56,7 +101,7 @@ impl Loading {
             return send(update);
         }
         let held = self.lock();
-        if held.contains_key(session) {
+        if held.get(session).is_some_and(|cut| cut.loads > 0) {
             tracing::trace!(%session, "an update the load's replay will show");
             return;
         }
@@ -73,6 +118,10 @@ impl UpdateSink for Loading {
 
     fn send_numbered(&self, session: &SessionId, seq: u64, update: Update) {
         self.pass(session, Some(seq), update);
+    }
+
+    fn send_logged(&self, session: &SessionId, logged: i64, update: Update) {
+        self.pass_logged(session, logged, None, update);
     }
 
     fn writable(&self) -> futures::future::BoxFuture<'static, ()> {
@@ -92,12 +141,19 @@ pub struct Replay {
 }
 
 impl Replay {
-    /// Sends `messages` as the load's replay, then lets the session's updates through again.
-    /// Gives back the sink it went through, for the replay of the session's sub-agents
-    /// (`subagent::replay_children`), which follows.
-    pub fn send(self, session: &SessionId, messages: &[Message]) -> Arc<dyn UpdateSink> {
+    /// Sends `messages`, which reach the session's event log at `logged` (0 for a store that
+    /// keeps none), as the load's replay, then lets the session's updates through again: the
+    /// logged ones that waited meanwhile and are not in the replay first. Gives back the sink it
+    /// went through, for the replay of the session's sub-agents (`subagent::replay_children`),
+    /// which follows.
+    pub fn send(self, session: &SessionId, messages: &[Message], logged: i64) -> Arc<dyn UpdateSink> {
         for update in super::replay(messages) {
             self.sink.send(session, update);
+        }
+        {
+            let mut held = self.held.loading.lock();
+            let cut = held.entry(session.clone()).or_default();
+            cut.replayed = cut.replayed.max(logged);
         }
         drop(self.held);
         self.sink
@@ -111,14 +167,25 @@ pub struct Held {
 }
 
 impl Drop for Held {
+    /// The last load of the session is over: the logged updates that waited go out, but those
+    /// a replay showed.
     fn drop(&mut self) {
         let mut held = self.loading.lock();
-        if let Some(count) = held.get_mut(&self.session) {
-            *count -= 1;
-            if *count == 0 {
-                held.remove(&self.session);
-            }
+        let Some(cut) = held.get_mut(&self.session) else { return };
+        cut.loads = cut.loads.saturating_sub(1);
+        if cut.loads > 0 {
+            return;
         }
+        let replayed = cut.replayed;
+        let waiting = std::mem::take(&mut cut.waiting);
+        if replayed == 0 {
+            held.remove(&self.session);
+        }
+        // Sending never waits: the lock keeps them ahead of any logged update that follows.
+        for (logged, seq, update) in waiting.into_iter().filter(|(logged, ..)| *logged > replayed) {
+            self.loading.send_logged_on(&self.session, logged, seq, update);
+        }
+        drop(held);
     }
 }
 

@@ -13,6 +13,7 @@
 mod actor;
 pub mod commands;
 pub mod custom;
+mod handoff;
 mod hub;
 mod loading;
 mod principal;
@@ -305,6 +306,12 @@ pub trait UpdateSink: Send + Sync + 'static {
         let _ = seq;
         self.send(session, update);
     }
+    /// [`Self::send`] of an update another replica showed, read back from the session's event
+    /// log at `logged`: a load's replay cuts these by that number (`loading`).
+    fn send_logged(&self, session: &SessionId, logged: i64, update: Update) {
+        let _ = logged;
+        self.send(session, update);
+    }
     /// Resolves once the other side takes updates as fast as they come: a streaming turn
     /// awaits it between chunks, so a client that stops reading holds the turn (and through it
     /// the model's stream) instead of updates piling up in memory. `send` itself never waits.
@@ -379,6 +386,9 @@ pub enum SessionError {
     /// A new session's or a fork's directory cannot be a workspace.
     #[error(transparent)]
     Workspace(crate::workspace::RootRefused),
+    /// The replica of a shared store that ran a prompt handed to it failed it; its words.
+    #[error("the cairn serve replica running session {session}'s turn answered: {message}")]
+    Elsewhere { session: SessionId, message: String },
     /// A stored (or imported) session's directory cannot be a workspace: it is not opened.
     #[error("session {session} cannot be opened: {refused}")]
     StoredWorkspace { session: SessionId, refused: crate::workspace::RootRefused },

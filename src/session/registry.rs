@@ -108,6 +108,7 @@ impl Registry {
             let (filling, config) = (Arc::clone(&discovered), Arc::clone(&config));
             tokio::spawn(async move { filling.fill(&config).await });
         }
+        let inbound = store.inbound();
         let inner = Inner {
             store,
             background: tokio_util::task::TaskTracker::new(),
@@ -119,7 +120,12 @@ impl Registry {
             created: Mutex::new(HashSet::new()),
             counter: AtomicU64::new(0),
         };
-        Self { inner: Arc::new(inner) }
+        let registry = Self { inner: Arc::new(inner) };
+        // A store shared by replicas: carry out what others hand this one.
+        if let Some(inbound) = inbound {
+            tokio::spawn(super::handoff::serve(WeakRegistry(Arc::downgrade(&registry.inner)), inbound));
+        }
+        registry
     }
 
     pub fn store(&self) -> &Store {
@@ -250,7 +256,33 @@ impl Registry {
 
     /// Cancels the running turn and queued prompts of a live session, or a running sub-agent's
     /// turn alone (its parent's call then fails as cancelled); idle or unknown ones ignore it.
+    /// With a store shared by replicas, a turn another replica runs in the session is cancelled
+    /// there: the cancel is handed to it.
     pub fn cancel(&self, id: &SessionId) {
+        self.cancel_here(id);
+        if self.inner.store.logs_events() {
+            let (store, session) = (self.inner.store.clone(), id.clone());
+            tokio::spawn(async move {
+                if let Ok(Some(_)) = store.held_elsewhere(&session).await {
+                    let body = serde_json::to_string(&super::handoff::Handed::Cancel {}).unwrap_or_default();
+                    if let Some(Err(err)) = store.send_command(&session, body).await {
+                        tracing::warn!(%session, %err, "a cancel could not be handed to the replica running the turn");
+                    }
+                }
+            });
+        }
+    }
+
+    /// What another replica answered to a command this one handed it, for the session's actor
+    /// to give its client once the events up to `seq` are forwarded.
+    pub(super) fn answered(&self, id: &SessionId, command: i64, seq: i64, body: String) {
+        if let Some(tx) = self.live(id) {
+            let _ = tx.send(Command::Answered { command, seq, body });
+        }
+    }
+
+    /// [`Self::cancel`] in this process alone.
+    pub(super) fn cancel_here(&self, id: &SessionId) {
         if let Some(tx) = self.live(id) {
             let _ = tx.send(Command::Cancel);
         } else if self.inner.children.cancel(id) {
@@ -340,7 +372,7 @@ impl Registry {
         let cwd = cwd.to_string_lossy().into_owned();
         let id = self.ask(parent, Init::Restore(parent.clone()), |reply| Command::Fork { cwd, reply }).await?;
         self.created(&id);
-        let (row, history) = actor::restore(&self.inner.store, &id).await?;
+        let (row, history, _) = actor::restore(&self.inner.store, &id).await?;
         self.ask(&id, Init::Ready { row: Box::new(row), history }, |reply| Command::Attach { attach, reply }).await
     }
 
@@ -467,6 +499,15 @@ impl Registry {
     }
 }
 
+/// A registry that does not keep its sessions alive: the inbox's task holds one.
+pub(super) struct WeakRegistry(std::sync::Weak<Inner>);
+
+impl WeakRegistry {
+    pub(super) fn upgrade(&self) -> Option<Registry> {
+        self.0.upgrade().map(|inner| Registry { inner })
+    }
+}
+
 /// Sends a live session's replay: a snapshot read on the store's writer thread between the
 /// batches committed before it and those after, and sent from there, so that it shows what the
 /// updates sent so far showed and what follows it comes after it.
@@ -476,7 +517,7 @@ async fn replay_snapshot(store: &Store, session: SessionId, replay: Replay) -> R
     store.snapshot(
         &snapshot,
         Box::new(move |messages| {
-            let sent = messages.map(|messages| (replay.send(&session, &messages), messages));
+            let sent = messages.map(|(messages, logged)| (replay.send(&session, &messages, logged), messages));
             let _ = done.send(sent);
         }),
     );

@@ -174,7 +174,7 @@ async fn callbacks_follow_the_commit_in_queue_order_and_a_snapshot_sits_between(
         &id,
         Box::new(move |messages| {
             snap.lock().unwrap().push("snapshot");
-            let _ = tx.send(messages.unwrap().len());
+            let _ = tx.send(messages.unwrap().0.len());
         }),
     );
     let last = seen.clone();

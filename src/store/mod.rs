@@ -43,8 +43,9 @@ pub use tokens::TokenCheck;
 /// It must be quick: it runs between batches.
 pub type AfterCommit = Box<dyn FnOnce(Result<(), StoreError>) + Send>;
 
-/// What a [`Store::snapshot`] hands over, on the writer thread.
-pub type Snapshot = Box<dyn FnOnce(Result<Vec<Message>, StoreError>) + Send>;
+/// What a [`Store::snapshot`] hands over, on the writer thread: the session's visible messages
+/// and the `seq` of its event log they reach (0 with SQLite, which keeps no log).
+pub type Snapshot = Box<dyn FnOnce(Result<(Vec<Message>, i64), StoreError>) + Send>;
 
 /// Why the store could not do what was asked. Cloneable: one failed batch fails many writes.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
@@ -372,6 +373,43 @@ impl Store {
         }
     }
 
+    /// This process's name in a store shared by replicas, as the events it showed name it
+    /// ([`pg::events::Event::origin`]); `None` with SQLite.
+    pub fn replica(&self) -> Option<&str> {
+        match &*self.backend {
+            Backend::Sqlite(_) => None,
+            Backend::Postgres(db) => Some(db.me()),
+        }
+    }
+
+    /// The commands other replicas handed this one and the answers to those it handed them
+    /// (see [`pg::inbox`]), for the session layer to carry out and deliver; `None` with SQLite,
+    /// or once taken.
+    pub fn inbound(&self) -> Option<tokio::sync::mpsc::UnboundedReceiver<pg::inbox::Inbound>> {
+        match &*self.backend {
+            Backend::Sqlite(_) => None,
+            Backend::Postgres(db) => db.inbound(),
+        }
+    }
+
+    /// Hands a command (the session layer's JSON) to the replica holding `session`'s lease; its
+    /// id, which its answer names. `None` with SQLite: one process holds every lease it can see.
+    pub async fn send_command(&self, session: &SessionId, body: String) -> Option<Result<i64, StoreError>> {
+        match &*self.backend {
+            Backend::Sqlite(_) => None,
+            Backend::Postgres(db) => Some(db.send_command(session, body).await),
+        }
+    }
+
+    /// Answers command `id` another replica handed this one, once everything it caused is
+    /// committed.
+    pub async fn answer_command(&self, id: i64, body: String) -> Result<(), StoreError> {
+        match &*self.backend {
+            Backend::Sqlite(_) => Ok(()),
+            Backend::Postgres(db) => db.answer_command(id, body).await,
+        }
+    }
+
     /// Queues a write and waits until it is committed.
     pub async fn commit(&self, write: Write) -> Result<(), StoreError> {
         let (tx, rx) = oneshot::channel();
@@ -389,7 +427,7 @@ impl Store {
     /// its callback has run, before any write queued after it is applied. So the messages show
     /// exactly what the callbacks so far have emitted, and whatever `then` emits (through the same
     /// sink) comes before every later callback's. `then` holds up the writer: keep it to the
-    /// sending.
+    /// sending. With PostgreSQL, the event log's `seq` the messages reach comes with them.
     pub fn snapshot(&self, id: &SessionId, then: Snapshot) {
         match &*self.backend {
             Backend::Sqlite(db) => db.snapshot(id, then),

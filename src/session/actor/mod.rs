@@ -14,9 +14,11 @@
 mod custom;
 mod given;
 mod mcp;
+mod remote;
 mod rewind;
 mod slash;
 mod steer;
+mod stored;
 mod turn;
 
 use std::collections::VecDeque;
@@ -41,6 +43,8 @@ use crate::permissions::{Mode, Rule};
 use crate::settings::{Setting, SettingError};
 use crate::store::{SessionRow, Store, Write};
 use crate::trace::TraceContext;
+use stored::refuse_all;
+pub use stored::restore;
 
 pub type Reply<T> = oneshot::Sender<Result<T, SessionError>>;
 
@@ -106,6 +110,13 @@ pub enum Command {
         start_if_idle: bool,
         reply: Reply<Steering>,
     },
+    /// Another replica's answer to a prompt this one handed it, written when the session's
+    /// event log was at `seq`.
+    Answered {
+        command: i64,
+        seq: i64,
+        body: String,
+    },
     /// Cancel everything, wait for the turn to end, then stop.
     Close {
         reply: oneshot::Sender<()>,
@@ -165,6 +176,9 @@ struct Running {
     history_len: usize,
     cancel: CancellationToken,
     reply: Reply<TurnEnd>,
+    /// The prompt as sent, kept while the store is shared by replicas: handed to the replica
+    /// holding the lease if the turn's claim is refused.
+    handing: Option<Vec<crate::history::Part>>,
     /// Where prompts are steered into the turn; `None` for `/compact` and `/rewind`.
     steer: Option<mpsc::UnboundedSender<crate::agent::Steered>>,
     /// The prompts handed to the turn, joined or not yet.
@@ -225,16 +239,18 @@ struct Actor {
     checkpoints: Option<crate::tools::checkpoint::Tracker>,
     /// The commands from files and skills the session offers.
     custom: crate::session::custom::Catalog,
+    /// The session's event log, followed when the store is shared by replicas.
+    remote: Option<remote::Followed>,
 }
 
 pub async fn run(init: Init, services: Services, mut rx: mpsc::UnboundedReceiver<Command>) {
     let stored_before = !matches!(init, Init::Ready { .. });
     let (stored, replay) = match init {
-        Init::Ready { row, history } => (Ok((*row, history)), None),
+        Init::Ready { row, history } => (Ok((*row, history, 0)), None),
         Init::Restore(id) => (restore(&services.store, &id).await, None),
         Init::Load(id, replay) => (restore(&services.store, &id).await, Some(replay)),
     };
-    let (row, history) = match stored {
+    let (row, history, logged) = match stored {
         Ok(state) => state,
         Err(err) => {
             (services.gone)();
@@ -251,7 +267,7 @@ pub async fn run(init: Init, services: Services, mut rx: mpsc::UnboundedReceiver
     }
     let id = row.id.clone();
     if let Some(replay) = replay {
-        let sink = replay.send(&id, &history);
+        let sink = replay.send(&id, &history, logged);
         super::subagent::replay_children(&services.store, &sink, &id, &history).await;
     }
     let system = setup::prepare_system(&services.config, &row.cwd, row.system_prompt.clone());
@@ -290,7 +306,9 @@ pub async fn run(init: Init, services: Services, mut rx: mpsc::UnboundedReceiver
         lsp,
         checkpoints: None,
         custom,
+        remote: None,
     };
+    actor.remote = remote::Followed::start(&actor.services.store, &id, logged);
     if stored_before {
         actor.resume_restore().await;
     }
@@ -298,55 +316,6 @@ pub async fn run(init: Init, services: Services, mut rx: mpsc::UnboundedReceiver
     actor.stop_mcp().await;
     (actor.services.gone)();
     refuse_all(&mut rx, &SessionError::Closed(id));
-}
-
-/// Reads a session from the store, finishing the tool calls a crash left open. The writer does
-/// that under its write transaction, and only while no live process holds the session's lease:
-/// calls another process is running, or finished since they were read here, are left as they
-/// are. The history is then read again, as the writer left it.
-pub async fn restore(store: &Store, id: &SessionId) -> Result<(SessionRow, Vec<Message>), SessionError> {
-    let row = store.session(id).await?.ok_or_else(|| SessionError::NotFound(id.clone()))?;
-    let history = store.messages(id).await?;
-    let unfinished = history
-        .iter()
-        .flat_map(|message| &message.parts)
-        .any(|part| matches!(part, Part::Tool(tool) if !tool.state.is_terminal()));
-    if !unfinished {
-        return Ok((row, history));
-    }
-    store.commit(Write::FinalizeOrphans { session_id: id.clone() }).await?;
-    Ok((row, store.messages(id).await?))
-}
-
-/// Answers whatever was sent to an actor that is gone.
-fn refuse_all(rx: &mut mpsc::UnboundedReceiver<Command>, err: &SessionError) {
-    rx.close();
-    while let Ok(command) = rx.try_recv() {
-        match command {
-            Command::Prompt { reply, .. } => {
-                let _ = reply.send(match err {
-                    SessionError::Closed(_) => Ok(StopReason::Cancelled.into()),
-                    other => Err(other.clone()),
-                });
-            }
-            Command::Fork { reply, .. } => {
-                let _ = reply.send(Err(err.clone()));
-            }
-            Command::Set { reply, .. }
-            | Command::SetForTurn { reply, .. }
-            | Command::Attach { reply, .. }
-            | Command::SetTitle { reply, .. } => {
-                let _ = reply.send(Err(err.clone()));
-            }
-            Command::Steer { reply, .. } => {
-                let _ = reply.send(Err(err.clone()));
-            }
-            Command::Close { reply } => {
-                let _ = reply.send(());
-            }
-            Command::Cancel | Command::CancelPrompt { .. } => {}
-        }
-    }
 }
 
 async fn wait_turn(turn: &mut Option<JoinHandle<TurnOutcome>>) -> Result<TurnOutcome, tokio::task::JoinError> {
@@ -365,6 +334,7 @@ impl Actor {
                     None => {
                         self.closing = true;
                         self.cancel_all();
+                        self.drop_handed();
                         self.finish_turn().await;
                         tokio::join!(self.jobs.close(), self.lsp.close());
                         return;
@@ -373,6 +343,7 @@ impl Actor {
                         if let Some(closed) = self.handle(command) {
                             self.closing = true;
                             self.cancel_all();
+                            self.drop_handed();
                             self.finish_turn().await;
                             // Every job of the session is gone before the close is answered.
                             // … and every language server.
@@ -385,6 +356,7 @@ impl Actor {
                 // Before the turn's end, which it happened before: the client hears of the new
                 // mode before the prompt's answer.
                 Ok(()) = self.mode_seen.changed() => self.mode_switched(),
+                event = remote::next(&mut self.remote) => self.followed(event),
                 outcome = wait_turn(&mut self.turn), if self.turn.is_some() => {
                     self.turn = None;
                     self.turn_ended(outcome).await;
@@ -449,6 +421,7 @@ impl Actor {
             Command::Steer { ticket, trace, parts, start_if_idle, reply } => {
                 let _ = reply.send(Ok(self.steer_now(ticket, trace, parts, start_if_idle)));
             }
+            Command::Answered { command, seq, body } => self.answered(command, seq, body),
             Command::Close { reply } => return Some(reply),
         }
         None

@@ -127,8 +127,16 @@ impl Actor {
             TurnOutcome { history, rules, checkpoints, result: Ok(StopReason::EndTurn.into()) }
         }));
         let cancel = tokio_util::sync::CancellationToken::new();
-        self.running =
-            Some(Running { ticket, trace: None, history_len, cancel, reply, steer: None, steered: Vec::new() });
+        self.running = Some(Running {
+            ticket,
+            trace: None,
+            history_len,
+            cancel,
+            reply,
+            handing: None,
+            steer: None,
+            steered: Vec::new(),
+        });
     }
 
     /// `/checkpoints`: per prompt, when, and the files its calls changed.

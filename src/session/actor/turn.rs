@@ -74,6 +74,17 @@ impl Actor {
                 Err(SessionError::Turn(TurnError::Internal(format!("the turn stopped unexpectedly: {err}"))))
             }
         };
+        // In a store shared by replicas, a prompt the lease refused goes to the replica running
+        // the session's turn, and the client's request waits for its answer from there; the
+        // turn's end below answers a reply nobody awaits.
+        if let Err(refused @ SessionError::Store(StoreError::Leased(_))) = &result
+            && let Some(running) = self.running.as_mut()
+            && let Some(parts) = running.handing.take()
+        {
+            let (unawaited, _) = tokio::sync::oneshot::channel();
+            let reply = std::mem::replace(&mut running.reply, unawaited);
+            self.hand_off(parts, reply, refused.clone()).await;
+        }
         self.services.status.send_replace(match &result {
             // A prompt another process's turn refused did not run: nothing failed here.
             Ok(_) | Err(SessionError::Store(StoreError::Leased(_))) => Status::Idle,
@@ -221,6 +232,8 @@ impl Actor {
             self.title_pending = Some(title::prompt_text(&parts));
         }
         let cancel = CancellationToken::new();
+        // Kept to hand to the replica running a turn in the session, if there is one.
+        let handing = (self.remote.is_some() && only.is_none()).then(|| parts.clone());
         let mut recorder = self.turn_recorder(title);
         self.services.status.send_replace(Status::Busy);
         let system = self.system.clone();
@@ -302,7 +315,7 @@ impl Actor {
         };
         self.turn = Some(tokio::spawn(turn.instrument(span)));
         let steer = Some(steer);
-        self.running = Some(Running { ticket, trace, history_len, cancel, reply, steer, steered: Vec::new() });
+        self.running = Some(Running { ticket, trace, history_len, cancel, reply, handing, steer, steered: Vec::new() });
     }
 
     /// `/compact`: a compaction with no kept tail, run like a turn (it holds the history, and
@@ -370,7 +383,16 @@ impl Actor {
             TurnOutcome { history, rules, checkpoints: None, result }
         };
         self.turn = Some(tokio::spawn(compaction.instrument(span)));
-        self.running = Some(Running { ticket, trace, history_len, cancel, reply, steer: None, steered: Vec::new() });
+        self.running = Some(Running {
+            ticket,
+            trace,
+            history_len,
+            cancel,
+            reply,
+            handing: None,
+            steer: None,
+            steered: Vec::new(),
+        });
     }
 }
 

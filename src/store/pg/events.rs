@@ -7,6 +7,9 @@
 //! commit, and outside it (NOTIFY takes a lock every commit would otherwise wait for), it wakes
 //! the other replicas with one [`notify`] naming the batch's sessions.
 //!
+//! Each row names the replica that showed it to its own clients as it committed (`origin`: the
+//! holder whose recorder wrote it): that replica's sessions skip it, as their clients have it.
+//!
 //! A replica's [`Follower`] has one LISTEN connection and follows any number of sessions, each
 //! from the last `seq` its client has. On a wake-up naming a session, on a new follow, and on
 //! every poll (so a wake-up lost with a connection loses nothing), it reads each session's rows
@@ -42,6 +45,9 @@ const PAYLOAD: usize = 7000;
 pub struct Event {
     pub seq: i64,
     pub epoch: i64,
+    /// The replica that showed it as it committed; empty for rows nobody showed then (the
+    /// sweeper's).
+    pub origin: String,
     /// The update as shown.
     pub body: String,
 }
@@ -76,21 +82,57 @@ pub async fn append(tx: &Transaction<'_>, target: &PgTarget, batch: &[Append<'_>
     let mut rows_seqs = Vec::new();
     let mut rows_epochs = Vec::new();
     let mut rows_bodies = Vec::new();
+    let mut rows_origins = Vec::new();
     for part in batch {
         for (seq, body) in (part.first_seq..).zip(part.bodies) {
             rows_sessions.push(part.lease.session.as_str());
             rows_seqs.push(seq);
             rows_epochs.push(part.lease.epoch);
             rows_bodies.push(body.as_str());
+            rows_origins.push(part.lease.holder.as_str());
         }
     }
-    tx.execute(
-        "INSERT INTO session_events (session_id, seq, epoch, body)
-         SELECT * FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::text[])",
-        &[&rows_sessions, &rows_seqs, &rows_epochs, &rows_bodies],
-    )
-    .await
-    .map_err(failed)?;
+    insert(tx, &rows_sessions, &rows_seqs, &rows_epochs, &rows_bodies, &rows_origins).await.map_err(failed)
+}
+
+/// Appends `bodies` to `session`'s log after its last row, as no replica's (`origin` empty: no
+/// client was shown them as they committed), in the caller's transaction, which must hold the
+/// session's lease: the sweeper closing a dead replica's turn.
+pub async fn append_unshown(
+    tx: &Transaction<'_>,
+    lease: &Lease,
+    bodies: &[String],
+) -> Result<(), tokio_postgres::Error> {
+    if bodies.is_empty() {
+        return Ok(());
+    }
+    let last: i64 = tx
+        .query_one("SELECT coalesce(max(seq), 0) FROM session_events WHERE session_id = $1", &[&lease.session.as_str()])
+        .await?
+        .get(0);
+    let count = bodies.len();
+    let sessions = vec![lease.session.as_str(); count];
+    let seqs: Vec<i64> = (last + 1..).take(count).collect();
+    let epochs = vec![lease.epoch; count];
+    let bodies: Vec<&str> = bodies.iter().map(String::as_str).collect();
+    insert(tx, &sessions, &seqs, &epochs, &bodies, &vec![""; count]).await
+}
+
+async fn insert(
+    client: &impl GenericClient,
+    sessions: &[&str],
+    seqs: &[i64],
+    epochs: &[i64],
+    bodies: &[&str],
+    origins: &[&str],
+) -> Result<(), tokio_postgres::Error> {
+    client
+        .execute(
+            "INSERT INTO session_events (session_id, seq, epoch, body, origin)
+             SELECT * FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::text[], $5::text[])",
+            &[&sessions, &seqs, &epochs, &bodies, &origins],
+        )
+        .await?;
     Ok(())
 }
 
@@ -259,10 +301,10 @@ impl Task {
         }
         let rows = client
             .query(
-                "SELECT following.number, event.seq, event.epoch, event.body
+                "SELECT following.number, event.seq, event.epoch, event.body, event.origin
                  FROM unnest($1::bigint[], $2::text[], $3::bigint[]) AS following(number, session_id, last)
                  CROSS JOIN LATERAL (
-                    SELECT seq, epoch, body FROM session_events
+                    SELECT seq, epoch, body, origin FROM session_events
                     WHERE session_id = following.session_id AND seq > following.last
                     ORDER BY seq LIMIT $4
                  ) AS event
@@ -273,7 +315,7 @@ impl Task {
             .map_err(|err| self.target.failed(&err))?;
         for row in rows {
             let Some(followed) = self.followed.get_mut(&row.get::<_, i64>(0)) else { continue };
-            let event = Event { seq: row.get(1), epoch: row.get(2), body: row.get(3) };
+            let event = Event { seq: row.get(1), epoch: row.get(2), body: row.get(3), origin: row.get(4) };
             if event.seq != followed.last + 1 {
                 // Not the next one: never forwarded out of order; the next round reads again.
                 continue;

@@ -1,7 +1,8 @@
 //! Following a turn from another replica through the event log: what the turn's replica shows
 //! is logged in the same transaction as the rows it shows, and a client on another replica that
 //! loads the session mid-turn and follows from the `seq` its load reached gets every later
-//! update exactly once and in order, nothing the load already showed.
+//! update exactly once and in order, nothing the load already showed; each row names the replica
+//! that showed it.
 
 use std::time::Duration;
 
@@ -100,12 +101,15 @@ async fn only_the_lease_holder_logs_and_a_new_holder_continues_the_numbering() {
     b.submit_shown(Write::InsertMessage { session_id: id.clone(), message: note("two") }, vec!["two".into()], None);
     b.flush().await.unwrap();
 
-    let mut events = a.follow(&id, 0).unwrap();
+    let c = replica(&url, "host-c:3:c").await;
+    let mut events = c.follow(&id, 0).unwrap();
     let mut got = Vec::new();
     for _ in 0..2 {
         let event = tokio::time::timeout(Duration::from_secs(30), events.recv()).await.unwrap().unwrap();
-        got.push((event.seq, event.epoch, event.body));
+        got.push((event.seq, event.epoch, event.body, event.origin));
     }
-    assert_eq!(got, [(1, 1, "one".to_owned()), (2, 2, "two".to_owned())]);
+    assert_eq!(got, [(1, 1, "one".into(), "host-a:1:a".into()), (2, 2, "two".into(), "host-b:2:b".into())]);
+    // Each row names the replica whose clients were shown it as it committed.
+    assert_eq!((a.replica(), b.replica()), (Some("host-a:1:a"), Some("host-b:2:b")));
     assert_eq!(a.messages_at_seq(&id).await.unwrap().0.len(), 3, "every row is stored, logged or not");
 }

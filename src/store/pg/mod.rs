@@ -20,6 +20,7 @@ pub(in crate::store) mod fixture;
 #[cfg(test)]
 mod follow_tests;
 pub mod health;
+pub mod inbox;
 pub mod lease;
 mod listing;
 pub mod migrate;
@@ -70,6 +71,8 @@ pub enum PgError {
         "the PostgreSQL database at {at} has cairn schema version {found}, newer than this cairn supports ({supported}); upgrade this replica to the version the others run"
     )]
     TooNew { at: String, found: i64, supported: i64 },
+    #[error("the PostgreSQL store has stopped: cairn is shutting down")]
+    Stopped,
 }
 
 /// A PostgreSQL database, as a `postgres://` URL or a `key=value` string names it.

@@ -356,8 +356,8 @@ pub async fn finish_message(
 }
 
 /// Ends the session's tool calls that are unfinished as stored (see
-/// `history::finalize_orphan`), read inside the caller's transaction.
-pub async fn finalize_orphans(client: &impl GenericClient, session: &SessionId, at: i64) -> Result<()> {
+/// `history::finalize_orphan`), read inside the caller's transaction; answers the parts it ended.
+pub async fn finalize_orphans(client: &impl GenericClient, session: &SessionId, at: i64) -> Result<Vec<Part>> {
     let rows = client
         .query(
             "SELECT p.message_id, p.idx, p.data_json FROM parts p JOIN messages m ON m.id = p.message_id
@@ -365,6 +365,7 @@ pub async fn finalize_orphans(client: &impl GenericClient, session: &SessionId, 
             &[&session.as_str()],
         )
         .await?;
+    let mut finished = Vec::new();
     for row in &rows {
         // A part this version cannot read is left as it is, as `messages` skips it.
         let Ok(mut part) = serde_json::from_str::<Part>(row.get(2)) else { continue };
@@ -372,9 +373,10 @@ pub async fn finalize_orphans(client: &impl GenericClient, session: &SessionId, 
             let message = MessageId::from_string(row.get::<_, String>(0));
             let index = u32::try_from(row.get::<_, i32>(1)).unwrap_or(0);
             put_parts(client, session, &message, &[(index, &part)], at).await?;
+            finished.push(part);
         }
     }
-    Ok(())
+    Ok(finished)
 }
 
 /// Hides `from` and every later message of the session.

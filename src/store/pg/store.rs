@@ -21,7 +21,7 @@ use std::sync::Arc;
 use super::listing::{self, PageError};
 use super::tokens::{self, PgTokenCheck};
 use super::writer::{self, Job, Writer};
-use super::{PgTarget, checkpoints, events, migrate, rows, rules, sweeper, transfer};
+use super::{PgTarget, checkpoints, events, inbox, migrate, rows, rules, sweeper, transfer};
 use crate::history::Message;
 use crate::ids::{LeaseHolder, SessionId};
 use crate::permissions::Rule;
@@ -49,6 +49,10 @@ pub struct Postgres {
     sweeping: CancellationToken,
     /// Follows sessions' event logs for this replica's clients.
     follower: events::Follower,
+    /// Hands commands to the replicas holding their sessions, and takes theirs for this one.
+    inbox: inbox::Inbox,
+    /// What the inbox takes and reads, until the session layer takes it ([`Self::inbound`]).
+    inbound: std::sync::Mutex<Option<mpsc::UnboundedReceiver<inbox::Inbound>>>,
 }
 
 impl Postgres {
@@ -78,11 +82,14 @@ impl Postgres {
             unreleased: HashSet::new(),
         };
         let follower = events::Follower::start(target.clone(), FOLLOW_POLL).await.map_err(StoreError::Postgres)?;
+        let (inbox, inbound) =
+            inbox::Inbox::start(target.clone(), me.clone(), FOLLOW_POLL).await.map_err(StoreError::Postgres)?;
         tokio::spawn(writer.run(queue));
         let sweeping = CancellationToken::new();
         let every = (ttl / 4).max(Duration::from_millis(50));
         tokio::spawn(sweeper::run(target.clone(), me.clone(), ttl, every, sweeping.clone()));
-        Ok(Self { target, me, jobs, reader, owners: Owners::new(owned), sweeping, follower })
+        let inbound = std::sync::Mutex::new(Some(inbound));
+        Ok(Self { target, me, jobs, reader, owners: Owners::new(owned), sweeping, follower, inbox, inbound })
     }
 
     /// This replica's name as a lease holder: `host:pid:random`.
@@ -91,6 +98,24 @@ impl Postgres {
         let host = host.as_deref().map_or("unknown", str::trim);
         let random = crate::ids::random_hex::<4>().unwrap_or_default();
         format!("{host}:{}:{random}", std::process::id())
+    }
+
+    /// This replica's name, as its leases and the events it showed name it.
+    pub fn me(&self) -> &str {
+        &self.me
+    }
+
+    /// What the inbox takes for this replica and the answers to its commands; `None` once taken.
+    pub fn inbound(&self) -> Option<mpsc::UnboundedReceiver<inbox::Inbound>> {
+        self.inbound.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take()
+    }
+
+    pub async fn send_command(&self, session: &SessionId, body: String) -> Result<i64, StoreError> {
+        self.inbox.send(session, body).await.map_err(StoreError::Postgres)
+    }
+
+    pub async fn answer_command(&self, id: i64, body: String) -> Result<(), StoreError> {
+        self.inbox.answer(id, body).await.map_err(StoreError::Postgres)
     }
 
     pub fn target(&self) -> &PgTarget {

@@ -2,8 +2,12 @@
 //! for leases that lapsed without being released (`lease::sweep`), takes each over with the
 //! next epoch (so the dead holder, should it wake, is fenced) and, in one transaction fenced by
 //! that epoch, ends the turn it left open: its unfinished tool calls are stored as interrupted,
-//! and a notice naming the dead replica closes the turn. Then the lease is released. The turn
-//! is never run again: its tools' side effects may be half done; the user decides.
+//! and a notice naming the dead replica closes the turn. What that shows (the calls' new states,
+//! the notice) goes into the session's event log in the same transaction, for the clients
+//! following the session from other replicas, and every command handed to the dead replica
+//! that it left unanswered is answered as cancelled ([`CANCELLED`]). Then the lease is released
+//! and the followers and senders woken. The turn is never run again: its tools' side effects may
+//! be half done; the user decides.
 //!
 //! A replica's lease lives [`super::LEASE_TTL`] unrenewed and the sweep runs every quarter of
 //! that, so a dead replica's turn is closed within 1.25 lease lifetimes (about 19 s by default).
@@ -14,7 +18,7 @@ use tokio_postgres::Client;
 use tokio_util::sync::CancellationToken;
 
 use super::lease::{self, Swept};
-use super::{PgError, PgTarget, rows};
+use super::{PgError, PgTarget, events, inbox, rows};
 use crate::history::{Message, MessageMeta, Part, Role};
 use crate::ids::{SessionId, now_ms};
 
@@ -61,13 +65,44 @@ pub async fn sweep_once(
             continue;
         }
         let now = now_ms();
-        rows::finalize_orphans(&tx, &lease.session, now).await.map_err(failed)?;
-        rows::insert_message(&tx, &lease.session, &notice(&dead), now).await.map_err(failed)?;
+        let ended = rows::finalize_orphans(&tx, &lease.session, now).await.map_err(failed)?;
+        let notice = notice(&dead);
+        rows::insert_message(&tx, &lease.session, &notice, now).await.map_err(failed)?;
+        events::append_unshown(&tx, &lease, &shown(&ended, &notice)).await.map_err(failed)?;
+        inbox::answer_all(&tx, &lease.session, me, CANCELLED).await.map_err(failed)?;
         lease::release(&tx, target, &lease).await?;
         tx.commit().await.map_err(failed)?;
         closed.push(lease.session);
     }
+    if !closed.is_empty() {
+        events::notify(&*client, target, &closed).await?;
+        inbox::wake(&*client).await.map_err(|err| target.failed(&err))?;
+    }
     Ok(closed)
+}
+
+/// The answer of a command the dead replica left unanswered, as the session layer reads
+/// answers: its prompt ended cancelled.
+pub const CANCELLED: &str = r#"{"end":{"stop":"cancelled"}}"#;
+
+/// What closing the turn shows, as the event log keeps the session layer's updates: each call
+/// ended (`tool_call_update`), then the notice.
+fn shown(ended: &[Part], notice: &Message) -> Vec<String> {
+    let mut shown: Vec<String> = ended
+        .iter()
+        .filter_map(|part| match part {
+            Part::Tool(tool) => Some(serde_json::json!({ "update": "tool_call_update", "data": tool }).to_string()),
+            _ => None,
+        })
+        .collect();
+    for part in &notice.parts {
+        if let Part::Notice { text } = part {
+            shown.push(
+                serde_json::json!({ "update": "notice", "data": { "message": notice.id, "text": text } }).to_string(),
+            );
+        }
+    }
+    shown
 }
 
 /// The notice that ends a dead replica's turn, naming it (`host:pid:…` shows as host and pid).

@@ -151,9 +151,7 @@ impl Writer {
                 }
             }
             match last {
-                Some(Job::Snapshot(id, then)) => {
-                    then(rows::messages(&self.client, &id).await.map_err(|err| self.error(&err)));
-                }
+                Some(Job::Snapshot(id, then)) => then(self.load(&id).await),
                 Some(Job::Load(id, answer)) => {
                     let _ = answer.send(self.load(&id).await);
                 }
@@ -165,10 +163,6 @@ impl Writer {
                 Some(Job::Write(..)) | None => {}
             }
         }
-    }
-
-    fn error(&self, err: &tokio_postgres::Error) -> StoreError {
-        StoreError::Postgres(self.target.failed(err))
     }
 
     /// Applies `writes` in one transaction, with the events of what they show; on a write's

@@ -122,7 +122,9 @@ impl Sqlite {
     pub fn snapshot(&self, id: &SessionId, then: Snapshot) {
         let (id, path) = (id.clone(), self.path.clone());
         self.writer.read(Box::new(move |conn| {
-            then(conn.and_then(|conn| rows::messages(conn, &id).map_err(|err| err.into_store_error(&path))));
+            then(conn.and_then(|conn| {
+                rows::messages(conn, &id).map(|messages| (messages, 0)).map_err(|err| err.into_store_error(&path))
+            }));
         }));
     }
 

@@ -91,7 +91,7 @@ async fn a_snapshot_sees_exactly_what_was_called_back_before_it_and_comes_before
     store.snapshot(
         &session.id,
         Box::new(move |messages| {
-            let parts: Vec<Part> = messages.unwrap().into_iter().flat_map(|message| message.parts).collect();
+            let parts: Vec<Part> = messages.unwrap().0.into_iter().flat_map(|message| message.parts).collect();
             seen.lock().unwrap().push(format!("snapshot {parts:?}"));
         }),
     );

@@ -503,6 +503,7 @@ mod http;
 mod limits;
 mod postgres;
 mod postgres_auth;
+mod replicas;
 
 #[tokio::test]
 async fn a_server_killed_mid_turn_loses_nothing_it_showed() {

@@ -1,0 +1,139 @@
+//! The actor of a session in a store shared by replicas: what other replicas show of it, and
+//! the prompts it hands them.
+//!
+//! From the history it was read with, the actor follows the session's event log
+//! ([`crate::store::Store::follow`]): every update another replica showed (its turn's chunks,
+//! calls, notices, the sweeper's close of a dead replica's turn) goes to this replica's clients,
+//! numbered by its `seq` so a load under way cuts it exactly (`loading`). Its own rows it skips:
+//! its recorder showed them as they committed.
+//!
+//! A prompt whose turn the lease refused (another replica runs a turn in the session) is handed
+//! to that replica ([`super::super::handoff`]); the client's request waits for its answer,
+//! which is given once the log is forwarded up to where the answer was written, so the client
+//! sees the whole turn before its end. A session that closes answers what waits `cancelled`.
+
+use std::collections::HashMap;
+
+use tokio::sync::mpsc;
+
+use super::{Actor, Reply};
+use crate::agent::StopReason;
+use crate::history::Part;
+use crate::ids::SessionId;
+use crate::session::handoff::{Handed, Outcome};
+use crate::session::{SessionError, TurnEnd, Update};
+use crate::store::Store;
+use crate::store::pg::events::Event;
+
+/// The session's event log as this actor follows it.
+pub(super) struct Followed {
+    /// `None` once the store stopped following.
+    events: Option<mpsc::Receiver<Event>>,
+    /// This replica, whose rows are skipped.
+    me: String,
+    /// The `seq` of the last row received.
+    logged: i64,
+    /// Prompts handed to the lease holder, by command, waiting for their answers.
+    handed: HashMap<i64, Reply<TurnEnd>>,
+    /// Answers read before the log reached their `seq`: (seq, command, answer).
+    early: Vec<(i64, i64, String)>,
+}
+
+impl Followed {
+    /// Follows `id` from `logged` on a store that logs events; `None` on one that does not.
+    pub(super) fn start(store: &Store, id: &SessionId, logged: i64) -> Option<Self> {
+        let me = store.replica()?.to_owned();
+        let events = store.follow(id, logged)?;
+        Some(Self { events: Some(events), me, logged, handed: HashMap::new(), early: Vec::new() })
+    }
+}
+
+/// The next row of the followed log; never, when nothing is followed.
+pub(super) async fn next(followed: &mut Option<Followed>) -> Option<Event> {
+    match followed.as_mut().and_then(|followed| followed.events.as_mut()) {
+        Some(events) => events.recv().await,
+        None => std::future::pending().await,
+    }
+}
+
+impl Actor {
+    /// A row of the session's log: shown to this replica's clients unless it is this replica's.
+    pub(super) fn followed(&mut self, event: Option<Event>) {
+        let Some(followed) = self.remote.as_mut() else { return };
+        let Some(event) = event else {
+            // The store is shutting down: nothing more comes; what waits is answered at close.
+            tracing::debug!(session = %self.row.id, "the session's event log is no longer followed");
+            followed.events = None;
+            return;
+        };
+        followed.logged = event.seq;
+        if event.origin != followed.me {
+            match Update::from_event(&event.body) {
+                Some(update) => self.services.sink.send_logged(&self.row.id, event.seq, update),
+                None => {
+                    tracing::warn!(session = %self.row.id, seq = event.seq, "an event this cairn cannot read was skipped; are all replicas the same version?")
+                }
+            }
+        }
+        self.deliver_answers();
+    }
+
+    /// Another replica's answer to command `command`, written when the log was at `seq`.
+    pub(super) fn answered(&mut self, command: i64, seq: i64, body: String) {
+        let Some(followed) = self.remote.as_mut() else { return };
+        followed.early.push((seq, command, body));
+        self.deliver_answers();
+    }
+
+    /// Answers the handed prompts whose answers the log has caught up with.
+    fn deliver_answers(&mut self) {
+        let Some(followed) = self.remote.as_mut() else { return };
+        let logged = followed.logged;
+        let (due, early): (Vec<_>, Vec<_>) = followed.early.drain(..).partition(|(seq, ..)| *seq <= logged);
+        followed.early = early;
+        for (_, command, body) in due {
+            if let Some(reply) = followed.handed.remove(&command) {
+                let _ = reply.send(Outcome::read(&body).answer(&self.row.id));
+            }
+        }
+    }
+
+    /// Hands a prompt the lease refused to the replica holding it; its answer comes later
+    /// ([`Self::answered`]). Where the store shares no inbox, or cannot take the command, the
+    /// client is answered now: `refused` or the store's error.
+    pub(super) async fn hand_off(&mut self, parts: Vec<Part>, reply: Reply<TurnEnd>, refused: SessionError) {
+        let Some(followed) = self.remote.as_mut() else {
+            let _ = reply.send(Err(refused));
+            return;
+        };
+        let body = match serde_json::to_string(&Handed::Prompt { parts }) {
+            Ok(body) => body,
+            Err(_) => {
+                let _ = reply.send(Err(refused));
+                return;
+            }
+        };
+        match self.services.store.send_command(&self.row.id, body).await {
+            Some(Ok(command)) => {
+                tracing::info!(session = %self.row.id, command, "a prompt was handed to the replica running the session's turn");
+                followed.handed.insert(command, reply);
+            }
+            Some(Err(err)) => {
+                let _ = reply.send(Err(err.into()));
+            }
+            None => {
+                let _ = reply.send(Err(refused));
+            }
+        }
+    }
+
+    /// The session closes: the prompts handed away are answered cancelled here (their turns go
+    /// on where they run).
+    pub(super) fn drop_handed(&mut self) {
+        if let Some(followed) = self.remote.as_mut() {
+            for (_, reply) in followed.handed.drain() {
+                let _ = reply.send(Ok(StopReason::Cancelled.into()));
+            }
+        }
+    }
+}

@@ -1,0 +1,268 @@
+//! The command inbox: how a replica whose client sent a session a command (a prompt, a cancel,
+//! a steer) while another replica holds the session's lease hands it to that holder, and reads
+//! back what came of it.
+//!
+//! A command is a row of `session_commands`, inserted by the replica that received it (the
+//! sender) with a NOTIFY on [`CHANNEL`]. Every replica's [`Inbox`] task listens there and polls:
+//! it takes the commands of the sessions whose lease it holds, and its own commands of sessions
+//! nobody holds any more (a turn that ended before the holder took them: a prompt to an idle
+//! session is run by the replica that received it). Taking is one `UPDATE … FOR UPDATE SKIP
+//! LOCKED`, so each command is taken once. The taker writes the command's answer with the
+//! session's last event `seq` then ([`Inbox::answer`]), and wakes the sender, which reads its
+//! answers once each. The sweeper answers the commands of a dead holder's sessions
+//! ([`answer_all`]).
+//!
+//! The bodies are the session layer's JSON: the store only carries them.
+
+use std::time::Duration;
+
+use tokio::sync::{mpsc, oneshot};
+use tokio_postgres::{Client, GenericClient, Notification};
+use tokio_util::sync::CancellationToken;
+
+use super::{PgError, PgTarget};
+use crate::ids::SessionId;
+
+/// The channel the inbox's wake-ups go on.
+const CHANNEL: &str = "cairn_commands";
+/// At most this many commands, or answers, per read; the rest come at the next round.
+const PER_READ: i64 = 256;
+
+/// What the inbox hands this replica's session layer.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Inbound {
+    /// A command to carry out: this replica holds its session's lease, or sent it itself and
+    /// nobody holds the session now.
+    Command { id: i64, session: SessionId, body: String },
+    /// What came of a command this replica sent: answer its client once the session's events up
+    /// to `seq` are forwarded.
+    Answer { id: i64, session: SessionId, seq: i64, body: String },
+}
+
+enum Job {
+    Send { session: SessionId, body: String, sent: oneshot::Sender<Result<i64, PgError>> },
+    Answer { id: i64, body: String, done: oneshot::Sender<Result<(), PgError>> },
+}
+
+/// This replica's side of the inbox (see the module's paragraph). Dropping it stops its task.
+pub struct Inbox {
+    jobs: mpsc::UnboundedSender<Job>,
+    _stop: tokio_util::sync::DropGuard,
+}
+
+impl Inbox {
+    /// Connects and listens as replica `me`; what it takes and reads goes to the receiver, which
+    /// the session layer drains. A round of reads runs every `poll` besides wake-ups.
+    pub async fn start(
+        target: PgTarget,
+        me: String,
+        poll: Duration,
+    ) -> Result<(Self, mpsc::UnboundedReceiver<Inbound>), PgError> {
+        let (client, heard) = listen(&target).await?;
+        let (jobs, asked) = mpsc::unbounded_channel();
+        let (inbound, received) = mpsc::unbounded_channel();
+        let cancel = CancellationToken::new();
+        let task = Task { target, me, poll, inbound, cancel: cancel.clone() };
+        tokio::spawn(task.run(client, heard, asked));
+        Ok((Self { jobs, _stop: cancel.drop_guard() }, received))
+    }
+
+    /// Puts a command for `session`'s lease holder in the inbox; its id.
+    pub async fn send(&self, session: &SessionId, body: String) -> Result<i64, PgError> {
+        let (sent, id) = oneshot::channel();
+        self.jobs.send(Job::Send { session: session.clone(), body, sent }).map_err(|_| PgError::Stopped)?;
+        id.await.map_err(|_| PgError::Stopped)?
+    }
+
+    /// Answers command `id`: stored with its session's last event `seq` now, so call it once
+    /// everything the command caused is committed. A command answered already keeps its answer.
+    pub async fn answer(&self, id: i64, body: String) -> Result<(), PgError> {
+        let (done, answered) = oneshot::channel();
+        self.jobs.send(Job::Answer { id, body, done }).map_err(|_| PgError::Stopped)?;
+        answered.await.map_err(|_| PgError::Stopped)?
+    }
+}
+
+/// Answers every unanswered command of `session` with `body`, in the caller's transaction: the
+/// sweeper closing a dead holder's turn. The senders are woken after the commit
+/// ([`wake`]).
+pub async fn answer_all(
+    client: &impl GenericClient,
+    session: &SessionId,
+    me: &str,
+    body: &str,
+) -> Result<u64, tokio_postgres::Error> {
+    client
+        .execute(
+            "UPDATE session_commands
+             SET answer = $2, answered_at = now(), taken_by = coalesce(taken_by, $3),
+                 taken_at = coalesce(taken_at, now()),
+                 answered_seq = (SELECT coalesce(max(seq), 0) FROM session_events WHERE session_id = $1)
+             WHERE session_id = $1 AND answered_at IS NULL",
+            &[&session.as_str(), &body, &me],
+        )
+        .await
+}
+
+/// Wakes every replica's inbox.
+pub async fn wake(client: &impl GenericClient) -> Result<(), tokio_postgres::Error> {
+    client.execute("SELECT pg_notify($1, '')", &[&CHANNEL]).await.map(|_| ())
+}
+
+async fn listen(target: &PgTarget) -> Result<(Client, mpsc::UnboundedReceiver<Notification>), PgError> {
+    let (client, heard) = target.connect_listening().await?;
+    client.batch_execute(&format!("LISTEN {CHANNEL}")).await.map_err(|err| target.failed(&err))?;
+    Ok((client, heard))
+}
+
+struct Task {
+    target: PgTarget,
+    me: String,
+    poll: Duration,
+    inbound: mpsc::UnboundedSender<Inbound>,
+    cancel: CancellationToken,
+}
+
+impl Task {
+    async fn run(
+        self,
+        mut client: Client,
+        mut heard: mpsc::UnboundedReceiver<Notification>,
+        mut asked: mpsc::UnboundedReceiver<Job>,
+    ) {
+        let mut tick = tokio::time::interval(self.poll);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                () = self.cancel.cancelled() => return,
+                job = asked.recv() => {
+                    let Some(job) = job else { return };
+                    self.serve(&client, job).await;
+                    continue;
+                }
+                note = heard.recv() => {
+                    if note.is_none() {
+                        match self.reconnect().await {
+                            Some(pair) => (client, heard) = pair,
+                            None => return,
+                        }
+                    }
+                    // A burst of wake-ups is one round.
+                    while heard.try_recv().is_ok() {}
+                }
+                _ = tick.tick() => {}
+            }
+            if let Err(err) = self.round(&client).await {
+                tracing::warn!("reading the command inbox in PostgreSQL: {err}; reading again at the next round");
+            }
+            if self.inbound.is_closed() {
+                return;
+            }
+        }
+    }
+
+    async fn serve(&self, client: &Client, job: Job) {
+        let failed = |err: tokio_postgres::Error| self.target.failed(&err);
+        match job {
+            Job::Send { session, body, sent } => {
+                let id = async {
+                    let row = client
+                        .query_one(
+                            "INSERT INTO session_commands (session_id, sender, body) VALUES ($1, $2, $3) RETURNING id",
+                            &[&session.as_str(), &self.me, &body],
+                        )
+                        .await
+                        .map_err(failed)?;
+                    wake(client).await.map_err(failed)?;
+                    Ok(row.get(0))
+                }
+                .await;
+                let _ = sent.send(id);
+            }
+            Job::Answer { id, body, done } => {
+                let answered = async {
+                    client
+                        .execute(
+                            "UPDATE session_commands
+                             SET answer = $2, answered_at = now(),
+                                 answered_seq = (SELECT coalesce(max(seq), 0) FROM session_events
+                                                 WHERE session_id = session_commands.session_id)
+                             WHERE id = $1 AND answered_at IS NULL",
+                            &[&id, &body],
+                        )
+                        .await
+                        .map_err(failed)?;
+                    wake(client).await.map_err(failed)
+                }
+                .await;
+                let _ = done.send(answered);
+            }
+        }
+    }
+
+    /// Connects and listens again, until it can (`None`: the inbox stopped first).
+    async fn reconnect(&self) -> Option<(Client, mpsc::UnboundedReceiver<Notification>)> {
+        loop {
+            tokio::select! {
+                () = self.cancel.cancelled() => return None,
+                () = tokio::time::sleep(self.poll) => {}
+            }
+            match listen(&self.target).await {
+                Ok(pair) => return Some(pair),
+                Err(err) => tracing::warn!("reading the command inbox in PostgreSQL: {err}; trying again"),
+            }
+        }
+    }
+
+    /// Takes the commands this replica is to carry out and reads the answers to its own, in
+    /// the order they were sent.
+    async fn round(&self, client: &Client) -> Result<(), PgError> {
+        let failed = |err: tokio_postgres::Error| self.target.failed(&err);
+        let mut taken = client
+            .query(
+                "UPDATE session_commands AS command SET taken_by = $1, taken_at = now()
+                 WHERE command.id IN (
+                    SELECT waiting.id FROM session_commands AS waiting
+                    LEFT JOIN session_leases AS lease ON lease.session_id = waiting.session_id
+                    WHERE waiting.taken_at IS NULL AND (
+                        (lease.holder = $1 AND lease.released_at IS NULL AND lease.expires_at > now())
+                        OR (waiting.sender = $1 AND (lease.session_id IS NULL OR lease.released_at IS NOT NULL)))
+                    ORDER BY waiting.id LIMIT $2
+                    FOR UPDATE OF waiting SKIP LOCKED)
+                 RETURNING command.id, command.session_id, command.body",
+                &[&self.me, &PER_READ],
+            )
+            .await
+            .map_err(failed)?;
+        taken.sort_by_key(|row| row.get::<_, i64>(0));
+        for row in taken {
+            let session = SessionId::from_string(row.get::<_, String>(1));
+            let _ = self.inbound.send(Inbound::Command { id: row.get(0), session, body: row.get(2) });
+        }
+        let mut answered = client
+            .query(
+                "UPDATE session_commands SET delivered_at = now()
+                 WHERE id IN (
+                    SELECT id FROM session_commands
+                    WHERE sender = $1 AND answered_at IS NOT NULL AND delivered_at IS NULL
+                    ORDER BY id LIMIT $2
+                    FOR UPDATE SKIP LOCKED)
+                 RETURNING id, session_id, answered_seq, answer",
+                &[&self.me, &PER_READ],
+            )
+            .await
+            .map_err(failed)?;
+        answered.sort_by_key(|row| row.get::<_, i64>(0));
+        for row in answered {
+            let session = SessionId::from_string(row.get::<_, String>(1));
+            let body: Option<String> = row.get(3);
+            let _ = self.inbound.send(Inbound::Answer {
+                id: row.get(0),
+                session,
+                seq: row.get::<_, Option<i64>>(2).unwrap_or(0),
+                body: body.unwrap_or_default(),
+            });
+        }
+        Ok(())
+    }
+}

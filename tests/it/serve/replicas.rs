@@ -1,0 +1,162 @@
+//! `cairn serve` replicas sharing one PostgreSQL database: a client of any replica follows a
+//! turn another replica runs, live, each update once and in order; a prompt or a cancel sent to
+//! a replica that is not running the session's turn is carried out by the one that is, and the
+//! client is answered where it asked, after everything the prompt caused.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use super::postgres::fixture;
+use crate::support::served::{Client, Server};
+use crate::support::{Reply, TestEnv, text_of, updates};
+
+/// Three replicas of one database, and a session made on the first.
+struct Replicas {
+    env: TestEnv,
+    servers: Vec<Server>,
+}
+
+impl Replicas {
+    async fn start(count: usize) -> Self {
+        let env = TestEnv::new().await;
+        let url = fixture::database().await;
+        env.write_config(&format!("[store]\nurl = \"{url}\"\n"));
+        let mut servers = Vec::new();
+        for _ in 0..count {
+            servers.push(Server::start(&env).await);
+        }
+        Self { env, servers }
+    }
+
+    /// A client of replica `n` that loaded `session`.
+    async fn viewer(&self, n: usize, session: &str) -> Client {
+        let mut client = self.servers[n].client().await;
+        let loaded =
+            client.call("session/load", json!({"sessionId": session, "cwd": self.env.cwd(), "mcpServers": []}));
+        loaded.await;
+        client
+    }
+}
+
+/// The answer chunks' texts of `session`, in the order they came.
+fn chunks(messages: &[Value], session: &str) -> Vec<String> {
+    updates(messages, session)
+        .iter()
+        .filter(|update| update["sessionUpdate"] == "agent_message_chunk")
+        .map(|update| update["content"]["text"].as_str().unwrap_or_default().to_owned())
+        .collect()
+}
+
+/// Reads until `session`'s answer text is `whole` (never more), then a moment longer to catch
+/// any update that would come twice; everything read.
+async fn until_answer(client: &mut Client, session: &str, whole: &str) -> Vec<Value> {
+    let mut seen = Vec::new();
+    loop {
+        seen.push(client.recv().await);
+        let text = text_of(&updates(&seen, session), "agent_message_chunk");
+        assert!(whole.starts_with(&text), "not a prefix of the answer: {text:?}");
+        if text == whole {
+            break;
+        }
+    }
+    while let Ok(Some(more)) = tokio::time::timeout(Duration::from_millis(700), client.next()).await {
+        seen.push(more);
+    }
+    seen
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_turn_on_one_replica_is_followed_live_from_two_others_each_update_once_in_order() {
+    let replicas = Replicas::start(3).await;
+    let env = &replicas.env;
+    let mut on_a = replicas.servers[0].client().await;
+    let session = on_a.new_session(&env.cwd()).await;
+    let mut on_b = replicas.viewer(1, &session).await;
+    let mut on_c = replicas.viewer(2, &session).await;
+    let pieces: Vec<String> = (0..40).map(|i| format!("<{i}>")).collect();
+    let refs: Vec<&str> = pieces.iter().map(String::as_str).collect();
+    env.mock.push(Reply::text_with_delay(&refs, Duration::from_millis(20)));
+
+    let prompt = on_a.prompt(&session, "tell me forty things").await;
+    let (answer, on_a_seen) = on_a.response(prompt).await;
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    let whole = pieces.concat();
+    for other in [&mut on_b, &mut on_c] {
+        let seen = until_answer(other, &session, &whole).await;
+        assert_eq!(chunks(&seen, &session), chunks(&on_a_seen, &session), "the same chunks, once each, in order");
+        let shown = updates(&seen, &session);
+        assert_eq!(text_of(&shown, "user_message_chunk"), "tell me forty things", "the prompt is shown too");
+    }
+
+    // Loaded afterwards from any replica, the session shows what the followers were shown.
+    let mut late = replicas.servers[2].client().await;
+    let id = late.request("session/load", json!({"sessionId": session, "cwd": env.cwd(), "mcpServers": []})).await;
+    let (_, replayed) = late.response(id).await;
+    assert_eq!(text_of(&updates(&replayed, &session), "agent_message_chunk"), whole);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_prompt_sent_to_another_replica_mid_turn_runs_after_the_turn_where_it_runs() {
+    let replicas = Replicas::start(2).await;
+    let env = &replicas.env;
+    let mut on_a = replicas.servers[0].client().await;
+    let session = on_a.new_session(&env.cwd()).await;
+    let mut on_b = replicas.viewer(1, &session).await;
+    let (first, release) = Reply::text(&["first ", "answer"]).held(1);
+    env.mock.push(first);
+    env.mock.push(Reply::text(&["second ", "answer"]));
+
+    let one = on_a.prompt(&session, "one").await;
+    // b is shown a's turn as it streams.
+    until_answer_starts(&mut on_b, &session).await;
+    let two = on_b.prompt(&session, "two").await;
+    replicas.servers[1].until_said("handed to the replica running the session's turn").await;
+    release.notify_one();
+
+    let (answer, _) = on_a.response(one).await;
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    let (answer, before) = on_b.response(two).await;
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    let shown = updates(&before, &session);
+    assert!(
+        text_of(&shown, "agent_message_chunk").ends_with("second answer"),
+        "the answer came before its end: {shown:?}"
+    );
+    assert!(text_of(&shown, "user_message_chunk").ends_with("two"), "{shown:?}");
+    let asked = env.mock.requests();
+    assert_eq!(asked.len(), 2, "each prompt ran once");
+    assert!(asked[1].to_string().contains("two"), "the second turn answered the prompt sent to b");
+    assert!(
+        replicas.servers[0].stderr().contains("a command handed by another replica"),
+        "a, running the turn, ran the prompt b was sent"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancel_sent_to_another_replica_stops_the_turn_where_it_runs() {
+    let replicas = Replicas::start(2).await;
+    let env = &replicas.env;
+    let mut on_a = replicas.servers[0].client().await;
+    let session = on_a.new_session(&env.cwd()).await;
+    let mut on_b = replicas.viewer(1, &session).await;
+    env.mock.push(Reply::endless(Duration::from_millis(20)));
+
+    let prompt = on_a.prompt(&session, "go on forever").await;
+    until_answer_starts(&mut on_b, &session).await;
+    on_b.send(json!({"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": session}})).await;
+    let (answer, _) = on_a.response(prompt).await;
+    assert_eq!(answer["result"]["stopReason"], "cancelled", "{answer}");
+}
+
+/// Reads until the first chunk of `session`'s answer arrives.
+async fn until_answer_starts(client: &mut Client, session: &str) {
+    loop {
+        let message = client.recv().await;
+        if message["params"]["sessionId"] == session
+            && message["params"]["update"]["sessionUpdate"] == "agent_message_chunk"
+        {
+            return;
+        }
+    }
+}
