@@ -188,7 +188,7 @@ impl Permissions for AcpHost {
                     OptionKind::RejectOnce => acp::PermissionOptionKind::RejectOnce,
                     OptionKind::RejectAlways => acp::PermissionOptionKind::RejectAlways,
                 };
-                acp::PermissionOption::new(option.id, option.label.clone(), kind)
+                acp::PermissionOption::new(option.id.to_string(), option.label.clone(), kind)
             })
             .collect();
         let request = acp::RequestPermissionRequest::new(self.id(), tool_update(call, false), options);

@@ -47,7 +47,7 @@ impl Choice {
             Choice::RejectOnce => OptionKind::RejectOnce,
             Choice::RejectAlways => OptionKind::RejectAlways,
         };
-        PermissionOption { id: self.id(), label, kind }
+        PermissionOption { id: self.id().into(), label, kind }
     }
 }
 
@@ -135,7 +135,7 @@ mod tests {
     }
 
     fn ids(options: &[PermissionOption]) -> Vec<&str> {
-        options.iter().map(|option| option.id).collect()
+        options.iter().map(|option| &*option.id).collect()
     }
 
     #[test]

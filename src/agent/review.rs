@@ -109,7 +109,7 @@ pub(super) async fn reviewing(turn: &mut Turn<'_>, mut queue: CallQueue) -> Turn
     }
     let mut shown = part;
     shown.content.push(ToolContent::Text { text: OPTIONS_MEANING.into() });
-    let option = |id: &'static str, label: &str, kind| PermissionOption { id, label: label.into(), kind };
+    let option = |id: &'static str, label: &str, kind| PermissionOption { id: id.into(), label: label.into(), kind };
     let options = [
         option(ACCEPT_EDITS, "Yes, and accept edits", OptionKind::AllowAlways),
         option(ASK, "Yes, and ask before edits", OptionKind::AllowOnce),

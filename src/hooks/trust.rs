@@ -104,8 +104,8 @@ pub async fn ask(asker: &dyn Permissions, path: &Path, hash: &str, commands: &[S
     card.input = serde_json::json!({ "file": path.to_string_lossy(), "sha256": hash }).to_string();
     card.content = vec![ToolContent::Text { text }];
     let options = [
-        PermissionOption { id: TRUST, label: "Trust and run these hooks".into(), kind: OptionKind::AllowAlways },
-        PermissionOption { id: REFUSE, label: "Do not run them".into(), kind: OptionKind::RejectAlways },
+        PermissionOption { id: TRUST.into(), label: "Trust and run these hooks".into(), kind: OptionKind::AllowAlways },
+        PermissionOption { id: REFUSE.into(), label: "Do not run them".into(), kind: OptionKind::RejectAlways },
     ];
     match asker.request_permission(&card, &options).await {
         Ok(PermissionAnswer::Selected(id)) => Some(id == TRUST),

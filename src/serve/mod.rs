@@ -145,6 +145,7 @@ pub async fn run(
         false => None,
     };
     let hub = Hub::new();
+    hub.share(&store);
     let sessions = Registry::new(store, config, Arc::clone(&hub) as Arc<dyn crate::session::UpdateSink>);
     crate::llm::http::prepare();
     sessions.warm_default_model();

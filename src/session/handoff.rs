@@ -26,6 +26,8 @@ pub enum Handed {
     Prompt { parts: Vec<Part> },
     /// `session/cancel`: stop the running turn and the queued prompts.
     Cancel {},
+    /// A client's answer to question `question` a turn here asked (`asked`).
+    Answer { question: String, answer: super::asked::Answer },
 }
 
 /// What came of a handed command.
@@ -92,6 +94,10 @@ pub async fn serve(registry: WeakRegistry, mut inbound: tokio::sync::mpsc::Unbou
                             let outcome = Outcome::of(&prompt.await);
                             answer(&store, id, &outcome).await;
                         });
+                    }
+                    Ok(Handed::Answer { question, answer: given }) => {
+                        registry.elsewhere(&session, super::asked::Elsewhere::Answered { id: question, answer: given });
+                        tokio::spawn(async move { answer(&store, id, &Outcome::Done {}).await });
                     }
                     Ok(Handed::Cancel {}) => {
                         registry.cancel_here(&session);

@@ -23,24 +23,23 @@
 //! the client whose prompt it answers ([`Hub::drive`]) when that client offers them and still
 //! views the session, as an editor's are on stdio; else the tools act where the server runs.
 
+mod viewers;
+
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::Instant;
 
-use futures::StreamExt;
 use futures::future::BoxFuture;
-use futures::stream::FuturesUnordered;
 use tokio::sync::watch;
 
+use super::asked::{Across, Elsewhere};
 use super::loading::Loading;
 use super::{Update, UpdateSink};
 use crate::ids::SessionId;
+use crate::store::Store;
 use crate::tools::Host;
-use crate::tools::host::{
-    FileReader, FileWriter, HostError, PermissionAnswer, PermissionOption, Permissions, Question, Questions, Reply,
-    Terminals,
-};
+use viewers::Viewers;
 
 /// One connection's view of the server's sessions.
 #[derive(Clone)]
@@ -90,6 +89,8 @@ pub struct Hub {
     attached: watch::Sender<u64>,
     /// Itself, for the hosts it hands out.
     me: Weak<Hub>,
+    /// Questions across replicas, when the store is shared by them ([`Self::share`]).
+    across: OnceLock<Arc<Across>>,
 }
 
 impl Hub {
@@ -99,7 +100,16 @@ impl Hub {
             next: AtomicU64::new(1),
             attached: watch::channel(0).0,
             me: me.clone(),
+            across: OnceLock::new(),
         })
+    }
+
+    /// The sessions are kept in `store`: when other replicas share it, the questions of turns
+    /// run here are put to their clients too, and theirs to this hub's (`session::asked`).
+    pub fn share(&self, store: &Store) {
+        if store.logs_events() {
+            let _ = self.across.set(Across::new(store.clone()));
+        }
     }
 
     /// A new connection's view: `sink` is its wire.
@@ -301,6 +311,30 @@ impl UpdateSink for Hub {
         self.number(session, update, |viewer, seq, update| viewer.sink.pass_logged(session, logged, Some(seq), update));
     }
 
+    fn elsewhere(&self, session: &SessionId, what: Elsewhere) {
+        let Some(across) = self.across.get() else { return };
+        match what {
+            Elsewhere::Answered { id, answer } => across.answered(&id, answer),
+            Elsewhere::Closed { id } => across.closed(&id),
+            Elsewhere::Asked { id, asked } => {
+                let withdrawn = across.asking(&id);
+                let viewers = Viewers { hub: self.me.clone(), session: session.clone(), driver: None };
+                let (across, session) = (Arc::clone(across), session.clone());
+                tokio::spawn(async move {
+                    let answer = tokio::select! {
+                        () = withdrawn.cancelled() => return,
+                        answer = viewers.ask_here(asked) => answer,
+                    };
+                    across.closed(&id);
+                    match answer {
+                        Ok(answer) => across.send_answer(&session, id, answer).await,
+                        Err(err) => tracing::debug!(%session, %err, "another replica's question went unanswered here"),
+                    }
+                });
+            }
+        }
+    }
+
     /// A turn never waits for a viewer: one that falls behind is its connection's problem
     /// (bounded there), not every other viewer's.
     fn writable(&self) -> BoxFuture<'static, ()> {
@@ -309,129 +343,6 @@ impl UpdateSink for Hub {
 
     fn host(&self, session: &SessionId) -> Arc<dyn Host> {
         Arc::new(Viewers { hub: self.me.clone(), session: session.clone(), driver: self.driver(session) })
-    }
-}
-
-/// Whoever views a session, as the host of its turns.
-struct Viewers {
-    hub: Weak<Hub>,
-    session: SessionId,
-    /// The viewer whose prompt the turn answers, and its host, when it was viewing at the start.
-    driver: Option<(u64, Arc<dyn Host>)>,
-}
-
-impl Viewers {
-    /// The driver's host while it still views the session: once it has gone, the tools act
-    /// where the server runs and the turn goes on.
-    fn driving(&self) -> Option<&dyn Host> {
-        let (viewer, host) = self.driver.as_ref()?;
-        let hub = self.hub.upgrade()?;
-        hub.is_viewing(&self.session, *viewer).then_some(host.as_ref())
-    }
-}
-
-impl Viewers {
-    /// Asks every viewer that can answer (with `ask`), newcomers included, until one answers
-    /// (an error from a client that is still there is its answer); the other copies are dropped
-    /// (withdrawn). A viewer that went away is not asked again.
-    async fn first_answer<T: Send + 'static>(
-        &self,
-        ask: impl Fn(Arc<dyn Host>) -> Option<BoxFuture<'static, Result<T, HostError>>>,
-    ) -> Result<T, HostError> {
-        let Some(hub) = self.hub.upgrade() else { return Err(HostError::unavailable()) };
-        let mut attached = hub.attached.subscribe();
-        let mut asked: Vec<u64> = Vec::new();
-        let mut pending = FuturesUnordered::new();
-        loop {
-            attached.mark_unchanged();
-            for (viewer, host) in hub.hosts(&self.session) {
-                if asked.contains(&viewer) {
-                    continue;
-                }
-                asked.push(viewer);
-                tracing::debug!(session = %self.session, viewer, "asking a viewer");
-                if let Some(question) = ask(host) {
-                    pending.push(question);
-                }
-            }
-            tokio::select! {
-                Some(answer) = pending.next() => match answer {
-                    Ok(answer) => return Ok(answer),
-                    // Its connection closed: those who remain or come may answer.
-                    Err(err) if err.is_gone() => tracing::debug!(session = %self.session, "a viewer left unanswered"),
-                    // A client that answers with an error has answered (as on stdio).
-                    Err(err) => return Err(err),
-                },
-                changed = attached.changed() => {
-                    tracing::debug!(session = %self.session, "a viewer attached");
-                    if changed.is_err() {
-                        return Err(HostError::unavailable());
-                    }
-                }
-            }
-        }
-    }
-}
-
-impl Host for Viewers {
-    fn reader(&self) -> Option<&dyn FileReader> {
-        self.driving()?.reader()
-    }
-
-    fn writer(&self) -> Option<&dyn FileWriter> {
-        self.driving()?.writer()
-    }
-
-    fn terminals(&self) -> Option<&dyn Terminals> {
-        self.driving()?.terminals()
-    }
-
-    fn permissions(&self) -> Option<&dyn Permissions> {
-        Some(self)
-    }
-
-    fn questions(&self) -> Option<&dyn Questions> {
-        Some(self)
-    }
-}
-
-#[async_trait::async_trait]
-impl Permissions for Viewers {
-    async fn request_permission(
-        &self,
-        call: &crate::history::ToolPart,
-        options: &[PermissionOption],
-    ) -> Result<PermissionAnswer, HostError> {
-        let (call, options) = (Arc::new(call.clone()), Arc::new(options.to_vec()));
-        self.first_answer(move |host| {
-            host.permissions()?;
-            let (call, options) = (Arc::clone(&call), Arc::clone(&options));
-            Some(Box::pin(async move {
-                match host.permissions() {
-                    Some(permissions) => permissions.request_permission(&call, &options).await,
-                    None => Err(HostError::unavailable()),
-                }
-            }))
-        })
-        .await
-    }
-}
-
-#[async_trait::async_trait]
-impl Questions for Viewers {
-    async fn ask(&self, call_id: &str, question: &Question) -> Result<Reply, HostError> {
-        let (call_id, question) = (Arc::new(call_id.to_owned()), Arc::new(question.clone()));
-        self.first_answer(move |host| {
-            host.questions()?;
-            let (call_id, question) = (Arc::clone(&call_id), Arc::clone(&question));
-            Some(Box::pin(async move {
-                match host.questions() {
-                    Some(questions) => questions.ask(&call_id, &question).await,
-                    None => Err(HostError::unavailable()),
-                }
-            }))
-        })
-        .await
     }
 }
 

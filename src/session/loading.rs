@@ -124,6 +124,10 @@ impl UpdateSink for Loading {
         self.pass_logged(session, logged, None, update);
     }
 
+    fn elsewhere(&self, session: &SessionId, what: super::asked::Elsewhere) {
+        self.sink.elsewhere(session, what);
+    }
+
     fn writable(&self) -> futures::future::BoxFuture<'static, ()> {
         self.sink.writable()
     }

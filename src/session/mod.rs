@@ -11,6 +11,7 @@
 //! turns stored messages into the updates `session/load` shows.
 
 mod actor;
+mod asked;
 pub mod commands;
 pub mod custom;
 mod handoff;
@@ -311,6 +312,12 @@ pub trait UpdateSink: Send + Sync + 'static {
     fn send_logged(&self, session: &SessionId, logged: i64, update: Update) {
         let _ = logged;
         self.send(session, update);
+    }
+    /// A question another replica asked of its clients (asked, then closed), or an answer to
+    /// one asked here that another replica's client gave: for a hub, whose clients may answer
+    /// (`asked`). Others have no clients to ask.
+    fn elsewhere(&self, session: &SessionId, what: asked::Elsewhere) {
+        let _ = (session, what);
     }
     /// Resolves once the other side takes updates as fast as they come: a streaming turn
     /// awaits it between chunks, so a client that stops reading holds the turn (and through it

@@ -281,6 +281,11 @@ impl Registry {
         }
     }
 
+    /// A question of another replica, or an answer to one of this one's, for the sink's clients.
+    pub(super) fn elsewhere(&self, id: &SessionId, what: super::asked::Elsewhere) {
+        self.inner.sink.elsewhere(id, what);
+    }
+
     /// [`Self::cancel`] in this process alone.
     pub(super) fn cancel_here(&self, id: &SessionId) {
         if let Some(tx) = self.live(id) {

@@ -249,17 +249,20 @@ async fn ask(
             new_text: new_text.to_owned(),
         });
     }
-    let mut options =
-        vec![PermissionOption { id: "restore", label: "Restore these files".to_owned(), kind: OptionKind::AllowOnce }];
+    let mut options = vec![PermissionOption {
+        id: "restore".into(),
+        label: "Restore these files".to_owned(),
+        kind: OptionKind::AllowOnce,
+    }];
     if conflicts > 0 {
         options[0].label = format!("Restore all, overwriting the {conflicts} changed since");
         options.push(PermissionOption {
-            id: "restore_keep",
+            id: "restore_keep".into(),
             label: "Restore, keeping the files changed since".to_owned(),
             kind: OptionKind::AllowOnce,
         });
     }
-    options.push(PermissionOption { id: "cancel", label: "Cancel".to_owned(), kind: OptionKind::RejectOnce });
+    options.push(PermissionOption { id: "cancel".into(), label: "Cancel".to_owned(), kind: OptionKind::RejectOnce });
     match permissions.request_permission(&card, &options).await {
         Ok(PermissionAnswer::Selected(id)) if id == "restore" => Answer::All,
         Ok(PermissionAnswer::Selected(id)) if id == "restore_keep" => Answer::KeepChanged,

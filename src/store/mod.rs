@@ -265,6 +265,11 @@ pub enum Write {
     },
     /// Changes nothing; its callback runs once everything queued before it is committed.
     Barrier,
+    /// Changes nothing but carries what it shows into the session's event log (with
+    /// [`Store::submit_shown`]), for the clients of other replicas: a question asked of them.
+    Show {
+        session_id: SessionId,
+    },
 }
 
 /// A session's file captures with their files, oldest first, and the contents they name.

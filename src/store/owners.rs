@@ -74,6 +74,7 @@ impl Owners {
             | Write::RemoveProjectRule { .. }
             | Write::AddToken { .. }
             | Write::RevokeToken { .. }
+            | Write::Show { .. }
             | Write::Barrier => return,
         };
         let mut owners = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);

@@ -47,15 +47,17 @@ pub struct TerminalRequest {
     pub output_byte_limit: u64,
 }
 
-/// A choice offered to the user for one tool call.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// A choice offered to the user for one tool call. Serializable, as are the questions and
+/// answers below: a shared store carries them between replicas.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct PermissionOption {
-    pub id: &'static str,
+    pub id: std::borrow::Cow<'static, str>,
     pub label: String,
     pub kind: OptionKind,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum OptionKind {
     AllowOnce,
     AllowAlways,
@@ -64,7 +66,8 @@ pub enum OptionKind {
 }
 
 /// The user's answer.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum PermissionAnswer {
     Selected(String),
     /// The editor withdrew the question (the turn is being cancelled).
@@ -72,7 +75,7 @@ pub enum PermissionAnswer {
 }
 
 /// A question for the user, from the `question` tool.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Question {
     /// The question as the user reads it.
     pub text: String,
@@ -83,14 +86,15 @@ pub struct Question {
 }
 
 /// One answer offered.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Choice {
     pub label: String,
     pub description: Option<String>,
 }
 
 /// What the user did with a [`Question`].
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Reply {
     /// A choice (one of the labels offered), a typed answer, or both.
     Answered { choice: Option<String>, text: Option<String> },

@@ -11,7 +11,7 @@ use crate::tools::host::{HostError, PermissionAnswer, PermissionOption, Permissi
 /// offered are kept. Files and commands stay local.
 struct Asker {
     answers: Mutex<VecDeque<Result<PermissionAnswer, HostError>>>,
-    offered: Mutex<Vec<Vec<&'static str>>>,
+    offered: Mutex<Vec<Vec<String>>>,
     /// The user cancels the turn instead of answering.
     cancels: Option<CancellationToken>,
 }
@@ -36,7 +36,7 @@ impl Permissions for Asker {
         _call: &ToolPart,
         options: &[PermissionOption],
     ) -> Result<PermissionAnswer, HostError> {
-        self.offered.lock().unwrap().push(options.iter().map(|option| option.id).collect());
+        self.offered.lock().unwrap().push(options.iter().map(|option| option.id.to_string()).collect());
         if let Some(cancel) = &self.cancels {
             cancel.cancel();
             return Ok(PermissionAnswer::Cancelled);

@@ -5,7 +5,8 @@
 //! ([`crate::store::Store::follow`]): every update another replica showed (its turn's chunks,
 //! calls, notices, the sweeper's close of a dead replica's turn) goes to this replica's clients,
 //! numbered by its `seq` so a load under way cuts it exactly (`loading`). Its own rows it skips:
-//! its recorder showed them as they committed.
+//! its recorder showed them as they committed. A question another replica's turn asks, and its
+//! close, go to the hub, whose clients may answer it (`session::asked`).
 //!
 //! A prompt whose turn the lease refused (another replica runs a turn in the session) is handed
 //! to that replica ([`super::super::handoff`]); the client's request waits for its answer,
@@ -20,6 +21,7 @@ use super::{Actor, Reply};
 use crate::agent::StopReason;
 use crate::history::Part;
 use crate::ids::SessionId;
+use crate::session::asked::Signal;
 use crate::session::handoff::{Handed, Outcome};
 use crate::session::{SessionError, TurnEnd, Update};
 use crate::store::Store;
@@ -68,6 +70,11 @@ impl Actor {
         };
         followed.logged = event.seq;
         if event.origin != followed.me {
+            if let Some(signal) = Signal::read(&event.body) {
+                self.services.sink.elsewhere(&self.row.id, signal.into());
+                self.deliver_answers();
+                return;
+            }
             match Update::from_event(&event.body) {
                 Some(update) => self.services.sink.send_logged(&self.row.id, event.seq, update),
                 None => {

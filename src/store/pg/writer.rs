@@ -441,7 +441,8 @@ fn session_of<'a>(
         | Write::HideFrom { session_id, .. }
         | Write::PutCheckpoints { session_id, .. }
         | Write::FinishRestore { session_id }
-        | Write::TrimCheckpoints { session_id, .. } => Some(session_id),
+        | Write::TrimCheckpoints { session_id, .. }
+        | Write::Show { session_id } => Some(session_id),
         Write::AppendPart { message_id, index, .. } | Write::ClosePart { message_id, index } => {
             part(message_id, *index)
         }

@@ -171,7 +171,7 @@ pub(super) async fn one(
             }
             tokens::revoke(tx, id, now).await?;
         }
-        Write::Barrier => {}
+        Write::Barrier | Write::Show { .. } => {}
     }
     Ok(Ok(()))
 }

@@ -101,7 +101,7 @@ impl Batch<'_> {
                 Ok(false) => Err(StoreError::UnknownToken(id.clone())),
                 Err(err) => Err(self.db.error(&err)),
             },
-            Write::Barrier => Ok(()),
+            Write::Barrier | Write::Show { .. } => Ok(()),
         };
         self.results[job] = result;
     }

@@ -160,3 +160,76 @@ async fn until_answer_starts(client: &mut Client, session: &str) {
         }
     }
 }
+
+/// Reads until `session/request_permission` comes; it.
+async fn until_asked(client: &mut Client) -> Value {
+    loop {
+        let message = client.recv().await;
+        if message["method"] == "session/request_permission" {
+            return message;
+        }
+    }
+}
+
+fn allow_once(request: &Value) -> Value {
+    json!({"jsonrpc": "2.0", "id": request["id"], "result": {"outcome": {"outcome": "selected", "optionId": "allow_once"}}})
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_permission_question_is_answered_from_another_replica_and_the_first_answer_wins() {
+    let replicas = Replicas::start(2).await;
+    let env = &replicas.env;
+    let path = env.workspace().join("note.txt");
+    env.mock.push(Reply::tool_calls(&[("c1", "write", json!({"path": path, "content": "x\n"}))]));
+    env.mock.push(Reply::text(&["written"]));
+    let mut on_a = replicas.servers[0].client().await;
+    let session = on_a.new_session(&env.cwd()).await;
+    let mut on_b = replicas.viewer(1, &session).await;
+    // A second client of b, which answers too, later: the same answer sent twice is taken once.
+    let mut also_on_b = replicas.viewer(1, &session).await;
+
+    let prompt = on_a.prompt(&session, "Write it").await;
+    let to_a = until_asked(&mut on_a).await;
+    let to_b = until_asked(&mut on_b).await;
+    let again = until_asked(&mut also_on_b).await;
+    assert_eq!(to_a["params"]["toolCall"]["toolCallId"], to_b["params"]["toolCall"]["toolCallId"]);
+    on_b.send(allow_once(&to_b)).await;
+
+    // a's own client's copy is withdrawn, and the turn goes on with b's answer.
+    let withdrawn = loop {
+        let message = on_a.recv().await;
+        if message["method"] == "$/cancel_request" {
+            break message;
+        }
+        assert!(message["id"] != prompt, "the turn ended before a's copy was withdrawn: {message}");
+    };
+    assert_eq!(withdrawn["params"]["requestId"], to_a["id"], "{withdrawn}");
+    // Late answers, on either replica, change nothing.
+    also_on_b.send(allow_once(&again)).await;
+    on_a.send(allow_once(&to_a)).await;
+    let (done, _) = on_a.response(prompt).await;
+    assert_eq!(done["result"]["stopReason"], "end_turn", "{done}");
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), "x\n", "the call ran, once");
+    assert_eq!(env.mock.requests().len(), 2, "one call, one answer: nothing ran twice");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_same_answer_sent_to_two_replicas_at_once_is_taken_once() {
+    let replicas = Replicas::start(2).await;
+    let env = &replicas.env;
+    let path = env.workspace().join("once.txt");
+    env.mock.push(Reply::tool_calls(&[("c1", "write", json!({"path": path, "content": "once\n"}))]));
+    env.mock.push(Reply::text(&["written"]));
+    let mut on_a = replicas.servers[0].client().await;
+    let session = on_a.new_session(&env.cwd()).await;
+    let mut on_b = replicas.viewer(1, &session).await;
+
+    let prompt = on_a.prompt(&session, "Write it once").await;
+    let (to_a, to_b) = (until_asked(&mut on_a).await, until_asked(&mut on_b).await);
+    on_b.send(allow_once(&to_b)).await;
+    on_a.send(allow_once(&to_a)).await;
+    let (done, _) = on_a.response(prompt).await;
+    assert_eq!(done["result"]["stopReason"], "end_turn", "{done}");
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), "once\n");
+    assert_eq!(env.mock.requests().len(), 2, "the call ran once and the turn went on once");
+}

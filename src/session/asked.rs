@@ -1,0 +1,187 @@
+//! Questions across replicas: a permission question (or a `question` tool's) that a turn asks
+//! on the replica running it reaches the clients of every replica viewing the session, and the
+//! first valid answer, from any of them, wins.
+//!
+//! The hub of the replica running the turn asks its own viewers as always, and also logs the
+//! question in the session's event log ([`Signal::Asked`], through a [`Write::Show`]). Every
+//! other replica's actor reads it back and hands it to its hub, which puts it to its viewers (and
+//! newcomers) and hands the first answer to the turn's replica through the command inbox
+//! ([`super::handoff::Handed::Answer`]). There it joins the answers of the local viewers: the
+//! first one that is valid (an option the question offered) is taken, the others are ignored,
+//! so a client answering on two replicas answers once. Once the question is settled, however it
+//! ended, [`Signal::Closed`] is logged and every replica withdraws its copies.
+//!
+//! A client that opens the session on another replica after the question was asked is not asked
+//! it there: it comes before the replay's cut. Its answer can come from any replica viewing the
+//! session when it was asked, or from the turn's own.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use crate::history::ToolPart;
+use crate::ids::SessionId;
+use crate::store::{Store, Write};
+use crate::tools::host::{PermissionAnswer, PermissionOption, Question, Reply};
+
+/// A question as another replica's clients are asked it.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Asked {
+    Permission { call: ToolPart, options: Vec<PermissionOption> },
+    Question { call_id: String, question: Question },
+}
+
+/// An answer given on another replica.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Answer {
+    Permission(PermissionAnswer),
+    Question(Reply),
+}
+
+/// What the event log carries about questions, besides the updates it shows.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Signal {
+    Asked { id: String, asked: Box<Asked> },
+    Closed { id: String },
+}
+
+impl Signal {
+    /// A row of the log that is a signal; `None` for an update (or anything else).
+    pub fn read(body: &str) -> Option<Self> {
+        // Updates are `{"update": …}`: only a body that starts otherwise is looked at.
+        if body.starts_with("{\"update\"") {
+            return None;
+        }
+        serde_json::from_str(body).ok()
+    }
+}
+
+/// What reaches a hub about questions of other replicas: from the log (asked, closed) or from
+/// the inbox (an answer to one asked here).
+#[derive(Clone, Debug, PartialEq)]
+pub enum Elsewhere {
+    Asked { id: String, asked: Box<Asked> },
+    Closed { id: String },
+    Answered { id: String, answer: Answer },
+}
+
+impl From<Signal> for Elsewhere {
+    fn from(signal: Signal) -> Self {
+        match signal {
+            Signal::Asked { id, asked } => Self::Asked { id, asked },
+            Signal::Closed { id } => Self::Closed { id },
+        }
+    }
+}
+
+/// A hub's side of the questions across replicas (see the module's paragraph).
+pub struct Across {
+    store: Store,
+    /// Questions asked here and published, by id: where answers from elsewhere go.
+    waiting: Mutex<HashMap<String, mpsc::UnboundedSender<Answer>>>,
+    /// Questions other replicas asked, put to this one's viewers, by id: their withdrawal.
+    asking: Mutex<HashMap<String, CancellationToken>>,
+}
+
+impl Across {
+    pub fn new(store: Store) -> Arc<Self> {
+        Arc::new(Self { store, waiting: Mutex::default(), asking: Mutex::default() })
+    }
+
+    /// Logs `asked` for the other replicas' clients; their answers come on the guard's
+    /// receiver until it drops, which logs the question closed.
+    pub fn publish(self: &Arc<Self>, session: &SessionId, asked: Asked) -> Published {
+        let id = crate::ids::random_hex::<8>().unwrap_or_default();
+        let (answers, received) = mpsc::unbounded_channel();
+        lock(&self.waiting).insert(id.clone(), answers);
+        self.show(session, &Signal::Asked { id: id.clone(), asked: Box::new(asked) });
+        Published { across: Arc::clone(self), session: session.clone(), id, received }
+    }
+
+    /// An answer from another replica to question `id` asked here; ignored once it is settled.
+    pub fn answered(&self, id: &str, answer: Answer) {
+        match lock(&self.waiting).get(id) {
+            Some(answers) => {
+                let _ = answers.send(answer);
+            }
+            None => {
+                tracing::debug!(question = id, "an answer from another replica came after the question was settled")
+            }
+        }
+    }
+
+    /// Another replica asked question `id`: the token that withdraws this replica's copies.
+    pub fn asking(&self, id: &str) -> CancellationToken {
+        let token = CancellationToken::new();
+        lock(&self.asking).insert(id.to_owned(), token.clone());
+        token
+    }
+
+    /// Question `id` of another replica is settled, or answered here: withdrawn.
+    pub fn closed(&self, id: &str) {
+        if let Some(token) = lock(&self.asking).remove(id) {
+            token.cancel();
+        }
+    }
+
+    /// Hands this replica's clients' answer to the replica running the turn.
+    pub async fn send_answer(&self, session: &SessionId, id: String, answer: Answer) {
+        let handed = super::handoff::Handed::Answer { question: id, answer };
+        let Ok(body) = serde_json::to_string(&handed) else { return };
+        if let Some(Err(err)) = self.store.send_command(session, body).await {
+            tracing::warn!(%session, %err, "an answer could not be handed to the replica running the turn");
+        }
+    }
+
+    fn show(&self, session: &SessionId, signal: &Signal) {
+        let Ok(body) = serde_json::to_string(signal) else { return };
+        self.store.submit_shown(Write::Show { session_id: session.clone() }, vec![body], None);
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// A question published to other replicas: their answers, and its close when dropped.
+pub struct Published {
+    across: Arc<Across>,
+    session: SessionId,
+    id: String,
+    pub received: mpsc::UnboundedReceiver<Answer>,
+}
+
+impl Drop for Published {
+    fn drop(&mut self) {
+        lock(&self.across.waiting).remove(&self.id);
+        self.across.show(&self.session, &Signal::Closed { id: self.id.clone() });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::session::Update;
+    use crate::tools::host::OptionKind;
+
+    #[test]
+    fn a_signal_reads_back_and_an_update_is_never_taken_for_one() {
+        let asked = Asked::Permission {
+            call: ToolPart::new("c1".into(), "bash".into()),
+            options: vec![PermissionOption {
+                id: "allow_once".into(),
+                label: "Allow".into(),
+                kind: OptionKind::AllowOnce,
+            }],
+        };
+        let signal = Signal::Asked { id: "q1".into(), asked: Box::new(asked) };
+        assert_eq!(Signal::read(&serde_json::to_string(&signal).unwrap()), Some(signal));
+        let update = Update::Title("t".into()).to_event().unwrap();
+        assert_eq!(Signal::read(&update), None);
+    }
+}
