@@ -127,7 +127,7 @@ async fn main() {
     let rate = streamed(&sqlite, chunks, false).await;
     println!("store, SQLite: {chunks} chunks over 20 sessions: {rate:.0} chunks/s");
     sqlite.shutdown().await;
-    let postgres = Store::open_postgres(&fixture::database().await).await.unwrap();
+    let postgres = Store::open_postgres(&fixture::database().await, std::time::Duration::from_secs(15)).await.unwrap();
     let rate = streamed(&postgres, chunks, true).await;
     println!(
         "store, PostgreSQL (each chunk also logged as an event): {chunks} chunks over 20 sessions: {rate:.0} chunks/s"

@@ -110,6 +110,8 @@ pub struct Config {
     pub serve_url: Option<String>,
     /// `[store] url`: the PostgreSQL database `cairn serve` shares with its other replicas.
     pub store_url: Option<String>,
+    /// `[store] lease_ttl_secs`: how long a replica's lease on a session lives unrenewed.
+    pub lease_ttl: std::time::Duration,
     /// `[search]`: the provider's own web search, or an endpoint of the user's.
     pub search: Search,
     /// `[jobs]`: a session's background processes.
@@ -429,6 +431,7 @@ impl Config {
         let checkpoints = file.checkpoints.resolve().map_err(invalid)?;
         let hooks = file.hooks.resolve().map_err(invalid)?;
         let lsp = file.lsp.resolve().map_err(invalid)?;
+        let lease_ttl = file.store.lease_ttl()?;
         let store_url = file.store.resolve()?;
         Ok(Self {
             data_dir,
@@ -455,6 +458,7 @@ impl Config {
             log_file,
             serve_url: file.serve.url,
             store_url,
+            lease_ttl,
             search,
             jobs,
             checkpoints,

@@ -304,10 +304,10 @@ impl Store {
     }
 
     /// Connects to the PostgreSQL database `url` names and migrates it (once, however many
-    /// replicas start together); this replica holds leases for [`pg::LEASE_TTL`].
-    pub async fn open_postgres(url: &str) -> Result<Self, StoreError> {
+    /// replicas start together); this replica holds leases for `ttl` unrenewed.
+    pub async fn open_postgres(url: &str, ttl: std::time::Duration) -> Result<Self, StoreError> {
         let target = pg::PgTarget::parse(url).map_err(StoreError::Postgres)?;
-        let backend = pg::Postgres::open(target, pg::Postgres::replica_name(), pg::LEASE_TTL).await?;
+        let backend = pg::Postgres::open(target, pg::Postgres::replica_name(), ttl).await?;
         Ok(Self { backend: Arc::new(Backend::Postgres(backend)) })
     }
 

@@ -37,7 +37,7 @@ mod writer;
 mod writer_tests;
 mod writes;
 
-pub use store::{LEASE_TTL, Postgres};
+pub use store::Postgres;
 
 use std::fmt;
 use std::time::Duration;

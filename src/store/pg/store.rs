@@ -35,12 +35,11 @@ use crate::tools::checkpoint::{Digest, Stored};
 /// How often a follower reads the logs it follows besides its wake-ups.
 const FOLLOW_POLL: Duration = Duration::from_millis(250);
 
-/// How long a lease lives unrenewed: a replica that stops beating loses its sessions after this.
-pub const LEASE_TTL: Duration = Duration::from_secs(15);
-
 pub struct Postgres {
     target: PgTarget,
     me: String,
+    /// How long this replica's leases live unrenewed.
+    ttl: Duration,
     jobs: mpsc::UnboundedSender<Job>,
     reader: Client,
     /// Whose each session is (`cairn serve --auth`).
@@ -89,7 +88,7 @@ impl Postgres {
         let every = (ttl / 4).max(Duration::from_millis(50));
         tokio::spawn(sweeper::run(target.clone(), me.clone(), ttl, every, sweeping.clone()));
         let inbound = std::sync::Mutex::new(Some(inbound));
-        Ok(Self { target, me, jobs, reader, owners: Owners::new(owned), sweeping, follower, inbox, inbound })
+        Ok(Self { target, me, ttl, jobs, reader, owners: Owners::new(owned), sweeping, follower, inbox, inbound })
     }
 
     /// This replica's name as a lease holder: `host:pid:random`.
@@ -202,7 +201,8 @@ impl Postgres {
             )
             .await
             .map_err(|err| self.error(&err))?;
-        let ttl = i64::try_from(LEASE_TTL.as_millis()).unwrap_or(0);
+        // The heartbeat as this replica's leases are renewed: other replicas may differ a little.
+        let ttl = i64::try_from(self.ttl.as_millis()).unwrap_or(0);
         Ok(row.map(|row| writer::holder_of(id, row.get(0), row.get(1), row.get::<_, i64>(2) - ttl)))
     }
 

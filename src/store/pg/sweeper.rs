@@ -9,8 +9,9 @@
 //! and the followers and senders woken. The turn is never run again: its tools' side effects may
 //! be half done; the user decides.
 //!
-//! A replica's lease lives [`super::LEASE_TTL`] unrenewed and the sweep runs every quarter of
-//! that, so a dead replica's turn is closed within 1.25 lease lifetimes (about 19 s by default).
+//! A replica's lease lives `[store] lease_ttl_secs` (15 s by default) unrenewed and the sweep
+//! runs every quarter of that, so a dead replica's turn is closed within 1.25 lease lifetimes
+//! (about 19 s by default).
 
 use std::time::Duration;
 
