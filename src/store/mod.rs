@@ -242,7 +242,8 @@ pub enum Write {
         parent: SessionId,
     },
     /// Creates `row` with `messages` (ids and parts as given) in one savepoint, its rollups
-    /// computed from them (`cairn sessions import`).
+    /// computed from them and its times, owner and archived mark kept (`cairn sessions import`,
+    /// `cairn store migrate`).
     ImportSession {
         row: Box<SessionRow>,
         messages: Vec<Message>,
@@ -255,6 +256,12 @@ pub enum Write {
     AddToken {
         id: String,
         principal: String,
+        hash: [u8; 32],
+    },
+    /// Stores a token as another store keeps it (`cairn store migrate`): id, principal, hash and
+    /// times, revoked or not. A token whose id or hash is already stored changes nothing.
+    CopyToken {
+        row: TokenRow,
         hash: [u8; 32],
     },
     /// Revokes a token (it stays listed); refused with [`StoreError::UnknownToken`] if there is
@@ -495,6 +502,22 @@ impl Store {
         match &*self.backend {
             Backend::Sqlite(db) => db.tokens().await,
             Backend::Postgres(db) => db.tokens().await,
+        }
+    }
+
+    /// Every bearer token with the SHA-256 its secret hashes to, oldest first (to copy them).
+    pub async fn tokens_with_hashes(&self) -> Result<Vec<(TokenRow, [u8; 32])>, StoreError> {
+        match &*self.backend {
+            Backend::Sqlite(db) => db.tokens_with_hashes().await,
+            Backend::Postgres(db) => db.tokens_with_hashes().await,
+        }
+    }
+
+    /// Every project's rules, `(project, rule)`, oldest first.
+    pub async fn all_project_rules(&self) -> Result<Vec<(String, Rule)>, StoreError> {
+        match &*self.backend {
+            Backend::Sqlite(db) => db.all_project_rules().await,
+            Backend::Postgres(db) => db.all_project_rules().await,
         }
     }
 

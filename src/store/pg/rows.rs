@@ -101,9 +101,9 @@ pub async fn insert_session(client: &impl GenericClient, row: &SessionRow) -> Re
     client
         .execute(
             "INSERT INTO sessions (id, cwd, title, model, mode, permissions_json, created_at, updated_at, parent_id,
-                                   subagent, owner, metadata)
+                                   subagent, owner, metadata, archived_at)
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10,
-                     coalesce($11, (SELECT owner FROM sessions WHERE id = $9)), $12::text::jsonb)",
+                     coalesce($11, (SELECT owner FROM sessions WHERE id = $9)), $12::text::jsonb, $13)",
             &[
                 &row.id.as_str(),
                 &row.cwd,
@@ -117,6 +117,7 @@ pub async fn insert_session(client: &impl GenericClient, row: &SessionRow) -> Re
                 &row.subagent,
                 &row.owner,
                 &metadata(row),
+                &row.archived_at,
             ],
         )
         .await?;
