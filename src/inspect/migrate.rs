@@ -228,7 +228,9 @@ async fn copy(source: &Store, destination: &Store) -> Result<Summary, StoreError
             None => break,
         }
     }
-    say(&progress(&summary, total));
+    if seen % PROGRESS_EVERY != 0 || seen == 0 {
+        say(&progress(&summary, total));
+    }
     for (project, rule) in source.all_project_rules().await? {
         // A row this version cannot read is not guessed at, nor copied.
         if rule.stands_for().is_none() {

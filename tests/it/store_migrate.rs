@@ -2,7 +2,8 @@
 //! (the private server of `serve::postgres::fixture`) and back to a fresh SQLite file, where
 //! `cairn sessions` shows and exports them as it did; a second run skips what is there; a
 //! session whose turn is running is not copied until it ends; stores that cannot be used are
-//! refused with exit 1, naming the problem and never a password.
+//! refused with exit 1, naming the problem and never a password. Project rules, owners and
+//! archived marks are the store's specs (`both_transfer_tests`).
 
 use std::process::Stdio;
 use std::time::Duration;
@@ -69,6 +70,10 @@ async fn sessions_made_in_sqlite_read_the_same_from_postgresql_and_back_from_a_f
     );
     let sessions = listed(&env).await;
     assert_eq!(sessions.len(), 2);
+    let (status, _, stderr) = run(&env, &["serve", "token", "create", "--principal", "alice"]).await;
+    assert_eq!(status, Some(0), "{stderr}");
+    let (_, tokens, _) = run(&env, &["serve", "token", "list"]).await;
+    assert!(tokens.contains("alice"), "{tokens}");
 
     let url = fixture::database().await;
     let (status, stdout, stderr) = run(&env, &["store", "migrate", "--from", "sqlite:", "--to", &url]).await;
@@ -84,6 +89,7 @@ async fn sessions_made_in_sqlite_read_the_same_from_postgresql_and_back_from_a_f
     env.write_config(&format!("[store]\nurl = \"{url}\"\n"));
     assert_eq!(listed(&env).await, sessions);
     assert_eq!([seen(&env, &first).await, seen(&env, &second).await], before);
+    assert_eq!(run(&env, &["serve", "token", "list"]).await.1, tokens, "the token, by its hash, with its times");
 
     // Again: everything is there already (`--to` is `[store] url` now).
     let (status, stdout, stderr) = run(&env, &["store", "migrate", "--json"]).await;
@@ -144,7 +150,11 @@ async fn stores_that_cannot_be_used_are_refused_naming_the_problem_and_never_a_p
     let env = TestEnv::new().await;
     session_with_calls(&env, "Something to copy", "a.txt").await;
     let database = format!("sqlite:{}", env.database().display());
+    let newer = env.workspace().join("../newer.db");
+    rusqlite::Connection::open(&newer).unwrap().pragma_update(None, "user_version", 999).unwrap();
+    let newer = format!("sqlite:{}", newer.display());
     let refused = [
+        (vec!["--to", &newer], "has schema version 999, newer than this cairn supports"),
         (vec!["--to", "mysql://cairn:hunter2-secret@db/x"], "names no store; write sqlite:PATH"),
         (
             vec!["--to", "postgres://cairn:hunter2-secret@127.0.0.1:1/gone"],
