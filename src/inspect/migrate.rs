@@ -10,9 +10,9 @@
 //! by running it again. A session whose lease a live process or replica holds (a turn is
 //! running in it) is not copied: it is named on stderr and the command exits 1 once the others
 //! are copied, to be run again after that turn ends. Rewound messages, which nothing shows
-//! again, stay behind, as in an export, and the import sums a session's totals again from the
-//! messages it copies. Progress goes to stderr, the summary to stdout (through
-//! `inspect`'s printer); a database is named without its password (`PgTarget`'s display).
+//! again, stay behind, as in an export (the session's cost still counts them). Progress goes
+//! to stderr, the summary to stdout (through `inspect`'s printer); a database is named without
+//! its password (`PgTarget`'s display).
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};

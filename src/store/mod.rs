@@ -242,8 +242,8 @@ pub enum Write {
         parent: SessionId,
     },
     /// Creates `row` with `messages` (ids and parts as given) in one savepoint, its rollups
-    /// computed from them and its times, owner and archived mark kept (`cairn sessions import`,
-    /// `cairn store migrate`).
+    /// computed from them (the row's cost kept when larger) and its times, owner and archived
+    /// mark kept (`cairn sessions import`, `cairn store migrate`).
     ImportSession {
         row: Box<SessionRow>,
         messages: Vec<Message>,
