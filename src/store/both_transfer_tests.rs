@@ -163,7 +163,7 @@ async fn a_projects_rules_are_kept_once_oldest_first_until_forgotten(pair: Pair)
 }
 
 /// What `cairn store migrate` carries besides the messages: an imported row keeps its owner,
-/// archived mark, parent, sub-agent and a cost larger than its messages'; a copied token keeps its hash, principal and times,
+/// archived mark, parent, sub-agent, a client's title and a cost larger than its messages'; a copied token keeps its hash, principal and times,
 /// revoked or not, and copying one already stored changes nothing.
 async fn an_imported_row_keeps_its_owner_and_archive_and_a_copied_token_its_hash_and_times(pair: Pair) {
     let store = pair.a;
@@ -171,9 +171,12 @@ async fn an_imported_row_keeps_its_owner_and_archive_and_a_copied_token_its_hash
     (session.owner, session.archived_at, session.subagent) = (Some("alice".into()), Some(900), Some("task".into()));
     // What it cost beyond its messages' (a rewound session's) is kept too.
     (session.parent_id, session.cost_usd) = (Some(SessionId::generate()), 3.5);
+    (session.title, session.title_by_client) = (Some("the client's".into()), true);
     store.commit(import(&session, Vec::new(), Vec::new(), Vec::new())).await.unwrap();
     let stored = pair.b.session(&session.id).await.unwrap().unwrap();
     assert_eq!(stored, session);
+    let model = Write::SetSessionTitle { id: session.id.clone(), title: "the model's".into(), by: TitleBy::Model };
+    assert_eq!(store.commit(model).await, Err(StoreError::TitleKept(session.id.clone())), "the client's title stands");
 
     let row = |id: &str, created_at, revoked_at| TokenRow {
         id: id.into(),

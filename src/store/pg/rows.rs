@@ -20,13 +20,14 @@ type Result<T> = std::result::Result<T, tokio_postgres::Error>;
 pub(super) const SESSION_COLUMNS: &str =
     "id, cwd, title, model, created_at, updated_at, mode, permissions_json, cost_usd,
      metadata->>'thought_level', parent_id, subagent, metadata->>'busy_prompt', owner,
-     metadata->>'system_prompt', archived_at";
+     metadata->>'system_prompt', archived_at, metadata->>'title_by'";
 
 pub(super) fn session_from_row(row: &tokio_postgres::Row) -> SessionRow {
     SessionRow {
         id: SessionId::from_string(row.get::<_, String>(0)),
         cwd: row.get(1),
         title: row.get(2),
+        title_by_client: row.get::<_, Option<&str>>(16) == Some("client"),
         model: row.get(3),
         created_at: row.get(4),
         updated_at: row.get(5),

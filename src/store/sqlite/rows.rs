@@ -23,6 +23,8 @@ pub struct SessionRow {
     pub cwd: String,
     /// A short title taken from the first prompt.
     pub title: Option<String>,
+    /// Whether a client gave the title (`session/set_title`): a model's never replaces it.
+    pub title_by_client: bool,
     /// The `provider/model` its next turn uses.
     pub model: String,
     /// The permission mode id (`ask`, `accept-edits`, …); `None` until one is set.
@@ -60,6 +62,7 @@ impl SessionRow {
             id,
             cwd,
             title: None,
+            title_by_client: false,
             model,
             mode: None,
             rules: Vec::new(),
@@ -98,13 +101,14 @@ impl ReadError {
     }
 }
 
-pub(super) const SESSION_COLUMNS: &str = "id, cwd, title, model, created_at, updated_at, mode, permissions_json, cost_usd, json_extract(metadata_json, '$.thought_level'), parent_id, subagent, json_extract(metadata_json, '$.busy_prompt'), owner, json_extract(metadata_json, '$.system_prompt'), archived_at";
+pub(super) const SESSION_COLUMNS: &str = "id, cwd, title, model, created_at, updated_at, mode, permissions_json, cost_usd, json_extract(metadata_json, '$.thought_level'), parent_id, subagent, json_extract(metadata_json, '$.busy_prompt'), owner, json_extract(metadata_json, '$.system_prompt'), archived_at, json_extract(metadata_json, '$.title_by')";
 
 pub(super) fn session_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<SessionRow> {
     Ok(SessionRow {
         id: SessionId::from_string(row.get::<_, String>(0)?),
         cwd: row.get(1)?,
         title: row.get(2)?,
+        title_by_client: row.get::<_, Option<String>>(16)?.is_some_and(|by| by == "client"),
         model: row.get(3)?,
         created_at: row.get(4)?,
         updated_at: row.get(5)?,
