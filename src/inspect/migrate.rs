@@ -232,9 +232,10 @@ async fn copy(source: &Store, destination: &Store) -> Result<Summary, StoreError
     if seen % PROGRESS_EVERY != 0 || seen == 0 {
         say(&progress(&summary, total));
     }
+    let kept = destination.all_project_rules().await?;
     for (project, rule) in source.all_project_rules().await? {
-        // A row this version cannot read is not guessed at, nor copied.
-        if rule.stands_for().is_none() {
+        // A row this version cannot read is not guessed at, nor copied; one already kept stays.
+        if rule.stands_for().is_none() && !kept.iter().any(|(at, had)| *at == project && *had == rule) {
             destination.commit(Write::AddProjectRule { project, rule }).await?;
             summary.rules += 1;
         }
