@@ -1,5 +1,5 @@
-//! The `cairn` binary: ACP on stdio by default; `cairn exec`, `cairn sessions`, `cairn login`,
-//! `cairn logout` and `cairn doctor` headless.
+//! The `cairn` binary: ACP on stdio by default; `cairn exec`, `cairn sessions`, `cairn store`,
+//! `cairn login`, `cairn logout` and `cairn doctor` headless.
 //!
 //! Parses the command line, makes the process undumpable (keys live in its environment and
 //! memory), loads the configuration (choosing the supervisor as the launcher of local commands),
@@ -122,6 +122,12 @@ enum Command {
     Sessions {
         #[command(subcommand)]
         command: cairn::inspect::SessionsCommand,
+    },
+    /// The stores sessions are kept in: `cairn store migrate --from sqlite: --to postgres://…`
+    /// copies every session from one to the other.
+    Store {
+        #[command(subcommand)]
+        command: cairn::inspect::migrate::StoreCommand,
     },
     /// Check the setup: config, model and keys, providers reachable, database, MCP servers, log
     /// file. Exit status: 0 if nothing failed, 1 otherwise.
@@ -389,6 +395,23 @@ async fn run(command: Option<Command>) -> ExitCode {
                     fail(&err.to_string());
                     ExitCode::from(err.exit_code())
                 }
+            }
+        }
+        Some(Command::Store { command }) => {
+            let config = match configure() {
+                Ok(config) => config,
+                Err(why) => return fail(&why),
+            };
+            match cairn::inspect::migrate::run(
+                command,
+                &config.database_path(),
+                config.store_url.clone(),
+                config.lease_ttl,
+            )
+            .await
+            {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(err) => fail(&err.to_string()),
             }
         }
         Some(Command::Doctor) => ExitCode::from(cairn::doctor::run().await),

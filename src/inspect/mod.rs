@@ -5,12 +5,15 @@
 //! `session/delete` does, through `Write::DeleteSession`, refused the same way while another
 //! process runs a turn in one). An unknown session, or a file that cannot be imported, exits 2.
 //!
+//! `cairn store migrate` (`migrate`) copies every session from one store to another.
+//!
 //! Everything is read before anything is written, so an unknown session prints nothing and an
 //! export to a file replaces that file only once the whole export is written. With `exec` and
 //! `acp::rpc`, this is code that writes stdout: only in these commands.
 
 mod carried;
 mod jsonl;
+pub mod migrate;
 mod render;
 
 use std::io::Write as _;

@@ -8,6 +8,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 
 use super::*;
+use crate::ids::MessageId;
 use crate::tools::checkpoint::{Blob, By, Capture, State, latest, plan};
 
 fn blob(text: &str) -> Blob {

@@ -5,6 +5,7 @@
 
 use super::*;
 use crate::history::Role;
+use crate::history::{MessageMeta, Part};
 
 fn row(updated_at: i64) -> SessionRow {
     SessionRow::new(SessionId::generate(), "/w".into(), "openai/m".into(), updated_at)

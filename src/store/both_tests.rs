@@ -10,6 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use super::*;
+use crate::history::{MessageMeta, Part};
 use crate::history::{Role, Usage};
 use crate::ids::now_ms;
 

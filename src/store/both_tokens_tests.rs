@@ -4,6 +4,7 @@
 //! that opens the store later, and on PostgreSQL learned from the rows a replica reads).
 
 use super::*;
+use crate::history::MessageMeta;
 
 fn row(owner: Option<&str>) -> SessionRow {
     let mut row = SessionRow::new(SessionId::generate(), "/w".into(), "openai/m".into(), now_ms());

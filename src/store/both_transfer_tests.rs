@@ -1,11 +1,13 @@
 //! Specs of whole sessions and project rules on both backends: an import is stored whole, with
 //! its rollups, checkpoints and contents, or not at all; an export reads the parts as stored,
 //! streamed text joined; a fork copies the visible messages under new ids; a project's rules
-//! are kept once each, oldest first, until forgotten.
+//! are kept once each, oldest first, until forgotten; and what `cairn store migrate` carries
+//! besides: a row's owner and archived mark, tokens with their hashes and times.
 
 use std::path::PathBuf;
 
 use super::*;
+use crate::history::{MessageMeta, Part};
 use crate::history::{Role, Usage};
 use crate::permissions::{Action, Permission, Rule, Scope};
 use crate::tools::checkpoint::{Blob, By, Capture, State};
@@ -40,6 +42,7 @@ on_both!(
     an_export_reads_the_parts_as_stored_with_streamed_text_joined,
     a_fork_copies_the_visible_messages_under_new_ids_and_names_its_parent,
     a_projects_rules_are_kept_once_oldest_first_until_forgotten,
+    an_imported_row_keeps_its_owner_and_archive_and_a_copied_token_its_hash_and_times,
 );
 
 async fn an_import_is_stored_whole_with_its_rollups_and_checkpoints_or_not_at_all(pair: Pair) {
@@ -152,8 +155,46 @@ async fn a_projects_rules_are_kept_once_oldest_first_until_forgotten(pair: Pair)
     let left = pair.b.project_rules("/w").await.unwrap();
     assert_eq!(left.len(), rules.len() - 1);
     assert!(!left.contains(&rules[1]));
-    assert_eq!(pair.b.project_rules("/elsewhere").await.unwrap(), [other]);
+    assert_eq!(pair.b.project_rules("/elsewhere").await.unwrap(), std::slice::from_ref(&other));
     assert!(pair.b.project_rules("/nowhere").await.unwrap().is_empty());
+    let every = pair.b.all_project_rules().await.unwrap();
+    let mut expected: Vec<(String, Rule)> = left.into_iter().map(|rule| ("/w".to_owned(), rule)).collect();
+    expected.push(("/elsewhere".into(), other));
+    assert_eq!(every, expected, "every project's rules, oldest first");
+}
+
+/// What `cairn store migrate` carries besides the messages: an imported row keeps its owner,
+/// archived mark, parent, sub-agent, a client's title and a cost larger than its messages'; a copied token keeps its hash, principal and times,
+/// revoked or not, and copying one already stored changes nothing.
+async fn an_imported_row_keeps_its_owner_and_archive_and_a_copied_token_its_hash_and_times(pair: Pair) {
+    let store = pair.a;
+    let mut session = row_at(500, 1_000);
+    (session.owner, session.archived_at, session.subagent) = (Some("alice".into()), Some(900), Some("task".into()));
+    // What it cost beyond its messages' (a rewound session's) is kept too.
+    (session.parent_id, session.cost_usd) = (Some(SessionId::generate()), 3.5);
+    (session.title, session.title_by_client) = (Some("the client's".into()), true);
+    store.commit(import(&session, Vec::new(), Vec::new(), Vec::new())).await.unwrap();
+    let stored = pair.b.session(&session.id).await.unwrap().unwrap();
+    assert_eq!(stored, session);
+    let model = Write::SetSessionTitle { id: session.id.clone(), title: "the model's".into(), by: TitleBy::Model };
+    assert_eq!(store.commit(model).await, Err(StoreError::TitleKept(session.id.clone())), "the client's title stands");
+
+    let row = |id: &str, created_at, revoked_at| TokenRow {
+        id: id.into(),
+        principal: "alice".into(),
+        created_at,
+        revoked_at,
+    };
+    let (live, revoked) = (row("tok_live", 42, None), row("tok_gone", 43, Some(99)));
+    store.commit(Write::CopyToken { row: live.clone(), hash: [1; 32] }).await.unwrap();
+    store.commit(Write::CopyToken { row: revoked.clone(), hash: [2; 32] }).await.unwrap();
+    let again = TokenRow { principal: "mallory".into(), ..live.clone() };
+    store.commit(Write::CopyToken { row: again, hash: [3; 32] }).await.unwrap();
+    store.commit(Write::CopyToken { row: row("tok_other", 44, None), hash: [1; 32] }).await.unwrap();
+    assert_eq!(pair.b.tokens_with_hashes().await.unwrap(), [(live.clone(), [1; 32]), (revoked, [2; 32])]);
+    let check = pair.b.token_check().unwrap();
+    assert_eq!(check.find(&[1; 32]).unwrap(), Some(live));
+    assert!(check.find(&[2; 32]).unwrap().unwrap().revoked_at.is_some());
 }
 
 /// A project rule row this version cannot read (a newer cairn's permission, a damaged action)

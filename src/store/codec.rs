@@ -47,6 +47,7 @@ pub fn metadata(row: &SessionRow) -> String {
     keep("thought_level", row.thought_level.clone());
     keep("busy_prompt", row.busy_prompt.clone());
     keep("system_prompt", row.system_prompt.as_ref().and_then(|prompt| serde_json::to_string(prompt).ok()));
+    keep("title_by", row.title_by_client.then(|| "client".to_owned()));
     serde_json::Value::Object(metadata).to_string()
 }
 

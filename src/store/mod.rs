@@ -18,6 +18,7 @@ mod owners;
 pub mod pg;
 mod sqlite;
 mod tokens;
+mod write;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -25,8 +26,8 @@ use std::sync::Arc;
 
 use tokio::sync::oneshot;
 
-use crate::history::{Message, MessageMeta, Part};
-use crate::ids::{MessageId, SessionId};
+use crate::history::Message;
+use crate::ids::SessionId;
 use crate::permissions::Rule;
 use crate::tools::checkpoint::{Digest, Entry, Stored};
 
@@ -38,6 +39,7 @@ pub use sqlite::{Carried, CheckpointInfo};
 pub use sqlite::{Holder, LastTurn, LeaseHolder};
 pub use sqlite::{SessionRow, StoredMessage};
 pub use tokens::TokenCheck;
+pub use write::{TitleBy, Write};
 
 /// A callback run on the writer thread once a write is committed (`Ok`) or rolled back (`Err`).
 /// It must be quick: it runs between batches.
@@ -89,198 +91,8 @@ pub enum StoreError {
     TitleKept(SessionId),
 }
 
-/// One queued change. Streaming text goes through `OpenPart`/`AppendPart`/`ClosePart` so a chunk
-/// costs an append in memory; a batch appends each part's new text to it once, never rewriting
-/// what is stored.
-#[derive(Debug)]
-pub enum Write {
-    InsertSession(Box<SessionRow>),
-    /// A client's title, noted as the client's in the session's metadata (`title_by`), or a
-    /// model's, refused with [`StoreError::TitleKept`] once a client has titled the session.
-    SetSessionTitle {
-        id: SessionId,
-        title: String,
-        by: TitleBy,
-    },
-    /// One of the session's settings (`crate::settings`), where the setting says it is kept.
-    SetSessionSetting {
-        id: SessionId,
-        kept: crate::settings::Kept,
-        value: String,
-    },
-    /// Remembers a rule for this session only.
-    AddSessionRule {
-        id: SessionId,
-        rule: Rule,
-    },
-    /// Remembers a rule for every session in `project` (a working directory).
-    AddProjectRule {
-        project: String,
-        rule: Rule,
-    },
-    /// The first write of a turn (or of a command that changes the history): takes the session's
-    /// lease for this process and inserts `prompt`, setting `title` if the session has none, in
-    /// one savepoint. Refused, writing nothing, with [`StoreError::Leased`] while another live
-    /// process holds the lease, and with [`StoreError::LeaseMoved`] if the session's last turn is
-    /// not the one `last` names (the caller's copy of the history is out of date).
-    TakeLease {
-        session_id: SessionId,
-        last: LastTurn,
-        prompt: Option<Message>,
-        title: Option<String>,
-    },
-    /// Gives the session's lease back if this process holds it (the turn ended). A release that
-    /// fails (the database busy, a failed commit) is tried again with every later batch until it
-    /// is committed; the lease is refreshed meanwhile, as it is still held.
-    ReleaseLease {
-        session_id: SessionId,
-    },
-    /// Ends the session's tool calls that a crash left unfinished, as they are stored when this
-    /// write runs (a call finished meanwhile stays as it is), unless a live process holds the
-    /// session's lease, this one included: then they are its running calls, and nothing changes.
-    FinalizeOrphans {
-        session_id: SessionId,
-    },
-    /// Inserts a message with the parts it already has.
-    InsertMessage {
-        session_id: SessionId,
-        message: Message,
-    },
-    SetMessageMeta {
-        message_id: MessageId,
-        meta: MessageMeta,
-    },
-    /// Sets a finished message's metadata and adds its usage and cost to the session's totals,
-    /// in one transaction.
-    FinishMessage {
-        session_id: SessionId,
-        message_id: MessageId,
-        meta: MessageMeta,
-    },
-    /// Inserts or replaces one part of a message.
-    PutPart {
-        session_id: SessionId,
-        message_id: MessageId,
-        index: u32,
-        part: Part,
-    },
-    /// Starts a text or reasoning part that will grow by `AppendPart`.
-    OpenPart {
-        session_id: SessionId,
-        message_id: MessageId,
-        index: u32,
-        part: Part,
-    },
-    AppendPart {
-        message_id: MessageId,
-        index: u32,
-        delta: String,
-    },
-    /// Writes the part's last text and ends it.
-    ClosePart {
-        message_id: MessageId,
-        index: u32,
-    },
-    /// Removes a session's rows, and those of the sub-agents it started; forks stay. Refused with
-    /// [`StoreError::Leased`] while another live process holds one of their leases.
-    DeleteSession {
-        id: SessionId,
-    },
-    /// [`Write::DeleteSession`] of a session that holds no message (one never prompted),
-    /// checked in the same transaction: a session that holds one by then stays, and so does one
-    /// whose lease another live process holds (neither is an error), or one that is gone.
-    DeleteUnprompted {
-        id: SessionId,
-    },
-    /// Stores file contents for checkpoints (those not stored yet).
-    PutBlobs(Vec<crate::tools::checkpoint::Blob>),
-    /// Stores captures of a session's files, taken in `prompt`'s turn (none for a restore), in
-    /// one savepoint; with `restore`, the last is a restore recorded before it is applied
-    /// (pending until [`Write::FinishRestore`]). Refused if a content they name is not stored.
-    PutCheckpoints {
-        session_id: SessionId,
-        prompt: Option<MessageId>,
-        captures: Vec<crate::tools::checkpoint::Capture>,
-        restore: Option<String>,
-    },
-    /// The session's pending restore was applied to its end.
-    FinishRestore {
-        session_id: SessionId,
-    },
-    /// Keeps checkpoints within their size limits, the oldest dropped first: the session's,
-    /// then everyone's.
-    TrimCheckpoints {
-        session_id: SessionId,
-        session_bytes: u64,
-        total_bytes: u64,
-    },
-    /// Hides `from` and every later message of the session (rewind); nothing is deleted. Refused
-    /// with [`StoreError::Leased`] while another live process holds the session's lease.
-    HideFrom {
-        session_id: SessionId,
-        from: MessageId,
-    },
-    /// Archives a session (`session/archive`) or brings it back: listings leave an archived one
-    /// out unless asked for it; nothing else changes. A session that is gone changes nothing.
-    SetArchived {
-        id: SessionId,
-        archived: bool,
-    },
-    /// Replaces the session's remembered rules (a revoke).
-    SetSessionRules {
-        id: SessionId,
-        rules: Vec<Rule>,
-    },
-    /// Forgets a project-scope rule.
-    RemoveProjectRule {
-        project: String,
-        rule: Rule,
-    },
-    /// Creates `row` as a copy of `parent`'s visible messages (new ids, parts verbatim), records
-    /// the parent and the fork point, and recomputes the rollups from the copied messages.
-    ForkSession {
-        row: Box<SessionRow>,
-        parent: SessionId,
-    },
-    /// Creates `row` with `messages` (ids and parts as given) in one savepoint, its rollups
-    /// computed from them (`cairn sessions import`).
-    ImportSession {
-        row: Box<SessionRow>,
-        messages: Vec<Message>,
-        /// Its file checkpoints, and the contents they name.
-        checkpoints: Vec<Carried>,
-        blobs: Vec<crate::tools::checkpoint::Blob>,
-    },
-    /// Stores a bearer token of `cairn serve --auth`: its public id, its principal and the
-    /// SHA-256 of its secret (never the secret).
-    AddToken {
-        id: String,
-        principal: String,
-        hash: [u8; 32],
-    },
-    /// Revokes a token (it stays listed); refused with [`StoreError::UnknownToken`] if there is
-    /// no such token. Revoking one already revoked changes nothing.
-    RevokeToken {
-        id: String,
-    },
-    /// Changes nothing; its callback runs once everything queued before it is committed.
-    Barrier,
-    /// Changes nothing but carries what it shows into the session's event log (with
-    /// [`Store::submit_shown`]), for the clients of other replicas: a question asked of them.
-    Show {
-        session_id: SessionId,
-    },
-}
-
 /// A session's file captures with their files, oldest first, and the contents they name.
 pub type Captures = (Vec<(CheckpointInfo, Vec<Entry>)>, HashMap<Digest, Vec<u8>>);
-
-/// Who wrote a session's title: a client's stands; a model's replaces only one no client gave.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum TitleBy {
-    Client,
-    Model,
-}
 
 /// A cloneable handle to the database.
 #[derive(Clone)]
@@ -538,6 +350,22 @@ impl Store {
         match &*self.backend {
             Backend::Sqlite(db) => db.tokens().await,
             Backend::Postgres(db) => db.tokens().await,
+        }
+    }
+
+    /// Every bearer token with the SHA-256 its secret hashes to, oldest first (to copy them).
+    pub async fn tokens_with_hashes(&self) -> Result<Vec<(TokenRow, [u8; 32])>, StoreError> {
+        match &*self.backend {
+            Backend::Sqlite(db) => db.tokens_with_hashes().await,
+            Backend::Postgres(db) => db.tokens_with_hashes().await,
+        }
+    }
+
+    /// Every project's rules, `(project, rule)`, oldest first.
+    pub async fn all_project_rules(&self) -> Result<Vec<(String, Rule)>, StoreError> {
+        match &*self.backend {
+            Backend::Sqlite(db) => db.all_project_rules().await,
+            Backend::Postgres(db) => db.all_project_rules().await,
         }
     }
 

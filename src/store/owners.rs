@@ -46,9 +46,12 @@ impl Owners {
                 (row, parent)
             }
             Write::ForkSession { row, parent } => (row, Some(parent.clone())),
-            // Imported sessions belong to the local user.
-            Write::ImportSession { .. }
-            | Write::SetSessionTitle { .. }
+            // An export's sessions belong to the local user; a migrated one keeps its owner.
+            Write::ImportSession { row, .. } => {
+                let parent = row.parent_id.clone();
+                (row, parent)
+            }
+            Write::SetSessionTitle { .. }
             | Write::SetSessionSetting { .. }
             | Write::AddSessionRule { .. }
             | Write::AddProjectRule { .. }
@@ -73,6 +76,7 @@ impl Owners {
             | Write::SetSessionRules { .. }
             | Write::RemoveProjectRule { .. }
             | Write::AddToken { .. }
+            | Write::CopyToken { .. }
             | Write::RevokeToken { .. }
             | Write::Show { .. }
             | Write::Barrier => return,

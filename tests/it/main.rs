@@ -58,6 +58,7 @@ mod serve;
 mod sessions;
 mod stdio;
 mod steer;
+mod store_migrate;
 mod subagent_sessions;
 mod subagents;
 mod system_prompt;

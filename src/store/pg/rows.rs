@@ -20,13 +20,14 @@ type Result<T> = std::result::Result<T, tokio_postgres::Error>;
 pub(super) const SESSION_COLUMNS: &str =
     "id, cwd, title, model, created_at, updated_at, mode, permissions_json, cost_usd,
      metadata->>'thought_level', parent_id, subagent, metadata->>'busy_prompt', owner,
-     metadata->>'system_prompt', archived_at";
+     metadata->>'system_prompt', archived_at, metadata->>'title_by'";
 
 pub(super) fn session_from_row(row: &tokio_postgres::Row) -> SessionRow {
     SessionRow {
         id: SessionId::from_string(row.get::<_, String>(0)),
         cwd: row.get(1),
         title: row.get(2),
+        title_by_client: row.get::<_, Option<&str>>(16) == Some("client"),
         model: row.get(3),
         created_at: row.get(4),
         updated_at: row.get(5),
@@ -101,9 +102,9 @@ pub async fn insert_session(client: &impl GenericClient, row: &SessionRow) -> Re
     client
         .execute(
             "INSERT INTO sessions (id, cwd, title, model, mode, permissions_json, created_at, updated_at, parent_id,
-                                   subagent, owner, metadata)
+                                   subagent, owner, metadata, archived_at)
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10,
-                     coalesce($11, (SELECT owner FROM sessions WHERE id = $9)), $12::text::jsonb)",
+                     coalesce($11, (SELECT owner FROM sessions WHERE id = $9)), $12::text::jsonb, $13)",
             &[
                 &row.id.as_str(),
                 &row.cwd,
@@ -117,6 +118,7 @@ pub async fn insert_session(client: &impl GenericClient, row: &SessionRow) -> Re
                 &row.subagent,
                 &row.owner,
                 &metadata(row),
+                &row.archived_at,
             ],
         )
         .await?;

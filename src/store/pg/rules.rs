@@ -27,17 +27,23 @@ pub async fn of_project(client: &impl GenericClient, project: &str) -> Result<Ve
             &[&project],
         )
         .await?;
-    Ok(rows
-        .iter()
-        .map(|row| {
-            let (id, permission, pattern, action): (i64, &str, &str, &str) =
-                (row.get(0), row.get(1), row.get(2), row.get(3));
-            match (Permission::parse(permission), Action::parse(action)) {
-                (Some(permission), Some(action)) => Rule::new(permission, pattern, action, Scope::Project),
-                _ => Rule::unreadable(&format!("{permission:?} {pattern} {action:?}"), Unreadable::ProjectRow(id)),
-            }
-        })
-        .collect())
+    Ok(rows.iter().map(project_rule).collect())
+}
+
+/// Every project's rules, `(project, rule)`, oldest first.
+pub async fn all(client: &impl GenericClient) -> Result<Vec<(String, Rule)>> {
+    let rows =
+        client.query("SELECT id, permission, pattern, action, project FROM permission_rules ORDER BY id", &[]).await?;
+    Ok(rows.iter().map(|row| (row.get(4), project_rule(row))).collect())
+}
+
+/// A rule from a row of `id, permission, pattern, action`.
+fn project_rule(row: &tokio_postgres::Row) -> Rule {
+    let (id, permission, pattern, action): (i64, &str, &str, &str) = (row.get(0), row.get(1), row.get(2), row.get(3));
+    match (Permission::parse(permission), Action::parse(action)) {
+        (Some(permission), Some(action)) => Rule::new(permission, pattern, action, Scope::Project),
+        _ => Rule::unreadable(&format!("{permission:?} {pattern} {action:?}"), Unreadable::ProjectRow(id)),
+    }
 }
 
 /// Forgets a project rule: the row a stand-in stands for, or the row that says what `rule` says.

@@ -239,6 +239,14 @@ impl Postgres {
         tokens::list(&self.reader).await.map_err(|err| self.error(&err))
     }
 
+    pub async fn tokens_with_hashes(&self) -> Result<Vec<(TokenRow, [u8; 32])>, StoreError> {
+        tokens::list_with_hashes(&self.reader).await.map_err(|err| self.error(&err))
+    }
+
+    pub async fn all_project_rules(&self) -> Result<Vec<(String, Rule)>, StoreError> {
+        rules::all(&self.reader).await.map_err(|err| self.error(&err))
+    }
+
     pub fn token_check(&self) -> Result<TokenCheck, StoreError> {
         Ok(TokenCheck::Postgres(PgTokenCheck::open(&self.target)?))
     }

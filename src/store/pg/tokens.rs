@@ -34,6 +34,28 @@ pub async fn insert(client: &impl GenericClient, id: &str, principal: &str, hash
     Ok(())
 }
 
+/// A token as another store keeps it, times and hash kept; nothing if its id or hash is stored.
+pub async fn copy(client: &impl GenericClient, row: &TokenRow, hash: &[u8; 32]) -> Result<()> {
+    client
+        .execute(
+            "INSERT INTO serve_tokens (id, principal, hash, created_at, revoked_at) VALUES ($1, $2, $3, $4, $5)
+             ON CONFLICT DO NOTHING",
+            &[&row.id, &row.principal, &&hash[..], &row.created_at, &row.revoked_at],
+        )
+        .await?;
+    Ok(())
+}
+
+/// Every token with its hash, oldest first (a hash that is not 32 bytes is left out).
+pub async fn list_with_hashes(client: &impl GenericClient) -> Result<Vec<(TokenRow, [u8; 32])>> {
+    let sql = format!("SELECT {TOKEN_COLUMNS}, hash FROM serve_tokens ORDER BY created_at, id");
+    let rows = client.query(&sql, &[]).await?;
+    Ok(rows
+        .iter()
+        .filter_map(|row| Some((token_from_row(row), <[u8; 32]>::try_from(row.get::<_, &[u8]>(4)).ok()?)))
+        .collect())
+}
+
 /// Whether the token `id` exists (revoked or not).
 pub async fn exists(client: &impl GenericClient, id: &str) -> Result<bool> {
     Ok(client.query_opt("SELECT 1 FROM serve_tokens WHERE id = $1", &[&id]).await?.is_some())

@@ -111,8 +111,9 @@ pub async fn recompute_rollups(client: &impl GenericClient, id: &SessionId) -> R
     Ok(())
 }
 
-/// Creates `row` with `messages` (ids and parts as given), its rollups computed from them and
-/// its times kept, then its checkpoints and the contents they name (none pending).
+/// Creates `row` with `messages` (ids and parts as given), its rollups computed from them (its
+/// cost the row's when that is more) and its times kept, then its checkpoints and the contents
+/// they name (none pending).
 pub async fn import_session(
     client: &impl GenericClient,
     row: &SessionRow,
@@ -123,6 +124,14 @@ pub async fn import_session(
     rows::insert_session(client, row).await?;
     insert_messages(client, &row.id, messages, row.updated_at).await?;
     recompute_rollups(client, &row.id).await?;
+    // What it cost, when the row says more than its messages (a copied session whose rewound
+    // ones stayed behind).
+    client
+        .execute(
+            "UPDATE sessions SET cost_usd = GREATEST(cost_usd, $2) WHERE id = $1",
+            &[&row.id.as_str(), &row.cost_usd],
+        )
+        .await?;
     checkpoints::put_blobs(client, blobs).await?;
     checkpoints::put_captures(client, &row.id, &checkpoints::of_import(carried)).await
 }

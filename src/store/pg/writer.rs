@@ -458,6 +458,7 @@ fn session_of<'a>(
         | Write::ForkSession { .. }
         | Write::ImportSession { .. }
         | Write::AddToken { .. }
+        | Write::CopyToken { .. }
         | Write::RevokeToken { .. }
         | Write::Barrier => None,
     }

@@ -165,6 +165,7 @@ pub(super) async fn one(
             transfer::import_session(tx, row, messages, carried, blobs).await?;
         }
         Write::AddToken { id, principal, hash } => tokens::insert(tx, id, principal, hash, now).await?,
+        Write::CopyToken { row, hash } => tokens::copy(tx, row, hash).await?,
         Write::RevokeToken { id } => {
             if !tokens::exists(tx, id).await? {
                 return Ok(Err(StoreError::UnknownToken(id.clone())));

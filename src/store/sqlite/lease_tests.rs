@@ -6,6 +6,8 @@ use std::time::Duration;
 use super::lease::{self, Holder, LastTurn, STALE_AFTER};
 use super::*;
 use crate::history::{CallState, Role};
+use crate::history::{MessageMeta, Part};
+use crate::ids::MessageId;
 use crate::ids::now_ms;
 
 /// Two processes sharing one database: the same file opened under two holders.

@@ -6,6 +6,7 @@
 use super::lease::{self, Holder, LastTurn};
 use super::*;
 use crate::history::Role;
+use crate::history::{MessageMeta, Part};
 use crate::ids::now_ms;
 
 fn open() -> (tempfile::TempDir, Store) {

@@ -186,6 +186,14 @@ impl Sqlite {
         self.read(|conn| Ok(tokens::list(conn)?)).await
     }
 
+    pub async fn tokens_with_hashes(&self) -> Result<Vec<(TokenRow, [u8; 32])>, StoreError> {
+        self.read(|conn| Ok(tokens::list_with_hashes(conn)?)).await
+    }
+
+    pub async fn all_project_rules(&self) -> Result<Vec<(String, Rule)>, StoreError> {
+        self.read(rows::all_project_rules).await
+    }
+
     pub fn token_check(&self) -> Result<super::TokenCheck, StoreError> {
         Ok(super::TokenCheck::Sqlite(tokens::SqliteTokenCheck::open(&self.path)?))
     }

@@ -23,6 +23,8 @@ pub struct SessionRow {
     pub cwd: String,
     /// A short title taken from the first prompt.
     pub title: Option<String>,
+    /// Whether a client gave the title (`session/set_title`): a model's never replaces it.
+    pub title_by_client: bool,
     /// The `provider/model` its next turn uses.
     pub model: String,
     /// The permission mode id (`ask`, `accept-edits`, …); `None` until one is set.
@@ -60,6 +62,7 @@ impl SessionRow {
             id,
             cwd,
             title: None,
+            title_by_client: false,
             model,
             mode: None,
             rules: Vec::new(),
@@ -98,13 +101,14 @@ impl ReadError {
     }
 }
 
-pub(super) const SESSION_COLUMNS: &str = "id, cwd, title, model, created_at, updated_at, mode, permissions_json, cost_usd, json_extract(metadata_json, '$.thought_level'), parent_id, subagent, json_extract(metadata_json, '$.busy_prompt'), owner, json_extract(metadata_json, '$.system_prompt'), archived_at";
+pub(super) const SESSION_COLUMNS: &str = "id, cwd, title, model, created_at, updated_at, mode, permissions_json, cost_usd, json_extract(metadata_json, '$.thought_level'), parent_id, subagent, json_extract(metadata_json, '$.busy_prompt'), owner, json_extract(metadata_json, '$.system_prompt'), archived_at, json_extract(metadata_json, '$.title_by')";
 
 pub(super) fn session_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<SessionRow> {
     Ok(SessionRow {
         id: SessionId::from_string(row.get::<_, String>(0)?),
         cwd: row.get(1)?,
         title: row.get(2)?,
+        title_by_client: row.get::<_, Option<String>>(16)?.is_some_and(|by| by == "client"),
         model: row.get(3)?,
         created_at: row.get(4)?,
         updated_at: row.get(5)?,
@@ -182,8 +186,8 @@ fn text(value: rusqlite::types::ValueRef<'_>) -> rusqlite::Result<Option<&str>> 
 
 /// A new session.
 pub(super) const INSERT_SESSION: &str =
-    "INSERT INTO sessions (id, cwd, title, model, mode, permissions_json, created_at, updated_at, parent_id, subagent, owner, metadata_json)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, coalesce(?11, (SELECT owner FROM sessions WHERE id = ?9)), ?12)";
+    "INSERT INTO sessions (id, cwd, title, model, mode, permissions_json, created_at, updated_at, parent_id, subagent, owner, metadata_json, archived_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, coalesce(?11, (SELECT owner FROM sessions WHERE id = ?9)), ?12, ?13)";
 
 pub fn insert_session(conn: &Connection, row: &SessionRow) -> rusqlite::Result<()> {
     conn.prepare_cached(INSERT_SESSION)?.execute(params![
@@ -198,7 +202,8 @@ pub fn insert_session(conn: &Connection, row: &SessionRow) -> rusqlite::Result<(
         row.parent_id.as_ref().map(SessionId::as_str),
         row.subagent,
         row.owner,
-        metadata(row)
+        metadata(row),
+        row.archived_at
     ])?;
     Ok(())
 }
@@ -278,15 +283,30 @@ pub fn project_rules(conn: &Connection, project: &str) -> Result<Vec<Rule>, Read
         .query_map([project], |row| Ok((row.get::<_, i64>(0)?, row.get(1)?, row.get(2)?, row.get(3)?)))?
         .collect::<rusqlite::Result<Vec<(i64, String, String, String)>>>()?
         .into_iter()
-        .map(|(id, permission, pattern, action)| {
-            match (Permission::parse(&permission), Action::parse(&action)) {
-                (Some(permission), Some(action)) => Rule::new(permission, &pattern, action, Scope::Project),
-                // Never guess: an unreadable row may have been a rejection.
-                _ => Rule::unreadable(&format!("{permission:?} {pattern} {action:?}"), Unreadable::ProjectRow(id)),
-            }
-        })
+        .map(|(id, permission, pattern, action)| project_rule(id, &permission, &pattern, &action))
         .collect();
     Ok(rules)
+}
+
+/// Every project's rules, `(project, rule)`, oldest first.
+pub fn all_project_rules(conn: &Connection) -> Result<Vec<(String, Rule)>, ReadError> {
+    let mut stmt =
+        conn.prepare_cached("SELECT id, permission, pattern, action, project FROM permission_rules ORDER BY id")?;
+    let rows = stmt.query_map([], |row| {
+        let (id, permission, pattern, action): (i64, String, String, String) =
+            (row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?);
+        Ok((row.get(4)?, project_rule(id, &permission, &pattern, &action)))
+    })?;
+    Ok(rows.collect::<rusqlite::Result<_>>()?)
+}
+
+/// A project rule from its row's columns.
+fn project_rule(id: i64, permission: &str, pattern: &str, action: &str) -> Rule {
+    match (Permission::parse(permission), Action::parse(action)) {
+        (Some(permission), Some(action)) => Rule::new(permission, pattern, action, Scope::Project),
+        // Never guess: an unreadable row may have been a rejection.
+        _ => Rule::unreadable(&format!("{permission:?} {pattern} {action:?}"), Unreadable::ProjectRow(id)),
+    }
 }
 
 /// A new message (its parts are written by [`UPSERT_PART`]).

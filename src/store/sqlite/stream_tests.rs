@@ -5,6 +5,8 @@ use std::path::Path;
 
 use super::*;
 use crate::history::Role;
+use crate::history::{MessageMeta, Part};
+use crate::ids::MessageId;
 use crate::ids::now_ms;
 
 struct Streamed {

@@ -4,6 +4,8 @@ use std::sync::{Arc, Mutex};
 
 use super::*;
 use crate::history::{Finish, Role};
+use crate::history::{MessageMeta, Part};
+use crate::ids::MessageId;
 use crate::ids::now_ms;
 
 fn open() -> (tempfile::TempDir, Store) {

@@ -38,6 +38,31 @@ pub(super) fn insert(conn: &Connection, id: &str, principal: &str, hash: &[u8; 3
     Ok(())
 }
 
+/// A token as another store keeps it, times and hash kept; nothing if its id or hash is stored.
+pub(super) fn copy(conn: &Connection, row: &TokenRow, hash: &[u8; 32]) -> rusqlite::Result<()> {
+    conn.prepare_cached(
+        "INSERT INTO serve_tokens (id, principal, hash, created_at, revoked_at) VALUES (?1, ?2, ?3, ?4, ?5)
+         ON CONFLICT DO NOTHING",
+    )?
+    .execute(params![row.id, row.principal, &hash[..], row.created_at, row.revoked_at])?;
+    Ok(())
+}
+
+/// Every token with its hash, oldest first (a hash that is not 32 bytes is left out).
+pub(super) fn list_with_hashes(conn: &Connection) -> rusqlite::Result<Vec<(TokenRow, [u8; 32])>> {
+    let sql = format!("SELECT {TOKEN_COLUMNS}, hash FROM serve_tokens ORDER BY created_at, id");
+    let mut stmt = conn.prepare_cached(&sql)?;
+    let rows = stmt.query_map([], |row| Ok((token_from_row(row)?, row.get::<_, Vec<u8>>(4)?)))?;
+    let mut tokens = Vec::new();
+    for row in rows {
+        let (token, hash) = row?;
+        if let Ok(hash) = <[u8; 32]>::try_from(hash.as_slice()) {
+            tokens.push((token, hash));
+        }
+    }
+    Ok(tokens)
+}
+
 /// Whether the token `id` exists (revoked or not).
 pub(super) fn exists(conn: &Connection, id: &str) -> rusqlite::Result<bool> {
     conn.prepare_cached("SELECT 1 FROM serve_tokens WHERE id = ?1")?.exists([id])

@@ -33,16 +33,17 @@ pub(super) fn stored_messages(conn: &Connection, id: &SessionId) -> Result<Vec<S
     Ok(messages)
 }
 
-/// Creates `row` with `messages` (ids and parts as given) and its rollups computed from them.
-/// The caller's savepoint makes it all or nothing.
+/// Creates `row` with `messages` (ids and parts as given) and its rollups computed from them,
+/// its cost the row's when that is more. The caller's savepoint makes it all or nothing.
 pub(super) fn import_session(conn: &Connection, row: &SessionRow, messages: &[Message]) -> rusqlite::Result<()> {
     rows::insert_session(conn, row)?;
     for message in messages {
         rows::insert_message(conn, &row.id, message, row.updated_at)?;
     }
     rows::recompute_rollups(conn, &row.id)?;
-    // The conversation happened when it did: the session keeps its times.
-    conn.prepare_cached("UPDATE sessions SET updated_at = ?2 WHERE id = ?1")?
-        .execute(params![row.id.as_str(), row.updated_at])?;
+    // The conversation happened when it did: the session keeps its times; and what it cost,
+    // when the row says more than its messages (a copied session whose rewound ones stayed).
+    conn.prepare_cached("UPDATE sessions SET updated_at = ?2, cost_usd = max(cost_usd, ?3) WHERE id = ?1")?
+        .execute(params![row.id.as_str(), row.updated_at, row.cost_usd])?;
     Ok(())
 }

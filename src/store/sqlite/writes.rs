@@ -96,6 +96,7 @@ impl Batch<'_> {
             Write::AddToken { id, principal, hash } => {
                 self.db.savepoint(|conn| tokens::insert(conn, id, principal, hash, now))
             }
+            Write::CopyToken { row, hash } => self.db.savepoint(|conn| tokens::copy(conn, row, hash)),
             Write::RevokeToken { id } => match tokens::exists(&self.db.conn, id) {
                 Ok(true) => self.db.savepoint(|conn| tokens::revoke(conn, id, now)),
                 Ok(false) => Err(StoreError::UnknownToken(id.clone())),

@@ -501,7 +501,7 @@ async fn a_turn_runs_its_commands_in_the_terminal_of_the_client_that_prompted_it
 mod auth;
 mod http;
 mod limits;
-mod postgres;
+pub(crate) mod postgres;
 mod postgres_auth;
 mod replicas;
 

@@ -5,7 +5,7 @@
 
 #[path = "../../../src/store/pg/fixture.rs"]
 #[allow(dead_code)]
-pub(super) mod fixture;
+pub(crate) mod fixture;
 
 use std::process::Stdio;
 
