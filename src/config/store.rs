@@ -24,8 +24,10 @@ impl FileStore {
             setting: "[store] url".into(),
             why: format!("{why}; write postgres://user:password@host:port/database (the password is never shown)"),
         };
+        // `sslmode` and `sslrootcert` as libpq knows them, then the rest as tokio-postgres does.
+        let split = crate::pgurl::split(&url).map_err(refused)?;
         let parsed: tokio_postgres::Config =
-            url.parse().map_err(|err: tokio_postgres::Error| refused(err.to_string()))?;
+            split.rest.parse().map_err(|err: tokio_postgres::Error| refused(err.to_string()))?;
         if parsed.get_hosts().is_empty() {
             return Err(refused("it names no host".into()));
         }
@@ -41,10 +43,13 @@ mod tests {
     fn a_url_is_checked_and_a_bad_one_is_refused_without_its_password() {
         let good = FileStore { url: Some("postgres://cairn:s3cret@db.internal:5432/cairn".into()) };
         assert!(good.resolve().unwrap().is_some());
+        let verified = "postgres://cairn:s3cret@db.internal/cairn?sslmode=verify-full&sslrootcert=/etc/ca.pem";
+        assert!(FileStore { url: Some(verified.into()) }.resolve().unwrap().is_some(), "libpq's sslmode values");
         assert_eq!(FileStore { url: Some("  ".into()) }.resolve().unwrap(), None);
-        let bad = FileStore { url: Some("postgres://cairn:s3cret@db:notaport/cairn".into()) };
-        let why = bad.resolve().unwrap_err().to_string();
-        assert!(why.contains("[store] url"), "{why}");
-        assert!(!why.contains("s3cret"), "{why}");
+        for bad in ["postgres://cairn:s3cret@db:notaport/cairn", "postgres://cairn:s3cret@db/cairn?sslmode=verify"] {
+            let why = FileStore { url: Some(bad.into()) }.resolve().unwrap_err().to_string();
+            assert!(why.contains("[store] url"), "{why}");
+            assert!(!why.contains("s3cret"), "{why}");
+        }
     }
 }
