@@ -294,7 +294,7 @@ fn setup() -> Result<(Store, Arc<Config>), String> {
 async fn setup_shared(store: Option<String>) -> Result<(Store, Arc<Config>), String> {
     let config = configure()?;
     let store = match store.or_else(|| config.store_url.clone()) {
-        Some(url) => Store::open_postgres(&url).await.map_err(|err| err.to_string())?,
+        Some(url) => Store::open_postgres(&url, config.store_events_kept).await.map_err(|err| err.to_string())?,
         None => Store::open(&config.database_path()).map_err(|err| err.to_string())?,
     };
     Ok((store, Arc::new(config)))

@@ -110,6 +110,8 @@ pub struct Config {
     pub serve_url: Option<String>,
     /// `[store] url`: the PostgreSQL database `cairn serve` shares with its other replicas.
     pub store_url: Option<String>,
+    /// `[store] events_kept_secs`: how long that database keeps its event log's rows.
+    pub store_events_kept: std::time::Duration,
     /// `[search]`: the provider's own web search, or an endpoint of the user's.
     pub search: Search,
     /// `[jobs]`: a session's background processes.
@@ -429,7 +431,7 @@ impl Config {
         let checkpoints = file.checkpoints.resolve().map_err(invalid)?;
         let hooks = file.hooks.resolve().map_err(invalid)?;
         let lsp = file.lsp.resolve().map_err(invalid)?;
-        let store_url = file.store.resolve()?;
+        let store::StoreSettings { url: store_url, events_kept: store_events_kept } = file.store.resolve()?;
         Ok(Self {
             data_dir,
             model: normalize_model(&model),
@@ -455,6 +457,7 @@ impl Config {
             log_file,
             serve_url: file.serve.url,
             store_url,
+            store_events_kept,
             search,
             jobs,
             checkpoints,

@@ -298,10 +298,11 @@ impl Store {
     }
 
     /// Connects to the PostgreSQL database `url` names and migrates it (once, however many
-    /// replicas start together); this replica holds leases for [`pg::LEASE_TTL`].
-    pub async fn open_postgres(url: &str) -> Result<Self, StoreError> {
+    /// replicas start together); this replica holds leases for [`pg::LEASE_TTL`] and prunes the
+    /// event log's rows older than `events_kept` (`[store] events_kept_secs`).
+    pub async fn open_postgres(url: &str, events_kept: std::time::Duration) -> Result<Self, StoreError> {
         let target = pg::PgTarget::parse(url).map_err(StoreError::Postgres)?;
-        let backend = pg::Postgres::open(target, pg::Postgres::replica_name(), pg::LEASE_TTL).await?;
+        let backend = pg::Postgres::open(target, pg::Postgres::replica_name(), pg::LEASE_TTL, events_kept).await?;
         Ok(Self { backend: Arc::new(Backend::Postgres(backend)) })
     }
 
@@ -309,7 +310,9 @@ impl Store {
     #[cfg(test)]
     async fn open_postgres_as(url: &str, me: &str, ttl: std::time::Duration) -> Result<Self, StoreError> {
         let target = pg::PgTarget::parse(url).map_err(StoreError::Postgres)?;
-        let backend = pg::Postgres::open(target, me.to_owned(), ttl).await?;
+        // The default of `[store] events_kept_secs`, 15 minutes.
+        let events_kept = std::time::Duration::from_secs(900);
+        let backend = pg::Postgres::open(target, me.to_owned(), ttl, events_kept).await?;
         Ok(Self { backend: Arc::new(Backend::Postgres(backend)) })
     }
 

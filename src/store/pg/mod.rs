@@ -9,8 +9,8 @@
 //! bearer tokens (`tokens`); beside it, the schema and its migration (`migrate`, run once under
 //! an advisory lock however many replicas start together), the cross-replica session lease
 //! with its fencing token (`lease`), and each session's event log with the follower that
-//! streams another replica's writes (`events`). It carries all of the store; `cairn serve
-//! --store` selects it.
+//! streams another replica's writes (`events`), pruned of old rows (`prune`). It carries all
+//! of the store; `cairn serve --store` selects it.
 
 mod checkpoints;
 pub mod events;
@@ -24,6 +24,7 @@ pub mod health;
 pub mod lease;
 mod listing;
 pub mod migrate;
+pub mod prune;
 mod rows;
 mod rules;
 mod store;

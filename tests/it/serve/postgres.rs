@@ -115,3 +115,13 @@ async fn an_sslrootcert_that_cannot_be_read_ends_the_server_before_it_connects()
     assert!(stderr.contains("readable PEM file") && !stderr.contains("cannot connect"), "{stderr}");
     assert!(!stderr.contains("hunter2"), "the password was shown: {stderr}");
 }
+
+#[tokio::test]
+async fn an_event_log_kept_less_than_a_minute_is_refused_naming_the_key() {
+    let env = TestEnv::new().await;
+    env.write_config("[store]\nevents_kept_secs = 5\n");
+    let output = env.command().args(["serve", "--listen", "127.0.0.1:0"]).output().await.unwrap();
+    assert_eq!(output.status.code(), Some(1), "{output:?}");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("[store] events_kept_secs") && stderr.contains("from 60"), "{stderr}");
+}
