@@ -9,7 +9,8 @@
 //! continues the session's `seq` from `max(seq)` (`events::last_seq`), and a log emptied would
 //! number from 1 again under followers that are past it. Rows go in batches of [`BATCH`], each
 //! its own statement and transaction, until a batch comes back short, so no lock is held long
-//! and writers are never kept waiting on a backlog of millions.
+//! and writers are never kept waiting on a backlog of millions. Replicas pruning at once skip the
+//! rows another is deleting (`SKIP LOCKED`) instead of waiting on, or deadlocking with, it.
 
 use std::time::{Duration, Instant};
 
@@ -69,7 +70,8 @@ pub async fn prune_once(
                  WHERE old.created_at < now() - make_interval(secs => $1)
                    AND EXISTS (SELECT 1 FROM session_events newer
                                WHERE newer.session_id = old.session_id AND newer.seq > old.seq)
-                 LIMIT $2)",
+                 LIMIT $2
+                 FOR UPDATE SKIP LOCKED)",
         )
         .await
         .map_err(|err| target.failed(&err))?;
@@ -151,6 +153,22 @@ mod tests {
         assert_eq!(deleted, 25_000 + 699);
         assert_eq!(seqs(&client, "busy").await, (25_001..=25_010).collect::<Vec<_>>());
         assert_eq!(seqs(&client, "other").await, [700]);
+    }
+
+    #[tokio::test]
+    async fn replicas_pruning_at_once_share_the_work_and_keep_every_sessions_newest_row() {
+        let (target, client) = fresh().await;
+        let other = target.connect().await.unwrap();
+        for session in 0..50 {
+            rows(&client, &format!("s{session}"), 1, 200, HOUR).await;
+        }
+        let stop = CancellationToken::new();
+        let (a, b) =
+            tokio::join!(prune_once(&client, &target, KEPT, 500, &stop), prune_once(&other, &target, KEPT, 500, &stop));
+        let left: i64 = client.query_one("SELECT count(*) FROM session_events", &[]).await.unwrap().get(0);
+        let newest: i64 =
+            client.query_one("SELECT count(*) FROM session_events WHERE seq = 200", &[]).await.unwrap().get(0);
+        assert_eq!((left, newest), (50, 50), "pruned {} and {}", a.unwrap(), b.unwrap());
     }
 
     #[tokio::test]
