@@ -10,10 +10,13 @@
 //!   connection hands each event over, with many sessions streaming at once.
 //!
 //! - chunks per second through the whole store on each backend, SQLite against PostgreSQL (there
-//!   with every chunk's update logged as an event too), 20 sessions streaming.
+//!   with every chunk's update logged as an event too), 20 sessions streaming;
+//! - pruning a backlog of old event rows (1,000 sessions'), a batch of 10,000 rows per statement
+//!   as the store does: each statement's time (how long it holds its row locks) and the rate.
 //!
-//! `CAIRN_PG_CHUNKS` sets the chunks (default 20,000), `CAIRN_PG_SESSIONS` sets the sessions streaming at once (default 200), `CAIRN_PG_BATCHES` the
-//! writer's batches (default 500).
+//! `CAIRN_PG_CHUNKS` sets the chunks (default 20,000), `CAIRN_PG_SESSIONS` sets the sessions
+//! streaming at once (default 200), `CAIRN_PG_BATCHES` the writer's batches (default 500),
+//! `CAIRN_PG_PRUNED` the old rows pruned (default 500,000).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout, clippy::print_stderr)]
 
@@ -27,7 +30,7 @@ use cairn::history::{Message, MessageMeta, Part, Role};
 use cairn::ids::SessionId;
 use cairn::store::pg::events::{self, Append, Follower};
 use cairn::store::pg::lease::{self, Lease, Taken};
-use cairn::store::pg::{PgTarget, migrate};
+use cairn::store::pg::{PgTarget, migrate, prune};
 use cairn::store::{LastTurn, SessionRow, Store, Write};
 
 fn quantile(samples: &mut [f64], q: f64) -> f64 {
@@ -127,12 +130,62 @@ async fn main() {
     let rate = streamed(&sqlite, chunks, false).await;
     println!("store, SQLite: {chunks} chunks over 20 sessions: {rate:.0} chunks/s");
     sqlite.shutdown().await;
-    let postgres = Store::open_postgres(&fixture::database().await, std::time::Duration::from_secs(15)).await.unwrap();
+    let postgres = Store::open_postgres(&fixture::database().await, Duration::from_secs(15), Duration::from_secs(900))
+        .await
+        .unwrap();
     let rate = streamed(&postgres, chunks, true).await;
     println!(
         "store, PostgreSQL (each chunk also logged as an event): {chunks} chunks over 20 sessions: {rate:.0} chunks/s"
     );
     postgres.shutdown().await;
+
+    pruned(setting("CAIRN_PG_PRUNED", 500_000) as i64).await;
+}
+
+/// Prunes `rows` hour-old rows of 1,000 sessions (plus each one's newest, kept), one batch of
+/// [`prune::BATCH`] at a time as the store's pass runs them, and prints each statement's time.
+async fn pruned(rows: i64) {
+    let target = PgTarget::parse(&fixture::database().await).unwrap();
+    let mut client = target.connect().await.unwrap();
+    migrate::to_latest(&mut client, &target).await.unwrap();
+    client
+        .execute(
+            "INSERT INTO session_events (session_id, seq, epoch, body, created_at)
+             SELECT 's' || (n % 1000), n / 1000 + 1, 1,
+                    '{\"update\":\"agent_text\",\"data\":{\"text\":\"chunk \"}}',
+                    now() - interval '1 hour'
+             FROM generate_series(0, $1::bigint + 999) AS n",
+            &[&rows],
+        )
+        .await
+        .unwrap();
+    client.batch_execute("VACUUM ANALYZE session_events").await.unwrap();
+    // A stopped pass runs one batch: each call here is one statement.
+    let one = tokio_util::sync::CancellationToken::new();
+    one.cancel();
+    let kept = Duration::from_secs(900);
+    let mut times = Vec::new();
+    let mut deleted = 0;
+    let started = Instant::now();
+    loop {
+        let began = Instant::now();
+        let count = prune::prune_once(&client, &target, kept, prune::BATCH, &one).await.unwrap();
+        times.push(began.elapsed().as_secs_f64() * 1000.0);
+        deleted += count;
+        if count < prune::BATCH as u64 {
+            break;
+        }
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+    assert_eq!(deleted, rows as u64, "every old row but each session's newest");
+    println!(
+        "prune: {deleted} rows of 1,000 sessions in {} statements of {}: {:.0} rows/s; a statement p50 {:.1} ms, max {:.1} ms",
+        times.len(),
+        prune::BATCH,
+        deleted as f64 / elapsed,
+        quantile(&mut times, 0.5),
+        quantile(&mut times, 1.0)
+    );
 }
 
 /// Streams `chunks` text chunks over 20 sessions' turns (each chunk its own write, with its

@@ -27,6 +27,7 @@ pub mod login;
 pub mod mcp;
 pub mod net;
 pub mod permissions;
+pub mod pgurl;
 pub mod process;
 pub mod serve;
 pub mod session;

@@ -300,7 +300,9 @@ fn setup() -> Result<(Store, Arc<Config>), String> {
 async fn setup_shared(store: Option<String>) -> Result<(Store, Arc<Config>), String> {
     let config = configure()?;
     let store = match store.or_else(|| config.store_url.clone()) {
-        Some(url) => Store::open_postgres(&url, config.lease_ttl).await.map_err(|err| err.to_string())?,
+        Some(url) => Store::open_postgres(&url, config.lease_ttl, config.store_events_kept)
+            .await
+            .map_err(|err| err.to_string())?,
         None => Store::open(&config.database_path()).map_err(|err| err.to_string())?,
     };
     Ok((store, Arc::new(config)))
@@ -406,7 +408,7 @@ async fn run(command: Option<Command>) -> ExitCode {
                 command,
                 &config.database_path(),
                 config.store_url.clone(),
-                config.lease_ttl,
+                (config.lease_ttl, config.store_events_kept),
             )
             .await
             {

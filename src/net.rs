@@ -9,7 +9,8 @@
 //! (the bundle and each file of `/etc/ssl/certs` on Debian, several milliseconds of CPU) would
 //! otherwise be paid at start-up by a process that has not yet spoken to anyone, or speaks only
 //! plain HTTP. [`load_roots`] reads them ahead, off the async threads, where a connection is
-//! about to be opened. A body whose size the server decides is read with [`read_at_most`].
+//! about to be opened. [`platform_verifier`] lends the same roots to the PostgreSQL client. A
+//! body whose size the server decides is read with [`read_at_most`].
 
 use std::sync::{Arc, Once, OnceLock};
 
@@ -59,6 +60,13 @@ pub fn websocket_tls() -> Result<tokio_rustls::TlsConnector, rustls::Error> {
     let mut config = tls_config()?;
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
     Ok(tokio_rustls::TlsConnector::from(Arc::new(config)))
+}
+
+/// The platform's roots as a certificate checker (read at its first use, as for HTTPS), and the
+/// one crypto provider: what other TLS clients of the process (PostgreSQL's) check servers with.
+pub fn platform_verifier() -> (Arc<dyn ServerCertVerifier>, Arc<CryptoProvider>) {
+    let verifier = verifier();
+    (Arc::clone(verifier) as Arc<dyn ServerCertVerifier>, Arc::clone(&verifier.provider))
 }
 
 /// The TLS configuration every client shares: the platform's roots, read late; HTTP/2 or

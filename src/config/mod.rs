@@ -110,6 +110,8 @@ pub struct Config {
     pub serve_url: Option<String>,
     /// `[store] url`: the PostgreSQL database `cairn serve` shares with its other replicas.
     pub store_url: Option<String>,
+    /// `[store] events_kept_secs`: how long that database keeps its event log's rows.
+    pub store_events_kept: std::time::Duration,
     /// `[store] lease_ttl_secs`: how long a replica's lease on a session lives unrenewed.
     pub lease_ttl: std::time::Duration,
     /// `[search]`: the provider's own web search, or an endpoint of the user's.
@@ -431,8 +433,8 @@ impl Config {
         let checkpoints = file.checkpoints.resolve().map_err(invalid)?;
         let hooks = file.hooks.resolve().map_err(invalid)?;
         let lsp = file.lsp.resolve().map_err(invalid)?;
-        let lease_ttl = file.store.lease_ttl()?;
-        let store_url = file.store.resolve()?;
+        let store::StoreSettings { url: store_url, events_kept: store_events_kept, lease_ttl } =
+            file.store.resolve()?;
         Ok(Self {
             data_dir,
             model: normalize_model(&model),
@@ -459,6 +461,7 @@ impl Config {
             serve_url: file.serve.url,
             store_url,
             lease_ttl,
+            store_events_kept,
             search,
             jobs,
             checkpoints,

@@ -112,7 +112,11 @@ impl Location {
         }
     }
 
-    async fn open(&self, side: &'static str, ttl: std::time::Duration) -> Result<Store, MigrateError> {
+    async fn open(
+        &self,
+        side: &'static str,
+        (ttl, kept): (std::time::Duration, std::time::Duration),
+    ) -> Result<Store, MigrateError> {
         let opened = match self {
             Location::Sqlite(path) => {
                 if side == "source" && !path.is_file() {
@@ -121,7 +125,7 @@ impl Location {
                 let path = path.clone();
                 tokio::task::spawn_blocking(move || Store::open(&path)).await.unwrap_or(Err(StoreError::Closed))
             }
-            Location::Postgres { url, .. } => Store::open_postgres(url, ttl).await,
+            Location::Postgres { url, .. } => Store::open_postgres(url, ttl, kept).await,
         };
         opened.map_err(|source| MigrateError::Open { side, at: self.to_string(), source })
     }
@@ -159,13 +163,14 @@ struct Summary {
 }
 
 /// Runs `cairn store migrate`: `database` is the data directory's SQLite file (`sqlite:`, and
-/// `--from`'s default), `configured` the `[store] url` that `--to` defaults to, `ttl` how long
-/// the leases of a PostgreSQL store live unrenewed (`[store] lease_ttl_secs`).
+/// `--from`'s default), `configured` the `[store] url` that `--to` defaults to, and `shared`
+/// how a PostgreSQL store is opened: its leases' time to live and how long its event log's rows
+/// are kept (`[store] lease_ttl_secs`, `events_kept_secs`).
 pub async fn run(
     command: StoreCommand,
     database: &Path,
     configured: Option<String>,
-    ttl: std::time::Duration,
+    shared: (std::time::Duration, std::time::Duration),
 ) -> Result<(), MigrateError> {
     let StoreCommand::Migrate { from, to, json } = command;
     let from = Location::parse(from.as_deref().unwrap_or("sqlite:"), database)?;
@@ -173,8 +178,8 @@ pub async fn run(
     if from.same_as(&to) {
         return Err(MigrateError::Same(from.to_string()));
     }
-    let source = from.open("source", ttl).await?;
-    let destination = match to.open("destination", ttl).await {
+    let source = from.open("source", shared).await?;
+    let destination = match to.open("destination", shared).await {
         Ok(store) => store,
         Err(err) => {
             source.shutdown().await;

@@ -116,10 +116,15 @@ impl Store {
     }
 
     /// Connects to the PostgreSQL database `url` names and migrates it (once, however many
-    /// replicas start together); this replica holds leases for `ttl` unrenewed.
-    pub async fn open_postgres(url: &str, ttl: std::time::Duration) -> Result<Self, StoreError> {
+    /// replicas start together); this replica holds leases for `ttl` unrenewed and prunes the
+    /// event log's rows older than `events_kept` (`[store] events_kept_secs`).
+    pub async fn open_postgres(
+        url: &str,
+        ttl: std::time::Duration,
+        events_kept: std::time::Duration,
+    ) -> Result<Self, StoreError> {
         let target = pg::PgTarget::parse(url).map_err(StoreError::Postgres)?;
-        let backend = pg::Postgres::open(target, pg::Postgres::replica_name(), ttl).await?;
+        let backend = pg::Postgres::open(target, pg::Postgres::replica_name(), ttl, events_kept).await?;
         Ok(Self { backend: Arc::new(Backend::Postgres(backend)) })
     }
 
@@ -127,7 +132,9 @@ impl Store {
     #[cfg(test)]
     async fn open_postgres_as(url: &str, me: &str, ttl: std::time::Duration) -> Result<Self, StoreError> {
         let target = pg::PgTarget::parse(url).map_err(StoreError::Postgres)?;
-        let backend = pg::Postgres::open(target, me.to_owned(), ttl).await?;
+        // The default of `[store] events_kept_secs`, 15 minutes.
+        let events_kept = std::time::Duration::from_secs(900);
+        let backend = pg::Postgres::open(target, me.to_owned(), ttl, events_kept).await?;
         Ok(Self { backend: Arc::new(Backend::Postgres(backend)) })
     }
 

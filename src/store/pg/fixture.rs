@@ -10,6 +10,10 @@
 //! this process ends, however it ends (`kill -9` included), the pipe closes, and the shell
 //! stops the server at once and removes its directory. So no test leaves a server behind.
 //! `fsync` is off: these tests check statements, not a disk's durability.
+//!
+//! [`tls_database`] is on a second server with `ssl=on`, serving the integration tests' test
+//! certificate (`tests/it/fixtures/tls`: signed by a test authority for 127.0.0.1 and
+//! localhost; [`tls_file`] names its files), for the specs of `sslmode`.
 
 use std::io::{BufRead as _, BufReader};
 use std::path::PathBuf;
@@ -26,13 +30,28 @@ pub struct Server {
 }
 
 static SERVER: OnceLock<Server> = OnceLock::new();
+static TLS_SERVER: OnceLock<Server> = OnceLock::new();
 static DATABASES: AtomicU32 = AtomicU32::new(0);
 
 /// The URL of a new, empty database on the test process's server (started by the first call).
 /// Panics, saying what to install, when no PostgreSQL can be started: a test that skips cannot
 /// fail.
 pub async fn database() -> String {
-    let server = SERVER.get_or_init(start);
+    on(SERVER.get_or_init(|| start(false))).await
+}
+
+/// [`database`] on a server that offers TLS with the test certificate.
+pub async fn tls_database() -> String {
+    on(TLS_SERVER.get_or_init(|| start(true))).await
+}
+
+/// A file of `tests/it/fixtures/tls`: `ca.pem` signed the server's certificate, `other-ca.pem`
+/// signed nothing here.
+pub fn tls_file(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/it/fixtures/tls").join(name)
+}
+
+async fn on(server: &Server) -> String {
     let name = format!("cairn_t{}_{}", std::process::id(), DATABASES.fetch_add(1, Ordering::Relaxed));
     // A server that accepts connections may still be starting up: it refuses them until ready.
     let deadline = Instant::now() + Duration::from_secs(30);
@@ -140,6 +159,22 @@ fn owner() -> &'static str {
     if known("postgres") { "postgres" } else { "nobody" }
 }
 
+/// Copies the test certificate and its key into the server's directory, the key readable by its
+/// owner alone (PostgreSQL refuses a key others can read); the settings that serve them.
+fn serve_tls(dir: &std::path::Path) -> String {
+    for name in ["server.pem", "server.key"] {
+        let to = dir.join(name);
+        std::fs::copy(tls_file(name), &to).unwrap_or_else(|err| panic!("{err}"));
+        let chmod = Command::new("chmod").arg("600").arg(&to).status();
+        assert!(chmod.is_ok_and(|status| status.success()), "cannot chmod {}", to.display());
+        if is_root() {
+            let status = Command::new("chown").arg(owner()).arg(&to).status();
+            assert!(status.is_ok_and(|status| status.success()), "cannot give {} to {}", to.display(), owner());
+        }
+    }
+    format!("-c ssl=on -c ssl_cert_file='{dir}/server.pem' -c ssl_key_file='{dir}/server.key'", dir = dir.display())
+}
+
 /// A command run as the user owning the server when this process is root.
 fn as_owner(program: &str) -> Command {
     if is_root() {
@@ -151,7 +186,7 @@ fn as_owner(program: &str) -> Command {
     }
 }
 
-fn start() -> Server {
+fn start(tls: bool) -> Server {
     let bin = bin_dir();
     let dir = tempfile::Builder::new().prefix("cairn-pg-").tempdir().unwrap_or_else(|err| panic!("{err}")).keep();
     if is_root() {
@@ -166,6 +201,7 @@ fn start() -> Server {
         .output()
         .unwrap_or_else(|err| panic!("cannot run initdb: {err}"));
     assert!(output.status.success(), "initdb failed: {}", String::from_utf8_lossy(&output.stderr));
+    let ssl = if tls { serve_tls(&dir) } else { String::new() };
     // The server listens on a port the kernel picked a moment ago; another process taking it
     // in between is retried with another.
     for _ in 0..5 {
@@ -175,7 +211,7 @@ fn start() -> Server {
             .unwrap_or_else(|err| panic!("{err}"));
         let script = format!(
             "'{postgres}' -D '{data}' -p {port} -k '{dir}' -c listen_addresses=127.0.0.1 -c fsync=off \
-             -c max_connections=200 -c log_min_messages=fatal >'{dir}/log' 2>&1 & pid=$!; \
+             -c max_connections=200 -c log_min_messages=fatal {ssl} >'{dir}/log' 2>&1 & pid=$!; \
              echo started; read _; kill -QUIT $pid; wait $pid; rm -rf '{dir}'",
             postgres = bin.join("postgres").display(),
             data = data.display(),

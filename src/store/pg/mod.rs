@@ -1,5 +1,6 @@
-//! PostgreSQL, the store shared by `cairn serve` replicas: where a database is, how to reach it,
-//! and what went wrong, said without ever showing its password.
+//! PostgreSQL, the store shared by `cairn serve` replicas: where a database is, how to reach it
+//! (in TLS as the URL's `sslmode` asks, `tls`), and what went wrong, said without ever showing
+//! its password.
 //!
 //! The backend (`store`, `Postgres`) has a writer task that commits queued writes in batches
 //! under the sessions' leases (`writer`, each write's statements chosen in `writes`) and the
@@ -8,8 +9,8 @@
 //! bearer tokens (`tokens`); beside it, the schema and its migration (`migrate`, run once under
 //! an advisory lock however many replicas start together), the cross-replica session lease
 //! with its fencing token (`lease`), and each session's event log with the follower that
-//! streams another replica's writes (`events`). It carries all of the store; no command selects
-//! it yet.
+//! streams another replica's writes (`events`), pruned of old rows (`prune`). It carries all
+//! of the store; `cairn serve --store` selects it.
 
 mod checkpoints;
 pub mod events;
@@ -24,12 +25,16 @@ pub mod inbox;
 pub mod lease;
 mod listing;
 pub mod migrate;
+pub mod prune;
 mod rows;
 mod rules;
 mod store;
 pub mod sweeper;
 #[cfg(test)]
 mod tests;
+mod tls;
+#[cfg(test)]
+mod tls_tests;
 pub mod tokens;
 mod transfer;
 mod writer;
@@ -45,7 +50,10 @@ use std::time::Duration;
 use futures::StreamExt as _;
 use tokio::sync::mpsc;
 use tokio_postgres::config::Host;
-use tokio_postgres::{AsyncMessage, Client, Config, NoTls, Notification};
+use tokio_postgres::config::SslMode as WireMode;
+use tokio_postgres::{AsyncMessage, Client, Config, Notification};
+
+use crate::pgurl::{self, SslMode};
 
 /// How long a connection attempt may take when the URL does not say (`connect_timeout`).
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -60,6 +68,9 @@ pub enum PgError {
     BadUrl(String),
     #[error("cannot connect to PostgreSQL at {at}: {detail}; check that it runs and accepts this host and user")]
     Connect { at: String, detail: String },
+    /// TLS was asked for and could not be had, or the server's certificate was refused.
+    #[error("no TLS connection to PostgreSQL at {at}: {detail}; {fix}")]
+    Tls { at: String, detail: String, fix: String },
     #[error("PostgreSQL at {at}: {detail}")]
     Query { at: String, detail: String },
     /// The session's lease is another replica's now: the write was rolled back.
@@ -79,13 +90,19 @@ pub enum PgError {
 #[derive(Clone)]
 pub struct PgTarget {
     config: Config,
+    /// `sslmode`, as the URL says or libpq's default.
+    mode: SslMode,
+    tls: tls::Connector,
     /// What errors and logs call it: `user@host:port/database`.
     shown: String,
 }
 
 impl PgTarget {
+    /// Reads the URL and, for `verify-ca` and `verify-full`, its `sslrootcert` file.
     pub fn parse(url: &str) -> Result<Self, PgError> {
-        let mut config: Config = url.parse().map_err(|err: tokio_postgres::Error| PgError::BadUrl(err.to_string()))?;
+        let split = pgurl::split(url).map_err(PgError::BadUrl)?;
+        let mut config: Config =
+            split.rest.parse().map_err(|err: tokio_postgres::Error| PgError::BadUrl(err.to_string()))?;
         if config.get_hosts().is_empty() {
             return Err(PgError::BadUrl("it names no host".into()));
         }
@@ -93,18 +110,30 @@ impl PgTarget {
             config.connect_timeout(CONNECT_TIMEOUT);
         }
         config.application_name("cairn");
+        // PostgreSQL never speaks TLS on a Unix socket; libpq ignores sslmode there too.
+        let local = config.get_hosts().iter().all(|host| matches!(host, Host::Unix(_)));
+        config.ssl_mode(match split.ssl_mode {
+            _ if local => WireMode::Disable,
+            SslMode::Disable => WireMode::Disable,
+            SslMode::Prefer => WireMode::Prefer,
+            SslMode::Require | SslMode::VerifyCa | SslMode::VerifyFull => WireMode::Require,
+        });
         let shown = shown(&config);
-        Ok(Self { config, shown })
+        let tls = tls::Connector::new(split.ssl_mode, split.root_cert.as_deref()).map_err(|detail| PgError::Tls {
+            at: shown.clone(),
+            detail,
+            fix:
+                "give sslrootcert the path of a readable PEM file of the authority that signed the server's certificate"
+                    .into(),
+        })?;
+        Ok(Self { config, mode: split.ssl_mode, tls, shown })
     }
 
     /// Connects, with the connection's driver on a task of its own (it ends when the client
     /// is dropped or the server goes away).
     pub async fn connect(&self) -> Result<Client, PgError> {
-        let (client, connection) = self
-            .config
-            .connect(NoTls)
-            .await
-            .map_err(|err| PgError::Connect { at: self.shown.clone(), detail: detail(&err) })?;
+        let (client, connection) =
+            self.config.connect(self.tls.clone()).await.map_err(|err| self.connect_failed(&err))?;
         let at = self.shown.clone();
         tokio::spawn(async move {
             if let Err(err) = connection.await {
@@ -117,11 +146,8 @@ impl PgTarget {
     /// Connects for LISTEN: the notifications that arrive come out of the receiver, which ends
     /// when the connection does.
     pub async fn connect_listening(&self) -> Result<(Client, mpsc::UnboundedReceiver<Notification>), PgError> {
-        let (client, mut connection) = self
-            .config
-            .connect(NoTls)
-            .await
-            .map_err(|err| PgError::Connect { at: self.shown.clone(), detail: detail(&err) })?;
+        let (client, mut connection) =
+            self.config.connect(self.tls.clone()).await.map_err(|err| self.connect_failed(&err))?;
         let (notes, heard) = mpsc::unbounded_channel();
         let at = self.shown.clone();
         tokio::spawn(async move {
@@ -142,6 +168,36 @@ impl PgTarget {
             }
         });
         Ok((client, heard))
+    }
+
+    /// Why a connection failed, with the fix when it was TLS.
+    fn connect_failed(&self, err: &tokio_postgres::Error) -> PgError {
+        let at = self.shown.clone();
+        let mode = self.mode.name();
+        if let Some(why) = tls::refused_certificate(err) {
+            let fix = match self.mode {
+                SslMode::VerifyFull => format!(
+                    "its certificate must be signed by an authority in sslrootcert (or the system's roots) and name the \
+                     host as the URL writes it; give sslrootcert the PEM file of the authority that signed it (sslmode={mode})"
+                ),
+                SslMode::Disable | SslMode::Prefer | SslMode::Require | SslMode::VerifyCa => format!(
+                    "its certificate must be signed by an authority in sslrootcert (or the system's roots); give \
+                     sslrootcert the PEM file of the authority that signed it (sslmode={mode})"
+                ),
+            };
+            return PgError::Tls { at, detail: format!("its certificate was refused: {why}"), fix };
+        }
+        let text = detail(err);
+        if text.contains("does not support TLS") {
+            return PgError::Tls {
+                at,
+                detail: format!("the server does not accept TLS, and sslmode={mode} requires it"),
+                fix: "turn ssl on in its postgresql.conf (with ssl_cert_file and ssl_key_file), or, on a network \
+                      you trust, write sslmode=prefer or disable in the URL"
+                    .into(),
+            };
+        }
+        PgError::Connect { at, detail: text }
     }
 
     /// The error of a statement against this database.

@@ -21,7 +21,7 @@ use std::sync::Arc;
 use super::listing::{self, PageError};
 use super::tokens::{self, PgTokenCheck};
 use super::writer::{self, Job, Writer};
-use super::{PgTarget, checkpoints, events, inbox, migrate, rows, rules, sweeper, transfer};
+use super::{PgTarget, checkpoints, events, inbox, migrate, prune, rows, rules, sweeper, transfer};
 use crate::history::Message;
 use crate::ids::{LeaseHolder, SessionId};
 use crate::permissions::Rule;
@@ -44,7 +44,7 @@ pub struct Postgres {
     reader: Client,
     /// Whose each session is (`cairn serve --auth`).
     owners: Owners,
-    /// Stops the sweeper of dead replicas' turns.
+    /// Stops the sweeper of dead replicas' turns and the pruner of the event log.
     sweeping: CancellationToken,
     /// Follows sessions' event logs for this replica's clients.
     follower: events::Follower,
@@ -56,8 +56,9 @@ pub struct Postgres {
 
 impl Postgres {
     /// Connects to `target`, migrates it (once, whatever other replicas start with it) and
-    /// starts the writer, holding leases as `me` for `ttl`.
-    pub async fn open(target: PgTarget, me: String, ttl: Duration) -> Result<Self, StoreError> {
+    /// starts the writer, holding leases as `me` for `ttl`, and the pruner of event rows older
+    /// than `events_kept`.
+    pub async fn open(target: PgTarget, me: String, ttl: Duration, events_kept: Duration) -> Result<Self, StoreError> {
         let mut client = target.connect().await.map_err(StoreError::Postgres)?;
         migrate::to_latest(&mut client, &target).await.map_err(StoreError::Postgres)?;
         let reader = target.connect().await.map_err(StoreError::Postgres)?;
@@ -87,6 +88,7 @@ impl Postgres {
         let sweeping = CancellationToken::new();
         let every = (ttl / 4).max(Duration::from_millis(50));
         tokio::spawn(sweeper::run(target.clone(), me.clone(), ttl, every, sweeping.clone()));
+        tokio::spawn(prune::run(target.clone(), events_kept, prune::EVERY, sweeping.clone()));
         let inbound = std::sync::Mutex::new(Some(inbound));
         Ok(Self { target, me, ttl, jobs, reader, owners: Owners::new(owned), sweeping, follower, inbox, inbound })
     }

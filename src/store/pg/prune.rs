@@ -1,0 +1,182 @@
+//! Pruning the event log: every update a turn shows is a row of `session_events`, one per chunk
+//! streamed, so the log grows with every answer and must be cut. Only recent rows are read: a
+//! follower keeping up reads the rows just written, and a replica that starts following reads
+//! the session's messages with the `seq` they reach (`load_at_seq`) and follows from there. So
+//! rows older than `[store] events_kept_secs` (15 minutes by default) are deleted, by every
+//! replica, about once a minute, on a connection of its own.
+//!
+//! The newest row of every session is never deleted, however old: the next lease holder
+//! continues the session's `seq` from `max(seq)` (`events::last_seq`), and a log emptied would
+//! number from 1 again under followers that are past it. Rows go in batches of [`BATCH`], each
+//! its own statement and transaction, until a batch comes back short, so no lock is held long
+//! and writers are never kept waiting on a backlog of millions. Replicas pruning at once skip the
+//! rows another is deleting (`SKIP LOCKED`) instead of waiting on, or deadlocking with, it.
+
+use std::time::{Duration, Instant};
+
+use tokio_postgres::Client;
+use tokio_util::sync::CancellationToken;
+
+use super::{PgError, PgTarget};
+
+/// Rows deleted per statement.
+pub const BATCH: i64 = 10_000;
+/// How often a replica prunes.
+pub const EVERY: Duration = Duration::from_secs(60);
+
+/// Prunes every `every` until `stop`, rows older than `kept`, reconnecting when the connection
+/// is lost. The first pass comes one `every` after start.
+pub async fn run(target: PgTarget, kept: Duration, every: Duration, stop: CancellationToken) {
+    let mut client: Option<Client> = None;
+    loop {
+        tokio::select! {
+            () = stop.cancelled() => return,
+            () = tokio::time::sleep(every) => {}
+        }
+        if client.as_ref().is_none_or(Client::is_closed) {
+            match target.connect().await {
+                Ok(connected) => client = Some(connected),
+                Err(err) => {
+                    tracing::warn!("cannot prune the event log: {err}");
+                    continue;
+                }
+            }
+        }
+        let Some(connected) = client.as_ref() else { continue };
+        let started = Instant::now();
+        match prune_once(connected, &target, kept, BATCH, &stop).await {
+            Ok(0) => {}
+            Ok(deleted) => tracing::debug!(deleted, took_ms = started.elapsed().as_millis(), "pruned the event log"),
+            Err(err) => tracing::warn!("pruning the event log failed: {err}"),
+        }
+    }
+}
+
+/// Deletes the rows older than `kept` but the newest of each session, `batch` rows a statement
+/// until fewer are left or `stop`; how many it deleted.
+pub async fn prune_once(
+    client: &Client,
+    target: &PgTarget,
+    kept: Duration,
+    batch: i64,
+    stop: &CancellationToken,
+) -> Result<u64, PgError> {
+    // The age is the database's (`created_at` is its `now()` at insert), not this machine's.
+    let statement = client
+        .prepare(
+            "DELETE FROM session_events
+             WHERE (session_id, seq) IN (
+                 SELECT old.session_id, old.seq FROM session_events old
+                 WHERE old.created_at < now() - make_interval(secs => $1)
+                   AND EXISTS (SELECT 1 FROM session_events newer
+                               WHERE newer.session_id = old.session_id AND newer.seq > old.seq)
+                 LIMIT $2
+                 FOR UPDATE SKIP LOCKED)",
+        )
+        .await
+        .map_err(|err| target.failed(&err))?;
+    let secs = kept.as_secs_f64();
+    let mut deleted = 0;
+    loop {
+        let count = client.execute(&statement, &[&secs, &batch]).await.map_err(|err| target.failed(&err))?;
+        deleted += count;
+        if count < u64::try_from(batch).unwrap_or(0) || stop.is_cancelled() {
+            return Ok(deleted);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::pg::tests::fresh;
+
+    /// `count` rows of `session` from `first` on, written `age_secs` ago.
+    async fn rows(client: &Client, session: &str, first: i64, count: i64, age_secs: f64) {
+        client
+            .execute(
+                "INSERT INTO session_events (session_id, seq, epoch, body, created_at)
+                 SELECT $1, seq, 1, 'update', now() - make_interval(secs => $4)
+                 FROM generate_series($2::bigint, $2 + $3 - 1) AS seq",
+                &[&session, &first, &count, &age_secs],
+            )
+            .await
+            .unwrap();
+    }
+
+    async fn seqs(client: &Client, session: &str) -> Vec<i64> {
+        client
+            .query("SELECT seq FROM session_events WHERE session_id = $1 ORDER BY seq", &[&session])
+            .await
+            .unwrap()
+            .iter()
+            .map(|row| row.get(0))
+            .collect()
+    }
+
+    const KEPT: Duration = Duration::from_secs(900);
+    const HOUR: f64 = 3600.0;
+
+    #[tokio::test]
+    async fn rows_older_than_the_time_kept_are_pruned_and_recent_ones_kept() {
+        let (target, client) = fresh().await;
+        rows(&client, "s1", 1, 5, HOUR).await;
+        rows(&client, "s1", 6, 3, 10.0).await;
+        let deleted = prune_once(&client, &target, KEPT, BATCH, &CancellationToken::new()).await.unwrap();
+        assert_eq!(deleted, 5);
+        assert_eq!(seqs(&client, "s1").await, [6, 7, 8]);
+    }
+
+    #[tokio::test]
+    async fn the_newest_row_of_every_session_is_kept_however_old() {
+        let (target, client) = fresh().await;
+        rows(&client, "old", 1, 4, HOUR).await;
+        rows(&client, "single", 1, 1, HOUR).await;
+        rows(&client, "fresh", 1, 2, 1.0).await;
+        prune_once(&client, &target, KEPT, BATCH, &CancellationToken::new()).await.unwrap();
+        assert_eq!(seqs(&client, "old").await, [4], "its seq goes on from 4");
+        assert_eq!(seqs(&client, "single").await, [1]);
+        assert_eq!(seqs(&client, "fresh").await, [1, 2]);
+        let me = crate::ids::SessionId::from_string("old");
+        assert_eq!(crate::store::pg::events::last_seq(&client, &target, &me).await.unwrap(), 4);
+        let again = prune_once(&client, &target, KEPT, BATCH, &CancellationToken::new()).await.unwrap();
+        assert_eq!(again, 0, "nothing more to prune");
+    }
+
+    #[tokio::test]
+    async fn a_backlog_larger_than_a_batch_is_pruned_in_batches_to_the_end() {
+        let (target, client) = fresh().await;
+        rows(&client, "busy", 1, 25_000, HOUR).await;
+        rows(&client, "other", 1, 700, HOUR).await;
+        rows(&client, "busy", 25_001, 10, 1.0).await;
+        let deleted = prune_once(&client, &target, KEPT, 1000, &CancellationToken::new()).await.unwrap();
+        assert_eq!(deleted, 25_000 + 699);
+        assert_eq!(seqs(&client, "busy").await, (25_001..=25_010).collect::<Vec<_>>());
+        assert_eq!(seqs(&client, "other").await, [700]);
+    }
+
+    #[tokio::test]
+    async fn replicas_pruning_at_once_share_the_work_and_keep_every_sessions_newest_row() {
+        let (target, client) = fresh().await;
+        let other = target.connect().await.unwrap();
+        for session in 0..50 {
+            rows(&client, &format!("s{session}"), 1, 200, HOUR).await;
+        }
+        let stop = CancellationToken::new();
+        let (a, b) =
+            tokio::join!(prune_once(&client, &target, KEPT, 500, &stop), prune_once(&other, &target, KEPT, 500, &stop));
+        let left: i64 = client.query_one("SELECT count(*) FROM session_events", &[]).await.unwrap().get(0);
+        let newest: i64 =
+            client.query_one("SELECT count(*) FROM session_events WHERE seq = 200", &[]).await.unwrap().get(0);
+        assert_eq!((left, newest), (50, 50), "pruned {} and {}", a.unwrap(), b.unwrap());
+    }
+
+    #[tokio::test]
+    async fn a_prune_that_is_stopped_ends_after_its_current_batch() {
+        let (target, client) = fresh().await;
+        rows(&client, "busy", 1, 3000, HOUR).await;
+        let stop = CancellationToken::new();
+        stop.cancel();
+        assert_eq!(prune_once(&client, &target, KEPT, 1000, &stop).await.unwrap(), 1000);
+    }
+}
