@@ -1,0 +1,145 @@
+//! A `cairn serve` replica that dies (`kill -9`) or stalls (`kill -STOP`) mid-turn, with others
+//! sharing its PostgreSQL database: another replica closes its turns within the lease's time to
+//! live and a sweep, with a notice naming it; what every client was shown is a prefix of what a
+//! load shows; the prompts it was handed are answered; and a stalled replica that wakes finds
+//! its lease taken and writes nothing more.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use super::postgres::fixture;
+use crate::support::served::{Client, Server};
+use crate::support::{Reply, TestEnv, text_of, updates};
+
+/// Two replicas of one database whose leases live two seconds unrenewed.
+async fn two_replicas() -> (TestEnv, Server, Server) {
+    let env = TestEnv::new().await;
+    let url = fixture::database().await;
+    env.write_config(&format!("[store]\nurl = \"{url}\"\nlease_ttl_secs = 2\n"));
+    let (a, b) = (Server::start(&env).await, Server::start(&env).await);
+    (env, a, b)
+}
+
+fn open(session: &str, env: &TestEnv) -> Value {
+    json!({"sessionId": session, "cwd": env.cwd(), "mcpServers": []})
+}
+
+fn signal(server: &Server, signal: &str) {
+    let pid = server.child.id().expect("running").to_string();
+    assert!(std::process::Command::new("kill").args([signal, &pid]).status().unwrap().success());
+}
+
+/// What a fresh client of `server` is shown when it loads `session`.
+async fn loaded(server: &Server, env: &TestEnv, session: &str) -> Vec<Value> {
+    let mut client = server.client().await;
+    let id = client.request("session/load", open(session, env)).await;
+    let (answer, replayed) = client.response(id).await;
+    assert!(answer.get("error").is_none(), "{answer}");
+    replayed
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_killed_with_twenty_turns_streaming_loses_nothing_its_clients_were_shown() {
+    let (env, mut a, b) = two_replicas().await;
+    let mut on_a = a.client().await;
+    let mut sessions = Vec::new();
+    for _ in 0..20 {
+        sessions.push(on_a.new_session(&env.cwd()).await);
+        env.mock.push(Reply::endless(Duration::from_millis(20)));
+    }
+    let mut on_b = b.client().await;
+    for session in &sessions {
+        on_b.call("session/load", open(session, &env)).await;
+    }
+    for session in &sessions {
+        on_a.prompt(session, "stream until you are cut off").await;
+    }
+    // Every turn is streaming, and b's client is shown each.
+    let mut seen: Vec<Value> = Vec::new();
+    let mut streaming = std::collections::HashSet::new();
+    while streaming.len() < sessions.len() {
+        let message = on_b.recv().await;
+        if message["params"]["update"]["sessionUpdate"] == "agent_message_chunk" {
+            streaming.insert(message["params"]["sessionId"].as_str().unwrap().to_owned());
+        }
+        seen.push(message);
+    }
+    // A prompt to each, sent to b while a runs the turns: handed to a.
+    let mut handed = HashMap::new();
+    for session in &sessions {
+        handed.insert(on_b.prompt(session, "and then?").await, session.clone());
+    }
+    b.until_said("handed to the replica running the session's turn").await;
+    signal(&a, "-KILL");
+    let _ = a.child.wait().await;
+
+    // Every prompt b was handed is answered once a's turns are closed.
+    while !handed.is_empty() {
+        let message = on_b.recv().await;
+        if message.get("method").is_none()
+            && let Some(session) = handed.remove(&message["id"].as_i64().unwrap_or(-1))
+        {
+            assert_eq!(message["result"]["stopReason"], "cancelled", "{session}: {message}");
+            continue;
+        }
+        seen.push(message);
+    }
+    for session in &sessions {
+        let replayed = loaded(&b, &env, session).await;
+        let stored = updates(&replayed, session);
+        let shown = text_of(&updates(&seen, session), "agent_message_chunk");
+        let kept = text_of(&stored, "agent_message_chunk");
+        assert!(!shown.is_empty() && kept.starts_with(&shown), "{session}: shown {shown:?}, kept {kept:?}");
+        let notice = stored.iter().find(|update| {
+            update["sessionUpdate"] == "agent_message_chunk"
+                && update["content"]["text"].as_str().is_some_and(|text| text.contains("stopped answering"))
+        });
+        assert!(notice.is_some() || kept.contains("stopped answering"), "{session}: no notice in {stored:?}");
+    }
+}
+
+/// Reads until `session`'s answer has streamed `at_least` bytes.
+async fn until_streamed(client: &mut Client, session: &str, at_least: usize) -> Vec<Value> {
+    let mut seen = Vec::new();
+    while text_of(&updates(&seen, session), "agent_message_chunk").len() < at_least {
+        seen.push(client.recv().await);
+    }
+    seen
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_stopped_past_its_lease_wakes_fenced_and_writes_nothing_more() {
+    let (env, a, b) = two_replicas().await;
+    let mut on_a = a.client().await;
+    let session = on_a.new_session(&env.cwd()).await;
+    env.mock.push(Reply::endless(Duration::from_millis(20)));
+    let prompt = on_a.prompt(&session, "stream").await;
+    until_streamed(&mut on_a, &session, 10).await;
+
+    signal(&a, "-STOP");
+    // b closes the turn once a's lease lapses (2 s) and a sweep (every half second) finds it.
+    let mut closed = None;
+    for _ in 0..100 {
+        let replayed = loaded(&b, &env, &session).await;
+        if text_of(&updates(&replayed, &session), "agent_message_chunk").contains("stopped answering") {
+            closed = Some(replayed);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let closed = closed.expect("b closed the stalled replica's turn");
+    signal(&a, "-CONT");
+
+    let (answer, _) = on_a.response(prompt).await;
+    let said = answer["error"]["message"].as_str().unwrap_or_default();
+    assert!(said.contains("is now run by another replica") && said.contains("nothing was written"), "{answer}");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let after = loaded(&b, &env, &session).await;
+    assert_eq!(
+        text_of(&updates(&after, &session), "agent_message_chunk"),
+        text_of(&updates(&closed, &session), "agent_message_chunk"),
+        "the woken replica wrote nothing after its lease was taken"
+    );
+}
