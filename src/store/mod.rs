@@ -303,6 +303,15 @@ impl Store {
         }
     }
 
+    /// The last `seq` of the session's event log as committed now (0 with SQLite, which keeps
+    /// none): a replica about to run a turn shows its clients everything up to there first.
+    pub async fn last_logged(&self, id: &SessionId) -> Result<i64, StoreError> {
+        match &*self.backend {
+            Backend::Sqlite(_) => Ok(0),
+            Backend::Postgres(db) => db.last_logged(id).await,
+        }
+    }
+
     /// The live process other than this one that holds the session's lease, if any.
     pub async fn held_elsewhere(&self, id: &SessionId) -> Result<Option<LeaseHolder>, StoreError> {
         match &*self.backend {

@@ -15,7 +15,7 @@
 
 use std::collections::HashMap;
 
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 
 use super::{Actor, Reply};
 use crate::agent::StopReason;
@@ -27,6 +27,9 @@ use crate::session::{SessionError, TurnEnd, Update};
 use crate::store::Store;
 use crate::store::pg::events::Event;
 
+/// The longest a turn waits for the session's log to be forwarded before it starts.
+const CATCH_UP: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// The session's event log as this actor follows it.
 pub(super) struct Followed {
     /// `None` once the store stopped following.
@@ -35,6 +38,9 @@ pub(super) struct Followed {
     me: String,
     /// The `seq` of the last row received.
     logged: i64,
+    /// The `seq` of the last row shown (or skipped as this replica's), for a turn about to
+    /// start here to wait for ([`Actor::caught_up`]).
+    forwarded: watch::Sender<i64>,
     /// Prompts handed to the lease holder, by command, waiting for their answers.
     handed: HashMap<i64, Reply<TurnEnd>>,
     /// Answers read before the log reached their `seq`: (seq, command, answer).
@@ -46,7 +52,14 @@ impl Followed {
     pub(super) fn start(store: &Store, id: &SessionId, logged: i64) -> Option<Self> {
         let me = store.replica()?.to_owned();
         let events = store.follow(id, logged)?;
-        Some(Self { events: Some(events), me, logged, handed: HashMap::new(), early: Vec::new() })
+        Some(Self {
+            events: Some(events),
+            me,
+            logged,
+            forwarded: watch::Sender::new(logged),
+            handed: HashMap::new(),
+            early: Vec::new(),
+        })
     }
 }
 
@@ -66,23 +79,39 @@ impl Actor {
             // The store is shutting down: nothing more comes; what waits is answered at close.
             tracing::debug!(session = %self.row.id, "the session's event log is no longer followed");
             followed.events = None;
+            // Nothing more will be forwarded: no turn waits for it.
+            followed.forwarded.send_replace(i64::MAX);
             return;
         };
         followed.logged = event.seq;
         if event.origin != followed.me {
             if let Some(signal) = Signal::read(&event.body) {
                 self.services.sink.elsewhere(&self.row.id, signal.into());
-                self.deliver_answers();
-                return;
-            }
-            match Update::from_event(&event.body) {
-                Some(update) => self.services.sink.send_logged(&self.row.id, event.seq, update),
-                None => {
-                    tracing::warn!(session = %self.row.id, seq = event.seq, "an event this cairn cannot read was skipped; are all replicas the same version?")
-                }
+            } else if let Some(update) = Update::from_event(&event.body) {
+                self.services.sink.send_logged(&self.row.id, event.seq, update);
+            } else {
+                tracing::warn!(session = %self.row.id, seq = event.seq, "an event this cairn cannot read was skipped; are all replicas the same version?");
             }
         }
+        if let Some(followed) = self.remote.as_ref() {
+            followed.forwarded.send_replace(event.seq);
+        }
         self.deliver_answers();
+    }
+
+    /// What a turn about to run here waits for first: this replica's clients shown every row
+    /// the session's log holds now (the end of another replica's turn that just released the
+    /// lease), so the new turn's updates come after it. `None` on a store that logs nothing.
+    /// Never longer than [`CATCH_UP`]: a follower that stalled does not hold the turn.
+    pub(super) fn caught_up(&self) -> Option<impl Future<Output = ()> + Send + 'static> {
+        let mut forwarded = self.remote.as_ref()?.forwarded.subscribe();
+        let (store, session) = (self.services.store.clone(), self.row.id.clone());
+        Some(async move {
+            let Ok(last) = store.last_logged(&session).await else { return };
+            if tokio::time::timeout(CATCH_UP, forwarded.wait_for(|seq| *seq >= last)).await.is_err() {
+                tracing::warn!(%session, "the session's log was not forwarded in time; the turn starts anyway");
+            }
+        })
     }
 
     /// Another replica's answer to command `command`, written when the log was at `seq`.

@@ -259,7 +259,12 @@ impl Actor {
         let cache_key = self.row.id.to_string();
         let mut checkpoints = self.take_checkpoints();
         let (store_for_checkpoints, session_id) = (store.clone(), session.clone());
+        let caught_up = self.caught_up();
         let turn = async move {
+            // Another replica's turn that just ended is shown whole before this one starts.
+            if let Some(caught_up) = caught_up {
+                caught_up.await;
+            }
             if let Some(tracker) = checkpoints.as_mut() {
                 crate::session::restore::load(&store_for_checkpoints, &session_id, tracker).await;
             }

@@ -191,6 +191,10 @@ impl Postgres {
     }
 
     /// Another replica that holds the session's lease now, if any.
+    pub async fn last_logged(&self, id: &SessionId) -> Result<i64, StoreError> {
+        events::last_seq(&self.reader, &self.target, id).await.map_err(StoreError::Postgres)
+    }
+
     pub async fn held_elsewhere(&self, id: &SessionId) -> Result<Option<LeaseHolder>, StoreError> {
         let row = self
             .reader

@@ -233,3 +233,24 @@ async fn the_same_answer_sent_to_two_replicas_at_once_is_taken_once() {
     assert_eq!(std::fs::read_to_string(&path).unwrap(), "once\n");
     assert_eq!(env.mock.requests().len(), 2, "the call ran once and the turn went on once");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_turn_started_right_after_another_replicas_turn_comes_after_all_of_it() {
+    let replicas = Replicas::start(2).await;
+    let env = &replicas.env;
+    let mut on_a = replicas.servers[0].client().await;
+    let session = on_a.new_session(&env.cwd()).await;
+    let mut on_b = replicas.viewer(1, &session).await;
+    let first: Vec<String> = (0..60).map(|i| format!("[a{i}]")).collect();
+    env.mock.push(Reply::text(&first.iter().map(String::as_str).collect::<Vec<_>>()));
+    env.mock.push(Reply::text(&["[b]"]));
+
+    let one = on_a.prompt(&session, "one").await;
+    assert_eq!(on_a.response(one).await.0["result"]["stopReason"], "end_turn");
+    // b's client prompts the moment a's turn is over: the session is idle, so b runs it.
+    let two = on_b.prompt(&session, "two").await;
+    let (answer, before) = on_b.response(two).await;
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    let text = text_of(&updates(&before, &session), "agent_message_chunk");
+    assert_eq!(text, first.concat() + "[b]", "a's whole turn, then b's");
+}
