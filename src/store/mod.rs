@@ -302,15 +302,27 @@ impl Store {
     /// replicas start together); this replica holds leases for [`pg::LEASE_TTL`].
     pub async fn open_postgres(url: &str) -> Result<Self, StoreError> {
         let target = pg::PgTarget::parse(url).map_err(StoreError::Postgres)?;
-        let backend = pg::Postgres::open(target, pg::Postgres::replica_name(), pg::LEASE_TTL).await?;
+        let backend =
+            pg::Postgres::open(target, pg::Postgres::replica_name(), pg::LEASE_TTL, pg::REGAIN_WITHIN).await?;
         Ok(Self { backend: Arc::new(Backend::Postgres(backend)) })
     }
 
     /// [`Self::open_postgres`] as replica `me`, holding leases for `ttl`.
     #[cfg(test)]
     async fn open_postgres_as(url: &str, me: &str, ttl: std::time::Duration) -> Result<Self, StoreError> {
+        Self::open_postgres_regaining(url, me, ttl, pg::REGAIN_WITHIN).await
+    }
+
+    /// [`Self::open_postgres_as`], a batch whose connection was lost waiting `regain_within`.
+    #[cfg(test)]
+    async fn open_postgres_regaining(
+        url: &str,
+        me: &str,
+        ttl: std::time::Duration,
+        regain_within: std::time::Duration,
+    ) -> Result<Self, StoreError> {
         let target = pg::PgTarget::parse(url).map_err(StoreError::Postgres)?;
-        let backend = pg::Postgres::open(target, me.to_owned(), ttl).await?;
+        let backend = pg::Postgres::open(target, me.to_owned(), ttl, regain_within).await?;
         Ok(Self { backend: Arc::new(Backend::Postgres(backend)) })
     }
 

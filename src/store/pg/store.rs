@@ -13,12 +13,12 @@ use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
 use tokio::sync::{mpsc, oneshot};
-use tokio_postgres::Client;
 use tokio_util::sync::CancellationToken;
 
 use std::sync::Arc;
 
 use super::listing::{self, PageError};
+use super::regain::Reader;
 use super::tokens::{self, PgTokenCheck};
 use super::writer::{self, Job, Writer};
 use super::{PgTarget, checkpoints, events, inbox, migrate, rows, rules, sweeper, transfer};
@@ -42,7 +42,11 @@ pub struct Postgres {
     target: PgTarget,
     me: String,
     jobs: mpsc::UnboundedSender<Job>,
-    reader: Client,
+    /// Reads, on a connection of their own, made again at the next read once it was lost.
+    reader: Reader,
+    /// Tests: tells the writer its next commit's answer was lost.
+    #[cfg(test)]
+    lose_commit: Arc<std::sync::atomic::AtomicBool>,
     /// Whose each session is (`cairn serve --auth`).
     owners: Owners,
     /// Stops the sweeper of dead replicas' turns.
@@ -57,12 +61,20 @@ pub struct Postgres {
 
 impl Postgres {
     /// Connects to `target`, migrates it (once, whatever other replicas start with it) and
-    /// starts the writer, holding leases as `me` for `ttl`.
-    pub async fn open(target: PgTarget, me: String, ttl: Duration) -> Result<Self, StoreError> {
+    /// starts the writer, holding leases as `me` for `ttl`; a batch whose connection was lost
+    /// waits up to `regain_within` for a new one before its writes fail.
+    pub async fn open(
+        target: PgTarget,
+        me: String,
+        ttl: Duration,
+        regain_within: Duration,
+    ) -> Result<Self, StoreError> {
         let mut client = target.connect().await.map_err(StoreError::Postgres)?;
         migrate::to_latest(&mut client, &target).await.map_err(StoreError::Postgres)?;
-        let reader = target.connect().await.map_err(StoreError::Postgres)?;
+        let reader = Reader::connect(&target).await?;
         let owned = reader
+            .get()
+            .await?
             .query("SELECT id, owner FROM sessions WHERE owner IS NOT NULL", &[])
             .await
             .map_err(|err| StoreError::Postgres(target.failed(&err)))?
@@ -70,6 +82,8 @@ impl Postgres {
             .map(|row| (SessionId::from_string(row.get::<_, String>(0)), Arc::from(row.get::<_, &str>(1))))
             .collect();
         let (jobs, queue) = mpsc::unbounded_channel();
+        #[cfg(test)]
+        let lose_commit = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let writer = Writer {
             client,
             target: target.clone(),
@@ -80,6 +94,12 @@ impl Postgres {
             open: HashMap::new(),
             seqs: HashMap::new(),
             unreleased: HashSet::new(),
+            regain_within,
+            batch: 0,
+            down: false,
+            unsure: None,
+            #[cfg(test)]
+            lose_commit: lose_commit.clone(),
         };
         let follower = events::Follower::start(target.clone(), FOLLOW_POLL).await.map_err(StoreError::Postgres)?;
         let (inbox, inbound) =
@@ -89,7 +109,26 @@ impl Postgres {
         let every = (ttl / 4).max(Duration::from_millis(50));
         tokio::spawn(sweeper::run(target.clone(), me.clone(), ttl, every, sweeping.clone()));
         let inbound = std::sync::Mutex::new(Some(inbound));
-        Ok(Self { target, me, jobs, reader, owners: Owners::new(owned), sweeping, follower, inbox, inbound })
+        Ok(Self {
+            target,
+            me,
+            jobs,
+            reader,
+            #[cfg(test)]
+            lose_commit,
+            owners: Owners::new(owned),
+            sweeping,
+            follower,
+            inbox,
+            inbound,
+        })
+    }
+
+    /// Tests: the next batch that commits is told its connection was lost before the answer
+    /// to its COMMIT came, as a network cut at that moment would.
+    #[cfg(test)]
+    pub(in crate::store) fn lose_next_commit(&self) {
+        self.lose_commit.store(true, std::sync::atomic::Ordering::SeqCst);
     }
 
     /// This replica's name as a lease holder: `host:pid:random`.
@@ -165,7 +204,7 @@ impl Postgres {
     }
 
     pub async fn session(&self, id: &SessionId) -> Result<Option<SessionRow>, StoreError> {
-        let row = rows::session(&self.reader, id).await.map_err(|err| self.error(&err))?;
+        let row = rows::session(&*self.reader.get().await?, id).await.map_err(|err| self.error(&err))?;
         if let Some(row) = &row {
             self.owners.learn(&row.id, row.owner.as_deref());
         }
@@ -173,7 +212,7 @@ impl Postgres {
     }
 
     pub async fn messages(&self, id: &SessionId) -> Result<Vec<Message>, StoreError> {
-        rows::messages(&self.reader, id).await.map_err(|err| self.error(&err))
+        rows::messages(&*self.reader.get().await?, id).await.map_err(|err| self.error(&err))
     }
 
     /// The messages and the mark of the lease's last take. The mark is read first: a take
@@ -182,6 +221,8 @@ impl Postgres {
     pub async fn messages_and_last_turn(&self, id: &SessionId) -> Result<(Vec<Message>, Option<String>), StoreError> {
         let epoch = self
             .reader
+            .get()
+            .await?
             .query_opt("SELECT epoch FROM session_leases WHERE session_id = $1", &[&id.as_str()])
             .await
             .map_err(|err| self.error(&err))?
@@ -193,6 +234,8 @@ impl Postgres {
     pub async fn held_elsewhere(&self, id: &SessionId) -> Result<Option<LeaseHolder>, StoreError> {
         let row = self
             .reader
+            .get()
+            .await?
             .query_opt(
                 "SELECT holder, (extract(epoch FROM taken_at) * 1000)::bigint,
                         (extract(epoch FROM expires_at) * 1000)::bigint
@@ -207,11 +250,11 @@ impl Postgres {
     }
 
     pub async fn stored_messages(&self, id: &SessionId) -> Result<Vec<StoredMessage>, StoreError> {
-        transfer::stored_messages(&self.reader, id).await.map_err(|err| self.error(&err))
+        transfer::stored_messages(&*self.reader.get().await?, id).await.map_err(|err| self.error(&err))
     }
 
     pub async fn project_rules(&self, project: &str) -> Result<Vec<Rule>, StoreError> {
-        rules::of_project(&self.reader, project).await.map_err(|err| self.error(&err))
+        rules::of_project(&*self.reader.get().await?, project).await.map_err(|err| self.error(&err))
     }
 
     /// A page of sessions; the owners its rows name are noted.
@@ -221,10 +264,12 @@ impl Postgres {
         cursor: Option<String>,
         limit: usize,
     ) -> Result<ListPage, StoreError> {
-        let page = listing::page(&self.reader, &listing, cursor.as_deref(), limit).await.map_err(|err| match err {
-            PageError::InvalidCursor(cursor) => StoreError::InvalidCursor(cursor),
-            PageError::Query(err) => self.error(&err),
-        })?;
+        let page = listing::page(&*self.reader.get().await?, &listing, cursor.as_deref(), limit).await.map_err(
+            |err| match err {
+                PageError::InvalidCursor(cursor) => StoreError::InvalidCursor(cursor),
+                PageError::Query(err) => self.error(&err),
+            },
+        )?;
         for row in &page.sessions {
             self.owners.learn(&row.id, row.owner.as_deref());
         }
@@ -236,7 +281,7 @@ impl Postgres {
     }
 
     pub async fn tokens(&self) -> Result<Vec<TokenRow>, StoreError> {
-        tokens::list(&self.reader).await.map_err(|err| self.error(&err))
+        tokens::list(&*self.reader.get().await?).await.map_err(|err| self.error(&err))
     }
 
     pub fn token_check(&self) -> Result<TokenCheck, StoreError> {
@@ -244,19 +289,19 @@ impl Postgres {
     }
 
     pub async fn checkpoint_captures(&self, id: &SessionId) -> Result<Vec<Stored>, StoreError> {
-        checkpoints::stored(&self.reader, id).await.map_err(|err| self.error(&err))
+        checkpoints::stored(&*self.reader.get().await?, id).await.map_err(|err| self.error(&err))
     }
 
     pub async fn checkpoints(&self, id: &SessionId) -> Result<Vec<CheckpointInfo>, StoreError> {
-        checkpoints::list(&self.reader, id).await.map_err(|err| self.error(&err))
+        checkpoints::list(&*self.reader.get().await?, id).await.map_err(|err| self.error(&err))
     }
 
     pub async fn checkpoints_with_contents(&self, id: &SessionId) -> Result<Captures, StoreError> {
-        checkpoints::with_contents(&self.reader, id).await.map_err(|err| self.error(&err))
+        checkpoints::with_contents(&*self.reader.get().await?, id).await.map_err(|err| self.error(&err))
     }
 
     pub async fn file_blobs(&self, hashes: Vec<Digest>) -> Result<HashMap<Digest, Vec<u8>>, StoreError> {
-        checkpoints::blobs(&self.reader, &hashes).await.map_err(|err| self.error(&err))
+        checkpoints::blobs(&*self.reader.get().await?, &hashes).await.map_err(|err| self.error(&err))
     }
 }
 
