@@ -310,19 +310,8 @@ impl Store {
     /// [`Self::open_postgres`] as replica `me`, holding leases for `ttl`.
     #[cfg(test)]
     async fn open_postgres_as(url: &str, me: &str, ttl: std::time::Duration) -> Result<Self, StoreError> {
-        Self::open_postgres_regaining(url, me, ttl, pg::REGAIN_WITHIN).await
-    }
-
-    /// [`Self::open_postgres_as`], a batch whose connection was lost waiting `regain_within`.
-    #[cfg(test)]
-    async fn open_postgres_regaining(
-        url: &str,
-        me: &str,
-        ttl: std::time::Duration,
-        regain_within: std::time::Duration,
-    ) -> Result<Self, StoreError> {
         let target = pg::PgTarget::parse(url).map_err(StoreError::Postgres)?;
-        let backend = pg::Postgres::open(target, me.to_owned(), ttl, regain_within).await?;
+        let backend = pg::Postgres::open(target, me.to_owned(), ttl, pg::REGAIN_WITHIN).await?;
         Ok(Self { backend: Arc::new(Backend::Postgres(backend)) })
     }
 

@@ -6,6 +6,7 @@
 //! The stopping tests run a server of their own ([`fixture::Private`]): the process's shared
 //! server must never stop.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::mpsc;
@@ -15,13 +16,16 @@ use crate::ids::{MessageId, SessionId, now_ms};
 use crate::store::{Backend, LastTurn, SessionRow, Store, StoreError, Write};
 
 use super::regain::went_in;
-use super::{LEASE_TTL, PgError, fixture};
+use super::{LEASE_TTL, PgError, PgTarget, Postgres, fixture};
 
 /// In a URL that trust ignores: no error may show it.
 const PASSWORD: &str = "never-shown-pw";
 
+/// A store whose batches wait `regain_within` for a lost connection.
 async fn store(url: &str, regain_within: Duration) -> Store {
-    Store::open_postgres_regaining(url, "host-a:1:a", LEASE_TTL, regain_within).await.unwrap()
+    let target = PgTarget::parse(url).unwrap();
+    let backend = Postgres::open(target, "host-a:1:a".into(), LEASE_TTL, regain_within).await.unwrap();
+    Store { backend: Arc::new(Backend::Postgres(backend)) }
 }
 
 /// A session whose turn runs here, with an answer whose text part is open to chunks.

@@ -24,9 +24,11 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tokio_postgres::{Client, GenericClient};
 
-use super::writer::{Done, Writer};
+use super::writer::{Done, Failed, Writer};
 use super::{PgError, PgTarget};
-use crate::store::StoreError;
+use crate::history::Message;
+use crate::ids::SessionId;
+use crate::store::{StoreError, Write};
 
 /// How long a batch waits for a lost connection to come back before its writes fail.
 pub const REGAIN_WITHIN: Duration = Duration::from_secs(10);
@@ -60,8 +62,9 @@ pub(super) async fn stamp(tx: &impl GenericClient, me: &str, batch: i64) -> Resu
     Ok(())
 }
 
-/// The number of this replica's last committed batch.
-async fn recorded(client: &Client, me: &str) -> Result<Option<i64>, tokio_postgres::Error> {
+/// The number of this replica's last committed batch: where its writer numbers on from at
+/// open (a name used again must never find a new batch "committed" by an old one's stamp).
+pub(super) async fn recorded(client: &Client, me: &str) -> Result<Option<i64>, tokio_postgres::Error> {
     Ok(client.query_opt("SELECT batch FROM cairn_writers WHERE replica = $1", &[&me]).await?.map(|row| row.get(0)))
 }
 
@@ -70,6 +73,44 @@ impl Writer {
     /// connection (run it again) from a failed statement (its error is the answer).
     pub(super) async fn alive(&self) -> bool {
         !self.down && !self.client.is_closed() && self.client.simple_query("").await.is_ok()
+    }
+
+    /// Runs the batch once; a failure on a connection that no longer answers is [`Failed::Lost`],
+    /// a COMMIT lost so leaving the batch [`Unsure`].
+    pub(super) async fn attempt(
+        &mut self,
+        writes: &[Write],
+        shown: &[Vec<String>],
+        isolated: bool,
+        number: i64,
+    ) -> Result<Done, Failed> {
+        match self.attempt_once(writes, shown, isolated, number).await {
+            Ok(done) => Ok(done),
+            Err(Failed::Commit(err, done)) => {
+                if self.alive().await {
+                    // The server answered the COMMIT with an error: nothing went in.
+                    Err(Failed::Batch(err))
+                } else {
+                    self.unsure = Some(Unsure { batch: number, done: *done });
+                    Err(Failed::Lost(err))
+                }
+            }
+            Err(Failed::Write(err) | Failed::Batch(err)) if !self.alive().await => Err(Failed::Lost(err)),
+            Err(failed) => Err(failed),
+        }
+    }
+
+    /// The session's visible messages and its log's last `seq` (`load_once`); a connection
+    /// lost on the way is made again within the bound, as for a batch.
+    pub(super) async fn load(&mut self, id: &SessionId) -> Result<(Vec<Message>, i64), StoreError> {
+        let deadline = Instant::now() + self.regain_within;
+        loop {
+            self.regain(deadline, None).await?;
+            match self.load_once(id).await {
+                Err(_) if !self.alive().await => self.down = true,
+                read => return read,
+            }
+        }
     }
 
     /// Makes sure the writer has a working connection, connecting again until `deadline` when
@@ -165,7 +206,7 @@ impl Reader {
         let mut slot = self.client.write().unwrap_or_else(PoisonError::into_inner);
         // Another read may have made one meanwhile: either will do.
         if slot.is_closed() {
-            *slot = fresh.clone();
+            *slot = fresh;
         }
         Ok(slot.clone())
     }

@@ -18,7 +18,7 @@ use tokio_util::sync::CancellationToken;
 use std::sync::Arc;
 
 use super::listing::{self, PageError};
-use super::regain::Reader;
+use super::regain::{self, Reader};
 use super::tokens::{self, PgTokenCheck};
 use super::writer::{self, Job, Writer};
 use super::{PgTarget, checkpoints, events, inbox, migrate, rows, rules, sweeper, transfer};
@@ -71,6 +71,7 @@ impl Postgres {
     ) -> Result<Self, StoreError> {
         let mut client = target.connect().await.map_err(StoreError::Postgres)?;
         migrate::to_latest(&mut client, &target).await.map_err(StoreError::Postgres)?;
+        let batch = regain::recorded(&client, &me).await.map_err(|err| StoreError::Postgres(target.failed(&err)))?;
         let reader = Reader::connect(&target).await?;
         let owned = reader
             .get()
@@ -95,7 +96,7 @@ impl Postgres {
             seqs: HashMap::new(),
             unreleased: HashSet::new(),
             regain_within,
-            batch: 0,
+            batch: batch.unwrap_or(0),
             down: false,
             unsure: None,
             #[cfg(test)]

@@ -232,19 +232,7 @@ impl Writer {
 
     /// The session's visible messages and its log's last `seq`, from one snapshot of the
     /// database: a follower starting from that `seq` gets exactly what came after them.
-    /// A connection lost on the way is made again within the bound, as for a batch.
-    async fn load(&mut self, id: &SessionId) -> Result<(Vec<Message>, i64), StoreError> {
-        let deadline = Instant::now() + self.regain_within;
-        loop {
-            self.regain(deadline, None).await?;
-            match self.load_once(id).await {
-                Err(_) if !self.alive().await => self.down = true,
-                read => return read,
-            }
-        }
-    }
-
-    async fn load_once(&mut self, id: &SessionId) -> Result<(Vec<Message>, i64), StoreError> {
+    pub(super) async fn load_once(&mut self, id: &SessionId) -> Result<(Vec<Message>, i64), StoreError> {
         let target = self.target.clone();
         let failed = |err: tokio_postgres::Error| StoreError::Postgres(target.failed(&err));
         let tx = self
@@ -293,32 +281,7 @@ impl Writer {
         done.results
     }
 
-    /// Runs the batch once; a failure on a connection that no longer answers is [`Failed::Lost`],
-    /// a COMMIT lost so leaving the batch [`Unsure`].
-    async fn attempt(
-        &mut self,
-        writes: &[Write],
-        shown: &[Vec<String>],
-        isolated: bool,
-        number: i64,
-    ) -> Result<Done, Failed> {
-        match self.attempt_once(writes, shown, isolated, number).await {
-            Ok(done) => Ok(done),
-            Err(Failed::Commit(err, done)) => {
-                if self.alive().await {
-                    // The server answered the COMMIT with an error: nothing went in.
-                    Err(Failed::Batch(err))
-                } else {
-                    self.unsure = Some(Unsure { batch: number, done: *done });
-                    Err(Failed::Lost(err))
-                }
-            }
-            Err(Failed::Write(err) | Failed::Batch(err)) if !self.alive().await => Err(Failed::Lost(err)),
-            Err(failed) => Err(failed),
-        }
-    }
-
-    async fn attempt_once(
+    pub(super) async fn attempt_once(
         &mut self,
         writes: &[Write],
         shown: &[Vec<String>],
@@ -454,7 +417,7 @@ impl Writer {
 /// isolated run answers each write's failure itself), or the batch itself did, or the
 /// connection was lost (connect again and run it again unless it committed); its COMMIT failed
 /// (a lost connection or the server's refusal: [`Writer::attempt`] tells which).
-enum Failed {
+pub(super) enum Failed {
     Write(StoreError),
     Batch(StoreError),
     Lost(StoreError),
