@@ -131,6 +131,7 @@ impl Writer {
                         self.client = client;
                         self.down = false;
                     }
+                    Ok(Err(PgError::Connect { detail: why, .. })) => detail = why,
                     Ok(Err(err)) => detail = err.to_string(),
                     Err(_) => detail = "connecting took too long".into(),
                 }
