@@ -57,9 +57,9 @@ pub enum MigrateError {
     #[error("--from and --to are the same store ({0}); give two different ones")]
     Same(String),
     #[error("the {side} store {at}: {source}")]
-    Open { side: &'static str, at: String, source: StoreError },
+    Open { side: &'static str, at: String, source: Box<StoreError> },
     #[error("copying from {from} to {to}: {source}; what was copied stays, run the command again to copy the rest")]
-    Copy { from: String, to: String, source: StoreError },
+    Copy { from: String, to: String, source: Box<StoreError> },
     #[error("{0} not copied: a turn is running in them (see above); run the migrate again once those turns have ended")]
     Running(String),
     #[error(transparent)]
@@ -127,7 +127,7 @@ impl Location {
             }
             Location::Postgres { url, .. } => Store::open_postgres(url, ttl, kept).await,
         };
-        opened.map_err(|source| MigrateError::Open { side, at: self.to_string(), source })
+        opened.map_err(|source| MigrateError::Open { side, at: self.to_string(), source: Box::new(source) })
     }
 }
 
@@ -189,7 +189,11 @@ pub async fn run(
     let copied = copy(&source, &destination).await;
     source.shutdown().await;
     destination.shutdown().await;
-    let summary = copied.map_err(|source| MigrateError::Copy { from: from.to_string(), to: to.to_string(), source })?;
+    let summary = copied.map_err(|source| MigrateError::Copy {
+        from: from.to_string(),
+        to: to.to_string(),
+        source: Box::new(source),
+    })?;
     let line = if json {
         serde_json::to_string(&summary).map_err(super::InspectError::from)?
     } else {

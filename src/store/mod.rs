@@ -124,7 +124,8 @@ impl Store {
         events_kept: std::time::Duration,
     ) -> Result<Self, StoreError> {
         let target = pg::PgTarget::parse(url).map_err(StoreError::Postgres)?;
-        let backend = pg::Postgres::open(target, pg::Postgres::replica_name(), ttl, events_kept).await?;
+        let tuning = pg::Tuning { lease_ttl: ttl, events_kept, regain_within: pg::REGAIN_WITHIN };
+        let backend = pg::Postgres::open(target, pg::Postgres::replica_name(), tuning).await?;
         Ok(Self { backend: Arc::new(Backend::Postgres(backend)) })
     }
 
@@ -132,9 +133,7 @@ impl Store {
     #[cfg(test)]
     async fn open_postgres_as(url: &str, me: &str, ttl: std::time::Duration) -> Result<Self, StoreError> {
         let target = pg::PgTarget::parse(url).map_err(StoreError::Postgres)?;
-        // The default of `[store] events_kept_secs`, 15 minutes.
-        let events_kept = std::time::Duration::from_secs(900);
-        let backend = pg::Postgres::open(target, me.to_owned(), ttl, events_kept).await?;
+        let backend = pg::Postgres::open(target, me.to_owned(), pg::Tuning::for_tests(ttl)).await?;
         Ok(Self { backend: Arc::new(Backend::Postgres(backend)) })
     }
 

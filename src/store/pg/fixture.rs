@@ -11,6 +11,9 @@
 //! stops the server at once and removes its directory. So no test leaves a server behind.
 //! `fsync` is off: these tests check statements, not a disk's durability.
 //!
+//! A test that stops and starts its database has a server of its own ([`Private`]), under
+//! `pg_ctl`, cleaned up the same way.
+//!
 //! [`tls_database`] is on a second server with `ssl=on`, serving the integration tests' test
 //! certificate (`tests/it/fixtures/tls`: signed by a test authority for 127.0.0.1 and
 //! localhost; [`tls_file`] names its files), for the specs of `sslmode`.
@@ -159,6 +162,45 @@ fn owner() -> &'static str {
     if known("postgres") { "postgres" } else { "nobody" }
 }
 
+/// A command run as the user owning the server when this process is root.
+fn as_owner(program: &str) -> Command {
+    if is_root() {
+        let mut command = Command::new("runuser");
+        command.args(["-u", owner(), "--", program]);
+        command
+    } else {
+        Command::new(program)
+    }
+}
+
+/// A new cluster in a directory of its own: the binaries, the directory and its data directory.
+fn init() -> (PathBuf, PathBuf, PathBuf) {
+    let bin = bin_dir();
+    let dir = tempfile::Builder::new().prefix("cairn-pg-").tempdir().unwrap_or_else(|err| panic!("{err}")).keep();
+    if is_root() {
+        let status = Command::new("chown").arg(owner()).arg(&dir).status();
+        assert!(status.is_ok_and(|status| status.success()), "cannot give {} to {}", dir.display(), owner());
+    }
+    let data = dir.join("data");
+    let output = as_owner(&bin.join("initdb").to_string_lossy())
+        .arg("-D")
+        .arg(&data)
+        .args(["-U", "postgres", "--auth=trust", "--no-sync", "-E", "UTF8", "--locale=C.UTF-8"])
+        .output()
+        .unwrap_or_else(|err| panic!("cannot run initdb: {err}"));
+    assert!(output.status.success(), "initdb failed: {}", String::from_utf8_lossy(&output.stderr));
+    (bin, dir, data)
+}
+
+/// A port the kernel picked a moment ago: another process may take it before the server does,
+/// so a server that cannot listen is tried again with another.
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .map(|addr| addr.port())
+        .unwrap_or_else(|err| panic!("{err}"))
+}
+
 /// Copies the test certificate and its key into the server's directory, the key readable by its
 /// owner alone (PostgreSQL refuses a key others can read); the settings that serve them.
 fn serve_tls(dir: &std::path::Path) -> String {
@@ -175,40 +217,11 @@ fn serve_tls(dir: &std::path::Path) -> String {
     format!("-c ssl=on -c ssl_cert_file='{dir}/server.pem' -c ssl_key_file='{dir}/server.key'", dir = dir.display())
 }
 
-/// A command run as the user owning the server when this process is root.
-fn as_owner(program: &str) -> Command {
-    if is_root() {
-        let mut command = Command::new("runuser");
-        command.args(["-u", owner(), "--", program]);
-        command
-    } else {
-        Command::new(program)
-    }
-}
-
 fn start(tls: bool) -> Server {
-    let bin = bin_dir();
-    let dir = tempfile::Builder::new().prefix("cairn-pg-").tempdir().unwrap_or_else(|err| panic!("{err}")).keep();
-    if is_root() {
-        let status = Command::new("chown").arg(owner()).arg(&dir).status();
-        assert!(status.is_ok_and(|status| status.success()), "cannot give {} to {}", dir.display(), owner());
-    }
-    let data = dir.join("data");
-    let output = as_owner(&bin.join("initdb").to_string_lossy())
-        .arg("-D")
-        .arg(&data)
-        .args(["-U", "postgres", "--auth=trust", "--no-sync", "-E", "UTF8", "--locale=C.UTF-8"])
-        .output()
-        .unwrap_or_else(|err| panic!("cannot run initdb: {err}"));
-    assert!(output.status.success(), "initdb failed: {}", String::from_utf8_lossy(&output.stderr));
+    let (bin, dir, data) = init();
     let ssl = if tls { serve_tls(&dir) } else { String::new() };
-    // The server listens on a port the kernel picked a moment ago; another process taking it
-    // in between is retried with another.
     for _ in 0..5 {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|listener| listener.local_addr())
-            .map(|addr| addr.port())
-            .unwrap_or_else(|err| panic!("{err}"));
+        let port = free_port();
         let script = format!(
             "'{postgres}' -D '{data}' -p {port} -k '{dir}' -c listen_addresses=127.0.0.1 -c fsync=off \
              -c max_connections=200 -c log_min_messages=fatal {ssl} >'{dir}/log' 2>&1 & pid=$!; \
@@ -247,4 +260,98 @@ fn start(tls: bool) -> Server {
     }
     let log = std::fs::read_to_string(dir.join("log")).unwrap_or_default();
     panic!("the test PostgreSQL did not start; its log:\n{log}")
+}
+
+/// A server of one test's own, which the test may stop and start again (the process's shared
+/// server must never stop: every test uses it). It runs under `pg_ctl`, so it keeps its data
+/// directory and port across a stop; a shell waiting on a pipe this holds stops it and removes
+/// its directory when this is dropped or the process ends, however it ends.
+pub struct Private {
+    pg_ctl: String,
+    data: PathBuf,
+    dir: PathBuf,
+    port: u16,
+    /// Dropped with this: its stdin closes and the shell cleans up.
+    _keeper: Child,
+}
+
+impl Private {
+    /// Starts a new server, waiting until it accepts connections.
+    pub fn start() -> Self {
+        let (bin, dir, data) = init();
+        let pg_ctl = bin.join("pg_ctl").to_string_lossy().into_owned();
+        let script = format!(
+            "echo started; read _; '{pg_ctl}' -D '{data}' stop -m immediate >/dev/null 2>&1; rm -rf '{dir}'",
+            data = data.display(),
+            dir = dir.display(),
+        );
+        let mut keeper = as_owner("sh")
+            .args(["-c", &script])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|err| panic!("cannot start PostgreSQL's keeper: {err}"));
+        if let Some(out) = keeper.stdout.take() {
+            let mut line = String::new();
+            let _ = BufReader::new(out).read_line(&mut line);
+        }
+        let mut server = Self { pg_ctl, data, dir, port: 0, _keeper: keeper };
+        for _ in 0..5 {
+            server.port = free_port();
+            if server.pg_ctl(&["start", "-w", "-t", "60"]) {
+                return server;
+            }
+        }
+        let log = std::fs::read_to_string(server.dir.join("log")).unwrap_or_default();
+        panic!("the test's own PostgreSQL did not start; its log:\n{log}")
+    }
+
+    /// A new, empty database on this server (`password` in its URL, which trust ignores).
+    pub async fn database(&self, password: &str) -> String {
+        let url = |database: &str| format!("postgres://postgres:{password}@127.0.0.1:{}/{database}", self.port);
+        let (client, connection) = tokio_postgres::connect(&url("postgres"), tokio_postgres::NoTls)
+            .await
+            .unwrap_or_else(|err| panic!("{err}"));
+        let driver = tokio::spawn(connection);
+        client.batch_execute("CREATE DATABASE cairn").await.unwrap_or_else(|err| panic!("{err}"));
+        drop(client);
+        let _ = driver.await;
+        url("cairn")
+    }
+
+    /// Stops the server at once, as a crash would: its connections are cut mid-statement.
+    pub fn stop(&self) {
+        assert!(self.pg_ctl(&["stop", "-m", "immediate", "-w"]), "pg_ctl stop failed");
+    }
+
+    /// Starts the server again on the same data and port, waiting until it accepts connections.
+    pub fn resume(&self) {
+        assert!(self.pg_ctl(&["start", "-w", "-t", "60"]), "pg_ctl start failed: {}", self.log());
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("log")).unwrap_or_default()
+    }
+
+    fn pg_ctl(&self, args: &[&str]) -> bool {
+        let options = format!(
+            "-p {} -k {} -c listen_addresses=127.0.0.1 -c fsync=off -c log_min_messages=fatal",
+            self.port,
+            self.dir.display()
+        );
+        as_owner(&self.pg_ctl)
+            .arg("-D")
+            .arg(&self.data)
+            .arg("-l")
+            .arg(self.dir.join("log"))
+            .arg("-o")
+            .arg(options)
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|status| status.success())
+    }
 }

@@ -18,6 +18,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../../../schema/pg/0003_sessions.sql"),
     include_str!("../../../schema/pg/0004_rules_tokens_checkpoints.sql"),
     include_str!("../../../schema/pg/0005_inbox_and_origins.sql"),
+    include_str!("../../../schema/pg/0006_writers.sql"),
 ];
 
 /// The schema version this build writes.

@@ -9,8 +9,10 @@
 //! bearer tokens (`tokens`); beside it, the schema and its migration (`migrate`, run once under
 //! an advisory lock however many replicas start together), the cross-replica session lease
 //! with its fencing token (`lease`), and each session's event log with the follower that
-//! streams another replica's writes (`events`), pruned of old rows (`prune`). It carries all
-//! of the store; `cairn serve --store` selects it.
+//! streams another replica's writes (`events`), pruned of old rows (`prune`). A connection lost
+//! to a restart, a failover or a network blip is made again (`regain`): the writer's within a
+//! bound, running its batch again only when it did not commit; the reader's at its next use.
+//! It carries all of the store; `cairn serve --store` selects it.
 
 mod checkpoints;
 pub mod events;
@@ -25,7 +27,10 @@ pub mod inbox;
 pub mod lease;
 mod listing;
 pub mod migrate;
+#[cfg(test)]
+mod outage_tests;
 pub mod prune;
+mod regain;
 mod rows;
 mod rules;
 mod store;
@@ -42,7 +47,8 @@ mod writer;
 mod writer_tests;
 mod writes;
 
-pub use store::Postgres;
+pub use regain::REGAIN_WITHIN;
+pub use store::{Postgres, Tuning};
 
 use std::fmt;
 use std::time::Duration;
@@ -82,6 +88,11 @@ pub enum PgError {
         "the PostgreSQL database at {at} has cairn schema version {found}, newer than this cairn supports ({supported}); upgrade this replica to the version the others run"
     )]
     TooNew { at: String, found: i64, supported: i64 },
+    /// The writer's connection broke and no new one could be made in time (`regain`).
+    #[error(
+        "the connection to PostgreSQL at {at} was lost and not regained within {within_s} s ({detail}): {outcome}; check that the database is running and reachable from this host"
+    )]
+    Lost { at: String, within_s: u64, detail: String, outcome: String },
     #[error("the PostgreSQL store has stopped: cairn is shutting down")]
     Stopped,
 }

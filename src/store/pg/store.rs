@@ -13,12 +13,12 @@ use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
 use tokio::sync::{mpsc, oneshot};
-use tokio_postgres::Client;
 use tokio_util::sync::CancellationToken;
 
 use std::sync::Arc;
 
 use super::listing::{self, PageError};
+use super::regain::{self, Reader};
 use super::tokens::{self, PgTokenCheck};
 use super::writer::{self, Job, Writer};
 use super::{PgTarget, checkpoints, events, inbox, migrate, prune, rows, rules, sweeper, transfer};
@@ -41,7 +41,11 @@ pub struct Postgres {
     /// How long this replica's leases live unrenewed.
     ttl: Duration,
     jobs: mpsc::UnboundedSender<Job>,
-    reader: Client,
+    /// Reads, on a connection of their own, made again at the next read once it was lost.
+    reader: Reader,
+    /// Tests: tells the writer its next commit's answer was lost.
+    #[cfg(test)]
+    lose_commit: Arc<std::sync::atomic::AtomicBool>,
     /// Whose each session is (`cairn serve --auth`).
     owners: Owners,
     /// Stops the sweeper of dead replicas' turns and the pruner of the event log.
@@ -54,15 +58,38 @@ pub struct Postgres {
     inbound: std::sync::Mutex<Option<mpsc::UnboundedReceiver<inbox::Inbound>>>,
 }
 
+/// How a replica holds its leases and uses the shared database.
+#[derive(Clone, Copy, Debug)]
+pub struct Tuning {
+    /// How long a lease lives unrenewed (`[store] lease_ttl_secs`).
+    pub lease_ttl: Duration,
+    /// How old a row of the event log grows before it is pruned (`[store] events_kept_secs`).
+    pub events_kept: Duration,
+    /// How long a batch whose connection was lost waits for a new one before its writes fail.
+    pub regain_within: Duration,
+}
+
+impl Tuning {
+    /// Leases of `lease_ttl`, the defaults otherwise.
+    #[cfg(test)]
+    pub fn for_tests(lease_ttl: Duration) -> Self {
+        Self { lease_ttl, events_kept: Duration::from_secs(900), regain_within: super::REGAIN_WITHIN }
+    }
+}
+
 impl Postgres {
     /// Connects to `target`, migrates it (once, whatever other replicas start with it) and
-    /// starts the writer, holding leases as `me` for `ttl`, and the pruner of event rows older
-    /// than `events_kept`.
-    pub async fn open(target: PgTarget, me: String, ttl: Duration, events_kept: Duration) -> Result<Self, StoreError> {
+    /// starts the writer, holding leases as `me` as `tuning` says, and the pruner of old event
+    /// rows.
+    pub async fn open(target: PgTarget, me: String, tuning: Tuning) -> Result<Self, StoreError> {
+        let Tuning { lease_ttl: ttl, events_kept, regain_within } = tuning;
         let mut client = target.connect().await.map_err(StoreError::Postgres)?;
         migrate::to_latest(&mut client, &target).await.map_err(StoreError::Postgres)?;
-        let reader = target.connect().await.map_err(StoreError::Postgres)?;
+        let batch = regain::recorded(&client, &me).await.map_err(|err| StoreError::Postgres(target.failed(&err)))?;
+        let reader = Reader::connect(&target).await?;
         let owned = reader
+            .get()
+            .await?
             .query("SELECT id, owner FROM sessions WHERE owner IS NOT NULL", &[])
             .await
             .map_err(|err| StoreError::Postgres(target.failed(&err)))?
@@ -70,6 +97,8 @@ impl Postgres {
             .map(|row| (SessionId::from_string(row.get::<_, String>(0)), Arc::from(row.get::<_, &str>(1))))
             .collect();
         let (jobs, queue) = mpsc::unbounded_channel();
+        #[cfg(test)]
+        let lose_commit = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let writer = Writer {
             client,
             target: target.clone(),
@@ -80,6 +109,12 @@ impl Postgres {
             open: HashMap::new(),
             seqs: HashMap::new(),
             unreleased: HashSet::new(),
+            regain_within,
+            batch: batch.unwrap_or(0),
+            down: false,
+            unsure: None,
+            #[cfg(test)]
+            lose_commit: lose_commit.clone(),
         };
         let follower = events::Follower::start(target.clone(), FOLLOW_POLL).await.map_err(StoreError::Postgres)?;
         let (inbox, inbound) =
@@ -90,7 +125,27 @@ impl Postgres {
         tokio::spawn(sweeper::run(target.clone(), me.clone(), ttl, every, sweeping.clone()));
         tokio::spawn(prune::run(target.clone(), events_kept, prune::EVERY, sweeping.clone()));
         let inbound = std::sync::Mutex::new(Some(inbound));
-        Ok(Self { target, me, ttl, jobs, reader, owners: Owners::new(owned), sweeping, follower, inbox, inbound })
+        Ok(Self {
+            target,
+            me,
+            ttl,
+            jobs,
+            reader,
+            #[cfg(test)]
+            lose_commit,
+            owners: Owners::new(owned),
+            sweeping,
+            follower,
+            inbox,
+            inbound,
+        })
+    }
+
+    /// Tests: the next batch that commits is told its connection was lost before the answer
+    /// to its COMMIT came, as a network cut at that moment would.
+    #[cfg(test)]
+    pub(in crate::store) fn lose_next_commit(&self) {
+        self.lose_commit.store(true, std::sync::atomic::Ordering::SeqCst);
     }
 
     /// This replica's name as a lease holder: `host:pid:random`.
@@ -166,7 +221,7 @@ impl Postgres {
     }
 
     pub async fn session(&self, id: &SessionId) -> Result<Option<SessionRow>, StoreError> {
-        let row = rows::session(&self.reader, id).await.map_err(|err| self.error(&err))?;
+        let row = rows::session(&*self.reader.get().await?, id).await.map_err(|err| self.error(&err))?;
         if let Some(row) = &row {
             self.owners.learn(&row.id, row.owner.as_deref());
         }
@@ -174,7 +229,7 @@ impl Postgres {
     }
 
     pub async fn messages(&self, id: &SessionId) -> Result<Vec<Message>, StoreError> {
-        rows::messages(&self.reader, id).await.map_err(|err| self.error(&err))
+        rows::messages(&*self.reader.get().await?, id).await.map_err(|err| self.error(&err))
     }
 
     /// The messages and the mark of the lease's last take. The mark is read first: a take
@@ -183,6 +238,8 @@ impl Postgres {
     pub async fn messages_and_last_turn(&self, id: &SessionId) -> Result<(Vec<Message>, Option<String>), StoreError> {
         let epoch = self
             .reader
+            .get()
+            .await?
             .query_opt("SELECT epoch FROM session_leases WHERE session_id = $1", &[&id.as_str()])
             .await
             .map_err(|err| self.error(&err))?
@@ -192,12 +249,14 @@ impl Postgres {
 
     /// Another replica that holds the session's lease now, if any.
     pub async fn last_logged(&self, id: &SessionId) -> Result<i64, StoreError> {
-        events::last_seq(&self.reader, &self.target, id).await.map_err(StoreError::Postgres)
+        events::last_seq(&*self.reader.get().await?, &self.target, id).await.map_err(StoreError::Postgres)
     }
 
     pub async fn held_elsewhere(&self, id: &SessionId) -> Result<Option<LeaseHolder>, StoreError> {
         let row = self
             .reader
+            .get()
+            .await?
             .query_opt(
                 "SELECT holder, (extract(epoch FROM taken_at) * 1000)::bigint,
                         (extract(epoch FROM expires_at) * 1000)::bigint
@@ -213,11 +272,11 @@ impl Postgres {
     }
 
     pub async fn stored_messages(&self, id: &SessionId) -> Result<Vec<StoredMessage>, StoreError> {
-        transfer::stored_messages(&self.reader, id).await.map_err(|err| self.error(&err))
+        transfer::stored_messages(&*self.reader.get().await?, id).await.map_err(|err| self.error(&err))
     }
 
     pub async fn project_rules(&self, project: &str) -> Result<Vec<Rule>, StoreError> {
-        rules::of_project(&self.reader, project).await.map_err(|err| self.error(&err))
+        rules::of_project(&*self.reader.get().await?, project).await.map_err(|err| self.error(&err))
     }
 
     /// A page of sessions; the owners its rows name are noted.
@@ -227,10 +286,12 @@ impl Postgres {
         cursor: Option<String>,
         limit: usize,
     ) -> Result<ListPage, StoreError> {
-        let page = listing::page(&self.reader, &listing, cursor.as_deref(), limit).await.map_err(|err| match err {
-            PageError::InvalidCursor(cursor) => StoreError::InvalidCursor(cursor),
-            PageError::Query(err) => self.error(&err),
-        })?;
+        let page = listing::page(&*self.reader.get().await?, &listing, cursor.as_deref(), limit).await.map_err(
+            |err| match err {
+                PageError::InvalidCursor(cursor) => StoreError::InvalidCursor(cursor),
+                PageError::Query(err) => self.error(&err),
+            },
+        )?;
         for row in &page.sessions {
             self.owners.learn(&row.id, row.owner.as_deref());
         }
@@ -242,15 +303,15 @@ impl Postgres {
     }
 
     pub async fn tokens(&self) -> Result<Vec<TokenRow>, StoreError> {
-        tokens::list(&self.reader).await.map_err(|err| self.error(&err))
+        tokens::list(&*self.reader.get().await?).await.map_err(|err| self.error(&err))
     }
 
     pub async fn tokens_with_hashes(&self) -> Result<Vec<(TokenRow, [u8; 32])>, StoreError> {
-        tokens::list_with_hashes(&self.reader).await.map_err(|err| self.error(&err))
+        tokens::list_with_hashes(&*self.reader.get().await?).await.map_err(|err| self.error(&err))
     }
 
     pub async fn all_project_rules(&self) -> Result<Vec<(String, Rule)>, StoreError> {
-        rules::all(&self.reader).await.map_err(|err| self.error(&err))
+        rules::all(&*self.reader.get().await?).await.map_err(|err| self.error(&err))
     }
 
     pub fn token_check(&self) -> Result<TokenCheck, StoreError> {
@@ -258,19 +319,19 @@ impl Postgres {
     }
 
     pub async fn checkpoint_captures(&self, id: &SessionId) -> Result<Vec<Stored>, StoreError> {
-        checkpoints::stored(&self.reader, id).await.map_err(|err| self.error(&err))
+        checkpoints::stored(&*self.reader.get().await?, id).await.map_err(|err| self.error(&err))
     }
 
     pub async fn checkpoints(&self, id: &SessionId) -> Result<Vec<CheckpointInfo>, StoreError> {
-        checkpoints::list(&self.reader, id).await.map_err(|err| self.error(&err))
+        checkpoints::list(&*self.reader.get().await?, id).await.map_err(|err| self.error(&err))
     }
 
     pub async fn checkpoints_with_contents(&self, id: &SessionId) -> Result<Captures, StoreError> {
-        checkpoints::with_contents(&self.reader, id).await.map_err(|err| self.error(&err))
+        checkpoints::with_contents(&*self.reader.get().await?, id).await.map_err(|err| self.error(&err))
     }
 
     pub async fn file_blobs(&self, hashes: Vec<Digest>) -> Result<HashMap<Digest, Vec<u8>>, StoreError> {
-        checkpoints::blobs(&self.reader, &hashes).await.map_err(|err| self.error(&err))
+        checkpoints::blobs(&*self.reader.get().await?, &hashes).await.map_err(|err| self.error(&err))
     }
 }
 

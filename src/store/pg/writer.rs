@@ -18,6 +18,10 @@
 //!
 //! Leases are taken with the turn's first write (`Write::TakeLease`), renewed every third of
 //! their time to live while held, and released at the turn's end and at shutdown.
+//!
+//! A connection lost mid-batch is made again within a bound and the batch run again unless it
+//! committed, which each batch's stamp in `cairn_writers` tells (`regain`); past the bound its
+//! writes fail with [`PgError::Lost`].
 
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
@@ -27,6 +31,7 @@ use tokio::time::Instant;
 use tokio_postgres::{Client, Transaction};
 
 use super::lease::{self, Lease};
+use super::regain::{self, Unsure};
 use super::{PgError, PgTarget};
 use super::{events, rows, writes};
 use crate::history::Message;
@@ -66,6 +71,18 @@ pub struct Writer {
     /// Leases whose release failed: tried again after every later batch until it commits
     /// (renewed meanwhile, as they are still held).
     pub(super) unreleased: HashSet<SessionId>,
+    /// How long a batch waits for a lost connection to come back.
+    pub(super) regain_within: Duration,
+    /// The number of the last batch run: each stamps it in `cairn_writers` as it commits.
+    pub(super) batch: i64,
+    /// The connection is known lost (it may not know yet): make a new one before using it.
+    pub(super) down: bool,
+    /// A batch whose COMMIT was sent as the connection was lost, until the next connection
+    /// tells whether it went in.
+    pub(super) unsure: Option<Unsure>,
+    /// Tests: the next batch that commits is told its connection was lost as it did.
+    #[cfg(test)]
+    pub(super) lose_commit: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// What one run of a batch did, kept only if it commits.
@@ -168,30 +185,54 @@ impl Writer {
     /// Applies `writes` in one transaction, with the events of what they show; on a write's
     /// error, again with a savepoint each. Once committed, wakes the replicas following the
     /// sessions whose logs grew.
+    ///
+    /// A connection lost on the way is made again and the batch run again (unless it turns out
+    /// to have committed) until the bound has passed; then its writes fail as lost.
     async fn apply(&mut self, writes: &[Write], shown: &[Vec<String>]) -> Vec<Result<(), StoreError>> {
-        let done = match self.attempt(writes, shown, false).await {
-            Err(Failed::Write(_)) => self.attempt(writes, shown, true).await,
-            done => done,
-        };
-        match done {
-            Ok(done) => {
-                let grew: Vec<SessionId> = done.seqs.iter().map(|(session, _)| session.clone()).collect();
-                let results = self.committed(done);
-                if !grew.is_empty()
-                    && let Err(err) = events::notify(&self.client, &self.target, &grew).await
-                {
-                    // The followers' poll reads the rows all the same.
-                    tracing::debug!("cannot wake the replicas following a session: {err}");
-                }
-                results
+        let deadline = Instant::now() + self.regain_within;
+        self.batch += 1;
+        let batch = self.batch;
+        loop {
+            match self.regain(deadline, Some(batch)).await {
+                Ok(Some(done)) => return self.settle(done).await,
+                Ok(None) => {}
+                Err(err) => return vec![Err(err); writes.len()],
             }
-            Err(Failed::Write(err) | Failed::Batch(err)) => vec![Err(err); writes.len()],
+            let done = match self.attempt(writes, shown, false, batch).await {
+                Err(Failed::Write(_)) => self.attempt(writes, shown, true, batch).await,
+                done => done,
+            };
+            match done {
+                Ok(done) => return self.settle(done).await,
+                Err(Failed::Write(err) | Failed::Batch(err)) => return vec![Err(err); writes.len()],
+                Err(Failed::Lost(err) | Failed::Commit(err, _)) => {
+                    tracing::warn!(
+                        "PostgreSQL at {}: the connection was lost mid-batch ({err}); connecting again",
+                        self.target
+                    );
+                    self.down = true;
+                }
+            }
         }
+    }
+
+    /// Keeps a committed batch's changes, wakes the replicas following the sessions whose logs
+    /// grew, and answers the batch's writes.
+    async fn settle(&mut self, done: Done) -> Vec<Result<(), StoreError>> {
+        let grew: Vec<SessionId> = done.seqs.iter().map(|(session, _)| session.clone()).collect();
+        let results = self.committed(done);
+        if !grew.is_empty()
+            && let Err(err) = events::notify(&self.client, &self.target, &grew).await
+        {
+            // The followers' poll reads the rows all the same.
+            tracing::debug!("cannot wake the replicas following a session: {err}");
+        }
+        results
     }
 
     /// The session's visible messages and its log's last `seq`, from one snapshot of the
     /// database: a follower starting from that `seq` gets exactly what came after them.
-    async fn load(&mut self, id: &SessionId) -> Result<(Vec<Message>, i64), StoreError> {
+    pub(super) async fn load_once(&mut self, id: &SessionId) -> Result<(Vec<Message>, i64), StoreError> {
         let target = self.target.clone();
         let failed = |err: tokio_postgres::Error| StoreError::Postgres(target.failed(&err));
         let tx = self
@@ -209,7 +250,7 @@ impl Writer {
     }
 
     /// Keeps what a committed batch changed, and answers its chunks with their parts' results.
-    fn committed(&mut self, done: Done) -> Vec<Result<(), StoreError>> {
+    pub(super) fn committed(&mut self, done: Done) -> Vec<Result<(), StoreError>> {
         for lease in done.taken {
             self.lost.remove(&lease.session);
             self.unreleased.remove(&lease.session);
@@ -240,7 +281,13 @@ impl Writer {
         done.results
     }
 
-    async fn attempt(&mut self, writes: &[Write], shown: &[Vec<String>], isolated: bool) -> Result<Done, Failed> {
+    pub(super) async fn attempt_once(
+        &mut self,
+        writes: &[Write],
+        shown: &[Vec<String>],
+        isolated: bool,
+        number: i64,
+    ) -> Result<Done, Failed> {
         let batch = |err: tokio_postgres::Error| Failed::Batch(StoreError::Postgres(self.target.failed(&err)));
         let target = self.target.clone();
         let mut tx = self.client.transaction().await.map_err(batch)?;
@@ -290,12 +337,29 @@ impl Writer {
         let known = Known { target: &target, open: &self.open, held: &self.held, seqs: &self.seqs };
         log(&tx, &known, writes, shown, &mut done, &opened).await.map_err(Failed::Batch)?;
         done.opened.extend(opened);
-        tx.commit().await.map_err(batch)?;
+        regain::stamp(&tx, &self.me, number).await.map_err(batch)?;
+        if let Err(err) = tx.commit().await {
+            return Err(Failed::Commit(StoreError::Postgres(target.failed(&err)), Box::new(done)));
+        }
+        #[cfg(test)]
+        if self.lose_commit.swap(false, std::sync::atomic::Ordering::SeqCst) {
+            // As if the connection broke before the server's answer to the COMMIT arrived.
+            self.down = true;
+            let detail = "connection closed (as the test asked)".to_owned();
+            return Err(Failed::Commit(
+                StoreError::Postgres(PgError::Query { at: target.to_string(), detail }),
+                Box::new(done),
+            ));
+        }
         Ok(done)
     }
 
     /// Renews every lease held; one another replica took is lost.
     async fn renew(&mut self) {
+        if let Err(err) = self.regain(Instant::now() + self.ttl / 6, None).await {
+            tracing::warn!("cannot renew this replica's session leases: {err}");
+            return;
+        }
         let mut lost = Vec::new();
         for lease in self.held.values() {
             match lease::renew(&self.client, &self.target, lease, self.ttl).await {
@@ -314,6 +378,9 @@ impl Writer {
 
     /// Tries again the releases that failed; one another replica took meanwhile is gone too.
     async fn release_again(&mut self) {
+        if self.unreleased.is_empty() || self.regain(Instant::now(), None).await.is_err() {
+            return;
+        }
         let sessions: Vec<SessionId> = self.unreleased.iter().cloned().collect();
         for session in sessions {
             let Some(lease) = self.held.get(&session) else {
@@ -332,6 +399,12 @@ impl Writer {
     }
 
     async fn release_all(&mut self) {
+        if let Err(err) = self.regain(Instant::now() + self.ttl / 6, None).await {
+            // They lapse by themselves: the sweeper of another replica closes their turns.
+            tracing::warn!("cannot release this replica's session leases: {err}");
+            self.held.clear();
+            return;
+        }
         for (_, lease) in self.held.drain() {
             if let Err(err) = lease::release(&self.client, &self.target, &lease).await {
                 tracing::warn!(session = %lease.session, "cannot release the session's lease: {err}");
@@ -341,10 +414,14 @@ impl Writer {
 }
 
 /// Why a run of a batch stopped: a write's statement failed (run it again isolated; an
-/// isolated run answers each write's failure itself), or the batch itself did.
-enum Failed {
+/// isolated run answers each write's failure itself), or the batch itself did, or the
+/// connection was lost (connect again and run it again unless it committed); its COMMIT failed
+/// (a lost connection or the server's refusal: [`Writer::attempt`] tells which).
+pub(super) enum Failed {
     Write(StoreError),
     Batch(StoreError),
+    Lost(StoreError),
+    Commit(StoreError, Box<Done>),
 }
 
 /// What [`log`] reads of the writer while a batch holds its connection.
