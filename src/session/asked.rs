@@ -7,7 +7,7 @@
 //! other replica's actor reads it back and hands it to its hub, which puts it to its viewers (and
 //! newcomers) and hands the first answer to the turn's replica through the command inbox
 //! ([`super::handoff::Handed::Answer`]). There it joins the answers of the local viewers: the
-//! first one that is valid (an option the question offered) is taken, the others are ignored,
+//! first one that is valid (an option the question offered, or dismissing it) is taken, the others are ignored,
 //! so a client answering on two replicas answers once. Once the question is settled, however it
 //! ended, [`Signal::Closed`] is logged and every replica withdraws its copies.
 //!

@@ -233,3 +233,28 @@ async fn the_same_answer_sent_to_two_replicas_at_once_is_taken_once() {
     assert_eq!(std::fs::read_to_string(&path).unwrap(), "once\n");
     assert_eq!(env.mock.requests().len(), 2, "the call ran once and the turn went on once");
 }
+
+fn cancelled(request: &Value) -> Value {
+    json!({"jsonrpc": "2.0", "id": request["id"], "result": {"outcome": {"outcome": "cancelled"}}})
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_permission_question_dismissed_on_another_replica_is_a_rejection_there_too() {
+    let replicas = Replicas::start(2).await;
+    let env = &replicas.env;
+    let path = env.workspace().join("never.txt");
+    env.mock.push(Reply::tool_calls(&[("c1", "write", json!({"path": path, "content": "x\n"}))]));
+    env.mock.push(Reply::text(&["not written"]));
+    let mut on_a = replicas.servers[0].client().await;
+    let session = on_a.new_session(&env.cwd()).await;
+    let mut on_b = replicas.viewer(1, &session).await;
+
+    // a's client never answers; b's dismisses the question, as an editor closing the dialog does.
+    let prompt = on_a.prompt(&session, "Write it").await;
+    until_asked(&mut on_a).await;
+    let to_b = until_asked(&mut on_b).await;
+    on_b.send(cancelled(&to_b)).await;
+    let (done, _) = on_a.response(prompt).await;
+    assert_eq!(done["result"]["stopReason"], "end_turn", "{done}");
+    assert!(!path.exists(), "a dismissed question rejects the call, as on the turn's own replica");
+}
