@@ -258,3 +258,23 @@ async fn a_permission_question_dismissed_on_another_replica_is_a_rejection_there
     assert_eq!(done["result"]["stopReason"], "end_turn", "{done}");
     assert!(!path.exists(), "a dismissed question rejects the call, as on the turn's own replica");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_prompt_handed_to_a_replica_that_shuts_down_before_running_it_is_still_answered() {
+    let mut replicas = Replicas::start(2).await;
+    let mut on_a = replicas.servers[0].client().await;
+    let session = on_a.new_session(&replicas.env.cwd()).await;
+    let mut on_b = replicas.viewer(1, &session).await;
+    let (first, _release) = Reply::text(&["first ", "answer"]).held(1);
+    replicas.env.mock.push(first);
+
+    let _one = on_a.prompt(&session, "one").await;
+    until_answer_starts(&mut on_b, &session).await;
+    let two = on_b.prompt(&session, "two").await;
+    replicas.servers[1].until_said("handed to the replica running the session's turn").await;
+    replicas.servers[0].until_said("a command handed by another replica").await;
+    // a, which took the prompt to run after its turn, is stopped (a rolling restart) first.
+    replicas.servers[0].terminate().await;
+    let (answer, _) = on_b.response(two).await;
+    assert_eq!(answer["result"]["stopReason"], "cancelled", "{answer}");
+}
