@@ -278,3 +278,31 @@ async fn a_prompt_handed_to_a_replica_that_shuts_down_before_running_it_is_still
     let (answer, _) = on_b.response(two).await;
     assert_eq!(answer["result"]["stopReason"], "cancelled", "{answer}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_question_of_a_replica_that_died_is_withdrawn_from_the_other_replicas_clients() {
+    let env = TestEnv::new().await;
+    let url = fixture::database().await;
+    // Short leases: the dead replica's turn is closed within seconds.
+    env.write_config(&format!("[store]\nurl = \"{url}\"\nlease_ttl_secs = 2\n"));
+    let (mut a, b) = (Server::start(&env).await, Server::start(&env).await);
+    let path = env.workspace().join("never.txt");
+    env.mock.push(Reply::tool_calls(&[("c1", "write", json!({"path": path, "content": "x\n"}))]));
+    let mut on_a = a.client().await;
+    let session = on_a.new_session(&env.cwd()).await;
+    let mut on_b = b.client().await;
+    on_b.call("session/load", json!({"sessionId": session, "cwd": env.cwd(), "mcpServers": []})).await;
+
+    let _prompt = on_a.prompt(&session, "Write it").await;
+    until_asked(&mut on_a).await;
+    let to_b = until_asked(&mut on_b).await;
+    a.child.start_kill().unwrap();
+    // b's sweeper closes the dead replica's turn; its question goes from b's client too.
+    let withdrawn = loop {
+        let message = on_b.recv().await;
+        if message["method"] == "$/cancel_request" {
+            break message;
+        }
+    };
+    assert_eq!(withdrawn["params"]["requestId"], to_b["id"], "{withdrawn}");
+}
