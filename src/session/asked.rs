@@ -7,9 +7,10 @@
 //! other replica's actor reads it back and hands it to its hub, which puts it to its viewers (and
 //! newcomers) and hands the first answer to the turn's replica through the command inbox
 //! ([`super::handoff::Handed::Answer`]). There it joins the answers of the local viewers: the
-//! first one that is valid (an option the question offered) is taken, the others are ignored,
+//! first one that is valid (an option the question offered, or dismissing it) is taken, the others are ignored,
 //! so a client answering on two replicas answers once. Once the question is settled, however it
-//! ended, [`Signal::Closed`] is logged and every replica withdraws its copies.
+//! ended, [`Signal::Closed`] is logged and every replica withdraws its copies. A replica that
+//! dies mid-question logs no close: the sweeper's close of its turn withdraws them instead.
 //!
 //! A client that opens the session on another replica after the question was asked is not asked
 //! it there: it comes before the replay's cut. Its answer can come from any replica viewing the
@@ -65,9 +66,20 @@ impl Signal {
 /// the inbox (an answer to one asked here).
 #[derive(Clone, Debug, PartialEq)]
 pub enum Elsewhere {
-    Asked { id: String, asked: Box<Asked> },
-    Closed { id: String },
-    Answered { id: String, answer: Answer },
+    Asked {
+        id: String,
+        asked: Box<Asked>,
+    },
+    Closed {
+        id: String,
+    },
+    Answered {
+        id: String,
+        answer: Answer,
+    },
+    /// The sweeper closed the session's turn (its replica died): the questions that turn asked
+    /// are settled, though no [`Signal::Closed`] will ever say so.
+    TurnClosed,
 }
 
 impl From<Signal> for Elsewhere {
@@ -84,8 +96,9 @@ pub struct Across {
     store: Store,
     /// Questions asked here and published, by id: where answers from elsewhere go.
     waiting: Mutex<HashMap<String, mpsc::UnboundedSender<Answer>>>,
-    /// Questions other replicas asked, put to this one's viewers, by id: their withdrawal.
-    asking: Mutex<HashMap<String, CancellationToken>>,
+    /// Questions other replicas asked, put to this one's viewers, by id: their session and
+    /// withdrawal.
+    asking: Mutex<HashMap<String, (SessionId, CancellationToken)>>,
 }
 
 impl Across {
@@ -115,18 +128,31 @@ impl Across {
         }
     }
 
-    /// Another replica asked question `id`: the token that withdraws this replica's copies.
-    pub fn asking(&self, id: &str) -> CancellationToken {
+    /// Another replica asked question `id` in `session`: the token that withdraws this
+    /// replica's copies.
+    pub fn asking(&self, session: &SessionId, id: &str) -> CancellationToken {
         let token = CancellationToken::new();
-        lock(&self.asking).insert(id.to_owned(), token.clone());
+        lock(&self.asking).insert(id.to_owned(), (session.clone(), token.clone()));
         token
     }
 
     /// Question `id` of another replica is settled, or answered here: withdrawn.
     pub fn closed(&self, id: &str) {
-        if let Some(token) = lock(&self.asking).remove(id) {
+        if let Some((_, token)) = lock(&self.asking).remove(id) {
             token.cancel();
         }
+    }
+
+    /// The turn of `session` that another replica ran was closed by the sweeper: every question
+    /// it asked is withdrawn.
+    pub fn turn_closed(&self, session: &SessionId) {
+        lock(&self.asking).retain(|_, (asked_in, token)| {
+            let keep = asked_in != session;
+            if !keep {
+                token.cancel();
+            }
+            keep
+        });
     }
 
     /// Hands this replica's clients' answer to the replica running the turn.

@@ -316,8 +316,9 @@ impl UpdateSink for Hub {
         match what {
             Elsewhere::Answered { id, answer } => across.answered(&id, answer),
             Elsewhere::Closed { id } => across.closed(&id),
+            Elsewhere::TurnClosed => across.turn_closed(session),
             Elsewhere::Asked { id, asked } => {
-                let withdrawn = across.asking(&id);
+                let withdrawn = across.asking(session, &id);
                 let viewers = Viewers { hub: self.me.clone(), session: session.clone(), driver: None };
                 let (across, session) = (Arc::clone(across), session.clone());
                 tokio::spawn(async move {

@@ -84,6 +84,10 @@ impl Actor {
             return;
         };
         followed.logged = event.seq;
+        if event.origin.is_empty() {
+            // The sweeper's: the turn another replica ran is closed, its questions with it.
+            self.services.sink.elsewhere(&self.row.id, crate::session::asked::Elsewhere::TurnClosed);
+        }
         if event.origin != followed.me {
             if let Some(signal) = Signal::read(&event.body) {
                 self.services.sink.elsewhere(&self.row.id, signal.into());

@@ -119,6 +119,8 @@ impl Viewers {
             Answer::Permission(PermissionAnswer::Selected(id)) if offered.contains(&id) => {
                 Some(PermissionAnswer::Selected(id))
             }
+            // Dismissed (a rejection), as a client of this replica may answer.
+            Answer::Permission(PermissionAnswer::Cancelled) => Some(PermissionAnswer::Cancelled),
             _ => None,
         });
         let elsewhere = publish.then(|| (Asked::Permission { call: call.clone(), options: options.to_vec() }, valid));

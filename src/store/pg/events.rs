@@ -17,7 +17,9 @@
 //! each exactly once: a row is forwarded only when it is the next `seq`. Wake-ups that come in a
 //! burst are read as one. A subscriber that does not keep up is not waited for: its session is
 //! read again at the next round, from where it stopped. A replica that loses its listening
-//! connection connects again and reads everything.
+//! connection connects again and reads everything. Rows pruned before a follow read them (it fell
+//! behind by more than `[store] events_kept_secs`) are gone for good, as the holder commits in
+//! `seq` order: the follow goes on from the first row left, with a warning, instead of waiting.
 
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
@@ -313,10 +315,23 @@ impl Task {
             )
             .await
             .map_err(|err| self.target.failed(&err))?;
+        // The follows whose first row of this round was seen: only that one may pass a gap.
+        let mut started = HashSet::new();
         for row in rows {
-            let Some(followed) = self.followed.get_mut(&row.get::<_, i64>(0)) else { continue };
+            let number = row.get::<_, i64>(0);
+            let Some(followed) = self.followed.get_mut(&number) else { continue };
             let event = Event { seq: row.get(1), epoch: row.get(2), body: row.get(3), origin: row.get(4) };
-            if event.seq != followed.last + 1 {
+            let first = started.insert(number);
+            if first && event.seq > followed.last + 1 {
+                // The holder commits its rows in `seq` order, so rows missing before the first
+                // one read are gone for good (pruned before this follow read them): waiting
+                // for them would stall the follow forever.
+                tracing::warn!(
+                    session = %followed.session,
+                    missed = event.seq - followed.last - 1,
+                    "rows of the session's event log were pruned before this replica read them; its clients miss those updates"
+                );
+            } else if event.seq != followed.last + 1 {
                 // Not the next one: never forwarded out of order; the next round reads again.
                 continue;
             }

@@ -164,3 +164,20 @@ async fn a_subscriber_that_goes_away_is_forgotten_and_the_others_go_on() {
     write(&mut writer, &target, &other_lease, &mut other_next, 2, true).await;
     assert_eq!(seqs(&receive(&mut kept, 2).await), [1, 2]);
 }
+
+#[tokio::test]
+async fn a_follower_behind_rows_pruned_before_it_read_them_goes_on_from_the_rows_left() {
+    let (target, mut writer) = fresh().await;
+    let session = SessionId::generate();
+    let lease = take(&writer, &target, &session, "a", Duration::from_secs(60)).await;
+    let mut next = 1;
+    write(&mut writer, &target, &lease, &mut next, 5, true).await;
+    // Rows 2..4 grew old while this follower had only forwarded row 1, and were pruned.
+    writer.execute("UPDATE session_events SET created_at = now() - interval '1 hour'", &[]).await.unwrap();
+    let stop = tokio_util::sync::CancellationToken::new();
+    super::prune::prune_once(&writer, &target, Duration::from_secs(900), 100, &stop).await.unwrap();
+    let follower = Follower::start(target.clone(), POLL).await.unwrap();
+    let mut events = follower.follow(&session, 1);
+    write(&mut writer, &target, &lease, &mut next, 2, true).await;
+    assert_eq!(seqs(&receive(&mut events, 3).await), [5, 6, 7], "never stuck at the gap");
+}

@@ -11,6 +11,9 @@
 //! its own statement and transaction, until a batch comes back short, so no lock is held long
 //! and writers are never kept waiting on a backlog of millions. Replicas pruning at once skip the
 //! rows another is deleting (`SKIP LOCKED`) instead of waiting on, or deadlocking with, it.
+//!
+//! The command inbox (`session_commands`) is pruned with it: a command whose answer its sender
+//! read longer ago than that is deleted; one not answered or not read yet is kept.
 
 use std::time::{Duration, Instant};
 
@@ -81,9 +84,15 @@ pub async fn prune_once(
         let count = client.execute(&statement, &[&secs, &batch]).await.map_err(|err| target.failed(&err))?;
         deleted += count;
         if count < u64::try_from(batch).unwrap_or(0) || stop.is_cancelled() {
-            return Ok(deleted);
+            break;
         }
     }
+    // A command whose answer its sender read is done with; one still waiting is never touched.
+    client
+        .execute("DELETE FROM session_commands WHERE delivered_at < now() - make_interval(secs => $1)", &[&secs])
+        .await
+        .map_err(|err| target.failed(&err))?;
+    Ok(deleted)
 }
 
 #[cfg(test)]
@@ -169,6 +178,40 @@ mod tests {
         let newest: i64 =
             client.query_one("SELECT count(*) FROM session_events WHERE seq = 200", &[]).await.unwrap().get(0);
         assert_eq!((left, newest), (50, 50), "pruned {} and {}", a.unwrap(), b.unwrap());
+    }
+
+    #[tokio::test]
+    async fn commands_whose_answers_were_delivered_long_ago_are_pruned_and_pending_ones_kept() {
+        let (target, client) = fresh().await;
+        let command = |answered: bool, delivered: bool| {
+            format!(
+                "INSERT INTO session_commands (session_id, sender, body, created_at, taken_at, answer, answered_at, delivered_at)
+                 VALUES ('s1', 'a', '{{}}', now() - interval '1 hour', now() - interval '1 hour', {}, {}, {})",
+                if answered { "'{}'" } else { "NULL" },
+                if answered { "now() - interval '1 hour'" } else { "NULL" },
+                if delivered { "now() - interval '1 hour'" } else { "NULL" },
+            )
+        };
+        for (answered, delivered) in [(true, true), (true, false), (false, false)] {
+            client.execute(&command(answered, delivered), &[]).await.unwrap();
+        }
+        client
+            .execute(
+                "INSERT INTO session_commands (session_id, sender, body, answer, answered_at, delivered_at)
+                 VALUES ('s1', 'a', '{}', '{}', now(), now())",
+                &[],
+            )
+            .await
+            .unwrap();
+        prune_once(&client, &target, KEPT, BATCH, &CancellationToken::new()).await.unwrap();
+        let left: Vec<(bool, bool)> = client
+            .query("SELECT answered_at IS NOT NULL, delivered_at IS NOT NULL FROM session_commands ORDER BY id", &[])
+            .await
+            .unwrap()
+            .iter()
+            .map(|row| (row.get(0), row.get(1)))
+            .collect();
+        assert_eq!(left, [(true, false), (false, false), (true, true)], "only the old delivered one goes");
     }
 
     #[tokio::test]

@@ -254,3 +254,76 @@ async fn a_turn_started_right_after_another_replicas_turn_comes_after_all_of_it(
     let text = text_of(&updates(&before, &session), "agent_message_chunk");
     assert_eq!(text, first.concat() + "[b]", "a's whole turn, then b's");
 }
+
+fn cancelled(request: &Value) -> Value {
+    json!({"jsonrpc": "2.0", "id": request["id"], "result": {"outcome": {"outcome": "cancelled"}}})
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_permission_question_dismissed_on_another_replica_is_a_rejection_there_too() {
+    let replicas = Replicas::start(2).await;
+    let env = &replicas.env;
+    let path = env.workspace().join("never.txt");
+    env.mock.push(Reply::tool_calls(&[("c1", "write", json!({"path": path, "content": "x\n"}))]));
+    env.mock.push(Reply::text(&["not written"]));
+    let mut on_a = replicas.servers[0].client().await;
+    let session = on_a.new_session(&env.cwd()).await;
+    let mut on_b = replicas.viewer(1, &session).await;
+
+    // a's client never answers; b's dismisses the question, as an editor closing the dialog does.
+    let prompt = on_a.prompt(&session, "Write it").await;
+    until_asked(&mut on_a).await;
+    let to_b = until_asked(&mut on_b).await;
+    on_b.send(cancelled(&to_b)).await;
+    let (done, _) = on_a.response(prompt).await;
+    assert_eq!(done["result"]["stopReason"], "end_turn", "{done}");
+    assert!(!path.exists(), "a dismissed question rejects the call, as on the turn's own replica");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_prompt_handed_to_a_replica_that_shuts_down_before_running_it_is_still_answered() {
+    let mut replicas = Replicas::start(2).await;
+    let mut on_a = replicas.servers[0].client().await;
+    let session = on_a.new_session(&replicas.env.cwd()).await;
+    let mut on_b = replicas.viewer(1, &session).await;
+    let (first, _release) = Reply::text(&["first ", "answer"]).held(1);
+    replicas.env.mock.push(first);
+
+    let _one = on_a.prompt(&session, "one").await;
+    until_answer_starts(&mut on_b, &session).await;
+    let two = on_b.prompt(&session, "two").await;
+    replicas.servers[1].until_said("handed to the replica running the session's turn").await;
+    replicas.servers[0].until_said("a command handed by another replica").await;
+    // a, which took the prompt to run after its turn, is stopped (a rolling restart) first.
+    replicas.servers[0].terminate().await;
+    let (answer, _) = on_b.response(two).await;
+    assert_eq!(answer["result"]["stopReason"], "cancelled", "{answer}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_question_of_a_replica_that_died_is_withdrawn_from_the_other_replicas_clients() {
+    let env = TestEnv::new().await;
+    let url = fixture::database().await;
+    // Short leases: the dead replica's turn is closed within seconds.
+    env.write_config(&format!("[store]\nurl = \"{url}\"\nlease_ttl_secs = 2\n"));
+    let (mut a, b) = (Server::start(&env).await, Server::start(&env).await);
+    let path = env.workspace().join("never.txt");
+    env.mock.push(Reply::tool_calls(&[("c1", "write", json!({"path": path, "content": "x\n"}))]));
+    let mut on_a = a.client().await;
+    let session = on_a.new_session(&env.cwd()).await;
+    let mut on_b = b.client().await;
+    on_b.call("session/load", json!({"sessionId": session, "cwd": env.cwd(), "mcpServers": []})).await;
+
+    let _prompt = on_a.prompt(&session, "Write it").await;
+    until_asked(&mut on_a).await;
+    let to_b = until_asked(&mut on_b).await;
+    a.child.start_kill().unwrap();
+    // b's sweeper closes the dead replica's turn; its question goes from b's client too.
+    let withdrawn = loop {
+        let message = on_b.recv().await;
+        if message["method"] == "$/cancel_request" {
+            break message;
+        }
+    };
+    assert_eq!(withdrawn["params"]["requestId"], to_b["id"], "{withdrawn}");
+}
