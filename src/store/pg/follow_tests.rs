@@ -113,3 +113,38 @@ async fn only_the_lease_holder_logs_and_a_new_holder_continues_the_numbering() {
     assert_eq!((a.replica(), b.replica()), (Some("host-a:1:a"), Some("host-b:2:b")));
     assert_eq!(a.messages_at_seq(&id).await.unwrap().0.len(), 3, "every row is stored, logged or not");
 }
+
+/// On this runtime's one thread, the writer runs only once the test awaits: every write
+/// submitted before is in its first batch.
+#[tokio::test]
+async fn an_answer_opened_streamed_and_closed_within_one_batch_is_logged_whole() {
+    let url = super::fixture::database().await;
+    let (a, c) = (replica(&url, "host-a:1:a").await, replica(&url, "host-c:3:c").await);
+    let id = SessionId::generate();
+    a.submit(
+        Write::InsertSession(Box::new(SessionRow::new(id.clone(), "/w".into(), "openai/m".into(), now_ms()))),
+        None,
+    );
+    a.commit(Write::TakeLease { session_id: id.clone(), last: LastTurn::Ours, prompt: None, title: None })
+        .await
+        .unwrap();
+    let answer = Message::new(Role::Assistant, Vec::new(), MessageMeta::default());
+    let message_id = answer.id.clone();
+    a.submit(Write::InsertMessage { session_id: id.clone(), message: answer }, None);
+    let part = Part::Text { text: String::new() };
+    a.submit(Write::OpenPart { session_id: id.clone(), message_id: message_id.clone(), index: 0, part }, None);
+    for chunk in ["fast ", "answer"] {
+        let write = Write::AppendPart { message_id: message_id.clone(), index: 0, delta: chunk.into() };
+        a.submit_shown(write, vec![chunk.into()], None);
+    }
+    a.submit(Write::ClosePart { message_id, index: 0 }, None);
+    a.commit(Write::ReleaseLease { session_id: id.clone() }).await.unwrap();
+
+    let mut events = c.follow(&id, 0).unwrap();
+    let mut got = Vec::new();
+    for _ in 0..2 {
+        let event = tokio::time::timeout(Duration::from_secs(30), events.recv()).await.unwrap().unwrap();
+        got.push(event.body);
+    }
+    assert_eq!(got, ["fast ", "answer"], "every chunk the answer showed is in the log");
+}

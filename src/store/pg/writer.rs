@@ -96,6 +96,9 @@ pub(super) struct Done {
     pub lost: Vec<SessionId>,
     pub opened: Vec<(PartKey, SessionId)>,
     pub closed: Vec<PartKey>,
+    /// Parts both opened and closed in this batch, with their session: what their chunks show
+    /// is logged under it all the same.
+    pub shut: Vec<(PartKey, SessionId)>,
     /// The text each part gained in the batch, with the part's session.
     pub pieces: HashMap<PartKey, (SessionId, String)>,
     /// Each session's next `seq` once the batch's events are in.
@@ -335,7 +338,11 @@ impl Writer {
             return Err(Failed::Batch(StoreError::Postgres(target.failed(&err))));
         }
         let known = Known { target: &target, open: &self.open, held: &self.held, seqs: &self.seqs };
-        log(&tx, &known, writes, shown, &mut done, &opened).await.map_err(Failed::Batch)?;
+        // Every part open at some point of the batch: one opened, streamed and closed within it
+        // (a fast answer) still names its session for the chunks it showed.
+        let mut parts = opened.clone();
+        parts.extend(done.shut.iter().cloned());
+        log(&tx, &known, writes, shown, &mut done, &parts).await.map_err(Failed::Batch)?;
         done.opened.extend(opened);
         regain::stamp(&tx, &self.me, number).await.map_err(batch)?;
         if let Err(err) = tx.commit().await {

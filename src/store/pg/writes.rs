@@ -120,7 +120,9 @@ pub(super) async fn one(
         }
         Write::ClosePart { message_id, index } => {
             let key = (message_id.clone(), *index);
-            opened.remove(&key);
+            if let Some(session) = opened.remove(&key) {
+                done.shut.push((key.clone(), session));
+            }
             done.closed.push(key);
         }
         Write::HideFrom { session_id, from } => {
