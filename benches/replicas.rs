@@ -20,7 +20,9 @@
 //! `CAIRN_REPLICAS_SESSIONS` (default 1,000), `CAIRN_REPLICAS_SECS` (default 60; each session
 //! streams 10 chunks a second that long), `CAIRN_REPLICAS_CONNECTIONS` (per replica, default
 //! 10), `CAIRN_REPLICAS_KILLED` (sessions on the killed replica, default 20),
-//! `CAIRN_REPLICAS_THROUGHPUT` (sessions of the store figure, default 50, 400 chunks each).
+//! `CAIRN_REPLICAS_THROUGHPUT` (sessions of the store figure, default 50, 400 chunks each),
+//! `CAIRN_REPLICAS_SPREAD_MS` (each connection spaces its prompts evenly over that long; default
+//! 0, every prompt at once).
 
 #![allow(
     clippy::unwrap_used,
@@ -77,11 +79,10 @@ fn epoch_micros() -> u128 {
     SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default().as_micros()
 }
 
-// ---- the model server ----
-
 /// What the model does, named in the prompt's text: `bench:stamped:N` streams N stamped chunks,
-/// the first at once and then one every 100 ms, `bench:fast:N` N plain numbered chunks at once, `bench:endless` stamped
-/// chunks so until the connection closes. Title requests get a title.
+/// the first at once and then one every 100 ms; `bench:fast:N`, N plain numbered chunks at once;
+/// `bench:endless`, stamped chunks as `stamped` does until the connection closes. Title requests
+/// get a title.
 async fn complete(body: Bytes) -> axum::response::Response {
     let json: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
     let system = json.pointer("/messages/0/content").and_then(Value::as_str).unwrap_or_default();
@@ -148,8 +149,6 @@ async fn home(model: &str, store: Option<&str>, extra: &str) -> TestEnv {
     }
     env
 }
-
-// ---- what a client saw ----
 
 fn is_chunk(message: &Value) -> bool {
     message["method"] == "session/update" && message["params"]["update"]["sessionUpdate"] == "agent_message_chunk"
@@ -220,15 +219,32 @@ struct Report {
 /// has `expected` pieces, or nothing comes for [`IDLE`].
 async fn read(
     client: &mut Client,
-    mut prompts: HashMap<i64, String>,
-    started: &HashMap<String, Instant>,
+    mut to_prompt: std::collections::VecDeque<String>,
+    gap: Duration,
+    text: &str,
     followed: &HashSet<String>,
     expected: usize,
 ) -> Report {
-    let mut report = Report::default();
-    let mut complete = HashSet::new();
-    while !prompts.is_empty() || complete.len() < followed.len() {
-        let Ok(Some(message)) = tokio::time::timeout(IDLE, client.next()).await else { break };
+    let (mut report, mut complete) = (Report::default(), HashSet::new());
+    let (mut prompts, mut started) = (HashMap::new(), HashMap::new());
+    let mut next_prompt = tokio::time::Instant::now() + gap;
+    while !to_prompt.is_empty() || !prompts.is_empty() || complete.len() < followed.len() {
+        // The next prompt is sent when its time comes, reading in between, so that no chunk waits
+        // unread while prompts are spaced.
+        let message = tokio::select! {
+            () = tokio::time::sleep_until(next_prompt), if !to_prompt.is_empty() => None,
+            read = tokio::time::timeout(IDLE, client.next()) => match read {
+                Ok(Some(message)) => Some(message),
+                Ok(None) | Err(_) => break,
+            },
+        };
+        let Some(message) = message else {
+            let session = to_prompt.pop_front().unwrap_or_default();
+            started.insert(session.clone(), Instant::now());
+            prompts.insert(client.prompt(&session, text).await, session);
+            next_prompt += gap;
+            continue;
+        };
         if is_chunk(&message) {
             let (session, now) = (session_of(&message), epoch_micros());
             let seen = report.seen.entry(session.clone()).or_default();
@@ -257,8 +273,6 @@ async fn read(
     report
 }
 
-// ---- the streaming run ----
-
 /// One connection of the streaming run: creates `homes` sessions (sent back on `made`), loads
 /// the sessions it is given to follow, waits for `go`, prompts its own and reads everything.
 async fn connection(
@@ -270,6 +284,7 @@ async fn connection(
     follow: oneshot::Receiver<Vec<String>>,
     go: Arc<Barrier>,
     expected: usize,
+    spread: Duration,
 ) -> Report {
     let mut client = connect(&url).await;
     client.initialize().await;
@@ -283,12 +298,8 @@ async fn connection(
         client.call("session/load", json!({"sessionId": session, "cwd": cwd, "mcpServers": []})).await;
     }
     go.wait().await;
-    let (mut prompts, mut started) = (HashMap::new(), HashMap::new());
-    for session in &own {
-        started.insert(session.clone(), Instant::now());
-        prompts.insert(client.prompt(session, &format!("bench:stamped:{expected}")).await, session.clone());
-    }
-    read(&mut client, prompts, &started, &followed, expected).await
+    let gap = spread / u32::try_from(own.len().max(1)).unwrap_or(1);
+    read(&mut client, own.into(), gap, &format!("bench:stamped:{expected}"), &followed, expected).await
 }
 
 /// Sum of user and system CPU time of our PostgreSQL's processes (those descended from this
@@ -326,7 +337,7 @@ fn vm_kib(pid: u32, field: &str) -> u64 {
     support::status_kib(pid, field).unwrap_or(0)
 }
 
-async fn streaming(model: &str, sessions: usize, secs: usize, per_replica: usize, killed: usize) {
+async fn streaming(model: &str, sessions: usize, secs: usize, per_replica: usize, killed: usize, spread: Duration) {
     let expected = secs * RATE;
     let env = home(model, Some(&fixture::database().await), "").await;
     let mut servers = Vec::new();
@@ -348,7 +359,17 @@ async fn streaming(model: &str, sessions: usize, secs: usize, per_replica: usize
         let (tx, rx) = oneshot::channel();
         follow_tx.push(Some(tx));
         let url = servers[slot / per_replica].url.clone();
-        tasks.push(tokio::spawn(connection(url, env.cwd(), count, made.clone(), slot, rx, go.clone(), expected)));
+        tasks.push(tokio::spawn(connection(
+            url,
+            env.cwd(),
+            count,
+            made.clone(),
+            slot,
+            rx,
+            go.clone(),
+            expected,
+            spread,
+        )));
     }
     let mut own: Vec<Vec<String>> = vec![Vec::new(); slots];
     for _ in 0..slots {
@@ -433,7 +454,8 @@ async fn streaming(model: &str, sessions: usize, secs: usize, per_replica: usize
         quantile(&mut remote, 1.0)
     );
     println!(
-        "| prompt → first text (the model sends its first chunk at once), p50 / p99 | {:.1} / {:.1} ms |",
+        "| prompt → first text (the model sends its first chunk at once; prompts sent over {} ms), p50 / p99 | {:.1} / {:.1} ms |",
+        spread.as_millis(),
         quantile(&mut first, 0.5),
         quantile(&mut first, 0.99)
     );
@@ -450,8 +472,6 @@ async fn streaming(model: &str, sessions: usize, secs: usize, per_replica: usize
     drop(checker);
     killing(&env, &mut servers, killed).await;
 }
-
-// ---- kill -9 ----
 
 /// Replica 0 runs `count` endless turns; replica 1's client follows them and sends a prompt to
 /// each (handed to replica 0), and follows one endless turn of replica 2 so frames keep coming.
@@ -521,8 +541,6 @@ async fn killing(env: &TestEnv, servers: &mut [Server], count: usize) {
     println!();
 }
 
-// ---- one replica, SQLite against PostgreSQL ----
-
 /// Chunks per second through one replica: `sessions` turns of `pieces` chunks sent at once,
 /// over 10 connections, from the first prompt to the last answer.
 async fn throughput(env: &TestEnv, sessions: usize, pieces: usize) -> (f64, usize) {
@@ -541,11 +559,8 @@ async fn throughput(env: &TestEnv, sessions: usize, pieces: usize) -> (f64, usiz
                 own.push(client.new_session(&cwd).await);
             }
             go.wait().await;
-            let mut prompts = HashMap::new();
-            for session in &own {
-                prompts.insert(client.prompt(session, &format!("bench:fast:{pieces}")).await, session.clone());
-            }
-            let report = read(&mut client, prompts, &HashMap::new(), &HashSet::new(), pieces).await;
+            let text = format!("bench:fast:{pieces}");
+            let report = read(&mut client, own.into(), Duration::ZERO, &text, &HashSet::new(), pieces).await;
             let mut errors = Errors::default();
             for seen in report.seen.values() {
                 errors.count(&seen.numbers, pieces);
@@ -570,7 +585,8 @@ async fn main() {
     let killed = setting("CAIRN_REPLICAS_KILLED", 20);
     let through = setting("CAIRN_REPLICAS_THROUGHPUT", 50);
     let model = model().await;
-    streaming(&model, sessions, secs, per_replica, killed).await;
+    let spread = Duration::from_millis(setting("CAIRN_REPLICAS_SPREAD_MS", 0) as u64);
+    streaming(&model, sessions, secs, per_replica, killed, spread).await;
 
     const PIECES: usize = 400;
     let sqlite = throughput(&home(&model, None, "").await, through, PIECES).await;
