@@ -27,7 +27,11 @@ struct Server {
 impl Server {
     async fn start(head_delay: Duration) -> Self {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let url = format!("http://{}/v1", listener.local_addr().unwrap());
+        // A path of its own: warm-ups are remembered per URL for the whole process, and another
+        // test's server may have had this port a moment ago.
+        static SERVERS: AtomicUsize = AtomicUsize::new(0);
+        let url =
+            format!("http://{}/warm{}/v1", listener.local_addr().unwrap(), SERVERS.fetch_add(1, Ordering::SeqCst));
         let connections = Arc::new(AtomicUsize::new(0));
         let at_head = Arc::new(AtomicUsize::new(0));
         let (counted, seen) = (Arc::clone(&connections), Arc::clone(&at_head));
