@@ -82,7 +82,7 @@ pub async fn serve(registry: WeakRegistry, mut inbound: tokio::sync::mpsc::Unbou
     while let Some(inbound) = inbound.recv().await {
         let Some(registry) = registry.upgrade() else { return };
         match inbound {
-            Inbound::Command { id, session, body } => {
+            Inbound::Command { id, session, body, returned } => {
                 let store = registry.store().clone();
                 let handed = serde_json::from_str::<Handed>(&body);
                 tracing::debug!(%session, command = id, "a command handed by another replica");
@@ -100,7 +100,12 @@ pub async fn serve(registry: WeakRegistry, mut inbound: tokio::sync::mpsc::Unbou
                         tokio::spawn(async move { answer(&store, id, &Outcome::Done {}).await });
                     }
                     Ok(Handed::Cancel {}) => {
-                        registry.cancel_here(&session);
+                        // Taken back by this replica, which sent it: the turn it was meant to
+                        // stop ended before its holder took it, and one running here now is
+                        // another, started after the cancel.
+                        if !returned {
+                            registry.cancel_here(&session);
+                        }
                         tokio::spawn(async move { answer(&store, id, &Outcome::Done {}).await });
                     }
                     Err(err) => {

@@ -32,8 +32,8 @@ const PER_READ: i64 = 256;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Inbound {
     /// A command to carry out: this replica holds its session's lease, or sent it itself and
-    /// nobody holds the session now.
-    Command { id: i64, session: SessionId, body: String },
+    /// nobody holds the session now (`returned`: the turn it was sent to is over).
+    Command { id: i64, session: SessionId, body: String, returned: bool },
     /// What came of a command this replica sent: answer its client once the session's events up
     /// to `seq` are forwarded.
     Answer { id: i64, session: SessionId, seq: i64, body: String },
@@ -229,7 +229,7 @@ impl Task {
                         OR (waiting.sender = $1 AND (lease.session_id IS NULL OR lease.released_at IS NOT NULL)))
                     ORDER BY waiting.id LIMIT $2
                     FOR UPDATE OF waiting SKIP LOCKED)
-                 RETURNING command.id, command.session_id, command.body",
+                 RETURNING command.id, command.session_id, command.body, command.sender = $1",
                 &[&self.me, &PER_READ],
             )
             .await
@@ -237,7 +237,8 @@ impl Task {
         taken.sort_by_key(|row| row.get::<_, i64>(0));
         for row in taken {
             let session = SessionId::from_string(row.get::<_, String>(1));
-            let _ = self.inbound.send(Inbound::Command { id: row.get(0), session, body: row.get(2) });
+            let _ =
+                self.inbound.send(Inbound::Command { id: row.get(0), session, body: row.get(2), returned: row.get(3) });
         }
         let mut answered = client
             .query(
@@ -264,5 +265,35 @@ impl Task {
             });
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::pg::lease;
+    use crate::store::pg::tests::{fresh, took};
+
+    const POLL: Duration = Duration::from_millis(50);
+
+    async fn next(inbound: &mut mpsc::UnboundedReceiver<Inbound>) -> Inbound {
+        tokio::time::timeout(Duration::from_secs(30), inbound.recv()).await.unwrap().unwrap()
+    }
+
+    #[tokio::test]
+    async fn the_holder_takes_a_command_and_its_sender_takes_back_one_nobody_holds_saying_so() {
+        let (target, client) = fresh().await;
+        let (held, idle) = (SessionId::generate(), SessionId::generate());
+        took(lease::take(&client, &target, &held, "host-a:1:a", Duration::from_secs(60)).await.unwrap());
+        let (_a, mut to_a) = Inbox::start(target.clone(), "host-a:1:a".into(), POLL).await.unwrap();
+        let (b, mut to_b) = Inbox::start(target.clone(), "host-b:2:b".into(), POLL).await.unwrap();
+
+        let sent = b.send(&held, "{\"cancel\":{}}".into()).await.unwrap();
+        let Inbound::Command { id, session, returned, .. } = next(&mut to_a).await else { panic!("a command") };
+        assert_eq!((id, session, returned), (sent, held.clone(), false), "the holder carries it out");
+
+        let sent = b.send(&idle, "{\"cancel\":{}}".into()).await.unwrap();
+        let Inbound::Command { id, session, returned, .. } = next(&mut to_b).await else { panic!("a command") };
+        assert_eq!((id, session, returned), (sent, idle, true), "nobody holds it: back to its sender, marked");
     }
 }
