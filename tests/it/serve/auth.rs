@@ -12,7 +12,7 @@ use crate::support::served::{Client, Server, try_connect_with};
 use crate::support::{Reply, TestEnv};
 
 /// `cairn serve token ARGS…`: its exit status, stdout and stderr.
-fn token(env: &TestEnv, args: &[&str]) -> (bool, String, String) {
+pub(super) fn token(env: &TestEnv, args: &[&str]) -> (bool, String, String) {
     let output = std::process::Command::new(env!("CARGO_BIN_EXE_cairn"))
         .env_clear()
         .envs(env.agent_env())
@@ -26,7 +26,7 @@ fn token(env: &TestEnv, args: &[&str]) -> (bool, String, String) {
 }
 
 /// A new token for `principal`: (its id, its secret).
-fn create(env: &TestEnv, principal: &str) -> (String, String) {
+pub(super) fn create(env: &TestEnv, principal: &str) -> (String, String) {
     let (ok, stdout, stderr) = token(env, &["create", "--principal", principal]);
     assert!(ok, "{stderr}");
     let secret = stdout.trim().to_owned();

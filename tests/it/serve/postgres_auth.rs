@@ -5,31 +5,10 @@
 
 use serde_json::{Value, json};
 
+use super::auth::{create, token};
 use super::postgres::fixture;
 use crate::support::served::{Server, try_connect_with};
 use crate::support::{Reply, TestEnv};
-
-/// `cairn serve token ARGS…` on the env's config: its exit status, stdout and stderr.
-fn token(env: &TestEnv, args: &[&str]) -> (bool, String, String) {
-    let output = std::process::Command::new(env!("CARGO_BIN_EXE_cairn"))
-        .env_clear()
-        .envs(env.agent_env())
-        .env_remove("CAIRN_LOG")
-        .args(["serve", "token"])
-        .args(args)
-        .output()
-        .unwrap();
-    let text = |bytes: &[u8]| String::from_utf8_lossy(bytes).into_owned();
-    (output.status.success(), text(&output.stdout), text(&output.stderr))
-}
-
-/// A new token for `principal`: (its id, its secret).
-fn create(env: &TestEnv, principal: &str) -> (String, String) {
-    let (ok, stdout, stderr) = token(env, &["create", "--principal", principal]);
-    assert!(ok, "{stderr}");
-    let id = stderr.split_whitespace().find(|word| word.starts_with("tok_")).unwrap().to_owned();
-    (id, stdout.trim().to_owned())
-}
 
 fn ids(listed: &Value) -> Vec<String> {
     let mut ids: Vec<String> = listed["sessions"]
