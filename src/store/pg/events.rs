@@ -156,13 +156,6 @@ pub async fn notify(client: &impl GenericClient, target: &PgTarget, sessions: &[
     Ok(())
 }
 
-/// A connection listening for wake-ups, and the wake-ups it hears.
-async fn listen(target: &PgTarget) -> Result<(Client, mpsc::UnboundedReceiver<Notification>), PgError> {
-    let (client, heard) = target.connect_listening().await?;
-    client.batch_execute(&format!("LISTEN {CHANNEL}")).await.map_err(|err| target.failed(&err))?;
-    Ok((client, heard))
-}
-
 /// A follow asked of the [`Follower`]'s task.
 struct Follow {
     session: SessionId,
@@ -187,7 +180,7 @@ pub struct Follower {
 impl Follower {
     /// Connects and listens; a round of reads runs every `poll` besides wake-ups.
     pub async fn start(target: PgTarget, poll: Duration) -> Result<Self, PgError> {
-        let (client, heard) = listen(&target).await?;
+        let (client, heard) = target.listen(CHANNEL).await?;
         let (follows, asked) = mpsc::unbounded_channel();
         let cancel = CancellationToken::new();
         let task = Task { target, poll, followed: HashMap::new(), numbered: 0, cancel: cancel.clone() };
@@ -274,16 +267,7 @@ impl Task {
 
     /// Connects and listens again, until it can (`None`: the follower stopped first).
     async fn reconnect(&self) -> Option<(Client, mpsc::UnboundedReceiver<Notification>)> {
-        loop {
-            tokio::select! {
-                () = self.cancel.cancelled() => return None,
-                () = tokio::time::sleep(self.poll) => {}
-            }
-            match listen(&self.target).await {
-                Ok(pair) => return Some(pair),
-                Err(err) => tracing::warn!("following sessions in PostgreSQL: {err}; trying again"),
-            }
-        }
+        self.target.listen_again(CHANNEL, self.poll, &self.cancel, "following sessions").await
     }
 
     /// Reads the `due` sessions' new rows and forwards each next one in order.

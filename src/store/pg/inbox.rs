@@ -58,7 +58,7 @@ impl Inbox {
         me: String,
         poll: Duration,
     ) -> Result<(Self, mpsc::UnboundedReceiver<Inbound>), PgError> {
-        let (client, heard) = listen(&target).await?;
+        let (client, heard) = target.listen(CHANNEL).await?;
         let (jobs, asked) = mpsc::unbounded_channel();
         let (inbound, received) = mpsc::unbounded_channel();
         let cancel = CancellationToken::new();
@@ -107,12 +107,6 @@ pub async fn answer_all(
 /// Wakes every replica's inbox.
 pub async fn wake(client: &impl GenericClient) -> Result<(), tokio_postgres::Error> {
     client.execute("SELECT pg_notify($1, '')", &[&CHANNEL]).await.map(|_| ())
-}
-
-async fn listen(target: &PgTarget) -> Result<(Client, mpsc::UnboundedReceiver<Notification>), PgError> {
-    let (client, heard) = target.connect_listening().await?;
-    client.batch_execute(&format!("LISTEN {CHANNEL}")).await.map_err(|err| target.failed(&err))?;
-    Ok((client, heard))
 }
 
 struct Task {
@@ -202,16 +196,7 @@ impl Task {
 
     /// Connects and listens again, until it can (`None`: the inbox stopped first).
     async fn reconnect(&self) -> Option<(Client, mpsc::UnboundedReceiver<Notification>)> {
-        loop {
-            tokio::select! {
-                () = self.cancel.cancelled() => return None,
-                () = tokio::time::sleep(self.poll) => {}
-            }
-            match listen(&self.target).await {
-                Ok(pair) => return Some(pair),
-                Err(err) => tracing::warn!("reading the command inbox in PostgreSQL: {err}; trying again"),
-            }
-        }
+        self.target.listen_again(CHANNEL, self.poll, &self.cancel, "reading the command inbox").await
     }
 
     /// Takes the commands this replica is to carry out and reads the answers to its own, in

@@ -154,9 +154,9 @@ impl PgTarget {
         Ok(client)
     }
 
-    /// Connects for LISTEN: the notifications that arrive come out of the receiver, which ends
-    /// when the connection does.
-    pub async fn connect_listening(&self) -> Result<(Client, mpsc::UnboundedReceiver<Notification>), PgError> {
+    /// Connects and listens on `channel`: the notifications that arrive come out of the
+    /// receiver, which ends when the connection does.
+    pub async fn listen(&self, channel: &str) -> Result<(Client, mpsc::UnboundedReceiver<Notification>), PgError> {
         let (client, mut connection) =
             self.config.connect(self.tls.clone()).await.map_err(|err| self.connect_failed(&err))?;
         let (notes, heard) = mpsc::unbounded_channel();
@@ -178,7 +178,29 @@ impl PgTarget {
                 }
             }
         });
+        client.batch_execute(&format!("LISTEN {channel}")).await.map_err(|err| self.failed(&err))?;
         Ok((client, heard))
+    }
+
+    /// [`Self::listen`] again after the listening connection was lost, every `every` until it
+    /// can (`None`: `stop` came first); each failure is logged as `doing` failing.
+    pub async fn listen_again(
+        &self,
+        channel: &str,
+        every: std::time::Duration,
+        stop: &tokio_util::sync::CancellationToken,
+        doing: &str,
+    ) -> Option<(Client, mpsc::UnboundedReceiver<Notification>)> {
+        loop {
+            tokio::select! {
+                () = stop.cancelled() => return None,
+                () = tokio::time::sleep(every) => {}
+            }
+            match self.listen(channel).await {
+                Ok(pair) => return Some(pair),
+                Err(err) => tracing::warn!("{doing} in PostgreSQL: {err}; trying again"),
+            }
+        }
     }
 
     /// Why a connection failed, with the fix when it was TLS.
