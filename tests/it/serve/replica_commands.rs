@@ -156,6 +156,8 @@ async fn a_handed_prompt_its_client_withdraws_never_runs_where_it_was_handed() {
     let (first, release) = Reply::text(&["first ", "answer"]).held(1);
     env.mock.push(first);
     env.mock.push(Reply::text(&["later"]));
+    // For the withdrawn prompt, should it run after all: then it shows in what the model was asked.
+    env.mock.push(Reply::text(&["unwanted"]));
     let mut on_a = a.client().await;
     let session = on_a.new_session(&env.cwd()).await;
     let mut on_b = viewer(&b, &env, &session).await;
@@ -196,4 +198,24 @@ async fn a_mode_set_on_another_replica_while_idle_is_the_next_turns_where_it_run
     let (done, _) = answered_unasked(&mut on_a, prompt).await;
     assert_eq!(done["result"]["stopReason"], "end_turn", "{done}");
     assert_eq!(std::fs::read_to_string(&path).unwrap(), "x\n", "the call ran in b's mode, unasked");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_title_set_through_another_replica_mid_turn_is_shown_where_the_turn_runs() {
+    let (env, a, b) = two_replicas(TestEnv::new().await, "").await;
+    let (first, release) = Reply::text(&["first ", "answer"]).held(1);
+    env.mock.push(first);
+    let mut on_a = a.client().await;
+    let session = on_a.new_session(&env.cwd()).await;
+    let mut on_b = viewer(&b, &env, &session).await;
+
+    let one = on_a.prompt(&session, "one").await;
+    until_answer_starts(&mut on_b, &session).await;
+    on_b.call("session/set_title", json!({"sessionId": session, "title": "Named on b"})).await;
+    release.notify_one();
+
+    let (done, seen) = on_a.response(one).await;
+    assert_eq!(done["result"]["stopReason"], "end_turn", "{done}");
+    let told = seen.iter().any(|message| message.to_string().contains("Named on b"));
+    assert!(told, "a's client is shown the title b's client set: {seen:?}");
 }
