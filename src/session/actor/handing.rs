@@ -66,7 +66,7 @@ impl Actor {
         };
         let waiting = match waiting(command) {
             Ok(waiting) => waiting,
-            Err(command) => return Some(command),
+            Err(command) => return Some(*command),
         };
         match sent {
             Ok(id) => {
@@ -153,7 +153,7 @@ impl Actor {
 }
 
 /// What waits for the answer to a handed command; the command back if it is not one.
-fn waiting(command: Command) -> Result<Waiting, Command> {
+fn waiting(command: Command) -> Result<Waiting, Box<Command>> {
     match command {
         Command::Set { setting, reply } => Ok(Waiting::Set { setting, reply }),
         Command::SetTitle { title, reply } => Ok(Waiting::Title { title, reply }),
@@ -165,7 +165,7 @@ fn waiting(command: Command) -> Result<Waiting, Command> {
         | Command::Attach { .. }
         | Command::Fork { .. }
         | Command::Answered { .. }
-        | Command::Close { .. }) => Err(other),
+        | Command::Close { .. }) => Err(Box::new(other)),
     }
 }
 
