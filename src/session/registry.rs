@@ -307,7 +307,9 @@ impl Registry {
 
     /// Changes one of the session's settings: the model from the next turn on, the mode for
     /// the running turn's next decision and every later one, the reasoning level from the next
-    /// request, steering from the next prompt.
+    /// request, steering from the next prompt. With a store shared by replicas, while another
+    /// replica runs a turn in the session the change is handed to it and answered once it took
+    /// it (`actor/handing.rs`); so are [`Self::set_title`] and [`Self::steer`].
     pub fn set(
         &self,
         id: &SessionId,
