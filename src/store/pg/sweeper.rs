@@ -1,7 +1,8 @@
 //! Closing the turns of replicas that died: every replica sweeps, on a connection of its own,
 //! for leases that lapsed without being released (`lease::sweep`), takes each over with the
-//! next epoch (so the dead holder, should it wake, is fenced) and, in one transaction fenced by
-//! that epoch, ends the turn it left open: its unfinished tool calls are stored as interrupted,
+//! next epoch (so the dead holder, should it wake, is fenced), under a name of its own
+//! ([`closer`]: no command is taken as the holder's meanwhile), and, in one transaction fenced
+//! by that epoch, ends the turn it left open: its unfinished tool calls are stored as interrupted,
 //! and a notice naming the dead replica closes the turn. What that shows (the calls' new states,
 //! the notice) goes into the session's event log in the same transaction, for the clients
 //! following the session from other replicas, and every command handed to the dead replica
@@ -121,7 +122,7 @@ pub async fn sweep_once(
     me: &str,
     ttl: Duration,
 ) -> Result<Vec<SessionId>, PgError> {
-    let swept = lease::sweep(&*client, target, me, Duration::ZERO, ttl).await?;
+    let swept = lease::sweep(&*client, target, &closer(me), Duration::ZERO, ttl).await?;
     let mut closed = Vec::with_capacity(swept.len());
     for Swept { lease, dead } in swept {
         tracing::warn!(session = %lease.session, "replica {dead} stopped renewing its lease mid-turn; closing the turn");
@@ -146,6 +147,15 @@ pub async fn sweep_once(
         inbox::wake(&*client).await.map_err(|err| target.failed(&err))?;
     }
     Ok(closed)
+}
+
+/// The holder a sweeper takes a dead replica's lease as, between the takeover and the close
+/// that releases it: never the sweeping replica's own name, or its inbox would take the dead
+/// holder's waiting commands as their holder's and run them (a prompt handed to the dead turn
+/// run here, instead of answered cancelled by the close), and its writer could start a turn
+/// under the lease the close is about to release.
+pub fn closer(me: &str) -> String {
+    format!("{me}/closing")
 }
 
 /// The answer of a command the dead replica left unanswered, as the session layer reads
@@ -291,6 +301,27 @@ mod tests {
         assert_eq!(answer_dead_takers(&client, &target).await.unwrap(), 0, "its turn is the lease sweep's to close");
         sweep_once(&mut client, &target, "alive:1:y", ttl).await.unwrap();
         assert_eq!(answer_of(&client, command).await.as_deref(), Some(CANCELLED));
+    }
+
+    #[tokio::test]
+    async fn the_commands_of_a_turn_being_closed_are_not_taken_by_the_closing_replicas_inbox() {
+        use crate::store::pg::inbox::{Inbound, Inbox};
+        let (target, client) = fresh().await;
+        let ttl = Duration::from_secs(60);
+        let (closing, mine) = (SessionId::generate(), SessionId::generate());
+        // This replica's sweeper has taken a dead replica's lease over and not yet closed its
+        // turn; it also runs a turn of its own.
+        took(lease::take(&client, &target, &closing, &closer("alive:1:y"), ttl).await.unwrap());
+        took(lease::take(&client, &target, &mine, "alive:1:y", ttl).await.unwrap());
+        let poll = Duration::from_millis(50);
+        let (_inbox, mut taken) = Inbox::start(target.clone(), "alive:1:y".into(), poll).await.unwrap();
+        let (other, _its) = Inbox::start(target.clone(), "other:2:z".into(), poll).await.unwrap();
+        other.send(&closing, "{\"prompt\":{\"parts\":[]}}".into()).await.unwrap();
+        other.send(&mine, "{\"prompt\":{\"parts\":[]}}".into()).await.unwrap();
+        // Commands are taken in the order they were sent: the first one taken is the second.
+        let first = tokio::time::timeout(Duration::from_secs(30), taken.recv()).await.unwrap().unwrap();
+        let Inbound::Command { session, .. } = first else { panic!("{first:?}") };
+        assert_eq!(session, mine, "the command to the turn being closed is left for the close to answer");
     }
 
     #[tokio::test]
