@@ -139,11 +139,16 @@ impl Across {
     }
 
     /// Another replica asked question `id` in `session`: the token that withdraws this
-    /// replica's copies.
-    pub fn asking(&self, session: &SessionId, id: &str) -> CancellationToken {
+    /// replica's copies; `None` when they are out already (a session followed again here while
+    /// the question is open is handed it again, and its viewers must not be asked twice).
+    pub fn asking(&self, session: &SessionId, id: &str) -> Option<CancellationToken> {
+        let mut asking = lock(&self.asking);
+        if asking.contains_key(id) {
+            return None;
+        }
         let token = CancellationToken::new();
-        lock(&self.asking).insert(id.to_owned(), (session.clone(), token.clone()));
-        token
+        asking.insert(id.to_owned(), (session.clone(), token.clone()));
+        Some(token)
     }
 
     /// Question `id` of another replica is settled, or answered here: withdrawn.

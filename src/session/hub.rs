@@ -318,7 +318,7 @@ impl UpdateSink for Hub {
             Elsewhere::Closed { id } => across.closed(&id),
             Elsewhere::TurnClosed => across.turn_closed(session),
             Elsewhere::Asked { id, asked } => {
-                let withdrawn = across.asking(session, &id);
+                let Some(withdrawn) = across.asking(session, &id) else { return };
                 let viewers = Viewers { hub: self.me.clone(), session: session.clone(), driver: None };
                 let (across, session) = (Arc::clone(across), session.clone());
                 tokio::spawn(async move {
