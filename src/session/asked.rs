@@ -227,6 +227,17 @@ mod tests {
     }
 
     #[test]
+    fn a_question_handed_again_while_its_copies_are_out_is_not_asked_twice() {
+        let dir = tempfile::tempdir().unwrap();
+        let across = Across::new(Store::open(&dir.path().join("s.db")).unwrap());
+        let session = SessionId::generate();
+        let first = across.asking(&session, "q1").expect("asked the first time");
+        assert!(across.asking(&session, "q1").is_none(), "its copies are out already");
+        across.closed("q1");
+        assert!(first.is_cancelled(), "the close withdraws them");
+    }
+
+    #[test]
     fn question_rows_have_the_shape_the_store_finds_open_questions_by() {
         // `store::pg::events::open_questions` knows a question's rows by their start and reads
         // the id at `asked.id` and `closed.id`.
