@@ -12,13 +12,13 @@ use crate::support::served::{Client, Server};
 use crate::support::{Reply, TestEnv, text_of, updates};
 
 /// Three replicas of one database, and a session made on the first.
-struct Replicas {
-    env: TestEnv,
-    servers: Vec<Server>,
+pub(super) struct Replicas {
+    pub(super) env: TestEnv,
+    pub(super) servers: Vec<Server>,
 }
 
 impl Replicas {
-    async fn start(count: usize) -> Self {
+    pub(super) async fn start(count: usize) -> Self {
         let env = TestEnv::new().await;
         let url = fixture::database().await;
         env.write_config(&format!("[store]\nurl = \"{url}\"\n"));
@@ -30,7 +30,7 @@ impl Replicas {
     }
 
     /// A client of replica `n` that loaded `session`.
-    async fn viewer(&self, n: usize, session: &str) -> Client {
+    pub(super) async fn viewer(&self, n: usize, session: &str) -> Client {
         let mut client = self.servers[n].client().await;
         let loaded =
             client.call("session/load", json!({"sessionId": session, "cwd": self.env.cwd(), "mcpServers": []}));
@@ -162,7 +162,7 @@ async fn until_answer_starts(client: &mut Client, session: &str) {
 }
 
 /// Reads until `session/request_permission` comes; it.
-async fn until_asked(client: &mut Client) -> Value {
+pub(super) async fn until_asked(client: &mut Client) -> Value {
     loop {
         let message = client.recv().await;
         if message["method"] == "session/request_permission" {
@@ -171,7 +171,7 @@ async fn until_asked(client: &mut Client) -> Value {
     }
 }
 
-fn allow_once(request: &Value) -> Value {
+pub(super) fn allow_once(request: &Value) -> Value {
     json!({"jsonrpc": "2.0", "id": request["id"], "result": {"outcome": {"outcome": "selected", "optionId": "allow_once"}}})
 }
 
