@@ -15,7 +15,7 @@ use tracing::Instrument as _;
 
 use super::{Actor, Reply, Running, TurnOutcome, Work};
 use crate::agent::compact::{self, CompactError};
-use crate::agent::{self, AgentEvent, Recorder, StopReason, TurnError};
+use crate::agent::{self, AgentEvent, RecordError, Recorder, StopReason, TurnError};
 use crate::history::view::context_used;
 use crate::history::{Message, Part};
 use crate::ids::MessageId;
@@ -121,6 +121,14 @@ impl Actor {
             );
             for queued in left.into_iter().rev() {
                 self.queue.push_front(queued);
+            }
+        }
+        // Another replica took the lease over while this one stalled, and closed the turn:
+        // it answered the prompts handed here as cancelled, so nothing queued behind the turn
+        // runs here (a prompt its client was told was cancelled would run after all).
+        if let Err(err @ SessionError::Turn(TurnError::Record(RecordError::Fenced(_)))) = &result {
+            for queued in self.queue.drain(..) {
+                let _ = queued.reply.send(Err(err.clone()));
             }
         }
         self.services.store.submit(
