@@ -109,11 +109,22 @@ impl Actor {
             None => (None, Vec::new(), None),
         };
         // Prompts steered into the turn are answered with it; those it did not take run next,
-        // unless the session is closing.
+        // unless the session is closing, or another replica took the lease over while this one
+        // stalled and closed the turn: it answered the prompts handed here as cancelled, so
+        // nothing queued behind the turn runs here (a prompt its client was told was cancelled
+        // would run after all).
         let (joined, left) = super::steer::settle(steered);
+        let fenced = match &result {
+            Err(err @ SessionError::Turn(TurnError::Record(RecordError::Fenced(_)))) => Some(err.clone()),
+            Ok(_) | Err(_) => None,
+        };
         if self.closing {
             for queued in left {
                 let _ = queued.reply.send(Ok(StopReason::Cancelled.into()));
+            }
+        } else if let Some(err) = &fenced {
+            for queued in left.into_iter().chain(self.queue.drain(..)) {
+                let _ = queued.reply.send(Err(err.clone()));
             }
         } else if !left.is_empty() {
             self.tell(
@@ -121,14 +132,6 @@ impl Actor {
             );
             for queued in left.into_iter().rev() {
                 self.queue.push_front(queued);
-            }
-        }
-        // Another replica took the lease over while this one stalled, and closed the turn:
-        // it answered the prompts handed here as cancelled, so nothing queued behind the turn
-        // runs here (a prompt its client was told was cancelled would run after all).
-        if let Err(err @ SessionError::Turn(TurnError::Record(RecordError::Fenced(_)))) = &result {
-            for queued in self.queue.drain(..) {
-                let _ = queued.reply.send(Err(err.clone()));
             }
         }
         self.services.store.submit(
