@@ -1,6 +1,6 @@
 //! Questions across `cairn serve` replicas, as on one: a client of another replica that answers
-//! a permission question with an error, or with an option it was not offered, has answered (the
-//! call is rejected, as on the turn's own replica), though its replica withdrew its copies; and a
+//! a permission question with an error, a dismissal or an option it was not offered has answered
+//! (the call is rejected, as on the turn's own replica), though its replica withdrew its copies; and a
 //! client that opens the session on another replica after the question was asked is asked it
 //! too, as a client attaching on the turn's own replica is.
 
@@ -13,6 +13,11 @@ use crate::support::served::Client;
 /// A JSON-RPC error answer to `request`, as an editor whose dialog failed sends.
 fn failed(request: &Value) -> Value {
     json!({"jsonrpc": "2.0", "id": request["id"], "error": {"code": -32603, "message": "the dialog broke"}})
+}
+
+/// A dismissal of `request`, as an editor closing the dialog sends.
+fn dismissed(request: &Value) -> Value {
+    json!({"jsonrpc": "2.0", "id": request["id"], "result": {"outcome": {"outcome": "cancelled"}}})
 }
 
 /// An answer choosing an option `request` did not offer.
@@ -45,6 +50,11 @@ async fn answered_elsewhere_with(answer: fn(&Value) -> Value, name: &str) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_error_answer_on_another_replica_rejects_the_call_as_on_the_turns_own() {
     answered_elsewhere_with(failed, "failed.txt").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_permission_question_dismissed_on_another_replica_is_a_rejection_there_too() {
+    answered_elsewhere_with(dismissed, "never.txt").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
