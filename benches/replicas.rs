@@ -22,7 +22,15 @@
 //! 10), `CAIRN_REPLICAS_KILLED` (sessions on the killed replica, default 20),
 //! `CAIRN_REPLICAS_THROUGHPUT` (sessions of the store figure, default 50, 400 chunks each),
 //! `CAIRN_REPLICAS_SPREAD_MS` (each connection spaces its prompts evenly over that long; default
-//! 0, every prompt at once).
+//! 0, every prompt at once). `CAIRN_REPLICAS_KILLED=0` and `CAIRN_REPLICAS_THROUGHPUT=0` leave
+//! out the `kill -9` and the store figures.
+//!
+//! To see where the time goes: `CAIRN_REPLICAS_LOG` is the replicas' `CAIRN_LOG` (default
+//! `cairn=info`; `cairn=info,cairn::timing=trace` logs each turn's start step by step and each
+//! writer batch's time), written to `replica-N.log` in the directory `CAIRN_REPLICAS_STDERR`
+//! names after the streaming; and with `CAIRN_REPLICAS_STATEMENTS` set and the server started
+//! with `CAIRN_PG_OPTIONS="-c shared_preload_libraries=pg_stat_statements"`, the statements that
+//! took PostgreSQL's time over the streaming are printed.
 
 #![allow(
     clippy::unwrap_used,
@@ -143,7 +151,7 @@ async fn model() -> String {
 async fn home(model: &str, store: Option<&str>, extra: &str) -> TestEnv {
     let mut env = TestEnv::new().await;
     env.set_env("OPENAI_BASE_URL", model);
-    env.set_env("CAIRN_LOG", "cairn=info");
+    env.set_env("CAIRN_LOG", &std::env::var("CAIRN_REPLICAS_LOG").unwrap_or_else(|_| "cairn=info".to_owned()));
     if let Some(url) = store {
         env.write_config(&format!("[store]\nurl = \"{url}\"\n{extra}"));
     }
@@ -339,7 +347,8 @@ fn vm_kib(pid: u32, field: &str) -> u64 {
 
 async fn streaming(model: &str, sessions: usize, secs: usize, per_replica: usize, killed: usize, spread: Duration) {
     let expected = secs * RATE;
-    let env = home(model, Some(&fixture::database().await), "").await;
+    let url = fixture::database().await;
+    let env = home(model, Some(&url), "").await;
     let mut servers = Vec::new();
     for _ in 0..REPLICAS {
         servers.push(Server::start(&env).await);
@@ -394,6 +403,7 @@ async fn streaming(model: &str, sessions: usize, secs: usize, per_replica: usize
     for (tx, list) in follow_tx.iter_mut().zip(follows) {
         tx.take().unwrap().send(list).unwrap();
     }
+    let statements = statements_reset(&url).await;
     go.wait().await;
     let (started, cpu_before) = (Instant::now(), postgres_cpu());
     let mut reports = Vec::new();
@@ -469,8 +479,55 @@ async fn streaming(model: &str, sessions: usize, secs: usize, per_replica: usize
         peaks.iter().map(|mb| format!("{mb:.1} MB")).collect::<Vec<_>>().join(", ")
     );
     println!();
+    if let Some(client) = statements {
+        statements_print(&client, wall).await;
+    }
+    if let Ok(dir) = std::env::var("CAIRN_REPLICAS_STDERR") {
+        for (n, server) in servers.iter().enumerate() {
+            std::fs::write(format!("{dir}/replica-{n}.log"), server.stderr()).unwrap();
+        }
+    }
     drop(checker);
-    killing(&env, &mut servers, killed).await;
+    if killed > 0 {
+        killing(&env, &mut servers, killed).await;
+    }
+}
+
+/// With `CAIRN_REPLICAS_STATEMENTS` set (and the server started with `pg_stat_statements`
+/// loaded, `CAIRN_PG_OPTIONS="-c shared_preload_libraries=pg_stat_statements"`), a connection
+/// whose statistics were just reset, for [`statements_print`] after the streaming.
+async fn statements_reset(url: &str) -> Option<tokio_postgres::Client> {
+    std::env::var_os("CAIRN_REPLICAS_STATEMENTS")?;
+    let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls).await.unwrap();
+    tokio::spawn(connection);
+    client.batch_execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements").await.unwrap();
+    client.batch_execute("SELECT pg_stat_statements_reset()").await.unwrap();
+    Some(client)
+}
+
+/// The statements that took the most of PostgreSQL's time over the streaming: calls, total and
+/// mean time, and their share of the `wall` time as cores.
+async fn statements_print(client: &tokio_postgres::Client, wall: Duration) {
+    let rows = client
+        .query(
+            "SELECT calls, total_exec_time, rows, regexp_replace(query, '\\s+', ' ', 'g')
+             FROM pg_stat_statements ORDER BY total_exec_time DESC LIMIT 25",
+            &[],
+        )
+        .await
+        .unwrap();
+    println!("| statement | calls | total ms | mean ms | cores | rows |");
+    println!("|---|---|---|---|---|---|");
+    for row in rows {
+        let (calls, total, count, query): (i64, f64, i64, String) = (row.get(0), row.get(1), row.get(2), row.get(3));
+        let query: String = query.chars().take(140).collect();
+        println!(
+            "| `{query}` | {calls} | {total:.0} | {:.3} | {:.3} | {count} |",
+            total / calls.max(1) as f64,
+            total / 1e3 / wall.as_secs_f64()
+        );
+    }
+    println!();
 }
 
 /// Replica 0 runs `count` endless turns; replica 1's client follows them and sends a prompt to
@@ -589,6 +646,9 @@ async fn main() {
     streaming(&model, sessions, secs, per_replica, killed, spread).await;
 
     const PIECES: usize = 400;
+    if through == 0 {
+        return;
+    }
     let sqlite = throughput(&home(&model, None, "").await, through, PIECES).await;
     let pg = throughput(&home(&model, Some(&fixture::database().await), "").await, through, PIECES).await;
     println!("| one replica, {through} sessions × {PIECES} chunks sent at once, 10 connections | chunks/s |");
