@@ -57,7 +57,7 @@ async fn main() {
             Taken::Held { .. } => unreachable!(),
         }
     }
-    let follower = Follower::start(target.clone(), Duration::from_millis(250)).await.unwrap();
+    let follower = Follower::start(target.clone(), "follower:1:f".into(), Duration::from_millis(250)).await.unwrap();
 
     // Each batch carries one event for a tenth of the sessions, in turn, as a writer's 25 ms
     // batches would when that many sessions stream at once. An event's body is the instant its
@@ -98,7 +98,7 @@ async fn main() {
             next[index] += 1;
         }
         let woken: Vec<SessionId> = chosen.iter().map(|&index| leases[index].session.clone()).collect();
-        events::notify(&writer, &target, &woken).await.unwrap();
+        events::notify(&writer, &cairn::store::pg::Prepared::default(), &target, &woken).await.unwrap();
         written += chosen.len();
     }
     let elapsed = started.elapsed();

@@ -22,7 +22,15 @@
 //! 10), `CAIRN_REPLICAS_KILLED` (sessions on the killed replica, default 20),
 //! `CAIRN_REPLICAS_THROUGHPUT` (sessions of the store figure, default 50, 400 chunks each),
 //! `CAIRN_REPLICAS_SPREAD_MS` (each connection spaces its prompts evenly over that long; default
-//! 0, every prompt at once).
+//! 0, every prompt at once). `CAIRN_REPLICAS_KILLED=0` and `CAIRN_REPLICAS_THROUGHPUT=0` leave
+//! out the `kill -9` and the store figures.
+//!
+//! To see where the time goes: `CAIRN_REPLICAS_LOG` is the replicas' `CAIRN_LOG` (default
+//! `cairn=info`; `cairn=info,cairn::timing=trace` logs each turn's start step by step and each
+//! writer batch's time), written to `replica-N.log` in the directory `CAIRN_REPLICAS_STDERR`
+//! names after the streaming; and with `CAIRN_REPLICAS_STATEMENTS` set and the server started
+//! with `CAIRN_PG_OPTIONS="-c shared_preload_libraries=pg_stat_statements"`, the statements that
+//! took PostgreSQL's time over the streaming are printed.
 
 #![allow(
     clippy::unwrap_used,
@@ -39,6 +47,9 @@ mod support;
 #[path = "../src/store/pg/fixture.rs"]
 #[allow(dead_code)]
 mod fixture;
+
+#[path = "replicas/measure.rs"]
+mod measure;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -143,7 +154,7 @@ async fn model() -> String {
 async fn home(model: &str, store: Option<&str>, extra: &str) -> TestEnv {
     let mut env = TestEnv::new().await;
     env.set_env("OPENAI_BASE_URL", model);
-    env.set_env("CAIRN_LOG", "cairn=info");
+    env.set_env("CAIRN_LOG", &std::env::var("CAIRN_REPLICAS_LOG").unwrap_or_else(|_| "cairn=info".to_owned()));
     if let Some(url) = store {
         env.write_config(&format!("[store]\nurl = \"{url}\"\n{extra}"));
     }
@@ -302,44 +313,10 @@ async fn connection(
     read(&mut client, own.into(), gap, &format!("bench:stamped:{expected}"), &followed, expected).await
 }
 
-/// Sum of user and system CPU time of our PostgreSQL's processes (those descended from this
-/// process), with what their parent collected from the ones that ended.
-fn postgres_cpu() -> Duration {
-    let me = std::process::id();
-    let mut parents = HashMap::new();
-    let mut stats = HashMap::new();
-    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
-        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else { continue };
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { continue };
-        let Some((head, rest)) = stat.rsplit_once(')') else { continue };
-        let fields: Vec<u64> = rest.split_whitespace().map(|f| f.parse().unwrap_or(0)).collect();
-        parents.insert(pid, fields.get(1).copied().unwrap_or(0) as u32);
-        stats.insert(pid, (head.ends_with("(postgres"), fields));
-    }
-    let descends = |mut pid: u32| {
-        while pid > 1 {
-            pid = parents.get(&pid).copied().unwrap_or(0);
-            if pid == me {
-                return true;
-            }
-        }
-        false
-    };
-    let ticks: u64 = stats
-        .iter()
-        .filter(|(pid, (postgres, _))| *postgres && descends(**pid))
-        .map(|(_, (_, f))| f.get(11..15).map_or(0, |t| t.iter().sum::<u64>()))
-        .sum();
-    Duration::from_millis(ticks * 10)
-}
-
-fn vm_kib(pid: u32, field: &str) -> u64 {
-    support::status_kib(pid, field).unwrap_or(0)
-}
-
 async fn streaming(model: &str, sessions: usize, secs: usize, per_replica: usize, killed: usize, spread: Duration) {
     let expected = secs * RATE;
-    let env = home(model, Some(&fixture::database().await), "").await;
+    let url = fixture::database().await;
+    let env = home(model, Some(&url), "").await;
     let mut servers = Vec::new();
     for _ in 0..REPLICAS {
         servers.push(Server::start(&env).await);
@@ -394,14 +371,16 @@ async fn streaming(model: &str, sessions: usize, secs: usize, per_replica: usize
     for (tx, list) in follow_tx.iter_mut().zip(follows) {
         tx.take().unwrap().send(list).unwrap();
     }
+    let statements = measure::statements_reset(&url).await;
     go.wait().await;
-    let (started, cpu_before) = (Instant::now(), postgres_cpu());
+    let (started, cpu_before) = (Instant::now(), measure::postgres_cpu());
     let mut reports = Vec::new();
     for task in tasks {
         reports.push(task.await.unwrap());
     }
-    let (wall, pg_cpu) = (started.elapsed(), postgres_cpu().saturating_sub(cpu_before));
-    let peaks: Vec<f64> = servers.iter().map(|s| vm_kib(s.child.id().unwrap_or(0), "VmHWM:") as f64 / 1024.0).collect();
+    let (wall, pg_cpu) = (started.elapsed(), measure::postgres_cpu().saturating_sub(cpu_before));
+    let peaks: Vec<f64> =
+        servers.iter().map(|s| measure::vm_kib(s.child.id().unwrap_or(0), "VmHWM:") as f64 / 1024.0).collect();
 
     let mut errors = Errors::default();
     let (mut remote, mut first) = (Vec::new(), Vec::new());
@@ -469,8 +448,18 @@ async fn streaming(model: &str, sessions: usize, secs: usize, per_replica: usize
         peaks.iter().map(|mb| format!("{mb:.1} MB")).collect::<Vec<_>>().join(", ")
     );
     println!();
+    if let Some(client) = statements {
+        measure::statements_print(&client, wall).await;
+    }
+    if let Ok(dir) = std::env::var("CAIRN_REPLICAS_STDERR") {
+        for (n, server) in servers.iter().enumerate() {
+            std::fs::write(format!("{dir}/replica-{n}.log"), server.stderr()).unwrap();
+        }
+    }
     drop(checker);
-    killing(&env, &mut servers, killed).await;
+    if killed > 0 {
+        killing(&env, &mut servers, killed).await;
+    }
 }
 
 /// Replica 0 runs `count` endless turns; replica 1's client follows them and sends a prompt to
@@ -589,6 +578,9 @@ async fn main() {
     streaming(&model, sessions, secs, per_replica, killed, spread).await;
 
     const PIECES: usize = 400;
+    if through == 0 {
+        return;
+    }
     let sqlite = throughput(&home(&model, None, "").await, through, PIECES).await;
     let pg = throughput(&home(&model, Some(&fixture::database().await), "").await, through, PIECES).await;
     println!("| one replica, {through} sessions × {PIECES} chunks sent at once, 10 connections | chunks/s |");

@@ -430,6 +430,7 @@ impl Agent {
         }
         let parts = request.prompt.into_iter().map(block_to_part).collect::<Result<Vec<_>, _>>()?;
         let (sessions, id) = (self.sessions()?, self.session(&request.session_id)?);
+        tracing::trace!(target: "cairn::timing", session = %id, "prompt read");
         if let Some(served) = &self.served {
             served.drive(&id);
         }

@@ -143,6 +143,7 @@ impl StoreRecorder {
                 title: self.title.clone(),
             };
             let (done, result) = oneshot::channel();
+            tracing::trace!(target: "cairn::timing", session = %self.session, "lease claim submitted");
             let (sink, session, title) = (Arc::clone(&self.sink), self.session.clone(), self.title.clone());
             // Its client sent the prompt; a client following from another replica is shown it.
             let mut shown: Vec<Update> = prompt
@@ -165,6 +166,7 @@ impl StoreRecorder {
             );
             match result.await.unwrap_or(Err(StoreError::Closed)) {
                 Ok(()) => {
+                    tracing::trace!(target: "cairn::timing", session = %self.session, "lease claim committed");
                     let reread = last != LastTurn::Ours;
                     history.extend(prompt);
                     for (message_id, index, part) in orphans {
@@ -308,11 +310,13 @@ impl Recorder for StoreRecorder {
                     // Held until the claim, or dropped after a refusal, like every other write.
                     return self.write(Write::AppendPart { message_id: message, index, delta: text }, vec![update]);
                 }
+                tracing::trace!(target: "cairn::timing", session = %session_id, "text chunk recorded");
                 // Counted until its callback has run, or is dropped unrun by a writer that stopped.
                 let pending = Uncommitted::new(&self.uncommitted, text.len());
                 let shown = self.logged(std::slice::from_ref(&update));
                 let show = self.then_show(vec![update]);
                 let after: AfterCommit = Box::new(move |result| {
+                    tracing::trace!(target: "cairn::timing", session = %session_id, "text chunk committed");
                     show(result);
                     drop(pending);
                 });

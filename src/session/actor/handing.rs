@@ -16,7 +16,7 @@
 //! queued to store is committed first, so the row never takes back its own newer change.
 
 use super::remote::Waiting;
-use super::{Actor, Command};
+use super::{Actor, Command, Reply};
 use crate::permissions::Mode;
 use crate::session::handoff::Handed;
 use crate::session::{SessionError, SessionView, Update};
@@ -94,6 +94,21 @@ impl Actor {
         self.row.title = Some(title.clone());
         self.services.sink.send(&self.row.id, Update::Title(title));
         self.view()
+    }
+
+    /// Answers a settings change: at once on a store of this process alone, and once it is
+    /// committed on one shared by replicas, where the replica running the session's next turn
+    /// reads it from the row: a client told its change is made may prompt another replica
+    /// right away. The writer commits in order, so its barrier comes after the change.
+    pub(super) fn answer_once_stored<T: Send + 'static>(&self, reply: Reply<T>, result: Result<T, SessionError>) {
+        if self.remote.is_none() {
+            let _ = reply.send(result);
+            return;
+        }
+        let then = move |stored: Result<(), crate::store::StoreError>| {
+            let _ = reply.send(stored.map_err(SessionError::from).and(result));
+        };
+        self.services.store.submit(crate::store::Write::Barrier, Some(Box::new(then)));
     }
 
     /// Puts in effect the settings the session's row holds now (another replica may have

@@ -400,7 +400,8 @@ impl Actor {
                 }
             }
             Command::Set { setting, reply } => {
-                let _ = reply.send(self.set(setting));
+                let result = self.set(setting);
+                self.answer_once_stored(reply, result);
             }
             Command::SetForTurn { settings, reply } => {
                 let _ = reply.send(self.set_for_turn(settings));

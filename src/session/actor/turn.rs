@@ -241,6 +241,7 @@ impl Actor {
         reply: Reply<TurnEnd>,
     ) {
         let Some((mut history, models, reply)) = self.lend(reply) else { return };
+        tracing::trace!(target: "cairn::timing", session = %self.row.id, "turn spawned");
         let config = Arc::clone(&self.services.config);
         // A first prompt titles the session; the title is written with the prompt.
         let title = self.row.title.is_none().then(|| title::first_line(&parts)).flatten();
@@ -278,10 +279,11 @@ impl Actor {
         let (store_for_checkpoints, session_id) = (store.clone(), session.clone());
         let caught_up = self.caught_up();
         let turn = async move {
-            // Another replica's turn that just ended is shown whole before this one starts.
-            if let Some(caught_up) = caught_up {
-                caught_up.await;
-            }
+            // Another replica's turn that just ended is shown whole before this one starts: its
+            // claim, the turn's first write, waits for it below. Nothing before the claim is
+            // shown (the recorder holds what it is given until then), so the turn is set up
+            // meanwhile.
+            let caught_up = caught_up.map(tokio::spawn);
             if let Some(tracker) = checkpoints.as_mut() {
                 crate::session::restore::load(&store_for_checkpoints, &session_id, tracker).await;
             }
@@ -330,6 +332,12 @@ impl Actor {
                 .hooked(Some(hooks));
             let mut turn = setup.turn(&mut history, &mut recorder, &mut rules, token, run);
             turn.tools.checkpoints = checkpoints.as_mut();
+            tracing::trace!(target: "cairn::timing", session = %cache_key, "turn set up");
+            if let Some(caught_up) = caught_up {
+                // A wait that panicked waited for nothing more.
+                let _ = caught_up.await;
+            }
+            tracing::trace!(target: "cairn::timing", session = %cache_key, "turn caught up with the session's log");
             let result = agent::run_turn(turn, parts).await;
             // What the turn's own requests used, counted as they were recorded.
             let result = result.map(|stop| TurnEnd { stop, usage: recorder.used() });

@@ -3,7 +3,8 @@
 //! The lease holder [`append`]s a batch's updates, as they will be shown, in the batch's own
 //! transaction, for all its sessions in two statements: fenced first, so a replica whose lease
 //! was taken over writes nothing, and given each session's next `seq` numbers, so per session
-//! `seq` order is commit order. After the
+//! `seq` order is commit order (the writer's batch, whose transaction fenced its leases first,
+//! appends with [`append_fenced`], the insert alone). After the
 //! commit, and outside it (NOTIFY takes a lock every commit would otherwise wait for), it wakes
 //! the other replicas with one [`notify`] naming the batch's sessions.
 //!
@@ -12,7 +13,12 @@
 //!
 //! A replica's [`Follower`] has one LISTEN connection and follows any number of sessions, each
 //! from the last `seq` its client has, handing a new follow first the questions still open
-//! before that `seq` ([`open_questions`], rows older than where it starts). On a wake-up naming a session, on a new follow, and on
+//! before that `seq` ([`open_questions`], rows older than where it starts). The rows this
+//! replica's own writer appends it does not read back: the writer tells it of them once
+//! committed ([`OwnRows`]), and a follow that has forwarded every row before them moves past
+//! them at once, one row of this replica's standing for them all (its sessions skip this
+//! replica's rows anyway); its writer's wake-ups name it, and wake nothing here. On a wake-up
+//! naming a session, on a new follow, and on
 //! every poll (so a wake-up lost with a connection loses nothing), it reads each session's rows
 //! after the last one forwarded, in one statement for all of them, and forwards them in order,
 //! each exactly once: a row is forwarded only when it is the next `seq`. Wake-ups that come in a
@@ -30,7 +36,7 @@ use tokio_postgres::{Client, GenericClient, Notification, Transaction};
 use tokio_util::sync::CancellationToken;
 
 use super::lease::{Lease, fence_all};
-use super::{PgError, PgTarget};
+use super::{PgError, PgTarget, Prepared};
 use crate::ids::SessionId;
 
 /// The channel wake-ups go on.
@@ -42,6 +48,9 @@ const QUEUED: usize = 1024;
 /// A wake-up's payload names sessions up to this many bytes (PostgreSQL takes 8000); a batch
 /// of more names every session.
 const PAYLOAD: usize = 7000;
+/// A wake-up that names the replica whose writer sent it starts with this, the name and a
+/// newline, before the sessions.
+const ORIGIN: char = '@';
 
 /// One row of a session's log.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -64,6 +73,30 @@ pub async fn last_seq(client: &impl GenericClient, target: &PgTarget, session: &
     Ok(row.get(0))
 }
 
+/// The last `seq` (0 for none) of each of `sessions`, in one statement prepared once in
+/// `prepared`, `client`'s connection's.
+pub async fn last_seqs(
+    client: &impl GenericClient,
+    prepared: &Prepared,
+    target: &PgTarget,
+    sessions: &[&str],
+) -> Result<HashMap<String, i64>, PgError> {
+    if sessions.is_empty() {
+        return Ok(HashMap::new());
+    }
+    let failed = |err: tokio_postgres::Error| target.failed(&err);
+    let statement = prepared
+        .get(
+            client,
+            "SELECT log.session_id, coalesce((SELECT max(seq) FROM session_events WHERE session_id = log.session_id), 0)
+             FROM unnest($1::text[]) AS log(session_id)",
+        )
+        .await
+        .map_err(failed)?;
+    let rows = client.query(&statement, &[&sessions]).await.map_err(failed)?;
+    Ok(rows.iter().map(|row| (row.get::<_, String>(0), row.get::<_, i64>(1))).collect())
+}
+
 /// One session's part of a batch: `bodies` become its events `first_seq..`.
 pub struct Append<'a> {
     pub lease: &'a Lease,
@@ -76,11 +109,24 @@ pub struct Append<'a> {
 /// lease is another replica's now, nothing is inserted and the error names it
 /// ([`PgError::Fenced`]): roll `tx` back, and write the batch again without that session.
 pub async fn append(tx: &Transaction<'_>, target: &PgTarget, batch: &[Append<'_>]) -> Result<(), PgError> {
-    let failed = |err: tokio_postgres::Error| target.failed(&err);
+    let prepared = Prepared::default();
     let leases: Vec<&Lease> = batch.iter().map(|part| part.lease).collect();
-    if let Some(lease) = fence_all(tx, target, &leases).await? {
+    if let Some(lease) = fence_all(tx, &prepared, target, &leases).await? {
         return Err(PgError::Fenced { session: lease.session.to_string(), epoch: lease.epoch });
     }
+    append_fenced(tx, &prepared, target, batch).await
+}
+
+/// [`append`] in a transaction that has already fenced every lease of `batch` (the writer's
+/// batch fences the leases it held at its start and holds those it took in it): one statement,
+/// prepared once in `prepared`, the connection's.
+pub async fn append_fenced(
+    tx: &Transaction<'_>,
+    prepared: &Prepared,
+    target: &PgTarget,
+    batch: &[Append<'_>],
+) -> Result<(), PgError> {
+    let failed = |err: tokio_postgres::Error| target.failed(&err);
     let mut rows_sessions = Vec::new();
     let mut rows_seqs = Vec::new();
     let mut rows_epochs = Vec::new();
@@ -95,7 +141,8 @@ pub async fn append(tx: &Transaction<'_>, target: &PgTarget, batch: &[Append<'_>
             rows_origins.push(part.lease.holder.as_str());
         }
     }
-    insert(tx, &rows_sessions, &rows_seqs, &rows_epochs, &rows_bodies, &rows_origins).await.map_err(failed)
+    let rows = (&rows_sessions[..], &rows_seqs[..], &rows_epochs[..], &rows_bodies[..], &rows_origins[..]);
+    insert(tx, prepared, rows).await.map_err(failed)
 }
 
 /// Appends `bodies` to `session`'s log after its last row, as no replica's (`origin` empty: no
@@ -118,42 +165,67 @@ pub async fn append_unshown(
     let seqs: Vec<i64> = (last + 1..).take(count).collect();
     let epochs = vec![lease.epoch; count];
     let bodies: Vec<&str> = bodies.iter().map(String::as_str).collect();
-    insert(tx, &sessions, &seqs, &epochs, &bodies, &vec![""; count]).await
+    let origins = vec![""; count];
+    insert(tx, &Prepared::default(), (&sessions, &seqs, &epochs, &bodies, &origins)).await
 }
+
+/// Rows of the log: sessions, seqs, epochs, bodies and origins, one each per row.
+type Rows<'a> = (&'a [&'a str], &'a [i64], &'a [i64], &'a [&'a str], &'a [&'a str]);
+
+const INSERT: &str = "INSERT INTO session_events (session_id, seq, epoch, body, origin)
+     SELECT * FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::text[], $5::text[])";
 
 async fn insert(
     client: &impl GenericClient,
-    sessions: &[&str],
-    seqs: &[i64],
-    epochs: &[i64],
-    bodies: &[&str],
-    origins: &[&str],
+    prepared: &Prepared,
+    (sessions, seqs, epochs, bodies, origins): Rows<'_>,
 ) -> Result<(), tokio_postgres::Error> {
-    client
-        .execute(
-            "INSERT INTO session_events (session_id, seq, epoch, body, origin)
-             SELECT * FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::text[], $5::text[])",
-            &[&sessions, &seqs, &epochs, &bodies, &origins],
-        )
-        .await?;
+    let statement = prepared.get(client, INSERT).await?;
+    client.execute(&statement, &[&sessions, &seqs, &epochs, &bodies, &origins]).await?;
     Ok(())
 }
 
-/// Wakes the followers of `sessions`: once per committed batch, outside its transaction.
-pub async fn notify(client: &impl GenericClient, target: &PgTarget, sessions: &[SessionId]) -> Result<(), PgError> {
+/// Wakes the followers of `sessions`: once per committed batch, outside its transaction. The
+/// statement is prepared once in `prepared`, `client`'s connection's.
+pub async fn notify(
+    client: &impl GenericClient,
+    prepared: &Prepared,
+    target: &PgTarget,
+    sessions: &[SessionId],
+) -> Result<(), PgError> {
+    notify_from(client, prepared, target, None, sessions).await
+}
+
+/// [`notify`] naming the replica whose writer appended the rows (`origin`): that replica's own
+/// follower has been told of them already ([`OwnRows`]) and skips the wake-up.
+pub async fn notify_from(
+    client: &impl GenericClient,
+    prepared: &Prepared,
+    target: &PgTarget,
+    origin: Option<&str>,
+    sessions: &[SessionId],
+) -> Result<(), PgError> {
     let mut payload = String::new();
+    if let Some(origin) = origin {
+        payload.push(ORIGIN);
+        payload.push_str(origin);
+        payload.push('\n');
+    }
+    let named_from = payload.len();
     for session in sessions {
         if payload.len() + session.as_str().len() + 1 > PAYLOAD {
-            // Too many to name: an empty payload wakes every session.
-            payload.clear();
+            // Too many to name: naming none wakes every session.
+            payload.truncate(named_from);
             break;
         }
-        if !payload.is_empty() {
+        if payload.len() > named_from {
             payload.push(',');
         }
         payload.push_str(session.as_str());
     }
-    client.execute("SELECT pg_notify($1, $2)", &[&CHANNEL, &payload]).await.map_err(|err| target.failed(&err))?;
+    let failed = |err: tokio_postgres::Error| target.failed(&err);
+    let statement = prepared.get(client, "SELECT pg_notify($1, $2)").await.map_err(failed)?;
+    client.execute(&statement, &[&CHANNEL, &payload]).await.map_err(failed)?;
     Ok(())
 }
 
@@ -162,6 +234,39 @@ struct Follow {
     session: SessionId,
     after: i64,
     sink: mpsc::Sender<Event>,
+}
+
+/// What the [`Follower`]'s task is asked: a new follow, or rows this replica's writer appended.
+enum Asked {
+    Follow(Follow),
+    Own(Vec<Appended>),
+}
+
+/// Rows `seqs` of `session`'s log, which this replica's writer appended under `epoch` and
+/// committed: its own, which its sessions skip.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Appended {
+    pub session: SessionId,
+    pub seqs: std::ops::Range<i64>,
+    pub epoch: i64,
+}
+
+/// Tells this replica's [`Follower`] of the rows its writer commits, so the follower need not
+/// read them back: a follow that has forwarded every row before them moves past them at once,
+/// with one row standing for them all (this replica's, so nothing is shown of it). A follow
+/// behind them reads them as any other rows.
+#[derive(Clone)]
+pub struct OwnRows {
+    asked: mpsc::UnboundedSender<Asked>,
+}
+
+impl OwnRows {
+    /// `appended` committed (after its COMMIT went in).
+    pub fn committed(&self, appended: Vec<Appended>) {
+        if !appended.is_empty() {
+            let _ = self.asked.send(Asked::Own(appended));
+        }
+    }
 }
 
 /// One follow of a session: its subscriber and the last `seq` forwarded to it.
@@ -174,19 +279,26 @@ struct Followed {
 /// Follows sessions written by other replicas (see the module's paragraph). Dropping it stops
 /// its task and closes its connection.
 pub struct Follower {
-    follows: mpsc::UnboundedSender<Follow>,
+    follows: mpsc::UnboundedSender<Asked>,
     _stop: tokio_util::sync::DropGuard,
 }
 
 impl Follower {
-    /// Connects and listens; a round of reads runs every `poll` besides wake-ups.
-    pub async fn start(target: PgTarget, poll: Duration) -> Result<Self, PgError> {
+    /// Connects and listens as replica `me` (its own wake-ups are skipped: its writer tells
+    /// the follower of its rows through [`Self::own_rows`]); a round of reads runs every `poll`
+    /// besides wake-ups.
+    pub async fn start(target: PgTarget, me: String, poll: Duration) -> Result<Self, PgError> {
         let (client, heard) = target.listen(CHANNEL).await?;
         let (follows, asked) = mpsc::unbounded_channel();
         let cancel = CancellationToken::new();
-        let task = Task { target, poll, followed: HashMap::new(), numbered: 0, cancel: cancel.clone() };
+        let task = Task { target, me, poll, followed: HashMap::new(), numbered: 0, cancel: cancel.clone() };
         tokio::spawn(task.run(client, heard, asked));
         Ok(Self { follows, _stop: cancel.drop_guard() })
+    }
+
+    /// Where this replica's writer tells the follower of the rows it commits.
+    pub fn own_rows(&self) -> OwnRows {
+        OwnRows { asked: self.follows.clone() }
     }
 
     /// The session's events after `after`, as they commit, after the questions still open up to
@@ -195,13 +307,15 @@ impl Follower {
     /// own `seq`.
     pub fn follow(&self, session: &SessionId, after: i64) -> mpsc::Receiver<Event> {
         let (sink, events) = mpsc::channel(QUEUED);
-        let _ = self.follows.send(Follow { session: session.clone(), after, sink });
+        let _ = self.follows.send(Asked::Follow(Follow { session: session.clone(), after, sink }));
         events
     }
 }
 
 struct Task {
     target: PgTarget,
+    /// This replica, whose writer's wake-ups are skipped.
+    me: String,
     poll: Duration,
     /// Every follow, by a number of its own.
     followed: HashMap<i64, Followed>,
@@ -214,38 +328,47 @@ impl Task {
         mut self,
         mut client: Client,
         mut heard: mpsc::UnboundedReceiver<Notification>,
-        mut asked: mpsc::UnboundedReceiver<Follow>,
+        mut asked: mpsc::UnboundedReceiver<Asked>,
     ) {
         let mut tick = tokio::time::interval(self.poll);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        // The round's read, prepared once per connection.
+        let mut prepared = Prepared::default();
         loop {
             // `None`: every followed session.
             let due: Option<HashSet<SessionId>> = tokio::select! {
                 () = self.cancel.cancelled() => return,
-                follow = asked.recv() => {
-                    let Some(follow) = follow else { return };
+                asked_now = asked.recv() => {
+                    let Some(asked_now) = asked_now else { return };
                     let mut due = HashSet::new();
-                    due.insert(self.add(&client, follow).await);
+                    self.take(&client, asked_now, &mut due).await;
                     while let Ok(more) = asked.try_recv() {
-                        due.insert(self.add(&client, more).await);
+                        self.take(&client, more, &mut due).await;
+                    }
+                    if due.is_empty() {
+                        continue;
                     }
                     Some(due)
                 }
                 note = heard.recv() => match note {
                     Some(note) => {
-                        let mut due = named(note.payload());
+                        let mut due = self.named(note.payload());
                         // A burst of wake-ups is one round.
                         while let Ok(more) = heard.try_recv() {
-                            due = match (due, named(more.payload())) {
+                            due = match (due, self.named(more.payload())) {
                                 (Some(mut some), Some(more)) => { some.extend(more); Some(some) }
                                 _ => None,
                             };
+                        }
+                        if due.as_ref().is_some_and(HashSet::is_empty) {
+                            continue;
                         }
                         due
                     }
                     None => match self.reconnect().await {
                         Some(pair) => {
                             (client, heard) = pair;
+                            prepared = Prepared::default();
                             None
                         }
                         None => return,
@@ -254,10 +377,57 @@ impl Task {
                 _ = tick.tick() => None,
             };
             self.followed.retain(|_, followed| !followed.sink.is_closed());
-            if let Err(err) = self.round(&client, due).await {
+            if let Err(err) = self.round(&client, &prepared, due).await {
                 tracing::warn!("following sessions in PostgreSQL: {err}; reading again at the next round");
             }
         }
+    }
+
+    /// Takes what was asked; the sessions to read now go into `due`.
+    async fn take(&mut self, client: &Client, asked: Asked, due: &mut HashSet<SessionId>) {
+        match asked {
+            Asked::Follow(follow) => {
+                due.insert(self.add(client, follow).await);
+            }
+            Asked::Own(appended) => {
+                for rows in appended {
+                    self.skip_own(rows, due);
+                }
+            }
+        }
+    }
+
+    /// Moves the follows of `rows.session` past `rows`, this replica's own rows, when they have
+    /// forwarded every row before them: one row, the last, stands for them all. A follow behind
+    /// them (rows of another replica not read yet), or whose subscriber is full, reads them.
+    fn skip_own(&mut self, rows: Appended, due: &mut HashSet<SessionId>) {
+        let last = rows.seqs.end - 1;
+        for followed in self.followed.values_mut().filter(|followed| followed.session == rows.session) {
+            if followed.last >= last {
+                continue;
+            }
+            if followed.last + 1 < rows.seqs.start {
+                due.insert(rows.session.clone());
+                continue;
+            }
+            let mine = Event { seq: last, epoch: rows.epoch, origin: self.me.clone(), body: String::new() };
+            if followed.sink.try_send(mine).is_ok() {
+                followed.last = last;
+            } else {
+                due.insert(rows.session.clone());
+            }
+        }
+    }
+
+    /// The sessions a wake-up names; `None` for all. A wake-up from this replica's writer
+    /// names none: its rows came through [`OwnRows`].
+    fn named(&self, payload: &str) -> Option<HashSet<SessionId>> {
+        let names = match payload.strip_prefix(ORIGIN).and_then(|rest| rest.split_once('\n')) {
+            Some((origin, _)) if origin == self.me => return Some(HashSet::new()),
+            Some((_, names)) => names,
+            None => payload,
+        };
+        (!names.is_empty()).then(|| names.split(',').map(SessionId::from_string).collect())
     }
 
     /// Starts a follow, first handing it the questions still open before where it starts.
@@ -288,7 +458,12 @@ impl Task {
     }
 
     /// Reads the `due` sessions' new rows and forwards each next one in order.
-    async fn round(&mut self, client: &Client, due: Option<HashSet<SessionId>>) -> Result<(), PgError> {
+    async fn round(
+        &mut self,
+        client: &Client,
+        prepared: &Prepared,
+        due: Option<HashSet<SessionId>>,
+    ) -> Result<(), PgError> {
         let mut numbers = Vec::new();
         let mut sessions = Vec::new();
         let mut lasts = Vec::new();
@@ -302,8 +477,10 @@ impl Task {
         if numbers.is_empty() {
             return Ok(());
         }
-        let rows = client
-            .query(
+        let failed = |err: tokio_postgres::Error| self.target.failed(&err);
+        let statement = prepared
+            .get(
+                client,
                 "SELECT following.number, event.seq, event.epoch, event.body, event.origin
                  FROM unnest($1::bigint[], $2::text[], $3::bigint[]) AS following(number, session_id, last)
                  CROSS JOIN LATERAL (
@@ -312,10 +489,10 @@ impl Task {
                     ORDER BY seq LIMIT $4
                  ) AS event
                  ORDER BY following.number, event.seq",
-                &[&numbers, &sessions, &lasts, &ROWS_PER_READ],
             )
             .await
-            .map_err(|err| self.target.failed(&err))?;
+            .map_err(failed)?;
+        let rows = client.query(&statement, &[&numbers, &sessions, &lasts, &ROWS_PER_READ]).await.map_err(failed)?;
         // The follows whose first row of this round was seen: only that one may pass a gap.
         let mut started = HashSet::new();
         for row in rows {
@@ -382,9 +559,4 @@ pub async fn open_questions(
         .iter()
         .map(|row| Event { seq: row.get(0), epoch: row.get(1), body: row.get(2), origin: row.get(3) })
         .collect())
-}
-
-/// The sessions a wake-up names; `None` for all.
-fn named(payload: &str) -> Option<HashSet<SessionId>> {
-    (!payload.is_empty()).then(|| payload.split(',').map(SessionId::from_string).collect())
 }

@@ -6,10 +6,10 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio_postgres::Client;
 
-use super::events::{self, Append, Event, Follower};
+use super::events::{self, Append, Appended, Event, Follower};
 use super::lease::{self, Lease};
 use super::tests::{fresh, took};
-use super::{PgError, PgTarget};
+use super::{PgError, PgTarget, Prepared};
 use crate::ids::SessionId;
 
 const POLL: Duration = Duration::from_millis(250);
@@ -26,7 +26,7 @@ async fn write(client: &mut Client, target: &PgTarget, lease: &Lease, next: &mut
     tx.commit().await.unwrap();
     *next += count as i64;
     if wake {
-        events::notify(client, target, std::slice::from_ref(&lease.session)).await.unwrap();
+        events::notify(client, &Prepared::default(), target, std::slice::from_ref(&lease.session)).await.unwrap();
     }
 }
 
@@ -53,7 +53,7 @@ async fn a_follower_elsewhere_gets_every_event_once_in_order_and_a_late_joiner_g
     let (target, mut writer) = fresh().await;
     let session = SessionId::generate();
     let lease = take(&writer, &target, &session, "a", Duration::from_secs(60)).await;
-    let follower = Follower::start(target.clone(), POLL).await.unwrap();
+    let follower = Follower::start(target.clone(), "follower:1:f".into(), POLL).await.unwrap();
     let mut early = follower.follow(&session, 0);
     let mut next = 1;
     let mut late = None;
@@ -82,7 +82,7 @@ async fn events_committed_without_a_wake_up_still_come_with_the_next_poll() {
     let (target, mut writer) = fresh().await;
     let session = SessionId::generate();
     let lease = take(&writer, &target, &session, "a", Duration::from_secs(60)).await;
-    let follower = Follower::start(target.clone(), POLL).await.unwrap();
+    let follower = Follower::start(target.clone(), "follower:1:f".into(), POLL).await.unwrap();
     let mut events = follower.follow(&session, 0);
     let mut next = 1;
     write(&mut writer, &target, &lease, &mut next, 3, false).await;
@@ -127,16 +127,16 @@ async fn a_storm_of_wake_ups_and_a_subscriber_that_reads_late_lose_nothing_and_r
     let (target, mut writer) = fresh().await;
     let session = SessionId::generate();
     let lease = take(&writer, &target, &session, "a", Duration::from_secs(60)).await;
-    let follower = Follower::start(target.clone(), POLL).await.unwrap();
+    let follower = Follower::start(target.clone(), "follower:1:f".into(), POLL).await.unwrap();
     let mut events = follower.follow(&session, 0);
     let stranger = target.connect().await.unwrap();
     let mut next = 1;
     for round in 0..30 {
         // Wake-ups for other sessions, for every session, and garbage, between the writes.
         for _ in 0..50 {
-            events::notify(&stranger, &target, &[SessionId::generate()]).await.unwrap();
+            events::notify(&stranger, &Prepared::default(), &target, &[SessionId::generate()]).await.unwrap();
         }
-        events::notify(&stranger, &target, &[]).await.unwrap();
+        events::notify(&stranger, &Prepared::default(), &target, &[]).await.unwrap();
         stranger.execute("SELECT pg_notify('cairn_events', ',,,')", &[]).await.unwrap();
         // More than a subscriber's queue holds, unread until the end.
         write(&mut writer, &target, &lease, &mut next, 40 + round, true).await;
@@ -154,7 +154,7 @@ async fn a_subscriber_that_goes_away_is_forgotten_and_the_others_go_on() {
     let (target, mut writer) = fresh().await;
     let session = SessionId::generate();
     let lease = take(&writer, &target, &session, "a", Duration::from_secs(60)).await;
-    let follower = Follower::start(target.clone(), POLL).await.unwrap();
+    let follower = Follower::start(target.clone(), "follower:1:f".into(), POLL).await.unwrap();
     drop(follower.follow(&session, 0));
     let other = SessionId::generate();
     let other_lease = take(&writer, &target, &other, "a", Duration::from_secs(60)).await;
@@ -176,8 +176,58 @@ async fn a_follower_behind_rows_pruned_before_it_read_them_goes_on_from_the_rows
     writer.execute("UPDATE session_events SET created_at = now() - interval '1 hour'", &[]).await.unwrap();
     let stop = tokio_util::sync::CancellationToken::new();
     super::prune::prune_once(&writer, &target, Duration::from_secs(900), 100, &stop).await.unwrap();
-    let follower = Follower::start(target.clone(), POLL).await.unwrap();
+    let follower = Follower::start(target.clone(), "follower:1:f".into(), POLL).await.unwrap();
     let mut events = follower.follow(&session, 1);
     write(&mut writer, &target, &lease, &mut next, 2, true).await;
     assert_eq!(seqs(&receive(&mut events, 3).await), [5, 6, 7], "never stuck at the gap");
+}
+
+/// The rows `lease`'s holder committed as `seqs`, as that replica's writer tells its follower.
+fn own(lease: &Lease, seqs: std::ops::Range<i64>) -> Vec<Appended> {
+    vec![Appended { session: lease.session.clone(), seqs, epoch: lease.epoch }]
+}
+
+#[tokio::test]
+async fn the_writers_own_rows_are_passed_at_once_without_reading_them_and_rows_before_them_are_read_first() {
+    let (target, mut writer) = fresh().await;
+    let session = SessionId::generate();
+    let me = "here:1:h";
+    // No poll in the test's time: only a new follow and what the writer says make it read.
+    let follower = Follower::start(target.clone(), me.into(), Duration::from_secs(600)).await.unwrap();
+    let mut events = follower.follow(&session, 0);
+    // Its first read done before anything is written (were it later, it would read the rows
+    // below itself: the same events).
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let before = take(&writer, &target, &session, "there:2:t", Duration::from_secs(60)).await;
+    let mut next = 1;
+    write(&mut writer, &target, &before, &mut next, 2, false).await;
+    lease::release(&writer, &target, &before).await.unwrap();
+    let mine = take(&writer, &target, &session, me, Duration::from_secs(60)).await;
+
+    // This replica's rows after another replica's that the follow has not read: it reads them
+    // all, every row once and in order.
+    write(&mut writer, &target, &mine, &mut next, 3, false).await;
+    follower.own_rows().committed(own(&mine, 3..6));
+    let got = receive(&mut events, 5).await;
+    assert_eq!(seqs(&got), [1, 2, 3, 4, 5]);
+    assert_eq!(got[3].body, "{\"chunk\":4}", "read from the log");
+
+    // Once the follow has forwarded everything before them, this replica's rows are passed at
+    // once: one row, the last, stands for them, read from nowhere.
+    write(&mut writer, &target, &mine, &mut next, 3, false).await;
+    follower.own_rows().committed(own(&mine, 6..9));
+    let got = receive(&mut events, 1).await;
+    assert_eq!(got, [Event { seq: 8, epoch: mine.epoch, origin: me.to_owned(), body: String::new() }]);
+
+    // A wake-up this replica's writer sent reads nothing (its rows come as above); another's does.
+    write(&mut writer, &target, &mine, &mut next, 2, false).await;
+    events::notify_from(&writer, &Prepared::default(), &target, Some(me), std::slice::from_ref(&session))
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(events.try_recv().is_err(), "its own wake-up is skipped");
+    events::notify(&writer, &Prepared::default(), &target, std::slice::from_ref(&session)).await.unwrap();
+    assert_eq!(seqs(&receive(&mut events, 2).await), [9, 10]);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(events.try_recv().is_err(), "nothing twice");
 }

@@ -219,7 +219,11 @@ fn serve_tls(dir: &std::path::Path) -> String {
 
 fn start(tls: bool) -> Server {
     let (bin, dir, data) = init();
-    let ssl = if tls { serve_tls(&dir) } else { String::new() };
+    let mut ssl = if tls { serve_tls(&dir) } else { String::new() };
+    // More settings for the server, for a bench's measurements (`pg_stat_statements`).
+    if let Ok(more) = std::env::var("CAIRN_PG_OPTIONS") {
+        ssl = format!("{ssl} {more}");
+    }
     for _ in 0..5 {
         let port = free_port();
         let script = format!(

@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use tokio_postgres::{GenericClient, Transaction};
 
-use super::{PgError, PgTarget};
+use super::{PgError, PgTarget, Prepared};
 use crate::ids::SessionId;
 
 /// A lease this replica holds.
@@ -56,18 +56,21 @@ pub async fn take(
     holder: &str,
     ttl: Duration,
 ) -> Result<Taken, PgError> {
-    try_take(client, session, holder, ttl).await.map_err(|err| target.failed(&err))
+    try_take(client, &Prepared::default(), session, holder, ttl).await.map_err(|err| target.failed(&err))
 }
 
-/// [`take`] inside a batch: a statement's failure stays one, as the batch must roll back.
+/// [`take`] inside a batch: a statement's failure stays one, as the batch must roll back. The
+/// statement is prepared once in `prepared`, `client`'s connection's.
 pub async fn try_take(
     client: &impl GenericClient,
+    prepared: &Prepared,
     session: &SessionId,
     holder: &str,
     ttl: Duration,
 ) -> Result<Taken, tokio_postgres::Error> {
-    let took = client
-        .query_opt(
+    let statement = prepared
+        .get(
+            client,
             "INSERT INTO session_leases AS lease (session_id, holder, epoch, expires_at, taken_at)
              VALUES ($1, $2, 1, now() + $3::float8 * interval '1 second', now())
              ON CONFLICT (session_id) DO UPDATE
@@ -75,9 +78,9 @@ pub async fn try_take(
                     taken_at = excluded.taken_at, released_at = NULL
                 WHERE lease.expires_at <= now() OR lease.holder = excluded.holder
              RETURNING epoch",
-            &[&session.as_str(), &holder, &seconds(ttl)],
         )
         .await?;
+    let took = client.query_opt(&statement, &[&session.as_str(), &holder, &seconds(ttl)]).await?;
     if let Some(row) = took {
         return Ok(Taken::Took(Lease { session: session.clone(), holder: holder.to_owned(), epoch: row.get(0) }));
     }
@@ -110,33 +113,60 @@ pub async fn renew(
     Ok(renewed == 1)
 }
 
+/// [`renew`] for every lease in `leases`, in one statement prepared once in `prepared`,
+/// `client`'s connection's: the sessions of those still held (renewed), the others being
+/// another's now.
+pub async fn renew_all(
+    client: &impl GenericClient,
+    prepared: &Prepared,
+    target: &PgTarget,
+    leases: &[&Lease],
+    ttl: Duration,
+) -> Result<std::collections::HashSet<SessionId>, PgError> {
+    let failed = |err: tokio_postgres::Error| target.failed(&err);
+    let sessions: Vec<&str> = leases.iter().map(|lease| lease.session.as_str()).collect();
+    let holders: Vec<&str> = leases.iter().map(|lease| lease.holder.as_str()).collect();
+    let epochs: Vec<i64> = leases.iter().map(|lease| lease.epoch).collect();
+    let statement = prepared
+        .get(
+            client,
+            "UPDATE session_leases AS lease SET expires_at = now() + $4::float8 * interval '1 second'
+             FROM unnest($1::text[], $2::text[], $3::bigint[]) AS mine(session_id, holder, epoch)
+             WHERE lease.session_id = mine.session_id AND lease.holder = mine.holder AND lease.epoch = mine.epoch
+             RETURNING lease.session_id",
+        )
+        .await
+        .map_err(failed)?;
+    let rows = client.query(&statement, &[&sessions, &holders, &epochs, &seconds(ttl)]).await.map_err(failed)?;
+    Ok(rows.iter().map(|row| SessionId::from_string(row.get::<_, String>(0))).collect())
+}
+
 /// The first statement of every write transaction of `lease`'s session: `false` when the lease
 /// is no longer this holder's at this epoch, and the transaction must be rolled back. While the
 /// transaction lasts, no takeover can commit.
 pub async fn fence(tx: &Transaction<'_>, target: &PgTarget, lease: &Lease) -> Result<bool, PgError> {
-    Ok(fence_all(tx, target, &[lease]).await?.is_none())
+    Ok(fence_all(tx, &Prepared::default(), target, &[lease]).await?.is_none())
 }
 
-/// [`fence`] for a batch's sessions, in one statement: the first lease that is no longer held,
-/// if any.
+const FENCE: &str = "SELECT lease.session_id FROM session_leases AS lease
+     JOIN unnest($1::text[], $2::text[], $3::bigint[]) AS mine(session_id, holder, epoch)
+       ON lease.session_id = mine.session_id AND lease.holder = mine.holder AND lease.epoch = mine.epoch
+     FOR SHARE OF lease";
+
+/// [`fence`] for a batch's sessions, in one statement (prepared once in `prepared`, the
+/// connection's): the first lease that is no longer held, if any.
 pub async fn fence_all<'a>(
     tx: &Transaction<'_>,
+    prepared: &Prepared,
     target: &PgTarget,
     leases: &[&'a Lease],
 ) -> Result<Option<&'a Lease>, PgError> {
     let sessions: Vec<&str> = leases.iter().map(|lease| lease.session.as_str()).collect();
     let holders: Vec<&str> = leases.iter().map(|lease| lease.holder.as_str()).collect();
     let epochs: Vec<i64> = leases.iter().map(|lease| lease.epoch).collect();
-    let held = tx
-        .query(
-            "SELECT lease.session_id FROM session_leases AS lease
-             JOIN unnest($1::text[], $2::text[], $3::bigint[]) AS mine(session_id, holder, epoch)
-               ON lease.session_id = mine.session_id AND lease.holder = mine.holder AND lease.epoch = mine.epoch
-             FOR SHARE OF lease",
-            &[&sessions, &holders, &epochs],
-        )
-        .await
-        .map_err(|err| target.failed(&err))?;
+    let failed = |err: tokio_postgres::Error| target.failed(&err);
+    let statement = prepared.get(tx, FENCE).await.map_err(failed)?;
+    let held = tx.query(&statement, &[&sessions, &holders, &epochs]).await.map_err(failed)?;
     let held: std::collections::HashSet<&str> = held.iter().map(|row| row.get(0)).collect();
     Ok(leases.iter().copied().find(|lease| !held.contains(lease.session.as_str())))
 }

@@ -23,12 +23,14 @@ pub(in crate::store) mod fixture;
 #[cfg(test)]
 mod follow_tests;
 pub mod health;
+mod held;
 pub mod inbox;
 pub mod lease;
 mod listing;
 pub mod migrate;
 #[cfg(test)]
 mod outage_tests;
+mod prepared;
 pub mod prune;
 mod regain;
 mod rows;
@@ -47,6 +49,7 @@ mod writer;
 mod writer_tests;
 mod writes;
 
+pub use prepared::Prepared;
 pub use regain::REGAIN_WITHIN;
 pub use store::{Postgres, Tuning};
 

@@ -25,7 +25,7 @@ use tokio::time::Instant;
 use tokio_postgres::{Client, GenericClient};
 
 use super::writer::{Done, Failed, Writer};
-use super::{PgError, PgTarget};
+use super::{PgError, PgTarget, Prepared};
 use crate::history::Message;
 use crate::ids::SessionId;
 use crate::store::{StoreError, Write};
@@ -52,13 +52,20 @@ pub(super) fn went_in(batch: i64, recorded: Option<i64>) -> bool {
 }
 
 /// Stamps `batch` as this replica's last committed batch, in the batch's transaction.
-pub(super) async fn stamp(tx: &impl GenericClient, me: &str, batch: i64) -> Result<(), tokio_postgres::Error> {
-    tx.execute(
-        "INSERT INTO cairn_writers (replica, batch) VALUES ($1, $2)
-         ON CONFLICT (replica) DO UPDATE SET batch = excluded.batch, committed_at = now()",
-        &[&me, &batch],
-    )
-    .await?;
+pub(super) async fn stamp(
+    tx: &impl GenericClient,
+    prepared: &Prepared,
+    me: &str,
+    batch: i64,
+) -> Result<(), tokio_postgres::Error> {
+    let statement = prepared
+        .get(
+            tx,
+            "INSERT INTO cairn_writers (replica, batch) VALUES ($1, $2)
+             ON CONFLICT (replica) DO UPDATE SET batch = excluded.batch, committed_at = now()",
+        )
+        .await?;
+    tx.execute(&statement, &[&me, &batch]).await?;
     Ok(())
 }
 
@@ -129,6 +136,7 @@ impl Writer {
                     Ok(Ok(client)) => {
                         tracing::info!("PostgreSQL at {}: the writer's connection is back", self.target);
                         self.client = client;
+                        self.prepared = Prepared::default();
                         self.down = false;
                     }
                     Ok(Err(PgError::Connect { detail: why, .. })) => detail = why,

@@ -8,6 +8,7 @@
 use tokio_postgres::GenericClient;
 use tokio_postgres::types::ToSql;
 
+use super::Prepared;
 use crate::history::{Message, MessageMeta, Part, Role};
 use crate::ids::{MessageId, SessionId};
 use crate::permissions::Rule;
@@ -145,13 +146,16 @@ pub async fn set_title(
     Ok(changed > 0)
 }
 
-pub async fn set_first_title(client: &impl GenericClient, id: &SessionId, title: &str, at: i64) -> Result<()> {
-    client
-        .execute(
-            "UPDATE sessions SET title = $2, updated_at = $3 WHERE id = $1 AND title IS NULL",
-            &[&id.as_str(), &title, &at],
-        )
-        .await?;
+pub async fn set_first_title(
+    client: &impl GenericClient,
+    prepared: &Prepared,
+    id: &SessionId,
+    title: &str,
+    at: i64,
+) -> Result<()> {
+    let statement =
+        prepared.get(client, "UPDATE sessions SET title = $2, updated_at = $3 WHERE id = $1 AND title IS NULL").await?;
+    client.execute(&statement, &[&id.as_str(), &title, &at]).await?;
     Ok(())
 }
 
@@ -206,34 +210,73 @@ pub async fn set_archived(client: &impl GenericClient, id: &SessionId, archived:
     Ok(())
 }
 
-/// A message with the parts it has, and the session's last change.
+/// A message with the parts it has, and the session's last change: two statements, sent
+/// together (the server runs them in order; the parts' fail if the message's did).
 pub async fn insert_message(
     client: &impl GenericClient,
+    prepared: &Prepared,
     session: &SessionId,
     message: &Message,
     at: i64,
 ) -> Result<()> {
-    client
-        .execute(
-            "WITH touched AS (UPDATE sessions SET updated_at = $5 WHERE id = $2)
-             INSERT INTO messages (id, session_id, role, metadata_json, created_at, updated_at)
-             VALUES ($1, $2, $3, $4, $5, $5)",
-            &[&message.id.as_str(), &session.as_str(), &message.role.as_str(), &to_json(&message.meta), &at],
-        )
-        .await?;
     let parts: Vec<(u32, &Part)> = message
         .parts
         .iter()
         .enumerate()
         .map(|(index, part)| (u32::try_from(index).unwrap_or(u32::MAX), part))
         .collect();
-    put_parts(client, session, &message.id, &parts, at).await
+    let meta = to_json(&message.meta);
+    let statement = prepared
+        .get(
+            client,
+            "WITH touched AS (UPDATE sessions SET updated_at = $5 WHERE id = $2)
+             INSERT INTO messages (id, session_id, role, metadata_json, created_at, updated_at)
+             VALUES ($1, $2, $3, $4, $5, $5)",
+        )
+        .await?;
+    let parts_statement = prepared.get(client, PUT_PARTS).await?;
+    // Each is sent at its first poll, and `join` polls the message's first: the parts always
+    // follow the message they belong to.
+    let (id, session_id, role) = (message.id.as_str(), session.as_str(), message.role.as_str());
+    let params: [&(dyn ToSql + Sync); 5] = [&id, &session_id, &role, &meta, &at];
+    let inserted = client.execute(&statement, &params);
+    let put = put_prepared_parts(client, &parts_statement, session, &message.id, &parts, at);
+    let (inserted, put) = futures::future::join(inserted, put).await;
+    inserted?;
+    put
 }
+
+const PUT_PARTS: &str = "WITH forgotten AS (
+       DELETE FROM part_pieces WHERE message_id = $1 AND idx = ANY($3::int4[])
+     )
+     INSERT INTO parts (message_id, session_id, idx, type, data_json, tool_call_id, tool_state, created_at, updated_at)
+     SELECT $1, $2, p.idx, p.type, p.data, p.call, p.state, $8, $8
+       FROM unnest($3::int4[], $4::text[], $5::text[], $6::text[], $7::text[]) AS p(idx, type, data, call, state)
+     ON CONFLICT (message_id, idx) DO UPDATE SET
+       type = excluded.type, data_json = excluded.data_json, tool_call_id = excluded.tool_call_id,
+       tool_state = excluded.tool_state, updated_at = excluded.updated_at";
 
 /// Inserts or replaces parts of one message, in one statement; a part written whole loses
 /// its pieces.
 pub async fn put_parts(
     client: &impl GenericClient,
+    prepared: &Prepared,
+    session: &SessionId,
+    message: &MessageId,
+    parts: &[(u32, &Part)],
+    at: i64,
+) -> Result<()> {
+    if parts.is_empty() {
+        return Ok(());
+    }
+    let statement = prepared.get(client, PUT_PARTS).await?;
+    put_prepared_parts(client, &statement, session, message, parts, at).await
+}
+
+/// [`put_parts`] with its statement prepared; sent at its first poll.
+async fn put_prepared_parts(
+    client: &impl GenericClient,
+    statement: &tokio_postgres::Statement,
     session: &SessionId,
     message: &MessageId,
     parts: &[(u32, &Part)],
@@ -254,20 +297,7 @@ pub async fn put_parts(
     }
     let params: [&(dyn ToSql + Sync); 8] =
         [&message.as_str(), &session.as_str(), &indexes, &kinds, &data, &calls, &states, &at];
-    client
-        .execute(
-            "WITH forgotten AS (
-               DELETE FROM part_pieces WHERE message_id = $1 AND idx = ANY($3::int4[])
-             )
-             INSERT INTO parts (message_id, session_id, idx, type, data_json, tool_call_id, tool_state, created_at, updated_at)
-             SELECT $1, $2, p.idx, p.type, p.data, p.call, p.state, $8, $8
-               FROM unnest($3::int4[], $4::text[], $5::text[], $6::text[], $7::text[]) AS p(idx, type, data, call, state)
-             ON CONFLICT (message_id, idx) DO UPDATE SET
-               type = excluded.type, data_json = excluded.data_json, tool_call_id = excluded.tool_call_id,
-               tool_state = excluded.tool_state, updated_at = excluded.updated_at",
-            &params,
-        )
-        .await?;
+    client.execute(statement, &params).await?;
     Ok(())
 }
 
@@ -275,7 +305,11 @@ pub async fn put_parts(
 /// it stored as U+FFFD). A part
 /// gone meanwhile (its session deleted) takes its pieces with it, as it would have had they
 /// been stored: they never fail the batch.
-pub async fn add_pieces(client: &impl GenericClient, pieces: &[(&SessionId, &MessageId, u32, &str)]) -> Result<()> {
+pub async fn add_pieces(
+    client: &impl GenericClient,
+    prepared: &Prepared,
+    pieces: &[(&SessionId, &MessageId, u32, &str)],
+) -> Result<()> {
     if pieces.is_empty() {
         return Ok(());
     }
@@ -295,16 +329,17 @@ pub async fn add_pieces(client: &impl GenericClient, pieces: &[(&SessionId, &Mes
         })
         .collect();
     let texts: Vec<&str> = kept.iter().map(AsRef::as_ref).collect();
-    client
-        .execute(
+    let statement = prepared
+        .get(
+            client,
             "INSERT INTO part_pieces (session_id, message_id, idx, text)
              SELECT piece.session_id, piece.message_id, piece.idx, piece.text
              FROM unnest($1::text[], $2::text[], $3::int4[], $4::text[]) AS piece(session_id, message_id, idx, text)
              JOIN parts ON parts.message_id = piece.message_id AND parts.idx = piece.idx
              FOR KEY SHARE OF parts",
-            &[&sessions, &messages, &indexes, &texts],
         )
         .await?;
+    client.execute(&statement, &[&sessions, &messages, &indexes, &texts]).await?;
     Ok(())
 }
 
@@ -374,7 +409,7 @@ pub async fn finalize_orphans(client: &impl GenericClient, session: &SessionId, 
         if crate::history::finalize_orphan(&mut part) {
             let message = MessageId::from_string(row.get::<_, String>(0));
             let index = u32::try_from(row.get::<_, i32>(1)).unwrap_or(0);
-            put_parts(client, session, &message, &[(index, &part)], at).await?;
+            put_parts(client, &Prepared::default(), session, &message, &[(index, &part)], at).await?;
             finished.push(part);
         }
     }

@@ -102,8 +102,12 @@ impl Postgres {
         let (jobs, queue) = mpsc::unbounded_channel();
         #[cfg(test)]
         let lose_commit = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let follower =
+            events::Follower::start(target.clone(), me.clone(), FOLLOW_POLL).await.map_err(StoreError::Postgres)?;
         let writer = Writer {
             client,
+            prepared: super::Prepared::default(),
+            own: follower.own_rows(),
             target: target.clone(),
             me: me.clone(),
             ttl,
@@ -119,7 +123,6 @@ impl Postgres {
             #[cfg(test)]
             lose_commit: lose_commit.clone(),
         };
-        let follower = events::Follower::start(target.clone(), FOLLOW_POLL).await.map_err(StoreError::Postgres)?;
         let (inbox, inbound) =
             inbox::Inbox::start(target.clone(), me.clone(), FOLLOW_POLL).await.map_err(StoreError::Postgres)?;
         tokio::spawn(writer.run(queue));

@@ -139,7 +139,7 @@ pub async fn sweep_once(
         let now = now_ms();
         let ended = rows::finalize_orphans(&tx, &lease.session, now).await.map_err(failed)?;
         let notice = notice(&dead);
-        rows::insert_message(&tx, &lease.session, &notice, now).await.map_err(failed)?;
+        rows::insert_message(&tx, &super::Prepared::default(), &lease.session, &notice, now).await.map_err(failed)?;
         events::append_unshown(&tx, &lease, &shown(&ended, &notice)).await.map_err(failed)?;
         inbox::answer_all(&tx, &lease.session, me, CANCELLED).await.map_err(failed)?;
         lease::release(&tx, target, &lease).await?;
@@ -147,7 +147,7 @@ pub async fn sweep_once(
     }
     tx.commit().await.map_err(failed)?;
     if !closed.is_empty() {
-        events::notify(&*client, target, &closed).await?;
+        events::notify(&*client, &super::Prepared::default(), target, &closed).await?;
         inbox::wake(&*client).await.map_err(|err| target.failed(&err))?;
     }
     Ok(closed)
@@ -219,7 +219,7 @@ mod tests {
         let mut tool = ToolPart::new("c1".into(), "bash".into());
         tool.state.advance(CallState::Running).unwrap();
         let running = Message::new(Role::Assistant, vec![Part::Tool(tool)], MessageMeta::default());
-        rows::insert_message(client, &id, &running, now_ms()).await.unwrap();
+        rows::insert_message(client, &crate::store::pg::Prepared::default(), &id, &running, now_ms()).await.unwrap();
         client.execute("UPDATE session_leases SET expires_at = now() - interval '1 second'", &[]).await.unwrap();
         id
     }

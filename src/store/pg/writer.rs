@@ -5,15 +5,17 @@
 //! replica holds (`lease::fence_all`, `FOR SHARE`): a session whose lease another replica took
 //! over meanwhile gets nothing written, and its writes fail as fenced. Each write then runs its
 //! statements; the text streaming parts gained in the batch goes in at the end as one piece per
-//! part, in one statement. Callbacks run in queue order after the commit. A batch that fails
+//! part, in one statement, sent together with the event log's rows and the batch's stamp. The
+//! statements of every batch are prepared once per connection (`Prepared`): each is one round
+//! trip, and PostgreSQL parses none of them again. Callbacks run in queue order after the commit. A batch that fails
 //! on a write's error is run again with each write in a savepoint of its own, so one bad write
 //! fails alone, as in the SQLite store.
 //!
 //! What the batch's writes show their clients (`Job::Write`'s bodies, the updates as JSON) goes
 //! into their sessions' event logs in the same transaction, numbered on from the log's last
 //! `seq`, for the sessions whose lease this replica holds (the holder is a session's only
-//! writer, so its numbering is commit order); after the commit one NOTIFY wakes the replicas
-//! that follow them. A load for a follower reads the session's messages and the log's last
+//! writer, so its numbering is commit order); after the commit this replica's follower is told
+//! of them (it does not read them back) and one NOTIFY wakes the replicas that follow them. A load for a follower reads the session's messages and the log's last
 //! `seq` in one snapshot (`Job::Load`), so following from that `seq` repeats and misses nothing.
 //!
 //! Leases are taken with the turn's first write (`Write::TakeLease`), renewed every third of
@@ -32,7 +34,7 @@ use tokio_postgres::{Client, Transaction};
 
 use super::lease::{self, Lease};
 use super::regain::{self, Unsure};
-use super::{PgError, PgTarget};
+use super::{PgError, PgTarget, Prepared};
 use super::{events, rows, writes};
 use crate::history::Message;
 use crate::ids::{LeaseHolder, MessageId, SessionId};
@@ -56,6 +58,10 @@ pub(super) type PartKey = (MessageId, u32);
 
 pub struct Writer {
     pub(super) client: Client,
+    /// The per-batch statements, prepared on `client` (a new connection gets a new set).
+    pub(super) prepared: Prepared,
+    /// This replica's follower, told of the rows each batch appended once it commits.
+    pub(super) own: events::OwnRows,
     pub(super) target: PgTarget,
     /// This replica as a lease holder.
     pub(super) me: String,
@@ -101,8 +107,8 @@ pub(super) struct Done {
     pub shut: Vec<(PartKey, SessionId)>,
     /// The text each part gained in the batch, with the part's session.
     pub pieces: HashMap<PartKey, (SessionId, String)>,
-    /// Each session's next `seq` once the batch's events are in.
-    pub seqs: Vec<(SessionId, i64)>,
+    /// The rows the batch appended to each session's event log.
+    pub seqs: Vec<events::Appended>,
 }
 
 impl Writer {
@@ -155,7 +161,10 @@ impl Writer {
                         (write, shown)
                     })
                     .unzip();
+                let timed = Instant::now();
                 let results = self.apply(&writes, &shown).await;
+                let us = u64::try_from(timed.elapsed().as_micros()).unwrap_or(u64::MAX);
+                tracing::trace!(target: "cairn::timing", writes = writes.len(), us, "batch run");
                 for (write, result) in writes.iter().zip(&results) {
                     if let (Write::ReleaseLease { session_id }, Err(_)) = (write, result)
                         && self.held.contains_key(session_id)
@@ -222,10 +231,13 @@ impl Writer {
     /// Keeps a committed batch's changes, wakes the replicas following the sessions whose logs
     /// grew, and answers the batch's writes.
     async fn settle(&mut self, done: Done) -> Vec<Result<(), StoreError>> {
-        let grew: Vec<SessionId> = done.seqs.iter().map(|(session, _)| session.clone()).collect();
+        let grew: Vec<SessionId> = done.seqs.iter().map(|rows| rows.session.clone()).collect();
+        // This replica's follower moves past its own rows without reading them back.
+        self.own.committed(done.seqs.clone());
         let results = self.committed(done);
         if !grew.is_empty()
-            && let Err(err) = events::notify(&self.client, &self.target, &grew).await
+            && let Err(err) =
+                events::notify_from(&self.client, &self.prepared, &self.target, Some(&self.me), &grew).await
         {
             // The followers' poll reads the rows all the same.
             tracing::debug!("cannot wake the replicas following a session: {err}");
@@ -275,8 +287,8 @@ impl Writer {
         for (key, session) in done.opened {
             self.open.insert(key, session);
         }
-        for (session, next) in done.seqs {
-            self.seqs.insert(session, next);
+        for rows in done.seqs {
+            self.seqs.insert(rows.session, rows.seqs.end);
         }
         for key in done.closed {
             self.open.remove(&key);
@@ -295,9 +307,10 @@ impl Writer {
         let target = self.target.clone();
         let mut tx = self.client.transaction().await.map_err(batch)?;
         let mut done = Done { results: vec![Ok(()); writes.len()], ..Done::default() };
-        let fenced = fence(&tx, &target, &self.held, writes, &self.open).await.map_err(Failed::Batch)?;
+        let fenced =
+            fence(&tx, &self.prepared, &target, &self.held, writes, &self.open).await.map_err(Failed::Batch)?;
         done.lost.extend(fenced.iter().cloned());
-        let state = State { me: &self.me, ttl: self.ttl, held: &self.held, open: &self.open };
+        let state = State { me: &self.me, prepared: &self.prepared, ttl: self.ttl, held: &self.held, open: &self.open };
         let mut opened: HashMap<PartKey, SessionId> = HashMap::new();
         for (job, write) in writes.iter().enumerate() {
             if let Some(session) = session_of(write, &self.open, &opened)
@@ -333,18 +346,25 @@ impl Writer {
             .iter()
             .map(|((message, index), (session, text))| (session, message, *index, text.as_str()))
             .collect();
-        if let Err(err) = rows::add_pieces(&tx, &pieces).await {
-            // The transaction is aborted: nothing of this batch can commit.
-            return Err(Failed::Batch(StoreError::Postgres(target.failed(&err))));
-        }
-        let known = Known { target: &target, open: &self.open, held: &self.held, seqs: &self.seqs };
+        let known =
+            Known { target: &target, prepared: &self.prepared, open: &self.open, held: &self.held, seqs: &self.seqs };
         // Every part open at some point of the batch: one opened, streamed and closed within it
         // (a fast answer) still names its session for the chunks it showed.
         let mut parts = opened.clone();
         parts.extend(done.shut.iter().cloned());
-        log(&tx, &known, writes, shown, &mut done, &parts).await.map_err(Failed::Batch)?;
+        // The batch's last statements, sent together (the connection pipelines them): the
+        // streamed text, the event log's rows and the batch's stamp. One failing aborts the
+        // transaction, and the batch with it.
+        let (added, logged, stamped) = tokio::join!(
+            rows::add_pieces(&tx, &self.prepared, &pieces),
+            log(&tx, &known, writes, shown, &done, &parts),
+            regain::stamp(&tx, &self.prepared, &self.me, number),
+        );
+        drop(pieces);
+        added.map_err(batch)?;
+        done.seqs = logged.map_err(Failed::Batch)?;
+        stamped.map_err(batch)?;
         done.opened.extend(opened);
-        regain::stamp(&tx, &self.me, number).await.map_err(batch)?;
         if let Err(err) = tx.commit().await {
             return Err(Failed::Commit(StoreError::Postgres(target.failed(&err)), Box::new(done)));
         }
@@ -359,64 +379,6 @@ impl Writer {
             ));
         }
         Ok(done)
-    }
-
-    /// Renews every lease held; one another replica took is lost.
-    async fn renew(&mut self) {
-        if let Err(err) = self.regain(Instant::now() + self.ttl / 6, None).await {
-            tracing::warn!("cannot renew this replica's session leases: {err}");
-            return;
-        }
-        let mut lost = Vec::new();
-        for lease in self.held.values() {
-            match lease::renew(&self.client, &self.target, lease, self.ttl).await {
-                Ok(true) => {}
-                Ok(false) => lost.push(lease.session.clone()),
-                Err(err) => tracing::warn!(session = %lease.session, "cannot renew the session's lease: {err}"),
-            }
-        }
-        for session in lost {
-            tracing::warn!(%session, "another replica took over the session's lease");
-            self.held.remove(&session);
-            self.seqs.remove(&session);
-            self.lost.insert(session);
-        }
-    }
-
-    /// Tries again the releases that failed; one another replica took meanwhile is gone too.
-    async fn release_again(&mut self) {
-        if self.unreleased.is_empty() || self.regain(Instant::now(), None).await.is_err() {
-            return;
-        }
-        let sessions: Vec<SessionId> = self.unreleased.iter().cloned().collect();
-        for session in sessions {
-            let Some(lease) = self.held.get(&session) else {
-                self.unreleased.remove(&session);
-                continue;
-            };
-            match lease::release(&self.client, &self.target, lease).await {
-                Ok(_) => {
-                    self.held.remove(&session);
-                    self.seqs.remove(&session);
-                    self.unreleased.remove(&session);
-                }
-                Err(err) => tracing::warn!(%session, "cannot release the session's lease yet: {err}"),
-            }
-        }
-    }
-
-    async fn release_all(&mut self) {
-        if let Err(err) = self.regain(Instant::now() + self.ttl / 6, None).await {
-            // They lapse by themselves: the sweeper of another replica closes their turns.
-            tracing::warn!("cannot release this replica's session leases: {err}");
-            self.held.clear();
-            return;
-        }
-        for (_, lease) in self.held.drain() {
-            if let Err(err) = lease::release(&self.client, &self.target, &lease).await {
-                tracing::warn!(session = %lease.session, "cannot release the session's lease: {err}");
-            }
-        }
     }
 }
 
@@ -434,6 +396,7 @@ pub(super) enum Failed {
 /// What [`log`] reads of the writer while a batch holds its connection.
 struct Known<'a> {
     target: &'a PgTarget,
+    prepared: &'a Prepared,
     open: &'a HashMap<PartKey, SessionId>,
     held: &'a HashMap<SessionId, Lease>,
     seqs: &'a HashMap<SessionId, i64>,
@@ -441,15 +404,16 @@ struct Known<'a> {
 
 /// Appends what the batch's committed writes show to their sessions' event logs, in the
 /// batch's transaction: only for sessions whose lease this replica holds (their writer, so
-/// the one to number their events), each write's events after the previous write's.
+/// the one to number their events), each write's events after the previous write's. Answers
+/// each logged session's next `seq`.
 async fn log(
     tx: &Transaction<'_>,
     known: &Known<'_>,
     writes: &[Write],
     shown: &[Vec<String>],
-    done: &mut Done,
+    done: &Done,
     opened: &HashMap<PartKey, SessionId>,
-) -> Result<(), StoreError> {
+) -> Result<Vec<events::Appended>, StoreError> {
     let mut logged: Vec<(Lease, Vec<String>)> = Vec::new();
     // Where each session is in `logged`: a batch may carry chunks of a thousand sessions.
     let mut at: HashMap<SessionId, usize> = HashMap::new();
@@ -477,25 +441,40 @@ async fn log(
         }
     }
     if logged.is_empty() {
-        return Ok(());
+        return Ok(Vec::new());
     }
+    // A session whose next `seq` is not known (its lease taken in this batch, or before it but
+    // nothing logged since) is numbered on from its log's last row, read for all at once.
+    let taken_now = |session: &SessionId| done.taken.iter().any(|taken| taken.session == *session);
+    let unknown: Vec<&str> = logged
+        .iter()
+        .map(|(lease, _)| &lease.session)
+        .filter(|session| taken_now(session) || !known.seqs.contains_key(*session))
+        .map(SessionId::as_str)
+        .collect();
+    let lasts = events::last_seqs(tx, known.prepared, known.target, &unknown).await.map_err(StoreError::Postgres)?;
+    let mut seqs = Vec::with_capacity(logged.len());
     let mut appends = Vec::with_capacity(logged.len());
     for (lease, bodies) in &logged {
-        let taken_now = done.taken.iter().any(|taken| taken.session == lease.session);
         let first = match known.seqs.get(&lease.session) {
-            Some(next) if !taken_now => *next,
-            _ => events::last_seq(tx, known.target, &lease.session).await.map_err(StoreError::Postgres)? + 1,
+            Some(next) if !taken_now(&lease.session) => *next,
+            _ => lasts.get(lease.session.as_str()).copied().unwrap_or(0) + 1,
         };
         let count = i64::try_from(bodies.len()).unwrap_or(i64::MAX);
-        done.seqs.push((lease.session.clone(), first + count));
+        seqs.push(events::Appended { session: lease.session.clone(), seqs: first..first + count, epoch: lease.epoch });
         appends.push(events::Append { lease, first_seq: first, bodies });
     }
-    events::append(tx, known.target, &appends).await.map_err(StoreError::Postgres)
+    // Every lease logged under was fenced at the batch's start (`fence`: those held then) or
+    // taken in it (its row locked since), so the log's rows need no fence of their own.
+    events::append_fenced(tx, known.prepared, known.target, &appends).await.map_err(StoreError::Postgres)?;
+    Ok(seqs)
 }
 
 /// What a write sees of the writer while the batch runs.
 pub(super) struct State<'a> {
     pub me: &'a str,
+    /// The writer's prepared statements.
+    pub prepared: &'a Prepared,
     pub ttl: Duration,
     pub held: &'a HashMap<SessionId, Lease>,
     pub open: &'a HashMap<PartKey, SessionId>,
@@ -552,6 +531,7 @@ fn session_of<'a>(
 /// replica took over.
 async fn fence(
     tx: &Transaction<'_>,
+    prepared: &Prepared,
     target: &PgTarget,
     held: &HashMap<SessionId, Lease>,
     writes: &[Write],
@@ -563,7 +543,7 @@ async fn fence(
     mine.sort_by(|a, b| a.session.as_str().cmp(b.session.as_str()));
     mine.dedup_by(|a, b| a.session == b.session);
     let mut lost = HashSet::new();
-    while let Some(gone) = lease::fence_all(tx, target, &mine).await.map_err(StoreError::Postgres)? {
+    while let Some(gone) = lease::fence_all(tx, prepared, target, &mine).await.map_err(StoreError::Postgres)? {
         lost.insert(gone.session.clone());
         mine.retain(|lease| !lost.contains(&lease.session));
     }

@@ -44,7 +44,7 @@ pub(super) async fn one(
             }
             // A statement's failure aborts the transaction: it must fail the batch's run, never
             // pass for a refusal that lets the rest of the batch "commit" a rolled-back transaction.
-            let lease = match lease::try_take(tx, session_id, state.me, state.ttl).await? {
+            let lease = match lease::try_take(tx, state.prepared, session_id, state.me, state.ttl).await? {
                 Taken::Took(lease) => lease,
                 Taken::Held { holder, taken_ms, expires_ms } => {
                     let ttl = i64::try_from(state.ttl.as_millis()).unwrap_or(i64::MAX);
@@ -56,12 +56,22 @@ pub(super) async fn one(
                     )))));
                 }
             };
-            if let Some(prompt) = prompt {
-                rows::insert_message(tx, session_id, prompt, now).await?;
-            }
-            if let Some(title) = title {
-                rows::set_first_title(tx, session_id, title, now).await?;
-            }
+            // The prompt and the title are sent together: the server runs them in order.
+            let inserted = async {
+                match prompt {
+                    Some(prompt) => rows::insert_message(tx, state.prepared, session_id, prompt, now).await,
+                    None => Ok(()),
+                }
+            };
+            let titled = async {
+                match title {
+                    Some(title) => rows::set_first_title(tx, state.prepared, session_id, title, now).await,
+                    None => Ok(()),
+                }
+            };
+            let (inserted, titled) = futures::future::join(inserted, titled).await;
+            inserted?;
+            titled?;
             // Held only once the whole take went in: a take whose prompt failed rolls back. It
             // supersedes a release earlier in the batch, and an earlier take of it.
             done.released.retain(|session| session != session_id);
@@ -94,19 +104,21 @@ pub(super) async fn one(
                 rows::finalize_orphans(tx, session_id, now).await?;
             }
         }
-        Write::InsertMessage { session_id, message } => rows::insert_message(tx, session_id, message, now).await?,
+        Write::InsertMessage { session_id, message } => {
+            rows::insert_message(tx, state.prepared, session_id, message, now).await?
+        }
         Write::SetMessageMeta { message_id, meta } => rows::set_message_meta(tx, message_id, meta, now).await?,
         Write::FinishMessage { session_id, message_id, meta } => {
             rows::finish_message(tx, session_id, message_id, meta, now).await?;
         }
         Write::PutPart { session_id, message_id, index, part } => {
             done.pieces.remove(&(message_id.clone(), *index));
-            rows::put_parts(tx, session_id, message_id, &[(*index, part)], now).await?;
+            rows::put_parts(tx, state.prepared, session_id, message_id, &[(*index, part)], now).await?;
         }
         Write::OpenPart { session_id, message_id, index, part } => {
             let key = (message_id.clone(), *index);
             done.pieces.remove(&key);
-            rows::put_parts(tx, session_id, message_id, &[(*index, part)], now).await?;
+            rows::put_parts(tx, state.prepared, session_id, message_id, &[(*index, part)], now).await?;
             opened.insert(key, session_id.clone());
         }
         Write::AppendPart { message_id, index, delta } => {
@@ -201,14 +213,16 @@ async fn check_last(
     session: &SessionId,
     last: &LastTurn,
 ) -> Result<Option<StoreError>, tokio_postgres::Error> {
-    let row = tx
-        .query_opt(
+    let statement = state
+        .prepared
+        .get(
+            tx,
             "SELECT holder, epoch, released_at IS NULL AND expires_at > now(),
                     (extract(epoch FROM taken_at) * 1000)::bigint, (extract(epoch FROM expires_at) * 1000)::bigint
              FROM session_leases WHERE session_id = $1",
-            &[&session.as_str()],
         )
         .await?;
+    let row = tx.query_opt(&statement, &[&session.as_str()]).await?;
     let Some(row) = row else {
         return Ok(matches!(last, LastTurn::By(Some(_)))
             .then(|| StoreError::LeaseMoved { session: session.clone(), last: None }));

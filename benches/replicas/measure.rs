@@ -1,0 +1,77 @@
+//! What the replicas bench measures besides its clients: PostgreSQL's CPU time and a replica's
+//! memory from `/proc`, and the statements that took PostgreSQL's time (`pg_stat_statements`).
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+/// Sum of user and system CPU time of our PostgreSQL's processes (those descended from this
+/// process), with what their parent collected from the ones that ended.
+pub fn postgres_cpu() -> Duration {
+    let me = std::process::id();
+    let mut parents = HashMap::new();
+    let mut stats = HashMap::new();
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else { continue };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { continue };
+        let Some((head, rest)) = stat.rsplit_once(')') else { continue };
+        let fields: Vec<u64> = rest.split_whitespace().map(|f| f.parse().unwrap_or(0)).collect();
+        parents.insert(pid, fields.get(1).copied().unwrap_or(0) as u32);
+        stats.insert(pid, (head.ends_with("(postgres"), fields));
+    }
+    let descends = |mut pid: u32| {
+        while pid > 1 {
+            pid = parents.get(&pid).copied().unwrap_or(0);
+            if pid == me {
+                return true;
+            }
+        }
+        false
+    };
+    let ticks: u64 = stats
+        .iter()
+        .filter(|(pid, (postgres, _))| *postgres && descends(**pid))
+        .map(|(_, (_, f))| f.get(11..15).map_or(0, |t| t.iter().sum::<u64>()))
+        .sum();
+    Duration::from_millis(ticks * 10)
+}
+
+pub fn vm_kib(pid: u32, field: &str) -> u64 {
+    super::support::status_kib(pid, field).unwrap_or(0)
+}
+
+/// With `CAIRN_REPLICAS_STATEMENTS` set (and the server started with `pg_stat_statements`
+/// loaded, `CAIRN_PG_OPTIONS="-c shared_preload_libraries=pg_stat_statements"`), a connection
+/// whose statistics were just reset, for [`statements_print`] after the streaming.
+pub async fn statements_reset(url: &str) -> Option<tokio_postgres::Client> {
+    std::env::var_os("CAIRN_REPLICAS_STATEMENTS")?;
+    let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls).await.unwrap();
+    tokio::spawn(connection);
+    client.batch_execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements").await.unwrap();
+    client.batch_execute("SELECT pg_stat_statements_reset()").await.unwrap();
+    Some(client)
+}
+
+/// The statements that took the most of PostgreSQL's time over the streaming: calls, total and
+/// mean time, and their share of the `wall` time as cores.
+pub async fn statements_print(client: &tokio_postgres::Client, wall: Duration) {
+    let rows = client
+        .query(
+            "SELECT calls, total_exec_time, rows, regexp_replace(query, '\\s+', ' ', 'g')
+             FROM pg_stat_statements ORDER BY total_exec_time DESC LIMIT 25",
+            &[],
+        )
+        .await
+        .unwrap();
+    println!("| statement | calls | total ms | mean ms | cores | rows |");
+    println!("|---|---|---|---|---|---|");
+    for row in rows {
+        let (calls, total, count, query): (i64, f64, i64, String) = (row.get(0), row.get(1), row.get(2), row.get(3));
+        let query: String = query.chars().take(140).collect();
+        println!(
+            "| `{query}` | {calls} | {total:.0} | {:.3} | {:.3} | {count} |",
+            total / calls.max(1) as f64,
+            total / 1e3 / wall.as_secs_f64()
+        );
+    }
+    println!();
+}
