@@ -63,6 +63,52 @@ pub async fn last_seq(client: &impl GenericClient, target: &PgTarget, session: &
     Ok(row.get(0))
 }
 
+/// What a client that saw a session's log up to some `seq` missed ([`missed`]).
+#[derive(Debug, PartialEq, Eq)]
+pub enum Missed {
+    /// Every row after it, in order (none: it saw them all).
+    Rows(Vec<Event>),
+    /// Rows after it were pruned: the oldest row left.
+    Pruned { oldest: i64 },
+    /// It is beyond the log's last row, which this is (0 for none).
+    Ahead { last: i64 },
+}
+
+/// The rows of `session`'s log after `after`, in one statement on the primary key: read from
+/// `after` itself, whose row, when it is still there, proves nothing after it was pruned (rows
+/// are pruned oldest first, and the newest is never pruned, so an empty answer means `after`
+/// is beyond the end).
+pub async fn missed(
+    client: &impl GenericClient,
+    target: &PgTarget,
+    session: &SessionId,
+    after: i64,
+) -> Result<Missed, PgError> {
+    let rows = client
+        .query(
+            "SELECT seq, epoch, body, origin FROM session_events
+             WHERE session_id = $1 AND seq >= $2 ORDER BY seq",
+            &[&session.as_str(), &after],
+        )
+        .await
+        .map_err(|err| target.failed(&err))?;
+    let mut rows =
+        rows.into_iter().map(|row| Event { seq: row.get(0), epoch: row.get(1), body: row.get(2), origin: row.get(3) });
+    let Some(first) = rows.next() else {
+        if after <= 0 {
+            return Ok(Missed::Rows(Vec::new()));
+        }
+        return Ok(Missed::Ahead { last: last_seq(client, target, session).await? });
+    };
+    if first.seq > after + 1 {
+        return Ok(Missed::Pruned { oldest: first.seq });
+    }
+    let mut missed: Vec<Event> = Vec::new();
+    missed.extend(std::iter::once(first).filter(|event| event.seq > after));
+    missed.extend(rows);
+    Ok(Missed::Rows(missed))
+}
+
 /// One session's part of a batch: `bodies` become its events `first_seq..`.
 pub struct Append<'a> {
     pub lease: &'a Lease,

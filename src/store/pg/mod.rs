@@ -19,7 +19,7 @@ pub mod events;
 #[cfg(test)]
 mod events_tests;
 #[cfg(test)]
-pub(in crate::store) mod fixture;
+pub(crate) mod fixture;
 #[cfg(test)]
 mod follow_tests;
 pub mod health;
@@ -49,6 +49,7 @@ mod writes;
 
 pub use regain::REGAIN_WITHIN;
 pub use store::{Postgres, Tuning};
+pub use writer::Then;
 
 use std::fmt;
 use std::time::Duration;

@@ -15,6 +15,10 @@
 //! writer, so its numbering is commit order); after the commit one NOTIFY wakes the replicas
 //! that follow them. A load for a follower reads the session's messages and the log's last
 //! `seq` in one snapshot (`Job::Load`), so following from that `seq` repeats and misses nothing.
+//! The `seq` a write's first shown update got goes to its callback when it asks for it
+//! ([`Then::Logged`]): the recorder of the turn numbers what it shows its own clients with it,
+//! so the clients of every replica see the same number for the same update. It is worked out
+//! from the numbers the batch gives each session anyway, with no statement more.
 //!
 //! Leases are taken with the turn's first write (`Write::TakeLease`), renewed every third of
 //! their time to live while held, and released at the turn's end and at shutdown.
@@ -36,7 +40,7 @@ use super::{PgError, PgTarget};
 use super::{events, rows, writes};
 use crate::history::Message;
 use crate::ids::{LeaseHolder, MessageId, SessionId};
-use crate::store::{AfterCommit, Snapshot, StoreError, Write};
+use crate::store::{AfterCommit, AfterLogged, Snapshot, StoreError, Write};
 
 const MAX_BATCH: usize = 4096;
 
@@ -44,11 +48,29 @@ const MAX_BATCH: usize = 4096;
 #[allow(clippy::large_enum_variant)]
 pub enum Job {
     /// A write, the updates it shows as the event log keeps them, and its callback.
-    Write(Write, Vec<String>, Option<AfterCommit>),
+    Write(Write, Vec<String>, Option<Then>),
     Snapshot(SessionId, Snapshot),
     /// The session's visible messages and its event log's last `seq`, read together.
     Load(SessionId, oneshot::Sender<Result<(Vec<Message>, i64), StoreError>>),
     Shutdown(oneshot::Sender<()>),
+}
+
+/// What runs once a write is committed or has failed.
+pub enum Then {
+    /// Told whether it committed.
+    Committed(AfterCommit),
+    /// Told also the `seq` its first shown update got in the session's event log (`None`: it
+    /// was not logged: nothing shown, no session named, or a lease this replica does not hold).
+    Logged(AfterLogged),
+}
+
+impl Then {
+    pub fn run(self, result: Result<Option<i64>, StoreError>) {
+        match self {
+            Then::Committed(after) => after(result.map(|_| ())),
+            Then::Logged(after) => after(result),
+        }
+    }
 }
 
 /// A streaming part: its message and index.
@@ -89,6 +111,8 @@ pub struct Writer {
 #[derive(Default)]
 pub(super) struct Done {
     pub results: Vec<Result<(), StoreError>>,
+    /// The `seq` of each write's first logged update, by write (none when nothing was logged).
+    pub firsts: Vec<Option<i64>>,
     pub taken: Vec<Lease>,
     pub released: Vec<SessionId>,
     /// The sessions whose turn ended (a release asked for, held or not).
@@ -166,7 +190,7 @@ impl Writer {
                 self.release_again().await;
                 for (after, result) in afters.into_iter().zip(results) {
                     if let Some(after) = after {
-                        after(result);
+                        after.run(result);
                     }
                 }
             }
@@ -191,7 +215,7 @@ impl Writer {
     ///
     /// A connection lost on the way is made again and the batch run again (unless it turns out
     /// to have committed) until the bound has passed; then its writes fail as lost.
-    async fn apply(&mut self, writes: &[Write], shown: &[Vec<String>]) -> Vec<Result<(), StoreError>> {
+    async fn apply(&mut self, writes: &[Write], shown: &[Vec<String>]) -> Vec<Result<Option<i64>, StoreError>> {
         let deadline = Instant::now() + self.regain_within;
         self.batch += 1;
         let batch = self.batch;
@@ -221,7 +245,7 @@ impl Writer {
 
     /// Keeps a committed batch's changes, wakes the replicas following the sessions whose logs
     /// grew, and answers the batch's writes.
-    async fn settle(&mut self, done: Done) -> Vec<Result<(), StoreError>> {
+    async fn settle(&mut self, done: Done) -> Vec<Result<Option<i64>, StoreError>> {
         let grew: Vec<SessionId> = done.seqs.iter().map(|(session, _)| session.clone()).collect();
         let results = self.committed(done);
         if !grew.is_empty()
@@ -252,8 +276,9 @@ impl Writer {
         Ok((messages, seq))
     }
 
-    /// Keeps what a committed batch changed, and answers its chunks with their parts' results.
-    pub(super) fn committed(&mut self, done: Done) -> Vec<Result<(), StoreError>> {
+    /// Keeps what a committed batch changed, and answers its chunks with their parts' results
+    /// and the `seq` their first logged update got.
+    pub(super) fn committed(&mut self, done: Done) -> Vec<Result<Option<i64>, StoreError>> {
         for lease in done.taken {
             self.lost.remove(&lease.session);
             self.unreleased.remove(&lease.session);
@@ -281,7 +306,9 @@ impl Writer {
         for key in done.closed {
             self.open.remove(&key);
         }
-        done.results
+        let firsts = done.firsts;
+        let first = |at: usize| firsts.get(at).copied().flatten();
+        done.results.into_iter().enumerate().map(|(at, result)| result.map(|()| first(at))).collect()
     }
 
     pub(super) async fn attempt_once(
@@ -451,11 +478,14 @@ async fn log(
     opened: &HashMap<PartKey, SessionId>,
 ) -> Result<(), StoreError> {
     let mut logged: Vec<(Lease, Vec<String>)> = Vec::new();
+    // Each logged write: its index, its session's place in `logged`, and where its first
+    // update is among that session's.
+    let mut placed: Vec<(usize, usize, usize)> = Vec::new();
     // Where each session is in `logged`: a batch may carry chunks of a thousand sessions.
     let mut at: HashMap<SessionId, usize> = HashMap::new();
     // Sessions whose lease this batch gave back: what it writes of them later is not theirs to log.
     let mut given_back: Vec<&SessionId> = Vec::new();
-    for ((write, bodies), result) in writes.iter().zip(shown).zip(&done.results) {
+    for (job, ((write, bodies), result)) in writes.iter().zip(shown).zip(&done.results).enumerate() {
         if let (Write::ReleaseLease { session_id }, Ok(())) = (write, result) {
             given_back.push(session_id);
         }
@@ -469,9 +499,13 @@ async fn log(
         let lease = done.taken.iter().rev().find(|lease| lease.session == *session).or_else(|| known.held.get(session));
         let Some(lease) = lease else { continue };
         match at.get(&lease.session) {
-            Some(&index) => logged[index].1.extend(bodies.iter().cloned()),
+            Some(&index) => {
+                placed.push((job, index, logged[index].1.len()));
+                logged[index].1.extend(bodies.iter().cloned());
+            }
             None => {
                 at.insert(lease.session.clone(), logged.len());
+                placed.push((job, logged.len(), 0));
                 logged.push((lease.clone(), bodies.clone()));
             }
         }
@@ -480,6 +514,7 @@ async fn log(
         return Ok(());
     }
     let mut appends = Vec::with_capacity(logged.len());
+    let mut firsts = Vec::with_capacity(logged.len());
     for (lease, bodies) in &logged {
         let taken_now = done.taken.iter().any(|taken| taken.session == lease.session);
         let first = match known.seqs.get(&lease.session) {
@@ -488,9 +523,15 @@ async fn log(
         };
         let count = i64::try_from(bodies.len()).unwrap_or(i64::MAX);
         done.seqs.push((lease.session.clone(), first + count));
+        firsts.push(first);
         appends.push(events::Append { lease, first_seq: first, bodies });
     }
-    events::append(tx, known.target, &appends).await.map_err(StoreError::Postgres)
+    events::append(tx, known.target, &appends).await.map_err(StoreError::Postgres)?;
+    done.firsts = vec![None; writes.len()];
+    for (job, index, offset) in placed {
+        done.firsts[job] = Some(firsts[index] + i64::try_from(offset).unwrap_or(i64::MAX));
+    }
+    Ok(())
 }
 
 /// What a write sees of the writer while the batch runs.
