@@ -504,6 +504,7 @@ mod limits;
 pub(crate) mod postgres;
 mod postgres_auth;
 mod replica_death;
+mod replica_resume;
 mod replicas;
 
 #[tokio::test]
