@@ -36,8 +36,9 @@ use tokio_postgres::{Client, Transaction};
 
 use super::lease::{self, Lease};
 use super::regain::{self, Unsure};
+use super::writes::{self, session_of};
 use super::{PgError, PgTarget};
-use super::{events, rows, writes};
+use super::{events, rows};
 use crate::history::Message;
 use crate::ids::{LeaseHolder, MessageId, SessionId};
 use crate::store::{AfterCommit, AfterLogged, Snapshot, StoreError, Write};
@@ -540,53 +541,6 @@ pub(super) struct State<'a> {
     pub ttl: Duration,
     pub held: &'a HashMap<SessionId, Lease>,
     pub open: &'a HashMap<PartKey, SessionId>,
-}
-
-/// The session a write changes, when it names one or writes a part open in it.
-fn session_of<'a>(
-    write: &'a Write,
-    open: &'a HashMap<PartKey, SessionId>,
-    opened: &'a HashMap<PartKey, SessionId>,
-) -> Option<&'a SessionId> {
-    let part = |message: &MessageId, index: u32| {
-        let key = (message.clone(), index);
-        opened.get(&key).or_else(|| open.get(&key))
-    };
-    match write {
-        Write::SetSessionTitle { id, .. }
-        | Write::SetSessionSetting { id, .. }
-        | Write::AddSessionRule { id, .. }
-        | Write::SetSessionRules { id, .. }
-        | Write::SetArchived { id, .. } => Some(id),
-        Write::TakeLease { session_id, .. }
-        | Write::InsertMessage { session_id, .. }
-        | Write::FinishMessage { session_id, .. }
-        | Write::PutPart { session_id, .. }
-        | Write::OpenPart { session_id, .. }
-        | Write::HideFrom { session_id, .. }
-        | Write::PutCheckpoints { session_id, .. }
-        | Write::FinishRestore { session_id }
-        | Write::TrimCheckpoints { session_id, .. }
-        | Write::Show { session_id } => Some(session_id),
-        Write::AppendPart { message_id, index, .. } | Write::ClosePart { message_id, index } => {
-            part(message_id, *index)
-        }
-        Write::InsertSession(_)
-        | Write::ReleaseLease { .. }
-        | Write::FinalizeOrphans { .. }
-        | Write::SetMessageMeta { .. }
-        | Write::DeleteSession { .. }
-        | Write::DeleteUnprompted { .. }
-        | Write::PutBlobs(_)
-        | Write::AddProjectRule { .. }
-        | Write::RemoveProjectRule { .. }
-        | Write::ForkSession { .. }
-        | Write::ImportSession { .. }
-        | Write::AddToken { .. }
-        | Write::CopyToken { .. }
-        | Write::RevokeToken { .. }
-        | Write::Barrier => None,
-    }
 }
 
 /// Fences the sessions of `writes` whose lease this replica holds: the set of those another
