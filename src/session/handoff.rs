@@ -2,20 +2,29 @@
 //!
 //! A prompt sent to a replica whose session's lease another replica holds (a turn runs there)
 //! is handed to that holder through the store's inbox ([`crate::store::Store::send_command`]),
-//! as a [`Handed`] in JSON; a `session/cancel` is too. The holder carries it out with today's
-//! semantics (a prompt is queued or steered into the running turn, as the session's settings
-//! say), and answers it with an [`Outcome`] once everything it caused is committed. The sending
-//! replica's actor answers its client's request from that outcome once it has forwarded the
-//! session's events up to where the answer was written (`actor/remote.rs`). [`serve`] is the
-//! task that carries out what the inbox hands this replica and delivers the answers to its own.
+//! as a [`Handed`] in JSON; so are a `session/cancel`, a settings change (mode, model,
+//! reasoning level, steering), a title, a `_session/steering` prompt and the withdrawal of a
+//! handed prompt (`$/cancel_request`). The holder carries it out with today's semantics (a
+//! prompt is queued or steered into the running turn, as the session's settings say; a mode
+//! reaches the running turn's next decision), and answers it with an [`Outcome`] once
+//! everything it caused is committed. The sending replica's actor answers its client's request
+//! from that outcome once it has forwarded the session's events up to where the answer was
+//! written (`actor/remote.rs`). [`serve`] is the task that carries out what the inbox hands
+//! this replica and delivers the answers to its own.
+
+use std::collections::HashMap;
+
+use tokio::sync::oneshot;
 
 use crate::agent::StopReason;
 use crate::history::{Part, Usage};
 use crate::ids::SessionId;
+use crate::settings::{Setting, SettingError, Value};
 use crate::store::pg::inbox::Inbound;
 
-use super::registry::WeakRegistry;
-use super::{SessionError, TurnEnd};
+use super::actor::Steering;
+use super::registry::{Registry, WeakRegistry};
+use super::{SessionError, SessionView, TurnEnd};
 
 /// A command another replica's client sent.
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -28,6 +37,39 @@ pub enum Handed {
     Cancel {},
     /// A client's answer to question `question` a turn here asked (`asked`).
     Answer { question: String, answer: super::asked::Answer },
+    /// `session/set_mode`, `session/set_config_option`: config option `option` set to
+    /// `value` (as [`Setting::parse`] reads an id).
+    Set { option: String, value: String },
+    /// `session/set_title`.
+    Title { title: String },
+    /// `_session/steering`: into the running turn, or a turn of its own if `start_if_idle`.
+    Steer { parts: Vec<Part>, start_if_idle: bool },
+    /// `$/cancel_request` of the prompt handed as command `command`: withdraw it (from the
+    /// queue, or cancel its turn if it runs).
+    Withdraw { command: i64 },
+}
+
+impl Handed {
+    /// A settings change as handed.
+    pub fn set(setting: &Setting) -> Self {
+        let value = match setting {
+            Setting::Model(model) => model.clone(),
+            Setting::Mode(mode) => mode.id().to_owned(),
+            Setting::Thought(level) => level.id().to_owned(),
+            Setting::Steer(steer) => steer.to_string(),
+        };
+        Self::Set { option: setting.option().to_owned(), value }
+    }
+
+    /// The command's JSON, as the inbox carries it.
+    pub fn json(&self) -> String {
+        serde_json::to_string(self).unwrap_or_default()
+    }
+}
+
+/// The setting a [`Handed::Set`] names.
+fn setting(option: &str, value: &str) -> Result<Setting, SettingError> {
+    Setting::parse(option, Value::Id(value))
 }
 
 /// What came of a handed command.
@@ -42,8 +84,10 @@ pub enum Outcome {
     },
     /// It failed; what the holder's error said.
     Error { message: String },
-    /// Done; nothing to tell (a cancel).
+    /// Done; nothing to tell (a cancel, a setting, a title).
     Done {},
+    /// What became of a steered prompt.
+    Steered { steering: Steering },
 }
 
 impl Outcome {
@@ -58,7 +102,26 @@ impl Outcome {
     pub fn answer(self, session: &SessionId) -> Result<TurnEnd, SessionError> {
         match self {
             Self::End { stop, usage } => Ok(TurnEnd { stop, usage }),
-            Self::Done {} => Ok(StopReason::EndTurn.into()),
+            Self::Done {} | Self::Steered { .. } => Ok(StopReason::EndTurn.into()),
+            Self::Error { message } => Err(SessionError::Elsewhere { session: session.clone(), message }),
+        }
+    }
+
+    /// Whether a handed setting or title was carried out. A turn's end is what the sweeper
+    /// answers for a holder that died before it took the command: not carried out.
+    pub fn done(self, session: &SessionId) -> Result<(), SessionError> {
+        match self {
+            Self::Done {} | Self::Steered { .. } => Ok(()),
+            Self::End { .. } => Err(not_carried_out(session)),
+            Self::Error { message } => Err(SessionError::Elsewhere { session: session.clone(), message }),
+        }
+    }
+
+    /// What became of a handed `_session/steering` prompt.
+    pub fn steering(self, session: &SessionId) -> Result<Steering, SessionError> {
+        match self {
+            Self::Steered { steering } => Ok(steering),
+            Self::End { .. } | Self::Done {} => Err(not_carried_out(session)),
             Self::Error { message } => Err(SessionError::Elsewhere { session: session.clone(), message }),
         }
     }
@@ -76,48 +139,124 @@ impl Outcome {
     }
 }
 
+fn not_carried_out(session: &SessionId) -> SessionError {
+    SessionError::Elsewhere {
+        session: session.clone(),
+        message: "the replica running the session's turn stopped before carrying it out; send it again".into(),
+    }
+}
+
 /// Carries out what the store's inbox hands this replica and delivers the answers to the
 /// commands it handed others, until the store stops (or the registry is gone).
 pub async fn serve(registry: WeakRegistry, mut inbound: tokio::sync::mpsc::UnboundedReceiver<Inbound>) {
+    // The prompts handed here still running or queued, by command: a withdrawal drops them.
+    let mut prompts: HashMap<i64, oneshot::Sender<()>> = HashMap::new();
     while let Some(inbound) = inbound.recv().await {
         let Some(registry) = registry.upgrade() else { return };
         match inbound {
             Inbound::Command { id, session, body, returned } => {
-                let store = registry.store().clone();
-                let handed = serde_json::from_str::<Handed>(&body);
                 tracing::debug!(%session, command = id, "a command handed by another replica");
-                match handed {
-                    Ok(Handed::Prompt { parts }) => {
-                        // Queued now, in the order the commands were sent.
-                        let prompt = registry.prompt(&session, parts);
-                        tokio::spawn(async move {
-                            let outcome = Outcome::of(&prompt.await);
-                            answer(&store, id, &outcome).await;
-                        });
-                    }
-                    Ok(Handed::Answer { question, answer: given }) => {
-                        registry.elsewhere(&session, super::asked::Elsewhere::Answered { id: question, answer: given });
-                        tokio::spawn(async move { answer(&store, id, &Outcome::Done {}).await });
-                    }
-                    Ok(Handed::Cancel {}) => {
-                        // Taken back by this replica, which sent it: the turn it was meant to
-                        // stop ended before its holder took it, and one running here now is
-                        // another, started after the cancel.
-                        if !returned {
-                            registry.cancel_here(&session);
-                        }
-                        tokio::spawn(async move { answer(&store, id, &Outcome::Done {}).await });
-                    }
+                match serde_json::from_str::<Handed>(&body) {
+                    Ok(handed) => carry_out(&registry, &mut prompts, id, session, handed, returned),
                     Err(err) => {
                         let message = format!(
                             "the replica holding the session could not read the command ({err}); are all replicas the same cairn version?"
                         );
+                        let store = registry.store().clone();
                         tokio::spawn(async move { answer(&store, id, &Outcome::Error { message }).await });
                     }
                 }
             }
             Inbound::Answer { id, session, seq, body } => registry.answered(&session, id, seq, body),
         }
+    }
+}
+
+/// Carries out command `id`, and answers it once what it caused is committed.
+fn carry_out(
+    registry: &Registry,
+    prompts: &mut HashMap<i64, oneshot::Sender<()>>,
+    id: i64,
+    session: SessionId,
+    handed: Handed,
+    returned: bool,
+) {
+    let store = registry.store().clone();
+    match handed {
+        Handed::Prompt { parts } => {
+            // Queued now, in the order the commands were sent.
+            let prompt = registry.prompt(&session, parts);
+            let (withdraw, withdrawn) = oneshot::channel();
+            prompts.retain(|_, waiting| !waiting.is_closed());
+            prompts.insert(id, withdraw);
+            tokio::spawn(async move {
+                let outcome = tokio::select! {
+                    result = prompt => Outcome::of(&result),
+                    // Dropping the prompt's future withdraws it, as `$/cancel_request` does here.
+                    Ok(()) = withdrawn => Outcome::End { stop: StopReason::Cancelled, usage: Usage::default() },
+                };
+                answer(&store, id, &outcome).await;
+            });
+        }
+        Handed::Withdraw { command } => {
+            if let Some(withdraw) = prompts.remove(&command) {
+                tracing::info!(%session, command, "a handed prompt was withdrawn by its client");
+                let _ = withdraw.send(());
+            }
+            tokio::spawn(async move { answer(&store, id, &Outcome::Done {}).await });
+        }
+        Handed::Answer { question, answer: given } => {
+            registry.elsewhere(&session, super::asked::Elsewhere::Answered { id: question, answer: given });
+            tokio::spawn(async move { answer(&store, id, &Outcome::Done {}).await });
+        }
+        Handed::Cancel {} => {
+            // Taken back by this replica, which sent it: the turn it was meant to stop ended
+            // before its holder took it, and one running here now is another, started after
+            // the cancel.
+            if !returned {
+                registry.cancel_here(&session);
+            }
+            tokio::spawn(async move { answer(&store, id, &Outcome::Done {}).await });
+        }
+        Handed::Set { option, value } => {
+            let setting = setting(&option, &value);
+            let changed = setting.clone().map(|setting| registry.set(&session, setting));
+            let shown = registry.clone();
+            tokio::spawn(async move {
+                let outcome = match (setting, changed) {
+                    (Ok(setting), Ok(changed)) => {
+                        let changed = changed.await;
+                        if let Ok(view) = &changed {
+                            shown.show_setting(&session, &setting, view);
+                        }
+                        done(changed)
+                    }
+                    (Err(err), _) | (_, Err(err)) => Outcome::Error { message: err.to_string() },
+                };
+                answer(&store, id, &outcome).await;
+            });
+        }
+        Handed::Title { title } => {
+            let changed = registry.set_title(&session, title);
+            tokio::spawn(async move { answer(&store, id, &done(changed.await)).await });
+        }
+        Handed::Steer { parts, start_if_idle } => {
+            let steered = registry.steer(&session, parts, start_if_idle);
+            tokio::spawn(async move {
+                let outcome = match steered.await {
+                    Ok(steering) => Outcome::Steered { steering },
+                    Err(err) => Outcome::Error { message: err.to_string() },
+                };
+                answer(&store, id, &outcome).await;
+            });
+        }
+    }
+}
+
+fn done(result: Result<SessionView, SessionError>) -> Outcome {
+    match result {
+        Ok(_) => Outcome::Done {},
+        Err(err) => Outcome::Error { message: err.to_string() },
     }
 }
 
@@ -156,6 +295,31 @@ mod tests {
         assert_eq!(serde_json::from_str::<Handed>(&json).unwrap(), handed);
         let end = Outcome::of(&Ok(TurnEnd { stop: StopReason::MaxTokens, usage: Usage::default() }));
         assert_eq!(Outcome::read(&end.json()), end);
+    }
+
+    #[test]
+    fn every_setting_handed_reads_back_as_itself_and_a_steer_as_what_became_of_it() {
+        use crate::llm::catalog::ThoughtLevel;
+        use crate::permissions::Mode;
+        let settings = [
+            Setting::Model("openai/gpt-5".into()),
+            Setting::Mode(Mode::Bypass),
+            Setting::Thought(ThoughtLevel::Low),
+            Setting::Steer(true),
+            Setting::Steer(false),
+        ];
+        for sent in settings {
+            let json = Handed::set(&sent).json();
+            let Ok(Handed::Set { option, value }) = serde_json::from_str::<Handed>(&json) else { panic!("{json}") };
+            assert_eq!(setting(&option, &value), Ok(sent));
+        }
+        let session = SessionId::generate();
+        let steered = Outcome::Steered { steering: Steering::Injected };
+        assert_eq!(Outcome::read(&steered.json()).steering(&session), Ok(Steering::Injected));
+        // The sweeper's answer for a holder that died before taking it: not carried out.
+        let swept = Outcome::read(crate::store::pg::sweeper::CANCELLED);
+        assert!(matches!(swept.clone().steering(&session), Err(SessionError::Elsewhere { .. })));
+        assert!(matches!(swept.done(&session), Err(SessionError::Elsewhere { .. })));
     }
 
     #[test]

@@ -16,7 +16,9 @@
 //! its `seq` ([`UpdateSink::send_logged`]), and a replay says which `seq` it reaches. Those are
 //! cut by number instead: while a load is under way they wait, and once its replay is sent,
 //! those it holds (`seq` up to the replay's) are dropped, then and whenever they come later, and
-//! the others follow the replay in order.
+//! the others follow the replay in order. A cut is forgotten once a logged update past it
+//! comes, since the log comes in order (on the replica running the turn too: its writer's
+//! callbacks run in commit order, which is `seq` order).
 //!
 //! A resume from the event log (a client that lost its connection to one replica, resuming on
 //! any: [`Loading::hold_resume`]) cuts them the same way: from the moment the request is read,
@@ -95,6 +97,9 @@ impl Loading {
                 tracing::trace!(%session, logged, "a logged update the load's replay showed");
                 return;
             }
+            // The log is followed in order: past the replay, nothing it holds can come again,
+            // so the cut is done with (a connection that loads many sessions keeps none).
+            held.remove(session);
         }
         self.send_logged_on(session, logged, seq, update);
         drop(held);
@@ -296,5 +301,32 @@ mod tests {
             })
             .collect();
         assert_eq!(texts, ["never replayed", "another session", "after the replays"]);
+    }
+
+    #[test]
+    fn a_replays_cut_drops_what_it_showed_and_is_forgotten_once_the_log_passes_it() {
+        let shown = Arc::new(Shown::default());
+        let loading = Loading::new(Arc::clone(&shown) as Arc<dyn UpdateSink>);
+        let session = SessionId::generate();
+        let text = |text: &str| Update::AgentText { message: MessageId::generate(), text: text.into() };
+        let held = loading.hold(&session);
+        loading.send_logged(&session, 1, text("in the replay"));
+        drop(held.send(&session, &[], 2));
+        loading.send_logged(&session, 2, text("also in the replay"));
+        assert_eq!(loading.lock().len(), 1, "the cut is kept until the log passes it");
+        loading.send_logged(&session, 3, text("after it"));
+        assert!(loading.lock().is_empty(), "a cut the log passed is forgotten");
+        loading.send_logged(&session, 4, text("and on"));
+        let texts: Vec<String> = shown
+            .0
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|update| match update {
+                Update::AgentText { text, .. } => text.clone(),
+                other => format!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(texts, ["after it", "and on"]);
     }
 }

@@ -294,6 +294,16 @@ impl Registry {
         self.inner.sink.elsewhere(id, what);
     }
 
+    /// Tells this replica's clients of `id` a setting another replica's client changed: the
+    /// options, and the mode if that changed.
+    pub(super) fn show_setting(&self, id: &SessionId, setting: &Setting, view: &SessionView) {
+        match setting {
+            Setting::Mode(mode) => self.inner.sink.send(id, super::Update::Mode(*mode)),
+            Setting::Model(_) | Setting::Thought(_) | Setting::Steer(_) => {}
+        }
+        self.inner.sink.send(id, super::Update::Options(Box::new(view.clone())));
+    }
+
     /// [`Self::cancel`] in this process alone.
     pub(super) fn cancel_here(&self, id: &SessionId) {
         if let Some(tx) = self.live(id) {
@@ -305,7 +315,9 @@ impl Registry {
 
     /// Changes one of the session's settings: the model from the next turn on, the mode for
     /// the running turn's next decision and every later one, the reasoning level from the next
-    /// request, steering from the next prompt.
+    /// request, steering from the next prompt. With a store shared by replicas, while another
+    /// replica runs a turn in the session the change is handed to it and answered once it took
+    /// it (`actor/handing.rs`); so are [`Self::set_title`] and [`Self::steer`].
     pub fn set(
         &self,
         id: &SessionId,

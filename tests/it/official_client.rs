@@ -1,11 +1,13 @@
 //! Conformance with the official Rust ACP client (`agent-client-protocol`, built by the suite from
 //! `tests/conformance/rust-sdk/`): it spawns `cairn` and drives initialize → new → prompt → load
-//! through its own typed API, a session with an MCP server of its own, and a served session
-//! through the bridge. The SDK parses every update, so one it rejects fails the test.
+//! through its own typed API, a session with an MCP server of its own, a served session through
+//! the bridge, and a session whose turn another replica of a shared store runs. The SDK parses
+//! every update, so one it rejects fails the test.
 
 use serde_json::{Value, json};
 
 use crate::support::sdk::{self, agent_text, updates};
+use crate::support::served::Server;
 use crate::support::{Reply, TestEnv};
 
 fn initialize() -> Value {
@@ -94,4 +96,50 @@ async fn the_official_client_drives_a_served_session_through_the_bridge() {
     let listed = client.call("session/list", json!({})).await;
     assert_eq!(listed["sessions"][0]["sessionId"], session, "the server holds it: {listed}");
     assert!(!elsewhere.join("cairn.db").exists(), "the bridge opened no database of its own");
+}
+
+/// The official client through the bridge to replica B of two sharing one PostgreSQL database:
+/// it loads a session whose turn replica A is running, sees the rest of that turn live, and its
+/// prompt, handed to A, is answered after its own turn, which it sees whole.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_official_client_on_one_replica_follows_and_prompts_a_session_another_replica_runs() {
+    let mut env = TestEnv::new().await;
+    let url = crate::serve::postgres::fixture::database().await;
+    env.write_config(&format!("[store]\nurl = \"{url}\"\n"));
+    let (a, b) = (Server::start(&env).await, Server::start(&env).await);
+    let (first, release) = Reply::text(&["first ", "answer"]).held(1);
+    env.mock.push(first).push(Reply::text(&["second ", "answer"]));
+    let mut on_a = a.client().await;
+    let session = on_a.new_session(&env.cwd()).await;
+    let one = on_a.prompt(&session, "one").await;
+    // A's turn has begun streaming when the client loads it.
+    let mut seen = Vec::new();
+    while crate::support::text_of(&crate::support::updates(&seen, &session), "agent_message_chunk").is_empty() {
+        seen.push(on_a.recv().await);
+    }
+    env.set_env("CAIRN_HOME", &env.dir.path().join("bridge-home").to_string_lossy());
+    let script = json!({"initialize": initialize(), "steps": [
+        {"load": {"sessionId": session, "cwd": env.cwd(), "mcpServers": []}},
+        {"prompt": {"sessionId": session, "prompt": [{"type": "text", "text": "two"}]}},
+    ]});
+
+    let released = async {
+        b.until_said("handed to the replica running the session's turn").await;
+        release.notify_one();
+    };
+    let bridge = ["acp", "--server", b.url.as_str()];
+    let (transcript, ()) = tokio::join!(sdk::run(&env, &script, &bridge), released);
+
+    let (answer, _) = on_a.response(one).await;
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    let steps = &transcript["steps"];
+    assert_eq!(steps[1]["response"]["stopReason"], "end_turn", "{transcript}");
+    let (loaded, prompted) = (updates(&steps[0]), updates(&steps[1]));
+    let seen = format!("{}{}", agent_text(&loaded), agent_text(&prompted));
+    assert_eq!(seen, "first answersecond answer", "each chunk once, in order: {loaded:?} {prompted:?}");
+    assert!(agent_text(&prompted).ends_with("second answer"), "the answer came after its turn: {prompted:?}");
+    let asked = env.mock.requests();
+    assert_eq!(asked.len(), 2, "each prompt ran once");
+    assert!(asked[1].to_string().contains("two"), "a ran the prompt b was sent");
+    assert!(a.stderr().contains("a command handed by another replica"), "a ran it: {}", a.stderr());
 }

@@ -13,6 +13,7 @@
 
 mod custom;
 mod given;
+mod handing;
 mod mcp;
 mod remote;
 mod rewind;
@@ -49,7 +50,8 @@ pub use stored::restore;
 pub type Reply<T> = oneshot::Sender<Result<T, SessionError>>;
 
 /// What became of a prompt sent with `_session/steering`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Steering {
     /// Handed to the running model turn, which takes it before its next model request.
     Injected,
@@ -345,6 +347,7 @@ impl Actor {
                         return;
                     }
                     Some(command) => {
+                        let Some(command) = self.before(command).await else { continue };
                         if let Some(closed) = self.handle(command) {
                             self.closing = true;
                             self.cancel_all();
@@ -394,6 +397,7 @@ impl Actor {
                 if let Some(running) = self.running.as_ref().filter(|r| r.ticket == ticket) {
                     running.cancel.cancel();
                 } else if !self.withdraw_steered(ticket)
+                    && !self.withdraw_handed(ticket)
                     && let Some(at) = self.queue.iter().position(|q| q.ticket == ticket)
                     && let Some(queued) = self.queue.remove(at)
                 {

@@ -9,21 +9,24 @@
 //! close, go to the hub, whose clients may answer it (`session::asked`).
 //!
 //! A prompt whose turn the lease refused (another replica runs a turn in the session) is handed
-//! to that replica ([`super::super::handoff`]); the client's request waits for its answer,
-//! which is given once the log is forwarded up to where the answer was written, so the client
-//! sees the whole turn before its end. A session that closes answers what waits `cancelled`.
+//! to that replica ([`super::super::handoff`]), and so are the commands of `handing.rs`; the
+//! client's request waits for its answer, which is given once the log is forwarded up to where
+//! the answer was written, so the client sees the whole turn before its end. A handed prompt
+//! the client withdraws (`$/cancel_request`) is withdrawn where it was handed. A session that
+//! closes answers what waits: a prompt `cancelled`, anything else closed.
 
 use std::collections::HashMap;
 
 use tokio::sync::{mpsc, watch};
 
-use super::{Actor, Reply};
+use super::{Actor, Reply, Steering};
 use crate::agent::StopReason;
 use crate::history::Part;
 use crate::ids::SessionId;
 use crate::session::asked::Signal;
 use crate::session::handoff::{Handed, Outcome};
-use crate::session::{SessionError, TurnEnd, Update};
+use crate::session::{SessionError, SessionView, TurnEnd, Update};
+use crate::settings::Setting;
 use crate::store::Store;
 use crate::store::pg::events::Event;
 
@@ -41,8 +44,8 @@ pub(super) struct Followed {
     /// The `seq` of the last row shown (or skipped as this replica's), for a turn about to
     /// start here to wait for ([`Actor::caught_up`]).
     forwarded: watch::Sender<i64>,
-    /// Prompts handed to the lease holder, by command, waiting for their answers.
-    handed: HashMap<i64, Reply<TurnEnd>>,
+    /// Commands handed to the lease holder, by command, waiting for their answers.
+    pub(super) handed: HashMap<i64, Waiting>,
     /// Answers read before the log reached their `seq`: (seq, command, answer).
     early: Vec<(i64, i64, String)>,
 }
@@ -61,6 +64,18 @@ impl Followed {
             early: Vec::new(),
         })
     }
+}
+
+/// A command handed to the lease holder, as its client waits for the answer.
+pub(super) enum Waiting {
+    /// A prompt, by the ticket its client may withdraw it with.
+    Prompt { ticket: u64, reply: Reply<TurnEnd> },
+    /// A setting, put in effect here too once the holder took it.
+    Set { setting: Setting, reply: Reply<SessionView> },
+    /// A title, likewise.
+    Title { title: String, reply: Reply<SessionView> },
+    /// A `_session/steering` prompt.
+    Steer { reply: Reply<Steering> },
 }
 
 /// The next row of the followed log; never, when nothing is followed.
@@ -125,38 +140,72 @@ impl Actor {
         self.deliver_answers();
     }
 
-    /// Answers the handed prompts whose answers the log has caught up with.
+    /// Answers the handed commands whose answers the log has caught up with.
     fn deliver_answers(&mut self) {
         let Some(followed) = self.remote.as_mut() else { return };
         let logged = followed.logged;
         let (due, early): (Vec<_>, Vec<_>) = followed.early.drain(..).partition(|(seq, ..)| *seq <= logged);
         followed.early = early;
-        for (_, command, body) in due {
-            if let Some(reply) = followed.handed.remove(&command) {
-                let _ = reply.send(Outcome::read(&body).answer(&self.row.id));
+        let due: Vec<_> = due
+            .into_iter()
+            .filter_map(|(_, command, body)| followed.handed.remove(&command).map(|waiting| (waiting, body)))
+            .collect();
+        for (waiting, body) in due {
+            let outcome = Outcome::read(&body);
+            match waiting {
+                Waiting::Prompt { reply, .. } => {
+                    let _ = reply.send(outcome.answer(&self.row.id));
+                }
+                Waiting::Set { setting, reply } => {
+                    let _ = reply.send(outcome.done(&self.row.id).map(|()| self.set_as_handed(setting)));
+                }
+                Waiting::Title { title, reply } => {
+                    let _ = reply.send(outcome.done(&self.row.id).map(|()| self.title_as_handed(title)));
+                }
+                Waiting::Steer { reply } => {
+                    let _ = reply.send(outcome.steering(&self.row.id));
+                }
             }
         }
+    }
+
+    /// `$/cancel_request` of a prompt handed to the lease holder: withdrawn there too (its
+    /// client is answered by the request's cancellation). Answers whether `ticket` was one.
+    pub(super) fn withdraw_handed(&mut self, ticket: u64) -> bool {
+        let Some(followed) = self.remote.as_mut() else { return false };
+        let withdrawn = followed.handed.iter().find_map(|(command, waiting)| match waiting {
+            Waiting::Prompt { ticket: handed, .. } if *handed == ticket => Some(*command),
+            Waiting::Prompt { .. } | Waiting::Set { .. } | Waiting::Title { .. } | Waiting::Steer { .. } => None,
+        });
+        let Some(command) = withdrawn else { return false };
+        followed.handed.remove(&command);
+        let (store, session) = (self.services.store.clone(), self.row.id.clone());
+        tokio::spawn(async move {
+            if let Some(Err(err)) = store.send_command(&session, Handed::Withdraw { command }.json()).await {
+                tracing::warn!(%session, command, %err, "a withdrawn prompt could not be withdrawn where it was handed");
+            }
+        });
+        true
     }
 
     /// Hands a prompt the lease refused to the replica holding it; its answer comes later
     /// ([`Self::answered`]). Where the store shares no inbox, or cannot take the command, the
     /// client is answered now: `refused` or the store's error.
-    pub(super) async fn hand_off(&mut self, parts: Vec<Part>, reply: Reply<TurnEnd>, refused: SessionError) {
+    pub(super) async fn hand_off(
+        &mut self,
+        ticket: u64,
+        parts: Vec<Part>,
+        reply: Reply<TurnEnd>,
+        refused: SessionError,
+    ) {
         let Some(followed) = self.remote.as_mut() else {
             let _ = reply.send(Err(refused));
             return;
         };
-        let body = match serde_json::to_string(&Handed::Prompt { parts }) {
-            Ok(body) => body,
-            Err(_) => {
-                let _ = reply.send(Err(refused));
-                return;
-            }
-        };
-        match self.services.store.send_command(&self.row.id, body).await {
+        match self.services.store.send_command(&self.row.id, Handed::Prompt { parts }.json()).await {
             Some(Ok(command)) => {
                 tracing::info!(session = %self.row.id, command, "a prompt was handed to the replica running the session's turn");
-                followed.handed.insert(command, reply);
+                followed.handed.insert(command, Waiting::Prompt { ticket, reply });
             }
             Some(Err(err)) => {
                 let _ = reply.send(Err(err.into()));
@@ -168,11 +217,21 @@ impl Actor {
     }
 
     /// The session closes: the prompts handed away are answered cancelled here (their turns go
-    /// on where they run).
+    /// on where they run), the other commands closed.
     pub(super) fn drop_handed(&mut self) {
-        if let Some(followed) = self.remote.as_mut() {
-            for (_, reply) in followed.handed.drain() {
-                let _ = reply.send(Ok(StopReason::Cancelled.into()));
+        let Some(followed) = self.remote.as_mut() else { return };
+        let closed = || SessionError::Closed(self.row.id.clone());
+        for (_, waiting) in followed.handed.drain() {
+            match waiting {
+                Waiting::Prompt { reply, .. } => {
+                    let _ = reply.send(Ok(StopReason::Cancelled.into()));
+                }
+                Waiting::Set { reply, .. } | Waiting::Title { reply, .. } => {
+                    let _ = reply.send(Err(closed()));
+                }
+                Waiting::Steer { reply } => {
+                    let _ = reply.send(Err(closed()));
+                }
             }
         }
     }

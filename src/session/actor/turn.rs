@@ -83,7 +83,13 @@ impl Actor {
         {
             let (unawaited, _) = tokio::sync::oneshot::channel();
             let reply = std::mem::replace(&mut running.reply, unawaited);
-            self.hand_off(parts, reply, refused.clone()).await;
+            // A prompt cancelled or withdrawn before its refusal is not handed on.
+            if running.cancel.is_cancelled() {
+                let _ = reply.send(Ok(StopReason::Cancelled.into()));
+            } else {
+                let ticket = running.ticket;
+                self.hand_off(ticket, parts, reply, refused.clone()).await;
+            }
         }
         self.services.status.send_replace(match &result {
             // A prompt another process's turn refused did not run: nothing failed here.

@@ -141,6 +141,22 @@ impl PgTarget {
         Ok(Self { config, mode: split.ssl_mode, tls, shown })
     }
 
+    /// Every connection made from here on is ended by the server once it has sat inside a
+    /// transaction for `limit` without a word (`idle_in_transaction_session_timeout`). A
+    /// replica paused or cut off mid-transaction would otherwise keep its row locks (a batch's
+    /// `FOR SHARE` of its leases) until its TCP connection is found dead, and every sweep skips
+    /// a locked lease: its sessions could not be taken over. With `limit` the lease's time to
+    /// live, the locks go when the lease lapses; the paused replica, when it wakes, finds its
+    /// connection ended and its batch fenced. Options the URL gave are kept.
+    pub fn limit_idle_transactions(&mut self, limit: std::time::Duration) {
+        let millis = limit.as_millis().max(1);
+        let options = match self.config.get_options() {
+            Some(given) if !given.is_empty() => format!("{given} -c idle_in_transaction_session_timeout={millis}"),
+            _ => format!("-c idle_in_transaction_session_timeout={millis}"),
+        };
+        self.config.options(&options);
+    }
+
     /// Connects, with the connection's driver on a task of its own (it ends when the client
     /// is dropped or the server goes away).
     pub async fn connect(&self) -> Result<Client, PgError> {

@@ -81,8 +81,9 @@ impl Postgres {
     /// Connects to `target`, migrates it (once, whatever other replicas start with it) and
     /// starts the writer, holding leases as `me` as `tuning` says, and the pruner of old event
     /// rows.
-    pub async fn open(target: PgTarget, me: String, tuning: Tuning) -> Result<Self, StoreError> {
+    pub async fn open(mut target: PgTarget, me: String, tuning: Tuning) -> Result<Self, StoreError> {
         let Tuning { lease_ttl: ttl, events_kept, regain_within } = tuning;
+        target.limit_idle_transactions(ttl);
         let mut client = target.connect().await.map_err(StoreError::Postgres)?;
         migrate::to_latest(&mut client, &target).await.map_err(StoreError::Postgres)?;
         let batch = regain::recorded(&client, &me).await.map_err(|err| StoreError::Postgres(target.failed(&err)))?;

@@ -1,7 +1,7 @@
 //! Closing the turns of replicas that died: every replica sweeps, on a connection of its own,
 //! for leases that lapsed without being released (`lease::sweep`), takes each over with the
-//! next epoch (so the dead holder, should it wake, is fenced) and, in one transaction fenced by
-//! that epoch, ends the turn it left open: its unfinished tool calls are stored as interrupted,
+//! next epoch (so the dead holder, should it wake, is fenced) and, in the same transaction, ends
+//! the turn it left open: its unfinished tool calls are stored as interrupted,
 //! and a notice naming the dead replica closes the turn. What that shows (the calls' new states,
 //! the notice) goes into the session's event log in the same transaction, for the clients
 //! following the session from other replicas, and every command handed to the dead replica
@@ -55,12 +55,15 @@ pub async fn sweep_once(
     me: &str,
     ttl: Duration,
 ) -> Result<Vec<SessionId>, PgError> {
-    let swept = lease::sweep(&*client, target, me, Duration::ZERO, ttl).await?;
+    let failed = |err: tokio_postgres::Error| target.failed(&err);
+    // One transaction takes the lapsed leases and closes their turns: no replica ever sees a
+    // lease this one took and has not closed yet, which its own inbox would take for a session
+    // it runs (and carry out the dead turn's pending prompts instead of answering them).
+    let tx = client.transaction().await.map_err(failed)?;
+    let swept = lease::sweep(&tx, target, me, Duration::ZERO, ttl).await?;
     let mut closed = Vec::with_capacity(swept.len());
     for Swept { lease, dead } in swept {
         tracing::warn!(session = %lease.session, "replica {dead} stopped renewing its lease mid-turn; closing the turn");
-        let failed = |err: tokio_postgres::Error| target.failed(&err);
-        let tx = client.transaction().await.map_err(failed)?;
         if !lease::fence(&tx, target, &lease).await? {
             // Another sweeper's, or a holder that came back and took it again: not ours to close.
             continue;
@@ -72,9 +75,9 @@ pub async fn sweep_once(
         events::append_unshown(&tx, &lease, &shown(&ended, &notice)).await.map_err(failed)?;
         inbox::answer_all(&tx, &lease.session, me, CANCELLED).await.map_err(failed)?;
         lease::release(&tx, target, &lease).await?;
-        tx.commit().await.map_err(failed)?;
         closed.push(lease.session);
     }
+    tx.commit().await.map_err(failed)?;
     if !closed.is_empty() {
         events::notify(&*client, target, &closed).await?;
         inbox::wake(&*client).await.map_err(|err| target.failed(&err))?;

@@ -219,3 +219,29 @@ async fn errors_name_the_database_but_never_its_password() {
         assert!(err.starts_with("the PostgreSQL URL is malformed") && !err.contains("hunter2"), "{bad}: {err}");
     }
 }
+
+#[tokio::test]
+async fn a_replica_paused_inside_a_transaction_keeps_its_lease_from_being_swept_no_longer_than_its_limit() {
+    let (target, client) = fresh().await;
+    let session = SessionId::generate();
+    took(lease::take(&client, &target, &session, "paused", Duration::from_millis(100)).await.unwrap());
+    // The paused replica's batch had fenced its lease (`FOR SHARE`) when it stopped.
+    let mut limited = target.clone();
+    limited.limit_idle_transactions(Duration::from_millis(300));
+    let mut paused = limited.connect().await.unwrap();
+    let batch = paused.transaction().await.unwrap();
+    batch.query("SELECT 1 FROM session_leases WHERE session_id = $1 FOR SHARE", &[&session.as_str()]).await.unwrap();
+
+    let ttl = Duration::from_secs(60);
+    let mut swept = Vec::new();
+    for _ in 0..100 {
+        swept = lease::sweep(&client, &target, "sweeper", Duration::ZERO, ttl).await.unwrap();
+        if !swept.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(swept.len(), 1, "the lease was swept once the paused transaction was ended");
+    assert_eq!(swept[0].dead, "paused");
+    assert!(batch.query("SELECT 1", &[]).await.is_err(), "the paused replica's connection was ended");
+}

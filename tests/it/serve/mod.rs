@@ -503,6 +503,7 @@ mod http;
 mod limits;
 pub(crate) mod postgres;
 mod postgres_auth;
+mod replica_commands;
 mod replica_death;
 mod replica_resume;
 mod replicas;

@@ -13,11 +13,11 @@ use super::postgres::fixture;
 use crate::support::served::{Client, Server};
 use crate::support::{Reply, TestEnv, text_of, updates};
 
-/// Two replicas of one database whose leases live two seconds unrenewed.
-async fn two_replicas() -> (TestEnv, Server, Server) {
+/// Two replicas of one database whose leases live `ttl` seconds unrenewed.
+async fn two_replicas(ttl: u64) -> (TestEnv, Server, Server) {
     let env = TestEnv::new().await;
     let url = fixture::database().await;
-    env.write_config(&format!("[store]\nurl = \"{url}\"\nlease_ttl_secs = 2\n"));
+    env.write_config(&format!("[store]\nurl = \"{url}\"\nlease_ttl_secs = {ttl}\n"));
     let (a, b) = (Server::start(&env).await, Server::start(&env).await);
     (env, a, b)
 }
@@ -42,7 +42,7 @@ async fn loaded(server: &Server, env: &TestEnv, session: &str) -> Vec<Value> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_replica_killed_with_twenty_turns_streaming_loses_nothing_its_clients_were_shown() {
-    let (env, mut a, b) = two_replicas().await;
+    let (env, mut a, b) = two_replicas(2).await;
     let mut on_a = a.client().await;
     let mut sessions = Vec::new();
     for _ in 0..20 {
@@ -81,7 +81,13 @@ async fn a_replica_killed_with_twenty_turns_streaming_loses_nothing_its_clients_
         if message.get("method").is_none()
             && let Some(session) = handed.remove(&message["id"].as_i64().unwrap_or(-1))
         {
-            assert_eq!(message["result"]["stopReason"], "cancelled", "{session}: {message}");
+            assert_eq!(
+                message["result"]["stopReason"],
+                "cancelled",
+                "{session}: {message}\nA:\n{}\nB:\n{}",
+                a.stderr(),
+                b.stderr()
+            );
             continue;
         }
         seen.push(message);
@@ -111,7 +117,7 @@ async fn until_streamed(client: &mut Client, session: &str, at_least: usize) -> 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_replica_stopped_past_its_lease_wakes_fenced_and_writes_nothing_more() {
-    let (env, a, b) = two_replicas().await;
+    let (env, a, b) = two_replicas(2).await;
     let mut on_a = a.client().await;
     let session = on_a.new_session(&env.cwd()).await;
     env.mock.push(Reply::endless(Duration::from_millis(20)));
@@ -129,7 +135,7 @@ async fn a_replica_stopped_past_its_lease_wakes_fenced_and_writes_nothing_more()
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let closed = closed.expect("b closed the stalled replica's turn");
+    let closed = closed.unwrap_or_else(|| panic!("b closed the stalled replica's turn; b said:\n{}", b.stderr()));
     signal(&a, "-CONT");
 
     let (answer, _) = on_a.response(prompt).await;

@@ -1,0 +1,185 @@
+//! What a session's actor hands to the replica running the session's turn, in a store shared
+//! by replicas, besides the prompts the lease refused (`remote.rs`).
+//!
+//! A settings change (`session/set_mode`, `session/set_config_option`), a title and a
+//! `_session/steering` prompt sent while another replica holds the session's lease go to that
+//! replica through the inbox ([`Handed`]): its running turn takes the mode at its next
+//! decision, its queued prompts run with the model, a steered prompt joins its turn. The
+//! client is answered from the holder's outcome, and a setting or title it took is put in
+//! effect here too, unstored (the holder stored it). While nobody holds the lease the command
+//! is served here as on one replica.
+//!
+//! A change stored while nobody ran a turn is handed to nobody, so before a turn may start
+//! here the session's settings are read again from its row: the lease holder alone numbers
+//! the session's event log, so a replica that does not hold it has no way to log the change
+//! for the others' followers, and the row is where every replica stored it. What this replica
+//! queued to store is committed first, so the row never takes back its own newer change.
+
+use super::remote::Waiting;
+use super::{Actor, Command};
+use crate::permissions::Mode;
+use crate::session::handoff::Handed;
+use crate::session::{SessionError, SessionView, Update};
+use crate::settings::Setting;
+
+impl Actor {
+    /// What the actor does with `command` before serving it, in a store shared by replicas:
+    /// hands it to the replica holding the session's lease (`None`: handed, its answer comes
+    /// later), or, before work that may start a turn here, reads the session's settings again.
+    pub(super) async fn before(&mut self, command: Command) -> Option<Command> {
+        if self.remote.is_none() || self.running.is_some() || self.closing {
+            return Some(command);
+        }
+        let handed = match &command {
+            Command::Set { setting, .. } => Handed::set(setting),
+            Command::SetTitle { title, .. } => Handed::Title { title: title.clone() },
+            Command::Steer { parts, start_if_idle, .. } => {
+                Handed::Steer { parts: parts.clone(), start_if_idle: *start_if_idle }
+            }
+            Command::Prompt { .. } => {
+                self.read_settings().await;
+                return Some(command);
+            }
+            Command::Cancel
+            | Command::CancelPrompt { .. }
+            | Command::SetForTurn { .. }
+            | Command::Attach { .. }
+            | Command::Fork { .. }
+            | Command::Answered { .. }
+            | Command::Close { .. } => return Some(command),
+        };
+        match self.services.store.held_elsewhere(&self.row.id).await {
+            Ok(Some(_)) => {}
+            Ok(None) => {
+                if matches!(command, Command::Steer { .. }) {
+                    self.read_settings().await;
+                }
+                return Some(command);
+            }
+            Err(err) => {
+                tracing::warn!(session = %self.row.id, %err, "who runs the session's turn could not be read; the command is served here");
+                return Some(command);
+            }
+        }
+        let Some(sent) = self.services.store.send_command(&self.row.id, handed.json()).await else {
+            return Some(command);
+        };
+        let waiting = match waiting(command) {
+            Ok(waiting) => waiting,
+            Err(command) => return Some(*command),
+        };
+        match sent {
+            Ok(id) => {
+                tracing::info!(session = %self.row.id, command = id, "a command was handed to the replica running the session's turn");
+                if let Some(followed) = self.remote.as_mut() {
+                    followed.handed.insert(id, waiting);
+                }
+            }
+            Err(err) => fail(waiting, SessionError::from(err)),
+        }
+        None
+    }
+
+    /// A setting the lease holder took: in effect here too (it stored it); the session's view.
+    pub(super) fn set_as_handed(&mut self, setting: Setting) -> SessionView {
+        if let Err(err) = self.apply(setting) {
+            tracing::info!(session = %self.row.id, %err, "a setting the replica running the turn took cannot be used here");
+        }
+        self.view()
+    }
+
+    /// A title the lease holder stored: in effect and shown here too; the session's view.
+    pub(super) fn title_as_handed(&mut self, title: String) -> SessionView {
+        self.title_pending = None;
+        self.row.title = Some(title.clone());
+        self.services.sink.send(&self.row.id, Update::Title(title));
+        self.view()
+    }
+
+    /// Puts in effect the settings the session's row holds now (another replica may have
+    /// changed them while nobody ran a turn), telling this replica's clients what changed. A
+    /// headless run's own settings for its turn (`unsaved`) are left as they are.
+    async fn read_settings(&mut self) {
+        if !self.unsaved.is_empty() || !self.queue.is_empty() {
+            return;
+        }
+        let store = &self.services.store;
+        let read = match store.flush().await {
+            Ok(()) => store.session(&self.row.id).await,
+            Err(err) => Err(err),
+        };
+        let row = match read {
+            Ok(Some(row)) => row,
+            Ok(None) => return,
+            Err(err) => {
+                tracing::warn!(session = %self.row.id, %err, "the session's settings could not be read again; the turn keeps these");
+                return;
+            }
+        };
+        let mut changed = false;
+        if row.model != self.row.model {
+            self.row.model = row.model;
+            self.models = None;
+            changed = true;
+        }
+        if row.thought_level != self.row.thought_level {
+            self.row.thought_level = row.thought_level;
+            changed = true;
+        }
+        if row.busy_prompt != self.row.busy_prompt {
+            self.row.busy_prompt = row.busy_prompt;
+            changed = true;
+        }
+        if row.title.is_some() && row.title != self.row.title {
+            self.row.title = row.title;
+            if row.title_by_client {
+                self.title_pending = None;
+            }
+        }
+        if let Some(mode) = row.mode.as_deref().and_then(Mode::parse)
+            && mode != *self.mode.borrow()
+        {
+            // Seen by `mode_switched` as already stored.
+            self.row.mode = Some(mode.id().to_owned());
+            self.mode.send_replace(mode);
+            self.services.sink.send(&self.row.id, Update::Mode(mode));
+            changed = true;
+        }
+        if changed {
+            tracing::debug!(session = %self.row.id, "settings another replica stored are in effect");
+            self.services.sink.send(&self.row.id, Update::Options(Box::new(self.view())));
+        }
+    }
+}
+
+/// What waits for the answer to a handed command; the command back if it is not one.
+fn waiting(command: Command) -> Result<Waiting, Box<Command>> {
+    match command {
+        Command::Set { setting, reply } => Ok(Waiting::Set { setting, reply }),
+        Command::SetTitle { title, reply } => Ok(Waiting::Title { title, reply }),
+        Command::Steer { reply, .. } => Ok(Waiting::Steer { reply }),
+        other @ (Command::Prompt { .. }
+        | Command::Cancel
+        | Command::CancelPrompt { .. }
+        | Command::SetForTurn { .. }
+        | Command::Attach { .. }
+        | Command::Fork { .. }
+        | Command::Answered { .. }
+        | Command::Close { .. }) => Err(Box::new(other)),
+    }
+}
+
+/// Answers a command that could not be handed with `err`.
+fn fail(waiting: Waiting, err: SessionError) {
+    match waiting {
+        Waiting::Prompt { reply, .. } => {
+            let _ = reply.send(Err(err));
+        }
+        Waiting::Set { reply, .. } | Waiting::Title { reply, .. } => {
+            let _ = reply.send(Err(err));
+        }
+        Waiting::Steer { reply } => {
+            let _ = reply.send(Err(err));
+        }
+    }
+}

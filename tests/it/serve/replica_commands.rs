@@ -1,0 +1,221 @@
+//! `cairn serve` replicas sharing one PostgreSQL database: the commands besides prompts and
+//! cancels that a client sends to a replica not running the session's turn reach the one that
+//! is, as they would on one replica. A mode change reaches the running turn's next decision, a
+//! model change its queued prompts, a steered prompt joins it, and a handed prompt the client
+//! withdraws never runs; a setting changed while nobody runs a turn is the next turn's, on
+//! whichever replica runs it.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use super::postgres::fixture;
+use crate::support::served::{Client, Server};
+use crate::support::{Reply, TestEnv};
+
+/// Two replicas of one database, with `config` besides the store's.
+async fn two_replicas(mut env: TestEnv, config: &str) -> (TestEnv, Server, Server) {
+    let url = fixture::database().await;
+    env.set_env("CAIRN_MODEL", "openai/mock-model");
+    env.write_config(&format!("[store]\nurl = \"{url}\"\n{config}"));
+    let (a, b) = (Server::start(&env).await, Server::start(&env).await);
+    (env, a, b)
+}
+
+/// A client of `server` that loaded `session`.
+async fn viewer(server: &Server, env: &TestEnv, session: &str) -> Client {
+    let mut client = server.client().await;
+    client.call("session/load", json!({"sessionId": session, "cwd": env.cwd(), "mcpServers": []})).await;
+    client
+}
+
+/// A reply that says `text`, then calls a tool, held after the text until released.
+fn text_then_call(text: &str, call: (&str, &str, Value)) -> (Reply, std::sync::Arc<tokio::sync::Notify>) {
+    let mut events = Reply::text(&[text]).events();
+    events.truncate(1);
+    events.extend(Reply::tool_calls(&[call]).events());
+    Reply::Stream { events, delay: Duration::ZERO }.held(1)
+}
+
+/// Reads until the first chunk of `session`'s answer arrives.
+async fn until_answer_starts(client: &mut Client, session: &str) {
+    loop {
+        let message = client.recv().await;
+        if message["params"]["sessionId"] == session
+            && message["params"]["update"]["sessionUpdate"] == "agent_message_chunk"
+        {
+            return;
+        }
+    }
+}
+
+/// Reads until the answer to `prompt`, failing if the turn asks a permission question; what came.
+async fn answered_unasked(client: &mut Client, prompt: i64) -> (Value, Vec<Value>) {
+    let mut seen = Vec::new();
+    loop {
+        let message = client.recv().await;
+        assert_ne!(message["method"], "session/request_permission", "the turn asked: it kept the old mode");
+        if message.get("method").is_none() && message["id"] == prompt {
+            return (message, seen);
+        }
+        seen.push(message);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mode_sent_to_another_replica_mid_turn_decides_the_running_turns_next_call() {
+    let (env, a, b) = two_replicas(TestEnv::new().await, "").await;
+    let path = env.workspace().join("note.txt");
+    let (first, release) = text_then_call("Writing it. ", ("c1", "write", json!({"path": path, "content": "x\n"})));
+    env.mock.push(first);
+    env.mock.push(Reply::text(&["written"]));
+    let mut on_a = a.client().await;
+    let session = on_a.new_session(&env.cwd()).await;
+    let mut on_b = viewer(&b, &env, &session).await;
+
+    let prompt = on_a.prompt(&session, "Write it").await;
+    until_answer_starts(&mut on_b, &session).await;
+    // Answered once a, running the turn, took it.
+    on_b.call("session/set_mode", json!({"sessionId": session, "modeId": "bypass"})).await;
+    release.notify_one();
+
+    let (done, seen) = answered_unasked(&mut on_a, prompt).await;
+    assert_eq!(done["result"]["stopReason"], "end_turn", "{done}");
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), "x\n", "the call ran in bypass, unasked");
+    let told = seen.iter().any(|message| {
+        message["params"]["update"]["sessionUpdate"] == "current_mode_update"
+            && message["params"]["update"]["currentModeId"] == "bypass"
+    });
+    assert!(told, "a's client is told of the mode b's client chose: {seen:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_model_sent_to_another_replica_mid_turn_is_the_one_its_queued_prompt_runs_with() {
+    let config = "[providers.openai]\nmodels = [\"mock-model\", \"mock-large\"]\n";
+    let (env, a, b) = two_replicas(TestEnv::new().await, config).await;
+    let (first, release) = Reply::text(&["first ", "answer"]).held(1);
+    env.mock.push(first);
+    env.mock.push(Reply::text(&["bigger"]));
+    let mut on_a = a.client().await;
+    let session = on_a.new_session(&env.cwd()).await;
+    let mut on_b = viewer(&b, &env, &session).await;
+
+    let one = on_a.prompt(&session, "one").await;
+    until_answer_starts(&mut on_b, &session).await;
+    let two = on_a.prompt(&session, "two").await;
+    // a says the prompt is queued: it runs after the turn, with the settings a has then.
+    loop {
+        let message = on_a.recv().await;
+        if message.to_string().contains("queued behind") {
+            break;
+        }
+    }
+    let switched = on_b
+        .call(
+            "session/set_config_option",
+            json!({"sessionId": session, "configId": "model", "value": "openai/mock-large"}),
+        )
+        .await;
+    assert_eq!(switched["configOptions"][0]["currentValue"], "openai/mock-large", "{switched}");
+    release.notify_one();
+
+    assert_eq!(on_a.response(one).await.0["result"]["stopReason"], "end_turn");
+    assert_eq!(on_a.response(two).await.0["result"]["stopReason"], "end_turn");
+    let models: Vec<String> = env.mock.requests().iter().map(|r| r["model"].as_str().unwrap().to_owned()).collect();
+    assert_eq!(models, ["mock-model", "mock-large"], "the running turn keeps its model; the queued one has b's");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_prompt_steered_through_another_replica_joins_the_running_turn() {
+    let (env, a, b) = two_replicas(TestEnv::new().await, "").await;
+    std::fs::write(env.workspace().join("notes.md"), "notes\n").unwrap();
+    let (first, release) = text_then_call("Reading. ", ("r1", "read", json!({"path": "notes.md"})));
+    env.mock.push(first);
+    env.mock.push(Reply::text(&["done"]));
+    let mut on_a = a.client().await;
+    let session = on_a.new_session(&env.cwd()).await;
+    let mut on_b = viewer(&b, &env, &session).await;
+
+    let prompt = on_a.prompt(&session, "read the notes").await;
+    until_answer_starts(&mut on_b, &session).await;
+    let steer = json!({"sessionId": session, "prompt": [{"type": "text", "text": "STEERED-IN"}],
+        "idleBehavior": "promptRequired"});
+    let steered = on_b.call("_session/steering", steer).await;
+    assert_eq!(steered, json!({"outcome": "injected"}), "a's turn took it");
+    release.notify_one();
+
+    assert_eq!(on_a.response(prompt).await.0["result"]["stopReason"], "end_turn");
+    let asked = env.mock.requests();
+    assert_eq!(asked.len(), 2, "one turn, not a second");
+    assert!(asked[1].to_string().contains("STEERED-IN"), "the steered prompt reached the turn's next request");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handed_prompt_its_client_withdraws_never_runs_where_it_was_handed() {
+    let (env, a, b) = two_replicas(TestEnv::new().await, "").await;
+    let (first, release) = Reply::text(&["first ", "answer"]).held(1);
+    env.mock.push(first);
+    env.mock.push(Reply::text(&["later"]));
+    // For the withdrawn prompt, should it run after all: then it shows in what the model was asked.
+    env.mock.push(Reply::text(&["unwanted"]));
+    let mut on_a = a.client().await;
+    let session = on_a.new_session(&env.cwd()).await;
+    let mut on_b = viewer(&b, &env, &session).await;
+
+    let one = on_a.prompt(&session, "one").await;
+    until_answer_starts(&mut on_b, &session).await;
+    let withdrawn = on_b.prompt(&session, "WITHDRAWN-PROMPT").await;
+    b.until_said("handed to the replica running the session's turn").await;
+    a.until_said("a command handed by another replica").await;
+    on_b.send(json!({"jsonrpc": "2.0", "method": "$/cancel_request", "params": {"requestId": withdrawn}})).await;
+    let (answer, _) = on_b.response(withdrawn).await;
+    assert_eq!(answer["error"]["code"], -32800, "{answer}");
+    a.until_said("a handed prompt was withdrawn by its client").await;
+    release.notify_one();
+
+    assert_eq!(on_a.response(one).await.0["result"]["stopReason"], "end_turn");
+    // Queued behind `one`, the withdrawn prompt would run before this one.
+    let later = on_a.prompt(&session, "LATER-PROMPT").await;
+    assert_eq!(on_a.response(later).await.0["result"]["stopReason"], "end_turn");
+    let asked: Vec<String> = env.mock.requests().iter().map(Value::to_string).collect();
+    assert_eq!(asked.len(), 2, "the withdrawn prompt never ran: {asked:?}");
+    assert!(asked[1].contains("LATER-PROMPT") && !asked[1].contains("WITHDRAWN-PROMPT"), "{asked:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mode_set_on_another_replica_while_idle_is_the_next_turns_where_it_runs() {
+    let (env, a, b) = two_replicas(TestEnv::new().await, "").await;
+    let path = env.workspace().join("idle.txt");
+    env.mock.push(Reply::tool_calls(&[("c1", "write", json!({"path": path, "content": "x\n"}))]));
+    env.mock.push(Reply::text(&["written"]));
+    let mut on_a = a.client().await;
+    // a's actor is live, in the mode the session had when a made it.
+    let session = on_a.new_session(&env.cwd()).await;
+    let mut on_b = viewer(&b, &env, &session).await;
+    on_b.call("session/set_mode", json!({"sessionId": session, "modeId": "bypass"})).await;
+
+    let prompt = on_a.prompt(&session, "Write it").await;
+    let (done, _) = answered_unasked(&mut on_a, prompt).await;
+    assert_eq!(done["result"]["stopReason"], "end_turn", "{done}");
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), "x\n", "the call ran in b's mode, unasked");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_title_set_through_another_replica_mid_turn_is_shown_where_the_turn_runs() {
+    let (env, a, b) = two_replicas(TestEnv::new().await, "").await;
+    let (first, release) = Reply::text(&["first ", "answer"]).held(1);
+    env.mock.push(first);
+    let mut on_a = a.client().await;
+    let session = on_a.new_session(&env.cwd()).await;
+    let mut on_b = viewer(&b, &env, &session).await;
+
+    let one = on_a.prompt(&session, "one").await;
+    until_answer_starts(&mut on_b, &session).await;
+    on_b.call("session/set_title", json!({"sessionId": session, "title": "Named on b"})).await;
+    release.notify_one();
+
+    let (done, seen) = on_a.response(one).await;
+    assert_eq!(done["result"]["stopReason"], "end_turn", "{done}");
+    let told = seen.iter().any(|message| message.to_string().contains("Named on b"));
+    assert!(told, "a's client is shown the title b's client set: {seen:?}");
+}
