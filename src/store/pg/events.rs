@@ -74,10 +74,12 @@ pub enum Missed {
     Ahead { last: i64 },
 }
 
-/// The rows of `session`'s log after `after`, in one statement on the primary key: read from
-/// `after` itself, whose row, when it is still there, proves nothing after it was pruned (rows
-/// are pruned oldest first, and the newest is never pruned, so an empty answer means `after`
-/// is beyond the end).
+/// The rows of `session`'s log after `after`, in one statement on the primary key. Every row
+/// after `after` must be there: the log is numbered without a hole (each holder, and the
+/// sweeper, numbers on from its last row), so a hole is a row pruned (pruning may keep some
+/// rows older than others it deletes), and only the rows after the last hole can be given.
+/// `after`'s own row is read too: with no row after it, it tells a client that saw everything
+/// from one beyond the end (the newest row is never pruned).
 pub async fn missed(
     client: &impl GenericClient,
     target: &PgTarget,
@@ -92,21 +94,31 @@ pub async fn missed(
         )
         .await
         .map_err(|err| target.failed(&err))?;
-    let mut rows =
-        rows.into_iter().map(|row| Event { seq: row.get(0), epoch: row.get(1), body: row.get(2), origin: row.get(3) });
-    let Some(first) = rows.next() else {
-        if after <= 0 {
-            return Ok(Missed::Rows(Vec::new()));
+    let mut seen_after = after <= 0;
+    let mut missed: Vec<Event> = Vec::with_capacity(rows.len());
+    for row in rows {
+        let event = Event { seq: row.get(0), epoch: row.get(1), body: row.get(2), origin: row.get(3) };
+        if event.seq == after {
+            seen_after = true;
+        } else {
+            missed.push(event);
         }
-        return Ok(Missed::Ahead { last: last_seq(client, target, session).await? });
-    };
-    if first.seq > after + 1 {
-        return Ok(Missed::Pruned { oldest: first.seq });
     }
-    let mut missed: Vec<Event> = Vec::new();
-    missed.extend(std::iter::once(first).filter(|event| event.seq > after));
-    missed.extend(rows);
-    Ok(Missed::Rows(missed))
+    if missed.is_empty() && !seen_after {
+        return Ok(Missed::Ahead { last: last_seq(client, target, session).await? });
+    }
+    let mut expected = after + 1;
+    let mut hole = None;
+    for event in &missed {
+        if event.seq != expected {
+            hole = Some(event.seq);
+        }
+        expected = event.seq + 1;
+    }
+    Ok(match hole {
+        Some(oldest) => Missed::Pruned { oldest },
+        None => Missed::Rows(missed),
+    })
 }
 
 /// One session's part of a batch: `bodies` become its events `first_seq..`.
