@@ -6,15 +6,20 @@
 //! question in the session's event log ([`Signal::Asked`], through a [`Write::Show`]). Every
 //! other replica's actor reads it back and hands it to its hub, which puts it to its viewers (and
 //! newcomers) and hands the first answer to the turn's replica through the command inbox
-//! ([`super::handoff::Handed::Answer`]). There it joins the answers of the local viewers: the
-//! first one that is valid (an option the question offered, or dismissing it) is taken, the others are ignored,
-//! so a client answering on two replicas answers once. Once the question is settled, however it
+//! ([`super::handoff::Handed::Answer`]), whatever it is: an option, a dismissal, an option the
+//! question did not offer, or an error ([`Answer::Failed`]), since the replica withdraws its
+//! copies once one of its clients answered. There it joins the answers of the local viewers and
+//! counts as theirs would: the first answer is taken and the others ignored, so a client
+//! answering on two replicas answers once; a valid one (an option offered, or a dismissal) is
+//! the turn's answer, an error or an option not offered is an error answer, which the turn takes
+//! as a rejection, as it takes a local client's. Once the question is settled, however it
 //! ended, [`Signal::Closed`] is logged and every replica withdraws its copies. A replica that
 //! dies mid-question logs no close: the sweeper's close of its turn withdraws them instead.
 //!
-//! A client that opens the session on another replica after the question was asked is not asked
-//! it there: it comes before the replay's cut. Its answer can come from any replica viewing the
-//! session when it was asked, or from the turn's own.
+//! A replica that starts following the session after the question was asked (a client opened
+//! it there later) is handed the questions still open with the first rows it follows
+//! (`store::pg::events`): the log's question rows of the turn the lease holds now, asked and not
+//! closed. So its clients are asked too, as a client that attaches on the turn's own replica is.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -41,6 +46,11 @@ pub enum Asked {
 pub enum Answer {
     Permission(PermissionAnswer),
     Question(Reply),
+    /// The client answered with an error: it answered (as on one replica), and the turn takes
+    /// the error as a client's own.
+    Failed {
+        message: String,
+    },
 }
 
 /// What the event log carries about questions, besides the updates it shows.
@@ -129,11 +139,16 @@ impl Across {
     }
 
     /// Another replica asked question `id` in `session`: the token that withdraws this
-    /// replica's copies.
-    pub fn asking(&self, session: &SessionId, id: &str) -> CancellationToken {
+    /// replica's copies; `None` when they are out already (a session followed again here while
+    /// the question is open is handed it again, and its viewers must not be asked twice).
+    pub fn asking(&self, session: &SessionId, id: &str) -> Option<CancellationToken> {
+        let mut asking = lock(&self.asking);
+        if asking.contains_key(id) {
+            return None;
+        }
         let token = CancellationToken::new();
-        lock(&self.asking).insert(id.to_owned(), (session.clone(), token.clone()));
-        token
+        asking.insert(id.to_owned(), (session.clone(), token.clone()));
+        Some(token)
     }
 
     /// Question `id` of another replica is settled, or answered here: withdrawn.
@@ -209,5 +224,31 @@ mod tests {
         assert_eq!(Signal::read(&serde_json::to_string(&signal).unwrap()), Some(signal));
         let update = Update::Title("t".into()).to_event().unwrap();
         assert_eq!(Signal::read(&update), None);
+    }
+
+    #[test]
+    fn a_question_handed_again_while_its_copies_are_out_is_not_asked_twice() {
+        let dir = tempfile::tempdir().unwrap();
+        let across = Across::new(Store::open(&dir.path().join("s.db")).unwrap());
+        let session = SessionId::generate();
+        let first = across.asking(&session, "q1").expect("asked the first time");
+        assert!(across.asking(&session, "q1").is_none(), "its copies are out already");
+        across.closed("q1");
+        assert!(first.is_cancelled(), "the close withdraws them");
+    }
+
+    #[test]
+    fn question_rows_have_the_shape_the_store_finds_open_questions_by() {
+        // `store::pg::events::open_questions` knows a question's rows by their start and reads
+        // the id at `asked.id` and `closed.id`.
+        let question = Question { text: "why?".into(), choices: Vec::new(), typed: true };
+        let asked =
+            Signal::Asked { id: "q1".into(), asked: Box::new(Asked::Question { call_id: "c1".into(), question }) };
+        let asked = serde_json::to_string(&asked).unwrap();
+        assert!(asked.starts_with(crate::store::pg::events::ASKED), "{asked}");
+        assert_eq!(serde_json::from_str::<serde_json::Value>(&asked).unwrap()["asked"]["id"], "q1");
+        let closed = serde_json::to_string(&Signal::Closed { id: "q1".into() }).unwrap();
+        assert!(closed.starts_with(crate::store::pg::events::CLOSED), "{closed}");
+        assert_eq!(serde_json::from_str::<serde_json::Value>(&closed).unwrap()["closed"]["id"], "q1");
     }
 }

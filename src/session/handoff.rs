@@ -260,6 +260,8 @@ fn done(result: Result<SessionView, SessionError>) -> Outcome {
     }
 }
 
+/// Answers command `id`; the store writes it again until it goes in, so this fails only when
+/// the store stops (then the sweeper of another replica answers it once this one's heart stops).
 async fn answer(store: &crate::store::Store, id: i64, outcome: &Outcome) {
     if let Err(err) = store.answer_command(id, outcome.json()).await {
         tracing::warn!(command = id, %err, "a command another replica handed could not be answered");

@@ -446,7 +446,7 @@ impl UpdateSink for Hub {
             Elsewhere::Closed { id } => across.closed(&id),
             Elsewhere::TurnClosed => across.turn_closed(session),
             Elsewhere::Asked { id, asked } => {
-                let withdrawn = across.asking(session, &id);
+                let Some(withdrawn) = across.asking(session, &id) else { return };
                 let viewers = Viewers { hub: self.me.clone(), session: session.clone(), driver: None };
                 let (across, session) = (Arc::clone(across), session.clone());
                 tokio::spawn(async move {
@@ -455,10 +455,18 @@ impl UpdateSink for Hub {
                         answer = viewers.ask_here(asked) => answer,
                     };
                     across.closed(&id);
-                    match answer {
-                        Ok(answer) => across.send_answer(&session, id, answer).await,
-                        Err(err) => tracing::debug!(%session, %err, "another replica's question went unanswered here"),
-                    }
+                    // A client's error is its answer (its copies here are withdrawn now): the
+                    // turn's replica takes it as it would its own client's. Only a hub going
+                    // away answers nothing.
+                    let answer = match answer {
+                        Ok(answer) => answer,
+                        Err(err) if err == crate::tools::host::HostError::unavailable() => {
+                            tracing::debug!(%session, %err, "another replica's question went unanswered here");
+                            return;
+                        }
+                        Err(err) => crate::session::asked::Answer::Failed { message: err.0 },
+                    };
+                    across.send_answer(&session, id, answer).await;
                 });
             }
         }

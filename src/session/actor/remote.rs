@@ -6,7 +6,8 @@
 //! calls, notices, the sweeper's close of a dead replica's turn) goes to this replica's clients,
 //! numbered by its `seq` so a load under way cuts it exactly (`loading`). Its own rows it skips:
 //! its recorder showed them as they committed. A question another replica's turn asks, and its
-//! close, go to the hub, whose clients may answer it (`session::asked`).
+//! close, go to the hub, whose clients may answer it (`session::asked`); so do the questions
+//! still open where the follow starts, which the log hands it first.
 //!
 //! A prompt whose turn the lease refused (another replica runs a turn in the session) is handed
 //! to that replica ([`super::super::handoff`]), and so are the commands of `handing.rs`; the
@@ -98,6 +99,16 @@ impl Actor {
             followed.forwarded.send_replace(i64::MAX);
             return;
         };
+        if event.seq <= followed.logged {
+            // A question still open where the follow started (asked before the history this
+            // actor was read with): put to this replica's clients like one asked now.
+            if event.origin != followed.me
+                && let Some(signal) = Signal::read(&event.body)
+            {
+                self.services.sink.elsewhere(&self.row.id, signal.into());
+            }
+            return;
+        }
         followed.logged = event.seq;
         if event.origin.is_empty() {
             // The sweeper's: the turn another replica ran is closed, its questions with it.

@@ -19,8 +19,20 @@ use crate::tools::host::{
     Terminals,
 };
 
-/// Reads an answer from another replica: `None` for one the question did not offer.
-type Valid<T> = Box<dyn Fn(Answer) -> Option<T> + Send + Sync>;
+/// Reads an answer from another replica: the turn's answer for a valid one (an option the
+/// question offered, or a dismissal), an error answer for anything else (a client's error, or
+/// an option not offered), which the turn takes as a rejection, as it does a local client's.
+type Valid<T> = Box<dyn Fn(Answer) -> Result<T, HostError> + Send + Sync>;
+
+/// An answer from another replica that is not one the question offered: an error answer.
+fn not_offered(answer: Answer) -> HostError {
+    match answer {
+        Answer::Failed { message } => HostError(message),
+        Answer::Permission(_) | Answer::Question(_) => {
+            HostError("a client of another replica answered with something the question did not offer".to_owned())
+        }
+    }
+}
 
 /// Whoever views a session, as the host of its turns.
 pub(super) struct Viewers {
@@ -44,8 +56,8 @@ impl Viewers {
     /// Asks every viewer that can answer (with `ask`), newcomers included, until one answers
     /// (an error from a client that is still there is its answer); the other copies are dropped
     /// (withdrawn). A viewer that went away is not asked again. With `elsewhere`, the question
-    /// is also published to other replicas, and the first of their answers that is valid wins
-    /// as well.
+    /// is also published to other replicas, whose first answer joins the race as a local one
+    /// does (an invalid one, or an error, is an error answer).
     async fn first_answer<T: Send + 'static>(
         &self,
         ask: impl Fn(Arc<dyn Host>) -> Option<BoxFuture<'static, Result<T, HostError>>>,
@@ -80,11 +92,11 @@ impl Viewers {
                     Err(err) => return Err(err),
                 },
                 Some(answer) = from_elsewhere(&mut published) => {
-                    if let Some(answer) = published.as_ref().and_then(|(_, valid)| valid(answer)) {
-                        tracing::debug!(session = %self.session, "answered on another replica");
-                        return Ok(answer);
-                    }
-                    tracing::debug!(session = %self.session, "an answer from another replica the question did not offer");
+                    // That replica withdrew its copies once its client answered: whatever the
+                    // answer, it is the first, as a local client's would be.
+                    let Some((_, valid)) = published.as_ref() else { continue };
+                    tracing::debug!(session = %self.session, "answered on another replica");
+                    return valid(answer);
                 }
                 changed = attached.changed() => {
                     tracing::debug!(session = %self.session, "a viewer attached");
@@ -117,11 +129,11 @@ impl Viewers {
         let offered: Vec<String> = options.iter().map(|option| option.id.to_string()).collect();
         let valid: Valid<PermissionAnswer> = Box::new(move |answer| match answer {
             Answer::Permission(PermissionAnswer::Selected(id)) if offered.contains(&id) => {
-                Some(PermissionAnswer::Selected(id))
+                Ok(PermissionAnswer::Selected(id))
             }
             // Dismissed (a rejection), as a client of this replica may answer.
-            Answer::Permission(PermissionAnswer::Cancelled) => Some(PermissionAnswer::Cancelled),
-            _ => None,
+            Answer::Permission(PermissionAnswer::Cancelled) => Ok(PermissionAnswer::Cancelled),
+            other => Err(not_offered(other)),
         });
         let elsewhere = publish.then(|| (Asked::Permission { call: call.clone(), options: options.to_vec() }, valid));
         let (call, options) = (Arc::new(call.clone()), Arc::new(options.to_vec()));
@@ -147,10 +159,14 @@ impl Viewers {
             Answer::Question(Reply::Answered { choice, text }) => {
                 let chosen = choice.as_ref().is_none_or(|choice| shape.choices.iter().any(|c| c.label == *choice));
                 let typed = text.is_none() || shape.typed;
-                (chosen && typed && (choice.is_some() || text.is_some())).then_some(Reply::Answered { choice, text })
+                let answer = Answer::Question(Reply::Answered { choice: choice.clone(), text: text.clone() });
+                match chosen && typed && (choice.is_some() || text.is_some()) {
+                    true => Ok(Reply::Answered { choice, text }),
+                    false => Err(not_offered(answer)),
+                }
             }
-            Answer::Question(Reply::Declined) => Some(Reply::Declined),
-            _ => None,
+            Answer::Question(Reply::Declined) => Ok(Reply::Declined),
+            other => Err(not_offered(other)),
         });
         let elsewhere =
             publish.then(|| (Asked::Question { call_id: call_id.to_owned(), question: question.clone() }, valid));

@@ -11,7 +11,8 @@
 //! holder whose recorder wrote it): that replica's sessions skip it, as their clients have it.
 //!
 //! A replica's [`Follower`] has one LISTEN connection and follows any number of sessions, each
-//! from the last `seq` its client has. On a wake-up naming a session, on a new follow, and on
+//! from the last `seq` its client has, handing a new follow first the questions still open
+//! before that `seq` ([`open_questions`], rows older than where it starts). On a wake-up naming a session, on a new follow, and on
 //! every poll (so a wake-up lost with a connection loses nothing), it reads each session's rows
 //! after the last one forwarded, in one statement for all of them, and forwards them in order,
 //! each exactly once: a row is forwarded only when it is the next `seq`. Wake-ups that come in a
@@ -246,8 +247,10 @@ impl Follower {
         Ok(Self { follows, _stop: cancel.drop_guard() })
     }
 
-    /// The session's events after `after`, as they commit. The stream ends when the follower
-    /// stops. A session may be followed any number of times, each from its own `seq`.
+    /// The session's events after `after`, as they commit, after the questions still open up to
+    /// `after` ([`open_questions`]: the only rows whose `seq` is not above it). The stream ends
+    /// when the follower stops. A session may be followed any number of times, each from its
+    /// own `seq`.
     pub fn follow(&self, session: &SessionId, after: i64) -> mpsc::Receiver<Event> {
         let (sink, events) = mpsc::channel(QUEUED);
         let _ = self.follows.send(Follow { session: session.clone(), after, sink });
@@ -280,9 +283,9 @@ impl Task {
                 follow = asked.recv() => {
                     let Some(follow) = follow else { return };
                     let mut due = HashSet::new();
-                    due.insert(self.add(follow));
+                    due.insert(self.add(&client, follow).await);
                     while let Ok(more) = asked.try_recv() {
-                        due.insert(self.add(more));
+                        due.insert(self.add(&client, more).await);
                     }
                     Some(due)
                 }
@@ -315,8 +318,22 @@ impl Task {
         }
     }
 
-    fn add(&mut self, follow: Follow) -> SessionId {
+    /// Starts a follow, first handing it the questions still open before where it starts.
+    async fn add(&mut self, client: &Client, follow: Follow) -> SessionId {
         self.numbered += 1;
+        match open_questions(client, &follow.session, follow.after).await {
+            Ok(open) => {
+                for event in open {
+                    // A new follow's queue is empty: these fit.
+                    let _ = follow.sink.try_send(event);
+                }
+            }
+            Err(err) => tracing::warn!(
+                session = %follow.session,
+                "reading the questions open in the session: {}; its clients here are not asked them",
+                self.target.failed(&err)
+            ),
+        }
         let session = follow.session.clone();
         self.followed
             .insert(self.numbered, Followed { session: follow.session, last: follow.after, sink: follow.sink });
@@ -386,6 +403,43 @@ impl Task {
         }
         Ok(())
     }
+}
+
+/// How the session layer's question rows begin (`session::asked::Signal`): a question asked,
+/// whose `asked.id` names it, and its close, whose `closed.id` does. Only these rows' shape is
+/// known here: the store carries every other body as it is.
+pub const ASKED: &str = "{\"asked\":";
+pub const CLOSED: &str = "{\"closed\":";
+
+/// The questions asked in `session` up to `upto` and still open then: logged by the turn that
+/// holds the session's lease now (its holder and epoch, unreleased) and not closed by a row up
+/// to `upto`. A follow starting at `upto` gets them first, so a replica whose clients open the
+/// session while a question waits asks them too; a close after `upto` follows in the log.
+pub async fn open_questions(
+    client: &impl GenericClient,
+    session: &SessionId,
+    upto: i64,
+) -> Result<Vec<Event>, tokio_postgres::Error> {
+    let rows = client
+        .query(
+            "SELECT asked.seq, asked.epoch, asked.body, asked.origin FROM session_events AS asked
+             JOIN session_leases AS lease ON lease.session_id = asked.session_id
+                 AND lease.epoch = asked.epoch AND lease.holder = asked.origin AND lease.released_at IS NULL
+             WHERE asked.session_id = $1 AND asked.seq <= $2 AND asked.body LIKE $3 || '%'
+               AND NOT EXISTS (
+                   SELECT 1 FROM session_events AS closed
+                   WHERE closed.session_id = asked.session_id AND closed.seq > asked.seq AND closed.seq <= $2
+                     AND closed.body LIKE $4 || '%'
+                     AND (CASE WHEN closed.body LIKE $4 || '%' THEN closed.body::jsonb #>> '{closed,id}' END)
+                         = (CASE WHEN asked.body LIKE $3 || '%' THEN asked.body::jsonb #>> '{asked,id}' END))
+             ORDER BY asked.seq",
+            &[&session.as_str(), &upto, &ASKED, &CLOSED],
+        )
+        .await?;
+    Ok(rows
+        .iter()
+        .map(|row| Event { seq: row.get(0), epoch: row.get(1), body: row.get(2), origin: row.get(3) })
+        .collect())
 }
 
 /// The sessions a wake-up names; `None` for all.

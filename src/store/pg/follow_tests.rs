@@ -148,3 +148,47 @@ async fn an_answer_opened_streamed_and_closed_within_one_batch_is_logged_whole()
     }
     assert_eq!(got, ["fast ", "answer"], "every chunk the answer showed is in the log");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_follow_starting_after_a_question_was_asked_gets_the_questions_still_open_first() {
+    use crate::store::pg::events::{ASKED, CLOSED};
+    let url = super::fixture::database().await;
+    let (a, b) = (replica(&url, "host-a:1:a").await, replica(&url, "host-b:2:b").await);
+    let id = SessionId::generate();
+    a.submit(
+        Write::InsertSession(Box::new(SessionRow::new(id.clone(), "/w".into(), "openai/m".into(), now_ms()))),
+        None,
+    );
+    a.commit(Write::TakeLease { session_id: id.clone(), last: LastTurn::Ours, prompt: None, title: None })
+        .await
+        .unwrap();
+    let asked = |q: &str| format!("{ASKED}{{\"id\":\"{q}\",\"asked\":{{}}}}}}");
+    let closed = |q: &str| format!("{CLOSED}{{\"id\":\"{q}\"}}}}");
+    let show = |body: String| a.submit_shown(Write::Show { session_id: id.clone() }, vec![body], None);
+    show(asked("q1"));
+    show(asked("q2"));
+    show(closed("q1"));
+    show("{\"update\":\"chunk\"}".into());
+    a.flush().await.unwrap();
+
+    // b's client opens the session now: the log is at 4, and q2 is still open.
+    let mut events = b.follow(&id, 4).unwrap();
+    let first = tokio::time::timeout(Duration::from_secs(30), events.recv()).await.unwrap().unwrap();
+    assert_eq!((first.seq, first.body.as_str(), first.origin.as_str()), (2, asked("q2").as_str(), "host-a:1:a"));
+    show(closed("q2"));
+    a.flush().await.unwrap();
+    let next = tokio::time::timeout(Duration::from_secs(30), events.recv()).await.unwrap().unwrap();
+    assert_eq!((next.seq, next.body), (5, closed("q2")), "then the log from where it starts");
+
+    // Once the turn is over, nothing it asked is open, closed or not.
+    show(asked("q3"));
+    a.commit(Write::ReleaseLease { session_id: id.clone() }).await.unwrap();
+    a.commit(Write::TakeLease { session_id: id.clone(), last: LastTurn::Ours, prompt: None, title: None })
+        .await
+        .unwrap();
+    show("{\"update\":\"late\"}".into());
+    a.flush().await.unwrap();
+    let mut after = b.follow(&id, 6).unwrap();
+    let late = tokio::time::timeout(Duration::from_secs(30), after.recv()).await.unwrap().unwrap();
+    assert_eq!(late.seq, 7, "the next turn's row, never q3");
+}

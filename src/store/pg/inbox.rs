@@ -9,8 +9,9 @@
 //! session is run by the replica that received it). Taking is one `UPDATE … FOR UPDATE SKIP
 //! LOCKED`, so each command is taken once. The taker writes the command's answer with the
 //! session's last event `seq` then ([`Inbox::answer`]), and wakes the sender, which reads its
-//! answers once each. The sweeper answers the commands of a dead holder's sessions
-//! ([`answer_all`]).
+//! answers once each; an answer whose write fails is written again at every round until it goes
+//! in. The sweeper answers the commands of a dead holder's sessions ([`answer_all`]), and those a
+//! replica that died between turns took and left unanswered (`sweeper::answer_dead_takers`).
 //!
 //! The bodies are the session layer's JSON: the store only carries them.
 
@@ -76,6 +77,8 @@ impl Inbox {
 
     /// Answers command `id`: stored with its session's last event `seq` now, so call it once
     /// everything the command caused is committed. A command answered already keeps its answer.
+    /// A write that fails (the database lost a while) is made again at every round of the inbox
+    /// until it goes in, so this returns once it has, or when the inbox stops.
     pub async fn answer(&self, id: i64, body: String) -> Result<(), PgError> {
         let (done, answered) = oneshot::channel();
         self.jobs.send(Job::Answer { id, body, done }).map_err(|_| PgError::Stopped)?;
@@ -109,6 +112,13 @@ pub async fn wake(client: &impl GenericClient) -> Result<(), tokio_postgres::Err
     client.execute("SELECT pg_notify($1, '')", &[&CHANNEL]).await.map(|_| ())
 }
 
+/// An answer whose write failed, waiting to be written again.
+struct Unwritten {
+    id: i64,
+    body: String,
+    done: oneshot::Sender<Result<(), PgError>>,
+}
+
 struct Task {
     target: PgTarget,
     me: String,
@@ -126,12 +136,16 @@ impl Task {
     ) {
         let mut tick = tokio::time::interval(self.poll);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        // Answers whose write failed, oldest first: written again at every round.
+        let mut unwritten: Vec<Unwritten> = Vec::new();
         loop {
             tokio::select! {
                 () = self.cancel.cancelled() => return,
                 job = asked.recv() => {
                     let Some(job) = job else { return };
-                    self.serve(&client, job).await;
+                    if let Some(failed) = self.serve(&client, job).await {
+                        unwritten.push(failed);
+                    }
                     continue;
                 }
                 note = heard.recv() => {
@@ -146,6 +160,7 @@ impl Task {
                 }
                 _ = tick.tick() => {}
             }
+            self.write_again(&client, &mut unwritten).await;
             if let Err(err) = self.round(&client).await {
                 tracing::warn!("reading the command inbox in PostgreSQL: {err}; reading again at the next round");
             }
@@ -155,7 +170,8 @@ impl Task {
         }
     }
 
-    async fn serve(&self, client: &Client, job: Job) {
+    /// Carries out `job`; an answer it could not write is handed back, to be written again.
+    async fn serve(&self, client: &Client, job: Job) -> Option<Unwritten> {
         let failed = |err: tokio_postgres::Error| self.target.failed(&err);
         match job {
             Job::Send { session, body, sent } => {
@@ -173,25 +189,55 @@ impl Task {
                 .await;
                 let _ = sent.send(id);
             }
-            Job::Answer { id, body, done } => {
-                let answered = async {
-                    client
-                        .execute(
-                            "UPDATE session_commands
-                             SET answer = $2, answered_at = now(),
-                                 answered_seq = (SELECT coalesce(max(seq), 0) FROM session_events
-                                                 WHERE session_id = session_commands.session_id)
-                             WHERE id = $1 AND answered_at IS NULL",
-                            &[&id, &body],
-                        )
-                        .await
-                        .map_err(failed)?;
-                    wake(client).await.map_err(failed)
+            Job::Answer { id, body, done } => match self.write(client, id, &body).await {
+                Ok(()) => {
+                    let _ = done.send(Ok(()));
                 }
-                .await;
-                let _ = done.send(answered);
+                Err(err) => {
+                    tracing::warn!(
+                        command = id,
+                        "the answer to a command another replica sent could not be written: {err}; writing it again at every round until it goes in"
+                    );
+                    return Some(Unwritten { id, body, done });
+                }
+            },
+        }
+        None
+    }
+
+    /// Writes command `id`'s answer (one answered already keeps its own) and wakes its sender.
+    async fn write(&self, client: &Client, id: i64, body: &str) -> Result<(), PgError> {
+        let failed = |err: tokio_postgres::Error| self.target.failed(&err);
+        client
+            .execute(
+                "UPDATE session_commands
+                 SET answer = $2, answered_at = now(),
+                     answered_seq = (SELECT coalesce(max(seq), 0) FROM session_events
+                                     WHERE session_id = session_commands.session_id)
+                 WHERE id = $1 AND answered_at IS NULL",
+                &[&id, &body],
+            )
+            .await
+            .map_err(failed)?;
+        wake(client).await.map_err(failed)
+    }
+
+    /// Writes again the answers that failed, in order, keeping those that fail again. Never
+    /// given up while this replica runs: nobody else could answer a live replica's command, and
+    /// its sender waits for it; a replica that dies with some unwritten has its commands
+    /// answered by another's sweeper (`sweeper::answer_dead_takers`).
+    async fn write_again(&self, client: &Client, unwritten: &mut Vec<Unwritten>) {
+        let mut left = Vec::new();
+        for answer in unwritten.drain(..) {
+            match self.write(client, answer.id, &answer.body).await {
+                Ok(()) => {
+                    tracing::info!(command = answer.id, "the answer to a command was written at last");
+                    let _ = answer.done.send(Ok(()));
+                }
+                Err(_) => left.push(answer),
             }
         }
+        *unwritten = left;
     }
 
     /// Connects and listens again, until it can (`None`: the inbox stopped first).
@@ -280,5 +326,33 @@ mod tests {
         let sent = b.send(&idle, "{\"cancel\":{}}".into()).await.unwrap();
         let Inbound::Command { id, session, returned, .. } = next(&mut to_b).await else { panic!("a command") };
         assert_eq!((id, session, returned), (sent, idle, true), "nobody holds it: back to its sender, marked");
+    }
+
+    #[tokio::test]
+    async fn an_answer_whose_write_fails_is_written_again_until_it_goes_in_and_its_sender_reads_it() {
+        let (target, client) = fresh().await;
+        let held = SessionId::generate();
+        took(lease::take(&client, &target, &held, "host-a:1:a", Duration::from_secs(60)).await.unwrap());
+        let (a, mut to_a) = Inbox::start(target.clone(), "host-a:1:a".into(), POLL).await.unwrap();
+        let (b, mut to_b) = Inbox::start(target.clone(), "host-b:2:b".into(), POLL).await.unwrap();
+        let sent = b.send(&held, "{\"prompt\":{}}".into()).await.unwrap();
+        let Inbound::Command { id, .. } = next(&mut to_a).await else { panic!("a command") };
+
+        // Every write to the inbox fails for a while.
+        client.batch_execute("ALTER TABLE session_commands RENAME TO session_commands_away").await.unwrap();
+        let answering = a.answer(id, "{\"done\":{}}".into());
+        tokio::pin!(answering);
+        // The inbox serves its jobs in order: the answer is tried (and fails) before this send.
+        let refused = tokio::select! {
+            biased;
+            answered = &mut answering => panic!("the answer came back before it could be written: {answered:?}"),
+            refused = a.send(&held, "{}".into()) => refused,
+        };
+        assert!(refused.is_err(), "the inbox could not write then");
+        client.batch_execute("ALTER TABLE session_commands_away RENAME TO session_commands").await.unwrap();
+
+        answering.await.unwrap();
+        let Inbound::Answer { id, body, .. } = next(&mut to_b).await else { panic!("an answer") };
+        assert_eq!((id, body.as_str()), (sent, "{\"done\":{}}"), "the sender is answered");
     }
 }

@@ -19,6 +19,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../../../schema/pg/0004_rules_tokens_checkpoints.sql"),
     include_str!("../../../schema/pg/0005_inbox_and_origins.sql"),
     include_str!("../../../schema/pg/0006_writers.sql"),
+    include_str!("../../../schema/pg/0007_replicas.sql"),
 ];
 
 /// The schema version this build writes.

@@ -12,15 +12,23 @@
 //! and writers are never kept waiting on a backlog of millions. Replicas pruning at once skip the
 //! rows another is deleting (`SKIP LOCKED`) instead of waiting on, or deadlocking with, it.
 //!
-//! The command inbox (`session_commands`) is pruned with it: a command whose answer its sender
-//! read longer ago than that is deleted; one not answered or not read yet is kept.
+//! The command inbox (`session_commands`) is pruned with it, in batches the same way: a command
+//! whose answer its sender read longer ago than that is deleted, and so is every command whose
+//! sender's heart (`cairn_replicas`, beaten by its sweeper) stopped longer ago than that, taken
+//! or not, answered or not: its client is gone with it, and one nobody took would otherwise
+//! wait for a holder for ever. A live sender's command not answered or not read yet is kept.
+//! The heart rows of replicas gone that long go once no command names them as its sender.
+//!
+//! A question a running turn asked is kept in the log however old (its `asked` and `closed`
+//! rows, while the lease that logged them is held): a replica that starts following the session
+//! reads the questions still open from them (`events::open_questions`).
 
 use std::time::{Duration, Instant};
 
 use tokio_postgres::Client;
 use tokio_util::sync::CancellationToken;
 
-use super::{PgError, PgTarget};
+use super::{PgError, PgTarget, events};
 
 /// Rows deleted per statement.
 pub const BATCH: i64 = 10_000;
@@ -65,34 +73,79 @@ pub async fn prune_once(
     stop: &CancellationToken,
 ) -> Result<u64, PgError> {
     // The age is the database's (`created_at` is its `now()` at insert), not this machine's.
+    // The question rows of a turn still running are kept (`events::open_questions`).
     let statement = client
-        .prepare(
+        .prepare(&format!(
             "DELETE FROM session_events
              WHERE (session_id, seq) IN (
                  SELECT old.session_id, old.seq FROM session_events old
                  WHERE old.created_at < now() - make_interval(secs => $1)
                    AND EXISTS (SELECT 1 FROM session_events newer
                                WHERE newer.session_id = old.session_id AND newer.seq > old.seq)
+                   AND NOT ((old.body LIKE '{asked}%' OR old.body LIKE '{closed}%')
+                            AND EXISTS (SELECT 1 FROM session_leases AS lease
+                                        WHERE lease.session_id = old.session_id AND lease.epoch = old.epoch
+                                          AND lease.released_at IS NULL))
+                 LIMIT $2
+                 FOR UPDATE SKIP LOCKED)",
+            asked = events::ASKED,
+            closed = events::CLOSED,
+        ))
+        .await
+        .map_err(|err| target.failed(&err))?;
+    let secs = kept.as_secs_f64();
+    let deleted = in_batches(client, target, &statement, secs, batch, stop).await?;
+    // A command whose answer its sender read is done with; so is every command of a sender whose
+    // heart stopped longer ago than that (nobody will ever read its answer, and one nobody took
+    // would otherwise wait for a holder for ever). A live sender's waiting command is never
+    // touched, nor one of a sender this schema never saw beat.
+    let commands = client
+        .prepare(
+            "DELETE FROM session_commands
+             WHERE id IN (
+                 SELECT command.id FROM session_commands AS command
+                 WHERE command.delivered_at < now() - make_interval(secs => $1)
+                    OR (command.delivered_at IS NULL
+                        AND EXISTS (SELECT 1 FROM cairn_replicas AS sender
+                                    WHERE sender.replica = command.sender
+                                      AND sender.expires_at < now() - make_interval(secs => $1)))
                  LIMIT $2
                  FOR UPDATE SKIP LOCKED)",
         )
         .await
         .map_err(|err| target.failed(&err))?;
-    let secs = kept.as_secs_f64();
-    let mut deleted = 0;
-    loop {
-        let count = client.execute(&statement, &[&secs, &batch]).await.map_err(|err| target.failed(&err))?;
-        deleted += count;
-        if count < u64::try_from(batch).unwrap_or(0) || stop.is_cancelled() {
-            break;
-        }
-    }
-    // A command whose answer its sender read is done with; one still waiting is never touched.
+    in_batches(client, target, &commands, secs, batch, stop).await?;
+    // Then the hearts of replicas gone that long that no command names as its sender any more.
     client
-        .execute("DELETE FROM session_commands WHERE delivered_at < now() - make_interval(secs => $1)", &[&secs])
+        .execute(
+            "DELETE FROM cairn_replicas AS replica
+             WHERE replica.expires_at < now() - make_interval(secs => $1)
+               AND NOT EXISTS (SELECT 1 FROM session_commands WHERE sender = replica.replica)",
+            &[&secs],
+        )
         .await
         .map_err(|err| target.failed(&err))?;
     Ok(deleted)
+}
+
+/// Runs a `DELETE … LIMIT $2` of rows older than `$1` seconds until a batch comes back short,
+/// or `stop`; how many rows it deleted.
+async fn in_batches(
+    client: &Client,
+    target: &PgTarget,
+    statement: &tokio_postgres::Statement,
+    secs: f64,
+    batch: i64,
+    stop: &CancellationToken,
+) -> Result<u64, PgError> {
+    let mut deleted = 0;
+    loop {
+        let count = client.execute(statement, &[&secs, &batch]).await.map_err(|err| target.failed(&err))?;
+        deleted += count;
+        if count < u64::try_from(batch).unwrap_or(0) || stop.is_cancelled() {
+            return Ok(deleted);
+        }
+    }
 }
 
 #[cfg(test)]
@@ -212,6 +265,93 @@ mod tests {
             .map(|row| (row.get(0), row.get(1)))
             .collect();
         assert_eq!(left, [(true, false), (false, false), (true, true)], "only the old delivered one goes");
+    }
+
+    /// A command of `sender`, sent an hour ago, in the state given: taken, answered, read.
+    async fn sent(client: &Client, sender: &str, taken: bool, answered: bool, delivered: bool) {
+        let at = |set: bool| if set { "now() - interval '1 hour'" } else { "NULL" };
+        client
+            .execute(
+                &format!(
+                    "INSERT INTO session_commands (session_id, sender, body, created_at, taken_by, taken_at, answer, answered_at, delivered_at)
+                     VALUES ('s1', '{sender}', '{{}}', now() - interval '1 hour', {}, {}, {}, {}, {})",
+                    if taken { "'holder'" } else { "NULL" },
+                    at(taken),
+                    if answered { "'{}'" } else { "NULL" },
+                    at(answered),
+                    at(delivered),
+                ),
+                &[],
+            )
+            .await
+            .unwrap();
+    }
+
+    /// Marks `replica` as last alive `ago_secs` ago.
+    async fn heart(client: &Client, replica: &str, ago_secs: f64) {
+        client
+            .execute(
+                "INSERT INTO cairn_replicas (replica, expires_at) VALUES ($1, now() - make_interval(secs => $2))",
+                &[&replica, &ago_secs],
+            )
+            .await
+            .unwrap();
+    }
+
+    async fn senders(client: &Client) -> Vec<String> {
+        let rows = client.query("SELECT sender FROM session_commands ORDER BY id", &[]).await.unwrap();
+        rows.iter().map(|row| row.get(0)).collect()
+    }
+
+    #[tokio::test]
+    async fn commands_of_a_sender_dead_longer_than_the_time_kept_are_pruned_in_batches_whatever_their_state() {
+        let (target, client) = fresh().await;
+        heart(&client, "gone", HOUR).await;
+        heart(&client, "just-gone", 10.0).await;
+        heart(&client, "alive", -60.0).await;
+        for sender in ["gone", "just-gone", "alive", "never-beat"] {
+            // Never taken (no holder came), taken and never answered, answered and never read.
+            sent(&client, sender, false, false, false).await;
+            sent(&client, sender, true, false, false).await;
+            sent(&client, sender, true, true, false).await;
+        }
+        prune_once(&client, &target, KEPT, 2, &CancellationToken::new()).await.unwrap();
+        let left = senders(&client).await;
+        assert!(!left.iter().any(|sender| sender == "gone"), "all three of the dead sender's went: {left:?}");
+        assert_eq!(left.len(), 9, "the others wait on: {left:?}");
+        let hearts: Vec<String> = client
+            .query("SELECT replica FROM cairn_replicas ORDER BY replica", &[])
+            .await
+            .unwrap()
+            .iter()
+            .map(|row| row.get(0))
+            .collect();
+        assert_eq!(hearts, ["alive", "just-gone"], "the long-dead heart goes with its commands");
+    }
+
+    #[tokio::test]
+    async fn the_questions_of_a_turn_still_running_are_kept_however_old_and_go_once_it_ends() {
+        let (target, client) = fresh().await;
+        let session = crate::ids::SessionId::generate();
+        let ttl = Duration::from_secs(60);
+        let lease = crate::store::pg::tests::took(
+            crate::store::pg::lease::take(&client, &target, &session, "a:1:x", ttl).await.unwrap(),
+        );
+        let asked = format!("{}{{\"id\":\"q1\"}}}}", events::ASKED);
+        client
+            .execute(
+                "INSERT INTO session_events (session_id, seq, epoch, body, created_at)
+                 VALUES ($1, 1, $2, $3, now() - interval '1 hour'), ($1, 2, $2, 'update', now() - interval '1 hour'),
+                        ($1, 3, $2, 'update', now())",
+                &[&session.as_str(), &lease.epoch, &asked],
+            )
+            .await
+            .unwrap();
+        prune_once(&client, &target, KEPT, BATCH, &CancellationToken::new()).await.unwrap();
+        assert_eq!(seqs(&client, session.as_str()).await, [1, 3], "the open question stays");
+        crate::store::pg::lease::release(&client, &target, &lease).await.unwrap();
+        prune_once(&client, &target, KEPT, BATCH, &CancellationToken::new()).await.unwrap();
+        assert_eq!(seqs(&client, session.as_str()).await, [3], "its turn over, it goes");
     }
 
     #[tokio::test]

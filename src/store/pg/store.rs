@@ -87,6 +87,8 @@ impl Postgres {
         let mut client = target.connect().await.map_err(StoreError::Postgres)?;
         migrate::to_latest(&mut client, &target).await.map_err(StoreError::Postgres)?;
         let batch = regain::recorded(&client, &me).await.map_err(|err| StoreError::Postgres(target.failed(&err)))?;
+        // Alive before it takes any command: a sweeper answers those of replicas whose beat lapsed.
+        sweeper::beat(&client, &target, &me, ttl).await.map_err(StoreError::Postgres)?;
         let reader = Reader::connect(&target).await?;
         let owned = reader
             .get()

@@ -1,7 +1,8 @@
 //! Closing the turns of replicas that died: every replica sweeps, on a connection of its own,
 //! for leases that lapsed without being released (`lease::sweep`), takes each over with the
-//! next epoch (so the dead holder, should it wake, is fenced) and, in the same transaction, ends
-//! the turn it left open: its unfinished tool calls are stored as interrupted,
+//! next epoch (so the dead holder, should it wake, is fenced), under a name of its own
+//! ([`closer`]), and, in the same transaction, ends the turn it left open: its unfinished tool
+//! calls are stored as interrupted,
 //! and a notice naming the dead replica closes the turn. What that shows (the calls' new states,
 //! the notice) goes into the session's event log in the same transaction, for the clients
 //! following the session from other replicas, and every command handed to the dead replica
@@ -9,13 +10,21 @@
 //! and the followers and senders woken. The turn is never run again: its tools' side effects may
 //! be half done; the user decides.
 //!
+//! A replica that dies between turns holds no lease, so no lease lapses for the commands it
+//! took and had not answered yet (a prompt whose turn it had just ended, say). Every replica's
+//! heart beats in `cairn_replicas` at each of its sweeps ([`beat`]); a sweeper that finds a
+//! replica's beat lapsed answers the commands it took and left unanswered as cancelled
+//! ([`answer_dead_takers`]), never handing them to another taker: a prompt may have run its
+//! turn already. A sweeper judges only while it saw the database itself since its previous
+//! sweep: right after an outage of its own, the others had no chance to beat either.
+//!
 //! A replica's lease lives `[store] lease_ttl_secs` (15 s by default) unrenewed and the sweep
 //! runs every quarter of that, so a dead replica's turn is closed within 1.25 lease lifetimes
-//! (about 19 s by default).
+//! (about 19 s by default), and the commands it took between turns are answered as soon.
 
 use std::time::Duration;
 
-use tokio_postgres::Client;
+use tokio_postgres::{Client, GenericClient};
 use tokio_util::sync::CancellationToken;
 
 use super::lease::{self, Swept};
@@ -23,9 +32,13 @@ use super::{PgError, PgTarget, events, inbox, rows};
 use crate::history::{Message, MessageMeta, Part, Role};
 use crate::ids::{SessionId, now_ms};
 
-/// Sweeps every `every` until `stop`, reconnecting when the connection is lost.
+/// Sweeps every `every` until `stop`, reconnecting when the connection is lost. Each sweep
+/// first beats this replica's heart ([`beat`]).
 pub async fn run(target: PgTarget, me: String, ttl: Duration, every: Duration, stop: CancellationToken) {
     let mut client: Option<Client> = None;
+    // When this replica's last beat went in: it judges others dead only while it saw the
+    // database the whole time (after an outage of its own, the others had no chance to beat).
+    let mut beaten: Option<std::time::Instant> = None;
     loop {
         tokio::select! {
             () = stop.cancelled() => return,
@@ -40,12 +53,66 @@ pub async fn run(target: PgTarget, me: String, ttl: Duration, every: Duration, s
                 }
             }
         }
-        if let Some(connected) = client.as_mut()
-            && let Err(err) = sweep_once(connected, &target, &me, ttl).await
-        {
+        let Some(connected) = client.as_mut() else { continue };
+        let seen_throughout = match beat(&*connected, &target, &me, ttl).await {
+            Ok(()) => beaten.replace(std::time::Instant::now()).is_some_and(|last| last.elapsed() < ttl),
+            Err(err) => {
+                tracing::warn!("cannot beat this replica's heart in PostgreSQL: {err}");
+                beaten = None;
+                false
+            }
+        };
+        if let Err(err) = sweep_once(connected, &target, &me, ttl).await {
             tracing::warn!("sweeping for dead replicas' turns failed: {err}");
         }
+        if seen_throughout && let Err(err) = answer_dead_takers(&*connected, &target).await {
+            tracing::warn!("answering the commands of dead replicas failed: {err}");
+        }
     }
+}
+
+/// Marks replica `me` alive for `ttl` more (from the database's clock).
+pub async fn beat(client: &impl GenericClient, target: &PgTarget, me: &str, ttl: Duration) -> Result<(), PgError> {
+    client
+        .execute(
+            "INSERT INTO cairn_replicas (replica, expires_at) VALUES ($1, now() + make_interval(secs => $2))
+             ON CONFLICT (replica) DO UPDATE SET expires_at = excluded.expires_at",
+            &[&me, &ttl.as_secs_f64()],
+        )
+        .await
+        .map_err(|err| target.failed(&err))?;
+    Ok(())
+}
+
+/// Answers as cancelled ([`CANCELLED`]) every command a replica took and left unanswered when
+/// its heart stopped, unless it holds the command's session's lease still (then the lease
+/// sweep closes that turn and answers them): a replica that died between turns, holding no
+/// lease, whose senders would otherwise wait for ever. Cancelled, never handed to another
+/// taker: a prompt it took may have run its turn already, and must not run twice. Wakes the
+/// senders; how many it answered.
+pub async fn answer_dead_takers(client: &impl GenericClient, target: &PgTarget) -> Result<u64, PgError> {
+    let failed = |err: tokio_postgres::Error| target.failed(&err);
+    let answered = client
+        .execute(
+            "UPDATE session_commands AS command
+             SET answer = $1, answered_at = now(),
+                 answered_seq = (SELECT coalesce(max(seq), 0) FROM session_events
+                                 WHERE session_id = command.session_id)
+             WHERE command.answered_at IS NULL AND command.taken_by IS NOT NULL
+               AND EXISTS (SELECT 1 FROM cairn_replicas AS taker
+                           WHERE taker.replica = command.taken_by AND taker.expires_at < now())
+               AND NOT EXISTS (SELECT 1 FROM session_leases AS lease
+                               WHERE lease.session_id = command.session_id
+                                 AND lease.holder = command.taken_by AND lease.released_at IS NULL)",
+            &[&CANCELLED],
+        )
+        .await
+        .map_err(failed)?;
+    if answered > 0 {
+        tracing::warn!(answered, "commands taken by replicas that stopped were answered as cancelled");
+        inbox::wake(client).await.map_err(failed)?;
+    }
+    Ok(answered)
 }
 
 /// One sweep: the sessions whose turns it closed.
@@ -58,9 +125,10 @@ pub async fn sweep_once(
     let failed = |err: tokio_postgres::Error| target.failed(&err);
     // One transaction takes the lapsed leases and closes their turns: no replica ever sees a
     // lease this one took and has not closed yet, which its own inbox would take for a session
-    // it runs (and carry out the dead turn's pending prompts instead of answering them).
+    // it runs (and carry out the dead turn's pending prompts instead of answering them). The
+    // name of its own ([`closer`]) says the same again, should a take ever be seen.
     let tx = client.transaction().await.map_err(failed)?;
-    let swept = lease::sweep(&tx, target, me, Duration::ZERO, ttl).await?;
+    let swept = lease::sweep(&tx, target, &closer(me), Duration::ZERO, ttl).await?;
     let mut closed = Vec::with_capacity(swept.len());
     for Swept { lease, dead } in swept {
         tracing::warn!(session = %lease.session, "replica {dead} stopped renewing its lease mid-turn; closing the turn");
@@ -83,6 +151,15 @@ pub async fn sweep_once(
         inbox::wake(&*client).await.map_err(|err| target.failed(&err))?;
     }
     Ok(closed)
+}
+
+/// The holder a sweeper takes a dead replica's lease as, between the takeover and the close
+/// that releases it: never the sweeping replica's own name, or its inbox would take the dead
+/// holder's waiting commands as their holder's and run them (a prompt handed to the dead turn
+/// run here, instead of answered cancelled by the close), and its writer could start a turn
+/// under the lease the close is about to release.
+pub fn closer(me: &str) -> String {
+    format!("{me}/closing")
 }
 
 /// The answer of a command the dead replica left unanswered, as the session layer reads
@@ -171,6 +248,84 @@ mod tests {
         assert!(!lease::renew(&client, &target, &dead, ttl).await.unwrap(), "the dead replica, waking, is fenced");
         let next = took(lease::take(&client, &target, &id, "other:2:z", ttl).await.unwrap());
         assert_eq!(next.epoch, 3, "the sweep's take was epoch 2");
+    }
+
+    /// A command of `session` sent by `sender`, taken by `taker` and not answered.
+    async fn taken(client: &Client, session: &SessionId, sender: &str, taker: &str) -> i64 {
+        client
+            .query_one(
+                "INSERT INTO session_commands (session_id, sender, body, taken_by, taken_at)
+                 VALUES ($1, $2, '{\"prompt\":{\"parts\":[]}}', $3, now()) RETURNING id",
+                &[&session.as_str(), &sender, &taker],
+            )
+            .await
+            .unwrap()
+            .get(0)
+    }
+
+    async fn answer_of(client: &Client, command: i64) -> Option<String> {
+        client.query_one("SELECT answer FROM session_commands WHERE id = $1", &[&command]).await.unwrap().get(0)
+    }
+
+    #[tokio::test]
+    async fn a_command_taken_by_a_replica_that_died_between_turns_is_answered_cancelled_and_a_live_ones_is_not() {
+        let (target, client) = fresh().await;
+        let ttl = Duration::from_secs(60);
+        beat(&client, &target, "dead:1:x", ttl).await.unwrap();
+        beat(&client, &target, "alive:2:y", ttl).await.unwrap();
+        client
+            .execute(
+                "UPDATE cairn_replicas SET expires_at = now() - interval '1 second' WHERE replica = 'dead:1:x'",
+                &[],
+            )
+            .await
+            .unwrap();
+        // The dead one ended its turn (its lease let go) and died before answering the prompt
+        // it had run; the live one is between turns too, its prompt queued.
+        let (idle, other) = (SessionId::generate(), SessionId::generate());
+        let lease = took(lease::take(&client, &target, &idle, "dead:1:x", ttl).await.unwrap());
+        lease::release(&client, &target, &lease).await.unwrap();
+        let orphan = taken(&client, &idle, "sender:3:z", "dead:1:x").await;
+        let queued = taken(&client, &other, "sender:3:z", "alive:2:y").await;
+
+        assert_eq!(answer_dead_takers(&client, &target).await.unwrap(), 1);
+        assert_eq!(answer_of(&client, orphan).await.as_deref(), Some(CANCELLED), "the sender is answered");
+        assert_eq!(answer_of(&client, queued).await, None, "a live replica answers its own");
+        assert_eq!(answer_dead_takers(&client, &target).await.unwrap(), 0, "answered once");
+    }
+
+    #[tokio::test]
+    async fn a_dead_replicas_command_in_a_session_whose_lease_it_still_holds_is_left_to_the_lease_sweep() {
+        let (target, mut client) = fresh().await;
+        let id = left_open(&client, &target).await;
+        let ttl = Duration::from_secs(60);
+        beat(&client, &target, "deadhost:4242:x", ttl).await.unwrap();
+        client.execute("UPDATE cairn_replicas SET expires_at = now() - interval '1 second'", &[]).await.unwrap();
+        let command = taken(&client, &id, "sender:3:z", "deadhost:4242:x").await;
+        assert_eq!(answer_dead_takers(&client, &target).await.unwrap(), 0, "its turn is the lease sweep's to close");
+        sweep_once(&mut client, &target, "alive:1:y", ttl).await.unwrap();
+        assert_eq!(answer_of(&client, command).await.as_deref(), Some(CANCELLED));
+    }
+
+    #[tokio::test]
+    async fn the_commands_of_a_turn_being_closed_are_not_taken_by_the_closing_replicas_inbox() {
+        use crate::store::pg::inbox::{Inbound, Inbox};
+        let (target, client) = fresh().await;
+        let ttl = Duration::from_secs(60);
+        let (closing, mine) = (SessionId::generate(), SessionId::generate());
+        // This replica's sweeper has taken a dead replica's lease over and not yet closed its
+        // turn; it also runs a turn of its own.
+        took(lease::take(&client, &target, &closing, &closer("alive:1:y"), ttl).await.unwrap());
+        took(lease::take(&client, &target, &mine, "alive:1:y", ttl).await.unwrap());
+        let poll = Duration::from_millis(50);
+        let (_inbox, mut taken) = Inbox::start(target.clone(), "alive:1:y".into(), poll).await.unwrap();
+        let (other, _its) = Inbox::start(target.clone(), "other:2:z".into(), poll).await.unwrap();
+        other.send(&closing, "{\"prompt\":{\"parts\":[]}}".into()).await.unwrap();
+        other.send(&mine, "{\"prompt\":{\"parts\":[]}}".into()).await.unwrap();
+        // Commands are taken in the order they were sent: the first one taken is the second.
+        let first = tokio::time::timeout(Duration::from_secs(30), taken.recv()).await.unwrap().unwrap();
+        let Inbound::Command { session, .. } = first else { panic!("{first:?}") };
+        assert_eq!(session, mine, "the command to the turn being closed is left for the close to answer");
     }
 
     #[tokio::test]

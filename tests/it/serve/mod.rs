@@ -505,6 +505,7 @@ pub(crate) mod postgres;
 mod postgres_auth;
 mod replica_commands;
 mod replica_death;
+mod replica_questions;
 mod replica_resume;
 mod replicas;
 

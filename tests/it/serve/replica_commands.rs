@@ -10,6 +10,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use super::postgres::fixture;
+use super::replicas::until_answer_starts;
 use crate::support::served::{Client, Server};
 use crate::support::{Reply, TestEnv};
 
@@ -35,18 +36,6 @@ fn text_then_call(text: &str, call: (&str, &str, Value)) -> (Reply, std::sync::A
     events.truncate(1);
     events.extend(Reply::tool_calls(&[call]).events());
     Reply::Stream { events, delay: Duration::ZERO }.held(1)
-}
-
-/// Reads until the first chunk of `session`'s answer arrives.
-async fn until_answer_starts(client: &mut Client, session: &str) {
-    loop {
-        let message = client.recv().await;
-        if message["params"]["sessionId"] == session
-            && message["params"]["update"]["sessionUpdate"] == "agent_message_chunk"
-        {
-            return;
-        }
-    }
 }
 
 /// Reads until the answer to `prompt`, failing if the turn asks a permission question; what came.

@@ -1,8 +1,8 @@
 //! A `cairn serve` replica that dies (`kill -9`) or stalls (`kill -STOP`) mid-turn, with others
 //! sharing its PostgreSQL database: another replica closes its turns within the lease's time to
 //! live and a sweep, with a notice naming it; what every client was shown is a prefix of what a
-//! load shows; the prompts it was handed are answered; and a stalled replica that wakes finds
-//! its lease taken and writes nothing more.
+//! load shows; the prompts it was handed are answered, even when it died between turns holding
+//! no lease; and a stalled replica that wakes finds its lease taken and writes nothing more.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -148,4 +148,36 @@ async fn a_replica_stopped_past_its_lease_wakes_fenced_and_writes_nothing_more()
         text_of(&updates(&closed, &session), "agent_message_chunk"),
         "the woken replica wrote nothing after its lease was taken"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_prompt_taken_by_a_replica_that_dies_between_turns_is_answered_cancelled() {
+    let env = TestEnv::new().await;
+    let url = fixture::database().await;
+    env.write_config(&format!("[store]\nurl = \"{url}\"\nlease_ttl_secs = 2\n"));
+    let (a, b) = (Server::start(&env).await, Server::start(&env).await);
+    let (first, _release) = Reply::text(&["first ", "answer"]).held(1);
+    env.mock.push(first);
+    let mut on_a = a.client().await;
+    let session = on_a.new_session(&env.cwd()).await;
+    let mut on_b = b.client().await;
+    on_b.call("session/load", open(&session, &env)).await;
+
+    let _one = on_a.prompt(&session, "one").await;
+    until_streamed(&mut on_b, &session, 1).await;
+    let two = on_b.prompt(&session, "two").await;
+    b.until_said("handed to the replica running the session's turn").await;
+    a.until_said("a command handed by another replica").await;
+    // a dies between turns, its lease let go (as at the end of the turn that ran the prompt it
+    // took) but the prompt's answer never written: no lease lapses, and a took the command.
+    signal(&a, "-KILL");
+    let (database, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await.unwrap();
+    tokio::spawn(connection);
+    let released =
+        database.execute("UPDATE session_leases SET released_at = now() WHERE session_id = $1", &[&session]).await;
+    assert_eq!(released.unwrap(), 1);
+
+    let (answer, _) = on_b.response(two).await;
+    assert_eq!(answer["result"]["stopReason"], "cancelled", "b's sweeper answered for the dead replica: {answer}");
+    assert_eq!(env.mock.requests().len(), 1, "the prompt it took was never run again");
 }

@@ -12,13 +12,13 @@ use crate::support::served::{Client, Server};
 use crate::support::{Reply, TestEnv, text_of, updates};
 
 /// Three replicas of one database, and a session made on the first.
-struct Replicas {
-    env: TestEnv,
-    servers: Vec<Server>,
+pub(super) struct Replicas {
+    pub(super) env: TestEnv,
+    pub(super) servers: Vec<Server>,
 }
 
 impl Replicas {
-    async fn start(count: usize) -> Self {
+    pub(super) async fn start(count: usize) -> Self {
         let env = TestEnv::new().await;
         let url = fixture::database().await;
         env.write_config(&format!("[store]\nurl = \"{url}\"\n"));
@@ -30,7 +30,7 @@ impl Replicas {
     }
 
     /// A client of replica `n` that loaded `session`.
-    async fn viewer(&self, n: usize, session: &str) -> Client {
+    pub(super) async fn viewer(&self, n: usize, session: &str) -> Client {
         let mut client = self.servers[n].client().await;
         let loaded =
             client.call("session/load", json!({"sessionId": session, "cwd": self.env.cwd(), "mcpServers": []}));
@@ -150,7 +150,7 @@ async fn a_cancel_sent_to_another_replica_stops_the_turn_where_it_runs() {
 }
 
 /// Reads until the first chunk of `session`'s answer arrives.
-async fn until_answer_starts(client: &mut Client, session: &str) {
+pub(super) async fn until_answer_starts(client: &mut Client, session: &str) {
     loop {
         let message = client.recv().await;
         if message["params"]["sessionId"] == session
@@ -162,7 +162,7 @@ async fn until_answer_starts(client: &mut Client, session: &str) {
 }
 
 /// Reads until `session/request_permission` comes; it.
-async fn until_asked(client: &mut Client) -> Value {
+pub(super) async fn until_asked(client: &mut Client) -> Value {
     loop {
         let message = client.recv().await;
         if message["method"] == "session/request_permission" {
@@ -171,7 +171,7 @@ async fn until_asked(client: &mut Client) -> Value {
     }
 }
 
-fn allow_once(request: &Value) -> Value {
+pub(super) fn allow_once(request: &Value) -> Value {
     json!({"jsonrpc": "2.0", "id": request["id"], "result": {"outcome": {"outcome": "selected", "optionId": "allow_once"}}})
 }
 
@@ -253,31 +253,6 @@ async fn a_turn_started_right_after_another_replicas_turn_comes_after_all_of_it(
     assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
     let text = text_of(&updates(&before, &session), "agent_message_chunk");
     assert_eq!(text, first.concat() + "[b]", "a's whole turn, then b's");
-}
-
-fn cancelled(request: &Value) -> Value {
-    json!({"jsonrpc": "2.0", "id": request["id"], "result": {"outcome": {"outcome": "cancelled"}}})
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_permission_question_dismissed_on_another_replica_is_a_rejection_there_too() {
-    let replicas = Replicas::start(2).await;
-    let env = &replicas.env;
-    let path = env.workspace().join("never.txt");
-    env.mock.push(Reply::tool_calls(&[("c1", "write", json!({"path": path, "content": "x\n"}))]));
-    env.mock.push(Reply::text(&["not written"]));
-    let mut on_a = replicas.servers[0].client().await;
-    let session = on_a.new_session(&env.cwd()).await;
-    let mut on_b = replicas.viewer(1, &session).await;
-
-    // a's client never answers; b's dismisses the question, as an editor closing the dialog does.
-    let prompt = on_a.prompt(&session, "Write it").await;
-    until_asked(&mut on_a).await;
-    let to_b = until_asked(&mut on_b).await;
-    on_b.send(cancelled(&to_b)).await;
-    let (done, _) = on_a.response(prompt).await;
-    assert_eq!(done["result"]["stopReason"], "end_turn", "{done}");
-    assert!(!path.exists(), "a dismissed question rejects the call, as on the turn's own replica");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
