@@ -15,6 +15,18 @@
 //! session when that is no longer kept. The streams of sessions nobody views are kept for the
 //! [`UNVIEWED_KEPT`] left most recently.
 //!
+//! On a store shared by replicas ([`Hub::share`]) the numbers are those of the session's event
+//! log instead (`seq`, the same on every replica: the turn's own replica shows its updates with
+//! the `seq` its writer gave them, the others read them back with it), so a client whose
+//! replica died resumes on any other, and [`Hub::resume_from_log`] answers from the log itself:
+//! what a replica holds in memory is not all of it (the prompt a turn's client sent is logged
+//! but not shown back on that replica; a replica that did not follow the session has nothing),
+//! and a read of the rows after a number is one range of the log's primary key, made only when
+//! a client comes back. Numbers then increase without being consecutive (rows that are no
+//! update, like a question's, take numbers too), and an update the log does not keep (usage,
+//! settings, commands, a compaction's progress, a sub-agent's) goes unnumbered: no other replica
+//! could give it the same number, and a resume gives none of them back.
+//!
 //! Questions a turn asks (permissions, the `question` tool) go to every viewer that can answer
 //! them, and the first answer wins; the others' copies are withdrawn (dropping a request sends
 //! its cancellation). A question asked while nobody views the session waits for the next
@@ -33,11 +45,12 @@ use std::time::Instant;
 use futures::future::BoxFuture;
 use tokio::sync::watch;
 
-use super::asked::{Across, Elsewhere};
-use super::loading::Loading;
+use super::asked::{Across, Elsewhere, Signal};
+use super::loading::{Loading, Resuming};
 use super::{Update, UpdateSink};
 use crate::ids::SessionId;
 use crate::store::Store;
+use crate::store::pg::events::Missed;
 use crate::tools::Host;
 use viewers::Viewers;
 
@@ -91,6 +104,9 @@ pub struct Hub {
     me: Weak<Hub>,
     /// Questions across replicas, when the store is shared by them ([`Self::share`]).
     across: OnceLock<Arc<Across>>,
+    /// The store keeps an event log shared by replicas: updates are numbered by their `seq`
+    /// there, and those it does not keep go unnumbered.
+    logged: std::sync::atomic::AtomicBool,
 }
 
 impl Hub {
@@ -101,6 +117,7 @@ impl Hub {
             attached: watch::channel(0).0,
             me: me.clone(),
             across: OnceLock::new(),
+            logged: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
@@ -109,7 +126,13 @@ impl Hub {
     pub fn share(&self, store: &Store) {
         if store.logs_events() {
             let _ = self.across.set(Across::new(store.clone()));
+            self.logged.store(true, Ordering::Relaxed);
         }
+    }
+
+    /// Whether updates are numbered by the shared event log's `seq` ([`Self::share`]).
+    fn numbers_by_log(&self) -> bool {
+        self.logged.load(Ordering::Relaxed)
     }
 
     /// A new connection's view: `sink` is its wire.
@@ -181,6 +204,21 @@ impl Hub {
             self.attached.send_modify(|count| *count += 1);
         }
         Ok(last)
+    }
+
+    /// On a store shared by replicas: `viewer` views `session` from now on (the request's place
+    /// in wire order), its logged updates held back until [`LogResume::send`] has sent what the
+    /// client missed from the session's event log, read after this.
+    pub fn resume_from_log(&self, session: &SessionId, viewer: &Viewer) -> LogResume {
+        let held = viewer.sink.hold_resume(session);
+        let attached = {
+            let mut streams = self.lock();
+            view(streams.entry(session.clone()).or_default(), viewer)
+        };
+        if attached {
+            self.attached.send_modify(|count| *count += 1);
+        }
+        LogResume { hub: self.me.clone(), session: session.clone(), viewer: viewer.clone(), held, attached }
     }
 
     /// Whether `viewer` views `session`.
@@ -262,18 +300,99 @@ fn forget_unviewed(streams: &mut HashMap<SessionId, Stream>) {
     }
 }
 
+/// A resume from the event log between the request and the rows read ([`Hub::resume_from_log`]).
+pub struct LogResume {
+    hub: Weak<Hub>,
+    session: SessionId,
+    viewer: Viewer,
+    held: Resuming,
+    /// It made the connection view the session, which it did not before.
+    attached: bool,
+}
+
+impl LogResume {
+    /// Sends the client what it `missed` after number `after` (the rows of the session's log
+    /// read since the hold; those that are no update skipped), then lets the session's later
+    /// updates through: each once, in order. The number of the last row read.
+    pub fn send(self, after: u64, missed: Missed) -> Result<u64, ResumeError> {
+        let session = self.session.clone();
+        let rows = match missed {
+            Missed::Rows(rows) => rows,
+            Missed::Pruned { oldest } => {
+                self.fail();
+                return Err(ResumeError::TooOld { session, after, oldest: u64::try_from(oldest).unwrap_or(0) });
+            }
+            Missed::Ahead { last } => {
+                self.fail();
+                return Err(ResumeError::Ahead { session, after, last: u64::try_from(last).unwrap_or(0) });
+            }
+        };
+        let reached = rows.last().map_or(after, |row| u64::try_from(row.seq).unwrap_or(0));
+        for row in rows {
+            let Ok(seq) = u64::try_from(row.seq) else { continue };
+            if Signal::read(&row.body).is_some() {
+                continue;
+            }
+            if let Some(update) = Update::from_event(&row.body) {
+                self.held.sink.send_numbered(&session, seq, update);
+            }
+        }
+        self.held.reached(i64::try_from(reached).unwrap_or(i64::MAX));
+        Ok(reached)
+    }
+
+    /// The resume failed: the connection views the session no more unless it did before.
+    pub fn fail(self) {
+        if self.attached
+            && let Some(hub) = self.hub.upgrade()
+        {
+            hub.unview(&self.session, &self.viewer);
+        }
+        self.held.failed(!self.attached);
+    }
+}
+
 impl Hub {
+    /// An update the shared event log keeps at `logged` (see [`Self::share`]): numbered by it,
+    /// not kept (a resume reads the log), and handed to every viewer, whose load or resume under
+    /// way cuts it by that number. One that comes after a later one was numbered (a follower
+    /// that fell behind a turn started here) goes unnumbered rather than out of order.
+    fn number_logged(&self, session: &SessionId, logged: i64, update: Update) {
+        let mut streams = self.lock();
+        if !streams.contains_key(session) {
+            streams.insert(session.clone(), Stream { unviewed_since: Some(Instant::now()), ..Stream::default() });
+            forget_unviewed(&mut streams);
+        }
+        let Some(stream) = streams.get_mut(session) else { return };
+        let seq = u64::try_from(logged).ok().filter(|seq| *seq > stream.seq);
+        match seq {
+            Some(seq) => stream.seq = seq,
+            None => tracing::debug!(%session, logged, "an update logged before one already shown goes unnumbered"),
+        }
+        if let Some((last, others)) = stream.viewers.split_last() {
+            for viewer in others {
+                viewer.sink.pass_logged(session, logged, seq, update.clone());
+            }
+            last.sink.pass_logged(session, logged, seq, update);
+        }
+    }
+
+    /// An update sent to every viewer unnumbered and not kept.
+    fn unnumbered(&self, session: &SessionId, update: Update) {
+        let streams = self.lock();
+        let viewers = streams.get(session).map(|stream| stream.viewers.as_slice()).unwrap_or_default();
+        for viewer in viewers {
+            viewer.sink.send(session, update.clone());
+        }
+    }
+
     /// Numbers the update in its session's stream, keeps it, and hands it to every viewer
     /// through `deliver` (see [`UpdateSink::send`] below).
     fn number(&self, session: &SessionId, update: Update, deliver: impl Fn(&Viewer, u64, Update)) {
-        let mut streams = self.lock();
         if let Update::Elsewhere { .. } = update {
-            let viewers = streams.get(session).map(|stream| stream.viewers.as_slice()).unwrap_or_default();
-            for viewer in viewers {
-                viewer.sink.send(session, update.clone());
-            }
-            return;
+            return self.unnumbered(session, update);
         }
+        let mut streams = self.lock();
         if !streams.contains_key(session) {
             streams.insert(session.clone(), Stream { unviewed_since: Some(Instant::now()), ..Stream::default() });
             forget_unviewed(&mut streams);
@@ -302,12 +421,21 @@ impl UpdateSink for Hub {
     /// the viewers unnumbered and is not kept: the wire shows it under the sub-agent's own id,
     /// where the session's numbers mean nothing, and a busy sub-agent must not push the
     /// session's own updates out of what a resume can give back (a load replays the sub-agent).
+    /// On a store shared by replicas, an update sent this way is one the event log does not
+    /// keep: it goes unnumbered (see the module's paragraph).
     fn send(&self, session: &SessionId, update: Update) {
+        if self.numbers_by_log() {
+            return self.unnumbered(session, update);
+        }
         self.number(session, update, |viewer, seq, update| viewer.sink.send_numbered(session, seq, update));
     }
 
-    /// As [`Self::send`], and each viewer's load under way cuts it by its `logged` number.
+    /// As [`Self::send`], and each viewer's load under way cuts it by its `logged` number. On a
+    /// store shared by replicas, that number is also the one the client sees.
     fn send_logged(&self, session: &SessionId, logged: i64, update: Update) {
+        if self.numbers_by_log() {
+            return self.number_logged(session, logged, update);
+        }
         self.number(session, update, |viewer, seq, update| viewer.sink.pass_logged(session, logged, Some(seq), update));
     }
 
@@ -356,106 +484,4 @@ impl UpdateSink for Hub {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::ids::MessageId;
-
-    /// A connection's wire: what it was sent, with numbers.
-    #[derive(Default)]
-    struct Wire(Mutex<Vec<(Option<u64>, String)>>);
-
-    impl UpdateSink for Wire {
-        fn send(&self, _session: &SessionId, update: Update) {
-            self.0.lock().unwrap().push((None, text(&update)));
-        }
-        fn send_numbered(&self, _session: &SessionId, seq: u64, update: Update) {
-            self.0.lock().unwrap().push((Some(seq), text(&update)));
-        }
-        fn host(&self, _session: &SessionId) -> Arc<dyn Host> {
-            Arc::new(crate::tools::NoEditor)
-        }
-    }
-
-    fn text(update: &Update) -> String {
-        match update {
-            Update::AgentText { text, .. } => text.clone(),
-            other => format!("{other:?}"),
-        }
-    }
-
-    fn chunk(text: &str) -> Update {
-        Update::AgentText { message: MessageId::generate(), text: text.into() }
-    }
-
-    #[test]
-    fn a_resume_refused_for_a_session_the_hub_never_saw_leaves_nothing_behind() {
-        let hub = Hub::new();
-        let viewer = hub.viewer(Arc::new(Wire::default()));
-        let made_up = SessionId::from_string("ses_made_up".repeat(1000));
-        assert!(matches!(hub.resume(&made_up, &viewer, 5), Err(ResumeError::Ahead { last: 0, .. })));
-        assert!(hub.lock().is_empty());
-    }
-
-    #[test]
-    fn a_resume_sends_what_was_missed_once_then_the_live_stream() {
-        let hub = Hub::new();
-        let session = SessionId::generate();
-        let (wire, other) = (Arc::new(Wire::default()), Arc::new(Wire::default()));
-        let viewer = hub.viewer(Arc::clone(&wire) as Arc<dyn UpdateSink>);
-        hub.attach(&session, &viewer);
-        hub.send(&session, chunk("a"));
-        hub.send(&session, chunk("b"));
-        hub.detach(&viewer);
-        hub.send(&session, chunk("c"));
-        let again = hub.viewer(Arc::clone(&other) as Arc<dyn UpdateSink>);
-        assert_eq!(hub.resume(&session, &again, 1), Ok(3));
-        hub.send(&session, chunk("d"));
-        let seen = |wire: &Wire| wire.0.lock().unwrap().clone();
-        assert_eq!(seen(&wire), [(Some(1), "a".to_owned()), (Some(2), "b".to_owned())]);
-        assert_eq!(seen(&other), [(Some(2), "b".into()), (Some(3), "c".into()), (Some(4), "d".into())]);
-        assert_eq!(
-            hub.resume(&session, &again, 9),
-            Err(ResumeError::Ahead { session: session.clone(), after: 9, last: 4 })
-        );
-    }
-
-    #[test]
-    fn a_sub_agents_updates_reach_the_viewers_unnumbered_and_take_no_room_in_the_stream() {
-        let hub = Hub::new();
-        let session = SessionId::generate();
-        let wire = Arc::new(Wire::default());
-        let viewer = hub.viewer(Arc::clone(&wire) as Arc<dyn UpdateSink>);
-        hub.attach(&session, &viewer);
-        hub.send(&session, chunk("a"));
-        let child = SessionId::generate();
-        for _ in 0..KEPT + 10 {
-            hub.send(&session, Update::Elsewhere { session: child.clone(), update: Box::new(chunk("child")) });
-        }
-        hub.send(&session, chunk("b"));
-        let seen = wire.0.lock().unwrap().clone();
-        assert_eq!(seen.len(), KEPT + 12);
-        assert_eq!((seen[0].0, seen[KEPT + 11].0), (Some(1), Some(2)), "the session's numbers run on");
-        assert!(seen[1..=KEPT + 10].iter().all(|(seq, _)| seq.is_none()));
-        let again = hub.viewer(Arc::new(Wire::default()) as Arc<dyn UpdateSink>);
-        assert_eq!(hub.resume(&session, &again, 0), Ok(2), "the session's own updates are all still kept");
-    }
-
-    #[test]
-    fn only_the_latest_updates_are_kept_and_only_so_many_unviewed_streams() {
-        let hub = Hub::new();
-        let session = SessionId::generate();
-        for i in 0..KEPT + 10 {
-            hub.send(&session, chunk(&i.to_string()));
-        }
-        let viewer = hub.viewer(Arc::new(Wire::default()) as Arc<dyn UpdateSink>);
-        let too_old = hub.resume(&session, &viewer, 5);
-        assert_eq!(too_old, Err(ResumeError::TooOld { session: session.clone(), after: 5, oldest: 11 }));
-        assert_eq!(hub.resume(&session, &viewer, 10), Ok((KEPT + 10) as u64));
-
-        for _ in 0..UNVIEWED_KEPT + 5 {
-            hub.send(&SessionId::generate(), chunk("x"));
-        }
-        assert!(hub.lock().len() <= UNVIEWED_KEPT + 1, "the viewed session and the latest unviewed ones");
-        assert!(hub.views(&session, &viewer), "a viewed stream is never forgotten");
-    }
-}
+mod tests;

@@ -17,7 +17,14 @@
 //! cut by number instead: while a load is under way they wait, and once its replay is sent,
 //! those it holds (`seq` up to the replay's) are dropped, then and whenever they come later, and
 //! the others follow the replay in order. A cut is forgotten once a logged update past it
-//! comes, since the log comes in order.
+//! comes, since the log comes in order (on the replica running the turn too: its writer's
+//! callbacks run in commit order, which is `seq` order).
+//!
+//! A resume from the event log (a client that lost its connection to one replica, resuming on
+//! any: [`Loading::hold_resume`]) cuts them the same way: from the moment the request is read,
+//! the logged updates wait; the log is read, what the client missed is sent from it, and of
+//! what waited only what comes after the rows it sent follows. Updates the log does not keep go
+//! on meanwhile: a resume gives none of them back, so holding them would only delay them.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -41,7 +48,10 @@ pub struct Loading {
 struct Cut {
     /// Loads read and not replayed yet.
     loads: usize,
-    /// The greatest event log `seq` a replay reached: logged updates up to it are in a replay.
+    /// Resumes read whose missed updates are not sent yet.
+    resumes: usize,
+    /// The greatest event log `seq` a replay or a resume reached: logged updates up to it were
+    /// sent by one.
     replayed: i64,
     /// Logged updates that came while a load was under way, in order, with their numbers in
     /// the stream when a hub numbered them.
@@ -57,7 +67,16 @@ impl Loading {
     /// when the load failed before it).
     pub fn hold(self: &Arc<Self>, session: &SessionId) -> Replay {
         self.lock().entry(session.clone()).or_default().loads += 1;
-        Replay { held: Held { loading: Arc::clone(self), session: session.clone() }, sink: Arc::clone(&self.sink) }
+        let held = Held { loading: Arc::clone(self), session: session.clone(), resume: false };
+        Replay { held, sink: Arc::clone(&self.sink) }
+    }
+
+    /// Holds back `session`'s logged updates until the returned resume has sent what the
+    /// client missed from the event log (or failed).
+    pub fn hold_resume(self: &Arc<Self>, session: &SessionId) -> Resuming {
+        self.lock().entry(session.clone()).or_default().resumes += 1;
+        let held = Held { loading: Arc::clone(self), session: session.clone(), resume: true };
+        Resuming { held, sink: Arc::clone(&self.sink) }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<SessionId, Cut>> {
@@ -70,7 +89,7 @@ impl Loading {
     pub fn pass_logged(&self, session: &SessionId, logged: i64, seq: Option<u64>, update: Update) {
         let mut held = self.lock();
         if let Some(cut) = held.get_mut(session) {
-            if cut.loads > 0 {
+            if cut.loads > 0 || cut.resumes > 0 {
                 cut.waiting.push((logged, seq, update));
                 return;
             }
@@ -168,20 +187,61 @@ impl Replay {
     }
 }
 
-/// A load between the moment it was read and its replay (see [`Loading::hold`]).
+/// A resume from the event log still to send what the client missed: its hold on the
+/// session's logged updates and the sink the missed ones go through (the one behind the hold).
+pub struct Resuming {
+    held: Held,
+    pub sink: Arc<dyn UpdateSink>,
+}
+
+impl Resuming {
+    /// The client was sent the session's logged updates up to `reached`: of those held back,
+    /// the later ones follow, in order; the others are dropped, then and whenever they come.
+    pub fn reached(self, reached: i64) {
+        {
+            let mut held = self.held.loading.lock();
+            let cut = held.entry(self.held.session.clone()).or_default();
+            cut.replayed = cut.replayed.max(reached);
+        }
+        drop(self.held);
+    }
+
+    /// The resume failed: what was held back is dropped, unless the connection views the
+    /// session anyway (`viewed`) or a load of it is under way, which then let it through.
+    pub fn failed(self, viewed: bool) {
+        let mut held = self.held.loading.lock();
+        if !viewed
+            && let Some(cut) = held.get_mut(&self.held.session)
+            && cut.loads == 0
+            && cut.resumes == 1
+        {
+            cut.waiting.clear();
+        }
+        drop(held);
+        drop(self.held);
+    }
+}
+
+/// A load between the moment it was read and its replay (see [`Loading::hold`]), or a resume
+/// until it sent what was missed ([`Loading::hold_resume`]).
 pub struct Held {
     loading: Arc<Loading>,
     session: SessionId,
+    resume: bool,
 }
 
 impl Drop for Held {
-    /// The last load of the session is over: the logged updates that waited go out, but those
-    /// a replay showed.
+    /// The last load or resume of the session is over: the logged updates that waited go out,
+    /// but those a replay or resume sent.
     fn drop(&mut self) {
         let mut held = self.loading.lock();
         let Some(cut) = held.get_mut(&self.session) else { return };
-        cut.loads = cut.loads.saturating_sub(1);
-        if cut.loads > 0 {
+        if self.resume {
+            cut.resumes = cut.resumes.saturating_sub(1);
+        } else {
+            cut.loads = cut.loads.saturating_sub(1);
+        }
+        if cut.loads > 0 || cut.resumes > 0 {
             return;
         }
         let replayed = cut.replayed;

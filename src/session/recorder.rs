@@ -15,6 +15,13 @@
 //! arguments are still being written is stored marked `streaming`, so a replay leaves it out as
 //! the live stream does.
 //!
+//! On a store shared by replicas, what a write shows goes into the session's event log with it,
+//! and each update the log keeps is shown with the `seq` it got there
+//! ([`UpdateSink::send_logged`], told by the writer: [`Store::submit_logged`]): the number the
+//! clients of every replica know it by, so a client may resume on any of them. An update the
+//! log does not keep (usage, a compaction's progress: written with no session's lease) is
+//! shown as it is, and a server sends it unnumbered.
+//!
 //! A streaming turn stays a bounded distance ahead of what is shown: [`Recorder::writable`] holds
 //! it while [`UNCOMMITTED`] bytes of chunks or more wait for their commit, then while the sink
 //! cannot keep up (a client that is not reading). Recording and the callbacks never wait.
@@ -30,7 +37,7 @@ use crate::backlog::Backlog;
 use crate::history::{CallState, Message, MessageMeta, Part, Role, ToolPart, Usage, finalize_orphans};
 use crate::ids::{MessageId, SessionId};
 use crate::permissions::Scope;
-use crate::store::{AfterCommit, LastTurn, Store, StoreError, Write};
+use crate::store::{LastTurn, Store, StoreError, Write};
 
 /// How many times a claim reads a history another process changed before it gives up (each
 /// time another process must have run a whole turn in between).
@@ -153,16 +160,22 @@ impl StoreRecorder {
                 })
                 .collect();
             shown.extend(title.clone().map(Update::Title));
-            let shown = self.logged(&shown);
-            self.store.submit_shown(
+            let (shown, logged) = self.logged(&shown);
+            // The title is the last update logged, when every one was.
+            let title_at = logged.iter().all(|logged| *logged).then(|| shown.len().saturating_sub(1));
+            self.store.submit_logged(
                 write,
                 shown,
-                Some(Box::new(move |result: Result<(), StoreError>| {
-                    if let (Ok(()), Some(title)) = (&result, title) {
-                        sink.send(&session, Update::Title(title));
+                Box::new(move |result: Result<Option<i64>, StoreError>| {
+                    if let (Ok(first), Some(title)) = (&result, title) {
+                        let at = title_at.and_then(|at| i64::try_from(at).ok());
+                        match first.zip(at) {
+                            Some((first, at)) => sink.send_logged(&session, first + at, Update::Title(title)),
+                            None => sink.send(&session, Update::Title(title)),
+                        }
                     }
-                    let _ = done.send(result);
-                })),
+                    let _ = done.send(result.map(|_| ()));
+                }),
             );
             match result.await.unwrap_or(Err(StoreError::Closed)) {
                 Ok(()) => {
@@ -228,25 +241,29 @@ impl StoreRecorder {
     }
 
     /// `updates` as the store's event log keeps them, when it keeps one (a store shared by
-    /// replicas): nothing is serialized for a store that does not.
-    fn logged(&self, updates: &[Update]) -> Vec<String> {
+    /// replicas), and which of them it keeps (all but one that cannot be written as JSON):
+    /// nothing is serialized for a store that does not.
+    fn logged(&self, updates: &[Update]) -> (Vec<String>, Vec<bool>) {
         if !self.store.logs_events() {
-            return Vec::new();
+            return (Vec::new(), Vec::new());
         }
-        updates.iter().filter_map(Update::to_event).collect()
+        let events: Vec<Option<String>> = updates.iter().map(Update::to_event).collect();
+        let logged = events.iter().map(Option::is_some).collect();
+        (events.into_iter().flatten().collect(), logged)
     }
 
-    /// A callback that shows `updates` once committed, or remembers the failure.
-    fn then_show(&self, updates: Vec<Update>) -> AfterCommit {
+    /// A callback that shows `updates` once committed (with their numbers in the event log,
+    /// from `first` on for those `logged`), or remembers the failure.
+    fn then_show(
+        &self,
+        updates: Vec<Update>,
+        logged: Vec<bool>,
+    ) -> impl FnOnce(Result<Option<i64>, StoreError>) + Send + 'static {
         let failure = Arc::clone(&self.failure);
         let sink = Arc::clone(&self.sink);
         let session = self.session.clone();
-        Box::new(move |result: Result<(), StoreError>| match result {
-            Ok(()) => {
-                for update in updates {
-                    sink.send(&session, update);
-                }
-            }
+        move |result: Result<Option<i64>, StoreError>| match result {
+            Ok(first) => show(&*sink, &session, updates, first, &logged),
             Err(err) => {
                 let failed = failed(&err);
                 // The turn stops on the first failure: the writes queued behind it fail alike.
@@ -256,15 +273,27 @@ impl StoreRecorder {
                     tracing::debug!(%session, %err, "a write failed after the turn's first failure; its update is withheld");
                 }
             }
-        })
+        }
+    }
+
+    /// Queues `write`, which shows `updates` once committed; `pending` is released then.
+    fn submit(&self, write: Write, updates: Vec<Update>, pending: Option<Uncommitted>) {
+        let (shown, logged) = self.logged(&updates);
+        let show = self.then_show(updates, logged);
+        let after = move |result| {
+            show(result);
+            drop(pending);
+        };
+        if self.store.logs_events() {
+            self.store.submit_logged(write, shown, Box::new(after));
+        } else {
+            self.store.submit(write, Some(Box::new(move |result| after(result.map(|()| None)))));
+        }
     }
 
     fn write(&mut self, write: Write, updates: Vec<Update>) {
         match &mut self.gate {
-            Gate::Open => {
-                let shown = self.logged(&updates);
-                self.store.submit_shown(write, shown, Some(self.then_show(updates)));
-            }
+            Gate::Open => self.submit(write, updates, None),
             Gate::Holding(held) => held.push((write, updates)),
             Gate::Shut => tracing::debug!(session = %self.session, "dropped a write of a turn the session refused"),
         }
@@ -313,18 +342,8 @@ impl Recorder for StoreRecorder {
                 tracing::trace!(target: "cairn::timing", session = %session_id, "text chunk recorded");
                 // Counted until its callback has run, or is dropped unrun by a writer that stopped.
                 let pending = Uncommitted::new(&self.uncommitted, text.len());
-                let shown = self.logged(std::slice::from_ref(&update));
-                let show = self.then_show(vec![update]);
-                let after: AfterCommit = Box::new(move |result| {
-                    tracing::trace!(target: "cairn::timing", session = %session_id, "text chunk committed");
-                    show(result);
-                    drop(pending);
-                });
-                self.store.submit_shown(
-                    Write::AppendPart { message_id: message, index, delta: text },
-                    shown,
-                    Some(after),
-                );
+                let write = Write::AppendPart { message_id: message, index, delta: text };
+                self.submit(write, vec![update], Some(pending));
             }
             AgentEvent::PartFinished { message, index } => {
                 self.write(Write::ClosePart { message_id: message, index }, Vec::new());
@@ -452,6 +471,21 @@ impl Recorder for StoreRecorder {
     async fn writable(&mut self) {
         self.uncommitted.room().await;
         self.sink.writable().await;
+    }
+}
+
+/// Sends `updates` to `sink` once committed: each one the event log keeps (`logged`, numbered
+/// one by one from `first`) with its `seq` there, the others as they are.
+fn show(sink: &dyn UpdateSink, session: &SessionId, updates: Vec<Update>, first: Option<i64>, logged: &[bool]) {
+    let mut next = first;
+    for (at, update) in updates.into_iter().enumerate() {
+        match next.filter(|_| logged.get(at).copied().unwrap_or(false)) {
+            Some(seq) => {
+                sink.send_logged(session, seq, update);
+                next = Some(seq + 1);
+            }
+            None => sink.send(session, update),
+        }
     }
 }
 

@@ -1,6 +1,7 @@
 //! The recorder's claim against another process sharing the database: a refused turn records
 //! nothing, even what it is given after the refusal; notices held until the claim sort after
-//! the turn another process ran while they waited.
+//! the turn another process ran while they waited; on a store shared by replicas, every update
+//! the log keeps is shown with its `seq` there.
 
 use std::sync::{Arc, Mutex};
 
@@ -111,4 +112,68 @@ async fn notices_held_until_a_claim_that_read_the_history_again_sort_after_the_t
         shown.iter().any(|update| matches!(update, Update::Notice { message, .. } if message == notice)),
         "the notice is shown under its stored id: {shown:?}"
     );
+}
+
+/// The updates a recorder showed, with the event log's `seq` of those shown with one.
+#[derive(Default)]
+struct Numbered(Mutex<Vec<(Option<i64>, Update)>>);
+
+impl UpdateSink for Numbered {
+    fn send(&self, _session: &SessionId, update: Update) {
+        self.0.lock().unwrap().push((None, update));
+    }
+
+    fn send_logged(&self, _session: &SessionId, logged: i64, update: Update) {
+        self.0.lock().unwrap().push((Some(logged), update));
+    }
+
+    fn host(&self, _session: &SessionId) -> Arc<dyn Host> {
+        Arc::new(crate::tools::NoEditor)
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_a_shared_store_the_turns_replica_shows_each_logged_update_with_its_seq_in_the_log() {
+    use crate::agent::StreamKind;
+    use crate::store::pg::events::Missed;
+    let url = crate::store::pg::fixture::database().await;
+    let kept = std::time::Duration::from_secs(900);
+    let store = Store::open_postgres(&url, std::time::Duration::from_secs(30), kept).await.unwrap();
+    let id = SessionId::generate();
+    let row = SessionRow::new(id.clone(), "/w".into(), "openai/m".into(), now_ms());
+    store.commit(Write::InsertSession(Box::new(row))).await.unwrap();
+    let numbered = Arc::new(Numbered::default());
+    let status = Arc::new(watch::Sender::new(Status::Idle));
+    let sink = Arc::clone(&numbered) as Arc<dyn UpdateSink>;
+    let mut recorder =
+        StoreRecorder::new(id.clone(), "/w".into(), store.clone(), sink, status).for_turn(Some("A title".into()));
+
+    recorder.claim(&mut Vec::new(), Some(prompt("go"))).await.unwrap();
+    let message = MessageId::generate();
+    recorder.record(AgentEvent::AssistantStarted { message: message.clone(), model: "openai/m".into() });
+    recorder.record(AgentEvent::PartStarted { message: message.clone(), index: 0, kind: StreamKind::Text });
+    for text in ["one ", "two ", "three"] {
+        let (message, kind, text) = (message.clone(), StreamKind::Text, text.to_owned());
+        recorder.record(AgentEvent::Delta { message, index: 0, kind, text });
+    }
+    recorder.record(AgentEvent::PartFinished { message, index: 0 });
+    recorder.record(AgentEvent::ContextUsage { used: 10, size: 100, cost: None });
+    recorder.record(AgentEvent::Notice { message: MessageId::generate(), text: "a notice".into() });
+    recorder.flush().await.unwrap();
+
+    let Some(Missed::Rows(rows)) = store.missed(&id, 0).await.unwrap() else { panic!("the log is read") };
+    let shown = numbered.0.lock().unwrap().clone();
+    let seqs: Vec<i64> = shown.iter().filter_map(|(seq, _)| *seq).collect();
+    // The title, three chunks, the notice; the prompt's chunk is logged but its client sent it.
+    assert_eq!(seqs.len(), 5, "{shown:?}");
+    assert!(seqs.windows(2).all(|pair| pair[0] < pair[1]), "{seqs:?}");
+    for (seq, update) in &shown {
+        match seq {
+            Some(seq) => {
+                let logged = rows.iter().find(|row| row.seq == *seq).unwrap_or_else(|| panic!("no row {seq}"));
+                assert_eq!(Update::from_event(&logged.body).as_ref(), Some(update), "row {seq}");
+            }
+            None => assert!(matches!(update, Update::Usage { .. }), "only what the log does not keep: {update:?}"),
+        }
+    }
 }

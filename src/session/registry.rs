@@ -212,6 +212,14 @@ impl Registry {
         self.ask(id, Init::Restore(id.clone()), |reply| Command::Attach { attach, reply })
     }
 
+    /// Makes the session live here, restored from the store without replay if it is not, and
+    /// attaches nothing: on a store shared by replicas its actor follows the session's event
+    /// log from the moment it read the history, which it has when this resolves
+    /// (`_cairn/stream/resume`, which reads the log after that).
+    pub fn follow(&self, id: &SessionId) -> impl Future<Output = Result<(), SessionError>> + use<> {
+        self.ask(id, Init::Restore(id.clone()), |reply| Command::Follow { reply })
+    }
+
     /// Queues a prompt now; the future resolves when its turn ends, with the tokens it used. The
     /// turn runs on the trace context of the client request being handled ([`crate::trace::current`]).
     pub fn prompt(&self, id: &SessionId, parts: Vec<Part>) -> PromptFuture {

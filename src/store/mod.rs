@@ -45,6 +45,10 @@ pub use write::{TitleBy, Write};
 /// It must be quick: it runs between batches.
 pub type AfterCommit = Box<dyn FnOnce(Result<(), StoreError>) + Send>;
 
+/// An [`AfterCommit`] told, once committed, the `seq` the event log gave the first update the
+/// write shows (`None` when none was logged: see [`Store::submit_logged`]).
+pub type AfterLogged = Box<dyn FnOnce(Result<Option<i64>, StoreError>) + Send>;
+
 /// What a [`Store::snapshot`] hands over, on the writer thread: the session's visible messages
 /// and the `seq` of its event log they reach (0 with SQLite, which keeps no log).
 pub type Snapshot = Box<dyn FnOnce(Result<(Vec<Message>, i64), StoreError>) + Send>;
@@ -164,7 +168,29 @@ impl Store {
     pub fn submit_shown(&self, write: Write, shown: Vec<String>, after: Option<AfterCommit>) {
         match &*self.backend {
             Backend::Sqlite(db) => db.submit(write, after),
-            Backend::Postgres(db) => db.submit(write, shown, after),
+            Backend::Postgres(db) => db.submit(write, shown, after.map(pg::Then::Committed)),
+        }
+    }
+
+    /// [`Self::submit_shown`], and `after` is told the `seq` the first of `shown` got in the
+    /// session's event log, the rest following one by one: `None` when they were not logged
+    /// (SQLite, which keeps no log; a session whose lease this process does not hold; a write
+    /// that names no session). The writer knows the numbers as it appends them: this costs it
+    /// nothing.
+    pub fn submit_logged(&self, write: Write, shown: Vec<String>, after: AfterLogged) {
+        match &*self.backend {
+            Backend::Sqlite(db) => db.submit(write, Some(Box::new(move |result| after(result.map(|()| None))))),
+            Backend::Postgres(db) => db.submit(write, shown, Some(pg::Then::Logged(after))),
+        }
+    }
+
+    /// What a client that saw the session's event log up to `after` missed: the rows after it,
+    /// in order, or why they cannot all be given (pruned, or `after` beyond the log's end).
+    /// `None` with SQLite, which keeps no log.
+    pub async fn missed(&self, id: &SessionId, after: i64) -> Result<Option<pg::events::Missed>, StoreError> {
+        match &*self.backend {
+            Backend::Sqlite(_) => Ok(None),
+            Backend::Postgres(db) => db.missed(id, after).await.map(Some),
         }
     }
 

@@ -10,6 +10,12 @@
 //! --continue`) until it is unarchived; its history stays, and it can still be loaded,
 //! resumed or prompted by id, which leaves it archived. Unarchiving loads nothing.
 //!
+//! On a store shared by replicas, `_cairn/stream/resume` answers from the session's event log,
+//! whose numbers the client saw on whichever replica it was on: the connection views the
+//! session from the request on, its logged updates held back; the session is made live here
+//! (its actor following the log from where it read the history), then the log is read after
+//! the client's number, and what was missed is sent before what was held back, each once.
+//!
 //! `session/status` says `open` for a session this process holds in memory and `saved` for one
 //! only stored; what the session is doing (idle, busy, retrying with the attempt, or the error
 //! of its last turn) goes under `_meta.cairn`, where the schema leaves room for it. It has no
@@ -198,6 +204,41 @@ impl Agent {
         let request: Resume = parse(STREAM_RESUME, params)?;
         let sessions = self.sessions()?;
         let id = SessionId::from_string(request.session_id);
+        if sessions.store().logs_events() && self.sees(&id) {
+            // In wire order: what is sent from here on is cut by the log's numbers.
+            let resuming = served.hub.resume_from_log(&id, &served.viewer);
+            return Ok(async move {
+                let after = request.after_seq;
+                let missed = async {
+                    let stored = sessions.store().session(&id).await.map_err(|err| session_error(&err.into()))?;
+                    if stored.is_none() && after > 0 {
+                        let ahead = crate::session::ResumeError::Ahead { session: id.clone(), after, last: 0 };
+                        return Err(resume_error(&ahead));
+                    }
+                    Served::found(Some(&served), &id, stored.ok_or_else(|| SessionError::NotFound(id.clone())))?;
+                    // Following the log from its history's `seq` before the log is read: no row
+                    // falls between what is read and what is forwarded.
+                    Served::found(Some(&served), &id, sessions.follow(&id).await)?;
+                    let after_row = i64::try_from(after).unwrap_or(i64::MAX);
+                    match sessions.store().missed(&id, after_row).await {
+                        Ok(Some(missed)) => Ok(missed),
+                        Ok(None) => Err(crate::acp::rpc::error(acp::ErrorCode::InternalError, "no event log")),
+                        Err(err) => Err(session_error(&err.into())),
+                    }
+                }
+                .await;
+                let missed = match missed {
+                    Ok(missed) => missed,
+                    Err(err) => {
+                        resuming.fail();
+                        return Err(err);
+                    }
+                };
+                let last = resuming.send(after, missed).map_err(|err| resume_error(&err))?;
+                Ok(serde_json::json!({ "lastSeq": last }))
+            }
+            .boxed());
+        }
         // In wire order: what is sent from here on follows what is resent. A session this
         // connection may not see is answered as one that does not exist, whose stream is empty.
         let resumed = match self.sees(&id) {
@@ -207,14 +248,7 @@ impl Agent {
             }
             false => return Err(session_error(&SessionError::NotFound(id))),
         };
-        let last = resumed.map_err(|err| {
-            let reason = match err {
-                crate::session::ResumeError::TooOld { .. } => "too_old",
-                crate::session::ResumeError::Ahead { .. } => "ahead",
-            };
-            crate::acp::rpc::error(acp::ErrorCode::InvalidParams, err.to_string())
-                .data(serde_json::json!({ "reason": reason }))
-        })?;
+        let last = resumed.map_err(|err| resume_error(&err))?;
         Ok(async move {
             let stored = sessions.store().session(&id).await.map_err(|err| session_error(&err.into()))?;
             Served::found(Some(&served), &id, stored.ok_or_else(|| SessionError::NotFound(id.clone())))?;
@@ -222,4 +256,14 @@ impl Agent {
         }
         .boxed())
     }
+}
+
+/// A resume that cannot give exactly what was missed, as the client is told: `too_old` (load
+/// the session instead) or `ahead`.
+fn resume_error(err: &crate::session::ResumeError) -> acp::Error {
+    let reason = match err {
+        crate::session::ResumeError::TooOld { .. } => "too_old",
+        crate::session::ResumeError::Ahead { .. } => "ahead",
+    };
+    crate::acp::rpc::error(acp::ErrorCode::InvalidParams, err.to_string()).data(serde_json::json!({ "reason": reason }))
 }

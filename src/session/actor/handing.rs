@@ -46,6 +46,7 @@ impl Actor {
             | Command::Attach { .. }
             | Command::Fork { .. }
             | Command::Answered { .. }
+            | Command::Follow { .. }
             | Command::Close { .. } => return Some(command),
         };
         match self.services.store.held_elsewhere(&self.row.id).await {
@@ -180,6 +181,7 @@ fn waiting(command: Command) -> Result<Waiting, Box<Command>> {
         | Command::Attach { .. }
         | Command::Fork { .. }
         | Command::Answered { .. }
+        | Command::Follow { .. }
         | Command::Close { .. }) => Err(Box::new(other)),
     }
 }

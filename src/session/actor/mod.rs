@@ -112,6 +112,11 @@ pub enum Command {
         start_if_idle: bool,
         reply: Reply<Steering>,
     },
+    /// A client resumes the session's stream here: answered once the actor is live, following
+    /// the session's event log on a store shared by replicas; it changes nothing.
+    Follow {
+        reply: Reply<()>,
+    },
     /// Another replica's answer to a prompt this one handed it, written when the session's
     /// event log was at `seq`.
     Answered {
@@ -427,6 +432,9 @@ impl Actor {
                 let _ = reply.send(Ok(self.steer_now(ticket, trace, parts, start_if_idle)));
             }
             Command::Answered { command, seq, body } => self.answered(command, seq, body),
+            Command::Follow { reply } => {
+                let _ = reply.send(Ok(()));
+            }
             Command::Close { reply } => return Some(reply),
         }
         None

@@ -54,6 +54,9 @@ pub(super) fn refuse_all(rx: &mut mpsc::UnboundedReceiver<Command>, err: &Sessio
             Command::Steer { reply, .. } => {
                 let _ = reply.send(Err(err.clone()));
             }
+            Command::Follow { reply } => {
+                let _ = reply.send(Err(err.clone()));
+            }
             Command::Close { reply } => {
                 let _ = reply.send(());
             }

@@ -35,6 +35,7 @@ use tokio::sync::mpsc;
 use tokio_postgres::{Client, GenericClient, Notification, Transaction};
 use tokio_util::sync::CancellationToken;
 
+pub use super::late::{ASKED, CLOSED, Missed, missed, open_questions};
 use super::lease::{Lease, fence_all};
 use super::{PgError, PgTarget, Prepared};
 use crate::ids::SessionId;
@@ -522,41 +523,4 @@ impl Task {
         }
         Ok(())
     }
-}
-
-/// How the session layer's question rows begin (`session::asked::Signal`): a question asked,
-/// whose `asked.id` names it, and its close, whose `closed.id` does. Only these rows' shape is
-/// known here: the store carries every other body as it is.
-pub const ASKED: &str = "{\"asked\":";
-pub const CLOSED: &str = "{\"closed\":";
-
-/// The questions asked in `session` up to `upto` and still open then: logged by the turn that
-/// holds the session's lease now (its holder and epoch, unreleased) and not closed by a row up
-/// to `upto`. A follow starting at `upto` gets them first, so a replica whose clients open the
-/// session while a question waits asks them too; a close after `upto` follows in the log.
-pub async fn open_questions(
-    client: &impl GenericClient,
-    session: &SessionId,
-    upto: i64,
-) -> Result<Vec<Event>, tokio_postgres::Error> {
-    let rows = client
-        .query(
-            "SELECT asked.seq, asked.epoch, asked.body, asked.origin FROM session_events AS asked
-             JOIN session_leases AS lease ON lease.session_id = asked.session_id
-                 AND lease.epoch = asked.epoch AND lease.holder = asked.origin AND lease.released_at IS NULL
-             WHERE asked.session_id = $1 AND asked.seq <= $2 AND asked.body LIKE $3 || '%'
-               AND NOT EXISTS (
-                   SELECT 1 FROM session_events AS closed
-                   WHERE closed.session_id = asked.session_id AND closed.seq > asked.seq AND closed.seq <= $2
-                     AND closed.body LIKE $4 || '%'
-                     AND (CASE WHEN closed.body LIKE $4 || '%' THEN closed.body::jsonb #>> '{closed,id}' END)
-                         = (CASE WHEN asked.body LIKE $3 || '%' THEN asked.body::jsonb #>> '{asked,id}' END))
-             ORDER BY asked.seq",
-            &[&session.as_str(), &upto, &ASKED, &CLOSED],
-        )
-        .await?;
-    Ok(rows
-        .iter()
-        .map(|row| Event { seq: row.get(0), epoch: row.get(1), body: row.get(2), origin: row.get(3) })
-        .collect())
 }

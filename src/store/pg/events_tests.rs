@@ -1,5 +1,6 @@
 //! A session's event log followed from another replica: every event once and in order, for a
-//! subscriber there from the start and one joining mid-turn, whatever happens to the wake-ups.
+//! subscriber there from the start and one joining mid-turn, whatever happens to the wake-ups;
+//! and what a client that resumes after a number missed, or why it cannot all be given.
 
 use std::time::Duration;
 
@@ -230,4 +231,33 @@ async fn the_writers_own_rows_are_passed_at_once_without_reading_them_and_rows_b
     assert_eq!(seqs(&receive(&mut events, 2).await), [9, 10]);
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert!(events.try_recv().is_err(), "nothing twice");
+}
+
+#[tokio::test]
+async fn what_a_client_missed_is_every_row_after_its_number_unless_one_of_them_was_pruned() {
+    use super::events::Missed;
+    let (target, mut writer) = fresh().await;
+    let session = SessionId::generate();
+    assert_eq!(events::missed(&writer, &target, &session, 0).await.unwrap(), Missed::Rows(Vec::new()));
+    let lease = take(&writer, &target, &session, "a", Duration::from_secs(60)).await;
+    let mut next = 1;
+    write(&mut writer, &target, &lease, &mut next, 10, false).await;
+    let missed = |after| {
+        let (writer, target, session) = (&writer, &target, &session);
+        async move { events::missed(writer, target, session, after).await.unwrap() }
+    };
+    let Missed::Rows(rows) = missed(6).await else { panic!("nothing pruned yet") };
+    assert_eq!(seqs(&rows), [7, 8, 9, 10]);
+    assert_eq!(missed(10).await, Missed::Rows(Vec::new()), "it saw everything");
+    assert_eq!(missed(12).await, Missed::Ahead { last: 10 });
+    // Pruned: the oldest rows, and one in the middle an older row outlived.
+    let gone: &[i64] = &[1, 2, 3, 5, 6];
+    writer
+        .execute("DELETE FROM session_events WHERE session_id = $1 AND seq = ANY($2)", &[&session.as_str(), &gone])
+        .await
+        .unwrap();
+    assert_eq!(missed(0).await, Missed::Pruned { oldest: 7 });
+    assert_eq!(missed(4).await, Missed::Pruned { oldest: 7 }, "its own row is still there, but 5 and 6 are not");
+    let Missed::Rows(rows) = missed(6).await else { panic!("7 on are all there") };
+    assert_eq!(seqs(&rows), [7, 8, 9, 10]);
 }

@@ -19,12 +19,13 @@ pub mod events;
 #[cfg(test)]
 mod events_tests;
 #[cfg(test)]
-pub(in crate::store) mod fixture;
+pub(crate) mod fixture;
 #[cfg(test)]
 mod follow_tests;
 pub mod health;
 mod held;
 pub mod inbox;
+pub mod late;
 pub mod lease;
 mod listing;
 pub mod migrate;
@@ -52,6 +53,7 @@ mod writes;
 pub use prepared::Prepared;
 pub use regain::REGAIN_WITHIN;
 pub use store::{Postgres, Tuning};
+pub use writer::Then;
 
 use std::fmt;
 use std::time::Duration;

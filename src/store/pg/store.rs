@@ -20,15 +20,15 @@ use std::sync::Arc;
 use super::listing::{self, PageError};
 use super::regain::{self, Reader};
 use super::tokens::{self, PgTokenCheck};
-use super::writer::{self, Job, Writer};
+use super::writer::{self, Job, Then, Writer};
 use super::{PgTarget, checkpoints, events, inbox, migrate, prune, rows, rules, sweeper, transfer};
 use crate::history::Message;
 use crate::ids::{LeaseHolder, SessionId};
 use crate::permissions::Rule;
 use crate::store::owners::Owners;
 use crate::store::{
-    AfterCommit, Captures, CheckpointInfo, ListPage, Listing, SessionRow, Snapshot, StoreError, StoredMessage,
-    TokenCheck, TokenRow, Write,
+    Captures, CheckpointInfo, ListPage, Listing, SessionRow, Snapshot, StoreError, StoredMessage, TokenCheck, TokenRow,
+    Write,
 };
 use crate::tools::checkpoint::{Digest, Stored};
 
@@ -184,12 +184,12 @@ impl Postgres {
         &self.target
     }
 
-    pub fn submit(&self, mut write: Write, shown: Vec<String>, after: Option<AfterCommit>) {
+    pub fn submit(&self, mut write: Write, shown: Vec<String>, after: Option<Then>) {
         self.owners.note(&mut write);
         if let Err(mpsc::error::SendError(Job::Write(_, _, Some(after)))) =
             self.jobs.send(Job::Write(write, shown, after))
         {
-            after(Err(StoreError::Closed));
+            after.run(Err(StoreError::Closed));
         }
     }
 
@@ -251,6 +251,11 @@ impl Postgres {
             .map_err(|err| self.error(&err))?
             .map(|row| writer::mark_of(row.get(0)));
         Ok((self.messages(id).await?, epoch))
+    }
+
+    /// What a client that saw the session's log up to `after` missed (`events::missed`).
+    pub async fn missed(&self, id: &SessionId, after: i64) -> Result<events::Missed, StoreError> {
+        events::missed(&*self.reader.get().await?, &self.target, id, after).await.map_err(StoreError::Postgres)
     }
 
     /// Another replica that holds the session's lease now, if any.

@@ -17,6 +17,10 @@
 //! writer, so its numbering is commit order); after the commit this replica's follower is told
 //! of them (it does not read them back) and one NOTIFY wakes the replicas that follow them. A load for a follower reads the session's messages and the log's last
 //! `seq` in one snapshot (`Job::Load`), so following from that `seq` repeats and misses nothing.
+//! The `seq` a write's first shown update got goes to its callback when it asks for it
+//! ([`Then::Logged`]): the recorder of the turn numbers what it shows its own clients with it,
+//! so the clients of every replica see the same number for the same update. It is worked out
+//! from the numbers the batch gives each session anyway, with no statement more.
 //!
 //! Leases are taken with the turn's first write (`Write::TakeLease`), renewed every third of
 //! their time to live while held, and released at the turn's end and at shutdown.
@@ -34,11 +38,12 @@ use tokio_postgres::{Client, Transaction};
 
 use super::lease::{self, Lease};
 use super::regain::{self, Unsure};
+use super::writes::{self, session_of};
 use super::{PgError, PgTarget, Prepared};
-use super::{events, rows, writes};
+use super::{events, rows};
 use crate::history::Message;
 use crate::ids::{LeaseHolder, MessageId, SessionId};
-use crate::store::{AfterCommit, Snapshot, StoreError, Write};
+use crate::store::{AfterCommit, AfterLogged, Snapshot, StoreError, Write};
 
 const MAX_BATCH: usize = 4096;
 
@@ -46,11 +51,29 @@ const MAX_BATCH: usize = 4096;
 #[allow(clippy::large_enum_variant)]
 pub enum Job {
     /// A write, the updates it shows as the event log keeps them, and its callback.
-    Write(Write, Vec<String>, Option<AfterCommit>),
+    Write(Write, Vec<String>, Option<Then>),
     Snapshot(SessionId, Snapshot),
     /// The session's visible messages and its event log's last `seq`, read together.
     Load(SessionId, oneshot::Sender<Result<(Vec<Message>, i64), StoreError>>),
     Shutdown(oneshot::Sender<()>),
+}
+
+/// What runs once a write is committed or has failed.
+pub enum Then {
+    /// Told whether it committed.
+    Committed(AfterCommit),
+    /// Told also the `seq` its first shown update got in the session's event log (`None`: it
+    /// was not logged: nothing shown, no session named, or a lease this replica does not hold).
+    Logged(AfterLogged),
+}
+
+impl Then {
+    pub fn run(self, result: Result<Option<i64>, StoreError>) {
+        match self {
+            Then::Committed(after) => after(result.map(|_| ())),
+            Then::Logged(after) => after(result),
+        }
+    }
 }
 
 /// A streaming part: its message and index.
@@ -95,6 +118,8 @@ pub struct Writer {
 #[derive(Default)]
 pub(super) struct Done {
     pub results: Vec<Result<(), StoreError>>,
+    /// The `seq` of each write's first logged update, by write (none when nothing was logged).
+    pub firsts: Vec<Option<i64>>,
     pub taken: Vec<Lease>,
     pub released: Vec<SessionId>,
     /// The sessions whose turn ended (a release asked for, held or not).
@@ -175,7 +200,7 @@ impl Writer {
                 self.release_again().await;
                 for (after, result) in afters.into_iter().zip(results) {
                     if let Some(after) = after {
-                        after(result);
+                        after.run(result);
                     }
                 }
             }
@@ -200,7 +225,7 @@ impl Writer {
     ///
     /// A connection lost on the way is made again and the batch run again (unless it turns out
     /// to have committed) until the bound has passed; then its writes fail as lost.
-    async fn apply(&mut self, writes: &[Write], shown: &[Vec<String>]) -> Vec<Result<(), StoreError>> {
+    async fn apply(&mut self, writes: &[Write], shown: &[Vec<String>]) -> Vec<Result<Option<i64>, StoreError>> {
         let deadline = Instant::now() + self.regain_within;
         self.batch += 1;
         let batch = self.batch;
@@ -230,7 +255,7 @@ impl Writer {
 
     /// Keeps a committed batch's changes, wakes the replicas following the sessions whose logs
     /// grew, and answers the batch's writes.
-    async fn settle(&mut self, done: Done) -> Vec<Result<(), StoreError>> {
+    async fn settle(&mut self, done: Done) -> Vec<Result<Option<i64>, StoreError>> {
         let grew: Vec<SessionId> = done.seqs.iter().map(|rows| rows.session.clone()).collect();
         // This replica's follower moves past its own rows without reading them back.
         self.own.committed(done.seqs.clone());
@@ -264,8 +289,9 @@ impl Writer {
         Ok((messages, seq))
     }
 
-    /// Keeps what a committed batch changed, and answers its chunks with their parts' results.
-    pub(super) fn committed(&mut self, done: Done) -> Vec<Result<(), StoreError>> {
+    /// Keeps what a committed batch changed, and answers its chunks with their parts' results
+    /// and the `seq` their first logged update got.
+    pub(super) fn committed(&mut self, done: Done) -> Vec<Result<Option<i64>, StoreError>> {
         for lease in done.taken {
             self.lost.remove(&lease.session);
             self.unreleased.remove(&lease.session);
@@ -293,7 +319,9 @@ impl Writer {
         for key in done.closed {
             self.open.remove(&key);
         }
-        done.results
+        let firsts = done.firsts;
+        let first = |at: usize| firsts.get(at).copied().flatten();
+        done.results.into_iter().enumerate().map(|(at, result)| result.map(|()| first(at))).collect()
     }
 
     pub(super) async fn attempt_once(
@@ -362,7 +390,8 @@ impl Writer {
         );
         drop(pieces);
         added.map_err(batch)?;
-        done.seqs = logged.map_err(Failed::Batch)?;
+        let logged = logged.map_err(Failed::Batch)?;
+        (done.seqs, done.firsts) = (logged.seqs, logged.firsts);
         stamped.map_err(batch)?;
         done.opened.extend(opened);
         if let Err(err) = tx.commit().await {
@@ -405,7 +434,7 @@ struct Known<'a> {
 /// Appends what the batch's committed writes show to their sessions' event logs, in the
 /// batch's transaction: only for sessions whose lease this replica holds (their writer, so
 /// the one to number their events), each write's events after the previous write's. Answers
-/// each logged session's next `seq`.
+/// the rows each session got and the `seq` of each write's first logged update.
 async fn log(
     tx: &Transaction<'_>,
     known: &Known<'_>,
@@ -413,13 +442,16 @@ async fn log(
     shown: &[Vec<String>],
     done: &Done,
     opened: &HashMap<PartKey, SessionId>,
-) -> Result<Vec<events::Appended>, StoreError> {
+) -> Result<Logged, StoreError> {
     let mut logged: Vec<(Lease, Vec<String>)> = Vec::new();
+    // Each logged write: its index, its session's place in `logged`, and where its first
+    // update is among that session's.
+    let mut placed: Vec<(usize, usize, usize)> = Vec::new();
     // Where each session is in `logged`: a batch may carry chunks of a thousand sessions.
     let mut at: HashMap<SessionId, usize> = HashMap::new();
     // Sessions whose lease this batch gave back: what it writes of them later is not theirs to log.
     let mut given_back: Vec<&SessionId> = Vec::new();
-    for ((write, bodies), result) in writes.iter().zip(shown).zip(&done.results) {
+    for (job, ((write, bodies), result)) in writes.iter().zip(shown).zip(&done.results).enumerate() {
         if let (Write::ReleaseLease { session_id }, Ok(())) = (write, result) {
             given_back.push(session_id);
         }
@@ -433,15 +465,19 @@ async fn log(
         let lease = done.taken.iter().rev().find(|lease| lease.session == *session).or_else(|| known.held.get(session));
         let Some(lease) = lease else { continue };
         match at.get(&lease.session) {
-            Some(&index) => logged[index].1.extend(bodies.iter().cloned()),
+            Some(&index) => {
+                placed.push((job, index, logged[index].1.len()));
+                logged[index].1.extend(bodies.iter().cloned());
+            }
             None => {
                 at.insert(lease.session.clone(), logged.len());
+                placed.push((job, logged.len(), 0));
                 logged.push((lease.clone(), bodies.clone()));
             }
         }
     }
     if logged.is_empty() {
-        return Ok(Vec::new());
+        return Ok(Logged::default());
     }
     // A session whose next `seq` is not known (its lease taken in this batch, or before it but
     // nothing logged since) is numbered on from its log's last row, read for all at once.
@@ -455,6 +491,7 @@ async fn log(
     let lasts = events::last_seqs(tx, known.prepared, known.target, &unknown).await.map_err(StoreError::Postgres)?;
     let mut seqs = Vec::with_capacity(logged.len());
     let mut appends = Vec::with_capacity(logged.len());
+    let mut firsts = Vec::with_capacity(logged.len());
     for (lease, bodies) in &logged {
         let first = match known.seqs.get(&lease.session) {
             Some(next) if !taken_now(&lease.session) => *next,
@@ -462,12 +499,25 @@ async fn log(
         };
         let count = i64::try_from(bodies.len()).unwrap_or(i64::MAX);
         seqs.push(events::Appended { session: lease.session.clone(), seqs: first..first + count, epoch: lease.epoch });
+        firsts.push(first);
         appends.push(events::Append { lease, first_seq: first, bodies });
     }
     // Every lease logged under was fenced at the batch's start (`fence`: those held then) or
     // taken in it (its row locked since), so the log's rows need no fence of their own.
     events::append_fenced(tx, known.prepared, known.target, &appends).await.map_err(StoreError::Postgres)?;
-    Ok(seqs)
+    let mut by_write = vec![None; writes.len()];
+    for (job, index, offset) in placed {
+        by_write[job] = Some(firsts[index] + i64::try_from(offset).unwrap_or(i64::MAX));
+    }
+    Ok(Logged { seqs, firsts: by_write })
+}
+
+/// What a batch appended to the event logs: the rows of each session, and the `seq` of each
+/// write's first logged update (by write; `None` when it logged nothing).
+#[derive(Default)]
+struct Logged {
+    seqs: Vec<events::Appended>,
+    firsts: Vec<Option<i64>>,
 }
 
 /// What a write sees of the writer while the batch runs.
@@ -478,53 +528,6 @@ pub(super) struct State<'a> {
     pub ttl: Duration,
     pub held: &'a HashMap<SessionId, Lease>,
     pub open: &'a HashMap<PartKey, SessionId>,
-}
-
-/// The session a write changes, when it names one or writes a part open in it.
-fn session_of<'a>(
-    write: &'a Write,
-    open: &'a HashMap<PartKey, SessionId>,
-    opened: &'a HashMap<PartKey, SessionId>,
-) -> Option<&'a SessionId> {
-    let part = |message: &MessageId, index: u32| {
-        let key = (message.clone(), index);
-        opened.get(&key).or_else(|| open.get(&key))
-    };
-    match write {
-        Write::SetSessionTitle { id, .. }
-        | Write::SetSessionSetting { id, .. }
-        | Write::AddSessionRule { id, .. }
-        | Write::SetSessionRules { id, .. }
-        | Write::SetArchived { id, .. } => Some(id),
-        Write::TakeLease { session_id, .. }
-        | Write::InsertMessage { session_id, .. }
-        | Write::FinishMessage { session_id, .. }
-        | Write::PutPart { session_id, .. }
-        | Write::OpenPart { session_id, .. }
-        | Write::HideFrom { session_id, .. }
-        | Write::PutCheckpoints { session_id, .. }
-        | Write::FinishRestore { session_id }
-        | Write::TrimCheckpoints { session_id, .. }
-        | Write::Show { session_id } => Some(session_id),
-        Write::AppendPart { message_id, index, .. } | Write::ClosePart { message_id, index } => {
-            part(message_id, *index)
-        }
-        Write::InsertSession(_)
-        | Write::ReleaseLease { .. }
-        | Write::FinalizeOrphans { .. }
-        | Write::SetMessageMeta { .. }
-        | Write::DeleteSession { .. }
-        | Write::DeleteUnprompted { .. }
-        | Write::PutBlobs(_)
-        | Write::AddProjectRule { .. }
-        | Write::RemoveProjectRule { .. }
-        | Write::ForkSession { .. }
-        | Write::ImportSession { .. }
-        | Write::AddToken { .. }
-        | Write::CopyToken { .. }
-        | Write::RevokeToken { .. }
-        | Write::Barrier => None,
-    }
 }
 
 /// Fences the sessions of `writes` whose lease this replica holds: the set of those another

@@ -2,7 +2,8 @@
 //! transaction (`one`), its statements in `rows` and the files beside it. A write refused
 //! without a statement (a lease held elsewhere, an unknown token) answers `Ok(Err)` before it
 //! runs any, so a refusal never leaves half a write in the batch; a statement's failure aborts
-//! the transaction and the writer runs the batch again with a savepoint per write.
+//! the transaction and the writer runs the batch again with a savepoint per write. Which
+//! session a write changes ([`session_of`]) decides its fence and its events.
 
 use std::collections::HashMap;
 
@@ -12,7 +13,7 @@ use super::lease::{self, Taken};
 use super::writer::{Done, PartKey, State, holder_of, mark_of};
 use super::{PgError, PgTarget};
 use super::{checkpoints, rows, rules, tokens, transfer};
-use crate::ids::{SessionId, now_ms};
+use crate::ids::{MessageId, SessionId, now_ms};
 use crate::store::{LastTurn, StoreError, TitleBy, Write};
 
 /// Runs one write's statements: `Err` is a statement's failure (the transaction is aborted);
@@ -238,4 +239,51 @@ async fn check_last(
         LastTurn::By(mark) => mark.as_deref() == Some(mark_of(epoch).as_str()),
     };
     Ok((!current).then(|| StoreError::LeaseMoved { session: session.clone(), last: Some(mark_of(epoch)) }))
+}
+
+/// The session a write changes, when it names one or writes a part open in it.
+pub(super) fn session_of<'a>(
+    write: &'a Write,
+    open: &'a HashMap<PartKey, SessionId>,
+    opened: &'a HashMap<PartKey, SessionId>,
+) -> Option<&'a SessionId> {
+    let part = |message: &MessageId, index: u32| {
+        let key = (message.clone(), index);
+        opened.get(&key).or_else(|| open.get(&key))
+    };
+    match write {
+        Write::SetSessionTitle { id, .. }
+        | Write::SetSessionSetting { id, .. }
+        | Write::AddSessionRule { id, .. }
+        | Write::SetSessionRules { id, .. }
+        | Write::SetArchived { id, .. } => Some(id),
+        Write::TakeLease { session_id, .. }
+        | Write::InsertMessage { session_id, .. }
+        | Write::FinishMessage { session_id, .. }
+        | Write::PutPart { session_id, .. }
+        | Write::OpenPart { session_id, .. }
+        | Write::HideFrom { session_id, .. }
+        | Write::PutCheckpoints { session_id, .. }
+        | Write::FinishRestore { session_id }
+        | Write::TrimCheckpoints { session_id, .. }
+        | Write::Show { session_id } => Some(session_id),
+        Write::AppendPart { message_id, index, .. } | Write::ClosePart { message_id, index } => {
+            part(message_id, *index)
+        }
+        Write::InsertSession(_)
+        | Write::ReleaseLease { .. }
+        | Write::FinalizeOrphans { .. }
+        | Write::SetMessageMeta { .. }
+        | Write::DeleteSession { .. }
+        | Write::DeleteUnprompted { .. }
+        | Write::PutBlobs(_)
+        | Write::AddProjectRule { .. }
+        | Write::RemoveProjectRule { .. }
+        | Write::ForkSession { .. }
+        | Write::ImportSession { .. }
+        | Write::AddToken { .. }
+        | Write::CopyToken { .. }
+        | Write::RevokeToken { .. }
+        | Write::Barrier => None,
+    }
 }

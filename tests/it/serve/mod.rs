@@ -506,6 +506,7 @@ mod postgres_auth;
 mod replica_commands;
 mod replica_death;
 mod replica_questions;
+mod replica_resume;
 mod replicas;
 
 #[tokio::test]

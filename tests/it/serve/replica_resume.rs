@@ -1,0 +1,150 @@
+//! `_cairn/stream/resume` across `cairn serve` replicas sharing one PostgreSQL database: the
+//! numbers a client saw are the session's event log's, the same on every replica, so a client
+//! whose connection dropped, or whose replica died, resumes on any other and gets every update
+//! after its last number exactly once, in order, then the rest live.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use super::postgres::fixture;
+use crate::support::served::{Client, Server};
+use crate::support::{Reply, TestEnv, text_of, updates};
+
+/// `replicas` replicas of one database whose leases live two seconds unrenewed.
+async fn replicas(count: usize) -> (TestEnv, Vec<Server>) {
+    let env = TestEnv::new().await;
+    let url = fixture::database().await;
+    env.write_config(&format!("[store]\nurl = \"{url}\"\nlease_ttl_secs = 2\n"));
+    let mut servers = Vec::new();
+    for _ in 0..count {
+        servers.push(Server::start(&env).await);
+    }
+    (env, servers)
+}
+
+fn open(session: &str, env: &TestEnv) -> Value {
+    json!({"sessionId": session, "cwd": env.cwd(), "mcpServers": []})
+}
+
+/// The number a served update carries.
+fn seq(message: &Value) -> Option<u64> {
+    message["params"]["_meta"]["cairn"]["seq"].as_u64()
+}
+
+/// The numbers of `session`'s updates, in the order they came.
+fn numbers(messages: &[Value], session: &str) -> Vec<u64> {
+    messages.iter().filter(|message| message["params"]["sessionId"] == session).filter_map(seq).collect()
+}
+
+fn answer(messages: &[Value], session: &str) -> String {
+    text_of(&updates(messages, session), "agent_message_chunk")
+}
+
+/// Reads until `session`'s answer contains `piece`; everything read.
+async fn until_text(client: &mut Client, session: &str, piece: &str, seen: &mut Vec<Value>) {
+    while !answer(seen, session).contains(piece) {
+        seen.push(client.recv().await);
+    }
+}
+
+/// Resumes `session` on `client` after `after`: its answer, and what came before it.
+async fn resume(client: &mut Client, session: &str, after: u64) -> (Value, Vec<Value>) {
+    let id = client.request("_cairn/stream/resume", json!({"sessionId": session, "afterSeq": after})).await;
+    client.response(id).await
+}
+
+/// What a fresh client of `server` is shown when it loads `session`.
+async fn loaded(server: &Server, env: &TestEnv, session: &str) -> Vec<Value> {
+    let mut client = server.client().await;
+    let id = client.request("session/load", open(session, env)).await;
+    let (answer, replayed) = client.response(id).await;
+    assert!(answer.get("error").is_none(), "{answer}");
+    replayed
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_following_on_one_replica_resumes_on_a_third_and_gets_each_update_once_in_order() {
+    let (env, servers) = replicas(3).await;
+    let mut on_a = servers[0].client().await;
+    let session = on_a.new_session(&env.cwd()).await;
+    let mut on_b = servers[1].client().await;
+    on_b.call("session/load", open(&session, &env)).await;
+    let pieces: Vec<String> = (0..40).map(|i| format!("<{i}>")).collect();
+    let refs: Vec<&str> = pieces.iter().map(String::as_str).collect();
+    // Ten chunks, then the model waits until the test lets it go on.
+    let (reply, release) = Reply::text(&refs).held(10);
+    env.mock.push(reply);
+
+    let prompt = on_a.prompt(&session, "tell me forty things").await;
+    let mut on_a_seen = Vec::new();
+    until_text(&mut on_a, &session, "<9>", &mut on_a_seen).await;
+    // b's client sees the first five, then loses its connection: "<5>" to "<9>" are committed,
+    // and it never saw them.
+    let mut on_b_seen = Vec::new();
+    until_text(&mut on_b, &session, "<4>", &mut on_b_seen).await;
+    let saw = answer(&on_b_seen, &session);
+    assert!(saw.ends_with("<4>"), "{saw}");
+    let before = numbers(&on_b_seen, &session);
+    let last = *before.last().expect("served updates carry _meta.cairn.seq");
+    on_b.drop_connection();
+
+    // c has never shown the session: it resumes from the log, then follows the turn live.
+    let mut on_c = servers[2].client().await;
+    let (resumed, mut after) = resume(&mut on_c, &session, last).await;
+    assert!(resumed.get("error").is_none(), "{resumed}");
+    assert!(resumed["result"]["lastSeq"].as_u64().unwrap() > last, "{resumed}");
+    assert!(answer(&after, &session).starts_with("<5>"), "what was missed comes first: {after:?}");
+    release.notify_one();
+    let whole = pieces.concat();
+    while saw.clone() + &answer(&after, &session) != whole {
+        after.push(on_c.recv().await);
+        assert!(whole.starts_with(&(saw.clone() + &answer(&after, &session))), "{after:?}");
+    }
+    let (done, _) = on_a.response(prompt).await;
+    assert_eq!(done["result"]["stopReason"], "end_turn", "{done}");
+    // Anything that would come twice comes now.
+    while let Ok(Some(more)) = tokio::time::timeout(Duration::from_millis(700), on_c.next()).await {
+        after.push(more);
+    }
+    assert_eq!(saw + &answer(&after, &session), whole, "each chunk once, in order, across the drop");
+    let numbered = numbers(&after, &session);
+    assert!(numbered.first().is_some_and(|first| *first > last), "{numbered:?} after {last}");
+    assert!(numbered.windows(2).all(|pair| pair[0] < pair[1]), "{numbered:?}");
+    assert_eq!(answer(&loaded(&servers[2], &env, &session).await, &session), whole, "as a load shows it");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_of_a_replica_killed_mid_turn_resumes_on_another_and_gets_all_it_saw_and_more_once() {
+    let (env, mut servers) = replicas(2).await;
+    let mut on_a = servers[0].client().await;
+    let session = on_a.new_session(&env.cwd()).await;
+    env.mock.push(Reply::endless(Duration::from_millis(20)));
+    on_a.prompt(&session, "stream until you are cut off").await;
+    let mut on_a_seen = Vec::new();
+    while numbers(&on_a_seen, &session).len() < 10 {
+        on_a_seen.push(on_a.recv().await);
+    }
+    // The turn's own replica dies with its client mid-answer.
+    servers[0].child.start_kill().unwrap();
+    let _ = servers[0].child.wait().await;
+    let saw = answer(&on_a_seen, &session);
+    let last = *numbers(&on_a_seen, &session).last().unwrap();
+
+    let mut on_b = servers[1].client().await;
+    let (resumed, mut after) = resume(&mut on_b, &session, last).await;
+    assert!(resumed.get("error").is_none(), "{resumed}");
+    // b closes the dead replica's turn (its lease lapses in 2 s): the notice comes live.
+    while !answer(&after, &session).contains("stopped answering") {
+        after.push(on_b.recv().await);
+    }
+    while let Ok(Some(more)) = tokio::time::timeout(Duration::from_millis(700), on_b.next()).await {
+        after.push(more);
+    }
+    let kept = answer(&loaded(&servers[1], &env, &session).await, &session);
+    assert_eq!(saw.clone() + &answer(&after, &session), kept, "all it saw and more, nothing twice");
+    assert!(kept.len() > saw.len(), "{kept:?}");
+    let numbered = numbers(&after, &session);
+    assert!(numbered.first().is_some_and(|first| *first > last), "{numbered:?} after {last}");
+    assert!(numbered.windows(2).all(|pair| pair[0] < pair[1]), "{numbered:?}");
+}
