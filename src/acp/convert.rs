@@ -480,6 +480,7 @@ pub fn session_error(err: &SessionError) -> acp::Error {
         | SessionError::Busy(_)
         | SessionError::Workspace(_)
         | SessionError::StoredWorkspace { .. }
+        | SessionError::RefusedElsewhere { .. }
         | SessionError::Store(StoreError::InvalidCursor(_)) => acp::ErrorCode::InvalidParams,
         // A missing or refused key: editors show their login flow for this code.
         SessionError::Model(LlmError::MissingKey { .. } | LlmError::Unauthorized { .. })
@@ -504,7 +505,10 @@ pub fn session_error(err: &SessionError) -> acp::Error {
         SessionError::NotFound(id)
         | SessionError::Closed(id)
         | SessionError::Busy(id)
-        | SessionError::Elsewhere { session: id, .. } => error.data(serde_json::json!({ "sessionId": id.as_str() })),
+        | SessionError::Elsewhere { session: id, .. }
+        | SessionError::RefusedElsewhere { session: id, .. } => {
+            error.data(serde_json::json!({ "sessionId": id.as_str() }))
+        }
         SessionError::StoredWorkspace { session, refused } => {
             error.data(serde_json::json!({ "sessionId": session.as_str(), "directory": refused.dir }))
         }

@@ -100,6 +100,11 @@ pub enum RecordError {
     /// A write failed (the disk is full, the database broke); what was committed stays.
     #[error("{0}")]
     Failed(String),
+    /// Another replica took the session's lease over (this one stalled past it) and closed
+    /// the turn: nothing more of it was recorded, and what was queued behind it was answered
+    /// there, so it must not run here.
+    #[error("{0}")]
+    Fenced(String),
 }
 
 /// Where a turn's events go: persisted, then shown.

@@ -83,7 +83,13 @@ pub enum Outcome {
         usage: Usage,
     },
     /// It failed; what the holder's error said.
-    Error { message: String },
+    /// `invalid`: the holder refused it as the client's mistake (a value not offered, a busy
+    /// session), which the sender's client is told as it would be on one replica.
+    Error {
+        message: String,
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        invalid: bool,
+    },
     /// Done; nothing to tell (a cancel, a setting, a title).
     Done {},
     /// What became of a steered prompt.
@@ -94,7 +100,20 @@ impl Outcome {
     pub fn of(result: &Result<TurnEnd, SessionError>) -> Self {
         match result {
             Ok(end) => Self::End { stop: end.stop, usage: end.usage },
-            Err(err) => Self::Error { message: err.to_string() },
+            Err(err) => Self::failed(err),
+        }
+    }
+
+    /// A command that failed with `err`.
+    pub fn failed(err: &SessionError) -> Self {
+        Self::Error { message: err.to_string(), invalid: err.is_clients_mistake() }
+    }
+
+    /// The error a failed command's client is given.
+    fn error(session: &SessionId, message: String, invalid: bool) -> SessionError {
+        match invalid {
+            true => SessionError::RefusedElsewhere { session: session.clone(), message },
+            false => SessionError::Elsewhere { session: session.clone(), message },
         }
     }
 
@@ -103,7 +122,7 @@ impl Outcome {
         match self {
             Self::End { stop, usage } => Ok(TurnEnd { stop, usage }),
             Self::Done {} | Self::Steered { .. } => Ok(StopReason::EndTurn.into()),
-            Self::Error { message } => Err(SessionError::Elsewhere { session: session.clone(), message }),
+            Self::Error { message, invalid } => Err(Self::error(session, message, invalid)),
         }
     }
 
@@ -113,7 +132,7 @@ impl Outcome {
         match self {
             Self::Done {} | Self::Steered { .. } => Ok(()),
             Self::End { .. } => Err(not_carried_out(session)),
-            Self::Error { message } => Err(SessionError::Elsewhere { session: session.clone(), message }),
+            Self::Error { message, invalid } => Err(Self::error(session, message, invalid)),
         }
     }
 
@@ -122,7 +141,7 @@ impl Outcome {
         match self {
             Self::Steered { steering } => Ok(steering),
             Self::End { .. } | Self::Done {} => Err(not_carried_out(session)),
-            Self::Error { message } => Err(SessionError::Elsewhere { session: session.clone(), message }),
+            Self::Error { message, invalid } => Err(Self::error(session, message, invalid)),
         }
     }
 
@@ -131,6 +150,7 @@ impl Outcome {
     pub fn read(body: &str) -> Self {
         serde_json::from_str(body).unwrap_or_else(|err| Self::Error {
             message: format!("its answer could not be read ({err}); are all replicas the same cairn version?"),
+            invalid: false,
         })
     }
 
@@ -163,7 +183,9 @@ pub async fn serve(registry: WeakRegistry, mut inbound: tokio::sync::mpsc::Unbou
                             "the replica holding the session could not read the command ({err}); are all replicas the same cairn version?"
                         );
                         let store = registry.store().clone();
-                        tokio::spawn(async move { answer(&store, id, &Outcome::Error { message }).await });
+                        tokio::spawn(
+                            async move { answer(&store, id, &Outcome::Error { message, invalid: false }).await },
+                        );
                     }
                 }
             }
@@ -231,7 +253,7 @@ fn carry_out(
                         }
                         done(changed)
                     }
-                    (Err(err), _) | (_, Err(err)) => Outcome::Error { message: err.to_string() },
+                    (Err(err), _) | (_, Err(err)) => Outcome::failed(&SessionError::from(err)),
                 };
                 answer(&store, id, &outcome).await;
             });
@@ -245,7 +267,7 @@ fn carry_out(
             tokio::spawn(async move {
                 let outcome = match steered.await {
                     Ok(steering) => Outcome::Steered { steering },
-                    Err(err) => Outcome::Error { message: err.to_string() },
+                    Err(err) => Outcome::failed(&err),
                 };
                 answer(&store, id, &outcome).await;
             });
@@ -256,7 +278,7 @@ fn carry_out(
 fn done(result: Result<SessionView, SessionError>) -> Outcome {
     match result {
         Ok(_) => Outcome::Done {},
-        Err(err) => Outcome::Error { message: err.to_string() },
+        Err(err) => Outcome::failed(&err),
     }
 }
 
@@ -279,6 +301,19 @@ mod tests {
         let session = SessionId::generate();
         let answer = Outcome::read(crate::store::pg::sweeper::CANCELLED).answer(&session);
         assert_eq!(answer, Ok(StopReason::Cancelled.into()));
+    }
+
+    #[test]
+    fn a_refusal_that_was_the_clients_mistake_is_one_for_the_sender_too_and_an_older_replicas_error_is_not() {
+        let session = SessionId::generate();
+        let unknown = SessionError::UnknownModel { value: "x/y".into(), choices: vec!["a/b".into()] };
+        let answered = Outcome::read(&Outcome::failed(&unknown).json()).done(&session);
+        assert_eq!(
+            answered,
+            Err(SessionError::RefusedElsewhere { session: session.clone(), message: unknown.to_string() })
+        );
+        let older = Outcome::read(r#"{"error":{"message":"no"}}"#).done(&session);
+        assert_eq!(older, Err(SessionError::Elsewhere { session, message: "no".into() }));
     }
 
     #[test]

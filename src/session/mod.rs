@@ -396,9 +396,36 @@ pub enum SessionError {
     /// The replica of a shared store that ran a prompt handed to it failed it; its words.
     #[error("the cairn serve replica running session {session}'s turn answered: {message}")]
     Elsewhere { session: SessionId, message: String },
+    /// That replica refused the request as the client's mistake (a value not offered, a busy
+    /// session): its words, as a client of that replica is told them.
+    #[error("{message}")]
+    RefusedElsewhere { session: SessionId, message: String },
     /// A stored (or imported) session's directory cannot be a workspace: it is not opened.
     #[error("session {session} cannot be opened: {refused}")]
     StoredWorkspace { session: SessionId, refused: crate::workspace::RootRefused },
+}
+
+impl SessionError {
+    /// Whether the request was the client's mistake (a value not offered, a busy session, a
+    /// directory refused), not a failure of the agent: `invalid params` on the wire.
+    pub fn is_clients_mistake(&self) -> bool {
+        match self {
+            Self::UnknownModel { .. }
+            | Self::Setting(_)
+            | Self::ModelTooSmall { .. }
+            | Self::Busy(_)
+            | Self::Workspace(_)
+            | Self::StoredWorkspace { .. }
+            | Self::RefusedElsewhere { .. }
+            | Self::Store(StoreError::InvalidCursor(_)) => true,
+            Self::NotFound(_)
+            | Self::Store(_)
+            | Self::Turn(_)
+            | Self::Model(_)
+            | Self::Closed(_)
+            | Self::Elsewhere { .. } => false,
+        }
+    }
 }
 
 impl From<TurnError> for SessionError {

@@ -214,7 +214,7 @@ impl StoreRecorder {
                 }
                 Err(err) => {
                     self.gate = Gate::Shut;
-                    return Err(RecordError::Failed(err.to_string()));
+                    return Err(failed(&err));
                 }
             }
         }
@@ -265,8 +265,13 @@ impl StoreRecorder {
         move |result: Result<Option<i64>, StoreError>| match result {
             Ok(first) => show(&*sink, &session, updates, first, &logged),
             Err(err) => {
-                tracing::error!(%session, %err, "a write failed; its update is withheld");
-                let _ = failure.set(RecordError::Failed(err.to_string()));
+                let failed = failed(&err);
+                // The turn stops on the first failure: the writes queued behind it fail alike.
+                if failure.set(failed).is_ok() {
+                    tracing::error!(%session, %err, "a write failed; its update is withheld");
+                } else {
+                    tracing::debug!(%session, %err, "a write failed after the turn's first failure; its update is withheld");
+                }
             }
         }
     }
@@ -455,7 +460,7 @@ impl Recorder for StoreRecorder {
     }
 
     async fn flush(&mut self) -> Result<(), RecordError> {
-        self.store.flush().await.map_err(|err| RecordError::Failed(err.to_string()))?;
+        self.store.flush().await.map_err(|err| failed(&err))?;
         self.failure.get().cloned().map_or(Ok(()), Err)
     }
 
@@ -510,6 +515,15 @@ fn as_shown(tool: &ToolPart) -> ToolPart {
         shown.state = CallState::New;
     }
     shown
+}
+
+/// What a failed write makes of the turn: fenced when another replica took the lease over.
+fn failed(err: &StoreError) -> RecordError {
+    if matches!(err, StoreError::Postgres(crate::store::pg::PgError::Fenced { .. })) {
+        RecordError::Fenced(err.to_string())
+    } else {
+        RecordError::Failed(err.to_string())
+    }
 }
 
 #[cfg(test)]

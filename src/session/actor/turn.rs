@@ -15,7 +15,7 @@ use tracing::Instrument as _;
 
 use super::{Actor, Reply, Running, TurnOutcome, Work};
 use crate::agent::compact::{self, CompactError};
-use crate::agent::{self, AgentEvent, Recorder, StopReason, TurnError};
+use crate::agent::{self, AgentEvent, RecordError, Recorder, StopReason, TurnError};
 use crate::history::view::context_used;
 use crate::history::{Message, Part};
 use crate::ids::MessageId;
@@ -109,11 +109,22 @@ impl Actor {
             None => (None, Vec::new(), None),
         };
         // Prompts steered into the turn are answered with it; those it did not take run next,
-        // unless the session is closing.
+        // unless the session is closing, or another replica took the lease over while this one
+        // stalled and closed the turn: it answered the prompts handed here as cancelled, so
+        // nothing queued behind the turn runs here (a prompt its client was told was cancelled
+        // would run after all).
         let (joined, left) = super::steer::settle(steered);
+        let fenced = match &result {
+            Err(err @ SessionError::Turn(TurnError::Record(RecordError::Fenced(_)))) => Some(err.clone()),
+            Ok(_) | Err(_) => None,
+        };
         if self.closing {
             for queued in left {
                 let _ = queued.reply.send(Ok(StopReason::Cancelled.into()));
+            }
+        } else if let Some(err) = &fenced {
+            for queued in left.into_iter().chain(self.queue.drain(..)) {
+                let _ = queued.reply.send(Err(err.clone()));
             }
         } else if !left.is_empty() {
             self.tell(

@@ -208,3 +208,28 @@ async fn a_title_set_through_another_replica_mid_turn_is_shown_where_the_turn_ru
     let told = seen.iter().any(|message| message.to_string().contains("Named on b"));
     assert!(told, "a's client is shown the title b's client set: {seen:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_setting_the_running_replica_refuses_is_refused_through_another_replica_with_the_same_error() {
+    let (env, a, b) = two_replicas(TestEnv::new().await, "").await;
+    let (first, release) = Reply::text(&["first ", "answer"]).held(1);
+    env.mock.push(first);
+    let mut on_a = a.client().await;
+    let session = on_a.new_session(&env.cwd()).await;
+    let mut on_b = viewer(&b, &env, &session).await;
+    let one = on_a.prompt(&session, "one").await;
+    until_answer_starts(&mut on_b, &session).await;
+
+    let unknown = json!({"sessionId": session, "configId": "model", "value": "openai/no-such-model"});
+    let on_a_itself = on_a.request("session/set_config_option", unknown.clone()).await;
+    let (here, _) = on_a.response(on_a_itself).await;
+    let handed = on_b.request("session/set_config_option", unknown).await;
+    let (through_b, _) = on_b.response(handed).await;
+    release.notify_one();
+    assert_eq!(on_a.response(one).await.0["result"]["stopReason"], "end_turn");
+
+    assert_eq!(here["error"]["code"], -32602, "a bad value is the client's mistake: {here}");
+    assert_eq!(through_b["error"]["code"], here["error"]["code"], "the same mistake through b: {through_b}");
+    let said = through_b["error"]["message"].as_str().unwrap_or_default();
+    assert!(said.contains("no-such-model"), "it names the value: {through_b}");
+}

@@ -181,3 +181,47 @@ async fn a_prompt_taken_by_a_replica_that_dies_between_turns_is_answered_cancell
     assert_eq!(answer["result"]["stopReason"], "cancelled", "b's sweeper answered for the dead replica: {answer}");
     assert_eq!(env.mock.requests().len(), 1, "the prompt it took was never run again");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_prompt_handed_to_a_replica_stopped_past_its_lease_is_answered_cancelled_and_never_runs_when_it_wakes() {
+    let (env, a, b) = two_replicas(2).await;
+    let mut on_a = a.client().await;
+    let session = on_a.new_session(&env.cwd()).await;
+    env.mock.push(Reply::endless(Duration::from_millis(20)));
+    env.mock.push(Reply::text(&["an answer for whichever prompt runs next"]));
+    env.mock.push(Reply::text(&["and one more"]));
+    let mut on_b = b.client().await;
+    on_b.call("session/load", open(&session, &env)).await;
+    let one = on_a.prompt(&session, "stream").await;
+    until_streamed(&mut on_b, &session, 3).await;
+    // Handed to a, which runs the turn: queued there behind it.
+    let two = on_b.prompt(&session, "handed, then answered cancelled").await;
+    b.until_said("handed to the replica running the session's turn").await;
+    a.until_said("a command handed by another replica").await;
+
+    signal(&a, "-STOP");
+    // b's sweeper closes a's turn once its lease lapses, and answers what a was handed.
+    let (answer, _) = on_b.response(two).await;
+    assert_eq!(answer["result"]["stopReason"], "cancelled", "{answer}");
+    signal(&a, "-CONT");
+    let (fenced, _) = on_a.response(one).await;
+    assert!(fenced.get("error").is_some(), "a's turn ends fenced: {fenced}");
+
+    // A prompt a's client sends now runs after anything a still has queued.
+    let three = on_a.prompt(&session, "after the wake").await;
+    let (after, _) = on_a.response(three).await;
+    assert!(after.get("error").is_none(), "{after}");
+    let ran: Vec<Value> = env
+        .mock
+        .requests()
+        .into_iter()
+        .filter(|body| body.to_string().contains("handed, then answered cancelled"))
+        .collect();
+    assert!(
+        ran.is_empty(),
+        "the prompt its client was told was cancelled ran when a woke: {ran:?}\nA:\n{}",
+        a.stderr()
+    );
+    let errors = a.stderr().matches("a write failed; its update is withheld").count();
+    assert_eq!(errors, 1, "the fenced turn's first failed write is an error, the rest are its echo:\n{}", a.stderr());
+}

@@ -148,3 +148,50 @@ async fn a_client_of_a_replica_killed_mid_turn_resumes_on_another_and_gets_all_i
     assert!(numbered.first().is_some_and(|first| *first > last), "{numbered:?} after {last}");
     assert!(numbered.windows(2).all(|pair| pair[0] < pair[1]), "{numbered:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_resumes_on_the_replica_running_the_turn_and_gets_each_update_once_in_order() {
+    let (env, servers) = replicas(2).await;
+    let mut on_a = servers[0].client().await;
+    let session = on_a.new_session(&env.cwd()).await;
+    let mut on_b = servers[1].client().await;
+    on_b.call("session/load", open(&session, &env)).await;
+    let pieces: Vec<String> = (0..40).map(|i| format!("<{i}>")).collect();
+    let refs: Vec<&str> = pieces.iter().map(String::as_str).collect();
+    let (reply, release) = Reply::text(&refs).held(10);
+    env.mock.push(reply);
+
+    let prompt = on_a.prompt(&session, "tell me forty things").await;
+    let mut on_a_seen = Vec::new();
+    until_text(&mut on_a, &session, "<9>", &mut on_a_seen).await;
+    let mut on_b_seen = Vec::new();
+    until_text(&mut on_b, &session, "<4>", &mut on_b_seen).await;
+    let saw = answer(&on_b_seen, &session);
+    let last = *numbers(&on_b_seen, &session).last().expect("numbered");
+    on_b.drop_connection();
+
+    // b's client comes back through a, whose own writer numbers the turn's rows.
+    let mut again = servers[0].client().await;
+    let (resumed, mut after) = resume(&mut again, &session, last).await;
+    assert!(resumed.get("error").is_none(), "{resumed}");
+    release.notify_one();
+    let whole = pieces.concat();
+    while saw.clone() + &answer(&after, &session) != whole {
+        after.push(again.recv().await);
+        assert!(whole.starts_with(&(saw.clone() + &answer(&after, &session))), "{after:?}");
+    }
+    let (done, _) = on_a.response(prompt).await;
+    assert_eq!(done["result"]["stopReason"], "end_turn", "{done}");
+    while let Ok(Some(more)) = tokio::time::timeout(Duration::from_millis(700), again.next()).await {
+        after.push(more);
+    }
+    assert_eq!(saw + &answer(&after, &session), whole, "each chunk once, in order, across the drop");
+    let numbered = numbers(&after, &session);
+    assert!(numbered.first().is_some_and(|first| *first > last), "{numbered:?} after {last}");
+    assert!(numbered.windows(2).all(|pair| pair[0] < pair[1]), "{numbered:?}");
+
+    // A number past the log's end, as a client of another session's longer log would send.
+    let mut stranger = servers[0].client().await;
+    let (ahead, _) = resume(&mut stranger, &session, 1_000_000).await;
+    assert_eq!(ahead["error"]["data"]["reason"], "ahead", "{ahead}");
+}
