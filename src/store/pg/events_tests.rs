@@ -238,13 +238,13 @@ async fn what_a_client_missed_is_every_row_after_its_number_unless_one_of_them_w
     use super::events::Missed;
     let (target, mut writer) = fresh().await;
     let session = SessionId::generate();
-    assert_eq!(events::missed(&writer, &target, &session, 0).await.unwrap(), Missed::Rows(Vec::new()));
+    assert_eq!(events::missed(&writer, &target, &session, 0, 100).await.unwrap(), Missed::Rows(Vec::new()));
     let lease = take(&writer, &target, &session, "a", Duration::from_secs(60)).await;
     let mut next = 1;
     write(&mut writer, &target, &lease, &mut next, 10, false).await;
     let missed = |after| {
         let (writer, target, session) = (&writer, &target, &session);
-        async move { events::missed(writer, target, session, after).await.unwrap() }
+        async move { events::missed(writer, target, session, after, 100).await.unwrap() }
     };
     let Missed::Rows(rows) = missed(6).await else { panic!("nothing pruned yet") };
     assert_eq!(seqs(&rows), [7, 8, 9, 10]);
@@ -260,4 +260,23 @@ async fn what_a_client_missed_is_every_row_after_its_number_unless_one_of_them_w
     assert_eq!(missed(4).await, Missed::Pruned { oldest: 7 }, "its own row is still there, but 5 and 6 are not");
     let Missed::Rows(rows) = missed(6).await else { panic!("7 on are all there") };
     assert_eq!(seqs(&rows), [7, 8, 9, 10]);
+}
+
+#[tokio::test]
+async fn a_client_further_behind_than_a_resume_gives_is_told_to_load_from_where_one_could_start() {
+    use super::events::Missed;
+    let (target, mut writer) = fresh().await;
+    let session = SessionId::generate();
+    let lease = take(&writer, &target, &session, "a", Duration::from_secs(60)).await;
+    let mut next = 1;
+    write(&mut writer, &target, &lease, &mut next, 10, false).await;
+    let missed = |after| {
+        let (writer, target, session) = (&writer, &target, &session);
+        async move { events::missed(writer, target, session, after, 4).await.unwrap() }
+    };
+    assert_eq!(missed(5).await, Missed::Pruned { oldest: 7 }, "five rows missed, four given at most");
+    assert_eq!(missed(0).await, Missed::Pruned { oldest: 7 });
+    let Missed::Rows(rows) = missed(6).await else { panic!("four rows are given") };
+    assert_eq!(seqs(&rows), [7, 8, 9, 10]);
+    assert_eq!(missed(9).await, Missed::Rows(vec![rows[3].clone()]));
 }

@@ -22,29 +22,36 @@ pub enum Missed {
     Ahead { last: i64 },
 }
 
-/// The rows of `session`'s log after `after`, in one statement on the primary key. Every row
-/// after `after` must be there: the log is numbered without a hole (each holder, and the
-/// sweeper, numbers on from its last row), so a hole is a row pruned (pruning may keep some
-/// rows older than others it deletes), and only the rows after the last hole can be given.
-/// `after`'s own row is read too: with no row after it, it tells a client that saw everything
-/// from one beyond the end (the newest row is never pruned).
+/// The most rows a resume is given from the log: a client further behind is told to load the
+/// session, which costs one read of its messages instead of a row per streamed chunk.
+pub const RESUME_MOST: i64 = 10_000;
+
+/// The rows of `session`'s log after `after`, in one statement on the primary key, reading at
+/// most `most` of them (and one more). Every row after `after` must be there: the log is
+/// numbered without a hole (each holder, and the sweeper, numbers on from its last row), so a
+/// hole is a row pruned (pruning may keep some rows older than others it deletes), and only the
+/// rows after the last hole can be given. More than `most` rows after `after` count as pruned
+/// too: the oldest row said is then the one a resume could start from. `after`'s own row is read
+/// too: with no row after it, it tells a client that saw everything from one beyond the end (the
+/// newest row is never pruned).
 pub async fn missed(
     client: &impl GenericClient,
     target: &PgTarget,
     session: &SessionId,
     after: i64,
+    most: i64,
 ) -> Result<Missed, PgError> {
     let rows = client
         .query(
             "SELECT seq, epoch, body, origin FROM session_events
-             WHERE session_id = $1 AND seq >= $2 ORDER BY seq",
-            &[&session.as_str(), &after],
+             WHERE session_id = $1 AND seq >= $2 ORDER BY seq DESC LIMIT $3",
+            &[&session.as_str(), &after, &(most.max(0) + 1)],
         )
         .await
         .map_err(|err| target.failed(&err))?;
     let mut seen_after = after <= 0;
     let mut missed: Vec<Event> = Vec::with_capacity(rows.len());
-    for row in rows {
+    for row in rows.iter().rev() {
         let event = Event { seq: row.get(0), epoch: row.get(1), body: row.get(2), origin: row.get(3) };
         if event.seq == after {
             seen_after = true;
@@ -54,6 +61,11 @@ pub async fn missed(
     }
     if missed.is_empty() && !seen_after {
         return Ok(Missed::Ahead { last: last_seq(client, target, session).await? });
+    }
+    if i64::try_from(missed.len()).unwrap_or(i64::MAX) > most {
+        // The newest `most` rows are what a resume could be given: from the second read on.
+        let oldest = missed.get(1).map_or(after + 1, |event| event.seq);
+        return Ok(Missed::Pruned { oldest });
     }
     let mut expected = after + 1;
     let mut hole = None;

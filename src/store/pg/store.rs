@@ -255,7 +255,8 @@ impl Postgres {
 
     /// What a client that saw the session's log up to `after` missed (`events::missed`).
     pub async fn missed(&self, id: &SessionId, after: i64) -> Result<events::Missed, StoreError> {
-        events::missed(&*self.reader.get().await?, &self.target, id, after).await.map_err(StoreError::Postgres)
+        let reader = self.reader.get().await?;
+        events::missed(&*reader, &self.target, id, after, super::late::RESUME_MOST).await.map_err(StoreError::Postgres)
     }
 
     /// Another replica that holds the session's lease now, if any.
