@@ -22,7 +22,7 @@ async fn two_replicas(ttl: u64) -> (TestEnv, Server, Server) {
     (env, a, b)
 }
 
-fn open(session: &str, env: &TestEnv) -> Value {
+pub(super) fn open(session: &str, env: &TestEnv) -> Value {
     json!({"sessionId": session, "cwd": env.cwd(), "mcpServers": []})
 }
 
@@ -32,7 +32,7 @@ fn signal(server: &Server, signal: &str) {
 }
 
 /// What a fresh client of `server` is shown when it loads `session`.
-async fn loaded(server: &Server, env: &TestEnv, session: &str) -> Vec<Value> {
+pub(super) async fn loaded(server: &Server, env: &TestEnv, session: &str) -> Vec<Value> {
     let mut client = server.client().await;
     let id = client.request("session/load", open(session, env)).await;
     let (answer, replayed) = client.response(id).await;

@@ -8,6 +8,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use super::postgres::fixture;
+use super::replica_death::{loaded, open};
 use crate::support::served::{Client, Server};
 use crate::support::{Reply, TestEnv, text_of, updates};
 
@@ -21,10 +22,6 @@ async fn replicas(count: usize) -> (TestEnv, Vec<Server>) {
         servers.push(Server::start(&env).await);
     }
     (env, servers)
-}
-
-fn open(session: &str, env: &TestEnv) -> Value {
-    json!({"sessionId": session, "cwd": env.cwd(), "mcpServers": []})
 }
 
 /// The number a served update carries.
@@ -52,15 +49,6 @@ async fn until_text(client: &mut Client, session: &str, piece: &str, seen: &mut 
 async fn resume(client: &mut Client, session: &str, after: u64) -> (Value, Vec<Value>) {
     let id = client.request("_cairn/stream/resume", json!({"sessionId": session, "afterSeq": after})).await;
     client.response(id).await
-}
-
-/// What a fresh client of `server` is shown when it loads `session`.
-async fn loaded(server: &Server, env: &TestEnv, session: &str) -> Vec<Value> {
-    let mut client = server.client().await;
-    let id = client.request("session/load", open(session, env)).await;
-    let (answer, replayed) = client.response(id).await;
-    assert!(answer.get("error").is_none(), "{answer}");
-    replayed
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
