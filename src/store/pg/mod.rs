@@ -175,6 +175,21 @@ impl PgTarget {
         Ok(client)
     }
 
+    /// The connection kept in `slot` by a task of its own, made again when there is none or it
+    /// broke; `None` when it cannot be made, logged as a failure to `doing`.
+    pub async fn connected<'a>(&self, slot: &'a mut Option<Client>, doing: &str) -> Option<&'a mut Client> {
+        if slot.as_ref().is_none_or(Client::is_closed) {
+            *slot = match self.connect().await {
+                Ok(fresh) => Some(fresh),
+                Err(err) => {
+                    tracing::warn!("cannot {doing}: {err}");
+                    None
+                }
+            };
+        }
+        slot.as_mut()
+    }
+
     /// Connects and listens on `channel`: the notifications that arrive come out of the
     /// receiver, which ends when the connection does.
     pub async fn listen(&self, channel: &str) -> Result<(Client, mpsc::UnboundedReceiver<Notification>), PgError> {

@@ -44,16 +44,7 @@ pub async fn run(target: PgTarget, kept: Duration, every: Duration, stop: Cancel
             () = stop.cancelled() => return,
             () = tokio::time::sleep(every) => {}
         }
-        if client.as_ref().is_none_or(Client::is_closed) {
-            match target.connect().await {
-                Ok(connected) => client = Some(connected),
-                Err(err) => {
-                    tracing::warn!("cannot prune the event log: {err}");
-                    continue;
-                }
-            }
-        }
-        let Some(connected) = client.as_ref() else { continue };
+        let Some(connected) = target.connected(&mut client, "prune the event log").await else { continue };
         let started = Instant::now();
         match prune_once(connected, &target, kept, BATCH, &stop).await {
             Ok(0) => {}

@@ -44,16 +44,7 @@ pub async fn run(target: PgTarget, me: String, ttl: Duration, every: Duration, s
             () = stop.cancelled() => return,
             () = tokio::time::sleep(every) => {}
         }
-        if client.as_ref().is_none_or(Client::is_closed) {
-            match target.connect().await {
-                Ok(connected) => client = Some(connected),
-                Err(err) => {
-                    tracing::warn!("cannot sweep for dead replicas' turns: {err}");
-                    continue;
-                }
-            }
-        }
-        let Some(connected) = client.as_mut() else { continue };
+        let Some(connected) = target.connected(&mut client, "sweep for dead replicas' turns").await else { continue };
         let seen_throughout = match beat(&*connected, &target, &me, ttl).await {
             Ok(()) => beaten.replace(std::time::Instant::now()).is_some_and(|last| last.elapsed() < ttl),
             Err(err) => {

@@ -145,15 +145,7 @@ impl PgTokenCheck {
 
 /// Answers one ask on the thread's connection, connecting again first if it broke.
 async fn answer(target: &PgTarget, client: &mut Option<Client>, ask: Ask) {
-    if client.as_ref().is_none_or(Client::is_closed) {
-        *client = match target.connect().await {
-            Ok(fresh) => Some(fresh),
-            Err(err) => {
-                tracing::warn!("cannot connect again to check tokens: {err}");
-                None
-            }
-        };
-    }
+    let client = target.connected(client, "connect again to check tokens").await;
     let failed = |err: tokio_postgres::Error| StoreError::Postgres(target.failed(&err));
     let down = || {
         StoreError::Postgres(super::PgError::Connect {
