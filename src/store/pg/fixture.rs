@@ -234,17 +234,7 @@ fn start(tls: bool) -> Server {
             data = data.display(),
             dir = dir.display(),
         );
-        let mut keeper = as_owner("sh")
-            .args(["-c", &script])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap_or_else(|err| panic!("cannot start PostgreSQL: {err}"));
-        if let Some(out) = keeper.stdout.take() {
-            let mut line = String::new();
-            let _ = BufReader::new(out).read_line(&mut line);
-        }
+        let mut keeper = keeper(&script, "PostgreSQL");
         let deadline = Instant::now() + Duration::from_secs(30);
         while Instant::now() < deadline {
             if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
@@ -264,6 +254,23 @@ fn start(tls: bool) -> Server {
     }
     let log = std::fs::read_to_string(dir.join("log")).unwrap_or_default();
     panic!("the test PostgreSQL did not start; its log:\n{log}")
+}
+
+/// Runs `script` as the data directory's owner in a shell that holds a pipe of this process's
+/// (its stdin), once it said `started`: the script's cleanup runs when the pipe closes.
+fn keeper(script: &str, what: &str) -> Child {
+    let mut keeper = as_owner("sh")
+        .args(["-c", script])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap_or_else(|err| panic!("cannot start {what}: {err}"));
+    if let Some(out) = keeper.stdout.take() {
+        let mut line = String::new();
+        let _ = BufReader::new(out).read_line(&mut line);
+    }
+    keeper
 }
 
 /// A server of one test's own, which the test may stop and start again (the process's shared
@@ -289,17 +296,7 @@ impl Private {
             data = data.display(),
             dir = dir.display(),
         );
-        let mut keeper = as_owner("sh")
-            .args(["-c", &script])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap_or_else(|err| panic!("cannot start PostgreSQL's keeper: {err}"));
-        if let Some(out) = keeper.stdout.take() {
-            let mut line = String::new();
-            let _ = BufReader::new(out).read_line(&mut line);
-        }
+        let keeper = keeper(&script, "PostgreSQL's keeper");
         let mut server = Self { pg_ctl, data, dir, port: 0, _keeper: keeper };
         for _ in 0..5 {
             server.port = free_port();
