@@ -184,9 +184,11 @@ async fn a_prompt_handed_mid_turn_is_told_queued_on_every_replica_once_with_the_
     let on_c_seen = until_text_ends(&mut on_c, &session, "second answer").await;
     let told = queued_notes(&on_a_seen, &session);
     assert_eq!(told.len(), 1, "a's client is told once: {on_a_seen:?}");
+    assert_eq!(queued_notes(&on_b_seen, &session).len(), 1, "b's client, whose prompt it is: {on_b_seen:?}");
+    assert_eq!(queued_notes(&on_c_seen, &session).len(), 1, "c's client, following: {on_c_seen:?}");
     assert!(told[0].is_some(), "numbered by the log, as a client may resume after it");
-    assert_eq!(queued_notes(&on_b_seen, &session), told, "b's client, whose prompt it is: {on_b_seen:?}");
-    assert_eq!(queued_notes(&on_c_seen, &session), told, "c's client, following: {on_c_seen:?}");
+    assert_eq!(queued_notes(&on_b_seen, &session), told, "the same number on b");
+    assert_eq!(queued_notes(&on_c_seen, &session), told, "and on c");
     // In the log's order on every replica: after the held turn's first chunk, before the rest.
     for seen in [&on_b_seen, &on_c_seen] {
         let text = text_of(&updates(seen, &session), "agent_message_chunk");
