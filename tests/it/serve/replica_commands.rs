@@ -3,7 +3,8 @@
 //! is, as they would on one replica. A mode change reaches the running turn's next decision, a
 //! model change its queued prompts, a steered prompt joins it, and a handed prompt the client
 //! withdraws never runs; a setting changed while nobody runs a turn is shown live to every
-//! replica's clients and is the next turn's, on whichever replica runs it.
+//! replica's clients and is the next turn's, on whichever replica runs it, or handed on to
+//! the turn another replica started while it was being stored.
 
 use std::time::Duration;
 
@@ -312,4 +313,56 @@ async fn a_setting_the_running_replica_refuses_is_refused_through_another_replic
     assert_eq!(through_b["error"]["code"], here["error"]["code"], "the same mistake through b: {through_b}");
     let said = through_b["error"]["message"].as_str().unwrap_or_default();
     assert!(said.contains("no-such-model"), "it names the value: {through_b}");
+}
+
+/// Waits until `count` statements of the test's database wait on a lock.
+async fn until_waiting(db: &tokio_postgres::Client, count: i64) {
+    let waiting =
+        "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()";
+    while db.query_one(waiting, &[]).await.unwrap().get::<_, i64>(0) < count {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mode_stored_through_another_replica_as_a_turn_takes_the_lease_is_handed_on_to_that_turn() {
+    let url = fixture::database().await;
+    let mut env = TestEnv::new().await;
+    env.set_env("CAIRN_MODEL", "openai/mock-model");
+    env.write_config(&format!("[store]\nurl = \"{url}\"\n"));
+    let (a, b) = (Server::start(&env).await, Server::start(&env).await);
+    let path = env.workspace().join("raced.txt");
+    let (call, release) = Reply::tool_calls(&[("c1", "write", json!({"path": path, "content": "x\n"}))]).held(0);
+    env.mock.push(call);
+    env.mock.push(Reply::text(&["written"]));
+    let mut on_a = a.client().await;
+    let session = on_a.new_session(&env.cwd()).await;
+    let mut on_b = viewer(&b, &env, &session).await;
+
+    // The session's row locked, so that a's lease take (with its prompt) and b's setting wait
+    // on it in that order: a read the settings before b's change, b finds no lease taken.
+    let (db, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await.unwrap();
+    tokio::spawn(connection);
+    db.batch_execute("BEGIN").await.unwrap();
+    db.execute("SELECT 1 FROM sessions WHERE id = $1 FOR UPDATE", &[&session]).await.unwrap();
+    let prompt = on_a.prompt(&session, "Write it").await;
+    until_waiting(&db, 1).await;
+    let set = on_b.request("session/set_mode", json!({"sessionId": session, "modeId": "bypass"})).await;
+    until_waiting(&db, 2).await;
+    db.batch_execute("COMMIT").await.unwrap();
+    let (answer, _) = on_b.response(set).await;
+    assert!(answer.get("error").is_none(), "{answer}");
+    b.until_said("handed on to it").await;
+
+    // a's running turn took it (its client is told) before the model asks to write.
+    loop {
+        let message = on_a.recv().await;
+        if options_in_mode(&message, &session, "bypass") {
+            break;
+        }
+    }
+    release.notify_one();
+    let (done, _) = answered_unasked(&mut on_a, prompt).await;
+    assert_eq!(done["result"]["stopReason"], "end_turn", "{done}");
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), "x\n", "the call ran in b's mode, unasked");
 }
