@@ -326,6 +326,26 @@ async fn until_waiting(db: &tokio_postgres::Client, count: i64) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_mode_stored_through_another_replica_as_a_turn_takes_the_lease_is_handed_on_to_that_turn() {
+    raced_with_a_turn(Order::TurnFirst).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mode_stored_through_another_replica_just_before_a_turn_takes_the_lease_reaches_it_through_the_log() {
+    raced_with_a_turn(Order::SettingFirst).await;
+}
+
+/// Which of a's lease take and b's settings change waits first on the session's row.
+#[derive(PartialEq)]
+enum Order {
+    TurnFirst,
+    SettingFirst,
+}
+
+/// b's client sets the mode while a starts a turn, having read the settings before the change
+/// committed, the two writes waiting on the session's row (locked from the test) in `order`:
+/// the turn runs in b's mode all the same, either handed on to it (b found the lease taken
+/// once its change committed) or read from the log (b logged it, nobody holding the lease).
+async fn raced_with_a_turn(order: Order) {
     let url = fixture::database().await;
     let mut env = TestEnv::new().await;
     env.set_env("CAIRN_MODEL", "openai/mock-model");
@@ -339,20 +359,30 @@ async fn a_mode_stored_through_another_replica_as_a_turn_takes_the_lease_is_hand
     let session = on_a.new_session(&env.cwd()).await;
     let mut on_b = viewer(&b, &env, &session).await;
 
-    // The session's row locked, so that a's lease take (with its prompt) and b's setting wait
-    // on it in that order: a read the settings before b's change, b finds no lease taken.
     let (db, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await.unwrap();
     tokio::spawn(connection);
     db.batch_execute("BEGIN").await.unwrap();
     db.execute("SELECT 1 FROM sessions WHERE id = $1 FOR UPDATE", &[&session]).await.unwrap();
-    let prompt = on_a.prompt(&session, "Write it").await;
-    until_waiting(&db, 1).await;
-    let set = on_b.request("session/set_mode", json!({"sessionId": session, "modeId": "bypass"})).await;
+    let mode = json!({"sessionId": session, "modeId": "bypass"});
+    let (prompt, set) = match order {
+        Order::TurnFirst => {
+            let prompt = on_a.prompt(&session, "Write it").await;
+            until_waiting(&db, 1).await;
+            (prompt, on_b.request("session/set_mode", mode).await)
+        }
+        Order::SettingFirst => {
+            let set = on_b.request("session/set_mode", mode).await;
+            until_waiting(&db, 1).await;
+            (on_a.prompt(&session, "Write it").await, set)
+        }
+    };
     until_waiting(&db, 2).await;
     db.batch_execute("COMMIT").await.unwrap();
     let (answer, _) = on_b.response(set).await;
     assert!(answer.get("error").is_none(), "{answer}");
-    b.until_said("handed on to it").await;
+    if order == Order::TurnFirst {
+        b.until_said("handed on to it").await;
+    }
 
     // a's running turn took it (its client is told) before the model asks to write.
     loop {
@@ -362,7 +392,9 @@ async fn a_mode_stored_through_another_replica_as_a_turn_takes_the_lease_is_hand
         }
     }
     release.notify_one();
-    let (done, _) = answered_unasked(&mut on_a, prompt).await;
+    let (done, seen) = answered_unasked(&mut on_a, prompt).await;
     assert_eq!(done["result"]["stopReason"], "end_turn", "{done}");
     assert_eq!(std::fs::read_to_string(&path).unwrap(), "x\n", "the call ran in b's mode, unasked");
+    let numbers: Vec<u64> = seen.iter().filter_map(|m| m["params"]["_meta"]["cairn"]["seq"].as_u64()).collect();
+    assert!(numbers.windows(2).all(|pair| pair[0] < pair[1]), "each once, in order: {numbers:?}");
 }
