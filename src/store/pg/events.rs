@@ -174,9 +174,9 @@ pub async fn append_unshown(
 /// that changed the session's settings while this replica holds no lease of it, unless a
 /// replica holds it (then nothing, `None`: the holder alone numbers the log while it runs a
 /// turn, and the change is handed on to it). The batch's update of the session's row orders
-/// this against a turn starting: a lease taken with a prompt updates that row too, so either
-/// the take waits for this commit and its writer numbers on after these rows, or this waits
-/// for the take and finds the lease held. A lease whose holder stopped unreleased is held
+/// this against a turn starting: every lease take locks that row too (a prompt's insert updates
+/// it), so either the take waits for this commit and its writer numbers on after these rows,
+/// or this waits for the take and finds the lease held. A lease whose holder stopped unreleased is held
 /// until a sweeper closes it.
 pub async fn append_unheld(
     tx: &Transaction<'_>,
