@@ -52,13 +52,7 @@ pub enum Handed {
 impl Handed {
     /// A settings change as handed.
     pub fn set(setting: &Setting) -> Self {
-        let value = match setting {
-            Setting::Model(model) => model.clone(),
-            Setting::Mode(mode) => mode.id().to_owned(),
-            Setting::Thought(level) => level.id().to_owned(),
-            Setting::Steer(steer) => steer.to_string(),
-        };
-        Self::Set { option: setting.option().to_owned(), value }
+        Self::Set { option: setting.option().to_owned(), value: value_of(setting) }
     }
 
     /// The command's JSON, as the inbox carries it.
@@ -70,6 +64,47 @@ impl Handed {
 /// The setting a [`Handed::Set`] names.
 fn setting(option: &str, value: &str) -> Result<Setting, SettingError> {
     Setting::parse(option, Value::Id(value))
+}
+
+/// `setting`'s value as an id [`setting`] reads back.
+fn value_of(setting: &Setting) -> String {
+    match setting {
+        Setting::Model(model) => model.clone(),
+        Setting::Mode(mode) => mode.id().to_owned(),
+        Setting::Thought(level) => level.id().to_owned(),
+        Setting::Steer(steer) => steer.to_string(),
+    }
+}
+
+/// A setting a replica changed, as the session's event log carries it (written with the change,
+/// `{"setting": {"option": …, "value": …}}`) for the replicas following the session to put in
+/// effect and show their clients (`actor/remote.rs`).
+#[derive(serde::Serialize, serde::Deserialize)]
+struct LoggedSetting {
+    setting: OptionValue,
+}
+
+#[derive(serde::Serialize, serde::Deserialize)]
+struct OptionValue {
+    option: String,
+    value: String,
+}
+
+/// `setting` as the session's event log carries it.
+pub fn setting_event(setting: &Setting) -> String {
+    let logged =
+        LoggedSetting { setting: OptionValue { option: setting.option().to_owned(), value: value_of(setting) } };
+    serde_json::to_string(&logged).unwrap_or_default()
+}
+
+/// The setting a row of the event log carries; `None` for any other row.
+pub fn setting_of_event(body: &str) -> Option<Setting> {
+    // Updates are `{"update": …}`, signals `{"asked": …}`, `{"closed": …}`.
+    if !body.starts_with("{\"setting\"") {
+        return None;
+    }
+    let logged: LoggedSetting = serde_json::from_str(body).ok()?;
+    setting(&logged.setting.option, &logged.setting.value).ok()
 }
 
 /// What came of a handed command.
@@ -350,6 +385,11 @@ mod tests {
             let Ok(Handed::Set { option, value }) = serde_json::from_str::<Handed>(&json) else { panic!("{json}") };
             assert_eq!(setting(&option, &value), Ok(sent));
         }
+        for logged in [Setting::Mode(Mode::Bypass), Setting::Steer(true), Setting::Model("openai/gpt-5".into())] {
+            assert_eq!(setting_of_event(&setting_event(&logged)), Some(logged), "a setting the log carries");
+        }
+        let update = Update::Title("t".into()).to_event().unwrap();
+        assert_eq!(setting_of_event(&update), None, "an update is no setting");
         let session = SessionId::generate();
         let steered = Outcome::Steered { steering: Steering::Injected };
         assert_eq!(Outcome::read(&steered.json()).steering(&session), Ok(Steering::Injected));

@@ -330,7 +330,9 @@ impl LogResume {
         let reached = rows.last().map_or(after, |row| u64::try_from(row.seq).unwrap_or(0));
         for row in rows {
             let Ok(seq) = u64::try_from(row.seq) else { continue };
-            if Signal::read(&row.body).is_some() {
+            // A setting shows as the options the session's actor has, which a resume does not
+            // know: left out, like a question's signal (its number is skipped).
+            if Signal::read(&row.body).is_some() || super::handoff::setting_of_event(&row.body).is_some() {
                 continue;
             }
             if let Some(update) = Update::from_event(&row.body) {

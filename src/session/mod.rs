@@ -103,8 +103,10 @@ impl From<StopReason> for TurnEnd {
 /// Something the editor should be shown about a session, in domain terms.
 ///
 /// What a turn's recorder shows with a stored write also travels as JSON, through a shared
-/// store's event log, to the replicas whose clients follow the turn ([`Update::to_event`]);
-/// the other variants are never logged (`serde(skip)`).
+/// store's event log, to the replicas whose clients follow the turn ([`Update::to_event`]), and
+/// so does a note for the user alone ([`Update::EphemeralNotice`], a prompt queued or joining
+/// the turn) that the actor shows through the log; the other variants are never logged
+/// (`serde(skip)`).
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 #[serde(tag = "update", content = "data", rename_all = "snake_case")]
 pub enum Update {
@@ -132,8 +134,8 @@ pub enum Update {
     #[serde(skip)]
     EphemeralText { text: String },
     /// A note for the user alone (a prompt queued; a warning: an MCP server that failed): never
-    /// stored, never replayed, no message id.
-    #[serde(skip)]
+    /// stored, never replayed, no message id. The actor's notes go through a shared store's
+    /// event log, so every replica's clients of the session see them (`Actor::tell`).
     EphemeralNotice { text: String, warning: bool },
     /// How full the context window is, and what the session has cost (USD) when prices are known.
     Usage { used: u64, size: u64, cost: Option<f64> },
@@ -190,7 +192,7 @@ pub struct SessionMessage {
 
 impl Update {
     /// The update as a shared store's event log keeps it, for replicas whose clients follow
-    /// the turn; `None` for the kinds never logged (ephemeral ones, a session's options and
+    /// the turn; `None` for the kinds never logged (ephemeral texts, a session's options and
     /// commands, sub-agents' traffic).
     pub fn to_event(&self) -> Option<String> {
         serde_json::to_string(self).ok()
@@ -522,7 +524,8 @@ mod tests {
             assert_eq!(Update::from_event(&event), Some(update));
         }
         assert_eq!(Update::EphemeralText { text: "only here".into() }.to_event(), None);
-        assert_eq!(Update::EphemeralNotice { text: "queued".into(), warning: false }.to_event(), None);
+        let queued = Update::EphemeralNotice { text: "queued".into(), warning: false };
+        assert_eq!(queued.to_event().as_deref().and_then(Update::from_event), Some(queued), "a note the actor logs");
         assert_eq!(Update::from_event("{\"update\": \"from_a_newer_cairn\"}"), None);
     }
 

@@ -190,7 +190,8 @@ pub enum Write {
     /// Changes nothing; its callback runs once everything queued before it is committed.
     Barrier,
     /// Changes nothing but carries what it shows into the session's event log (with
-    /// [`Store::submit_shown`]), for the clients of other replicas: a question asked of them.
+    /// [`Store::submit_shown`]), for the clients of other replicas: a question asked of them, a
+    /// note for them (a prompt queued).
     Show {
         session_id: SessionId,
     },

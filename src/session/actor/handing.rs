@@ -15,6 +15,8 @@
 //! for the others' followers, and the row is where every replica stored it. What this replica
 //! queued to store is committed first, so the row never takes back its own newer change.
 
+use tokio::sync::oneshot;
+
 use super::remote::Waiting;
 use super::{Actor, Command, Reply};
 use crate::permissions::Mode;
@@ -101,15 +103,71 @@ impl Actor {
     /// committed on one shared by replicas, where the replica running the session's next turn
     /// reads it from the row: a client told its change is made may prompt another replica
     /// right away. The writer commits in order, so its barrier comes after the change.
-    pub(super) fn answer_once_stored<T: Send + 'static>(&self, reply: Reply<T>, result: Result<T, SessionError>) {
+    ///
+    /// Nobody held the lease when the change was served here, but a replica may have started
+    /// a turn since, having read the settings before this change committed. If the change went
+    /// into the log, that replica's actor reads it there; if not (that replica held the lease by
+    /// then) and one holds the lease once it has committed, the change is handed on to it (as
+    /// when a turn runs elsewhere), so its turn runs with it all the same, and the client is
+    /// answered after that.
+    pub(super) fn answer_once_stored(
+        &self,
+        reply: Reply<SessionView>,
+        result: Result<(SessionView, oneshot::Receiver<bool>), SessionError>,
+        setting: Setting,
+    ) {
+        let (view, logged) = match result {
+            Ok((view, logged)) => (view, logged),
+            Err(err) => {
+                let _ = reply.send(Err(err));
+                return;
+            }
+        };
         if self.remote.is_none() {
-            let _ = reply.send(result);
+            let _ = reply.send(Ok(view));
             return;
         }
+        let (store, session) = (self.services.store.clone(), self.row.id.clone());
         let then = move |stored: Result<(), crate::store::StoreError>| {
-            let _ = reply.send(stored.map_err(SessionError::from).and(result));
+            if let Err(err) = stored {
+                let _ = reply.send(Err(SessionError::from(err)));
+                return;
+            }
+            tokio::spawn(async move {
+                // Told before the barrier's callback runs: the writer runs them in queue order.
+                if !logged.await.unwrap_or(false) {
+                    hand_on(&store, &session, &setting).await;
+                }
+                let _ = reply.send(Ok(view));
+            });
         };
         self.services.store.submit(crate::store::Write::Barrier, Some(Box::new(then)));
+    }
+
+    /// A setting another replica changed (the event log's row `seq`): in effect here too,
+    /// unstored (that replica stored it), and shown to this replica's clients as a change made
+    /// by another client of this replica is (the session's options), unless it changes nothing
+    /// here (this replica's own change, handed on) or this replica handed that very change to
+    /// the lease holder and shows it with the holder's answer.
+    pub(super) fn set_elsewhere(&mut self, seq: i64, setting: Setting) {
+        let handed = self.remote.as_ref().is_some_and(|followed| {
+            followed
+                .handed
+                .values()
+                .any(|waiting| matches!(waiting, Waiting::Set { setting: sent, .. } if *sent == setting))
+        });
+        if handed {
+            return;
+        }
+        let before = self.view();
+        if let Err(err) = self.apply(setting) {
+            tracing::info!(session = %self.row.id, %err, "a setting another replica stored cannot be used here");
+            return;
+        }
+        let view = self.view();
+        if view != before {
+            self.services.sink.send_logged(&self.row.id, seq, Update::Options(Box::new(view)));
+        }
     }
 
     /// Puts in effect the settings the session's row holds now (another replica may have
@@ -165,6 +223,30 @@ impl Actor {
             tracing::debug!(session = %self.row.id, "settings another replica stored are in effect");
             self.services.sink.send(&self.row.id, Update::Options(Box::new(self.view())));
         }
+    }
+}
+
+/// Hands `setting`, stored while nobody held `session`'s lease, to the replica holding it now,
+/// if any (its answer comes to nobody: the change is stored already).
+async fn hand_on(store: &crate::store::Store, session: &crate::ids::SessionId, setting: &Setting) {
+    match store.held_elsewhere(session).await {
+        Ok(Some(_)) => {}
+        Ok(None) => return,
+        Err(err) => {
+            tracing::warn!(%session, %err, "who runs the session's turn could not be read again after a settings change");
+            return;
+        }
+    }
+    match store.send_command(session, Handed::set(setting).json()).await {
+        Some(Ok(command)) => tracing::info!(
+            %session,
+            command,
+            "a setting stored as another replica started a turn was handed on to it"
+        ),
+        Some(Err(err)) => {
+            tracing::warn!(%session, %err, "a setting stored as another replica started a turn could not be handed on to it");
+        }
+        None => {}
     }
 }
 

@@ -405,8 +405,8 @@ impl Actor {
                 }
             }
             Command::Set { setting, reply } => {
-                let result = self.set(setting);
-                self.answer_once_stored(reply, result);
+                let result = self.set_logged(setting.clone());
+                self.answer_once_stored(reply, result, setting);
             }
             Command::SetForTurn { settings, reply } => {
                 let _ = reply.send(self.set_for_turn(settings));
@@ -482,11 +482,26 @@ impl Actor {
         }
     }
 
-    /// `Command::Set`: the change is in effect and stored at once.
+    /// `Command::Set`: the change is in effect and stored at once; in a store shared by
+    /// replicas it goes into the session's event log with the write, for the other replicas'
+    /// clients (`remote.rs`; this replica's are shown it by the request's handler).
     fn set(&mut self, setting: Setting) -> Result<SessionView, SessionError> {
+        self.set_logged(setting).map(|(view, _)| view)
+    }
+
+    /// [`Self::set`], and whether the change went into the session's log, once committed.
+    fn set_logged(&mut self, setting: Setting) -> Result<(SessionView, oneshot::Receiver<bool>), SessionError> {
+        let shown = match self.services.store.logs_events() {
+            true => vec![crate::session::handoff::setting_event(&setting)],
+            false => Vec::new(),
+        };
         let write = self.apply(setting)?;
-        self.services.store.submit(write, None);
-        Ok(self.view())
+        let (logged, was_logged) = oneshot::channel();
+        let after = move |result: Result<Option<i64>, crate::store::StoreError>| {
+            let _ = logged.send(matches!(result, Ok(Some(_))));
+        };
+        self.services.store.submit_logged(write, shown, Box::new(after));
+        Ok((self.view(), was_logged))
     }
 
     /// `Command::SetForTurn`: the changes are kept in `unsaved` for the next turn's recorder.

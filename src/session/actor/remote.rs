@@ -4,7 +4,8 @@
 //! From the history it was read with, the actor follows the session's event log
 //! ([`crate::store::Store::follow`]): every update another replica showed (its turn's chunks,
 //! calls, notices, the sweeper's close of a dead replica's turn) goes to this replica's clients,
-//! numbered by its `seq` so a load under way cuts it exactly (`loading`). Its own rows it skips:
+//! numbered by its `seq` so a load under way cuts it exactly (`loading`); a setting another
+//! replica changed is put in effect here and shown as the session's options (`handing.rs`). Its own rows it skips:
 //! its recorder showed them as they committed. A question another replica's turn asks, and its
 //! close, go to the hub, whose clients may answer it (`session::asked`); so do the questions
 //! still open where the follow starts, which the log hands it first.
@@ -117,6 +118,8 @@ impl Actor {
         if event.origin != followed.me {
             if let Some(signal) = Signal::read(&event.body) {
                 self.services.sink.elsewhere(&self.row.id, signal.into());
+            } else if let Some(setting) = crate::session::handoff::setting_of_event(&event.body) {
+                self.set_elsewhere(event.seq, setting);
             } else if let Some(update) = Update::from_event(&event.body) {
                 self.services.sink.send_logged(&self.row.id, event.seq, update);
             } else {

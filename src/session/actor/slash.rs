@@ -27,8 +27,30 @@ impl Actor {
     }
 
     /// A note outside the conversation (a `notice` where the client takes them), not stored.
+    /// In a store shared by replicas it goes through the session's event log (logged while
+    /// this replica holds the lease, as while a turn runs here), so the clients of every
+    /// replica see it (a prompt another replica handed here is told where it stands there),
+    /// each with its `seq` and in order with the turn's updates around it.
     pub(super) fn tell(&self, text: String) {
-        self.services.sink.send(&self.row.id, Update::EphemeralNotice { text, warning: false });
+        let notice = Update::EphemeralNotice { text, warning: false };
+        let logged = match (self.services.store.logs_events(), notice.to_event()) {
+            (true, Some(body)) => body,
+            (false, _) | (_, None) => return self.services.sink.send(&self.row.id, notice),
+        };
+        let (sink, session) = (std::sync::Arc::clone(&self.services.sink), self.row.id.clone());
+        let show = move |result: Result<Option<i64>, crate::store::StoreError>| match result {
+            Ok(Some(seq)) => sink.send_logged(&session, seq, notice),
+            Ok(None) => sink.send(&session, notice),
+            Err(err) => {
+                tracing::debug!(%session, %err, "a note could not be logged; shown here only");
+                sink.send(&session, notice);
+            }
+        };
+        self.services.store.submit_logged(
+            Write::Show { session_id: self.row.id.clone() },
+            vec![logged],
+            Box::new(show),
+        );
     }
 
     pub(super) fn run_immediate(&mut self, slash: Slash) -> String {

@@ -170,6 +170,50 @@ pub async fn append_unshown(
     insert(tx, &Prepared::default(), (&sessions, &seqs, &epochs, &bodies, &origins)).await
 }
 
+/// Appends `bodies` to `session`'s log after its last row, as `me`'s, in the writer's batch
+/// that changed the session's settings while this replica holds no lease of it, unless a
+/// replica holds it (then nothing, `None`: the holder alone numbers the log while it runs a
+/// turn, and the change is handed on to it). The batch's update of the session's row orders
+/// this against a turn starting: every lease take locks that row too (a prompt's insert updates
+/// it), so either the take waits for this commit and its writer numbers on after these rows,
+/// or this waits for the take and finds the lease held. A lease whose holder stopped unreleased is held
+/// until a sweeper closes it.
+pub async fn append_unheld(
+    tx: &Transaction<'_>,
+    target: &PgTarget,
+    session: &SessionId,
+    me: &str,
+    bodies: &[String],
+) -> Result<Option<Appended>, PgError> {
+    let failed = |err: tokio_postgres::Error| target.failed(&err);
+    let id = session.as_str();
+    let lease = tx
+        .query_opt("SELECT epoch, released_at IS NULL FROM session_leases WHERE session_id = $1", &[&id])
+        .await
+        .map_err(failed)?;
+    let epoch = match lease {
+        Some(lease) if lease.get::<_, bool>(1) => return Ok(None),
+        Some(lease) => lease.get::<_, i64>(0),
+        None => 0,
+    };
+    if bodies.is_empty() {
+        return Ok(None);
+    }
+    let last: i64 = tx
+        .query_one("SELECT coalesce(max(seq), 0) FROM session_events WHERE session_id = $1", &[&id])
+        .await
+        .map_err(failed)?
+        .get(0);
+    let count = i64::try_from(bodies.len()).unwrap_or(i64::MAX);
+    let seqs: Vec<i64> = (last + 1..last + 1 + count).collect();
+    let sessions = vec![id; bodies.len()];
+    let epochs = vec![epoch; bodies.len()];
+    let texts: Vec<&str> = bodies.iter().map(String::as_str).collect();
+    let origins = vec![me; bodies.len()];
+    insert(tx, &Prepared::default(), (&sessions, &seqs, &epochs, &texts, &origins)).await.map_err(failed)?;
+    Ok(Some(Appended { session: session.clone(), seqs: last + 1..last + 1 + count, epoch }))
+}
+
 /// Rows of the log: sessions, seqs, epochs, bodies and origins, one each per row.
 type Rows<'a> = (&'a [&'a str], &'a [i64], &'a [i64], &'a [&'a str], &'a [&'a str]);
 

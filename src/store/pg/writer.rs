@@ -14,7 +14,8 @@
 //! What the batch's writes show their clients (`Job::Write`'s bodies, the updates as JSON) goes
 //! into their sessions' event logs in the same transaction, numbered on from the log's last
 //! `seq`, for the sessions whose lease this replica holds (the holder is a session's only
-//! writer, so its numbering is commit order); after the commit this replica's follower is told
+//! writer, so its numbering is commit order), and a settings change where nobody holds the
+//! lease (`events::append_unheld`); after the commit this replica's follower is told
 //! of them (it does not read them back) and one NOTIFY wakes the replicas that follow them. A load for a follower reads the session's messages and the log's last
 //! `seq` in one snapshot (`Job::Load`), so following from that `seq` repeats and misses nothing.
 //! The `seq` a write's first shown update got goes to its callback when it asks for it
@@ -313,7 +314,8 @@ impl Writer {
         for (key, session) in done.opened {
             self.open.insert(key, session);
         }
-        for rows in done.seqs {
+        // Numbered on only where this replica holds the lease (not after a row of `log_unheld`).
+        for rows in done.seqs.into_iter().filter(|rows| self.held.contains_key(&rows.session)) {
             self.seqs.insert(rows.session, rows.seqs.end);
         }
         for key in done.closed {
@@ -385,7 +387,7 @@ impl Writer {
         // transaction, and the batch with it.
         let (added, logged, stamped) = tokio::join!(
             rows::add_pieces(&tx, &self.prepared, &pieces),
-            log(&tx, &known, writes, shown, &done, &parts),
+            log(&tx, &known, &self.me, writes, shown, &done, &parts),
             regain::stamp(&tx, &self.prepared, &self.me, number),
         );
         drop(pieces);
@@ -438,6 +440,7 @@ struct Known<'a> {
 async fn log(
     tx: &Transaction<'_>,
     known: &Known<'_>,
+    me: &str,
     writes: &[Write],
     shown: &[Vec<String>],
     done: &Done,
@@ -451,6 +454,8 @@ async fn log(
     let mut at: HashMap<SessionId, usize> = HashMap::new();
     // Sessions whose lease this batch gave back: what it writes of them later is not theirs to log.
     let mut given_back: Vec<&SessionId> = Vec::new();
+    // Settings changed in sessions whose lease this replica does not hold: logged if nobody does.
+    let mut unheld: Vec<(usize, &SessionId, &[String])> = Vec::new();
     for (job, ((write, bodies), result)) in writes.iter().zip(shown).zip(&done.results).enumerate() {
         if let (Write::ReleaseLease { session_id }, Ok(())) = (write, result) {
             given_back.push(session_id);
@@ -459,11 +464,16 @@ async fn log(
             continue;
         }
         let Some(session) = session_of(write, known.open, opened) else { continue };
-        if given_back.contains(&session) || done.lost.contains(session) {
+        if done.lost.contains(session) {
             continue;
         }
         let lease = done.taken.iter().rev().find(|lease| lease.session == *session).or_else(|| known.held.get(session));
-        let Some(lease) = lease else { continue };
+        let Some(lease) = lease.filter(|_| !given_back.contains(&session)) else {
+            if let Write::SetSessionSetting { .. } = write {
+                unheld.push((job, session, bodies));
+            }
+            continue;
+        };
         match at.get(&lease.session) {
             Some(&index) => {
                 placed.push((job, index, logged[index].1.len()));
@@ -477,7 +487,8 @@ async fn log(
         }
     }
     if logged.is_empty() {
-        return Ok(Logged::default());
+        let firsts = vec![None; writes.len()];
+        return log_unheld(tx, known.target, me, &unheld, Logged { seqs: Vec::new(), firsts }).await;
     }
     // A session whose next `seq` is not known (its lease taken in this batch, or before it but
     // nothing logged since) is numbered on from its log's last row, read for all at once.
@@ -509,7 +520,27 @@ async fn log(
     for (job, index, offset) in placed {
         by_write[job] = Some(firsts[index] + i64::try_from(offset).unwrap_or(i64::MAX));
     }
-    Ok(Logged { seqs, firsts: by_write })
+    log_unheld(tx, known.target, me, &unheld, Logged { seqs, firsts: by_write }).await
+}
+
+/// Appends what the settings changes of `unheld` show to their sessions' logs, after every
+/// row of the batch, where no replica holds the session's lease ([`events::append_unheld`]);
+/// `logged` with their rows.
+async fn log_unheld(
+    tx: &Transaction<'_>,
+    target: &PgTarget,
+    me: &str,
+    unheld: &[(usize, &SessionId, &[String])],
+    mut logged: Logged,
+) -> Result<Logged, StoreError> {
+    for (job, session, bodies) in unheld {
+        let appended = events::append_unheld(tx, target, session, me, bodies).await.map_err(StoreError::Postgres)?;
+        if let Some(appended) = appended {
+            logged.firsts[*job] = Some(appended.seqs.start);
+            logged.seqs.push(appended);
+        }
+    }
+    Ok(logged)
 }
 
 /// What a batch appended to the event logs: the rows of each session, and the `seq` of each

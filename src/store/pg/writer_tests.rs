@@ -1,7 +1,8 @@
 //! The PostgreSQL writer under attack: a long turn keeps its lease however busy the writer is,
 //! another replica's rewind or delete waits for a running turn, a lease statement that fails
 //! never lets the rest of its batch pass for committed, and a take whose prompt cannot be
-//! stored leaves no lease behind in memory.
+//! stored leaves no lease behind in memory; a setting stored by a replica holding no lease is
+//! logged only while nobody holds it, numbered in with the holders' rows.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -327,4 +328,50 @@ async fn a_streamed_nul_fails_nothing_else_in_its_batch() {
     let [Part::Text { text }] = parts.as_slice() else { panic!("{parts:?}") };
     assert_eq!(text, "<a\u{fffd}b", "the NUL is kept as U+FFFD");
     a.shutdown().await;
+}
+
+/// Submits `write`, which shows `shown`; the `seq` the first of them got in the session's log.
+async fn logged(store: &Store, write: Write, shown: &[&str]) -> Option<i64> {
+    let (told, result) = tokio::sync::oneshot::channel();
+    let shown = shown.iter().map(|body| (*body).to_owned()).collect();
+    store.submit_logged(write, shown, Box::new(move |logged| drop(told.send(logged))));
+    result.await.unwrap().unwrap()
+}
+
+fn steer(id: &SessionId) -> Write {
+    let (kept, value) = crate::settings::Setting::Steer(true).kept();
+    Write::SetSessionSetting { id: id.clone(), kept, value }
+}
+
+/// A setting changed on a replica holding no lease of the session is logged after the log's
+/// last row while nobody holds the lease (never prompted, or released), and the next holder
+/// numbers on after it; while another replica holds the lease it is not logged at all.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_setting_stored_while_nobody_holds_the_lease_is_logged_and_the_next_holder_numbers_after_it() {
+    let url = fixture::database().await;
+    let a = store(&url, "host-a:1:a", Duration::from_secs(30)).await;
+    let b = store(&url, "host-b:2:b", Duration::from_secs(30)).await;
+    let id = new_session(&a).await;
+
+    assert_eq!(logged(&b, steer(&id), &["{\"setting\":1}"]).await, Some(1), "never prompted: b logs it");
+    assert_eq!(logged(&a, take(&id, Some(user("go"))), &["{\"prompt\":2}"]).await, Some(2), "a numbers after it");
+    assert_eq!(logged(&b, steer(&id), &["{\"setting\":3}"]).await, None, "a holds the lease: b logs nothing");
+    assert_eq!(logged(&a, Write::Show { session_id: id.clone() }, &["{\"turn\":3}"]).await, Some(3));
+    a.commit(Write::ReleaseLease { session_id: id.clone() }).await.unwrap();
+    assert_eq!(logged(&b, steer(&id), &["{\"setting\":4}"]).await, Some(4), "released: b logs it again");
+    assert_eq!(logged(&a, take(&id, Some(user("again"))), &["{\"prompt\":5}"]).await, Some(5));
+
+    let Some(super::events::Missed::Rows(rows)) = b.missed(&id, 0).await.unwrap() else { panic!("the log's rows") };
+    let rows: Vec<(i64, &str, &str)> =
+        rows.iter().map(|row| (row.seq, row.origin.as_str(), row.body.as_str())).collect();
+    assert_eq!(
+        rows,
+        [
+            (1, "host-b:2:b", "{\"setting\":1}"),
+            (2, "host-a:1:a", "{\"prompt\":2}"),
+            (3, "host-a:1:a", "{\"turn\":3}"),
+            (4, "host-b:2:b", "{\"setting\":4}"),
+            (5, "host-a:1:a", "{\"prompt\":5}"),
+        ]
+    );
 }

@@ -43,6 +43,13 @@ pub(super) async fn one(
             if let Some(refused) = check_last(tx, state, session_id, last).await? {
                 return Ok(Err(refused));
             }
+            if prompt.is_none() && title.is_none() {
+                // A take with no prompt (`/compact`, `/rewind`) takes the session's row too, as a
+                // prompt's insert does: so a settings change logged while nobody held the lease
+                // (`events::append_unheld`) either commits first, numbered before this holder's
+                // rows, or waits and finds the lease taken.
+                tx.execute("SELECT 1 FROM sessions WHERE id = $1 FOR NO KEY UPDATE", &[&session_id.as_str()]).await?;
+            }
             // A statement's failure aborts the transaction: it must fail the batch's run, never
             // pass for a refusal that lets the rest of the batch "commit" a rolled-back transaction.
             let lease = match lease::try_take(tx, state.prepared, session_id, state.me, state.ttl).await? {

@@ -2,8 +2,9 @@
 //! cancels that a client sends to a replica not running the session's turn reach the one that
 //! is, as they would on one replica. A mode change reaches the running turn's next decision, a
 //! model change its queued prompts, a steered prompt joins it, and a handed prompt the client
-//! withdraws never runs; a setting changed while nobody runs a turn is the next turn's, on
-//! whichever replica runs it.
+//! withdraws never runs; a setting changed while nobody runs a turn is shown live to every
+//! replica's clients and is the next turn's, on whichever replica runs it, or handed on to
+//! the turn another replica started while it was being stored.
 
 use std::time::Duration;
 
@@ -189,6 +190,86 @@ async fn a_mode_set_on_another_replica_while_idle_is_the_next_turns_where_it_run
     assert_eq!(std::fs::read_to_string(&path).unwrap(), "x\n", "the call ran in b's mode, unasked");
 }
 
+/// Whether `message` shows `session`'s options with its mode `mode`.
+fn options_in_mode(message: &Value, session: &str, mode: &str) -> bool {
+    let update = &message["params"]["update"];
+    message["method"] == "session/update"
+        && message["params"]["sessionId"] == session
+        && update["sessionUpdate"] == "config_option_update"
+        && update["configOptions"]
+            .as_array()
+            .is_some_and(|options| options.iter().any(|o| o["id"] == "mode" && o["currentValue"] == mode))
+}
+
+/// What `client` is sent until nothing more comes for a moment (to catch what would come twice).
+async fn until_quiet(client: &mut Client) -> Vec<Value> {
+    let mut seen = Vec::new();
+    while let Ok(Some(more)) = tokio::time::timeout(Duration::from_millis(700), client.next()).await {
+        seen.push(more);
+    }
+    seen
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mode_set_through_another_replica_while_idle_is_shown_live_to_each_replicas_clients_once() {
+    let (env, a, b) = two_replicas(TestEnv::new().await, "").await;
+    let mut on_a = a.client().await;
+    let session = on_a.new_session(&env.cwd()).await;
+    let mut on_b = viewer(&b, &env, &session).await;
+    let mut also_on_b = viewer(&b, &env, &session).await;
+    on_b.call("session/set_mode", json!({"sessionId": session, "modeId": "bypass"})).await;
+
+    // a's client, watching the idle session, is shown the change as b's other client is.
+    let shown = loop {
+        let message = on_a.recv().await;
+        if options_in_mode(&message, &session, "bypass") {
+            break message;
+        }
+    };
+    let seq = shown["params"]["_meta"]["cairn"]["seq"].as_u64();
+    assert!(seq.is_some(), "numbered by the session's log: {shown}");
+    let shown_on = |seen: &[Value]| seen.iter().filter(|m| options_in_mode(m, &session, "bypass")).count();
+    assert_eq!(shown_on(&until_quiet(&mut on_a).await), 0, "a's client is shown it once");
+    assert_eq!(shown_on(&until_quiet(&mut also_on_b).await), 1, "b's other client once, by b, not again from the log");
+
+    // The next turn, on a, runs in it, its updates numbered after the change.
+    let path = env.workspace().join("idle.txt");
+    env.mock.push(Reply::tool_calls(&[("c1", "write", json!({"path": path, "content": "x\n"}))]));
+    env.mock.push(Reply::text(&["written"]));
+    let prompt = on_a.prompt(&session, "Write it").await;
+    let (done, seen) = answered_unasked(&mut on_a, prompt).await;
+    assert_eq!(done["result"]["stopReason"], "end_turn", "{done}");
+    let numbers: Vec<u64> = seen.iter().filter_map(|m| m["params"]["_meta"]["cairn"]["seq"].as_u64()).collect();
+    assert!(numbers.first().is_some_and(|first| Some(*first) > seq), "{numbers:?} after {seq:?}");
+    assert!(numbers.windows(2).all(|pair| pair[0] < pair[1]), "each once, in order: {numbers:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mode_handed_to_the_replica_running_the_turn_is_shown_once_on_every_replica() {
+    let (env, a, b) = two_replicas(TestEnv::new().await, "").await;
+    let c = Server::start(&env).await;
+    let (first, release) = Reply::text(&["first ", "answer"]).held(1);
+    env.mock.push(first);
+    let mut on_a = a.client().await;
+    let session = on_a.new_session(&env.cwd()).await;
+    let mut on_b = viewer(&b, &env, &session).await;
+    let mut also_on_b = viewer(&b, &env, &session).await;
+    let mut on_c = viewer(&c, &env, &session).await;
+
+    let one = on_a.prompt(&session, "one").await;
+    until_answer_starts(&mut on_c, &session).await;
+    on_b.call("session/set_mode", json!({"sessionId": session, "modeId": "bypass"})).await;
+    release.notify_one();
+    let (done, mut on_a_seen) = on_a.response(one).await;
+    assert_eq!(done["result"]["stopReason"], "end_turn", "{done}");
+
+    on_a_seen.extend(until_quiet(&mut on_a).await);
+    let shown = |seen: &[Value]| seen.iter().filter(|m| options_in_mode(m, &session, "bypass")).count();
+    assert_eq!(shown(&on_a_seen), 1, "a, running the turn, shows it its client once");
+    assert_eq!(shown(&until_quiet(&mut also_on_b).await), 1, "b, which handed it, once (with a's answer)");
+    assert_eq!(shown(&until_quiet(&mut on_c).await), 1, "c, following, once (from the log)");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_title_set_through_another_replica_mid_turn_is_shown_where_the_turn_runs() {
     let (env, a, b) = two_replicas(TestEnv::new().await, "").await;
@@ -232,4 +313,88 @@ async fn a_setting_the_running_replica_refuses_is_refused_through_another_replic
     assert_eq!(through_b["error"]["code"], here["error"]["code"], "the same mistake through b: {through_b}");
     let said = through_b["error"]["message"].as_str().unwrap_or_default();
     assert!(said.contains("no-such-model"), "it names the value: {through_b}");
+}
+
+/// Waits until `count` statements of the test's database wait on a lock.
+async fn until_waiting(db: &tokio_postgres::Client, count: i64) {
+    let waiting =
+        "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()";
+    while db.query_one(waiting, &[]).await.unwrap().get::<_, i64>(0) < count {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mode_stored_through_another_replica_as_a_turn_takes_the_lease_is_handed_on_to_that_turn() {
+    raced_with_a_turn(Order::TurnFirst).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mode_stored_through_another_replica_just_before_a_turn_takes_the_lease_reaches_it_through_the_log() {
+    raced_with_a_turn(Order::SettingFirst).await;
+}
+
+/// Which of a's lease take and b's settings change waits first on the session's row.
+#[derive(PartialEq)]
+enum Order {
+    TurnFirst,
+    SettingFirst,
+}
+
+/// b's client sets the mode while a starts a turn, having read the settings before the change
+/// committed, the two writes waiting on the session's row (locked from the test) in `order`:
+/// the turn runs in b's mode all the same, either handed on to it (b found the lease taken
+/// once its change committed) or read from the log (b logged it, nobody holding the lease).
+async fn raced_with_a_turn(order: Order) {
+    let url = fixture::database().await;
+    let mut env = TestEnv::new().await;
+    env.set_env("CAIRN_MODEL", "openai/mock-model");
+    env.write_config(&format!("[store]\nurl = \"{url}\"\n"));
+    let (a, b) = (Server::start(&env).await, Server::start(&env).await);
+    let path = env.workspace().join("raced.txt");
+    let (call, release) = Reply::tool_calls(&[("c1", "write", json!({"path": path, "content": "x\n"}))]).held(0);
+    env.mock.push(call);
+    env.mock.push(Reply::text(&["written"]));
+    let mut on_a = a.client().await;
+    let session = on_a.new_session(&env.cwd()).await;
+    let mut on_b = viewer(&b, &env, &session).await;
+
+    let (db, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await.unwrap();
+    tokio::spawn(connection);
+    db.batch_execute("BEGIN").await.unwrap();
+    db.execute("SELECT 1 FROM sessions WHERE id = $1 FOR UPDATE", &[&session]).await.unwrap();
+    let mode = json!({"sessionId": session, "modeId": "bypass"});
+    let (prompt, set) = match order {
+        Order::TurnFirst => {
+            let prompt = on_a.prompt(&session, "Write it").await;
+            until_waiting(&db, 1).await;
+            (prompt, on_b.request("session/set_mode", mode).await)
+        }
+        Order::SettingFirst => {
+            let set = on_b.request("session/set_mode", mode).await;
+            until_waiting(&db, 1).await;
+            (on_a.prompt(&session, "Write it").await, set)
+        }
+    };
+    until_waiting(&db, 2).await;
+    db.batch_execute("COMMIT").await.unwrap();
+    let (answer, _) = on_b.response(set).await;
+    assert!(answer.get("error").is_none(), "{answer}");
+    if order == Order::TurnFirst {
+        b.until_said("handed on to it").await;
+    }
+
+    // a's running turn took it (its client is told) before the model asks to write.
+    loop {
+        let message = on_a.recv().await;
+        if options_in_mode(&message, &session, "bypass") {
+            break;
+        }
+    }
+    release.notify_one();
+    let (done, seen) = answered_unasked(&mut on_a, prompt).await;
+    assert_eq!(done["result"]["stopReason"], "end_turn", "{done}");
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), "x\n", "the call ran in b's mode, unasked");
+    let numbers: Vec<u64> = seen.iter().filter_map(|m| m["params"]["_meta"]["cairn"]["seq"].as_u64()).collect();
+    assert!(numbers.windows(2).all(|pair| pair[0] < pair[1]), "each once, in order: {numbers:?}");
 }

@@ -183,3 +183,51 @@ async fn a_client_resumes_on_the_replica_running_the_turn_and_gets_each_update_o
     let (ahead, _) = resume(&mut stranger, &session, 1_000_000).await;
     assert_eq!(ahead["error"]["data"]["reason"], "ahead", "{ahead}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resume_across_a_setting_and_a_queued_note_gets_the_note_once_in_order_and_skips_the_setting() {
+    let (env, servers) = replicas(2).await;
+    let mut on_a = servers[0].client().await;
+    let session = on_a.new_session(&env.cwd()).await;
+    let mut on_b = servers[1].client().await;
+    on_b.call("session/load", open(&session, &env)).await;
+    // A setting changed on a while nobody runs a turn: b's client is shown it, numbered.
+    on_a.call("session/set_mode", json!({"sessionId": session, "modeId": "bypass"})).await;
+    let setting = loop {
+        let message = on_b.recv().await;
+        if message["params"]["update"]["sessionUpdate"] == "config_option_update" {
+            break seq(&message).expect("numbered by the log");
+        }
+    };
+    on_b.drop_connection();
+
+    // A turn on a with a prompt queued behind it, which a's client is told.
+    let (first, release) = Reply::text(&["first ", "answer"]).held(1);
+    env.mock.push(first);
+    env.mock.push(Reply::text(&["second"]));
+    let one = on_a.prompt(&session, "one").await;
+    let mut on_a_seen = Vec::new();
+    until_text(&mut on_a, &session, "first ", &mut on_a_seen).await;
+    let two = on_a.prompt(&session, "two").await;
+    until_text(&mut on_a, &session, "queued behind 1 turn", &mut on_a_seen).await;
+    release.notify_one();
+    let (_, rest) = on_a.response(one).await;
+    on_a_seen.extend(rest);
+    let (_, rest) = on_a.response(two).await;
+    on_a_seen.extend(rest);
+
+    // b's client comes back from before the setting: every row after it, the note once, in
+    // order; the setting's row is a gap (what it shows is the session's options, not in the log).
+    let mut again = servers[1].client().await;
+    let (answer, resumed) = resume(&mut again, &session, setting - 1).await;
+    assert!(answer.get("error").is_none(), "{answer}");
+    let notes = |seen: &[Value]| seen.iter().filter(|m| m.to_string().contains("queued behind 1 turn")).count();
+    assert_eq!(notes(&resumed), 1, "{resumed:?}");
+    assert!(!resumed.iter().any(|m| m["params"]["update"]["sessionUpdate"] == "config_option_update"));
+    let got = numbers(&resumed, &session);
+    assert!(got.first().is_some_and(|first| *first > setting), "{got:?} after {setting}");
+    assert!(got.windows(2).all(|pair| pair[0] < pair[1]), "each once, in order: {got:?}");
+    // Everything a's client was shown after the setting (and the prompts, which it sent).
+    let shown_on_a = numbers(&on_a_seen, &session);
+    assert!(shown_on_a.iter().all(|seq| *seq <= setting || got.contains(seq)), "{got:?} lacks some of {shown_on_a:?}");
+}

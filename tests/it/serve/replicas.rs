@@ -133,6 +133,70 @@ async fn a_prompt_sent_to_another_replica_mid_turn_runs_after_the_turn_where_it_
     );
 }
 
+/// The numbers (`_meta.cairn.seq`) of the notes in `seen` telling that a prompt is queued
+/// behind one turn, in the order they came.
+fn queued_notes(seen: &[Value], session: &str) -> Vec<Option<u64>> {
+    seen.iter()
+        .filter(|message| message["method"] == "session/update" && message["params"]["sessionId"] == session)
+        .filter(|message| message["params"]["update"].to_string().contains("queued behind 1 turn"))
+        .map(|message| message["params"]["_meta"]["cairn"]["seq"].as_u64())
+        .collect()
+}
+
+/// Reads until `session`'s answer text ends with `end`; everything read.
+async fn until_text_ends(client: &mut Client, session: &str, end: &str) -> Vec<Value> {
+    let mut seen = Vec::new();
+    while !text_of(&updates(&seen, session), "agent_message_chunk").ends_with(end) {
+        seen.push(client.recv().await);
+    }
+    seen
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_prompt_handed_mid_turn_is_told_queued_on_every_replica_once_with_the_same_number() {
+    let replicas = Replicas::start(3).await;
+    let env = &replicas.env;
+    let mut on_a = replicas.servers[0].client().await;
+    let session = on_a.new_session(&env.cwd()).await;
+    let mut on_b = replicas.viewer(1, &session).await;
+    let mut on_c = replicas.viewer(2, &session).await;
+    let (first, release) = Reply::text(&["first ", "answer"]).held(1);
+    env.mock.push(first);
+    env.mock.push(Reply::text(&["second ", "answer"]));
+
+    let one = on_a.prompt(&session, "one").await;
+    until_answer_starts(&mut on_b, &session).await;
+    until_answer_starts(&mut on_c, &session).await;
+    let two = on_b.prompt(&session, "two").await;
+    // a queued the prompt b handed it behind the held turn (its own client is told so) before
+    // the turn may end.
+    let mut on_a_seen = Vec::new();
+    while queued_notes(&on_a_seen, &session).is_empty() {
+        on_a_seen.push(on_a.recv().await);
+    }
+    release.notify_one();
+
+    let (answer, rest) = on_a.response(one).await;
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    on_a_seen.extend(rest);
+    let (answer, on_b_seen) = on_b.response(two).await;
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    let on_c_seen = until_text_ends(&mut on_c, &session, "second answer").await;
+    let told = queued_notes(&on_a_seen, &session);
+    assert_eq!(told.len(), 1, "a's client is told once: {on_a_seen:?}");
+    assert_eq!(queued_notes(&on_b_seen, &session).len(), 1, "b's client, whose prompt it is: {on_b_seen:?}");
+    assert_eq!(queued_notes(&on_c_seen, &session).len(), 1, "c's client, following: {on_c_seen:?}");
+    assert!(told[0].is_some(), "numbered by the log, as a client may resume after it");
+    assert_eq!(queued_notes(&on_b_seen, &session), told, "the same number on b");
+    assert_eq!(queued_notes(&on_c_seen, &session), told, "and on c");
+    // In the log's order on every replica: after the held turn's first chunk, before the rest.
+    for seen in [&on_b_seen, &on_c_seen] {
+        let text = text_of(&updates(seen, &session), "agent_message_chunk");
+        let (note, rest) = (text.find("queued behind 1 turn"), text.find("answer"));
+        assert!(note.zip(rest).is_some_and(|(note, rest)| note < rest), "{text:?}");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cancel_sent_to_another_replica_stops_the_turn_where_it_runs() {
     let replicas = Replicas::start(2).await;
