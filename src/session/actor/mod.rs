@@ -482,28 +482,6 @@ impl Actor {
         }
     }
 
-    /// `Command::Set`: the change is in effect and stored at once; in a store shared by
-    /// replicas it goes into the session's event log with the write, for the other replicas'
-    /// clients (`remote.rs`; this replica's are shown it by the request's handler).
-    fn set(&mut self, setting: Setting) -> Result<SessionView, SessionError> {
-        self.set_logged(setting).map(|(view, _)| view)
-    }
-
-    /// [`Self::set`], and whether the change went into the session's log, once committed.
-    fn set_logged(&mut self, setting: Setting) -> Result<(SessionView, oneshot::Receiver<bool>), SessionError> {
-        let shown = match self.services.store.logs_events() {
-            true => vec![crate::session::handoff::setting_event(&setting)],
-            false => Vec::new(),
-        };
-        let write = self.apply(setting)?;
-        let (logged, was_logged) = oneshot::channel();
-        let after = move |result: Result<Option<i64>, crate::store::StoreError>| {
-            let _ = logged.send(matches!(result, Ok(Some(_))));
-        };
-        self.services.store.submit_logged(write, shown, Box::new(after));
-        Ok((self.view(), was_logged))
-    }
-
     /// `Command::SetForTurn`: the changes are kept in `unsaved` for the next turn's recorder.
     fn set_for_turn(&mut self, settings: Vec<Setting>) -> Result<SessionView, SessionError> {
         for setting in settings {
