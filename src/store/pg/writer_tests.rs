@@ -2,7 +2,8 @@
 //! another replica's rewind or delete waits for a running turn, a lease statement that fails
 //! never lets the rest of its batch pass for committed, and a take whose prompt cannot be
 //! stored leaves no lease behind in memory; a setting stored by a replica holding no lease is
-//! logged only while nobody holds it, numbered in with the holders' rows.
+//! logged only while nobody holds it, numbered in with the holders' rows, a take with no prompt
+//! included.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -374,4 +375,44 @@ async fn a_setting_stored_while_nobody_holds_the_lease_is_logged_and_the_next_ho
             (5, "host-a:1:a", "{\"prompt\":5}"),
         ]
     );
+}
+
+/// A lease take with no prompt (`/compact`, `/rewind`) that comes while another replica logs a
+/// settings change (nobody holding the lease: its transaction holds the session's row) waits
+/// for that change and numbers its holder's rows on after it, never at the same `seq`, which
+/// would fail the holder's batch.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_take_without_a_prompt_numbers_on_after_a_setting_logged_while_it_was_taken() {
+    let url = fixture::database().await;
+    let a = store(&url, "host-a:1:a", Duration::from_secs(30)).await;
+    let id = new_session(&a).await;
+    let connect = || async {
+        let (db, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await.unwrap();
+        tokio::spawn(connection);
+        db
+    };
+    let (b, watch) = (connect().await, connect().await);
+    // b's change as its writer makes it: the session's row first, then the log's next row.
+    b.batch_execute("BEGIN").await.unwrap();
+    b.execute("UPDATE sessions SET mode = 'bypass' WHERE id = $1", &[&id.as_str()]).await.unwrap();
+    let append = "INSERT INTO session_events (session_id, seq, epoch, body, origin)
+                  VALUES ($1, 1, 0, '{\"setting\":1}', 'host-b:2:b')";
+    b.execute(append, &[&id.as_str()]).await.unwrap();
+
+    let (took, taken) = tokio::sync::oneshot::channel();
+    a.submit(take(&id, None), Some(Box::new(move |result| drop(took.send(result)))));
+    let (told, shown) = tokio::sync::oneshot::channel();
+    let show = Write::Show { session_id: id.clone() };
+    a.submit_logged(show, vec!["{\"turn\":2}".into()], Box::new(move |logged| drop(told.send(logged))));
+    let waiting =
+        "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()";
+    while watch.query_one(waiting, &[]).await.unwrap().get::<_, i64>(0) < 1 {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    b.batch_execute("COMMIT").await.unwrap();
+
+    assert!(taken.await.unwrap().is_ok(), "a took the lease");
+    let shown = shown.await.unwrap();
+    assert!(matches!(shown, Ok(Some(2))), "a's row numbered after b's, not at the same seq: {shown:?}");
+    a.shutdown().await;
 }
