@@ -231,3 +231,35 @@ async fn a_resume_across_a_setting_and_a_queued_note_gets_the_note_once_in_order
     let shown_on_a = numbers(&on_a_seen, &session);
     assert!(shown_on_a.iter().all(|seq| *seq <= setting || got.contains(seq)), "{got:?} lacks some of {shown_on_a:?}");
 }
+
+/// Whether `message` shows `session`'s options with its mode `mode`.
+fn options_in_mode(message: &Value, session: &str, mode: &str) -> bool {
+    let update = &message["params"]["update"];
+    message["params"]["sessionId"] == session
+        && update["sessionUpdate"] == "config_option_update"
+        && update["configOptions"]
+            .as_array()
+            .is_some_and(|options| options.iter().any(|o| o["id"] == "mode" && o["currentValue"] == mode))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_resuming_from_before_a_mode_changed_through_another_replica_is_shown_the_mode() {
+    let (env, servers) = replicas(2).await;
+    let mut on_a = servers[0].client().await;
+    let session = on_a.new_session(&env.cwd()).await;
+    let mut on_b = servers[1].client().await;
+    on_b.call("session/load", open(&session, &env)).await;
+    on_b.drop_connection();
+    // While b's client is away, a's client changes the mode (the log's first row).
+    on_a.call("session/set_mode", json!({"sessionId": session, "modeId": "bypass"})).await;
+
+    // b's client comes back from the log's start: the row it missed is a setting, which it
+    // is shown as the session's options, or its screen keeps the mode it had, for good.
+    let mut again = servers[1].client().await;
+    let (answer, mut seen) = resume(&mut again, &session, 0).await;
+    assert!(answer.get("error").is_none(), "{answer}");
+    assert_eq!(answer["result"]["lastSeq"], 1, "{answer}");
+    while !seen.iter().any(|message| options_in_mode(message, &session, "bypass")) {
+        seen.push(again.recv().await);
+    }
+}
