@@ -113,9 +113,10 @@ pub enum Command {
         reply: Reply<Steering>,
     },
     /// A client resumes the session's stream here: answered once the actor is live, following
-    /// the session's event log on a store shared by replicas; it changes nothing.
+    /// the session's event log on a store shared by replicas, with the session's view; it
+    /// changes nothing.
     Follow {
-        reply: Reply<()>,
+        reply: Reply<SessionView>,
     },
     /// Another replica's answer to a prompt this one handed it, written when the session's
     /// event log was at `seq`.
@@ -433,7 +434,7 @@ impl Actor {
             }
             Command::Answered { command, seq, body } => self.answered(command, seq, body),
             Command::Follow { reply } => {
-                let _ = reply.send(Ok(()));
+                let _ = reply.send(Ok(self.view()));
             }
             Command::Close { reply } => return Some(reply),
         }
