@@ -207,7 +207,7 @@ fn carry_out(
     match handed {
         Handed::Prompt { parts } => {
             // Queued now, in the order the commands were sent.
-            let prompt = registry.prompt(&session, parts);
+            let prompt = registry.prompt_handed(&session, parts, Some(id));
             let (withdraw, withdrawn) = oneshot::channel();
             prompts.retain(|_, waiting| !waiting.is_closed());
             prompts.insert(id, withdraw);

@@ -223,10 +223,16 @@ impl Registry {
     /// Queues a prompt now; the future resolves when its turn ends, with the tokens it used. The
     /// turn runs on the trace context of the client request being handled ([`crate::trace::current`]).
     pub fn prompt(&self, id: &SessionId, parts: Vec<Part>) -> PromptFuture {
+        self.prompt_handed(id, parts, None)
+    }
+
+    /// [`Self::prompt`] for a prompt another replica handed as command `handed`: its turn runs
+    /// only while the command is still this replica's, unanswered (`Write::TakeLease`).
+    pub fn prompt_handed(&self, id: &SessionId, parts: Vec<Part>, handed: Option<i64>) -> PromptFuture {
         let ticket = self.inner.counter.fetch_add(1, Ordering::Relaxed);
         let (reply, rx) = oneshot::channel();
         let trace = crate::trace::current();
-        let tx = self.ensure(Init::Restore(id.clone()), Command::Prompt { ticket, trace, parts, reply });
+        let tx = self.ensure(Init::Restore(id.clone()), Command::Prompt { ticket, trace, parts, reply, handed });
         PromptFuture { reply: rx, guard: tx.map(|tx| (tx, ticket)), id: id.clone() }
     }
 

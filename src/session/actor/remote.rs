@@ -47,6 +47,8 @@ pub(super) struct Followed {
     forwarded: watch::Sender<i64>,
     /// Commands handed to the lease holder, by command, waiting for their answers.
     pub(super) handed: HashMap<i64, Waiting>,
+    /// Prompts other replicas handed this one, by ticket: the command each came in.
+    handed_here: HashMap<u64, i64>,
     /// Answers read before the log reached their `seq`: (seq, command, answer).
     early: Vec<(i64, i64, String)>,
 }
@@ -62,6 +64,7 @@ impl Followed {
             logged,
             forwarded: watch::Sender::new(logged),
             handed: HashMap::new(),
+            handed_here: HashMap::new(),
             early: Vec::new(),
         })
     }
@@ -224,6 +227,25 @@ impl Actor {
             None => {
                 let _ = reply.send(Err(refused));
             }
+        }
+    }
+
+    /// Notes that the prompt of `ticket` came in command `handed`, if another replica handed it.
+    pub(super) fn handed_here(&mut self, ticket: u64, handed: Option<i64>) {
+        if let (Some(followed), Some(command)) = (self.remote.as_mut(), handed) {
+            followed.handed_here.insert(ticket, command);
+        }
+    }
+
+    /// The command the prompt of `ticket`, about to run, came in, if another replica handed it.
+    pub(super) fn run_handed(&mut self, ticket: u64) -> Option<i64> {
+        self.remote.as_mut()?.handed_here.remove(&ticket)
+    }
+
+    /// Forgets the prompts handed here that will never run (withdrawn, cancelled in the queue).
+    pub(super) fn forget_handed(&mut self) {
+        if let Some(followed) = self.remote.as_mut() {
+            followed.handed_here.clear();
         }
     }
 

@@ -225,3 +225,48 @@ async fn a_prompt_handed_to_a_replica_stopped_past_its_lease_is_answered_cancell
     let errors = a.stderr().matches("a write failed; its update is withheld").count();
     assert_eq!(errors, 1, "the fenced turn's first failed write is an error, the rest are its echo:\n{}", a.stderr());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_prompt_answered_cancelled_while_its_taker_stalled_between_turns_never_runs_when_it_wakes() {
+    let env = TestEnv::new().await;
+    let url = fixture::database().await;
+    env.write_config(&format!("[store]\nurl = \"{url}\"\nlease_ttl_secs = 2\n"));
+    let (a, b) = (Server::start(&env).await, Server::start(&env).await);
+    let (first, release) = Reply::text(&["first ", "answer"]).held(1);
+    env.mock.push(first);
+    env.mock.push(Reply::text(&["an answer for whichever prompt runs next"]));
+    env.mock.push(Reply::text(&["and one more"]));
+    let mut on_a = a.client().await;
+    let session = on_a.new_session(&env.cwd()).await;
+    let mut on_b = b.client().await;
+    on_b.call("session/load", open(&session, &env)).await;
+    let one = on_a.prompt(&session, "one").await;
+    until_streamed(&mut on_b, &session, 1).await;
+    // Handed to a, which runs the turn: taken there, queued behind it.
+    let two = on_b.prompt(&session, "handed, answered cancelled, never run").await;
+    b.until_said("handed to the replica running the session's turn").await;
+    a.until_said("a command handed by another replica").await;
+
+    // a stalls between its turns: the first one's lease let go, the queued prompt's not yet
+    // taken. No lease lapses; b's sweeper finds a's heart stopped and answers what it took.
+    signal(&a, "-STOP");
+    let (database, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await.unwrap();
+    tokio::spawn(connection);
+    let released =
+        database.execute("UPDATE session_leases SET released_at = now() WHERE session_id = $1", &[&session]).await;
+    assert_eq!(released.unwrap(), 1);
+    let (answer, _) = on_b.response(two).await;
+    assert_eq!(answer["result"]["stopReason"], "cancelled", "{answer}");
+
+    // a wakes, ends its turn and goes on with its queue.
+    signal(&a, "-CONT");
+    release.notify_one();
+    let (ended, _) = on_a.response(one).await;
+    assert!(ended.get("error").is_none(), "{ended}");
+    let three = on_a.prompt(&session, "after the wake").await;
+    let (after, _) = on_a.response(three).await;
+    assert!(after.get("error").is_none(), "{after}");
+    let ran: Vec<Value> =
+        env.mock.requests().into_iter().filter(|body| body.to_string().contains("never run")).collect();
+    assert!(ran.is_empty(), "the prompt b's client was told was cancelled ran when a woke; A:\n{}", a.stderr());
+}
