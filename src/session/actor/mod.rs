@@ -298,6 +298,7 @@ pub async fn run(init: Init, services: Services, mut rx: mpsc::UnboundedReceiver
         actor.resume_restore().await;
     }
     actor.serve(&mut rx).await;
+    actor.unfollow();
     actor.stop_mcp().await;
     (actor.services.gone)();
     refuse_all(&mut rx, &SessionError::Closed(id));

@@ -100,6 +100,7 @@ impl Actor {
             followed.events = None;
             // Nothing more will be forwarded: no turn waits for it.
             followed.forwarded.send_replace(i64::MAX);
+            self.services.sink.elsewhere(&self.row.id, crate::session::asked::Elsewhere::Unfollowed);
             return;
         };
         if event.seq <= followed.logged {
@@ -246,6 +247,14 @@ impl Actor {
     pub(super) fn forget_handed(&mut self) {
         if let Some(followed) = self.remote.as_mut() {
             followed.handed_here.clear();
+        }
+    }
+
+    /// The actor stops: the questions other replicas' turns put to this replica's clients
+    /// through its follow are withdrawn (it reads no close of theirs from now on).
+    pub(super) fn unfollow(&mut self) {
+        if self.remote.take().is_some() {
+            self.services.sink.elsewhere(&self.row.id, crate::session::asked::Elsewhere::Unfollowed);
         }
     }
 
