@@ -387,6 +387,7 @@ impl Actor {
                 }
             }
             Command::Set { setting, reply } => {
+                self.set_while_claiming(&setting);
                 let result = self.set(setting);
                 self.answer_once_stored(reply, result);
             }

@@ -13,7 +13,10 @@
 //! to that replica ([`super::super::handoff`]), and so are the commands of `handing.rs`; the
 //! client's request waits for its answer, which is given once the log is forwarded up to where
 //! the answer was written, so the client sees the whole turn before its end. A handed prompt
-//! the client withdraws (`$/cancel_request`) is withdrawn where it was handed. A session that
+//! the client withdraws (`$/cancel_request`) is withdrawn where it was handed. A setting
+//! changed here while this replica's own turn was starting (served here, as a turn ran) is
+//! handed on after the prompt if the lease refuses that turn: it was meant for the session's
+//! running turn, which is the holder's. A session that
 //! closes answers what waits: a prompt `cancelled`, anything else closed.
 
 use std::collections::HashMap;
@@ -49,6 +52,10 @@ pub(super) struct Followed {
     pub(super) handed: HashMap<i64, Waiting>,
     /// Prompts other replicas handed this one, by ticket: the command each came in.
     handed_here: HashMap<u64, i64>,
+    /// Settings changed here while a turn of this replica's ran or was about to: handed to the
+    /// lease holder too if that turn's claim is refused (they were meant for the session's
+    /// running turn, which is the holder's).
+    set_meanwhile: Vec<Setting>,
     /// Answers read before the log reached their `seq`: (seq, command, answer).
     early: Vec<(i64, i64, String)>,
 }
@@ -65,6 +72,7 @@ impl Followed {
             forwarded: watch::Sender::new(logged),
             handed: HashMap::new(),
             handed_here: HashMap::new(),
+            set_meanwhile: Vec::new(),
             early: Vec::new(),
         })
     }
@@ -247,6 +255,41 @@ impl Actor {
     pub(super) fn forget_handed(&mut self) {
         if let Some(followed) = self.remote.as_mut() {
             followed.handed_here.clear();
+        }
+    }
+
+    /// A setting changed while this replica's turn runs: kept until the turn ends, to hand to
+    /// the lease holder if the turn's claim was refused ([`Self::hand_set_meanwhile`]).
+    pub(super) fn set_while_claiming(&mut self, setting: &Setting) {
+        let claiming = self.running.as_ref().is_some_and(|running| running.handing.is_some());
+        if let (true, Some(followed)) = (claiming, self.remote.as_mut()) {
+            followed.set_meanwhile.push(setting.clone());
+        }
+    }
+
+    /// The turn's claim was refused: the settings changed while it was starting are handed to
+    /// the replica holding the lease, after the prompt and in the order they were made (the
+    /// client was answered here, where they are in effect and stored).
+    pub(super) fn hand_set_meanwhile(&mut self) {
+        let Some(followed) = self.remote.as_mut() else { return };
+        let settings = std::mem::take(&mut followed.set_meanwhile);
+        if settings.is_empty() {
+            return;
+        }
+        let (store, session) = (self.services.store.clone(), self.row.id.clone());
+        tokio::spawn(async move {
+            for setting in settings {
+                if let Some(Err(err)) = store.send_command(&session, Handed::set(&setting).json()).await {
+                    tracing::warn!(%session, %err, "a setting made while the turn was refused could not be handed to the replica running it");
+                }
+            }
+        });
+    }
+
+    /// The turn ended: the settings made meanwhile were its own.
+    pub(super) fn forget_set_meanwhile(&mut self) {
+        if let Some(followed) = self.remote.as_mut() {
+            followed.set_meanwhile.clear();
         }
     }
 

@@ -90,7 +90,9 @@ impl Actor {
                 let ticket = running.ticket;
                 self.hand_off(ticket, parts, reply, refused.clone()).await;
             }
+            self.hand_set_meanwhile();
         }
+        self.forget_set_meanwhile();
         self.services.status.send_replace(match &result {
             // A prompt another process's turn refused did not run: nothing failed here.
             Ok(_) | Err(SessionError::Store(StoreError::Leased(_))) => Status::Idle,

@@ -1,6 +1,7 @@
 //! `cairn serve` replicas sharing one PostgreSQL database: the commands besides prompts and
 //! cancels that a client sends to a replica not running the session's turn reach the one that
-//! is, as they would on one replica. A mode change reaches the running turn's next decision, a
+//! is, as they would on one replica (one sent while the replica's own prompt is starting, before
+//! the lease refuses it, too). A mode change reaches the running turn's next decision, a
 //! model change its queued prompts, a steered prompt joins it, and a handed prompt the client
 //! withdraws never runs; a setting changed while nobody runs a turn is the next turn's, on
 //! whichever replica runs it.
@@ -76,6 +77,50 @@ async fn a_mode_sent_to_another_replica_mid_turn_decides_the_running_turns_next_
             && message["params"]["update"]["currentModeId"] == "bypass"
     });
     assert!(told, "a's client is told of the mode b's client chose: {seen:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mode_sent_while_a_prompt_the_lease_refuses_is_starting_reaches_the_running_turn_too() {
+    let (env, a, b) = two_replicas(TestEnv::new().await, "[mcp]\nstartup_timeout_secs = 120\n").await;
+    let path = env.workspace().join("note.txt");
+    let (first, release) = text_then_call("Writing it. ", ("c1", "write", json!({"path": path, "content": "x\n"})));
+    env.mock.push(first);
+    env.mock.push(Reply::text(&["written"]));
+    env.mock.push(Reply::text(&["and then"]));
+    let mut on_a = a.client().await;
+    let session = on_a.new_session(&env.cwd()).await;
+    // b's client brings an MCP server that starts once told to: b's turn waits for it before
+    // its claim, the lease's refusal, comes.
+    let go = env.workspace().join("mcp-go");
+    let wait = format!("while [ ! -e '{}' ]; do sleep 0.05; done", go.display());
+    let server = json!({"name": "slow", "command": "sh", "args": ["-c", wait], "env": []});
+    let mut on_b = b.client().await;
+    on_b.call("session/load", json!({"sessionId": session, "cwd": env.cwd(), "mcpServers": [server]})).await;
+
+    let prompt = on_a.prompt(&session, "Write it").await;
+    until_answer_starts(&mut on_b, &session).await;
+    // b starts a turn for its prompt, and the mode comes while it waits for the server.
+    let handed = on_b.prompt(&session, "and then?").await;
+    on_b.call("session/set_mode", json!({"sessionId": session, "modeId": "bypass"})).await;
+    std::fs::write(&go, "").unwrap();
+    // a's client is told of the mode once a took it (never, if it stayed on b).
+    let told = tokio::time::timeout(Duration::from_secs(60), async {
+        loop {
+            let message = on_a.recv().await;
+            let update = &message["params"]["update"];
+            if update["sessionUpdate"] == "current_mode_update" && update["currentModeId"] == "bypass" {
+                return;
+            }
+        }
+    });
+    assert!(told.await.is_ok(), "the mode never reached the replica running the turn:\nB:\n{}", b.stderr());
+    release.notify_one();
+
+    let (done, _) = answered_unasked(&mut on_a, prompt).await;
+    assert_eq!(done["result"]["stopReason"], "end_turn", "{done}");
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), "x\n", "the call ran in bypass, unasked");
+    let (answer, _) = on_b.response(handed).await;
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
