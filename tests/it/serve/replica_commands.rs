@@ -31,6 +31,18 @@ async fn viewer(server: &Server, env: &TestEnv, session: &str) -> Client {
     client
 }
 
+/// A client of `server` that loaded `session` with an MCP server that starts once the file
+/// returned is written: a turn of `server`'s waits for it before its claim (the lease's take,
+/// or its refusal) comes.
+async fn held_viewer(server: &Server, env: &TestEnv, session: &str) -> (Client, std::path::PathBuf) {
+    let go = env.workspace().join("mcp-go");
+    let wait = format!("while [ ! -e '{}' ]; do sleep 0.05; done", go.display());
+    let mcp = json!({"name": "slow", "command": "sh", "args": ["-c", wait], "env": []});
+    let mut client = server.client().await;
+    client.call("session/load", json!({"sessionId": session, "cwd": env.cwd(), "mcpServers": [mcp]})).await;
+    (client, go)
+}
+
 /// A reply that says `text`, then calls a tool, held after the text until released.
 fn text_then_call(text: &str, call: (&str, &str, Value)) -> (Reply, std::sync::Arc<tokio::sync::Notify>) {
     let mut events = Reply::text(&[text]).events();
@@ -89,13 +101,7 @@ async fn a_mode_sent_while_a_prompt_the_lease_refuses_is_starting_reaches_the_ru
     env.mock.push(Reply::text(&["and then"]));
     let mut on_a = a.client().await;
     let session = on_a.new_session(&env.cwd()).await;
-    // b's client brings an MCP server that starts once told to: b's turn waits for it before
-    // its claim, the lease's refusal, comes.
-    let go = env.workspace().join("mcp-go");
-    let wait = format!("while [ ! -e '{}' ]; do sleep 0.05; done", go.display());
-    let server = json!({"name": "slow", "command": "sh", "args": ["-c", wait], "env": []});
-    let mut on_b = b.client().await;
-    on_b.call("session/load", json!({"sessionId": session, "cwd": env.cwd(), "mcpServers": [server]})).await;
+    let (mut on_b, go) = held_viewer(&b, &env, &session).await;
 
     let prompt = on_a.prompt(&session, "Write it").await;
     until_answer_starts(&mut on_b, &session).await;
@@ -121,6 +127,34 @@ async fn a_mode_sent_while_a_prompt_the_lease_refuses_is_starting_reaches_the_ru
     assert_eq!(std::fs::read_to_string(&path).unwrap(), "x\n", "the call ran in bypass, unasked");
     let (answer, _) = on_b.response(handed).await;
     assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_prompt_withdrawn_while_its_turn_is_starting_under_another_replicas_lease_is_answered_cancelled_and_never_handed_on()
+ {
+    let (env, a, b) = two_replicas(TestEnv::new().await, "[mcp]\nstartup_timeout_secs = 120\n").await;
+    let (first, release) = Reply::text(&["first ", "answer"]).held(1);
+    env.mock.push(first);
+    env.mock.push(Reply::text(&["never"]));
+    let mut on_a = a.client().await;
+    let session = on_a.new_session(&env.cwd()).await;
+    let (mut on_b, go) = held_viewer(&b, &env, &session).await;
+
+    let one = on_a.prompt(&session, "one").await;
+    until_answer_starts(&mut on_b, &session).await;
+    // b's turn for it waits before its claim; its client withdraws it meanwhile.
+    let withdrawn = on_b.prompt(&session, "withdrawn before its refusal").await;
+    on_b.send(json!({"jsonrpc": "2.0", "method": "$/cancel_request", "params": {"requestId": withdrawn}})).await;
+    std::fs::write(&go, "").unwrap();
+    let (answer, _) = on_b.response(withdrawn).await;
+    let cancelled = answer["result"]["stopReason"] == "cancelled" || answer["error"]["code"] == -32800;
+    assert!(cancelled, "{answer}");
+    release.notify_one();
+    let (done, _) = on_a.response(one).await;
+    assert_eq!(done["result"]["stopReason"], "end_turn", "{done}");
+    assert!(!b.stderr().contains("a prompt was handed"), "b handed it on:\n{}", b.stderr());
+    let ran = env.mock.requests().iter().any(|body| body.to_string().contains("withdrawn before its refusal"));
+    assert!(!ran, "the withdrawn prompt ran");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
