@@ -32,7 +32,8 @@ use crate::store::{ListPage, Listing, SessionRow, Store, Write};
 
 /// How long shutdown waits for running turns to wind down before it lets go.
 const SHUTDOWN_GRACE: Duration = Duration::from_millis(400);
-/// How long shutdown then waits for background work such as a title being written.
+/// How long shutdown then waits for background work: a title being written, the answers to
+/// the commands other replicas handed.
 const BACKGROUND_GRACE: Duration = Duration::from_millis(200);
 
 /// A cloneable handle to the live sessions.
@@ -130,6 +131,12 @@ impl Registry {
 
     pub fn store(&self) -> &Store {
         &self.inner.store
+    }
+
+    /// Where work that must finish before the store shuts down runs (the answers to commands
+    /// other replicas handed): [`Self::shutdown`] waits for it, briefly, before the store stops.
+    pub fn background(&self) -> &tokio_util::task::TaskTracker {
+        &self.inner.background
     }
 
     /// Opens a connection to the default model's provider ahead of any session: a client's
@@ -421,7 +428,9 @@ impl Registry {
         }
         self.inner.background.close();
         if tokio::time::timeout(BACKGROUND_GRACE, self.inner.background.wait()).await.is_err() {
-            tracing::info!("left a session title unwritten at exit");
+            tracing::info!(
+                "left background work (a session title, the answer to a command another replica handed) unfinished at exit"
+            );
         }
         self.forget_unprompted().await;
         self.inner.store.shutdown().await;
