@@ -204,6 +204,7 @@ async fn streamed(store: &Store, chunks: usize, logged: bool) -> f64 {
                 last: LastTurn::Ours,
                 prompt: Some(prompt),
                 title: None,
+                command: None,
             })
             .await
             .unwrap();

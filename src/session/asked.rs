@@ -20,6 +20,10 @@
 //! it there later) is handed the questions still open with the first rows it follows
 //! (`store::pg::events`): the log's question rows of the turn the lease holds now, asked and not
 //! closed. So its clients are asked too, as a client that attaches on the turn's own replica is.
+//! A replica that stops following the session withdraws its copies at once
+//! ([`Elsewhere::Unfollowed`]): it would never read their close, and a client opening the
+//! session there later would be asked a question settled long before. An answer that comes
+//! after its question was settled is ignored, and said so in the log.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -90,6 +94,10 @@ pub enum Elsewhere {
     /// The sweeper closed the session's turn (its replica died): the questions that turn asked
     /// are settled, though no [`Signal::Closed`] will ever say so.
     TurnClosed,
+    /// This replica stopped following the session (it closed here, or the store stops): it
+    /// would never read the close of a question put to its clients, so they are withdrawn now.
+    /// A follow that starts again is handed those still open.
+    Unfollowed,
 }
 
 impl From<Signal> for Elsewhere {
@@ -133,7 +141,10 @@ impl Across {
                 let _ = answers.send(answer);
             }
             None => {
-                tracing::debug!(question = id, "an answer from another replica came after the question was settled")
+                tracing::info!(
+                    question = id,
+                    "an answer from another replica came after the question was settled; it was ignored"
+                )
             }
         }
     }

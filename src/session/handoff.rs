@@ -218,9 +218,9 @@ pub async fn serve(registry: WeakRegistry, mut inbound: tokio::sync::mpsc::Unbou
                             "the replica holding the session could not read the command ({err}); are all replicas the same cairn version?"
                         );
                         let store = registry.store().clone();
-                        tokio::spawn(
-                            async move { answer(&store, id, &Outcome::Error { message, invalid: false }).await },
-                        );
+                        registry.background().spawn(async move {
+                            answer(&store, id, &Outcome::Error { message, invalid: false }).await
+                        });
                     }
                 }
             }
@@ -239,14 +239,17 @@ fn carry_out(
     returned: bool,
 ) {
     let store = registry.store().clone();
+    // Tracked, so that a replica shutting down writes the answers of the commands it took
+    // before its store stops: otherwise their senders wait for its heart to lapse.
+    let tasks = registry.background().clone();
     match handed {
         Handed::Prompt { parts } => {
             // Queued now, in the order the commands were sent.
-            let prompt = registry.prompt(&session, parts);
+            let prompt = registry.prompt_handed(&session, parts, Some(id));
             let (withdraw, withdrawn) = oneshot::channel();
             prompts.retain(|_, waiting| !waiting.is_closed());
             prompts.insert(id, withdraw);
-            tokio::spawn(async move {
+            tasks.spawn(async move {
                 let outcome = tokio::select! {
                     result = prompt => Outcome::of(&result),
                     // Dropping the prompt's future withdraws it, as `$/cancel_request` does here.
@@ -260,11 +263,11 @@ fn carry_out(
                 tracing::info!(%session, command, "a handed prompt was withdrawn by its client");
                 let _ = withdraw.send(());
             }
-            tokio::spawn(async move { answer(&store, id, &Outcome::Done {}).await });
+            tasks.spawn(async move { answer(&store, id, &Outcome::Done {}).await });
         }
         Handed::Answer { question, answer: given } => {
             registry.elsewhere(&session, super::asked::Elsewhere::Answered { id: question, answer: given });
-            tokio::spawn(async move { answer(&store, id, &Outcome::Done {}).await });
+            tasks.spawn(async move { answer(&store, id, &Outcome::Done {}).await });
         }
         Handed::Cancel {} => {
             // Taken back by this replica, which sent it: the turn it was meant to stop ended
@@ -273,13 +276,13 @@ fn carry_out(
             if !returned {
                 registry.cancel_here(&session);
             }
-            tokio::spawn(async move { answer(&store, id, &Outcome::Done {}).await });
+            tasks.spawn(async move { answer(&store, id, &Outcome::Done {}).await });
         }
         Handed::Set { option, value } => {
             let setting = setting(&option, &value);
             let changed = setting.clone().map(|setting| registry.set(&session, setting));
             let shown = registry.clone();
-            tokio::spawn(async move {
+            tasks.spawn(async move {
                 let outcome = match (setting, changed) {
                     (Ok(setting), Ok(changed)) => {
                         let changed = changed.await;
@@ -295,11 +298,11 @@ fn carry_out(
         }
         Handed::Title { title } => {
             let changed = registry.set_title(&session, title);
-            tokio::spawn(async move { answer(&store, id, &done(changed.await)).await });
+            tasks.spawn(async move { answer(&store, id, &done(changed.await)).await });
         }
         Handed::Steer { parts, start_if_idle } => {
             let steered = registry.steer(&session, parts, start_if_idle);
-            tokio::spawn(async move {
+            tasks.spawn(async move {
                 let outcome = match steered.await {
                     Ok(steering) => Outcome::Steered { steering },
                     Err(err) => Outcome::failed(&err),

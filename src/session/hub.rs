@@ -455,7 +455,7 @@ impl UpdateSink for Hub {
         match what {
             Elsewhere::Answered { id, answer } => across.answered(&id, answer),
             Elsewhere::Closed { id } => across.closed(&id),
-            Elsewhere::TurnClosed => across.turn_closed(session),
+            Elsewhere::TurnClosed | Elsewhere::Unfollowed => across.turn_closed(session),
             Elsewhere::Asked { id, asked } => {
                 let Some(withdrawn) = across.asking(session, &id) else { return };
                 let viewers = Viewers { hub: self.me.clone(), session: session.clone(), driver: None };

@@ -76,6 +76,9 @@ pub struct StoreRecorder {
     gate: Gate,
     /// The title a first prompt gives the session, written with it.
     title: Option<String>,
+    /// The command another replica handed, which this turn runs: its claim checks it is still
+    /// this replica's to run (`Write::TakeLease`).
+    command: Option<i64>,
     /// Bytes of chunks recorded and not yet committed (or failed).
     uncommitted: Arc<Backlog>,
     /// The tokens of the model requests recorded: the steps' answers and compactions' summaries.
@@ -101,6 +104,7 @@ impl StoreRecorder {
             uncommitted: Arc::new(Backlog::new(UNCOMMITTED, UNCOMMITTED / 2)),
             gate: Gate::Open,
             title: None,
+            command: None,
             used: Usage::default(),
         }
     }
@@ -116,6 +120,13 @@ impl StoreRecorder {
     pub fn for_turn(mut self, title: Option<String>) -> Self {
         self.gate = Gate::Holding(Vec::new());
         self.title = title;
+        self
+    }
+
+    /// A recorder for the turn of `command`, a prompt another replica handed: its claim is
+    /// refused if the command was answered meanwhile (see [`Write::TakeLease`]).
+    pub fn for_command(mut self, command: Option<i64>) -> Self {
+        self.command = command;
         self
     }
 
@@ -148,6 +159,7 @@ impl StoreRecorder {
                 last: last.clone(),
                 prompt: prompt.clone(),
                 title: self.title.clone(),
+                command: self.command,
             };
             let (done, result) = oneshot::channel();
             tracing::trace!(target: "cairn::timing", session = %self.session, "lease claim submitted");
@@ -211,6 +223,11 @@ impl StoreRecorder {
                 Err(StoreError::Leased(holder)) => {
                     self.gate = Gate::Shut;
                     return Err(RecordError::Refused(holder));
+                }
+                Err(err @ StoreError::CommandAnswered(_)) => {
+                    tracing::warn!(session = %self.session, "{err}");
+                    self.gate = Gate::Shut;
+                    return Err(failed(&err));
                 }
                 Err(err) => {
                     self.gate = Gate::Shut;

@@ -32,7 +32,8 @@ use crate::store::{ListPage, Listing, SessionRow, Store, Write};
 
 /// How long shutdown waits for running turns to wind down before it lets go.
 const SHUTDOWN_GRACE: Duration = Duration::from_millis(400);
-/// How long shutdown then waits for background work such as a title being written.
+/// How long shutdown then waits for background work: a title being written, the answers to
+/// the commands other replicas handed.
 const BACKGROUND_GRACE: Duration = Duration::from_millis(200);
 
 /// A cloneable handle to the live sessions.
@@ -132,6 +133,12 @@ impl Registry {
         &self.inner.store
     }
 
+    /// Where work that must finish before the store shuts down runs (the answers to commands
+    /// other replicas handed): [`Self::shutdown`] waits for it, briefly, before the store stops.
+    pub fn background(&self) -> &tokio_util::task::TaskTracker {
+        &self.inner.background
+    }
+
     /// Opens a connection to the default model's provider ahead of any session: a client's
     /// first prompt, often sent right behind `session/new`, then finds it open instead of
     /// waiting for it. A session's own warm-up, at `session/new`, finds that URL warmed already.
@@ -223,10 +230,16 @@ impl Registry {
     /// Queues a prompt now; the future resolves when its turn ends, with the tokens it used. The
     /// turn runs on the trace context of the client request being handled ([`crate::trace::current`]).
     pub fn prompt(&self, id: &SessionId, parts: Vec<Part>) -> PromptFuture {
+        self.prompt_handed(id, parts, None)
+    }
+
+    /// [`Self::prompt`] for a prompt another replica handed as command `handed`: its turn runs
+    /// only while the command is still this replica's, unanswered (`Write::TakeLease`).
+    pub fn prompt_handed(&self, id: &SessionId, parts: Vec<Part>, handed: Option<i64>) -> PromptFuture {
         let ticket = self.inner.counter.fetch_add(1, Ordering::Relaxed);
         let (reply, rx) = oneshot::channel();
         let trace = crate::trace::current();
-        let tx = self.ensure(Init::Restore(id.clone()), Command::Prompt { ticket, trace, parts, reply });
+        let tx = self.ensure(Init::Restore(id.clone()), Command::Prompt { ticket, trace, parts, reply, handed });
         PromptFuture { reply: rx, guard: tx.map(|tx| (tx, ticket)), id: id.clone() }
     }
 
@@ -415,7 +428,9 @@ impl Registry {
         }
         self.inner.background.close();
         if tokio::time::timeout(BACKGROUND_GRACE, self.inner.background.wait()).await.is_err() {
-            tracing::info!("left a session title unwritten at exit");
+            tracing::info!(
+                "left background work (a session title, the answer to a command another replica handed) unfinished at exit"
+            );
         }
         self.forget_unprompted().await;
         self.inner.store.shutdown().await;

@@ -106,6 +106,7 @@ async fn take(store: &Store, id: &SessionId, last: LastTurn, prompt: &str) -> Re
             last,
             prompt: Some(user(prompt)),
             title: Some(prompt.into()),
+            command: None,
         })
         .await
 }

@@ -90,6 +90,12 @@ pub enum StoreError {
     /// or a session's lease was taken over by another replica.
     #[error(transparent)]
     Postgres(pg::PgError),
+    /// The handed command a turn was to run was answered meanwhile (another replica's sweeper
+    /// answered it `cancelled` while this one's heart had stopped): the turn does not run.
+    #[error(
+        "the command {0} another replica handed was answered before its turn could start here (this replica stalled); it was not run"
+    )]
+    CommandAnswered(i64),
     /// A model's title came after a client titled the session (or the session is gone).
     #[error("session {0} keeps the title its client gave it; the model's title was not stored")]
     TitleKept(SessionId),

@@ -39,12 +39,17 @@ pub enum Write {
     /// lease for this process and inserts `prompt`, setting `title` if the session has none, in
     /// one savepoint. Refused, writing nothing, with [`StoreError::Leased`] while another live
     /// process holds the lease, and with [`StoreError::LeaseMoved`] if the session's last turn is
-    /// not the one `last` names (the caller's copy of the history is out of date).
+    /// not the one `last` names (the caller's copy of the history is out of date). `command`:
+    /// the command another replica handed, which the turn runs (a store shared by replicas);
+    /// refused with [`StoreError::CommandAnswered`] unless this replica still has it taken and
+    /// unanswered, checked in the take's own transaction (nothing answered `cancelled` by
+    /// another replica's sweeper while this one stalled ever runs).
     TakeLease {
         session_id: SessionId,
         last: LastTurn,
         prompt: Option<Message>,
         title: Option<String>,
+        command: Option<i64>,
     },
     /// Gives the session's lease back if this process holds it (the turn ended). A release that
     /// fails (the database busy, a failed commit) is tried again with every later batch until it

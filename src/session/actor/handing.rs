@@ -119,11 +119,14 @@ impl Actor {
         self.view()
     }
 
-    /// A title the lease holder stored: in effect and shown here too; the session's view.
+    /// A title the lease holder stored: in effect and shown here too; the session's view. One
+    /// this replica took back and stored itself (nobody held the lease) is shown already.
     pub(super) fn title_as_handed(&mut self, title: String) -> SessionView {
         self.title_pending = None;
-        self.row.title = Some(title.clone());
-        self.services.sink.send(&self.row.id, Update::Title(title));
+        if self.row.title.as_deref() != Some(title.as_str()) {
+            self.row.title = Some(title.clone());
+            self.services.sink.send(&self.row.id, Update::Title(title));
+        }
         self.view()
     }
 

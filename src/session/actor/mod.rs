@@ -68,41 +68,27 @@ pub enum Command {
         trace: Option<TraceContext>,
         parts: Vec<Part>,
         reply: Reply<TurnEnd>,
+        /// The command it came in, handed by another replica: its turn runs only while that
+        /// command is still this replica's, unanswered.
+        handed: Option<i64>,
     },
     /// `session/cancel`: stop the running turn and drop the queued prompts.
     Cancel,
     /// The client gave up on one prompt (`$/cancel_request`).
-    CancelPrompt {
-        ticket: u64,
-    },
+    CancelPrompt { ticket: u64 },
     /// Changes one setting, stored at once.
-    Set {
-        setting: Setting,
-        reply: Reply<SessionView>,
-    },
+    Set { setting: Setting, reply: Reply<SessionView> },
     /// A headless run's settings (its model and mode): in effect at once, stored with the next
     /// turn's prompt (so a turn another process's lease refuses stores none).
-    SetForTurn {
-        settings: Vec<Setting>,
-        reply: Reply<SessionView>,
-    },
+    SetForTurn { settings: Vec<Setting>, reply: Reply<SessionView> },
     /// A client opened the session (new, load, resume, fork): use its MCP servers.
-    Attach {
-        attach: super::Attach,
-        reply: Reply<SessionView>,
-    },
+    Attach { attach: super::Attach, reply: Reply<SessionView> },
     /// `session/fork`: copy the session (refused while it is busy); answers the new session's id
     /// once its rows are committed.
-    Fork {
-        cwd: String,
-        reply: Reply<SessionId>,
-    },
+    Fork { cwd: String, reply: Reply<SessionId> },
     /// `session/set_title`: the client's title, stored before the answer; no title is written
     /// for the session by a model afterwards.
-    SetTitle {
-        title: String,
-        reply: Reply<SessionView>,
-    },
+    SetTitle { title: String, reply: Reply<SessionView> },
     /// `_session/steering`: a prompt for the running turn, not the queue.
     Steer {
         ticket: u64,
@@ -115,20 +101,12 @@ pub enum Command {
     /// A client resumes the session's stream here: answered once the actor is live, following
     /// the session's event log on a store shared by replicas, with the session's view; it
     /// changes nothing.
-    Follow {
-        reply: Reply<SessionView>,
-    },
+    Follow { reply: Reply<SessionView> },
     /// Another replica's answer to a prompt this one handed it, written when the session's
     /// event log was at `seq`.
-    Answered {
-        command: i64,
-        seq: i64,
-        body: String,
-    },
+    Answered { command: i64, seq: i64, body: String },
     /// Cancel everything, wait for the turn to end, then stop.
-    Close {
-        reply: oneshot::Sender<()>,
-    },
+    Close { reply: oneshot::Sender<()> },
 }
 
 /// How an actor gets its state.
@@ -321,6 +299,7 @@ pub async fn run(init: Init, services: Services, mut rx: mpsc::UnboundedReceiver
         actor.resume_restore().await;
     }
     actor.serve(&mut rx).await;
+    actor.unfollow();
     actor.stop_mcp().await;
     (actor.services.gone)();
     refuse_all(&mut rx, &SessionError::Closed(id));
@@ -378,21 +357,24 @@ impl Actor {
     /// the turn has ended.
     fn handle(&mut self, command: Command) -> Option<oneshot::Sender<()>> {
         match command {
-            Command::Prompt { ticket, trace, parts, reply } => match commands::parse(&parts) {
-                Some(Err(usage)) => {
-                    self.say(usage);
-                    self.save_unsaved();
-                    let _ = reply.send(Ok(StopReason::EndTurn.into()));
+            Command::Prompt { ticket, trace, parts, reply, handed } => {
+                self.handed_here(ticket, handed);
+                match commands::parse(&parts) {
+                    Some(Err(usage)) => {
+                        self.say(usage);
+                        self.save_unsaved();
+                        let _ = reply.send(Ok(StopReason::EndTurn.into()));
+                    }
+                    Some(Ok(slash)) if slash.is_immediate() => {
+                        let text = self.run_immediate(slash);
+                        self.say(text);
+                        self.save_unsaved();
+                        let _ = reply.send(Ok(StopReason::EndTurn.into()));
+                    }
+                    Some(Ok(slash)) => self.enqueue(Queued { ticket, trace, work: Work::Slash(slash), reply }),
+                    None => self.custom_or_prompt(ticket, trace, parts, reply),
                 }
-                Some(Ok(slash)) if slash.is_immediate() => {
-                    let text = self.run_immediate(slash);
-                    self.say(text);
-                    self.save_unsaved();
-                    let _ = reply.send(Ok(StopReason::EndTurn.into()));
-                }
-                Some(Ok(slash)) => self.enqueue(Queued { ticket, trace, work: Work::Slash(slash), reply }),
-                None => self.custom_or_prompt(ticket, trace, parts, reply),
-            },
+            }
             Command::Cancel => self.cancel_all(),
             Command::CancelPrompt { ticket } => {
                 if let Some(running) = self.running.as_ref().filter(|r| r.ticket == ticket) {

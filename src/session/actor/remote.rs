@@ -15,7 +15,10 @@
 //! to that replica ([`super::super::handoff`]), and so are the commands of `handing.rs`; the
 //! client's request waits for its answer, which is given once the log is forwarded up to where
 //! the answer was written, so the client sees the whole turn before its end. A handed prompt
-//! the client withdraws (`$/cancel_request`) is withdrawn where it was handed. A session that
+//! the client withdraws (`$/cancel_request`) is withdrawn where it was handed. A setting
+//! changed here while this replica's own turn was starting (served here, as a turn ran) is
+//! handed on after the prompt if the lease refuses that turn: it was meant for the session's
+//! running turn, which is the holder's. A session that
 //! closes answers what waits: a prompt `cancelled`, anything else closed.
 
 use std::collections::HashMap;
@@ -49,6 +52,8 @@ pub(super) struct Followed {
     forwarded: watch::Sender<i64>,
     /// Commands handed to the lease holder, by command, waiting for their answers.
     pub(super) handed: HashMap<i64, Waiting>,
+    /// Prompts other replicas handed this one, by ticket: the command each came in.
+    handed_here: HashMap<u64, i64>,
     /// Answers read before the log reached their `seq`: (seq, command, answer).
     early: Vec<(i64, i64, String)>,
     /// This replica's own settings changes, by option, in effect here and not committed yet.
@@ -107,6 +112,7 @@ impl Followed {
             logged,
             forwarded: watch::Sender::new(logged),
             handed: HashMap::new(),
+            handed_here: HashMap::new(),
             early: Vec::new(),
             mine: HashMap::new(),
             mine_logged: HashMap::new(),
@@ -160,6 +166,7 @@ impl Actor {
             followed.events = None;
             // Nothing more will be forwarded: no turn waits for it.
             followed.forwarded.send_replace(i64::MAX);
+            self.services.sink.elsewhere(&self.row.id, crate::session::asked::Elsewhere::Unfollowed);
             return;
         };
         if event.seq <= followed.logged {
@@ -333,6 +340,33 @@ impl Actor {
             None => {
                 let _ = reply.send(Err(refused));
             }
+        }
+    }
+
+    /// Notes that the prompt of `ticket` came in command `handed`, if another replica handed it.
+    pub(super) fn handed_here(&mut self, ticket: u64, handed: Option<i64>) {
+        if let (Some(followed), Some(command)) = (self.remote.as_mut(), handed) {
+            followed.handed_here.insert(ticket, command);
+        }
+    }
+
+    /// The command the prompt of `ticket`, about to run, came in, if another replica handed it.
+    pub(super) fn run_handed(&mut self, ticket: u64) -> Option<i64> {
+        self.remote.as_mut()?.handed_here.remove(&ticket)
+    }
+
+    /// Forgets the prompts handed here that will never run (withdrawn, cancelled in the queue).
+    pub(super) fn forget_handed(&mut self) {
+        if let Some(followed) = self.remote.as_mut() {
+            followed.handed_here.clear();
+        }
+    }
+
+    /// The actor stops: the questions other replicas' turns put to this replica's clients
+    /// through its follow are withdrawn (it reads no close of theirs from now on).
+    pub(super) fn unfollow(&mut self) {
+        if self.remote.take().is_some() {
+            self.services.sink.elsewhere(&self.row.id, crate::session::asked::Elsewhere::Unfollowed);
         }
     }
 

@@ -65,7 +65,7 @@ impl Actor {
             let _ = reply.send(Ok(StopReason::EndTurn.into()));
             return;
         };
-        let mut recorder = self.turn_recorder(None);
+        let mut recorder = self.turn_recorder(ticket, None);
         let (store, sink, id) = (self.services.store.clone(), Arc::clone(&self.services.sink), self.row.id.clone());
         let info = catalog::info(&self.services.config, &self.row.model);
         let cost = info.prices.map(|_| self.row.cost_usd);

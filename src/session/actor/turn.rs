@@ -157,7 +157,11 @@ impl Actor {
     /// Starts the queued work in order until something is running or the queue is empty.
     pub(super) fn start_next(&mut self) {
         while self.running.is_none() && self.history.is_some() && !self.closing {
-            let Some(queued) = self.queue.pop_front() else { return };
+            let Some(queued) = self.queue.pop_front() else {
+                // Nothing queued, nothing running: no prompt handed here is still to run.
+                self.forget_handed();
+                return;
+            };
             match queued.work {
                 Work::Prompt(parts) => self.spawn_turn(queued.ticket, queued.trace, parts, None, queued.reply),
                 Work::Command(parts, only) => {
@@ -201,8 +205,11 @@ impl Actor {
 
     /// A recorder for a turn (or `/compact`, `/rewind`): it holds what it records, and the unsaved
     /// settings, until its claim takes the lease, and drops them if the claim is refused.
-    pub(super) fn turn_recorder(&mut self, title: Option<String>) -> StoreRecorder {
-        self.recorder().for_turn(title).with_held(std::mem::take(&mut self.unsaved))
+    /// The prompt of `ticket`, if another replica handed it, is run only while still this
+    /// replica's (`StoreRecorder::for_command`).
+    pub(super) fn turn_recorder(&mut self, ticket: u64, title: Option<String>) -> StoreRecorder {
+        let command = self.run_handed(ticket);
+        self.recorder().for_turn(title).for_command(command).with_held(std::mem::take(&mut self.unsaved))
     }
 
     /// The session's hooks, read again: the set so far while no file changed.
@@ -252,7 +259,7 @@ impl Actor {
         let cancel = CancellationToken::new();
         // Kept to hand to the replica running a turn in the session, if there is one.
         let handing = (self.remote.is_some() && only.is_none()).then(|| parts.clone());
-        let mut recorder = self.turn_recorder(title);
+        let mut recorder = self.turn_recorder(ticket, title);
         self.services.status.send_replace(Status::Busy);
         let system = self.system.clone();
         let warn = !std::mem::replace(&mut self.system_warned, true);
@@ -359,7 +366,7 @@ impl Actor {
     ) {
         let Some((mut history, models, reply)) = self.lend(reply) else { return };
         let config = Arc::clone(&self.services.config);
-        let mut recorder = self.turn_recorder(None);
+        let mut recorder = self.turn_recorder(ticket, None);
         self.services.status.send_replace(Status::Busy);
         let cancel = CancellationToken::new();
         let token = cancel.clone();

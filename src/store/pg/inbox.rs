@@ -107,6 +107,27 @@ pub async fn answer_all(
         .await
 }
 
+/// Whether command `id` is still taken by `me` and unanswered, its row locked `FOR UPDATE` until
+/// the caller's transaction ends: the take of the lease for the turn that runs it. The
+/// sweeper answers a stalled taker's commands only under the same lock
+/// (`sweeper::answer_dead_takers`), and from a read made after it, so either it answers first
+/// and the turn is refused here, or the turn's lease is taken first and the sweeper sees it
+/// held, leaving the command to the lease's own close.
+pub async fn still_taken(
+    client: &impl GenericClient,
+    prepared: &super::Prepared,
+    id: i64,
+    me: &str,
+) -> Result<bool, tokio_postgres::Error> {
+    let statement = prepared
+        .get(
+            client,
+            "SELECT 1 FROM session_commands WHERE id = $1 AND taken_by = $2 AND answered_at IS NULL FOR UPDATE",
+        )
+        .await?;
+    Ok(client.query_opt(&statement, &[&id, &me]).await?.is_some())
+}
+
 /// Wakes every replica's inbox.
 pub async fn wake(client: &impl GenericClient) -> Result<(), tokio_postgres::Error> {
     client.execute("SELECT pg_notify($1, '')", &[&CHANNEL]).await.map(|_| ())

@@ -35,7 +35,13 @@ async fn streaming(store: &Store) -> (SessionId, MessageId) {
     let row = SessionRow::new(id.clone(), "/w".into(), "openai/m".into(), now_ms());
     store.commit(Write::InsertSession(Box::new(row))).await.unwrap();
     let prompt = Message::new(Role::User, vec![Part::Text { text: "go".into() }], MessageMeta::default());
-    let take = Write::TakeLease { session_id: id.clone(), last: LastTurn::Ours, prompt: Some(prompt), title: None };
+    let take = Write::TakeLease {
+        session_id: id.clone(),
+        last: LastTurn::Ours,
+        prompt: Some(prompt),
+        title: None,
+        command: None,
+    };
     store.commit(take).await.unwrap();
     let reply = Message::new(Role::Assistant, Vec::new(), MessageMeta::default());
     let message = reply.id.clone();

@@ -56,7 +56,7 @@ pub async fn run(target: PgTarget, me: String, ttl: Duration, every: Duration, s
         if let Err(err) = sweep_once(connected, &target, &me, ttl).await {
             tracing::warn!("sweeping for dead replicas' turns failed: {err}");
         }
-        if seen_throughout && let Err(err) = answer_dead_takers(&*connected, &target).await {
+        if seen_throughout && let Err(err) = answer_dead_takers(connected, &target).await {
             tracing::warn!("answering the commands of dead replicas failed: {err}");
         }
     }
@@ -81,27 +81,53 @@ pub async fn beat(client: &impl GenericClient, target: &PgTarget, me: &str, ttl:
 /// lease, whose senders would otherwise wait for ever. Cancelled, never handed to another
 /// taker: a prompt it took may have run its turn already, and must not run twice. Wakes the
 /// senders; how many it answered.
-pub async fn answer_dead_takers(client: &impl GenericClient, target: &PgTarget) -> Result<u64, PgError> {
+///
+/// A stalled replica may wake and start the turn of a command it took: the take of that turn's
+/// lease locks the command's row and checks it unanswered (`inbox::still_taken`). So the
+/// commands are locked first (skipping those a take holds: their turn is starting), and the
+/// leases read by a second statement, whose snapshot sees every take committed before those
+/// locks were granted: nothing answered here can run, and nothing that runs is answered here.
+pub async fn answer_dead_takers(client: &mut Client, target: &PgTarget) -> Result<u64, PgError> {
     let failed = |err: tokio_postgres::Error| target.failed(&err);
-    let answered = client
+    let tx = client.transaction().await.map_err(failed)?;
+    let locked: Vec<i64> = tx
+        .query(
+            "SELECT command.id FROM session_commands AS command
+             WHERE command.answered_at IS NULL AND command.taken_by IS NOT NULL
+               AND EXISTS (SELECT 1 FROM cairn_replicas AS taker
+                           WHERE taker.replica = command.taken_by AND taker.expires_at < now())
+             ORDER BY command.id
+             FOR UPDATE OF command SKIP LOCKED",
+            &[],
+        )
+        .await
+        .map_err(failed)?
+        .iter()
+        .map(|row| row.get(0))
+        .collect();
+    if locked.is_empty() {
+        return Ok(0);
+    }
+    let answered = tx
         .execute(
             "UPDATE session_commands AS command
              SET answer = $1, answered_at = now(),
                  answered_seq = (SELECT coalesce(max(seq), 0) FROM session_events
                                  WHERE session_id = command.session_id)
-             WHERE command.answered_at IS NULL AND command.taken_by IS NOT NULL
+             WHERE command.id = ANY($2) AND command.answered_at IS NULL
                AND EXISTS (SELECT 1 FROM cairn_replicas AS taker
                            WHERE taker.replica = command.taken_by AND taker.expires_at < now())
                AND NOT EXISTS (SELECT 1 FROM session_leases AS lease
                                WHERE lease.session_id = command.session_id
                                  AND lease.holder = command.taken_by AND lease.released_at IS NULL)",
-            &[&CANCELLED],
+            &[&CANCELLED, &locked],
         )
         .await
         .map_err(failed)?;
+    tx.commit().await.map_err(failed)?;
     if answered > 0 {
         tracing::warn!(answered, "commands taken by replicas that stopped were answered as cancelled");
-        inbox::wake(client).await.map_err(failed)?;
+        inbox::wake(&*client).await.map_err(failed)?;
     }
     Ok(answered)
 }
@@ -260,7 +286,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_command_taken_by_a_replica_that_died_between_turns_is_answered_cancelled_and_a_live_ones_is_not() {
-        let (target, client) = fresh().await;
+        let (target, mut client) = fresh().await;
         let ttl = Duration::from_secs(60);
         beat(&client, &target, "dead:1:x", ttl).await.unwrap();
         beat(&client, &target, "alive:2:y", ttl).await.unwrap();
@@ -279,10 +305,10 @@ mod tests {
         let orphan = taken(&client, &idle, "sender:3:z", "dead:1:x").await;
         let queued = taken(&client, &other, "sender:3:z", "alive:2:y").await;
 
-        assert_eq!(answer_dead_takers(&client, &target).await.unwrap(), 1);
+        assert_eq!(answer_dead_takers(&mut client, &target).await.unwrap(), 1);
         assert_eq!(answer_of(&client, orphan).await.as_deref(), Some(CANCELLED), "the sender is answered");
         assert_eq!(answer_of(&client, queued).await, None, "a live replica answers its own");
-        assert_eq!(answer_dead_takers(&client, &target).await.unwrap(), 0, "answered once");
+        assert_eq!(answer_dead_takers(&mut client, &target).await.unwrap(), 0, "answered once");
     }
 
     #[tokio::test]
@@ -293,9 +319,34 @@ mod tests {
         beat(&client, &target, "deadhost:4242:x", ttl).await.unwrap();
         client.execute("UPDATE cairn_replicas SET expires_at = now() - interval '1 second'", &[]).await.unwrap();
         let command = taken(&client, &id, "sender:3:z", "deadhost:4242:x").await;
-        assert_eq!(answer_dead_takers(&client, &target).await.unwrap(), 0, "its turn is the lease sweep's to close");
+        assert_eq!(
+            answer_dead_takers(&mut client, &target).await.unwrap(),
+            0,
+            "its turn is the lease sweep's to close"
+        );
         sweep_once(&mut client, &target, "alive:1:y", ttl).await.unwrap();
         assert_eq!(answer_of(&client, command).await.as_deref(), Some(CANCELLED));
+    }
+
+    #[tokio::test]
+    async fn a_stalled_replica_that_wakes_and_starts_its_commands_turn_first_keeps_it_from_the_sweeper() {
+        let (target, mut client) = fresh().await;
+        let ttl = Duration::from_secs(60);
+        beat(&client, &target, "stalled:1:x", ttl).await.unwrap();
+        client.execute("UPDATE cairn_replicas SET expires_at = now() - interval '1 second'", &[]).await.unwrap();
+        let session = SessionId::generate();
+        let command = taken(&client, &session, "sender:3:z", "stalled:1:x").await;
+        // It wakes before the sweeper judges it: its turn's take locks the command, checks it
+        // unanswered, and takes the lease, in one transaction.
+        let mut waking = target.connect().await.unwrap();
+        let take = waking.transaction().await.unwrap();
+        let prepared = crate::store::pg::Prepared::default();
+        assert!(inbox::still_taken(&take, &prepared, command, "stalled:1:x").await.unwrap());
+        took(lease::take(&take, &target, &session, "stalled:1:x", ttl).await.unwrap());
+        assert_eq!(answer_dead_takers(&mut client, &target).await.unwrap(), 0, "a turn is starting on it");
+        take.commit().await.unwrap();
+        assert_eq!(answer_dead_takers(&mut client, &target).await.unwrap(), 0, "its turn holds the lease");
+        assert_eq!(answer_of(&client, command).await, None, "the turn that runs it answers it");
     }
 
     #[tokio::test]

@@ -43,7 +43,7 @@ async fn open_answer(store: &Store, id: &SessionId, text: &str) -> MessageId {
 }
 
 fn take(id: &SessionId, prompt: Option<Message>) -> Write {
-    Write::TakeLease { session_id: id.clone(), last: LastTurn::Ours, prompt, title: None }
+    Write::TakeLease { session_id: id.clone(), last: LastTurn::Ours, prompt, title: None, command: None }
 }
 
 /// A turn that streams without a pause longer than the heartbeat still renews its lease: its
@@ -296,7 +296,8 @@ async fn a_session_whose_turn_was_taken_over_takes_other_writes_once_that_turn_e
     let lapse = "UPDATE session_leases SET expires_at = now() - interval '1 second' WHERE session_id = $1";
     client.execute(lapse, &[&id.as_str()]).await.unwrap();
     let (_, mark) = b.messages_and_last_turn(&id).await.unwrap();
-    let again = Write::TakeLease { session_id: id.clone(), last: LastTurn::By(mark), prompt: None, title: None };
+    let again =
+        Write::TakeLease { session_id: id.clone(), last: LastTurn::By(mark), prompt: None, title: None, command: None };
     b.commit(again).await.unwrap();
     let late = a.commit(Write::InsertMessage { session_id: id.clone(), message: user("late") }).await.unwrap_err();
     assert!(matches!(late, StoreError::Postgres(PgError::Fenced { .. })), "{late:?}");
@@ -415,4 +416,47 @@ async fn a_take_without_a_prompt_numbers_on_after_a_setting_logged_while_it_was_
     let shown = shown.await.unwrap();
     assert!(matches!(shown, Ok(Some(2))), "a's row numbered after b's, not at the same seq: {shown:?}");
     a.shutdown().await;
+}
+
+/// A replica that stalled after taking a handed prompt wakes to find it answered `cancelled`
+/// by another's sweeper: the take for the prompt's turn is refused and takes nothing, while a
+/// command still its own is taken with its lease.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_take_for_a_handed_command_answered_meanwhile_is_refused_and_takes_nothing() {
+    let url = fixture::database().await;
+    let a = store(&url, "host-a:1:a", Duration::from_secs(60)).await;
+    let id = new_session(&a).await;
+    let (database, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await.unwrap();
+    tokio::spawn(connection);
+    let command = |answer: Option<&'static str>| {
+        let (database, id) = (&database, id.clone());
+        async move {
+            let row = database
+                .query_one(
+                    "INSERT INTO session_commands (session_id, sender, body, taken_by, taken_at, answer, answered_at)
+                     VALUES ($1, 'host-b:2:b', '{}', 'host-a:1:a', now(), $2::text, CASE WHEN $2::text IS NULL THEN NULL ELSE now() END)
+                     RETURNING id",
+                    &[&id.as_str(), &answer],
+                )
+                .await
+                .unwrap();
+            row.get::<_, i64>(0)
+        }
+    };
+    let answered = command(Some(super::sweeper::CANCELLED)).await;
+    let handed = |command: i64| Write::TakeLease {
+        session_id: id.clone(),
+        last: LastTurn::Ours,
+        prompt: Some(user("handed")),
+        title: None,
+        command: Some(command),
+    };
+    assert_eq!(a.commit(handed(answered)).await, Err(StoreError::CommandAnswered(answered)));
+    let leases: i64 = database.query_one("SELECT count(*) FROM session_leases", &[]).await.unwrap().get(0);
+    assert_eq!(leases, 0, "the refused take took no lease");
+    assert!(a.messages(&id).await.unwrap().is_empty(), "and stored no prompt");
+
+    let waiting = command(None).await;
+    a.commit(handed(waiting)).await.unwrap();
+    assert_eq!(a.messages(&id).await.unwrap().len(), 1, "a command still its own runs");
 }

@@ -12,7 +12,7 @@ use tokio_postgres::GenericClient;
 use super::lease::{self, Taken};
 use super::writer::{Done, PartKey, State, holder_of, mark_of};
 use super::{PgError, PgTarget};
-use super::{checkpoints, rows, rules, tokens, transfer};
+use super::{checkpoints, inbox, rows, rules, tokens, transfer};
 use crate::ids::{MessageId, SessionId, now_ms};
 use crate::store::{LastTurn, StoreError, TitleBy, Write};
 
@@ -39,7 +39,7 @@ pub(super) async fn one(
         Write::AddSessionRule { id, rule } => rows::add_session_rule(tx, id, rule).await?,
         Write::SetSessionRules { id, rules } => rows::set_session_rules(tx, id, rules, now).await?,
         Write::SetArchived { id, archived } => rows::set_archived(tx, id, *archived, now).await?,
-        Write::TakeLease { session_id, last, prompt, title } => {
+        Write::TakeLease { session_id, last, prompt, title, command } => {
             if let Some(refused) = check_last(tx, state, session_id, last).await? {
                 return Ok(Err(refused));
             }
@@ -49,6 +49,11 @@ pub(super) async fn one(
                 // (`events::append_unheld`) either commits first, numbered before this holder's
                 // rows, or waits and finds the lease taken.
                 tx.execute("SELECT 1 FROM sessions WHERE id = $1 FOR NO KEY UPDATE", &[&session_id.as_str()]).await?;
+            }
+            if let Some(command) = command
+                && !inbox::still_taken(tx, state.prepared, *command, state.me).await?
+            {
+                return Ok(Err(StoreError::CommandAnswered(*command)));
             }
             // A statement's failure aborts the transaction: it must fail the batch's run, never
             // pass for a refusal that lets the rest of the batch "commit" a rolled-back transaction.

@@ -31,7 +31,13 @@ fn prompt(text: &str) -> Message {
 }
 
 fn take(session: &SessionId, last: LastTurn, text: &str) -> Write {
-    Write::TakeLease { session_id: session.clone(), last, prompt: Some(prompt(text)), title: Some(text.into()) }
+    Write::TakeLease {
+        session_id: session.clone(),
+        last,
+        prompt: Some(prompt(text)),
+        title: Some(text.into()),
+        command: None,
+    }
 }
 
 fn texts(messages: &[Message]) -> Vec<String> {

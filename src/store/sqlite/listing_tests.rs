@@ -75,7 +75,8 @@ async fn only_a_session_still_without_a_message_is_removed_with_what_hangs_off_i
     );
     store.commit(Write::AddSessionRule { id: empty.clone(), rule }).await.unwrap();
     // A lease row, as a command leaves (it stays after the release).
-    let take = Write::TakeLease { session_id: empty.clone(), last: LastTurn::Ours, prompt: None, title: None };
+    let take =
+        Write::TakeLease { session_id: empty.clone(), last: LastTurn::Ours, prompt: None, title: None, command: None };
     store.commit(take).await.unwrap();
     store.commit(Write::ReleaseLease { session_id: empty.clone() }).await.unwrap();
     let kept = prompted(&store, now_ms()).await;
@@ -106,7 +107,8 @@ async fn a_session_another_live_process_holds_is_not_removed_from_under_it() {
     let b = Store::open_as(&path, me.sibling(), lease::HEARTBEAT_EVERY).unwrap();
     let id = unprompted(&a, now_ms()).await;
     // A command's lease, which comes with no prompt.
-    let take = Write::TakeLease { session_id: id.clone(), last: LastTurn::Ours, prompt: None, title: None };
+    let take =
+        Write::TakeLease { session_id: id.clone(), last: LastTurn::Ours, prompt: None, title: None, command: None };
     b.commit(take).await.unwrap();
 
     a.commit(Write::DeleteUnprompted { id: id.clone() }).await.unwrap();

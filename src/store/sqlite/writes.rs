@@ -35,7 +35,7 @@ impl Batch<'_> {
             Write::AddProjectRule { project, rule } => {
                 self.db.savepoint(|conn| rows::add_project_rule(conn, project, rule, now))
             }
-            Write::TakeLease { session_id, last, prompt, title } => {
+            Write::TakeLease { session_id, last, prompt, title, command: _ } => {
                 self.take_lease(session_id, last, prompt.as_ref(), title.as_deref())
             }
             Write::ReleaseLease { session_id } => self.held.give_back(self.db, session_id, now),

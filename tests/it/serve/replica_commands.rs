@@ -1,6 +1,7 @@
 //! `cairn serve` replicas sharing one PostgreSQL database: the commands besides prompts and
 //! cancels that a client sends to a replica not running the session's turn reach the one that
-//! is, as they would on one replica. A mode change reaches the running turn's next decision, a
+//! is, as they would on one replica (one sent while the replica's own prompt is starting, before
+//! the lease refuses it, too). A mode change reaches the running turn's next decision, a
 //! model change its queued prompts, a steered prompt joins it, and a handed prompt the client
 //! withdraws never runs; a setting changed while nobody runs a turn is shown live to every
 //! replica's clients and is the next turn's, on whichever replica runs it, or handed on to
@@ -29,6 +30,18 @@ async fn viewer(server: &Server, env: &TestEnv, session: &str) -> Client {
     let mut client = server.client().await;
     client.call("session/load", json!({"sessionId": session, "cwd": env.cwd(), "mcpServers": []})).await;
     client
+}
+
+/// A client of `server` that loaded `session` with an MCP server that starts once the file
+/// returned is written: a turn of `server`'s waits for it before its claim (the lease's take,
+/// or its refusal) comes.
+async fn held_viewer(server: &Server, env: &TestEnv, session: &str) -> (Client, std::path::PathBuf) {
+    let go = env.workspace().join("mcp-go");
+    let wait = format!("while [ ! -e '{}' ]; do sleep 0.05; done", go.display());
+    let mcp = json!({"name": "slow", "command": "sh", "args": ["-c", wait], "env": []});
+    let mut client = server.client().await;
+    client.call("session/load", json!({"sessionId": session, "cwd": env.cwd(), "mcpServers": [mcp]})).await;
+    (client, go)
 }
 
 /// A reply that says `text`, then calls a tool, held after the text until released.
@@ -77,6 +90,72 @@ async fn a_mode_sent_to_another_replica_mid_turn_decides_the_running_turns_next_
             && message["params"]["update"]["currentModeId"] == "bypass"
     });
     assert!(told, "a's client is told of the mode b's client chose: {seen:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mode_sent_while_a_prompt_the_lease_refuses_is_starting_reaches_the_running_turn_too() {
+    let (env, a, b) = two_replicas(TestEnv::new().await, "[mcp]\nstartup_timeout_secs = 120\n").await;
+    let path = env.workspace().join("note.txt");
+    let (first, release) = text_then_call("Writing it. ", ("c1", "write", json!({"path": path, "content": "x\n"})));
+    env.mock.push(first);
+    env.mock.push(Reply::text(&["written"]));
+    env.mock.push(Reply::text(&["and then"]));
+    let mut on_a = a.client().await;
+    let session = on_a.new_session(&env.cwd()).await;
+    let (mut on_b, go) = held_viewer(&b, &env, &session).await;
+
+    let prompt = on_a.prompt(&session, "Write it").await;
+    until_answer_starts(&mut on_b, &session).await;
+    // b starts a turn for its prompt, and the mode comes while it waits for the server.
+    let handed = on_b.prompt(&session, "and then?").await;
+    on_b.call("session/set_mode", json!({"sessionId": session, "modeId": "bypass"})).await;
+    std::fs::write(&go, "").unwrap();
+    // a's client is told of the mode once a took it (never, if it stayed on b).
+    let told = tokio::time::timeout(Duration::from_secs(60), async {
+        loop {
+            let message = on_a.recv().await;
+            let update = &message["params"]["update"];
+            if update["sessionUpdate"] == "current_mode_update" && update["currentModeId"] == "bypass" {
+                return;
+            }
+        }
+    });
+    assert!(told.await.is_ok(), "the mode never reached the replica running the turn:\nB:\n{}", b.stderr());
+    release.notify_one();
+
+    let (done, _) = answered_unasked(&mut on_a, prompt).await;
+    assert_eq!(done["result"]["stopReason"], "end_turn", "{done}");
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), "x\n", "the call ran in bypass, unasked");
+    let (answer, _) = on_b.response(handed).await;
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_prompt_withdrawn_while_its_turn_is_starting_under_another_replicas_lease_is_answered_cancelled_and_never_handed_on()
+ {
+    let (env, a, b) = two_replicas(TestEnv::new().await, "[mcp]\nstartup_timeout_secs = 120\n").await;
+    let (first, release) = Reply::text(&["first ", "answer"]).held(1);
+    env.mock.push(first);
+    env.mock.push(Reply::text(&["never"]));
+    let mut on_a = a.client().await;
+    let session = on_a.new_session(&env.cwd()).await;
+    let (mut on_b, go) = held_viewer(&b, &env, &session).await;
+
+    let one = on_a.prompt(&session, "one").await;
+    until_answer_starts(&mut on_b, &session).await;
+    // b's turn for it waits before its claim; its client withdraws it meanwhile.
+    let withdrawn = on_b.prompt(&session, "withdrawn before its refusal").await;
+    on_b.send(json!({"jsonrpc": "2.0", "method": "$/cancel_request", "params": {"requestId": withdrawn}})).await;
+    std::fs::write(&go, "").unwrap();
+    let (answer, _) = on_b.response(withdrawn).await;
+    let cancelled = answer["result"]["stopReason"] == "cancelled" || answer["error"]["code"] == -32800;
+    assert!(cancelled, "{answer}");
+    release.notify_one();
+    let (done, _) = on_a.response(one).await;
+    assert_eq!(done["result"]["stopReason"], "end_turn", "{done}");
+    assert!(!b.stderr().contains("a prompt was handed"), "b handed it on:\n{}", b.stderr());
+    let ran = env.mock.requests().iter().any(|body| body.to_string().contains("withdrawn before its refusal"));
+    assert!(!ran, "the withdrawn prompt ran");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -2,7 +2,9 @@
 //! sharing its PostgreSQL database: another replica closes its turns within the lease's time to
 //! live and a sweep, with a notice naming it; what every client was shown is a prefix of what a
 //! load shows; the prompts it was handed are answered, even when it died between turns holding
-//! no lease; and a stalled replica that wakes finds its lease taken and writes nothing more.
+//! no lease; a stalled replica that wakes finds its lease taken and writes nothing more, and
+//! never runs a prompt it was answered `cancelled` for meanwhile; and a title its sender takes
+//! back from a stalled holder is shown once.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -229,4 +231,81 @@ async fn a_prompt_handed_to_a_replica_stopped_past_its_lease_is_answered_cancell
     );
     let errors = a.stderr().matches("a write failed; its update is withheld").count();
     assert_eq!(errors, 1, "the fenced turn's first failed write is an error, the rest are its echo:\n{}", a.stderr());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_prompt_answered_cancelled_while_its_taker_stalled_between_turns_never_runs_when_it_wakes() {
+    let env = TestEnv::new().await;
+    let url = fixture::database().await;
+    env.write_config(&format!("[store]\nurl = \"{url}\"\nlease_ttl_secs = 2\n"));
+    let (a, b) = (Server::start(&env).await, Server::start(&env).await);
+    let (first, release) = Reply::text(&["first ", "answer"]).held(1);
+    env.mock.push(first);
+    env.mock.push(Reply::text(&["an answer for whichever prompt runs next"]));
+    env.mock.push(Reply::text(&["and one more"]));
+    let mut on_a = a.client().await;
+    let session = on_a.new_session(&env.cwd()).await;
+    let mut on_b = b.client().await;
+    on_b.call("session/load", open(&session, &env)).await;
+    let one = on_a.prompt(&session, "one").await;
+    until_streamed(&mut on_b, &session, 1).await;
+    // Handed to a, which runs the turn: taken there, queued behind it.
+    let two = on_b.prompt(&session, "handed, answered cancelled, never run").await;
+    b.until_said("handed to the replica running the session's turn").await;
+    a.until_said("a command handed by another replica").await;
+
+    // a stalls between its turns: the first one's lease let go, the queued prompt's not yet
+    // taken. No lease lapses; b's sweeper finds a's heart stopped and answers what it took.
+    signal(&a, "-STOP");
+    let (database, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await.unwrap();
+    tokio::spawn(connection);
+    let released =
+        database.execute("UPDATE session_leases SET released_at = now() WHERE session_id = $1", &[&session]).await;
+    assert_eq!(released.unwrap(), 1);
+    let (answer, _) = on_b.response(two).await;
+    assert_eq!(answer["result"]["stopReason"], "cancelled", "{answer}");
+
+    // a wakes, ends its turn and goes on with its queue.
+    signal(&a, "-CONT");
+    release.notify_one();
+    let (ended, _) = on_a.response(one).await;
+    assert!(ended.get("error").is_none(), "{ended}");
+    let three = on_a.prompt(&session, "after the wake").await;
+    let (after, _) = on_a.response(three).await;
+    assert!(after.get("error").is_none(), "{after}");
+    let ran: Vec<Value> =
+        env.mock.requests().into_iter().filter(|body| body.to_string().contains("never run")).collect();
+    assert!(ran.is_empty(), "the prompt b's client was told was cancelled ran when a woke; A:\n{}", a.stderr());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_title_its_own_replica_takes_back_when_nobody_holds_the_session_is_shown_once() {
+    let env = TestEnv::new().await;
+    let url = fixture::database().await;
+    env.write_config(&format!("[store]\nurl = \"{url}\"\n"));
+    let (a, b) = (Server::start(&env).await, Server::start(&env).await);
+    let (first, _release) = Reply::text(&["first ", "answer"]).held(1);
+    env.mock.push(first);
+    let mut on_a = a.client().await;
+    let session = on_a.new_session(&env.cwd()).await;
+    let mut on_b = b.client().await;
+    on_b.call("session/load", open(&session, &env)).await;
+    let _one = on_a.prompt(&session, "one").await;
+    until_streamed(&mut on_b, &session, 1).await;
+
+    // a, holding the lease, stalls before it takes the title; its turn's lease then goes, and
+    // b takes its own command back.
+    signal(&a, "-STOP");
+    let titled = on_b.request("session/set_title", json!({"sessionId": session, "title": "Named on b"})).await;
+    b.until_said("a command was handed to the replica running the session's turn").await;
+    let (database, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await.unwrap();
+    tokio::spawn(connection);
+    let released =
+        database.execute("UPDATE session_leases SET released_at = now() WHERE session_id = $1", &[&session]).await;
+    assert_eq!(released.unwrap(), 1);
+    let (answer, seen) = on_b.response(titled).await;
+    signal(&a, "-CONT");
+    assert!(answer.get("error").is_none(), "{answer}");
+    let shown = seen.iter().filter(|message| message.to_string().contains("Named on b")).count();
+    assert_eq!(shown, 1, "b's client is shown the title once: {seen:?}");
 }

@@ -2,7 +2,8 @@
 //! a permission question with an error, a dismissal or an option it was not offered has answered
 //! (the call is rejected, as on the turn's own replica), though its replica withdrew its copies; and a
 //! client that opens the session on another replica after the question was asked is asked it
-//! too, as a client attaching on the turn's own replica is.
+//! too, as a client attaching on the turn's own replica is; a replica that stops following the
+//! session withdraws the question, so a client opening it there after it was settled is not.
 
 use serde_json::{Value, json};
 
@@ -110,6 +111,36 @@ async fn a_question_answered_before_another_replica_opens_the_session_is_not_ask
     assert_eq!(done["result"]["stopReason"], "end_turn", "{done}");
     seen.extend(until_chunk(&mut late, "now").await);
     assert!(!seen.iter().any(asks), "a closed question is not asked: {seen:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_that_stops_following_the_session_withdraws_the_question_and_a_later_client_there_is_not_asked() {
+    let replicas = Replicas::start(2).await;
+    let env = &replicas.env;
+    let path = env.workspace().join("withdrawn.txt");
+    env.mock.push(Reply::tool_calls(&[("c1", "write", json!({"path": path, "content": "1\n"}))]));
+    let (held, release) = Reply::text(&["done ", "now"]).held(1);
+    env.mock.push(held);
+    let mut on_a = replicas.servers[0].client().await;
+    let session = on_a.new_session(&env.cwd()).await;
+    let mut on_b = replicas.viewer(1, &session).await;
+
+    let prompt = on_a.prompt(&session, "Write it").await;
+    let to_a = until_asked(&mut on_a).await;
+    until_asked(&mut on_b).await;
+    // b's only client closes the session there: b follows it no more, and never reads the
+    // question's close.
+    on_b.call("session/close", json!({"sessionId": session})).await;
+    on_a.send(allow_once(&to_a)).await;
+    until_chunk(&mut on_a, "done ").await;
+
+    // A client opening the session on b after the question was settled is not asked it.
+    let (mut late, mut seen) = load(&replicas, &session).await;
+    release.notify_one();
+    let (done, _) = on_a.response(prompt).await;
+    assert_eq!(done["result"]["stopReason"], "end_turn", "{done}");
+    seen.extend(until_chunk(&mut late, "now").await);
+    assert!(!seen.iter().any(asks), "a settled question is not asked: {seen:?}");
 }
 
 /// A new client of the second replica that loads `session`; what came before the load's answer.
