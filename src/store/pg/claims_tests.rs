@@ -1,7 +1,8 @@
 //! A batch's claims taken together (`claims.rs`): many prompts in one batch each take their
 //! session's lease once, at the next epoch, with their prompt and title, while the ones refused
 //! (another replica's lease, a stale history, a lease lost meanwhile) are refused alone and
-//! change nothing; a claim whose session an earlier write of the batch touched keeps its place.
+//! change nothing; a claim whose session an earlier write of the batch touched keeps its place,
+//! and one right after its session's release logs what it shows.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -173,4 +174,42 @@ async fn a_claim_after_its_sessions_earlier_writes_in_the_batch_runs_in_its_plac
     assert!(b.held_elsewhere(&twice).await.unwrap().is_some(), "the second take holds it");
     a.shutdown().await;
     b.shutdown().await;
+}
+
+/// A turn's release and the next turn's claim in one batch (a queued prompt starting as the
+/// last turn ends): what the claim shows, its prompt, is logged for the other replicas'
+/// followers like any claim's, numbered after the last turn's rows.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_right_after_its_sessions_release_in_one_batch_logs_what_it_shows() {
+    let url = fixture::database().await;
+    let a = store(&url, "host-a:1:a").await;
+    let id = new_session(&a).await;
+    a.commit(claim(&id, LastTurn::Ours, "one", None)).await.unwrap();
+    a.submit_shown(Write::Show { session_id: id.clone() }, vec!["first turn".into()], None);
+    a.flush().await.unwrap();
+    let before = a.last_logged(&id).await.unwrap();
+
+    let (go, wait) = std::sync::mpsc::channel::<()>();
+    a.snapshot(
+        &SessionId::generate(),
+        Box::new(move |_| {
+            let _ = wait.recv();
+        }),
+    );
+    a.submit(Write::ReleaseLease { session_id: id.clone() }, None);
+    a.submit_shown(claim(&id, LastTurn::Ours, "two", None), vec!["the prompt two".into()], None);
+    go.send(()).unwrap();
+    a.flush().await.unwrap();
+
+    let client = PgTarget::parse(&url).unwrap().connect().await.unwrap();
+    let rows = client
+        .query(
+            "SELECT seq, body FROM session_events WHERE session_id = $1 AND seq > $2 ORDER BY seq",
+            &[&id.as_str(), &before],
+        )
+        .await
+        .unwrap();
+    let logged: Vec<(i64, String)> = rows.iter().map(|row| (row.get(0), row.get(1))).collect();
+    assert_eq!(logged, [(before + 1, "the prompt two".to_owned())], "the second turn's prompt is logged next");
+    a.shutdown().await;
 }

@@ -478,8 +478,11 @@ async fn log(
     // Sessions whose lease this batch gave back: what it writes of them later is not theirs to log.
     let mut given_back: Vec<&SessionId> = Vec::new();
     for (job, ((write, bodies), result)) in writes.iter().zip(shown).zip(&done.results).enumerate() {
-        if let (Write::ReleaseLease { session_id }, Ok(())) = (write, result) {
-            given_back.push(session_id);
+        match (write, result) {
+            (Write::ReleaseLease { session_id }, Ok(())) => given_back.push(session_id),
+            // Taken again after it (the next turn's claim): what follows is the new turn's.
+            (Write::TakeLease { session_id, .. }, Ok(())) => given_back.retain(|gone| *gone != session_id),
+            _ => {}
         }
         if bodies.is_empty() || result.is_err() {
             continue;
