@@ -444,12 +444,17 @@ async fn streaming(model: &str, sessions: usize, secs: usize, per_replica: usize
         pg_cpu.as_secs_f64() / wall.as_secs_f64()
     );
     println!(
+        "| PostgreSQL CPU-seconds per 1,000 chunks committed ({} committed) | {:.3} s |",
+        sessions * RATE * secs,
+        pg_cpu.as_secs_f64() * 1000.0 / (sessions * RATE * secs).max(1) as f64
+    );
+    println!(
         "| replicas' peak RSS (`VmHWM`) | {} |",
         peaks.iter().map(|mb| format!("{mb:.1} MB")).collect::<Vec<_>>().join(", ")
     );
     println!();
     if let Some(client) = statements {
-        measure::statements_print(&client, wall).await;
+        measure::statements_print(&client, wall, sessions * RATE * secs, sessions).await;
     }
     if let Ok(dir) = std::env::var("CAIRN_REPLICAS_STDERR") {
         for (n, server) in servers.iter().enumerate() {

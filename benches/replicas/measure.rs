@@ -53,7 +53,7 @@ pub async fn statements_reset(url: &str) -> Option<tokio_postgres::Client> {
 
 /// The statements that took the most of PostgreSQL's time over the streaming: calls, total and
 /// mean time, and their share of the `wall` time as cores.
-pub async fn statements_print(client: &tokio_postgres::Client, wall: Duration) {
+pub async fn statements_print(client: &tokio_postgres::Client, wall: Duration, chunks: usize, prompts: usize) {
     let rows = client
         .query(
             "SELECT calls, total_exec_time, rows, regexp_replace(query, '\\s+', ' ', 'g')
@@ -62,6 +62,19 @@ pub async fn statements_print(client: &tokio_postgres::Client, wall: Duration) {
         )
         .await
         .unwrap();
+    let all = client
+        .query_one(
+            "SELECT coalesce(sum(calls), 0)::bigint, coalesce(sum(total_exec_time), 0) FROM pg_stat_statements",
+            &[],
+        )
+        .await
+        .unwrap();
+    let (calls, total): (i64, f64) = (all.get(0), all.get(1));
+    println!(
+        "statements in all: {calls} calls, {total:.0} ms of execution ({chunks} chunks committed, {prompts} prompts: {:.2} statements a chunk)",
+        calls as f64 / chunks.max(1) as f64
+    );
+    println!();
     println!("| statement | calls | total ms | mean ms | cores | rows |");
     println!("|---|---|---|---|---|---|");
     for row in rows {

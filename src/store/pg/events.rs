@@ -74,6 +74,21 @@ pub async fn last_seq(client: &impl GenericClient, target: &PgTarget, session: &
     Ok(row.get(0))
 }
 
+/// [`last_seq`], the statement prepared once in `prepared`, `client`'s connection's.
+pub async fn last_seq_prepared(
+    client: &impl GenericClient,
+    prepared: &Prepared,
+    target: &PgTarget,
+    session: &SessionId,
+) -> Result<i64, PgError> {
+    let failed = |err: tokio_postgres::Error| target.failed(&err);
+    let statement = prepared
+        .get(client, "SELECT coalesce(max(seq), 0) FROM session_events WHERE session_id = $1")
+        .await
+        .map_err(failed)?;
+    Ok(client.query_one(&statement, &[&session.as_str()]).await.map_err(failed)?.get(0))
+}
+
 /// The last `seq` (0 for none) of each of `sessions`, in one statement prepared once in
 /// `prepared`, `client`'s connection's.
 pub async fn last_seqs(

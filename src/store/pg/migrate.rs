@@ -20,6 +20,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../../../schema/pg/0005_inbox_and_origins.sql"),
     include_str!("../../../schema/pg/0006_writers.sql"),
     include_str!("../../../schema/pg/0007_replicas.sql"),
+    include_str!("../../../schema/pg/0008_pieces_unchecked.sql"),
 ];
 
 /// The schema version this build writes.

@@ -15,6 +15,9 @@
 //! It carries all of the store; `cairn serve --store` selects it.
 
 mod checkpoints;
+mod claims;
+#[cfg(test)]
+mod claims_tests;
 pub mod events;
 #[cfg(test)]
 mod events_tests;

@@ -192,30 +192,36 @@ impl Writer {
     }
 }
 
-/// The reader's connection, made again at its next use once it was lost.
+/// The reader's connection, made again at its next use once it was lost, with the statements
+/// prepared on it (the reads every turn's start makes; a new connection starts a new set).
 pub(super) struct Reader {
     target: PgTarget,
-    client: RwLock<Arc<Client>>,
+    client: RwLock<(Arc<Client>, Arc<Prepared>)>,
 }
 
 impl Reader {
     pub async fn connect(target: &PgTarget) -> Result<Self, StoreError> {
         let client = target.connect().await.map_err(StoreError::Postgres)?;
-        Ok(Self { target: target.clone(), client: RwLock::new(Arc::new(client)) })
+        Ok(Self { target: target.clone(), client: RwLock::new((Arc::new(client), Arc::default())) })
     }
 
     /// The connection, made again if the last one was lost.
     pub async fn get(&self) -> Result<Arc<Client>, StoreError> {
+        Ok(self.prepared().await?.0)
+    }
+
+    /// The connection, made again if the last one was lost, and its prepared statements.
+    pub async fn prepared(&self) -> Result<(Arc<Client>, Arc<Prepared>), StoreError> {
         let current = self.client.read().unwrap_or_else(PoisonError::into_inner).clone();
-        if !current.is_closed() {
+        if !current.0.is_closed() {
             return Ok(current);
         }
         let fresh = Arc::new(self.target.connect().await.map_err(StoreError::Postgres)?);
         tracing::info!("PostgreSQL at {}: the reader's connection is back", self.target);
         let mut slot = self.client.write().unwrap_or_else(PoisonError::into_inner);
         // Another read may have made one meanwhile: either will do.
-        if slot.is_closed() {
-            *slot = fresh;
+        if slot.0.is_closed() {
+            *slot = (fresh, Arc::default());
         }
         Ok(slot.clone())
     }

@@ -18,10 +18,16 @@ use crate::store::codec::{self, client_prompt, metadata, read_part, session_rule
 
 type Result<T> = std::result::Result<T, tokio_postgres::Error>;
 
-pub(super) const SESSION_COLUMNS: &str =
-    "id, cwd, title, model, created_at, updated_at, mode, permissions_json, cost_usd,
-     metadata->>'thought_level', parent_id, subagent, metadata->>'busy_prompt', owner,
-     metadata->>'system_prompt', archived_at, metadata->>'title_by'";
+macro_rules! session_columns {
+    () => {
+        "id, cwd, title, model, created_at, updated_at, mode, permissions_json, cost_usd,
+         metadata->>'thought_level', parent_id, subagent, metadata->>'busy_prompt', owner,
+         metadata->>'system_prompt', archived_at, metadata->>'title_by'"
+    };
+}
+
+pub(super) const SESSION_COLUMNS: &str = session_columns!();
+const SESSION: &str = concat!("SELECT ", session_columns!(), " FROM sessions WHERE id = $1");
 
 pub(super) fn session_from_row(row: &tokio_postgres::Row) -> SessionRow {
     SessionRow {
@@ -45,9 +51,11 @@ pub(super) fn session_from_row(row: &tokio_postgres::Row) -> SessionRow {
     }
 }
 
-pub async fn session(client: &impl GenericClient, id: &SessionId) -> Result<Option<SessionRow>> {
-    let sql = format!("SELECT {SESSION_COLUMNS} FROM sessions WHERE id = $1");
-    Ok(client.query_opt(&sql, &[&id.as_str()]).await?.as_ref().map(session_from_row))
+/// A session's row; the statement prepared once in `prepared`, `client`'s connection's (every
+/// turn's start on a replica reads it).
+pub async fn session(client: &impl GenericClient, prepared: &Prepared, id: &SessionId) -> Result<Option<SessionRow>> {
+    let statement = prepared.get(client, SESSION).await?;
+    Ok(client.query_opt(&statement, &[&id.as_str()]).await?.as_ref().map(session_from_row))
 }
 
 /// A session's visible messages, oldest first, one row per part (a message without parts has

@@ -227,7 +227,8 @@ impl Postgres {
     }
 
     pub async fn session(&self, id: &SessionId) -> Result<Option<SessionRow>, StoreError> {
-        let row = rows::session(&*self.reader.get().await?, id).await.map_err(|err| self.error(&err))?;
+        let (reader, prepared) = self.reader.prepared().await?;
+        let row = rows::session(&*reader, &prepared, id).await.map_err(|err| self.error(&err))?;
         if let Some(row) = &row {
             self.owners.learn(&row.id, row.owner.as_deref());
         }
@@ -259,11 +260,13 @@ impl Postgres {
         events::missed(&*reader, &self.target, id, after, super::late::RESUME_MOST).await.map_err(StoreError::Postgres)
     }
 
-    /// Another replica that holds the session's lease now, if any.
+    /// The session's event log's last `seq` as committed now (every turn's start reads it).
     pub async fn last_logged(&self, id: &SessionId) -> Result<i64, StoreError> {
-        events::last_seq(&*self.reader.get().await?, &self.target, id).await.map_err(StoreError::Postgres)
+        let (reader, prepared) = self.reader.prepared().await?;
+        events::last_seq_prepared(&*reader, &prepared, &self.target, id).await.map_err(StoreError::Postgres)
     }
 
+    /// Another replica that holds the session's lease now, if any.
     pub async fn held_elsewhere(&self, id: &SessionId) -> Result<Option<LeaseHolder>, StoreError> {
         let row = self
             .reader

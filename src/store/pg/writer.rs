@@ -1,10 +1,12 @@
 //! The PostgreSQL store's writer: one task owning one connection, committing queued writes in
 //! batches, as the SQLite writer thread does, and holding this replica's session leases.
 //!
-//! A batch is one transaction. It starts by fencing every session it writes whose lease this
+//! A batch is one transaction, begun no sooner than [`GAP`] after the last while writes keep
+//! coming (fewer, fuller statements). It starts by fencing every session it writes whose lease this
 //! replica holds (`lease::fence_all`, `FOR SHARE`): a session whose lease another replica took
-//! over meanwhile gets nothing written, and its writes fail as fenced. Each write then runs its
-//! statements; the text streaming parts gained in the batch goes in at the end as one piece per
+//! over meanwhile gets nothing written, and its writes fail as fenced. The batch's lease takes
+//! (the turns' claims) that can go first run next, all together in a few set-based statements
+//! (`claims`); each other write then runs its statements; the text streaming parts gained in the batch goes in at the end as one piece per
 //! part, in one statement, sent together with the event log's rows and the batch's stamp. The
 //! statements of every batch are prepared once per connection (`Prepared`): each is one round
 //! trip, and PostgreSQL parses none of them again. Callbacks run in queue order after the commit. A batch that fails
@@ -41,12 +43,17 @@ use super::lease::{self, Lease};
 use super::regain::{self, Unsure};
 use super::writes::{self, session_of};
 use super::{PgError, PgTarget, Prepared};
-use super::{events, rows};
+use super::{claims, events, rows};
 use crate::history::Message;
 use crate::ids::{LeaseHolder, MessageId, SessionId};
 use crate::store::{AfterCommit, AfterLogged, Snapshot, StoreError, Write};
 
 const MAX_BATCH: usize = 4096;
+/// A busy writer starts a batch no sooner than this after the last one began, so each of a
+/// batch's statements carries more rows: at a thousand streaming sessions, PostgreSQL's time
+/// goes mostly to each statement's own cost, not to its rows. A write queued after a pause goes
+/// at once.
+const GAP: Duration = Duration::from_millis(10);
 
 // `Shutdown` is sent once per process; boxing every write instead would cost an allocation per chunk.
 #[allow(clippy::large_enum_variant)]
@@ -143,6 +150,8 @@ impl Writer {
         // When the leases held are next renewed: between batches once due, however busy the
         // queue is, or else a turn streaming without pause would let its lease lapse.
         let mut renew_at = Instant::now() + beat;
+        // When the last batch of writes began.
+        let mut begun: Option<Instant> = None;
         loop {
             if !self.held.is_empty() && Instant::now() >= renew_at {
                 self.renew().await;
@@ -162,6 +171,14 @@ impl Writer {
                 self.release_all().await;
                 return;
             };
+            if matches!(first, Job::Write(..)) {
+                if let Some(begun) = begun
+                    && Instant::now() < begun + GAP
+                {
+                    tokio::time::sleep_until(begun + GAP).await;
+                }
+                begun = Some(Instant::now());
+            }
             let mut writes = Vec::new();
             let mut last = None;
             let mut next = Some(first);
@@ -342,7 +359,16 @@ impl Writer {
         done.lost.extend(fenced.iter().cloned());
         let state = State { me: &self.me, prepared: &self.prepared, ttl: self.ttl, held: &self.held, open: &self.open };
         let mut opened: HashMap<PartKey, SessionId> = HashMap::new();
+        // The claims that can go first go together; an isolated run takes each in its place.
+        let claimed = if isolated { Vec::new() } else { claims::first(writes, &self.open) };
+        if !claimed.is_empty() {
+            let taking = claims::take_all(&tx, &state, writes, &claimed, &fenced, &mut done).await;
+            taking.map_err(|err| Failed::Write(StoreError::Postgres(target.failed(&err))))?;
+        }
         for (job, write) in writes.iter().enumerate() {
+            if claimed.binary_search(&job).is_ok() {
+                continue;
+            }
             if let Some(session) = session_of(write, &self.open, &opened)
                 && (fenced.contains(session)
                     || (self.lost.contains(session) && !matches!(write, Write::TakeLease { .. })))
@@ -457,8 +483,11 @@ async fn log(
     // Settings changed in sessions whose lease this replica does not hold: logged if nobody does.
     let mut unheld: Vec<(usize, &SessionId, &[String])> = Vec::new();
     for (job, ((write, bodies), result)) in writes.iter().zip(shown).zip(&done.results).enumerate() {
-        if let (Write::ReleaseLease { session_id }, Ok(())) = (write, result) {
-            given_back.push(session_id);
+        match (write, result) {
+            (Write::ReleaseLease { session_id }, Ok(())) => given_back.push(session_id),
+            // Taken again after it (the next turn's claim): what follows is the new turn's.
+            (Write::TakeLease { session_id, .. }, Ok(())) => given_back.retain(|gone| *gone != session_id),
+            _ => {}
         }
         if bodies.is_empty() || result.is_err() {
             continue;

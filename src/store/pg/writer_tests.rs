@@ -3,7 +3,8 @@
 //! never lets the rest of its batch pass for committed, and a take whose prompt cannot be
 //! stored leaves no lease behind in memory; a setting stored by a replica holding no lease is
 //! logged only while nobody holds it, numbered in with the holders' rows, a take with no prompt
-//! included.
+//! included; a take for a handed command answered meanwhile takes nothing; a part's streamed
+//! pieces go with it.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -459,4 +460,36 @@ async fn a_take_for_a_handed_command_answered_meanwhile_is_refused_and_takes_not
     let waiting = command(None).await;
     a.commit(handed(waiting)).await.unwrap();
     assert_eq!(a.messages(&id).await.unwrap().len(), 1, "a command still its own runs");
+}
+
+/// A streamed part's pieces go with their part, as a key's cascade took them: once the
+/// session is deleted none of its pieces is left in `part_pieces`, and a part written whole
+/// again drops its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_parts_pieces_go_with_it_when_its_session_is_deleted_or_the_part_rewritten() {
+    let url = fixture::database().await;
+    let a = store(&url, "host-a:1:a", Duration::from_secs(30)).await;
+    let client = PgTarget::parse(&url).unwrap().connect().await.unwrap();
+    let pieces = "SELECT count(*) FROM part_pieces WHERE message_id = $1";
+    let (id, kept) = (new_session(&a).await, new_session(&a).await);
+    let (message, other) = (open_answer(&a, &id, "").await, open_answer(&a, &kept, "").await);
+    for (part, text) in [(&message, "gone"), (&other, "kept")] {
+        a.commit(Write::AppendPart { message_id: part.clone(), index: 0, delta: text.into() }).await.unwrap();
+        a.commit(Write::AppendPart { message_id: part.clone(), index: 0, delta: "!".into() }).await.unwrap();
+    }
+    let count = |message: &MessageId| {
+        let client = &client;
+        let message = message.as_str().to_owned();
+        async move { client.query_one(pieces, &[&message]).await.unwrap().get::<_, i64>(0) }
+    };
+    assert_eq!((count(&message).await, count(&other).await), (2, 2), "each chunk is a piece");
+    a.commit(Write::DeleteSession { id: id.clone() }).await.unwrap();
+    assert_eq!(count(&message).await, 0, "the deleted session's pieces went with it");
+    assert_eq!(count(&other).await, 2, "another session's were left");
+    let whole = Part::Text { text: "whole".into() };
+    a.commit(Write::PutPart { session_id: kept.clone(), message_id: other.clone(), index: 0, part: whole })
+        .await
+        .unwrap();
+    assert_eq!(count(&other).await, 0, "a part written whole drops its pieces");
+    a.shutdown().await;
 }

@@ -9,8 +9,9 @@ use std::collections::HashMap;
 
 use tokio_postgres::GenericClient;
 
+use super::claims::{LeaseRow, refusal};
 use super::lease::{self, Taken};
-use super::writer::{Done, PartKey, State, holder_of, mark_of};
+use super::writer::{Done, PartKey, State, holder_of};
 use super::{PgError, PgTarget};
 use super::{checkpoints, inbox, rows, rules, tokens, transfer};
 use crate::ids::{MessageId, SessionId, now_ms};
@@ -235,22 +236,14 @@ async fn check_last(
              FROM session_leases WHERE session_id = $1",
         )
         .await?;
-    let row = tx.query_opt(&statement, &[&session.as_str()]).await?;
-    let Some(row) = row else {
-        return Ok(matches!(last, LastTurn::By(Some(_)))
-            .then(|| StoreError::LeaseMoved { session: session.clone(), last: None }));
-    };
-    let (holder, epoch, live): (String, i64, bool) = (row.get(0), row.get(1), row.get(2));
-    if live && holder != state.me {
-        let ttl = i64::try_from(state.ttl.as_millis()).unwrap_or(i64::MAX);
-        let heartbeat = row.get::<_, i64>(4) - ttl;
-        return Ok(Some(StoreError::Leased(Box::new(holder_of(session, &holder, row.get(3), heartbeat)))));
-    }
-    let current = match last {
-        LastTurn::Ours => holder == state.me,
-        LastTurn::By(mark) => mark.as_deref() == Some(mark_of(epoch).as_str()),
-    };
-    Ok((!current).then(|| StoreError::LeaseMoved { session: session.clone(), last: Some(mark_of(epoch)) }))
+    let row = tx.query_opt(&statement, &[&session.as_str()]).await?.map(|row| LeaseRow {
+        holder: row.get(0),
+        epoch: row.get(1),
+        live: row.get(2),
+        taken_ms: row.get(3),
+        expires_ms: row.get(4),
+    });
+    Ok(refusal(row.as_ref(), state, session, last))
 }
 
 /// The session a write changes, when it names one or writes a part open in it.
