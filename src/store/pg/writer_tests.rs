@@ -493,3 +493,46 @@ async fn a_parts_pieces_go_with_it_when_its_session_is_deleted_or_the_part_rewri
     assert_eq!(count(&other).await, 0, "a part written whole drops its pieces");
     a.shutdown().await;
 }
+
+/// A setting changed in the batch that ends one turn of this replica's and takes the lease for
+/// the next (a queued prompt starting as the last turn ends) goes into the session's log like
+/// the new turn's own rows: that replica holds the lease once the batch commits, so nobody
+/// else logs the change nor is handed it, and the other replicas' clients would never be
+/// shown it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_setting_between_a_release_and_the_next_take_in_one_batch_is_logged() {
+    let url = fixture::database().await;
+    let a = store(&url, "host-a:1:a", Duration::from_secs(30)).await;
+    let b = store(&url, "host-b:2:b", Duration::from_secs(30)).await;
+    let id = new_session(&a).await;
+    a.commit(take(&id, Some(user("one")))).await.unwrap();
+    let connect = || async {
+        let (db, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await.unwrap();
+        tokio::spawn(connection);
+        db
+    };
+    let (rows, watch) = (connect().await, connect().await);
+    // a's writer waits on the session's row with a title, so the next three writes queue
+    // behind it and go in one batch.
+    rows.batch_execute("BEGIN").await.unwrap();
+    rows.execute("SELECT 1 FROM sessions WHERE id = $1 FOR UPDATE", &[&id.as_str()]).await.unwrap();
+    let title = Write::SetSessionTitle { id: id.clone(), title: "t".into(), by: crate::store::TitleBy::Client };
+    a.submit(title, None);
+    let waiting =
+        "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()";
+    while watch.query_one(waiting, &[]).await.unwrap().get::<_, i64>(0) < 1 {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    a.submit(Write::ReleaseLease { session_id: id.clone() }, None);
+    let (told, set) = tokio::sync::oneshot::channel();
+    a.submit_logged(steer(&id), vec!["{\"setting\":\"steer\"}".into()], Box::new(move |logged| drop(told.send(logged))));
+    a.submit(take(&id, Some(user("two"))), None);
+    rows.batch_execute("COMMIT").await.unwrap();
+    let set = set.await.unwrap();
+    assert!(matches!(set, Ok(Some(_))), "the change is logged: {set:?}");
+    a.flush().await.unwrap();
+
+    let Some(super::events::Missed::Rows(logged)) = b.missed(&id, 0).await.unwrap() else { panic!("the log's rows") };
+    assert!(logged.iter().any(|row| row.body.contains("setting")), "another replica reads it");
+    a.shutdown().await;
+}
