@@ -511,11 +511,11 @@ async fn a_setting_between_a_release_and_the_next_take_in_one_batch_is_logged() 
         tokio::spawn(connection);
         db
     };
-    let (rows, watch) = (connect().await, connect().await);
+    let (locker, watch) = (connect().await, connect().await);
     // a's writer waits on the session's row with a title, so the next three writes queue
     // behind it and go in one batch.
-    rows.batch_execute("BEGIN").await.unwrap();
-    rows.execute("SELECT 1 FROM sessions WHERE id = $1 FOR UPDATE", &[&id.as_str()]).await.unwrap();
+    locker.batch_execute("BEGIN").await.unwrap();
+    locker.execute("SELECT 1 FROM sessions WHERE id = $1 FOR UPDATE", &[&id.as_str()]).await.unwrap();
     let title = Write::SetSessionTitle { id: id.clone(), title: "t".into(), by: crate::store::TitleBy::Client };
     a.submit(title, None);
     let waiting =
@@ -525,14 +525,22 @@ async fn a_setting_between_a_release_and_the_next_take_in_one_batch_is_logged() 
     }
     a.submit(Write::ReleaseLease { session_id: id.clone() }, None);
     let (told, set) = tokio::sync::oneshot::channel();
-    a.submit_logged(steer(&id), vec!["{\"setting\":\"steer\"}".into()], Box::new(move |logged| drop(told.send(logged))));
+    a.submit_logged(
+        steer(&id),
+        vec!["{\"setting\":\"steer\"}".into()],
+        Box::new(move |logged| drop(told.send(logged))),
+    );
     a.submit(take(&id, Some(user("two"))), None);
-    rows.batch_execute("COMMIT").await.unwrap();
+    locker.batch_execute("COMMIT").await.unwrap();
     let set = set.await.unwrap();
     assert!(matches!(set, Ok(Some(_))), "the change is logged: {set:?}");
     a.flush().await.unwrap();
 
-    let Some(super::events::Missed::Rows(logged)) = b.missed(&id, 0).await.unwrap() else { panic!("the log's rows") };
-    assert!(logged.iter().any(|row| row.body.contains("setting")), "another replica reads it");
+    let Some(super::events::Missed::Rows(rows)) = b.missed(&id, 0).await.unwrap() else { panic!("the log's rows") };
+    assert!(rows.iter().any(|row| row.body.contains("setting")), "another replica reads it");
+    // The new turn's writer numbers on after it.
+    let last = rows.last().map(|row| row.seq);
+    let next = logged(&a, Write::Show { session_id: id.clone() }, &["{\"turn\":\"next\"}"]).await;
+    assert_eq!(next, last.map(|last| last + 1));
     a.shutdown().await;
 }
