@@ -175,7 +175,9 @@ pub(super) async fn take_all(
     }
     let mut claims = Vec::with_capacity(jobs.len());
     for &job in jobs {
-        let Some(Write::TakeLease { session_id, last, prompt, title, command: None }) = writes.get(job) else { continue };
+        let Some(Write::TakeLease { session_id, last, prompt, title, command: None }) = writes.get(job) else {
+            continue;
+        };
         if fenced.contains(session_id) {
             let epoch = state.held.get(session_id).map_or(0, |lease| lease.epoch);
             done.results[job] = Err(StoreError::Postgres(PgError::Fenced { session: session_id.to_string(), epoch }));

@@ -33,7 +33,13 @@ async fn new_session(store: &Store) -> SessionId {
 }
 
 fn claim(id: &SessionId, last: LastTurn, prompt: &str, title: Option<&str>) -> Write {
-    Write::TakeLease { session_id: id.clone(), last, prompt: Some(user(prompt)), title: title.map(str::to_owned), command: None }
+    Write::TakeLease {
+        session_id: id.clone(),
+        last,
+        prompt: Some(user(prompt)),
+        title: title.map(str::to_owned),
+        command: None,
+    }
 }
 
 /// Holds the writer in a snapshot while `writes` are queued, so they make one batch; their
@@ -109,9 +115,15 @@ async fn claims_in_one_batch_each_take_their_lease_once_and_the_refused_change_n
     let lapse = "UPDATE session_leases SET expires_at = now() - interval '1 second' WHERE session_id = $1";
     client.execute(lapse, &[&lost.as_str()]).await.unwrap();
     let (_, mark) = b.messages_and_last_turn(&lost).await.unwrap();
-    b.commit(Write::TakeLease { session_id: lost.clone(), last: LastTurn::By(mark), prompt: None, title: None, command: None })
-        .await
-        .unwrap();
+    b.commit(Write::TakeLease {
+        session_id: lost.clone(),
+        last: LastTurn::By(mark),
+        prompt: None,
+        title: None,
+        command: None,
+    })
+    .await
+    .unwrap();
     let before = [epoch(&client, &held).await, epoch(&client, &stale).await, epoch(&client, &lost).await];
 
     let other = new_session(&a).await;
