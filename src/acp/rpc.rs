@@ -31,6 +31,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_util::task::TaskTracker;
 use tracing::Instrument as _;
 
+use self::wire::{ErrorOut, NotificationOut, RequestOut, SuccessOut};
 use super::framing::{Line, read_line};
 use crate::backlog::Backlog;
 
@@ -45,6 +46,10 @@ pub const MAX_LINE: usize = 128 * 1024 * 1024;
 /// After the input ends and the handler has shut down, how long requests still running may take
 /// to produce their answers.
 const DRAIN: Duration = Duration::from_millis(200);
+
+/// The most requests of one client that may run at once; past it a request is refused, so a
+/// client cannot make cairn (or, through it, another replica) hold unbounded work.
+pub const MOST_IN_FLIGHT: usize = 1024;
 
 tokio::task_local! {
     /// What a request's future asked for after its response: lines to send, and who to tell.
@@ -103,35 +108,6 @@ struct PeerInner {
     inflight: Mutex<HashMap<String, (AbortHandle, Box<RawValue>)>>,
     /// The tasks answering incoming requests, so shutdown can let them finish.
     tasks: TaskTracker,
-}
-
-#[derive(Serialize)]
-struct NotificationOut<'a, P> {
-    jsonrpc: &'static str,
-    method: &'a str,
-    params: &'a P,
-}
-
-#[derive(Serialize)]
-struct RequestOut<'a, P> {
-    jsonrpc: &'static str,
-    id: u64,
-    method: &'a str,
-    params: &'a P,
-}
-
-#[derive(Serialize)]
-struct SuccessOut<'a> {
-    jsonrpc: &'static str,
-    id: &'a RawValue,
-    result: &'a Value,
-}
-
-#[derive(Serialize)]
-struct ErrorOut<'a> {
-    jsonrpc: &'static str,
-    id: &'a RawValue,
-    error: &'a Error,
 }
 
 /// What a request to the client fails with once the client is gone (its input ended).
@@ -453,11 +429,19 @@ fn handle_request<H: Handler>(
     let id_value = id.clone();
     let id = reply.to_owned();
     // Two requests by one id could not be told apart: not their answers, not a cancel.
-    if lock(&peer.inner.inflight).contains_key(&key) {
-        return peer.invalid_request(
-            &id,
-            &format!("the id {key} is already used by a request still running; give every request its own id"),
+    let (taken, running) = {
+        let inflight = lock(&peer.inner.inflight);
+        (inflight.contains_key(&key), inflight.len())
+    };
+    if taken {
+        let why = format!("the id {key} is already used by a request still running; give every request its own id");
+        return peer.invalid_request(&id, &why);
+    }
+    if running >= MOST_IN_FLIGHT {
+        let why = format!(
+            "{running} requests of this client are still running, the most there may be; wait for their answers before sending more"
         );
+        return peer.invalid_request(&id, &why);
     }
     // The client's W3C trace context (`_meta.traceparent`) is on the request's log lines, and
     // whatever the request starts takes it along (`crate::trace`).
@@ -591,6 +575,8 @@ async fn write_loop<W: AsyncWrite + Unpin>(mut rx: mpsc::UnboundedReceiver<Outgo
         }
     }
 }
+
+mod wire;
 
 #[cfg(test)]
 mod tests;

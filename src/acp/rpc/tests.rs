@@ -253,3 +253,22 @@ async fn ids_come_back_exactly_as_they_were_written() {
         assert_eq!(client.recv().await["method"], "announced/later");
     }
 }
+
+#[tokio::test]
+async fn a_client_with_the_most_requests_running_has_the_next_refused_until_one_ends() {
+    let (mut client, _) = start();
+    for id in 0..MOST_IN_FLIGHT {
+        client.send(json!({"jsonrpc": "2.0", "id": id, "method": "wait"})).await;
+    }
+    client.send(json!({"jsonrpc": "2.0", "id": "over", "method": "announce"})).await;
+    let refused = client.recv().await;
+    assert_eq!(refused["id"], "over", "{refused}");
+    assert_eq!(refused["error"]["code"], -32600, "{refused}");
+    let message = refused["error"]["message"].as_str().unwrap();
+    assert!(message.contains("1024 requests") && message.contains("wait for their answers"), "{message}");
+
+    client.send(json!({"jsonrpc": "2.0", "method": "$/cancel_request", "params": {"requestId": 0}})).await;
+    assert_eq!(client.recv().await["id"], 0, "the cancelled request is answered");
+    client.send(json!({"jsonrpc": "2.0", "id": "room", "method": "announce"})).await;
+    assert_eq!(client.recv().await, json!({"jsonrpc": "2.0", "id": "room", "result": "the answer"}));
+}

@@ -280,3 +280,27 @@ async fn a_client_further_behind_than_a_resume_gives_is_told_to_load_from_where_
     assert_eq!(seqs(&rows), [7, 8, 9, 10]);
     assert_eq!(missed(9).await, Missed::Rows(vec![rows[3].clone()]));
 }
+
+/// A replica starting to follow a long session reads its open questions through the questions'
+/// own indexes, not the session's thousands of streamed rows.
+#[tokio::test]
+async fn open_questions_of_a_long_session_are_read_from_the_question_rows_alone() {
+    let (target, mut writer) = fresh().await;
+    let session = SessionId::generate();
+    let lease = take(&writer, &target, &session, "a", Duration::from_secs(60)).await;
+    let mut next = 1;
+    write(&mut writer, &target, &lease, &mut next, 5_000, false).await;
+    let questions = [r#"{"asked":{"id":"q1"}}"#, r#"{"asked":{"id":"q2"}}"#, r#"{"closed":{"id":"q1"}}"#];
+    let bodies: Vec<String> = questions.iter().map(|body| (*body).to_owned()).collect();
+    let tx = writer.transaction().await.unwrap();
+    events::append(&tx, &target, &[Append { lease: &lease, first_seq: next, bodies: &bodies }]).await.unwrap();
+    tx.commit().await.unwrap();
+    writer.batch_execute("ANALYZE session_events").await.unwrap();
+
+    let open = events::open_questions(&writer, &session, next + 2).await.unwrap();
+    assert_eq!(open.iter().map(|event| event.body.as_str()).collect::<Vec<_>>(), [questions[1]]);
+    let explain = format!("EXPLAIN {}", super::late::OPEN);
+    let plan = writer.query(&explain, &[&session.as_str(), &(next + 2)]).await.unwrap();
+    let plan: Vec<String> = plan.iter().map(|row| row.get(0)).collect();
+    assert!(plan.iter().any(|line| line.contains("session_events_asked")), "{plan:#?}");
+}

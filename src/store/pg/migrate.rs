@@ -21,6 +21,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../../../schema/pg/0006_writers.sql"),
     include_str!("../../../schema/pg/0007_replicas.sql"),
     include_str!("../../../schema/pg/0008_pieces_unchecked.sql"),
+    include_str!("../../../schema/pg/0009_questions_indexed.sql"),
 ];
 
 /// The schema version this build writes.
