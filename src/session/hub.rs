@@ -343,6 +343,15 @@ impl LogResume {
         Ok(reached)
     }
 
+    /// Whether `missed` holds a setting's row, which [`Self::send`] leaves out: the client is
+    /// to be shown the session's options as they are now instead.
+    pub fn misses_settings(missed: &Missed) -> bool {
+        match missed {
+            Missed::Rows(rows) => rows.iter().any(|row| super::handoff::setting_of_event(&row.body).is_some()),
+            Missed::Pruned { .. } | Missed::Ahead { .. } => false,
+        }
+    }
+
     /// The resume failed: the connection views the session no more unless it did before.
     pub fn fail(self) {
         if self.attached

@@ -40,7 +40,7 @@ use crate::tools::Host;
 pub use actor::Steering;
 pub use commands::COMMANDS;
 pub use custom::Advertised;
-pub use hub::{Hub, ResumeError, Viewer};
+pub use hub::{Hub, LogResume, ResumeError, Viewer};
 pub use principal::Principal;
 pub use registry::{PromptFuture, Registry};
 

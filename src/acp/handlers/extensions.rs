@@ -218,23 +218,30 @@ impl Agent {
                     Served::found(Some(&served), &id, stored.ok_or_else(|| SessionError::NotFound(id.clone())))?;
                     // Following the log from its history's `seq` before the log is read: no row
                     // falls between what is read and what is forwarded.
-                    Served::found(Some(&served), &id, sessions.follow(&id).await)?;
+                    let view = Served::found(Some(&served), &id, sessions.follow(&id).await)?;
                     let after_row = i64::try_from(after).unwrap_or(i64::MAX);
                     match sessions.store().missed(&id, after_row).await {
-                        Ok(Some(missed)) => Ok(missed),
+                        Ok(Some(missed)) => Ok((missed, view)),
                         Ok(None) => Err(crate::acp::rpc::error(acp::ErrorCode::InternalError, "no event log")),
                         Err(err) => Err(session_error(&err.into())),
                     }
                 }
                 .await;
-                let missed = match missed {
+                let (missed, view) = match missed {
                     Ok(missed) => missed,
                     Err(err) => {
                         resuming.fail();
                         return Err(err);
                     }
                 };
+                // A setting's row shows as the session's options, which the log does not hold:
+                // a client that missed one is shown them as they are now, or it keeps the old.
+                let settings_missed = crate::session::LogResume::misses_settings(&missed);
                 let last = resuming.send(after, missed).map_err(|err| resume_error(&err))?;
+                if settings_missed {
+                    let options = crate::session::Update::Options(Box::new(view));
+                    crate::session::UpdateSink::send(&*served.viewer.sink, &id, options);
+                }
                 Ok(serde_json::json!({ "lastSeq": last }))
             }
             .boxed());

@@ -83,6 +83,34 @@ impl Actor {
         None
     }
 
+    /// `Command::Set`: the change is in effect and stored at once; in a store shared by
+    /// replicas it goes into the session's event log with the write, for the other replicas'
+    /// clients (`remote.rs`; this replica's are shown it by the request's handler).
+    pub(super) fn set(&mut self, setting: Setting) -> Result<SessionView, SessionError> {
+        self.set_logged(setting).map(|(view, _)| view)
+    }
+
+    /// [`Self::set`], and whether the change went into the session's log, once committed.
+    pub(super) fn set_logged(
+        &mut self,
+        setting: Setting,
+    ) -> Result<(SessionView, oneshot::Receiver<bool>), SessionError> {
+        let shown = match self.services.store.logs_events() {
+            true => vec![crate::session::handoff::setting_event(&setting)],
+            false => Vec::new(),
+        };
+        let option = setting.option();
+        let write = self.apply(setting)?;
+        let ((logged, was_logged), mine) = (oneshot::channel(), self.mine(option));
+        let after = move |result: Result<Option<i64>, crate::store::StoreError>| {
+            let seq = result.ok().flatten();
+            mine.committed(seq);
+            let _ = logged.send(seq.is_some());
+        };
+        self.services.store.submit_logged(write, shown, Box::new(after));
+        Ok((self.view(), was_logged))
+    }
+
     /// A setting the lease holder took: in effect here too (it stored it); the session's view.
     pub(super) fn set_as_handed(&mut self, setting: Setting) -> SessionView {
         if let Err(err) = self.apply(setting) {
@@ -153,6 +181,9 @@ impl Actor {
     /// here (this replica's own change, handed on) or this replica handed that very change to
     /// the lease holder and shows it with the holder's answer.
     pub(super) fn set_elsewhere(&mut self, seq: i64, setting: Setting) {
+        if self.mine_first(seq, &setting) {
+            return;
+        }
         let handed = self.remote.as_ref().is_some_and(|followed| {
             followed
                 .handed

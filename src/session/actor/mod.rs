@@ -99,8 +99,9 @@ pub enum Command {
         reply: Reply<Steering>,
     },
     /// A client resumes the session's stream here: answered once the actor is live, following
-    /// the session's event log on a store shared by replicas; it changes nothing.
-    Follow { reply: Reply<()> },
+    /// the session's event log on a store shared by replicas, with the session's view; it
+    /// changes nothing.
+    Follow { reply: Reply<SessionView> },
     /// Another replica's answer to a prompt this one handed it, written when the session's
     /// event log was at `seq`.
     Answered { command: i64, seq: i64, body: String },
@@ -415,7 +416,7 @@ impl Actor {
             }
             Command::Answered { command, seq, body } => self.answered(command, seq, body),
             Command::Follow { reply } => {
-                let _ = reply.send(Ok(()));
+                let _ = reply.send(Ok(self.view()));
             }
             Command::Close { reply } => return Some(reply),
         }
@@ -462,28 +463,6 @@ impl Actor {
             size: info.context_window,
             cost: info.prices.map(|_| self.row.cost_usd),
         }
-    }
-
-    /// `Command::Set`: the change is in effect and stored at once; in a store shared by
-    /// replicas it goes into the session's event log with the write, for the other replicas'
-    /// clients (`remote.rs`; this replica's are shown it by the request's handler).
-    fn set(&mut self, setting: Setting) -> Result<SessionView, SessionError> {
-        self.set_logged(setting).map(|(view, _)| view)
-    }
-
-    /// [`Self::set`], and whether the change went into the session's log, once committed.
-    fn set_logged(&mut self, setting: Setting) -> Result<(SessionView, oneshot::Receiver<bool>), SessionError> {
-        let shown = match self.services.store.logs_events() {
-            true => vec![crate::session::handoff::setting_event(&setting)],
-            false => Vec::new(),
-        };
-        let write = self.apply(setting)?;
-        let (logged, was_logged) = oneshot::channel();
-        let after = move |result: Result<Option<i64>, crate::store::StoreError>| {
-            let _ = logged.send(matches!(result, Ok(Some(_))));
-        };
-        self.services.store.submit_logged(write, shown, Box::new(after));
-        Ok((self.view(), was_logged))
     }
 
     /// `Command::SetForTurn`: the changes are kept in `unsaved` for the next turn's recorder.

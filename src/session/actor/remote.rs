@@ -5,7 +5,8 @@
 //! ([`crate::store::Store::follow`]): every update another replica showed (its turn's chunks,
 //! calls, notices, the sweeper's close of a dead replica's turn) goes to this replica's clients,
 //! numbered by its `seq` so a load under way cuts it exactly (`loading`); a setting another
-//! replica changed is put in effect here and shown as the session's options (`handing.rs`). Its own rows it skips:
+//! replica changed is put in effect here and shown as the session's options (`handing.rs`), in the
+//! log's order against this replica's own changes (`Actor::mine`). Its own rows it skips:
 //! its recorder showed them as they committed. A question another replica's turn asks, and its
 //! close, go to the hub, whose clients may answer it (`session::asked`); so do the questions
 //! still open where the follow starts, which the log hands it first.
@@ -55,6 +56,49 @@ pub(super) struct Followed {
     handed_here: HashMap<u64, i64>,
     /// Answers read before the log reached their `seq`: (seq, command, answer).
     early: Vec<(i64, i64, String)>,
+    /// This replica's own settings changes, by option, in effect here and not committed yet.
+    mine: HashMap<&'static str, Mine>,
+    /// The `seq` of the last own settings change the log took, by option: another replica's
+    /// row before it is older than what is in effect here.
+    mine_logged: HashMap<&'static str, i64>,
+    /// Told by the writer as each own settings change commits (option, number, `seq`).
+    committed: (mpsc::UnboundedSender<Committed>, mpsc::UnboundedReceiver<Committed>),
+    /// The number of the last own settings change.
+    numbered: u64,
+}
+
+/// An own settings change not committed yet: its number, and another replica's change of the
+/// same option read meanwhile (`seq`, setting), which may come before or after it in the log.
+struct Mine {
+    number: u64,
+    meanwhile: Option<(i64, Setting)>,
+}
+
+/// An own settings change committed: its option, number, and `seq` if the log took it.
+pub(super) struct Committed(&'static str, u64, Option<i64>);
+
+/// What the actor's follow brings next: a row of the log (`None` once it ends), or the commit
+/// of an own settings change.
+pub(super) enum Next {
+    Row(Option<Event>),
+    Committed(Committed),
+}
+
+/// Tells the actor that an own settings change committed (see [`Actor::mine`]).
+pub(super) struct MineTold {
+    /// `None` when nothing is followed.
+    told: Option<mpsc::UnboundedSender<Committed>>,
+    option: &'static str,
+    number: u64,
+}
+
+impl MineTold {
+    /// The change committed, as row `seq` of the log if it took it.
+    pub(super) fn committed(self, seq: Option<i64>) {
+        if let Some(told) = self.told {
+            let _ = told.send(Committed(self.option, self.number, seq));
+        }
+    }
 }
 
 impl Followed {
@@ -70,6 +114,10 @@ impl Followed {
             handed: HashMap::new(),
             handed_here: HashMap::new(),
             early: Vec::new(),
+            mine: HashMap::new(),
+            mine_logged: HashMap::new(),
+            committed: mpsc::unbounded_channel(),
+            numbered: 0,
         })
     }
 }
@@ -86,17 +134,31 @@ pub(super) enum Waiting {
     Steer { reply: Reply<Steering> },
 }
 
-/// The next row of the followed log; never, when nothing is followed.
-pub(super) async fn next(followed: &mut Option<Followed>) -> Option<Event> {
-    match followed.as_mut().and_then(|followed| followed.events.as_mut()) {
-        Some(events) => events.recv().await,
-        None => std::future::pending().await,
+/// The next row of the followed log or commit of an own settings change; never, when nothing
+/// is followed.
+pub(super) async fn next(followed: &mut Option<Followed>) -> Next {
+    let Some(followed) = followed.as_mut() else { return std::future::pending().await };
+    let row = async {
+        match followed.events.as_mut() {
+            Some(events) => events.recv().await,
+            None => std::future::pending().await,
+        }
+    };
+    tokio::select! {
+        biased;
+        Some(committed) = followed.committed.1.recv() => Next::Committed(committed),
+        event = row => Next::Row(event),
     }
 }
 
 impl Actor {
     /// A row of the session's log: shown to this replica's clients unless it is this replica's.
-    pub(super) fn followed(&mut self, event: Option<Event>) {
+    /// Or an own settings change committed ([`Self::mine_committed`]).
+    pub(super) fn followed(&mut self, next: Next) {
+        let event = match next {
+            Next::Row(event) => event,
+            Next::Committed(Committed(option, number, seq)) => return self.mine_committed(option, number, seq),
+        };
         let Some(followed) = self.remote.as_mut() else { return };
         let Some(event) = event else {
             // The store is shutting down: nothing more comes; what waits is answered at close.
@@ -152,6 +214,50 @@ impl Actor {
                 tracing::warn!(%session, "the session's log was not forwarded in time; the turn starts anyway");
             }
         })
+    }
+
+    /// Notes an own change of `option`, in effect here and about to be stored: until it
+    /// commits, another replica's change of that option read from the log is held, put in
+    /// effect only if the log has it after this one (else this replica's clients would be left
+    /// shown, and this replica left in, an older change than the one stored last). What to
+    /// tell once it commits (nothing when nothing is followed).
+    pub(super) fn mine(&mut self, option: &'static str) -> MineTold {
+        let Some(followed) = self.remote.as_mut() else { return MineTold { told: None, option, number: 0 } };
+        followed.numbered += 1;
+        let number = followed.numbered;
+        let meanwhile = followed.mine.remove(option).and_then(|mine| mine.meanwhile);
+        followed.mine.insert(option, Mine { number, meanwhile });
+        MineTold { told: Some(followed.committed.0.clone()), option, number }
+    }
+
+    /// An own change of `option` committed (row `seq` of the log if it took it): another
+    /// replica's change of it held meanwhile is put in effect now if the log has it later,
+    /// unless a later own change still waits.
+    fn mine_committed(&mut self, option: &'static str, number: u64, seq: Option<i64>) {
+        let Some(followed) = self.remote.as_mut() else { return };
+        if let Some(seq) = seq {
+            let last = followed.mine_logged.entry(option).or_insert(seq);
+            *last = (*last).max(seq);
+        }
+        if followed.mine.get(option).is_none_or(|mine| mine.number != number) {
+            return;
+        }
+        if let Some((seq, setting)) = followed.mine.remove(option).and_then(|mine| mine.meanwhile) {
+            self.set_elsewhere(seq, setting);
+        }
+    }
+
+    /// Whether another replica's change `setting`, row `seq` of the log, waits for an own
+    /// change of its option to commit (held until then), or comes before the own change the
+    /// log took last (older than what is in effect here: left).
+    pub(super) fn mine_first(&mut self, seq: i64, setting: &Setting) -> bool {
+        let Some(followed) = self.remote.as_mut() else { return false };
+        let option = setting.option();
+        if let Some(mine) = followed.mine.get_mut(option) {
+            mine.meanwhile = Some((seq, setting.clone()));
+            return true;
+        }
+        followed.mine_logged.get(option).is_some_and(|mine| *mine > seq)
     }
 
     /// Another replica's answer to command `command`, written when the log was at `seq`.

@@ -192,7 +192,9 @@ pub async fn append_unshown(
 /// this against a turn starting: every lease take locks that row too (a prompt's insert updates
 /// it), so either the take waits for this commit and its writer numbers on after these rows,
 /// or this waits for the take and finds the lease held. A lease whose holder stopped unreleased is held
-/// until a sweeper closes it.
+/// until a sweeper closes it. A lease `me` took again later in the same batch (the next turn's
+/// claim right after the release) is no other replica's: the change is logged after the new
+/// turn's rows, as its holder's, since nobody else would log it or be handed it.
 pub async fn append_unheld(
     tx: &Transaction<'_>,
     target: &PgTarget,
@@ -203,7 +205,10 @@ pub async fn append_unheld(
     let failed = |err: tokio_postgres::Error| target.failed(&err);
     let id = session.as_str();
     let lease = tx
-        .query_opt("SELECT epoch, released_at IS NULL FROM session_leases WHERE session_id = $1", &[&id])
+        .query_opt(
+            "SELECT epoch, released_at IS NULL AND holder <> $2 FROM session_leases WHERE session_id = $1",
+            &[&id, &me],
+        )
         .await
         .map_err(failed)?;
     let epoch = match lease {

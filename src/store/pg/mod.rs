@@ -31,6 +31,7 @@ pub mod inbox;
 pub mod late;
 pub mod lease;
 mod listing;
+mod logged;
 pub mod migrate;
 #[cfg(test)]
 mod outage_tests;

@@ -2,8 +2,9 @@
 //! another replica's rewind or delete waits for a running turn, a lease statement that fails
 //! never lets the rest of its batch pass for committed, and a take whose prompt cannot be
 //! stored leaves no lease behind in memory; a setting stored by a replica holding no lease is
-//! logged only while nobody holds it, numbered in with the holders' rows; a take for a handed
-//! command answered meanwhile takes nothing; a part's streamed pieces go with it.
+//! logged only while nobody holds it, numbered in with the holders' rows, a take with no prompt
+//! included; a take for a handed command answered meanwhile takes nothing; a part's streamed
+//! pieces go with it.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -378,6 +379,46 @@ async fn a_setting_stored_while_nobody_holds_the_lease_is_logged_and_the_next_ho
     );
 }
 
+/// A lease take with no prompt (`/compact`, `/rewind`) that comes while another replica logs a
+/// settings change (nobody holding the lease: its transaction holds the session's row) waits
+/// for that change and numbers its holder's rows on after it, never at the same `seq`, which
+/// would fail the holder's batch.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_take_without_a_prompt_numbers_on_after_a_setting_logged_while_it_was_taken() {
+    let url = fixture::database().await;
+    let a = store(&url, "host-a:1:a", Duration::from_secs(30)).await;
+    let id = new_session(&a).await;
+    let connect = || async {
+        let (db, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await.unwrap();
+        tokio::spawn(connection);
+        db
+    };
+    let (b, watch) = (connect().await, connect().await);
+    // b's change as its writer makes it: the session's row first, then the log's next row.
+    b.batch_execute("BEGIN").await.unwrap();
+    b.execute("UPDATE sessions SET mode = 'bypass' WHERE id = $1", &[&id.as_str()]).await.unwrap();
+    let append = "INSERT INTO session_events (session_id, seq, epoch, body, origin)
+                  VALUES ($1, 1, 0, '{\"setting\":1}', 'host-b:2:b')";
+    b.execute(append, &[&id.as_str()]).await.unwrap();
+
+    let (took, taken) = tokio::sync::oneshot::channel();
+    a.submit(take(&id, None), Some(Box::new(move |result| drop(took.send(result)))));
+    let (told, shown) = tokio::sync::oneshot::channel();
+    let show = Write::Show { session_id: id.clone() };
+    a.submit_logged(show, vec!["{\"turn\":2}".into()], Box::new(move |logged| drop(told.send(logged))));
+    let waiting =
+        "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()";
+    while watch.query_one(waiting, &[]).await.unwrap().get::<_, i64>(0) < 1 {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    b.batch_execute("COMMIT").await.unwrap();
+
+    assert!(taken.await.unwrap().is_ok(), "a took the lease");
+    let shown = shown.await.unwrap();
+    assert!(matches!(shown, Ok(Some(2))), "a's row numbered after b's, not at the same seq: {shown:?}");
+    a.shutdown().await;
+}
+
 /// A replica that stalled after taking a handed prompt wakes to find it answered `cancelled`
 /// by another's sweeper: the take for the prompt's turn is refused and takes nothing, while a
 /// command still its own is taken with its lease.
@@ -450,5 +491,56 @@ async fn a_parts_pieces_go_with_it_when_its_session_is_deleted_or_the_part_rewri
         .await
         .unwrap();
     assert_eq!(count(&other).await, 0, "a part written whole drops its pieces");
+    a.shutdown().await;
+}
+
+/// A setting changed in the batch that ends one turn of this replica's and takes the lease for
+/// the next (a queued prompt starting as the last turn ends) goes into the session's log like
+/// the new turn's own rows: that replica holds the lease once the batch commits, so nobody
+/// else logs the change nor is handed it, and the other replicas' clients would never be
+/// shown it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_setting_between_a_release_and_the_next_take_in_one_batch_is_logged() {
+    let url = fixture::database().await;
+    let a = store(&url, "host-a:1:a", Duration::from_secs(30)).await;
+    let b = store(&url, "host-b:2:b", Duration::from_secs(30)).await;
+    let id = new_session(&a).await;
+    a.commit(take(&id, Some(user("one")))).await.unwrap();
+    let connect = || async {
+        let (db, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await.unwrap();
+        tokio::spawn(connection);
+        db
+    };
+    let (locker, watch) = (connect().await, connect().await);
+    // a's writer waits on the session's row with a title, so the next three writes queue
+    // behind it and go in one batch.
+    locker.batch_execute("BEGIN").await.unwrap();
+    locker.execute("SELECT 1 FROM sessions WHERE id = $1 FOR UPDATE", &[&id.as_str()]).await.unwrap();
+    let title = Write::SetSessionTitle { id: id.clone(), title: "t".into(), by: crate::store::TitleBy::Client };
+    a.submit(title, None);
+    let waiting =
+        "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()";
+    while watch.query_one(waiting, &[]).await.unwrap().get::<_, i64>(0) < 1 {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    a.submit(Write::ReleaseLease { session_id: id.clone() }, None);
+    let (told, set) = tokio::sync::oneshot::channel();
+    a.submit_logged(
+        steer(&id),
+        vec!["{\"setting\":\"steer\"}".into()],
+        Box::new(move |logged| drop(told.send(logged))),
+    );
+    a.submit(take(&id, Some(user("two"))), None);
+    locker.batch_execute("COMMIT").await.unwrap();
+    let set = set.await.unwrap();
+    assert!(matches!(set, Ok(Some(_))), "the change is logged: {set:?}");
+    a.flush().await.unwrap();
+
+    let Some(super::events::Missed::Rows(rows)) = b.missed(&id, 0).await.unwrap() else { panic!("the log's rows") };
+    assert!(rows.iter().any(|row| row.body.contains("setting")), "another replica reads it");
+    // The new turn's writer numbers on after it.
+    let last = rows.last().map(|row| row.seq);
+    let next = logged(&a, Write::Show { session_id: id.clone() }, &["{\"turn\":\"next\"}"]).await;
+    assert_eq!(next, last.map(|last| last + 1));
     a.shutdown().await;
 }

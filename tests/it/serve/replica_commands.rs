@@ -477,3 +477,62 @@ async fn raced_with_a_turn(order: Order) {
     let numbers: Vec<u64> = seen.iter().filter_map(|m| m["params"]["_meta"]["cairn"]["seq"].as_u64()).collect();
     assert!(numbers.windows(2).all(|pair| pair[0] < pair[1]), "each once, in order: {numbers:?}");
 }
+
+/// The mode the last options update in `seen` showed for `session`.
+fn last_mode_shown(seen: &[Value], session: &str) -> Option<String> {
+    seen.iter().rev().find_map(|message| {
+        let update = &message["params"]["update"];
+        if message["method"] != "session/update" || message["params"]["sessionId"] != session {
+            return None;
+        }
+        let options =
+            update["configOptions"].as_array().filter(|_| update["sessionUpdate"] == "config_option_update")?;
+        let mode = options.iter().find(|option| option["id"] == "mode")?;
+        mode["currentValue"].as_str().map(str::to_owned)
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_modes_set_through_two_replicas_at_once_leave_every_replica_in_the_one_stored_last() {
+    let url = fixture::database().await;
+    let mut env = TestEnv::new().await;
+    env.set_env("CAIRN_MODEL", "openai/mock-model");
+    env.write_config(&format!("[store]\nurl = \"{url}\"\n"));
+    let (a, b) = (Server::start(&env).await, Server::start(&env).await);
+    let mut on_a = a.client().await;
+    let session = on_a.new_session(&env.cwd()).await;
+    let mut watching_a = viewer(&a, &env, &session).await;
+    let mut on_b = viewer(&b, &env, &session).await;
+    let mut watching_b = viewer(&b, &env, &session).await;
+
+    // a's change waits first on the session's row (locked from the test), b's behind it: b has
+    // put its own in effect before a's row, numbered before b's, is in the log.
+    let (db, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await.unwrap();
+    tokio::spawn(connection);
+    db.batch_execute("BEGIN").await.unwrap();
+    db.execute("SELECT 1 FROM sessions WHERE id = $1 FOR UPDATE", &[&session]).await.unwrap();
+    let to_plan = on_a.request("session/set_mode", json!({"sessionId": session, "modeId": "plan"})).await;
+    until_waiting(&db, 1).await;
+    let to_bypass = on_b.request("session/set_mode", json!({"sessionId": session, "modeId": "bypass"})).await;
+    until_waiting(&db, 2).await;
+    db.batch_execute("COMMIT").await.unwrap();
+    for (client, request) in [(&mut on_a, to_plan), (&mut on_b, to_bypass)] {
+        let (answer, _) = client.response(request).await;
+        assert!(answer.get("error").is_none(), "{answer}");
+    }
+    let stored: Option<String> =
+        db.query_one("SELECT mode FROM sessions WHERE id = $1", &[&session]).await.unwrap().get(0);
+    assert_eq!(stored.as_deref(), Some("bypass"), "b's change committed last");
+
+    // Every replica's clients are left shown the mode the session is in, as a load shows it.
+    let on_a_shown = last_mode_shown(&until_quiet(&mut watching_a).await, &session);
+    assert_eq!(on_a_shown.as_deref(), Some("bypass"), "a's watching client");
+    let on_b_shown = last_mode_shown(&until_quiet(&mut watching_b).await, &session);
+    assert_eq!(on_b_shown.as_deref(), Some("bypass"), "b's watching client: b's own change, not a's before it");
+    for server in [&a, &b] {
+        let mut fresh = server.client().await;
+        let loaded =
+            fresh.call("session/load", json!({"sessionId": session, "cwd": env.cwd(), "mcpServers": []})).await;
+        assert_eq!(loaded["modes"]["currentModeId"], "bypass", "a load on {}: {loaded}", server.url);
+    }
+}

@@ -217,17 +217,53 @@ async fn a_resume_across_a_setting_and_a_queued_note_gets_the_note_once_in_order
     on_a_seen.extend(rest);
 
     // b's client comes back from before the setting: every row after it, the note once, in
-    // order; the setting's row is a gap (what it shows is the session's options, not in the log).
+    // order; the setting's row is a gap in the numbers (what it shows is the session's options,
+    // which the log does not hold).
     let mut again = servers[1].client().await;
     let (answer, resumed) = resume(&mut again, &session, setting - 1).await;
     assert!(answer.get("error").is_none(), "{answer}");
     let notes = |seen: &[Value]| seen.iter().filter(|m| m.to_string().contains("queued behind 1 turn")).count();
     assert_eq!(notes(&resumed), 1, "{resumed:?}");
-    assert!(!resumed.iter().any(|m| m["params"]["update"]["sessionUpdate"] == "config_option_update"));
+    // In its stead the client is shown the options as they are (no number: the log has none).
+    let options: Vec<&Value> = resumed.iter().filter(|m| options_in_mode(m, &session, "bypass")).collect();
+    assert_eq!(options.len(), 1, "{resumed:?}");
+    assert_eq!(seq(options[0]), None, "{resumed:?}");
     let got = numbers(&resumed, &session);
     assert!(got.first().is_some_and(|first| *first > setting), "{got:?} after {setting}");
     assert!(got.windows(2).all(|pair| pair[0] < pair[1]), "each once, in order: {got:?}");
     // Everything a's client was shown after the setting (and the prompts, which it sent).
     let shown_on_a = numbers(&on_a_seen, &session);
     assert!(shown_on_a.iter().all(|seq| *seq <= setting || got.contains(seq)), "{got:?} lacks some of {shown_on_a:?}");
+}
+
+/// Whether `message` shows `session`'s options with its mode `mode`.
+fn options_in_mode(message: &Value, session: &str, mode: &str) -> bool {
+    let update = &message["params"]["update"];
+    message["params"]["sessionId"] == session
+        && update["sessionUpdate"] == "config_option_update"
+        && update["configOptions"]
+            .as_array()
+            .is_some_and(|options| options.iter().any(|o| o["id"] == "mode" && o["currentValue"] == mode))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_resuming_from_before_a_mode_changed_through_another_replica_is_shown_the_mode() {
+    let (env, servers) = replicas(2).await;
+    let mut on_a = servers[0].client().await;
+    let session = on_a.new_session(&env.cwd()).await;
+    let mut on_b = servers[1].client().await;
+    on_b.call("session/load", open(&session, &env)).await;
+    on_b.drop_connection();
+    // While b's client is away, a's client changes the mode (the log's first row).
+    on_a.call("session/set_mode", json!({"sessionId": session, "modeId": "bypass"})).await;
+
+    // b's client comes back from the log's start: the row it missed is a setting, which it
+    // is shown as the session's options, or its screen keeps the mode it had, for good.
+    let mut again = servers[1].client().await;
+    let (answer, mut seen) = resume(&mut again, &session, 0).await;
+    assert!(answer.get("error").is_none(), "{answer}");
+    assert_eq!(answer["result"]["lastSeq"], 1, "{answer}");
+    while !seen.iter().any(|message| options_in_mode(message, &session, "bypass")) {
+        seen.push(again.recv().await);
+    }
 }
