@@ -123,8 +123,10 @@ async fn the_official_client_on_one_replica_follows_and_prompts_a_session_anothe
         {"prompt": {"sessionId": session, "prompt": [{"type": "text", "text": "two"}]}},
     ]});
 
+    // A's turn is released once A has taken the prompt b handed it, so the prompt queues there.
     let released = async {
         b.until_said("handed to the replica running the session's turn").await;
+        a.until_said("a command handed by another replica").await;
         release.notify_one();
     };
     let bridge = ["acp", "--server", b.url.as_str()];
@@ -135,9 +137,14 @@ async fn the_official_client_on_one_replica_follows_and_prompts_a_session_anothe
     let steps = &transcript["steps"];
     assert_eq!(steps[1]["response"]["stopReason"], "end_turn", "{transcript}");
     let (loaded, prompted) = (updates(&steps[0]), updates(&steps[1]));
-    let seen = format!("{}{}", agent_text(&loaded), agent_text(&prompted));
+    // A note for the moment (no message id, never replayed) tells b's client where its prompt
+    // stands on a, as a's own clients are told; the rest is the stored messages' chunks.
+    let (stored, notes): (Vec<Value>, Vec<Value>) =
+        prompted.iter().cloned().partition(|update| update.get("messageId").is_some());
+    assert!(agent_text(&notes).contains("queued behind 1 turn"), "told it queued on a: {prompted:?}");
+    let seen = format!("{}{}", agent_text(&loaded), agent_text(&stored));
     assert_eq!(seen, "first answersecond answer", "each chunk once, in order: {loaded:?} {prompted:?}");
-    assert!(agent_text(&prompted).ends_with("second answer"), "the answer came after its turn: {prompted:?}");
+    assert!(agent_text(&stored).ends_with("second answer"), "the answer came after its turn: {prompted:?}");
     let asked = env.mock.requests();
     assert_eq!(asked.len(), 2, "each prompt ran once");
     assert!(asked[1].to_string().contains("two"), "a ran the prompt b was sent");
