@@ -16,10 +16,10 @@
 //! client's request waits for its answer, which is given once the log is forwarded up to where
 //! the answer was written, so the client sees the whole turn before its end. A handed prompt
 //! the client withdraws (`$/cancel_request`) is withdrawn where it was handed. A setting
-//! changed here while this replica's own turn was starting (served here, as a turn ran) is
-//! handed on after the prompt if the lease refuses that turn: it was meant for the session's
-//! running turn, which is the holder's. A session that
-//! closes answers what waits: a prompt `cancelled`, anything else closed.
+//! stored here that the log could not take because another replica holds the lease (a turn
+//! it started meanwhile, or one that refused this replica's own) is handed on to that replica
+//! once committed (`handing.rs`). A session that closes answers what waits: a prompt
+//! `cancelled`, anything else closed.
 
 use std::collections::HashMap;
 
