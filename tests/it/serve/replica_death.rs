@@ -15,13 +15,24 @@ use super::postgres::fixture;
 use crate::support::served::{Client, Server};
 use crate::support::{Reply, TestEnv, text_of, updates};
 
-/// Two replicas of one database whose leases live `ttl` seconds unrenewed.
-async fn two_replicas(ttl: u64) -> (TestEnv, Server, Server) {
+/// Two replicas of one database (its URL too) whose leases live `ttl` seconds unrenewed (the
+/// default time to live with `None`).
+async fn two_replicas(ttl: Option<u64>) -> (TestEnv, String, Server, Server) {
     let env = TestEnv::new().await;
     let url = fixture::database().await;
-    env.write_config(&format!("[store]\nurl = \"{url}\"\nlease_ttl_secs = {ttl}\n"));
+    let ttl = ttl.map(|ttl| format!("lease_ttl_secs = {ttl}\n")).unwrap_or_default();
+    env.write_config(&format!("[store]\nurl = \"{url}\"\n{ttl}"));
     let (a, b) = (Server::start(&env).await, Server::start(&env).await);
-    (env, a, b)
+    (env, url, a, b)
+}
+
+/// Lets go of `session`'s lease in the database, as its holder does at a turn's end.
+async fn release_lease(url: &str, session: &str) {
+    let (database, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls).await.unwrap();
+    tokio::spawn(connection);
+    let released =
+        database.execute("UPDATE session_leases SET released_at = now() WHERE session_id = $1", &[&session]).await;
+    assert_eq!(released.unwrap(), 1);
 }
 
 pub(super) fn open(session: &str, env: &TestEnv) -> Value {
@@ -44,7 +55,7 @@ pub(super) async fn loaded(server: &Server, env: &TestEnv, session: &str) -> Vec
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_replica_killed_with_twenty_turns_streaming_loses_nothing_its_clients_were_shown() {
-    let (env, mut a, b) = two_replicas(2).await;
+    let (env, _, mut a, b) = two_replicas(Some(2)).await;
     let mut on_a = a.client().await;
     let mut sessions = Vec::new();
     for _ in 0..20 {
@@ -124,7 +135,7 @@ async fn until_streamed(client: &mut Client, session: &str, at_least: usize) -> 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_replica_stopped_past_its_lease_wakes_fenced_and_writes_nothing_more() {
-    let (env, a, b) = two_replicas(2).await;
+    let (env, _, a, b) = two_replicas(Some(2)).await;
     let mut on_a = a.client().await;
     let session = on_a.new_session(&env.cwd()).await;
     env.mock.push(Reply::endless(Duration::from_millis(20)));
@@ -159,10 +170,7 @@ async fn a_replica_stopped_past_its_lease_wakes_fenced_and_writes_nothing_more()
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_prompt_taken_by_a_replica_that_dies_between_turns_is_answered_cancelled() {
-    let env = TestEnv::new().await;
-    let url = fixture::database().await;
-    env.write_config(&format!("[store]\nurl = \"{url}\"\nlease_ttl_secs = 2\n"));
-    let (a, b) = (Server::start(&env).await, Server::start(&env).await);
+    let (env, url, a, b) = two_replicas(Some(2)).await;
     let (first, _release) = Reply::text(&["first ", "answer"]).held(1);
     env.mock.push(first);
     let mut on_a = a.client().await;
@@ -178,11 +186,7 @@ async fn a_prompt_taken_by_a_replica_that_dies_between_turns_is_answered_cancell
     // a dies between turns, its lease let go (as at the end of the turn that ran the prompt it
     // took) but the prompt's answer never written: no lease lapses, and a took the command.
     signal(&a, "-KILL");
-    let (database, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await.unwrap();
-    tokio::spawn(connection);
-    let released =
-        database.execute("UPDATE session_leases SET released_at = now() WHERE session_id = $1", &[&session]).await;
-    assert_eq!(released.unwrap(), 1);
+    release_lease(&url, &session).await;
 
     let (answer, _) = on_b.response(two).await;
     assert_eq!(answer["result"]["stopReason"], "cancelled", "b's sweeper answered for the dead replica: {answer}");
@@ -191,7 +195,7 @@ async fn a_prompt_taken_by_a_replica_that_dies_between_turns_is_answered_cancell
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_prompt_handed_to_a_replica_stopped_past_its_lease_is_answered_cancelled_and_never_runs_when_it_wakes() {
-    let (env, a, b) = two_replicas(2).await;
+    let (env, _, a, b) = two_replicas(Some(2)).await;
     let mut on_a = a.client().await;
     let session = on_a.new_session(&env.cwd()).await;
     env.mock.push(Reply::endless(Duration::from_millis(20)));
@@ -235,10 +239,7 @@ async fn a_prompt_handed_to_a_replica_stopped_past_its_lease_is_answered_cancell
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_prompt_answered_cancelled_while_its_taker_stalled_between_turns_never_runs_when_it_wakes() {
-    let env = TestEnv::new().await;
-    let url = fixture::database().await;
-    env.write_config(&format!("[store]\nurl = \"{url}\"\nlease_ttl_secs = 2\n"));
-    let (a, b) = (Server::start(&env).await, Server::start(&env).await);
+    let (env, url, a, b) = two_replicas(Some(2)).await;
     let (first, release) = Reply::text(&["first ", "answer"]).held(1);
     env.mock.push(first);
     env.mock.push(Reply::text(&["an answer for whichever prompt runs next"]));
@@ -257,11 +258,7 @@ async fn a_prompt_answered_cancelled_while_its_taker_stalled_between_turns_never
     // a stalls between its turns: the first one's lease let go, the queued prompt's not yet
     // taken. No lease lapses; b's sweeper finds a's heart stopped and answers what it took.
     signal(&a, "-STOP");
-    let (database, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await.unwrap();
-    tokio::spawn(connection);
-    let released =
-        database.execute("UPDATE session_leases SET released_at = now() WHERE session_id = $1", &[&session]).await;
-    assert_eq!(released.unwrap(), 1);
+    release_lease(&url, &session).await;
     let (answer, _) = on_b.response(two).await;
     assert_eq!(answer["result"]["stopReason"], "cancelled", "{answer}");
 
@@ -280,10 +277,7 @@ async fn a_prompt_answered_cancelled_while_its_taker_stalled_between_turns_never
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_title_its_own_replica_takes_back_when_nobody_holds_the_session_is_shown_once() {
-    let env = TestEnv::new().await;
-    let url = fixture::database().await;
-    env.write_config(&format!("[store]\nurl = \"{url}\"\n"));
-    let (a, b) = (Server::start(&env).await, Server::start(&env).await);
+    let (env, url, a, b) = two_replicas(None).await;
     let (first, _release) = Reply::text(&["first ", "answer"]).held(1);
     env.mock.push(first);
     let mut on_a = a.client().await;
@@ -298,11 +292,7 @@ async fn a_title_its_own_replica_takes_back_when_nobody_holds_the_session_is_sho
     signal(&a, "-STOP");
     let titled = on_b.request("session/set_title", json!({"sessionId": session, "title": "Named on b"})).await;
     b.until_said("a command was handed to the replica running the session's turn").await;
-    let (database, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await.unwrap();
-    tokio::spawn(connection);
-    let released =
-        database.execute("UPDATE session_leases SET released_at = now() WHERE session_id = $1", &[&session]).await;
-    assert_eq!(released.unwrap(), 1);
+    release_lease(&url, &session).await;
     let (answer, seen) = on_b.response(titled).await;
     signal(&a, "-CONT");
     assert!(answer.get("error").is_none(), "{answer}");
