@@ -116,6 +116,8 @@ impl Postgres {
             open: HashMap::new(),
             seqs: HashMap::new(),
             unreleased: HashSet::new(),
+            unshown: HashSet::new(),
+            opening: HashMap::new(),
             regain_within,
             batch: batch.unwrap_or(0),
             down: false,

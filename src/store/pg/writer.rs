@@ -2,7 +2,9 @@
 //! batches, as the SQLite writer thread does, and holding this replica's session leases.
 //!
 //! A batch is one transaction, begun no sooner than [`GAP`] after the last while writes keep
-//! coming (fewer, fuller statements). It starts by fencing every session it writes whose lease this
+//! coming (fewer, fuller statements), unless a write someone waits for comes meanwhile
+//! ([`Writer::waited_for`]: a turn's claim, its first shown update, its end, a barrier): then it
+//! goes at once with what is queued. It starts by fencing every session it writes whose lease this
 //! replica holds (`lease::fence_all`, `FOR SHARE`): a session whose lease another replica took
 //! over meanwhile gets nothing written, and its writes fail as fenced. The batch's lease takes
 //! (the turns' claims) that can go first run next, all together in a few set-based statements
@@ -32,7 +34,7 @@
 //! committed, which each batch's stamp in `cairn_writers` tells (`regain`); past the bound its
 //! writes fail with [`PgError::Lost`].
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::time::Duration;
 
 use tokio::sync::{mpsc, oneshot};
@@ -108,6 +110,12 @@ pub struct Writer {
     /// Leases whose release failed: tried again after every later batch until it commits
     /// (renewed meanwhile, as they are still held).
     pub(super) unreleased: HashSet<SessionId>,
+    /// Sessions whose lease this replica took and which have shown nothing since: the first
+    /// update one shows is what its client waits for after its prompt.
+    pub(super) unshown: HashSet<SessionId>,
+    /// The parts such sessions open in the jobs waiting out the gap, for the first chunk's
+    /// session to be known before the part is stored.
+    pub(super) opening: HashMap<PartKey, SessionId>,
     /// How long a batch waits for a lost connection to come back.
     pub(super) regain_within: Duration,
     /// The number of the last batch run: each stamps it in `cairn_writers` as it commits.
@@ -152,12 +160,16 @@ impl Writer {
         let mut renew_at = Instant::now() + beat;
         // When the last batch of writes began.
         let mut begun: Option<Instant> = None;
+        // Jobs received while waiting out the gap, before the queue's.
+        let mut early: VecDeque<Job> = VecDeque::new();
         loop {
             if !self.held.is_empty() && Instant::now() >= renew_at {
                 self.renew().await;
                 renew_at = Instant::now() + beat;
             }
-            let first = if self.held.is_empty() {
+            let first = if let Some(job) = early.pop_front() {
+                Some(job)
+            } else if self.held.is_empty() {
                 let job = jobs.recv().await;
                 renew_at = Instant::now() + beat;
                 job
@@ -174,9 +186,11 @@ impl Writer {
             if matches!(first, Job::Write(..)) {
                 if let Some(begun) = begun
                     && Instant::now() < begun + GAP
+                    && !self.waited_for(&first)
                 {
-                    tokio::time::sleep_until(begun + GAP).await;
+                    self.wait_out(begun + GAP, &mut jobs, &mut early).await;
                 }
+                self.opening.clear();
                 begun = Some(Instant::now());
             }
             let mut writes = Vec::new();
@@ -191,7 +205,7 @@ impl Writer {
                     }
                 }
                 if writes.len() < MAX_BATCH {
-                    next = jobs.try_recv().ok();
+                    next = early.pop_front().or_else(|| jobs.try_recv().ok());
                 }
             }
             if !writes.is_empty() {
@@ -234,6 +248,43 @@ impl Writer {
                 }
                 Some(Job::Write(..)) | None => {}
             }
+        }
+    }
+
+    /// Waits until `until` (the gap after the last batch), keeping in `early` what comes
+    /// meanwhile, but no longer once a job comes that someone waits for: a write
+    /// ([`Self::waited_for`]), a snapshot or load, the shutdown.
+    async fn wait_out(&mut self, until: Instant, jobs: &mut mpsc::UnboundedReceiver<Job>, early: &mut VecDeque<Job>) {
+        while early.len() < MAX_BATCH {
+            let Ok(Some(job)) = tokio::time::timeout_at(until, jobs.recv()).await else { return };
+            let now = !matches!(job, Job::Write(..)) || self.waited_for(&job);
+            early.push_back(job);
+            if now {
+                return;
+            }
+        }
+    }
+
+    /// Whether a client waits for `job`'s commit, so it goes without waiting out the gap: a
+    /// turn's claim or end, a barrier, or the first update a turn started here shows (its
+    /// client's first text after the prompt; the session counts as shown from then on).
+    /// Streaming chunks after it wait, and fill the batches.
+    fn waited_for(&mut self, job: &Job) -> bool {
+        let Job::Write(write, shown, _) = job else { return true };
+        match write {
+            Write::TakeLease { .. } | Write::ReleaseLease { .. } | Write::Barrier => true,
+            _ if self.unshown.is_empty() => false,
+            Write::OpenPart { session_id, message_id, index, .. } => {
+                if self.unshown.contains(session_id) {
+                    self.opening.insert((message_id.clone(), *index), session_id.clone());
+                }
+                false
+            }
+            _ if shown.is_empty() => false,
+            _ => match writes::session_of(write, &self.open, &self.opening) {
+                Some(session) => self.unshown.remove(session),
+                None => false,
+            },
         }
     }
 
@@ -313,9 +364,11 @@ impl Writer {
         for lease in done.taken {
             self.lost.remove(&lease.session);
             self.unreleased.remove(&lease.session);
+            self.unshown.insert(lease.session.clone());
             self.held.insert(lease.session.clone(), lease);
         }
         for session in done.released {
+            self.unshown.remove(&session);
             self.held.remove(&session);
             self.seqs.remove(&session);
             self.unreleased.remove(&session);
