@@ -17,11 +17,14 @@ impl Actor {
     pub(super) fn set_title(&mut self, title: String, reply: Reply<SessionView>) {
         self.title_pending = None;
         self.row.title = Some(title.clone());
+        self.changed_here("title");
         let (sink, id, view) = (Arc::clone(&self.services.sink), self.row.id.clone(), self.view());
         let write = Write::SetSessionTitle { id: id.clone(), title: title.clone(), by: crate::store::TitleBy::Client };
+        let unstored = self.unstored();
         self.services.store.submit(
             write,
             Some(Box::new(move |result| {
+                drop(unstored);
                 if result.is_ok() {
                     sink.send(&id, Update::Title(title));
                 }
@@ -41,14 +44,15 @@ impl Actor {
         let (kept, value) = Setting::Mode(mode).kept();
         let (sink, id, view) = (Arc::clone(&self.services.sink), self.row.id.clone(), self.view());
         let write = Write::SetSessionSetting { id: id.clone(), kept, value };
+        let unstored = self.unstored();
         self.services.store.submit(
             write,
-            Some(Box::new(move |result| match result {
-                Ok(()) => {
+            Some(Box::new(move |result| match (result, unstored) {
+                (Ok(()), _) => {
                     sink.send(&id, Update::Mode(mode));
                     sink.send(&id, Update::Options(Box::new(view)));
                 }
-                Err(err) => tracing::warn!(session = %id, %err, "the mode an approved plan chose was not stored"),
+                (Err(err), _) => tracing::warn!(session = %id, %err, "the mode an approved plan chose was not stored"),
             })),
         );
     }

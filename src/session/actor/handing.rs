@@ -13,7 +13,9 @@
 //! here the session's settings are read again from its row: the lease holder alone numbers
 //! the session's event log, so a replica that does not hold it has no way to log the change
 //! for the others' followers, and the row is where every replica stored it. What this replica
-//! queued to store is committed first, so the row never takes back its own newer change.
+//! queued to store of the row is committed first, so the row never takes back its own newer
+//! change; with nothing of it queued (as before most turns) the row is read at once, without
+//! waiting for the writer's next batch.
 
 use tokio::sync::oneshot;
 
@@ -67,7 +69,7 @@ impl Actor {
         let Some(sent) = self.services.store.send_command(&self.row.id, handed.json()).await else {
             return Some(command);
         };
-        let waiting = match waiting(command) {
+        let waiting = match waiting(command, self.numbered()) {
             Ok(waiting) => waiting,
             Err(command) => return Some(*command),
         };
@@ -101,10 +103,11 @@ impl Actor {
         };
         let option = setting.option();
         let write = self.apply(setting)?;
-        let ((logged, was_logged), mine) = (oneshot::channel(), self.mine(option));
+        let ((logged, was_logged), mine, unstored) = (oneshot::channel(), self.mine(option), self.unstored());
         let after = move |result: Result<Option<i64>, crate::store::StoreError>| {
             let seq = result.ok().flatten();
             mine.committed(seq);
+            drop(unstored);
             let _ = logged.send(seq.is_some());
         };
         self.services.store.submit_logged(write, shown, Box::new(after));
@@ -212,7 +215,11 @@ impl Actor {
             return;
         }
         let store = &self.services.store;
-        let read = match store.flush().await {
+        let flushed = match self.storing_row() {
+            true => store.flush().await,
+            false => Ok(()),
+        };
+        let read = match flushed {
             Ok(()) => store.session(&self.row.id).await,
             Err(err) => Err(err),
         };
@@ -285,10 +292,10 @@ async fn hand_on(store: &crate::store::Store, session: &crate::ids::SessionId, s
 }
 
 /// What waits for the answer to a handed command; the command back if it is not one.
-fn waiting(command: Command) -> Result<Waiting, Box<Command>> {
+fn waiting(command: Command, after: u64) -> Result<Waiting, Box<Command>> {
     match command {
-        Command::Set { setting, reply } => Ok(Waiting::Set { setting, reply }),
-        Command::SetTitle { title, reply } => Ok(Waiting::Title { title, reply }),
+        Command::Set { setting, reply } => Ok(Waiting::Set { setting, reply, after }),
+        Command::SetTitle { title, reply } => Ok(Waiting::Title { title, reply, after }),
         Command::Steer { reply, .. } => Ok(Waiting::Steer { reply }),
         other @ (Command::Prompt { .. }
         | Command::Cancel

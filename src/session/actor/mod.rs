@@ -497,7 +497,9 @@ impl Actor {
     /// Stores the settings no turn took with its prompt.
     fn save_unsaved(&mut self) {
         for write in std::mem::take(&mut self.unsaved) {
-            self.services.store.submit(write, None);
+            let after =
+                self.unstored().map(|unstored| -> crate::store::AfterCommit { Box::new(move |_| drop(unstored)) });
+            self.services.store.submit(write, after);
         }
     }
 

@@ -22,6 +22,8 @@
 //! `cancelled`, anything else closed.
 
 use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use tokio::sync::{mpsc, watch};
 
@@ -38,6 +40,10 @@ use crate::store::pg::events::Event;
 
 /// The longest a turn waits for the session's log to be forwarded before it starts.
 const CATCH_UP: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Whether this process has warned of an event it cannot read: a replica of a newer version
+/// logs every turn's rows in its own vocabulary, and one warning says what a line per row would.
+static UNREADABLE_TOLD: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 /// The session's event log as this actor follows it.
 pub(super) struct Followed {
@@ -63,8 +69,25 @@ pub(super) struct Followed {
     mine_logged: HashMap<&'static str, i64>,
     /// Told by the writer as each own settings change commits (option, number, `seq`).
     committed: (mpsc::UnboundedSender<Committed>, mpsc::UnboundedReceiver<Committed>),
-    /// The number of the last own settings change.
+    /// The number of the last own settings change (or title).
     numbered: u64,
+    /// The number of the last own change of each option (and of the title, `"title"`): a
+    /// change handed to the lease holder before it is older than what is in effect here.
+    changed: HashMap<&'static str, u64>,
+    /// This replica's own writes of the session's row (settings, title) queued and not
+    /// committed yet: a turn about to start here reads the row again only after them
+    /// (`handing.rs`), and need not wait for the writer when there are none.
+    unstored: Arc<AtomicUsize>,
+}
+
+/// Counts an own write of the session's row as not committed until dropped, from the write's
+/// callback (or with it, when the writer drops it unrun).
+pub(super) struct Unstored(Arc<AtomicUsize>);
+
+impl Drop for Unstored {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Release);
+    }
 }
 
 /// An own settings change not committed yet: its number, and another replica's change of the
@@ -118,6 +141,8 @@ impl Followed {
             mine_logged: HashMap::new(),
             committed: mpsc::unbounded_channel(),
             numbered: 0,
+            changed: HashMap::new(),
+            unstored: Arc::new(AtomicUsize::new(0)),
         })
     }
 }
@@ -126,10 +151,11 @@ impl Followed {
 pub(super) enum Waiting {
     /// A prompt, by the ticket its client may withdraw it with.
     Prompt { ticket: u64, reply: Reply<TurnEnd> },
-    /// A setting, put in effect here too once the holder took it.
-    Set { setting: Setting, reply: Reply<SessionView> },
+    /// A setting, put in effect here too once the holder took it, unless an own change of its
+    /// option (numbered after `after`, see [`Actor::mine`]) was made here since.
+    Set { setting: Setting, reply: Reply<SessionView>, after: u64 },
     /// A title, likewise.
-    Title { title: String, reply: Reply<SessionView> },
+    Title { title: String, reply: Reply<SessionView>, after: u64 },
     /// A `_session/steering` prompt.
     Steer { reply: Reply<Steering> },
 }
@@ -152,6 +178,19 @@ pub(super) async fn next(followed: &mut Option<Followed>) -> Next {
 }
 
 impl Actor {
+    /// An own write of the session's row is about to be queued: what to drop in its callback,
+    /// once it has committed. `None` when nothing is followed.
+    pub(super) fn unstored(&self) -> Option<Unstored> {
+        let followed = self.remote.as_ref()?;
+        followed.unstored.fetch_add(1, Ordering::AcqRel);
+        Some(Unstored(Arc::clone(&followed.unstored)))
+    }
+
+    /// Whether an own write of the session's row is queued and not committed yet.
+    pub(super) fn storing_row(&self) -> bool {
+        self.remote.as_ref().is_some_and(|followed| followed.unstored.load(Ordering::Acquire) > 0)
+    }
+
     /// A row of the session's log: shown to this replica's clients unless it is this replica's.
     /// Or an own settings change committed ([`Self::mine_committed`]).
     pub(super) fn followed(&mut self, next: Next) {
@@ -191,8 +230,10 @@ impl Actor {
                 self.set_elsewhere(event.seq, setting);
             } else if let Some(update) = Update::from_event(&event.body) {
                 self.services.sink.send_logged(&self.row.id, event.seq, update);
+            } else if !UNREADABLE_TOLD.swap(true, Ordering::Relaxed) {
+                tracing::warn!(session = %self.row.id, seq = event.seq, "an event this cairn cannot read was skipped (and any more will be, told only at debug level); are all replicas the same version?");
             } else {
-                tracing::warn!(session = %self.row.id, seq = event.seq, "an event this cairn cannot read was skipped; are all replicas the same version?");
+                tracing::debug!(session = %self.row.id, seq = event.seq, "an event this cairn cannot read was skipped");
             }
         }
         if let Some(followed) = self.remote.as_ref() {
@@ -222,12 +263,30 @@ impl Actor {
     /// shown, and this replica left in, an older change than the one stored last). What to
     /// tell once it commits (nothing when nothing is followed).
     pub(super) fn mine(&mut self, option: &'static str) -> MineTold {
+        let number = self.changed_here(option);
         let Some(followed) = self.remote.as_mut() else { return MineTold { told: None, option, number: 0 } };
-        followed.numbered += 1;
-        let number = followed.numbered;
         let meanwhile = followed.mine.remove(option).and_then(|mine| mine.meanwhile);
         followed.mine.insert(option, Mine { number, meanwhile });
         MineTold { told: Some(followed.committed.0.clone()), option, number }
+    }
+
+    /// Numbers an own change of `option` (or `"title"`) made here, in effect from now on.
+    pub(super) fn changed_here(&mut self, option: &'static str) -> u64 {
+        let Some(followed) = self.remote.as_mut() else { return 0 };
+        followed.numbered += 1;
+        followed.changed.insert(option, followed.numbered);
+        followed.numbered
+    }
+
+    /// The number the next own change is compared with: one handed now is older than any
+    /// numbered after this.
+    pub(super) fn numbered(&self) -> u64 {
+        self.remote.as_ref().map_or(0, |followed| followed.numbered)
+    }
+
+    /// Whether an own change of `option` (or `"title"`) was made here after number `after`.
+    fn changed_since(&self, option: &'static str, after: u64) -> bool {
+        self.remote.as_ref().and_then(|followed| followed.changed.get(option)).is_some_and(|number| *number > after)
     }
 
     /// An own change of `option` committed (row `seq` of the log if it took it): another
@@ -283,11 +342,20 @@ impl Actor {
                 Waiting::Prompt { reply, .. } => {
                     let _ = reply.send(outcome.answer(&self.row.id));
                 }
-                Waiting::Set { setting, reply } => {
-                    let _ = reply.send(outcome.done(&self.row.id).map(|()| self.set_as_handed(setting)));
+                // A change made here since is the one in effect, and stored after this one.
+                Waiting::Set { setting, reply, after } => {
+                    let outcome = outcome.done(&self.row.id);
+                    let _ = reply.send(outcome.map(|()| match self.changed_since(setting.option(), after) {
+                        true => self.view(),
+                        false => self.set_as_handed(setting),
+                    }));
                 }
-                Waiting::Title { title, reply } => {
-                    let _ = reply.send(outcome.done(&self.row.id).map(|()| self.title_as_handed(title)));
+                Waiting::Title { title, reply, after } => {
+                    let outcome = outcome.done(&self.row.id);
+                    let _ = reply.send(outcome.map(|()| match self.changed_since("title", after) {
+                        true => self.view(),
+                        false => self.title_as_handed(title),
+                    }));
                 }
                 Waiting::Steer { reply } => {
                     let _ = reply.send(outcome.steering(&self.row.id));
