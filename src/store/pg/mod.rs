@@ -31,6 +31,8 @@ pub mod inbox;
 pub mod late;
 pub mod lease;
 mod listing;
+#[cfg(test)]
+mod lock_order_tests;
 mod logged;
 pub mod migrate;
 #[cfg(test)]
