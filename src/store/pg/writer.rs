@@ -374,6 +374,7 @@ impl Writer {
             self.unreleased.remove(&session);
         }
         for session in done.lost {
+            self.unshown.remove(&session);
             self.held.remove(&session);
             self.seqs.remove(&session);
             self.lost.insert(session);
