@@ -2,8 +2,8 @@
 //! cancels that a client sends to a replica not running the session's turn reach the one that
 //! is, as they would on one replica (one sent while the replica's own prompt is starting, before
 //! the lease refuses it, too). A mode change reaches the running turn's next decision, a
-//! model change its queued prompts, a steered prompt joins it, and a handed prompt the client
-//! withdraws never runs; a setting changed while nobody runs a turn is shown live to every
+//! model change its queued prompts, a steered prompt joins it, and a prompt the client
+//! withdraws never runs, whether handed already, starting, or with its claim queued; a setting changed while nobody runs a turn is shown live to every
 //! replica's clients and is the next turn's, on whichever replica runs it, or handed on to
 //! the turn another replica started while it was being stored.
 
@@ -156,6 +156,60 @@ async fn a_prompt_withdrawn_while_its_turn_is_starting_under_another_replicas_le
     assert!(!b.stderr().contains("a prompt was handed"), "b handed it on:\n{}", b.stderr());
     let ran = env.mock.requests().iter().any(|body| body.to_string().contains("withdrawn before its refusal"));
     assert!(!ran, "the withdrawn prompt ran");
+}
+
+/// A prompt whose client withdraws it (`$/cancel_request`) while its turn's claim waits in the
+/// writer's queue, before the lease refuses it: the refusal finds the turn cancelled, and the
+/// prompt is answered `cancelled` instead of handed on to run on the replica holding the lease.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_prompt_withdrawn_as_its_claim_waits_under_another_replicas_lease_is_never_handed_on() {
+    let url = fixture::database().await;
+    let mut env = TestEnv::new().await;
+    env.set_env("CAIRN_MODEL", "openai/mock-model");
+    env.write_config(&format!("[store]\nurl = \"{url}\"\n"));
+    let (a, b) = (Server::start(&env).await, Server::start(&env).await);
+    let (first, release) = Reply::text(&["first ", "answer"]).held(1);
+    env.mock.push(first);
+    env.mock.push(Reply::text(&["never"]));
+    let mut on_a = a.client().await;
+    let session = on_a.new_session(&env.cwd()).await;
+    let mut on_b = viewer(&b, &env, &session).await;
+
+    let one = on_a.prompt(&session, "one").await;
+    until_answer_starts(&mut on_b, &session).await;
+    // b's writer is held up by a change to another session, whose row the test locks: b's
+    // claim waits behind it, and its client cancels meanwhile.
+    let other = on_b.new_session(&env.cwd()).await;
+    let (db, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await.unwrap();
+    tokio::spawn(connection);
+    db.batch_execute("BEGIN").await.unwrap();
+    db.execute("SELECT 1 FROM sessions WHERE id = $1 FOR UPDATE", &[&other]).await.unwrap();
+    let held_up = on_b.request("session/set_mode", json!({"sessionId": other, "modeId": "plan"})).await;
+    until_waiting(&db, 1).await;
+    let cancelled = on_b.prompt(&session, "cancelled before its refusal").await;
+    on_b.send(json!({"jsonrpc": "2.0", "method": "$/cancel_request", "params": {"requestId": cancelled}})).await;
+    // A notification: nothing answers it. Time enough for b's actor to take it.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    db.batch_execute("COMMIT").await.unwrap();
+
+    let (set, before) = on_b.response(held_up).await;
+    assert!(set.get("error").is_none(), "{set}");
+    let answer = match before.into_iter().find(|message| message.get("method").is_none() && message["id"] == cancelled)
+    {
+        Some(answer) => answer,
+        None => on_b.response(cancelled).await.0,
+    };
+    let cancelled = answer["result"]["stopReason"] == "cancelled" || answer["error"]["code"] == -32800;
+    assert!(cancelled, "{answer}");
+    release.notify_one();
+    let (done, _) = on_a.response(one).await;
+    assert!(done.get("error").is_none(), "{done}");
+    let after = on_a.prompt(&session, "after").await;
+    let (quiet, _) = on_a.response(after).await;
+    assert!(quiet.get("error").is_none(), "{quiet}");
+    assert!(!b.stderr().contains("a prompt was handed"), "b handed it on:\n{}", b.stderr());
+    let ran = env.mock.requests().iter().any(|body| body.to_string().contains("cancelled before its refusal"));
+    assert!(!ran, "the cancelled prompt ran");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
