@@ -17,17 +17,22 @@ use crate::store::{SessionRow, Store, Write};
 /// replicas, the `seq` of the session's event log the history reaches comes with it (0
 /// otherwise): following the log from there gives what came after it.
 pub async fn restore(store: &Store, id: &SessionId) -> Result<(SessionRow, Vec<Message>, i64), SessionError> {
-    let row = store.session(id).await?.ok_or_else(|| SessionError::NotFound(id.clone()))?;
     let (history, logged) = store.messages_at_seq(id).await?;
     let unfinished = history
         .iter()
         .flat_map(|message| &message.parts)
         .any(|part| matches!(part, Part::Tool(tool) if !tool.state.is_terminal()));
-    if !unfinished {
-        return Ok((row, history, logged));
-    }
-    store.commit(Write::FinalizeOrphans { session_id: id.clone() }).await?;
-    let (history, logged) = store.messages_at_seq(id).await?;
+    let (history, logged) = match unfinished {
+        true => {
+            store.commit(Write::FinalizeOrphans { session_id: id.clone() }).await?;
+            store.messages_at_seq(id).await?
+        }
+        false => (history, logged),
+    };
+    // The settings are read after the history: one another replica changed before the history's
+    // `seq` is in the row, and one changed since is both there and in the log after that `seq`
+    // (followed, it changes nothing). Read before, a change in between would be in neither.
+    let row = store.session(id).await?.ok_or_else(|| SessionError::NotFound(id.clone()))?;
     Ok((row, history, logged))
 }
 

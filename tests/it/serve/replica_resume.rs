@@ -1,7 +1,8 @@
 //! `_cairn/stream/resume` across `cairn serve` replicas sharing one PostgreSQL database: the
 //! numbers a client saw are the session's event log's, the same on every replica, so a client
 //! whose connection dropped, or whose replica died, resumes on any other and gets every update
-//! after its last number exactly once, in order, then the rest live.
+//! after its last number exactly once, in order, then the rest live. A load racing a setting
+//! changed through another replica ends in the new setting.
 
 use std::time::Duration;
 
@@ -266,4 +267,47 @@ async fn a_client_resuming_from_before_a_mode_changed_through_another_replica_is
     while !seen.iter().any(|message| options_in_mode(message, &session, "bypass")) {
         seen.push(again.recv().await);
     }
+}
+
+/// A replica that loads a session while another changes its mode ends in the new mode: the
+/// load's history is read first (b's here waits in its writer's queue, behind a change to
+/// another session whose row the test locks), the mode changes through a meanwhile, and the
+/// settings read after the history have it, although the log's row of it came before the
+/// history's `seq` and is never followed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_load_on_one_replica_racing_a_mode_change_on_another_ends_in_the_new_mode() {
+    let url = fixture::database().await;
+    let mut env = TestEnv::new().await;
+    env.set_env("CAIRN_MODEL", "openai/mock-model");
+    env.write_config(&format!("[store]\nurl = \"{url}\"\n"));
+    let (a, b) = (Server::start(&env).await, Server::start(&env).await);
+    let mut on_a = a.client().await;
+    let session = on_a.new_session(&env.cwd()).await;
+    let mut on_b = b.client().await;
+    let other = on_b.new_session(&env.cwd()).await;
+
+    let (db, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await.unwrap();
+    tokio::spawn(connection);
+    db.batch_execute("BEGIN").await.unwrap();
+    db.execute("SELECT 1 FROM sessions WHERE id = $1 FOR UPDATE", &[&other]).await.unwrap();
+    let held_up = on_b.request("session/set_mode", json!({"sessionId": other, "modeId": "plan"})).await;
+    let waiting =
+        "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()";
+    while db.query_one(waiting, &[]).await.unwrap().get::<_, i64>(0) < 1 {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let mut loading = b.client().await;
+    let load = loading.request("session/load", json!({"sessionId": session, "cwd": env.cwd(), "mcpServers": []})).await;
+    // Time for b's actor to start reading the session (nothing tells when it has).
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    on_a.call("session/set_mode", json!({"sessionId": session, "modeId": "bypass"})).await;
+    db.batch_execute("COMMIT").await.unwrap();
+
+    let (loaded, _) = loading.response(load).await;
+    assert_eq!(loaded["result"]["modes"]["currentModeId"], "bypass", "{loaded}");
+    let (set, _) = on_b.response(held_up).await;
+    assert!(set.get("error").is_none(), "{set}");
+    let mut fresh = b.client().await;
+    let again = fresh.call("session/load", json!({"sessionId": session, "cwd": env.cwd(), "mcpServers": []})).await;
+    assert_eq!(again["modes"]["currentModeId"], "bypass", "b's actor is in it: {again}");
 }
