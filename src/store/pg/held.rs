@@ -32,6 +32,7 @@ impl Writer {
             };
         for session in lost {
             tracing::warn!(%session, "another replica took over the session's lease");
+            self.unshown.remove(&session);
             self.held.remove(&session);
             self.seqs.remove(&session);
             self.lost.insert(session);
@@ -51,6 +52,7 @@ impl Writer {
             };
             match lease::release(&self.client, &self.target, lease).await {
                 Ok(_) => {
+                    self.unshown.remove(&session);
                     self.held.remove(&session);
                     self.seqs.remove(&session);
                     self.unreleased.remove(&session);
@@ -61,6 +63,7 @@ impl Writer {
     }
 
     pub(super) async fn release_all(&mut self) {
+        self.unshown.clear();
         if let Err(err) = self.regain(Instant::now() + self.ttl / 6, None).await {
             // They lapse by themselves: the sweeper of another replica closes their turns.
             tracing::warn!("cannot release this replica's session leases: {err}");

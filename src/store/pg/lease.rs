@@ -153,6 +153,30 @@ const FENCE: &str = "SELECT lease.session_id FROM session_leases AS lease
        ON lease.session_id = mine.session_id AND lease.holder = mine.holder AND lease.epoch = mine.epoch
      FOR SHARE OF lease";
 
+/// Locks the lease rows of `sessions` (sorted), the sessions a batch takes leases of, at its
+/// start: every transaction that locks more than one of a session's rows locks its lease's
+/// first (the sweeper closing a dead replica's turn, a delete), so a take after a write of its
+/// session's row in the same batch, or one for a command, never holds those while it waits
+/// for the lease, and two batches lock their takes' leases in one order. A lease another
+/// replica holds live is left alone: its take is refused without waiting for that replica's
+/// running batch (which holds it `FOR SHARE`), and without blocking its next.
+pub async fn lock_for_takes(
+    client: &impl GenericClient,
+    prepared: &Prepared,
+    me: &str,
+    sessions: &[&str],
+) -> Result<(), tokio_postgres::Error> {
+    let statement = prepared
+        .get(
+            client,
+            "SELECT 1 FROM session_leases WHERE session_id = ANY($1::text[])
+               AND NOT (released_at IS NULL AND expires_at > now() AND holder <> $2)
+             ORDER BY session_id FOR UPDATE",
+        )
+        .await?;
+    client.execute(&statement, &[&sessions, &me]).await.map(|_| ())
+}
+
 /// [`fence`] for a batch's sessions, in one statement (prepared once in `prepared`, the
 /// connection's): the first lease that is no longer held, if any.
 pub async fn fence_all<'a>(

@@ -1,5 +1,6 @@
 //! The order in which a replica's writes and the sweeper lock a session's rows: the lease
-//! first, then the session, then its commands. A take that locked them in another order could
+//! first (a batch locks those of its takes at its start), then the session, then its
+//! commands; and a lease another replica holds live is never waited for. A take that locked them in another order could
 //! wait on the sweeper while holding what the sweeper waits for, and PostgreSQL would end one
 //! of the two as deadlocked: a `/compact` or handed prompt failing, or a dead replica's turn
 //! left open a sweep longer.
@@ -95,5 +96,152 @@ async fn a_take_racing_the_sweeper_waits_at_the_lease_holding_nothing_it_needs()
         assert!(taken.is_ok(), "the take runs once the sweeper is done (prompt: {with_prompt}): {taken:?}");
         a.commit(Write::ReleaseLease { session_id: id }).await.unwrap();
     }
+    a.shutdown().await;
+}
+
+/// A take (a `/compact`) of a session whose lease another replica holds live is refused as
+/// leased without waiting for that replica's running batch, which holds the lease `FOR SHARE`:
+/// waiting, it would hold its own batch's fences meanwhile, and a holder whose batch took one of
+/// this replica's sessions alone would deadlock with it.
+// current_thread: the writer runs only when the test awaits, so the two writes submitted
+// back to back go in one batch.
+#[tokio::test]
+async fn a_take_of_a_lease_another_replica_holds_live_is_refused_without_waiting_for_its_batch() {
+    let url = fixture::database().await;
+    let me = "host-a:1:a";
+    let a = Store::open_postgres_as(&url, me, Duration::from_secs(60)).await.unwrap();
+    let (database, watch) = (connect(&url).await, connect(&url).await);
+    let mut b = connect(&url).await;
+    let (mine, theirs) = (SessionId::generate(), SessionId::generate());
+    for id in [&mine, &theirs] {
+        let row = SessionRow::new(id.clone(), "/w".into(), "openai/m".into(), now_ms());
+        a.commit(Write::InsertSession(Box::new(row))).await.unwrap();
+    }
+    // A holds `mine`.
+    let take = Write::TakeLease {
+        session_id: mine.clone(),
+        last: LastTurn::By(None),
+        prompt: None,
+        title: None,
+        command: None,
+    };
+    a.commit(take).await.unwrap();
+    // B holds `theirs`, live.
+    database
+        .execute(
+            "INSERT INTO session_leases (session_id, holder, epoch, taken_at, expires_at)
+             VALUES ($1, 'host-b:2:b', 1, now(), now() + interval '1 minute')",
+            &[&theirs.as_str()],
+        )
+        .await
+        .unwrap();
+    // B's batch is running: it fenced `theirs`.
+    let tx = b.transaction().await.unwrap();
+    tx.batch_execute("SET LOCAL lock_timeout = '5s'; SET LOCAL deadlock_timeout = '100ms'").await.unwrap();
+    tx.execute("SELECT 1 FROM session_leases WHERE session_id = $1 FOR SHARE", &[&theirs.as_str()]).await.unwrap();
+
+    // A's batch: a write of `mine` (fenced FOR SHARE), then a `/compact` of `theirs`, which
+    // B holds: it must be refused as leased.
+    a.submit(Write::Show { session_id: mine.clone() }, None);
+    let (took, mut taken) = tokio::sync::oneshot::channel();
+    let take = Write::TakeLease {
+        session_id: theirs.clone(),
+        last: LastTurn::By(Some("epoch 1".into())),
+        prompt: None,
+        title: None,
+        command: None,
+    };
+    a.submit(take, Some(Box::new(move |result| drop(took.send(result)))));
+    let waiting =
+        "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()";
+    let started = std::time::Instant::now();
+    let mut refused = None;
+    let mut waited = false;
+    while refused.is_none() && !waited {
+        if let Ok(result) = taken.try_recv() {
+            refused = Some(result);
+        } else if watch.query_one(waiting, &[]).await.unwrap().get::<_, i64>(0) >= 1 {
+            waited = true;
+        } else {
+            assert!(started.elapsed() < Duration::from_secs(10), "neither answered nor waiting");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+    // B's batch goes on to take `mine` alone (a `/compact` there), to be refused as leased.
+    let other = tx.execute("SELECT 1 FROM session_leases WHERE session_id = $1 FOR UPDATE", &[&mine.as_str()]).await;
+    let code = other.as_ref().err().and_then(|err| err.code().cloned());
+    assert_ne!(
+        code,
+        Some(tokio_postgres::error::SqlState::T_R_DEADLOCK_DETECTED),
+        "B's batch and A's deadlock, PostgreSQL failed B's: {other:?}"
+    );
+    assert!(!waited, "A's take of a session B holds waited for B's running batch");
+    tx.rollback().await.unwrap();
+    let refused = match refused {
+        Some(result) => result,
+        None => taken.await.unwrap(),
+    };
+    assert!(matches!(refused, Err(crate::store::StoreError::Leased(_))), "{refused:?}");
+    a.shutdown().await;
+}
+
+/// A batch that changes a session's row (a mode set just before a `/compact`, both in one
+/// batch) and then takes its lease has locked the lease first all the same, at the batch's
+/// start: the sweeper closing a dead replica's turn (lease, then session) finds the session's
+/// row free, and the take waits for the lease.
+#[tokio::test]
+async fn a_batch_changing_a_sessions_row_before_taking_its_lease_locks_the_lease_first() {
+    let url = fixture::database().await;
+    let me = "host-a:1:a";
+    let a = Store::open_postgres_as(&url, me, Duration::from_secs(60)).await.unwrap();
+    let (database, watch) = (connect(&url).await, connect(&url).await);
+    let id = SessionId::generate();
+    let row = SessionRow::new(id.clone(), "/w".into(), "openai/m".into(), now_ms());
+    a.commit(Write::InsertSession(Box::new(row))).await.unwrap();
+    database
+        .execute(
+            "INSERT INTO session_leases (session_id, holder, epoch, taken_at, expires_at)
+             VALUES ($1, 'host-d:9:dead', 1, now() - interval '2 minutes', now() - interval '1 minute')",
+            &[&id.as_str()],
+        )
+        .await
+        .unwrap();
+    let mut sweeper = connect(&url).await;
+    let tx = sweeper.transaction().await.unwrap();
+    tx.batch_execute("SET LOCAL lock_timeout = '5s'; SET LOCAL deadlock_timeout = '100ms'").await.unwrap();
+    tx.execute("SELECT 1 FROM session_leases WHERE session_id = $1 FOR UPDATE", &[&id.as_str()]).await.unwrap();
+
+    // One batch: the mode, then the take (not first: its session was touched before it).
+    a.submit(
+        Write::SetSessionSetting { id: id.clone(), kept: crate::settings::Kept::Column("mode"), value: "plan".into() },
+        None,
+    );
+    let (took, taken) = tokio::sync::oneshot::channel();
+    let take = Write::TakeLease {
+        session_id: id.clone(),
+        last: LastTurn::By(Some("epoch 1".into())),
+        prompt: None,
+        title: None,
+        command: None,
+    };
+    a.submit(take, Some(Box::new(move |result| drop(took.send(result)))));
+    let waiting =
+        "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()";
+    let started = std::time::Instant::now();
+    while watch.query_one(waiting, &[]).await.unwrap().get::<_, i64>(0) < 1 {
+        assert!(started.elapsed() < Duration::from_secs(10), "nothing waited");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let session = tx.execute("SELECT 1 FROM sessions WHERE id = $1 FOR NO KEY UPDATE", &[&id.as_str()]).await;
+    let code = session.as_ref().err().and_then(|err| err.code().cloned());
+    let _ = tx.rollback().await;
+    let taken = taken.await.unwrap();
+    assert_ne!(
+        code,
+        Some(tokio_postgres::error::SqlState::T_R_DEADLOCK_DETECTED),
+        "the sweeper deadlocked with the batch"
+    );
+    assert!(session.is_ok(), "the sweeper locks the session's row: {session:?}");
+    assert!(taken.is_ok(), "the take runs once the sweeper is done: {taken:?}");
     a.shutdown().await;
 }

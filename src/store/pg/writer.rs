@@ -3,10 +3,12 @@
 //!
 //! A batch is one transaction, begun no sooner than [`GAP`] after the last while writes keep
 //! coming (fewer, fuller statements), unless a write someone waits for comes meanwhile
-//! ([`Writer::waited_for`]: a turn's claim, its first shown update, its end, a barrier): then it
-//! goes at once with what is queued. It starts by fencing every session it writes whose lease this
-//! replica holds (`lease::fence_all`, `FOR SHARE`): a session whose lease another replica took
-//! over meanwhile gets nothing written, and its writes fail as fenced. The batch's lease takes
+//! ([`Writer::waited_for`]: a turn's claim, its first shown update, its end, a barrier that
+//! shows nothing): then it goes at once with what is queued. It starts by fencing every session
+//! it writes whose lease this replica holds (`lease::fence_all`, `FOR SHARE`): a session whose
+//! lease another replica took over meanwhile gets nothing written, and its writes fail as
+//! fenced; and by locking the leases its takes are for (`lease::lock_for_takes`), so no write
+//! holds a session's row while it waits for a lease. The batch's lease takes
 //! (the turns' claims) that can go first run next, all together in a few set-based statements
 //! (`claims`); each other write then runs its statements; the text streaming parts gained in the batch goes in at the end as one piece per
 //! part, in one statement, sent together with the event log's rows and the batch's stamp. The
@@ -190,13 +192,17 @@ impl Writer {
                 {
                     self.wait_out(begun + GAP, &mut jobs, &mut early).await;
                 }
-                self.opening.clear();
                 begun = Some(Instant::now());
             }
             let mut writes = Vec::new();
             let mut last = None;
             let mut next = Some(first);
             while let Some(job) = next.take() {
+                // Each write is seen once more, whether or not it came in the gap: the first
+                // update a session shows marks it shown, wherever it comes.
+                if !self.unshown.is_empty() {
+                    self.waited_for(&job);
+                }
                 match job {
                     Job::Write(write, shown, after) => writes.push((write, shown, after)),
                     job @ (Job::Snapshot(..) | Job::Load(..) | Job::Shutdown(_)) => {
@@ -208,6 +214,7 @@ impl Writer {
                     next = early.pop_front().or_else(|| jobs.try_recv().ok());
                 }
             }
+            self.opening.clear();
             if !writes.is_empty() {
                 // The callbacks stay out of the batch's future: they need not be `Sync`.
                 let mut afters = Vec::with_capacity(writes.len());
@@ -272,7 +279,9 @@ impl Writer {
     fn waited_for(&mut self, job: &Job) -> bool {
         let Job::Write(write, shown, _) = job else { return true };
         match write {
-            Write::TakeLease { .. } | Write::ReleaseLease { .. } | Write::Barrier => true,
+            Write::TakeLease { .. } | Write::ReleaseLease { .. } => true,
+            // One that shows something (a step's usage) only keeps the session's order.
+            Write::Barrier => shown.is_empty(),
             _ if self.unshown.is_empty() => false,
             Write::OpenPart { session_id, message_id, index, .. } => {
                 if self.unshown.contains(session_id) {
@@ -408,8 +417,9 @@ impl Writer {
         let target = self.target.clone();
         let mut tx = self.client.transaction().await.map_err(batch)?;
         let mut done = Done { results: vec![Ok(()); writes.len()], ..Done::default() };
-        let fenced =
-            fence(&tx, &self.prepared, &target, &self.held, writes, &self.open).await.map_err(Failed::Batch)?;
+        let fenced = fence(&tx, &self.prepared, &target, &self.me, &self.held, writes, &self.open)
+            .await
+            .map_err(Failed::Batch)?;
         done.lost.extend(fenced.iter().cloned());
         let state = State { me: &self.me, prepared: &self.prepared, ttl: self.ttl, held: &self.held, open: &self.open };
         let mut opened: HashMap<PartKey, SessionId> = HashMap::new();
@@ -520,11 +530,13 @@ pub(super) struct State<'a> {
 }
 
 /// Fences the sessions of `writes` whose lease this replica holds: the set of those another
-/// replica took over.
+/// replica took over. Then locks the leases the batch's takes are for, before any write locks
+/// a session's row ([`lease::lock_for_takes`]).
 async fn fence(
     tx: &Transaction<'_>,
     prepared: &Prepared,
     target: &PgTarget,
+    me: &str,
     held: &HashMap<SessionId, Lease>,
     writes: &[Write],
     open: &HashMap<PartKey, SessionId>,
@@ -538,6 +550,20 @@ async fn fence(
     while let Some(gone) = lease::fence_all(tx, prepared, target, &mine).await.map_err(StoreError::Postgres)? {
         lost.insert(gone.session.clone());
         mine.retain(|lease| !lost.contains(&lease.session));
+    }
+    let mut taken: Vec<&str> = writes
+        .iter()
+        .filter_map(|write| match write {
+            Write::TakeLease { session_id, .. } => Some(session_id.as_str()),
+            _ => None,
+        })
+        .collect();
+    if !taken.is_empty() {
+        taken.sort_unstable();
+        taken.dedup();
+        lease::lock_for_takes(tx, prepared, me, &taken)
+            .await
+            .map_err(|err| StoreError::Postgres(target.failed(&err)))?;
     }
     Ok(lost)
 }

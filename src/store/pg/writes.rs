@@ -41,12 +41,7 @@ pub(super) async fn one(
         Write::SetSessionRules { id, rules } => rows::set_session_rules(tx, id, rules, now).await?,
         Write::SetArchived { id, archived } => rows::set_archived(tx, id, *archived, now).await?,
         Write::TakeLease { session_id, last, prompt, title, command } => {
-            // The session's rows are locked in the order the sweeper locks them closing a dead
-            // replica's turn, the lease's first: a take that held the session's row or a
-            // command while it waited for the lease the sweeper holds would deadlock with it.
-            let lease_first =
-                state.prepared.get(tx, "SELECT 1 FROM session_leases WHERE session_id = $1 FOR UPDATE").await?;
-            tx.execute(&lease_first, &[&session_id.as_str()]).await?;
+            // Its lease's row is locked already, at the batch's start (`writer::fence`).
             if let Some(refused) = check_last(tx, state, session_id, last).await? {
                 return Ok(Err(refused));
             }
