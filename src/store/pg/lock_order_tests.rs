@@ -21,20 +21,42 @@ async fn connect(url: &str) -> Client {
     client
 }
 
-/// A session whose lease a dead replica left lapsed, and a command handed to `taker`, which it
-/// took: what a sweeper and a take by `taker` race for. The command's id.
-async fn lapsed_with_command(store: &Store, database: &Client, taker: &str) -> (SessionId, i64) {
+async fn new_session(store: &Store) -> SessionId {
     let id = SessionId::generate();
     let row = SessionRow::new(id.clone(), "/w".into(), "openai/m".into(), now_ms());
     store.commit(Write::InsertSession(Box::new(row))).await.unwrap();
-    database
-        .execute(
-            "INSERT INTO session_leases (session_id, holder, epoch, taken_at, expires_at)
-             VALUES ($1, 'host-d:9:dead', 1, now() - interval '2 minutes', now() - interval '1 minute')",
-            &[&id.as_str()],
-        )
-        .await
-        .unwrap();
+    id
+}
+
+/// Gives `id`'s lease, at epoch 1, to `holder`: live for a minute, or lapsed a minute ago.
+async fn leased(database: &Client, id: &SessionId, holder: &str, live: bool) {
+    let (taken, expires) = match live {
+        true => ("now()", "now() + interval '1 minute'"),
+        false => ("now() - interval '2 minutes'", "now() - interval '1 minute'"),
+    };
+    let insert = format!(
+        "INSERT INTO session_leases (session_id, holder, epoch, taken_at, expires_at) VALUES ($1, $2, 1, {taken}, {expires})"
+    );
+    database.execute(&insert, &[&id.as_str(), &holder]).await.unwrap();
+}
+
+/// Whether a statement of the test's database waits on a lock.
+async fn one_waits(watch: &Client) -> bool {
+    let waiting =
+        "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()";
+    watch.query_one(waiting, &[]).await.unwrap().get::<_, i64>(0) >= 1
+}
+
+/// What another transaction (a sweeper, another replica's batch) sets to find a deadlock long
+/// before the writer under test does: one would fail its statements, rather than the writer's
+/// batch, which the writer runs again.
+const FIRST_TO_SEE_A_DEADLOCK: &str = "SET LOCAL lock_timeout = '5s'; SET LOCAL deadlock_timeout = '100ms'";
+
+/// A session whose lease a dead replica left lapsed, and a command handed to `taker`, which it
+/// took: what a sweeper and a take by `taker` race for. The command's id.
+async fn lapsed_with_command(store: &Store, database: &Client, taker: &str) -> (SessionId, i64) {
+    let id = new_session(store).await;
+    leased(database, &id, "host-d:9:dead", false).await;
     let command = database
         .query_one(
             "INSERT INTO session_commands (session_id, sender, body, taken_by, taken_at)
@@ -62,9 +84,7 @@ async fn a_take_racing_the_sweeper_waits_at_the_lease_holding_nothing_it_needs()
         let (id, command) = lapsed_with_command(&a, &database, me).await;
         let mut sweeper = connect(&url).await;
         let tx = sweeper.transaction().await.unwrap();
-        // The sweeper looks for a deadlock long before the take does: one would fail its
-        // statements below, rather than the take's batch, which the writer runs again.
-        tx.batch_execute("SET LOCAL lock_timeout = '5s'; SET LOCAL deadlock_timeout = '100ms'").await.unwrap();
+        tx.batch_execute(FIRST_TO_SEE_A_DEADLOCK).await.unwrap();
         tx.execute("SELECT 1 FROM session_leases WHERE session_id = $1 FOR UPDATE", &[&id.as_str()]).await.unwrap();
 
         let (took, mut taken) = tokio::sync::oneshot::channel();
@@ -77,9 +97,7 @@ async fn a_take_racing_the_sweeper_waits_at_the_lease_holding_nothing_it_needs()
             command: Some(command),
         };
         a.submit(take, Some(Box::new(move |result| drop(took.send(result)))));
-        let waiting =
-            "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()";
-        while watch.query_one(waiting, &[]).await.unwrap().get::<_, i64>(0) < 1 {
+        while !one_waits(&watch).await {
             if let Ok(result) = taken.try_recv() {
                 panic!("the take waits for the lease the sweeper locked: {result:?}");
             }
@@ -112,11 +130,7 @@ async fn a_take_of_a_lease_another_replica_holds_live_is_refused_without_waiting
     let a = Store::open_postgres_as(&url, me, Duration::from_secs(60)).await.unwrap();
     let (database, watch) = (connect(&url).await, connect(&url).await);
     let mut b = connect(&url).await;
-    let (mine, theirs) = (SessionId::generate(), SessionId::generate());
-    for id in [&mine, &theirs] {
-        let row = SessionRow::new(id.clone(), "/w".into(), "openai/m".into(), now_ms());
-        a.commit(Write::InsertSession(Box::new(row))).await.unwrap();
-    }
+    let (mine, theirs) = (new_session(&a).await, new_session(&a).await);
     // A holds `mine`.
     let take = Write::TakeLease {
         session_id: mine.clone(),
@@ -127,17 +141,10 @@ async fn a_take_of_a_lease_another_replica_holds_live_is_refused_without_waiting
     };
     a.commit(take).await.unwrap();
     // B holds `theirs`, live.
-    database
-        .execute(
-            "INSERT INTO session_leases (session_id, holder, epoch, taken_at, expires_at)
-             VALUES ($1, 'host-b:2:b', 1, now(), now() + interval '1 minute')",
-            &[&theirs.as_str()],
-        )
-        .await
-        .unwrap();
+    leased(&database, &theirs, "host-b:2:b", true).await;
     // B's batch is running: it fenced `theirs`.
     let tx = b.transaction().await.unwrap();
-    tx.batch_execute("SET LOCAL lock_timeout = '5s'; SET LOCAL deadlock_timeout = '100ms'").await.unwrap();
+    tx.batch_execute(FIRST_TO_SEE_A_DEADLOCK).await.unwrap();
     tx.execute("SELECT 1 FROM session_leases WHERE session_id = $1 FOR SHARE", &[&theirs.as_str()]).await.unwrap();
 
     // A's batch: a write of `mine` (fenced FOR SHARE), then a `/compact` of `theirs`, which
@@ -152,15 +159,13 @@ async fn a_take_of_a_lease_another_replica_holds_live_is_refused_without_waiting
         command: None,
     };
     a.submit(take, Some(Box::new(move |result| drop(took.send(result)))));
-    let waiting =
-        "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()";
     let started = std::time::Instant::now();
     let mut refused = None;
     let mut waited = false;
     while refused.is_none() && !waited {
         if let Ok(result) = taken.try_recv() {
             refused = Some(result);
-        } else if watch.query_one(waiting, &[]).await.unwrap().get::<_, i64>(0) >= 1 {
+        } else if one_waits(&watch).await {
             waited = true;
         } else {
             assert!(started.elapsed() < Duration::from_secs(10), "neither answered nor waiting");
@@ -195,20 +200,11 @@ async fn a_batch_changing_a_sessions_row_before_taking_its_lease_locks_the_lease
     let me = "host-a:1:a";
     let a = Store::open_postgres_as(&url, me, Duration::from_secs(60)).await.unwrap();
     let (database, watch) = (connect(&url).await, connect(&url).await);
-    let id = SessionId::generate();
-    let row = SessionRow::new(id.clone(), "/w".into(), "openai/m".into(), now_ms());
-    a.commit(Write::InsertSession(Box::new(row))).await.unwrap();
-    database
-        .execute(
-            "INSERT INTO session_leases (session_id, holder, epoch, taken_at, expires_at)
-             VALUES ($1, 'host-d:9:dead', 1, now() - interval '2 minutes', now() - interval '1 minute')",
-            &[&id.as_str()],
-        )
-        .await
-        .unwrap();
+    let id = new_session(&a).await;
+    leased(&database, &id, "host-d:9:dead", false).await;
     let mut sweeper = connect(&url).await;
     let tx = sweeper.transaction().await.unwrap();
-    tx.batch_execute("SET LOCAL lock_timeout = '5s'; SET LOCAL deadlock_timeout = '100ms'").await.unwrap();
+    tx.batch_execute(FIRST_TO_SEE_A_DEADLOCK).await.unwrap();
     tx.execute("SELECT 1 FROM session_leases WHERE session_id = $1 FOR UPDATE", &[&id.as_str()]).await.unwrap();
 
     // One batch: the mode, then the take (not first: its session was touched before it).
@@ -225,10 +221,8 @@ async fn a_batch_changing_a_sessions_row_before_taking_its_lease_locks_the_lease
         command: None,
     };
     a.submit(take, Some(Box::new(move |result| drop(took.send(result)))));
-    let waiting =
-        "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()";
     let started = std::time::Instant::now();
-    while watch.query_one(waiting, &[]).await.unwrap().get::<_, i64>(0) < 1 {
+    while !one_waits(&watch).await {
         assert!(started.elapsed() < Duration::from_secs(10), "nothing waited");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }

@@ -449,7 +449,7 @@ async fn a_setting_the_running_replica_refuses_is_refused_through_another_replic
 }
 
 /// Waits until `count` statements of the test's database wait on a lock.
-async fn until_waiting(db: &tokio_postgres::Client, count: i64) {
+pub(super) async fn until_waiting(db: &tokio_postgres::Client, count: i64) {
     let waiting =
         "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()";
     while db.query_one(waiting, &[]).await.unwrap().get::<_, i64>(0) < count {

@@ -9,6 +9,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use super::postgres::fixture;
+use super::replica_commands::until_waiting;
 use super::replica_death::{loaded, open};
 use crate::support::served::{Client, Server};
 use crate::support::{Reply, TestEnv, text_of, updates};
@@ -291,11 +292,7 @@ async fn a_load_on_one_replica_racing_a_mode_change_on_another_ends_in_the_new_m
     db.batch_execute("BEGIN").await.unwrap();
     db.execute("SELECT 1 FROM sessions WHERE id = $1 FOR UPDATE", &[&other]).await.unwrap();
     let held_up = on_b.request("session/set_mode", json!({"sessionId": other, "modeId": "plan"})).await;
-    let waiting =
-        "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()";
-    while db.query_one(waiting, &[]).await.unwrap().get::<_, i64>(0) < 1 {
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    until_waiting(&db, 1).await;
     let mut loading = b.client().await;
     let load = loading.request("session/load", json!({"sessionId": session, "cwd": env.cwd(), "mcpServers": []})).await;
     // Time for b's actor to start reading the session (nothing tells when it has).
