@@ -164,8 +164,9 @@ pub async fn lock_for_takes(
     client: &impl GenericClient,
     prepared: &Prepared,
     me: &str,
-    sessions: &[&str],
+    sessions: &[SessionId],
 ) -> Result<(), tokio_postgres::Error> {
+    let sessions: Vec<&str> = sessions.iter().map(SessionId::as_str).collect();
     let statement = prepared
         .get(
             client,

@@ -1,9 +1,10 @@
 //! The order in which a replica's writes and the sweeper lock a session's rows: the lease
-//! first (a batch locks those of its takes at its start), then the session, then its
-//! commands; and a lease another replica holds live is never waited for. A take that locked them in another order could
-//! wait on the sweeper while holding what the sweeper waits for, and PostgreSQL would end one
-//! of the two as deadlocked: a `/compact` or handed prompt failing, or a dead replica's turn
-//! left open a sweep longer.
+//! first (a batch locks those of its takes at its start), then the session, then its commands;
+//! and a lease another replica holds live is never waited for. A take that locked them in
+//! another order could wait on the sweeper, or on another replica's batch, while holding what
+//! that one waits for, and PostgreSQL would end one of the two as deadlocked: a `/compact` or
+//! a handed prompt failing, a batch of another replica's writes failing, or a dead replica's
+//! turn left open a sweep longer.
 
 use std::time::Duration;
 

@@ -417,10 +417,20 @@ impl Writer {
         let target = self.target.clone();
         let mut tx = self.client.transaction().await.map_err(batch)?;
         let mut done = Done { results: vec![Ok(()); writes.len()], ..Done::default() };
-        let fenced = fence(&tx, &self.prepared, &target, &self.me, &self.held, writes, &self.open)
-            .await
-            .map_err(Failed::Batch)?;
+        let fenced =
+            fence(&tx, &self.prepared, &target, &self.held, writes, &self.open).await.map_err(Failed::Batch)?;
         done.lost.extend(fenced.iter().cloned());
+        // The leases the batch takes are locked next, before any write locks a session's row
+        // (`lease::lock_for_takes`). Failing (a lock timeout the operator set), it fails the
+        // run, which goes again isolated: each take then locks its own lease in its savepoint,
+        // failing alone.
+        if !isolated {
+            let taken = takes(writes);
+            if !taken.is_empty() {
+                let locked = lease::lock_for_takes(&tx, &self.prepared, &self.me, &taken).await;
+                locked.map_err(|err| Failed::Write(StoreError::Postgres(target.failed(&err))))?;
+            }
+        }
         let state = State { me: &self.me, prepared: &self.prepared, ttl: self.ttl, held: &self.held, open: &self.open };
         let mut opened: HashMap<PartKey, SessionId> = HashMap::new();
         // The claims that can go first go together; an isolated run takes each in its place.
@@ -443,7 +453,14 @@ impl Writer {
             }
             let result = if isolated {
                 let point = tx.savepoint("write").await.map_err(batch)?;
-                match writes::one(&point, &target, &state, write, &mut done, &mut opened).await {
+                let run = async {
+                    if let Write::TakeLease { .. } = write {
+                        lease::lock_for_takes(&point, &self.prepared, &self.me, &takes(std::slice::from_ref(write)))
+                            .await?;
+                    }
+                    writes::one(&point, &target, &state, write, &mut done, &mut opened).await
+                };
+                match run.await {
                     Ok(result) => {
                         point.commit().await.map_err(batch)?;
                         result
@@ -529,14 +546,26 @@ pub(super) struct State<'a> {
     pub open: &'a HashMap<PartKey, SessionId>,
 }
 
+/// The sessions whose leases `writes` take, sorted, each once.
+fn takes(writes: &[Write]) -> Vec<SessionId> {
+    let mut taken: Vec<SessionId> = writes
+        .iter()
+        .filter_map(|write| match write {
+            Write::TakeLease { session_id, .. } => Some(session_id.clone()),
+            _ => None,
+        })
+        .collect();
+    taken.sort_unstable_by(|a, b| a.as_str().cmp(b.as_str()));
+    taken.dedup();
+    taken
+}
+
 /// Fences the sessions of `writes` whose lease this replica holds: the set of those another
-/// replica took over. Then locks the leases the batch's takes are for, before any write locks
-/// a session's row ([`lease::lock_for_takes`]).
+/// replica took over.
 async fn fence(
     tx: &Transaction<'_>,
     prepared: &Prepared,
     target: &PgTarget,
-    me: &str,
     held: &HashMap<SessionId, Lease>,
     writes: &[Write],
     open: &HashMap<PartKey, SessionId>,
@@ -550,20 +579,6 @@ async fn fence(
     while let Some(gone) = lease::fence_all(tx, prepared, target, &mine).await.map_err(StoreError::Postgres)? {
         lost.insert(gone.session.clone());
         mine.retain(|lease| !lost.contains(&lease.session));
-    }
-    let mut taken: Vec<&str> = writes
-        .iter()
-        .filter_map(|write| match write {
-            Write::TakeLease { session_id, .. } => Some(session_id.as_str()),
-            _ => None,
-        })
-        .collect();
-    if !taken.is_empty() {
-        taken.sort_unstable();
-        taken.dedup();
-        lease::lock_for_takes(tx, prepared, me, &taken)
-            .await
-            .map_err(|err| StoreError::Postgres(target.failed(&err)))?;
     }
     Ok(lost)
 }
