@@ -7,8 +7,8 @@
 //! shows nothing): then it goes at once with what is queued. It starts by fencing every session
 //! it writes whose lease this replica holds (`lease::fence_all`, `FOR SHARE`): a session whose
 //! lease another replica took over meanwhile gets nothing written, and its writes fail as
-//! fenced; and by locking the leases its takes are for (`lease::lock_for_takes`), so no write
-//! holds a session's row while it waits for a lease. The batch's lease takes
+//! fenced; and by locking the leases of its takes that do not go first as claims
+//! (`lease::lock_for_takes`), so no write holds a session's row while it waits for a lease. The batch's lease takes
 //! (the turns' claims) that can go first run next, all together in a few set-based statements
 //! (`claims`); each other write then runs its statements; the text streaming parts gained in the batch goes in at the end as one piece per
 //! part, in one statement, sent together with the event log's rows and the batch's stamp. The
@@ -420,12 +420,16 @@ impl Writer {
         let fenced =
             fence(&tx, &self.prepared, &target, &self.held, writes, &self.open).await.map_err(Failed::Batch)?;
         done.lost.extend(fenced.iter().cloned());
-        // The leases the batch takes are locked next, before any write locks a session's row
-        // (`lease::lock_for_takes`). Failing (a lock timeout the operator set), it fails the
-        // run, which goes again isolated: each take then locks its own lease in its savepoint,
-        // failing alone.
+        // The claims that can go first go together; an isolated run takes each in its place.
+        let claimed = if isolated { Vec::new() } else { claims::first(writes, &self.open) };
+        // The leases of the other takes are locked next, before any write locks a session's
+        // row (`lease::lock_for_takes`); a claim going first locks its lease before its prompt
+        // touches the session's row anyway, so most batches need no statement for this.
+        // Failing (a lock timeout the operator set), it fails the run, which goes again
+        // isolated: each take then locks its own lease in its savepoint, failing alone.
         if !isolated {
-            let taken = takes(writes);
+            let alone = writes.iter().enumerate().filter(|(job, _)| claimed.binary_search(job).is_err());
+            let taken = takes(alone.map(|(_, write)| write));
             if !taken.is_empty() {
                 let locked = lease::lock_for_takes(&tx, &self.prepared, &self.me, &taken).await;
                 locked.map_err(|err| Failed::Write(StoreError::Postgres(target.failed(&err))))?;
@@ -433,8 +437,6 @@ impl Writer {
         }
         let state = State { me: &self.me, prepared: &self.prepared, ttl: self.ttl, held: &self.held, open: &self.open };
         let mut opened: HashMap<PartKey, SessionId> = HashMap::new();
-        // The claims that can go first go together; an isolated run takes each in its place.
-        let claimed = if isolated { Vec::new() } else { claims::first(writes, &self.open) };
         if !claimed.is_empty() {
             let taking = claims::take_all(&tx, &state, writes, &claimed, &fenced, &mut done).await;
             taking.map_err(|err| Failed::Write(StoreError::Postgres(target.failed(&err))))?;
@@ -455,8 +457,7 @@ impl Writer {
                 let point = tx.savepoint("write").await.map_err(batch)?;
                 let run = async {
                     if let Write::TakeLease { .. } = write {
-                        lease::lock_for_takes(&point, &self.prepared, &self.me, &takes(std::slice::from_ref(write)))
-                            .await?;
+                        lease::lock_for_takes(&point, &self.prepared, &self.me, &takes([write])).await?;
                     }
                     writes::one(&point, &target, &state, write, &mut done, &mut opened).await
                 };
@@ -547,9 +548,9 @@ pub(super) struct State<'a> {
 }
 
 /// The sessions whose leases `writes` take, sorted, each once.
-fn takes(writes: &[Write]) -> Vec<SessionId> {
+fn takes<'a>(writes: impl IntoIterator<Item = &'a Write>) -> Vec<SessionId> {
     let mut taken: Vec<SessionId> = writes
-        .iter()
+        .into_iter()
         .filter_map(|write| match write {
             Write::TakeLease { session_id, .. } => Some(session_id.clone()),
             _ => None,
