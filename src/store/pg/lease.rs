@@ -153,8 +153,9 @@ const FENCE: &str = "SELECT lease.session_id FROM session_leases AS lease
        ON lease.session_id = mine.session_id AND lease.holder = mine.holder AND lease.epoch = mine.epoch
      FOR SHARE OF lease";
 
-/// Locks the lease rows of `sessions` (sorted), the sessions a batch takes leases of, at its
-/// start: every transaction that locks more than one of a session's rows locks its lease's
+/// Locks the lease rows of `sessions` (sorted), the sessions a batch takes leases of other
+/// than by the claims that go first together (those lock their leases before their prompts
+/// touch the sessions' rows), at its start: every transaction that locks more than one of a session's rows locks its lease's
 /// first (the sweeper closing a dead replica's turn, a delete), so a take after a write of its
 /// session's row in the same batch, or one for a command, never holds those while it waits
 /// for the lease, and two batches lock their takes' leases in one order. A lease another

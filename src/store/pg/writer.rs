@@ -8,8 +8,8 @@
 //! it writes whose lease this replica holds (`lease::fence_all`, `FOR SHARE`): a session whose
 //! lease another replica took over meanwhile gets nothing written, and its writes fail as
 //! fenced; and by locking the leases of its takes that do not go first as claims
-//! (`lease::lock_for_takes`), so no write holds a session's row while it waits for a lease. The batch's lease takes
-//! (the turns' claims) that can go first run next, all together in a few set-based statements
+//! (`lease::lock_for_takes`), so no write holds a session's row while it waits for a lease. The
+//! batch's lease takes (the turns' claims) that can go first run next, all together in a few set-based statements
 //! (`claims`); each other write then runs its statements; the text streaming parts gained in the batch goes in at the end as one piece per
 //! part, in one statement, sent together with the event log's rows and the batch's stamp. The
 //! statements of every batch are prepared once per connection (`Prepared`): each is one round
@@ -273,7 +273,7 @@ impl Writer {
     }
 
     /// Whether a client waits for `job`'s commit, so it goes without waiting out the gap: a
-    /// turn's claim or end, a barrier, or the first update a turn started here shows (its
+    /// turn's claim or end, a barrier that shows nothing (a flush), or the first update a turn started here shows (its
     /// client's first text after the prompt; the session counts as shown from then on).
     /// Streaming chunks after it wait, and fill the batches.
     fn waited_for(&mut self, job: &Job) -> bool {
