@@ -25,6 +25,15 @@ async fn two_replicas(mut env: TestEnv, config: &str) -> (TestEnv, Server, Serve
     (env, a, b)
 }
 
+/// Two replicas of the database at `url`, their turns answered by the mock model.
+pub(super) async fn replicas_of(url: &str) -> (TestEnv, Server, Server) {
+    let mut env = TestEnv::new().await;
+    env.set_env("CAIRN_MODEL", "openai/mock-model");
+    env.write_config(&format!("[store]\nurl = \"{url}\"\n"));
+    let (a, b) = (Server::start(&env).await, Server::start(&env).await);
+    (env, a, b)
+}
+
 /// A client of `server` that loaded `session`.
 async fn viewer(server: &Server, env: &TestEnv, session: &str) -> Client {
     let mut client = server.client().await;
@@ -164,10 +173,7 @@ async fn a_prompt_withdrawn_while_its_turn_is_starting_under_another_replicas_le
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_prompt_withdrawn_as_its_claim_waits_under_another_replicas_lease_is_never_handed_on() {
     let url = fixture::database().await;
-    let mut env = TestEnv::new().await;
-    env.set_env("CAIRN_MODEL", "openai/mock-model");
-    env.write_config(&format!("[store]\nurl = \"{url}\"\n"));
-    let (a, b) = (Server::start(&env).await, Server::start(&env).await);
+    let (env, a, b) = replicas_of(&url).await;
     let (first, release) = Reply::text(&["first ", "answer"]).held(1);
     env.mock.push(first);
     env.mock.push(Reply::text(&["never"]));
@@ -480,10 +486,7 @@ enum Order {
 /// once its change committed) or read from the log (b logged it, nobody holding the lease).
 async fn raced_with_a_turn(order: Order) {
     let url = fixture::database().await;
-    let mut env = TestEnv::new().await;
-    env.set_env("CAIRN_MODEL", "openai/mock-model");
-    env.write_config(&format!("[store]\nurl = \"{url}\"\n"));
-    let (a, b) = (Server::start(&env).await, Server::start(&env).await);
+    let (env, a, b) = replicas_of(&url).await;
     let path = env.workspace().join("raced.txt");
     let (call, release) = Reply::tool_calls(&[("c1", "write", json!({"path": path, "content": "x\n"}))]).held(0);
     env.mock.push(call);
@@ -549,10 +552,7 @@ fn last_mode_shown(seen: &[Value], session: &str) -> Option<String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_modes_set_through_two_replicas_at_once_leave_every_replica_in_the_one_stored_last() {
     let url = fixture::database().await;
-    let mut env = TestEnv::new().await;
-    env.set_env("CAIRN_MODEL", "openai/mock-model");
-    env.write_config(&format!("[store]\nurl = \"{url}\"\n"));
-    let (a, b) = (Server::start(&env).await, Server::start(&env).await);
+    let (env, a, b) = replicas_of(&url).await;
     let mut on_a = a.client().await;
     let session = on_a.new_session(&env.cwd()).await;
     let mut watching_a = viewer(&a, &env, &session).await;

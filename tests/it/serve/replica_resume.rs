@@ -9,7 +9,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use super::postgres::fixture;
-use super::replica_commands::until_waiting;
+use super::replica_commands::{replicas_of, until_waiting};
 use super::replica_death::{loaded, open};
 use crate::support::served::{Client, Server};
 use crate::support::{Reply, TestEnv, text_of, updates};
@@ -278,10 +278,7 @@ async fn a_client_resuming_from_before_a_mode_changed_through_another_replica_is
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_load_on_one_replica_racing_a_mode_change_on_another_ends_in_the_new_mode() {
     let url = fixture::database().await;
-    let mut env = TestEnv::new().await;
-    env.set_env("CAIRN_MODEL", "openai/mock-model");
-    env.write_config(&format!("[store]\nurl = \"{url}\"\n"));
-    let (a, b) = (Server::start(&env).await, Server::start(&env).await);
+    let (env, a, b) = replicas_of(&url).await;
     let mut on_a = a.client().await;
     let session = on_a.new_session(&env.cwd()).await;
     let mut on_b = b.client().await;
