@@ -41,7 +41,8 @@ pub(super) async fn one(
         Write::SetSessionRules { id, rules } => rows::set_session_rules(tx, id, rules, now).await?,
         Write::SetArchived { id, archived } => rows::set_archived(tx, id, *archived, now).await?,
         Write::TakeLease { session_id, last, prompt, title, command } => {
-            // Its lease's row is locked already, at the batch's start (`writer::fence`).
+            // Its lease's row is locked already, at the batch's start or in its savepoint
+            // (`Writer::attempt_once`, `lease::lock_for_takes`), unless another replica holds it live.
             if let Some(refused) = check_last(tx, state, session_id, last).await? {
                 return Ok(Err(refused));
             }
