@@ -186,10 +186,7 @@ async fn a_prompt_withdrawn_as_its_claim_waits_under_another_replicas_lease_is_n
     // b's writer is held up by a change to another session, whose row the test locks: b's
     // claim waits behind it, and its client cancels meanwhile.
     let other = on_b.new_session(&env.cwd()).await;
-    let (db, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await.unwrap();
-    tokio::spawn(connection);
-    db.batch_execute("BEGIN").await.unwrap();
-    db.execute("SELECT 1 FROM sessions WHERE id = $1 FOR UPDATE", &[&other]).await.unwrap();
+    let db = row_locked(&url, &other).await;
     let held_up = on_b.request("session/set_mode", json!({"sessionId": other, "modeId": "plan"})).await;
     until_waiting(&db, 1).await;
     let cancelled = on_b.prompt(&session, "cancelled before its refusal").await;
@@ -454,6 +451,16 @@ async fn a_setting_the_running_replica_refuses_is_refused_through_another_replic
     assert!(said.contains("no-such-model"), "it names the value: {through_b}");
 }
 
+/// A connection of the test's holding `session`'s row locked (`FOR UPDATE`) until it commits:
+/// every write of that row, on any replica, waits behind it.
+pub(super) async fn row_locked(url: &str, session: &str) -> tokio_postgres::Client {
+    let (db, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls).await.unwrap();
+    tokio::spawn(connection);
+    db.batch_execute("BEGIN").await.unwrap();
+    db.execute("SELECT 1 FROM sessions WHERE id = $1 FOR UPDATE", &[&session]).await.unwrap();
+    db
+}
+
 /// Waits until `count` statements of the test's database wait on a lock.
 pub(super) async fn until_waiting(db: &tokio_postgres::Client, count: i64) {
     let waiting =
@@ -495,10 +502,7 @@ async fn raced_with_a_turn(order: Order) {
     let session = on_a.new_session(&env.cwd()).await;
     let mut on_b = viewer(&b, &env, &session).await;
 
-    let (db, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await.unwrap();
-    tokio::spawn(connection);
-    db.batch_execute("BEGIN").await.unwrap();
-    db.execute("SELECT 1 FROM sessions WHERE id = $1 FOR UPDATE", &[&session]).await.unwrap();
+    let db = row_locked(&url, &session).await;
     let mode = json!({"sessionId": session, "modeId": "bypass"});
     let (prompt, set) = match order {
         Order::TurnFirst => {
@@ -561,10 +565,7 @@ async fn two_modes_set_through_two_replicas_at_once_leave_every_replica_in_the_o
 
     // a's change waits first on the session's row (locked from the test), b's behind it: b has
     // put its own in effect before a's row, numbered before b's, is in the log.
-    let (db, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await.unwrap();
-    tokio::spawn(connection);
-    db.batch_execute("BEGIN").await.unwrap();
-    db.execute("SELECT 1 FROM sessions WHERE id = $1 FOR UPDATE", &[&session]).await.unwrap();
+    let db = row_locked(&url, &session).await;
     let to_plan = on_a.request("session/set_mode", json!({"sessionId": session, "modeId": "plan"})).await;
     until_waiting(&db, 1).await;
     let to_bypass = on_b.request("session/set_mode", json!({"sessionId": session, "modeId": "bypass"})).await;

@@ -9,7 +9,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use super::postgres::fixture;
-use super::replica_commands::{replicas_of, until_waiting};
+use super::replica_commands::{replicas_of, row_locked, until_waiting};
 use super::replica_death::{loaded, open};
 use crate::support::served::{Client, Server};
 use crate::support::{Reply, TestEnv, text_of, updates};
@@ -284,10 +284,7 @@ async fn a_load_on_one_replica_racing_a_mode_change_on_another_ends_in_the_new_m
     let mut on_b = b.client().await;
     let other = on_b.new_session(&env.cwd()).await;
 
-    let (db, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await.unwrap();
-    tokio::spawn(connection);
-    db.batch_execute("BEGIN").await.unwrap();
-    db.execute("SELECT 1 FROM sessions WHERE id = $1 FOR UPDATE", &[&other]).await.unwrap();
+    let db = row_locked(&url, &other).await;
     let held_up = on_b.request("session/set_mode", json!({"sessionId": other, "modeId": "plan"})).await;
     until_waiting(&db, 1).await;
     let mut loading = b.client().await;
