@@ -51,6 +51,17 @@ fn prompt(text: &str) -> Message {
 }
 
 /// Each stored message as its first part's text.
+/// Process a's take of `id`'s lease for a turn of its own, with its prompt.
+fn a_turn(id: &SessionId) -> Write {
+    Write::TakeLease {
+        session_id: id.clone(),
+        last: LastTurn::Ours,
+        prompt: Some(prompt("a's")),
+        title: None,
+        command: None,
+    }
+}
+
 async fn stored(store: &Store, id: &SessionId) -> Vec<String> {
     let messages = store.messages(id).await.unwrap();
     messages
@@ -65,14 +76,7 @@ async fn stored(store: &Store, id: &SessionId) -> Vec<String> {
 #[tokio::test]
 async fn after_a_refused_claim_nothing_the_turn_records_is_written_not_even_its_stop_notice() {
     let (_dir, a, b, id) = two_processes().await;
-    let take = Write::TakeLease {
-        session_id: id.clone(),
-        last: LastTurn::Ours,
-        prompt: Some(prompt("a's")),
-        title: None,
-        command: None,
-    };
-    a.commit(take).await.unwrap();
+    a.commit(a_turn(&id)).await.unwrap();
 
     let shown = Arc::new(Shown::default());
     let mut recorder = turn_recorder(&b, &id, &shown);
@@ -99,14 +103,7 @@ async fn notices_held_until_a_claim_that_read_the_history_again_sort_after_the_t
     let b_prompt = prompt("b's prompt");
 
     // Meanwhile a runs a whole turn.
-    let take = Write::TakeLease {
-        session_id: id.clone(),
-        last: LastTurn::Ours,
-        prompt: Some(prompt("a's")),
-        title: None,
-        command: None,
-    };
-    a.commit(take).await.unwrap();
+    a.commit(a_turn(&id)).await.unwrap();
     let answer = Message::new(Role::Assistant, vec![Part::Text { text: "a's answer".into() }], MessageMeta::default());
     a.commit(Write::InsertMessage { session_id: id.clone(), message: answer }).await.unwrap();
     a.commit(Write::ReleaseLease { session_id: id.clone() }).await.unwrap();
