@@ -10,6 +10,11 @@ use crate::history::{Message, MessageMeta, Part, Role};
 use crate::ids::{SessionId, now_ms};
 use crate::store::{LastTurn, SessionRow, Store, Write};
 
+/// A take of `id`'s lease with no prompt, after this replica's own last turn.
+fn take(id: &SessionId) -> Write {
+    Write::TakeLease { session_id: id.clone(), last: LastTurn::Ours, prompt: None, title: None, command: None }
+}
+
 async fn replica(url: &str, name: &str) -> Store {
     Store::open_postgres_as(url, name, Duration::from_secs(30)).await.unwrap()
 }
@@ -95,15 +100,7 @@ async fn only_the_lease_holder_logs_and_a_new_holder_continues_the_numbering() {
     a.flush().await.unwrap();
     assert_eq!(b.messages_at_seq(&id).await.unwrap().1, 0);
 
-    a.commit(Write::TakeLease {
-        session_id: id.clone(),
-        last: LastTurn::Ours,
-        prompt: None,
-        title: None,
-        command: None,
-    })
-    .await
-    .unwrap();
+    a.commit(take(&id)).await.unwrap();
     a.submit_shown(Write::InsertMessage { session_id: id.clone(), message: note("one") }, vec!["one".into()], None);
     a.commit(Write::ReleaseLease { session_id: id.clone() }).await.unwrap();
     let (_, mark) = b.messages_and_last_turn(&id).await.unwrap();
@@ -143,15 +140,7 @@ async fn an_answer_opened_streamed_and_closed_within_one_batch_is_logged_whole()
         Write::InsertSession(Box::new(SessionRow::new(id.clone(), "/w".into(), "openai/m".into(), now_ms()))),
         None,
     );
-    a.commit(Write::TakeLease {
-        session_id: id.clone(),
-        last: LastTurn::Ours,
-        prompt: None,
-        title: None,
-        command: None,
-    })
-    .await
-    .unwrap();
+    a.commit(take(&id)).await.unwrap();
     let answer = Message::new(Role::Assistant, Vec::new(), MessageMeta::default());
     let message_id = answer.id.clone();
     a.submit(Write::InsertMessage { session_id: id.clone(), message: answer }, None);
@@ -183,15 +172,7 @@ async fn a_follow_starting_after_a_question_was_asked_gets_the_questions_still_o
         Write::InsertSession(Box::new(SessionRow::new(id.clone(), "/w".into(), "openai/m".into(), now_ms()))),
         None,
     );
-    a.commit(Write::TakeLease {
-        session_id: id.clone(),
-        last: LastTurn::Ours,
-        prompt: None,
-        title: None,
-        command: None,
-    })
-    .await
-    .unwrap();
+    a.commit(take(&id)).await.unwrap();
     let asked = |q: &str| format!("{ASKED}{{\"id\":\"{q}\",\"asked\":{{}}}}}}");
     let closed = |q: &str| format!("{CLOSED}{{\"id\":\"{q}\"}}}}");
     let show = |body: String| a.submit_shown(Write::Show { session_id: id.clone() }, vec![body], None);
@@ -213,15 +194,7 @@ async fn a_follow_starting_after_a_question_was_asked_gets_the_questions_still_o
     // Once the turn is over, nothing it asked is open, closed or not.
     show(asked("q3"));
     a.commit(Write::ReleaseLease { session_id: id.clone() }).await.unwrap();
-    a.commit(Write::TakeLease {
-        session_id: id.clone(),
-        last: LastTurn::Ours,
-        prompt: None,
-        title: None,
-        command: None,
-    })
-    .await
-    .unwrap();
+    a.commit(take(&id)).await.unwrap();
     show("{\"update\":\"late\"}".into());
     a.flush().await.unwrap();
     let mut after = b.follow(&id, 6).unwrap();
