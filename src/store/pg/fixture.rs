@@ -44,6 +44,14 @@ pub async fn database() -> String {
 }
 
 /// [`database`] on a server that offers TLS with the test certificate.
+/// Whether a statement of the test's database (`client`'s) waits on a lock: a test holding a
+/// row waits for this to know what it holds up has reached it.
+pub async fn one_waits(client: &tokio_postgres::Client) -> bool {
+    let waiting =
+        "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()";
+    client.query_one(waiting, &[]).await.unwrap().get::<_, i64>(0) >= 1
+}
+
 pub async fn tls_database() -> String {
     on(TLS_SERVER.get_or_init(|| start(true))).await
 }

@@ -14,7 +14,7 @@ use crate::history::{Message, MessageMeta, Part, Role};
 use crate::ids::{SessionId, now_ms};
 use crate::store::{LastTurn, SessionRow, Store, Write};
 
-use super::fixture;
+use super::fixture::{self, one_waits};
 
 async fn connect(url: &str) -> Client {
     let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls).await.unwrap();
@@ -39,13 +39,6 @@ async fn leased(database: &Client, id: &SessionId, holder: &str, live: bool) {
         "INSERT INTO session_leases (session_id, holder, epoch, taken_at, expires_at) VALUES ($1, $2, 1, {taken}, {expires})"
     );
     database.execute(&insert, &[&id.as_str(), &holder]).await.unwrap();
-}
-
-/// Whether a statement of the test's database waits on a lock.
-async fn one_waits(watch: &Client) -> bool {
-    let waiting =
-        "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()";
-    watch.query_one(waiting, &[]).await.unwrap().get::<_, i64>(0) >= 1
 }
 
 /// What another transaction (a sweeper, another replica's batch) sets to find a deadlock long

@@ -406,9 +406,7 @@ async fn a_take_without_a_prompt_numbers_on_after_a_setting_logged_while_it_was_
     let (told, shown) = tokio::sync::oneshot::channel();
     let show = Write::Show { session_id: id.clone() };
     a.submit_logged(show, vec!["{\"turn\":2}".into()], Box::new(move |logged| drop(told.send(logged))));
-    let waiting =
-        "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()";
-    while watch.query_one(waiting, &[]).await.unwrap().get::<_, i64>(0) < 1 {
+    while !fixture::one_waits(&watch).await {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     b.batch_execute("COMMIT").await.unwrap();
@@ -518,9 +516,7 @@ async fn a_setting_between_a_release_and_the_next_take_in_one_batch_is_logged() 
     locker.execute("SELECT 1 FROM sessions WHERE id = $1 FOR UPDATE", &[&id.as_str()]).await.unwrap();
     let title = Write::SetSessionTitle { id: id.clone(), title: "t".into(), by: crate::store::TitleBy::Client };
     a.submit(title, None);
-    let waiting =
-        "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()";
-    while watch.query_one(waiting, &[]).await.unwrap().get::<_, i64>(0) < 1 {
+    while !fixture::one_waits(&watch).await {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     a.submit(Write::ReleaseLease { session_id: id.clone() }, None);
