@@ -239,10 +239,22 @@ pub struct Toolbox<'a> {
     pub checkpoints: Option<&'a mut crate::tools::checkpoint::Tracker>,
 }
 
+/// The user's message a turn for `prompt` starts with, asked of `model`.
+pub fn user_message(prompt: Vec<Part>, model: &str) -> Message {
+    Message::new(Role::User, prompt, MessageMeta { model: Some(model.to_owned()), ..MessageMeta::default() })
+}
+
 /// Runs one turn for `prompt` to its end. The prompt is committed before the model is called
 /// (a prompt the recorder refuses ends the turn with that error, recording nothing), and every
 /// update of the turn is flushed before this returns.
-pub async fn run_turn(mut turn: Turn<'_>, prompt: Vec<Part>) -> Result<StopReason, TurnError> {
+pub async fn run_turn(turn: Turn<'_>, prompt: Vec<Part>) -> Result<StopReason, TurnError> {
+    let message = user_message(prompt, &turn.model_ref);
+    run_prompt(turn, message).await
+}
+
+/// [`run_turn`] for a user's message made already ([`user_message`]): one whose claim the
+/// recorder may have sent while the turn was set up.
+pub async fn run_prompt(mut turn: Turn<'_>, user_message: Message) -> Result<StopReason, TurnError> {
     // Handlers race `turn.cancel`; it fires on the user's cancel or at the turn's deadline, and
     // `user` tells the two apart.
     let user = std::mem::replace(&mut turn.cancel, CancellationToken::new());
@@ -252,13 +264,11 @@ pub async fn run_turn(mut turn: Turn<'_>, prompt: Vec<Part>) -> Result<StopReaso
     turn.phase(Phase::RunStart);
     // A sub-agent's prompt is the model's writing (it may quote what it read), not the user's.
     let subagent = turn.run.subagent;
-    let text = || (!subagent).then(|| crate::history::texts(&prompt).collect::<Vec<_>>().join("\n"));
+    let text = || (!subagent).then(|| crate::history::texts(&user_message.parts).collect::<Vec<_>>().join("\n"));
     // A sub-agent's turn is a child of its parent's call (the span it runs in), not of the
     // client's span, though its requests carry the client's trace.
     let client = turn.run.trace.as_ref().filter(|_| !subagent);
     turn.run.otel.start(client, &turn.model_ref, turn.run.cache_key.as_deref(), text);
-    let user_message =
-        Message::new(Role::User, prompt, MessageMeta { model: Some(turn.model_ref.clone()), ..MessageMeta::default() });
     let unseen = images_in(&user_message);
     let resumed = !turn.history.is_empty();
     let prompt = turn.run.hooks.is_some().then(|| user_message.clone());

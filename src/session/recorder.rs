@@ -83,6 +83,14 @@ pub struct StoreRecorder {
     uncommitted: Arc<Backlog>,
     /// The tokens of the model requests recorded: the steps' answers and compactions' summaries.
     used: Usage,
+    /// The turn's claim, sent before the turn asked for it ([`StoreRecorder::claim_early`]).
+    early: Option<Early>,
+}
+
+/// A claim sent ahead: its prompt, and where the store's answer comes.
+struct Early {
+    prompt: Message,
+    answer: oneshot::Receiver<Result<(), StoreError>>,
 }
 
 impl StoreRecorder {
@@ -106,6 +114,7 @@ impl StoreRecorder {
             title: None,
             command: None,
             used: Usage::default(),
+            early: None,
         }
     }
 
@@ -154,41 +163,18 @@ impl StoreRecorder {
         let mut last = LastTurn::Ours;
         let mut orphans = Vec::new();
         for _ in 0..CLAIM_TRIES {
-            let write = Write::TakeLease {
-                session_id: self.session.clone(),
-                last: last.clone(),
-                prompt: prompt.clone(),
-                title: self.title.clone(),
-                command: self.command,
+            let result = match self.early.take() {
+                // The prompt sent early is the turn's prompt.
+                Some(early) => {
+                    prompt = Some(early.prompt);
+                    early.answer
+                }
+                None => {
+                    let (send, answer) = self.claim_write(last.clone(), prompt.clone());
+                    send();
+                    answer
+                }
             };
-            let (done, result) = oneshot::channel();
-            tracing::trace!(target: "cairn::timing", session = %self.session, "lease claim submitted");
-            let (sink, session, title) = (Arc::clone(&self.sink), self.session.clone(), self.title.clone());
-            // Its client sent the prompt; a client following from another replica is shown it.
-            let mut shown: Vec<Update> = prompt
-                .iter()
-                .flat_map(|prompt| {
-                    prompt.parts.iter().map(|part| Update::UserChunk { message: prompt.id.clone(), part: part.clone() })
-                })
-                .collect();
-            shown.extend(title.clone().map(Update::Title));
-            let (shown, logged) = self.logged(&shown);
-            // The title is the last update logged, when every one was.
-            let title_at = logged.iter().all(|logged| *logged).then(|| shown.len().saturating_sub(1));
-            self.store.submit_logged(
-                write,
-                shown,
-                Box::new(move |result: Result<Option<i64>, StoreError>| {
-                    if let (Ok(first), Some(title)) = (&result, title) {
-                        let at = title_at.and_then(|at| i64::try_from(at).ok());
-                        match first.zip(at) {
-                            Some((first, at)) => sink.send_logged(&session, first + at, Update::Title(title)),
-                            None => sink.send(&session, Update::Title(title)),
-                        }
-                    }
-                    let _ = done.send(result.map(|_| ()));
-                }),
-            );
             match result.await.unwrap_or(Err(StoreError::Closed)) {
                 Ok(()) => {
                     tracing::trace!(target: "cairn::timing", session = %self.session, "lease claim committed");
@@ -237,6 +223,70 @@ impl StoreRecorder {
         }
         self.gate = Gate::Shut;
         Err(RecordError::Failed(StoreError::LeaseMoved { session: self.session.clone(), last: None }.to_string()))
+    }
+
+    /// Sends the claim of a turn for `prompt` (see [`StoreRecorder::claim`]) as soon as `after`
+    /// is done, instead of when the turn asks for it, so that it commits while the turn is set
+    /// up; the turn's claim then waits for its answer. `after` is what the claim must not come
+    /// before (the session's log forwarded to this replica's clients). Nothing is sent once the
+    /// recorder is gone.
+    pub fn claim_early(&mut self, prompt: Message, after: Option<impl Future<Output = ()> + Send + 'static>) {
+        let (send, answer) = self.claim_write(LastTurn::Ours, Some(prompt.clone()));
+        match after {
+            Some(after) => {
+                tokio::spawn(async move {
+                    after.await;
+                    send();
+                });
+            }
+            None => send(),
+        }
+        self.early = Some(Early { prompt, answer });
+    }
+
+    /// A claim's write, ready to queue (`send`), and where its answer comes: once committed,
+    /// the title is shown, numbered as logged. The write is not queued if the answer is no
+    /// longer awaited.
+    fn claim_write(
+        &self,
+        last: LastTurn,
+        prompt: Option<Message>,
+    ) -> (impl FnOnce() + Send + 'static, oneshot::Receiver<Result<(), StoreError>>) {
+        let (sink, session, title) = (Arc::clone(&self.sink), self.session.clone(), self.title.clone());
+        // Its client sent the prompt; a client following from another replica is shown it.
+        let mut shown: Vec<Update> = prompt
+            .iter()
+            .flat_map(|prompt| {
+                prompt.parts.iter().map(|part| Update::UserChunk { message: prompt.id.clone(), part: part.clone() })
+            })
+            .collect();
+        shown.extend(title.clone().map(Update::Title));
+        let (shown, logged) = self.logged(&shown);
+        // The title is the last update logged, when every one was.
+        let title_at = logged.iter().all(|logged| *logged).then(|| shown.len().saturating_sub(1));
+        let write =
+            Write::TakeLease { session_id: session.clone(), last, prompt, title: title.clone(), command: self.command };
+        let (done, answer) = oneshot::channel();
+        let store = self.store.clone();
+        let send = move || {
+            if done.is_closed() {
+                tracing::debug!(%session, "a claim no turn waits for any more is not sent");
+                return;
+            }
+            tracing::trace!(target: "cairn::timing", %session, "lease claim submitted");
+            let then = move |result: Result<Option<i64>, StoreError>| {
+                if let (Ok(first), Some(title)) = (&result, title) {
+                    let at = title_at.and_then(|at| i64::try_from(at).ok());
+                    match first.zip(at) {
+                        Some((first, at)) => sink.send_logged(&session, first + at, Update::Title(title)),
+                        None => sink.send(&session, Update::Title(title)),
+                    }
+                }
+                let _ = done.send(result.map(|_| ()));
+            };
+            store.submit_logged(write, shown, Box::new(then));
+        };
+        (send, answer)
     }
 
     /// Gives the held notices fresh ids, in the order they were recorded: ids made before the

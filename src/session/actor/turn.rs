@@ -284,33 +284,28 @@ impl Actor {
         let cache_key = self.row.id.to_string();
         let mut checkpoints = self.take_checkpoints();
         let (store_for_checkpoints, session_id) = (store.clone(), session.clone());
-        let caught_up = self.caught_up();
+        // The turn's first write, its claim of the session, is sent now and commits while the
+        // turn is set up: nothing the turn records is shown before it (the recorder holds it).
+        // Another replica's turn that just ended is shown whole first: the claim is sent once
+        // this replica's clients were shown the session's log as it is now.
+        // Sub-agents ask the session's model, not the one a command holds its turn to.
+        let for_subagents = models.main.reference.clone();
+        let main = only.as_ref().and_then(|only| only.model()).unwrap_or(models.main);
+        let prompt = agent::user_message(parts, &main.reference);
+        recorder.claim_early(prompt.clone(), self.caught_up());
         let turn = async move {
-            // Another replica's turn that just ended is shown whole before this one starts: its
-            // claim, the turn's first write, waits for it below. Nothing before the claim is
-            // shown (the recorder holds what it is given until then), so the turn is set up
-            // meanwhile.
-            let caught_up = caught_up.map(tokio::spawn);
             if let Some(tracker) = checkpoints.as_mut() {
                 crate::session::restore::load(&store_for_checkpoints, &session_id, tracker).await;
             }
             let system = system.await;
-            let mut parent = subagent::Parent::new(
-                store,
-                Arc::clone(&config),
-                session,
-                project,
-                models.main.reference.clone(),
-                watch,
-            )
-            .await;
+            let mut parent =
+                subagent::Parent::new(store, Arc::clone(&config), session, project, for_subagents, watch).await;
             parent.hooks = Some(Arc::clone(&hooks));
             // A command from a file holds its turn, and the sub-agents it starts, to its tools,
             // and its turn to its model.
             let cut =
                 |tools: &crate::tools::Registry| only.as_ref().map_or_else(|| tools.clone(), |only| only.cut(tools));
             let tools = setup::session_tools(servers.as_ref(), &config, parent, &token, &mut recorder, &cut).await;
-            let main = only.as_ref().and_then(|only| only.model()).unwrap_or(models.main);
             for warning in system.warnings.iter().filter(|_| warn) {
                 let text = format!("Project instructions: {warning}.");
                 recorder.record(AgentEvent::Notice { message: MessageId::generate(), text });
@@ -340,12 +335,7 @@ impl Actor {
             let mut turn = setup.turn(&mut history, &mut recorder, &mut rules, token, run);
             turn.tools.checkpoints = checkpoints.as_mut();
             tracing::trace!(target: "cairn::timing", session = %cache_key, "turn set up");
-            if let Some(caught_up) = caught_up {
-                // A wait that panicked waited for nothing more.
-                let _ = caught_up.await;
-            }
-            tracing::trace!(target: "cairn::timing", session = %cache_key, "turn caught up with the session's log");
-            let result = agent::run_turn(turn, parts).await;
+            let result = agent::run_prompt(turn, prompt).await;
             // What the turn's own requests used, counted as they were recorded.
             let result = result.map(|stop| TurnEnd { stop, usage: recorder.used() });
             TurnOutcome { history, rules, checkpoints, result }
