@@ -356,7 +356,15 @@ impl Follower {
         let (client, heard) = target.listen(CHANNEL).await?;
         let (follows, asked) = mpsc::unbounded_channel();
         let cancel = CancellationToken::new();
-        let task = Task { target, me, poll, followed: HashMap::new(), numbered: 0, cancel: cancel.clone() };
+        let task = Task {
+            target,
+            me,
+            poll,
+            followed: HashMap::new(),
+            by_session: HashMap::new(),
+            numbered: 0,
+            cancel: cancel.clone(),
+        };
         tokio::spawn(task.run(client, heard, asked));
         Ok(Self { follows, _stop: cancel.drop_guard() })
     }
@@ -384,6 +392,9 @@ struct Task {
     poll: Duration,
     /// Every follow, by a number of its own.
     followed: HashMap<i64, Followed>,
+    /// The numbers of each session's follows: a batch of own rows or a wake-up names a few
+    /// sessions among hundreds followed.
+    by_session: HashMap<SessionId, Vec<i64>>,
     numbered: i64,
     cancel: CancellationToken,
 }
@@ -441,7 +452,7 @@ impl Task {
                 },
                 _ = tick.tick() => None,
             };
-            self.followed.retain(|_, followed| !followed.sink.is_closed());
+            self.drop_closed();
             if let Err(err) = self.round(&client, &prepared, due).await {
                 tracing::warn!("following sessions in PostgreSQL: {err}; reading again at the next round");
             }
@@ -467,7 +478,9 @@ impl Task {
     /// them (rows of another replica not read yet), or whose subscriber is full, reads them.
     fn skip_own(&mut self, rows: Appended, due: &mut HashSet<SessionId>) {
         let last = rows.seqs.end - 1;
-        for followed in self.followed.values_mut().filter(|followed| followed.session == rows.session) {
+        let Self { by_session, followed: follows, me, .. } = self;
+        for number in by_session.get(&rows.session).into_iter().flatten() {
+            let Some(followed) = follows.get_mut(number) else { continue };
             if followed.last >= last {
                 continue;
             }
@@ -475,7 +488,7 @@ impl Task {
                 due.insert(rows.session.clone());
                 continue;
             }
-            let mine = Event { seq: last, epoch: rows.epoch, origin: self.me.clone(), body: String::new() };
+            let mine = Event { seq: last, epoch: rows.epoch, origin: me.clone(), body: String::new() };
             if followed.sink.try_send(mine).is_ok() {
                 followed.last = last;
             } else {
@@ -512,9 +525,25 @@ impl Task {
             ),
         }
         let session = follow.session.clone();
+        self.by_session.entry(session.clone()).or_default().push(self.numbered);
         self.followed
             .insert(self.numbered, Followed { session: follow.session, last: follow.after, sink: follow.sink });
         session
+    }
+
+    /// Forgets the follows whose subscriber is gone.
+    fn drop_closed(&mut self) {
+        let by_session = &mut self.by_session;
+        self.followed.retain(|number, followed| {
+            let open = !followed.sink.is_closed();
+            if !open && let Some(numbers) = by_session.get_mut(&followed.session) {
+                numbers.retain(|other| other != number);
+                if numbers.is_empty() {
+                    by_session.remove(&followed.session);
+                }
+            }
+            open
+        });
     }
 
     /// Connects and listens again, until it can (`None`: the follower stopped first).
@@ -529,16 +558,18 @@ impl Task {
         prepared: &Prepared,
         due: Option<HashSet<SessionId>>,
     ) -> Result<(), PgError> {
-        let mut numbers = Vec::new();
-        let mut sessions = Vec::new();
-        let mut lasts = Vec::new();
-        for (number, followed) in &self.followed {
-            if due.as_ref().is_none_or(|due| due.contains(&followed.session)) {
-                numbers.push(*number);
-                sessions.push(followed.session.as_str());
-                lasts.push(followed.last);
-            }
-        }
+        let chosen: Vec<(i64, &Followed)> = match &due {
+            None => self.followed.iter().map(|(number, followed)| (*number, followed)).collect(),
+            Some(due) => due
+                .iter()
+                .filter_map(|session| self.by_session.get(session))
+                .flatten()
+                .filter_map(|number| self.followed.get(number).map(|followed| (*number, followed)))
+                .collect(),
+        };
+        let numbers: Vec<i64> = chosen.iter().map(|(number, _)| *number).collect();
+        let sessions: Vec<&str> = chosen.iter().map(|(_, followed)| followed.session.as_str()).collect();
+        let lasts: Vec<i64> = chosen.iter().map(|(_, followed)| followed.last).collect();
         if numbers.is_empty() {
             return Ok(());
         }

@@ -234,6 +234,35 @@ async fn the_writers_own_rows_are_passed_at_once_without_reading_them_and_rows_b
 }
 
 #[tokio::test]
+async fn of_a_session_followed_three_times_the_follow_that_went_away_is_forgotten_and_the_others_get_every_row() {
+    let (target, mut writer) = fresh().await;
+    let session = SessionId::generate();
+    let me = "here:1:h";
+    let follower = Follower::start(target.clone(), me.into(), Duration::from_secs(600)).await.unwrap();
+    let gone = follower.follow(&session, 0);
+    let mut kept = follower.follow(&session, 0);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    drop(gone);
+    let mine = take(&writer, &target, &session, me, Duration::from_secs(60)).await;
+    let mut next = 1;
+    write(&mut writer, &target, &mine, &mut next, 3, false).await;
+    follower.own_rows().committed(own(&mine, 1..4));
+    assert_eq!(seqs(&receive(&mut kept, 1).await), [3], "this replica's rows, passed");
+
+    // A follow of the same session starting later gets what comes after its start, as the
+    // one kept does.
+    let mut later = follower.follow(&session, 3);
+    write(&mut writer, &target, &mine, &mut next, 2, false).await;
+    follower.own_rows().committed(own(&mine, 4..6));
+    assert_eq!(seqs(&receive(&mut kept, 1).await), [5]);
+    assert_eq!(seqs(&receive(&mut later, 1).await), [5]);
+    let other = take(&writer, &target, &SessionId::generate(), "there:2:t", Duration::from_secs(60)).await;
+    write(&mut writer, &target, &other, &mut 1, 1, true).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(kept.try_recv().is_err() && later.try_recv().is_err(), "nothing twice, nothing of another session");
+}
+
+#[tokio::test]
 async fn what_a_client_missed_is_every_row_after_its_number_unless_one_of_them_was_pruned() {
     use super::events::Missed;
     let (target, mut writer) = fresh().await;
