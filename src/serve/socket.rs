@@ -8,9 +8,10 @@
 //! frame is answered with an error; all are ignored. A frame over [`MAX_FRAME`] closes the
 //! connection with the WebSocket's "message too big" status and a reason. The connection is
 //! pinged every heartbeat; one that sent nothing (a pong included) for two is closed, and so is
-//! one whose token was revoked since (1008, "the token was revoked"). The pipes between the
-//! socket and the peer are small and bounded: a client that stops reading fills them, and the
-//! peer's queue holds the rest, counted. A session's turn never waits for one client, so a
+//! one whose token was revoked since (1008, "the token was revoked"). The frames of the lines
+//! read from the peer together go out in one write. The pipes between the socket and the peer
+//! are small and bounded: a client that stops reading fills them, and the peer's queue holds
+//! the rest, counted. A session's turn never waits for one client, so a
 //! client more than [`BEHIND`] bytes behind is cut off (status 1013 and the reason, when the
 //! socket still takes them) and detached; it can reconnect and load the session.
 
@@ -156,8 +157,15 @@ pub async fn serve(
                     }
                     // The peer writes JSON, which serde_json writes as UTF-8.
                     let Ok(text) = String::from_utf8(std::mem::take(&mut line)) else { continue };
+                    // Frames whose lines were read already go out with this one, in one write:
+                    // the socket is flushed at the last line read.
+                    let frame = Message::Text(text.into());
+                    let more = memchr::memchr(b'\n', lines.buffer()).is_some();
+                    let sending = async {
+                        if more { to_client.feed(frame).await } else { to_client.send(frame).await }
+                    };
                     let sent = tokio::select! {
-                        sent = to_client.send(Message::Text(text.into())) => sent.is_ok(),
+                        sent = sending => sent.is_ok(),
                         () = cut_off.cancelled() => continue,
                     };
                     if !sent {
