@@ -249,13 +249,17 @@ async fn of_a_session_followed_three_times_the_follow_that_went_away_is_forgotte
     follower.own_rows().committed(own(&mine, 1..4));
     assert_eq!(seqs(&receive(&mut kept, 1).await), [3], "this replica's rows, passed");
 
-    // A follow of the same session starting later gets what comes after its start, as the
-    // one kept does.
-    let mut later = follower.follow(&session, 3);
     write(&mut writer, &target, &mine, &mut next, 2, false).await;
     follower.own_rows().committed(own(&mine, 4..6));
     assert_eq!(seqs(&receive(&mut kept, 1).await), [5]);
-    assert_eq!(seqs(&receive(&mut later, 1).await), [5]);
+    // A follow of the same session starting later reads what it missed, then gets this
+    // replica's rows passed as the one kept does.
+    let mut later = follower.follow(&session, 3);
+    assert_eq!(seqs(&receive(&mut later, 2).await), [4, 5], "read from the log");
+    write(&mut writer, &target, &mine, &mut next, 2, false).await;
+    follower.own_rows().committed(own(&mine, 6..8));
+    assert_eq!(seqs(&receive(&mut kept, 1).await), [7]);
+    assert_eq!(seqs(&receive(&mut later, 1).await), [7]);
     let other = take(&writer, &target, &SessionId::generate(), "there:2:t", Duration::from_secs(60)).await;
     write(&mut writer, &target, &other, &mut 1, 1, true).await;
     tokio::time::sleep(Duration::from_millis(300)).await;

@@ -25,6 +25,7 @@ mod events_tests;
 pub(crate) mod fixture;
 #[cfg(test)]
 mod follow_tests;
+mod follower;
 pub mod health;
 mod held;
 pub mod inbox;

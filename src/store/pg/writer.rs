@@ -204,7 +204,12 @@ impl Writer {
                     self.waited_for(&job);
                 }
                 match job {
-                    Job::Write(write, shown, after) => writes.push((write, shown, after)),
+                    Job::Write(write, shown, after) => {
+                        if let Write::TakeLease { session_id, .. } = &write {
+                            tracing::trace!(target: "cairn::timing", session = %session_id, "lease claim in a batch");
+                        }
+                        writes.push((write, shown, after));
+                    }
                     job @ (Job::Snapshot(..) | Job::Load(..) | Job::Shutdown(_)) => {
                         last = Some(job);
                         break;
@@ -228,7 +233,6 @@ impl Writer {
                 let timed = Instant::now();
                 let results = self.apply(&writes, &shown).await;
                 let us = u64::try_from(timed.elapsed().as_micros()).unwrap_or(u64::MAX);
-                tracing::trace!(target: "cairn::timing", writes = writes.len(), us, "batch run");
                 for (write, result) in writes.iter().zip(&results) {
                     if let (Write::ReleaseLease { session_id }, Err(_)) = (write, result)
                         && self.held.contains_key(session_id)
@@ -237,11 +241,15 @@ impl Writer {
                     }
                 }
                 self.release_again().await;
+                let count = writes.len();
+                let showing = Instant::now();
                 for (after, result) in afters.into_iter().zip(results) {
                     if let Some(after) = after {
                         after.run(result);
                     }
                 }
+                let shown_us = u64::try_from(showing.elapsed().as_micros()).unwrap_or(u64::MAX);
+                tracing::trace!(target: "cairn::timing", writes = count, us, shown_us, "batch run");
             }
             match last {
                 Some(Job::Snapshot(id, then)) => then(self.load(&id).await),
