@@ -4,13 +4,15 @@
 //!
 //! When many prompts arrive at once, a batch carries many claims; run in turn, each cost three
 //! round trips and five statements, and the chunks of every running turn queued behind them.
-//! Here a batch's claims cost one read of their lease rows, one take of every lease that passed
-//! its check (`INSERT … SELECT FROM unnest … ON CONFLICT DO UPDATE … WHERE`, the same condition
-//! as one take), and the prompts, their parts and the titles in one statement each, sent
-//! together. The lease keeps its guarantees: the take is still one row-locking upsert per
-//! lease, so one holder at a time; each take makes the epoch one greater; the expiry is set on
-//! the database's clock; a take refused because another holder's lease runs answers who holds
-//! it, as one take does.
+//! Here a batch's claims cost one round trip: one statement checks and takes every lease
+//! (`INSERT … SELECT FROM unnest … ON CONFLICT DO UPDATE … WHERE`: each claim's check on the row
+//! as found, then the one-take condition on the row locked, which must still be the row
+//! checked), and the prompts, their parts and the titles follow in one statement each, sent
+//! with it, each writing only for the leases it took. Only refused claims cost a second round
+//! trip, a read of their rows to say why. The lease keeps its guarantees: the take is still one
+//! row-locking upsert per lease, so one holder at a time; each take makes the epoch one
+//! greater; the expiry is set on the database's clock; a take refused because another holder's
+//! lease runs answers who holds it, as one take does.
 //!
 //! Only the takes that can run before the batch's other writes without changing what any write
 //! sees are run so ([`first`]): a take with a prompt, whose session no earlier write of the batch
@@ -26,7 +28,7 @@ use tokio_postgres::types::ToSql;
 
 use super::PgError;
 use super::lease::Lease;
-use super::writer::{Done, PartKey, State, holder_of, mark_of};
+use super::writer::{Done, PartKey, State, epoch_of, holder_of, mark_of};
 use super::writes::session_of;
 use crate::history::Message;
 use crate::ids::{SessionId, now_ms};
@@ -132,28 +134,47 @@ const READ: &str = "SELECT session_id, holder, epoch, released_at IS NULL AND ex
         (extract(epoch FROM taken_at) * 1000)::bigint, (extract(epoch FROM expires_at) * 1000)::bigint
      FROM session_leases WHERE session_id = ANY($1::text[])";
 
+/// Every claim's check and take at once, each row locked: a claim passes its check on the
+/// lease row as the statement found it (see [`expected`]), and takes the lease if nobody else's
+/// runs and the row is still the one checked (the epoch it is given is one more than the one
+/// seen, the one-take condition's epoch + 1). Answers the leases taken, with their epochs.
 const TAKE: &str = "INSERT INTO session_leases AS lease (session_id, holder, epoch, expires_at, taken_at)
-     SELECT mine.session_id, $2, 1, now() + $3::float8 * interval '1 second', now()
-       FROM unnest($1::text[]) AS mine(session_id)
+     SELECT mine.session_id, $2, coalesce(seen.epoch, 0) + 1, now() + $3::float8 * interval '1 second', now()
+       FROM unnest($1::text[], $4::bool[], $5::int8[]) AS mine(session_id, ours, epoch)
+       LEFT JOIN session_leases AS seen ON seen.session_id = mine.session_id
+      WHERE CASE WHEN mine.ours THEN seen.session_id IS NULL OR seen.holder = $2
+                 WHEN mine.epoch IS NULL THEN seen.session_id IS NULL
+                 ELSE seen.epoch = mine.epoch END
      ON CONFLICT (session_id) DO UPDATE
         SET holder = excluded.holder, epoch = lease.epoch + 1, expires_at = excluded.expires_at,
             taken_at = excluded.taken_at, released_at = NULL
-        WHERE lease.expires_at <= now() OR lease.holder = excluded.holder
+        WHERE (lease.expires_at <= now() OR lease.holder = excluded.holder) AND lease.epoch + 1 = excluded.epoch
      RETURNING session_id, epoch";
 
-const MESSAGES: &str = "WITH touched AS (UPDATE sessions SET updated_at = $5 WHERE id = ANY($2::text[]))
+/// Sent after [`TAKE`] in the same transaction, the prompts' statements write only for the
+/// sessions whose lease it took: held by this replica and taken at this transaction's start.
+const MESSAGES: &str = "WITH taken AS (
+         SELECT session_id FROM session_leases
+          WHERE session_id = ANY($2::text[]) AND holder = $6 AND taken_at = now()
+     ),
+     touched AS (UPDATE sessions SET updated_at = $5 WHERE id IN (SELECT session_id FROM taken))
      INSERT INTO messages (id, session_id, role, metadata_json, created_at, updated_at)
      SELECT m.id, m.session_id, m.role, m.meta, $5, $5
-       FROM unnest($1::text[], $2::text[], $3::text[], $4::text[]) AS m(id, session_id, role, meta)";
+       FROM unnest($1::text[], $2::text[], $3::text[], $4::text[]) AS m(id, session_id, role, meta)
+      WHERE m.session_id IN (SELECT session_id FROM taken)";
 
 const PARTS: &str =
     "INSERT INTO parts (message_id, session_id, idx, type, data_json, tool_call_id, tool_state, created_at, updated_at)
      SELECT p.message_id, p.session_id, p.idx, p.type, p.data, p.call, p.state, $8, $8
        FROM unnest($1::text[], $2::text[], $3::int4[], $4::text[], $5::text[], $6::text[], $7::text[])
-         AS p(message_id, session_id, idx, type, data, call, state)";
+         AS p(message_id, session_id, idx, type, data, call, state)
+       JOIN session_leases AS taken
+         ON taken.session_id = p.session_id AND taken.holder = $9 AND taken.taken_at = now()";
 
 const TITLES: &str = "UPDATE sessions AS s SET title = t.title, updated_at = $3
-     FROM unnest($1::text[], $2::text[]) AS t(id, title) WHERE s.id = t.id AND s.title IS NULL";
+     FROM unnest($1::text[], $2::text[]) AS t(id, title)
+     JOIN session_leases AS taken ON taken.session_id = t.id AND taken.holder = $4 AND taken.taken_at = now()
+     WHERE s.id = t.id AND s.title IS NULL";
 
 /// Runs the takes `jobs` of `writes` (as [`first`] chose them) together, answering each in
 /// `done`: refused by its check, held by another replica, fenced (`fenced`: leases this
@@ -188,69 +209,68 @@ pub(super) async fn take_all(
     if claims.is_empty() {
         return Ok(());
     }
-    let names: Vec<&str> = claims.iter().map(|(claim, _)| claim.session.as_str()).collect();
-    let read = state.prepared.get(tx, READ).await?;
-    let rows: HashMap<String, LeaseRow> = tx
-        .query(&read, &[&names])
-        .await?
-        .iter()
-        .map(|row| {
-            let lease = LeaseRow {
-                holder: row.get(1),
-                epoch: row.get(2),
-                live: row.get(3),
-                taken_ms: row.get(4),
-                expires_ms: row.get(5),
-            };
-            (row.get::<_, String>(0), lease)
-        })
-        .collect();
-    let mut passed = Vec::with_capacity(claims.len());
-    for (claim, last) in claims {
-        match refusal(rows.get(claim.session.as_str()), state, claim.session, last) {
-            Some(refused) => done.results[claim.job] = Err(refused),
-            None => passed.push(claim),
-        }
-    }
-    if passed.is_empty() {
-        return Ok(());
-    }
     // In one order, so two replicas taking overlapping sets lock their rows in the same order.
-    passed.sort_by(|a, b| a.session.as_str().cmp(b.session.as_str()));
-    let names: Vec<&str> = passed.iter().map(|claim| claim.session.as_str()).collect();
+    claims.sort_by(|a, b| a.0.session.as_str().cmp(b.0.session.as_str()));
+    let names: Vec<&str> = claims.iter().map(|(claim, _)| claim.session.as_str()).collect();
+    let (ours, epochs): (Vec<bool>, Vec<Option<i64>>) = claims.iter().map(|(_, last)| expected(last)).unzip();
     let seconds = state.ttl.as_secs_f64();
     let take = state.prepared.get(tx, TAKE).await?;
-    let epochs: HashMap<String, i64> =
-        tx.query(&take, &[&names, &state.me, &seconds]).await?.iter().map(|row| (row.get(0), row.get(1))).collect();
-    let (took, held): (Vec<Claim>, Vec<Claim>) =
-        passed.into_iter().partition(|claim| epochs.contains_key(claim.session.as_str()));
-    if !held.is_empty() {
-        // Another replica took it between the check and the take: who, as one take answers.
-        let names: Vec<&str> = held.iter().map(|claim| claim.session.as_str()).collect();
+    // The prompts go in the same round trip, after the take: each is written only if its lease
+    // was taken by this transaction.
+    let prompts: Vec<_> = claims.iter().map(|(claim, _)| (claim.session, claim.prompt, claim.title)).collect();
+    let taking = async {
+        let params: [&(dyn ToSql + Sync); 5] = [&names, &state.me, &seconds, &ours, &epochs];
+        tx.query(&take, &params).await
+    };
+    let (taken, written) = futures::future::join(taking, write_prompts(tx, state, &prompts)).await;
+    let epochs: HashMap<String, i64> = taken?.iter().map(|row| (row.get(0), row.get(1))).collect();
+    written?;
+    let (took, refused): (Vec<_>, Vec<_>) =
+        claims.into_iter().partition(|(claim, _)| epochs.contains_key(claim.session.as_str()));
+    if !refused.is_empty() {
+        // Why, from the lease rows as they are now: another replica's lease runs (who holds
+        // it, as one take answers), or the session had a turn since the caller's history.
+        let names: Vec<&str> = refused.iter().map(|(claim, _)| claim.session.as_str()).collect();
         let read = state.prepared.get(tx, READ).await?;
-        let rows: HashMap<String, (String, i64, i64)> = tx
+        let rows: HashMap<String, LeaseRow> = tx
             .query(&read, &[&names])
             .await?
             .iter()
-            .map(|row| (row.get(0), (row.get(1), row.get(4), row.get(5))))
+            .map(|row| {
+                let lease = LeaseRow {
+                    holder: row.get(1),
+                    epoch: row.get(2),
+                    live: row.get(3),
+                    taken_ms: row.get(4),
+                    expires_ms: row.get(5),
+                };
+                (row.get::<_, String>(0), lease)
+            })
             .collect();
-        let ttl = i64::try_from(state.ttl.as_millis()).unwrap_or(i64::MAX);
-        for claim in held {
-            let (holder, taken_ms, expires_ms) = rows.get(claim.session.as_str()).cloned().unwrap_or_default();
-            done.results[claim.job] =
-                Err(StoreError::Leased(Box::new(holder_of(claim.session, &holder, taken_ms, expires_ms - ttl))));
+        for (claim, last) in refused {
+            let row = rows.get(claim.session.as_str());
+            // A check that would pass now was made against a row that changed under the take.
+            let moved =
+                || StoreError::LeaseMoved { session: claim.session.clone(), last: row.map(|row| mark_of(row.epoch)) };
+            done.results[claim.job] = Err(refusal(row, state, claim.session, last).unwrap_or_else(moved));
         }
     }
-    if took.is_empty() {
-        return Ok(());
-    }
-    write_prompts(tx, state, &took.iter().map(|claim| (claim.session, claim.prompt, claim.title)).collect::<Vec<_>>())
-        .await?;
-    for claim in took {
+    for (claim, _) in took {
         let epoch = epochs.get(claim.session.as_str()).copied().unwrap_or_default();
         done.taken.push(Lease { session: claim.session.clone(), holder: state.me.to_owned(), epoch });
     }
     Ok(())
+}
+
+/// What a take's check asks of its lease row, as [`TAKE`] takes it: that this replica holds
+/// it or nobody ever did (`true`), else that its epoch is this one (`None`: that there is no
+/// row). A mark that names no epoch matches none.
+fn expected(last: &LastTurn) -> (bool, Option<i64>) {
+    match last {
+        LastTurn::Ours => (true, None),
+        LastTurn::By(None) => (false, None),
+        LastTurn::By(Some(mark)) => (false, Some(epoch_of(mark).unwrap_or(-1))),
+    }
 }
 
 /// The claims' prompts with their parts, and the titles of sessions that have none yet: one
@@ -297,22 +317,22 @@ async fn write_prompts(
         if ids.is_empty() {
             return Ok(0);
         }
-        let params: [&(dyn ToSql + Sync); 5] = [&ids, &sessions, &roles, &metas, &now];
+        let params: [&(dyn ToSql + Sync); 6] = [&ids, &sessions, &roles, &metas, &now, &state.me];
         tx.execute(&insert, &params).await
     };
     let parts = async {
         if owners.is_empty() {
             return Ok(0);
         }
-        let params: [&(dyn ToSql + Sync); 8] =
-            [&owners, &owner_sessions, &indexes, &kinds, &data, &calls, &tool_states, &now];
+        let params: [&(dyn ToSql + Sync); 9] =
+            [&owners, &owner_sessions, &indexes, &kinds, &data, &calls, &tool_states, &now, &state.me];
         tx.execute(&put, &params).await
     };
     let named = async {
         if titled.is_empty() {
             return Ok(0);
         }
-        tx.execute(&name, &[&titled, &titles, &now]).await
+        tx.execute(&name, &[&titled, &titles, &now, &state.me]).await
     };
     let (messages, parts, named) = futures::future::join3(messages, parts, named).await;
     messages?;

@@ -597,6 +597,11 @@ pub fn mark_of(epoch: i64) -> String {
     format!("epoch {epoch}")
 }
 
+/// The epoch a [`mark_of`] names, if it names one.
+pub fn epoch_of(mark: &str) -> Option<i64> {
+    mark.strip_prefix("epoch ")?.parse().ok()
+}
+
 /// Another replica's lease as the error names it: a replica is named `host:pid:…`.
 pub(super) fn holder_of(session: &SessionId, holder: &str, since: i64, heartbeat: i64) -> LeaseHolder {
     let mut fields = holder.splitn(3, ':');
