@@ -27,8 +27,8 @@ use tokio_postgres::GenericClient;
 use tokio_postgres::types::ToSql;
 
 use super::PgError;
-use super::lease::Lease;
-use super::writer::{Done, PartKey, State, epoch_of, holder_of, mark_of};
+use super::lease::{Lease, epoch_of, holder_of, mark_of};
+use super::writer::{Done, PartKey, State};
 use super::writes::session_of;
 use crate::history::Message;
 use crate::ids::{SessionId, now_ms};

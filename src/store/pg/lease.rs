@@ -14,13 +14,16 @@
 //! that died mid-turn: any replica's [`sweep`] takes it over, once, to close that turn. The share lock also orders a takeover after a
 //! write already in flight: the takeover's update waits for that write to commit, so the new
 //! holder reads everything the old one wrote, and the old one writes nothing after.
+//!
+//! A take's epoch is also its mark ([`mark_of`]), by which a caller says which turn its history
+//! was read after, and a holder's name says the host and process an error names ([`holder_of`]).
 
 use std::time::Duration;
 
 use tokio_postgres::{GenericClient, Transaction};
 
 use super::{PgError, PgTarget, Prepared};
-use crate::ids::SessionId;
+use crate::ids::{LeaseHolder, SessionId};
 
 /// A lease this replica holds.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -287,4 +290,22 @@ pub async fn sweep(
             dead: row.get(2),
         })
         .collect())
+}
+
+/// The mark of a lease's take that [`crate::store::LastTurn::By`] names: its epoch.
+pub fn mark_of(epoch: i64) -> String {
+    format!("epoch {epoch}")
+}
+
+/// The epoch a [`mark_of`] names, if it names one.
+pub fn epoch_of(mark: &str) -> Option<i64> {
+    mark.strip_prefix("epoch ")?.parse().ok()
+}
+
+/// Another replica's lease as the error names it: a replica is named `host:pid:…`.
+pub(super) fn holder_of(session: &SessionId, holder: &str, since: i64, heartbeat: i64) -> LeaseHolder {
+    let mut fields = holder.splitn(3, ':');
+    let host = fields.next().unwrap_or(holder).to_owned();
+    let pid = fields.next().and_then(|pid| pid.parse().ok()).unwrap_or(0);
+    LeaseHolder { session: session.clone(), pid, host, since, heartbeat }
 }

@@ -20,8 +20,8 @@ use std::sync::Arc;
 use super::listing::{self, PageError};
 use super::regain::{self, Reader};
 use super::tokens::{self, PgTokenCheck};
-use super::writer::{self, Job, Then, Writer};
-use super::{PgTarget, checkpoints, events, inbox, migrate, prune, rows, rules, sweeper, transfer};
+use super::writer::{Job, Then, Writer};
+use super::{PgTarget, checkpoints, events, inbox, lease, migrate, prune, rows, rules, sweeper, transfer};
 use crate::history::Message;
 use crate::ids::{LeaseHolder, SessionId};
 use crate::permissions::Rule;
@@ -252,7 +252,7 @@ impl Postgres {
             .query_opt("SELECT epoch FROM session_leases WHERE session_id = $1", &[&id.as_str()])
             .await
             .map_err(|err| self.error(&err))?
-            .map(|row| writer::mark_of(row.get(0)));
+            .map(|row| lease::mark_of(row.get(0)));
         Ok((self.messages(id).await?, epoch))
     }
 
@@ -285,7 +285,7 @@ impl Postgres {
             .map_err(|err| self.error(&err))?;
         // The heartbeat as this replica's leases are renewed: other replicas may differ a little.
         let ttl = i64::try_from(self.ttl.as_millis()).unwrap_or(0);
-        Ok(row.map(|row| writer::holder_of(id, row.get(0), row.get(1), row.get::<_, i64>(2) - ttl)))
+        Ok(row.map(|row| lease::holder_of(id, row.get(0), row.get(1), row.get::<_, i64>(2) - ttl)))
     }
 
     pub async fn stored_messages(&self, id: &SessionId) -> Result<Vec<StoredMessage>, StoreError> {

@@ -49,7 +49,7 @@ use super::writes::{self, session_of};
 use super::{PgError, PgTarget, Prepared};
 use super::{claims, events, logged, rows};
 use crate::history::Message;
-use crate::ids::{LeaseHolder, MessageId, SessionId};
+use crate::ids::{MessageId, SessionId};
 use crate::store::{AfterCommit, AfterLogged, Snapshot, StoreError, Write};
 
 const MAX_BATCH: usize = 4096;
@@ -590,22 +590,4 @@ async fn fence(
         mine.retain(|lease| !lost.contains(&lease.session));
     }
     Ok(lost)
-}
-
-/// The mark of a lease's take that [`crate::store::LastTurn::By`] names: its epoch.
-pub fn mark_of(epoch: i64) -> String {
-    format!("epoch {epoch}")
-}
-
-/// The epoch a [`mark_of`] names, if it names one.
-pub fn epoch_of(mark: &str) -> Option<i64> {
-    mark.strip_prefix("epoch ")?.parse().ok()
-}
-
-/// Another replica's lease as the error names it: a replica is named `host:pid:…`.
-pub(super) fn holder_of(session: &SessionId, holder: &str, since: i64, heartbeat: i64) -> LeaseHolder {
-    let mut fields = holder.splitn(3, ':');
-    let host = fields.next().unwrap_or(holder).to_owned();
-    let pid = fields.next().and_then(|pid| pid.parse().ok()).unwrap_or(0);
-    LeaseHolder { session: session.clone(), pid, host, since, heartbeat }
 }

@@ -10,8 +10,8 @@ use std::collections::HashMap;
 use tokio_postgres::GenericClient;
 
 use super::claims::{LeaseRow, refusal};
-use super::lease::{self, Taken};
-use super::writer::{Done, PartKey, State, holder_of};
+use super::lease::{self, Taken, holder_of};
+use super::writer::{Done, PartKey, State};
 use super::{PgError, PgTarget};
 use super::{checkpoints, inbox, rows, rules, tokens, transfer};
 use crate::ids::{MessageId, SessionId, now_ms};
