@@ -13,11 +13,11 @@ use crate::store::{LastTurn, SessionRow, Store, StoreError, Write};
 
 use super::{PgError, PgTarget, fixture};
 
-async fn store(url: &str, me: &str) -> Store {
+pub(super) async fn store(url: &str, me: &str) -> Store {
     Store::open_postgres_as(url, me, Duration::from_secs(30)).await.unwrap()
 }
 
-fn user(text: &str) -> Message {
+pub(super) fn user(text: &str) -> Message {
     let parts = vec![Part::Text { text: text.into() }, Part::Text { text: format!("{text}, again") }];
     Message::new(Role::User, parts, MessageMeta::default())
 }
@@ -26,7 +26,7 @@ fn row(id: &SessionId) -> SessionRow {
     SessionRow::new(id.clone(), "/w".into(), "openai/m".into(), now_ms())
 }
 
-async fn new_session(store: &Store) -> SessionId {
+pub(super) async fn new_session(store: &Store) -> SessionId {
     let id = SessionId::generate();
     store.commit(Write::InsertSession(Box::new(row(&id)))).await.unwrap();
     id
@@ -44,7 +44,7 @@ fn claim(id: &SessionId, last: LastTurn, prompt: &str, title: Option<&str>) -> W
 
 /// Holds the writer in a snapshot while `writes` are queued, so they make one batch; their
 /// results in order.
-async fn one_batch(store: &Store, writes: Vec<Write>) -> Vec<Result<(), StoreError>> {
+pub(super) async fn one_batch(store: &Store, writes: Vec<Write>) -> Vec<Result<(), StoreError>> {
     let (go, wait) = std::sync::mpsc::channel::<()>();
     store.snapshot(
         &SessionId::generate(),
@@ -70,7 +70,7 @@ async fn epoch(client: &tokio_postgres::Client, id: &SessionId) -> (String, i64)
     (row.get(0), row.get(1))
 }
 
-fn texts(messages: &[Message]) -> Vec<String> {
+pub(super) fn texts(messages: &[Message]) -> Vec<String> {
     messages
         .iter()
         .flat_map(|message| &message.parts)

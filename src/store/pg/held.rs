@@ -1,13 +1,19 @@
 //! The leases the PostgreSQL writer holds, kept between its batches: renewed all at once
 //! every third of their time to live (one statement, however many are held, so a writer holding
 //! many is not held up renewing them), releases that failed tried again, and every lease given
-//! back at shutdown.
+//! back at shutdown; and what a batch asks of them: its writes fenced, its takes' sessions.
+
+use std::collections::{HashMap, HashSet};
 
 use tokio::time::Instant;
+use tokio_postgres::Transaction;
 
 use super::lease::{self, Lease};
-use super::writer::Writer;
+use super::writer::{PartKey, Writer};
+use super::writes::session_of;
+use super::{PgTarget, Prepared};
 use crate::ids::SessionId;
+use crate::store::{StoreError, Write};
 
 impl Writer {
     /// Renews every lease held; one another replica took is lost.
@@ -76,4 +82,41 @@ impl Writer {
             }
         }
     }
+}
+
+/// The sessions whose leases `writes` take, sorted, each once.
+pub(super) fn takes<'a>(writes: impl IntoIterator<Item = &'a Write>) -> Vec<SessionId> {
+    let mut taken: Vec<SessionId> = writes
+        .into_iter()
+        .filter_map(|write| match write {
+            Write::TakeLease { session_id, .. } => Some(session_id.clone()),
+            _ => None,
+        })
+        .collect();
+    taken.sort_unstable_by(|a, b| a.as_str().cmp(b.as_str()));
+    taken.dedup();
+    taken
+}
+
+/// Fences the sessions of `writes` whose lease this replica holds: the set of those another
+/// replica took over.
+pub(super) async fn fence(
+    tx: &Transaction<'_>,
+    prepared: &Prepared,
+    target: &PgTarget,
+    held: &HashMap<SessionId, Lease>,
+    writes: &[Write],
+    open: &HashMap<PartKey, SessionId>,
+) -> Result<HashSet<SessionId>, StoreError> {
+    let none = HashMap::new();
+    let mut mine: Vec<&Lease> =
+        writes.iter().filter_map(|write| session_of(write, open, &none)).filter_map(|id| held.get(id)).collect();
+    mine.sort_by(|a, b| a.session.as_str().cmp(b.session.as_str()));
+    mine.dedup_by(|a, b| a.session == b.session);
+    let mut lost = HashSet::new();
+    while let Some(gone) = lease::fence_all(tx, prepared, target, &mine).await.map_err(StoreError::Postgres)? {
+        lost.insert(gone.session.clone());
+        mine.retain(|lease| !lost.contains(&lease.session));
+    }
+    Ok(lost)
 }

@@ -26,6 +26,9 @@ pub(crate) mod fixture;
 #[cfg(test)]
 mod follow_tests;
 mod follower;
+mod grouped;
+#[cfg(test)]
+mod grouped_tests;
 pub mod health;
 mod held;
 pub mod inbox;

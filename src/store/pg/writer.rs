@@ -41,13 +41,14 @@ use std::time::Duration;
 
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
-use tokio_postgres::{Client, Transaction};
+use tokio_postgres::Client;
 
+use super::grouped::Group;
 use super::lease::{self, Lease};
 use super::regain::{self, Unsure};
 use super::writes::{self, session_of};
 use super::{PgError, PgTarget, Prepared};
-use super::{claims, events, logged, rows};
+use super::{claims, events, held, logged, rows};
 use crate::history::Message;
 use crate::ids::{MessageId, SessionId};
 use crate::store::{AfterCommit, AfterLogged, Snapshot, StoreError, Write};
@@ -426,7 +427,7 @@ impl Writer {
         let mut tx = self.client.transaction().await.map_err(batch)?;
         let mut done = Done { results: vec![Ok(()); writes.len()], ..Done::default() };
         let fenced =
-            fence(&tx, &self.prepared, &target, &self.held, writes, &self.open).await.map_err(Failed::Batch)?;
+            held::fence(&tx, &self.prepared, &target, &self.held, writes, &self.open).await.map_err(Failed::Batch)?;
         done.lost.extend(fenced.iter().cloned());
         // The claims that can go first go together; an isolated run takes each in its place.
         let claimed = if isolated { Vec::new() } else { claims::first(writes, &self.open) };
@@ -437,7 +438,7 @@ impl Writer {
         // isolated: each take then locks its own lease in its savepoint, failing alone.
         if !isolated {
             let alone = writes.iter().enumerate().filter(|(job, _)| claimed.binary_search(job).is_err());
-            let taken = takes(alone.map(|(_, write)| write));
+            let taken = held::takes(alone.map(|(_, write)| write));
             if !taken.is_empty() {
                 let locked = lease::lock_for_takes(&tx, &self.prepared, &self.me, &taken).await;
                 locked.map_err(|err| Failed::Write(StoreError::Postgres(target.failed(&err))))?;
@@ -449,6 +450,9 @@ impl Writer {
             let taking = claims::take_all(&tx, &state, writes, &claimed, &fenced, &mut done).await;
             taking.map_err(|err| Failed::Write(StoreError::Postgres(target.failed(&err))))?;
         }
+        // The messages and parts of each run of writes go together (`grouped.rs`).
+        let mut group = Group::default();
+        let failed = |err: tokio_postgres::Error| Failed::Write(StoreError::Postgres(target.failed(&err)));
         for (job, write) in writes.iter().enumerate() {
             if claimed.binary_search(&job).is_ok() {
                 continue;
@@ -461,11 +465,21 @@ impl Writer {
                 done.results[job] = Err(StoreError::Postgres(PgError::Fenced { session: session.to_string(), epoch }));
                 continue;
             }
+            if !isolated && Group::fits(write) {
+                if group.clashes(write) {
+                    group.send(&tx, &self.prepared).await.map_err(failed)?;
+                }
+                group.take(write, &mut done, &mut opened);
+                continue;
+            }
+            if !isolated && !Group::passes(write) {
+                group.send(&tx, &self.prepared).await.map_err(failed)?;
+            }
             let result = if isolated {
                 let point = tx.savepoint("write").await.map_err(batch)?;
                 let run = async {
                     if let Write::TakeLease { .. } = write {
-                        lease::lock_for_takes(&point, &self.prepared, &self.me, &takes([write])).await?;
+                        lease::lock_for_takes(&point, &self.prepared, &self.me, &held::takes([write])).await?;
                     }
                     writes::one(&point, &target, &state, write, &mut done, &mut opened).await
                 };
@@ -480,13 +494,11 @@ impl Writer {
                     }
                 }
             } else {
-                match writes::one(&tx, &target, &state, write, &mut done, &mut opened).await {
-                    Ok(result) => result,
-                    Err(err) => return Err(Failed::Write(StoreError::Postgres(target.failed(&err)))),
-                }
+                writes::one(&tx, &target, &state, write, &mut done, &mut opened).await.map_err(failed)?
             };
             done.results[job] = result;
         }
+        group.send(&tx, &self.prepared).await.map_err(failed)?;
         let pieces: Vec<(&SessionId, &MessageId, u32, &str)> = done
             .pieces
             .iter()
@@ -553,41 +565,4 @@ pub(super) struct State<'a> {
     pub ttl: Duration,
     pub held: &'a HashMap<SessionId, Lease>,
     pub open: &'a HashMap<PartKey, SessionId>,
-}
-
-/// The sessions whose leases `writes` take, sorted, each once.
-fn takes<'a>(writes: impl IntoIterator<Item = &'a Write>) -> Vec<SessionId> {
-    let mut taken: Vec<SessionId> = writes
-        .into_iter()
-        .filter_map(|write| match write {
-            Write::TakeLease { session_id, .. } => Some(session_id.clone()),
-            _ => None,
-        })
-        .collect();
-    taken.sort_unstable_by(|a, b| a.as_str().cmp(b.as_str()));
-    taken.dedup();
-    taken
-}
-
-/// Fences the sessions of `writes` whose lease this replica holds: the set of those another
-/// replica took over.
-async fn fence(
-    tx: &Transaction<'_>,
-    prepared: &Prepared,
-    target: &PgTarget,
-    held: &HashMap<SessionId, Lease>,
-    writes: &[Write],
-    open: &HashMap<PartKey, SessionId>,
-) -> Result<HashSet<SessionId>, StoreError> {
-    let none = HashMap::new();
-    let mut mine: Vec<&Lease> =
-        writes.iter().filter_map(|write| session_of(write, open, &none)).filter_map(|id| held.get(id)).collect();
-    mine.sort_by(|a, b| a.session.as_str().cmp(b.session.as_str()));
-    mine.dedup_by(|a, b| a.session == b.session);
-    let mut lost = HashSet::new();
-    while let Some(gone) = lease::fence_all(tx, prepared, target, &mine).await.map_err(StoreError::Postgres)? {
-        lost.insert(gone.session.clone());
-        mine.retain(|lease| !lost.contains(&lease.session));
-    }
-    Ok(lost)
 }
