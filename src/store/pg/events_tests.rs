@@ -251,7 +251,12 @@ async fn of_a_session_followed_three_times_the_follow_that_went_away_is_forgotte
 
     write(&mut writer, &target, &mine, &mut next, 2, false).await;
     follower.own_rows().committed(own(&mine, 4..6));
-    assert_eq!(seqs(&receive(&mut kept, 1).await), [5]);
+    // Passed as one, or read from the log by the round the gone follow's closing started.
+    let mut got = seqs(&receive(&mut kept, 1).await);
+    while got.last() != Some(&5) {
+        got.extend(seqs(&receive(&mut kept, 1).await));
+    }
+    assert!(got == [5] || got == [4, 5], "every row once, in order: {got:?}");
     // A follow of the same session starting later reads what it missed, then gets this
     // replica's rows passed as the one kept does.
     let mut later = follower.follow(&session, 3);
