@@ -27,12 +27,12 @@ use tokio_postgres::GenericClient;
 use tokio_postgres::types::ToSql;
 
 use super::PgError;
+use super::grouped::Columns;
 use super::lease::{Lease, epoch_of, holder_of, mark_of};
 use super::writer::{Done, PartKey, State};
 use super::writes::session_of;
 use crate::history::Message;
 use crate::ids::{SessionId, now_ms};
-use crate::store::codec::{self, to_json};
 use crate::store::{LastTurn, StoreError, Write};
 
 /// A session's lease row as a take's check reads it.
@@ -281,25 +281,13 @@ async fn write_prompts(
     claims: &[(&SessionId, Option<&Message>, Option<&str>)],
 ) -> Result<(), tokio_postgres::Error> {
     let now = now_ms();
-    let (mut ids, mut sessions, mut roles, mut metas) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-    let (mut owners, mut owner_sessions, mut indexes) = (Vec::new(), Vec::new(), Vec::new());
-    let (mut kinds, mut data, mut calls, mut tool_states) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let mut rows = Columns::default();
     let (mut titled, mut titles) = (Vec::new(), Vec::new());
     for (session, prompt, title) in claims {
         if let Some(message) = prompt {
-            ids.push(message.id.as_str());
-            sessions.push(session.as_str());
-            roles.push(message.role.as_str());
-            metas.push(to_json(&message.meta));
+            rows.message(session, message);
             for (index, part) in message.parts.iter().enumerate() {
-                let (call, tool_state) = codec::tool_columns(part);
-                owners.push(message.id.as_str());
-                owner_sessions.push(session.as_str());
-                indexes.push(i32::try_from(index).unwrap_or(i32::MAX));
-                kinds.push(part.kind());
-                data.push(to_json(part));
-                calls.push(call);
-                tool_states.push(tool_state);
+                rows.part(session, &message.id, u32::try_from(index).unwrap_or(u32::MAX), part);
             }
         }
         if let Some(title) = title {
@@ -314,18 +302,19 @@ async fn write_prompts(
         state.prepared.get(tx, TITLES).await?,
     );
     let messages = async {
-        if ids.is_empty() {
+        if rows.ids.is_empty() {
             return Ok(0);
         }
-        let params: [&(dyn ToSql + Sync); 6] = [&ids, &sessions, &roles, &metas, &now, &state.me];
+        let mut params = rows.messages(&now);
+        params.push(&state.me);
         tx.execute(&insert, &params).await
     };
     let parts = async {
-        if owners.is_empty() {
+        if rows.owners.is_empty() {
             return Ok(0);
         }
-        let params: [&(dyn ToSql + Sync); 9] =
-            [&owners, &owner_sessions, &indexes, &kinds, &data, &calls, &tool_states, &now, &state.me];
+        let mut params = rows.parts(&now);
+        params.push(&state.me);
         tx.execute(&put, &params).await
     };
     let named = async {

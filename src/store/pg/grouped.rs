@@ -110,47 +110,80 @@ impl<'w> Group<'w> {
             return Ok(());
         }
         let now = now_ms();
-        let (mut ids, mut sessions, mut roles, mut metas) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        let mut rows = Columns::default();
         for (session, message) in self.messages.drain(..) {
-            ids.push(message.id.as_str());
-            sessions.push(session.as_str());
-            roles.push(message.role.as_str());
-            metas.push(to_json(&message.meta));
+            rows.message(session, message);
         }
-        let (mut owners, mut owner_sessions, mut indexes) = (Vec::new(), Vec::new(), Vec::new());
-        let (mut kinds, mut data, mut calls, mut states) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
         for (session, message, index, part) in self.parts.drain(..) {
-            let (call, state) = codec::tool_columns(part);
-            owners.push(message.as_str());
-            owner_sessions.push(session.as_str());
-            indexes.push(i32::try_from(index).unwrap_or(i32::MAX));
-            kinds.push(part.kind());
-            data.push(to_json(part));
-            calls.push(call);
-            states.push(state);
+            rows.part(session, message, index, part);
         }
         self.keys.clear();
         // Prepared before either is sent, so they go out in this order.
         let (insert, put) = (prepared.get(tx, MESSAGES).await?, prepared.get(tx, PARTS).await?);
         let messages = async {
-            if ids.is_empty() {
+            if rows.ids.is_empty() {
                 return Ok(0);
             }
-            let params: [&(dyn ToSql + Sync); 5] = [&ids, &sessions, &roles, &metas, &now];
-            tx.execute(&insert, &params).await
+            tx.execute(&insert, &rows.messages(&now)).await
         };
         let parts = async {
-            if owners.is_empty() {
+            if rows.owners.is_empty() {
                 return Ok(0);
             }
-            let params: [&(dyn ToSql + Sync); 8] =
-                [&owners, &owner_sessions, &indexes, &kinds, &data, &calls, &states, &now];
-            tx.execute(&put, &params).await
+            tx.execute(&put, &rows.parts(&now)).await
         };
         let (messages, parts) = futures::future::join(messages, parts).await;
         messages?;
         parts?;
         Ok(())
+    }
+}
+
+/// Messages and parts column by column, as the set-based statements take them.
+#[derive(Default)]
+pub(super) struct Columns<'a> {
+    pub ids: Vec<&'a str>,
+    pub sessions: Vec<&'a str>,
+    pub roles: Vec<&'static str>,
+    pub metas: Vec<String>,
+    pub owners: Vec<&'a str>,
+    pub owner_sessions: Vec<&'a str>,
+    pub indexes: Vec<i32>,
+    pub kinds: Vec<&'static str>,
+    pub data: Vec<String>,
+    pub calls: Vec<Option<&'a str>>,
+    pub states: Vec<Option<&'static str>>,
+}
+
+impl<'a> Columns<'a> {
+    /// A message's row (not its parts).
+    pub fn message(&mut self, session: &'a SessionId, message: &'a Message) {
+        self.ids.push(message.id.as_str());
+        self.sessions.push(session.as_str());
+        self.roles.push(message.role.as_str());
+        self.metas.push(to_json(&message.meta));
+    }
+
+    /// The messages' parameters, `now` their time: `$1` to `$5`.
+    pub fn messages<'p>(&'p self, now: &'p i64) -> Vec<&'p (dyn ToSql + Sync)> {
+        vec![&self.ids, &self.sessions, &self.roles, &self.metas, now]
+    }
+
+    /// The parts' parameters, `now` their time: `$1` to `$8`.
+    pub fn parts<'p>(&'p self, now: &'p i64) -> Vec<&'p (dyn ToSql + Sync)> {
+        vec![&self.owners, &self.owner_sessions, &self.indexes, &self.kinds, &self.data, &self.calls, &self.states, now]
+    }
+
+    /// A part's row.
+    pub fn part(&mut self, session: &'a SessionId, message: &'a MessageId, index: u32, part: &'a Part) {
+        let (call, state) = codec::tool_columns(part);
+        self.owners.push(message.as_str());
+        self.owner_sessions.push(session.as_str());
+        self.indexes.push(i32::try_from(index).unwrap_or(i32::MAX));
+        self.kinds.push(part.kind());
+        self.data.push(to_json(part));
+        self.calls.push(call);
+        self.states.push(state);
     }
 }
 
