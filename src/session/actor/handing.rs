@@ -219,8 +219,16 @@ impl Actor {
             true => store.flush().await,
             false => Ok(()),
         };
+        // The log's last `seq` is read beside the row, for the turn about to start to wait for
+        // (`caught_up`), instead of after it.
         let read = match flushed {
-            Ok(()) => store.session(&self.row.id).await,
+            Ok(()) => {
+                let (row, last) = tokio::join!(store.session(&self.row.id), store.last_logged(&self.row.id));
+                if let (Ok(last), Some(followed)) = (last, self.remote.as_mut()) {
+                    followed.known_last = Some(last);
+                }
+                row
+            }
             Err(err) => Err(err),
         };
         let row = match read {

@@ -328,7 +328,12 @@ impl Actor {
                     }
                     Some(command) => {
                         let Some(command) = self.before(command).await else { continue };
-                        if let Some(closed) = self.handle(command) {
+                        let closed = self.handle(command);
+                        // Read for a turn this command starts, and for no later one.
+                        if let Some(followed) = self.remote.as_mut() {
+                            followed.known_last = None;
+                        }
+                        if let Some(closed) = closed {
                             self.closing = true;
                             self.cancel_all();
                             self.drop_handed();

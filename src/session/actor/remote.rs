@@ -56,6 +56,9 @@ pub(super) struct Followed {
     /// The `seq` of the last row shown (or skipped as this replica's), for a turn about to
     /// start here to wait for ([`Actor::caught_up`]).
     forwarded: watch::Sender<i64>,
+    /// The log's last `seq`, read with the session's settings just before the command being
+    /// handled (a prompt that may start a turn at once): what that turn waits to be forwarded.
+    pub(super) known_last: Option<i64>,
     /// Commands handed to the lease holder, by command, waiting for their answers.
     pub(super) handed: HashMap<i64, Waiting>,
     /// Prompts other replicas handed this one, by ticket: the command each came in.
@@ -134,6 +137,7 @@ impl Followed {
             me,
             logged,
             forwarded: watch::Sender::new(logged),
+            known_last: None,
             handed: HashMap::new(),
             handed_here: HashMap::new(),
             early: Vec::new(),
@@ -246,11 +250,18 @@ impl Actor {
     /// the session's log holds now (the end of another replica's turn that just released the
     /// lease), so the new turn's updates come after it. `None` on a store that logs nothing.
     /// Never longer than [`CATCH_UP`]: a follower that stalled does not hold the turn.
-    pub(super) fn caught_up(&self) -> Option<impl Future<Output = ()> + Send + 'static> {
-        let mut forwarded = self.remote.as_ref()?.forwarded.subscribe();
+    pub(super) fn caught_up(&mut self) -> Option<impl Future<Output = ()> + Send + 'static> {
+        let followed = self.remote.as_mut()?;
+        let (mut forwarded, known) = (followed.forwarded.subscribe(), followed.known_last.take());
         let (store, session) = (self.services.store.clone(), self.row.id.clone());
         Some(async move {
-            let Ok(last) = store.last_logged(&session).await else { return };
+            let last = match known {
+                Some(last) => last,
+                None => match store.last_logged(&session).await {
+                    Ok(last) => last,
+                    Err(_) => return,
+                },
+            };
             if tokio::time::timeout(CATCH_UP, forwarded.wait_for(|seq| *seq >= last)).await.is_err() {
                 tracing::warn!(%session, "the session's log was not forwarded in time; the turn starts anyway");
             }
