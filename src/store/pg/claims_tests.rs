@@ -225,3 +225,51 @@ async fn a_claim_right_after_its_sessions_release_in_one_batch_logs_what_it_show
     assert_eq!(logged, [(before + 1, "the prompt two".to_owned())], "the second turn's prompt is logged next");
     a.shutdown().await;
 }
+
+/// A claim whose caller read the history after another replica's take, made while that
+/// replica's lease still runs (its client prompted there meanwhile), is refused as held
+/// without waiting for that replica's batch in flight, which holds the lease row `FOR SHARE`
+/// (`lease::lock_for_takes`: "a lease another replica holds live is left alone"): a claim's
+/// take must never put the whole writer behind another replica's transaction.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_of_a_session_another_replica_holds_live_never_waits_for_that_replicas_batch() {
+    let url = fixture::database().await;
+    let a = store(&url, "host-a:1:a").await;
+    let b = store(&url, "host-b:2:b").await;
+    let id = new_session(&a).await;
+    b.commit(claim(&id, LastTurn::Ours, "b's", None)).await.unwrap();
+    let (_, mark) = a.messages_and_last_turn(&id).await.unwrap();
+    assert!(mark.is_some(), "b's take is the session's last turn");
+
+    // b's writer in the middle of a batch of the session: its fence holds the lease row.
+    let mut inflight = PgTarget::parse(&url).unwrap().connect().await.unwrap();
+    let batch = inflight.transaction().await.unwrap();
+    batch.execute("SELECT 1 FROM session_leases WHERE session_id = $1 FOR SHARE", &[&id.as_str()]).await.unwrap();
+    let batch_pid: i32 = batch.query_one("SELECT pg_backend_pid()", &[]).await.unwrap().get(0);
+
+    let claiming = {
+        let (a, id) = (a.clone(), id.clone());
+        tokio::spawn(async move { a.commit(claim(&id, LastTurn::By(mark), "a's", None)).await })
+    };
+    let watcher = PgTarget::parse(&url).unwrap().connect().await.unwrap();
+    let mut waited = false;
+    while !claiming.is_finished() {
+        let blocked: i64 = watcher
+            .query_one("SELECT count(*) FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid))", &[&batch_pid])
+            .await
+            .unwrap()
+            .get(0);
+        if blocked > 0 {
+            waited = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    batch.commit().await.unwrap();
+    let result = claiming.await.unwrap();
+    assert!(matches!(&result, Err(StoreError::Leased(holder)) if holder.host == "host-b"), "{result:?}");
+    assert!(!waited, "a's writer waited for b's batch to end before refusing a claim b's live lease refuses");
+    assert_eq!(texts(&a.messages(&id).await.unwrap()), ["b's", "b's, again"]);
+    a.shutdown().await;
+    b.shutdown().await;
+}
