@@ -233,3 +233,72 @@ async fn a_batch_changing_a_sessions_row_before_taking_its_lease_locks_the_lease
     assert!(taken.is_ok(), "the take runs once the sweeper is done: {taken:?}");
     a.shutdown().await;
 }
+
+/// The same for a turn's claim (a take with its prompt, which goes first with the batch's
+/// other claims, `claims::take_all`): a claim whose caller's mark is the epoch B holds live is
+/// refused as leased without waiting for B's running batch, so B's batch, going on to take
+/// one of A's sessions alone, never deadlocks with A's.
+#[tokio::test]
+async fn a_claim_of_a_lease_another_replica_holds_live_is_refused_without_waiting_for_its_batch() {
+    let url = fixture::database().await;
+    let me = "host-a:1:a";
+    let a = Store::open_postgres_as(&url, me, Duration::from_secs(60)).await.unwrap();
+    let (database, watch) = (connect(&url).await, connect(&url).await);
+    let mut b = connect(&url).await;
+    let (mine, theirs) = (new_session(&a).await, new_session(&a).await);
+    let take = Write::TakeLease {
+        session_id: mine.clone(),
+        last: LastTurn::By(None),
+        prompt: None,
+        title: None,
+        command: None,
+    };
+    a.commit(take).await.unwrap();
+    leased(&database, &theirs, "host-b:2:b", true).await;
+    let tx = b.transaction().await.unwrap();
+    tx.batch_execute(FIRST_TO_SEE_A_DEADLOCK).await.unwrap();
+    tx.execute("SELECT 1 FROM session_leases WHERE session_id = $1 FOR SHARE", &[&theirs.as_str()]).await.unwrap();
+
+    // A's batch: a write of `mine` (fenced FOR SHARE), then a turn's claim of `theirs`.
+    a.submit(Write::Show { session_id: mine.clone() }, None);
+    let (took, mut taken) = tokio::sync::oneshot::channel();
+    let prompt = Message::new(Role::User, vec![Part::Text { text: "here".into() }], MessageMeta::default());
+    let claim = Write::TakeLease {
+        session_id: theirs.clone(),
+        last: LastTurn::By(Some("epoch 1".into())),
+        prompt: Some(prompt),
+        title: Some("a's title".into()),
+        command: None,
+    };
+    a.submit(claim, Some(Box::new(move |result| drop(took.send(result)))));
+    let started = std::time::Instant::now();
+    let mut refused = None;
+    let mut waited = false;
+    while refused.is_none() && !waited {
+        if let Ok(result) = taken.try_recv() {
+            refused = Some(result);
+        } else if one_waits(&watch).await {
+            waited = true;
+        } else {
+            assert!(started.elapsed() < Duration::from_secs(10), "neither answered nor waiting");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+    // B's batch goes on to take `mine` alone.
+    let other = tx.execute("SELECT 1 FROM session_leases WHERE session_id = $1 FOR UPDATE", &[&mine.as_str()]).await;
+    let code = other.as_ref().err().and_then(|err| err.code().cloned());
+    let _ = tx.rollback().await;
+    let refused = match refused {
+        Some(result) => result,
+        None => taken.await.unwrap(),
+    };
+    assert_ne!(
+        code,
+        Some(tokio_postgres::error::SqlState::T_R_DEADLOCK_DETECTED),
+        "B's batch and A's deadlock, PostgreSQL failed B's: {other:?}"
+    );
+    assert!(!waited, "A's claim of a session B holds waited for B's running batch");
+    assert!(matches!(refused, Err(crate::store::StoreError::Leased(_))), "{refused:?}");
+    assert!(a.messages(&theirs).await.unwrap().is_empty(), "nothing of the refused claim was written");
+    a.shutdown().await;
+}
