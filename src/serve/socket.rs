@@ -155,8 +155,14 @@ pub async fn serve(
                     if line.last() == Some(&b'\n') {
                         line.pop();
                     }
-                    // The peer writes JSON, which serde_json writes as UTF-8.
-                    let Ok(text) = String::from_utf8(std::mem::take(&mut line)) else { continue };
+                    // The peer writes JSON, which serde_json writes as UTF-8; a line that is not
+                    // is dropped, and the frames fed before it still go out.
+                    let Ok(text) = String::from_utf8(std::mem::take(&mut line)) else {
+                        if to_client.flush().await.is_err() {
+                            break;
+                        }
+                        continue;
+                    };
                     // Frames whose lines were read already go out with this one, in one write:
                     // the socket is flushed at the last line read.
                     let frame = Message::Text(text.into());

@@ -137,7 +137,11 @@ const READ: &str = "SELECT session_id, holder, epoch, released_at IS NULL AND ex
 /// Every claim's check and take at once, each row locked: a claim passes its check on the
 /// lease row as the statement found it (see [`expected`]), and takes the lease if nobody else's
 /// runs and the row is still the one checked (the epoch it is given is one more than the one
-/// seen, the one-take condition's epoch + 1). Answers the leases taken, with their epochs.
+/// seen, the one-take condition's epoch + 1). A lease another replica holds live as found is
+/// not touched at all: locking its row would wait for that replica's batch, whose fence holds
+/// it, and hold up that replica's next one (the two replicas' batches could deadlock). Rows are
+/// locked in the sessions' order, as every batch locks them. Answers the leases taken, with
+/// their epochs.
 const TAKE: &str = "INSERT INTO session_leases AS lease (session_id, holder, epoch, expires_at, taken_at)
      SELECT mine.session_id, $2, coalesce(seen.epoch, 0) + 1, now() + $3::float8 * interval '1 second', now()
        FROM unnest($1::text[], $4::bool[], $5::int8[]) AS mine(session_id, ours, epoch)
@@ -145,6 +149,8 @@ const TAKE: &str = "INSERT INTO session_leases AS lease (session_id, holder, epo
       WHERE CASE WHEN mine.ours THEN seen.session_id IS NULL OR seen.holder = $2
                  WHEN mine.epoch IS NULL THEN seen.session_id IS NULL
                  ELSE seen.epoch = mine.epoch END
+        AND (seen.session_id IS NULL OR seen.holder = $2 OR seen.released_at IS NOT NULL OR seen.expires_at <= now())
+      ORDER BY mine.session_id
      ON CONFLICT (session_id) DO UPDATE
         SET holder = excluded.holder, epoch = lease.epoch + 1, expires_at = excluded.expires_at,
             taken_at = excluded.taken_at, released_at = NULL
