@@ -12,7 +12,8 @@
 //! trip, a read of their rows to say why. The lease keeps its guarantees: the take is still one
 //! row-locking upsert per lease, so one holder at a time; each take makes the epoch one
 //! greater; the expiry is set on the database's clock; a take refused because another holder's
-//! lease runs answers who holds it, as one take does.
+//! lease runs answers who holds it, as one take does, and never locks that lease's row (it
+//! would wait for that replica's batch).
 //!
 //! Only the takes that can run before the batch's other writes without changing what any write
 //! sees are run so ([`first`]): a take with a prompt, whose session no earlier write of the batch
