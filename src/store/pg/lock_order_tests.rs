@@ -111,14 +111,12 @@ async fn a_take_racing_the_sweeper_waits_at_the_lease_holding_nothing_it_needs()
     a.shutdown().await;
 }
 
-/// A take (a `/compact`) of a session whose lease another replica holds live is refused as
-/// leased without waiting for that replica's running batch, which holds the lease `FOR SHARE`:
-/// waiting, it would hold its own batch's fences meanwhile, and a holder whose batch took one of
-/// this replica's sessions alone would deadlock with it.
-// current_thread: the writer runs only when the test awaits, so the two writes submitted
-// back to back go in one batch.
-#[tokio::test]
-async fn a_take_of_a_lease_another_replica_holds_live_is_refused_without_waiting_for_its_batch() {
+/// A's take of `theirs`, a session B holds live while B's batch runs (it fenced `theirs`),
+/// submitted after a write of A's own session so both go in one batch (`take` makes it, `what`
+/// names it); then B's batch goes on to take A's session alone (a `/compact` there). A's take
+/// is refused as leased without waiting for B's batch, B's never deadlocks with A's, and
+/// nothing of the refused take is written.
+async fn refused_without_waiting_for_the_holders_batch(take: impl FnOnce(&SessionId) -> Write, what: &str) {
     let url = fixture::database().await;
     let me = "host-a:1:a";
     let a = Store::open_postgres_as(&url, me, Duration::from_secs(60)).await.unwrap();
@@ -126,14 +124,14 @@ async fn a_take_of_a_lease_another_replica_holds_live_is_refused_without_waiting
     let mut b = connect(&url).await;
     let (mine, theirs) = (new_session(&a).await, new_session(&a).await);
     // A holds `mine`.
-    let take = Write::TakeLease {
+    let own = Write::TakeLease {
         session_id: mine.clone(),
         last: LastTurn::By(None),
         prompt: None,
         title: None,
         command: None,
     };
-    a.commit(take).await.unwrap();
+    a.commit(own).await.unwrap();
     // B holds `theirs`, live.
     leased(&database, &theirs, "host-b:2:b", true).await;
     // B's batch is running: it fenced `theirs`.
@@ -141,18 +139,10 @@ async fn a_take_of_a_lease_another_replica_holds_live_is_refused_without_waiting
     tx.batch_execute(FIRST_TO_SEE_A_DEADLOCK).await.unwrap();
     tx.execute("SELECT 1 FROM session_leases WHERE session_id = $1 FOR SHARE", &[&theirs.as_str()]).await.unwrap();
 
-    // A's batch: a write of `mine` (fenced FOR SHARE), then a `/compact` of `theirs`, which
-    // B holds: it must be refused as leased.
+    // A's batch: a write of `mine` (fenced FOR SHARE), then the take of `theirs`.
     a.submit(Write::Show { session_id: mine.clone() }, None);
     let (took, mut taken) = tokio::sync::oneshot::channel();
-    let take = Write::TakeLease {
-        session_id: theirs.clone(),
-        last: LastTurn::By(Some("epoch 1".into())),
-        prompt: None,
-        title: None,
-        command: None,
-    };
-    a.submit(take, Some(Box::new(move |result| drop(took.send(result)))));
+    a.submit(take(&theirs), Some(Box::new(move |result| drop(took.send(result)))));
     let started = std::time::Instant::now();
     let mut refused = None;
     let mut waited = false;
@@ -166,22 +156,41 @@ async fn a_take_of_a_lease_another_replica_holds_live_is_refused_without_waiting
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }
-    // B's batch goes on to take `mine` alone (a `/compact` there), to be refused as leased.
+    // B's batch goes on to take `mine` alone.
     let other = tx.execute("SELECT 1 FROM session_leases WHERE session_id = $1 FOR UPDATE", &[&mine.as_str()]).await;
     let code = other.as_ref().err().and_then(|err| err.code().cloned());
+    let _ = tx.rollback().await;
+    let refused = match refused {
+        Some(result) => result,
+        None => taken.await.unwrap(),
+    };
     assert_ne!(
         code,
         Some(tokio_postgres::error::SqlState::T_R_DEADLOCK_DETECTED),
         "B's batch and A's deadlock, PostgreSQL failed B's: {other:?}"
     );
-    assert!(!waited, "A's take of a session B holds waited for B's running batch");
-    tx.rollback().await.unwrap();
-    let refused = match refused {
-        Some(result) => result,
-        None => taken.await.unwrap(),
-    };
+    assert!(!waited, "A's {what} of a session B holds waited for B's running batch");
     assert!(matches!(refused, Err(crate::store::StoreError::Leased(_))), "{refused:?}");
+    assert!(a.messages(&theirs).await.unwrap().is_empty(), "nothing of the refused {what} was written");
     a.shutdown().await;
+}
+
+/// A take (a `/compact`) of a session whose lease another replica holds live is refused as
+/// leased without waiting for that replica's running batch, which holds the lease `FOR SHARE`:
+/// waiting, it would hold its own batch's fences meanwhile, and a holder whose batch took one of
+/// this replica's sessions alone would deadlock with it.
+// current_thread: the writer runs only when the test awaits, so the two writes submitted
+// back to back go in one batch.
+#[tokio::test]
+async fn a_take_of_a_lease_another_replica_holds_live_is_refused_without_waiting_for_its_batch() {
+    let take = |theirs: &SessionId| Write::TakeLease {
+        session_id: theirs.clone(),
+        last: LastTurn::By(Some("epoch 1".into())),
+        prompt: None,
+        title: None,
+        command: None,
+    };
+    refused_without_waiting_for_the_holders_batch(take, "take").await;
 }
 
 /// A batch that changes a session's row (a mode set just before a `/compact`, both in one
@@ -240,65 +249,12 @@ async fn a_batch_changing_a_sessions_row_before_taking_its_lease_locks_the_lease
 /// one of A's sessions alone, never deadlocks with A's.
 #[tokio::test]
 async fn a_claim_of_a_lease_another_replica_holds_live_is_refused_without_waiting_for_its_batch() {
-    let url = fixture::database().await;
-    let me = "host-a:1:a";
-    let a = Store::open_postgres_as(&url, me, Duration::from_secs(60)).await.unwrap();
-    let (database, watch) = (connect(&url).await, connect(&url).await);
-    let mut b = connect(&url).await;
-    let (mine, theirs) = (new_session(&a).await, new_session(&a).await);
-    let take = Write::TakeLease {
-        session_id: mine.clone(),
-        last: LastTurn::By(None),
-        prompt: None,
-        title: None,
-        command: None,
-    };
-    a.commit(take).await.unwrap();
-    leased(&database, &theirs, "host-b:2:b", true).await;
-    let tx = b.transaction().await.unwrap();
-    tx.batch_execute(FIRST_TO_SEE_A_DEADLOCK).await.unwrap();
-    tx.execute("SELECT 1 FROM session_leases WHERE session_id = $1 FOR SHARE", &[&theirs.as_str()]).await.unwrap();
-
-    // A's batch: a write of `mine` (fenced FOR SHARE), then a turn's claim of `theirs`.
-    a.submit(Write::Show { session_id: mine.clone() }, None);
-    let (took, mut taken) = tokio::sync::oneshot::channel();
-    let prompt = Message::new(Role::User, vec![Part::Text { text: "here".into() }], MessageMeta::default());
-    let claim = Write::TakeLease {
+    let claim = |theirs: &SessionId| Write::TakeLease {
         session_id: theirs.clone(),
         last: LastTurn::By(Some("epoch 1".into())),
-        prompt: Some(prompt),
+        prompt: Some(Message::new(Role::User, vec![Part::Text { text: "here".into() }], MessageMeta::default())),
         title: Some("a's title".into()),
         command: None,
     };
-    a.submit(claim, Some(Box::new(move |result| drop(took.send(result)))));
-    let started = std::time::Instant::now();
-    let mut refused = None;
-    let mut waited = false;
-    while refused.is_none() && !waited {
-        if let Ok(result) = taken.try_recv() {
-            refused = Some(result);
-        } else if one_waits(&watch).await {
-            waited = true;
-        } else {
-            assert!(started.elapsed() < Duration::from_secs(10), "neither answered nor waiting");
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    }
-    // B's batch goes on to take `mine` alone.
-    let other = tx.execute("SELECT 1 FROM session_leases WHERE session_id = $1 FOR UPDATE", &[&mine.as_str()]).await;
-    let code = other.as_ref().err().and_then(|err| err.code().cloned());
-    let _ = tx.rollback().await;
-    let refused = match refused {
-        Some(result) => result,
-        None => taken.await.unwrap(),
-    };
-    assert_ne!(
-        code,
-        Some(tokio_postgres::error::SqlState::T_R_DEADLOCK_DETECTED),
-        "B's batch and A's deadlock, PostgreSQL failed B's: {other:?}"
-    );
-    assert!(!waited, "A's claim of a session B holds waited for B's running batch");
-    assert!(matches!(refused, Err(crate::store::StoreError::Leased(_))), "{refused:?}");
-    assert!(a.messages(&theirs).await.unwrap().is_empty(), "nothing of the refused claim was written");
-    a.shutdown().await;
+    refused_without_waiting_for_the_holders_batch(claim, "claim").await;
 }
