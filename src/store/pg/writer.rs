@@ -9,9 +9,11 @@
 //! lease another replica took over meanwhile gets nothing written, and its writes fail as
 //! fenced; and by locking the leases of its takes that do not go first as claims
 //! (`lease::lock_for_takes`), so no write holds a session's row while it waits for a lease. The
-//! batch's lease takes (the turns' claims) that can go first run next, all together in a few set-based statements
-//! (`claims`); each other write then runs its statements; the text streaming parts gained in the batch goes in at the end as one piece per
-//! part, in one statement, sent together with the event log's rows and the batch's stamp. The
+//! batch's lease takes (the turns' claims) that can go first run next, all together in one
+//! round trip (`claims`); each other write then runs its statements, the message and part
+//! inserts of each run of writes together (`grouped`); the text streaming parts gained in the
+//! batch goes in at the end as one piece per part, in one statement, sent together with the
+//! event log's rows and the batch's stamp. The
 //! statements of every batch are prepared once per connection (`Prepared`): each is one round
 //! trip, and PostgreSQL parses none of them again. Callbacks run in queue order after the commit. A batch that fails
 //! on a write's error is run again with each write in a savepoint of its own, so one bad write
@@ -429,6 +431,7 @@ impl Writer {
         let fenced =
             held::fence(&tx, &self.prepared, &target, &self.held, writes, &self.open).await.map_err(Failed::Batch)?;
         done.lost.extend(fenced.iter().cloned());
+        let failed = |err: tokio_postgres::Error| Failed::Write(StoreError::Postgres(target.failed(&err)));
         // The claims that can go first go together; an isolated run takes each in its place.
         let claimed = if isolated { Vec::new() } else { claims::first(writes, &self.open) };
         // The leases of the other takes are locked next, before any write locks a session's
@@ -440,19 +443,16 @@ impl Writer {
             let alone = writes.iter().enumerate().filter(|(job, _)| claimed.binary_search(job).is_err());
             let taken = held::takes(alone.map(|(_, write)| write));
             if !taken.is_empty() {
-                let locked = lease::lock_for_takes(&tx, &self.prepared, &self.me, &taken).await;
-                locked.map_err(|err| Failed::Write(StoreError::Postgres(target.failed(&err))))?;
+                lease::lock_for_takes(&tx, &self.prepared, &self.me, &taken).await.map_err(failed)?;
             }
         }
         let state = State { me: &self.me, prepared: &self.prepared, ttl: self.ttl, held: &self.held, open: &self.open };
         let mut opened: HashMap<PartKey, SessionId> = HashMap::new();
         if !claimed.is_empty() {
-            let taking = claims::take_all(&tx, &state, writes, &claimed, &fenced, &mut done).await;
-            taking.map_err(|err| Failed::Write(StoreError::Postgres(target.failed(&err))))?;
+            claims::take_all(&tx, &state, writes, &claimed, &fenced, &mut done).await.map_err(failed)?;
         }
         // The messages and parts of each run of writes go together (`grouped.rs`).
         let mut group = Group::default();
-        let failed = |err: tokio_postgres::Error| Failed::Write(StoreError::Postgres(target.failed(&err)));
         for (job, write) in writes.iter().enumerate() {
             if claimed.binary_search(&job).is_ok() {
                 continue;
