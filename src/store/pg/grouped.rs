@@ -7,11 +7,12 @@
 //! start together, a batch carried two round trips per turn, one after another, and every turn's
 //! first text waited for them. Grouping keeps what each write does: a part's message always
 //! goes before it (the messages' statement is sent first, and the server runs them in the order
-//! sent); a part written whole loses the pieces it had, as [`super::rows::put_parts`] does; and
-//! what a write does besides its statement (the batch's pieces, the parts it opens) is done as it
-//! is taken, in the batch's order. One statement cannot write one row twice, so a write of a part
-//! the group writes already sends the group first. Only a batch's first run groups: a run again
-//! with a savepoint per write writes each alone, so a failing write fails alone.
+//! sent); a part written whole loses the pieces it had; and what a write does besides its
+//! statement (the batch's pieces, the parts it opens) is done as it is taken, in the batch's
+//! order. One statement cannot write one row twice, so a write of a part the group writes
+//! already sends the group first. Only a batch's first run groups: a run again with a savepoint
+//! per write writes each alone (a part's write as a group of one, `writes::one`), so a failing
+//! write fails alone.
 
 use std::collections::{HashMap, HashSet};
 

@@ -10,6 +10,7 @@ use std::collections::HashMap;
 use tokio_postgres::GenericClient;
 
 use super::claims::{LeaseRow, refusal};
+use super::grouped::Group;
 use super::lease::{self, Taken, holder_of};
 use super::writer::{Done, PartKey, State};
 use super::{PgError, PgTarget};
@@ -127,15 +128,12 @@ pub(super) async fn one(
         Write::FinishMessage { session_id, message_id, meta } => {
             rows::finish_message(tx, session_id, message_id, meta, now).await?;
         }
-        Write::PutPart { session_id, message_id, index, part } => {
-            done.pieces.remove(&(message_id.clone(), *index));
-            rows::put_parts(tx, state.prepared, session_id, message_id, &[(*index, part)], now).await?;
-        }
-        Write::OpenPart { session_id, message_id, index, part } => {
-            let key = (message_id.clone(), *index);
-            done.pieces.remove(&key);
-            rows::put_parts(tx, state.prepared, session_id, message_id, &[(*index, part)], now).await?;
-            opened.insert(key, session_id.clone());
+        // A group of one (`grouped.rs`): what a part's write does besides its statement is the
+        // group's, alone or in a run.
+        Write::PutPart { .. } | Write::OpenPart { .. } => {
+            let mut group = Group::default();
+            group.take(write, done, opened);
+            group.send(tx, state.prepared).await?;
         }
         Write::AppendPart { message_id, index, delta } => {
             let key = (message_id.clone(), *index);
