@@ -8,8 +8,9 @@
 //! namespace has places to bind and hide. Then the cost of one exec under the exec check (a
 //! command that runs `/bin/true` 2,000 times, with and without the check, and one whose 20,000
 //! execs fail in one process: the check's own time, without forks and the scheduler's placing of
-//! them), and `cargo build` of a small crate inside the sandbox and outside, in turns. Prints
-//! medians and quantiles; nothing here asserts.
+//! them), and `cargo build` of a small crate in turns inside the sandbox and outside, then inside
+//! without and with the check (the check's own share of a build). Prints medians and quantiles;
+//! nothing here asserts.
 //! `CAIRN_SPAWN_ROWS=exec` (or `build`) runs only the per-exec rows (or the `cargo build` rows).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout, clippy::print_stderr)]
@@ -199,8 +200,9 @@ async fn per_exec(base: &ProcessPolicy, rm: &[Vec<String>], cwd: &Path) {
     );
 }
 
-/// `cargo build` of a small crate (no dependencies, a build script, a few modules) from clean,
-/// outside the sandbox and inside it with the exec check.
+/// `cargo build` of a small crate (no dependencies, a build script, a few modules) from clean:
+/// outside the sandbox against inside it with the exec check, then inside without the check
+/// against inside with it.
 async fn cargo_build(sandboxed: &ProcessPolicy, rejected: &[Vec<String>]) {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path();
@@ -221,25 +223,34 @@ async fn cargo_build(sandboxed: &ProcessPolicy, rejected: &[Vec<String>]) {
     // `rm` is rejected inside: clean with find instead.
     let inside_script = "find target -delete 2>/dev/null; cargo build --quiet --offline";
     let (outside, inside) = paired((&direct, &[], script), (sandboxed, rejected, inside_script), root, BUILDS).await;
-    let relative: Vec<f64> = {
-        let mut relative: Vec<f64> =
-            outside.iter().zip(&inside).map(|(a, b)| (b.as_secs_f64() / a.as_secs_f64() - 1.0) * 100.0).collect();
-        relative.sort_by(f64::total_cmp);
-        relative
-    };
-    let (outside, inside) = (sorted(outside), sorted(inside));
     println!();
     println!("| `cargo build` of a small crate, from clean | median | p90 | samples |");
     println!("|---|---|---|---|");
-    println!("| outside the sandbox | {:.0} ms | {:.0} ms | {BUILDS} |", at(&outside, 0.5), at(&outside, 0.9));
+    row("outside the sandbox", &outside);
+    row("sandbox, namespace and exec check", &inside);
+    compared("against outside", &outside, &inside);
+    // What the exec check alone adds: the same sandbox and namespace without and with it.
+    let (unchecked, checked) =
+        paired((sandboxed, &[], inside_script), (sandboxed, rejected, inside_script), root, BUILDS).await;
+    row("sandbox and namespace, no exec check", &unchecked);
+    row("sandbox, namespace and exec check", &checked);
+    compared("the exec check alone", &unchecked, &checked);
+}
+
+fn row(name: &str, taken: &[Duration]) {
+    let taken = sorted(taken.to_vec());
+    println!("| {name} | {:.0} ms | {:.0} ms | {} |", at(&taken, 0.5), at(&taken, 0.9), taken.len());
+}
+
+/// `b` against `a`: the difference of their medians and the median of the pairs' own differences.
+fn compared(what: &str, a: &[Duration], b: &[Duration]) {
+    let mut relative: Vec<f64> =
+        a.iter().zip(b).map(|(a, b)| (b.as_secs_f64() / a.as_secs_f64() - 1.0) * 100.0).collect();
+    relative.sort_by(f64::total_cmp);
+    let (a, b) = (sorted(a.to_vec()), sorted(b.to_vec()));
+    println!("| {what}: difference of the medians | {:+.1} % | | |", (at(&b, 0.5) / at(&a, 0.5) - 1.0) * 100.0);
     println!(
-        "| sandbox, namespace and exec check | {:.0} ms | {:.0} ms | {BUILDS} |",
-        at(&inside, 0.5),
-        at(&inside, 0.9)
-    );
-    println!("| difference of the medians | {:+.1} % | | |", (at(&inside, 0.5) / at(&outside, 0.5) - 1.0) * 100.0);
-    println!(
-        "| median of the pairs' differences (q1, q3) | {:+.1} % ({:+.1}, {:+.1}) | | |",
+        "| {what}: median of the pairs' differences (q1, q3) | {:+.1} % ({:+.1}, {:+.1}) | | |",
         quantile(&relative, 0.5),
         quantile(&relative, 0.25),
         quantile(&relative, 0.75)
