@@ -136,6 +136,16 @@ impl PgTarget {
             config.connect_timeout(CONNECT_TIMEOUT);
         }
         config.application_name("cairn");
+        // Every statement cairn sends touches few rows through an index, but the planner
+        // estimates some (the prune's age filter on a table not analyzed yet, a load of a long
+        // session) above JIT's cost threshold; PostgreSQL then compiles them with LLVM, 150 ms
+        // of the server's CPU for a statement that runs in under one. Options the URL gives
+        // come after, so a `-c jit=on` there still wins.
+        let options = match config.get_options() {
+            Some(given) if !given.is_empty() => format!("-c jit=off {given}"),
+            _ => "-c jit=off".to_owned(),
+        };
+        config.options(&options);
         // PostgreSQL never speaks TLS on a Unix socket; libpq ignores sslmode there too.
         let local = config.get_hosts().iter().all(|host| matches!(host, Host::Unix(_)));
         config.ssl_mode(match split.ssl_mode {

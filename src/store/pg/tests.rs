@@ -245,3 +245,23 @@ async fn a_replica_paused_inside_a_transaction_keeps_its_lease_from_being_swept_
     assert_eq!(swept[0].dead, "paused");
     assert!(batch.query("SELECT 1", &[]).await.is_err(), "the paused replica's connection was ended");
 }
+
+/// What a connection cairn made says of a setting.
+async fn shown(target: &PgTarget, setting: &str) -> String {
+    let client = target.connect().await.unwrap();
+    client.query_one(&format!("SHOW {setting}"), &[]).await.unwrap().get(0)
+}
+
+#[tokio::test]
+async fn cairns_connections_never_compile_a_statement_unless_the_url_asks_for_it() {
+    let url = fixture::database().await;
+    let mut target = PgTarget::parse(&url).unwrap();
+    assert_eq!(shown(&target, "jit").await, "off");
+    target.limit_idle_transactions(Duration::from_secs(15));
+    assert_eq!(shown(&target, "jit").await, "off", "the idle limit keeps it");
+    assert_eq!(shown(&target, "idle_in_transaction_session_timeout").await, "15s");
+
+    let asked = PgTarget::parse(&format!("{url}?options=-c%20jit%3Don%20-c%20work_mem%3D8MB")).unwrap();
+    assert_eq!(shown(&asked, "jit").await, "on", "the URL's own setting wins");
+    assert_eq!(shown(&asked, "work_mem").await, "8MB");
+}
