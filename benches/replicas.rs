@@ -378,7 +378,11 @@ async fn streaming(model: &str, sessions: usize, secs: usize, per_replica: usize
     for task in tasks {
         reports.push(task.await.unwrap());
     }
-    let (wall, pg_cpu) = (started.elapsed(), measure::postgres_cpu().saturating_sub(cpu_before));
+    let (wall, cpu_after) = (started.elapsed(), measure::postgres_cpu());
+    let pg_kinds = measure::postgres_cpu_since(&cpu_before, &cpu_after);
+    // The total from the sums: a process that ended meanwhile moved its time to the postmaster's.
+    let total = |kinds: &HashMap<String, Duration>| kinds.values().sum::<Duration>();
+    let pg_cpu = total(&cpu_after).saturating_sub(total(&cpu_before));
     let peaks: Vec<f64> =
         servers.iter().map(|s| measure::vm_kib(s.child.id().unwrap_or(0), "VmHWM:") as f64 / 1024.0).collect();
 
@@ -442,6 +446,14 @@ async fn streaming(model: &str, sessions: usize, secs: usize, per_replica: usize
         "| PostgreSQL CPU over the {:.1} s of streaming | {:.2} cores |",
         wall.as_secs_f64(),
         pg_cpu.as_secs_f64() / wall.as_secs_f64()
+    );
+    println!(
+        "| of which, by process | {} |",
+        pg_kinds
+            .iter()
+            .map(|(kind, cpu)| format!("{kind} {:.2}", cpu.as_secs_f64() / wall.as_secs_f64()))
+            .collect::<Vec<_>>()
+            .join(", ")
     );
     println!(
         "| PostgreSQL CPU-seconds per 1,000 chunks committed ({} committed) | {:.3} s |",

@@ -4,9 +4,11 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-/// Sum of user and system CPU time of our PostgreSQL's processes (those descended from this
-/// process), with what their parent collected from the ones that ended.
-pub fn postgres_cpu() -> Duration {
+/// User and system CPU time of our PostgreSQL's processes (those descended from this process),
+/// by kind: what their titles say (`checkpointer`, `autovacuum worker`, …), every connection's
+/// backend as `backends`, and the postmaster with what it collected from the processes that
+/// ended (autovacuum workers mostly) as `postmaster and ended`.
+pub fn postgres_cpu() -> HashMap<String, Duration> {
     let me = std::process::id();
     let mut parents = HashMap::new();
     let mut stats = HashMap::new();
@@ -27,12 +29,40 @@ pub fn postgres_cpu() -> Duration {
         }
         false
     };
-    let ticks: u64 = stats
+    let mut kinds: HashMap<String, Duration> = HashMap::new();
+    for (pid, (_, fields)) in stats.iter().filter(|(pid, (postgres, _))| *postgres && descends(**pid)) {
+        let ticks: u64 = fields.get(11..15).map_or(0, |t| t.iter().sum());
+        *kinds.entry(kind(*pid)).or_default() += Duration::from_millis(ticks * 10);
+    }
+    kinds
+}
+
+/// What a PostgreSQL process is, from the title it sets itself (`postgres: checkpointer`,
+/// `postgres: user db 127.0.0.1(5432) idle`).
+fn kind(pid: u32) -> String {
+    let title = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+    let title = String::from_utf8_lossy(&title).replace('\0', " ");
+    match title.trim().strip_prefix("postgres: ") {
+        None => "postmaster and ended".to_owned(),
+        Some(rest) => {
+            let known = ["checkpointer", "background writer", "walwriter", "autovacuum launcher", "autovacuum worker"];
+            known.iter().find(|k| rest.starts_with(*k)).map_or_else(|| "backends".to_owned(), |k| (*k).to_owned())
+        }
+    }
+}
+
+/// Each kind's CPU from `before` to `after` (a process that ended meanwhile counts with the
+/// postmaster, its time before `before` included).
+pub fn postgres_cpu_since(
+    before: &HashMap<String, Duration>,
+    after: &HashMap<String, Duration>,
+) -> Vec<(String, Duration)> {
+    let mut kinds: Vec<(String, Duration)> = after
         .iter()
-        .filter(|(pid, (postgres, _))| *postgres && descends(**pid))
-        .map(|(_, (_, f))| f.get(11..15).map_or(0, |t| t.iter().sum::<u64>()))
-        .sum();
-    Duration::from_millis(ticks * 10)
+        .map(|(kind, cpu)| (kind.clone(), cpu.saturating_sub(before.get(kind).copied().unwrap_or_default())))
+        .collect();
+    kinds.sort_by_key(|(_, cpu)| std::cmp::Reverse(*cpu));
+    kinds
 }
 
 pub fn vm_kib(pid: u32, field: &str) -> u64 {
