@@ -471,23 +471,11 @@ impl Config {
         })
     }
 
-    /// The directories no workspace root may be or contain: the home directory, the
-    /// configuration of the user's programs, and cairn's own configuration and data (nor lie
-    /// inside those).
+    /// The directories no workspace root may be, contain or (some) lie inside
+    /// ([`crate::workspace::Guard::of`] lists them).
     pub fn workspace_guard(&self) -> crate::workspace::Guard {
-        let mut guard = crate::workspace::Guard::default();
-        if let Some(home) = &self.home_dir {
-            guard = guard.around(home, "your home directory");
-            guard = guard.around(&home.join(".config"), "your programs' configuration");
-        }
-        if let Some(dir) = &self.config_home {
-            guard = guard.around(dir, "your programs' configuration (XDG_CONFIG_HOME)");
-        }
-        guard = guard.own(&self.data_dir, "cairn's data directory");
-        match &self.config_dir {
-            Some(dir) => guard.own(dir, "cairn's configuration"),
-            None => guard,
-        }
+        let (home, xdg) = (self.home_dir.as_deref(), self.config_home.as_deref());
+        crate::workspace::Guard::of(home, xdg, &self.process.hidden, &self.data_dir, self.config_dir.as_deref())
     }
 
     /// The database file inside the data directory.

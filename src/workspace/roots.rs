@@ -3,7 +3,9 @@
 //! every ancestor of it, the configuration of the user's programs (`~/.config`,
 //! `$XDG_CONFIG_HOME`) and cairn's own configuration and data can never be one: a root that is
 //! or contains them makes them writable, and one inside cairn's own directories lets a tool
-//! change what cairn reads (its database, its keys, the MCP servers it starts).
+//! change what cairn reads (its database, its keys, the MCP servers it starts). The places of
+//! keys and credentials, of the user's programs and of the system's are refused the same way,
+//! and so is a root inside them (`Config::workspace_guard` lists them).
 //!
 //! [`Guard::check`] is the one check for every way a session gets a root: a client's `cwd` and
 //! `additionalDirectories` (in the ACP handlers), a new or forked session's directory
@@ -11,24 +13,44 @@
 //! exec`. The guard is built by `Config::workspace_guard`. It compares
 //! every spelling of both sides: as written with `.` and `..` resolved, with symlinks followed
 //! after that, and as the kernel resolves it (a symlink to the home directory is the home
-//! directory; `/a/link/..` is wherever the kernel says).
+//! directory; `/a/link/..` is wherever the kernel says); then by identity (device and inode),
+//! so a bind mount of a guarded directory or of one above it is known under any path. A bind
+//! mount of a directory inside one of them is not: its path leads elsewhere, and its identity is
+//! that of a directory nothing guards by name.
 
+use std::collections::HashMap;
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use super::{final_target, normalize};
 
-/// The directories no workspace root may be, contain or (for cairn's own) lie inside.
+/// The directories no workspace root may be or contain, and some it may not lie inside either.
 #[derive(Clone, Debug, Default)]
 pub struct Guard {
     guarded: Vec<Guarded>,
+    /// Every guarded directory and each of its ancestors by identity (device and inode), with the
+    /// guarded one's index: a second path to the same directory (a bind mount of the home
+    /// directory, of its parent) is the same directory, whatever it is called.
+    known: HashMap<Identity, Known>,
 }
 
 #[derive(Clone, Debug)]
 struct Guarded {
     spellings: Vec<PathBuf>,
     what: &'static str,
-    /// cairn's own: a root inside it is refused too.
-    own: bool,
+    /// Why a root inside it is refused too (cairn's own, secrets, programs); `None`: it may be.
+    inside: Option<&'static str>,
+}
+
+/// A directory as the kernel knows it, whatever path leads there.
+type Identity = (u64, u64);
+
+/// What a directory found by identity is to a guarded one: the guarded one itself, or one of
+/// its ancestors.
+#[derive(Clone, Copy, Debug)]
+enum Known {
+    Is(usize),
+    Contains(usize),
 }
 
 /// Why a directory cannot be a workspace root; says which directory and what to do instead.
@@ -40,21 +62,99 @@ pub struct RootRefused {
     why: String,
 }
 
+/// The home directory's places whose files run as the user: programs on `PATH`, cargo's
+/// configuration and binaries, git's and systemd's configuration.
+const PROGRAMS_IN_HOME: [&str; 5] = [".local/bin", "bin", ".cargo", ".config/git", ".config/systemd"];
+
+/// The system's programs and configuration (`/usr` itself may hold projects, `/usr/src/app`, but
+/// contains `/usr/bin`).
+const SYSTEM_DIRS: [&str; 12] = [
+    "/etc",
+    "/boot",
+    "/bin",
+    "/sbin",
+    "/lib",
+    "/lib32",
+    "/lib64",
+    "/usr/bin",
+    "/usr/sbin",
+    "/usr/lib",
+    "/usr/local/bin",
+    "/usr/local/sbin",
+];
+
 const WRITABLE: &str = "where accept-edits writes without asking and commands may write";
 
 impl Guard {
-    /// A directory a root must neither be nor contain (the home directory, `~/.config`).
-    pub fn around(mut self, dir: &Path, what: &'static str) -> Self {
-        if dir.is_absolute() {
-            self.guarded.push(Guarded { spellings: spellings(dir), what, own: false });
+    /// The guard of a user: the home directory and `~/.config` (or `$XDG_CONFIG_HOME`, `xdg`),
+    /// which a root may neither be nor contain; the places `hidden` from commands (keys and
+    /// credentials), the home directory's places whose files run as the user, the system's
+    /// programs and configuration, and cairn's `data` and `config` directories, which a root may
+    /// neither be, contain nor lie inside.
+    pub fn of(home: Option<&Path>, xdg: Option<&Path>, hidden: &[PathBuf], data: &Path, config: Option<&Path>) -> Self {
+        let mut guard = Self::default();
+        if let Some(home) = home {
+            guard = guard.around(home, "your home directory");
+            guard = guard.around(&home.join(".config"), "your programs' configuration");
+            for programs in PROGRAMS_IN_HOME {
+                guard = guard.within(
+                    &home.join(programs),
+                    "a place whose files run as you",
+                    "which no tool may change unasked",
+                );
+            }
         }
-        self
+        if let Some(dir) = xdg {
+            guard = guard.around(dir, "your programs' configuration (XDG_CONFIG_HOME)");
+        }
+        for secret in hidden {
+            guard = guard.within(secret, "a place of your keys and credentials", "which commands never see");
+        }
+        for system in SYSTEM_DIRS {
+            guard = guard.within(Path::new(system), "a system directory", "which holds what the system runs");
+        }
+        guard = guard.own(data, "cairn's data directory");
+        match config {
+            Some(dir) => guard.own(dir, "cairn's configuration"),
+            None => guard,
+        }
+    }
+
+    /// A directory a root must neither be nor contain (the home directory, `~/.config`).
+    pub fn around(self, dir: &Path, what: &'static str) -> Self {
+        self.with(dir, what, None)
     }
 
     /// One of cairn's own directories: a root may neither be, contain nor lie inside it.
-    pub fn own(mut self, dir: &Path, what: &'static str) -> Self {
-        if dir.is_absolute() {
-            self.guarded.push(Guarded { spellings: spellings(dir), what, own: true });
+    pub fn own(self, dir: &Path, what: &'static str) -> Self {
+        self.with(dir, what, Some("which only cairn may change"))
+    }
+
+    /// A place a root may neither be, contain nor lie inside, for the reason `why` gives
+    /// ("which holds your keys").
+    pub fn within(self, dir: &Path, what: &'static str, why: &'static str) -> Self {
+        self.with(dir, what, Some(why))
+    }
+
+    fn with(mut self, dir: &Path, what: &'static str, inside: Option<&'static str>) -> Self {
+        if !dir.is_absolute() {
+            return self;
+        }
+        let index = self.guarded.len();
+        self.guarded.push(Guarded { spellings: spellings(dir), what, inside });
+        if let Some(real) = std::fs::canonicalize(dir).ok().filter(|real| real.is_dir()) {
+            for (depth, ancestor) in real.ancestors().enumerate() {
+                let Some(identity) = identity(ancestor) else { continue };
+                let known = if depth == 0 { Known::Is(index) } else { Known::Contains(index) };
+                // What a directory is outweighs what it contains.
+                match self.known.get(&identity) {
+                    Some(Known::Is(_)) => {}
+                    Some(Known::Contains(_)) if depth > 0 => {}
+                    _ => {
+                        self.known.insert(identity, known);
+                    }
+                }
+            }
         }
         self
     }
@@ -76,13 +176,40 @@ impl Guard {
             if let Some((guarded, dir)) = each().find(|(_, dir)| dir.starts_with(&real)) {
                 return refuse(format!("{leads}it contains {} ({}), {WRITABLE}", guarded.what, dir.display()));
             }
-            if let Some((guarded, dir)) = each().find(|(g, dir)| g.own && real.starts_with(dir)) {
-                let what = guarded.what;
-                return refuse(format!("{leads}it is inside {what} ({}), which only cairn may change", dir.display()));
+            if let Some((guarded, dir, why)) =
+                each().find_map(|(g, dir)| g.inside.filter(|_| real.starts_with(dir)).map(|why| (g, dir, why)))
+            {
+                return refuse(format!("{leads}it is inside {} ({}), {why}", guarded.what, dir.display()));
             }
         }
-        Ok(())
+        // The same directories under another name: a bind mount of the home directory, or of
+        // the whole disk, has paths of its own.
+        let Some(found) = identity(root) else { return Ok(()) };
+        if identity(Path::new("/")) == Some(found) {
+            return refuse(format!("it is the whole disk under another name, {WRITABLE}"));
+        }
+        let under = |index: usize| {
+            let guarded = &self.guarded[index];
+            let dir = guarded.spellings.last().map_or_else(String::new, |dir| dir.display().to_string());
+            (guarded.what, dir)
+        };
+        match self.known.get(&found) {
+            Some(Known::Is(index)) => {
+                let (what, dir) = under(*index);
+                refuse(format!("it is {what} ({dir}) under another name, {WRITABLE}"))
+            }
+            Some(Known::Contains(index)) => {
+                let (what, dir) = under(*index);
+                refuse(format!("it contains {what} ({dir}) under another name, {WRITABLE}"))
+            }
+            None => Ok(()),
+        }
     }
+}
+
+/// A directory's device and inode, if it can be read.
+fn identity(dir: &Path) -> Option<Identity> {
+    std::fs::metadata(dir).ok().filter(std::fs::Metadata::is_dir).map(|meta| (meta.dev(), meta.ino()))
 }
 
 /// `path` as written (`.` and `..` resolved), with its symlinks followed after that, and as the

@@ -1,9 +1,11 @@
 //! The workspace root is checked: no way of opening a session (new, load, resume, fork, a stored
 //! or imported session's directory, `cairn exec` with `--cwd` or in its own directory) makes the
-//! whole disk, the home directory or an ancestor of it, `~/.config`, or cairn's own
-//! configuration and data the workspace, where accept-edits writes without asking and commands
-//! may write. The same check refuses `additionalDirectories` (see `permissions.rs`). Spellings
-//! that hide a directory (`..`, a trailing slash, a symlink) are judged where they lead.
+//! whole disk, the home directory or an ancestor of it, `~/.config`, the places of keys and
+//! credentials, where the user's programs live (`~/.local/bin`, `~/.cargo`, git's and systemd's
+//! configuration), the system's directories, or cairn's own configuration and data the
+//! workspace, where accept-edits writes without asking and commands may write. The same check
+//! refuses `additionalDirectories` (see `permissions.rs`). Spellings that hide a directory (`..`,
+//! a trailing slash, a symlink, a bind mount) are judged where they lead.
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -18,6 +20,9 @@ fn refused_roots(env: &TestEnv) -> Vec<String> {
     let work = env.workspace();
     std::fs::create_dir_all(home.join(".config")).unwrap();
     std::fs::create_dir_all(env.home().join("inside-data")).unwrap();
+    for dir in [".ssh/keys", ".aws", ".gnupg", ".local/bin", "bin", ".cargo", ".config/git", ".config/systemd/user"] {
+        std::fs::create_dir_all(home.join(dir)).unwrap();
+    }
     let link = work.join("home-link");
     if !link.exists() {
         std::os::unix::fs::symlink(&home, &link).unwrap();
@@ -38,6 +43,21 @@ fn refused_roots(env: &TestEnv) -> Vec<String> {
         // CAIRN_HOME (the database), and a directory inside it.
         text(env.home()),
         text(env.home().join("inside-data")),
+        // Keys and credentials, hidden from commands: neither a root nor inside one.
+        text(home.join(".ssh")),
+        text(home.join(".ssh/keys")),
+        text(home.join(".aws")),
+        text(home.join(".gnupg")),
+        // Where the user's programs and what runs them live.
+        text(home.join(".local/bin")),
+        text(home.join("bin")),
+        text(home.join(".cargo")),
+        text(home.join(".config/git")),
+        text(home.join(".config/systemd/user")),
+        // The system's.
+        "/etc".to_owned(),
+        "/usr/bin".to_owned(),
+        "/usr".to_owned(),
     ]
 }
 
@@ -186,4 +206,40 @@ async fn the_xdg_config_home_is_refused_even_when_cairns_file_lives_elsewhere() 
         assert_refused(&error, dir);
         assert!(error["message"].as_str().unwrap().contains(says), "{error}");
     }
+}
+
+/// `cairn exec` run by `sh` in a user and mount namespace of its own, where `script` first binds
+/// a directory somewhere else (`$1` is cairn); `None` where the kernel gives no such namespace.
+async fn exec_after_binding(env: &TestEnv, script: &str) -> Option<(Option<i32>, String)> {
+    let probe = tokio::process::Command::new("unshare").args(["-Urm", "true"]).status().await;
+    if !probe.is_ok_and(|status| status.success()) {
+        return None;
+    }
+    let mut shell = env.with_env(tokio::process::Command::new("unshare"));
+    shell.args(["-Urm", "sh", "-c", script, "sh", env!("CARGO_BIN_EXE_cairn")]).current_dir(env.workspace());
+    let output = shell.stdin(Stdio::null()).output().await.unwrap();
+    Some((output.status.code(), String::from_utf8(output.stderr).unwrap()))
+}
+
+#[tokio::test]
+async fn the_home_directory_bound_elsewhere_is_still_the_home_directory() {
+    let env = TestEnv::new().await;
+    env.mock.push(Reply::text(&["never"]));
+    let home = env.dir.path().display().to_string();
+    let parent = env.dir.path().parent().unwrap().display().to_string();
+    let elsewhere = tempfile::tempdir().unwrap();
+    let at = elsewhere.path().join("bound");
+    std::fs::create_dir_all(&at).unwrap();
+    let at = at.display().to_string();
+    for (bound, says) in [(&home, "it is your home directory"), (&parent, "it contains your home directory")] {
+        let script = format!("mount --bind '{bound}' '{at}' && cd '{at}' && exec \"$1\" exec 'write ~/.profile'");
+        let Some((status, stderr)) = exec_after_binding(&env, &script).await else {
+            eprintln!("no user and mount namespace here: the bind mount cannot be made");
+            return;
+        };
+        assert_eq!(status, Some(2), "{bound}: {stderr}");
+        assert!(stderr.contains("cannot be a workspace") && stderr.contains(says), "{bound}: {stderr}");
+        assert!(stderr.contains("under another name"), "{stderr}");
+    }
+    assert!(env.mock.requests().is_empty(), "no turn ran");
 }

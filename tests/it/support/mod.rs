@@ -132,7 +132,7 @@ impl TestEnv {
         env
     }
 
-    fn with_env(&self, mut command: Command) -> Command {
+    pub fn with_env(&self, mut command: Command) -> Command {
         command.env_clear().envs(self.agent_env()).current_dir(self.workspace());
         command
     }
