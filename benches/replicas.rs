@@ -379,10 +379,6 @@ async fn streaming(model: &str, sessions: usize, secs: usize, per_replica: usize
         reports.push(task.await.unwrap());
     }
     let (wall, cpu_after) = (started.elapsed(), measure::postgres_cpu());
-    let pg_kinds = measure::postgres_cpu_since(&cpu_before, &cpu_after);
-    // The total from the sums: a process that ended meanwhile moved its time to the postmaster's.
-    let total = |kinds: &HashMap<String, Duration>| kinds.values().sum::<Duration>();
-    let pg_cpu = total(&cpu_after).saturating_sub(total(&cpu_before));
     let peaks: Vec<f64> =
         servers.iter().map(|s| measure::vm_kib(s.child.id().unwrap_or(0), "VmHWM:") as f64 / 1024.0).collect();
 
@@ -442,24 +438,7 @@ async fn streaming(model: &str, sessions: usize, secs: usize, per_replica: usize
         quantile(&mut first, 0.5),
         quantile(&mut first, 0.99)
     );
-    println!(
-        "| PostgreSQL CPU over the {:.1} s of streaming | {:.2} cores |",
-        wall.as_secs_f64(),
-        pg_cpu.as_secs_f64() / wall.as_secs_f64()
-    );
-    println!(
-        "| of which, by process | {} |",
-        pg_kinds
-            .iter()
-            .map(|(kind, cpu)| format!("{kind} {:.2}", cpu.as_secs_f64() / wall.as_secs_f64()))
-            .collect::<Vec<_>>()
-            .join(", ")
-    );
-    println!(
-        "| PostgreSQL CPU-seconds per 1,000 chunks committed ({} committed) | {:.3} s |",
-        sessions * RATE * secs,
-        pg_cpu.as_secs_f64() * 1000.0 / (sessions * RATE * secs).max(1) as f64
-    );
+    measure::postgres_print(wall, &cpu_before, &cpu_after, sessions * RATE * secs);
     println!(
         "| replicas' peak RSS (`VmHWM`) | {} |",
         peaks.iter().map(|mb| format!("{mb:.1} MB")).collect::<Vec<_>>().join(", ")

@@ -51,18 +51,31 @@ fn kind(pid: u32) -> String {
     }
 }
 
-/// Each kind's CPU from `before` to `after` (a process that ended meanwhile counts with the
-/// postmaster, its time before `before` included).
-pub fn postgres_cpu_since(
+/// Prints PostgreSQL's CPU from `before` to `after` over `wall`: in all, by kind of process, and
+/// per 1,000 of the `committed` chunks.
+pub fn postgres_print(
+    wall: Duration,
     before: &HashMap<String, Duration>,
     after: &HashMap<String, Duration>,
-) -> Vec<(String, Duration)> {
-    let mut kinds: Vec<(String, Duration)> = after
+    committed: usize,
+) {
+    // The total from the sums: a process that ended meanwhile moved its time to the postmaster's
+    // (its time before `before` with it, so the kinds' own differences may not add up to it).
+    let total = |kinds: &HashMap<String, Duration>| kinds.values().sum::<Duration>();
+    let cpu = total(after).saturating_sub(total(before));
+    let mut kinds: Vec<(&String, Duration)> = after
         .iter()
-        .map(|(kind, cpu)| (kind.clone(), cpu.saturating_sub(before.get(kind).copied().unwrap_or_default())))
+        .map(|(kind, cpu)| (kind, cpu.saturating_sub(before.get(kind).copied().unwrap_or_default())))
         .collect();
     kinds.sort_by_key(|(_, cpu)| std::cmp::Reverse(*cpu));
-    kinds
+    let cores = |cpu: Duration| cpu.as_secs_f64() / wall.as_secs_f64();
+    println!("| PostgreSQL CPU over the {:.1} s of streaming | {:.2} cores |", wall.as_secs_f64(), cores(cpu));
+    let by_kind: Vec<String> = kinds.iter().map(|(kind, cpu)| format!("{kind} {:.2}", cores(*cpu))).collect();
+    println!("| of which, by process | {} |", by_kind.join(", "));
+    println!(
+        "| PostgreSQL CPU-seconds per 1,000 chunks committed ({committed} committed) | {:.3} s |",
+        cpu.as_secs_f64() * 1000.0 / committed.max(1) as f64
+    );
 }
 
 pub fn vm_kib(pid: u32, field: &str) -> u64 {
