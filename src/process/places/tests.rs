@@ -188,3 +188,17 @@ fn a_redirect_made_in_a_known_git_directory_is_taken_away() {
     assert!(!root.join(".git/commondir").exists(), "{said:?}");
     assert!(root.join(".git/config").exists(), "the repository itself stays");
 }
+
+#[test]
+fn a_git_link_to_a_directory_is_guarded_where_it_leads() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = fs::canonicalize(dir.path()).unwrap();
+    touch(&root.join("store/config"));
+    std::os::unix::fs::symlink("store", root.join(".git")).unwrap();
+    let places = find(std::slice::from_ref(&root), &[], &names(&[], &[]), true, &Home::default());
+    for part in ["config", "hooks", "info"] {
+        assert!(places.read_only.contains(&root.join("store").join(part)), "{part}: {places:?}");
+    }
+    assert_eq!(places.git_dirs, vec![root.join("store")]);
+    assert!(places.anchors.contains(&root.join("store")), "{places:?}");
+}

@@ -1,7 +1,7 @@
 //! Guarded places and the sweep, attacked: a command that follows links out of the workspace
 //! through the sweep, leaves configuration that runs code in a repository it made or nested,
-//! redirects a repository to a directory it wrote, renames the parent of a read-only place
-//! away, exhausts the walk, hangs the next command's walk, or writes tool configuration the
+//! redirects a repository to a directory it wrote, writes through a `.git` link, renames the
+//! parent of a read-only place away, exhausts the walk, hangs the next command's walk, or writes tool configuration the
 //! guarded list does not name. Each is judged by what is left on disk, or by what the user's
 //! own `git status` runs afterwards outside any sandbox.
 
@@ -434,4 +434,31 @@ fn a_place_replaced_outside_while_a_command_runs_stays_guarded() {
     assert!(!output.stdout.contains("new-secret"), "the saved .env was read: {}", output.stdout);
     user_runs_git_status(&ws);
     assert!(!marker.exists(), "configuration written while the command ran runs outside the sandbox");
+}
+
+/// A workspace whose `.git` is a link to its git directory (as Android's `repo` lays out its
+/// checkouts): the walk took the link for no repository, and a command wrote its hooks and
+/// configuration.
+#[test]
+fn hooks_and_configuration_through_a_git_symlink_are_read_only() {
+    if !kernel_keeps_it() {
+        return;
+    }
+    let (dir, ws) = repository();
+    sh(&ws, "mv .git gitstore && ln -s gitstore .git");
+    let hook = dir.path().join("pwned-symlinked-hook");
+    let fsmonitor = dir.path().join("pwned-symlinked-config");
+    let script = format!(
+        "printf '#!/bin/sh\\ntouch {}\\n' > .git/hooks/pre-commit && chmod +x .git/hooks/pre-commit && echo hook-written; \
+         git config core.fsmonitor 'touch {}; false' && echo config-written; true",
+        hook.display(),
+        fsmonitor.display()
+    );
+    let output = supervise(&ws, &script, &[]);
+    assert!(!output.stdout.contains("hook-written"), "a hook was written through the link: {}", output.stdout);
+    assert!(!output.stdout.contains("config-written"), "git config wrote through the link: {}", output.stdout);
+    user_runs_git_status(&ws);
+    sh(&ws, "git -c user.name=t -c user.email=t@t commit -q --allow-empty -m x");
+    assert!(!hook.exists(), "the planted hook ran outside the sandbox");
+    assert!(!fsmonitor.exists(), "the planted fsmonitor ran outside the sandbox");
 }
