@@ -7,7 +7,8 @@
 //! `worktrees/`, each submodule's git directory under `modules/` likewise, the directory
 //! `core.hooksPath` names (from the system, global and repository configuration) and every
 //! file that configuration includes (`gitconfig.rs`). For a worktree or submodule whose `.git`
-//! is a file, the file itself and the git directory it names.
+//! is a file, the file itself and the git directory it names; for a `.git` that is a link to a
+//! directory, the directory it leads to.
 //!
 //! Every directory above a read-only place, a hidden one and each root is an anchor: bound
 //! onto itself, so that it cannot be renamed away and replaced by a copy whose parts are
@@ -179,16 +180,24 @@ impl Walk<'_> {
     }
 
     /// A repository's guarded parts. `dot_git` is `.git` in a worktree: the git directory
-    /// itself, or a file pointing to it (`gitdir: …`, for worktrees and submodules).
+    /// itself, a link to it (Android's `repo` links each project's `.git` into
+    /// `.repo/projects`), or a file pointing to it (`gitdir: …`, for worktrees and submodules).
     fn repository(&mut self, dot_git: &Path, is_dir: bool) {
         let worktree = dot_git.parent().unwrap_or(dot_git).to_path_buf();
         if is_dir {
             self.git_dir(&worktree, dot_git);
             return;
         }
+        let Ok(meta) = std::fs::metadata(dot_git) else { return };
+        // A link to a directory: its parts are bound where it leads, as a `gitdir:` file's
+        // are. The link itself is no mount; turned elsewhere, it leads to a repository the
+        // command made, which the sweep treats as one (`sweep.rs`).
+        if meta.is_dir() {
+            self.git_dir(&worktree, dot_git);
+            return;
+        }
         // Anything else than a small regular file (a FIFO, a device, a link to one) is no
         // pointer: it is never opened.
-        let Ok(meta) = std::fs::metadata(dot_git) else { return };
         if !meta.is_file() || meta.len() > MAX_POINTER {
             return;
         }

@@ -5,11 +5,19 @@
 //! (anywhere the walk reaches) every hook that is not one of git's samples and every setting of
 //! its configuration that can run code. What is taken is said on stderr, which the model reads.
 //!
+//! A repository is the command's when its `.git` (a directory, a link or a `gitdir:` file) was
+//! not at that path before, or leads now to another git directory than before (another inode:
+//! a directory renamed over it, a link turned elsewhere), whatever its times say: a rename
+//! keeps a directory's birth time. Only where the walk before the command stopped short (its
+//! budget spent) is a `.git` it never saw judged by its birth time, so that a user's repository
+//! the walk missed is not taken for new.
+//!
 //! Nothing is followed through a link: a link is removed itself, a path whose parent the command
 //! turned into a link is left alone, and directories are removed without following what is in
 //! them. The supervisor does this outside Landlock, so this care is the whole guard.
 
-use std::collections::VecDeque;
+use std::collections::{HashSet, VecDeque};
+use std::os::unix::fs::MetadataExt as _;
 use std::path::{Path, PathBuf};
 
 use super::gitconfig;
@@ -61,10 +69,55 @@ pub struct Before {
     absent: Vec<PathBuf>,
     /// [`REDIRECTS`] of the known git directories that did not exist.
     redirects: Vec<PathBuf>,
-    /// Every `.git` the walk reached.
-    repositories: Vec<PathBuf>,
-    /// When the command was about to start: a repository made before it is not its.
+    /// Every `.git` the walk reached, and which git directory it led to.
+    repositories: Vec<(PathBuf, Option<Identity>)>,
+    /// What the walk saw, to tell a `.git` that was not there from one it never looked for.
+    survey: Survey,
+    /// When the command was about to start: a repository the walk before could not see and
+    /// born before then is not its.
     at: std::time::SystemTime,
+}
+
+/// Which git directory a `.git` leads to, and how.
+#[derive(Debug, PartialEq, Eq)]
+struct Identity {
+    kind: Kind,
+    dev: u64,
+    ino: u64,
+    /// Told apart from a directory that had the same inode number before it (where kept).
+    born: Option<std::time::SystemTime>,
+}
+
+#[derive(Debug, PartialEq, Eq)]
+enum Kind {
+    Directory,
+    Link,
+    Pointer,
+}
+
+/// The git directory `dot_git` leads to now; `None` when it leads nowhere.
+fn identity(dot_git: &Path) -> Option<Identity> {
+    let meta = std::fs::symlink_metadata(dot_git).ok()?;
+    let (kind, dir) = if meta.is_dir() {
+        (Kind::Directory, dot_git.to_path_buf())
+    } else if meta.file_type().is_symlink() {
+        (Kind::Link, std::fs::canonicalize(dot_git).ok()?)
+    } else {
+        (Kind::Pointer, super::pointed_git_dir(dot_git)?)
+    };
+    let dir = std::fs::symlink_metadata(dir).ok().filter(std::fs::Metadata::is_dir)?;
+    Some(Identity { kind, dev: dir.dev(), ino: dir.ino(), born: dir.created().ok() })
+}
+
+/// What a walk for `.git` saw.
+#[derive(Debug, Default)]
+struct Survey {
+    /// Every `.git`.
+    found: Vec<PathBuf>,
+    /// Every directory among the entries read.
+    dirs: HashSet<PathBuf>,
+    /// The directories read to the end.
+    listed: HashSet<PathBuf>,
 }
 
 /// Notes what stands now in `roots` (whose git directories the walk found).
@@ -88,11 +141,45 @@ pub fn before(roots: &[PathBuf], git_dirs: &[PathBuf]) -> Before {
         .flat_map(|dir| REDIRECTS.iter().map(move |name| dir.join(name)))
         .filter(|path| std::fs::symlink_metadata(path).is_err())
         .collect();
-    let repositories = repositories(&roots);
-    Before { roots, absent, redirects, repositories, at: std::time::SystemTime::now() }
+    let survey = repositories(&roots);
+    let repositories = survey.found.iter().map(|dot_git| (dot_git.clone(), identity(dot_git))).collect();
+    Before { roots, absent, redirects, repositories, survey, at: std::time::SystemTime::now() }
 }
 
 impl Before {
+    /// Whether the command made the repository whose `.git` is `dot_git` (see the top).
+    fn made(&self, dot_git: &Path) -> bool {
+        if let Some((_, was)) = self.repositories.iter().find(|(path, _)| path == dot_git) {
+            return identity(dot_git) != *was;
+        }
+        if self.absent_before(dot_git) {
+            return true;
+        }
+        // File times come from a coarse clock that may lag the one `at` was read from.
+        let born = std::fs::symlink_metadata(dot_git).and_then(|meta| meta.created());
+        born.map_or(true, |born| born + CLOCK_LAG >= self.at)
+    }
+
+    /// Whether the walk before saw that nothing stood at `path`: going down from its root, a
+    /// directory read to the end did not hold the next step, or held it as no directory.
+    fn absent_before(&self, path: &Path) -> bool {
+        let Some(root) = self.roots.iter().find(|root| path.starts_with(root)) else { return false };
+        let Ok(rest) = path.strip_prefix(root) else { return false };
+        let mut dir = root.clone();
+        for part in rest.components() {
+            if !self.survey.listed.contains(&dir) {
+                return false; // Not read to the end: unknown.
+            }
+            let next = dir.join(part);
+            // Not a directory then (or not there at all): nothing was below it.
+            if next == path || !self.survey.dirs.contains(&next) {
+                return true;
+            }
+            dir = next;
+        }
+        false
+    }
+
     /// What is taken away whenever it appears: the absent guarded places (a repository aside,
     /// which is dealt with at the end) and the redirects.
     pub fn takeable(&self) -> impl Iterator<Item = &PathBuf> {
@@ -128,14 +215,8 @@ pub fn sweep(before: &Before) -> Vec<String> {
     for path in before.redirects.iter().filter(made) {
         said.push(take(path, "it would send git to another directory for its configuration and hooks"));
     }
-    for dot_git in repositories(&before.roots) {
-        // Made by the command: not seen before, and (where the file system keeps birth times)
-        // born after it started, so a repository the first walk's bounds missed is not taken
-        // for new.
-        // (File times come from a coarse clock that may lag the one `at` was read from.)
-        let born = std::fs::symlink_metadata(&dot_git).and_then(|meta| meta.created());
-        let made_now = born.map_or(true, |born| born + CLOCK_LAG >= before.at);
-        if made_now && !before.repositories.contains(&dot_git) {
+    for dot_git in repositories(&before.roots).found {
+        if before.made(&dot_git) {
             said.extend(new_repository(&before.roots, &dot_git));
         }
     }
@@ -164,32 +245,46 @@ fn remove(path: &Path) -> std::io::Result<()> {
     }
 }
 
-/// Every `.git` below the roots, breadth first within the walk's bounds.
-fn repositories(roots: &[PathBuf]) -> Vec<PathBuf> {
-    let mut found = Vec::new();
+/// Every `.git` below the roots, breadth first within the walk's bounds, and what it saw.
+fn repositories(roots: &[PathBuf]) -> Survey {
+    let mut survey = Survey::default();
     let mut budget = MAX_ENTRIES;
     for root in roots {
         let mut queue = VecDeque::from([(root.clone(), 0usize)]);
         while let Some((dir, depth)) = queue.pop_front() {
             let Ok(entries) = std::fs::read_dir(&dir) else { continue };
-            for entry in entries.flatten() {
+            let mut whole = true;
+            for entry in entries {
+                let Ok(entry) = entry else {
+                    whole = false;
+                    continue;
+                };
                 if depth > 0 {
                     if budget == 0 {
-                        return found;
+                        return survey;
                     }
                     budget -= 1;
                 }
                 let name = entry.file_name();
-                let Ok(kind) = entry.file_type() else { continue };
+                let Ok(kind) = entry.file_type() else {
+                    whole = false;
+                    continue;
+                };
                 if name.eq_ignore_ascii_case(".git") {
-                    found.push(entry.path());
-                } else if kind.is_dir() && depth + 1 < MAX_DEPTH && !SKIPPED.iter().any(|s| name == *s) {
-                    queue.push_back((entry.path(), depth + 1));
+                    survey.found.push(entry.path());
+                } else if kind.is_dir() {
+                    survey.dirs.insert(entry.path());
+                    if depth + 1 < MAX_DEPTH && !SKIPPED.iter().any(|s| name == *s) {
+                        queue.push_back((entry.path(), depth + 1));
+                    }
                 }
+            }
+            if whole {
+                survey.listed.insert(dir);
             }
         }
     }
-    found
+    survey
 }
 
 /// A repository the command made: kept, but without hooks, redirects or settings that run

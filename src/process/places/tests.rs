@@ -188,3 +188,37 @@ fn a_redirect_made_in_a_known_git_directory_is_taken_away() {
     assert!(!root.join(".git/commondir").exists(), "{said:?}");
     assert!(root.join(".git/config").exists(), "the repository itself stays");
 }
+
+#[test]
+fn a_git_link_to_a_directory_is_guarded_where_it_leads() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = fs::canonicalize(dir.path()).unwrap();
+    touch(&root.join("store/config"));
+    std::os::unix::fs::symlink("store", root.join(".git")).unwrap();
+    let places = find(std::slice::from_ref(&root), &[], &names(&[], &[]), true, &Home::default());
+    for part in ["config", "hooks", "info"] {
+        assert!(places.read_only.contains(&root.join("store").join(part)), "{part}: {places:?}");
+    }
+    assert_eq!(places.git_dirs, vec![root.join("store")]);
+    assert!(places.anchors.contains(&root.join("store")), "{places:?}");
+}
+
+#[test]
+fn a_git_directory_put_in_place_of_another_is_new_whatever_its_age_and_one_left_alone_is_not() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = fs::canonicalize(dir.path()).unwrap();
+    touch(&root.join(".git/hooks/pre-commit"));
+    touch(&root.join("kept/.git/hooks/pre-commit"));
+    touch(&root.join("old/hooks/pre-commit"));
+    touch(&root.join("older/hooks/post-checkout"));
+    fs::create_dir_all(root.join("sub")).unwrap();
+    let noted = before(std::slice::from_ref(&root), &[]);
+    // Renamed, so born before the command: over a `.git` that was there, and where none was.
+    fs::rename(root.join(".git"), root.join("git.was")).unwrap();
+    fs::rename(root.join("old"), root.join(".git")).unwrap();
+    fs::rename(root.join("older"), root.join("sub/.git")).unwrap();
+    let said = sweep(&noted);
+    assert!(!root.join(".git/hooks/pre-commit").exists(), "{said:?}");
+    assert!(!root.join("sub/.git/hooks/post-checkout").exists(), "{said:?}");
+    assert!(root.join("kept/.git/hooks/pre-commit").exists(), "a repository left alone keeps its hooks: {said:?}");
+}

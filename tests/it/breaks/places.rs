@@ -1,7 +1,8 @@
 //! Guarded places and the sweep, attacked: a command that follows links out of the workspace
 //! through the sweep, leaves configuration that runs code in a repository it made or nested,
-//! redirects a repository to a directory it wrote, renames the parent of a read-only place
-//! away, exhausts the walk, hangs the next command's walk, or writes tool configuration the
+//! redirects a repository to a directory it wrote, renames an old directory to `.git` or turns
+//! a `.git` link elsewhere, writes through a `.git` link, renames the parent of a read-only
+//! place away, exhausts the walk, hangs the next command's walk, or writes tool configuration the
 //! guarded list does not name. Each is judged by what is left on disk, or by what the user's
 //! own `git status` runs afterwards outside any sandbox.
 
@@ -9,7 +10,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use super::{
-    committed, kernel_keeps_it, outside, repository, sh, supervise, supervise_as_nobody, supervise_at_home,
+    committed, kernel_keeps_it, outside, repository, sh, sh_out, supervise, supervise_as_nobody, supervise_at_home,
     supervise_for, user_runs_git_status,
 };
 use crate::exec::{bash_calls, run};
@@ -434,4 +435,108 @@ fn a_place_replaced_outside_while_a_command_runs_stays_guarded() {
     assert!(!output.stdout.contains("new-secret"), "the saved .env was read: {}", output.stdout);
     user_runs_git_status(&ws);
     assert!(!marker.exists(), "configuration written while the command ran runs outside the sandbox");
+}
+
+/// Longer than the sweep allows file times to lag the clock: what was made before this is old
+/// by its birth time.
+const AGED: Duration = Duration::from_secs(3);
+
+/// The sweep judged a repository new by its birth time, which a rename keeps: a directory that
+/// stood before the command, filled with a git directory and a hook, then renamed to `.git`,
+/// kept its hook, which ran at the user's next commit.
+#[test]
+fn a_repository_renamed_from_an_old_directory_is_new_and_keeps_no_hooks() {
+    if !kernel_keeps_it() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().join("ws");
+    std::fs::create_dir_all(ws.join("old")).unwrap();
+    std::thread::sleep(AGED);
+    let marker = dir.path().join("pwned-renamed-hook");
+    let script = format!(
+        "git init -q n && cp -r n/.git/. old/ && rm -rf n && printf '#!/bin/sh\\ntouch {}\\n' > old/hooks/pre-commit && \
+         chmod +x old/hooks/pre-commit && mv old .git && echo planted",
+        marker.display()
+    );
+    let output = supervise(&ws, &script, &[]);
+    assert!(output.stdout.contains("planted"), "{}", output.stderr);
+    sh(&ws, "git -c user.name=t -c user.email=t@t commit -q --allow-empty -m x");
+    assert!(!marker.exists(), "the hook of a renamed repository ran outside the sandbox: {}", output.stderr);
+}
+
+/// The same over two commands: the first makes a directory that is no repository yet, its
+/// configuration running code (`core.fsmonitor`); a later one renames it to `.git`.
+#[test]
+fn a_directory_one_command_made_and_a_later_one_renamed_to_git_keeps_no_configuration_that_runs_code() {
+    if !kernel_keeps_it() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    let marker = dir.path().join("pwned-renamed-config");
+    let script = format!(
+        "git init -q n && mkdir old && cp -r n/.git/. old/ && rm -rf n && \
+         git config -f old/config core.fsmonitor 'touch {}; false' && echo made",
+        marker.display()
+    );
+    let output = supervise(&ws, &script, &[]);
+    assert!(output.stdout.contains("made"), "{}", output.stderr);
+    std::thread::sleep(AGED);
+    let output = supervise(&ws, "mv old .git && echo renamed", &[]);
+    assert!(output.stdout.contains("renamed"), "{}", output.stderr);
+    user_runs_git_status(&ws);
+    assert!(!marker.exists(), "the renamed directory's fsmonitor ran outside the sandbox: {}", output.stderr);
+}
+
+/// A workspace whose `.git` is a link to its git directory (as Android's `repo` lays out its
+/// checkouts): the walk took the link for no repository, and a command wrote its hooks and
+/// configuration.
+#[test]
+fn hooks_and_configuration_through_a_git_symlink_are_read_only() {
+    if !kernel_keeps_it() {
+        return;
+    }
+    let (dir, ws) = repository();
+    sh(&ws, "mv .git gitstore && ln -s gitstore .git");
+    let hook = dir.path().join("pwned-symlinked-hook");
+    let fsmonitor = dir.path().join("pwned-symlinked-config");
+    let script = format!(
+        "printf '#!/bin/sh\\ntouch {}\\n' > .git/hooks/pre-commit && chmod +x .git/hooks/pre-commit && echo hook-written; \
+         git config core.fsmonitor 'touch {}; false' && echo config-written; true",
+        hook.display(),
+        fsmonitor.display()
+    );
+    let output = supervise(&ws, &script, &[]);
+    assert!(!output.stdout.contains("hook-written"), "a hook was written through the link: {}", output.stdout);
+    assert!(!output.stdout.contains("config-written"), "git config wrote through the link: {}", output.stdout);
+    user_runs_git_status(&ws);
+    sh(&ws, "git -c user.name=t -c user.email=t@t commit -q --allow-empty -m x");
+    assert!(!hook.exists(), "the planted hook ran outside the sandbox");
+    assert!(!fsmonitor.exists(), "the planted fsmonitor ran outside the sandbox");
+}
+
+/// The link itself is no mount: a command turns `.git` to a copy of the git directory with a
+/// hook of its own. That copy is a repository the command made.
+#[test]
+fn a_git_symlink_turned_to_another_directory_leads_to_no_hook() {
+    if !kernel_keeps_it() {
+        return;
+    }
+    let (dir, ws) = repository();
+    sh(&ws, "mv .git gitstore && ln -s gitstore .git");
+    let marker = dir.path().join("pwned-retargeted");
+    let script = format!(
+        "cp -r gitstore other && printf '#!/bin/sh\\ntouch {0}\\n' > other/hooks/pre-commit && \
+         chmod +x other/hooks/pre-commit && git config -f other/config core.fsmonitor 'touch {0}; false' && \
+         ln -sfn other .git && echo turned",
+        marker.display()
+    );
+    let output = supervise(&ws, &script, &[]);
+    assert!(output.stdout.contains("turned"), "{}", output.stderr);
+    user_runs_git_status(&ws);
+    sh_out(&ws, "git -c user.name=t -c user.email=t@t commit -q --allow-empty -m x");
+    assert!(!marker.exists(), "the hook behind the turned link ran outside the sandbox: {}", output.stderr);
+    assert!(ws.join("gitstore/HEAD").exists(), "the user's git directory stays");
 }
