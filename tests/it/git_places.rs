@@ -16,13 +16,16 @@ const PLANTED: &str = "#!/bin/sh\necho planted > /tmp/cairn-pwned\n";
 
 /// Makes one `write` call per `(path, content)` in accept-edits mode; returns what each got.
 async fn writes(env: &TestEnv, calls: &[(&str, &str)]) -> Vec<String> {
-    let calls: Vec<(String, Value)> = calls
-        .iter()
-        .enumerate()
-        .map(|(n, (path, content))| (format!("call_{n}"), json!({"path": path, "content": content})))
-        .collect();
+    let calls: Vec<(&str, Value)> =
+        calls.iter().map(|(path, content)| ("write", json!({"path": path, "content": content}))).collect();
+    tool_calls(env, &calls).await
+}
+
+/// Makes one call per `(tool, arguments)` in accept-edits mode; returns what each got.
+async fn tool_calls(env: &TestEnv, calls: &[(&str, Value)]) -> Vec<String> {
+    let ids: Vec<String> = (0..calls.len()).map(|n| format!("call_{n}")).collect();
     let shaped: Vec<(&str, &str, Value)> =
-        calls.iter().map(|(id, args)| (id.as_str(), "write", args.clone())).collect();
+        calls.iter().zip(&ids).map(|((tool, args), id)| (id.as_str(), *tool, args.clone())).collect();
     env.mock.push(Reply::tool_calls(&shaped));
     env.mock.push(Reply::text(&["Done."]));
     let cwd = env.cwd();
@@ -44,7 +47,7 @@ fn read(path: &Path) -> Option<String> {
 }
 
 /// B5: `core.hooksPath = .githooks`; the model rewrites the pre-commit hook, by its name, by a
-/// `..` path, by an absolute path and through a link it finds in the workspace.
+/// `..` path, by an absolute path, through a link it finds in the workspace, and by an edit.
 #[tokio::test]
 async fn accept_edits_asks_before_writing_the_hooks_directory_core_hooks_path_names() {
     let env = TestEnv::new().await;
@@ -56,18 +59,20 @@ async fn accept_edits_asks_before_writing_the_hooks_directory_core_hooks_path_na
     );
     let hook = ws.join(".githooks/pre-commit");
     let absolute = ws.join(".githooks/pre-push").to_string_lossy().into_owned();
-    let results = writes(
+    let write = |path: &str, content: &str| ("write", json!({"path": path, "content": content}));
+    let results = tool_calls(
         &env,
         &[
-            (".githooks/pre-commit", PLANTED),
-            ("src/../.githooks/post-checkout", PLANTED),
-            (&absolute, PLANTED),
-            ("tools/commit-msg", PLANTED),
-            ("src/fine.rs", "fn main() {}\n"),
+            write(".githooks/pre-commit", PLANTED),
+            write("src/../.githooks/post-checkout", PLANTED),
+            write(&absolute, PLANTED),
+            write("tools/commit-msg", PLANTED),
+            ("edit", json!({"path": ".githooks/pre-commit", "old_string": "exit 0", "new_string": "touch /tmp/x"})),
+            write("src/fine.rs", "fn main() {}\n"),
         ],
     )
     .await;
-    for result in &results[..4] {
+    for result in &results[..5] {
         assert!(result.contains("core.hooksPath"), "the refusal names the place: {results:?}");
     }
     assert_eq!(read(&hook).as_deref(), Some("#!/bin/sh\nexit 0\n"), "the hook was rewritten: {results:?}");
