@@ -7,8 +7,8 @@
 //! with the sandbox).
 //!
 //! A git directory is guarded whole, as `.git/` is. A hooks directory is guarded whole, unless
-//! it is the repository's top level or above it (`core.hooksPath = .`): then only the files
-//! directly in it, where git looks for hooks, else every file of the repository would ask. A
+//! it is the repository's top level, a workspace root or above either (`core.hooksPath = .`):
+//! then only the files directly in it, where git looks for hooks, else every file would ask. A
 //! configuration that exists but cannot be read guards the whole repository: where its hooks
 //! run from is unknown.
 
@@ -55,7 +55,7 @@ pub fn guarded(given: &Path, real: &Path, roots: &[&Path], home: &Home) -> Optio
         if std::fs::symlink_metadata(top.join(".git")).is_err() {
             continue;
         }
-        if let Some(why) = in_repository(top, real, home) {
+        if let Some(why) = in_repository(top, real, roots, home) {
             return Some(why);
         }
     }
@@ -63,7 +63,7 @@ pub fn guarded(given: &Path, real: &Path, roots: &[&Path], home: &Home) -> Optio
 }
 
 /// Why `real` is guarded by the repository whose top level is `top`.
-fn in_repository(top: &Path, real: &Path, home: &Home) -> Option<&'static str> {
+fn in_repository(top: &Path, real: &Path, roots: &[&Path], home: &Home) -> Option<&'static str> {
     let git_dirs = git_dirs(top);
     if git_dirs.iter().any(|dir| real.starts_with(dir)) {
         return Some(GIT_DIR);
@@ -80,8 +80,9 @@ fn in_repository(top: &Path, real: &Path, home: &Home) -> Option<&'static str> {
             _ => top.join(hooks),
         };
         let hooks = final_target(&super::normalize(&hooks)).unwrap_or(hooks);
-        let guarded =
-            if top.starts_with(&hooks) { real.parent() == Some(hooks.as_path()) } else { real.starts_with(&hooks) };
+        // A hooks directory that holds the repository or a workspace root: only where git looks.
+        let holds = top.starts_with(&hooks) || roots.iter().any(|root| root.starts_with(&hooks));
+        let guarded = if holds { real.parent() == Some(hooks.as_path()) } else { real.starts_with(&hooks) };
         if guarded {
             return Some(HOOKS);
         }

@@ -115,6 +115,14 @@ fn a_hooks_path_at_the_top_level_protects_only_the_files_directly_in_it() {
     assert!(!protected(&ws, &home, "src/main.rs"), "the rest of the repository stays editable");
     std::fs::write(ws.join(".git/config"), "[core]\n\thooksPath = ..\n").unwrap();
     assert!(!protected(&ws, &home, "pre-commit"), "above the top level, nothing in the repository");
+    // The workspace is a directory of the repository, and the hooks path names it.
+    std::fs::write(ws.join(".git/config"), "[core]\n\thooksPath = sub\n").unwrap();
+    let sub = ws.join("sub");
+    std::fs::create_dir_all(sub.join("src")).unwrap();
+    let workspace = Workspace::new(&sub, &[]).with_home(home);
+    let place = |path: &str| workspace.locate(&sub.join(path)).place;
+    assert!(matches!(place("pre-commit"), Place::Protected { .. }), "{:?}", place("pre-commit"));
+    assert!(matches!(place("src/lib.rs"), Place::Inside { .. }), "{:?}", place("src/lib.rs"));
 }
 
 #[test]
