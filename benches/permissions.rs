@@ -4,7 +4,9 @@
 //! of rejections) decides about typical requests: a command its rules cover, one they do not,
 //! a wrapped command that a rejection must catch, and an edit. Printed: the median and p90 of
 //! `decide` per request kind, then what gathering a command's facts costs (parsing the line,
-//! following its paths on disk), which happens once per call before deciding.
+//! following its paths on disk), which happens once per call before deciding, and what judging
+//! an edit's path costs in a plain directory and in a repository whose configuration names a
+//! hooks path and an include (read on every judgement).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout, clippy::print_stderr)]
 
@@ -90,5 +92,32 @@ fn main() {
             .collect();
         samples.sort();
         println!("| `{line}` | {:.1} µs |", micros(samples[samples.len() / 2]));
+    }
+
+    let repository = tempfile::tempdir().unwrap();
+    let git = repository.path().join(".git");
+    std::fs::create_dir_all(git.join("hooks")).unwrap();
+    std::fs::create_dir_all(repository.path().join("src/module3/a")).unwrap();
+    std::fs::write(git.join("config"), "[core]\n\thooksPath = .githooks\n[include]\n\tpath = ../.gitconfig.local\n")
+        .unwrap();
+    std::fs::write(repository.path().join(".gitconfig.local"), "[user]\n\tname = x\n").unwrap();
+    let in_repository = Workspace::new(repository.path(), &[]);
+    println!();
+    println!("| judging an edit's path (`src/module3/a/b.rs`) | median |");
+    println!("|---|---|");
+    for (name, workspace, root) in [
+        ("plain directory", &workspace, dir.path()),
+        ("repository with core.hooksPath and an include", &in_repository, repository.path()),
+    ] {
+        let path = root.join("src/module3/a/b.rs");
+        let mut samples: Vec<Duration> = (0..2_000)
+            .map(|_| {
+                let started = Instant::now();
+                std::hint::black_box(PermissionRequest::for_path(Permission::Edit, workspace, &path));
+                started.elapsed()
+            })
+            .collect();
+        samples.sort();
+        println!("| {name} | {:.1} µs |", micros(samples[samples.len() / 2]));
     }
 }

@@ -7,7 +7,10 @@
 //! is not UTF-8 cannot be judged and says why. Protected paths (`.git/`, agent configuration,
 //! `.env*` files, configuration that tools run as code such as `.cargo/` or `.husky/`, cairn's
 //! own configuration and data) are named with the reason they matter; names are compared
-//! without case. Which directories may be a root at all is `roots`' [`Guard`].
+//! without case. So are the parts of a repository no name gives away: the git directory a
+//! `.git` link or file leads to, the `core.hooksPath` directory and included configuration
+//! (`repository`, reading it with `gitconfig`, which the sandbox shares). Which directories may
+//! be a root at all is `roots`' [`Guard`].
 //!
 //! Globs are expanded as bash expands them ([`Workspace::expand`]), within bounds on matches and
 //! on entries read. [`GUARDED`] lists the guarded names the permissions and the sandbox share;
@@ -16,8 +19,11 @@
 use std::io::ErrorKind;
 use std::path::{Component, Path, PathBuf};
 
+pub mod gitconfig;
+pub mod repository;
 mod roots;
 
+pub use repository::Home;
 pub use roots::{Guard, RootRefused};
 
 /// Symlinks followed before a path is declared a loop (Linux's own limit).
@@ -54,6 +60,8 @@ pub struct Workspace {
     real_roots: Vec<PathBuf>,
     /// Directories of cairn's own (configuration, data) that a tool must not change unasked.
     private: Vec<PathBuf>,
+    /// Where git finds the user's configuration, for a repository's hooks path and includes.
+    home: Home,
 }
 
 /// Where a path ends up.
@@ -83,7 +91,13 @@ impl Workspace {
         let cwd = normalize(cwd);
         let real_roots =
             std::iter::once(&cwd).chain(additional).map(|root| real_or_lexical(&normalize(root))).collect();
-        Self { cwd, real_roots, private: Vec::new() }
+        Self { cwd, real_roots, private: Vec::new(), home: Home::from_env() }
+    }
+
+    /// Reads the user's git configuration from `home` rather than cairn's environment.
+    pub fn with_home(mut self, home: Home) -> Self {
+        self.home = home;
+        self
     }
 
     /// Marks cairn's own directories (configuration, data) as protected.
@@ -137,6 +151,10 @@ impl Workspace {
         let protection = [given, real].into_iter().find_map(|path| {
             let root = self.real_roots.iter().chain(std::iter::once(&self.cwd)).find(|r| path.starts_with(r))?;
             protected(path.strip_prefix(root).ok()?)
+        });
+        let protection = protection.or_else(|| {
+            let roots: Vec<&Path> = self.real_roots.iter().map(PathBuf::as_path).collect();
+            repository::guarded(given, real, &roots, &self.home).map(|why| (why, false))
         });
         match protection {
             Some((why, secret)) => Place::Protected { relative, why, secret },

@@ -6,9 +6,9 @@
 //! runs becomes read-only: `config`, `hooks/`, `info/`, `commondir`, `config.worktree`,
 //! `worktrees/`, each submodule's git directory under `modules/` likewise, the directory
 //! `core.hooksPath` names (from the system, global and repository configuration) and every
-//! file that configuration includes (`gitconfig.rs`). For a worktree or submodule whose `.git`
-//! is a file, the file itself and the git directory it names; for a `.git` that is a link to a
-//! directory, the directory it leads to.
+//! file that configuration includes (`workspace::gitconfig`, which the file tools share). For
+//! a worktree or submodule whose `.git` is a file, the file itself and the git directory it
+//! names; for a `.git` that is a link to a directory, the directory it leads to.
 //!
 //! Every directory above a read-only place, a hidden one and each root is an anchor: bound
 //! onto itself, so that it cannot be renamed away and replaced by a copy whose parts are
@@ -20,7 +20,6 @@
 //! directories that hold dependencies or build output. A guarded place that does not exist yet
 //! cannot be bound; `sweep.rs` deals with what a command makes.
 
-mod gitconfig;
 pub mod sweep;
 
 use std::collections::VecDeque;
@@ -28,14 +27,14 @@ use std::path::{Path, PathBuf};
 
 use globset::GlobSet;
 
-use crate::workspace::{GUARDED, Guarded, Shield};
+pub use crate::workspace::Home;
+use crate::workspace::repository::{MAX_POINTER, pointed_git_dir, small_file};
+use crate::workspace::{GUARDED, Guarded, Shield, gitconfig};
 
 /// Levels below a root the walk looks into.
 pub const MAX_DEPTH: usize = 4;
 /// Directory entries the walk reads below the roots' own, per command.
 pub const MAX_ENTRIES: usize = 20_000;
-/// A `.git` file larger than this is no pointer to a git directory.
-const MAX_POINTER: u64 = 4096;
 /// Directories never walked into: dependencies and build output, large and not the project's own.
 const SKIPPED: &[&str] =
     &["node_modules", "target", "vendor", ".venv", "venv", "__pycache__", "dist", "build", ".next", ".cache", ".tox"];
@@ -62,13 +61,6 @@ pub struct Names {
     pub hidden: GlobSet,
     /// Workspace-relative globs left visible (`[sandbox] visible`), even if secret.
     pub visible: GlobSet,
-}
-
-/// Where the user's own git configuration lives (`$HOME`, `$XDG_CONFIG_HOME`).
-#[derive(Clone, Debug, Default)]
-pub struct Home {
-    pub home: Option<PathBuf>,
-    pub xdg_config: Option<PathBuf>,
 }
 
 /// The places of a command whose workspace roots are `roots` and whose policy hides `hide`
@@ -266,22 +258,6 @@ impl Walk<'_> {
             }
         }
     }
-}
-
-/// A small regular file's text (a pointer, `commondir`); `None` for anything else.
-fn small_file(path: &Path) -> Option<String> {
-    let meta = std::fs::metadata(path).ok()?;
-    if !meta.is_file() || meta.len() > MAX_POINTER {
-        return None;
-    }
-    std::fs::read_to_string(path).ok()
-}
-
-/// The git directory a `.git` file names, resolved.
-fn pointed_git_dir(dot_git: &Path) -> Option<PathBuf> {
-    let text = small_file(dot_git)?;
-    let target = text.lines().find_map(|line| line.strip_prefix("gitdir:"))?.trim();
-    std::fs::canonicalize(dot_git.parent()?.join(target)).ok()
 }
 
 #[cfg(test)]

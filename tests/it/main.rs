@@ -25,6 +25,7 @@ mod editors;
 mod escapes;
 mod exec;
 mod fetch;
+mod git_places;
 mod headless;
 mod hook_attacks;
 mod hooks;

@@ -20,8 +20,8 @@ use std::collections::{HashSet, VecDeque};
 use std::os::unix::fs::MetadataExt as _;
 use std::path::{Path, PathBuf};
 
-use super::gitconfig;
 use super::{MAX_DEPTH, MAX_ENTRIES, SKIPPED};
+use crate::workspace::gitconfig;
 use crate::workspace::{GUARDED, Reach, Shield};
 
 /// Files in a git directory that redirect git, made only by `git worktree add` in a linked

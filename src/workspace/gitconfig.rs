@@ -1,12 +1,15 @@
-//! Just enough of git's configuration syntax to find what the sandbox must keep read-only: the
-//! `core.hooksPath` git will use and every file the configuration includes. Read as git reads
+//! Just enough of git's configuration syntax to find what the sandbox keeps read-only and the
+//! file tools ask before changing: the `core.hooksPath` git will use and every file the
+//! configuration includes. Read as git reads
 //! it: sections and subsections (`[core]`, `[includeIf "gitdir:…"]`), keys without case, a key
 //! alone on a line (true), values with `"…"` quoting and backslash escapes, `;` and `#` comments
 //! outside quotes, a value continued by a trailing backslash, and `include.path` /
 //! `includeIf.*.path` followed (every `includeIf`, whatever its condition: it may hold). The
 //! system, global and repository files are read in git's order, the last `hooksPath` winning.
-//! Bounded: a file over [`MAX_FILE`] or an include chain deeper than [`MAX_DEPTH`] is not read.
+//! Bounded: a file over [`MAX_FILE`] or an include chain deeper than [`MAX_DEPTH`] is not read,
+//! and is named in [`Found::unreadable`], as is any file that exists but cannot be read.
 
+use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
 
 /// The largest configuration file read.
@@ -21,6 +24,11 @@ pub struct Found {
     pub hooks_path: Option<String>,
     /// Every file read (the repository's own and what it includes), resolved.
     pub files: Vec<PathBuf>,
+    /// Every file an `include.path` or `includeIf.*.path` names, absolute, whether it exists or
+    /// not (a file made later is read by the next git command).
+    pub includes: Vec<PathBuf>,
+    /// The first file that exists but could not be read whole, and why: what it says is unknown.
+    pub unreadable: Option<String>,
 }
 
 /// Reads the configuration git uses in the repository whose git directory is `git_dir`: the
@@ -38,16 +46,33 @@ pub fn read(git_dir: &Path, home: Option<&Path>, xdg_config: Option<&Path>) -> F
 }
 
 fn read_file(file: &Path, home: Option<&Path>, depth: usize, found: &mut Found) {
-    if depth > MAX_DEPTH || found.files.iter().any(|known| known == file) {
+    let unreadable = |found: &mut Found, why: String| {
+        found.unreadable.get_or_insert_with(|| format!("{}: {why}", file.display()));
+    };
+    if depth > MAX_DEPTH {
+        unreadable(found, format!("includes nest deeper than {MAX_DEPTH}"));
+        return;
+    }
+    if found.files.iter().any(|known| known == file) {
         return;
     }
     // Only a regular file, and not a huge one: a FIFO or `/dev/zero` named by an include
     // would block or fill memory.
-    let Ok(meta) = std::fs::metadata(file) else { return };
-    if !meta.is_file() || meta.len() > MAX_FILE {
-        return;
+    let meta = match std::fs::metadata(file) {
+        Ok(meta) => meta,
+        Err(err) if matches!(err.kind(), ErrorKind::NotFound | ErrorKind::NotADirectory) => return,
+        Err(err) => return unreadable(found, err.to_string()),
+    };
+    if !meta.is_file() {
+        return unreadable(found, "not a regular file".into());
     }
-    let Ok(text) = std::fs::read(file) else { return };
+    if meta.len() > MAX_FILE {
+        return unreadable(found, format!("larger than {MAX_FILE} bytes"));
+    }
+    let text = match std::fs::read(file) {
+        Ok(text) => text,
+        Err(err) => return unreadable(found, err.to_string()),
+    };
     found.files.push(std::fs::canonicalize(file).unwrap_or_else(|_| file.to_path_buf()));
     let text = String::from_utf8_lossy(&text);
     let base = file.parent().unwrap_or(Path::new("/"));
@@ -55,6 +80,7 @@ fn read_file(file: &Path, home: Option<&Path>, depth: usize, found: &mut Found) 
         let include = key == "path" && (section == "include" || section.starts_with("includeif."));
         if include && let Some(value) = value {
             let path = expand(&value, home).unwrap_or_else(|| base.join(&value));
+            found.includes.push(path.clone());
             read_file(&path, home, depth + 1, found);
         } else if section == "core" && key == "hookspath" {
             found.hooks_path = value;
@@ -224,5 +250,6 @@ mod tests {
         std::fs::write(git.join("config"), "[include]\n\tpath = /dev/zero\n").unwrap();
         let found = read(&git, None, None);
         assert!(!found.files.iter().any(|file| file.starts_with("/dev")), "{found:?}");
+        assert!(found.unreadable.as_deref().is_some_and(|why| why.contains("/dev/zero")), "{found:?}");
     }
 }
