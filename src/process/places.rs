@@ -52,6 +52,10 @@ pub struct Places {
     pub hidden: Vec<PathBuf>,
     /// The git directories found (to look at again after the command).
     pub git_dirs: Vec<PathBuf>,
+    /// What a repository's configuration names inside the roots that does not exist yet (its
+    /// hooks directory, a file it includes): no mount can cover it, so the sweep takes it away
+    /// if the command makes it (`sweep.rs`).
+    pub missing: Vec<PathBuf>,
 }
 
 /// Which names a walk hides besides the secret guarded ones, and which it leaves visible.
@@ -107,6 +111,14 @@ fn dedup(paths: &mut Vec<PathBuf>) {
 
 fn final_target(path: &Path) -> Option<PathBuf> {
     std::fs::canonicalize(path).ok()
+}
+
+/// `path` resolved as far as it exists: its final target, or, for what is not there yet, its
+/// parent's (where it would be made), else as written with `.` and `..` resolved.
+fn resolved(path: &Path) -> PathBuf {
+    final_target(path)
+        .or_else(|| Some(final_target(path.parent()?)?.join(path.file_name()?)))
+        .unwrap_or_else(|| crate::workspace::normalize(path))
 }
 
 struct Walk<'a> {
@@ -227,17 +239,29 @@ impl Walk<'_> {
             self.places.read_only.extend(final_target(&dir.join(part)));
         }
         let config = gitconfig::read(&dir, self.home.home.as_deref(), self.home.xdg_config.as_deref());
+        let mut named = Vec::new();
         if let Some(hooks) = config.hooks_path {
             let hooks = match (hooks.strip_prefix("~/"), &self.home.home) {
                 (Some(rest), Some(home)) => home.join(rest),
                 _ => worktree.join(hooks),
             };
-            self.places.read_only.extend(final_target(&hooks));
+            named.push(resolved(&hooks));
         }
         // Files the configuration includes from the workspace (a tracked `.gitconfig`); the
         // user's own files outside are beyond the sandbox's writable places anyway.
         let inside = |file: &PathBuf| self.roots.iter().any(|root| file.starts_with(root));
-        self.places.read_only.extend(config.files.into_iter().filter(inside));
+        named.extend(config.files.iter().chain(&config.includes).map(|file| resolved(file)).filter(inside));
+        // What is named but not there yet cannot be bound: noted, to be taken away after.
+        for path in named {
+            let list = match std::fs::symlink_metadata(&path) {
+                Ok(_) => &mut self.places.read_only,
+                Err(_) if inside(&path) => &mut self.places.missing,
+                Err(_) => continue,
+            };
+            if !list.contains(&path) {
+                list.push(path);
+            }
+        }
         self.submodules(worktree, &dir.join("modules"), 0);
     }
 

@@ -441,7 +441,7 @@ fn confine(kind: Kind, mode: SandboxMode, spec: &Spec, gate: &Gate, program: &Pa
             // user, the editor and the edit tools make guarded places beside it: what appears
             // meanwhile is theirs as much as its, so nothing is taken away or swept after it.
             let lasting = matches!(spec.watched, Watched::Fd(_));
-            let before = (writable && !lasting).then(|| sweep::before(&spec.roots, &places.git_dirs));
+            let before = (writable && !lasting).then(|| sweep::before(&spec.roots, &places.git_dirs, &places.missing));
             (places, before)
         }
     };

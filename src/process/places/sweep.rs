@@ -120,8 +120,9 @@ struct Survey {
     listed: HashSet<PathBuf>,
 }
 
-/// Notes what stands now in `roots` (whose git directories the walk found).
-pub fn before(roots: &[PathBuf], git_dirs: &[PathBuf]) -> Before {
+/// Notes what stands now in `roots` (whose git directories the walk found, and what their
+/// configuration names that is not there yet: `missing`).
+pub fn before(roots: &[PathBuf], git_dirs: &[PathBuf], missing: &[PathBuf]) -> Before {
     let roots: Vec<PathBuf> = roots.iter().filter_map(|root| std::fs::canonicalize(root).ok()).collect();
     let mut absent = Vec::new();
     for root in &roots {
@@ -134,6 +135,11 @@ pub fn before(roots: &[PathBuf], git_dirs: &[PathBuf]) -> Before {
             if std::fs::symlink_metadata(&path).is_err() {
                 absent.push(path);
             }
+        }
+    }
+    for path in missing {
+        if !absent.contains(path) && std::fs::symlink_metadata(path).is_err() {
+            absent.push(path.clone());
         }
     }
     let redirects = git_dirs

@@ -120,10 +120,7 @@ fn read_only_roots_get_secrets_hidden_but_nothing_bound() {
     touch(&root.join(".env"));
     touch(&root.join(".git/config"));
     let places = find(std::slice::from_ref(&root), &[], &names(&[], &[]), false, &Home::default());
-    assert_eq!(
-        places,
-        Places { anchors: Vec::new(), read_only: Vec::new(), hidden: vec![root.join(".env")], git_dirs: Vec::new() }
-    );
+    assert_eq!(places, Places { hidden: vec![root.join(".env")], ..Places::default() });
 }
 
 #[test]
@@ -131,7 +128,7 @@ fn guarded_places_a_command_makes_are_taken_away_and_a_new_repository_keeps_no_h
     let dir = tempfile::tempdir().unwrap();
     let root = fs::canonicalize(dir.path()).unwrap();
     touch(&root.join(".vscode/settings.json"));
-    let noted = before(std::slice::from_ref(&root), &[]);
+    let noted = before(std::slice::from_ref(&root), &[], &[]);
     // What a command then makes:
     touch(&root.join(".cargo/config.toml"));
     std::os::unix::fs::symlink("/tmp/elsewhere", root.join(".claude")).unwrap();
@@ -164,7 +161,7 @@ fn the_sweep_follows_no_link_out_of_the_workspace() {
     let elsewhere = tempfile::tempdir().unwrap();
     touch(&elsewhere.path().join("workflows/keep.yml"));
     touch(&elsewhere.path().join("precious.txt"));
-    let noted = before(std::slice::from_ref(&root), &[]);
+    let noted = before(std::slice::from_ref(&root), &[], &[]);
     std::os::unix::fs::symlink(elsewhere.path(), root.join(".github")).unwrap();
     fs::create_dir_all(root.join(".git")).unwrap();
     std::os::unix::fs::symlink(elsewhere.path(), root.join(".git/hooks")).unwrap();
@@ -182,7 +179,7 @@ fn a_redirect_made_in_a_known_git_directory_is_taken_away() {
     let root = fs::canonicalize(dir.path()).unwrap();
     touch(&root.join(".git/config"));
     let places = find(std::slice::from_ref(&root), &[], &names(&[], &[]), true, &Home::default());
-    let noted = before(std::slice::from_ref(&root), &places.git_dirs);
+    let noted = before(std::slice::from_ref(&root), &places.git_dirs, &places.missing);
     fs::write(root.join(".git/commondir"), "elsewhere\n").unwrap();
     let said = sweep(&noted);
     assert!(!root.join(".git/commondir").exists(), "{said:?}");
@@ -212,7 +209,7 @@ fn a_git_directory_put_in_place_of_another_is_new_whatever_its_age_and_one_left_
     touch(&root.join("old/hooks/pre-commit"));
     touch(&root.join("older/hooks/post-checkout"));
     fs::create_dir_all(root.join("sub")).unwrap();
-    let noted = before(std::slice::from_ref(&root), &[]);
+    let noted = before(std::slice::from_ref(&root), &[], &[]);
     // Renamed, so born before the command: over a `.git` that was there, and where none was.
     fs::rename(root.join(".git"), root.join("git.was")).unwrap();
     fs::rename(root.join("old"), root.join(".git")).unwrap();

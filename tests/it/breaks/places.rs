@@ -540,3 +540,31 @@ fn a_git_symlink_turned_to_another_directory_leads_to_no_hook() {
     assert!(!marker.exists(), "the hook behind the turned link ran outside the sandbox: {}", output.stderr);
     assert!(ws.join("gitstore/HEAD").exists(), "the user's git directory stays");
 }
+
+/// A repository's configuration names a hooks directory and an included file that are not there
+/// yet: no mount covers what does not exist, so what a command makes there is taken away after it.
+#[test]
+fn a_hooks_directory_and_an_include_the_configuration_names_but_lacks_are_taken_away_once_made() {
+    if !kernel_keeps_it() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    committed(&ws);
+    sh(&ws, "git config core.hooksPath .githooks && git config include.path ../team.gitconfig");
+    let (hook, fsmonitor) = (dir.path().join("pwned-hooks-path"), dir.path().join("pwned-include"));
+    // Each step on its own: the watcher may take a place away as soon as it appears.
+    let script = format!(
+        "mkdir -p .githooks; printf '#!/bin/sh\\ntouch {}\\n' > .githooks/pre-commit; chmod +x .githooks/pre-commit; \
+         printf '[core]\\n\\tfsmonitor = \"touch {}; false\"\\n' > team.gitconfig; sleep 1; echo ran",
+        hook.display(),
+        fsmonitor.display()
+    );
+    let output = supervise(&ws, &script, &[]);
+    assert!(output.stdout.contains("ran"), "{}", output.stderr);
+    sh_out(&ws, "git status --short; git -c user.name=t -c user.email=t@t commit -q --allow-empty -m x");
+    assert!(!hook.exists(), "the hook the command made in core.hooksPath ran outside: {}", output.stderr);
+    assert!(!fsmonitor.exists(), "the included file the command made ran its fsmonitor outside: {}", output.stderr);
+    assert!(!ws.join(".githooks").exists() && !ws.join("team.gitconfig").exists(), "{}", output.stderr);
+}
