@@ -34,11 +34,28 @@ pub struct Found {
 /// Reads the configuration git uses in the repository whose git directory is `git_dir`: the
 /// system file, the user's global files (`home`, `xdg_config`), then `git_dir/config`.
 pub fn read(git_dir: &Path, home: Option<&Path>, xdg_config: Option<&Path>) -> Found {
+    read_with(git_dir, home, xdg_config, &|name| std::env::var_os(name))
+}
+
+/// [`read`], with the variables that name other configuration files (`GIT_CONFIG_SYSTEM`,
+/// `GIT_CONFIG_GLOBAL`) read through `lookup`. Their files are read as well as the usual ones,
+/// not instead, in git's order (system, global, the repository's, its `config.worktree`), so the
+/// last hooks path is the one git uses, or one more place is guarded.
+fn read_with(
+    git_dir: &Path,
+    home: Option<&Path>,
+    xdg_config: Option<&Path>,
+    lookup: &dyn Fn(&str) -> Option<std::ffi::OsString>,
+) -> Found {
+    let named = |variable: &str| lookup(variable).map(PathBuf::from).filter(|path| path.is_absolute());
     let mut found = Found::default();
     let mut files = vec![PathBuf::from("/etc/gitconfig")];
+    files.extend(named("GIT_CONFIG_SYSTEM"));
     files.extend(xdg_config.map(|dir| dir.join("git/config")));
     files.extend(home.map(|home| home.join(".gitconfig")));
+    files.extend(named("GIT_CONFIG_GLOBAL"));
     files.push(git_dir.join("config"));
+    files.push(git_dir.join("config.worktree"));
     for file in files {
         read_file(&file, home, 0, &mut found);
     }
@@ -240,6 +257,24 @@ mod tests {
         assert_eq!(found.hooks_path.as_deref(), Some("second"));
         assert!(found.files.iter().any(|file| file.ends_with("common.inc")), "{found:?}");
         assert!(found.files.iter().any(|file| file.ends_with(".gitconfig")), "{found:?}");
+    }
+
+    #[test]
+    fn a_hooks_path_in_config_worktree_or_a_file_git_config_global_names_is_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let git = dir.path().join(".git");
+        std::fs::create_dir_all(&git).unwrap();
+        std::fs::write(git.join("config"), "[core]\n\thooksPath = local\n").unwrap();
+        std::fs::write(git.join("config.worktree"), "[core]\n\thooksPath = worktree\n").unwrap();
+        assert_eq!(read(&git, None, None).hooks_path.as_deref(), Some("worktree"), "git reads it last");
+        std::fs::remove_file(git.join("config")).unwrap();
+        std::fs::remove_file(git.join("config.worktree")).unwrap();
+        let global = dir.path().join("elsewhere.gitconfig");
+        std::fs::write(&global, "[core]\n\thooksPath = global\n").unwrap();
+        let lookup = |name: &str| (name == "GIT_CONFIG_GLOBAL").then(|| global.clone().into_os_string());
+        let found = read_with(&git, None, None, &lookup);
+        assert_eq!(found.hooks_path.as_deref(), Some("global"));
+        assert!(found.files.contains(&global), "{found:?}");
     }
 
     #[test]
