@@ -5,7 +5,7 @@
 //! hidden, and a repository keeps its objects, refs and index writable while what says what
 //! runs becomes read-only: `config`, `hooks/`, `info/`, `commondir`, `config.worktree`,
 //! `worktrees/`, each submodule's git directory under `modules/` likewise, the directory
-//! `core.hooksPath` names (from the system, global and repository configuration) and every
+//! `core.hooksPath` names (from every configuration file git reads) and every
 //! file that configuration includes (`workspace::gitconfig`, which the file tools share). For
 //! a worktree or submodule whose `.git` is a file, the file itself and the git directory it
 //! names; for a `.git` that is a link to a directory, the directory it leads to.

@@ -5,7 +5,9 @@
 //! alone on a line (true), values with `"…"` quoting and backslash escapes, `;` and `#` comments
 //! outside quotes, a value continued by a trailing backslash, and `include.path` /
 //! `includeIf.*.path` followed (every `includeIf`, whatever its condition: it may hold). The
-//! system, global and repository files are read in git's order, the last `hooksPath` winning.
+//! system, global and repository files (and `config.worktree`, and the files `GIT_CONFIG_SYSTEM`
+//! and `GIT_CONFIG_GLOBAL` name, besides the usual ones) are read in git's order, the last
+//! `hooksPath` winning.
 //! Bounded: a file over [`MAX_FILE`] or an include chain deeper than [`MAX_DEPTH`] is not read,
 //! and is named in [`Found::unreadable`], as is any file that exists but cannot be read.
 
