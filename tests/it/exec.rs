@@ -116,7 +116,7 @@ async fn a_limit_that_stops_the_turn_exits_3() {
 }
 
 /// The results the model was sent for its tool calls, in order.
-fn tool_results(request: &Value) -> Vec<String> {
+pub fn tool_results(request: &Value) -> Vec<String> {
     request["messages"]
         .as_array()
         .unwrap()

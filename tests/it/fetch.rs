@@ -26,13 +26,7 @@ async fn fetch_all(env: &TestEnv, urls: &[String], flags: &[&str]) -> Vec<String
     let (status, _, stderr) = run(env, &args, "").await;
     assert_eq!(status, Some(0), "{stderr}");
     let requests = env.mock.requests();
-    let results: Vec<String> = requests.last().unwrap()["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|message| message["role"] == "tool")
-        .map(|message| message["content"].as_str().unwrap_or_default().to_owned())
-        .collect();
+    let results = crate::exec::tool_results(requests.last().unwrap());
     results[results.len() - urls.len()..].to_vec()
 }
 

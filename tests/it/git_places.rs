@@ -32,13 +32,7 @@ async fn tool_calls(env: &TestEnv, calls: &[(&str, Value)]) -> Vec<String> {
     let (status, _, stderr) = run(env, &["exec", "--cwd", &cwd, "--mode", "accept-edits", "go"], "").await;
     assert_eq!(status, Some(0), "{stderr}");
     let requests = env.mock.requests();
-    let results: Vec<String> = requests[requests.len() - 1]["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|message| message["role"] == "tool")
-        .map(|message| message["content"].as_str().unwrap_or_default().to_owned())
-        .collect();
+    let results = crate::exec::tool_results(requests.last().unwrap());
     results[results.len() - calls.len()..].to_vec()
 }
 
