@@ -241,11 +241,7 @@ impl Walk<'_> {
         let config = gitconfig::read(&dir, self.home.home.as_deref(), self.home.xdg_config.as_deref());
         let mut named = Vec::new();
         if let Some(hooks) = config.hooks_path {
-            let hooks = match (hooks.strip_prefix("~/"), &self.home.home) {
-                (Some(rest), Some(home)) => home.join(rest),
-                _ => worktree.join(hooks),
-            };
-            named.push(resolved(&hooks));
+            named.push(resolved(&self.home.hooks_dir(&hooks, worktree)));
         }
         // Files the configuration includes from the workspace (a tracked `.gitconfig`); the
         // user's own files outside are beyond the sandbox's writable places anyway.

@@ -39,6 +39,15 @@ impl Home {
             xdg_config: std::env::var_os("XDG_CONFIG_HOME").map(PathBuf::from),
         }
     }
+
+    /// The directory a `core.hooksPath` of `hooks` names for the repository whose top level is
+    /// `top`, as git reads it: `~/…` in this home, relative to `top`, or absolute.
+    pub fn hooks_dir(&self, hooks: &str, top: &Path) -> PathBuf {
+        match (hooks.strip_prefix("~/"), &self.home) {
+            (Some(rest), Some(home)) => home.join(rest),
+            _ => top.join(hooks),
+        }
+    }
 }
 
 /// Why a change to `real` (a final target) or `given` (the path as written) has effects beyond
@@ -75,10 +84,7 @@ fn in_repository(top: &Path, real: &Path, roots: &[&Path], home: &Home) -> Optio
         return Some(UNREADABLE);
     }
     if let Some(hooks) = config.hooks_path {
-        let hooks = match (hooks.strip_prefix("~/"), &home.home) {
-            (Some(rest), Some(home)) => home.join(rest),
-            _ => top.join(hooks),
-        };
+        let hooks = home.hooks_dir(&hooks, top);
         let hooks = final_target(&super::normalize(&hooks)).unwrap_or(hooks);
         // A hooks directory that holds the repository or a workspace root: only where git looks.
         let holds = top.starts_with(&hooks) || roots.iter().any(|root| root.starts_with(&hooks));
