@@ -97,6 +97,15 @@ unsafe fn try_namespace(kind: Kind, uid_map: &CString, gid_map: &CString) -> boo
     };
     // SAFETY: raw system calls on NUL-terminated strings made before the fork.
     unsafe {
+        // cairn makes itself undumpable (`deny_inspection`), and an undumpable process's
+        // `/proc/self` files belong to root: writing its own `setgroups` and maps would fail
+        // with EACCES for any user but root, and the probe would answer that the kernel allows
+        // no namespace. The supervisor, a fresh exec, is dumpable; so is this child for the
+        // microseconds it lives, in a PID namespace no command can see into.
+        let zero = 0 as libc::c_ulong;
+        if kind == Kind::User && libc::prctl(libc::PR_SET_DUMPABLE, 1 as libc::c_ulong, zero, zero, zero) != 0 {
+            return false;
+        }
         if libc::unshare(flags) != 0 {
             return false;
         }

@@ -8,6 +8,7 @@
 
 mod exec;
 mod places;
+mod users;
 
 use std::io::Read as _;
 use std::os::unix::process::CommandExt as _;
