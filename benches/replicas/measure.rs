@@ -95,11 +95,13 @@ pub async fn statements_reset(url: &str) -> Option<tokio_postgres::Client> {
 }
 
 /// The statements that took the most of PostgreSQL's time over the streaming: calls, total and
-/// mean time, and their share of the `wall` time as cores.
+/// mean time, their share of the `wall` time as cores, and what they did that a busy machine does
+/// not change: buffers read (hit or not), buffers dirtied and WAL records written.
 pub async fn statements_print(client: &tokio_postgres::Client, wall: Duration, chunks: usize, prompts: usize) {
     let rows = client
         .query(
-            "SELECT calls, total_exec_time, rows, regexp_replace(query, '\\s+', ' ', 'g')
+            "SELECT calls, total_exec_time, rows, regexp_replace(query, '\\s+', ' ', 'g'),
+                    shared_blks_hit + shared_blks_read, shared_blks_dirtied, wal_records
              FROM pg_stat_statements ORDER BY total_exec_time DESC LIMIT 25",
             &[],
         )
@@ -118,13 +120,14 @@ pub async fn statements_print(client: &tokio_postgres::Client, wall: Duration, c
         calls as f64 / chunks.max(1) as f64
     );
     println!();
-    println!("| statement | calls | total ms | mean ms | cores | rows |");
-    println!("|---|---|---|---|---|---|");
+    println!("| statement | calls | total ms | mean ms | cores | rows | buffers | dirtied | WAL records |");
+    println!("|---|---|---|---|---|---|---|---|---|");
     for row in rows {
         let (calls, total, count, query): (i64, f64, i64, String) = (row.get(0), row.get(1), row.get(2), row.get(3));
+        let (buffers, dirtied, wal): (i64, i64, i64) = (row.get(4), row.get(5), row.get(6));
         let query: String = query.chars().take(140).collect();
         println!(
-            "| `{query}` | {calls} | {total:.0} | {:.3} | {:.3} | {count} |",
+            "| `{query}` | {calls} | {total:.0} | {:.3} | {:.3} | {count} | {buffers} | {dirtied} | {wal} |",
             total / calls.max(1) as f64,
             total / 1e3 / wall.as_secs_f64()
         );

@@ -22,6 +22,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../../../schema/pg/0007_replicas.sql"),
     include_str!("../../../schema/pg/0008_pieces_unchecked.sql"),
     include_str!("../../../schema/pg/0009_questions_indexed.sql"),
+    include_str!("../../../schema/pg/0010_fewer_index_writes.sql"),
 ];
 
 /// The schema version this build writes.
