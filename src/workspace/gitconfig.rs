@@ -53,7 +53,10 @@ fn read_with(
     let mut found = Found::default();
     let mut files = vec![PathBuf::from("/etc/gitconfig")];
     files.extend(named("GIT_CONFIG_SYSTEM"));
-    files.extend(xdg_config.map(|dir| dir.join("git/config")));
+    // Git's `$XDG_CONFIG_HOME/git/config`, or `~/.config/git/config` where that is unset (most
+    // systems) or empty.
+    let xdg_config = xdg_config.filter(|dir| dir.is_absolute()).map(Path::to_path_buf);
+    files.extend(xdg_config.or_else(|| home.map(|home| home.join(".config"))).map(|dir| dir.join("git/config")));
     files.extend(home.map(|home| home.join(".gitconfig")));
     files.extend(named("GIT_CONFIG_GLOBAL"));
     files.push(git_dir.join("config"));
@@ -121,7 +124,8 @@ fn expand(path: &str, home: Option<&Path>) -> Option<PathBuf> {
 pub fn entries(text: &str) -> Vec<(String, String, Option<String>)> {
     let mut out = Vec::new();
     let mut section = String::new();
-    let mut lines = text.lines();
+    // Git skips a UTF-8 byte order mark at the start of a file.
+    let mut lines = text.strip_prefix('\u{feff}').unwrap_or(text).lines();
     while let Some(line) = lines.next() {
         let mut rest = line.trim_start();
         if rest.starts_with('[') {
@@ -135,21 +139,7 @@ pub fn entries(text: &str) -> Vec<(String, String, Option<String>)> {
         let name_end = rest.find(|c: char| !(c.is_ascii_alphanumeric() || c == '-')).unwrap_or(rest.len());
         let key = rest[..name_end].to_ascii_lowercase();
         let after = rest[name_end..].trim_start();
-        let value = match after.strip_prefix('=') {
-            Some(raw) => {
-                let mut raw = raw.to_owned();
-                // A value ending in an unescaped backslash goes on on the next line.
-                while ends_continued(&raw) {
-                    raw.pop();
-                    match lines.next() {
-                        Some(next) => raw.push_str(next),
-                        None => break,
-                    }
-                }
-                Some(value(&raw))
-            }
-            None => None,
-        };
+        let value = after.strip_prefix('=').map(|raw| value(raw, &mut lines));
         if !key.is_empty() {
             out.push((section.clone(), key, value));
         }
@@ -182,43 +172,45 @@ fn header(inside: &str) -> String {
     }
 }
 
-/// Whether a value's line ends in a backslash that is not itself escaped.
-fn ends_continued(raw: &str) -> bool {
-    (raw.len() - raw.trim_end_matches('\\').len()) % 2 == 1
-}
-
-/// A raw value as git reads it: quotes removed, escapes resolved, a comment outside quotes
-/// ending it, surrounding blanks dropped.
-fn value(raw: &str) -> String {
+/// A value as git's parser reads it, from `first` (its line after the `=`) on: quotes removed,
+/// escapes resolved, blanks around it dropped, a backslash ending a line outside a comment
+/// going on with the next of `lines`, and a `#` or `;` outside quotes ending it at its line's
+/// end, whatever follows on that line (a backslash included: it continues nothing there).
+fn value<'a>(first: &'a str, lines: &mut std::str::Lines<'a>) -> String {
     let mut out = String::new();
     let mut quoted = false;
-    let mut chars = raw.chars();
-    let mut pending_space = String::new();
+    // Where trailing blanks begin, to drop them at the end.
+    let mut blanks: Option<usize> = None;
+    let mut chars = first.chars();
     while let Some(c) = chars.next() {
-        match c {
-            '"' => quoted = !quoted,
-            '\\' => match chars.next() {
-                Some('n') => out.push('\n'),
-                Some('t') => out.push('\t'),
-                Some('b') => {
-                    out.pop();
-                }
-                Some(other) => out.push(other),
-                None => {}
-            },
-            '#' | ';' if !quoted => break,
-            c if c.is_whitespace() && !quoted => {
-                if !out.is_empty() {
-                    pending_space.push(c);
-                }
-                continue;
-            }
-            c => {
-                out.push_str(&pending_space);
+        if c.is_whitespace() && !quoted {
+            blanks.get_or_insert(out.len());
+            if !out.is_empty() {
                 out.push(c);
             }
+            continue;
         }
-        pending_space.clear();
+        if !quoted && (c == '#' || c == ';') {
+            break;
+        }
+        blanks = None;
+        match c {
+            '\\' => match chars.next() {
+                Some('t') => out.push('\t'),
+                Some('n') => out.push('\n'),
+                Some('b') => out.push('\u{8}'),
+                Some(other) => out.push(other),
+                None => match lines.next() {
+                    Some(next) => chars = next.chars(),
+                    None => break,
+                },
+            },
+            '"' => quoted = !quoted,
+            c => out.push(c),
+        }
+    }
+    if let Some(at) = blanks {
+        out.truncate(at);
     }
     out
 }
@@ -243,6 +235,37 @@ mod tests {
         assert_eq!(value_of(text, "core.bare"), Some(None));
         let text = "[includeIf \"gitdir:~/work/\"]\n\tpath = work.inc\n";
         assert_eq!(value_of(text, "includeif.gitdir:~/work/.path"), Some(Some("work.inc".into())));
+        let text = "[core]\n\thooksPath = a \"b  c\" \\\n d  \n";
+        assert_eq!(value_of(text, "core.hookspath"), Some(Some("a b  c  d".into())), "blanks kept inside");
+    }
+
+    /// Two spellings a hostile command used to hide `core.fsmonitor` from the sweep while git
+    /// read it: a backslash inside a comment (git's comment runs to the line's end, so the
+    /// backslash continues nothing) and a byte order mark before the first line (git skips it).
+    #[test]
+    fn a_setting_after_a_comment_ending_in_a_backslash_or_a_byte_order_mark_is_read() {
+        let text = "[user]\n\tname = x ; \\\n[core] fsmonitor = \"touch pwned\"\n";
+        assert_eq!(value_of(text, "user.name"), Some(Some("x".into())));
+        assert_eq!(value_of(text, "core.fsmonitor"), Some(Some("touch pwned".into())), "{:?}", entries(text));
+        let text = "\u{feff}[core] fsmonitor = \"touch pwned\"\n";
+        assert_eq!(value_of(text, "core.fsmonitor"), Some(Some("touch pwned".into())), "{:?}", entries(text));
+    }
+
+    /// Git reads `$XDG_CONFIG_HOME/git/config`, and `~/.config/git/config` where that variable
+    /// is unset, as it is on most systems: a hooks path there is the user's too.
+    #[test]
+    fn the_users_config_under_dot_config_is_read_when_xdg_config_home_is_unset() {
+        let dir = tempfile::tempdir().unwrap();
+        let (home, git) = (dir.path().join("home"), dir.path().join("ws/.git"));
+        std::fs::create_dir_all(home.join(".config/git")).unwrap();
+        std::fs::create_dir_all(&git).unwrap();
+        std::fs::write(home.join(".config/git/config"), "[core]\n\thooksPath = from-dot-config\n").unwrap();
+        assert_eq!(read(&git, Some(&home), None).hooks_path.as_deref(), Some("from-dot-config"));
+        let xdg = dir.path().join("xdg");
+        std::fs::create_dir_all(xdg.join("git")).unwrap();
+        std::fs::write(xdg.join("git/config"), "[core]\n\thooksPath = from-xdg\n").unwrap();
+        assert_eq!(read(&git, Some(&home), Some(&xdg)).hooks_path.as_deref(), Some("from-xdg"));
+        assert_eq!(read(&git, Some(&home), Some(Path::new(""))).hooks_path.as_deref(), Some("from-dot-config"));
     }
 
     #[test]
