@@ -17,7 +17,7 @@
 //! them. The supervisor does this outside Landlock, so this care is the whole guard.
 
 use std::collections::{HashSet, VecDeque};
-use std::os::unix::fs::MetadataExt as _;
+use std::os::unix::fs::{MetadataExt as _, OpenOptionsExt as _};
 use std::path::{Path, PathBuf};
 
 use super::{MAX_DEPTH, MAX_ENTRIES, SKIPPED};
@@ -57,6 +57,11 @@ const SAFE_SUBSECTION_SETTINGS: &[(&str, &str)] = &[
     ("submodule", "url"),
     ("submodule", "active"),
 ];
+
+/// The largest configuration a new repository may keep; a larger one is removed.
+const MAX_CONFIG: u64 = 64 * 1024;
+/// How many dropped settings the sweep names; the rest are counted.
+const SHOWN_SETTINGS: usize = 12;
 
 /// How far file times may lag the clock (they are taken from a coarse one).
 const CLOCK_LAG: std::time::Duration = std::time::Duration::from_secs(2);
@@ -335,24 +340,68 @@ fn new_repository(roots: &[PathBuf], dot_git: &Path) -> Vec<String> {
 /// Rewrites a new repository's configuration with only the settings that run nothing.
 fn safe_config(config: &Path) -> Option<String> {
     let meta = std::fs::symlink_metadata(config).ok()?;
-    if !meta.is_file() {
-        return Some(take(config, "a new repository's configuration must be a file of its own"));
+    if !meta.is_file() || meta.len() > MAX_CONFIG {
+        return Some(take(config, "a new repository's configuration must be a small file of its own"));
     }
-    let text = std::fs::read_to_string(config).ok()?;
+    // Read as bytes: a byte that is not UTF-8 must not make the sweep give up on the file.
+    let Ok(bytes) = std::fs::read(config) else {
+        return Some(take(config, "a new repository's configuration must be readable"));
+    };
+    let text = String::from_utf8_lossy(&bytes);
     let entries = gitconfig::entries(&text);
     let safe = |section: &str, key: &str| {
         let name = format!("{section}.{key}");
         SAFE_SETTINGS.contains(&name.as_str())
             || section.split_once('.').is_some_and(|(base, _)| SAFE_SUBSECTION_SETTINGS.contains(&(base, key)))
     };
-    let dropped: Vec<String> =
-        entries.iter().filter(|(section, key, _)| !safe(section, key)).map(|(s, k, _)| format!("{s}.{k}")).collect();
-    if dropped.is_empty() {
+    let mut dropped: Vec<String> = Vec::new();
+    for (section, key, _) in entries.iter().filter(|(section, key, _)| !safe(section, key)) {
+        let name = format!("{section}.{key}");
+        if !dropped.contains(&name) {
+            dropped.push(name);
+        }
+    }
+    // The file is always written again from what was read as safe, unless it is that text
+    // already (as `git init` and `git clone` write it): whatever this reading of the file and
+    // git's might disagree on is gone with the rest.
+    let kept = safe_text(entries.iter().filter(|(section, key, _)| safe(section, key)));
+    if kept.as_bytes() == bytes.as_slice() {
         return None;
     }
+    let what = match dropped.len() {
+        0 => "what it held beyond the settings it may keep".to_owned(),
+        n if n > SHOWN_SETTINGS => {
+            format!("the settings {} and {} more", dropped[..SHOWN_SETTINGS].join(", "), n - SHOWN_SETTINGS)
+        }
+        _ => format!("the settings {}", dropped.join(", ")),
+    };
+    // A new file renamed over the old one: a link put in its place is replaced, not followed.
+    let fresh = config.with_file_name(".config.cairn-sweep");
+    let _ = std::fs::remove_file(&fresh);
+    let written = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(&fresh)
+        .and_then(|mut file| std::io::Write::write_all(&mut file, kept.as_bytes()))
+        .and_then(|()| std::fs::rename(&fresh, config));
+    Some(match written {
+        Ok(()) => {
+            format!("removed from {} {what} of a repository the command made: they can run programs", config.display())
+        }
+        Err(err) => {
+            let _ = std::fs::remove_file(&fresh);
+            take(config, &format!("it held {what}, which can run programs, and could not be rewritten ({err})"))
+        }
+    })
+}
+
+/// A configuration file holding `entries` as `git config` writes them: quoted only where a
+/// value needs it.
+fn safe_text<'a>(entries: impl Iterator<Item = &'a (String, String, Option<String>)>) -> String {
     let mut out = String::new();
     let mut current = None;
-    for (section, key, value) in entries.iter().filter(|(section, key, _)| safe(section, key)) {
+    for (section, key, value) in entries {
         if current != Some(section) {
             match section.split_once('.') {
                 Some((base, sub)) => out.push_str(&format!("[{base} \"{}\"]\n", sub.replace(['\\', '"'], ""))),
@@ -360,17 +409,15 @@ fn safe_config(config: &Path) -> Option<String> {
             }
             current = Some(section);
         }
-        let value = value.as_deref().unwrap_or("true").replace('\\', "\\\\").replace('"', "\\\"");
-        out.push_str(&format!("\t{key} = \"{value}\"\n"));
-    }
-    Some(match std::fs::write(config, out) {
-        Ok(()) => format!(
-            "removed from {} the settings {} of a repository the command made: they can run programs",
-            config.display(),
-            dropped.join(", ")
-        ),
-        Err(err) => {
-            format!("{} holds settings that can run programs, and could not be rewritten: {err}", config.display())
+        let value = value.as_deref().unwrap_or("true");
+        let plain =
+            !value.is_empty() && value.chars().all(|c| c.is_ascii_alphanumeric() || "./:@_+-*~%=,^".contains(c));
+        if plain {
+            out.push_str(&format!("\t{key} = {value}\n"));
+        } else {
+            let value = value.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n").replace('\t', "\\t");
+            out.push_str(&format!("\t{key} = \"{value}\"\n"));
         }
-    })
+    }
+    out
 }

@@ -219,3 +219,38 @@ fn a_git_directory_put_in_place_of_another_is_new_whatever_its_age_and_one_left_
     assert!(!root.join("sub/.git/hooks/post-checkout").exists(), "{said:?}");
     assert!(root.join("kept/.git/hooks/pre-commit").exists(), "a repository left alone keeps its hooks: {said:?}");
 }
+
+/// A new repository's configuration is written again from the settings it may keep whatever
+/// this reading of it makes of the rest: a byte that is not UTF-8 (the sweep gave up on the
+/// file), a comment ending in a backslash or a byte order mark (git read `core.fsmonitor`
+/// where the sweep saw nothing), and a link to another file put in its place (the sweep wrote
+/// through it). What `git init` writes is left as it is.
+#[test]
+fn a_new_repositorys_configuration_keeps_only_safe_settings_however_it_is_spelt() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = fs::canonicalize(dir.path()).unwrap();
+    let noted = before(std::slice::from_ref(&root), &[], &[]);
+    let fresh = "[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n\tbare = false\n\tlogallrefupdates = true\n";
+    let spellings: [(&str, &[u8]); 4] = [
+        ("latin1", b"[core]\n\tfsmonitor = touch pwned\n# caf\xe9\n"),
+        ("comment", b"[user]\n\tname = x ; \\\n[core] fsmonitor = \"touch pwned\"\n"),
+        ("bom", b"\xef\xbb\xbf[core] fsmonitor = \"touch pwned\"\n"),
+        ("init", fresh.as_bytes()),
+    ];
+    for (name, text) in spellings {
+        fs::create_dir_all(root.join(name).join(".git")).unwrap();
+        fs::write(root.join(name).join(".git/config"), text).unwrap();
+    }
+    let victim = root.join("victim");
+    fs::write(&victim, "the user's own file\n").unwrap();
+    fs::create_dir_all(root.join("linked/.git")).unwrap();
+    std::os::unix::fs::symlink(&victim, root.join("linked/.git/config")).unwrap();
+    let said = sweep(&noted);
+    for name in ["latin1", "comment", "bom"] {
+        let config = fs::read(root.join(name).join(".git/config")).unwrap_or_default();
+        assert!(!String::from_utf8_lossy(&config).contains("fsmonitor"), "{name}: {config:?} {said:?}");
+    }
+    assert_eq!(fs::read_to_string(root.join("init/.git/config")).unwrap(), fresh, "{said:?}");
+    assert!(!said.iter().any(|line| line.contains("init/")), "nothing said of it: {said:?}");
+    assert_eq!(fs::read_to_string(&victim).unwrap(), "the user's own file\n", "nothing written through the link");
+}
