@@ -304,6 +304,10 @@ pub const GUARDED: &[Guarded] = &[
     guarded(".code-workspace", Reach::Suffix, Shield::ReadOnly, TOOL_CONFIG),
     guarded(".devcontainer.json", Reach::Last, Shield::ReadOnly, TOOL_CONFIG),
     guarded("hgrc", Reach::Within(".hg"), Shield::ReadOnly, TOOL_CONFIG),
+    // Mercurial 6.1 and later also read `hgrc-not-shared` in every repository, and the
+    // `hgrc` of the repository `sharedpath` names.
+    guarded("hgrc-not-shared", Reach::Within(".hg"), Shield::ReadOnly, TOOL_CONFIG),
+    guarded("sharedpath", Reach::Within(".hg"), Shield::ReadOnly, TOOL_CONFIG),
     guarded(".npmrc", Reach::Last, Shield::ReadOnly, TOOL_CONFIG),
     guarded(".yarnrc", Reach::Last, Shield::ReadOnly, TOOL_CONFIG),
     guarded(".yarnrc.yml", Reach::Last, Shield::ReadOnly, TOOL_CONFIG),

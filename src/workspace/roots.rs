@@ -63,13 +63,25 @@ pub struct RootRefused {
 }
 
 /// The home directory's places whose files run as the user: programs on `PATH`, cargo's
-/// configuration and binaries, git's and systemd's configuration.
-const PROGRAMS_IN_HOME: [&str; 5] = [".local/bin", "bin", ".cargo", ".config/git", ".config/systemd"];
+/// configuration and binaries, git's and systemd's configuration (both of systemd's user unit
+/// directories), Python's user site (a `.pth` file there runs at every `python3`) and the
+/// shell's drop-in directory.
+const PROGRAMS_IN_HOME: [&str; 8] = [
+    ".local/bin",
+    "bin",
+    ".cargo",
+    ".config/git",
+    ".config/systemd",
+    ".local/share/systemd",
+    ".local/lib",
+    ".bashrc.d",
+];
 
-/// The system's programs and configuration (`/usr` itself may hold projects, `/usr/src/app`, but
-/// contains `/usr/bin`).
-const SYSTEM_DIRS: [&str; 12] = [
+/// The system's programs and configuration, and the spool of `cron` and `at` (`/usr` and `/var`
+/// themselves may hold projects, `/usr/src/app`, `/var/www`, but contain these).
+const SYSTEM_DIRS: [&str; 13] = [
     "/etc",
+    "/var/spool",
     "/boot",
     "/bin",
     "/sbin",

@@ -20,7 +20,9 @@ fn refused_roots(env: &TestEnv) -> Vec<String> {
     let work = env.workspace();
     std::fs::create_dir_all(home.join(".config")).unwrap();
     std::fs::create_dir_all(env.home().join("inside-data")).unwrap();
-    for dir in [".ssh/keys", ".aws", ".gnupg", ".local/bin", "bin", ".cargo", ".config/git", ".config/systemd/user"] {
+    let programs = [".local/bin", "bin", ".cargo", ".config/git", ".config/systemd/user", ".local/share/systemd/user"];
+    let more = [".local/lib/python3.12/site-packages", ".bashrc.d"];
+    for dir in [".ssh/keys", ".aws", ".gnupg"].into_iter().chain(programs).chain(more) {
         std::fs::create_dir_all(home.join(dir)).unwrap();
     }
     let link = work.join("home-link");
@@ -54,8 +56,13 @@ fn refused_roots(env: &TestEnv) -> Vec<String> {
         text(home.join(".cargo")),
         text(home.join(".config/git")),
         text(home.join(".config/systemd/user")),
+        text(home.join(".local/share/systemd/user")),
+        text(home.join(".local/lib/python3.12/site-packages")),
+        text(home.join(".bashrc.d")),
         // The system's.
         "/etc".to_owned(),
+        "/var/spool".to_owned(),
+        "/var".to_owned(),
         "/usr/bin".to_owned(),
         "/usr".to_owned(),
     ]

@@ -254,3 +254,20 @@ fn a_new_repositorys_configuration_keeps_only_safe_settings_however_it_is_spelt(
     assert!(!said.iter().any(|line| line.contains("init/")), "nothing said of it: {said:?}");
     assert_eq!(fs::read_to_string(&victim).unwrap(), "the user's own file\n", "nothing written through the link");
 }
+
+/// Mercurial 6.1 and later read `.hg/hgrc-not-shared` in every repository, and the `hgrc` of
+/// the repository `.hg/sharedpath` names: both run hooks as `.hg/hgrc` does. Existing ones are
+/// read-only; one a command makes is taken away.
+#[test]
+fn mercurials_other_configuration_files_are_guarded_as_its_hgrc_is() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = fs::canonicalize(dir.path()).unwrap();
+    touch(&root.join(".hg/hgrc"));
+    touch(&root.join(".hg/hgrc-not-shared"));
+    let places = find(std::slice::from_ref(&root), &[], &names(&[], &[]), true, &Home::default());
+    assert!(places.read_only.contains(&root.join(".hg/hgrc-not-shared")), "{:?}", places.read_only);
+    let noted = before(std::slice::from_ref(&root), &[], &[]);
+    touch(&root.join(".hg/sharedpath"));
+    let said = sweep(&noted);
+    assert!(!root.join(".hg/sharedpath").exists(), "{said:?}");
+}
