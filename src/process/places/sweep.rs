@@ -12,9 +12,10 @@
 //! budget spent) is a `.git` it never saw judged by its birth time, so that a user's repository
 //! the walk missed is not taken for new.
 //!
-//! Nothing is followed through a link: a link is removed itself, a path whose parent the command
-//! turned into a link is left alone, and directories are removed without following what is in
-//! them. The supervisor does this outside Landlock, so this care is the whole guard.
+//! Nothing is followed through a link: a link is removed itself; a place made through a link the
+//! command made on the way (below a root) goes with that link, removed itself; one reached
+//! through a link that stood before the command is left alone; and directories are removed
+//! without following what is in them. The supervisor does this outside Landlock, so this care is the whole guard.
 
 use std::collections::{HashSet, VecDeque};
 use std::os::unix::fs::{MetadataExt as _, OpenOptionsExt as _};
@@ -221,10 +222,12 @@ pub fn sweep(before: &Before) -> Vec<String> {
         if path.file_name().is_some_and(|name| name == ".git") {
             continue; // A new repository is dealt with below.
         }
-        said.push(take(path, "guarded places are read-only to commands; write them with the edit tools, which ask"));
+        let why = "guarded places are read-only to commands; write them with the edit tools, which ask";
+        said.push(before.take_through_link(path, why).unwrap_or_else(|| take(path, why)));
     }
     for path in before.redirects.iter().filter(made) {
-        said.push(take(path, "it would send git to another directory for its configuration and hooks"));
+        let why = "it would send git to another directory for its configuration and hooks";
+        said.push(before.take_through_link(path, why).unwrap_or_else(|| take(path, why)));
     }
     for dot_git in repositories(&before.roots).found {
         if before.made(&dot_git) {
@@ -232,6 +235,43 @@ pub fn sweep(before: &Before) -> Vec<String> {
         }
     }
     said
+}
+
+impl Before {
+    /// A guarded place the command made through a link it made on the way (`.hg` renamed away
+    /// and linked back, `tools` linked where `core.hooksPath` names `tools/hooks`): the link is
+    /// removed, itself, not what it leads to, and so the place with it. A link that stood
+    /// before the command (changed no later than it started: a link's change time cannot be
+    /// set back) is the user's, and is left, as the place beyond it is. `None` where `path` is
+    /// not reached through a link below a root.
+    fn take_through_link(&self, path: &Path, why: &str) -> Option<String> {
+        let root = self.roots.iter().find(|root| path.starts_with(root))?;
+        let mut at = root.clone();
+        for part in path.strip_prefix(root).ok()?.parent()?.components() {
+            at.push(part);
+            let meta = std::fs::symlink_metadata(&at).ok()?;
+            if !meta.file_type().is_symlink() {
+                continue;
+            }
+            let changed = std::time::UNIX_EPOCH
+                + std::time::Duration::new(
+                    meta.ctime().max(0).unsigned_abs(),
+                    meta.ctime_nsec().clamp(0, 999_999_999) as u32,
+                );
+            if changed + CLOCK_LAG < self.at {
+                return None;
+            }
+            let shown = path.display();
+            return Some(match std::fs::remove_file(&at) {
+                Ok(()) => format!("removed {}, a link the command made to reach {shown}: {why}", at.display()),
+                Err(err) => format!(
+                    "the command made {shown} through the link {}, which could not be removed: {err}",
+                    at.display()
+                ),
+            });
+        }
+        None
+    }
 }
 
 /// Removes `path` (a link itself, a directory without following what is in it), unless its

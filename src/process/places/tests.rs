@@ -169,7 +169,7 @@ fn the_sweep_follows_no_link_out_of_the_workspace() {
     let said = sweep(&noted);
     assert!(elsewhere.path().join("workflows/keep.yml").exists(), "{said:?}");
     assert!(elsewhere.path().join("precious.txt").exists(), "{said:?}");
-    assert!(said.iter().any(|line| line.contains("through a link")), "{said:?}");
+    assert!(fs::symlink_metadata(root.join(".github")).is_err(), "the link it made is taken, itself: {said:?}");
     assert!(fs::symlink_metadata(root.join(".git/hooks")).is_err(), "the link itself is taken: {said:?}");
 }
 
@@ -270,4 +270,28 @@ fn mercurials_other_configuration_files_are_guarded_as_its_hgrc_is() {
     touch(&root.join(".hg/sharedpath"));
     let said = sweep(&noted);
     assert!(!root.join(".hg/sharedpath").exists(), "{said:?}");
+}
+
+/// A guarded place a command reaches through a link it made (`.hg` renamed away and linked
+/// back, then `.hg/hgrc` written; a `tools` link where `core.hooksPath` names `tools/hooks`)
+/// goes with that link; a link the user had before the command is theirs, and stays.
+#[test]
+fn a_guarded_place_made_through_a_new_link_goes_with_the_link_and_an_old_link_stays() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = fs::canonicalize(dir.path()).unwrap();
+    fs::create_dir_all(root.join(".hg")).unwrap();
+    fs::create_dir_all(root.join("theirs")).unwrap();
+    std::os::unix::fs::symlink("theirs", root.join(".github")).unwrap();
+    // Older than the command by more than the clock's lag.
+    std::thread::sleep(std::time::Duration::from_millis(2100));
+    let noted = before(std::slice::from_ref(&root), &[], &[]);
+    fs::rename(root.join(".hg"), root.join("hgdata")).unwrap();
+    std::os::unix::fs::symlink("hgdata", root.join(".hg")).unwrap();
+    touch(&root.join(".hg/hgrc"));
+    touch(&root.join(".github/workflows/ci.yml"));
+    let said = sweep(&noted);
+    assert!(fs::symlink_metadata(root.join(".hg")).is_err(), "the new link went: {said:?}");
+    assert!(root.join("hgdata/hgrc").exists(), "nothing beyond it was touched");
+    assert!(fs::symlink_metadata(root.join(".github")).is_ok(), "the user's link stays: {said:?}");
+    assert!(said.iter().any(|line| line.contains(".github/workflows") && line.contains("left alone")), "{said:?}");
 }
