@@ -12,6 +12,11 @@
 //! from another namespace, so this is the boundary's one window, and it needs the user (or
 //! their editor) to save the place while the command runs.
 //!
+//! A directory to take leaves its place in one rename (to a name nobody reads beside it) and is
+//! removed on a thread of its own, and places to guard again go before places to take: a command
+//! that renames huge directories into guarded places cannot keep the watcher from what it
+//! writes next.
+//!
 //! The end-of-command sweep still runs; this only closes the time in between. Before it, the
 //! supervisor waits for what the watcher is doing ([`Watcher::settle`]), so that a place it is
 //! taking away is gone, and said to be, before the supervisor exits.
@@ -21,7 +26,7 @@ use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 
 use super::namespace::Keeper;
 use super::places::Places;
@@ -41,13 +46,24 @@ enum Act {
 #[derive(Clone, Debug, Default)]
 pub struct Watcher {
     busy: Arc<Mutex<()>>,
+    /// Directories moved aside and still being removed, counted until they are gone.
+    removing: Arc<(Mutex<usize>, Condvar)>,
 }
 
 impl Watcher {
-    /// Returns once the watcher is not in the middle of acting (a poisoned lock means its
-    /// thread died, which is as good).
+    /// Returns once the watcher is not in the middle of acting and every directory it moved
+    /// aside is removed (a poisoned lock means a thread died, which is as good).
     pub fn settle(&self) {
         drop(self.busy.lock());
+        let (count, done) = &*self.removing;
+        if let Ok(mut left) = count.lock() {
+            while *left > 0 {
+                match done.wait(left) {
+                    Ok(next) => left = next,
+                    Err(_) => return,
+                }
+            }
+        }
     }
 }
 
@@ -96,8 +112,8 @@ pub fn start(places: &Places, before: Option<&Before>, keeper: Keeper, given: Op
             watched.insert(wd, dir.to_path_buf());
         }
     }
-    let busy = Arc::clone(&watcher.busy);
-    std::thread::spawn(move || run(&fd, &watched, &acts, &keeper, &busy));
+    let running = watcher.clone();
+    std::thread::spawn(move || run(&fd, &watched, &acts, &keeper, &running));
     Ok(watcher)
 }
 
@@ -109,7 +125,13 @@ fn add_watch(fd: &OwnedFd, dir: &Path) -> io::Result<i32> {
     if wd < 0 { Err(io::Error::last_os_error()) } else { Ok(wd) }
 }
 
-fn run(fd: &OwnedFd, watched: &HashMap<i32, PathBuf>, acts: &HashMap<PathBuf, Act>, keeper: &Keeper, busy: &Mutex<()>) {
+fn run(
+    fd: &OwnedFd,
+    watched: &HashMap<i32, PathBuf>,
+    acts: &HashMap<PathBuf, Act>,
+    keeper: &Keeper,
+    watcher: &Watcher,
+) {
     let mut buf = vec![0u8; 64 * 1024];
     loop {
         // SAFETY: read fills at most `buf.len()` bytes of the buffer we own.
@@ -121,18 +143,71 @@ fn run(fd: &OwnedFd, watched: &HashMap<i32, PathBuf>, acts: &HashMap<PathBuf, Ac
             }
             return;
         };
-        let _acting = busy.lock();
-        for (wd, name) in events(&buf[..n]) {
-            let Some(dir) = watched.get(&wd) else { continue };
-            let path = dir.join(&name);
-            match acts.get(&path) {
-                Some(Act::BindReadOnly) => say(keeper.read_only(&path).err().map(|err| err.to_string())),
-                Some(Act::Hide) => say(keeper.hide(&path).err().map(|err| err.to_string())),
-                Some(Act::Take) => say(sweep::take_now(&path)),
-                None => {}
+        let _acting = watcher.busy.lock();
+        let mut due: Vec<(PathBuf, Act)> = events(&buf[..n])
+            .into_iter()
+            .filter_map(|(wd, name)| watched.get(&wd).map(|dir| dir.join(name)))
+            .filter_map(|path| acts.get(&path).map(|act| (path, *act)))
+            .collect();
+        // A place to guard again first (one mount each), then what to take: a command that
+        // renames a huge directory into one place must not delay the next.
+        due.sort_by_key(|(_, act)| *act == Act::Take);
+        for (path, act) in due {
+            match act {
+                Act::BindReadOnly => say(keeper.read_only(&path).err().map(|err| err.to_string())),
+                Act::Hide => say(keeper.hide(&path).err().map(|err| err.to_string())),
+                Act::Take => say(move_aside(&path, &watcher.removing).or_else(|| sweep::take_now(&path))),
             }
         }
     }
+}
+
+/// Takes a directory the command made in a guarded place out of it at once: renamed to a name
+/// nobody reads beside it (one system call, however much it holds), then removed on a thread
+/// of its own, which [`Watcher::settle`] waits for. `None` where it is not a directory reached
+/// without a link, or the rename fails: then it is removed where it is.
+fn move_aside(path: &Path, removing: &Arc<(Mutex<usize>, Condvar)>) -> Option<String> {
+    static MOVED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let parent = path.parent()?;
+    if !std::fs::symlink_metadata(path).ok()?.is_dir() || std::fs::canonicalize(parent).ok().as_deref() != Some(parent)
+    {
+        return None;
+    }
+    let number = MOVED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let mut name = std::ffi::OsString::from(".cairn-taken.");
+    name.push(path.file_name()?);
+    name.push(format!(".{}.{number}", std::process::id()));
+    let aside = parent.join(name);
+    // Never over something already there: `rename` would replace an empty directory.
+    if std::fs::symlink_metadata(&aside).is_ok() || std::fs::rename(path, &aside).is_err() {
+        return None;
+    }
+    if let Ok(mut count) = removing.0.lock() {
+        *count += 1;
+    }
+    let removing = Arc::clone(removing);
+    std::thread::spawn(move || {
+        // The command may still be writing into it: tried again a few times.
+        let mut removed = std::fs::remove_dir_all(&aside);
+        for _ in 0..20 {
+            if removed.is_ok() || std::fs::symlink_metadata(&aside).is_err() {
+                break;
+            }
+            removed = std::fs::remove_dir_all(&aside);
+        }
+        if let Err(err) = removed {
+            super::tell(&format!("{} could not be removed: {err}", aside.display()));
+        }
+        let (count, done) = &*removing;
+        if let Ok(mut count) = count.lock() {
+            *count = count.saturating_sub(1);
+        }
+        done.notify_all();
+    });
+    Some(format!(
+        "removed {}, which the command made: guarded places are read-only to commands; write them with the edit tools, which ask",
+        path.display()
+    ))
 }
 
 fn say(line: Option<String>) {
@@ -156,4 +231,34 @@ fn events(buf: &[u8]) -> Vec<(i32, std::ffi::OsString)> {
         at = start + len;
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A directory the command made in a guarded place leaves that place in one rename, however
+    /// much it holds (a command renamed huge ones in to keep the watcher busy while a redirect
+    /// it wrote stood), and is gone once the watcher is settled; a link is not moved.
+    #[test]
+    fn a_directory_taken_leaves_its_place_at_once_and_is_gone_once_settled() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(dir.path()).unwrap();
+        let place = root.join(".vscode");
+        std::fs::create_dir_all(place.join("deep/er")).unwrap();
+        for n in 0..2000 {
+            std::fs::write(place.join(format!("deep/f{n}")), "x").unwrap();
+        }
+        let watcher = Watcher::default();
+        let said = move_aside(&place, &watcher.removing);
+        assert!(said.is_some_and(|line| line.contains("removed")));
+        assert!(std::fs::symlink_metadata(&place).is_err(), "the place is empty as soon as it is said");
+        watcher.settle();
+        let left: Vec<_> = std::fs::read_dir(&root).unwrap().flatten().map(|entry| entry.file_name()).collect();
+        assert!(left.is_empty(), "nothing is left beside it: {left:?}");
+
+        std::fs::create_dir_all(root.join("real")).unwrap();
+        std::os::unix::fs::symlink("real", &place).unwrap();
+        assert_eq!(move_aside(&place, &watcher.removing), None, "a link is taken where it is, itself");
+    }
 }
