@@ -31,6 +31,7 @@ use std::sync::{Arc, Condvar, Mutex};
 use super::namespace::Keeper;
 use super::places::Places;
 use super::places::sweep::{self, Before};
+use crate::tools::beneath::Parent;
 
 const EVENTS: u32 = libc::IN_CREATE | libc::IN_MOVED_TO;
 
@@ -113,7 +114,8 @@ pub fn start(places: &Places, before: Option<&Before>, keeper: Keeper, given: Op
         }
     }
     let running = watcher.clone();
-    std::thread::spawn(move || run(&fd, &watched, &acts, &keeper, &running));
+    let roots = before.map(|before| before.roots().to_vec()).unwrap_or_default();
+    std::thread::spawn(move || run(&fd, &watched, &acts, &keeper, &running, &roots));
     Ok(watcher)
 }
 
@@ -131,6 +133,7 @@ fn run(
     acts: &HashMap<PathBuf, Act>,
     keeper: &Keeper,
     watcher: &Watcher,
+    roots: &[PathBuf],
 ) {
     let mut buf = vec![0u8; 64 * 1024];
     loop {
@@ -156,7 +159,7 @@ fn run(
             match act {
                 Act::BindReadOnly => say(keeper.read_only(&path).err().map(|err| err.to_string())),
                 Act::Hide => say(keeper.hide(&path).err().map(|err| err.to_string())),
-                Act::Take => say(move_aside(&path, &watcher.removing).or_else(|| sweep::take_now(&path))),
+                Act::Take => say(move_aside(roots, &path, &watcher.removing).or_else(|| sweep::take_now(roots, &path))),
             }
         }
     }
@@ -164,39 +167,35 @@ fn run(
 
 /// Takes a directory the command made in a guarded place out of it at once: renamed to a name
 /// nobody reads beside it (one system call, however much it holds), then removed on a thread
-/// of its own, which [`Watcher::settle`] waits for. `None` where it is not a directory reached
-/// without a link, or the rename fails: then it is removed where it is.
-fn move_aside(path: &Path, removing: &Arc<(Mutex<usize>, Condvar)>) -> Option<String> {
+/// of its own, which [`Watcher::settle`] waits for; both from its directory opened beneath its
+/// root with no link followed. `None` where it is not a directory so reached, or the rename
+/// fails: then it is removed where it is.
+fn move_aside(roots: &[PathBuf], path: &Path, removing: &Arc<(Mutex<usize>, Condvar)>) -> Option<String> {
     static MOVED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-    let parent = path.parent()?;
-    if !std::fs::symlink_metadata(path).ok()?.is_dir() || std::fs::canonicalize(parent).ok().as_deref() != Some(parent)
-    {
+    let parent = Parent::existing(roots, path).ok()?;
+    if parent.kind().ok()?? != libc::S_IFDIR {
         return None;
     }
     let number = MOVED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let mut name = std::ffi::OsString::from(".cairn-taken.");
     name.push(path.file_name()?);
     name.push(format!(".{}.{number}", std::process::id()));
-    let aside = parent.join(name);
-    // Never over something already there: `rename` would replace an empty directory.
-    if std::fs::symlink_metadata(&aside).is_ok() || std::fs::rename(path, &aside).is_err() {
-        return None;
-    }
+    let aside = parent.rename_aside(name).ok()?;
     if let Ok(mut count) = removing.0.lock() {
         *count += 1;
     }
     let removing = Arc::clone(removing);
     std::thread::spawn(move || {
         // The command may still be writing into it: tried again a few times.
-        let mut removed = std::fs::remove_dir_all(&aside);
+        let mut removed = aside.remove_tree();
         for _ in 0..20 {
-            if removed.is_ok() || std::fs::symlink_metadata(&aside).is_err() {
+            if removed.is_ok() || aside.kind().is_ok_and(|kind| kind.is_none()) {
                 break;
             }
-            removed = std::fs::remove_dir_all(&aside);
+            removed = aside.remove_tree();
         }
         if let Err(err) = removed {
-            super::tell(&format!("{} could not be removed: {err}", aside.display()));
+            super::tell(&format!("a directory the command made could not be removed: {err}"));
         }
         let (count, done) = &*removing;
         if let Ok(mut count) = count.lock() {
@@ -250,7 +249,8 @@ mod tests {
             std::fs::write(place.join(format!("deep/f{n}")), "x").unwrap();
         }
         let watcher = Watcher::default();
-        let said = move_aside(&place, &watcher.removing);
+        let roots = [root.clone()];
+        let said = move_aside(&roots, &place, &watcher.removing);
         assert!(said.is_some_and(|line| line.contains("removed")));
         assert!(std::fs::symlink_metadata(&place).is_err(), "the place is empty as soon as it is said");
         watcher.settle();
@@ -259,6 +259,6 @@ mod tests {
 
         std::fs::create_dir_all(root.join("real")).unwrap();
         std::os::unix::fs::symlink("real", &place).unwrap();
-        assert_eq!(move_aside(&place, &watcher.removing), None, "a link is taken where it is, itself");
+        assert_eq!(move_aside(&roots, &place, &watcher.removing), None, "a link is taken where it is, itself");
     }
 }

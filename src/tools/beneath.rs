@@ -9,8 +9,9 @@
 //!
 //! Kernels before 5.6 have no `openat2` (`ENOSYS`, or `EPERM` from a container's older seccomp
 //! filter): there the path is walked one component at a time with `openat(O_NOFOLLOW)`, which
-//! refuses a symlink at every step the same way. Every
-//! `unsafe` call of the tools is here, one per function.
+//! refuses a symlink at every step the same way. Every `unsafe` call of the tools is here, one
+//! per function. The supervisor's sweep and watcher (`process::places`, `process::watch`) remove
+//! and rewrite what a command made through the same handles.
 
 use std::ffi::{CString, OsStr, OsString};
 use std::fs::{File, Metadata};
@@ -34,7 +35,7 @@ pub(super) fn open_read(roots: &[PathBuf], target: &Path) -> io::Result<File> {
 
 /// The directory a final target is in, opened beneath its anchor (its missing directories
 /// created on the way), and the target's name in it.
-pub(super) struct Parent {
+pub(crate) struct Parent {
     dir: OwnedFd,
     pub name: OsString,
     target: PathBuf,
@@ -105,6 +106,90 @@ impl Parent {
     /// Creates `name` in the directory as a symlink to `to` (which is not followed).
     pub fn symlink(&self, to: &OsStr, name: &OsStr) -> io::Result<()> {
         symlinkat(to, self.dir.as_fd(), name)
+    }
+
+    /// Opens the directory of `target`, which must be there: nothing is made on the way.
+    pub fn existing(roots: &[PathBuf], target: &Path) -> io::Result<Self> {
+        let (dir, rest) = anchor(roots, target)?;
+        let Some(name) = rest.file_name().map(OsStr::to_owned) else {
+            return Err(io::Error::other("it names no file"));
+        };
+        let dir = match rest.parent().filter(|parent| !parent.as_os_str().is_empty()) {
+            Some(parent) => {
+                let flags = libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC;
+                open_beneath(dir.as_fd(), parent, flags, 0).map_err(|err| told(err, target))?
+            }
+            None => dir,
+        };
+        Ok(Self { dir, name, target: target.to_path_buf() })
+    }
+
+    /// Renames the target to `to` in the same directory, never over anything there; the
+    /// directory's handle then names it.
+    pub fn rename_aside(self, to: OsString) -> io::Result<Self> {
+        renameat_noreplace(self.dir.as_fd(), &self.name, &to)?;
+        let target = self.target.with_file_name(&to);
+        Ok(Self { dir: self.dir, name: to, target })
+    }
+
+    /// Reads the target, a regular file (a symlink there is refused), if it holds at most
+    /// `most` bytes; `None` if it holds more.
+    pub fn read(&self, most: u64) -> io::Result<Option<Vec<u8>>> {
+        let flags = libc::O_RDONLY | libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC;
+        let file = File::from(open_beneath(self.dir.as_fd(), Path::new(&self.name), flags, 0)?);
+        if !file.metadata()?.is_file() {
+            return Err(io::Error::other("it is not a regular file"));
+        }
+        let mut bytes = Vec::new();
+        io::Read::read_to_end(&mut io::Read::take(file, most + 1), &mut bytes)?;
+        Ok((bytes.len() as u64 <= most).then_some(bytes))
+    }
+
+    /// Removes the target, a symlink itself, and a directory with everything in it: each
+    /// directory is opened from the one above it and never through a link, so a link swapped
+    /// in anywhere meanwhile is removed itself and what it points to is left alone.
+    pub fn remove_tree(&self) -> io::Result<()> {
+        match self.kind()? {
+            None => Ok(()),
+            Some(libc::S_IFDIR) => {
+                empty(self.dir.as_fd(), &self.name, 0)?;
+                gone_is_fine(unlinkat_with(self.dir.as_fd(), &self.name, libc::AT_REMOVEDIR))
+            }
+            Some(_) => gone_is_fine(unlinkat(self.dir.as_fd(), &self.name)),
+        }
+    }
+}
+
+/// How deep [`Parent::remove_tree`] goes into nested directories.
+const MAX_TREE_DEPTH: usize = 256;
+
+/// Removes everything in the directory `name` of `parent`, opened without following a link.
+fn empty(parent: BorrowedFd<'_>, name: &OsStr, depth: usize) -> io::Result<()> {
+    if depth > MAX_TREE_DEPTH {
+        return Err(io::Error::other(format!("directories nest deeper than {MAX_TREE_DEPTH}")));
+    }
+    let flags = libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC;
+    let dir = openat(parent, &c_path(name)?, flags, 0)?;
+    for entry in names(&dir)? {
+        let kind = match lstatat(dir.as_fd(), &entry) {
+            Ok(mode) => mode & libc::S_IFMT,
+            Err(err) if err.kind() == io::ErrorKind::NotFound => continue,
+            Err(err) => return Err(err),
+        };
+        if kind == libc::S_IFDIR {
+            empty(dir.as_fd(), &entry, depth + 1)?;
+            gone_is_fine(unlinkat_with(dir.as_fd(), &entry, libc::AT_REMOVEDIR))?;
+        } else {
+            gone_is_fine(unlinkat(dir.as_fd(), &entry))?;
+        }
+    }
+    Ok(())
+}
+
+fn gone_is_fine(done: io::Result<()>) -> io::Result<()> {
+    match done {
+        Err(err) if err.kind() == io::ErrorKind::NotFound => Ok(()),
+        done => done,
     }
 }
 
@@ -256,11 +341,53 @@ fn renameat(dir: BorrowedFd<'_>, from: &OsStr, to: &OsStr) -> io::Result<()> {
 }
 
 #[allow(unsafe_code)]
+fn renameat_noreplace(dir: BorrowedFd<'_>, from: &OsStr, to: &OsStr) -> io::Result<()> {
+    let (from, to) = (c_path(from)?, c_path(to)?);
+    let fd = dir.as_raw_fd();
+    // SAFETY: both names are NUL-terminated strings that outlive the call; `dir` is an open
+    // descriptor.
+    let done = unsafe { libc::renameat2(fd, from.as_ptr(), fd, to.as_ptr(), libc::RENAME_NOREPLACE) };
+    if done == 0 { Ok(()) } else { Err(io::Error::last_os_error()) }
+}
+
 fn unlinkat(dir: BorrowedFd<'_>, name: &OsStr) -> io::Result<()> {
+    unlinkat_with(dir, name, 0)
+}
+
+#[allow(unsafe_code)]
+fn unlinkat_with(dir: BorrowedFd<'_>, name: &OsStr, flags: libc::c_int) -> io::Result<()> {
     let name = c_path(name)?;
     // SAFETY: `name` is a NUL-terminated string that outlives the call; `dir` is an open descriptor.
-    let done = unsafe { libc::unlinkat(dir.as_raw_fd(), name.as_ptr(), 0) };
+    let done = unsafe { libc::unlinkat(dir.as_raw_fd(), name.as_ptr(), flags) };
     if done == 0 { Ok(()) } else { Err(io::Error::last_os_error()) }
+}
+
+/// The names in the directory open at `dir`, but `.` and `..`.
+#[allow(unsafe_code)]
+fn names(dir: &OwnedFd) -> io::Result<Vec<OsString>> {
+    let own = dir.try_clone()?;
+    // SAFETY: fdopendir takes the descriptor `own` gives up (closed by closedir below, also on
+    // every path after a success); readdir's entries are read before the next call, and their
+    // names are NUL-terminated arrays inside them.
+    unsafe {
+        let stream = libc::fdopendir(std::os::fd::IntoRawFd::into_raw_fd(own));
+        if stream.is_null() {
+            return Err(io::Error::last_os_error());
+        }
+        let mut out = Vec::new();
+        loop {
+            let entry = libc::readdir(stream);
+            if entry.is_null() {
+                break;
+            }
+            let name = std::ffi::CStr::from_ptr((*entry).d_name.as_ptr()).to_bytes();
+            if name != b"." && name != b".." {
+                out.push(OsStr::from_bytes(name).to_owned());
+            }
+        }
+        libc::closedir(stream);
+        Ok(out)
+    }
 }
 
 #[allow(unsafe_code)]

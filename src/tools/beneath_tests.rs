@@ -193,3 +193,41 @@ fn without_openat2_the_walk_refuses_a_symlink_at_every_step() {
         assert_eq!(refused.raw_os_error(), Some(libc::ELOOP), "{path}: {refused}");
     }
 }
+
+/// What the supervisor's sweep takes away, as a process of the command still running beside it
+/// would attack it: a link swapped in for a directory on the way (the sweep deleted files of
+/// the directory it led to), links inside the tree removed (their targets left), and a file to
+/// read that is a link or too large.
+#[test]
+fn removing_a_tree_follows_no_link_on_the_way_or_inside_it() {
+    let scene = Scene::new();
+    let roots = [scene.ws.clone()];
+    let tree = scene.ws.join("n/.git/hooks");
+    std::fs::create_dir_all(tree.join("deep")).unwrap();
+    std::fs::write(tree.join("deep/pre-commit"), "x").unwrap();
+    symlink(&scene.outside, tree.join("deep/out")).unwrap();
+    symlink(scene.outside.join("secret.txt"), tree.join("file-link")).unwrap();
+    Parent::existing(&roots, &tree).unwrap().remove_tree().unwrap();
+    assert!(std::fs::symlink_metadata(&tree).is_err(), "the tree went");
+    assert!(scene.outside.join("secret.txt").exists(), "what its links led to stayed");
+
+    // `.git` swapped for a link to the outside directory, which holds a file of the name.
+    std::fs::remove_dir_all(scene.ws.join("n/.git")).unwrap();
+    std::fs::create_dir_all(scene.outside.join("hooks")).unwrap();
+    std::fs::write(scene.outside.join("hooks/keep"), "keep").unwrap();
+    symlink(&scene.outside, scene.ws.join("n/.git")).unwrap();
+    let refused = Parent::existing(&roots, &scene.ws.join("n/.git/hooks/keep"));
+    assert!(refused.is_err_and(|err| err.to_string().contains("symlink")));
+    assert!(scene.outside.join("hooks/keep").exists());
+
+    let config = scene.ws.join("config");
+    std::fs::write(&config, "0123456789").unwrap();
+    let parent = Parent::existing(&roots, &config).unwrap();
+    assert_eq!(parent.read(10).unwrap().as_deref(), Some(&b"0123456789"[..]));
+    assert_eq!(parent.read(9).unwrap(), None, "larger than asked");
+    std::fs::remove_file(&config).unwrap();
+    symlink(scene.outside.join("secret.txt"), &config).unwrap();
+    assert!(parent.read(100).is_err(), "a link is not read through");
+    parent.remove_tree().unwrap();
+    assert!(std::fs::symlink_metadata(&config).is_err() && scene.outside.join("secret.txt").exists());
+}

@@ -26,7 +26,7 @@
 
 pub mod agents;
 mod bash;
-mod beneath;
+pub(crate) mod beneath;
 pub mod checkpoint;
 mod diagnostics;
 mod edit;

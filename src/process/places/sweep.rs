@@ -15,13 +15,18 @@
 //! Nothing is followed through a link: a link is removed itself; a place made through a link the
 //! command made on the way (below a root) goes with that link, removed itself; one reached
 //! through a link that stood before the command is left alone; and directories are removed
-//! without following what is in them. The supervisor does this outside Landlock, so this care is the whole guard.
+//! without following what is in them. Every removal and rewrite goes through the directory
+//! that holds it, opened beneath its root with no link followed (`tools::beneath`), so a
+//! process of the command still running (a background job) cannot swap a link into the path
+//! between a check and the act. The supervisor does this outside Landlock, so this care is
+//! the whole guard.
 
 use std::collections::{HashSet, VecDeque};
-use std::os::unix::fs::{MetadataExt as _, OpenOptionsExt as _};
+use std::os::unix::fs::MetadataExt as _;
 use std::path::{Path, PathBuf};
 
 use super::{MAX_DEPTH, MAX_ENTRIES, SKIPPED};
+use crate::tools::beneath::Parent;
 use crate::workspace::gitconfig;
 use crate::workspace::{GUARDED, Reach, Shield};
 
@@ -200,16 +205,24 @@ impl Before {
     }
 }
 
+impl Before {
+    /// The workspace roots, as the walk found them.
+    pub fn roots(&self) -> &[PathBuf] {
+        &self.roots
+    }
+}
+
 /// Takes `path` away while the command may still be writing into it (tried a few times); the
 /// line to say, if it was there (the sweep may have taken it first).
-pub fn take_now(path: &Path) -> Option<String> {
+pub fn take_now(roots: &[PathBuf], path: &Path) -> Option<String> {
     std::fs::symlink_metadata(path).ok()?;
-    let mut said = take(path, "guarded places are read-only to commands; write them with the edit tools, which ask");
+    let why = "guarded places are read-only to commands; write them with the edit tools, which ask";
+    let mut said = take(roots, path, why);
     for _ in 0..20 {
         if std::fs::symlink_metadata(path).is_err() {
             break;
         }
-        said = take(path, "guarded places are read-only to commands; write them with the edit tools, which ask");
+        said = take(roots, path, why);
     }
     Some(said)
 }
@@ -223,11 +236,11 @@ pub fn sweep(before: &Before) -> Vec<String> {
             continue; // A new repository is dealt with below.
         }
         let why = "guarded places are read-only to commands; write them with the edit tools, which ask";
-        said.push(before.take_through_link(path, why).unwrap_or_else(|| take(path, why)));
+        said.push(before.take_through_link(path, why).unwrap_or_else(|| take(&before.roots, path, why)));
     }
     for path in before.redirects.iter().filter(made) {
         let why = "it would send git to another directory for its configuration and hooks";
-        said.push(before.take_through_link(path, why).unwrap_or_else(|| take(path, why)));
+        said.push(before.take_through_link(path, why).unwrap_or_else(|| take(&before.roots, path, why)));
     }
     for dot_git in repositories(&before.roots).found {
         if before.made(&dot_git) {
@@ -274,25 +287,15 @@ impl Before {
     }
 }
 
-/// Removes `path` (a link itself, a directory without following what is in it), unless its
-/// parent is now reached through a link; the line to say.
-fn take(path: &Path, why: &str) -> String {
+/// Removes `path` (a link itself, a directory with everything in it), from its directory
+/// opened beneath the root that holds it with no link followed on the way or inside it: a
+/// process of the command still running cannot swap a link in to send the removal elsewhere.
+/// A link met on the way leaves it alone. The line to say.
+fn take(roots: &[PathBuf], path: &Path, why: &str) -> String {
     let shown = path.display();
-    let parent = path.parent().unwrap_or(path);
-    if std::fs::canonicalize(parent).ok().as_deref() != Some(parent) {
-        return format!("the command made {shown} through a link; it was left alone");
-    }
-    match remove(path) {
+    match Parent::existing(roots, path).and_then(|parent| parent.remove_tree()) {
         Ok(()) => format!("removed {shown}, which the command made: {why}"),
-        Err(err) => format!("the command made {shown}, and it could not be removed: {err}"),
-    }
-}
-
-fn remove(path: &Path) -> std::io::Result<()> {
-    match std::fs::symlink_metadata(path) {
-        Ok(meta) if meta.is_dir() => std::fs::remove_dir_all(path),
-        Ok(_) => std::fs::remove_file(path),
-        Err(err) => Err(err),
+        Err(err) => format!("the command made {shown}, and it was left as it is: {err}"),
     }
 }
 
@@ -343,7 +346,7 @@ fn repositories(roots: &[PathBuf]) -> Survey {
 fn new_repository(roots: &[PathBuf], dot_git: &Path) -> Vec<String> {
     let Ok(meta) = std::fs::symlink_metadata(dot_git) else { return Vec::new() };
     if meta.file_type().is_symlink() {
-        return vec![take(dot_git, "a repository the command made may not lead elsewhere")];
+        return vec![take(roots, dot_git, "a repository the command made may not lead elsewhere")];
     }
     let git_dir = if meta.is_dir() {
         dot_git.to_path_buf()
@@ -351,7 +354,7 @@ fn new_repository(roots: &[PathBuf], dot_git: &Path) -> Vec<String> {
         let inside = super::pointed_git_dir(dot_git).filter(|dir| roots.iter().any(|root| dir.starts_with(root)));
         match inside {
             Some(dir) => dir,
-            None => return vec![take(dot_git, "it points git to a directory outside the workspace")],
+            None => return vec![take(roots, dot_git, "it points git to a directory outside the workspace")],
         }
     };
     let mut said = Vec::new();
@@ -360,32 +363,37 @@ fn new_repository(roots: &[PathBuf], dot_git: &Path) -> Vec<String> {
         Ok(meta) if meta.is_dir() => {
             for hook in std::fs::read_dir(&hooks).into_iter().flatten().flatten() {
                 if !hook.file_name().to_string_lossy().ends_with(".sample") {
-                    said.push(take(&hook.path(), "a new repository's hooks run code at its next git command"));
+                    said.push(take(roots, &hook.path(), "a new repository's hooks run code at its next git command"));
                 }
             }
         }
-        Ok(_) => said.push(take(&hooks, "a new repository's hooks run code at its next git command")),
+        Ok(_) => said.push(take(roots, &hooks, "a new repository's hooks run code at its next git command")),
         Err(_) => {}
     }
     for name in REDIRECTS {
         let path = git_dir.join(name);
         if std::fs::symlink_metadata(&path).is_ok() {
-            said.push(take(&path, "it would send git to another directory for its configuration"));
+            said.push(take(roots, &path, "it would send git to another directory for its configuration"));
         }
     }
-    said.extend(safe_config(&git_dir.join("config")));
+    said.extend(safe_config(roots, &git_dir.join("config")));
     said
 }
 
 /// Rewrites a new repository's configuration with only the settings that run nothing.
-fn safe_config(config: &Path) -> Option<String> {
-    let meta = std::fs::symlink_metadata(config).ok()?;
-    if !meta.is_file() || meta.len() > MAX_CONFIG {
-        return Some(take(config, "a new repository's configuration must be a small file of its own"));
-    }
+fn safe_config(roots: &[PathBuf], config: &Path) -> Option<String> {
+    std::fs::symlink_metadata(config).ok()?;
+    // Read and written from its directory opened beneath the root, with no link followed: a
+    // link swapped in for the file or a directory above it is not read or written through.
+    let parent = match Parent::existing(roots, config) {
+        Ok(parent) => parent,
+        Err(err) => return Some(format!("{} was left as it is: {err}", config.display())),
+    };
     // Read as bytes: a byte that is not UTF-8 must not make the sweep give up on the file.
-    let Ok(bytes) = std::fs::read(config) else {
-        return Some(take(config, "a new repository's configuration must be readable"));
+    let bytes = match parent.read(MAX_CONFIG) {
+        Ok(Some(bytes)) => bytes,
+        Ok(None) => return Some(take(roots, config, "a new repository's configuration must be a small file")),
+        Err(_) => return Some(take(roots, config, "a new repository's configuration must be a file of its own")),
     };
     let text = String::from_utf8_lossy(&bytes);
     let entries = gitconfig::entries(&text);
@@ -415,23 +423,21 @@ fn safe_config(config: &Path) -> Option<String> {
         }
         _ => format!("the settings {}", dropped.join(", ")),
     };
-    // A new file renamed over the old one: a link put in its place is replaced, not followed.
-    let fresh = config.with_file_name(".config.cairn-sweep");
-    let _ = std::fs::remove_file(&fresh);
-    let written = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(&fresh)
+    // A new file renamed over the old one, within the directory opened: a link put in its
+    // place is replaced, not followed.
+    let fresh = std::ffi::OsStr::new(".config.cairn-sweep");
+    let _ = parent.remove(fresh);
+    let written = parent
+        .create(fresh, 0o644)
         .and_then(|mut file| std::io::Write::write_all(&mut file, kept.as_bytes()))
-        .and_then(|()| std::fs::rename(&fresh, config));
+        .and_then(|()| parent.replace_with(fresh));
     Some(match written {
         Ok(()) => {
             format!("removed from {} {what} of a repository the command made: they can run programs", config.display())
         }
         Err(err) => {
-            let _ = std::fs::remove_file(&fresh);
-            take(config, &format!("it held {what}, which can run programs, and could not be rewritten ({err})"))
+            let _ = parent.remove(fresh);
+            take(roots, config, &format!("it held {what}, which can run programs, and could not be rewritten ({err})"))
         }
     })
 }
