@@ -13,6 +13,7 @@
 pub mod acp;
 pub mod agent;
 pub mod backlog;
+mod beneath;
 pub mod config;
 pub mod doctor;
 pub mod exec;

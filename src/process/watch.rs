@@ -31,7 +31,7 @@ use std::sync::{Arc, Condvar, Mutex};
 use super::namespace::Keeper;
 use super::places::Places;
 use super::places::sweep::{self, Before};
-use crate::tools::beneath::Parent;
+use crate::beneath::Parent;
 
 const EVENTS: u32 = libc::IN_CREATE | libc::IN_MOVED_TO;
 

@@ -17,8 +17,8 @@ use std::io::{self, ErrorKind, Read, Write};
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
-use super::beneath::{self, Parent};
 use super::{ToolContext, ToolError, blocking};
+use crate::beneath::{self, Parent};
 
 /// The largest old text `write` shows in its diff and `edit` changes. The diff carries the old
 /// and the new text to the editor and into the session's history, so this bounds one call at
@@ -154,7 +154,7 @@ pub(super) async fn save(ctx: &ToolContext, path: &Path, text: &str) -> Result<(
 /// Writes `text` to a fresh temporary file next to `path` (a final target, beneath one of
 /// `roots` or not), then renames it over `path`, all within the directory opened without
 /// following a symlink. `suffix` names the temporary files tried.
-pub(super) fn save_local(
+pub(crate) fn save_local(
     roots: &[PathBuf],
     path: &Path,
     text: &[u8],
@@ -223,6 +223,6 @@ fn create_temporary(
 }
 
 /// 64 bits from the system's secure random source, as hex: a name nobody can plant in advance.
-pub(super) fn random_suffix() -> io::Result<String> {
+pub(crate) fn random_suffix() -> io::Result<String> {
     crate::ids::random_hex::<8>().ok_or_else(|| io::Error::other("no random numbers available"))
 }

@@ -26,14 +26,13 @@
 
 pub mod agents;
 mod bash;
-pub(crate) mod beneath;
 pub mod checkpoint;
 mod diagnostics;
 mod edit;
 mod exit_plan;
 mod fetch;
 pub mod front;
-mod fs;
+pub(crate) mod fs;
 mod glob;
 mod grep;
 pub mod host;

@@ -159,7 +159,7 @@ pub fn load(skill: &SkillInfo) -> Result<Loaded, String> {
 fn read_skill_file(root: &Path, dir: &Path) -> Result<(String, bool), String> {
     let real_dir = inside(root, dir)?;
     let real_file = inside(&real_dir, &dir.join("SKILL.md"))?;
-    let file = super::beneath::open_read(std::slice::from_ref(&real_dir), &real_file)
+    let file = crate::beneath::open_read(std::slice::from_ref(&real_dir), &real_file)
         .map_err(|err| format!("its SKILL.md cannot be opened: {err}"))?;
     let metadata = file.metadata().map_err(|err| err.to_string())?;
     if !metadata.is_file() {

@@ -16,7 +16,7 @@
 //! command made on the way (below a root) goes with that link, removed itself; one reached
 //! through a link that stood before the command is left alone; and directories are removed
 //! without following what is in them. Every removal and rewrite goes through the directory
-//! that holds it, opened beneath its root with no link followed (`tools::beneath`), so a
+//! that holds it, opened beneath its root with no link followed (`crate::beneath`), so a
 //! process of the command still running (a background job) cannot swap a link into the path
 //! between a check and the act. The supervisor does this outside Landlock, so this care is
 //! the whole guard.
@@ -26,7 +26,7 @@ use std::os::unix::fs::MetadataExt as _;
 use std::path::{Path, PathBuf};
 
 use super::{MAX_DEPTH, MAX_ENTRIES, SKIPPED};
-use crate::tools::beneath::Parent;
+use crate::beneath::Parent;
 use crate::workspace::gitconfig;
 use crate::workspace::{GUARDED, Reach, Shield};
 

@@ -21,7 +21,7 @@ use std::sync::Arc;
 
 use super::scan::{self, plain};
 use super::{By, Digest, Entry, State};
-use crate::tools::beneath::Parent;
+use crate::beneath::Parent;
 use crate::tools::host::Host;
 
 /// A stored capture, as read back, in the order they were taken.
@@ -200,7 +200,7 @@ pub fn current(root: &Path, relative: &Path, limit: u64) -> Option<Vec<u8>> {
     if !plain(relative) {
         return None;
     }
-    let file = crate::tools::beneath::open_read(&[root.to_owned()], &root.join(relative)).ok()?;
+    let file = crate::beneath::open_read(&[root.to_owned()], &root.join(relative)).ok()?;
     let metadata = file.metadata().ok()?;
     if !metadata.is_file() || metadata.len() > limit {
         return None;

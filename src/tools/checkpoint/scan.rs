@@ -246,7 +246,7 @@ fn read_state(
     }
     // Opened from the root with no symlink followed on the way, without blocking on a FIFO
     // swapped in since the walk, as the tools open files.
-    let file = match crate::tools::beneath::open_read(&[root.to_owned()], path) {
+    let file = match crate::beneath::open_read(&[root.to_owned()], path) {
         Ok(file) => file,
         Err(err) if err.kind() == ErrorKind::NotFound => return Ok(None),
         // Unreadable (no permission, swapped for a link): listed, not kept.

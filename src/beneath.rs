@@ -10,8 +10,8 @@
 //! Kernels before 5.6 have no `openat2` (`ENOSYS`, or `EPERM` from a container's older seccomp
 //! filter): there the path is walked one component at a time with `openat(O_NOFOLLOW)`, which
 //! refuses a symlink at every step the same way. Every `unsafe` call of the tools is here, one
-//! per function. The supervisor's sweep and watcher (`process::places`, `process::watch`) remove
-//! and rewrite what a command made through the same handles.
+//! per function. The tools' reads and saves use it, and so do the supervisor's sweep and
+//! watcher (`process::places`, `process::watch`) to remove and rewrite what a command made.
 
 use std::ffi::{CString, OsStr, OsString};
 use std::fs::{File, Metadata};
@@ -27,7 +27,7 @@ const RESOLVE: u64 = libc::RESOLVE_BENEATH | libc::RESOLVE_NO_SYMLINKS | libc::R
 const RETRIES: usize = 8;
 
 /// Opens `target` (a final target) to read, without blocking on a FIFO or taking a terminal.
-pub(super) fn open_read(roots: &[PathBuf], target: &Path) -> io::Result<File> {
+pub(crate) fn open_read(roots: &[PathBuf], target: &Path) -> io::Result<File> {
     let (anchor, rest) = anchor(roots, target)?;
     let flags = libc::O_RDONLY | libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC;
     open_beneath(anchor.as_fd(), &rest, flags, 0).map(File::from).map_err(|err| told(err, target))
