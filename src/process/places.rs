@@ -20,6 +20,7 @@
 //! directories that hold dependencies or build output. A guarded place that does not exist yet
 //! cannot be bound; `sweep.rs` deals with what a command makes.
 
+mod pending;
 pub mod sweep;
 
 use std::collections::VecDeque;

@@ -25,6 +25,7 @@ use std::collections::{HashSet, VecDeque};
 use std::os::unix::fs::MetadataExt as _;
 use std::path::{Path, PathBuf};
 
+use super::pending::{self, Pending};
 use super::{MAX_DEPTH, MAX_ENTRIES, SKIPPED};
 use crate::beneath::Parent;
 use crate::workspace::gitconfig;
@@ -80,6 +81,10 @@ pub struct Before {
     absent: Vec<PathBuf>,
     /// [`REDIRECTS`] of the known git directories that did not exist.
     redirects: Vec<PathBuf>,
+    /// The git directories the walk found.
+    git_dirs: Vec<PathBuf>,
+    /// Their submodules and queued `exec` lines.
+    pending: Pending,
     /// Every `.git` the walk reached, and which git directory it led to.
     repositories: Vec<(PathBuf, Option<Identity>)>,
     /// What the walk saw, to tell a `.git` that was not there from one it never looked for.
@@ -160,7 +165,9 @@ pub fn before(roots: &[PathBuf], git_dirs: &[PathBuf], missing: &[PathBuf]) -> B
         .collect();
     let survey = repositories(&roots);
     let repositories = survey.found.iter().map(|dot_git| (dot_git.clone(), identity(dot_git))).collect();
-    Before { roots, absent, redirects, repositories, survey, at: std::time::SystemTime::now() }
+    let pending = pending::note(&roots, git_dirs);
+    let git_dirs = git_dirs.to_vec();
+    Before { roots, absent, redirects, git_dirs, pending, repositories, survey, at: std::time::SystemTime::now() }
 }
 
 impl Before {
@@ -241,6 +248,14 @@ pub fn sweep(before: &Before) -> Vec<String> {
     for path in before.redirects.iter().filter(made) {
         let why = "it would send git to another directory for its configuration and hooks";
         said.push(before.take_through_link(path, why).unwrap_or_else(|| take(&before.roots, path, why)));
+    }
+    // In the repositories that stood: a submodule's git directory the command made is a
+    // repository it made, and `exec` lines it queued in a stopped rebase go.
+    for git_dir in &before.git_dirs {
+        for module in before.pending.new_modules(git_dir) {
+            said.extend(clean(&before.roots, &module, &Pending::default()));
+        }
+        said.extend(before.pending.drop_new_execs(&before.roots, git_dir));
     }
     for dot_git in repositories(&before.roots).found {
         if before.made(&dot_git) {
@@ -357,6 +372,18 @@ fn new_repository(roots: &[PathBuf], dot_git: &Path) -> Vec<String> {
             None => return vec![take(roots, dot_git, "it points git to a directory outside the workspace")],
         }
     };
+    let mut said = clean(roots, &git_dir, &Pending::default());
+    // Its submodules' git directories are the command's too.
+    for module in Pending::default().new_modules(&git_dir) {
+        said.extend(clean(roots, &module, &Pending::default()));
+    }
+    said
+}
+
+/// Takes from a git directory the command made, or changed, what runs code: its hooks (but
+/// git's samples), redirects, settings that run programs, and queued `exec` lines it added to
+/// a stopped rebase (`pending` says which stood before).
+fn clean(roots: &[PathBuf], git_dir: &Path, pending: &Pending) -> Vec<String> {
     let mut said = Vec::new();
     let hooks = git_dir.join("hooks");
     match std::fs::symlink_metadata(&hooks) {
@@ -377,6 +404,7 @@ fn new_repository(roots: &[PathBuf], dot_git: &Path) -> Vec<String> {
         }
     }
     said.extend(safe_config(roots, &git_dir.join("config")));
+    said.extend(pending.drop_new_execs(roots, git_dir));
     said
 }
 
@@ -397,13 +425,20 @@ fn safe_config(roots: &[PathBuf], config: &Path) -> Option<String> {
     };
     let text = String::from_utf8_lossy(&bytes);
     let entries = gitconfig::entries(&text);
-    let safe = |section: &str, key: &str| {
+    // A submodule's git directory names its working tree (`core.worktree`, relative to the git
+    // directory): kept where it leads inside a root, as `git submodule add` writes it.
+    let git_dir = config.parent().unwrap_or(config);
+    let inside = |value: &str| {
+        std::fs::canonicalize(git_dir.join(value)).is_ok_and(|dir| roots.iter().any(|root| dir.starts_with(root)))
+    };
+    let safe = |(section, key, value): &(String, String, Option<String>)| {
         let name = format!("{section}.{key}");
         SAFE_SETTINGS.contains(&name.as_str())
-            || section.split_once('.').is_some_and(|(base, _)| SAFE_SUBSECTION_SETTINGS.contains(&(base, key)))
+            || section.split_once('.').is_some_and(|(base, _)| SAFE_SUBSECTION_SETTINGS.contains(&(base, key.as_str())))
+            || (name == "core.worktree" && value.as_deref().is_some_and(inside))
     };
     let mut dropped: Vec<String> = Vec::new();
-    for (section, key, _) in entries.iter().filter(|(section, key, _)| !safe(section, key)) {
+    for (section, key, _) in entries.iter().filter(|entry| !safe(entry)) {
         let name = format!("{section}.{key}");
         if !dropped.contains(&name) {
             dropped.push(name);
@@ -412,7 +447,7 @@ fn safe_config(roots: &[PathBuf], config: &Path) -> Option<String> {
     // The file is always written again from what was read as safe, unless it is that text
     // already (as `git init` and `git clone` write it): whatever this reading of the file and
     // git's might disagree on is gone with the rest.
-    let kept = safe_text(entries.iter().filter(|(section, key, _)| safe(section, key)));
+    let kept = safe_text(entries.iter().filter(|entry| safe(entry)));
     if kept.as_bytes() == bytes.as_slice() {
         return None;
     }

@@ -295,3 +295,27 @@ fn a_guarded_place_made_through_a_new_link_goes_with_the_link_and_an_old_link_st
     assert!(fs::symlink_metadata(root.join(".github")).is_ok(), "the user's link stays: {said:?}");
     assert!(said.iter().any(|line| line.contains(".github/workflows") && line.contains("left as it is")), "{said:?}");
 }
+
+/// In a repository that stood, a submodule's git directory the command made under
+/// `.git/modules/` keeps no hook (it ran at the user's `git submodule update`), and a stopped
+/// rebase loses the `exec` lines the command queued (they ran at `git rebase --continue`).
+#[test]
+fn a_submodule_and_a_stopped_rebase_the_command_left_in_a_repository_run_nothing_later() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = fs::canonicalize(dir.path()).unwrap();
+    let git = root.join(".git");
+    touch(&git.join("config"));
+    let noted = before(std::slice::from_ref(&root), std::slice::from_ref(&git), &[]);
+    touch(&git.join("modules/evil/HEAD"));
+    touch(&git.join("modules/evil/hooks/post-checkout"));
+    fs::write(git.join("modules/evil/config"), "[core]\n\tworktree = ../../../evil\n\tfsmonitor = touch pwned\n")
+        .unwrap();
+    fs::create_dir_all(root.join("evil")).unwrap();
+    touch(&git.join("rebase-merge/git-rebase-todo"));
+    fs::write(git.join("rebase-merge/git-rebase-todo"), "break\nexec touch pwned\n").unwrap();
+    let said = sweep(&noted);
+    assert!(!git.join("modules/evil/hooks/post-checkout").exists(), "{said:?}");
+    let config = fs::read_to_string(git.join("modules/evil/config")).unwrap();
+    assert_eq!(config, "[core]\n\tworktree = ../../../evil\n", "its working tree inside the workspace is kept");
+    assert_eq!(fs::read_to_string(git.join("rebase-merge/git-rebase-todo")).unwrap(), "break\n", "{said:?}");
+}
