@@ -83,6 +83,8 @@ pub struct Before {
     redirects: Vec<PathBuf>,
     /// The git directories the walk found.
     git_dirs: Vec<PathBuf>,
+    /// Files at the top of a root named as a guarded place ends (`*.code-workspace`).
+    suffixed: Vec<PathBuf>,
     /// Their submodules and queued `exec` lines.
     pending: Pending,
     /// Every `.git` the walk reached, and which git directory it led to.
@@ -165,9 +167,11 @@ pub fn before(roots: &[PathBuf], git_dirs: &[PathBuf], missing: &[PathBuf]) -> B
         .collect();
     let survey = repositories(&roots);
     let repositories = survey.found.iter().map(|dot_git| (dot_git.clone(), identity(dot_git))).collect();
+    let suffixed = roots.iter().flat_map(|root| suffixed(root)).collect();
     let pending = pending::note(&roots, git_dirs);
     let git_dirs = git_dirs.to_vec();
-    Before { roots, absent, redirects, git_dirs, pending, repositories, survey, at: std::time::SystemTime::now() }
+    let at = std::time::SystemTime::now();
+    Before { roots, absent, redirects, git_dirs, suffixed, pending, repositories, survey, at }
 }
 
 impl Before {
@@ -219,6 +223,21 @@ impl Before {
     }
 }
 
+/// The entries at the top of `root` named as a guarded place ends (`*.code-workspace`).
+fn suffixed(root: &Path) -> Vec<PathBuf> {
+    let suffixes: Vec<&str> = GUARDED
+        .iter()
+        .filter(|place| place.reach == Reach::Suffix && place.shield != Shield::Secret)
+        .map(|place| place.name)
+        .collect();
+    let Ok(entries) = std::fs::read_dir(root) else { return Vec::new() };
+    entries
+        .flatten()
+        .filter(|entry| suffixes.iter().any(|suffix| entry.file_name().as_encoded_bytes().ends_with(suffix.as_bytes())))
+        .map(|entry| entry.path())
+        .collect()
+}
+
 /// Takes `path` away while the command may still be writing into it (tried a few times); the
 /// line to say, if it was there (the sweep may have taken it first).
 pub fn take_now(roots: &[PathBuf], path: &Path) -> Option<String> {
@@ -248,6 +267,12 @@ pub fn sweep(before: &Before) -> Vec<String> {
     for path in before.redirects.iter().filter(made) {
         let why = "it would send git to another directory for its configuration and hooks";
         said.push(before.take_through_link(path, why).unwrap_or_else(|| take(&before.roots, path, why)));
+    }
+    for path in before.roots.iter().flat_map(|root| suffixed(root)) {
+        if !before.suffixed.contains(&path) {
+            let why = "guarded places are read-only to commands; write them with the edit tools, which ask";
+            said.push(take(&before.roots, &path, why));
+        }
     }
     // In the repositories that stood: a submodule's git directory the command made is a
     // repository it made, and `exec` lines it queued in a stopped rebase go.

@@ -319,3 +319,17 @@ fn a_submodule_and_a_stopped_rebase_the_command_left_in_a_repository_run_nothing
     assert_eq!(config, "[core]\n\tworktree = ../../../evil\n", "its working tree inside the workspace is kept");
     assert_eq!(fs::read_to_string(git.join("rebase-merge/git-rebase-todo")).unwrap(), "break\n", "{said:?}");
 }
+
+/// A `*.code-workspace` file (its tasks and settings run when the user opens it) the command
+/// made at the top of a root is taken away; the user's own stays.
+#[test]
+fn a_code_workspace_file_the_command_made_is_taken_and_the_users_stays() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = fs::canonicalize(dir.path()).unwrap();
+    touch(&root.join("team.code-workspace"));
+    let noted = before(std::slice::from_ref(&root), &[], &[]);
+    touch(&root.join("evil.code-workspace"));
+    let said = sweep(&noted);
+    assert!(!root.join("evil.code-workspace").exists(), "{said:?}");
+    assert!(root.join("team.code-workspace").exists());
+}
