@@ -465,8 +465,9 @@ fn a_repository_renamed_from_an_old_directory_is_new_and_keeps_no_hooks() {
     assert!(!marker.exists(), "the hook of a renamed repository ran outside the sandbox: {}", output.stderr);
 }
 
-/// The same over two commands: the first makes a directory that is no repository yet, its
-/// configuration running code (`core.fsmonitor`); a later one renames it to `.git`.
+/// The same over two commands: the first makes a directory that is no repository yet (no
+/// `refs/`, so not a git directory's shape either), its configuration running code
+/// (`core.fsmonitor`); a later one completes it and renames it to `.git`.
 #[test]
 fn a_directory_one_command_made_and_a_later_one_renamed_to_git_keeps_no_configuration_that_runs_code() {
     if !kernel_keeps_it() {
@@ -477,14 +478,14 @@ fn a_directory_one_command_made_and_a_later_one_renamed_to_git_keeps_no_configur
     std::fs::create_dir_all(&ws).unwrap();
     let marker = dir.path().join("pwned-renamed-config");
     let script = format!(
-        "git init -q n && mkdir old && cp -r n/.git/. old/ && rm -rf n && \
+        "git init -q n && mkdir old && cp -r n/.git/. old/ && rm -rf n old/refs && \
          git config -f old/config core.fsmonitor 'touch {}; false' && echo made",
         marker.display()
     );
     let output = supervise(&ws, &script, &[]);
     assert!(output.stdout.contains("made"), "{}", output.stderr);
     std::thread::sleep(AGED);
-    let output = supervise(&ws, "mv old .git && echo renamed", &[]);
+    let output = supervise(&ws, "mkdir old/refs && mv old .git && echo renamed", &[]);
     assert!(output.stdout.contains("renamed"), "{}", output.stderr);
     user_runs_git_status(&ws);
     assert!(!marker.exists(), "the renamed directory's fsmonitor ran outside the sandbox: {}", output.stderr);
