@@ -398,6 +398,29 @@ fn a_hooks_path_from_the_global_configuration_is_read_only() {
     assert!(!marker.exists(), "the planted hook ran outside the sandbox");
 }
 
+/// `core.hooksPath` given only in the environment (`GIT_CONFIG_COUNT`, as an editor or a shell
+/// profile may set it for every git) was never read: that directory stayed writable.
+#[test]
+fn a_hooks_path_from_the_environment_is_read_only() {
+    if !kernel_keeps_it() {
+        return;
+    }
+    let (dir, ws) = repository();
+    std::fs::create_dir_all(ws.join("tools/hooks")).unwrap();
+    let env =
+        [("GIT_CONFIG_COUNT", "1"), ("GIT_CONFIG_KEY_0", "core.hooksPath"), ("GIT_CONFIG_VALUE_0", "tools/hooks")];
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_cairn"));
+    command.envs(env);
+    let marker = dir.path().join("pwned-environment");
+    let hook = "tools/hooks/pre-commit";
+    let script = format!("printf '#!/bin/sh\\ntouch {}\\n' > {hook} && chmod +x {hook}", marker.display());
+    let kind = if super::running_as_root() { "mount" } else { "user" };
+    super::run_supervisor(command, kind, &ws, &script, &[], Duration::from_secs(60));
+    let commit = "git -c user.name=t -c user.email=t@t commit -qam two --allow-empty";
+    let output = std::process::Command::new("sh").args(["-c", commit]).envs(env).current_dir(&ws).status().unwrap();
+    assert!(output.success() && !marker.exists(), "the planted hook ran outside the sandbox");
+}
+
 /// A file replaced by rename outside the namespace (git writes `config` through `config.lock`,
 /// editors and cairn's own edit tools save through a temporary file) loses its bind in the
 /// namespace: a command still running could then write `.git/config` and read the new `.env`
