@@ -9,6 +9,8 @@
 //! file that configuration includes (`workspace::gitconfig`, which the file tools share). For
 //! a worktree or submodule whose `.git` is a file, the file itself and the git directory it
 //! names; for a `.git` that is a link to a directory, the directory it leads to.
+//! A directory git itself takes for a (bare) repository — `HEAD`, `objects/` and `refs/` in it,
+//! no `.git` — is guarded as a git directory.
 //!
 //! Every directory above a read-only place, a hidden one and each root is an anchor: bound
 //! onto itself, so that it cannot be renamed away and replaced by a copy whose parts are
@@ -21,6 +23,7 @@
 //! cannot be bound; `sweep.rs` deals with what a command makes.
 
 mod pending;
+mod survey;
 pub mod sweep;
 
 use std::collections::VecDeque;
@@ -138,6 +141,7 @@ impl Walk<'_> {
         while let Some((dir, depth)) = queue.pop_front() {
             let Ok(entries) = std::fs::read_dir(&dir) else { continue };
             let parent = dir.file_name().map(|name| name.to_string_lossy().to_ascii_lowercase()).unwrap_or_default();
+            let mut shape = survey::Shape::default();
             for entry in entries.flatten() {
                 if depth > 0 {
                     if self.budget == 0 {
@@ -148,6 +152,7 @@ impl Walk<'_> {
                 let path = entry.path();
                 let name = entry.file_name().to_string_lossy().to_ascii_lowercase();
                 let Ok(kind) = entry.file_type() else { continue };
+                shape.note(&entry.file_name(), kind);
                 if self.entry(root, &path, [parent.clone(), name.clone()], kind.is_dir())
                     && kind.is_dir()
                     && depth + 1 < MAX_DEPTH
@@ -155,6 +160,10 @@ impl Walk<'_> {
                 {
                     queue.push_back((path, depth + 1));
                 }
+            }
+            // A directory git takes for a (bare) repository is guarded as a `.git` is.
+            if shape.git_dir() && self.writable {
+                self.git_dir(&dir, &dir);
             }
         }
     }
@@ -281,5 +290,7 @@ impl Walk<'_> {
     }
 }
 
+#[cfg(test)]
+mod sweep_tests;
 #[cfg(test)]
 mod tests;

@@ -64,7 +64,97 @@ fn read_with(
     for file in files {
         read_file(&file, home, 0, &mut found);
     }
+    for (name, value) in environment(lookup) {
+        let Some((section, key)) = split_name(&name) else { continue };
+        // An include from the command line must be absolute (git refuses a relative one).
+        setting(&section, &key, value, None, home, 0, &mut found);
+    }
     found
+}
+
+/// The settings the environment gives, in git's order: `GIT_CONFIG_COUNT` pairs, then
+/// `GIT_CONFIG_PARAMETERS`. Each as `(name, value)`, the name as written (`core.hooksPath`).
+/// Where git would stop at a malformed variable (and run nothing), what came before is kept.
+fn environment(lookup: &dyn Fn(&str) -> Option<std::ffi::OsString>) -> Vec<(String, Option<String>)> {
+    let text = |name: &str| lookup(name).map(|value| value.to_string_lossy().into_owned());
+    let mut out = Vec::new();
+    let count = text("GIT_CONFIG_COUNT").and_then(|count| count.trim().parse::<usize>().ok()).unwrap_or(0);
+    for n in 0..count {
+        // git stops at a missing key or value; so does this (and a huge count costs nothing).
+        let (Some(key), Some(value)) = (text(&format!("GIT_CONFIG_KEY_{n}")), text(&format!("GIT_CONFIG_VALUE_{n}")))
+        else {
+            break;
+        };
+        out.push((key, Some(value)));
+    }
+    if let Some(parameters) = text("GIT_CONFIG_PARAMETERS") {
+        out.extend(parameters_of(&parameters));
+    }
+    out
+}
+
+/// `GIT_CONFIG_PARAMETERS` read as git reads it: shell-quoted items separated by blanks, each
+/// either `'name=value'` (a name alone: true) or `'name'='value'` (`'name'=`: true).
+fn parameters_of(text: &str) -> Vec<(String, Option<String>)> {
+    let mut out = Vec::new();
+    let mut rest = text.trim_start();
+    while !rest.is_empty() {
+        let Some((name, after)) = dequote(rest) else { break };
+        if let Some(after) = after.strip_prefix('=') {
+            if after.starts_with('\'') {
+                let Some((value, after)) = dequote(after) else { break };
+                if !after.is_empty() && !after.starts_with(char::is_whitespace) {
+                    break;
+                }
+                out.push((name, Some(value)));
+                rest = after.trim_start();
+            } else if after.is_empty() || after.starts_with(char::is_whitespace) {
+                out.push((name, None));
+                rest = after.trim_start();
+            } else {
+                break;
+            }
+        } else if after.is_empty() || after.starts_with(char::is_whitespace) {
+            match name.split_once('=') {
+                Some((name, value)) => out.push((name.trim().to_owned(), Some(value.to_owned()))),
+                None => out.push((name.trim().to_owned(), None)),
+            }
+            rest = after.trim_start();
+        } else {
+            break;
+        }
+    }
+    out
+}
+
+/// One single-quoted word at the start of `text` (`'\''` and `'\!'` standing for `'` and `!`
+/// between quoted parts); the word and what follows it.
+fn dequote(text: &str) -> Option<(String, &str)> {
+    let mut rest = text.strip_prefix('\'')?;
+    let mut word = String::new();
+    loop {
+        let end = rest.find('\'')?;
+        word.push_str(&rest[..end]);
+        rest = &rest[end + 1..];
+        let mut chars = rest.chars();
+        match (chars.next(), chars.next(), chars.next()) {
+            (Some('\\'), Some(c @ ('\'' | '!')), Some('\'')) => {
+                word.push(c);
+                rest = &rest[3..];
+            }
+            _ => return Some((word, rest)),
+        }
+    }
+}
+
+/// `section.sub.key` → (`section.sub`, `key`), section and key lower-cased as in [`entries`].
+fn split_name(name: &str) -> Option<(String, String)> {
+    let (section, key) = name.rsplit_once('.')?;
+    let section = match section.split_once('.') {
+        Some((base, sub)) => format!("{}.{sub}", base.to_ascii_lowercase()),
+        None => section.to_ascii_lowercase(),
+    };
+    Some((section, key.to_ascii_lowercase()))
 }
 
 fn read_file(file: &Path, home: Option<&Path>, depth: usize, found: &mut Found) {
@@ -99,14 +189,28 @@ fn read_file(file: &Path, home: Option<&Path>, depth: usize, found: &mut Found) 
     let text = String::from_utf8_lossy(&text);
     let base = file.parent().unwrap_or(Path::new("/"));
     for (section, key, value) in entries(&text) {
-        let include = key == "path" && (section == "include" || section.starts_with("includeif."));
-        if include && let Some(value) = value {
-            let path = expand(&value, home).unwrap_or_else(|| base.join(&value));
-            found.includes.push(path.clone());
-            read_file(&path, home, depth + 1, found);
-        } else if section == "core" && key == "hookspath" {
-            found.hooks_path = value;
-        }
+        setting(&section, &key, value, Some(base), home, depth, found);
+    }
+}
+
+/// One setting read from a file in `base` (`None`: from the environment, where an include must
+/// be absolute).
+fn setting(
+    section: &str,
+    key: &str,
+    value: Option<String>,
+    base: Option<&Path>,
+    home: Option<&Path>,
+    depth: usize,
+    found: &mut Found,
+) {
+    let include = key == "path" && (section == "include" || section.starts_with("includeif."));
+    if include && let Some(value) = value {
+        let Some(path) = expand(&value, home).or_else(|| Some(base?.join(&value))) else { return };
+        found.includes.push(path.clone());
+        read_file(&path, home, depth + 1, found);
+    } else if section == "core" && key == "hookspath" {
+        found.hooks_path = value;
     }
 }
 
@@ -300,6 +404,40 @@ mod tests {
         let found = read_with(&git, None, None, &lookup);
         assert_eq!(found.hooks_path.as_deref(), Some("global"));
         assert!(found.files.contains(&global), "{found:?}");
+    }
+
+    #[test]
+    fn settings_in_the_environment_come_after_the_files_count_pairs_before_git_c_parameters() {
+        let dir = tempfile::tempdir().unwrap();
+        let git = dir.path().join(".git");
+        std::fs::create_dir_all(&git).unwrap();
+        std::fs::write(git.join("config"), "[core]\n\thooksPath = local\n").unwrap();
+        let inc = dir.path().join("env.inc");
+        std::fs::write(&inc, "[alias]\n").unwrap();
+        let vars = |pairs: Vec<(&'static str, String)>| {
+            move |name: &str| pairs.iter().find(|(n, _)| *n == name).map(|(_, v)| v.clone().into())
+        };
+        let count = vars(vec![
+            ("GIT_CONFIG_COUNT", "2".into()),
+            ("GIT_CONFIG_KEY_0", "Core.HooksPath".into()),
+            ("GIT_CONFIG_VALUE_0", "from-count".into()),
+            ("GIT_CONFIG_KEY_1", "include.path".into()),
+            ("GIT_CONFIG_VALUE_1", inc.display().to_string()),
+        ]);
+        let found = read_with(&git, None, None, &count);
+        assert_eq!(found.hooks_path.as_deref(), Some("from-count"), "after the repository's file");
+        assert!(found.files.contains(&inc), "an absolute include from the environment is read: {found:?}");
+        let both = vars(vec![
+            ("GIT_CONFIG_COUNT", "1".into()),
+            ("GIT_CONFIG_KEY_0", "core.hooksPath".into()),
+            ("GIT_CONFIG_VALUE_0", "from-count".into()),
+            ("GIT_CONFIG_PARAMETERS", "'core.bare'='true' 'core.hookspath'='it'\\''s' 'user.name'=".into()),
+        ]);
+        assert_eq!(read_with(&git, None, None, &both).hooks_path.as_deref(), Some("it's"), "git -c comes last");
+        let old = vars(vec![("GIT_CONFIG_PARAMETERS", "'core.hooksPath=old style' 'core.bare'".into())]);
+        assert_eq!(read_with(&git, None, None, &old).hooks_path.as_deref(), Some("old style"));
+        let short = vars(vec![("GIT_CONFIG_COUNT", "5".into()), ("GIT_CONFIG_KEY_0", "core.hooksPath".into())]);
+        assert_eq!(read_with(&git, None, None, &short).hooks_path.as_deref(), Some("local"), "git stops at a gap");
     }
 
     #[test]

@@ -2,15 +2,28 @@
 //! are gone: a guarded place at the top of a root that did not exist before (`.cargo/`,
 //! `.vscode/`, …), a `commondir` or `config.worktree` in a git directory that had none (they
 //! would send git elsewhere for its configuration), and in each repository the command made
-//! (anywhere the walk reaches) every hook that is not one of git's samples and every setting of
-//! its configuration that can run code. What is taken is said on stderr, which the model reads.
+//! every hook that is not one of git's samples and every setting of its configuration that can
+//! run code. What is taken is said on stderr, which the model reads.
+//!
+//! The repositories are found by the walks of `survey.rs`. A bounded walk cannot see
+//! everything, and a command can spend any fixed budget or go below any fixed depth, so the walk
+//! after the command spends its effort where the command wrote: it reads every directory whose
+//! change time (which a new, removed or renamed entry sets, and no program can set back) says
+//! its entries changed while the command ran, at any depth and in `node_modules` or `target`
+//! too, at the command's own cost; a directory that stood unchanged is not read again (its
+//! listing from before holds), which makes the sweep after a command that changed nothing
+//! cheaper than reading again what the walk before read.
 //!
 //! A repository is the command's when its `.git` (a directory, a link or a `gitdir:` file) was
 //! not at that path before, or leads now to another git directory than before (another inode:
 //! a directory renamed over it, a link turned elsewhere), whatever its times say: a rename
-//! keeps a directory's birth time. Only where the walk before the command stopped short (its
-//! budget spent) is a `.git` it never saw judged by its birth time, so that a user's repository
-//! the walk missed is not taken for new.
+//! keeps a directory's birth time. So is a directory with a git directory's own shape (`HEAD`,
+//! `objects/`, `refs/`: git takes it for a bare repository) that had no such shape before, or is
+//! another directory than the one that had. Only where the walk before the command did not read
+//! the parent (past its depth or budget) is a `.git` it never saw judged by its birth time, and
+//! such a git directory by its own, its `config`'s and its `hooks`' birth times, so that a
+//! user's repository the walk missed is not taken for new. A repository that stood where the
+//! walk before did not reach is not bound either: a command may write its hooks, and they stay.
 //!
 //! Nothing is followed through a link: a link is removed itself; a place made through a link the
 //! command made on the way (below a root) goes with that link, removed itself; one reached
@@ -21,12 +34,11 @@
 //! between a check and the act. The supervisor does this outside Landlock, so this care is
 //! the whole guard.
 
-use std::collections::{HashSet, VecDeque};
 use std::os::unix::fs::MetadataExt as _;
 use std::path::{Path, PathBuf};
 
 use super::pending::{self, Pending};
-use super::{MAX_DEPTH, MAX_ENTRIES, SKIPPED};
+use super::survey::{self, CLOCK_LAG, Survey};
 use crate::beneath::Parent;
 use crate::workspace::gitconfig;
 use crate::workspace::{GUARDED, Reach, Shield};
@@ -70,9 +82,6 @@ const MAX_CONFIG: u64 = 64 * 1024;
 /// How many dropped settings the sweep names; the rest are counted.
 const SHOWN_SETTINGS: usize = 12;
 
-/// How far file times may lag the clock (they are taken from a coarse one).
-const CLOCK_LAG: std::time::Duration = std::time::Duration::from_secs(2);
-
 /// What stood before the command, to compare with after it.
 #[derive(Debug)]
 pub struct Before {
@@ -89,6 +98,8 @@ pub struct Before {
     pending: Pending,
     /// Every `.git` the walk reached, and which git directory it led to.
     repositories: Vec<(PathBuf, Option<Identity>)>,
+    /// Every directory with a git directory's shape the walk reached, and which it was.
+    bare: Vec<(PathBuf, Option<Identity>)>,
     /// What the walk saw, to tell a `.git` that was not there from one it never looked for.
     survey: Survey,
     /// When the command was about to start: a repository the walk before could not see and
@@ -127,20 +138,11 @@ fn identity(dot_git: &Path) -> Option<Identity> {
     Some(Identity { kind, dev: dir.dev(), ino: dir.ino(), born: dir.created().ok() })
 }
 
-/// What a walk for `.git` saw.
-#[derive(Debug, Default)]
-struct Survey {
-    /// Every `.git`.
-    found: Vec<PathBuf>,
-    /// Every directory among the entries read.
-    dirs: HashSet<PathBuf>,
-    /// The directories read to the end.
-    listed: HashSet<PathBuf>,
-}
-
 /// Notes what stands now in `roots` (whose git directories the walk found, and what their
 /// configuration names that is not there yet: `missing`).
 pub fn before(roots: &[PathBuf], git_dirs: &[PathBuf], missing: &[PathBuf]) -> Before {
+    // Taken first: what changes while the walk reads is read again after.
+    let at = std::time::SystemTime::now();
     let roots: Vec<PathBuf> = roots.iter().filter_map(|root| std::fs::canonicalize(root).ok()).collect();
     let mut absent = Vec::new();
     for root in &roots {
@@ -165,13 +167,13 @@ pub fn before(roots: &[PathBuf], git_dirs: &[PathBuf], missing: &[PathBuf]) -> B
         .flat_map(|dir| REDIRECTS.iter().map(move |name| dir.join(name)))
         .filter(|path| std::fs::symlink_metadata(path).is_err())
         .collect();
-    let survey = repositories(&roots);
+    let survey = survey::before(&roots);
     let repositories = survey.found.iter().map(|dot_git| (dot_git.clone(), identity(dot_git))).collect();
+    let bare = survey.bare.iter().map(|dir| (dir.clone(), identity(dir))).collect();
     let suffixed = roots.iter().flat_map(|root| suffixed(root)).collect();
     let pending = pending::note(&roots, git_dirs);
     let git_dirs = git_dirs.to_vec();
-    let at = std::time::SystemTime::now();
-    Before { roots, absent, redirects, git_dirs, suffixed, pending, repositories, survey, at }
+    Before { roots, absent, redirects, git_dirs, suffixed, pending, repositories, bare, survey, at }
 }
 
 impl Before {
@@ -180,32 +182,39 @@ impl Before {
         if let Some((_, was)) = self.repositories.iter().find(|(path, _)| path == dot_git) {
             return identity(dot_git) != *was;
         }
-        if self.absent_before(dot_git) {
+        if self.roots.iter().any(|root| self.survey.absent(root, dot_git)) {
             return true;
         }
-        // File times come from a coarse clock that may lag the one `at` was read from.
-        let born = std::fs::symlink_metadata(dot_git).and_then(|meta| meta.created());
-        born.map_or(true, |born| born + CLOCK_LAG >= self.at)
+        self.born_since(dot_git, true)
     }
 
-    /// Whether the walk before saw that nothing stood at `path`: going down from its root, a
-    /// directory read to the end did not hold the next step, or held it as no directory.
-    fn absent_before(&self, path: &Path) -> bool {
-        let Some(root) = self.roots.iter().find(|root| path.starts_with(root)) else { return false };
-        let Ok(rest) = path.strip_prefix(root) else { return false };
-        let mut dir = root.clone();
-        for part in rest.components() {
-            if !self.survey.listed.contains(&dir) {
-                return false; // Not read to the end: unknown.
-            }
-            let next = dir.join(part);
-            // Not a directory then (or not there at all): nothing was below it.
-            if next == path || !self.survey.dirs.contains(&next) {
-                return true;
-            }
-            dir = next;
+    /// Whether the command gave `dir` a git directory's shape (see the top).
+    fn made_bare(&self, dir: &Path) -> bool {
+        if let Some((_, was)) = self.bare.iter().find(|(path, _)| path == dir) {
+            return identity(dir) != *was;
         }
-        false
+        if self.survey.listed(dir) || self.survey.new_dir(dir) == Some(true) {
+            return true;
+        }
+        self.born_since(dir, true) || ["config", "hooks"].iter().any(|part| self.born_since(&dir.join(part), false))
+    }
+
+    /// Whether `path` was born after the command was about to start; `false` when nothing is
+    /// there. Where the file system keeps no birth time, with `by_parent`, whether its parent's
+    /// entries changed since (something was made or renamed there), else no.
+    fn born_since(&self, path: &Path, by_parent: bool) -> bool {
+        let Ok(meta) = std::fs::symlink_metadata(path) else { return false };
+        match meta.created() {
+            // File times come from a coarse clock that may lag the one `at` was read from.
+            Ok(born) => born + CLOCK_LAG >= self.at,
+            Err(_) => {
+                by_parent
+                    && path
+                        .parent()
+                        .and_then(|parent| std::fs::symlink_metadata(parent).ok())
+                        .is_some_and(|parent| survey::changed(&parent, self.at))
+            }
+        }
     }
 
     /// What is taken away whenever it appears: the absent guarded places (a repository aside,
@@ -282,9 +291,15 @@ pub fn sweep(before: &Before) -> Vec<String> {
         }
         said.extend(before.pending.drop_new_execs(&before.roots, git_dir));
     }
-    for dot_git in repositories(&before.roots).found {
+    let found = survey::after(&before.survey, &before.roots, before.at);
+    for dot_git in found.gits {
         if before.made(&dot_git) {
             said.extend(new_repository(&before.roots, &dot_git));
+        }
+    }
+    for dir in found.bare {
+        if before.made_bare(&dir) {
+            said.extend(new_git_dir(&before.roots, &dir));
         }
     }
     said
@@ -339,48 +354,6 @@ fn take(roots: &[PathBuf], path: &Path, why: &str) -> String {
     }
 }
 
-/// Every `.git` below the roots, breadth first within the walk's bounds, and what it saw.
-fn repositories(roots: &[PathBuf]) -> Survey {
-    let mut survey = Survey::default();
-    let mut budget = MAX_ENTRIES;
-    for root in roots {
-        let mut queue = VecDeque::from([(root.clone(), 0usize)]);
-        while let Some((dir, depth)) = queue.pop_front() {
-            let Ok(entries) = std::fs::read_dir(&dir) else { continue };
-            let mut whole = true;
-            for entry in entries {
-                let Ok(entry) = entry else {
-                    whole = false;
-                    continue;
-                };
-                if depth > 0 {
-                    if budget == 0 {
-                        return survey;
-                    }
-                    budget -= 1;
-                }
-                let name = entry.file_name();
-                let Ok(kind) = entry.file_type() else {
-                    whole = false;
-                    continue;
-                };
-                if name.eq_ignore_ascii_case(".git") {
-                    survey.found.push(entry.path());
-                } else if kind.is_dir() {
-                    survey.dirs.insert(entry.path());
-                    if depth + 1 < MAX_DEPTH && !SKIPPED.iter().any(|s| name == *s) {
-                        queue.push_back((entry.path(), depth + 1));
-                    }
-                }
-            }
-            if whole {
-                survey.listed.insert(dir);
-            }
-        }
-    }
-    survey
-}
-
 /// A repository the command made: kept, but without hooks, redirects or settings that run
 /// code. A `.git` link is removed; a `.git` file pointing outside the roots is removed.
 fn new_repository(roots: &[PathBuf], dot_git: &Path) -> Vec<String> {
@@ -397,9 +370,14 @@ fn new_repository(roots: &[PathBuf], dot_git: &Path) -> Vec<String> {
             None => return vec![take(roots, dot_git, "it points git to a directory outside the workspace")],
         }
     };
-    let mut said = clean(roots, &git_dir, &Pending::default());
-    // Its submodules' git directories are the command's too.
-    for module in Pending::default().new_modules(&git_dir) {
+    new_git_dir(roots, &git_dir)
+}
+
+/// The git directory of a repository the command made, and its submodules' (they are the
+/// command's too), without hooks, redirects, settings or queued `exec` lines that run code.
+fn new_git_dir(roots: &[PathBuf], git_dir: &Path) -> Vec<String> {
+    let mut said = clean(roots, git_dir, &Pending::default());
+    for module in Pending::default().new_modules(git_dir) {
         said.extend(clean(roots, &module, &Pending::default()));
     }
     said

@@ -39,6 +39,21 @@ fn a_repository_keeps_its_objects_writable_and_its_hooks_config_and_info_read_on
 }
 
 #[test]
+fn a_directory_in_the_shape_of_a_git_directory_is_guarded_as_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = fs::canonicalize(dir.path()).unwrap();
+    touch(&root.join("mirror.git/HEAD"));
+    touch(&root.join("mirror.git/config"));
+    fs::create_dir_all(root.join("mirror.git/objects")).unwrap();
+    fs::create_dir_all(root.join("mirror.git/refs")).unwrap();
+    let places = find(std::slice::from_ref(&root), &[], &names(&[], &[]), true, &Home::default());
+    for part in ["config", "hooks", "info"] {
+        assert!(places.read_only.contains(&root.join("mirror.git").join(part)), "{part}: {places:?}");
+    }
+    assert_eq!(places.git_dirs, [root.join("mirror.git")]);
+}
+
+#[test]
 fn secrets_are_hidden_at_depth_and_tool_configuration_is_read_only() {
     let dir = tempfile::tempdir().unwrap();
     let root = fs::canonicalize(dir.path()).unwrap();

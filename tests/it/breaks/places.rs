@@ -398,6 +398,29 @@ fn a_hooks_path_from_the_global_configuration_is_read_only() {
     assert!(!marker.exists(), "the planted hook ran outside the sandbox");
 }
 
+/// `core.hooksPath` given only in the environment (`GIT_CONFIG_COUNT`, as an editor or a shell
+/// profile may set it for every git) was never read: that directory stayed writable.
+#[test]
+fn a_hooks_path_from_the_environment_is_read_only() {
+    if !kernel_keeps_it() {
+        return;
+    }
+    let (dir, ws) = repository();
+    std::fs::create_dir_all(ws.join("tools/hooks")).unwrap();
+    let env =
+        [("GIT_CONFIG_COUNT", "1"), ("GIT_CONFIG_KEY_0", "core.hooksPath"), ("GIT_CONFIG_VALUE_0", "tools/hooks")];
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_cairn"));
+    command.envs(env);
+    let marker = dir.path().join("pwned-environment");
+    let hook = "tools/hooks/pre-commit";
+    let script = format!("printf '#!/bin/sh\\ntouch {}\\n' > {hook} && chmod +x {hook}", marker.display());
+    let kind = if super::running_as_root() { "mount" } else { "user" };
+    super::run_supervisor(command, kind, &ws, &script, &[], Duration::from_secs(60));
+    let commit = "git -c user.name=t -c user.email=t@t commit -qam two --allow-empty";
+    let output = std::process::Command::new("sh").args(["-c", commit]).envs(env).current_dir(&ws).status().unwrap();
+    assert!(output.success() && !marker.exists(), "the planted hook ran outside the sandbox");
+}
+
 /// A file replaced by rename outside the namespace (git writes `config` through `config.lock`,
 /// editors and cairn's own edit tools save through a temporary file) loses its bind in the
 /// namespace: a command still running could then write `.git/config` and read the new `.env`
@@ -465,8 +488,9 @@ fn a_repository_renamed_from_an_old_directory_is_new_and_keeps_no_hooks() {
     assert!(!marker.exists(), "the hook of a renamed repository ran outside the sandbox: {}", output.stderr);
 }
 
-/// The same over two commands: the first makes a directory that is no repository yet, its
-/// configuration running code (`core.fsmonitor`); a later one renames it to `.git`.
+/// The same over two commands: the first makes a directory that is no repository yet (no
+/// `refs/`, so not a git directory's shape either), its configuration running code
+/// (`core.fsmonitor`); a later one completes it and renames it to `.git`.
 #[test]
 fn a_directory_one_command_made_and_a_later_one_renamed_to_git_keeps_no_configuration_that_runs_code() {
     if !kernel_keeps_it() {
@@ -477,14 +501,14 @@ fn a_directory_one_command_made_and_a_later_one_renamed_to_git_keeps_no_configur
     std::fs::create_dir_all(&ws).unwrap();
     let marker = dir.path().join("pwned-renamed-config");
     let script = format!(
-        "git init -q n && mkdir old && cp -r n/.git/. old/ && rm -rf n && \
+        "git init -q n && mkdir old && cp -r n/.git/. old/ && rm -rf n old/refs && \
          git config -f old/config core.fsmonitor 'touch {}; false' && echo made",
         marker.display()
     );
     let output = supervise(&ws, &script, &[]);
     assert!(output.stdout.contains("made"), "{}", output.stderr);
     std::thread::sleep(AGED);
-    let output = supervise(&ws, "mv old .git && echo renamed", &[]);
+    let output = supervise(&ws, "mkdir old/refs && mv old .git && echo renamed", &[]);
     assert!(output.stdout.contains("renamed"), "{}", output.stderr);
     user_runs_git_status(&ws);
     assert!(!marker.exists(), "the renamed directory's fsmonitor ran outside the sandbox: {}", output.stderr);

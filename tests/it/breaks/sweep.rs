@@ -1,0 +1,89 @@
+//! The sweep after a command, attacked where its walk does not look: a repository made after
+//! enough files to spend the walk's budget, one made deeper than the walk goes or inside a
+//! directory it skips, and a bare one (a directory with git's own shape, no `.git`). Each is
+//! judged by what the user's own git runs afterwards, outside any sandbox.
+
+use super::{kernel_keeps_it, sh_out, supervise};
+
+/// A hook that touches `marker` and a configuration that runs a program (`core.fsmonitor` at
+/// `git status`, `core.sshCommand` at `git ls-remote ssh://…`) planted in the git directory
+/// `git_dir` (relative to the command's directory).
+fn plant(git_dir: &str, marker: &std::path::Path) -> String {
+    format!(
+        "printf '#!/bin/sh\\ntouch {m}\\n' > {g}/hooks/pre-commit && chmod +x {g}/hooks/pre-commit && \
+         git config -f {g}/config core.fsmonitor 'touch {m}; false' && \
+         git config -f {g}/config core.sshCommand 'touch {m}; false'",
+        g = git_dir,
+        m = marker.display()
+    )
+}
+
+/// What the user's git does next in the repository at `dir`: status, a commit, a fetch.
+fn user_runs_git(dir: &std::path::Path) -> String {
+    sh_out(
+        dir,
+        "git status --short; git -c user.name=t -c user.email=t@t commit -q --allow-empty -m x; \
+         git ls-remote ssh://nowhere.invalid/x",
+    )
+}
+
+/// 20,100 files in one directory spend the walk's budget before it reaches the directory the
+/// command then made a repository in.
+#[test]
+fn a_repository_made_after_enough_files_to_spend_the_walk_keeps_no_hook_or_setting() {
+    if !kernel_keeps_it() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    let marker = dir.path().join("pwned-budget");
+    let script = format!(
+        "mkdir a && (cd a && seq 1 20100 | xargs touch) && mkdir b && git init -q b/z && {} && echo planted",
+        plant("b/z/.git", &marker)
+    );
+    let output = supervise(&ws, &script, &[]);
+    assert!(output.stdout.contains("planted"), "{}", output.stderr);
+    let git = user_runs_git(&ws.join("b/z"));
+    assert!(!marker.exists(), "the planted hook or setting ran outside the sandbox: {git}\n{}", output.stderr);
+}
+
+/// Deeper than the walk's four levels, and inside `node_modules` and `target`, which it skips.
+#[test]
+fn a_repository_made_deep_or_in_a_skipped_directory_keeps_no_hook_or_setting() {
+    if !kernel_keeps_it() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().join("ws");
+    std::fs::create_dir_all(ws.join("node_modules/left-pad")).unwrap();
+    std::fs::create_dir_all(ws.join("target/debug")).unwrap();
+    // Below directories that stood unchanged and that the walk before did not read, a repository
+    // is found only while an allowance lasts (`survey.rs`); these are made where it always is.
+    for (place, name) in [("a/b/c/d/e/f", "deep"), ("node_modules/x", "modules"), ("target/y", "target")] {
+        let marker = dir.path().join(format!("pwned-{name}"));
+        let script = format!("git init -q {place} && {} && echo planted", plant(&format!("{place}/.git"), &marker));
+        let output = supervise(&ws, &script, &[]);
+        assert!(output.stdout.contains("planted"), "{place}: {}", output.stderr);
+        let git = user_runs_git(&ws.join(place));
+        assert!(!marker.exists(), "{place}: the planted hook or setting ran outside: {git}\n{}", output.stderr);
+    }
+}
+
+/// A directory turned into a bare repository (`HEAD`, `objects/`, `refs/`, `config`): git takes
+/// it for one when the user runs it there.
+#[test]
+fn a_bare_repository_a_command_makes_keeps_no_hook_or_setting() {
+    if !kernel_keeps_it() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().join("ws");
+    std::fs::create_dir_all(ws.join("plain")).unwrap();
+    let marker = dir.path().join("pwned-bare");
+    let script = format!("git init -q --bare plain && {} && echo planted", plant("plain", &marker));
+    let output = supervise(&ws, &script, &[]);
+    assert!(output.stdout.contains("planted"), "{}", output.stderr);
+    let git = sh_out(&ws.join("plain"), "git ls-remote ssh://nowhere.invalid/x; git log");
+    assert!(!marker.exists(), "the bare repository's setting ran outside the sandbox: {git}\n{}", output.stderr);
+}
