@@ -123,6 +123,10 @@ fn read(roots: &[PathBuf], path: &Path) -> Option<String> {
 /// under its own `modules/`. No link is followed.
 fn modules(git_dir: &Path) -> Vec<PathBuf> {
     let mut found = Vec::new();
+    // A `modules` that is a link (to another repository's) is not walked.
+    if !std::fs::symlink_metadata(git_dir.join("modules")).is_ok_and(|meta| meta.is_dir()) {
+        return found;
+    }
     let mut budget = MAX_ENTRIES;
     let mut queue = vec![(git_dir.join("modules"), 0usize)];
     while let Some((dir, depth)) = queue.pop() {
@@ -170,6 +174,21 @@ mod tests {
         let mut made = noted.new_modules(&git);
         made.sort();
         assert_eq!(made, [git.join("modules/libs/evil"), git.join("modules/old/modules/inner")]);
+    }
+
+    /// A `modules` link the command made to another repository's submodules leads the sweep
+    /// nowhere: those are the user's, outside the workspace.
+    #[test]
+    fn a_modules_link_to_another_repositorys_submodules_is_not_followed() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(dir.path()).unwrap().join("ws");
+        let git = root.join(".git");
+        std::fs::create_dir_all(&git).unwrap();
+        let theirs = root.parent().unwrap().join("other/.git/modules");
+        touch(&theirs.join("lib/HEAD"), "ref: refs/heads/main\n");
+        let noted = note(std::slice::from_ref(&root), std::slice::from_ref(&git));
+        std::os::unix::fs::symlink(&theirs, git.join("modules")).unwrap();
+        assert!(noted.new_modules(&git).is_empty());
     }
 
     /// `exec` lines the command queued in a stopped rebase go (the user's `git rebase

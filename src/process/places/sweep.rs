@@ -330,7 +330,12 @@ impl Before {
                 return None;
             }
             let shown = path.display();
-            return Some(match std::fs::remove_file(&at) {
+            // Removed from its directory opened beneath the root, and only if still a link.
+            let removed = Parent::existing(&self.roots, &at).and_then(|parent| match parent.kind()? {
+                Some(libc::S_IFLNK) => parent.remove(&parent.name),
+                _ => Err(std::io::Error::other("it is no longer a link")),
+            });
+            return Some(match removed {
                 Ok(()) => format!("removed {}, a link the command made to reach {shown}: {why}", at.display()),
                 Err(err) => format!(
                     "the command made {shown} through the link {}, which could not be removed: {err}",
