@@ -126,10 +126,15 @@ impl Parent {
 
     /// Renames the target to `to` in the same directory, never over anything there; the
     /// directory's handle then names it.
-    pub fn rename_aside(self, to: OsString) -> io::Result<Self> {
+    pub fn rename_aside(&self, to: OsString) -> io::Result<Self> {
         renameat_noreplace(self.dir.as_fd(), &self.name, &to)?;
         let target = self.target.with_file_name(&to);
-        Ok(Self { dir: self.dir, name: to, target })
+        Ok(Self { dir: self.dir.try_clone()?, name: to, target })
+    }
+
+    /// The target's path, as it was given.
+    pub fn target(&self) -> &Path {
+        &self.target
     }
 
     /// Reads the target, a regular file (a symlink there is refused), if it holds at most

@@ -171,16 +171,11 @@ fn run(
 /// root with no link followed. `None` where it is not a directory so reached, or the rename
 /// fails: then it is removed where it is.
 fn move_aside(roots: &[PathBuf], path: &Path, removing: &Arc<(Mutex<usize>, Condvar)>) -> Option<String> {
-    static MOVED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     let parent = Parent::existing(roots, path).ok()?;
     if parent.kind().ok()?? != libc::S_IFDIR {
         return None;
     }
-    let number = MOVED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let mut name = std::ffi::OsString::from(".cairn-taken.");
-    name.push(path.file_name()?);
-    name.push(format!(".{}.{number}", std::process::id()));
-    let aside = parent.rename_aside(name).ok()?;
+    let aside = sweep::move_aside(&parent).ok()?;
     if let Ok(mut count) = removing.0.lock() {
         *count += 1;
     }

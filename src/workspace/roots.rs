@@ -64,9 +64,9 @@ pub struct RootRefused {
 
 /// The home directory's places whose files run as the user: programs on `PATH`, cargo's
 /// configuration and binaries, git's and systemd's configuration (both of systemd's user unit
-/// directories), Python's user site (a `.pth` file there runs at every `python3`) and the
-/// shell's drop-in directory.
-const PROGRAMS_IN_HOME: [&str; 8] = [
+/// directories), Python's user site (a `.pth` file there runs at every `python3`), the
+/// shell's drop-in directory and the toolchain managers' installs (rustup, pyenv, rbenv, nvm).
+const PROGRAMS_IN_HOME: [&str; 12] = [
     ".local/bin",
     "bin",
     ".cargo",
@@ -75,13 +75,18 @@ const PROGRAMS_IN_HOME: [&str; 8] = [
     ".local/share/systemd",
     ".local/lib",
     ".bashrc.d",
+    ".rustup",
+    ".pyenv",
+    ".rbenv",
+    ".nvm",
 ];
 
 /// The system's programs and configuration, and the spool of `cron` and `at` (`/usr` and `/var`
 /// themselves may hold projects, `/usr/src/app`, `/var/www`, but contain these).
-const SYSTEM_DIRS: [&str; 13] = [
+const SYSTEM_DIRS: [&str; 14] = [
     "/etc",
     "/var/spool",
+    "/usr/local/lib",
     "/boot",
     "/bin",
     "/sbin",

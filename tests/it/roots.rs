@@ -21,7 +21,7 @@ fn refused_roots(env: &TestEnv) -> Vec<String> {
     std::fs::create_dir_all(home.join(".config")).unwrap();
     std::fs::create_dir_all(env.home().join("inside-data")).unwrap();
     let programs = [".local/bin", "bin", ".cargo", ".config/git", ".config/systemd/user", ".local/share/systemd/user"];
-    let more = [".local/lib/python3.12/site-packages", ".bashrc.d"];
+    let more = [".local/lib/python3.12/site-packages", ".bashrc.d", ".pyenv/versions"];
     for dir in [".ssh/keys", ".aws", ".gnupg"].into_iter().chain(programs).chain(more) {
         std::fs::create_dir_all(home.join(dir)).unwrap();
     }
@@ -59,12 +59,14 @@ fn refused_roots(env: &TestEnv) -> Vec<String> {
         text(home.join(".local/share/systemd/user")),
         text(home.join(".local/lib/python3.12/site-packages")),
         text(home.join(".bashrc.d")),
+        text(home.join(".pyenv/versions")),
         // The system's.
         "/etc".to_owned(),
         "/var/spool".to_owned(),
         "/var".to_owned(),
         "/usr/bin".to_owned(),
         "/usr".to_owned(),
+        "/usr/local/lib".to_owned(),
     ]
 }
 

@@ -16,9 +16,9 @@ use crate::beneath::Parent;
 
 /// How deep submodules' git directories are looked for under `modules/` (a submodule's name may
 /// hold slashes, and submodules nest).
-const MAX_DEPTH: usize = 8;
+const MAX_DEPTH: usize = 64;
 /// Directory entries read under one git directory's `modules/`.
-const MAX_ENTRIES: usize = 4096;
+const MAX_ENTRIES: usize = 65_536;
 /// The largest rebase queue read.
 const MAX_TODO: u64 = 4 * 1024 * 1024;
 
@@ -60,8 +60,20 @@ impl Pending {
     /// Removes from `git_dir`'s stopped rebase the `exec` lines its queue did not hold before;
     /// the line to say, if any went.
     pub fn drop_new_execs(&self, roots: &[PathBuf], git_dir: &Path) -> Option<String> {
+        let why = "a stopped rebase's queue the sweep cannot read safely may hold `exec` lines that \
+                   `git rebase --continue` would run outside the sandbox";
+        // A `rebase-merge` that is a link, or a queue too large or reached through a link, is
+        // taken whole: the queue's lines cannot be told apart.
+        let rebase = git_dir.join("rebase-merge");
+        let meta = std::fs::symlink_metadata(&rebase).ok()?;
+        if !meta.is_dir() {
+            return Some(super::sweep::take(roots, &rebase, why));
+        }
         let todo = todo(git_dir);
-        let text = read(roots, &todo)?;
+        let Some(text) = read(roots, &todo) else {
+            let there = std::fs::symlink_metadata(&todo).is_ok();
+            return there.then(|| super::sweep::take(roots, &todo, why));
+        };
         let mut kept_before = self.execs.get(&todo).cloned().unwrap_or_default();
         let mut dropped = 0usize;
         let mut out = String::with_capacity(text.len());
@@ -136,10 +148,16 @@ fn modules(git_dir: &Path) -> Vec<PathBuf> {
                 return found;
             }
             budget -= 1;
+            let path = entry.path();
+            // A link among the modules may lead git to a submodule's git directory elsewhere:
+            // one the command made is taken itself.
+            if entry.file_type().is_ok_and(|kind| kind.is_symlink()) {
+                found.push(path);
+                continue;
+            }
             if !entry.file_type().is_ok_and(|kind| kind.is_dir()) || depth >= MAX_DEPTH {
                 continue;
             }
-            let path = entry.path();
             if std::fs::symlink_metadata(path.join("HEAD")).is_ok() {
                 queue.push((path.join("modules"), depth + 1));
                 found.push(path);
@@ -191,6 +209,23 @@ mod tests {
         assert!(noted.new_modules(&git).is_empty());
     }
 
+    /// A submodule's git directory the command linked in from elsewhere, or nested past the
+    /// first bounds the walk had (nine levels), is found too.
+    #[test]
+    fn a_linked_or_deeply_nested_submodule_git_directory_is_found() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(dir.path()).unwrap();
+        let git = root.join(".git");
+        std::fs::create_dir_all(git.join("modules")).unwrap();
+        let noted = note(std::slice::from_ref(&root), std::slice::from_ref(&git));
+        std::os::unix::fs::symlink("/tmp", git.join("modules/linked")).unwrap();
+        let deep: PathBuf = (0..9).map(|n| format!("n{n}")).collect();
+        touch(&git.join("modules").join(&deep).join("HEAD"), "ref: refs/heads/main\n");
+        let mut made = noted.new_modules(&git);
+        made.sort();
+        assert_eq!(made, [git.join("modules/linked"), git.join("modules").join(&deep)]);
+    }
+
     /// `exec` lines the command queued in a stopped rebase go (the user's `git rebase
     /// --continue` ran them); the user's own queued lines stay, and so does the rest.
     #[test]
@@ -206,6 +241,17 @@ mod tests {
         assert!(said.is_some_and(|line| line.contains("removed 2")));
         assert_eq!(std::fs::read_to_string(&todo).unwrap(), "pick 1 one\nexec make test\npick 2 two\n");
         assert_eq!(noted.drop_new_execs(std::slice::from_ref(&root), &git), None, "nothing more to take");
+
+        // A queue too large to read, or a `rebase-merge` that is a link, is taken whole.
+        let large = root.join("large/.git");
+        touch(&large.join("rebase-merge/git-rebase-todo"), &"exec touch pwned\n".repeat(300_000));
+        assert!(Pending::default().drop_new_execs(std::slice::from_ref(&root), &large).is_some());
+        assert!(!large.join("rebase-merge/git-rebase-todo").exists());
+        let linked = root.join("linked/.git");
+        std::fs::create_dir_all(&linked).unwrap();
+        std::os::unix::fs::symlink(large.join("rebase-merge"), linked.join("rebase-merge")).unwrap();
+        assert!(Pending::default().drop_new_execs(std::slice::from_ref(&root), &linked).is_some());
+        assert!(std::fs::symlink_metadata(linked.join("rebase-merge")).is_err());
 
         let fresh = root.join("fresh/.git");
         touch(&fresh.join("rebase-merge/git-rebase-todo"), "break\nexec touch pwned\n");

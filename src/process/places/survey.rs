@@ -50,30 +50,33 @@ const LOOK_COST: usize = 16;
 pub const CLOCK_LAG: Duration = Duration::from_secs(2);
 
 /// Whether a directory's entries give it a git directory's shape, which git takes for a
-/// repository when it runs there (`is_git_directory`): a `HEAD` that is no directory, `objects`
-/// and `refs` that are directories or links (git follows them). Told from names and types
-/// alone: nothing in it is opened, so a FIFO named `HEAD` blocks nothing.
+/// repository when it runs there (`is_git_directory`): a `HEAD` that is no directory, and
+/// either a `commondir` (git then looks for the rest where it leads) or `objects` and `refs` of
+/// any kind (git only asks that it may search them: an executable file passes). Told from names
+/// and types alone: nothing in it is opened, so a FIFO named `HEAD` blocks nothing.
 #[derive(Debug, Default)]
 pub struct Shape {
     head: bool,
     objects: bool,
     refs: bool,
+    commondir: bool,
 }
 
 impl Shape {
     pub fn note(&mut self, name: &OsStr, kind: FileType) {
-        let leads_to_dir = kind.is_dir() || kind.is_symlink();
         if name.eq_ignore_ascii_case("HEAD") && !kind.is_dir() {
             self.head = true;
-        } else if name.eq_ignore_ascii_case("objects") && leads_to_dir {
+        } else if name.eq_ignore_ascii_case("objects") {
             self.objects = true;
-        } else if name.eq_ignore_ascii_case("refs") && leads_to_dir {
+        } else if name.eq_ignore_ascii_case("refs") {
             self.refs = true;
+        } else if name.eq_ignore_ascii_case("commondir") {
+            self.commondir = true;
         }
     }
 
     pub fn git_dir(&self) -> bool {
-        self.head && self.objects && self.refs
+        self.head && (self.commondir || (self.objects && self.refs))
     }
 }
 

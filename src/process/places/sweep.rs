@@ -287,7 +287,7 @@ pub fn sweep(before: &Before) -> Vec<String> {
     // repository it made, and `exec` lines it queued in a stopped rebase go.
     for git_dir in &before.git_dirs {
         for module in before.pending.new_modules(git_dir) {
-            said.extend(clean(&before.roots, &module, &Pending::default()));
+            said.extend(clean_module(&before.roots, &module));
         }
         said.extend(before.pending.drop_new_execs(&before.roots, git_dir));
     }
@@ -351,12 +351,42 @@ impl Before {
 /// opened beneath the root that holds it with no link followed on the way or inside it: a
 /// process of the command still running cannot swap a link in to send the removal elsewhere.
 /// A link met on the way leaves it alone. The line to say.
-fn take(roots: &[PathBuf], path: &Path, why: &str) -> String {
+/// What cannot be removed (nested too deep, written into meanwhile) is moved aside under a name
+/// nobody reads, so that it is gone from the guarded place all the same.
+pub(super) fn take(roots: &[PathBuf], path: &Path, why: &str) -> String {
     let shown = path.display();
-    match Parent::existing(roots, path).and_then(|parent| parent.remove_tree()) {
-        Ok(()) => format!("removed {shown}, which the command made: {why}"),
-        Err(err) => format!("the command made {shown}, and it was left as it is: {err}"),
+    let parent = match Parent::existing(roots, path) {
+        Ok(parent) => parent,
+        Err(err) => return format!("the command made {shown}, and it was left as it is: {err}"),
+    };
+    let Err(err) = parent.remove_tree() else {
+        return format!("removed {shown}, which the command made: {why}");
+    };
+    match move_aside(&parent) {
+        Ok(aside) => {
+            let _ = aside.remove_tree();
+            format!(
+                "moved {shown}, which the command made, aside to {} (it could not be removed: {err}): {why}",
+                aside.target().display()
+            )
+        }
+        Err(_) => format!("the command made {shown}, and it was left as it is: {err}"),
     }
+}
+
+/// Renames what `parent` names to a name beside it that a command cannot guess (a command that
+/// made the next names first kept a place from being moved aside), tried a few times.
+pub fn move_aside(parent: &Parent) -> std::io::Result<Parent> {
+    use std::hash::{BuildHasher as _, Hasher as _};
+    let mut failed = std::io::Error::other("no name was free");
+    for _ in 0..8 {
+        let random = std::collections::hash_map::RandomState::new().build_hasher().finish();
+        match parent.rename_aside(format!(".cairn-taken.{random:016x}").into()) {
+            Ok(aside) => return Ok(aside),
+            Err(err) => failed = err,
+        }
+    }
+    Err(failed)
 }
 
 /// A repository the command made: kept, but without hooks, redirects or settings that run
@@ -383,9 +413,17 @@ fn new_repository(roots: &[PathBuf], dot_git: &Path) -> Vec<String> {
 fn new_git_dir(roots: &[PathBuf], git_dir: &Path) -> Vec<String> {
     let mut said = clean(roots, git_dir, &Pending::default());
     for module in Pending::default().new_modules(git_dir) {
-        said.extend(clean(roots, &module, &Pending::default()));
+        said.extend(clean_module(roots, &module));
     }
     said
+}
+
+/// A submodule's git directory the command made: a link is taken itself, a directory cleaned.
+fn clean_module(roots: &[PathBuf], module: &Path) -> Vec<String> {
+    if std::fs::symlink_metadata(module).is_ok_and(|meta| meta.file_type().is_symlink()) {
+        return vec![take(roots, module, "a submodule's git directory the command made may not lead elsewhere")];
+    }
+    clean(roots, module, &Pending::default())
 }
 
 /// Takes from a git directory the command made, or changed, what runs code: its hooks (but
@@ -441,8 +479,13 @@ fn safe_config(roots: &[PathBuf], config: &Path) -> Option<String> {
     };
     let safe = |(section, key, value): &(String, String, Option<String>)| {
         let name = format!("{section}.{key}");
+        let base = section.split_once('.').map(|(base, _)| base);
+        if key == "url" && matches!(base, Some("remote" | "submodule")) {
+            // A repository on this machine runs its own hooks when git pushes to it.
+            return value.as_deref().is_some_and(network_url);
+        }
         SAFE_SETTINGS.contains(&name.as_str())
-            || section.split_once('.').is_some_and(|(base, _)| SAFE_SUBSECTION_SETTINGS.contains(&(base, key.as_str())))
+            || base.is_some_and(|base| SAFE_SUBSECTION_SETTINGS.contains(&(base, key.as_str())))
             || (name == "core.worktree" && value.as_deref().is_some_and(inside))
     };
     let mut dropped: Vec<String> = Vec::new();
@@ -483,6 +526,30 @@ fn safe_config(roots: &[PathBuf], config: &Path) -> Option<String> {
             take(roots, config, &format!("it held {what}, which can run programs, and could not be rewritten ({err})"))
         }
     })
+}
+
+/// Whether a remote's URL names another machine: `https://`, `http://`, `ssh://`, `git://`, or
+/// scp's `host:path`. A path, `file://`, and the transports that run programs (`ext::`, `fd::`)
+/// are not: git runs a local repository's hooks (`pre-receive`, `post-update`) as the user.
+fn network_url(url: &str) -> bool {
+    let lower = url.to_ascii_lowercase();
+    if ["https://", "http://", "ssh://", "git://", "git+ssh://", "ssh+git://"]
+        .iter()
+        .any(|scheme| lower.starts_with(scheme))
+    {
+        return true;
+    }
+    // scp's form: a host before the first colon, and no slash before it.
+    match url.split_once(':') {
+        Some((host, rest)) => {
+            !host.is_empty()
+                && !host.contains('/')
+                && !host.starts_with('.')
+                && !rest.starts_with("//")
+                && !rest.starts_with(':')
+        }
+        None => false,
+    }
 }
 
 /// A configuration file holding `entries` as `git config` writes them: quoted only where a

@@ -152,7 +152,7 @@ fn guarded_places_a_command_makes_are_taken_away_and_a_new_repository_keeps_no_h
     touch(&root.join(".git/hooks/pre-commit.sample"));
     fs::write(
         root.join(".git/config"),
-        "[core]\n\tbare = false\n\tfsmonitor = \"touch pwned\"\n[remote \"origin\"]\n\turl = x\n[alias]\n\tst = !sh\n",
+        "[core]\n\tbare = false\n\tfsmonitor = \"touch pwned\"\n[remote \"origin\"]\n\turl = https://example.com/r.git\n[alias]\n\tst = !sh\n",
     )
     .unwrap();
     touch(&root.join("sub/.git/hooks/post-checkout"));
@@ -347,4 +347,70 @@ fn a_code_workspace_file_the_command_made_is_taken_and_the_users_stays() {
     let said = sweep(&noted);
     assert!(!root.join("evil.code-workspace").exists(), "{said:?}");
     assert!(root.join("team.code-workspace").exists());
+}
+
+/// A guarded place the command made that cannot be removed (directories nested deeper than the
+/// removal goes) is moved aside under a name nobody reads: gone from its place all the same.
+#[test]
+fn a_guarded_place_too_deep_to_remove_is_moved_aside() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = fs::canonicalize(dir.path()).unwrap();
+    let noted = before(std::slice::from_ref(&root), &[], &[]);
+    let deep: PathBuf = std::iter::once(".cargo".to_owned()).chain((0..300).map(|_| "d".to_owned())).collect();
+    fs::create_dir_all(root.join(&deep)).unwrap();
+    touch(&root.join(".cargo/config.toml"));
+    let said = sweep(&noted);
+    assert!(fs::symlink_metadata(root.join(".cargo")).is_err(), "{said:?}");
+    assert!(said.iter().any(|line| line.contains("aside")), "{said:?}");
+}
+
+/// A new repository's remote on this machine would run that repository's hooks at the user's
+/// `git push`: only a remote on another machine is kept.
+#[test]
+fn a_new_repository_keeps_only_remotes_on_other_machines() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = fs::canonicalize(dir.path()).unwrap();
+    let noted = before(std::slice::from_ref(&root), &[], &[]);
+    let remotes = [
+        ("a", "https://github.com/o/r.git", true),
+        ("b", "git@github.com:o/r.git", true),
+        ("c", "ssh://host/r", true),
+        ("d", "/tmp/evil.git", false),
+        ("e", "file:///tmp/evil.git", false),
+        ("f", "../evil.git", false),
+        ("g", "ext::sh -c touch% pwned", false),
+    ];
+    let mut config = String::from("[core]\n\tbare = false\n");
+    for (name, url, _) in remotes {
+        config.push_str(&format!("[remote \"{name}\"]\n\turl = {url}\n"));
+    }
+    fs::create_dir_all(root.join(".git")).unwrap();
+    fs::write(root.join(".git/config"), &config).unwrap();
+    let said = sweep(&noted);
+    let kept = fs::read_to_string(root.join(".git/config")).unwrap();
+    for (name, url, stays) in remotes {
+        assert_eq!(kept.contains(url), stays, "remote {name} {url}: {kept} {said:?}");
+    }
+}
+
+/// Git takes a directory for a repository with a `HEAD` and a `commondir`, or with `objects`
+/// and `refs` that are executable files: the user's `src/` so made keeps no pager.
+#[test]
+fn a_directory_git_takes_for_a_repository_by_commondir_or_files_is_one() {
+    use super::survey::Shape;
+    let dir = tempfile::tempdir().unwrap();
+    let kind_of = |path: &Path| fs::symlink_metadata(path).unwrap().file_type();
+    touch(&dir.path().join("HEAD"));
+    touch(&dir.path().join("commondir"));
+    touch(&dir.path().join("objects"));
+    touch(&dir.path().join("refs"));
+    let mut by_commondir = Shape::default();
+    by_commondir.note(std::ffi::OsStr::new("HEAD"), kind_of(&dir.path().join("HEAD")));
+    by_commondir.note(std::ffi::OsStr::new("commondir"), kind_of(&dir.path().join("commondir")));
+    assert!(by_commondir.git_dir());
+    let mut by_files = Shape::default();
+    for name in ["HEAD", "objects", "refs"] {
+        by_files.note(std::ffi::OsStr::new(name), kind_of(&dir.path().join(name)));
+    }
+    assert!(by_files.git_dir());
 }
