@@ -138,6 +138,16 @@ impl Survey {
     }
 }
 
+impl Survey {
+    /// The inode of the directory that stood at `path` when the walk read its parent: `Some(None)`
+    /// where none stood, `None` where the walk did not read its parent.
+    pub fn stood(&self, path: &Path) -> Option<Option<u64>> {
+        let listing = self.listed.get(path.parent()?)?;
+        let name = path.file_name()?;
+        Some(listing.subdirs.iter().find(|(known, _)| known.as_os_str() == name).map(|(_, ino)| *ino))
+    }
+}
+
 fn holds(listing: &Listing, part: Component<'_>) -> bool {
     listing.subdirs.iter().any(|(name, _)| name.as_os_str() == part.as_os_str())
 }
@@ -204,6 +214,9 @@ pub struct Found {
     pub gits: Vec<PathBuf>,
     /// Every directory with a git directory's shape.
     pub bare: Vec<PathBuf>,
+    /// The guarded places (tool configuration that runs code, not `.git` nor secrets) in the
+    /// directories that changed while the command ran, below the top of the roots.
+    pub guarded: Vec<PathBuf>,
 }
 
 /// A directory to look at: its path, its inode as its parent's listing gives it now (`None`
@@ -267,6 +280,9 @@ pub fn after(survey: &Survey, roots: &[PathBuf], since: SystemTime) -> Found {
             let name = entry.file_name();
             let Ok(kind) = entry.file_type() else { continue };
             shape.note(&name, kind);
+            if !charged && depth > 0 && guarded_name(&dir, &name) {
+                found.guarded.push(entry.path());
+            }
             if name.eq_ignore_ascii_case(".git") {
                 found.gits.push(entry.path());
             } else if kind.is_dir() {
@@ -281,6 +297,19 @@ pub fn after(survey: &Survey, roots: &[PathBuf], since: SystemTime) -> Found {
         }
     }
     found
+}
+
+/// Whether `name` in `dir` is a guarded place that runs code (`.cargo`, `.hg/hgrc`,
+/// `*.code-workspace`, …; not `.git`, which the sweep judges as a repository, nor secrets).
+fn guarded_name(dir: &Path, name: &OsStr) -> bool {
+    use crate::workspace::{GUARDED, Reach, Shield};
+    let Some(name) = name.to_str() else { return false };
+    GUARDED.iter().filter(|place| matches!(place.shield, Shield::ReadOnly)).any(|place| match place.reach {
+        Reach::Tree | Reach::Last => name == place.name,
+        Reach::Within(parent) => name == place.name && dir.file_name().is_some_and(|dir| dir == parent),
+        Reach::Suffix => name.ends_with(place.name),
+        Reach::Prefix => false,
+    })
 }
 
 /// Whether the entries of the directory `meta` describes may have changed since `since`.

@@ -37,6 +37,7 @@
 use std::os::unix::fs::MetadataExt as _;
 use std::path::{Path, PathBuf};
 
+use super::SKIPPED;
 use super::pending::{self, Pending};
 use super::survey::{self, CLOCK_LAG, Survey};
 use crate::beneath::Parent;
@@ -302,7 +303,58 @@ pub fn sweep(before: &Before) -> Vec<String> {
             said.extend(new_git_dir(&before.roots, &dir));
         }
     }
+    // Guarded places below the top of a root: one the walk before saw was not there, or (where
+    // it never read the directory) changed while the command ran, is the command's.
+    for path in found.guarded {
+        if before.made_place(&path) {
+            let why = "guarded places are read-only to commands; write them with the edit tools, which ask";
+            said.push(take(&before.roots, &path, why));
+        }
+    }
     said
+}
+
+impl Before {
+    /// Whether the command made the guarded place at `path` (below the top of a root).
+    fn made_place(&self, path: &Path) -> bool {
+        let Some(root) = self.roots.iter().find(|root| path.starts_with(root)) else { return false };
+        // Dependencies and build output ship such files of their own (a vendored crate's
+        // `rust-toolchain.toml`, checked against its checksums), and no tool reads them there.
+        let parts: Vec<&str> = path
+            .strip_prefix(root)
+            .map(Path::components)
+            .into_iter()
+            .flatten()
+            .filter_map(|part| part.as_os_str().to_str())
+            .collect();
+        if parts.iter().any(|part| SKIPPED.contains(part)) {
+            return false;
+        }
+        // The top of a root is the absent list's (noted before, taken above).
+        let within_top = parts.len() == 2
+            && GUARDED.iter().any(|place| matches!(place.reach, Reach::Within(parent) if parent == parts[0]));
+        if parts.len() < 2 || within_top {
+            return false;
+        }
+        let Ok(meta) = std::fs::symlink_metadata(path) else { return false };
+        if meta.is_dir() {
+            // A directory the walk before saw there, the same one, is the user's.
+            match self.survey.stood(path) {
+                Some(Some(ino)) => return ino != meta.ino(),
+                Some(None) => return true,
+                None => {}
+            }
+        }
+        // A file (the walk notes directories only), or a directory the walk before never saw:
+        // its change time tells whether the command made, renamed or changed it. One within the
+        // walk's reach was bound read-only, so the command could not change it.
+        let changed = std::time::UNIX_EPOCH
+            + std::time::Duration::new(
+                meta.ctime().max(0).unsigned_abs(),
+                meta.ctime_nsec().clamp(0, 999_999_999) as u32,
+            );
+        changed + CLOCK_LAG >= self.at
+    }
 }
 
 impl Before {

@@ -414,3 +414,24 @@ fn a_directory_git_takes_for_a_repository_by_commondir_or_files_is_one() {
     }
     assert!(by_files.git_dir());
 }
+
+/// Guarded places a command made below the top of a root (`src/.hg/hgrc` ran its hook at the
+/// user's `hg status` there; a nested `.cargo/` at `cargo build` in it) are taken away; the
+/// user's own stay, and so do the files dependencies ship (`vendor/`, `node_modules/`).
+#[test]
+fn guarded_places_a_command_made_below_the_top_of_a_root_are_taken() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = fs::canonicalize(dir.path()).unwrap();
+    touch(&root.join("crates/mine/.cargo/config.toml"));
+    fs::create_dir_all(root.join("src/.hg")).unwrap();
+    let noted = before(std::slice::from_ref(&root), &[], &[]);
+    touch(&root.join("src/.hg/hgrc"));
+    touch(&root.join("crates/x/.cargo/config.toml"));
+    touch(&root.join("crates/mine/sibling.txt"));
+    touch(&root.join("vendor/dep/rust-toolchain.toml"));
+    let said = sweep(&noted);
+    assert!(!root.join("src/.hg/hgrc").exists(), "{said:?}");
+    assert!(!root.join("crates/x/.cargo").exists(), "{said:?}");
+    assert!(root.join("crates/mine/.cargo/config.toml").exists(), "the user's own stays: {said:?}");
+    assert!(root.join("vendor/dep/rust-toolchain.toml").exists(), "a dependency's stays: {said:?}");
+}
