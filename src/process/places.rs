@@ -23,6 +23,7 @@
 //! cannot be bound; `sweep.rs` deals with what a command makes.
 
 mod pending;
+mod safe_config;
 mod survey;
 pub mod sweep;
 
