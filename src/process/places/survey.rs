@@ -217,6 +217,8 @@ pub struct Found {
     /// The guarded places (tool configuration that runs code, not `.git` nor secrets) in the
     /// directories that changed while the command ran, below the top of the roots.
     pub guarded: Vec<PathBuf>,
+    /// The links in the directories that changed while the command ran.
+    pub links: Vec<PathBuf>,
 }
 
 /// A directory to look at: its path, its inode as its parent's listing gives it now (`None`
@@ -282,6 +284,9 @@ pub fn after(survey: &Survey, roots: &[PathBuf], since: SystemTime) -> Found {
             shape.note(&name, kind);
             if !charged && depth > 0 && guarded_name(&dir, &name) {
                 found.guarded.push(entry.path());
+            }
+            if !charged && kind.is_symlink() {
+                found.links.push(entry.path());
             }
             if name.eq_ignore_ascii_case(".git") {
                 found.gits.push(entry.path());

@@ -197,6 +197,12 @@ impl Before {
     }
 }
 
+/// When what `meta` describes last changed (its change time, which no program can set back).
+fn changed_since(meta: &std::fs::Metadata) -> std::time::SystemTime {
+    std::time::UNIX_EPOCH
+        + std::time::Duration::new(meta.ctime().max(0).unsigned_abs(), meta.ctime_nsec().clamp(0, 999_999_999) as u32)
+}
+
 /// The entries at the top of `root` named as a guarded place ends (`*.code-workspace`).
 fn suffixed(root: &Path) -> Vec<PathBuf> {
     let suffixes: Vec<&str> = GUARDED
@@ -267,6 +273,14 @@ pub fn sweep(before: &Before) -> Vec<String> {
             said.extend(new_git_dir(&before.roots, &dir));
         }
     }
+    // A link the command made to a repository outside the workspace (one it made in `/tmp`)
+    // would run that repository's hooks and settings at the user's git command through it.
+    for link in found.links {
+        if before.links_to_outside_repository(&link) {
+            let why = "it leads to a repository outside the workspace, which the sweep cannot clean";
+            said.push(take(&before.roots, &link, why));
+        }
+    }
     // Guarded places below the top of a root: one the walk before saw was not there, or (where
     // it never read the directory) changed while the command ran, is the command's.
     for path in found.guarded {
@@ -279,6 +293,21 @@ pub fn sweep(before: &Before) -> Vec<String> {
 }
 
 impl Before {
+    /// Whether `link` is one the command made (changed since it started) that leads to a
+    /// directory outside the roots which git takes for a repository, or which holds one.
+    fn links_to_outside_repository(&self, link: &Path) -> bool {
+        let Ok(meta) = std::fs::symlink_metadata(link) else { return false };
+        if changed_since(&meta) + CLOCK_LAG < self.at {
+            return false;
+        }
+        let Ok(target) = std::fs::canonicalize(link) else { return false };
+        if !target.is_dir() || self.roots.iter().any(|root| target.starts_with(root)) {
+            return false;
+        }
+        let has = |name: &str| std::fs::symlink_metadata(target.join(name)).is_ok();
+        has(".git") || (has("HEAD") && (has("commondir") || (has("objects") && has("refs"))))
+    }
+
     /// Whether the command made the guarded place at `path` (below the top of a root).
     fn made_place(&self, path: &Path) -> bool {
         let Some(root) = self.roots.iter().find(|root| path.starts_with(root)) else { return false };
@@ -312,12 +341,7 @@ impl Before {
         // A file (the walk notes directories only), or a directory the walk before never saw:
         // its change time tells whether the command made, renamed or changed it. One within the
         // walk's reach was bound read-only, so the command could not change it.
-        let changed = std::time::UNIX_EPOCH
-            + std::time::Duration::new(
-                meta.ctime().max(0).unsigned_abs(),
-                meta.ctime_nsec().clamp(0, 999_999_999) as u32,
-            );
-        changed + CLOCK_LAG >= self.at
+        changed_since(&meta) + CLOCK_LAG >= self.at
     }
 }
 
@@ -337,12 +361,7 @@ impl Before {
             if !meta.file_type().is_symlink() {
                 continue;
             }
-            let changed = std::time::UNIX_EPOCH
-                + std::time::Duration::new(
-                    meta.ctime().max(0).unsigned_abs(),
-                    meta.ctime_nsec().clamp(0, 999_999_999) as u32,
-                );
-            if changed + CLOCK_LAG < self.at {
+            if changed_since(&meta) + CLOCK_LAG < self.at {
                 return None;
             }
             let shown = path.display();

@@ -435,3 +435,24 @@ fn guarded_places_a_command_made_below_the_top_of_a_root_are_taken() {
     assert!(root.join("crates/mine/.cargo/config.toml").exists(), "the user's own stays: {said:?}");
     assert!(root.join("vendor/dep/rust-toolchain.toml").exists(), "a dependency's stays: {said:?}");
 }
+
+/// A link the command made to a repository outside the workspace (one it made in `/tmp`, with
+/// an fsmonitor) is taken: the user's `git status` through it ran that repository's code. A
+/// link to a directory that holds no repository, or one inside the workspace, stays.
+#[test]
+fn a_link_the_command_made_to_a_repository_outside_is_taken() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = fs::canonicalize(dir.path()).unwrap().join("ws");
+    let outside = root.parent().unwrap().join("elsewhere");
+    fs::create_dir_all(root.join("src")).unwrap();
+    fs::create_dir_all(outside.join("repo/.git")).unwrap();
+    fs::create_dir_all(outside.join("plain")).unwrap();
+    let noted = before(std::slice::from_ref(&root), &[], &[]);
+    std::os::unix::fs::symlink(outside.join("repo"), root.join("src/generated")).unwrap();
+    std::os::unix::fs::symlink(outside.join("plain"), root.join("src/data")).unwrap();
+    std::os::unix::fs::symlink(root.join("src"), root.join("src-link")).unwrap();
+    let said = sweep(&noted);
+    assert!(fs::symlink_metadata(root.join("src/generated")).is_err(), "{said:?}");
+    assert!(outside.join("repo/.git").exists(), "what it led to stays");
+    assert!(fs::symlink_metadata(root.join("src/data")).is_ok() && fs::symlink_metadata(root.join("src-link")).is_ok());
+}
