@@ -161,7 +161,13 @@ impl Before {
         if self.survey.listed(dir) || self.survey.new_dir(dir) == Some(true) {
             return true;
         }
-        self.born_since(dir, true) || ["config", "hooks"].iter().any(|part| self.born_since(&dir.join(part), false))
+        // Where the walk before never read it: born since, or any of what makes it a repository
+        // or says what runs changed since (written in an earlier command and rewritten now keeps
+        // its birth time, not its change time).
+        let changed = |part: &str| {
+            std::fs::symlink_metadata(dir.join(part)).is_ok_and(|meta| changed_since(&meta) + CLOCK_LAG >= self.at)
+        };
+        self.born_since(dir, true) || ["config", "hooks", "HEAD", "commondir"].into_iter().any(changed)
     }
 
     /// Whether `path` was born after the command was about to start; `false` when nothing is

@@ -147,3 +147,22 @@ fn the_walk_after_follows_no_link_to_a_directory_outside() {
     assert!(fs::symlink_metadata(root.join("b/hooks")).is_err(), "{said:?}");
     assert!(fs::symlink_metadata(root.join("b/config")).is_err(), "{said:?}");
 }
+
+/// A bare shape built over two commands beyond the walk's reach: the first made it with a safe
+/// configuration, the second rewrote that configuration (its birth time stays old, its change
+/// time does not) and added a hook. The second command's are taken.
+#[test]
+fn a_bare_shape_beyond_the_walks_reach_whose_configuration_a_command_rewrote_is_swept() {
+    let (_dir, root) = workspace();
+    let lib = root.join("a/b/c/lib");
+    fs::create_dir_all(lib.join("objects")).unwrap();
+    fs::create_dir_all(lib.join("refs")).unwrap();
+    fs::create_dir_all(lib.join("hooks")).unwrap();
+    fs::write(lib.join("HEAD"), "ref: refs/heads/main\n").unwrap();
+    fs::write(lib.join("config"), "[core]\n\tbare = true\n").unwrap();
+    age();
+    let noted = before(std::slice::from_ref(&root), &[], &[]);
+    plant(&lib, false);
+    let said = sweep(&noted);
+    assert!(swept(&lib), "{said:?}");
+}
