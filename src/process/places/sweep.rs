@@ -299,9 +299,20 @@ pub fn sweep(before: &Before) -> Vec<String> {
 }
 
 impl Before {
+    /// The components of `path` below the root that holds it (those that are text).
+    fn below<'a>(&self, path: &'a Path) -> Option<Vec<&'a str>> {
+        let root = self.roots.iter().find(|root| path.starts_with(root))?;
+        let rest = path.strip_prefix(root).ok()?;
+        Some(rest.components().filter_map(|part| part.as_os_str().to_str()).collect())
+    }
+
     /// Whether `link` is one the command made (changed since it started) that leads to a
     /// directory outside the roots which git takes for a repository, or which holds one.
     fn links_to_outside_repository(&self, link: &Path) -> bool {
+        // `npm link` and the like point dependencies at the user's checkouts elsewhere.
+        if self.below(link).is_none_or(|parts| parts.iter().any(|part| SKIPPED.contains(part))) {
+            return false;
+        }
         let Ok(meta) = std::fs::symlink_metadata(link) else { return false };
         if changed_since(&meta) + CLOCK_LAG < self.at {
             return false;
@@ -316,16 +327,9 @@ impl Before {
 
     /// Whether the command made the guarded place at `path` (below the top of a root).
     fn made_place(&self, path: &Path) -> bool {
-        let Some(root) = self.roots.iter().find(|root| path.starts_with(root)) else { return false };
         // Dependencies and build output ship such files of their own (a vendored crate's
         // `rust-toolchain.toml`, checked against its checksums), and no tool reads them there.
-        let parts: Vec<&str> = path
-            .strip_prefix(root)
-            .map(Path::components)
-            .into_iter()
-            .flatten()
-            .filter_map(|part| part.as_os_str().to_str())
-            .collect();
+        let Some(parts) = self.below(path) else { return false };
         if parts.iter().any(|part| SKIPPED.contains(part)) {
             return false;
         }

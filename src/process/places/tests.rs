@@ -438,7 +438,8 @@ fn guarded_places_a_command_made_below_the_top_of_a_root_are_taken() {
 
 /// A link the command made to a repository outside the workspace (one it made in `/tmp`, with
 /// an fsmonitor) is taken: the user's `git status` through it ran that repository's code. A
-/// link to a directory that holds no repository, or one inside the workspace, stays.
+/// link to a directory that holds no repository, one inside the workspace, or one among the
+/// dependencies (`npm link` to the user's checkout elsewhere), stays.
 #[test]
 fn a_link_the_command_made_to_a_repository_outside_is_taken() {
     let dir = tempfile::tempdir().unwrap();
@@ -451,7 +452,10 @@ fn a_link_the_command_made_to_a_repository_outside_is_taken() {
     std::os::unix::fs::symlink(outside.join("repo"), root.join("src/generated")).unwrap();
     std::os::unix::fs::symlink(outside.join("plain"), root.join("src/data")).unwrap();
     std::os::unix::fs::symlink(root.join("src"), root.join("src-link")).unwrap();
+    fs::create_dir_all(root.join("node_modules")).unwrap();
+    std::os::unix::fs::symlink(outside.join("repo"), root.join("node_modules/mylib")).unwrap();
     let said = sweep(&noted);
+    assert!(fs::symlink_metadata(root.join("node_modules/mylib")).is_ok(), "npm link's stays: {said:?}");
     assert!(fs::symlink_metadata(root.join("src/generated")).is_err(), "{said:?}");
     assert!(outside.join("repo/.git").exists(), "what it led to stays");
     assert!(fs::symlink_metadata(root.join("src/data")).is_ok() && fs::symlink_metadata(root.join("src-link")).is_ok());
