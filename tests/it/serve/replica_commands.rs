@@ -539,6 +539,21 @@ async fn raced_with_a_turn(order: Order) {
     assert!(numbers.windows(2).all(|pair| pair[0] < pair[1]), "each once, in order: {numbers:?}");
 }
 
+/// What `client` is shown until its last options update shows `mode` for `session` (within a
+/// bound: a replica following the log may be slow on a loaded machine), then until it is quiet.
+async fn until_shown(client: &mut Client, session: &str, mode: &str) -> Vec<Value> {
+    let mut seen = Vec::new();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while last_mode_shown(&seen, session).as_deref() != Some(mode) {
+        match tokio::time::timeout_at(deadline, client.next()).await {
+            Ok(Some(more)) => seen.push(more),
+            _ => break,
+        }
+    }
+    seen.extend(until_quiet(client).await);
+    seen
+}
+
 /// The mode the last options update in `seen` showed for `session`.
 fn last_mode_shown(seen: &[Value], session: &str) -> Option<String> {
     seen.iter().rev().find_map(|message| {
@@ -580,9 +595,9 @@ async fn two_modes_set_through_two_replicas_at_once_leave_every_replica_in_the_o
     assert_eq!(stored.as_deref(), Some("bypass"), "b's change committed last");
 
     // Every replica's clients are left shown the mode the session is in, as a load shows it.
-    let on_a_shown = last_mode_shown(&until_quiet(&mut watching_a).await, &session);
+    let on_a_shown = last_mode_shown(&until_shown(&mut watching_a, &session, "bypass").await, &session);
     assert_eq!(on_a_shown.as_deref(), Some("bypass"), "a's watching client");
-    let on_b_shown = last_mode_shown(&until_quiet(&mut watching_b).await, &session);
+    let on_b_shown = last_mode_shown(&until_shown(&mut watching_b, &session, "bypass").await, &session);
     assert_eq!(on_b_shown.as_deref(), Some("bypass"), "b's watching client: b's own change, not a's before it");
     for server in [&a, &b] {
         let mut fresh = server.client().await;
