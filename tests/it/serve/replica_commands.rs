@@ -12,7 +12,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use super::postgres::fixture;
-use super::replicas::until_answer_starts;
+use super::replicas::{last_mode_shown, until_answer_starts, until_quiet, until_shown};
 use crate::support::served::{Client, Server};
 use crate::support::{Reply, TestEnv};
 
@@ -337,15 +337,6 @@ fn options_in_mode(message: &Value, session: &str, mode: &str) -> bool {
             .is_some_and(|options| options.iter().any(|o| o["id"] == "mode" && o["currentValue"] == mode))
 }
 
-/// What `client` is sent until nothing more comes for a moment (to catch what would come twice).
-async fn until_quiet(client: &mut Client) -> Vec<Value> {
-    let mut seen = Vec::new();
-    while let Ok(Some(more)) = tokio::time::timeout(Duration::from_millis(700), client.next()).await {
-        seen.push(more);
-    }
-    seen
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_mode_set_through_another_replica_while_idle_is_shown_live_to_each_replicas_clients_once() {
     let (env, a, b) = two_replicas(TestEnv::new().await, "").await;
@@ -537,35 +528,6 @@ async fn raced_with_a_turn(order: Order) {
     assert_eq!(std::fs::read_to_string(&path).unwrap(), "x\n", "the call ran in b's mode, unasked");
     let numbers: Vec<u64> = seen.iter().filter_map(|m| m["params"]["_meta"]["cairn"]["seq"].as_u64()).collect();
     assert!(numbers.windows(2).all(|pair| pair[0] < pair[1]), "each once, in order: {numbers:?}");
-}
-
-/// What `client` is shown until its last options update shows `mode` for `session` (within a
-/// bound: a replica following the log may be slow on a loaded machine), then until it is quiet.
-async fn until_shown(client: &mut Client, session: &str, mode: &str) -> Vec<Value> {
-    let mut seen = Vec::new();
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-    while last_mode_shown(&seen, session).as_deref() != Some(mode) {
-        match tokio::time::timeout_at(deadline, client.next()).await {
-            Ok(Some(more)) => seen.push(more),
-            _ => break,
-        }
-    }
-    seen.extend(until_quiet(client).await);
-    seen
-}
-
-/// The mode the last options update in `seen` showed for `session`.
-fn last_mode_shown(seen: &[Value], session: &str) -> Option<String> {
-    seen.iter().rev().find_map(|message| {
-        let update = &message["params"]["update"];
-        if message["method"] != "session/update" || message["params"]["sessionId"] != session {
-            return None;
-        }
-        let options =
-            update["configOptions"].as_array().filter(|_| update["sessionUpdate"] == "config_option_update")?;
-        let mode = options.iter().find(|option| option["id"] == "mode")?;
-        mode["currentValue"].as_str().map(str::to_owned)
-    })
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

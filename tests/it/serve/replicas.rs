@@ -366,3 +366,41 @@ async fn a_question_of_a_replica_that_died_is_withdrawn_from_the_other_replicas_
     };
     assert_eq!(withdrawn["params"]["requestId"], to_b["id"], "{withdrawn}");
 }
+
+/// What `client` is sent until nothing more comes for a moment (to catch what would come twice).
+pub async fn until_quiet(client: &mut Client) -> Vec<Value> {
+    let mut seen = Vec::new();
+    while let Ok(Some(more)) = tokio::time::timeout(Duration::from_millis(700), client.next()).await {
+        seen.push(more);
+    }
+    seen
+}
+
+/// What `client` is shown until its last options update shows `mode` for `session` (within a
+/// bound: a replica following the log may be slow on a loaded machine), then until it is quiet.
+pub async fn until_shown(client: &mut Client, session: &str, mode: &str) -> Vec<Value> {
+    let mut seen = Vec::new();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while last_mode_shown(&seen, session).as_deref() != Some(mode) {
+        match tokio::time::timeout_at(deadline, client.next()).await {
+            Ok(Some(more)) => seen.push(more),
+            _ => break,
+        }
+    }
+    seen.extend(until_quiet(client).await);
+    seen
+}
+
+/// The mode the last options update in `seen` showed for `session`.
+pub fn last_mode_shown(seen: &[Value], session: &str) -> Option<String> {
+    seen.iter().rev().find_map(|message| {
+        let update = &message["params"]["update"];
+        if message["method"] != "session/update" || message["params"]["sessionId"] != session {
+            return None;
+        }
+        let options =
+            update["configOptions"].as_array().filter(|_| update["sessionUpdate"] == "config_option_update")?;
+        let mode = options.iter().find(|option| option["id"] == "mode")?;
+        mode["currentValue"].as_str().map(str::to_owned)
+    })
+}
