@@ -164,9 +164,8 @@ impl Before {
         // Where the walk before never read it: born since, or any of what makes it a repository
         // or says what runs changed since (written in an earlier command and rewritten now keeps
         // its birth time, not its change time).
-        let changed = |part: &str| {
-            std::fs::symlink_metadata(dir.join(part)).is_ok_and(|meta| changed_since(&meta) + CLOCK_LAG >= self.at)
-        };
+        let changed =
+            |part: &str| std::fs::symlink_metadata(dir.join(part)).is_ok_and(|meta| survey::changed(&meta, self.at));
         self.born_since(dir, true) || ["config", "hooks", "HEAD", "commondir"].into_iter().any(changed)
     }
 
@@ -201,12 +200,6 @@ impl Before {
     pub fn roots(&self) -> &[PathBuf] {
         &self.roots
     }
-}
-
-/// When what `meta` describes last changed (its change time, which no program can set back).
-fn changed_since(meta: &std::fs::Metadata) -> std::time::SystemTime {
-    std::time::UNIX_EPOCH
-        + std::time::Duration::new(meta.ctime().max(0).unsigned_abs(), meta.ctime_nsec().clamp(0, 999_999_999) as u32)
 }
 
 /// The entries at the top of `root` named as a guarded place ends (`*.code-workspace`).
@@ -314,7 +307,7 @@ impl Before {
             return false;
         }
         let Ok(meta) = std::fs::symlink_metadata(link) else { return false };
-        if changed_since(&meta) + CLOCK_LAG < self.at {
+        if !survey::changed(&meta, self.at) {
             return false;
         }
         let Ok(target) = std::fs::canonicalize(link) else { return false };
@@ -351,7 +344,7 @@ impl Before {
         // A file (the walk notes directories only), or a directory the walk before never saw:
         // its change time tells whether the command made, renamed or changed it. One within the
         // walk's reach was bound read-only, so the command could not change it.
-        changed_since(&meta) + CLOCK_LAG >= self.at
+        survey::changed(&meta, self.at)
     }
 }
 
@@ -371,7 +364,7 @@ impl Before {
             if !meta.file_type().is_symlink() {
                 continue;
             }
-            if changed_since(&meta) + CLOCK_LAG < self.at {
+            if !survey::changed(&meta, self.at) {
                 return None;
             }
             let shown = path.display();
