@@ -423,7 +423,8 @@ impl Config {
         let home_dir = env("HOME").map(PathBuf::from).or_else(dirs::home_dir);
         let config_home = env("XDG_CONFIG_HOME").map(PathBuf::from).filter(|dir| dir.is_absolute());
         let log_file = file.log_file.as_deref().map(|path| checks::log_file(path, home_dir.as_deref())).transpose()?;
-        let environment = process::Environment { lookup: env, vars, home: home_dir.as_deref() };
+        let environment =
+            process::Environment { lookup: env, vars, home: home_dir.as_deref(), uid: crate::process::current_uid() };
         let config_dir = path.as_deref().and_then(Path::parent).map(Path::to_path_buf);
         let own: Vec<PathBuf> = std::iter::once(data_dir.clone()).chain(config_dir.clone()).collect();
         let process = process::policy(file.sandbox, &file.tools, &providers, &environment, &own).map_err(invalid)?;

@@ -72,6 +72,21 @@ const HIDDEN_IN_HOME: &[&str] = &[
     "snap/firefox",
 ];
 
+/// Sockets of programs outside the sandbox that act on what they are sent, as the user:
+/// the container engines (whose API runs anything as root), the system bus (through which
+/// systemd starts units) and systemd's own socket. Hidden wherever they exist; the user's own
+/// services are found by [`services`].
+const SYSTEM_SERVICES: &[&str] = &[
+    "/run/docker.sock",
+    "/var/run/docker.sock",
+    "/run/containerd/containerd.sock",
+    "/run/podman/podman.sock",
+    "/run/dbus/system_bus_socket",
+    "/var/run/dbus/system_bus_socket",
+    "/run/systemd/private",
+    "/run/screen",
+];
+
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct FileTools {
@@ -107,6 +122,8 @@ pub(super) struct Environment<'a> {
     /// Every variable, to find keys copied under other names (empty when only `lookup` is known).
     pub vars: &'a [(OsString, OsString)],
     pub home: Option<&'a Path>,
+    /// The user cairn runs as (`/run/user/UID`, `/tmp/tmux-UID`).
+    pub uid: u32,
 }
 
 /// The process policy (with the direct launcher; `main` picks the supervisor). `own`: cairn's
@@ -132,6 +149,9 @@ pub(super) fn policy(
     }
     let (mut hidden, mut hidden_names) = (Vec::new(), Vec::new());
     hidden.extend(env.home.iter().flat_map(|home| HIDDEN_IN_HOME.iter().map(|rest| home.join(rest))));
+    // A place commands may write stays theirs, wherever it lies (a `TMPDIR` in the runtime
+    // directory).
+    hidden.extend(services(env).into_iter().filter(|place| !writable.iter().any(|dir| dir.starts_with(place))));
     for given in &sandbox.hidden {
         match place(given, env.home) {
             Place::Path(path) => hidden.push(path),
@@ -157,6 +177,49 @@ pub(super) fn policy(
         env: child_env(providers, &tools.env_passthrough, env),
         ..ProcessPolicy::default()
     }))
+}
+
+/// Where the user's own services listen, for a command to reach them and have them act outside
+/// the sandbox: the runtime directory (the session bus, which starts any program through
+/// `systemd-run --user`; editors' servers, such as Neovim's and Emacs', which run what they are
+/// sent; cairn's own socket; the gpg and ssh agents; Wayland), the ssh agent and session bus
+/// wherever their variables put them, and in the temp directories the terminal multiplexers'
+/// sockets (which type into the user's shells), X11's, and Emacs' and Neovim's when there is
+/// no runtime directory. Abstract sockets are refused by the Landlock scope instead.
+fn services(env: &Environment<'_>) -> Vec<PathBuf> {
+    let absolute = |name: &str| (env.lookup)(name).map(PathBuf::from).filter(|path| path.is_absolute());
+    let mut found: Vec<PathBuf> = SYSTEM_SERVICES.iter().map(PathBuf::from).collect();
+    found.extend(absolute("XDG_RUNTIME_DIR"));
+    found.push(PathBuf::from(format!("/run/user/{}", env.uid)));
+    found.extend(absolute("SSH_AUTH_SOCK"));
+    found.extend((env.lookup)("DBUS_SESSION_BUS_ADDRESS").iter().flat_map(|address| bus_paths(address)));
+    let user = (env.lookup)("USER").or_else(|| (env.lookup)("LOGNAME")).filter(|user| !user.contains('/'));
+    let uid = env.uid;
+    let mut names = vec![
+        format!("tmux-{uid}"),
+        format!("zellij-{uid}"),
+        format!("emacs{uid}"),
+        ".X11-unix".to_owned(),
+        "screens".to_owned(),
+    ];
+    names.extend(user.map(|user| format!("nvim.{user}")));
+    let temps = [Some(PathBuf::from("/tmp")), absolute("TMPDIR"), absolute("TMUX_TMPDIR")];
+    for temp in temps.into_iter().flatten() {
+        found.extend(names.iter().map(|name| temp.join(name)));
+    }
+    found
+}
+
+/// The socket paths of a D-Bus address (`unix:path=/run/user/1000/bus;unix:path=…`).
+fn bus_paths(address: &str) -> Vec<PathBuf> {
+    address
+        .split(';')
+        .filter_map(|one| one.strip_prefix("unix:"))
+        .flat_map(|keys| keys.split(','))
+        .filter_map(|key| key.strip_prefix("path="))
+        .map(PathBuf::from)
+        .filter(|path| path.is_absolute())
+        .collect()
 }
 
 /// A `[sandbox]` entry: a path (absolute, or `~/…`), or a glob relative to the workspace.
@@ -248,7 +311,7 @@ mod tests {
         let lookup = |name: &str| vars.iter().find(|(k, _)| k == name).and_then(|(_, v)| v.to_str()).map(str::to_owned);
         let providers = BTreeMap::from([("local".to_owned(), provider("LOCAL_TOKEN"))]);
         let passthrough: Vec<String> = passthrough.iter().map(|name| (*name).to_owned()).collect();
-        child_env(&providers, &passthrough, &Environment { lookup: &lookup, vars: &vars, home: None })
+        child_env(&providers, &passthrough, &Environment { lookup: &lookup, vars: &vars, home: None, uid: 1000 })
     }
 
     #[test]
@@ -296,7 +359,7 @@ mod tests {
     fn sandbox_of(text: &str, home: Option<&Path>) -> Result<Arc<ProcessPolicy>, String> {
         let sandbox: FileSandbox = toml::from_str(text).unwrap();
         let lookup = |_: &str| None;
-        let env = Environment { lookup: &lookup, vars: &[], home };
+        let env = Environment { lookup: &lookup, vars: &[], home, uid: 1000 };
         policy(sandbox, &FileTools::default(), &BTreeMap::new(), &env, &[PathBuf::from("/data/cairn")])
     }
 
@@ -321,6 +384,40 @@ mod tests {
         assert!(err.contains("[sandbox] hidden") && err.contains("[z-a"), "{err}");
         let err = sandbox_of("writable = [\"relative\"]", Some(home)).unwrap_err();
         assert!(err.contains("absolute"), "{err}");
+    }
+
+    #[test]
+    fn the_users_own_services_are_hidden_where_their_variables_and_names_put_them() {
+        let vars = [
+            ("XDG_RUNTIME_DIR", "/run/user/1000"),
+            ("SSH_AUTH_SOCK", "/tmp/ssh-AbC/agent.7"),
+            ("DBUS_SESSION_BUS_ADDRESS", "unix:guid=1,path=/run/bus-x;tcp:host=h;unix:abstract=/q"),
+            ("TMUX_TMPDIR", "/run/user/1000/tmux"),
+            ("TMPDIR", "/run/user/1000/tmp"),
+            ("USER", "ann"),
+        ];
+        let lookup = |name: &str| vars.iter().find(|(known, _)| *known == name).map(|(_, value)| (*value).to_owned());
+        let sandbox: FileSandbox = toml::from_str("visible = [\"/run/docker.sock\"]").unwrap();
+        let env = Environment { lookup: &lookup, vars: &[], home: None, uid: 1000 };
+        let policy = policy(sandbox, &FileTools::default(), &BTreeMap::new(), &env, &[]).unwrap();
+        assert!(!policy.hidden.contains(&PathBuf::from("/run/user/1000")), "it holds a temp directory");
+        for hidden in [
+            "/run/user/1000/tmux/tmux-1000",
+            "/tmp/ssh-AbC/agent.7",
+            "/run/bus-x",
+            "/tmp/tmux-1000",
+            "/run/user/1000/tmp/tmux-1000",
+            "/tmp/nvim.ann",
+            "/tmp/emacs1000",
+            "/tmp/.X11-unix",
+            "/run/dbus/system_bus_socket",
+            "/run/systemd/private",
+        ] {
+            assert!(policy.hidden.contains(&PathBuf::from(hidden)), "{hidden}");
+        }
+        assert!(!policy.hidden.contains(&PathBuf::from("/run/docker.sock")), "made visible");
+        assert!(!policy.hidden.iter().any(|path| path.to_str().is_some_and(|path| path.contains("abstract"))));
+        assert_eq!(bus_paths("unix:path=relative"), Vec::<PathBuf>::new());
     }
 
     #[test]

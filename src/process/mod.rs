@@ -113,6 +113,11 @@ impl SandboxMode {
     }
 }
 
+/// The user cairn runs as.
+pub fn current_uid() -> u32 {
+    namespace::current_uid()
+}
+
 /// The namespace the kernel lets the supervisor make, if any (asked once per process).
 pub fn namespace_support() -> Option<NamespaceKind> {
     probe::probe().namespace

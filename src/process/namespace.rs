@@ -253,7 +253,7 @@ fn unshare(flags: libc::c_int) -> libc::c_int {
 }
 
 #[allow(unsafe_code)]
-fn current_uid() -> libc::uid_t {
+pub(super) fn current_uid() -> libc::uid_t {
     // SAFETY: getuid takes nothing and cannot fail.
     unsafe { libc::getuid() }
 }

@@ -1,5 +1,6 @@
 //! The Landlock sandbox of local commands: writes confined to a list of places, TCP optionally
-//! refused, signals to processes outside the sandbox refused, reads left alone. The supervisor (a
+//! refused, signals and abstract Unix sockets of processes outside the sandbox refused (X11's,
+//! a session bus listening on one), reads left alone. The supervisor (a
 //! fresh single-threaded process) builds the ruleset and the command enters it between fork and
 //! exec, so the command and everything it starts are inside and the supervisor is not: the
 //! command can neither kill its supervisor (and so escape its cleanup) nor cairn or the editor.
@@ -7,7 +8,7 @@
 //! ([`drop_root_capabilities`]), so it cannot undo or look behind the namespace.
 //!
 //! Best effort by kernel ABI: write rights up to ABI 3 (file truncation), TCP bind and connect at
-//! ABI 4, the signal scope at ABI 6. UDP and other protocols are not covered. [`support`] asks the
+//! ABI 4, the signal and abstract socket scopes at ABI 6. UDP and other protocols are not covered. [`support`] asks the
 //! kernel what it enforces.
 
 use std::path::PathBuf;
@@ -35,7 +36,8 @@ pub struct Support {
     pub filesystem: bool,
     /// Refusing TCP connect and bind (ABI ≥ 4).
     pub network: bool,
-    /// Refusing signals to processes outside the sandbox (ABI ≥ 6).
+    /// Refusing signals to processes outside the sandbox, and connecting to their abstract Unix
+    /// sockets (ABI ≥ 6).
     pub signals: bool,
 }
 
@@ -61,7 +63,7 @@ pub fn support() -> Support {
 pub struct SandboxError(#[from] landlock::RulesetError);
 
 /// The ruleset for a command: under `mode`, writes only beneath `writable` and [`DEVICES`];
-/// without `network`, no TCP connect or bind; signals only within. `None` when neither the
+/// without `network`, no TCP connect or bind; signals and abstract sockets only within. `None` when neither the
 /// filesystem nor the network is to be confined (`off` with the network allowed). What the
 /// kernel cannot enforce is left out (cairn warns about it once).
 pub fn prepare(mode: SandboxMode, network: bool, writable: &[PathBuf]) -> Result<Option<Prepared>, SandboxError> {
@@ -72,7 +74,7 @@ pub fn prepare(mode: SandboxMode, network: bool, writable: &[PathBuf]) -> Result
     if !confine_fs && network {
         return Ok(None);
     }
-    let mut ruleset = Ruleset::default().scope(Scope::Signal)?;
+    let mut ruleset = Ruleset::default().scope(Scope::Signal | Scope::AbstractUnixSocket)?;
     if confine_fs {
         ruleset = ruleset.handle_access(AccessFs::from_write(FS_ABI))?;
     }

@@ -302,3 +302,68 @@ async fn a_command_runs_in_its_own_session_without_the_terminal_cairn_has() {
     let command_session = output.lines().next().unwrap().trim().to_owned();
     assert_ne!(command_session, own_session, "{output}");
 }
+
+/// A command reaches none of the user's own services that would act for it outside the
+/// sandbox: the runtime directory's sockets (the session bus, which starts programs through
+/// systemd; editors' servers; cairn's own), the ssh agent's, a terminal multiplexer's and an
+/// abstract socket (X11's, a bus's) are all refused; the sockets a command makes for itself
+/// still work.
+#[tokio::test]
+async fn a_command_cannot_reach_the_users_own_services_through_their_sockets() {
+    use std::os::linux::net::SocketAddrExt as _;
+    use std::os::unix::net::{SocketAddr, UnixListener};
+    if cairn::process::namespace_support().is_none() || !landlock("signals") {
+        println!("skipped: needs a namespace and Landlock's scopes");
+        return;
+    }
+    if std::process::Command::new("python3").arg("-V").output().is_err() {
+        println!("skipped: no python3 to connect with");
+        return;
+    }
+    let mut env = TestEnv::new().await;
+    let (run, agent, multiplexer) =
+        (env.dir.path().join("run"), tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let tmux = multiplexer.path().join(format!("tmux-{}", cairn::process::current_uid()));
+    for dir in [&run, &tmux] {
+        std::fs::create_dir_all(dir).unwrap();
+    }
+    let tag = std::process::id();
+    let abstract_name = format!("cairn-test-bus-{tag}");
+    let _listening = [
+        UnixListener::bind(run.join("bus")).unwrap(),
+        UnixListener::bind(agent.path().join("agent.1")).unwrap(),
+        UnixListener::bind(tmux.join("default")).unwrap(),
+        UnixListener::bind_addr(&SocketAddr::from_abstract_name(abstract_name.as_bytes()).unwrap()).unwrap(),
+    ];
+    env.set_env("XDG_RUNTIME_DIR", run.to_str().unwrap());
+    env.set_env("SSH_AUTH_SOCK", agent.path().join("agent.1").to_str().unwrap());
+    env.set_env("TMUX_TMPDIR", multiplexer.path().to_str().unwrap());
+    let script = format!(
+        r#"import socket
+def reach(name, address, listen=False):
+    if listen:
+        own = socket.socket(socket.AF_UNIX); own.bind(address); own.listen(); keep.append(own)
+    s = socket.socket(socket.AF_UNIX)
+    try:
+        s.connect(address); print(name + ": connected")
+    except OSError as e:
+        print(name + ": refused")
+keep = []
+reach("bus", "{bus}")
+reach("agent", "{agent}")
+reach("tmux", "{tmux}")
+reach("abstract", "\0{abstract_name}")
+reach("own", "/tmp/cairn-own-{tag}.sock", True)
+reach("own abstract", "\0cairn-own-{tag}", True)
+"#,
+        bus = run.join("bus").display(),
+        agent = agent.path().join("agent.1").display(),
+        tmux = tmux.join("default").display(),
+    );
+    std::fs::write(env.workspace().join("reach.py"), script).unwrap();
+    let output = bash(&env, "python3 reach.py 2>&1; rm -f /tmp/cairn-own-*.sock").await;
+    for refused in ["bus", "agent", "tmux", "abstract"] {
+        assert!(output.lines().any(|line| line == format!("{refused}: refused")), "{refused}: {output}");
+    }
+    assert!(output.contains("own: connected") && output.contains("own abstract: connected"), "{output}");
+}
