@@ -260,8 +260,16 @@ async fn bridge(server: &str) -> ExitCode {
         Ok(target) => target,
         Err(why) => return fail(&why),
     };
+    use cairn::serve::bridge::Credential;
     let token = std::env::var("CAIRN_SERVE_TOKEN").ok().filter(|token| !token.is_empty());
-    match cairn::serve::bridge::connect(target, token).await {
+    let credential = match token {
+        Some(token) => Some(Credential::Token(token)),
+        None if target.is_local() => {
+            Config::load().ok().and_then(|config| cairn::serve::secret::read(&config.data_dir)).map(Credential::Local)
+        }
+        None => None,
+    };
+    match cairn::serve::bridge::connect(target, credential).await {
         Ok(connected) => cairn::serve::bridge::run(connected).await,
         Err(cairn::serve::bridge::NotConnected::Refused(why)) => return fail(&why),
         Err(cairn::serve::bridge::NotConnected::NoAnswer(why)) => {

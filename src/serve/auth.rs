@@ -9,8 +9,9 @@
 //! next request on (and its open connections are closed at their next heartbeat). A refusal is
 //! 401 with `WWW-Authenticate: Bearer` and one line saying what to do, whatever was wrong
 //! (missing, malformed, two headers, unknown or revoked): the log says which, never the secret.
-//! Without `--auth` (a loopback address or a Unix socket) there is nothing to check and the
-//! connection acts for the local user.
+//! Without `--auth` (a loopback address or a Unix socket) every request must show the server's
+//! own secret instead (`secret`), the same way and with the same answer when it does not, and
+//! the connection acts for the local user.
 
 use std::sync::Arc;
 
@@ -63,6 +64,26 @@ impl Auth {
     }
 }
 
+/// What a request must show to be let in.
+#[derive(Clone)]
+pub(super) enum Gate {
+    /// A live token of the store's (`--auth`).
+    Tokens(Arc<Auth>),
+    /// The server's own secret, by its hash (without `--auth`).
+    Secret([u8; 32]),
+}
+
+impl Gate {
+    /// The gate of a server using `data_dir`: tokens with `auth`, else the secret kept there
+    /// (made now if there is none).
+    pub(super) fn open(store: &Store, auth: bool, data_dir: &std::path::Path) -> Result<Self, String> {
+        match auth {
+            true => Ok(Self::Tokens(Arc::new(Auth::open(store)?))),
+            false => Ok(Self::Secret(hash(&super::secret::take(data_dir)?))),
+        }
+    }
+}
+
 /// A request let in: whom it acts for and, with `--auth`, the token it carried (by hash).
 pub(super) struct Grant {
     pub principal: Principal,
@@ -81,14 +102,28 @@ impl Grant {
 /// answer refusing it (401, or 500 when the tokens cannot be read). Called before anything that
 /// touches state.
 pub(super) fn grant(server: &Server, headers: &HeaderMap) -> Result<Grant, Box<Response<Body>>> {
-    let Some(auth) = &server.auth else {
-        return Ok(Grant { principal: Principal::Local, token: None });
+    let shown = bearer(headers);
+    let auth = match &server.gate {
+        Gate::Tokens(auth) => auth,
+        Gate::Secret(expected) => {
+            return match shown.map(hash) {
+                Ok(hash) if hash == *expected => Ok(Grant { principal: Principal::Local, token: None }),
+                Ok(_) => {
+                    tracing::info!("refused a request: it did not show this server's secret");
+                    Err(Box::new(unauthorized(LOCAL_REFUSED)))
+                }
+                Err(why) => {
+                    tracing::info!("refused a request: {why}");
+                    Err(Box::new(unauthorized(LOCAL_REFUSED)))
+                }
+            };
+        }
     };
-    let secret = match bearer(headers) {
+    let secret = match shown {
         Ok(secret) => secret,
         Err(why) => {
             tracing::info!("refused a request: {why}");
-            return Err(Box::new(unauthorized()));
+            return Err(Box::new(unauthorized(TOKEN_REFUSED)));
         }
     };
     let hash = hash(secret);
@@ -99,11 +134,11 @@ pub(super) fn grant(server: &Server, headers: &HeaderMap) -> Result<Grant, Box<R
         }
         Ok(Some(token)) => {
             tracing::info!(token = %token.id, "refused a request: its token was revoked");
-            Err(Box::new(unauthorized()))
+            Err(Box::new(unauthorized(TOKEN_REFUSED)))
         }
         Ok(None) => {
             tracing::info!("refused a request: its token is not one of this server's");
-            Err(Box::new(unauthorized()))
+            Err(Box::new(unauthorized(TOKEN_REFUSED)))
         }
         Err(err) => {
             tracing::warn!(%err, "cannot check a request's token");
@@ -128,21 +163,28 @@ fn bearer(headers: &HeaderMap) -> Result<&str, &'static str> {
     if !scheme.eq_ignore_ascii_case("bearer") {
         return Err("an Authorization header of another scheme than Bearer");
     }
-    let well_formed = secret.len() == SECRET_LEN
-        && secret.starts_with(PREFIX)
-        && secret[PREFIX.len()..].bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
-    if !well_formed {
+    if !shaped(secret) {
         return Err("a bearer token that is not shaped as cairn's");
     }
     Ok(secret)
 }
 
-fn unauthorized() -> Response<Body> {
-    let mut response = text(
-        StatusCode::UNAUTHORIZED,
-        "cairn serve --auth needs a valid token: send `Authorization: Bearer SECRET` with a secret from \
-         `cairn serve token create` on the server (for `cairn acp --server`, set CAIRN_SERVE_TOKEN)",
-    );
+/// Whether `secret` is shaped as the secrets cairn makes.
+pub(super) fn shaped(secret: &str) -> bool {
+    secret.len() == SECRET_LEN
+        && secret.starts_with(PREFIX)
+        && secret[PREFIX.len()..].bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+}
+
+/// What a client refused by a server with `--auth` is told.
+const TOKEN_REFUSED: &str = "cairn serve --auth needs a valid token: send `Authorization: Bearer SECRET` with a secret \
+     from `cairn serve token create` on the server (for `cairn acp --server`, set CAIRN_SERVE_TOKEN)";
+/// What a client refused by a server without `--auth` is told.
+const LOCAL_REFUSED: &str = "cairn serve needs its own secret: send `Authorization: Bearer SECRET` with the \
+     secret in the file serve-secret of the server's data directory (`cairn acp --server` sends it by itself)";
+
+fn unauthorized(why: &str) -> Response<Body> {
+    let mut response = text(StatusCode::UNAUTHORIZED, why);
     response.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
     response
 }
@@ -174,6 +216,13 @@ pub enum TokenError {
     Store(#[from] StoreError),
 }
 
+/// A new secret: the prefix and 256 random bits.
+pub(super) fn new_secret() -> Result<String, TokenError> {
+    let mut bytes = [0u8; SECRET_BYTES];
+    ring::rand::SystemRandom::new().fill(&mut bytes).map_err(|_| TokenError::NoRandom)?;
+    Ok(format!("{PREFIX}{}", base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)))
+}
+
 /// Makes and stores a token for `principal`.
 pub async fn create(store: &Store, principal: &str) -> Result<Created, TokenError> {
     let valid = (1..=64).contains(&principal.len())
@@ -181,9 +230,7 @@ pub async fn create(store: &Store, principal: &str) -> Result<Created, TokenErro
     if !valid {
         return Err(TokenError::BadPrincipal(principal.to_owned()));
     }
-    let mut bytes = [0u8; SECRET_BYTES];
-    ring::rand::SystemRandom::new().fill(&mut bytes).map_err(|_| TokenError::NoRandom)?;
-    let secret = format!("{PREFIX}{}", base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes));
+    let secret = new_secret()?;
     let id = crate::ids::new_id("tok");
     store.commit(Write::AddToken { id: id.clone(), principal: principal.to_owned(), hash: hash(&secret) }).await?;
     Ok(Created { id, secret })

@@ -9,7 +9,9 @@
 //! itself, as without `--server`. The end of stdin closes the socket (the server detaches the
 //! client); a server that closes the connection ends the bridge with the server's reason on
 //! stderr. Given a token (`CAIRN_SERVE_TOKEN`, for a server run with `--auth`), it sends it on
-//! the handshake as `Authorization: Bearer`, and never logs it; a server that refuses it (401)
+//! the handshake as `Authorization: Bearer`, and never logs it; without one, to a server on this
+//! machine, it sends the secret a server without `--auth` keeps in the data directory
+//! (`super::secret`), and never to another machine. A server that refuses either (401)
 //! ends the bridge with an error, since serving the editor here instead would quietly split its
 //! sessions between two places: only a server that does not answer is served around.
 
@@ -119,16 +121,40 @@ async fn tls_to(
 /// answering (and cairn serves the editor itself).
 const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 
-/// Connects to the server at `target`, showing `token` (a `cairn serve token create` secret) if
-/// given; the error says why none answered, or why the one that did refused.
-pub async fn connect(target: Target, token: Option<String>) -> Result<Connected, NotConnected> {
+/// What the bridge shows the server.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Credential {
+    /// A `cairn serve token create` secret (`CAIRN_SERVE_TOKEN`), for a server with `--auth`.
+    Token(String),
+    /// The secret a server without `--auth` keeps in the data directory (`super::secret`).
+    Local(String),
+}
+
+impl Target {
+    /// Whether the server is on this machine (a Unix socket, or a loopback address), where the
+    /// local secret may be shown: it never leaves the machine.
+    pub fn is_local(&self) -> bool {
+        match self {
+            Self::Socket(_) => true,
+            Self::Url { address, .. } => {
+                let host = address.rsplit_once(':').map_or(address.as_str(), |(host, _)| host);
+                let host = host.trim_start_matches('[').trim_end_matches(']');
+                host == "localhost" || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
+            }
+        }
+    }
+}
+
+/// Connects to the server at `target`, showing `credential` if given; the error says why none
+/// answered, or why the one that did refused.
+pub async fn connect(target: Target, credential: Option<Credential>) -> Result<Connected, NotConnected> {
     let described = target.describe();
-    tokio::time::timeout(CONNECT_TIMEOUT, connect_now(target, token)).await.unwrap_or_else(|_| {
+    tokio::time::timeout(CONNECT_TIMEOUT, connect_now(target, credential)).await.unwrap_or_else(|_| {
         Err(NotConnected::NoAnswer(format!("{described}: no answer within {} s", CONNECT_TIMEOUT.as_secs())))
     })
 }
 
-async fn connect_now(target: Target, token: Option<String>) -> Result<Connected, NotConnected> {
+async fn connect_now(target: Target, credential: Option<Credential>) -> Result<Connected, NotConnected> {
     use tokio_tungstenite::tungstenite::client::IntoClientRequest as _;
     let no_answer = |err: &dyn std::fmt::Display| NotConnected::NoAnswer(format!("{}: {err}", target.describe()));
     let (stream, url): (Box<dyn Stream>, String) = match &target {
@@ -144,8 +170,9 @@ async fn connect_now(target: Target, token: Option<String>) -> Result<Connected,
     };
     let config = WebSocketConfig::default().max_message_size(Some(MAX_FRAME)).max_frame_size(Some(MAX_FRAME));
     let mut request = url.into_client_request().map_err(|err| no_answer(&err))?;
-    if let Some(token) = token {
-        let value = hyper::header::HeaderValue::from_str(&format!("Bearer {token}")).map_err(|_| {
+    let token = matches!(credential, Some(Credential::Token(_)));
+    if let Some(Credential::Token(secret) | Credential::Local(secret)) = credential {
+        let value = hyper::header::HeaderValue::from_str(&format!("Bearer {secret}")).map_err(|_| {
             NotConnected::Refused(
                 "CAIRN_SERVE_TOKEN holds characters no header can carry; set it to the secret \
                  `cairn serve token create` printed"
@@ -160,10 +187,18 @@ async fn connect_now(target: Target, token: Option<String>) -> Result<Connected,
             let status = response.status();
             let said = response.body().as_deref().map(String::from_utf8_lossy).unwrap_or_default();
             let said = crate::visible::line(said.trim()).into_owned();
-            let why = if status == hyper::StatusCode::UNAUTHORIZED {
+            let why = if status == hyper::StatusCode::UNAUTHORIZED && token {
                 format!(
                     "the server at {} refused the token (401: {said}); set CAIRN_SERVE_TOKEN to a secret of \
                      `cairn serve token create` on that server that is not revoked",
+                    target.describe()
+                )
+            } else if status == hyper::StatusCode::UNAUTHORIZED {
+                format!(
+                    "the server at {} asks for its secret (401: {said}); a server without --auth keeps it in \
+                     serve-secret in its data directory, which this cairn reads from its own: run both with the \
+                     same one (CAIRN_HOME), or set CAIRN_SERVE_TOKEN to the secret (or to a token of a server \
+                     with --auth)",
                     target.describe()
                 )
             } else {

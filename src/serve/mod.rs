@@ -13,8 +13,10 @@
 //! over HTTP have a cap and a time limit of their own (`listen`). SIGTERM or SIGINT stops accepting,
 //! cancels the running turns cleanly and flushes the store.
 //!
-//! Without `--auth` it listens on loopback or on a Unix socket (made 0600), and every
-//! connection acts for the local user. With `--auth` (required for any other address) every
+//! Without `--auth` it listens on loopback or on a Unix socket (made 0600), every request must
+//! show the server's own secret, kept in the data directory (`secret`: any program can reach a
+//! loopback port, and a sandboxed command never sees that directory), and every connection acts
+//! for the local user. With `--auth` (required for any other address) every
 //! request to `/acp` must carry a bearer token `cairn serve token create` made (`auth`,
 //! `tokens`), checked before anything touches state; the connection then acts for the token's
 //! principal, which owns the sessions it creates and sees no other's.
@@ -24,6 +26,7 @@ pub mod bridge;
 mod http;
 mod listen;
 mod seat;
+pub mod secret;
 mod socket;
 mod tls;
 pub mod tokens;
@@ -120,8 +123,8 @@ struct Server {
     http: Arc<http::Connections>,
     /// The connections each principal holds.
     seats: Arc<seat::Seats>,
-    /// With `--auth`, the check of every request's token.
-    auth: Option<Arc<auth::Auth>>,
+    /// What every request must show: a token (`--auth`) or the server's own secret.
+    gate: auth::Gate,
 }
 
 /// Serves until SIGTERM or SIGINT, over TLS with `tls`' certificate when given. `setup` loads
@@ -140,10 +143,14 @@ pub async fn run(
     if let Some(database) = store.shared_database() {
         say(&format!("cairn serve: sessions are kept in PostgreSQL at {database}"));
     }
-    let auth = match auth {
-        true => Some(Arc::new(auth::Auth::open(&store)?)),
-        false => None,
-    };
+    let gate = auth::Gate::open(&store, auth, &config.data_dir)?;
+    if !auth {
+        say(&format!(
+            "cairn serve: clients show the secret kept in {} as `Authorization: Bearer` (`cairn acp --server` \
+             does by itself)",
+            secret::path(&config.data_dir).display()
+        ));
+    }
     let hub = Hub::new();
     hub.share(&store);
     let sessions = Registry::new(store, config, Arc::clone(&hub) as Arc<dyn crate::session::UpdateSink>);
@@ -156,7 +163,7 @@ pub async fn run(
         open: Arc::new(AtomicUsize::new(0)),
         http: Arc::default(),
         seats: Arc::default(),
-        auth,
+        gate,
     };
     let stop = async {
         stopped().await;

@@ -1,8 +1,8 @@
 """The Python ACP SDK's remote clients (`acp.ws` and the Streamable HTTP `acp.http`, experimental in
 0.12.1) driving `cairn serve`, for tests/it/serve/mod.rs.
 
-It takes one JSON argument: {"url": "ws://…/acp" or "http://…/acp", "workspace": dir}; the URL's
-scheme picks the client. Through the SDK's typed API
+It takes one JSON argument: {"url": "ws://…/acp" or "http://…/acp", "workspace": dir, "secret": the
+server's secret, shown as a bearer token}; the URL's scheme picks the client. Through the SDK's typed API
 it connects, runs initialize, session/new and a prompt whose tool asks a permission question
 (answered "allow once"), closes; then connects again and loads the session. It prints one JSON
 summary on stdout: the updates each connection saw, re-serialized with the protocol's names, the
@@ -49,11 +49,12 @@ async def step(name, awaitable):
         raise SystemExit(f"ws client: {name} got no answer within {STEP:.0f}s") from None
 
 
-async def connected(viewer, url):
+async def connected(viewer, url, secret):
+    headers = {"Authorization": f"Bearer {secret}"}
     if url.startswith("http"):
-        transport = create_http_stream(url)
+        transport = create_http_stream(url, headers=headers)
     else:
-        transport = await step("connect", create_websocket_stream(url))
+        transport = await step("connect", create_websocket_stream(url, headers=headers))
     connection = connect_to_agent(viewer, transport)
     info = Implementation(name="cairn-ws-conformance", version="1")
     await step(
@@ -66,7 +67,7 @@ async def connected(viewer, url):
 async def main(config):
     summary = {}
     first = Viewer()
-    connection, transport = await connected(first, config["url"])
+    connection, transport = await connected(first, config["url"], config["secret"])
     session = await step("session/new", connection.new_session(cwd=config["workspace"], mcp_servers=[]))
     answer = await step(
         "session/prompt", connection.prompt(session_id=session.session_id, prompt=[text_block("Write the note")])
@@ -79,7 +80,7 @@ async def main(config):
     await transport.close()
 
     second = Viewer()
-    connection, transport = await connected(second, config["url"])
+    connection, transport = await connected(second, config["url"], config["secret"])
     await step(
         "session/load",
         connection.load_session(session_id=session.session_id, cwd=config["workspace"], mcp_servers=[]),

@@ -80,6 +80,8 @@ async fn the_official_client_drives_a_served_session_through_the_bridge() {
     let server = crate::support::served::Server::start(&env).await;
     let elsewhere = env.dir.path().join("bridge-home");
     env.set_env("CAIRN_HOME", &elsewhere.to_string_lossy());
+    // Another data directory holds no secret of the server's: the bridge is given it.
+    env.set_env("CAIRN_SERVE_TOKEN", &crate::support::served::secret_for(&server.url).unwrap());
     let script = json!({"initialize": initialize(), "steps": [
         {"new": {"cwd": env.cwd(), "mcpServers": []}},
         {"prompt": {"sessionId": "$session", "prompt": [{"type": "text", "text": "Hi"}]}},
@@ -118,6 +120,7 @@ async fn the_official_client_on_one_replica_follows_and_prompts_a_session_anothe
         seen.push(on_a.recv().await);
     }
     env.set_env("CAIRN_HOME", &env.dir.path().join("bridge-home").to_string_lossy());
+    env.set_env("CAIRN_SERVE_TOKEN", &crate::support::served::secret_for(&b.url).unwrap());
     let script = json!({"initialize": initialize(), "steps": [
         {"load": {"sessionId": session, "cwd": env.cwd(), "mcpServers": []}},
         {"prompt": {"sessionId": session, "prompt": [{"type": "text", "text": "two"}]}},

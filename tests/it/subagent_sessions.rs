@@ -154,6 +154,7 @@ async fn a_served_session_shows_its_child_under_the_childs_id() {
     env.mock.route("CHILD-S", Reply::text(&["Hello from a served child."]));
     let server = crate::support::served::Server::start(&env).await;
     env.set_env("CAIRN_HOME", &env.dir.path().join("bridge-home").to_string_lossy());
+    env.set_env("CAIRN_SERVE_TOKEN", &crate::support::served::secret_for(&server.url).unwrap());
     let script = script(&env, json!({"subagents": {}}), false);
     let transcript = sdk::run(&env, &script, &["acp", "--server", server.url.as_str()]).await;
     let shown = notifications(&transcript["steps"][1]);

@@ -3,7 +3,7 @@
 // driving `cairn serve`, for tests/it/serve/mod.rs.
 //
 // It takes one JSON argument: {"url": "ws://…/acp" or "http://…/acp", "workspace": dir, "modules":
-// the directory holding node_modules}; the URL's scheme picks the client. Through the SDK's client app it runs initialize, session/new and a prompt
+// the directory holding node_modules, "secret": the server's secret, shown as a bearer token}; the URL's scheme picks the client. Through the SDK's client app it runs initialize, session/new and a prompt
 // whose tool asks a permission question (answered "allow once"), closes; then connects again and
 // loads the session. It prints one JSON summary on stdout: the updates each connection saw, the
 // prompt's stop reason and the permission questions it served. It asserts nothing about cairn's
@@ -42,9 +42,10 @@ async function connected(seen, op) {
       const allow = params.options.find((o) => o.kind === "allow_once");
       return { outcome: { outcome: "selected", optionId: allow.optionId } };
     });
+  const headers = { Authorization: `Bearer ${config.secret}` };
   const stream = config.url.startsWith("http")
-    ? createHttpStream(config.url)
-    : createWebSocketStream(config.url, { WebSocket });
+    ? createHttpStream(config.url, { headers })
+    : createWebSocketStream(config.url, { WebSocket, headers });
   return app.connectWith(stream, async (agent) => {
     await step("initialize", agent.request("initialize", { protocolVersion: acp.PROTOCOL_VERSION, clientCapabilities: {} }));
     return op(agent);

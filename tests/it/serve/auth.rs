@@ -36,7 +36,7 @@ pub(super) fn create(env: &TestEnv, principal: &str) -> (String, String) {
 }
 
 /// A raw request to the server: its status, and what it answered (headers and body).
-async fn raw(server: &Server, path: &str, headers: &[String]) -> (u16, String) {
+pub(super) async fn raw(server: &Server, path: &str, headers: &[String]) -> (u16, String) {
     let address = server.url.trim_start_matches("ws://").split('/').next().unwrap().to_owned();
     let mut stream = tokio::net::TcpStream::connect(address).await.unwrap();
     let mut request = format!(

@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use super::{open, slow_answer};
 use crate::support::mock_llm::Long;
 use crate::support::served::{Client, Server};
-use crate::support::streamable::{HttpClient, http_client, http_url};
+use crate::support::streamable::{HttpClient, http_client, http_client_for, http_url, secret_headers};
 use crate::support::{Reply, TestEnv, text_of, updates};
 
 fn prompt(session: &str, text: &str) -> Value {
@@ -71,7 +71,7 @@ async fn requests_the_profile_does_not_take_get_its_statuses_and_say_what_to_do(
     let env = TestEnv::new().await;
     let server = Server::start(&env).await;
     let url = http_url(&server.url);
-    let http = http_client();
+    let http = http_client_for(&url);
     let (client, _) = HttpClient::initialize(&url).await;
     let list = json!({"jsonrpc": "2.0", "id": 1, "method": "session/list", "params": {}});
 
@@ -184,7 +184,8 @@ async fn the_profile_is_served_over_http2_as_the_rfd_requires() {
     env.mock.push(Reply::text(&["two"]));
     let server = Server::start(&env).await;
     let url = http_url(&server.url);
-    let http2 = reqwest::Client::builder().http2_prior_knowledge().build().unwrap();
+    let http2 =
+        reqwest::Client::builder().http2_prior_knowledge().default_headers(secret_headers(&url)).build().unwrap();
     let probe = http2.get(&url).send().await.unwrap();
     assert_eq!(probe.version(), reqwest::Version::HTTP_2);
     let (mut client, _) = HttpClient::initialize_with(&url, http2).await;
@@ -263,7 +264,7 @@ async fn an_idle_connection_ends_and_http_connections_count_against_the_cap() {
     let url = http_url(&server.url);
     let (idle, _) = HttpClient::initialize(&url).await;
     let message = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": 1}});
-    let refused = http_client().post(&url).json(&message).send().await.unwrap();
+    let refused = http_client_for(&url).post(&url).json(&message).send().await.unwrap();
     assert_eq!(refused.status(), StatusCode::SERVICE_UNAVAILABLE);
     assert!(refused.text().await.unwrap().contains("--max-connections"));
     // Nothing read or posted for three heartbeats: the connection ends, its slot is free.
@@ -375,8 +376,11 @@ async fn over_tls_both_profiles_are_served_and_http2_is_negotiated() {
 
     let ca = std::fs::read(fixture("ca.pem")).unwrap();
     let _ = http_client(); // installs the crypto provider
-    let https =
-        reqwest::Client::builder().tls_certs_only([reqwest::Certificate::from_pem(&ca).unwrap()]).build().unwrap();
+    let https = reqwest::Client::builder()
+        .tls_certs_only([reqwest::Certificate::from_pem(&ca).unwrap()])
+        .default_headers(secret_headers(&url))
+        .build()
+        .unwrap();
     let (mut client, _) = HttpClient::initialize_with(&url, https.clone()).await;
     let (_connection, session, mut events) = client.new_session(&env.cwd()).await;
     let id = client.request("session/prompt", prompt(&session, "Hi"), Some(&session)).await;
@@ -400,7 +404,10 @@ async fn over_tls_both_profiles_are_served_and_http2_is_negotiated() {
     let tcp = tokio::net::TcpStream::connect(&address).await.unwrap();
     let name = rustls::pki_types::ServerName::try_from("127.0.0.1").unwrap();
     let tls = tokio_rustls::TlsConnector::from(std::sync::Arc::new(config)).connect(name, tcp).await.unwrap();
-    let (mut socket, response) = tokio_tungstenite::client_async(&server.url, tls).await.unwrap();
+    let mut request =
+        tokio_tungstenite::tungstenite::client::IntoClientRequest::into_client_request(&server.url).unwrap();
+    request.headers_mut().extend(secret_headers(&server.url));
+    let (mut socket, response) = tokio_tungstenite::client_async(request, tls).await.unwrap();
     assert!(response.headers().contains_key("acp-connection-id"));
     use futures::{SinkExt, StreamExt};
     let list = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": 1}});

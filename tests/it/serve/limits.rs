@@ -56,7 +56,9 @@ async fn reqwest_get(url: &str) -> String {
     let rest = url.strip_prefix("http://").unwrap();
     let (host, path) = rest.split_once('/').unwrap();
     let mut stream = tokio::net::TcpStream::connect(host).await.unwrap();
-    let request = format!("GET /{path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n");
+    let secret = crate::support::served::secret_for(url).unwrap();
+    let request =
+        format!("GET /{path} HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer {secret}\r\nConnection: close\r\n\r\n");
     stream.write_all(request.as_bytes()).await.unwrap();
     let mut answer = String::new();
     stream.read_to_string(&mut answer).await.unwrap();
@@ -171,6 +173,9 @@ async fn a_web_page_cannot_open_a_connection() {
     // What a browser sends for a page's `new WebSocket("ws://127.0.0.1:…/acp")`.
     let mut request = server.url.as_str().into_client_request().unwrap();
     request.headers_mut().insert("origin", "https://attacker.example".parse().unwrap());
+    // Even one that somehow holds the server's secret.
+    let secret = crate::support::served::secret_for(&server.url).unwrap();
+    request.headers_mut().insert("authorization", format!("Bearer {secret}").parse().unwrap());
     match tokio_tungstenite::connect_async(request).await {
         Err(tokio_tungstenite::tungstenite::Error::Http(response)) => {
             assert_eq!(response.status(), 403);

@@ -263,7 +263,7 @@ async fn typescript_client(mut config: Value) -> tokio::process::Command {
     command
 }
 
-/// A client nobody here wrote (`client`, given `{url, workspace}`) prompts through `cairn serve`
+/// A client nobody here wrote (`client`, given `{url, workspace, secret}`) prompts through `cairn serve`
 /// at `url`, answers the permission question the turn's `write` asks, closes, and loads the
 /// session over a new connection; it prints what it saw.
 async fn drives_a_prompt_a_question_and_a_load<C>(client: impl FnOnce(Value) -> C, url: impl FnOnce(&Server) -> String)
@@ -275,7 +275,8 @@ where
     env.mock.push(Reply::tool_calls(&[("c1", "write", json!({"path": path, "content": "kept\n"}))]));
     env.mock.push(Reply::text(&["written"]));
     let server = Server::start(&env).await;
-    let mut command = client(json!({"url": url(&server), "workspace": env.cwd()})).await;
+    let secret = crate::support::served::secret_for(&server.url).unwrap();
+    let mut command = client(json!({"url": url(&server), "workspace": env.cwd(), "secret": secret})).await;
     command.current_dir(env.workspace()).kill_on_drop(true);
     let output = tokio::time::timeout(Duration::from_secs(120), command.output()).await.unwrap().unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr);
@@ -508,6 +509,7 @@ mod replica_death;
 mod replica_questions;
 mod replica_resume;
 mod replicas;
+mod secret;
 
 #[tokio::test]
 async fn a_server_killed_mid_turn_loses_nothing_it_showed() {

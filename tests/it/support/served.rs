@@ -60,6 +60,12 @@ impl Server {
             assert!(started.elapsed() < PATIENCE, "cairn serve did not start listening; stderr:\n{text}");
             tokio::time::sleep(std::time::Duration::from_millis(10)).await;
         };
+        let said = stderr.lock().unwrap().clone();
+        if let Some((_, rest)) = said.split_once("the secret kept in ") {
+            let kept = rest.split(" as `Authorization").next().unwrap();
+            let secret = std::fs::read_to_string(kept).unwrap().trim().to_owned();
+            remember_secret(&url, secret);
+        }
         Self { child, url, stderr }
     }
 
@@ -105,6 +111,28 @@ impl Server {
     }
 }
 
+/// The secrets of the servers started without `--auth`, by where they listen (`HOST:PORT` or a
+/// socket's path): a client of one shows it, as `cairn acp --server` does.
+static SECRETS: Mutex<Vec<(String, String)>> = Mutex::new(Vec::new());
+
+fn place_of(url: &str) -> &str {
+    let rest = url.split_once("://").map_or(url, |(_, rest)| rest);
+    rest.split('/').next().unwrap_or(rest)
+}
+
+fn remember_secret(url: &str, secret: String) {
+    let mut secrets = SECRETS.lock().unwrap();
+    secrets.retain(|(place, _)| place != place_of(url));
+    secrets.push((place_of(url).to_owned(), secret));
+}
+
+/// The secret of the server without `--auth` listening at `url` (`ws://`, `http://` or a
+/// socket's path), as a client on the same machine reads it from the server's data directory.
+pub fn secret_for(url: &str) -> Option<String> {
+    let secrets = SECRETS.lock().unwrap();
+    secrets.iter().find(|(place, _)| place == place_of(url)).map(|(_, secret)| secret.clone())
+}
+
 /// A new client of the server at `url`, not yet initialized (for tasks that own no [`Server`]).
 #[allow(dead_code, reason = "used by benches/serve.rs")]
 pub async fn connect(url: &str) -> Client {
@@ -112,7 +140,7 @@ pub async fn connect(url: &str) -> Client {
 }
 
 async fn try_connect(url: &str) -> Result<Client, tokio_tungstenite::tungstenite::Error> {
-    try_connect_with(url, None).await
+    try_connect_with(url, secret_for(url).as_deref()).await
 }
 
 /// A new client showing `secret` as `Authorization: Bearer` (for `cairn serve --auth`), or why
@@ -143,7 +171,12 @@ pub async fn connect_narrow(url: &str) -> Client {
     let socket = tokio::net::TcpSocket::new_v4().unwrap();
     socket.set_recv_buffer_size(4096).unwrap();
     let stream = socket.connect(address).await.unwrap();
-    let (socket, _) = tokio_tungstenite::client_async(url, MaybeTlsStream::Plain(stream)).await.unwrap();
+    use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+    let mut request = url.into_client_request().unwrap();
+    if let Some(secret) = secret_for(url) {
+        request.headers_mut().insert("authorization", format!("Bearer {secret}").parse().unwrap());
+    }
+    let (socket, _) = tokio_tungstenite::client_async(request, MaybeTlsStream::Plain(stream)).await.unwrap();
     Client { socket, connection: String::new(), next_id: 1 }
 }
 

@@ -30,6 +30,21 @@ pub fn http_client() -> reqwest::Client {
     reqwest::Client::builder().build().unwrap()
 }
 
+/// A client that shows the secret of the server without `--auth` at `url`, if it knows one.
+pub fn http_client_for(url: &str) -> reqwest::Client {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    reqwest::Client::builder().default_headers(secret_headers(url)).build().unwrap()
+}
+
+/// `Authorization: Bearer` with the secret of the server without `--auth` at `url`, if known.
+pub fn secret_headers(url: &str) -> reqwest::header::HeaderMap {
+    let mut headers = reqwest::header::HeaderMap::new();
+    if let Some(secret) = super::served::secret_for(url) {
+        headers.insert("authorization", format!("Bearer {secret}").parse().unwrap());
+    }
+    headers
+}
+
 /// `ws://HOST:PORT/acp` as `http://HOST:PORT/acp`.
 pub fn http_url(ws: &str) -> String {
     ws.replace("ws://", "http://")
@@ -38,7 +53,7 @@ pub fn http_url(ws: &str) -> String {
 impl HttpClient {
     /// `POST initialize` at `url`: the client, and the result.
     pub async fn initialize(url: &str) -> (Self, Value) {
-        Self::initialize_with(url, http_client()).await
+        Self::initialize_with(url, http_client_for(url)).await
     }
 
     /// [`Self::initialize`] through `http`.

@@ -1,0 +1,193 @@
+//! The secret of a `cairn serve` run without `--auth`, so that only the user who started it can
+//! use it: any program on the machine can connect to a loopback port, and a sandboxed command
+//! can reach the server's socket when it lies where commands may go. It is a file in cairn's
+//! data directory (`serve-secret`, mode 0600), which other users cannot read and sandboxed
+//! commands never see; every request must show it as `Authorization: Bearer`, as a token of
+//! `--auth` is shown. `cairn acp --server` reads it there by itself for a server on this
+//! machine.
+//!
+//! A new secret is made whenever a server starts while no other server of the data directory
+//! runs (`serve-secret.holders` lists those running, by process id and start time), and servers
+//! running together share one. So a secret a program caught while no server ran (listening on
+//! the port the editor's bridge connects to, and taking what it showed) is worth nothing once
+//! the server starts. Made whole or not at all (written aside, then renamed into place), under a
+//! lock so that servers starting together agree on one.
+
+use std::io::{Read as _, Write as _};
+use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _, PermissionsExt as _};
+use std::path::{Path, PathBuf};
+
+/// The file's name in the data directory.
+const FILE: &str = "serve-secret";
+/// The servers sharing the secret now: one `PID START` line each.
+const HOLDERS: &str = "serve-secret.holders";
+/// Taken while a server decides whether to make a new secret.
+const LOCK: &str = "serve-secret.lock";
+/// More than a secret and its line break; a bigger file is not cairn's.
+const MOST: u64 = 256;
+/// More than the holders' lines of any number of servers one machine runs.
+const MOST_HOLDERS: u64 = 64 * 1024;
+
+/// Where the secret of servers using `data_dir` is kept.
+pub fn path(data_dir: &Path) -> PathBuf {
+    data_dir.join(FILE)
+}
+
+/// The secret kept in `data_dir`, if one is there and shaped as cairn's (for a client).
+pub fn read(data_dir: &Path) -> Option<String> {
+    read_at(&path(data_dir)).ok().flatten()
+}
+
+/// The secret this server shows its clients: the one kept in `data_dir` while another server
+/// of it runs, else a new one; why not, naming the file and what to do.
+pub(super) fn take(data_dir: &Path) -> Result<String, String> {
+    let at = path(data_dir);
+    let shown = at.display();
+    let fail = |err: std::io::Error| format!("cannot keep the server's secret in {shown}: {err}");
+    std::fs::DirBuilder::new().recursive(true).mode(0o700).create(data_dir).map_err(fail)?;
+    let lock = private(&data_dir.join(LOCK), false).map_err(fail)?;
+    lock.lock().map_err(fail)?;
+    let mut holders = live_holders(&data_dir.join(HOLDERS));
+    let kept = match holders.is_empty() {
+        true => None,
+        false => read_at(&at).map_err(|err| format!("cannot read {shown}: {err}"))?,
+    };
+    let secret = match kept {
+        Some(secret) => secret,
+        None => {
+            let secret = super::auth::new_secret().map_err(|err| err.to_string())?;
+            replace(data_dir, &at, &format!("{secret}\n")).map_err(fail)?;
+            holders.clear();
+            secret
+        }
+    };
+    holders.extend(me());
+    let lines: String = holders.iter().map(|(pid, start)| format!("{pid} {start}\n")).collect();
+    replace(data_dir, &data_dir.join(HOLDERS), &lines).map_err(fail)?;
+    Ok(secret)
+}
+
+/// The secret at `at`: `None` when there is no file; an error when it is not cairn's.
+fn read_at(at: &Path) -> std::io::Result<Option<String>> {
+    let mut file = match std::fs::File::open(at) {
+        Ok(file) => file,
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(err) => return Err(err),
+    };
+    if file.metadata()?.permissions().mode() & 0o077 != 0 {
+        // Others could have read it: it is no secret any more.
+        return Err(std::io::Error::other(
+            "others may read it, so it is no secret; remove it, and the next start makes a new one",
+        ));
+    }
+    let mut text = String::new();
+    std::io::Read::take(&mut file, MOST).read_to_string(&mut text)?;
+    let secret = text.trim_end_matches('\n');
+    if !super::auth::shaped(secret) {
+        return Err(std::io::Error::other(
+            "it does not hold a secret cairn made; remove it, and the next start makes a new one",
+        ));
+    }
+    Ok(Some(secret.to_owned()))
+}
+
+/// The servers listed at `at` that still run (the same process, not one that took its id).
+fn live_holders(at: &Path) -> Vec<(u32, u64)> {
+    let mut text = String::new();
+    if let Ok(file) = std::fs::File::open(at) {
+        let _ = std::io::Read::take(file, MOST_HOLDERS).read_to_string(&mut text);
+    }
+    text.lines()
+        .filter_map(|line| {
+            let (pid, start) = line.split_once(' ')?;
+            Some((pid.parse().ok()?, start.parse().ok()?))
+        })
+        .filter(|&(pid, start)| started(pid) == Some(start))
+        .collect()
+}
+
+/// This process, as a holder.
+fn me() -> Option<(u32, u64)> {
+    let pid = std::process::id();
+    Some((pid, started(pid)?))
+}
+
+/// When process `pid` started (clock ticks after boot, from `/proc/PID/stat`), if it runs.
+fn started(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command's name, in parentheses, may hold spaces: count the fields after it.
+    let (_, rest) = stat.rsplit_once(") ")?;
+    rest.split(' ').nth(19)?.parse().ok()
+}
+
+/// A file at `at` opened for writing, 0600, made if missing (`new`: made now, never opened).
+fn private(at: &Path, new: bool) -> std::io::Result<std::fs::File> {
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).mode(0o600);
+    if new {
+        options.create_new(true)
+    } else {
+        options.create(true)
+    };
+    options.open(at)
+}
+
+/// `text` written aside in `data_dir`, then renamed to `at`.
+fn replace(data_dir: &Path, at: &Path, text: &str) -> std::io::Result<()> {
+    let aside = data_dir.join(format!(".{FILE}.{}", crate::ids::new_id("tmp")));
+    let written = (|| {
+        let mut file = private(&aside, true)?;
+        file.write_all(text.as_bytes())?;
+        file.sync_all()?;
+        std::fs::rename(&aside, at)
+    })();
+    if written.is_err() {
+        let _ = std::fs::remove_file(&aside);
+    }
+    written
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_secret_is_private_shared_while_a_holder_runs_and_new_once_none_does() {
+        let dir = tempfile::tempdir().unwrap();
+        let data = dir.path().join("data");
+        let secret = take(&data).unwrap();
+        assert!(super::super::auth::shaped(&secret), "{secret}");
+        let mode = |path: &Path| std::fs::metadata(path).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&path(&data)), 0o600);
+        assert_eq!(mode(&data), 0o700);
+        assert_eq!(read(&data).as_deref(), Some(secret.as_str()));
+        // This process holds it: a server starting beside it shares it.
+        assert_eq!(take(&data).unwrap(), secret);
+        let holders = std::fs::read_to_string(data.join(HOLDERS)).unwrap();
+        assert_eq!(holders.lines().count(), 2, "{holders}");
+        // Only servers gone, or a process that took a listed id since: a new secret.
+        std::fs::write(data.join(HOLDERS), format!("999999999 1\n{} 1\n", std::process::id())).unwrap();
+        let fresh = take(&data).unwrap();
+        assert_ne!(fresh, secret);
+        assert_eq!(read(&data).as_deref(), Some(fresh.as_str()));
+        let names: Vec<String> =
+            std::fs::read_dir(&data).unwrap().map(|entry| entry.unwrap().file_name().into_string().unwrap()).collect();
+        assert!(names.iter().all(|name| !name.starts_with('.')), "nothing left aside: {names:?}");
+    }
+
+    #[test]
+    fn a_file_not_cairns_or_readable_by_others_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let data = dir.path().to_path_buf();
+        take(&data).unwrap();
+        std::fs::set_permissions(path(&data), std::fs::Permissions::from_mode(0o644)).unwrap();
+        let err = take(&data).unwrap_err();
+        assert!(err.contains("serve-secret") && err.contains("others may read it"), "{err}");
+        assert_eq!(read(&data), None);
+        std::fs::write(path(&data), "hunter2\n").unwrap();
+        std::fs::set_permissions(path(&data), std::fs::Permissions::from_mode(0o600)).unwrap();
+        let err = take(&data).unwrap_err();
+        assert!(err.contains("remove it"), "{err}");
+        assert_eq!(read(&data), None);
+    }
+}
