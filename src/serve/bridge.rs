@@ -131,15 +131,15 @@ pub enum Credential {
 }
 
 impl Target {
-    /// Whether the server is on this machine (a Unix socket, or a loopback address), where the
-    /// local secret may be shown: it never leaves the machine.
+    /// Whether the server is on this machine (a Unix socket, or a loopback address given as
+    /// such), where the local secret may be shown: it never leaves the machine. Not a name such
+    /// as `localhost`: it may lead to `::1` while the server listens on 127.0.0.1, and any
+    /// program may listen on the other address's port to catch what the bridge shows.
     pub fn is_local(&self) -> bool {
         match self {
             Self::Socket(_) => true,
             Self::Url { address, .. } => {
-                let host = address.rsplit_once(':').map_or(address.as_str(), |(host, _)| host);
-                let host = host.trim_start_matches('[').trim_end_matches(']');
-                host == "localhost" || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
+                address.parse::<std::net::SocketAddr>().is_ok_and(|address| address.ip().is_loopback())
             }
         }
     }
@@ -317,6 +317,16 @@ pub async fn run(connected: Connected) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_a_socket_or_a_loopback_address_given_as_one_is_shown_the_local_secret() {
+        for local in ["ws://127.0.0.1:7420/acp", "ws://[::1]:7420", "wss://127.0.0.2:9/acp", "/run/user/1/cairn.sock"] {
+            assert!(Target::parse(local).unwrap().is_local(), "{local}");
+        }
+        for other in ["ws://localhost:7420/acp", "ws://10.0.0.1:7420", "ws://127.0.0.1.example.com:7420", "ws://host"] {
+            assert!(!Target::parse(other).unwrap().is_local(), "{other}");
+        }
+    }
 
     #[test]
     fn a_target_is_a_ws_or_wss_url_with_the_schemes_port_by_default_or_a_socket() {
