@@ -158,10 +158,13 @@ pub(super) fn policy(
             Place::Names(glob) => hidden_names.push(checked_glob("hidden", glob)?),
         }
     }
-    let mut visible_names = Vec::new();
+    let (mut visible, mut visible_names) = (Vec::new(), Vec::new());
     for given in &sandbox.visible {
         match place(given, env.home) {
-            Place::Path(path) => hidden.retain(|hidden| *hidden != path),
+            Place::Path(path) => {
+                hidden.retain(|hidden| *hidden != path);
+                visible.push(path);
+            }
             Place::Names(glob) => visible_names.push(checked_glob("visible", glob)?),
         }
     }
@@ -174,6 +177,8 @@ pub(super) fn policy(
         hidden,
         hidden_names,
         visible_names,
+        visible,
+        sockets_before: Some(std::time::SystemTime::now()),
         env: child_env(providers, &tools.env_passthrough, env),
         ..ProcessPolicy::default()
     }))

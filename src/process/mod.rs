@@ -181,6 +181,11 @@ pub struct ProcessPolicy {
     pub hidden_names: Vec<String>,
     /// Workspace-relative globs left visible even when secret (`[sandbox] visible`).
     pub visible_names: Vec<String>,
+    /// Absolute paths left visible even when hidden by default (`[sandbox] visible`).
+    pub visible: Vec<PathBuf>,
+    /// When cairn started: the sockets older than this in the temp directories and `/run` are
+    /// the user's services, hidden (`places::sockets`); `None` hides none.
+    pub sockets_before: Option<std::time::SystemTime>,
     pub env: ChildEnv,
     pub launcher: Launcher,
 }
@@ -196,6 +201,8 @@ impl Default for ProcessPolicy {
             hidden: Vec::new(),
             hidden_names: Vec::new(),
             visible_names: Vec::new(),
+            visible: Vec::new(),
+            sockets_before: None,
             env: ChildEnv::default(),
             launcher: Launcher::Direct,
         }

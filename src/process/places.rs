@@ -24,6 +24,7 @@
 
 mod pending;
 mod safe_config;
+pub mod sockets;
 mod survey;
 pub mod sweep;
 

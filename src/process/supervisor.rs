@@ -53,6 +53,9 @@ struct Spec {
     hidden: Vec<PathBuf>,
     hidden_names: Vec<String>,
     visible_names: Vec<String>,
+    visible: Vec<PathBuf>,
+    /// The sockets older than this (seconds since the epoch) are the user's services, hidden.
+    sockets_before: Option<std::time::SystemTime>,
     /// Programs rules reject, each with its subcommand words.
     rejected: Vec<Vec<String>>,
     /// What is watched for cairn's end.
@@ -144,6 +147,12 @@ pub fn arguments(
         for glob in &policy.visible_names {
             flag("--show", glob.into());
         }
+        for path in &policy.visible {
+            flag("--show-path", path.into());
+        }
+        if let Some(since) = policy.sockets_before.and_then(|at| at.duration_since(std::time::UNIX_EPOCH).ok()) {
+            flag("--sockets-before", format!("{}.{:09}", since.as_secs(), since.subsec_nanos()).into());
+        }
     }
     for words in confinement.rejected {
         flag("--reject", words.join(" ").into());
@@ -197,6 +206,13 @@ fn parse(mut args: impl Iterator<Item = OsString>) -> Result<Spec, String> {
             "--hide" => spec.hidden.push(PathBuf::from(value)),
             "--hide-name" => spec.hidden_names.push(text()?),
             "--show" => spec.visible_names.push(text()?),
+            "--show-path" => spec.visible.push(PathBuf::from(value)),
+            "--sockets-before" => {
+                let seconds: f64 = text()?.parse().map_err(|_| "--sockets-before takes seconds since the epoch")?;
+                let at =
+                    std::time::Duration::try_from_secs_f64(seconds).map_err(|_| "--sockets-before: out of range")?;
+                spec.sockets_before = Some(std::time::UNIX_EPOCH + at);
+            }
             "--reject" => spec.rejected.push(text()?.split_whitespace().map(str::to_owned).collect()),
             other => return Err(format!("unknown option {other}")),
         }
@@ -429,7 +445,12 @@ fn confine(kind: Kind, mode: SandboxMode, spec: &Spec, gate: &Gate, program: &Pa
             for dir in &spec.own {
                 std::fs::create_dir_all(dir).map_err(|err| format!("cannot make {}: {err}", dir.display()))?;
             }
-            let hidden: Vec<PathBuf> = spec.own.iter().chain(&spec.hidden).cloned().collect();
+            let mut hidden: Vec<PathBuf> = spec.own.iter().chain(&spec.hidden).cloned().collect();
+            if let Some(before) = spec.sockets_before {
+                let temp = std::env::var_os("TMPDIR").map(PathBuf::from).filter(|dir| dir.is_absolute());
+                let dirs: Vec<PathBuf> = ["/tmp", "/run"].iter().map(PathBuf::from).chain(temp).collect();
+                hidden.extend(places::sockets::outside(&dirs, before, &spec.visible));
+            }
             // The command's own environment says where git finds the user's configuration.
             let home = Home {
                 home: std::env::var_os("HOME").map(PathBuf::from),
@@ -511,75 +532,5 @@ fn say(code: u8, why: &str) -> ExitCode {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_arguments_carry_the_policy_and_only_workspace_write_has_writable_places() {
-        let policy = ProcessPolicy {
-            network: false,
-            hidden: vec![PathBuf::from("/home/u/.ssh")],
-            hidden_names: vec!["*.pem".into()],
-            visible_names: vec![".env.example".into()],
-            ..ProcessPolicy::default()
-        };
-        let roots = [PathBuf::from("/work/project")];
-        let rejected = [vec!["git".to_owned(), "push".to_owned()]];
-        let confinement = Confinement { roots: &roots, rejected: &rejected };
-        let script = [OsStr::new("-c"), OsStr::new("ls -- x")];
-        let watched = (Watched::Fd(7), Some(8));
-        let args = arguments(&policy, confinement, Some(Kind::User), watched, OsStr::new("bash"), &script);
-        let spec = parse(args.into_iter().skip(1)).unwrap();
-        assert_eq!(
-            spec,
-            Spec {
-                mode: Some(SandboxMode::WorkspaceWrite),
-                network: false,
-                namespace: Some(Kind::User),
-                roots: vec![PathBuf::from("/work/project")],
-                writable: vec![PathBuf::from("/tmp")],
-                own: Vec::new(),
-                hidden: vec![PathBuf::from("/home/u/.ssh")],
-                hidden_names: vec!["*.pem".into()],
-                visible_names: vec![".env.example".into()],
-                rejected: vec![vec!["git".into(), "push".into()]],
-                watched: Watched::Fd(7),
-                inotify: Some(8),
-                program: "bash".into(),
-                args: vec!["-c".into(), "ls -- x".into()],
-            }
-        );
-        let read_only = ProcessPolicy { sandbox: SandboxMode::ReadOnly, ..ProcessPolicy::default() };
-        let confinement = Confinement { roots: &roots, rejected: &[] };
-        let args = arguments(&read_only, confinement, None, (Watched::Stdin, None), OsStr::new("true"), &[]);
-        let spec = parse(args.into_iter().skip(1)).unwrap();
-        assert!(spec.writable.is_empty() && spec.network && spec.namespace.is_none() && spec.inotify.is_none());
-        assert_eq!(spec.watched, Watched::Stdin);
-        let args = arguments(&read_only, confinement, None, (Watched::Nothing, None), OsStr::new("true"), &[]);
-        assert_eq!(parse(args.into_iter().skip(1)).unwrap().watched, Watched::Nothing);
-        let args = arguments(
-            &read_only,
-            confinement,
-            None,
-            (Watched::Pid { pid: 42, started: 7, namespace: 9 }, None),
-            OsStr::new("true"),
-            &[],
-        );
-        assert_eq!(
-            parse(args.into_iter().skip(1)).unwrap().watched,
-            Watched::Pid { pid: 42, started: 7, namespace: 9 }
-        );
-        assert!(parse(["off".into(), "network".into(), "bash".into()].into_iter()).is_err());
-        assert!(
-            parse(["off".into(), "network".into(), "--bogus".into(), "x".into(), "--".into()].into_iter()).is_err()
-        );
-    }
-
-    #[test]
-    fn a_program_without_a_directory_is_found_on_the_path() {
-        assert_eq!(find_program(OsStr::new("./x")), Some(PathBuf::from("./x")));
-        let found = find_program(OsStr::new("sh")).unwrap();
-        assert!(found.is_absolute() && found.ends_with("sh"), "{found:?}");
-        assert_eq!(find_program(OsStr::new("no-such-program-anywhere")), None);
-    }
-}
+#[path = "supervisor_tests.rs"]
+mod tests;

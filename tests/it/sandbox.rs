@@ -305,9 +305,9 @@ async fn a_command_runs_in_its_own_session_without_the_terminal_cairn_has() {
 
 /// A command reaches none of the user's own services that would act for it outside the
 /// sandbox: the runtime directory's sockets (the session bus, which starts programs through
-/// systemd; editors' servers; cairn's own), the ssh agent's, a terminal multiplexer's and an
-/// abstract socket (X11's, a bus's) are all refused; the sockets a command makes for itself
-/// still work.
+/// systemd; editors' servers; cairn's own), the ssh agent's, a terminal multiplexer's, any
+/// socket in the temp directories older than cairn (a database's) and an abstract socket
+/// (X11's, a bus's) are all refused; the sockets a command makes for itself still work.
 #[tokio::test]
 async fn a_command_cannot_reach_the_users_own_services_through_their_sockets() {
     use std::os::linux::net::SocketAddrExt as _;
@@ -323,6 +323,8 @@ async fn a_command_cannot_reach_the_users_own_services_through_their_sockets() {
     let mut env = TestEnv::new().await;
     let (run, agent, multiplexer) =
         (env.dir.path().join("run"), tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    // A database of the user's, listening where no setting names it.
+    let database = tempfile::tempdir().unwrap();
     let tmux = multiplexer.path().join(format!("tmux-{}", cairn::process::current_uid()));
     for dir in [&run, &tmux] {
         std::fs::create_dir_all(dir).unwrap();
@@ -333,6 +335,7 @@ async fn a_command_cannot_reach_the_users_own_services_through_their_sockets() {
         UnixListener::bind(run.join("bus")).unwrap(),
         UnixListener::bind(agent.path().join("agent.1")).unwrap(),
         UnixListener::bind(tmux.join("default")).unwrap(),
+        UnixListener::bind(database.path().join(".s.PGSQL.5432")).unwrap(),
         UnixListener::bind_addr(&SocketAddr::from_abstract_name(abstract_name.as_bytes()).unwrap()).unwrap(),
     ];
     env.set_env("XDG_RUNTIME_DIR", run.to_str().unwrap());
@@ -352,6 +355,7 @@ keep = []
 reach("bus", "{bus}")
 reach("agent", "{agent}")
 reach("tmux", "{tmux}")
+reach("database", "{database}")
 reach("abstract", "\0{abstract_name}")
 reach("own", "/tmp/cairn-own-{tag}.sock", True)
 reach("own abstract", "\0cairn-own-{tag}", True)
@@ -359,10 +363,11 @@ reach("own abstract", "\0cairn-own-{tag}", True)
         bus = run.join("bus").display(),
         agent = agent.path().join("agent.1").display(),
         tmux = tmux.join("default").display(),
+        database = database.path().join(".s.PGSQL.5432").display(),
     );
     std::fs::write(env.workspace().join("reach.py"), script).unwrap();
     let output = bash(&env, "python3 reach.py 2>&1; rm -f /tmp/cairn-own-*.sock").await;
-    for refused in ["bus", "agent", "tmux", "abstract"] {
+    for refused in ["bus", "agent", "tmux", "database", "abstract"] {
         assert!(output.lines().any(|line| line == format!("{refused}: refused")), "{refused}: {output}");
     }
     assert!(output.contains("own: connected") && output.contains("own abstract: connected"), "{output}");
