@@ -223,7 +223,13 @@ impl Registry {
     /// attaches nothing: on a store shared by replicas its actor follows the session's event
     /// log from the moment it read the history, which it has when this resolves
     /// (`_cairn/stream/resume`, which reads the log after that).
-    pub fn follow(&self, id: &SessionId) -> impl Future<Output = Result<SessionView, SessionError>> + use<> {
+    /// Also the `seq` of the last row of the log shown here, as it moves on.
+    #[allow(clippy::type_complexity)]
+    pub fn follow(
+        &self,
+        id: &SessionId,
+    ) -> impl Future<Output = Result<(SessionView, Option<tokio::sync::watch::Receiver<i64>>), SessionError>> + use<>
+    {
         self.ask(id, Init::Restore(id.clone()), |reply| Command::Follow { reply })
     }
 

@@ -40,6 +40,8 @@ pub(super) const SESSION_UNARCHIVE: &str = acp::AGENT_METHOD_NAMES.session_unarc
 pub(super) const STEERING: &str = "_session/steering";
 /// Resuming a served session's stream after a dropped connection.
 pub(super) const STREAM_RESUME: &str = "_cairn/stream/resume";
+/// The longest a resume waits for this replica to show the rows it read from the log.
+const CATCH_UP: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// A prompt's usage as `PromptResponse.usage` (unstable, `unstable_end_turn_token_usage`):
 /// `inputTokens` without the cached tokens, which are given apart, `outputTokens` with the
@@ -218,16 +220,16 @@ impl Agent {
                     Served::found(Some(&served), &id, stored.ok_or_else(|| SessionError::NotFound(id.clone())))?;
                     // Following the log from its history's `seq` before the log is read: no row
                     // falls between what is read and what is forwarded.
-                    let view = Served::found(Some(&served), &id, sessions.follow(&id).await)?;
+                    let (_, forwarded) = Served::found(Some(&served), &id, sessions.follow(&id).await)?;
                     let after_row = i64::try_from(after).unwrap_or(i64::MAX);
                     match sessions.store().missed(&id, after_row).await {
-                        Ok(Some(missed)) => Ok((missed, view)),
+                        Ok(Some(missed)) => Ok((missed, forwarded)),
                         Ok(None) => Err(crate::acp::rpc::error(acp::ErrorCode::InternalError, "no event log")),
                         Err(err) => Err(session_error(&err.into())),
                     }
                 }
                 .await;
-                let (missed, view) = match missed {
+                let (missed, forwarded) = match missed {
                     Ok(missed) => missed,
                     Err(err) => {
                         resuming.fail();
@@ -235,10 +237,19 @@ impl Agent {
                     }
                 };
                 // A setting's row shows as the session's options, which the log does not hold:
-                // a client that missed one is shown them as they are now, or it keeps the old.
+                // a client that missed one is shown them as they are once this replica has
+                // shown every row it missed (its view may not have the row yet: it was read
+                // from the log just now), or it keeps the old.
                 let settings_missed = crate::session::LogResume::misses_settings(&missed);
                 let last = resuming.send(after, missed).map_err(|err| resume_error(&err))?;
                 if settings_missed {
+                    if let Some(mut forwarded) = forwarded {
+                        let shown = forwarded.wait_for(|seq| *seq >= i64::try_from(last).unwrap_or(i64::MAX));
+                        if tokio::time::timeout(CATCH_UP, shown).await.is_err() {
+                            tracing::warn!(session = %id, "the session's log was not forwarded in time for a resume");
+                        }
+                    }
+                    let (view, _) = Served::found(Some(&served), &id, sessions.follow(&id).await)?;
                     let options = crate::session::Update::Options(Box::new(view));
                     crate::session::UpdateSink::send(&*served.viewer.sink, &id, options);
                 }

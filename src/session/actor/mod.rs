@@ -100,8 +100,9 @@ pub enum Command {
     },
     /// A client resumes the session's stream here: answered once the actor is live, following
     /// the session's event log on a store shared by replicas, with the session's view; it
-    /// changes nothing.
-    Follow { reply: Reply<SessionView> },
+    /// changes nothing; with the `seq` of the last row shown here, to wait on for a view that
+    /// has every row the log holds (`None` on a store that logs nothing).
+    Follow { reply: Reply<(SessionView, Option<tokio::sync::watch::Receiver<i64>>)> },
     /// Another replica's answer to a prompt this one handed it, written when the session's
     /// event log was at `seq`.
     Answered { command: i64, seq: i64, body: String },
@@ -421,7 +422,7 @@ impl Actor {
             }
             Command::Answered { command, seq, body } => self.answered(command, seq, body),
             Command::Follow { reply } => {
-                let _ = reply.send(Ok(self.view()));
+                let _ = reply.send(Ok((self.view(), self.forwarded())));
             }
             Command::Close { reply } => return Some(reply),
         }

@@ -246,6 +246,12 @@ impl Actor {
         self.deliver_answers();
     }
 
+    /// The `seq` of the last row of the session's log shown here, as it moves on; `None` on a
+    /// store that logs nothing.
+    pub(super) fn forwarded(&self) -> Option<watch::Receiver<i64>> {
+        self.remote.as_ref().map(|followed| followed.forwarded.subscribe())
+    }
+
     /// What a turn about to run here waits for first: this replica's clients shown every row
     /// the session's log holds now (the end of another replica's turn that just released the
     /// lease), so the new turn's updates come after it. `None` on a store that logs nothing.
