@@ -155,6 +155,26 @@ async fn main() {
             println!("| {name} | {:.2} ms | {:.2} ms | {SAMPLES} |", at(&taken, 0.5), at(&taken, 0.9));
         }
     }
+    if wanted("sockets") {
+        // What finding the user's sockets adds to a spawn, in pairs against the same spawn
+        // without it (the machine's noise is larger than the scan).
+        let sockets = ProcessPolicy { sockets_before: Some(std::time::SystemTime::now()), ..base.clone() };
+        let (without, with) = paired((&base, &[], "true"), (&sockets, &[], "true"), cwd, PAIRS * 5).await;
+        let added = differences(&without, &with);
+        println!();
+        println!(
+            "| finding sockets older than cairn in /tmp and /run, {} pairs | median added | p10 | p90 |",
+            PAIRS * 5
+        );
+        println!("|---|---|---|---|");
+        let quantile = |q: f64| added[((added.len() as f64 - 1.0) * q).round() as usize];
+        println!(
+            "| spawn with the scan minus spawn without | {:.3} ms | {:.3} ms | {:.3} ms |",
+            quantile(0.5),
+            quantile(0.1),
+            quantile(0.9)
+        );
+    }
     if wanted("exec") {
         per_exec(&base, &rm, cwd).await;
     }
