@@ -264,10 +264,10 @@ async fn bridge(server: &str) -> ExitCode {
     let token = std::env::var("CAIRN_SERVE_TOKEN").ok().filter(|token| !token.is_empty());
     let credential = match token {
         Some(token) => Some(Credential::Token(token)),
-        None if target.is_local() => {
-            Config::load().ok().and_then(|config| cairn::serve::secret::read(&config.data_dir)).map(Credential::Local)
-        }
-        None => None,
+        None => target.local_address().and_then(|address| {
+            let config = Config::load().ok()?;
+            cairn::serve::secret::read_for(&config.data_dir, &address).map(Credential::Local)
+        }),
     };
     match cairn::serve::bridge::connect(target, credential).await {
         Ok(connected) => cairn::serve::bridge::run(connected).await,

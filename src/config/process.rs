@@ -18,8 +18,9 @@ use serde::Deserialize;
 use super::ProviderConfig;
 use crate::process::{ChildEnv, DEFAULT_PATH, ProcessPolicy, SandboxMode};
 
-/// The keys of the built-in providers, removed even when no provider names them.
-const KNOWN_KEYS: [&str; 2] = ["OPENAI_API_KEY", "ANTHROPIC_API_KEY"];
+/// The keys of the built-in providers, and the secret a bridge shows `cairn serve`, removed
+/// even when no provider names them.
+const KNOWN_KEYS: [&str; 3] = ["OPENAI_API_KEY", "ANTHROPIC_API_KEY", "CAIRN_SERVE_TOKEN"];
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -63,6 +64,11 @@ const HIDDEN_IN_HOME: &[&str] = &[
     ".password-store",
     ".local/share/keyrings",
     ".terraform.d/credentials.tfrc.json",
+    // git's credential cache daemon answers its socket with the user's tokens.
+    ".cache/git/credential",
+    ".git-credential-cache",
+    // A Jupyter kernel's connection file holds the key that makes it run code.
+    ".local/share/jupyter/runtime",
     ".mozilla",
     ".config/google-chrome",
     ".config/chromium",
@@ -136,8 +142,15 @@ pub(super) fn policy(
     own: &[PathBuf],
 ) -> Result<Arc<ProcessPolicy>, String> {
     let mut writable = vec![PathBuf::from("/tmp"), PathBuf::from("/dev/shm")];
+    let services = services(env);
+    // A `TMPDIR` inside a service's place (the runtime directory) would leave that place
+    // uncovered and writable: commands use `/tmp` instead.
+    let mut temp_moved = false;
     if let Some(tmp) = (env.lookup)("TMPDIR").map(PathBuf::from).filter(|tmp| tmp.is_absolute()) {
-        writable.push(tmp);
+        match services.iter().any(|place| tmp.starts_with(place)) {
+            true => temp_moved = true,
+            false => writable.push(tmp),
+        }
     }
     for given in &sandbox.writable {
         match place(given, env.home) {
@@ -151,7 +164,7 @@ pub(super) fn policy(
     hidden.extend(env.home.iter().flat_map(|home| HIDDEN_IN_HOME.iter().map(|rest| home.join(rest))));
     // A place commands may write stays theirs, wherever it lies (a `TMPDIR` in the runtime
     // directory).
-    hidden.extend(services(env).into_iter().filter(|place| !writable.iter().any(|dir| dir.starts_with(place))));
+    hidden.extend(services.into_iter().filter(|place| !writable.iter().any(|dir| dir.starts_with(place))));
     for given in &sandbox.hidden {
         match place(given, env.home) {
             Place::Path(path) => hidden.push(path),
@@ -179,7 +192,13 @@ pub(super) fn policy(
         visible_names,
         visible,
         sockets_before: Some(std::time::SystemTime::now()),
-        env: child_env(providers, &tools.env_passthrough, env),
+        env: {
+            let mut child = child_env(providers, &tools.env_passthrough, env);
+            if temp_moved {
+                child.set.push(("TMPDIR".into(), "/tmp".into()));
+            }
+            child
+        },
         ..ProcessPolicy::default()
     }))
 }
@@ -196,7 +215,9 @@ fn services(env: &Environment<'_>) -> Vec<PathBuf> {
     let mut found: Vec<PathBuf> = SYSTEM_SERVICES.iter().map(PathBuf::from).collect();
     found.extend(absolute("XDG_RUNTIME_DIR"));
     found.push(PathBuf::from(format!("/run/user/{}", env.uid)));
-    found.extend(absolute("SSH_AUTH_SOCK"));
+    for name in SOCKET_VARIABLES {
+        found.extend((env.lookup)(name).and_then(|value| socket_path(&value)));
+    }
     found.extend((env.lookup)("DBUS_SESSION_BUS_ADDRESS").iter().flat_map(|address| bus_paths(address)));
     let user = (env.lookup)("USER").or_else(|| (env.lookup)("LOGNAME")).filter(|user| !user.contains('/'));
     let uid = env.uid;
@@ -208,11 +229,42 @@ fn services(env: &Environment<'_>) -> Vec<PathBuf> {
         "screens".to_owned(),
     ];
     names.extend(user.map(|user| format!("nvim.{user}")));
+    // cairn's directories where a cairn with no `CAIRN_HOME` keeps them: another cairn's
+    // server secret and conversations, when this one was given directories of its own.
+    let data = absolute("XDG_DATA_HOME").or_else(|| env.home.map(|home| home.join(".local/share")));
+    let config = absolute("XDG_CONFIG_HOME").or_else(|| env.home.map(|home| home.join(".config")));
+    found.extend([data, config].into_iter().flatten().map(|dir| dir.join("cairn")));
     let temps = [Some(PathBuf::from("/tmp")), absolute("TMPDIR"), absolute("TMUX_TMPDIR")];
     for temp in temps.into_iter().flatten() {
         found.extend(names.iter().map(|name| temp.join(name)));
     }
     found
+}
+
+/// Variables that name a socket of a program acting for whoever connects: an agent's, a
+/// terminal multiplexer's or editor's server (`TMUX` is `SOCKET,PID,PANE`), a container
+/// engine's (`unix://…`), an editor's IPC.
+const SOCKET_VARIABLES: &[&str] = &[
+    "SSH_AUTH_SOCK",
+    "TMUX",
+    "NVIM",
+    "NVIM_LISTEN_ADDRESS",
+    "DOCKER_HOST",
+    "CONTAINER_HOST",
+    "VSCODE_IPC_HOOK",
+    "VSCODE_IPC_HOOK_CLI",
+    "KITTY_LISTEN_ON",
+    "EMACS_SOCKET_NAME",
+    "SWAYSOCK",
+    "I3SOCK",
+    "GPG_AGENT_INFO",
+];
+
+/// The socket's path in one of [`SOCKET_VARIABLES`]' values, when absolute.
+fn socket_path(value: &str) -> Option<PathBuf> {
+    let value = value.strip_prefix("unix://").or_else(|| value.strip_prefix("unix:")).unwrap_or(value);
+    let path = PathBuf::from(value.split([',', ':']).next()?);
+    path.is_absolute().then_some(path)
 }
 
 /// The socket paths of a D-Bus address (`unix:path=/run/user/1000/bus;unix:path=…`).
@@ -332,7 +384,7 @@ mod tests {
         let env = env_of(&vars, &[]);
         let mut removed: Vec<&str> = env.remove.iter().filter_map(|name| name.to_str()).collect();
         removed.sort_unstable();
-        assert_eq!(removed, ["ANTHROPIC_API_KEY", "COPY", "LOCAL_TOKEN", "OPENAI_API_KEY"]);
+        assert_eq!(removed, ["ANTHROPIC_API_KEY", "CAIRN_SERVE_TOKEN", "COPY", "LOCAL_TOKEN", "OPENAI_API_KEY"]);
 
         let env = env_of(&vars, &["OPENAI_API_KEY"]);
         let removed: Vec<&str> = env.remove.iter().filter_map(|name| name.to_str()).collect();
@@ -405,13 +457,15 @@ mod tests {
         let sandbox: FileSandbox = toml::from_str("visible = [\"/run/docker.sock\"]").unwrap();
         let env = Environment { lookup: &lookup, vars: &[], home: None, uid: 1000 };
         let policy = policy(sandbox, &FileTools::default(), &BTreeMap::new(), &env, &[]).unwrap();
-        assert!(!policy.hidden.contains(&PathBuf::from("/run/user/1000")), "it holds a temp directory");
+        assert!(policy.hidden.contains(&PathBuf::from("/run/user/1000")), "though TMPDIR is in it");
+        assert!(!policy.writable.contains(&PathBuf::from("/run/user/1000/tmp")));
+        assert!(policy.env.set.contains(&("TMPDIR".into(), "/tmp".into())), "commands use /tmp instead");
         for hidden in [
             "/run/user/1000/tmux/tmux-1000",
             "/tmp/ssh-AbC/agent.7",
             "/run/bus-x",
             "/tmp/tmux-1000",
-            "/run/user/1000/tmp/tmux-1000",
+            "/tmp/tmux-1000",
             "/tmp/nvim.ann",
             "/tmp/emacs1000",
             "/tmp/.X11-unix",
@@ -421,8 +475,18 @@ mod tests {
             assert!(policy.hidden.contains(&PathBuf::from(hidden)), "{hidden}");
         }
         assert!(!policy.hidden.contains(&PathBuf::from("/run/docker.sock")), "made visible");
+        let env = Environment { lookup: &|_: &str| None, vars: &[], home: Some(Path::new("/home/ann")), uid: 1000 };
+        let policy = super::policy(FileSandbox::default(), &FileTools::default(), &BTreeMap::new(), &env, &[]).unwrap();
+        for default in ["/home/ann/.local/share/cairn", "/home/ann/.config/cairn"] {
+            assert!(policy.hidden.contains(&PathBuf::from(default)), "another cairn's {default}");
+        }
         assert!(!policy.hidden.iter().any(|path| path.to_str().is_some_and(|path| path.contains("abstract"))));
         assert_eq!(bus_paths("unix:path=relative"), Vec::<PathBuf>::new());
+        assert_eq!(socket_path("/tmp/tmux-1000/work,123,0"), Some(PathBuf::from("/tmp/tmux-1000/work")));
+        assert_eq!(socket_path("unix:///run/user/1000/docker.sock"), Some(PathBuf::from("/run/user/1000/docker.sock")));
+        assert_eq!(socket_path("unix:/tmp/kitty-x"), Some(PathBuf::from("/tmp/kitty-x")));
+        assert_eq!(socket_path("tcp://127.0.0.1:2375"), None);
+        assert_eq!(socket_path("relative"), None);
     }
 
     #[test]

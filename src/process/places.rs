@@ -83,7 +83,7 @@ pub fn find(roots: &[PathBuf], hide: &[PathBuf], names: &Names, writable: bool, 
         walk.root(root);
     }
     let mut places = walk.places;
-    places.hidden.extend(hide.iter().filter_map(|path| std::fs::canonicalize(path).ok()));
+    places.hidden.extend(hide.iter().filter(|path| !planted(path)).filter_map(|path| std::fs::canonicalize(path).ok()));
     // Covering a place that holds a root (a link `.vscode -> .`, a hidden `~/.ssh` that is the
     // workspace) would take the workspace itself away.
     let holds_root = |path: &PathBuf| roots.iter().any(|root| root.starts_with(path));
@@ -108,6 +108,16 @@ pub fn find(roots: &[PathBuf], hide: &[PathBuf], names: &Names, writable: bool, 
     dedup(&mut places.anchors);
     dedup(&mut places.git_dirs);
     places
+}
+
+/// Whether `path` is a link another user made: one planted in `/tmp` at a name cairn hides
+/// (`/tmp/emacs1000 -> /usr`) would have the cover put on whatever it leads to. The user's
+/// own links (and root's) are followed.
+fn planted(path: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt as _;
+    std::fs::symlink_metadata(path).is_ok_and(|meta| {
+        meta.file_type().is_symlink() && meta.uid() != super::namespace::current_uid() && meta.uid() != 0
+    })
 }
 
 fn dedup(paths: &mut Vec<PathBuf>) {

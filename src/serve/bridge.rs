@@ -131,15 +131,17 @@ pub enum Credential {
 }
 
 impl Target {
-    /// Whether the server is on this machine (a Unix socket, or a loopback address given as
-    /// such), where the local secret may be shown: it never leaves the machine. Not a name such
-    /// as `localhost`: it may lead to `::1` while the server listens on 127.0.0.1, and any
-    /// program may listen on the other address's port to catch what the bridge shows.
-    pub fn is_local(&self) -> bool {
+    /// Where the server is, as a server without `--auth` notes where it listens beside its
+    /// secret (`super::secret::read_for`): a loopback address given as such, or a socket's
+    /// canonical path. `None` for any other server, which is never shown the local secret.
+    /// Not a name such as `localhost`: it may lead to `::1` while the server listens on
+    /// 127.0.0.1, and any program may listen on the other address's port.
+    pub fn local_address(&self) -> Option<String> {
         match self {
-            Self::Socket(_) => true,
+            Self::Socket(path) => std::fs::canonicalize(path).ok().map(|path| path.to_string_lossy().into_owned()),
             Self::Url { address, .. } => {
-                address.parse::<std::net::SocketAddr>().is_ok_and(|address| address.ip().is_loopback())
+                let address = address.parse::<std::net::SocketAddr>().ok()?;
+                address.ip().is_loopback().then(|| address.to_string())
             }
         }
     }
@@ -320,11 +322,11 @@ mod tests {
 
     #[test]
     fn only_a_socket_or_a_loopback_address_given_as_one_is_shown_the_local_secret() {
-        for local in ["ws://127.0.0.1:7420/acp", "ws://[::1]:7420", "wss://127.0.0.2:9/acp", "/run/user/1/cairn.sock"] {
-            assert!(Target::parse(local).unwrap().is_local(), "{local}");
+        for local in ["ws://127.0.0.1:7420/acp", "ws://[::1]:7420", "wss://127.0.0.2:9/acp"] {
+            assert!(Target::parse(local).unwrap().local_address().is_some(), "{local}");
         }
         for other in ["ws://localhost:7420/acp", "ws://10.0.0.1:7420", "ws://127.0.0.1.example.com:7420", "ws://host"] {
-            assert!(!Target::parse(other).unwrap().is_local(), "{other}");
+            assert_eq!(Target::parse(other).unwrap().local_address(), None, "{other}");
         }
     }
 

@@ -144,6 +144,9 @@ pub async fn run(
         say(&format!("cairn serve: sessions are kept in PostgreSQL at {database}"));
     }
     let gate = auth::Gate::open(&store, auth, &config.data_dir)?;
+    // Where this server listens is noted beside the secret, for the bridge (without `--auth`).
+    let secret_dir = (!auth).then(|| config.data_dir.clone());
+    let note = |at: &str| secret_dir.as_deref().map_or(Ok(()), |dir| secret::listening(dir, at));
     if !auth {
         say(&format!(
             "cairn serve: clients show the secret kept in {} as `Authorization: Bearer` (`cairn acp --server` \
@@ -176,11 +179,15 @@ pub async fn run(
                 .await
                 .map_err(|err| format!("cannot listen on {address}: {err}"))?;
             let bound = listener.local_addr().map_err(|err| err.to_string())?;
+            note(&bound.to_string())?;
             say(&format!("cairn serve: listening on {ws}://{bound}/acp (Streamable HTTP at {http}://{bound}/acp)"));
             listen::serve(listener, server.clone(), most, tls, stop).await;
         }
         Listen::Unix(path) => {
             let (listener, id) = bind_unix(&path)?;
+            let canonical =
+                std::fs::canonicalize(&path).map_err(|err| format!("cannot find {}: {err}", path.display()))?;
+            note(&canonical.to_string_lossy())?;
             say(&format!("cairn serve: listening on {} (WebSocket and Streamable HTTP at /acp)", path.display()));
             listen::serve(listener, server.clone(), most, tls, stop).await;
             unbind_unix(&path, id);

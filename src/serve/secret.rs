@@ -19,7 +19,8 @@ use std::path::{Path, PathBuf};
 
 /// The file's name in the data directory.
 const FILE: &str = "serve-secret";
-/// The servers sharing the secret now: one `PID START` line each.
+/// The servers sharing the secret now: one `PID START [ADDRESS]` line each, with where the
+/// server listens once it does.
 const HOLDERS: &str = "serve-secret.holders";
 /// Taken while a server decides whether to make a new secret.
 const LOCK: &str = "serve-secret.lock";
@@ -33,9 +34,44 @@ pub fn path(data_dir: &Path) -> PathBuf {
     data_dir.join(FILE)
 }
 
-/// The secret kept in `data_dir`, if one is there and shaped as cairn's (for a client).
+/// The secret kept in `data_dir`, if one is there and shaped as cairn's.
 pub fn read(data_dir: &Path) -> Option<String> {
     read_at(&path(data_dir)).ok().flatten()
+}
+
+/// The secret kept in `data_dir`, for a client of `address` (`IP:PORT` as a socket address
+/// prints, or a socket's canonical path): only when a running server of the data directory
+/// said it listens there, so a program listening where none of them does catches nothing.
+pub fn read_for(data_dir: &Path, address: &str) -> Option<String> {
+    let listening = live_holders(&data_dir.join(HOLDERS)).into_iter().any(|holder| holder.address == address);
+    listening.then(|| read(data_dir)).flatten()
+}
+
+/// Notes that this server listens at `address` (as [`read_for`] takes it).
+pub(super) fn listening(data_dir: &Path, address: &str) -> Result<(), String> {
+    let fail = |err: std::io::Error| format!("cannot note where the server listens in {}: {err}", data_dir.display());
+    if address.contains('\n') {
+        return Err(fail(std::io::Error::other("the address holds a line break")));
+    }
+    let lock = private(&data_dir.join(LOCK), false).map_err(fail)?;
+    lock.lock().map_err(fail)?;
+    let mut holders = live_holders(&data_dir.join(HOLDERS));
+    let me = me().ok_or_else(|| fail(std::io::Error::other("this process's start time is unknown")))?;
+    holders.retain(|holder| (holder.pid, holder.start) != (me.pid, me.start));
+    holders.push(Holder { address: address.to_owned(), ..me });
+    replace(data_dir, &data_dir.join(HOLDERS), &lines(&holders)).map_err(fail)
+}
+
+/// A server sharing the secret.
+struct Holder {
+    pid: u32,
+    start: u64,
+    /// Where it listens; empty until it does.
+    address: String,
+}
+
+fn lines(holders: &[Holder]) -> String {
+    holders.iter().map(|holder| format!("{} {} {}\n", holder.pid, holder.start, holder.address)).collect()
 }
 
 /// The secret this server shows its clients: the one kept in `data_dir` while another server
@@ -62,8 +98,7 @@ pub(super) fn take(data_dir: &Path) -> Result<String, String> {
         }
     };
     holders.extend(me());
-    let lines: String = holders.iter().map(|(pid, start)| format!("{pid} {start}\n")).collect();
-    replace(data_dir, &data_dir.join(HOLDERS), &lines).map_err(fail)?;
+    replace(data_dir, &data_dir.join(HOLDERS), &lines(&holders)).map_err(fail)?;
     Ok(secret)
 }
 
@@ -92,24 +127,25 @@ fn read_at(at: &Path) -> std::io::Result<Option<String>> {
 }
 
 /// The servers listed at `at` that still run (the same process, not one that took its id).
-fn live_holders(at: &Path) -> Vec<(u32, u64)> {
+fn live_holders(at: &Path) -> Vec<Holder> {
     let mut text = String::new();
     if let Ok(file) = std::fs::File::open(at) {
         let _ = std::io::Read::take(file, MOST_HOLDERS).read_to_string(&mut text);
     }
     text.lines()
         .filter_map(|line| {
-            let (pid, start) = line.split_once(' ')?;
-            Some((pid.parse().ok()?, start.parse().ok()?))
+            let mut fields = line.splitn(3, ' ');
+            let (pid, start) = (fields.next()?.parse().ok()?, fields.next()?.parse().ok()?);
+            Some(Holder { pid, start, address: fields.next().unwrap_or_default().to_owned() })
         })
-        .filter(|&(pid, start)| started(pid) == Some(start))
+        .filter(|holder| started(holder.pid) == Some(holder.start))
         .collect()
 }
 
-/// This process, as a holder.
-fn me() -> Option<(u32, u64)> {
+/// This process, as a holder not listening yet.
+fn me() -> Option<Holder> {
     let pid = std::process::id();
-    Some((pid, started(pid)?))
+    Some(Holder { pid, start: started(pid)?, address: String::new() })
 }
 
 /// When process `pid` started (clock ticks after boot, from `/proc/PID/stat`), if it runs.
@@ -165,8 +201,14 @@ mod tests {
         assert_eq!(take(&data).unwrap(), secret);
         let holders = std::fs::read_to_string(data.join(HOLDERS)).unwrap();
         assert_eq!(holders.lines().count(), 2, "{holders}");
+        std::fs::write(data.join(HOLDERS), holders.lines().next().unwrap()).unwrap();
         // Only servers gone, or a process that took a listed id since: a new secret.
-        std::fs::write(data.join(HOLDERS), format!("999999999 1\n{} 1\n", std::process::id())).unwrap();
+        assert_eq!(read_for(&data, "127.0.0.1:7420"), None, "nobody said it listens there");
+        listening(&data, "127.0.0.1:7420").unwrap();
+        assert_eq!(read_for(&data, "127.0.0.1:7420").as_deref(), Some(secret.as_str()));
+        assert_eq!(read_for(&data, "127.0.0.1:7421"), None, "another port");
+        std::fs::write(data.join(HOLDERS), format!("999999999 1 127.0.0.1:7420\n{} 1\n", std::process::id())).unwrap();
+        assert_eq!(read_for(&data, "127.0.0.1:7420"), None, "its server is gone");
         let fresh = take(&data).unwrap();
         assert_ne!(fresh, secret);
         assert_eq!(read(&data).as_deref(), Some(fresh.as_str()));

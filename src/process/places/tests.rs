@@ -460,3 +460,22 @@ fn a_link_the_command_made_to_a_repository_outside_is_taken() {
     assert!(outside.join("repo/.git").exists(), "what it led to stays");
     assert!(fs::symlink_metadata(root.join("src/data")).is_ok() && fs::symlink_metadata(root.join("src-link")).is_ok());
 }
+
+#[test]
+fn a_hidden_name_another_user_planted_as_a_link_covers_nothing_and_the_users_own_link_is_followed() {
+    let dir = tempfile::tempdir().unwrap();
+    let (target, own, planted) = (dir.path().join("target"), dir.path().join("own"), dir.path().join("planted"));
+    std::fs::create_dir(&target).unwrap();
+    std::os::unix::fs::symlink(&target, &own).unwrap();
+    std::os::unix::fs::symlink("/usr", &planted).unwrap();
+    let hide = vec![own, planted.clone()];
+    let mut expected = vec![target.canonicalize().unwrap()];
+    if super::super::namespace::current_uid() == 0 {
+        // Only root can give a link to another user here.
+        std::os::unix::fs::lchown(&planted, Some(4242), Some(4242)).unwrap();
+    } else {
+        expected.push(PathBuf::from("/usr"));
+    }
+    let places = find(&[], &hide, &Names::default(), true, &Home::default());
+    assert_eq!(places.hidden, expected);
+}

@@ -101,3 +101,36 @@ except OSError as e:
     assert!(output.contains("secret: unreadable") || output.contains("secret: empty"), "{output}");
     assert!(output.contains("server: 401"), "{output}");
 }
+
+/// The bridge shows the secret only where a running server of its data directory said it
+/// listens: a program listening on another loopback port (or the port of a server that is
+/// restarting) catches nothing, while a server runs whose secret it would be.
+#[tokio::test]
+async fn the_bridge_shows_the_secret_only_where_a_running_server_listens() {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let env = TestEnv::new().await;
+    let server = Server::start(&env).await;
+    let secret = secret_for(&server.url).unwrap();
+    let catcher = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("ws://{}/acp", catcher.local_addr().unwrap());
+    let caught = tokio::spawn(async move {
+        let (mut stream, _) = catcher.accept().await.unwrap();
+        let mut request = vec![0u8; 8192];
+        let read = stream.read(&mut request).await.unwrap();
+        let _ = stream.write_all(b"HTTP/1.1 500 Internal Server Error\r\ncontent-length: 0\r\n\r\n").await;
+        String::from_utf8_lossy(&request[..read]).into_owned()
+    });
+    let mut bridge = env.command();
+    bridge.args(["acp", "--server", &url]).stdin(std::process::Stdio::null()).kill_on_drop(true);
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(30), bridge.output()).await;
+    let request = tokio::time::timeout(std::time::Duration::from_secs(10), caught).await.unwrap().unwrap();
+    assert!(request.contains("GET /acp"), "{request}");
+    assert!(!request.contains(&secret) && !request.to_ascii_lowercase().contains("authorization"), "{request}");
+
+    // Where the server does listen, the bridge shows it and is let in.
+    let mut through = env.command();
+    through.args(["acp", "--server", &server.url]).stdin(std::process::Stdio::null());
+    let output = tokio::time::timeout(std::time::Duration::from_secs(30), through.output()).await.unwrap().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success() && !stderr.contains("401") && !stderr.contains("serving here"), "{stderr}");
+}
