@@ -181,7 +181,7 @@ const TOKEN_REFUSED: &str = "cairn serve --auth needs a valid token: send `Autho
      from `cairn serve token create` on the server (for `cairn acp --server`, set CAIRN_SERVE_TOKEN)";
 /// What a client refused by a server without `--auth` is told.
 const LOCAL_REFUSED: &str = "cairn serve needs its own secret: send `Authorization: Bearer SECRET` with the \
-     secret in the file serve-secret of the server's data directory (`cairn acp --server` sends it by itself)";
+     secret in the file serve-secret the server named when it started (`cairn acp --server` sends it by itself)";
 
 fn unauthorized(why: &str) -> Response<Body> {
     let mut response = text(StatusCode::UNAUTHORIZED, why);

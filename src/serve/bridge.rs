@@ -198,9 +198,9 @@ async fn connect_now(target: Target, credential: Option<Credential>) -> Result<C
             } else if status == hyper::StatusCode::UNAUTHORIZED {
                 format!(
                     "the server at {} asks for its secret (401: {said}); a server without --auth keeps it in \
-                     serve-secret in its data directory, which this cairn reads from its own: run both with the \
-                     same one (CAIRN_HOME), or set CAIRN_SERVE_TOKEN to the secret (or to a token of a server \
-                     with --auth)",
+                     the file serve-secret it names at start, which this cairn finds by its own data directory: run \
+                     both with the same one (CAIRN_HOME), or set CAIRN_SERVE_TOKEN to the secret (or to a token of \
+                     a server with --auth)",
                     target.describe()
                 )
             } else {

@@ -1,10 +1,12 @@
 //! The secret of a `cairn serve` run without `--auth`, so that only the user who started it can
 //! use it: any program on the machine can connect to a loopback port, and a sandboxed command
-//! can reach the server's socket when it lies where commands may go. It is a file in cairn's
-//! data directory (`serve-secret`, mode 0600), which other users cannot read and sandboxed
-//! commands never see; every request must show it as `Authorization: Bearer`, as a token of
-//! `--auth` is shown. `cairn acp --server` reads it there by itself for a server on this
-//! machine.
+//! can reach the server's socket when it lies where commands may go. It is a file
+//! (`serve-secret`, mode 0600) in a directory of the data directory's own in the runtime
+//! directory, which other users cannot enter and the commands of every cairn find covered (a
+//! cairn with another data directory would not hide this one's), or in the data directory
+//! where there is no runtime directory, hidden from the commands of cairns that use it; every request must show it as `Authorization: Bearer`, as a token of
+//! `--auth` is shown. `cairn acp --server` reads it there by itself, for an address a running
+//! server of its data directory noted it listens on.
 //!
 //! A new secret is made whenever a server starts while no other server of the data directory
 //! runs (`serve-secret.holders` lists those running, by process id and start time), and servers
@@ -29,26 +31,46 @@ const MOST: u64 = 256;
 /// More than the holders' lines of any number of servers one machine runs.
 const MOST_HOLDERS: u64 = 64 * 1024;
 
-/// Where the secret of servers using `data_dir` is kept.
-pub fn path(data_dir: &Path) -> PathBuf {
-    data_dir.join(FILE)
+/// The directory that keeps the secret of servers using `data_dir`: one of its own in the
+/// runtime directory, which every sandboxed command finds covered whatever cairn started it
+/// (a cairn with another data directory hides only its own), else the data directory.
+fn kept_in(data_dir: &Path) -> PathBuf {
+    let runtime =
+        std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from).filter(|dir| dir.is_absolute() && dir.is_dir());
+    let Some(runtime) = runtime else { return data_dir.to_path_buf() };
+    let digest = ring::digest::digest(&ring::digest::SHA256, data_dir.as_os_str().as_encoded_bytes());
+    let name: String = digest.as_ref()[..8].iter().map(|byte| format!("{byte:02x}")).collect();
+    runtime.join("cairn").join(format!("serve-{name}"))
 }
 
-/// The secret kept in `data_dir`, if one is there and shaped as cairn's.
+/// Where the secret of servers using `data_dir` is kept.
+pub fn path(data_dir: &Path) -> PathBuf {
+    kept_in(data_dir).join(FILE)
+}
+
+/// The secret kept for `data_dir`, if one is there and shaped as cairn's.
 pub fn read(data_dir: &Path) -> Option<String> {
     read_at(&path(data_dir)).ok().flatten()
 }
 
-/// The secret kept in `data_dir`, for a client of `address` (`IP:PORT` as a socket address
+/// The secret kept for `data_dir`, for a client of `address` (`IP:PORT` as a socket address
 /// prints, or a socket's canonical path): only when a running server of the data directory
 /// said it listens there, so a program listening where none of them does catches nothing.
 pub fn read_for(data_dir: &Path, address: &str) -> Option<String> {
-    let listening = live_holders(&data_dir.join(HOLDERS)).into_iter().any(|holder| holder.address == address);
-    listening.then(|| read(data_dir)).flatten()
+    read_in(&kept_in(data_dir), address)
+}
+
+fn read_in(dir: &Path, address: &str) -> Option<String> {
+    let listening = live_holders(&dir.join(HOLDERS)).into_iter().any(|holder| holder.address == address);
+    listening.then(|| read_at(&dir.join(FILE)).ok().flatten()).flatten()
 }
 
 /// Notes that this server listens at `address` (as [`read_for`] takes it).
 pub(super) fn listening(data_dir: &Path, address: &str) -> Result<(), String> {
+    listening_in(&kept_in(data_dir), address)
+}
+
+fn listening_in(data_dir: &Path, address: &str) -> Result<(), String> {
     let fail = |err: std::io::Error| format!("cannot note where the server listens in {}: {err}", data_dir.display());
     if address.contains('\n') {
         return Err(fail(std::io::Error::other("the address holds a line break")));
@@ -77,7 +99,11 @@ fn lines(holders: &[Holder]) -> String {
 /// The secret this server shows its clients: the one kept in `data_dir` while another server
 /// of it runs, else a new one; why not, naming the file and what to do.
 pub(super) fn take(data_dir: &Path) -> Result<String, String> {
-    let at = path(data_dir);
+    take_in(&kept_in(data_dir))
+}
+
+fn take_in(data_dir: &Path) -> Result<String, String> {
+    let at = data_dir.join(FILE);
     let shown = at.display();
     let fail = |err: std::io::Error| format!("cannot keep the server's secret in {shown}: {err}");
     std::fs::DirBuilder::new().recursive(true).mode(0o700).create(data_dir).map_err(fail)?;
@@ -187,31 +213,35 @@ fn replace(data_dir: &Path, at: &Path, text: &str) -> std::io::Result<()> {
 mod tests {
     use super::*;
 
+    fn path_in(dir: &Path) -> PathBuf {
+        dir.join(FILE)
+    }
+
     #[test]
     fn a_secret_is_private_shared_while_a_holder_runs_and_new_once_none_does() {
         let dir = tempfile::tempdir().unwrap();
         let data = dir.path().join("data");
-        let secret = take(&data).unwrap();
+        let secret = take_in(&data).unwrap();
         assert!(super::super::auth::shaped(&secret), "{secret}");
         let mode = |path: &Path| std::fs::metadata(path).unwrap().permissions().mode() & 0o777;
-        assert_eq!(mode(&path(&data)), 0o600);
+        assert_eq!(mode(&path_in(&data)), 0o600);
         assert_eq!(mode(&data), 0o700);
-        assert_eq!(read(&data).as_deref(), Some(secret.as_str()));
+        assert_eq!(read_at(&path_in(&data)).ok().flatten().as_deref(), Some(secret.as_str()));
         // This process holds it: a server starting beside it shares it.
-        assert_eq!(take(&data).unwrap(), secret);
+        assert_eq!(take_in(&data).unwrap(), secret);
         let holders = std::fs::read_to_string(data.join(HOLDERS)).unwrap();
         assert_eq!(holders.lines().count(), 2, "{holders}");
         std::fs::write(data.join(HOLDERS), holders.lines().next().unwrap()).unwrap();
         // Only servers gone, or a process that took a listed id since: a new secret.
-        assert_eq!(read_for(&data, "127.0.0.1:7420"), None, "nobody said it listens there");
-        listening(&data, "127.0.0.1:7420").unwrap();
-        assert_eq!(read_for(&data, "127.0.0.1:7420").as_deref(), Some(secret.as_str()));
-        assert_eq!(read_for(&data, "127.0.0.1:7421"), None, "another port");
+        assert_eq!(read_in(&data, "127.0.0.1:7420"), None, "nobody said it listens there");
+        listening_in(&data, "127.0.0.1:7420").unwrap();
+        assert_eq!(read_in(&data, "127.0.0.1:7420").as_deref(), Some(secret.as_str()));
+        assert_eq!(read_in(&data, "127.0.0.1:7421"), None, "another port");
         std::fs::write(data.join(HOLDERS), format!("999999999 1 127.0.0.1:7420\n{} 1\n", std::process::id())).unwrap();
-        assert_eq!(read_for(&data, "127.0.0.1:7420"), None, "its server is gone");
-        let fresh = take(&data).unwrap();
+        assert_eq!(read_in(&data, "127.0.0.1:7420"), None, "its server is gone");
+        let fresh = take_in(&data).unwrap();
         assert_ne!(fresh, secret);
-        assert_eq!(read(&data).as_deref(), Some(fresh.as_str()));
+        assert_eq!(read_at(&path_in(&data)).ok().flatten().as_deref(), Some(fresh.as_str()));
         let names: Vec<String> =
             std::fs::read_dir(&data).unwrap().map(|entry| entry.unwrap().file_name().into_string().unwrap()).collect();
         assert!(names.iter().all(|name| !name.starts_with('.')), "nothing left aside: {names:?}");
@@ -221,15 +251,15 @@ mod tests {
     fn a_file_not_cairns_or_readable_by_others_is_refused() {
         let dir = tempfile::tempdir().unwrap();
         let data = dir.path().to_path_buf();
-        take(&data).unwrap();
-        std::fs::set_permissions(path(&data), std::fs::Permissions::from_mode(0o644)).unwrap();
-        let err = take(&data).unwrap_err();
+        take_in(&data).unwrap();
+        std::fs::set_permissions(path_in(&data), std::fs::Permissions::from_mode(0o644)).unwrap();
+        let err = take_in(&data).unwrap_err();
         assert!(err.contains("serve-secret") && err.contains("others may read it"), "{err}");
-        assert_eq!(read(&data), None);
-        std::fs::write(path(&data), "hunter2\n").unwrap();
-        std::fs::set_permissions(path(&data), std::fs::Permissions::from_mode(0o600)).unwrap();
-        let err = take(&data).unwrap_err();
+        assert_eq!(read_at(&path_in(&data)).ok().flatten(), None);
+        std::fs::write(path_in(&data), "hunter2\n").unwrap();
+        std::fs::set_permissions(path_in(&data), std::fs::Permissions::from_mode(0o600)).unwrap();
+        let err = take_in(&data).unwrap_err();
         assert!(err.contains("remove it"), "{err}");
-        assert_eq!(read(&data), None);
+        assert_eq!(read_at(&path_in(&data)).ok().flatten(), None);
     }
 }

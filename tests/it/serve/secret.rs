@@ -134,3 +134,32 @@ async fn the_bridge_shows_the_secret_only_where_a_running_server_listens() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success() && !stderr.contains("401") && !stderr.contains("serving here"), "{stderr}");
 }
+
+/// With a runtime directory, the secret is kept there, which the commands of every cairn find
+/// covered: a cairn given another data directory (`CAIRN_HOME`) hides only its own, and its
+/// commands read a secret kept in the server's.
+#[tokio::test]
+async fn a_command_of_a_cairn_with_another_data_directory_cannot_read_the_secret_either() {
+    use std::os::unix::fs::DirBuilderExt as _;
+    let mut env = TestEnv::new().await;
+    let run = env.dir.path().join("run");
+    std::fs::DirBuilder::new().mode(0o700).create(&run).unwrap();
+    env.set_env("XDG_RUNTIME_DIR", run.to_str().unwrap());
+    let server = Server::start(&env).await;
+    let secret = secret_for(&server.url).unwrap();
+    let said = server.stderr();
+    let kept = said.split("the secret kept in ").nth(1).unwrap().split(" as `").next().unwrap().to_owned();
+    assert!(kept.starts_with(run.to_str().unwrap()), "{said}");
+
+    env.set_env("CAIRN_HOME", env.dir.path().join("another-home").to_str().unwrap());
+    env.mock.push(Reply::tool_calls(&[("c1", "bash", json!({"command": format!("cat {kept} 2>&1; true")}))]));
+    env.mock.push(Reply::text(&["done"]));
+    let mut agent = env.ready().await;
+    let session = agent.new_session(&env.cwd()).await;
+    crate::tools::set_mode(&mut agent, &session, "bypass").await;
+    let before = env.mock.requests().len();
+    let (response, _) = crate::tools::turn(&mut agent, &session, "read it").await;
+    assert_eq!(response["result"]["stopReason"], "end_turn");
+    let output = tool_results(&env, before + 1)[0]["content"].as_str().unwrap().to_owned();
+    assert!(!output.contains(&secret) && output.contains("No such file"), "{output}");
+}
