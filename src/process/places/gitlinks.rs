@@ -48,10 +48,10 @@ const MAX_REPOSITORIES: usize = 4096;
 /// How many hooks are looked at in one git directory.
 const MAX_HOOKS: usize = 1024;
 
-/// What the repository `work_tree` stages, followed to the repositories its gitlinks hold;
-/// those the command made or changed are cleaned (see the top). `judged`: the `.git`s the sweep
-/// already judged. The lines to say.
-pub(super) fn sweep(before: &Before, known: &[PathBuf], judged: &HashSet<PathBuf>) -> Vec<String> {
+/// What the repositories whose `.git`s are `known` (and the roots) stage, followed to the
+/// repositories their gitlinks hold; those the command made or changed are cleaned (see the
+/// top). `cleaned`: the `.git`s the sweep already cleaned. The lines to say.
+pub(super) fn sweep(before: &Before, known: &[PathBuf], cleaned: &HashSet<PathBuf>) -> Vec<String> {
     let roots = before.roots();
     let mut said = Vec::new();
     let mut queue: VecDeque<(PathBuf, usize)> = VecDeque::new();
@@ -66,8 +66,8 @@ pub(super) fn sweep(before: &Before, known: &[PathBuf], judged: &HashSet<PathBuf
         let Some(git_dir) = git_dir(roots, &tree.join(".git")) else { continue };
         let mut paths = match staged(roots, &git_dir) {
             Ok(paths) => paths,
-            Err(why) => {
-                said.extend(set_aside(before, &git_dir.join("index"), &why));
+            Err((file, why)) => {
+                said.extend(set_aside(before, &file, &why));
                 Vec::new()
             }
         };
@@ -79,7 +79,7 @@ pub(super) fn sweep(before: &Before, known: &[PathBuf], judged: &HashSet<PathBuf
             if !Parent::existing(roots, &dot_git).and_then(|parent| parent.kind()).is_ok_and(|kind| kind.is_some()) {
                 continue;
             }
-            if !judged.contains(&dot_git) && touched(before, &dot_git) {
+            if !cleaned.contains(&dot_git) && touched(before, &dot_git) {
                 said.extend(new_repository(before, &dot_git));
             }
             if depth + 1 < MAX_NESTING && seen.len() < MAX_REPOSITORIES && seen.insert(dir.clone()) {
@@ -102,26 +102,29 @@ enum NotRead {
 }
 
 /// The gitlink paths `git_dir`'s index stages (with its shared index's, if split); none where
-/// there is no index.
-fn staged(roots: &[PathBuf], git_dir: &Path) -> Result<Vec<Vec<u8>>, NotRead> {
+/// there is no index. What could not be read, and why.
+fn staged(roots: &[PathBuf], git_dir: &Path) -> Result<Vec<Vec<u8>>, (PathBuf, NotRead)> {
     let index = git_dir.join("index");
     if std::fs::symlink_metadata(&index).is_err() {
         return Ok(Vec::new());
     }
-    let read = |path: &Path| match Parent::existing(roots, path).and_then(|parent| parent.read(MAX_INDEX)) {
-        Ok(Some(bytes)) => Ok(bytes),
-        Ok(None) => Err(NotRead::Large),
-        Err(err) => Err(NotRead::Open(err)),
+    let read = |path: PathBuf| {
+        let bytes = match Parent::existing(roots, &path).and_then(|parent| parent.read(MAX_INDEX)) {
+            Ok(Some(bytes)) => bytes,
+            Ok(None) => return Err((path, NotRead::Large)),
+            Err(err) => return Err((path, NotRead::Open(err))),
+        };
+        index::gitlinks(&bytes).map_err(|unread| (path, NotRead::from(unread)))
     };
-    let mut found = index::gitlinks(&read(&index)?)?;
+    let mut found = read(index)?;
     if let Some(shared) = found.shared.take() {
-        let shared = index::gitlinks(&read(&git_dir.join(format!("sharedindex.{shared}")))?)?;
-        found.paths.extend(shared.paths);
+        found.paths.extend(read(git_dir.join(format!("sharedindex.{shared}")))?.paths);
     }
     Ok(found.paths)
 }
 
-/// Moves aside an index that could not be read, if it changed while the command ran.
+/// Moves aside an index (or the shared index of a split one) that could not be read, if it
+/// changed while the command ran.
 fn set_aside(before: &Before, index: &Path, why: &NotRead) -> Option<String> {
     let meta = std::fs::symlink_metadata(index).ok()?;
     if !survey::changed(&meta, before.at()) {

@@ -119,6 +119,20 @@ fn a_repository_made_before_the_command_and_renamed_into_place_is_cleaned() {
     stage(&root, "node_modules/pkg", &head);
     let said = sweep(&noted);
     assert!(!has_fsmonitor(&root.join("node_modules/pkg/.git")), "{said:?}");
+
+    // Where the walk after does find it (`node_modules` changed too), it cannot tell it from
+    // the user's by its birth; the index stages it all the same.
+    let (dir, root) = project();
+    let early = dir.path().join("early");
+    fs::create_dir_all(&early).unwrap();
+    let head = planted(&early);
+    std::thread::sleep(CLOCK_LAG + std::time::Duration::from_secs(1));
+    let noted = note(&root);
+    fs::rename(early.join(".git"), root.join("node_modules/pkg/.git")).unwrap();
+    fs::write(root.join("node_modules/.package-lock.json"), "{}").unwrap();
+    stage(&root, "node_modules/pkg", &head);
+    let said = sweep(&noted);
+    assert!(!has_fsmonitor(&root.join("node_modules/pkg/.git")), "{said:?}");
 }
 
 /// Git follows `../` in an index path out of the work tree; git never writes one, so an index

@@ -275,15 +275,16 @@ pub fn sweep(before: &Before) -> Vec<String> {
         said.extend(before.pending.drop_new_execs(&before.roots, git_dir));
     }
     let found = survey::after(&before.survey, &before.roots, before.at);
+    let mut cleaned = HashSet::new();
     for dot_git in &found.gits {
         if before.made(dot_git) {
             said.extend(new_repository(before, dot_git));
+            cleaned.insert(dot_git.clone());
         }
     }
     // The repositories their indexes stage as submodules, wherever the walk did not look.
-    let judged: HashSet<PathBuf> = found.gits.iter().cloned().collect();
     let known: Vec<PathBuf> = before.repositories.iter().map(|(path, _)| path.clone()).chain(found.gits).collect();
-    said.extend(gitlinks::sweep(before, &known, &judged));
+    said.extend(gitlinks::sweep(before, &known, &cleaned));
     for dir in found.bare {
         if before.made_bare(&dir) {
             said.extend(new_git_dir(&before.roots, &dir));
