@@ -206,4 +206,4 @@ fn touched(before: &Before, dot_git: &Path) -> bool {
 
 #[cfg(test)]
 #[path = "gitlinks_tests.rs"]
-mod tests;
+pub(super) mod tests;

@@ -10,7 +10,7 @@ use std::process::Command;
 use super::super::survey::CLOCK_LAG;
 use super::super::sweep::{before, sweep};
 
-fn git(dir: &Path, args: &[&str]) -> String {
+pub(in crate::process::places) fn git(dir: &Path, args: &[&str]) -> String {
     let output = Command::new("git")
         .args(["-c", "user.name=t", "-c", "user.email=t@t", "-c", "init.defaultBranch=main"])
         .args(args)
@@ -106,33 +106,29 @@ fn a_repository_staged_in_a_nested_repository_the_walk_never_saw_is_cleaned() {
 }
 
 /// A repository made before the command (in an earlier one, outside the workspace) keeps its
-/// birth time when renamed into place; its directory's entries changed all the same.
+/// birth time when renamed into place; its directory's entries changed all the same. With
+/// `found`, `node_modules` changes too, so the walk after finds it, and cannot tell it from the
+/// user's by its birth; the index stages it all the same.
+fn renamed_into_place(found: bool) {
+    let (dir, root) = project();
+    let early = dir.path().join("early");
+    fs::create_dir_all(&early).unwrap();
+    let head = planted(&early);
+    std::thread::sleep(CLOCK_LAG + std::time::Duration::from_secs(1));
+    let noted = note(&root);
+    fs::rename(early.join(".git"), root.join("node_modules/pkg/.git")).unwrap();
+    if found {
+        fs::write(root.join("node_modules/.package-lock.json"), "{}").unwrap();
+    }
+    stage(&root, "node_modules/pkg", &head);
+    let said = sweep(&noted);
+    assert!(!has_fsmonitor(&root.join("node_modules/pkg/.git")), "found by the walk: {found}, {said:?}");
+}
+
 #[test]
 fn a_repository_made_before_the_command_and_renamed_into_place_is_cleaned() {
-    let (dir, root) = project();
-    let early = dir.path().join("early");
-    fs::create_dir_all(&early).unwrap();
-    let head = planted(&early);
-    std::thread::sleep(CLOCK_LAG + std::time::Duration::from_secs(1));
-    let noted = note(&root);
-    fs::rename(early.join(".git"), root.join("node_modules/pkg/.git")).unwrap();
-    stage(&root, "node_modules/pkg", &head);
-    let said = sweep(&noted);
-    assert!(!has_fsmonitor(&root.join("node_modules/pkg/.git")), "{said:?}");
-
-    // Where the walk after does find it (`node_modules` changed too), it cannot tell it from
-    // the user's by its birth; the index stages it all the same.
-    let (dir, root) = project();
-    let early = dir.path().join("early");
-    fs::create_dir_all(&early).unwrap();
-    let head = planted(&early);
-    std::thread::sleep(CLOCK_LAG + std::time::Duration::from_secs(1));
-    let noted = note(&root);
-    fs::rename(early.join(".git"), root.join("node_modules/pkg/.git")).unwrap();
-    fs::write(root.join("node_modules/.package-lock.json"), "{}").unwrap();
-    stage(&root, "node_modules/pkg", &head);
-    let said = sweep(&noted);
-    assert!(!has_fsmonitor(&root.join("node_modules/pkg/.git")), "{said:?}");
+    renamed_into_place(false);
+    renamed_into_place(true);
 }
 
 /// Git follows `../` in an index path out of the work tree; git never writes one, so an index

@@ -2,20 +2,9 @@
 //! an offset table) and on ones a hostile command would write by hand.
 
 use std::path::Path;
-use std::process::Command;
 
+use super::super::gitlinks::tests::git;
 use super::{Gitlinks, Unread, gitlinks};
-
-fn git(dir: &Path, args: &[&str]) -> String {
-    let output = Command::new("git")
-        .args(["-c", "user.name=t", "-c", "user.email=t@t"])
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .unwrap();
-    assert!(output.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&output.stderr));
-    String::from_utf8_lossy(&output.stdout).trim().to_owned()
-}
 
 /// A repository with a few files sharing prefixes (v4 compresses them) and `sub/mod`
 /// staged as a gitlink, its index left in `version`; `init` is given to `git init`. From
