@@ -121,44 +121,50 @@ fn entries(
     if count > end.saturating_sub(at) / (STAT + hash + 2) {
         return None;
     }
-    // A block's first v4 entry strips nothing from a previous name, whatever it says.
-    let mut previous: Option<Vec<u8>> = None;
+    // The previous entry's name (v4 names are made from it), kept in one buffer; at a block's
+    // start a v4 entry strips nothing, whatever it says.
+    let mut name: Vec<u8> = Vec::new();
+    let mut first = true;
     for _ in 0..count {
         let mode = be32(bytes, at + 24)?;
         let flags_at = at + STAT + hash;
         let flags = u16::from_be_bytes(bytes.get(flags_at..flags_at + 2)?.try_into().ok()?);
         let name_at = if flags & EXTENDED != 0 { flags_at + 4 } else { flags_at + 2 };
         let length = usize::from(flags & NAME_MASK);
-        let (name, next) = if version == 4 {
+        let gitlink = mode & FILE_TYPE == GITLINK;
+        let next = if version == 4 {
             let (strip, suffix_at) = varint(bytes, name_at, end)?;
-            let before = previous.as_deref().unwrap_or_default();
-            let kept = if previous.is_some() { before.len().checked_sub(strip)? } else { 0 };
+            let kept = if first { 0 } else { name.len().checked_sub(strip)? };
             let suffix_len = if length == usize::from(NAME_MASK) {
                 bytes.get(suffix_at..end)?.iter().position(|byte| *byte == 0)?
             } else {
                 length.checked_sub(kept)?
             };
-            let mut name = before[..kept].to_vec();
+            name.truncate(kept);
             name.extend_from_slice(bytes.get(suffix_at..suffix_at + suffix_len)?);
-            (name, suffix_at + suffix_len + 1)
+            suffix_at + suffix_len + 1
         } else {
             let length = if length == usize::from(NAME_MASK) {
                 bytes.get(name_at..end)?.iter().position(|byte| *byte == 0)?
             } else {
                 length
             };
-            let name = bytes.get(name_at..name_at + length)?.to_vec();
+            let own = bytes.get(name_at..name_at + length)?;
+            if gitlink {
+                name.clear();
+                name.extend_from_slice(own);
+            }
             // Padded with NULs to a multiple of eight bytes, one NUL at least.
-            (name, at + ((name_at - at + length + 8) & !7))
+            at + ((name_at - at + length + 8) & !7)
         };
         if next > end {
             return None;
         }
-        if mode & FILE_TYPE == GITLINK {
+        if gitlink {
             let cut = name.iter().position(|byte| *byte == 0).unwrap_or(name.len());
             paths.push(name[..cut].to_vec());
         }
-        previous = Some(name);
+        first = false;
         at = next;
     }
     Some(at)
