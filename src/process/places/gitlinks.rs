@@ -8,11 +8,12 @@
 //!
 //! So after the command, for every repository the sweep knows (those the walks found, a root's
 //! own, and those reached this way, nested up to [`MAX_NESTING`] deep, [`MAX_REPOSITORIES`] in
-//! all), its index's gitlinks (`index.rs`) and the `path` entries of its `.gitmodules` name
-//! where to look; a repository there is cleaned as one the command made (`sweep.rs`) when the
-//! command made or changed it: its `.git` was not there, is new or was renamed in (its
-//! directory's entries and its own change time both changed), leads to another git directory than before, or what says
-//! what runs in its git directory (`config`, `hooks` and each hook, `commondir`,
+//! all; the index of one past those bounds is not read, and goes if the command wrote it), its
+//! index's gitlinks (`index.rs`) and the `path` entries of its `.gitmodules` name where to
+//! look; a repository there is cleaned as one the command made (`sweep.rs`) when the command
+//! made or changed it: its `.git` was not there, is new or was renamed in (its directory's
+//! entries and its own change time both changed), leads to another git directory than before,
+//! or what says what runs in its git directory (`config`, `hooks` and each hook, `commondir`,
 //! `config.worktree`) changed while the command ran. A repository whose git directory is one
 //! of the user's that stood bound read-only is left as it is.
 //!
@@ -56,6 +57,7 @@ pub(super) fn sweep(before: &Before, known: &[PathBuf], cleaned: &HashSet<PathBu
     let mut said = Vec::new();
     let mut queue: VecDeque<(PathBuf, usize)> = VecDeque::new();
     let mut seen: HashSet<PathBuf> = HashSet::new();
+    let mut beyond: Vec<PathBuf> = Vec::new();
     let trees = roots.iter().cloned().chain(known.iter().filter_map(|dot_git| dot_git.parent().map(Path::to_path_buf)));
     for tree in trees {
         if seen.insert(tree.clone()) {
@@ -82,9 +84,23 @@ pub(super) fn sweep(before: &Before, known: &[PathBuf], cleaned: &HashSet<PathBu
             if !cleaned.contains(&dot_git) && touched(before, &dot_git) {
                 said.extend(new_repository(before, &dot_git));
             }
-            if depth + 1 < MAX_NESTING && seen.len() < MAX_REPOSITORIES && seen.insert(dir.clone()) {
-                queue.push_back((dir, depth + 1));
+            if seen.contains(&dir) {
+                continue;
             }
+            if depth + 1 < MAX_NESTING && seen.len() < MAX_REPOSITORIES {
+                seen.insert(dir.clone());
+                queue.push_back((dir, depth + 1));
+            } else {
+                beyond.push(dir);
+            }
+        }
+    }
+    // What those the bounds left unread stage is not known: an index the command wrote goes.
+    for dir in beyond {
+        if seen.insert(dir.clone())
+            && let Some(git_dir) = git_dir(roots, &dir.join(".git"))
+        {
+            said.extend(set_aside(before, &git_dir.join("index"), &NotRead::Beyond));
         }
     }
     said
@@ -99,6 +115,10 @@ enum NotRead {
     Open(std::io::Error),
     #[error("{0}")]
     Unread(#[from] Unread),
+    #[error(
+        "the sweep follows submodules {MAX_NESTING} deep and reads {MAX_REPOSITORIES} repositories' indexes at most"
+    )]
+    Beyond,
 }
 
 /// The gitlink paths `git_dir`'s index stages (with its shared index's, if split); none where

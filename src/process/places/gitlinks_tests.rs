@@ -175,3 +175,29 @@ fn a_git_file_leading_to_the_users_git_directory_is_taken_and_the_users_reposito
     assert!(fs::read_to_string(root.join(".git/config")).unwrap().contains("pager"), "{said:?}");
     assert!(!root.join("x/.git").exists(), "{said:?}");
 }
+
+/// Submodules nested past the depth the sweep follows: the index it did not read, which the
+/// command wrote, goes, so git enters nothing below it.
+#[test]
+fn past_the_nesting_the_sweep_follows_an_index_the_command_wrote_goes() {
+    let (_dir, root) = project();
+    let noted = note(&root);
+    // A chain of repositories, each staging the next, the last one with the planted setting.
+    let chain: Vec<PathBuf> =
+        (0..=super::MAX_NESTING).map(|n| root.join("node_modules/pkg").join("n/".repeat(n + 1))).collect();
+    fs::create_dir_all(chain.last().unwrap()).unwrap();
+    let head = planted(chain.last().unwrap());
+    for outer in chain[..chain.len() - 1].iter().rev() {
+        git(outer, &["init", "-q"]);
+        stage(outer, "n", &head);
+    }
+    stage(&root, "node_modules/pkg/n", &head);
+    let said = sweep(&noted);
+    let last = chain.last().unwrap();
+    let before_last = &chain[chain.len() - 2];
+    assert!(
+        !has_fsmonitor(&last.join(".git")) || !before_last.join(".git/index").exists(),
+        "the last repository kept its setting and the one staging it its index: {said:?}"
+    );
+    assert!(said.iter().any(|line| line.contains("moved the index")), "{said:?}");
+}
