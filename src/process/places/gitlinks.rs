@@ -39,7 +39,7 @@ use crate::workspace::gitconfig;
 use crate::workspace::repository::MAX_POINTER;
 
 /// The largest index read (about two million entries); a larger one is not read.
-pub const MAX_INDEX: u64 = 256 * 1024 * 1024;
+const MAX_INDEX: u64 = 256 * 1024 * 1024;
 /// The largest `.gitmodules` read.
 const MAX_GITMODULES: u64 = 1024 * 1024;
 /// How deep submodules of submodules are followed.
@@ -58,6 +58,8 @@ pub(super) fn sweep(before: &Before, known: &[PathBuf], cleaned: &HashSet<PathBu
     let mut queue: VecDeque<(PathBuf, usize)> = VecDeque::new();
     let mut seen: HashSet<PathBuf> = HashSet::new();
     let mut beyond: Vec<PathBuf> = Vec::new();
+    // Each repository is judged once, however many indexes stage it.
+    let mut judged: HashSet<PathBuf> = cleaned.clone();
     let trees = roots.iter().cloned().chain(known.iter().filter_map(|dot_git| dot_git.parent().map(Path::to_path_buf)));
     for tree in trees {
         if seen.insert(tree.clone()) {
@@ -81,7 +83,7 @@ pub(super) fn sweep(before: &Before, known: &[PathBuf], cleaned: &HashSet<PathBu
             if !Parent::existing(roots, &dot_git).and_then(|parent| parent.kind()).is_ok_and(|kind| kind.is_some()) {
                 continue;
             }
-            if !cleaned.contains(&dot_git) && touched(before, &dot_git) {
+            if judged.insert(dot_git.clone()) && touched(before, &dot_git) {
                 said.extend(new_repository(before, &dot_git));
             }
             if seen.contains(&dir) {
