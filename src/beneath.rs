@@ -88,6 +88,21 @@ impl Parent {
         renameat(self.dir.as_fd(), from, &self.name)
     }
 
+    /// Writes `bytes` to a new file `temp` in the directory (0644, removed first if there), then
+    /// renames it over the target: a link put in the target's place is replaced, not followed.
+    /// The new file is removed again if any step fails.
+    pub fn rewrite(&self, temp: &OsStr, bytes: &[u8]) -> io::Result<()> {
+        let _ = self.remove(temp);
+        let written = self
+            .create(temp, 0o644)
+            .and_then(|mut file| io::Write::write_all(&mut file, bytes))
+            .and_then(|()| self.replace_with(temp));
+        if written.is_err() {
+            let _ = self.remove(temp);
+        }
+        written
+    }
+
     /// Removes `name` from the directory.
     pub fn remove(&self, name: &OsStr) -> io::Result<()> {
         unlinkat(self.dir.as_fd(), name)

@@ -22,6 +22,8 @@
 //! directories that hold dependencies or build output. A guarded place that does not exist yet
 //! cannot be bound; `sweep.rs` deals with what a command makes.
 
+mod gitlinks;
+mod index;
 mod pending;
 mod safe_config;
 pub mod sockets;

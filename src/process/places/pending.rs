@@ -94,13 +94,8 @@ impl Pending {
             return None;
         }
         let shown = todo.display();
-        let written = Parent::existing(roots, &todo).and_then(|parent| {
-            let fresh = OsStr::new("git-rebase-todo.cairn-sweep");
-            let _ = parent.remove(fresh);
-            let mut file = parent.create(fresh, 0o644)?;
-            std::io::Write::write_all(&mut file, out.as_bytes())?;
-            parent.replace_with(fresh)
-        });
+        let written = Parent::existing(roots, &todo)
+            .and_then(|parent| parent.rewrite(OsStr::new("git-rebase-todo.cairn-sweep"), out.as_bytes()));
         Some(match written {
             Ok(()) => format!(
                 "removed {dropped} `exec` line(s) the command queued in a stopped rebase ({shown}): \

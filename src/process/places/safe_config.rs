@@ -105,18 +105,11 @@ pub(super) fn safe_config(roots: &[PathBuf], config: &Path) -> Option<String> {
     };
     // A new file renamed over the old one, within the directory opened: a link put in its
     // place is replaced, not followed.
-    let fresh = std::ffi::OsStr::new(".config.cairn-sweep");
-    let _ = parent.remove(fresh);
-    let written = parent
-        .create(fresh, 0o644)
-        .and_then(|mut file| std::io::Write::write_all(&mut file, kept.as_bytes()))
-        .and_then(|()| parent.replace_with(fresh));
-    Some(match written {
+    Some(match parent.rewrite(std::ffi::OsStr::new(".config.cairn-sweep"), kept.as_bytes()) {
         Ok(()) => {
             format!("removed from {} {what} of a repository the command made: they can run programs", config.display())
         }
         Err(err) => {
-            let _ = parent.remove(fresh);
             take(roots, config, &format!("it held {what}, which can run programs, and could not be rewritten ({err})"))
         }
     })

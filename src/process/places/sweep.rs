@@ -23,7 +23,9 @@
 //! the parent (past its depth or budget) is a `.git` it never saw judged by its birth time, and
 //! such a git directory by its own, its `config`'s and its `hooks`' birth times, so that a
 //! user's repository the walk missed is not taken for new. A repository that stood where the
-//! walk before did not reach is not bound either: a command may write its hooks, and they stay.
+//! walk before did not reach is not bound either: a command may write its hooks, and they stay,
+//! unless a repository the sweep knows stages it as a submodule, which `git status` enters:
+//! those are judged wherever they lie (`gitlinks.rs`).
 //!
 //! Nothing is followed through a link: a link is removed itself; a place made through a link the
 //! command made on the way (below a root) goes with that link, removed itself; one reached
@@ -34,12 +36,13 @@
 //! between a check and the act. The supervisor does this outside Landlock, so this care is
 //! the whole guard.
 
+use std::collections::HashSet;
 use std::os::unix::fs::MetadataExt as _;
 use std::path::{Path, PathBuf};
 
 use super::pending::{self, Pending};
 use super::survey::{self, CLOCK_LAG, Survey};
-use super::{SKIPPED, safe_config};
+use super::{SKIPPED, gitlinks, safe_config};
 use crate::beneath::Parent;
 use crate::workspace::{GUARDED, Reach, Shield};
 
@@ -143,7 +146,7 @@ pub fn before(roots: &[PathBuf], git_dirs: &[PathBuf], missing: &[PathBuf]) -> B
 
 impl Before {
     /// Whether the command made the repository whose `.git` is `dot_git` (see the top).
-    fn made(&self, dot_git: &Path) -> bool {
+    pub(super) fn made(&self, dot_git: &Path) -> bool {
         if let Some((_, was)) = self.repositories.iter().find(|(path, _)| path == dot_git) {
             return identity(dot_git) != *was;
         }
@@ -199,6 +202,16 @@ impl Before {
     /// The workspace roots, as the walk found them.
     pub fn roots(&self) -> &[PathBuf] {
         &self.roots
+    }
+
+    /// When the command was about to start.
+    pub(super) fn at(&self) -> std::time::SystemTime {
+        self.at
+    }
+
+    /// The user's git directories, bound read-only while the command ran.
+    pub(super) fn git_dirs(&self) -> &[PathBuf] {
+        &self.git_dirs
     }
 }
 
@@ -262,11 +275,16 @@ pub fn sweep(before: &Before) -> Vec<String> {
         said.extend(before.pending.drop_new_execs(&before.roots, git_dir));
     }
     let found = survey::after(&before.survey, &before.roots, before.at);
-    for dot_git in found.gits {
-        if before.made(&dot_git) {
-            said.extend(new_repository(&before.roots, &dot_git));
+    let mut cleaned = HashSet::new();
+    for dot_git in &found.gits {
+        if before.made(dot_git) {
+            said.extend(new_repository(before, dot_git));
+            cleaned.insert(dot_git.clone());
         }
     }
+    // The repositories their indexes stage as submodules, wherever the walk did not look.
+    let known: Vec<PathBuf> = before.repositories.iter().map(|(path, _)| path.clone()).chain(found.gits).collect();
+    said.extend(gitlinks::sweep(before, &known, &cleaned));
     for dir in found.bare {
         if before.made_bare(&dir) {
             said.extend(new_git_dir(&before.roots, &dir));
@@ -428,8 +446,10 @@ pub fn move_aside(parent: &Parent) -> std::io::Result<Parent> {
 }
 
 /// A repository the command made: kept, but without hooks, redirects or settings that run
-/// code. A `.git` link is removed; a `.git` file pointing outside the roots is removed.
-fn new_repository(roots: &[PathBuf], dot_git: &Path) -> Vec<String> {
+/// code. A `.git` link is removed; a `.git` file pointing outside the roots, or to one of the
+/// user's git directories (whose configuration the sweep must not rewrite), is removed.
+pub(super) fn new_repository(before: &Before, dot_git: &Path) -> Vec<String> {
+    let roots = &before.roots;
     let Ok(meta) = std::fs::symlink_metadata(dot_git) else { return Vec::new() };
     if meta.file_type().is_symlink() {
         return vec![take(roots, dot_git, "a repository the command made may not lead elsewhere")];
@@ -443,6 +463,9 @@ fn new_repository(roots: &[PathBuf], dot_git: &Path) -> Vec<String> {
             None => return vec![take(roots, dot_git, "it points git to a directory outside the workspace")],
         }
     };
+    if before.git_dirs.contains(&git_dir) && git_dir != dot_git {
+        return vec![take(roots, dot_git, "it points git to the git directory of a repository that stood before")];
+    }
     new_git_dir(roots, &git_dir)
 }
 

@@ -4,9 +4,11 @@
 //! Most drive the supervisor by hand (`cairn __supervise …`, as cairn starts it, with the
 //! namespace kind this user gets: a mount namespace for root, a user namespace otherwise); a
 //! few go end to end through `cairn exec` against the mock model. `places` attacks the guarded
-//! places and the sweep (`sweep` where its walk does not look), `exec` the exec check, the process tree and what root keeps.
+//! places and the sweep (`sweep` where its walk does not look, `gitlinks` what a repository
+//! stages as a submodule there), `exec` the exec check, the process tree and what root keeps.
 
 mod exec;
+mod gitlinks;
 mod places;
 mod sweep;
 mod users;
