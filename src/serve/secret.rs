@@ -4,8 +4,8 @@
 //! (`serve-secret`, mode 0600) in a directory of the data directory's own in the runtime
 //! directory, which other users cannot enter and the commands of every cairn find covered (a
 //! cairn with another data directory would not hide this one's), or in the data directory
-//! where there is no runtime directory, hidden from the commands of cairns that use it; every request must show it as `Authorization: Bearer`, as a token of
-//! `--auth` is shown. `cairn acp --server` reads it there by itself, for an address a running
+//! where there is no runtime directory, hidden from the commands of cairns that use it. Every
+//! request must show it as `Authorization: Bearer`, as a token of `--auth` is shown. `cairn acp --server` reads it there by itself, for an address a running
 //! server of its data directory noted it listens on.
 //!
 //! A new secret is made whenever a server starts while no other server of the data directory
@@ -46,11 +46,6 @@ fn kept_in(data_dir: &Path) -> PathBuf {
 /// Where the secret of servers using `data_dir` is kept.
 pub fn path(data_dir: &Path) -> PathBuf {
     kept_in(data_dir).join(FILE)
-}
-
-/// The secret kept for `data_dir`, if one is there and shaped as cairn's.
-pub fn read(data_dir: &Path) -> Option<String> {
-    read_at(&path(data_dir)).ok().flatten()
 }
 
 /// The secret kept for `data_dir`, for a client of `address` (`IP:PORT` as a socket address
