@@ -1,10 +1,12 @@
 //! Sockets of programs outside the sandbox that the policy's list of the user's services does
 //! not name: a database's (`/tmp/.s.PGSQL.5432`, `/run/postgresql`), an editor's, an agent's
 //! in a directory of its own (`/tmp/ssh-XXXX/agent.N`). Whoever connects to one acts through a
-//! program that runs outside, so each is covered like a secret. Found in the temp directories
-//! and `/run`, two levels deep, before each command: every socket older than cairn's start,
-//! which no command of cairn's made. A socket a command made (its own database in a background
-//! job) is newer and stays reachable for the commands after it.
+//! program that runs outside, so each is covered like a secret. Found before each command:
+//! every socket bound to a path that the kernel lists for this network namespace
+//! (`/proc/net/unix`), wherever it lies, and every socket directly in the temp directories and
+//! `/run` (one bound in another namespace and reached through the file), that is older than
+//! cairn's start, which no command of cairn's made. A socket a command made (its own database
+//! in a background job) is newer and stays reachable for the commands after it.
 
 use std::os::unix::fs::{FileTypeExt as _, MetadataExt as _};
 use std::path::{Path, PathBuf};
@@ -14,25 +16,50 @@ use std::time::{Duration, SystemTime};
 /// bounded time, and what a flood holds is newer than cairn anyway.
 const MOST: usize = 100_000;
 
-/// The sockets older than `before` in `dirs` and in their directories older than `before`,
+/// Where the kernel lists this network namespace's Unix sockets.
+const LISTED: &str = "/proc/net/unix";
+/// More than the list of any machine's sockets.
+const MOST_LISTED: u64 = 64 << 20;
+
+/// The sockets older than `before` bound to a path anywhere, or lying directly in `dirs`,
 /// except those `shown` names (`[sandbox] visible`).
 pub fn outside(dirs: &[PathBuf], before: SystemTime, shown: &[PathBuf]) -> Vec<PathBuf> {
     let mut seen: Vec<PathBuf> = dirs.iter().filter_map(|dir| std::fs::canonicalize(dir).ok()).collect();
     seen.sort();
     seen.dedup();
-    let mut found = Vec::new();
+    let mut found: Vec<PathBuf> = bound();
     for dir in &seen {
-        for (path, kind) in entries(dir) {
-            if kind.is_socket() && older(&path, before) {
-                found.push(path);
-            } else if kind.is_dir() && older(&path, before) {
-                let inside = entries(&path).filter(|(path, kind)| kind.is_socket() && older(path, before));
-                found.extend(inside.map(|(path, _)| path));
-            }
-        }
+        found.extend(entries(dir).filter(|(_, kind)| kind.is_socket()).map(|(path, _)| path));
     }
-    found.retain(|path| !shown.iter().any(|shown| shown == path));
+    found.sort();
+    found.dedup();
+    found.retain(|path| {
+        let socket = std::fs::symlink_metadata(path).is_ok_and(|meta| meta.file_type().is_socket());
+        socket && older(path, before) && !shown.iter().any(|shown| shown == path)
+    });
     found
+}
+
+/// The paths of the sockets [`LISTED`] shows (abstract ones, `@…`, are Landlock's).
+fn bound() -> Vec<PathBuf> {
+    use std::io::Read as _;
+    let mut text = String::new();
+    if let Ok(file) = std::fs::File::open(LISTED) {
+        let _ = file.take(MOST_LISTED).read_to_string(&mut text);
+    }
+    text.lines().skip(1).filter_map(listed_path).collect()
+}
+
+/// The path of one line of [`LISTED`] (`Num RefCount Protocol Flags Type St Inode Path`), if
+/// it names one.
+fn listed_path(line: &str) -> Option<PathBuf> {
+    let mut rest = line;
+    for _ in 0..7 {
+        rest = rest.trim_start();
+        rest = &rest[rest.find(' ')?..];
+    }
+    let path = rest.strip_prefix(' ')?;
+    path.starts_with('/').then(|| PathBuf::from(path))
 }
 
 /// `dir`'s entries and their kinds (not following links), at most [`MOST`].
@@ -61,7 +88,7 @@ mod tests {
     use std::os::unix::net::UnixListener;
 
     #[test]
-    fn sockets_older_than_cairn_two_levels_deep_are_found_and_newer_or_shown_ones_are_not() {
+    fn sockets_older_than_cairn_bound_anywhere_or_lying_in_a_temp_dir_are_found_and_newer_or_shown_ones_are_not() {
         let dir = tempfile::tempdir().unwrap();
         let top = dir.path().canonicalize().unwrap();
         std::fs::create_dir_all(top.join("agent-dir/deeper")).unwrap();
@@ -77,7 +104,18 @@ mod tests {
         std::thread::sleep(Duration::from_millis(20));
         let _new = UnixListener::bind(top.join("commands-own.sock")).unwrap();
         let mut found = outside(&[top.clone(), top.join("missing")], started, &[top.join("shown.sock")]);
-        found.sort();
-        assert_eq!(found, [top.join(".s.PGSQL.5432"), top.join("agent-dir/agent.1")]);
+        found.retain(|path| path.starts_with(&top));
+        assert_eq!(
+            found,
+            [top.join(".s.PGSQL.5432"), top.join("agent-dir/agent.1"), top.join("agent-dir/deeper/too-deep")]
+        );
+    }
+
+    #[test]
+    fn a_listed_line_gives_its_path_and_an_abstract_or_unbound_one_none() {
+        let line = "00000000f58fca8e: 00000002 00000000 00010000 0001 01  1159 /run/user/1000/a b.sock";
+        assert_eq!(listed_path(line), Some(PathBuf::from("/run/user/1000/a b.sock")));
+        assert_eq!(listed_path("00000000c9f59a43: 00000003 00000000 00000000 0001 03  1158"), None);
+        assert_eq!(listed_path("00000000c9f59a43: 00000002 00000000 00010000 0001 01 71 @/tmp/.X11-unix/X0"), None);
     }
 }
