@@ -34,8 +34,9 @@ pub fn outside(dirs: &[PathBuf], before: SystemTime, shown: &[PathBuf]) -> Vec<P
     found.sort();
     found.dedup();
     found.retain(|path| {
-        let socket = std::fs::symlink_metadata(path).is_ok_and(|meta| meta.file_type().is_socket());
-        socket && older(path, before) && !shown.iter().any(|shown| shown == path)
+        let old_socket =
+            std::fs::symlink_metadata(path).is_ok_and(|meta| meta.file_type().is_socket() && older(&meta, before));
+        old_socket && !shown.iter().any(|shown| shown == path)
     });
     found
 }
@@ -72,14 +73,12 @@ fn entries(dir: &Path) -> impl Iterator<Item = (PathBuf, std::fs::FileType)> {
         .filter_map(|entry| Some((entry.path(), entry.file_type().ok()?)))
 }
 
-/// Whether `path`'s status last changed before `before`.
-fn older(path: &Path, before: SystemTime) -> bool {
-    std::fs::symlink_metadata(path).is_ok_and(|meta| {
-        let changed = SystemTime::UNIX_EPOCH
-            + Duration::from_secs(u64::try_from(meta.ctime()).unwrap_or(0))
-            + Duration::from_nanos(u64::try_from(meta.ctime_nsec()).unwrap_or(0));
-        changed < before
-    })
+/// Whether the status of what `meta` describes last changed before `before`.
+fn older(meta: &std::fs::Metadata, before: SystemTime) -> bool {
+    let changed = SystemTime::UNIX_EPOCH
+        + Duration::from_secs(u64::try_from(meta.ctime()).unwrap_or(0))
+        + Duration::from_nanos(u64::try_from(meta.ctime_nsec()).unwrap_or(0));
+    changed < before
 }
 
 #[cfg(test)]
