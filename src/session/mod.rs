@@ -37,6 +37,7 @@ use crate::permissions::Mode;
 use crate::store::StoreError;
 use crate::tools::Host;
 
+pub(crate) use actor::CATCH_UP;
 pub use actor::Steering;
 pub use commands::COMMANDS;
 pub use custom::Advertised;

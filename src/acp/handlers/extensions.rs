@@ -40,8 +40,6 @@ pub(super) const SESSION_UNARCHIVE: &str = acp::AGENT_METHOD_NAMES.session_unarc
 pub(super) const STEERING: &str = "_session/steering";
 /// Resuming a served session's stream after a dropped connection.
 pub(super) const STREAM_RESUME: &str = "_cairn/stream/resume";
-/// The longest a resume waits for this replica to show the rows it read from the log.
-const CATCH_UP: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// A prompt's usage as `PromptResponse.usage` (unstable, `unstable_end_turn_token_usage`):
 /// `inputTokens` without the cached tokens, which are given apart, `outputTokens` with the
@@ -245,7 +243,7 @@ impl Agent {
                 if settings_missed {
                     if let Some(mut forwarded) = forwarded {
                         let shown = forwarded.wait_for(|seq| *seq >= i64::try_from(last).unwrap_or(i64::MAX));
-                        if tokio::time::timeout(CATCH_UP, shown).await.is_err() {
+                        if tokio::time::timeout(crate::session::CATCH_UP, shown).await.is_err() {
                             tracing::warn!(session = %id, "the session's log was not forwarded in time for a resume");
                         }
                     }

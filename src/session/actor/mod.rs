@@ -22,6 +22,7 @@ mod steer;
 mod stored;
 mod turn;
 
+pub(crate) use remote::CATCH_UP;
 use std::collections::VecDeque;
 use std::sync::Arc;
 

@@ -38,8 +38,9 @@ use crate::settings::Setting;
 use crate::store::Store;
 use crate::store::pg::events::Event;
 
-/// The longest a turn waits for the session's log to be forwarded before it starts.
-const CATCH_UP: std::time::Duration = std::time::Duration::from_secs(2);
+/// The longest a turn waits for the session's log to be forwarded before it starts, and a
+/// resume for the rows it read to be shown here.
+pub(crate) const CATCH_UP: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// Whether this process has warned of an event it cannot read: a replica of a newer version
 /// logs every turn's rows in its own vocabulary, and one warning says what a line per row would.
