@@ -70,13 +70,27 @@ fn listening_in(data_dir: &Path, address: &str) -> Result<(), String> {
     if address.contains('\n') {
         return Err(fail(std::io::Error::other("the address holds a line break")));
     }
-    let lock = private(&data_dir.join(LOCK), false).map_err(fail)?;
-    lock.lock().map_err(fail)?;
-    let mut holders = live_holders(&data_dir.join(HOLDERS));
     let me = me().ok_or_else(|| fail(std::io::Error::other("this process's start time is unknown")))?;
-    holders.retain(|holder| (holder.pid, holder.start) != (me.pid, me.start));
-    holders.push(Holder { address: address.to_owned(), ..me });
-    replace(data_dir, &data_dir.join(HOLDERS), &lines(&holders)).map_err(fail)
+    with_holders(data_dir, fail, |holders| {
+        holders.retain(|holder| (holder.pid, holder.start) != (me.pid, me.start));
+        holders.push(Holder { address: address.to_owned(), ..me });
+        Ok(())
+    })
+}
+
+/// Runs `change` on the live holders of `data_dir`'s secret under its lock, then keeps what
+/// it left: the one way the holders file is read and rewritten.
+fn with_holders<T>(
+    data_dir: &Path,
+    fail: impl Fn(std::io::Error) -> String,
+    change: impl FnOnce(&mut Vec<Holder>) -> Result<T, String>,
+) -> Result<T, String> {
+    let lock = private(&data_dir.join(LOCK), false).map_err(&fail)?;
+    lock.lock().map_err(&fail)?;
+    let mut holders = live_holders(&data_dir.join(HOLDERS));
+    let changed = change(&mut holders)?;
+    replace(data_dir, &data_dir.join(HOLDERS), &lines(&holders)).map_err(fail)?;
+    Ok(changed)
 }
 
 /// A server sharing the secret.
@@ -102,25 +116,23 @@ fn take_in(data_dir: &Path) -> Result<String, String> {
     let shown = at.display();
     let fail = |err: std::io::Error| format!("cannot keep the server's secret in {shown}: {err}");
     std::fs::DirBuilder::new().recursive(true).mode(0o700).create(data_dir).map_err(fail)?;
-    let lock = private(&data_dir.join(LOCK), false).map_err(fail)?;
-    lock.lock().map_err(fail)?;
-    let mut holders = live_holders(&data_dir.join(HOLDERS));
-    let kept = match holders.is_empty() {
-        true => None,
-        false => read_at(&at).map_err(|err| format!("cannot read {shown}: {err}"))?,
-    };
-    let secret = match kept {
-        Some(secret) => secret,
-        None => {
-            let secret = super::auth::new_secret().map_err(|err| err.to_string())?;
-            replace(data_dir, &at, &format!("{secret}\n")).map_err(fail)?;
-            holders.clear();
-            secret
-        }
-    };
-    holders.extend(me());
-    replace(data_dir, &data_dir.join(HOLDERS), &lines(&holders)).map_err(fail)?;
-    Ok(secret)
+    with_holders(data_dir, fail, |holders| {
+        let kept = match holders.is_empty() {
+            true => None,
+            false => read_at(&at).map_err(|err| format!("cannot read {shown}: {err}"))?,
+        };
+        let secret = match kept {
+            Some(secret) => secret,
+            None => {
+                let secret = super::auth::new_secret().map_err(|err| err.to_string())?;
+                replace(data_dir, &at, &format!("{secret}\n")).map_err(fail)?;
+                holders.clear();
+                secret
+            }
+        };
+        holders.extend(me());
+        Ok(secret)
+    })
 }
 
 /// The secret at `at`: `None` when there is no file; an error when it is not cairn's.
