@@ -143,6 +143,7 @@ pub(super) fn policy(
 ) -> Result<Arc<ProcessPolicy>, String> {
     let mut writable = vec![PathBuf::from("/tmp"), PathBuf::from("/dev/shm")];
     let services = services(env);
+    let service_dirs = service_dirs(env);
     // A `TMPDIR` inside a service's place (the runtime directory) would leave that place
     // uncovered and writable: commands use `/tmp` instead.
     let mut temp_moved = false;
@@ -187,9 +188,15 @@ pub(super) fn policy(
         namespace: sandbox.namespace.unwrap_or(true),
         writable,
         own: own.to_vec(),
-        hidden,
         hidden_names,
         visible_names,
+        // Only those covered themselves: one inside a covered place (a `TMPDIR` in the runtime
+        // directory) is out of sight already.
+        service_dirs: service_dirs
+            .into_iter()
+            .filter(|dir| hidden.contains(dir) && !hidden.iter().any(|place| place != dir && dir.starts_with(place)))
+            .collect(),
+        hidden,
         visible,
         sockets_before: Some(std::time::SystemTime::now()),
         env: {
@@ -236,6 +243,25 @@ fn services(env: &Environment<'_>) -> Vec<PathBuf> {
     found.extend([data, config].into_iter().flatten().map(|dir| dir.join("cairn")));
     let temps = [Some(PathBuf::from("/tmp")), absolute("TMPDIR"), absolute("TMUX_TMPDIR")];
     for temp in temps.into_iter().flatten() {
+        found.extend(names.iter().map(|name| temp.join(name)));
+    }
+    found
+}
+
+/// The directories of [`services`] that the user's multiplexers and editors make for their
+/// sockets when they are missing (tmux's in `$TMUX_TMPDIR` or `/tmp`; Zellij's, Emacs' and
+/// Neovim's in `/tmp` or `$TMPDIR`), private to the user. Made before a command starts, they
+/// are covered in its namespace, so a server the user starts while the command runs puts its
+/// socket out of the command's sight; made later by the server, they would not be. Not
+/// `.X11-unix` or `screens`: those are shared by every user of the machine.
+fn service_dirs(env: &Environment<'_>) -> Vec<PathBuf> {
+    let absolute = |name: &str| (env.lookup)(name).map(PathBuf::from).filter(|path| path.is_absolute());
+    let user = (env.lookup)("USER").or_else(|| (env.lookup)("LOGNAME")).filter(|user| !user.contains('/'));
+    let uid = env.uid;
+    let mut found = vec![absolute("TMUX_TMPDIR").unwrap_or_else(|| PathBuf::from("/tmp")).join(format!("tmux-{uid}"))];
+    let mut names = vec![format!("zellij-{uid}"), format!("emacs{uid}")];
+    names.extend(user.map(|user| format!("nvim.{user}")));
+    for temp in [Some(PathBuf::from("/tmp")), absolute("TMPDIR")].into_iter().flatten() {
         found.extend(names.iter().map(|name| temp.join(name)));
     }
     found
@@ -475,11 +501,17 @@ mod tests {
             assert!(policy.hidden.contains(&PathBuf::from(hidden)), "{hidden}");
         }
         assert!(!policy.hidden.contains(&PathBuf::from("/run/docker.sock")), "made visible");
+        // Those the servers make themselves are made first, where a server would look for
+        // them, unless they lie in a covered place already (tmux's is in the runtime dir).
+        let made: Vec<&str> = policy.service_dirs.iter().filter_map(|dir| dir.to_str()).collect();
+        assert_eq!(made, ["/tmp/zellij-1000", "/tmp/emacs1000", "/tmp/nvim.ann"]);
         let env = Environment { lookup: &|_: &str| None, vars: &[], home: Some(Path::new("/home/ann")), uid: 1000 };
         let policy = super::policy(FileSandbox::default(), &FileTools::default(), &BTreeMap::new(), &env, &[]).unwrap();
         for default in ["/home/ann/.local/share/cairn", "/home/ann/.config/cairn"] {
             assert!(policy.hidden.contains(&PathBuf::from(default)), "another cairn's {default}");
         }
+        let made: Vec<&str> = policy.service_dirs.iter().filter_map(|dir| dir.to_str()).collect();
+        assert_eq!(made, ["/tmp/tmux-1000", "/tmp/zellij-1000", "/tmp/emacs1000"], "never `.X11-unix`, shared");
         assert!(!policy.hidden.iter().any(|path| path.to_str().is_some_and(|path| path.contains("abstract"))));
         assert_eq!(bus_paths("unix:path=relative"), Vec::<PathBuf>::new());
         assert_eq!(socket_path("/tmp/tmux-1000/work,123,0"), Some(PathBuf::from("/tmp/tmux-1000/work")));

@@ -183,6 +183,10 @@ pub struct ProcessPolicy {
     pub visible_names: Vec<String>,
     /// Absolute paths left visible even when hidden by default (`[sandbox] visible`).
     pub visible: Vec<PathBuf>,
+    /// Directories among `hidden` where the user's multiplexers and editors put their sockets
+    /// (`/tmp/tmux-UID`, …): made private (mode 0700) before each command when missing, so a
+    /// server the user starts while a command runs puts its socket under the command's cover.
+    pub service_dirs: Vec<PathBuf>,
     /// When cairn started: the sockets older than this in the temp directories and `/run` are
     /// the user's services, hidden (`places::sockets`); `None` hides none.
     pub sockets_before: Option<std::time::SystemTime>,
@@ -202,6 +206,7 @@ impl Default for ProcessPolicy {
             hidden_names: Vec::new(),
             visible_names: Vec::new(),
             visible: Vec::new(),
+            service_dirs: Vec::new(),
             sockets_before: None,
             env: ChildEnv::default(),
             launcher: Launcher::Direct,

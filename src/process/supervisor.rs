@@ -54,6 +54,8 @@ struct Spec {
     hidden_names: Vec<String>,
     visible_names: Vec<String>,
     visible: Vec<PathBuf>,
+    /// Made private when missing, before the places are found (`ProcessPolicy::service_dirs`).
+    service_dirs: Vec<PathBuf>,
     /// The sockets older than this (seconds since the epoch) are the user's services, hidden.
     sockets_before: Option<std::time::SystemTime>,
     /// Programs rules reject, each with its subcommand words.
@@ -150,6 +152,9 @@ pub fn arguments(
         for path in &policy.visible {
             flag("--show-path", path.into());
         }
+        for dir in &policy.service_dirs {
+            flag("--service-dir", dir.into());
+        }
         if let Some(since) = policy.sockets_before.and_then(|at| at.duration_since(std::time::UNIX_EPOCH).ok()) {
             flag("--sockets-before", format!("{}.{:09}", since.as_secs(), since.subsec_nanos()).into());
         }
@@ -207,6 +212,7 @@ fn parse(mut args: impl Iterator<Item = OsString>) -> Result<Spec, String> {
             "--hide-name" => spec.hidden_names.push(text()?),
             "--show" => spec.visible_names.push(text()?),
             "--show-path" => spec.visible.push(PathBuf::from(value)),
+            "--service-dir" => spec.service_dirs.push(PathBuf::from(value)),
             "--sockets-before" => {
                 let seconds: f64 = text()?.parse().map_err(|_| "--sockets-before takes seconds since the epoch")?;
                 let at =
@@ -445,6 +451,7 @@ fn confine(kind: Kind, mode: SandboxMode, spec: &Spec, gate: &Gate, program: &Pa
             for dir in &spec.own {
                 std::fs::create_dir_all(dir).map_err(|err| format!("cannot make {}: {err}", dir.display()))?;
             }
+            places::sockets::make_service_dirs(&spec.service_dirs);
             let mut hidden: Vec<PathBuf> = spec.own.iter().chain(&spec.hidden).cloned().collect();
             if let Some(before) = spec.sockets_before {
                 let temp = std::env::var_os("TMPDIR").map(PathBuf::from).filter(|dir| dir.is_absolute());

@@ -11,6 +11,7 @@ fn the_arguments_carry_the_policy_and_only_workspace_write_has_writable_places()
         hidden_names: vec!["*.pem".into()],
         visible_names: vec![".env.example".into()],
         visible: vec![PathBuf::from("/run/docker.sock")],
+        service_dirs: vec![PathBuf::from("/tmp/tmux-1000")],
         sockets_before: Some(std::time::UNIX_EPOCH + std::time::Duration::from_millis(1_700_000_000_250)),
         ..ProcessPolicy::default()
     };
@@ -34,6 +35,7 @@ fn the_arguments_carry_the_policy_and_only_workspace_write_has_writable_places()
             hidden_names: vec!["*.pem".into()],
             visible_names: vec![".env.example".into()],
             visible: vec![PathBuf::from("/run/docker.sock")],
+            service_dirs: vec![PathBuf::from("/tmp/tmux-1000")],
             sockets_before: Some(std::time::UNIX_EPOCH + std::time::Duration::from_millis(1_700_000_000_250)),
             rejected: vec![vec!["git".into(), "push".into()]],
             watched: Watched::Fd(7),

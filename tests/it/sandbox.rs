@@ -372,3 +372,46 @@ reach("own abstract", "\0cairn-own-{tag}", True)
     }
     assert!(output.contains("own: connected") && output.contains("own abstract: connected"), "{output}");
 }
+
+#[tokio::test]
+async fn a_multiplexer_the_user_starts_while_a_command_runs_is_out_of_its_reach() {
+    use std::os::unix::fs::PermissionsExt as _;
+    use std::os::unix::net::UnixListener;
+    if cairn::process::namespace_support().is_none() {
+        println!("skipped: needs a namespace");
+        return;
+    }
+    if std::process::Command::new("python3").arg("-V").output().is_err() {
+        println!("skipped: no python3 to connect with");
+        return;
+    }
+    let mut env = TestEnv::new().await;
+    // No tmux runs yet: its directory does not exist when the command starts.
+    let multiplexer = tempfile::tempdir().unwrap();
+    let tmux = multiplexer.path().join(format!("tmux-{}", cairn::process::current_uid()));
+    env.set_env("TMUX_TMPDIR", multiplexer.path().to_str().unwrap());
+    let socket = tmux.join("default");
+    let script = format!(
+        "import socket\ns = socket.socket(socket.AF_UNIX)\ntry:\n    s.connect('{}'); print('tmux: connected')\nexcept OSError:\n    print('tmux: refused')\n",
+        socket.display()
+    );
+    std::fs::write(env.workspace().join("reach.py"), script).unwrap();
+    // The command waits (as a background job would) until the user has started tmux.
+    let command =
+        "touch started; for _ in $(seq 600); do [ -e ready ] && break; sleep 0.05; done; python3 reach.py 2>&1";
+    let workspace = env.workspace();
+    let user = async {
+        while !workspace.join("started").exists() {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        // The user's tmux makes its directory if it is missing, then listens in it.
+        std::fs::create_dir_all(&tmux).unwrap();
+        let listening = UnixListener::bind(&socket).unwrap();
+        std::fs::write(workspace.join("ready"), "").unwrap();
+        listening
+    };
+    let (output, _listening) = tokio::join!(bash(&env, command), user);
+    assert!(output.lines().any(|line| line == "tmux: refused"), "{output}");
+    let mode = std::fs::metadata(&tmux).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o700, "made as tmux makes it, or tmux would refuse it");
+}

@@ -6,7 +6,9 @@
 //! (`/proc/net/unix`), wherever it lies, and every socket directly in the temp directories and
 //! `/run` (one bound in another namespace and reached through the file), that is older than
 //! cairn's start, which no command of cairn's made. A socket a command made (its own database
-//! in a background job) is newer and stays reachable for the commands after it.
+//! in a background job) is newer and stays reachable for the commands after it. And the
+//! directories the user's multiplexers and editors keep their sockets in are made before a
+//! command when missing, so that the cover reaches a server the user starts meanwhile.
 
 use std::os::unix::fs::{FileTypeExt as _, MetadataExt as _};
 use std::path::{Path, PathBuf};
@@ -20,6 +22,21 @@ const MOST: usize = 100_000;
 const LISTED: &str = "/proc/net/unix";
 /// More than the list of any machine's sockets.
 const MOST_LISTED: u64 = 64 << 20;
+
+/// Makes each of `dirs` (`/tmp/tmux-UID`, …) that is missing, private to the user as the
+/// servers that use them require (mode 0700, owned by the user). An existing entry is left as
+/// it is, a link included (`mkdir` follows none). A directory that cannot be made is left to
+/// the server: the command is not held up for it.
+pub fn make_service_dirs(dirs: &[PathBuf]) {
+    use std::os::unix::fs::DirBuilderExt as _;
+    for dir in dirs {
+        match std::fs::DirBuilder::new().mode(0o700).create(dir) {
+            Ok(()) => tracing::debug!(dir = %dir.display(), "made a service's socket directory to cover it"),
+            Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(err) => tracing::debug!(dir = %dir.display(), "cannot make a service's socket directory: {err}"),
+        }
+    }
+}
 
 /// The sockets older than `before` bound to a path anywhere, or lying directly in `dirs`,
 /// except those `shown` names (`[sandbox] visible`).
