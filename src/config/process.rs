@@ -64,6 +64,38 @@ const HIDDEN_IN_HOME: &[&str] = &[
     ".password-store",
     ".local/share/keyrings",
     ".terraform.d/credentials.tfrc.json",
+    // What package managers' and services' `login` commands write: tokens, in files that also
+    // hold settings (a registry, a mirror), which commands then go without.
+    ".npmrc",
+    ".yarnrc.yml",
+    ".gem/credentials",
+    ".m2/settings.xml",
+    ".m2/settings-security.xml",
+    ".config/pypoetry/auth.toml",
+    ".config/composer/auth.json",
+    ".composer/auth.json",
+    ".nuget/NuGet/NuGet.Config",
+    ".config/NuGet/NuGet.Config",
+    ".gradle/gradle.properties",
+    ".vault-token",
+    ".config/glab-cli",
+    ".config/doctl",
+    ".config/hcloud",
+    ".config/heroku",
+    ".config/op",
+    ".config/rclone",
+    ".config/gitlab",
+    ".cache/huggingface/token",
+    ".huggingface/token",
+    ".fly",
+    ".pgpass",
+    ".my.cnf",
+    ".oci",
+    ".s3cfg",
+    ".boto",
+    ".databrickscfg",
+    ".config/anthropic",
+    ".config/openai",
     // git's credential cache daemon answers its socket with the user's tokens.
     ".cache/git/credential",
     ".git-credential-cache",
@@ -450,7 +482,18 @@ mod tests {
     fn keys_and_credentials_in_home_are_hidden_unless_made_visible() {
         let home = Path::new("/home/u");
         let policy = sandbox_of("", Some(home)).unwrap();
-        for secret in [".ssh", ".aws", ".gnupg", ".config/gh", ".netrc", ".docker/config.json", ".kube", ".mozilla"] {
+        for secret in [
+            ".ssh",
+            ".aws",
+            ".gnupg",
+            ".config/gh",
+            ".netrc",
+            ".docker/config.json",
+            ".kube",
+            ".mozilla",
+            ".npmrc",
+            ".vault-token",
+        ] {
             assert!(policy.hidden.contains(&home.join(secret)), "{secret}");
         }
         assert_eq!(policy.own, [PathBuf::from("/data/cairn")]);
