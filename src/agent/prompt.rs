@@ -16,7 +16,12 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::process::ChildEnv;
+use std::ffi::{OsStr, OsString};
+
+use tokio::io::AsyncReadExt as _;
+
+use crate::process::{Confinement, ProcessPolicy, SandboxMode};
+use crate::workspace::{Place, Workspace};
 
 const BASE: &str = "You are cairn, a coding agent working inside the user's editor. \
 Answer precisely and concisely. When you refer to code, name files by their paths relative to the \
@@ -34,7 +39,11 @@ it (and you implement it) or says what to change. If the request needs no change
 /// How many characters of project instructions the prompt takes (about 8,000 tokens).
 pub const INSTRUCTIONS_CAP: usize = 32_000;
 const INSTRUCTION_FILES: &[&str] = &["AGENTS.md", "CLAUDE.md"];
+/// The most of one project instruction file read (more than the cap takes, in bytes).
+const INSTRUCTIONS_READ: u64 = 4 * INSTRUCTIONS_CAP as u64;
 const GIT_TIMEOUT: Duration = Duration::from_secs(2);
+/// What of git's status is read: the branch line and more lines than anyone counts.
+const GIT_OUTPUT: u64 = 1 << 20;
 const NO_REPOSITORY: &str = "not a git repository";
 
 /// System-level instructions the editor gave the session (ACP `systemPrompt`), kept with it.
@@ -103,15 +112,26 @@ pub async fn gather(
     home: Option<&Path>,
     config_dir: Option<&Path>,
     tools: &[std::sync::Arc<Value>],
-    env: &ChildEnv,
+    policy: &ProcessPolicy,
 ) -> Sources {
     let chain = crate::workspace::project_dirs(cwd, home);
     let user: Vec<PathBuf> = home.map(|h| vec![h.join(".agents"), h.join(".claude")]).unwrap_or_default();
     let mut instructions = Vec::new();
-    for dir in user.iter().chain(&chain) {
+    for dir in &user {
         for name in INSTRUCTION_FILES {
             let path = dir.join(name);
             if let Ok(text) = tokio::fs::read_to_string(&path).await
+                && !text.trim().is_empty()
+            {
+                instructions.push((path, text));
+            }
+        }
+    }
+    let project = Workspace::new(chain.first().map_or(cwd, PathBuf::as_path), &[]);
+    for dir in &chain {
+        for name in INSTRUCTION_FILES {
+            let path = dir.join(name);
+            if let Some(text) = read_in_project(&project, &path)
                 && !text.trim().is_empty()
             {
                 instructions.push((path, text));
@@ -130,46 +150,92 @@ pub async fn gather(
         instructions,
         skills,
         date: chrono::Utc::now().format("%Y-%m-%d").to_string(),
-        git: git_summary(cwd, env).await,
+        git: git_summary(cwd, policy).await,
         tools: tools.to_vec(),
         role: None,
         client: None,
     }
 }
 
+/// A project's instruction file, read only where it ends inside the project: what it holds goes
+/// to the model, and a command may have made it a link to a key in `~/.ssh`, to cairn's saved
+/// keys or to the project's `.env`. A link to another file of the project (`CLAUDE.md` to
+/// `AGENTS.md`) is followed; the target is then opened beneath the project's root without
+/// following any link, as it was judged.
+fn read_in_project(project: &Workspace, path: &Path) -> Option<String> {
+    use std::io::Read as _;
+    let located = project.locate(path);
+    match located.place {
+        Place::Inside { .. } | Place::Protected { secret: false, .. } => {}
+        Place::Protected { secret: true, .. } | Place::Outside | Place::Unknown(_) => return None,
+    }
+    let file = crate::beneath::open_read(project.roots(), &located.real?).ok()?;
+    let mut text = String::new();
+    file.take(INSTRUCTIONS_READ).read_to_string(&mut text).ok()?;
+    Some(text)
+}
+
 /// The branch and how many files changed, from `git status --porcelain --branch`, for the
 /// repository git finds from `cwd` (a `GIT_DIR` in cairn's environment does not point it
 /// elsewhere). With no `.git` in `cwd` or above, there is none and git is not started: a
 /// session's first prompt waits for this summary. The workspace may be a directory nobody
-/// vetted: git is told to run none of its configured commands (fsmonitor), not to take it for a
-/// bare repository it found by itself, not to descend into submodules, and not to take locks.
-async fn git_summary(cwd: &Path, env: &ChildEnv) -> String {
+/// vetted, and the repository git finds one a command made (above the workspace, in a shared
+/// temporary directory): git runs like a command, in the sandbox, read-only and offline, so a
+/// filter its configuration names or a `git` planted on `PATH` runs confined. It is also told
+/// to run no fsmonitor, not to take a bare repository it found by itself, not to descend into
+/// submodules and not to take locks.
+async fn git_summary(cwd: &Path, policy: &ProcessPolicy) -> String {
     if !cwd.ancestors().any(|dir| dir.join(".git").exists()) {
         return NO_REPOSITORY.to_owned();
     }
-    let mut git = tokio::process::Command::new("git");
-    // Like any child: no provider keys, no relative `PATH` entry that could be a planted `git`.
-    env.apply(&mut git);
-    let run = git
-        .env_remove("GIT_DIR")
-        .env_remove("GIT_WORK_TREE")
-        .args(["-c", "core.fsmonitor=false", "-c", "safe.bareRepository=explicit", "--no-optional-locks"])
-        .args(["status", "--porcelain=v1", "--branch", "--untracked-files=normal", "--ignore-submodules=all"])
-        .current_dir(cwd)
-        .stdin(std::process::Stdio::null())
-        .kill_on_drop(true)
-        .output();
-    let output = match tokio::time::timeout(GIT_TIMEOUT, run).await {
-        Ok(Ok(output)) if output.status.success() => output,
-        Ok(Ok(_)) => return NO_REPOSITORY.to_owned(),
-        Ok(Err(_)) => return "git is not available".to_owned(),
+    let mut confined = ProcessPolicy { sandbox: SandboxMode::ReadOnly, network: false, ..policy.clone() };
+    if policy.sandbox == SandboxMode::Off {
+        confined.sandbox = SandboxMode::Off;
+    }
+    confined.env.remove.extend(["GIT_DIR", "GIT_WORK_TREE"].map(OsString::from));
+    let args = [
+        "-c",
+        "core.fsmonitor=false",
+        "-c",
+        "safe.bareRepository=explicit",
+        "--no-optional-locks",
+        "status",
+        "--porcelain=v1",
+        "--branch",
+        "--untracked-files=normal",
+        "--ignore-submodules=all",
+    ]
+    .map(OsStr::new);
+    let roots = [cwd.to_owned()];
+    let confinement = Confinement { roots: &roots, rejected: &[] };
+    let mut git = match confined.spawn(OsStr::new("git"), &args, cwd, confinement) {
+        Ok(git) => git,
+        Err(_) => return "git is not available".to_owned(),
+    };
+    let stdout = git.take_stdout();
+    let run = async {
+        let mut text = Vec::new();
+        if let Some(stdout) = stdout {
+            let _ = stdout.take(GIT_OUTPUT).read_to_end(&mut text).await;
+        }
+        (text, git.wait().await)
+    };
+    let ran = tokio::time::timeout(GIT_TIMEOUT, run).await;
+    git.stop().await;
+    let text = match ran {
+        Ok((text, Ok(status))) if status.success() => text,
+        // 127: the supervisor found no `git` to run.
+        Ok((_, Ok(status))) if status.code() == Some(127) => return "git is not available".to_owned(),
+        Ok((_, Ok(_))) => return NO_REPOSITORY.to_owned(),
+        Ok((_, Err(_))) => return "git is not available".to_owned(),
         Err(_) => return "git status took too long".to_owned(),
     };
-    let text = String::from_utf8_lossy(&output.stdout);
+    let text = String::from_utf8_lossy(&text);
     let mut lines = text.lines();
     let branch = lines
         .next()
         .and_then(|l| l.strip_prefix("## "))
+        .map(|l| l.strip_prefix("No commits yet on ").unwrap_or(l))
         .map(|l| l.split("...").next().unwrap_or(l).trim().to_owned())
         .unwrap_or_default();
     let changed = lines.filter(|l| !l.trim().is_empty()).count();
@@ -265,6 +331,7 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::process::ChildEnv;
 
     #[tokio::test]
     async fn instructions_layer_from_the_user_level_down_to_the_workspace_nearest_last() {
@@ -285,7 +352,7 @@ mod tests {
             "---\nname: release\ndescription: Cut a release of the crate\n---\n# Release\nSteps…",
         )
         .unwrap();
-        let sources = gather(&sub, Some(&home), None, &[], &ChildEnv::default()).await;
+        let sources = gather(&sub, Some(&home), None, &[], &ProcessPolicy::default()).await;
         let prompt = assemble(&sources);
         let at =
             |needle: &str| prompt.text.find(needle).unwrap_or_else(|| panic!("{needle} missing:\n{}", prompt.text));
@@ -347,6 +414,26 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn instructions_that_lead_out_of_the_project_or_to_its_secrets_are_not_read() {
+        let root = tempfile::tempdir().unwrap();
+        let (repo, outside) = (root.path().join("repo"), root.path().join("home/.ssh"));
+        std::fs::create_dir_all(repo.join(".git")).unwrap();
+        std::fs::create_dir_all(repo.join("sub")).unwrap();
+        std::fs::create_dir_all(&outside).unwrap();
+        std::fs::write(outside.join("id_ed25519"), "PRIVATE KEY").unwrap();
+        std::fs::write(repo.join(".env"), "API_TOKEN=1").unwrap();
+        std::fs::write(repo.join("docs.md"), "the shared instructions").unwrap();
+        // As a command could leave them: links to a key outside and to the project's secret.
+        std::os::unix::fs::symlink(outside.join("id_ed25519"), repo.join("AGENTS.md")).unwrap();
+        std::os::unix::fs::symlink(".env", repo.join("CLAUDE.md")).unwrap();
+        // A link to another file of the project is the usual way to share one file.
+        std::os::unix::fs::symlink("../docs.md", repo.join("sub/AGENTS.md")).unwrap();
+        let sources = gather(&repo.join("sub"), None, None, &[], &ProcessPolicy::default()).await;
+        let read: Vec<&str> = sources.instructions.iter().map(|(_, text)| text.as_str()).collect();
+        assert_eq!(read, ["the shared instructions"]);
+    }
+
+    #[tokio::test]
     async fn git_is_started_only_where_a_repository_could_be_found() {
         let root = tempfile::tempdir().unwrap();
         // A `git` that notes each start, first on the child's PATH.
@@ -356,7 +443,10 @@ mod tests {
         let fake = bin.join("git");
         std::fs::write(&fake, format!("#!/bin/sh\necho x >> {}\necho '## main'\n", started.display())).unwrap();
         std::fs::set_permissions(&fake, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
-        let env = ChildEnv { path: Some(bin.clone().into_os_string()), ..ChildEnv::default() };
+        let env = ProcessPolicy {
+            env: ChildEnv { path: Some(bin.clone().into_os_string()), ..ChildEnv::default() },
+            ..ProcessPolicy::default()
+        };
 
         let plain = root.path().join("plain/sub");
         std::fs::create_dir_all(&plain).unwrap();

@@ -216,7 +216,7 @@ pub async fn system(
     client: Option<ClientPrompt>,
 ) -> SystemPrompt {
     let mut sources =
-        prompt::gather(cwd, config.home_dir.as_deref(), config.config_dir.as_deref(), tools, &config.process.env).await;
+        prompt::gather(cwd, config.home_dir.as_deref(), config.config_dir.as_deref(), tools, &config.process).await;
     sources.role = role;
     sources.client = client;
     prompt::assemble(&sources)

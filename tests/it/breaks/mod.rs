@@ -9,6 +9,7 @@
 
 mod exec;
 mod gitlinks;
+mod own;
 mod places;
 mod sweep;
 mod users;
