@@ -179,7 +179,18 @@ fn scrubbed(env: &ChildEnv, program: Vec<String>) -> (String, Vec<String>) {
     args.push("--".to_owned());
     args.extend(assignments);
     args.extend(program);
-    ("env".to_owned(), args)
+    (env_program(), args)
+}
+
+/// `env` by its absolute path: the editor would look a bare name up on its own `PATH`, which
+/// may hold a directory of the workspace (a virtualenv's `bin` the user activated) where a
+/// command can plant an `env` that then runs unconfined for the next command.
+fn env_program() -> String {
+    ["/usr/bin/env", "/bin/env"]
+        .into_iter()
+        .find(|path| std::path::Path::new(path).is_file())
+        .unwrap_or("/usr/bin/env")
+        .to_owned()
 }
 
 /// Kills and releases an editor terminal when dropped before [`Self::disarm`].
@@ -298,7 +309,10 @@ mod tests {
         };
         let script = "printf '%s|%s|%s' \"${CAIRN_TEST_KEY:-unset}\" \"$PATH\" \"$GIT_CONFIG_NOSYSTEM\"";
         let (command, args) = scrubbed(&env, vec!["bash".into(), "-c".into(), script.into()]);
-        assert_eq!(command, "env");
+        assert!(
+            command.starts_with('/') && command.ends_with("/env"),
+            "never looked up on the editor's PATH: {command}"
+        );
         assert_eq!(args[..4], ["-u", "CAIRN_TEST_KEY", "-u", "-u"]);
         let output = std::process::Command::new(&command)
             .args(&args)

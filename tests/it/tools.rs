@@ -224,7 +224,8 @@ async fn shell_commands_run_in_an_editor_terminal_that_is_always_released() {
     let created = agent.editor.requests("terminal/create");
     assert_eq!(created.len(), 1);
     let args = created[0]["params"]["args"].as_array().unwrap();
-    assert_eq!(created[0]["params"]["command"], "env", "run with the children's environment");
+    let wrapper = created[0]["params"]["command"].as_str().unwrap();
+    assert!(wrapper.starts_with('/') && wrapper.ends_with("/env"), "run with the children's environment: {wrapper}");
     assert_eq!(args[args.len() - 3..], [json!("bash"), json!("-c"), json!("echo hi; exit 3")]);
     assert_eq!(created[0]["params"]["cwd"], env.cwd());
     let methods = agent.editor.methods();
@@ -245,8 +246,14 @@ async fn shell_commands_run_in_an_editor_terminal_that_is_always_released() {
 async fn an_editor_terminal_gets_the_scrubbed_environment_too() {
     let mut env = TestEnv::new().await;
     env.set_env("STOLEN_COPY", "sk-test");
+    // The user's PATH holds a directory of the workspace (an activated virtualenv) where a
+    // command planted its own `env`: the editor must not find it by name.
+    let bin = env.workspace().join(".venv/bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    std::fs::write(bin.join("env"), "#!/bin/sh\necho PLANTED \"$OPENAI_API_KEY\"\n").unwrap();
+    std::fs::set_permissions(bin.join("env"), std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     let path = std::env::var("PATH").unwrap_or_default();
-    env.set_env("PATH", &format!("node_modules/.bin:{path}"));
+    env.set_env("PATH", &format!("node_modules/.bin:{}:{path}", bin.display()));
     let command = "echo \"key=${OPENAI_API_KEY:-unset} copy=${STOLEN_COPY:-unset} path=$PATH\"";
     env.mock.push(Reply::tool_calls(&[("c1", "bash", json!({"command": command}))]));
     env.mock.push(Reply::text(&["ok"]));
@@ -258,7 +265,8 @@ async fn an_editor_terminal_gets_the_scrubbed_environment_too() {
     turn(&mut agent, &session, "go").await;
     let created = agent.editor.requests("terminal/create");
     assert_eq!(created.len(), 1);
-    assert_eq!(created[0]["params"]["command"], "env");
+    let wrapper = created[0]["params"]["command"].as_str().unwrap();
+    assert!(wrapper.starts_with('/') && wrapper.ends_with("/env"), "{wrapper}");
     let args: Vec<&str> =
         created[0]["params"]["args"].as_array().unwrap().iter().map(|a| a.as_str().unwrap()).collect();
     for name in ["OPENAI_API_KEY", "STOLEN_COPY"] {
@@ -269,6 +277,7 @@ async fn an_editor_terminal_gets_the_scrubbed_environment_too() {
     let output = tool_results(&env, 1)[0]["content"].as_str().unwrap().to_owned();
     assert!(output.starts_with("key=unset copy=unset path=/"), "{output}");
     assert!(!output.contains("sk-test") && !output.contains("node_modules"), "{output}");
+    assert!(!output.contains("PLANTED"), "the planted env ran: {output}");
 }
 
 #[tokio::test]
