@@ -36,15 +36,24 @@ const MAX_GLOB_ENTRIES: usize = 4096;
 /// The project's directories, outermost first: from the repository root (the nearest ancestor
 /// with `.git`, below the home directory) down to `cwd`; with no repository, `cwd` alone. What
 /// lies above a project (a shared temporary directory, someone else's checkout) is never part of
-/// it.
+/// it, and neither is a repository another user owns (its directory or its `.git`), as git
+/// itself refuses one: another user of the machine may have made `.git` in the shared
+/// temporary directory above a scratch workspace, with instructions and agents of their own.
 pub fn project_dirs(cwd: &Path, home: Option<&Path>) -> Vec<PathBuf> {
+    use std::os::unix::fs::MetadataExt as _;
+    let ours = |path: &Path| std::fs::metadata(path).is_ok_and(|meta| meta.uid() == crate::process::current_uid());
     let mut chain = Vec::new();
     for dir in cwd.ancestors() {
         if Some(dir) == home || dir.parent().is_none() {
             break;
         }
         chain.push(dir.to_owned());
-        if dir.join(".git").exists() {
+        let git = dir.join(".git");
+        if git.exists() {
+            if !(ours(dir) && ours(&git)) {
+                tracing::debug!(dir = %dir.display(), "a repository another user owns is not the project's");
+                break;
+            }
             chain.reverse();
             return chain;
         }

@@ -135,3 +135,26 @@ fn a_project_reaches_up_to_its_repository_and_no_further() {
     );
     assert_eq!(project_dirs(&loose, None), vec![loose]);
 }
+
+/// Another user made `.git` (and instructions beside it) in the shared temporary directory
+/// above a scratch workspace: git would refuse that repository, and so does the project.
+#[test]
+fn a_repository_another_user_owns_above_the_workspace_is_not_the_projects() {
+    use std::os::unix::fs::MetadataExt as _;
+    if crate::process::current_uid() != 0 {
+        println!("skipped: only root can make a directory another user owns");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let shared = dir.path().join("shared");
+    let scratch = shared.join("scratch/work");
+    std::fs::create_dir_all(shared.join(".git")).unwrap();
+    std::fs::create_dir_all(&scratch).unwrap();
+    assert_eq!(project_dirs(&scratch, None), [shared.clone(), shared.join("scratch"), scratch.clone()], "ours");
+    for planted in [shared.clone(), shared.join(".git")] {
+        std::os::unix::fs::chown(&planted, Some(4242), Some(4242)).unwrap();
+        assert_eq!(std::fs::metadata(&planted).unwrap().uid(), 4242);
+        assert_eq!(project_dirs(&scratch, None), vec![scratch.clone()], "{} is not ours", planted.display());
+        std::os::unix::fs::chown(&planted, Some(0), Some(0)).unwrap();
+    }
+}
