@@ -182,15 +182,32 @@ impl Walk<'_> {
         }
     }
 
+    /// What covers a secret name: the entry itself, or, when it is a link, its target only where
+    /// that is a file of the user's that is not a program (inside a root or the home
+    /// directory: `.env -> ~/secrets/app.env`). A link a repository committed or a command made
+    /// would otherwise have the cover blank whatever it leads to: `.env -> /usr/bin/bash` failed
+    /// every command, `.env -> ../src` emptied the sources.
+    fn secret(&self, path: &Path) -> Option<PathBuf> {
+        use std::os::unix::fs::PermissionsExt as _;
+        let target = final_target(path)?;
+        if !std::fs::symlink_metadata(path).ok()?.file_type().is_symlink() {
+            return Some(target);
+        }
+        let meta = std::fs::metadata(&target).ok()?;
+        let program = meta.permissions().mode() & 0o111 != 0;
+        let users = self.roots.iter().chain(&self.home.home).any(|place| target.starts_with(place));
+        (meta.is_file() && !program && users).then_some(target)
+    }
+
     /// Judges one entry; whether the walk may go into it.
     fn entry(&mut self, root: &Path, path: &Path, pair: [String; 2], is_dir: bool) -> bool {
         let Ok(relative) = path.strip_prefix(root) else { return false };
         let place = GUARDED.iter().find(|place| place.matches(&pair, 1));
         let visible = self.names.visible.is_match(relative);
         match place {
-            Some(place) if place.shield == Shield::Secret && !visible => self.places.hidden.extend(final_target(path)),
+            Some(place) if place.shield == Shield::Secret && !visible => self.places.hidden.extend(self.secret(path)),
             Some(_) | None if self.names.hidden.is_match(relative) && !visible => {
-                self.places.hidden.extend(final_target(path));
+                self.places.hidden.extend(self.secret(path));
             }
             Some(Guarded { shield: Shield::Git, .. }) => {
                 if self.writable {

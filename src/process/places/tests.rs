@@ -72,6 +72,25 @@ fn secrets_are_hidden_at_depth_and_tool_configuration_is_read_only() {
     );
 }
 
+/// A repository may commit `.env` as a link: the cover goes on where it leads only when that is
+/// a file of the user's that is not a program; never on a directory or a system program.
+#[test]
+fn a_secret_name_that_is_a_link_covers_only_a_file_of_the_users() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = fs::canonicalize(dir.path()).unwrap();
+    touch(&root.join("src/main.rs"));
+    touch(&root.join("config/app.env"));
+    let program = root.join("bin/tool");
+    touch(&program);
+    fs::set_permissions(&program, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    std::os::unix::fs::symlink("/usr/bin/env", root.join(".env")).unwrap();
+    std::os::unix::fs::symlink("src", root.join(".env.sources")).unwrap();
+    std::os::unix::fs::symlink("bin/tool", root.join(".env.tool")).unwrap();
+    std::os::unix::fs::symlink("config/app.env", root.join(".env.local")).unwrap();
+    let places = find(std::slice::from_ref(&root), &[], &names(&[], &[]), true, &Home::default());
+    assert_eq!(places.hidden, [root.join("config/app.env")]);
+}
+
 #[test]
 fn a_policy_hides_more_names_and_shows_some_secrets() {
     let dir = tempfile::tempdir().unwrap();
