@@ -443,8 +443,11 @@ mod tests {
         let fake = bin.join("git");
         std::fs::write(&fake, format!("#!/bin/sh\necho x >> {}\necho '## main'\n", started.display())).unwrap();
         std::fs::set_permissions(&fake, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+        // Started outside the sandbox here (the direct launcher): its `bin` must lie where no
+        // command writes, which the default's `/tmp` would be.
         let env = ProcessPolicy {
             env: ChildEnv { path: Some(bin.clone().into_os_string()), ..ChildEnv::default() },
+            writable: Vec::new(),
             ..ProcessPolicy::default()
         };
 

@@ -53,6 +53,7 @@
 //!   `a_file_rewritten_through_a_mapping_made_before_it_was_judged_is_judged_anew`.
 
 mod gate;
+mod lookup;
 mod namespace;
 mod places;
 mod probe;
@@ -255,6 +256,16 @@ impl ProcessPolicy {
     ) -> std::io::Result<Local> {
         let mut watch_end = None;
         let mut inotify = None;
+        // Outside the sandbox, a program named bare is found only where no command can write.
+        let found;
+        let program = match (&self.launcher, self.sandbox) {
+            (Launcher::Direct, _) | (_, SandboxMode::Off) => {
+                let reach: Vec<&Path> = confinement.roots.iter().chain(&self.writable).map(PathBuf::as_path).collect();
+                found = lookup::unconfined(program, self.env.path.as_deref(), &reach)?;
+                found.as_os_str()
+            }
+            (Launcher::Supervisor(_), SandboxMode::WorkspaceWrite | SandboxMode::ReadOnly) => program,
+        };
         let mut command = match &self.launcher {
             Launcher::Direct => {
                 let mut command = Command::new(program);

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use super::fixture_exe;
+use crate::breaks::outside;
 use crate::support::{Agent, Reply, TestEnv, alive, kernel_keeps_it, running_with};
 use crate::tools::{set_mode, tool_results, turn};
 
@@ -170,4 +171,30 @@ async fn what_others_make_beside_a_running_server_stays() {
     agent.call("session/close", json!({"sessionId": session})).await;
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert!(ws.join(".vscode/settings.json").exists() && ws.join(".git/hooks/pre-commit").exists());
+}
+
+/// A server the user runs without the sandbox, named by name, while the user's `PATH` starts
+/// with a directory of the workspace (an activated virtualenv): a command planted a program of
+/// that name there, which would run unconfined at the next session. It is passed over for the
+/// one in a directory no command can write.
+#[tokio::test]
+async fn a_server_without_the_sandbox_is_never_taken_from_where_commands_write() {
+    let mut env = TestEnv::new().await;
+    let (planted, safe, marker) = (env.workspace().join(".venv/bin"), outside("mcp-bin"), outside("mcp-ran"));
+    let ran = marker.path().join("ran");
+    let script = |first: &str| format!("#!/bin/sh\n{first}\nexec {} \"$@\"\n", fixture_exe().display());
+    for (dir, body) in
+        [(planted.clone(), script(&format!("echo ran > {}", ran.display()))), (safe.path().into(), script(""))]
+    {
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("cairn-test-mcp"), body).unwrap();
+        std::fs::set_permissions(dir.join("cairn-test-mcp"), std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .unwrap();
+    }
+    let path = std::env::var("PATH").unwrap_or_default();
+    env.set_env("PATH", &format!("{}:{}:{path}", planted.display(), safe.path().display()));
+    env.write_config("[mcp_servers.free]\ncommand = \"cairn-test-mcp\"\nsandbox = false\n");
+    let mut agent = env.ready().await;
+    session_with_ready(&mut agent, &env, json!([]), "free").await;
+    assert!(!ran.exists(), "the planted program ran outside the sandbox");
 }
