@@ -41,7 +41,7 @@ const MAX_GLOB_ENTRIES: usize = 4096;
 /// temporary directory above a scratch workspace, with instructions and agents of their own.
 pub fn project_dirs(cwd: &Path, home: Option<&Path>) -> Vec<PathBuf> {
     use std::os::unix::fs::MetadataExt as _;
-    let ours = |path: &Path| std::fs::metadata(path).is_ok_and(|meta| meta.uid() == crate::process::current_uid());
+    let ours = |path: &Path| std::fs::metadata(path).is_ok_and(|meta| Some(meta.uid()) == own_uid());
     let mut chain = Vec::new();
     for dir in cwd.ancestors() {
         if Some(dir) == home || dir.parent().is_none() {
@@ -59,6 +59,16 @@ pub fn project_dirs(cwd: &Path, home: Option<&Path>) -> Vec<PathBuf> {
         }
     }
     vec![cwd.to_owned()]
+}
+
+/// The user cairn runs as, from `/proc/self/status` (its first `Uid:` field), read once.
+fn own_uid() -> Option<u32> {
+    static UID: std::sync::OnceLock<Option<u32>> = std::sync::OnceLock::new();
+    *UID.get_or_init(|| {
+        let status = std::fs::read_to_string("/proc/self/status").ok()?;
+        let line = status.lines().find_map(|line| line.strip_prefix("Uid:"))?;
+        line.split_whitespace().next()?.parse().ok()
+    })
 }
 
 /// The session's roots: its `cwd` and any additional directories.
