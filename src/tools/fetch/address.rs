@@ -8,7 +8,11 @@
 //! An IPv6 address that carries an IPv4 one (mapped `::ffff:a.b.c.d`, compatible `::a.b.c.d`,
 //! NAT64 `64:ff9b::/96`, 6to4 `2002::/16`) is judged by the IPv4 address it reaches; Teredo
 //! (`2001::/32`) hides it, and is refused. Outside `2000::/3`, no IPv6 address is a public
-//! host's. `[fetch] allow_private` lifts only what [`Blocked::private`] says.
+//! host's. A public address one of this machine's interfaces holds (a server's own address) is
+//! this machine too: a service listening on all addresses answers there as on loopback. It is
+//! found by binding a socket to it, which only a local address allows (unless the kernel is set
+//! to bind to any address, where this check is left out). `[fetch] allow_private` lifts only
+//! what [`Blocked::private`] says.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
@@ -16,6 +20,8 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Blocked {
     Loopback,
+    /// A public address of one of this machine's own interfaces.
+    Own,
     /// RFC 1918, IPv6 unique local and site-local.
     Private,
     LinkLocal,
@@ -35,6 +41,7 @@ impl Blocked {
     pub fn describe(self) -> &'static str {
         match self {
             Blocked::Loopback => "a loopback address (this machine)",
+            Blocked::Own => "an address of this machine",
             Blocked::Private => "a private network address",
             Blocked::LinkLocal => "a link-local address",
             Blocked::Shared => "a shared (carrier-grade NAT) address",
@@ -51,7 +58,7 @@ impl Blocked {
     /// server has stay refused.
     pub fn private(self) -> bool {
         match self {
-            Blocked::Loopback | Blocked::Private | Blocked::LinkLocal | Blocked::Shared => true,
+            Blocked::Loopback | Blocked::Own | Blocked::Private | Blocked::LinkLocal | Blocked::Shared => true,
             Blocked::Metadata | Blocked::Unspecified | Blocked::Multicast | Blocked::Broadcast | Blocked::Reserved => {
                 false
             }
@@ -59,12 +66,24 @@ impl Blocked {
     }
 }
 
-/// Why `ip` may not be fetched from; `None` for a public address.
+/// Why `ip` may not be fetched from; `None` for a public address of another machine.
 pub fn blocked(ip: IpAddr) -> Option<Blocked> {
-    match ip {
+    let range = match ip {
         IpAddr::V4(v4) => blocked_v4(v4),
         IpAddr::V6(v6) => blocked_v6(v6),
-    }
+    };
+    range.or_else(|| own(ip).then_some(Blocked::Own))
+}
+
+/// Whether `ip` is an address of this machine: a socket binds only to a local address.
+fn own(ip: IpAddr) -> bool {
+    let family = match ip {
+        IpAddr::V4(_) => "ipv4",
+        IpAddr::V6(_) => "ipv6",
+    };
+    let any_address = std::fs::read_to_string(format!("/proc/sys/net/{family}/ip_nonlocal_bind"))
+        .is_ok_and(|value| value.trim() != "0");
+    !any_address && std::net::UdpSocket::bind(std::net::SocketAddr::new(ip, 0)).is_ok()
 }
 
 /// Metadata services, refused before the ranges they lie in.
@@ -139,6 +158,20 @@ mod tests {
 
     fn of(text: &str) -> Option<Blocked> {
         blocked(text.parse().unwrap_or_else(|err| panic!("{text}: {err}")))
+    }
+
+    /// The address this machine would send from is its own, whatever its range (a server's
+    /// public address answers as loopback does); another machine's is not.
+    #[test]
+    fn an_address_of_this_machine_is_its_own() {
+        assert!(!own("8.8.8.8".parse().unwrap()) && !own("2606:4700:4700::1111".parse().unwrap()));
+        assert!(own("127.0.0.1".parse().unwrap()), "loopback is bound like any local address");
+        // Connecting a datagram socket sends nothing: it only picks the local address.
+        let socket = std::net::UdpSocket::bind("0.0.0.0:0").unwrap();
+        if socket.connect("8.8.8.8:53").is_ok() {
+            let local = socket.local_addr().unwrap().ip();
+            assert!(own(local), "{local}");
+        }
     }
 
     #[test]
