@@ -19,12 +19,15 @@
 //!
 //! The walk is breadth first: a root's own entries are all read first, whatever their number;
 //! below them it reads at most [`MAX_ENTRIES`] entries, [`MAX_DEPTH`] levels deep, skipping
-//! directories that hold dependencies or build output. A guarded place that does not exist yet
-//! cannot be bound; `sweep.rs` deals with what a command makes.
+//! directories that hold dependencies or build output. What earlier walks of the same roots
+//! found is added (`remembered.rs`), so a command that floods the workspace with entries
+//! cannot make the next walk miss it. A guarded place that does not exist yet cannot be bound;
+//! `sweep.rs` deals with what a command makes.
 
 mod gitlinks;
 mod index;
 mod pending;
+pub mod remembered;
 mod safe_config;
 pub mod sockets;
 mod survey;
@@ -75,16 +78,38 @@ pub struct Names {
     pub visible: GlobSet,
 }
 
+/// [`find_knowing`] with nothing found before.
+#[cfg(test)]
+pub fn find(roots: &[PathBuf], hide: &[PathBuf], names: &Names, writable: bool, home: &Home) -> Places {
+    find_knowing(roots, hide, names, writable, home, remembered::Known::default())
+}
+
 /// The places of a command whose workspace roots are `roots` and whose policy hides `hide`
 /// (absolute paths). `writable`: whether the roots are writable at all (anchors and read-only
-/// places only matter then).
-pub fn find(roots: &[PathBuf], hide: &[PathBuf], names: &Names, writable: bool, home: &Home) -> Places {
+/// places only matter then). `known`: what walks of the same roots found before, added to what
+/// this one finds, so a walk cut short by its budget loses nothing found before.
+pub fn find_knowing(
+    roots: &[PathBuf],
+    hide: &[PathBuf],
+    names: &Names,
+    writable: bool,
+    home: &Home,
+    known: remembered::Known,
+) -> Places {
     let roots: Vec<PathBuf> = roots.iter().filter_map(|root| std::fs::canonicalize(root).ok()).collect();
     let mut walk = Walk { roots: &roots, names, writable, home, places: Places::default(), budget: MAX_ENTRIES };
     for root in &roots {
         walk.root(root);
     }
     let mut places = walk.places;
+    // What the user has made visible since stays visible.
+    let shown = |path: &PathBuf| {
+        roots.iter().any(|root| path.strip_prefix(root).is_ok_and(|relative| names.visible.is_match(relative)))
+    };
+    places.hidden.extend(known.hidden.into_iter().filter(|path| !shown(path)));
+    if writable {
+        places.read_only.extend(known.read_only);
+    }
     places.hidden.extend(hide.iter().filter(|path| !planted(path)).filter_map(|path| std::fs::canonicalize(path).ok()));
     // Covering a place that holds a root (a link `.vscode -> .`, a hidden `~/.ssh` that is the
     // workspace) would take the workspace itself away.

@@ -464,7 +464,17 @@ fn confine(kind: Kind, mode: SandboxMode, spec: &Spec, gate: &Gate, program: &Pa
                 xdg_config: std::env::var_os("XDG_CONFIG_HOME").map(PathBuf::from),
             };
             let writable = mode == SandboxMode::WorkspaceWrite;
-            let places = places::find(&spec.roots, &hidden, &names, writable, &home);
+            // What walks of these roots found before stays found (`places::remembered`), kept
+            // in cairn's data directory, which the command does not see.
+            let kept = spec.own.first().map(|data| data.join("places"));
+            let roots: Vec<PathBuf> = spec.roots.iter().filter_map(|root| std::fs::canonicalize(root).ok()).collect();
+            let known = kept.as_deref().map(|dir| places::remembered::load(dir, &roots)).unwrap_or_default();
+            let places = places::find_knowing(&roots, &hidden, &names, writable, &home, known);
+            if let Some(dir) = &kept
+                && let Err(err) = places::remembered::keep(dir, &roots, &places)
+            {
+                tracing::debug!("cannot keep the places found: {err}");
+            }
             // A server (the only program whose stdin is its own) lives all session, while the
             // user, the editor and the edit tools make guarded places beside it: what appears
             // meanwhile is theirs as much as its, so nothing is taken away or swept after it.

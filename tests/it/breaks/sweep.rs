@@ -1,9 +1,10 @@
 //! The sweep after a command, attacked where its walk does not look: a repository made after
 //! enough files to spend the walk's budget, one made deeper than the walk goes or inside a
 //! directory it skips, and a bare one (a directory with git's own shape, no `.git`). Each is
-//! judged by what the user's own git runs afterwards, outside any sandbox.
+//! judged by what the user's own git runs afterwards, outside any sandbox. And the walk before
+//! a command, flooded by the command before it.
 
-use super::{kernel_keeps_it, sh_out, supervise};
+use super::{kernel_keeps_it, sh, sh_out, supervise};
 
 /// A hook that touches `marker` and a configuration that runs a program (`core.fsmonitor` at
 /// `git status`, `core.sshCommand` at `git ls-remote ssh://…`) planted in the git directory
@@ -86,4 +87,30 @@ fn a_bare_repository_a_command_makes_keeps_no_hook_or_setting() {
     assert!(output.stdout.contains("planted"), "{}", output.stderr);
     let git = sh_out(&ws.join("plain"), "git ls-remote ssh://nowhere.invalid/x; git log");
     assert!(!marker.exists(), "the bare repository's setting ran outside the sandbox: {git}\n{}", output.stderr);
+}
+
+/// The walk that finds secrets and repositories reads a bounded number of entries, and a
+/// command decides how many lie in its way: one that made 21,000 files left the next command's
+/// walk short of a `.env` and a nested repository's hooks it had found before. What a walk
+/// found stays found (kept in cairn's data directory, which commands do not see).
+#[test]
+fn a_command_that_floods_the_workspace_does_not_uncover_what_was_found_before() {
+    if !kernel_keeps_it() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (ws, data) = (dir.path().join("ws"), dir.path().join("data"));
+    std::fs::create_dir_all(ws.join("app/server/config")).unwrap();
+    std::fs::write(ws.join("app/server/config/.env.production"), "DB_PASSWORD=DEEP_SECRET\n").unwrap();
+    std::fs::create_dir_all(ws.join("libs/deep/core")).unwrap();
+    sh(&ws.join("libs/deep/core"), "git init -q .");
+    let own = ["--own", data.to_str().unwrap()];
+    let read =
+        "cat app/server/config/.env.production; echo x > libs/deep/core/.git/hooks/pre-commit && echo hook-written";
+    let first = supervise(&ws, &format!("{read}; mkdir flood && cd flood && seq 1 21000 | xargs touch"), &own);
+    assert!(!first.stdout.contains("DEEP_SECRET") && !first.stdout.contains("hook-written"), "{}", first.stdout);
+    let second = supervise(&ws, read, &own);
+    assert!(!second.stdout.contains("DEEP_SECRET"), "the flood uncovered the secret: {}", second.stdout);
+    assert!(!second.stdout.contains("hook-written"), "the flood freed the hooks: {}", second.stdout);
+    assert!(!ws.join("libs/deep/core/.git/hooks/pre-commit").exists());
 }
