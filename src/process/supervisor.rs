@@ -470,7 +470,8 @@ fn confine(kind: Kind, mode: SandboxMode, spec: &Spec, gate: &Gate, program: &Pa
             let roots: Vec<PathBuf> = spec.roots.iter().filter_map(|root| std::fs::canonicalize(root).ok()).collect();
             let known = kept.as_deref().map(|dir| places::remembered::load(dir, &roots)).unwrap_or_default();
             let places = places::find_knowing(&roots, &hidden, &names, writable, &home, known);
-            if let Some(dir) = &kept
+            // A read-only walk looks for no read-only places: it would forget those found.
+            if let Some(dir) = kept.as_ref().filter(|_| writable)
                 && let Err(err) = places::remembered::keep(dir, &roots, &places)
             {
                 tracing::debug!("cannot keep the places found: {err}");
