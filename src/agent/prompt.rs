@@ -11,13 +11,11 @@
 //! The session computes it once, so it is byte-stable across that session's turns; the digest
 //! is stored on every assistant message (`MessageMeta::system_digest`).
 
+use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde_json::Value;
-
-use std::ffi::{OsStr, OsString};
-
 use tokio::io::AsyncReadExt as _;
 
 use crate::process::{Confinement, ProcessPolicy, SandboxMode};
