@@ -187,7 +187,15 @@ pub(super) fn policy(
     }
     for given in &sandbox.writable {
         match place(given, env.home) {
-            Place::Path(path) => writable.push(path),
+            Place::Path(path) => {
+                for on_path in programs_within(&path, (env.lookup)("PATH").as_deref()) {
+                    tracing::warn!(
+                        "[sandbox] writable `{given}` holds {}, which is on PATH: a command can put programs there                          that your shell then runs outside the sandbox",
+                        on_path.display()
+                    );
+                }
+                writable.push(path);
+            }
             Place::Names(_) => {
                 return Err(format!("[sandbox] writable: `{given}` must be an absolute path (or start with ~/)"));
             }
@@ -240,6 +248,14 @@ pub(super) fn policy(
         },
         ..ProcessPolicy::default()
     }))
+}
+
+/// The directories of `path` (the user's `PATH`) that lie within `place`: a writable place
+/// holding one (`~/.bun` for `~/.bun/bin`, `~/go` for `~/go/bin`) lets a command plant the
+/// programs the user runs.
+fn programs_within(place: &Path, path: Option<&str>) -> Vec<PathBuf> {
+    let entries = path.map(std::env::split_paths).into_iter().flatten();
+    entries.filter(|dir| dir.is_absolute() && dir.starts_with(place)).collect()
 }
 
 /// Where the user's own services listen, for a command to reach them and have them act outside
@@ -562,6 +578,14 @@ mod tests {
         assert_eq!(socket_path("unix:/tmp/kitty-x"), Some(PathBuf::from("/tmp/kitty-x")));
         assert_eq!(socket_path("tcp://127.0.0.1:2375"), None);
         assert_eq!(socket_path("relative"), None);
+    }
+
+    #[test]
+    fn a_writable_place_holding_a_directory_on_path_is_named() {
+        let path = "/usr/bin:/home/u/.bun/bin:/home/u/go/bin:relative";
+        assert_eq!(programs_within(Path::new("/home/u/.bun"), Some(path)), [PathBuf::from("/home/u/.bun/bin")]);
+        assert_eq!(programs_within(Path::new("/home/u/.cache"), Some(path)), Vec::<PathBuf>::new());
+        assert_eq!(programs_within(Path::new("/home/u/.bun"), None), Vec::<PathBuf>::new());
     }
 
     #[test]
