@@ -72,6 +72,10 @@ const CREATES: u32 = (libc::O_CREAT | (libc::O_TMPFILE & !libc::O_DIRECTORY)) as
 /// A `chown` argument that leaves the owner or group as it is.
 const UNCHANGED: u32 = u32::MAX;
 
+/// `fchmodat2` (Linux 6.6), the same number on both architectures; the libc crate names it on
+/// x86-64 only.
+const SYS_FCHMODAT2: libc::c_long = 452;
+
 /// The calls that set a mode, and which argument holds it: refused when it has [`SET_ID`].
 /// `mkdir` is not here: the kernel keeps neither bit from its mode.
 #[cfg(target_arch = "x86_64")]
@@ -79,14 +83,14 @@ const MODES: [(libc::c_long, u32); 7] = [
     (libc::SYS_chmod, 1),
     (libc::SYS_fchmod, 1),
     (libc::SYS_fchmodat, 2),
-    (libc::SYS_fchmodat2, 2),
+    (SYS_FCHMODAT2, 2),
     (libc::SYS_creat, 1),
     (libc::SYS_mknod, 1),
     (libc::SYS_mknodat, 2),
 ];
 #[cfg(target_arch = "aarch64")]
 const MODES: [(libc::c_long, u32); 4] =
-    [(libc::SYS_fchmod, 1), (libc::SYS_fchmodat, 2), (libc::SYS_fchmodat2, 2), (libc::SYS_mknodat, 2)];
+    [(libc::SYS_fchmod, 1), (libc::SYS_fchmodat, 2), (SYS_FCHMODAT2, 2), (libc::SYS_mknodat, 2)];
 
 /// The calls that make a file with a mode only when their flags ask to create: the flags'
 /// argument and the mode's.
@@ -341,6 +345,8 @@ mod tests {
 
     #[test]
     fn a_mode_with_the_setuid_or_setgid_bit_is_refused_and_any_other_allowed() {
+        #[cfg(target_arch = "x86_64")]
+        assert_eq!(SYS_FCHMODAT2, libc::SYS_fchmodat2);
         let filter = Filter::new(true, ME);
         for (nr, at) in MODES {
             let with = |mode: u32| {
