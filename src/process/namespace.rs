@@ -259,7 +259,7 @@ pub(super) fn current_uid() -> libc::uid_t {
 }
 
 #[allow(unsafe_code)]
-fn current_gid() -> libc::gid_t {
+pub(super) fn current_gid() -> libc::gid_t {
     // SAFETY: getgid takes nothing and cannot fail.
     unsafe { libc::getgid() }
 }

@@ -44,7 +44,7 @@ fn child_succeeds(step: Step) -> bool {
     let (uid, gid) = (current(libc::getuid), current(libc::getgid));
     let Ok(uid_map) = CString::new(format!("{uid} {uid} 1")) else { return false };
     let Ok(gid_map) = CString::new(format!("{gid} {gid} 1")) else { return false };
-    let filter = super::seccomp::Filter::new(true);
+    let filter = super::seccomp::Filter::new(true, super::seccomp::Ids { uid, gid });
     let program = filter.program();
     // SAFETY: the child makes only async-signal-safe system calls on memory made before the
     // fork (the strings above, the filter), then `_exit`s; the parent only waits for it.

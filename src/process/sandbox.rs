@@ -132,11 +132,14 @@ pub fn enter(ruleset: &Prepared) -> std::io::Result<()> {
 }
 
 /// The capabilities root keeps in a sandboxed command: what plain file work as root needs
-/// (others' files, ownership, setuid for tools that drop privileges, signals, low ports, raw
-/// sockets for `ping`, priorities and limits, audit messages). Every other one — mounting,
-/// file handles, immutable flags, tracing, modules, raw devices, `chroot`, … — is dropped, so a
-/// command run as root cannot undo or look behind the namespace.
-const ROOT_KEEPS: [u32; 12] = [0, 1, 3, 4, 5, 6, 7, 10, 13, 23, 24, 29];
+/// (others' files: a checkout bind-mounted from a user who owns it; ownership; setuid and setgid
+/// for tools that run as another user, `su`, `runuser`, a database's `initdb`; signals, low
+/// ports, raw sockets for `ping`, priorities and limits, audit messages). Every other one —
+/// mounting, file handles, immutable flags, tracing, modules, raw devices, `chroot`, keeping a
+/// setgid bit on a file of another group (`CAP_FSETID`), … — is dropped, so a command run as root
+/// cannot undo or look behind the namespace. What root may still do to a file's mode and owner
+/// (give it to another user, set a setuid bit) the seccomp filter refuses (`filter.rs`).
+const ROOT_KEEPS: [u32; 11] = [0, 1, 3, 5, 6, 7, 10, 13, 23, 24, 29];
 /// The highest capability number any kernel knows today, and a margin.
 const LAST_CAPABILITY: u32 = 63;
 

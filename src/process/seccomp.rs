@@ -1,9 +1,8 @@
-//! The seccomp filter of every sandboxed command: it refuses what changes or looks behind the
-//! mounts the command sees or the root its paths start from ([`MOUNTS`]), a death signal other
-//! than `SIGKILL`, and every call of a foreign architecture (32-bit, x32); and when rules
-//! reject programs, it sends every
-//! `execve`/`execveat` of the command tree to its supervisor (user notification) for a verdict
-//! before the kernel runs it.
+//! The seccomp filter of every sandboxed command, installed and served: its program
+//! (`filter.rs`) refuses what changes or looks behind the command's mounts, what sets a setuid or
+//! setgid bit or gives a file to another owner, and more; and when rules reject programs, it
+//! sends every `execve`/`execveat` of the command tree to its supervisor (user notification) for
+//! a verdict before the kernel runs it.
 //!
 //! The filter is built before the fork ([`Filter::new`]) together with a socket pair. Between
 //! fork and exec the child ([`Handoff::install`]) installs it, which gives it a listener
@@ -22,32 +21,8 @@
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
-/// `struct seccomp_data` offsets.
-const NR: u32 = 0;
-const ARCH: u32 = 4;
-/// The low halves of the first two arguments (little-endian `seccomp_data`).
-const ARG0: u32 = 16;
-const ARG1: u32 = 24;
-
-const LD_W_ABS: u16 = (libc::BPF_LD | libc::BPF_W | libc::BPF_ABS) as u16;
-const JEQ_K: u16 = (libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K) as u16;
-const JGE_K: u16 = (libc::BPF_JMP | libc::BPF_JGE | libc::BPF_K) as u16;
-const RET_K: u16 = (libc::BPF_RET | libc::BPF_K) as u16;
-
-#[cfg(target_arch = "x86_64")]
-mod arch {
-    /// `AUDIT_ARCH_X86_64`.
-    pub const NATIVE: u32 = 0xC000_003E;
-    /// The x32 ABI marks its system call numbers with this bit; x32 programs are refused.
-    pub const X32_BIT: Option<u32> = Some(0x4000_0000);
-}
-
-#[cfg(target_arch = "aarch64")]
-mod arch {
-    /// `AUDIT_ARCH_AARCH64`.
-    pub const NATIVE: u32 = 0xC000_00B7;
-    pub const X32_BIT: Option<u32> = None;
-}
+use super::filter::arch;
+pub use super::filter::{Filter, Ids};
 
 /// Whether a notified call is an exec, and of which shape.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -74,99 +49,6 @@ pub enum Verdict {
     Continue,
     /// Fail the call with this `errno`.
     Refuse(i32),
-}
-
-/// A BPF program for `seccomp(2)`.
-pub struct Filter {
-    code: Vec<libc::sock_filter>,
-}
-
-fn op(code: u16, jt: u8, jf: u8, k: u32) -> libc::sock_filter {
-    libc::sock_filter { code, jt, jf, k }
-}
-
-/// What changes the mounts a command sees or the root its paths start from, or reaches files
-/// around them: refused (`EPERM`) in every sandboxed command, so that a read-only bind or a
-/// cover cannot be undone or looked behind, even by root (Landlock does not check
-/// `mount_setattr`, `open_tree` or a file handle). With `chroot` refused too (root has dropped
-/// the capability, but a user namespace the command makes would give it back), every process
-/// of the tree keeps the supervisor's root, which the exec check resolves absolute paths from.
-const MOUNTS: [libc::c_long; 13] = [
-    libc::SYS_mount,
-    libc::SYS_chroot,
-    libc::SYS_umount2,
-    libc::SYS_pivot_root,
-    libc::SYS_setns,
-    libc::SYS_open_by_handle_at,
-    libc::SYS_open_tree,
-    libc::SYS_move_mount,
-    libc::SYS_fsopen,
-    libc::SYS_fsconfig,
-    libc::SYS_fsmount,
-    libc::SYS_fspick,
-    libc::SYS_mount_setattr,
-];
-
-impl Filter {
-    /// Refuses the calls of [`MOUNTS`], and a `prctl(PR_SET_PDEATHSIG)` of any signal but
-    /// `SIGKILL` (the death signal the supervisor set is what ends a program whose supervisor
-    /// dies; the program may not clear or soften it); with `notify_exec`, sends `execve` and `execveat` to the supervisor. Allows
-    /// everything else of the native architecture; refuses every call of another one (32-bit
-    /// programs, x32), whose numbers differ and could slip past (`ENOSYS`).
-    pub fn new(notify_exec: bool) -> Self {
-        let notified: &[libc::c_long] = if notify_exec { &[libc::SYS_execve, libc::SYS_execveat] } else { &[] };
-        let ret = |k| op(RET_K, 0, 0, k);
-        let errno = |e: i32| libc::SECCOMP_RET_ERRNO | (e as u32 & libc::SECCOMP_RET_DATA);
-        // The checks, then four returns: allow, notify, refuse (ENOSYS), deny (EPERM). Each jump
-        // counts the instructions to skip to reach its return.
-        // The one-instruction checks, then five for prctl's arguments.
-        let checks = usize::from(arch::X32_BIT.is_some()) + notified.len() + MOUNTS.len() + 5;
-        let mut code = vec![op(LD_W_ABS, 0, 0, ARCH), op(JEQ_K, 0, to_u8(checks + 1 + 4), arch::NATIVE)];
-        code.push(op(LD_W_ABS, 0, 0, NR));
-        let mut at = 0;
-        let to = |at: usize, target: usize| to_u8(checks - at - 1 + target);
-        if let Some(bit) = arch::X32_BIT {
-            code.push(op(JGE_K, to(at, 2), 0, bit));
-            at += 1;
-        }
-        for nr in notified {
-            code.push(op(JEQ_K, to(at, 1), 0, *nr as u32));
-            at += 1;
-        }
-        for nr in MOUNTS {
-            code.push(op(JEQ_K, to(at, 3), 0, nr as u32));
-            at += 1;
-        }
-        code.extend([
-            // Not prctl, or not its death signal, or SIGKILL: on to allow; else refuse.
-            op(JEQ_K, 0, 4, libc::SYS_prctl as u32),
-            op(LD_W_ABS, 0, 0, ARG0),
-            op(JEQ_K, 0, 2, libc::PR_SET_PDEATHSIG as u32),
-            op(LD_W_ABS, 0, 0, ARG1),
-            op(JEQ_K, 0, 3, libc::SIGKILL as u32),
-        ]);
-        code.extend([
-            ret(libc::SECCOMP_RET_ALLOW),
-            ret(libc::SECCOMP_RET_USER_NOTIF),
-            ret(errno(libc::ENOSYS)),
-            ret(errno(libc::EPERM)),
-        ]);
-        // Another architecture lands here.
-        code.push(ret(errno(libc::ENOSYS)));
-        Self { code }
-    }
-
-    /// The program as `seccomp(2)` takes it; valid while the filter lives.
-    pub fn program(&self) -> libc::sock_fprog {
-        libc::sock_fprog {
-            len: u16::try_from(self.code.len()).unwrap_or(u16::MAX),
-            filter: self.code.as_ptr().cast_mut(),
-        }
-    }
-}
-
-fn to_u8(n: usize) -> u8 {
-    u8::try_from(n).unwrap_or(u8::MAX)
 }
 
 /// The child's half: the filter, and the socket end it sends its listener through when the
@@ -381,33 +263,6 @@ fn respond(listener: &OwnedFd, id: u64, verdict: Verdict) {
 mod tests {
     use super::*;
 
-    /// Runs the filter by hand for one call: what it returns.
-    fn run(filter: &Filter, arch: u32, nr: u32) -> u32 {
-        run_with(filter, arch, nr, [0, 0])
-    }
-
-    fn run_with(filter: &Filter, arch: u32, nr: u32, args: [u32; 2]) -> u32 {
-        let (mut pc, mut acc) = (0usize, 0u32);
-        loop {
-            let ins = filter.code[pc];
-            match ins.code {
-                LD_W_ABS => {
-                    acc = match ins.k {
-                        ARCH => arch,
-                        ARG0 => args[0],
-                        ARG1 => args[1],
-                        _ => nr,
-                    }
-                }
-                JEQ_K => pc += usize::from(if acc == ins.k { ins.jt } else { ins.jf }),
-                JGE_K => pc += usize::from(if acc >= ins.k { ins.jt } else { ins.jf }),
-                RET_K => return ins.k,
-                other => panic!("unexpected op {other}"),
-            }
-            pc += 1;
-        }
-    }
-
     #[test]
     #[allow(clippy::print_stderr)] // says why it skips
     fn serving_ends_once_no_process_uses_the_filter() {
@@ -420,7 +275,7 @@ mod tests {
             eprintln!("skipped: Linux {release} ends serving only with the process");
             return;
         }
-        let (handoff, listener) = pair(Filter::new(true)).unwrap();
+        let (handoff, listener) = pair(Filter::new(true, Ids { uid: 0, gid: 0 })).unwrap();
         // The child's exec waits for a verdict, and spawning waits for the exec: serve aside.
         let serving = std::thread::spawn(move || {
             let listener = listener.receive().unwrap().expect("the child sent its listener");
@@ -445,41 +300,5 @@ mod tests {
             std::thread::sleep(std::time::Duration::from_millis(5));
         }
         assert_eq!(serving.join().unwrap(), 1, "the one exec was judged");
-    }
-
-    #[test]
-    fn jumps_land_on_the_returns_they_mean() {
-        let action = |ret: u32| ret & libc::SECCOMP_RET_ACTION_FULL;
-        let data = |ret: u32| (ret & libc::SECCOMP_RET_DATA) as i32;
-        for notify in [true, false] {
-            let filter = Filter::new(notify);
-            let exec = if notify { libc::SECCOMP_RET_USER_NOTIF } else { libc::SECCOMP_RET_ALLOW };
-            assert_eq!(run(&filter, arch::NATIVE, libc::SYS_execve as u32), exec);
-            assert_eq!(run(&filter, arch::NATIVE, libc::SYS_execveat as u32), exec);
-            assert_eq!(run(&filter, arch::NATIVE, libc::SYS_read as u32), libc::SECCOMP_RET_ALLOW);
-            // What the exec check's resolution from the supervisor's root relies on.
-            for nr in [libc::SYS_chroot, libc::SYS_pivot_root, libc::SYS_setns, libc::SYS_mount] {
-                assert!(MOUNTS.contains(&nr), "{nr}");
-            }
-            for nr in MOUNTS {
-                let ret = run(&filter, arch::NATIVE, nr as u32);
-                assert_eq!((action(ret), data(ret)), (libc::SECCOMP_RET_ERRNO, libc::EPERM), "{nr}");
-            }
-            let prctl = |option: i32, value: i32| {
-                run_with(&filter, arch::NATIVE, libc::SYS_prctl as u32, [option as u32, value as u32])
-            };
-            for softer in [0, libc::SIGTERM] {
-                let death = prctl(libc::PR_SET_PDEATHSIG, softer);
-                assert_eq!((action(death), data(death)), (libc::SECCOMP_RET_ERRNO, libc::EPERM), "{softer}");
-            }
-            assert_eq!(prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL), libc::SECCOMP_RET_ALLOW);
-            assert_eq!(prctl(libc::PR_SET_NAME, 0), libc::SECCOMP_RET_ALLOW);
-            let foreign = run(&filter, 0x4000_0003, 11);
-            assert_eq!((action(foreign), data(foreign)), (libc::SECCOMP_RET_ERRNO, libc::ENOSYS));
-            if let Some(bit) = arch::X32_BIT {
-                let x32 = run(&filter, arch::NATIVE, bit | 59);
-                assert_eq!((action(x32), data(x32)), (libc::SECCOMP_RET_ERRNO, libc::ENOSYS));
-            }
-        }
     }
 }

@@ -299,8 +299,11 @@ fn supervise(spec: &Spec) -> ExitCode {
     // to judge, the notifier thread waits for the filter's listener before the fork: the
     // program's own exec already needs an answer.
     let sandboxed = spec.namespace.is_some() || mode != SandboxMode::Off;
+    // The ids the command runs as (the namespace maps them to themselves): the only owner and
+    // group it may give a file.
+    let own = seccomp::Ids { uid: namespace::current_uid(), gid: namespace::current_gid() };
     let handoff = if !gate.is_empty() {
-        match seccomp::pair(seccomp::Filter::new(true)) {
+        match seccomp::pair(seccomp::Filter::new(true, own)) {
             Ok((handoff, listener)) => {
                 std::thread::spawn(move || notify(listener, gate));
                 Some(handoff)
@@ -308,7 +311,7 @@ fn supervise(spec: &Spec) -> ExitCode {
             Err(err) => return say(NO_SANDBOX, &format!("cannot set up the exec check: {err}")),
         }
     } else if sandboxed {
-        Some(seccomp::Handoff::plain(seccomp::Filter::new(false)))
+        Some(seccomp::Handoff::plain(seccomp::Filter::new(false, own)))
     } else {
         None
     };

@@ -5,10 +5,12 @@
 //! namespace kind this user gets: a mount namespace for root, a user namespace otherwise); a
 //! few go end to end through `cairn exec` against the mock model. `places` attacks the guarded
 //! places and the sweep (`sweep` where its walk does not look, `gitlinks` what a repository
-//! stages as a submodule there), `exec` the exec check, the process tree and what root keeps.
+//! stages as a submodule there), `exec` the exec check, the process tree and what root keeps,
+//! `modes` what sets a file's mode and owner.
 
 mod exec;
 mod gitlinks;
+mod modes;
 mod own;
 mod places;
 mod sweep;

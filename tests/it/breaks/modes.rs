@@ -1,0 +1,102 @@
+//! A file's mode and owner, which Landlock does not cover, attacked: a command run as root made
+//! a root binary setuid and gave a root-only file to another user (who then wrote it). The
+//! seccomp filter refuses setting the setuid or setgid bit and giving a file to another owner;
+//! plain `chmod` work in the workspace goes on.
+
+use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
+use std::path::Path;
+
+use super::{kernel_keeps_it, outside, supervise};
+
+/// A copy of `/bin/true` at `path`, mode 755.
+fn binary(path: &Path) {
+    std::fs::copy("/bin/true", path).unwrap();
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+fn mode(path: &Path) -> u32 {
+    std::fs::metadata(path).unwrap().mode() & 0o7777
+}
+
+#[test]
+fn a_command_cannot_set_the_setuid_or_setgid_bit_on_a_file_in_the_workspace_or_outside() {
+    if !kernel_keeps_it() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    let away = outside("modes-setuid");
+    let (inside, system) = (ws.join("tool"), away.path().join("rootbin"));
+    binary(&inside);
+    binary(&system);
+    // chmod (fchmodat), install (fchmod), and a file made with the bits (openat, creat's kin).
+    let script = format!(
+        "chmod 4755 tool; chmod g+s tool; chmod 4755 {system}; install -m 4755 /bin/true installed; \
+         perl -e 'use Fcntl; sysopen(my $f, \"made\", O_CREAT | O_WRONLY, 06755) or die \"made: $!\"'; \
+         ls -l; echo done",
+        system = system.display()
+    );
+    let output = supervise(&ws, &script, &[]);
+    let said = format!("{}{}", output.stdout, output.stderr);
+    assert!(said.contains("done"), "{said}");
+    assert_eq!(mode(&inside), 0o755, "{said}");
+    assert_eq!(mode(&system), 0o755, "a file outside the workspace was made setuid: {said}");
+    for made in ["installed", "made"] {
+        let path = ws.join(made);
+        assert!(!path.exists() || mode(&path) & 0o6000 == 0, "{made} is {:o}: {said}", mode(&path));
+    }
+}
+
+#[test]
+fn a_command_cannot_give_a_file_to_another_owner_or_group() {
+    if !kernel_keeps_it() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    let away = outside("modes-chown");
+    let (inside, system) = (ws.join("notes"), away.path().join("shadowish"));
+    std::fs::write(&inside, "mine\n").unwrap();
+    std::fs::write(&system, "root-only\n").unwrap();
+    std::fs::set_permissions(&system, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let owner = |path: &Path| {
+        let meta = std::fs::metadata(path).unwrap();
+        (meta.uid(), meta.gid())
+    };
+    let (before_inside, before_system) = (owner(&inside), owner(&system));
+    let script = format!(
+        "chown 4242 notes; chgrp 4242 notes; chown 4242:4242 {system}; chown -h 4242 notes; echo done",
+        system = system.display()
+    );
+    let output = supervise(&ws, &script, &[]);
+    let said = format!("{}{}", output.stdout, output.stderr);
+    assert!(said.contains("done"), "{said}");
+    assert_eq!(owner(&inside), before_inside, "{said}");
+    assert_eq!(owner(&system), before_system, "a file outside the workspace was given away: {said}");
+}
+
+#[test]
+fn plain_mode_and_owner_changes_in_the_workspace_still_work() {
+    if !kernel_keeps_it() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    let script = "set -e; echo 'echo hi' > run.sh; chmod +x run.sh; ./run.sh; echo x > data; chmod 644 data; \
+                  chmod 600 data; mkdir shared; chmod 1777 shared; chown \"$(id -u):$(id -g)\" data; \
+                  install -m 755 run.sh bin.sh; mkdir -p from/sub; echo y > from/sub/f; chmod 750 from/sub; \
+                  cp -a from to; tar -cf a.tar from; mkdir out; tar -xf a.tar -C out; touch -d 2020-01-01 data; \
+                  echo all-done";
+    let output = supervise(&ws, script, &[]);
+    let said = format!("{}{}", output.stdout, output.stderr);
+    assert!(said.contains("hi") && said.contains("all-done"), "{said}");
+    assert_eq!(mode(&ws.join("run.sh")) & 0o111, 0o111, "{said}");
+    assert_eq!(mode(&ws.join("data")), 0o600, "{said}");
+    assert_eq!(mode(&ws.join("shared")), 0o1777, "{said}");
+    assert_eq!(mode(&ws.join("bin.sh")), 0o755, "{said}");
+    assert_eq!(mode(&ws.join("to/sub")), 0o750, "{said}");
+    assert_eq!(mode(&ws.join("out/from/sub")), 0o750, "{said}");
+}
