@@ -29,6 +29,7 @@ mod checks;
 pub mod credentials;
 mod diagnostics;
 mod fetch;
+mod hidden;
 pub mod hooks;
 mod jobs;
 mod limits;

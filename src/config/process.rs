@@ -43,73 +43,6 @@ pub(super) struct FileSandbox {
     visible: Vec<String>,
 }
 
-/// What local commands never see, relative to the home directory: keys, credentials, tokens,
-/// browser profiles.
-const HIDDEN_IN_HOME: &[&str] = &[
-    ".ssh",
-    ".aws",
-    ".azure",
-    ".gnupg",
-    ".kube",
-    ".netrc",
-    ".git-credentials",
-    ".config/git/credentials",
-    ".config/gh",
-    ".config/hub",
-    ".config/gcloud",
-    ".docker/config.json",
-    ".cargo/credentials",
-    ".cargo/credentials.toml",
-    ".pypirc",
-    ".password-store",
-    ".local/share/keyrings",
-    ".terraform.d/credentials.tfrc.json",
-    // What package managers' and services' `login` commands write: tokens, in files that also
-    // hold settings (a registry, a mirror), which commands then go without.
-    ".npmrc",
-    ".yarnrc.yml",
-    ".gem/credentials",
-    ".m2/settings.xml",
-    ".m2/settings-security.xml",
-    ".config/pypoetry/auth.toml",
-    ".config/composer/auth.json",
-    ".composer/auth.json",
-    ".nuget/NuGet/NuGet.Config",
-    ".config/NuGet/NuGet.Config",
-    ".gradle/gradle.properties",
-    ".vault-token",
-    ".config/glab-cli",
-    ".config/doctl",
-    ".config/hcloud",
-    ".config/heroku",
-    ".config/op",
-    ".config/rclone",
-    ".config/gitlab",
-    ".cache/huggingface/token",
-    ".huggingface/token",
-    ".fly",
-    ".pgpass",
-    ".my.cnf",
-    ".oci",
-    ".s3cfg",
-    ".boto",
-    ".databrickscfg",
-    ".config/anthropic",
-    ".config/openai",
-    // git's credential cache daemon answers its socket with the user's tokens.
-    ".cache/git/credential",
-    ".git-credential-cache",
-    // A Jupyter kernel's connection file holds the key that makes it run code.
-    ".local/share/jupyter/runtime",
-    ".mozilla",
-    ".config/google-chrome",
-    ".config/chromium",
-    ".config/BraveSoftware",
-    ".config/microsoft-edge",
-    ".var/app/org.mozilla.firefox",
-    "snap/firefox",
-];
-
 /// Sockets of programs outside the sandbox that act on what they are sent, as the user:
 /// the container engines (whose API runs anything as root), the system bus (through which
 /// systemd starts units) and systemd's own socket. Hidden wherever they exist; the user's own
@@ -202,7 +135,7 @@ pub(super) fn policy(
         }
     }
     let (mut hidden, mut hidden_names) = (Vec::new(), Vec::new());
-    hidden.extend(env.home.iter().flat_map(|home| HIDDEN_IN_HOME.iter().map(|rest| home.join(rest))));
+    hidden.extend(env.home.iter().flat_map(|home| super::hidden::HIDDEN_IN_HOME.iter().map(|rest| home.join(rest))));
     // A place commands may write stays theirs, wherever it lies (a `TMPDIR` in the runtime
     // directory).
     hidden.extend(services.into_iter().filter(|place| !writable.iter().any(|dir| dir.starts_with(place))));
@@ -397,7 +330,16 @@ fn child_env(providers: &BTreeMap<String, ProviderConfig>, passthrough: &[String
     let path = (env.lookup)("PATH").unwrap_or_default();
     let kept: Vec<&str> = path.split(':').filter(|entry| entry.starts_with('/')).collect();
     let path = if kept.is_empty() { DEFAULT_PATH.to_owned() } else { kept.join(":") };
-    ChildEnv { remove, path: Some(path.into()), set: git_settings(env) }
+    let mut set = git_settings(env);
+    // As root a command may not give files to other owners (the seccomp filter refuses it), and
+    // GNU tar extracting as root gives each file its archive's owner, then fails: it is told
+    // not to.
+    if env.uid == 0 {
+        let given = (env.lookup)("TAR_OPTIONS").filter(|given| !given.trim().is_empty());
+        let options = given.map_or_else(|| "--no-same-owner".to_owned(), |given| format!("{given} --no-same-owner"));
+        set.push(("TAR_OPTIONS".into(), options.into()));
+    }
+    ChildEnv { remove, path: Some(path.into()), set }
 }
 
 /// Git settings for every child, added after any the user passes the same way: git will not
@@ -586,6 +528,17 @@ mod tests {
         assert_eq!(programs_within(Path::new("/home/u/.bun"), Some(path)), [PathBuf::from("/home/u/.bun/bin")]);
         assert_eq!(programs_within(Path::new("/home/u/.cache"), Some(path)), Vec::<PathBuf>::new());
         assert_eq!(programs_within(Path::new("/home/u/.bun"), None), Vec::<PathBuf>::new());
+    }
+
+    #[test]
+    fn roots_tar_keeps_no_archives_owners() {
+        let vars: Vec<(OsString, OsString)> = vec![("TAR_OPTIONS".into(), "--warning=no-timestamp".into())];
+        let lookup = |name: &str| vars.iter().find(|(k, _)| k == name).and_then(|(_, v)| v.to_str()).map(str::to_owned);
+        let as_uid =
+            |uid| child_env(&BTreeMap::new(), &[], &Environment { lookup: &lookup, vars: &vars, home: None, uid });
+        let tar = |env: ChildEnv| env.set.into_iter().find(|(name, _)| name == "TAR_OPTIONS").map(|(_, value)| value);
+        assert_eq!(tar(as_uid(0)), Some("--warning=no-timestamp --no-same-owner".into()), "the user's options kept");
+        assert_eq!(tar(as_uid(1000)), None, "tar keeps no owners but root's");
     }
 
     #[test]
