@@ -91,4 +91,21 @@ mod tests {
         assert!(quiet().is_none(), "a counted process keeps the editor's file calls off");
         drop(running);
     }
+
+    #[tokio::test]
+    async fn a_start_waits_until_the_editor_file_call_in_flight_is_answered() {
+        // Other tests start processes of their own; an editor call goes ahead once none runs.
+        let call = loop {
+            match quiet() {
+                Some(call) => break call,
+                None => tokio::time::sleep(std::time::Duration::from_millis(5)).await,
+            }
+        };
+        let mut start = Box::pin(admit());
+        assert!(futures::poll!(start.as_mut()).is_pending(), "started while the editor resolves a path");
+        drop(call);
+        let running = start.await;
+        assert!(quiet().is_none());
+        drop(running);
+    }
 }
