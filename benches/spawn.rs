@@ -36,7 +36,7 @@ async fn once(policy: &ProcessPolicy, cwd: &Path, rejected: &[Vec<String>], scri
     let args = [OsStr::new("-c"), OsStr::new(script)];
     let roots = [cwd.to_path_buf()];
     let confinement = Confinement { roots: &roots, rejected };
-    let mut local = policy.spawn(OsStr::new("bash"), &args, cwd, confinement).unwrap();
+    let mut local = policy.spawn(OsStr::new("bash"), &args, cwd, confinement).await.unwrap();
     let (mut out, mut err) = (local.take_stdout().unwrap(), local.take_stderr().unwrap());
     let (mut a, mut b) = (Vec::new(), Vec::new());
     let (read_out, read_err, status) = tokio::join!(out.read_to_end(&mut a), err.read_to_end(&mut b), local.wait());

@@ -206,7 +206,7 @@ async fn git_summary(cwd: &Path, policy: &ProcessPolicy) -> String {
     .map(OsStr::new);
     let roots = [cwd.to_owned()];
     let confinement = Confinement { roots: &roots, rejected: &[] };
-    let mut git = match confined.spawn(OsStr::new("git"), &args, cwd, confinement) {
+    let mut git = match confined.spawn(OsStr::new("git"), &args, cwd, confinement).await {
         Ok(git) => git,
         Err(_) => return "git is not available".to_owned(),
     };

@@ -334,6 +334,7 @@ impl Actor {
             Transport::Stdio { command, args, env, sandboxed } => 'stdio: {
                 let (mut process, (stdout, stdin)) =
                     Process::spawn(&name, command, args, env, &self.launch.sandbox, *sandboxed)
+                        .await
                         .map_err(|why| Failure { why, stderr: String::new() })?;
                 let client = rpc::start(&name, lines::link(&name, stdout, stdin), changed_tx, ct.clone());
                 // A line over the limit is dropped unread, and the answer it held never comes:

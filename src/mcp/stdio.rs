@@ -64,7 +64,7 @@ pub(super) type Pipes = (Sniffer, ChildStdin);
 
 impl Process {
     /// Starts `command` in the session's directory. The error is the message for the user.
-    pub fn spawn(
+    pub async fn spawn(
         server: &str,
         command: &str,
         args: &[String],
@@ -77,6 +77,7 @@ impl Process {
         let mut local = sandbox
             .policy(sandboxed)
             .spawn_server(OsStr::new(command), &args, vars, sandbox.cwd(), confinement)
+            .await
             .map_err(|err| format!("cannot start `{command}`: {err}"))?;
         let (Some(stdin), Some(stdout), Some(stderr)) = (local.take_stdin(), local.take_stdout(), local.take_stderr())
         else {

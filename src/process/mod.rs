@@ -14,7 +14,9 @@
 //! hidden places, the [`ChildEnv`] and the [`Launcher`]: direct (nothing sandboxed, nothing dying
 //! with cairn) for unit tests and benches, the supervisor when `main` runs. Each start gets a
 //! [`Confinement`]: the session's roots and the programs its rules reject.
-//! [`ProcessPolicy::spawn_server`] starts an MCP server the same way with its stdin piped.
+//! [`ProcessPolicy::spawn_server`] starts an MCP server the same way with its stdin piped. Each
+//! start is counted as running ([`running`]) until the program and all it started are gone, and
+//! waits first for the editor's file calls in flight.
 //! [`ProcessPolicy::guards_missing`] says when the kernel cannot keep guarded places read-only
 //! and secrets hidden (no Landlock, or no namespace): accept-edits then judges commands as ask
 //! mode does. What the kernel cannot enforce is said once per process on stderr.
@@ -58,6 +60,7 @@ mod lookup;
 mod namespace;
 mod places;
 mod probe;
+pub mod running;
 mod sandbox;
 mod seccomp;
 pub mod supervisor;
@@ -221,21 +224,22 @@ impl ProcessPolicy {
     /// stdout and stderr piped. Under the supervisor, writes are confined to the confinement's
     /// roots (and the policy's other writable places) as `sandbox` says, guarded places inside
     /// the roots are read-only, secrets hidden, and the programs rules reject refused.
-    pub fn spawn(
+    pub async fn spawn(
         &self,
         program: &OsStr,
         args: &[&OsStr],
         cwd: &Path,
         confinement: Confinement<'_>,
     ) -> std::io::Result<Local> {
-        self.start(program, args, &[], cwd, confinement, false)
+        let running = running::admit().await;
+        self.start(program, args, &[], cwd, confinement, false, running)
     }
 
     /// Starts a program that speaks over its stdin and stdout (an MCP server), with `vars` set
     /// besides the children's environment: as [`Self::spawn`], but stdin piped to the program.
     /// The supervisor then watches a pipe of its own for cairn's end, and the program dies with
     /// cairn (`kill -9` included) along with everything it started.
-    pub fn spawn_server(
+    pub async fn spawn_server(
         &self,
         program: &OsStr,
         args: &[&OsStr],
@@ -243,9 +247,13 @@ impl ProcessPolicy {
         cwd: &Path,
         confinement: Confinement<'_>,
     ) -> std::io::Result<Local> {
-        self.start(program, args, vars, cwd, confinement, true)
+        let running = running::admit().await;
+        self.start(program, args, vars, cwd, confinement, true, running)
     }
 
+    /// Starts the program, counted as running (`running`, see [`running`]) until it and all it
+    /// started are gone.
+    #[allow(clippy::too_many_arguments)]
     fn start(
         &self,
         program: &OsStr,
@@ -254,6 +262,7 @@ impl ProcessPolicy {
         cwd: &Path,
         confinement: Confinement<'_>,
         serve: bool,
+        running: running::Running,
     ) -> std::io::Result<Local> {
         let mut watch_end = None;
         let mut inotify = None;
@@ -314,7 +323,7 @@ impl ProcessPolicy {
             (None, Launcher::Supervisor(_)) => child.stdin.take().map(Watch::Stdin),
             (None, Launcher::Direct) => None,
         };
-        Ok(Local { group: child.id(), child: Some(child), watch, exited: false, inotify })
+        Ok(Local { group: child.id(), child: Some(child), watch, exited: false, inotify, running: Some(running) })
     }
 
     /// The supervisor's arguments for `program args` as this policy confines it.
@@ -415,6 +424,10 @@ pub struct Local {
     /// cairn's copy of the supervisor's inotify instance, closed once the supervisor has ended,
     /// on a thread nobody waits for (see `watch::instance`).
     inotify: Option<OwnedFd>,
+    /// Counts the program as running until it and all it started are gone: dropped once a
+    /// supervised program's supervisor has ended (it kills the whole tree before it does), or
+    /// with this after its group was killed.
+    running: Option<running::Running>,
 }
 
 /// Says `line` on stderr as `cairn: line`, in one write: a command's processes write to the
@@ -463,6 +476,7 @@ impl Local {
         }
         self.exited = true;
         close_later(self.inotify.take());
+        self.running = None;
     }
 
     /// Waits for the program to end. A program killed by a signal has no exit code.
@@ -471,6 +485,11 @@ impl Local {
         let status = child.wait().await?;
         self.exited = true;
         close_later(self.inotify.take());
+        // A supervisor ends only once the program's whole tree is gone; what a direct child left
+        // in its group is killed when this drops.
+        if self.watch.is_some() {
+            self.running = None;
+        }
         Ok(status)
     }
 }
@@ -489,6 +508,7 @@ fn close_later(fd: Option<OwnedFd>) {
 impl Drop for Local {
     fn drop(&mut self) {
         let inotify = self.inotify.take();
+        let running = self.running.take();
         let Some(group) = self.group else { return close_later(inotify) };
         if self.exited || self.watch.is_none() {
             tree::kill_group(group);
@@ -508,6 +528,7 @@ impl Drop for Local {
                         let _ = child.wait().await;
                     }
                     close_later(inotify);
+                    drop(running);
                 });
             }
             (_, _) => {
@@ -538,8 +559,10 @@ mod tests {
             ..ProcessPolicy::default()
         };
         let script = OsStr::new("echo \"[$HOME][$PATH]\"");
-        let mut local =
-            policy.spawn(OsStr::new("bash"), &[OsStr::new("-c"), script], dir.path(), Confinement::default()).unwrap();
+        let mut local = policy
+            .spawn(OsStr::new("bash"), &[OsStr::new("-c"), script], dir.path(), Confinement::default())
+            .await
+            .unwrap();
         let mut stdout = local.take_stdout().unwrap();
         let mut out = String::new();
         tokio::io::AsyncReadExt::read_to_string(&mut stdout, &mut out).await.unwrap();

@@ -25,6 +25,7 @@ use tokio::time::Instant;
 use super::host::{Host, TerminalRequest, Terminals};
 use super::{ToolContext, ToolError, ToolOutcome};
 use crate::history::ToolContent;
+use crate::process::running::{self, Running};
 use crate::process::{ChildEnv, Confinement, InTerminal, ProcessPolicy};
 
 /// How much output is kept: this much of the start and this much of the end.
@@ -78,6 +79,7 @@ pub(super) async fn local(line: &str, ctx: &ToolContext, timeout: Duration) -> R
             ctx.workspace.cwd(),
             Confinement { roots: ctx.workspace.roots(), rejected: &ctx.rejected },
         )
+        .await
         .map_err(|err| ToolError::Tell(format!("cannot start bash: {err}")))?;
     let mut stdout = child.take_stdout();
     let mut stderr = child.take_stderr();
@@ -193,24 +195,30 @@ fn env_program() -> String {
         .to_owned()
 }
 
-/// Kills and releases an editor terminal when dropped before [`Self::disarm`].
+/// Kills and releases an editor terminal when dropped before [`Self::disarm`], and counts it as
+/// running (see [`crate::process::running`]) until it is released.
 pub(super) struct TerminalGuard {
     host: Arc<dyn Host>,
     id: Option<String>,
+    running: Option<Running>,
 }
 
 impl TerminalGuard {
-    pub(super) fn new(host: Arc<dyn Host>, id: String) -> Self {
-        Self { host, id: Some(id) }
+    /// `running` was taken before the terminal was asked for.
+    pub(super) fn new(host: Arc<dyn Host>, id: String, running: Running) -> Self {
+        Self { host, id: Some(id), running: Some(running) }
     }
 
+    /// The terminal was killed if need be and released: it no longer runs.
     pub(super) fn disarm(&mut self) {
         self.id = None;
+        self.running = None;
     }
 }
 
 impl Drop for TerminalGuard {
     fn drop(&mut self) {
+        let running = self.running.take();
         if let Some(id) = self.id.take() {
             let host = Arc::clone(&self.host);
             tokio::spawn(async move {
@@ -218,6 +226,7 @@ impl Drop for TerminalGuard {
                     let _ = terminals.kill_terminal(&id).await;
                     let _ = terminals.release_terminal(&id).await;
                 }
+                drop(running);
             });
         }
     }
@@ -252,11 +261,12 @@ pub(super) async fn delegated(
     let Some(request) = terminal_request(line, ctx, (KEEP_HEAD + KEEP_TAIL) as u64) else {
         return local(line, ctx, timeout).await;
     };
+    let running = running::admit().await;
     let id = terminals
         .create_terminal(&request)
         .await
         .map_err(|err| ToolError::Tell(format!("cannot start the command: {err}")))?;
-    let mut guard = TerminalGuard { host: Arc::clone(&ctx.host), id: Some(id.clone()) };
+    let mut guard = TerminalGuard::new(Arc::clone(&ctx.host), id.clone(), running);
     if let Some(progress) = &ctx.progress {
         let _ = progress.send(vec![ToolContent::Terminal { terminal_id: id.clone() }]);
     }

@@ -21,6 +21,7 @@ mod conformance;
 mod custom_commands;
 mod diagnostics;
 mod durability;
+mod editor_files;
 mod editors;
 mod escapes;
 mod exec;

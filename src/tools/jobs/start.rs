@@ -25,12 +25,14 @@ pub async fn start(line: &str, ctx: &ToolContext) -> Result<ToolOutcome, ToolErr
     let request = ctx.host.terminals().and_then(|_| shell::terminal_request(line, ctx, cap as u64));
     let (handle, terminal, pid): (JobHandle, Option<String>, Option<u32>) = match (ctx.host.terminals(), request) {
         (Some(terminals), Some(request)) => {
+            let running = crate::process::running::admit().await;
             let id = terminals
                 .create_terminal(&request)
                 .await
                 .map_err(|err| ToolError::Tell(format!("cannot start the job: {err}")))?;
             // Its task kills and releases it, however it ends.
-            let handle = terminal::spawn(Arc::clone(&ctx.host), id.clone(), cap, slot.cancel.clone(), slot.reporter());
+            let handle =
+                terminal::spawn(Arc::clone(&ctx.host), id.clone(), running, cap, slot.cancel.clone(), slot.reporter());
             (handle, Some(id), None)
         }
         (_, _) => {
@@ -39,6 +41,7 @@ pub async fn start(line: &str, ctx: &ToolContext) -> Result<ToolOutcome, ToolErr
             let local = ctx
                 .process
                 .spawn_server(OsStr::new("bash"), &script, &[], ctx.workspace.cwd(), confinement)
+                .await
                 .map_err(|err| ToolError::Tell(format!("cannot start bash: {err}")))?;
             let pid = local.id();
             (local::spawn(local, cap, slot.cancel.clone(), slot.reporter()), None, pid)

@@ -12,6 +12,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::ring::Ring;
 use super::{Ask, Ending, JobHandle, JobState, Progress};
+use crate::process::running::Running;
 use crate::tools::host::{ExitStatus, Host, HostError, TerminalOutput};
 use crate::tools::shell::TerminalGuard;
 
@@ -19,10 +20,12 @@ use crate::tools::shell::TerminalGuard;
 /// the start of a terminal's output.
 const CANDIDATES: usize = 64;
 
-/// Starts the task of the job in terminal `id`, keeping `cap` bytes of its output.
+/// Starts the task of the job in terminal `id`, counted as `running` until it is released,
+/// keeping `cap` bytes of its output.
 pub(super) fn spawn(
     host: Arc<dyn Host>,
     id: String,
+    running: Running,
     cap: usize,
     cancel: CancellationToken,
     report: impl Fn(JobState) + Send + Sync + 'static,
@@ -30,7 +33,7 @@ pub(super) fn spawn(
     let (asks, asked) = mpsc::unbounded_channel();
     let (progress, watched) = watch::channel(Progress { printed: 0, state: JobState::Running });
     let job = Job { ring: Ring::new(cap), progress, asked, seen: String::new() };
-    tokio::spawn(job.run(host, id, cancel.clone(), report));
+    tokio::spawn(job.run(host, id, running, cancel.clone(), report));
     JobHandle { asks, progress: watched, cancel, input: None }
 }
 
@@ -43,8 +46,15 @@ struct Job {
 }
 
 impl Job {
-    async fn run(mut self, host: Arc<dyn Host>, id: String, cancel: CancellationToken, report: impl Fn(JobState)) {
-        let mut guard = TerminalGuard::new(Arc::clone(&host), id.clone());
+    async fn run(
+        mut self,
+        host: Arc<dyn Host>,
+        id: String,
+        running: Running,
+        cancel: CancellationToken,
+        report: impl Fn(JobState),
+    ) {
+        let mut guard = TerminalGuard::new(Arc::clone(&host), id.clone(), running);
         let Some(terminals) = host.terminals() else {
             return self.end(JobState::Ended(Ending::Lost("the editor no longer offers terminals".into())), &report);
         };

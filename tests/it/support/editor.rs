@@ -17,6 +17,9 @@ use serde_json::{Value, json};
 use tokio::io::AsyncReadExt;
 use tokio::sync::{mpsc, watch};
 
+/// What runs as an `fs/*` request comes, given its method ([`Editor::before_fs`]).
+pub type BeforeFs = Arc<dyn Fn(&str) + Send + Sync>;
+
 /// What the simulated editor offers and how it answers.
 #[derive(Clone, Default)]
 pub struct Editor {
@@ -36,6 +39,10 @@ pub struct Editor {
     pub read_delay: Duration,
     /// Most `fs/read_text_file` requests in flight at once.
     pub max_concurrent_reads: Arc<AtomicUsize>,
+    /// Run with the method as an `fs/*` request comes, before the editor resolves its path: what
+    /// a process running beside it may do to the disk between cairn's judgment and the editor's
+    /// open.
+    pub before_fs: Option<BeforeFs>,
     reads_in_flight: Arc<AtomicUsize>,
     terminals: Arc<Mutex<HashMap<String, Terminal>>>,
     /// The environment terminals start from (the editor's own, which holds whatever the
@@ -128,6 +135,11 @@ impl Editor {
     async fn serve(&self, method: &str, params: &Value) -> Result<Value, String> {
         let path = PathBuf::from(params["path"].as_str().unwrap_or_default());
         let terminal = params["terminalId"].as_str().unwrap_or_default().to_owned();
+        if method.starts_with("fs/")
+            && let Some(before) = &self.before_fs
+        {
+            before(method);
+        }
         match method {
             "fs/read_text_file" => {
                 let now = self.reads_in_flight.fetch_add(1, Ordering::SeqCst) + 1;

@@ -154,6 +154,7 @@ impl Server {
         let mut local = start
             .policy
             .spawn_server(start.program.as_os_str(), &args, &[], &start.root, confinement)
+            .await
             .map_err(|err| format!("could not be started ({err})"))?;
         let (Some(stdin), Some(stdout), Some(stderr)) = (local.take_stdin(), local.take_stdout(), local.take_stderr())
         else {

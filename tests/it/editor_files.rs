@@ -1,0 +1,161 @@
+//! The editor's file methods and the processes cairn runs: the editor resolves a path again,
+//! following links, after cairn judged it, so while a process cairn started runs (here a
+//! background job) `read`, `write` and `/rewind` work on the disk beneath the workspace and never
+//! hand a path to the editor; with nothing running they go through the editor as before. The
+//! attack: a job swaps a directory of the path for a link out of the workspace in the moment the
+//! editor would open it (played by the test editor, so it happens every time).
+
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+
+use crate::checkpoints::{read, say, session_in_bypass};
+use crate::support::{Agent, Editor, Reply, TestEnv};
+use crate::tools::{tool_results, turn};
+
+/// Runs one turn in which the model makes `calls` one after another, then ends; what each call
+/// returned to the model, in order.
+async fn calls(agent: &mut Agent, env: &TestEnv, session: &str, calls: &[(&str, Value)]) -> Vec<String> {
+    let before = env.mock.requests().len();
+    for (n, (name, args)) in calls.iter().enumerate() {
+        env.mock.push(Reply::tool_calls(&[(&format!("c{before}-{n}"), name, args.clone())]));
+    }
+    env.mock.push(Reply::text(&["ok"]));
+    let (response, _) = turn(agent, session, "go").await;
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    (0..calls.len())
+        .map(|n| tool_results(env, before + n + 1).last().unwrap()["content"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+/// A job that runs until it is killed, doing nothing: enough for cairn to know a process runs.
+fn sleeping_job() -> (&'static str, Value) {
+    ("bash", json!({"command": "exec sleep 300", "background": true}))
+}
+
+fn fs_paths(agent: &Agent, method: &str) -> Vec<String> {
+    agent.editor.requests(method).iter().map(|r| r["params"]["path"].as_str().unwrap_or_default().to_owned()).collect()
+}
+
+#[tokio::test]
+async fn while_a_job_runs_reads_and_writes_go_to_the_disk_and_once_it_is_killed_through_the_editor_again() {
+    let env = TestEnv::new().await;
+    let ws = env.workspace();
+    std::fs::write(ws.join("a.txt"), "saved text\n").unwrap();
+    let editor = Editor::with_fs();
+    editor.buffers.lock().unwrap().insert(ws.join("a.txt"), "unsaved text\n".into());
+    let (mut agent, session) = session_in_bypass(&env, editor).await;
+    let results = calls(
+        &mut agent,
+        &env,
+        &session,
+        &[
+            sleeping_job(),
+            ("read", json!({"path": "a.txt"})),
+            ("write", json!({"path": "b.txt", "content": "while it runs\n"})),
+            ("edit", json!({"path": "a.txt", "old_string": "saved", "new_string": "edited"})),
+        ],
+    )
+    .await;
+    assert!(results[0].starts_with("Started job 1"), "{}", results[0]);
+    assert_eq!(results[1], "     1\tsaved text\n", "the disk's text, not the editor's buffer");
+    assert_eq!(read(&ws.join("b.txt")), "while it runs\n");
+    assert_eq!(read(&ws.join("a.txt")), "edited text\n", "edited as the disk had it");
+    assert!(fs_paths(&agent, "fs/read_text_file").is_empty(), "{:?}", agent.editor.methods());
+    assert!(fs_paths(&agent, "fs/write_text_file").is_empty(), "{:?}", agent.editor.methods());
+
+    // Killed and gone: the editor reads and writes again.
+    let results = calls(
+        &mut agent,
+        &env,
+        &session,
+        &[
+            ("job_kill", json!({"job": 1})),
+            ("read", json!({"path": "a.txt"})),
+            ("write", json!({"path": "c.txt", "content": "after it\n"})),
+        ],
+    )
+    .await;
+    assert_eq!(results[1], "     1\tunsaved text\n", "the editor's buffer");
+    assert_eq!(fs_paths(&agent, "fs/read_text_file"), [ws.join("a.txt").display().to_string()]);
+    assert_eq!(fs_paths(&agent, "fs/write_text_file"), [ws.join("c.txt").display().to_string()]);
+    assert_eq!(read(&ws.join("c.txt")), "after it\n");
+}
+
+/// A workspace with `sub/key` (a decoy) and a directory outside it with the user's key; the
+/// editor of its session plays a job that, as the editor is asked `method`, swaps `sub` for a
+/// link to that directory (once, so the attack never misses its moment). The outside directory.
+async fn swapped_on(env: &TestEnv, method: &'static str) -> (Agent, String, std::path::PathBuf) {
+    let ws = env.workspace();
+    let outside = env.dir.path().join("outside");
+    std::fs::create_dir_all(&outside).unwrap();
+    std::fs::write(outside.join("key"), "THE-USERS-PRIVATE-KEY\n").unwrap();
+    std::fs::create_dir_all(ws.join("sub")).unwrap();
+    std::fs::write(ws.join("sub/key"), "decoy\n").unwrap();
+    let mut editor = Editor::with_fs();
+    let (sub, moved, target) = (ws.join("sub"), ws.join("sub.real"), outside.clone());
+    editor.before_fs = Some(Arc::new(move |asked: &str| {
+        if asked == method && std::fs::rename(&sub, &moved).is_ok() {
+            std::os::unix::fs::symlink(&target, &sub).unwrap();
+        }
+    }));
+    let (agent, session) = session_in_bypass(env, editor).await;
+    (agent, session, outside)
+}
+
+#[tokio::test]
+async fn a_directory_swapped_for_a_link_out_while_a_job_runs_never_reads_the_users_key() {
+    let env = TestEnv::new().await;
+    let (mut agent, session, _) = swapped_on(&env, "fs/read_text_file").await;
+    let read = ("read", json!({"path": "sub/key"}));
+    let results = calls(&mut agent, &env, &session, &[sleeping_job(), read]).await;
+    assert!(!results[1].contains("THE-USERS-PRIVATE-KEY"), "the key went to the model: {}", results[1]);
+    assert_eq!(results[1], "     1\tdecoy\n");
+    assert!(agent.editor.requests("fs/read_text_file").is_empty());
+}
+
+#[tokio::test]
+async fn a_directory_swapped_for_a_link_out_while_a_job_runs_never_takes_a_write_outside() {
+    let env = TestEnv::new().await;
+    let (mut agent, session, outside) = swapped_on(&env, "fs/write_text_file").await;
+    let write = ("write", json!({"path": "sub/f.txt", "content": "PAYLOAD\n"}));
+    calls(&mut agent, &env, &session, &[sleeping_job(), write]).await;
+    assert!(!outside.join("f.txt").exists(), "a write landed outside the workspace");
+    assert_eq!(read(&env.workspace().join("sub/f.txt")), "PAYLOAD\n");
+    assert!(agent.editor.requests("fs/write_text_file").is_empty());
+}
+
+#[tokio::test]
+async fn while_a_job_runs_rewind_restores_on_the_disk_not_through_the_editor() {
+    let env = TestEnv::new().await;
+    let ws = env.workspace();
+    std::fs::write(ws.join("a.txt"), "original\n").unwrap();
+    let editor = Editor::with_fs();
+    editor.answer(&["restore"]);
+    let (mut agent, session) = session_in_bypass(&env, editor).await;
+    calls(&mut agent, &env, &session, &[("write", json!({"path": "a.txt", "content": "model\n"}))]).await;
+    assert_eq!(fs_paths(&agent, "fs/write_text_file").len(), 1, "nothing runs: through the editor");
+    calls(&mut agent, &env, &session, &[sleeping_job()]).await;
+    let said = say(&mut agent, &session, "/rewind 2 code").await;
+    assert!(said.contains("Restored 1 of 1 files"), "{said}");
+    assert_eq!(read(&ws.join("a.txt")), "original\n");
+    assert_eq!(fs_paths(&agent, "fs/write_text_file").len(), 1, "the restore went to the disk");
+}
+
+#[tokio::test]
+async fn a_job_in_the_editors_terminal_counts_as_running_until_it_is_killed() {
+    let env = TestEnv::new().await;
+    let ws = env.workspace();
+    std::fs::write(ws.join("a.txt"), "saved text\n").unwrap();
+    let mut editor = Editor::with_terminal();
+    editor.fs = true;
+    editor.buffers.lock().unwrap().insert(ws.join("a.txt"), "unsaved text\n".into());
+    let (mut agent, session) = session_in_bypass(&env, editor).await;
+    let read = ("read", json!({"path": "a.txt"}));
+    let results = calls(&mut agent, &env, &session, &[sleeping_job(), read.clone()]).await;
+    assert_eq!(agent.editor.requests("terminal/create").len(), 1, "the job runs in the editor's terminal");
+    assert_eq!(results[1], "     1\tsaved text\n", "the disk's text while it runs");
+    assert!(agent.editor.requests("fs/read_text_file").is_empty());
+    let results = calls(&mut agent, &env, &session, &[("job_kill", json!({"job": 1})), read]).await;
+    assert_eq!(results[1], "     1\tunsaved text\n", "the editor's buffer once it was killed and released");
+}
