@@ -135,7 +135,7 @@ pub(super) fn policy(
         }
     }
     let (mut hidden, mut hidden_names) = (Vec::new(), Vec::new());
-    hidden.extend(env.home.iter().flat_map(|home| super::hidden::HIDDEN_IN_HOME.iter().map(|rest| home.join(rest))));
+    hidden.extend(super::hidden::home_secrets(env.home, env.lookup));
     // A place commands may write stays theirs, wherever it lies (a `TMPDIR` in the runtime
     // directory).
     hidden.extend(services.into_iter().filter(|place| !writable.iter().any(|dir| dir.starts_with(place))));
