@@ -49,6 +49,8 @@ pub const MAX_ENTRIES: usize = 20_000;
 /// Directories never walked into: dependencies and build output, large and not the project's own.
 const SKIPPED: &[&str] =
     &["node_modules", "target", "vendor", ".venv", "venv", "__pycache__", "dist", "build", ".next", ".cache", ".tox"];
+/// The system's own directories: a file there that anyone may read is no secret to cover.
+const SYSTEM: &[&str] = &["/usr", "/lib", "/lib64", "/bin", "/sbin", "/etc", "/boot", "/opt", "/proc", "/sys", "/dev"];
 /// What a git directory holds that says what runs, or where git finds what does.
 const GIT_PARTS: &[&str] = &["config", "hooks", "info", "commondir", "config.worktree", "worktrees"];
 
@@ -207,11 +209,12 @@ impl Walk<'_> {
         }
     }
 
-    /// What covers a secret name: the entry itself, or, when it is a link, its target only where
-    /// that is a file of the user's that is not a program (inside a root or the home
-    /// directory: `.env -> ~/secrets/app.env`). A link a repository committed or a command made
-    /// would otherwise have the cover blank whatever it leads to: `.env -> /usr/bin/bash` failed
-    /// every command, `.env -> ../src` emptied the sources.
+    /// What covers a secret name: the entry itself, or, when it is a link, its target where that
+    /// is a data file (`.env -> ~/secrets/app.env`, `-> /srv/app/shared.env`, `->
+    /// /run/secrets/app`): regular, not a program, and not a file of the system's that anyone
+    /// may read anyway (`/etc/passwd`). A link a repository committed or a command made would
+    /// otherwise have the cover blank whatever it leads to: `.env -> /usr/bin/bash` failed every
+    /// command, `.env -> ../src` emptied the sources.
     fn secret(&self, path: &Path) -> Option<PathBuf> {
         use std::os::unix::fs::PermissionsExt as _;
         let target = final_target(path)?;
@@ -219,9 +222,11 @@ impl Walk<'_> {
             return Some(target);
         }
         let meta = std::fs::metadata(&target).ok()?;
-        let program = meta.permissions().mode() & 0o111 != 0;
-        let users = self.roots.iter().chain(&self.home.home).any(|place| target.starts_with(place));
-        (meta.is_file() && !program && users).then_some(target)
+        let mode = meta.permissions().mode();
+        let program = mode & 0o111 != 0;
+        let system = SYSTEM.iter().any(|dir| target.starts_with(dir));
+        let public = system && mode & 0o004 != 0;
+        (meta.is_file() && !program && !public).then_some(target)
     }
 
     /// Judges one entry; whether the walk may go into it.

@@ -75,9 +75,12 @@ fn secrets_are_hidden_at_depth_and_tool_configuration_is_read_only() {
 /// A repository may commit `.env` as a link: the cover goes on where it leads only when that is
 /// a file of the user's that is not a program; never on a directory or a system program.
 #[test]
-fn a_secret_name_that_is_a_link_covers_only_a_file_of_the_users() {
+fn a_secret_name_that_is_a_link_covers_only_a_data_file() {
     let dir = tempfile::tempdir().unwrap();
-    let root = fs::canonicalize(dir.path()).unwrap();
+    let shared = tempfile::tempdir().unwrap();
+    let shared_env = fs::canonicalize(shared.path()).unwrap().join("shared.env");
+    touch(&shared_env);
+    let root = fs::canonicalize(dir.path()).unwrap().join("work");
     touch(&root.join("src/main.rs"));
     touch(&root.join("config/app.env"));
     let program = root.join("bin/tool");
@@ -87,8 +90,13 @@ fn a_secret_name_that_is_a_link_covers_only_a_file_of_the_users() {
     std::os::unix::fs::symlink("src", root.join(".env.sources")).unwrap();
     std::os::unix::fs::symlink("bin/tool", root.join(".env.tool")).unwrap();
     std::os::unix::fs::symlink("config/app.env", root.join(".env.local")).unwrap();
+    // A team's file kept outside the project, and a system file anyone reads.
+    std::os::unix::fs::symlink(&shared_env, root.join(".env.shared")).unwrap();
+    std::os::unix::fs::symlink("/etc/hostname", root.join(".env.host")).unwrap();
     let places = find(std::slice::from_ref(&root), &[], &names(&[], &[]), true, &Home::default());
-    assert_eq!(places.hidden, [root.join("config/app.env")]);
+    let mut expected = vec![root.join("config/app.env"), shared_env];
+    expected.sort();
+    assert_eq!(places.hidden, expected);
 }
 
 #[test]
