@@ -37,8 +37,9 @@ const MAX_GLOB_ENTRIES: usize = 4096;
 /// with `.git`, below the home directory) down to `cwd`; with no repository, `cwd` alone. What
 /// lies above a project (a shared temporary directory, someone else's checkout) is never part of
 /// it, and neither is a repository another user owns (its directory or its `.git`), as git
-/// itself refuses one: another user of the machine may have made `.git` in the shared
-/// temporary directory above a scratch workspace, with instructions and agents of their own.
+/// itself refuses one, or one in a directory every user may write (`/tmp` itself): another user
+/// of the machine, or a command, may have made `.git` in the shared temporary directory above
+/// a scratch workspace, with instructions and agents of its own.
 pub fn project_dirs(cwd: &Path, home: Option<&Path>) -> Vec<PathBuf> {
     use std::os::unix::fs::MetadataExt as _;
     let ours = |path: &Path| std::fs::metadata(path).is_ok_and(|meta| Some(meta.uid()) == own_uid());
@@ -50,8 +51,11 @@ pub fn project_dirs(cwd: &Path, home: Option<&Path>) -> Vec<PathBuf> {
         chain.push(dir.to_owned());
         let git = dir.join(".git");
         if git.exists() {
-            if !(ours(dir) && ours(&git)) {
-                tracing::debug!(dir = %dir.display(), "a repository another user owns is not the project's");
+            // A directory every user may write (`/tmp`) holds scratch work, not a project: a
+            // `.git` there is anyone's, a command's included.
+            let shared = std::fs::metadata(dir).is_ok_and(|meta| meta.mode() & 0o002 != 0);
+            if !(ours(dir) && ours(&git)) || shared {
+                tracing::debug!(dir = %dir.display(), "a repository another user owns, or in a shared directory, is not the project's");
                 break;
             }
             chain.reverse();

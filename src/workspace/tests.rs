@@ -158,3 +158,20 @@ fn a_repository_another_user_owns_above_the_workspace_is_not_the_projects() {
         std::os::unix::fs::chown(&planted, Some(0), Some(0)).unwrap();
     }
 }
+
+/// A command made `.git` in the shared temporary directory itself: every scratch workspace
+/// below it would take its instructions and agents. A directory anyone may write is no
+/// project's root, whoever owns it.
+#[test]
+fn a_repository_in_a_directory_anyone_may_write_is_not_the_projects() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let dir = tempfile::tempdir().unwrap();
+    let shared = dir.path().join("tmp");
+    let scratch = shared.join("scratch");
+    std::fs::create_dir_all(shared.join(".git")).unwrap();
+    std::fs::create_dir_all(&scratch).unwrap();
+    std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    assert_eq!(project_dirs(&scratch, None), vec![scratch.clone()]);
+    std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o755)).unwrap();
+    assert_eq!(project_dirs(&scratch, None), [shared, scratch], "the same, private, is a project");
+}
