@@ -2,7 +2,8 @@
 //! marked `sandbox = false`, a hook with the sandbox off, anything under the direct launcher).
 //! A bare name is looked up only in the `PATH` entries that no sandboxed command can write:
 //! not inside a workspace root, not inside a writable place (`/tmp`, `$TMPDIR`, `[sandbox]
-//! writable`). A `PATH` that puts a project's `.venv/bin` or `node_modules/.bin` first would
+//! writable`), not inside any project (below a directory holding `.git`: another session's
+//! workspace). A `PATH` that puts a project's `.venv/bin` or `node_modules/.bin` first would
 //! otherwise run whatever a command planted there, unconfined, at the next start. A program
 //! found only in such a directory is refused, naming it; a path the user wrote is used as
 //! written.
@@ -30,7 +31,7 @@ pub(super) fn unconfined(program: &OsStr, path: Option<&OsStr>, reach: &[&Path])
         if !runnable {
             continue;
         }
-        if reach.iter().any(|place| real(&dir).starts_with(place)) {
+        if reach.iter().any(|place| real(&dir).starts_with(place)) || in_project(&real(&dir)) {
             within.get_or_insert(candidate);
             continue;
         }
@@ -48,6 +49,16 @@ pub(super) fn unconfined(program: &OsStr, path: Option<&OsStr>, reach: &[&Path])
         ),
         None => io::Error::new(io::ErrorKind::NotFound, format!("{} is not on PATH", program.to_string_lossy())),
     })
+}
+
+/// Whether `dir` lies in a project (below a directory holding `.git`, the home directory
+/// aside): another session's workspace, whose commands may write it (`~/b/.venv/bin` on `PATH`
+/// from the shell that started the editor).
+fn in_project(dir: &Path) -> bool {
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    dir.ancestors()
+        .filter(|above| above.parent().is_some() && Some(*above) != home.as_deref())
+        .any(|above| above.join(".git").exists())
 }
 
 #[cfg(test)]
@@ -73,6 +84,13 @@ mod tests {
         let err = unconfined(OsStr::new("mcp-fs"), Some(&path), &[&workspace]).unwrap_err();
         assert_eq!(err.kind(), io::ErrorKind::PermissionDenied);
         assert!(err.to_string().contains(".venv/bin/mcp-fs") && err.to_string().contains("absolute path"), "{err}");
+        // Another project's virtualenv, which that project's commands may write.
+        let other = dir.path().join("other");
+        std::fs::create_dir_all(other.join(".git")).unwrap();
+        program(&other.join(".venv/bin/mcp-fs"));
+        let path = std::env::join_paths([other.join(".venv/bin"), workspace.join(".venv/bin")]).unwrap();
+        let err = unconfined(OsStr::new("mcp-fs"), Some(&path), &[&workspace]).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::PermissionDenied, "{err}");
         let err = unconfined(OsStr::new("absent"), Some(&path), &[&workspace]).unwrap_err();
         assert_eq!(err.kind(), io::ErrorKind::NotFound);
         let given = workspace.join(".venv/bin/mcp-fs");

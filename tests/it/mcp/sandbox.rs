@@ -180,7 +180,10 @@ async fn what_others_make_beside_a_running_server_stays() {
 #[tokio::test]
 async fn a_server_without_the_sandbox_is_never_taken_from_where_commands_write() {
     let mut env = TestEnv::new().await;
-    let (planted, safe, marker) = (env.workspace().join(".venv/bin"), outside("mcp-bin"), outside("mcp-ran"));
+    // The user's own bin directory: outside every project and every place commands write (the
+    // build's target directory may lie inside a checkout, which is a project).
+    let safe = tempfile::Builder::new().prefix("cairn-test-bin-").tempdir_in("/var/tmp").unwrap();
+    let (planted, marker) = (env.workspace().join(".venv/bin"), outside("mcp-ran"));
     let ran = marker.path().join("ran");
     let script = |first: &str| format!("#!/bin/sh\n{first}\nexec {} \"$@\"\n", fixture_exe().display());
     for (dir, body) in
