@@ -428,6 +428,7 @@ impl Config {
             process::Environment { lookup: env, vars, home: home_dir.as_deref(), uid: crate::process::current_uid() };
         let config_dir = path.as_deref().and_then(Path::parent).map(Path::to_path_buf);
         let own: Vec<PathBuf> = std::iter::once(data_dir.clone()).chain(config_dir.clone()).collect();
+        crate::process::running::share_in(&data_dir);
         let process = process::policy(file.sandbox, &file.tools, &providers, &environment, &own).map_err(invalid)?;
         let mcp_servers = mcp::servers(file.mcp_servers).map_err(invalid)?;
         let mcp = mcp::settings(&file.mcp).map_err(invalid)?;

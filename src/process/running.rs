@@ -13,9 +13,18 @@
 //! ([`quiet`]). Both orders are sequentially consistent, so of a start and a call that overlap
 //! at least one sees the other: the call then works on the disk itself, or the start waits for
 //! the call's answer.
+//!
+//! Other cairn processes of the same data directory (a second editor panel, `cairn exec` in a
+//! terminal beside the editor) run commands in the same projects: each command's supervisor
+//! holds a shared lock on `running.lock` in the data directory for its whole life ([`hold`]),
+//! and an editor call goes ahead only with that lock taken exclusively, without waiting
+//! ([`quiet`]); a supervisor starting while one is held waits for it (at most [`HOLD_WAIT`]).
 
-use std::sync::LazyLock;
+use std::fs::File;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{LazyLock, OnceLock};
+use std::time::{Duration, Instant};
 
 use tokio::sync::Notify;
 
@@ -25,6 +34,38 @@ static RUNNING: AtomicUsize = AtomicUsize::new(0);
 static EDITING: AtomicUsize = AtomicUsize::new(0);
 /// Told when the last editor file call in flight ends.
 static DRAINED: LazyLock<Notify> = LazyLock::new(Notify::new);
+/// The lock every supervisor of this data directory holds shared while its command runs.
+static SHARED: OnceLock<PathBuf> = OnceLock::new();
+/// The lock's name in the data directory.
+const LOCK: &str = "running.lock";
+/// How long a supervisor waits for an editor call in flight (another cairn's) before it goes on.
+const HOLD_WAIT: Duration = Duration::from_secs(5);
+
+/// Makes the editor calls of this process wait for the commands of every cairn process of
+/// `data_dir` (set once, when the configuration is read).
+pub fn share_in(data_dir: &Path) {
+    let _ = SHARED.set(data_dir.join(LOCK));
+}
+
+/// The lock a supervisor holds while its command runs, from `data_dir`: shared, so commands of
+/// every cairn run together, and taken once no editor call of any cairn holds it (at most
+/// [`HOLD_WAIT`]: an editor that never answers does not hold every command back).
+pub fn hold(data_dir: &Path) -> Option<File> {
+    let file = lock_file(&data_dir.join(LOCK))?;
+    let started = Instant::now();
+    while let Err(std::fs::TryLockError::WouldBlock) = file.try_lock_shared() {
+        if started.elapsed() > HOLD_WAIT {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    Some(file)
+}
+
+fn lock_file(at: &Path) -> Option<File> {
+    use std::os::unix::fs::OpenOptionsExt as _;
+    std::fs::OpenOptions::new().create(true).truncate(false).write(true).mode(0o600).open(at).ok()
+}
 
 /// One process cairn started (or is about to start), counted until this drops: drop it only
 /// once the process and everything it started are gone.
@@ -57,7 +98,7 @@ pub async fn admit() -> Running {
 /// One editor file call in flight while nothing cairn started runs; no process starts until it
 /// drops.
 #[derive(Debug)]
-pub struct Quiet(());
+pub struct Quiet(Option<File>);
 
 impl Drop for Quiet {
     fn drop(&mut self) {
@@ -71,8 +112,18 @@ impl Drop for Quiet {
 /// and the path must then be read or written on the disk, without following links.
 pub fn quiet() -> Option<Quiet> {
     EDITING.fetch_add(1, Ordering::SeqCst);
-    let quiet = Quiet(());
-    (RUNNING.load(Ordering::SeqCst) == 0).then_some(quiet)
+    let mut quiet = Quiet(None);
+    if RUNNING.load(Ordering::SeqCst) != 0 {
+        return None;
+    }
+    // Another cairn's commands: none may hold the lock (a lock that cannot be opened says
+    // nothing, and the disk is used).
+    if let Some(at) = SHARED.get() {
+        let file = lock_file(at)?;
+        file.try_lock().ok()?;
+        quiet.0 = Some(file);
+    }
+    Some(quiet)
 }
 
 /// How many processes cairn started may be running.
@@ -90,6 +141,24 @@ mod tests {
         assert!(count() >= 1);
         assert!(quiet().is_none(), "a counted process keeps the editor's file calls off");
         drop(running);
+    }
+
+    /// A supervisor of another cairn process holds the lock while its command runs.
+    #[tokio::test]
+    async fn no_editor_file_call_goes_ahead_while_another_cairns_command_runs() {
+        let data = tempfile::tempdir().unwrap().keep();
+        share_in(&data);
+        let Some(at) = SHARED.get() else { return };
+        let held = hold(at.parent().unwrap()).unwrap();
+        assert!(quiet().is_none(), "another process's command keeps the editor's file calls off");
+        drop(held);
+        let call = loop {
+            match quiet() {
+                Some(call) => break call,
+                None => tokio::time::sleep(std::time::Duration::from_millis(5)).await,
+            }
+        };
+        assert!(call.0.is_some(), "the call holds the lock while the editor answers");
     }
 
     #[tokio::test]

@@ -257,6 +257,9 @@ fn supervise(spec: &Spec) -> ExitCode {
     // What no mount can stop (a guarded place that does not exist yet, a repository the command
     // makes) is noted before and taken away after.
     let mut confined = None;
+    // Held while the command runs: another cairn of this data directory then hands no path to
+    // its editor (`running.rs`). Taken before the namespace covers the data directory.
+    let _running = spec.own.first().and_then(|data| super::running::hold(data));
     if let Some(kind) = spec.namespace {
         match confine(kind, mode, spec, &gate, &program) {
             Ok(done) => confined = Some(done),

@@ -159,3 +159,38 @@ async fn a_job_in_the_editors_terminal_counts_as_running_until_it_is_killed() {
     let results = calls(&mut agent, &env, &session, &[("job_kill", json!({"job": 1})), read]).await;
     assert_eq!(results[1], "     1\tunsaved text\n", "the editor's buffer once it was killed and released");
 }
+
+/// A second cairn on the same project (`cairn exec` in a terminal beside the editor's) runs a
+/// command: its supervisor holds the data directory's lock, so this cairn, with nothing of its
+/// own running, reads the disk instead of handing the path to its editor.
+#[tokio::test]
+async fn another_cairns_command_in_the_same_data_directory_keeps_the_editor_off_too() {
+    let env = TestEnv::new().await;
+    let ws = env.workspace();
+    std::fs::write(ws.join("a.txt"), "saved text\n").unwrap();
+    let editor = Editor::with_fs();
+    editor.buffers.lock().unwrap().insert(ws.join("a.txt"), "unsaved text\n".into());
+    let (mut agent, session) = session_in_bypass(&env, editor).await;
+    // The other cairn's command, as its supervisor runs it (the same data directory).
+    let mut other = std::process::Command::new(env!("CARGO_BIN_EXE_cairn"))
+        .args(["__supervise", "workspace-write", "network", "--watch-fd", "none", "--own"])
+        .arg(env.home())
+        .arg("--root")
+        .arg(&ws)
+        .args(["--", "sleep", "300"])
+        .current_dir(&ws)
+        .spawn()
+        .unwrap();
+    let lock = env.home().join("running.lock");
+    let started = std::time::Instant::now();
+    while !lock.exists() && started.elapsed() < std::time::Duration::from_secs(10) {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let results = calls(&mut agent, &env, &session, &[("read", json!({"path": "a.txt"}))]).await;
+    let _ = other.kill();
+    let _ = other.wait();
+    assert_eq!(results[0], "     1\tsaved text\n", "the disk's text, not the editor's buffer");
+    assert!(fs_paths(&agent, "fs/read_text_file").is_empty(), "{:?}", agent.editor.methods());
+    let results = calls(&mut agent, &env, &session, &[("read", json!({"path": "a.txt"}))]).await;
+    assert_eq!(results[0], "     1\tunsaved text\n", "the other command gone, the editor's buffer again");
+}
