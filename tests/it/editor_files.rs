@@ -156,8 +156,17 @@ async fn a_job_in_the_editors_terminal_counts_as_running_until_it_is_killed() {
     assert_eq!(agent.editor.requests("terminal/create").len(), 1, "the job runs in the editor's terminal");
     assert_eq!(results[1], "     1\tsaved text\n", "the disk's text while it runs");
     assert!(agent.editor.requests("fs/read_text_file").is_empty());
-    let results = calls(&mut agent, &env, &session, &[("job_kill", json!({"job": 1})), read]).await;
-    assert_eq!(results[1], "     1\tunsaved text\n", "the editor's buffer once it was killed and released");
+    calls(&mut agent, &env, &session, &[("job_kill", json!({"job": 1}))]).await;
+    // The supervisor the editor ran holds the data directory's lock until it has ended (its sweep
+    // after the kill included), as any other cairn's command would.
+    let lock = std::fs::File::open(env.home().join("running.lock")).unwrap();
+    let started = std::time::Instant::now();
+    while lock.try_lock().is_err() && started.elapsed() < std::time::Duration::from_secs(10) {
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    drop(lock);
+    let results = calls(&mut agent, &env, &session, &[read]).await;
+    assert_eq!(results[0], "     1\tunsaved text\n", "the editor's buffer once it was killed and released");
 }
 
 /// A second cairn on the same project (`cairn exec` in a terminal beside the editor's) runs a
