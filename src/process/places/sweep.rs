@@ -73,6 +73,9 @@ pub struct Before {
     /// When the command was about to start: a repository the walk before could not see and
     /// born before then is not its.
     at: std::time::SystemTime,
+    /// `.git` in each directory above a root that had none: git run in the workspace finds a
+    /// repository a command makes there (in a writable `/tmp` above a scratch workspace).
+    above: Vec<PathBuf>,
 }
 
 /// Which git directory a `.git` leads to, and how.
@@ -141,7 +144,13 @@ pub fn before(roots: &[PathBuf], git_dirs: &[PathBuf], missing: &[PathBuf]) -> B
     let suffixed = roots.iter().flat_map(|root| suffixed(root)).collect();
     let pending = pending::note(&roots, git_dirs);
     let git_dirs = git_dirs.to_vec();
-    Before { roots, absent, redirects, git_dirs, suffixed, pending, repositories, bare, survey, at }
+    let above = roots
+        .iter()
+        .flat_map(|root| root.ancestors().skip(1))
+        .map(|dir| dir.join(".git"))
+        .filter(|dot_git| std::fs::symlink_metadata(dot_git).is_err())
+        .collect();
+    Before { roots, absent, redirects, git_dirs, suffixed, pending, repositories, bare, survey, at, above }
 }
 
 impl Before {
@@ -289,6 +298,11 @@ pub fn sweep(before: &Before) -> Vec<String> {
         if before.made_bare(&dir) {
             said.extend(new_git_dir(&before.roots, &dir));
         }
+    }
+    // A repository the command made above the workspace: git in the workspace would find it
+    // (its hooks and settings run at the user's next git command there).
+    for dot_git in before.above.iter().filter(made) {
+        said.extend(new_repository(before, dot_git));
     }
     // A link the command made to a repository outside the workspace (one it made in `/tmp`)
     // would run that repository's hooks and settings at the user's git command through it.

@@ -4,7 +4,7 @@
 //! judged by what the user's own git runs afterwards, outside any sandbox. And the walk before
 //! a command, flooded by the command before it.
 
-use super::{kernel_keeps_it, sh, sh_out, supervise};
+use super::{kernel_keeps_it, outside, sh, sh_out, supervise, user_runs_git_status};
 
 /// A hook that touches `marker` and a configuration that runs a program (`core.fsmonitor` at
 /// `git status`, `core.sshCommand` at `git ls-remote ssh://…`) planted in the git directory
@@ -113,4 +113,26 @@ fn a_command_that_floods_the_workspace_does_not_uncover_what_was_found_before() 
     assert!(!second.stdout.contains("DEEP_SECRET"), "the flood uncovered the secret: {}", second.stdout);
     assert!(!second.stdout.contains("hook-written"), "the flood freed the hooks: {}", second.stdout);
     assert!(!ws.join("libs/deep/core/.git/hooks/pre-commit").exists());
+}
+
+/// A scratch workspace with no repository of its own, in a directory commands may write: the
+/// command makes a repository above it, where git run in the workspace finds it, with a
+/// setting that runs a program. The sweep cleans it as any repository the command made.
+#[test]
+fn a_repository_a_command_makes_above_the_workspace_runs_nothing_at_the_users_git() {
+    if !kernel_keeps_it() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (above, ws) = (dir.path().join("scratch"), dir.path().join("scratch/work"));
+    std::fs::create_dir_all(&ws).unwrap();
+    let marker = outside("above-ran");
+    let ran = marker.path().join("ran");
+    let plant =
+        format!("git init -q .. && git -C .. config core.fsmonitor 'touch {}; false' && echo planted", ran.display());
+    let output = supervise(&ws, &plant, &[]);
+    assert!(output.stdout.contains("planted"), "{}{}", output.stdout, output.stderr);
+    user_runs_git_status(&ws);
+    assert!(!ran.exists(), "the repository the command made above the workspace ran its fsmonitor outside");
+    assert!(above.join(".git").exists(), "the repository stays, without what runs code");
 }
