@@ -51,7 +51,7 @@ pub fn share_in(data_dir: &Path) {
 /// every cairn run together, and taken once no editor call of any cairn holds it (at most
 /// [`HOLD_WAIT`]: an editor that never answers does not hold every command back).
 pub fn hold(data_dir: &Path) -> Option<File> {
-    let file = lock_file(&data_dir.join(LOCK))?;
+    let file = lock_file(&data_dir.join(LOCK)).ok()?;
     let started = Instant::now();
     while let Err(std::fs::TryLockError::WouldBlock) = file.try_lock_shared() {
         if started.elapsed() > HOLD_WAIT {
@@ -62,9 +62,9 @@ pub fn hold(data_dir: &Path) -> Option<File> {
     Some(file)
 }
 
-fn lock_file(at: &Path) -> Option<File> {
+fn lock_file(at: &Path) -> std::io::Result<File> {
     use std::os::unix::fs::OpenOptionsExt as _;
-    std::fs::OpenOptions::new().create(true).truncate(false).write(true).mode(0o600).open(at).ok()
+    std::fs::OpenOptions::new().create(true).truncate(false).write(true).mode(0o600).open(at)
 }
 
 /// One process cairn started (or is about to start), counted until this drops: drop it only
@@ -116,12 +116,17 @@ pub fn quiet() -> Option<Quiet> {
     if RUNNING.load(Ordering::SeqCst) != 0 {
         return None;
     }
-    // Another cairn's commands: none may hold the lock (a lock that cannot be opened says
-    // nothing, and the disk is used).
+    // Another cairn's commands: none may hold the lock. With no data directory there is no lock
+    // to hold; a lock that cannot be opened otherwise says nothing, and the disk is used.
     if let Some(at) = SHARED.get() {
-        let file = lock_file(at)?;
-        file.try_lock().ok()?;
-        quiet.0 = Some(file);
+        match lock_file(at) {
+            Ok(file) => {
+                file.try_lock().ok()?;
+                quiet.0 = Some(file);
+            }
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => {}
+            Err(_) => return None,
+        }
     }
     Some(quiet)
 }
@@ -146,10 +151,11 @@ mod tests {
     /// A supervisor of another cairn process holds the lock while its command runs.
     #[tokio::test]
     async fn no_editor_file_call_goes_ahead_while_another_cairns_command_runs() {
-        let data = tempfile::tempdir().unwrap().keep();
-        share_in(&data);
-        let Some(at) = SHARED.get() else { return };
-        let held = hold(at.parent().unwrap()).unwrap();
+        // The data directory the process knows: this test's, or one a configuration read first.
+        share_in(&tempfile::tempdir().unwrap().keep());
+        let Some(data) = SHARED.get().and_then(|at| at.parent()) else { return };
+        std::fs::create_dir_all(data).unwrap();
+        let held = hold(data).unwrap();
         assert!(quiet().is_none(), "another process's command keeps the editor's file calls off");
         drop(held);
         let call = loop {
