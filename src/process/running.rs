@@ -23,7 +23,7 @@
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{LazyLock, OnceLock};
+use std::sync::{LazyLock, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use tokio::sync::Notify;
@@ -96,12 +96,29 @@ pub async fn admit() -> Running {
 }
 
 /// One editor file call in flight while nothing cairn started runs; no process starts until it
-/// drops.
+/// drops. `locked`: it counts in [`LOCKED`].
 #[derive(Debug)]
-pub struct Quiet(Option<File>);
+pub struct Quiet {
+    locked: bool,
+}
+
+/// The data directory's lock as this process holds it for its editor calls in flight: taken
+/// exclusively by the first, kept while any is in flight (calls of one process go together;
+/// another lock of the same file from this process would shut them out of each other), let go
+/// by the last. The count and the file, under one mutex, so a call starting as the last ends
+/// never finds the lock let go under it.
+static LOCKED: Mutex<(usize, Option<File>)> = Mutex::new((0, None));
 
 impl Drop for Quiet {
     fn drop(&mut self) {
+        if self.locked {
+            let mut locked = LOCKED.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            locked.0 = locked.0.saturating_sub(1);
+            if locked.0 == 0 {
+                // Closing the file lets the lock go.
+                locked.1 = None;
+            }
+        }
         if EDITING.fetch_sub(1, Ordering::SeqCst) == 1 {
             DRAINED.notify_waiters();
         }
@@ -112,22 +129,26 @@ impl Drop for Quiet {
 /// and the path must then be read or written on the disk, without following links.
 pub fn quiet() -> Option<Quiet> {
     EDITING.fetch_add(1, Ordering::SeqCst);
-    let mut quiet = Quiet(None);
+    let mut quiet = Quiet { locked: false };
     if RUNNING.load(Ordering::SeqCst) != 0 {
         return None;
     }
     // Another cairn's commands: none may hold the lock. With no data directory there is no lock
     // to hold; a lock that cannot be opened otherwise says nothing, and the disk is used.
-    if let Some(at) = SHARED.get() {
+    let Some(at) = SHARED.get() else { return Some(quiet) };
+    let mut locked = LOCKED.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    if locked.0 == 0 {
         match lock_file(at) {
             Ok(file) => {
                 file.try_lock().ok()?;
-                quiet.0 = Some(file);
+                locked.1 = Some(file);
             }
-            Err(err) if err.kind() == std::io::ErrorKind::NotFound => {}
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Some(quiet),
             Err(_) => return None,
         }
     }
+    locked.0 += 1;
+    quiet.locked = true;
     Some(quiet)
 }
 
@@ -164,7 +185,9 @@ mod tests {
                 None => tokio::time::sleep(std::time::Duration::from_millis(5)).await,
             }
         };
-        assert!(call.0.is_some(), "the call holds the lock while the editor answers");
+        assert!(call.locked, "the call holds the lock while the editor answers");
+        let second = quiet().expect("calls of one process go together");
+        drop((call, second));
     }
 
     #[tokio::test]
