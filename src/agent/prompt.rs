@@ -186,10 +186,9 @@ async fn git_summary(cwd: &Path, policy: &ProcessPolicy) -> String {
     if !cwd.ancestors().any(|dir| dir.join(".git").exists()) {
         return NO_REPOSITORY.to_owned();
     }
-    let mut confined = ProcessPolicy { sandbox: SandboxMode::ReadOnly, network: false, ..policy.clone() };
-    if policy.sandbox == SandboxMode::Off {
-        confined.sandbox = SandboxMode::Off;
-    }
+    // Read-only, unless the user turned the sandbox off altogether.
+    let sandbox = if policy.sandbox == SandboxMode::Off { SandboxMode::Off } else { SandboxMode::ReadOnly };
+    let mut confined = ProcessPolicy { sandbox, network: false, ..policy.clone() };
     confined.env.remove.extend(["GIT_DIR", "GIT_WORK_TREE"].map(OsString::from));
     let args = [
         "-c",

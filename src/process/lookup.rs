@@ -31,7 +31,8 @@ pub(super) fn unconfined(program: &OsStr, path: Option<&OsStr>, reach: &[&Path])
         if !runnable {
             continue;
         }
-        if reach.iter().any(|place| real(&dir).starts_with(place)) || in_project(&real(&dir)) {
+        let dir = real(&dir);
+        if reach.iter().any(|place| dir.starts_with(place)) || in_project(&dir) {
             within.get_or_insert(candidate);
             continue;
         }

@@ -33,6 +33,13 @@ fn sleeping_job() -> (&'static str, Value) {
     ("bash", json!({"command": "exec sleep 300", "background": true}))
 }
 
+/// `a.txt` saved as "saved text" in `ws`, and open in `editor` with "unsaved text".
+fn saved_and_unsaved(ws: &std::path::Path, editor: Editor) -> Editor {
+    std::fs::write(ws.join("a.txt"), "saved text\n").unwrap();
+    editor.buffers.lock().unwrap().insert(ws.join("a.txt"), "unsaved text\n".into());
+    editor
+}
+
 fn fs_paths(agent: &Agent, method: &str) -> Vec<String> {
     agent.editor.requests(method).iter().map(|r| r["params"]["path"].as_str().unwrap_or_default().to_owned()).collect()
 }
@@ -41,9 +48,7 @@ fn fs_paths(agent: &Agent, method: &str) -> Vec<String> {
 async fn while_a_job_runs_reads_and_writes_go_to_the_disk_and_once_it_is_killed_through_the_editor_again() {
     let env = TestEnv::new().await;
     let ws = env.workspace();
-    std::fs::write(ws.join("a.txt"), "saved text\n").unwrap();
-    let editor = Editor::with_fs();
-    editor.buffers.lock().unwrap().insert(ws.join("a.txt"), "unsaved text\n".into());
+    let editor = saved_and_unsaved(&ws, Editor::with_fs());
     let (mut agent, session) = session_in_bypass(&env, editor).await;
     let results = calls(
         &mut agent,
@@ -146,10 +151,9 @@ async fn while_a_job_runs_rewind_restores_on_the_disk_not_through_the_editor() {
 async fn a_job_in_the_editors_terminal_counts_as_running_until_it_is_killed() {
     let env = TestEnv::new().await;
     let ws = env.workspace();
-    std::fs::write(ws.join("a.txt"), "saved text\n").unwrap();
     let mut editor = Editor::with_terminal();
     editor.fs = true;
-    editor.buffers.lock().unwrap().insert(ws.join("a.txt"), "unsaved text\n".into());
+    let editor = saved_and_unsaved(&ws, editor);
     let (mut agent, session) = session_in_bypass(&env, editor).await;
     let read = ("read", json!({"path": "a.txt"}));
     let results = calls(&mut agent, &env, &session, &[sleeping_job(), read.clone()]).await;
@@ -176,9 +180,7 @@ async fn a_job_in_the_editors_terminal_counts_as_running_until_it_is_killed() {
 async fn another_cairns_command_in_the_same_data_directory_keeps_the_editor_off_too() {
     let env = TestEnv::new().await;
     let ws = env.workspace();
-    std::fs::write(ws.join("a.txt"), "saved text\n").unwrap();
-    let editor = Editor::with_fs();
-    editor.buffers.lock().unwrap().insert(ws.join("a.txt"), "unsaved text\n".into());
+    let editor = saved_and_unsaved(&ws, Editor::with_fs());
     let (mut agent, session) = session_in_bypass(&env, editor).await;
     // The other cairn's command, as its supervisor runs it (the same data directory).
     let mut other = std::process::Command::new(env!("CARGO_BIN_EXE_cairn"))
