@@ -44,7 +44,7 @@
 //!   passed, a NUL-terminated string, a zeroed plain-data struct the kernel fills): `tree.rs`
 //!   `kill_group`, `kill_pid`, `become_subreaper`, `deny_inspection`, `reset_signal`, `raise`,
 //!   `Endings::block` and `Endings::wait`; `namespace.rs` `namespace::enter`, `enter_pids`,
-//!   `unshare`, `current_uid`, `current_gid`, `open_tree`, `set_read_only`, `move_mount`,
+//!   `unshare`, `current_uid`, `current_gid`, `open_tree`, `all_read_only`, `move_mount`,
 //!   `fsopen`, `fsconfig`, `fsmount`; `seccomp.rs` `serve`, `hung_up` and `respond`; `watch.rs`
 //!   `add_watch` and `run`; `gate/remote.rs` `read` and `read_many` (`process_vm_readv`: the
 //!   other process's addresses are only data to the kernel, which checks them), `read_link` and

@@ -3,7 +3,8 @@
 //! [`enter`] moves the (still single-threaded) supervisor into a mount namespace of its own —
 //! inside a new user namespace when it is not root, mapping its own user and group to
 //! themselves — and makes every mount a slave, so nothing done here reaches the rest of the
-//! system. [`apply`] then binds the anchors onto themselves, binds the read-only places
+//! system. [`apply`] then makes every mount read-only but the places the command may write
+//! (so that no mode, owner, time or ACL changes outside them), binds the anchors onto themselves, binds the read-only places
 //! read-only (recursively, through `open_tree`/`mount_setattr`, Linux ≥ 5.12) and covers the
 //! hidden places and the rejected programs with an empty file or directory of mode 0 from a
 //! small read-only tmpfs that no path leads to. The command inherits the namespace; once it is
@@ -17,7 +18,7 @@ use std::ffi::CString;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use super::places::Places;
 
@@ -127,7 +128,10 @@ pub fn fresh_proc() {
 /// Applies `places` in the namespace [`enter`] made, and covers each of `stubs` (the files of
 /// rejected programs) with an empty file. A place that vanished meanwhile is skipped. What is
 /// returned guards a place again ([`Keeper`]).
-pub fn apply(places: &Places, stubs: &[std::path::PathBuf]) -> Result<Keeper, NamespaceError> {
+pub fn apply(places: &Places, stubs: &[PathBuf], writable: Option<&[PathBuf]>) -> Result<Keeper, NamespaceError> {
+    if let Some(writable) = writable {
+        read_only_but(writable)?;
+    }
     for anchor in &places.anchors {
         skip_vanished(bind(anchor, anchor, false), anchor)?;
     }
@@ -139,6 +143,35 @@ pub fn apply(places: &Places, stubs: &[std::path::PathBuf]) -> Result<Keeper, Na
         skip_vanished(keeper.hide(path), path)?;
     }
     Ok(keeper)
+}
+
+/// Makes every mount read-only but the `writable` places (each bound onto itself as it was,
+/// submounts included). Landlock confines what a command writes into files and directories,
+/// but a file's mode, owner, times and extended attributes (its ACL) are not among its rights:
+/// without this, a command could `chmod 777 ~`, or as root open any root-only file to everyone
+/// with `chmod` or an ACL. On a read-only mount the kernel refuses all of these (`EROFS`);
+/// devices, sockets and pipes work on one as before.
+fn read_only_but(writable: &[PathBuf]) -> Result<(), NamespaceError> {
+    let mut places: Vec<PathBuf> = writable.iter().filter_map(|place| std::fs::canonicalize(place).ok()).collect();
+    places.sort();
+    // A place inside another comes with the outer one's copy.
+    places.dedup_by(|inner, outer| inner.starts_with(outer));
+    let what = |path: &Path| format!("binding {} writable", path.display());
+    // Copied before the rest turns read-only, so each copy keeps the flags its mounts had.
+    let mut copies = Vec::with_capacity(places.len());
+    for place in &places {
+        match open_tree(libc::AT_FDCWD, place) {
+            Ok(tree) => copies.push((place, tree)),
+            Err(err) if err.kind() == io::ErrorKind::NotFound => {}
+            Err(err) => return Err(NamespaceError::Mount(what(place), err)),
+        }
+    }
+    all_read_only(libc::AT_FDCWD, c"/", 0)
+        .map_err(|err| NamespaceError::Mount("making the file system read-only".into(), err))?;
+    for (place, tree) in copies {
+        move_mount(&tree, place).map_err(|err| NamespaceError::Mount(what(place), err))?;
+    }
+    Ok(())
 }
 
 /// Binds and covers places of this namespace, again when they were replaced from outside it.
@@ -274,17 +307,22 @@ fn open_tree(dir: libc::c_int, path: &Path) -> io::Result<OwnedFd> {
 }
 
 /// Makes a detached mount tree read-only, submounts included.
-#[allow(unsafe_code)]
 fn set_read_only(tree: &OwnedFd) -> io::Result<()> {
+    all_read_only(tree.as_raw_fd(), c"", libc::AT_EMPTY_PATH)
+}
+
+/// Makes the mount at `path` (relative to `dir`) read-only, and every mount below it.
+#[allow(unsafe_code)]
+fn all_read_only(dir: libc::c_int, path: &std::ffi::CStr, flags: libc::c_int) -> io::Result<()> {
     let attr = libc::mount_attr { attr_set: libc::MOUNT_ATTR_RDONLY, attr_clr: 0, propagation: 0, userns_fd: 0 };
-    let empty = c"";
-    let flags = libc::AT_EMPTY_PATH | libc::AT_RECURSIVE;
-    // SAFETY: mount_setattr reads `attr` (its size given) and the empty path; both outlive the call.
+    let flags = flags | libc::AT_RECURSIVE;
+    // SAFETY: mount_setattr reads `attr` (its size given) and the NUL-terminated path; both
+    // outlive the call.
     let result = unsafe {
         libc::syscall(
             libc::SYS_mount_setattr,
-            tree.as_raw_fd(),
-            empty.as_ptr(),
+            dir,
+            path.as_ptr(),
             flags,
             &attr as *const libc::mount_attr,
             std::mem::size_of::<libc::mount_attr>(),

@@ -260,8 +260,12 @@ fn supervise(spec: &Spec) -> ExitCode {
     // Held while the command runs: another cairn of this data directory then hands no path to
     // its editor (`running.rs`). Taken before the namespace covers the data directory.
     let _running = spec.own.first().and_then(|data| super::running::hold(data));
+    let writable: Vec<PathBuf> = match mode {
+        SandboxMode::WorkspaceWrite => spec.roots.iter().chain(&spec.writable).cloned().collect(),
+        SandboxMode::ReadOnly | SandboxMode::Off => Vec::new(),
+    };
     if let Some(kind) = spec.namespace {
-        match confine(kind, mode, spec, &gate, &program) {
+        match confine(kind, mode, spec, &gate, &program, &writable) {
             Ok(done) => confined = Some(done),
             Err(err) => {
                 return say(
@@ -283,10 +287,6 @@ fn supervise(spec: &Spec) -> ExitCode {
             (before.map(Arc::new), watcher)
         }
         None => (None, watch::Watcher::default()),
-    };
-    let writable: Vec<PathBuf> = match mode {
-        SandboxMode::WorkspaceWrite => spec.roots.iter().chain(&spec.writable).cloned().collect(),
-        SandboxMode::ReadOnly | SandboxMode::Off => Vec::new(),
     };
     let ruleset = match sandbox::prepare(mode, spec.network, &writable) {
         Ok(ruleset) => ruleset,
@@ -448,7 +448,15 @@ struct Confined {
 }
 
 /// Makes the namespace and sets up what the command sees in it.
-fn confine(kind: Kind, mode: SandboxMode, spec: &Spec, gate: &Gate, program: &Path) -> Result<Confined, String> {
+/// Outside `writable`, every mount is read-only unless the sandbox is off.
+fn confine(
+    kind: Kind,
+    mode: SandboxMode,
+    spec: &Spec,
+    gate: &Gate,
+    program: &Path,
+    writable: &[PathBuf],
+) -> Result<Confined, String> {
     namespace::enter(kind).map_err(|err| err.to_string())?;
     let (places, before) = match mode {
         SandboxMode::Off => (places::Places::default(), None),
@@ -490,7 +498,12 @@ fn confine(kind: Kind, mode: SandboxMode, spec: &Spec, gate: &Gate, program: &Pa
             (places, before)
         }
     };
-    let keeper = namespace::apply(&places, &gate.stubs(Some(program))).map_err(|err| err.to_string())?;
+    // The places Landlock lets the command write, devices included (`mesg` changes its
+    // terminal's mode): everything else is read-only.
+    let writable: Option<Vec<PathBuf>> =
+        (mode != SandboxMode::Off).then(|| sandbox::writable_places(writable).collect());
+    let keeper =
+        namespace::apply(&places, &gate.stubs(Some(program)), writable.as_deref()).map_err(|err| err.to_string())?;
     // The working directory still points into the mounts as they were before: enter it again by
     // its path, through the new ones, or relative paths would reach around them.
     let cwd = std::env::current_dir().map_err(|err| format!("cannot read the working directory: {err}"))?;

@@ -6,7 +6,7 @@
 use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
 use std::path::Path;
 
-use super::{kernel_keeps_it, outside, supervise};
+use super::{kernel_keeps_it, outside, sh, sh_out, supervise, supervise_as_nobody};
 
 /// A copy of `/bin/true` at `path`, mode 755.
 fn binary(path: &Path) {
@@ -75,6 +75,81 @@ fn a_command_cannot_give_a_file_to_another_owner_or_group() {
     assert!(said.contains("done"), "{said}");
     assert_eq!(owner(&inside), before_inside, "{said}");
     assert_eq!(owner(&system), before_system, "a file outside the workspace was given away: {said}");
+}
+
+/// The seventh pass's 01: root's `chmod 666` of a root-only file outside opened it to every
+/// user; an ACL (`setxattr`), new times and a user's `chmod 777` of a directory of their own
+/// outside went through likewise, Landlock having no right for any of them.
+#[test]
+fn a_command_cannot_change_the_mode_acl_or_times_of_anything_outside_the_writable_places() {
+    if !kernel_keeps_it() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    let away = outside("modes-outside");
+    let (secret, home) = (away.path().join("shadowish"), away.path().join("home"));
+    std::fs::write(&secret, "root-only\n").unwrap();
+    std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o600)).unwrap();
+    std::fs::create_dir(&home).unwrap();
+    std::fs::set_permissions(&home, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let stamp = |path: &Path| std::fs::metadata(path).unwrap().mtime();
+    let acl = |path: &Path| {
+        sh_out(path.parent().unwrap(), &format!("python3 -c 'import os; print(os.listxattr(\"{}\"))'", path.display()))
+    };
+    let (secret_time, acl_before) = (stamp(&secret), acl(&secret));
+    // An ACL granting user 65534 read, in the kernel's own binary form, set by setxattr(2).
+    let script = format!(
+        "chmod 666 {secret}; chmod 777 {home}; touch -m -d 2001-01-01 {secret}; \
+         python3 -c 'import os, struct, sys
+entries = [(1, 6, 0xFFFFFFFF), (2, 4, 65534), (4, 0, 0xFFFFFFFF), (0x10, 4, 0xFFFFFFFF), (0x20, 0, 0xFFFFFFFF)]
+value = struct.pack(\"<I\", 2) + b\"\".join(struct.pack(\"<HHI\", *e) for e in entries)
+for name, v in ((\"system.posix_acl_access\", value), (\"user.planted\", b\"x\")):
+    try:
+        os.setxattr(sys.argv[1], name, v)
+        print(name, \"set\")
+    except OSError as err:
+        print(name, err)
+' {secret}; \
+         chmod 644 inside-made 2>/dev/null; echo x > made; chmod 600 made; touch -d 2001-01-01 made; echo done",
+        secret = secret.display(),
+        home = home.display()
+    );
+    let output = supervise(&ws, &script, &[]);
+    let said = format!("{}{}", output.stdout, output.stderr);
+    assert!(said.contains("done"), "{said}");
+    assert_eq!(mode(&secret), 0o600, "a root-only file outside was opened to everyone: {said}");
+    assert_eq!(mode(&home), 0o700, "a directory outside was opened to everyone: {said}");
+    assert_eq!(stamp(&secret), secret_time, "a file outside got new times: {said}");
+    assert_eq!(acl(&secret), acl_before, "a file outside got an ACL or an attribute: {said}");
+    assert!(!said.contains(" set"), "{said}");
+    // In the workspace all of it still works.
+    assert_eq!(mode(&ws.join("made")), 0o600, "{said}");
+    assert!(stamp(&ws.join("made")) < 1_000_000_000 + 10 * 365 * 86_400, "{said}");
+}
+
+/// The same for a user other than root (a user namespace): the user's own home stays as it was.
+#[test]
+fn as_an_unprivileged_user_a_command_cannot_open_the_users_own_directories_outside_to_everyone() {
+    if !kernel_keeps_it() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    sh(dir.path(), "chown -R 65534:65534 . && chmod 755 .");
+    let away = outside("modes-nobody");
+    let home = away.path().join("home");
+    std::fs::create_dir(&home).unwrap();
+    sh(away.path(), "chown -R 65534:65534 home && chmod 700 home && chmod 755 .");
+    let script =
+        format!("chmod 777 {0}; touch -m -d 2001-01-01 {0}; echo x > made; chmod 600 made; echo done", home.display());
+    let Some(output) = supervise_as_nobody(&ws, &script, &[]) else { return };
+    let said = format!("{}{}", output.stdout, output.stderr);
+    assert!(said.contains("done"), "{said}");
+    assert_eq!(mode(&home), 0o700, "the user's directory outside was opened to everyone: {said}");
+    assert_eq!(mode(&ws.join("made")), 0o600, "{said}");
 }
 
 #[test]
