@@ -51,6 +51,12 @@ const SKIPPED: &[&str] =
     &["node_modules", "target", "vendor", ".venv", "venv", "__pycache__", "dist", "build", ".next", ".cache", ".tox"];
 /// The system's own directories: a file there that anyone may read is no secret to cover.
 const SYSTEM: &[&str] = &["/usr", "/lib", "/lib64", "/bin", "/sbin", "/etc", "/boot", "/opt", "/proc", "/sys", "/dev"];
+/// Read-only binds and covers a command's namespace holds at most. Each one costs the kernel
+/// more the more there are (20,000 took two seconds of every command's start), and a command
+/// can make as many `.env` files or repositories as it likes, which later walks find and
+/// remember: beyond this, places give way to their directories ([`fit`]), and where that cannot
+/// bring them within it the command is refused.
+pub const MAX_GUARDED: usize = 2_000;
 /// What a git directory holds that says what runs, or where git finds what does.
 const GIT_PARTS: &[&str] = &["config", "hooks", "info", "commondir", "config.worktree", "worktrees"];
 
@@ -120,9 +126,11 @@ pub fn find_knowing(
     places.hidden.retain(|path| !holds_root(path));
     dedup(&mut places.read_only);
     dedup(&mut places.hidden);
+    fit(&mut places, &roots);
     // Nothing inside a hidden place is bound: it is not there to see.
-    let hidden = places.hidden.clone();
-    let inside_hidden = |path: &PathBuf| hidden.iter().any(|h| path.starts_with(h));
+    // By the path's ancestors, not by every hidden place: a command may have made thousands.
+    let hidden: std::collections::HashSet<PathBuf> = places.hidden.iter().cloned().collect();
+    let inside_hidden = |path: &PathBuf| path.ancestors().any(|dir| hidden.contains(dir));
     places.read_only.retain(|path| !inside_hidden(path));
     if writable {
         // Every directory above what is bound cannot be renamed: not the roots, not the
@@ -137,6 +145,46 @@ pub fn find_knowing(
     dedup(&mut places.anchors);
     dedup(&mut places.git_dirs);
     places
+}
+
+/// Brings the read-only and hidden places within [`MAX_GUARDED`] where it can: the directory
+/// inside a root that holds the most of them is bound read-only or covered whole instead (the
+/// deepest, of several holding the same), again until they fit. This guards and hides more,
+/// never less, and leaves alone what lies elsewhere; it stops at a root's own entries (a root
+/// cannot be covered), so a root holding more than the cap itself stays above it.
+fn fit(places: &mut Places, roots: &[PathBuf]) {
+    use std::collections::{HashMap, HashSet};
+    let inside = |dir: &Path| roots.iter().any(|root| dir.starts_with(root) && dir != root);
+    // Each round takes every directory holding the most at once; a few rounds suffice.
+    for _ in 0..32 {
+        if places.hidden.len() + places.read_only.len() <= MAX_GUARDED {
+            return;
+        }
+        let mut held: HashMap<PathBuf, usize> = HashMap::new();
+        for path in places.hidden.iter().chain(&places.read_only) {
+            for dir in path.ancestors().skip(1).take_while(|dir| inside(dir)) {
+                *held.entry(dir.to_path_buf()).or_default() += 1;
+            }
+        }
+        let most = held.values().copied().max().unwrap_or(0);
+        if most < 2 {
+            return;
+        }
+        let most_held: Vec<&PathBuf> = held.iter().filter(|(_, count)| **count == most).map(|(dir, _)| dir).collect();
+        let chosen: HashSet<&Path> = most_held
+            .iter()
+            .filter(|dir| !most_held.iter().any(|other| other != *dir && other.starts_with(dir)))
+            .map(|dir| dir.as_path())
+            .collect();
+        for list in [&mut places.hidden, &mut places.read_only] {
+            for path in list.iter_mut() {
+                if let Some(dir) = path.ancestors().skip(1).find(|dir| chosen.contains(dir)) {
+                    *path = dir.to_path_buf();
+                }
+            }
+            dedup(list);
+        }
+    }
 }
 
 /// Whether `path` is a link another user made: one planted in `/tmp` at a name cairn hides

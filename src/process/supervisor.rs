@@ -267,7 +267,7 @@ fn supervise(spec: &Spec) -> ExitCode {
     if let Some(kind) = spec.namespace {
         match confine(kind, mode, spec, &gate, &program, &writable) {
             Ok(done) => confined = Some(done),
-            Err(err) => {
+            Err(Unconfined::Setup(err)) => {
                 return say(
                     NO_SANDBOX,
                     &format!(
@@ -275,6 +275,7 @@ fn supervise(spec: &Spec) -> ExitCode {
                     ),
                 );
             }
+            Err(Unconfined::TooMany(why)) => return say(NO_SANDBOX, &why),
         }
     }
     let want_pids = confined.is_some();
@@ -447,6 +448,20 @@ struct Confined {
     keeper: namespace::Keeper,
 }
 
+/// Why a command gets no namespace.
+enum Unconfined {
+    /// The kernel refused a step.
+    Setup(String),
+    /// The workspace holds more guarded places than a namespace takes (`places::MAX_GUARDED`).
+    TooMany(String),
+}
+
+impl From<String> for Unconfined {
+    fn from(err: String) -> Self {
+        Unconfined::Setup(err)
+    }
+}
+
 /// Makes the namespace and sets up what the command sees in it.
 /// Outside `writable`, every mount is read-only unless the sandbox is off.
 fn confine(
@@ -456,7 +471,7 @@ fn confine(
     gate: &Gate,
     program: &Path,
     writable: &[PathBuf],
-) -> Result<Confined, String> {
+) -> Result<Confined, Unconfined> {
     namespace::enter(kind).map_err(|err| err.to_string())?;
     let (places, before) = match mode {
         SandboxMode::Off => (places::Places::default(), None),
@@ -484,6 +499,7 @@ fn confine(
             let roots: Vec<PathBuf> = spec.roots.iter().filter_map(|root| std::fs::canonicalize(root).ok()).collect();
             let known = kept.as_deref().map(|dir| places::remembered::load(dir, &roots)).unwrap_or_default();
             let places = places::find_knowing(&roots, &hidden, &names, writable, &home, known);
+            too_many(&places).map_err(Unconfined::TooMany)?;
             // A read-only walk looks for no read-only places: it would forget those found.
             if let Some(dir) = kept.as_ref().filter(|_| writable)
                 && let Err(err) = places::remembered::keep(dir, &roots, &places)
@@ -509,6 +525,25 @@ fn confine(
     let cwd = std::env::current_dir().map_err(|err| format!("cannot read the working directory: {err}"))?;
     std::env::set_current_dir(&cwd).map_err(|err| format!("cannot enter {} again: {err}", cwd.display()))?;
     Ok(Confined { places, before, keeper })
+}
+
+/// Refuses a command whose namespace would need more binds and covers than
+/// [`places::MAX_GUARDED`] (a root holding thousands of `.env` files, made by a command most
+/// likely): each one slows every command's start.
+fn too_many(places: &places::Places) -> Result<(), String> {
+    let count = places.hidden.len() + places.read_only.len();
+    if count <= places::MAX_GUARDED {
+        return Ok(());
+    }
+    let some: Vec<String> =
+        places.hidden.iter().chain(&places.read_only).take(3).map(|p| p.display().to_string()).collect();
+    Err(format!(
+        "the workspace holds {count} places a command must not see or change (such as {}), more than the {} \
+         cairn guards for one command; nothing ran. Remove the ones a command made, or list them in \
+         [sandbox] visible in config.toml",
+        some.join(", "),
+        places::MAX_GUARDED
+    ))
 }
 
 fn globs(patterns: &[String]) -> Result<globset::GlobSet, String> {

@@ -105,10 +105,8 @@ pub fn start(places: &Places, before: Option<&Before>, keeper: Keeper, given: Op
         None => instance()?,
     };
     let mut watched: HashMap<i32, PathBuf> = HashMap::new();
-    for dir in acts.keys().filter_map(|path| path.parent()) {
-        if watched.values().any(|known| known == dir) {
-            continue;
-        }
+    let dirs: std::collections::HashSet<&Path> = acts.keys().filter_map(|path| path.parent()).collect();
+    for dir in dirs {
         if let Ok(wd) = add_watch(&fd, dir) {
             watched.insert(wd, dir.to_path_buf());
         }

@@ -506,3 +506,34 @@ fn a_hidden_name_another_user_planted_as_a_link_covers_nothing_and_the_users_own
     let places = find(&[], &hide, &Names::default(), true, &Home::default());
     assert_eq!(places.hidden, expected);
 }
+
+#[test]
+fn thousands_of_secrets_a_command_made_give_way_to_their_directories() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = fs::canonicalize(dir.path()).unwrap();
+    let made = MAX_GUARDED + 500;
+    for i in 0..made {
+        touch(&root.join(format!("flood/d{i}/.env")));
+    }
+    touch(&root.join("app/.env"));
+    let places = find(std::slice::from_ref(&root), &[], &names(&[], &[]), true, &Home::default());
+    assert!(places.hidden.len() + places.read_only.len() <= MAX_GUARDED, "{}", places.hidden.len());
+    let covered = |path: &Path| path.ancestors().any(|dir| places.hidden.iter().any(|hidden| hidden == dir));
+    for i in 0..made {
+        assert!(covered(&root.join(format!("flood/d{i}/.env"))), "d{i}/.env is not covered");
+    }
+    assert!(places.hidden.contains(&root.join("flood")), "the directory holding them is covered");
+    assert!(places.hidden.contains(&root.join("app/.env")), "a secret elsewhere stays covered alone");
+    assert!(!covered(&root), "the root itself is never covered");
+}
+
+#[test]
+fn a_root_that_itself_holds_more_secrets_than_the_cap_stays_above_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = fs::canonicalize(dir.path()).unwrap();
+    for i in 0..=MAX_GUARDED {
+        touch(&root.join(format!(".env.{i}")));
+    }
+    let places = find(std::slice::from_ref(&root), &[], &names(&[], &[]), true, &Home::default());
+    assert_eq!(places.hidden.len(), MAX_GUARDED + 1, "every one is still covered");
+}

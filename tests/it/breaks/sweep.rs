@@ -136,3 +136,30 @@ fn a_repository_a_command_makes_above_the_workspace_runs_nothing_at_the_users_gi
     assert!(!ran.exists(), "the repository the command made above the workspace ran its fsmonitor outside");
     assert!(above.join(".git").exists(), "the repository stays, without what runs code");
 }
+
+/// The seventh pass's 14: a command made 10,000 `.env` files, and every later command started
+/// in a minute, its namespace taking a mount for each and one for each directory above. Now
+/// the directory holding them is covered whole, and a root that itself holds more than a
+/// namespace takes refuses the command plainly instead of starting it slowly.
+#[test]
+fn a_command_that_makes_thousands_of_secrets_slows_no_later_command_and_uncovers_none() {
+    if !kernel_keeps_it() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().join("ws");
+    std::fs::create_dir_all(ws.join("app")).unwrap();
+    std::fs::write(ws.join("app/.env"), "API_KEY=APP_SECRET\n").unwrap();
+    let flood =
+        "mkdir flood && cd flood && for i in $(seq 1 3000); do mkdir d$i && echo K=FLOOD_SECRET > d$i/.env; done";
+    let first = supervise(&ws, &format!("{flood}; echo made"), &[]);
+    assert!(first.stdout.contains("made"), "{}{}", first.stdout, first.stderr);
+    let second = supervise(&ws, "cat app/.env flood/d7/.env; ls flood | wc -l; echo ran", &[]);
+    assert!(second.stdout.contains("ran"), "the next command did not run: {}{}", second.stdout, second.stderr);
+    assert!(!second.stdout.contains("SECRET"), "a secret was uncovered: {}", second.stdout);
+    let third = supervise(&ws, "for i in $(seq 1 2100); do echo K=ROOT_SECRET > .env.$i; done; echo made", &[]);
+    assert!(third.stdout.contains("made"), "{}{}", third.stdout, third.stderr);
+    let refused = supervise(&ws, "cat .env.1; echo ran", &[]);
+    assert!(!refused.stdout.contains("ran") && !refused.stdout.contains("ROOT_SECRET"), "{}", refused.stdout);
+    assert!(refused.stderr.contains("[sandbox] visible"), "the refusal says what to do: {}", refused.stderr);
+}
