@@ -77,6 +77,26 @@ pub struct Places {
     pub missing: Vec<PathBuf>,
 }
 
+impl Places {
+    /// Refuses a namespace that would take more binds and covers than [`MAX_GUARDED`] (a root
+    /// holding thousands of `.env` files, made by a command most likely): each one slows
+    /// every command's start.
+    pub fn check_count(&self) -> Result<(), String> {
+        let count = self.hidden.len() + self.read_only.len();
+        if count <= MAX_GUARDED {
+            return Ok(());
+        }
+        let some: Vec<String> =
+            self.hidden.iter().chain(&self.read_only).take(3).map(|path| path.display().to_string()).collect();
+        Err(format!(
+            "the workspace holds {count} places a command must not see or change (such as {}), more than the \
+             {MAX_GUARDED} cairn guards for one command; nothing ran. Remove the ones a command made, or list \
+             them in [sandbox] visible in config.toml",
+            some.join(", ")
+        ))
+    }
+}
+
 /// Which names a walk hides besides the secret guarded ones, and which it leaves visible.
 #[derive(Debug, Default)]
 pub struct Names {

@@ -499,7 +499,7 @@ fn confine(
             let roots: Vec<PathBuf> = spec.roots.iter().filter_map(|root| std::fs::canonicalize(root).ok()).collect();
             let known = kept.as_deref().map(|dir| places::remembered::load(dir, &roots)).unwrap_or_default();
             let places = places::find_knowing(&roots, &hidden, &names, writable, &home, known);
-            too_many(&places).map_err(Unconfined::TooMany)?;
+            places.check_count().map_err(Unconfined::TooMany)?;
             // A read-only walk looks for no read-only places: it would forget those found.
             if let Some(dir) = kept.as_ref().filter(|_| writable)
                 && let Err(err) = places::remembered::keep(dir, &roots, &places)
@@ -525,25 +525,6 @@ fn confine(
     let cwd = std::env::current_dir().map_err(|err| format!("cannot read the working directory: {err}"))?;
     std::env::set_current_dir(&cwd).map_err(|err| format!("cannot enter {} again: {err}", cwd.display()))?;
     Ok(Confined { places, before, keeper })
-}
-
-/// Refuses a command whose namespace would need more binds and covers than
-/// [`places::MAX_GUARDED`] (a root holding thousands of `.env` files, made by a command most
-/// likely): each one slows every command's start.
-fn too_many(places: &places::Places) -> Result<(), String> {
-    let count = places.hidden.len() + places.read_only.len();
-    if count <= places::MAX_GUARDED {
-        return Ok(());
-    }
-    let some: Vec<String> =
-        places.hidden.iter().chain(&places.read_only).take(3).map(|p| p.display().to_string()).collect();
-    Err(format!(
-        "the workspace holds {count} places a command must not see or change (such as {}), more than the {} \
-         cairn guards for one command; nothing ran. Remove the ones a command made, or list them in \
-         [sandbox] visible in config.toml",
-        some.join(", "),
-        places::MAX_GUARDED
-    ))
 }
 
 fn globs(patterns: &[String]) -> Result<globset::GlobSet, String> {
