@@ -10,9 +10,10 @@
 //! (`2001::/32`) hides it, and is refused. Outside `2000::/3`, no IPv6 address is a public
 //! host's. A public address one of this machine's interfaces holds (a server's own address) is
 //! this machine too: a service listening on all addresses answers there as on loopback. It is
-//! found by binding a socket to it, which only a local address allows (unless the kernel is set
-//! to bind to any address, where this check is left out). `[fetch] allow_private` lifts only
-//! what [`Blocked::private`] says.
+//! found among the addresses the interfaces hold (`getifaddrs`), and by binding a socket to it,
+//! which only a local address allows (this also finds a range routed to the machine itself,
+//! unless the kernel is set to bind to any address, where only the interfaces' addresses are
+//! known). `[fetch] allow_private` lifts only what [`Blocked::private`] says.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
@@ -75,7 +76,7 @@ pub fn blocked(ip: IpAddr) -> Option<Blocked> {
     range.or_else(|| own(ip).then_some(Blocked::Own))
 }
 
-/// Whether `ip` is an address of this machine: a socket binds only to a local address.
+/// Whether `ip` is an address of this machine.
 fn own(ip: IpAddr) -> bool {
     let family = match ip {
         IpAddr::V4(_) => "ipv4",
@@ -83,7 +84,52 @@ fn own(ip: IpAddr) -> bool {
     };
     let any_address = std::fs::read_to_string(format!("/proc/sys/net/{family}/ip_nonlocal_bind"))
         .is_ok_and(|value| value.trim() != "0");
-    !any_address && std::net::UdpSocket::bind(std::net::SocketAddr::new(ip, 0)).is_ok()
+    own_where(ip, any_address)
+}
+
+/// Whether `ip` is one of the interfaces' addresses or, unless the kernel lets a socket bind to
+/// any address (`any_address`), one a socket can bind to, which only a local address allows.
+fn own_where(ip: IpAddr, any_address: bool) -> bool {
+    interface_addresses().contains(&ip)
+        || (!any_address && std::net::UdpSocket::bind(std::net::SocketAddr::new(ip, 0)).is_ok())
+}
+
+/// The addresses this machine's interfaces hold (`getifaddrs(3)`); none where it fails.
+#[allow(unsafe_code)]
+fn interface_addresses() -> Vec<IpAddr> {
+    let mut list: *mut libc::ifaddrs = std::ptr::null_mut();
+    // SAFETY: getifaddrs stores a list it allocated in `list`, freed below by freeifaddrs.
+    if unsafe { libc::getifaddrs(&mut list) } != 0 {
+        return Vec::new();
+    }
+    let mut found = Vec::new();
+    let mut next = list;
+    while !next.is_null() {
+        // SAFETY: `next` is a node of the list getifaddrs made, which is not freed yet.
+        let entry = unsafe { &*next };
+        if !entry.ifa_addr.is_null() {
+            // SAFETY: a non-null `ifa_addr` points to a socket address whose family says which
+            // structure it is; each is read only as the one its family names.
+            let ip = unsafe {
+                match i32::from((*entry.ifa_addr).sa_family) {
+                    libc::AF_INET => {
+                        let v4 = &*entry.ifa_addr.cast::<libc::sockaddr_in>();
+                        Some(IpAddr::V4(Ipv4Addr::from(u32::from_be(v4.sin_addr.s_addr))))
+                    }
+                    libc::AF_INET6 => {
+                        let v6 = &*entry.ifa_addr.cast::<libc::sockaddr_in6>();
+                        Some(IpAddr::V6(Ipv6Addr::from(v6.sin6_addr.s6_addr)))
+                    }
+                    _ => None,
+                }
+            };
+            found.extend(ip);
+        }
+        next = entry.ifa_next;
+    }
+    // SAFETY: `list` came from getifaddrs and is freed once, after its last use.
+    unsafe { libc::freeifaddrs(list) };
+    found
 }
 
 /// Metadata services, refused before the ranges they lie in.
@@ -171,6 +217,20 @@ mod tests {
         if socket.connect("8.8.8.8:53").is_ok() {
             let local = socket.local_addr().unwrap().ip();
             assert!(own(local), "{local}");
+        }
+    }
+
+    /// Where the kernel lets a socket bind to any address, binding says nothing: the
+    /// interfaces' own addresses are still this machine's (the seventh pass's 08).
+    #[test]
+    fn an_interfaces_address_is_its_own_even_where_any_address_binds() {
+        assert!(own_where("127.0.0.1".parse().unwrap(), true));
+        assert!(!own_where("8.8.8.8".parse().unwrap(), true));
+        let socket = std::net::UdpSocket::bind("0.0.0.0:0").unwrap();
+        if socket.connect("8.8.8.8:53").is_ok() {
+            let local = socket.local_addr().unwrap().ip();
+            assert!(interface_addresses().contains(&local), "{local}");
+            assert!(own_where(local, true), "{local}");
         }
     }
 
