@@ -18,6 +18,7 @@
 //! …) are hidden.
 //!
 //! The walk is breadth first: a root's own entries are all read first, whatever their number;
+//! a link to a directory outside the roots is followed once, and only secrets are covered there;
 //! below them it reads at most [`MAX_ENTRIES`] entries, [`MAX_DEPTH`] levels deep, skipping
 //! directories that hold dependencies or build output. What earlier walks of the same roots
 //! found is added (`remembered.rs`), so a command that floods the workspace with entries
@@ -246,8 +247,14 @@ struct Walk<'a> {
 impl Walk<'_> {
     /// Breadth first from `root`: its own entries whatever their number, then the budget.
     fn root(&mut self, root: &Path) {
-        let mut queue = VecDeque::from([(root.to_path_buf(), 0usize)]);
-        while let Some((dir, depth)) = queue.pop_front() {
+        // Each directory with its depth and whether a link led the walk there.
+        let mut queue = VecDeque::from([(root.to_path_buf(), 0usize, false)]);
+        // The directories outside the roots that links led the walk into, each entered once.
+        let mut entered: std::collections::HashSet<PathBuf> = std::collections::HashSet::new();
+        while let Some((dir, depth, linked)) = queue.pop_front() {
+            // Beyond a link only secrets are covered: what is bound read-only or swept is the
+            // project's own.
+            let guard = self.writable && !linked;
             let Ok(entries) = std::fs::read_dir(&dir) else { continue };
             let parent = dir.file_name().map(|name| name.to_string_lossy().to_ascii_lowercase()).unwrap_or_default();
             let mut shape = survey::Shape::default();
@@ -262,19 +269,33 @@ impl Walk<'_> {
                 let name = entry.file_name().to_string_lossy().to_ascii_lowercase();
                 let Ok(kind) = entry.file_type() else { continue };
                 shape.note(&entry.file_name(), kind);
-                if self.entry(root, &path, [parent.clone(), name.clone()], kind.is_dir())
-                    && kind.is_dir()
+                if self.entry(root, &path, [parent.clone(), name.clone()], kind.is_dir(), guard)
                     && depth + 1 < MAX_DEPTH
                     && !SKIPPED.contains(&name.as_str())
                 {
-                    queue.push_back((path, depth + 1));
+                    if kind.is_dir() {
+                        queue.push_back((path, depth + 1, linked));
+                    } else if kind.is_symlink() && self.linked_dir(&path, &mut entered) {
+                        queue.push_back((path, depth + 1, true));
+                    }
                 }
             }
             // A directory git takes for a (bare) repository is guarded as a `.git` is.
-            if shape.git_dir() && self.writable {
+            if shape.git_dir() && guard {
                 self.git_dir(&dir, &dir);
             }
         }
+    }
+
+    /// Whether the walk goes through the link `path` into the directory it leads to: one
+    /// outside every root (inside, the walk gets there anyway), not the system's, holding no
+    /// root, and not entered before. A project's `secrets -> ~/private/app` has its `.env`
+    /// files covered where they lie, as if they were in the project.
+    fn linked_dir(&self, path: &Path, entered: &mut std::collections::HashSet<PathBuf>) -> bool {
+        let Some(target) = final_target(path).filter(|target| target.is_dir()) else { return false };
+        let elsewhere = !self.roots.iter().any(|root| target.starts_with(root) || root.starts_with(&target));
+        let system = target.parent().is_none() || SYSTEM.iter().any(|dir| target.starts_with(dir));
+        elsewhere && !system && entered.insert(target)
     }
 
     /// What covers a secret name: the entry itself, or, when it is a link, its target where that
@@ -297,8 +318,9 @@ impl Walk<'_> {
         (meta.is_file() && !program && !public).then_some(target)
     }
 
-    /// Judges one entry; whether the walk may go into it.
-    fn entry(&mut self, root: &Path, path: &Path, pair: [String; 2], is_dir: bool) -> bool {
+    /// Judges one entry; whether the walk may go into it. `guard`: whether places are bound
+    /// read-only here, not only secrets covered.
+    fn entry(&mut self, root: &Path, path: &Path, pair: [String; 2], is_dir: bool, guard: bool) -> bool {
         let Ok(relative) = path.strip_prefix(root) else { return false };
         let place = GUARDED.iter().find(|place| place.matches(&pair, 1));
         let visible = self.names.visible.is_match(relative);
@@ -308,12 +330,12 @@ impl Walk<'_> {
                 self.places.hidden.extend(self.secret(path));
             }
             Some(Guarded { shield: Shield::Git, .. }) => {
-                if self.writable {
+                if guard {
                     self.repository(path, is_dir);
                 }
             }
             Some(Guarded { shield: Shield::ReadOnly, .. }) => {
-                if self.writable {
+                if guard {
                     self.places.read_only.extend(final_target(path));
                 }
             }

@@ -537,3 +537,30 @@ fn a_root_that_itself_holds_more_secrets_than_the_cap_stays_above_it() {
     let places = find(std::slice::from_ref(&root), &[], &names(&[], &[]), true, &Home::default());
     assert_eq!(places.hidden.len(), MAX_GUARDED + 1, "every one is still covered");
 }
+
+/// The seventh pass's 06b: `secrets -> ~/private/app` kept the `.env` files there readable, the
+/// walk never going through a link.
+#[test]
+fn secrets_in_a_directory_a_link_leads_to_outside_are_covered_where_they_lie() {
+    let dir = tempfile::tempdir().unwrap();
+    let private = tempfile::tempdir().unwrap();
+    let private = fs::canonicalize(private.path()).unwrap();
+    touch(&private.join("app/.env"));
+    touch(&private.join("app/deploy/.env.production"));
+    touch(&private.join("app/readme.txt"));
+    let root = fs::canonicalize(dir.path()).unwrap().join("work");
+    touch(&root.join("src/main.rs"));
+    std::os::unix::fs::symlink(private.join("app"), root.join("secrets")).unwrap();
+    // A second link to the same place, a loop back into the project and one to its parent.
+    std::os::unix::fs::symlink(private.join("app"), root.join("src/again")).unwrap();
+    std::os::unix::fs::symlink("..", root.join("src/up")).unwrap();
+    std::os::unix::fs::symlink(dir.path(), private.join("app/back")).unwrap();
+    // What is bound read-only there is not the project's: only secrets are covered.
+    touch(&private.join("app/.git/config"));
+    touch(&private.join("app/.vscode/settings.json"));
+    let places = find(std::slice::from_ref(&root), &[], &names(&[], &[]), true, &Home::default());
+    let mut expected = vec![private.join("app/.env"), private.join("app/deploy/.env.production")];
+    expected.sort();
+    assert_eq!(places.hidden, expected);
+    assert!(places.read_only.is_empty() && places.git_dirs.is_empty(), "{places:?}");
+}
