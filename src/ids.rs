@@ -48,7 +48,7 @@ pub fn random_hex<const N: usize>() -> Option<String> {
     use ring::rand::SecureRandom as _;
     let mut bytes = [0u8; N];
     ring::rand::SystemRandom::new().fill(&mut bytes).ok()?;
-    Some(bytes.iter().map(|byte| format!("{byte:02x}")).collect())
+    Some(crate::digest::hex(&bytes))
 }
 
 /// A fresh id with the given prefix, greater than every id this process made before.

@@ -15,6 +15,7 @@ pub mod agent;
 pub mod backlog;
 mod beneath;
 pub mod config;
+pub mod digest;
 pub mod doctor;
 pub mod exec;
 pub mod history;

@@ -313,16 +313,12 @@ pub fn assemble(sources: &Sources) -> SystemPrompt {
     for warning in &warnings {
         tracing::warn!("{warning}");
     }
-    let digest = sha256_hex(text.as_bytes());
+    let digest = crate::digest::sha256_hex(text.as_bytes());
     SystemPrompt { text, digest, warnings }
 }
 
 fn floor_char_boundary(text: &str, at: usize) -> usize {
     (0..=at.min(text.len())).rev().find(|i| text.is_char_boundary(*i)).unwrap_or(0)
-}
-
-pub fn sha256_hex(bytes: &[u8]) -> String {
-    ring::digest::digest(&ring::digest::SHA256, bytes).as_ref().iter().map(|b| format!("{b:02x}")).collect()
 }
 
 #[cfg(test)]
@@ -458,10 +454,5 @@ mod tests {
         std::fs::write(repo.join(".git"), "gitdir: elsewhere\n").unwrap();
         assert_eq!(git_summary(&repo.join("deep/er"), &env).await, "branch main, 0 changed files");
         assert!(started.exists(), "a .git file above (a worktree) is a repository to ask git about");
-    }
-
-    #[test]
-    fn the_digest_is_sha256() {
-        assert_eq!(sha256_hex(b"abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
     }
 }

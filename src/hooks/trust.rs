@@ -83,7 +83,7 @@ impl TrustFile {
 
 /// The SHA-256 of a file's bytes, in hex.
 pub fn hash(bytes: &[u8]) -> String {
-    ring::digest::digest(&ring::digest::SHA256, bytes).as_ref().iter().map(|b| format!("{b:02x}")).collect()
+    crate::digest::sha256_hex(bytes)
 }
 
 /// Asks the user whether the hooks of `path` (content `hash`, running `commands`) may run.

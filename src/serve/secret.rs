@@ -38,8 +38,8 @@ fn kept_in(data_dir: &Path) -> PathBuf {
     let runtime =
         std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from).filter(|dir| dir.is_absolute() && dir.is_dir());
     let Some(runtime) = runtime else { return data_dir.to_path_buf() };
-    let digest = ring::digest::digest(&ring::digest::SHA256, data_dir.as_os_str().as_encoded_bytes());
-    let name: String = digest.as_ref()[..8].iter().map(|byte| format!("{byte:02x}")).collect();
+    let digest = crate::digest::sha256(data_dir.as_os_str().as_encoded_bytes());
+    let name = crate::digest::hex(&digest.as_ref()[..8]);
     runtime.join("cairn").join(format!("serve-{name}"))
 }
 

@@ -92,7 +92,7 @@ fn reading(bytes: &[u8], version: u32, hash: usize) -> Option<Gitlinks> {
         if &bytes[at..at + 4] == b"link" {
             let name = data.get(..hash)?;
             if name.iter().any(|byte| *byte != 0) {
-                out.shared = Some(name.iter().map(|byte| format!("{byte:02x}")).collect());
+                out.shared = Some(crate::digest::hex(name));
             }
         }
         at += 8 + size;

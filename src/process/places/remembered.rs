@@ -24,9 +24,7 @@ pub struct Known {
 fn file(dir: &Path, roots: &[PathBuf]) -> PathBuf {
     let joined: Vec<u8> =
         roots.iter().flat_map(|root| root.as_os_str().as_encoded_bytes().iter().copied().chain([0])).collect();
-    let digest = ring::digest::digest(&ring::digest::SHA256, &joined);
-    let name: String = digest.as_ref().iter().take(8).map(|byte| format!("{byte:02x}")).collect();
-    dir.join(name)
+    dir.join(crate::digest::hex(&crate::digest::sha256(&joined).as_ref()[..8]))
 }
 
 /// What was found before for `roots` and is still there as it was, inside them.
