@@ -9,8 +9,9 @@
 //! own configuration and data) are named with the reason they matter; names are compared
 //! without case. So are the parts of a repository no name gives away: the git directory a
 //! `.git` link or file leads to, the `core.hooksPath` directory and included configuration
-//! (`repository`, reading it with `gitconfig`, which the sandbox shares). Which directories may
-//! be a root at all is `roots`' [`Guard`].
+//! (`repository`, reading it with `gitconfig`, which the sandbox shares). What `[sandbox]
+//! hidden` hides from commands (and `visible` takes back) is secret here too (`hidden`). Which
+//! directories may be a root at all is `roots`' [`Guard`].
 //!
 //! Globs are expanded as bash expands them ([`Workspace::expand`]), within bounds on matches and
 //! on entries read. [`GUARDED`] lists the guarded names the permissions and the sandbox share;
@@ -18,8 +19,10 @@
 
 use std::io::ErrorKind;
 use std::path::{Component, Path, PathBuf};
+use std::sync::Arc;
 
 pub mod gitconfig;
+mod hidden;
 pub mod repository;
 mod roots;
 
@@ -85,6 +88,8 @@ pub struct Workspace {
     private: Vec<PathBuf>,
     /// Where git finds the user's configuration, for a repository's hooks path and includes.
     home: Home,
+    /// What `[sandbox] hidden` hides from commands: secret here.
+    hidden: Arc<hidden::Hidden>,
 }
 
 /// Where a path ends up.
@@ -93,7 +98,8 @@ pub enum Place {
     /// Inside a root, relative to `cwd` (or to its root when it lies outside `cwd`).
     Inside { relative: String },
     /// Inside a root, but somewhere a change has effects beyond the file: asks in every mode
-    /// but bypass. `secret` places (`.env*`, cairn's data) ask before reads too.
+    /// but bypass. `secret` places (`.env*`, cairn's data, what `[sandbox] hidden` hides) ask
+    /// before reads too.
     Protected { relative: String, why: &'static str, secret: bool },
     /// Outside every root.
     Outside,
@@ -114,7 +120,7 @@ impl Workspace {
         let cwd = normalize(cwd);
         let real_roots =
             std::iter::once(&cwd).chain(additional).map(|root| real_or_lexical(&normalize(root))).collect();
-        Self { cwd, real_roots, private: Vec::new(), home: Home::from_env() }
+        Self { cwd, real_roots, private: Vec::new(), home: Home::from_env(), hidden: Arc::default() }
     }
 
     /// Reads the user's git configuration from `home` rather than cairn's environment.
@@ -128,6 +134,34 @@ impl Workspace {
         let dirs = dirs.into_iter().filter(|dir| dir.is_absolute());
         self.private.extend(dirs.map(|dir| real_or_lexical(&normalize(&dir))));
         self
+    }
+
+    /// Makes secret what `[sandbox] hidden` hides from commands: the absolute `paths` and
+    /// what lies under them (but one holding a root), and the places inside a root whose path
+    /// relative to it, or a directory on its way, matches one of the patterns `names`, unless
+    /// one of `visible` matches it (which takes a secret name such as `.env.example` back too).
+    pub fn hiding(mut self, paths: &[PathBuf], names: &[String], visible: &[String]) -> Self {
+        let roots: Vec<PathBuf> = self.real_roots.iter().chain(std::iter::once(&self.cwd)).cloned().collect();
+        self.hidden = Arc::new(hidden::Hidden::new(paths, names, visible, &roots));
+        self
+    }
+
+    /// Whether `[sandbox] hidden` hides `path` (absolute), as written or at its final target:
+    /// what a directory search leaves out. Cheap when nothing is hidden.
+    pub fn hides(&self, path: &Path) -> bool {
+        if self.hidden.is_empty() {
+            return false;
+        }
+        let real = final_target(path).ok();
+        [Some(path), real.as_deref()].into_iter().flatten().any(|path| {
+            self.hidden.covers(path)
+                || self.bases(path).any(|root| path.strip_prefix(root).is_ok_and(|inner| self.hidden.hides(inner)))
+        })
+    }
+
+    /// The roots `path` lies in, as resolved and (`cwd`) as written.
+    fn bases<'a>(&'a self, path: &'a Path) -> impl Iterator<Item = &'a PathBuf> {
+        self.real_roots.iter().chain(std::iter::once(&self.cwd)).filter(move |root| path.starts_with(root))
     }
 
     pub fn cwd(&self) -> &Path {
@@ -170,11 +204,21 @@ impl Workspace {
             Some(Err(why)) => return Place::Unknown(why),
             None => return Place::Outside,
         };
-        // The path as written and as resolved: a link into `.git` is as protected as `.git`.
-        let protection = [given, real].into_iter().find_map(|path| {
-            let root = self.real_roots.iter().chain(std::iter::once(&self.cwd)).find(|r| path.starts_with(r))?;
-            protected(path.strip_prefix(root).ok()?)
+        // The path as written and as resolved, relative to every root it lies in: a link into
+        // `.git` is as protected as `.git`, and a secret found either way wins.
+        let judged = [given, real].into_iter().flat_map(|path| {
+            let covered = self.hidden.covers(path).then_some((hidden::HIDDEN, true));
+            let named = self.bases(path).filter_map(move |root| self.hidden.by_name(path.strip_prefix(root).ok()?));
+            covered.into_iter().chain(named)
         });
+        let mut protection = None;
+        for (why, secret) in judged {
+            if secret {
+                protection = Some((why, secret));
+                break;
+            }
+            protection.get_or_insert((why, secret));
+        }
         let protection = protection.or_else(|| {
             let roots: Vec<&Path> = self.real_roots.iter().map(PathBuf::as_path).collect();
             repository::guarded(given, real, &roots, &self.home).map(|why| (why, false))
@@ -385,11 +429,6 @@ pub fn guarded_in(relative: &Path) -> Option<&'static Guarded> {
         })
         .collect();
     (0..names.len()).find_map(|at| GUARDED.iter().find(|place| place.matches(&names, at)))
-}
-
-/// Whether a path inside a root (given relative to it) is protected, and whether it is secret.
-fn protected(relative: &Path) -> Option<(&'static str, bool)> {
-    guarded_in(relative).map(|place| (place.why, place.shield == Shield::Secret))
 }
 
 /// Resolves `.` and `..` without touching the disk.

@@ -125,7 +125,13 @@ pub async fn gather(
             }
         }
     }
-    let project = Workspace::new(chain.first().map_or(cwd, PathBuf::as_path), &[]);
+    // What `[sandbox] hidden` hides is never read, its patterns matched from the project's top
+    // and from `cwd` (the session's root, where the sandbox matches them).
+    let project = Workspace::new(chain.first().map_or(cwd, PathBuf::as_path), &[cwd.to_owned()]).hiding(
+        &policy.hidden,
+        &policy.hidden_names,
+        &policy.visible_names,
+    );
     for dir in &chain {
         for name in INSTRUCTION_FILES {
             let path = dir.join(name);
@@ -157,7 +163,7 @@ pub async fn gather(
 
 /// A project's instruction file, read only where it ends inside the project: what it holds goes
 /// to the model, and a command may have made it a link to a key in `~/.ssh`, to cairn's saved
-/// keys or to the project's `.env`. A link to another file of the project (`CLAUDE.md` to
+/// keys, to the project's `.env` or to what `[sandbox] hidden` hides. A link to another file of the project (`CLAUDE.md` to
 /// `AGENTS.md`) is followed; the target is then opened beneath the project's root without
 /// following any link, as it was judged.
 fn read_in_project(project: &Workspace, path: &Path) -> Option<String> {
@@ -422,6 +428,34 @@ mod tests {
         // A link to another file of the project is the usual way to share one file.
         std::os::unix::fs::symlink("../docs.md", repo.join("sub/AGENTS.md")).unwrap();
         let sources = gather(&repo.join("sub"), None, None, &[], &ProcessPolicy::default()).await;
+        let read: Vec<&str> = sources.instructions.iter().map(|(_, text)| text.as_str()).collect();
+        assert_eq!(read, ["the shared instructions"]);
+    }
+
+    /// What `[sandbox] hidden` hides never reaches the prompt, its patterns matched from the
+    /// working directory (where the sandbox matches them) or the project's top; `visible`
+    /// takes a file back.
+    #[tokio::test]
+    async fn instructions_that_lead_to_what_the_sandbox_hides_are_not_read() {
+        let root = tempfile::tempdir().unwrap();
+        let (repo, sub) = (root.path().join("repo"), root.path().join("repo/sub"));
+        std::fs::create_dir_all(repo.join(".git")).unwrap();
+        std::fs::create_dir_all(sub.join("secrets")).unwrap();
+        std::fs::create_dir_all(repo.join("vault")).unwrap();
+        std::fs::write(sub.join("secrets/prod.yaml"), "db: hunter2").unwrap();
+        std::fs::write(sub.join("secrets/shared.md"), "the shared instructions").unwrap();
+        std::fs::write(repo.join("vault/key"), "PRIVATE KEY").unwrap();
+        std::os::unix::fs::symlink("sub/secrets/prod.yaml", repo.join("AGENTS.md")).unwrap();
+        std::os::unix::fs::symlink("vault/key", repo.join("CLAUDE.md")).unwrap();
+        std::os::unix::fs::symlink("./secrets/../secrets/prod.yaml", sub.join("CLAUDE.md")).unwrap();
+        std::os::unix::fs::symlink("secrets/shared.md", sub.join("AGENTS.md")).unwrap();
+        let policy = ProcessPolicy {
+            hidden: vec![repo.join("vault")],
+            hidden_names: vec!["secrets/**".into()],
+            visible_names: vec!["secrets/shared.md".into()],
+            ..ProcessPolicy::default()
+        };
+        let sources = gather(&sub, None, None, &[], &policy).await;
         let read: Vec<&str> = sources.instructions.iter().map(|(_, text)| text.as_str()).collect();
         assert_eq!(read, ["the shared instructions"]);
     }

@@ -92,10 +92,11 @@ impl Paths for Workspace {
     }
 
     /// Walks `dir` breadth first, reading at most `budget` entries. A secret is judged by the
-    /// workspace at every entry named `.env*` and every directory (cairn's own data may lie
-    /// below); a followed link is judged where it lands, and a directory it leads to inside is
-    /// walked too, once. `.git` is not entered: everything below it is protected, none of it
-    /// secret, and only asked-for edits put links there.
+    /// workspace at every entry named `.env*` or that `[sandbox] hidden` hides, and every
+    /// directory (cairn's own data may lie below); a followed link is judged where it lands,
+    /// and a directory it leads to inside is walked too, once. `.git` is not entered:
+    /// everything below it is protected, none of it secret, and only asked-for edits put links
+    /// there.
     fn reaches(&self, dir: &str, follow: bool, budget: &mut usize) -> Result<Option<(String, Place)>, String> {
         let start = if Path::new(dir).is_absolute() { Path::new(dir).to_path_buf() } else { self.cwd().join(dir) };
         // Every one of these programs follows a link it is given by name.
@@ -143,7 +144,7 @@ impl Paths for Workspace {
                     if name != ".git" {
                         queue.push_back(path);
                     }
-                } else if name.starts_with(".env") {
+                } else if name.starts_with(".env") || self.hides(&path) {
                     let place = self.locate(&path).place;
                     if let Place::Protected { secret: true, .. } = place {
                         return Ok(Some((shown(&path), place)));

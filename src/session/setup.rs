@@ -200,10 +200,16 @@ impl Setup {
 }
 
 /// The workspace of a session in `cwd` with the client's `directories`; cairn's own data and
-/// config directories are never part of it.
+/// config directories are never part of it, and what `[sandbox] hidden` hides from commands is
+/// secret to the file tools too.
 pub fn workspace(config: &Config, cwd: &Path, directories: &[std::path::PathBuf]) -> Workspace {
     let own = [Some(config.data_dir.clone()), config.config_dir.clone()];
-    Workspace::new(cwd, directories).protecting(own.into_iter().flatten())
+    let policy = &config.process;
+    Workspace::new(cwd, directories).protecting(own.into_iter().flatten()).hiding(
+        &policy.hidden,
+        &policy.hidden_names,
+        &policy.visible_names,
+    )
 }
 
 /// The system prompt for a session in `cwd` whose model is offered `tools` (`role`: what a

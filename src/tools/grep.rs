@@ -4,7 +4,9 @@
 //! file too, and bounds what one file can cost: huge files are left out of directory searches, a
 //! line longer than the searcher may hold skips its file, and the result lists what was not
 //! searched. Files whose names start with `.env` are left out of directory searches (they may
-//! hold secrets); named as the path, they are searched once the permission allows it. A file a
+//! hold secrets), and so are those `[sandbox] hidden` hides (`Workspace::hides`, as written
+//! and at their final target) unless the search is of a hidden directory the user let it
+//! read; named as the path, they are searched once the permission allows it. A file a
 //! rule rejects reading (judged at its final target, as `read` would be) is never searched: the
 //! result only says how many were skipped for that.
 
@@ -110,6 +112,8 @@ async fn grep(args: &GrepArgs, ctx: &ToolContext) -> Result<ToolOutcome, ToolErr
     let only = args.glob.as_deref().map(compile_glob).transpose()?;
     let workspace = ctx.workspace.clone();
     let shown_root = ctx.workspace.display(&root);
+    // A hidden directory the user let the search read is searched whole, as `.env.d` is.
+    let hidden_root = ctx.workspace.hides(&root);
     let rejections = ctx.read_rejections.clone();
     let (lines, more, skipped, rejected) = blocking(ctx, move |cancel| {
         let mut searcher = SearcherBuilder::new()
@@ -139,7 +143,8 @@ async fn grep(args: &GrepArgs, ctx: &ToolContext) -> Result<ToolOutcome, ToolErr
             let shown = workspace.display(&path);
             let inner = path.strip_prefix(&root).unwrap_or(&path);
             let secret =
-                inner.components().any(|c| c.as_os_str().to_string_lossy().to_ascii_lowercase().starts_with(".env"));
+                inner.components().any(|c| c.as_os_str().to_string_lossy().to_ascii_lowercase().starts_with(".env"))
+                    || (!hidden_root && workspace.hides(&path));
             if secret && path != root {
                 skipped.push((shown, "may hold secrets; name it as path to search it (cairn asks first)".into()));
                 continue;

@@ -175,3 +175,110 @@ fn a_repository_in_a_directory_anyone_may_write_is_not_the_projects() {
     std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o755)).unwrap();
     assert_eq!(project_dirs(&scratch, None), [shared, scratch], "the same, private, is a project");
 }
+
+fn secret(place: &Place) -> bool {
+    matches!(place, Place::Protected { secret: true, .. })
+}
+
+/// `[sandbox] hidden` patterns make places secret to the file tools as the sandbox hides them
+/// from commands: relative to the root, without case, as written and where a link leads;
+/// `visible` takes a file back (without case too), but not from under a hidden directory.
+#[test]
+fn what_hidden_patterns_match_is_secret_however_it_is_reached() {
+    let (_dir, root) = project();
+    std::fs::create_dir_all(root.join("secrets/shared")).unwrap();
+    std::fs::create_dir_all(root.join("vault/deep")).unwrap();
+    std::fs::write(root.join("secrets/prod.yaml"), "db: hunter2").unwrap();
+    std::fs::write(root.join("secrets/shared/readme.md"), "ok").unwrap();
+    std::fs::write(root.join("secrets/public.md"), "ok").unwrap();
+    symlink("secrets/prod.yaml", root.join("notes.txt")).unwrap();
+    symlink("secrets", root.join("config")).unwrap();
+    symlink(root.join("secrets/later.yaml"), root.join("dangling")).unwrap();
+    symlink(root.join("secrets"), root.join("src/up")).unwrap();
+    let names = ["secrets/**".to_owned(), "*.pem".to_owned(), "vault".to_owned()];
+    let visible = ["secrets/Public.md", "secrets/shared/**", "vault/deep/open.txt", ".env.example"].map(String::from);
+    let workspace = Workspace::new(&root, &[]).hiding(&[], &names, &visible);
+    let absolute = root.join("secrets/prod.yaml");
+    for path in [
+        "secrets/prod.yaml",
+        "SECRETS/Prod.YAML",
+        "./src/../secrets/prod.yaml",
+        absolute.to_str().unwrap(),
+        "notes.txt",
+        "config/prod.yaml",
+        "dangling",
+        "src/up/prod.yaml",
+        "keys/server.pem",
+        "src/deep/TLS.PEM",
+        // Under a hidden directory (`secrets/shared` matches `secrets/**`, `vault` itself), as
+        // the sandbox covers that directory whole.
+        "secrets/shared/readme.md",
+        "vault/deep/open.txt",
+        "vault",
+        ".env",
+    ] {
+        let place = workspace.locate(&workspace.resolve(path)).place;
+        assert!(secret(&place), "{path}: {place:?}");
+    }
+    // A hostile `..` past the root does not reach the project's name for it.
+    let spelled = format!("../{}/secrets/prod.yaml", root.file_name().unwrap().to_str().unwrap());
+    assert!(secret(&workspace.locate(&workspace.resolve(&spelled)).place), "{spelled}");
+    for path in ["secrets/public.md", "src/main.rs", "secrets"] {
+        let place = workspace.locate(&workspace.resolve(path)).place;
+        assert!(matches!(place, Place::Inside { .. }), "{path}: {place:?}");
+    }
+    // A secret name made visible stays protected from edits, but may be read.
+    let place = workspace.locate(&workspace.resolve(".env.example")).place;
+    assert!(matches!(place, Place::Protected { secret: false, .. }), "{place:?}");
+    assert!(workspace.hides(&root.join("notes.txt")) && workspace.hides(&root.join("config/prod.yaml")));
+    assert!(!workspace.hides(&root.join("src/main.rs")) && !workspace.hides(&root.join("secrets/public.md")));
+    // Without the patterns, nothing of it is secret.
+    let plain = Workspace::new(&root, &[]);
+    assert_eq!(plain.locate(&root.join("notes.txt")).place, inside("secrets/prod.yaml"));
+    assert!(!plain.hides(&root.join("secrets/prod.yaml")));
+}
+
+/// Absolute hidden places are secret inside the workspace, however reached (through a link,
+/// through the root's own link); outside it they stay outside (asked anyway); one that holds a
+/// root hides nothing, as the sandbox leaves it uncovered.
+#[test]
+fn hidden_absolute_places_are_secret_inside_and_never_hide_the_workspace() {
+    let (dir, root) = project();
+    std::fs::create_dir_all(root.join("keys")).unwrap();
+    std::fs::write(root.join("keys/id"), "KEY").unwrap();
+    let outside = dir.path().join("outside");
+    std::fs::create_dir_all(&outside).unwrap();
+    std::fs::write(outside.join("token"), "T").unwrap();
+    symlink(root.join("keys"), root.join("src/k")).unwrap();
+    symlink(outside.join("token"), root.join("token")).unwrap();
+    symlink(&root, dir.path().join("alias")).unwrap();
+    // Named through a link to the project: judged where it leads too.
+    let hidden = [dir.path().join("alias/keys"), outside, dir.path().to_owned()];
+    let workspace = Workspace::new(&root, &[]).hiding(&hidden, &[], &[]);
+    for path in ["keys/id", "KEYS/../keys/id", "src/k/id"] {
+        let place = workspace.locate(&workspace.resolve(path)).place;
+        assert!(secret(&place), "{path}: {place:?}");
+    }
+    assert_eq!(workspace.locate(&root.join("token")).place, Place::Outside);
+    assert_eq!(
+        workspace.locate(&root.join("src/lib.rs")).place,
+        inside("src/lib.rs"),
+        "the root's parent hides nothing"
+    );
+    assert!(workspace.hides(&root.join("src/k/id")) && !workspace.hides(&root.join("src/lib.rs")));
+}
+
+/// A link in a protected directory that leads to a secret is secret: the first protected name
+/// on the way (`.vscode`) does not make it readable.
+#[test]
+fn a_secret_reached_through_a_protected_directory_stays_secret() {
+    let (_dir, root) = project();
+    std::fs::create_dir_all(root.join(".vscode")).unwrap();
+    std::fs::write(root.join(".env"), "API_KEY=1").unwrap();
+    symlink("../.env", root.join(".vscode/settings.local")).unwrap();
+    let workspace = Workspace::new(&root, &[]);
+    for path in [".vscode/settings.local", ".vscode/.env"] {
+        let place = workspace.locate(&workspace.resolve(path)).place;
+        assert!(secret(&place), "{path}: {place:?}");
+    }
+}

@@ -28,6 +28,7 @@ mod exec;
 mod fetch;
 mod git_places;
 mod headless;
+mod hidden;
 mod hook_attacks;
 mod hooks;
 mod hostile;

@@ -1,6 +1,7 @@
-//! Programs that descend into directories reach what no argument names: a secret (`.env*`)
-//! below them, or, when they follow links, a place outside the workspace. And a line whose
-//! first command creates links or moves files cannot be judged on the tree as it was before.
+//! Programs that descend into directories reach what no argument names: a secret (`.env*`,
+//! what `[sandbox] hidden` hides) below them, or, when they follow links, a place outside the
+//! workspace. And a line whose first command creates links or moves files cannot be judged on
+//! the tree as it was before.
 //! In the fake workspace `.` holds `.env`, `conf` holds a link out, `huge` too many entries.
 
 use super::paths::disk;
@@ -99,4 +100,32 @@ fn on_disk_a_recursive_reader_finds_secrets_and_links_out_below_it() {
     assert!(matches!(decide_on_disk("zip -r o.zip docs"), Decision::Ask(_)));
     assert_eq!(decide_on_disk("zip -ry o.zip docs"), Decision::Allow);
     assert_eq!(decide_on_disk("grep -r KEY docs"), Decision::Allow, "grep -r does not follow links below");
+}
+
+/// What `[sandbox] hidden` hides is a secret to a line's paths as to the file tools: named
+/// (any case, through a link) or reached below a directory the program descends into.
+#[test]
+fn on_disk_a_line_reaching_what_the_sandbox_hides_asks_naming_it() {
+    let (_dir, root, workspace) = disk();
+    let workspace = workspace.hiding(&[], &["secrets/**".to_owned(), "*.pem".to_owned()], &[]);
+    std::fs::create_dir_all(root.join("secrets")).unwrap();
+    std::fs::create_dir_all(root.join("src/tls")).unwrap();
+    std::fs::write(root.join("secrets/prod.yaml"), "db: hunter2").unwrap();
+    std::fs::write(root.join("src/tls/server.PEM"), "KEY").unwrap();
+    std::os::unix::fs::symlink("secrets/prod.yaml", root.join("notes.txt")).unwrap();
+    let rules = [
+        Rule::new(Permission::Bash, "grep", Action::Allow, Scope::Session),
+        Rule::new(Permission::Bash, "cat", Action::Allow, Scope::Session),
+    ];
+    let decide_on_disk = |line: &str| decide(&PermissionRequest::for_command(line, &workspace), Mode::Ask, &rules);
+    for (line, named) in [
+        ("grep -r KEY src", "src/tls/server.PEM"),
+        ("grep -r db .", "secrets/prod.yaml"),
+        ("cat notes.txt", "notes.txt"),
+        ("cat SECRETS/prod.yaml", "SECRETS/prod.yaml"),
+    ] {
+        let Decision::Ask(why) = decide_on_disk(line) else { panic!("{line} must ask") };
+        assert!(why.contains(named) && why.contains("protected"), "{line}: {why}");
+    }
+    assert_eq!(decide_on_disk("cat a.txt"), Decision::Allow);
 }
