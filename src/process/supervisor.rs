@@ -28,6 +28,7 @@ use super::gate::Gate;
 use super::namespace::{self, Kind};
 use super::places::{self, Home, Names, sweep};
 use super::{ProcessPolicy, SandboxMode, sandbox, seccomp, tree, watch};
+use crate::workspace::name_globs;
 
 /// The hidden first argument that makes cairn a supervisor.
 pub const ARGUMENT: &str = "__supervise";
@@ -476,7 +477,7 @@ fn confine(
     let (places, before) = match mode {
         SandboxMode::Off => (places::Places::default(), None),
         SandboxMode::WorkspaceWrite | SandboxMode::ReadOnly => {
-            let names = Names { hidden: globs(&spec.hidden_names)?, visible: globs(&spec.visible_names)? };
+            let names = Names { hidden: name_globs(&spec.hidden_names)?, visible: name_globs(&spec.visible_names)? };
             for dir in &spec.own {
                 std::fs::create_dir_all(dir).map_err(|err| format!("cannot make {}: {err}", dir.display()))?;
             }
@@ -514,10 +515,11 @@ fn confine(
             (places, before)
         }
     };
-    // The places Landlock lets the command write, devices included (`mesg` changes its
-    // terminal's mode): everything else is read-only.
+    // The places Landlock lets the command write stay writable; everything else is read-only.
+    // Devices are written on a read-only mount as anywhere, so of them only the terminals'
+    // directory stays as it was (a terminal a command opens may change its own mode).
     let writable: Option<Vec<PathBuf>> =
-        (mode != SandboxMode::Off).then(|| sandbox::writable_places(writable).collect());
+        (mode != SandboxMode::Off).then(|| writable.iter().cloned().chain([PathBuf::from("/dev/pts")]).collect());
     let keeper =
         namespace::apply(&places, &gate.stubs(Some(program)), writable.as_deref()).map_err(|err| err.to_string())?;
     // The working directory still points into the mounts as they were before: enter it again by
@@ -525,19 +527,6 @@ fn confine(
     let cwd = std::env::current_dir().map_err(|err| format!("cannot read the working directory: {err}"))?;
     std::env::set_current_dir(&cwd).map_err(|err| format!("cannot enter {} again: {err}", cwd.display()))?;
     Ok(Confined { places, before, keeper })
-}
-
-fn globs(patterns: &[String]) -> Result<globset::GlobSet, String> {
-    let mut set = globset::GlobSetBuilder::new();
-    for pattern in patterns {
-        let glob = globset::GlobBuilder::new(pattern)
-            .case_insensitive(true)
-            .literal_separator(false)
-            .build()
-            .map_err(|err| format!("`{pattern}` is not a valid pattern: {err}"))?;
-        set.add(glob);
-    }
-    set.build().map_err(|err| err.to_string())
 }
 
 fn running_as_root() -> bool {

@@ -51,10 +51,10 @@ impl Hidden {
                 }
             }
         }
-        let names = globs(names)
+        let names = name_globs(names)
             .map_err(|err| tracing::error!(%err, "[sandbox] hidden: every file asks before it is read"))
             .ok();
-        let visible = globs(visible)
+        let visible = name_globs(visible)
             .map_err(|err| tracing::error!(%err, "[sandbox] visible: nothing hidden is taken back"))
             .unwrap_or_else(|()| GlobSet::empty());
         Self { paths: kept, names, visible }
@@ -116,9 +116,9 @@ fn parts(relative: &Path) -> impl Iterator<Item = &OsStr> {
     })
 }
 
-/// The patterns as the sandbox compiles them (`process::supervisor`): without case, `*`
-/// crossing `/`.
-fn globs(patterns: &[String]) -> Result<GlobSet, String> {
+/// `[sandbox] hidden` and `visible` patterns compiled as both the sandbox and the file tools
+/// match them: without case, `*` crossing `/`.
+pub fn name_globs(patterns: &[String]) -> Result<GlobSet, String> {
     let mut set = GlobSetBuilder::new();
     for pattern in patterns {
         let glob = GlobBuilder::new(pattern)
