@@ -12,7 +12,8 @@
 //! flight ([`admit`]); an editor call counts itself first, then goes ahead only if nothing runs
 //! ([`quiet`]). Both orders are sequentially consistent, so of a start and a call that overlap
 //! at least one sees the other: the call then works on the disk itself, or the start waits for
-//! the call's answer.
+//! the call's answer. A call dropped before its answer (a tool's time limit) keeps its count a
+//! while longer ([`Quiet::over`]): the editor may still act on the request.
 //!
 //! Other cairn processes of the same data directory (a second editor panel, `cairn exec` in a
 //! terminal beside the editor) run commands in the same projects: each command's supervisor
@@ -40,6 +41,10 @@ static SHARED: OnceLock<PathBuf> = OnceLock::new();
 const LOCK: &str = "running.lock";
 /// How long a supervisor waits for an editor call in flight (another cairn's) before it goes on.
 const HOLD_WAIT: Duration = Duration::from_secs(5);
+/// How long an editor call dropped before its answer (a tool's time limit, a cancelled turn)
+/// still keeps processes from starting: the editor may act on the request after cairn stopped
+/// waiting for it.
+const LATE: Duration = if cfg!(test) { Duration::from_millis(200) } else { Duration::from_secs(10) };
 
 /// Makes the editor calls of this process wait for the commands of every cairn process of
 /// `data_dir` (set once, when the configuration is read).
@@ -100,6 +105,20 @@ pub async fn admit() -> Running {
 #[derive(Debug)]
 pub struct Quiet {
     locked: bool,
+    /// No editor call of [`Quiet::over`] is waiting for its answer; dropped while one is, the
+    /// hold stays for [`LATE`].
+    answered: bool,
+}
+
+impl Quiet {
+    /// Makes the editor's `call` under this hold. Dropped before the editor answers, the hold
+    /// outlives it by [`LATE`].
+    pub async fn over<T>(mut self, call: impl std::future::Future<Output = T>) -> T {
+        self.answered = false;
+        let answer = call.await;
+        self.answered = true;
+        answer
+    }
 }
 
 /// The data directory's lock as this process holds it for its editor calls in flight: taken
@@ -111,6 +130,19 @@ static LOCKED: Mutex<(usize, Option<File>)> = Mutex::new((0, None));
 
 impl Drop for Quiet {
     fn drop(&mut self) {
+        if !self.answered
+            && let Ok(runtime) = tokio::runtime::Handle::try_current()
+        {
+            // The hold moves to a task that lets it go later; this one lets nothing go.
+            let late = Quiet { locked: self.locked, answered: true };
+            self.answered = true;
+            self.locked = false;
+            runtime.spawn(async move {
+                tokio::time::sleep(LATE).await;
+                drop(late);
+            });
+            return;
+        }
         if self.locked {
             let mut locked = LOCKED.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
             locked.0 = locked.0.saturating_sub(1);
@@ -129,7 +161,7 @@ impl Drop for Quiet {
 /// and the path must then be read or written on the disk, without following links.
 pub fn quiet() -> Option<Quiet> {
     EDITING.fetch_add(1, Ordering::SeqCst);
-    let mut quiet = Quiet { locked: false };
+    let mut quiet = Quiet { locked: false, answered: true };
     if RUNNING.load(Ordering::SeqCst) != 0 {
         return None;
     }
@@ -188,6 +220,25 @@ mod tests {
         assert!(call.locked, "the call holds the lock while the editor answers");
         let second = quiet().expect("calls of one process go together");
         drop((call, second));
+    }
+
+    /// A tool's time limit dropped the editor's call before its answer, and the hold with it:
+    /// a process started while the editor could still act on the path.
+    #[tokio::test]
+    async fn an_editor_call_dropped_before_its_answer_keeps_starts_waiting_a_while() {
+        let call = loop {
+            match quiet() {
+                Some(call) => break call,
+                None => tokio::time::sleep(std::time::Duration::from_millis(5)).await,
+            }
+        };
+        let mut asked = Box::pin(call.over(std::future::pending::<()>()));
+        assert!(futures::poll!(asked.as_mut()).is_pending());
+        drop(asked);
+        let mut start = Box::pin(admit());
+        assert!(futures::poll!(start.as_mut()).is_pending(), "started while the editor may still act");
+        let running = tokio::time::timeout(LATE * 20, start).await.expect("the hold is let go after a while");
+        drop(running);
     }
 
     #[tokio::test]

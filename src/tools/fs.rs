@@ -78,14 +78,14 @@ pub(super) fn editor_writer(host: &dyn Host) -> Option<(&dyn FileWriter, Quiet)>
 /// The whole text of a file, if it exists and is not too large.
 pub(super) async fn load(ctx: &ToolContext, path: &Path) -> Result<Old, ToolError> {
     let shown = ctx.workspace.display(path);
-    if let Some((reader, _quiet)) = editor_reader(ctx.host.as_ref()) {
+    if let Some((reader, quiet)) = editor_reader(ctx.host.as_ref()) {
         // The editor reports a missing file as an error; check the disk to tell it apart.
         let Ok(metadata) = tokio::fs::metadata(path).await else { return Ok(Old::Missing) };
         check_kind(&metadata, &shown)?;
         if metadata.len() > MAX_WHOLE_BYTES {
             return Ok(Old::TooLarge(metadata.len()));
         }
-        let text = reader.read_text_file(path, None).await.map_err(|err| cannot_read(&shown, &err))?;
+        let text = quiet.over(reader.read_text_file(path, None)).await.map_err(|err| cannot_read(&shown, &err))?;
         let size = text.len() as u64;
         return Ok(if size > MAX_WHOLE_BYTES { Old::TooLarge(size) } else { Old::Text(text) });
     }
@@ -158,8 +158,8 @@ pub(super) fn check_kind(metadata: &std::fs::Metadata, shown: &str) -> Result<()
 pub(super) async fn save(ctx: &ToolContext, path: &Path, text: &str) -> Result<(), ToolError> {
     let shown = ctx.workspace.display(path);
     let failed = |err: &dyn std::fmt::Display| ToolError::Tell(format!("cannot write {shown}: {err}"));
-    if let Some((writer, _quiet)) = editor_writer(ctx.host.as_ref()) {
-        return writer.write_text_file(path, text).await.map_err(|err| failed(&err));
+    if let Some((writer, quiet)) = editor_writer(ctx.host.as_ref()) {
+        return quiet.over(writer.write_text_file(path, text)).await.map_err(|err| failed(&err));
     }
     let (path, text, roots) = (path.to_owned(), text.to_owned(), ctx.workspace.roots().to_vec());
     // Not cancellable: once started, the write runs to its end or cleans up after itself.

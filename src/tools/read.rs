@@ -93,8 +93,8 @@ async fn read(args: &ReadArgs, ctx: &ToolContext) -> Result<ToolOutcome, ToolErr
     }
     let first = args.offset.unwrap_or(1).max(1);
     let limit = args.limit.unwrap_or(DEFAULT_LINES).max(1);
-    let (page, size) = if let Some((reader, _quiet)) = super::fs::editor_reader(ctx.host.as_ref()) {
-        (editor_page(reader, &path, &shown, first, limit).await?, None)
+    let (page, size) = if let Some((reader, quiet)) = super::fs::editor_reader(ctx.host.as_ref()) {
+        (quiet.over(editor_page(reader, &path, &shown, first, limit)).await?, None)
     } else {
         let (page, size) = local_page(ctx, &path, &shown, first, limit).await?;
         (page, Some(size))

@@ -266,7 +266,7 @@ async fn one(
 ) -> Result<(), String> {
     let content = |hash: &Digest| blobs.get(hash).cloned().ok_or("its content is missing from the store".to_owned());
     let path = root.join(relative);
-    if let (State::File { hash, executable: false, .. }, Some((writer, _quiet))) =
+    if let (State::File { hash, executable: false, .. }, Some((writer, quiet))) =
         (&target, crate::tools::fs::editor_writer(host.as_ref()))
     {
         let data = content(hash)?;
@@ -274,7 +274,7 @@ async fn one(
             && !data.contains(&0)
             && regular_beneath(root, &path)
         {
-            return writer.write_text_file(&path, text).await.map_err(|err| err.to_string());
+            return quiet.over(writer.write_text_file(&path, text)).await.map_err(|err| err.to_string());
         }
     }
     let data = match target {
