@@ -2,8 +2,9 @@
 //!
 //! [`enter`] moves the (still single-threaded) supervisor into a mount namespace of its own —
 //! inside a new user namespace when it is not root, mapping its own user and group to
-//! themselves — and makes every mount a slave, so nothing done here reaches the rest of the
-//! system. [`apply`] then makes every mount read-only but the places the command may write
+//! themselves — and makes every mount private, so nothing done here reaches the rest of the
+//! system and nothing mounted there later (a disk, a container's layers) reaches the command,
+//! with flags this namespace did not set. [`apply`] then makes every mount read-only but the places the command may write
 //! (so that no mode, owner, time or ACL changes outside them), binds the anchors onto themselves, binds the read-only places
 //! read-only (recursively, through `open_tree`/`mount_setattr`, Linux ≥ 5.12) and covers the
 //! hidden places and the rejected programs with an empty file or directory of mode 0 from a
@@ -80,10 +81,16 @@ pub fn enter(kind: Kind) -> Result<(), NamespaceError> {
     let root = c_path(Path::new("/"))?;
     // SAFETY: mount with a NUL-terminated path we own and null pointers where the call allows them.
     #[allow(unsafe_code)]
-    let slave = unsafe {
-        libc::mount(std::ptr::null(), root.as_ptr(), std::ptr::null(), libc::MS_REC | libc::MS_SLAVE, std::ptr::null())
+    let private = unsafe {
+        libc::mount(
+            std::ptr::null(),
+            root.as_ptr(),
+            std::ptr::null(),
+            libc::MS_REC | libc::MS_PRIVATE,
+            std::ptr::null(),
+        )
     };
-    check(slave).map_err(|err| NamespaceError::Mount("cannot make the mounts private".into(), err))
+    check(private).map_err(|err| NamespaceError::Mount("cannot make the mounts private".into(), err))
 }
 
 /// Gives the command a PID namespace of its own (the supervisor's next child is its first

@@ -515,13 +515,11 @@ fn confine(
             (places, before)
         }
     };
-    // The places Landlock lets the command write stay writable; everything else is read-only.
-    // Devices are written on a read-only mount as anywhere, so of them only the terminals'
-    // directory stays as it was (a terminal a command opens may change its own mode).
-    let writable: Option<Vec<PathBuf>> =
-        (mode != SandboxMode::Off).then(|| writable.iter().cloned().chain([PathBuf::from("/dev/pts")]).collect());
-    let keeper =
-        namespace::apply(&places, &gate.stubs(Some(program)), writable.as_deref()).map_err(|err| err.to_string())?;
+    // The places Landlock lets the command write stay writable; everything else is read-only,
+    // the devices too: they are read and written on a read-only mount as anywhere, and no
+    // command may change the mode or owner of the machine's `/dev/null` or of a terminal.
+    let writable = (mode != SandboxMode::Off).then_some(writable);
+    let keeper = namespace::apply(&places, &gate.stubs(Some(program)), writable).map_err(|err| err.to_string())?;
     // The working directory still points into the mounts as they were before: enter it again by
     // its path, through the new ones, or relative paths would reach around them.
     let cwd = std::env::current_dir().map_err(|err| format!("cannot read the working directory: {err}"))?;

@@ -98,10 +98,10 @@ fn a_command_cannot_change_the_mode_acl_or_times_of_anything_outside_the_writabl
     let acl = |path: &Path| {
         sh_out(path.parent().unwrap(), &format!("python3 -c 'import os; print(os.listxattr(\"{}\"))'", path.display()))
     };
-    let (secret_time, acl_before) = (stamp(&secret), acl(&secret));
+    let (secret_time, acl_before, device_time) = (stamp(&secret), acl(&secret), stamp(Path::new("/dev/full")));
     // An ACL granting user 65534 read, in the kernel's own binary form, set by setxattr(2).
     let script = format!(
-        "chmod 666 {secret}; chmod 777 {home}; touch -m -d 2001-01-01 {secret}; \
+        "chmod 666 {secret}; chmod 777 {home}; touch -m -d 2001-01-01 {secret} /dev/full; \
          python3 -c 'import os, struct, sys
 entries = [(1, 6, 0xFFFFFFFF), (2, 4, 65534), (4, 0, 0xFFFFFFFF), (0x10, 4, 0xFFFFFFFF), (0x20, 0, 0xFFFFFFFF)]
 value = struct.pack(\"<I\", 2) + b\"\".join(struct.pack(\"<HHI\", *e) for e in entries)
@@ -122,8 +122,10 @@ for name, v in ((\"system.posix_acl_access\", value), (\"user.planted\", b\"x\")
     assert_eq!(mode(&secret), 0o600, "a root-only file outside was opened to everyone: {said}");
     assert_eq!(mode(&home), 0o700, "a directory outside was opened to everyone: {said}");
     assert_eq!(stamp(&secret), secret_time, "a file outside got new times: {said}");
+    // The machine's devices are written as anywhere, but their nodes stay as they are.
+    assert_eq!(stamp(Path::new("/dev/full")), device_time, "a device node got new times: {said}");
     assert_eq!(acl(&secret), acl_before, "a file outside got an ACL or an attribute: {said}");
-    assert!(!said.contains(" set"), "{said}");
+    assert!(!said.contains("posix_acl_access set") && !said.contains("planted set"), "{said}");
     // In the workspace all of it still works.
     assert_eq!(mode(&ws.join("made")), 0o600, "{said}");
     assert!(stamp(&ws.join("made")) < 1_000_000_000 + 10 * 365 * 86_400, "{said}");
@@ -174,4 +176,35 @@ fn plain_mode_and_owner_changes_in_the_workspace_still_work() {
     assert_eq!(mode(&ws.join("bin.sh")), 0o755, "{said}");
     assert_eq!(mode(&ws.join("to/sub")), 0o750, "{said}");
     assert_eq!(mode(&ws.join("out/from/sub")), 0o750, "{said}");
+}
+
+/// The eighth pass's B3: the namespace was a slave of the machine's, so a mount made there while
+/// a command ran (a disk, a container's layers; here a tmpfs under a shared mount) reached the
+/// command writable, and its root-only file was opened to everyone.
+#[test]
+fn a_mount_made_outside_while_a_command_runs_does_not_reach_it() {
+    if !kernel_keeps_it() || !super::running_as_root() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    let away = outside("modes-later-mount");
+    let share = away.path().join("share");
+    std::fs::create_dir_all(share.join("new")).unwrap();
+    sh(away.path(), "mount --bind share share && mount --make-shared share");
+    let file = share.join("new/file");
+    let script = format!(
+        "for i in $(seq 100); do [ -e {f} ] && break; sleep 0.05; done; chmod 666 {f}; echo done",
+        f = file.display()
+    );
+    let command = std::thread::spawn(move || supervise(&ws, &script, &[]));
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    sh(&share, "mount -t tmpfs none new && echo root-only > new/file && chmod 600 new/file");
+    let output = command.join().unwrap();
+    let changed = mode(&file);
+    sh(away.path(), "umount share/new; umount share");
+    let said = format!("{}{}", output.stdout, output.stderr);
+    assert!(said.contains("done"), "{said}");
+    assert_eq!(changed, 0o600, "a mount made outside reached the command writable: {said}");
 }
