@@ -5,7 +5,10 @@
 //! every socket bound to a path that the kernel lists for this network namespace
 //! (`/proc/net/unix`), wherever it lies, and every socket directly in the temp directories and
 //! `/run` (one bound in another namespace and reached through the file), that is older than
-//! cairn's start, which no command of cairn's made. A socket a command made (its own database
+//! cairn's start, which no command of cairn's made, and that belongs to the user or to root:
+//! another user's socket serves that user, with the rights the socket's mode gives anyone, and
+//! covering each one would let any user of the machine flood `/tmp` with sockets until no
+//! command of this user's starts. A socket a command made (its own database
 //! in a background job) is newer and stays reachable for the commands after it. And the
 //! directories the user's multiplexers and editors keep their sockets in are made before a
 //! command when missing, so that the cover reaches a server the user starts meanwhile.
@@ -50,9 +53,11 @@ pub fn outside(dirs: &[PathBuf], before: SystemTime, shown: &[PathBuf]) -> Vec<P
     }
     found.sort();
     found.dedup();
+    let user = super::super::namespace::current_uid();
     found.retain(|path| {
-        let old_socket =
-            std::fs::symlink_metadata(path).is_ok_and(|meta| meta.file_type().is_socket() && older(&meta, before));
+        let old_socket = std::fs::symlink_metadata(path).is_ok_and(|meta| {
+            meta.file_type().is_socket() && older(&meta, before) && (meta.uid() == user || meta.uid() == 0)
+        });
         old_socket && !shown.iter().any(|shown| shown == path)
     });
     found
@@ -125,6 +130,24 @@ mod tests {
             found,
             [top.join(".s.PGSQL.5432"), top.join("agent-dir/agent.1"), top.join("agent-dir/deeper/too-deep")]
         );
+    }
+
+    /// The eighth pass's B6: any user could leave thousands of sockets in `/tmp`, each covered,
+    /// until no command of another user's started. Another user's socket serves that user.
+    #[test]
+    fn another_users_socket_is_not_this_users_to_cover() {
+        if crate::process::namespace::current_uid() != 0 {
+            return; // Only root can give a socket away.
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let top = dir.path().canonicalize().unwrap();
+        let _listening =
+            [UnixListener::bind(top.join("theirs.sock")).unwrap(), UnixListener::bind(top.join("mine.sock")).unwrap()];
+        std::os::unix::fs::lchown(top.join("theirs.sock"), Some(4242), None).unwrap();
+        std::thread::sleep(Duration::from_millis(20));
+        let mut found = outside(std::slice::from_ref(&top), SystemTime::now(), &[]);
+        found.retain(|path| path.starts_with(&top));
+        assert_eq!(found, [top.join("mine.sock")]);
     }
 
     #[test]
