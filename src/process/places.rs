@@ -55,9 +55,12 @@ const SYSTEM: &[&str] = &["/usr", "/lib", "/lib64", "/bin", "/sbin", "/etc", "/b
 /// Read-only binds and covers a command's namespace holds at most. Each one costs the kernel
 /// more the more there are (20,000 took two seconds of every command's start), and a command
 /// can make as many `.env` files or repositories as it likes, which later walks find and
-/// remember: beyond this, places give way to their directories ([`fit`]), and where that cannot
-/// bring them within it the command is refused.
+/// remember: beyond this, places give way to their directories ([`fit`]); the mounts in all are
+/// bounded by [`MAX_MOUNTS`].
 pub const MAX_GUARDED: usize = 2_000;
+/// Mounts a command's namespace takes at most: the guarded places and every directory above
+/// them, which is bound too. Beyond it the command is refused ([`Places::check_count`]).
+pub const MAX_MOUNTS: usize = 2 * MAX_GUARDED;
 /// What a git directory holds that says what runs, or where git finds what does.
 const GIT_PARTS: &[&str] = &["config", "hooks", "info", "commondir", "config.worktree", "worktrees"];
 
@@ -76,23 +79,29 @@ pub struct Places {
     /// hooks directory, a file it includes): no mount can cover it, so the sweep takes it away
     /// if the command makes it (`sweep.rs`).
     pub missing: Vec<PathBuf>,
+    /// Whether places gave way to their directories ([`fit`]): what this walk found is then
+    /// not remembered, so a flood a command made leaves no cover behind once it is gone.
+    pub fitted: bool,
 }
 
 impl Places {
-    /// Refuses a namespace that would take more binds and covers than [`MAX_GUARDED`] (a root
+    /// Refuses a namespace that would take more mounts than [`MAX_MOUNTS`] (a root
     /// holding thousands of `.env` files, made by a command most likely): each one slows
     /// every command's start.
     pub fn check_count(&self) -> Result<(), String> {
-        let count = self.hidden.len() + self.read_only.len();
-        if count <= MAX_GUARDED {
+        // Every directory above a bound place is bound too: a secret a link leads to deep in a
+        // temp directory costs a mount for each level.
+        let count = self.hidden.len() + self.read_only.len() + self.anchors.len();
+        if count <= MAX_MOUNTS {
             return Ok(());
         }
         let some: Vec<String> =
             self.hidden.iter().chain(&self.read_only).take(3).map(|path| path.display().to_string()).collect();
         Err(format!(
-            "the workspace holds {count} places a command must not see or change (such as {}), more than the \
-             {MAX_GUARDED} cairn guards for one command; nothing ran. Remove the ones a command made, or list \
-             them in [sandbox] visible in config.toml",
+            "the workspace holds {count} places a command must not see or change, with the directories \
+             above them (such as {}: files, or where links in the workspace lead), more than the \
+             {MAX_MOUNTS} cairn guards for one command; nothing ran. Remove the ones a command made \
+             (or the links to them), or list them in [sandbox] visible in config.toml",
             some.join(", ")
         ))
     }
@@ -175,7 +184,10 @@ pub fn find_knowing(
 /// cannot be covered), so a root holding more than the cap itself stays above it.
 fn fit(places: &mut Places, roots: &[PathBuf]) {
     use std::collections::{HashMap, HashSet};
-    let inside = |dir: &Path| roots.iter().any(|root| dir.starts_with(root) && dir != root);
+    // Strictly inside a root, and holding none (roots may nest).
+    let inside = |dir: &Path| {
+        roots.iter().any(|root| dir.starts_with(root) && dir != root) && !roots.iter().any(|root| root.starts_with(dir))
+    };
     // Each round takes every directory holding the most at once; a few rounds suffice.
     for _ in 0..32 {
         if places.hidden.len() + places.read_only.len() <= MAX_GUARDED {
@@ -205,6 +217,7 @@ fn fit(places: &mut Places, roots: &[PathBuf]) {
             }
             dedup(list);
         }
+        places.fitted = true;
     }
 }
 

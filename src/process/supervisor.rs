@@ -502,7 +502,7 @@ fn confine(
             let places = places::find_knowing(&roots, &hidden, &names, writable, &home, known);
             places.check_count().map_err(Unconfined::TooMany)?;
             // A read-only walk looks for no read-only places: it would forget those found.
-            if let Some(dir) = kept.as_ref().filter(|_| writable)
+            if let Some(dir) = kept.as_ref().filter(|_| writable && !places.fitted)
                 && let Err(err) = places::remembered::keep(dir, &roots, &places)
             {
                 tracing::debug!("cannot keep the places found: {err}");

@@ -564,3 +564,21 @@ fn secrets_in_a_directory_a_link_leads_to_outside_are_covered_where_they_lie() {
     assert_eq!(places.hidden, expected);
     assert!(places.read_only.is_empty() && places.git_dirs.is_empty(), "{places:?}");
 }
+
+/// The eighth pass's B7: with roots nested, the directory holding the most was a root or held
+/// one, and its cover took a workspace away.
+#[test]
+fn a_flood_never_has_a_root_or_a_directory_holding_one_covered() {
+    let dir = tempfile::tempdir().unwrap();
+    let outer = fs::canonicalize(dir.path()).unwrap();
+    let inner = outer.join("pkg/b");
+    for i in 0..MAX_GUARDED + 100 {
+        touch(&inner.join(format!("flood/d{i}/.env")));
+    }
+    let places = find(&[outer.clone(), inner.clone()], &[], &names(&[], &[]), true, &Home::default());
+    assert!(places.fitted);
+    assert!(places.hidden.contains(&inner.join("flood")), "{:?}", &places.hidden[..3]);
+    for kept in [&outer, &outer.join("pkg"), &inner] {
+        assert!(!places.hidden.contains(kept), "{} was covered", kept.display());
+    }
+}

@@ -157,9 +157,30 @@ fn a_command_that_makes_thousands_of_secrets_slows_no_later_command_and_uncovers
     let second = supervise(&ws, "cat app/.env flood/d7/.env; ls flood | wc -l; echo ran", &[]);
     assert!(second.stdout.contains("ran"), "the next command did not run: {}{}", second.stdout, second.stderr);
     assert!(!second.stdout.contains("SECRET"), "a secret was uncovered: {}", second.stdout);
-    let third = supervise(&ws, "for i in $(seq 1 2100); do echo K=ROOT_SECRET > .env.$i; done; echo made", &[]);
+    let third = supervise(&ws, "for i in $(seq 1 4100); do echo K=ROOT_SECRET > .env.$i; done; echo made", &[]);
     assert!(third.stdout.contains("made"), "{}{}", third.stdout, third.stderr);
     let refused = supervise(&ws, "cat .env.1; echo ran", &[]);
     assert!(!refused.stdout.contains("ran") && !refused.stdout.contains("ROOT_SECRET"), "{}", refused.stdout);
     assert!(refused.stderr.contains("[sandbox] visible"), "the refusal says what to do: {}", refused.stderr);
+}
+
+/// The eighth pass's B7: the cover a flood got was remembered, so `src/` stayed empty for every
+/// later command after the flood was gone.
+#[test]
+fn a_flood_leaves_no_cover_behind_once_it_is_gone() {
+    if !kernel_keeps_it() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (ws, data) = (dir.path().join("ws"), dir.path().join("data"));
+    std::fs::create_dir_all(ws.join("src")).unwrap();
+    std::fs::write(ws.join("src/main.rs"), "fn main() {}\n").unwrap();
+    let own = ["--own", data.to_str().unwrap()];
+    let flood = "cd src && for i in $(seq 1 2100); do mkdir d$i && echo K=1 > d$i/.env; done; echo made";
+    assert!(supervise(&ws, flood, &own).stdout.contains("made"));
+    let flooded = supervise(&ws, "ls src | wc -l; echo ran", &own);
+    assert!(flooded.stdout.contains("ran"), "{}{}", flooded.stdout, flooded.stderr);
+    sh(&ws, "rm -rf src/d*");
+    let after = supervise(&ws, "cat src/main.rs", &own);
+    assert!(after.stdout.contains("fn main"), "src stayed covered: {}{}", after.stdout, after.stderr);
 }
