@@ -73,7 +73,29 @@ pub fn blocked(ip: IpAddr) -> Option<Blocked> {
         IpAddr::V4(v4) => blocked_v4(v4),
         IpAddr::V6(v6) => blocked_v6(v6),
     };
-    range.or_else(|| own(ip).then_some(Blocked::Own))
+    // An IPv6 spelling of one of this machine's IPv4 addresses (`::ffff:a.b.c.d`) reaches it
+    // as well: the interfaces list the IPv4 one.
+    let reached = match ip {
+        IpAddr::V4(_) => None,
+        IpAddr::V6(v6) => reaches(v6).map(IpAddr::V4),
+    };
+    range.or_else(|| (own(ip) || reached.is_some_and(own)).then_some(Blocked::Own))
+}
+
+/// The IPv4 address an IPv6 one carries and reaches: mapped (`::ffff:a.b.c.d`), compatible
+/// (`::a.b.c.d`), NAT64 (`64:ff9b::/96`) and 6to4 (`2002::/16`).
+fn reaches(ip: Ipv6Addr) -> Option<Ipv4Addr> {
+    if let Some(v4) = ip.to_ipv4_mapped() {
+        return Some(v4);
+    }
+    let s = ip.segments();
+    let embedded = |high: u16, low: u16| Ipv4Addr::from((u32::from(high) << 16) | u32::from(low));
+    match s[0] {
+        0 if s[1..6].iter().all(|&x| x == 0) => Some(embedded(s[6], s[7])),
+        0x64 if s[1] == 0xff9b && s[2..6].iter().all(|&x| x == 0) => Some(embedded(s[6], s[7])),
+        0x2002 => Some(embedded(s[1], s[2])),
+        _ => None,
+    }
 }
 
 /// Whether `ip` is an address of this machine.
@@ -176,25 +198,23 @@ fn blocked_v6(ip: Ipv6Addr) -> Option<Blocked> {
         return blocked_v4(v4);
     }
     let s = ip.segments();
-    let embedded = |high: u16, low: u16| Ipv4Addr::from((u32::from(high) << 16) | u32::from(low));
-    match s[0] {
+    match (s[0], reaches(ip)) {
         // IPv4-compatible (`::a.b.c.d`, deprecated) and every other address of `::/96`.
-        0 if s[1..6].iter().all(|&x| x == 0) => Some(blocked_v4(embedded(s[6], s[7])).unwrap_or(Blocked::Reserved)),
-        // NAT64's well-known prefix reaches the IPv4 address in its last 32 bits.
-        0x64 if s[1] == 0xff9b && s[2..6].iter().all(|&x| x == 0) => blocked_v4(embedded(s[6], s[7])),
-        // 6to4 reaches the IPv4 address in bits 16..48.
-        0x2002 => blocked_v4(embedded(s[1], s[2])),
+        (0, Some(v4)) => Some(blocked_v4(v4).unwrap_or(Blocked::Reserved)),
+        // NAT64's well-known prefix reaches the IPv4 address in its last 32 bits; 6to4 the one in
+        // bits 16..48.
+        (_, Some(v4)) => blocked_v4(v4),
         // Teredo hides the address it reaches; documentation; benchmarking; ORCHID.
-        0x2001 if s[1] == 0 || s[1] == 0x0db8 || (s[1] == 2 && s[2] == 0) || (0x10..=0x2f).contains(&s[1]) => {
+        (0x2001, None) if s[1] == 0 || s[1] == 0x0db8 || (s[1] == 2 && s[2] == 0) || (0x10..=0x2f).contains(&s[1]) => {
             Some(Blocked::Reserved)
         }
-        0x2000..=0x3fff => None,
-        0xfc00..=0xfdff => Some(Blocked::Private),
-        0xfe80..=0xfebf => Some(Blocked::LinkLocal),
-        0xfec0..=0xfeff => Some(Blocked::Private),
-        0xff00..=0xffff => Some(Blocked::Multicast),
+        (0x2000..=0x3fff, None) => None,
+        (0xfc00..=0xfdff, None) => Some(Blocked::Private),
+        (0xfe80..=0xfebf, None) => Some(Blocked::LinkLocal),
+        (0xfec0..=0xfeff, None) => Some(Blocked::Private),
+        (0xff00..=0xffff, None) => Some(Blocked::Multicast),
         // Outside global unicast (`2000::/3`): discard, local-use NAT64, unassigned.
-        _ => Some(Blocked::Reserved),
+        (_, None) => Some(Blocked::Reserved),
     }
 }
 
@@ -217,6 +237,27 @@ mod tests {
         if socket.connect("8.8.8.8:53").is_ok() {
             let local = socket.local_addr().unwrap().ip();
             assert!(own(local), "{local}");
+        }
+    }
+
+    /// The eighth pass's B9: an IPv6 spelling of this machine's IPv4 address reaches it too.
+    #[test]
+    fn an_ipv6_spelling_of_an_own_ipv4_address_is_its_own() {
+        let local = Ipv4Addr::LOCALHOST;
+        assert_eq!(reaches(local.to_ipv6_mapped()), Some(local));
+        assert_eq!(reaches("64:ff9b::7f00:1".parse().unwrap()), Some(local));
+        assert_eq!(reaches("2002:7f00:1::".parse().unwrap()), Some(local));
+        assert_eq!(reaches("2606:4700:4700::1111".parse().unwrap()), None);
+        let socket = std::net::UdpSocket::bind("0.0.0.0:0").unwrap();
+        if socket.connect("8.8.8.8:53").is_ok()
+            && let IpAddr::V4(own) = socket.local_addr().unwrap().ip()
+            && blocked_v4(own).is_none()
+        {
+            assert_eq!(blocked(IpAddr::V6(own.to_ipv6_mapped())), Some(Blocked::Own), "{own}");
+            assert_eq!(
+                blocked(IpAddr::V6(Ipv6Addr::from((0x2002u128 << 112) | (u128::from(u32::from(own)) << 80)))),
+                Some(Blocked::Own)
+            );
         }
     }
 
