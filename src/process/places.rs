@@ -79,6 +79,9 @@ pub struct Places {
     /// hooks directory, a file it includes): no mount can cover it, so the sweep takes it away
     /// if the command makes it (`sweep.rs`).
     pub missing: Vec<PathBuf>,
+    /// Secrets the walk covered outside the roots, where links in them lead (`.env ->
+    /// ~/secrets/app.env`, `secrets -> ~/private/app`): remembered with the rest.
+    pub linked: Vec<PathBuf>,
     /// Whether places gave way to their directories ([`fit`]): what this walk found is then
     /// not remembered, so a flood a command made leaves no cover behind once it is gone.
     pub fitted: bool,
@@ -140,6 +143,8 @@ pub fn find_knowing(
         walk.root(root);
     }
     let mut places = walk.places;
+    let inside_roots = |path: &PathBuf| roots.iter().any(|root| path.starts_with(root));
+    places.linked = places.hidden.iter().filter(|path| !inside_roots(path)).cloned().collect();
     // What the user has made visible since stays visible.
     let shown = |path: &PathBuf| {
         roots.iter().any(|root| path.strip_prefix(root).is_ok_and(|relative| names.visible.is_match(relative)))

@@ -3,7 +3,8 @@
 //! number of entries, and a command decides how many lie in its way: one that makes 20,000
 //! files leaves the next walk short of the `.env` files and repositories it found before.
 //! What a walk found stays found, as long as it is still there as it was: a place that is gone,
-//! or that a link now leads elsewhere, is dropped (the walk judges what took its place).
+//! or that a link now leads elsewhere, is dropped (the walk judges what took its place). So do
+//! the secrets outside the roots that links in them led the walk to.
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -34,18 +35,17 @@ pub fn load(dir: &Path, roots: &[PathBuf]) -> Known {
         roots.iter().any(|root| path.starts_with(root) && path != root)
             && std::fs::canonicalize(path).is_ok_and(|real| real == *path)
     };
+    let unmoved = |path: &PathBuf| std::fs::canonicalize(path).is_ok_and(|real| real == *path);
     let mut known = Known::default();
     for line in text.lines().take(MOST) {
         let (kind, path) = match line.split_once('\t') {
             Some((kind, path)) => (kind, PathBuf::from(path)),
             None => continue,
         };
-        if !standing(&path) {
-            continue;
-        }
         match kind {
-            "h" => known.hidden.push(path),
-            "r" => known.read_only.push(path),
+            "h" if standing(&path) => known.hidden.push(path),
+            "r" if standing(&path) => known.read_only.push(path),
+            "l" if path.is_absolute() && unmoved(&path) => known.hidden.push(path),
             _ => {}
         }
     }
@@ -58,7 +58,9 @@ pub fn keep(dir: &Path, roots: &[PathBuf], places: &Places) -> std::io::Result<(
     let storable = |path: &&PathBuf| path.to_str().is_some_and(|text| !text.contains(['\n', '\t']));
     let mut text = String::new();
     let lines = places.hidden.iter().map(|path| ("h", path)).chain(places.read_only.iter().map(|path| ("r", path)));
-    for (kind, path) in lines.filter(|(_, path)| inside(path) && storable(path)).take(MOST) {
+    let linked = places.linked.iter().map(|path| ("l", path));
+    let lines = lines.filter(|(_, path)| inside(path)).chain(linked).filter(|(_, path)| storable(path));
+    for (kind, path) in lines.take(MOST) {
         text.push_str(&format!("{kind}\t{}\n", path.display()));
     }
     let at = file(dir, roots);
@@ -85,8 +87,12 @@ mod tests {
             std::fs::create_dir_all(root.join(made)).unwrap();
         }
         std::fs::write(root.join("app/server/.env.production"), "DB_PASSWORD=1").unwrap();
+        let away = std::fs::canonicalize(dir.path()).unwrap().join("private/app.env");
+        std::fs::create_dir_all(away.parent().unwrap()).unwrap();
+        std::fs::write(&away, "API_KEY=1").unwrap();
         let places = Places {
-            hidden: vec![root.join("app/server/.env.production"), PathBuf::from("/home/u/.ssh")],
+            hidden: vec![root.join("app/server/.env.production"), PathBuf::from("/home/u/.ssh"), away.clone()],
+            linked: vec![away.clone()],
             read_only: vec![root.join("libs/core/.git/hooks"), root.join("gone"), root.join("moved")],
             ..Places::default()
         };
@@ -95,7 +101,11 @@ mod tests {
         std::fs::remove_dir(root.join("moved")).unwrap();
         std::os::unix::fs::symlink("/usr", root.join("moved")).unwrap();
         let known = load(&kept, &roots);
-        assert_eq!(known.hidden, [root.join("app/server/.env.production")], "only what lies inside the roots");
+        assert_eq!(
+            known.hidden,
+            [root.join("app/server/.env.production"), away],
+            "what lies inside the roots, and where links in them led"
+        );
         assert_eq!(known.read_only, [root.join("libs/core/.git/hooks")], "what went, or a link replaced, is dropped");
         assert_eq!(load(&kept, &[root.join("app")]), Known::default(), "other roots, another file");
     }

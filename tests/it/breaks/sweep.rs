@@ -184,3 +184,26 @@ fn a_flood_leaves_no_cover_behind_once_it_is_gone() {
     let after = supervise(&ws, "cat src/main.rs", &own);
     assert!(after.stdout.contains("fn main"), "src stayed covered: {}{}", after.stdout, after.stderr);
 }
+
+/// The eighth pass's B8: a secret covered where a link in the workspace leads was not
+/// remembered, so a flood that cut the next walk short uncovered it.
+#[test]
+fn a_flood_does_not_uncover_a_secret_a_link_leads_to() {
+    if !kernel_keeps_it() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (ws, data) = (dir.path().join("ws"), dir.path().join("data"));
+    let away = outside("linked-secret");
+    std::fs::create_dir_all(away.path().join("private")).unwrap();
+    std::fs::write(away.path().join("private/.env"), "API_KEY=LINKED_SECRET\n").unwrap();
+    std::fs::create_dir_all(ws.join("a/b")).unwrap();
+    std::os::unix::fs::symlink(away.path().join("private"), ws.join("a/b/secrets")).unwrap();
+    let own = ["--own", data.to_str().unwrap()];
+    let read = "cat a/b/secrets/.env; echo read";
+    let first = supervise(&ws, &format!("{read}; mkdir flood && cd flood && seq 1 21000 | xargs touch"), &own);
+    assert!(first.stdout.contains("read") && !first.stdout.contains("LINKED_SECRET"), "{}", first.stdout);
+    let second = supervise(&ws, read, &own);
+    assert!(second.stdout.contains("read"), "{}{}", second.stdout, second.stderr);
+    assert!(!second.stdout.contains("LINKED_SECRET"), "the flood uncovered the linked secret: {}", second.stdout);
+}
