@@ -193,6 +193,16 @@ pub fn count() -> usize {
 mod tests {
     use super::*;
 
+    /// Leave for an editor call, once no process of another test runs.
+    async fn quiet_once_idle() -> Quiet {
+        loop {
+            match quiet() {
+                Some(call) => return call,
+                None => tokio::time::sleep(std::time::Duration::from_millis(5)).await,
+            }
+        }
+    }
+
     #[tokio::test]
     async fn no_editor_file_call_goes_ahead_while_a_process_is_counted() {
         let running = admit().await;
@@ -211,12 +221,7 @@ mod tests {
         let held = hold(data).unwrap();
         assert!(quiet().is_none(), "another process's command keeps the editor's file calls off");
         drop(held);
-        let call = loop {
-            match quiet() {
-                Some(call) => break call,
-                None => tokio::time::sleep(std::time::Duration::from_millis(5)).await,
-            }
-        };
+        let call = quiet_once_idle().await;
         assert!(call.locked, "the call holds the lock while the editor answers");
         let second = quiet().expect("calls of one process go together");
         drop((call, second));
@@ -226,12 +231,7 @@ mod tests {
     /// a process started while the editor could still act on the path.
     #[tokio::test]
     async fn an_editor_call_dropped_before_its_answer_keeps_starts_waiting_a_while() {
-        let call = loop {
-            match quiet() {
-                Some(call) => break call,
-                None => tokio::time::sleep(std::time::Duration::from_millis(5)).await,
-            }
-        };
+        let call = quiet_once_idle().await;
         let mut asked = Box::pin(call.over(std::future::pending::<()>()));
         assert!(futures::poll!(asked.as_mut()).is_pending());
         drop(asked);
@@ -244,12 +244,7 @@ mod tests {
     #[tokio::test]
     async fn a_start_waits_until_the_editor_file_call_in_flight_is_answered() {
         // Other tests start processes of their own; an editor call goes ahead once none runs.
-        let call = loop {
-            match quiet() {
-                Some(call) => break call,
-                None => tokio::time::sleep(std::time::Duration::from_millis(5)).await,
-            }
-        };
+        let call = quiet_once_idle().await;
         let mut start = Box::pin(admit());
         assert!(futures::poll!(start.as_mut()).is_pending(), "started while the editor resolves a path");
         drop(call);
