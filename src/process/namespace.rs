@@ -113,10 +113,12 @@ pub fn enter_pids() -> bool {
 /// own: a mount namespace of its own too (a slave of the supervisor's, so the supervisor's
 /// later binds reach it and nothing flows back), with a `/proc` that shows its own processes
 /// by the ids they know themselves by. Where the kernel refuses the new `/proc` (a container
-/// whose `/proc` has parts covered), the command sees the supervisor's. Raw system calls on
-/// static strings: nothing allocates.
+/// whose `/proc` has parts covered), the command sees the supervisor's. `read_only` when the
+/// rest is: a mode set on a `/proc` file holds for the whole machine (`chmod 222
+/// /proc/sysrq-trigger` as root would let anyone reboot it). Raw system calls on static
+/// strings: nothing allocates.
 #[allow(unsafe_code)]
-pub fn fresh_proc() {
+pub fn fresh_proc(read_only: bool) {
     let (root, proc) = (c"/", c"/proc");
     // SAFETY: unshare and mount take flags and static NUL-terminated strings.
     unsafe {
@@ -127,7 +129,10 @@ pub fn fresh_proc() {
         if libc::mount(std::ptr::null(), root.as_ptr(), std::ptr::null(), slave, std::ptr::null()) != 0 {
             return;
         }
-        let flags = libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC;
+        let mut flags = libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC;
+        if read_only {
+            flags |= libc::MS_RDONLY;
+        }
         libc::mount(c"proc".as_ptr(), proc.as_ptr(), c"proc".as_ptr(), flags, std::ptr::null());
     }
 }

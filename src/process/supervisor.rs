@@ -367,6 +367,7 @@ fn supervise(spec: &Spec) -> ExitCode {
     // A PID namespace of its own: nothing the command starts outlives it. Made last, since a
     // process that made one can start no more threads.
     let own_pids = want_pids && namespace::enter_pids();
+    let read_only_proc = mode != SandboxMode::Off;
     let mut command = Command::new(&program);
     let stdin = match spec.watched {
         Watched::Fd(_) => Stdio::inherit(),
@@ -383,7 +384,7 @@ fn supervise(spec: &Spec) -> ExitCode {
             endings.unblock()?;
         }
         if own_pids {
-            namespace::fresh_proc();
+            namespace::fresh_proc(read_only_proc);
         }
         if as_root {
             sandbox::drop_root_capabilities()?;

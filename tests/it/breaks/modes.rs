@@ -131,6 +131,29 @@ for name, v in ((\"system.posix_acl_access\", value), (\"user.planted\", b\"x\")
     assert!(stamp(&ws.join("made")) < 1_000_000_000 + 10 * 365 * 86_400, "{said}");
 }
 
+/// The ninth pass's B1: the command's own `/proc` was mounted writable after the rest turned
+/// read-only, and a mode set there holds for the whole machine: root's command made
+/// `/proc/buddyinfo` world-writable (`/proc/sysrq-trigger` would let anyone reboot it).
+#[test]
+fn a_command_cannot_change_the_mode_of_a_proc_file() {
+    if !kernel_keeps_it() || !super::running_as_root() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    let proc_mode = || std::fs::metadata("/proc/buddyinfo").map(|meta| meta.mode() & 0o7777).ok();
+    let before = proc_mode();
+    let output = supervise(&ws, "chmod 604 /proc/buddyinfo; stat -c %a /proc/buddyinfo; echo done", &[]);
+    let said = format!("{}{}", output.stdout, output.stderr);
+    if let Some(before) = before {
+        // Put back at once, whatever happened: the mode is the machine's.
+        let _ = std::fs::set_permissions("/proc/buddyinfo", std::fs::Permissions::from_mode(before));
+    }
+    assert!(said.contains("done"), "{said}");
+    assert!(!output.stdout.contains("604"), "a /proc file's mode changed: {said}");
+}
+
 /// The same for a user other than root (a user namespace): the user's own home stays as it was.
 #[test]
 fn as_an_unprivileged_user_a_command_cannot_open_the_users_own_directories_outside_to_everyone() {
