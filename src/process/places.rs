@@ -150,6 +150,10 @@ pub fn find_knowing(
         roots.iter().any(|root| path.strip_prefix(root).is_ok_and(|relative| names.visible.is_match(relative)))
     };
     places.hidden.extend(known.hidden.into_iter().filter(|path| !shown(path)));
+    // Where links led before is remembered again, whether or not this walk got there.
+    places.hidden.extend(known.linked.iter().cloned());
+    places.linked.extend(known.linked);
+    dedup(&mut places.linked);
     if writable {
         places.read_only.extend(known.read_only);
     }

@@ -19,6 +19,8 @@ const MOST: usize = 10_000;
 pub struct Known {
     pub hidden: Vec<PathBuf>,
     pub read_only: Vec<PathBuf>,
+    /// Secrets outside the roots that links in them led a walk to.
+    pub linked: Vec<PathBuf>,
 }
 
 /// The file kept for `roots` in `dir`: named by a digest of the roots.
@@ -45,7 +47,7 @@ pub fn load(dir: &Path, roots: &[PathBuf]) -> Known {
         match kind {
             "h" if standing(&path) => known.hidden.push(path),
             "r" if standing(&path) => known.read_only.push(path),
-            "l" if path.is_absolute() && unmoved(&path) => known.hidden.push(path),
+            "l" if path.is_absolute() && unmoved(&path) => known.linked.push(path),
             _ => {}
         }
     }
@@ -101,11 +103,8 @@ mod tests {
         std::fs::remove_dir(root.join("moved")).unwrap();
         std::os::unix::fs::symlink("/usr", root.join("moved")).unwrap();
         let known = load(&kept, &roots);
-        assert_eq!(
-            known.hidden,
-            [root.join("app/server/.env.production"), away],
-            "what lies inside the roots, and where links in them led"
-        );
+        assert_eq!(known.hidden, [root.join("app/server/.env.production")], "what lies inside the roots");
+        assert_eq!(known.linked, [away], "and where links in them led");
         assert_eq!(known.read_only, [root.join("libs/core/.git/hooks")], "what went, or a link replaced, is dropped");
         assert_eq!(load(&kept, &[root.join("app")]), Known::default(), "other roots, another file");
     }

@@ -203,7 +203,10 @@ fn a_flood_does_not_uncover_a_secret_a_link_leads_to() {
     let read = "cat a/b/secrets/.env; echo read";
     let first = supervise(&ws, &format!("{read}; mkdir flood && cd flood && seq 1 21000 | xargs touch"), &own);
     assert!(first.stdout.contains("read") && !first.stdout.contains("LINKED_SECRET"), "{}", first.stdout);
-    let second = supervise(&ws, read, &own);
-    assert!(second.stdout.contains("read"), "{}{}", second.stdout, second.stderr);
-    assert!(!second.stdout.contains("LINKED_SECRET"), "the flood uncovered the linked secret: {}", second.stdout);
+    // Not for one walk only (the ninth pass's B2: the memory was written again without it).
+    for _ in 0..2 {
+        let after = supervise(&ws, read, &own);
+        assert!(after.stdout.contains("read"), "{}{}", after.stdout, after.stderr);
+        assert!(!after.stdout.contains("LINKED_SECRET"), "the flood uncovered the linked secret: {}", after.stdout);
+    }
 }
