@@ -165,7 +165,7 @@ pub fn find_knowing(
     places.hidden.retain(|path| !holds_root(path));
     dedup(&mut places.read_only);
     dedup(&mut places.hidden);
-    fit(&mut places, &roots);
+    fit(&mut places, &roots, writable);
     // Nothing inside a hidden place is bound: it is not there to see.
     // By the path's ancestors, not by every hidden place: a command may have made thousands.
     let hidden: std::collections::HashSet<PathBuf> = places.hidden.iter().cloned().collect();
@@ -186,12 +186,16 @@ pub fn find_knowing(
     places
 }
 
-/// Brings the read-only and hidden places within [`MAX_GUARDED`] where it can: the directory
-/// inside a root that holds the most of them is bound read-only or covered whole instead (the
-/// deepest, of several holding the same), again until they fit. This guards and hides more,
-/// never less, and leaves alone what lies elsewhere; it stops at a root's own entries (a root
-/// cannot be covered), so a root holding more than the cap itself stays above it.
-fn fit(places: &mut Places, roots: &[PathBuf]) {
+/// Brings the read-only and hidden places within [`MAX_GUARDED`], and the mounts they take with
+/// the directories above them within [`MAX_MOUNTS`], where it can: the directory inside a root
+/// that holds the most places is bound read-only or covered whole instead (the deepest, of
+/// several holding the same); where each place lies alone in its directories (a flood of
+/// `dN/b/c/.env`), the deepest give way to their directory, a level at a time; again until
+/// they fit. This guards and hides more, never less, and leaves alone what lies elsewhere; it
+/// stops at a root's own entries (a root, or a directory holding one, is never covered), so a
+/// root holding more than the cap itself stays above it. `writable`: whether the directories
+/// above are bound at all.
+fn fit(places: &mut Places, roots: &[PathBuf], writable: bool) {
     use std::collections::{HashMap, HashSet};
     // Strictly inside a root, and holding none (roots may nest).
     let inside = |dir: &Path| {
@@ -199,7 +203,8 @@ fn fit(places: &mut Places, roots: &[PathBuf]) {
     };
     // Each round takes every directory holding the most at once; a few rounds suffice.
     for _ in 0..32 {
-        if places.hidden.len() + places.read_only.len() <= MAX_GUARDED {
+        if places.hidden.len() + places.read_only.len() <= MAX_GUARDED && mounts(places, roots, writable) <= MAX_MOUNTS
+        {
             return;
         }
         let mut held: HashMap<PathBuf, usize> = HashMap::new();
@@ -209,18 +214,27 @@ fn fit(places: &mut Places, roots: &[PathBuf]) {
             }
         }
         let most = held.values().copied().max().unwrap_or(0);
-        if most < 2 {
-            return;
-        }
-        let most_held: Vec<&PathBuf> = held.iter().filter(|(_, count)| **count == most).map(|(dir, _)| dir).collect();
-        let chosen: HashSet<&Path> = most_held
-            .iter()
-            .filter(|dir| !most_held.iter().any(|other| other != *dir && other.starts_with(dir)))
-            .map(|dir| dir.as_path())
-            .collect();
+        let chosen: HashSet<PathBuf> = if most >= 2 {
+            let most_held: Vec<&PathBuf> =
+                held.iter().filter(|(_, count)| **count == most).map(|(dir, _)| dir).collect();
+            most_held
+                .iter()
+                .filter(|dir| !most_held.iter().any(|other| other != *dir && other.starts_with(dir)))
+                .map(|dir| dir.to_path_buf())
+                .collect()
+        } else {
+            let movable = |path: &&PathBuf| path.parent().is_some_and(inside);
+            let all = || places.hidden.iter().chain(&places.read_only).filter(movable);
+            let Some(deepest) = all().map(|path| path.components().count()).max() else { return };
+            all()
+                .filter(|path| path.components().count() == deepest)
+                .filter_map(|path| path.parent())
+                .map(Path::to_path_buf)
+                .collect()
+        };
         for list in [&mut places.hidden, &mut places.read_only] {
             for path in list.iter_mut() {
-                if let Some(dir) = path.ancestors().skip(1).find(|dir| chosen.contains(dir)) {
+                if let Some(dir) = path.ancestors().skip(1).find(|dir| chosen.contains(*dir)) {
                     *path = dir.to_path_buf();
                 }
             }
@@ -228,6 +242,20 @@ fn fit(places: &mut Places, roots: &[PathBuf]) {
         }
         places.fitted = true;
     }
+}
+
+/// The mounts `places` take: each bound place, and (when the roots are writable) each directory
+/// above one or above a root, which is bound too.
+fn mounts(places: &Places, roots: &[PathBuf], writable: bool) -> usize {
+    let bound = places.hidden.len() + places.read_only.len();
+    if !writable {
+        return bound;
+    }
+    let mut above: std::collections::HashSet<&Path> = roots.iter().map(PathBuf::as_path).collect();
+    for path in roots.iter().chain(&places.read_only).chain(&places.hidden) {
+        above.extend(path.ancestors().skip(1).filter(|dir| dir.parent().is_some()));
+    }
+    bound + above.len()
 }
 
 /// Whether `path` is a link another user made: one planted in `/tmp` at a name cairn hides
@@ -463,6 +491,8 @@ impl Walk<'_> {
     }
 }
 
+#[cfg(test)]
+mod fit_tests;
 #[cfg(test)]
 mod sweep_tests;
 #[cfg(test)]

@@ -11,7 +11,10 @@
 //! command of this user's starts. A socket a command made (its own database
 //! in a background job) is newer and stays reachable for the commands after it. And the
 //! directories the user's multiplexers and editors keep their sockets in are made before a
-//! command when missing, so that the cover reaches a server the user starts meanwhile.
+//! command when missing, so that the cover reaches a server the user starts meanwhile. Of the
+//! sockets the kernel does not list (bound in another network namespace, or, mostly, left by a
+//! program that ended), at most [`MOST_UNLISTED`] are covered: thousands of stale ones would
+//! take more mounts than a namespace holds, and every command would be refused.
 
 use std::os::unix::fs::{FileTypeExt as _, MetadataExt as _};
 use std::path::{Path, PathBuf};
@@ -21,6 +24,8 @@ use std::time::{Duration, SystemTime};
 /// bounded time, and what a flood holds is newer than cairn anyway.
 const MOST: usize = 100_000;
 
+/// Sockets covered at most that the kernel does not list as bound here (see [`outside`]).
+const MOST_UNLISTED: usize = 256;
 /// Where the kernel lists this network namespace's Unix sockets.
 const LISTED: &str = "/proc/net/unix";
 /// More than the list of any machine's sockets.
@@ -47,19 +52,30 @@ pub fn outside(dirs: &[PathBuf], before: SystemTime, shown: &[PathBuf]) -> Vec<P
     let mut seen: Vec<PathBuf> = dirs.iter().filter_map(|dir| std::fs::canonicalize(dir).ok()).collect();
     seen.sort();
     seen.dedup();
-    let mut found: Vec<PathBuf> = bound();
-    for dir in &seen {
-        found.extend(entries(dir).filter(|(_, kind)| kind.is_socket()).map(|(path, _)| path));
-    }
-    found.sort();
-    found.dedup();
     let user = super::super::namespace::current_uid();
-    found.retain(|path| {
+    let covered = |path: &PathBuf| {
         let old_socket = std::fs::symlink_metadata(path).is_ok_and(|meta| {
             meta.file_type().is_socket() && older(&meta, before) && (meta.uid() == user || meta.uid() == 0)
         });
         old_socket && !shown.iter().any(|shown| shown == path)
-    });
+    };
+    let mut found: Vec<PathBuf> = bound();
+    found.sort();
+    found.dedup();
+    // Sockets the kernel does not list for this network namespace: one bound in another, or,
+    // far more often, one nobody listens on any more, which commands may leave by thousands.
+    let mut unlisted: Vec<PathBuf> = Vec::new();
+    for dir in &seen {
+        let sockets = entries(dir).filter(|(_, kind)| kind.is_socket()).map(|(path, _)| path);
+        unlisted.extend(sockets.filter(|path| found.binary_search(path).is_err()));
+    }
+    found.retain(covered);
+    unlisted.sort();
+    unlisted.dedup();
+    unlisted.retain(covered);
+    unlisted.truncate(MOST_UNLISTED);
+    found.extend(unlisted);
+    found.sort();
     found
 }
 
@@ -148,6 +164,24 @@ mod tests {
         let mut found = outside(std::slice::from_ref(&top), SystemTime::now(), &[]);
         found.retain(|path| path.starts_with(&top));
         assert_eq!(found, [top.join("mine.sock")]);
+    }
+
+    /// The ninth pass's B3: 4,000 sockets a command left in `/tmp` were each covered in the
+    /// next session, and every command was refused for too many mounts.
+    #[test]
+    fn stale_sockets_nobody_listens_on_are_covered_only_a_few_hundred() {
+        let dir = tempfile::tempdir().unwrap();
+        let top = dir.path().canonicalize().unwrap();
+        for i in 0..MOST_UNLISTED + 50 {
+            // Bound, then closed: the file stays, the kernel lists it no more.
+            drop(UnixListener::bind(top.join(format!("stale-{i}.sock"))).unwrap());
+        }
+        let _live = UnixListener::bind(top.join("zz-live.sock")).unwrap();
+        std::thread::sleep(Duration::from_millis(20));
+        let mut found = outside(std::slice::from_ref(&top), SystemTime::now(), &[]);
+        found.retain(|path| path.starts_with(&top));
+        assert!(found.contains(&top.join("zz-live.sock")), "a socket someone listens on is always covered");
+        assert_eq!(found.len(), MOST_UNLISTED + 1, "{}", found.len());
     }
 
     #[test]

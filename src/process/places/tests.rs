@@ -507,37 +507,6 @@ fn a_hidden_name_another_user_planted_as_a_link_covers_nothing_and_the_users_own
     assert_eq!(places.hidden, expected);
 }
 
-#[test]
-fn thousands_of_secrets_a_command_made_give_way_to_their_directories() {
-    let dir = tempfile::tempdir().unwrap();
-    let root = fs::canonicalize(dir.path()).unwrap();
-    let made = MAX_GUARDED + 500;
-    for i in 0..made {
-        touch(&root.join(format!("flood/d{i}/.env")));
-    }
-    touch(&root.join("app/.env"));
-    let places = find(std::slice::from_ref(&root), &[], &names(&[], &[]), true, &Home::default());
-    assert!(places.hidden.len() + places.read_only.len() <= MAX_GUARDED, "{}", places.hidden.len());
-    let covered = |path: &Path| path.ancestors().any(|dir| places.hidden.iter().any(|hidden| hidden == dir));
-    for i in 0..made {
-        assert!(covered(&root.join(format!("flood/d{i}/.env"))), "d{i}/.env is not covered");
-    }
-    assert!(places.hidden.contains(&root.join("flood")), "the directory holding them is covered");
-    assert!(places.hidden.contains(&root.join("app/.env")), "a secret elsewhere stays covered alone");
-    assert!(!covered(&root), "the root itself is never covered");
-}
-
-#[test]
-fn a_root_that_itself_holds_more_secrets_than_the_cap_stays_above_it() {
-    let dir = tempfile::tempdir().unwrap();
-    let root = fs::canonicalize(dir.path()).unwrap();
-    for i in 0..=MAX_GUARDED {
-        touch(&root.join(format!(".env.{i}")));
-    }
-    let places = find(std::slice::from_ref(&root), &[], &names(&[], &[]), true, &Home::default());
-    assert_eq!(places.hidden.len(), MAX_GUARDED + 1, "every one is still covered");
-}
-
 /// The seventh pass's 06b: `secrets -> ~/private/app` kept the `.env` files there readable, the
 /// walk never going through a link.
 #[test]
@@ -563,22 +532,4 @@ fn secrets_in_a_directory_a_link_leads_to_outside_are_covered_where_they_lie() {
     expected.sort();
     assert_eq!(places.hidden, expected);
     assert!(places.read_only.is_empty() && places.git_dirs.is_empty(), "{places:?}");
-}
-
-/// The eighth pass's B7: with roots nested, the directory holding the most was a root or held
-/// one, and its cover took a workspace away.
-#[test]
-fn a_flood_never_has_a_root_or_a_directory_holding_one_covered() {
-    let dir = tempfile::tempdir().unwrap();
-    let outer = fs::canonicalize(dir.path()).unwrap();
-    let inner = outer.join("pkg/b");
-    for i in 0..MAX_GUARDED + 100 {
-        touch(&inner.join(format!("flood/d{i}/.env")));
-    }
-    let places = find(&[outer.clone(), inner.clone()], &[], &names(&[], &[]), true, &Home::default());
-    assert!(places.fitted);
-    assert!(places.hidden.contains(&inner.join("flood")), "{:?}", &places.hidden[..3]);
-    for kept in [&outer, &outer.join("pkg"), &inner] {
-        assert!(!places.hidden.contains(kept), "{} was covered", kept.display());
-    }
 }

@@ -1,0 +1,84 @@
+//! The cap on guarded places on a real disk: a flood of secrets gives way to the directory
+//! holding it, places each alone in deep directories give way level by level, a root is never
+//! covered, and a root holding more than the cap stays above it (the command is then refused).
+
+use std::fs;
+use std::path::Path;
+
+use super::*;
+
+fn touch(path: &Path) {
+    fs::create_dir_all(path.parent().unwrap()).unwrap();
+    fs::write(path, "x").unwrap();
+}
+
+fn nothing_named() -> Names {
+    Names::default()
+}
+
+#[test]
+fn thousands_of_secrets_a_command_made_give_way_to_their_directories() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = fs::canonicalize(dir.path()).unwrap();
+    let made = MAX_GUARDED + 500;
+    for i in 0..made {
+        touch(&root.join(format!("flood/d{i}/.env")));
+    }
+    touch(&root.join("app/.env"));
+    let places = find(std::slice::from_ref(&root), &[], &nothing_named(), true, &Home::default());
+    assert!(places.hidden.len() + places.read_only.len() <= MAX_GUARDED, "{}", places.hidden.len());
+    let covered = |path: &Path| path.ancestors().any(|dir| places.hidden.iter().any(|hidden| hidden == dir));
+    for i in 0..made {
+        assert!(covered(&root.join(format!("flood/d{i}/.env"))), "d{i}/.env is not covered");
+    }
+    assert!(places.hidden.contains(&root.join("flood")), "the directory holding them is covered");
+    assert!(places.hidden.contains(&root.join("app/.env")), "a secret elsewhere stays covered alone");
+    assert!(!covered(&root), "the root itself is never covered");
+}
+
+#[test]
+fn a_root_that_itself_holds_more_secrets_than_the_cap_stays_above_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = fs::canonicalize(dir.path()).unwrap();
+    for i in 0..=MAX_GUARDED {
+        touch(&root.join(format!(".env.{i}")));
+    }
+    let places = find(std::slice::from_ref(&root), &[], &nothing_named(), true, &Home::default());
+    assert_eq!(places.hidden.len(), MAX_GUARDED + 1, "every one is still covered");
+}
+
+/// The eighth pass's B7: with roots nested, the directory holding the most was a root or held
+/// one, and its cover took a workspace away.
+#[test]
+fn a_flood_never_has_a_root_or_a_directory_holding_one_covered() {
+    let dir = tempfile::tempdir().unwrap();
+    let outer = fs::canonicalize(dir.path()).unwrap();
+    let inner = outer.join("pkg/b");
+    for i in 0..MAX_GUARDED + 100 {
+        touch(&inner.join(format!("flood/d{i}/.env")));
+    }
+    let places = find(&[outer.clone(), inner.clone()], &[], &nothing_named(), true, &Home::default());
+    assert!(places.fitted);
+    assert!(places.hidden.contains(&inner.join("flood")), "{:?}", &places.hidden[..3]);
+    for kept in [&outer, &outer.join("pkg"), &inner] {
+        assert!(!places.hidden.contains(kept), "{} was covered", kept.display());
+    }
+}
+
+/// The ninth pass's B3: 1,001 `.env` files each alone at `dN/b/c/` took 4,008 mounts with the
+/// directories above them, and every command was refused, the places being under the cap.
+#[test]
+fn secrets_each_alone_deep_in_their_directories_give_way_until_the_mounts_fit() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = fs::canonicalize(dir.path()).unwrap();
+    for i in 0..MAX_MOUNTS / 4 + 1 {
+        touch(&root.join(format!("d{i}/b/c/.env")));
+    }
+    let places = find(std::slice::from_ref(&root), &[], &nothing_named(), true, &Home::default());
+    assert!(places.fitted);
+    assert!(places.check_count().is_ok(), "{}", places.anchors.len());
+    let covered = |path: &Path| path.ancestors().any(|dir| places.hidden.iter().any(|hidden| hidden == dir));
+    for i in 0..MAX_MOUNTS / 4 + 1 {
+        assert!(covered(&root.join(format!("d{i}/b/c/.env"))), "d{i}/b/c/.env is not covered");
+    }
+}
