@@ -79,26 +79,30 @@ pub fn outside(dirs: &[PathBuf], before: SystemTime, shown: &[PathBuf]) -> Vec<P
     found
 }
 
-/// The paths of the sockets [`LISTED`] shows (abstract ones, `@…`, are Landlock's).
+/// The paths of the sockets [`LISTED`] shows (abstract ones, `@…`, are Landlock's). Read as
+/// bytes, each line on its own: any user may bind a socket whose name is not UTF-8, and as
+/// text the whole list would be lost to it.
 fn bound() -> Vec<PathBuf> {
     use std::io::Read as _;
-    let mut text = String::new();
+    let mut bytes = Vec::new();
     if let Ok(file) = std::fs::File::open(LISTED) {
-        let _ = file.take(MOST_LISTED).read_to_string(&mut text);
+        let _ = file.take(MOST_LISTED).read_to_end(&mut bytes);
     }
-    text.lines().skip(1).filter_map(listed_path).collect()
+    bytes.split(|byte| *byte == b'\n').skip(1).filter_map(listed_path).collect()
 }
 
 /// The path of one line of [`LISTED`] (`Num RefCount Protocol Flags Type St Inode Path`), if
 /// it names one.
-fn listed_path(line: &str) -> Option<PathBuf> {
+fn listed_path(line: &[u8]) -> Option<PathBuf> {
+    use std::os::unix::ffi::OsStrExt as _;
     let mut rest = line;
     for _ in 0..7 {
-        rest = rest.trim_start();
-        rest = &rest[rest.find(' ')?..];
+        let start = rest.iter().position(|byte| *byte != b' ')?;
+        rest = &rest[start..];
+        rest = &rest[rest.iter().position(|byte| *byte == b' ')?..];
     }
-    let path = rest.strip_prefix(' ')?;
-    path.starts_with('/').then(|| PathBuf::from(path))
+    let path = rest.strip_prefix(b" ")?;
+    path.starts_with(b"/").then(|| PathBuf::from(std::ffi::OsStr::from_bytes(path)))
 }
 
 /// `dir`'s entries and their kinds (not following links), at most [`MOST`].
@@ -186,9 +190,37 @@ mod tests {
 
     #[test]
     fn a_listed_line_gives_its_path_and_an_abstract_or_unbound_one_none() {
-        let line = "00000000f58fca8e: 00000002 00000000 00010000 0001 01  1159 /run/user/1000/a b.sock";
+        let line = b"00000000f58fca8e: 00000002 00000000 00010000 0001 01  1159 /run/user/1000/a b.sock";
         assert_eq!(listed_path(line), Some(PathBuf::from("/run/user/1000/a b.sock")));
-        assert_eq!(listed_path("00000000c9f59a43: 00000003 00000000 00000000 0001 03  1158"), None);
-        assert_eq!(listed_path("00000000c9f59a43: 00000002 00000000 00010000 0001 01 71 @/tmp/.X11-unix/X0"), None);
+        assert_eq!(listed_path(b"00000000c9f59a43: 00000003 00000000 00000000 0001 03  1158"), None);
+        assert_eq!(listed_path(b"00000000c9f59a43: 00000002 00000000 00010000 0001 01 71 @/tmp/.X11-unix/X0"), None);
+        // The tenth pass's B1: a name that is not UTF-8 cost the whole list when read as text.
+        let odd = b"00000000f58fca8e: 00000002 00000000 00010000 0001 01  1160 /tmp/odd-\xff";
+        assert!(listed_path(odd).is_some());
+    }
+}
+
+#[cfg(test)]
+mod odd_names {
+    use super::*;
+
+    /// The tenth pass's B1: one socket named with a byte that is not UTF-8, which any user may
+    /// bind, made the kernel's whole list unreadable, and no listed socket was covered.
+    #[test]
+    fn a_socket_with_a_name_that_is_not_utf8_costs_no_other_its_cover() {
+        use std::os::unix::ffi::OsStrExt as _;
+        let dir = tempfile::tempdir().unwrap();
+        let top = dir.path().canonicalize().unwrap();
+        std::fs::create_dir(top.join("deeper")).unwrap();
+        let odd = top.join(std::ffi::OsStr::from_bytes(b"odd-\xff.sock"));
+        let _listening = [
+            std::os::unix::net::UnixListener::bind(&odd).unwrap(),
+            std::os::unix::net::UnixListener::bind(top.join("deeper/live.sock")).unwrap(),
+        ];
+        std::thread::sleep(Duration::from_millis(20));
+        // Only the kernel's list finds a socket below the directories looked into.
+        let found = outside(&[], SystemTime::now(), &[]);
+        assert!(found.contains(&top.join("deeper/live.sock")), "the list was lost");
+        assert!(found.contains(&odd));
     }
 }
