@@ -79,9 +79,11 @@ pub struct Places {
     /// hooks directory, a file it includes): no mount can cover it, so the sweep takes it away
     /// if the command makes it (`sweep.rs`).
     pub missing: Vec<PathBuf>,
-    /// Secrets the walk covered outside the roots, where links in them lead (`.env ->
-    /// ~/secrets/app.env`, `secrets -> ~/private/app`): remembered with the rest.
-    pub linked: Vec<PathBuf>,
+    /// Secrets the walk covered where a link led it (`.env -> ~/secrets/app.env`, `secrets ->
+    /// ~/private/app`): the path it met and the target covered. Remembered with the path, and
+    /// only while that still leads there: a link a command planted and took away again leaves
+    /// no cover behind.
+    pub linked: Vec<(PathBuf, PathBuf)>,
     /// Whether places gave way to their directories ([`fit`]): what this walk found is then
     /// not remembered, so a flood a command made leaves no cover behind once it is gone.
     pub fitted: bool,
@@ -143,17 +145,16 @@ pub fn find_knowing(
         walk.root(root);
     }
     let mut places = walk.places;
-    let inside_roots = |path: &PathBuf| roots.iter().any(|root| path.starts_with(root));
-    places.linked = places.hidden.iter().filter(|path| !inside_roots(path)).cloned().collect();
     // What the user has made visible since stays visible.
     let shown = |path: &PathBuf| {
         roots.iter().any(|root| path.strip_prefix(root).is_ok_and(|relative| names.visible.is_match(relative)))
     };
     places.hidden.extend(known.hidden.into_iter().filter(|path| !shown(path)));
     // Where links led before is remembered again, whether or not this walk got there.
-    places.hidden.extend(known.linked.iter().cloned());
+    places.hidden.extend(known.linked.iter().map(|(_, target)| target.clone()));
     places.linked.extend(known.linked);
-    dedup(&mut places.linked);
+    places.linked.sort();
+    places.linked.dedup();
     if writable {
         places.read_only.extend(known.read_only);
     }
@@ -368,6 +369,15 @@ impl Walk<'_> {
         (meta.is_file() && !program && !public).then_some(target)
     }
 
+    /// Covers what [`Walk::secret`] says of `path`, noting the link that led there if any.
+    fn cover(&mut self, path: &Path) {
+        let Some(target) = self.secret(path) else { return };
+        if target != path {
+            self.places.linked.push((path.to_path_buf(), target.clone()));
+        }
+        self.places.hidden.push(target);
+    }
+
     /// Judges one entry; whether the walk may go into it. `guard`: whether places are bound
     /// read-only here, not only secrets covered.
     fn entry(&mut self, root: &Path, path: &Path, pair: [String; 2], is_dir: bool, guard: bool) -> bool {
@@ -375,10 +385,8 @@ impl Walk<'_> {
         let place = GUARDED.iter().find(|place| place.matches(&pair, 1));
         let visible = self.names.visible.is_match(relative);
         match place {
-            Some(place) if place.shield == Shield::Secret && !visible => self.places.hidden.extend(self.secret(path)),
-            Some(_) | None if self.names.hidden.is_match(relative) && !visible => {
-                self.places.hidden.extend(self.secret(path));
-            }
+            Some(place) if place.shield == Shield::Secret && !visible => self.cover(path),
+            Some(_) | None if self.names.hidden.is_match(relative) && !visible => self.cover(path),
             Some(Guarded { shield: Shield::Git, .. }) => {
                 if guard {
                     self.repository(path, is_dir);

@@ -19,8 +19,9 @@ const MOST: usize = 10_000;
 pub struct Known {
     pub hidden: Vec<PathBuf>,
     pub read_only: Vec<PathBuf>,
-    /// Secrets outside the roots that links in them led a walk to.
-    pub linked: Vec<PathBuf>,
+    /// Secrets a link led a walk to: the path it met, and the target, while it still leads
+    /// there.
+    pub linked: Vec<(PathBuf, PathBuf)>,
 }
 
 /// The file kept for `roots` in `dir`: named by a digest of the roots.
@@ -37,7 +38,6 @@ pub fn load(dir: &Path, roots: &[PathBuf]) -> Known {
         roots.iter().any(|root| path.starts_with(root) && path != root)
             && std::fs::canonicalize(path).is_ok_and(|real| real == *path)
     };
-    let unmoved = |path: &PathBuf| std::fs::canonicalize(path).is_ok_and(|real| real == *path);
     let mut known = Known::default();
     for line in text.lines().take(MOST) {
         let (kind, path) = match line.split_once('\t') {
@@ -47,7 +47,14 @@ pub fn load(dir: &Path, roots: &[PathBuf]) -> Known {
         match kind {
             "h" if standing(&path) => known.hidden.push(path),
             "r" if standing(&path) => known.read_only.push(path),
-            "l" if path.is_absolute() && unmoved(&path) => known.linked.push(path),
+            "l" => {
+                // `target\tmet`: the target, and the path (a link, or a path through one) it was met by.
+                let Some((target, met)) = path.to_str().and_then(|text| text.split_once('\t')) else { continue };
+                let (target, met) = (PathBuf::from(target), PathBuf::from(met));
+                if target.is_absolute() && std::fs::canonicalize(&met).is_ok_and(|real| real == target) {
+                    known.linked.push((met, target));
+                }
+            }
             _ => {}
         }
     }
@@ -59,11 +66,18 @@ pub fn keep(dir: &Path, roots: &[PathBuf], places: &Places) -> std::io::Result<(
     let inside = |path: &&PathBuf| roots.iter().any(|root| path.starts_with(root) && *path != root);
     let storable = |path: &&PathBuf| path.to_str().is_some_and(|text| !text.contains(['\n', '\t']));
     let mut text = String::new();
-    let lines = places.hidden.iter().map(|path| ("h", path)).chain(places.read_only.iter().map(|path| ("r", path)));
-    let linked = places.linked.iter().map(|path| ("l", path));
-    let lines = lines.filter(|(_, path)| inside(path)).chain(linked).filter(|(_, path)| storable(path));
-    for (kind, path) in lines.take(MOST) {
-        text.push_str(&format!("{kind}\t{}\n", path.display()));
+    // A target a link led to is kept with the link, not alone.
+    let by_link: std::collections::HashSet<&PathBuf> = places.linked.iter().map(|(_, target)| target).collect();
+    let hidden = places.hidden.iter().filter(|path| !by_link.contains(path)).map(|path| ("h", path));
+    let lines = hidden.chain(places.read_only.iter().map(|path| ("r", path)));
+    let mut kept: Vec<String> = lines
+        .filter(|(_, path)| inside(path) && storable(path))
+        .map(|(kind, path)| format!("{kind}\t{}\n", path.display()))
+        .collect();
+    let linked = places.linked.iter().filter(|(met, target)| storable(&met) && storable(&target));
+    kept.extend(linked.map(|(met, target)| format!("l\t{}\t{}\n", target.display(), met.display())));
+    for line in kept.iter().take(MOST) {
+        text.push_str(line);
     }
     let at = file(dir, roots);
     if std::fs::read_to_string(&at).is_ok_and(|kept| kept == text) {
@@ -92,9 +106,10 @@ mod tests {
         let away = std::fs::canonicalize(dir.path()).unwrap().join("private/app.env");
         std::fs::create_dir_all(away.parent().unwrap()).unwrap();
         std::fs::write(&away, "API_KEY=1").unwrap();
+        std::os::unix::fs::symlink(&away, root.join(".env.shared")).unwrap();
         let places = Places {
             hidden: vec![root.join("app/server/.env.production"), PathBuf::from("/home/u/.ssh"), away.clone()],
-            linked: vec![away.clone()],
+            linked: vec![(root.join(".env.shared"), away.clone()), (root.join(".env.gone"), away.clone())],
             read_only: vec![root.join("libs/core/.git/hooks"), root.join("gone"), root.join("moved")],
             ..Places::default()
         };
@@ -104,7 +119,7 @@ mod tests {
         std::os::unix::fs::symlink("/usr", root.join("moved")).unwrap();
         let known = load(&kept, &roots);
         assert_eq!(known.hidden, [root.join("app/server/.env.production")], "what lies inside the roots");
-        assert_eq!(known.linked, [away], "and where links in them led");
+        assert_eq!(known.linked, [(root.join(".env.shared"), away)], "and where links that still lead there led");
         assert_eq!(known.read_only, [root.join("libs/core/.git/hooks")], "what went, or a link replaced, is dropped");
         assert_eq!(load(&kept, &[root.join("app")]), Known::default(), "other roots, another file");
     }

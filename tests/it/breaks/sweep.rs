@@ -210,3 +210,26 @@ fn a_flood_does_not_uncover_a_secret_a_link_leads_to() {
         assert!(!after.stdout.contains("LINKED_SECRET"), "the flood uncovered the linked secret: {}", after.stdout);
     }
 }
+
+/// The tenth pass's B4: a command linked `app/.env -> ../src/main.rs`; the next took the link
+/// away, and every later command still found `src/main.rs` covered: the memory kept the target
+/// without the link that led to it.
+#[test]
+fn a_link_a_command_plants_and_takes_away_leaves_no_cover_behind() {
+    if !kernel_keeps_it() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (ws, data) = (dir.path().join("ws"), dir.path().join("data"));
+    std::fs::create_dir_all(ws.join("src")).unwrap();
+    std::fs::create_dir_all(ws.join("app")).unwrap();
+    std::fs::write(ws.join("src/main.rs"), "fn main() {}\n").unwrap();
+    let own = ["--own", data.to_str().unwrap()];
+    assert!(supervise(&ws, "ln -s ../src/main.rs app/.env && echo planted", &own).stdout.contains("planted"));
+    let covered = supervise(&ws, "cat src/main.rs; rm app/.env; echo removed", &own);
+    assert!(covered.stdout.contains("removed") && !covered.stdout.contains("fn main"), "{}", covered.stdout);
+    for _ in 0..2 {
+        let after = supervise(&ws, "cat src/main.rs", &own);
+        assert!(after.stdout.contains("fn main"), "the link's cover stayed: {}{}", after.stdout, after.stderr);
+    }
+}
