@@ -188,11 +188,11 @@ pub fn find_knowing(
 }
 
 /// Brings the read-only and hidden places within [`MAX_GUARDED`], and the mounts they take with
-/// the directories above them within [`MAX_MOUNTS`], where it can: the directory inside a root
-/// that holds the most places is bound read-only or covered whole instead (the deepest, of
-/// several holding the same); where each place lies alone in its directories (a flood of
-/// `dN/b/c/.env`), the deepest give way to their directory, a level at a time; again until
-/// they fit. This guards and hides more, never less, and leaves alone what lies elsewhere; it
+/// the directories above them within [`MAX_MOUNTS`], where it can: the directories inside a
+/// root that hold the most places are bound read-only or covered whole instead (the deeper of
+/// two holding as many), as many as the excess needs; where each place lies alone in its
+/// directories (a flood of `dN/b/c/.env`), the deepest give way to their directory, a level at
+/// a time; again until they fit. This guards and hides more, never less, and leaves alone what lies elsewhere; it
 /// stops at a root's own entries (a root, or a directory holding one, is never covered), so a
 /// root holding more than the cap itself stays above it. `writable`: whether the directories
 /// above are bound at all.
@@ -202,7 +202,7 @@ fn fit(places: &mut Places, roots: &[PathBuf], writable: bool) {
     let inside = |dir: &Path| {
         roots.iter().any(|root| dir.starts_with(root) && dir != root) && !roots.iter().any(|root| root.starts_with(dir))
     };
-    // Each round takes every directory holding the most at once; a few rounds suffice.
+    // Each round takes as many directories as the excess needs; a few rounds suffice.
     for _ in 0..32 {
         if places.hidden.len() + places.read_only.len() <= MAX_GUARDED && mounts(places, roots, writable) <= MAX_MOUNTS
         {
@@ -214,25 +214,38 @@ fn fit(places: &mut Places, roots: &[PathBuf], writable: bool) {
                 *held.entry(dir.to_path_buf()).or_default() += 1;
             }
         }
-        let most = held.values().copied().max().unwrap_or(0);
-        let chosen: HashSet<PathBuf> = if most >= 2 {
-            let most_held: Vec<&PathBuf> =
-                held.iter().filter(|(_, count)| **count == most).map(|(dir, _)| dir).collect();
-            most_held
-                .iter()
-                .filter(|dir| !most_held.iter().any(|other| other != *dir && other.starts_with(dir)))
-                .map(|dir| dir.to_path_buf())
-                .collect()
-        } else {
+        // The directories holding the most first (the deeper of two holding as many), each
+        // saving the places it holds but one, none inside or above another taken, until what
+        // is taken saves the excess.
+        let excess = (places.hidden.len() + places.read_only.len())
+            .saturating_sub(MAX_GUARDED)
+            .max(mounts(places, roots, writable).saturating_sub(MAX_MOUNTS));
+        let mut candidates: Vec<(&PathBuf, usize)> =
+            held.iter().filter(|(_, count)| **count >= 2).map(|(dir, count)| (dir, *count)).collect();
+        candidates.sort_by(|a, b| b.1.cmp(&a.1).then(b.0.components().count().cmp(&a.0.components().count())));
+        let (mut chosen, mut above, mut saved) = (HashSet::<PathBuf>::new(), HashSet::<&Path>::new(), 0);
+        for (dir, count) in candidates {
+            if saved >= excess {
+                break;
+            }
+            if above.contains(dir.as_path()) || dir.ancestors().any(|up| chosen.contains(up)) {
+                continue;
+            }
+            above.extend(dir.ancestors().skip(1));
+            chosen.insert(dir.clone());
+            saved += count - 1;
+        }
+        if chosen.is_empty() {
+            // Each place alone in its directories: the deepest give way to their directory.
             let movable = |path: &&PathBuf| path.parent().is_some_and(inside);
             let all = || places.hidden.iter().chain(&places.read_only).filter(movable);
             let Some(deepest) = all().map(|path| path.components().count()).max() else { return };
-            all()
+            chosen = all()
                 .filter(|path| path.components().count() == deepest)
                 .filter_map(|path| path.parent())
                 .map(Path::to_path_buf)
-                .collect()
-        };
+                .collect();
+        }
         for list in [&mut places.hidden, &mut places.read_only] {
             for path in list.iter_mut() {
                 if let Some(dir) = path.ancestors().skip(1).find(|dir| chosen.contains(*dir)) {

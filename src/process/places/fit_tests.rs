@@ -82,3 +82,26 @@ fn secrets_each_alone_deep_in_their_directories_give_way_until_the_mounts_fit() 
         assert!(covered(&root.join(format!("d{i}/b/c/.env"))), "d{i}/b/c/.env is not covered");
     }
 }
+
+/// The tenth pass's B5: directories holding 40, 39, … 3 secrets and 1,100 holding two each;
+/// taking only the directories holding the most, one count a round, the 32 rounds ran out and
+/// every command was refused.
+#[test]
+fn a_ladder_of_directories_holding_ever_fewer_secrets_fits_in_a_few_rounds() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = fs::canonicalize(dir.path()).unwrap();
+    for held in 3..=40 {
+        for i in 0..held {
+            touch(&root.join(format!("ladder{held}/.env.{i}")));
+        }
+    }
+    for i in 0..1_100 {
+        touch(&root.join(format!("d{i}/b/.env")));
+        touch(&root.join(format!("d{i}/b/.env.local")));
+    }
+    let places = find(std::slice::from_ref(&root), &[], &nothing_named(), true, &Home::default());
+    assert!(places.fitted);
+    assert!(places.check_count().is_ok(), "{} places", places.hidden.len());
+    let covered = |path: &Path| path.ancestors().any(|dir| places.hidden.iter().any(|hidden| hidden == dir));
+    assert!(covered(&root.join("ladder3/.env.0")) && covered(&root.join("d1099/b/.env.local")));
+}
