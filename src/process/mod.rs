@@ -49,7 +49,8 @@
 //!   `add_watch` and `run`; `gate/remote.rs` `read` and `read_many` (`process_vm_readv`: the
 //!   other process's addresses are only data to the kernel, which checks them), `read_link` and
 //!   `is_procfs`;
-//!   `gate.rs` `effective_user`; `supervisor.rs` `running_as_root`; `probe.rs` `current`.
+//!   `gate.rs` `effective_user`; `supervisor.rs` `running_as_root`; `probe.rs` `current`;
+//!   `places/sockets.rs` `listened` (a connect without waiting, its address on the frame).
 //! - A test's own shared mapping of a file it made, written through a slice of exactly its
 //!   length and unmapped after the last use: `gate/tests.rs`
 //!   `a_file_rewritten_through_a_mapping_made_before_it_was_judged_is_judged_anew`.
