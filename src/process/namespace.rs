@@ -4,11 +4,12 @@
 //! inside a new user namespace when it is not root, mapping its own user and group to
 //! themselves — and makes every mount private, so nothing done here reaches the rest of the
 //! system and nothing mounted there later (a disk, a container's layers) reaches the command,
-//! with flags this namespace did not set. [`apply`] then makes every mount read-only but the places the command may write
-//! (so that no mode, owner, time or ACL changes outside them), binds the anchors onto themselves, binds the read-only places
-//! read-only (recursively, through `open_tree`/`mount_setattr`, Linux ≥ 5.12) and covers the
-//! hidden places and the rejected programs with an empty file or directory of mode 0 from a
-//! small read-only tmpfs that no path leads to. The command inherits the namespace; once it is
+//! with flags this namespace did not set. [`apply`] then makes every mount read-only but the
+//! places the command may write (so that no mode, owner, time or ACL changes outside them),
+//! binds the anchors onto themselves, binds the read-only places read-only (recursively,
+//! through `open_tree`/`mount_setattr`, Linux ≥ 5.12) and covers the hidden places and the
+//! rejected programs with an empty file or directory of mode 0 from a small read-only tmpfs
+//! that no path leads to. The command inherits the namespace; once it is
 //! inside Landlock it cannot mount or unmount anything, and a mount point cannot be renamed or
 //! removed, so none of this can be undone from inside. [`enter_pids`] gives the command a PID
 //! namespace too, with a `/proc` of its own ([`fresh_proc`]): when its first process ends, the

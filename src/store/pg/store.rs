@@ -108,6 +108,7 @@ impl Postgres {
             client,
             prepared: super::Prepared::default(),
             own: follower.own_rows(),
+            own_unshown: Vec::new(),
             target: target.clone(),
             me: me.clone(),
             ttl,

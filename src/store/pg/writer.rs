@@ -98,8 +98,13 @@ pub struct Writer {
     pub(super) client: Client,
     /// The per-batch statements, prepared on `client` (a new connection gets a new set).
     pub(super) prepared: Prepared,
-    /// This replica's follower, told of the rows each batch appended once it commits.
+    /// This replica's follower, told of the rows each batch appended once it commits and this
+    /// replica's clients were shown them.
     pub(super) own: events::OwnRows,
+    /// The rows the batch being settled appended, told to the follower once its callbacks
+    /// showed them: told before, the follower could forward a later row another replica
+    /// appended ahead of this one's own (a mode set here shown after one set there since).
+    pub(super) own_unshown: Vec<events::Appended>,
     pub(super) target: PgTarget,
     /// This replica as a lease holder.
     pub(super) me: String,
@@ -251,6 +256,7 @@ impl Writer {
                         after.run(result);
                     }
                 }
+                self.own.committed(std::mem::take(&mut self.own_unshown));
                 let shown_us = u64::try_from(showing.elapsed().as_micros()).unwrap_or(u64::MAX);
                 tracing::trace!(target: "cairn::timing", writes = count, us, shown_us, "batch run");
             }
@@ -346,8 +352,9 @@ impl Writer {
     /// grew, and answers the batch's writes.
     async fn settle(&mut self, done: Done) -> Vec<Result<Option<i64>, StoreError>> {
         let grew: Vec<SessionId> = done.seqs.iter().map(|rows| rows.session.clone()).collect();
-        // This replica's follower moves past its own rows without reading them back.
-        self.own.committed(done.seqs.clone());
+        // This replica's follower moves past its own rows without reading them back, once they
+        // are shown here (after the batch's callbacks).
+        self.own_unshown.extend(done.seqs.iter().cloned());
         let results = self.committed(done);
         if !grew.is_empty()
             && let Err(err) =
