@@ -175,11 +175,8 @@ pub fn find_knowing(
     if writable {
         // Every directory above what is bound cannot be renamed: not the roots, not the
         // directories between a root and its read-only places, not those above a hidden one.
-        let bound: Vec<PathBuf> = roots.iter().chain(&places.read_only).chain(&places.hidden).cloned().collect();
-        for path in &bound {
-            places.anchors.extend(path.ancestors().skip(1).filter(|dir| dir.parent().is_some()).map(Path::to_path_buf));
-        }
-        places.anchors.extend(roots.iter().cloned());
+        let anchors: Vec<PathBuf> = bound_above(&places, &roots).into_iter().map(Path::to_path_buf).collect();
+        places.anchors = anchors;
     }
     places.anchors.retain(|path| !inside_hidden(path));
     dedup(&mut places.anchors);
@@ -204,8 +201,8 @@ fn fit(places: &mut Places, roots: &[PathBuf], writable: bool) {
     };
     // Each round takes as many directories as the excess needs; a few rounds suffice.
     for _ in 0..32 {
-        if places.hidden.len() + places.read_only.len() <= MAX_GUARDED && mounts(places, roots, writable) <= MAX_MOUNTS
-        {
+        let mounts = mounts(places, roots, writable);
+        if places.hidden.len() + places.read_only.len() <= MAX_GUARDED && mounts <= MAX_MOUNTS {
             return;
         }
         let mut held: HashMap<PathBuf, usize> = HashMap::new();
@@ -219,7 +216,7 @@ fn fit(places: &mut Places, roots: &[PathBuf], writable: bool) {
         // is taken saves the excess.
         let excess = (places.hidden.len() + places.read_only.len())
             .saturating_sub(MAX_GUARDED)
-            .max(mounts(places, roots, writable).saturating_sub(MAX_MOUNTS));
+            .max(mounts.saturating_sub(MAX_MOUNTS));
         let mut candidates: Vec<(&PathBuf, usize)> =
             held.iter().filter(|(_, count)| **count >= 2).map(|(dir, count)| (dir, *count)).collect();
         candidates.sort_by(|a, b| b.1.cmp(&a.1).then(b.0.components().count().cmp(&a.0.components().count())));
@@ -265,11 +262,17 @@ fn mounts(places: &Places, roots: &[PathBuf], writable: bool) -> usize {
     if !writable {
         return bound;
     }
+    bound + bound_above(places, roots).len()
+}
+
+/// The roots and every directory above them or above a read-only or hidden place (`/` aside):
+/// what is bound onto itself so that it cannot be renamed away.
+fn bound_above<'a>(places: &'a Places, roots: &'a [PathBuf]) -> std::collections::HashSet<&'a Path> {
     let mut above: std::collections::HashSet<&Path> = roots.iter().map(PathBuf::as_path).collect();
     for path in roots.iter().chain(&places.read_only).chain(&places.hidden) {
         above.extend(path.ancestors().skip(1).filter(|dir| dir.parent().is_some()));
     }
-    bound + above.len()
+    above
 }
 
 /// Whether `path` is a link another user made: one planted in `/tmp` at a name cairn hides

@@ -236,11 +236,6 @@ mod tests {
         let odd = b"00000000f58fca8e: 00000002 00000000 00010000 0001 01  1160 /tmp/odd-\xff";
         assert!(listed_path(odd).is_some());
     }
-}
-
-#[cfg(test)]
-mod odd_names {
-    use super::*;
 
     /// The tenth pass's B1: one socket named with a byte that is not UTF-8, which any user may
     /// bind, made the kernel's whole list unreadable, and no listed socket was covered.
