@@ -3,8 +3,9 @@
 //! number of entries, and a command decides how many lie in its way: one that makes 20,000
 //! files leaves the next walk short of the `.env` files and repositories it found before.
 //! What a walk found stays found, as long as it is still there as it was: a place that is gone,
-//! or that a link now leads elsewhere, is dropped (the walk judges what took its place). So do
-//! the secrets outside the roots that links in them led the walk to.
+//! or that a link now leads elsewhere, is dropped (the walk judges what took its place). A
+//! secret a link led the walk to (inside the roots or out) is kept with that link, and only
+//! while the link still leads there: one a command planted and took away leaves no cover.
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
