@@ -85,11 +85,14 @@ impl Setting {
         Mode::parse(id).map(Setting::Mode).ok_or_else(|| SettingError::UnknownMode(id.to_owned()))
     }
 
+    /// The mode's config option id.
+    pub const MODE: &'static str = "mode";
+
     /// The config option's id.
     pub fn option(&self) -> &'static str {
         match self {
             Setting::Model(_) => "model",
-            Setting::Mode(_) => "mode",
+            Setting::Mode(_) => Self::MODE,
             Setting::Thought(_) => "thought_level",
             Setting::Steer(_) => "steer",
         }

@@ -22,7 +22,7 @@ use std::time::Duration;
 
 use agent_client_protocol_schema::v1::{Error, ErrorCode};
 use futures::FutureExt;
-use futures::future::{AbortHandle, Abortable, BoxFuture};
+use futures::future::{AbortHandle, Abortable, Aborted, BoxFuture};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use serde_json::value::RawValue;
@@ -103,9 +103,8 @@ struct PeerInner {
     /// A served client's limit on what may wait for it ([`Budget`]); none on stdio.
     budget: Option<Budget>,
     next_id: AtomicU64,
-    /// Incoming requests still running, by their id's JSON text: how to stop one, and the id
-    /// its answer carries.
-    inflight: Mutex<HashMap<String, (AbortHandle, Box<RawValue>)>>,
+    /// Incoming requests still running, by their id's JSON text: how to stop one.
+    inflight: Mutex<HashMap<String, AbortHandle>>,
     /// The tasks answering incoming requests, so shutdown can let them finish.
     tasks: TaskTracker,
 }
@@ -259,7 +258,8 @@ impl Peer {
         self.respond(id, Err(error(ErrorCode::InvalidRequest, format!("Invalid request: {why}"))));
     }
 
-    /// Claims an incoming request's right to answer; false if `$/cancel_request` already did.
+    /// Claims an incoming request's right to answer with its result; false if
+    /// `$/cancel_request` cancelled it.
     fn finish_inflight(&self, key: &str) -> bool {
         lock(&self.inner.inflight).remove(key).is_some()
     }
@@ -456,22 +456,26 @@ fn handle_request<H: Handler>(
     };
     let method = method.to_owned();
     let (abort, registration) = AbortHandle::new_pair();
-    lock(&peer.inner.inflight).insert(key.clone(), (abort, id.clone()));
+    lock(&peer.inner.inflight).insert(key.clone(), abort);
     let task_peer = peer.clone();
     let future = REQUEST_ID.scope(id_value, crate::trace::scope(trace, future)).instrument(span);
     peer.inner.tasks.spawn(AFTER_RESPONSE.scope(std::cell::RefCell::new(Vec::new()), async move {
         let peer = task_peer;
-        if let Ok(result) = Abortable::new(std::panic::AssertUnwindSafe(future).catch_unwind(), registration).await
-            && peer.finish_inflight(&key)
-        {
-            let result = result.unwrap_or_else(|panic| Err(panicked(&method, panic.as_ref())));
-            peer.respond(&id, result);
-            for after in AFTER_RESPONSE.with(|after| std::mem::take(&mut *after.borrow_mut())) {
-                match after {
-                    AfterResponse::Line(line) => peer.enqueue(line),
-                    AfterResponse::Signal(signal) => {
-                        let _ = peer.inner.out.send(Outgoing::Written(signal));
-                    }
+        // The request's future is dropped here, however it ended: a cancelled one is answered
+        // only after, so a client told its request was cancelled knows what that request held
+        // (a prompt's turn told to stop, say) let go first.
+        let ended = Abortable::new(std::panic::AssertUnwindSafe(future).catch_unwind(), registration).await;
+        let result = match ended {
+            Ok(result) if peer.finish_inflight(&key) => result,
+            Ok(_) | Err(Aborted) => return peer.respond(&id, Err(Error::from(ErrorCode::RequestCancelled))),
+        };
+        let result = result.unwrap_or_else(|panic| Err(panicked(&method, panic.as_ref())));
+        peer.respond(&id, result);
+        for after in AFTER_RESPONSE.with(|after| std::mem::take(&mut *after.borrow_mut())) {
+            match after {
+                AfterResponse::Line(line) => peer.enqueue(line),
+                AfterResponse::Signal(signal) => {
+                    let _ = peer.inner.out.send(Outgoing::Written(signal));
                 }
             }
         }
@@ -504,10 +508,10 @@ fn handle_notification(peer: &Peer, handler: &dyn Handler, method: &str, params:
     let Some(id) = params.get("requestId").filter(|id| id.is_number() || id.is_string()) else {
         return tracing::debug!("$/cancel_request without a usable requestId");
     };
+    // Answered by the request's task once its future is gone.
     let aborted = lock(&peer.inner.inflight).remove(&id.to_string());
-    if let Some((abort, reply)) = aborted {
+    if let Some(abort) = aborted {
         abort.abort();
-        peer.respond(&reply, Err(Error::from(ErrorCode::RequestCancelled)));
     }
 }
 

@@ -44,14 +44,17 @@ impl Served {
     }
 
     /// What a settings change on `session` leaves: [`Self::found`], and the other connections
-    /// viewing the session see the change.
+    /// viewing the session see the change (shown by the session's actor instead where replicas
+    /// share the store).
     pub(super) fn after_change(
         served: Option<&Served>,
         session: &SessionId,
         changed: Result<crate::session::SessionView, SessionError>,
     ) -> Result<crate::session::SessionView, acp::Error> {
         let view = Self::found(served, session, changed)?;
-        if let Some(served) = served {
+        // Replicas sharing a store: the session's actor showed them already, in the order of
+        // the session's log (an own change here may be followed by another replica's).
+        if let Some(served) = served.filter(|served| !served.hub.numbers_by_log()) {
             let update = crate::session::Update::Options(Box::new(view.clone()));
             served.hub.send_to_others(session, update, &served.viewer);
         }

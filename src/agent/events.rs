@@ -105,6 +105,10 @@ pub enum RecordError {
     /// there, so it must not run here.
     #[error("{0}")]
     Fenced(String),
+    /// The turn's user cancelled it before its claim took the session (the claim was not sent,
+    /// or was to be sent again after another process's turn): nothing of it was recorded.
+    #[error("the prompt was cancelled before the session took it; nothing of it was stored")]
+    Withdrawn,
 }
 
 /// Where a turn's events go: persisted, then shown.

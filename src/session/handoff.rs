@@ -279,19 +279,12 @@ fn carry_out(
             tasks.spawn(async move { answer(&store, id, &Outcome::Done {}).await });
         }
         Handed::Set { option, value } => {
-            let setting = setting(&option, &value);
-            let changed = setting.clone().map(|setting| registry.set(&session, setting));
-            let shown = registry.clone();
+            // The session's actor shows this replica's clients the change once it commits.
+            let changed = setting(&option, &value).map(|setting| registry.set(&session, setting));
             tasks.spawn(async move {
-                let outcome = match (setting, changed) {
-                    (Ok(setting), Ok(changed)) => {
-                        let changed = changed.await;
-                        if let Ok(view) = &changed {
-                            shown.show_setting(&session, &setting, view);
-                        }
-                        done(changed)
-                    }
-                    (Err(err), _) | (_, Err(err)) => Outcome::failed(&SessionError::from(err)),
+                let outcome = match changed {
+                    Ok(changed) => done(changed.await),
+                    Err(err) => Outcome::failed(&SessionError::from(err)),
                 };
                 answer(&store, id, &outcome).await;
             });

@@ -131,7 +131,7 @@ impl Hub {
     }
 
     /// Whether updates are numbered by the shared event log's `seq` ([`Self::share`]).
-    fn numbers_by_log(&self) -> bool {
+    pub fn numbers_by_log(&self) -> bool {
         self.logged.load(Ordering::Relaxed)
     }
 

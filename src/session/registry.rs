@@ -313,16 +313,6 @@ impl Registry {
         self.inner.sink.elsewhere(id, what);
     }
 
-    /// Tells this replica's clients of `id` a setting another replica's client changed: the
-    /// options, and the mode if that changed.
-    pub(super) fn show_setting(&self, id: &SessionId, setting: &Setting, view: &SessionView) {
-        match setting {
-            Setting::Mode(mode) => self.inner.sink.send(id, super::Update::Mode(*mode)),
-            Setting::Model(_) | Setting::Thought(_) | Setting::Steer(_) => {}
-        }
-        self.inner.sink.send(id, super::Update::Options(Box::new(view.clone())));
-    }
-
     /// [`Self::cancel`] in this process alone.
     pub(super) fn cancel_here(&self, id: &SessionId) {
         if let Some(tx) = self.live(id) {

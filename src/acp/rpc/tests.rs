@@ -42,6 +42,16 @@ impl Handler for Asker {
                 Ok(Value::Null)
             }
             .boxed()),
+            // Says so when its future is dropped, as a prompt's tells its session to stop.
+            "hold" => {
+                let held = Held(peer);
+                Ok(async move {
+                    let _held = held;
+                    std::future::pending::<()>().await;
+                    Ok(Value::Null)
+                }
+                .boxed())
+            }
             _ => Err(error(ErrorCode::MethodNotFound, method.to_owned())),
         }
     }
@@ -50,6 +60,15 @@ impl Handler for Asker {
 
     fn shutdown(&self) -> BoxFuture<'static, ()> {
         async {}.boxed()
+    }
+}
+
+/// Tells the client when dropped.
+struct Held(Peer);
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        self.0.notify("held/dropped", &json!({}));
     }
 }
 
@@ -168,6 +187,17 @@ async fn cancelling_a_request_whose_future_asks_the_client_cancels_that_question
         seen[1],
         json!({"jsonrpc": "2.0", "method": "$/cancel_request", "params": {"requestId": question["id"]}})
     );
+}
+
+#[tokio::test]
+async fn a_cancelled_request_is_answered_once_its_future_let_go() {
+    let (mut client, _) = start();
+    client.send(json!({"jsonrpc": "2.0", "id": 9, "method": "hold", "params": {}})).await;
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    client.send(json!({"jsonrpc": "2.0", "method": "$/cancel_request", "params": {"requestId": 9}})).await;
+    assert_eq!(client.recv().await["method"], "held/dropped", "what the request held is let go first");
+    let answer = client.recv().await;
+    assert_eq!((answer["id"].clone(), answer["error"]["code"].clone()), (json!(9), json!(-32800)), "{answer}");
 }
 
 #[tokio::test]

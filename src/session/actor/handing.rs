@@ -87,7 +87,8 @@ impl Actor {
 
     /// `Command::Set`: the change is in effect and stored at once; in a store shared by
     /// replicas it goes into the session's event log with the write, for the other replicas'
-    /// clients (`remote.rs`; this replica's are shown it by the request's handler).
+    /// clients, and this replica's are shown it as it commits (`remote.rs`, `mine_committed`;
+    /// with one process, the request's handler shows them).
     pub(super) fn set(&mut self, setting: Setting) -> Result<SessionView, SessionError> {
         self.set_logged(setting).map(|(view, _)| view)
     }

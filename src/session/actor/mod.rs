@@ -167,6 +167,8 @@ struct Running {
     /// The prompt as sent, kept while the store is shared by replicas: handed to the replica
     /// holding the lease if the turn's claim is refused.
     handing: Option<Vec<crate::history::Part>>,
+    /// Whether its prompt is the session's first, for which a title is asked once it is stored.
+    titling: bool,
     /// Where prompts are steered into the turn; `None` for `/compact` and `/rewind`.
     steer: Option<mpsc::UnboundedSender<crate::agent::Steered>>,
     /// The prompts handed to the turn, joined or not yet.
@@ -180,6 +182,9 @@ struct TurnOutcome {
     /// The session's checkpoints, if the work took them.
     checkpoints: Option<crate::tools::checkpoint::Tracker>,
     result: Result<TurnEnd, TurnError>,
+    /// Whether the work's claim took the lease, so its prompt is stored: a turn whose claim was
+    /// refused ran nothing, even where its answer is `cancelled`.
+    claimed: bool,
 }
 
 struct Actor {

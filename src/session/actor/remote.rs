@@ -234,6 +234,11 @@ impl Actor {
             } else if let Some(setting) = crate::session::handoff::setting_of_event(&event.body) {
                 self.set_elsewhere(event.seq, setting);
             } else if let Some(update) = Update::from_event(&event.body) {
+                // The session is titled (by another replica's first prompt, its client or its
+                // model): a prompt here is not its first.
+                if let Update::Title(title) = &update {
+                    self.row.title = Some(title.clone());
+                }
                 self.services.sink.send_logged(&self.row.id, event.seq, update);
             } else if !UNREADABLE_TOLD.swap(true, Ordering::Relaxed) {
                 tracing::warn!(session = %self.row.id, seq = event.seq, "an event this cairn cannot read was skipped (and any more will be, told only at debug level); are all replicas the same version?");
@@ -307,9 +312,13 @@ impl Actor {
         self.remote.as_ref().and_then(|followed| followed.changed.get(option)).is_some_and(|number| *number > after)
     }
 
-    /// An own change of `option` committed (row `seq` of the log if it took it): another
-    /// replica's change of it held meanwhile is put in effect now if the log has it later,
-    /// unless a later own change still waits.
+    /// An own change of `option` committed (row `seq` of the log if it took it): unless a
+    /// later own change still waits, this replica's clients are shown it, and then another
+    /// replica's change of it held meanwhile is put in effect if the log has it later.
+    ///
+    /// Shown here, by the actor, not by the request's handler once answered: the actor forwards
+    /// the log's rows too, so this replica's clients see the own change and another replica's
+    /// later one in the log's order, and are left shown the one stored last.
     fn mine_committed(&mut self, option: &'static str, number: u64, seq: Option<i64>) {
         let Some(followed) = self.remote.as_mut() else { return };
         if let Some(seq) = seq {
@@ -319,8 +328,25 @@ impl Actor {
         if followed.mine.get(option).is_none_or(|mine| mine.number != number) {
             return;
         }
-        if let Some((seq, setting)) = followed.mine.remove(option).and_then(|mine| mine.meanwhile) {
+        let meanwhile = followed.mine.remove(option).and_then(|mine| mine.meanwhile);
+        self.show_options(seq, option == Setting::MODE);
+        if let Some((seq, setting)) = meanwhile {
             self.set_elsewhere(seq, setting);
+        }
+    }
+
+    /// Shows this replica's clients the session's options as they are now (and its mode, to
+    /// the clients that follow the older modes API, with `mode`), numbered as row `seq` of the
+    /// log where it has one.
+    pub(super) fn show_options(&self, seq: Option<i64>, mode: bool) {
+        let sink = &self.services.sink;
+        if mode {
+            sink.send(&self.row.id, Update::Mode(*self.mode.borrow()));
+        }
+        let options = Update::Options(Box::new(self.view()));
+        match seq {
+            Some(seq) => sink.send_logged(&self.row.id, seq, options),
+            None => sink.send(&self.row.id, options),
         }
     }
 
@@ -352,21 +378,28 @@ impl Actor {
         followed.early = early;
         let due: Vec<_> = due
             .into_iter()
-            .filter_map(|(_, command, body)| followed.handed.remove(&command).map(|waiting| (waiting, body)))
+            .filter_map(|(seq, command, body)| followed.handed.remove(&command).map(|waiting| (seq, waiting, body)))
             .collect();
-        for (waiting, body) in due {
+        for (seq, waiting, body) in due {
             let outcome = Outcome::read(&body);
             match waiting {
                 Waiting::Prompt { reply, .. } => {
                     let _ = reply.send(outcome.answer(&self.row.id));
                 }
                 // A change made here since is the one in effect, and stored after this one.
+                // The holder took it: this replica's clients are shown it here, in the log's
+                // order (see `mine_committed`), where the answer was written.
                 Waiting::Set { setting, reply, after } => {
                     let outcome = outcome.done(&self.row.id);
-                    let _ = reply.send(outcome.map(|()| match self.changed_since(setting.option(), after) {
+                    let view = outcome.map(|()| match self.changed_since(setting.option(), after) {
                         true => self.view(),
-                        false => self.set_as_handed(setting),
-                    }));
+                        false => {
+                            let view = self.set_as_handed(setting.clone());
+                            self.show_options(Some(seq), setting.option() == Setting::MODE);
+                            view
+                        }
+                    });
+                    let _ = reply.send(view);
                 }
                 Waiting::Title { title, reply, after } => {
                     let outcome = outcome.done(&self.row.id);

@@ -75,7 +75,7 @@ impl Actor {
         let host = self.services.sink.host(&self.row.id);
         self.turn = Some(tokio::spawn(async move {
             if let Err(err) = recorder.claim(&mut history, None).await {
-                return TurnOutcome { history, rules, checkpoints, result: Err(err.into()) };
+                return TurnOutcome { history, rules, checkpoints, result: Err(err.into()), claimed: false };
             }
             let (turns, code, conversation) = match rewinding {
                 Rewinding::Turns { turns, reach } => (turns, reach.code(), reach.conversation()),
@@ -124,7 +124,7 @@ impl Actor {
                 }
             }
             sink.send(&id, Update::EphemeralText { text: said.join("\n\n") });
-            TurnOutcome { history, rules, checkpoints, result: Ok(StopReason::EndTurn.into()) }
+            TurnOutcome { history, rules, checkpoints, result: Ok(StopReason::EndTurn.into()), claimed: true }
         }));
         let cancel = tokio_util::sync::CancellationToken::new();
         self.running = Some(Running {
@@ -134,6 +134,7 @@ impl Actor {
             cancel,
             reply,
             handing: None,
+            titling: false,
             steer: None,
             steered: Vec::new(),
         });

@@ -37,8 +37,10 @@ impl Actor {
     }
 
     pub(super) async fn turn_ended(&mut self, outcome: Result<TurnOutcome, tokio::task::JoinError>) {
+        let mut stored = false;
         let result = match outcome {
-            Ok(TurnOutcome { history, rules, checkpoints, result }) => {
+            Ok(TurnOutcome { history, rules, checkpoints, result, claimed }) => {
+                stored = claimed;
                 if let Some(mut tracker) = checkpoints {
                     if tracker.take_stored() {
                         let settings = tracker.settings();
@@ -97,8 +99,13 @@ impl Actor {
             Err(err) => Status::Error(err.to_string()),
         });
         // A turn that failed (a bad key, a server down) would fail the title request too: the
-        // title waits for a turn that works.
-        let worked = result.is_ok();
+        // title waits for a turn that works. A prompt whose claim was refused was not stored
+        // (even if its client cancelled it first and is answered `cancelled`): nothing asks a
+        // model to title the session after it.
+        let worked = result.is_ok() && stored;
+        if !stored && self.running.as_ref().is_some_and(|running| running.titling) {
+            self.title_pending = None;
+        }
         // The lease goes back however the turn ended, and the prompt is answered once that is
         // committed: a client told the turn is over may prompt from another process at once. A
         // release that failed is the writer's to try again; the turn's answer stands.
@@ -259,7 +266,9 @@ impl Actor {
         let cancel = CancellationToken::new();
         // Kept to hand to the replica running a turn in the session, if there is one.
         let handing = (self.remote.is_some() && only.is_none()).then(|| parts.clone());
-        let mut recorder = self.turn_recorder(ticket, title);
+        let titling = title.is_some();
+        // A cancel before the claim was sent withdraws the prompt: nothing of it is stored.
+        let mut recorder = self.turn_recorder(ticket, title).withdrawn_by(cancel.clone());
         self.services.status.send_replace(Status::Busy);
         let system = self.system.clone();
         let warn = !std::mem::replace(&mut self.system_warned, true);
@@ -338,11 +347,12 @@ impl Actor {
             let result = agent::run_prompt(turn, prompt).await;
             // What the turn's own requests used, counted as they were recorded.
             let result = result.map(|stop| TurnEnd { stop, usage: recorder.used() });
-            TurnOutcome { history, rules, checkpoints, result }
+            TurnOutcome { history, rules, checkpoints, result, claimed: recorder.claimed() }
         };
         self.turn = Some(tokio::spawn(turn.instrument(span)));
         let steer = Some(steer);
-        self.running = Some(Running { ticket, trace, history_len, cancel, reply, handing, steer, steered: Vec::new() });
+        self.running =
+            Some(Running { ticket, trace, history_len, cancel, reply, handing, titling, steer, steered: Vec::new() });
     }
 
     /// `/compact`: a compaction with no kept tail, run like a turn (it holds the history, and
@@ -373,13 +383,13 @@ impl Actor {
                 Ok(false) => context_used,
                 Ok(true) => crate::history::view::context_used(&history),
                 Err(err) => {
-                    return TurnOutcome { history, rules, checkpoints: None, result: Err(err.into()) };
+                    return TurnOutcome { history, rules, checkpoints: None, result: Err(err.into()), claimed: false };
                 }
             };
             if !pre_compact(&hooks, host.as_ref(), mode, instructions.as_deref(), &token, &mut recorder).await {
                 let flushed = recorder.flush().await.map_err(TurnError::from);
                 let result = flushed.map(|()| TurnEnd { stop: StopReason::EndTurn, usage: recorder.used() });
-                return TurnOutcome { history, rules, checkpoints: None, result };
+                return TurnOutcome { history, rules, checkpoints: None, result, claimed: true };
             }
             let summarizer = setup::summarizer(&config, &models.summaries);
             let info = &models.main.info;
@@ -407,7 +417,7 @@ impl Actor {
                 (Ok(_), Err(err)) => Err(err.into()),
                 (result, _) => result.map(|stop| TurnEnd { stop, usage: recorder.used() }),
             };
-            TurnOutcome { history, rules, checkpoints: None, result }
+            TurnOutcome { history, rules, checkpoints: None, result, claimed: true }
         };
         self.turn = Some(tokio::spawn(compaction.instrument(span)));
         self.running = Some(Running {
@@ -417,6 +427,7 @@ impl Actor {
             cancel,
             reply,
             handing: None,
+            titling: false,
             steer: None,
             steered: Vec::new(),
         });

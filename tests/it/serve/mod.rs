@@ -508,6 +508,7 @@ mod replica_commands;
 mod replica_death;
 mod replica_questions;
 mod replica_resume;
+mod replica_withdrawn;
 mod replicas;
 mod secret;
 
