@@ -382,21 +382,26 @@ impl Agent {
         self.view(&id);
         let changed = sessions.set(&id, setting.clone());
         let (sink, served) = (Arc::clone(&self.sink), self.served.clone());
+        // Replicas sharing the store: the session's actor showed every client of this process
+        // the change as it committed, in the log's order.
+        let shown = sessions.store().logs_events();
         Ok(async move {
             let view = Served::after_change(served.as_deref(), &id, changed.await)?;
             match setting {
+                _ if shown => {}
                 // Keep clients that follow the legacy modes API in step.
                 Setting::Mode(_) => sink
                     .send_wire(&id, acp::SessionUpdate::CurrentModeUpdate(acp::CurrentModeUpdate::new(view.mode.id()))),
-                // A new model may change the other options (thinking) and the window.
+                // A new model may change the other options (thinking).
                 Setting::Model(_) | Setting::Steer(_) => {
                     let options = acp::ConfigOptionUpdate::new(sink.options(&view));
                     sink.send_wire(&id, acp::SessionUpdate::ConfigOptionUpdate(options));
-                    if matches!(setting, Setting::Model(_)) {
-                        sink.send_wire(&id, usage_update(&view));
-                    }
                 }
                 Setting::Thought(_) => {}
+            }
+            // … and the window.
+            if matches!(setting, Setting::Model(_)) {
+                sink.send_wire(&id, usage_update(&view));
             }
             to_value(&acp::SetSessionConfigOptionResponse::new(sink.options(&view)))
         }
@@ -411,13 +416,17 @@ impl Agent {
         self.view(&id);
         let changed = sessions.set(&id, setting);
         let (sink, served) = (Arc::clone(&self.sink), self.served.clone());
+        // Replicas sharing the store: the session's actor showed the change as it committed.
+        let shown = sessions.store().logs_events();
         Ok(async move {
             let view = Served::after_change(served.as_deref(), &id, changed.await)?;
             // Keep clients that follow config options in step.
-            sink.send_wire(
-                &id,
-                acp::SessionUpdate::ConfigOptionUpdate(acp::ConfigOptionUpdate::new(sink.options(&view))),
-            );
+            if !shown {
+                sink.send_wire(
+                    &id,
+                    acp::SessionUpdate::ConfigOptionUpdate(acp::ConfigOptionUpdate::new(sink.options(&view))),
+                );
+            }
             to_value(&acp::SetSessionModeResponse::new())
         }
         .boxed())

@@ -103,8 +103,9 @@ struct PeerInner {
     /// A served client's limit on what may wait for it ([`Budget`]); none on stdio.
     budget: Option<Budget>,
     next_id: AtomicU64,
-    /// Incoming requests still running, by their id's JSON text: how to stop one.
-    inflight: Mutex<HashMap<String, AbortHandle>>,
+    /// Incoming requests not answered yet, by their id's JSON text: how to stop one, and
+    /// whether `$/cancel_request` did (its id stays taken until the answer is sent).
+    inflight: Mutex<HashMap<String, (AbortHandle, bool)>>,
     /// The tasks answering incoming requests, so shutdown can let them finish.
     tasks: TaskTracker,
 }
@@ -258,10 +259,10 @@ impl Peer {
         self.respond(id, Err(error(ErrorCode::InvalidRequest, format!("Invalid request: {why}"))));
     }
 
-    /// Claims an incoming request's right to answer with its result; false if
-    /// `$/cancel_request` cancelled it.
+    /// Frees an incoming request's id as it is answered: whether `$/cancel_request` cancelled
+    /// the request (answered -32800, whatever its future gave).
     fn finish_inflight(&self, key: &str) -> bool {
-        lock(&self.inner.inflight).remove(key).is_some()
+        lock(&self.inner.inflight).remove(key).is_none_or(|(_, cancelled)| cancelled)
     }
 }
 
@@ -456,18 +457,20 @@ fn handle_request<H: Handler>(
     };
     let method = method.to_owned();
     let (abort, registration) = AbortHandle::new_pair();
-    lock(&peer.inner.inflight).insert(key.clone(), abort);
+    lock(&peer.inner.inflight).insert(key.clone(), (abort, false));
     let task_peer = peer.clone();
     let future = REQUEST_ID.scope(id_value, crate::trace::scope(trace, future)).instrument(span);
     peer.inner.tasks.spawn(AFTER_RESPONSE.scope(std::cell::RefCell::new(Vec::new()), async move {
         let peer = task_peer;
         // The request's future is dropped here, however it ended: a cancelled one is answered
-        // only after, so a client told its request was cancelled knows what that request held
-        // (a prompt's turn told to stop, say) let go first.
+        // only after, so what that future held has let go before the client is told (a
+        // prompt's session has the cancel in its queue, ahead of anything sent later).
         let ended = Abortable::new(std::panic::AssertUnwindSafe(future).catch_unwind(), registration).await;
-        let result = match ended {
-            Ok(result) if peer.finish_inflight(&key) => result,
-            Ok(_) | Err(Aborted) => return peer.respond(&id, Err(Error::from(ErrorCode::RequestCancelled))),
+        let result = match (ended, peer.finish_inflight(&key)) {
+            (Ok(result), false) => result,
+            (Ok(_), true) | (Err(Aborted), _) => {
+                return peer.respond(&id, Err(Error::from(ErrorCode::RequestCancelled)));
+            }
         };
         let result = result.unwrap_or_else(|panic| Err(panicked(&method, panic.as_ref())));
         peer.respond(&id, result);
@@ -508,9 +511,9 @@ fn handle_notification(peer: &Peer, handler: &dyn Handler, method: &str, params:
     let Some(id) = params.get("requestId").filter(|id| id.is_number() || id.is_string()) else {
         return tracing::debug!("$/cancel_request without a usable requestId");
     };
-    // Answered by the request's task once its future is gone.
-    let aborted = lock(&peer.inner.inflight).remove(&id.to_string());
-    if let Some(abort) = aborted {
+    // Answered by the request's task once its future is gone; its id stays taken until then.
+    if let Some((abort, cancelled)) = lock(&peer.inner.inflight).get_mut(&id.to_string()) {
+        *cancelled = true;
         abort.abort();
     }
 }

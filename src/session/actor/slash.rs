@@ -72,7 +72,10 @@ impl Actor {
                 Ok(view) => {
                     let text = format!("Model: {} from the next turn.", view.model);
                     let usage = Update::from(view.usage);
-                    self.services.sink.send(&self.row.id, Update::Options(Box::new(view)));
+                    // Replicas sharing the store: the options are shown as the change commits.
+                    if self.remote.is_none() {
+                        self.services.sink.send(&self.row.id, Update::Options(Box::new(view)));
+                    }
                     self.services.sink.send(&self.row.id, usage);
                     text
                 }

@@ -37,10 +37,11 @@ impl Actor {
     }
 
     pub(super) async fn turn_ended(&mut self, outcome: Result<TurnOutcome, tokio::task::JoinError>) {
-        let mut stored = false;
+        // Whether the turn's prompt was stored; unknown if its task panicked.
+        let mut stored = None;
         let result = match outcome {
             Ok(TurnOutcome { history, rules, checkpoints, result, claimed }) => {
-                stored = claimed;
+                stored = Some(claimed);
                 if let Some(mut tracker) = checkpoints {
                     if tracker.take_stored() {
                         let settings = tracker.settings();
@@ -102,8 +103,8 @@ impl Actor {
         // title waits for a turn that works. A prompt whose claim was refused was not stored
         // (even if its client cancelled it first and is answered `cancelled`): nothing asks a
         // model to title the session after it.
-        let worked = result.is_ok() && stored;
-        if !stored && self.running.as_ref().is_some_and(|running| running.titling) {
+        let worked = result.is_ok() && stored == Some(true);
+        if stored == Some(false) && self.running.as_ref().is_some_and(|running| running.titling) {
             self.title_pending = None;
         }
         // The lease goes back however the turn ended, and the prompt is answered once that is

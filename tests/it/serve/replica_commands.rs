@@ -303,7 +303,9 @@ async fn a_mode_set_through_another_replica_while_idle_is_shown_live_to_each_rep
     let session = on_a.new_session(&env.cwd()).await;
     let mut on_b = viewer(&b, &env, &session).await;
     let mut also_on_b = viewer(&b, &env, &session).await;
-    on_b.call("session/set_mode", json!({"sessionId": session, "modeId": "bypass"})).await;
+    let set = on_b.request("session/set_mode", json!({"sessionId": session, "modeId": "bypass"})).await;
+    let (answer, mut by_the_setter) = on_b.response(set).await;
+    assert!(answer.get("error").is_none(), "{answer}");
 
     // a's client, watching the idle session, is shown the change as b's other client is.
     let shown = loop {
@@ -317,6 +319,8 @@ async fn a_mode_set_through_another_replica_while_idle_is_shown_live_to_each_rep
     let shown_on = |seen: &[Value]| seen.iter().filter(|m| options_in_mode(m, &session, "bypass")).count();
     assert_eq!(shown_on(&until_quiet(&mut on_a).await), 0, "a's client is shown it once");
     assert_eq!(shown_on(&until_quiet(&mut also_on_b).await), 1, "b's other client once, by b, not again from the log");
+    by_the_setter.extend(until_quiet(&mut on_b).await);
+    assert_eq!(shown_on(&by_the_setter), 1, "the client that set it, once");
 
     // The next turn, on a, runs in it, its updates numbered after the change.
     let path = env.workspace().join("idle.txt");
@@ -511,9 +515,11 @@ async fn two_modes_set_through_two_replicas_at_once_leave_every_replica_in_the_o
     let to_bypass = on_b.request("session/set_mode", json!({"sessionId": session, "modeId": "bypass"})).await;
     until_waiting(&db, 2).await;
     db.batch_execute("COMMIT").await.unwrap();
+    let mut by_the_setters = Vec::new();
     for (client, request) in [(&mut on_a, to_plan), (&mut on_b, to_bypass)] {
-        let (answer, _) = client.response(request).await;
+        let (answer, before) = client.response(request).await;
         assert!(answer.get("error").is_none(), "{answer}");
+        by_the_setters.push(before);
     }
     let stored: Option<String> =
         db.query_one("SELECT mode FROM sessions WHERE id = $1", &[&session]).await.unwrap().get(0);
@@ -524,6 +530,14 @@ async fn two_modes_set_through_two_replicas_at_once_leave_every_replica_in_the_o
     assert_eq!(on_a_shown.as_deref(), Some("bypass"), "a's watching client");
     let on_b_shown = last_mode_shown(&until_shown(&mut watching_b, &session, "bypass").await, &session);
     assert_eq!(on_b_shown.as_deref(), Some("bypass"), "b's watching client: b's own change, not a's before it");
+    // So are the clients that set them: their answers carry no mode.
+    for (mut seen, client) in by_the_setters.into_iter().zip([&mut on_a, &mut on_b]) {
+        if last_mode_shown(&seen, &session).as_deref() != Some("bypass") {
+            seen.extend(until_shown(client, &session, "bypass").await);
+        }
+        seen.extend(until_quiet(client).await);
+        assert_eq!(last_mode_shown(&seen, &session).as_deref(), Some("bypass"), "a client that set a mode");
+    }
     for server in [&a, &b] {
         let mut fresh = server.client().await;
         let loaded =
