@@ -23,6 +23,7 @@ use std::sync::Arc;
 
 pub mod gitconfig;
 mod hidden;
+mod recent;
 pub use hidden::name_globs;
 pub mod repository;
 mod roots;

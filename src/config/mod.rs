@@ -476,9 +476,9 @@ impl Config {
 
     /// The directories no workspace root may be, contain or (some) lie inside
     /// ([`crate::workspace::Guard::of`] lists them).
-    pub fn workspace_guard(&self) -> crate::workspace::Guard {
+    pub fn workspace_guard(&self) -> std::sync::Arc<crate::workspace::Guard> {
         let (home, xdg) = (self.home_dir.as_deref(), self.config_home.as_deref());
-        crate::workspace::Guard::of(home, xdg, &self.process.hidden, &self.data_dir, self.config_dir.as_deref())
+        crate::workspace::Guard::recent(home, xdg, &self.process.hidden, &self.data_dir, self.config_dir.as_deref())
     }
 
     /// The database file inside the data directory.

@@ -14,6 +14,7 @@ use std::path::{Component, Path, PathBuf};
 
 use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
 
+use super::recent::Recent;
 use super::{GUARDED, Shield, normalize, real_or_lexical};
 
 /// Why a hidden place is protected.
@@ -41,13 +42,18 @@ impl Hidden {
     /// The places, patterns and visible patterns of `[sandbox]`; `roots` (the workspace's, as
     /// written and resolved) are never hidden whole.
     pub(super) fn new(paths: &[PathBuf], names: &[String], visible: &[String], roots: &[PathBuf]) -> Self {
+        // Each place as written and where it leads, resolved at most once a second for the
+        // same list: every turn's workspace hides them.
+        static RESOLVED: Recent<Vec<PathBuf>, Vec<[PathBuf; 2]>> = Recent::new();
+        let resolved = RESOLVED.get(paths.to_vec(), || {
+            let absolute = paths.iter().filter(|path| path.is_absolute()).map(|path| normalize(path));
+            absolute.map(|lexical| [real_or_lexical(&lexical), lexical]).collect()
+        });
         let mut kept: Vec<PathBuf> = Vec::new();
-        for path in paths.iter().filter(|path| path.is_absolute()) {
-            let lexical = normalize(path);
-            let real = real_or_lexical(&lexical);
+        for [real, lexical] in resolved.iter() {
             for place in [lexical, real] {
-                if !roots.iter().any(|root| root.starts_with(&place)) && !kept.contains(&place) {
-                    kept.push(place);
+                if !roots.iter().any(|root| root.starts_with(place)) && !kept.contains(place) {
+                    kept.push(place.clone());
                 }
             }
         }
