@@ -114,31 +114,6 @@ impl Guard {
     /// programs and configuration, and cairn's `data` and `config` directories, which a root may
     /// neither be, contain nor lie inside.
     pub fn of(home: Option<&Path>, xdg: Option<&Path>, hidden: &[PathBuf], data: &Path, config: Option<&Path>) -> Self {
-        Self::build(home, xdg, hidden, data, config)
-    }
-
-    /// [`Self::of`], built at most once a second for the same directories
-    /// ([`super::recent`]): every request and session that opens a root checks it, and a burst
-    /// of a thousand would each resolve the same forty directories and their ancestors.
-    pub fn recent(
-        home: Option<&Path>,
-        xdg: Option<&Path>,
-        hidden: &[PathBuf],
-        data: &Path,
-        config: Option<&Path>,
-    ) -> Arc<Self> {
-        static LAST: Recent<GuardKey, Guard> = Recent::new();
-        let key = (
-            home.map(Path::to_path_buf),
-            xdg.map(Path::to_path_buf),
-            hidden.to_vec(),
-            data.to_path_buf(),
-            config.map(Path::to_path_buf),
-        );
-        LAST.get(key, || Self::build(home, xdg, hidden, data, config))
-    }
-
-    fn build(home: Option<&Path>, xdg: Option<&Path>, hidden: &[PathBuf], data: &Path, config: Option<&Path>) -> Self {
         let mut guard = Self::default();
         if let Some(home) = home {
             guard = guard.around(home, "your home directory");
@@ -165,6 +140,27 @@ impl Guard {
             Some(dir) => guard.own(dir, "cairn's configuration"),
             None => guard,
         }
+    }
+
+    /// [`Self::of`], built at most once a second for the same directories
+    /// ([`super::recent`]): every request and session that opens a root checks it, and a burst
+    /// of a thousand would each resolve the same forty directories and their ancestors.
+    pub fn recent(
+        home: Option<&Path>,
+        xdg: Option<&Path>,
+        hidden: &[PathBuf],
+        data: &Path,
+        config: Option<&Path>,
+    ) -> Arc<Self> {
+        static LAST: Recent<GuardKey, Guard> = Recent::new();
+        let key = (
+            home.map(Path::to_path_buf),
+            xdg.map(Path::to_path_buf),
+            hidden.to_vec(),
+            data.to_path_buf(),
+            config.map(Path::to_path_buf),
+        );
+        LAST.get(key, || Self::of(home, xdg, hidden, data, config))
     }
 
     /// A directory a root must neither be nor contain (the home directory, `~/.config`).
