@@ -11,6 +11,7 @@
 
 use std::ffi::OsStr;
 use std::path::{Component, Path, PathBuf};
+use std::sync::Arc;
 
 use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
 
@@ -20,6 +21,28 @@ use super::{GUARDED, Shield, normalize, real_or_lexical};
 /// Why a hidden place is protected.
 pub(super) const HIDDEN: &str = "`[sandbox] hidden` hides it: from commands, and from the model unless you agree";
 
+impl Compiled {
+    fn new(paths: &[PathBuf], names: &[String], visible: &[String]) -> Self {
+        let mut places: Vec<PathBuf> = Vec::new();
+        for lexical in paths.iter().filter(|path| path.is_absolute()).map(|path| normalize(path)) {
+            let real = real_or_lexical(&lexical);
+            for place in [lexical, real] {
+                if !places.contains(&place) {
+                    places.push(place);
+                }
+            }
+        }
+        let names = name_globs(names)
+            .map_err(|err| tracing::error!(%err, "[sandbox] hidden: every file asks before it is read"))
+            .ok()
+            .map(Arc::new);
+        let visible = name_globs(visible)
+            .map_err(|err| tracing::error!(%err, "[sandbox] visible: nothing hidden is taken back"))
+            .unwrap_or_else(|()| GlobSet::empty());
+        Self { places, names, visible: Arc::new(visible) }
+    }
+}
+
 /// What `[sandbox] hidden` hides, less what `visible` takes back.
 #[derive(Debug)]
 pub(super) struct Hidden {
@@ -27,48 +50,45 @@ pub(super) struct Hidden {
     paths: Vec<PathBuf>,
     /// Patterns relative to a root; `None` when one could not be compiled: then everything
     /// inside the workspace counts as hidden, rather than nothing.
-    names: Option<GlobSet>,
+    names: Option<Arc<GlobSet>>,
     /// Patterns relative to a root left readable; one that cannot be compiled shows nothing.
-    visible: GlobSet,
+    visible: Arc<GlobSet>,
 }
 
 impl Default for Hidden {
     fn default() -> Self {
-        Self { paths: Vec::new(), names: Some(GlobSet::empty()), visible: GlobSet::empty() }
+        Self { paths: Vec::new(), names: Some(Arc::new(GlobSet::empty())), visible: Arc::new(GlobSet::empty()) }
     }
 }
+
+/// What `[sandbox]` gives whatever the workspace: each place as written and where it leads,
+/// once, and the patterns compiled.
+struct Compiled {
+    places: Vec<PathBuf>,
+    names: Option<Arc<GlobSet>>,
+    visible: Arc<GlobSet>,
+}
+
+/// [`Hidden::new`]'s inputs but the roots.
+type Given = (Vec<PathBuf>, Vec<String>, Vec<String>);
 
 impl Hidden {
     /// The places, patterns and visible patterns of `[sandbox]`; `roots` (the workspace's, as
     /// written and resolved) are never hidden whole.
     pub(super) fn new(paths: &[PathBuf], names: &[String], visible: &[String], roots: &[PathBuf]) -> Self {
-        // Each place as written and where it leads, resolved at most once a second for the
-        // same list: every turn's workspace hides them.
-        static RESOLVED: Recent<Vec<PathBuf>, Vec<[PathBuf; 2]>> = Recent::new();
-        let resolved = RESOLVED.get(paths.to_vec(), || {
-            let absolute = paths.iter().filter(|path| path.is_absolute()).map(|path| normalize(path));
-            absolute.map(|lexical| [real_or_lexical(&lexical), lexical]).collect()
-        });
-        let mut kept: Vec<PathBuf> = Vec::new();
-        for [real, lexical] in resolved.iter() {
-            for place in [lexical, real] {
-                if !roots.iter().any(|root| root.starts_with(place)) && !kept.contains(place) {
-                    kept.push(place.clone());
-                }
-            }
-        }
-        let names = name_globs(names)
-            .map_err(|err| tracing::error!(%err, "[sandbox] hidden: every file asks before it is read"))
-            .ok();
-        let visible = name_globs(visible)
-            .map_err(|err| tracing::error!(%err, "[sandbox] visible: nothing hidden is taken back"))
-            .unwrap_or_else(|()| GlobSet::empty());
-        Self { paths: kept, names, visible }
+        // Resolved and compiled at most once a second for the same `[sandbox]`: every turn's
+        // workspace hides them.
+        static COMPILED: Recent<Given, Compiled> = Recent::new();
+        let given = (paths.to_vec(), names.to_vec(), visible.to_vec());
+        let compiled = COMPILED.get(given, || Compiled::new(paths, names, visible));
+        let holds_a_root = |place: &&PathBuf| roots.iter().any(|root| root.starts_with(place));
+        let kept = compiled.places.iter().filter(|place| !holds_a_root(place)).cloned().collect();
+        Self { paths: kept, names: compiled.names.clone(), visible: Arc::clone(&compiled.visible) }
     }
 
     /// Whether nothing is hidden at all.
     pub(super) fn is_empty(&self) -> bool {
-        self.paths.is_empty() && self.names.as_ref().is_some_and(GlobSet::is_empty)
+        self.paths.is_empty() && self.names.as_ref().is_some_and(|names| names.is_empty())
     }
 
     /// Whether `path` (absolute) lies at or under an absolute hidden place.
