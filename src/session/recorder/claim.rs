@@ -49,7 +49,6 @@ impl StoreRecorder {
                     prompt = Some(early.prompt);
                     early.answer
                 }
-                None if self.is_withdrawn() => break,
                 None => {
                     let (send, answer) = self.claim_write(last.clone(), prompt.clone());
                     send();
@@ -58,7 +57,7 @@ impl StoreRecorder {
             };
             let answer = match result.await {
                 Ok(answer) => answer,
-                // The early claim was not sent: its turn was cancelled first.
+                // The claim was not sent: its turn was cancelled first.
                 Err(_) if self.is_withdrawn() => break,
                 Err(_) => Err(StoreError::Closed),
             };
@@ -126,11 +125,6 @@ impl StoreRecorder {
     /// recorder is gone.
     pub fn claim_early(&mut self, prompt: Message, after: Option<impl Future<Output = ()> + Send + 'static>) {
         let (send, answer) = self.claim_write(LastTurn::Ours, Some(prompt.clone()));
-        let withdrawn = self.withdrawn.clone();
-        let send = move || match withdrawn.filter(CancellationToken::is_cancelled) {
-            Some(_) => tracing::debug!("the claim of a turn cancelled before it was sent is not sent"),
-            None => send(),
-        };
         match after {
             Some(after) => {
                 tokio::spawn(async move {
@@ -145,7 +139,7 @@ impl StoreRecorder {
 
     /// A claim's write, ready to queue (`send`), and where its answer comes: once committed,
     /// the title is shown, numbered as logged. The write is not queued if the answer is no
-    /// longer awaited.
+    /// longer awaited, or the turn was withdrawn (its answer then never comes).
     fn claim_write(
         &self,
         last: LastTurn,
@@ -166,10 +160,14 @@ impl StoreRecorder {
         let write =
             Write::TakeLease { session_id: session.clone(), last, prompt, title: title.clone(), command: self.command };
         let (done, answer) = oneshot::channel();
-        let store = self.store.clone();
+        let (store, withdrawn) = (self.store.clone(), self.withdrawn.clone());
         let send = move || {
             if done.is_closed() {
                 tracing::debug!(%session, "a claim no turn waits for any more is not sent");
+                return;
+            }
+            if withdrawn.as_ref().is_some_and(CancellationToken::is_cancelled) {
+                tracing::debug!(%session, "the claim of a turn cancelled before it was sent is not sent");
                 return;
             }
             tracing::trace!(target: "cairn::timing", %session, "lease claim submitted");
