@@ -59,6 +59,7 @@ mod filter;
 mod gate;
 mod lookup;
 mod namespace;
+mod peers;
 mod places;
 mod probe;
 pub mod running;
@@ -232,7 +233,7 @@ impl ProcessPolicy {
         cwd: &Path,
         confinement: Confinement<'_>,
     ) -> std::io::Result<Local> {
-        let running = running::admit().await;
+        let running = running::admit(self.reach(confinement.roots)).await;
         self.start(program, args, &[], cwd, confinement, false, running)
     }
 
@@ -248,7 +249,7 @@ impl ProcessPolicy {
         cwd: &Path,
         confinement: Confinement<'_>,
     ) -> std::io::Result<Local> {
-        let running = running::admit().await;
+        let running = running::admit(self.reach(confinement.roots)).await;
         self.start(program, args, vars, cwd, confinement, true, running)
     }
 
@@ -364,6 +365,21 @@ impl ProcessPolicy {
              \"Read-only file system\". If the command needs to write elsewhere, tell the user.]",
             self.sandbox.id()
         ))
+    }
+
+    /// Where a process started under this policy with the session's `roots` may make, remove or
+    /// replace a directory's entries: the writable places Landlock keeps it to, or anywhere with
+    /// the sandbox off, the direct launcher, or a kernel without Landlock.
+    pub fn reach(&self, roots: &[PathBuf]) -> running::Reach {
+        match (&self.launcher, self.sandbox) {
+            (Launcher::Direct, _) | (_, SandboxMode::Off) => running::Reach::Anywhere,
+            _ if !landlock_support().filesystem => running::Reach::Anywhere,
+            (Launcher::Supervisor(_), SandboxMode::ReadOnly) => running::Reach::beneath(sandbox::writable_places(&[])),
+            (Launcher::Supervisor(_), SandboxMode::WorkspaceWrite) => {
+                let writable: Vec<PathBuf> = roots.iter().chain(&self.writable).cloned().collect();
+                running::Reach::beneath(sandbox::writable_places(&writable))
+            }
+        }
     }
 
     /// Whether the sandbox this policy asks for lacks what keeps guarded places read-only and

@@ -51,6 +51,8 @@ struct Spec {
     writable: Vec<PathBuf>,
     /// cairn's own directories: made if missing, then hidden.
     own: Vec<PathBuf>,
+    /// The lock file of the cairn that started it, held while the command runs (`peers.rs`).
+    running_lock: Option<PathBuf>,
     hidden: Vec<PathBuf>,
     hidden_names: Vec<String>,
     visible_names: Vec<String>,
@@ -99,7 +101,7 @@ pub struct Confinement<'a> {
 /// The supervisor's arguments (after the executable) for `program args` under `policy`:
 /// `__supervise MODE network|no-network [--namespace KIND] [--watch-fd N|none | --watch-pid PID:START:NS]
 /// [--inotify-fd N]
-/// [--root P]… [--write P]… [--own P]… [--hide P]… [--hide-name GLOB]… [--show GLOB]…
+/// [--root P]… [--write P]… [--own P]… [--running-lock P] [--hide P]… [--hide-name GLOB]… [--show GLOB]…
 /// [--reject WORDS]… -- PROGRAM ARGS…`.
 pub fn arguments(
     policy: &ProcessPolicy,
@@ -140,6 +142,10 @@ pub fn arguments(
     if policy.sandbox != SandboxMode::Off {
         for path in &policy.own {
             flag("--own", path.into());
+        }
+        // The supervisor holds it in its data directory, the first of `own`.
+        if let Some(lock) = super::peers::own_now().filter(|_| !policy.own.is_empty()) {
+            flag("--running-lock", lock.into());
         }
         for path in &policy.hidden {
             flag("--hide", path.into());
@@ -209,6 +215,7 @@ fn parse(mut args: impl Iterator<Item = OsString>) -> Result<Spec, String> {
             "--root" => spec.roots.push(PathBuf::from(value)),
             "--write" => spec.writable.push(PathBuf::from(value)),
             "--own" => spec.own.push(PathBuf::from(value)),
+            "--running-lock" => spec.running_lock = Some(PathBuf::from(value)),
             "--hide" => spec.hidden.push(PathBuf::from(value)),
             "--hide-name" => spec.hidden_names.push(text()?),
             "--show" => spec.visible_names.push(text()?),
@@ -260,7 +267,7 @@ fn supervise(spec: &Spec) -> ExitCode {
     let mut confined = None;
     // Held while the command runs: another cairn of this data directory then hands no path to
     // its editor (`running.rs`). Taken before the namespace covers the data directory.
-    let _running = spec.own.first().and_then(|data| super::running::hold(data));
+    let _running = spec.own.first().and_then(|data| super::peers::hold(data, spec.running_lock.as_deref()));
     let writable: Vec<PathBuf> = match mode {
         SandboxMode::WorkspaceWrite => spec.roots.iter().chain(&spec.writable).cloned().collect(),
         SandboxMode::ReadOnly | SandboxMode::Off => Vec::new(),

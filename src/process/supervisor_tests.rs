@@ -31,6 +31,7 @@ fn the_arguments_carry_the_policy_and_only_workspace_write_has_writable_places()
             roots: vec![PathBuf::from("/work/project")],
             writable: vec![PathBuf::from("/tmp")],
             own: Vec::new(),
+            running_lock: None,
             hidden: vec![PathBuf::from("/home/u/.ssh")],
             hidden_names: vec!["*.pem".into()],
             visible_names: vec![".env.example".into()],

@@ -10,8 +10,9 @@
 //! the target's directory as opened, synced, then renamed over the target within that
 //! directory, with its permissions: a crash never leaves half a file, and a failure leaves no
 //! temporary file behind. Through the editor, loading and saving use its buffers, but only
-//! while no process cairn started runs ([`crate::process::running`]): the editor resolves the
-//! path again, following links, and such a process could swap one in after the judgment.
+//! while no process cairn started that may write one of the path's directories runs
+//! ([`crate::process::running`]): the editor resolves the path again, following links, and such
+//! a process could swap one in after the judgment.
 
 use std::ffi::OsString;
 use std::fs::File;
@@ -59,26 +60,27 @@ pub(super) enum Old {
     TooLarge(u64),
 }
 
-/// The editor's buffers to read a judged path from, and the hold that keeps any process from
-/// starting until the read is answered: `None` when the client does not read files for cairn,
-/// or while a process cairn started may be running (it could swap a link into the path before
-/// the editor resolves it again; the disk is then read beneath the root, following no link).
-pub(super) fn editor_reader(host: &dyn Host) -> Option<(&dyn FileReader, Quiet)> {
+/// The editor's buffers to read the judged `path` from, and the hold that keeps a process that
+/// could change it from starting until the read is answered: `None` when the client does not
+/// read files for cairn, or while a process cairn started that may write one of the path's
+/// directories runs (it could swap a link into the path before the editor resolves it again;
+/// the disk is then read beneath the root, following no link).
+pub(super) fn editor_reader<'a>(host: &'a dyn Host, path: &Path) -> Option<(&'a dyn FileReader, Quiet)> {
     let reader = host.reader()?;
-    Some((reader, running::quiet()?))
+    Some((reader, running::quiet(path)?))
 }
 
-/// The editor's buffers to write a judged path to, as [`editor_reader`]: `None` when the file
-/// must be written on the disk, beneath its root.
-pub(super) fn editor_writer(host: &dyn Host) -> Option<(&dyn FileWriter, Quiet)> {
+/// The editor's buffers to write the judged `path` to, as [`editor_reader`]: `None` when the
+/// file must be written on the disk, beneath its root.
+pub(super) fn editor_writer<'a>(host: &'a dyn Host, path: &Path) -> Option<(&'a dyn FileWriter, Quiet)> {
     let writer = host.writer()?;
-    Some((writer, running::quiet()?))
+    Some((writer, running::quiet(path)?))
 }
 
 /// The whole text of a file, if it exists and is not too large.
 pub(super) async fn load(ctx: &ToolContext, path: &Path) -> Result<Old, ToolError> {
     let shown = ctx.workspace.display(path);
-    if let Some((reader, quiet)) = editor_reader(ctx.host.as_ref()) {
+    if let Some((reader, quiet)) = editor_reader(ctx.host.as_ref(), path) {
         // The editor reports a missing file as an error; check the disk to tell it apart.
         let Ok(metadata) = tokio::fs::metadata(path).await else { return Ok(Old::Missing) };
         check_kind(&metadata, &shown)?;
@@ -158,7 +160,7 @@ pub(super) fn check_kind(metadata: &std::fs::Metadata, shown: &str) -> Result<()
 pub(super) async fn save(ctx: &ToolContext, path: &Path, text: &str) -> Result<(), ToolError> {
     let shown = ctx.workspace.display(path);
     let failed = |err: &dyn std::fmt::Display| ToolError::Tell(format!("cannot write {shown}: {err}"));
-    if let Some((writer, quiet)) = editor_writer(ctx.host.as_ref()) {
+    if let Some((writer, quiet)) = editor_writer(ctx.host.as_ref(), path) {
         return quiet.over(writer.write_text_file(path, text)).await.map_err(|err| failed(&err));
     }
     let (path, text, roots) = (path.to_owned(), text.to_owned(), ctx.workspace.roots().to_vec());

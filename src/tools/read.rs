@@ -1,7 +1,7 @@
 //! `read`: a text file's lines, numbered, a page at a time; an image whole ([`super::image`]).
 //!
-//! Through the editor's buffer when it offers `fs/readTextFile` and no process cairn started runs
-//! (so unsaved changes are seen, and only the lines wanted are asked for), else streamed from the disk at the cost of what it
+//! Through the editor's buffer when it offers `fs/readTextFile` and no process cairn started
+//! that may change the file's directories runs (so unsaved changes are seen, and only the lines wanted are asked for), else streamed from the disk at the cost of what it
 //! returns ([`super::page`]). Only regular files are opened, and without blocking, so a FIFO or a
 //! device given as the path fails at once; a file with a NUL byte near its start is binary.
 
@@ -93,7 +93,7 @@ async fn read(args: &ReadArgs, ctx: &ToolContext) -> Result<ToolOutcome, ToolErr
     }
     let first = args.offset.unwrap_or(1).max(1);
     let limit = args.limit.unwrap_or(DEFAULT_LINES).max(1);
-    let (page, size) = if let Some((reader, quiet)) = super::fs::editor_reader(ctx.host.as_ref()) {
+    let (page, size) = if let Some((reader, quiet)) = super::fs::editor_reader(ctx.host.as_ref(), &path) {
         (quiet.over(editor_page(reader, &path, &shown, first, limit)).await?, None)
     } else {
         let (page, size) = local_page(ctx, &path, &shown, first, limit).await?;

@@ -258,10 +258,11 @@ pub(super) async fn delegated(
     terminals: &dyn Terminals,
     timeout: Duration,
 ) -> Result<ToolOutcome, ToolError> {
+    running::prepare().await;
     let Some(request) = terminal_request(line, ctx, (KEEP_HEAD + KEEP_TAIL) as u64) else {
         return local(line, ctx, timeout).await;
     };
-    let running = running::admit().await;
+    let running = running::admit(ctx.process.reach(ctx.workspace.roots())).await;
     let id = terminals
         .create_terminal(&request)
         .await

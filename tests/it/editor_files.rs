@@ -1,7 +1,8 @@
 //! The editor's file methods and the processes cairn runs: the editor resolves a path again,
-//! following links, after cairn judged it, so while a process cairn started runs (here a
-//! background job) `read`, `write` and `/rewind` work on the disk beneath the workspace and never
-//! hand a path to the editor; with nothing running they go through the editor as before. The
+//! following links, after cairn judged it, so while a process cairn started that may write the
+//! path's directories runs (here a background job) `read`, `write` and `/rewind` work on the
+//! disk beneath the workspace and never hand a path to the editor; with nothing running there
+//! they go through the editor as before, a job of another workspace notwithstanding. The
 //! attack: a job swaps a directory of the path for a link out of the workspace in the moment the
 //! editor would open it (played by the test editor, so it happens every time).
 
@@ -87,6 +88,36 @@ async fn while_a_job_runs_reads_and_writes_go_to_the_disk_and_once_it_is_killed_
     assert_eq!(read(&ws.join("c.txt")), "after it\n");
 }
 
+/// Two sessions of one cairn in two workspaces outside the temp directories (which every
+/// sandboxed command may write): a job of the first cannot change the second's paths, so the
+/// second's reads and writes still go through its editor, while the first's go to the disk.
+#[tokio::test]
+async fn a_job_of_another_workspace_leaves_the_editor_in_use() {
+    let env = TestEnv::new().await;
+    let (first, second) = (crate::breaks::outside("jobs"), crate::breaks::outside("editing"));
+    let (first_ws, second_ws) = (first.path().canonicalize().unwrap(), second.path().canonicalize().unwrap());
+    std::fs::write(first_ws.join("a.txt"), "saved text\n").unwrap();
+    let editor = saved_and_unsaved(&second_ws, Editor::with_fs());
+    editor.buffers.lock().unwrap().insert(first_ws.join("a.txt"), "unsaved text\n".into());
+    let mut agent = env.ready_with(editor).await;
+    let mut sessions = Vec::new();
+    for ws in [&first_ws, &second_ws] {
+        let session = agent.new_session(&ws.to_string_lossy()).await;
+        crate::tools::set_mode(&mut agent, &session, "bypass").await;
+        sessions.push(session);
+    }
+    let read = ("read", json!({"path": "a.txt"}));
+    let results = calls(&mut agent, &env, &sessions[0], &[sleeping_job(), read.clone()]).await;
+    assert!(results[0].starts_with("Started job 1"), "{}", results[0]);
+    assert_eq!(results[1], "     1\tsaved text\n", "its own workspace's read goes to the disk");
+    let write = ("write", json!({"path": "b.txt", "content": "beside the job\n"}));
+    let results = calls(&mut agent, &env, &sessions[1], &[read, write]).await;
+    assert_eq!(results[0], "     1\tunsaved text\n", "the editor's buffer, the other workspace's job running");
+    assert_eq!(fs_paths(&agent, "fs/read_text_file"), [second_ws.join("a.txt").display().to_string()]);
+    assert_eq!(fs_paths(&agent, "fs/write_text_file"), [second_ws.join("b.txt").display().to_string()]);
+    calls(&mut agent, &env, &sessions[0], &[("job_kill", json!({"job": 1}))]).await;
+}
+
 /// A workspace with `sub/key` (a decoy) and a directory outside it with the user's key; the
 /// editor of its session plays a job that, as the editor is asked `method`, swaps `sub` for a
 /// link to that directory (once, so the attack never misses its moment). The outside directory.
@@ -161,14 +192,11 @@ async fn a_job_in_the_editors_terminal_counts_as_running_until_it_is_killed() {
     assert_eq!(results[1], "     1\tsaved text\n", "the disk's text while it runs");
     assert!(agent.editor.requests("fs/read_text_file").is_empty());
     calls(&mut agent, &env, &session, &[("job_kill", json!({"job": 1}))]).await;
-    // The supervisor the editor ran holds the data directory's lock until it has ended (its sweep
-    // after the kill included), as any other cairn's command would.
-    let lock = std::fs::File::open(env.home().join("running.lock")).unwrap();
-    let started = std::time::Instant::now();
-    while lock.try_lock().is_err() && started.elapsed() < std::time::Duration::from_secs(10) {
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
-    drop(lock);
+    // The supervisor the editor ran holds this cairn's own lock file, which keeps only other
+    // cairns' editor calls off; this cairn's own counts the job until its terminal is released.
+    let locks: Vec<_> =
+        std::fs::read_dir(env.home().join("running")).unwrap().map(|entry| entry.unwrap().path()).collect();
+    assert_eq!(locks.len(), 1, "one lock file, this cairn's: {locks:?}");
     let results = calls(&mut agent, &env, &session, &[read]).await;
     assert_eq!(results[0], "     1\tunsaved text\n", "the editor's buffer once it was killed and released");
 }

@@ -9,9 +9,9 @@
 //! the way (`beneath`): a link planted in a parent directory fails that file, and a restore
 //! never reaches outside. A symlink is restored as a link, never written through. A path that
 //! is now a directory is left alone. Text files go through the editor when it writes files and no
-//! process cairn started runs (one could swap a link in before the editor resolves the path), so
-//! its buffers follow; deletions, links, binary files, and everything while a process runs go to
-//! the disk.
+//! process cairn started that may change their directories runs (one could swap a link in before
+//! the editor resolves the path), so its buffers follow; deletions, links, binary files, and
+//! everything while such a process runs go to the disk.
 
 use std::collections::{BTreeMap, HashMap};
 use std::ffi::OsString;
@@ -238,7 +238,7 @@ pub struct Applied {
 }
 
 /// Puts each file back to its target, beneath `root`; text files through the editor when it
-/// writes files and no process cairn started runs. Each file stands alone: one that fails does not stop the others.
+/// writes files and no process cairn started that may change them runs. Each file stands alone: one that fails does not stop the others.
 pub async fn apply(
     root: &Path,
     targets: &[(PathBuf, State)],
@@ -267,7 +267,7 @@ async fn one(
     let content = |hash: &Digest| blobs.get(hash).cloned().ok_or("its content is missing from the store".to_owned());
     let path = root.join(relative);
     if let (State::File { hash, executable: false, .. }, Some((writer, quiet))) =
-        (&target, crate::tools::fs::editor_writer(host.as_ref()))
+        (&target, crate::tools::fs::editor_writer(host.as_ref(), &path))
     {
         let data = content(hash)?;
         if let Ok(text) = std::str::from_utf8(&data)

@@ -22,10 +22,11 @@ impl From<JobError> for ToolError {
 pub async fn start(line: &str, ctx: &ToolContext) -> Result<ToolOutcome, ToolError> {
     let slot = ctx.jobs.reserve(line).await?;
     let cap = ctx.jobs.settings().output_bytes;
+    crate::process::running::prepare().await;
     let request = ctx.host.terminals().and_then(|_| shell::terminal_request(line, ctx, cap as u64));
     let (handle, terminal, pid): (JobHandle, Option<String>, Option<u32>) = match (ctx.host.terminals(), request) {
         (Some(terminals), Some(request)) => {
-            let running = crate::process::running::admit().await;
+            let running = crate::process::running::admit(ctx.process.reach(ctx.workspace.roots())).await;
             let id = terminals
                 .create_terminal(&request)
                 .await
