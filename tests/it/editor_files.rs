@@ -202,34 +202,40 @@ async fn a_job_in_the_editors_terminal_counts_as_running_until_it_is_killed() {
 }
 
 /// A second cairn on the same project (`cairn exec` in a terminal beside the editor's) runs a
-/// command: its supervisor holds the data directory's lock, so this cairn, with nothing of its
-/// own running, reads the disk instead of handing the path to its editor.
+/// command: its supervisor holds that cairn's lock file in the data directory (or, started by
+/// another tool with none, one of its own), so this cairn, with nothing of its own running,
+/// reads the disk instead of handing the path to its editor.
 #[tokio::test]
 async fn another_cairns_command_in_the_same_data_directory_keeps_the_editor_off_too() {
     let env = TestEnv::new().await;
     let ws = env.workspace();
     let editor = saved_and_unsaved(&ws, Editor::with_fs());
     let (mut agent, session) = session_in_bypass(&env, editor).await;
-    // The other cairn's command, as its supervisor runs it (the same data directory).
-    let mut other = std::process::Command::new(env!("CARGO_BIN_EXE_cairn"))
-        .args(["__supervise", "workspace-write", "network", "--watch-fd", "none", "--own"])
-        .arg(env.home())
-        .arg("--root")
-        .arg(&ws)
-        .args(["--", "sleep", "300"])
-        .current_dir(&ws)
-        .spawn()
-        .unwrap();
-    let lock = env.home().join("running.lock");
-    let started = std::time::Instant::now();
-    while !lock.exists() && started.elapsed() < std::time::Duration::from_secs(10) {
-        std::thread::sleep(std::time::Duration::from_millis(20));
+    let others_lock = env.home().join("running/1-1.lock");
+    for lock in [None, Some(&others_lock)] {
+        // The other cairn's command, as its supervisor runs it (the same data directory).
+        let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_cairn"));
+        command.args(["__supervise", "workspace-write", "network", "--watch-fd", "none", "--own"]).arg(env.home());
+        if let Some(lock) = lock {
+            command.arg("--running-lock").arg(lock);
+        }
+        let mut other = command.arg("--root").arg(&ws).args(["--", "sleep", "300"]).current_dir(&ws).spawn().unwrap();
+        // Held once the supervisor's lock file stands.
+        let started = std::time::Instant::now();
+        let held = || {
+            std::fs::read_dir(env.home().join("running")).is_ok_and(|dir| {
+                dir.flatten().any(|entry| std::fs::File::open(entry.path()).is_ok_and(|file| file.try_lock().is_err()))
+            })
+        };
+        while !held() && started.elapsed() < std::time::Duration::from_secs(10) {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        let results = calls(&mut agent, &env, &session, &[("read", json!({"path": "a.txt"}))]).await;
+        let _ = other.kill();
+        let _ = other.wait();
+        assert_eq!(results[0], "     1\tsaved text\n", "the disk's text, not the editor's buffer ({lock:?})");
+        assert!(fs_paths(&agent, "fs/read_text_file").is_empty(), "{:?}", agent.editor.methods());
     }
     let results = calls(&mut agent, &env, &session, &[("read", json!({"path": "a.txt"}))]).await;
-    let _ = other.kill();
-    let _ = other.wait();
-    assert_eq!(results[0], "     1\tsaved text\n", "the disk's text, not the editor's buffer");
-    assert!(fs_paths(&agent, "fs/read_text_file").is_empty(), "{:?}", agent.editor.methods());
-    let results = calls(&mut agent, &env, &session, &[("read", json!({"path": "a.txt"}))]).await;
-    assert_eq!(results[0], "     1\tunsaved text\n", "the other command gone, the editor's buffer again");
+    assert_eq!(results[0], "     1\tunsaved text\n", "the other commands gone, the editor's buffer again");
 }
