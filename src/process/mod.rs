@@ -59,6 +59,7 @@ mod filter;
 mod gate;
 mod lookup;
 mod namespace;
+mod passed;
 mod peers;
 mod places;
 mod probe;
@@ -314,7 +315,11 @@ impl ProcessPolicy {
         };
         self.env.apply(&mut command);
         for (name, value) in vars {
-            command.env(name, value);
+            match &self.launcher {
+                Launcher::Direct => command.env(name, value),
+                // Never the supervisor's own: it runs unconfined first (`passed.rs`).
+                Launcher::Supervisor(_) => command.env(passed::wrapped(name), value),
+            };
         }
         command.current_dir(cwd).stdout(Stdio::piped()).stderr(Stdio::piped()).process_group(0);
         let mut child = command.spawn()?;

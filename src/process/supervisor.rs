@@ -27,7 +27,7 @@ use std::sync::Arc;
 use super::gate::Gate;
 use super::namespace::{self, Kind};
 use super::places::{self, Home, Names, sweep};
-use super::{ProcessPolicy, SandboxMode, sandbox, seccomp, tree, watch};
+use super::{ProcessPolicy, SandboxMode, passed, sandbox, seccomp, tree, watch};
 use crate::workspace::name_globs;
 
 /// The hidden first argument that makes cairn a supervisor.
@@ -261,7 +261,7 @@ fn supervise(spec: &Spec) -> ExitCode {
         Ok(file) => file.map(std::os::fd::OwnedFd::from),
         Err(err) => return say(BAD_ARGUMENTS, &format!("--inotify-fd: {err}")),
     };
-    let mut gate = Gate::new(&spec.rejected, std::env::var_os("PATH").as_deref());
+    let mut gate = Gate::new(&spec.rejected, passed::program_path().as_deref());
     // What no mount can stop (a guarded place that does not exist yet, a repository the command
     // makes) is noted before and taken away after.
     let mut confined = None;
@@ -381,6 +381,7 @@ fn supervise(spec: &Spec) -> ExitCode {
         Watched::Stdin | Watched::Nothing | Watched::Pid { .. } => Stdio::null(),
     };
     command.arg0(&spec.program).args(&spec.args).stdin(stdin);
+    passed::apply(&mut command);
     let enter = move || {
         tree::close_inherited();
         tree::detach()?;
@@ -564,7 +565,7 @@ fn find_program(program: &OsStr) -> Option<PathBuf> {
     if as_path.components().count() > 1 || program.as_encoded_bytes().contains(&b'/') {
         return Some(as_path.to_path_buf());
     }
-    let path = std::env::var_os("PATH").unwrap_or_else(|| super::DEFAULT_PATH.into());
+    let path = passed::program_path().unwrap_or_else(|| super::DEFAULT_PATH.into());
     std::env::split_paths(&path).map(|dir| dir.join(program)).find(|candidate| is_executable(candidate))
 }
 

@@ -201,3 +201,40 @@ async fn a_server_without_the_sandbox_is_never_taken_from_where_commands_write()
     session_with_ready(&mut agent, &env, json!([]), "free").await;
     assert!(!ran.exists(), "the planted program ran outside the sandbox");
 }
+
+/// A server's `env` (here from the client, in `session/new`) is the server's alone: its
+/// supervisor, cairn itself, runs unconfined until the sandbox is up, so a loader variable set on
+/// it would run the client's code outside the sandbox. A library that notes which process loaded
+/// it is preloaded through the server's `LD_PRELOAD`: the server's program loads it, its
+/// supervisor never.
+#[tokio::test]
+async fn a_servers_variables_reach_the_server_and_never_its_supervisor() {
+    let env = TestEnv::new().await;
+    let dir = env.dir.path().canonicalize().unwrap();
+    let (source, library, marks) = (dir.join("note.c"), dir.join("note.so"), dir.join("loaded-by.txt"));
+    let code = format!(
+        "#include <stdio.h>\n#include <string.h>\n\
+         __attribute__((constructor)) static void note(void) {{\n\
+           char line[4096] = {{0}}; FILE *cmd = fopen(\"/proc/self/cmdline\", \"r\");\n\
+           if (!cmd) return; size_t n = fread(line, 1, sizeof line - 1, cmd); fclose(cmd);\n\
+           for (size_t i = 0; i < n; i++) if (!line[i]) line[i] = ' ';\n\
+           FILE *out = fopen(\"{}\", \"a\"); if (!out) return;\n\
+           fprintf(out, \"%s\\n\", strstr(line, \"__supervise\") ? \"supervisor\" : \"program\"); fclose(out);\n\
+         }}\n",
+        marks.display()
+    );
+    std::fs::write(&source, code).unwrap();
+    let built =
+        std::process::Command::new("cc").arg("-shared").arg("-fPIC").arg("-o").arg(&library).arg(&source).status();
+    if !built.is_ok_and(|status| status.success()) {
+        println!("skipped: no C compiler to build the preloaded library");
+        return;
+    }
+    let mut agent = env.ready().await;
+    let mut server = scripted("noted", "true");
+    server["env"] = json!([{"name": "LD_PRELOAD", "value": library.display().to_string()}]);
+    session_with_ready(&mut agent, &env, json!([server]), "noted").await;
+    let loaded = std::fs::read_to_string(&marks).unwrap_or_default();
+    assert!(loaded.contains("program"), "the server's program did not get its LD_PRELOAD: {loaded:?}");
+    assert!(!loaded.contains("supervisor"), "the unconfined supervisor loaded the client's library: {loaded:?}");
+}
