@@ -86,12 +86,19 @@ const PROGRAMS_IN_HOME: [&str; 12] = [
     ".nvm",
 ];
 
-/// The system's programs and configuration, and the spool of `cron` and `at` (`/usr` and `/var`
-/// themselves may hold projects, `/usr/src/app`, `/var/www`, but contain these).
-const SYSTEM_DIRS: [&str; 14] = [
+/// The system's programs, configuration and state, the spool of `cron` and `at`, and the
+/// kernel's views of processes, devices and its own settings (`/usr` and `/var` themselves may
+/// hold projects, `/usr/src/app`, `/var/www`, but contain these). A root in `/dev` makes the
+/// machine's disks writable to a command run as root, one in `/sys` the kernel's settings
+/// (`/sys/kernel/uevent_helper` names a program the kernel runs as root), one in `/var/lib` the
+/// package manager's scripts, one in `/run` the transient units systemd starts.
+const SYSTEM_DIRS: [&str; 23] = [
     "/etc",
     "/var/spool",
+    "/var/lib",
     "/usr/local/lib",
+    "/usr/local/libexec",
+    "/usr/local/etc",
     "/boot",
     "/bin",
     "/sbin",
@@ -101,9 +108,51 @@ const SYSTEM_DIRS: [&str; 14] = [
     "/usr/bin",
     "/usr/sbin",
     "/usr/lib",
+    "/usr/libexec",
+    "/usr/share",
     "/usr/local/bin",
     "/usr/local/sbin",
+    "/dev",
+    "/proc",
+    "/sys",
+    "/run",
 ];
+
+/// The kernel's own filesystems, by `statfs`'s type, wherever they are mounted (a container's
+/// `/host/proc`, a second sysfs): a root on one makes processes, devices or the kernel's settings
+/// writable. `devtmpfs` reports itself as `tmpfs` and is known by its place, `/dev`.
+const KERNEL_FILESYSTEMS: [(i64, &str); 14] = [
+    (0x9fa0, "proc"),
+    (0x6265_6572, "sysfs"),
+    (0x6462_6720, "debugfs"),
+    (0x7472_6163, "tracefs"),
+    (0x7363_6673, "securityfs"),
+    (0x0027_e0eb, "cgroup"),
+    (0x6367_7270, "cgroup2"),
+    (0xcafe_4a11, "bpf"),
+    (0x1cd1, "devpts"),
+    (0xde5e_81e4, "efivarfs"),
+    (0x6165_676c, "pstore"),
+    (0x4249_4e4d, "binfmt_misc"),
+    (0x6265_6570, "configfs"),
+    (0x6573_5543, "fusectl"),
+];
+
+/// The kernel filesystem `dir` lies on, if it is one of [`KERNEL_FILESYSTEMS`].
+#[allow(unsafe_code)]
+fn kernel_filesystem(dir: &Path) -> Option<&'static str> {
+    use std::os::unix::ffi::OsStrExt as _;
+    let path = std::ffi::CString::new(dir.as_os_str().as_bytes()).ok()?;
+    // SAFETY: an all-zero `statfs` is a valid value of the plain-data struct.
+    let mut stat: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: statfs reads the NUL-terminated path we own and fills `stat`, which we own.
+    if unsafe { libc::statfs(path.as_ptr(), &mut stat) } != 0 {
+        return None;
+    }
+    #[allow(clippy::useless_conversion)]
+    let kind = i64::from(stat.f_type);
+    KERNEL_FILESYSTEMS.iter().find(|(magic, _)| *magic == kind).map(|(_, name)| *name)
+}
 
 const WRITABLE: &str = "where accept-edits writes without asking and commands may write";
 
@@ -225,6 +274,9 @@ impl Guard {
                 return refuse(format!("{leads}it is inside {} ({}), {why}", guarded.what, dir.display()));
             }
         }
+        if let Some(kind) = kernel_filesystem(root) {
+            return refuse(format!("it is on {kind}, a filesystem of the kernel's own, {WRITABLE}"));
+        }
         // The same directories under another name: a bind mount of the home directory, or of
         // the whole disk, has paths of its own.
         let Some(found) = identity(root) else { return Ok(()) };
@@ -298,5 +350,9 @@ mod tests {
         assert_eq!(guard.check(&project), Ok(()));
         assert_eq!(guard.check(&home.join("code")), Ok(()));
         assert_eq!(Guard::default().check(&project), Ok(()), "nothing guarded but the disk");
+        // The kernel's own filesystems, wherever they are mounted.
+        let kernel = |root: &str| Guard::default().check(Path::new(root)).unwrap_err().to_string();
+        assert!(kernel("/proc/1").contains("it is on proc"), "{}", kernel("/proc/1"));
+        assert!(kernel("/sys/kernel").contains("it is on sysfs"), "{}", kernel("/sys/kernel"));
     }
 }

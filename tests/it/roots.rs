@@ -67,6 +67,13 @@ fn refused_roots(env: &TestEnv) -> Vec<String> {
         "/usr/bin".to_owned(),
         "/usr".to_owned(),
         "/usr/local/lib".to_owned(),
+        // The kernel's views of devices, processes and its settings, and the system's state.
+        "/dev".to_owned(),
+        "/proc/self".to_owned(),
+        "/sys/kernel".to_owned(),
+        "/run".to_owned(),
+        "/var/lib".to_owned(),
+        "/usr/share".to_owned(),
     ]
 }
 
