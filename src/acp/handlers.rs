@@ -183,8 +183,18 @@ impl Agent {
         Ok(path)
     }
 
+    /// The client's `additionalDirectories`, each checked and resolved once (they live in the
+    /// session's memory: a link among them re-pointed later does not move them).
     fn additional_directories(&self, paths: Vec<PathBuf>) -> Result<Vec<PathBuf>, acp::Error> {
-        paths.into_iter().map(|path| self.workspace_root("additionalDirectories", path)).collect()
+        let sessions = self.sessions()?;
+        let guard = sessions.config().workspace_guard();
+        paths
+            .into_iter()
+            .map(|path| {
+                let path = directory("additionalDirectories", path)?;
+                guard.settle(&path).map_err(|refused| invalid_params(format!("`additionalDirectories` {refused}")))
+            })
+            .collect()
     }
 
     fn new_session(&self, params: Value) -> Answer {

@@ -233,9 +233,9 @@ pub type SystemFuture = futures::future::Shared<futures::future::BoxFuture<'stat
 
 /// Starts assembling a session's system prompt on its own task, listing the built-in tools and
 /// `task` with the project's named agents, with the editor's instructions (`client`).
-pub fn prepare_system(config: &Arc<Config>, cwd: &str, client: Option<ClientPrompt>) -> SystemFuture {
+pub fn prepare_system(config: &Arc<Config>, cwd: &Path, client: Option<ClientPrompt>) -> SystemFuture {
     use futures::FutureExt;
-    let (config, cwd) = (Arc::clone(config), std::path::PathBuf::from(cwd));
+    let (config, cwd) = (Arc::clone(config), cwd.to_path_buf());
     let fallback = prompt::Sources { client: client.clone(), ..prompt::Sources::default() };
     let task = tokio::spawn(async move {
         let (agents, _warned) = crate::tools::agents::load(&cwd, config.home_dir.as_deref());

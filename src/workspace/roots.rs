@@ -251,6 +251,16 @@ impl Guard {
         self
     }
 
+    /// `root` resolved once, links followed, and checked both as given and as resolved: what a
+    /// session works in from then on, so a link in its spelling re-pointed later (by a command:
+    /// `ln -sfn ~ /tmp/proj`) never moves it.
+    pub fn settle(&self, root: &Path) -> Result<PathBuf, RootRefused> {
+        let resolved = std::fs::canonicalize(root).unwrap_or_else(|_| normalize(root));
+        self.check(root)?;
+        self.check(&resolved).map_err(|refused| RootRefused { dir: root.to_path_buf(), ..refused })?;
+        Ok(resolved)
+    }
+
     /// Whether `root` (absolute) may be a workspace root.
     pub fn check(&self, root: &Path) -> Result<(), RootRefused> {
         let refuse = |why: String| Err(RootRefused { dir: root.to_path_buf(), why });

@@ -167,6 +167,46 @@ async fn a_stored_sessions_directory_is_checked_again_whenever_it_is_used() {
     assert_eq!(status, Some(0), "{stderr}");
 }
 
+/// A session opened through a link works where the link led when the session went live: a
+/// command that re-points the link (here at the home directory) does not move the next turn's
+/// root there, nor the file tools' writes; nor do additional directories given through links
+/// move where commands may write.
+#[tokio::test]
+async fn a_session_opened_through_a_link_keeps_working_where_the_link_led() {
+    let env = TestEnv::new().await;
+    let (project, home) = (env.workspace().canonicalize().unwrap(), env.dir.path().canonicalize().unwrap());
+    // Outside every place commands may write, as the user's own directories are.
+    let (extra, elsewhere) = (crate::breaks::outside("extra"), crate::breaks::outside("elsewhere"));
+    // Where commands may write (the temporary directory), as a link to a project often lies.
+    let links = tempfile::tempdir().unwrap();
+    let (link, extra_link) = (links.path().join("proj"), links.path().join("extra"));
+    std::os::unix::fs::symlink(&project, &link).unwrap();
+    std::os::unix::fs::symlink(extra.path(), &extra_link).unwrap();
+    let mut agent = env.ready().await;
+    let params = json!({"cwd": link, "mcpServers": [], "additionalDirectories": [extra_link]});
+    let session = agent.call("session/new", params).await["sessionId"].as_str().unwrap().to_owned();
+    crate::tools::set_mode(&mut agent, &session, "bypass").await;
+    let relink = format!(
+        "ln -sfn {} {} && ln -sfn {} {} && echo relinked",
+        home.display(),
+        link.display(),
+        elsewhere.path().display(),
+        extra_link.display()
+    );
+    env.mock.push(Reply::tool_calls(&[("c1", "bash", json!({"command": relink}))])).push(Reply::text(&["ok"]));
+    crate::tools::turn(&mut agent, &session, "relink").await;
+    assert_eq!(std::fs::read_link(&link).unwrap(), home, "the command re-pointed the link");
+    let write = json!({"path": ".bashrc", "content": "PWNED\n"});
+    let probe = format!("touch {}/probe; touch {}/kept", extra_link.display(), extra.path().display());
+    env.mock.push(Reply::tool_calls(&[("c2", "write", write), ("c3", "bash", json!({"command": probe}))]));
+    env.mock.push(Reply::text(&["ok"]));
+    crate::tools::turn(&mut agent, &session, "write").await;
+    assert!(!home.join(".bashrc").exists(), "the write followed the re-pointed link into the home directory");
+    assert_eq!(std::fs::read_to_string(project.join(".bashrc")).unwrap(), "PWNED\n");
+    assert!(!elsewhere.path().join("probe").exists(), "a command wrote where a re-pointed directory leads");
+    assert!(extra.path().join("kept").exists(), "the additional directory stays writable");
+}
+
 /// Runs `cairn` with `args` in `dir` (the workspace when `None`); returns (status, stdout, stderr).
 async fn exec(env: &TestEnv, args: &[&str], dir: Option<&Path>) -> (Option<i32>, String, String) {
     let mut command = env.command();

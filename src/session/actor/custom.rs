@@ -7,7 +7,6 @@
 //! would allow. A model that cannot be used is named in a notice, and the turn runs on the
 //! session's model.
 
-use std::path::Path;
 use std::sync::Arc;
 
 use super::{Actor, Queued, Reply, Work};
@@ -49,7 +48,7 @@ impl Only {
 }
 
 /// Where a session in `cwd` finds its commands.
-pub fn places(config: &Config, cwd: &str) -> Places {
+pub fn places(config: &Config, cwd: &std::path::Path) -> Places {
     Places { cwd: cwd.into(), home: config.home_dir.clone(), config_dir: config.config_dir.clone() }
 }
 
@@ -63,7 +62,7 @@ fn typed(parts: &[Part]) -> Option<(&str, &str)> {
 impl Actor {
     /// Reads the commands again if their files changed, and tells the client when the set did.
     pub(super) fn refresh_commands(&mut self) {
-        if self.custom.refresh(&places(&self.services.config, &self.row.cwd)) {
+        if self.custom.refresh(&places(&self.services.config, &self.root)) {
             self.services.sink.send(&self.row.id, Update::Commands(self.custom.advertised()));
         }
     }
@@ -81,7 +80,7 @@ impl Actor {
         self.refresh_commands();
         let found = typed(&parts).and_then(|(name, args)| Some((self.custom.find(name)?.clone(), args.to_owned())));
         let Some((command, args)) = found else { return self.prompt(ticket, trace, parts, reply) };
-        let workspace = setup::workspace(&self.services.config, Path::new(&self.row.cwd), &self.directories);
+        let workspace = setup::workspace(&self.services.config, &self.root, &self.directories);
         let judge = Judge { workspace: &workspace, mode: *self.mode.borrow(), rules: &self.rules };
         let text = match expand(&command, &args, &judge) {
             Ok(text) => text,

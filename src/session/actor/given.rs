@@ -68,7 +68,7 @@ impl Actor {
             Ok(value) => value,
             Err(err) => return tracing::error!(%err, "the editor's system prompt could not be stored"),
         };
-        self.system = setup::prepare_system(&self.services.config, &self.row.cwd, Some(prompt.clone()));
+        self.system = setup::prepare_system(&self.services.config, &self.root, Some(prompt.clone()));
         self.system_warned = false;
         self.row.system_prompt = Some(prompt);
         let write = Write::SetSessionSetting { id: self.row.id.clone(), kept: Kept::Metadata("system_prompt"), value };

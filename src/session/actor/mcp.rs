@@ -8,7 +8,6 @@
 //! notice names the servers left behind (`setup::session_tools`).
 
 use std::fmt::Write as _;
-use std::path::Path;
 
 use futures::FutureExt;
 
@@ -56,7 +55,7 @@ impl Actor {
         // which holds one, ends (its calls are not cut off under it).
         drop(self.mcp.take());
         let config = &self.services.config;
-        let cwd = Path::new(&self.row.cwd);
+        let cwd = self.root.as_path();
         // The servers run where the session's commands do, refused what its rules reject.
         let roots = crate::tools::Workspace::new(cwd, &self.directories).roots().to_vec();
         let sandbox = Sandbox::new(&config.process, roots, crate::permissions::rejected_programs(&self.rules));

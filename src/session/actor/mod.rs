@@ -194,6 +194,8 @@ struct Actor {
     history: Option<Vec<Message>>,
     /// Session and project permission rules; lent to a turn with the history.
     rules: Vec<Rule>,
+    /// The session's directory (`row.cwd`) as resolved and checked when it went live.
+    root: std::path::PathBuf,
     /// The client's additional workspace roots, beside `cwd` (in memory: the client sends them
     /// with every opening).
     directories: Vec<std::path::PathBuf>,
@@ -253,17 +255,21 @@ pub async fn run(init: Init, services: Services, mut rx: mpsc::UnboundedReceiver
     };
     // A stored session's directory is checked again whenever it goes live: it may have been
     // stored before the check existed, or imported from a file that says anything.
-    if let Err(refused) = services.config.workspace_guard().check(std::path::Path::new(&row.cwd)) {
-        (services.gone)();
-        refuse_all(&mut rx, &SessionError::StoredWorkspace { session: row.id.clone(), refused });
-        return;
-    }
+    // Resolved once: every turn works there, wherever a link in the stored spelling leads later.
+    let root = match services.config.workspace_guard().settle(std::path::Path::new(&row.cwd)) {
+        Ok(root) => root,
+        Err(refused) => {
+            (services.gone)();
+            refuse_all(&mut rx, &SessionError::StoredWorkspace { session: row.id.clone(), refused });
+            return;
+        }
+    };
     let id = row.id.clone();
     if let Some(replay) = replay {
         let sink = replay.send(&id, &history, logged);
         super::subagent::replay_children(&services.store, &sink, &id, &history).await;
     }
-    let system = setup::prepare_system(&services.config, &row.cwd, row.system_prompt.clone());
+    let system = setup::prepare_system(&services.config, &root, row.system_prompt.clone());
     let mut rules = row.rules.clone();
     match services.store.project_rules(&row.cwd).await {
         Ok(project) => rules.extend(project),
@@ -274,12 +280,13 @@ pub async fn run(init: Init, services: Services, mut rx: mpsc::UnboundedReceiver
     let mode_seen = mode.subscribe();
     let jobs = crate::tools::Jobs::start(services.config.jobs);
     let lsp = crate::tools::Lsp::start(services.config.lsp.clone());
-    let custom = crate::session::custom::Catalog::load(&custom::places(&services.config, &row.cwd));
+    let custom = crate::session::custom::Catalog::load(&custom::places(&services.config, &root));
     let mut actor = Actor {
         services,
         row,
         history: Some(history),
         rules,
+        root,
         directories: Vec::new(),
         mode,
         mode_seen,

@@ -31,8 +31,7 @@ impl Actor {
             return None;
         }
         self.checkpoints.take().or_else(|| {
-            let cwd = std::path::Path::new(&self.row.cwd);
-            let root = std::fs::canonicalize(cwd).unwrap_or_else(|_| cwd.to_owned());
+            let root = self.root.clone();
             let own = [Some(config.data_dir.clone()), config.config_dir.clone()];
             let skip = own.into_iter().flatten().map(|dir| std::fs::canonicalize(&dir).unwrap_or(dir)).collect();
             Some(Tracker::new(&root, config.checkpoints, skip))

@@ -7,7 +7,6 @@
 //! stored with the prompt, held by the turn's recorder like its notices, so a run the lease
 //! refuses changes nothing stored.
 
-use std::path::Path;
 use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
@@ -222,7 +221,7 @@ impl Actor {
 
     /// The session's hooks, read again: the set so far while no file changed.
     pub(super) fn hooks_now(&mut self, workspace: &crate::tools::Workspace) -> Arc<crate::hooks::Hooks> {
-        let (cwd, roots, id) = (Path::new(&self.row.cwd), workspace.roots().to_vec(), self.row.id.to_string());
+        let (cwd, roots, id) = (self.root.as_path(), workspace.roots().to_vec(), self.row.id.to_string());
         let hooks = crate::hooks::Hooks::load(&self.services.config, cwd, roots, &id, self.hooks.as_ref());
         self.hooks = Some(Arc::clone(&hooks));
         hooks
@@ -230,7 +229,7 @@ impl Actor {
 
     /// What `/hooks` says: the hooks as the next turn would read them.
     pub(super) fn hooks_text(&mut self) -> String {
-        let workspace = setup::workspace(&self.services.config, Path::new(&self.row.cwd), &self.directories);
+        let workspace = setup::workspace(&self.services.config, &self.root, &self.directories);
         self.hooks_now(&workspace).describe()
     }
 
@@ -273,7 +272,7 @@ impl Actor {
         self.services.status.send_replace(Status::Busy);
         let system = self.system.clone();
         let warn = !std::mem::replace(&mut self.system_warned, true);
-        let workspace = setup::workspace(&config, Path::new(&self.row.cwd), &self.directories);
+        let workspace = setup::workspace(&config, &self.root, &self.directories);
         let hooks = self.hooks_now(&workspace);
         let host = self.services.sink.host(&self.row.id);
         let (mode, switch) = (self.mode.subscribe(), Some(self.mode.clone()));
@@ -374,7 +373,7 @@ impl Actor {
         let (context_used, spent, rules) = (self.context_used, self.row.cost_usd, self.rules.clone());
         let history_len = history.len();
         let (span, traced) = (crate::trace::span(trace.as_ref()), trace.clone());
-        let workspace = setup::workspace(&config, Path::new(&self.row.cwd), &self.directories);
+        let workspace = setup::workspace(&config, &self.root, &self.directories);
         let (hooks, host, mode) =
             (self.hooks_now(&workspace), self.services.sink.host(&self.row.id), *self.mode.borrow());
         let compaction = async move {
