@@ -22,6 +22,17 @@ use crate::history::{Part, Role, Usage, view};
 /// The provider name in `scripted/<path>`, the normalized form of `scripted:<path>`.
 pub const PROVIDER: &str = "scripted";
 
+/// Whether `model` names the scripted provider, in either spelling (`scripted:` or `scripted/`,
+/// any case, spaces around): a model the user may pick, never one a project's file names (its
+/// file would choose the tool calls).
+pub fn named(model: &str) -> bool {
+    let model = model.trim();
+    model.len() > PROVIDER.len()
+        && model.is_char_boundary(PROVIDER.len())
+        && model[..PROVIDER.len()].eq_ignore_ascii_case(PROVIDER)
+        && matches!(model.as_bytes()[PROVIDER.len()], b':' | b'/')
+}
+
 /// The longest script read.
 const MAX_SCRIPT: u64 = 16 << 20;
 

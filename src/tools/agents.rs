@@ -113,10 +113,18 @@ pub fn parse(text: &str, path: &Path) -> Result<NamedAgent, String> {
             list.split(',').map(tool_name).filter(|tool| !tool.is_empty()).collect()
         }
     });
+    let model = front.text("model");
+    // The scripted model answers from a file it names: a cloned repository's agent would choose
+    // its own tool calls. It is the user's to pick (`CAIRN_MODEL`, `--model`), never a file's.
+    if let Some(model) = &model
+        && crate::llm::scripted::named(model)
+    {
+        return Err(format!("its model `{model}` is the scripted one, which only the user may choose"));
+    }
     Ok(NamedAgent {
         name,
         description: description.chars().take(300).collect(),
-        model: front.text("model"),
+        model,
         tools,
         instructions: front.body.trim().to_owned(),
         path: path.to_owned(),
@@ -143,6 +151,11 @@ mod tests {
         assert_eq!(agent.name, "reviewer");
         assert_eq!(agent.description, "Reviews code");
         assert_eq!(agent.model.as_deref(), Some("openai/gpt-5-mini"));
+        for model in ["scripted/.agents/r.json", "scripted:r.json", " Scripted/r.json"] {
+            let text = format!("---\nname: r\ndescription: d\nmodel: {model}\n---\nGo.\n");
+            let refused = parse(&text, Path::new("r.md")).unwrap_err();
+            assert!(refused.contains("only the user may choose"), "{model}: {refused}");
+        }
         assert_eq!(agent.tools, Some(vec!["read".to_owned(), "grep".to_owned()]));
         assert_eq!(agent.instructions, "Be strict.");
         let listed = parse("---\nname: a\ndescription: d\ntools:\n  - read\n  - 'glob'\n---\n", path).unwrap();

@@ -333,6 +333,10 @@ fn markdown(text: &str) -> Result<Custom, String> {
         Field::List(items) => items.iter().map(|item| tool_name(item)).collect(),
         Field::Text(text) => split_tools(text).iter().map(|item| tool_name(item)).collect(),
     });
+    let model = front.text("model");
+    if let Some(model) = model.as_ref().filter(|model| crate::llm::scripted::named(model)) {
+        return Err(format!("its model `{model}` is the scripted one, which only the user may choose"));
+    }
     Ok(Custom {
         name: String::new(),
         description: front.text("description").unwrap_or_default(),
@@ -340,7 +344,7 @@ fn markdown(text: &str) -> Result<Custom, String> {
         template: front.body.trim().to_owned(),
         flavor: Flavor::Markdown,
         tools,
-        model: front.text("model"),
+        model,
         path: PathBuf::new(),
     })
 }

@@ -211,3 +211,17 @@ fn a_skill_as_a_command_is_loaded_when_reading_it_is_allowed() {
     let text = expand(catalog.find("notes").unwrap(), "", &judge).unwrap();
     assert_eq!(text, "Load the skill `notes` with the skill tool and follow it for the task below.");
 }
+
+/// The scripted model answers from a file it names: a project's command naming it would choose
+/// its own tool calls. Such a command is left out; another model stays the command's.
+#[test]
+fn a_command_naming_the_scripted_model_is_left_out() {
+    let dirs = Dirs::new();
+    let commands = dirs.project.join(".claude/commands");
+    dirs.write(&commands.join("own.md"), "---\nmodel: scripted/.claude/r.json\n---\nGo.\n");
+    dirs.write(&commands.join("other.md"), "---\nmodel: Scripted:r.json\n---\nGo.\n");
+    dirs.write(&commands.join("fine.md"), "---\nmodel: openai/gpt-5-mini\n---\nGo.\n");
+    let catalog = dirs.catalog();
+    assert_eq!(names(&catalog), ["fine"]);
+    assert_eq!(catalog.find("fine").unwrap().model.as_deref(), Some("openai/gpt-5-mini"));
+}
