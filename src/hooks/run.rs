@@ -44,8 +44,7 @@ pub async fn run(place: &Place<'_>, command: &str, input: &[u8], limit: Duration
     let vars = [("CLAUDE_PROJECT_DIR".to_owned(), project.clone()), ("CAIRN_PROJECT_DIR".to_owned(), project)];
     let args = [OsStr::new("-c"), OsStr::new(command)];
     let confinement = Confinement { roots: place.roots, rejected: place.rejected };
-    let mut child = match place.policy.spawn_server(OsStr::new("bash"), &args, &vars, place.project, confinement).await
-    {
+    let mut child = match place.policy.spawn_job(OsStr::new("bash"), &args, &vars, place.project, confinement).await {
         Ok(child) => child,
         Err(err) => return Ran::NotStarted(err.to_string()),
     };

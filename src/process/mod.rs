@@ -235,7 +235,7 @@ impl ProcessPolicy {
         confinement: Confinement<'_>,
     ) -> std::io::Result<Local> {
         let running = running::admit(self.reach(confinement.roots)).await;
-        self.start(program, args, &[], cwd, confinement, false, running)
+        self.start(program, args, &[], cwd, confinement, Piped::No, running)
     }
 
     /// Starts a program that speaks over its stdin and stdout (an MCP server), with `vars` set
@@ -251,7 +251,22 @@ impl ProcessPolicy {
         confinement: Confinement<'_>,
     ) -> std::io::Result<Local> {
         let running = running::admit(self.reach(confinement.roots)).await;
-        self.start(program, args, vars, cwd, confinement, true, running)
+        self.start(program, args, vars, cwd, confinement, Piped::Server, running)
+    }
+
+    /// Starts a program that reads its stdin and ends by itself (a background job, a hook, a
+    /// checker), as [`Self::spawn_server`]; its supervisor sweeps what it made once it ends,
+    /// as a command's does.
+    pub async fn spawn_job(
+        &self,
+        program: &OsStr,
+        args: &[&OsStr],
+        vars: &[(String, String)],
+        cwd: &Path,
+        confinement: Confinement<'_>,
+    ) -> std::io::Result<Local> {
+        let running = running::admit(self.reach(confinement.roots)).await;
+        self.start(program, args, vars, cwd, confinement, Piped::Job, running)
     }
 
     /// Starts the program, counted as running (`running`, see [`running`]) until it and all it
@@ -264,9 +279,13 @@ impl ProcessPolicy {
         vars: &[(String, String)],
         cwd: &Path,
         confinement: Confinement<'_>,
-        serve: bool,
+        piped: Piped,
         running: running::Running,
     ) -> std::io::Result<Local> {
+        let serve = match piped {
+            Piped::No => false,
+            Piped::Server | Piped::Job => true,
+        };
         let mut watch_end = None;
         let mut inotify = None;
         // Outside the sandbox, a program named bare is found only where no command can write.
@@ -309,7 +328,12 @@ impl ProcessPolicy {
                         tree::pass_on(&mut command, passed);
                         passed
                     });
-                command.args(self.supervised(confinement, (watched, passed), program, args)).stdin(Stdio::piped());
+                let mut supervised = self.supervised(confinement, (watched, passed), program, args);
+                if piped == Piped::Job {
+                    // After the mode and the network, among the options.
+                    supervised.splice(3..3, [OsString::from("--sweep"), OsString::from("yes")]);
+                }
+                command.args(supervised).stdin(Stdio::piped());
                 command
             }
         };
@@ -372,21 +396,6 @@ impl ProcessPolicy {
         ))
     }
 
-    /// Where a process started under this policy with the session's `roots` may make, remove or
-    /// replace a directory's entries: the writable places Landlock keeps it to, or anywhere with
-    /// the sandbox off, the direct launcher, or a kernel without Landlock.
-    pub fn reach(&self, roots: &[PathBuf]) -> running::Reach {
-        match (&self.launcher, self.sandbox) {
-            (Launcher::Direct, _) | (_, SandboxMode::Off) => running::Reach::Anywhere,
-            _ if !landlock_support().filesystem => running::Reach::Anywhere,
-            (Launcher::Supervisor(_), SandboxMode::ReadOnly) => running::Reach::beneath(sandbox::writable_places(&[])),
-            (Launcher::Supervisor(_), SandboxMode::WorkspaceWrite) => {
-                let writable: Vec<PathBuf> = roots.iter().chain(&self.writable).cloned().collect();
-                running::Reach::beneath(sandbox::writable_places(&writable))
-            }
-        }
-    }
-
     /// Whether the sandbox this policy asks for lacks what keeps guarded places read-only and
     /// secrets hidden (Landlock, or a user or mount namespace). Then a command is not let
     /// through by accept-edits: it asks as in ask mode. With the sandbox off the user chose
@@ -432,6 +441,17 @@ impl ProcessPolicy {
             }
         });
     }
+}
+
+/// Whether a program's stdin is piped to it, and for how long it runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Piped {
+    /// A command: stdin `/dev/null`, swept after.
+    No,
+    /// A server that lives all session: nothing swept after it.
+    Server,
+    /// A job, a hook or a checker: ends by itself, swept after.
+    Job,
 }
 
 /// A running local program. Dropping it before the program ended kills the program and
@@ -562,33 +582,5 @@ impl Drop for Local {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn modes_round_trip_through_their_ids() {
-        for mode in [SandboxMode::WorkspaceWrite, SandboxMode::ReadOnly, SandboxMode::Off] {
-            assert_eq!(SandboxMode::parse(mode.id()), Some(mode));
-        }
-        assert_eq!(SandboxMode::parse("none"), None);
-    }
-
-    #[tokio::test]
-    async fn a_direct_child_gets_the_cleaned_environment() {
-        let dir = tempfile::tempdir().unwrap();
-        let policy = ProcessPolicy {
-            env: ChildEnv { remove: vec!["HOME".into()], path: Some("/usr/bin:/bin".into()), set: Vec::new() },
-            ..ProcessPolicy::default()
-        };
-        let script = OsStr::new("echo \"[$HOME][$PATH]\"");
-        let mut local = policy
-            .spawn(OsStr::new("bash"), &[OsStr::new("-c"), script], dir.path(), Confinement::default())
-            .await
-            .unwrap();
-        let mut stdout = local.take_stdout().unwrap();
-        let mut out = String::new();
-        tokio::io::AsyncReadExt::read_to_string(&mut stdout, &mut out).await.unwrap();
-        assert!(local.wait().await.unwrap().success());
-        assert_eq!(out, "[][/usr/bin:/bin]\n");
-    }
-}
+#[path = "policy_tests.rs"]
+mod tests;

@@ -32,6 +32,7 @@ use std::time::Duration;
 use tokio::sync::Notify;
 
 use super::peers;
+use super::{Launcher, SandboxMode};
 
 /// Where a process may make, remove or replace a directory's entries.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -62,6 +63,23 @@ impl Reach {
         match self {
             Reach::Anywhere => true,
             Reach::Beneath(places) => dirs.iter().any(|dir| places.iter().any(|place| dir.starts_with(place))),
+        }
+    }
+}
+
+impl super::ProcessPolicy {
+    /// Where a process started under this policy with the session's `roots` may make, remove or
+    /// replace a directory's entries: the writable places Landlock keeps it to, or anywhere with
+    /// the sandbox off, the direct launcher, or a kernel without Landlock.
+    pub fn reach(&self, roots: &[PathBuf]) -> Reach {
+        match (&self.launcher, self.sandbox) {
+            (Launcher::Direct, _) | (_, SandboxMode::Off) => Reach::Anywhere,
+            _ if !super::landlock_support().filesystem => Reach::Anywhere,
+            (Launcher::Supervisor(_), SandboxMode::ReadOnly) => Reach::beneath(super::sandbox::writable_places(&[])),
+            (Launcher::Supervisor(_), SandboxMode::WorkspaceWrite) => {
+                let writable: Vec<PathBuf> = roots.iter().chain(&self.writable).cloned().collect();
+                Reach::beneath(super::sandbox::writable_places(&writable))
+            }
         }
     }
 }

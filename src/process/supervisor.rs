@@ -14,7 +14,8 @@
 //! editor's terminal, nothing, and the program dies with the supervisor): end of file means cairn
 //! closed it (timeout, cancel) or died, and the supervisor then kills every descendant and its
 //! own process group. When the program ends, whatever it left running is killed too, the
-//! guarded places the command made are swept away (`places/sweep.rs`; not for a server), and the
+//! guarded places the command made are swept away (`places/sweep.rs`; not for a server that
+//! lives all session; a job, a hook or a checker is swept as a command is), and the
 //! supervisor exits as the program did (the same exit code, or the same signal).
 
 use std::ffi::{OsStr, OsString};
@@ -65,6 +66,9 @@ struct Spec {
     rejected: Vec<Vec<String>>,
     /// What is watched for cairn's end.
     watched: Watched,
+    /// Swept after it ends though its stdin is its own (a job, a hook, a checker: it ends by
+    /// itself); only a server that lives all session is not.
+    sweep: bool,
     /// The inherited inotify instance to watch guarded places with (see `watch::instance`).
     inotify: Option<i32>,
     program: OsString,
@@ -101,7 +105,7 @@ pub struct Confinement<'a> {
 /// The supervisor's arguments (after the executable) for `program args` under `policy`:
 /// `__supervise MODE network|no-network [--namespace KIND] [--watch-fd N|none | --watch-pid PID:START:NS]
 /// [--inotify-fd N]
-/// [--root P]… [--write P]… [--own P]… [--running-lock P] [--hide P]… [--hide-name GLOB]… [--show GLOB]…
+/// [--sweep yes] [--root P]… [--write P]… [--own P]… [--running-lock P] [--hide P]… [--hide-name GLOB]… [--show GLOB]…
 /// [--reject WORDS]… -- PROGRAM ARGS…`.
 pub fn arguments(
     policy: &ProcessPolicy,
@@ -216,6 +220,7 @@ fn parse(mut args: impl Iterator<Item = OsString>) -> Result<Spec, String> {
             "--write" => spec.writable.push(PathBuf::from(value)),
             "--own" => spec.own.push(PathBuf::from(value)),
             "--running-lock" => spec.running_lock = Some(PathBuf::from(value)),
+            "--sweep" => spec.sweep = text()? == "yes",
             "--hide" => spec.hidden.push(PathBuf::from(value)),
             "--hide-name" => spec.hidden_names.push(text()?),
             "--show" => spec.visible_names.push(text()?),
@@ -516,10 +521,11 @@ fn confine(
             {
                 tracing::debug!("cannot keep the places found: {err}");
             }
-            // A server (the only program whose stdin is its own) lives all session, while the
-            // user, the editor and the edit tools make guarded places beside it: what appears
-            // meanwhile is theirs as much as its, so nothing is taken away or swept after it.
-            let lasting = matches!(spec.watched, Watched::Fd(_));
+            // A server (a program whose stdin is its own, not told to be swept) lives all
+            // session, while the user, the editor and the edit tools make guarded places beside
+            // it: what appears meanwhile is theirs as much as its, so nothing is taken away or
+            // swept after it. A job, a hook or a checker is swept as a command is.
+            let lasting = matches!(spec.watched, Watched::Fd(_)) && !spec.sweep;
             let before = (writable && !lasting).then(|| sweep::before(&spec.roots, &places.git_dirs, &places.missing));
             (places, before)
         }

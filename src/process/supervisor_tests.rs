@@ -40,6 +40,7 @@ fn the_arguments_carry_the_policy_and_only_workspace_write_has_writable_places()
             sockets_before: Some(std::time::UNIX_EPOCH + std::time::Duration::from_millis(1_700_000_000_250)),
             rejected: vec![vec!["git".into(), "push".into()]],
             watched: Watched::Fd(7),
+            sweep: false,
             inotify: Some(8),
             program: "bash".into(),
             args: vec!["-c".into(), "ls -- x".into()],

@@ -365,3 +365,29 @@ async fn nothing_is_written_to_a_job_while_planning_or_in_read_only_mode() {
     let (told, _) = calls(&mut agent, &env, &session, &[("job_output", json!({"job": 1}))]).await;
     assert_eq!(told[0], "[no new output]\n[job 1: running]", "nothing reached the job");
 }
+
+/// A job is the model's command, run in the background: the guarded places it makes that did
+/// not exist (cargo's configuration, which names a program every `cargo build` of the user's
+/// runs, an editor's tasks) are taken away once it ends, as a command's are.
+#[tokio::test]
+async fn what_a_job_plants_among_the_guarded_places_is_taken_away_when_it_ends() {
+    if !crate::support::kernel_keeps_it() {
+        return;
+    }
+    let env = TestEnv::new().await;
+    let ws = env.workspace();
+    let (mut agent, session) = session(&env, Editor::default()).await;
+    let plant = "echo planted > planted.txt; mkdir -p .cargo .vscode; \
+                 printf '[build]\\nrustc-wrapper = \"/tmp/evil\"\\n' > .cargo/config.toml; echo '{}' > .vscode/tasks.json";
+    let (results, _) = calls(&mut agent, &env, &session, &[background(plant)]).await;
+    assert!(results[0].starts_with("Started job 1"), "{}", results[0]);
+    let started = Instant::now();
+    while (!ws.join("planted.txt").exists() || ws.join(".cargo/config.toml").exists() || ws.join(".vscode").exists())
+        && started.elapsed() < Duration::from_secs(20)
+    {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(ws.join("planted.txt").exists(), "the job ran");
+    assert!(!ws.join(".cargo/config.toml").exists(), "cargo's configuration the job made stayed");
+    assert!(!ws.join(".vscode/tasks.json").exists(), "the editor's tasks the job made stayed");
+}

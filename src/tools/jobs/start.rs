@@ -41,7 +41,7 @@ pub async fn start(line: &str, ctx: &ToolContext) -> Result<ToolOutcome, ToolErr
             let confinement = Confinement { roots: ctx.workspace.roots(), rejected: &ctx.rejected };
             let local = ctx
                 .process
-                .spawn_server(OsStr::new("bash"), &script, &[], ctx.workspace.cwd(), confinement)
+                .spawn_job(OsStr::new("bash"), &script, &[], ctx.workspace.cwd(), confinement)
                 .await
                 .map_err(|err| ToolError::Tell(format!("cannot start bash: {err}")))?;
             let pid = local.id();
