@@ -272,6 +272,20 @@ fn judged(turn: &Turn<'_>, call: &QueuedCall) -> (Decision, Option<PermissionReq
 /// namespace), only a line that just reads goes through unasked: any other is judged as in ask
 /// mode, and asks even where a rule covers it.
 fn unguarded(turn: &Turn<'_>, request: &PermissionRequest, mode: Mode) -> Decision {
+    if turn.tools.confined
+        && let permissions::Subject::Path {
+            place:
+                crate::workspace::Place::Outside
+                | crate::workspace::Place::Unknown(_)
+                | crate::workspace::Place::Protected { secret: true, .. },
+        } = &request.subject
+    {
+        return Decision::Deny(format!(
+            "{} is outside this session's workspace or secret, and a client of `cairn serve --auth` reaches only its \
+             session's workspace, whatever the mode",
+            request.target
+        ));
+    }
     let guards_missing =
         mode == Mode::AcceptEdits && request.permission == Permission::Bash && turn.tools.process.guards_missing();
     if !guards_missing || request.reads_only() {
@@ -434,7 +448,11 @@ pub(super) async fn run(
         let mut ctx = context(turn, cancel.clone(), Some(progress_tx), id);
         ctx.judged = invocation.judged().map(str::to_owned);
         if invocation.access() == Access::Delegate {
-            ctx.caller = Some(Caller { mode: turn.tools.mode.clone(), rules: turn.tools.rules.clone() });
+            ctx.caller = Some(Caller {
+                mode: turn.tools.mode.clone(),
+                rules: turn.tools.rules.clone(),
+                confined: turn.tools.confined,
+            });
         }
         contexts.push(ctx);
     }

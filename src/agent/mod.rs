@@ -237,6 +237,11 @@ pub struct Toolbox<'a> {
     /// The session's file checkpoints, lent for the turn; `None` takes none (sub-agents, whose
     /// changes the parent's call captures, or checkpoints turned off).
     pub checkpoints: Option<&'a mut crate::tools::checkpoint::Tracker>,
+    /// The session is a principal's of `cairn serve --auth`, who is not the user the server
+    /// runs as: its file tools reach only its workspace (a path outside it, a secret or one that
+    /// cannot be judged is refused in every mode, bypass too), since the principal answers its
+    /// own questions.
+    pub confined: bool,
 }
 
 /// The user's message a turn for `prompt` starts with, asked of `model`.

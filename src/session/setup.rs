@@ -152,6 +152,8 @@ pub struct Setup {
     pub spent: f64,
     /// The context in use after the session's last step.
     pub context_used: u64,
+    /// The session is a principal's of `cairn serve --auth` (`Toolbox::confined`).
+    pub confined: bool,
 }
 
 impl Setup {
@@ -188,6 +190,7 @@ impl Setup {
                 jobs: self.jobs.clone(),
                 lsp: self.lsp.clone(),
                 checkpoints: None,
+                confined: self.confined,
             },
             info: self.model.info,
             thought: self.thought,

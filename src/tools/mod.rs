@@ -122,6 +122,8 @@ pub struct Caller {
     pub mode: watch::Receiver<Mode>,
     /// A copy of the turn's permission rules as they are when the call starts.
     pub rules: Vec<Rule>,
+    /// Whether the session is a principal's of `cairn serve --auth` (see `Toolbox::confined`).
+    pub confined: bool,
 }
 
 /// A finished tool run.

@@ -287,6 +287,7 @@ async fn drive(setup: Setup) -> Outcome {
             jobs: crate::tools::Jobs::none(),
             lsp: crate::tools::Lsp::none(),
             checkpoints: tracker.as_mut(),
+            confined: false,
         },
         info: setup.info,
         thought: None,

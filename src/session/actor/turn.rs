@@ -291,6 +291,7 @@ impl Actor {
         let (steer, steering) = tokio::sync::mpsc::unbounded_channel();
         let (span, traced) = (crate::trace::span(trace.as_ref()), trace.clone());
         let cache_key = self.row.id.to_string();
+        let confined = self.row.owner.is_some();
         let mut checkpoints = self.take_checkpoints();
         let (store_for_checkpoints, session_id) = (store.clone(), session.clone());
         // The turn's first write, its claim of the session, is sent now and commits while the
@@ -336,6 +337,7 @@ impl Actor {
                 thought,
                 spent,
                 context_used,
+                confined,
             };
             let run = agent::Run::steered(agent::Steering::new(steering))
                 .traced(traced)

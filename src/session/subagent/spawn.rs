@@ -168,6 +168,7 @@ impl Spawner {
             thought: None,
             spent: 0.0,
             context_used: 0,
+            confined: caller.confined,
         };
         Ok(Child { id, info, setup, recorder, rules: caller.rules.clone(), shown })
     }
