@@ -151,6 +151,7 @@ impl Setup {
                 jobs: cairn::tools::Jobs::none(),
                 lsp: cairn::tools::Lsp::none(),
                 checkpoints: None,
+                confined: false,
             },
             info,
             thought: None,
