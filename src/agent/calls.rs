@@ -273,18 +273,9 @@ fn judged(turn: &Turn<'_>, call: &QueuedCall) -> (Decision, Option<PermissionReq
 /// mode, and asks even where a rule covers it.
 fn unguarded(turn: &Turn<'_>, request: &PermissionRequest, mode: Mode) -> Decision {
     if turn.tools.confined
-        && let permissions::Subject::Path {
-            place:
-                crate::workspace::Place::Outside
-                | crate::workspace::Place::Unknown(_)
-                | crate::workspace::Place::Protected { secret: true, .. },
-        } = &request.subject
+        && let Some(refused) = permissions::beyond_confinement(request)
     {
-        return Decision::Deny(format!(
-            "{} is outside this session's workspace or secret, and a client of `cairn serve --auth` reaches only its \
-             session's workspace, whatever the mode",
-            request.target
-        ));
+        return refused;
     }
     let guards_missing =
         mode == Mode::AcceptEdits && request.permission == Permission::Bash && turn.tools.process.guards_missing();

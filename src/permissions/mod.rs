@@ -283,6 +283,23 @@ pub enum Decision {
 }
 
 /// Decides a request under a mode and the remembered rules.
+/// For a session confined to its workspace (a principal's of `cairn serve --auth`, who answers
+/// its own questions and is not the user the server runs as): the refusal of a path outside
+/// the workspace, a secret or one that cannot be judged, whatever the mode; `None` for any
+/// other request.
+pub fn beyond_confinement(request: &PermissionRequest) -> Option<Decision> {
+    match &request.subject {
+        Subject::Path { place: Place::Outside | Place::Unknown(_) | Place::Protected { secret: true, .. } } => {
+            Some(Decision::Deny(format!(
+                "{} is outside this session's workspace or secret, and a client of `cairn serve --auth` reaches \
+                 only its session's workspace, whatever the mode",
+                request.target
+            )))
+        }
+        _ => None,
+    }
+}
+
 pub fn decide(request: &PermissionRequest, mode: Mode, rules: &[Rule]) -> Decision {
     let mut unreadable = None;
     // What a command line runs, worked out once if a rejection needs it.

@@ -34,11 +34,19 @@ pub struct Judge<'a> {
     pub workspace: &'a Workspace,
     pub mode: Mode,
     pub rules: &'a [Rule],
+    /// A principal's session of `cairn serve --auth`: nothing beyond its workspace, in any mode
+    /// (`permissions::beyond_confinement`).
+    pub confined: bool,
 }
 
 impl Judge<'_> {
     fn decide(&self, path: &Path) -> Decision {
         let request = PermissionRequest::for_path(Permission::Read, self.workspace, path);
+        if self.confined
+            && let Some(refused) = permissions::beyond_confinement(&request)
+        {
+            return refused;
+        }
         permissions::decide(&request, self.mode, self.rules)
     }
 }

@@ -174,7 +174,7 @@ fn files_are_inlined_only_where_a_read_is_allowed_unasked() {
     dirs.write(&outside, "PRIVATE KEY");
     symlink(&outside, p.join("innocent.txt")).unwrap();
     let workspace = Workspace::new(p, &[]);
-    let judge = Judge { workspace: &workspace, mode: Mode::Ask, rules: &[] };
+    let judge = Judge { workspace: &workspace, mode: Mode::Ask, rules: &[], confined: false };
     let text = expand(&command("Explain @src/lib.rs and @.env, mail me@example.com"), "", &judge).unwrap();
     assert!(text.contains("<file path=\"src/lib.rs\">\npub fn answer() -> u32 { 42 }\n</file>"), "{text}");
     assert!(text.contains("(@.env was not inlined: reading it needs the user's permission"), "{text}");
@@ -204,7 +204,7 @@ fn a_skill_as_a_command_is_loaded_when_reading_it_is_allowed() {
     dirs.write(&dirs.home.join(".claude/skills/notes/SKILL.md"), "---\nname: notes\ndescription: Notes\n---\nWrite.");
     let catalog = dirs.catalog();
     let workspace = Workspace::new(&dirs.project, &[]);
-    let judge = Judge { workspace: &workspace, mode: Mode::Ask, rules: &[] };
+    let judge = Judge { workspace: &workspace, mode: Mode::Ask, rules: &[], confined: false };
     let text = expand(catalog.find("release").unwrap(), "v1.2", &judge).unwrap();
     assert!(text.contains("Tag it.") && text.ends_with("\n\nv1.2"), "{text}");
     // Outside the workspace, reading it would ask: the model loads it with the tool, which asks.
@@ -224,4 +224,19 @@ fn a_command_naming_the_scripted_model_is_left_out() {
     let catalog = dirs.catalog();
     assert_eq!(names(&catalog), ["fine"]);
     assert_eq!(catalog.find("fine").unwrap().model.as_deref(), Some("openai/gpt-5-mini"));
+}
+
+/// A principal's session of `cairn serve --auth` inlines nothing beyond its workspace, in any
+/// mode: its own files are inlined, another's key is not.
+#[test]
+fn a_confined_session_inlines_nothing_beyond_its_workspace_even_in_bypass() {
+    let dirs = Dirs::new();
+    dirs.write(&dirs.project.join("notes.md"), "own notes\n");
+    dirs.write(&dirs.home.join(".ssh/id_ed25519"), "THE-KEY\n");
+    let workspace = Workspace::new(&dirs.project, &[]);
+    let judge = Judge { workspace: &workspace, mode: Mode::Bypass, rules: &[], confined: true };
+    let key = dirs.home.join(".ssh/id_ed25519");
+    let text = expand(&command(&format!("See @notes.md and @{}", key.display())), "", &judge).unwrap();
+    assert!(text.contains("own notes"), "{text}");
+    assert!(!text.contains("THE-KEY"), "{text}");
 }
