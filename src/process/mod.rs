@@ -328,12 +328,10 @@ impl ProcessPolicy {
                         tree::pass_on(&mut command, passed);
                         passed
                     });
-                let mut supervised = self.supervised(confinement, (watched, passed), program, args);
-                if piped == Piped::Job {
-                    // After the mode and the network, among the options.
-                    supervised.splice(3..3, [OsString::from("--sweep"), OsString::from("yes")]);
-                }
-                command.args(supervised).stdin(Stdio::piped());
+                let lasting = piped == Piped::Server;
+                command
+                    .args(self.supervised(confinement, (watched, passed), lasting, program, args))
+                    .stdin(Stdio::piped());
                 command
             }
         };
@@ -362,6 +360,7 @@ impl ProcessPolicy {
         &self,
         confinement: Confinement<'_>,
         watched: (Watched, Option<i32>),
+        lasting: bool,
         program: &OsStr,
         args: &[&OsStr],
     ) -> Vec<OsString> {
@@ -371,7 +370,7 @@ impl ProcessPolicy {
         let confinement = Confinement { rejected, ..confinement };
         let needs_namespace = self.sandbox != SandboxMode::Off || !rejected.is_empty();
         let namespace = if needs_namespace { self.namespace_kind() } else { None };
-        supervisor::arguments(self, confinement, namespace, watched, program, args)
+        supervisor::arguments(self, confinement, namespace, watched, lasting, program, args)
     }
 
     /// Whether a program's output reads like a write the sandbox refused.

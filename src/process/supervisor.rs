@@ -66,9 +66,9 @@ struct Spec {
     rejected: Vec<Vec<String>>,
     /// What is watched for cairn's end.
     watched: Watched,
-    /// Swept after it ends though its stdin is its own (a job, a hook, a checker: it ends by
-    /// itself); only a server that lives all session is not.
-    sweep: bool,
+    /// A server that lives all session beside the user's own work: nothing made beside it is
+    /// taken away or swept after it (a command, a job, a hook or a checker is swept).
+    lasting: bool,
     /// The inherited inotify instance to watch guarded places with (see `watch::instance`).
     inotify: Option<i32>,
     program: OsString,
@@ -105,13 +105,14 @@ pub struct Confinement<'a> {
 /// The supervisor's arguments (after the executable) for `program args` under `policy`:
 /// `__supervise MODE network|no-network [--namespace KIND] [--watch-fd N|none | --watch-pid PID:START:NS]
 /// [--inotify-fd N]
-/// [--sweep yes] [--root P]… [--write P]… [--own P]… [--running-lock P] [--hide P]… [--hide-name GLOB]… [--show GLOB]…
+/// [--lasting yes] [--root P]… [--write P]… [--own P]… [--running-lock P] [--hide P]… [--hide-name GLOB]… [--show GLOB]…
 /// [--reject WORDS]… -- PROGRAM ARGS…`.
 pub fn arguments(
     policy: &ProcessPolicy,
     confinement: Confinement<'_>,
     namespace: Option<Kind>,
     (watched, inotify): (Watched, Option<i32>),
+    lasting: bool,
     program: &OsStr,
     args: &[&OsStr],
 ) -> Vec<OsString> {
@@ -134,6 +135,9 @@ pub fn arguments(
     }
     if let Some(fd) = inotify {
         flag("--inotify-fd", fd.to_string().into());
+    }
+    if lasting {
+        flag("--lasting", "yes".into());
     }
     for root in confinement.roots {
         flag("--root", root.into());
@@ -220,7 +224,7 @@ fn parse(mut args: impl Iterator<Item = OsString>) -> Result<Spec, String> {
             "--write" => spec.writable.push(PathBuf::from(value)),
             "--own" => spec.own.push(PathBuf::from(value)),
             "--running-lock" => spec.running_lock = Some(PathBuf::from(value)),
-            "--sweep" => spec.sweep = text()? == "yes",
+            "--lasting" => spec.lasting = text()? == "yes",
             "--hide" => spec.hidden.push(PathBuf::from(value)),
             "--hide-name" => spec.hidden_names.push(text()?),
             "--show" => spec.visible_names.push(text()?),
@@ -521,12 +525,12 @@ fn confine(
             {
                 tracing::debug!("cannot keep the places found: {err}");
             }
-            // A server (a program whose stdin is its own, not told to be swept) lives all
-            // session, while the user, the editor and the edit tools make guarded places beside
-            // it: what appears meanwhile is theirs as much as its, so nothing is taken away or
-            // swept after it. A job, a hook or a checker is swept as a command is.
-            let lasting = matches!(spec.watched, Watched::Fd(_)) && !spec.sweep;
-            let before = (writable && !lasting).then(|| sweep::before(&spec.roots, &places.git_dirs, &places.missing));
+            // A server lives all session, while the user, the editor and the edit tools make
+            // guarded places beside it: what appears meanwhile is theirs as much as its, so
+            // nothing is taken away or swept after it. A job, a hook or a checker is swept as a
+            // command is.
+            let before =
+                (writable && !spec.lasting).then(|| sweep::before(&spec.roots, &places.git_dirs, &places.missing));
             (places, before)
         }
     };

@@ -20,7 +20,7 @@ fn the_arguments_carry_the_policy_and_only_workspace_write_has_writable_places()
     let confinement = Confinement { roots: &roots, rejected: &rejected };
     let script = [OsStr::new("-c"), OsStr::new("ls -- x")];
     let watched = (Watched::Fd(7), Some(8));
-    let args = arguments(&policy, confinement, Some(Kind::User), watched, OsStr::new("bash"), &script);
+    let args = arguments(&policy, confinement, Some(Kind::User), watched, true, OsStr::new("bash"), &script);
     let spec = parse(args.into_iter().skip(1)).unwrap();
     assert_eq!(
         spec,
@@ -40,7 +40,7 @@ fn the_arguments_carry_the_policy_and_only_workspace_write_has_writable_places()
             sockets_before: Some(std::time::UNIX_EPOCH + std::time::Duration::from_millis(1_700_000_000_250)),
             rejected: vec![vec!["git".into(), "push".into()]],
             watched: Watched::Fd(7),
-            sweep: false,
+            lasting: true,
             inotify: Some(8),
             program: "bash".into(),
             args: vec!["-c".into(), "ls -- x".into()],
@@ -48,17 +48,18 @@ fn the_arguments_carry_the_policy_and_only_workspace_write_has_writable_places()
     );
     let read_only = ProcessPolicy { sandbox: SandboxMode::ReadOnly, ..ProcessPolicy::default() };
     let confinement = Confinement { roots: &roots, rejected: &[] };
-    let args = arguments(&read_only, confinement, None, (Watched::Stdin, None), OsStr::new("true"), &[]);
+    let args = arguments(&read_only, confinement, None, (Watched::Stdin, None), false, OsStr::new("true"), &[]);
     let spec = parse(args.into_iter().skip(1)).unwrap();
     assert!(spec.writable.is_empty() && spec.network && spec.namespace.is_none() && spec.inotify.is_none());
     assert_eq!(spec.watched, Watched::Stdin);
-    let args = arguments(&read_only, confinement, None, (Watched::Nothing, None), OsStr::new("true"), &[]);
+    let args = arguments(&read_only, confinement, None, (Watched::Nothing, None), false, OsStr::new("true"), &[]);
     assert_eq!(parse(args.into_iter().skip(1)).unwrap().watched, Watched::Nothing);
     let args = arguments(
         &read_only,
         confinement,
         None,
         (Watched::Pid { pid: 42, started: 7, namespace: 9 }, None),
+        false,
         OsStr::new("true"),
         &[],
     );

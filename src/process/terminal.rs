@@ -49,7 +49,7 @@ impl ProcessPolicy {
             }
             Launcher::Supervisor(_) => match self.supervisor_path(confinement.roots) {
                 Some(exe) => InTerminal::Supervised {
-                    args: self.supervised(confinement, (this_cairn(), None), program, args),
+                    args: self.supervised(confinement, (this_cairn(), None), false, program, args),
                     exe,
                 },
                 None => InTerminal::Locally,
