@@ -384,7 +384,7 @@ impl ProcessPolicy {
     /// What the model is told when a sandboxed command fails on a refused write, so it can tell
     /// the user instead of retrying blindly; `None` when commands run unsandboxed.
     pub fn refusal_hint(&self) -> Option<String> {
-        if self.launcher == Launcher::Direct || self.sandbox == SandboxMode::Off || !landlock_support().filesystem {
+        if self.writes_unconfined() {
             return None;
         }
         Some(format!(
@@ -393,6 +393,12 @@ impl ProcessPolicy {
              \"Read-only file system\". If the command needs to write elsewhere, tell the user.]",
             self.sandbox.id()
         ))
+    }
+
+    /// Whether commands started under this policy write wherever the user may: the direct
+    /// launcher, the sandbox off, or a kernel without Landlock.
+    fn writes_unconfined(&self) -> bool {
+        self.launcher == Launcher::Direct || self.sandbox == SandboxMode::Off || !landlock_support().filesystem
     }
 
     /// Whether the sandbox this policy asks for lacks what keeps guarded places read-only and

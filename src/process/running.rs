@@ -31,8 +31,8 @@ use std::time::Duration;
 
 use tokio::sync::Notify;
 
+use super::SandboxMode;
 use super::peers;
-use super::{Launcher, SandboxMode};
 
 /// Where a process may make, remove or replace a directory's entries.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -72,11 +72,13 @@ impl super::ProcessPolicy {
     /// replace a directory's entries: the writable places Landlock keeps it to, or anywhere with
     /// the sandbox off, the direct launcher, or a kernel without Landlock.
     pub fn reach(&self, roots: &[PathBuf]) -> Reach {
-        match (&self.launcher, self.sandbox) {
-            (Launcher::Direct, _) | (_, SandboxMode::Off) => Reach::Anywhere,
-            _ if !super::landlock_support().filesystem => Reach::Anywhere,
-            (Launcher::Supervisor(_), SandboxMode::ReadOnly) => Reach::beneath(super::sandbox::writable_places(&[])),
-            (Launcher::Supervisor(_), SandboxMode::WorkspaceWrite) => {
+        if self.writes_unconfined() {
+            return Reach::Anywhere;
+        }
+        match self.sandbox {
+            SandboxMode::Off => Reach::Anywhere,
+            SandboxMode::ReadOnly => Reach::beneath(super::sandbox::writable_places(&[])),
+            SandboxMode::WorkspaceWrite => {
                 let writable: Vec<PathBuf> = roots.iter().chain(&self.writable).cloned().collect();
                 Reach::beneath(super::sandbox::writable_places(&writable))
             }
