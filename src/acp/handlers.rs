@@ -172,29 +172,28 @@ impl Agent {
     /// whole disk, the home directory, the configuration of the user's programs or cairn's own
     /// data and configuration (its database, saved keys, MCP servers) into the workspace, where
     /// accept-edits writes without asking and commands may write ([`crate::workspace::Guard`]).
+    /// Answers it as given, as sessions store their directory.
     fn workspace_root(&self, field: &str, path: PathBuf) -> Result<PathBuf, acp::Error> {
+        self.judged_root(field, path).map(|(given, _)| given)
+    }
+
+    /// A checked root as given and as resolved once, links followed.
+    fn judged_root(&self, field: &str, path: PathBuf) -> Result<(PathBuf, PathBuf), acp::Error> {
         let path = directory(field, path)?;
         let sessions = self.sessions()?;
-        sessions
+        let resolved = sessions
             .config()
             .workspace_guard()
-            .check(&path)
+            .settle(&path)
             .map_err(|refused| invalid_params(format!("`{field}` {refused}")))?;
-        Ok(path)
+        Ok((path, resolved))
     }
 
     /// The client's `additionalDirectories`, each checked and resolved once (they live in the
     /// session's memory: a link among them re-pointed later does not move them).
     fn additional_directories(&self, paths: Vec<PathBuf>) -> Result<Vec<PathBuf>, acp::Error> {
-        let sessions = self.sessions()?;
-        let guard = sessions.config().workspace_guard();
-        paths
-            .into_iter()
-            .map(|path| {
-                let path = directory("additionalDirectories", path)?;
-                guard.settle(&path).map_err(|refused| invalid_params(format!("`additionalDirectories` {refused}")))
-            })
-            .collect()
+        let field = "additionalDirectories";
+        paths.into_iter().map(|path| self.judged_root(field, path).map(|(_, resolved)| resolved)).collect()
     }
 
     fn new_session(&self, params: Value) -> Answer {
