@@ -81,12 +81,8 @@ impl Actor {
         let found = typed(&parts).and_then(|(name, args)| Some((self.custom.find(name)?.clone(), args.to_owned())));
         let Some((command, args)) = found else { return self.prompt(ticket, trace, parts, reply) };
         let workspace = setup::workspace(&self.services.config, &self.root, &self.directories);
-        let judge = Judge {
-            workspace: &workspace,
-            mode: *self.mode.borrow(),
-            rules: &self.rules,
-            confined: self.row.owner.is_some(),
-        };
+        let judge =
+            Judge { workspace: &workspace, mode: *self.mode.borrow(), rules: &self.rules, confined: self.confined() };
         let text = match expand(&command, &args, &judge) {
             Ok(text) => text,
             Err(why) => {

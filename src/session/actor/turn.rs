@@ -219,6 +219,12 @@ impl Actor {
         self.recorder().for_turn(title).for_command(command).with_held(std::mem::take(&mut self.unsaved))
     }
 
+    /// Whether the session is a principal's of `cairn serve --auth`, whose file tools and `@file`
+    /// mentions reach only its workspace (`permissions::beyond_confinement`).
+    pub(super) fn confined(&self) -> bool {
+        self.row.owner.is_some()
+    }
+
     /// The session's hooks, read again: the set so far while no file changed.
     pub(super) fn hooks_now(&mut self, workspace: &crate::tools::Workspace) -> Arc<crate::hooks::Hooks> {
         let (cwd, roots, id) = (self.root.as_path(), workspace.roots().to_vec(), self.row.id.to_string());
@@ -291,7 +297,7 @@ impl Actor {
         let (steer, steering) = tokio::sync::mpsc::unbounded_channel();
         let (span, traced) = (crate::trace::span(trace.as_ref()), trace.clone());
         let cache_key = self.row.id.to_string();
-        let confined = self.row.owner.is_some();
+        let confined = self.confined();
         let mut checkpoints = self.take_checkpoints();
         let (store_for_checkpoints, session_id) = (store.clone(), session.clone());
         // The turn's first write, its claim of the session, is sent now and commits while the
