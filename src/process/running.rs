@@ -94,6 +94,14 @@ struct Registry {
     editing: BTreeMap<u64, Vec<PathBuf>>,
 }
 
+impl Registry {
+    /// A number no process or call was given before.
+    fn number(&mut self) -> u64 {
+        self.next += 1;
+        self.next
+    }
+}
+
 static REGISTRY: Mutex<Registry> = Mutex::new(Registry { next: 0, running: BTreeMap::new(), editing: BTreeMap::new() });
 /// Told whenever an editor file call in flight ends.
 static DRAINED: LazyLock<Notify> = LazyLock::new(Notify::new);
@@ -137,8 +145,7 @@ pub async fn admit(reach: Reach) -> Running {
     peers::own().await;
     let running = {
         let mut registry = registry();
-        let id = registry.next;
-        registry.next += 1;
+        let id = registry.number();
         registry.running.insert(id, reach.clone());
         Running(id)
     };
@@ -221,8 +228,7 @@ pub fn quiet(path: &Path) -> Option<Quiet> {
         }
         return None;
     }
-    let id = registry.next;
-    registry.next += 1;
+    let id = registry.number();
     registry.editing.insert(id, dirs);
     Some(Quiet { id, locked, answered: true })
 }
