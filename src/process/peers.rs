@@ -23,10 +23,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 /// The data directory whose cairn processes are this one's peers (set once, when the
 /// configuration is read).
 static SHARED: OnceLock<PathBuf> = OnceLock::new();
-/// This process's own lock file, once made.
-static OWN: OnceLock<PathBuf> = OnceLock::new();
-/// Held while the lock file is being made, so it is made once.
-static MAKING: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+/// This process's own lock file, once made (a failed try leaves it to the next).
+static OWN: tokio::sync::OnceCell<PathBuf> = tokio::sync::OnceCell::const_new();
 /// The gate's name in the data directory.
 const GATE: &str = "running.lock";
 /// The directory of each process's lock, in the data directory.
@@ -45,16 +43,11 @@ pub fn share_in(data_dir: &Path) {
 /// threads: it may wait for another cairn's editor call); asked again, one that could not be
 /// made is tried again.
 pub async fn own() -> Option<PathBuf> {
-    if let Some(own) = OWN.get() {
-        return Some(own.clone());
-    }
-    let _making = MAKING.lock().await;
-    if let Some(own) = OWN.get() {
-        return Some(own.clone());
-    }
-    let data = SHARED.get()?.clone();
-    let made = tokio::task::spawn_blocking(move || make_own(&data).ok()).await.ok().flatten()?;
-    Some(OWN.get_or_init(|| made).clone())
+    let made = OWN.get_or_try_init(|| async {
+        let data = SHARED.get().ok_or(())?.clone();
+        tokio::task::spawn_blocking(move || make_own(&data).ok()).await.ok().flatten().ok_or(())
+    });
+    made.await.ok().cloned()
 }
 
 /// This process's own lock file if it was made already.
