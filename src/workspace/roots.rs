@@ -255,27 +255,33 @@ impl Guard {
     /// session works in from then on, so a link in its spelling re-pointed later (by a command:
     /// `ln -sfn ~ /tmp/proj`) never moves it.
     pub fn settle(&self, root: &Path) -> Result<PathBuf, RootRefused> {
-        let resolved = std::fs::canonicalize(root).unwrap_or_else(|_| normalize(root));
-        self.check(root)?;
-        self.check(&resolved).map_err(|refused| RootRefused { dir: root.to_path_buf(), ..refused })?;
+        let (spelled, resolved) = spellings_resolved(root);
+        // The path answered is one of those judged, and the one whose filesystem and identity are.
+        let resolved = resolved.unwrap_or_else(|| normalize(root));
+        self.judge(root, &spelled, &resolved)?;
         Ok(resolved)
     }
 
     /// Whether `root` (absolute) may be a workspace root.
     pub fn check(&self, root: &Path) -> Result<(), RootRefused> {
+        self.judge(root, &spellings(root), root)
+    }
+
+    /// Whether `root`, spelled each of `spelled` ways and found at `at`, may be a workspace root.
+    fn judge(&self, root: &Path, spelled: &[PathBuf], at: &Path) -> Result<(), RootRefused> {
         let refuse = |why: String| Err(RootRefused { dir: root.to_path_buf(), why });
         let given = normalize(root);
-        for real in spellings(root) {
-            let leads = if real == given { String::new() } else { format!("it leads to {}: ", real.display()) };
+        for real in spelled {
+            let leads = if *real == given { String::new() } else { format!("it leads to {}: ", real.display()) };
             if real.parent().is_none() {
                 return refuse(format!("{leads}it is the whole disk, {WRITABLE}"));
             }
             // What the root is says most, then what it contains, then what it lies inside.
             let each = || self.guarded.iter().flat_map(|g| g.spellings.iter().map(move |dir| (g, dir)));
-            if let Some((guarded, _)) = each().find(|(_, dir)| **dir == real) {
+            if let Some((guarded, _)) = each().find(|(_, dir)| *dir == real) {
                 return refuse(format!("{leads}it is {}, {WRITABLE}", guarded.what));
             }
-            if let Some((guarded, dir)) = each().find(|(_, dir)| dir.starts_with(&real)) {
+            if let Some((guarded, dir)) = each().find(|(_, dir)| dir.starts_with(real)) {
                 return refuse(format!("{leads}it contains {} ({}), {WRITABLE}", guarded.what, dir.display()));
             }
             if let Some((guarded, dir, why)) =
@@ -284,12 +290,12 @@ impl Guard {
                 return refuse(format!("{leads}it is inside {} ({}), {why}", guarded.what, dir.display()));
             }
         }
-        if let Some(kind) = kernel_filesystem(root) {
+        if let Some(kind) = kernel_filesystem(at) {
             return refuse(format!("it is on {kind}, a filesystem of the kernel's own, {WRITABLE}"));
         }
         // The same directories under another name: a bind mount of the home directory, or of
         // the whole disk, has paths of its own.
-        let Some(found) = identity(root) else { return Ok(()) };
+        let Some(found) = identity(at) else { return Ok(()) };
         if identity(Path::new("/")) == Some(found) {
             return refuse(format!("it is the whole disk under another name, {WRITABLE}"));
         }
@@ -320,14 +326,20 @@ fn identity(dir: &Path) -> Option<Identity> {
 /// `path` as written (`.` and `..` resolved), with its symlinks followed after that, and as the
 /// kernel resolves it; each once.
 fn spellings(path: &Path) -> Vec<PathBuf> {
+    spellings_resolved(path).0
+}
+
+/// [`spellings`], and the kernel's resolution among them (`None` when it fails).
+fn spellings_resolved(path: &Path) -> (Vec<PathBuf>, Option<PathBuf>) {
     let lexical = normalize(path);
+    let resolved = std::fs::canonicalize(path).ok();
     let mut all = vec![lexical.clone()];
-    for other in [final_target(&lexical).ok(), std::fs::canonicalize(path).ok()].into_iter().flatten() {
+    for other in [final_target(&lexical).ok(), resolved.clone()].into_iter().flatten() {
         if !all.contains(&other) {
             all.push(other);
         }
     }
-    all
+    (all, resolved)
 }
 
 #[cfg(test)]
