@@ -36,6 +36,7 @@ fn context(cwd: &Path) -> ToolContext {
         progress: None,
         process: Arc::default(),
         rejected: Vec::new(),
+        rulebook: None,
         caller: None,
         call_id: "bench".into(),
         user_wait: UserWait::default(),

@@ -33,6 +33,7 @@ fn context(cwd: &Path, process: &Arc<ProcessPolicy>, jobs: Jobs) -> ToolContext 
         progress: None,
         process: Arc::clone(process),
         rejected: Vec::new(),
+        rulebook: None,
         caller: None,
         call_id: "bench".into(),
         user_wait: UserWait::default(),

@@ -31,11 +31,17 @@ const BUILDS: usize = 31;
 /// 2,000-exec commands of each kind.
 const PAIRS: usize = 21;
 
-async fn once(policy: &ProcessPolicy, cwd: &Path, rejected: &[Vec<String>], script: &str) -> Duration {
+/// The rules a command starts with, and the rules file it follows (as a background job does).
+type Rules<'a> = (&'a [Vec<String>], Option<&'a Path>);
+
+/// No rules, no file.
+const NONE: Rules<'static> = (&[], None);
+
+async fn once(policy: &ProcessPolicy, cwd: &Path, (rejected, rules): Rules<'_>, script: &str) -> Duration {
     let started = Instant::now();
     let args = [OsStr::new("-c"), OsStr::new(script)];
     let roots = [cwd.to_path_buf()];
-    let confinement = Confinement { roots: &roots, rejected };
+    let confinement = Confinement { roots: &roots, rejected, rules };
     let mut local = policy.spawn(OsStr::new("bash"), &args, cwd, confinement).await.unwrap();
     let (mut out, mut err) = (local.take_stdout().unwrap(), local.take_stderr().unwrap());
     let (mut a, mut b) = (Vec::new(), Vec::new());
@@ -49,8 +55,8 @@ async fn once(policy: &ProcessPolicy, cwd: &Path, rejected: &[Vec<String>], scri
 /// `a` and `b` taken in turns, `n` of each, so that the machine's drift (other work, the CPU's
 /// clock) falls on both alike; pair by pair.
 async fn paired(
-    a: (&ProcessPolicy, &[Vec<String>], &str),
-    b: (&ProcessPolicy, &[Vec<String>], &str),
+    a: (&ProcessPolicy, Rules<'_>, &str),
+    b: (&ProcessPolicy, Rules<'_>, &str),
     cwd: &Path,
     n: usize,
 ) -> (Vec<Duration>, Vec<Duration>) {
@@ -87,13 +93,7 @@ fn sorted(mut samples: Vec<Duration>) -> Vec<Duration> {
     samples
 }
 
-async fn samples(
-    policy: &ProcessPolicy,
-    cwd: &Path,
-    rejected: &[Vec<String>],
-    script: &str,
-    n: usize,
-) -> Vec<Duration> {
+async fn samples(policy: &ProcessPolicy, cwd: &Path, rejected: Rules<'_>, script: &str, n: usize) -> Vec<Duration> {
     for _ in 0..n.min(10) {
         once(policy, cwd, rejected, script).await;
     }
@@ -151,7 +151,7 @@ async fn main() {
         println!("| local `bash -c true`, spawn to exit | median | p90 | samples |");
         println!("|---|---|---|---|");
         for (name, policy, rejected) in &cases {
-            let taken = samples(policy, cwd, rejected, "true", SAMPLES).await;
+            let taken = samples(policy, cwd, (rejected, None), "true", SAMPLES).await;
             println!("| {name} | {:.2} ms | {:.2} ms | {SAMPLES} |", at(&taken, 0.5), at(&taken, 0.9));
         }
     }
@@ -159,7 +159,7 @@ async fn main() {
         // What finding the user's sockets adds to a spawn, in pairs against the same spawn
         // without it (the machine's noise is larger than the scan).
         let sockets = ProcessPolicy { sockets_before: Some(std::time::SystemTime::now()), ..base.clone() };
-        let (without, with) = paired((&base, &[], "true"), (&sockets, &[], "true"), cwd, PAIRS * 5).await;
+        let (without, with) = paired((&base, NONE, "true"), (&sockets, NONE, "true"), cwd, PAIRS * 5).await;
         let added = differences(&without, &with);
         println!();
         println!(
@@ -186,7 +186,7 @@ async fn main() {
 /// The exec check's cost for one exec: a command of 2,000 execs with and without it, in pairs.
 async fn per_exec(base: &ProcessPolicy, rm: &[Vec<String>], cwd: &Path) {
     let loop_script = format!("for i in $(seq {EXECS}); do /bin/true; done");
-    let (without, with) = paired((base, &[], &loop_script), (base, rm, &loop_script), cwd, PAIRS).await;
+    let (without, with) = paired((base, NONE, &loop_script), (base, (rm, None), &loop_script), cwd, PAIRS).await;
     let per_exec = differences(&without, &with).into_iter().map(|ms| ms * 1e3 / EXECS as f64).collect::<Vec<_>>();
     let (without, with) = (sorted(without), sorted(with));
     let per = |taken: &[Duration]| at(taken, 0.5) * 1e3 / EXECS as f64;
@@ -208,12 +208,42 @@ async fn per_exec(base: &ProcessPolicy, rm: &[Vec<String>], cwd: &Path) {
     // shell goes on to the next, all in one process.
     let failing =
         format!("shopt -s execfail; for i in $(seq {FAILED_EXECS}); do exec /etc/passwd 2>/dev/null; done; true");
-    let (without, with) = paired((base, &[], &failing), (base, rm, &failing), cwd, PAIRS).await;
+    let (without, with) = paired((base, NONE, &failing), (base, (rm, None), &failing), cwd, PAIRS).await;
     let per_exec =
         differences(&without, &with).into_iter().map(|ms| ms * 1e3 / FAILED_EXECS as f64).collect::<Vec<_>>();
     println!(
         "| the time the check adds to one exec's call ({FAILED_EXECS} failing execs in one process), median of \
          the pairs' differences (q1, q3) | | {:.1} µs ({:.1}, {:.1}) |",
+        quantile(&per_exec, 0.5),
+        quantile(&per_exec, 0.25),
+        quantile(&per_exec, 0.75)
+    );
+
+    // A background job or a server follows its session's rules file, so its execs pass the
+    // check even before any rule exists; with rules, each exec looks at the file once more.
+    let book = tempfile::NamedTempFile::new().unwrap();
+    let following = |rules: &str| {
+        std::fs::write(book.path(), rules).unwrap();
+        book.path().to_path_buf()
+    };
+    let empty = following("");
+    let (without, with) =
+        paired((base, NONE, &loop_script), (base, (&[], Some(&empty)), &loop_script), cwd, PAIRS).await;
+    let per_exec = differences(&without, &with).into_iter().map(|ms| ms * 1e3 / EXECS as f64).collect::<Vec<_>>();
+    println!(
+        "| a job following its session's rules file, no rule yet, against no check, per exec (q1, q3) | | {:.1} µs \
+         ({:.1}, {:.1}) |",
+        quantile(&per_exec, 0.5),
+        quantile(&per_exec, 0.25),
+        quantile(&per_exec, 0.75)
+    );
+    let with_rm = following("rm\n");
+    let (plain, followed) =
+        paired((base, (rm, None), &loop_script), (base, (rm, Some(&with_rm)), &loop_script), cwd, PAIRS).await;
+    let per_exec = differences(&plain, &followed).into_iter().map(|ms| ms * 1e3 / EXECS as f64).collect::<Vec<_>>();
+    println!(
+        "| `bash:rm` rejected, following the rules file against not, per exec (q1, q3) | | {:.1} µs ({:.1}, \
+         {:.1}) |",
         quantile(&per_exec, 0.5),
         quantile(&per_exec, 0.25),
         quantile(&per_exec, 0.75)
@@ -242,7 +272,8 @@ async fn cargo_build(sandboxed: &ProcessPolicy, rejected: &[Vec<String>]) {
     let direct = ProcessPolicy { env: sandboxed.env.clone(), ..ProcessPolicy::default() };
     // `rm` is rejected inside: clean with find instead.
     let inside_script = "find target -delete 2>/dev/null; cargo build --quiet --offline";
-    let (outside, inside) = paired((&direct, &[], script), (sandboxed, rejected, inside_script), root, BUILDS).await;
+    let (outside, inside) =
+        paired((&direct, NONE, script), (sandboxed, (rejected, None), inside_script), root, BUILDS).await;
     println!();
     println!("| `cargo build` of a small crate, from clean | median | p90 | samples |");
     println!("|---|---|---|---|");
@@ -251,7 +282,7 @@ async fn cargo_build(sandboxed: &ProcessPolicy, rejected: &[Vec<String>]) {
     compared("against outside", &outside, &inside);
     // What the exec check alone adds: the same sandbox and namespace without and with it.
     let (unchecked, checked) =
-        paired((sandboxed, &[], inside_script), (sandboxed, rejected, inside_script), root, BUILDS).await;
+        paired((sandboxed, NONE, inside_script), (sandboxed, (rejected, None), inside_script), root, BUILDS).await;
     row("sandbox and namespace, no exec check", &unchecked);
     row("sandbox, namespace and exec check", &checked);
     compared("the exec check alone", &unchecked, &checked);

@@ -145,6 +145,7 @@ impl Setup {
                 mode: self.mode.clone(),
                 switch: None,
                 rules,
+                rulebook: None,
                 remember: cairn::permissions::Scope::Session,
                 process: Arc::default(),
                 registry: Arc::new(cairn::tools::Registry::builtin()),

@@ -218,6 +218,9 @@ pub async fn confirming(turn: &mut Turn<'_>, mut queue: CallQueue, question: Que
     turn.run.otel.decided(index, if allowed { Decided::UserAllow } else { Decided::UserDeny });
     if let Some(rule) = choices::remembered(chosen, allow, deny) {
         turn.tools.rules.push(rule.clone());
+        if let Some(book) = &turn.tools.rulebook {
+            book.publish(&crate::permissions::rejected_programs(turn.tools.rules));
+        }
         turn.recorder.record(AgentEvent::RuleAdded(rule));
     }
     change(turn, &queue.message, index, |tool| tool.state.advance(CallState::Resuming).is_ok());

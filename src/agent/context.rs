@@ -22,6 +22,7 @@ pub(super) fn context(
         progress,
         process: processes(turn),
         rejected: crate::permissions::rejected_programs(turn.tools.rules),
+        rulebook: turn.tools.rulebook.clone(),
         caller: None,
         call_id,
         user_wait: turn.run.user_wait.clone(),

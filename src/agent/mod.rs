@@ -224,6 +224,10 @@ pub struct Toolbox<'a> {
     pub switch: Option<watch::Sender<Mode>>,
     /// Session and project rules; "always" answers add to them.
     pub rules: &'a mut Vec<Rule>,
+    /// Where the session's lasting processes find its rejected programs as they change: an
+    /// "always" answer that rejects one is published there (a sub-agent's go to its parent's;
+    /// `None`: processes keep the rules they start with).
+    pub rulebook: Option<Arc<crate::process::Rulebook>>,
     /// Where an "always allow" answer keeps its rule (`[permissions] remember`).
     pub remember: Scope,
     /// How local commands are started (environment, sandbox, supervisor).

@@ -210,7 +210,7 @@ async fn git_summary(cwd: &Path, policy: &ProcessPolicy) -> String {
     ]
     .map(OsStr::new);
     let roots = [cwd.to_owned()];
-    let confinement = Confinement { roots: &roots, rejected: &[] };
+    let confinement = Confinement { roots: &roots, rejected: &[], rules: None };
     let mut git = match confined.spawn(OsStr::new("git"), &args, cwd, confinement).await {
         Ok(git) => git,
         Err(_) => return "git is not available".to_owned(),

@@ -43,7 +43,7 @@ pub async fn run(place: &Place<'_>, command: &str, input: &[u8], limit: Duration
     let project = place.project.to_string_lossy().into_owned();
     let vars = [("CLAUDE_PROJECT_DIR".to_owned(), project.clone()), ("CAIRN_PROJECT_DIR".to_owned(), project)];
     let args = [OsStr::new("-c"), OsStr::new(command)];
-    let confinement = Confinement { roots: place.roots, rejected: place.rejected };
+    let confinement = Confinement { roots: place.roots, rejected: place.rejected, rules: None };
     let mut child = match place.policy.spawn_job(OsStr::new("bash"), &args, &vars, place.project, confinement).await {
         Ok(child) => child,
         Err(err) => return Ran::NotStarted(err.to_string()),

@@ -84,6 +84,8 @@ pub struct Sandbox {
     /// The session's roots, the first its working directory.
     pub roots: Vec<PathBuf>,
     pub rejected: Vec<Vec<String>>,
+    /// The session's rules as they change, followed by each server's exec gate.
+    pub rulebook: Option<Arc<crate::process::Rulebook>>,
 }
 
 impl Sandbox {
@@ -92,7 +94,13 @@ impl Sandbox {
         let sandboxed = ProcessPolicy { network: true, ..policy.clone() };
         let unsandboxed =
             ProcessPolicy { sandbox: crate::process::SandboxMode::Off, namespace: false, ..sandboxed.clone() };
-        Self { policy: Arc::new(sandboxed), unsandboxed: Arc::new(unsandboxed), roots, rejected }
+        Self { policy: Arc::new(sandboxed), unsandboxed: Arc::new(unsandboxed), roots, rejected, rulebook: None }
+    }
+
+    /// The same, its servers following `rulebook` (the session's rules as they change).
+    #[must_use]
+    pub fn following(self, rulebook: Option<Arc<crate::process::Rulebook>>) -> Self {
+        Self { rulebook, ..self }
     }
 
     /// The policy a server runs under.

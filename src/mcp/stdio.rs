@@ -73,7 +73,11 @@ impl Process {
         sandboxed: bool,
     ) -> Result<(Self, Pipes), String> {
         let args: Vec<&OsStr> = args.iter().map(OsStr::new).collect();
-        let confinement = Confinement { roots: &sandbox.roots, rejected: &sandbox.rejected };
+        let confinement = Confinement {
+            roots: &sandbox.roots,
+            rejected: &sandbox.rejected,
+            rules: sandbox.rulebook.as_deref().map(crate::process::Rulebook::path),
+        };
         let mut local = sandbox
             .policy(sandboxed)
             .spawn_server(OsStr::new(command), &args, vars, sandbox.cwd(), confinement)

@@ -31,8 +31,10 @@
 
 mod facts;
 mod file;
+mod follow;
 mod git;
 mod program;
+mod rejected;
 mod remote;
 
 use std::cell::OnceCell;
@@ -45,12 +47,12 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use self::facts::{Facts, Seen};
+use self::follow::Follow;
 use self::program::{Candidate, Known, Program};
+use self::rejected::Rejected;
 use self::remote::{Caller, Reached, Start, Unread};
 use super::seccomp::{Call, Notice, Verdict};
 
-/// Where a rejected program is looked for besides the command's `PATH`.
-const SYSTEM_DIRS: &[&str] = &["/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin"];
 /// Programs that run the applet their first argument or their `argv[0]` names.
 const MULTI_CALL: &[&str] = &["busybox", "toybox"];
 /// Interpreters followed: more than the kernel's own limit (it fails the exec past five).
@@ -68,13 +70,8 @@ const LOADER_VALUES: &[&str] = &[
 
 /// The judge of one command tree's execs.
 pub struct Gate {
-    programs: Vec<Program>,
-    /// The dynamic loaders the rejected programs name, by identity and build id: run by hand
-    /// (`ld.so PROGRAM`) they start the program they are given.
-    loaders: Vec<Loader>,
-    /// Whether a rejected program is an ELF file with no interpreter of its own, which the
-    /// kernel can start as another file's `PT_INTERP`.
-    standalone: bool,
+    /// The programs the rules reject, and what they take to be found.
+    rejected: Rejected,
     /// The directories of the command's `PATH`, where git finds external commands.
     dirs: Vec<PathBuf>,
     /// The supervisor's user, who owns what the command makes.
@@ -89,12 +86,8 @@ pub struct Gate {
     writable: Option<Vec<(u64, u64)>>,
     passed_first: bool,
     told: HashSet<String>,
-}
-
-/// A dynamic loader, by device and inode and by build id.
-struct Loader {
-    id: (u64, u64),
-    build_id: Option<Vec<u8>>,
+    /// The session's rules file, for a process that lives across turns.
+    follow: Option<Follow>,
 }
 
 /// What the gate decided about one exec, before it is answered.
@@ -145,33 +138,8 @@ impl Gate {
     /// command's `PATH`.
     pub fn new(rejected: &[Vec<String>], path: Option<&OsStr>) -> Self {
         let dirs: Vec<PathBuf> = path.map(|p| std::env::split_paths(p).collect()).unwrap_or_default();
-        let mut searched = dirs.clone();
-        searched.extend(SYSTEM_DIRS.iter().map(PathBuf::from));
-        let mut programs: Vec<Program> = Vec::new();
-        for words in rejected {
-            let Some(first) = words.first() else { continue };
-            let name = first.rsplit('/').next().unwrap_or(first).to_owned();
-            let subcommand = words[1..].to_vec();
-            match programs.iter_mut().find(|p| p.name == name) {
-                Some(known) => known.add(subcommand, &searched),
-                None => programs.push(Program::find(name, first, subcommand, &searched)),
-            }
-        }
-        let files = || programs.iter().flat_map(|p| p.files.iter().chain(p.dashed.iter().map(|(_, f)| f)));
-        let standalone = files().any(|f| f.standalone);
-        let mut loaders = Vec::new();
-        for path in files().filter_map(|f| f.loader.as_ref()) {
-            let Ok(loader) = File::open(path) else { continue };
-            let Ok(meta) = loader.metadata() else { continue };
-            let id = (meta.dev(), meta.ino());
-            if !loaders.iter().any(|known: &Loader| known.id == id) {
-                loaders.push(Loader { id, build_id: file::build_id(&loader, &file::head(&loader)) });
-            }
-        }
-        Self {
-            programs,
-            loaders,
-            standalone,
+        let mut gate = Self {
+            rejected: Rejected::default(),
             dirs,
             me: effective_user(),
             root: None,
@@ -179,7 +147,30 @@ impl Gate {
             writable: None,
             passed_first: false,
             told: HashSet::new(),
+            follow: None,
+        };
+        gate.add_rules(rejected);
+        gate
+    }
+
+    /// Adds the programs of the rules in `rejected` not judged yet, and forgets what was read
+    /// of files (it was read for the programs known then).
+    fn add_rules(&mut self, rejected: &[Vec<String>]) {
+        if self.rejected.add(rejected, &self.dirs) {
+            self.seen = Seen::default();
         }
+    }
+
+    /// Follows the session's rules file (see `follow.rs`): a program it rejects later is
+    /// refused from the next exec on. A file that cannot be followed leaves the rules the gate
+    /// started with.
+    pub fn follow(&mut self, path: &Path) -> std::io::Result<()> {
+        let mut follow = Follow::open(path)?;
+        if let Some(rules) = follow.changed() {
+            self.add_rules(&rules);
+        }
+        self.follow = Some(follow);
+        Ok(())
     }
 
     /// Resolves absolute paths from this process's root from now on. Called once the command's
@@ -197,9 +188,9 @@ impl Gate {
         self.writable = Some(facts::writable_ids(places));
     }
 
-    /// Whether there is anything to judge.
+    /// Whether there is nothing to judge, now or later (no rules file followed).
     pub fn is_empty(&self) -> bool {
-        self.programs.is_empty()
+        self.rejected.programs.is_empty() && self.follow.is_none()
     }
 
     /// The files of programs rejected whatever their arguments, and their other names by hard
@@ -208,7 +199,7 @@ impl Gate {
     pub fn stubs(&self, running: Option<&Path>) -> Vec<PathBuf> {
         let running = running.and_then(|path| std::fs::metadata(path).ok()).map(|meta| (meta.dev(), meta.ino()));
         let mut stubs = Vec::new();
-        for program in self.programs.iter().filter(|program| program.whole()) {
+        for program in self.rejected.programs.iter().filter(|program| program.whole()) {
             for original in &program.files {
                 if Some((original.dev, original.ino)) == running {
                     continue;
@@ -252,6 +243,12 @@ impl Gate {
     pub fn judge(&mut self, notice: &Notice) -> Judgement {
         if !self.passed_first {
             self.passed_first = true;
+            return Judgement::Pass;
+        }
+        if let Some(rules) = self.follow.as_mut().and_then(Follow::changed) {
+            self.add_rules(&rules);
+        }
+        if self.rejected.programs.is_empty() {
             return Judgement::Pass;
         }
         let [a0, a1, a2, _, a4, _] = notice.args;
@@ -319,7 +316,7 @@ impl Gate {
         let given_name = base_name(given);
         let real_name =
             if target.direct { given_name.clone() } else { base_name(target.real(given).as_os_str().as_bytes()) };
-        for (program, by_file) in self.programs.iter().zip(&facts.known) {
+        for (program, by_file) in self.rejected.programs.iter().zip(&facts.known) {
             let known = by_file.clone().or_else(|| program.knows_name([&given_name, &real_name]));
             let Some(known) = known else { continue };
             if let Some(judged) = self.judge_program(exec, program, known, argv, target.real(given)) {
@@ -335,7 +332,7 @@ impl Gate {
             let applets = [(words.first(), 1), (words.get(1), 2)];
             for (applet, rest) in applets {
                 let applet = applet.map(|word| base_name(word.as_bytes())).unwrap_or_default();
-                for program in self.programs.iter().filter(|p| p.name == applet) {
+                for program in self.rejected.programs.iter().filter(|p| p.name == applet) {
                     if let Some((rule, why)) = program.rejects(&words[rest.min(words.len())..], &|_| true) {
                         return Judgement::Reject { program: program.name.clone(), file: real(), rule, why };
                     }
@@ -358,7 +355,7 @@ impl Gate {
             let argv = Argv { head, from };
             return self.check(exec, &path, &interpreter, &argv, &interpreter, false, depth + 1);
         }
-        if self.standalone
+        if self.rejected.standalone
             && !as_interpreter
             && let Some(interpreter) = &facts.elf_interpreter
             && let Ok(path) = self.reach(&exec.caller, Start::Cwd, interpreter)
@@ -368,7 +365,7 @@ impl Gate {
                 return judged;
             }
         }
-        let loader = self.loaders.iter().any(|loader| {
+        let loader = self.rejected.loaders.iter().any(|loader| {
             loader.id == (meta.dev(), meta.ino())
                 || (loader.build_id.is_some() && loader.build_id.as_deref() == facts.build_id.as_deref())
         });
@@ -490,9 +487,9 @@ impl Gate {
             file: file.as_ref(),
             build_id: build_id.as_deref(),
         };
-        let known = self.programs.iter().map(|program| program.knows_file(&candidate)).collect();
+        let known = self.rejected.programs.iter().map(|program| program.knows_file(&candidate)).collect();
         let elf_interpreter =
-            file.as_ref().filter(|_| self.standalone).and_then(|file| file::elf_interpreter(file, &head));
+            file.as_ref().filter(|_| self.rejected.standalone).and_then(|file| file::elf_interpreter(file, &head));
         Facts { readable: file.is_some(), shebang: file::shebang(&head), elf_interpreter, build_id, known }
     }
 
@@ -509,6 +506,7 @@ impl Gate {
     /// A refusal under every rule, for an exec that cannot be judged.
     fn refuse_all(&self, program: &str, file: PathBuf, why: &str) -> Judgement {
         let rules: Vec<String> = self
+            .rejected
             .programs
             .iter()
             .flat_map(|p| {

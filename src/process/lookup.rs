@@ -6,7 +6,8 @@
 //! workspace). A `PATH` that puts a project's `.venv/bin` or `node_modules/.bin` first would
 //! otherwise run whatever a command planted there, unconfined, at the next start. A program
 //! found only in such a directory is refused, naming it; a path the user wrote is used as
-//! written.
+//! written. A program the supervisor starts in the sandbox is found on the command's own `PATH`
+//! ([`sandboxed`]).
 
 use std::ffi::{OsStr, OsString};
 use std::io;
@@ -26,9 +27,7 @@ pub(super) fn unconfined(program: &OsStr, path: Option<&OsStr>, reach: &[&Path])
     let mut within = None;
     for dir in std::env::split_paths(&path).filter(|dir| dir.is_absolute()) {
         let candidate = dir.join(program);
-        let runnable =
-            std::fs::metadata(&candidate).is_ok_and(|meta| meta.is_file() && meta.permissions().mode() & 0o111 != 0);
-        if !runnable {
+        if !runnable(&candidate) {
             continue;
         }
         let dir = real(&dir);
@@ -50,6 +49,22 @@ pub(super) fn unconfined(program: &OsStr, path: Option<&OsStr>, reach: &[&Path])
         ),
         None => io::Error::new(io::ErrorKind::NotFound, format!("{} is not on PATH", program.to_string_lossy())),
     })
+}
+
+/// The file of `program` the supervisor starts in the sandbox, found on the command's `PATH`
+/// when it names no directory, so that starting it is one exec (the exec check lets exactly the
+/// first one through).
+pub(super) fn sandboxed(program: &OsStr) -> Option<PathBuf> {
+    let as_path = Path::new(program);
+    if as_path.components().count() > 1 || program.as_bytes().contains(&b'/') {
+        return Some(as_path.to_path_buf());
+    }
+    let path = super::passed::program_path().unwrap_or_else(|| super::DEFAULT_PATH.into());
+    std::env::split_paths(&path).map(|dir| dir.join(program)).find(|candidate| runnable(candidate))
+}
+
+fn runnable(path: &Path) -> bool {
+    std::fs::metadata(path).is_ok_and(|meta| meta.is_file() && meta.permissions().mode() & 0o111 != 0)
 }
 
 /// Whether `dir` lies in a project (below a directory holding `.git`, the home directory
@@ -96,5 +111,13 @@ mod tests {
         assert_eq!(err.kind(), io::ErrorKind::NotFound);
         let given = workspace.join(".venv/bin/mcp-fs");
         assert_eq!(unconfined(given.as_os_str(), Some(&path), &[&workspace]).unwrap(), given.into_os_string());
+    }
+
+    #[test]
+    fn a_program_without_a_directory_is_found_on_the_path() {
+        assert_eq!(sandboxed(OsStr::new("./x")), Some(PathBuf::from("./x")));
+        let found = sandboxed(OsStr::new("sh")).unwrap();
+        assert!(found.is_absolute() && found.ends_with("sh"), "{found:?}");
+        assert_eq!(sandboxed(OsStr::new("no-such-program-anywhere")), None);
     }
 }

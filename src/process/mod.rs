@@ -13,7 +13,8 @@
 //! The policy holds the sandbox mode, the network, the namespace switch, the writable, own and
 //! hidden places, the [`ChildEnv`] and the [`Launcher`]: direct (nothing sandboxed, nothing dying
 //! with cairn) for unit tests and benches, the supervisor when `main` runs. Each start gets a
-//! [`Confinement`]: the session's roots and the programs its rules reject.
+//! [`Confinement`]: the session's roots and the programs its rules reject (for a job or a
+//! server, also its session's [`Rulebook`], followed as the rules change).
 //! [`ProcessPolicy::spawn_server`] starts an MCP server the same way with its stdin piped. Each
 //! start is counted as running ([`running`]) until the program and all it started are gone, and
 //! waits first for the editor's file calls in flight.
@@ -39,7 +40,8 @@
 //! - Descriptors owned (`from_raw_fd`) right after the call that made them, which nothing else
 //!   owns: `tree.rs` `watch_pipe`, `pass_on`, `adopt_fd` (an inherited one, checked open
 //!   first) and `wait_for_cairn` (a pidfd, then polled); `seccomp.rs` `pair` and `Listener::receive`; `namespace.rs` `owned` and `Blank::new`;
-//!   `watch.rs` `instance`; `gate/remote.rs` `open` and `open_in`.
+//!   `watch.rs` `instance`; `gate/remote.rs` `open` and `open_in`; `gate/follow.rs` `changed`
+//!   (after its `openat` on a directory descriptor it owns, with a name it owns).
 //! - System calls on integers, or on memory of the calling frame (a buffer whose length is
 //!   passed, a NUL-terminated string, a zeroed plain-data struct the kernel fills): `tree.rs`
 //!   `kill_group`, `kill_pid`, `become_subreaper`, `deny_inspection`, `reset_signal`, `raise`,
@@ -63,6 +65,7 @@ mod passed;
 mod peers;
 mod places;
 mod probe;
+mod rulebook;
 pub mod running;
 mod sandbox;
 mod seccomp;
@@ -82,6 +85,7 @@ use serde::Deserialize;
 use tokio::process::{Child, ChildStderr, ChildStdin, ChildStdout, Command};
 
 pub use namespace::Kind as NamespaceKind;
+pub use rulebook::Rulebook;
 pub use sandbox::{Support, support as landlock_support};
 pub use supervisor::Confinement;
 use supervisor::Watched;
@@ -366,8 +370,9 @@ impl ProcessPolicy {
     ) -> Vec<OsString> {
         self.warn_once();
         // Without user notification there is no exec check; the parser still refuses.
-        let rejected = if probe::probe().exec_check { confinement.rejected } else { &[] };
-        let confinement = Confinement { rejected, ..confinement };
+        let (rejected, rules) =
+            if probe::probe().exec_check { (confinement.rejected, confinement.rules) } else { (&[][..], None) };
+        let confinement = Confinement { rejected, rules, ..confinement };
         let needs_namespace = self.sandbox != SandboxMode::Off || !rejected.is_empty();
         let namespace = if needs_namespace { self.namespace_kind() } else { None };
         supervisor::arguments(self, confinement, namespace, watched, lasting, program, args)

@@ -39,6 +39,11 @@ pub fn share_in(data_dir: &Path) {
     let _ = SHARED.set(data_dir.to_owned());
 }
 
+/// The data directory shared with the other cairn processes, once the configuration said it.
+pub(super) fn data_dir() -> Option<&'static Path> {
+    SHARED.get().map(PathBuf::as_path)
+}
+
 /// This process's own lock file, made the first time it is asked for (off the runtime's
 /// threads: it may wait for another cairn's editor call); asked again, one that could not be
 /// made is tried again.
@@ -185,8 +190,8 @@ fn take(data: &Path) -> Result<Option<Vec<File>>, ()> {
     Ok(Some(held))
 }
 
-/// Whether the process a lock file is named after no longer exists.
-fn gone(path: &Path) -> bool {
+/// Whether the process a file is named after (`PID-…`) no longer exists.
+pub(super) fn gone(path: &Path) -> bool {
     let pid = path.file_stem().and_then(|stem| stem.to_str()).and_then(|stem| stem.split('-').next());
     pid.and_then(|pid| pid.parse::<u32>().ok())
         .is_some_and(|pid| matches!(std::fs::metadata(format!("/proc/{pid}")), Err(err) if err.kind() == std::io::ErrorKind::NotFound))

@@ -8,8 +8,9 @@
 //! the program with stdin `/dev/null`, entering the sandbox between fork and exec by raw system
 //! calls, so the supervisor stays outside it and the command cannot signal it. A sandboxed child
 //! also installs the seccomp filter that keeps its mounts as they are (`seccomp.rs`); when rules
-//! reject programs, that filter sends every exec of the tree to a thread of the supervisor,
-//! which judges it (`gate.rs`). Then a thread reads its stdin, a pipe cairn keeps open and never
+//! reject programs, or the process lives across turns and follows its session's rules file
+//! (`--rules`), that filter sends every exec of the tree to a thread of the supervisor, which
+//! judges it (`gate.rs`). Then a thread reads its stdin, a pipe cairn keeps open and never
 //! writes ([`Watched`]: for a server, whose stdin is the protocol's, a pipe of its own; in an
 //! editor's terminal, nothing, and the program dies with the supervisor): end of file means cairn
 //! closed it (timeout, cancel) or died, and the supervisor then kills every descendant and its
@@ -28,7 +29,7 @@ use std::sync::Arc;
 use super::gate::Gate;
 use super::namespace::{self, Kind};
 use super::places::{self, Home, Names, sweep};
-use super::{ProcessPolicy, SandboxMode, passed, sandbox, seccomp, tree, watch};
+use super::{ProcessPolicy, SandboxMode, lookup, passed, sandbox, seccomp, tree, watch};
 use crate::workspace::name_globs;
 
 /// The hidden first argument that makes cairn a supervisor.
@@ -64,6 +65,8 @@ struct Spec {
     sockets_before: Option<std::time::SystemTime>,
     /// Programs rules reject, each with its subcommand words.
     rejected: Vec<Vec<String>>,
+    /// The session's rules file, followed while a lasting process runs (`gate/follow.rs`).
+    rules: Option<PathBuf>,
     /// What is watched for cairn's end.
     watched: Watched,
     /// A server that lives all session beside the user's own work: nothing made beside it is
@@ -95,18 +98,20 @@ pub enum Watched {
     Pid { pid: u32, started: u64, namespace: u64 },
 }
 
-/// What a command is confined to besides the policy: its session's roots and rejected programs.
+/// What a command is confined to besides the policy: its session's roots and rejected programs,
+/// and for a process that lives across turns, the file that keeps them as they change.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Confinement<'a> {
     pub roots: &'a [PathBuf],
     pub rejected: &'a [Vec<String>],
+    pub rules: Option<&'a Path>,
 }
 
 /// The supervisor's arguments (after the executable) for `program args` under `policy`:
 /// `__supervise MODE network|no-network [--namespace KIND] [--watch-fd N|none | --watch-pid PID:START:NS]
 /// [--inotify-fd N]
 /// [--lasting yes] [--root P]… [--write P]… [--own P]… [--running-lock P] [--hide P]… [--hide-name GLOB]… [--show GLOB]…
-/// [--reject WORDS]… -- PROGRAM ARGS…`.
+/// [--reject WORDS]… [--rules P] -- PROGRAM ARGS…`.
 pub fn arguments(
     policy: &ProcessPolicy,
     confinement: Confinement<'_>,
@@ -177,6 +182,9 @@ pub fn arguments(
     for words in confinement.rejected {
         flag("--reject", words.join(" ").into());
     }
+    if let Some(path) = confinement.rules {
+        flag("--rules", path.into());
+    }
     out.push("--".into());
     out.push(program.into());
     out.extend(args.iter().map(OsString::from));
@@ -237,6 +245,7 @@ fn parse(mut args: impl Iterator<Item = OsString>) -> Result<Spec, String> {
                 spec.sockets_before = Some(std::time::UNIX_EPOCH + at);
             }
             "--reject" => spec.rejected.push(text()?.split_whitespace().map(str::to_owned).collect()),
+            "--rules" => spec.rules = Some(PathBuf::from(value)),
             other => return Err(format!("unknown option {other}")),
         }
     }
@@ -262,7 +271,7 @@ fn supervise(spec: &Spec) -> ExitCode {
     // Started by an editor's terminal, nothing tells of cairn's end, and the editor ends the
     // command with a signal: caught before any thread starts, so that the sweep still runs.
     let endings = matches!(spec.watched, Watched::Nothing | Watched::Pid { .. }).then(tree::Endings::block);
-    let Some(program) = find_program(&spec.program) else {
+    let Some(program) = lookup::sandboxed(&spec.program) else {
         return say(CANNOT_START, &format!("cannot start {}: not found", spec.program.to_string_lossy()));
     };
     // Made close-on-exec at once: the program never holds the watcher's events.
@@ -271,6 +280,10 @@ fn supervise(spec: &Spec) -> ExitCode {
         Err(err) => return say(BAD_ARGUMENTS, &format!("--inotify-fd: {err}")),
     };
     let mut gate = Gate::new(&spec.rejected, passed::program_path().as_deref());
+    // Opened before the namespace hides the data directory it lies in.
+    if let Some(Err(err)) = spec.rules.as_deref().map(|rules| gate.follow(rules)) {
+        super::tell(&format!("rules the user adds while it runs will not reach this process: {err}"));
+    }
     // What no mount can stop (a guarded place that does not exist yet, a repository the command
     // makes) is noted before and taken away after.
     let mut confined = None;
@@ -566,22 +579,6 @@ fn notify(listener: seccomp::Listener, mut gate: Gate) {
             super::tell(&format!("the exec check did not start: {err}"));
         }
     }
-}
-
-/// The program's file, found on `PATH` when it names no directory, so that starting it is one
-/// exec (the exec check lets exactly the first one through).
-fn find_program(program: &OsStr) -> Option<PathBuf> {
-    let as_path = Path::new(program);
-    if as_path.components().count() > 1 || program.as_encoded_bytes().contains(&b'/') {
-        return Some(as_path.to_path_buf());
-    }
-    let path = passed::program_path().unwrap_or_else(|| super::DEFAULT_PATH.into());
-    std::env::split_paths(&path).map(|dir| dir.join(program)).find(|candidate| is_executable(candidate))
-}
-
-fn is_executable(path: &Path) -> bool {
-    use std::os::unix::fs::PermissionsExt as _;
-    std::fs::metadata(path).is_ok_and(|meta| meta.is_file() && meta.permissions().mode() & 0o111 != 0)
 }
 
 /// One line on stderr, which cairn shows as the command's output.

@@ -17,7 +17,7 @@ fn the_arguments_carry_the_policy_and_only_workspace_write_has_writable_places()
     };
     let roots = [PathBuf::from("/work/project")];
     let rejected = [vec!["git".to_owned(), "push".to_owned()]];
-    let confinement = Confinement { roots: &roots, rejected: &rejected };
+    let confinement = Confinement { roots: &roots, rejected: &rejected, rules: Some(Path::new("/data/rules/1-2-3")) };
     let script = [OsStr::new("-c"), OsStr::new("ls -- x")];
     let watched = (Watched::Fd(7), Some(8));
     let args = arguments(&policy, confinement, Some(Kind::User), watched, true, OsStr::new("bash"), &script);
@@ -39,6 +39,7 @@ fn the_arguments_carry_the_policy_and_only_workspace_write_has_writable_places()
             service_dirs: vec![PathBuf::from("/tmp/tmux-1000")],
             sockets_before: Some(std::time::UNIX_EPOCH + std::time::Duration::from_millis(1_700_000_000_250)),
             rejected: vec![vec!["git".into(), "push".into()]],
+            rules: Some(PathBuf::from("/data/rules/1-2-3")),
             watched: Watched::Fd(7),
             lasting: true,
             inotify: Some(8),
@@ -47,7 +48,7 @@ fn the_arguments_carry_the_policy_and_only_workspace_write_has_writable_places()
         }
     );
     let read_only = ProcessPolicy { sandbox: SandboxMode::ReadOnly, ..ProcessPolicy::default() };
-    let confinement = Confinement { roots: &roots, rejected: &[] };
+    let confinement = Confinement { roots: &roots, rejected: &[], rules: None };
     let args = arguments(&read_only, confinement, None, (Watched::Stdin, None), false, OsStr::new("true"), &[]);
     let spec = parse(args.into_iter().skip(1)).unwrap();
     assert!(spec.writable.is_empty() && spec.network && spec.namespace.is_none() && spec.inotify.is_none());
@@ -66,12 +67,4 @@ fn the_arguments_carry_the_policy_and_only_workspace_write_has_writable_places()
     assert_eq!(parse(args.into_iter().skip(1)).unwrap().watched, Watched::Pid { pid: 42, started: 7, namespace: 9 });
     assert!(parse(["off".into(), "network".into(), "bash".into()].into_iter()).is_err());
     assert!(parse(["off".into(), "network".into(), "--bogus".into(), "x".into(), "--".into()].into_iter()).is_err());
-}
-
-#[test]
-fn a_program_without_a_directory_is_found_on_the_path() {
-    assert_eq!(find_program(OsStr::new("./x")), Some(PathBuf::from("./x")));
-    let found = find_program(OsStr::new("sh")).unwrap();
-    assert!(found.is_absolute() && found.ends_with("sh"), "{found:?}");
-    assert_eq!(find_program(OsStr::new("no-such-program-anywhere")), None);
 }

@@ -39,9 +39,10 @@ impl ProcessPolicy {
         match &self.launcher {
             Launcher::Direct => InTerminal::AsItIs,
             // With the sandbox off a command may replace any file, the supervisor's too: the
-            // exec check holds only locally, where cairn starts its own image.
+            // exec check holds only locally, where cairn starts its own image. A job following
+            // the session's rules may have some to check later.
             Launcher::Supervisor(_) if self.sandbox == SandboxMode::Off => {
-                if confinement.rejected.is_empty() {
+                if confinement.rejected.is_empty() && confinement.rules.is_none() {
                     InTerminal::AsItIs
                 } else {
                     InTerminal::Locally

@@ -145,6 +145,8 @@ pub struct Setup {
     pub jobs: crate::tools::Jobs,
     /// The session's language servers (a sub-agent shares its parent's).
     pub lsp: crate::tools::Lsp,
+    /// The session's rules file for its lasting processes (`Toolbox::rulebook`).
+    pub rulebook: Option<Arc<crate::process::Rulebook>>,
     pub limits: Limits,
     /// The level the user chose, sent only to models that reason.
     pub thought: Option<ThoughtLevel>,
@@ -181,6 +183,7 @@ impl Setup {
                 mode: self.mode.clone(),
                 switch: self.switch.clone(),
                 rules,
+                rulebook: self.rulebook.clone(),
                 remember: match self.config.remember {
                     Remember::Session => Scope::Session,
                     Remember::Project => Scope::Project,

@@ -99,6 +99,7 @@ fn context(dir: &Path, images: Images) -> ToolContext {
         progress: None,
         process: std::sync::Arc::default(),
         rejected: Vec::new(),
+        rulebook: None,
         caller: None,
         call_id: "call_test".into(),
         user_wait: super::super::host::UserWait::default(),

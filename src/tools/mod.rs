@@ -90,6 +90,9 @@ pub struct ToolContext {
     /// The programs the turn's rules reject (`permissions::rejected_programs`): a local
     /// command's supervisor refuses to start them.
     pub rejected: Vec<Vec<String>>,
+    /// The session's rules as they change, for what lives across turns (a background job, a
+    /// language server) to follow; `None` keeps the rules a process starts with.
+    pub rulebook: Option<Arc<crate::process::Rulebook>>,
     /// For a call that starts a sub-agent ([`Access::Delegate`]): what the sub-agent inherits.
     pub caller: Option<Caller>,
     /// The id of the call being run: the card the editor shows it on.

@@ -77,7 +77,7 @@ pub(super) async fn local(line: &str, ctx: &ToolContext, timeout: Duration) -> R
             OsStr::new("bash"),
             &script,
             ctx.workspace.cwd(),
-            Confinement { roots: ctx.workspace.roots(), rejected: &ctx.rejected },
+            Confinement { roots: ctx.workspace.roots(), rejected: &ctx.rejected, rules: None },
         )
         .await
         .map_err(|err| ToolError::Tell(format!("cannot start bash: {err}")))?;
@@ -234,10 +234,11 @@ impl Drop for TerminalGuard {
 
 /// The request for an editor terminal that runs the command `line` confined as a local command
 /// is, keeping `limit` bytes of its output; `None` when it cannot be confined there and must run
-/// locally.
-pub(super) fn terminal_request(line: &str, ctx: &ToolContext, limit: u64) -> Option<TerminalRequest> {
+/// locally. A job (`lasting`) follows the session's rules as they change.
+pub(super) fn terminal_request(line: &str, ctx: &ToolContext, limit: u64, lasting: bool) -> Option<TerminalRequest> {
     let script = [OsStr::new("-c"), OsStr::new(line)];
-    let confinement = Confinement { roots: ctx.workspace.roots(), rejected: &ctx.rejected };
+    let rules = ctx.rulebook.as_deref().filter(|_| lasting).map(crate::process::Rulebook::path);
+    let confinement = Confinement { roots: ctx.workspace.roots(), rejected: &ctx.rejected, rules };
     // Under cairn's supervisor, as a local command: the editor's terminal only shows it.
     let program: Vec<std::ffi::OsString> = match ctx.process.in_terminal(OsStr::new("bash"), &script, confinement) {
         InTerminal::Supervised { exe, args } => std::iter::once(exe.into_os_string()).chain(args).collect(),
@@ -259,7 +260,7 @@ pub(super) async fn delegated(
     timeout: Duration,
 ) -> Result<ToolOutcome, ToolError> {
     running::prepare().await;
-    let Some(request) = terminal_request(line, ctx, (KEEP_HEAD + KEEP_TAIL) as u64) else {
+    let Some(request) = terminal_request(line, ctx, (KEEP_HEAD + KEEP_TAIL) as u64, false) else {
         return local(line, ctx, timeout).await;
     };
     let running = running::admit(ctx.process.reach(ctx.workspace.roots())).await;

@@ -18,6 +18,7 @@ pub(super) fn context(dir: &std::path::Path) -> ToolContext {
         progress: None,
         process: Arc::default(),
         rejected: Vec::new(),
+        rulebook: None,
         caller: None,
         call_id: "call_test".into(),
         user_wait: super::host::UserWait::default(),

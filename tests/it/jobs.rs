@@ -391,3 +391,33 @@ async fn what_a_job_plants_among_the_guarded_places_is_taken_away_when_it_ends()
     assert!(!ws.join(".cargo/config.toml").exists(), "cargo's configuration the job made stayed");
     assert!(!ws.join(".vscode/tasks.json").exists(), "the editor's tasks the job made stayed");
 }
+
+/// A job lives across turns, and a program the user rejects while it runs is refused to it
+/// too: the job waits, the user answers "Always reject" to an `rm` of the model's, then the
+/// job's own `rm` is refused at exec and what it would have removed stays.
+#[tokio::test]
+async fn a_program_the_user_rejects_while_a_job_runs_is_refused_to_the_job() {
+    if !crate::support::kernel_keeps_it() {
+        return;
+    }
+    let env = TestEnv::new().await;
+    let ws = env.workspace();
+    std::fs::write(ws.join("victim"), "keep me").unwrap();
+    std::fs::write(ws.join("decoy"), "keep me too").unwrap();
+    let editor = Editor::default();
+    editor.answer(&["allow_once", "reject_always"]);
+    let mut agent = env.ready_with(editor).await;
+    let session = agent.new_session(&env.cwd()).await;
+    let job = "while [ ! -e go ]; do sleep 0.05; done; rm victim 2>&1; echo \"rm ended $?\"";
+    let (told, _) =
+        calls(&mut agent, &env, &session, &[background(job), ("bash", json!({"command": "rm decoy"}))]).await;
+    assert!(told[0].starts_with("Started job 1"), "{}", told[0]);
+    assert!(told[1].starts_with("The user denied this tool call."), "{}", told[1]);
+    std::fs::write(ws.join("go"), "").unwrap();
+    let (told, _) =
+        calls(&mut agent, &env, &session, &[("job_output", json!({"job": 1, "wait_secs": 20, "pattern": "rm ended"}))])
+            .await;
+    assert!(told[0].contains("refused to run `rm`"), "{}", told[0]);
+    assert!(ws.join("victim").exists(), "the job removed what the rule protects: {}", told[0]);
+    assert!(ws.join("decoy").exists());
+}

@@ -281,6 +281,7 @@ async fn drive(setup: Setup) -> Outcome {
             mode,
             switch: Some(mode_tx),
             rules: &mut rules,
+            rulebook: None,
             remember: crate::permissions::Scope::Session,
             process: Arc::default(),
             registry: Arc::new(setup.registry),

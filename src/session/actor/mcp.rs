@@ -40,6 +40,7 @@ impl Actor {
                 self.rules.push(rule);
             }
         }
+        self.publish_rules();
         let announced = async move {
             let _ = announced.await;
         }
@@ -58,7 +59,8 @@ impl Actor {
         let cwd = self.root.as_path();
         // The servers run where the session's commands do, refused what its rules reject.
         let roots = crate::tools::Workspace::new(cwd, &self.directories).roots().to_vec();
-        let sandbox = Sandbox::new(&config.process, roots, crate::permissions::rejected_programs(&self.rules));
+        let sandbox = Sandbox::new(&config.process, roots, crate::permissions::rejected_programs(&self.rules))
+            .following(self.rulebook.clone());
         let (servers, notices) = Servers::start_after(configs.clone(), &config.mcp, sandbox, announced.clone());
         self.mcp = Some(Mcp { configs, servers });
         self.announce(notes, announced.clone(), Some(notices));

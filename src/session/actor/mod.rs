@@ -227,6 +227,9 @@ struct Actor {
     closing: bool,
     /// The session's background jobs: they outlive turns, and are killed when it closes.
     jobs: crate::tools::Jobs,
+    /// The programs its rules reject, as its jobs and servers follow them while they run;
+    /// published whenever its rules change ([`Actor::publish_rules`]).
+    rulebook: Option<std::sync::Arc<crate::process::Rulebook>>,
     /// The session's language servers: started by the first edit of a file one covers, stopped
     /// when it closes.
     lsp: crate::tools::Lsp,
@@ -279,6 +282,7 @@ pub async fn run(init: Init, services: Services, mut rx: mpsc::UnboundedReceiver
     let context_used = context_used(&history);
     let mode_seen = mode.subscribe();
     let jobs = crate::tools::Jobs::start(services.config.jobs);
+    let rulebook = crate::process::Rulebook::open(&crate::permissions::rejected_programs(&rules));
     let lsp = crate::tools::Lsp::start(services.config.lsp.clone());
     let custom = crate::session::custom::Catalog::load(&custom::places(&services.config, &root));
     let mut actor = Actor {
@@ -303,6 +307,7 @@ pub async fn run(init: Init, services: Services, mut rx: mpsc::UnboundedReceiver
         unsaved: Vec::new(),
         closing: false,
         jobs,
+        rulebook,
         lsp,
         checkpoints: None,
         custom,

@@ -276,6 +276,14 @@ impl Actor {
         let session: Vec<_> = self.rules.iter().filter(|r| r.source == Scope::Session).cloned().collect();
         self.row.rules.clone_from(&session);
         self.services.store.submit(Write::SetSessionRules { id: self.row.id.clone(), rules: session }, None);
+        self.publish_rules();
+    }
+
+    /// Gives the session's running jobs and servers its rules as they are now.
+    pub(super) fn publish_rules(&self) {
+        if let Some(book) = &self.rulebook {
+            book.publish(&permissions::rejected_programs(&self.rules));
+        }
     }
 
     /// Copies the session into a new one (see `Write::ForkSession`), answering its id once the

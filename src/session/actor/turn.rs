@@ -67,6 +67,7 @@ impl Actor {
                 self.context_used = context_used(&history);
                 self.history = Some(history);
                 self.rules = rules;
+                self.publish_rules();
                 result.map_err(SessionError::from)
             }
             Err(err) => {
@@ -292,6 +293,7 @@ impl Actor {
         let (store, session, project) = (self.services.store.clone(), self.row.id.clone(), self.row.cwd.clone());
         let watch = (Arc::clone(&self.services.sink), Arc::clone(&self.services.children));
         let jobs = self.jobs.clone();
+        let rulebook = self.rulebook.clone();
         let lsp = self.lsp.clone();
         // Every model turn can be steered: the session's choice is made as each prompt arrives.
         let (steer, steering) = tokio::sync::mpsc::unbounded_channel();
@@ -331,6 +333,7 @@ impl Actor {
                 process: Arc::clone(&config.process),
                 jobs,
                 lsp,
+                rulebook,
                 config,
                 model: main,
                 summaries: Some(models.summaries),

@@ -164,6 +164,8 @@ impl Spawner {
             jobs: crate::tools::Jobs::start(config.jobs),
             // Its parent's servers: the same files, the same roots.
             lsp: ctx.lsp.clone(),
+            // Its parent's rules file: a rule it adds reaches the parent's jobs and servers too.
+            rulebook: ctx.rulebook.clone(),
             limits,
             thought: None,
             spent: 0.0,

@@ -44,7 +44,7 @@ pub enum Ran {
 pub async fn run(ctx: &ToolContext, checker: &Checker, root: &Path, target: &Path) -> Ran {
     let vars = [("CAIRN_EDITED_FILE".to_owned(), target.to_string_lossy().into_owned())];
     let args = [OsStr::new("-c"), OsStr::new(&checker.command)];
-    let confinement = Confinement { roots: ctx.workspace.roots(), rejected: &ctx.rejected };
+    let confinement = Confinement { roots: ctx.workspace.roots(), rejected: &ctx.rejected, rules: None };
     let mut child = match ctx.process.spawn_job(OsStr::new("bash"), &args, &vars, root, confinement).await {
         Ok(child) => child,
         Err(err) => return Ran::NotStarted(err.to_string()),

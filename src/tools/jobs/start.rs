@@ -23,7 +23,7 @@ pub async fn start(line: &str, ctx: &ToolContext) -> Result<ToolOutcome, ToolErr
     let slot = ctx.jobs.reserve(line).await?;
     let cap = ctx.jobs.settings().output_bytes;
     crate::process::running::prepare().await;
-    let request = ctx.host.terminals().and_then(|_| shell::terminal_request(line, ctx, cap as u64));
+    let request = ctx.host.terminals().and_then(|_| shell::terminal_request(line, ctx, cap as u64, true));
     let (handle, terminal, pid): (JobHandle, Option<String>, Option<u32>) = match (ctx.host.terminals(), request) {
         (Some(terminals), Some(request)) => {
             let running = crate::process::running::admit(ctx.process.reach(ctx.workspace.roots())).await;
@@ -38,7 +38,11 @@ pub async fn start(line: &str, ctx: &ToolContext) -> Result<ToolOutcome, ToolErr
         }
         (_, _) => {
             let script = [OsStr::new("-c"), OsStr::new(line)];
-            let confinement = Confinement { roots: ctx.workspace.roots(), rejected: &ctx.rejected };
+            let confinement = Confinement {
+                roots: ctx.workspace.roots(),
+                rejected: &ctx.rejected,
+                rules: ctx.rulebook.as_deref().map(crate::process::Rulebook::path),
+            };
             let local = ctx
                 .process
                 .spawn_job(OsStr::new("bash"), &script, &[], ctx.workspace.cwd(), confinement)

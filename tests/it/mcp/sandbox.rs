@@ -238,3 +238,41 @@ async fn a_servers_variables_reach_the_server_and_never_its_supervisor() {
     assert!(loaded.contains("program"), "the server's program did not get its LD_PRELOAD: {loaded:?}");
     assert!(!loaded.contains("supervisor"), "the unconfined supervisor loaded the client's library: {loaded:?}");
 }
+
+/// A server lives all session, and a program the user rejects meanwhile is refused to it too:
+/// the server's own child waits, the user answers "Always reject" to an `rm` of the model's,
+/// then the child's `rm` is refused at exec and what it would have removed stays.
+#[tokio::test]
+async fn a_program_the_user_rejects_while_a_server_runs_is_refused_to_the_server() {
+    if !kernel_keeps_it() {
+        return;
+    }
+    let env = TestEnv::new().await;
+    let ws = env.workspace();
+    std::fs::write(ws.join("victim"), "keep me").unwrap();
+    std::fs::write(ws.join("decoy"), "keep me too").unwrap();
+    let editor = crate::support::Editor::default();
+    editor.answer(&["reject_always"]);
+    let mut agent = env.ready_with(editor).await;
+    let waits = "( while [ ! -e go ]; do sleep 0.05; done; rm victim > rm.out 2>&1; echo \"ended $?\" >> rm.out ) &";
+    let session = session_with_ready(&mut agent, &env, json!([scripted("waiter", waits)]), "waiter").await;
+    set_mode(&mut agent, &session, "ask").await;
+    env.mock.push(Reply::tool_calls(&[("c2", "bash", json!({"command": "rm decoy"}))])).push(Reply::text(&["ok"]));
+    let before = env.mock.requests().len();
+    turn(&mut agent, &session, "remove it").await;
+    let told = tool_results(&env, before + 1).last().unwrap()["content"].as_str().unwrap().to_owned();
+    assert!(told.starts_with("The user denied this tool call."), "{told}");
+    std::fs::write(ws.join("go"), "").unwrap();
+    let started = Instant::now();
+    let out = loop {
+        let out = std::fs::read_to_string(ws.join("rm.out")).unwrap_or_default();
+        if out.contains("ended") || started.elapsed() > Duration::from_secs(20) {
+            break out;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    // The gate's line goes to the server's stderr, its log; the child sees the refusal.
+    assert!(out.contains("Operation not permitted") && out.contains("ended 126"), "{out}");
+    assert!(ws.join("victim").exists(), "the server removed what the rule protects: {out}");
+    assert!(ws.join("decoy").exists());
+}

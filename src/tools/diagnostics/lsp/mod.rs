@@ -75,6 +75,7 @@ struct Place {
     policy: Arc<crate::process::ProcessPolicy>,
     roots: Vec<PathBuf>,
     rejected: Vec<Vec<String>>,
+    rulebook: Option<Arc<crate::process::Rulebook>>,
 }
 
 impl Lsp {
@@ -120,6 +121,7 @@ impl Lsp {
             policy: Arc::clone(&ctx.process),
             roots: ctx.workspace.roots().to_vec(),
             rejected: ctx.rejected.clone(),
+            rulebook: ctx.rulebook.clone(),
         };
         let (reply, answer) = if wait {
             let (reply, answer) = oneshot::channel();
@@ -190,6 +192,7 @@ async fn own(mut requests: mpsc::UnboundedReceiver<Request>) {
                             policy: start.policy,
                             roots: start.roots,
                             rejected: start.rejected,
+                            rulebook: start.rulebook,
                         });
                         servers.entry(key).or_insert(asks)
                     }

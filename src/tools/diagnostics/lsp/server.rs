@@ -54,6 +54,8 @@ pub struct Start {
     pub policy: Arc<ProcessPolicy>,
     pub roots: Vec<PathBuf>,
     pub rejected: Vec<Vec<String>>,
+    /// The session's rules as they change, followed by the server's exec gate.
+    pub rulebook: Option<Arc<crate::process::Rulebook>>,
 }
 
 /// What the server's task is asked.
@@ -150,7 +152,11 @@ struct Server {
 impl Server {
     async fn start(start: &Start) -> Result<Self, String> {
         let args: Vec<&OsStr> = start.args.iter().map(OsStr::new).collect();
-        let confinement = Confinement { roots: &start.roots, rejected: &start.rejected };
+        let confinement = Confinement {
+            roots: &start.roots,
+            rejected: &start.rejected,
+            rules: start.rulebook.as_deref().map(crate::process::Rulebook::path),
+        };
         let mut local = start
             .policy
             .spawn_server(start.program.as_os_str(), &args, &[], &start.root, confinement)

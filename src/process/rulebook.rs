@@ -1,0 +1,135 @@
+//! A session's rejected programs as a file its lasting processes follow. A background job or
+//! an MCP or language server lives across turns; a program the user rejects while it runs ("Always
+//! reject" on a question, `exec --deny` of a later opener) must be refused to it as well, not only
+//! to what starts after. The supervisor of each such process gets the file's path (`--rules`) and
+//! its exec gate reads every new version at the next exec (`gate/follow.rs`).
+//!
+//! The file is `rules/PID-NANOS-N` in the data directory (hidden from sandboxed commands, and
+//! beyond their writable places), one rule a line, its words separated by spaces, the
+//! same words `--reject` passes. It is only ever replaced whole, by renaming a new file over it,
+//! so a reader sees one version or the next, never a mix; the session's [`Rulebook`] removes it
+//! when it drops, and a process's files left by a `kill -9` are removed by the next cairn that
+//! makes one. Without a data directory (unit tests, benches) there is no rulebook, and lasting
+//! processes keep the rules they started with.
+
+use std::io::Write as _;
+use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, Once, PoisonError};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// The rulebooks' directory in the data directory.
+const DIR: &str = "rules";
+
+/// One session's rules file.
+#[derive(Debug)]
+pub struct Rulebook {
+    path: PathBuf,
+    /// Held while a version is written and renamed into place: two publishers at once never
+    /// leave the older version last.
+    writing: Mutex<()>,
+}
+
+impl Rulebook {
+    /// A rulebook holding `rejected` (as `permissions::rejected_programs` gives them); `None`
+    /// without a data directory or when the file cannot be made (said on stderr: lasting
+    /// processes then keep the rules they started with).
+    pub fn open(rejected: &[Vec<String>]) -> Option<Arc<Self>> {
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        static SWEPT: Once = Once::new();
+        let dir = super::peers::data_dir()?.join(DIR);
+        if let Err(err) = std::fs::DirBuilder::new().recursive(true).mode(0o700).create(&dir) {
+            tracing::warn!(dir = %dir.display(), %err, "cannot make the rules directory: rules added later will not reach running jobs and servers");
+            return None;
+        }
+        SWEPT.call_once(|| sweep(&dir));
+        let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |since| since.as_nanos());
+        let name = format!("{}-{nanos}-{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed));
+        let book = Arc::new(Self { path: dir.join(name), writing: Mutex::new(()) });
+        book.write(rejected)
+            .map_err(|err| tracing::warn!(file = %book.path.display(), %err, "cannot write the session's rules: rules added later will not reach running jobs and servers"))
+            .ok()?;
+        Some(book)
+    }
+
+    /// The file's path, for a supervisor to follow.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Replaces the file's rules with `rejected`; a failure (a full disk) is said on stderr and
+    /// leaves the running processes the rules they had.
+    pub fn publish(&self, rejected: &[Vec<String>]) {
+        if let Err(err) = self.write(rejected) {
+            tracing::warn!(file = %self.path.display(), %err, "cannot write the session's rules: running jobs and servers keep the rules they had");
+        }
+    }
+
+    fn write(&self, rejected: &[Vec<String>]) -> std::io::Result<()> {
+        let _writing = self.writing.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut text = String::new();
+        for words in rejected.iter().filter(|words| !words.is_empty()) {
+            text.push_str(&words.join(" "));
+            text.push('\n');
+        }
+        let new = self.path.with_extension("new");
+        let mut file = std::fs::OpenOptions::new().create(true).truncate(true).write(true).mode(0o600).open(&new)?;
+        file.write_all(text.as_bytes())?;
+        drop(file);
+        std::fs::rename(&new, &self.path).inspect_err(|_| {
+            let _ = std::fs::remove_file(&new);
+        })
+    }
+}
+
+impl Drop for Rulebook {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// Removes the files of processes that are gone (killed before their rulebooks dropped).
+fn sweep(dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if super::peers::gone(&path) {
+            let _ = std::fs::remove_file(&path);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn words(line: &str) -> Vec<String> {
+        line.split(' ').map(str::to_owned).collect()
+    }
+
+    #[test]
+    fn a_rulebook_holds_the_rules_it_was_last_given_and_goes_when_it_drops() {
+        super::super::peers::share_in(&tempfile::tempdir().unwrap().keep());
+        let book = Rulebook::open(&[words("rm")]).expect("a data directory is shared");
+        assert_eq!(std::fs::read_to_string(book.path()).unwrap(), "rm\n");
+        book.publish(&[words("rm"), words("git push"), Vec::new()]);
+        assert_eq!(std::fs::read_to_string(book.path()).unwrap(), "rm\ngit push\n");
+        let other = Rulebook::open(&[]).unwrap();
+        assert_ne!(other.path(), book.path(), "each session has its own");
+        let path = book.path().to_owned();
+        drop(book);
+        assert!(!path.exists(), "a session's file goes with it");
+        assert!(other.path().exists());
+    }
+
+    #[test]
+    fn files_of_processes_that_are_gone_are_swept() {
+        let dir = tempfile::tempdir().unwrap();
+        let (dead, alive) = (dir.path().join("999999999-1-0"), dir.path().join(format!("{}-1-0", std::process::id())));
+        std::fs::write(&dead, "rm\n").unwrap();
+        std::fs::write(&alive, "rm\n").unwrap();
+        sweep(dir.path());
+        assert!(!dead.exists() && alive.exists());
+    }
+}
