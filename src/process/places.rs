@@ -84,6 +84,10 @@ pub struct Places {
     /// only while that still leads there: a link a command planted and took away again leaves
     /// no cover behind.
     pub linked: Vec<(PathBuf, PathBuf)>,
+    /// Of those, the ones whose link is the user's (older than cairn's start when it was first
+    /// met): their targets stay covered while they stand, wherever the link went since, so a
+    /// command cannot uncover a secret by renaming the link (`remembered.rs`).
+    pub lasting: Vec<(PathBuf, PathBuf)>,
     /// Whether places gave way to their directories ([`fit`]): what this walk found is then
     /// not remembered, so a flood a command made leaves no cover behind once it is gone.
     pub fitted: bool,
@@ -151,10 +155,11 @@ pub fn find_knowing(
     };
     places.hidden.extend(known.hidden.into_iter().filter(|path| !shown(path)));
     // Where links led before is remembered again, whether or not this walk got there.
-    places.hidden.extend(known.linked.iter().map(|(_, target)| target.clone()));
+    places.hidden.extend(known.linked.iter().chain(&known.lasting).map(|(_, target)| target.clone()));
     places.linked.extend(known.linked);
     places.linked.sort();
     places.linked.dedup();
+    places.lasting = known.lasting;
     if writable {
         places.read_only.extend(known.read_only);
     }

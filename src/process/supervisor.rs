@@ -61,7 +61,8 @@ struct Spec {
     visible: Vec<PathBuf>,
     /// Made private when missing, before the places are found (`ProcessPolicy::service_dirs`).
     service_dirs: Vec<PathBuf>,
-    /// The sockets older than this (seconds since the epoch) are the user's services, hidden.
+    /// cairn's start: the sockets older than this are the user's services, hidden, and the
+    /// links older than this the user's (`places/remembered.rs`).
     sockets_before: Option<std::time::SystemTime>,
     /// Programs rules reject, each with its subcommand words.
     rejected: Vec<Vec<String>>,
@@ -534,7 +535,7 @@ fn confine(
             places.check_count().map_err(Unconfined::TooMany)?;
             // A read-only walk looks for no read-only places: it would forget those found.
             if let Some(dir) = kept.as_ref().filter(|_| writable && !places.fitted)
-                && let Err(err) = places::remembered::keep(dir, &roots, &places)
+                && let Err(err) = places::remembered::keep(dir, &roots, &places, spec.sockets_before)
             {
                 tracing::debug!("cannot keep the places found: {err}");
             }

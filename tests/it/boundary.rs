@@ -138,6 +138,35 @@ async fn keys_credentials_other_sessions_and_env_files_cannot_be_read() {
     assert_eq!(std::fs::read_to_string(ws.join(".env")).unwrap(), "DB_PASSWORD=hunter2\n");
 }
 
+/// A secret the user links into the workspace from elsewhere (`.env -> /srv/app/shared.env`)
+/// stays covered once a command renames the link: the next command cannot read it by its own
+/// path. (One run of two commands, then another run: the cover is remembered across cairns.)
+#[tokio::test]
+async fn a_linked_secret_stays_covered_when_a_command_renames_the_link() {
+    if !kernel_keeps_it() {
+        return;
+    }
+    let env = TestEnv::new().await;
+    let ws = env.workspace();
+    let shared = env.dir.path().join("srv/app/shared.env");
+    std::fs::create_dir_all(shared.parent().unwrap()).unwrap();
+    std::fs::write(&shared, "DB_PASSWORD=hunter2\n").unwrap();
+    std::os::unix::fs::symlink(&shared, ws.join(".env")).unwrap();
+    let read = format!("cat {} 2>&1; echo read", shared.display());
+    let lines = ["cat .env 2>&1; mv .env renamed && echo moved".to_owned(), read.clone()];
+    let lines: Vec<&str> = lines.iter().map(String::as_str).collect();
+    let results = bash_calls(&env, &lines, &["--mode", "bypass"]).await;
+    assert!(results[0].contains("moved") && !results[0].contains("hunter2"), "{}", results[0]);
+    assert!(
+        results[1].contains("read") && !results[1].contains("hunter2"),
+        "read through its own path: {}",
+        results[1]
+    );
+    std::fs::remove_file(ws.join("renamed")).unwrap();
+    let results = bash_calls(&env, &[&read], &["--mode", "bypass"]).await;
+    assert!(results[0].contains("read") && !results[0].contains("hunter2"), "in a later run: {}", results[0]);
+}
+
 #[tokio::test]
 async fn a_rejected_program_is_refused_when_it_starts_however_it_is_reached() {
     if !kernel_keeps_it() {
