@@ -310,9 +310,13 @@ async fn put_prepared_parts(
 }
 
 /// The text a batch added to streaming parts, one piece per part, in one statement (a NUL in
-/// it stored as U+FFFD). A part
-/// gone meanwhile (its session deleted) takes its pieces with it, as it would have had they
-/// been stored: they never fail the batch.
+/// it stored as U+FFFD). A part gone already (its session deleted) gets none, and never fails
+/// the batch. The parts are not locked: a session is deleted only under its lease's row lock
+/// (`lease::held_below`), which the batch's fence holds shared, and never while another
+/// replica's lease runs; a lock on every part a batch streams to was a heap write and a WAL
+/// record per chunk. (Only a writer whose lease ran out while it was paused, streaming into a
+/// sub-agent's session, could race the deletion and leave pieces of a part that is gone:
+/// rows nothing reads.)
 pub async fn add_pieces(
     client: &impl GenericClient,
     prepared: &Prepared,
@@ -343,8 +347,7 @@ pub async fn add_pieces(
             "INSERT INTO part_pieces (session_id, message_id, idx, text)
              SELECT piece.session_id, piece.message_id, piece.idx, piece.text
              FROM unnest($1::text[], $2::text[], $3::int4[], $4::text[]) AS piece(session_id, message_id, idx, text)
-             JOIN parts ON parts.message_id = piece.message_id AND parts.idx = piece.idx
-             FOR KEY SHARE OF parts",
+             JOIN parts ON parts.message_id = piece.message_id AND parts.idx = piece.idx",
         )
         .await?;
     client.execute(&statement, &[&sessions, &messages, &indexes, &texts]).await?;
