@@ -125,16 +125,17 @@ pub struct Names {
     pub visible: GlobSet,
 }
 
-/// [`find_knowing`] with nothing found before.
+/// [`find_knowing`] with nothing found before, every link older than cairn.
 #[cfg(test)]
 pub fn find(roots: &[PathBuf], hide: &[PathBuf], names: &Names, writable: bool, home: &Home) -> Places {
-    find_knowing(roots, hide, names, writable, home, remembered::Known::default())
+    find_knowing(roots, hide, names, writable, home, remembered::Known::default(), None)
 }
 
 /// The places of a command whose workspace roots are `roots` and whose policy hides `hide`
 /// (absolute paths). `writable`: whether the roots are writable at all (anchors and read-only
 /// places only matter then). `known`: what walks of the same roots found before, added to what
-/// this one finds, so a walk cut short by its budget loses nothing found before.
+/// this one finds, so a walk cut short by its budget loses nothing found before. `started`:
+/// cairn's start, before which a link is the user's (`None`: every link is).
 pub fn find_knowing(
     roots: &[PathBuf],
     hide: &[PathBuf],
@@ -142,6 +143,7 @@ pub fn find_knowing(
     writable: bool,
     home: &Home,
     known: remembered::Known,
+    started: Option<std::time::SystemTime>,
 ) -> Places {
     let roots: Vec<PathBuf> = roots.iter().filter_map(|root| std::fs::canonicalize(root).ok()).collect();
     let mut walk = Walk { roots: &roots, names, writable, home, places: Places::default(), budget: MAX_ENTRIES };
@@ -163,7 +165,9 @@ pub fn find_knowing(
     if writable {
         places.read_only.extend(known.read_only);
     }
-    places.hidden.extend(hide.iter().filter(|path| !planted(path)).filter_map(|path| std::fs::canonicalize(path).ok()));
+    let policy: Vec<PathBuf> =
+        hide.iter().filter(|path| !planted(path)).filter_map(|path| std::fs::canonicalize(path).ok()).collect();
+    places.hidden.extend(policy.iter().cloned());
     // Covering a place that holds a root (a link `.vscode -> .`, a hidden `~/.ssh` that is the
     // workspace) would take the workspace itself away.
     let holds_root = |path: &PathBuf| roots.iter().any(|root| root.starts_with(path));
@@ -172,6 +176,9 @@ pub fn find_knowing(
     dedup(&mut places.read_only);
     dedup(&mut places.hidden);
     fit(&mut places, &roots, writable);
+    if let Some(started) = started.filter(|_| over(&places, &roots, writable)) {
+        shed_new_links(&mut places, &roots, &policy, started);
+    }
     // Nothing inside a hidden place is bound: it is not there to see.
     // By the path's ancestors, not by every hidden place: a command may have made thousands.
     let hidden: std::collections::HashSet<PathBuf> = places.hidden.iter().cloned().collect();
@@ -262,6 +269,43 @@ fn fit(places: &mut Places, roots: &[PathBuf], writable: bool) {
 
 /// The mounts `places` take: each bound place, and (when the roots are writable) each directory
 /// above one or above a root, which is bound too.
+/// Whether the places are beyond what one namespace takes.
+fn over(places: &Places, roots: &[PathBuf], writable: bool) -> bool {
+    places.hidden.len() + places.read_only.len() > MAX_GUARDED || mounts(places, roots, writable) > MAX_MOUNTS
+}
+
+/// Past the limits, the covers of secrets outside the roots that links made since cairn's
+/// start led to give way (unless the policy hides them too): a command that made such a link
+/// could read the file by its own path already, and [`fit`] cannot gather places outside the
+/// roots, so thousands of them, each in a directory of its own, would refuse every command
+/// until removed. The user's links (older) keep theirs. What is left is not remembered.
+fn shed_new_links(places: &mut Places, roots: &[PathBuf], policy: &[PathBuf], started: std::time::SystemTime) {
+    let outside = |path: &Path| !roots.iter().any(|root| path.starts_with(root));
+    let lasting: std::collections::HashSet<&PathBuf> = places.lasting.iter().map(|(_, target)| target).collect();
+    let mut shed: std::collections::HashSet<PathBuf> = std::collections::HashSet::new();
+    for (met, target) in &places.linked {
+        if outside(target)
+            && !lasting.contains(target)
+            && !policy.contains(target)
+            && !remembered::users_link(met, roots, started)
+        {
+            shed.insert(target.clone());
+        }
+    }
+    // A target another link of the user's leads to stays covered.
+    for (met, target) in &places.linked {
+        if remembered::users_link(met, roots, started) {
+            shed.remove(target);
+        }
+    }
+    if shed.is_empty() {
+        return;
+    }
+    places.hidden.retain(|path| !shed.contains(path));
+    places.linked.retain(|(_, target)| !shed.contains(target));
+    places.fitted = true;
+}
+
 fn mounts(places: &Places, roots: &[PathBuf], writable: bool) -> usize {
     let bound = places.hidden.len() + places.read_only.len();
     if !writable {

@@ -531,7 +531,7 @@ fn confine(
             let kept = spec.own.first().map(|data| data.join("places"));
             let roots: Vec<PathBuf> = spec.roots.iter().filter_map(|root| std::fs::canonicalize(root).ok()).collect();
             let known = kept.as_deref().map(|dir| places::remembered::load(dir, &roots)).unwrap_or_default();
-            let places = places::find_knowing(&roots, &hidden, &names, writable, &home, known);
+            let places = places::find_knowing(&roots, &hidden, &names, writable, &home, known, spec.sockets_before);
             places.check_count().map_err(Unconfined::TooMany)?;
             // A read-only walk looks for no read-only places: it would forget those found.
             if let Some(dir) = kept.as_ref().filter(|_| writable && !places.fitted)

@@ -105,3 +105,44 @@ fn a_ladder_of_directories_holding_ever_fewer_secrets_fits_in_a_few_rounds() {
     let covered = |path: &Path| path.ancestors().any(|dir| places.hidden.iter().any(|hidden| hidden == dir));
     assert!(covered(&root.join("ladder3/.env.0")) && covered(&root.join("d1099/b/.env.local")));
 }
+
+/// Thousands of links a command made to files outside the roots, each in a directory of its
+/// own, give way past the limits instead of refusing every later command: the command could
+/// read those files by their own paths. The same links of the user's (older than cairn) keep
+/// their covers, and the command is refused as before, naming what to do.
+#[test]
+fn links_a_command_made_to_thousands_of_outside_files_give_way_past_the_limits() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = fs::canonicalize(dir.path()).unwrap();
+    let root = base.join("work");
+    touch(&root.join("app/.env"));
+    let made = MAX_MOUNTS / 2 + 100;
+    for i in 0..made {
+        let target = base.join(format!("out/d{i}/secret.env"));
+        touch(&target);
+        std::os::unix::fs::symlink(&target, root.join(format!(".env.{i}"))).unwrap();
+    }
+    let kept = base.join("out/d0/secret.env");
+    let find = |started| {
+        let roots = std::slice::from_ref(&root);
+        find_knowing(
+            roots,
+            std::slice::from_ref(&kept),
+            &nothing_named(),
+            true,
+            &Home::default(),
+            remembered::Known::default(),
+            Some(started),
+        )
+    };
+    let after = find(std::time::SystemTime::UNIX_EPOCH);
+    assert!(after.check_count().is_ok(), "{:?}", after.check_count());
+    let covered = |path: &Path| path.ancestors().any(|dir| after.hidden.iter().any(|hidden| hidden == dir));
+    assert!(covered(&root.join("app/.env")), "the workspace's own secrets stay covered");
+    assert!(after.hidden.contains(&kept), "what the policy hides stays hidden");
+    assert!(!after.hidden.contains(&base.join("out/d1/secret.env")));
+    assert!(after.fitted, "what is left is not remembered");
+    let before = find(std::time::SystemTime::now() + std::time::Duration::from_secs(60));
+    assert!(before.hidden.contains(&base.join("out/d1/secret.env")), "the user's links keep their covers");
+    assert!(before.check_count().is_err());
+}

@@ -124,7 +124,7 @@ pub fn keep(dir: &Path, roots: &[PathBuf], places: &Places, started: Option<Syst
 
 /// Whether the link `met` is (or goes through, inside `roots`) is the user's: changed last
 /// before `started`. The nearest link on the way decides.
-fn users_link(met: &Path, roots: &[PathBuf], started: SystemTime) -> bool {
+pub(super) fn users_link(met: &Path, roots: &[PathBuf], started: SystemTime) -> bool {
     let inside = |path: &Path| roots.iter().any(|root| path.starts_with(root) && path != root);
     for path in met.ancestors().take_while(|path| inside(path)) {
         let Ok(meta) = std::fs::symlink_metadata(path) else { return false };
