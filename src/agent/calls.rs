@@ -218,8 +218,9 @@ pub async fn confirming(turn: &mut Turn<'_>, mut queue: CallQueue, question: Que
     turn.run.otel.decided(index, if allowed { Decided::UserAllow } else { Decided::UserDeny });
     if let Some(rule) = choices::remembered(chosen, allow, deny) {
         turn.tools.rules.push(rule.clone());
+        // Added, not replaced: a sub-agent shares its parent's file.
         if let Some(book) = &turn.tools.rulebook {
-            book.publish(&crate::permissions::rejected_programs(turn.tools.rules));
+            book.add(&crate::permissions::rejected_programs(std::slice::from_ref(&rule)));
         }
         turn.recorder.record(AgentEvent::RuleAdded(rule));
     }

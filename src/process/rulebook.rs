@@ -26,9 +26,10 @@ const DIR: &str = "rules";
 #[derive(Debug)]
 pub struct Rulebook {
     path: PathBuf,
-    /// Held while a version is written and renamed into place: two publishers at once never
-    /// leave the older version last.
-    writing: Mutex<()>,
+    /// What the file holds, locked while a version is written and renamed into place: two
+    /// writers at once never leave the older version last, and [`Rulebook::add`] adds to the
+    /// latest.
+    held: Mutex<Vec<Vec<String>>>,
 }
 
 impl Rulebook {
@@ -46,8 +47,8 @@ impl Rulebook {
         SWEPT.call_once(|| sweep(&dir));
         let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |since| since.as_nanos());
         let name = format!("{}-{nanos}-{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed));
-        let book = Arc::new(Self { path: dir.join(name), writing: Mutex::new(()) });
-        book.write(rejected)
+        let book = Arc::new(Self { path: dir.join(name), held: Mutex::new(Vec::new()) });
+        book.write(rejected.to_vec())
             .map_err(|err| tracing::warn!(file = %book.path.display(), %err, "cannot write the session's rules: rules added later will not reach running jobs and servers"))
             .ok()?;
         Some(book)
@@ -61,15 +62,37 @@ impl Rulebook {
     /// Replaces the file's rules with `rejected`; a failure (a full disk) is said on stderr and
     /// leaves the running processes the rules they had.
     pub fn publish(&self, rejected: &[Vec<String>]) {
-        if let Err(err) = self.write(rejected) {
+        self.said(self.write(rejected.to_vec()));
+    }
+
+    /// Adds `rejected` to what the file holds (a sub-agent's answer: its rules are a copy of
+    /// its parent's taken at its start, and the parent's later ones must stay).
+    pub fn add(&self, rejected: &[Vec<String>]) {
+        self.said(self.write_with(|held| {
+            for words in rejected {
+                if !held.contains(words) {
+                    held.push(words.clone());
+                }
+            }
+        }));
+    }
+
+    fn said(&self, written: std::io::Result<()>) {
+        if let Err(err) = written {
             tracing::warn!(file = %self.path.display(), %err, "cannot write the session's rules: running jobs and servers keep the rules they had");
         }
     }
 
-    fn write(&self, rejected: &[Vec<String>]) -> std::io::Result<()> {
-        let _writing = self.writing.lock().unwrap_or_else(PoisonError::into_inner);
+    fn write(&self, rejected: Vec<Vec<String>>) -> std::io::Result<()> {
+        self.write_with(|held| *held = rejected)
+    }
+
+    /// Changes what the file holds with `change`, then writes it.
+    fn write_with(&self, change: impl FnOnce(&mut Vec<Vec<String>>)) -> std::io::Result<()> {
+        let mut held = self.held.lock().unwrap_or_else(PoisonError::into_inner);
+        change(&mut held);
         let mut text = String::new();
-        for words in rejected.iter().filter(|words| !words.is_empty()) {
+        for words in held.iter().filter(|words| !words.is_empty()) {
             text.push_str(&words.join(" "));
             text.push('\n');
         }
@@ -115,6 +138,10 @@ mod tests {
         assert_eq!(std::fs::read_to_string(book.path()).unwrap(), "rm\n");
         book.publish(&[words("rm"), words("git push"), Vec::new()]);
         assert_eq!(std::fs::read_to_string(book.path()).unwrap(), "rm\ngit push\n");
+        book.add(&[words("curl"), words("rm")]);
+        assert_eq!(std::fs::read_to_string(book.path()).unwrap(), "rm\ngit push\ncurl\n", "added to, not replaced");
+        book.publish(&[words("rm")]);
+        assert_eq!(std::fs::read_to_string(book.path()).unwrap(), "rm\n", "a revoked rule goes for what starts after");
         let other = Rulebook::open(&[]).unwrap();
         assert_ne!(other.path(), book.path(), "each session has its own");
         let path = book.path().to_owned();
