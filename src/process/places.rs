@@ -267,8 +267,6 @@ fn fit(places: &mut Places, roots: &[PathBuf], writable: bool) {
     }
 }
 
-/// The mounts `places` take: each bound place, and (when the roots are writable) each directory
-/// above one or above a root, which is bound too.
 /// Whether the places are beyond what one namespace takes.
 fn over(places: &Places, roots: &[PathBuf], writable: bool) -> bool {
     places.hidden.len() + places.read_only.len() > MAX_GUARDED || mounts(places, roots, writable) > MAX_MOUNTS
@@ -306,6 +304,8 @@ fn shed_new_links(places: &mut Places, roots: &[PathBuf], policy: &[PathBuf], st
     places.fitted = true;
 }
 
+/// The mounts `places` take: each bound place, and (when the roots are writable) each directory
+/// above one or above a root, which is bound too.
 fn mounts(places: &Places, roots: &[PathBuf], writable: bool) -> usize {
     let bound = places.hidden.len() + places.read_only.len();
     if !writable {
