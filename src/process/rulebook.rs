@@ -62,6 +62,10 @@ impl Rulebook {
     /// Replaces the file's rules with `rejected`; a failure (a full disk) is said on stderr and
     /// leaves the running processes the rules they had.
     pub fn publish(&self, rejected: &[Vec<String>]) {
+        // Every turn's end publishes: an unchanged set is not written again.
+        if *self.held.lock().unwrap_or_else(PoisonError::into_inner) == rejected {
+            return;
+        }
         self.said(self.write(rejected.to_vec()));
     }
 
