@@ -369,11 +369,14 @@ async fn a_client_that_lost_its_connection_resumes_after_the_last_number_it_saw(
     assert!(numbers.windows(2).all(|pair| pair[1] == pair[0] + 1), "numbered in order: {numbers:?}");
     let last = *numbers.last().expect("served updates carry _meta.cairn.seq");
     first.drop_connection();
+    // The turn goes on meanwhile: a few chunks are missed.
+    tokio::time::sleep(Duration::from_millis(50)).await;
 
     let mut next = server.client().await;
-    let resumed = next.call("_cairn/stream/resume", json!({"sessionId": session, "afterSeq": last})).await;
-    assert!(resumed["lastSeq"].as_u64().unwrap() >= last, "{resumed}");
-    let mut after = Vec::new();
+    // What was missed comes before the answer, in wire order; what is live after it.
+    let id = next.request("_cairn/stream/resume", json!({"sessionId": session, "afterSeq": last})).await;
+    let (resumed, mut after) = next.response(id).await;
+    assert!(resumed["result"]["lastSeq"].as_u64().unwrap() >= last, "{resumed}");
     while text_of(&updates(&seen, &session), "agent_message_chunk").len()
         + text_of(&updates(&after, &session), "agent_message_chunk").len()
         < whole.len()
