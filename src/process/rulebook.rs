@@ -26,10 +26,32 @@ const DIR: &str = "rules";
 #[derive(Debug)]
 pub struct Rulebook {
     path: PathBuf,
-    /// What the file holds, locked while a version is written and renamed into place: two
-    /// writers at once never leave the older version last, and [`Rulebook::add`] adds to the
-    /// latest.
-    held: Mutex<Vec<Vec<String>>>,
+    /// What the file is to hold and holds, locked while a version is written and renamed into
+    /// place: two writers at once never leave the older version last.
+    held: Mutex<Held>,
+}
+
+/// The rules a file is made of: the session's as last published, and those answered in turns
+/// since (its sub-agents' among them, which the session's own rules never hold).
+#[derive(Debug, Default)]
+struct Held {
+    published: Vec<Vec<String>>,
+    added: Vec<Vec<String>>,
+    /// What the file holds: `None` until a version is written, or after one failed.
+    written: Option<Vec<Vec<String>>>,
+}
+
+impl Held {
+    /// The rules the file is to hold, each once, empty ones left out.
+    fn wanted(&self) -> Vec<Vec<String>> {
+        let mut wanted: Vec<Vec<String>> = Vec::new();
+        for words in self.published.iter().chain(&self.added) {
+            if !words.is_empty() && !wanted.contains(words) {
+                wanted.push(words.clone());
+            }
+        }
+        wanted
+    }
 }
 
 impl Rulebook {
@@ -47,8 +69,8 @@ impl Rulebook {
         SWEPT.call_once(|| sweep(&dir));
         let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |since| since.as_nanos());
         let name = format!("{}-{nanos}-{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed));
-        let book = Arc::new(Self { path: dir.join(name), held: Mutex::new(Vec::new()) });
-        book.write(rejected.to_vec())
+        let book = Arc::new(Self { path: dir.join(name), held: Mutex::new(Held::default()) });
+        book.change(|held| held.published = rejected.to_vec())
             .map_err(|err| tracing::warn!(file = %book.path.display(), %err, "cannot write the session's rules: rules added later will not reach running jobs and servers"))
             .ok()?;
         Some(book)
@@ -59,26 +81,29 @@ impl Rulebook {
         &self.path
     }
 
-    /// Replaces the file's rules with `rejected`; a failure (a full disk) is said on stderr and
-    /// leaves the running processes the rules they had.
+    /// The session's rules are `rejected` now. The rules added since stay (a sub-agent's
+    /// answer is not among its parent's rules), unless [`Rulebook::revoke`]d.
     pub fn publish(&self, rejected: &[Vec<String>]) {
-        // Every turn's end publishes: an unchanged set is not written again.
-        if *self.held.lock().unwrap_or_else(PoisonError::into_inner) == rejected {
-            return;
-        }
-        self.said(self.write(rejected.to_vec()));
+        self.said(self.change(|held| held.published = rejected.to_vec()));
     }
 
-    /// Adds `rejected` to what the file holds (a sub-agent's answer: its rules are a copy of
-    /// its parent's taken at its start, and the parent's later ones must stay).
+    /// Adds `rejected`, answered in a turn: a sub-agent's rules are a copy of its parent's
+    /// taken at its start, so the file is added to, never rewritten from them.
     pub fn add(&self, rejected: &[Vec<String>]) {
-        self.said(self.write_with(|held| {
+        self.said(self.change(|held| {
             for words in rejected {
-                if !held.contains(words) {
-                    held.push(words.clone());
+                if !held.added.contains(words) {
+                    held.added.push(words.clone());
                 }
             }
         }));
+    }
+
+    /// The user revoked `rejected`: the file no longer holds them for having been added in a
+    /// turn. The session's rules without them are published after (till then the file holds
+    /// more, never less, than both).
+    pub fn revoke(&self, rejected: &[Vec<String>]) {
+        self.said(self.change(|held| held.added.retain(|words| !rejected.contains(words))));
     }
 
     fn said(&self, written: std::io::Result<()>) {
@@ -87,26 +112,29 @@ impl Rulebook {
         }
     }
 
-    fn write(&self, rejected: Vec<Vec<String>>) -> std::io::Result<()> {
-        self.write_with(|held| *held = rejected)
-    }
-
-    /// Changes what the file holds with `change`, then writes it.
-    fn write_with(&self, change: impl FnOnce(&mut Vec<Vec<String>>)) -> std::io::Result<()> {
+    /// Changes what the file is to hold with `change`, then writes it unless the file holds
+    /// it already (every turn's end publishes, and each new version makes every following gate
+    /// read the file again). A failed write (a full disk) is tried again at the next change.
+    fn change(&self, change: impl FnOnce(&mut Held)) -> std::io::Result<()> {
         let mut held = self.held.lock().unwrap_or_else(PoisonError::into_inner);
         change(&mut held);
+        let wanted = held.wanted();
+        if held.written.as_ref() == Some(&wanted) {
+            return Ok(());
+        }
+        held.written = None;
         let mut text = String::new();
-        for words in held.iter().filter(|words| !words.is_empty()) {
+        for words in &wanted {
             text.push_str(&words.join(" "));
             text.push('\n');
         }
         let new = self.path.with_extension("new");
         let mut file = std::fs::OpenOptions::new().create(true).truncate(true).write(true).mode(0o600).open(&new)?;
-        file.write_all(text.as_bytes())?;
-        drop(file);
-        std::fs::rename(&new, &self.path).inspect_err(|_| {
+        file.write_all(text.as_bytes()).and_then(|()| std::fs::rename(&new, &self.path)).inspect_err(|_| {
             let _ = std::fs::remove_file(&new);
-        })
+        })?;
+        held.written = Some(wanted);
+        Ok(())
     }
 }
 
@@ -136,7 +164,7 @@ mod tests {
     }
 
     #[test]
-    fn a_rulebook_holds_the_rules_it_was_last_given_and_goes_when_it_drops() {
+    fn a_rulebook_holds_the_rules_it_was_last_given_and_those_added_and_goes_when_it_drops() {
         super::super::peers::share_in(&tempfile::tempdir().unwrap().keep());
         let book = Rulebook::open(&[words("rm")]).expect("a data directory is shared");
         assert_eq!(std::fs::read_to_string(book.path()).unwrap(), "rm\n");
@@ -145,13 +173,39 @@ mod tests {
         book.add(&[words("curl"), words("rm")]);
         assert_eq!(std::fs::read_to_string(book.path()).unwrap(), "rm\ngit push\ncurl\n", "added to, not replaced");
         book.publish(&[words("rm")]);
-        assert_eq!(std::fs::read_to_string(book.path()).unwrap(), "rm\n", "a revoked rule goes for what starts after");
+        assert_eq!(
+            std::fs::read_to_string(book.path()).unwrap(),
+            "rm\ncurl\n",
+            "a rule published no more goes; one added in a turn (a sub-agent's, which its parent's rules lack) stays"
+        );
+        book.revoke(&[words("curl"), words("rm")]);
+        book.publish(&[words("rm")]);
+        assert_eq!(
+            std::fs::read_to_string(book.path()).unwrap(),
+            "rm\n",
+            "a revoked rule goes; one the session still has stays"
+        );
         let other = Rulebook::open(&[]).unwrap();
         assert_ne!(other.path(), book.path(), "each session has its own");
         let path = book.path().to_owned();
         drop(book);
         assert!(!path.exists(), "a session's file goes with it");
         assert!(other.path().exists());
+    }
+
+    #[test]
+    fn a_version_that_could_not_be_written_is_written_at_the_next_change() {
+        super::super::peers::share_in(&tempfile::tempdir().unwrap().keep());
+        let book = Rulebook::open(&[]).expect("a data directory is shared");
+        // Where the new version is written first, something that cannot be opened as a file
+        // (as a full disk refuses it).
+        let blocked = book.path().with_extension("new");
+        std::fs::create_dir(&blocked).unwrap();
+        book.add(&[words("rm")]);
+        assert_eq!(std::fs::read_to_string(book.path()).unwrap(), "", "not written");
+        std::fs::remove_dir(&blocked).unwrap();
+        book.publish(&[]);
+        assert_eq!(std::fs::read_to_string(book.path()).unwrap(), "rm\n", "the same rules, written now");
     }
 
     #[test]

@@ -421,3 +421,40 @@ async fn a_program_the_user_rejects_while_a_job_runs_is_refused_to_the_job() {
     assert!(ws.join("victim").exists(), "the job removed what the rule protects: {}", told[0]);
     assert!(ws.join("decoy").exists());
 }
+
+/// A sub-agent's "Always reject" reaches the job its parent started, and stays there when the
+/// parent's turn ends: the parent's own rules never held it, and the rules file is added to,
+/// never rewritten from them.
+#[tokio::test]
+async fn a_program_rejected_in_a_sub_agent_is_refused_to_the_parents_job_after_the_turn() {
+    if !crate::support::kernel_keeps_it() {
+        return;
+    }
+    let env = TestEnv::new().await;
+    let ws = env.workspace();
+    std::fs::write(ws.join("victim"), "keep me").unwrap();
+    std::fs::write(ws.join("decoy"), "keep me too").unwrap();
+    let job = "while [ ! -e go ]; do sleep 0.05; done; rm victim 2>&1; echo \"rm ended $?\"";
+    let task = json!({"description": "tidy", "prompt": "CHILD-RM: tidy up"});
+    env.mock
+        .push(Reply::tool_calls(&[("j1", "bash", background(job).1)]))
+        .push(Reply::tool_calls(&[("t1", "task", task)]))
+        .push(Reply::text(&["ok"]));
+    env.mock.route("CHILD-RM", Reply::tool_calls(&[("k1", "bash", json!({"command": "rm decoy"}))]));
+    env.mock.route("CHILD-RM", Reply::text(&["refused"]));
+    let editor = Editor::default();
+    editor.answer(&["allow_once", "reject_always"]);
+    let mut agent = env.ready_with(editor).await;
+    let session = agent.new_session(&env.cwd()).await;
+    let (response, _) = turn(&mut agent, &session, "go").await;
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    assert_eq!(agent.editor.requests("session/request_permission").len(), 2, "the job and the child's rm asked");
+    assert!(ws.join("decoy").exists());
+
+    std::fs::write(ws.join("go"), "").unwrap();
+    let (told, _) =
+        calls(&mut agent, &env, &session, &[("job_output", json!({"job": 1, "wait_secs": 20, "pattern": "rm ended"}))])
+            .await;
+    assert!(told[0].contains("refused to run `rm`"), "{}", told[0]);
+    assert!(ws.join("victim").exists(), "the job removed what the child's rule protects: {}", told[0]);
+}

@@ -227,8 +227,14 @@ impl Actor {
             }
             RuleChange::Project(n) => return self.keep_for_project(n),
         };
+        // Gone from the rules file too, where an answer in a turn added it.
+        if let Some(book) = &self.rulebook {
+            book.revoke(&permissions::rejected_programs(&gone));
+        }
         if gone.iter().any(|r| r.source == Scope::Session) {
             self.store_session_rules();
+        } else {
+            self.publish_rules();
         }
         for rule in gone.iter().filter(|r| r.source == Scope::Project) {
             let write = Write::RemoveProjectRule { project: self.row.cwd.clone(), rule: rule.clone() };
