@@ -410,9 +410,13 @@ fn names(dir: &OwnedFd) -> io::Result<Vec<OsString>> {
     }
 }
 
-#[allow(unsafe_code)]
 fn lstatat(dir: BorrowedFd<'_>, name: &OsStr) -> io::Result<libc::mode_t> {
-    let name = c_path(name)?;
+    Ok(lstat_in(dir, &c_path(name)?)?.st_mode)
+}
+
+/// What `name` in `dir` is, itself and not what a link there leads to.
+#[allow(unsafe_code)]
+pub(crate) fn lstat_in(dir: BorrowedFd<'_>, name: &std::ffi::CStr) -> io::Result<libc::stat> {
     let mut stat = std::mem::MaybeUninit::<libc::stat>::uninit();
     // SAFETY: `name` is a NUL-terminated string that outlives the call; `dir` is an open
     // descriptor; `stat` is written by the call before it is read, and only on success.
@@ -421,7 +425,7 @@ fn lstatat(dir: BorrowedFd<'_>, name: &OsStr) -> io::Result<libc::mode_t> {
         return Err(io::Error::last_os_error());
     }
     // SAFETY: the call succeeded, so it filled `stat`.
-    Ok(unsafe { stat.assume_init() }.st_mode)
+    Ok(unsafe { stat.assume_init() })
 }
 
 #[allow(unsafe_code)]

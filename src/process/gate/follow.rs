@@ -6,10 +6,12 @@
 //! gate reads the new version at the next exec.
 //!
 //! The directory is opened before the namespace hides cairn's data directory, and lookups from
-//! that descriptor still reach it. The version read is kept open: a version replaced by a rename
-//! has no name left (`st_nlink` 0), so one `fstat` per exec tells whether there is anything to
-//! read, and the inode it holds cannot be reused for a later version while it is held (a stamp
-//! of inode and times could be: the kernel's clock for them ticks every few milliseconds).
+//! that descriptor still reach it. The version read is kept open, so its inode cannot be reused
+//! for a later version while it is held, and one `fstatat` of the name per exec tells whether
+//! the name still leads to it (a stamp of inode and times could not: the kernel's clock for
+//! them ticks every few milliseconds). The name is what is asked, not the version held: a
+//! version a process renamed away (with the sandbox off, the data directory is in its reach)
+//! still has a name, and the versions cairn writes after it would never be read.
 //! A file that is gone (the session closed) or cannot be read leaves the rules as they were:
 //! rules are only ever added here, never dropped.
 
@@ -28,8 +30,8 @@ const MAX_BYTES: u64 = 1 << 20;
 pub struct Follow {
     dir: OwnedFd,
     name: CString,
-    /// The version read last, while it still has its name.
-    held: Option<File>,
+    /// The version read last, and its device and inode.
+    held: Option<(File, (u64, u64))>,
 }
 
 impl Follow {
@@ -48,10 +50,13 @@ impl Follow {
     /// The rules of the file's current version, each as its words, when it is another than
     /// the one read last; `None` while it is the same, gone or unreadable.
     pub fn changed(&mut self) -> Option<Vec<Vec<String>>> {
-        if self.held.as_ref().is_some_and(|held| held.metadata().is_ok_and(|meta| meta.nlink() > 0)) {
-            return None;
+        if let Some((_, identity)) = &self.held {
+            match self.named() {
+                Some(named) if named == *identity => return None,
+                Some(_) => {}
+                None => return None,
+            }
         }
-        self.held = None;
         // SAFETY: openat on a directory descriptor we own with a NUL-terminated name we own.
         #[allow(unsafe_code)]
         let fd = unsafe {
@@ -67,13 +72,20 @@ impl Follow {
         // SAFETY: openat just returned this descriptor, which nothing else owns.
         #[allow(unsafe_code)]
         let file = unsafe { File::from_raw_fd(fd) };
-        if !file.metadata().is_ok_and(|meta| meta.is_file()) {
-            return None;
-        }
+        let meta = file.metadata().ok().filter(std::fs::Metadata::is_file)?;
         let mut text = String::new();
         (&file).take(MAX_BYTES).read_to_string(&mut text).ok()?;
-        self.held = Some(file);
+        self.held = Some((file, (meta.dev(), meta.ino())));
         Some(parse(&text))
+    }
+
+    /// The device and inode the name leads to now, without following a link; `None` when
+    /// nothing has the name.
+    fn named(&self) -> Option<(u64, u64)> {
+        use std::os::fd::AsFd as _;
+        let stat = crate::beneath::lstat_in(self.dir.as_fd(), &self.name).ok()?;
+        #[allow(clippy::useless_conversion)]
+        Some((u64::from(stat.st_dev), u64::from(stat.st_ino)))
     }
 }
 
@@ -111,6 +123,24 @@ mod tests {
         assert_eq!(follow.changed(), None, "gone: the rules stay as they were");
         replace(&path, "curl\n");
         assert_eq!(follow.changed(), Some(vec![vec!["curl".to_owned()]]));
+    }
+
+    #[test]
+    fn a_version_renamed_away_does_not_hide_the_next() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("rules");
+        let mut follow = Follow::open(&path).unwrap();
+        replace(&path, "rm\n");
+        assert!(follow.changed().is_some());
+        // A process with the data directory in reach moves the version it was given aside.
+        std::fs::rename(&path, dir.path().join("aside")).unwrap();
+        assert_eq!(follow.changed(), None, "nothing has the name: the rules stay");
+        replace(&path, "rm\ncurl\n");
+        assert_eq!(follow.changed(), Some(vec![vec!["rm".to_owned()], vec!["curl".to_owned()]]));
+        // Or a link in the name's place, to the version it holds: not the version.
+        std::os::unix::fs::symlink(dir.path().join("aside"), dir.path().join("link")).unwrap();
+        std::fs::rename(dir.path().join("link"), &path).unwrap();
+        assert_eq!(follow.changed(), None, "a link is not read");
     }
 
     #[test]
