@@ -89,7 +89,8 @@ pub struct Places {
     /// command cannot uncover a secret by renaming the link (`remembered.rs`).
     pub lasting: Vec<(PathBuf, PathBuf)>,
     /// Whether places gave way to their directories ([`fit`]): what this walk found is then
-    /// not remembered, so a flood a command made leaves no cover behind once it is gone.
+    /// not remembered, so a flood a command made leaves no cover behind once it is gone; only
+    /// the user's links it met are.
     pub fitted: bool,
 }
 

@@ -533,9 +533,11 @@ fn confine(
             let known = kept.as_deref().map(|dir| places::remembered::load(dir, &roots)).unwrap_or_default();
             let places = places::find_knowing(&roots, &hidden, &names, writable, &home, known, spec.sockets_before);
             places.check_count().map_err(Unconfined::TooMany)?;
-            // A read-only walk looks for no read-only places: it would forget those found.
-            if let Some(dir) = kept.as_ref().filter(|_| writable && !places.fitted)
-                && let Err(err) = places::remembered::keep(dir, &roots, &places, spec.sockets_before)
+            // A read-only walk looks for no read-only places: it adds the user's links only,
+            // as one whose places gave way to their directories does.
+            let whole = writable && !places.fitted;
+            if let Some(dir) = &kept
+                && let Err(err) = places::remembered::remember(dir, &roots, &places, spec.sockets_before, whole)
             {
                 tracing::debug!("cannot keep the places found: {err}");
             }

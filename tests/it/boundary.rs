@@ -167,6 +167,37 @@ async fn a_linked_secret_stays_covered_when_a_command_renames_the_link() {
     assert!(results[0].contains("read") && !results[0].contains("hunter2"), "in a later run: {}", results[0]);
 }
 
+/// So too in a workspace holding more guarded places than a namespace takes, whose places give
+/// way to their directories and whose walk is not remembered: the user's link still is, and
+/// removing it does not uncover the secret for the next command.
+#[tokio::test]
+async fn a_linked_secret_stays_covered_when_its_link_goes_in_a_crowded_workspace() {
+    if !kernel_keeps_it() {
+        return;
+    }
+    let env = TestEnv::new().await;
+    let ws = env.workspace();
+    for n in 0..2_100 {
+        let dir = ws.join(format!("services/s{n}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join(".env"), "TOKEN=1\n").unwrap();
+    }
+    let shared = env.dir.path().join("srv/app/shared.env");
+    std::fs::create_dir_all(shared.parent().unwrap()).unwrap();
+    std::fs::write(&shared, "DB_PASSWORD=hunter2\n").unwrap();
+    std::os::unix::fs::symlink(&shared, ws.join(".env")).unwrap();
+    let read = format!("cat {} 2>&1; echo read", shared.display());
+    let lines = ["cat .env 2>&1; rm .env && echo removed".to_owned(), read];
+    let lines: Vec<&str> = lines.iter().map(String::as_str).collect();
+    let results = bash_calls(&env, &lines, &["--mode", "bypass"]).await;
+    assert!(results[0].contains("removed") && !results[0].contains("hunter2"), "{}", results[0]);
+    assert!(
+        results[1].contains("read") && !results[1].contains("hunter2"),
+        "read through its own path: {}",
+        results[1]
+    );
+}
+
 #[tokio::test]
 async fn a_rejected_program_is_refused_when_it_starts_however_it_is_reached() {
     if !kernel_keeps_it() {

@@ -10,7 +10,8 @@
 //! command can fake: a link's change time cannot be set back, and renaming it moves it — keeps
 //! its secret covered for as long as the secret stands, wherever the link goes: otherwise a
 //! command renaming `.env -> /srv/app/shared.env` would let the next one read the file by its
-//! own path.
+//! own path. A walk that found less than there is (read-only, or crowded past what a namespace
+//! takes) keeps nothing else, but still keeps the user's links it met.
 
 use std::io::Write as _;
 use std::os::unix::fs::MetadataExt as _;
@@ -78,19 +79,64 @@ pub fn load(dir: &Path, roots: &[PathBuf]) -> Known {
 }
 
 /// Keeps what `places` holds inside `roots` for the next walk (written aside, then renamed);
-/// `started`: cairn's start, before which a link is the user's.
-pub fn keep(dir: &Path, roots: &[PathBuf], places: &Places, started: Option<SystemTime>) -> std::io::Result<()> {
+/// `started`: cairn's start, before which a link is the user's. A walk that found less than
+/// there is (`whole` false: a read-only walk looks for no read-only places, and one whose places
+/// gave way to their directories must not leave a flood's covers behind) only adds the user's
+/// links it met: a secret one leads to stays covered however the walk went.
+pub fn remember(
+    dir: &Path,
+    roots: &[PathBuf],
+    places: &Places,
+    started: Option<SystemTime>,
+    whole: bool,
+) -> std::io::Result<()> {
+    let at = file(dir, roots);
+    let before = std::fs::read_to_string(&at).unwrap_or_default();
+    let text = if whole {
+        let mut kept = found(roots, places);
+        kept.extend(links(roots, places, started));
+        kept.into_iter().take(MOST).collect::<String>()
+    } else {
+        let mut text = before.clone();
+        let lines = before.lines().count();
+        let users = links(roots, places, started).into_iter().filter(|line| line.starts_with('L'));
+        for line in
+            users.filter(|line| !before.lines().any(|kept| kept == line.trim_end())).take(MOST.saturating_sub(lines))
+        {
+            text.push_str(&line);
+        }
+        text
+    };
+    if before == text {
+        return Ok(());
+    }
+    std::fs::create_dir_all(dir)?;
+    let partial = dir.join(format!(".partial-{}", std::process::id()));
+    let mut out = std::fs::File::create(&partial)?;
+    out.write_all(text.as_bytes())?;
+    std::fs::rename(&partial, at)
+}
+
+/// Whether `path` can be a line's field.
+fn storable(path: &&PathBuf) -> bool {
+    path.to_str().is_some_and(|text| !text.contains(['\n', '\t']))
+}
+
+/// The lines of the places `places` holds inside `roots`, links' targets left to [`links`].
+fn found(roots: &[PathBuf], places: &Places) -> Vec<String> {
     let inside = |path: &&PathBuf| roots.iter().any(|root| path.starts_with(root) && *path != root);
-    let storable = |path: &&PathBuf| path.to_str().is_some_and(|text| !text.contains(['\n', '\t']));
-    let mut text = String::new();
     // A target a link led to is kept with the link, not alone.
     let by_link: std::collections::HashSet<&PathBuf> = places.linked.iter().map(|(_, target)| target).collect();
     let hidden = places.hidden.iter().filter(|path| !by_link.contains(path)).map(|path| ("h", path));
     let lines = hidden.chain(places.read_only.iter().map(|path| ("r", path)));
-    let mut kept: Vec<String> = lines
+    lines
         .filter(|(_, path)| inside(path) && storable(path))
         .map(|(kind, path)| format!("{kind}\t{}\n", path.display()))
-        .collect();
+        .collect()
+}
+
+/// The lines of the links `places` met: `L` for the user's, `l` for the others.
+fn links(roots: &[PathBuf], places: &Places, started: Option<SystemTime>) -> Vec<String> {
     let users = |met: &Path| started.is_some_and(|started| users_link(met, roots, started));
     let mut links: Vec<(&PathBuf, &PathBuf, bool)> =
         places
@@ -105,21 +151,11 @@ pub fn keep(dir: &Path, roots: &[PathBuf], places: &Places, started: Option<Syst
     links.sort_by_key(|(met, target, lasting)| (!*lasting, *met, *target));
     links.dedup_by(|(met, target, _), (kept_met, kept_target, _)| met == kept_met && target == kept_target);
     let linked = links.into_iter().filter(|(met, target, _)| storable(met) && storable(target));
-    kept.extend(linked.map(|(met, target, lasting)| {
-        format!("{}\t{}\t{}\n", if lasting { "L" } else { "l" }, target.display(), met.display())
-    }));
-    for line in kept.iter().take(MOST) {
-        text.push_str(line);
-    }
-    let at = file(dir, roots);
-    if std::fs::read_to_string(&at).is_ok_and(|kept| kept == text) {
-        return Ok(());
-    }
-    std::fs::create_dir_all(dir)?;
-    let partial = dir.join(format!(".partial-{}", std::process::id()));
-    let mut out = std::fs::File::create(&partial)?;
-    out.write_all(text.as_bytes())?;
-    std::fs::rename(&partial, at)
+    linked
+        .map(|(met, target, lasting)| {
+            format!("{}\t{}\t{}\n", if lasting { "L" } else { "l" }, target.display(), met.display())
+        })
+        .collect()
 }
 
 /// Whether the link `met` is (or goes through, inside `roots`) is the user's: changed last
@@ -163,7 +199,7 @@ mod tests {
             read_only: vec![root.join("libs/core/.git/hooks"), root.join("gone"), root.join("moved")],
             ..Places::default()
         };
-        keep(&kept, &roots, &places, None).unwrap();
+        remember(&kept, &roots, &places, None, true).unwrap();
         std::fs::remove_dir(root.join("gone")).unwrap();
         std::fs::remove_dir(root.join("moved")).unwrap();
         std::os::unix::fs::symlink("/usr", root.join("moved")).unwrap();
@@ -194,7 +230,7 @@ mod tests {
         for (started, lasting) in [(SystemTime::UNIX_EPOCH, false), (later, true)] {
             std::fs::remove_file(&link).ok();
             std::os::unix::fs::symlink(&away, &link).unwrap();
-            keep(&kept, &roots, &places, Some(started)).unwrap();
+            remember(&kept, &roots, &places, Some(started), true).unwrap();
             std::fs::rename(&link, root.join("renamed")).unwrap();
             let known = load(&kept, &roots);
             assert!(known.linked.is_empty(), "the link no longer leads there under its name");
@@ -204,9 +240,50 @@ mod tests {
         }
         // Kept again from what was loaded, the link gone: still the user's while the file stands.
         let again = Places { lasting: vec![(link.clone(), away.clone())], ..Places::default() };
-        keep(&kept, &roots, &again, Some(SystemTime::UNIX_EPOCH)).unwrap();
+        remember(&kept, &roots, &again, Some(SystemTime::UNIX_EPOCH), true).unwrap();
         assert_eq!(load(&kept, &roots).lasting, [(link, away.clone())]);
         std::fs::remove_file(&away).unwrap();
         assert_eq!(load(&kept, &roots), Known::default(), "a secret that is gone needs no cover");
+    }
+
+    /// A walk that found less than there is adds the user's links it met, and nothing else:
+    /// what was kept before stays, and a command's link is not kept from it.
+    #[test]
+    fn a_walk_not_whole_adds_the_users_links_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let base = std::fs::canonicalize(dir.path()).unwrap();
+        let (root, kept) = (base.join("work"), base.join("places"));
+        std::fs::create_dir_all(root.join("hooks")).unwrap();
+        std::fs::write(root.join(".env.local"), "A=1").unwrap();
+        let (theirs, ours) = (base.join("srv/shared.env"), base.join("tmp/planted.env"));
+        for target in [&theirs, &ours] {
+            std::fs::create_dir_all(target.parent().unwrap()).unwrap();
+            std::fs::write(target, "SECRET=1").unwrap();
+        }
+        // The first link is the user's, the second a command's: cairn started between them (a
+        // file's times come from a clock that ticks every few milliseconds).
+        std::os::unix::fs::symlink(&theirs, root.join(".env")).unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(30));
+        let started = SystemTime::now();
+        std::thread::sleep(std::time::Duration::from_millis(30));
+        std::os::unix::fs::symlink(&ours, root.join(".env.planted")).unwrap();
+        let roots = [root.clone()];
+        let before = Places { read_only: vec![root.join("hooks")], ..Places::default() };
+        remember(&kept, &roots, &before, None, true).unwrap();
+        let crowded = Places {
+            hidden: vec![root.join(".env.local"), theirs.clone(), ours.clone()],
+            linked: vec![(root.join(".env"), theirs.clone()), (root.join(".env.planted"), ours)],
+            ..Places::default()
+        };
+        assert!(
+            users_link(&root.join(".env"), &roots, started) && !users_link(&root.join(".env.planted"), &roots, started)
+        );
+        remember(&kept, &roots, &crowded, Some(started), false).unwrap();
+        std::fs::remove_file(root.join(".env")).unwrap();
+        let known = load(&kept, &roots);
+        assert_eq!(known.read_only, [root.join("hooks")], "what was kept stays");
+        assert!(known.hidden.is_empty(), "this walk's places are not kept");
+        assert_eq!(known.lasting, [(root.join(".env"), theirs)], "the user's link is");
+        assert!(known.linked.is_empty(), "a command's link is not: {:?}", known.linked);
     }
 }
