@@ -13,7 +13,7 @@
 //! processes keep the rules they started with.
 
 use std::io::Write as _;
-use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _};
+use std::os::unix::fs::{DirBuilderExt as _, MetadataExt as _, OpenOptionsExt as _};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Once, PoisonError};
@@ -37,9 +37,13 @@ pub struct Rulebook {
 struct Held {
     published: Vec<Vec<String>>,
     added: Vec<Vec<String>>,
-    /// What the file holds: `None` until a version is written, or after one failed.
-    written: Option<Vec<Vec<String>>>,
+    /// What the file holds, and the version's identity (device, inode): `None` until a version
+    /// is written, or after one failed.
+    written: Option<(Vec<Vec<String>>, Version)>,
 }
+
+/// A version of the file, by its (device, inode).
+type Version = (u64, u64);
 
 impl Held {
     /// The rules the file is to hold, each once, empty ones left out.
@@ -106,6 +110,12 @@ impl Rulebook {
         self.said(self.change(|held| held.added.retain(|words| !rejected.contains(words))));
     }
 
+    /// The user revoked every rule: the file holds none for having been added in a turn (a
+    /// sub-agent's answer among them, which `/permissions` does not list).
+    pub fn revoke_all(&self) {
+        self.said(self.change(|held| held.added.clear()));
+    }
+
     fn said(&self, written: std::io::Result<()>) {
         if let Err(err) = written {
             tracing::warn!(file = %self.path.display(), %err, "cannot write the session's rules: running jobs and servers keep the rules they had");
@@ -114,13 +124,19 @@ impl Rulebook {
 
     /// Changes what the file is to hold with `change`, then writes it unless the file holds
     /// it already (every turn's end publishes, and each new version makes every following gate
-    /// read the file again). A failed write (a full disk) is tried again at the next change.
+    /// read the file again). A failed write (a full disk) is tried again at the next change, and
+    /// so is one whose name leads elsewhere now: with the sandbox off a job can link a version
+    /// aside and rename it back over a newer one.
     fn change(&self, change: impl FnOnce(&mut Held)) -> std::io::Result<()> {
+        static NEXT: AtomicU64 = AtomicU64::new(0);
         let mut held = self.held.lock().unwrap_or_else(PoisonError::into_inner);
         change(&mut held);
         let wanted = held.wanted();
-        if held.written.as_ref() == Some(&wanted) {
-            return Ok(());
+        if let Some((rules, version)) = &held.written {
+            let standing = std::fs::symlink_metadata(&self.path).is_ok_and(|meta| (meta.dev(), meta.ino()) == *version);
+            if *rules == wanted && standing {
+                return Ok(());
+            }
         }
         held.written = None;
         let mut text = String::new();
@@ -128,12 +144,18 @@ impl Rulebook {
             text.push_str(&words.join(" "));
             text.push('\n');
         }
-        let new = self.path.with_extension("new");
-        let mut file = std::fs::OpenOptions::new().create(true).truncate(true).write(true).mode(0o600).open(&new)?;
-        file.write_all(text.as_bytes()).and_then(|()| std::fs::rename(&new, &self.path)).inspect_err(|_| {
-            let _ = std::fs::remove_file(&new);
-        })?;
-        held.written = Some(wanted);
+        // A name of its own, made new: nothing left at a fixed name (a directory a job made
+        // there) can stop every later version.
+        let new = self.path.with_extension(format!("new-{}", NEXT.fetch_add(1, Ordering::Relaxed)));
+        let mut file = std::fs::OpenOptions::new().create_new(true).write(true).mode(0o600).open(&new)?;
+        let version = file
+            .write_all(text.as_bytes())
+            .and_then(|()| file.metadata())
+            .and_then(|meta| std::fs::rename(&new, &self.path).map(|()| (meta.dev(), meta.ino())))
+            .inspect_err(|_| {
+                let _ = std::fs::remove_file(&new);
+            })?;
+        held.written = Some((wanted, version));
         Ok(())
     }
 }
@@ -197,15 +219,29 @@ mod tests {
     fn a_version_that_could_not_be_written_is_written_at_the_next_change() {
         super::super::peers::share_in(&tempfile::tempdir().unwrap().keep());
         let book = Rulebook::open(&[]).expect("a data directory is shared");
-        // Where the new version is written first, something that cannot be opened as a file
-        // (as a full disk refuses it).
-        let blocked = book.path().with_extension("new");
-        std::fs::create_dir(&blocked).unwrap();
+        // Where the new version goes, something it cannot replace (as a full disk refuses it).
+        std::fs::remove_file(book.path()).unwrap();
+        std::fs::create_dir(book.path()).unwrap();
         book.add(&[words("rm")]);
-        assert_eq!(std::fs::read_to_string(book.path()).unwrap(), "", "not written");
-        std::fs::remove_dir(&blocked).unwrap();
+        assert!(book.path().is_dir(), "not written");
+        std::fs::remove_dir(book.path()).unwrap();
         book.publish(&[]);
         assert_eq!(std::fs::read_to_string(book.path()).unwrap(), "rm\n", "the same rules, written now");
+    }
+
+    /// With the sandbox off a job can reach the file: it links a version aside and renames it
+    /// back over a newer one, so its gate, which has read the old one, never reads again.
+    #[test]
+    fn a_version_put_back_over_a_newer_one_is_replaced_at_the_next_change() {
+        super::super::peers::share_in(&tempfile::tempdir().unwrap().keep());
+        let book = Rulebook::open(&[words("rm")]).expect("a data directory is shared");
+        let aside = book.path().with_extension("aside");
+        std::fs::hard_link(book.path(), &aside).unwrap();
+        book.add(&[words("curl")]);
+        std::fs::rename(&aside, book.path()).unwrap();
+        assert_eq!(std::fs::read_to_string(book.path()).unwrap(), "rm\n");
+        book.publish(&[words("rm")]);
+        assert_eq!(std::fs::read_to_string(book.path()).unwrap(), "rm\ncurl\n", "the same rules, written again");
     }
 
     #[test]

@@ -91,21 +91,21 @@ pub fn remember(
     whole: bool,
 ) -> std::io::Result<()> {
     let at = file(dir, roots);
-    let before = std::fs::read_to_string(&at).unwrap_or_default();
+    let before = match std::fs::read_to_string(&at) {
+        Ok(text) => text,
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => String::new(),
+        // What was kept cannot be read, so it cannot be added to: a walk not whole keeps it.
+        Err(err) if !whole => return Err(err),
+        Err(_) => String::new(),
+    };
     let text = if whole {
         let mut kept = found(roots, places);
         kept.extend(links(roots, places, started));
-        kept.into_iter().take(MOST).collect::<String>()
+        arrange(&before, kept)
     } else {
-        let mut text = before.clone();
-        let lines = before.lines().count();
-        let users = links(roots, places, started).into_iter().filter(|line| line.starts_with('L'));
-        for line in
-            users.filter(|line| !before.lines().any(|kept| kept == line.trim_end())).take(MOST.saturating_sub(lines))
-        {
-            text.push_str(&line);
-        }
-        text
+        let users = links(roots, places, started).into_iter().filter(|line| line.starts_with("L\t"));
+        let new = users.filter(|line| !before.lines().any(|kept| kept == line.trim_end())).collect::<Vec<_>>();
+        arrange(&before, before.lines().map(|line| format!("{line}\n")).chain(new).collect())
     };
     if before == text {
         return Ok(());
@@ -115,6 +115,26 @@ pub fn remember(
     let mut out = std::fs::File::create(&partial)?;
     out.write_all(text.as_bytes())?;
     std::fs::rename(&partial, at)
+}
+
+/// The file's text of `lines`, at most [`MOST`]: the user's links `before` kept first, in the
+/// order it kept them, then the places, then new links of the user's; one line for each
+/// secret a user's link leads to (one is all its cover needs). A user's link is met before a
+/// command can plant any, and once cairn restarts, links a command planted count as the user's:
+/// by the thousand and named to sort first, they must not push out a link or a place kept
+/// before them.
+fn arrange(before: &str, lines: Vec<String>) -> String {
+    let kept: std::collections::HashMap<&str, usize> =
+        before.lines().enumerate().map(|(at, line)| (line, at)).collect();
+    let (mut users, rest): (Vec<String>, Vec<String>) = lines.into_iter().partition(|line| line.starts_with("L\t"));
+    users.sort_by_key(|line| kept.get(line.trim_end()).copied().unwrap_or(usize::MAX));
+    let mut covered = std::collections::HashSet::new();
+    let users: Vec<String> = users
+        .into_iter()
+        .filter(|line| covered.insert(line.split('\t').nth(1).unwrap_or_default().to_owned()))
+        .collect();
+    let (old, new): (Vec<String>, Vec<String>) = users.into_iter().partition(|line| kept.contains_key(line.trim_end()));
+    old.into_iter().chain(rest).chain(new).take(MOST).collect()
 }
 
 /// Whether `path` can be a line's field.
@@ -285,5 +305,23 @@ mod tests {
         assert!(known.hidden.is_empty(), "this walk's places are not kept");
         assert_eq!(known.lasting, [(root.join(".env"), theirs)], "the user's link is");
         assert!(known.linked.is_empty(), "a command's link is not: {:?}", known.linked);
+    }
+
+    /// Once cairn restarts, links a command planted count as the user's. By the thousand and
+    /// named to sort first, they must not push out a link or a place the file kept before them,
+    /// and one secret needs one line however many links lead to it.
+    #[test]
+    fn what_was_kept_before_stays_ahead_of_a_flood_of_links() {
+        let before = "r\t/w/hooks\nL\t/srv/app.env\t/w/.env\n";
+        let mut lines: Vec<String> = (0..MOST + 5).map(|n| format!("L\t/tmp/planted-{n:05}\t/w/.a{n:05}\n")).collect();
+        lines.push("L\t/srv/app.env\t/w/config/.env\n".to_owned());
+        lines.push("L\t/srv/app.env\t/w/.env\n".to_owned());
+        lines.push("r\t/w/hooks\n".to_owned());
+        let text = arrange(before, lines);
+        let kept: Vec<&str> = text.lines().collect();
+        assert_eq!(kept.len(), MOST);
+        assert_eq!(kept[..2], ["L\t/srv/app.env\t/w/.env", "r\t/w/hooks"], "what was kept comes first");
+        assert_eq!(kept.iter().filter(|line| line.contains("/srv/app.env")).count(), 1, "one line for one secret");
+        assert_eq!(kept[2], "L\t/tmp/planted-00000\t/w/.a00000", "new links after, in the order they came");
     }
 }

@@ -219,6 +219,7 @@ impl Actor {
     }
 
     fn change_rules(&mut self, change: RuleChange) -> String {
+        let all = matches!(change, RuleChange::RevokeAll);
         let gone = match change {
             RuleChange::RevokeAll => std::mem::take(&mut self.rules),
             RuleChange::Revoke(n) if n <= self.rules.len() => vec![self.rules.remove(n - 1)],
@@ -227,9 +228,12 @@ impl Actor {
             }
             RuleChange::Project(n) => return self.keep_for_project(n),
         };
-        // Gone from the rules file too, where an answer in a turn added it.
-        if let Some(book) = &self.rulebook {
-            book.revoke(&permissions::rejected_programs(&gone));
+        // Gone from the rules file too, where an answer in a turn added it: all of them for
+        // `revoke all`, a sub-agent's (which the session's rules never list) among them.
+        match &self.rulebook {
+            Some(book) if all => book.revoke_all(),
+            Some(book) => book.revoke(&permissions::rejected_programs(&gone)),
+            None => {}
         }
         if gone.iter().any(|r| r.source == Scope::Session) {
             self.store_session_rules();
