@@ -11,10 +11,11 @@
 //! its secret covered for as long as the secret stands, wherever the link goes: otherwise a
 //! command renaming `.env -> /srv/app/shared.env` would let the next one read the file by its
 //! own path. A walk that found less than there is (read-only, or crowded past what a namespace
-//! takes) keeps nothing else, but still keeps the user's links it met.
+//! takes) keeps nothing else, but still keeps the user's links it met. Walks of the same roots
+//! that end together write the file one at a time, each keeping the user's links another kept.
 
 use std::io::Write as _;
-use std::os::unix::fs::MetadataExt as _;
+use std::os::unix::fs::{MetadataExt as _, OpenOptionsExt as _};
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
@@ -66,7 +67,7 @@ pub fn load(dir: &Path, roots: &[PathBuf]) -> Known {
                 if !target.is_absolute() {
                     continue;
                 }
-                if kind == "L" && std::fs::canonicalize(&target).is_ok_and(|real| real == target) {
+                if kind == "L" && stands(&target) {
                     known.lasting.push((met, target));
                 } else if std::fs::canonicalize(&met).is_ok_and(|real| real == target) {
                     known.linked.push((met, target));
@@ -91,6 +92,13 @@ pub fn remember(
     whole: bool,
 ) -> std::io::Result<()> {
     let at = file(dir, roots);
+    std::fs::create_dir_all(dir)?;
+    // Walks of the same roots end together (two sessions, a job beside a command): one at a
+    // time, each adds to what the file holds as it writes, so none drops a user's link another
+    // kept since this walk loaded the file.
+    let lock =
+        std::fs::OpenOptions::new().create(true).truncate(false).write(true).mode(0o600).open(dir.join(".lock"))?;
+    lock.lock()?;
     let before = match std::fs::read_to_string(&at) {
         Ok(text) => text,
         Err(err) if err.kind() == std::io::ErrorKind::NotFound => String::new(),
@@ -101,6 +109,8 @@ pub fn remember(
     let text = if whole {
         let mut kept = found(roots, places);
         kept.extend(links(roots, places, started));
+        let theirs = before.lines().filter(|line| line.starts_with("L\t") && users_target(line).is_some_and(stands));
+        kept.extend(theirs.map(|line| format!("{line}\n")));
         arrange(&before, kept)
     } else {
         let users = links(roots, places, started).into_iter().filter(|line| line.starts_with("L\t"));
@@ -110,7 +120,6 @@ pub fn remember(
     if before == text {
         return Ok(());
     }
-    std::fs::create_dir_all(dir)?;
     let partial = dir.join(format!(".partial-{}", std::process::id()));
     let mut out = std::fs::File::create(&partial)?;
     out.write_all(text.as_bytes())?;
@@ -129,12 +138,20 @@ fn arrange(before: &str, lines: Vec<String>) -> String {
     let (mut users, rest): (Vec<String>, Vec<String>) = lines.into_iter().partition(|line| line.starts_with("L\t"));
     users.sort_by_key(|line| kept.get(line.trim_end()).copied().unwrap_or(usize::MAX));
     let mut covered = std::collections::HashSet::new();
-    let users: Vec<String> = users
-        .into_iter()
-        .filter(|line| covered.insert(line.split('\t').nth(1).unwrap_or_default().to_owned()))
-        .collect();
+    let users: Vec<String> =
+        users.into_iter().filter(|line| covered.insert(users_target(line).map(Path::to_owned))).collect();
     let (old, new): (Vec<String>, Vec<String>) = users.into_iter().partition(|line| kept.contains_key(line.trim_end()));
     old.into_iter().chain(rest).chain(new).take(MOST).collect()
+}
+
+/// Whether `target`, a secret a user's link led to, is still there under that name.
+fn stands(target: &Path) -> bool {
+    target.is_absolute() && std::fs::canonicalize(target).is_ok_and(|real| real == target)
+}
+
+/// The target of a user's link's line.
+fn users_target(line: &str) -> Option<&Path> {
+    line.strip_prefix("L\t")?.split('\t').next().map(Path::new)
 }
 
 /// Whether `path` can be a line's field.
@@ -323,5 +340,31 @@ mod tests {
         assert_eq!(kept[..2], ["L\t/srv/app.env\t/w/.env", "r\t/w/hooks"], "what was kept comes first");
         assert_eq!(kept.iter().filter(|line| line.contains("/srv/app.env")).count(), 1, "one line for one secret");
         assert_eq!(kept[2], "L\t/tmp/planted-00000\t/w/.a00000", "new links after, in the order they came");
+    }
+
+    /// Two walks of the same roots: the second loaded the file before the first kept a user's
+    /// link in it, and keeps that link when it writes (while its secret stands).
+    #[test]
+    fn a_walk_keeps_the_users_links_another_kept_since_it_loaded() {
+        let dir = tempfile::tempdir().unwrap();
+        let base = std::fs::canonicalize(dir.path()).unwrap();
+        let (root, kept) = (base.join("work"), base.join("places"));
+        std::fs::create_dir_all(root.join("hooks")).unwrap();
+        let (secret, gone) = (base.join("srv/shared.env"), base.join("srv/gone.env"));
+        std::fs::create_dir_all(secret.parent().unwrap()).unwrap();
+        std::fs::write(&secret, "SECRET=1").unwrap();
+        let roots = [root.clone()];
+        let first = Places {
+            lasting: vec![(root.join(".env"), secret.clone()), (root.join(".old"), gone)],
+            ..Places::default()
+        };
+        remember(&kept, &roots, &first, None, false).unwrap();
+        let second = Places { read_only: vec![root.join("hooks")], ..Places::default() };
+        remember(&kept, &roots, &second, None, true).unwrap();
+        let text = std::fs::read_to_string(file(&kept, &roots)).unwrap();
+        assert!(!text.contains("gone.env"), "a secret that is gone needs no cover: {text}");
+        let known = load(&kept, &roots);
+        assert_eq!(known.lasting, [(root.join(".env"), secret)]);
+        assert_eq!(known.read_only, [root.join("hooks")]);
     }
 }
