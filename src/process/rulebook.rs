@@ -144,10 +144,21 @@ impl Rulebook {
             text.push_str(&words.join(" "));
             text.push('\n');
         }
-        // A name of its own, made new: nothing left at a fixed name (a directory a job made
-        // there) can stop every later version.
-        let new = self.path.with_extension(format!("new-{}", NEXT.fetch_add(1, Ordering::Relaxed)));
-        let mut file = std::fs::OpenOptions::new().create_new(true).write(true).mode(0o600).open(&new)?;
+        // A name of its own, made new, that nobody can tell beforehand (with the sandbox off a
+        // job reaches the directory): something planted at the names it might take (a
+        // directory a job made there) cannot stop every later version.
+        let (new, mut file) = {
+            let mut tries = 0;
+            loop {
+                let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |since| since.subsec_nanos());
+                let new = self.path.with_extension(format!("new-{}-{nanos}", NEXT.fetch_add(1, Ordering::Relaxed)));
+                match std::fs::OpenOptions::new().create_new(true).write(true).mode(0o600).open(&new) {
+                    Ok(file) => break (new, file),
+                    Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists && tries < 8 => tries += 1,
+                    Err(err) => return Err(err),
+                }
+            }
+        };
         let version = file
             .write_all(text.as_bytes())
             .and_then(|()| file.metadata())
@@ -227,6 +238,20 @@ mod tests {
         std::fs::remove_dir(book.path()).unwrap();
         book.publish(&[]);
         assert_eq!(std::fs::read_to_string(book.path()).unwrap(), "rm\n", "the same rules, written now");
+    }
+
+    /// With the sandbox off a job reaches the directory, and plants directories at the names
+    /// the next versions would be written under, were they to be told beforehand.
+    #[test]
+    fn names_planted_ahead_do_not_stop_a_version() {
+        super::super::peers::share_in(&tempfile::tempdir().unwrap().keep());
+        let book = Rulebook::open(&[]).expect("a data directory is shared");
+        for n in 0..200 {
+            std::fs::create_dir(book.path().with_extension(format!("new-{n}"))).unwrap();
+            std::fs::create_dir(book.path().with_extension(format!("new-{n}-0"))).unwrap();
+        }
+        book.add(&[words("rm")]);
+        assert_eq!(std::fs::read_to_string(book.path()).unwrap(), "rm\n");
     }
 
     /// With the sandbox off a job can reach the file: it links a version aside and renames it
