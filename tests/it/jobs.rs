@@ -458,3 +458,44 @@ async fn a_program_rejected_in_a_sub_agent_is_refused_to_the_parents_job_after_t
     assert!(told[0].contains("refused to run `rm`"), "{}", told[0]);
     assert!(ws.join("victim").exists(), "the job removed what the child's rule protects: {}", told[0]);
 }
+
+/// A rule kept for every session in the project reaches the other sessions open in the same
+/// cairn at their next turn, their running jobs too: one session rejects `rm` and keeps the
+/// rule for the project; the other's next command `rm` is refused unasked, and so is the `rm`
+/// its job, started before, runs after.
+#[tokio::test]
+async fn a_rule_kept_for_the_project_reaches_the_other_open_sessions_and_their_jobs() {
+    if !crate::support::kernel_keeps_it() {
+        return;
+    }
+    let env = TestEnv::new().await;
+    let ws = env.workspace();
+    for name in ["victim", "decoy", "other"] {
+        std::fs::write(ws.join(name), "keep me").unwrap();
+    }
+    let editor = Editor::default();
+    editor.answer(&["allow_once", "reject_always"]);
+    let mut agent = env.ready_with(editor).await;
+    let (first, second) = (agent.new_session(&env.cwd()).await, agent.new_session(&env.cwd()).await);
+    let job = "while [ ! -e go ]; do sleep 0.05; done; rm victim 2>&1; echo \"rm ended $?\"";
+    let (told, _) = calls(&mut agent, &env, &first, &[background(job)]).await;
+    assert!(told[0].starts_with("Started job 1"), "{}", told[0]);
+    let (told, _) = calls(&mut agent, &env, &second, &[("bash", json!({"command": "rm decoy"}))]).await;
+    assert!(told[0].starts_with("The user denied this tool call."), "{}", told[0]);
+    let id = agent.prompt(&second, "/permissions project 1").await;
+    let (response, notifications) = agent.response(id).await;
+    let kept = text_of(&updates(&notifications, &second), "agent_message_chunk");
+    assert!(kept.contains("Kept rule 1 (reject"), "{response} {kept}");
+
+    let (told, _) = calls(&mut agent, &env, &first, &[("bash", json!({"command": "rm other"}))]).await;
+    assert!(told[0].contains("a remembered rule rejects"), "{}", told[0]);
+    assert_eq!(agent.editor.requests("session/request_permission").len(), 2, "the job and the first rm asked");
+    std::fs::write(ws.join("go"), "").unwrap();
+    let (told, _) =
+        calls(&mut agent, &env, &first, &[("job_output", json!({"job": 1, "wait_secs": 20, "pattern": "rm ended"}))])
+            .await;
+    assert!(told[0].contains("refused to run `rm`"), "{}", told[0]);
+    for name in ["victim", "decoy", "other"] {
+        assert!(ws.join(name).exists(), "{name} was removed");
+    }
+}

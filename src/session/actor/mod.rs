@@ -194,6 +194,9 @@ struct Actor {
     history: Option<Vec<Message>>,
     /// Session and project permission rules; lent to a turn with the history.
     rules: Vec<Rule>,
+    /// Project rules revoked here: a turn reading the project's rules again must not take one
+    /// back from the store before its removal is written.
+    revoked: Vec<Rule>,
     /// The session's directory (`row.cwd`) as resolved and checked when it went live.
     root: std::path::PathBuf,
     /// The client's additional workspace roots, beside `cwd` (in memory: the client sends them
@@ -290,6 +293,7 @@ pub async fn run(init: Init, services: Services, mut rx: mpsc::UnboundedReceiver
         row,
         history: Some(history),
         rules,
+        revoked: Vec::new(),
         root,
         directories: Vec::new(),
         mode,

@@ -241,6 +241,7 @@ impl Actor {
             self.publish_rules();
         }
         for rule in gone.iter().filter(|r| r.source == Scope::Project) {
+            self.revoked.push(rule.clone());
             let write = Write::RemoveProjectRule { project: self.row.cwd.clone(), rule: rule.clone() };
             self.services.store.submit(write, None);
         }

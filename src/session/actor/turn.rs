@@ -293,7 +293,7 @@ impl Actor {
         let (store, session, project) = (self.services.store.clone(), self.row.id.clone(), self.row.cwd.clone());
         let watch = (Arc::clone(&self.services.sink), Arc::clone(&self.services.children));
         let jobs = self.jobs.clone();
-        let rulebook = self.rulebook.clone();
+        let (rulebook, revoked) = (self.rulebook.clone(), self.revoked.clone());
         let lsp = self.lsp.clone();
         // Every model turn can be steered: the session's choice is made as each prompt arrives.
         let (steer, steering) = tokio::sync::mpsc::unbounded_channel();
@@ -316,6 +316,7 @@ impl Actor {
                 crate::session::restore::load(&store_for_checkpoints, &session_id, tracker).await;
             }
             let system = system.await;
+            fresh_project_rules(&store, &project, &mut rules, &revoked, rulebook.as_deref()).await;
             let mut parent =
                 subagent::Parent::new(store, Arc::clone(&config), session, project, for_subagents, watch).await;
             parent.hooks = Some(Arc::clone(&hooks));
@@ -471,4 +472,35 @@ async fn pre_compact(
         recorder.record(AgentEvent::Notice { message: MessageId::generate(), text: said.join("\n") });
     }
     blocked.is_none()
+}
+
+/// Adds to `rules` the project's rules stored now: another session of the project (in this
+/// cairn, another, or on another replica) may have kept a rule for every session in it since
+/// this one read them. The session's running jobs and servers get them too. Only added, and
+/// none this session revoked (`revoked`): the store's reads do not wait for its writes, so a
+/// rule kept or revoked here a moment ago may not be written yet. A store that cannot be read
+/// leaves the rules as they were.
+async fn fresh_project_rules(
+    store: &crate::store::Store,
+    project: &str,
+    rules: &mut Vec<crate::permissions::Rule>,
+    revoked: &[crate::permissions::Rule],
+    book: Option<&crate::process::Rulebook>,
+) {
+    match store.project_rules(project).await {
+        Ok(fresh) => {
+            let new: Vec<_> =
+                fresh.into_iter().filter(|rule| !rules.contains(rule) && !revoked.contains(rule)).collect();
+            if new.is_empty() {
+                return;
+            }
+            rules.extend(new);
+            if let Some(book) = book {
+                book.publish(&crate::permissions::rejected_programs(rules));
+            }
+        }
+        Err(err) => {
+            tracing::warn!(%err, "project permission rules could not be read again: the turn keeps those read before")
+        }
+    }
 }
