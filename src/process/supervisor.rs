@@ -532,7 +532,10 @@ fn confine(
             let roots: Vec<PathBuf> = spec.roots.iter().filter_map(|root| std::fs::canonicalize(root).ok()).collect();
             let known = kept.as_deref().map(|dir| places::remembered::load(dir, &roots)).unwrap_or_default();
             let places = places::find_knowing(&roots, &hidden, &names, writable, &home, known, spec.sockets_before);
-            places.check_count().map_err(Unconfined::TooMany)?;
+            places.check_count().map_err(|why| {
+                let gone = kept.as_deref().and_then(|dir| places::remembered::gone_links(dir, &roots, &places));
+                Unconfined::TooMany(why + gone.as_deref().unwrap_or_default())
+            })?;
             // A read-only walk looks for no read-only places: it adds the user's links only,
             // as one whose places gave way to their directories does.
             let whole = writable && !places.fitted;

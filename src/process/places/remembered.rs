@@ -79,6 +79,26 @@ pub fn load(dir: &Path, roots: &[PathBuf]) -> Known {
     known
 }
 
+/// What to add to a refusal for too many places when some of them are covers kept for the
+/// user's links that no longer lead there (a command can plant thousands of links under one
+/// cairn, which the next takes for the user's, and remove them after): the file they are kept
+/// in, which removing lets go of them.
+pub fn gone_links(dir: &Path, roots: &[PathBuf], places: &Places) -> Option<String> {
+    let gone = places
+        .lasting
+        .iter()
+        .filter(|(met, target)| !std::fs::canonicalize(met).is_ok_and(|real| real == *target))
+        .count();
+    (gone > 0).then(|| {
+        format!(
+            ". {gone} of them are files outside the workspace that links older than cairn's start led \
+             to, gone or moved since: cairn keeps them covered while they stand, remembered in {}; \
+             remove that file if those links were not yours",
+            file(dir, roots).display()
+        )
+    })
+}
+
 /// Keeps what `places` holds inside `roots` for the next walk (written aside, then renamed);
 /// `started`: cairn's start, before which a link is the user's. A walk that found less than
 /// there is (`whole` false: a read-only walk looks for no read-only places, and one whose places
@@ -366,5 +386,23 @@ mod tests {
         let known = load(&kept, &roots);
         assert_eq!(known.lasting, [(root.join(".env"), secret)]);
         assert_eq!(known.read_only, [root.join("hooks")]);
+    }
+
+    /// A refusal for too many places names the file that keeps covers for links gone since.
+    #[test]
+    fn covers_kept_for_links_gone_are_named_with_their_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let base = std::fs::canonicalize(dir.path()).unwrap();
+        let (root, kept) = (base.join("work"), base.join("places"));
+        std::fs::create_dir_all(&root).unwrap();
+        let secret = base.join("srv.env");
+        std::fs::write(&secret, "A=1").unwrap();
+        std::os::unix::fs::symlink(&secret, root.join(".env")).unwrap();
+        let roots = [root.clone()];
+        let standing = Places { lasting: vec![(root.join(".env"), secret.clone())], ..Places::default() };
+        assert_eq!(gone_links(&kept, &roots, &standing), None, "the link still leads there");
+        let gone = Places { lasting: vec![(root.join(".env.gone"), secret)], ..Places::default() };
+        let said = gone_links(&kept, &roots, &gone).unwrap();
+        assert!(said.contains("1 of them") && said.contains(&file(&kept, &roots).display().to_string()), "{said}");
     }
 }
