@@ -22,6 +22,9 @@ use std::time::{SystemTime, UNIX_EPOCH};
 /// The rulebooks' directory in the data directory.
 const DIR: &str = "rules";
 
+/// The open sessions' rulebooks, by project ([`Rulebook::join`]).
+static OPEN: Mutex<Vec<(String, std::sync::Weak<Rulebook>)>> = Mutex::new(Vec::new());
+
 /// One session's rules file.
 #[derive(Debug)]
 pub struct Rulebook {
@@ -108,6 +111,30 @@ impl Rulebook {
     /// more, never less, than both).
     pub fn revoke(&self, rejected: &[Vec<String>]) {
         self.said(self.change(|held| held.added.retain(|words| !rejected.contains(words))));
+    }
+
+    /// Counts this rulebook among the project's (the session's directory as the client named
+    /// it), for [`Rulebook::add_to_project`].
+    pub fn join(self: &Arc<Self>, project: &str) {
+        let mut open = OPEN.lock().unwrap_or_else(PoisonError::into_inner);
+        open.retain(|(_, book)| book.strong_count() > 0);
+        open.push((project.to_owned(), Arc::downgrade(self)));
+    }
+
+    /// Adds `rejected`, kept for every session in `project`, to the rulebook of each session
+    /// of it open in this process: their running jobs and servers refuse it from their next
+    /// exec on, not only after their session's next turn.
+    pub fn add_to_project(project: &str, rejected: &[Vec<String>]) {
+        let books: Vec<Arc<Self>> = OPEN
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .filter(|(of, _)| of == project)
+            .filter_map(|(_, book)| book.upgrade())
+            .collect();
+        for book in books {
+            book.add(rejected);
+        }
     }
 
     /// The user revoked every rule: the file holds none for having been added in a turn (a
@@ -238,6 +265,24 @@ mod tests {
         std::fs::remove_dir(book.path()).unwrap();
         book.publish(&[]);
         assert_eq!(std::fs::read_to_string(book.path()).unwrap(), "rm\n", "the same rules, written now");
+    }
+
+    /// A rule kept for the project reaches every open rulebook of it, and no other.
+    #[test]
+    fn a_rule_kept_for_the_project_reaches_its_open_rulebooks() {
+        super::super::peers::share_in(&tempfile::tempdir().unwrap().keep());
+        let (ours, theirs, elsewhere) =
+            (Rulebook::open(&[]).unwrap(), Rulebook::open(&[words("curl")]).unwrap(), Rulebook::open(&[]).unwrap());
+        ours.join("/w/kept");
+        theirs.join("/w/kept");
+        elsewhere.join("/w/other");
+        Rulebook::add_to_project("/w/kept", &[words("rm")]);
+        assert_eq!(std::fs::read_to_string(ours.path()).unwrap(), "rm\n");
+        assert_eq!(std::fs::read_to_string(theirs.path()).unwrap(), "curl\nrm\n");
+        assert_eq!(std::fs::read_to_string(elsewhere.path()).unwrap(), "");
+        drop(theirs);
+        Rulebook::add_to_project("/w/kept", &[words("git push")]);
+        assert_eq!(std::fs::read_to_string(ours.path()).unwrap(), "rm\ngit push\n");
     }
 
     /// With the sandbox off a job reaches the directory, and plants directories at the names

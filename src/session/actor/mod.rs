@@ -286,6 +286,9 @@ pub async fn run(init: Init, services: Services, mut rx: mpsc::UnboundedReceiver
     let mode_seen = mode.subscribe();
     let jobs = crate::tools::Jobs::start(services.config.jobs);
     let rulebook = crate::process::Rulebook::open(&crate::permissions::rejected_programs(&rules));
+    if let Some(book) = &rulebook {
+        book.join(&row.cwd);
+    }
     let lsp = crate::tools::Lsp::start(services.config.lsp.clone());
     let custom = crate::session::custom::Catalog::load(&custom::places(&services.config, &root));
     let mut actor = Actor {

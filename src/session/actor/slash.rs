@@ -275,6 +275,12 @@ impl Actor {
             self.rules.push(kept.clone());
         }
         self.store_session_rules();
+        // The other sessions of the project open here: their jobs and servers at once, their
+        // turns from the next one on (`turn.rs`, which reads the project's rules again).
+        crate::process::Rulebook::add_to_project(
+            &self.row.cwd,
+            &permissions::rejected_programs(std::slice::from_ref(&kept)),
+        );
         self.services.store.submit(Write::AddProjectRule { project: self.row.cwd.clone(), rule: kept }, None);
         format!(
             "Kept rule {n} ({action} {what}) for every session in this project; /permissions revoke removes it for all \
