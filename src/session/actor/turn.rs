@@ -316,9 +316,17 @@ impl Actor {
                 crate::session::restore::load(&store_for_checkpoints, &session_id, tracker).await;
             }
             let system = system.await;
-            fresh_project_rules(&store, &project, &mut rules, &revoked, rulebook.as_deref()).await;
-            let mut parent =
-                subagent::Parent::new(store, Arc::clone(&config), session, project, for_subagents, watch).await;
+            // Read beside the parent's set-up: the turn's first text waits for both.
+            let fresh = fresh_project_rules(&store, &project, &mut rules, &revoked, rulebook.as_deref());
+            let parent = subagent::Parent::new(
+                store.clone(),
+                Arc::clone(&config),
+                session,
+                project.clone(),
+                for_subagents,
+                watch,
+            );
+            let ((), mut parent) = tokio::join!(fresh, parent);
             parent.hooks = Some(Arc::clone(&hooks));
             // A command from a file holds its turn, and the sub-agents it starts, to its tools,
             // and its turn to its model.
