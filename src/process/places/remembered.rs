@@ -46,7 +46,7 @@ fn file(dir: &Path, roots: &[PathBuf]) -> PathBuf {
 
 /// What was found before for `roots` and is still there as it was, inside them.
 pub fn load(dir: &Path, roots: &[PathBuf]) -> Known {
-    let Ok(text) = std::fs::read_to_string(file(dir, roots)) else { return Known::default() };
+    let Ok(text) = read(&file(dir, roots)) else { return Known::default() };
     let standing = |path: &PathBuf| {
         roots.iter().any(|root| path.starts_with(root) && path != root)
             && std::fs::canonicalize(path).is_ok_and(|real| real == *path)
@@ -91,9 +91,10 @@ pub fn gone_links(dir: &Path, roots: &[PathBuf], places: &Places) -> Option<Stri
         .count();
     (gone > 0).then(|| {
         format!(
-            ". {gone} of them are files outside the workspace that links older than cairn's start led \
-             to, gone or moved since: cairn keeps them covered while they stand, remembered in {}; \
-             remove that file if those links were not yours",
+            ". {gone} of them are files that links older than cairn's start led to, links gone or \
+             moved since: cairn keeps such files covered while they stand, as the user's. If those \
+             links were not the user's, the user can remove {} (cairn then forgets every place it \
+             remembered for this workspace, and finds them again)",
             file(dir, roots).display()
         )
     })
@@ -116,16 +117,9 @@ pub fn remember(
     // Walks of the same roots end together (two sessions, a job beside a command): one at a
     // time, each adds to what the file holds as it writes, so none drops a user's link another
     // kept since this walk loaded the file.
-    let lock =
-        std::fs::OpenOptions::new().create(true).truncate(false).write(true).mode(0o600).open(dir.join(".lock"))?;
-    lock.lock()?;
-    let before = match std::fs::read_to_string(&at) {
-        Ok(text) => text,
-        Err(err) if err.kind() == std::io::ErrorKind::NotFound => String::new(),
-        // What was kept cannot be read, so it cannot be added to: a walk not whole keeps it.
-        Err(err) if !whole => return Err(err),
-        Err(_) => String::new(),
-    };
+    let _lock = lock(&dir.join(".lock"))?;
+    // What was kept but cannot be read cannot be added to: it stays as it is.
+    let before = read(&at)?;
     let text = if whole {
         let mut kept = found(roots, places);
         kept.extend(links(roots, places, started));
@@ -140,10 +134,41 @@ pub fn remember(
     if before == text {
         return Ok(());
     }
-    let partial = dir.join(format!(".partial-{}", std::process::id()));
-    let mut out = std::fs::File::create(&partial)?;
-    out.write_all(text.as_bytes())?;
-    std::fs::rename(&partial, at)
+    let random = crate::ids::random_hex::<8>().unwrap_or_else(|| std::process::id().to_string());
+    let partial = dir.join(format!(".partial-{random}"));
+    let mut out = std::fs::OpenOptions::new().create_new(true).write(true).mode(0o600).open(&partial)?;
+    out.write_all(text.as_bytes()).and_then(|()| std::fs::rename(&partial, at)).inspect_err(|_| {
+        let _ = std::fs::remove_file(&partial);
+    })
+}
+
+/// The text of the file at `at`, empty when there is none; bytes that are not UTF-8 make
+/// lines no path matches.
+fn read(at: &Path) -> std::io::Result<String> {
+    match std::fs::read(at) {
+        Ok(bytes) => Ok(String::from_utf8_lossy(&bytes).into_owned()),
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => Ok(String::new()),
+        Err(err) => Err(err),
+    }
+}
+
+/// The lock at `at`, held until dropped: waited for at most two seconds (a walk that cannot
+/// have it keeps nothing, as one that cannot write).
+fn lock(at: &Path) -> std::io::Result<std::fs::File> {
+    let file = std::fs::OpenOptions::new().create(true).truncate(false).write(true).mode(0o600).open(at)?;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
+    loop {
+        match file.try_lock() {
+            Ok(()) => return Ok(file),
+            Err(std::fs::TryLockError::WouldBlock) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            Err(std::fs::TryLockError::WouldBlock) => {
+                return Err(std::io::Error::new(std::io::ErrorKind::TimedOut, "another walk holds the places file"));
+            }
+            Err(std::fs::TryLockError::Error(err)) => return Err(err),
+        }
+    }
 }
 
 /// The file's text of `lines`, at most [`MOST`]: the user's links `before` kept first, in the
@@ -404,5 +429,26 @@ mod tests {
         let gone = Places { lasting: vec![(root.join(".env.gone"), secret)], ..Places::default() };
         let said = gone_links(&kept, &roots, &gone).unwrap();
         assert!(said.contains("1 of them") && said.contains(&file(&kept, &roots).display().to_string()), "{said}");
+    }
+
+    /// A walk that cannot have the lock (another holds it past two seconds) keeps nothing and
+    /// says so; the file stays as it was.
+    #[test]
+    fn a_walk_that_cannot_have_the_lock_keeps_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let base = std::fs::canonicalize(dir.path()).unwrap();
+        let (root, kept) = (base.join("work"), base.join("places"));
+        std::fs::create_dir_all(root.join("hooks")).unwrap();
+        std::fs::create_dir_all(&kept).unwrap();
+        let roots = [root.clone()];
+        let held = std::fs::File::create(kept.join(".lock")).unwrap();
+        held.lock().unwrap();
+        let places = Places { read_only: vec![root.join("hooks")], ..Places::default() };
+        let err = remember(&kept, &roots, &places, None, true).unwrap_err();
+        assert_eq!(err.kind(), std::io::ErrorKind::TimedOut);
+        assert!(!file(&kept, &roots).exists());
+        drop(held);
+        remember(&kept, &roots, &places, None, true).unwrap();
+        assert_eq!(load(&kept, &roots).read_only, [root.join("hooks")]);
     }
 }
