@@ -19,6 +19,20 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Once, PoisonError};
 use std::time::{SystemTime, UNIX_EPOCH};
 
+/// Adds each of `rejected` to `to` that is not there yet.
+fn join_in(to: &mut Vec<Vec<String>>, rejected: &[Vec<String>]) {
+    for words in rejected {
+        if !to.contains(words) {
+            to.push(words.clone());
+        }
+    }
+}
+
+/// Nanoseconds since the epoch, 0 before it.
+fn now_nanos() -> u128 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |since| since.as_nanos())
+}
+
 /// The rulebooks' directory in the data directory.
 const DIR: &str = "rules";
 
@@ -40,6 +54,9 @@ pub struct Rulebook {
 struct Held {
     published: Vec<Vec<String>>,
     added: Vec<Vec<String>>,
+    /// Kept for every session in the project, by this session or another, and not yet
+    /// revoked here: apart from `added`, which the session's own revokes take from.
+    project: Vec<Vec<String>>,
     /// What the file holds, and the version's identity (device, inode): `None` until a version
     /// is written, or after one failed.
     written: Option<(Vec<Vec<String>>, Version)>,
@@ -52,7 +69,7 @@ impl Held {
     /// The rules the file is to hold, each once, empty ones left out.
     fn wanted(&self) -> Vec<Vec<String>> {
         let mut wanted: Vec<Vec<String>> = Vec::new();
-        for words in self.published.iter().chain(&self.added) {
+        for words in self.published.iter().chain(&self.added).chain(&self.project) {
             if !words.is_empty() && !wanted.contains(words) {
                 wanted.push(words.clone());
             }
@@ -74,8 +91,7 @@ impl Rulebook {
             return None;
         }
         SWEPT.call_once(|| sweep(&dir));
-        let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |since| since.as_nanos());
-        let name = format!("{}-{nanos}-{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed));
+        let name = format!("{}-{}-{}", std::process::id(), now_nanos(), NEXT.fetch_add(1, Ordering::Relaxed));
         let book = Arc::new(Self { path: dir.join(name), held: Mutex::new(Held::default()) });
         book.change(|held| held.published = rejected.to_vec())
             .map_err(|err| tracing::warn!(file = %book.path.display(), %err, "cannot write the session's rules: rules added later will not reach running jobs and servers"))
@@ -97,13 +113,18 @@ impl Rulebook {
     /// Adds `rejected`, answered in a turn: a sub-agent's rules are a copy of its parent's
     /// taken at its start, so the file is added to, never rewritten from them.
     pub fn add(&self, rejected: &[Vec<String>]) {
-        self.said(self.change(|held| {
-            for words in rejected {
-                if !held.added.contains(words) {
-                    held.added.push(words.clone());
-                }
-            }
-        }));
+        self.said(self.change(|held| join_in(&mut held.added, rejected)));
+    }
+
+    /// Adds `rejected`, kept for every session in the project (by this session or another):
+    /// only a revoke of the project's rule here ([`Rulebook::revoke_project`]) takes it back.
+    pub fn add_project(&self, rejected: &[Vec<String>]) {
+        self.said(self.change(|held| join_in(&mut held.project, rejected)));
+    }
+
+    /// The user revoked `rejected`, rules of the project, in this session.
+    pub fn revoke_project(&self, rejected: &[Vec<String>]) {
+        self.said(self.change(|held| held.project.retain(|words| !rejected.contains(words))));
     }
 
     /// The user revoked `rejected`: the file no longer holds them for having been added in a
@@ -125,20 +146,19 @@ impl Rulebook {
     /// of it open in this process: their running jobs and servers refuse it from their next
     /// exec on, not only after their session's next turn.
     pub fn add_to_project(project: &str, rejected: &[Vec<String>]) {
-        let books: Vec<Arc<Self>> = OPEN
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .iter()
-            .filter(|(of, _)| of == project)
-            .filter_map(|(_, book)| book.upgrade())
-            .collect();
+        let books: Vec<Arc<Self>> = {
+            let mut open = OPEN.lock().unwrap_or_else(PoisonError::into_inner);
+            open.retain(|(_, book)| book.strong_count() > 0);
+            open.iter().filter(|(of, _)| of == project).filter_map(|(_, book)| book.upgrade()).collect()
+        };
         for book in books {
-            book.add(rejected);
+            book.add_project(rejected);
         }
     }
 
     /// The user revoked every rule: the file holds none for having been added in a turn (a
-    /// sub-agent's answer among them, which `/permissions` does not list).
+    /// sub-agent's answer among them, which `/permissions` does not list). The project's
+    /// rules go with [`Rulebook::revoke_project`], for those the session held.
     pub fn revoke_all(&self) {
         self.said(self.change(|held| held.added.clear()));
     }
@@ -174,18 +194,10 @@ impl Rulebook {
         // A name of its own, made new, that nobody can tell beforehand (with the sandbox off a
         // job reaches the directory): something planted at the names it might take (a
         // directory a job made there) cannot stop every later version.
-        let (new, mut file) = {
-            let mut tries = 0;
-            loop {
-                let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |since| since.subsec_nanos());
-                let new = self.path.with_extension(format!("new-{}-{nanos}", NEXT.fetch_add(1, Ordering::Relaxed)));
-                match std::fs::OpenOptions::new().create_new(true).write(true).mode(0o600).open(&new) {
-                    Ok(file) => break (new, file),
-                    Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists && tries < 8 => tries += 1,
-                    Err(err) => return Err(err),
-                }
-            }
-        };
+        let random = crate::ids::random_hex::<8>()
+            .unwrap_or_else(|| format!("{}-{}", NEXT.fetch_add(1, Ordering::Relaxed), now_nanos()));
+        let new = self.path.with_extension(format!("new-{random}"));
+        let mut file = std::fs::OpenOptions::new().create_new(true).write(true).mode(0o600).open(&new)?;
         let version = file
             .write_all(text.as_bytes())
             .and_then(|()| file.metadata())
@@ -285,18 +297,20 @@ mod tests {
         assert_eq!(std::fs::read_to_string(ours.path()).unwrap(), "rm\ngit push\n");
     }
 
-    /// With the sandbox off a job reaches the directory, and plants directories at the names
-    /// the next versions would be written under, were they to be told beforehand.
+    /// A rule another session kept for the project stays when this session revokes a rule of
+    /// its own with the same words, or all of them, and goes when it revokes the project's.
     #[test]
-    fn names_planted_ahead_do_not_stop_a_version() {
+    fn a_rule_of_the_project_is_taken_back_only_by_revoking_the_projects() {
         super::super::peers::share_in(&tempfile::tempdir().unwrap().keep());
-        let book = Rulebook::open(&[]).expect("a data directory is shared");
-        for n in 0..200 {
-            std::fs::create_dir(book.path().with_extension(format!("new-{n}"))).unwrap();
-            std::fs::create_dir(book.path().with_extension(format!("new-{n}-0"))).unwrap();
-        }
-        book.add(&[words("rm")]);
-        assert_eq!(std::fs::read_to_string(book.path()).unwrap(), "rm\n");
+        let book = Rulebook::open(&[words("rm")]).unwrap();
+        book.add(&[words("rm"), words("curl")]);
+        book.add_project(&[words("rm")]);
+        book.revoke(&[words("rm")]);
+        book.publish(&[]);
+        book.revoke_all();
+        assert_eq!(std::fs::read_to_string(book.path()).unwrap(), "rm\n", "the project's rule stays");
+        book.revoke_project(&[words("rm")]);
+        assert_eq!(std::fs::read_to_string(book.path()).unwrap(), "");
     }
 
     /// With the sandbox off a job can reach the file: it links a version aside and renames it

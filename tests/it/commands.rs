@@ -311,3 +311,37 @@ async fn what_is_not_stored_carries_no_message_id_and_load_does_not_show_it() {
     let replayed = text_of(&updates(&replay, &session), "agent_message_chunk");
     assert!(!replayed.contains("is queued behind") && !replayed.contains("Status:"), "{replayed}");
 }
+
+/// A session that revoked a rule of the project takes it again once another session keeps it
+/// for the project anew, at its next turn: what it revoked is skipped only until the removal
+/// is written.
+#[tokio::test]
+async fn a_rule_revoked_for_the_project_and_kept_again_reaches_the_session_that_revoked_it() {
+    let env = TestEnv::new().await;
+    let editor = Editor::default();
+    editor.answer(&["allow_session", "allow_session"]);
+    let mut agent = env.ready_with(editor).await;
+    let first = agent.new_session(&env.cwd()).await;
+    env.mock.push(Reply::tool_calls(&[("c1", "bash", json!({"command": "echo hi"}))]));
+    env.mock.push(Reply::text(&["ran"]));
+    say(&mut agent, &first, "run echo").await;
+    let (_, kept) = say(&mut agent, &first, "/permissions project 1").await;
+    assert!(kept.contains("Kept rule 1"), "{kept}");
+
+    let second = agent.new_session(&env.cwd()).await;
+    let (_, revoked) = say(&mut agent, &second, "/permissions revoke 1").await;
+    assert!(revoked.contains("Revoked 1 rule"), "{revoked}");
+    let third = agent.new_session(&env.cwd()).await;
+    env.mock.push(Reply::tool_calls(&[("c2", "bash", json!({"command": "echo again"}))]));
+    env.mock.push(Reply::text(&["ran again"]));
+    say(&mut agent, &third, "run echo").await;
+    assert_eq!(agent.editor.requests("session/request_permission").len(), 2, "revoked for the project: asked again");
+    let (_, kept) = say(&mut agent, &third, "/permissions project 1").await;
+    assert!(kept.contains("Kept rule 1"), "{kept}");
+
+    env.mock.push(Reply::tool_calls(&[("c3", "bash", json!({"command": "echo third"}))]));
+    env.mock.push(Reply::text(&["ran third"]));
+    let (stop, _) = say(&mut agent, &second, "run echo").await;
+    assert_eq!(stop, "end_turn");
+    assert_eq!(agent.editor.requests("session/request_permission").len(), 2, "the project's rule covered it");
+}

@@ -194,9 +194,9 @@ struct Actor {
     history: Option<Vec<Message>>,
     /// Session and project permission rules; lent to a turn with the history.
     rules: Vec<Rule>,
-    /// Project rules revoked here: a turn reading the project's rules again must not take one
-    /// back from the store before its removal is written.
-    revoked: Vec<Rule>,
+    /// Project rules revoked here whose removal may not be written yet: a turn reading the
+    /// project's rules again must not take one back from the store meanwhile.
+    revoked: Vec<slash::Revoked>,
     /// The session's directory (`row.cwd`) as resolved and checked when it went live.
     root: std::path::PathBuf,
     /// The client's additional workspace roots, beside `cwd` (in memory: the client sends them

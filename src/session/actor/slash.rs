@@ -6,6 +6,8 @@
 //! are short agent messages that are not stored and never reach the model.
 
 use std::fmt::Write as _;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::{Actor, Reply};
 use crate::agent::StopReason;
@@ -16,6 +18,19 @@ use crate::session::commands::{RuleChange, Slash};
 use crate::session::{SessionError, Status, TurnEnd, Update};
 use crate::settings::Setting;
 use crate::store::{SessionRow, Write};
+
+/// A project rule this session revoked, and whether its removal is written (failed too).
+pub(super) struct Revoked {
+    pub rule: Rule,
+    pub written: Arc<AtomicBool>,
+}
+
+impl Revoked {
+    /// Whether a read of the store may still give the rule back for having been written late.
+    pub fn pending(&self) -> bool {
+        !self.written.load(Ordering::Acquire)
+    }
+}
 use crate::tools::jobs::JobState;
 use crate::trace::TraceContext;
 
@@ -229,11 +244,16 @@ impl Actor {
             RuleChange::Project(n) => return self.keep_for_project(n),
         };
         // Gone from the rules file too, where an answer in a turn added it: all of them for
-        // `revoke all`, a sub-agent's (which the session's rules never list) among them.
-        match &self.rulebook {
-            Some(book) if all => book.revoke_all(),
-            Some(book) => book.revoke(&permissions::rejected_programs(&gone)),
-            None => {}
+        // `revoke all`, a sub-agent's (which the session's rules never list) among them; and
+        // the project's revoked here, which another session may have kept.
+        if let Some(book) = &self.rulebook {
+            if all {
+                book.revoke_all();
+            } else {
+                book.revoke(&permissions::rejected_programs(&gone));
+            }
+            let project: Vec<Rule> = gone.iter().filter(|r| r.source == Scope::Project).cloned().collect();
+            book.revoke_project(&permissions::rejected_programs(&project));
         }
         if gone.iter().any(|r| r.source == Scope::Session) {
             self.store_session_rules();
@@ -241,9 +261,11 @@ impl Actor {
             self.publish_rules();
         }
         for rule in gone.iter().filter(|r| r.source == Scope::Project) {
-            self.revoked.push(rule.clone());
+            let written = Arc::new(AtomicBool::new(false));
+            self.revoked.push(Revoked { rule: rule.clone(), written: Arc::clone(&written) });
             let write = Write::RemoveProjectRule { project: self.row.cwd.clone(), rule: rule.clone() };
-            self.services.store.submit(write, None);
+            // Failed too: the store's rule then stands, and a turn may read it again.
+            self.services.store.submit(write, Some(Box::new(move |_| written.store(true, Ordering::Release))));
         }
         let rules = if gone.len() == 1 { "rule" } else { "rules" };
         format!("Revoked {} {rules}; cairn will ask again.", gone.len())
@@ -271,6 +293,7 @@ impl Actor {
         };
         let what = permissions::describe_rule(&kept);
         self.rules.remove(n - 1);
+        self.revoked.retain(|revoked| revoked.rule != kept);
         if !self.rules.contains(&kept) {
             self.rules.push(kept.clone());
         }

@@ -66,7 +66,13 @@ impl Actor {
                 }
                 self.context_used = context_used(&history);
                 self.history = Some(history);
+                // Rules given for this run that an attach brought while the turn ran stay.
+                let attached: Vec<_> = std::mem::take(&mut self.rules)
+                    .into_iter()
+                    .filter(|rule| rule.source == crate::permissions::Scope::Run && !rules.contains(rule))
+                    .collect();
                 self.rules = rules;
+                self.rules.extend(attached);
                 self.publish_rules();
                 result.map_err(SessionError::from)
             }
@@ -293,7 +299,9 @@ impl Actor {
         let (store, session, project) = (self.services.store.clone(), self.row.id.clone(), self.row.cwd.clone());
         let watch = (Arc::clone(&self.services.sink), Arc::clone(&self.services.children));
         let jobs = self.jobs.clone();
-        let (rulebook, revoked) = (self.rulebook.clone(), self.revoked.clone());
+        self.revoked.retain(super::slash::Revoked::pending);
+        let revoked: Vec<crate::permissions::Rule> = self.revoked.iter().map(|revoked| revoked.rule.clone()).collect();
+        let rulebook = self.rulebook.clone();
         let lsp = self.lsp.clone();
         // Every model turn can be steered: the session's choice is made as each prompt arrives.
         let (steer, steering) = tokio::sync::mpsc::unbounded_channel();
@@ -484,7 +492,8 @@ async fn pre_compact(
 
 /// Adds to `rules` the project's rules stored now: another session of the project (in this
 /// cairn, another, or on another replica) may have kept a rule for every session in it since
-/// this one read them. The session's running jobs and servers get them too. Only added, and
+/// this one read them. The session's running jobs and servers get them too (as the project's,
+/// which only a revoke of the project's rule takes back). Only added, and
 /// none this session revoked (`revoked`): the store's reads do not wait for its writes, so a
 /// rule kept or revoked here a moment ago may not be written yet. A store that cannot be read
 /// leaves the rules as they were.
@@ -502,10 +511,10 @@ async fn fresh_project_rules(
             if new.is_empty() {
                 return;
             }
-            rules.extend(new);
             if let Some(book) = book {
-                book.publish(&crate::permissions::rejected_programs(rules));
+                book.add_project(&crate::permissions::rejected_programs(&new));
             }
+            rules.extend(new);
         }
         Err(err) => {
             tracing::warn!(%err, "project permission rules could not be read again: the turn keeps those read before")
