@@ -18,6 +18,8 @@ use crate::session::commands::{RuleChange, Slash};
 use crate::session::{SessionError, Status, TurnEnd, Update};
 use crate::settings::Setting;
 use crate::store::{SessionRow, Write};
+use crate::tools::jobs::JobState;
+use crate::trace::TraceContext;
 
 /// A project rule this session revoked, and whether its removal is written (failed too).
 pub(super) struct Revoked {
@@ -31,8 +33,6 @@ impl Revoked {
         !self.written.load(Ordering::Acquire)
     }
 }
-use crate::tools::jobs::JobState;
-use crate::trace::TraceContext;
 
 impl Actor {
     /// A short agent message for the user alone: shown, not stored (so without a message id),

@@ -493,10 +493,9 @@ async fn pre_compact(
 /// Adds to `rules` the project's rules stored now: another session of the project (in this
 /// cairn, another, or on another replica) may have kept a rule for every session in it since
 /// this one read them. The session's running jobs and servers get them too (as the project's,
-/// which only a revoke of the project's rule takes back). Only added, and
-/// none this session revoked (`revoked`): the store's reads do not wait for its writes, so a
-/// rule kept or revoked here a moment ago may not be written yet. A store that cannot be read
-/// leaves the rules as they were.
+/// which only a revoke of the project's rule takes back). Only added, and none this session
+/// revoked whose removal may not be written yet (`revoked`): the store's reads do not wait for
+/// its writes. A store that cannot be read leaves the rules as they were.
 async fn fresh_project_rules(
     store: &crate::store::Store,
     project: &str,
