@@ -127,8 +127,9 @@ pub fn remember(
         kept.extend(theirs.map(|line| format!("{line}\n")));
         arrange(&before, kept)
     } else {
+        let kept: std::collections::HashSet<&str> = before.lines().collect();
         let users = links(roots, places, started).into_iter().filter(|line| line.starts_with("L\t"));
-        let new = users.filter(|line| !before.lines().any(|kept| kept == line.trim_end())).collect::<Vec<_>>();
+        let new = users.filter(|line| !kept.contains(line.trim_end())).collect::<Vec<_>>();
         arrange(&before, before.lines().map(|line| format!("{line}\n")).chain(new).collect())
     };
     if before == text {
