@@ -63,7 +63,7 @@ pub fn own_now() -> Option<PathBuf> {
 /// Makes a lock file of this process's in `data`'s lock directory, under the gate.
 fn make_own(data: &Path) -> std::io::Result<PathBuf> {
     let gate = lock_file(&data.join(GATE))?;
-    wait_for(|| gate.try_lock_shared());
+    let _ = wait_for(|| gate.try_lock_shared(), HOLD_WAIT);
     let dir = data.join(LOCKS);
     std::fs::DirBuilder::new().recursive(true).mode(0o700).create(&dir)?;
     let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |since| since.as_nanos());
@@ -72,14 +72,20 @@ fn make_own(data: &Path) -> std::io::Result<PathBuf> {
     Ok(path)
 }
 
-/// Tries `lock` until it stops saying another holds the lock, for at most [`HOLD_WAIT`].
-fn wait_for(lock: impl Fn() -> Result<(), std::fs::TryLockError>) {
+/// Tries `lock` until it stops saying another holds the lock, for at most `patience`; what it
+/// said last.
+pub(super) fn wait_for(
+    lock: impl Fn() -> Result<(), std::fs::TryLockError>,
+    patience: Duration,
+) -> Result<(), std::fs::TryLockError> {
     let started = Instant::now();
-    while let Err(std::fs::TryLockError::WouldBlock) = lock() {
-        if started.elapsed() > HOLD_WAIT {
-            break;
+    loop {
+        match lock() {
+            Err(std::fs::TryLockError::WouldBlock) if started.elapsed() <= patience => {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            said => return said,
         }
-        std::thread::sleep(Duration::from_millis(10));
     }
 }
 
@@ -109,11 +115,12 @@ pub fn hold(data_dir: &Path, lock: Option<&Path>) -> Option<Held> {
         }
     };
     let file = lock_file(&path).ok()?;
-    wait_for(|| file.try_lock_shared());
+    let _ = wait_for(|| file.try_lock_shared(), HOLD_WAIT);
     Some(Held { _file: file, made })
 }
 
-fn lock_file(at: &Path) -> std::io::Result<File> {
+/// The lock file at `at`, made if missing (its content is never read).
+pub(super) fn lock_file(at: &Path) -> std::io::Result<File> {
     use std::os::unix::fs::OpenOptionsExt as _;
     std::fs::OpenOptions::new().create(true).truncate(false).write(true).mode(0o600).open(at)
 }

@@ -12,8 +12,7 @@
 //! makes one. Without a data directory (unit tests, benches) there is no rulebook, and lasting
 //! processes keep the rules they started with.
 
-use std::io::Write as _;
-use std::os::unix::fs::{DirBuilderExt as _, MetadataExt as _, OpenOptionsExt as _};
+use std::os::unix::fs::{DirBuilderExt as _, MetadataExt as _};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Once, PoisonError};
@@ -28,16 +27,18 @@ fn join_in(to: &mut Vec<Vec<String>>, rejected: &[Vec<String>]) {
     }
 }
 
-/// Nanoseconds since the epoch, 0 before it.
-fn now_nanos() -> u128 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |since| since.as_nanos())
-}
-
 /// The rulebooks' directory in the data directory.
 const DIR: &str = "rules";
 
 /// The open sessions' rulebooks, by project ([`Rulebook::join`]).
 static OPEN: Mutex<Vec<(String, std::sync::Weak<Rulebook>)>> = Mutex::new(Vec::new());
+
+/// The open sessions' rulebooks, those dropped since let go.
+fn open_books() -> std::sync::MutexGuard<'static, Vec<(String, std::sync::Weak<Rulebook>)>> {
+    let mut open = OPEN.lock().unwrap_or_else(PoisonError::into_inner);
+    open.retain(|(_, book)| book.strong_count() > 0);
+    open
+}
 
 /// One session's rules file.
 #[derive(Debug)]
@@ -91,7 +92,8 @@ impl Rulebook {
             return None;
         }
         SWEPT.call_once(|| sweep(&dir));
-        let name = format!("{}-{}-{}", std::process::id(), now_nanos(), NEXT.fetch_add(1, Ordering::Relaxed));
+        let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |since| since.as_nanos());
+        let name = format!("{}-{nanos}-{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed));
         let book = Arc::new(Self { path: dir.join(name), held: Mutex::new(Held::default()) });
         book.change(|held| held.published = rejected.to_vec())
             .map_err(|err| tracing::warn!(file = %book.path.display(), %err, "cannot write the session's rules: rules added later will not reach running jobs and servers"))
@@ -137,20 +139,15 @@ impl Rulebook {
     /// Counts this rulebook among the project's (the session's directory as the client named
     /// it), for [`Rulebook::add_to_project`].
     pub fn join(self: &Arc<Self>, project: &str) {
-        let mut open = OPEN.lock().unwrap_or_else(PoisonError::into_inner);
-        open.retain(|(_, book)| book.strong_count() > 0);
-        open.push((project.to_owned(), Arc::downgrade(self)));
+        open_books().push((project.to_owned(), Arc::downgrade(self)));
     }
 
     /// Adds `rejected`, kept for every session in `project`, to the rulebook of each session
     /// of it open in this process: their running jobs and servers refuse it from their next
     /// exec on, not only after their session's next turn.
     pub fn add_to_project(project: &str, rejected: &[Vec<String>]) {
-        let books: Vec<Arc<Self>> = {
-            let mut open = OPEN.lock().unwrap_or_else(PoisonError::into_inner);
-            open.retain(|(_, book)| book.strong_count() > 0);
-            open.iter().filter(|(of, _)| of == project).filter_map(|(_, book)| book.upgrade()).collect()
-        };
+        let books: Vec<Arc<Self>> =
+            open_books().iter().filter(|(of, _)| of == project).filter_map(|(_, book)| book.upgrade()).collect();
         for book in books {
             book.add_project(rejected);
         }
@@ -175,7 +172,6 @@ impl Rulebook {
     /// so is one whose name leads elsewhere now: with the sandbox off a job can link a version
     /// aside and rename it back over a newer one.
     fn change(&self, change: impl FnOnce(&mut Held)) -> std::io::Result<()> {
-        static NEXT: AtomicU64 = AtomicU64::new(0);
         let mut held = self.held.lock().unwrap_or_else(PoisonError::into_inner);
         change(&mut held);
         let wanted = held.wanted();
@@ -191,20 +187,10 @@ impl Rulebook {
             text.push_str(&words.join(" "));
             text.push('\n');
         }
-        // A name of its own, made new, that nobody can tell beforehand (with the sandbox off a
-        // job reaches the directory): something planted at the names it might take (a
-        // directory a job made there) cannot stop every later version.
-        let random = crate::ids::random_hex::<8>()
-            .unwrap_or_else(|| format!("{}-{}", NEXT.fetch_add(1, Ordering::Relaxed), now_nanos()));
-        let new = self.path.with_extension(format!("new-{random}"));
-        let mut file = std::fs::OpenOptions::new().create_new(true).write(true).mode(0o600).open(&new)?;
-        let version = file
-            .write_all(text.as_bytes())
-            .and_then(|()| file.metadata())
-            .and_then(|meta| std::fs::rename(&new, &self.path).map(|()| (meta.dev(), meta.ino())))
-            .inspect_err(|_| {
-                let _ = std::fs::remove_file(&new);
-            })?;
+        // Written aside under a name nobody can tell beforehand: with the sandbox off a job
+        // reaches the directory, and something it planted at a name the version might take
+        // would stop every later one.
+        let version = super::aside::replace(&self.path, text.as_bytes())?;
         held.written = Some((wanted, version));
         Ok(())
     }

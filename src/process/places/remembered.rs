@@ -14,8 +14,7 @@
 //! takes) keeps nothing else, but still keeps the user's links it met. Walks of the same roots
 //! that end together write the file one at a time, each keeping the user's links another kept.
 
-use std::io::Write as _;
-use std::os::unix::fs::{MetadataExt as _, OpenOptionsExt as _};
+use std::os::unix::fs::MetadataExt as _;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
@@ -123,8 +122,16 @@ pub fn remember(
     let text = if whole {
         let mut kept = found(roots, places);
         kept.extend(links(roots, places, started));
-        let theirs = before.lines().filter(|line| line.starts_with("L\t") && users_target(line).is_some_and(stands));
-        kept.extend(theirs.map(|line| format!("{line}\n")));
+        // Those another walk kept since this one loaded the file: the others this walk's
+        // load already found standing.
+        let known: std::collections::HashSet<&str> = kept.iter().map(|line| line.trim_end()).collect();
+        let theirs: Vec<String> = before
+            .lines()
+            .filter(|line| line.starts_with("L\t") && !known.contains(line))
+            .filter(|line| users_target(line).is_some_and(stands))
+            .map(|line| format!("{line}\n"))
+            .collect();
+        kept.extend(theirs);
         arrange(&before, kept)
     } else {
         let kept: std::collections::HashSet<&str> = before.lines().collect();
@@ -135,12 +142,7 @@ pub fn remember(
     if before == text {
         return Ok(());
     }
-    let random = crate::ids::random_hex::<8>().unwrap_or_else(|| std::process::id().to_string());
-    let partial = dir.join(format!(".partial-{random}"));
-    let mut out = std::fs::OpenOptions::new().create_new(true).write(true).mode(0o600).open(&partial)?;
-    out.write_all(text.as_bytes()).and_then(|()| std::fs::rename(&partial, at)).inspect_err(|_| {
-        let _ = std::fs::remove_file(&partial);
-    })
+    crate::process::aside::replace(&at, text.as_bytes()).map(drop)
 }
 
 /// The text of the file at `at`, empty when there is none; bytes that are not UTF-8 make
@@ -156,19 +158,13 @@ fn read(at: &Path) -> std::io::Result<String> {
 /// The lock at `at`, held until dropped: waited for at most two seconds (a walk that cannot
 /// have it keeps nothing, as one that cannot write).
 fn lock(at: &Path) -> std::io::Result<std::fs::File> {
-    let file = std::fs::OpenOptions::new().create(true).truncate(false).write(true).mode(0o600).open(at)?;
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
-    loop {
-        match file.try_lock() {
-            Ok(()) => return Ok(file),
-            Err(std::fs::TryLockError::WouldBlock) if std::time::Instant::now() < deadline => {
-                std::thread::sleep(std::time::Duration::from_millis(10));
-            }
-            Err(std::fs::TryLockError::WouldBlock) => {
-                return Err(std::io::Error::new(std::io::ErrorKind::TimedOut, "another walk holds the places file"));
-            }
-            Err(std::fs::TryLockError::Error(err)) => return Err(err),
+    let file = crate::process::peers::lock_file(at)?;
+    match crate::process::peers::wait_for(|| file.try_lock(), std::time::Duration::from_secs(2)) {
+        Ok(()) => Ok(file),
+        Err(std::fs::TryLockError::WouldBlock) => {
+            Err(std::io::Error::new(std::io::ErrorKind::TimedOut, "another walk holds the places file"))
         }
+        Err(std::fs::TryLockError::Error(err)) => Err(err),
     }
 }
 
