@@ -90,7 +90,7 @@ async fn main() {
         let stamp = [origin.elapsed().as_nanos().to_string()];
         let batch: Vec<Append<'_>> = chosen
             .iter()
-            .map(|&index| Append { lease: &leases[index], first_seq: next[index], bodies: &stamp })
+            .map(|&index| Append { lease: &leases[index], first_seq: next[index], bodies: &stamp, chunks: &[] })
             .collect();
         events::append(&tx, &target, &batch).await.unwrap();
         tx.commit().await.unwrap();

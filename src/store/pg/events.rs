@@ -92,11 +92,24 @@ pub async fn last_seqs(
     Ok(rows.iter().map(|row| (row.get::<_, String>(0), row.get::<_, i64>(1))).collect())
 }
 
-/// One session's part of a batch: `bodies` become its events `first_seq..`.
+/// One session's part of a batch: `bodies` become its events `first_seq..`; `chunks`, when not
+/// empty, has one entry per body: the streamed chunk the row also carries.
 pub struct Append<'a> {
     pub lease: &'a Lease,
     pub first_seq: i64,
     pub bodies: &'a [String],
+    pub chunks: &'a [Option<Chunk<'a>>],
+}
+
+/// A streamed chunk a row of the log carries beside the update as shown: its part, its number
+/// among the part's chunks (from 1) and its text, which the part's pieces do not hold yet
+/// (`streams.rs`). A reader adds the text of a streaming part's rows numbered past its pieces.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Chunk<'a> {
+    pub message: &'a str,
+    pub idx: i32,
+    pub number: i32,
+    pub text: &'a str,
 }
 
 /// Appends a writer batch's events, for any number of sessions, in `tx`: one statement checks
@@ -127,17 +140,19 @@ pub async fn append_fenced(
     let mut rows_epochs = Vec::new();
     let mut rows_bodies = Vec::new();
     let mut rows_origins = Vec::new();
+    let mut chunks = Vec::new();
     for part in batch {
-        for (seq, body) in (part.first_seq..).zip(part.bodies) {
+        for (at, (seq, body)) in (part.first_seq..).zip(part.bodies).enumerate() {
             rows_sessions.push(part.lease.session.as_str());
             rows_seqs.push(seq);
             rows_epochs.push(part.lease.epoch);
             rows_bodies.push(body.as_str());
             rows_origins.push(part.lease.holder.as_str());
+            chunks.push(part.chunks.get(at).copied().flatten());
         }
     }
     let rows = (&rows_sessions[..], &rows_seqs[..], &rows_epochs[..], &rows_bodies[..], &rows_origins[..]);
-    insert(tx, prepared, rows).await.map_err(failed)
+    insert(tx, prepared, rows, &chunks).await.map_err(failed)
 }
 
 /// Appends `bodies` to `session`'s log after its last row, as no replica's (`origin` empty: no
@@ -161,7 +176,7 @@ pub async fn append_unshown(
     let epochs = vec![lease.epoch; count];
     let bodies: Vec<&str> = bodies.iter().map(String::as_str).collect();
     let origins = vec![""; count];
-    insert(tx, &Prepared::default(), (&sessions, &seqs, &epochs, &bodies, &origins)).await
+    insert(tx, &Prepared::default(), (&sessions, &seqs, &epochs, &bodies, &origins), &[]).await
 }
 
 /// Appends `bodies` to `session`'s log after its last row, as `me`'s, in the writer's batch
@@ -209,23 +224,34 @@ pub async fn append_unheld(
     let epochs = vec![epoch; bodies.len()];
     let texts: Vec<&str> = bodies.iter().map(String::as_str).collect();
     let origins = vec![me; bodies.len()];
-    insert(tx, &Prepared::default(), (&sessions, &seqs, &epochs, &texts, &origins)).await.map_err(failed)?;
+    insert(tx, &Prepared::default(), (&sessions, &seqs, &epochs, &texts, &origins), &[]).await.map_err(failed)?;
     Ok(Some(Appended { session: session.clone(), seqs: last + 1..last + 1 + count, epoch }))
 }
 
 /// Rows of the log: sessions, seqs, epochs, bodies and origins, one each per row.
 type Rows<'a> = (&'a [&'a str], &'a [i64], &'a [i64], &'a [&'a str], &'a [&'a str]);
 
-const INSERT: &str = "INSERT INTO session_events (session_id, seq, epoch, body, origin)
-     SELECT * FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::text[], $5::text[])";
+const INSERT: &str =
+    "INSERT INTO session_events (session_id, seq, epoch, body, origin, part_message, part_idx, part_chunk, piece)
+     SELECT * FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::text[], $5::text[],
+                          $6::text[], $7::int4[], $8::int4[], $9::text[])";
 
+/// Inserts `rows`, each with its chunk of `chunks` (by row; none past its end).
 async fn insert(
     client: &impl GenericClient,
     prepared: &Prepared,
     (sessions, seqs, epochs, bodies, origins): Rows<'_>,
+    chunks: &[Option<Chunk<'_>>],
 ) -> Result<(), tokio_postgres::Error> {
+    let chunk = |at: usize| chunks.get(at).copied().flatten();
+    let messages: Vec<Option<&str>> = (0..sessions.len()).map(|at| chunk(at).map(|chunk| chunk.message)).collect();
+    let indexes: Vec<Option<i32>> = (0..sessions.len()).map(|at| chunk(at).map(|chunk| chunk.idx)).collect();
+    let numbers: Vec<Option<i32>> = (0..sessions.len()).map(|at| chunk(at).map(|chunk| chunk.number)).collect();
+    let texts: Vec<Option<&str>> = (0..sessions.len()).map(|at| chunk(at).map(|chunk| chunk.text)).collect();
     let statement = prepared.get(client, INSERT).await?;
-    client.execute(&statement, &[&sessions, &seqs, &epochs, &bodies, &origins]).await?;
+    client
+        .execute(&statement, &[&sessions, &seqs, &epochs, &bodies, &origins, &messages, &indexes, &numbers, &texts])
+        .await?;
     Ok(())
 }
 

@@ -23,7 +23,7 @@ async fn take(client: &Client, target: &PgTarget, session: &SessionId, holder: &
 async fn write(client: &mut Client, target: &PgTarget, lease: &Lease, next: &mut i64, count: usize, wake: bool) {
     let bodies: Vec<String> = (0..count).map(|n| format!("{{\"chunk\":{}}}", *next + n as i64)).collect();
     let tx = client.transaction().await.unwrap();
-    events::append(&tx, target, &[Append { lease, first_seq: *next, bodies: &bodies }]).await.unwrap();
+    events::append(&tx, target, &[Append { lease, first_seq: *next, bodies: &bodies, chunks: &[] }]).await.unwrap();
     tx.commit().await.unwrap();
     *next += count as i64;
     if wake {
@@ -105,14 +105,18 @@ async fn a_replica_whose_lease_was_taken_over_appends_nothing() {
 
     let tx = paused.transaction().await.unwrap();
     let late = ["late".to_owned()];
-    let err = events::append(&tx, &target, &[Append { lease: &old, first_seq: 3, bodies: &late }]).await.unwrap_err();
+    let err = events::append(&tx, &target, &[Append { lease: &old, first_seq: 3, bodies: &late, chunks: &[] }])
+        .await
+        .unwrap_err();
     assert!(matches!(err, PgError::Fenced { epoch: 1, .. }), "{err}");
     drop(tx);
     // A batch with one fenced session among live ones writes nothing at all.
     let other = take(&paused, &target, &SessionId::generate(), "a", Duration::from_secs(60)).await;
     let tx = paused.transaction().await.unwrap();
-    let batch =
-        [Append { lease: &other, first_seq: 1, bodies: &late }, Append { lease: &old, first_seq: 3, bodies: &late }];
+    let batch = [
+        Append { lease: &other, first_seq: 1, bodies: &late, chunks: &[] },
+        Append { lease: &old, first_seq: 3, bodies: &late, chunks: &[] },
+    ];
     let err = events::append(&tx, &target, &batch).await.unwrap_err();
     assert!(matches!(&err, PgError::Fenced { session: fenced, .. } if fenced == session.as_str()), "{err}");
     tx.commit().await.unwrap();
@@ -331,7 +335,9 @@ async fn open_questions_of_a_long_session_are_read_from_the_question_rows_alone(
     let questions = [r#"{"asked":{"id":"q1"}}"#, r#"{"asked":{"id":"q2"}}"#, r#"{"closed":{"id":"q1"}}"#];
     let bodies: Vec<String> = questions.iter().map(|body| (*body).to_owned()).collect();
     let tx = writer.transaction().await.unwrap();
-    events::append(&tx, &target, &[Append { lease: &lease, first_seq: next, bodies: &bodies }]).await.unwrap();
+    events::append(&tx, &target, &[Append { lease: &lease, first_seq: next, bodies: &bodies, chunks: &[] }])
+        .await
+        .unwrap();
     tx.commit().await.unwrap();
     writer.batch_execute("ANALYZE session_events").await.unwrap();
 

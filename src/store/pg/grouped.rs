@@ -7,8 +7,9 @@
 //! start together, a batch carried two round trips per turn, one after another, and every turn's
 //! first text waited for them. Grouping keeps what each write does: a part's message always
 //! goes before it (the messages' statement is sent first, and the server runs them in the order
-//! sent); a part written whole loses the pieces it had; and what a write does besides its
-//! statement (the batch's pieces, the parts it opens) is done as it is taken, in the batch's
+//! sent); a part written whole loses the pieces it had and streams no more, and a part opened
+//! to stream notes the log's `seq` its chunks' rows come after (`streams.rs`); and what a write
+//! does besides its statement (the parts it opens) is done as it is taken, in the batch's
 //! order. One statement cannot write one row twice, so a write of a part the group writes
 //! already sends the group first. Only a batch's first run groups: a run again with a savepoint
 //! per write writes each alone (a part's write as a group of one, `writes::one`), so a failing
@@ -20,7 +21,7 @@ use tokio_postgres::GenericClient;
 use tokio_postgres::types::ToSql;
 
 use super::Prepared;
-use super::writer::{Done, PartKey};
+use super::writer::PartKey;
 use crate::history::{Message, Part};
 use crate::ids::{MessageId, SessionId, now_ms};
 use crate::store::Write;
@@ -35,19 +36,23 @@ const PARTS: &str = "WITH forgotten AS (
        DELETE FROM part_pieces AS piece USING unnest($1::text[], $3::int4[]) AS gone(message_id, idx)
         WHERE piece.message_id = gone.message_id AND piece.idx = gone.idx
      )
-     INSERT INTO parts (message_id, session_id, idx, type, data_json, tool_call_id, tool_state, created_at, updated_at)
-     SELECT p.message_id, p.session_id, p.idx, p.type, p.data, p.call, p.state, $8, $8
-       FROM unnest($1::text[], $2::text[], $3::int4[], $4::text[], $5::text[], $6::text[], $7::text[])
-         AS p(message_id, session_id, idx, type, data, call, state)
+     INSERT INTO parts (message_id, session_id, idx, type, data_json, tool_call_id, tool_state, created_at, updated_at,
+                        streaming_from)
+     SELECT p.message_id, p.session_id, p.idx, p.type, p.data, p.call, p.state, $8, $8,
+            CASE WHEN p.streaming
+                 THEN (SELECT coalesce(max(seq), 0) FROM session_events WHERE session_id = p.session_id) END
+       FROM unnest($1::text[], $2::text[], $3::int4[], $4::text[], $5::text[], $6::text[], $7::text[], $9::bool[])
+         AS p(message_id, session_id, idx, type, data, call, state, streaming)
      ON CONFLICT (message_id, idx) DO UPDATE SET
        type = excluded.type, data_json = excluded.data_json, tool_call_id = excluded.tool_call_id,
-       tool_state = excluded.tool_state, updated_at = excluded.updated_at";
+       tool_state = excluded.tool_state, updated_at = excluded.updated_at, streaming_from = excluded.streaming_from";
 
 /// The messages and parts of a run of a batch's writes, not sent yet.
 #[derive(Default)]
 pub(super) struct Group<'w> {
     messages: Vec<(&'w SessionId, &'w Message)>,
-    parts: Vec<(&'w SessionId, &'w MessageId, u32, &'w Part)>,
+    /// Each part, and whether it is opened to stream.
+    parts: Vec<(&'w SessionId, &'w MessageId, u32, &'w Part, bool)>,
     keys: HashSet<PartKey>,
 }
 
@@ -78,7 +83,7 @@ impl<'w> Group<'w> {
 
     /// Takes `write` (one that [`Self::fits`] and does not clash), doing now what it does
     /// besides its statement.
-    pub fn take(&mut self, write: &'w Write, done: &mut Done, opened: &mut HashMap<PartKey, SessionId>) {
+    pub fn take(&mut self, write: &'w Write, opened: &mut HashMap<PartKey, SessionId>) {
         match write {
             Write::InsertMessage { session_id, message } => {
                 self.messages.push((session_id, message));
@@ -87,13 +92,10 @@ impl<'w> Group<'w> {
                 }
             }
             Write::OpenPart { session_id, message_id, index, part } => {
-                let key = (message_id.clone(), *index);
-                done.pieces.remove(&key);
-                opened.insert(key, session_id.clone());
-                self.part(session_id, message_id, *index, part);
+                opened.insert((message_id.clone(), *index), session_id.clone());
+                self.streaming(session_id, message_id, *index, part);
             }
             Write::PutPart { session_id, message_id, index, part } => {
-                done.pieces.remove(&(message_id.clone(), *index));
                 self.part(session_id, message_id, *index, part);
             }
             _ => {}
@@ -102,7 +104,13 @@ impl<'w> Group<'w> {
 
     fn part(&mut self, session: &'w SessionId, message: &'w MessageId, index: u32, part: &'w Part) {
         self.keys.insert((message.clone(), index));
-        self.parts.push((session, message, index, part));
+        self.parts.push((session, message, index, part, false));
+    }
+
+    /// A part opened to stream: its row says from which `seq` of the log its text is read.
+    fn streaming(&mut self, session: &'w SessionId, message: &'w MessageId, index: u32, part: &'w Part) {
+        self.keys.insert((message.clone(), index));
+        self.parts.push((session, message, index, part, true));
     }
 
     /// Sends what the group holds, the messages' statement first, and empties it.
@@ -112,11 +120,13 @@ impl<'w> Group<'w> {
         }
         let now = now_ms();
         let mut rows = Columns::default();
+        let mut streaming = Vec::with_capacity(self.parts.len());
         for (session, message) in self.messages.drain(..) {
             rows.message(session, message);
         }
-        for (session, message, index, part) in self.parts.drain(..) {
+        for (session, message, index, part, opened) in self.parts.drain(..) {
             rows.part(session, message, index, part);
+            streaming.push(opened);
         }
         self.keys.clear();
         // Prepared before either is sent, so they go out in this order.
@@ -131,7 +141,9 @@ impl<'w> Group<'w> {
             if rows.owners.is_empty() {
                 return Ok(0);
             }
-            tx.execute(&put, &rows.parts(&now)).await
+            let mut params = rows.parts(&now);
+            params.push(&streaming);
+            tx.execute(&put, &params).await
         };
         let (messages, parts) = futures::future::join(messages, parts).await;
         messages?;

@@ -41,6 +41,7 @@ impl Writer {
             self.unshown.remove(&session);
             self.held.remove(&session);
             self.seqs.remove(&session);
+            self.streams.forget(&session);
             self.lost.insert(session);
         }
     }
@@ -98,19 +99,21 @@ pub(super) fn takes<'a>(writes: impl IntoIterator<Item = &'a Write>) -> Vec<Sess
     taken
 }
 
-/// Fences the sessions of `writes` whose lease this replica holds: the set of those another
-/// replica took over.
-pub(super) async fn fence(
+/// Fences the sessions of `writes` and `behind` (those whose streamed text the batch may
+/// write as pieces) whose lease this replica holds: the set of those another replica took over.
+pub(super) async fn fence<'b>(
     tx: &Transaction<'_>,
     prepared: &Prepared,
     target: &PgTarget,
     held: &HashMap<SessionId, Lease>,
     writes: &[Write],
     open: &HashMap<PartKey, SessionId>,
+    behind: impl Iterator<Item = &'b SessionId>,
 ) -> Result<HashSet<SessionId>, StoreError> {
     let none = HashMap::new();
     let mut mine: Vec<&Lease> =
         writes.iter().filter_map(|write| session_of(write, open, &none)).filter_map(|id| held.get(id)).collect();
+    mine.extend(behind.filter_map(|id| held.get(id)));
     mine.sort_by(|a, b| a.session.as_str().cmp(b.session.as_str()));
     mine.dedup_by(|a, b| a.session == b.session);
     let mut lost = HashSet::new();

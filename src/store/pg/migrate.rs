@@ -23,6 +23,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../../../schema/pg/0008_pieces_unchecked.sql"),
     include_str!("../../../schema/pg/0009_questions_indexed.sql"),
     include_str!("../../../schema/pg/0010_fewer_index_writes.sql"),
+    include_str!("../../../schema/pg/0011_pieces_behind_the_log.sql"),
 ];
 
 /// The schema version this build writes.

@@ -47,6 +47,9 @@ mod regain;
 mod rows;
 mod rules;
 mod store;
+mod streams;
+#[cfg(test)]
+mod streams_tests;
 pub mod sweeper;
 #[cfg(test)]
 mod tests;

@@ -21,7 +21,8 @@
 //!
 //! A question a running turn asked is kept in the log however old (its `asked` and `closed`
 //! rows, while the lease that logged them is held): a replica that starts following the session
-//! reads the questions still open from them (`events::open_questions`).
+//! reads the questions still open from them (`events::open_questions`). So is a streamed chunk's
+//! row while its part streams: the part's pieces may not hold its text yet (`streams.rs`).
 
 use std::time::{Duration, Instant};
 
@@ -64,7 +65,8 @@ pub async fn prune_once(
     stop: &CancellationToken,
 ) -> Result<u64, PgError> {
     // The age is the database's (`created_at` is its `now()` at insert), not this machine's.
-    // The question rows of a turn still running are kept (`events::open_questions`).
+    // The question rows of a turn still running are kept (`events::open_questions`), and the
+    // chunks of a part still streaming.
     let statement = client
         .prepare(&format!(
             "DELETE FROM session_events
@@ -77,6 +79,10 @@ pub async fn prune_once(
                             AND EXISTS (SELECT 1 FROM session_leases AS lease
                                         WHERE lease.session_id = old.session_id AND lease.epoch = old.epoch
                                           AND lease.released_at IS NULL))
+                   AND NOT (old.part_chunk IS NOT NULL
+                            AND EXISTS (SELECT 1 FROM parts
+                                        WHERE parts.message_id = old.part_message AND parts.idx = old.part_idx
+                                          AND parts.streaming_from IS NOT NULL))
                  LIMIT $2
                  FOR UPDATE SKIP LOCKED)",
             asked = events::ASKED,

@@ -25,7 +25,7 @@ use tokio::time::Instant;
 use tokio_postgres::{Client, GenericClient};
 
 use super::writer::{Done, Failed, Writer};
-use super::{PgError, PgTarget, Prepared};
+use super::{PgError, PgTarget, Prepared, events, rows};
 use crate::history::Message;
 use crate::ids::SessionId;
 use crate::store::{StoreError, Write};
@@ -118,6 +118,25 @@ impl Writer {
                 read => return read,
             }
         }
+    }
+
+    /// The session's visible messages and its log's last `seq`, from one snapshot of the
+    /// database: a follower starting from that `seq` gets exactly what came after them.
+    pub(super) async fn load_once(&mut self, id: &SessionId) -> Result<(Vec<Message>, i64), StoreError> {
+        let target = self.target.clone();
+        let failed = |err: tokio_postgres::Error| StoreError::Postgres(target.failed(&err));
+        let tx = self
+            .client
+            .build_transaction()
+            .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)
+            .read_only(true)
+            .start()
+            .await
+            .map_err(failed)?;
+        let messages = rows::messages(&tx, id).await.map_err(failed)?;
+        let seq = events::last_seq(&tx, &target, id).await.map_err(StoreError::Postgres)?;
+        tx.commit().await.map_err(failed)?;
+        Ok((messages, seq))
     }
 
     /// Makes sure the writer has a working connection, connecting again until `deadline` when

@@ -3,12 +3,16 @@
 //! SQLite store keeps them (`store::codec`), so a session reads back the same from either.
 //!
 //! A batch's streaming text goes in with one statement for all its parts (`add_pieces`, an
-//! `unnest` of the batch's pieces), never a statement per chunk.
+//! `unnest` of the batch's pieces), never a statement per chunk, and most chunks not as pieces
+//! at all: their text is read from the event log's rows until the writer catches up
+//! (`streams.rs`).
 
 use tokio_postgres::GenericClient;
 use tokio_postgres::types::ToSql;
 
 use super::Prepared;
+use super::streams::Piece;
+use super::writer::PartKey;
 use crate::history::{Message, MessageMeta, Part, Role};
 use crate::ids::{MessageId, SessionId};
 use crate::permissions::Rule;
@@ -60,10 +64,20 @@ pub async fn session(client: &impl GenericClient, prepared: &Prepared, id: &Sess
 
 /// A session's visible messages, oldest first, one row per part (a message without parts has
 /// one row with a NULL part): `id, role, metadata_json, data_json, pieces, type`, where `pieces`
-/// is the text a streaming part has beyond its row's.
+/// is the text a streamed part has beyond its row's: its pieces, then, while it streams, the
+/// text of the log's rows of it numbered past them (the writer keeps pieces up to a second
+/// behind the log, `streams.rs`).
 pub(super) const VISIBLE_MESSAGES: &str = "SELECT m.id, m.role, m.metadata_json, p.data_json,
-        (SELECT string_agg(t.text, '' ORDER BY t.id) FROM part_pieces t
-          WHERE t.message_id = p.message_id AND t.idx = p.idx),
+        nullif(concat(
+          (SELECT string_agg(t.text, '' ORDER BY t.id) FROM part_pieces t
+            WHERE t.message_id = p.message_id AND t.idx = p.idx),
+          CASE WHEN p.streaming_from IS NOT NULL THEN
+            (SELECT string_agg(e.piece, '' ORDER BY e.seq) FROM session_events e
+              WHERE e.session_id = p.session_id AND e.seq > p.streaming_from
+                AND e.part_message = p.message_id AND e.part_idx = p.idx
+                AND e.part_chunk > (SELECT coalesce(max(t.upto), 0) FROM part_pieces t
+                                     WHERE t.message_id = p.message_id AND t.idx = p.idx))
+          END), ''),
         p.type
      FROM messages m LEFT JOIN parts p ON p.message_id = m.id
      WHERE m.session_id = $1 AND m.hidden_at IS NULL
@@ -262,10 +276,10 @@ const PUT_PARTS: &str = "WITH forgotten AS (
        FROM unnest($3::int4[], $4::text[], $5::text[], $6::text[], $7::text[]) AS p(idx, type, data, call, state)
      ON CONFLICT (message_id, idx) DO UPDATE SET
        type = excluded.type, data_json = excluded.data_json, tool_call_id = excluded.tool_call_id,
-       tool_state = excluded.tool_state, updated_at = excluded.updated_at";
+       tool_state = excluded.tool_state, updated_at = excluded.updated_at, streaming_from = NULL";
 
 /// Inserts or replaces parts of one message, in one statement; a part written whole loses
-/// its pieces.
+/// its pieces and streams no longer.
 pub async fn put_parts(
     client: &impl GenericClient,
     prepared: &Prepared,
@@ -309,49 +323,93 @@ async fn put_prepared_parts(
     Ok(())
 }
 
-/// The text a batch added to streaming parts, one piece per part, in one statement (a NUL in
-/// it stored as U+FFFD). A part gone already (its session deleted) gets none, and never fails
-/// the batch. The parts are not locked: a session is deleted only under its lease's row lock
-/// (`lease::held_below`), which the batch's fence holds shared, and never while another
-/// replica's lease runs; a lock on every part a batch streams to was a heap write and a WAL
-/// record per chunk. (Only a writer whose lease ran out while it was paused, streaming into a
-/// sub-agent's session, could race the deletion and leave pieces of a part that is gone:
-/// rows nothing reads.)
+/// The pieces a batch writes (`streams.rs`), in one statement (a NUL in them stored as U+FFFD
+/// already), and the parts whose streaming ended, in another sent with it. A part gone
+/// already (its session deleted) gets none, and never fails the batch. The parts are not
+/// locked: a session is deleted only under its lease's row lock (`lease::held_below`), which the
+/// batch's fence holds shared, and never while another replica's lease runs; a lock on every
+/// part a batch streams to was a heap write and a WAL record per chunk. (Only a writer whose
+/// lease ran out while it was paused, streaming into a sub-agent's session, could race the
+/// deletion and leave pieces of a part that is gone: rows nothing reads.)
 pub async fn add_pieces(
     client: &impl GenericClient,
     prepared: &Prepared,
-    pieces: &[(&SessionId, &MessageId, u32, &str)],
+    pieces: &[Piece],
+    ended: &[PartKey],
 ) -> Result<()> {
-    if pieces.is_empty() {
-        return Ok(());
-    }
-    let sessions: Vec<&str> = pieces.iter().map(|piece| piece.0.as_str()).collect();
-    let messages: Vec<&str> = pieces.iter().map(|piece| piece.1.as_str()).collect();
-    let indexes: Vec<i32> = pieces.iter().map(|piece| i32::try_from(piece.2).unwrap_or(i32::MAX)).collect();
-    // PostgreSQL's text cannot hold a NUL, which a model may stream: it would fail the batch's
-    // last statement, and so every write of the batch. It is kept as U+FFFD instead.
-    let kept: Vec<std::borrow::Cow<'_, str>> = pieces
-        .iter()
-        .map(|piece| {
-            if piece.3.contains('\0') {
-                std::borrow::Cow::Owned(piece.3.replace('\0', "\u{fffd}"))
-            } else {
-                std::borrow::Cow::Borrowed(piece.3)
-            }
-        })
-        .collect();
-    let texts: Vec<&str> = kept.iter().map(AsRef::as_ref).collect();
-    let statement = prepared
-        .get(
-            client,
-            "INSERT INTO part_pieces (session_id, message_id, idx, text)
-             SELECT piece.session_id, piece.message_id, piece.idx, piece.text
-             FROM unnest($1::text[], $2::text[], $3::int4[], $4::text[]) AS piece(session_id, message_id, idx, text)
-             JOIN parts ON parts.message_id = piece.message_id AND parts.idx = piece.idx",
+    let added = async {
+        if pieces.is_empty() {
+            return Ok(0);
+        }
+        let sessions: Vec<&str> = pieces.iter().map(|piece| piece.session.as_str()).collect();
+        let messages: Vec<&str> = pieces.iter().map(|piece| piece.part.0.as_str()).collect();
+        let indexes: Vec<i32> = pieces.iter().map(|piece| index_of(piece.part.1)).collect();
+        let texts: Vec<&str> = pieces.iter().map(|piece| piece.text.as_str()).collect();
+        let upto: Vec<i32> = pieces.iter().map(|piece| piece.upto).collect();
+        let statement = prepared
+            .get(
+                client,
+                "INSERT INTO part_pieces (session_id, message_id, idx, text, upto)
+                 SELECT piece.session_id, piece.message_id, piece.idx, piece.text, piece.upto
+                 FROM unnest($1::text[], $2::text[], $3::int4[], $4::text[], $5::int4[])
+                   AS piece(session_id, message_id, idx, text, upto)
+                 JOIN parts ON parts.message_id = piece.message_id AND parts.idx = piece.idx",
+            )
+            .await?;
+        client.execute(&statement, &[&sessions, &messages, &indexes, &texts, &upto]).await
+    };
+    let stopped = async {
+        if ended.is_empty() {
+            return Ok(0);
+        }
+        let messages: Vec<&str> = ended.iter().map(|part| part.0.as_str()).collect();
+        let indexes: Vec<i32> = ended.iter().map(|part| index_of(part.1)).collect();
+        let statement = prepared
+            .get(
+                client,
+                "UPDATE parts SET streaming_from = NULL
+                 FROM unnest($1::text[], $2::int4[]) AS ended(message_id, idx)
+                 WHERE parts.message_id = ended.message_id AND parts.idx = ended.idx
+                   AND parts.streaming_from IS NOT NULL",
+            )
+            .await?;
+        client.execute(&statement, &[&messages, &indexes]).await
+    };
+    // Each is sent at its first poll, the pieces first: a reader sees both or neither.
+    let (added, stopped) = futures::future::join(added, stopped).await;
+    added?;
+    stopped?;
+    Ok(())
+}
+
+/// Writes as pieces the text of `session`'s streaming parts that only the log's rows hold, and
+/// ends their streaming: a writer that stopped (a replica that died) left up to a second of
+/// text there. Run by whoever closes its turn, under the session's lease, so the writer (fenced
+/// from then on) cannot write the same text again.
+pub async fn fold_streams(client: &impl GenericClient, session: &SessionId) -> Result<()> {
+    client
+        .execute(
+            "WITH folded AS (
+               INSERT INTO part_pieces (session_id, message_id, idx, text, upto)
+               SELECT p.session_id, p.message_id, p.idx, string_agg(e.piece, '' ORDER BY e.seq), max(e.part_chunk)
+                 FROM parts p
+                 JOIN session_events e
+                   ON e.session_id = p.session_id AND e.seq > p.streaming_from
+                  AND e.part_message = p.message_id AND e.part_idx = p.idx
+                WHERE p.session_id = $1 AND p.streaming_from IS NOT NULL
+                  AND e.part_chunk > (SELECT coalesce(max(t.upto), 0) FROM part_pieces t
+                                       WHERE t.message_id = p.message_id AND t.idx = p.idx)
+                GROUP BY p.session_id, p.message_id, p.idx
+             )
+             UPDATE parts SET streaming_from = NULL WHERE session_id = $1 AND streaming_from IS NOT NULL",
+            &[&session.as_str()],
         )
         .await?;
-    client.execute(&statement, &[&sessions, &messages, &indexes, &texts]).await?;
     Ok(())
+}
+
+fn index_of(index: u32) -> i32 {
+    i32::try_from(index).unwrap_or(i32::MAX)
 }
 
 pub async fn set_message_meta(client: &impl GenericClient, id: &MessageId, meta: &MessageMeta, at: i64) -> Result<()> {

@@ -119,6 +119,8 @@ impl Postgres {
             unreleased: HashSet::new(),
             unshown: HashSet::new(),
             opening: HashMap::new(),
+            streams: super::streams::Streams::default(),
+            catch_up: false,
             regain_within,
             batch: batch.unwrap_or(0),
             down: false,

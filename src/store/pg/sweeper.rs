@@ -2,8 +2,8 @@
 //! for leases that lapsed without being released (`lease::sweep`), takes each over with the
 //! next epoch (so the dead holder, should it wake, is fenced), under a name of its own
 //! ([`closer`]), and, in the same transaction, ends the turn it left open: its unfinished tool
-//! calls are stored as interrupted,
-//! and a notice naming the dead replica closes the turn. What that shows (the calls' new states,
+//! calls are stored as interrupted, the text it streamed that only the event log holds goes
+//! into its parts' pieces (`rows::fold_streams`), and a notice naming the dead replica closes the turn. What that shows (the calls' new states,
 //! the notice) goes into the session's event log in the same transaction, for the clients
 //! following the session from other replicas, and every command handed to the dead replica
 //! that it left unanswered is answered as cancelled ([`CANCELLED`]). Then the lease is released
@@ -155,6 +155,9 @@ pub async fn sweep_once(
         }
         let now = now_ms();
         let ended = rows::finalize_orphans(&tx, &lease.session, now).await.map_err(failed)?;
+        // The text the dead writer left only in the log goes into pieces, its parts stop
+        // streaming: it cannot write them again, its lease now being this one's.
+        rows::fold_streams(&tx, &lease.session).await.map_err(failed)?;
         let notice = notice(&dead);
         rows::insert_message(&tx, &super::Prepared::default(), &lease.session, &notice, now).await.map_err(failed)?;
         events::append_unshown(&tx, &lease, &shown(&ended, &notice)).await.map_err(failed)?;

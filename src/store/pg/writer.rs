@@ -11,9 +11,11 @@
 //! (`lease::lock_for_takes`), so no write holds a session's row while it waits for a lease. The
 //! batch's lease takes (the turns' claims) that can go first run next, all together in one
 //! round trip (`claims`); each other write then runs its statements, the message and part
-//! inserts of each run of writes together (`grouped`); the text streaming parts gained in the
-//! batch goes in at the end as one piece per part, in one statement, sent together with the
-//! event log's rows and the batch's stamp. The
+//! inserts of each run of writes together (`grouped`); the text streaming parts gained rides
+//! on their chunks' event log rows, and goes in as one piece per part about once a second and at
+//! the part's end (`streams`), in one statement sent together with the event log's rows and
+//! the batch's stamp (the leases of parts whose due text a batch writes without writing to them
+//! are fenced with the rest). The
 //! statements of every batch are prepared once per connection (`Prepared`): each is one round
 //! trip, and PostgreSQL parses none of them again. Callbacks run in queue order after the commit. A batch that fails
 //! on a write's error is run again with each write in a savepoint of its own, so one bad write
@@ -48,6 +50,7 @@ use tokio_postgres::Client;
 use super::grouped::Group;
 use super::lease::{self, Lease};
 use super::regain::{self, Unsure};
+use super::streams::{self, Streams};
 use super::writes::{self, session_of};
 use super::{PgError, PgTarget, Prepared};
 use super::{claims, events, held, logged, rows};
@@ -115,6 +118,10 @@ pub struct Writer {
     pub(super) lost: HashSet<SessionId>,
     /// The streaming parts open, with their session.
     pub(super) open: HashMap<PartKey, SessionId>,
+    /// Their text as far as pieces hold it, and their chunks' numbers (`streams.rs`).
+    pub(super) streams: Streams,
+    /// The next batch writes every streaming part's text as pieces (at shutdown).
+    pub(super) catch_up: bool,
     /// The next `seq` of each session's event log whose lease this replica holds, once known.
     pub(super) seqs: HashMap<SessionId, i64>,
     /// Leases whose release failed: tried again after every later batch until it commits
@@ -156,8 +163,8 @@ pub(super) struct Done {
     /// Parts both opened and closed in this batch, with their session: what their chunks show
     /// is logged under it all the same.
     pub shut: Vec<(PartKey, SessionId)>,
-    /// The text each part gained in the batch, with the part's session.
-    pub pieces: HashMap<PartKey, (SessionId, String)>,
+    /// What the batch does to the streaming parts: its pieces, the streams it leaves.
+    pub streamed: streams::Batch,
     /// The rows the batch appended to each session's event log.
     pub seqs: Vec<events::Appended>,
 }
@@ -177,19 +184,29 @@ impl Writer {
                 self.renew().await;
                 renew_at = Instant::now() + beat;
             }
+            // Woken to renew the leases held, and to write as pieces streamed text that only
+            // the log holds once it is due (`streams.rs`), when no batch comes to take it.
+            let due = self.streams.due();
+            let wake = if self.held.is_empty() { due } else { Some(due.map_or(renew_at, |due| due.min(renew_at))) };
             let first = if let Some(job) = early.pop_front() {
                 Some(job)
-            } else if self.held.is_empty() {
+            } else if let Some(wake) = wake {
+                match tokio::time::timeout_at(wake, jobs.recv()).await {
+                    Ok(job) => job,
+                    Err(_) => {
+                        if due.is_some_and(|due| Instant::now() >= due) {
+                            self.catch_up(false).await;
+                        }
+                        continue;
+                    }
+                }
+            } else {
                 let job = jobs.recv().await;
                 renew_at = Instant::now() + beat;
                 job
-            } else {
-                match tokio::time::timeout_at(renew_at, jobs.recv()).await {
-                    Ok(job) => job,
-                    Err(_) => continue,
-                }
             };
             let Some(first) = first else {
+                self.catch_up(true).await;
                 self.release_all().await;
                 return;
             };
@@ -266,6 +283,7 @@ impl Writer {
                     let _ = answer.send(self.load(&id).await);
                 }
                 Some(Job::Shutdown(ack)) => {
+                    self.catch_up(true).await;
                     self.release_all().await;
                     let _ = ack.send(());
                     return;
@@ -320,7 +338,7 @@ impl Writer {
     ///
     /// A connection lost on the way is made again and the batch run again (unless it turns out
     /// to have committed) until the bound has passed; then its writes fail as lost.
-    async fn apply(&mut self, writes: &[Write], shown: &[Vec<String>]) -> Vec<Result<Option<i64>, StoreError>> {
+    pub(super) async fn apply(&mut self, writes: &[Write], shown: &[Vec<String>]) -> Vec<Result<Option<i64>, StoreError>> {
         let deadline = Instant::now() + self.regain_within;
         self.batch += 1;
         let batch = self.batch;
@@ -366,25 +384,6 @@ impl Writer {
         results
     }
 
-    /// The session's visible messages and its log's last `seq`, from one snapshot of the
-    /// database: a follower starting from that `seq` gets exactly what came after them.
-    pub(super) async fn load_once(&mut self, id: &SessionId) -> Result<(Vec<Message>, i64), StoreError> {
-        let target = self.target.clone();
-        let failed = |err: tokio_postgres::Error| StoreError::Postgres(target.failed(&err));
-        let tx = self
-            .client
-            .build_transaction()
-            .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)
-            .read_only(true)
-            .start()
-            .await
-            .map_err(failed)?;
-        let messages = rows::messages(&tx, id).await.map_err(failed)?;
-        let seq = events::last_seq(&tx, &target, id).await.map_err(StoreError::Postgres)?;
-        tx.commit().await.map_err(failed)?;
-        Ok((messages, seq))
-    }
-
     /// Keeps what a committed batch changed, and answers its chunks with their parts' results
     /// and the `seq` their first logged update got.
     pub(super) fn committed(&mut self, done: Done) -> Vec<Result<Option<i64>, StoreError>> {
@@ -400,10 +399,12 @@ impl Writer {
             self.seqs.remove(&session);
             self.unreleased.remove(&session);
         }
+        self.streams.commit(done.streamed);
         for session in done.lost {
             self.unshown.remove(&session);
             self.held.remove(&session);
             self.seqs.remove(&session);
+            self.streams.forget(&session);
             self.lost.insert(session);
         }
         for session in done.ended {
@@ -435,8 +436,19 @@ impl Writer {
         let target = self.target.clone();
         let mut tx = self.client.transaction().await.map_err(batch)?;
         let mut done = Done { results: vec![Ok(()); writes.len()], ..Done::default() };
-        let fenced =
-            held::fence(&tx, &self.prepared, &target, &self.held, writes, &self.open).await.map_err(Failed::Batch)?;
+        // One instant for the batch: the streams it fences as due are those it finds due.
+        let now = Instant::now();
+        let fenced = held::fence(
+            &tx,
+            &self.prepared,
+            &target,
+            &self.held,
+            writes,
+            &self.open,
+            self.streams.due_at(now, self.catch_up),
+        )
+        .await
+        .map_err(Failed::Batch)?;
         done.lost.extend(fenced.iter().cloned());
         let failed = |err: tokio_postgres::Error| Failed::Write(StoreError::Postgres(target.failed(&err)));
         // The claims that can go first go together; an isolated run takes each in its place.
@@ -476,7 +488,7 @@ impl Writer {
                 if group.clashes(write) {
                     group.send(&tx, &self.prepared).await.map_err(failed)?;
                 }
-                group.take(write, &mut done, &mut opened);
+                group.take(write, &mut opened);
                 continue;
             }
             if !isolated && !Group::passes(write) {
@@ -506,11 +518,6 @@ impl Writer {
             done.results[job] = result;
         }
         group.send(&tx, &self.prepared).await.map_err(failed)?;
-        let pieces: Vec<(&SessionId, &MessageId, u32, &str)> = done
-            .pieces
-            .iter()
-            .map(|((message, index), (session, text))| (session, message, *index, text.as_str()))
-            .collect();
         let known = logged::Known {
             target: &target,
             prepared: &self.prepared,
@@ -522,15 +529,24 @@ impl Writer {
         // (a fast answer) still names its session for the chunks it showed.
         let mut parts = opened.clone();
         parts.extend(done.shut.iter().cloned());
+        let mut plan = logged::Plan::of(&known, writes, shown, &done, &parts);
+        // Which chunks' text goes into pieces now, and which rides on their log rows.
+        let ended: HashSet<&SessionId> = done.ended.iter().collect();
+        let lost = |session: &SessionId| done.lost.contains(session) || self.lost.contains(session);
+        let streamed = {
+            let sessions = (&self.open, &parts);
+            self.streams.batch(writes, &done.results, &mut plan, sessions, &ended, &lost, self.catch_up, now)
+        };
         // The batch's last statements, sent together (the connection pipelines them): the
         // streamed text, the event log's rows and the batch's stamp. One failing aborts the
         // transaction, and the batch with it.
         let (added, logged, stamped) = tokio::join!(
-            rows::add_pieces(&tx, &self.prepared, &pieces),
-            logged::log(&tx, &known, &self.me, writes, shown, &done, &parts),
+            rows::add_pieces(&tx, &self.prepared, &streamed.pieces, &streamed.ended),
+            logged::log(&tx, &known, &self.me, writes.len(), &plan, &done),
             regain::stamp(&tx, &self.prepared, &self.me, number),
         );
-        drop(pieces);
+        drop(plan);
+        done.streamed = streamed;
         added.map_err(batch)?;
         let logged = logged.map_err(Failed::Batch)?;
         (done.seqs, done.firsts) = (logged.seqs, logged.firsts);

@@ -132,17 +132,16 @@ pub(super) async fn one(
         // group's, alone or in a run.
         Write::PutPart { .. } | Write::OpenPart { .. } => {
             let mut group = Group::default();
-            group.take(write, done, opened);
+            group.take(write, opened);
             group.send(tx, state.prepared).await?;
         }
-        Write::AppendPart { message_id, index, delta } => {
+        // Its text goes into a piece or rides on its log row at the batch's end (`streams.rs`).
+        Write::AppendPart { message_id, index, .. } => {
             let key = (message_id.clone(), *index);
-            let Some(session) = opened.get(&key).or_else(|| state.open.get(&key)) else {
+            if !opened.contains_key(&key) && !state.open.contains_key(&key) {
                 let detail = format!("chunk for part {index} of {message_id}, which is not open");
                 return Ok(Err(StoreError::Postgres(PgError::Query { at: target.to_string(), detail })));
-            };
-            let session = session.clone();
-            done.pieces.entry(key).or_insert_with(|| (session, String::new())).1.push_str(delta);
+            }
         }
         Write::ClosePart { message_id, index } => {
             let key = (message_id.clone(), *index);

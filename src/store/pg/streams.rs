@@ -1,0 +1,305 @@
+//! Streamed text kept as pieces a second behind the event log. Every chunk a turn streams is
+//! shown through a row of its session's event log, and that row also carries the chunk's part,
+//! number and text (`events::Chunk`). So the PostgreSQL writer need not write a piece per chunk
+//! as well: it adds a streaming part's text to `part_pieces` about once a second ([`LAG`]), when
+//! the part ends, when its turn gives back its lease, at shutdown, and at once for a chunk that
+//! logs no row (nothing shown, a lease this replica does not hold) or holds a NUL. Readers join
+//! a streaming part's pieces with the log's rows of it numbered past them
+//! (`rows::VISIBLE_MESSAGES`), so every replica reads the whole text that was shown, whichever
+//! replica streams it; a replica that dies leaves its last second in the log, where the
+//! replica that takes its turn over folds it into pieces (`rows::fold_streams`), and the prune
+//! keeps the rows of parts still streaming. At ten chunks a second a part gains a piece per ten
+//! chunks, where each chunk was a piece.
+//!
+//! [`Streams`] is what committed; [`Streams::batch`] works out what one batch does to it: the
+//! pieces it writes, the parts whose streaming it ends, the chunks its log rows carry, and the
+//! streams as they stand once it commits ([`Streams::commit`]).
+
+use std::collections::{HashMap, HashSet};
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::events::Chunk;
+use super::logged::Plan;
+use super::writer::{PartKey, Writer};
+use crate::ids::SessionId;
+use crate::store::{StoreError, Write};
+
+/// How far a streaming part's pieces may fall behind its log: text older than this is written
+/// as a piece with the next batch.
+pub(super) const LAG: Duration = Duration::from_secs(1);
+
+/// A streaming part between batches, as committed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) struct Stream {
+    pub session: SessionId,
+    /// The number of its last chunk (its chunks count from 1).
+    pub chunks: i32,
+    /// Its text that only the log's rows hold so far.
+    pub behind: String,
+    /// When the oldest of `behind` committed.
+    pub since: Option<Instant>,
+}
+
+/// The streaming parts the writer's committed batches left.
+#[derive(Default)]
+pub(super) struct Streams {
+    parts: HashMap<PartKey, Stream>,
+}
+
+/// A piece a batch writes: its part's session, message and index, its text, and the number of
+/// the last chunk it holds.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) struct Piece {
+    pub session: SessionId,
+    pub part: PartKey,
+    pub text: String,
+    pub upto: i32,
+}
+
+/// What one batch does to the streams.
+#[derive(Default, Debug)]
+pub(super) struct Batch {
+    /// The pieces to write.
+    pub pieces: Vec<Piece>,
+    /// The parts whose streaming ends: no reader looks for their text in the log any more.
+    pub ended: Vec<PartKey>,
+    /// The streams the batch changed, as they stand once it commits (`None`: gone).
+    after: HashMap<PartKey, Option<Stream>>,
+}
+
+/// Where a batch finds a part's session: the parts open before it, those open in it.
+type Sessions<'a> = (&'a HashMap<PartKey, SessionId>, &'a HashMap<PartKey, SessionId>);
+
+/// A part as a batch leaves it, worked out write by write.
+struct Work<'w> {
+    session: SessionId,
+    /// Whether the part streams after the batch's writes so far (one written whole does not).
+    streaming: bool,
+    chunks: i32,
+    /// Its text not in pieces: what was behind, then the batch's chunks.
+    text: String,
+    since: Option<Instant>,
+    /// A chunk that logs no row: the text goes into a piece with this batch.
+    now: bool,
+    ended: bool,
+    /// The batch's chunks that log a row: their write, number and text.
+    carried: Vec<(usize, i32, &'w str)>,
+}
+
+impl Work<'_> {
+    fn of(stream: &Stream) -> Self {
+        Work {
+            session: stream.session.clone(),
+            streaming: true,
+            chunks: stream.chunks,
+            text: stream.behind.clone(),
+            since: stream.since,
+            now: false,
+            ended: false,
+            carried: Vec::new(),
+        }
+    }
+
+    fn fresh(session: SessionId, streaming: bool) -> Self {
+        Work {
+            session,
+            streaming,
+            chunks: 0,
+            text: String::new(),
+            since: None,
+            now: false,
+            ended: false,
+            carried: Vec::new(),
+        }
+    }
+}
+
+impl Streams {
+    /// The sessions whose parts' text a batch at `now` writes as pieces whether or not it
+    /// writes to them (due, or with `all` any): the batch must fence their leases.
+    pub fn due_at(&self, now: Instant, all: bool) -> impl Iterator<Item = &SessionId> {
+        self.parts
+            .values()
+            .filter(move |stream| stream.since.is_some_and(|since| all || now.saturating_duration_since(since) >= LAG))
+            .map(|stream| &stream.session)
+    }
+
+    /// When the oldest text only in the log is due as a piece.
+    pub fn due(&self) -> Option<Instant> {
+        self.parts.values().filter_map(|stream| stream.since).min().map(|since| since + LAG)
+    }
+
+    /// What the batch of `writes` (with their `results`) does to the streams, and the chunks
+    /// its log rows carry (put into `plan`). `sessions` name the session of every part the
+    /// batch may stream to; `ended` holds the sessions whose turn gave back its lease in it (their
+    /// text goes into pieces and their streaming ends), `lost` those whose lease another replica
+    /// took (their text is that replica's to fold). With `all`, every part's text goes into pieces.
+    #[allow(clippy::too_many_arguments)]
+    pub fn batch<'w>(
+        &self,
+        writes: &'w [Write],
+        results: &[Result<(), StoreError>],
+        plan: &mut Plan<'w>,
+        sessions: Sessions<'_>,
+        ended: &HashSet<&SessionId>,
+        lost: &dyn Fn(&SessionId) -> bool,
+        all: bool,
+        now: Instant,
+    ) -> Batch {
+        let mut work: HashMap<PartKey, Work<'w>> = HashMap::new();
+        let reset = |work: &mut HashMap<PartKey, Work<'w>>, key: PartKey, session: &SessionId, streaming: bool| {
+            work.insert(key, Work::fresh(session.clone(), streaming));
+        };
+        for (job, (write, result)) in writes.iter().zip(results).enumerate() {
+            if result.is_err() {
+                continue;
+            }
+            match write {
+                Write::InsertMessage { session_id, message } => {
+                    for index in 0..message.parts.len() {
+                        let index = u32::try_from(index).unwrap_or(u32::MAX);
+                        if work.contains_key(&(message.id.clone(), index))
+                            || self.parts.contains_key(&(message.id.clone(), index))
+                        {
+                            reset(&mut work, (message.id.clone(), index), session_id, false);
+                        }
+                    }
+                }
+                Write::OpenPart { session_id, message_id, index, .. } => {
+                    reset(&mut work, (message_id.clone(), *index), session_id, true);
+                }
+                Write::PutPart { session_id, message_id, index, .. } => {
+                    reset(&mut work, (message_id.clone(), *index), session_id, false);
+                }
+                Write::AppendPart { message_id, index, delta } => {
+                    let key = (message_id.clone(), *index);
+                    let Some(part) = self.entry(&mut work, &key, sessions) else { continue };
+                    part.chunks = part.chunks.saturating_add(1);
+                    part.text.push_str(delta);
+                    // A part written whole is read without the log: its chunks go in as pieces.
+                    if part.streaming && plan.logs(job) && !delta.contains('\0') {
+                        part.carried.push((job, part.chunks, delta.as_str()));
+                    } else {
+                        part.now = true;
+                    }
+                }
+                Write::ClosePart { message_id, index } => {
+                    let key = (message_id.clone(), *index);
+                    if let Some(part) = self.entry(&mut work, &key, sessions) {
+                        part.ended = true;
+                    }
+                }
+                _ => {}
+            }
+        }
+        // Parts the batch did not stream to whose text is due, or whose turn ended.
+        for (key, stream) in &self.parts {
+            let due = stream.since.is_some_and(|since| now.saturating_duration_since(since) >= LAG);
+            if !work.contains_key(key) && (all || due || ended.contains(&stream.session) || lost(&stream.session)) {
+                work.insert(key.clone(), Work::of(stream));
+            }
+        }
+        let mut batch = Batch::default();
+        for (key, part) in work {
+            if lost(&part.session) {
+                batch.after.insert(key, None);
+                continue;
+            }
+            if !part.streaming {
+                // Written whole in the batch: its pieces went with its row's write.
+                if part.now && !part.text.is_empty() {
+                    batch.pieces.push(Piece {
+                        session: part.session,
+                        part: key.clone(),
+                        text: part.text,
+                        upto: part.chunks,
+                    });
+                }
+                batch.after.insert(key, None);
+                continue;
+            }
+            let ends = part.ended || ended.contains(&part.session);
+            let due = part.since.is_some_and(|since| now.saturating_duration_since(since) >= LAG);
+            if ends || part.now || all || due {
+                if !part.text.is_empty() {
+                    let text = part.text.replace('\0', "\u{fffd}");
+                    batch.pieces.push(Piece {
+                        session: part.session.clone(),
+                        part: key.clone(),
+                        text,
+                        upto: part.chunks,
+                    });
+                }
+                let after = Stream { session: part.session, chunks: part.chunks, behind: String::new(), since: None };
+                if ends {
+                    batch.ended.push(key.clone());
+                }
+                batch.after.insert(key, (!ends).then_some(after));
+                continue;
+            }
+            for (job, number, text) in &part.carried {
+                let message = match &writes[*job] {
+                    Write::AppendPart { message_id, .. } => message_id.as_str(),
+                    _ => continue,
+                };
+                let idx = i32::try_from(key.1).unwrap_or(i32::MAX);
+                plan.carry(*job, Chunk { message, idx, number: *number, text });
+            }
+            let since = part.since.or_else(|| (!part.text.is_empty()).then_some(now));
+            let after = Stream { session: part.session, chunks: part.chunks, behind: part.text, since };
+            batch.after.insert(key, Some(after));
+        }
+        batch
+    }
+
+    /// The part `key` as the batch has it so far, from what committed or, for a part opened
+    /// before any chunk (or before this writer kept streams), fresh; `None` for a part the
+    /// batch does not know the session of.
+    fn entry<'a, 'w>(
+        &self,
+        work: &'a mut HashMap<PartKey, Work<'w>>,
+        key: &PartKey,
+        sessions: Sessions<'_>,
+    ) -> Option<&'a mut Work<'w>> {
+        if !work.contains_key(key) {
+            let part = match (self.parts.get(key), sessions.0.get(key).or_else(|| sessions.1.get(key))) {
+                (Some(stream), _) => Work::of(stream),
+                // Open before this writer numbered its chunks: its row says it does not stream.
+                (None, Some(session)) => Work::fresh(session.clone(), false),
+                (None, None) => return None,
+            };
+            work.insert(key.clone(), part);
+        }
+        work.get_mut(key)
+    }
+
+    /// Keeps what a committed batch left.
+    pub fn commit(&mut self, batch: Batch) {
+        for (key, after) in batch.after {
+            match after {
+                Some(stream) => self.parts.insert(key, stream),
+                None => self.parts.remove(&key),
+            };
+        }
+    }
+
+    /// Forgets the parts of `session`, whose lease another replica took.
+    pub fn forget(&mut self, session: &SessionId) {
+        self.parts.retain(|_, stream| stream.session != *session);
+    }
+}
+
+impl Writer {
+    /// Runs a batch of no writes: the streamed text that is due (or, with `all`, every part's)
+    /// goes into pieces.
+    pub(super) async fn catch_up(&mut self, all: bool) {
+        if self.streams.due().is_none() {
+            return;
+        }
+        self.catch_up = all;
+        let _ = self.apply(&[], &[]).await;
+        self.catch_up = false;
+    }
+}

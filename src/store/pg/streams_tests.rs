@@ -1,0 +1,209 @@
+//! Streamed text with its pieces behind the log: any replica reads a streaming part whole while
+//! its writer has written few or no pieces of it; the pieces catch up within about a second
+//! with no write to bring them, at the part's end and at shutdown; a chunk that logs no row is
+//! a piece at once; a part written whole forgets the chunks before it; and the text a dead
+//! writer left only in the log outlives the prune and is folded into pieces by the sweeper.
+
+use std::time::Duration;
+
+use tokio_postgres::Client;
+
+use super::tests::{fresh, took};
+use super::{Prepared, fixture, lease, prune, rows, sweeper};
+use crate::history::{Message, MessageMeta, Part, Role};
+use crate::ids::{MessageId, SessionId, now_ms};
+use crate::store::{LastTurn, SessionRow, Store, Write};
+
+async fn store(url: &str, me: &str) -> Store {
+    Store::open_postgres_as(url, me, Duration::from_secs(30)).await.unwrap()
+}
+
+/// A session of `a`'s whose turn `a` runs, with an answer open to chunks, starting as `text`.
+async fn streaming(a: &Store, text: &str) -> (SessionId, MessageId) {
+    let id = SessionId::generate();
+    let row = SessionRow::new(id.clone(), "/w".into(), "openai/m".into(), now_ms());
+    a.commit(Write::InsertSession(Box::new(row))).await.unwrap();
+    let prompt = Message::new(Role::User, vec![Part::Text { text: "go".into() }], MessageMeta::default());
+    let take = Write::TakeLease {
+        session_id: id.clone(),
+        last: LastTurn::Ours,
+        prompt: Some(prompt),
+        title: None,
+        command: None,
+    };
+    a.commit(take).await.unwrap();
+    let reply = Message::new(Role::Assistant, Vec::new(), MessageMeta::default());
+    let message = reply.id.clone();
+    a.commit(Write::InsertMessage { session_id: id.clone(), message: reply }).await.unwrap();
+    let part = Part::Text { text: text.into() };
+    a.commit(Write::OpenPart { session_id: id.clone(), message_id: message.clone(), index: 0, part }).await.unwrap();
+    (id, message)
+}
+
+/// Streams `deltas` as chunks each shown as a row of the log (none with `shown` false).
+async fn stream(a: &Store, message: &MessageId, deltas: &[&str], shown: bool) {
+    for delta in deltas {
+        let chunk = Write::AppendPart { message_id: message.clone(), index: 0, delta: (*delta).into() };
+        let bodies = if shown { vec![format!("{{\"chunk\":{delta:?}}}")] } else { Vec::new() };
+        a.submit_shown(chunk, bodies, None);
+    }
+    a.flush().await.unwrap();
+}
+
+/// The answer's text as `store` reads it.
+async fn text_of(store: &Store, id: &SessionId) -> String {
+    let messages = store.messages(id).await.unwrap();
+    match messages.last().and_then(|message| message.parts.first()) {
+        Some(Part::Text { text }) => text.clone(),
+        other => panic!("no text part: {other:?}"),
+    }
+}
+
+/// The part's pieces: their text joined, and how many there are.
+async fn pieces(client: &Client, message: &MessageId) -> (String, i64) {
+    let row = client
+        .query_one(
+            "SELECT coalesce(string_agg(text, '' ORDER BY id), ''), count(*) FROM part_pieces WHERE message_id = $1",
+            &[&message.as_str()],
+        )
+        .await
+        .unwrap();
+    (row.get(0), row.get(1))
+}
+
+async fn streams(client: &Client, message: &MessageId) -> bool {
+    let row =
+        client.query_one("SELECT streaming_from FROM parts WHERE message_id = $1", &[&message.as_str()]).await.unwrap();
+    row.get::<_, Option<i64>>(0).is_some()
+}
+
+async fn client(url: &str) -> Client {
+    super::PgTarget::parse(url).unwrap().connect().await.unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_streaming_part_reads_whole_from_another_replica_while_its_pieces_lag_and_from_its_pieces_once_ended() {
+    let url = fixture::database().await;
+    let (a, b) = (store(&url, "host-a:1:a").await, store(&url, "host-b:2:b").await);
+    let sql = client(&url).await;
+    let (id, message) = streaming(&a, "He").await;
+    let deltas: Vec<String> = (0..20).map(|n| format!("{n},")).collect();
+    let deltas: Vec<&str> = deltas.iter().map(String::as_str).collect();
+    stream(&a, &message, &deltas, true).await;
+    let whole = format!("He{}", deltas.concat());
+
+    assert_eq!(text_of(&b, &id).await, whole, "another replica reads every chunk shown");
+    let (loaded, seq) = b.messages_at_seq(&id).await.unwrap();
+    assert_eq!(
+        seq,
+        sql.query_one("SELECT max(seq) FROM session_events WHERE session_id = $1", &[&id.as_str()])
+            .await
+            .unwrap()
+            .get::<_, i64>(0)
+    );
+    assert!(matches!(loaded.last().and_then(|m| m.parts.first()), Some(Part::Text { text }) if *text == whole));
+    let (_, written) = pieces(&sql, &message).await;
+    assert!(written < 20, "twenty chunks, {written} pieces: the log's rows carry the text");
+    assert!(streams(&sql, &message).await);
+
+    a.commit(Write::ClosePart { message_id: message.clone(), index: 0 }).await.unwrap();
+    assert_eq!(pieces(&sql, &message).await.0, deltas.concat(), "the part's end writes what the pieces lacked");
+    assert!(!streams(&sql, &message).await, "an ended part is not looked up in the log");
+    assert_eq!(text_of(&b, &id).await, whole);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pieces_catch_up_within_about_a_second_with_no_write_to_bring_them_and_at_shutdown() {
+    let url = fixture::database().await;
+    let a = store(&url, "host-a:1:a").await;
+    let sql = client(&url).await;
+    let (_, message) = streaming(&a, "").await;
+    stream(&a, &message, &["a", "b", "c"], true).await;
+    let started = std::time::Instant::now();
+    while pieces(&sql, &message).await.0 != "abc" {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "the pieces never caught up: {:?}",
+            pieces(&sql, &message).await
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(streams(&sql, &message).await, "caught up, the part still streams");
+
+    stream(&a, &message, &["d", "e"], true).await;
+    a.shutdown().await;
+    assert_eq!(pieces(&sql, &message).await.0, "abcde", "a replica that stops writes its text as pieces first");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_chunk_that_logs_no_row_is_a_piece_at_once_and_a_part_written_whole_forgets_the_chunks_before() {
+    let url = fixture::database().await;
+    let (a, b) = (store(&url, "host-a:1:a").await, store(&url, "host-b:2:b").await);
+    let sql = client(&url).await;
+    let (id, message) = streaming(&a, "").await;
+    stream(&a, &message, &["shown "], true).await;
+    stream(&a, &message, &["unshown"], false).await;
+    assert_eq!(pieces(&sql, &message).await.0, "shown unshown", "nothing in the log holds the second chunk");
+    assert_eq!(text_of(&b, &id).await, "shown unshown", "and the first is not read twice");
+
+    stream(&a, &message, &[" more"], true).await;
+    let whole = Part::Text { text: "Whole".into() };
+    a.commit(Write::PutPart { session_id: id.clone(), message_id: message.clone(), index: 0, part: whole })
+        .await
+        .unwrap();
+    assert_eq!(text_of(&b, &id).await, "Whole");
+    assert!(!streams(&sql, &message).await);
+    a.shutdown().await;
+    assert_eq!(text_of(&b, &id).await, "Whole", "nothing of before comes back at shutdown");
+}
+
+/// A dead replica's streaming part: its pieces hold its first three chunks, the log six.
+async fn left_streaming(client: &Client, target: &super::PgTarget) -> (SessionId, MessageId) {
+    let id = SessionId::generate();
+    rows::insert_session(client, &SessionRow::new(id.clone(), "/w".into(), "openai/m".into(), now_ms())).await.unwrap();
+    let lease = took(lease::take(client, target, &id, "deadhost:4242:x", Duration::from_secs(60)).await.unwrap());
+    let reply = Message::new(Role::Assistant, vec![Part::Text { text: String::new() }], MessageMeta::default());
+    rows::insert_message(client, &Prepared::default(), &id, &reply, now_ms()).await.unwrap();
+    client.execute("UPDATE parts SET streaming_from = 0 WHERE message_id = $1", &[&reply.id.as_str()]).await.unwrap();
+    client
+        .execute(
+            "INSERT INTO part_pieces (session_id, message_id, idx, text, upto) VALUES ($1, $2, 0, 'abc', 3)",
+            &[&id.as_str(), &reply.id.as_str()],
+        )
+        .await
+        .unwrap();
+    for (n, piece) in (1..).zip(["a", "b", "c", "d", "e", "f"]) {
+        client
+            .execute(
+                "INSERT INTO session_events (session_id, seq, epoch, body, origin, part_message, part_idx, part_chunk, piece, created_at)
+                 VALUES ($1, $2, $3, '{}', $4, $5, 0, $6, $7, now() - interval '1 hour')",
+                &[&id.as_str(), &i64::from(n), &lease.epoch, &lease.holder, &reply.id.as_str(), &n, &piece],
+            )
+            .await
+            .unwrap();
+    }
+    client.execute("UPDATE session_leases SET expires_at = now() - interval '1 second'", &[]).await.unwrap();
+    (id, reply.id)
+}
+
+#[tokio::test]
+async fn text_a_dead_writer_left_only_in_the_log_outlives_the_prune_and_the_sweeper_folds_it_into_pieces() {
+    let (target, mut client) = fresh().await;
+    let (id, message) = left_streaming(&client, &target).await;
+    let text = |messages: Vec<Message>| match messages[0].parts.first() {
+        Some(Part::Text { text }) => text.clone(),
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(text(rows::messages(&client, &id).await.unwrap()), "abcdef");
+
+    let stop = tokio_util::sync::CancellationToken::new();
+    prune::prune_once(&client, &target, Duration::ZERO, prune::BATCH, &stop).await.unwrap();
+    assert_eq!(text(rows::messages(&client, &id).await.unwrap()), "abcdef", "the rows of a streaming part are kept");
+
+    let ttl = Duration::from_secs(60);
+    assert_eq!(sweeper::sweep_once(&mut client, &target, "alive:1:y", ttl).await.unwrap(), std::slice::from_ref(&id));
+    assert_eq!(pieces(&client, &message).await, ("abcdef".to_owned(), 2), "the last three chunks folded as one piece");
+    assert!(!streams(&client, &message).await);
+    prune::prune_once(&client, &target, Duration::ZERO, prune::BATCH, &stop).await.unwrap();
+    assert_eq!(text(rows::messages(&client, &id).await.unwrap()), "abcdef", "folded, the rows may go");
+}
