@@ -22,7 +22,8 @@
 //! A question a running turn asked is kept in the log however old (its `asked` and `closed`
 //! rows, while the lease that logged them is held): a replica that starts following the session
 //! reads the questions still open from them (`events::open_questions`). So is a streamed chunk's
-//! row while its part streams: the part's pieces may not hold its text yet (`streams.rs`).
+//! row while its part streams and its pieces do not hold its text yet (`streams.rs`): the
+//! rows a reader of the part would read.
 
 use std::time::{Duration, Instant};
 
@@ -82,7 +83,10 @@ pub async fn prune_once(
                    AND NOT (old.part_chunk IS NOT NULL
                             AND EXISTS (SELECT 1 FROM parts
                                         WHERE parts.message_id = old.part_message AND parts.idx = old.part_idx
-                                          AND parts.streaming_from IS NOT NULL))
+                                          AND parts.streaming_from IS NOT NULL AND old.seq > parts.streaming_from
+                                          AND old.part_chunk > (SELECT coalesce(max(t.upto), 0) FROM part_pieces t
+                                                                WHERE t.message_id = parts.message_id
+                                                                  AND t.idx = parts.idx)))
                  LIMIT $2
                  FOR UPDATE SKIP LOCKED)",
             asked = events::ASKED,

@@ -21,8 +21,9 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::events::Chunk;
+use super::lease::Lease;
 use super::logged::Plan;
-use super::writer::{PartKey, Writer};
+use super::writer::{Done, PartKey, Writer};
 use crate::ids::SessionId;
 use crate::store::{StoreError, Write};
 
@@ -56,6 +57,39 @@ pub(super) struct Piece {
     pub part: PartKey,
     pub text: String,
     pub upto: i32,
+}
+
+impl Piece {
+    /// A piece of `text`, a NUL in it kept as U+FFFD (PostgreSQL's text cannot hold one: it
+    /// would fail the batch, every session's writes in it).
+    fn new(session: SessionId, part: PartKey, text: &str, upto: i32) -> Self {
+        Piece { session, part, text: text.replace('\0', "\u{fffd}"), upto }
+    }
+}
+
+/// Whether this replica holds a session's lease, as a batch finds it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Holding {
+    /// Held before the batch and not lost, or taken in it.
+    Held,
+    /// Another replica took it over.
+    Lost,
+    /// Neither: given back, or never taken.
+    Not,
+}
+
+impl Holding {
+    /// What a batch that did `done` finds of `session`'s lease, `held` and `lost` as the writer
+    /// kept them before it.
+    pub fn of(session: &SessionId, held: &HashMap<SessionId, Lease>, lost: &HashSet<SessionId>, done: &Done) -> Self {
+        if done.lost.contains(session) || lost.contains(session) {
+            Holding::Lost
+        } else if held.contains_key(session) || done.taken.iter().any(|lease| lease.session == *session) {
+            Holding::Held
+        } else {
+            Holding::Not
+        }
+    }
 }
 
 /// What one batch does to the streams.
@@ -117,13 +151,20 @@ impl Work<'_> {
 }
 
 impl Streams {
-    /// The sessions whose parts' text a batch at `now` writes as pieces whether or not it
-    /// writes to them (due, or with `all` any): the batch must fence their leases.
-    pub fn due_at(&self, now: Instant, all: bool) -> impl Iterator<Item = &SessionId> {
-        self.parts
+    /// The sessions whose parts' text a batch at `now` of `writes` writes as pieces though no
+    /// write of theirs names them (due, or with `all` any; or their turn's release, which
+    /// names no session to fence): the batch must fence their leases.
+    pub fn due_at<'a>(&'a self, now: Instant, all: bool, writes: &'a [Write]) -> impl Iterator<Item = &'a SessionId> {
+        let due = self
+            .parts
             .values()
             .filter(move |stream| stream.since.is_some_and(|since| all || now.saturating_duration_since(since) >= LAG))
-            .map(|stream| &stream.session)
+            .map(|stream| &stream.session);
+        let released = writes.iter().filter_map(|write| match write {
+            Write::ReleaseLease { session_id } => Some(session_id),
+            _ => None,
+        });
+        due.chain(released)
     }
 
     /// When the oldest text only in the log is due as a piece.
@@ -133,9 +174,10 @@ impl Streams {
 
     /// What the batch of `writes` (with their `results`) does to the streams, and the chunks
     /// its log rows carry (put into `plan`). `sessions` name the session of every part the
-    /// batch may stream to; `ended` holds the sessions whose turn gave back its lease in it (their
-    /// text goes into pieces and their streaming ends), `lost` those whose lease another replica
-    /// took (their text is that replica's to fold). With `all`, every part's text goes into pieces.
+    /// batch may stream to; `holding` tells whether this replica holds a session's lease (taken
+    /// in the batch or before it), lost it to another replica (whose sweeper folds the text it
+    /// left: none is written here) or holds none. With `all` (at shutdown) every part's text goes
+    /// into pieces and its streaming ends.
     #[allow(clippy::too_many_arguments)]
     pub fn batch<'w>(
         &self,
@@ -143,8 +185,7 @@ impl Streams {
         results: &[Result<(), StoreError>],
         plan: &mut Plan<'w>,
         sessions: Sessions<'_>,
-        ended: &HashSet<&SessionId>,
-        lost: &dyn Fn(&SessionId) -> bool,
+        holding: &dyn Fn(&SessionId) -> Holding,
         all: bool,
         now: Instant,
     ) -> Batch {
@@ -191,46 +232,51 @@ impl Streams {
                         part.ended = true;
                     }
                 }
+                // The turn is over: the parts streaming so far end (not those a turn claimed
+                // later in the batch opens).
+                Write::ReleaseLease { session_id } => {
+                    for (key, stream) in &self.parts {
+                        if stream.session == *session_id && !work.contains_key(key) {
+                            work.insert(key.clone(), Work::of(stream));
+                        }
+                    }
+                    for part in work.values_mut().filter(|part| part.session == *session_id) {
+                        part.ended = true;
+                    }
+                }
                 _ => {}
             }
         }
-        // Parts the batch did not stream to whose text is due, or whose turn ended.
+        // Parts the batch did not write to whose text is due, or whose session is not this
+        // replica's any more.
         for (key, stream) in &self.parts {
             let due = stream.since.is_some_and(|since| now.saturating_duration_since(since) >= LAG);
-            if !work.contains_key(key) && (all || due || ended.contains(&stream.session) || lost(&stream.session)) {
+            if !work.contains_key(key) && (all || due || holding(&stream.session) != Holding::Held) {
                 work.insert(key.clone(), Work::of(stream));
             }
         }
         let mut batch = Batch::default();
         for (key, part) in work {
-            if lost(&part.session) {
+            let held = holding(&part.session);
+            if held == Holding::Lost {
                 batch.after.insert(key, None);
                 continue;
             }
             if !part.streaming {
                 // Written whole in the batch: its pieces went with its row's write.
                 if part.now && !part.text.is_empty() {
-                    batch.pieces.push(Piece {
-                        session: part.session,
-                        part: key.clone(),
-                        text: part.text,
-                        upto: part.chunks,
-                    });
+                    batch.pieces.push(Piece::new(part.session, key.clone(), &part.text, part.chunks));
                 }
                 batch.after.insert(key, None);
                 continue;
             }
-            let ends = part.ended || ended.contains(&part.session);
+            // A session this replica holds no lease of streams no more here: a chunk of it
+            // logged no row, and its lease was given back (a release tried again later).
+            let ends = part.ended || all || held == Holding::Not;
             let due = part.since.is_some_and(|since| now.saturating_duration_since(since) >= LAG);
-            if ends || part.now || all || due {
+            if ends || part.now || due {
                 if !part.text.is_empty() {
-                    let text = part.text.replace('\0', "\u{fffd}");
-                    batch.pieces.push(Piece {
-                        session: part.session.clone(),
-                        part: key.clone(),
-                        text,
-                        upto: part.chunks,
-                    });
+                    batch.pieces.push(Piece::new(part.session.clone(), key.clone(), &part.text, part.chunks));
                 }
                 let after = Stream { session: part.session, chunks: part.chunks, behind: String::new(), since: None };
                 if ends {

@@ -1,8 +1,9 @@
 //! Streamed text with its pieces behind the log: any replica reads a streaming part whole while
 //! its writer has written few or no pieces of it; the pieces catch up within about a second
-//! with no write to bring them, at the part's end and at shutdown; a chunk that logs no row is
-//! a piece at once; a part written whole forgets the chunks before it; and the text a dead
-//! writer left only in the log outlives the prune and is folded into pieces by the sweeper.
+//! with no write to bring them, at the part's end, at its turn's end and at shutdown; a chunk
+//! that logs no row is a piece at once, a NUL in one fails nothing; a part written whole or
+//! opened again forgets the chunks before it; and the text a dead writer left only in the log
+//! outlives the prune and is folded into pieces by the sweeper.
 
 use std::time::Duration;
 
@@ -102,8 +103,13 @@ async fn a_streaming_part_reads_whole_from_another_replica_while_its_pieces_lag_
             .get::<_, i64>(0)
     );
     assert!(matches!(loaded.last().and_then(|m| m.parts.first()), Some(Part::Text { text }) if *text == whole));
+    let carried: i64 = sql
+        .query_one("SELECT count(*) FROM session_events WHERE part_message = $1", &[&message.as_str()])
+        .await
+        .unwrap()
+        .get(0);
     let (_, written) = pieces(&sql, &message).await;
-    assert!(written < 20, "twenty chunks, {written} pieces: the log's rows carry the text");
+    assert!(carried > 0 && written < 20, "{carried} of twenty chunks carried by the log's rows, {written} pieces");
     assert!(streams(&sql, &message).await);
 
     a.commit(Write::ClosePart { message_id: message.clone(), index: 0 }).await.unwrap();
@@ -133,6 +139,41 @@ async fn pieces_catch_up_within_about_a_second_with_no_write_to_bring_them_and_a
     stream(&a, &message, &["d", "e"], true).await;
     a.shutdown().await;
     assert_eq!(pieces(&sql, &message).await.0, "abcde", "a replica that stops writes its text as pieces first");
+    assert!(!streams(&sql, &message).await, "and ends its parts' streaming");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_turn_giving_back_its_lease_writes_its_open_parts_text_and_a_part_opened_again_reads_only_its_new_chunks() {
+    let url = fixture::database().await;
+    let (a, b) = (store(&url, "host-a:1:a").await, store(&url, "host-b:2:b").await);
+    let sql = client(&url).await;
+    let (id, message) = streaming(&a, "").await;
+    stream(&a, &message, &["a", "b"], true).await;
+    let part = Part::Text { text: String::new() };
+    a.commit(Write::OpenPart { session_id: id.clone(), message_id: message.clone(), index: 0, part }).await.unwrap();
+    stream(&a, &message, &["c"], true).await;
+    assert_eq!(text_of(&b, &id).await, "c", "the rows of the part before it was opened again are not its text");
+
+    stream(&a, &message, &["d"], true).await;
+    a.commit(Write::ReleaseLease { session_id: id.clone() }).await.unwrap();
+    assert_eq!(pieces(&sql, &message).await.0, "cd", "the turn's end writes what its open part lacked");
+    assert!(!streams(&sql, &message).await);
+    assert_eq!(text_of(&b, &id).await, "cd");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_nul_streamed_into_a_part_written_whole_is_stored_as_a_replacement_and_fails_nothing() {
+    let url = fixture::database().await;
+    let (a, b) = (store(&url, "host-a:1:a").await, store(&url, "host-b:2:b").await);
+    let (id, message) = streaming(&a, "").await;
+    let whole = Part::Text { text: "x".into() };
+    a.commit(Write::PutPart { session_id: id.clone(), message_id: message.clone(), index: 0, part: whole })
+        .await
+        .unwrap();
+    let chunk = Write::AppendPart { message_id: message.clone(), index: 0, delta: "a\0b".into() };
+    a.commit(chunk).await.unwrap();
+    stream(&a, &message, &["c\0"], true).await;
+    assert_eq!(text_of(&b, &id).await, "xa\u{fffd}bc\u{fffd}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

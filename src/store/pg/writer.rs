@@ -50,7 +50,7 @@ use tokio_postgres::Client;
 use super::grouped::Group;
 use super::lease::{self, Lease};
 use super::regain::{self, Unsure};
-use super::streams::{self, Streams};
+use super::streams::{self, Holding, Streams};
 use super::writes::{self, session_of};
 use super::{PgError, PgTarget, Prepared};
 use super::{claims, events, held, logged, rows};
@@ -192,7 +192,12 @@ impl Writer {
                 Some(job)
             } else if let Some(wake) = wake {
                 match tokio::time::timeout_at(wake, jobs.recv()).await {
-                    Ok(job) => job,
+                    Ok(job) => {
+                        if self.held.is_empty() {
+                            renew_at = Instant::now() + beat;
+                        }
+                        job
+                    }
                     Err(_) => {
                         if due.is_some_and(|due| Instant::now() >= due) {
                             self.catch_up(false).await;
@@ -338,7 +343,11 @@ impl Writer {
     ///
     /// A connection lost on the way is made again and the batch run again (unless it turns out
     /// to have committed) until the bound has passed; then its writes fail as lost.
-    pub(super) async fn apply(&mut self, writes: &[Write], shown: &[Vec<String>]) -> Vec<Result<Option<i64>, StoreError>> {
+    pub(super) async fn apply(
+        &mut self,
+        writes: &[Write],
+        shown: &[Vec<String>],
+    ) -> Vec<Result<Option<i64>, StoreError>> {
         let deadline = Instant::now() + self.regain_within;
         self.batch += 1;
         let batch = self.batch;
@@ -445,7 +454,7 @@ impl Writer {
             &self.held,
             writes,
             &self.open,
-            self.streams.due_at(now, self.catch_up),
+            self.streams.due_at(now, self.catch_up, writes),
         )
         .await
         .map_err(Failed::Batch)?;
@@ -531,11 +540,10 @@ impl Writer {
         parts.extend(done.shut.iter().cloned());
         let mut plan = logged::Plan::of(&known, writes, shown, &done, &parts);
         // Which chunks' text goes into pieces now, and which rides on their log rows.
-        let ended: HashSet<&SessionId> = done.ended.iter().collect();
-        let lost = |session: &SessionId| done.lost.contains(session) || self.lost.contains(session);
+        let holding = |session: &SessionId| Holding::of(session, &self.held, &self.lost, &done);
         let streamed = {
             let sessions = (&self.open, &parts);
-            self.streams.batch(writes, &done.results, &mut plan, sessions, &ended, &lost, self.catch_up, now)
+            self.streams.batch(writes, &done.results, &mut plan, sessions, &holding, self.catch_up, now)
         };
         // The batch's last statements, sent together (the connection pipelines them): the
         // streamed text, the event log's rows and the batch's stamp. One failing aborts the
