@@ -1,15 +1,16 @@
 //! Streamed text kept as pieces a second behind the event log. Every chunk a turn streams is
 //! shown through a row of its session's event log, and that row also carries the chunk's part,
 //! number and text (`events::Chunk`). So the PostgreSQL writer need not write a piece per chunk
-//! as well: it adds a streaming part's text to `part_pieces` about once a second ([`LAG`]), when
-//! the part ends, when its turn gives back its lease, at shutdown, and at once for a chunk that
+//! as well: it adds the streaming parts' text to `part_pieces` about once a second ([`LAG`]),
+//! every part's in one statement (a sweep), and a part's when it ends, when its turn gives back its lease, at shutdown, and at once for a chunk that
 //! logs no row (nothing shown, a lease this replica does not hold) or holds a NUL. Readers join
 //! a streaming part's pieces with the log's rows of it numbered past them
 //! (`rows::VISIBLE_MESSAGES`), so every replica reads the whole text that was shown, whichever
 //! replica streams it; a replica that dies leaves its last second in the log, where the
 //! replica that takes its turn over folds it into pieces (`rows::fold_streams`), and the prune
 //! keeps the rows of parts still streaming. At ten chunks a second a part gains a piece per ten
-//! chunks, where each chunk was a piece.
+//! chunks, where each chunk was a piece, and a writer streaming a thousand parts sends one piece
+//! statement a second, where most of its batches sent one.
 //!
 //! [`Streams`] is what committed; [`Streams::batch`] works out what one batch does to it: the
 //! pieces it writes, the parts whose streaming it ends, the chunks its log rows carry, and the
@@ -27,8 +28,8 @@ use super::writer::{Done, PartKey, Writer};
 use crate::ids::SessionId;
 use crate::store::{StoreError, Write};
 
-/// How far a streaming part's pieces may fall behind its log: text older than this is written
-/// as a piece with the next batch.
+/// How far a streaming part's pieces may fall behind its log: once some text is this old, the
+/// next batch writes every part's text that only the log holds as pieces (a sweep).
 pub(super) const LAG: Duration = Duration::from_secs(1);
 
 /// A streaming part between batches, as committed.
@@ -152,19 +153,26 @@ impl Work<'_> {
 
 impl Streams {
     /// The sessions whose parts' text a batch at `now` of `writes` writes as pieces though no
-    /// write of theirs names them (due, or with `all` any; or their turn's release, which
-    /// names no session to fence): the batch must fence their leases.
+    /// write of theirs names them (in a sweep, [`Self::sweeps`], every part's that has text only
+    /// in the log; or their turn's release, which names no session to fence): the batch must
+    /// fence their leases.
     pub fn due_at<'a>(&'a self, now: Instant, all: bool, writes: &'a [Write]) -> impl Iterator<Item = &'a SessionId> {
-        let due = self
-            .parts
-            .values()
-            .filter(move |stream| stream.since.is_some_and(|since| all || now.saturating_duration_since(since) >= LAG))
-            .map(|stream| &stream.session);
+        let sweep = self.sweeps(now, all);
+        let due =
+            self.parts.values().filter(move |stream| sweep && stream.since.is_some()).map(|stream| &stream.session);
         let released = writes.iter().filter_map(|write| match write {
             Write::ReleaseLease { session_id } => Some(session_id),
             _ => None,
         });
         due.chain(released)
+    }
+
+    /// Whether a batch at `now` sweeps: once the oldest text only in the log is due (or with
+    /// `all`), every part's such text goes into pieces together. A statement's own cost is most
+    /// of a small one's, so one statement about once a second for every part, rather than one
+    /// in most batches for the few parts due in it.
+    fn sweeps(&self, now: Instant, all: bool) -> bool {
+        all || self.due().is_some_and(|due| now >= due)
     }
 
     /// When the oldest text only in the log is due as a piece.
@@ -189,6 +197,7 @@ impl Streams {
         all: bool,
         now: Instant,
     ) -> Batch {
+        let sweep = self.sweeps(now, all);
         let mut work: HashMap<PartKey, Work<'w>> = HashMap::new();
         let reset = |work: &mut HashMap<PartKey, Work<'w>>, key: PartKey, session: &SessionId, streaming: bool| {
             work.insert(key, Work::fresh(session.clone(), streaming));
@@ -247,10 +256,10 @@ impl Streams {
                 _ => {}
             }
         }
-        // Parts the batch did not write to whose text is due, or whose session is not this
-        // replica's any more.
+        // Parts the batch did not write to whose text a sweep writes, or whose session is not
+        // this replica's any more.
         for (key, stream) in &self.parts {
-            let due = stream.since.is_some_and(|since| now.saturating_duration_since(since) >= LAG);
+            let due = sweep && stream.since.is_some();
             if !work.contains_key(key) && (all || due || holding(&stream.session) != Holding::Held) {
                 work.insert(key.clone(), Work::of(stream));
             }
@@ -273,7 +282,7 @@ impl Streams {
             // A session this replica holds no lease of streams no more here: a chunk of it
             // logged no row, and its lease was given back (a release tried again later).
             let ends = part.ended || all || held == Holding::Not;
-            let due = part.since.is_some_and(|since| now.saturating_duration_since(since) >= LAG);
+            let due = sweep && part.since.is_some();
             if ends || part.now || due {
                 if !part.text.is_empty() {
                     batch.pieces.push(Piece::new(part.session.clone(), key.clone(), &part.text, part.chunks));
