@@ -11,11 +11,12 @@ use std::time::Duration;
 
 use tokio::sync::mpsc;
 
-use crate::history::{Message, MessageMeta, Part, Role};
-use crate::ids::{MessageId, SessionId, now_ms};
-use crate::store::{Backend, LastTurn, SessionRow, Store, StoreError, Write};
+use crate::history::{Part, Role};
+use crate::ids::{MessageId, SessionId};
+use crate::store::{Backend, Store, StoreError, Write};
 
 use super::regain::went_in;
+use super::streams_tests::streaming;
 use super::{PgError, PgTarget, Postgres, Tuning, fixture};
 
 /// In a URL that trust ignores: no error may show it.
@@ -27,29 +28,6 @@ async fn store(url: &str, regain_within: Duration) -> Store {
     let tuning = Tuning { regain_within, ..Tuning::for_tests(std::time::Duration::from_secs(15)) };
     let backend = Postgres::open(target, "host-a:1:a".into(), tuning).await.unwrap();
     Store { backend: Arc::new(Backend::Postgres(backend)) }
-}
-
-/// A session whose turn runs here, with an answer whose text part is open to chunks.
-async fn streaming(store: &Store) -> (SessionId, MessageId) {
-    let id = SessionId::generate();
-    let row = SessionRow::new(id.clone(), "/w".into(), "openai/m".into(), now_ms());
-    store.commit(Write::InsertSession(Box::new(row))).await.unwrap();
-    let prompt = Message::new(Role::User, vec![Part::Text { text: "go".into() }], MessageMeta::default());
-    let take = Write::TakeLease {
-        session_id: id.clone(),
-        last: LastTurn::Ours,
-        prompt: Some(prompt),
-        title: None,
-        command: None,
-    };
-    store.commit(take).await.unwrap();
-    let reply = Message::new(Role::Assistant, Vec::new(), MessageMeta::default());
-    let message = reply.id.clone();
-    store.commit(Write::InsertMessage { session_id: id.clone(), message: reply }).await.unwrap();
-    let part = Part::Text { text: String::new() };
-    let open = Write::OpenPart { session_id: id.clone(), message_id: message.clone(), index: 0, part };
-    store.commit(open).await.unwrap();
-    (id, message)
 }
 
 /// Queues a chunk per text, each shown as an update (so logged as an event); the receiver
@@ -93,7 +71,7 @@ async fn a_batch_queued_while_postgres_is_down_commits_once_it_is_back_each_chun
     let url = server.database(PASSWORD).await;
     // A bound far longer than a restart takes on a loaded machine.
     let store = store(&url, Duration::from_secs(120)).await;
-    let (id, message) = streaming(&store).await;
+    let (id, message) = streaming(&store, "").await;
     let before = stream(&store, &message, &["one ", "two "]);
     store.flush().await.unwrap();
 
@@ -116,7 +94,7 @@ async fn past_the_bound_the_writes_fail_saying_the_connection_was_lost_and_nothi
     let server = fixture::Private::start();
     let url = server.database(PASSWORD).await;
     let store = store(&url, Duration::from_secs(1)).await;
-    let (id, message) = streaming(&store).await;
+    let (id, message) = streaming(&store, "").await;
     store.commit(Write::AppendPart { message_id: message.clone(), index: 0, delta: "kept ".into() }).await.unwrap();
 
     server.stop();
@@ -155,7 +133,7 @@ async fn past_the_bound_the_writes_fail_saying_the_connection_was_lost_and_nothi
 async fn a_batch_whose_commit_answer_was_lost_is_found_committed_and_not_run_again() {
     let url = fixture::database().await;
     let store = store(&url, Duration::from_secs(60)).await;
-    let (id, message) = streaming(&store).await;
+    let (id, message) = streaming(&store, "").await;
     match &*store.backend {
         Backend::Postgres(db) => db.lose_next_commit(),
         Backend::Sqlite(_) => panic!("a PostgreSQL store"),

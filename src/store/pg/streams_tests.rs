@@ -20,7 +20,7 @@ async fn store(url: &str, me: &str) -> Store {
 }
 
 /// A session of `a`'s whose turn `a` runs, with an answer open to chunks, starting as `text`.
-async fn streaming(a: &Store, text: &str) -> (SessionId, MessageId) {
+pub(super) async fn streaming(a: &Store, text: &str) -> (SessionId, MessageId) {
     let id = SessionId::generate();
     let row = SessionRow::new(id.clone(), "/w".into(), "openai/m".into(), now_ms());
     a.commit(Write::InsertSession(Box::new(row))).await.unwrap();
