@@ -393,12 +393,12 @@ pub async fn fold_streams(client: &impl GenericClient, session: &SessionId) -> R
                INSERT INTO part_pieces (session_id, message_id, idx, text, upto)
                SELECT p.session_id, p.message_id, p.idx, string_agg(e.piece, '' ORDER BY e.seq), max(e.part_chunk)
                  FROM parts p
+                 CROSS JOIN LATERAL (SELECT coalesce(max(t.upto), 0) AS upto FROM part_pieces t
+                                      WHERE t.message_id = p.message_id AND t.idx = p.idx) AS had
                  JOIN session_events e
                    ON e.session_id = p.session_id AND e.seq > p.streaming_from
-                  AND e.part_message = p.message_id AND e.part_idx = p.idx
+                  AND e.part_message = p.message_id AND e.part_idx = p.idx AND e.part_chunk > had.upto
                 WHERE p.session_id = $1 AND p.streaming_from IS NOT NULL
-                  AND e.part_chunk > (SELECT coalesce(max(t.upto), 0) FROM part_pieces t
-                                       WHERE t.message_id = p.message_id AND t.idx = p.idx)
                 GROUP BY p.session_id, p.message_id, p.idx
              )
              UPDATE parts SET streaming_from = NULL WHERE session_id = $1 AND streaming_from IS NOT NULL",

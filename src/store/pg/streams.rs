@@ -7,8 +7,9 @@
 //! a streaming part's pieces with the log's rows of it numbered past them
 //! (`rows::VISIBLE_MESSAGES`), so every replica reads the whole text that was shown, whichever
 //! replica streams it; a replica that dies leaves its last second in the log, where the
-//! replica that takes its turn over folds it into pieces (`rows::fold_streams`), and the prune
-//! keeps the rows of parts still streaming. At ten chunks a second a part gains a piece per ten
+//! sweeper that closes its turn folds it into pieces (`rows::fold_streams`; a replica that
+//! claims the lapsed lease before any sweep leaves it there, still read), and the prune keeps
+//! the rows of parts still streaming that their pieces lack. At ten chunks a second a part gains a piece per ten
 //! chunks, where each chunk was a piece, and a writer streaming a thousand parts sends one piece
 //! statement a second, where most of its batches sent one.
 //!
@@ -83,9 +84,11 @@ impl Holding {
     /// What a batch that did `done` finds of `session`'s lease, `held` and `lost` as the writer
     /// kept them before it.
     pub fn of(session: &SessionId, held: &HashMap<SessionId, Lease>, lost: &HashSet<SessionId>, done: &Done) -> Self {
-        if done.lost.contains(session) || lost.contains(session) {
+        if done.taken.iter().any(|lease| lease.session == *session) {
+            Holding::Held
+        } else if done.lost.contains(session) || lost.contains(session) {
             Holding::Lost
-        } else if held.contains_key(session) || done.taken.iter().any(|lease| lease.session == *session) {
+        } else if held.contains_key(session) && !done.released.contains(session) {
             Holding::Held
         } else {
             Holding::Not
@@ -154,12 +157,15 @@ impl Work<'_> {
 impl Streams {
     /// The sessions whose parts' text a batch at `now` of `writes` writes as pieces though no
     /// write of theirs names them (in a sweep, [`Self::sweeps`], every part's that has text only
-    /// in the log; or their turn's release, which names no session to fence): the batch must
-    /// fence their leases.
+    /// in the log; with `all` every part's, ended; or their turn's release, which names no
+    /// session to fence): the batch must fence their leases.
     pub fn due_at<'a>(&'a self, now: Instant, all: bool, writes: &'a [Write]) -> impl Iterator<Item = &'a SessionId> {
         let sweep = self.sweeps(now, all);
-        let due =
-            self.parts.values().filter(move |stream| sweep && stream.since.is_some()).map(|stream| &stream.session);
+        let due = self
+            .parts
+            .values()
+            .filter(move |stream| all || (sweep && stream.since.is_some()))
+            .map(|stream| &stream.session);
         let released = writes.iter().filter_map(|write| match write {
             Write::ReleaseLease { session_id } => Some(session_id),
             _ => None,
@@ -203,6 +209,20 @@ impl Streams {
             work.insert(key, Work::fresh(session.clone(), streaming));
         };
         for (job, (write, result)) in writes.iter().zip(results).enumerate() {
+            // The turn is over, even if its release failed (it is tried again outside any
+            // batch): the parts streaming so far end, fenced as the release's session is (not
+            // those a turn claimed later in the batch opens).
+            if let Write::ReleaseLease { session_id } = write {
+                for (key, stream) in &self.parts {
+                    if stream.session == *session_id && !work.contains_key(key) {
+                        work.insert(key.clone(), Work::of(stream));
+                    }
+                }
+                for part in work.values_mut().filter(|part| part.session == *session_id) {
+                    part.ended = true;
+                }
+                continue;
+            }
             if result.is_err() {
                 continue;
             }
@@ -238,18 +258,6 @@ impl Streams {
                 Write::ClosePart { message_id, index } => {
                     let key = (message_id.clone(), *index);
                     if let Some(part) = self.entry(&mut work, &key, sessions) {
-                        part.ended = true;
-                    }
-                }
-                // The turn is over: the parts streaming so far end (not those a turn claimed
-                // later in the batch opens).
-                Write::ReleaseLease { session_id } => {
-                    for (key, stream) in &self.parts {
-                        if stream.session == *session_id && !work.contains_key(key) {
-                            work.insert(key.clone(), Work::of(stream));
-                        }
-                    }
-                    for part in work.values_mut().filter(|part| part.session == *session_id) {
                         part.ended = true;
                     }
                 }
@@ -349,8 +357,11 @@ impl Streams {
 impl Writer {
     /// Runs a batch of no writes: the streamed text that is due (or, with `all`, every part's)
     /// goes into pieces.
+    /// Skipped while the connection is known lost: the log keeps the text readable meanwhile,
+    /// and a batch would wait for the connection, holding up the writes queued behind it.
     pub(super) async fn catch_up(&mut self, all: bool) {
-        if self.streams.due().is_none() {
+        let nothing = if all { self.streams.parts.is_empty() } else { self.streams.due().is_none() };
+        if nothing || self.down {
             return;
         }
         self.catch_up = all;

@@ -2,8 +2,9 @@
 //! its writer has written few or no pieces of it; the pieces catch up within about a second
 //! with no write to bring them, at the part's end, at its turn's end and at shutdown; a chunk
 //! that logs no row is a piece at once, a NUL in one fails nothing; a part written whole or
-//! opened again forgets the chunks before it; and the text a dead writer left only in the log
-//! outlives the prune and is folded into pieces by the sweeper.
+//! opened again forgets the chunks before it; the text a dead writer left only in the log
+//! outlives the prune and is folded into pieces by the sweeper; and a writer whose lease was
+//! taken over never writes that text again.
 
 use std::time::Duration;
 
@@ -240,6 +241,14 @@ async fn text_a_dead_writer_left_only_in_the_log_outlives_the_prune_and_the_swee
     let stop = tokio_util::sync::CancellationToken::new();
     prune::prune_once(&client, &target, Duration::ZERO, prune::BATCH, &stop).await.unwrap();
     assert_eq!(text(rows::messages(&client, &id).await.unwrap()), "abcdef", "the rows of a streaming part are kept");
+    let kept: Vec<i32> = client
+        .query("SELECT part_chunk FROM session_events WHERE session_id = $1 ORDER BY seq", &[&id.as_str()])
+        .await
+        .unwrap()
+        .iter()
+        .map(|row| row.get(0))
+        .collect();
+    assert_eq!(kept, [4, 5, 6], "only those its pieces lack");
 
     let ttl = Duration::from_secs(60);
     assert_eq!(sweeper::sweep_once(&mut client, &target, "alive:1:y", ttl).await.unwrap(), std::slice::from_ref(&id));
@@ -247,4 +256,49 @@ async fn text_a_dead_writer_left_only_in_the_log_outlives_the_prune_and_the_swee
     assert!(!streams(&client, &message).await);
     prune::prune_once(&client, &target, Duration::ZERO, prune::BATCH, &stop).await.unwrap();
     assert_eq!(text(rows::messages(&client, &id).await.unwrap()), "abcdef", "folded, the rows may go");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_stopping_after_its_pieces_caught_up_ends_its_parts_streaming() {
+    let url = fixture::database().await;
+    let a = store(&url, "host-a:1:a").await;
+    let sql = client(&url).await;
+    let (_, message) = streaming(&a, "").await;
+    stream(&a, &message, &["a", "b"], true).await;
+    let started = std::time::Instant::now();
+    while pieces(&sql, &message).await.0 != "ab" {
+        assert!(started.elapsed() < Duration::from_secs(30), "the pieces never caught up");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    a.shutdown().await;
+    assert!(!streams(&sql, &message).await, "no reader looks in the log for a part nobody streams");
+    assert_eq!(pieces(&sql, &message).await.0, "ab");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_writer_whose_lease_was_taken_over_never_writes_the_text_the_new_holder_folded() {
+    let url = fixture::database().await;
+    let (a, b) = (store(&url, "host-a:1:a").await, store(&url, "host-b:2:b").await);
+    let sql = client(&url).await;
+    let (id, message) = streaming(&a, "").await;
+    stream(&a, &message, &["a", "b"], true).await;
+    // Another replica takes the lease over and folds what the log holds, as its sweeper does.
+    sql.execute(
+        "UPDATE session_leases SET holder = 'host-c:3:c', epoch = epoch + 1 WHERE session_id = $1",
+        &[&id.as_str()],
+    )
+    .await
+    .unwrap();
+    rows::fold_streams(&sql, &id).await.unwrap();
+    assert_eq!(pieces(&sql, &message).await.0, "ab");
+
+    // Neither the old holder's sweep, which finds its lease taken, nor its shutdown writes the
+    // text again, and its next chunk is refused.
+    tokio::time::sleep(super::streams::LAG * 2).await;
+    assert_eq!(pieces(&sql, &message).await.0, "ab");
+    let chunk = Write::AppendPart { message_id: message.clone(), index: 0, delta: "c".into() };
+    assert!(a.commit(chunk).await.is_err(), "fenced");
+    a.shutdown().await;
+    assert_eq!(pieces(&sql, &message).await.0, "ab");
+    assert_eq!(text_of(&b, &id).await, "ab", "read once");
 }

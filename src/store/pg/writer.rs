@@ -64,6 +64,7 @@ const MAX_BATCH: usize = 4096;
 /// goes mostly to each statement's own cost, not to its rows. A write queued after a pause goes
 /// at once.
 const GAP: Duration = Duration::from_millis(10);
+const IDLE: Duration = Duration::from_secs(3600);
 
 // `Shutdown` is sent once per process; boxing every write instead would cost an allocation per chunk.
 #[allow(clippy::large_enum_variant)]
@@ -175,8 +176,8 @@ impl Writer {
         // When the leases held are next renewed: between batches once due, however busy the
         // queue is, or else a turn streaming without pause would let its lease lapse.
         let mut renew_at = Instant::now() + beat;
-        // When the last batch of writes began.
-        let mut begun: Option<Instant> = None;
+        // When the last batch of writes began; the earliest a batch of none may catch up streams.
+        let (mut begun, mut retry_at): (Option<Instant>, Instant) = (None, Instant::now());
         // Jobs received while waiting out the gap, before the queue's.
         let mut early: VecDeque<Job> = VecDeque::new();
         loop {
@@ -186,12 +187,13 @@ impl Writer {
             }
             // Woken to renew the leases held, and to write as pieces streamed text that only
             // the log holds once it is due (`streams.rs`), when no batch comes to take it.
-            let due = self.streams.due();
+            let due = self.streams.due().map(|due| due.max(retry_at));
             let wake = if self.held.is_empty() { due } else { Some(due.map_or(renew_at, |due| due.min(renew_at))) };
             let first = if let Some(job) = early.pop_front() {
                 Some(job)
-            } else if let Some(wake) = wake {
-                match tokio::time::timeout_at(wake, jobs.recv()).await {
+            } else {
+                // With nothing to wake for, an hour's sleep that wakes to nothing.
+                match tokio::time::timeout_at(wake.unwrap_or(Instant::now() + IDLE), jobs.recv()).await {
                     Ok(job) => {
                         if self.held.is_empty() {
                             renew_at = Instant::now() + beat;
@@ -201,14 +203,12 @@ impl Writer {
                     Err(_) => {
                         if due.is_some_and(|due| Instant::now() >= due) {
                             self.catch_up(false).await;
+                            // Skipped or failed (the connection lost), it waits before the next.
+                            retry_at = Instant::now() + streams::LAG;
                         }
                         continue;
                     }
                 }
-            } else {
-                let job = jobs.recv().await;
-                renew_at = Instant::now() + beat;
-                job
             };
             let Some(first) = first else {
                 self.catch_up(true).await;
