@@ -64,6 +64,7 @@ const MAX_BATCH: usize = 4096;
 /// goes mostly to each statement's own cost, not to its rows. A write queued after a pause goes
 /// at once.
 const GAP: Duration = Duration::from_millis(10);
+/// The writer's sleep with neither a lease to renew nor streamed text to catch up.
 const IDLE: Duration = Duration::from_secs(3600);
 
 // `Shutdown` is sent once per process; boxing every write instead would cost an allocation per chunk.
@@ -192,7 +193,6 @@ impl Writer {
             let first = if let Some(job) = early.pop_front() {
                 Some(job)
             } else {
-                // With nothing to wake for, an hour's sleep that wakes to nothing.
                 match tokio::time::timeout_at(wake.unwrap_or(Instant::now() + IDLE), jobs.recv()).await {
                     Ok(job) => {
                         if self.held.is_empty() {
