@@ -83,11 +83,29 @@ async fn client(url: &str) -> Client {
     super::PgTarget::parse(url).unwrap().connect().await.unwrap()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_streaming_part_reads_whole_from_another_replica_while_its_pieces_lag_and_from_its_pieces_once_ended() {
+/// Two replicas on a database of the test's own, and a connection to read it with.
+async fn replicas() -> (Store, Store, Client) {
     let url = fixture::database().await;
     let (a, b) = (store(&url, "host-a:1:a").await, store(&url, "host-b:2:b").await);
-    let sql = client(&url).await;
+    (a, b, client(&url).await)
+}
+
+/// Waits until the part's pieces hold `text` with no write to bring them (the writer's catch-up).
+async fn caught_up(sql: &Client, message: &MessageId, text: &str) {
+    let started = std::time::Instant::now();
+    while pieces(sql, message).await.0 != text {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "the pieces never caught up: {:?}",
+            pieces(sql, message).await
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_streaming_part_reads_whole_from_another_replica_while_its_pieces_lag_and_from_its_pieces_once_ended() {
+    let (a, b, sql) = replicas().await;
     let (id, message) = streaming(&a, "He").await;
     let deltas: Vec<String> = (0..20).map(|n| format!("{n},")).collect();
     let deltas: Vec<&str> = deltas.iter().map(String::as_str).collect();
@@ -126,15 +144,7 @@ async fn pieces_catch_up_within_about_a_second_with_no_write_to_bring_them_and_a
     let sql = client(&url).await;
     let (_, message) = streaming(&a, "").await;
     stream(&a, &message, &["a", "b", "c"], true).await;
-    let started = std::time::Instant::now();
-    while pieces(&sql, &message).await.0 != "abc" {
-        assert!(
-            started.elapsed() < Duration::from_secs(30),
-            "the pieces never caught up: {:?}",
-            pieces(&sql, &message).await
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    caught_up(&sql, &message, "abc").await;
     assert!(streams(&sql, &message).await, "caught up, the part still streams");
 
     stream(&a, &message, &["d", "e"], true).await;
@@ -145,9 +155,7 @@ async fn pieces_catch_up_within_about_a_second_with_no_write_to_bring_them_and_a
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_turn_giving_back_its_lease_writes_its_open_parts_text_and_a_part_opened_again_reads_only_its_new_chunks() {
-    let url = fixture::database().await;
-    let (a, b) = (store(&url, "host-a:1:a").await, store(&url, "host-b:2:b").await);
-    let sql = client(&url).await;
+    let (a, b, sql) = replicas().await;
     let (id, message) = streaming(&a, "").await;
     stream(&a, &message, &["a", "b"], true).await;
     let part = Part::Text { text: String::new() };
@@ -164,8 +172,7 @@ async fn a_turn_giving_back_its_lease_writes_its_open_parts_text_and_a_part_open
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_nul_streamed_into_a_part_written_whole_is_stored_as_a_replacement_and_fails_nothing() {
-    let url = fixture::database().await;
-    let (a, b) = (store(&url, "host-a:1:a").await, store(&url, "host-b:2:b").await);
+    let (a, b, _) = replicas().await;
     let (id, message) = streaming(&a, "").await;
     let whole = Part::Text { text: "x".into() };
     a.commit(Write::PutPart { session_id: id.clone(), message_id: message.clone(), index: 0, part: whole })
@@ -179,9 +186,7 @@ async fn a_nul_streamed_into_a_part_written_whole_is_stored_as_a_replacement_and
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_chunk_that_logs_no_row_is_a_piece_at_once_and_a_part_written_whole_forgets_the_chunks_before() {
-    let url = fixture::database().await;
-    let (a, b) = (store(&url, "host-a:1:a").await, store(&url, "host-b:2:b").await);
-    let sql = client(&url).await;
+    let (a, b, sql) = replicas().await;
     let (id, message) = streaming(&a, "").await;
     stream(&a, &message, &["shown "], true).await;
     stream(&a, &message, &["unshown"], false).await;
@@ -265,11 +270,7 @@ async fn a_replica_stopping_after_its_pieces_caught_up_ends_its_parts_streaming(
     let sql = client(&url).await;
     let (_, message) = streaming(&a, "").await;
     stream(&a, &message, &["a", "b"], true).await;
-    let started = std::time::Instant::now();
-    while pieces(&sql, &message).await.0 != "ab" {
-        assert!(started.elapsed() < Duration::from_secs(30), "the pieces never caught up");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    caught_up(&sql, &message, "ab").await;
     a.shutdown().await;
     assert!(!streams(&sql, &message).await, "no reader looks in the log for a part nobody streams");
     assert_eq!(pieces(&sql, &message).await.0, "ab");
@@ -277,9 +278,7 @@ async fn a_replica_stopping_after_its_pieces_caught_up_ends_its_parts_streaming(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_writer_whose_lease_was_taken_over_never_writes_the_text_the_new_holder_folded() {
-    let url = fixture::database().await;
-    let (a, b) = (store(&url, "host-a:1:a").await, store(&url, "host-b:2:b").await);
-    let sql = client(&url).await;
+    let (a, b, sql) = replicas().await;
     let (id, message) = streaming(&a, "").await;
     stream(&a, &message, &["a", "b"], true).await;
     // Another replica takes the lease over and folds what the log holds, as its sweeper does.
