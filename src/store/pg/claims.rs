@@ -27,11 +27,11 @@ use std::collections::{HashMap, HashSet};
 use tokio_postgres::GenericClient;
 use tokio_postgres::types::ToSql;
 
-use super::PgError;
 use super::grouped::Columns;
 use super::lease::{Lease, epoch_of, holder_of, mark_of};
 use super::writer::{Done, PartKey, State};
 use super::writes::session_of;
+use super::{PgError, rows};
 use crate::history::Message;
 use crate::ids::{SessionId, now_ms};
 use crate::store::{LastTurn, StoreError, Write};
@@ -142,21 +142,26 @@ const READ: &str = "SELECT session_id, holder, epoch, released_at IS NULL AND ex
 /// not touched at all: locking its row would wait for that replica's batch, whose fence holds
 /// it, and hold up that replica's next one (the two replicas' batches could deadlock). Rows are
 /// locked in the sessions' order, as every batch locks them. Answers the leases taken, with
-/// their epochs.
-const TAKE: &str = "INSERT INTO session_leases AS lease (session_id, holder, epoch, expires_at, taken_at)
-     SELECT mine.session_id, $2, coalesce(seen.epoch, 0) + 1, now() + $3::float8 * interval '1 second', now()
-       FROM unnest($1::text[], $4::bool[], $5::int8[]) AS mine(session_id, ours, epoch)
-       LEFT JOIN session_leases AS seen ON seen.session_id = mine.session_id
-      WHERE CASE WHEN mine.ours THEN seen.session_id IS NULL OR seen.holder = $2
-                 WHEN mine.epoch IS NULL THEN seen.session_id IS NULL
-                 ELSE seen.epoch = mine.epoch END
-        AND (seen.session_id IS NULL OR seen.holder = $2 OR seen.released_at IS NOT NULL OR seen.expires_at <= now())
-      ORDER BY mine.session_id
-     ON CONFLICT (session_id) DO UPDATE
-        SET holder = excluded.holder, epoch = lease.epoch + 1, expires_at = excluded.expires_at,
-            taken_at = excluded.taken_at, released_at = NULL
-        WHERE (lease.expires_at <= now() OR lease.holder = excluded.holder) AND lease.epoch + 1 = excluded.epoch
-     RETURNING session_id, epoch";
+/// their epochs and whether each was another holder's that lapsed unreleased (read as found:
+/// the take is of that row, its epoch unchanged).
+const TAKE: &str = "WITH took AS (
+       INSERT INTO session_leases AS lease (session_id, holder, epoch, expires_at, taken_at)
+       SELECT mine.session_id, $2, coalesce(seen.epoch, 0) + 1, now() + $3::float8 * interval '1 second', now()
+         FROM unnest($1::text[], $4::bool[], $5::int8[]) AS mine(session_id, ours, epoch)
+         LEFT JOIN session_leases AS seen ON seen.session_id = mine.session_id
+        WHERE CASE WHEN mine.ours THEN seen.session_id IS NULL OR seen.holder = $2
+                   WHEN mine.epoch IS NULL THEN seen.session_id IS NULL
+                   ELSE seen.epoch = mine.epoch END
+          AND (seen.session_id IS NULL OR seen.holder = $2 OR seen.released_at IS NOT NULL OR seen.expires_at <= now())
+        ORDER BY mine.session_id
+       ON CONFLICT (session_id) DO UPDATE
+          SET holder = excluded.holder, epoch = lease.epoch + 1, expires_at = excluded.expires_at,
+              taken_at = excluded.taken_at, released_at = NULL
+          WHERE (lease.expires_at <= now() OR lease.holder = excluded.holder) AND lease.epoch + 1 = excluded.epoch
+       RETURNING session_id, epoch
+     )
+     SELECT took.session_id, took.epoch, coalesce(seen.holder <> $2 AND seen.released_at IS NULL, false)
+       FROM took LEFT JOIN session_leases AS seen ON seen.session_id = took.session_id";
 
 /// Sent after [`TAKE`] in the same transaction, the prompts' statements write only for the
 /// sessions whose lease it took: held by this replica and taken at this transaction's start.
@@ -230,8 +235,19 @@ pub(super) async fn take_all(
         tx.query(&take, &params).await
     };
     let (taken, written) = futures::future::join(taking, write_prompts(tx, state, &prompts)).await;
-    let epochs: HashMap<String, i64> = taken?.iter().map(|row| (row.get(0), row.get(1))).collect();
+    let taken = taken?;
     written?;
+    let epochs: HashMap<String, i64> = taken.iter().map(|row| (row.get(0), row.get(1))).collect();
+    // A lease taken from a holder that stopped mid-turn: the text it streamed only into the
+    // log goes into pieces, as the sweeper's close would have done had it come first.
+    let orphaned: Vec<SessionId> = taken
+        .iter()
+        .filter(|row| row.get::<_, bool>(2))
+        .map(|row| SessionId::from_string(row.get::<_, String>(0)))
+        .collect();
+    if !orphaned.is_empty() {
+        rows::fold_streams(tx, &orphaned.iter().collect::<Vec<_>>()).await?;
+    }
     let (took, refused): (Vec<_>, Vec<_>) =
         claims.into_iter().partition(|(claim, _)| epochs.contains_key(claim.session.as_str()));
     if !refused.is_empty() {

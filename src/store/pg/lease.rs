@@ -22,7 +22,7 @@ use std::time::Duration;
 
 use tokio_postgres::{GenericClient, Transaction};
 
-use super::{PgError, PgTarget, Prepared};
+use super::{PgError, PgTarget, Prepared, rows};
 use crate::ids::{LeaseHolder, SessionId};
 
 /// A lease this replica holds.
@@ -71,20 +71,31 @@ pub async fn try_take(
     holder: &str,
     ttl: Duration,
 ) -> Result<Taken, tokio_postgres::Error> {
+    // The lease as found is read in the statement's snapshot, before its take: whether it was
+    // another holder's, never released.
     let statement = prepared
         .get(
             client,
-            "INSERT INTO session_leases AS lease (session_id, holder, epoch, expires_at, taken_at)
-             VALUES ($1, $2, 1, now() + $3::float8 * interval '1 second', now())
-             ON CONFLICT (session_id) DO UPDATE
-                SET holder = excluded.holder, epoch = lease.epoch + 1, expires_at = excluded.expires_at,
-                    taken_at = excluded.taken_at, released_at = NULL
-                WHERE lease.expires_at <= now() OR lease.holder = excluded.holder
-             RETURNING epoch",
+            "WITH took AS (
+               INSERT INTO session_leases AS lease (session_id, holder, epoch, expires_at, taken_at)
+               VALUES ($1, $2, 1, now() + $3::float8 * interval '1 second', now())
+               ON CONFLICT (session_id) DO UPDATE
+                  SET holder = excluded.holder, epoch = lease.epoch + 1, expires_at = excluded.expires_at,
+                      taken_at = excluded.taken_at, released_at = NULL
+                  WHERE lease.expires_at <= now() OR lease.holder = excluded.holder
+               RETURNING epoch
+             )
+             SELECT took.epoch, coalesce(
+                      (SELECT seen.holder <> $2 AND seen.released_at IS NULL FROM session_leases AS seen
+                        WHERE seen.session_id = $1), false)
+               FROM took",
         )
         .await?;
     let took = client.query_opt(&statement, &[&session.as_str(), &holder, &seconds(ttl)]).await?;
     if let Some(row) = took {
+        if row.get::<_, bool>(1) {
+            rows::fold_streams(client, &[session]).await?;
+        }
         return Ok(Taken::Took(Lease { session: session.clone(), holder: holder.to_owned(), epoch: row.get(0) }));
     }
     let row = client

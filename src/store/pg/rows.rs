@@ -382,11 +382,13 @@ pub async fn add_pieces(
     Ok(())
 }
 
-/// Writes as pieces the text of `session`'s streaming parts that only the log's rows hold, and
+/// Writes as pieces the text of `sessions`' streaming parts that only the log's rows hold, and
 /// ends their streaming: a writer that stopped (a replica that died) left up to a second of
-/// text there. Run by whoever closes its turn, under the session's lease, so the writer (fenced
+/// text there. Run under the sessions' leases by whoever takes them over from that writer (the
+/// sweeper closing its turn, or a prompt's take of the lapsed lease), so the writer (fenced
 /// from then on) cannot write the same text again.
-pub async fn fold_streams(client: &impl GenericClient, session: &SessionId) -> Result<()> {
+pub async fn fold_streams(client: &impl GenericClient, sessions: &[&SessionId]) -> Result<()> {
+    let sessions: Vec<&str> = sessions.iter().map(|session| session.as_str()).collect();
     client
         .execute(
             "WITH folded AS (
@@ -398,11 +400,11 @@ pub async fn fold_streams(client: &impl GenericClient, session: &SessionId) -> R
                  JOIN session_events e
                    ON e.session_id = p.session_id AND e.seq > p.streaming_from
                   AND e.part_message = p.message_id AND e.part_idx = p.idx AND e.part_chunk > had.upto
-                WHERE p.session_id = $1 AND p.streaming_from IS NOT NULL
+                WHERE p.session_id = ANY($1::text[]) AND p.streaming_from IS NOT NULL
                 GROUP BY p.session_id, p.message_id, p.idx
              )
-             UPDATE parts SET streaming_from = NULL WHERE session_id = $1 AND streaming_from IS NOT NULL",
-            &[&session.as_str()],
+             UPDATE parts SET streaming_from = NULL WHERE session_id = ANY($1::text[]) AND streaming_from IS NOT NULL",
+            &[&sessions],
         )
         .await?;
     Ok(())

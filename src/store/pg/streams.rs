@@ -7,8 +7,8 @@
 //! a streaming part's pieces with the log's rows of it numbered past them
 //! (`rows::VISIBLE_MESSAGES`), so every replica reads the whole text that was shown, whichever
 //! replica streams it; a replica that dies leaves its last second in the log, where the
-//! sweeper that closes its turn folds it into pieces (`rows::fold_streams`; a replica that
-//! claims the lapsed lease before any sweep leaves it there, still read), and the prune keeps
+//! sweeper that closes its turn folds it into pieces (`rows::fold_streams`; so does a take of
+//! the lapsed lease that comes before any sweep, `lease::try_take`, `claims.rs`), and the prune keeps
 //! the rows of parts still streaming that their pieces lack. At ten chunks a second a part gains a piece per ten
 //! chunks, where each chunk was a piece, and a writer streaming a thousand parts sends one piece
 //! statement a second, where most of its batches sent one.
@@ -189,7 +189,7 @@ impl Streams {
     /// What the batch of `writes` (with their `results`) does to the streams, and the chunks
     /// its log rows carry (put into `plan`). `sessions` name the session of every part the
     /// batch may stream to; `holding` tells whether this replica holds a session's lease (taken
-    /// in the batch or before it), lost it to another replica (whose sweeper folds the text it
+    /// in the batch or before it), lost it to another replica (whose take folds the text it
     /// left: none is written here) or holds none. With `all` (at shutdown) every part's text goes
     /// into pieces and its streaming ends.
     #[allow(clippy::too_many_arguments)]

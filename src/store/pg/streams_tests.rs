@@ -3,8 +3,8 @@
 //! with no write to bring them, at the part's end, at its turn's end and at shutdown; a chunk
 //! that logs no row is a piece at once, a NUL in one fails nothing; a part written whole or
 //! opened again forgets the chunks before it; the text a dead writer left only in the log
-//! outlives the prune and is folded into pieces by the sweeper; and a writer whose lease was
-//! taken over never writes that text again.
+//! outlives the prune and is folded into pieces by the sweeper, or by a take of its lapsed
+//! lease that comes first; and a writer whose lease was taken over never writes that text again.
 
 use std::time::Duration;
 
@@ -264,6 +264,46 @@ async fn text_a_dead_writer_left_only_in_the_log_outlives_the_prune_and_the_swee
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_take_of_a_dead_writers_lapsed_lease_before_the_sweeper_folds_its_text_into_pieces() {
+    let url = fixture::database().await;
+    // Its sweeper would take the lapsed leases first: it sleeps a quarter of the ttl first.
+    let a = Store::open_postgres_as(&url, "host-a:1:a", Duration::from_secs(600)).await.unwrap();
+    let (target, sql) = (super::PgTarget::parse(&url).unwrap(), client(&url).await);
+    // Once by a prompt's claim (the batch's takes together), once by a take with no prompt.
+    let (prompted, prompted_reply) = left_streaming(&sql, &target).await;
+    let (bare, bare_reply) = left_streaming(&sql, &target).await;
+    for (id, prompt) in [(&prompted, true), (&bare, false)] {
+        let prompt =
+            prompt.then(|| Message::new(Role::User, vec![Part::Text { text: "on".into() }], MessageMeta::default()));
+        let take = Write::TakeLease {
+            session_id: id.clone(),
+            last: LastTurn::By(Some(lease::mark_of(1))),
+            prompt,
+            title: None,
+            command: None,
+        };
+        a.commit(take).await.unwrap();
+    }
+    for (id, reply, by) in [(&prompted, &prompted_reply, "a prompt"), (&bare, &bare_reply, "a bare take")] {
+        assert_eq!(pieces(&sql, reply).await, ("abcdef".to_owned(), 2), "the log's last three chunks folded by {by}");
+        assert!(!streams(&sql, reply).await, "the part no longer streams");
+        let messages = a.messages(id).await.unwrap();
+        assert!(matches!(messages[0].parts.first(), Some(Part::Text { text }) if text == "abcdef"), "read once");
+    }
+
+    // A lease given back, or this replica's own, holds no text of another writer to fold.
+    let (id, message) = streaming(&a, "").await;
+    stream(&a, &message, &["x"], true).await;
+    let again =
+        Write::TakeLease { session_id: id.clone(), last: LastTurn::Ours, prompt: None, title: None, command: None };
+    a.commit(again).await.unwrap();
+    assert!(streams(&sql, &message).await, "its own part still streams");
+    stream(&a, &message, &["y"], true).await;
+    a.commit(Write::ClosePart { message_id: message.clone(), index: 0 }).await.unwrap();
+    assert_eq!(pieces(&sql, &message).await.0, "xy", "written once, by its writer");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_replica_stopping_after_its_pieces_caught_up_ends_its_parts_streaming() {
     let url = fixture::database().await;
     let a = store(&url, "host-a:1:a").await;
@@ -288,7 +328,7 @@ async fn a_writer_whose_lease_was_taken_over_never_writes_the_text_the_new_holde
     )
     .await
     .unwrap();
-    rows::fold_streams(&sql, &id).await.unwrap();
+    rows::fold_streams(&sql, &[&id]).await.unwrap();
     assert_eq!(pieces(&sql, &message).await.0, "ab");
 
     // Neither the old holder's sweep, which finds its lease taken, nor its shutdown writes the

@@ -157,7 +157,7 @@ pub async fn sweep_once(
         let ended = rows::finalize_orphans(&tx, &lease.session, now).await.map_err(failed)?;
         // The text the dead writer left only in the log goes into pieces, its parts stop
         // streaming: it cannot write them again, its lease now being this one's.
-        rows::fold_streams(&tx, &lease.session).await.map_err(failed)?;
+        rows::fold_streams(&tx, &[&lease.session]).await.map_err(failed)?;
         let notice = notice(&dead);
         rows::insert_message(&tx, &super::Prepared::default(), &lease.session, &notice, now).await.map_err(failed)?;
         events::append_unshown(&tx, &lease, &shown(&ended, &notice)).await.map_err(failed)?;
