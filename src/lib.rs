@@ -12,6 +12,7 @@
 
 pub mod acp;
 pub mod agent;
+mod aside;
 pub mod backlog;
 mod beneath;
 pub mod config;

@@ -124,30 +124,15 @@ impl Credentials {
         })
     }
 
-    /// Writes the whole file 0600 through a temporary one beside it (created exclusively, so
-    /// nothing planted at that name is written through), then renames it into place.
+    /// Writes the whole file 0600 aside under a random name, then renames it into place
+    /// (`aside::replace`).
     fn write(&self, file: &File) -> Result<(), CredentialsError> {
-        use std::io::Write as _;
-        use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+        use std::os::unix::fs::DirBuilderExt;
         let fail = |source| CredentialsError::Write { path: self.path.clone(), source };
         let dir = self.path.parent().unwrap_or(Path::new("."));
         std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir).map_err(fail)?;
         let text = toml::to_string(file).map_err(|err| fail(std::io::Error::other(err)))?;
-        let temporary = dir.join(format!(".credentials.{}.tmp", std::process::id()));
-        let _ = std::fs::remove_file(&temporary);
-        let written = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .custom_flags(libc::O_NOFOLLOW)
-            .open(&temporary)
-            .and_then(|mut out| out.write_all(text.as_bytes()).and_then(|()| out.sync_all()))
-            .and_then(|()| std::fs::rename(&temporary, &self.path));
-        if let Err(err) = written {
-            let _ = std::fs::remove_file(&temporary);
-            return Err(fail(err));
-        }
-        Ok(())
+        crate::aside::replace(&self.path, text.as_bytes()).map(drop).map_err(fail)
     }
 }
 

@@ -63,8 +63,6 @@ impl TrustFile {
 
     /// Keeps the answer for `path` with this content (replacing what was kept for that path).
     pub fn remember(&self, path: &Path, hash: &str, trusted: bool) -> std::io::Result<()> {
-        use std::io::Write as _;
-        use std::os::unix::fs::OpenOptionsExt as _;
         let mut answers = self.read();
         let path = path.to_string_lossy().into_owned();
         answers.files.retain(|answer| answer.path != path);
@@ -72,12 +70,7 @@ impl TrustFile {
         let text = serde_json::to_string_pretty(&answers).map_err(std::io::Error::other)?;
         let dir = self.0.parent().unwrap_or(Path::new("."));
         std::fs::create_dir_all(dir)?;
-        let temporary = dir.join(format!(".hooks-trust.{}.tmp", std::process::id()));
-        let mut file =
-            std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(&temporary)?;
-        file.write_all(text.as_bytes())?;
-        file.sync_all()?;
-        std::fs::rename(&temporary, &self.0)
+        crate::aside::replace(&self.0, text.as_bytes()).map(drop)
     }
 }
 
@@ -137,5 +130,19 @@ mod tests {
         use std::os::unix::fs::PermissionsExt as _;
         assert_eq!(std::fs::metadata(&trust.0).unwrap().permissions().mode() & 0o777, 0o600);
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_link_planted_where_the_answers_were_once_written_aside_is_not_written_through() {
+        let dir = tempfile::tempdir().unwrap();
+        let victim = dir.path().join("victim");
+        std::fs::write(&victim, "mine").unwrap();
+        // The name this file was written under before, fixed by the process id.
+        std::os::unix::fs::symlink(&victim, dir.path().join(format!(".hooks-trust.{}.tmp", std::process::id())))
+            .unwrap();
+        let trust = TrustFile::in_dir(dir.path());
+        trust.remember(Path::new("/project/.claude/settings.json"), "aa", true).unwrap();
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "mine");
+        assert_eq!(trust.answer(Path::new("/project/.claude/settings.json"), "aa"), Some(true));
     }
 }

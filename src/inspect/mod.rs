@@ -216,9 +216,9 @@ async fn export(store: &Store, id: String, format: Format, output: Option<&Path>
     };
     match output {
         None => print(&text),
-        Some(path) => {
-            write_whole(path, text.as_bytes()).map_err(|source| InspectError::Output { path: path.to_owned(), source })
-        }
+        Some(path) => crate::aside::replace(path, text.as_bytes())
+            .map(drop)
+            .map_err(|source| InspectError::Output { path: path.to_owned(), source }),
     }
 }
 
@@ -321,27 +321,6 @@ fn print(text: &str) -> Result<(), InspectError> {
         }
         _ => Ok(()),
     }
-}
-
-/// Writes `bytes` to a new private file beside `path`, then renames it over `path`: an existing
-/// file is replaced whole or not at all.
-fn write_whole(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let name = path.file_name().ok_or_else(|| std::io::Error::other("it names no file"))?;
-    let mut temporary = name.to_owned();
-    temporary.push(format!(".{}.partial", std::process::id()));
-    let temporary = path.with_file_name(temporary);
-    let written = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(&temporary)
-        .and_then(|mut file| file.write_all(bytes).and_then(|()| file.sync_all()))
-        .and_then(|()| std::fs::rename(&temporary, path));
-    if written.is_err() {
-        let _ = std::fs::remove_file(&temporary);
-    }
-    written
 }
 
 #[cfg(test)]

@@ -57,7 +57,6 @@
 //!   length and unmapped after the last use: `gate/tests.rs`
 //!   `a_file_rewritten_through_a_mapping_made_before_it_was_judged_is_judged_anew`.
 
-mod aside;
 mod filter;
 mod gate;
 mod lookup;

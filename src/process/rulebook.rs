@@ -190,7 +190,7 @@ impl Rulebook {
         // Written aside under a name nobody can tell beforehand: with the sandbox off a job
         // reaches the directory, and something it planted at a name the version might take
         // would stop every later one.
-        let version = super::aside::replace(&self.path, text.as_bytes())?;
+        let version = crate::aside::replace(&self.path, text.as_bytes())?;
         held.written = Some((wanted, version));
         Ok(())
     }

@@ -15,7 +15,7 @@
 //! the server starts. Made whole or not at all (written aside, then renamed into place), under a
 //! lock so that servers starting together agree on one.
 
-use std::io::{Read as _, Write as _};
+use std::io::Read as _;
 use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _, PermissionsExt as _};
 use std::path::{Path, PathBuf};
 
@@ -85,11 +85,11 @@ fn with_holders<T>(
     fail: impl Fn(std::io::Error) -> String,
     change: impl FnOnce(&mut Vec<Holder>) -> Result<T, String>,
 ) -> Result<T, String> {
-    let lock = private(&data_dir.join(LOCK), false).map_err(&fail)?;
+    let lock = private(&data_dir.join(LOCK)).map_err(&fail)?;
     lock.lock().map_err(&fail)?;
     let mut holders = live_holders(&data_dir.join(HOLDERS));
     let changed = change(&mut holders)?;
-    replace(data_dir, &data_dir.join(HOLDERS), &lines(&holders)).map_err(fail)?;
+    crate::aside::replace(&data_dir.join(HOLDERS), lines(&holders).as_bytes()).map(drop).map_err(fail)?;
     Ok(changed)
 }
 
@@ -125,7 +125,7 @@ fn take_in(data_dir: &Path) -> Result<String, String> {
             Some(secret) => secret,
             None => {
                 let secret = super::auth::new_secret().map_err(|err| err.to_string())?;
-                replace(data_dir, &at, &format!("{secret}\n")).map_err(fail)?;
+                crate::aside::replace(&at, format!("{secret}\n").as_bytes()).map(drop).map_err(fail)?;
                 holders.clear();
                 secret
             }
@@ -189,31 +189,9 @@ fn started(pid: u32) -> Option<u64> {
     rest.split(' ').nth(19)?.parse().ok()
 }
 
-/// A file at `at` opened for writing, 0600, made if missing (`new`: made now, never opened).
-fn private(at: &Path, new: bool) -> std::io::Result<std::fs::File> {
-    let mut options = std::fs::OpenOptions::new();
-    options.write(true).mode(0o600);
-    if new {
-        options.create_new(true)
-    } else {
-        options.create(true)
-    };
-    options.open(at)
-}
-
-/// `text` written aside in `data_dir`, then renamed to `at`.
-fn replace(data_dir: &Path, at: &Path, text: &str) -> std::io::Result<()> {
-    let aside = data_dir.join(format!(".{FILE}.{}", crate::ids::new_id("tmp")));
-    let written = (|| {
-        let mut file = private(&aside, true)?;
-        file.write_all(text.as_bytes())?;
-        file.sync_all()?;
-        std::fs::rename(&aside, at)
-    })();
-    if written.is_err() {
-        let _ = std::fs::remove_file(&aside);
-    }
-    written
+/// A file at `at` opened for writing, 0600, made if missing.
+fn private(at: &Path) -> std::io::Result<std::fs::File> {
+    std::fs::OpenOptions::new().write(true).create(true).truncate(false).mode(0o600).open(at)
 }
 
 #[cfg(test)]

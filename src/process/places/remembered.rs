@@ -142,7 +142,7 @@ pub fn remember(
     if before == text {
         return Ok(());
     }
-    crate::process::aside::replace(&at, text.as_bytes()).map(drop)
+    crate::aside::replace(&at, text.as_bytes()).map(drop)
 }
 
 /// The text of the file at `at`, empty when there is none; bytes that are not UTF-8 make
