@@ -37,7 +37,7 @@ use crate::agent::{AgentEvent, RecordError, Recorder, StreamKind};
 use crate::backlog::Backlog;
 use crate::history::{CallState, Message, MessageMeta, Part, Role, ToolPart, Usage};
 use crate::ids::{MessageId, SessionId};
-use crate::permissions::Scope;
+use crate::permissions::{Rule, Scope};
 use crate::store::{Store, StoreError, Write};
 
 /// Where a recorder's writes go.
@@ -85,6 +85,9 @@ pub struct StoreRecorder {
     /// The turn's cancel by its user: once it fires, no claim is sent any more (the prompt,
     /// withdrawn before the session took it, is not stored).
     withdrawn: Option<CancellationToken>,
+    /// The turn's permission rules as they are now, for the session's `/permissions` while it
+    /// runs: a rule an answer adds is added here too.
+    rules: Option<watch::Sender<Vec<Rule>>>,
 }
 
 impl StoreRecorder {
@@ -110,6 +113,20 @@ impl StoreRecorder {
             used: Usage::default(),
             early: None,
             withdrawn: None,
+            rules: None,
+        }
+    }
+
+    /// A recorder that keeps `rules` (the turn's, as it starts) as the turn's answers add to them.
+    pub fn showing_rules(mut self, rules: watch::Sender<Vec<Rule>>) -> Self {
+        self.rules = Some(rules);
+        self
+    }
+
+    /// The turn's rules are `rules` now (the project's, read again as it started, added).
+    pub fn rules_now(&self, rules: &[Rule]) {
+        if let Some(shown) = &self.rules {
+            shown.send_replace(rules.to_vec());
         }
     }
 
@@ -322,6 +339,9 @@ impl Recorder for StoreRecorder {
                 self.write(Write::Barrier, vec![Update::Usage { used, size, cost }]);
             }
             AgentEvent::RuleAdded(rule) => {
+                if let Some(shown) = &self.rules {
+                    shown.send_modify(|rules| rules.push(rule.clone()));
+                }
                 let write = match rule.source {
                     Scope::Session => Write::AddSessionRule { id: session_id, rule },
                     Scope::Project => Write::AddProjectRule { project: self.project.clone(), rule },

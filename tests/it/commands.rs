@@ -78,6 +78,49 @@ async fn permissions_lists_and_revokes_remembered_rules() {
 }
 
 #[tokio::test]
+async fn permissions_during_a_turn_lists_the_rules_the_turn_holds_now_numbered_as_after_it() {
+    let env = TestEnv::new().await;
+    let editor = Editor::default();
+    // The other session's question, then this one's first; its second is left waiting.
+    editor.answer(&["allow_session", "allow_session"]);
+    let mut agent = env.ready_with(editor).await;
+    let mine = agent.new_session(&env.cwd()).await;
+    let other = agent.new_session(&env.cwd()).await;
+    env.mock.push(Reply::tool_calls(&[("c1", "bash", json!({"command": "echo hi"}))]));
+    env.mock.push(Reply::text(&["ran"]));
+    say(&mut agent, &other, "run echo").await;
+    say(&mut agent, &other, "/permissions project 1").await;
+
+    // This session's turn reads the project's rules again and answers one question "always".
+    env.mock.push(Reply::tool_calls(&[("c2", "bash", json!({"command": "printf x"}))]));
+    env.mock.push(Reply::tool_calls(&[("c3", "bash", json!({"command": "date"}))]));
+    env.mock.push(Reply::text(&["done"]));
+    let running = agent.prompt(&mine, "run printf, then date").await;
+    let question = loop {
+        let message = agent.recv().await;
+        if message["method"] == "session/request_permission" {
+            break message;
+        }
+    };
+    assert!(question["params"]["toolCall"].to_string().contains("date"), "{question}");
+    let expected = [
+        "1. allow `echo` on files in this workspace (this project)",
+        "2. allow `printf` on files in this workspace (this session)",
+    ];
+    let (_, listed) = say(&mut agent, &mine, "/permissions").await;
+    for rule in expected {
+        assert!(listed.contains(rule), "while the turn runs: {listed}");
+    }
+    agent.respond(&question["id"], json!({"outcome": {"outcome": "selected", "optionId": "reject_once"}})).await;
+    agent.response(running).await;
+    let (_, after) = say(&mut agent, &mine, "/permissions").await;
+    for rule in expected {
+        assert!(after.contains(rule), "after it: {after}");
+    }
+    assert!(!after.contains("3."), "{after}");
+}
+
+#[tokio::test]
 async fn permissions_project_keeps_a_sessions_rule_for_every_session_in_the_project() {
     let env = TestEnv::new().await;
     let editor = Editor::default();

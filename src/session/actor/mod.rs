@@ -173,6 +173,8 @@ struct Running {
     steer: Option<mpsc::UnboundedSender<crate::agent::Steered>>,
     /// The prompts handed to the turn, joined or not yet.
     steered: Vec<steer::Joining>,
+    /// The model turn's permission rules as they are now; `None` for `/compact` and `/rewind`.
+    rules: Option<watch::Receiver<Vec<Rule>>>,
 }
 
 /// What a turn task gives back to the actor.

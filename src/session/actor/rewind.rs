@@ -136,6 +136,7 @@ impl Actor {
             titling: false,
             steer: None,
             steered: Vec::new(),
+            rules: None,
         });
     }
 

@@ -210,15 +210,22 @@ impl Actor {
         text
     }
 
+    /// The session's rules, numbered as a change after the running turn will find them: while
+    /// a model turn runs, its own as they grow (an answer's, the project's read again).
     fn rules_text(&self) -> String {
-        if self.rules.is_empty() {
+        let live = self.running.as_ref().and_then(|running| running.rules.as_ref());
+        let rules = match live {
+            Some(turned) => super::turn::with_attached(turned.borrow().clone(), &self.rules),
+            None => self.rules.clone(),
+        };
+        if rules.is_empty() {
             return "No remembered permission rules. Answering \"always\" to a permission question adds one."
                 .to_owned();
         }
         let mut text = "Remembered permission rules (revoke with /permissions revoke <n> or revoke all; keep one for \
                         every session in this project with /permissions project <n>):"
             .to_owned();
-        for (n, rule) in self.rules.iter().enumerate() {
+        for (n, rule) in rules.iter().enumerate() {
             let action = match rule.action {
                 Action::Allow => "allow",
                 Action::Deny => "reject",

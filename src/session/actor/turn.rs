@@ -66,13 +66,7 @@ impl Actor {
                 }
                 self.context_used = context_used(&history);
                 self.history = Some(history);
-                // Rules given for this run that an attach brought while the turn ran stay.
-                let attached: Vec<_> = std::mem::take(&mut self.rules)
-                    .into_iter()
-                    .filter(|rule| rule.source == crate::permissions::Scope::Run && !rules.contains(rule))
-                    .collect();
-                self.rules = rules;
-                self.rules.extend(attached);
+                self.rules = with_attached(rules, &self.rules);
                 self.publish_rules();
                 result.map_err(SessionError::from)
             }
@@ -291,6 +285,9 @@ impl Actor {
         let (mode, switch) = (self.mode.subscribe(), Some(self.mode.clone()));
         let mut rules = std::mem::take(&mut self.rules);
         self.rules.clone_from(&rules);
+        // What `/permissions` lists while the turn runs: its rules as they grow.
+        let (shown_rules, listed) = tokio::sync::watch::channel(rules.clone());
+        recorder = recorder.showing_rules(shown_rules);
         // Only a level the user chose is sent; otherwise the provider's default applies.
         let thought = self.row.thought_level.as_deref().and_then(ThoughtLevel::parse);
         let (spent, context_used, history_len) = (self.row.cost_usd, self.context_used, history.len());
@@ -335,6 +332,7 @@ impl Actor {
                 watch,
             );
             let ((), mut parent) = tokio::join!(fresh, parent);
+            recorder.rules_now(&rules);
             parent.hooks = Some(Arc::clone(&hooks));
             // A command from a file holds its turn, and the sub-agents it starts, to its tools,
             // and its turn to its model.
@@ -379,8 +377,18 @@ impl Actor {
         };
         self.turn = Some(tokio::spawn(turn.instrument(span)));
         let steer = Some(steer);
-        self.running =
-            Some(Running { ticket, trace, history_len, cancel, reply, handing, titling, steer, steered: Vec::new() });
+        self.running = Some(Running {
+            ticket,
+            trace,
+            history_len,
+            cancel,
+            reply,
+            handing,
+            titling,
+            steer,
+            steered: Vec::new(),
+            rules: Some(listed),
+        });
     }
 
     /// `/compact`: a compaction with no kept tail, run like a turn (it holds the history, and
@@ -458,6 +466,7 @@ impl Actor {
             titling: false,
             steer: None,
             steered: Vec::new(),
+            rules: None,
         });
     }
 }
@@ -519,4 +528,21 @@ async fn fresh_project_rules(
             tracing::warn!(%err, "project permission rules could not be read again: the turn keeps those read before")
         }
     }
+}
+
+/// The session's rules once a turn lent `turned` (its rules, as it ended or as they are now)
+/// and the actor's copy is `kept`: the turn's, then the rules given for this run that an attach
+/// brought while the turn ran.
+pub(super) fn with_attached(
+    turned: Vec<crate::permissions::Rule>,
+    kept: &[crate::permissions::Rule],
+) -> Vec<crate::permissions::Rule> {
+    let attached: Vec<_> = kept
+        .iter()
+        .filter(|rule| rule.source == crate::permissions::Scope::Run && !turned.contains(rule))
+        .cloned()
+        .collect();
+    let mut rules = turned;
+    rules.extend(attached);
+    rules
 }
