@@ -74,6 +74,12 @@ impl Actor {
                 // The turn task panicked; what it committed is the truth, so reread it.
                 tracing::error!(session = %self.row.id, %err, "turn task failed");
                 self.history = Some(self.services.store.messages(&self.row.id).await.unwrap_or_default());
+                // Its rules as it last had them (each added one is stored), as `/permissions` listed them.
+                let last = self.running.as_ref().and_then(|running| running.rules.as_ref());
+                if let Some(turned) = last.map(|live| live.borrow().clone()) {
+                    self.rules = with_attached(turned, &self.rules);
+                    self.publish_rules();
+                }
                 Err(SessionError::Turn(TurnError::Internal(format!("the turn stopped unexpectedly: {err}"))))
             }
         };

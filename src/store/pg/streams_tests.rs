@@ -291,12 +291,22 @@ async fn a_take_of_a_dead_writers_lapsed_lease_before_the_sweeper_folds_its_text
         assert!(matches!(messages[0].parts.first(), Some(Part::Text { text }) if text == "abcdef"), "read once");
     }
 
-    // A lease given back, or this replica's own, holds no text of another writer to fold.
+    // This replica's own lease, taken again bare or by a prompt, holds no text of another
+    // writer to fold.
     let (id, message) = streaming(&a, "").await;
     stream(&a, &message, &["x"], true).await;
     let again =
         Write::TakeLease { session_id: id.clone(), last: LastTurn::Ours, prompt: None, title: None, command: None };
     a.commit(again).await.unwrap();
+    let prompt = Message::new(Role::User, vec![Part::Text { text: "more".into() }], MessageMeta::default());
+    let claim = Write::TakeLease {
+        session_id: id.clone(),
+        last: LastTurn::Ours,
+        prompt: Some(prompt),
+        title: None,
+        command: None,
+    };
+    a.commit(claim).await.unwrap();
     assert!(streams(&sql, &message).await, "its own part still streams");
     stream(&a, &message, &["y"], true).await;
     a.commit(Write::ClosePart { message_id: message.clone(), index: 0 }).await.unwrap();
