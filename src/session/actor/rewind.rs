@@ -126,18 +126,7 @@ impl Actor {
             TurnOutcome { history, rules, checkpoints, result: Ok(StopReason::EndTurn.into()), claimed: true }
         }));
         let cancel = tokio_util::sync::CancellationToken::new();
-        self.running = Some(Running {
-            ticket,
-            trace: None,
-            history_len,
-            cancel,
-            reply,
-            handing: None,
-            titling: false,
-            steer: None,
-            steered: Vec::new(),
-            rules: None,
-        });
+        self.running = Some(Running::unsteered(ticket, None, history_len, cancel, reply));
     }
 
     /// `/checkpoints`: per prompt, when, and the files its calls changed.

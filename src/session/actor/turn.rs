@@ -462,18 +462,7 @@ impl Actor {
             TurnOutcome { history, rules, checkpoints: None, result, claimed: true }
         };
         self.turn = Some(tokio::spawn(compaction.instrument(span)));
-        self.running = Some(Running {
-            ticket,
-            trace,
-            history_len,
-            cancel,
-            reply,
-            handing: None,
-            titling: false,
-            steer: None,
-            steered: Vec::new(),
-            rules: None,
-        });
+        self.running = Some(Running::unsteered(ticket, trace, history_len, cancel, reply));
     }
 }
 
@@ -551,4 +540,29 @@ pub(super) fn with_attached(
     let mut rules = turned;
     rules.extend(attached);
     rules
+}
+
+impl Running {
+    /// Work that is no model turn (`/compact`, `/rewind`): nothing steers into it, nothing is
+    /// handed on, and the session's rules are the actor's.
+    pub(super) fn unsteered(
+        ticket: u64,
+        trace: Option<TraceContext>,
+        history_len: usize,
+        cancel: CancellationToken,
+        reply: Reply<TurnEnd>,
+    ) -> Self {
+        Self {
+            ticket,
+            trace,
+            history_len,
+            cancel,
+            reply,
+            handing: None,
+            titling: false,
+            steer: None,
+            steered: Vec::new(),
+            rules: None,
+        }
+    }
 }
